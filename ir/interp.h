@@ -1,0 +1,51 @@
+/* interp.h — the reference interpreter: executes any PrimFunc (unscheduled,
+ * scheduled, or lowered) on host buffers with exact semantics. It is the
+ * ground truth for every correctness test, so it favours clarity and checks
+ * over speed: every buffer access is bounds-checked (an out-of-bounds access
+ * is an error naming the buffer, the index and the statement), allocated
+ * buffers start filled with a poison pattern (NaN / 0x5A bytes) so a read of
+ * an unwritten element shows up, and f32/f16/bf16 results are rounded to
+ * their dtype after every operation. */
+#ifndef TESSEL_IR_INTERP_H
+#define TESSEL_IR_INTERP_H
+
+#include "ir.h"
+
+/* A host tensor: data is dense row-major in dtype's storage format
+ * (f16/bf16 as uint16 bits, bool as uint8). */
+typedef struct ir_tensor {
+  ir_dtype dtype;
+  int ndim;
+  int64_t shape[8];
+  void *data;
+} ir_tensor;
+
+int64_t ir_tensor_numel(const ir_tensor *t);
+/* Allocates data (heap, zeroed) for a tensor of the given dtype/shape. */
+ts_status ir_tensor_alloc(ir_tensor *t, ir_dtype dt, int ndim, const int64_t *shape);
+void ir_tensor_free(ir_tensor *t);
+/* Element i (flat) as double / written from double (rounded to dtype). */
+double ir_tensor_get(const ir_tensor *t, int64_t i);
+void ir_tensor_set(ir_tensor *t, int64_t i, double v);
+/* Fills with seeded random values: floats uniform in [-1, 1), ints in a
+ * small range that cannot overflow typical accumulations. */
+void ir_tensor_fill_random(ir_tensor *t, uint64_t seed);
+
+/* Allocates tensors for every param of f with its (constant) shape.
+ * Symbolic shapes need sym_values (one per f->syms, or NULL if none). */
+ts_status ir_tensors_for_func(const ir_func *f, const int64_t *sym_values, ir_tensor *out,
+                              ts_diag *d);
+
+/* Runs f with args[i] bound to f->params[i] (nparams entries). Symbolic size
+ * vars are inferred from argument shapes where a dim is a bare sym var; a sym
+ * that cannot be inferred, a dtype or shape mismatch, an out-of-bounds access,
+ * division by zero in integer math, or a loop over 2^40 iterations is an
+ * error (TS_EINVAL / TS_EBOUNDS / TS_ERUNTIME) with a message naming it. */
+ts_status ir_interp_run(const ir_func *f, ir_tensor *args, ts_diag *d);
+
+/* Compares two tensors: max absolute error, and whether every element is
+ * within atol + rtol*|ref| (exact for integer dtypes). NaN != anything. */
+bool ir_tensor_allclose(const ir_tensor *got, const ir_tensor *ref, double rtol, double atol,
+                        double *max_abs_err);
+
+#endif

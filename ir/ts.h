@@ -1,0 +1,140 @@
+/* ts.h — the shared base every tessel module stands on: one status enum with
+ * ts_strerror(), a diagnostic that names what went wrong and where, one
+ * allocation hook (so tests can fail the N-th allocation, as Lua and SQLite
+ * do), a bump arena that frees a whole IR module in one call (QBE), and a
+ * small growable vector. Nothing here knows about tensors. */
+#ifndef TESSEL_TS_H
+#define TESSEL_TS_H
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdbool.h>
+
+/* Status codes. X-macro so the message table cannot drift from the enum. */
+#define TS_STATUS_LIST(X)                                              \
+  X(TS_OK, "success")                                                  \
+  X(TS_ENOMEM, "out of memory")                                        \
+  X(TS_EINVAL, "invalid argument")                                     \
+  X(TS_EPARSE, "parse error")                                          \
+  X(TS_ENOTFOUND, "not found")                                         \
+  X(TS_ETYPE, "type error")                                            \
+  X(TS_ESHAPE, "shape mismatch")                                       \
+  X(TS_EBOUNDS, "index out of bounds")                                 \
+  X(TS_EIO, "input/output error")                                      \
+  X(TS_EUNSUPPORTED, "unsupported")                                    \
+  X(TS_ESCHEDULE, "schedule primitive refused")                        \
+  X(TS_ERUNTIME, "runtime error")                                      \
+  X(TS_EMISMATCH, "result mismatch")                                   \
+  X(TS_ETIMEOUT, "timed out")                                          \
+  X(TS_EINTERNAL, "internal error")
+
+typedef enum {
+#define TS_X(code, msg) code,
+  TS_STATUS_LIST(TS_X)
+#undef TS_X
+  TS_STATUS_COUNT
+} ts_status;
+
+/* Returns a static message for a status; never NULL. */
+const char *ts_strerror(ts_status st);
+
+/* A diagnostic: the status plus a message naming what and where (SQLite's
+ * error-on-context). Functions that can fail take a ts_diag * (may be NULL)
+ * and fill it on failure; the first error set wins so the root cause is kept. */
+#define TS_DIAG_MAX 2048
+typedef struct ts_diag {
+  ts_status code;
+  char msg[TS_DIAG_MAX];
+} ts_diag;
+
+void ts_diag_clear(ts_diag *d);
+/* Sets d (if not NULL and not already set) and returns code, so callers can
+ * write `return ts_diag_set(d, TS_EINVAL, "...")`. */
+ts_status ts_diag_set(ts_diag *d, ts_status code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+ts_status ts_diag_vset(ts_diag *d, ts_status code, const char *fmt, va_list ap);
+
+/* ---- allocation hook ----------------------------------------------------
+ * Every heap allocation in tessel goes through ts_malloc/ts_realloc/ts_free.
+ * ts_alloc_fail_after(n) makes the n-th allocation from now fail (n = 0
+ * disables), for fault-injection tests. */
+void *ts_malloc(size_t n);
+void *ts_calloc(size_t count, size_t size);
+void *ts_realloc(void *p, size_t n);
+void ts_free(void *p);
+char *ts_strdup(const char *s);
+void ts_alloc_fail_after(long n);
+
+/* Aborts with a message: only for our own bugs (broken invariants), never for
+ * bad input, OOM or the network. */
+_Noreturn void ts_panic(const char *file, int line, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+#define TS_PANIC(...) ts_panic(__FILE__, __LINE__, __VA_ARGS__)
+#define TS_ASSERT(c) \
+  do { if (!(c)) TS_PANIC("assertion failed: %s", #c); } while (0)
+
+/* ---- arena ---------------------------------------------------------------
+ * A bump allocator in chunks. All IR nodes of one module live in one arena and
+ * die together with ts_arena_free. Allocation failure panics only if the
+ * arena was told so; by default ts_arena_alloc returns NULL, which IR
+ * constructors turn into TS_ENOMEM. Memory is zeroed. */
+typedef struct ts_arena_chunk ts_arena_chunk;
+typedef struct ts_arena {
+  ts_arena_chunk *head;
+  size_t used_total;
+} ts_arena;
+
+void ts_arena_init(ts_arena *a);
+void ts_arena_fini(ts_arena *a);
+ts_arena *ts_arena_new(void);
+void ts_arena_free(ts_arena *a);
+void *ts_arena_alloc(ts_arena *a, size_t n);
+char *ts_arena_strdup(ts_arena *a, const char *s);
+char *ts_arena_strndup(ts_arena *a, const char *s, size_t n);
+char *ts_arena_printf(ts_arena *a, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+void *ts_arena_memdup(ts_arena *a, const void *p, size_t n);
+#define TS_ANEW(a, T) ((T *)ts_arena_alloc((a), sizeof(T)))
+#define TS_ANEWN(a, T, n) ((T *)ts_arena_alloc((a), sizeof(T) * (size_t)(n)))
+
+/* ---- growable byte/string buffer (heap) --------------------------------- */
+typedef struct ts_strbuf {
+  char *data; /* always NUL-terminated when len > 0 or after append */
+  size_t len, cap;
+  bool oom;   /* set once an append failed; later appends are no-ops */
+} ts_strbuf;
+
+void ts_strbuf_init(ts_strbuf *sb);
+void ts_strbuf_fini(ts_strbuf *sb);
+void ts_strbuf_append(ts_strbuf *sb, const char *s);
+void ts_strbuf_appendn(ts_strbuf *sb, const char *s, size_t n);
+void ts_strbuf_printf(ts_strbuf *sb, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+void ts_strbuf_vprintf(ts_strbuf *sb, const char *fmt, va_list ap);
+/* Detaches the string (caller frees with ts_free); the buffer is reset. */
+char *ts_strbuf_take(ts_strbuf *sb);
+
+/* ---- growable pointer vector (heap) ------------------------------------- */
+typedef struct ts_vec {
+  void **items;
+  size_t len, cap;
+} ts_vec;
+
+void ts_vec_init(ts_vec *v);
+void ts_vec_fini(ts_vec *v);
+ts_status ts_vec_push(ts_vec *v, void *item);
+
+/* Reads a whole file into a heap string (caller frees). */
+ts_status ts_read_file(const char *path, char **out, size_t *len, ts_diag *d);
+
+/* Deterministic RNG (xorshift64*), for seeded inputs and sampling. */
+typedef struct ts_rng { uint64_t s; } ts_rng;
+void ts_rng_seed(ts_rng *r, uint64_t seed);
+uint64_t ts_rng_next(ts_rng *r);
+/* Uniform in [0, n). */
+uint64_t ts_rng_below(ts_rng *r, uint64_t n);
+/* Uniform double in [0, 1). */
+double ts_rng_unit(ts_rng *r);
+
+#endif
