@@ -1101,6 +1101,7 @@ static bool uses_cb(void *ctx, const ir_expr *e) {
 }
 
 static bool uses_stmt_cb(void *ctx, const ir_stmt *s) {
+  (void)s;
   uses_ctx *u = ctx;
   return !u->found;
 }

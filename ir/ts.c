@@ -123,7 +123,7 @@ void ts_arena_free(ts_arena *a) {
 }
 
 void *ts_arena_alloc(ts_arena *a, size_t n) {
-  const size_t align = sizeof(max_align_t);
+  const size_t align = _Alignof(max_align_t);
   n = (n + align - 1) / align * align;
   if (n == 0) n = align;
   ts_arena_chunk *c = a->head;

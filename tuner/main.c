@@ -1,2 +1,56 @@
-/* placeholder, replaced below */
-int main(void) { return 0; }
+/* main.c — the `tessel` command line: a table of subcommands, each with its
+ * own --help. Results go to stdout (one JSON value with --json); progress and
+ * diagnostics go to stderr. Exit status: 0 success, 1 the job ran but failed
+ * (e.g. a mismatch), 2 bad usage or bad input. */
+#include <stdio.h>
+#include <string.h>
+
+#include "tessel_config.h"
+#include "tuner/cli.h"
+
+typedef struct command {
+  const char *name;
+  int (*fn)(int argc, char **argv);
+  const char *summary;
+} command;
+
+static const command commands[] = {
+    {"workloads", tun_cmd_workloads, "list the built-in workloads, their parameters and FLOPs"},
+    {"show", tun_cmd_show, "print the loop IR of a workload or DSL file"},
+    {"run", tun_cmd_run, "run the reference interpreter (--check: against hand-written C)"},
+    {"version", tun_cmd_version, "print the version"},
+};
+#define NCOMMANDS (sizeof commands / sizeof commands[0])
+
+static void usage(FILE *f) {
+  fprintf(f, "usage: tessel COMMAND [ARGS...]   (tessel COMMAND --help for details)\n\ncommands:\n");
+  for (size_t i = 0; i < NCOMMANDS; i++) fprintf(f, "  %-10s %s\n", commands[i].name, commands[i].summary);
+  fprintf(f,
+          "\nA SUBJECT is a built-in workload (NAME or NAME:key=value,...; see `tessel workloads`)\n"
+          "or a path to a compute-definition (DSL) file.\n");
+}
+
+int tun_cmd_version(int argc, char **argv) {
+  (void)argc;
+  (void)argv;
+  printf("tessel %s\n", TESSEL_VERSION);
+  return 0;
+}
+
+int main(int argc, char **argv) {
+  if (argc < 2) {
+    usage(stderr);
+    return 2;
+  }
+  if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
+    usage(stdout);
+    return 0;
+  }
+  if (!strcmp(argv[1], "--version")) return tun_cmd_version(argc - 1, argv + 1);
+  for (size_t i = 0; i < NCOMMANDS; i++)
+    if (!strcmp(argv[1], commands[i].name)) return commands[i].fn(argc - 1, argv + 1);
+  fprintf(stderr, "tessel: unknown command '%s' (valid:", argv[1]);
+  for (size_t i = 0; i < NCOMMANDS; i++) fprintf(stderr, " %s", commands[i].name);
+  fprintf(stderr, ")\n");
+  return 2;
+}

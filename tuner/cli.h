@@ -1,0 +1,27 @@
+/* cli.h — the tessel CLI's subcommands (tuner/cmd_*.c) and the helpers they
+ * share: resolving a SUBJECT argument into a PrimFunc. */
+#ifndef TESSEL_TUNER_CLI_H
+#define TESSEL_TUNER_CLI_H
+
+#include "ir/ir.h"
+#include "ir/workloads/workloads.h"
+
+int tun_cmd_workloads(int argc, char **argv);
+int tun_cmd_show(int argc, char **argv);
+int tun_cmd_run(int argc, char **argv);
+int tun_cmd_version(int argc, char **argv);
+
+/* What a SUBJECT argument named. */
+typedef struct tun_subject {
+  ir_func *func;        /* in the caller's arena */
+  bool is_workload;
+  ir_wl_inst wl;        /* valid when is_workload */
+  char label[256];      /* canonical workload spec or the file path */
+} tun_subject;
+
+/* Resolves SUBJECT: a built-in workload spec, else an existing DSL file
+ * (its single function, or the one named after '#': file.tsl#name).
+ * Errors name the argument and list the valid workloads. */
+ts_status tun_subject_load(ts_arena *a, const char *arg, tun_subject *out, ts_diag *d);
+
+#endif
