@@ -1,0 +1,144 @@
+/* schedule.h — schedule primitives over a PrimFunc (TensorIR style).
+ *
+ * A schedule state owns a private deep copy of the function in its own arena.
+ * Every primitive checks legality first and refuses with TS_ESCHEDULE and a
+ * message naming the primitive, the block/loop and the reason; a refused
+ * primitive changes nothing. A successful one replaces the function body with
+ * a rewritten tree (path copying: untouched subtrees are shared), so earlier
+ * trees stay valid until sch_free.
+ *
+ * Handles:
+ *  - a block is named: block names are unique within a function, and
+ *    primitives that create blocks give them fresh unique names (C.local,
+ *    C_init, ...). A handle is valid while a block of that name exists.
+ *  - a loop is its loop variable: reorder/parallel/annotate keep the var, so
+ *    the handle survives; split/fuse remove the old loops (and their vars), so
+ *    old handles die and lookups fail with TS_ENOTFOUND.
+ *  - two marks stand for compute locations that are not loops: SCH_LOC_ROOT
+ *    (the block's scope root: compute_at there is a no-op) and SCH_LOC_INLINE
+ *    (compute_at there means compute_inline).
+ *
+ * The trace layer (trace.h) records every call as an instruction; this
+ * header is the untraced, concrete API. */
+#ifndef TESSEL_IR_SCHEDULE_H
+#define TESSEL_IR_SCHEDULE_H
+
+#include "../ir.h"
+
+typedef struct sch_block {
+  const char *name; /* owned by the state's arena */
+} sch_block;
+
+typedef enum { SCH_LOC_LOOP = 0, SCH_LOC_ROOT, SCH_LOC_INLINE } sch_loc_mark;
+typedef struct sch_loop {
+  ir_var *var;       /* NULL for the marks */
+  sch_loc_mark mark; /* SCH_LOC_LOOP for a real loop */
+} sch_loop;
+
+typedef struct sch_state sch_state;
+
+/* Creates a schedule over a deep copy of f. seed drives the samplers. NULL
+ * on OOM (d set). */
+sch_state *sch_create(const ir_func *f, uint64_t seed, ts_diag *d);
+void sch_free(sch_state *s);
+/* The current function (owned by the state; valid until the next primitive
+ * call only for the body pointer — the ir_func struct itself is stable). */
+ir_func *sch_func(sch_state *s);
+ts_arena *sch_arena(sch_state *s);
+/* When true, every successful primitive runs sch_verify afterwards and turns a
+ * broken invariant into TS_EINTERNAL (tests switch this on). */
+void sch_set_debug_verify(sch_state *s, bool on);
+
+/* State checker (TVM's verify.cc): unique block names and loop vars, every
+ * binding uses only enclosing loop vars, iter values stay in their domains
+ * under the loop ranges, every buffer used is a param or allocated by an
+ * enclosing block, reduction blocks have init and only S iter vars in write
+ * indices, thread-bound/vectorized/parallel loops are legal kinds, each
+ * block's reads/writes cover its accesses. */
+ts_status sch_verify(sch_state *s, ts_diag *d);
+
+/* ---- navigation ----------------------------------------------------------- */
+ts_status sch_get_block(sch_state *s, const char *name, sch_block *out, ts_diag *d);
+/* Loops from outermost to innermost between the block and its scope block.
+ * *out is arena-allocated. */
+ts_status sch_get_loops(sch_state *s, sch_block b, sch_loop **out, int *n, ts_diag *d);
+/* Child blocks (not crossing another block) of a block or under a loop, in
+ * program order. */
+ts_status sch_get_child_blocks(sch_state *s, sch_block scope, sch_block **out, int *n, ts_diag *d);
+ts_status sch_get_child_blocks_of_loop(sch_state *s, sch_loop l, sch_block **out, int *n,
+                                       ts_diag *d);
+/* Blocks in the same scope with a RAW or WAW edge into (producers) or out of
+ * (consumers) b. */
+ts_status sch_get_producers(sch_state *s, sch_block b, sch_block **out, int *n, ts_diag *d);
+ts_status sch_get_consumers(sch_state *s, sch_block b, sch_block **out, int *n, ts_diag *d);
+
+/* ---- loop transformations (ir/schedule/loop.c) ----------------------------- */
+/* Splits l into n loops with the given factors (outermost first). At most one
+ * factor may be -1 (inferred as ceil(extent / product of the others)).
+ * If the product exceeds the extent, a predicate guards the block(s) below.
+ * out receives the n new loops. */
+ts_status sch_split(sch_state *s, sch_loop l, int n, const int64_t *factors, sch_loop *out,
+                    ts_diag *d);
+/* Fuses a chain of perfectly nested loops (outermost first) into one. */
+ts_status sch_fuse(sch_state *s, int n, const sch_loop *loops, sch_loop *out, ts_diag *d);
+/* Reorders the given loops (all on one path in one scope) into the listed
+ * order, in the slots they occupy. */
+ts_status sch_reorder(sch_state *s, int n, const sch_loop *loops, ts_diag *d);
+ts_status sch_parallel(sch_state *s, sch_loop l, ts_diag *d);
+ts_status sch_vectorize(sch_state *s, sch_loop l, ts_diag *d);
+ts_status sch_unroll(sch_state *s, sch_loop l, ts_diag *d);
+/* thread: blockIdx.{x,y,z}, threadIdx.{x,y,z}, vthread */
+ts_status sch_bind(sch_state *s, sch_loop l, const char *thread, ts_diag *d);
+ts_status sch_annotate_loop(sch_state *s, sch_loop l, ir_annot ann, ts_diag *d);
+ts_status sch_annotate_block(sch_state *s, sch_block b, ir_annot ann, ts_diag *d);
+/* Adds a unit loop (extent 1) directly above the block (or inside the loop,
+ * around its body). */
+ts_status sch_add_unit_loop_block(sch_state *s, sch_block b, sch_loop *out, ts_diag *d);
+ts_status sch_add_unit_loop_loop(sch_state *s, sch_loop l, sch_loop *out, ts_diag *d);
+
+/* ---- placement (ir/schedule/compute_at.c, compute_inline.c) -------------- */
+/* index: -1 = latest legal slot, -2 = earliest, k >= 0 = that slot. */
+ts_status sch_compute_at(sch_state *s, sch_block b, sch_loop l, bool preserve_unit_loops,
+                         int index, ts_diag *d);
+ts_status sch_reverse_compute_at(sch_state *s, sch_block b, sch_loop l, bool preserve_unit_loops,
+                                 int index, ts_diag *d);
+ts_status sch_compute_inline(sch_state *s, sch_block b, ts_diag *d);
+ts_status sch_reverse_compute_inline(sch_state *s, sch_block b, ts_diag *d);
+
+/* ---- memory (ir/schedule/cache.c) ----------------------------------------- */
+/* Caches the read_index-th read buffer of b into a new buffer in scope; the
+ * given consumers (n = 0: all readers) read the cache. out = the copy block. */
+ts_status sch_cache_read(sch_state *s, sch_block b, int read_index, const char *scope,
+                         int nconsumers, const sch_block *consumers, sch_block *out, ts_diag *d);
+/* b (the only writer of its write_index-th buffer) writes a cache in scope;
+ * a copy-back block writes the original. out = the copy-back block. */
+ts_status sch_cache_write(sch_state *s, sch_block b, int write_index, const char *scope,
+                          int nconsumers, const sch_block *consumers, sch_block *out, ts_diag *d);
+ts_status sch_set_scope(sch_state *s, sch_block b, int write_index, const char *scope, ts_diag *d);
+ts_status sch_storage_align(sch_state *s, sch_block b, int write_index, int axis, int64_t factor,
+                            int64_t offset, ts_diag *d);
+
+/* ---- reductions (ir/schedule/reduction.c) --------------------------------- */
+/* Splits the reduction block's init into its own block placed just before
+ * loop l. out = the init block. */
+ts_status sch_decompose_reduction(sch_state *s, sch_block b, sch_loop l, sch_block *out,
+                                  ts_diag *d);
+
+/* ---- sampling (ir/schedule/sampling.c) ------------------------------------
+ * Each takes an optional decision (NULL: sample with the state's RNG) and
+ * returns the decision actually used (repaired if the stored one no longer
+ * fits), so a trace can record it. */
+/* n factors of l's extent whose product is the extent, the innermost at most
+ * max_innermost (-1: no limit). Non-constant extent: [-1, 1, ..., 1]. */
+ts_status sch_sample_perfect_tile(sch_state *s, sch_loop l, int n, int64_t max_innermost,
+                                  const int64_t *decision, int64_t *out, ts_diag *d);
+/* Picks candidates[i] with probability probs[i]; *index is the decision. */
+ts_status sch_sample_categorical(sch_state *s, int n, const int64_t *candidates,
+                                 const double *probs, const int *decision, int64_t *value,
+                                 int *index, ts_diag *d);
+/* Picks a compute location for b among the legal ones: SCH_LOC_INLINE (-2),
+ * SCH_LOC_ROOT (-1), or a loop (index into the candidate list). */
+ts_status sch_sample_compute_location(sch_state *s, sch_block b, const int *decision,
+                                      sch_loop *out, int *index, ts_diag *d);
+
+#endif

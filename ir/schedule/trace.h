@@ -1,0 +1,1 @@
+/* trace.h — placeholder; the trace layer lands with ir/schedule/trace.c. */
