@@ -162,6 +162,7 @@ static bool fail(eqctx *c, const char *fmt, ...) {
 static size_t path_push(eqctx *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static size_t path_push(eqctx *c, const char *fmt, ...) {
   size_t old = c->plen;
+  if (!c->why) return old; /* nobody will read the path */
   if (c->plen && c->plen + 1 < sizeof c->path) c->path[c->plen++] = '/';
   va_list ap;
   va_start(ap, fmt);
