@@ -24,6 +24,10 @@ typedef struct ir_analyzer {
   int n, cap;
   const ir_var **vars;
   ir_const_bound *bounds; /* fact: var ∈ [lo, hi] */
+  /* Symbolic form of the same fact, var ∈ [smin, smax] (inclusive), kept
+   * when the bound range was not constant (i ∈ [0, N) proves i < N). Either
+   * may be NULL. Parallel to vars/bounds. */
+  ir_expr **smin, **smax;
 } ir_analyzer;
 
 void ir_analyzer_init(ir_analyzer *an, ts_arena *a);
