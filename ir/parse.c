@@ -646,7 +646,7 @@ static pv parse_load(P *p) {
     ktensor *k = p->m == M_BODY ? ktensor_find(p, t) : NULL;
     if (k) {
       b = k->buf;
-      if (!b)
+      if (!b || (k->role == R_TMP && !k->written))
         fail(p, t, TS_ENOTFOUND, "'%s' is read before it is written", k->name);
     } else if (p->m != M_BODY && ktensor_find(p, t)) {
       fail(p, t, TS_EPARSE, "a tensor cannot appear in a shape or range");
@@ -1296,7 +1296,7 @@ static void parse_region(P *p, ir_region *r) {
       ir_range rg;
       rg.min = parse_int_expr(p, "a region bound");
       if (accept(p, ":+")) rg.extent = parse_int_expr(p, "a region extent");
-      else rg.extent = CK(ir_int(p->a, rg.min->dtype.lanes == 1 ? rg.min->dtype : ir_dt(IR_I64), 1));
+      else rg.extent = CK(ir_i64(p->a, 1));
       PUSH(v, n, cap, rg);
       if (accept(p, "]")) break;
       expect(p, ",");
@@ -1355,22 +1355,19 @@ static ir_stmt *parse_for(P *p) {
   if (accept(p, ",")) {
     const ir_token *st = cur(p);
     if (st->kind != IR_TK_STR) fail(p, st, TS_EPARSE, "expected a thread tag string but found %s", describe(p, st));
-    if (kind != IR_FOR_THREAD_BINDING) fail(p, st, TS_EPARSE, "only thread loops take a tag");
     tag = st->str;
     next(p);
-  } else if (kind == IR_FOR_THREAD_BINDING) {
-    fail(p, cur(p), TS_EPARSE, "a thread loop needs a tag, e.g. \"threadIdx.x\"");
   }
   expect(p, ")");
+  ir_var *v = CK(ir_var_new(p->a, tname(p, vt), dt));
+  int save = p->nsc;
+  scope_push(p, v->name, E_VAR, v); /* annotations see the loop var too */
   int nann = 0;
   ir_annot *anns = NULL;
   if (kw(p, "annot", "{")) {
     next(p);
     parse_annots(p, &nann, &anns);
   }
-  ir_var *v = CK(ir_var_new(p->a, tname(p, vt), dt));
-  int save = p->nsc;
-  scope_push(p, v->name, E_VAR, v);
   ir_stmt *body = parse_block_body(p);
   p->nsc = save;
   ir_stmt *s = CK(ir_for(p->a, v, mn, ext, (ir_for_kind)kind, body));
@@ -1382,8 +1379,11 @@ static ir_stmt *parse_for(P *p) {
 
 static ir_stmt *parse_block(P *p) {
   next(p);
-  const ir_token *nt = expect_ident(p, "a block name");
-  ir_block *b = CK(ir_block_new(p->a, tname(p, nt)));
+  const ir_token *nt = cur(p);
+  if (nt->kind != IR_TK_IDENT && nt->kind != IR_TK_STR)
+    fail(p, nt, TS_EPARSE, "expected a block name but found %s", describe(p, nt));
+  next(p);
+  ir_block *b = CK(ir_block_new(p->a, nt->kind == IR_TK_STR ? nt->str : tname(p, nt)));
   expect(p, "(");
   ir_iter_var *iters = NULL;
   ir_expr **vals = NULL;
@@ -1591,7 +1591,9 @@ static ir_func *parse_func(P *p) {
     if (!accept(p, ")")) {
       for (;;) {
         const ir_token *st = expect_ident(p, "a sym name");
-        ir_var *v = CK(ir_var_new(p->a, tname(p, st), ir_dt(IR_I64)));
+        ir_dtype sdt = ir_dt(IR_I64);
+        if (accept(p, ":")) sdt = expect_dtype(p);
+        ir_var *v = CK(ir_var_new(p->a, tname(p, st), sdt));
         PUSH(syms, nsyms, capsyms, v);
         scope_push(p, v->name, E_VAR, v);
         if (accept(p, ")")) break;
