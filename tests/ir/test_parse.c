@@ -678,6 +678,40 @@ START_TEST(errors_oom) {
     ts_arena_free(a);
     if (st == TS_OK) break;
   }
+  /* the same for the script form */
+  ir_func *f = parse_ok(trunc_src);
+  char *txt = ir_func_to_string(f);
+  for (long n = 1; n < 4000; n++) {
+    ts_arena *a = ts_arena_new();
+    ck_assert_ptr_nonnull(a);
+    ts_diag_clear(&diag);
+    ts_alloc_fail_after(n);
+    ir_func *g = NULL;
+    ts_status st = ir_parse_func(a, txt, strlen(txt), "t.ts", &g, &diag);
+    ts_alloc_fail_after(0);
+    ck_assert_msg(st == TS_OK || st == TS_ENOMEM, "n=%ld: %s", n, diag.msg);
+    ts_arena_free(a);
+    if (st == TS_OK) break;
+  }
+  ts_free(txt);
+}
+END_TEST
+
+START_TEST(module_partial) {
+  /* functions before the faulty one stay in the module */
+  ir_module *m = ir_module_new();
+  const char *src = "kernel a(X: f32[4]) -> Y: f32[4] { Y[i] = X[i] }\n"
+                    "func b(A: f32[4]) -> B: f32[4] { B[0] = A[0] }\n"
+                    "kernel c(X: f32[4]) -> Y: f32[4] { Y[i] = W[i] }\n";
+  ck_assert_int_eq(ir_parse_module(m, src, strlen(src), "t.ts", &diag), TS_ENOTFOUND);
+  check_err_format();
+  ck_assert_int_eq(m->nfuncs, 2);
+  ck_assert_ptr_nonnull(ir_module_get(m, "b"));
+  ts_diag_clear(&diag);
+  const char *dup = "kernel a(X: f32[4]) -> Y: f32[4] { Y[i] = X[i] }\n";
+  ck_assert_int_eq(ir_parse_module(m, dup, strlen(dup), "t.ts", &diag), TS_EPARSE);
+  ck_assert_ptr_nonnull(strstr(diag.msg, "duplicate function 'a'"));
+  ir_module_free(m);
 }
 END_TEST
 
@@ -728,6 +762,7 @@ static Suite *parse_suite(void) {
   tcase_add_test(tc, errors_truncated);
   tcase_add_test(tc, errors_random);
   tcase_add_test(tc, errors_oom);
+  tcase_add_test(tc, module_partial);
   suite_add_tcase(s, tc);
   return s;
 }
