@@ -12,8 +12,8 @@
  *    of the innermost live definition, so a var defined twice (shared subtrees
  *    after scheduling) still prints as two distinct names.
  *  - literals: a suffix whenever the dtype differs from the script default
- *    (i64 for ints, f32 for floats), f32 with %.9g and f64 with %.17g so the
- *    value survives, and a cast of a literal written `f32((3))` so it stays a
+ *    (i64 for ints, f32 for floats), floats with the fewest digits that read
+ *    back exactly (at most %.9g for f32, %.17g for f64), and a cast of a literal written `f32((3))` so it stays a
  *    cast (docs/SCRIPT.md).
  *
  * Parentheses are minimal: a child is wrapped only when its precedence is
@@ -24,6 +24,7 @@
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* Precedences of docs/SCRIPT.md: binary operators use ir.h's table; unary
@@ -249,15 +250,27 @@ static const char *lookup(pctx *c, const void *key, const char *raw, const char 
 
 /* ---- literals -------------------------------------------------------------- */
 
-/* Formats a float so the lexer reads it back as a float of the same value:
- * %.9g for f32 and narrower (of the value rounded to float), %.17g for f64,
- * no '+' in exponents, and a ".0" when neither '.' nor 'e' appeared. */
+/* Formats a float so the lexer reads it back as the same value, as short as
+ * possible: the fewest %.Ng digits (N <= 9 for f32 and narrower, of the value
+ * rounded to float; N <= 17 for f64) that read back exactly. That is %.9g /
+ * %.17g when nothing shorter survives, and `0.1` rather than `0.100000001`
+ * otherwise. No '+' in exponents; ".0" added when neither '.' nor 'e'
+ * appeared. */
 static void fmt_float(char *buf, size_t n, double v, bool f64) {
   char tmp[64];
-  if (f64)
-    snprintf(tmp, sizeof tmp, "%.17g", v);
-  else
-    snprintf(tmp, sizeof tmp, "%.9g", (double)(float)v);
+  if (f64) {
+    for (int p = 1; p <= 17; p++) {
+      snprintf(tmp, sizeof tmp, "%.*g", p, v);
+      if (strtod(tmp, NULL) == v) break;
+    }
+  } else {
+    float f = (float)v;
+    for (int p = 1; p <= 9; p++) {
+      snprintf(tmp, sizeof tmp, "%.*g", p, (double)f);
+      /* both ways a parser might read it: strtof, or strtod then narrow */
+      if (strtof(tmp, NULL) == f && (float)strtod(tmp, NULL) == f) break;
+    }
+  }
   size_t k = 0;
   for (const char *p = tmp; *p && k + 3 < n; p++) {
     if (*p == '+' && p > tmp && (p[-1] == 'e' || p[-1] == 'E')) continue;

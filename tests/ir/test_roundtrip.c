@@ -15,6 +15,7 @@
 #include "ir/parse.h"
 #include "ir/print.h"
 #include "ir/struct.h"
+#include "ir/workloads/workloads.h"
 
 /* ---- builders (small, duplicated per test file on purpose) ---------------- */
 
@@ -383,6 +384,47 @@ static ir_func *build_names(void) {
                                                                   SEQ(2, al, al)));
 }
 
+/* Random float literals (any bit pattern: subnormals, huge, negative zero,
+ * inf, NaN) of every float dtype, and random integers of every int dtype:
+ * the shortest-digits spelling must read back to the same value. */
+static ir_func *build_random_literals(uint64_t seed) {
+  ts_rng r;
+  ts_rng_seed(&r, seed);
+  enum { NLIT = 400 };
+  ir_stmt **ss = TS_ANEWN(A, ir_stmt *, NLIT);
+  static const ir_dtype_code fdt[] = {IR_F32, IR_F64, IR_F16, IR_BF16};
+  static const ir_dtype_code idt[] = {IR_I8, IR_I16, IR_I32, IR_I64, IR_U8, IR_U32};
+  for (int k = 0; k < NLIT; k++) {
+    uint64_t bits = ts_rng_next(&r);
+    ir_expr *e;
+    if (k % 3 == 2) {
+      ir_dtype_code c = idt[ts_rng_below(&r, 6)];
+      int nb = ir_dtype_bits(ir_dt(c));
+      int64_t v = (int64_t)bits;
+      if (nb < 64) {
+        v = (int64_t)(bits & ((UINT64_C(1) << nb) - 1));
+        if (c != IR_U8 && c != IR_U32 && (v >> (nb - 1))) v -= (int64_t)1 << nb;
+      }
+      e = ir_int(A, ir_dt(c), v);
+    } else {
+      ir_dtype_code c = fdt[ts_rng_below(&r, 4)];
+      double v;
+      if (c == IR_F64) {
+        memcpy(&v, &bits, sizeof v);
+      } else {
+        uint32_t b32 = (uint32_t)bits;
+        float f;
+        memcpy(&f, &b32, sizeof f);
+        v = f;
+      }
+      e = ir_float(A, ir_dt(c), v);
+    }
+    ss[k] = ir_evaluate(A, e);
+  }
+  ir_buffer *c = BUF("C", ir_dt(IR_F32), 1, I(1));
+  return func_of("literals", 0, 1, bufs(1, c), ir_seq(A, NLIT, ss));
+}
+
 /* ---- tests ------------------------------------------------------------------ */
 
 START_TEST(test_rt_matmul) { roundtrip(build_matmul()); }
@@ -397,6 +439,33 @@ START_TEST(test_rt_exprs) { roundtrip(build_exprs()); }
 END_TEST
 START_TEST(test_rt_names) { roundtrip(build_names()); }
 END_TEST
+START_TEST(test_rt_random_literals) {
+  for (uint64_t seed = 1; seed <= 5; seed++) roundtrip(build_random_literals(seed));
+}
+END_TEST
+
+/* Every built-in workload at its default parameters: build (DSL -> loop IR),
+ * print, reparse, struct-equal, same hash (= same workload key). */
+START_TEST(test_rt_workload) {
+  const ir_workload *wl = ir_workload_at(_i);
+  ck_assert_ptr_nonnull(wl);
+  ir_wl_inst inst;
+  ts_diag d;
+  ts_diag_clear(&d);
+  ck_assert_msg(ir_wl_parse(wl->name, &inst, &d) == TS_OK, "%s: %s", wl->name, d.msg);
+  ir_func *f = NULL;
+  ck_assert_msg(ir_wl_build(A, &inst, &f, &d) == TS_OK, "%s: %s", wl->name, d.msg);
+  roundtrip(f);
+  /* and the key does not depend on the arena or the names the DSL chose */
+  ir_func *g = NULL;
+  ck_assert(ir_wl_build(A, &inst, &g, &d) == TS_OK);
+  char k1[17], k2[17];
+  ck_assert_str_eq(ir_workload_key(f, k1), ir_workload_key(g, k2));
+}
+END_TEST
+
+START_TEST(test_workloads_exist) { ck_assert_int_gt(ir_workload_count(), 0); }
+END_TEST
 
 static Suite *roundtrip_suite(void) {
   Suite *s = suite_create("ir_roundtrip");
@@ -408,7 +477,13 @@ static Suite *roundtrip_suite(void) {
   tcase_add_test(tc, test_rt_block_fields);
   tcase_add_test(tc, test_rt_exprs);
   tcase_add_test(tc, test_rt_names);
+  tcase_add_test(tc, test_rt_random_literals);
   suite_add_tcase(s, tc);
+  TCase *tw = tcase_create("workloads");
+  tcase_add_checked_fixture(tw, setup, teardown);
+  tcase_add_test(tw, test_workloads_exist);
+  tcase_add_loop_test(tw, test_rt_workload, 0, ir_workload_count());
+  suite_add_tcase(s, tw);
   return s;
 }
 
