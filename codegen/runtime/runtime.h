@@ -1,5 +1,141 @@
-/* runtime.h — codegen/runtime's public interface (see runtime.c). */
+/* runtime.h — codegen/runtime: the small library that generated kernels call
+ * and that every measuring process links (the tessel CLI and rpc_server
+ * alike, so both time kernels the same way). libc + pthreads + libdl only:
+ * it must build for a small board.
+ *
+ *  - a persistent thread pool behind one C entry point (tsrt_parallel_launch)
+ *    that generated code calls for parallel loops;
+ *  - the artifact ABI: every built kernel exports `tessel_kernel_meta` (a
+ *    tsrt_kernel_meta describing its parameters) and `tessel_kernel_entry`;
+ *  - seeded input generation shared with the host-side verifier;
+ *  - fork-isolated measurement: load an artifact in a child, time it
+ *    (number × repeat, min_repeat_ms, optional cache flush, cool-down), and
+ *    return per-repeat seconds and the outputs; a crash or a hang costs that
+ *    child only. */
 #ifndef TESSEL_RUNTIME_H
 #define TESSEL_RUNTIME_H
-const char *tsrt_version(void);
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define TSRT_ABI_VERSION 1
+
+/* dtype codes: the same order as ir.h's IR_DTYPE_LIST (codegen asserts it). */
+enum {
+  TSRT_BOOL, TSRT_I8, TSRT_I16, TSRT_I32, TSRT_I64, TSRT_U8, TSRT_U32,
+  TSRT_F16, TSRT_BF16, TSRT_F32, TSRT_F64, TSRT_HANDLE, TSRT_DTYPE_COUNT
+};
+/* Bytes per element of a dtype code (bool: 1); 0 if unknown. */
+int tsrt_dtype_bytes(int code);
+const char *tsrt_dtype_name(int code);
+
+/* ---- artifact ABI --------------------------------------------------------- */
+#define TSRT_MAX_DIMS 8
+typedef struct tsrt_param_meta {
+  const char *name;
+  int32_t dtype;  /* TSRT_* */
+  int32_t ndim;
+  int64_t shape[TSRT_MAX_DIMS];
+} tsrt_param_meta;
+
+typedef struct tsrt_kernel_meta {
+  int32_t abi_version; /* TSRT_ABI_VERSION */
+  int32_t nparams;
+  int32_t ninputs;     /* params[0..ninputs) are inputs, the rest outputs */
+  const char *name;    /* kernel name */
+  const char *workload_key;
+  const tsrt_param_meta *params;
+} tsrt_kernel_meta;
+
+/* The kernel entry: args[i] points at param i's data (dense row-major).
+ * Returns 0 on success. */
+typedef int32_t (*tsrt_kernel_fn)(void **args);
+
+#define TSRT_META_SYMBOL "tessel_kernel_meta"
+#define TSRT_ENTRY_SYMBOL "tessel_kernel_entry"
+
+/* ---- thread pool ---------------------------------------------------------- */
+/* A parallel task: called once per task_id in [0, num_tasks); returns 0 on
+ * success. */
+typedef int32_t (*tsrt_task_fn)(int32_t task_id, int32_t num_tasks, void *closure);
+/* Runs fn for every task id on the pool (the caller runs task 0) and waits.
+ * num_tasks <= 0 means one per pool thread. Nested calls run serially in the
+ * calling thread. Returns the first non-zero task result, else 0. The pool
+ * starts on first use with TESSEL_NUM_THREADS threads (default: all online
+ * cores), pinned one per core; idle workers spin briefly, then sleep. */
+int32_t tsrt_parallel_launch(tsrt_task_fn fn, void *closure, int32_t num_tasks);
+int tsrt_num_threads(void);
+/* Stops the pool's threads (tests; also safe to never call). */
+void tsrt_pool_shutdown(void);
+
+/* ---- inputs --------------------------------------------------------------- */
+/* Fills n elements of dtype with seeded values: floats uniform in [-1, 1),
+ * signed ints in [-4, 4], unsigned in [0, 8], bool 0/1. The host verifier
+ * and every board produce identical bytes for the same (dtype, n, seed). */
+void tsrt_fill_random(int dtype, void *data, int64_t n, uint64_t seed);
+/* FNV-1a 64 over bytes: a cheap checksum for output comparison. */
+uint64_t tsrt_checksum(const void *data, size_t n);
+
+/* ---- loading -------------------------------------------------------------- */
+typedef struct tsrt_module {
+  void *handle; /* dlopen handle */
+  const tsrt_kernel_meta *meta;
+  tsrt_kernel_fn entry;
+} tsrt_module;
+/* dlopen + ABI checks. On failure returns -1 with a message in err. */
+int tsrt_module_load(const char *path, tsrt_module *m, char *err, size_t errn);
+void tsrt_module_unload(tsrt_module *m);
+/* Total bytes of param i. */
+size_t tsrt_param_bytes(const tsrt_param_meta *p);
+
+/* ---- measurement ---------------------------------------------------------- */
+typedef struct tsrt_measure_opts {
+  int number;           /* runs per repeat (0: 1, then grown for min_repeat_ms) */
+  int repeat;           /* timed repeats (default 3) */
+  double min_repeat_ms; /* grow number until one repeat lasts this long */
+  bool cache_flush;     /* write a buffer larger than the LLC before each repeat */
+  double cooldown_ms;   /* sleep between repeats */
+  double timeout_s;     /* the child is killed after this (default 10) */
+  uint64_t seed;        /* input seed; input i uses seed + i */
+  bool want_outputs;    /* return output bytes (for verification) */
+  int num_threads;      /* pool size in the child (0: TESSEL_NUM_THREADS/all) */
+} tsrt_measure_opts;
+
+#define TSRT_MAX_REPEAT 64
+typedef enum {
+  TSRT_OK = 0,
+  TSRT_ELOAD,    /* artifact failed to load / ABI mismatch */
+  TSRT_ECRASH,   /* the child died on a signal */
+  TSRT_ETIMEOUT, /* killed after timeout_s */
+  TSRT_EKERNEL,  /* the kernel returned non-zero */
+  TSRT_ESYSTEM,  /* fork/pipe/alloc failed */
+} tsrt_status;
+
+typedef struct tsrt_measure_result {
+  tsrt_status status;
+  char error[512];
+  int repeat;                       /* filled repeats */
+  int number;                       /* runs per repeat actually used */
+  double secs[TSRT_MAX_REPEAT];     /* seconds per run, per repeat */
+  int noutputs;
+  uint64_t checksums[TSRT_MAX_DIMS * 2];
+  void *outputs;                    /* heap (free()), concatenated outputs, if wanted */
+  size_t outputs_bytes;
+} tsrt_measure_result;
+
+/* Measures the artifact at path in a forked child. Never crashes the caller;
+ * result->status says what happened. */
+void tsrt_measure_forked(const char *path, const tsrt_measure_opts *opts, tsrt_measure_result *result);
+/* The same, in this process (no isolation) — for rpc_server's child. */
+void tsrt_measure_inprocess(const tsrt_module *m, const tsrt_measure_opts *opts,
+                            tsrt_measure_result *result);
+/* Median of the result's per-repeat seconds (0 when none). */
+double tsrt_result_median(const tsrt_measure_result *r);
+void tsrt_result_fini(tsrt_measure_result *r);
+const char *tsrt_status_name(tsrt_status st);
+
+/* Monotonic seconds. */
+double tsrt_now(void);
+
 #endif

@@ -1,0 +1,370 @@
+/* measure.c — artifact loading, seeded inputs, and measurement: in process
+ * (used inside an already isolated child, e.g. rpc_server's) and fork-isolated
+ * (the child loads the artifact, times it and sends the result and outputs
+ * back through a pipe; the parent enforces the timeout and turns a signal
+ * into an error naming it). */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <errno.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "runtime.h"
+
+static const struct {
+  const char *name;
+  int bytes;
+} dtypes[TSRT_DTYPE_COUNT] = {
+    [TSRT_BOOL] = {"bool", 1}, [TSRT_I8] = {"i8", 1},   [TSRT_I16] = {"i16", 2},
+    [TSRT_I32] = {"i32", 4},   [TSRT_I64] = {"i64", 8}, [TSRT_U8] = {"u8", 1},
+    [TSRT_U32] = {"u32", 4},   [TSRT_F16] = {"f16", 2}, [TSRT_BF16] = {"bf16", 2},
+    [TSRT_F32] = {"f32", 4},   [TSRT_F64] = {"f64", 8}, [TSRT_HANDLE] = {"handle", 8},
+};
+
+int tsrt_dtype_bytes(int code) { return code >= 0 && code < TSRT_DTYPE_COUNT ? dtypes[code].bytes : 0; }
+const char *tsrt_dtype_name(int code) {
+  return code >= 0 && code < TSRT_DTYPE_COUNT ? dtypes[code].name : "?";
+}
+
+const char *tsrt_status_name(tsrt_status st) {
+  switch (st) {
+  case TSRT_OK: return "ok";
+  case TSRT_ELOAD: return "load error";
+  case TSRT_ECRASH: return "crashed";
+  case TSRT_ETIMEOUT: return "timed out";
+  case TSRT_EKERNEL: return "kernel error";
+  case TSRT_ESYSTEM: return "system error";
+  }
+  return "?";
+}
+
+/* ---- inputs ---- */
+static uint64_t mix(uint64_t z) {
+  z += 0x9E3779B97F4A7C15ull;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+/* Exact small values only, so every dtype represents them without rounding. */
+static uint16_t f32_to_f16_exact(float f) {
+  uint32_t x;
+  memcpy(&x, &f, 4);
+  uint32_t sign = (x >> 16) & 0x8000u;
+  int exp = (int)((x >> 23) & 0xff) - 127;
+  uint32_t mant = x & 0x7fffffu;
+  if (f == 0.0f) return (uint16_t)sign;
+  if (exp < -14) { /* subnormal in f16 */
+    uint32_t m = (mant | 0x800000u) >> (uint32_t)(-14 - exp + 13);
+    return (uint16_t)(sign | m);
+  }
+  return (uint16_t)(sign | (uint32_t)(exp + 15) << 10 | (mant >> 13));
+}
+
+void tsrt_fill_random(int dtype, void *data, int64_t n, uint64_t seed) {
+  uint64_t s = mix(seed);
+  for (int64_t i = 0; i < n; i++) {
+    uint64_t r = mix(s + (uint64_t)i);
+    switch (dtype) {
+    case TSRT_F32: ((float *)data)[i] = (float)((double)(int64_t)(r % 16777216) / 8388608.0 - 1.0); break;
+    case TSRT_F64: ((double *)data)[i] = (double)(int64_t)(r % 16777216) / 8388608.0 - 1.0; break;
+    case TSRT_F16: ((uint16_t *)data)[i] = f32_to_f16_exact((float)((int)(r % 2048) - 1024) / 1024.0f); break;
+    case TSRT_BF16: {
+      float f = (float)((int)(r % 256) - 128) / 128.0f;
+      uint32_t x;
+      memcpy(&x, &f, 4);
+      ((uint16_t *)data)[i] = (uint16_t)(x >> 16);
+      break;
+    }
+    case TSRT_I8: ((int8_t *)data)[i] = (int8_t)((int)(r % 9) - 4); break;
+    case TSRT_I16: ((int16_t *)data)[i] = (int16_t)((int)(r % 9) - 4); break;
+    case TSRT_I32: ((int32_t *)data)[i] = (int32_t)((int)(r % 9) - 4); break;
+    case TSRT_I64: ((int64_t *)data)[i] = (int64_t)(r % 9) - 4; break;
+    case TSRT_U8: ((uint8_t *)data)[i] = (uint8_t)(r % 9); break;
+    case TSRT_U32: ((uint32_t *)data)[i] = (uint32_t)(r % 9); break;
+    case TSRT_BOOL: ((uint8_t *)data)[i] = (uint8_t)(r & 1); break;
+    default: break;
+    }
+  }
+}
+
+uint64_t tsrt_checksum(const void *data, size_t n) {
+  const unsigned char *p = data;
+  uint64_t h = 1469598103934665603ull;
+  for (size_t i = 0; i < n; i++) {
+    h ^= p[i];
+    h *= 1099511628211ull;
+  }
+  return h;
+}
+
+/* ---- loading ---- */
+size_t tsrt_param_bytes(const tsrt_param_meta *p) {
+  size_t n = (size_t)tsrt_dtype_bytes(p->dtype);
+  for (int i = 0; i < p->ndim && i < TSRT_MAX_DIMS; i++) n *= (size_t)p->shape[i];
+  return n;
+}
+
+int tsrt_module_load(const char *path, tsrt_module *m, char *err, size_t errn) {
+  memset(m, 0, sizeof *m);
+  m->handle = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+  if (!m->handle) {
+    snprintf(err, errn, "cannot load %s: %s", path, dlerror());
+    return -1;
+  }
+  m->meta = dlsym(m->handle, TSRT_META_SYMBOL);
+  void *entry = dlsym(m->handle, TSRT_ENTRY_SYMBOL);
+  if (!m->meta || !entry) {
+    snprintf(err, errn, "%s is not a tessel kernel (no %s/%s symbol)", path, TSRT_META_SYMBOL,
+             TSRT_ENTRY_SYMBOL);
+    tsrt_module_unload(m);
+    return -1;
+  }
+  if (m->meta->abi_version != TSRT_ABI_VERSION || m->meta->nparams < 0 || m->meta->nparams > 64 ||
+      m->meta->ninputs < 0 || m->meta->ninputs > m->meta->nparams) {
+    snprintf(err, errn, "%s: unsupported kernel ABI (version %d, %d params)", path,
+             m->meta->abi_version, m->meta->nparams);
+    tsrt_module_unload(m);
+    return -1;
+  }
+  for (int i = 0; i < m->meta->nparams; i++) {
+    const tsrt_param_meta *p = &m->meta->params[i];
+    if (tsrt_dtype_bytes(p->dtype) == 0 || p->ndim < 0 || p->ndim > TSRT_MAX_DIMS) {
+      snprintf(err, errn, "%s: parameter %d has a bad dtype or rank", path, i);
+      tsrt_module_unload(m);
+      return -1;
+    }
+  }
+  memcpy(&m->entry, &entry, sizeof entry);
+  return 0;
+}
+
+void tsrt_module_unload(tsrt_module *m) {
+  if (m->handle) dlclose(m->handle);
+  memset(m, 0, sizeof *m);
+}
+
+/* ---- measurement ---- */
+static void sleep_ms(double ms) {
+  if (ms <= 0) return;
+  struct timespec ts = {(time_t)(ms / 1000), (long)((ms - (double)(time_t)(ms / 1000) * 1000) * 1e6)};
+  while (nanosleep(&ts, &ts) == -1 && errno == EINTR) {
+  }
+}
+
+static void flush_cache(void) {
+  static volatile char *buf;
+  const size_t n = 64u << 20; /* larger than any LLC we target */
+  if (!buf) buf = malloc(n);
+  if (!buf) return;
+  for (size_t i = 0; i < n; i += 64) buf[i] = (char)(buf[i] + 1);
+}
+
+void tsrt_measure_inprocess(const tsrt_module *m, const tsrt_measure_opts *o, tsrt_measure_result *res) {
+  memset(res, 0, sizeof *res);
+  const tsrt_kernel_meta *meta = m->meta;
+  void *args[64] = {0};
+  size_t bytes[64] = {0};
+  for (int i = 0; i < meta->nparams; i++) {
+    bytes[i] = tsrt_param_bytes(&meta->params[i]);
+    size_t alloc = (bytes[i] + 63) / 64 * 64;
+    args[i] = aligned_alloc(64, alloc ? alloc : 64);
+    if (!args[i]) {
+      res->status = TSRT_ESYSTEM;
+      snprintf(res->error, sizeof res->error, "cannot allocate %zu bytes for parameter %s", bytes[i],
+               meta->params[i].name);
+      goto out;
+    }
+    if (i < meta->ninputs)
+      tsrt_fill_random(meta->params[i].dtype, args[i], (int64_t)(bytes[i] / (size_t)tsrt_dtype_bytes(meta->params[i].dtype)),
+                       o->seed + (uint64_t)i);
+    else
+      memset(args[i], 0, alloc);
+  }
+  int32_t rc = m->entry(args); /* warm-up, and the run whose outputs we keep */
+  if (rc != 0) {
+    res->status = TSRT_EKERNEL;
+    snprintf(res->error, sizeof res->error, "kernel %s returned %d", meta->name, rc);
+    goto out;
+  }
+  int number = o->number > 0 ? o->number : 1;
+  int repeat = o->repeat > 0 ? o->repeat : 3;
+  if (repeat > TSRT_MAX_REPEAT) repeat = TSRT_MAX_REPEAT;
+  if (o->min_repeat_ms > 0) {
+    for (int tries = 0; tries < 20; tries++) {
+      double t0 = tsrt_now();
+      for (int k = 0; k < number; k++) m->entry(args);
+      double ms = (tsrt_now() - t0) * 1e3;
+      if (ms >= o->min_repeat_ms || number >= (1 << 24)) break;
+      double grow = ms > 0 ? o->min_repeat_ms / ms * 1.2 : 10;
+      if (grow < 2) grow = 2;
+      if (grow > 100) grow = 100;
+      number = (int)(number * grow);
+    }
+  }
+  res->number = number;
+  for (int r = 0; r < repeat; r++) {
+    if (o->cache_flush) flush_cache();
+    double t0 = tsrt_now();
+    for (int k = 0; k < number; k++) m->entry(args);
+    res->secs[r] = (tsrt_now() - t0) / number;
+    res->repeat = r + 1;
+    sleep_ms(o->cooldown_ms);
+  }
+  res->noutputs = meta->nparams - meta->ninputs;
+  size_t total = 0;
+  for (int i = meta->ninputs; i < meta->nparams; i++) {
+    if (i - meta->ninputs < (int)(sizeof res->checksums / sizeof res->checksums[0]))
+      res->checksums[i - meta->ninputs] = tsrt_checksum(args[i], bytes[i]);
+    total += bytes[i];
+  }
+  if (o->want_outputs && total) {
+    res->outputs = malloc(total);
+    if (res->outputs) {
+      size_t off = 0;
+      for (int i = meta->ninputs; i < meta->nparams; i++) {
+        memcpy((char *)res->outputs + off, args[i], bytes[i]);
+        off += bytes[i];
+      }
+      res->outputs_bytes = total;
+    }
+  }
+  res->status = TSRT_OK;
+out:
+  for (int i = 0; i < meta->nparams; i++) free(args[i]);
+}
+
+static int write_all(int fd, const void *p, size_t n) {
+  const char *c = p;
+  while (n) {
+    ssize_t w = write(fd, c, n);
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      return -1;
+    }
+    c += w;
+    n -= (size_t)w;
+  }
+  return 0;
+}
+
+/* Reads n bytes before the deadline; 0 ok, -1 EOF/error, -2 timeout. */
+static int read_all(int fd, void *p, size_t n, double deadline) {
+  char *c = p;
+  while (n) {
+    double left = deadline - tsrt_now();
+    if (left <= 0) return -2;
+    struct pollfd pfd = {fd, POLLIN, 0};
+    int pr = poll(&pfd, 1, (int)(left * 1000) + 1);
+    if (pr < 0 && errno == EINTR) continue;
+    if (pr == 0) return -2;
+    if (pr < 0) return -1;
+    ssize_t r = read(fd, c, n);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) return -1;
+    c += r;
+    n -= (size_t)r;
+  }
+  return 0;
+}
+
+void tsrt_measure_forked(const char *path, const tsrt_measure_opts *o, tsrt_measure_result *res) {
+  memset(res, 0, sizeof *res);
+  double timeout = o->timeout_s > 0 ? o->timeout_s : 10;
+  int fds[2];
+  if (pipe(fds) != 0) {
+    res->status = TSRT_ESYSTEM;
+    snprintf(res->error, sizeof res->error, "pipe: %s", strerror(errno));
+    return;
+  }
+  fflush(NULL);
+  pid_t pid = fork();
+  if (pid < 0) {
+    res->status = TSRT_ESYSTEM;
+    snprintf(res->error, sizeof res->error, "fork: %s", strerror(errno));
+    close(fds[0]);
+    close(fds[1]);
+    return;
+  }
+  if (pid == 0) {
+    close(fds[0]);
+    if (o->num_threads > 0) {
+      char buf[16];
+      snprintf(buf, sizeof buf, "%d", o->num_threads);
+      setenv("TESSEL_NUM_THREADS", buf, 1);
+    }
+    tsrt_measure_result r;
+    tsrt_module m;
+    memset(&r, 0, sizeof r);
+    if (tsrt_module_load(path, &m, r.error, sizeof r.error) != 0) {
+      r.status = TSRT_ELOAD;
+    } else {
+      tsrt_measure_inprocess(&m, o, &r);
+    }
+    void *outs = r.outputs;
+    r.outputs = NULL;
+    if (write_all(fds[1], &r, sizeof r) == 0 && outs) write_all(fds[1], outs, r.outputs_bytes);
+    _exit(0);
+  }
+  close(fds[1]);
+  double deadline = tsrt_now() + timeout;
+  int rd = read_all(fds[0], res, sizeof *res, deadline);
+  if (rd == 0 && res->outputs_bytes) {
+    res->outputs = malloc(res->outputs_bytes);
+    if (!res->outputs || read_all(fds[0], res->outputs, res->outputs_bytes, deadline) != 0) {
+      free(res->outputs);
+      res->outputs = NULL;
+      res->outputs_bytes = 0;
+    }
+  } else {
+    res->outputs = NULL;
+  }
+  if (rd == -2) kill(pid, SIGKILL);
+  close(fds[0]);
+  int wst = 0;
+  while (waitpid(pid, &wst, 0) < 0 && errno == EINTR) {
+  }
+  if (rd == -2) {
+    tsrt_result_fini(res);
+    memset(res, 0, sizeof *res);
+    res->status = TSRT_ETIMEOUT;
+    snprintf(res->error, sizeof res->error, "timed out after %.3g s (child killed)", timeout);
+  } else if (WIFSIGNALED(wst)) {
+    tsrt_result_fini(res);
+    memset(res, 0, sizeof *res);
+    res->status = TSRT_ECRASH;
+    snprintf(res->error, sizeof res->error, "kernel crashed: signal %d (%s)", WTERMSIG(wst),
+             strsignal(WTERMSIG(wst)));
+  } else if (rd != 0) {
+    tsrt_result_fini(res);
+    memset(res, 0, sizeof *res);
+    res->status = TSRT_ESYSTEM;
+    snprintf(res->error, sizeof res->error, "measurement child exited (status %d) without a result",
+             WIFEXITED(wst) ? WEXITSTATUS(wst) : -1);
+  }
+}
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+
+double tsrt_result_median(const tsrt_measure_result *r) {
+  if (r->repeat <= 0) return 0;
+  double v[TSRT_MAX_REPEAT];
+  memcpy(v, r->secs, sizeof(double) * (size_t)r->repeat);
+  qsort(v, (size_t)r->repeat, sizeof v[0], cmp_double);
+  return r->repeat % 2 ? v[r->repeat / 2] : 0.5 * (v[r->repeat / 2 - 1] + v[r->repeat / 2]);
+}
+
+void tsrt_result_fini(tsrt_measure_result *r) {
+  free(r->outputs);
+  r->outputs = NULL;
+  r->outputs_bytes = 0;
+}

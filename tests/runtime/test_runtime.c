@@ -1,0 +1,158 @@
+/* test_runtime.c — codegen/runtime: the thread pool (every task runs once,
+ * nested launches run serially, errors propagate), seeded inputs (identical
+ * for the same seed, in range, exact in every dtype), loading (bad paths and
+ * non-kernels rejected with a message), and fork-isolated measurement: a good
+ * kernel's outputs are correct, a crashing kernel and a hanging kernel are
+ * each reported as errors while the caller carries on. argv[1..3]: the ok,
+ * crash and hang artifacts. */
+#include <check.h>
+#include <math.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "runtime.h"
+
+static const char *ok_so, *crash_so, *hang_so;
+
+static _Atomic int hits[257];
+
+static int32_t count_task(int32_t t, int32_t n, void *p) {
+  (void)p;
+  if (n != 257) return 7;
+  atomic_fetch_add(&hits[t], 1);
+  return 0;
+}
+
+static int32_t fail_task(int32_t t, int32_t n, void *p) {
+  (void)n;
+  (void)p;
+  return t == 3 ? 42 : 0;
+}
+
+static int32_t nested_task(int32_t t, int32_t n, void *p) {
+  (void)n;
+  _Atomic int *sum = p;
+  /* a nested launch runs serially in this thread */
+  for (int i = 0; i < 1; i++) atomic_fetch_add(sum, t);
+  return 0;
+}
+
+static int32_t outer_task(int32_t t, int32_t n, void *p) {
+  (void)t;
+  (void)n;
+  return tsrt_parallel_launch(nested_task, p, 4);
+}
+
+START_TEST(test_pool) {
+  ck_assert_int_ge(tsrt_num_threads(), 1);
+  for (int rep = 0; rep < 200; rep++) {
+    memset(hits, 0, sizeof hits);
+    ck_assert_int_eq(tsrt_parallel_launch(count_task, NULL, 257), 0);
+    for (int i = 0; i < 257; i++) ck_assert_int_eq(atomic_load(&hits[i]), 1);
+  }
+  ck_assert_int_eq(tsrt_parallel_launch(fail_task, NULL, 8), 42);
+  _Atomic int sum = 0;
+  ck_assert_int_eq(tsrt_parallel_launch(outer_task, &sum, 3), 0);
+  ck_assert_int_eq(atomic_load(&sum), 3 * (0 + 1 + 2 + 3));
+  tsrt_pool_shutdown();
+  /* usable again after shutdown */
+  memset(hits, 0, sizeof hits);
+  ck_assert_int_eq(tsrt_parallel_launch(count_task, NULL, 257), 0);
+  ck_assert_int_eq(atomic_load(&hits[256]), 1);
+}
+END_TEST
+
+START_TEST(test_fill_random) {
+  float a[1000], b[1000];
+  tsrt_fill_random(TSRT_F32, a, 1000, 5);
+  tsrt_fill_random(TSRT_F32, b, 1000, 5);
+  ck_assert_int_eq(memcmp(a, b, sizeof a), 0);
+  tsrt_fill_random(TSRT_F32, b, 1000, 6);
+  ck_assert_int_ne(memcmp(a, b, sizeof a), 0);
+  double mn = 1, mx = -1;
+  for (int i = 0; i < 1000; i++) {
+    mn = fmin(mn, a[i]);
+    mx = fmax(mx, a[i]);
+  }
+  ck_assert(mn >= -1 && mx < 1 && mx - mn > 1.5);
+  int8_t c[100];
+  tsrt_fill_random(TSRT_I8, c, 100, 1);
+  for (int i = 0; i < 100; i++) ck_assert(c[i] >= -4 && c[i] <= 4);
+  uint16_t h[100];
+  tsrt_fill_random(TSRT_F16, h, 100, 1);
+  for (int i = 0; i < 100; i++) ck_assert_uint_lt(h[i] & 0x7fffu, 0x3c01u); /* |x| <= 1 */
+  ck_assert_uint_ne(tsrt_checksum(a, sizeof a), tsrt_checksum(b, sizeof b));
+}
+END_TEST
+
+START_TEST(test_load_errors) {
+  tsrt_module m;
+  char err[512];
+  ck_assert_int_eq(tsrt_module_load("/nonexistent/k.so", &m, err, sizeof err), -1);
+  ck_assert_ptr_nonnull(strstr(err, "/nonexistent/k.so"));
+  ck_assert_int_eq(tsrt_module_load("libm.so.6", &m, err, sizeof err), -1);
+  ck_assert_ptr_nonnull(strstr(err, "not a tessel kernel"));
+}
+END_TEST
+
+START_TEST(test_measure_ok) {
+  tsrt_measure_opts o = {.repeat = 3, .min_repeat_ms = 1, .timeout_s = 20, .seed = 9,
+                         .want_outputs = true, .cooldown_ms = 0.1};
+  tsrt_measure_result r;
+  tsrt_measure_forked(ok_so, &o, &r);
+  ck_assert_msg(r.status == TSRT_OK, "%s", r.error);
+  ck_assert_int_eq(r.repeat, 3);
+  ck_assert_int_ge(r.number, 1);
+  ck_assert(tsrt_result_median(&r) > 0);
+  ck_assert_uint_eq(r.outputs_bytes, 4000);
+  float a[1000], b[1000];
+  tsrt_fill_random(TSRT_F32, a, 1000, 9);
+  tsrt_fill_random(TSRT_F32, b, 1000, 10);
+  const float *c = r.outputs;
+  for (int i = 0; i < 1000; i++) ck_assert_float_eq(c[i], a[i] + b[i]);
+  ck_assert_uint_eq(r.checksums[0], tsrt_checksum(c, 4000));
+  tsrt_result_fini(&r);
+}
+END_TEST
+
+START_TEST(test_measure_crash_and_hang) {
+  tsrt_measure_opts o = {.repeat = 1, .timeout_s = 1, .seed = 1};
+  tsrt_measure_result r;
+  tsrt_measure_forked(crash_so, &o, &r);
+  ck_assert_int_eq(r.status, TSRT_ECRASH);
+  ck_assert_ptr_nonnull(strstr(r.error, "signal 11"));
+  double t0 = tsrt_now();
+  tsrt_measure_forked(hang_so, &o, &r);
+  ck_assert_int_eq(r.status, TSRT_ETIMEOUT);
+  ck_assert(tsrt_now() - t0 < 5);
+  ck_assert_ptr_nonnull(strstr(r.error, "timed out"));
+  tsrt_measure_forked("/nonexistent.so", &o, &r);
+  ck_assert_int_eq(r.status, TSRT_ELOAD);
+  /* and the runner keeps going */
+  o.want_outputs = false;
+  tsrt_measure_forked(ok_so, &o, &r);
+  ck_assert_int_eq(r.status, TSRT_OK);
+}
+END_TEST
+
+int main(int argc, char **argv) {
+  if (argc < 4) return 2;
+  ok_so = argv[1];
+  crash_so = argv[2];
+  hang_so = argv[3];
+  Suite *s = suite_create("runtime");
+  TCase *tc = tcase_create("runtime");
+  tcase_set_timeout(tc, 120);
+  tcase_add_test(tc, test_pool);
+  tcase_add_test(tc, test_fill_random);
+  tcase_add_test(tc, test_load_errors);
+  tcase_add_test(tc, test_measure_ok);
+  tcase_add_test(tc, test_measure_crash_and_hang);
+  suite_add_tcase(s, tc);
+  SRunner *sr = srunner_create(s);
+  srunner_run_all(sr, CK_NORMAL);
+  int nf = srunner_ntests_failed(sr);
+  srunner_free(sr);
+  return nf ? 1 : 0;
+}
