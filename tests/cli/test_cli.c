@@ -174,14 +174,15 @@ START_TEST(test_bad_workloads) {
 END_TEST
 
 START_TEST(test_dsl_file) {
-  const char *p = write_tmp("softmax.tsl",
+  char p[512];
+  snprintf(p, sizeof p, "%s", write_tmp("softmax.tsl",
                             "# a user's kernel\n"
                             "kernel softmax(X: f32[M, N]) -> Y: f32[M, N] {\n"
                             "  mx[i] max= X[i, j]\n"
                             "  e[i, j] = exp(X[i, j] - mx[i])\n"
                             "  s[i] += e[i, j]\n"
                             "  Y[i, j] = e[i, j] / s[i]\n"
-                            "}\n");
+                            "}\n"));
   char args[1024];
   snprintf(args, sizeof args, "show '%s'", p);
   result r = run(args);
