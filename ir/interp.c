@@ -357,6 +357,8 @@ typedef struct blkrt {
   const ir_block *blk;
   int32_t *slots;   /* var slot per iter var */
   int64_t *dom_min; /* per iter var, this instance */
+  int64_t *dom_ext; /* per iter var, this instance */
+  bool *dom_const;  /* domain is two immediates: not pushed, kept in dom_min/ext */
 } blkrt;
 
 typedef struct vent {
@@ -516,6 +518,8 @@ static void vm_fini(vm *m) {
   for (int32_t i = 0; i < m->nblks; i++) {
     ts_free(m->blks[i].slots);
     ts_free(m->blks[i].dom_min);
+    ts_free(m->blks[i].dom_ext);
+    ts_free(m->blks[i].dom_const);
   }
   ts_free(m->code);
   ts_free(m->vars);
@@ -688,6 +692,9 @@ static bool plan_expr(compiler *c, const ir_expr *e, const char *ctx) {
   case IR_SELECT: {
     const ir_expr *cd = e->u.sel.cond, *t = e->u.sel.t, *f = e->u.sel.f;
     if (!cd || !t || !f) return malformed(m, ctx, "select with a missing operand");
+    if (cd->dtype.lanes <= 1 && t->dtype.lanes <= 1 && f->dtype.lanes <= 1) /* scalar: plain jumps */
+      return t_expr(c, cd, ctx) && t_emit(c, mkins(OP_JZ), P_PUSH, ctx) && t_expr(c, t, ctx) &&
+             t_emit(c, mkins(OP_JMP), P_POP_NEXT | P_PUSH, ctx) && t_expr(c, f, ctx) && t_patch(c);
     ins mt = mkins(OP_MASK_T), mf = mkins(OP_MASK_F), se = mkins(OP_SEL_END);
     mt.dt = t->dtype;
     mf.dt = f->dtype;
@@ -773,6 +780,14 @@ static bool plan_expr(compiler *c, const ir_expr *e, const char *ctx) {
         mt.dt = e->kind == IR_AND ? y->dtype : k.dt;
         mf.dt = e->kind == IR_AND ? k.dt : y->dtype;
         se.dt = in.dt;
+        if (x->dtype.lanes <= 1 && y->dtype.lanes <= 1) { /* scalar: plain jumps */
+          if (!t_expr(c, x, ctx) || !t_emit(c, mkins(OP_JZ), P_PUSH, ctx)) return false;
+          if (!(e->kind == IR_AND ? t_expr(c, y, ctx) : t_emit(c, k, 0, ctx))) return false;
+          if (!t_emit(c, mkins(OP_JMP), P_POP_NEXT | P_PUSH, ctx)) return false;
+          if (!(e->kind == IR_AND ? t_emit(c, (ins){.op = OP_CONST, .dt = k.dt}, 0, ctx) : t_expr(c, y, ctx)))
+            return false;
+          return t_patch(c);
+        }
         if (!t_expr(c, x, ctx) || !t_emit(c, mt, P_PUSH, ctx)) return false;
         if (!(e->kind == IR_AND ? t_expr(c, y, ctx) : t_emit(c, k, 0, ctx))) return false;
         if (!t_emit(c, mf, P_POP_HERE | P_PUSH, ctx)) return false;
@@ -842,14 +857,21 @@ static bool plan_stmt(compiler *c, const ir_stmt *s, const char *ctx) {
     rt->blk = b;
     rt->slots = ts_calloc((size_t)(b->niter ? b->niter : 1), sizeof *rt->slots);
     rt->dom_min = ts_calloc((size_t)(b->niter ? b->niter : 1), sizeof *rt->dom_min);
+    rt->dom_ext = ts_calloc((size_t)(b->niter ? b->niter : 1), sizeof *rt->dom_ext);
+    rt->dom_const = ts_calloc((size_t)(b->niter ? b->niter : 1), sizeof *rt->dom_const);
     int32_t id = m->nblks++;
-    if (!rt->slots || !rt->dom_min) return oom(m), false;
+    if (!rt->slots || !rt->dom_min || !rt->dom_ext || !rt->dom_const) return oom(m), false;
     for (int i = 0; i < b->niter; i++) {
       const ir_iter_var *iv = &b->iters[i];
       if (!iv->var || !iv->dom.min || !iv->dom.extent || !s->u.realize.iter_values[i])
         return malformed(m, bctx, "block iter var with a missing part");
       rt->slots[i] = var_slot(m, iv->var);
       if (rt->slots[i] < 0) return oom(m), false;
+      if (iv->dom.min->kind == IR_INT_IMM && iv->dom.extent->kind == IR_INT_IMM) {
+        rt->dom_const[i] = true;
+        rt->dom_min[i] = iv->dom.min->u.ival;
+        rt->dom_ext[i] = iv->dom.extent->u.ival;
+      }
     }
     const ir_expr *pred = s->u.realize.predicate;
     bool has_pred = pred && !(pred->kind == IR_INT_IMM && pred->u.ival != 0);
@@ -858,8 +880,8 @@ static bool plan_stmt(compiler *c, const ir_stmt *s, const char *ctx) {
       if (!t_expr(c, pred, ctx) || !t_emit(c, bp, P_PUSH, bctx)) return false;
     }
     for (int i = 0; i < b->niter; i++) {
-      if (!t_expr(c, s->u.realize.iter_values[i], ctx) || !t_expr(c, b->iters[i].dom.min, ctx) ||
-          !t_expr(c, b->iters[i].dom.extent, ctx))
+      if (!t_expr(c, s->u.realize.iter_values[i], ctx)) return false;
+      if (!rt->dom_const[i] && (!t_expr(c, b->iters[i].dom.min, ctx) || !t_expr(c, b->iters[i].dom.extent, ctx)))
         return false;
     }
     ins be = mkins(OP_BLOCK_ENTER);
@@ -1012,11 +1034,12 @@ static int32_t compile(vm *m, const ir_stmt *s, int n, ir_expr *const *es) {
 
 /* ---- execution -------------------------------------------------------------- */
 
-static cell *vpush(vm *m, ir_dtype dt) {
+static inline cell *vpush(vm *m, ir_dtype dt) {
   uint32_t lanes = dt.lanes ? dt.lanes : 1;
   dt.lanes = (uint16_t)lanes;
-  if (!growu((void **)&m->vs, &m->vcap, (uint64_t)m->vn + 1, sizeof *m->vs) ||
-      !growu((void **)&m->cs, &m->ccap, (uint64_t)m->cn + lanes, sizeof *m->cs)) {
+  if ((m->vn >= m->vcap || m->cn + lanes > m->ccap) &&
+      (!growu((void **)&m->vs, &m->vcap, (uint64_t)m->vn + 1, sizeof *m->vs) ||
+       !growu((void **)&m->cs, &m->ccap, (uint64_t)m->cn + lanes, sizeof *m->cs))) {
     oom(m);
     return NULL;
   }
@@ -1034,10 +1057,11 @@ static void vpop(vm *m, uint32_t n) {
 }
 
 /* Replaces the n entries below the top one with the top one. */
-static void vcollapse(vm *m, uint32_t n) {
+static inline void vcollapse(vm *m, uint32_t n) {
   vent top = m->vs[m->vn - 1];
   uint32_t dst = m->vs[m->vn - 1 - n].off;
-  memmove(m->cs + dst, m->cs + top.off, top.dt.lanes * sizeof(cell));
+  if (top.dt.lanes == 1) m->cs[dst] = m->cs[top.off];
+  else memmove(m->cs + dst, m->cs + top.off, top.dt.lanes * sizeof(cell));
   m->vn -= n;
   m->vs[m->vn - 1].dt = top.dt;
   m->vs[m->vn - 1].off = dst;
@@ -1545,17 +1569,29 @@ static ts_status exec(vm *m, int32_t pc) {
     case OP_BLOCK_ENTER: {
       blkrt *rt = &m->blks[in->a];
       const ir_block *b = rt->blk;
-      uint32_t n = (uint32_t)b->niter;
+      uint32_t n = (uint32_t)b->niter, np = 0;
       if (!step(m, in)) return m->st;
+      for (uint32_t i = 0; i < n; i++) np += rt->dom_const[i] ? 1 : 3;
+      uint32_t at = np; /* entries from the top, counting down */
       for (uint32_t i = 0; i < n; i++) {
-        const vent *ev = vat(m, 3 * (n - i) - 1), *emn = vat(m, 3 * (n - i) - 2),
-                   *eex = vat(m, 3 * (n - i) - 3);
         vslot *v = &m->vars[rt->slots[i]];
-        if (ev->dt.lanes != 1 || emn->dt.lanes != 1 || eex->dt.lanes != 1 || code_float(ev->dt.code) ||
-            code_float(emn->dt.code) || code_float(eex->dt.code))
+        const vent *ev = vat(m, --at);
+        int64_t mn, ex;
+        bool bad = ev->dt.lanes != 1 || code_float(ev->dt.code);
+        if (rt->dom_const[i]) {
+          mn = rt->dom_min[i];
+          ex = rt->dom_ext[i];
+        } else {
+          const vent *emn = vat(m, --at), *eex = vat(m, --at);
+          bad = bad || emn->dt.lanes != 1 || eex->dt.lanes != 1 || code_float(emn->dt.code) ||
+                code_float(eex->dt.code);
+          mn = vcells(m, emn)[0].i;
+          ex = vcells(m, eex)[0].i;
+        }
+        if (bad)
           return fail(m, TS_ETYPE, in->ctx, "iter var %s: binding and domain must be scalar integers",
                       v->var->name);
-        int64_t val = vcells(m, ev)[0].i, mn = vcells(m, emn)[0].i, ex = vcells(m, eex)[0].i;
+        int64_t val = vcells(m, ev)[0].i;
         if (val < mn || val - mn >= ex)
           return fail(m, TS_ERUNTIME, in->ctx,
                       "iter var %s = %" PRId64 " is outside its domain [%" PRId64 ", %" PRId64 ")",
@@ -1566,7 +1602,7 @@ static ts_status exec(vm *m, int32_t pc) {
         v->val[0].i = val;
         rt->dom_min[i] = mn;
       }
-      vpop(m, 3 * n);
+      vpop(m, np);
       break;
     }
     case OP_INIT_CHECK: {

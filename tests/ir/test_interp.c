@@ -707,6 +707,27 @@ START_TEST(test_tensor_helpers) {
 }
 END_TEST
 
+START_TEST(test_oom_injection) {
+  /* every allocation the interpreter makes may fail: TS_ENOMEM, no crash, no leak */
+  ir_func *f = row_sum(false);
+  ir_tensor t[2];
+  alloc_args(f, t);
+  bool done = false;
+  for (long n = 1; n < 500 && !done; n++) {
+    ts_diag d;
+    ts_diag_clear(&d);
+    ts_alloc_fail_after(n);
+    ts_status s = ir_interp_run(f, t, &d);
+    ts_alloc_fail_after(0);
+    ck_assert_msg(s == TS_OK || s == TS_ENOMEM, "n=%ld: %s (%s)", n, ts_strerror(s), d.msg);
+    if (s == TS_ENOMEM) ck_assert_int_eq(d.code, TS_ENOMEM);
+    done = s == TS_OK;
+  }
+  ck_assert(done);
+  free_args(f, t);
+}
+END_TEST
+
 static Suite *suite(void) {
   Suite *s = suite_create("interp");
   TCase *tc = tcase_create("core");
@@ -734,6 +755,7 @@ static Suite *suite(void) {
   tcase_add_test(tc, test_err_iteration_cap);
   tcase_add_test(tc, test_err_scope_and_domain);
   tcase_add_test(tc, test_tensor_helpers);
+  tcase_add_test(tc, test_oom_injection);
   suite_add_tcase(s, tc);
   return s;
 }
