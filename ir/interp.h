@@ -24,11 +24,13 @@ int64_t ir_tensor_numel(const ir_tensor *t);
 /* Allocates data (heap, zeroed) for a tensor of the given dtype/shape. */
 ts_status ir_tensor_alloc(ir_tensor *t, ir_dtype dt, int ndim, const int64_t *shape);
 void ir_tensor_free(ir_tensor *t);
-/* Element i (flat) as double / written from double (rounded to dtype). */
+/* Element i (flat) as double / written from double (converted as a cast
+ * would: rounded for floats, truncated and wrapped for ints). */
 double ir_tensor_get(const ir_tensor *t, int64_t i);
 void ir_tensor_set(ir_tensor *t, int64_t i, double v);
-/* Fills with seeded random values: floats uniform in [-1, 1), ints in a
- * small range that cannot overflow typical accumulations. */
+/* Fills with seeded random values (deterministic per seed): floats uniform
+ * in [-1, 1) (rounded to the dtype), signed ints in [-8, 8), unsigned in
+ * [0, 16), bool 0/1 — small enough that accumulations cannot overflow. */
 void ir_tensor_fill_random(ir_tensor *t, uint64_t seed);
 
 /* Allocates (zeroed) tensors for every param of f with its shape; out has

@@ -2,7 +2,14 @@
  * written in the compute DSL. A spec is "NAME" or "NAME:key=value,...";
  * every key has a small default. Each workload also carries a hand-written C
  * reference loop, independent of the DSL and the interpreter, that
- * `tessel run W --check` and the tests compare against. */
+ * `tessel run W --check` and the tests compare against.
+ *
+ * The param order of each workload's function (inputs, then outputs), the
+ * output-size formulas, the padding conventions and the FLOP counting rules
+ * are documented at the top of workloads.c. Values are validated on parse:
+ * sizes are positive integers (at most 2^30), pad non-negative, stride and
+ * dilation >= 1, groups divides c and k, bias is 0/1, act is none/relu/gelu,
+ * and every output size must be positive. */
 #ifndef TESSEL_IR_WORKLOADS_H
 #define TESSEL_IR_WORKLOADS_H
 
