@@ -1,0 +1,129 @@
+/* test_verify.c — output verification against the interpreter: outputs
+ * computed by the hand-written C reference from the runner's seeded inputs
+ * verify (whole for small workloads, sampled for a 384³ matmul and a large
+ * conv), and a single corrupted element or a slightly wrong result is caught
+ * with a message naming the output and the index. */
+#include <check.h>
+#include <math.h>
+#include <string.h>
+
+#include "codegen/runtime/runtime.h"
+#include "ir/interp.h"
+#include "ir/workloads/workloads.h"
+#include "tuner/verify.h"
+
+/* Builds spec, runs its C reference on tsrt-seeded inputs, returns the
+ * concatenated outputs (heap) in *out. */
+static ir_func *reference_outputs(ts_arena *a, const char *spec, uint64_t seed, void **out, size_t *bytes) {
+  ts_diag d;
+  ts_diag_clear(&d);
+  ir_wl_inst w;
+  ck_assert_msg(ir_wl_parse(spec, &w, &d) == TS_OK, "%s", d.msg);
+  ir_func *f = NULL;
+  ck_assert_msg(ir_wl_build(a, &w, &f, &d) == TS_OK, "%s", d.msg);
+  ir_tensor args[16];
+  ck_assert_int_eq(ir_tensors_for_func(f, NULL, args, &d), TS_OK);
+  for (int i = 0; i < f->ninputs; i++)
+    tsrt_fill_random(f->params[i]->dtype.code, args[i].data, ir_tensor_numel(&args[i]), seed + (uint64_t)i);
+  ck_assert_msg(ir_wl_reference(&w, args, &d) == TS_OK, "%s", d.msg);
+  *bytes = 0;
+  for (int p = f->ninputs; p < f->nparams; p++)
+    *bytes += (size_t)ir_tensor_numel(&args[p]) * (size_t)ir_dtype_bytes(args[p].dtype);
+  *out = ts_malloc(*bytes);
+  size_t off = 0;
+  for (int p = f->ninputs; p < f->nparams; p++) {
+    size_t n = (size_t)ir_tensor_numel(&args[p]) * (size_t)ir_dtype_bytes(args[p].dtype);
+    memcpy((char *)*out + off, args[p].data, n);
+    off += n;
+  }
+  for (int i = 0; i < f->nparams; i++) ir_tensor_free(&args[i]);
+  return f;
+}
+
+START_TEST(test_small_full) {
+  static const char *specs[] = {"matmul:m=7,n=13,k=5", "softmax:m=3,n=17", "matmul_int8:m=5,n=6,k=7",
+                                "layernorm:m=4,n=9", "conv2d_nchw:n=1,c=3,h=7,w=5,k=4,r=3,s=3,stride=2,pad=1,dilation=1,groups=1"};
+  for (size_t i = 0; i < sizeof specs / sizeof specs[0]; i++) {
+    ts_arena a;
+    ts_arena_init(&a);
+    void *out;
+    size_t bytes;
+    ir_func *f = reference_outputs(&a, specs[i], 11, &out, &bytes);
+    tun_verify_result r;
+    ts_diag d;
+    ts_diag_clear(&d);
+    ck_assert_msg(tun_verify(f, 11, out, bytes, &r, &d) == TS_OK, "%s", d.msg);
+    ck_assert_msg(r.matched, "%s: %s", specs[i], r.detail);
+    ck_assert(!r.sampled);
+    ck_assert_int_gt(r.checked, 0);
+    /* a different seed means different inputs: must not match */
+    ck_assert_int_eq(tun_verify(f, 12, out, bytes, &r, &d), TS_OK);
+    ck_assert(!r.matched);
+    ck_assert_ptr_nonnull(strstr(r.detail, "expected"));
+    ts_free(out);
+    ts_arena_fini(&a);
+  }
+}
+END_TEST
+
+START_TEST(test_corrupt_one_element) {
+  ts_arena a;
+  ts_arena_init(&a);
+  void *out;
+  size_t bytes;
+  ir_func *f = reference_outputs(&a, "matmul:m=16,n=16,k=16", 3, &out, &bytes);
+  ((float *)out)[77] += 0.5f;
+  tun_verify_result r;
+  ts_diag d;
+  ts_diag_clear(&d);
+  ck_assert_int_eq(tun_verify(f, 3, out, bytes, &r, &d), TS_OK);
+  ck_assert(!r.matched);
+  ck_assert_ptr_nonnull(strstr(r.detail, "C[77]"));
+  /* wrong size is an error, not a verdict */
+  ck_assert_int_eq(tun_verify(f, 3, out, bytes - 4, &r, &d), TS_EINVAL);
+  ts_free(out);
+  ts_arena_fini(&a);
+}
+END_TEST
+
+START_TEST(test_large_sampled) {
+  static const char *specs[] = {"matmul:m=384,n=384,k=384",
+                                "conv2d_nchw:n=1,c=32,h=28,w=28,k=64,r=3,s=3,stride=1,pad=1,dilation=1,groups=1"};
+  for (size_t i = 0; i < 2; i++) {
+    ts_arena a;
+    ts_arena_init(&a);
+    void *out;
+    size_t bytes;
+    ir_func *f = reference_outputs(&a, specs[i], 5, &out, &bytes);
+    tun_verify_result r;
+    ts_diag d;
+    ts_diag_clear(&d);
+    ck_assert_msg(tun_verify(f, 5, out, bytes, &r, &d) == TS_OK, "%s", d.msg);
+    ck_assert_msg(r.matched, "%s: %s", specs[i], r.detail);
+    ck_assert(r.sampled);
+    ck_assert_int_eq(r.checked, 256);
+    /* every element slightly wrong: any sample catches it */
+    float *o = out;
+    for (size_t k = 0; k < bytes / 4; k++) o[k] = o[k] * 1.01f + 0.01f;
+    ck_assert_int_eq(tun_verify(f, 5, out, bytes, &r, &d), TS_OK);
+    ck_assert(!r.matched);
+    ts_free(out);
+    ts_arena_fini(&a);
+  }
+}
+END_TEST
+
+int main(void) {
+  Suite *s = suite_create("verify");
+  TCase *tc = tcase_create("verify");
+  tcase_set_timeout(tc, 300);
+  tcase_add_test(tc, test_small_full);
+  tcase_add_test(tc, test_corrupt_one_element);
+  tcase_add_test(tc, test_large_sampled);
+  suite_add_tcase(s, tc);
+  SRunner *sr = srunner_create(s);
+  srunner_run_all(sr, CK_NORMAL);
+  int nf = srunner_ntests_failed(sr);
+  srunner_free(sr);
+  return nf ? 1 : 0;
+}

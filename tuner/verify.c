@@ -1,0 +1,376 @@
+/* verify.c — checks a kernel's outputs against the reference interpreter on
+ * the unscheduled function (see verify.h). Small functions are interpreted
+ * whole. For large ones, each output stage of the form the DSL produces — a
+ * chain of loops around one block whose spatial iter vars are bound to loop
+ * vars — is rewritten to iterate over a seeded table of sample points instead
+ * of its spatial loops (`for s: let i = samples[s*2]: let j = ...: <its
+ * reduction loops> block`), so a 1024³ matmul costs 256 dot products, not a
+ * billion interpreter steps. Stages the outputs read are interpreted whole. */
+#include "tuner/verify.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "codegen/runtime/runtime.h"
+#include "ir/arith/arith.h"
+#include "ir/interp.h"
+
+#define SAMPLES 256
+#define HARD_LIMIT 4e8
+
+_Static_assert((int)IR_F32 == (int)TSRT_F32 && (int)IR_BF16 == (int)TSRT_BF16 &&
+                   (int)IR_HANDLE == (int)TSRT_HANDLE && (int)IR_BOOL == (int)TSRT_BOOL &&
+                   (int)IR_U32 == (int)TSRT_U32,
+               "runtime dtype codes follow IR_DTYPE_LIST");
+
+static double work(const ir_stmt *s, double mult) {
+  if (!s) return 0;
+  int64_t e;
+  switch (s->kind) {
+  case IR_FOR:
+    if (!ir_as_int(s->u.loop.extent, &e)) return INFINITY;
+    return work(s->u.loop.body, mult * (double)(e > 0 ? e : 0));
+  case IR_SEQ: {
+    double t = 0;
+    for (int i = 0; i < s->u.seq.n; i++) t += work(s->u.seq.stmts[i], mult);
+    return t;
+  }
+  case IR_BLOCK_REALIZE:
+    return mult + work(s->u.realize.block->init, mult) + work(s->u.realize.block->body, mult);
+  case IR_IF:
+    return mult + work(s->u.ifs.then_s, mult) + work(s->u.ifs.else_s, mult);
+  case IR_LET:
+    return mult + work(s->u.let.body, mult);
+  case IR_ALLOCATE:
+    return work(s->u.alloc.body, mult);
+  default:
+    return mult;
+  }
+}
+
+static void tolerance(ir_dtype t, double *rtol, double *atol) {
+  if (ir_dtype_is_float(t)) {
+    bool half = t.code == IR_F16 || t.code == IR_BF16;
+    *rtol = *atol = half ? 2e-2 : 1e-3;
+  } else {
+    *rtol = *atol = 0;
+  }
+}
+
+static bool close_enough(double got, double ref, double rtol, double atol) {
+  if (isnan(ref) || isnan(got)) return isnan(ref) && isnan(got);
+  if (isinf(ref) || isinf(got)) return got == ref;
+  return fabs(got - ref) <= atol + rtol * fabs(ref);
+}
+
+/* A tensor view of output k's bytes inside the concatenated outputs. */
+static ir_tensor output_view(const ir_func *f, int p, const void *outputs, size_t *offset) {
+  ir_tensor t;
+  memset(&t, 0, sizeof t);
+  const ir_buffer *b = f->params[p];
+  t.dtype = b->dtype;
+  t.ndim = b->ndim;
+  for (int i = 0; i < b->ndim && i < 8; i++) ir_as_int(b->shape[i], &t.shape[i]);
+  t.data = (char *)outputs + *offset;
+  *offset += (size_t)ir_tensor_numel(&t) * (size_t)ir_dtype_bytes(b->dtype);
+  return t;
+}
+
+static void fill_inputs(const ir_func *f, ir_tensor *args, uint64_t seed) {
+  for (int i = 0; i < f->ninputs; i++)
+    tsrt_fill_random(f->params[i]->dtype.code, args[i].data, ir_tensor_numel(&args[i]), seed + (uint64_t)i);
+}
+
+static ts_status verify_full(const ir_func *f, uint64_t seed, const void *outputs, tun_verify_result *r,
+                             ts_diag *d) {
+  int np = f->nparams;
+  ir_tensor *args = ts_calloc((size_t)np, sizeof *args);
+  if (!args) return ts_diag_set(d, TS_ENOMEM, "out of memory");
+  ts_status st = ir_tensors_for_func(f, NULL, args, d);
+  if (st == TS_OK) {
+    fill_inputs(f, args, seed);
+    st = ir_interp_run(f, args, d);
+  }
+  if (st == TS_OK) {
+    r->matched = true;
+    size_t off = 0;
+    for (int p = f->ninputs; p < np && r->matched; p++) {
+      ir_tensor got = output_view(f, p, outputs, &off);
+      double rtol, atol;
+      tolerance(f->params[p]->dtype, &rtol, &atol);
+      for (int64_t i = 0; i < ir_tensor_numel(&got); i++) {
+        double g = ir_tensor_get(&got, i), e = ir_tensor_get(&args[p], i);
+        double err = fabs(g - e);
+        if (err > r->max_abs_err || isnan(err)) r->max_abs_err = err;
+        r->checked++;
+        if (!close_enough(g, e, rtol, atol)) {
+          r->matched = false;
+          snprintf(r->detail, sizeof r->detail, "%s[%lld] = %.9g, expected %.9g",
+                   f->params[p]->name, (long long)i, g, e);
+          break;
+        }
+      }
+    }
+  }
+  for (int i = 0; i < np; i++) ir_tensor_free(&args[i]);
+  ts_free(args);
+  return st;
+}
+
+/* ---- sampled verification ---- */
+typedef struct sampled_stage {
+  int stage;            /* index among the root body's statements */
+  int param;            /* output param index in f */
+  const ir_block *block;
+  int nsp;              /* spatial loops */
+  ir_var *sp_vars[8];
+  int64_t sp_ext[8];
+  ir_buffer *samples;   /* i64[SAMPLES * nsp] */
+  int nsamples;
+} sampled_stage;
+
+static int param_index(const ir_func *f, const ir_buffer *b) {
+  for (int i = 0; i < f->nparams; i++)
+    if (f->params[i] == b) return i;
+  return -1;
+}
+
+/* Can stage s (FOR* -> REALIZE) be sampled? Fills ss. */
+static bool sampleable(const ir_func *f, ir_stmt **stages, int nst, int k, sampled_stage *ss) {
+  const ir_stmt *s = stages[k];
+  const ir_stmt *chain[64];
+  int nchain = 0;
+  while (s->kind == IR_FOR && nchain < 64) {
+    chain[nchain++] = s;
+    s = s->u.loop.body;
+  }
+  if (s->kind != IR_BLOCK_REALIZE) return false;
+  const ir_block *b = s->u.realize.block;
+  if (b->nwrites != 1) return false;
+  int p = param_index(f, b->writes[0].buf);
+  if (p < f->ninputs) return false;
+  for (int j = 0; j < b->writes[0].ndim; j++) {
+    int64_t one;
+    if (!ir_as_int(b->writes[0].ranges[j].extent, &one) || one != 1) return false;
+  }
+  /* no later stage touches the output */
+  for (int j = k + 1; j < nst; j++) {
+    ir_stmt *t = stages[j];
+    while (t->kind == IR_FOR) t = t->u.loop.body;
+    if (t->kind != IR_BLOCK_REALIZE) return false;
+    const ir_block *o = t->u.realize.block;
+    for (int q = 0; q < o->nreads; q++)
+      if (o->reads[q].buf == b->writes[0].buf) return false;
+    for (int q = 0; q < o->nwrites; q++)
+      if (o->writes[q].buf == b->writes[0].buf) return false;
+  }
+  memset(ss, 0, sizeof *ss);
+  ss->stage = k;
+  ss->param = p;
+  ss->block = b;
+  for (int i = 0; i < b->niter; i++) {
+    const ir_expr *v = s->u.realize.iter_values[i];
+    if (b->iters[i].type != IR_ITER_S) continue;
+    if (v->kind != IR_VAR || ss->nsp == 8) return false;
+    const ir_stmt *loop = NULL;
+    for (int c = 0; c < nchain; c++)
+      if (chain[c]->u.loop.var == v->u.var) loop = chain[c];
+    int64_t mn, ex;
+    if (!loop || !ir_as_int(loop->u.loop.min, &mn) || mn != 0 || !ir_as_int(loop->u.loop.extent, &ex))
+      return false;
+    ss->sp_vars[ss->nsp] = v->u.var;
+    ss->sp_ext[ss->nsp] = ex;
+    ss->nsp++;
+  }
+  /* every loop of the chain is either spatial or used by no S binding */
+  return ss->nsp > 0;
+}
+
+static bool is_spatial(const sampled_stage *ss, const ir_var *v) {
+  for (int i = 0; i < ss->nsp; i++)
+    if (ss->sp_vars[i] == v) return true;
+  return false;
+}
+
+static ir_stmt *rewrite_stage(ts_arena *a, ir_stmt *st, sampled_stage *ss) {
+  const ir_stmt *chain[64];
+  int nchain = 0;
+  ir_stmt *s = st;
+  while (s->kind == IR_FOR && nchain < 64) {
+    chain[nchain++] = s;
+    s = s->u.loop.body;
+  }
+  ir_stmt *inner = s;
+  for (int c = nchain - 1; c >= 0; c--) {
+    if (is_spatial(ss, chain[c]->u.loop.var)) continue;
+    inner = ir_for(a, chain[c]->u.loop.var, chain[c]->u.loop.min, chain[c]->u.loop.extent,
+                   chain[c]->u.loop.kind, inner);
+  }
+  ir_var *sv = ir_var_new(a, "sample", ir_dt(IR_I64));
+  for (int i = ss->nsp - 1; i >= 0; i--) {
+    ir_expr *idx = ir_add(a, ir_mul(a, ir_var_ref(a, sv), ir_i64(a, ss->nsp)), ir_i64(a, i));
+    inner = ir_let(a, ss->sp_vars[i], ir_load(a, ss->samples, 1, &idx), inner);
+  }
+  return ir_for(a, sv, ir_i64(a, 0), ir_i64(a, ss->nsamples), IR_FOR_SERIAL, inner);
+}
+
+static ts_status verify_sampled(const ir_func *f0, uint64_t seed, const void *outputs, double cost,
+                                tun_verify_result *r, ts_diag *d) {
+  ts_arena a;
+  ts_arena_init(&a);
+  ts_status st = TS_OK;
+  ir_tensor *args = NULL;
+  int np = 0;
+  ir_func *f = ir_func_copy(&a, f0);
+  if (!f) {
+    st = ts_diag_set(d, TS_ENOMEM, "out of memory");
+    goto out;
+  }
+  ir_block *root = f->body->u.realize.block;
+  ir_stmt **stages = &root->body;
+  int nst = 1;
+  if (root->body->kind == IR_SEQ) {
+    stages = root->body->u.seq.stmts;
+    nst = root->body->u.seq.n;
+  }
+  sampled_stage ss[16];
+  int nss = 0;
+  for (int k = 0; k < nst && nss < 16; k++)
+    if (sampleable(f, stages, nst, k, &ss[nss])) nss++;
+  if (nss == 0) {
+    if (cost > HARD_LIMIT) {
+      st = ts_diag_set(d, TS_EUNSUPPORTED,
+                       "verification: '%s' is too large to interpret (%.3g steps) and its output stages cannot be sampled",
+                       f0->name, cost);
+      goto out;
+    }
+    ts_arena_fini(&a);
+    return verify_full(f0, seed, outputs, r, d);
+  }
+  /* rewrite the sampled stages and add their sample tables as inputs */
+  ts_rng rng;
+  ts_rng_seed(&rng, seed ^ 0x5A5A5A5Aull);
+  ir_stmt **nstages = TS_ANEWN(&a, ir_stmt *, nst);
+  memcpy(nstages, stages, sizeof *nstages * (size_t)nst);
+  ir_buffer **params = TS_ANEWN(&a, ir_buffer *, f->nparams + nss);
+  memcpy(params, f->params, sizeof *params * (size_t)f->ninputs);
+  for (int i = 0; i < nss; i++) {
+    int64_t space = 1;
+    for (int j = 0; j < ss[i].nsp; j++) space *= ss[i].sp_ext[j];
+    ss[i].nsamples = space < SAMPLES ? (int)space : SAMPLES;
+    ir_expr *shape = ir_i64(&a, (int64_t)ss[i].nsamples * ss[i].nsp);
+    char name[32];
+    snprintf(name, sizeof name, "__samples%d", i);
+    ss[i].samples = ir_buffer_new(&a, name, ir_dt(IR_I64), 1, &shape, NULL);
+    nstages[ss[i].stage] = rewrite_stage(&a, nstages[ss[i].stage], &ss[i]);
+    params[f->ninputs + i] = ss[i].samples;
+  }
+  memcpy(params + f->ninputs + nss, f->params + f->ninputs,
+         sizeof *params * (size_t)(f->nparams - f->ninputs));
+  ir_block *nroot = ir_block_clone(&a, root);
+  nroot->body = nst == 1 ? nstages[0] : ir_seq(&a, nst, nstages);
+  f->body = ir_realize(&a, nroot, NULL, NULL);
+  f->params = params;
+  f->nparams += nss;
+  f->ninputs += nss;
+  np = f->nparams;
+  args = ts_calloc((size_t)np, sizeof *args);
+  if (!args) {
+    st = ts_diag_set(d, TS_ENOMEM, "out of memory");
+    goto out;
+  }
+  st = ir_tensors_for_func(f, NULL, args, d);
+  if (st) goto out;
+  for (int i = 0; i < f0->ninputs; i++)
+    tsrt_fill_random(f0->params[i]->dtype.code, args[i].data, ir_tensor_numel(&args[i]), seed + (uint64_t)i);
+  for (int i = 0; i < nss; i++) {
+    int64_t *tab = args[f0->ninputs + i].data;
+    for (int s = 0; s < ss[i].nsamples; s++)
+      for (int j = 0; j < ss[i].nsp; j++)
+        tab[s * ss[i].nsp + j] = (int64_t)ts_rng_below(&rng, (uint64_t)ss[i].sp_ext[j]);
+  }
+  st = ir_interp_run(f, args, d);
+  if (st) goto out;
+  /* compare: non-sampled outputs whole, sampled ones at their points */
+  r->matched = true;
+  r->sampled = true;
+  size_t off = 0;
+  ir_analyzer an;
+  ir_analyzer_init(&an, &a);
+  for (int p = f0->ninputs; p < f0->nparams && r->matched; p++) {
+    ir_tensor got = output_view(f0, p, outputs, &off);
+    ir_tensor *ref = &args[p + nss];
+    double rtol, atol;
+    tolerance(f0->params[p]->dtype, &rtol, &atol);
+    const sampled_stage *mine = NULL;
+    for (int i = 0; i < nss; i++)
+      if (ss[i].param == p) mine = &ss[i];
+    int64_t count = mine ? mine->nsamples : ir_tensor_numel(&got);
+    for (int64_t s = 0; s < count && r->matched; s++) {
+      int64_t flat = s;
+      if (mine) {
+        const int64_t *tab = args[f0->ninputs + (mine - ss)].data;
+        ir_var_map m;
+        ir_var_map_init(&m);
+        const ir_block *b = mine->block;
+        /* iter var -> its loop var's sampled value (bindings are bare loop vars) */
+        for (int j = 0; j < mine->nsp; j++) ir_var_map_put(&m, mine->sp_vars[j], ir_i64(&a, tab[s * mine->nsp + j]));
+        flat = 0;
+        const ir_stmt *chain = stages[mine->stage];
+        while (chain->kind == IR_FOR) chain = chain->u.loop.body;
+        ir_var_map im;
+        ir_var_map_init(&im);
+        for (int i = 0; i < b->niter; i++)
+          ir_var_map_put(&im, b->iters[i].var, ir_subst_expr(&a, chain->u.realize.iter_values[i], &m));
+        for (int dd = 0; dd < b->writes[0].ndim; dd++) {
+          int64_t v = 0, ext = got.shape[dd];
+          ir_expr *e = ir_simplify(&an, ir_subst_expr(&a, b->writes[0].ranges[dd].min, &im));
+          if (!ir_as_int(e, &v) || v < 0 || v >= ext) {
+            r->matched = false;
+            snprintf(r->detail, sizeof r->detail, "internal: sample index of %s is not constant", f0->params[p]->name);
+          }
+          flat = flat * ext + v;
+        }
+        ir_var_map_fini(&m);
+        ir_var_map_fini(&im);
+        if (!r->matched) break;
+      }
+      double g = ir_tensor_get(&got, flat), e = ir_tensor_get(ref, flat);
+      double err = fabs(g - e);
+      if (err > r->max_abs_err || isnan(err)) r->max_abs_err = err;
+      r->checked++;
+      if (!close_enough(g, e, rtol, atol)) {
+        r->matched = false;
+        snprintf(r->detail, sizeof r->detail, "%s[%lld] = %.9g, expected %.9g", f0->params[p]->name,
+                 (long long)flat, g, e);
+      }
+    }
+  }
+  ir_analyzer_fini(&an);
+  if (r->matched)
+    snprintf(r->detail, sizeof r->detail, "sampled %lld output elements (whole run: %.3g interpreter steps)",
+             (long long)r->checked, cost);
+out:
+  for (int i = 0; i < np; i++) ir_tensor_free(&args[i]);
+  ts_free(args);
+  ts_arena_fini(&a);
+  return st;
+}
+
+ts_status tun_verify(const ir_func *f, uint64_t seed, const void *outputs, size_t outputs_bytes,
+                     tun_verify_result *r, ts_diag *d) {
+  memset(r, 0, sizeof *r);
+  size_t want = 0;
+  for (int p = 0; p < f->nparams; p++) {
+    int64_t n = ir_buffer_const_size(f->params[p]);
+    if (n < 0) return ts_diag_set(d, TS_EINVAL, "verification: parameter %s has a symbolic shape", f->params[p]->name);
+    if (p >= f->ninputs) want += (size_t)n * (size_t)ir_dtype_bytes(f->params[p]->dtype);
+  }
+  if (!outputs || outputs_bytes != want)
+    return ts_diag_set(d, TS_EINVAL, "verification: got %zu output bytes, '%s' produces %zu", outputs_bytes,
+                       f->name, want);
+  double cost = work(f->body, 1);
+  if (cost <= TUN_VERIFY_FULL_BUDGET) return verify_full(f, seed, outputs, r, d);
+  return verify_sampled(f, seed, outputs, cost, r, d);
+}
