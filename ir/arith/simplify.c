@@ -746,6 +746,14 @@ static ir_expr *simp_floormod_const(ir_analyzer *an, ir_expr *x, int64_t c, ir_d
 
 /* ---- the expression simplifier ----------------------------------------- */
 
+/* An operand the canonical form of dtype t can take: same dtype, or an
+ * integer constant of another width whose value fits t (1i64 in an i32
+ * sum). */
+static bool operand_ok(const ir_expr *x, ir_dtype t) {
+  if (ir_dtype_eq(x->dtype, t)) return true;
+  return x->kind == IR_INT_IMM && ir_dtype_is_int(x->dtype) && fits(t, x->u.ival);
+}
+
 static ir_expr *simp_arith(ir_analyzer *an, ir_expr *e) {
   ts_arena *a = an->arena;
   ir_expr *x = simp(an, e->u.bin.a);
@@ -754,7 +762,7 @@ static ir_expr *simp_arith(ir_analyzer *an, ir_expr *e) {
   TRY(y);
   ir_dtype t = e->dtype;
   int64_t p = 0, q = 0, r = 0;
-  if (!is_int_scalar(t) || !ir_dtype_eq(x->dtype, t) || !ir_dtype_eq(y->dtype, t)) {
+  if (!is_int_scalar(t) || !operand_ok(x, t) || !operand_ok(y, t)) {
     if (e->kind != IR_FLOORMOD && e->kind != IR_FLOORDIV) {
       ir_expr *f = fold_float(a, e->kind, x, y);
       if (f) return f;
@@ -840,7 +848,7 @@ static ir_expr *simp_cmp(ir_analyzer *an, ir_expr *e) {
     return ir_bool(a, r != 0);
   ir_expr *f = fold_float(a, e->kind, x, y);
   if (f) return f;
-  if (is_int_scalar(x->dtype) && ir_dtype_eq(x->dtype, y->dtype)) {
+  if (is_int_scalar(x->dtype) && is_int_scalar(y->dtype)) {
     if (ir_arith_same(x, y)) {
       bool v = e->kind == IR_EQ || e->kind == IR_LE || e->kind == IR_GE;
       return ir_bool(a, v);
@@ -1072,7 +1080,7 @@ bool ir_can_prove_equal(ir_analyzer *an, const ir_expr *a, const ir_expr *b) {
   ir_expr *y = ir_simplify(an, (ir_expr *)b);
   if (!x || !y) return false;
   if (ir_arith_same(x, y)) return true;
-  if (is_int_scalar(x->dtype) && ir_dtype_eq(x->dtype, y->dtype)) {
+  if (is_int_scalar(x->dtype) && is_int_scalar(y->dtype)) {
     ir_const_bound d;
     if (diff_bound(an, x, y, &d, NULL)) return d.lo == 0 && d.hi == 0;
   }
@@ -1151,6 +1159,33 @@ static ir_block *simp_block(ir_analyzer *an, ir_block *b) {
   return nb;
 }
 
+/* Facts implied by a condition that holds: clauses `v OP c` / `c OP v`
+ * under && tighten v's bound (for the then-branch of an if). False on OOM. */
+static bool add_cond_facts(ir_analyzer *an, const ir_expr *c) {
+  if (c->kind == IR_AND) return add_cond_facts(an, c->u.bin.a) && add_cond_facts(an, c->u.bin.b);
+  if (!ir_is_cmp(c->kind) || c->kind == IR_NE) return true;
+  const ir_expr *x = c->u.bin.a, *y = c->u.bin.b;
+  ir_expr_kind k = c->kind;
+  int64_t v;
+  if (x->kind != IR_VAR) {
+    /* c OP v  ==  v OP' c */
+    const ir_expr *t = x;
+    x = y;
+    y = t;
+    k = k == IR_LT ? IR_GT : k == IR_GT ? IR_LT : k == IR_LE ? IR_GE : k == IR_GE ? IR_LE : k;
+  }
+  if (x->kind != IR_VAR || !ir_dtype_is_int(x->dtype) || !const_int(y, &v)) return true;
+  int64_t lo = INT64_MIN, hi = INT64_MAX;
+  switch (k) {
+  case IR_LT: if (v == INT64_MIN) return true; hi = v - 1; break;
+  case IR_LE: hi = v; break;
+  case IR_GT: if (v == INT64_MAX) return true; lo = v + 1; break;
+  case IR_GE: lo = v; break;
+  default: lo = hi = v; break; /* IR_EQ */
+  }
+  return ir_analyzer_bind_const(an, x->u.var, lo, hi) == TS_OK;
+}
+
 static ir_stmt *simp_stmt(ir_analyzer *an, ir_stmt *s) {
   ts_arena *a = an->arena;
   TRY(s);
@@ -1210,7 +1245,10 @@ static ir_stmt *simp_stmt(ir_analyzer *an, ir_stmt *s) {
     TRY(c);
     if (is_true(c)) return simp_stmt(an, s->u.ifs.then_s);
     if (is_false(c) && s->u.ifs.else_s) return simp_stmt(an, s->u.ifs.else_s);
-    ir_stmt *t = simp_stmt(an, s->u.ifs.then_s);
+    int n0 = an->n;
+    bool ok = add_cond_facts(an, c);
+    ir_stmt *t = ok ? simp_stmt(an, s->u.ifs.then_s) : NULL;
+    ir_analyzer_truncate(an, n0);
     TRY(t);
     ir_stmt *f = s->u.ifs.else_s ? simp_stmt(an, s->u.ifs.else_s) : NULL;
     if (s->u.ifs.else_s) TRY(f);

@@ -514,6 +514,21 @@ START_TEST(test_simplify_stmt) {
   ir_stmt *s2 = inner->u.loop.body;
   ck_assert_int_eq(s2->kind, IR_STORE); /* the if went away */
   ck_assert_msg(ir_arith_same(s2->u.store.idx[0], f), "%s", str(s2->u.store.idx[0]));
+  /* an if's condition is a fact inside its then-branch only:
+   * for i in [0,8): if i < 4: X[i] = X[min(i, 3) + (i // 4) * 8] else X[min(i, 3)] = 0 */
+  ir_expr *ld_idx[] = {ADD(B(IR_MIN, V(i), C(3)), MUL(FDIV(V(i), C(4)), C(8)))};
+  ir_expr *st_idx[] = {V(i)}, *el_idx[] = {B(IR_MIN, V(i), C(3))};
+  ir_stmt *th = ir_store(A, buf, 1, st_idx, ir_load(A, buf, 1, ld_idx));
+  ir_stmt *el = ir_store(A, buf, 1, el_idx, ir_float(A, ir_dt(IR_F32), 0.0));
+  ir_stmt *lp = ir_for(A, i, C(0), C(8), IR_FOR_SERIAL, ir_if(A, B(IR_GT, C(4), V(i)), th, el));
+  ir_stmt *lr = ir_simplify_stmt(&an, lp);
+  ir_stmt *ifs = lr->u.loop.body;
+  ck_assert_int_eq(ifs->kind, IR_IF);
+  ir_expr *got = ifs->u.ifs.then_s->u.store.value->u.load.idx[0];
+  ck_assert_msg(ir_arith_same(got, V(i)), "%s", str(got));
+  got = ifs->u.ifs.else_s->u.store.idx[0];
+  ck_assert_msg(ir_arith_same(got, B(IR_MIN, V(i), C(3))), "%s", str(got));
+  ck_assert_int_eq(an.n, 0);
   /* unchanged statements come back as themselves */
   ck_assert_ptr_eq(ir_simplify_stmt(&an, r), r);
   /* the original is untouched */
