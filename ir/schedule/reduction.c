@@ -1,2 +1,336 @@
-/* ir/schedule/reduction.c — placeholder until its author lands it. */
-typedef int placeholder_t;
+/* reduction.c — reduction primitives (TVM's reduction.cc):
+ * decompose_reduction splits a reduction block's init into its own block,
+ * placed under copies of the loops its spatial bindings use, just before a
+ * given loop; the update block then reads its output like any other input.
+ *
+ * Why the checks: the init nest runs once per spatial point before `loop`,
+ * so every update of that point must happen inside the same execution of
+ * `loop`. That holds when no loop at or above `loop` feeds a reduce binding,
+ * and every non-unit loop below it feeds some binding (otherwise a point is
+ * reduced twice, and the original re-initialised in between). Bindings must
+ * be quasi-affine (+, -, * by a constant, // and % by a positive constant),
+ * which is what split, fuse, reorder and compute_at produce. */
+#include <stdio.h>
+#include <string.h>
+
+#include "sch_int.h"
+
+/* e is built from loop vars, constants, syms, +, -, *const, //c, %c. */
+static bool quasi_affine(const ir_expr *e) {
+  int64_t c;
+  switch (e->kind) {
+  case IR_INT_IMM:
+  case IR_VAR:
+    return true;
+  case IR_ADD:
+  case IR_SUB:
+    return quasi_affine(e->u.bin.a) && quasi_affine(e->u.bin.b);
+  case IR_MUL:
+    return quasi_affine(e->u.bin.a) && quasi_affine(e->u.bin.b) &&
+           (ir_as_int(e->u.bin.a, &c) || ir_as_int(e->u.bin.b, &c));
+  case IR_FLOORDIV:
+  case IR_FLOORMOD:
+    return quasi_affine(e->u.bin.a) && ir_as_int(e->u.bin.b, &c) && c > 0;
+  default:
+    return false;
+  }
+}
+
+/* Splits a predicate into its && clauses (appended to out). */
+static ts_status conjuncts(ir_expr *e, ts_vec *out) {
+  if (e->kind == IR_AND) {
+    ts_status st = conjuncts(e->u.bin.a, out);
+    return st ? st : conjuncts(e->u.bin.b, out);
+  }
+  int64_t v;
+  if (ir_as_int(e, &v) && v) return TS_OK; /* true */
+  return ts_vec_push(out, e);
+}
+
+static bool uses_any(const ir_expr *e, ir_var *const *vars, int n) {
+  for (int i = 0; i < n; i++)
+    if (ir_expr_uses_var(e, vars[i])) return true;
+  return false;
+}
+
+ts_status sch_decompose_reduction(sch_state *s, sch_block b, sch_loop l, sch_block *out,
+                                  ts_diag *d) {
+  const char *P = "decompose_reduction";
+  ts_arena *a = &s->arena;
+  sch_path p, lp;
+  ts_status st = sch_find_block(s, b.name, &p, P, d);
+  if (st) return st;
+  if (l.mark != SCH_LOC_LOOP || !l.var)
+    return ts_diag_set(d, TS_ESCHEDULE, "%s: needs a loop above block '%s', not a location mark",
+                       P, b.name);
+  st = sch_find_loop(s, l.var, &lp, P, d);
+  if (st) return st;
+  ir_stmt *rz = p.node[p.n - 1];
+  const ir_block *blk = rz->u.realize.block;
+  int sc = sch_path_scope(&p, p.n - 1);
+  if (sc < 0) return ts_diag_set(d, TS_ESCHEDULE, "%s: '%s' is the root block", P, blk->name);
+
+  /* the block is a reduction */
+  if (!blk->init)
+    return ts_diag_set(d, TS_ESCHEDULE, "%s: block '%s' is not a reduction (it has no init)", P,
+                       blk->name);
+  for (int i = 0; i < blk->niter; i++)
+    if (blk->iters[i].type != IR_ITER_S && blk->iters[i].type != IR_ITER_R)
+      return ts_diag_set(d, TS_ESCHEDULE,
+                         "%s: block '%s' has iter var '%s' that is neither spatial nor reduce", P,
+                         blk->name, blk->iters[i].var->name);
+  for (int w = 0; w < blk->nwrites; w++)
+    for (int k = 0; k < blk->writes[w].ndim; k++)
+      for (int i = 0; i < blk->niter; i++)
+        if (blk->iters[i].type == IR_ITER_R &&
+            (ir_expr_uses_var(blk->writes[w].ranges[k].min, blk->iters[i].var) ||
+             ir_expr_uses_var(blk->writes[w].ranges[k].extent, blk->iters[i].var)))
+          return ts_diag_set(d, TS_ESCHEDULE,
+                             "%s: block '%s' is not a reduction: reduce var '%s' indexes its "
+                             "output '%s'",
+                             P, blk->name, blk->iters[i].var->name, blk->writes[w].buf->name);
+  for (int i = 0; i < blk->niter; i++)
+    if (!quasi_affine(rz->u.realize.iter_values[i]))
+      return ts_diag_set(d, TS_ESCHEDULE,
+                         "%s: block '%s' has a binding for '%s' that is not affine in its loops", P,
+                         blk->name, blk->iters[i].var->name);
+  {
+    ts_vec kids;
+    ts_vec_init(&kids);
+    if (sch_child_realizes(p.node[sc]->u.realize.block->body, &kids)) {
+      ts_vec_fini(&kids);
+      return ts_diag_set(d, TS_ENOMEM, "out of memory");
+    }
+    const char *other = NULL, *what = NULL;
+    for (size_t i = 0; i < kids.len && !other; i++) {
+      const ir_block *o = ((ir_stmt *)kids.items[i])->u.realize.block;
+      if (o == blk) continue;
+      for (int w = 0; w < blk->nwrites && !other; w++)
+        if (sch_block_writes(o, blk->writes[w].buf)) {
+          other = o->name;
+          what = blk->writes[w].buf->name;
+        }
+    }
+    ts_vec_fini(&kids);
+    if (other)
+      return ts_diag_set(d, TS_ESCHEDULE,
+                         "%s: block '%s' is not a reduction: '%s' also writes its output '%s'", P,
+                         blk->name, other, what);
+  }
+
+  /* the loop is an ancestor of the block within its scope */
+  int k = -1;
+  for (int i = sc + 1; i < p.n - 1; i++)
+    if (p.node[i]->kind == IR_FOR && p.node[i]->u.loop.var == l.var) k = i;
+  if (k < 0)
+    return ts_diag_set(d, TS_ESCHEDULE, "%s: loop '%s' is not an ancestor of block '%s'", P,
+                       l.var->name, blk->name);
+  /* no loop at or above it feeds a reduce binding */
+  for (int i = sc + 1; i <= k; i++) {
+    if (p.node[i]->kind != IR_FOR) continue;
+    const ir_var *v = p.node[i]->u.loop.var;
+    for (int j = 0; j < blk->niter; j++)
+      if (blk->iters[j].type == IR_ITER_R && ir_expr_uses_var(rz->u.realize.iter_values[j], v))
+        return ts_diag_set(d, TS_ESCHEDULE,
+                           "%s: reduce var '%s' of block '%s' uses loop '%s', which is at or "
+                           "above loop '%s'; decompose above the reduction loops only",
+                           P, blk->iters[j].var->name, blk->name, v->name, l.var->name);
+  }
+  /* every non-unit loop below it feeds some binding */
+  for (int i = k; i < p.n - 1; i++) {
+    if (p.node[i]->kind != IR_FOR) continue;
+    const ir_stmt *lo = p.node[i];
+    int64_t e;
+    if (ir_as_int(lo->u.loop.extent, &e) && e == 1) continue;
+    bool used = false;
+    for (int j = 0; j < blk->niter && !used; j++)
+      used = ir_expr_uses_var(rz->u.realize.iter_values[j], lo->u.loop.var);
+    if (!used)
+      return ts_diag_set(d, TS_ESCHEDULE,
+                         "%s: loop '%s' below '%s' feeds no binding of block '%s', so the block "
+                         "would be reduced more than once per init",
+                         P, lo->u.loop.var->name, l.var->name, blk->name);
+  }
+
+  /* chosen loops (S bindings use them) and dropped ones, from k down */
+  int nl = p.n - 1 - k;
+  ir_var **dropped = TS_ANEWN(a, ir_var *, nl), **kept_old = TS_ANEWN(a, ir_var *, nl);
+  const ir_stmt **kept = TS_ANEWN(a, const ir_stmt *, nl);
+  int ns = 0;
+  for (int i = 0; i < blk->niter; i++) ns += blk->iters[i].type == IR_ITER_S;
+  ir_block *ib = ir_block_new(a, "");
+  ir_expr **ivals = TS_ANEWN(a, ir_expr *, ns ? ns : 1);
+  ir_iter_var *iters = TS_ANEWN(a, ir_iter_var, ns ? ns : 1);
+  if (!dropped || !kept_old || !kept || !ib || !ivals || !iters)
+    return ts_diag_set(d, TS_ENOMEM, "out of memory");
+  int nd = 0, nk = 0;
+  for (int i = k; i < p.n - 1; i++) {
+    if (p.node[i]->kind != IR_FOR) continue;
+    ir_var *v = p.node[i]->u.loop.var;
+    bool used = false;
+    for (int j = 0; j < blk->niter && !used; j++)
+      used = blk->iters[j].type == IR_ITER_S && ir_expr_uses_var(rz->u.realize.iter_values[j], v);
+    if (used) {
+      kept[nk] = p.node[i];
+      kept_old[nk++] = v;
+    } else {
+      dropped[nd++] = v;
+    }
+  }
+  /* predicate clauses over dropped loops go; a clause that mixes them with
+   * other loops cannot be dropped safely */
+  ts_vec cl;
+  ts_vec_init(&cl);
+  if (conjuncts(rz->u.realize.predicate, &cl)) {
+    ts_vec_fini(&cl);
+    return ts_diag_set(d, TS_ENOMEM, "out of memory");
+  }
+  ir_expr *pred = ir_bool(a, true);
+  for (size_t i = 0; i < cl.len && pred; i++) {
+    ir_expr *c = cl.items[i];
+    if (!uses_any(c, dropped, nd)) {
+      pred = ir_and(a, pred, c);
+      continue;
+    }
+    bool only_dropped = true;
+    for (int j2 = sc + 1; j2 < p.n - 1; j2++) {
+      if (p.node[j2]->kind != IR_FOR || !ir_expr_uses_var(c, p.node[j2]->u.loop.var)) continue;
+      bool is_dropped = false;
+      for (int q = 0; q < nd; q++) is_dropped |= dropped[q] == p.node[j2]->u.loop.var;
+      only_dropped &= is_dropped;
+    }
+    if (!only_dropped) {
+      ts_vec_fini(&cl);
+      return ts_diag_set(d, TS_ESCHEDULE,
+                         "%s: the predicate of block '%s' ties a loop the init drops to a loop it "
+                         "keeps",
+                         P, blk->name);
+    }
+  }
+  ts_vec_fini(&cl);
+  if (!pred) return ts_diag_set(d, TS_ENOMEM, "out of memory");
+
+  /* ---- build the init nest ---- */
+  ir_var_map ivmap, lmap;
+  ir_var_map_init(&ivmap);
+  ir_var_map_init(&lmap);
+  st = TS_OK;
+  int j = 0;
+  for (int i = 0; i < blk->niter && !st; i++) {
+    const ir_iter_var *it = &blk->iters[i];
+    if (it->type != IR_ITER_S) continue;
+    char nm[256];
+    snprintf(nm, sizeof nm, "%s_init", it->var->name);
+    ir_var *nv = ir_var_new(a, nm, it->var->dtype);
+    ir_expr *ref = nv ? ir_var_ref(a, nv) : NULL;
+    if (!ref || ir_var_map_put(&ivmap, it->var, ref)) st = TS_ENOMEM;
+    iters[j] = (ir_iter_var){nv, it->dom, IR_ITER_S};
+    ivals[j++] = rz->u.realize.iter_values[i];
+  }
+  ir_var **newl = TS_ANEWN(a, ir_var *, nk ? nk : 1);
+  if (!newl) st = TS_ENOMEM;
+  for (int i = 0; i < nk && !st; i++) {
+    char nm[256];
+    snprintf(nm, sizeof nm, "%s_init", kept_old[i]->name);
+    newl[i] = ir_var_new(a, nm, kept_old[i]->dtype);
+    ir_expr *ref = newl[i] ? ir_var_ref(a, newl[i]) : NULL;
+    if (!ref || ir_var_map_put(&lmap, kept_old[i], ref)) st = TS_ENOMEM;
+  }
+  const char *iname = NULL;
+  ir_stmt *nest = NULL;
+  if (!st) {
+    char base[256];
+    snprintf(base, sizeof base, "%s_init", blk->name);
+    iname = sch_fresh_block_name(s, base);
+    ib->name = iname;
+    ib->niter = ns;
+    ib->iters = iters;
+    ib->nannot = blk->nannot;
+    ib->annots = blk->annots;
+    ib->body = ir_subst_stmt(a, blk->init, &ivmap);
+    for (int i = 0; i < ns && !st; i++)
+      if (!(ivals[i] = ir_subst_expr(a, ivals[i], &lmap))) st = TS_ENOMEM;
+    ir_expr *ipred = st ? NULL : ir_subst_expr(a, pred, &lmap);
+    if (!iname || !ib->body || !ipred) st = TS_ENOMEM;
+    if (!st) {
+      ir_analyzer an;
+      ir_analyzer_init(&an, a);
+      if (sch_bind_path_loops(&an, &p, p.n - 1)) st = TS_ENOMEM;
+      for (int i = 0; i < nk && !st; i++)
+        if (ir_analyzer_bind(&an, newl[i], kept[i]->u.loop.min, kept[i]->u.loop.extent))
+          st = TS_ENOMEM;
+      if (!st) ipred = ir_simplify(&an, ipred);
+      ir_analyzer_fini(&an);
+      if (!ipred) st = TS_ENOMEM;
+      if (!st) nest = ir_realize(a, ib, ivals, ipred);
+      if (!nest) st = TS_ENOMEM;
+    }
+    /* innermost kept loop first; loop bounds may use outer kept loops */
+    for (int i = nk - 1; i >= 0 && !st; i--) {
+      const ir_stmt *ol = kept[i];
+      ir_expr *mn = ir_subst_expr(a, ol->u.loop.min, &lmap);
+      ir_expr *ex = ir_subst_expr(a, ol->u.loop.extent, &lmap);
+      ir_stmt *f = mn && ex ? ir_stmt_clone(a, ol) : NULL;
+      if (!f) {
+        st = TS_ENOMEM;
+        break;
+      }
+      f->u.loop.var = newl[i];
+      f->u.loop.min = mn;
+      f->u.loop.extent = ex;
+      f->u.loop.body = nest;
+      nest = f;
+    }
+  }
+  ir_var_map_fini(&ivmap);
+  ir_var_map_fini(&lmap);
+  if (st) return ts_diag_set(d, TS_ENOMEM, "out of memory building the init block");
+  st = ir_block_detect_regions(a, ib, d);
+  if (st) return st;
+
+  /* ---- the update block: no init; its writes join its reads ---- */
+  ir_block *ub = ir_block_clone(a, blk);
+  ir_stmt *nrz = ir_stmt_clone(a, rz);
+  ir_region *reads = TS_ANEWN(a, ir_region, blk->nreads + blk->nwrites + 1);
+  if (!ub || !nrz || !reads) return ts_diag_set(d, TS_ENOMEM, "out of memory");
+  int nr = 0;
+  for (int i = 0; i < blk->nwrites; i++)
+    if (!sch_block_reads(blk, blk->writes[i].buf)) reads[nr++] = blk->writes[i];
+  for (int i = 0; i < blk->nreads; i++) reads[nr++] = blk->reads[i];
+  ub->init = NULL;
+  ub->reads = reads;
+  ub->nreads = nr;
+  nrz->u.realize.block = ub;
+
+  /* ---- install: the new update realize, then the init nest before loop ---- */
+  ir_stmt *saved = s->func->body;
+  st = sch_replace(s, &p, p.n - 1, nrz, d);
+  if (!st) st = sch_find_loop(s, l.var, &lp, P, d);
+  if (!st) {
+    int li = lp.n - 1;
+    ir_stmt *parent = lp.node[li - 1];
+    if (parent->kind == IR_SEQ) {
+      int m = parent->u.seq.n + 1, pos = lp.slot[li];
+      ir_stmt **v = TS_ANEWN(a, ir_stmt *, m);
+      ir_stmt *ns2 = NULL;
+      if (v) {
+        for (int i = 0, q = 0; i < parent->u.seq.n; i++) {
+          if (i == pos) v[q++] = nest;
+          v[q++] = parent->u.seq.stmts[i];
+        }
+        ns2 = ir_seq(a, m, v);
+      }
+      st = ns2 ? sch_replace(s, &lp, li - 1, ns2, d) : ts_diag_set(d, TS_ENOMEM, "out of memory");
+    } else {
+      ir_stmt *two[2] = {nest, lp.node[li]};
+      ir_stmt *ns2 = ir_seq(a, 2, two);
+      st = ns2 ? sch_replace(s, &lp, li, ns2, d) : ts_diag_set(d, TS_ENOMEM, "out of memory");
+    }
+  }
+  if (st) {
+    s->func->body = saved; /* nodes are immutable: the old tree is intact */
+    return st;
+  }
+  if (out) out->name = iname;
+  return sch_finish(s, TS_OK, d);
+}

@@ -1,2 +1,410 @@
-/* placeholder: skipped until written */
-int main(void) { return 77; }
+/* test_reduction.c — decompose_reduction: the init block's name, iter vars,
+ * loops and position; the update block without init, reading its output;
+ * results unchanged in the reference interpreter (matmul at each legal
+ * loop, batch_matmul, conv2d_nchw, softmax's two reductions, after
+ * cache_write, and a predicated reduction whose predicate the init drops);
+ * and the refusals (not a reduction, not an ancestor, a loop the reduction
+ * uses, a loop that feeds no binding, a predicate tying dropped and kept
+ * loops), each leaving the schedule unchanged. */
+#include <check.h>
+#include <string.h>
+
+#include "ir/parse.h"
+#include "util.h"
+
+static ts_diag D;
+
+static sch_block blk(const char *name) { return (sch_block){name}; }
+
+typedef struct find_ctx {
+  const char *name;
+  const ir_stmt *found;
+} find_ctx;
+
+static bool find_cb(void *ctx, const ir_stmt *s) {
+  find_ctx *c = ctx;
+  if (s->kind == IR_BLOCK_REALIZE && !strcmp(s->u.realize.block->name, c->name)) c->found = s;
+  return c->found == NULL;
+}
+
+static const ir_stmt *get_realize(sch_state *s, const char *name) {
+  find_ctx c = {name, NULL};
+  ir_visitor v = {.stmt = find_cb, .ctx = &c};
+  ir_visit_stmt(&v, sch_func(s)->body);
+  ck_assert_msg(c.found != NULL, "no block '%s'", name);
+  return c.found;
+}
+
+static const ir_block *get_block(sch_state *s, const char *name) {
+  return get_realize(s, name)->u.realize.block;
+}
+
+static bool reads_buf(const ir_block *b, const char *name) {
+  for (int i = 0; i < b->nreads; i++)
+    if (!strcmp(b->reads[i].buf->name, name)) return true;
+  return false;
+}
+
+static bool writes_buf(const ir_block *b, const char *name) {
+  for (int i = 0; i < b->nwrites; i++)
+    if (!strcmp(b->writes[i].buf->name, name)) return true;
+  return false;
+}
+
+/* "i j_init" — the names of a block's loops. */
+static void assert_loops(sch_state *s, const char *block, const char *want) {
+  sch_loop l[16];
+  int n = tu_loops(s, block, l, 16);
+  char got[256] = "";
+  for (int i = 0; i < n; i++) {
+    if (i) strcat(got, " ");
+    strcat(got, l[i].var->name);
+  }
+  ck_assert_msg(!strcmp(got, want), "loops of '%s': '%s', want '%s'", block, got, want);
+}
+
+static void assert_children(sch_state *s, const char *want) {
+  sch_block *kids;
+  int n;
+  ts_diag_clear(&D);
+  tu_ok(sch_get_child_blocks(s, blk("root"), &kids, &n, &D), &D);
+  char got[256] = "";
+  for (int i = 0; i < n; i++) {
+    if (i) strcat(got, " ");
+    strcat(got, kids[i].name);
+  }
+  ck_assert_msg(!strcmp(got, want), "root's blocks: '%s', want '%s'", got, want);
+}
+
+static sch_state *from_text(ts_arena *a, const char *text, ir_func **orig) {
+  ir_func *f = NULL;
+  ts_status st = ir_parse_func(a, text, strlen(text), "test.tsl", &f, &D);
+  ck_assert_msg(st == TS_OK, "parse: %s", D.msg);
+  sch_state *s = sch_create(f, 1, &D);
+  ck_assert_msg(s != NULL, "sch_create: %s", D.msg);
+  sch_set_debug_verify(s, true);
+  *orig = f;
+  return s;
+}
+
+#define REFUSED(s, call, ...)                     \
+  do {                                            \
+    ir_stmt *before_ = sch_func(s)->body;         \
+    ts_diag_clear(&D);                            \
+    tu_refused((call), &D, __VA_ARGS__, NULL);    \
+    ck_assert_ptr_eq(sch_func(s)->body, before_); \
+  } while (0)
+
+/* The update block after decomposition: no init, reads what it writes. */
+static void assert_update(sch_state *s, const char *name, const char *out) {
+  const ir_block *u = get_block(s, name);
+  ck_assert(u->init == NULL);
+  ck_assert(reads_buf(u, out) && writes_buf(u, out));
+  ck_assert_str_eq(u->reads[0].buf->name, out); /* writes come first */
+}
+
+/* ---- matmul ---- */
+
+START_TEST(matmul_outer) {
+  ts_arena *a = ts_arena_new();
+  ir_func *orig;
+  sch_state *s = tu_schedule(a, "matmul:m=6,n=10,k=7", &orig);
+  sch_loop l[4];
+  ck_assert_int_eq(tu_loops(s, "C", l, 4), 3);
+  sch_block init;
+  ts_diag_clear(&D);
+  tu_ok(sch_decompose_reduction(s, blk("C"), l[0], &init, &D), &D);
+  ck_assert_str_eq(init.name, "C_init");
+  assert_children(s, "C_init C");
+  assert_loops(s, "C_init", "i_init j_init");
+  assert_loops(s, "C", "i j k");
+  const ir_block *ib = get_block(s, "C_init");
+  ck_assert_int_eq(ib->niter, 2);
+  ck_assert_str_eq(ib->iters[0].var->name, "vi_init");
+  ck_assert_int_eq(ib->iters[1].type, IR_ITER_S);
+  ck_assert(ib->init == NULL && writes_buf(ib, "C") && ib->nreads == 0);
+  assert_update(s, "C", "C");
+  tu_assert_equivalent(orig, sch_func(s));
+  /* the loop handles survive; decomposing again is refused */
+  REFUSED(s, sch_decompose_reduction(s, blk("C"), l[0], &init, &D), "'C'", "not a reduction");
+  sch_free(s);
+  ts_arena_free(a);
+}
+END_TEST
+
+START_TEST(matmul_middle) {
+  ts_arena *a = ts_arena_new();
+  ir_func *orig;
+  sch_state *s = tu_schedule(a, "matmul:m=5,n=4,k=3", &orig);
+  sch_loop l[4];
+  ck_assert_int_eq(tu_loops(s, "C", l, 4), 3);
+  sch_block init;
+  ts_diag_clear(&D);
+  tu_ok(sch_decompose_reduction(s, blk("C"), l[1], &init, &D), &D);
+  assert_loops(s, "C_init", "i j_init");
+  assert_loops(s, "C", "i j k");
+  /* both under i: i's body is now a sequence of the init nest and j */
+  const ir_stmt *ri = get_realize(s, "C_init");
+  ck_assert(ri->u.realize.iter_values[0]->kind == IR_VAR);
+  ck_assert_ptr_eq(ri->u.realize.iter_values[0]->u.var, l[0].var);
+  tu_assert_equivalent(orig, sch_func(s));
+  sch_free(s);
+  ts_arena_free(a);
+}
+END_TEST
+
+START_TEST(batch_matmul_decompose) {
+  ts_arena *a = ts_arena_new();
+  ir_func *orig;
+  sch_state *s = tu_schedule(a, "batch_matmul:b=2,m=3,n=5,k=4", &orig);
+  sch_loop l[4];
+  ck_assert_int_eq(tu_loops(s, "C", l, 4), 4);
+  sch_block init;
+  ts_diag_clear(&D);
+  tu_ok(sch_decompose_reduction(s, blk("C"), l[1], &init, &D), &D);
+  assert_loops(s, "C_init", "b i_init j_init");
+  assert_update(s, "C", "C");
+  tu_assert_equivalent(orig, sch_func(s));
+  sch_free(s);
+  ts_arena_free(a);
+}
+END_TEST
+
+START_TEST(conv2d_decompose) {
+  ts_arena *a = ts_arena_new();
+  ir_func *orig;
+  sch_state *s = tu_schedule(a, "conv2d_nchw:n=2,c=3,h=5,w=4,k=2,r=3,s=3,pad=1", &orig);
+  sch_loop l[8];
+  ck_assert_int_eq(tu_loops(s, "Y", l, 8), 7);
+  sch_block init;
+  ts_diag_clear(&D);
+  /* at q, the last spatial loop: the reduce loops ci, ri, si are dropped */
+  tu_ok(sch_decompose_reduction(s, blk("Y"), l[3], &init, &D), &D);
+  ck_assert_str_eq(init.name, "Y_init");
+  assert_loops(s, "Y_init", "b o p q_init");
+  assert_update(s, "Y", "Y");
+  tu_assert_equivalent(orig, sch_func(s));
+  sch_free(s);
+  ts_arena_free(a);
+}
+END_TEST
+
+START_TEST(softmax_both_reductions) {
+  ts_arena *a = ts_arena_new();
+  ir_func *orig;
+  sch_state *s = tu_schedule(a, "softmax:m=3,n=7", &orig);
+  sch_loop l[4];
+  sch_block init;
+  ck_assert_int_eq(tu_loops(s, "mx", l, 4), 2);
+  ts_diag_clear(&D);
+  tu_ok(sch_decompose_reduction(s, blk("mx"), l[0], &init, &D), &D);
+  ck_assert_str_eq(init.name, "mx_init");
+  ck_assert_int_eq(tu_loops(s, "s", l, 4), 2);
+  tu_ok(sch_decompose_reduction(s, blk("s"), l[0], &init, &D), &D);
+  ck_assert_str_eq(init.name, "s_init");
+  assert_children(s, "mx_init mx e s_init s Y");
+  assert_loops(s, "mx_init", "i_init");
+  assert_update(s, "mx", "mx");
+  tu_assert_equivalent(orig, sch_func(s));
+  sch_free(s);
+  ts_arena_free(a);
+}
+END_TEST
+
+START_TEST(after_cache_write) {
+  ts_arena *a = ts_arena_new();
+  ir_func *orig;
+  sch_state *s = tu_schedule(a, "matmul:m=6,n=10,k=7", &orig);
+  sch_block out, init;
+  ts_diag_clear(&D);
+  tu_ok(sch_cache_read(s, blk("C"), 0, "shared", 0, NULL, &out, &D), &D);
+  tu_ok(sch_cache_write(s, blk("C"), 0, "local", 0, NULL, &out, &D), &D);
+  sch_loop l[4];
+  ck_assert_int_eq(tu_loops(s, "C", l, 4), 3);
+  tu_ok(sch_decompose_reduction(s, blk("C"), l[1], &init, &D), &D);
+  assert_children(s, "A_shared C_init C C_local");
+  ck_assert(writes_buf(get_block(s, "C_init"), "C_local"));
+  assert_update(s, "C", "C_local");
+  tu_assert_equivalent(orig, sch_func(s));
+  sch_free(s);
+  ts_arena_free(a);
+}
+END_TEST
+
+/* The fresh name when C_init is taken: a block already named so. */
+START_TEST(fresh_init_name) {
+  ts_arena *a = ts_arena_new();
+  ir_func *orig;
+  sch_state *s = tu_schedule(a, "matmul:m=3,n=4,k=5", &orig);
+  sch_block out, init;
+  ts_diag_clear(&D);
+  tu_ok(sch_cache_write(s, blk("C"), 0, "init", 0, NULL, &out, &D), &D);
+  ck_assert_str_eq(out.name, "C_init");
+  sch_loop l[4];
+  ck_assert_int_eq(tu_loops(s, "C", l, 4), 3);
+  tu_ok(sch_decompose_reduction(s, blk("C"), l[0], &init, &D), &D);
+  ck_assert_str_eq(init.name, "C_init_1");
+  tu_assert_equivalent(orig, sch_func(s));
+  sch_free(s);
+  ts_arena_free(a);
+}
+END_TEST
+
+/* ---- predicates ---- */
+
+/* k split by 4 with a guard: the init drops the guard on the reduce loops. */
+static const char *GUARDED =
+    "func f(A: f32[4, 7]) -> C: f32[4] {\n"
+    "  block root() {\n"
+    "    for i in serial(0, 4) {\n"
+    "      for k0 in serial(0, 2) {\n"
+    "        for k1 in serial(0, 4) {\n"
+    "          block C(vi: S(0, 4) = i, vk: R(0, 7) = k0 * 4 + k1) where k0 * 4 + k1 < 7 {\n"
+    "            reads A[vi, vk]\n"
+    "            writes C[vi]\n"
+    "            init {\n"
+    "              C[vi] = 0.0\n"
+    "            }\n"
+    "            C[vi] = C[vi] + A[vi, vk]\n"
+    "          }\n"
+    "        }\n"
+    "      }\n"
+    "    }\n"
+    "  }\n"
+    "}\n";
+
+START_TEST(guarded_reduction) {
+  ts_arena *a = ts_arena_new();
+  ir_func *orig;
+  sch_state *s = from_text(a, GUARDED, &orig);
+  sch_loop l[4];
+  ck_assert_int_eq(tu_loops(s, "C", l, 4), 3);
+  sch_block init;
+  ts_diag_clear(&D);
+  REFUSED(s, sch_decompose_reduction(s, blk("C"), l[1], &init, &D), "decompose_reduction", "'k0'",
+          "reduce var 'vk'");
+  tu_ok(sch_decompose_reduction(s, blk("C"), l[0], &init, &D), &D);
+  const ir_stmt *ri = get_realize(s, "C_init");
+  int64_t v = 0;
+  ck_assert(ir_as_int(ri->u.realize.predicate, &v) && v == 1);
+  assert_loops(s, "C_init", "i_init");
+  tu_assert_equivalent(orig, sch_func(s));
+  sch_free(s);
+  ts_arena_free(a);
+}
+END_TEST
+
+/* A guard that ties the spatial loop to a reduce loop cannot be dropped. */
+static const char *TIED =
+    "func f(A: f32[4, 4]) -> C: f32[4] {\n"
+    "  block root() {\n"
+    "    for i in serial(0, 4) {\n"
+    "      for k in serial(0, 4) {\n"
+    "        block C(vi: S(0, 4) = i, vk: R(0, 4) = k) where i + k < 6 {\n"
+    "          reads A[vi, vk]\n"
+    "          writes C[vi]\n"
+    "          init {\n"
+    "            C[vi] = 0.0\n"
+    "          }\n"
+    "          C[vi] = C[vi] + A[vi, vk]\n"
+    "        }\n"
+    "      }\n"
+    "    }\n"
+    "  }\n"
+    "}\n";
+
+/* A loop t that feeds no binding: each pass reduces again. */
+static const char *REDUNDANT =
+    "func f(A: f32[4, 4]) -> C: f32[4] {\n"
+    "  block root() {\n"
+    "    for i in serial(0, 4) {\n"
+    "      for t in serial(0, 2) {\n"
+    "        for k in serial(0, 4) {\n"
+    "          block C(vi: S(0, 4) = i, vk: R(0, 4) = k) {\n"
+    "            reads A[vi, vk]\n"
+    "            writes C[vi]\n"
+    "            init {\n"
+    "              C[vi] = 0.0\n"
+    "            }\n"
+    "            C[vi] = C[vi] + A[vi, vk]\n"
+    "          }\n"
+    "        }\n"
+    "      }\n"
+    "    }\n"
+    "  }\n"
+    "}\n";
+
+START_TEST(refuse_tied_and_redundant) {
+  ts_arena *a = ts_arena_new();
+  ir_func *orig;
+  sch_state *s = from_text(a, TIED, &orig);
+  sch_loop l[4];
+  sch_block init;
+  ck_assert_int_eq(tu_loops(s, "C", l, 4), 2);
+  REFUSED(s, sch_decompose_reduction(s, blk("C"), l[0], &init, &D), "decompose_reduction", "'C'",
+          "predicate");
+  sch_free(s);
+  s = from_text(a, REDUNDANT, &orig);
+  ck_assert_int_eq(tu_loops(s, "C", l, 4), 3);
+  REFUSED(s, sch_decompose_reduction(s, blk("C"), l[0], &init, &D), "loop 't'", "feeds no binding");
+  REFUSED(s, sch_decompose_reduction(s, blk("C"), l[1], &init, &D), "loop 't'", "feeds no binding");
+  sch_free(s);
+  ts_arena_free(a);
+}
+END_TEST
+
+/* ---- refusals ---- */
+
+START_TEST(refuse_not_reduction_or_ancestor) {
+  ts_arena *a = ts_arena_new();
+  ir_func *orig;
+  sch_state *s = tu_schedule(a, "softmax:m=3,n=7", &orig);
+  sch_loop le[4], lmx[4], ls[4];
+  ck_assert_int_eq(tu_loops(s, "e", le, 4), 2);
+  ck_assert_int_eq(tu_loops(s, "mx", lmx, 4), 2);
+  ck_assert_int_eq(tu_loops(s, "s", ls, 4), 2);
+  sch_block init;
+  REFUSED(s, sch_decompose_reduction(s, blk("e"), le[0], &init, &D), "decompose_reduction", "'e'",
+          "not a reduction");
+  REFUSED(s, sch_decompose_reduction(s, blk("s"), lmx[0], &init, &D), "decompose_reduction",
+          "not an ancestor of block 's'");
+  REFUSED(s, sch_decompose_reduction(s, blk("s"), ls[1], &init, &D), "reduce var");
+  REFUSED(s, sch_decompose_reduction(s, blk("s"), (sch_loop){NULL, SCH_LOC_ROOT}, &init, &D),
+          "location mark");
+  ts_diag_clear(&D);
+  ck_assert_int_eq(sch_decompose_reduction(s, blk("nope"), ls[0], &init, &D), TS_ENOTFOUND);
+  /* a copy block is not a reduction either */
+  sch_block out;
+  tu_ok(sch_cache_read(s, blk("mx"), 0, "shared", 0, NULL, &out, &D), &D);
+  sch_loop lc[4];
+  ck_assert_int_eq(tu_loops(s, out.name, lc, 4), 2);
+  REFUSED(s, sch_decompose_reduction(s, out, lc[0], &init, &D), "not a reduction");
+  sch_free(s);
+  ts_arena_free(a);
+}
+END_TEST
+
+static Suite *suite(void) {
+  Suite *su = suite_create("schedule_reduction");
+  TCase *tc = tcase_create("decompose");
+  tcase_add_test(tc, matmul_outer);
+  tcase_add_test(tc, matmul_middle);
+  tcase_add_test(tc, batch_matmul_decompose);
+  tcase_add_test(tc, conv2d_decompose);
+  tcase_add_test(tc, softmax_both_reductions);
+  tcase_add_test(tc, after_cache_write);
+  tcase_add_test(tc, fresh_init_name);
+  tcase_add_test(tc, guarded_reduction);
+  tcase_add_test(tc, refuse_tied_and_redundant);
+  tcase_add_test(tc, refuse_not_reduction_or_ancestor);
+  suite_add_tcase(su, tc);
+  return su;
+}
+
+int main(void) {
+  SRunner *sr = srunner_create(suite());
+  srunner_run_all(sr, CK_NORMAL);
+  int failures = srunner_ntests_failed(sr);
+  srunner_free(sr);
+  return failures ? 1 : 0;
+}
