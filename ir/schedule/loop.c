@@ -115,6 +115,46 @@ static const char *iter_type_name(ir_iter_type t) {
   return t == IR_ITER_S ? "spatial" : t == IR_ITER_R ? "reduction" : "opaque";
 }
 
+/* Iterations of the loops above the blocks in rz must not talk to each
+ * other through buffers, or reordering / parallelizing them changes results.
+ * The cover of a consumer by an earlier producer under the same loops is
+ * compute_at's invariant (it places producers so that each iteration
+ * computes what that iteration reads); what can be checked cheaply here, and
+ * is refused, is the rest: a block reading a buffer at other points than it
+ * writes it (a scan), and a block reading a buffer that a later block under
+ * the same loops writes (the read sees the previous iteration's value). */
+static ts_status check_iterations_independent(ir_analyzer *an, const ts_vec *rz, const char *prim,
+                                              const char *loop, ts_diag *d) {
+  for (size_t i = 0; i < rz->len; i++) {
+    const ir_block *b = ((const ir_stmt *)rz->items[i])->u.realize.block;
+    for (int r = 0; r < b->nreads; r++) {
+      const ir_region *rd = &b->reads[r];
+      for (int w = 0; w < b->nwrites; w++) {
+        const ir_region *wr = &b->writes[w];
+        if (wr->buf != rd->buf) continue;
+        bool same = wr->ndim == rd->ndim;
+        for (int k = 0; same && k < rd->ndim; k++)
+          same = ir_can_prove_equal(an, rd->ranges[k].min, wr->ranges[k].min) &&
+                 ir_can_prove_equal(an, rd->ranges[k].extent, wr->ranges[k].extent);
+        if (!same)
+          return ts_diag_set(d, TS_ESCHEDULE,
+                             "%s: loop '%s': block '%s' reads '%s' at other points than it writes "
+                             "it, so its iterations depend on each other",
+                             prim, loop, b->name, rd->buf->name);
+      }
+      for (size_t j = i + 1; j < rz->len; j++) {
+        const ir_block *later = ((const ir_stmt *)rz->items[j])->u.realize.block;
+        if (later != b && sch_block_writes(later, rd->buf))
+          return ts_diag_set(d, TS_ESCHEDULE,
+                             "%s: loop '%s': block '%s' reads '%s' before block '%s' writes it "
+                             "under the same loop (a loop-carried dependence)",
+                             prim, loop, b->name, rd->buf->name, later->name);
+      }
+    }
+  }
+  return TS_OK;
+}
+
 /* ---- rewriting the bindings below a loop ------------------------------------
  * Substitutes map in every loop bound, binding and predicate between the
  * rewritten loop and the realizes directly below it (not inside their
@@ -418,7 +458,7 @@ ts_status sch_split(sch_state *s, sch_loop l, int n, const int64_t *factors, sch
     if (!body) goto fail_oom;
   }
   if ((st = sch_replace(s, &p, p.n - 1, body, d))) goto done;
-  for (int k = 0; k < n; k++) out[k] = (sch_loop){nv[k], SCH_LOC_LOOP};
+  for (int k = 0; out && k < n; k++) out[k] = (sch_loop){nv[k], SCH_LOC_LOOP};
   goto done;
 
 fail_oom:
@@ -531,7 +571,7 @@ ts_status sch_fuse(sch_state *s, int n, const sch_loop *loops, sch_loop *out, ts
   ir_stmt *fl = ir_for(a, f, ir_int(a, t, 0), prod, IR_FOR_SERIAL, body);
   if (!fl) goto fail_oom;
   if ((st = sch_replace(s, &p, p.n - 1, fl, d))) goto done;
-  *out = (sch_loop){f, SCH_LOC_LOOP};
+  if (out) *out = (sch_loop){f, SCH_LOC_LOOP};
   goto done;
 
 fail_oom:
@@ -629,7 +669,14 @@ ts_status sch_reorder(sch_state *s, int n, const sch_loop *loops, ts_diag *d) {
       }
     }
   }
+  {
+    ir_analyzer an;
+    ir_analyzer_init(&an, sch_arena(s));
+    st = check_iterations_independent(&an, &rz, "reorder", deep->node[top]->u.loop.var->name, d);
+    ir_analyzer_fini(&an);
+  }
   ts_vec_fini(&rz);
+  if (st) return st;
 
   /* the listed loops fill the listed slots (by depth) in the listed order */
   int cnt = bottom - top + 1;
@@ -847,6 +894,14 @@ static ts_status set_kind(sch_state *s, sch_loop l, ir_for_kind kind, const char
         return ts_diag_set(d, TS_ESCHEDULE, "%s: loop '%s': the dataflow below is not compact: %s",
                            prim, name, why);
       }
+    ir_analyzer an;
+    ir_analyzer_init(&an, sch_arena(s));
+    st = check_iterations_independent(&an, &rz, prim, name, d);
+    ir_analyzer_fini(&an);
+    if (st) {
+      ts_vec_fini(&rz);
+      return st;
+    }
     ts_vec_fini(&rz);
     kind_ctx kc = {prim, loop->u.loop.var,
                    kind == IR_FOR_THREAD_BINDING && !strncmp(thread, "threadIdx.", 10), d, TS_OK};

@@ -176,6 +176,65 @@ static const char *TRIANGLE =
     "  }\n"
     "}\n";
 
+/* The consumer runs before the producer under one loop: each iteration
+ * reads what the previous one wrote. */
+static const char *CARRIED =
+    "func war(A: f32[5]) -> B: f32[5], C: f32[5] {\n"
+    "  block root() {\n"
+    "    for i in serial(0, 5) {\n"
+    "      block C(vi: S(0, 5) = i) {\n"
+    "        reads B[vi]\n"
+    "        writes C[vi]\n"
+    "        C[vi] = B[vi] * 2.0\n"
+    "      }\n"
+    "      block B(wi: S(0, 5) = i) {\n"
+    "        reads A[wi]\n"
+    "        writes B[wi]\n"
+    "        B[wi] = A[wi]\n"
+    "      }\n"
+    "    }\n"
+    "  }\n"
+    "}\n";
+
+/* A scan written with spatial iter vars: B[i, j] reads B[i, j - 1]. */
+static const char *SCAN =
+    "func scan(A: f32[3, 5]) -> B: f32[3, 5] {\n"
+    "  block root() {\n"
+    "    for i in serial(0, 3) {\n"
+    "      for j in serial(1, 4) {\n"
+    "        block B(vi: S(0, 3) = i, vj: S(1, 4) = j) {\n"
+    "          reads A[vi, vj], B[vi, vj - 1]\n"
+    "          writes B[vi, vj]\n"
+    "          B[vi, vj] = B[vi, vj - 1] + A[vi, vj]\n"
+    "        }\n"
+    "      }\n"
+    "    }\n"
+    "  }\n"
+    "}\n";
+
+/* matmul after decompose_reduction: the init block and the update block
+ * share loops i and j. */
+static const char *DECOMPOSED =
+    "func mmd(A: f32[5, 7], B: f32[7, 3]) -> C: f32[5, 3] {\n"
+    "  block root() {\n"
+    "    for i in serial(0, 5) {\n"
+    "      for j in serial(0, 3) {\n"
+    "        block C_init(vi: S(0, 5) = i, vj: S(0, 3) = j) {\n"
+    "          writes C[vi, vj]\n"
+    "          C[vi, vj] = 0.0\n"
+    "        }\n"
+    "        for k in serial(0, 7) {\n"
+    "          block C(wi: S(0, 5) = i, wj: S(0, 3) = j, wk: R(0, 7) = k) {\n"
+    "            reads C[wi, wj], A[wi, wk], B[wk, wj]\n"
+    "            writes C[wi, wj]\n"
+    "            C[wi, wj] = C[wi, wj] + A[wi, wk] * B[wk, wj]\n"
+    "          }\n"
+    "        }\n"
+    "      }\n"
+    "    }\n"
+    "  }\n"
+    "}\n";
+
 /* ---- split ------------------------------------------------------------------ */
 
 START_TEST(test_split_matmul_divisible) {
@@ -678,6 +737,48 @@ START_TEST(test_print_tiled_matmul) {
 }
 END_TEST
 
+START_TEST(test_loop_carried_refusals) {
+  ir_func *orig;
+  sch_state *s = sched_text(CARRIED, &orig);
+  REFUSED(s, sch_parallel(s, LP(s, "C", 0), &D), "parallel", "'i'", "block 'C' reads 'B' before",
+          "loop-carried");
+  OK(sch_unroll(s, LP(s, "C", 0), &D)); /* order kept: fine */
+  equiv(s, orig);
+  sch_free(s);
+
+  s = sched_text(SCAN, &orig);
+  REFUSED(s, sch_reorder(s, 2, (sch_loop[]){LP(s, "B", 1), LP(s, "B", 0)}, &D), "reorder",
+          "reads 'B' at other points");
+  REFUSED(s, sch_parallel(s, LP(s, "B", 1), &D), "parallel", "'j'");
+  REFUSED(s, sch_split(s, LP(s, "B", 1), 2, (int64_t[]){-1, 2}, (sch_loop[2]){{0}}, &D), "split",
+          "start at 0");
+  sch_free(s);
+}
+END_TEST
+
+START_TEST(test_split_fuse_decomposed_init) {
+  /* splitting / fusing loops both the init block and the update use */
+  ir_func *orig;
+  sch_state *s = sched_text(DECOMPOSED, &orig);
+  sch_loop jo[2], f, ko[2];
+  OK(sch_split(s, LP(s, "C", 1), 2, (int64_t[]){-1, 2}, jo, &D)); /* 3 by 2: predicate */
+  ck_assert_ptr_eq(LP(s, "C_init", 1).var, jo[0].var);
+  ck_assert_ptr_eq(LP(s, "C_init", 2).var, jo[1].var);
+  equiv(s, orig);
+  OK(sch_fuse(s, 2, (sch_loop[]){LP(s, "C", 0), jo[0]}, &f, &D));
+  ck_assert_ptr_eq(LP(s, "C_init", 0).var, f.var);
+  equiv(s, orig);
+  OK(sch_split(s, LP(s, "C", 2), 2, (int64_t[]){2, -1}, ko, &D));
+  equiv(s, orig);
+  /* init and update both write C: neither is the only writer */
+  REFUSED(s, sch_parallel(s, f, &D), "parallel", "not compact", "only writer of 'C'");
+  /* the range f .. k_0 holds two blocks */
+  REFUSED(s, sch_reorder(s, 2, (sch_loop[]){ko[0], f}, &D), "reorder", "more than one child");
+  REFUSED(s, sch_fuse(s, 2, (sch_loop[]){jo[1], ko[0]}, &f, &D), "fuse", "not the only child");
+  sch_free(s);
+}
+END_TEST
+
 static Suite *loop_suite(void) {
   Suite *su = suite_create("schedule_loop");
   TCase *tc = tcase_create("loop");
@@ -707,6 +808,8 @@ static Suite *loop_suite(void) {
   tcase_add_test(tc, test_annotate);
   tcase_add_test(tc, test_add_unit_loops);
   tcase_add_test(tc, test_print_tiled_matmul);
+  tcase_add_test(tc, test_loop_carried_refusals);
+  tcase_add_test(tc, test_split_fuse_decomposed_init);
   suite_add_tcase(su, tc);
   return su;
 }
