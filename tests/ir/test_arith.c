@@ -337,6 +337,20 @@ START_TEST(test_divmod_merge) {
   ir_analyzer_bind_const(&an, f, 0, 11);
   ir_expr *xs = ADD(V(f), MUL(V(y), C(12)));
   EXPECT_SIMP(ADD(MUL(FDIV(xs, C(4)), C(4)), FMOD(xs, C(4))), ADD(MUL(V(y), C(12)), V(f)));
+  /* three fused loops (extents 2, 3, 4) un-fused into an index: back to g */
+  ir_var *gv = ivar("g");
+  ir_analyzer_bind_const(&an, gv, 0, 23);
+  ir_expr *i0 = FDIV(V(gv), C(12)), *i1 = FMOD(FDIV(V(gv), C(4)), C(3)), *i2 = FMOD(V(gv), C(4));
+  EXPECT_SIMP(ADD(ADD(MUL(i0, C(12)), MUL(i1, C(4))), i2), V(gv));
+  EXPECT_SIMP(ADD(MUL(ADD(MUL(i0, C(3)), i1), C(4)), i2), V(gv));
+  /* and split: g = o*4 + n with n in [0,4): g // 4 -> o, g % 4 -> n */
+  ir_var *o = ivar("o"), *nn = ivar("n");
+  ir_analyzer_bind_const(&an, o, 0, 5);
+  ir_analyzer_bind_const(&an, nn, 0, 3);
+  ir_expr *gs = ADD(MUL(V(o), C(4)), V(nn));
+  EXPECT_SIMP(FMOD(FDIV(gs, C(4)), C(3)), FMOD(V(o), C(3)));
+  EXPECT_SIMP(FMOD(gs, C(4)), V(nn));
+  EXPECT_SIMP(B(IR_LT, gs, C(24)), ir_bool(A, true));
 }
 END_TEST
 
