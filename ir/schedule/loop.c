@@ -12,7 +12,15 @@
  * accept the quasi-affine forms instead — sums of loop vars scaled by
  * constants, floordiv/floormod by positive constants — which is what split,
  * fuse and compute_at produce; anything else (min, select, loads, products of
- * vars) makes reorder and the for-kind primitives refuse. */
+ * vars) makes reorder and the for-kind primitives refuse.
+ *
+ * Split and fuse follow TVM in making the new loops serial: a parallel,
+ * vectorized or unrolled kind on the old loop is dropped (thread-bound and
+ * annotated loops are refused instead). Reorder, parallel, vectorize and bind
+ * also refuse loop-carried dependences they can see between the blocks below
+ * (check_iterations_independent); the cover of a consumer by a producer
+ * placed under the same loops is compute_at's invariant and is not re-proved
+ * here. */
 #include <stdio.h>
 #include <string.h>
 
