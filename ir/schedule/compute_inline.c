@@ -1,2 +1,787 @@
-/* ir/schedule/compute_inline.c — placeholder until its author lands it. */
-typedef int placeholder_t;
+/* ir/schedule/compute_inline.c — compute_inline and reverse_compute_inline
+ * (TVM's primitive/compute_inline.cc): the two primitives that rewrite block
+ * bodies rather than loops.
+ *
+ * compute_inline(B) substitutes a producer's expression into every load of
+ * the buffer it writes, then drops the producer and the buffer.
+ * reverse_compute_inline(C) does the dual: the single producer of the buffer
+ * C reads stores C's value directly, and C disappears.
+ *
+ * Only the direct forms are supported: the producer stores B[v0, v1, ...]
+ * with its own iter vars (or constants where a unit iter var would go), and
+ * for the reverse form the consumer loads A with its iter vars, identically
+ * everywhere. A bijective affine map other than that is refused. Checks come
+ * first (a check-only entry feeds sample_compute_location), so a refusal
+ * leaves the state unchanged; every block whose body changed gets its
+ * reads/writes regenerated. */
+#include <string.h>
+
+#include "sch_int.h"
+
+static ts_status oom(ts_diag *d) { return ts_diag_set(d, TS_ENOMEM, "out of memory"); }
+
+static int iter_index(const ir_block *b, const ir_var *v) {
+  for (int i = 0; i < b->niter; i++)
+    if (b->iters[i].var == v) return i;
+  return -1;
+}
+
+/* ---- load rewriting ------------------------------------------------------ */
+
+/* Replaces every load of buf. repl gets the (already rewritten) indices and
+ * returns the replacement, or NULL on OOM. */
+typedef struct rw {
+  ts_arena *a;
+  ir_buffer *buf;
+  ir_expr *(*repl)(struct rw *r, ir_expr *const *idx);
+  void *ctx;
+  bool oom;
+  int count;           /* loads replaced */
+  bool regen_failed;
+} rw;
+
+static ir_expr *rw_expr(rw *r, ir_expr *e);
+
+static ir_expr **rw_list(rw *r, int n, ir_expr **xs, bool *changed) {
+  ir_expr **out = xs;
+  for (int i = 0; i < n; i++) {
+    ir_expr *x = rw_expr(r, xs[i]);
+    if (!x) return NULL;
+    if (x != xs[i]) {
+      if (out == xs) {
+        out = TS_ANEWN(r->a, ir_expr *, n);
+        if (!out) {
+          r->oom = true;
+          return NULL;
+        }
+        memcpy(out, xs, sizeof *out * (size_t)n);
+      }
+      out[i] = x;
+    }
+  }
+  *changed = out != xs;
+  return out;
+}
+
+static ir_expr *rw_expr(rw *r, ir_expr *e) {
+  if (!e || r->oom) return e;
+  ir_expr *n = NULL;
+  switch (e->kind) {
+  case IR_NOT: {
+    ir_expr *x = rw_expr(r, e->u.un.a);
+    if (x == e->u.un.a) return e;
+    if (!x || !(n = ir_expr_clone(r->a, e))) break;
+    n->u.un.a = x;
+    return n;
+  }
+  case IR_SELECT: {
+    ir_expr *c = rw_expr(r, e->u.sel.cond), *t = rw_expr(r, e->u.sel.t), *f = rw_expr(r, e->u.sel.f);
+    if (c == e->u.sel.cond && t == e->u.sel.t && f == e->u.sel.f) return e;
+    if (!c || !t || !f || !(n = ir_expr_clone(r->a, e))) break;
+    n->u.sel.cond = c;
+    n->u.sel.t = t;
+    n->u.sel.f = f;
+    return n;
+  }
+  case IR_CAST: {
+    ir_expr *x = rw_expr(r, e->u.cast.value);
+    if (x == e->u.cast.value) return e;
+    if (!x || !(n = ir_expr_clone(r->a, e))) break;
+    n->u.cast.value = x;
+    return n;
+  }
+  case IR_CALL: {
+    bool ch = false;
+    ir_expr **args = rw_list(r, e->u.call.nargs, e->u.call.args, &ch);
+    if (!args) break;
+    if (!ch) return e;
+    if (!(n = ir_expr_clone(r->a, e))) break;
+    n->u.call.args = args;
+    return n;
+  }
+  case IR_LOAD: {
+    bool ch = false;
+    ir_expr **idx = rw_list(r, e->u.load.nidx, e->u.load.idx, &ch);
+    if (!idx && e->u.load.nidx) break;
+    if (e->u.load.buf == r->buf) {
+      r->count++;
+      n = r->repl(r, idx);
+      if (!n) break;
+      return n;
+    }
+    if (!ch) return e;
+    if (!(n = ir_expr_clone(r->a, e))) break;
+    n->u.load.idx = idx;
+    return n;
+  }
+  case IR_RAMP: {
+    ir_expr *b = rw_expr(r, e->u.ramp.base), *s = rw_expr(r, e->u.ramp.stride);
+    if (b == e->u.ramp.base && s == e->u.ramp.stride) return e;
+    if (!b || !s || !(n = ir_expr_clone(r->a, e))) break;
+    n->u.ramp.base = b;
+    n->u.ramp.stride = s;
+    return n;
+  }
+  case IR_BROADCAST: {
+    ir_expr *x = rw_expr(r, e->u.bcast.value);
+    if (x == e->u.bcast.value) return e;
+    if (!x || !(n = ir_expr_clone(r->a, e))) break;
+    n->u.bcast.value = x;
+    return n;
+  }
+  default:
+    if (ir_is_binop(e->kind)) {
+      ir_expr *x = rw_expr(r, e->u.bin.a), *y = rw_expr(r, e->u.bin.b);
+      if (x == e->u.bin.a && y == e->u.bin.b) return e;
+      if (!x || !y || !(n = ir_expr_clone(r->a, e))) break;
+      n->u.bin.a = x;
+      n->u.bin.b = y;
+      return n;
+    }
+    return e;
+  }
+  r->oom = true;
+  return NULL;
+}
+
+static ir_stmt *rw_stmt(rw *r, ir_stmt *s, const ir_stmt *skip);
+
+/* Rewrites a realize; a block whose body changed gets fresh regions
+ * (nested blocks first: the detector trusts their regions). */
+static ir_stmt *rw_realize(rw *r, ir_stmt *s, const ir_stmt *skip) {
+  const ir_block *b = s->u.realize.block;
+  bool ch = false;
+  ir_expr **vals = rw_list(r, b->niter, s->u.realize.iter_values, &ch);
+  if (!vals && b->niter) return NULL;
+  ir_expr *pred = rw_expr(r, s->u.realize.predicate);
+  ir_stmt *init = b->init ? rw_stmt(r, b->init, skip) : NULL;
+  ir_stmt *body = rw_stmt(r, b->body, skip);
+  if (r->oom) return NULL;
+  if (!ch && pred == s->u.realize.predicate && init == b->init && body == b->body) return s;
+  ir_block *nb = s->u.realize.block;
+  if (init != b->init || body != b->body) {
+    nb = ir_block_clone(r->a, b);
+    if (!nb) {
+      r->oom = true;
+      return NULL;
+    }
+    nb->init = init;
+    nb->body = body;
+    ts_diag dd;
+    ts_diag_clear(&dd);
+    if (ir_block_detect_regions(r->a, nb, &dd)) {
+      r->regen_failed = true;
+      r->oom = dd.code == TS_ENOMEM;
+      if (r->oom) return NULL;
+    }
+  }
+  ir_stmt *n = ir_stmt_clone(r->a, s);
+  if (!n) {
+    r->oom = true;
+    return NULL;
+  }
+  n->u.realize.iter_values = vals;
+  n->u.realize.predicate = pred;
+  n->u.realize.block = nb;
+  return n;
+}
+
+static ir_stmt *rw_stmt(rw *r, ir_stmt *s, const ir_stmt *skip) {
+  if (!s || r->oom || s == skip) return s;
+  ir_stmt *n = NULL;
+  switch (s->kind) {
+  case IR_FOR: {
+    ir_expr *mn = rw_expr(r, s->u.loop.min), *ex = rw_expr(r, s->u.loop.extent);
+    ir_stmt *body = rw_stmt(r, s->u.loop.body, skip);
+    if (r->oom) return NULL;
+    if (mn == s->u.loop.min && ex == s->u.loop.extent && body == s->u.loop.body) return s;
+    if (!(n = ir_stmt_clone(r->a, s))) break;
+    n->u.loop.min = mn;
+    n->u.loop.extent = ex;
+    n->u.loop.body = body;
+    return n;
+  }
+  case IR_BLOCK_REALIZE:
+    return rw_realize(r, s, skip);
+  case IR_SEQ: {
+    ir_stmt **xs = s->u.seq.stmts;
+    for (int i = 0; i < s->u.seq.n; i++) {
+      ir_stmt *x = rw_stmt(r, s->u.seq.stmts[i], skip);
+      if (r->oom) return NULL;
+      if (x != s->u.seq.stmts[i]) {
+        if (xs == s->u.seq.stmts) {
+          xs = TS_ANEWN(r->a, ir_stmt *, s->u.seq.n);
+          if (!xs) break;
+          memcpy(xs, s->u.seq.stmts, sizeof *xs * (size_t)s->u.seq.n);
+        }
+        xs[i] = x;
+      }
+    }
+    if (!xs) break;
+    if (xs == s->u.seq.stmts) return s;
+    if (!(n = ir_stmt_clone(r->a, s))) break;
+    n->u.seq.stmts = xs;
+    return n;
+  }
+  case IR_IF: {
+    ir_expr *c = rw_expr(r, s->u.ifs.cond);
+    ir_stmt *t = rw_stmt(r, s->u.ifs.then_s, skip), *f = rw_stmt(r, s->u.ifs.else_s, skip);
+    if (r->oom) return NULL;
+    if (c == s->u.ifs.cond && t == s->u.ifs.then_s && f == s->u.ifs.else_s) return s;
+    if (!(n = ir_stmt_clone(r->a, s))) break;
+    n->u.ifs.cond = c;
+    n->u.ifs.then_s = t;
+    n->u.ifs.else_s = f;
+    return n;
+  }
+  case IR_LET: {
+    ir_expr *v = rw_expr(r, s->u.let.value);
+    ir_stmt *body = rw_stmt(r, s->u.let.body, skip);
+    if (r->oom) return NULL;
+    if (v == s->u.let.value && body == s->u.let.body) return s;
+    if (!(n = ir_stmt_clone(r->a, s))) break;
+    n->u.let.value = v;
+    n->u.let.body = body;
+    return n;
+  }
+  case IR_ALLOCATE: {
+    ir_stmt *body = rw_stmt(r, s->u.alloc.body, skip);
+    if (r->oom) return NULL;
+    if (body == s->u.alloc.body) return s;
+    if (!(n = ir_stmt_clone(r->a, s))) break;
+    n->u.alloc.body = body;
+    return n;
+  }
+  case IR_EVALUATE: {
+    ir_expr *v = rw_expr(r, s->u.eval.value);
+    if (r->oom) return NULL;
+    if (v == s->u.eval.value) return s;
+    if (!(n = ir_stmt_clone(r->a, s))) break;
+    n->u.eval.value = v;
+    return n;
+  }
+  case IR_STORE: {
+    bool ch = false;
+    ir_expr **idx = rw_list(r, s->u.store.nidx, s->u.store.idx, &ch);
+    if (!idx && s->u.store.nidx) break;
+    ir_expr *v = rw_expr(r, s->u.store.value), *p = rw_expr(r, s->u.store.predicate);
+    if (r->oom) return NULL;
+    if (!ch && v == s->u.store.value && p == s->u.store.predicate) return s;
+    if (!(n = ir_stmt_clone(r->a, s))) break;
+    n->u.store.idx = idx;
+    n->u.store.value = v;
+    n->u.store.predicate = p;
+    return n;
+  }
+  default:
+    return s;
+  }
+  r->oom = true;
+  return NULL;
+}
+
+/* Does the statement (or expression) use buffer buf anywhere other than
+ * loads? Stores to it, allocations of it. */
+typedef struct use_ctx {
+  const ir_buffer *buf;
+  const ir_stmt *skip;
+  bool store;
+} use_ctx;
+
+static bool use_stmt_cb(void *ctx, const ir_stmt *s) {
+  use_ctx *u = ctx;
+  if (s == u->skip) return false;
+  if (s->kind == IR_STORE && s->u.store.buf == u->buf) u->store = true;
+  if (s->kind == IR_ALLOCATE && s->u.alloc.buf == u->buf) u->store = true;
+  if (s->kind == IR_BLOCK_REALIZE) {
+    const ir_block *b = s->u.realize.block;
+    for (int i = 0; i < b->nalloc; i++)
+      if (b->allocs[i] == u->buf) u->store = true;
+  }
+  return !u->store;
+}
+
+/* A new scope block without buf among its allocations. */
+static ir_stmt *drop_alloc(ts_arena *a, const ir_stmt *scope, const ir_buffer *buf) {
+  const ir_block *b = scope->u.realize.block;
+  ir_block *nb = ir_block_clone(a, b);
+  ir_stmt *n = ir_stmt_clone(a, scope);
+  if (!nb || !n) return NULL;
+  nb->allocs = TS_ANEWN(a, ir_buffer *, b->nalloc ? b->nalloc : 1);
+  if (!nb->allocs) return NULL;
+  nb->nalloc = 0;
+  for (int i = 0; i < b->nalloc; i++)
+    if (b->allocs[i] != buf) nb->allocs[nb->nalloc++] = b->allocs[i];
+  n->u.realize.block = nb;
+  return n;
+}
+
+/* ---- compute_inline ------------------------------------------------------- */
+
+typedef struct inl {
+  sch_state *s;
+  const char *prim;
+  sch_path pb;
+  int sc;
+  const ir_block *blk, *scope;
+  const ir_stmt *store;
+  ir_buffer *buf;
+  int *dim_of; /* iter var -> store dim, or -1 (a unit var) */
+} inl;
+
+static ts_status inline_check(inl *c, sch_block b, ts_diag *d) {
+  const char *prim = c->prim;
+  ts_status st = sch_find_block(c->s, b.name, &c->pb, prim, d);
+  if (st) return st;
+  const ir_block *blk = c->blk = c->pb.node[c->pb.n - 1]->u.realize.block;
+  c->sc = sch_path_scope(&c->pb, c->pb.n - 1);
+  if (c->sc < 0) return ts_diag_set(d, TS_ESCHEDULE, "%s: '%s' is the root block", prim, blk->name);
+  c->scope = c->pb.node[c->sc]->u.realize.block;
+  if (blk->init)
+    return ts_diag_set(d, TS_ESCHEDULE, "%s: block '%s' is a reduction (it has an init)", prim,
+                       blk->name);
+  for (int i = 0; i < blk->niter; i++)
+    if (blk->iters[i].type != IR_ITER_S)
+      return ts_diag_set(d, TS_ESCHEDULE,
+                         "%s: block '%s' is not complete (iter var '%s' is not spatial)", prim,
+                         blk->name, blk->iters[i].var->name);
+  if (blk->nwrites != 1)
+    return ts_diag_set(d, TS_ESCHEDULE, "%s: block '%s' writes %d buffers; it must write exactly one",
+                       prim, blk->name, blk->nwrites);
+  c->buf = blk->writes[0].buf;
+  if (blk->nalloc)
+    return ts_diag_set(d, TS_ESCHEDULE, "%s: block '%s' allocates buffers", prim, blk->name);
+  const ir_stmt *body = blk->body;
+  if (body->kind != IR_STORE || body->u.store.buf != c->buf || body->u.store.predicate)
+    return ts_diag_set(d, TS_ESCHEDULE,
+                       "%s: the body of block '%s' is not a single unconditional store to '%s'",
+                       prim, blk->name, c->buf->name);
+  c->store = body;
+  if (body->u.store.nidx != c->buf->ndim)
+    return ts_diag_set(d, TS_ESCHEDULE, "%s: block '%s' stores '%s' with the wrong index count", prim,
+                       blk->name, c->buf->name);
+  c->dim_of = TS_ANEWN(sch_arena(c->s), int, blk->niter ? blk->niter : 1);
+  if (!c->dim_of) return oom(d);
+  for (int i = 0; i < blk->niter; i++) c->dim_of[i] = -1;
+  for (int k = 0; k < body->u.store.nidx; k++) {
+    const ir_expr *ix = body->u.store.idx[k];
+    if (ix->kind == IR_INT_IMM) continue;
+    int v = ix->kind == IR_VAR ? iter_index(blk, ix->u.var) : -1;
+    if (v < 0 || c->dim_of[v] >= 0)
+      return ts_diag_set(d, TS_ESCHEDULE,
+                         "%s: block '%s' stores '%s' at indices that are not its distinct iter vars "
+                         "(dim %d); only the direct form is supported",
+                         prim, blk->name, c->buf->name, k);
+    c->dim_of[v] = k;
+  }
+  for (int i = 0; i < blk->niter; i++) {
+    int64_t e;
+    if (c->dim_of[i] < 0 && !(ir_as_int(blk->iters[i].dom.extent, &e) && e == 1))
+      return ts_diag_set(d, TS_ESCHEDULE,
+                         "%s: block '%s': iter var '%s' does not index the stored buffer '%s'",
+                         prim, blk->name, blk->iters[i].var->name, c->buf->name);
+  }
+  if (!sch_block_allocates(c->scope, c->buf)) {
+    bool param = false;
+    for (int i = 0; i < c->s->func->nparams; i++) param |= c->s->func->params[i] == c->buf;
+    return ts_diag_set(d, TS_ESCHEDULE,
+                       param ? "%s: block '%s' is an output block (it writes the parameter '%s')"
+                             : "%s: block '%s' writes '%s', which its scope does not allocate",
+                       prim, blk->name, c->buf->name);
+  }
+  st = sch_check_stage_pipeline(c->scope, blk, prim, d);
+  if (st) return st;
+  /* No opaque use: nothing but loads may touch the buffer in the scope. */
+  use_ctx u = {c->buf, c->pb.node[c->pb.n - 1], false};
+  ir_visitor vis = {.stmt = use_stmt_cb, .ctx = &u};
+  ir_visit_stmt(&vis, c->scope->body);
+  if (u.store)
+    return ts_diag_set(d, TS_ESCHEDULE,
+                       "%s: buffer '%s' of block '%s' is written or allocated elsewhere in its scope",
+                       prim, c->buf->name, blk->name);
+  if (!sch_can_remove_leaf(&c->pb))
+    return ts_diag_set(d, TS_ESCHEDULE, "%s: block '%s' is the only leaf of its scope", prim,
+                       blk->name);
+  return TS_OK;
+}
+
+static ir_expr *inline_repl(rw *r, ir_expr *const *idx) {
+  inl *c = r->ctx;
+  ir_var_map m;
+  ir_var_map_init(&m);
+  bool ok = true;
+  for (int i = 0; i < c->blk->niter && ok; i++) {
+    ir_expr *v = c->dim_of[i] >= 0 ? idx[c->dim_of[i]] : c->blk->iters[i].dom.min;
+    ok = ir_var_map_put(&m, c->blk->iters[i].var, v) == TS_OK;
+  }
+  ir_expr *e = ok ? ir_subst_expr(r->a, c->store->u.store.value, &m) : NULL;
+  ir_var_map_fini(&m);
+  return e;
+}
+
+ts_status sch_compute_inline_check(sch_state *s, sch_block b, ts_diag *d) {
+  inl *c = ts_calloc(1, sizeof *c);
+  if (!c) return oom(d);
+  c->s = s;
+  c->prim = "compute_inline";
+  ts_status st = inline_check(c, b, d);
+  ts_free(c);
+  return st;
+}
+
+ts_status sch_compute_inline(sch_state *s, sch_block b, ts_diag *d) {
+  inl *c = ts_calloc(1, sizeof *c);
+  if (!c) return oom(d);
+  c->s = s;
+  c->prim = "compute_inline";
+  ts_status st = inline_check(c, b, d);
+  if (st) {
+    ts_free(c);
+    return st;
+  }
+  ts_arena *a = sch_arena(s);
+  ir_stmt *saved = s->func->body;
+  rw r = {.a = a, .buf = c->buf, .repl = inline_repl, .ctx = c};
+  const ir_stmt *scope_rz = c->pb.node[c->sc];
+  ir_stmt *nbody = rw_stmt(&r, scope_rz->u.realize.block->body, c->pb.node[c->pb.n - 1]);
+  ir_stmt *nscope = (!r.oom && nbody) ? drop_alloc(a, scope_rz, c->buf) : NULL;
+  if (!nscope) {
+    ts_free(c);
+    return oom(d);
+  }
+  if (r.regen_failed) {
+    st = ts_diag_set(d, TS_ESCHEDULE,
+                     "compute_inline: could not regenerate the regions of the blocks reading '%s'",
+                     c->buf->name);
+    ts_free(c);
+    return st;
+  }
+  nscope->u.realize.block->body = nbody;
+  const char *name = c->blk->name;
+  st = sch_replace(s, &c->pb, c->sc, nscope, d);
+  if (!st) st = sch_find_block(s, name, &c->pb, c->prim, d);
+  if (!st) st = sch_remove_leaf(s, &c->pb, c->prim, d);
+  if (st) s->func->body = saved;
+  ts_free(c);
+  return st ? st : sch_finish(s, TS_OK, d);
+}
+
+/* ---- reverse_compute_inline ------------------------------------------------ */
+
+typedef struct rinl {
+  const ir_block *prod;
+  ir_expr *value; /* what the producer stored */
+} rinl;
+
+static ir_expr *rinline_repl(rw *r, ir_expr *const *idx) {
+  (void)idx; /* all loads of A share one index list, checked before */
+  const rinl *c = r->ctx;
+  return c->value;
+}
+
+typedef struct loads_ctx {
+  const ir_buffer *buf;
+  const ir_expr *first;
+  bool mismatch;
+  int n;
+} loads_ctx;
+
+static bool same_idx(const ir_expr *x, const ir_expr *y) {
+  if (x->u.load.nidx != y->u.load.nidx) return false;
+  for (int i = 0; i < x->u.load.nidx; i++) {
+    const ir_expr *a = x->u.load.idx[i], *b = y->u.load.idx[i];
+    if (a->kind != IR_VAR || b->kind != IR_VAR || a->u.var != b->u.var) return false;
+  }
+  return true;
+}
+
+static bool loads_cb(void *ctx, const ir_expr *e) {
+  loads_ctx *l = ctx;
+  if (e->kind == IR_LOAD && e->u.load.buf == l->buf) {
+    l->n++;
+    if (!l->first) l->first = e;
+    else if (!same_idx(l->first, e)) l->mismatch = true;
+  }
+  return true;
+}
+
+ts_status sch_reverse_compute_inline(sch_state *s, sch_block b, ts_diag *d) {
+  static const char *prim = "reverse_compute_inline";
+  ts_arena *a = sch_arena(s);
+  sch_path *pc = ts_malloc(sizeof *pc), *pp = ts_malloc(sizeof *pp);
+  ts_vec kids;
+  ts_vec_init(&kids);
+  ir_analyzer an;
+  ir_analyzer_init(&an, a);
+  ir_var_map m;
+  ir_var_map_init(&m);
+  ts_status st = (!pc || !pp) ? oom(d) : sch_find_block(s, b.name, pc, prim, d);
+  if (st) goto out;
+  const ir_stmt *crz = pc->node[pc->n - 1];
+  const ir_block *cb = crz->u.realize.block;
+  int sc = sch_path_scope(pc, pc->n - 1);
+  int64_t t;
+  if (sc < 0) {
+    st = ts_diag_set(d, TS_ESCHEDULE, "%s: '%s' is the root block", prim, cb->name);
+    goto out;
+  }
+  const ir_block *scope = pc->node[sc]->u.realize.block;
+  if (cb->init) {
+    st = ts_diag_set(d, TS_ESCHEDULE, "%s: block '%s' is a reduction (it has an init)", prim, cb->name);
+    goto out;
+  }
+  for (int i = 0; i < cb->niter; i++)
+    if (cb->iters[i].type != IR_ITER_S) {
+      st = ts_diag_set(d, TS_ESCHEDULE, "%s: block '%s' is not complete (iter var '%s' is not spatial)",
+                       prim, cb->name, cb->iters[i].var->name);
+      goto out;
+    }
+  if (!(ir_as_int(crz->u.realize.predicate, &t) && t)) {
+    st = ts_diag_set(d, TS_ESCHEDULE, "%s: block '%s' has a predicate", prim, cb->name);
+    goto out;
+  }
+  const ir_stmt *cst = cb->body;
+  if (cst->kind != IR_STORE || cst->u.store.predicate || cb->nwrites != 1 ||
+      cst->u.store.buf != cb->writes[0].buf || cb->nalloc) {
+    st = ts_diag_set(d, TS_ESCHEDULE, "%s: the body of block '%s' is not a single store", prim,
+                     cb->name);
+    goto out;
+  }
+  st = sch_check_stage_pipeline(scope, cb, prim, d);
+  if (st) goto out;
+  if (!sch_can_remove_leaf(pc)) {
+    st = ts_diag_set(d, TS_ESCHEDULE, "%s: block '%s' is the only leaf of its scope", prim, cb->name);
+    goto out;
+  }
+  if (sch_child_realizes(scope->body, &kids)) {
+    st = oom(d);
+    goto out;
+  }
+  /* The one buffer C reads that its scope produces, and its producer. */
+  ir_buffer *abuf = NULL;
+  const ir_stmt *prz = NULL;
+  int nprod_bufs = 0;
+  for (int i = 0; i < cb->nreads; i++) {
+    const ir_stmt *w = NULL;
+    int nw = 0;
+    for (size_t k = 0; k < kids.len; k++) {
+      const ir_stmt *r = kids.items[k];
+      if (r != crz && sch_block_writes(r->u.realize.block, cb->reads[i].buf)) {
+        w = r;
+        nw++;
+      }
+    }
+    if (!nw) continue;
+    nprod_bufs++;
+    abuf = cb->reads[i].buf;
+    prz = nw == 1 ? w : NULL;
+  }
+  if (nprod_bufs != 1) {
+    st = ts_diag_set(d, TS_ESCHEDULE,
+                     "%s: block '%s' reads %d buffers produced in its scope; it must read exactly one",
+                     prim, cb->name, nprod_bufs);
+    goto out;
+  }
+  if (!prz) {
+    st = ts_diag_set(d, TS_ESCHEDULE, "%s: buffer '%s' read by block '%s' has several producers", prim,
+                     abuf->name, cb->name);
+    goto out;
+  }
+  const ir_block *pbk = prz->u.realize.block;
+  for (size_t k = 0; k < kids.len; k++) {
+    const ir_block *o = ((const ir_stmt *)kids.items[k])->u.realize.block;
+    if (o != cb && o != pbk && sch_block_reads(o, abuf)) {
+      st = ts_diag_set(d, TS_ESCHEDULE, "%s: buffer '%s' has another consumer, block '%s'", prim,
+                       abuf->name, o->name);
+      goto out;
+    }
+  }
+  if (!sch_block_allocates(scope, abuf)) {
+    st = ts_diag_set(d, TS_ESCHEDULE,
+                     "%s: producer '%s' is an output block (its scope does not allocate '%s')", prim,
+                     pbk->name, abuf->name);
+    goto out;
+  }
+  if (pbk->init || pbk->nwrites != 1 || pbk->nalloc) {
+    st = ts_diag_set(d, TS_ESCHEDULE,
+                     "%s: producer '%s' of '%s' is not a complete block writing only '%s'", prim,
+                     pbk->name, abuf->name, abuf->name);
+    goto out;
+  }
+  for (int i = 0; i < pbk->niter; i++)
+    if (pbk->iters[i].type != IR_ITER_S) {
+      st = ts_diag_set(d, TS_ESCHEDULE, "%s: producer '%s' is not complete (iter var '%s')", prim,
+                       pbk->name, pbk->iters[i].var->name);
+      goto out;
+    }
+  if (sch_block_reads(pbk, abuf)) {
+    st = ts_diag_set(d, TS_ESCHEDULE, "%s: producer '%s' reads '%s', which it writes", prim, pbk->name,
+                     abuf->name);
+    goto out;
+  }
+  /* Producer body: A[u...] = e(u), maybe under an else-less if. */
+  const ir_stmt *pst = pbk->body, *pif = NULL;
+  if (pst->kind == IR_IF && !pst->u.ifs.else_s) {
+    pif = pst;
+    pst = pst->u.ifs.then_s;
+  }
+  if (pst->kind != IR_STORE || pst->u.store.buf != abuf || pst->u.store.predicate ||
+      pst->u.store.nidx != abuf->ndim) {
+    st = ts_diag_set(d, TS_ESCHEDULE, "%s: the body of producer '%s' is not a single store to '%s'",
+                     prim, pbk->name, abuf->name);
+    goto out;
+  }
+  for (int k = 0; k < pst->u.store.nidx; k++) {
+    const ir_expr *ix = pst->u.store.idx[k];
+    bool dup = false;
+    for (int j = 0; j < k; j++) {
+      const ir_expr *o = pst->u.store.idx[j];
+      dup |= ix->kind == IR_VAR && o->kind == IR_VAR && o->u.var == ix->u.var;
+    }
+    if (ix->kind != IR_VAR || iter_index(pbk, ix->u.var) < 0 || dup) {
+      st = ts_diag_set(d, TS_ESCHEDULE,
+                       "%s: producer '%s' stores '%s' at indices that are not its distinct iter vars",
+                       prim, pbk->name, abuf->name);
+      goto out;
+    }
+  }
+  /* C's loads of A: identical, its distinct iter vars, covering the
+   * non-unit ones; and no load of A in C's store indices. */
+  loads_ctx lc = {abuf, NULL, false, 0};
+  ir_visitor lv = {.expr = loads_cb, .ctx = &lc};
+  ir_visit_expr(&lv, cst->u.store.value);
+  loads_ctx li = {abuf, NULL, false, 0};
+  ir_visitor liv = {.expr = loads_cb, .ctx = &li};
+  for (int k = 0; k < cst->u.store.nidx; k++) ir_visit_expr(&liv, cst->u.store.idx[k]);
+  if (!lc.first || lc.mismatch || li.n) {
+    st = ts_diag_set(d, TS_ESCHEDULE,
+                     "%s: block '%s' does not load '%s' with one identical list of iter vars", prim,
+                     cb->name, abuf->name);
+    goto out;
+  }
+  const ir_expr *ld = lc.first;
+  if (ld->u.load.nidx != pst->u.store.nidx) {
+    st = ts_diag_set(d, TS_ESCHEDULE, "%s: block '%s' loads '%s' with the wrong index count", prim,
+                     cb->name, abuf->name);
+    goto out;
+  }
+  for (int k = 0; k < ld->u.load.nidx; k++) {
+    const ir_expr *lk = ld->u.load.idx[k];
+    int v = lk->kind == IR_VAR ? iter_index(cb, lk->u.var) : -1;
+    if (v < 0 || ir_var_map_get(&m, cb->iters[v].var)) {
+      st = ts_diag_set(d, TS_ESCHEDULE,
+                       "%s: block '%s' loads '%s' at indices that are not its distinct iter vars",
+                       prim, cb->name, abuf->name);
+      goto out;
+    }
+    const ir_expr *u = pst->u.store.idx[k];
+    if (ir_var_map_put(&m, cb->iters[v].var, (ir_expr *)u)) {
+      st = oom(d);
+      goto out;
+    }
+  }
+  for (int v = 0; v < cb->niter; v++) {
+    if (ir_var_map_get(&m, cb->iters[v].var)) continue;
+    int64_t e;
+    if (!(ir_as_int(cb->iters[v].dom.extent, &e) && e == 1)) {
+      st = ts_diag_set(d, TS_ESCHEDULE,
+                       "%s: block '%s': iter var '%s' does not index its load of '%s' (not invertible)",
+                       prim, cb->name, cb->iters[v].var->name, abuf->name);
+      goto out;
+    }
+    if (ir_var_map_put(&m, cb->iters[v].var, cb->iters[v].dom.min)) {
+      st = oom(d);
+      goto out;
+    }
+  }
+  /* Coverage: each consumer var's domain inside the producer var's domain;
+   * producer points outside the consumer's domain get a predicate. */
+  st = sch_find_block(s, pbk->name, pp, prim, d);
+  if (st) goto out;
+  if (sch_bind_path_loops(&an, pp, pp->n)) {
+    st = oom(d);
+    goto out;
+  }
+  ir_expr *pred = prz->u.realize.predicate;
+  for (int k = 0; k < ld->u.load.nidx; k++) {
+    const ir_iter_var *cv = &cb->iters[iter_index(cb, ld->u.load.idx[k]->u.var)];
+    int pu = iter_index(pbk, pst->u.store.idx[k]->u.var);
+    const ir_iter_var *pv = &pbk->iters[pu];
+    ir_expr *cend = ir_add(a, cv->dom.min, cv->dom.extent), *pend = ir_add(a, pv->dom.min, pv->dom.extent);
+    ir_expr *c1 = ir_binop(a, IR_LE, pv->dom.min, cv->dom.min), *c2 = ir_binop(a, IR_LE, cend, pend);
+    if (!c1 || !c2) {
+      st = oom(d);
+      goto out;
+    }
+    if (!ir_can_prove(&an, c1) || !ir_can_prove(&an, c2)) {
+      st = ts_diag_set(d, TS_ESCHEDULE,
+                       "%s: producer '%s' does not cover the domain of block '%s' (iter var '%s')",
+                       prim, pbk->name, cb->name, cv->var->name);
+      goto out;
+    }
+    ir_expr *val = prz->u.realize.iter_values[pu];
+    ir_expr *lo = ir_simplify(&an, ir_binop(a, IR_LE, cv->dom.min, val));
+    ir_expr *hi = ir_simplify(&an, ir_lt(a, val, ir_simplify(&an, cend)));
+    if (!lo || !hi) {
+      st = oom(d);
+      goto out;
+    }
+    if (!(ir_as_int(lo, &t) && t)) pred = ir_and(a, pred, lo);
+    if (!(ir_as_int(hi, &t) && t)) pred = ir_and(a, pred, hi);
+    if (!pred) {
+      st = oom(d);
+      goto out;
+    }
+  }
+  /* The producer now stores C's value. */
+  rinl rc = {pbk, pst->u.store.value};
+  rw r = {.a = a, .buf = abuf, .repl = rinline_repl, .ctx = &rc};
+  ir_expr *val = rw_expr(&r, cst->u.store.value);
+  val = val ? ir_subst_expr(a, val, &m) : NULL;
+  ir_expr **idx = TS_ANEWN(a, ir_expr *, cst->u.store.nidx ? cst->u.store.nidx : 1);
+  if (!val || !idx) {
+    st = oom(d);
+    goto out;
+  }
+  for (int k = 0; k < cst->u.store.nidx; k++)
+    if (!(idx[k] = ir_subst_expr(a, cst->u.store.idx[k], &m))) {
+      st = oom(d);
+      goto out;
+    }
+  ir_stmt *nstore = ir_store(a, cst->u.store.buf, cst->u.store.nidx, idx, val);
+  ir_stmt *nbody = nstore;
+  if (pif && nstore) {
+    nbody = ir_stmt_clone(a, pif);
+    if (nbody) nbody->u.ifs.then_s = nstore;
+  }
+  ir_block *npb = nbody ? ir_block_clone(a, pbk) : NULL;
+  ir_stmt *nprz = npb ? ir_stmt_clone(a, prz) : NULL;
+  if (!nprz) {
+    st = oom(d);
+    goto out;
+  }
+  npb->body = nbody;
+  st = ir_block_detect_regions(a, npb, d);
+  if (st) goto out;
+  nprz->u.realize.block = npb;
+  nprz->u.realize.predicate = pred;
+  /* Apply: new producer, drop C, drop A's allocation. */
+  ir_stmt *saved = s->func->body;
+  const char *scope_name = scope->name;
+  st = sch_replace(s, pp, pp->n - 1, nprz, d);
+  if (!st) st = sch_find_block(s, cb->name, pc, prim, d);
+  if (!st) st = sch_remove_leaf(s, pc, prim, d);
+  if (!st) st = sch_find_block(s, scope_name, pc, prim, d);
+  if (!st) {
+    ir_stmt *ns = drop_alloc(a, pc->node[pc->n - 1], abuf);
+    st = ns ? sch_replace(s, pc, pc->n - 1, ns, d) : oom(d);
+  }
+  if (st) s->func->body = saved;
+out:
+  ir_var_map_fini(&m);
+  ir_analyzer_fini(&an);
+  ts_vec_fini(&kids);
+  ts_free(pc);
+  ts_free(pp);
+  return st ? st : sch_finish(s, TS_OK, d);
+}

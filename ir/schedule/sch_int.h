@@ -73,4 +73,24 @@ ts_status sch_finish(sch_state *s, ts_status st, ts_diag *d);
 bool sch_is_reduction(const ir_block *b);
 bool sch_is_complete(const ir_block *b);
 
+/* ---- placement internals (compute_at.c, compute_inline.c; used by the
+ * compute-location sampler) ------------------------------------------------ */
+/* Would sch_remove_leaf succeed on the block at the end of p? */
+bool sch_can_remove_leaf(const sch_path *p);
+/* Does block b allocate buf? */
+bool sch_block_allocates(const ir_block *b, const ir_buffer *buf);
+/* The scope is a stage pipeline (no child block writes a buffer an earlier
+ * child reads) and blk is the only writer of each buffer it writes.
+ * TS_ESCHEDULE naming prim and blk otherwise. */
+ts_status sch_check_stage_pipeline(const ir_block *scope, const ir_block *blk, const char *prim,
+                                   ts_diag *d);
+/* compute_at (reverse = false) or reverse_compute_at of b under loop l
+ * (a real loop, not a mark). With apply = false only the checks run (the
+ * state is unchanged); with apply = true the block is moved, without the
+ * final sch_finish. */
+ts_status sch_compute_at_check(sch_state *s, sch_block b, sch_loop l, bool reverse,
+                               bool preserve_unit_loops, int index, bool apply, ts_diag *d);
+/* The checks of compute_inline only; the state is unchanged. */
+ts_status sch_compute_inline_check(sch_state *s, sch_block b, ts_diag *d);
+
 #endif

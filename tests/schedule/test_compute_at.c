@@ -1,2 +1,470 @@
-/* placeholder: skipped until written */
-int main(void) { return 77; }
+/* test_compute_at.c — compute_at, reverse_compute_at and
+ * sample_compute_location (ir/schedule/compute_at.c). Every legal use runs
+ * with the state checker on and is compared with the unscheduled function
+ * in the reference interpreter; refusals must leave the function unchanged
+ * (same body pointer) and name the primitive and the reason. Sizes are small
+ * and odd so that partial tiles (predicates) show up. */
+#include <check.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ir/parse.h"
+#include "ir/print.h"
+#include "util.h"
+
+static ts_arena A;
+static ts_diag D;
+
+static void setup(void) {
+  ts_arena_init(&A);
+  ts_diag_clear(&D);
+}
+static void teardown(void) { ts_arena_fini(&A); }
+
+/* ---- helpers ---------------------------------------------------------------- */
+
+static sch_loop LP(sch_state *s, const char *block, int idx) {
+  sch_loop ls[32];
+  int n = tu_loops(s, block, ls, 32);
+  ck_assert_msg(idx < n, "block %s has %d loops, wanted #%d", block, n, idx);
+  return ls[idx];
+}
+
+static int nloops(sch_state *s, const char *block) {
+  sch_loop ls[32];
+  return tu_loops(s, block, ls, 32);
+}
+
+static sch_block BLK(const char *name) { return (sch_block){name}; }
+static const sch_loop ROOT = {NULL, SCH_LOC_ROOT};
+static const sch_loop INLINE = {NULL, SCH_LOC_INLINE};
+
+static char *text(sch_state *s) {
+  char *t = ir_func_to_string(sch_func(s));
+  ck_assert(t != NULL);
+  return t;
+}
+
+static void assert_has(sch_state *s, const char *needle) {
+  char *t = text(s);
+  ck_assert_msg(strstr(t, needle) != NULL, "printed IR lacks '%s':\n%s", needle, t);
+  ts_free(t);
+}
+
+static void assert_lacks(sch_state *s, const char *needle) {
+  char *t = text(s);
+  ck_assert_msg(strstr(t, needle) == NULL, "printed IR has '%s':\n%s", needle, t);
+  ts_free(t);
+}
+
+#define REFUSED(s, call, ...)                              \
+  do {                                                     \
+    const ir_stmt *before_ = sch_func(s)->body;            \
+    ts_diag_clear(&D);                                     \
+    tu_refused((call), &D, __VA_ARGS__, NULL);             \
+    ck_assert_ptr_eq(sch_func(s)->body, before_);          \
+  } while (0)
+
+#define OK(call)         \
+  do {                   \
+    ts_diag_clear(&D);   \
+    tu_ok((call), &D);   \
+  } while (0)
+
+static void equiv(sch_state *s, const ir_func *orig) { tu_assert_equivalent(orig, sch_func(s)); }
+
+static sch_state *sched_text(const char *src, ir_func **orig) {
+  ir_func *f = NULL;
+  ts_status st = ir_parse_func(&A, src, strlen(src), "test", &f, &D);
+  ck_assert_msg(st == TS_OK, "parse: %s", D.msg);
+  sch_state *s = sch_create(f, 1, &D);
+  ck_assert_msg(s != NULL, "sch_create: %s", D.msg);
+  sch_set_debug_verify(s, true);
+  *orig = f;
+  return s;
+}
+
+static void split2(sch_state *s, sch_loop l, int64_t outer, int64_t inner, sch_loop *out) {
+  int64_t f[2] = {outer, inner};
+  OK(sch_split(s, l, 2, f, out, &D));
+}
+
+/* A convolution with an explicit padding stage (the workload library's
+ * conv2d folds the padding into a select). */
+static const char *CONV_PAD =
+    "kernel convpad(X: f32[1, 2, 5, 5], W: f32[3, 2, 3, 3]) -> Y: f32[1, 3, 5, 5] {\n"
+    "  let P: f32[1, 2, 7, 7]\n"
+    "  P[n, c, h, w] = select(h >= 1 && h < 6 && w >= 1 && w < 6, X[n, c, h - 1, w - 1], 0.0)\n"
+    "  Y[n, k, p, q] += P[n, c, p + r, q + s] * W[k, c, r, s] for r in 0..3, s in 0..3\n"
+    "}\n";
+
+/* ---- compute_at ------------------------------------------------------------ */
+
+/* softmax: the three stages under Y's row loop, from the last one back. The
+ * max and sum reductions keep their whole row (init runs once per row). */
+START_TEST(test_softmax_rows) {
+  ir_func *orig;
+  sch_state *s = tu_schedule(&A, "softmax:m=3,n=7", &orig);
+  sch_loop yi = LP(s, "Y", 0);
+  OK(sch_compute_at(s, BLK("s"), yi, false, -1, &D));
+  equiv(s, orig);
+  OK(sch_compute_at(s, BLK("e"), yi, false, -1, &D));
+  equiv(s, orig);
+  OK(sch_compute_at(s, BLK("mx"), yi, false, -1, &D));
+  equiv(s, orig);
+  /* Each stage now hangs under i with one loop over its row. */
+  const char *blocks[] = {"mx", "e", "s", "Y"};
+  for (int i = 0; i < 4; i++) {
+    ck_assert_int_eq(nloops(s, blocks[i]), 2);
+    ck_assert_ptr_eq(LP(s, blocks[i], 0).var, yi.var);
+  }
+  assert_has(s, "for ax0 in serial(0, 7)");
+  assert_has(s, "      for ax0 in serial(0, 7) {\n        block mx(vi: S(0, 3) = i, vj: R(0, 7) = ax0)");
+  assert_has(s, "block e(vi_1: S(0, 3) = i, vj_1: S(0, 7) = ax0_1)");
+  char *t = text(s);
+  /* Program order under i: mx, e, s, then Y's own loop. */
+  const char *pm = strstr(t, "block mx("), *pe = strstr(t, "block e("), *ps = strstr(t, "block s(");
+  const char *py = strstr(t, "block Y(");
+  ck_assert(pm && pe && ps && py && pm < pe && pe < ps && ps < py);
+  ts_free(t);
+  sch_free(s);
+}
+END_TEST
+
+/* preserve_unit_loops keeps a loop for the row var too; index -2 (earliest)
+ * puts s before Y's own loop as well. */
+START_TEST(test_softmax_preserve_unit_and_earliest) {
+  ir_func *orig;
+  sch_state *s = tu_schedule(&A, "softmax:m=3,n=7", &orig);
+  sch_loop yi = LP(s, "Y", 0);
+  OK(sch_compute_at(s, BLK("s"), yi, true, -2, &D));
+  equiv(s, orig);
+  ck_assert_int_eq(nloops(s, "s"), 3);
+  assert_has(s, "for ax0 in serial(0, 1)");
+  assert_has(s, "vi_2: S(0, 3) = i_2 + ax0");
+  sch_free(s);
+}
+END_TEST
+
+/* conv2d with a pad stage: tile the output rows, compute the padded input
+ * window (rows po*2 .. po*2+3) per tile. 5 rows in tiles of 2 leave a partial
+ * tile, so the pad block gets a predicate. */
+START_TEST(test_conv_pad_under_tile) {
+  ir_func *orig;
+  sch_state *s = sched_text(CONV_PAD, &orig);
+  sch_loop pq[2];
+  split2(s, LP(s, "Y", 2), -1, 2, pq); /* p -> po, pi */
+  OK(sch_compute_at(s, BLK("P"), pq[0], false, -1, &D));
+  equiv(s, orig);
+  ck_assert_int_eq(nloops(s, "P"), 6); /* n, k, po + c, h, w */
+  assert_has(s, "for ax1 in serial(0, 4)");
+  assert_has(s, "where p_0 * 2 + ax1 < 7");
+  /* Deeper: under the output column loop q, the window is 4 x 3. */
+  OK(sch_compute_at(s, BLK("P"), LP(s, "Y", 4), false, -1, &D));
+  equiv(s, orig);
+  assert_has(s, "for ax2 in serial(0, 3)");
+  sch_free(s);
+}
+END_TEST
+
+/* layernorm: all four intermediate stages computed per row of Y. */
+START_TEST(test_layernorm_rows) {
+  ir_func *orig;
+  sch_state *s = tu_schedule(&A, "layernorm:m=3,n=7", &orig);
+  sch_loop yi = LP(s, "Y", 0);
+  const char *order[] = {"rstd", "sq", "mean", "sm"};
+  for (int i = 0; i < 4; i++) {
+    OK(sch_compute_at(s, BLK(order[i]), yi, false, -1, &D));
+    equiv(s, orig);
+  }
+  ck_assert_int_eq(nloops(s, "mean"), 1);
+  ck_assert_int_eq(nloops(s, "sm"), 2);
+  sch_free(s);
+}
+END_TEST
+
+/* The new loops are ordinary loops: split them, move more under them. */
+START_TEST(test_compute_at_then_split) {
+  ir_func *orig;
+  sch_state *s = tu_schedule(&A, "softmax:m=3,n=7", &orig);
+  sch_loop yi = LP(s, "Y", 0);
+  OK(sch_compute_at(s, BLK("s"), yi, false, -1, &D));
+  /* e's consumers are both under i now: the sampler offers i (index 0). */
+  sch_loop out;
+  int idx = 99, dec = 0;
+  OK(sch_sample_compute_location(s, BLK("e"), &dec, &out, &idx, &D));
+  ck_assert_int_eq(idx, 0);
+  ck_assert_ptr_eq(out.var, yi.var);
+  OK(sch_compute_at(s, BLK("e"), out, false, -1, &D));
+  sch_loop ax = LP(s, "e", 1), parts[2];
+  split2(s, ax, -1, 3, parts); /* 7 = 3 * 3 with a predicate */
+  equiv(s, orig);
+  ck_assert_int_eq(nloops(s, "e"), 3);
+  /* Once under i, i is its ancestor: no longer a candidate. */
+  OK(sch_sample_compute_location(s, BLK("e"), &dec, &out, &idx, &D));
+  ck_assert_int_eq(idx, -1);
+  sch_free(s);
+}
+END_TEST
+
+/* matmul input staging: compute the row of A needed by each i iteration
+ * (a copy stage written as a kernel), under a tiled matmul. */
+static const char *STAGED_MM =
+    "kernel staged(A: f32[6, 7], B: f32[7, 5]) -> C: f32[6, 5] {\n"
+    "  AA[i, k] = A[i, k] * 2.0\n"
+    "  C[i, j] += AA[i, k] * B[k, j]\n"
+    "}\n";
+
+START_TEST(test_staged_matmul_tiles) {
+  ir_func *orig;
+  sch_state *s = sched_text(STAGED_MM, &orig);
+  sch_loop io[2];
+  split2(s, LP(s, "C", 0), -1, 4, io); /* 6 -> 2 x 4, partial */
+  OK(sch_compute_at(s, BLK("AA"), io[1], false, -1, &D));
+  equiv(s, orig);
+  assert_has(s, "for ax0 in serial(0, 7)");
+  ck_assert_int_eq(nloops(s, "AA"), 3);
+  /* Under the k loop: one element per iteration, no loops of its own. */
+  OK(sch_compute_at(s, BLK("AA"), LP(s, "C", 3), false, -1, &D));
+  equiv(s, orig);
+  ck_assert_int_eq(nloops(s, "AA"), 4);
+  sch_free(s);
+}
+END_TEST
+
+/* ---- reverse_compute_at ---------------------------------------------------- */
+
+/* dense + bias + relu: the epilogue under the matmul's tiles. */
+START_TEST(test_dense_epilogue_under_tiles) {
+  ir_func *orig;
+  sch_state *s = tu_schedule(&A, "dense:m=6,n=10,k=7", &orig);
+  sch_loop i2[2], j2[2];
+  split2(s, LP(s, "mm", 0), -1, 4, i2); /* partial tile */
+  split2(s, LP(s, "mm", 2), -1, 5, j2);
+  sch_loop order[4] = {i2[0], j2[0], i2[1], j2[1]};
+  OK(sch_reorder(s, 4, order, &D));
+  OK(sch_reverse_compute_at(s, BLK("bb"), j2[0], false, -1, &D));
+  equiv(s, orig);
+  OK(sch_reverse_compute_at(s, BLK("Y"), j2[0], false, -1, &D));
+  equiv(s, orig);
+  ck_assert_int_eq(nloops(s, "bb"), 4);
+  ck_assert_ptr_eq(LP(s, "Y", 1).var, j2[0].var);
+  assert_has(s, "for ax1 in serial(0, 5)");
+  /* The partial row tile shows up as a predicate on the epilogue. */
+  assert_has(s, "where i_0 * 4 + ax0 < 6");
+  /* The epilogue comes after the reduction in the tile. */
+  char *t = text(s);
+  ck_assert(strstr(t, "block mm(") < strstr(t, "block bb("));
+  ck_assert(strstr(t, "block bb(") < strstr(t, "block Y("));
+  ts_free(t);
+  sch_free(s);
+}
+END_TEST
+
+/* Under the inner spatial loop: one element per iteration. */
+START_TEST(test_dense_epilogue_per_element) {
+  ir_func *orig;
+  sch_state *s = tu_schedule(&A, "dense:m=6,n=10,k=7", &orig);
+  OK(sch_reverse_compute_at(s, BLK("bb"), LP(s, "mm", 1), false, -1, &D));
+  equiv(s, orig);
+  ck_assert_int_eq(nloops(s, "bb"), 2);
+  OK(sch_reverse_compute_at(s, BLK("Y"), LP(s, "mm", 1), true, -1, &D));
+  equiv(s, orig);
+  ck_assert_int_eq(nloops(s, "Y"), 4); /* two unit loops kept */
+  sch_free(s);
+}
+END_TEST
+
+/* ---- marks ----------------------------------------------------------------- */
+
+START_TEST(test_marks) {
+  ir_func *orig;
+  sch_state *s = tu_schedule(&A, "softmax:m=3,n=7", &orig);
+  const ir_stmt *before = sch_func(s)->body;
+  OK(sch_compute_at(s, BLK("e"), ROOT, false, -1, &D));
+  ck_assert_ptr_eq(sch_func(s)->body, before);
+  OK(sch_compute_at(s, BLK("e"), INLINE, false, -1, &D));
+  equiv(s, orig);
+  assert_lacks(s, "block e(");
+  REFUSED(s, sch_compute_at(s, BLK("mx"), INLINE, false, -1, &D), "compute_inline", "reduction");
+  sch_free(s);
+}
+END_TEST
+
+/* ---- refusals -------------------------------------------------------------- */
+
+START_TEST(test_refusals) {
+  ir_func *orig;
+  sch_state *s = tu_schedule(&A, "softmax:m=3,n=7", &orig);
+  /* A loop of an unrelated (here: producer) block does not cover e's
+   * consumers. */
+  REFUSED(s, sch_compute_at(s, BLK("e"), LP(s, "mx", 0), false, -1, &D), "compute_at",
+          "not all consumers", "'e'");
+  /* Y's loop holds only one of e's two consumers. */
+  REFUSED(s, sch_compute_at(s, BLK("e"), LP(s, "Y", 0), false, -1, &D), "not all consumers");
+  /* An output block. */
+  REFUSED(s, sch_compute_at(s, BLK("Y"), LP(s, "s", 0), false, -1, &D), "output block", "'Y'");
+  /* Under its own loop. */
+  REFUSED(s, sch_compute_at(s, BLK("e"), LP(s, "e", 1), false, -1, &D), "ancestor");
+  /* Slot outside the legal range (Y's loop body has one subtree). */
+  OK(sch_compute_at(s, BLK("s"), LP(s, "Y", 0), false, -1, &D));
+  REFUSED(s, sch_compute_at(s, BLK("e"), LP(s, "Y", 0), false, 2, &D), "index 2", "legal");
+  /* reverse: Y's producers are not under mx's loop. */
+  REFUSED(s, sch_reverse_compute_at(s, BLK("Y"), LP(s, "mx", 0), false, -1, &D),
+          "reverse_compute_at", "not all producers");
+  sch_free(s);
+
+  s = tu_schedule(&A, "dense:m=6,n=10,k=7", &orig);
+  /* The k loop drives mm's reduction: bb would read partial sums. */
+  REFUSED(s, sch_reverse_compute_at(s, BLK("bb"), LP(s, "mm", 2), false, -1, &D), "reduction",
+          "partial");
+  /* A loop that no longer exists. */
+  sch_loop gone = LP(s, "mm", 0), parts[2];
+  split2(s, gone, 2, 3, parts);
+  ts_diag_clear(&D);
+  ck_assert_int_eq(sch_compute_at(s, BLK("mm"), gone, false, -1, &D), TS_ENOTFOUND);
+  sch_free(s);
+}
+END_TEST
+
+/* Reverse: a consumer reading a shifted window cannot follow the producer
+ * row by row; a stage-pipeline violation (WAR) is refused too. */
+static const char *SHIFT =
+    "kernel shift(A: f32[8]) -> C: f32[6] {\n"
+    "  B[i] = A[i] * 2.0\n"
+    "  C[i] = B[i] + B[i + 2] for i in 0..6\n"
+    "}\n";
+
+START_TEST(test_reverse_window_refused) {
+  ir_func *orig;
+  sch_state *s = sched_text(SHIFT, &orig);
+  REFUSED(s, sch_reverse_compute_at(s, BLK("C"), LP(s, "B", 0), false, -1, &D), "not a plain iter var");
+  /* compute_at of the producer is fine: it computes the window. */
+  OK(sch_compute_at(s, BLK("B"), LP(s, "C", 0), false, -1, &D));
+  equiv(s, orig);
+  assert_has(s, "for ax0 in serial(0, 3)");
+  sch_free(s);
+}
+END_TEST
+
+/* ---- sample_compute_location ------------------------------------------------ */
+
+START_TEST(test_sample_candidates) {
+  ir_func *orig;
+  sch_state *s = tu_schedule(&A, "dense:m=6,n=10,k=7", &orig);
+  sch_loop out;
+  int idx;
+  /* mm (a reduction: not inlinable): root or bb's loops i_1 (0), j_1 (1). */
+  int decisions[] = {-1, 0, 1};
+  for (int k = 0; k < 3; k++) {
+    OK(sch_sample_compute_location(s, BLK("mm"), &decisions[k], &out, &idx, &D));
+    ck_assert_int_eq(idx, decisions[k]);
+  }
+  OK(sch_sample_compute_location(s, BLK("mm"), &decisions[2], &out, &idx, &D));
+  ck_assert_ptr_eq(out.var, LP(s, "bb", 1).var);
+  ck_assert_int_eq(out.mark, SCH_LOC_LOOP);
+  /* A vanished decision: inline is not a candidate for mm -> root. */
+  int dec = -2;
+  OK(sch_sample_compute_location(s, BLK("mm"), &dec, &out, &idx, &D));
+  ck_assert_int_eq(idx, -1);
+  ck_assert_int_eq(out.mark, SCH_LOC_ROOT);
+  /* 7 is past the last loop: nearest smaller is 1. */
+  dec = 7;
+  OK(sch_sample_compute_location(s, BLK("mm"), &dec, &out, &idx, &D));
+  ck_assert_int_eq(idx, 1);
+  /* bb: inline, root, and Y's loops. */
+  dec = -2;
+  OK(sch_sample_compute_location(s, BLK("bb"), &dec, &out, &idx, &D));
+  ck_assert_int_eq(idx, -2);
+  ck_assert_int_eq(out.mark, SCH_LOC_INLINE);
+  /* Y (output): root only. */
+  dec = 0;
+  OK(sch_sample_compute_location(s, BLK("Y"), &dec, &out, &idx, &D));
+  ck_assert_int_eq(idx, -1);
+  /* Applying the sampled location works and keeps the result. */
+  dec = 1;
+  OK(sch_sample_compute_location(s, BLK("mm"), &dec, &out, &idx, &D));
+  OK(sch_compute_at(s, BLK("mm"), out, true, -1, &D));
+  equiv(s, orig);
+  sch_free(s);
+}
+END_TEST
+
+/* Random sampling: uniform over the candidates, every sample legal, and the
+ * same seed gives the same sequence. */
+START_TEST(test_sample_random) {
+  ir_func *orig;
+  int seen[4] = {0};
+  int seq1[40], seq2[40];
+  for (int run = 0; run < 2; run++) {
+    sch_state *s = tu_schedule(&A, "softmax:m=3,n=7", &orig);
+    OK(sch_compute_at(s, BLK("s"), LP(s, "Y", 0), false, -1, &D));
+    for (int k = 0; k < 40; k++) {
+      sch_loop out;
+      int idx;
+      OK(sch_sample_compute_location(s, BLK("e"), NULL, &out, &idx, &D));
+      ck_assert(idx >= -2 && idx <= 0);
+      (run ? seq2 : seq1)[k] = idx;
+      seen[idx + 2]++;
+    }
+    /* each sample applies cleanly */
+    sch_loop out;
+    int idx = 0;
+    OK(sch_sample_compute_location(s, BLK("e"), &idx, &out, &idx, &D));
+    OK(sch_compute_at(s, BLK("e"), out, false, -1, &D));
+    equiv(s, orig);
+    sch_free(s);
+  }
+  ck_assert_mem_eq(seq1, seq2, sizeof seq1);
+  ck_assert_int_gt(seen[0], 0);
+  ck_assert_int_gt(seen[1], 0);
+  ck_assert_int_gt(seen[2], 0);
+}
+END_TEST
+
+/* Reduction R loops after the last S loop are not offered: matmul's k loop
+ * for a staging block. */
+START_TEST(test_sample_skips_trailing_reduction_loops) {
+  ir_func *orig;
+  sch_state *s = sched_text(STAGED_MM, &orig);
+  int dec = 2; /* C's k loop: not a candidate -> nearest smaller, j (1) */
+  sch_loop out;
+  int idx;
+  OK(sch_sample_compute_location(s, BLK("AA"), &dec, &out, &idx, &D));
+  ck_assert_int_eq(idx, 1);
+  OK(sch_compute_at(s, BLK("AA"), out, true, -1, &D));
+  equiv(s, orig);
+  sch_free(s);
+}
+END_TEST
+
+static Suite *compute_at_suite(void) {
+  Suite *su = suite_create("schedule_compute_at");
+  TCase *tc = tcase_create("compute_at");
+  tcase_add_checked_fixture(tc, setup, teardown);
+  tcase_set_timeout(tc, 60);
+  tcase_add_test(tc, test_softmax_rows);
+  tcase_add_test(tc, test_softmax_preserve_unit_and_earliest);
+  tcase_add_test(tc, test_conv_pad_under_tile);
+  tcase_add_test(tc, test_layernorm_rows);
+  tcase_add_test(tc, test_compute_at_then_split);
+  tcase_add_test(tc, test_staged_matmul_tiles);
+  tcase_add_test(tc, test_dense_epilogue_under_tiles);
+  tcase_add_test(tc, test_dense_epilogue_per_element);
+  tcase_add_test(tc, test_marks);
+  tcase_add_test(tc, test_refusals);
+  tcase_add_test(tc, test_reverse_window_refused);
+  tcase_add_test(tc, test_sample_candidates);
+  tcase_add_test(tc, test_sample_random);
+  tcase_add_test(tc, test_sample_skips_trailing_reduction_loops);
+  suite_add_tcase(su, tc);
+  return su;
+}
+
+int main(void) {
+  SRunner *sr = srunner_create(compute_at_suite());
+  srunner_run_all(sr, CK_NORMAL);
+  int failures = srunner_ntests_failed(sr);
+  srunner_free(sr);
+  return failures ? 1 : 0;
+}
