@@ -118,9 +118,22 @@ static ts_status relaxed_region(sch_state *s, const sch_path *p, const ir_region
       lo = ir_simplify(&an, lo);
       ext = lo ? ir_simplify(&an, ir_add(a, ir_sub(a, hi, lo), one)) : NULL;
     }
+    int64_t l0, sh;
     if (!lo || !ext || !ir_as_int(ext, &e) || e <= 0) {
       lo = ir_i64(a, 0);
       ext = reg->buf->shape[d];
+    } else if (ir_as_int(lo, &l0) && ir_as_int(reg->buf->shape[d], &sh)) {
+      /* constant: clip to the buffer (a guarded split overhangs it) */
+      int64_t h = l0 + e - 1 < sh - 1 ? l0 + e - 1 : sh - 1;
+      l0 = l0 < 0 ? 0 : l0;
+      if (h >= l0) {
+        lo = ir_int(a, lo->dtype, l0);
+        ext = ir_int(a, ext->dtype, h - l0 + 1);
+      }
+    }
+    if (!lo || !ext) {
+      st = TS_ENOMEM;
+      break;
     }
     out[d].lo = lo;
     out[d].ext = ext;

@@ -10,6 +10,8 @@
 
 #include "ir/parse.h"
 #include "ir/print.h"
+#include "ir/schedule/trace.h"
+#include "ir/struct.h"
 #include "util.h"
 
 static ts_diag D;
@@ -356,6 +358,58 @@ START_TEST(shared_loop_write) {
 }
 END_TEST
 
+/* Rows in tiles of 3 over 8 rows: the last tile overhangs, so the copy of
+ * a tile (its rows start at a loop var) needs a guard. */
+static const char *TILED =
+    "func f(A: f32[8, 5]) -> C: f32[8, 5] {\n"
+    "  block root() {\n"
+    "    alloc B: f32[8, 5]\n"
+    "    for t in serial(0, 3) {\n"
+    "      for r in serial(0, 3) {\n"
+    "        for j in serial(0, 5) {\n"
+    "          block B(vi: S(0, 8) = t * 3 + r, vj: S(0, 5) = j) where t * 3 + r < 8 {\n"
+    "            reads A[vi, vj]\n"
+    "            writes B[vi, vj]\n"
+    "            B[vi, vj] = A[vi, vj] + 3.0\n"
+    "          }\n"
+    "        }\n"
+    "      }\n"
+    "      for r2 in serial(0, 3) {\n"
+    "        for j2 in serial(0, 5) {\n"
+    "          block C(wi: S(0, 8) = t * 3 + r2, wj: S(0, 5) = j2) where t * 3 + r2 < 8 {\n"
+    "            reads B[wi, wj]\n"
+    "            writes C[wi, wj]\n"
+    "            C[wi, wj] = B[wi, wj] * B[wi, wj]\n"
+    "          }\n"
+    "        }\n"
+    "      }\n"
+    "    }\n"
+    "  }\n"
+    "}\n";
+
+START_TEST(tiled_guarded_copy) {
+  ts_arena *a = ts_arena_new();
+  ir_func *orig;
+  sch_state *s = from_text(a, TILED, &orig);
+  sch_block out;
+  ts_diag_clear(&D);
+  tu_ok(sch_cache_read(s, blk("C"), 0, "shared", 0, NULL, &out, &D), &D);
+  sch_loop l[4];
+  ck_assert_int_eq(tu_loops(s, "B_shared", l, 4), 3);
+  ck_assert_str_eq(l[0].var->name, "t");
+  tu_assert_equivalent(orig, sch_func(s));
+  tu_ok(sch_cache_write(s, blk("B"), 0, "local", 0, NULL, &out, &D), &D);
+  ck_assert_int_eq(tu_loops(s, "B_local", l, 4), 3);
+  ck_assert_str_eq(l[0].var->name, "t");
+  tu_assert_equivalent(orig, sch_func(s));
+  char *text = ir_func_to_string(sch_func(s));
+  ck_assert_msg(strstr(text, "t * 3 + ax0 < 8") != NULL, "no guard on the tile copy:\n%s", text);
+  ts_free(text);
+  sch_free(s);
+  ts_arena_free(a);
+}
+END_TEST
+
 /* A reader that runs before the writer inside a shared loop (loop-carried). */
 static const char *CARRIED =
     "func f(A: f32[8]) -> C: f32[8] {\n"
@@ -550,6 +604,68 @@ START_TEST(refuse_params_and_bad_align) {
 }
 END_TEST
 
+/* ---- after loop transformations ---- */
+
+START_TEST(after_split_with_predicate) {
+  ts_arena *a = ts_arena_new();
+  ir_func *orig;
+  sch_state *s = tu_schedule(a, "matmul:m=6,n=10,k=7", &orig);
+  sch_loop l[4], sp[2];
+  ck_assert_int_eq(tu_loops(s, "C", l, 4), 3);
+  int64_t f4[2] = {-1, 4};
+  ts_diag_clear(&D);
+  /* j (10) by 4: a guarded tail, so the written region overhangs C */
+  tu_ok(sch_split(s, l[1], 2, f4, sp, &D), &D);
+  sch_block out;
+  tu_ok(sch_cache_write(s, blk("C"), 0, "local", 0, NULL, &out, &D), &D);
+  tu_ok(sch_cache_read(s, blk("C"), 1, "shared", 0, NULL, &out, &D), &D);
+  ck_assert_int_eq(tu_loops(s, "C", l, 4), 4);
+  tu_assert_equivalent(orig, sch_func(s));
+  sch_free(s);
+  ts_arena_free(a);
+}
+END_TEST
+
+/* ---- trace round trip ---- */
+
+static void assert_roundtrip(sch_traced *t, const ir_func *orig) {
+  char *json = sch_trace_to_json(sch_traced_trace(t));
+  ck_assert_ptr_nonnull(json);
+  ts_diag_clear(&D);
+  sch_trace *tr = sch_trace_from_json(json, &D);
+  ck_assert_msg(tr != NULL, "parse %s: %s", json, D.msg);
+  sch_traced *r = sch_trace_replay(tr, orig, 1, &D);
+  ck_assert_msg(r != NULL, "replay %s: %s", json, D.msg);
+  char why[512];
+  ck_assert_msg(ir_struct_equal_func_explain(sch_traced_func(t), sch_traced_func(r), why, sizeof why),
+                "replayed function differs: %s", why);
+  sch_traced_free(r);
+  sch_trace_free(tr);
+  ts_free(json);
+}
+
+START_TEST(trace_roundtrip) {
+  ts_arena *a = ts_arena_new();
+  ir_func *orig = tu_workload(a, "softmax:m=3,n=7");
+  ts_diag_clear(&D);
+  sch_traced *t = sch_traced_new(orig, 1, &D);
+  ck_assert_ptr_nonnull(t);
+  int s_, y, e, c1, c2, c3;
+  tu_ok(sch_t_get_block(t, "s", &s_, &D), &D);
+  tu_ok(sch_t_get_block(t, "Y", &y, &D), &D);
+  tu_ok(sch_t_get_block(t, "e", &e, &D), &D);
+  tu_ok(sch_t_cache_read(t, y, 0, "shared", 1, &y, &c1, &D), &D);
+  tu_ok(sch_t_cache_read(t, s_, 0, "local", 0, NULL, &c2, &D), &D);
+  tu_ok(sch_t_cache_write(t, s_, 0, "local", 1, &y, &c3, &D), &D);
+  tu_ok(sch_t_set_scope(t, e, 0, "shared", &D), &D);
+  tu_ok(sch_t_storage_align(t, c1, 0, -1, 8, 1, &D), &D);
+  tu_assert_equivalent(orig, sch_traced_func(t));
+  assert_roundtrip(t, orig);
+  sch_traced_free(t);
+  ts_arena_free(a);
+}
+END_TEST
+
 static Suite *suite(void) {
   Suite *su = suite_create("schedule_cache");
   TCase *tc = tcase_create("cache");
@@ -563,16 +679,19 @@ static Suite *suite(void) {
   tcase_add_test(tc, softmax_write_intermediates);
   tcase_add_test(tc, shared_loop_read);
   tcase_add_test(tc, shared_loop_write);
+  tcase_add_test(tc, tiled_guarded_copy);
   tcase_add_test(tc, refuse_loop_carried);
   tcase_add_test(tc, refuse_bad_index_and_scope);
   tcase_add_test(tc, refuse_softmax_misuse);
   tcase_add_test(tc, refuse_two_writers);
+  tcase_add_test(tc, after_split_with_predicate);
   suite_add_tcase(su, tc);
   TCase *tb = tcase_create("scope_align");
   tcase_add_test(tb, set_scope_intermediate);
   tcase_add_test(tb, set_scope_after_cache);
   tcase_add_test(tb, storage_align_records);
   tcase_add_test(tb, refuse_params_and_bad_align);
+  tcase_add_test(tb, trace_roundtrip);
   suite_add_tcase(su, tb);
   return su;
 }
