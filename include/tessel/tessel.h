@@ -4,12 +4,12 @@
 #ifndef TESSEL_TESSEL_H
 #define TESSEL_TESSEL_H
 
-#include "tessel/ir/ir.h"
-#include "tessel/ir/parse.h"
-#include "tessel/ir/print.h"
-#include "tessel/ir/struct.h"
-#include "tessel/ir/interp.h"
-#include "tessel/ir/workloads/workloads.h"
+#include "ir/ir.h"
+#include "ir/parse.h"
+#include "ir/print.h"
+#include "ir/struct.h"
+#include "ir/interp.h"
+#include "ir/workloads/workloads.h"
 
 const char *tessel_version(void);
 
