@@ -395,6 +395,32 @@ static req_region *req_find(plan *p, const ir_buffer *b) {
   return NULL;
 }
 
+/* TVM's CanRelaxStorageUnderThread: a buffer shared by the threads of a
+ * thread loop is computed cooperatively for all of them, so compute_at
+ * relaxes those thread loops at and above the target loop too. Ranks:
+ * storage global 0, shared 1, warp (threadIdx.x only), local 2; threads
+ * blockIdx 0, threadIdx and vthread 1. */
+static bool relaxes_thread(const char *scope, const char *tag) {
+  if (!tag) return false;
+  int trank = !strncmp(tag, "blockIdx", 8) ? 0 : 1;
+  if (!scope || !strcmp(scope, "global")) return true;
+  if (!strcmp(scope, "shared") || !strncmp(scope, "shared.", 7)) return trank >= 1;
+  if (!strcmp(scope, "warp")) return !strcmp(tag, "threadIdx.x");
+  return false; /* local and named scopes: per thread */
+}
+
+static ts_status relax_threads(plan *p, const ir_buffer *buf) {
+  for (int i = p->sc + 1; i < p->pl.n; i++) {
+    const ir_stmt *l = p->pl.node[i];
+    if (l->kind != IR_FOR || l->u.loop.kind != IR_FOR_THREAD_BINDING) continue;
+    if (!relaxes_thread(buf->scope, l->u.loop.thread)) continue;
+    if (ir_dom_map_put(&p->dom, l->u.loop.var,
+                       ir_intset_range(sch_arena(p->s), l->u.loop.min, l->u.loop.extent)))
+      return TS_ENOMEM;
+  }
+  return TS_OK;
+}
+
 /* The regions the blocks under the loop require, relaxed over the loops
  * strictly between them and the target loop. */
 static ts_status compute_required(plan *p, ts_diag *d) {
@@ -440,9 +466,15 @@ static ts_status compute_required(plan *p, ts_diag *d) {
       if (ir_var_map_put(&bind, db->iters[k].var, rz->u.realize.iter_values[k])) st = oom(d);
     const ir_region *regs = p->reverse ? db->writes : db->reads;
     int nregs = p->reverse ? db->nwrites : db->nreads;
+    int nbase = p->dom.n;
     for (int k = 0; k < nregs && !st; k++) {
       req_region *r = req_find(p, regs[k].buf);
       if (!r) continue;
+      p->dom.n = nbase;
+      if (!p->reverse && relax_threads(p, r->buf)) {
+        st = oom(d);
+        break;
+      }
       if (regs[k].ndim != r->ndim) {
         st = ts_diag_set(d, TS_ESCHEDULE, "%s: block '%s' accesses '%s' with %d indices, not %d",
                          p->prim, db->name, r->buf->name, regs[k].ndim, r->ndim);

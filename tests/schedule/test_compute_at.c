@@ -5,11 +5,14 @@
  * (same body pointer) and name the primitive and the reason. Sizes are small
  * and odd so that partial tiles (predicates) show up. */
 #include <check.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "ir/parse.h"
 #include "ir/print.h"
+#include "ir/schedule/trace.h"
+#include "ir/struct.h"
 #include "util.h"
 
 static ts_arena A;
@@ -347,6 +350,50 @@ START_TEST(test_reverse_window_refused) {
 }
 END_TEST
 
+/* Under a thread loop: a shared buffer is computed cooperatively for all
+ * threads (the thread loop is relaxed), a local one per thread. */
+static const char *THREADS_FMT =
+    "func thr(A: f32[5, 7]) -> C: f32[5, 7] {\n"
+    "  block root() {\n"
+    "    alloc B: f32[5, 7] scope(\"%s\")\n"
+    "    for i in serial(0, 5) {\n"
+    "      for j in serial(0, 7) {\n"
+    "        block B(vi: S(0, 5) = i, vj: S(0, 7) = j) {\n"
+    "          reads A[vi, vj]\n"
+    "          writes B[vi, vj]\n"
+    "          B[vi, vj] = A[vi, vj] * 2.0\n"
+    "        }\n"
+    "      }\n"
+    "    }\n"
+    "    for t in thread(0, 5, \"threadIdx.x\") {\n"
+    "      for u in serial(0, 7) {\n"
+    "        block C(wi: S(0, 5) = t, wj: S(0, 7) = u) {\n"
+    "          reads B[wi, wj]\n"
+    "          writes C[wi, wj]\n"
+    "          C[wi, wj] = B[wi, wj] + 1.0\n"
+    "        }\n"
+    "      }\n"
+    "    }\n"
+    "  }\n"
+    "}\n";
+
+START_TEST(test_thread_scopes) {
+  const char *scopes[] = {"shared", "local"};
+  for (int k = 0; k < 2; k++) {
+    char src[2048];
+    snprintf(src, sizeof src, THREADS_FMT, scopes[k]);
+    ir_func *orig;
+    sch_state *s = sched_text(src, &orig);
+    OK(sch_compute_at(s, BLK("B"), LP(s, "C", 1), false, -1, &D));
+    equiv(s, orig);
+    /* shared: all 5 rows per iteration (cooperative); local: this thread's row */
+    ck_assert_int_eq(nloops(s, "B"), k == 0 ? 3 : 2);
+    if (k == 0) assert_has(s, "for ax0 in serial(0, 5)");
+    sch_free(s);
+  }
+}
+END_TEST
+
 /* ---- sample_compute_location ------------------------------------------------ */
 
 START_TEST(test_sample_candidates) {
@@ -438,6 +485,67 @@ START_TEST(test_sample_skips_trailing_reduction_loops) {
 }
 END_TEST
 
+/* ---- trace round trip ------------------------------------------------------ */
+
+static void assert_roundtrip(sch_traced *t, const ir_func *orig) {
+  char *json = sch_trace_to_json(sch_traced_trace(t));
+  ck_assert_ptr_nonnull(json);
+  ts_diag_clear(&D);
+  sch_trace *tr = sch_trace_from_json(json, &D);
+  ck_assert_msg(tr != NULL, "parse %s: %s", json, D.msg);
+  sch_traced *r = sch_trace_replay(tr, orig, 7, &D);
+  ck_assert_msg(r != NULL, "replay %s: %s", json, D.msg);
+  char why[512];
+  ck_assert_msg(ir_struct_equal_func_explain(sch_traced_func(t), sch_traced_func(r), why, sizeof why),
+                "replayed function differs: %s\n%s", why, json);
+  sch_traced_free(r);
+  sch_trace_free(tr);
+  ts_free(json);
+}
+
+START_TEST(test_trace_roundtrip) {
+  ir_func *orig = tu_workload(&A, "softmax:m=3,n=7");
+  sch_traced *t = sch_traced_new(orig, 1, &D);
+  ck_assert_ptr_nonnull(t);
+  int s_, e, y, loc;
+  const int *ly;
+  int n;
+  OK(sch_t_get_block(t, "s", &s_, &D));
+  OK(sch_t_get_block(t, "e", &e, &D));
+  OK(sch_t_get_block(t, "Y", &y, &D));
+  OK(sch_t_get_loops(t, y, &ly, &n, &D));
+  OK(sch_t_compute_at(t, s_, ly[0], false, -1, &D));
+  int dec = 0;
+  OK(sch_t_sample_compute_location(t, e, &dec, &loc, &D));
+  ck_assert_int_eq(sch_t_loop(t, loc).mark, SCH_LOC_LOOP);
+  OK(sch_t_compute_at(t, e, loc, false, -1, &D));
+  const int *le;
+  OK(sch_t_get_loops(t, e, &le, &n, &D));
+  ck_assert_int_eq(n, 2);
+  int parts[2];
+  sch_arg f[2] = {sch_arg_none(), sch_arg_int(3)};
+  OK(sch_t_split(t, le[1], 2, f, parts, &D));
+  tu_assert_equivalent(orig, sch_traced_func(t));
+  assert_roundtrip(t, orig);
+  sch_traced_free(t);
+
+  orig = tu_workload(&A, "dense:m=6,n=10,k=7");
+  t = sch_traced_new(orig, 1, &D);
+  ck_assert_ptr_nonnull(t);
+  int mm, bb, yy;
+  const int *lm;
+  OK(sch_t_get_block(t, "mm", &mm, &D));
+  OK(sch_t_get_block(t, "bb", &bb, &D));
+  OK(sch_t_get_block(t, "Y", &yy, &D));
+  OK(sch_t_get_loops(t, mm, &lm, &n, &D));
+  OK(sch_t_reverse_compute_at(t, bb, lm[1], false, -1, &D));
+  OK(sch_t_reverse_compute_at(t, yy, lm[1], true, -1, &D));
+  tu_assert_equivalent(orig, sch_traced_func(t));
+  assert_roundtrip(t, orig);
+  sch_traced_free(t);
+}
+END_TEST
+
 static Suite *compute_at_suite(void) {
   Suite *su = suite_create("schedule_compute_at");
   TCase *tc = tcase_create("compute_at");
@@ -454,9 +562,11 @@ static Suite *compute_at_suite(void) {
   tcase_add_test(tc, test_marks);
   tcase_add_test(tc, test_refusals);
   tcase_add_test(tc, test_reverse_window_refused);
+  tcase_add_test(tc, test_thread_scopes);
   tcase_add_test(tc, test_sample_candidates);
   tcase_add_test(tc, test_sample_random);
   tcase_add_test(tc, test_sample_skips_trailing_reduction_loops);
+  tcase_add_test(tc, test_trace_roundtrip);
   suite_add_tcase(su, tc);
   return su;
 }

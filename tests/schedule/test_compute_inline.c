@@ -10,6 +10,8 @@
 
 #include "ir/parse.h"
 #include "ir/print.h"
+#include "ir/schedule/trace.h"
+#include "ir/struct.h"
 #include "util.h"
 
 static ts_arena A;
@@ -311,6 +313,58 @@ START_TEST(test_reverse_inline_refusals) {
 }
 END_TEST
 
+/* ---- trace round trip ------------------------------------------------------ */
+
+static void assert_roundtrip(sch_traced *t, const ir_func *orig) {
+  char *json = sch_trace_to_json(sch_traced_trace(t));
+  ck_assert_ptr_nonnull(json);
+  ts_diag_clear(&D);
+  sch_trace *tr = sch_trace_from_json(json, &D);
+  ck_assert_msg(tr != NULL, "parse %s: %s", json, D.msg);
+  sch_traced *r = sch_trace_replay(tr, orig, 7, &D);
+  ck_assert_msg(r != NULL, "replay %s: %s", json, D.msg);
+  char why[512];
+  ck_assert_msg(ir_struct_equal_func_explain(sch_traced_func(t), sch_traced_func(r), why, sizeof why),
+                "replayed function differs: %s\n%s", why, json);
+  sch_traced_free(r);
+  sch_trace_free(tr);
+  ts_free(json);
+}
+
+START_TEST(test_trace_roundtrip) {
+  ir_func *orig = tu_workload(&A, "softmax:m=3,n=7");
+  sch_traced *t = sch_traced_new(orig, 1, &D);
+  ck_assert_ptr_nonnull(t);
+  int e, loc, dec = -2;
+  OK(sch_t_get_block(t, "e", &e, &D));
+  /* the sampler's inline mark, applied through compute_at */
+  OK(sch_t_sample_compute_location(t, e, &dec, &loc, &D));
+  ck_assert_int_eq(sch_t_loop(t, loc).mark, SCH_LOC_INLINE);
+  OK(sch_t_compute_at(t, e, loc, false, -1, &D));
+  tu_assert_equivalent(orig, sch_traced_func(t));
+  assert_roundtrip(t, orig);
+  sch_traced_free(t);
+
+  orig = tu_workload(&A, "dense:m=6,n=10,k=7");
+  t = sch_traced_new(orig, 1, &D);
+  ck_assert_ptr_nonnull(t);
+  int y, bb;
+  OK(sch_t_get_block(t, "Y", &y, &D));
+  OK(sch_t_reverse_compute_inline(t, y, &D));
+  tu_assert_equivalent(orig, sch_traced_func(t));
+  assert_roundtrip(t, orig);
+  sch_traced_free(t);
+
+  t = sch_traced_new(orig, 1, &D);
+  ck_assert_ptr_nonnull(t);
+  OK(sch_t_get_block(t, "bb", &bb, &D));
+  OK(sch_t_compute_inline(t, bb, &D));
+  tu_assert_equivalent(orig, sch_traced_func(t));
+  assert_roundtrip(t, orig);
+  sch_traced_free(t);
+}
+END_TEST
+
 static Suite *inline_suite(void) {
   Suite *su = suite_create("schedule_compute_inline");
   TCase *tc = tcase_create("compute_inline");
@@ -326,6 +380,7 @@ static Suite *inline_suite(void) {
   tcase_add_test(tc, test_reverse_inline_dense_relu);
   tcase_add_test(tc, test_reverse_inline_transpose_with_predicate);
   tcase_add_test(tc, test_reverse_inline_refusals);
+  tcase_add_test(tc, test_trace_roundtrip);
   suite_add_tcase(su, tc);
   return su;
 }
