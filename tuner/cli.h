@@ -10,6 +10,7 @@ int tun_cmd_workloads(int argc, char **argv);
 int tun_cmd_show(int argc, char **argv);
 int tun_cmd_run(int argc, char **argv);
 int tun_cmd_version(int argc, char **argv);
+int tun_cmd_selfcheck(int argc, char **argv); /* cmd_schedule.c */
 
 /* What a SUBJECT argument named. */
 typedef struct tun_subject {

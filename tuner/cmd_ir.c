@@ -11,6 +11,7 @@
 #include "ir/interp.h"
 #include "ir/parse.h"
 #include "ir/print.h"
+#include "ir/schedule/trace.h"
 #include "ir/struct.h"
 #include "tuner/cli.h"
 
@@ -143,6 +144,28 @@ int tun_cmd_workloads(int argc, char **argv) {
 }
 
 /* ---- show ---- */
+/* Reads a trace file and replays it on f; NULL (message printed) on error. */
+static sch_traced *show_apply_trace(const char *path, const ir_func *f) {
+  ts_diag d;
+  ts_diag_clear(&d);
+  char *text = NULL;
+  size_t len = 0;
+  if (ts_read_file(path, &text, &len, &d) != TS_OK) {
+    fprintf(stderr, "tessel show: %s\n", d.msg);
+    return NULL;
+  }
+  sch_trace *tr = sch_trace_from_json(text, &d);
+  ts_free(text);
+  if (!tr) {
+    fprintf(stderr, "tessel show: %s: %s\n", path, d.msg);
+    return NULL;
+  }
+  sch_traced *t = sch_trace_replay(tr, f, 1, &d);
+  sch_trace_free(tr);
+  if (!t) fprintf(stderr, "tessel show: %s: %s\n", path, d.msg);
+  return t;
+}
+
 int tun_cmd_show(int argc, char **argv) {
   static const struct option opts[] = {{"help", no_argument, 0, 'h'},
                                        {"trace", required_argument, 0, 't'},
@@ -155,10 +178,12 @@ int tun_cmd_show(int argc, char **argv) {
   while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
     switch (c) {
     case 'h':
-      printf("usage: tessel show SUBJECT [--json]\n"
+      printf("usage: tessel show SUBJECT [--trace TRACE.json] [--json]\n"
              "Prints the loop IR of SUBJECT (a workload spec such as matmul:m=64,n=64,k=64, or\n"
              "a DSL file) as script text that `tessel show` can read back.\n"
-             "--json prints {subject, workload_key, flops, ir}.\n");
+             "--trace applies a schedule trace (JSON, docs/TRACE.md) to SUBJECT first and\n"
+             "prints the scheduled IR; errors name the file and the failing instruction.\n"
+             "--json prints {subject, workload_key, flops, ir} (plus trace with --trace).\n");
       return 0;
     case 't':
       trace = optarg;
@@ -174,23 +199,22 @@ int tun_cmd_show(int argc, char **argv) {
     fprintf(stderr, "tessel show: expected one SUBJECT (see tessel show --help)\n");
     return 2;
   }
-  if (trace) {
-    fprintf(stderr, "tessel show: --trace needs the schedule module, which is not built yet\n");
-    return 2;
-  }
   ts_arena a;
   ts_arena_init(&a);
   ts_diag d;
   ts_diag_clear(&d);
   tun_subject sub;
+  sch_traced *sched = NULL;
   int rc = 0;
   if (tun_subject_load(&a, argv[optind], &sub, &d) != TS_OK) {
     fprintf(stderr, "tessel show: %s\n", d.msg);
     rc = 2;
+  } else if (trace && !(sched = show_apply_trace(trace, sub.func))) {
+    rc = 2;
   } else {
     char key[17];
     ir_workload_key(sub.func, key);
-    char *text = ir_func_to_string(sub.func);
+    char *text = ir_func_to_string(sched ? sch_traced_func(sched) : sub.func);
     if (!text) {
       fprintf(stderr, "tessel show: out of memory\n");
       rc = 2;
@@ -199,15 +223,18 @@ int tun_cmd_show(int argc, char **argv) {
       json_object_set_new(o, "subject", json_string(sub.label));
       json_object_set_new(o, "workload_key", json_string(key));
       if (sub.is_workload) json_object_set_new(o, "flops", json_real(ir_wl_flops(&sub.wl)));
+      if (trace) json_object_set_new(o, "trace", json_string(trace));
       json_object_set_new(o, "ir", json_string(text));
       rc = print_json(o);
     } else {
       printf("# %s  (workload key %s", sub.label, key);
       if (sub.is_workload) printf(", %.6g FLOPs", ir_wl_flops(&sub.wl));
+      if (trace) printf(", scheduled by %s", trace);
       printf(")\n%s", text);
     }
     ts_free(text);
   }
+  sch_traced_free(sched);
   ts_arena_fini(&a);
   return rc;
 }

@@ -18,6 +18,7 @@ static const command commands[] = {
     {"workloads", tun_cmd_workloads, "list the built-in workloads, their parameters and FLOPs"},
     {"show", tun_cmd_show, "print the loop IR of a workload or DSL file"},
     {"run", tun_cmd_run, "run the reference interpreter (--check: against hand-written C)"},
+    {"selfcheck", tun_cmd_selfcheck, "check random schedules (traces via JSON) against the interpreter"},
     {"version", tun_cmd_version, "print the version"},
 };
 #define NCOMMANDS (sizeof commands / sizeof commands[0])
