@@ -22,6 +22,8 @@ static bool quasi_affine(const ir_expr *e) {
   case IR_INT_IMM:
   case IR_VAR:
     return true;
+  case IR_CAST:
+    return ir_dtype_is_int(e->dtype) && quasi_affine(e->u.cast.value);
   case IR_ADD:
   case IR_SUB:
     return quasi_affine(e->u.bin.a) && quasi_affine(e->u.bin.b);
@@ -279,6 +281,8 @@ ts_status sch_decompose_reduction(sch_state *s, sch_block b, sch_loop l, sch_blo
       f->u.loop.min = mn;
       f->u.loop.extent = ex;
       f->u.loop.body = nest;
+      f->u.loop.nannot = 0; /* as TVM: kind and thread, not annotations */
+      f->u.loop.annots = NULL;
       nest = f;
     }
   }
