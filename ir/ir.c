@@ -687,6 +687,7 @@ static ir_expr **rw_exprs(rewriter *r, int n, ir_expr **src, bool *changed) {
 
 /* Defines a fresh copy of buffer b (deep mode): shape/strides rewritten. */
 static ir_buffer *rw_def_buf(rewriter *r, ir_buffer *b) {
+  if (b == r->from) return r->to; /* buffer substitution covers allocations too */
   if (!r->deep) {
     /* substitution inside shapes (e.g. bound syms) */
     bool ch = false;

@@ -676,6 +676,28 @@ ts_status sch_reorder(sch_state *s, int n, const sch_loop *loops, ts_diag *d) {
         return st;
       }
     }
+    /* A loop feeding both spatial and reduction iter vars (e.g. after fusing
+     * a spatial and a reduction loop) must keep its place: reordered, the
+     * first visit of an output element need not be at the start of its
+     * reduction, and init would run mid-reduction. */
+    if (!b->init) continue;
+    for (int i2 = top; i2 <= bottom; i2++) {
+      const ir_var *lv = deep->node[i2]->u.loop.var;
+      bool s_use = false, r_use = false;
+      for (int j = 0; j < b->niter; j++) {
+        if (!ir_expr_uses_var(r->u.realize.iter_values[j], lv)) continue;
+        if (b->iters[j].type == IR_ITER_R) r_use = true;
+        else s_use = true;
+      }
+      if (s_use && r_use) {
+        st = ts_diag_set(d, TS_ESCHEDULE,
+                         "reorder: loop '%s' feeds both spatial and reduction iter vars of block "
+                         "'%s'; reordering it would run the reduction's init mid-reduction",
+                         lv->name, b->name);
+        ts_vec_fini(&rz);
+        return st;
+      }
+    }
   }
   {
     ir_analyzer an;

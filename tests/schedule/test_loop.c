@@ -522,6 +522,17 @@ START_TEST(test_reorder_refusals) {
           "more than one child");
   sch_free(s);
 
+  /* a loop feeding both a spatial and a reduction iter var (fused j and k,
+   * then split) must not move: init would run mid-reduction */
+  s = tu_schedule(&A, "matmul:m=6,n=10,k=7", &orig);
+  sch_loop fz, half[2];
+  OK(sch_fuse(s, 2, (sch_loop[]){LP(s, "C", 1), LP(s, "C", 2)}, &fz, &D));
+  OK(sch_split(s, fz, 2, (int64_t[]){-1, 4}, half, &D));
+  REFUSED(s, sch_reorder(s, 2, (sch_loop[]){half[1], half[0]}, &D), "reorder",
+          "both spatial and reduction");
+  equiv(s, orig);
+  sch_free(s);
+
   /* the inner extent i + 1 would use a loop nested inside it */
   s = sched_text(TRIANGLE, &orig);
   REFUSED(s, sch_reorder(s, 2, (sch_loop[]){LP(s, "B", 1), LP(s, "B", 0)}, &D), "reorder",
