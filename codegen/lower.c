@@ -1,2 +1,667 @@
-/* codegen/lower.c — placeholder until its author lands it. */
-typedef int placeholder_t;
+/* codegen/lower.c — lowering a scheduled PrimFunc into the lowered form of
+ * codegen.h (blocks gone, buffers flat, allocations explicit, vectorized
+ * loops in lanes), and cg_check, the validity test the search runs before it
+ * spends a build on a candidate.
+ *
+ * One recursive walk does it all. Going down, it keeps
+ *  - a scoped list of bindings (block iter var -> its iter value, already
+ *    lowered, so nested blocks see outer iter vars replaced too);
+ *  - an analyzer with the range of every enclosing loop, so that flattened
+ *    indices, predicates and init conditions simplify under loop bounds (a
+ *    split that divides evenly loses its predicate, an R var of extent 1
+ *    loses its init test);
+ *  - the flat stand-in of every buffer in scope (params from the start,
+ *    block allocations from their block down).
+ * Coming back up, a vectorized loop is handed to lower_vec.c once its body is
+ * in flat form, so the vectorizer only ever sees loops, ifs, lets and stores.
+ *
+ * Unchanged subtrees (vars, constants, untouched expressions) are shared with
+ * the input function rather than copied: the lowered function lives as long
+ * as both arenas do, which cg_lowered.orig already requires. */
+#include "codegen/lower_int.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ir/print.h"
+
+/* ---- context ----------------------------------------------------------- */
+
+typedef struct bufinfo {
+  const ir_buffer *orig;
+  ir_buffer *flat;
+  ir_expr **strides; /* orig->ndim strides in elements (i64) */
+  ir_expr *offset;   /* element offset (i64) or NULL */
+} bufinfo;
+
+typedef struct binding {
+  const ir_var *var;
+  ir_expr *val;
+} binding;
+
+typedef struct lctx {
+  ts_arena *a;
+  ts_diag *d;
+  ts_status st; /* first error; every step returns NULL once set */
+  ir_analyzer an;
+  binding *binds;
+  int nbind, capbind;
+  bufinfo **bufs;
+  int nbuf, capbuf;
+  const char *block; /* innermost block being lowered, for messages */
+  bool debug;        /* TESSEL_DEBUG contains "lower" */
+} lctx;
+
+static void *oom_check(lctx *c, void *p) {
+  if (!p && !c->st) c->st = ts_diag_set(c->d, TS_ENOMEM, "lower: out of memory");
+  return p;
+}
+#define NN(c, p) oom_check((c), (p))
+
+static void *fail(lctx *c, ts_status code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void *fail(lctx *c, ts_status code, const char *fmt, ...) {
+  if (!c->st) {
+    va_list ap;
+    va_start(ap, fmt);
+    ts_diag_vset(c->d, code, fmt, ap);
+    va_end(ap);
+    c->st = code;
+  }
+  return NULL;
+}
+
+static bool grow(void **p, int *cap, int need, size_t elem) {
+  if (need <= *cap) return true;
+  int nc = *cap ? *cap * 2 : 16;
+  while (nc < need) nc *= 2;
+  void *q = ts_realloc(*p, (size_t)nc * elem);
+  if (!q) return false;
+  *p = q;
+  *cap = nc;
+  return true;
+}
+
+static bufinfo *find_buf(lctx *c, const ir_buffer *b) {
+  for (int i = c->nbuf - 1; i >= 0; i--)
+    if (c->bufs[i]->orig == b) return c->bufs[i];
+  return NULL;
+}
+
+static ir_expr *lookup(lctx *c, const ir_var *v) {
+  for (int i = c->nbind - 1; i >= 0; i--)
+    if (c->binds[i].var == v) return c->binds[i].val;
+  return NULL;
+}
+
+static ir_expr *simp(lctx *c, ir_expr *e) {
+  if (!e) return NULL;
+  return NN(c, ir_simplify(&c->an, e));
+}
+
+static bool is_true(const ir_expr *e) {
+  int64_t v;
+  return ir_as_int(e, &v) && v != 0;
+}
+
+static bool is_false(const ir_expr *e) {
+  int64_t v;
+  return ir_as_int(e, &v) && v == 0;
+}
+
+ir_expr *cg_as_i64(ts_arena *a, ir_expr *e) {
+  if (!e) return NULL;
+  if (e->dtype.code == IR_I64) return e;
+  if (e->kind == IR_INT_IMM && e->dtype.lanes == 1) return ir_i64(a, e->u.ival);
+  return ir_cast(a, ir_dt_vec(IR_I64, e->dtype.lanes), e);
+}
+
+/* ---- expressions ------------------------------------------------------- */
+
+static ir_expr *lower_expr(lctx *c, ir_expr *e);
+
+/* The flat index of an access buf[idx...] (original buffer, original
+ * indices). */
+static ir_expr *flatten(lctx *c, const ir_buffer *buf, int nidx, ir_expr *const *idx, bufinfo **bi_out) {
+  if (c->st) return NULL;
+  bufinfo *bi = find_buf(c, buf);
+  if (!bi)
+    return fail(c, TS_EUNSUPPORTED,
+                "lower: buffer %s is used in block %s outside its allocation (neither a param nor "
+                "allocated by an enclosing block)",
+                buf->name, c->block ? c->block : "?");
+  if (nidx != buf->ndim)
+    return fail(c, TS_EINVAL, "lower: access to %s in block %s has %d indices, but it has %d dimensions",
+                buf->name, c->block ? c->block : "?", nidx, buf->ndim);
+  ir_expr *sum = bi->offset ? bi->offset : NN(c, ir_i64(c->a, 0));
+  for (int i = 0; i < nidx && sum; i++) {
+    ir_expr *x = NN(c, cg_as_i64(c->a, lower_expr(c, idx[i])));
+    if (!x) return NULL;
+    sum = NN(c, ir_add(c->a, sum, NN(c, ir_mul(c->a, x, bi->strides[i]))));
+  }
+  *bi_out = bi;
+  return simp(c, sum);
+}
+
+static ir_expr *lower_expr(lctx *c, ir_expr *e) {
+  if (c->st) return NULL;
+  if (!e) return fail(c, TS_EINVAL, "lower: missing expression in block %s", c->block ? c->block : "?");
+  ir_expr *n;
+  switch (e->kind) {
+  case IR_INT_IMM:
+  case IR_FLOAT_IMM:
+    return e;
+  case IR_VAR: {
+    ir_expr *v = lookup(c, e->u.var);
+    return v ? v : e;
+  }
+  case IR_LOAD: {
+    bufinfo *bi = NULL;
+    ir_expr *idx = flatten(c, e->u.load.buf, e->u.load.nidx, e->u.load.idx, &bi);
+    if (!idx) return NULL;
+    n = NN(c, ir_load(c->a, bi->flat, 1, &idx));
+    if (n) n->dtype = e->dtype;
+    return n;
+  }
+  case IR_NOT: {
+    ir_expr *x = lower_expr(c, e->u.un.a);
+    if (!x || x == e->u.un.a) return x ? e : NULL;
+    if ((n = NN(c, ir_expr_clone(c->a, e)))) n->u.un.a = x;
+    return n;
+  }
+  case IR_SELECT: {
+    ir_expr *cond = simp(c, lower_expr(c, e->u.sel.cond));
+    if (!cond) return NULL;
+    /* Decided conditions pick their side (padding checks on interior
+     * tiles vanish this way). */
+    if (is_true(cond) && cond->dtype.lanes == 1) return lower_expr(c, e->u.sel.t);
+    if (is_false(cond) && cond->dtype.lanes == 1) return lower_expr(c, e->u.sel.f);
+    ir_expr *t = lower_expr(c, e->u.sel.t), *f = lower_expr(c, e->u.sel.f);
+    if (!t || !f) return NULL;
+    if (cond == e->u.sel.cond && t == e->u.sel.t && f == e->u.sel.f) return e;
+    if ((n = NN(c, ir_expr_clone(c->a, e)))) {
+      n->u.sel.cond = cond;
+      n->u.sel.t = t;
+      n->u.sel.f = f;
+    }
+    return n;
+  }
+  case IR_CAST: {
+    ir_expr *x = lower_expr(c, e->u.cast.value);
+    if (!x || x == e->u.cast.value) return x ? e : NULL;
+    if ((n = NN(c, ir_expr_clone(c->a, e)))) n->u.cast.value = x;
+    return n;
+  }
+  case IR_CALL: {
+    int na = e->u.call.nargs;
+    ir_expr **args = NULL;
+    for (int i = 0; i < na; i++) {
+      ir_expr *x = lower_expr(c, e->u.call.args[i]);
+      if (!x) return NULL;
+      if (x != e->u.call.args[i] && !args) {
+        if (!(args = NN(c, TS_ANEWN(c->a, ir_expr *, na)))) return NULL;
+        memcpy(args, e->u.call.args, sizeof *args * (size_t)na);
+      }
+      if (args) args[i] = x;
+    }
+    if (!args) return e;
+    if ((n = NN(c, ir_expr_clone(c->a, e)))) n->u.call.args = args;
+    return n;
+  }
+  case IR_RAMP: {
+    ir_expr *b = lower_expr(c, e->u.ramp.base), *s = lower_expr(c, e->u.ramp.stride);
+    if (!b || !s) return NULL;
+    if (b == e->u.ramp.base && s == e->u.ramp.stride) return e;
+    if ((n = NN(c, ir_expr_clone(c->a, e)))) {
+      n->u.ramp.base = b;
+      n->u.ramp.stride = s;
+    }
+    return n;
+  }
+  case IR_BROADCAST: {
+    ir_expr *x = lower_expr(c, e->u.bcast.value);
+    if (!x || x == e->u.bcast.value) return x ? e : NULL;
+    if ((n = NN(c, ir_expr_clone(c->a, e)))) n->u.bcast.value = x;
+    return n;
+  }
+  default:
+    if (ir_is_binop(e->kind)) {
+      ir_expr *x = lower_expr(c, e->u.bin.a), *y = lower_expr(c, e->u.bin.b);
+      if (!x || !y) return NULL;
+      if (x == e->u.bin.a && y == e->u.bin.b) return e;
+      if ((n = NN(c, ir_expr_clone(c->a, e)))) {
+        n->u.bin.a = x;
+        n->u.bin.b = y;
+      }
+      return n;
+    }
+    return fail(c, TS_EINVAL, "lower: unknown expression kind %d in block %s", (int)e->kind,
+                c->block ? c->block : "?");
+  }
+}
+
+/* ---- buffers ------------------------------------------------------------ */
+
+/* Registers the flat stand-in of b: strides (given, or compact row-major
+ * with storage_align padding when `allocated`), element count incl.
+ * padding, same dtype, scope and alignment. */
+static bufinfo *add_buffer(lctx *c, const ir_buffer *b, bool allocated) {
+  if (c->st) return NULL;
+  if (find_buf(c, b))
+    return fail(c, TS_EINVAL, "lower: buffer %s is allocated twice (block %s)", b->name,
+                c->block ? c->block : "?");
+  int n = b->ndim;
+  bufinfo *bi = NN(c, TS_ANEW(c->a, bufinfo));
+  ir_expr **st = n ? NN(c, TS_ANEWN(c->a, ir_expr *, n)) : NULL;
+  if (!bi || (n && !st)) return NULL;
+  ir_expr *size = NULL;
+  if (b->strides) {
+    /* Enough for the farthest element (1 + sum (shape_i - 1) * stride_i) and
+     * for TVM's allocation convention (stride_i * shape_i, which includes the
+     * padding of a padded row-major layout). */
+    ir_expr *last = NN(c, ir_i64(c->a, 1)), *span = NN(c, ir_i64(c->a, 1));
+    for (int i = 0; i < n && last && span; i++) {
+      if (!(st[i] = NN(c, cg_as_i64(c->a, lower_expr(c, b->strides[i]))))) return NULL;
+      ir_expr *ext = NN(c, cg_as_i64(c->a, lower_expr(c, b->shape[i])));
+      if (!ext) return NULL;
+      ir_expr *m1 = NN(c, ir_sub(c->a, ext, NN(c, ir_i64(c->a, 1))));
+      last = NN(c, ir_add(c->a, last, NN(c, ir_mul(c->a, m1, st[i]))));
+      span = NN(c, ir_max(c->a, span, NN(c, ir_mul(c->a, ext, st[i]))));
+    }
+    size = last && span ? NN(c, ir_max(c->a, last, span)) : NULL;
+  } else {
+    ir_expr *stride = NN(c, ir_i64(c->a, 1));
+    for (int i = n - 1; i >= 0 && stride; i--) {
+      if (allocated && b->align_factor && b->align_factor[i] > 0) {
+        /* TVM's rule: pad the stride of this axis up to offset mod factor. */
+        ir_expr *f = NN(c, ir_i64(c->a, b->align_factor[i]));
+        ir_expr *fo = NN(c, ir_i64(c->a, b->align_factor[i] + (b->align_offset ? b->align_offset[i] : 0)));
+        ir_expr *pad = NN(c, ir_floormod(c->a, NN(c, ir_sub(c->a, fo, NN(c, ir_floormod(c->a, stride, f)))), f));
+        stride = simp(c, NN(c, ir_add(c->a, stride, pad)));
+        if (!stride) return NULL;
+      }
+      st[i] = stride;
+      ir_expr *ext = NN(c, cg_as_i64(c->a, lower_expr(c, b->shape[i])));
+      stride = ext ? NN(c, ir_mul(c->a, stride, ext)) : NULL;
+    }
+    size = stride;
+  }
+  if (!size) return NULL;
+  if (b->elem_offset) {
+    if (!(bi->offset = NN(c, cg_as_i64(c->a, lower_expr(c, b->elem_offset))))) return NULL;
+    size = NN(c, ir_add(c->a, size, bi->offset));
+  }
+  size = simp(c, size);
+  if (!size) return NULL;
+  ir_buffer *flat = NN(c, ir_buffer_new(c->a, b->name, b->dtype, 1, &size, b->scope));
+  if (!flat) return NULL;
+  flat->align = b->align;
+  bi->orig = b;
+  bi->flat = flat;
+  bi->strides = st;
+  if (!grow((void **)&c->bufs, &c->capbuf, c->nbuf + 1, sizeof *c->bufs)) return NN(c, NULL);
+  c->bufs[c->nbuf++] = bi;
+  return bi;
+}
+
+/* ---- statements --------------------------------------------------------- */
+
+static ir_stmt *lower_stmt(lctx *c, ir_stmt *s);
+
+static ir_stmt *empty_stmt(lctx *c) { return NN(c, ir_seq(c->a, 0, NULL)); }
+
+static ir_stmt *seq2(lctx *c, ir_stmt *x, ir_stmt *y) {
+  if (!x || !y) return NULL;
+  ir_stmt *v[2] = {x, y};
+  return NN(c, ir_seq(c->a, 2, v));
+}
+
+static ir_stmt *lower_loop(lctx *c, ir_stmt *s) {
+  ir_expr *mn = simp(c, lower_expr(c, s->u.loop.min));
+  ir_expr *ext = simp(c, lower_expr(c, s->u.loop.extent));
+  if (!mn || !ext || !s->u.loop.var || !s->u.loop.body)
+    return c->st ? NULL : fail(c, TS_EINVAL, "lower: loop with a missing part");
+  int64_t one;
+  if (s->u.loop.kind == IR_FOR_SERIAL && !s->u.loop.nannot && ir_as_int(ext, &one) && one == 1) {
+    /* A plain loop of one iteration (split/compute_at leave many): its var
+     * is its min, so indices fold without it. */
+    ir_var *v = s->u.loop.var;
+    ir_expr *val = mn->dtype.code == v->dtype.code ? mn : NN(c, ir_cast(c->a, v->dtype, mn));
+    if (!val || !grow((void **)&c->binds, &c->capbind, c->nbind + 1, sizeof *c->binds)) return NN(c, NULL);
+    int mark = c->nbind;
+    c->binds[c->nbind++] = (binding){v, val};
+    ir_stmt *body = lower_stmt(c, s->u.loop.body);
+    c->nbind = mark;
+    return body;
+  }
+  int mark = c->an.n;
+  if (ir_analyzer_bind(&c->an, s->u.loop.var, mn, ext)) return NN(c, NULL);
+  ir_stmt *body = lower_stmt(c, s->u.loop.body);
+  ir_annot *anns = s->u.loop.annots;
+  for (int i = 0; i < s->u.loop.nannot && body; i++) {
+    if (anns[i].kind != IR_ANN_EXPR) continue;
+    ir_expr *v = lower_expr(c, anns[i].v.e);
+    if (!v) return NULL;
+    if (v == anns[i].v.e) continue;
+    if (anns == s->u.loop.annots) {
+      if (!(anns = NN(c, ts_arena_memdup(c->a, anns, sizeof *anns * (size_t)s->u.loop.nannot)))) return NULL;
+    }
+    anns[i].v.e = v;
+  }
+  ir_stmt *ns = body ? NN(c, ir_stmt_clone(c->a, s)) : NULL;
+  if (!ns) return NULL;
+  ns->u.loop.min = mn;
+  ns->u.loop.extent = ext;
+  ns->u.loop.body = body;
+  ns->u.loop.annots = anns;
+  if (ns->u.loop.kind == IR_FOR_VECTORIZED) {
+    ir_stmt *out = ns;
+    const char *why = NULL;
+    if (cg_vectorize_loop(c->a, &c->an, ns, &out, &why)) return NN(c, NULL);
+    if (out == ns && c->debug)
+      fprintf(stderr, "[lower] vectorized loop %s stays a loop: %s\n", s->u.loop.var->name,
+              why ? why : "?");
+    ns = out;
+  }
+  ir_analyzer_truncate(&c->an, mark);
+  return ns;
+}
+
+static ir_stmt *lower_realize(lctx *c, ir_stmt *s) {
+  const ir_block *blk = s->u.realize.block;
+  if (!blk) return fail(c, TS_EINVAL, "lower: block realize without a block");
+  const char *outer = c->block;
+  c->block = blk->name ? blk->name : "?";
+  int niter = blk->niter;
+  if (niter && (!blk->iters || !s->u.realize.iter_values))
+    return fail(c, TS_EINVAL, "lower: block %s has no iter var bindings", c->block);
+  /* Iter values in the outer scope, then bound together. */
+  ir_expr **vals = niter ? NN(c, TS_ANEWN(c->a, ir_expr *, niter)) : NULL;
+  if (niter && !vals) return NULL;
+  for (int i = 0; i < niter; i++) {
+    ir_var *iv = blk->iters[i].var;
+    ir_expr *v = simp(c, lower_expr(c, s->u.realize.iter_values[i]));
+    if (!v || !iv) return c->st ? NULL : fail(c, TS_EINVAL, "lower: block %s has a missing iter var", c->block);
+    if (v->dtype.code != iv->dtype.code) v = NN(c, ir_cast(c->a, iv->dtype, v));
+    vals[i] = v;
+  }
+  ir_expr *pred = s->u.realize.predicate ? simp(c, lower_expr(c, s->u.realize.predicate)) : NULL;
+  if (c->st) return NULL;
+  int mark = c->nbind, bmark = c->nbuf;
+  if (!grow((void **)&c->binds, &c->capbind, c->nbind + niter, sizeof *c->binds)) return NN(c, NULL);
+  for (int i = 0; i < niter; i++) c->binds[c->nbind++] = (binding){blk->iters[i].var, vals[i]};
+
+  for (int i = 0; i < blk->nalloc; i++) {
+    if (!blk->allocs || !blk->allocs[i])
+      return fail(c, TS_EINVAL, "lower: block %s has a missing alloc buffer", c->block);
+    if (!add_buffer(c, blk->allocs[i], true)) return NULL;
+  }
+  ir_stmt *body = blk->body ? lower_stmt(c, blk->body) : empty_stmt(c);
+  if (blk->init && body) {
+    /* The init runs once per output element, when every R iter var is at
+     * the start of its domain. */
+    ir_expr *cond = NN(c, ir_bool(c->a, true));
+    for (int i = 0; i < niter && cond; i++) {
+      if (blk->iters[i].type != IR_ITER_R) continue;
+      ir_expr *lo = NN(c, cg_as_i64(c->a, lower_expr(c, blk->iters[i].dom.min)));
+      ir_expr *v = NN(c, cg_as_i64(c->a, vals[i]));
+      ir_expr *eq = lo && v ? NN(c, ir_binop(c->a, IR_EQ, v, lo)) : NULL;
+      cond = eq ? NN(c, ir_and(c->a, cond, eq)) : NULL;
+    }
+    cond = simp(c, cond);
+    ir_stmt *init = lower_stmt(c, blk->init);
+    if (!cond || !init) return NULL;
+    if (!is_true(cond)) init = is_false(cond) ? NULL : NN(c, ir_if(c->a, cond, init, NULL));
+    if (init) body = seq2(c, init, body);
+    else if (c->st) return NULL;
+  }
+  for (int i = blk->nalloc - 1; i >= 0 && body; i--)
+    body = NN(c, ir_allocate(c->a, c->bufs[bmark + i]->flat, body));
+  if (body && pred && !is_true(pred)) body = NN(c, ir_if(c->a, pred, body, NULL));
+  c->nbind = mark;
+  c->nbuf = bmark;
+  c->block = outer;
+  return body;
+}
+
+static ir_stmt *lower_stmt(lctx *c, ir_stmt *s) {
+  if (c->st) return NULL;
+  if (!s) return fail(c, TS_EINVAL, "lower: missing statement in block %s", c->block ? c->block : "?");
+  ir_stmt *n;
+  switch (s->kind) {
+  case IR_FOR:
+    return lower_loop(c, s);
+  case IR_BLOCK_REALIZE:
+    return lower_realize(c, s);
+  case IR_SEQ: {
+    int k = s->u.seq.n;
+    ir_stmt **v = k ? NN(c, TS_ANEWN(c->a, ir_stmt *, k)) : NULL;
+    if (k && !v) return NULL;
+    for (int i = 0; i < k; i++)
+      if (!(v[i] = lower_stmt(c, s->u.seq.stmts ? s->u.seq.stmts[i] : NULL))) return NULL;
+    return NN(c, ir_seq(c->a, k, v));
+  }
+  case IR_IF: {
+    ir_expr *cond = simp(c, lower_expr(c, s->u.ifs.cond));
+    if (!cond) return NULL;
+    if (is_true(cond)) return lower_stmt(c, s->u.ifs.then_s);
+    if (is_false(cond)) return s->u.ifs.else_s ? lower_stmt(c, s->u.ifs.else_s) : empty_stmt(c);
+    ir_stmt *t = lower_stmt(c, s->u.ifs.then_s);
+    ir_stmt *e = s->u.ifs.else_s ? lower_stmt(c, s->u.ifs.else_s) : NULL;
+    if (!t || (s->u.ifs.else_s && !e)) return NULL;
+    return NN(c, ir_if(c->a, cond, t, e));
+  }
+  case IR_LET: {
+    ir_expr *v = lower_expr(c, s->u.let.value);
+    ir_stmt *b = v ? lower_stmt(c, s->u.let.body) : NULL;
+    return b ? NN(c, ir_let(c->a, s->u.let.var, v, b)) : NULL;
+  }
+  case IR_ALLOCATE: {
+    if (!s->u.alloc.buf) return fail(c, TS_EINVAL, "lower: allocate without a buffer");
+    int bmark = c->nbuf;
+    bufinfo *bi = add_buffer(c, s->u.alloc.buf, true);
+    ir_stmt *b = bi ? lower_stmt(c, s->u.alloc.body) : NULL;
+    c->nbuf = bmark;
+    return b ? NN(c, ir_allocate(c->a, bi->flat, b)) : NULL;
+  }
+  case IR_EVALUATE: {
+    ir_expr *v = lower_expr(c, s->u.eval.value);
+    return v ? NN(c, ir_evaluate(c->a, v)) : NULL;
+  }
+  case IR_STORE: {
+    bufinfo *bi = NULL;
+    ir_expr *idx = flatten(c, s->u.store.buf, s->u.store.nidx, s->u.store.idx, &bi);
+    ir_expr *v = idx ? lower_expr(c, s->u.store.value) : NULL;
+    ir_expr *p = s->u.store.predicate && v ? simp(c, lower_expr(c, s->u.store.predicate)) : NULL;
+    if (!v || (s->u.store.predicate && !p)) return NULL;
+    if (p && is_false(p) && p->dtype.lanes == 1) return empty_stmt(c);
+    if ((n = NN(c, ir_store(c->a, bi->flat, 1, &idx, v)))) n->u.store.predicate = p && !is_true(p) ? p : NULL;
+    return n;
+  }
+  default:
+    return fail(c, TS_EINVAL, "lower: unknown statement kind %d", (int)s->kind);
+  }
+}
+
+static bool debug_on(void) {
+  const char *e = getenv("TESSEL_DEBUG");
+  return e && (strstr(e, "lower") || strstr(e, "all"));
+}
+
+ts_status cg_lower(ts_arena *a, const ir_func *f, const cg_target *t, cg_lowered *out, ts_diag *d) {
+  (void)t; /* the lowered form is target-independent today */
+  if (!a || !f || !out) return ts_diag_set(d, TS_EINVAL, "lower: missing argument");
+  if (!f->body) return ts_diag_set(d, TS_EINVAL, "lower: function %s has no body", f->name);
+  memset(out, 0, sizeof *out);
+  lctx c;
+  memset(&c, 0, sizeof c);
+  c.a = a;
+  c.d = d;
+  c.debug = debug_on();
+  ir_analyzer_init(&c.an, a);
+  ir_func *g = NN(&c, ir_func_new(a, f->name));
+  ir_buffer **params = f->nparams ? NN(&c, TS_ANEWN(a, ir_buffer *, f->nparams)) : NULL;
+  for (int i = 0; i < f->nparams && !c.st; i++) {
+    bufinfo *bi = add_buffer(&c, f->params[i], false);
+    if (bi) params[i] = bi->flat;
+  }
+  ir_stmt *body = c.st ? NULL : lower_stmt(&c, f->body);
+  if (body && g) {
+    g->nparams = f->nparams;
+    g->params = params;
+    g->ninputs = f->ninputs;
+    g->nsyms = f->nsyms;
+    g->syms = f->syms;
+    g->nannot = f->nannot;
+    g->annots = f->annots;
+    g->body = body;
+    out->func = g;
+    out->orig = f;
+  }
+  ts_status st = c.st;
+  if (!st && (!body || !g)) st = ts_diag_set(d, TS_ENOMEM, "lower: out of memory");
+  ir_analyzer_fini(&c.an);
+  ts_free(c.binds);
+  ts_free(c.bufs);
+  if (!st && c.debug) {
+    char *text = ir_func_to_string(g);
+    fprintf(stderr, "[lower] %s:\n%s\n", f->name, text ? text : "(out of memory)");
+    ts_free(text);
+  }
+  if (st) memset(out, 0, sizeof *out);
+  return st;
+}
+
+/* ---- validity ----------------------------------------------------------- */
+
+typedef struct chk {
+  const cg_target *t;
+  ts_diag *d;
+  ts_status st;
+  int par_depth;        /* enclosing parallel loops */
+  const char *par_name; /* the outermost one */
+  int64_t threads;      /* product of enclosing threadIdx extents (cuda) */
+  const char *block;
+} chk;
+
+static ts_status chk_fail(chk *k, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static ts_status chk_fail(chk *k, const char *fmt, ...) {
+  if (!k->st) {
+    va_list ap;
+    va_start(ap, fmt);
+    ts_diag_vset(k->d, TS_EUNSUPPORTED, fmt, ap);
+    va_end(ap);
+    k->st = TS_EUNSUPPORTED;
+  }
+  return k->st;
+}
+
+static const char *tname(const cg_target *t) { return t->kind == CG_TARGET_CUDA ? "cuda" : "llvm"; }
+
+static void chk_buffer(chk *k, const ir_buffer *b) {
+  if (b && b->scope && k->t->kind == CG_TARGET_LLVM && strncmp(b->scope, "warp", 4) == 0)
+    chk_fail(k, "check: buffer %s in block %s has scope '%s', which a CPU (llvm) target cannot realize",
+             b->name, k->block ? k->block : "?", b->scope);
+}
+
+static void chk_stmt(chk *k, const ir_stmt *s) {
+  if (!s || k->st) return;
+  switch (s->kind) {
+  case IR_FOR: {
+    const char *name = s->u.loop.var ? s->u.loop.var->name : "?";
+    int64_t ext = -1;
+    bool cext = ir_as_int(s->u.loop.extent, &ext);
+    int saved_depth = k->par_depth;
+    const char *saved_name = k->par_name;
+    int64_t saved_threads = k->threads;
+    switch (s->u.loop.kind) {
+    case IR_FOR_THREAD_BINDING:
+      if (k->t->kind == CG_TARGET_LLVM) {
+        chk_fail(k, "check: loop %s is bound to %s, but target %s has no GPU threads (use parallel)", name,
+                 s->u.loop.thread ? s->u.loop.thread : "a thread", tname(k->t));
+        return;
+      }
+      if (s->u.loop.thread && strncmp(s->u.loop.thread, "threadIdx.", 10) == 0 && cext) {
+        k->threads = k->threads * (ext > 0 ? ext : 1);
+        if (k->threads > 1024) {
+          chk_fail(k, "check: loop %s (%s) makes %lld threads per block, over cuda's 1024", name,
+                   s->u.loop.thread, (long long)k->threads);
+          return;
+        }
+      }
+      break;
+    case IR_FOR_PARALLEL:
+      if (k->t->kind == CG_TARGET_CUDA) {
+        chk_fail(k, "check: loop %s is parallel, which target cuda cannot run (bind it to blockIdx/threadIdx)",
+                 name);
+        return;
+      }
+      if (k->par_depth > 0) {
+        chk_fail(k, "check: parallel loop %s is nested inside parallel loop %s", name, k->par_name);
+        return;
+      }
+      k->par_depth++;
+      k->par_name = name;
+      break;
+    case IR_FOR_VECTORIZED:
+      if (cext && ext > CG_MAX_LANES) {
+        chk_fail(k, "check: vectorized loop %s has %lld lanes, more than %d", name, (long long)ext,
+                 CG_MAX_LANES);
+        return;
+      }
+      break;
+    default:
+      break;
+    }
+    chk_stmt(k, s->u.loop.body);
+    k->par_depth = saved_depth;
+    k->par_name = saved_name;
+    k->threads = saved_threads;
+    return;
+  }
+  case IR_BLOCK_REALIZE: {
+    const ir_block *b = s->u.realize.block;
+    if (!b) return;
+    const char *outer = k->block;
+    k->block = b->name;
+    for (int i = 0; i < b->nalloc; i++) chk_buffer(k, b->allocs ? b->allocs[i] : NULL);
+    chk_stmt(k, b->init);
+    chk_stmt(k, b->body);
+    k->block = outer;
+    return;
+  }
+  case IR_SEQ:
+    for (int i = 0; i < s->u.seq.n; i++) chk_stmt(k, s->u.seq.stmts[i]);
+    return;
+  case IR_IF:
+    chk_stmt(k, s->u.ifs.then_s);
+    chk_stmt(k, s->u.ifs.else_s);
+    return;
+  case IR_LET:
+    chk_stmt(k, s->u.let.body);
+    return;
+  case IR_ALLOCATE:
+    chk_buffer(k, s->u.alloc.buf);
+    chk_stmt(k, s->u.alloc.body);
+    return;
+  case IR_STORE:
+    if (s->u.store.value && s->u.store.value->dtype.lanes > CG_MAX_LANES)
+      chk_fail(k, "check: a store to %s has %d lanes, more than %d", s->u.store.buf ? s->u.store.buf->name : "?",
+               s->u.store.value->dtype.lanes, CG_MAX_LANES);
+    return;
+  default:
+    return;
+  }
+}
+
+ts_status cg_check(const ir_func *f, const cg_target *t, ts_diag *d) {
+  if (!f || !t) return ts_diag_set(d, TS_EINVAL, "check: missing argument");
+  chk k;
+  memset(&k, 0, sizeof k);
+  k.t = t;
+  k.d = d;
+  k.threads = 1;
+  for (int i = 0; i < f->nparams; i++) chk_buffer(&k, f->params[i]);
+  chk_stmt(&k, f->body);
+  return k.st;
+}

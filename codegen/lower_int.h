@@ -1,0 +1,26 @@
+/* lower_int.h — internals shared by the lowering files (lower.c: blocks,
+ * buffers, cg_lower and cg_check; lower_vec.c: vectorized loops to lanes).
+ * Not part of codegen's public contract. */
+#ifndef TESSEL_CODEGEN_LOWER_INT_H
+#define TESSEL_CODEGEN_LOWER_INT_H
+
+#include "codegen/codegen.h"
+#include "ir/arith/arith.h"
+
+/* Most lanes a vectorized loop may become (cg_check refuses more). */
+#define CG_MAX_LANES 64
+
+/* Tries to turn `loop` (an already lowered IR_FOR of kind vectorized: flat
+ * buffers, no blocks) into straight-line lane code. an must hold the loop
+ * var's range (the caller binds it). *out receives the replacement, or the
+ * loop itself when it cannot be expressed in lanes; then *why (if not NULL)
+ * says why, for TESSEL_DEBUG=lower. Nodes are built in a. Returns TS_ENOMEM
+ * on allocation failure, else TS_OK. */
+ts_status cg_vectorize_loop(ts_arena *a, ir_analyzer *an, ir_stmt *loop, ir_stmt **out,
+                            const char **why);
+
+/* Converts an integer index expression (scalar or vector) to i64, folding
+ * immediates. NULL on OOM. */
+ir_expr *cg_as_i64(ts_arena *a, ir_expr *e);
+
+#endif

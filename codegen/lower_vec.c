@@ -1,0 +1,376 @@
+/* codegen/lower_vec.c — a vectorized loop to lanes (see codegen.h).
+ *
+ * A loop `for v in vectorized(min, L) { body }` becomes the body run once
+ * with every expression widened to L lanes: v itself is ramp(min, 1, L); an
+ * index that moves by a constant c per lane becomes ramp(base, c, L) (c = 1
+ * is what backends turn into one vector load/store; c = 0 a broadcast of one
+ * scalar load); any other lane-dependent index stays a vector expression (a
+ * gather); lane-invariant values stay scalar and are broadcast where they
+ * meet vectors.
+ *
+ * Widening reorders work: the loop ran lane 0's whole body, then lane 1's;
+ * lanes run each statement for all lanes before the next. That is only the
+ * same program when no lane sees another lane's writes, which we require in
+ * the simplest provable form:
+ *  - every store's index moves by a non-zero constant per lane (lanes write
+ *    distinct elements), and has no predicate;
+ *  - every access to a stored buffer uses provably the same index as its
+ *    store (a lane reads back only what it wrote itself);
+ *  - no inner loops, allocations, evaluates or blocks; ifs and lets only with
+ *    lane-invariant conditions/values (they stay scalar around vector code);
+ *  - no lane-dependent select / && / || that guards a load or an integer
+ *    division: widened, both sides would be evaluated for every lane, and a
+ *    padding guard exists precisely because the guarded load may be out of
+ *    bounds.
+ * Anything else keeps the loop (kind vectorized), which is always correct. */
+#include "codegen/lower_int.h"
+
+#include <string.h>
+
+typedef struct access {
+  const ir_buffer *buf;
+  ir_expr *idx;
+  bool store;
+} access;
+
+typedef struct vctx {
+  ts_arena *a;
+  ir_analyzer *an;
+  ir_var *v;
+  ir_expr *min;
+  int lanes;
+  const char *why; /* first reason the loop cannot be widened */
+  bool oom;
+  access *acc;
+  int nacc, capacc;
+} vctx;
+
+static bool refuse(vctx *c, const char *why) {
+  if (!c->why) c->why = why;
+  return false;
+}
+
+static void *nn(vctx *c, void *p) {
+  if (!p) c->oom = true;
+  return p;
+}
+
+static bool uses(vctx *c, const ir_expr *e) { return ir_expr_uses_var(e, c->v); }
+
+static bool record(vctx *c, const ir_buffer *b, ir_expr *idx, bool store) {
+  if (c->nacc == c->capacc) {
+    int nc = c->capacc ? c->capacc * 2 : 16;
+    access *p = ts_realloc(c->acc, sizeof *p * (size_t)nc);
+    if (!p) {
+      c->oom = true;
+      return false;
+    }
+    c->acc = p;
+    c->capacc = nc;
+  }
+  c->acc[c->nacc++] = (access){b, idx, store};
+  return true;
+}
+
+/* True if evaluating e for a lane whose guard is false could fault: a load,
+ * or an integer division by something other than a non-zero constant. */
+static bool hazardous(const ir_expr *e) {
+  if (!e) return false;
+  switch (e->kind) {
+  case IR_INT_IMM:
+  case IR_FLOAT_IMM:
+  case IR_VAR:
+    return false;
+  case IR_LOAD:
+    return true;
+  case IR_NOT:
+    return hazardous(e->u.un.a);
+  case IR_SELECT:
+    return hazardous(e->u.sel.cond) || hazardous(e->u.sel.t) || hazardous(e->u.sel.f);
+  case IR_CAST:
+    return hazardous(e->u.cast.value);
+  case IR_CALL:
+    for (int i = 0; i < e->u.call.nargs; i++)
+      if (hazardous(e->u.call.args[i])) return true;
+    return false;
+  case IR_RAMP:
+    return hazardous(e->u.ramp.base) || hazardous(e->u.ramp.stride);
+  case IR_BROADCAST:
+    return hazardous(e->u.bcast.value);
+  default:
+    if (ir_is_binop(e->kind)) {
+      if ((e->kind == IR_DIV || e->kind == IR_FLOORDIV || e->kind == IR_FLOORMOD) &&
+          !ir_dtype_is_float(e->dtype)) {
+        int64_t k;
+        if (!ir_as_int(e->u.bin.b, &k) || k == 0) return true;
+      }
+      return hazardous(e->u.bin.a) || hazardous(e->u.bin.b);
+    }
+    return true;
+  }
+}
+
+/* ---- legality ------------------------------------------------------------ */
+
+static bool check_expr(vctx *c, ir_expr *e) {
+  if (!e) return refuse(c, "missing expression");
+  if (e->dtype.lanes != 1) return refuse(c, "the body already holds vector expressions");
+  switch (e->kind) {
+  case IR_INT_IMM:
+  case IR_FLOAT_IMM:
+  case IR_VAR:
+    return true;
+  case IR_LOAD:
+    if (e->u.load.nidx != 1) return refuse(c, "a load is not flat");
+    return record(c, e->u.load.buf, e->u.load.idx[0], false) && check_expr(c, e->u.load.idx[0]);
+  case IR_NOT:
+    return check_expr(c, e->u.un.a);
+  case IR_SELECT:
+    if (uses(c, e->u.sel.cond) && (hazardous(e->u.sel.t) || hazardous(e->u.sel.f)))
+      return refuse(c, "a lane-dependent select guards a load or an integer division");
+    return check_expr(c, e->u.sel.cond) && check_expr(c, e->u.sel.t) && check_expr(c, e->u.sel.f);
+  case IR_CAST:
+    return check_expr(c, e->u.cast.value);
+  case IR_CALL:
+    for (int i = 0; i < e->u.call.nargs; i++)
+      if (!check_expr(c, e->u.call.args[i])) return false;
+    return true;
+  case IR_RAMP:
+  case IR_BROADCAST:
+    return refuse(c, "the body already holds vector expressions");
+  default:
+    if (!ir_is_binop(e->kind)) return refuse(c, "unknown expression kind");
+    if ((e->kind == IR_AND || e->kind == IR_OR) && uses(c, e->u.bin.a) && hazardous(e->u.bin.b))
+      return refuse(c, "a lane-dependent && / || guards a load or an integer division");
+    return check_expr(c, e->u.bin.a) && check_expr(c, e->u.bin.b);
+  }
+}
+
+static bool check_stmt(vctx *c, ir_stmt *s) {
+  if (!s) return refuse(c, "missing statement");
+  switch (s->kind) {
+  case IR_STORE:
+    if (s->u.store.nidx != 1) return refuse(c, "a store is not flat");
+    if (s->u.store.predicate) return refuse(c, "a store has a predicate");
+    if (!uses(c, s->u.store.idx[0]))
+      return refuse(c, "a store index does not depend on the lane (a reduction over the vectorized loop)");
+    return record(c, s->u.store.buf, s->u.store.idx[0], true) && check_expr(c, s->u.store.idx[0]) &&
+           check_expr(c, s->u.store.value);
+  case IR_SEQ:
+    for (int i = 0; i < s->u.seq.n; i++)
+      if (!check_stmt(c, s->u.seq.stmts[i])) return false;
+    return true;
+  case IR_IF:
+    if (uses(c, s->u.ifs.cond)) return refuse(c, "an if condition depends on the lane");
+    return check_expr(c, s->u.ifs.cond) && check_stmt(c, s->u.ifs.then_s) &&
+           (!s->u.ifs.else_s || check_stmt(c, s->u.ifs.else_s));
+  case IR_LET:
+    if (uses(c, s->u.let.value)) return refuse(c, "a let value depends on the lane");
+    return check_expr(c, s->u.let.value) && check_stmt(c, s->u.let.body);
+  case IR_FOR:
+    return refuse(c, "the body holds an inner loop");
+  case IR_ALLOCATE:
+    return refuse(c, "the body allocates a buffer");
+  case IR_EVALUATE:
+    return refuse(c, "the body evaluates an expression for effect");
+  default:
+    return refuse(c, "the body holds a block or an unknown statement");
+  }
+}
+
+/* How much idx moves from one lane to the next, when that is a constant.
+ * An index that does not mention the lane moves by 0. */
+static bool lane_stride(vctx *c, ir_expr *idx, int64_t *out) {
+  if (!uses(c, idx)) {
+    *out = 0;
+    return true;
+  }
+  ir_var_map m;
+  ir_var_map_init(&m);
+  ir_expr *next = NULL;
+  ir_expr *vp1 = nn(c, ir_add(c->a, nn(c, ir_var_ref(c->a, c->v)), nn(c, ir_int(c->a, c->v->dtype, 1))));
+  if (vp1 && !ir_var_map_put(&m, c->v, vp1)) next = nn(c, ir_subst_expr(c->a, idx, &m));
+  else c->oom = true;
+  ir_var_map_fini(&m);
+  if (!next) return false;
+  ir_expr *delta = nn(c, ir_simplify(c->an, nn(c, ir_sub(c->a, next, idx))));
+  return delta && ir_as_int(delta, out);
+}
+
+/* ---- widening -------------------------------------------------------------- */
+
+static ir_expr *at_min(vctx *c, ir_expr *e) {
+  ir_var_map m;
+  ir_var_map_init(&m);
+  ir_expr *r = NULL;
+  ir_expr *mn = c->min;
+  if (mn->dtype.code != c->v->dtype.code) mn = nn(c, ir_cast(c->a, c->v->dtype, mn));
+  if (mn && !ir_var_map_put(&m, c->v, mn)) r = nn(c, ir_subst_expr(c->a, e, &m));
+  else c->oom = true;
+  ir_var_map_fini(&m);
+  return r ? nn(c, ir_simplify(c->an, r)) : NULL;
+}
+
+static ir_expr *bcast(vctx *c, ir_expr *e) {
+  if (!e || e->dtype.lanes != 1) return e;
+  return nn(c, ir_broadcast(c->a, e, c->lanes));
+}
+
+static ir_dtype vec_of(vctx *c, ir_dtype t) { return ir_dt_vec((ir_dtype_code)t.code, c->lanes); }
+
+static ir_expr *widen(vctx *c, ir_expr *e);
+
+/* An index in lanes: ramp for a constant per-lane stride, else a gather. */
+static ir_expr *widen_index(vctx *c, ir_expr *idx, int64_t *stride_out, bool *affine) {
+  int64_t k;
+  *affine = false;
+  if (lane_stride(c, idx, &k)) {
+    ir_expr *base = at_min(c, idx);
+    if (!base) return NULL;
+    *affine = true;
+    *stride_out = k;
+    if (k == 0) return base;
+    return nn(c, ir_ramp(c->a, base, nn(c, ir_int(c->a, base->dtype, k)), c->lanes));
+  }
+  if (c->oom) return NULL;
+  return bcast(c, widen(c, idx));
+}
+
+static ir_expr *widen(vctx *c, ir_expr *e) {
+  if (!e || c->oom) return NULL;
+  if (!uses(c, e)) return e;
+  ir_expr *n = NULL;
+  switch (e->kind) {
+  case IR_VAR: {
+    ir_expr *mn = c->min;
+    if (mn->dtype.code != c->v->dtype.code) mn = nn(c, ir_cast(c->a, c->v->dtype, mn));
+    return mn ? nn(c, ir_ramp(c->a, mn, nn(c, ir_int(c->a, c->v->dtype, 1)), c->lanes)) : NULL;
+  }
+  case IR_LOAD: {
+    int64_t k = 0;
+    bool affine;
+    ir_expr *idx = widen_index(c, e->u.load.idx[0], &k, &affine);
+    if (!idx) return NULL;
+    n = nn(c, ir_load(c->a, e->u.load.buf, 1, &idx));
+    if (n) n->dtype = affine && k == 0 ? e->dtype : vec_of(c, e->dtype);
+    return affine && k == 0 ? bcast(c, n) : n;
+  }
+  case IR_NOT:
+    n = nn(c, ir_not(c->a, bcast(c, widen(c, e->u.un.a))));
+    break;
+  case IR_SELECT:
+    n = nn(c, ir_select(c->a, bcast(c, widen(c, e->u.sel.cond)), bcast(c, widen(c, e->u.sel.t)),
+                        bcast(c, widen(c, e->u.sel.f))));
+    break;
+  case IR_CAST:
+    n = nn(c, ir_cast(c->a, vec_of(c, e->dtype), bcast(c, widen(c, e->u.cast.value))));
+    break;
+  case IR_CALL: {
+    int na = e->u.call.nargs;
+    ir_expr **args = nn(c, TS_ANEWN(c->a, ir_expr *, na ? na : 1));
+    if (!args) return NULL;
+    for (int i = 0; i < na; i++)
+      if (!(args[i] = bcast(c, widen(c, e->u.call.args[i])))) return NULL;
+    n = nn(c, ir_call(c->a, e->u.call.op, vec_of(c, e->dtype), na, args));
+    break;
+  }
+  default:
+    if (!ir_is_binop(e->kind)) {
+      c->oom = true; /* unreachable after check_expr */
+      return NULL;
+    }
+    n = nn(c, ir_binop(c->a, e->kind, bcast(c, widen(c, e->u.bin.a)), bcast(c, widen(c, e->u.bin.b))));
+    break;
+  }
+  if (n) n->dtype = vec_of(c, e->dtype);
+  return n;
+}
+
+static ir_stmt *widen_stmt(vctx *c, ir_stmt *s) {
+  if (c->oom) return NULL;
+  switch (s->kind) {
+  case IR_STORE: {
+    int64_t k = 0;
+    bool affine;
+    ir_expr *idx = widen_index(c, s->u.store.idx[0], &k, &affine);
+    ir_expr *v = idx ? bcast(c, widen(c, s->u.store.value)) : NULL;
+    return v ? nn(c, ir_store(c->a, s->u.store.buf, 1, &idx, v)) : NULL;
+  }
+  case IR_SEQ: {
+    int k = s->u.seq.n;
+    ir_stmt **v = nn(c, TS_ANEWN(c->a, ir_stmt *, k ? k : 1));
+    if (!v) return NULL;
+    for (int i = 0; i < k; i++)
+      if (!(v[i] = widen_stmt(c, s->u.seq.stmts[i]))) return NULL;
+    return nn(c, ir_seq(c->a, k, v));
+  }
+  case IR_IF: {
+    ir_stmt *t = widen_stmt(c, s->u.ifs.then_s);
+    ir_stmt *e = s->u.ifs.else_s ? widen_stmt(c, s->u.ifs.else_s) : NULL;
+    if (!t || (s->u.ifs.else_s && !e)) return NULL;
+    return nn(c, ir_if(c->a, s->u.ifs.cond, t, e));
+  }
+  case IR_LET: {
+    ir_stmt *b = widen_stmt(c, s->u.let.body);
+    return b ? nn(c, ir_let(c->a, s->u.let.var, s->u.let.value, b)) : NULL;
+  }
+  default:
+    c->oom = true; /* unreachable after check_stmt */
+    return NULL;
+  }
+}
+
+/* Lanes write distinct elements, and read back only their own. */
+static bool independent(vctx *c) {
+  for (int i = 0; i < c->nacc; i++) {
+    if (!c->acc[i].store) continue;
+    int64_t k;
+    if (!lane_stride(c, c->acc[i].idx, &k) || k == 0)
+      return c->oom ? false : refuse(c, "a store index does not move by a constant per lane");
+    for (int j = 0; j < c->nacc; j++) {
+      if (j == i || c->acc[j].buf != c->acc[i].buf) continue;
+      if (!ir_can_prove_equal(c->an, c->acc[j].idx, c->acc[i].idx))
+        return refuse(c, "a stored buffer is also accessed at another index (lanes would see each other's writes)");
+    }
+  }
+  return true;
+}
+
+ts_status cg_vectorize_loop(ts_arena *a, ir_analyzer *an, ir_stmt *loop, ir_stmt **out, const char **why) {
+  *out = loop;
+  if (why) *why = NULL;
+  int64_t lanes;
+  if (!loop || loop->kind != IR_FOR || !ir_as_int(loop->u.loop.extent, &lanes)) {
+    if (why) *why = "the extent is not a constant";
+    return TS_OK;
+  }
+  if (lanes < 1 || lanes > CG_MAX_LANES) {
+    if (why) *why = lanes < 1 ? "the loop is empty" : "more lanes than " "64";
+    return TS_OK;
+  }
+  vctx c;
+  memset(&c, 0, sizeof c);
+  c.a = a;
+  c.an = an;
+  c.v = loop->u.loop.var;
+  c.min = loop->u.loop.min;
+  c.lanes = (int)lanes;
+  ir_stmt *res = NULL;
+  if (lanes == 1) {
+    /* One lane: the body at v = min, no vector types needed. */
+    ir_var_map m;
+    ir_var_map_init(&m);
+    ir_expr *mn = c.min;
+    if (mn->dtype.code != c.v->dtype.code) mn = nn(&c, ir_cast(a, c.v->dtype, mn));
+    if (mn && !ir_var_map_put(&m, c.v, mn)) res = nn(&c, ir_subst_stmt(a, loop->u.loop.body, &m));
+    else c.oom = true;
+    ir_var_map_fini(&m);
+  } else if (check_stmt(&c, loop->u.loop.body) && independent(&c)) {
+    res = widen_stmt(&c, loop->u.loop.body);
+  }
+  ts_free(c.acc);
+  if (c.oom) return TS_ENOMEM;
+  if (res) *out = res;
+  else if (why) *why = c.why;
+  return TS_OK;
+}
