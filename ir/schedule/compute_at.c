@@ -195,6 +195,7 @@ typedef struct plan {
   ts_vec producers, consumers;
   int nsub;
   ir_stmt **subs;    /* the loop body's subtrees */
+  int *sub_first;    /* per subtree: kid index of its first block, or -1 */
   int pos;           /* insertion slot */
   ir_analyzer an;
   ir_dom_map dom;    /* scratch */
@@ -212,6 +213,7 @@ static void plan_fini(plan *p) {
   ir_analyzer_fini(&p->an);
   ir_dom_map_fini(&p->dom);
   ts_free(p->req);
+  ts_free(p->sub_first);
   ts_free(p->has_cons);
   ts_free(p->cons);
 }
@@ -308,6 +310,12 @@ static ts_status check_basic(plan *p, ts_diag *d) {
   return TS_OK;
 }
 
+static int kid_index(const plan *p, const void *realize) {
+  for (size_t i = 0; i < p->kids.len; i++)
+    if (p->kids.items[i] == realize) return (int)i;
+  return -1;
+}
+
 /* Chooses the slot among the loop body's subtrees. */
 static ts_status find_slot(plan *p, int index, ts_diag *d) {
   ir_stmt *body = p->loop->u.loop.body;
@@ -322,13 +330,20 @@ static ts_status find_slot(plan *p, int index, ts_diag *d) {
   size_t seen_p = 0, seen_c = 0;
   ts_vec v;
   ts_vec_init(&v);
+  p->sub_first = ts_calloc((size_t)p->nsub + 1, sizeof *p->sub_first);
+  if (!p->sub_first) return oom(d);
+  int last_kid = -1;
   for (int i = 0; i < p->nsub; i++) {
     v.len = 0;
     if (sch_child_realizes(p->subs[i], &v)) {
       ts_vec_fini(&v);
       return oom(d);
     }
+    p->sub_first[i] = -1;
     for (size_t k = 0; k < v.len; k++) {
+      int ki = kid_index(p, v.items[k]);
+      if (p->sub_first[i] < 0) p->sub_first[i] = ki;
+      if (ki > last_kid) last_kid = ki;
       if (in_vec(&p->producers, v.items[k])) {
         seen_p++;
         last_p = i;
@@ -363,6 +378,26 @@ static ts_status find_slot(plan *p, int index, ts_diag *d) {
                        "%s: index %d is not a legal slot for block '%s' under loop '%s' (legal: "
                        "%d..%d, or -1 latest, -2 earliest)",
                        p->prim, index, p->blk->name, ln, last_p + 1, first_c);
+  /* In program order the block lands just before kid np: every producer
+   * must stay before it and every consumer after it (the loop may lie on
+   * either side of the block's old place). */
+  int np = -1;
+  for (int i = p->pos; i < p->nsub && np < 0; i++) np = p->sub_first[i];
+  if (np < 0) np = last_kid + 1;
+  if (last_kid < 0)
+    return ts_diag_set(d, TS_ESCHEDULE, "%s: loop '%s' holds no blocks", p->prim, ln);
+  for (size_t i = 0; i < p->producers.len; i++)
+    if (kid_index(p, p->producers.items[i]) >= np)
+      return ts_diag_set(d, TS_ESCHEDULE,
+                         "%s: block '%s' would move before its producer '%s' under loop '%s'",
+                         p->prim, p->blk->name,
+                         ((const ir_stmt *)p->producers.items[i])->u.realize.block->name, ln);
+  for (size_t i = 0; i < p->consumers.len; i++)
+    if (kid_index(p, p->consumers.items[i]) < np)
+      return ts_diag_set(d, TS_ESCHEDULE,
+                         "%s: block '%s' would move after its consumer '%s' under loop '%s'",
+                         p->prim, p->blk->name,
+                         ((const ir_stmt *)p->consumers.items[i])->u.realize.block->name, ln);
   return TS_OK;
 }
 

@@ -485,6 +485,106 @@ START_TEST(test_sample_skips_trailing_reduction_loops) {
 }
 END_TEST
 
+/* ---- exhaustive: every (block, loop) pair is refused or correct ----------- */
+
+typedef struct all_ctx {
+  ir_var *loops[64];
+  const char *blocks[32];
+  int nl, nb;
+} all_ctx;
+
+static bool all_cb(void *ctx, const ir_stmt *st) {
+  all_ctx *c = ctx;
+  if (st->kind == IR_FOR && c->nl < 64) c->loops[c->nl++] = st->u.loop.var;
+  if (st->kind == IR_BLOCK_REALIZE && c->nb < 32 && strcmp(st->u.realize.block->name, "root"))
+    c->blocks[c->nb++] = st->u.realize.block->name;
+  return true;
+}
+
+static void collect(sch_state *s, all_ctx *c) {
+  memset(c, 0, sizeof *c);
+  ir_visitor v = {.stmt = all_cb, .ctx = c};
+  ir_visit_stmt(&v, sch_func(s)->body);
+}
+
+/* Opens spec (or DSL text) and applies a few splits so loops have partial
+ * tiles. */
+static sch_state *open_tiled(const char *spec, const char *text, ir_func **orig, int tile) {
+  sch_state *s = text ? sched_text(text, orig) : tu_schedule(&A, spec, orig);
+  if (tile) {
+    all_ctx c;
+    collect(s, &c);
+    /* split the last block's outermost loop */
+    sch_loop parts[2];
+    split2(s, LP(s, c.blocks[c.nb - 1], 0), -1, tile, parts);
+  }
+  return s;
+}
+
+START_TEST(test_exhaustive_pairs) {
+  struct {
+    const char *spec, *text;
+    int tile;
+  } cases[] = {
+      {"softmax:m=3,n=5", NULL, 0},   {"softmax:m=3,n=5", NULL, 2},
+      {"layernorm:m=3,n=4", NULL, 0}, {"dense:m=3,n=5,k=2", NULL, 2},
+      {NULL, CONV_PAD, 0},            {NULL, STAGED_MM, 4},
+      {NULL, SHIFT, 4},
+  };
+  int ok = 0, refused = 0;
+  for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
+    ir_func *orig;
+    sch_state *s0 = open_tiled(cases[ci].spec, cases[ci].text, &orig, cases[ci].tile);
+    all_ctx c;
+    collect(s0, &c);
+    for (int bi = 0; bi < c.nb; bi++)
+      for (int li = 0; li < c.nl; li++)
+        for (int mode = 0; mode < 4; mode++) {
+          sch_state *s = open_tiled(cases[ci].spec, cases[ci].text, &orig, cases[ci].tile);
+          all_ctx c2;
+          collect(s, &c2);
+          sch_loop l = {c2.loops[li], SCH_LOC_LOOP};
+          ts_diag_clear(&D);
+          bool rev = mode & 1, pres = mode & 2;
+          ts_status st = rev ? sch_reverse_compute_at(s, BLK(c2.blocks[bi]), l, pres, -1, &D)
+                             : sch_compute_at(s, BLK(c2.blocks[bi]), l, pres, -2, &D);
+          ck_assert_msg(st == TS_OK || st == TS_ESCHEDULE, "%s %s/%s: %s", rev ? "reverse" : "",
+                        c2.blocks[bi], l.var->name, D.msg);
+          if (st == TS_OK) {
+            ok++;
+            char why[1024];
+            if (!tu_equivalent(orig, sch_func(s), 3, why, sizeof why)) {
+              char *t = text(s);
+              ck_abort_msg("case %zu: %s %s at %s: %s\n%s", ci, rev ? "reverse_compute_at" : "compute_at",
+                           c2.blocks[bi], l.var->name, why, t);
+            }
+          } else {
+            refused++;
+          }
+          sch_free(s);
+        }
+    for (int bi = 0; bi < c.nb; bi++)
+      for (int rev = 0; rev < 2; rev++) {
+        sch_state *s = open_tiled(cases[ci].spec, cases[ci].text, &orig, cases[ci].tile);
+        ts_diag_clear(&D);
+        ts_status st = rev ? sch_reverse_compute_inline(s, BLK(c.blocks[bi]), &D)
+                           : sch_compute_inline(s, BLK(c.blocks[bi]), &D);
+        ck_assert_msg(st == TS_OK || st == TS_ESCHEDULE, "%s: %s", c.blocks[bi], D.msg);
+        if (st == TS_OK) {
+          ok++;
+          char why[1024];
+          ck_assert_msg(tu_equivalent(orig, sch_func(s), 3, why, sizeof why), "inline %s: %s",
+                        c.blocks[bi], why);
+        }
+        sch_free(s);
+      }
+    sch_free(s0);
+  }
+  ck_assert_int_gt(ok, 20);
+  ck_assert_int_gt(refused, 20);
+}
+END_TEST
+
 /* ---- trace round trip ------------------------------------------------------ */
 
 static void assert_roundtrip(sch_traced *t, const ir_func *orig) {
@@ -566,6 +666,7 @@ static Suite *compute_at_suite(void) {
   tcase_add_test(tc, test_sample_candidates);
   tcase_add_test(tc, test_sample_random);
   tcase_add_test(tc, test_sample_skips_trailing_reduction_loops);
+  tcase_add_test(tc, test_exhaustive_pairs);
   tcase_add_test(tc, test_trace_roundtrip);
   suite_add_tcase(su, tc);
   return su;
