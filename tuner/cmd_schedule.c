@@ -41,7 +41,7 @@ int tun_cmd_selfcheck(int argc, char **argv) {
                                        {"json", no_argument, 0, 'j'},
                                        {"verbose", no_argument, 0, 'v'},
                                        {0, 0, 0, 0}};
-  long long ntraces = 100, seed = 1, lo = 1, hi = 8;
+  long long ntraces = 100, seed = 1, lo = 1, hi = 12;
   bool as_json = false, verbose = false;
   int c;
   optind = 1;
@@ -52,7 +52,7 @@ int tun_cmd_selfcheck(int argc, char **argv) {
              "                        [--json] [--verbose]\n"
              "Schedules WORKLOAD (a workload spec such as matmul:m=6,n=10,k=7, or a DSL file)\n"
              "with N random traces (default 100) drawn from every primitive family, each of\n"
-             "MIN..MAX steps (default 1:8). Each trace is written to JSON, read back, applied\n"
+             "MIN..MAX steps (default 1:12). Each trace is written to JSON, read back, applied\n"
              "to a fresh unscheduled copy, and the result is compared with the unscheduled\n"
              "function in the reference interpreter on seeded random inputs (rtol 1e-4,\n"
              "atol 1e-5). A trace with a refused step counts as refused, not checked.\n"

@@ -161,8 +161,24 @@ static const char *pick_scope(gen *g) {
   return scopes[rnd(g, 3)];
 }
 
-/* Traced handles: GetBlock and GetLoops for a block by name. */
+/* Finds the RV among n block RVs that names block name; -1 if none. */
+static int rv_named(gen *g, const int *rvs, int n, const char *name) {
+  for (int i = 0; i < n; i++)
+    if (!strcmp(sch_t_block(g->t, rvs[i]).name, name)) return rvs[i];
+  return -1;
+}
+
+/* Traced handles: a block RV by name, usually through GetBlock, sometimes
+ * through GetChildBlocks of the root (so every navigation kind feeds later
+ * instructions). */
 static int t_block(gen *g, const char *name, int *rv) {
+  if (coin(g, 0.15)) {
+    int root, n;
+    const int *kids;
+    TRY(sch_t_get_block(g->t, sch_func(g->s)->body->u.realize.block->name, &root, dd));
+    TRY(sch_t_get_child_blocks(g->t, root, &kids, &n, dd));
+    if ((*rv = rv_named(g, kids, n, name)) >= 0) return DONE;
+  }
   TRY(sch_t_get_block(g->t, name, rv, dd));
   return DONE;
 }
@@ -445,6 +461,17 @@ static int fam_compute_at(gen *g, const ts_vec *blocks) {
   const char *name = blk(cand[rnd(g, nc)])->name;
   int brv, loc, r;
   if ((r = t_block(g, name, &brv)) != DONE) return r;
+  if (coin(g, 0.3)) {
+    /* the same block again, as a producer of its first consumer */
+    const int *cons, *prods;
+    int ncons, nprod;
+    TRY(sch_t_get_consumers(g->t, brv, &cons, &ncons, dd));
+    if (ncons) {
+      TRY(sch_t_get_producers(g->t, cons[0], &prods, &nprod, dd));
+      int again = rv_named(g, prods, nprod, name);
+      if (again >= 0) brv = again;
+    }
+  }
   TRY(sch_t_sample_compute_location(g->t, brv, NULL, &loc, dd));
   TRY(sch_t_compute_at(g->t, brv, loc, coin(g, 0.5), coin(g, 0.8) ? -1 : -2, dd));
   return DONE;
@@ -480,10 +507,17 @@ static int fam_reverse_compute_at(gen *g, const ts_vec *blocks) {
   }
   if (!nok) return SKIP;
   int k = ok[rnd(g, nok)];
-  int brv, prv, nl, r;
+  int brv, prv = -1, nl, r;
   const int *lrv;
   if ((r = t_block(g, name, &brv)) != DONE) return r;
-  if ((r = traced_loops(g, prod[pi].name, &prv, &lrv, &nl)) != DONE) return r;
+  if (coin(g, 0.4)) {
+    const int *prods;
+    int nprod;
+    TRY(sch_t_get_producers(g->t, brv, &prods, &nprod, dd));
+    prv = rv_named(g, prods, nprod, prod[pi].name);
+  }
+  if (prv < 0 && (r = t_block(g, prod[pi].name, &prv)) != DONE) return r;
+  if ((r = t_loops(g, prv, &lrv, &nl)) != DONE) return r;
   TRY(sch_t_reverse_compute_at(g->t, brv, lrv[k], coin(g, 0.5), -1, dd));
   return DONE;
 }
@@ -677,7 +711,7 @@ static const family families[] = {
 ts_status sch_random_trace(sch_traced *t, ts_rng *rng, const sch_random_opts *opts, sch_random_result *result,
                            ts_diag *why, ts_diag *d) {
   int lo = opts && opts->min_steps > 0 ? opts->min_steps : 1;
-  int hi = opts && opts->max_steps >= lo ? opts->max_steps : (lo > 8 ? lo : 8);
+  int hi = opts && opts->max_steps >= lo ? opts->max_steps : (lo > 12 ? lo : 12);
   gen *g = ts_calloc(1, sizeof *g);
   if (!g) return ts_diag_set(d, TS_ENOMEM, "out of memory");
   g->t = t;
@@ -688,7 +722,15 @@ ts_status sch_random_trace(sch_traced *t, ts_rng *rng, const sch_random_opts *op
   int total = 0;
   for (int i = 0; i < NFAM; i++) total += families[i].weight;
   int steps = lo + rnd(g, hi - lo + 1);
+  /* sometimes the last step comes after an EnterPostproc mark */
+  int post = steps > 1 && coin(g, 0.1) ? steps - 1 : -1;
   for (int step = 0; step < steps && !g->refused && !g->err; step++) {
+    if (step == post) {
+      ts_diag ld;
+      ts_diag_clear(&ld);
+      ts_status st = sch_t_enter_postproc(t, &ld);
+      if (st && after(g, st, &ld) == STOP) break;
+    }
     for (int attempt = 0; attempt < 24; attempt++) {
       int w = rnd(g, total), f = 0;
       while (w >= families[f].weight) w -= families[f++].weight;

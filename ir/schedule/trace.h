@@ -283,7 +283,7 @@ sch_traced *sch_trace_replay(const sch_trace *tr, const ir_func *f, uint64_t see
 
 /* ---- random traces (random_trace.c) --------------------------------------- */
 typedef struct sch_random_opts {
-  int min_steps, max_steps; /* primitive steps to attempt (defaults 1, 8) */
+  int min_steps, max_steps; /* primitive steps to attempt (defaults 1, 12) */
 } sch_random_opts;
 
 /* Outcome of one random trace. */

@@ -39,7 +39,7 @@ START_TEST(test_random_traces) {
     ts_diag d;
     ts_diag_clear(&d);
     sch_selfcheck_stats st;
-    sch_random_opts opts = {1, 8};
+    sch_random_opts opts = {1, 12};
     ts_status rc = sch_selfcheck(f, TRACES, seeds[k], &opts, report, (void *)spec, &st, &d);
     ck_assert_msg(rc == TS_OK, "%s: %s", spec, d.msg);
     fprintf(stderr, "%s seed %llu: %d traces, %d checked, %d refused, %d mismatches\n", spec,

@@ -4,6 +4,7 @@
  * changes, symbolic extents) and sample_categorical (follows the
  * probabilities, honours decisions, refuses bad input). */
 #include <check.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "ir/parse.h"
