@@ -11,6 +11,7 @@
  * be quasi-affine (+, -, * by a constant, // and % by a positive constant),
  * which is what split, fuse, reorder and compute_at produce. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "sch_int.h"
@@ -53,6 +54,130 @@ static bool uses_any(const ir_expr *e, ir_var *const *vars, int n) {
   for (int i = 0; i < n; i++)
     if (ir_expr_uses_var(e, vars[i])) return true;
   return false;
+}
+
+
+/* ---- injectivity of the bindings over the decomposed loops ----
+ * After decomposition the init runs once before `loop`, so every
+ * (spatial, reduce) point of the block must be visited at most once by the
+ * loops at and below `loop`; otherwise a point is accumulated twice (e.g. a
+ * block moved under a fused loop that revisits each row). Checked by
+ * enumeration when the iteration space is small, else by a syntactic rule. */
+#define ENUM_LIMIT (1 << 18)
+
+static bool eval_int(const ir_expr *e, ir_var *const *vars, const int64_t *vals, int n, int64_t *out) {
+  int64_t a, b;
+  switch (e->kind) {
+  case IR_INT_IMM: *out = e->u.ival; return true;
+  case IR_VAR:
+    for (int i = 0; i < n; i++)
+      if (vars[i] == e->u.var) {
+        *out = vals[i];
+        return true;
+      }
+    return false;
+  case IR_ADD: case IR_SUB: case IR_MUL: case IR_FLOORDIV: case IR_FLOORMOD: case IR_MIN: case IR_MAX:
+    if (!eval_int(e->u.bin.a, vars, vals, n, &a) || !eval_int(e->u.bin.b, vars, vals, n, &b)) return false;
+    switch (e->kind) {
+    case IR_ADD: *out = a + b; return true;
+    case IR_SUB: *out = a - b; return true;
+    case IR_MUL: *out = a * b; return true;
+    case IR_MIN: *out = a < b ? a : b; return true;
+    case IR_MAX: *out = a > b ? a : b; return true;
+    case IR_FLOORDIV:
+      if (b == 0) return false;
+      *out = a / b - ((a % b != 0) && ((a < 0) != (b < 0)));
+      return true;
+    default:
+      if (b == 0) return false;
+      *out = a % b;
+      if (*out != 0 && ((*out < 0) != (b < 0))) *out += b;
+      return true;
+    }
+  default:
+    return false;
+  }
+}
+
+static bool divmod_cb(void *ctx, const ir_expr *e) {
+  if (e->kind == IR_FLOORDIV || e->kind == IR_FLOORMOD || e->kind == IR_DIV) *(bool *)ctx = true;
+  return true;
+}
+
+static bool has_divmod(const ir_expr *e) {
+  bool found = false;
+  ir_visitor v = {.expr = divmod_cb, .ctx = &found};
+  ir_visit_expr(&v, e);
+  return found;
+}
+
+static int cmp_u64(const void *x, const void *y) {
+  uint64_t a = *(const uint64_t *)x, b = *(const uint64_t *)y;
+  return a < b ? -1 : a > b;
+}
+
+/* loops: the FORs at and below `loop`; others (outer loops) are fixed at
+ * their min. Returns 1 injective, 0 not, -1 unknown (too large, symbolic,
+ * or bindings the evaluator does not handle). */
+static int bindings_injective(const ir_stmt *const *loops, int nloops, const ir_stmt *outer_all[],
+                              int nouter, const ir_stmt *rz) {
+  const ir_block *b = rz->u.realize.block;
+  ir_var *vars[128];
+  int64_t vals[128], ext[128];
+  int nv = 0;
+  double space = 1;
+  for (int i = 0; i < nouter && nv < 64; i++) {
+    int64_t mn;
+    if (!ir_as_int(outer_all[i]->u.loop.min, &mn)) return -1;
+    vars[nv] = outer_all[i]->u.loop.var;
+    vals[nv++] = mn;
+  }
+  int first = nv;
+  for (int i = 0; i < nloops && nv < 128; i++) {
+    int64_t mn, e;
+    if (!ir_as_int(loops[i]->u.loop.min, &mn) || !ir_as_int(loops[i]->u.loop.extent, &e) || e <= 0) return -1;
+    vars[nv] = loops[i]->u.loop.var;
+    vals[nv] = mn;
+    ext[nv] = e;
+    space *= (double)e;
+    nv++;
+  }
+  if (space > ENUM_LIMIT) return -1;
+  size_t total = (size_t)space, m = 0;
+  uint64_t *h = ts_malloc(sizeof *h * (total ? total : 1));
+  if (!h) return -1;
+  int64_t base[128];
+  memcpy(base, vals, sizeof(int64_t) * (size_t)nv);
+  int res = 1;
+  for (size_t it = 0; it < total && res == 1; it++) {
+    size_t r = it;
+    for (int i = nv - 1; i >= first; i--) {
+      vals[i] = base[i] + (int64_t)(r % (size_t)ext[i]);
+      r /= (size_t)ext[i];
+    }
+    int64_t pred = 1;
+    if (!eval_int(rz->u.realize.predicate, vars, vals, nv, &pred)) {
+      int64_t t;
+      if (!ir_as_int(rz->u.realize.predicate, &t)) { res = -1; break; }
+      pred = t;
+    }
+    if (!pred) continue;
+    uint64_t hv = 1469598103934665603ull;
+    for (int j = 0; j < b->niter; j++) {
+      int64_t x;
+      if (!eval_int(rz->u.realize.iter_values[j], vars, vals, nv, &x)) { res = -1; break; }
+      hv = (hv ^ (uint64_t)x) * 1099511628211ull;
+      hv ^= hv >> 29;
+    }
+    h[m++] = hv;
+  }
+  if (res == 1) {
+    qsort(h, m, sizeof *h, cmp_u64);
+    for (size_t i = 1; i < m; i++)
+      if (h[i] == h[i - 1]) { res = 0; break; }
+  }
+  ts_free(h);
+  return res;
 }
 
 ts_status sch_decompose_reduction(sch_state *s, sch_block b, sch_loop l, sch_block *out,
@@ -152,6 +277,31 @@ ts_status sch_decompose_reduction(sch_state *s, sch_block b, sch_loop l, sch_blo
                          "%s: loop '%s' below '%s' feeds no binding of block '%s', so the block "
                          "would be reduced more than once per init",
                          P, lo->u.loop.var->name, l.var->name, blk->name);
+  }
+
+  {
+    const ir_stmt *inner[128], *outer[128];
+    int ni = 0, no = 0;
+    for (int i = sc + 1; i < p.n - 1; i++) {
+      if (p.node[i]->kind != IR_FOR) continue;
+      if (i < k && no < 128) outer[no++] = p.node[i];
+      else if (i >= k && ni < 128) inner[ni++] = p.node[i];
+    }
+    int inj = bindings_injective(inner, ni, outer, no, rz);
+    if (inj == 0)
+      return ts_diag_set(d, TS_ESCHEDULE,
+                         "%s: the loops at and below '%s' visit some point of block '%s' more than "
+                         "once (e.g. a fused loop revisiting a row), so one init before '%s' would "
+                         "accumulate it repeatedly",
+                         P, l.var->name, blk->name, l.var->name);
+    if (inj < 0)
+      for (int i = 0; i < blk->niter; i++)
+        if (has_divmod(rz->u.realize.iter_values[i]))
+          return ts_diag_set(d, TS_ESCHEDULE,
+                             "%s: cannot show that the loops at and below '%s' visit each point of "
+                             "block '%s' once (binding of '%s' uses // or %% over a large or "
+                             "symbolic space)",
+                             P, l.var->name, blk->name, blk->iters[i].var->name);
   }
 
   /* chosen loops (S bindings use them) and dropped ones, from k down */

@@ -450,6 +450,32 @@ START_TEST(trace_roundtrip) {
 }
 END_TEST
 
+
+/* A reduction moved under a fused loop that revisits each row recomputes the
+ * row (init included) every time; one init in front of the fused loop would
+ * accumulate it repeatedly, so decomposing there is refused (and the loop
+ * below is a reduction loop, where decomposing is refused anyway). */
+START_TEST(refuse_revisiting_loop) {
+  ts_arena *a = ts_arena_new();
+  ir_func *orig;
+  sch_state *s = tu_schedule(a, "softmax:m=3,n=9", &orig);
+  sch_loop yl[2], fused, sl[4];
+  sch_block init;
+  ck_assert_int_eq(tu_loops(s, "Y", yl, 2), 2);
+  tu_ok(sch_fuse(s, 2, yl, &fused, &D), &D);
+  tu_ok(sch_compute_at(s, blk("s"), fused, false, -1, &D), &D);
+  tu_assert_equivalent(orig, sch_func(s));
+  REFUSED(s, sch_decompose_reduction(s, blk("s"), fused, &init, &D), "decompose_reduction",
+          "more than once");
+  ck_assert_int_eq(tu_loops(s, "s", sl, 4), 2);
+  REFUSED(s, sch_decompose_reduction(s, blk("s"), sl[1], &init, &D), "decompose_reduction",
+          "above the reduction loops");
+  tu_assert_equivalent(orig, sch_func(s));
+  sch_free(s);
+  ts_arena_free(a);
+}
+END_TEST
+
 static Suite *suite(void) {
   Suite *su = suite_create("schedule_reduction");
   TCase *tc = tcase_create("decompose");
@@ -465,6 +491,7 @@ static Suite *suite(void) {
   tcase_add_test(tc, refuse_not_reduction_or_ancestor);
   tcase_add_test(tc, after_split_reorder);
   tcase_add_test(tc, trace_roundtrip);
+  tcase_add_test(tc, refuse_revisiting_loop);
   suite_add_tcase(su, tc);
   return su;
 }
