@@ -812,6 +812,61 @@ static uint64_t mix(uint64_t a, uint64_t b) {
   return z ^ (z >> 31);
 }
 
+/* Changes one sampler's decision of tr at random (a tile list that may not
+ * fit, another index) and replays it on a fresh copy: a refusal or a vanished
+ * loop discards the mutant; success must still match the interpreter; any
+ * other failure is a mismatch. On a mismatch *json becomes the mutant's. */
+static int mutate_one(const ir_func *f, refdata *ref, const sch_trace *tr, uint64_t seed, char **json, char *why,
+                      size_t n, ts_status *hard, ts_diag *d) {
+  int cand[256], nc = 0;
+  for (int i = 0; i < sch_trace_len(tr) && nc < 256; i++)
+    if (sch_inst_kind_get(sch_trace_inst(tr, i)->kind)->decision) cand[nc++] = i;
+  if (!nc) return 0;
+  ts_rng rng;
+  ts_rng_seed(&rng, seed);
+  int k = cand[ts_rng_below(&rng, (uint64_t)nc)];
+  const sch_inst *x = sch_trace_inst(tr, k);
+  int64_t v[64];
+  sch_decision dec = {1, v};
+  if (x->kind == SCH_I_SAMPLE_PERFECT_TILE) {
+    dec.n = (int)x->attrs[0].i;
+    for (int i = 0; i < dec.n; i++) v[i] = 1 + (int64_t)ts_rng_below(&rng, 8);
+  } else if (x->kind == SCH_I_SAMPLE_CATEGORICAL) {
+    v[0] = (int64_t)ts_rng_below(&rng, (uint64_t)x->attrs[0].n);
+  } else {
+    v[0] = (int64_t)ts_rng_below(&rng, 8) - 2;
+  }
+  ts_diag dd;
+  ts_diag_clear(&dd);
+  sch_trace *mt = sch_trace_copy(tr);
+  sch_traced *t = mt ? sch_traced_new(f, seed, &dd) : NULL;
+  int res = 0;
+  if (!t) {
+    *hard = ts_diag_set(d, TS_ENOMEM, "out of memory");
+    goto out;
+  }
+  if (sch_trace_set_decision(mt, k, &dec, &dd)) {
+    *hard = ts_diag_set(d, TS_EINTERNAL, "selfcheck: %s", dd.msg);
+    goto out;
+  }
+  sch_set_debug_verify(sch_traced_state(t), true);
+  ts_status st = sch_trace_apply(mt, t, false, NULL, &dd);
+  if (st == TS_ESCHEDULE || st == TS_ENOTFOUND) goto out;
+  if (st || !ref_matches(ref, f, sch_traced_func(t), why, n)) {
+    if (st) snprintf(why, n, "replaying with a mutated decision failed with %s: %.1900s", ts_strerror(st), dd.msg);
+    char *mj = sch_trace_to_json(mt);
+    if (mj) {
+      ts_free(*json);
+      *json = mj;
+    }
+    res = 2;
+  }
+out:
+  sch_trace_free(mt);
+  sch_traced_free(t);
+  return res;
+}
+
 /* One trace: generate, serialize, parse, replay on a fresh copy, compare.
  * Returns 0 checked, 1 refused, 2 mismatch (why/json set). */
 static int check_one(const ir_func *f, refdata *ref, uint64_t seed, const sch_random_opts *opts, char **json,
@@ -899,7 +954,9 @@ static int check_one(const ir_func *f, refdata *ref, uint64_t seed, const sch_ra
     goto out;
   }
   if (!ref_matches(ref, f, sch_traced_func(t2), why, n)) goto out;
-  res = 0;
+  /* a mutated decision (as a tuning mutator would make) replays to a
+   * correct schedule or is refused */
+  res = mutate_one(f, ref, tr, mix(seed, 3), json, why, n, hard, d);
 out:
   ts_free(json2);
   sch_trace_free(tr);

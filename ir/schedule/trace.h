@@ -305,7 +305,9 @@ ts_status sch_random_trace(sch_traced *t, ts_rng *rng, const sch_random_opts *op
  * replayed onto a fresh copy of f, required to be structurally equal to the
  * traced result (also after dead-instruction elimination), and run in the
  * reference interpreter against the unscheduled f on seeded inputs (rtol
- * 1e-4, atol 1e-5; integers exact). A trace with a refused step counts as
+ * 1e-4, atol 1e-5; integers exact), and replayed once more with one
+ * sampler decision mutated (refused mutants are dropped; accepted ones must
+ * match too). A trace with a refused step counts as
  * refused and is not checked. report (may be NULL) gets each mismatching
  * trace (refused = false) and each refused one (refused = true) with its
  * JSON and the reason. Returns an error only when the check itself
