@@ -22,8 +22,8 @@ static const char *const specs[] = {
     "dense:m=3,n=5,k=7",
 };
 #define NSPECS ((int)(sizeof specs / sizeof specs[0]))
-#define TRACES 300
-static const uint64_t seeds[] = {1, 2};
+#define TRACES 400
+static const uint64_t seeds[] = {1, 2, 3};
 
 static void report(void *ctx, int index, bool refused, const char *json, const char *why) {
   if (refused) return;
