@@ -8,6 +8,9 @@
  * instruction during replay (named; the schedule stays usable), argument
  * checking of the traced API, and the text form. */
 #include <check.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "ir/print.h"
@@ -808,6 +811,100 @@ START_TEST(test_text_form) {
 }
 END_TEST
 
+/* ---- fuzzing the reader and replay --------------------------------------------------------- */
+/* Replaces a random leaf (or drops an element) of a valid trace's JSON with
+ * a value of a random type, then parses and, if that works, replays: every
+ * mutant must give OK or an error with a message, never a crash. */
+static json_t *fuzz_value(ts_rng *r) {
+  switch (ts_rng_below(r, 12)) {
+  case 0: return json_integer(-1);
+  case 1: return json_integer((json_int_t)ts_rng_below(r, 5));
+  case 2: return json_integer(INT64_MAX);
+  case 3: return json_integer(INT64_MIN);
+  case 4: return json_string("b0");
+  case 5: return json_string("l1");
+  case 6: return json_string("None");
+  case 7: return json_string("\"x\"");
+  case 8: return json_null();
+  case 9: return json_array();
+  case 10: return json_object();
+  default: return json_real(1e300);
+  }
+}
+
+static void fuzz_mutate(json_t *j, ts_rng *r) {
+  for (int depth = 0; depth < 6; depth++) {
+    size_t n = json_array_size(j);
+    if (!json_is_array(j) || n == 0) return;
+    size_t k = ts_rng_below(r, n);
+    json_t *c = json_array_get(j, k);
+    uint64_t act = ts_rng_below(r, 4);
+    if (act == 0 || !json_is_array(c)) {
+      if (act == 1) json_array_remove(j, k);
+      else json_array_set_new(j, k, fuzz_value(r));
+      return;
+    }
+    j = c;
+  }
+}
+
+START_TEST(test_fuzz_json) {
+  ir_func *f = tu_workload(&A, DENSE);
+  sch_traced *t = sch_traced_new(f, 1, &D);
+  int mm = tb(t, "mm"), bb = tb(t, "bb"), loc, v[2], p[2], o;
+  const int *l = tl(t, mm, 3);
+  OK(sch_t_sample_perfect_tile(t, l[1], 2, 4, NULL, v, &D));
+  sch_arg fa[2] = {sch_arg_rv(v[0]), sch_arg_rv(v[1])};
+  OK(sch_t_split(t, l[1], 2, fa, p, &D));
+  OK(sch_t_annotate(t, p[0], "k", sch_arg_str("s"), &D));
+  OK(sch_t_cache_read(t, mm, 0, "shared", 0, NULL, &o, &D));
+  OK(sch_t_sample_compute_location(t, bb, NULL, &loc, &D));
+  OK(sch_t_compute_at(t, bb, loc, false, -1, &D));
+  OK(sch_t_storage_align(t, mm, 0, 1, 8, 1, &D));
+  OK(sch_t_decompose_reduction(t, mm, l[0], &o, &D));
+  char *text = sch_trace_to_json(sch_traced_trace(t));
+  json_t *orig = json_loads(text, 0, NULL);
+  ck_assert_ptr_nonnull(orig);
+  ts_rng r;
+  ts_rng_seed(&r, 2024);
+  int parsed = 0, replayed = 0;
+  for (int i = 0; i < 4000; i++) {
+    json_t *m = json_deep_copy(orig);
+    int nmut = ts_rng_below(&r, 4) ? 1 : 2;
+    for (int k = 0; k < nmut; k++) fuzz_mutate(m, &r);
+    char *mt = json_dumps(m, JSON_COMPACT);
+    json_decref(m);
+    ts_diag_clear(&D);
+    sch_trace *tr = sch_trace_from_json(mt, &D);
+    if (!tr) {
+      ck_assert_msg(D.code == TS_EPARSE && D.msg[0], "mutant %d: no message for %s", i, mt);
+    } else {
+      parsed++;
+      sch_traced *x = sch_traced_new(f, 1, &D);
+      sch_set_debug_verify(sch_traced_state(x), true);
+      ts_diag_clear(&D);
+      int at = -5;
+      ts_status st = sch_trace_apply(tr, x, false, &at, &D);
+      ck_assert_msg(st == TS_OK || (D.msg[0] && at >= 0), "mutant %d: status %d without a message", i, st);
+      ck_assert_msg(st != TS_EINTERNAL, "mutant %d: internal error %s\n%s", i, D.msg, mt);
+      if (!st) {
+        replayed++;
+        tu_assert_equivalent(f, sch_traced_func(x));
+      }
+      sch_traced_free(x);
+      sch_trace_free(tr);
+    }
+    free(mt);
+  }
+  fprintf(stderr, "fuzz: %d of 4000 mutants parsed, %d replayed\n", parsed, replayed);
+  ck_assert_int_gt(parsed, 200);
+  ck_assert_int_gt(replayed, 50);
+  json_decref(orig);
+  ts_free(text);
+  sch_traced_free(t);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("trace");
   TCase *tc = tcase_create("trace");
@@ -824,6 +921,7 @@ int main(void) {
   tcase_add_test(tc, test_replay_failure);
   tcase_add_test(tc, test_traced_api_checks);
   tcase_add_test(tc, test_text_form);
+  tcase_add_test(tc, test_fuzz_json);
   suite_add_tcase(s, tc);
   SRunner *sr = srunner_create(s);
   srunner_run_all(sr, CK_NORMAL);
