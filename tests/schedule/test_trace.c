@@ -905,6 +905,54 @@ START_TEST(test_fuzz_json) {
 }
 END_TEST
 
+/* ---- allocation failures ------------------------------------------------------------------ */
+/* Failing the n-th allocation anywhere in a traced schedule, its JSON and
+ * its replay gives an error, never a crash or a half-recorded trace. */
+START_TEST(test_oom) {
+  ir_func *f = tu_workload(&A, DENSE);
+  int failed = 0, n;
+  for (n = 1; n < 400; n++) {
+    ts_alloc_fail_after(n);
+    ts_diag_clear(&D);
+    sch_traced *t = sch_traced_new(f, 1, &D), *r = NULL;
+    sch_trace *tr = NULL;
+    char *j = NULL;
+    ts_status st = t ? TS_OK : TS_ENOMEM;
+    int mm = -1, bb = -1, v[2], p[2], o, loc, nl;
+    const int *l = NULL;
+    if (!st) st = sch_t_get_block(t, "mm", &mm, &D);
+    if (!st) st = sch_t_get_block(t, "bb", &bb, &D);
+    if (!st) st = sch_t_get_loops(t, mm, &l, &nl, &D);
+    if (!st) st = sch_t_sample_perfect_tile(t, l[1], 2, 4, NULL, v, &D);
+    if (!st) {
+      sch_arg fa[2] = {sch_arg_rv(v[0]), sch_arg_rv(v[1])};
+      st = sch_t_split(t, l[1], 2, fa, p, &D);
+    }
+    if (!st) st = sch_t_cache_read(t, mm, 0, "shared", 0, NULL, &o, &D);
+    if (!st) st = sch_t_sample_compute_location(t, bb, NULL, &loc, &D);
+    if (!st) st = sch_t_compute_at(t, bb, loc, false, -1, &D);
+    if (!st && !(j = sch_trace_to_json(sch_traced_trace(t)))) st = TS_ENOMEM;
+    if (!st && !(tr = sch_trace_from_json(j, &D))) st = D.code;
+    if (!st && !(r = sch_trace_replay(tr, f, 1, &D))) st = D.code;
+    ts_alloc_fail_after(0);
+    if (st) {
+      failed++;
+      ck_assert_msg(st == TS_ENOMEM || D.code == TS_ENOMEM || D.msg[0], "allocation %d: status %d, no message", n,
+                    st);
+    } else {
+      ck_assert(ir_struct_equal_func(sch_traced_func(t), sch_traced_func(r)));
+    }
+    sch_traced_free(r);
+    sch_trace_free(tr);
+    ts_free(j);
+    sch_traced_free(t);
+    if (!st) break; /* past the last allocation */
+  }
+  ck_assert_int_gt(failed, 10);
+  ck_assert_int_lt(n, 400);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("trace");
   TCase *tc = tcase_create("trace");
@@ -922,6 +970,7 @@ int main(void) {
   tcase_add_test(tc, test_traced_api_checks);
   tcase_add_test(tc, test_text_form);
   tcase_add_test(tc, test_fuzz_json);
+  tcase_add_test(tc, test_oom);
   suite_add_tcase(s, tc);
   SRunner *sr = srunner_create(s);
   srunner_run_all(sr, CK_NORMAL);
