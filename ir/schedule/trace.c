@@ -1048,6 +1048,15 @@ ts_status sch_t_enter_postproc(sch_traced *t, ts_diag *d) {
 /* ---- replay ------------------------------------------------------------------ */
 ts_status sch_trace_apply(const sch_trace *tr, sch_traced *t, bool resample, int *failed_at, ts_diag *d) {
   if (failed_at) *failed_at = -1;
+  if (tr == t->trace) {
+    /* applying a schedule's own trace to itself: work from a copy, since
+     * the trace grows while it is read */
+    sch_trace *c = sch_trace_copy(tr);
+    if (!c) return ts_diag_set(d, TS_ENOMEM, "out of memory");
+    ts_status st = sch_trace_apply(c, t, resample, failed_at, d);
+    sch_trace_free(c);
+    return st;
+  }
   int *map = ts_malloc(sizeof *map * (size_t)(tr->nrv ? tr->nrv : 1));
   sch_arg *args = NULL;
   int cap = 0;
