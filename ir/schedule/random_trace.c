@@ -235,13 +235,23 @@ static int fam_tile(gen *g, const ts_vec *blocks) {
     int v[3];
     TRY(sch_t_sample_perfect_tile(g->t, loop, n, inner[rnd(g, 5)], NULL, v, dd));
     for (int i = 0; i < n; i++) f[i] = sch_arg_rv(v[i]);
-  } else {
+  } else if (coin(g, 0.7)) {
     /* fixed factors, possibly not dividing the extent (a predicate) */
     n = 2;
     int64_t x = 2 + rnd(g, (int)(ext > 2 ? ext - 1 : 1));
     bool outer_none = coin(g, 0.5);
     f[outer_none ? 0 : 1] = sch_arg_none();
     f[outer_none ? 1 : 0] = sch_arg_int(x);
+  } else {
+    /* every factor given, their product at least the extent */
+    n = 2 + rnd(g, 2);
+    int64_t prod = 1;
+    for (int i = 1; i < n; i++) {
+      int64_t x = 1 + rnd(g, 4);
+      f[i] = sch_arg_int(x);
+      prod *= x;
+    }
+    f[0] = sch_arg_int((ext + prod - 1) / prod + rnd(g, 2));
   }
   int out[3];
   TRY(sch_t_split(g->t, loop, n, f, out, dd));
@@ -277,10 +287,17 @@ static int fam_fuse(gen *g, const ts_vec *blocks) {
 static int fam_reorder(gen *g, const ts_vec *blocks) {
   pick p;
   if (!pick_block(g, blocks, &p) || p.nl < 2) return SKIP;
-  /* maximal runs of loops each directly nesting the next */
+  /* maximal runs of loops each directly nesting the next, none feeding both
+   * spatial and reduction iter vars (moving such a loop would run an init
+   * mid-reduction) */
   int start = rnd(g, p.nl - 1), lo = start, hi = start;
-  while (hi + 1 < p.nl && directly_nests(find_loop(g, p.l[hi].var), find_loop(g, p.l[hi + 1].var))) hi++;
-  while (lo > 0 && directly_nests(find_loop(g, p.l[lo - 1].var), find_loop(g, p.l[lo].var))) lo--;
+  if ((loop_use(find_loop(g, p.l[start].var)) & 3) == 3) return SKIP;
+  while (hi + 1 < p.nl && directly_nests(find_loop(g, p.l[hi].var), find_loop(g, p.l[hi + 1].var)) &&
+         (loop_use(find_loop(g, p.l[hi + 1].var)) & 3) != 3)
+    hi++;
+  while (lo > 0 && directly_nests(find_loop(g, p.l[lo - 1].var), find_loop(g, p.l[lo].var)) &&
+         (loop_use(find_loop(g, p.l[lo - 1].var)) & 3) != 3)
+    lo--;
   if (hi - lo < 1) return SKIP;
   int span = hi - lo + 1, m = span >= 3 && coin(g, 0.4) ? 3 : 2;
   int idx[3], perm[3];
@@ -566,7 +583,12 @@ static int fam_reverse_compute_inline(gen *g, const ts_vec *blocks) {
       for (int j = 0; j < reg->ndim && !used; j++) used = ir_expr_uses_var(reg->ranges[j].min, b->iters[k].var);
       if (!used) produced = 0;
     }
-    if (produced == 1 && sch_is_complete(prod) && prod->body->kind == IR_STORE) cand[nc++] = b->name;
+    /* ... and is its only reader */
+    int readers = 0;
+    for (size_t j = 0; produced == 1 && j < blocks->len; j++)
+      readers += sch_block_reads(blk(blocks->items[j]), reg->buf);
+    if (produced == 1 && readers == 1 && sch_is_complete(prod) && prod->body->kind == IR_STORE)
+      cand[nc++] = b->name;
   }
   if (!nc) return SKIP;
   int brv, r;
@@ -600,9 +622,15 @@ static int fam_cache_write(gen *g, const ts_vec *blocks) {
     if (b->nwrites == 1 && writers_of(blocks, b->writes[0].buf) == 1) cand[nc++] = b->name;
   }
   if (!nc) return SKIP;
-  int brv, r, out;
+  int brv, r, out, ncons = 0;
+  const int *cons = NULL;
   if ((r = t_block(g, cand[rnd(g, nc)], &brv)) != DONE) return r;
-  TRY(sch_t_cache_write(g->t, brv, 0, pick_scope(g), 0, NULL, &out, dd));
+  /* sometimes name the consumers that should read the cache */
+  if (coin(g, 0.25)) {
+    TRY(sch_t_get_consumers(g->t, brv, &cons, &ncons, dd));
+    if (ncons > 1) ncons = 1 + rnd(g, ncons);
+  }
+  TRY(sch_t_cache_write(g->t, brv, 0, pick_scope(g), ncons, cons, &out, dd));
   return DONE;
 }
 
