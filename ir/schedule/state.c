@@ -400,6 +400,7 @@ typedef struct vctx {
   ts_vec buffers;   /* ir_buffer* in scope */
   ts_vec all_vars;  /* every var ever defined (uniqueness) */
   ts_vec names;     /* block names seen */
+  ts_vec symloops;  /* enclosing loop vars whose range is not constant */
   ir_analyzer an;
   ts_status st;
 } vctx;
@@ -465,6 +466,12 @@ static void verify_realize(vctx *c, const ir_stmt *st) {
     for (int i = 0; i < b->niter; i++) {
       int64_t mn, ex;
       if (!ir_as_int(b->iters[i].dom.min, &mn) || !ir_as_int(b->iters[i].dom.extent, &ex)) continue;
+      /* a loop with a symbolic range (e.g. under compute_at into split loops)
+       * keeps correlations interval bounds cannot see: no verdict */
+      bool symbolic = false;
+      for (size_t k = 0; k < c->symloops.len && !symbolic; k++)
+        symbolic = ir_expr_uses_var(st->u.realize.iter_values[i], c->symloops.items[k]);
+      if (symbolic) continue;
       ir_const_bound cb = ir_analyzer_const_bound(&c->an, st->u.realize.iter_values[i]);
       if (cb.lo != INT64_MIN && cb.hi != INT64_MAX && (cb.lo < mn || cb.hi > mn + ex - 1)) {
         c->st = ts_diag_set(c->d, TS_EINTERNAL,
@@ -526,12 +533,16 @@ static void verify_stmt(vctx *c, const ir_stmt *st, const ir_block *cur) {
     check_expr(c, st->u.loop.min, where);
     check_expr(c, st->u.loop.extent, where);
     define_var(c, st->u.loop.var, "loop var");
+    size_t nsym = c->symloops.len;
+    if (!ir_as_int(st->u.loop.min, NULL) || !ir_as_int(st->u.loop.extent, NULL))
+      if (ts_vec_push(&c->symloops, st->u.loop.var)) c->st = TS_ENOMEM;
     int mark = c->an.n;
     if (ir_analyzer_bind(&c->an, st->u.loop.var, st->u.loop.min, st->u.loop.extent)) c->st = TS_ENOMEM;
     if (st->u.loop.kind == IR_FOR_THREAD_BINDING && !st->u.loop.thread)
       c->st = ts_diag_set(c->d, TS_EINTERNAL, "thread-bound loop '%s' has no thread tag", st->u.loop.var->name);
     verify_stmt(c, st->u.loop.body, cur);
     ir_analyzer_truncate(&c->an, mark);
+    c->symloops.len = nsym;
     c->defined.len--; /* the loop var leaves scope */
     break;
   }
@@ -584,6 +595,7 @@ ts_status sch_verify(sch_state *s, ts_diag *d) {
   ts_vec_init(&c.buffers);
   ts_vec_init(&c.all_vars);
   ts_vec_init(&c.names);
+  ts_vec_init(&c.symloops);
   ir_analyzer_init(&c.an, &s->arena);
   for (int i = 0; i < s->func->nsyms; i++)
     if (ts_vec_push(&c.defined, s->func->syms[i])) c.st = TS_ENOMEM;
@@ -600,5 +612,6 @@ ts_status sch_verify(sch_state *s, ts_diag *d) {
   ts_vec_fini(&c.buffers);
   ts_vec_fini(&c.all_vars);
   ts_vec_fini(&c.names);
+  ts_vec_fini(&c.symloops);
   return st;
 }
