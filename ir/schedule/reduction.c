@@ -252,15 +252,16 @@ ts_status sch_decompose_reduction(sch_state *s, sch_block b, sch_loop l, sch_blo
   if (k < 0)
     return ts_diag_set(d, TS_ESCHEDULE, "%s: loop '%s' is not an ancestor of block '%s'", P,
                        l.var->name, blk->name);
-  /* no loop at or above it feeds a reduce binding */
-  for (int i = sc + 1; i <= k; i++) {
+  /* no loop above it feeds a reduce binding (the loop itself may be the
+   * outermost reduction loop: the init then goes right before it) */
+  for (int i = sc + 1; i < k; i++) {
     if (p.node[i]->kind != IR_FOR) continue;
     const ir_var *v = p.node[i]->u.loop.var;
     for (int j = 0; j < blk->niter; j++)
       if (blk->iters[j].type == IR_ITER_R && ir_expr_uses_var(rz->u.realize.iter_values[j], v))
         return ts_diag_set(d, TS_ESCHEDULE,
-                           "%s: reduce var '%s' of block '%s' uses loop '%s', which is at or "
-                           "above loop '%s'; decompose above the reduction loops only",
+                           "%s: reduce var '%s' of block '%s' uses loop '%s', which is above "
+                           "loop '%s'; decompose at or above the outermost reduction loop",
                            P, blk->iters[j].var->name, blk->name, v->name, l.var->name);
   }
   /* every non-unit loop below it feeds some binding */
