@@ -33,6 +33,13 @@
 
 extern char **environ;
 
+/* The runtime's launch entry, when this process links the runtime: defined
+ * in the JIT directly, so JIT kernels work even if the executable does not
+ * export its symbols (-rdynamic). A weak reference does not pull the runtime
+ * in; without it, the process search below must find the symbol. */
+extern int32_t tsrt_parallel_launch(tsrt_task_fn fn, void *closure, int32_t num_tasks)
+    __attribute__((weak));
+
 /* ---- initialisation and targets ---------------------------------------------- */
 
 static pthread_once_t init_once = PTHREAD_ONCE_INIT;
@@ -314,6 +321,20 @@ ts_status cg_llvm_jit(const cg_lowered *l, const cg_target *tin, cg_jit **out, t
   }
   LLVMOrcJITDylibRef jd = LLVMOrcLLJITGetMainJITDylib(j->jit);
   LLVMOrcJITDylibAddGenerator(jd, gen);
+  if (tsrt_parallel_launch) {
+    LLVMOrcCSymbolMapPair sym = {
+        LLVMOrcLLJITMangleAndIntern(j->jit, "tsrt_parallel_launch"),
+        {(LLVMOrcExecutorAddress)(uintptr_t)tsrt_parallel_launch,
+         {LLVMJITSymbolGenericFlagsExported | LLVMJITSymbolGenericFlagsCallable, 0}}};
+    LLVMOrcMaterializationUnitRef mu = LLVMOrcAbsoluteSymbols(&sym, 1);
+    e = LLVMOrcJITDylibDefine(jd, mu);
+    if (e) {
+      LLVMOrcDisposeMaterializationUnit(mu);
+      LLVMOrcDisposeThreadSafeModule(tsm);
+      cg_jit_free(j);
+      return orc_fail(d, e, "defining tsrt_parallel_launch in the JIT");
+    }
+  }
   e = LLVMOrcLLJITAddLLVMIRModule(j->jit, jd, tsm);
   if (e) {
     LLVMOrcDisposeThreadSafeModule(tsm);

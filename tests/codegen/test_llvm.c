@@ -429,6 +429,80 @@ START_TEST(test_floordiv_floormod) {
 }
 END_TEST
 
+/* Guarded division and loads: the untaken side must not divide by zero or
+ * read out of bounds (lazy select and && in scalars, masks in lanes). */
+START_TEST(test_lazy_guards) {
+  int n = 64;
+  ir_buffer *a = buf("A", IR_I32, n), *b = buf("B", IR_I32, n), *x = buf("X", IR_F32, n);
+  ir_buffer *o = buf("O", IR_I32, n), *ov = buf("OV", IR_I32, n), *ob = buf("OB", IR_BOOL, n);
+  ir_buffer *obv = buf("OBV", IR_BOOL, n);
+  ir_var *i = var("i"), *v = var("v"), *w = var("w"), *u = var("u");
+  ir_expr *bi = ld(b, V(i));
+  ir_stmt *s1 = loop(i, n, IR_FOR_SERIAL,
+                     stv(o, V(i), ir_select(A, bin(IR_NE, bi, I(0)), bin(IR_FLOORDIV, ld(a, V(i)), bi), I(-99))));
+  ir_expr *vi = ramp(mul(V(v), I(16)), 16), *bv = ld(b, vi);
+  ir_stmt *s2 = loop(v, n / 16, IR_FOR_SERIAL,
+                     stv(ov, vi, ir_select(A, bin(IR_NE, bv, bc(I(0), 16)),
+                                           bin(IR_FLOORMOD, ld(a, vi), bv), bc(I(-99), 16))));
+  /* w >= 1 && X[w - 1] > 0: X[-1] must not be read */
+  ir_stmt *s3 = loop(w, n, IR_FOR_SERIAL,
+                     stv(ob, V(w), bin(IR_AND, bin(IR_GE, V(w), I(1)),
+                                       bin(IR_GT, ld(x, bin(IR_SUB, V(w), I(1))), F(0)))));
+  ir_expr *ui = ramp(mul(V(u), I(16)), 16);
+  ir_stmt *s4 = loop(u, n / 16, IR_FOR_SERIAL,
+                     stv(obv, ui, bin(IR_OR, bin(IR_LT, ui, bc(I(1), 16)),
+                                      bin(IR_GT, ld(x, bin(IR_SUB, ui, bc(I(1), 16))), bc(F(0), 16)))));
+  ir_buffer *ps[] = {a, b, x, o, ov, ob, obv};
+  check_kernel(func("lazy", 3, 7, ps, seqv(4, s1, s2, s3, s4)), 0, 0);
+}
+END_TEST
+
+/* Integer widths wrap; i64 loop vars; unsigned min/max/compare; int abs */
+START_TEST(test_int_semantics) {
+  int n = 64;
+  ir_buffer *a = buf("A", IR_U8, n), *b = buf("B", IR_I16, n), *c = buf("C", IR_I64, n);
+  ir_buffer *o8 = buf("O8", IR_U8, n), *o16 = buf("O16", IR_I16, n), *o64 = buf("O64", IR_I64, n);
+  ir_buffer *ou = buf("OU", IR_U32, n), *oa = buf("OA", IR_I32, n), *oc = buf("OC", IR_BOOL, n);
+  ir_var *i = ir_var_new(A, "i", ir_dt(IR_I64));
+  ir_expr *iv = ir_var_ref(A, i);
+  ir_expr *ai = ld(a, iv), *bi = ld(b, iv), *ci = ld(c, iv);
+  ir_dtype u8 = ir_dt(IR_U8), u32 = ir_dt(IR_U32), i16 = ir_dt(IR_I16);
+  ir_stmt *ss[] = {
+      stv(o8, iv, bin(IR_SUB, mul(ai, ir_int(A, u8, 200)), ir_int(A, u8, 7))),
+      stv(o16, iv, mul(mul(bi, ir_int(A, i16, 12345)), ir_int(A, i16, 77))),
+      stv(o64, iv, bin(IR_MAX, mul(ci, ir_i64(A, INT64_C(1) << 40)), bin(IR_SUB, ir_cast(A, ir_dt(IR_I64), iv), ir_i64(A, 30)))),
+      stv(ou, iv, bin(IR_MIN, bin(IR_SUB, ir_cast(A, u32, ai), ir_int(A, u32, 4)), ir_int(A, u32, 1000))),
+      stv(oa, iv, ir_call(A, IR_ABS, ir_dt(IR_I32), 1, (ir_expr *[]){ir_cast(A, ir_dt(IR_I32), bi)})),
+      stv(oc, iv, bin(IR_LT, bin(IR_SUB, ir_cast(A, u32, ai), ir_int(A, u32, 4)), ir_int(A, u32, 3))),
+  };
+  ir_buffer *ps[] = {a, b, c, o8, o16, o64, ou, oa, oc};
+  ir_stmt *body = ir_for(A, i, ir_i64(A, 0), ir_i64(A, n), IR_FOR_SERIAL, ir_seq(A, 6, ss));
+  check_kernel(func("ints", 3, 9, ps, body), 0, 0);
+}
+END_TEST
+
+/* f64 math goes through LLVM intrinsics / libm (scalarized lanes) */
+START_TEST(test_f64_math) {
+  int n = 64;
+  ir_buffer *x = buf("X", IR_F64, n);
+  ir_dtype d4 = ir_dt_vec(IR_F64, 4);
+  static const ir_intrin ops[] = {IR_EXP, IR_TANH, IR_ERF, IR_SIGMOID, IR_SQRT, IR_ABS, IR_POW};
+  int nops = (int)(sizeof ops / sizeof *ops);
+  ir_buffer *o = buf("O", IR_F64, n * nops);
+  ir_var *v = var("v");
+  ir_expr *vi = ramp(mul(V(v), I(4)), 4);
+  ir_stmt *ss[8];
+  for (int k = 0; k < nops; k++) {
+    ir_expr *xv = ld(x, vi);
+    ir_expr *args[2] = {ops[k] == IR_SQRT || ops[k] == IR_POW ? call1(IR_ABS, d4, xv) : xv,
+                        bc(ir_float(A, ir_dt(IR_F64), 1.7), 4)};
+    ss[k] = stv(o, ramp(add(mul(V(v), I(4)), I(k * n)), 4), ir_call(A, ops[k], d4, ir_intrin_nargs(ops[k]), args));
+  }
+  ir_buffer *ps[] = {x, o};
+  check_kernel(func("f64math", 1, 2, ps, loop(v, n / 4, IR_FOR_SERIAL, ir_seq(A, nops, ss))), 1e-15, 1e-300);
+}
+END_TEST
+
 /* ---- intrinsics against libm ---------------------------------------------------------- */
 
 typedef struct intrin_case {
@@ -931,6 +1005,9 @@ static Suite *suite(void) {
   tcase_add_test(tc, test_masked_and_gather);
   tcase_add_test(tc, test_int8_accumulate);
   tcase_add_test(tc, test_floordiv_floormod);
+  tcase_add_test(tc, test_lazy_guards);
+  tcase_add_test(tc, test_int_semantics);
+  tcase_add_test(tc, test_f64_math);
   tcase_add_test(tc, test_intrinsics);
   tcase_add_test(tc, test_pow_const);
   tcase_add_test(tc, test_f16_bf16);
