@@ -503,6 +503,45 @@ START_TEST(test_f64_math) {
 }
 END_TEST
 
+/* A register-tiled matmul micro-kernel as lowering produces it from a
+ * cache_write schedule: a local 6x64 accumulator, unrolled 6 x 4 vector
+ * updates per k. After O3 the accumulator lives in registers (no alloca
+ * left; <16 x float> phis), which is what lets this reach the FMA peak. */
+START_TEST(test_register_tile) {
+  int M = 12, N = 128, K = 40, MR = 6, NR = 64, L = 16;
+  ir_buffer *a = buf("A", IR_F32, M * K), *b = buf("B", IR_F32, K * N), *c = buf("C", IR_F32, M * N);
+  ir_buffer *cl = sbuf("Cl", IR_F32, MR * NR, "local");
+  ir_var *io = var("io"), *jo = var("jo"), *k = var("k"), *ii = var("ii"), *jv = var("jv");
+  ir_var *ii2 = var("ii2"), *jv2 = var("jv2"), *ii3 = var("ii3"), *jv3 = var("jv3");
+  ir_expr *clx = ramp(add(mul(V(ii), I(NR)), mul(V(jv), I(L))), L);
+  ir_expr *arow = add(mul(V(io), I(MR)), V(ii));
+  ir_expr *bx = ramp(add(add(mul(V(k), I(N)), mul(V(jo), I(NR))), mul(V(jv), I(L))), L);
+  ir_expr *upd = add(ld(cl, clx), mul(bc(ld(a, add(mul(arow, I(K)), V(k))), L), ld(b, bx)));
+  ir_stmt *kl = loop(k, K, IR_FOR_SERIAL,
+                     loop(ii, MR, IR_FOR_UNROLLED, loop(jv, NR / L, IR_FOR_UNROLLED, stv(cl, clx, upd))));
+  ir_expr *clx2 = ramp(add(mul(V(ii2), I(NR)), mul(V(jv2), I(L))), L);
+  ir_stmt *init = loop(ii2, MR, IR_FOR_UNROLLED,
+                       loop(jv2, NR / L, IR_FOR_UNROLLED, stv(cl, clx2, bc(F(0), L))));
+  ir_expr *clx3 = ramp(add(mul(V(ii3), I(NR)), mul(V(jv3), I(L))), L);
+  ir_expr *cx = ramp(add(add(mul(add(mul(V(io), I(MR)), V(ii3)), I(N)), mul(V(jo), I(NR))), mul(V(jv3), I(L))), L);
+  ir_stmt *wb = loop(ii3, MR, IR_FOR_UNROLLED, loop(jv3, NR / L, IR_FOR_UNROLLED, stv(c, cx, ld(cl, clx3))));
+  ir_stmt *body = loop(io, M / MR, IR_FOR_PARALLEL,
+                       loop(jo, N / NR, IR_FOR_SERIAL, ir_allocate(A, cl, seqv(3, init, kl, wb))));
+  ir_buffer *ps[] = {a, b, c};
+  ir_func *f = func("mm_tile", 2, 3, ps, body);
+  check_kernel(f, 1e-5, 1e-5);
+  cg_lowered l = {f, f};
+  ts_diag d;
+  ts_diag_clear(&d);
+  char *ir = cg_llvm_dump_ir(&l, &T, true, &d);
+  ck_assert_msg(ir != NULL, "%s", d.msg);
+  ck_assert_msg(strstr(ir, "alloca [384 x float]") == NULL, "the accumulator tile was not promoted to registers");
+  ck_assert(strstr(ir, "phi <16 x float>") != NULL);
+  ck_assert(strstr(ir, "call i32 @tsrt_parallel_launch") != NULL);
+  ts_free(ir);
+}
+END_TEST
+
 /* ---- intrinsics against libm ---------------------------------------------------------- */
 
 typedef struct intrin_case {
@@ -1005,6 +1044,7 @@ static Suite *suite(void) {
   tcase_add_test(tc, test_masked_and_gather);
   tcase_add_test(tc, test_int8_accumulate);
   tcase_add_test(tc, test_floordiv_floormod);
+  tcase_add_test(tc, test_register_tile);
   tcase_add_test(tc, test_lazy_guards);
   tcase_add_test(tc, test_int_semantics);
   tcase_add_test(tc, test_f64_math);
