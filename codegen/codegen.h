@@ -28,7 +28,37 @@
  *
  * Validity (cg_check): what a target cannot run is rejected with a reason
  * (thread-bound loops on CPU, vector lanes over 64, nested parallel loops,
- * shared/local scopes on CPU are fine, warp scopes are not). */
+ * shared/local scopes on CPU are fine, warp scopes are not).
+ *
+ * Details of the lowered form as implemented (codegen/lower.c, lower_vec.c):
+ *  - flat indices are i64, sum of index*stride (+ elem_offset); strides are
+ *    row-major, or the buffer's own, or for a block-allocated buffer with
+ *    storage_align the padded ones (TVM's rule, innermost first:
+ *    s += (factor + offset - s % factor) % factor); params keep compact
+ *    layout (storage_align on a param is ignored). Size: stride[0]*shape[0]
+ *    for row-major/padded layouts; with explicit strides the larger of
+ *    1 + sum((shape_i - 1)*stride_i) and max(stride_i*shape_i);
+ *  - the lane ramp of a vectorized loop is ramp(min, 1, L) (min is 0 for
+ *    loops made by split). A loop is widened only when lanes cannot see each
+ *    other's writes: every store index moves by a non-zero constant per lane
+ *    (no predicate), every access to a stored buffer uses the same index as
+ *    its store, the body holds only stores, seqs, and ifs/lets whose
+ *    condition/value is lane-invariant (they stay scalar), and no
+ *    lane-dependent select/&&/|| guards a load or an integer division (a
+ *    padding guard: widened, the guarded load would run on every lane).
+ *    Otherwise (and for non-constant extents or L > 64) the loop stays; a
+ *    vectorized loop of extent 1 becomes its body at v = min. Stores of
+ *    widened code have no predicate (none is generated today);
+ *  - serial loops of extent 1 without annotations are folded away (their
+ *    var replaced by the min); ifs, selects and block predicates whose
+ *    condition simplifies to a constant are resolved;
+ *  - unchanged nodes (vars, constants, untouched subtrees) are shared with
+ *    the input function, so it must outlive the lowered one (orig already
+ *    points at it).
+ * Targets: vector_bits stays 0 for a bare host target ("llvm" with no
+ * triple/cpu/attrs) until the backend resolves the host; cg_target_is_host is
+ * false for cuda. cg_check also refuses parallel loops on cuda and more than
+ * 1024 threadIdx threads per block. */
 #ifndef TESSEL_CODEGEN_H
 #define TESSEL_CODEGEN_H
 

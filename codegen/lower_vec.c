@@ -220,6 +220,40 @@ static ir_dtype vec_of(vctx *c, ir_dtype t) { return ir_dt_vec((ir_dtype_code)t.
 
 static ir_expr *widen(vctx *c, ir_expr *e);
 
+/* Integer ramp algebra, so that index parts stay ramps inside a gather
+ * (ramp(b, s) + x = ramp(b + x, s), ramp(b, s) * x = ramp(b*x, s*x), ...).
+ * x, y: widened operands (scalar = invariant). NULL when no rule applies. */
+static ir_expr *fold_ramp(vctx *c, ir_expr_kind k, ir_expr *x, ir_expr *y) {
+  if (!ir_dtype_is_int(x->dtype) || (k != IR_ADD && k != IR_SUB && k != IR_MUL)) return NULL;
+  bool rx = x->kind == IR_RAMP, ry = y->kind == IR_RAMP;
+  bool sx = x->dtype.lanes == 1, sy = y->dtype.lanes == 1;
+  if (!(rx || ry) || !((rx || sx) && (ry || sy))) return NULL;
+  ir_expr *zero = nn(c, ir_int(c->a, ir_dt((ir_dtype_code)x->dtype.code), 0));
+  if (!zero) return NULL;
+  ir_expr *bx = rx ? x->u.ramp.base : x, *by = ry ? y->u.ramp.base : y;
+  ir_expr *tx = rx ? x->u.ramp.stride : zero, *ty = ry ? y->u.ramp.stride : zero;
+  ir_expr *b, *s;
+  switch (k) {
+  case IR_ADD:
+    b = ir_add(c->a, bx, by);
+    s = ir_add(c->a, tx, ty);
+    break;
+  case IR_SUB:
+    b = ir_sub(c->a, bx, by);
+    s = ir_sub(c->a, tx, ty);
+    break;
+  default: /* MUL: only ramp * invariant */
+    if (rx && ry) return NULL;
+    b = ir_mul(c->a, bx, by);
+    s = rx ? ir_mul(c->a, tx, y) : ir_mul(c->a, x, ty);
+    break;
+  }
+  if (!nn(c, b) || !nn(c, s)) return NULL;
+  b = nn(c, ir_simplify(c->an, b));
+  s = nn(c, ir_simplify(c->an, s));
+  return b && s ? nn(c, ir_ramp(c->a, b, s, c->lanes)) : NULL;
+}
+
 /* An index in lanes: ramp for a constant per-lane stride, else a gather. */
 static ir_expr *widen_index(vctx *c, ir_expr *idx, int64_t *stride_out, bool *affine) {
   int64_t k;
@@ -274,13 +308,18 @@ static ir_expr *widen(vctx *c, ir_expr *e) {
     n = nn(c, ir_call(c->a, e->u.call.op, vec_of(c, e->dtype), na, args));
     break;
   }
-  default:
+  default: {
     if (!ir_is_binop(e->kind)) {
       c->oom = true; /* unreachable after check_expr */
       return NULL;
     }
-    n = nn(c, ir_binop(c->a, e->kind, bcast(c, widen(c, e->u.bin.a)), bcast(c, widen(c, e->u.bin.b))));
+    ir_expr *x = widen(c, e->u.bin.a), *y = widen(c, e->u.bin.b);
+    if (!x || !y) return NULL;
+    if ((n = fold_ramp(c, e->kind, x, y))) return n;
+    if (c->oom) return NULL;
+    n = nn(c, ir_binop(c->a, e->kind, bcast(c, x), bcast(c, y)));
     break;
+  }
   }
   if (n) n->dtype = vec_of(c, e->dtype);
   return n;

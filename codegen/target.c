@@ -129,7 +129,8 @@ static bool arch_is_arm(const char *arch) {
  * bare host target stays 0: the LLVM backend asks the host. */
 static int guess_vector_bits(const cg_target *t) {
   if (t->kind != CG_TARGET_LLVM) return 0;
-  if (!t->triple[0] && !t->cpu[0] && !t->attrs[0]) return 0;
+  bool native = !t->cpu[0] || strcmp(t->cpu, "native") == 0;
+  if (!t->triple[0] && native && !t->attrs[0]) return 0;
   char arch[64] = "";
   if (t->triple[0]) triple_arch(t->triple, arch, sizeof arch);
   if (arch_is_arm(arch)) return 128; /* NEON (SVE is scalable; 128 is its floor) */

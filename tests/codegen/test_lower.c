@@ -14,8 +14,10 @@
 
 #include "codegen/codegen.h"
 #include "ir/interp.h"
+#include "ir/parse.h"
 #include "ir/print.h"
 #include "ir/schedule/schedule.h"
+#include "ir/schedule/trace.h"
 #include "ir/workloads/workloads.h"
 #include "schedule/util.h"
 
@@ -293,6 +295,8 @@ START_TEST(target_valid) {
       {"llvm -mcpu=x86-64", "llvm -mcpu=x86-64", CG_TARGET_LLVM, 128, 0},
       {"llvm -mtriple=x86_64-linux-gnu", "llvm -mtriple=x86_64-linux-gnu", CG_TARGET_LLVM, 128, 0},
       {"llvm -num-cores=2", "llvm -num-cores=2", CG_TARGET_LLVM, 0, 2},
+      {"llvm -mcpu=native", "llvm -mcpu=native", CG_TARGET_LLVM, 0, 0}, /* the backend asks the host */
+      {"llvm -mtriple=arm64-apple-darwin", "llvm -mtriple=arm64-apple-darwin", CG_TARGET_LLVM, 128, 0},
       /* canonical order is triple, cpu, attrs, cores whatever the input order */
       {"llvm -num-cores=4 -mattr=+avx2 -mcpu=haswell -mtriple=x86_64-linux-gnu",
        "llvm -mtriple=x86_64-linux-gnu -mcpu=haswell -mattr=+avx2 -num-cores=4", CG_TARGET_LLVM, 256, 4},
@@ -804,6 +808,158 @@ START_TEST(lower_idempotent) {
 }
 END_TEST
 
+/* Symbolic shapes: the flat sizes are products of syms; binding the syms
+ * afterwards (the interpreter cannot infer them from flat params) runs. */
+START_TEST(lower_symbolic) {
+  ts_arena *a = ts_arena_new();
+  static const char src[] =
+      "kernel addsym(A: f32[M, N], B: f32[M, N]) -> C: f32[M, N] {\n"
+      "  C[i, j] = A[i, j] + B[i, j] * 2.0\n"
+      "}\n"
+      "kernel mmsym(A: f32[M, K], B: f32[K, N]) -> C: f32[M, N] {\n"
+      "  C[i, j] += A[i, k] * B[k, j]\n"
+      "}\n";
+  ir_module *m = ir_module_new();
+  ts_diag_clear(&D);
+  ck_assert_msg(ir_parse_module(m, src, sizeof src - 1, "<sym>", &D) == TS_OK, "%s", D.msg);
+  cg_target t = target("llvm");
+  for (int fi = 0; fi < 2; fi++) {
+    ir_func *f = m->funcs[fi].u.prim;
+    ck_assert_int_ge(f->nsyms, 2);
+    sch_state *s = sch_create(f, 1, &D);
+    ck_assert(s != NULL);
+    sch_loop ls[8], parts[2];
+    int n = tu_loops(s, "C", ls, 8);
+    ck_assert_int_ge(n, 2);
+    split2(s, ls[1], 4, parts); /* a predicate: N is not known to divide */
+    ts_diag_clear(&D);
+    if (fi == 0) tu_ok(sch_vectorize(s, parts[1], &D), &D);
+    cg_lowered l;
+    ts_diag_clear(&D);
+    ck_assert_msg(cg_lower(a, sch_func(s), &t, &l, &D) == TS_OK, "%s", D.msg);
+    census c = take_census(l.func);
+    ck_assert_int_eq(c.blocks, 0);
+    ck_assert_int_eq(c.bad_access, 0);
+    ck_assert_int_eq(l.func->nsyms, f->nsyms);
+    const char *names[3];
+    int64_t vals[3] = {3, 7, 5};
+    for (int i = 0; i < f->nsyms && i < 3; i++) names[i] = f->syms[i]->name;
+    ir_func *fb = ir_func_bind_syms(a, f, f->nsyms, names, vals, &D);
+    ir_func *lb = ir_func_bind_syms(a, l.func, f->nsyms, names, vals, &D);
+    ck_assert_msg(fb && lb, "bind syms: %s", D.msg);
+    assert_same(fb, lb);
+    sch_free(s);
+  }
+  ir_module_free(m);
+  ts_arena_free(a);
+}
+END_TEST
+
+/* A vectorized loop that does not start at 0 (hand-built): lanes are
+ * ramp(min, 1, L). */
+static ir_stmt *with_range(ts_arena *a, ir_stmt *s, const ir_var *v, int64_t min, int64_t ext, ir_for_kind k) {
+  if (!s) return NULL;
+  ir_stmt *n = ir_stmt_clone(a, s);
+  if (s->kind == IR_FOR) {
+    if (s->u.loop.var == v) {
+      n->u.loop.min = ir_i64(a, min);
+      n->u.loop.extent = ir_i64(a, ext);
+      n->u.loop.kind = k;
+    }
+    n->u.loop.body = with_range(a, s->u.loop.body, v, min, ext, k);
+  } else if (s->kind == IR_BLOCK_REALIZE) {
+    ir_block *b = ir_block_clone(a, s->u.realize.block);
+    b->body = with_range(a, b->body, v, min, ext, k);
+    n->u.realize.block = b;
+  }
+  return n;
+}
+
+START_TEST(lower_vector_offset_min) {
+  ts_arena *a = ts_arena_new();
+  ir_func *f = tu_workload(a, "relu:m=3,n=12");
+  ir_var *j = nth_loop(f, 1);
+  ir_func *serial = func_with_body(a, f, with_range(a, f->body, j, 3, 8, IR_FOR_SERIAL));
+  ir_func *vec = func_with_body(a, f, with_range(a, f->body, j, 3, 8, IR_FOR_VECTORIZED));
+  census c;
+  cg_lowered l = lower_checked(a, serial, vec, &c);
+  ck_assert_int_eq(c.ramp1_stores, 1);
+  ck_assert_int_eq(c.vec_loops, 0);
+  char *t = ftext(l.func);
+  ck_assert_msg(strstr(t, "ramp(i * 12 + 3, 1, 8)") != NULL, "%s", t);
+  ts_free(t);
+  ts_arena_free(a);
+}
+END_TEST
+
+/* Fused transpose split in lanes: the store is contiguous, the load index
+ * (f % m) * n + f / m is not affine in the lane: a gather. */
+START_TEST(lower_gather) {
+  ts_arena *a = ts_arena_new();
+  ir_func *orig;
+  sch_state *s = tu_schedule(a, "transpose:m=6,n=4", &orig);
+  sch_loop ij[2] = {LP(s, "B", 0), LP(s, "B", 1)}, fused, parts[2];
+  tu_ok(sch_fuse(s, 2, ij, &fused, &D), &D);
+  split2(s, fused, 4, parts);
+  tu_ok(sch_vectorize(s, parts[1], &D), &D);
+  census c;
+  cg_lowered l = lower_checked(a, orig, sch_func(s), &c);
+  if (c.ramp1_stores != 1 || c.gather_loads != 1) {
+    char *t = ftext(l.func);
+    ck_abort_msg("fused transpose: expected a contiguous store and a gather:\n%s", t);
+  }
+  sch_free(s);
+  ts_arena_free(a);
+}
+END_TEST
+
+/* Random traces (every primitive family, ir/schedule/random_trace.c) over
+ * every workload, each lowered and run against the unscheduled function. A
+ * trace with a refused step keeps the steps before it, which are just as
+ * good a schedule to lower. */
+START_TEST(lower_random_traces) {
+  int lowered = 0, widened = 0, kept = 0;
+  /* TESSEL_LOWER_TRACES raises the count per workload for a longer soak. */
+  const char *env = getenv("TESSEL_LOWER_TRACES");
+  int ntr = env && atoi(env) > 0 ? atoi(env) : 12;
+  for (int w = 0; w < ir_workload_count(); w++) {
+    ts_arena *a = ts_arena_new();
+    const char *name = ir_workload_at(w)->name;
+    ir_func *f = tu_workload(a, name);
+    ts_rng rng;
+    ts_rng_seed(&rng, 1000 + (uint64_t)w);
+    for (int k = 0; k < ntr; k++) {
+      ts_diag_clear(&D);
+      sch_traced *t = sch_traced_new(f, 7 + (uint64_t)k, &D);
+      ck_assert_msg(t != NULL, "%s: %s", name, D.msg);
+      sch_random_opts opts = {.min_steps = 2, .max_steps = 10};
+      sch_random_result res;
+      ts_diag why;
+      ts_diag_clear(&why);
+      ts_status st = sch_random_trace(t, &rng, &opts, &res, &why, &D);
+      ck_assert_msg(st == TS_OK, "%s: random trace: %s", name, D.msg);
+      char why_s[2048];
+      if (!same_outputs(f, sch_traced_func(t), 1, why_s, sizeof why_s)) {
+        char *js = sch_trace_to_json(sch_traced_trace(t));
+        char *tx = ftext(sch_traced_func(t));
+        ck_abort_msg("%s: the scheduled function itself differs (%s); trace %s\n%s", name, why_s, js, tx);
+      }
+      census c;
+      lower_checked(a, f, sch_traced_func(t), &c);
+      lowered++;
+      widened += c.vec_stores > 0;
+      kept += c.vec_loops > 0;
+      sch_traced_free(t);
+    }
+    ts_arena_free(a);
+  }
+  ck_assert_int_eq(lowered, ntr * ir_workload_count());
+  ck_assert_int_gt(widened, 0);
+  if (env) printf("random traces: %d lowered, %d with vector stores, %d with a kept vectorized loop\n",
+                  lowered, widened, kept);
+}
+END_TEST
+
 /* Lowering under failing allocations: TS_ENOMEM or success, never a crash
  * or a half-built result. */
 START_TEST(lower_oom) {
@@ -965,6 +1121,10 @@ static Suite *suite(void) {
   tcase_add_test(t, lower_padded_select_fallback);
   tcase_add_test(t, lower_explicit_strides);
   tcase_add_test(t, lower_idempotent);
+  tcase_add_test(t, lower_symbolic);
+  tcase_add_test(t, lower_vector_offset_min);
+  tcase_add_test(t, lower_gather);
+  tcase_add_test(t, lower_random_traces);
   tcase_add_test(t, lower_oom);
   tcase_add_test(t, lower_errors);
   suite_add_tcase(s, t);
