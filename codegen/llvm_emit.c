@@ -642,31 +642,67 @@ static const ir_expr *uniform(const ir_expr *idx) {
 /* Emits the address computation of a buffer access: either one scalar
  * pointer (scalar, uniform or contiguous access) with *vec_ptrs false, or a
  * vector of pointers. */
+/* Emits a scalar index as (variable part, constant part): the terms of its
+ * top-level sum that fold to constants (literals, copies of unrolled loop
+ * vars) are summed apart, so the address is gep(gep(base, var), const) and
+ * alias analysis sees the accesses of an unrolled tile as one base plus
+ * distinct offsets (which is what lets LICM keep an accumulator tile in
+ * registers across a reduction loop). */
+static bool index_terms(lx_fn *f, const ir_expr *e, LLVMValueRef *var, int64_t *cst) {
+  if (e->kind == IR_ADD && e->dtype.lanes == 1 && e->u.bin.a && e->u.bin.b && ir_dtype_is_int(e->dtype) &&
+      e->u.bin.a->dtype.lanes == 1 && e->u.bin.b->dtype.lanes == 1)
+    return index_terms(f, e->u.bin.a, var, cst) && index_terms(f, e->u.bin.b, var, cst);
+  LLVMValueRef v = ex(f, e, NULL);
+  if (!v) return false;
+  if (cg_lx_lanes(v) != 1) return fail(f, TS_ETYPE, "vector ramp base"), false;
+  v = idx64(f, e->dtype.code, v);
+  if (LLVMIsAConstantInt(v)) {
+    *cst += LLVMConstIntGetSExtValue(v);
+    return true;
+  }
+  *var = *var ? LLVMBuildNSWAdd(f->b, *var, v, "") : v;
+  return true;
+}
+
+static LLVMValueRef offset_ptr(lx_fn *f, LLVMTypeRef mt, LLVMValueRef base, LLVMValueRef var,
+                               int64_t cst) {
+  LLVMValueRef p = base;
+  if (var) p = LLVMBuildInBoundsGEP2(f->b, mt, p, &var, 1, "");
+  if (cst || !var) {
+    LLVMValueRef c = LLVMConstInt(f->m->t_i64, (unsigned long long)cst, 1);
+    p = LLVMBuildInBoundsGEP2(f->b, mt, p, &c, 1, "");
+  }
+  return p;
+}
+
+/* Emits the address computation of a buffer access: one scalar pointer
+ * (scalar, uniform or contiguous access) or a vector of pointers (gather /
+ * scatter). */
 static LLVMValueRef access_ptr(lx_fn *f, LLVMValueRef base, LLVMTypeRef mt, const ir_expr *idx,
                                int lanes, LLVMValueRef mask, bool *contig, bool *uni) {
   const ir_expr *cb, *cx, *u;
-  LLVMValueRef iv;
+  LLVMValueRef var = NULL, iv = NULL;
+  int64_t cst = 0;
+  bool ok, scalar = true;
   *contig = *uni = false;
   f->in_index++;
   if (lanes > 1 && contiguous(idx, &cb, &cx)) {
     *contig = true;
-    iv = ex(f, cb, NULL);
-    if (iv) iv = idx64(f, cb->dtype.code, iv);
-    if (iv && cx) {
-      LLVMValueRef xv = ex(f, cx, NULL);
-      iv = xv ? LLVMBuildNSWAdd(f->b, iv, idx64(f, cx->dtype.code, xv), "") : NULL;
-    }
+    ok = index_terms(f, cb, &var, &cst) && (!cx || index_terms(f, cx, &var, &cst));
   } else if (lanes > 1 && !mask && (u = uniform(idx))) {
     *uni = true;
-    iv = ex(f, u, NULL);
-    if (iv) iv = idx64(f, u->dtype.code, iv);
+    ok = index_terms(f, u, &var, &cst);
+  } else if (lanes == 1 && idx->dtype.lanes == 1) {
+    ok = index_terms(f, idx, &var, &cst);
   } else {
+    scalar = false;
     iv = ex(f, idx, mask);
     if (iv) iv = idx64(f, idx->dtype.code, widen(f, iv, lanes, "buffer index"));
+    ok = iv != NULL;
   }
   f->in_index--;
-  if (!iv) return NULL;
-  if ((*contig || *uni) && cg_lx_lanes(iv) != 1) return fail(f, TS_ETYPE, "vector ramp base");
+  if (!ok) return NULL;
+  if (scalar) return offset_ptr(f, mt, base, var, cst);
   return LLVMBuildInBoundsGEP2(f->b, mt, base, &iv, 1, "");
 }
 
@@ -1125,7 +1161,9 @@ static bool st_for(lx_fn *f, const ir_stmt *s) {
   return ok;
 }
 
-static bool st_store(lx_fn *f, const ir_stmt *s) {
+/* A store; with guard (an init guard, see init_guard) the store is made
+ * unconditional: buf[idx] = guard ? value : buf[idx]. */
+static bool st_store(lx_fn *f, const ir_stmt *s, const ir_expr *guard) {
   lx_mod *m = f->m;
   const ir_buffer *buf = s->u.store.buf;
   if (!buf || !s->u.store.value) return fail(f, TS_EINVAL, "malformed store"), false;
@@ -1173,8 +1211,15 @@ static bool st_store(lx_fn *f, const ir_stmt *s) {
   LLVMValueRef v = ex(f, s->u.store.value, mask);
   if (!v || !(v = widen(f, v, lanes, "store value"))) return false;
   if (mask && !(mask = widen(f, mask, lanes, "store predicate"))) return false;
-  v = to_mem(f, code, v);
   LLVMTypeRef vt = cg_lx_vec(mt, lanes);
+  if (guard) {
+    LLVMValueRef g = ex(f, guard, NULL);
+    if (!g || !(g = widen(f, to_bool(f, guard->dtype.code, g), lanes, "init guard"))) return false;
+    LLVMValueRef old = LLVMBuildLoad2(f->b, vt, p, "");
+    LLVMSetAlignment(old, al);
+    v = LLVMBuildSelect(f->b, g, v, from_mem(f, code, old), "");
+  }
+  v = to_mem(f, code, v);
   if (lanes == 1 || (contig && !mask)) {
     LLVMValueRef sti = LLVMBuildStore(f->b, v, p);
     LLVMSetAlignment(sti, al);
@@ -1240,17 +1285,61 @@ static bool st_alloc(lx_fn *f, const ir_stmt *s) {
   return true;
 }
 
+/* Exact equality of load-free index expressions (vars by identity). */
+static bool same_index(const ir_expr *a, const ir_expr *b) {
+  if (a == b) return true;
+  if (!a || !b || a->kind != b->kind || !ir_dtype_eq(a->dtype, b->dtype)) return false;
+  switch (a->kind) {
+  case IR_INT_IMM: return a->u.ival == b->u.ival;
+  case IR_VAR: return a->u.var == b->u.var;
+  case IR_RAMP:
+    return a->u.ramp.lanes == b->u.ramp.lanes && same_index(a->u.ramp.base, b->u.ramp.base) &&
+           same_index(a->u.ramp.stride, b->u.ramp.stride);
+  case IR_BROADCAST:
+    return a->u.bcast.lanes == b->u.bcast.lanes && same_index(a->u.bcast.value, b->u.bcast.value);
+  case IR_CAST: return same_index(a->u.cast.value, b->u.cast.value);
+  default:
+    if (ir_is_binop(a->kind)) return same_index(a->u.bin.a, b->u.bin.a) && same_index(a->u.bin.b, b->u.bin.b);
+    return false;
+  }
+}
+
+/* The reduction-init pattern cg_lower emits before decompose_reduction:
+ *   if (first iteration) B[idx] = init;  B[idx] = B[idx] + ...;
+ * When the next statement stores to exactly the same element
+ * unconditionally, the element is known addressable here, so the guarded
+ * store can become an unconditional select-store: straight-line code in
+ * which LLVM keeps the accumulator in registers across the reduction loop
+ * (a branch around the store would keep it in memory). */
+static bool init_guard(const ir_stmt *g, const ir_stmt *next) {
+  if (!g || !next || g->kind != IR_IF || g->u.ifs.else_s || !g->u.ifs.cond) return false;
+  const ir_stmt *t = g->u.ifs.then_s;
+  if (!t || t->kind != IR_STORE || next->kind != IR_STORE) return false;
+  if (g->u.ifs.cond->dtype.lanes != 1 || may_trap(g->u.ifs.cond)) return false;
+  if (t->u.store.predicate || next->u.store.predicate || t->u.store.buf != next->u.store.buf ||
+      t->u.store.nidx != 1 || next->u.store.nidx != 1 || !t->u.store.idx || !next->u.store.idx)
+    return false;
+  const ir_expr *v = t->u.store.value;
+  if (!v || may_trap(v) || v->dtype.lanes != next->u.store.value->dtype.lanes) return false;
+  return same_index(t->u.store.idx[0], next->u.store.idx[0]);
+}
+
 static bool emit_stmt(lx_fn *f, const ir_stmt *s) {
   if (f->m->st != TS_OK) return false;
   if (!s) return true;
   lx_mod *m = f->m;
   switch (s->kind) {
   case IR_SEQ:
-    for (int i = 0; i < s->u.seq.n; i++)
-      if (!emit_stmt(f, s->u.seq.stmts[i])) return false;
+    for (int i = 0; i < s->u.seq.n; i++) {
+      const ir_stmt *g = s->u.seq.stmts[i];
+      bool ok = i + 1 < s->u.seq.n && init_guard(g, s->u.seq.stmts[i + 1])
+                    ? st_store(f, g->u.ifs.then_s, g->u.ifs.cond)
+                    : emit_stmt(f, g);
+      if (!ok) return false;
+    }
     return true;
   case IR_FOR: return st_for(f, s);
-  case IR_STORE: return st_store(f, s);
+  case IR_STORE: return st_store(f, s, NULL);
   case IR_ALLOCATE: return st_alloc(f, s);
   case IR_EVALUATE: return s->u.eval.value ? ex(f, s->u.eval.value, NULL) != NULL : true;
   case IR_LET: {

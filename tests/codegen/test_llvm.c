@@ -19,6 +19,7 @@
 #include "codegen/llvm.h"
 #include "ir/interp.h"
 #include "ir/print.h"
+#include "ir/schedule/trace.h"
 #include "ir/struct.h"
 #include "ir/workloads/workloads.h"
 #include "schedule/util.h"
@@ -542,6 +543,36 @@ START_TEST(test_register_tile) {
 }
 END_TEST
 
+/* The reduction-init form (if first: B[i] = init; B[i] = B[i] + ...) in
+ * scalars and lanes, and look-alikes that must stay guarded: a different
+ * index in the next store, and a guarded store whose element is out of
+ * bounds when the guard is false. */
+START_TEST(test_init_guard) {
+  int m = 8, k = 16;
+  ir_buffer *a = buf("A", IR_F32, m * k), *o = buf("O", IR_F32, m), *ov = buf("OV", IR_F32, 16);
+  ir_buffer *p = buf("P", IR_F32, m + 1), *q = buf("Q", IR_F32, m);
+  ir_var *i = var("i"), *r = var("r"), *v = var("v"), *j = var("j"), *w = var("w");
+  ir_stmt *red = loop(i, m, IR_FOR_SERIAL,
+                      loop(r, k, IR_FOR_SERIAL,
+                           seqv(2, ir_if(A, bin(IR_EQ, V(r), I(0)), stv(o, V(i), F(0.5)), NULL),
+                                stv(o, V(i), add(ld(o, V(i)), ld(a, add(mul(V(i), I(k)), V(r))))))));
+  ir_expr *vi = ramp(I(0), 16);
+  ir_stmt *vred = loop(v, m, IR_FOR_SERIAL,
+                       seqv(2, ir_if(A, bin(IR_EQ, V(v), I(0)), stv(ov, vi, bc(F(0), 16)), NULL),
+                            stv(ov, vi, add(ld(ov, vi), ld(a, ramp(mul(V(v), I(16)), 16))))));
+  /* different index: P[j + 1] guarded, then P[j] */
+  ir_stmt *diff = loop(j, m, IR_FOR_SERIAL,
+                       seqv(2, ir_if(A, bin(IR_EQ, V(j), I(m - 1)), stv(p, add(V(j), I(1)), F(7)), NULL),
+                            stv(p, V(j), F(3))));
+  /* Q[w + 1] only exists for w < m - 1: must stay a branch */
+  ir_stmt *oob = loop(w, m, IR_FOR_SERIAL,
+                      seqv(2, ir_if(A, bin(IR_LT, V(w), I(m - 1)), stv(q, add(V(w), I(1)), F(1)), NULL),
+                           stv(q, V(w), F(2))));
+  ir_buffer *ps[] = {a, o, ov, p, q};
+  check_kernel(func("initg", 1, 5, ps, seqv(4, red, vred, diff, oob)), 1e-6, 1e-6);
+}
+END_TEST
+
 /* ---- intrinsics against libm ---------------------------------------------------------- */
 
 typedef struct intrin_case {
@@ -868,6 +899,97 @@ START_TEST(test_loop_kinds) {
 }
 END_TEST
 
+/* ---- built-in workloads through cg_lower ---------------------------------------------------- */
+
+static void check_lowered(const ir_func *f, const char *what) {
+  ts_diag d;
+  ts_diag_clear(&d);
+  cg_lowered l;
+  ts_status st = cg_lower(A, f, &T, &l, &d);
+  ck_assert_msg(st == TS_OK, "lowering %s: %s", what, d.msg);
+  check_kernel_opts(l.func, f, 1e-4, 1e-4, NULL);
+}
+
+/* Every workload at its defaults, unscheduled, lowered and run through the
+ * JIT and a .so against the interpreter (metadata from the n-d original). */
+START_TEST(test_workloads) {
+  for (int i = 0; i < ir_workload_count(); i++) {
+    const ir_workload *w = ir_workload_at(i);
+    check_lowered(tu_workload(A, w->name), w->name);
+  }
+}
+END_TEST
+
+/* Every workload with something scheduled: per block, parallel outermost
+ * loop, split + vectorize (lanes 4 and 16) + unroll of the innermost,
+ * wherever the primitives accept them. */
+START_TEST(test_workloads_scheduled) {
+  for (int lanes = 4; lanes <= 16; lanes *= 4) {
+    for (int i = 0; i < ir_workload_count(); i++) {
+      const ir_workload *w = ir_workload_at(i);
+      ir_func *orig;
+      sch_state *s = tu_schedule(A, w->name, &orig);
+      ts_diag d;
+      sch_block *blocks;
+      int nb;
+      ts_diag_clear(&d);
+      tu_ok(sch_get_child_blocks(s, (sch_block){"root"}, &blocks, &nb, &d), &d);
+      const char *names[32];
+      for (int b = 0; b < nb && b < 32; b++) names[b] = blocks[b].name;
+      for (int b = 0; b < nb && b < 32; b++) {
+        sch_loop ls[32], parts[2];
+        int n = tu_loops(s, names[b], ls, 32);
+        if (n == 0) continue;
+        int64_t f[2] = {-1, lanes};
+        ts_diag_clear(&d);
+        if (sch_split(s, ls[n - 1], 2, f, parts, &d) == TS_OK) {
+          ts_diag_clear(&d);
+          if (sch_vectorize(s, parts[1], &d) != TS_OK) (void)sch_unroll(s, parts[1], &d);
+        }
+        n = tu_loops(s, names[b], ls, 32);
+        ts_diag_clear(&d);
+        (void)sch_parallel(s, ls[0], &d);
+      }
+      char what[64];
+      snprintf(what, sizeof what, "%s (scheduled, %d lanes)", w->name, lanes);
+      check_lowered(sch_func(s), what);
+      sch_free(s);
+    }
+  }
+}
+END_TEST
+
+/* examples/matmul_tiled.json: cache_write + reverse_compute_at + parallel +
+ * vectorize + unroll + decompose_reduction on a 64^3 matmul */
+START_TEST(test_matmul_trace) {
+  const char *root = getenv("TESSEL_SOURCE_ROOT");
+  char path[512];
+  snprintf(path, sizeof path, "%s/examples/matmul_tiled.json", root ? root : ".");
+  char *text = NULL;
+  size_t len;
+  ts_diag d;
+  ts_diag_clear(&d);
+  tu_ok(ts_read_file(path, &text, &len, &d), &d);
+  sch_trace *tr = sch_trace_from_json(text, &d);
+  ck_assert_msg(tr != NULL, "%s", d.msg);
+  ir_func *f = tu_workload(A, "matmul:m=64,n=64,k=64");
+  sch_traced *t = sch_trace_replay(tr, f, 1, &d);
+  ck_assert_msg(t != NULL, "%s", d.msg);
+  ir_func *g = sch_func(sch_traced_state(t));
+  check_lowered(g, "matmul_tiled");
+  cg_lowered l;
+  tu_ok(cg_lower(A, g, &T, &l, &d), &d);
+  char *ir = cg_llvm_dump_ir(&l, &T, true, &d);
+  ck_assert_msg(ir != NULL, "%s", d.msg);
+  ck_assert(strstr(ir, "<16 x float>") != NULL);
+  ck_assert(strstr(ir, "@tsrt_parallel_launch") != NULL);
+  ts_free(ir);
+  sch_traced_free(t);
+  sch_trace_free(tr);
+  ts_free(text);
+}
+END_TEST
+
 /* ---- metadata, errors, cross targets ------------------------------------------------------- */
 
 START_TEST(test_metadata_nd) {
@@ -1045,6 +1167,7 @@ static Suite *suite(void) {
   tcase_add_test(tc, test_int8_accumulate);
   tcase_add_test(tc, test_floordiv_floormod);
   tcase_add_test(tc, test_register_tile);
+  tcase_add_test(tc, test_init_guard);
   tcase_add_test(tc, test_lazy_guards);
   tcase_add_test(tc, test_int_semantics);
   tcase_add_test(tc, test_f64_math);
@@ -1055,6 +1178,9 @@ static Suite *suite(void) {
   tcase_add_test(tc, test_select_minmax_bool);
   tcase_add_test(tc, test_allocate);
   tcase_add_test(tc, test_loop_kinds);
+  tcase_add_test(tc, test_workloads);
+  tcase_add_test(tc, test_workloads_scheduled);
+  tcase_add_test(tc, test_matmul_trace);
   tcase_add_test(tc, test_metadata_nd);
   tcase_add_test(tc, test_errors);
   tcase_add_test(tc, test_aarch64);
