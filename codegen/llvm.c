@@ -142,6 +142,8 @@ ts_status cg_llvm_resolve_target(cg_target *t, ts_diag *d) {
     LLVMDisposeMessage(err);
     return st;
   }
+  /* "native" (or nothing) on the host: this machine's CPU and features */
+  if (!strcmp(t->cpu, "native")) t->cpu[0] = '\0';
   if (!t->cpu[0]) {
     if (host) {
       char *cpu = LLVMGetHostCPUName();
@@ -156,15 +158,21 @@ ts_status cg_llvm_resolve_target(cg_target *t, ts_diag *d) {
     host_cpu = !strcmp(cpu, t->cpu);
     LLVMDisposeMessage(cpu);
   }
-  if (!t->attrs[0] && host_cpu) host_features(t->attrs, sizeof t->attrs);
-  if (t->vector_bits <= 0) {
-    bool x86 = !strncmp(t->triple, "x86_64", 6) || !strncmp(t->triple, "i686", 4) ||
-               !strncmp(t->triple, "i386", 4);
-    if (has_feature(t->attrs, "avx512f")) t->vector_bits = 512;
-    else if (has_feature(t->attrs, "avx2") || has_feature(t->attrs, "avx")) t->vector_bits = 256;
-    else if (x86) t->vector_bits = 128;
-    else t->vector_bits = 128; /* aarch64 NEON, and a safe default */
+  bool filled = false;
+  if (!t->attrs[0] && host_cpu) {
+    host_features(t->attrs, sizeof t->attrs);
+    filled = true;
   }
+  /* Widest vectors: from the features when we know them (the host's, or
+   * explicit -mattr); a guess from the target string (cg_target_parse
+   * knows CPU names) is kept only when the features say nothing. */
+  int from_attrs = 0;
+  if (has_feature(t->attrs, "avx512f")) from_attrs = 512;
+  else if (has_feature(t->attrs, "avx2") || has_feature(t->attrs, "avx")) from_attrs = 256;
+  else if (filled || !strncmp(t->triple, "aarch64", 7) || !strncmp(t->triple, "arm64", 5)) from_attrs = 128;
+  if (from_attrs && (filled || t->vector_bits <= 0 || from_attrs > t->vector_bits))
+    t->vector_bits = from_attrs;
+  if (t->vector_bits <= 0) t->vector_bits = 128;
   if (t->num_cores <= 0 && host) {
     long n = sysconf(_SC_NPROCESSORS_ONLN);
     t->num_cores = n > 0 ? (int)n : 1;

@@ -226,6 +226,25 @@ START_TEST(test_resolve_target) {
   ck_assert_str_eq(t.triple, "aarch64-linux-gnu");
   ck_assert_str_eq(t.cpu, "generic");
   ck_assert_int_eq(t.vector_bits, 128);
+  /* parsed target strings: the host's vectors win over the parser's guess */
+  static const char *const host_like[] = {"llvm", "llvm -mcpu=native", "llvm -mtriple=x86_64-linux-gnu"};
+  for (int i = 0; i < 3; i++) {
+#if !defined(__x86_64__)
+    if (i == 2) break;
+#endif
+    ts_diag_clear(&d);
+    tu_ok(cg_target_parse(host_like[i], &t, &d), &d);
+    tu_ok(cg_llvm_resolve_target(&t, &d), &d);
+    ck_assert_msg(!strcmp(t.cpu, T.cpu), "%s: cpu %s, host %s", host_like[i], t.cpu, T.cpu);
+    ck_assert_msg(t.vector_bits == T.vector_bits, "%s: %d bits, host %d", host_like[i], t.vector_bits,
+                  T.vector_bits);
+  }
+  tu_ok(cg_target_parse("llvm -mtriple=x86_64-linux-gnu -mcpu=znver4", &t, &d), &d);
+  tu_ok(cg_llvm_resolve_target(&t, &d), &d);
+  ck_assert_int_eq(t.vector_bits, 512);
+  tu_ok(cg_target_parse("llvm -mtriple=x86_64-linux-gnu -mcpu=haswell -mattr=+avx2,+fma", &t, &d), &d);
+  tu_ok(cg_llvm_resolve_target(&t, &d), &d);
+  ck_assert_int_eq(t.vector_bits, 256);
   /* an unknown triple is refused */
   snprintf(t.triple, sizeof t.triple, "riscv64-linux-gnu");
   t.cpu[0] = '\0';
