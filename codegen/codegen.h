@@ -42,10 +42,13 @@
  *    loops made by split). A loop is widened only when lanes cannot see each
  *    other's writes: every store index moves by a non-zero constant per lane
  *    (no predicate), every access to a stored buffer uses the same index as
- *    its store, the body holds only stores, seqs, and ifs/lets whose
- *    condition/value is lane-invariant (they stay scalar), and no
- *    lane-dependent select/&&/|| guards a load or an integer division (a
- *    padding guard: widened, the guarded load would run on every lane).
+ *    its store, and the body holds only stores, seqs, and ifs/lets whose
+ *    condition/value is lane-invariant (they stay scalar; a lane-dependent
+ *    if keeps the loop). Lane-dependent selects and && / || (padding guards)
+ *    are widened and rely on backends evaluating their guarded side under
+ *    the lane mask (as the LLVM backend and the interpreter do); under such
+ *    a guard no load or integer division is left scalar (a lane-invariant
+ *    load gets a broadcast index there, not broadcast(load)).
  *    Otherwise (and for non-constant extents or L > 64) the loop stays; a
  *    vectorized loop of extent 1 becomes its body at v = min. Stores of
  *    widened code have no predicate (none is generated today);

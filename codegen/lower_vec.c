@@ -17,12 +17,15 @@
  *  - every access to a stored buffer uses provably the same index as its
  *    store (a lane reads back only what it wrote itself);
  *  - no inner loops, allocations, evaluates or blocks; ifs and lets only with
- *    lane-invariant conditions/values (they stay scalar around vector code);
- *  - no lane-dependent select / && / || that guards a load or an integer
- *    division: widened, both sides would be evaluated for every lane, and a
- *    padding guard exists precisely because the guarded load may be out of
- *    bounds.
- * Anything else keeps the loop (kind vectorized), which is always correct. */
+ *    lane-invariant conditions/values (they stay scalar around vector code).
+ * Anything else keeps the loop (kind vectorized), which is always correct.
+ *
+ * Lane-dependent selects and && / || (padding guards) are widened: backends
+ * evaluate vector code under the guard's lane mask (masked loads, divisors
+ * of masked-off lanes replaced), as the interpreter evaluates lazily per
+ * lane. That only protects vector operations, so under such a guard no load
+ * or integer division is left scalar: a lane-invariant load there gets a
+ * broadcast index instead of becoming broadcast(load). */
 #include "codegen/lower_int.h"
 
 #include <string.h>
@@ -126,8 +129,6 @@ static bool check_expr(vctx *c, ir_expr *e) {
   case IR_NOT:
     return check_expr(c, e->u.un.a);
   case IR_SELECT:
-    if (uses(c, e->u.sel.cond) && (hazardous(e->u.sel.t) || hazardous(e->u.sel.f)))
-      return refuse(c, "a lane-dependent select guards a load or an integer division");
     return check_expr(c, e->u.sel.cond) && check_expr(c, e->u.sel.t) && check_expr(c, e->u.sel.f);
   case IR_CAST:
     return check_expr(c, e->u.cast.value);
@@ -140,8 +141,6 @@ static bool check_expr(vctx *c, ir_expr *e) {
     return refuse(c, "the body already holds vector expressions");
   default:
     if (!ir_is_binop(e->kind)) return refuse(c, "unknown expression kind");
-    if ((e->kind == IR_AND || e->kind == IR_OR) && uses(c, e->u.bin.a) && hazardous(e->u.bin.b))
-      return refuse(c, "a lane-dependent && / || guards a load or an integer division");
     return check_expr(c, e->u.bin.a) && check_expr(c, e->u.bin.b);
   }
 }
@@ -218,7 +217,7 @@ static ir_expr *bcast(vctx *c, ir_expr *e) {
 
 static ir_dtype vec_of(vctx *c, ir_dtype t) { return ir_dt_vec((ir_dtype_code)t.code, c->lanes); }
 
-static ir_expr *widen(vctx *c, ir_expr *e);
+static ir_expr *widen(vctx *c, ir_expr *e, bool guarded);
 
 /* Integer ramp algebra, so that index parts stay ramps inside a gather
  * (ramp(b, s) + x = ramp(b + x, s), ramp(b, s) * x = ramp(b*x, s*x), ...).
@@ -254,8 +253,9 @@ static ir_expr *fold_ramp(vctx *c, ir_expr_kind k, ir_expr *x, ir_expr *y) {
   return b && s ? nn(c, ir_ramp(c->a, b, s, c->lanes)) : NULL;
 }
 
-/* An index in lanes: ramp for a constant per-lane stride, else a gather. */
-static ir_expr *widen_index(vctx *c, ir_expr *idx, int64_t *stride_out, bool *affine) {
+/* An index in lanes: ramp for a constant per-lane stride (a scalar when the
+ * stride is 0), else a gather. */
+static ir_expr *widen_index(vctx *c, ir_expr *idx, bool guarded, int64_t *stride_out, bool *affine) {
   int64_t k;
   *affine = false;
   if (lane_stride(c, idx, &k)) {
@@ -267,12 +267,19 @@ static ir_expr *widen_index(vctx *c, ir_expr *idx, int64_t *stride_out, bool *af
     return nn(c, ir_ramp(c->a, base, nn(c, ir_int(c->a, base->dtype, k)), c->lanes));
   }
   if (c->oom) return NULL;
-  return bcast(c, widen(c, idx));
+  return bcast(c, widen(c, idx, guarded));
 }
 
-static ir_expr *widen(vctx *c, ir_expr *e) {
+/* e in lanes. Under a lane-dependent guard (the branches of a select whose
+ * condition depends on the lane, the right side of such an && / ||),
+ * nothing that may fault stays scalar: backends evaluate vector code under
+ * the guard's lane mask, but a scalar load or division would run
+ * unconditionally, even when every lane's guard is false. So there a load
+ * always gets a vector index (a broadcast one if need be), and an
+ * invariant but hazardous expression is widened too. */
+static ir_expr *widen(vctx *c, ir_expr *e, bool guarded) {
   if (!e || c->oom) return NULL;
-  if (!uses(c, e)) return e;
+  if (!uses(c, e) && !(guarded && hazardous(e))) return e;
   ir_expr *n = NULL;
   switch (e->kind) {
   case IR_VAR: {
@@ -281,30 +288,39 @@ static ir_expr *widen(vctx *c, ir_expr *e) {
     return mn ? nn(c, ir_ramp(c->a, mn, nn(c, ir_int(c->a, c->v->dtype, 1)), c->lanes)) : NULL;
   }
   case IR_LOAD: {
+    ir_expr *ix = e->u.load.idx[0], *idx;
     int64_t k = 0;
-    bool affine;
-    ir_expr *idx = widen_index(c, e->u.load.idx[0], &k, &affine);
+    bool affine = false;
+    if (guarded && hazardous(ix)) idx = bcast(c, widen(c, ix, true));
+    else idx = widen_index(c, ix, guarded, &k, &affine);
+    bool scalar = affine && k == 0;
+    if (scalar && guarded) {
+      idx = bcast(c, idx);
+      scalar = false;
+    }
     if (!idx) return NULL;
     n = nn(c, ir_load(c->a, e->u.load.buf, 1, &idx));
-    if (n) n->dtype = affine && k == 0 ? e->dtype : vec_of(c, e->dtype);
-    return affine && k == 0 ? bcast(c, n) : n;
+    if (n) n->dtype = scalar ? e->dtype : vec_of(c, e->dtype);
+    return scalar ? bcast(c, n) : n;
   }
   case IR_NOT:
-    n = nn(c, ir_not(c->a, bcast(c, widen(c, e->u.un.a))));
+    n = nn(c, ir_not(c->a, bcast(c, widen(c, e->u.un.a, guarded))));
     break;
-  case IR_SELECT:
-    n = nn(c, ir_select(c->a, bcast(c, widen(c, e->u.sel.cond)), bcast(c, widen(c, e->u.sel.t)),
-                        bcast(c, widen(c, e->u.sel.f))));
+  case IR_SELECT: {
+    bool g = guarded || uses(c, e->u.sel.cond);
+    n = nn(c, ir_select(c->a, bcast(c, widen(c, e->u.sel.cond, guarded)), bcast(c, widen(c, e->u.sel.t, g)),
+                        bcast(c, widen(c, e->u.sel.f, g))));
     break;
+  }
   case IR_CAST:
-    n = nn(c, ir_cast(c->a, vec_of(c, e->dtype), bcast(c, widen(c, e->u.cast.value))));
+    n = nn(c, ir_cast(c->a, vec_of(c, e->dtype), bcast(c, widen(c, e->u.cast.value, guarded))));
     break;
   case IR_CALL: {
     int na = e->u.call.nargs;
     ir_expr **args = nn(c, TS_ANEWN(c->a, ir_expr *, na ? na : 1));
     if (!args) return NULL;
     for (int i = 0; i < na; i++)
-      if (!(args[i] = bcast(c, widen(c, e->u.call.args[i])))) return NULL;
+      if (!(args[i] = bcast(c, widen(c, e->u.call.args[i], guarded)))) return NULL;
     n = nn(c, ir_call(c->a, e->u.call.op, vec_of(c, e->dtype), na, args));
     break;
   }
@@ -313,7 +329,9 @@ static ir_expr *widen(vctx *c, ir_expr *e) {
       c->oom = true; /* unreachable after check_expr */
       return NULL;
     }
-    ir_expr *x = widen(c, e->u.bin.a), *y = widen(c, e->u.bin.b);
+    bool lazy = e->kind == IR_AND || e->kind == IR_OR;
+    ir_expr *x = widen(c, e->u.bin.a, guarded);
+    ir_expr *y = widen(c, e->u.bin.b, guarded || (lazy && uses(c, e->u.bin.a)));
     if (!x || !y) return NULL;
     if ((n = fold_ramp(c, e->kind, x, y))) return n;
     if (c->oom) return NULL;
@@ -331,8 +349,8 @@ static ir_stmt *widen_stmt(vctx *c, ir_stmt *s) {
   case IR_STORE: {
     int64_t k = 0;
     bool affine;
-    ir_expr *idx = widen_index(c, s->u.store.idx[0], &k, &affine);
-    ir_expr *v = idx ? bcast(c, widen(c, s->u.store.value)) : NULL;
+    ir_expr *idx = widen_index(c, s->u.store.idx[0], false, &k, &affine);
+    ir_expr *v = idx ? bcast(c, widen(c, s->u.store.value, false)) : NULL;
     return v ? nn(c, ir_store(c->a, s->u.store.buf, 1, &idx, v)) : NULL;
   }
   case IR_SEQ: {
