@@ -212,6 +212,18 @@ static bool debug_codegen(void) {
   return e && (strstr(e, "codegen") || strstr(e, "all"));
 }
 
+/* LLVM's remarks and warnings (e.g. "loop not vectorized" for a
+ * vectorized-loop hint it could not honour: the loop then runs serially,
+ * which is the documented fallback) go to stderr only with
+ * TESSEL_DEBUG=codegen; errors always do. */
+static void diag_handler(LLVMDiagnosticInfoRef di, void *opaque) {
+  (void)opaque;
+  if (LLVMGetDiagInfoSeverity(di) != LLVMDSError && !debug_codegen()) return;
+  char *s = LLVMGetDiagInfoDescription(di);
+  fprintf(stderr, "[codegen] llvm: %s\n", s);
+  LLVMDisposeMessage(s);
+}
+
 /* Builds, verifies and (when opt) optimises l into a fresh module in ctx.
  * On success *mod is owned by the caller. */
 static ts_status build(LLVMContextRef ctx, const cg_lowered *l, const cg_target *t,
@@ -219,6 +231,7 @@ static ts_status build(LLVMContextRef ctx, const cg_lowered *l, const cg_target 
   if (!l || !l->func) return ts_diag_set(d, TS_EINVAL, "no lowered function");
   lx_mod m;
   memset(&m, 0, sizeof m);
+  LLVMContextSetDiagnosticHandler(ctx, diag_handler, NULL);
   m.ctx = ctx;
   m.t = t;
   m.d = d;

@@ -710,24 +710,9 @@ static LLVMValueRef all_true(lx_fn *f, int lanes) {
   return cg_lx_consti(cg_lx_vec(f->m->t_i1, lanes), 1);
 }
 
-static LLVMValueRef ex_load(lx_fn *f, const ir_expr *e, LLVMValueRef mask) {
-  const ir_buffer *buf = e->u.load.buf;
-  if (!buf) return fail(f, TS_EINVAL, "load from a missing buffer");
-  if (e->u.load.nidx != 1 || !e->u.load.idx || !e->u.load.idx[0])
-    return fail(f, TS_EINVAL, "load from %s with %d indices (the lowered form is flat)", buf->name,
-                e->u.load.nidx);
-  LLVMValueRef base = lookup(f, buf);
-  if (!base) return fail(f, TS_EINVAL, "load from buffer %s, which is not in scope", buf->name);
-  int code = buf->dtype.code;
-  if (code == IR_HANDLE) return fail(f, TS_EUNSUPPORTED, "buffer %s of handles", buf->name);
-  const ir_expr *idx = e->u.load.idx[0];
-  int lanes = e->dtype.lanes > idx->dtype.lanes ? e->dtype.lanes : idx->dtype.lanes;
-  if (mask && cg_lx_lanes(mask) != lanes) mask = NULL;
-  LLVMTypeRef mt = mem_elem(f->m, code);
-  unsigned al = (unsigned)ir_dtype_bytes(buf->dtype);
-  bool contig, uni;
-  LLVMValueRef p = access_ptr(f, base, mt, idx, lanes, mask, &contig, &uni);
-  if (!p) return NULL;
+/* Loads lanes elements (memory representation) at p as access_ptr made it. */
+static LLVMValueRef load_at(lx_fn *f, LLVMValueRef p, LLVMTypeRef mt, int lanes, unsigned al,
+                            bool contig, bool uni, LLVMValueRef mask) {
   LLVMValueRef v;
   LLVMTypeRef vt = cg_lx_vec(mt, lanes);
   if (lanes == 1 || uni) {
@@ -747,7 +732,28 @@ static LLVMValueRef ex_load(lx_fn *f, const ir_expr *e, LLVMValueRef mask) {
                          LLVMConstNull(vt)};
     v = cg_lx_intrin(f, "llvm.masked.gather", over, 2, a, 4);
   }
-  return from_mem(f, code, v);
+  return v;
+}
+
+static LLVMValueRef ex_load(lx_fn *f, const ir_expr *e, LLVMValueRef mask) {
+  const ir_buffer *buf = e->u.load.buf;
+  if (!buf) return fail(f, TS_EINVAL, "load from a missing buffer");
+  if (e->u.load.nidx != 1 || !e->u.load.idx || !e->u.load.idx[0])
+    return fail(f, TS_EINVAL, "load from %s with %d indices (the lowered form is flat)", buf->name,
+                e->u.load.nidx);
+  LLVMValueRef base = lookup(f, buf);
+  if (!base) return fail(f, TS_EINVAL, "load from buffer %s, which is not in scope", buf->name);
+  int code = buf->dtype.code;
+  if (code == IR_HANDLE) return fail(f, TS_EUNSUPPORTED, "buffer %s of handles", buf->name);
+  const ir_expr *idx = e->u.load.idx[0];
+  int lanes = e->dtype.lanes > idx->dtype.lanes ? e->dtype.lanes : idx->dtype.lanes;
+  if (mask && cg_lx_lanes(mask) != lanes) mask = NULL;
+  LLVMTypeRef mt = mem_elem(f->m, code);
+  unsigned al = (unsigned)ir_dtype_bytes(buf->dtype);
+  bool contig, uni;
+  LLVMValueRef p = access_ptr(f, base, mt, idx, lanes, mask, &contig, &uni);
+  if (!p) return NULL;
+  return from_mem(f, code, load_at(f, p, mt, lanes, al, contig, uni, mask));
 }
 
 static LLVMValueRef ex_ramp(lx_fn *f, const ir_expr *e, LLVMValueRef mask) {
@@ -1215,8 +1221,7 @@ static bool st_store(lx_fn *f, const ir_stmt *s, const ir_expr *guard) {
   if (guard) {
     LLVMValueRef g = ex(f, guard, NULL);
     if (!g || !(g = widen(f, to_bool(f, guard->dtype.code, g), lanes, "init guard"))) return false;
-    LLVMValueRef old = LLVMBuildLoad2(f->b, vt, p, "");
-    LLVMSetAlignment(old, al);
+    LLVMValueRef old = load_at(f, p, mt, lanes, al, contig, uni, NULL);
     v = LLVMBuildSelect(f->b, g, v, from_mem(f, code, old), "");
   }
   v = to_mem(f, code, v);

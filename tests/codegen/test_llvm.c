@@ -28,6 +28,7 @@ static ts_arena *A;
 static cg_target T;
 static char tmpdir[64];
 static int so_counter;
+static const char *fail_context = ""; /* printed with build failures (a trace) */
 
 /* ---- IR construction shorthands ---------------------------------------------- */
 
@@ -134,8 +135,8 @@ static void compare_outputs(const char *how, const ir_func *f, ir_tensor *ref, v
 
 /* Runs f (lowered form; orig gives the metadata, NULL = f) in the
  * interpreter, the JIT and a shared library on the same bytes. */
-static void check_kernel_opts(const ir_func *f, const ir_func *orig, double rtol, double atol,
-                              fill_fn fill) {
+static void check_kernel_ex(const ir_func *f, const ir_func *orig, double rtol, double atol,
+                            fill_fn fill, bool want_so) {
   ts_diag d;
   ts_diag_clear(&d);
   int np = f->nparams;
@@ -152,13 +153,24 @@ static void check_kernel_opts(const ir_func *f, const ir_func *orig, double rtol
   cg_lowered l = {(ir_func *)f, orig ? orig : f};
 
   cg_jit *j = NULL;
-  tu_ok(cg_llvm_jit(&l, &T, &j, &d), &d);
+  ts_status st = cg_llvm_jit(&l, &T, &j, &d);
+  if (st != TS_OK) {
+    char *text = ir_func_to_string(f);
+    ck_abort_msg("JIT of %s: %s\n%s\n%s", f->name, d.msg, fail_context, text ? text : "");
+  }
   check_meta(cg_jit_meta(j), l.orig);
   for (int i = 0; i < np; i++) args[i] = aligned_copy(init[i], tensor_bytes(&ref[i]));
   ck_assert_int_eq(cg_jit_entry(j)(args), 0);
   compare_outputs("jit", f, ref, args, rtol, atol);
   for (int i = 0; i < np; i++) free(args[i]);
   cg_jit_free(j);
+  if (!want_so) {
+    for (int i = 0; i < np; i++) {
+      free(init[i]);
+      ir_tensor_free(&ref[i]);
+    }
+    return;
+  }
 
   char path[128], err[512];
   snprintf(path, sizeof path, "%s/k%d_%s.so", tmpdir, so_counter++, f->name);
@@ -176,6 +188,11 @@ static void check_kernel_opts(const ir_func *f, const ir_func *orig, double rtol
   }
   tsrt_module_unload(&m);
   unlink(path);
+}
+
+static void check_kernel_opts(const ir_func *f, const ir_func *orig, double rtol, double atol,
+                              fill_fn fill) {
+  check_kernel_ex(f, orig, rtol, atol, fill, true);
 }
 
 static void check_kernel(const ir_func *f, double rtol, double atol) {
@@ -978,6 +995,55 @@ START_TEST(test_workloads_scheduled) {
 }
 END_TEST
 
+/* Random traces (every primitive family) over every workload, lowered and
+ * JIT-compiled against the interpreter. TESSEL_LLVM_TRACES raises the
+ * count per workload for a longer soak. */
+START_TEST(test_random_traces) {
+  const char *env = getenv("TESSEL_LLVM_TRACES");
+  int ntr = env && atoi(env) > 0 ? atoi(env) : 4;
+  int done = 0, skipped = 0;
+  for (int w = 0; w < ir_workload_count(); w++) {
+    const char *name = ir_workload_at(w)->name;
+    ir_func *f = tu_workload(A, name);
+    ts_rng rng;
+    ts_rng_seed(&rng, 5000 + (uint64_t)w);
+    for (int k = 0; k < ntr; k++) {
+      ts_diag d, why;
+      ts_diag_clear(&d);
+      ts_diag_clear(&why);
+      sch_traced *t = sch_traced_new(f, 11 + (uint64_t)k, &d);
+      ck_assert_msg(t != NULL, "%s: %s", name, d.msg);
+      sch_random_opts opts = {.min_steps = 2, .max_steps = 10};
+      sch_random_result res;
+      tu_ok(sch_random_trace(t, &rng, &opts, &res, &why, &d), &d);
+      const ir_func *g = sch_func(sch_traced_state(t));
+      cg_lowered l;
+      ts_diag_clear(&d);
+      if (cg_check(g, &T, &d) != TS_OK) { /* e.g. thread bindings: not for a CPU */
+        skipped++;
+        sch_traced_free(t);
+        continue;
+      }
+      ts_diag_clear(&d);
+      if (cg_lower(A, g, &T, &l, &d) != TS_OK) {
+        char *js = sch_trace_to_json(sch_traced_trace(t));
+        ck_abort_msg("%s: lowering trace %s: %s", name, js, d.msg);
+      }
+      char *js = sch_trace_to_json(sch_traced_trace(t));
+      fail_context = js ? js : "";
+      check_kernel_ex(l.func, g, 1e-4, 1e-4, NULL, false);
+      fail_context = "";
+      ts_free(js);
+      done++;
+      sch_traced_free(t);
+    }
+  }
+  ck_assert_int_eq(done + skipped, ntr * ir_workload_count());
+  ck_assert_int_gt(done, skipped);
+  if (env) printf("random traces: %d built and run, %d refused by cg_check\n", done, skipped);
+}
+END_TEST
+
 /* examples/matmul_tiled.json: cache_write + reverse_compute_at + parallel +
  * vectorize + unroll + decompose_reduction on a 64^3 matmul */
 START_TEST(test_matmul_trace) {
@@ -1200,6 +1266,7 @@ static Suite *suite(void) {
   tcase_add_test(tc, test_workloads);
   tcase_add_test(tc, test_workloads_scheduled);
   tcase_add_test(tc, test_matmul_trace);
+  tcase_add_test(tc, test_random_traces);
   tcase_add_test(tc, test_metadata_nd);
   tcase_add_test(tc, test_errors);
   tcase_add_test(tc, test_aarch64);
