@@ -19,6 +19,8 @@ static const command commands[] = {
     {"show", tun_cmd_show, "print the loop IR of a workload or DSL file"},
     {"run", tun_cmd_run, "run the reference interpreter (--check: against hand-written C)"},
     {"selfcheck", tun_cmd_selfcheck, "check random schedules (traces via JSON) against the interpreter"},
+    {"build", tun_cmd_build, "schedule (trace or default), lower and build a shared library"},
+    {"bench", tun_cmd_bench, "build, time in a forked child, and verify against the interpreter"},
     {"version", tun_cmd_version, "print the version"},
 };
 #define NCOMMANDS (sizeof commands / sizeof commands[0])

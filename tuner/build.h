@@ -1,0 +1,27 @@
+/* build.h — from a subject to an artifact: apply a trace (or the default
+ * schedule), lower, and build through the LLVM backend. Shared by `tessel
+ * build`, `tessel bench` and (later) the builder pool of the tuner. */
+#ifndef TESSEL_TUNER_BUILD_H
+#define TESSEL_TUNER_BUILD_H
+
+#include "codegen/codegen.h"
+#include "ir/schedule/trace.h"
+
+/* The default schedule, so that every workload builds reasonably without a
+ * trace: per block, the innermost spatial loop is moved inside the reduction
+ * loops, split by the vector width and vectorized, the outermost spatial
+ * loop is parallelized, and then a reduction's init is decomposed out in
+ * front of the first reduction loop. Each step is
+ * best effort: a refused step is skipped (the schedule stays legal). */
+ts_status tun_default_schedule(sch_traced *t, const cg_target *tg, ts_diag *d);
+
+/* Schedules f: the trace in trace_path (JSON) if given, else the default
+ * schedule. *out is a traced schedule the caller frees. */
+ts_status tun_schedule(const ir_func *f, const char *trace_path, const cg_target *tg,
+                       sch_traced **out, ts_diag *d);
+
+/* Lowers and builds a shared library at path for tg. */
+ts_status tun_build_shared(const ir_func *scheduled, const cg_target *tg, const char *path,
+                           ts_diag *d);
+
+#endif

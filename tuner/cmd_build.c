@@ -1,0 +1,216 @@
+/* cmd_build.c — `tessel build` (subject -> shared library) and `tessel
+ * bench` (build, time in a forked child, verify the outputs against the
+ * interpreter on the unscheduled function). */
+#include <getopt.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "codegen/llvm.h"
+#include "codegen/runtime/runtime.h"
+#include "ir/print.h"
+#include "tuner/build.h"
+#include "tuner/cli.h"
+#include "tuner/verify.h"
+
+typedef struct build_args {
+  const char *subject, *trace, *target, *out;
+  tsrt_measure_opts mo;
+  bool json, print_ir;
+} build_args;
+
+enum { OPT_TRACE = 1000, OPT_TARGET, OPT_NUMBER, OPT_REPEAT, OPT_MINMS, OPT_TIMEOUT, OPT_FLUSH,
+       OPT_THREADS, OPT_JSON, OPT_SEED, OPT_COOLDOWN, OPT_PRINT };
+
+static int parse_args(int argc, char **argv, build_args *a, bool bench, const char *usage) {
+  static const struct option opts[] = {{"help", no_argument, 0, 'h'},
+                                       {"trace", required_argument, 0, OPT_TRACE},
+                                       {"target", required_argument, 0, OPT_TARGET},
+                                       {"number", required_argument, 0, OPT_NUMBER},
+                                       {"repeat", required_argument, 0, OPT_REPEAT},
+                                       {"min-repeat-ms", required_argument, 0, OPT_MINMS},
+                                       {"timeout", required_argument, 0, OPT_TIMEOUT},
+                                       {"cache-flush", no_argument, 0, OPT_FLUSH},
+                                       {"threads", required_argument, 0, OPT_THREADS},
+                                       {"cooldown-ms", required_argument, 0, OPT_COOLDOWN},
+                                       {"seed", required_argument, 0, OPT_SEED},
+                                       {"json", no_argument, 0, OPT_JSON},
+                                       {"print-ir", no_argument, 0, OPT_PRINT},
+                                       {"output", required_argument, 0, 'o'},
+                                       {0, 0, 0, 0}};
+  memset(a, 0, sizeof *a);
+  a->target = "llvm";
+  a->mo.repeat = 5;
+  a->mo.min_repeat_ms = 100;
+  a->mo.timeout_s = 60;
+  a->mo.seed = 1;
+  a->mo.want_outputs = true;
+  int c;
+  optind = 1;
+  while ((c = getopt_long(argc, argv, "ho:", opts, NULL)) != -1) {
+    switch (c) {
+    case 'h': printf("%s", usage); return 0;
+    case OPT_TRACE: a->trace = optarg; break;
+    case OPT_TARGET: a->target = optarg; break;
+    case 'o': a->out = optarg; break;
+    case OPT_NUMBER: a->mo.number = atoi(optarg); break;
+    case OPT_REPEAT: a->mo.repeat = atoi(optarg); break;
+    case OPT_MINMS: a->mo.min_repeat_ms = atof(optarg); break;
+    case OPT_TIMEOUT: a->mo.timeout_s = atof(optarg); break;
+    case OPT_FLUSH: a->mo.cache_flush = true; break;
+    case OPT_THREADS: a->mo.num_threads = atoi(optarg); break;
+    case OPT_COOLDOWN: a->mo.cooldown_ms = atof(optarg); break;
+    case OPT_SEED: a->mo.seed = strtoull(optarg, NULL, 0); break;
+    case OPT_JSON: a->json = true; break;
+    case OPT_PRINT: a->print_ir = true; break;
+    default: return 2;
+    }
+  }
+  if (optind != argc - 1) {
+    fprintf(stderr, "tessel %s: expected one SUBJECT (see --help)\n", bench ? "bench" : "build");
+    return 2;
+  }
+  a->subject = argv[optind];
+  if (!bench && !a->out) {
+    fprintf(stderr, "tessel build: -o OUT.so is required\n");
+    return 2;
+  }
+  if (a->mo.repeat < 1 || a->mo.repeat > TSRT_MAX_REPEAT || a->mo.number < 0 || a->mo.timeout_s <= 0) {
+    fprintf(stderr, "tessel %s: --repeat must be 1..%d, --number >= 0, --timeout > 0\n",
+            bench ? "bench" : "build", TSRT_MAX_REPEAT);
+    return 2;
+  }
+  return -1;
+}
+
+/* Subject -> scheduled function -> shared library at path. */
+static int build_to(const build_args *a, ts_arena *ar, tun_subject *sub, cg_target *tg, const char *path,
+                    const char *cmd) {
+  ts_diag d;
+  ts_diag_clear(&d);
+  if (cg_target_parse(a->target, tg, &d) || cg_llvm_resolve_target(tg, &d)) {
+    fprintf(stderr, "tessel %s: %s\n", cmd, d.msg);
+    return 2;
+  }
+  if (tun_subject_load(ar, a->subject, sub, &d)) {
+    fprintf(stderr, "tessel %s: %s\n", cmd, d.msg);
+    return 2;
+  }
+  if (sub->func->nsyms) {
+    fprintf(stderr, "tessel %s: %s has symbolic sizes; bind them in the DSL file or use a workload spec\n",
+            cmd, sub->label);
+    return 2;
+  }
+  sch_traced *t = NULL;
+  if (tun_schedule(sub->func, a->trace, tg, &t, &d)) {
+    fprintf(stderr, "tessel %s: %s\n", cmd, d.msg);
+    return 2;
+  }
+  if (a->print_ir) {
+    char *text = ir_func_to_string(sch_traced_func(t));
+    if (text) fprintf(stderr, "%s", text);
+    ts_free(text);
+  }
+  int rc = 0;
+  if (tun_build_shared(sch_traced_func(t), tg, path, &d)) {
+    fprintf(stderr, "tessel %s: building %s: %s\n", cmd, sub->label, d.msg);
+    rc = 2;
+  }
+  sch_traced_free(t);
+  return rc;
+}
+
+int tun_cmd_build(int argc, char **argv) {
+  build_args a;
+  int rc = parse_args(argc, argv, &a, false,
+                      "usage: tessel build SUBJECT [--trace TRACE.json] [--target T] -o OUT.so [--print-ir]\n"
+                      "Schedules SUBJECT with the trace (default: the default schedule: reduction\n"
+                      "decomposed, inner spatial loop vectorized, outer loop parallel), lowers it and\n"
+                      "builds a shared library exporting tessel_kernel_entry/tessel_kernel_meta.\n"
+                      "Targets: llvm (host), llvm -mtriple=aarch64-linux-gnu, llvm -mcpu=... -mattr=...\n");
+  if (rc >= 0) return rc;
+  ts_arena ar;
+  ts_arena_init(&ar);
+  tun_subject sub;
+  cg_target tg;
+  rc = build_to(&a, &ar, &sub, &tg, a.out, "build");
+  if (rc == 0) fprintf(stderr, "built %s for %s -> %s\n", sub.label, tg.text, a.out);
+  ts_arena_fini(&ar);
+  return rc;
+}
+
+int tun_cmd_bench(int argc, char **argv) {
+  build_args a;
+  int rc = parse_args(argc, argv, &a, true,
+                      "usage: tessel bench SUBJECT [--trace TRACE.json] [--target T] [--number N]\n"
+                      "         [--repeat N] [--min-repeat-ms MS] [--timeout S] [--cache-flush]\n"
+                      "         [--cooldown-ms MS] [--threads N] [--seed S] [--json]\n"
+                      "Builds SUBJECT (as tessel build), times it in a forked child (number runs per\n"
+                      "repeat, grown until a repeat lasts min-repeat-ms; default repeat 5, 100 ms),\n"
+                      "and verifies its outputs against the reference interpreter on the\n"
+                      "unscheduled function. Prints the median and mean time and GFLOP/s.\n"
+                      "--json prints {workload, target, seconds_median, seconds_mean, gflops,\n"
+                      "matched, verified}. Exit status 1 when the outputs do not match.\n");
+  if (rc >= 0) return rc;
+  char dir[] = "/tmp/tessel-bench-XXXXXX";
+  if (!mkdtemp(dir)) {
+    perror("tessel bench: mkdtemp");
+    return 2;
+  }
+  char path[256];
+  snprintf(path, sizeof path, "%s/kernel.so", dir);
+  ts_arena ar;
+  ts_arena_init(&ar);
+  tun_subject sub;
+  cg_target tg;
+  rc = build_to(&a, &ar, &sub, &tg, path, "bench");
+  if (rc == 0) {
+    tsrt_measure_result res;
+    tsrt_measure_forked(path, &a.mo, &res);
+    if (res.status != TSRT_OK) {
+      fprintf(stderr, "tessel bench: %s: %s\n", sub.label, res.error);
+      rc = 2;
+    } else {
+      double med = tsrt_result_median(&res), mean = 0;
+      for (int i = 0; i < res.repeat; i++) mean += res.secs[i] / res.repeat;
+      double flops = sub.is_workload ? ir_wl_flops(&sub.wl) : 0;
+      double gflops = flops > 0 && med > 0 ? flops / med * 1e-9 : 0;
+      tun_verify_result vr;
+      ts_diag d;
+      ts_diag_clear(&d);
+      ts_status vs = tun_verify(sub.func, a.mo.seed, res.outputs, res.outputs_bytes, &vr, &d);
+      bool matched = vs == TS_OK && vr.matched;
+      if (a.json) {
+        json_t *o = json_object();
+        json_object_set_new(o, "workload", json_string(sub.label));
+        json_object_set_new(o, "target", json_string(tg.text));
+        json_object_set_new(o, "seconds_median", json_real(med));
+        json_object_set_new(o, "seconds_mean", json_real(mean));
+        json_object_set_new(o, "gflops", json_real(gflops));
+        json_object_set_new(o, "matched", json_boolean(matched));
+        json_object_set_new(o, "verified", json_string(vs ? d.msg : vr.detail[0] ? vr.detail : "whole output"));
+        json_object_set_new(o, "number", json_integer(res.number));
+        json_object_set_new(o, "repeat", json_integer(res.repeat));
+        char *s = json_dumps(o, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+        if (s) puts(s);
+        free(s);
+        json_decref(o);
+      } else {
+        printf("%s on %s: median %.6g ms, mean %.6g ms (%d x %d runs)", sub.label, tg.text, med * 1e3,
+               mean * 1e3, res.repeat, res.number);
+        if (gflops > 0) printf(", %.2f GFLOP/s", gflops);
+        printf("\noutput %s the reference interpreter%s%s\n", matched ? "matches" : "DOES NOT match",
+               vs ? ": " : (vr.sampled ? " (sampled)" : ""), vs ? d.msg : "");
+        if (!matched && vs == TS_OK) printf("first mismatch: %s\n", vr.detail);
+      }
+      if (!matched) rc = 1;
+    }
+    tsrt_result_fini(&res);
+  }
+  unlink(path);
+  rmdir(dir);
+  ts_arena_fini(&ar);
+  return rc;
+}
