@@ -144,7 +144,8 @@ static int guess_vector_bits(const cg_target *t) {
   return 128;
 }
 
-static void canonical_text(cg_target *t) {
+/* False when the canonical text does not fit t->text. */
+static bool canonical_text(cg_target *t) {
   size_t n = sizeof t->text, k = 0;
   for (size_t i = 0; i < NKINDS; i++)
     if (kinds[i].kind == t->kind) k = (size_t)snprintf(t->text, n, "%s", kinds[i].name);
@@ -159,6 +160,7 @@ static void canonical_text(cg_target *t) {
       if (v) k += (size_t)snprintf(t->text + k, n - k, " -%s=%d", ki->name, v);
     }
   }
+  return k < n;
 }
 
 /* ---- API ------------------------------------------------------------------- */
@@ -243,7 +245,9 @@ ts_status cg_target_parse(const char *s, cg_target *t, ts_diag *d) {
       return ts_diag_set(d, TS_EINVAL, "target: -arch must look like sm_XY (e.g. sm_80, sm_90a), got '%s'", a);
   }
   t->vector_bits = guess_vector_bits(t);
-  canonical_text(t);
+  if (!canonical_text(t))
+    return ts_diag_set(d, TS_EINVAL, "target: the target string is too long (canonical form over %zu characters)",
+                       sizeof t->text - 1);
   return TS_OK;
 }
 

@@ -366,6 +366,18 @@ START_TEST(target_invalid) {
   }
   cg_target t;
   ck_assert_int_eq(cg_target_parse(NULL, &t, NULL), TS_EINVAL);
+  /* every field at its longest: the canonical text would not fit */
+  char big[1200];
+  int k = snprintf(big, sizeof big, "llvm -mtriple=");
+  for (int i = 0; i < 127; i++) big[k++] = 't';
+  k += snprintf(big + k, sizeof big - (size_t)k, " -mcpu=");
+  for (int i = 0; i < 63; i++) big[k++] = 'c';
+  k += snprintf(big + k, sizeof big - (size_t)k, " -mattr=");
+  for (int i = 0; i < 511; i++) big[k++] = 'a';
+  snprintf(big + k, sizeof big - (size_t)k, " -num-cores=64");
+  ts_diag_clear(&D);
+  ck_assert_int_eq(cg_target_parse(big, &t, &D), TS_EINVAL);
+  ck_assert_msg(strstr(D.msg, "too long") != NULL, "%s", D.msg);
 }
 END_TEST
 
