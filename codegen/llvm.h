@@ -10,29 +10,60 @@
  * outlined into task functions called through tsrt_parallel_launch, which the
  * loading process provides (tessel and rpc_server export the runtime).
  * Math intrinsics (exp, log, tanh, erf, sigmoid, ...) are emitted as
- * vectorizable inline implementations, not libm calls. */
+ * vectorizable inline implementations, not libm calls.
+ *
+ * The kernel's contract (what the generated code assumes and returns):
+ *  - args[i] points at param i's data, dense, 64-byte aligned (the runtime
+ *    allocates so; the code is compiled with that alignment and with
+ *    distinct, non-overlapping params);
+ *  - it returns 0, or -1 when a heap allocation (IR_ALLOCATE over 64 KiB
+ *    or of non-constant size) fails, or the first non-zero task result of a
+ *    parallel launch;
+ *  - it needs from the loading process: tsrt_parallel_launch (only with
+ *    parallel loops), aligned_alloc/free (large allocations), and for f64
+ *    tanh/erf/exp/log/pow libm.
+ *
+ * Every build uses its own LLVM context, so builds may run concurrently on
+ * different threads. TESSEL_DEBUG=codegen prints the unoptimised LLVM IR of
+ * every build and LLVM's optimisation remarks to stderr. */
 #ifndef TESSEL_CODEGEN_LLVM_H
 #define TESSEL_CODEGEN_LLVM_H
 
 #include "codegen/codegen.h"
 #include "codegen/runtime/runtime.h"
 
-/* Fills the host's triple, CPU and features where t leaves them empty, and
- * vector_bits / num_cores. */
+/* Fills the host's triple, CPU and features where t leaves them empty (a
+ * CPU of "native" counts as empty), and vector_bits / num_cores: the widest
+ * vectors from the features (avx512f 512, avx/avx2 256, aarch64 128; a
+ * non-zero guess already in t is kept when the features say nothing, e.g. a
+ * cross CPU named without -mattr), cores from sysconf on the host. A cross
+ * triple without a CPU gets "generic". Errors: TS_EINVAL (not an LLVM
+ * target), TS_EUNSUPPORTED (a triple this LLVM has no backend for). */
 ts_status cg_llvm_resolve_target(cg_target *t, ts_diag *d);
 
-/* A JIT-compiled kernel in this process. */
+/* A JIT-compiled kernel in this process. cg_llvm_jit takes the lowered
+ * function (l->orig, or l->func when NULL, gives the metadata) and a target
+ * (NULL or empty fields: the host), which must be the host's architecture.
+ * On success *out owns the code; the entry and metadata pointers stay valid
+ * until cg_jit_free. Errors: TS_EUNSUPPORTED (a cross target, thread-bound
+ * loops, blocks left in the IR, symbolic sizes, handles), TS_EINVAL /
+ * TS_ETYPE (malformed lowered IR, with the node named), TS_EINTERNAL (LLVM
+ * rejected the module), TS_ENOMEM. */
 typedef struct cg_jit cg_jit;
 ts_status cg_llvm_jit(const cg_lowered *l, const cg_target *t, cg_jit **out, ts_diag *d);
 tsrt_kernel_fn cg_jit_entry(const cg_jit *j);
 const tsrt_kernel_meta *cg_jit_meta(const cg_jit *j);
 void cg_jit_free(cg_jit *j);
 
-/* Emits an object file (path) for t's triple. */
+/* Emits an object file (path) for t's triple. Errors as cg_llvm_jit (any
+ * triple LLVM knows is fine), plus TS_EIO when the file cannot be written. */
 ts_status cg_llvm_emit_object(const cg_lowered *l, const cg_target *t, const char *path, ts_diag *d);
-/* Emits and links a shared library (path) with ld.lld for t's triple. */
+/* Emits and links a shared library (path) with ld.lld for t's triple; the
+ * runtime's and libc's symbols stay undefined for the loader. Errors as
+ * cg_llvm_emit_object; a failing link is TS_EIO with the linker's output. */
 ts_status cg_llvm_build_shared(const cg_lowered *l, const cg_target *t, const char *path, ts_diag *d);
-/* Textual LLVM IR (after optimisation when opt is true), heap string. */
+/* Textual LLVM IR (after optimisation when opt is true): a heap string the
+ * caller frees with ts_free, or NULL with d set. */
 char *cg_llvm_dump_ir(const cg_lowered *l, const cg_target *t, bool opt, ts_diag *d);
 
 #endif
