@@ -417,7 +417,8 @@ static ir_stmt *lower_realize(lctx *c, ir_stmt *s) {
   }
   for (int i = blk->nalloc - 1; i >= 0 && body; i--)
     body = NN(c, ir_allocate(c->a, c->bufs[bmark + i]->flat, body));
-  if (body && pred && !is_true(pred)) body = NN(c, ir_if(c->a, pred, body, NULL));
+  if (body && pred && is_false(pred)) body = empty_stmt(c);
+  else if (body && pred && !is_true(pred)) body = NN(c, ir_if(c->a, pred, body, NULL));
   c->nbind = mark;
   c->nbuf = bmark;
   c->block = outer;
