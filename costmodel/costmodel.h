@@ -1,0 +1,77 @@
+/* costmodel.h — the cost model: per-store feature extraction from a
+ * scheduled, lowered function (the 164 features of MetaSchedule's
+ * PerStoreFeature, documented one by one in docs/FEATURES.md), and models
+ * that score candidates: XGBoost with the pack-sum objective (trained online,
+ * saved and loaded), and a random model for comparison.
+ *
+ * A candidate is a set of feature rows (one per stored buffer). A model
+ * predicts one score per candidate: higher = faster. Training data are
+ * grouped by workload key; the label of a measured candidate is
+ * min_cost_in_group / cost (1 for the best; about 0 for failures, which are
+ * given cost 1e10). Uses ir and codegen's lowering only (no LLVM). */
+#ifndef TESSEL_COSTMODEL_H
+#define TESSEL_COSTMODEL_H
+
+#include "codegen/codegen.h"
+#include "ir/ir.h"
+
+#define CM_NUM_FEATURES 164
+
+/* Feature rows of one candidate: nrows x CM_NUM_FEATURES floats, row-major,
+ * heap (cm_features_fini frees). */
+typedef struct cm_features {
+  int nrows;
+  float *rows;
+} cm_features;
+
+void cm_features_fini(cm_features *f);
+
+/* Extracts the per-store features of a scheduled function for target t (the
+ * function is lowered internally with cg_lower). Errors: TS_EUNSUPPORTED if
+ * it cannot be lowered. Never produces NaN/inf (clamped). */
+ts_status cm_extract(const ir_func *scheduled, const cg_target *t, cm_features *out, ts_diag *d);
+/* The name of feature i (e.g. "float_add", "B0.bytes"), static storage. */
+const char *cm_feature_name(int i);
+
+/* One measured candidate for training. */
+typedef struct cm_sample {
+  uint64_t group;         /* workload key (structural hash) */
+  const cm_features *feat;
+  double cost;            /* median run seconds; 1e10 for a run failure */
+} cm_sample;
+
+typedef struct cm_model cm_model;
+
+/* XGBoost pack-sum model (max_depth 10, eta 0.2, gamma 0.001,
+ * min_child_weight 0, early stopping on training p-rmse after 50 rounds).
+ * Until it has seen min_samples (default 100) samples it predicts uniform
+ * random scores. nthread 0: all cores. */
+cm_model *cm_xgb_new(int nthread, uint64_t seed, ts_diag *d);
+/* Uniform random scores (the baseline). */
+cm_model *cm_random_new(uint64_t seed);
+void cm_model_free(cm_model *m);
+const char *cm_model_name(const cm_model *m); /* "xgb" or "random" */
+void cm_xgb_set_min_samples(cm_model *m, int n);
+
+/* Adds samples to the model's data and retrains when the data grew by 20 %
+ * since the last training (the first call always trains once enough data
+ * exist). Samples' features are copied. */
+ts_status cm_update(cm_model *m, const cm_sample *samples, int n, ts_diag *d);
+/* Scores n candidates (scores[i], higher is better, >= 0). Thread-safe
+ * against nothing: call from one thread. Thousands of candidates a second. */
+ts_status cm_predict(cm_model *m, const cm_features *cands, int n, double *scores, ts_diag *d);
+/* Number of samples the model holds. */
+int cm_num_samples(const cm_model *m);
+
+/* Persists the trained booster and its data (path), and loads it back;
+ * predictions after a round trip are bit-identical. */
+ts_status cm_save(const cm_model *m, const char *path, ts_diag *d);
+cm_model *cm_load(const char *path, ts_diag *d);
+
+/* Evaluation of a model's ranking on held-out candidates of one group:
+ * pairwise accuracy (fraction of pairs ordered like their true costs) and
+ * recall@k (fraction of the true top-k found in the predicted top-k). */
+double cm_pairwise_accuracy(const double *scores, const double *costs, int n);
+double cm_recall_at_k(const double *scores, const double *costs, int n, int k);
+
+#endif

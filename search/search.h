@@ -1,0 +1,119 @@
+/* search.h — the schedule search (MetaSchedule style; notes:
+ * ../shared/notes/search-costmodel.md):
+ *
+ *  - design space: schedule rules (a registry, X-macro table in
+ *    search/space.c) applied per block, post-order, last block first, each
+ *    rule over all blocks before the next, turn the unscheduled function
+ *    into a few *sketches*: traces whose sampling instructions
+ *    (SamplePerfectTile, SampleCategorical, SampleComputeLocation) have no
+ *    decision yet;
+ *  - candidates: a sketch replayed with fresh or given decisions, then the
+ *    postprocessors (a registry) that make it concrete and valid
+ *    (RewriteParallelVectorizeUnroll, RewriteReductionBlock,
+ *    DisallowDynamicLoop, cg_check);
+ *  - mutators (a registry with probabilities) change one decision of a
+ *    candidate's trace;
+ *  - evolutionary search proposes measurement batches ranked by a cost
+ *    model, never proposing a schedule already measured (structural hash of
+ *    the scheduled function).
+ *
+ * Uses ir, costmodel and codegen's lowering/validity checks (no LLVM). */
+#ifndef TESSEL_SEARCH_H
+#define TESSEL_SEARCH_H
+
+#include "codegen/codegen.h"
+#include "costmodel/costmodel.h"
+#include "ir/schedule/trace.h"
+
+/* ---- design space ---------------------------------------------------------- */
+/* Rule registry, in application order for CPU targets. */
+#define SRCH_RULE_LIST(X)                                           \
+  X(SRCH_RULE_AUTO_INLINE, "auto-inline")                           \
+  X(SRCH_RULE_MULTI_LEVEL_TILING, "multi-level-tiling")             \
+  X(SRCH_RULE_PARALLEL_VECTORIZE_UNROLL, "parallel-vectorize-unroll") \
+  X(SRCH_RULE_RANDOM_COMPUTE_LOCATION, "random-compute-location")
+
+typedef enum {
+#define SRCH_X(e, n) e,
+  SRCH_RULE_LIST(SRCH_X)
+#undef SRCH_X
+  SRCH_RULE_COUNT
+} srch_rule;
+
+typedef struct srch_space_opts {
+  int num_cores;          /* 0: from the target, else sysconf */
+  int max_innermost;      /* SamplePerfectTile's innermost bound (64) */
+  unsigned rule_mask;     /* bit per srch_rule; 0: all */
+} srch_space_opts;
+
+/* The sketches of f for target t: *out is a heap array of *n traces (free
+ * each with sch_trace_free, then ts_free the array). */
+ts_status srch_sketches(const ir_func *f, const cg_target *t, const srch_space_opts *o,
+                        sch_trace ***out, int *n, ts_diag *d);
+
+/* ---- candidates -------------------------------------------------------------- */
+/* Replays a sketch (or any trace) on a fresh schedule of f: resample = true
+ * draws every decision afresh from seed (a random candidate); false keeps the
+ * trace's decisions. Then runs the postprocessors. NULL when replay or a
+ * postprocessor rejects (d says why). */
+sch_traced *srch_instantiate(const sch_trace *tr, const ir_func *f, const cg_target *t,
+                             bool resample, uint64_t seed, ts_diag *d);
+/* Runs the postprocessors on a traced schedule (in place). */
+ts_status srch_postprocess(sch_traced *ts, const cg_target *t, ts_diag *d);
+
+/* ---- mutators ---------------------------------------------------------------- */
+#define SRCH_MUTATOR_LIST(X)                                  \
+  X(SRCH_MUT_TILE_SIZE, "mutate-tile-size", 0.90)             \
+  X(SRCH_MUT_COMPUTE_LOCATION, "mutate-compute-location", 0.05) \
+  X(SRCH_MUT_UNROLL, "mutate-unroll", 0.03)                   \
+  X(SRCH_MUT_PARALLEL, "mutate-parallel", 0.02)
+
+typedef enum {
+#define SRCH_X(e, n, p) e,
+  SRCH_MUTATOR_LIST(SRCH_X)
+#undef SRCH_X
+  SRCH_MUT_COUNT
+} srch_mutator;
+
+/* Returns a copy of tr with one decision changed by mutator m (NULL if the
+ * mutator has nothing to change in tr). The caller replays it. */
+sch_trace *srch_mutate(srch_mutator m, const sch_trace *tr, const ir_func *f, ts_rng *rng);
+
+/* ---- evolutionary search ------------------------------------------------------- */
+typedef struct srch_evo_opts {
+  int population;          /* 512 */
+  double init_measured_ratio; /* 0.2 */
+  int init_min_unmeasured; /* 50 */
+  int genetic_iters;       /* 4 */
+  double mutate_prob;      /* 0.85 */
+  double eps_greedy;       /* 0.05 */
+  int num_threads;         /* parallel replay; 0 = all cores */
+} srch_evo_opts;
+void srch_evo_opts_default(srch_evo_opts *o);
+
+/* A proposed candidate: its trace (owned) and its structural hash. */
+typedef struct srch_candidate {
+  sch_trace *trace;
+  uint64_t hash;     /* ir_struct_hash_func of the scheduled function */
+  double score;      /* model prediction */
+} srch_candidate;
+void srch_candidate_fini(srch_candidate *c);
+
+typedef struct srch_evo srch_evo;
+
+/* A search over f's design space for t (the sketches are generated here). */
+srch_evo *srch_evo_new(const ir_func *f, const cg_target *t, const srch_evo_opts *o,
+                       uint64_t seed, ts_diag *d);
+void srch_evo_free(srch_evo *e);
+int srch_evo_num_sketches(const srch_evo *e);
+/* Tells the search about a measured candidate (its trace and mean seconds,
+ * 1e10 on failure): it joins the measured set (never proposed again) and the
+ * seeds of the next generations. */
+ts_status srch_evo_notify(srch_evo *e, const sch_trace *tr, uint64_t hash, double mean_secs, ts_diag *d);
+/* Proposes up to n candidates, ranked by model m (best first, then the
+ * eps-greedy random picks). *out is a heap array the caller frees (with
+ * srch_candidate_fini on each). *nout == 0 means the space is exhausted. */
+ts_status srch_evo_next_batch(srch_evo *e, cm_model *m, int n, srch_candidate **out, int *nout,
+                              ts_diag *d);
+
+#endif

@@ -1,0 +1,75 @@
+/* database.h — the tuning log: append-only JSONL, one measurement record per
+ * line and nothing else, flushed (fsync'd) per record so a killed tuner loses
+ * nothing already measured. Schema in docs/LOG.md; every record carries its
+ * schema version, and older versions still load.
+ *
+ * A record: schema, workload key (structural hash of the unscheduled
+ * function) and definition (the canonical workload spec, or the DSL text),
+ * target string, trace (JSON, with decisions), run seconds (one per repeat;
+ * empty on error), build seconds, error (null or a message), verified (the
+ * outputs matched the interpreter), unix time, tessel version.
+ *
+ * Loading reports a corrupt or unknown-schema line with its line number (in
+ * the warnings) and skips it; it is never fatal. Records for one target are
+ * never applied to another: lookups always take the target. */
+#ifndef TESSEL_TUNER_DATABASE_H
+#define TESSEL_TUNER_DATABASE_H
+
+#include <stdio.h>
+
+#include "ir/ts.h"
+
+#define TUN_LOG_SCHEMA 1
+#define TUN_MAX_RUNS 64
+
+typedef struct tun_record {
+  int schema;
+  char workload_key[17];
+  char *workload;   /* canonical spec ("matmul:m=...") or DSL source text */
+  char *target;     /* canonical target string */
+  char *trace;      /* trace JSON text */
+  int nruns;
+  double run_secs[TUN_MAX_RUNS];
+  double build_secs;
+  char *error;      /* NULL on success */
+  bool verified;    /* outputs matched the reference interpreter */
+  double time;      /* unix seconds when recorded */
+  char *version;
+  uint64_t trace_hash; /* structural hash of the scheduled function (dedup), 0 if unknown */
+} tun_record;
+
+/* Mean of run_secs, or 1e10 for error records / no runs. */
+double tun_record_mean(const tun_record *r);
+double tun_record_median(const tun_record *r);
+/* Deep copy / free of the strings inside a record. */
+ts_status tun_record_copy(tun_record *dst, const tun_record *src);
+void tun_record_fini(tun_record *r);
+
+typedef struct tun_db tun_db;
+
+/* Opens (creating if absent) the log at path for appending and loads its
+ * records. Corrupt lines are skipped; *nwarn (optional) gets their count and
+ * each is printed to warn_out (optional) as "LOG:LINE: skipped: why". */
+tun_db *tun_db_open(const char *path, FILE *warn_out, int *nwarn, ts_diag *d);
+/* Loads a log read-only (for inspect/best/plot/eval). */
+tun_db *tun_db_load(const char *path, FILE *warn_out, int *nwarn, ts_diag *d);
+void tun_db_close(tun_db *db);
+
+/* Appends (and fsyncs) a record; it is also kept in memory. */
+ts_status tun_db_append(tun_db *db, const tun_record *r, ts_diag *d);
+
+int tun_db_count(const tun_db *db);
+const tun_record *tun_db_get(const tun_db *db, int i);
+/* Records of one workload on one target (NULL key or target: any). */
+int tun_db_count_for(const tun_db *db, const char *workload_key, const char *target);
+/* The best verified, error-free record (lowest mean) for workload+target,
+ * or NULL. */
+const tun_record *tun_db_best(const tun_db *db, const char *workload_key, const char *target);
+/* True if a record with this trace_hash exists for workload+target. */
+bool tun_db_has_trace(const tun_db *db, const char *workload_key, const char *target, uint64_t trace_hash);
+
+/* Serialises a record as one JSON line (heap, no newline) / parses one. */
+char *tun_record_to_json(const tun_record *r);
+ts_status tun_record_from_json(const char *line, tun_record *out, ts_diag *d);
+
+#endif

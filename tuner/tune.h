@@ -1,0 +1,41 @@
+/* tune.h — the tuning loop for one kernel: search -> build (both cores) ->
+ * measure (alone) -> verify -> record -> update the cost model, batch after
+ * batch, until the trial budget counts the log's records for this workload
+ * and target (resumed ones included). Every failure (replay, build, crash,
+ * timeout, wrong output) becomes an error record and tuning goes on. */
+#ifndef TESSEL_TUNER_TUNE_H
+#define TESSEL_TUNER_TUNE_H
+
+#include "codegen/codegen.h"
+#include "codegen/runtime/runtime.h"
+#include "tuner/database.h"
+
+typedef struct tun_tune_opts {
+  int trials;              /* budget of measurement records for this workload+target */
+  int batch;               /* candidates per batch (64) */
+  const char *log_path;
+  const char *model;       /* "xgb" (default) or "random" */
+  uint64_t seed;
+  tsrt_measure_opts measure; /* number/repeat/min_repeat_ms/timeout/cache_flush/threads */
+  int build_jobs;          /* parallel builds (0: all cores) */
+  bool progress_tty;       /* one live progress line (else plain lines) */
+  FILE *progress;          /* stderr */
+} tun_tune_opts;
+void tun_tune_opts_default(tun_tune_opts *o);
+
+typedef struct tun_tune_result {
+  int trials;              /* records for this workload+target in the log after the run */
+  int new_trials;          /* measured in this run */
+  int errors;              /* error records for this workload+target */
+  double best_seconds;     /* best verified mean; 0 if none */
+  double best_gflops;
+  double baseline_seconds; /* the default schedule, measured the same way */
+  double baseline_gflops;
+  double wall_seconds;
+} tun_tune_result;
+
+/* Tunes f (workload definition text `definition`, FLOPs `flops`) for t. */
+ts_status tun_tune(const ir_func *f, const char *definition, double flops, const cg_target *t,
+                   const tun_tune_opts *o, tun_tune_result *res, ts_diag *d);
+
+#endif
