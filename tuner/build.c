@@ -2,8 +2,14 @@
  * (schedule -> lower -> LLVM -> shared library). See build.h. */
 #include "tuner/build.h"
 
+#include <errno.h>
+#include <poll.h>
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "codegen/llvm.h"
 
@@ -193,4 +199,71 @@ ts_status tun_build_shared(const ir_func *scheduled, const cg_target *tg, const 
   if (st == TS_OK) st = cg_llvm_build_shared(&l, tg, path, d);
   ts_arena_fini(&a);
   return st;
+}
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+ts_status tun_build_shared_isolated(const ir_func *scheduled, const cg_target *tg, const char *path,
+                                    double timeout_s, ts_diag *d) {
+  int fds[2];
+  if (pipe(fds) != 0) return ts_diag_set(d, TS_EIO, "build: pipe: %s", strerror(errno));
+  fflush(NULL);
+  pid_t pid = fork();
+  if (pid < 0) {
+    close(fds[0]);
+    close(fds[1]);
+    return ts_diag_set(d, TS_EIO, "build: fork: %s", strerror(errno));
+  }
+  if (pid == 0) {
+    close(fds[0]);
+    ts_diag cd;
+    ts_diag_clear(&cd);
+    ts_status st = tun_build_shared(scheduled, tg, path, &cd);
+    int code = (int)st;
+    ssize_t w = write(fds[1], &code, sizeof code);
+    if (st && w == (ssize_t)sizeof code) w = write(fds[1], cd.msg, strlen(cd.msg) + 1);
+    (void)w;
+    _exit(st ? 1 : 0);
+  }
+  close(fds[1]);
+  double deadline = now_s() + (timeout_s > 0 ? timeout_s : 60);
+  char buf[sizeof(int) + TS_DIAG_MAX];
+  size_t got = 0;
+  bool timed_out = false;
+  for (;;) {
+    double left = deadline - now_s();
+    if (left <= 0) {
+      timed_out = true;
+      break;
+    }
+    struct pollfd pfd = {fds[0], POLLIN, 0};
+    int pr = poll(&pfd, 1, (int)(left * 1000) + 1);
+    if (pr < 0 && errno == EINTR) continue;
+    if (pr <= 0) {
+      timed_out = pr == 0;
+      break;
+    }
+    ssize_t r = read(fds[0], buf + got, sizeof buf - 1 - got);
+    if (r <= 0) break;
+    got += (size_t)r;
+  }
+  if (timed_out) kill(pid, SIGKILL);
+  close(fds[0]);
+  int wst = 0;
+  while (waitpid(pid, &wst, 0) < 0 && errno == EINTR) {
+  }
+  if (timed_out)
+    return ts_diag_set(d, TS_ETIMEOUT, "build timed out after %.3g s (compiler child killed)", timeout_s);
+  if (WIFSIGNALED(wst))
+    return ts_diag_set(d, TS_EINTERNAL, "build crashed: signal %d (%s)", WTERMSIG(wst), strsignal(WTERMSIG(wst)));
+  int code = -1;
+  if (got >= sizeof code) memcpy(&code, buf, sizeof code);
+  if (code == 0 && WIFEXITED(wst) && WEXITSTATUS(wst) == 0) return TS_OK;
+  buf[got < sizeof buf ? got : sizeof buf - 1] = '\0';
+  return ts_diag_set(d, code > 0 && code < TS_STATUS_COUNT ? (ts_status)code : TS_EINTERNAL, "%s",
+                     got > sizeof code ? buf + sizeof code : "build failed without a message");
 }

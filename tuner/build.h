@@ -24,4 +24,11 @@ ts_status tun_schedule(const ir_func *f, const char *trace_path, const cg_target
 ts_status tun_build_shared(const ir_func *scheduled, const cg_target *tg, const char *path,
                            ts_diag *d);
 
+/* tun_build_shared in a forked child with a time limit: a candidate whose
+ * compilation runs away (LLVM on a huge unrolled body) costs timeout_s, not
+ * the tuning run. The parent's state is untouched. TS_ETIMEOUT on timeout,
+ * the child's error otherwise. */
+ts_status tun_build_shared_isolated(const ir_func *scheduled, const cg_target *tg, const char *path,
+                                    double timeout_s, ts_diag *d);
+
 #endif
