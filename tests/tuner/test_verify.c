@@ -10,7 +10,10 @@
 #include "codegen/runtime/runtime.h"
 #include "ir/interp.h"
 #include "ir/workloads/workloads.h"
+#include "codegen/llvm.h"
+#include "tuner/build.h"
 #include "tuner/verify.h"
+#include <unistd.h>
 
 /* Builds spec, runs its C reference on tsrt-seeded inputs, returns the
  * concatenated outputs (heap) in *out. */
@@ -113,6 +116,43 @@ START_TEST(test_large_sampled) {
 }
 END_TEST
 
+
+/* The isolated build: a default-scheduled kernel builds in a child and its
+ * artifact verifies; an impossible time limit is a timeout, not a hang. */
+START_TEST(test_isolated_build) {
+  ts_arena a;
+  ts_arena_init(&a);
+  ts_diag d;
+  ts_diag_clear(&d);
+  ir_func *f = NULL;
+  ck_assert_int_eq(ir_workload_from_spec(&a, "matmul:m=19,n=23,k=17", &f, &d), TS_OK);
+  cg_target tg;
+  ck_assert_int_eq(cg_target_parse("llvm", &tg, &d), TS_OK);
+  ck_assert_int_eq(cg_llvm_resolve_target(&tg, &d), TS_OK);
+  sch_traced *t = NULL;
+  ck_assert_msg(tun_schedule(f, NULL, &tg, &t, &d) == TS_OK, "%s", d.msg);
+  char path[] = "/tmp/tessel-iso-XXXXXX";
+  int fd = mkstemp(path);
+  ck_assert_int_ge(fd, 0);
+  close(fd);
+  ck_assert_msg(tun_build_shared_isolated(sch_traced_func(t), &tg, path, 120, &d) == TS_OK, "%s", d.msg);
+  tsrt_measure_opts o = {.repeat = 1, .seed = 4, .want_outputs = true, .timeout_s = 60};
+  tsrt_measure_result r;
+  tsrt_measure_forked(path, &o, &r);
+  ck_assert_msg(r.status == TSRT_OK, "%s", r.error);
+  tun_verify_result vr;
+  ck_assert_int_eq(tun_verify(f, 4, r.outputs, r.outputs_bytes, &vr, &d), TS_OK);
+  ck_assert_msg(vr.matched, "%s", vr.detail);
+  tsrt_result_fini(&r);
+  ts_diag_clear(&d);
+  ck_assert_int_eq(tun_build_shared_isolated(sch_traced_func(t), &tg, path, 1e-4, &d), TS_ETIMEOUT);
+  ck_assert_ptr_nonnull(strstr(d.msg, "timed out"));
+  unlink(path);
+  sch_traced_free(t);
+  ts_arena_fini(&a);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("verify");
   TCase *tc = tcase_create("verify");
@@ -120,6 +160,7 @@ int main(void) {
   tcase_add_test(tc, test_small_full);
   tcase_add_test(tc, test_corrupt_one_element);
   tcase_add_test(tc, test_large_sampled);
+  tcase_add_test(tc, test_isolated_build);
   suite_add_tcase(s, tc);
   SRunner *sr = srunner_create(s);
   srunner_run_all(sr, CK_NORMAL);
