@@ -5,6 +5,7 @@
  * with a message naming the output and the index. */
 #include <check.h>
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "codegen/runtime/runtime.h"
