@@ -1,2 +1,631 @@
-/* tuner/database.c — placeholder until its author lands it. */
-typedef int placeholder_t;
+/* database.c — the tuning log (database.h): append-only JSONL, one record a
+ * line, each line written with one write(2) on an O_APPEND descriptor and
+ * fsync'd before the append returns, so a killed tuner loses at most the
+ * record it was writing (a truncated last line, which loading reports and
+ * skips). Schema in docs/LOG.md.
+ *
+ * In memory the records are an array of heap pointers (stable: a pointer
+ * from tun_db_get/tun_db_best stays valid until tun_db_close) plus an index
+ * by (workload key, target): an open-addressed table hashed with XXH3 whose
+ * groups hold their record indices, the best verified record and a set of
+ * trace hashes, so count/best/has_trace for one key and target are O(1). */
+#include "tuner/database.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+/* ---- records -------------------------------------------------------------- */
+
+double tun_record_mean(const tun_record *r) {
+  if (r->error || r->nruns <= 0) return 1e10;
+  double s = 0;
+  for (int i = 0; i < r->nruns; i++) s += r->run_secs[i];
+  return s / r->nruns;
+}
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+
+double tun_record_median(const tun_record *r) {
+  if (r->error || r->nruns <= 0) return 1e10;
+  double v[TUN_MAX_RUNS];
+  memcpy(v, r->run_secs, sizeof(double) * (size_t)r->nruns);
+  qsort(v, (size_t)r->nruns, sizeof(double), cmp_double);
+  return r->nruns % 2 ? v[r->nruns / 2] : 0.5 * (v[r->nruns / 2 - 1] + v[r->nruns / 2]);
+}
+
+static bool dup_str(char **dst, const char *src) {
+  *dst = NULL;
+  if (!src) return true;
+  *dst = ts_strdup(src);
+  return *dst != NULL;
+}
+
+ts_status tun_record_copy(tun_record *dst, const tun_record *src) {
+  *dst = *src;
+  dst->workload = dst->target = dst->trace = dst->error = dst->version = NULL;
+  if (!dup_str(&dst->workload, src->workload) || !dup_str(&dst->target, src->target) ||
+      !dup_str(&dst->trace, src->trace) || !dup_str(&dst->error, src->error) ||
+      !dup_str(&dst->version, src->version)) {
+    tun_record_fini(dst);
+    return TS_ENOMEM;
+  }
+  return TS_OK;
+}
+
+void tun_record_fini(tun_record *r) {
+  ts_free(r->workload);
+  ts_free(r->target);
+  ts_free(r->trace);
+  ts_free(r->error);
+  ts_free(r->version);
+  r->workload = r->target = r->trace = r->error = r->version = NULL;
+}
+
+/* ---- JSON ------------------------------------------------------------------- */
+
+static json_t *str_or_null(const char *s) { return s ? json_string(s) : json_null(); }
+
+char *tun_record_to_json(const tun_record *r) {
+  json_t *o = json_object();
+  if (!o) return NULL;
+  json_object_set_new(o, "schema", json_integer(TUN_LOG_SCHEMA));
+  json_object_set_new(o, "workload_key", json_string(r->workload_key));
+  json_object_set_new(o, "workload", str_or_null(r->workload));
+  json_object_set_new(o, "target", str_or_null(r->target));
+  /* The trace goes in as a JSON value so the log stays readable; text that
+   * is not JSON (never written by tessel) is kept as a string. */
+  json_t *tr = json_null();
+  if (r->trace) {
+    json_error_t e;
+    tr = json_loads(r->trace, JSON_DECODE_ANY, &e);
+    if (!tr) tr = json_string(r->trace);
+  }
+  json_object_set_new(o, "trace", tr);
+  json_t *runs = json_array();
+  for (int i = 0; i < r->nruns && i < TUN_MAX_RUNS; i++) json_array_append_new(runs, json_real(r->run_secs[i]));
+  json_object_set_new(o, "run_secs", runs);
+  json_object_set_new(o, "build_secs", json_real(r->build_secs));
+  json_object_set_new(o, "error", str_or_null(r->error));
+  json_object_set_new(o, "verified", json_boolean(r->verified));
+  json_object_set_new(o, "time", json_real(r->time));
+  json_object_set_new(o, "version", str_or_null(r->version));
+  char hex[17];
+  snprintf(hex, sizeof hex, "%016llx", (unsigned long long)r->trace_hash);
+  json_object_set_new(o, "trace_hash", json_string(hex));
+  char *js = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER);
+  json_decref(o);
+  if (!js) return NULL;
+  char *out = ts_strdup(js); /* jansson allocates with malloc; we hand out ts_ heap */
+  free(js);
+  return out;
+}
+
+static bool is_hex16(const char *s) {
+  if (strlen(s) != 16) return false;
+  for (int i = 0; i < 16; i++)
+    if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f') || (s[i] >= 'A' && s[i] <= 'F')))
+      return false;
+  return true;
+}
+
+/* Fetches a string field: required (must be a string) or nullable. */
+static ts_status get_str(json_t *o, const char *k, bool nullable, char **out, ts_diag *d) {
+  json_t *v = json_object_get(o, k);
+  *out = NULL;
+  if (nullable && (!v || json_is_null(v))) return TS_OK;
+  if (!json_is_string(v)) return ts_diag_set(d, TS_EPARSE, "field \"%s\" %s", k, v ? "is not a string" : "missing");
+  *out = ts_strdup(json_string_value(v));
+  return *out ? TS_OK : ts_diag_set(d, TS_ENOMEM, "out of memory");
+}
+
+static ts_status get_num(json_t *o, const char *k, double *out, ts_diag *d) {
+  json_t *v = json_object_get(o, k);
+  if (!json_is_number(v)) return ts_diag_set(d, TS_EPARSE, "field \"%s\" %s", k, v ? "is not a number" : "missing");
+  *out = json_number_value(v);
+  return TS_OK;
+}
+
+static ts_status record_from_obj(json_t *o, tun_record *r, ts_diag *d) {
+  memset(r, 0, sizeof *r);
+  if (!json_is_object(o)) return ts_diag_set(d, TS_EPARSE, "not a JSON object");
+  json_t *sv = json_object_get(o, "schema");
+  if (!json_is_integer(sv)) return ts_diag_set(d, TS_EPARSE, "field \"schema\" missing or not an integer");
+  json_int_t schema = json_integer_value(sv);
+  if (schema < 0) return ts_diag_set(d, TS_EPARSE, "bad schema version %lld", (long long)schema);
+  if (schema > TUN_LOG_SCHEMA)
+    return ts_diag_set(d, TS_EUNSUPPORTED, "schema %lld is newer than this tessel reads (%d)", (long long)schema,
+                       TUN_LOG_SCHEMA);
+  r->schema = (int)schema;
+  json_t *kv = json_object_get(o, "workload_key");
+  if (!json_is_string(kv) || !is_hex16(json_string_value(kv)))
+    return ts_diag_set(d, TS_EPARSE, "field \"workload_key\" missing or not 16 hex digits");
+  memcpy(r->workload_key, json_string_value(kv), 17);
+  ts_status st;
+  if ((st = get_str(o, "workload", false, &r->workload, d)) || (st = get_str(o, "target", false, &r->target, d)) ||
+      (st = get_str(o, "error", true, &r->error, d)) || (st = get_str(o, "version", false, &r->version, d)))
+    goto fail;
+  json_t *tr = json_object_get(o, "trace");
+  if (!tr) {
+    st = ts_diag_set(d, TS_EPARSE, "field \"trace\" missing");
+    goto fail;
+  }
+  if (json_is_string(tr)) {
+    r->trace = ts_strdup(json_string_value(tr));
+  } else if (!json_is_null(tr)) {
+    char *js = json_dumps(tr, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_ENCODE_ANY);
+    r->trace = js ? ts_strdup(js) : NULL;
+    free(js);
+  }
+  if (!json_is_null(tr) && !r->trace) {
+    st = ts_diag_set(d, TS_ENOMEM, "out of memory");
+    goto fail;
+  }
+  json_t *runs = json_object_get(o, "run_secs");
+  if (!json_is_array(runs)) {
+    st = ts_diag_set(d, TS_EPARSE, "field \"run_secs\" missing or not an array");
+    goto fail;
+  }
+  if (json_array_size(runs) > TUN_MAX_RUNS) {
+    st = ts_diag_set(d, TS_EPARSE, "%zu runs (at most %d)", json_array_size(runs), TUN_MAX_RUNS);
+    goto fail;
+  }
+  for (size_t i = 0; i < json_array_size(runs); i++) {
+    json_t *x = json_array_get(runs, i);
+    if (!json_is_number(x)) {
+      st = ts_diag_set(d, TS_EPARSE, "run_secs[%zu] is not a number", i);
+      goto fail;
+    }
+    r->run_secs[r->nruns++] = json_number_value(x);
+  }
+  if ((st = get_num(o, "build_secs", &r->build_secs, d)) || (st = get_num(o, "time", &r->time, d))) goto fail;
+  if (r->schema >= 1) {
+    json_t *v = json_object_get(o, "verified");
+    if (!json_is_boolean(v)) {
+      st = ts_diag_set(d, TS_EPARSE, "field \"verified\" missing or not a boolean");
+      goto fail;
+    }
+    r->verified = json_is_true(v);
+    json_t *h = json_object_get(o, "trace_hash");
+    if (!json_is_string(h) || !is_hex16(json_string_value(h))) {
+      st = ts_diag_set(d, TS_EPARSE, "field \"trace_hash\" missing or not 16 hex digits");
+      goto fail;
+    }
+    r->trace_hash = strtoull(json_string_value(h), NULL, 16);
+  } else {
+    /* Schema 0 predates verification and trace hashes: such a record counts
+     * as a trial but nothing vouches for its output, so it is never best. */
+    r->verified = false;
+    r->trace_hash = 0;
+  }
+  return TS_OK;
+fail:
+  tun_record_fini(r);
+  return st;
+}
+
+ts_status tun_record_from_json(const char *line, tun_record *out, ts_diag *d) {
+  json_error_t e;
+  json_t *o = json_loads(line, 0, &e);
+  if (!o) {
+    memset(out, 0, sizeof *out);
+    return ts_diag_set(d, TS_EPARSE, "bad JSON at column %d: %s", e.column, e.text);
+  }
+  ts_status st = record_from_obj(o, out, d);
+  json_decref(o);
+  return st;
+}
+
+/* ---- the index ---------------------------------------------------------------- */
+
+typedef struct group {
+  char *key, *target;
+  uint64_t h;
+  int *idx;        /* record indices, in log order */
+  int n, cap;
+  int best;        /* record index or -1 */
+  uint64_t *hashes; /* open-addressed set of trace hashes (0 = empty) */
+  int nh, caph;
+} group;
+
+struct tun_db {
+  char *path;
+  int fd; /* -1 when read-only */
+  tun_record **recs;
+  int n, cap;
+  group **slots; /* open addressing, power-of-two capacity */
+  int nslots, ngroups;
+};
+
+/* XXH3 of the target, seeded with XXH3 of the key: no allocation, and the
+ * pair (key, target) cannot alias another split of the same bytes. */
+static uint64_t group_hash(const char *key, const char *target) {
+  return XXH3_64bits_withSeed(target, strlen(target), XXH3_64bits(key, strlen(key)));
+}
+
+static group *find_group(const tun_db *db, const char *key, const char *target) {
+  if (!db->nslots || !key || !target) return NULL;
+  uint64_t h = group_hash(key, target);
+  for (int i = (int)(h & (uint64_t)(db->nslots - 1));; i = (i + 1) & (db->nslots - 1)) {
+    group *g = db->slots[i];
+    if (!g) return NULL;
+    if (g->h == h && !strcmp(g->key, key) && !strcmp(g->target, target)) return g;
+  }
+}
+
+static void put_slot(group **slots, int nslots, group *g) {
+  int i = (int)(g->h & (uint64_t)(nslots - 1));
+  while (slots[i]) i = (i + 1) & (nslots - 1);
+  slots[i] = g;
+}
+
+static group *get_group(tun_db *db, const char *key, const char *target) {
+  group *g = find_group(db, key, target);
+  if (g) return g;
+  if (2 * (db->ngroups + 1) > db->nslots) {
+    int ns = db->nslots ? db->nslots * 2 : 16;
+    group **s = ts_calloc((size_t)ns, sizeof *s);
+    if (!s) return NULL;
+    for (int i = 0; i < db->nslots; i++)
+      if (db->slots[i]) put_slot(s, ns, db->slots[i]);
+    ts_free(db->slots);
+    db->slots = s;
+    db->nslots = ns;
+  }
+  g = ts_calloc(1, sizeof *g);
+  if (!g) return NULL;
+  g->key = ts_strdup(key);
+  g->target = ts_strdup(target);
+  if (!g->key || !g->target) {
+    ts_free(g->key);
+    ts_free(g->target);
+    ts_free(g);
+    return NULL;
+  }
+  g->h = group_hash(key, target);
+  g->best = -1;
+  put_slot(db->slots, db->nslots, g);
+  db->ngroups++;
+  return g;
+}
+
+static bool hashset_has(const group *g, uint64_t h) {
+  if (!g->caph || !h) return false;
+  for (int i = (int)(h & (uint64_t)(g->caph - 1));; i = (i + 1) & (g->caph - 1)) {
+    if (g->hashes[i] == h) return true;
+    if (!g->hashes[i]) return false;
+  }
+}
+
+static bool hashset_add(group *g, uint64_t h) {
+  if (!h || hashset_has(g, h)) return true;
+  if (2 * (g->nh + 1) > g->caph) {
+    int nc = g->caph ? g->caph * 2 : 16;
+    uint64_t *s = ts_calloc((size_t)nc, sizeof *s);
+    if (!s) return false;
+    for (int i = 0; i < g->caph; i++) {
+      uint64_t x = g->hashes[i];
+      if (!x) continue;
+      int j = (int)(x & (uint64_t)(nc - 1));
+      while (s[j]) j = (j + 1) & (nc - 1);
+      s[j] = x;
+    }
+    ts_free(g->hashes);
+    g->hashes = s;
+    g->caph = nc;
+  }
+  int j = (int)(h & (uint64_t)(g->caph - 1));
+  while (g->hashes[j]) j = (j + 1) & (g->caph - 1);
+  g->hashes[j] = h;
+  g->nh++;
+  return true;
+}
+
+static bool usable(const tun_record *r) { return !r->error && r->verified && r->nruns > 0; }
+
+/* Takes ownership of r (heap) on success. */
+static ts_status add_record(tun_db *db, tun_record *r, ts_diag *d) {
+  if (db->n == db->cap) {
+    int nc = db->cap ? db->cap * 2 : 64;
+    tun_record **p = ts_realloc(db->recs, sizeof *p * (size_t)nc);
+    if (!p) return ts_diag_set(d, TS_ENOMEM, "out of memory growing the log index");
+    db->recs = p;
+    db->cap = nc;
+  }
+  group *g = get_group(db, r->workload_key, r->target ? r->target : "");
+  if (!g) return ts_diag_set(d, TS_ENOMEM, "out of memory growing the log index");
+  if (g->n == g->cap) {
+    int nc = g->cap ? g->cap * 2 : 16;
+    int *p = ts_realloc(g->idx, sizeof *p * (size_t)nc);
+    if (!p) return ts_diag_set(d, TS_ENOMEM, "out of memory growing the log index");
+    g->idx = p;
+    g->cap = nc;
+  }
+  if (!hashset_add(g, r->trace_hash)) return ts_diag_set(d, TS_ENOMEM, "out of memory growing the log index");
+  int i = db->n++;
+  db->recs[i] = r;
+  g->idx[g->n++] = i;
+  if (usable(r) && (g->best < 0 || tun_record_mean(r) < tun_record_mean(db->recs[g->best]))) g->best = i;
+  return TS_OK;
+}
+
+/* ---- open / load ------------------------------------------------------------ */
+
+static void db_free(tun_db *db) {
+  if (!db) return;
+  for (int i = 0; i < db->n; i++) {
+    tun_record_fini(db->recs[i]);
+    ts_free(db->recs[i]);
+  }
+  ts_free(db->recs);
+  for (int i = 0; i < db->nslots; i++) {
+    group *g = db->slots[i];
+    if (!g) continue;
+    ts_free(g->key);
+    ts_free(g->target);
+    ts_free(g->idx);
+    ts_free(g->hashes);
+    ts_free(g);
+  }
+  ts_free(db->slots);
+  ts_free(db->path);
+  ts_free(db);
+}
+
+static void warn(FILE *w, int *nwarn, const char *path, long line, const char *why) {
+  if (nwarn) (*nwarn)++;
+  if (w) fprintf(w, "%s:%ld: skipped: %s\n", path, line, why);
+}
+
+/* Reads every line of path into db. *ends_nl says whether the file ended in
+ * a newline (or was empty), so the appender can terminate a torn tail. */
+static ts_status load_lines(tun_db *db, FILE *f, FILE *w, int *nwarn, bool *ends_nl, ts_diag *d) {
+  char *line = NULL;
+  size_t cap = 0;
+  ssize_t len;
+  long lineno = 0;
+  *ends_nl = true;
+  ts_status st = TS_OK;
+  while ((len = getline(&line, &cap, f)) != -1) {
+    lineno++;
+    bool complete = len > 0 && line[len - 1] == '\n';
+    *ends_nl = complete;
+    if (complete) line[--len] = 0;
+    if (len > 0 && line[len - 1] == '\r') line[--len] = 0;
+    bool blank = true;
+    for (ssize_t i = 0; i < len && blank; i++) blank = line[i] == ' ' || line[i] == '\t';
+    if (blank) {
+      if (!complete && len > 0) warn(w, nwarn, db->path, lineno, "truncated last line (the writer was killed?)");
+      continue;
+    }
+    if (!complete) {
+      warn(w, nwarn, db->path, lineno, "truncated last line (the writer was killed?)");
+      continue;
+    }
+    if ((size_t)len != strlen(line)) {
+      warn(w, nwarn, db->path, lineno, "NUL byte in line");
+      continue;
+    }
+    tun_record *r = ts_malloc(sizeof *r);
+    if (!r) {
+      st = ts_diag_set(d, TS_ENOMEM, "out of memory loading %s", db->path);
+      break;
+    }
+    ts_diag rd;
+    ts_diag_clear(&rd);
+    ts_status rs = tun_record_from_json(line, r, &rd);
+    if (rs == TS_ENOMEM) {
+      ts_free(r);
+      st = ts_diag_set(d, TS_ENOMEM, "out of memory loading %s", db->path);
+      break;
+    }
+    if (rs) {
+      ts_free(r);
+      warn(w, nwarn, db->path, lineno, rd.msg);
+      continue;
+    }
+    if ((st = add_record(db, r, d))) {
+      tun_record_fini(r);
+      ts_free(r);
+      break;
+    }
+  }
+  free(line);
+  if (st == TS_OK && ferror(f)) st = ts_diag_set(d, TS_EIO, "reading %s: %s", db->path, strerror(errno));
+  return st;
+}
+
+static tun_db *db_new(const char *path, ts_diag *d) {
+  tun_db *db = ts_calloc(1, sizeof *db);
+  if (!db || !(db->path = ts_strdup(path))) {
+    ts_free(db);
+    ts_diag_set(d, TS_ENOMEM, "out of memory");
+    return NULL;
+  }
+  db->fd = -1;
+  return db;
+}
+
+tun_db *tun_db_load(const char *path, FILE *warn_out, int *nwarn, ts_diag *d) {
+  if (nwarn) *nwarn = 0;
+  FILE *f = fopen(path, "r");
+  if (!f) {
+    ts_diag_set(d, errno == ENOENT ? TS_ENOTFOUND : TS_EIO, "cannot read log %s: %s", path, strerror(errno));
+    return NULL;
+  }
+  tun_db *db = db_new(path, d);
+  bool ends_nl;
+  if (db && load_lines(db, f, warn_out, nwarn, &ends_nl, d)) {
+    db_free(db);
+    db = NULL;
+  }
+  fclose(f);
+  return db;
+}
+
+static ts_status write_all(int fd, const char *s, size_t n, const char *path, ts_diag *d) {
+  while (n > 0) {
+    ssize_t k = write(fd, s, n);
+    if (k < 0) {
+      if (errno == EINTR) continue;
+      return ts_diag_set(d, TS_EIO, "writing %s: %s", path, strerror(errno));
+    }
+    s += k;
+    n -= (size_t)k;
+  }
+  return TS_OK;
+}
+
+tun_db *tun_db_open(const char *path, FILE *warn_out, int *nwarn, ts_diag *d) {
+  if (nwarn) *nwarn = 0;
+  int fd = open(path, O_RDWR | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    ts_diag_set(d, TS_EIO, "cannot open log %s for appending: %s", path, strerror(errno));
+    return NULL;
+  }
+  tun_db *db = db_new(path, d);
+  if (!db) {
+    close(fd);
+    return NULL;
+  }
+  int rfd = dup(fd);
+  FILE *f = rfd >= 0 ? fdopen(rfd, "r") : NULL;
+  if (!f) {
+    if (rfd >= 0) close(rfd);
+    ts_diag_set(d, TS_EIO, "cannot read log %s: %s", path, strerror(errno));
+    close(fd);
+    db_free(db);
+    return NULL;
+  }
+  rewind(f);
+  bool ends_nl = true;
+  ts_status st = load_lines(db, f, warn_out, nwarn, &ends_nl, d);
+  fclose(f);
+  /* A torn last line (a killed writer) is terminated, never rewritten: the
+   * log stays append-only and the next record starts on a line of its own. */
+  if (st == TS_OK && !ends_nl) st = write_all(fd, "\n", 1, path, d);
+  if (st) {
+    close(fd);
+    db_free(db);
+    return NULL;
+  }
+  db->fd = fd;
+  return db;
+}
+
+void tun_db_close(tun_db *db) {
+  if (!db) return;
+  if (db->fd >= 0) close(db->fd);
+  db_free(db);
+}
+
+ts_status tun_db_append(tun_db *db, const tun_record *r, ts_diag *d) {
+  if (!db || !r) return ts_diag_set(d, TS_EINVAL, "tun_db_append: no log or record");
+  if (db->fd < 0) return ts_diag_set(d, TS_EINVAL, "log %s was loaded read-only", db->path);
+  if (!is_hex16(r->workload_key) || !r->target || !r->workload)
+    return ts_diag_set(d, TS_EINVAL, "record needs a 16-hex-digit workload key, a workload and a target");
+  if (r->nruns < 0 || r->nruns > TUN_MAX_RUNS)
+    return ts_diag_set(d, TS_EINVAL, "record has %d runs (0..%d)", r->nruns, TUN_MAX_RUNS);
+  tun_record *c = ts_malloc(sizeof *c);
+  if (!c || tun_record_copy(c, r)) {
+    ts_free(c);
+    return ts_diag_set(d, TS_ENOMEM, "out of memory");
+  }
+  c->schema = TUN_LOG_SCHEMA; /* what is written is always the current schema */
+  char *js = tun_record_to_json(c);
+  size_t n = js ? strlen(js) : 0;
+  char *line = js ? ts_realloc(js, n + 2) : NULL;
+  if (!line) {
+    ts_free(js);
+    tun_record_fini(c);
+    ts_free(c);
+    return ts_diag_set(d, TS_ENOMEM, "out of memory serialising a record");
+  }
+  line[n] = '\n';
+  line[n + 1] = 0;
+  /* One write on an O_APPEND descriptor (no stdio buffer to flush), then
+   * fsync: once this returns, the record survives a crash of the process. */
+  ts_status st = write_all(db->fd, line, n + 1, db->path, d);
+  ts_free(line);
+  if (st == TS_OK && fsync(db->fd) != 0 && errno != EINVAL && errno != EROFS)
+    st = ts_diag_set(d, TS_EIO, "fsync %s: %s", db->path, strerror(errno));
+  if (st == TS_OK) st = add_record(db, c, d);
+  if (st) {
+    tun_record_fini(c);
+    ts_free(c);
+  }
+  return st;
+}
+
+/* ---- queries ------------------------------------------------------------------ */
+
+int tun_db_count(const tun_db *db) { return db ? db->n : 0; }
+
+const tun_record *tun_db_get(const tun_db *db, int i) {
+  return db && i >= 0 && i < db->n ? db->recs[i] : NULL;
+}
+
+int tun_db_count_for(const tun_db *db, const char *workload_key, const char *target) {
+  if (!db) return 0;
+  if (workload_key && target) {
+    const group *g = find_group(db, workload_key, target);
+    return g ? g->n : 0;
+  }
+  int c = 0;
+  for (int i = 0; i < db->n; i++) {
+    const tun_record *r = db->recs[i];
+    if ((!workload_key || !strcmp(r->workload_key, workload_key)) && (!target || !strcmp(r->target, target))) c++;
+  }
+  return c;
+}
+
+const tun_record *tun_db_best(const tun_db *db, const char *workload_key, const char *target) {
+  if (!db) return NULL;
+  if (workload_key && target) {
+    const group *g = find_group(db, workload_key, target);
+    return g && g->best >= 0 ? db->recs[g->best] : NULL;
+  }
+  const tun_record *best = NULL;
+  for (int i = 0; i < db->nslots; i++) {
+    const group *g = db->slots[i];
+    if (!g || g->best < 0) continue;
+    if ((workload_key && strcmp(g->key, workload_key)) || (target && strcmp(g->target, target))) continue;
+    const tun_record *r = db->recs[g->best];
+    if (!best || tun_record_mean(r) < tun_record_mean(best)) best = r;
+  }
+  return best;
+}
+
+bool tun_db_has_trace(const tun_db *db, const char *workload_key, const char *target, uint64_t trace_hash) {
+  if (!db) return false;
+  const group *g = find_group(db, workload_key, target);
+  return g && hashset_has(g, trace_hash);
+}
+
+int tun_db_groups(const tun_db *db, const tun_record **first, int max) {
+  int k = 0;
+  if (!db) return 0;
+  /* In order of each group's first record, so listings follow the log. */
+  for (int i = 0; i < db->n; i++) {
+    const tun_record *r = db->recs[i];
+    const group *g = find_group(db, r->workload_key, r->target);
+    if (!g || g->idx[0] != i) continue;
+    if (k < max) first[k] = r;
+    k++;
+  }
+  return k;
+}
+
+const int *tun_db_indices_for(const tun_db *db, const char *workload_key, const char *target, int *n) {
+  const group *g = db ? find_group(db, workload_key, target) : NULL;
+  *n = g ? g->n : 0;
+  return g ? g->idx : NULL;
+}

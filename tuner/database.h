@@ -68,7 +68,17 @@ const tun_record *tun_db_best(const tun_db *db, const char *workload_key, const 
 /* True if a record with this trace_hash exists for workload+target. */
 bool tun_db_has_trace(const tun_db *db, const char *workload_key, const char *target, uint64_t trace_hash);
 
-/* Serialises a record as one JSON line (heap, no newline) / parses one. */
+/* Listing helpers (for inspect/plot): the first record of each (workload
+ * key, target) pair in log order — returns how many pairs there are and
+ * fills up to max of them; and the indices (into tun_db_get) of one pair's
+ * records in log order (NULL, *n = 0 if none; valid until the next append). */
+int tun_db_groups(const tun_db *db, const tun_record **first, int max);
+const int *tun_db_indices_for(const tun_db *db, const char *workload_key, const char *target, int *n);
+
+/* Serialises a record as one JSON line (heap, ts_free; no newline), always
+ * written as schema TUN_LOG_SCHEMA / parses one: schema 0 (no verified, no
+ * trace_hash) loads with verified = false and trace_hash = 0; a newer schema
+ * is TS_EUNSUPPORTED, anything malformed TS_EPARSE (the message says why). */
 char *tun_record_to_json(const tun_record *r);
 ts_status tun_record_from_json(const char *line, tun_record *out, ts_diag *d);
 
