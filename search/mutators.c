@@ -1,5 +1,5 @@
 /* search/mutators.c — the mutators of the evolutionary search (MetaSchedule's
- * src/s_tir/meta_schedule/mutator/*.cc; notes §4). Each takes a candidate's
+ * src/s_tir/meta_schedule/mutator/ (one file per mutator); notes §4). Each takes a candidate's
  * trace (postprocessors stripped) and returns a copy with exactly one
  * decision changed, or NULL when it has nothing to change. The caller
  * replays the copy (srch_instantiate with resample = false); a mutant that
