@@ -1,2 +1,608 @@
-/* search/evolutionary.c — placeholder until its author lands it. */
-typedef int placeholder_t;
+/* search/evolutionary.c — MetaSchedule's evolutionary search (notes §3;
+ * src/s_tir/meta_schedule/search_strategy/evolutionary_search.cc).
+ *
+ * Per batch: seeds = the best measured candidates (init_measured_ratio of
+ * the population, replayed with their decisions) plus random candidates
+ * (sketches replayed with every decision drawn afresh; at least
+ * init_min_unmeasured of them); then genetic_iters generations: score the
+ * population with the cost model, remember every member not measured yet,
+ * breed the next population by mutating parents drawn in proportion to
+ * their score (no mutation with probability 1 - mutate_prob). The batch is
+ * the best remembered candidates plus eps_greedy random seeds, none of them
+ * measured before (structural hash of the scheduled function) and none
+ * twice.
+ *
+ * Replays (srch_instantiate + feature extraction) run on a pthread pool;
+ * every slot draws from its own RNG seeded from (seed, batch, generation,
+ * slot), so results do not depend on the thread count. Traces are kept
+ * twice: as recorded (postprocessing included: replaying it rebuilds the
+ * measured function; this is what a batch hands out) and without the
+ * postprocessing (what mutators edit and srch_instantiate replays). */
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "ir/struct.h"
+#include "search/search.h"
+
+#define EMPTY_BATCH_LIMIT 5
+#define CHILD_TRIES 11
+
+void srch_evo_opts_default(srch_evo_opts *o) {
+  o->population = 512;
+  o->init_measured_ratio = 0.2;
+  o->init_min_unmeasured = 50;
+  o->genetic_iters = 4;
+  o->mutate_prob = 0.85;
+  o->eps_greedy = 0.05;
+  o->num_threads = 0;
+}
+
+void srch_candidate_fini(srch_candidate *c) {
+  if (!c) return;
+  sch_trace_free(c->trace);
+  c->trace = NULL;
+}
+
+/* ---- a hash set of structural hashes --------------------------------------------- */
+typedef struct hset {
+  uint64_t *slot; /* 0 = empty (hash 0 is mapped to 1) */
+  size_t cap, n;
+} hset;
+
+static uint64_t hkey(uint64_t h) { return h ? h : 1; }
+
+static bool hset_has(const hset *s, uint64_t h) {
+  if (!s->cap) return false;
+  h = hkey(h);
+  for (size_t i = (size_t)(h * 0x9E3779B97F4A7C15ull) & (s->cap - 1);; i = (i + 1) & (s->cap - 1)) {
+    if (s->slot[i] == h) return true;
+    if (!s->slot[i]) return false;
+  }
+}
+
+static bool hset_add(hset *s, uint64_t h); /* true if newly added */
+
+static bool hset_grow(hset *s) {
+  size_t nc = s->cap ? s->cap * 2 : 1024;
+  uint64_t *old = s->slot;
+  size_t oc = s->cap;
+  s->slot = ts_calloc(nc, sizeof(uint64_t));
+  if (!s->slot) {
+    s->slot = old;
+    return false;
+  }
+  s->cap = nc;
+  s->n = 0;
+  for (size_t i = 0; i < oc; i++)
+    if (old[i]) hset_add(s, old[i]);
+  ts_free(old);
+  return true;
+}
+
+static bool hset_add(hset *s, uint64_t h) {
+  if ((s->n + 1) * 2 > s->cap && !hset_grow(s)) return false;
+  h = hkey(h);
+  for (size_t i = (size_t)(h * 0x9E3779B97F4A7C15ull) & (s->cap - 1);; i = (i + 1) & (s->cap - 1)) {
+    if (s->slot[i] == h) return false;
+    if (!s->slot[i]) {
+      s->slot[i] = h;
+      s->n++;
+      return true;
+    }
+  }
+}
+
+static bool hset_copy(hset *dst, const hset *src) {
+  dst->cap = src->cap;
+  dst->n = src->n;
+  dst->slot = NULL;
+  if (!src->cap) return true;
+  dst->slot = ts_malloc(src->cap * sizeof(uint64_t));
+  if (!dst->slot) return false;
+  memcpy(dst->slot, src->slot, src->cap * sizeof(uint64_t));
+  return true;
+}
+
+static void hset_fini(hset *s) {
+  ts_free(s->slot);
+  memset(s, 0, sizeof *s);
+}
+
+/* ---- candidates in flight ----------------------------------------------------------- */
+typedef struct cand {
+  sch_trace *full;   /* as recorded, postprocessing included */
+  sch_trace *bare;   /* postprocessing stripped (mutated, replayed) */
+  uint64_t hash;
+  cm_features feat;
+  double score;
+  bool ok;
+} cand;
+
+static void cand_fini(cand *c) {
+  sch_trace_free(c->full);
+  sch_trace_free(c->bare);
+  cm_features_fini(&c->feat);
+  memset(c, 0, sizeof *c);
+}
+
+typedef struct measured_rec {
+  sch_trace *bare;
+  double mean;
+} measured_rec;
+
+struct srch_evo {
+  const ir_func *f;
+  cg_target t;
+  srch_evo_opts o;
+  uint64_t seed;
+  sch_trace **sketches;
+  int nsk;
+  hset measured;
+  measured_rec *db; /* valid measured records, sorted by mean */
+  int ndb, capdb;
+  int batches, empty;
+};
+
+static uint64_t mix(uint64_t a, uint64_t b) {
+  uint64_t z = a ^ (b + 0x9E3779B97F4A7C15ull + (a << 6) + (a >> 2));
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+/* Replays tr (bare) on f and fills c; false if replay, a postprocessor or
+ * feature extraction rejects it. */
+static bool make_cand(const srch_evo *e, const sch_trace *tr, bool resample, uint64_t seed, cand *c) {
+  memset(c, 0, sizeof *c);
+  ts_diag d;
+  ts_diag_clear(&d);
+  sch_traced *ts = srch_instantiate(tr, e->f, &e->t, resample, seed, &d);
+  if (!ts) return false;
+  bool ok = false;
+  c->full = sch_trace_copy(sch_traced_trace(ts));
+  if (c->full) c->bare = sch_trace_simplified(c->full, true);
+  if (c->bare) {
+    c->hash = ir_struct_hash_func(sch_traced_func(ts));
+    ok = cm_extract(sch_traced_func(ts), &e->t, &c->feat, &d) == TS_OK;
+  }
+  sch_traced_free(ts);
+  if (!ok) cand_fini(c);
+  c->ok = ok;
+  return ok;
+}
+
+/* ---- the worker pool ------------------------------------------------------------------ */
+typedef struct job {
+  void (*fn)(void *ctx, int i);
+  void *ctx;
+  int n;
+  int next;
+  pthread_mutex_t mu;
+} job;
+
+static void *worker(void *arg) {
+  job *j = arg;
+  for (;;) {
+    pthread_mutex_lock(&j->mu);
+    int i = j->next++;
+    pthread_mutex_unlock(&j->mu);
+    if (i >= j->n) return NULL;
+    j->fn(j->ctx, i);
+  }
+}
+
+static int pool_size(const srch_evo *e) {
+  if (e->o.num_threads > 0) return e->o.num_threads;
+  long n = sysconf(_SC_NPROCESSORS_ONLN);
+  return n > 0 ? (int)n : 1;
+}
+
+static void run_parallel(const srch_evo *e, int n, void (*fn)(void *, int), void *ctx) {
+  job j = {fn, ctx, n, 0, PTHREAD_MUTEX_INITIALIZER};
+  int nt = pool_size(e);
+  if (nt > n) nt = n;
+  if (nt <= 1) {
+    for (int i = 0; i < n; i++) fn(ctx, i);
+    return;
+  }
+  pthread_t th[64];
+  if (nt > 64) nt = 64;
+  int started = 0;
+  for (int i = 0; i < nt - 1; i++)
+    if (pthread_create(&th[started], NULL, worker, &j) == 0) started++;
+  worker(&j);
+  for (int i = 0; i < started; i++) pthread_join(th[i], NULL);
+  pthread_mutex_destroy(&j.mu);
+}
+
+/* ---- setup -------------------------------------------------------------------------------- */
+srch_evo *srch_evo_new(const ir_func *f, const cg_target *t, const srch_evo_opts *o, uint64_t seed,
+                       ts_diag *d) {
+  srch_evo *e = ts_calloc(1, sizeof *e);
+  if (!e) {
+    ts_diag_set(d, TS_ENOMEM, "evolutionary search: out of memory");
+    return NULL;
+  }
+  e->f = f;
+  e->t = *t;
+  if (o)
+    e->o = *o;
+  else
+    srch_evo_opts_default(&e->o);
+  if (e->o.population < 2) e->o.population = 2;
+  e->seed = seed;
+  srch_space_opts so = {0, 64, 0};
+  sch_trace **sk = NULL;
+  int nsk = 0;
+  if (srch_sketches(f, t, &so, &sk, &nsk, d)) {
+    ts_free(e);
+    return NULL;
+  }
+  /* Sketch traces simplified (dead instructions and postprocs removed). */
+  e->sketches = ts_calloc(nsk > 0 ? (size_t)nsk : 1, sizeof *e->sketches);
+  for (int i = 0; i < nsk; i++) {
+    e->sketches[e->nsk] = e->sketches ? sch_trace_simplified(sk[i], true) : NULL;
+    if (e->sketches && e->sketches[e->nsk]) e->nsk++;
+    sch_trace_free(sk[i]);
+  }
+  ts_free(sk);
+  if (!e->nsk) {
+    ts_diag_set(d, TS_EINVAL, "evolutionary search: no sketches for %s", f->name);
+    srch_evo_free(e);
+    return NULL;
+  }
+  return e;
+}
+
+void srch_evo_free(srch_evo *e) {
+  if (!e) return;
+  for (int i = 0; i < e->nsk; i++) sch_trace_free(e->sketches[i]);
+  ts_free(e->sketches);
+  for (int i = 0; i < e->ndb; i++) sch_trace_free(e->db[i].bare);
+  ts_free(e->db);
+  hset_fini(&e->measured);
+  ts_free(e);
+}
+
+int srch_evo_num_sketches(const srch_evo *e) { return e ? e->nsk : 0; }
+
+ts_status srch_evo_notify(srch_evo *e, const sch_trace *tr, uint64_t hash, double mean_secs, ts_diag *d) {
+  if (!e) return ts_diag_set(d, TS_EINVAL, "srch_evo_notify: no search");
+  if (!hset_add(&e->measured, hash) && !hset_has(&e->measured, hash))
+    return ts_diag_set(d, TS_ENOMEM, "srch_evo_notify: out of memory");
+  if (!tr || !(mean_secs > 0) || mean_secs >= 1e10) return TS_OK; /* invalid: not a seed */
+  if (e->ndb == e->capdb) {
+    int nc = e->capdb ? e->capdb * 2 : 64;
+    measured_rec *nd = ts_realloc(e->db, (size_t)nc * sizeof *nd);
+    if (!nd) return ts_diag_set(d, TS_ENOMEM, "srch_evo_notify: out of memory");
+    e->db = nd;
+    e->capdb = nc;
+  }
+  sch_trace *bare = sch_trace_simplified(tr, true);
+  if (!bare) return ts_diag_set(d, TS_ENOMEM, "srch_evo_notify: out of memory");
+  int i = e->ndb++;
+  while (i > 0 && e->db[i - 1].mean > mean_secs) {
+    e->db[i] = e->db[i - 1];
+    i--;
+  }
+  e->db[i].bare = bare;
+  e->db[i].mean = mean_secs;
+  return TS_OK;
+}
+
+/* ---- seeds ------------------------------------------------------------------------------------ */
+typedef struct seed_ctx {
+  const srch_evo *e;
+  cand *out;
+  uint64_t seed;
+  int ndb;
+} seed_ctx;
+
+static void seed_one(void *p, int i) {
+  seed_ctx *c = p;
+  const srch_evo *e = c->e;
+  if (i < c->ndb) {
+    make_cand(e, e->db[i].bare, false, mix(c->seed, (uint64_t)i), &c->out[i]);
+  } else {
+    uint64_t s = mix(c->seed, (uint64_t)i);
+    ts_rng r;
+    ts_rng_seed(&r, s);
+    const sch_trace *sk = e->sketches[ts_rng_below(&r, (uint64_t)e->nsk)];
+    make_cand(e, sk, true, mix(s, 7), &c->out[i]);
+  }
+}
+
+/* Removes failed entries; returns the new count. */
+static int compact(cand *v, int n) {
+  int m = 0;
+  for (int i = 0; i < n; i++)
+    if (v[i].ok)
+      v[m++] = v[i];
+    else
+      cand_fini(&v[i]);
+  return m;
+}
+
+/* ---- children ----------------------------------------------------------------------------------- */
+typedef struct child_ctx {
+  const srch_evo *e;
+  const cand *parents;
+  int nparents;
+  const double *cum; /* cumulative scores */
+  double none_prob;             /* [0, none_prob): copy the parent */
+  double mut_cum[SRCH_MUT_COUNT]; /* then mutator k up to mut_cum[k] */
+  unsigned char *copied; /* per parent: already copied unchanged this generation */
+  cand *out;
+  uint64_t seed;
+} child_ctx;
+
+static int pick_parent(const child_ctx *c, ts_rng *r) {
+  double total = c->cum[c->nparents - 1];
+  if (!(total > 0)) return (int)ts_rng_below(r, (uint64_t)c->nparents);
+  double x = ts_rng_unit(r) * total;
+  int lo = 0, hi = c->nparents - 1;
+  while (lo < hi) {
+    int mid = (lo + hi) / 2;
+    if (c->cum[mid] > x)
+      hi = mid;
+    else
+      lo = mid + 1;
+  }
+  return lo;
+}
+
+static void copy_cand(const cand *src, cand *dst) {
+  memset(dst, 0, sizeof *dst);
+  dst->full = sch_trace_copy(src->full);
+  dst->bare = sch_trace_copy(src->bare);
+  dst->hash = src->hash;
+  dst->feat.nrows = src->feat.nrows;
+  size_t nb = (size_t)src->feat.nrows * CM_NUM_FEATURES * sizeof(float);
+  dst->feat.rows = nb ? ts_malloc(nb) : NULL;
+  if (nb && dst->feat.rows) memcpy(dst->feat.rows, src->feat.rows, nb);
+  dst->ok = dst->full && dst->bare && (!nb || dst->feat.rows);
+  if (!dst->ok) cand_fini(dst);
+}
+
+static void child_one(void *p, int i) {
+  child_ctx *c = p;
+  ts_rng r;
+  ts_rng_seed(&r, mix(c->seed, (uint64_t)i));
+  int last = -1;
+  for (int t = 0; t < CHILD_TRIES; t++) {
+    int pi = pick_parent(c, &r);
+    last = pi;
+    double u = ts_rng_unit(&r);
+    int m = -1;
+    for (int k = 0; k < SRCH_MUT_COUNT && u >= c->none_prob; k++)
+      if (u < c->mut_cum[k] || k == SRCH_MUT_COUNT - 1) {
+        m = k;
+        break;
+      }
+    if (m < 0) {
+      /* no mutation: copy the parent once per generation */
+      if (__atomic_exchange_n(&c->copied[pi], 1, __ATOMIC_RELAXED)) continue;
+      copy_cand(&c->parents[pi], &c->out[i]);
+      if (c->out[i].ok) return;
+      continue;
+    }
+    sch_trace *mt = srch_mutate((srch_mutator)m, c->parents[pi].bare, c->e->f, &r);
+    if (!mt) continue;
+    bool ok = make_cand(c->e, mt, false, mix(c->seed, (uint64_t)i * 131 + (uint64_t)t), &c->out[i]);
+    sch_trace_free(mt);
+    if (ok) return;
+  }
+  if (last >= 0) copy_cand(&c->parents[last], &c->out[i]);
+}
+
+static int cmp_score_desc(const void *a, const void *b) {
+  const cand *x = a, *y = b;
+  if (x->score != y->score) return x->score > y->score ? -1 : 1;
+  return x->hash < y->hash ? -1 : x->hash > y->hash;
+}
+
+static ts_status predict(cm_model *m, cand *v, int n, ts_diag *d) {
+  if (!n) return TS_OK;
+  cm_features *fs = ts_malloc((size_t)n * sizeof *fs);
+  double *sc = ts_malloc((size_t)n * sizeof *sc);
+  if (!fs || !sc) {
+    ts_free(fs);
+    ts_free(sc);
+    return ts_diag_set(d, TS_ENOMEM, "evolutionary search: out of memory");
+  }
+  for (int i = 0; i < n; i++) fs[i] = v[i].feat;
+  ts_status st = cm_predict(m, fs, n, sc, d);
+  for (int i = 0; i < n; i++) v[i].score = st == TS_OK && sc[i] > 0 ? sc[i] : 0;
+  ts_free(fs);
+  ts_free(sc);
+  return st;
+}
+
+/* One attempt at a batch; *nout may be 0. */
+static ts_status one_batch(srch_evo *e, cm_model *m, int n, srch_candidate *out, int *nout, ts_diag *d) {
+  *nout = 0;
+  int pop = e->o.population;
+  int ndb = (int)(pop * e->o.init_measured_ratio);
+  if (ndb > e->ndb) ndb = e->ndb;
+  uint64_t bseed = mix(e->seed, (uint64_t)(++e->batches));
+  ts_status st = TS_OK;
+
+  /* 1. seeds: measured ones, then random rounds */
+  cand *seeds = ts_calloc((size_t)pop * (EMPTY_BATCH_LIMIT + 1), sizeof *seeds);
+  cand *best = NULL, *kids = NULL;
+  int nbest = 0, capbest = 0;
+  hset exists = {0};
+  unsigned char *copied = NULL;
+  double *cum = NULL;
+  if (!seeds) return ts_diag_set(d, TS_ENOMEM, "evolutionary search: out of memory");
+  seed_ctx sc = {e, seeds, bseed, ndb};
+  run_parallel(e, ndb, seed_one, &sc);
+  int nseed = compact(seeds, ndb);
+  int ndbseed = nseed;
+  for (int round = 0; round < EMPTY_BATCH_LIMIT && nseed - ndbseed < e->o.init_min_unmeasured; round++) {
+    int want = pop - ndbseed;
+    if (want < e->o.init_min_unmeasured) want = e->o.init_min_unmeasured;
+    if (nseed + want > pop * (EMPTY_BATCH_LIMIT + 1)) break;
+    seed_ctx rc = {e, seeds + nseed, mix(bseed, 1000 + (uint64_t)round), 0};
+    run_parallel(e, want, seed_one, &rc);
+    int got = compact(seeds + nseed, want);
+    nseed += got;
+  }
+  int nrand = nseed - ndbseed;
+  if (nseed == 0) goto done;
+
+  /* 2. evolve */
+  if (!hset_copy(&exists, &e->measured)) {
+    st = ts_diag_set(d, TS_ENOMEM, "evolutionary search: out of memory");
+    goto done;
+  }
+  kids = ts_calloc((size_t)pop, sizeof *kids);
+  copied = ts_malloc((size_t)(pop > nseed ? pop : nseed));
+  cum = ts_malloc((size_t)(pop > nseed ? pop : nseed) * sizeof *cum);
+  if (!kids || !copied || !cum) {
+    st = ts_diag_set(d, TS_ENOMEM, "evolutionary search: out of memory");
+    goto done;
+  }
+  /* The first population: all seeds (copies; the random seeds also serve
+   * the eps-greedy picks). */
+  cand *popv = ts_calloc((size_t)(nseed > pop ? nseed : pop), sizeof *popv);
+  if (!popv) {
+    st = ts_diag_set(d, TS_ENOMEM, "evolutionary search: out of memory");
+    goto done;
+  }
+  int npop = 0;
+  for (int i = 0; i < nseed; i++) {
+    copy_cand(&seeds[i], &popv[npop]);
+    if (popv[npop].ok) npop++;
+  }
+  double mtot = 0;
+  static const double mprob[] = {
+#define SRCH_X(en, nm, p) p,
+      SRCH_MUTATOR_LIST(SRCH_X)
+#undef SRCH_X
+  };
+  for (int k = 0; k < SRCH_MUT_COUNT; k++) mtot += mprob[k];
+  for (int it = 0;; it++) {
+    if ((st = predict(m, popv, npop, d))) break;
+    for (int i = 0; i < npop; i++) {
+      if (hset_has(&exists, popv[i].hash)) continue;
+      hset_add(&exists, popv[i].hash);
+      if (nbest == capbest) {
+        int nc = capbest ? capbest * 2 : 256;
+        cand *nb = ts_realloc(best, (size_t)nc * sizeof *nb);
+        if (!nb) {
+          st = ts_diag_set(d, TS_ENOMEM, "evolutionary search: out of memory");
+          break;
+        }
+        best = nb;
+        capbest = nc;
+      }
+      copy_cand(&popv[i], &best[nbest]);
+      best[nbest].score = popv[i].score;
+      if (best[nbest].ok) nbest++;
+    }
+    if (st || it >= e->o.genetic_iters || npop == 0) break;
+    double acc = 0;
+    for (int i = 0; i < npop; i++) cum[i] = acc += popv[i].score;
+    memset(copied, 0, (size_t)npop);
+    child_ctx cc = {.e = e, .parents = popv, .nparents = npop, .cum = cum, .copied = copied,
+                    .out = kids, .seed = mix(bseed, 5000 + (uint64_t)it)};
+    double a2 = 1.0 - e->o.mutate_prob;
+    cc.none_prob = a2;
+    for (int k = 0; k < SRCH_MUT_COUNT; k++) {
+      a2 += e->o.mutate_prob * mprob[k] / mtot;
+      cc.mut_cum[k] = a2;
+    }
+    run_parallel(e, pop, child_one, &cc);
+    for (int i = 0; i < npop; i++) cand_fini(&popv[i]);
+    npop = compact(kids, pop);
+    memcpy(popv, kids, (size_t)npop * sizeof *popv);
+    memset(kids, 0, (size_t)pop * sizeof *kids);
+  }
+  for (int i = 0; i < npop; i++) cand_fini(&popv[i]);
+  ts_free(popv);
+  if (st) goto done;
+  qsort(best, (size_t)nbest, sizeof *best, cmp_score_desc);
+
+  /* 3. the batch: bests first, then eps-greedy random seeds */
+  {
+    int neps = (int)(n * e->o.eps_greedy);
+    int nfirst = n - neps;
+    int bi = 0;
+    ts_rng r;
+    ts_rng_seed(&r, mix(bseed, 99));
+    int *perm = ts_malloc((size_t)(nrand > 0 ? nrand : 1) * sizeof *perm);
+    if (!perm) {
+      st = ts_diag_set(d, TS_ENOMEM, "evolutionary search: out of memory");
+      goto done;
+    }
+    for (int i = 0; i < nrand; i++) perm[i] = ndbseed + i;
+    for (int i = nrand - 1; i > 0; i--) {
+      int j = (int)ts_rng_below(&r, (uint64_t)i + 1), tmp = perm[i];
+      perm[i] = perm[j];
+      perm[j] = tmp;
+    }
+    int ri = 0;
+    while (*nout < n) {
+      cand *pick = NULL;
+      bool from_best = *nout < nfirst;
+      for (int pass = 0; pass < 2 && !pick; pass++, from_best = !from_best) {
+        if (from_best) {
+          while (bi < nbest && hset_has(&e->measured, best[bi].hash)) bi++;
+          if (bi < nbest) pick = &best[bi++];
+        } else {
+          while (ri < nrand && hset_has(&e->measured, seeds[perm[ri]].hash)) ri++;
+          if (ri < nrand) pick = &seeds[perm[ri++]];
+        }
+      }
+      if (!pick) break;
+      hset_add(&e->measured, pick->hash);
+      srch_candidate *o = &out[(*nout)++];
+      o->trace = pick->full;
+      pick->full = NULL;
+      o->hash = pick->hash;
+      o->score = pick->score;
+    }
+    ts_free(perm);
+  }
+
+done:
+  for (int i = 0; i < nseed; i++) cand_fini(&seeds[i]);
+  ts_free(seeds);
+  for (int i = 0; i < nbest; i++) cand_fini(&best[i]);
+  ts_free(best);
+  ts_free(kids);
+  ts_free(copied);
+  ts_free(cum);
+  hset_fini(&exists);
+  return st;
+}
+
+ts_status srch_evo_next_batch(srch_evo *e, cm_model *m, int n, srch_candidate **out, int *nout,
+                              ts_diag *d) {
+  *out = NULL;
+  *nout = 0;
+  if (!e || !m || n <= 0) return n <= 0 ? TS_OK : ts_diag_set(d, TS_EINVAL, "srch_evo_next_batch: bad arguments");
+  if (e->empty >= EMPTY_BATCH_LIMIT) return TS_OK;
+  srch_candidate *v = ts_calloc((size_t)n, sizeof *v);
+  if (!v) return ts_diag_set(d, TS_ENOMEM, "evolutionary search: out of memory");
+  while (e->empty < EMPTY_BATCH_LIMIT) {
+    ts_status st = one_batch(e, m, n, v, nout, d);
+    if (st) {
+      for (int i = 0; i < *nout; i++) srch_candidate_fini(&v[i]);
+      ts_free(v);
+      *nout = 0;
+      return st;
+    }
+    if (*nout > 0) break;
+    e->empty++;
+  }
+  if (!*nout) {
+    ts_free(v);
+    return TS_OK;
+  }
+  *out = v;
+  return TS_OK;
+}
