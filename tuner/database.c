@@ -14,11 +14,14 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <xxhash.h>
+
+#include "ir/workloads/workloads.h"
 
 /* ---- records -------------------------------------------------------------- */
 
@@ -628,4 +631,165 @@ const int *tun_db_indices_for(const tun_db *db, const char *workload_key, const 
   const group *g = db ? find_group(db, workload_key, target) : NULL;
   *n = g ? g->n : 0;
   return g ? g->idx : NULL;
+}
+
+/* ---- selecting and plotting ------------------------------------------------------ */
+
+bool tun_record_matches(const tun_record *r, const char *w) {
+  if (!w) return true;
+  if (!strcmp(r->workload_key, w) || (r->workload && !strcmp(r->workload, w))) return true;
+  ir_wl_inst a, b;
+  if (!r->workload || ir_wl_parse(w, &a, NULL) || ir_wl_parse(r->workload, &b, NULL)) return false;
+  char ca[512], cb[512];
+  ir_wl_canonical(&a, ca, sizeof ca);
+  ir_wl_canonical(&b, cb, sizeof cb);
+  return !strcmp(ca, cb);
+}
+
+double tun_record_flops(const tun_record *r) {
+  ir_wl_inst w;
+  if (!r->workload || ir_wl_parse(r->workload, &w, NULL)) return 0;
+  return ir_wl_flops(&w);
+}
+
+static void xml_text(FILE *f, const char *s) {
+  for (; *s; s++) {
+    switch (*s) {
+    case '&': fputs("&amp;", f); break;
+    case '<': fputs("&lt;", f); break;
+    case '>': fputs("&gt;", f); break;
+    case '"': fputs("&quot;", f); break;
+    default:
+      if ((unsigned char)*s >= 0x20 || *s == '\t') fputc(*s, f);
+    }
+  }
+}
+
+/* A "nice" tick step (1, 2 or 5 times a power of ten) for about n ticks. */
+static double nice_step(double range, int n) {
+  if (range <= 0) return 1;
+  double raw = range / n, p = pow(10, floor(log10(raw))), m = raw / p;
+  return (m < 1.5 ? 1 : m < 3.5 ? 2 : m < 7.5 ? 5 : 10) * p;
+}
+
+typedef struct curve {
+  double *y; /* best so far per trial index; < 0 before the first usable record */
+  int n;
+} curve;
+
+ts_status tun_plot_svg(tun_db *const *dbs, const char *const *labels, int ndb, const char *workload, FILE *out,
+                       ts_diag *d) {
+  if (ndb < 1) return ts_diag_set(d, TS_EINVAL, "plot: no logs");
+  curve *cv = ts_calloc((size_t)ndb, sizeof *cv);
+  if (!cv) return ts_diag_set(d, TS_ENOMEM, "out of memory");
+  bool gflops = true;
+  int xmax = 1;
+  double ymax = 0;
+  ts_status st = TS_OK;
+  for (int k = 0; k < ndb; k++) {
+    const tun_db *db = dbs[k];
+    /* Without --workload, each log plots the workload+target of its first record. */
+    const tun_record *first = NULL;
+    for (int i = 0; i < db->n && !first; i++)
+      if (tun_record_matches(db->recs[i], workload)) first = db->recs[i];
+    if (!first) continue;
+    if (tun_record_flops(first) <= 0) gflops = false;
+    cv[k].y = ts_malloc(sizeof(double) * (size_t)db->n + 1);
+    if (!cv[k].y) {
+      st = ts_diag_set(d, TS_ENOMEM, "out of memory");
+      goto done;
+    }
+  }
+  for (int k = 0; k < ndb; k++) {
+    const tun_db *db = dbs[k];
+    if (!cv[k].y) continue;
+    const tun_record *first = NULL;
+    double best = -1;
+    for (int i = 0; i < db->n; i++) {
+      const tun_record *r = db->recs[i];
+      if (!tun_record_matches(r, workload)) continue;
+      if (!first) first = r;
+      if (strcmp(r->workload_key, first->workload_key) || strcmp(r->target, first->target)) continue;
+      if (usable(r)) {
+        double m = tun_record_mean(r), fl = gflops ? tun_record_flops(r) : 0;
+        double v = m > 0 ? (gflops ? fl / m * 1e-9 : 1 / m) : -1;
+        if (v > best) best = v;
+      }
+      cv[k].y[cv[k].n++] = best;
+    }
+    if (cv[k].n > xmax) xmax = cv[k].n;
+    if (best > ymax) ymax = best;
+  }
+  if (ymax <= 0) ymax = 1;
+  {
+    const double W = 860, H = 480, L = 80, R = 200, T = 40, B = 60;
+    const double pw = W - L - R, ph = H - T - B;
+    double xstep = nice_step(xmax, 8), ystep = nice_step(ymax, 6);
+    double xtop = ceil(xmax / xstep) * xstep, ytop = ceil(ymax * 1.05 / ystep) * ystep;
+    if (xtop < 1) xtop = 1;
+    static const char *colors[] = {"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf"};
+    fprintf(out,
+            "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
+            "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%g\" height=\"%g\" viewBox=\"0 0 %g %g\" "
+            "font-family=\"sans-serif\" font-size=\"12\">\n"
+            "<rect x=\"0\" y=\"0\" width=\"%g\" height=\"%g\" fill=\"white\"/>\n",
+            W, H, W, H, W, H);
+    fprintf(out, "<text x=\"%g\" y=\"22\" text-anchor=\"middle\" font-size=\"14\">tuning curve", L + pw / 2);
+    if (workload) {
+      fputs(": ", out);
+      xml_text(out, workload);
+    }
+    fputs("</text>\n", out);
+    /* grid, ticks and tick labels */
+    fprintf(out, "<g stroke=\"#dddddd\" stroke-width=\"1\">\n");
+    for (double x = 0; x <= xtop + 1e-9; x += xstep)
+      fprintf(out, "<line x1=\"%.1f\" y1=\"%g\" x2=\"%.1f\" y2=\"%g\"/>\n", L + x / xtop * pw, T, L + x / xtop * pw,
+              T + ph);
+    for (double y = 0; y <= ytop + 1e-12; y += ystep)
+      fprintf(out, "<line x1=\"%g\" y1=\"%.1f\" x2=\"%g\" y2=\"%.1f\"/>\n", L, T + ph - y / ytop * ph, L + pw,
+              T + ph - y / ytop * ph);
+    fprintf(out, "</g>\n<g stroke=\"black\" stroke-width=\"1\">\n"
+                 "<line x1=\"%g\" y1=\"%g\" x2=\"%g\" y2=\"%g\"/>\n<line x1=\"%g\" y1=\"%g\" x2=\"%g\" y2=\"%g\"/>\n",
+            L, T + ph, L + pw, T + ph, L, T, L, T + ph);
+    for (double x = 0; x <= xtop + 1e-9; x += xstep)
+      fprintf(out, "<line x1=\"%.1f\" y1=\"%g\" x2=\"%.1f\" y2=\"%g\"/>\n", L + x / xtop * pw, T + ph,
+              L + x / xtop * pw, T + ph + 5);
+    for (double y = 0; y <= ytop + 1e-12; y += ystep)
+      fprintf(out, "<line x1=\"%g\" y1=\"%.1f\" x2=\"%g\" y2=\"%.1f\"/>\n", L - 5, T + ph - y / ytop * ph, L,
+              T + ph - y / ytop * ph);
+    fprintf(out, "</g>\n<g text-anchor=\"middle\">\n");
+    for (double x = 0; x <= xtop + 1e-9; x += xstep)
+      fprintf(out, "<text x=\"%.1f\" y=\"%g\">%g</text>\n", L + x / xtop * pw, T + ph + 18, x);
+    fprintf(out, "</g>\n<g text-anchor=\"end\">\n");
+    for (double y = 0; y <= ytop + 1e-12; y += ystep)
+      fprintf(out, "<text x=\"%g\" y=\"%.1f\">%.4g</text>\n", L - 8, T + ph - y / ytop * ph + 4, y);
+    fprintf(out, "</g>\n<text x=\"%g\" y=\"%g\" text-anchor=\"middle\">trial</text>\n", L + pw / 2, H - 15);
+    fprintf(out, "<text x=\"18\" y=\"%g\" text-anchor=\"middle\" transform=\"rotate(-90 18 %g)\">%s</text>\n",
+            T + ph / 2, T + ph / 2, gflops ? "best GFLOP/s so far" : "best 1/seconds so far");
+    /* one polyline per log, then the legend */
+    for (int k = 0; k < ndb; k++) {
+      const char *col = colors[k % (int)(sizeof colors / sizeof colors[0])];
+      fprintf(out, "<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"2\" points=\"", col);
+      bool any = false;
+      for (int i = 0; i < cv[k].n; i++) {
+        if (cv[k].y[i] < 0) continue;
+        fprintf(out, "%s%.1f,%.1f", any ? " " : "", L + i / xtop * pw, T + ph - cv[k].y[i] / ytop * ph);
+        any = true;
+      }
+      fprintf(out, "\"/>\n");
+      double ly = T + 10 + 20 * k;
+      fprintf(out, "<line x1=\"%g\" y1=\"%g\" x2=\"%g\" y2=\"%g\" stroke=\"%s\" stroke-width=\"2\"/>\n", L + pw + 15,
+              ly, L + pw + 40, ly, col);
+      fprintf(out, "<text x=\"%g\" y=\"%g\">", L + pw + 46, ly + 4);
+      xml_text(out, labels && labels[k] ? labels[k] : "log");
+      if (!cv[k].y) fputs(" (no records)", out);
+      fputs("</text>\n", out);
+    }
+    fputs("</svg>\n", out);
+  }
+  if (ferror(out)) st = ts_diag_set(d, TS_EIO, "writing the SVG failed");
+done:
+  for (int k = 0; k < ndb; k++) ts_free(cv[k].y);
+  ts_free(cv);
+  return st;
 }

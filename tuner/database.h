@@ -75,6 +75,18 @@ bool tun_db_has_trace(const tun_db *db, const char *workload_key, const char *ta
 int tun_db_groups(const tun_db *db, const tun_record **first, int max);
 const int *tun_db_indices_for(const tun_db *db, const char *workload_key, const char *target, int *n);
 
+/* True if record r is of workload w: its workload key, its definition text,
+ * or (for a built-in spec) the same canonical spec; NULL w matches all. */
+bool tun_record_matches(const tun_record *r, const char *w);
+/* FLOPs of r's workload when it is a built-in spec, else 0. */
+double tun_record_flops(const tun_record *r);
+/* Writes an SVG of best-so-far GFLOP/s (1/seconds when a workload is not a
+ * built-in spec) against trial index: one polyline per log (labels[k] in the
+ * legend; a log plots the records matching workload, or without it those of
+ * the workload and target of its first record). TS_EIO if writing fails. */
+ts_status tun_plot_svg(tun_db *const *dbs, const char *const *labels, int ndb, const char *workload, FILE *out,
+                       ts_diag *d);
+
 /* Serialises a record as one JSON line (heap, ts_free; no newline), always
  * written as schema TUN_LOG_SCHEMA / parses one: schema 0 (no verified, no
  * trace_hash) loads with verified = false and trace_hash = 0; a newer schema
