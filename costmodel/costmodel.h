@@ -74,4 +74,16 @@ cm_model *cm_load(const char *path, ts_diag *d);
 double cm_pairwise_accuracy(const double *scores, const double *costs, int n);
 double cm_recall_at_k(const double *scores, const double *costs, int n, int k);
 
+/* ---- additions ------------------------------------------------------------ */
+/* One-line meaning of feature i (docs/FEATURES.md), static storage. */
+const char *cm_feature_desc(int i);
+/* As cm_extract on an already lowered function (cg_lower's output). */
+ts_status cm_extract_lowered(const ir_func *lowered, const cg_target *t, cm_features *out,
+                             ts_diag *d);
+/* Cap on boosting rounds per training (default 300; early stopping usually
+ * ends sooner). */
+void cm_xgb_set_max_rounds(cm_model *m, int n);
+/* Rounds run by the last training (0 if none). */
+int cm_xgb_last_rounds(const cm_model *m);
+
 #endif
