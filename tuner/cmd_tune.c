@@ -1,2 +1,145 @@
-/* tuner/cmd_tune.c — placeholder until its author lands it. */
-typedef int placeholder_t;
+/* cmd_tune.c — `tessel tune`: tune one kernel against a trial budget,
+ * logging every measured candidate to a JSONL log (resumable), and report
+ * the best against the default schedule. */
+#include <getopt.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "codegen/llvm.h"
+#include "tuner/cli.h"
+#include "tuner/tune.h"
+
+static const char tune_usage[] =
+    "usage: tessel tune SUBJECT --trials N --log LOG [--target T] [--batch N]\n"
+    "         [--model xgb|random] [--seed S] [--number N] [--repeat N]\n"
+    "         [--min-repeat-ms MS] [--timeout S] [--cache-flush] [--threads N]\n"
+    "         [--build-jobs N] [--json]\n"
+    "Searches schedules of SUBJECT (evolutionary search ranked by the cost model),\n"
+    "builds, times (forked child) and verifies each candidate, and appends one record\n"
+    "per candidate to LOG (JSONL). Records already in LOG for this workload and\n"
+    "target count toward N: rerunning resumes, and a met budget appends nothing.\n"
+    "The default schedule is measured once as the baseline (not logged).\n"
+    "--json prints {workload, target, trials, errors, best_seconds, best_gflops,\n"
+    "baseline_gflops, log}.\n";
+
+enum { OPT_TARGET = 1000, OPT_TRIALS, OPT_LOG, OPT_BATCH, OPT_MODEL, OPT_SEED, OPT_NUMBER,
+       OPT_REPEAT, OPT_MINMS, OPT_TIMEOUT, OPT_FLUSH, OPT_THREADS, OPT_JOBS, OPT_JSON };
+
+int tun_cmd_tune(int argc, char **argv) {
+  static const struct option opts[] = {{"help", no_argument, 0, 'h'},
+                                       {"target", required_argument, 0, OPT_TARGET},
+                                       {"trials", required_argument, 0, OPT_TRIALS},
+                                       {"log", required_argument, 0, OPT_LOG},
+                                       {"batch", required_argument, 0, OPT_BATCH},
+                                       {"model", required_argument, 0, OPT_MODEL},
+                                       {"seed", required_argument, 0, OPT_SEED},
+                                       {"number", required_argument, 0, OPT_NUMBER},
+                                       {"repeat", required_argument, 0, OPT_REPEAT},
+                                       {"min-repeat-ms", required_argument, 0, OPT_MINMS},
+                                       {"timeout", required_argument, 0, OPT_TIMEOUT},
+                                       {"cache-flush", no_argument, 0, OPT_FLUSH},
+                                       {"threads", required_argument, 0, OPT_THREADS},
+                                       {"build-jobs", required_argument, 0, OPT_JOBS},
+                                       {"json", no_argument, 0, OPT_JSON},
+                                       {0, 0, 0, 0}};
+  tun_tune_opts o;
+  tun_tune_opts_default(&o);
+  o.trials = -1;
+  const char *target = "llvm";
+  bool json = false;
+  int c;
+  optind = 1;
+  while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+    switch (c) {
+    case 'h': printf("%s", tune_usage); return 0;
+    case OPT_TARGET: target = optarg; break;
+    case OPT_TRIALS: o.trials = atoi(optarg); break;
+    case OPT_LOG: o.log_path = optarg; break;
+    case OPT_BATCH: o.batch = atoi(optarg); break;
+    case OPT_MODEL: o.model = optarg; break;
+    case OPT_SEED: o.seed = strtoull(optarg, NULL, 0); break;
+    case OPT_NUMBER: o.measure.number = atoi(optarg); break;
+    case OPT_REPEAT: o.measure.repeat = atoi(optarg); break;
+    case OPT_MINMS: o.measure.min_repeat_ms = atof(optarg); break;
+    case OPT_TIMEOUT: o.measure.timeout_s = atof(optarg); break;
+    case OPT_FLUSH: o.measure.cache_flush = true; break;
+    case OPT_THREADS: o.measure.num_threads = atoi(optarg); break;
+    case OPT_JOBS: o.build_jobs = atoi(optarg); break;
+    case OPT_JSON: json = true; break;
+    default: return 2;
+    }
+  }
+  if (optind != argc - 1) {
+    fprintf(stderr, "tessel tune: expected one SUBJECT (see --help)\n");
+    return 2;
+  }
+  if (o.trials < 0 || !o.log_path) {
+    fprintf(stderr, "tessel tune: --trials N and --log LOG are required\n");
+    return 2;
+  }
+  if (o.batch < 1 || o.measure.repeat < 1 || o.measure.repeat > TSRT_MAX_REPEAT ||
+      o.measure.timeout_s <= 0 || (strcmp(o.model, "xgb") && strcmp(o.model, "random"))) {
+    fprintf(stderr, "tessel tune: --batch >= 1, --repeat 1..%d, --timeout > 0, --model xgb|random\n",
+            TSRT_MAX_REPEAT);
+    return 2;
+  }
+  ts_diag d;
+  ts_diag_clear(&d);
+  cg_target tg;
+  if (cg_target_parse(target, &tg, &d) || cg_llvm_resolve_target(&tg, &d)) {
+    fprintf(stderr, "tessel tune: %s\n", d.msg);
+    return 2;
+  }
+  ts_arena ar;
+  ts_arena_init(&ar);
+  tun_subject sub;
+  if (tun_subject_load(&ar, argv[optind], &sub, &d)) {
+    fprintf(stderr, "tessel tune: %s\n", d.msg);
+    ts_arena_fini(&ar);
+    return 2;
+  }
+  if (sub.func->nsyms) {
+    fprintf(stderr, "tessel tune: %s has symbolic sizes; bind them first\n", sub.label);
+    ts_arena_fini(&ar);
+    return 2;
+  }
+  double flops = sub.is_workload ? ir_wl_flops(&sub.wl) : 0;
+  o.progress = stderr;
+  o.progress_tty = isatty(STDERR_FILENO);
+  tun_tune_result r;
+  ts_status st = tun_tune(sub.func, sub.label, flops, &tg, &o, &r, &d);
+  if (st) fprintf(stderr, "tessel tune: %s\n", d.msg);
+  if (json) {
+    json_t *j = json_object();
+    json_object_set_new(j, "workload", json_string(sub.label));
+    json_object_set_new(j, "target", json_string(tg.text));
+    json_object_set_new(j, "trials", json_integer(r.trials));
+    json_object_set_new(j, "errors", json_integer(r.errors));
+    json_object_set_new(j, "best_seconds", json_real(r.best_seconds));
+    json_object_set_new(j, "best_gflops", json_real(r.best_gflops));
+    json_object_set_new(j, "baseline_gflops", json_real(r.baseline_gflops));
+    json_object_set_new(j, "log", json_string(o.log_path));
+    char *s = json_dumps(j, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+    if (s) puts(s);
+    free(s);
+    json_decref(j);
+  } else {
+    printf("%s on %s: %d trials (%d new, %d errors) in %.1f s, log %s\n", sub.label, tg.text, r.trials,
+           r.new_trials, r.errors, r.wall_seconds, o.log_path);
+    if (r.best_seconds > 0 && r.baseline_seconds > 0 && flops > 0)
+      printf("best %.2f GFLOP/s vs default schedule %.2f GFLOP/s (%.2fx faster)\n", r.best_gflops,
+             r.baseline_gflops, r.baseline_seconds / r.best_seconds);
+    else if (r.best_seconds > 0 && r.baseline_seconds > 0)
+      printf("best %.6g ms vs default schedule %.6g ms (%.2fx faster)\n", r.best_seconds * 1e3,
+             r.baseline_seconds * 1e3, r.baseline_seconds / r.best_seconds);
+    else if (r.best_seconds > 0)
+      printf("best %.2f GFLOP/s (%.6g ms)\n", r.best_gflops, r.best_seconds * 1e3);
+    else
+      printf("no valid candidate yet\n");
+  }
+  ts_arena_fini(&ar);
+  return st ? 1 : 0;
+}

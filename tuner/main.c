@@ -21,6 +21,7 @@ static const command commands[] = {
     {"selfcheck", tun_cmd_selfcheck, "check random schedules (traces via JSON) against the interpreter"},
     {"build", tun_cmd_build, "schedule (trace or default), lower and build a shared library"},
     {"bench", tun_cmd_bench, "build, time in a forked child, and verify against the interpreter"},
+    {"tune", tun_cmd_tune, "tune one kernel: search, build, measure, verify, log (resumable)"},
     {"version", tun_cmd_version, "print the version"},
 };
 #define NCOMMANDS (sizeof commands / sizeof commands[0])
