@@ -1,2 +1,238 @@
-/* search/postproc.c — placeholder until its author lands it. */
-typedef int placeholder_t;
+/* postproc.c — the CPU postprocessors, in order (notes §4, §5):
+ * DisallowDynamicLoop, RewriteParallelVectorizeUnroll, RewriteReductionBlock,
+ * then cg_check. They run on the traced schedule after an EnterPostproc
+ * instruction, so the candidate's trace replays to the exact schedule. */
+#include <string.h>
+
+#include "search/search_int.h"
+
+#define MAXL 64
+
+/* ---- DisallowDynamicLoop ---- */
+typedef struct dyn_ctx {
+  const ir_stmt *bad;
+} dyn_ctx;
+
+static bool dyn_cb(void *ctx, const ir_stmt *s) {
+  dyn_ctx *c = ctx;
+  int64_t e;
+  if (s->kind == IR_FOR && !c->bad && (!ir_as_int(s->u.loop.extent, &e) || !ir_as_int(s->u.loop.min, &e)))
+    c->bad = s;
+  return !c->bad;
+}
+
+static ts_status disallow_dynamic_loop(sch_traced *t, ts_diag *d) {
+  dyn_ctx c = {0};
+  ir_visitor v = {.stmt = dyn_cb, .ctx = &c};
+  ir_visit_stmt(&v, sch_traced_func(t)->body);
+  if (c.bad)
+    return ts_diag_set(d, TS_ESCHEDULE, "DisallowDynamicLoop: loop %s has a non-constant extent",
+                       c.bad->u.loop.var->name);
+  return TS_OK;
+}
+
+/* ---- RewriteParallelVectorizeUnroll ---- */
+static int64_t root_ann(const ir_func *f, const char *key) {
+  const ir_stmt *r = f->body;
+  if (!r || r->kind != IR_BLOCK_REALIZE) return 0;
+  const ir_block *b = r->u.realize.block;
+  const ir_annot *a = ir_annot_find(b->nannot, b->annots, key);
+  if (!a) return 0;
+  if (a->kind == IR_ANN_INT) return a->v.i;
+  int64_t v;
+  if (a->kind == IR_ANN_EXPR && ir_as_int(a->v.e, &v)) return v;
+  return 0;
+}
+
+/* Per access of block b: does iter var v appear only in the last index? */
+typedef struct contig_ctx {
+  const ir_var *v;
+  bool ok;
+} contig_ctx;
+
+static bool idx_ok(contig_ctx *c, int n, ir_expr *const *idx) {
+  for (int k = 0; k + 1 < n; k++)
+    if (ir_expr_uses_var(idx[k], c->v)) return false;
+  return true;
+}
+
+static bool contig_expr(void *ctx, const ir_expr *e) {
+  contig_ctx *c = ctx;
+  if (e->kind == IR_LOAD && !idx_ok(c, e->u.load.nidx, e->u.load.idx)) c->ok = false;
+  return c->ok;
+}
+
+static bool contig_stmt(void *ctx, const ir_stmt *s) {
+  contig_ctx *c = ctx;
+  if (s->kind == IR_STORE && !idx_ok(c, s->u.store.nidx, s->u.store.idx)) c->ok = false;
+  return c->ok;
+}
+
+/* Loop var lv is contiguous for every buffer of realize r: each iter var
+ * bound to an expression of lv is used only in last indices. */
+static bool loop_contiguous(const ir_stmt *r, const ir_var *lv) {
+  const ir_block *b = r->u.realize.block;
+  for (int i = 0; i < b->niter; i++) {
+    if (!ir_expr_uses_var(r->u.realize.iter_values[i], lv)) continue;
+    contig_ctx c = {.v = b->iters[i].var, .ok = true};
+    ir_visitor v = {.expr = contig_expr, .stmt = contig_stmt, .ctx = &c};
+    ir_visit_stmt(&v, b->body);
+    if (b->init) ir_visit_stmt(&v, b->init);
+    if (!c.ok) return false;
+  }
+  return true;
+}
+
+static bool single_child(const ir_stmt *l) {
+  const ir_stmt *b = l->u.loop.body;
+  return b->kind == IR_FOR || b->kind == IR_BLOCK_REALIZE;
+}
+
+static ts_status rewrite_block_pvu(sch_traced *t, const char *name, int64_t par, int64_t vec, int64_t unroll,
+                                   ts_diag *d) {
+  ts_diag q;
+  ts_diag_clear(&q);
+  int b, nl;
+  const int *lp;
+  if (sch_t_get_block(t, name, &b, &q) || sch_t_get_loops(t, b, &lp, &nl, &q)) return TS_OK;
+  if (nl == 0 || nl > MAXL) return TS_OK;
+  int loops[MAXL];
+  memcpy(loops, lp, sizeof(int) * (size_t)nl);
+  const ir_func *f = sch_traced_func(t);
+  const ir_stmt *r = srch_find_realize(f, name);
+  if (!r) return TS_OK;
+  const ir_stmt *ls[MAXL];
+  int64_t ext[MAXL];
+  bool spatial[MAXL], plain[MAXL];
+  for (int i = 0; i < nl; i++) {
+    ls[i] = srch_find_loop(f, sch_t_loop(t, loops[i]).var);
+    if (!ls[i]) return TS_OK;
+    plain[i] = ls[i]->u.loop.kind == IR_FOR_SERIAL && ls[i]->u.loop.nannot == 0 &&
+               ir_as_int(ls[i]->u.loop.extent, &ext[i]);
+    spatial[i] = !srch_loop_is_reduction(ls[i], ls[i]->u.loop.var);
+  }
+  /* vectorize: trailing spatial single-child contiguous loops, product <= vec */
+  int vfirst = nl;
+  int64_t vprod = 1;
+  if (vec > 1) {
+    for (int i = nl - 1; i >= 0; i--) {
+      if (!plain[i] || !spatial[i] || !single_child(ls[i]) || !loop_contiguous(r, ls[i]->u.loop.var)) break;
+      if (vprod * ext[i] > vec) break;
+      vprod *= ext[i];
+      vfirst = i;
+    }
+  }
+  /* parallel: leading spatial loops, up to the one passing the limit */
+  int pend = 0;
+  int64_t pprod = 1;
+  if (par > 1) {
+    for (int i = 0; i < vfirst; i++) {
+      if (!plain[i] || !spatial[i]) break;
+      pprod *= ext[i];
+      pend = i + 1;
+      if (pprod >= par || !single_child(ls[i])) break;
+    }
+  }
+  if (vfirst < nl && vprod > 1) {
+    int v = loops[vfirst];
+    ts_diag_clear(&q);
+    if (nl - vfirst == 1 || sch_t_fuse(t, nl - vfirst, loops + vfirst, &v, &q) == TS_OK) {
+      ts_diag_clear(&q);
+      sch_t_vectorize(t, v, &q);
+    }
+  }
+  if (pend > 0 && pprod > 1) {
+    int p = loops[0];
+    ts_diag_clear(&q);
+    if (pend == 1 || sch_t_fuse(t, pend, loops, &p, &q) == TS_OK) {
+      ts_diag_clear(&q);
+      sch_t_parallel(t, p, &q);
+    }
+  }
+  /* unroll: the outermost loop of a non-spatial block */
+  if (unroll > 0) {
+    const ir_block *blk = r->u.realize.block;
+    bool red = false;
+    for (int i = 0; i < blk->niter; i++)
+      if (blk->iters[i].type != IR_ITER_S) red = true;
+    if (red) {
+      const int *l2;
+      int n2;
+      ts_diag_clear(&q);
+      if (sch_t_get_loops(t, b, &l2, &n2, &q) == TS_OK && n2 > 0) {
+        int outer = l2[0];
+        sch_t_annotate(t, outer, "pragma_auto_unroll_max_step", sch_arg_int(unroll), &q);
+        sch_t_annotate(t, outer, "pragma_unroll_explicit", sch_arg_int(1), &q);
+      }
+    }
+  }
+  (void)d;
+  return TS_OK;
+}
+
+static ts_status rewrite_parallel_vectorize_unroll(sch_traced *t, const cg_target *tg, ts_diag *d) {
+  const ir_func *f = sch_traced_func(t);
+  int64_t par = root_ann(f, SRCH_ANN_PARALLEL), vec = root_ann(f, SRCH_ANN_VECTORIZE),
+          unroll = root_ann(f, SRCH_ANN_UNROLL);
+  (void)tg;
+  if (par <= 0 && vec <= 0 && unroll <= 0) return TS_OK;
+  ts_diag q;
+  ts_diag_clear(&q);
+  int rb, nb;
+  const int *bl;
+  if (sch_t_get_block(t, "root", &rb, &q) || sch_t_get_child_blocks(t, rb, &bl, &nb, &q)) return TS_OK;
+  ts_arena a;
+  ts_arena_init(&a);
+  const char **names = TS_ANEWN(&a, const char *, nb + 1);
+  if (!names) {
+    ts_arena_fini(&a);
+    return ts_diag_set(d, TS_ENOMEM, "out of memory");
+  }
+  for (int i = 0; i < nb; i++) names[i] = ts_arena_strdup(&a, sch_t_block(t, bl[i]).name);
+  ts_status st = TS_OK;
+  for (int i = 0; i < nb && !st; i++) st = rewrite_block_pvu(t, names[i], par, vec, unroll, d);
+  ts_arena_fini(&a);
+  return st;
+}
+
+/* ---- RewriteReductionBlock ---- */
+static ts_status rewrite_reduction_block(sch_traced *t, ts_diag *d) {
+  ts_arena a;
+  ts_arena_init(&a);
+  const char **names;
+  int nb = srch_block_names(sch_traced_func(t), &a, &names);
+  for (int i = 0; i < nb; i++) {
+    const ir_stmt *r = srch_find_realize(sch_traced_func(t), names[i]);
+    if (!r || !r->u.realize.block->init) continue;
+    ts_diag q;
+    ts_diag_clear(&q);
+    int b, nl;
+    const int *lp;
+    if (sch_t_get_block(t, names[i], &b, &q) || sch_t_get_loops(t, b, &lp, &nl, &q)) continue;
+    for (int k = 0; k < nl; k++) {
+      if (srch_realize_uses_in_reduction(r, sch_t_loop(t, lp[k]).var)) {
+        int init;
+        if (sch_t_decompose_reduction(t, b, lp[k], &init, &q)) {
+          ts_arena_fini(&a);
+          return ts_diag_set(d, TS_ESCHEDULE, "RewriteReductionBlock: %s", q.msg);
+        }
+        break;
+      }
+    }
+  }
+  ts_arena_fini(&a);
+  return TS_OK;
+}
+
+ts_status srch_postprocess(sch_traced *ts, const cg_target *t, ts_diag *d) {
+  ts_status st = sch_t_enter_postproc(ts, d);
+  if (!st) st = disallow_dynamic_loop(ts, d);
+  if (!st) st = rewrite_parallel_vectorize_unroll(ts, t, d);
+  if (!st) st = rewrite_reduction_block(ts, d);
+  if (!st && t) {
+    ts_diag q;
+    ts_diag_clear(&q);
+    if (cg_check(sch_traced_func(ts), t, &q)) st = ts_diag_set(d, q.code, "cg_check: %s", q.msg);
+  }
+  return st;
+}

@@ -1,2 +1,225 @@
-/* search/space.c — placeholder until its author lands it. */
-typedef int placeholder_t;
+/* space.c — the design space (notes §5, TVM's PostOrderApply): the rule
+ * registry applied post-order over the blocks (last block first), each rule
+ * over all blocks before the next, turning the unscheduled function into a
+ * few sketches; and candidates, a sketch replayed with fresh or given
+ * decisions and then postprocessed (postproc.c). Also the IR helpers the
+ * rules share (search_int.h). */
+#include <string.h>
+#include <unistd.h>
+
+#include "search/search_int.h"
+
+/* ---- IR helpers ---- */
+typedef struct walk_ctx {
+  const char *name;
+  const ir_var *var;
+  const ir_stmt *found;
+  ts_arena *a;
+  ts_vec *names;
+  bool red;
+} walk_ctx;
+
+static bool walk_cb(void *ctx, const ir_stmt *s) {
+  walk_ctx *c = ctx;
+  if (c->found) return false;
+  if (s->kind == IR_FOR && c->var && s->u.loop.var == c->var) c->found = s;
+  if (s->kind == IR_BLOCK_REALIZE) {
+    const ir_block *b = s->u.realize.block;
+    if (c->name && !strcmp(b->name, c->name)) c->found = s;
+    if (c->names && strcmp(b->name, "root")) ts_vec_push(c->names, (void *)b->name);
+    for (int i = 0; i < b->niter; i++)
+      if (b->iters[i].type != IR_ITER_S) c->red = true;
+  }
+  return true;
+}
+
+const ir_stmt *srch_find_realize(const ir_func *f, const char *name) {
+  walk_ctx c = {.name = name};
+  ir_visitor v = {.stmt = walk_cb, .ctx = &c};
+  ir_visit_stmt(&v, f->body);
+  return c.found;
+}
+
+const ir_stmt *srch_find_loop(const ir_func *f, const ir_var *var) {
+  walk_ctx c = {.var = var};
+  ir_visitor v = {.stmt = walk_cb, .ctx = &c};
+  ir_visit_stmt(&v, f->body);
+  return c.found;
+}
+
+int srch_block_names(const ir_func *f, ts_arena *a, const char ***out) {
+  ts_vec names;
+  ts_vec_init(&names);
+  walk_ctx c = {.names = &names};
+  ir_visitor v = {.stmt = walk_cb, .ctx = &c};
+  ir_visit_stmt(&v, f->body);
+  const char **o = TS_ANEWN(a, const char *, names.len + 1);
+  int n = 0;
+  if (o)
+    for (size_t i = 0; i < names.len; i++) o[n++] = ts_arena_strdup(a, names.items[i]);
+  ts_vec_fini(&names);
+  *out = o;
+  return n;
+}
+
+bool srch_func_has_reduction(const ir_func *f) {
+  walk_ctx c = {0};
+  ir_visitor v = {.stmt = walk_cb, .ctx = &c};
+  ir_visit_stmt(&v, f->body);
+  return c.red;
+}
+
+bool srch_realize_uses_in_reduction(const ir_stmt *r, const ir_var *v) {
+  const ir_block *b = r->u.realize.block;
+  for (int i = 0; i < b->niter; i++)
+    if (b->iters[i].type != IR_ITER_S && ir_expr_uses_var(r->u.realize.iter_values[i], v)) return true;
+  return false;
+}
+
+typedef struct red_ctx {
+  const ir_var *v;
+  bool hit;
+} red_ctx;
+
+static bool red_cb(void *ctx, const ir_stmt *s) {
+  red_ctx *c = ctx;
+  if (s->kind == IR_BLOCK_REALIZE && srch_realize_uses_in_reduction(s, c->v)) c->hit = true;
+  return !c->hit;
+}
+
+bool srch_loop_is_reduction(const ir_stmt *s, const ir_var *v) {
+  red_ctx c = {.v = v};
+  ir_visitor vis = {.stmt = red_cb, .ctx = &c};
+  ir_visit_stmt(&vis, s);
+  return c.hit;
+}
+
+sch_traced *srch_fork(const srch_rule_ctx *c, sch_traced *t, ts_diag *d) {
+  return sch_trace_replay(sch_traced_trace(t), c->func, c->seed, d);
+}
+
+/* ---- the rule registry ---- */
+static const srch_rule_fn rule_fns[SRCH_RULE_COUNT] = {
+    [SRCH_RULE_AUTO_INLINE] = srch_rule_auto_inline,
+    [SRCH_RULE_MULTI_LEVEL_TILING] = srch_rule_multi_level_tiling,
+    [SRCH_RULE_PARALLEL_VECTORIZE_UNROLL] = srch_rule_parallel_vectorize_unroll,
+    [SRCH_RULE_RANDOM_COMPUTE_LOCATION] = srch_rule_random_compute_location,
+};
+
+static void free_states(ts_vec *v) {
+  for (size_t i = 0; i < v->len; i++) sch_traced_free(v->items[i]);
+  ts_vec_fini(v);
+}
+
+/* A copy of tr with every sampler's decision dropped. */
+static sch_trace *strip_decisions(const sch_trace *tr) {
+  sch_trace *c = sch_trace_copy(tr);
+  if (!c) return NULL;
+  for (int i = 0; i < sch_trace_len(c); i++)
+    if (sch_trace_inst(c, i)->decision.n > 0) sch_trace_set_decision(c, i, NULL, NULL);
+  return c;
+}
+
+ts_status srch_sketches(const ir_func *f, const cg_target *t, const srch_space_opts *o, sch_trace ***out,
+                        int *n, ts_diag *d) {
+  *out = NULL;
+  *n = 0;
+  srch_rule_ctx c = {.func = f, .target = t, .num_cores = 0, .max_innermost = 64, .seed = 1};
+  unsigned mask = 0;
+  if (o) {
+    c.num_cores = o->num_cores;
+    if (o->max_innermost > 0) c.max_innermost = o->max_innermost;
+    mask = o->rule_mask;
+  }
+  if (c.num_cores <= 0 && t) c.num_cores = t->num_cores;
+  if (c.num_cores <= 0) {
+    long nc = sysconf(_SC_NPROCESSORS_ONLN);
+    c.num_cores = nc > 0 ? (int)nc : 1;
+  }
+  ts_vec states;
+  ts_vec_init(&states);
+  sch_traced *t0 = sch_traced_new(f, c.seed, d);
+  if (!t0) return d ? d->code : TS_ENOMEM;
+  if (ts_vec_push(&states, t0)) {
+    sch_traced_free(t0);
+    return ts_diag_set(d, TS_ENOMEM, "out of memory");
+  }
+  ts_status st = TS_OK;
+  for (int r = 0; r < SRCH_RULE_COUNT && !st; r++) {
+    if (mask && !(mask & (1u << r))) continue;
+    ts_arena a;
+    ts_arena_init(&a);
+    const char **names;
+    int nb = srch_block_names(sch_traced_func(states.items[0]), &a, &names);
+    for (int bi = nb - 1; bi >= 0 && !st; bi--) {
+      ts_vec next;
+      ts_vec_init(&next);
+      for (size_t si = 0; si < states.len; si++) {
+        sch_traced *s = states.items[si];
+        states.items[si] = NULL;
+        if (!st) st = rule_fns[r](&c, s, names[bi], &next, d);
+        else sch_traced_free(s);
+      }
+      ts_vec_fini(&states);
+      states = next;
+    }
+    ts_arena_fini(&a);
+  }
+  if (st) {
+    free_states(&states);
+    return st;
+  }
+  sch_trace **arr = ts_calloc(states.len ? states.len : 1, sizeof *arr);
+  if (!arr) {
+    free_states(&states);
+    return ts_diag_set(d, TS_ENOMEM, "out of memory");
+  }
+  for (size_t i = 0; i < states.len; i++) {
+    arr[i] = strip_decisions(sch_traced_trace(states.items[i]));
+    if (!arr[i]) st = TS_ENOMEM;
+  }
+  size_t ns = states.len;
+  free_states(&states);
+  if (st) {
+    for (size_t i = 0; i < ns; i++) sch_trace_free(arr[i]);
+    ts_free(arr);
+    return ts_diag_set(d, TS_ENOMEM, "out of memory");
+  }
+  *out = arr;
+  *n = (int)ns;
+  return TS_OK;
+}
+
+/* ---- candidates ---- */
+static bool has_postproc(const sch_trace *tr) {
+  for (int i = 0; i < sch_trace_len(tr); i++)
+    if (sch_trace_inst(tr, i)->kind == SCH_I_ENTER_POSTPROC) return true;
+  return false;
+}
+
+sch_traced *srch_instantiate(const sch_trace *tr, const ir_func *f, const cg_target *t, bool resample,
+                             uint64_t seed, ts_diag *d) {
+  /* a logged candidate carries its postprocessing: replay the part before
+   * EnterPostproc and postprocess again (deterministic, so the same). */
+  sch_trace *own = NULL;
+  if (has_postproc(tr)) {
+    if (!(own = sch_trace_simplified(tr, true))) {
+      ts_diag_set(d, TS_ENOMEM, "out of memory");
+      return NULL;
+    }
+    tr = own;
+  }
+  sch_traced *ts = sch_traced_new(f, seed, d);
+  if (!ts) {
+    sch_trace_free(own);
+    return NULL;
+  }
+  ts_status st = sch_trace_apply(tr, ts, resample, NULL, d);
+  sch_trace_free(own);
+  if (!st) st = srch_postprocess(ts, t, d);
+  if (st) {
+    sch_traced_free(ts);
+    return NULL;
+  }
+  return ts;
+}

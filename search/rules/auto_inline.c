@@ -1,2 +1,78 @@
-/* search/rules/auto_inline.c — placeholder until its author lands it. */
-typedef int placeholder_t;
+/* auto_inline.c — AutoInline for CPU (notes §5): compute_inline of a block
+ * into its consumers when legal. Constant (read-free) blocks always go; in a
+ * function with a reduction, blocks calling exp, holding an if-then-else
+ * statement, or whose store is not the identity map of its iter vars
+ * (non-injective or reordered) stay. A select is not an if-then-else here:
+ * the DSL writes padding as a select, and inlining the pad stage of a padded
+ * convolution is what the rule is for. */
+#include <string.h>
+
+#include "search/search_int.h"
+
+typedef struct scan_ctx {
+  bool has_exp, has_if;
+} scan_ctx;
+
+static bool scan_expr(void *ctx, const ir_expr *e) {
+  scan_ctx *c = ctx;
+  if (e->kind == IR_CALL && e->u.call.op == IR_EXP) c->has_exp = true;
+  return true;
+}
+
+static bool scan_stmt(void *ctx, const ir_stmt *s) {
+  scan_ctx *c = ctx;
+  if (s->kind == IR_IF) c->has_if = true;
+  return true;
+}
+
+/* The body is one store whose indices are the iter vars, in order. */
+static bool identity_store(const ir_block *b) {
+  const ir_stmt *s = b->body;
+  if (!s || s->kind != IR_STORE || s->u.store.nidx != b->niter) return false;
+  for (int i = 0; i < b->niter; i++) {
+    const ir_expr *e = s->u.store.idx[i];
+    if (e->kind != IR_VAR || e->u.var != b->iters[i].var) return false;
+  }
+  return true;
+}
+
+static bool should_inline(const ir_func *f, const ir_block *b) {
+  if (b->init) return false;
+  if (b->nwrites != 1) return false;
+  const ir_annot *dis = ir_annot_find(b->nannot, b->annots, "inline_rule");
+  if (dis && dis->kind == IR_ANN_STR && !strcmp(dis->v.s, "disable")) return false;
+  if (b->nreads == 0) return true;
+  if (!srch_func_has_reduction(f)) return true;
+  scan_ctx c = {0};
+  ir_visitor v = {.expr = scan_expr, .stmt = scan_stmt, .ctx = &c};
+  ir_visit_stmt(&v, b->body);
+  if (c.has_exp || c.has_if) return false;
+  return identity_store(b);
+}
+
+ts_status srch_rule_auto_inline(const srch_rule_ctx *c, sch_traced *t, const char *block, ts_vec *out,
+                                ts_diag *d) {
+  (void)c;
+  const ir_stmt *r = srch_find_realize(sch_traced_func(t), block);
+  if (r && should_inline(sch_traced_func(t), r->u.realize.block)) {
+    /* only into consumers: an output written by no later block stays */
+    sch_block sb = {.name = r->u.realize.block->name};
+    sch_block *cons;
+    int nc = 0;
+    ts_diag q;
+    ts_diag_clear(&q);
+    if (sch_get_consumers(sch_traced_state(t), sb, &cons, &nc, &q) == TS_OK && nc > 0) {
+      int b;
+      ts_diag_clear(&q);
+      if (sch_t_get_block(t, block, &b, &q) == TS_OK) {
+        ts_diag_clear(&q);
+        sch_t_compute_inline(t, b, &q); /* refused: the state is unchanged */
+      }
+    }
+  }
+  if (ts_vec_push(out, t)) {
+    sch_traced_free(t);
+    return ts_diag_set(d, TS_ENOMEM, "out of memory");
+  }
+  return TS_OK;
+}

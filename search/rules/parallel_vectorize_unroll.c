@@ -1,2 +1,42 @@
-/* search/rules/parallel_vectorize_unroll.c — placeholder until its author lands it. */
-typedef int placeholder_t;
+/* parallel_vectorize_unroll.c — ParallelizeVectorizeUnroll for CPU (notes
+ * §5): annotates the root block only, with the parallel limit (cores·16),
+ * the vectorize limit (64) and, when the function has a reduction, an
+ * explicit-unroll step drawn uniformly from {0, 16, 64, 512}. The
+ * RewriteParallelVectorizeUnroll postprocessor turns the annotations into
+ * loops. Applied once per sketch (at the first block visited). */
+#include <string.h>
+
+#include "search/search_int.h"
+
+static bool root_done(sch_traced *t) {
+  const ir_stmt *r = sch_traced_func(t)->body;
+  if (!r || r->kind != IR_BLOCK_REALIZE) return true;
+  const ir_block *b = r->u.realize.block;
+  return ir_annot_find(b->nannot, b->annots, SRCH_ANN_PARALLEL) != NULL;
+}
+
+ts_status srch_rule_parallel_vectorize_unroll(const srch_rule_ctx *c, sch_traced *t, const char *block,
+                                              ts_vec *out, ts_diag *d) {
+  (void)block;
+  if (!root_done(t)) {
+    ts_diag q;
+    ts_diag_clear(&q);
+    int rb;
+    if (sch_t_get_block(t, "root", &rb, &q) == TS_OK) {
+      sch_t_annotate(t, rb, SRCH_ANN_PARALLEL, sch_arg_int((int64_t)c->num_cores * 16), &q);
+      sch_t_annotate(t, rb, SRCH_ANN_VECTORIZE, sch_arg_int(64), &q);
+      if (srch_func_has_reduction(sch_traced_func(t))) {
+        static const int64_t steps[4] = {0, 16, 64, 512};
+        static const double probs[4] = {0.25, 0.25, 0.25, 0.25};
+        int v;
+        if (sch_t_sample_categorical(t, 4, steps, probs, NULL, &v, &q) == TS_OK)
+          sch_t_annotate(t, rb, SRCH_ANN_UNROLL, sch_arg_rv(v), &q);
+      }
+    }
+  }
+  if (ts_vec_push(out, t)) {
+    sch_traced_free(t);
+    return ts_diag_set(d, TS_ENOMEM, "out of memory");
+  }
+  return TS_OK;
+}

@@ -1,2 +1,58 @@
-/* search/rules/random_compute_location.c — placeholder until its author lands it. */
-typedef int placeholder_t;
+/* random_compute_location.c — RandomComputeLocation for CPU (notes §5): a
+ * non-root direct child of the root scope whose outermost loop holds only
+ * it, untiled, with a consumer, is moved to compute_at(block,
+ * SampleComputeLocation(block)); the sampler may also pick inline or root. */
+#include <string.h>
+
+#include "search/search_int.h"
+
+static bool eligible(sch_traced *t, const char *block) {
+  const ir_func *f = sch_traced_func(t);
+  const ir_stmt *r = srch_find_realize(f, block);
+  if (!r) return false;
+  const ir_block *b = r->u.realize.block;
+  if (ir_annot_find(b->nannot, b->annots, SRCH_ANN_TILING)) return false;
+  /* a direct child of root: its outermost loop is a child of the root body */
+  const ir_stmt *root = f->body;
+  if (root->kind != IR_BLOCK_REALIZE) return false;
+  const ir_stmt *body = root->u.realize.block->body;
+  int nk = body->kind == IR_SEQ ? body->u.seq.n : 1;
+  ir_stmt *const *kids = body->kind == IR_SEQ ? body->u.seq.stmts : (ir_stmt *const *)&root->u.realize.block->body;
+  sch_state *s = sch_traced_state(t);
+  sch_block sb = {.name = b->name};
+  sch_loop *loops;
+  int nl;
+  ts_diag q;
+  ts_diag_clear(&q);
+  if (sch_get_loops(s, sb, &loops, &nl, &q)) return false;
+  if (nl == 0) return false;
+  const ir_stmt *outer = NULL;
+  for (int i = 0; i < nk; i++)
+    if (kids[i]->kind == IR_FOR && kids[i]->u.loop.var == loops[0].var) outer = kids[i];
+  if (!outer) return false;
+  sch_block *in;
+  int nin;
+  if (sch_get_child_blocks_of_loop(s, loops[0], &in, &nin, &q) || nin != 1) return false;
+  sch_block *cons;
+  int nc;
+  if (sch_get_consumers(s, sb, &cons, &nc, &q) || nc == 0) return false;
+  return true;
+}
+
+ts_status srch_rule_random_compute_location(const srch_rule_ctx *c, sch_traced *t, const char *block,
+                                            ts_vec *out, ts_diag *d) {
+  (void)c;
+  if (eligible(t, block)) {
+    ts_diag q;
+    ts_diag_clear(&q);
+    int b, l;
+    if (sch_t_get_block(t, block, &b, &q) == TS_OK &&
+        sch_t_sample_compute_location(t, b, NULL, &l, &q) == TS_OK)
+      sch_t_compute_at(t, b, l, true, -1, &q);
+  }
+  if (ts_vec_push(out, t)) {
+    sch_traced_free(t);
+    return ts_diag_set(d, TS_ENOMEM, "out of memory");
+  }
+  return TS_OK;
+}

@@ -1,0 +1,59 @@
+/* search_int.h — internals shared by the design-space files (space.c, the
+ * rules under rules/, postproc.c): IR lookups over a traced schedule and the
+ * rule signature. Not part of the public API (search.h). */
+#ifndef TESSEL_SEARCH_INT_H
+#define TESSEL_SEARCH_INT_H
+
+#include "search/search.h"
+
+/* Root-block annotation keys written by ParallelizeVectorizeUnroll and read
+ * by the RewriteParallelVectorizeUnroll postprocessor. */
+#define SRCH_ANN_PARALLEL "meta_schedule.parallel"
+#define SRCH_ANN_VECTORIZE "meta_schedule.vectorize"
+#define SRCH_ANN_UNROLL "meta_schedule.unroll_explicit"
+#define SRCH_ANN_TILING "meta_schedule.tiling_structure"
+
+/* What a rule sees: the unscheduled function, the target and options. */
+typedef struct srch_rule_ctx {
+  const ir_func *func; /* unscheduled */
+  const cg_target *target;
+  int num_cores;
+  int max_innermost;
+  uint64_t seed;
+} srch_rule_ctx;
+
+/* A rule applied to one block (by name) of state t. It takes ownership of t
+ * and pushes the resulting states (t itself, or forks of it) onto out;
+ * returns an error only for OOM-like failures (a refused primitive just
+ * leaves the state as it was). */
+typedef ts_status (*srch_rule_fn)(const srch_rule_ctx *c, sch_traced *t, const char *block,
+                                  ts_vec *out, ts_diag *d);
+
+ts_status srch_rule_auto_inline(const srch_rule_ctx *c, sch_traced *t, const char *block, ts_vec *out,
+                                ts_diag *d);
+ts_status srch_rule_multi_level_tiling(const srch_rule_ctx *c, sch_traced *t, const char *block,
+                                       ts_vec *out, ts_diag *d);
+ts_status srch_rule_parallel_vectorize_unroll(const srch_rule_ctx *c, sch_traced *t, const char *block,
+                                              ts_vec *out, ts_diag *d);
+ts_status srch_rule_random_compute_location(const srch_rule_ctx *c, sch_traced *t, const char *block,
+                                            ts_vec *out, ts_diag *d);
+
+/* ---- IR helpers (space.c) ---- */
+/* The realize of block name in f (NULL if none). */
+const ir_stmt *srch_find_realize(const ir_func *f, const char *name);
+/* The loop statement of loop var v in f (NULL if none). */
+const ir_stmt *srch_find_loop(const ir_func *f, const ir_var *v);
+/* Block names of f in DFS (program) order, root excluded, copied into a. */
+int srch_block_names(const ir_func *f, ts_arena *a, const char ***out);
+/* Does any block of f have a reduction iter var? */
+bool srch_func_has_reduction(const ir_func *f);
+/* Is loop var v bound into a non-spatial iter var of any block under s
+ * (s: a statement, normally the loop itself)? */
+bool srch_loop_is_reduction(const ir_stmt *s, const ir_var *v);
+/* Is v used by a non-spatial iter binding of realize r? */
+bool srch_realize_uses_in_reduction(const ir_stmt *r, const ir_var *v);
+/* A fork of t: a fresh traced schedule of f replaying t's trace with its
+ * decisions. NULL on failure (d set). */
+sch_traced *srch_fork(const srch_rule_ctx *c, sch_traced *t, ts_diag *d);
+
+#endif
