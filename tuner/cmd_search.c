@@ -13,7 +13,49 @@
 
 static const char *usage =
     "usage: tessel sketches SUBJECT [--target T] [--json]\n"
-    "                      [--instantiate K [--seed S] [-o trace.json]]\n";
+    "                      [--instantiate K [--seed S] [-o trace.json]]\n"
+    "                      [--replay TRACE.json [-o trace.json]]  (with its decisions)\n";
+
+static int write_candidate(sch_traced *ts, const char *out) {
+  char *js = sch_trace_to_json(sch_traced_trace(ts));
+  if (!js) return 1;
+  FILE *f = out ? fopen(out, "w") : stdout;
+  if (!f) {
+    perror(out);
+    ts_free(js);
+    return 1;
+  }
+  fprintf(f, "%s\n", js);
+  if (out) fclose(f);
+  ts_free(js);
+  return 0;
+}
+
+/* --replay: the trace in path replayed with its decisions, postprocessed. */
+static int replay(const tun_subject *s, const cg_target *tg, const char *path, const char *out) {
+  ts_diag d;
+  ts_diag_clear(&d);
+  char *text = NULL;
+  if (ts_read_file(path, &text, NULL, &d)) {
+    fprintf(stderr, "tessel sketches: %s\n", d.msg);
+    return 1;
+  }
+  sch_trace *tr = sch_trace_from_json(text, &d);
+  ts_free(text);
+  if (!tr) {
+    fprintf(stderr, "tessel sketches: %s: %s\n", path, d.msg);
+    return 1;
+  }
+  sch_traced *ts = srch_instantiate(tr, s->func, tg, false, 1, &d);
+  sch_trace_free(tr);
+  if (!ts) {
+    fprintf(stderr, "tessel sketches: %s: rejected: %s\n", path, d.msg);
+    return 1;
+  }
+  int rc = write_candidate(ts, out);
+  sch_traced_free(ts);
+  return rc;
+}
 
 static int instantiate(const tun_subject *s, const cg_target *tg, sch_trace **sk, int n, int k,
                        uint64_t seed, const char *out) {
@@ -26,19 +68,9 @@ static int instantiate(const tun_subject *s, const cg_target *tg, sch_trace **sk
     ts_diag_clear(&d);
     sch_traced *ts = srch_instantiate(sk[k], s->func, tg, true, seed + (uint64_t)tries, &d);
     if (!ts) continue;
-    char *js = sch_trace_to_json(sch_traced_trace(ts));
+    int rc = write_candidate(ts, out);
     sch_traced_free(ts);
-    if (!js) return 1;
-    FILE *f = out ? fopen(out, "w") : stdout;
-    if (!f) {
-      perror(out);
-      ts_free(js);
-      return 1;
-    }
-    fprintf(f, "%s\n", js);
-    if (out) fclose(f);
-    ts_free(js);
-    return 0;
+    return rc;
   }
   fprintf(stderr, "tessel sketches: no valid instantiation of sketch %d in 100 seeds: %s\n", k, d.msg);
   return 1;
@@ -48,8 +80,9 @@ int tun_cmd_sketches(int argc, char **argv) {
   static const struct option opts[] = {{"help", no_argument, 0, 'h'},      {"target", required_argument, 0, 't'},
                                        {"json", no_argument, 0, 'j'},      {"instantiate", required_argument, 0, 'i'},
                                        {"seed", required_argument, 0, 's'}, {"output", required_argument, 0, 'o'},
+                                       {"replay", required_argument, 0, 'r'},
                                        {0, 0, 0, 0}};
-  const char *target = "llvm", *out = NULL;
+  const char *target = "llvm", *out = NULL, *rep = NULL;
   bool json = false;
   int inst = -1;
   uint64_t seed = 1;
@@ -63,6 +96,7 @@ int tun_cmd_sketches(int argc, char **argv) {
     case 'i': inst = atoi(optarg); break;
     case 's': seed = strtoull(optarg, NULL, 10); break;
     case 'o': out = optarg; break;
+    case 'r': rep = optarg; break;
     default: fprintf(stderr, "%s", usage); return 2;
     }
   }
@@ -84,6 +118,11 @@ int tun_cmd_sketches(int argc, char **argv) {
     fprintf(stderr, "tessel sketches: %s\n", d.msg);
     ts_arena_fini(&a);
     return 1;
+  }
+  if (rep) {
+    int rc = replay(&s, &tg, rep, out);
+    ts_arena_fini(&a);
+    return rc;
   }
   sch_trace **sk;
   int n;
