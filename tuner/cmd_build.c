@@ -13,21 +13,24 @@
 #include "ir/print.h"
 #include "tuner/build.h"
 #include "tuner/cli.h"
+#include "tuner/database.h"
+#include "ir/struct.h"
 #include "tuner/verify.h"
 
 typedef struct build_args {
-  const char *subject, *trace, *target, *out;
+  const char *subject, *trace, *target, *out, *log;
   tsrt_measure_opts mo;
   bool json, print_ir;
 } build_args;
 
 enum { OPT_TRACE = 1000, OPT_TARGET, OPT_NUMBER, OPT_REPEAT, OPT_MINMS, OPT_TIMEOUT, OPT_FLUSH,
-       OPT_THREADS, OPT_JSON, OPT_SEED, OPT_COOLDOWN, OPT_PRINT };
+       OPT_THREADS, OPT_JSON, OPT_SEED, OPT_COOLDOWN, OPT_PRINT, OPT_LOG };
 
 static int parse_args(int argc, char **argv, build_args *a, bool bench, const char *usage) {
   static const struct option opts[] = {{"help", no_argument, 0, 'h'},
                                        {"trace", required_argument, 0, OPT_TRACE},
                                        {"target", required_argument, 0, OPT_TARGET},
+                                       {"log", required_argument, 0, OPT_LOG},
                                        {"number", required_argument, 0, OPT_NUMBER},
                                        {"repeat", required_argument, 0, OPT_REPEAT},
                                        {"min-repeat-ms", required_argument, 0, OPT_MINMS},
@@ -54,6 +57,7 @@ static int parse_args(int argc, char **argv, build_args *a, bool bench, const ch
     case 'h': printf("%s", usage); return 0;
     case OPT_TRACE: a->trace = optarg; break;
     case OPT_TARGET: a->target = optarg; break;
+    case OPT_LOG: a->log = optarg; break;
     case 'o': a->out = optarg; break;
     case OPT_NUMBER: a->mo.number = atoi(optarg); break;
     case OPT_REPEAT: a->mo.repeat = atoi(optarg); break;
@@ -73,6 +77,10 @@ static int parse_args(int argc, char **argv, build_args *a, bool bench, const ch
     return 2;
   }
   a->subject = argv[optind];
+  if (a->trace && a->log) {
+    fprintf(stderr, "tessel %s: give --trace or --log, not both\n", bench ? "bench" : "build");
+    return 2;
+  }
   if (!bench && !a->out) {
     fprintf(stderr, "tessel build: -o OUT.so is required\n");
     return 2;
@@ -83,6 +91,47 @@ static int parse_args(int argc, char **argv, build_args *a, bool bench, const ch
     return 2;
   }
   return -1;
+}
+
+/* --log: replays the trace of the best verified, error-free record of the
+ * log for this subject's workload key on this target. */
+static int schedule_from_log(const char *log, const tun_subject *sub, const cg_target *tg, sch_traced **out,
+                             const char *cmd) {
+  ts_diag d;
+  ts_diag_clear(&d);
+  int nwarn = 0;
+  tun_db *db = tun_db_load(log, stderr, &nwarn, &d);
+  if (!db) {
+    fprintf(stderr, "tessel %s: %s\n", cmd, d.msg);
+    return 2;
+  }
+  char key[17];
+  ir_workload_key(sub->func, key);
+  const tun_record *r = tun_db_best(db, key, tg->text);
+  int rc = 0;
+  if (!r) {
+    fprintf(stderr,
+            "tessel %s: %s has no usable record for %s [%s] on %s (%d records of it on this target, "
+            "none verified and error-free)\n",
+            cmd, log, sub->label, key, tg->text, tun_db_count_for(db, key, tg->text));
+    rc = 2;
+  } else if (!r->trace) {
+    fprintf(stderr, "tessel %s: %s: the best record for %s has no trace\n", cmd, log, sub->label);
+    rc = 2;
+  } else {
+    sch_trace *tr = sch_trace_from_json(r->trace, &d);
+    if (tr) *out = sch_trace_replay(tr, sub->func, 1, &d);
+    sch_trace_free(tr);
+    if (!*out) {
+      fprintf(stderr, "tessel %s: %s: replaying the best record's trace: %s\n", cmd, log, d.msg);
+      rc = 2;
+    } else {
+      fprintf(stderr, "using the best record of %s: mean %.6g ms (trace %016llx)\n", log,
+              tun_record_mean(r) * 1e3, (unsigned long long)r->trace_hash);
+    }
+  }
+  tun_db_close(db);
+  return rc;
 }
 
 /* Subject -> scheduled function -> shared library at path. */
@@ -104,7 +153,9 @@ static int build_to(const build_args *a, ts_arena *ar, tun_subject *sub, cg_targ
     return 2;
   }
   sch_traced *t = NULL;
-  if (tun_schedule(sub->func, a->trace, tg, &t, &d)) {
+  if (a->log) {
+    if (schedule_from_log(a->log, sub, tg, &t, cmd)) return 2;
+  } else if (tun_schedule(sub->func, a->trace, tg, &t, &d)) {
     fprintf(stderr, "tessel %s: %s\n", cmd, d.msg);
     return 2;
   }
@@ -125,10 +176,12 @@ static int build_to(const build_args *a, ts_arena *ar, tun_subject *sub, cg_targ
 int tun_cmd_build(int argc, char **argv) {
   build_args a;
   int rc = parse_args(argc, argv, &a, false,
-                      "usage: tessel build SUBJECT [--trace TRACE.json] [--target T] -o OUT.so [--print-ir]\n"
+                      "usage: tessel build SUBJECT [--trace TRACE.json | --log LOG] [--target T] -o OUT.so [--print-ir]\n"
                       "Schedules SUBJECT with the trace (default: the default schedule: reduction\n"
                       "decomposed, inner spatial loop vectorized, outer loop parallel), lowers it and\n"
                       "builds a shared library exporting tessel_kernel_entry/tessel_kernel_meta.\n"
+                      "--log LOG replays the best verified record of the tuning log for SUBJECT\n"
+                      "on the target.\n"
                       "Targets: llvm (host), llvm -mtriple=aarch64-linux-gnu, llvm -mcpu=... -mattr=...\n");
   if (rc >= 0) return rc;
   ts_arena ar;
@@ -144,7 +197,7 @@ int tun_cmd_build(int argc, char **argv) {
 int tun_cmd_bench(int argc, char **argv) {
   build_args a;
   int rc = parse_args(argc, argv, &a, true,
-                      "usage: tessel bench SUBJECT [--trace TRACE.json] [--target T] [--number N]\n"
+                      "usage: tessel bench SUBJECT [--trace TRACE.json | --log LOG] [--target T] [--number N]\n"
                       "         [--repeat N] [--min-repeat-ms MS] [--timeout S] [--cache-flush]\n"
                       "         [--cooldown-ms MS] [--threads N] [--seed S] [--json]\n"
                       "Builds SUBJECT (as tessel build), times it in a forked child (number runs per\n"
