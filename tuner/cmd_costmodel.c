@@ -8,7 +8,8 @@
  * train part (failures included at cost 1e10, as the tuner does) and is
  * scored on each held-out part (error-free records only): pairwise accuracy
  * and recall@30, averaged over workloads weighted by held-out size. The
- * random model's numbers are printed beside it for comparison. */
+ * random model's numbers are printed beside it for comparison.
+ * `tessel costmodel features` prints the table of docs/FEATURES.md. */
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -77,6 +78,7 @@ out:
 
 static int usage(FILE *f) {
   fprintf(f, "usage: tessel costmodel eval LOG [--json] [--seed N] [--train-frac F]\n"
+             "       tessel costmodel features   (the feature table, markdown)\n"
              "  Replays each record's trace, extracts features, trains the XGBoost model on\n"
              "  a per-workload train split and reports pairwise accuracy and recall@30 on\n"
              "  the held-out records, beside the random model's.\n");
@@ -86,8 +88,14 @@ static int usage(FILE *f) {
 int tun_cmd_costmodel(int argc, char **argv) {
   if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))
     return usage(argc < 2 ? stderr : stdout);
+  if (!strcmp(argv[1], "features")) { /* the table of docs/FEATURES.md */
+    printf("| index | name | meaning |\n|---|---|---|\n");
+    for (int i = 0; i < CM_NUM_FEATURES; i++)
+      printf("| %d | `%s` | %s |\n", i, cm_feature_name(i), cm_feature_desc(i));
+    return 0;
+  }
   if (strcmp(argv[1], "eval")) {
-    fprintf(stderr, "tessel costmodel: unknown subcommand '%s' (valid: eval)\n", argv[1]);
+    fprintf(stderr, "tessel costmodel: unknown subcommand '%s' (valid: eval, features)\n", argv[1]);
     return 2;
   }
   argc--;
