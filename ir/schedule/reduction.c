@@ -99,16 +99,30 @@ static bool eval_int(const ir_expr *e, ir_var *const *vars, const int64_t *vals,
   }
 }
 
+/* Does e divide or take a remainder of an expression that uses one of the
+ * given (inner) loop vars? Divisions of outer loop vars alone are harmless:
+ * the outer loops are fixed while the inner ones run. */
+typedef struct divmod_ctx {
+  const ir_stmt *const *inner;
+  int ninner;
+  bool found;
+} divmod_ctx;
+
 static bool divmod_cb(void *ctx, const ir_expr *e) {
-  if (e->kind == IR_FLOORDIV || e->kind == IR_FLOORMOD || e->kind == IR_DIV) *(bool *)ctx = true;
-  return true;
+  divmod_ctx *c = ctx;
+  if (c->found) return false;
+  if (e->kind == IR_FLOORDIV || e->kind == IR_FLOORMOD || e->kind == IR_DIV) {
+    for (int i = 0; i < c->ninner; i++)
+      if (ir_expr_uses_var(e, c->inner[i]->u.loop.var)) c->found = true;
+  }
+  return !c->found;
 }
 
-static bool has_divmod(const ir_expr *e) {
-  bool found = false;
-  ir_visitor v = {.expr = divmod_cb, .ctx = &found};
+static bool has_inner_divmod(const ir_expr *e, const ir_stmt *const *inner, int ninner) {
+  divmod_ctx c = {inner, ninner, false};
+  ir_visitor v = {.expr = divmod_cb, .ctx = &c};
   ir_visit_expr(&v, e);
-  return found;
+  return c.found;
 }
 
 static int cmp_u64(const void *x, const void *y) {
@@ -297,7 +311,7 @@ ts_status sch_decompose_reduction(sch_state *s, sch_block b, sch_loop l, sch_blo
                          P, l.var->name, blk->name, l.var->name);
     if (inj < 0)
       for (int i = 0; i < blk->niter; i++)
-        if (has_divmod(rz->u.realize.iter_values[i]))
+        if (has_inner_divmod(rz->u.realize.iter_values[i], inner, ni))
           return ts_diag_set(d, TS_ESCHEDULE,
                              "%s: cannot show that the loops at and below '%s' visit each point of "
                              "block '%s' once (binding of '%s' uses // or %% over a large or "
