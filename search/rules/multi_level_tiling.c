@@ -97,13 +97,19 @@ ts_status srch_rule_multi_level_tiling(const srch_rule_ctx *c, sch_traced *t, co
   ts_diag_clear(&q);
   int b, nl;
   const int *lp;
-  if (!r || sch_t_get_block(t, block, &b, &q) || sch_t_get_loops(t, b, &lp, &nl, &q) || nl > MAXL)
+  sch_loop *cl;
+  /* eligibility on the concrete state first, so that an ineligible block
+   * leaves nothing in the trace */
+  if (!r || sch_get_loops(sch_traced_state(t), (sch_block){.name = r->u.realize.block->name}, &cl, &nl, &q) ||
+      nl > MAXL)
     return push(out, t, d);
   int loops[MAXL], iter_of[MAXL];
   const ir_var *lv[MAXL];
-  memcpy(loops, lp, sizeof(int) * (size_t)nl);
-  for (int i = 0; i < nl; i++) lv[i] = sch_t_loop(t, loops[i]).var;
+  for (int i = 0; i < nl; i++) lv[i] = cl[i].var;
   if (!eligible(fn, r, nl, lv, iter_of)) return push(out, t, d);
+  if (sch_t_get_block(t, block, &b, &q) || sch_t_get_loops(t, b, &lp, &nl, &q) || nl > MAXL)
+    return push(out, t, d);
+  memcpy(loops, lp, sizeof(int) * (size_t)nl);
   const ir_block *blk = r->u.realize.block;
   /* tiles[slot][k]: loop RVs of the slot, original order */
   static const char structure[] = "SSRSRS";
