@@ -167,7 +167,7 @@ static double measure_one(const char *path, const tsrt_measure_opts *mo, const i
     ts_diag_clear(&d);
     ts_status vs = tun_verify(f, m.seed, res.outputs, res.outputs_bytes, &vr, &d);
     if (vs)
-      snprintf(errbuf, errn, "verify: %s", d.msg);
+      snprintf(errbuf, errn, "verify: %.500s", d.msg);
     else if (!vr.matched)
       snprintf(errbuf, errn, "wrong output: %s", vr.detail);
     else if (rec)
@@ -254,6 +254,7 @@ ts_status tun_tune(const ir_func *f, const char *definition, double flops, const
   }
   srch_evo_opts eo;
   srch_evo_opts_default(&eo);
+  if (o->population > 0) eo.population = o->population;
   evo = srch_evo_new(f, t, &eo, o->seed, d);
   if (!evo) {
     st = d && d->code ? d->code : TS_EINVAL;

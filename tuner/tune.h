@@ -20,6 +20,7 @@ typedef struct tun_tune_opts {
   int build_jobs;          /* parallel builds (0: all cores) */
   bool progress_tty;       /* one live progress line (else plain lines) */
   FILE *progress;          /* stderr */
+  int population;          /* evolutionary search population (0: 512) */
 } tun_tune_opts;
 void tun_tune_opts_default(tun_tune_opts *o);
 

@@ -36,6 +36,7 @@ static void opts(tun_tune_opts *o, const char *log, int trials) {
   o->measure.min_repeat_ms = 2;
   o->measure.timeout_s = 20;
   o->progress = stderr;
+  o->population = 128; /* test time */
 }
 
 static int run_tune(const char *log, int trials, tun_tune_result *r) {
