@@ -28,12 +28,51 @@
 
 /* ---- context ----------------------------------------------------------- */
 
+struct cplan;
+
 typedef struct bufinfo {
   const ir_buffer *orig;
   ir_buffer *flat;
   ir_expr **strides; /* orig->ndim strides in elements (i64) */
   ir_expr *offset;   /* element offset (i64) or NULL */
+  struct cplan *plan; /* block-allocated buffer whose accesses are recorded/compacted */
+  ir_expr **mins;     /* compacted: per dim region min subtracted from indices (NULL entry: 0) */
 } bufinfo;
+
+/* A non-folded loop enclosing the current point (original loop statement,
+ * lowered bounds). */
+typedef struct pathent {
+  const ir_stmt *loop;
+  ir_var *var;
+  ir_expr *min, *ext;
+  ir_for_kind kind;
+  const char *thread;
+} pathent;
+
+/* One access site of a block-allocated buffer seen by the recording run:
+ * its lowered n-d indices and the loops around it. */
+typedef struct access_rec {
+  ir_expr **idx;
+  pathent *path;
+  int depth;
+} access_rec;
+
+/* Allocation plan of a block-allocated buffer (TVM's
+ * PlanAndUpdateBufferAllocationLocation + CompactBufferAllocation). */
+typedef struct cplan {
+  const ir_buffer *buf;
+  int depth0; /* enclosing non-folded loops at the allocating block */
+  bool bad;   /* not compactable (seen twice, explicit strides, ...) */
+  access_rec *acc;
+  int nacc, capacc;
+  /* decision */
+  bool apply;
+  const ir_stmt *at; /* original loop whose body holds the allocate; NULL: the block */
+  ir_expr **shape;   /* compact shape (constants) */
+  ir_expr **min;     /* per dim region min in the index dtype; NULL entry: 0 */
+} cplan;
+
+enum { MODE_PLAIN, MODE_RECORD, MODE_APPLY };
 
 typedef struct binding {
   const ir_var *var;
@@ -51,6 +90,11 @@ typedef struct lctx {
   int nbuf, capbuf;
   const char *block; /* innermost block being lowered, for messages */
   bool debug;        /* TESSEL_DEBUG contains "lower" */
+  int mode;          /* MODE_*: the recording run only collects accesses */
+  pathent *path;
+  int npath, cappath;
+  cplan **plans;
+  int nplan, capplan;
 } lctx;
 
 static void *oom_check(lctx *c, void *p) {
@@ -116,6 +160,53 @@ ir_expr *cg_as_i64(ts_arena *a, ir_expr *e) {
   return ir_cast(a, ir_dt_vec(IR_I64, e->dtype.lanes), e);
 }
 
+/* ---- allocation plans ------------------------------------------------- */
+
+static cplan *find_plan(lctx *c, const ir_buffer *b) {
+  for (int i = 0; i < c->nplan; i++)
+    if (c->plans[i]->buf == b) return c->plans[i];
+  return NULL;
+}
+
+/* Recording run: one plan per block-allocated buffer (a buffer allocated
+ * twice, or with explicit strides or an element offset, is not compacted). */
+static cplan *new_plan(lctx *c, const ir_buffer *b) {
+  cplan *p = find_plan(c, b);
+  if (p) {
+    p->bad = true;
+    return p;
+  }
+  if (!(p = NN(c, TS_ANEW(c->a, cplan)))) return NULL;
+  memset(p, 0, sizeof *p);
+  p->buf = b;
+  p->depth0 = c->npath;
+  p->bad = b->strides != NULL || b->elem_offset != NULL || b->ndim == 0;
+  if (!grow((void **)&c->plans, &c->capplan, c->nplan + 1, sizeof *c->plans)) return NN(c, NULL);
+  c->plans[c->nplan++] = p;
+  return p;
+}
+
+static bool record_access(lctx *c, cplan *p, ir_expr **idx) {
+  if (!grow((void **)&p->acc, &p->capacc, p->nacc + 1, sizeof *p->acc)) {
+    NN(c, NULL);
+    return false;
+  }
+  access_rec *r = &p->acc[p->nacc];
+  r->idx = idx;
+  r->depth = c->npath;
+  r->path = c->npath ? NN(c, ts_arena_memdup(c->a, c->path, sizeof *c->path * (size_t)c->npath)) : NULL;
+  if (c->npath && !r->path) return false;
+  p->nacc++;
+  return true;
+}
+
+static void free_plans(lctx *c) {
+  for (int i = 0; i < c->nplan; i++) ts_free(c->plans[i]->acc);
+  ts_free(c->plans);
+  c->plans = NULL;
+  c->nplan = c->capplan = 0;
+}
+
 /* ---- expressions ------------------------------------------------------- */
 
 static ir_expr *lower_expr(lctx *c, ir_expr *e);
@@ -134,11 +225,26 @@ static ir_expr *flatten(lctx *c, const ir_buffer *buf, int nidx, ir_expr *const 
     return fail(c, TS_EINVAL, "lower: access to %s in block %s has %d indices, but it has %d dimensions",
                 buf->name, c->block ? c->block : "?", nidx, buf->ndim);
   ir_expr *sum = bi->offset ? bi->offset : NN(c, ir_i64(c->a, 0));
+  ir_expr **rec = NULL;
+  if (c->mode == MODE_RECORD && bi->plan && !bi->plan->bad && nidx)
+    if (!(rec = NN(c, TS_ANEWN(c->a, ir_expr *, nidx)))) return NULL;
   for (int i = 0; i < nidx && sum; i++) {
-    ir_expr *x = NN(c, cg_as_i64(c->a, lower_expr(c, idx[i])));
+    ir_expr *x = lower_expr(c, idx[i]);
+    if (!x) return NULL;
+    if (rec) rec[i] = x;
+    if (bi->mins && bi->mins[i]) {
+      /* Compacted buffer: the index relative to its region's min, in the
+       * index's own dtype so that the common terms cancel. */
+      ir_expr *m = bi->mins[i];
+      if (m->dtype.code != x->dtype.code) m = NN(c, ir_cast(c->a, x->dtype, m));
+      x = simp(c, m ? NN(c, ir_sub(c->a, x, m)) : NULL);
+      if (!x) return NULL;
+    }
+    x = NN(c, cg_as_i64(c->a, x));
     if (!x) return NULL;
     sum = NN(c, ir_add(c->a, sum, NN(c, ir_mul(c->a, x, bi->strides[i]))));
   }
+  if (rec && sum && !record_access(c, bi->plan, rec)) return NULL;
   *bi_out = bi;
   return simp(c, sum);
 }
@@ -245,7 +351,7 @@ static ir_expr *lower_expr(lctx *c, ir_expr *e) {
 /* Registers the flat stand-in of b: strides (given, or compact row-major
  * with storage_align padding when `allocated`), element count incl.
  * padding, same dtype, scope and alignment. */
-static bufinfo *add_buffer(lctx *c, const ir_buffer *b, bool allocated) {
+static bufinfo *add_buffer(lctx *c, const ir_buffer *b, bool allocated, ir_expr *const *shape) {
   if (c->st) return NULL;
   if (find_buf(c, b))
     return fail(c, TS_EINVAL, "lower: buffer %s is allocated twice (block %s)", b->name,
@@ -254,6 +360,8 @@ static bufinfo *add_buffer(lctx *c, const ir_buffer *b, bool allocated) {
   bufinfo *bi = NN(c, TS_ANEW(c->a, bufinfo));
   ir_expr **st = n ? NN(c, TS_ANEWN(c->a, ir_expr *, n)) : NULL;
   if (!bi || (n && !st)) return NULL;
+  memset(bi, 0, sizeof *bi);
+  ir_expr *const *shp = shape ? shape : b->shape; /* compacted or declared */
   ir_expr *size = NULL;
   if (b->strides) {
     /* Enough for the farthest element (1 + sum (shape_i - 1) * stride_i) and
@@ -281,7 +389,7 @@ static bufinfo *add_buffer(lctx *c, const ir_buffer *b, bool allocated) {
         if (!stride) return NULL;
       }
       st[i] = stride;
-      ir_expr *ext = NN(c, cg_as_i64(c->a, lower_expr(c, b->shape[i])));
+      ir_expr *ext = NN(c, cg_as_i64(c->a, lower_expr(c, shp[i])));
       stride = ext ? NN(c, ir_mul(c->a, stride, ext)) : NULL;
     }
     size = stride;
@@ -336,7 +444,19 @@ static ir_stmt *lower_loop(lctx *c, ir_stmt *s) {
   }
   int mark = c->an.n;
   if (ir_analyzer_bind(&c->an, s->u.loop.var, mn, ext)) return NN(c, NULL);
+  if (!grow((void **)&c->path, &c->cappath, c->npath + 1, sizeof *c->path)) return NN(c, NULL);
+  c->path[c->npath++] = (pathent){s, s->u.loop.var, mn, ext, s->u.loop.kind, s->u.loop.thread};
   ir_stmt *body = lower_stmt(c, s->u.loop.body);
+  c->npath--;
+  /* Buffers whose accesses all lie in this loop's body are allocated there
+   * (per iteration, so per task for a parallel loop). */
+  for (int i = 0; i < c->nplan && body && c->mode == MODE_APPLY; i++) {
+    const cplan *p = c->plans[i];
+    if (!p->apply || p->at != s) continue;
+    bufinfo *bi = find_buf(c, p->buf);
+    if (!bi) return fail(c, TS_EINVAL, "lower: buffer %s is not in scope at its planned allocation", p->buf->name);
+    body = NN(c, ir_allocate(c->a, bi->flat, body));
+  }
   ir_annot *anns = s->u.loop.annots;
   for (int i = 0; i < s->u.loop.nannot && body; i++) {
     if (anns[i].kind != IR_ANN_EXPR) continue;
@@ -358,7 +478,7 @@ static ir_stmt *lower_loop(lctx *c, ir_stmt *s) {
     ir_stmt *out = ns;
     const char *why = NULL;
     if (cg_vectorize_loop(c->a, &c->an, ns, &out, &why)) return NN(c, NULL);
-    if (out == ns && c->debug)
+    if (out == ns && c->debug && c->mode != MODE_RECORD)
       fprintf(stderr, "[lower] vectorized loop %s stays a loop: %s\n", s->u.loop.var->name,
               why ? why : "?");
     ns = out;
@@ -394,7 +514,14 @@ static ir_stmt *lower_realize(lctx *c, ir_stmt *s) {
   for (int i = 0; i < blk->nalloc; i++) {
     if (!blk->allocs || !blk->allocs[i])
       return fail(c, TS_EINVAL, "lower: block %s has a missing alloc buffer", c->block);
-    if (!add_buffer(c, blk->allocs[i], true)) return NULL;
+    const ir_buffer *ab = blk->allocs[i];
+    cplan *p = c->mode == MODE_RECORD ? new_plan(c, ab) : c->mode == MODE_APPLY ? find_plan(c, ab) : NULL;
+    if (c->st) return NULL;
+    bool apply = c->mode == MODE_APPLY && p && p->apply;
+    bufinfo *bi = add_buffer(c, ab, true, apply ? p->shape : NULL);
+    if (!bi) return NULL;
+    bi->plan = p;
+    if (apply) bi->mins = p->min;
   }
   ir_stmt *body = blk->body ? lower_stmt(c, blk->body) : empty_stmt(c);
   if (blk->init && body) {
@@ -415,8 +542,11 @@ static ir_stmt *lower_realize(lctx *c, ir_stmt *s) {
     if (init) body = seq2(c, init, body);
     else if (c->st) return NULL;
   }
-  for (int i = blk->nalloc - 1; i >= 0 && body; i--)
+  for (int i = blk->nalloc - 1; i >= 0 && body; i--) {
+    const cplan *p = c->bufs[bmark + i]->plan;
+    if (c->mode == MODE_APPLY && p && p->apply && p->at) continue; /* placed in its loop */
     body = NN(c, ir_allocate(c->a, c->bufs[bmark + i]->flat, body));
+  }
   if (body && pred && is_false(pred)) body = empty_stmt(c);
   else if (body && pred && !is_true(pred)) body = NN(c, ir_if(c->a, pred, body, NULL));
   c->nbind = mark;
@@ -460,7 +590,7 @@ static ir_stmt *lower_stmt(lctx *c, ir_stmt *s) {
   case IR_ALLOCATE: {
     if (!s->u.alloc.buf) return fail(c, TS_EINVAL, "lower: allocate without a buffer");
     int bmark = c->nbuf;
-    bufinfo *bi = add_buffer(c, s->u.alloc.buf, true);
+    bufinfo *bi = add_buffer(c, s->u.alloc.buf, true, NULL);
     ir_stmt *b = bi ? lower_stmt(c, s->u.alloc.body) : NULL;
     c->nbuf = bmark;
     return b ? NN(c, ir_allocate(c->a, bi->flat, b)) : NULL;
@@ -484,9 +614,155 @@ static ir_stmt *lower_stmt(lctx *c, ir_stmt *s) {
   }
 }
 
+/* ---- allocation planning and compaction ------------------------------- */
+
+typedef struct varset_ctx {
+  const ir_var *const *ok;
+  int nok;
+  const ir_func *f;
+  bool bad;
+} varset_ctx;
+
+static bool varset_cb(void *ctx, const ir_expr *e) {
+  varset_ctx *v = ctx;
+  if (e->kind == IR_LOAD) v->bad = true; /* a region min must not read memory */
+  if (e->kind != IR_VAR) return !v->bad;
+  for (int i = 0; i < v->nok; i++)
+    if (v->ok[i] == e->u.var) return true;
+  for (int i = 0; i < v->f->nsyms; i++)
+    if (v->f->syms[i] == e->u.var) return true;
+  v->bad = true;
+  return false;
+}
+
+/* May an allocation of scope `scope` move inside loop l? Not into a
+ * vectorized loop (its body becomes lanes), and on GPUs a shared buffer
+ * stays above threadIdx/vthread, any other non-local one above every thread
+ * binding. */
+static bool may_enter(const pathent *l, const char *scope) {
+  if (l->kind == IR_FOR_VECTORIZED) return false;
+  if (l->kind != IR_FOR_THREAD_BINDING) return true;
+  if (scope && strcmp(scope, "local") == 0) return true;
+  if (scope && strncmp(scope, "shared", 6) == 0)
+    return !l->thread || strncmp(l->thread, "blockIdx", 8) == 0;
+  return false;
+}
+
+/* Decides where p's buffer is allocated and its compact shape: the deepest
+ * loop enclosing every access (not below depth0), and per dimension the hull
+ * of the accessed indices with the loops inside that point relaxed. Any
+ * non-constant extent (or a region min naming something other than outer
+ * loop vars and size vars) leaves the buffer as declared. */
+static void plan_one(lctx *c, const ir_func *f, cplan *p) {
+  if (p->bad || p->nacc == 0) return;
+  const ir_buffer *b = p->buf;
+  const access_rec *a0 = &p->acc[0];
+  int k = a0->depth;
+  for (int i = 1; i < p->nacc; i++) {
+    const access_rec *r = &p->acc[i];
+    int j = 0;
+    while (j < k && j < r->depth && r->path[j].loop == a0->path[j].loop) j++;
+    k = j;
+  }
+  if (k < p->depth0) return;
+  for (int j = p->depth0; j < k; j++)
+    if (!may_enter(&a0->path[j], b->scope)) {
+      k = j;
+      break;
+    }
+  ir_analyzer an;
+  ir_analyzer_init(&an, c->a);
+  ir_dom_map dom;
+  ir_dom_map_init(&dom);
+  const ir_var **outer = k ? ts_calloc((size_t)k, sizeof *outer) : NULL;
+  ir_expr **shape = TS_ANEWN(c->a, ir_expr *, b->ndim), **mins = TS_ANEWN(c->a, ir_expr *, b->ndim);
+  bool ok = shape && mins && (!k || outer), shrunk = false;
+  for (int j = 0; j < k && ok; j++) {
+    outer[j] = a0->path[j].var;
+    ok = !ir_analyzer_bind(&an, a0->path[j].var, a0->path[j].min, a0->path[j].ext);
+  }
+  for (int d = 0; d < b->ndim && ok; d++) {
+    ir_intset hull = {NULL, NULL, true};
+    for (int i = 0; i < p->nacc && ok; i++) {
+      const access_rec *r = &p->acc[i];
+      dom.n = 0;
+      for (int j = k; j < r->depth && ok; j++) {
+        /* bounds of inner loops may use loops further out: relax them too */
+        const pathent *l = &r->path[j];
+        ir_expr *last = ir_sub(c->a, ir_add(c->a, l->min, l->ext), ir_i64(c->a, 1));
+        if (!last) {
+          ok = false;
+          break;
+        }
+        if (last->dtype.code != l->min->dtype.code) last = ir_cast(c->a, l->min->dtype, last);
+        ir_intset lo = ir_eval_set(&an, l->min, &dom), hi = ir_eval_set(&an, last, &dom);
+        ok = !lo.empty && !hi.empty && lo.min && hi.max &&
+             !ir_dom_map_put(&dom, l->var, (ir_intset){lo.min, hi.max, false});
+      }
+      if (!ok) break;
+      ir_intset s = ir_eval_set(&an, r->idx[d], &dom);
+      hull = hull.empty ? s : ir_intset_union(&an, hull, s);
+      ok = !hull.empty && hull.min && hull.max;
+    }
+    if (!ok) break;
+    ir_expr *ext = ir_simplify(&an, ir_add(c->a, ir_sub(c->a, hull.max, hull.min), ir_int(c->a, hull.min->dtype, 1)));
+    int64_t e = 0, full = 0;
+    ok = ext && ir_as_int(ext, &e) && e >= 1;
+    if (!ok) break;
+    varset_ctx vc = {outer, k, f, false};
+    ir_visitor v = {.expr = varset_cb, .ctx = &vc};
+    ir_visit_expr(&v, hull.min);
+    if ((ok = !vc.bad) == false) break;
+    if (ir_as_int(b->shape[d], &full) && e >= full) {
+      shape[d] = b->shape[d]; /* the whole dimension: no shift */
+      mins[d] = NULL;
+    } else {
+      shape[d] = ir_i64(c->a, e);
+      mins[d] = hull.min;
+      ok = shape[d] != NULL;
+      shrunk = true;
+    }
+  }
+  ts_free(outer);
+  ir_dom_map_fini(&dom);
+  ir_analyzer_fini(&an);
+  if (!ok || (!shrunk && k == p->depth0)) return;
+  p->apply = true;
+  p->at = k > p->depth0 ? a0->path[k - 1].loop : NULL;
+  p->shape = shape;
+  p->min = mins;
+  if (c->debug) {
+    fprintf(stderr, "[lower] buffer %s (%s): allocated %s%s, shape [", b->name, b->scope ? b->scope : "global",
+            p->at ? "in the body of loop " : "at its block", p->at ? a0->path[k - 1].var->name : "");
+    for (int d = 0; d < b->ndim; d++) {
+      int64_t e = -1;
+      ir_as_int(shape[d], &e);
+      fprintf(stderr, "%s%lld", d ? ", " : "", (long long)e);
+    }
+    fprintf(stderr, "] (declared [");
+    for (int d = 0; d < b->ndim; d++) {
+      char *t = ir_expr_to_string(b->shape[d]);
+      fprintf(stderr, "%s%s", d ? ", " : "", t ? t : "?");
+      ts_free(t);
+    }
+    fprintf(stderr, "])\n");
+  }
+}
+
 static bool debug_on(void) {
   const char *e = getenv("TESSEL_DEBUG");
   return e && (strstr(e, "lower") || strstr(e, "all"));
+}
+
+/* One lowering walk over f in c's mode; NULL on error (c->st set). */
+static ir_stmt *lower_run(lctx *c, const ir_func *f, ir_buffer **params) {
+  c->nbind = c->nbuf = c->npath = 0;
+  ir_analyzer_truncate(&c->an, 0);
+  for (int i = 0; i < f->nparams && !c->st; i++) {
+    bufinfo *bi = add_buffer(c, f->params[i], false, NULL);
+    if (bi) params[i] = bi->flat;
+  }
+  return c->st ? NULL : lower_stmt(c, f->body);
 }
 
 ts_status cg_lower(ts_arena *a, const ir_func *f, const cg_target *t, cg_lowered *out, ts_diag *d) {
@@ -502,11 +778,20 @@ ts_status cg_lower(ts_arena *a, const ir_func *f, const cg_target *t, cg_lowered
   ir_analyzer_init(&c.an, a);
   ir_func *g = NN(&c, ir_func_new(a, f->name));
   ir_buffer **params = f->nparams ? NN(&c, TS_ANEWN(a, ir_buffer *, f->nparams)) : NULL;
-  for (int i = 0; i < f->nparams && !c.st; i++) {
-    bufinfo *bi = add_buffer(&c, f->params[i], false);
-    if (bi) params[i] = bi->flat;
+  /* First walk: record where every block-allocated buffer is accessed; then
+   * plan its allocation point and compact shape; if any plan changes
+   * something, lower again applying the plans. */
+  c.mode = MODE_RECORD;
+  ir_stmt *body = c.st ? NULL : lower_run(&c, f, params);
+  bool any = false;
+  for (int i = 0; i < c.nplan && body; i++) {
+    plan_one(&c, f, c.plans[i]);
+    any = any || c.plans[i]->apply;
   }
-  ir_stmt *body = c.st ? NULL : lower_stmt(&c, f->body);
+  if (body && any) {
+    c.mode = MODE_APPLY;
+    body = lower_run(&c, f, params);
+  }
   if (body && g) {
     g->nparams = f->nparams;
     g->params = params;
@@ -524,6 +809,8 @@ ts_status cg_lower(ts_arena *a, const ir_func *f, const cg_target *t, cg_lowered
   ir_analyzer_fini(&c.an);
   ts_free(c.binds);
   ts_free(c.bufs);
+  ts_free(c.path);
+  free_plans(&c);
   if (!st && c.debug) {
     char *text = ir_func_to_string(g);
     fprintf(stderr, "[lower] %s:\n%s\n", f->name, text ? text : "(out of memory)");
