@@ -1037,6 +1037,190 @@ START_TEST(lower_random_traces) {
 }
 END_TEST
 
+/* ---- allocation placement and compaction ------------------------------------ */
+
+/* The IR_ALLOCATE of buffer `name` in a lowered body, with the loops around
+ * it (outermost first). */
+static const ir_stmt *find_alloc(const ir_stmt *s, const char *name, const ir_stmt **loops, int *nloops,
+                                 int depth) {
+  if (!s) return NULL;
+  const ir_stmt *r = NULL;
+  switch (s->kind) {
+  case IR_ALLOCATE:
+    if (strcmp(s->u.alloc.buf->name, name) == 0) {
+      *nloops = depth;
+      return s;
+    }
+    return find_alloc(s->u.alloc.body, name, loops, nloops, depth);
+  case IR_FOR:
+    ck_assert_int_lt(depth, 16);
+    loops[depth] = s;
+    return find_alloc(s->u.loop.body, name, loops, nloops, depth + 1);
+  case IR_SEQ:
+    for (int i = 0; i < s->u.seq.n && !r; i++) r = find_alloc(s->u.seq.stmts[i], name, loops, nloops, depth);
+    return r;
+  case IR_IF:
+    r = find_alloc(s->u.ifs.then_s, name, loops, nloops, depth);
+    return r ? r : find_alloc(s->u.ifs.else_s, name, loops, nloops, depth);
+  case IR_LET:
+    return find_alloc(s->u.let.body, name, loops, nloops, depth);
+  default:
+    return NULL;
+  }
+}
+
+static int64_t alloc_size(const ir_stmt *al) {
+  int64_t n = -1;
+  ck_assert(al && al->u.alloc.buf->ndim == 1);
+  ck_assert(ir_as_int(al->u.alloc.buf->shape[0], &n));
+  return n;
+}
+
+/* matmul with i and j tiled (i0, j0, k, i1, j1), the cache of C written
+ * back under j0 (sgemm's schedule in miniature). */
+static sch_state *tiled_cache_write(ts_arena *a, const char *wl, int64_t ti, int64_t tj, ir_func **orig,
+                                    sch_block *cb, sch_loop *i0, sch_loop *j0) {
+  sch_state *s = tu_schedule(a, wl, orig);
+  sch_loop ip[2], jp[2];
+  split2(s, LP(s, "C", 0), ti, ip);
+  split2(s, LP(s, "C", 2), tj, jp);
+  sch_loop order[5] = {ip[0], jp[0], LP(s, "C", 4), ip[1], jp[1]};
+  ts_diag_clear(&D);
+  tu_ok(sch_reorder(s, 5, order, &D), &D);
+  tu_ok(sch_cache_write(s, BLK("C"), 0, "local", 0, NULL, cb, &D), &D);
+  tu_ok(sch_reverse_compute_at(s, *cb, LP(s, "C", 1), true, -1, &D), &D);
+  *i0 = LP(s, "C", 0);
+  *j0 = LP(s, "C", 1);
+  return s;
+}
+
+START_TEST(lower_compact_cache_write) {
+  ts_arena *a = ts_arena_new();
+  ir_func *orig;
+  sch_block cb;
+  sch_loop i0, j0;
+  sch_state *s = tiled_cache_write(a, "matmul:m=16,n=32,k=8", 4, 8, &orig, &cb, &i0, &j0);
+  const ir_stmt *loops[16];
+  int nl = -1;
+  census c;
+  cg_lowered l = lower_checked(a, orig, sch_func(s), &c);
+  ck_assert_int_eq(c.allocs, 1);
+  const ir_stmt *al = find_alloc(l.func->body, "C_local", loops, &nl, 0);
+  ck_assert_ptr_nonnull(al);
+  ck_assert_int_eq(nl, 2); /* inside i0 and j0 */
+  ck_assert_int_eq(alloc_size(al), 4 * 8);
+  ck_assert_str_eq(al->u.alloc.buf->scope, "local");
+
+  /* parallel i0, unrolled/vectorized tile loops, decomposed init: the cache
+   * is per task, inside the parallel body */
+  ts_diag_clear(&D);
+  tu_ok(sch_parallel(s, i0, &D), &D);
+  tu_ok(sch_vectorize(s, LP(s, "C", 4), &D), &D);
+  tu_ok(sch_unroll(s, LP(s, "C", 3), &D), &D);
+  sch_block init;
+  tu_ok(sch_decompose_reduction(s, BLK("C"), LP(s, "C", 2), &init, &D), &D);
+  l = lower_checked(a, orig, sch_func(s), &c);
+  ck_assert_int_eq(c.allocs, 1);
+  ck_assert_int_gt(c.vec_stores, 0);
+  al = find_alloc(l.func->body, "C_local", loops, &nl, 0);
+  ck_assert_ptr_nonnull(al);
+  ck_assert_int_eq(nl, 2);
+  ck_assert_int_eq(loops[0]->u.loop.kind, IR_FOR_PARALLEL);
+  ck_assert_int_eq(alloc_size(al), 4 * 8);
+  sch_free(s);
+
+  /* storage_align pads the compacted row: 8 -> 9 */
+  s = tiled_cache_write(a, "matmul:m=16,n=32,k=8", 4, 8, &orig, &cb, &i0, &j0);
+  ts_diag_clear(&D);
+  tu_ok(sch_storage_align(s, BLK("C"), 0, 0, 8, 1, &D), &D);
+  l = lower_checked(a, orig, sch_func(s), &c);
+  al = find_alloc(l.func->body, "C_local", loops, &nl, 0);
+  ck_assert_ptr_nonnull(al);
+  ck_assert_int_eq(nl, 2);
+  ck_assert_int_eq(alloc_size(al), 4 * 9);
+  sch_free(s);
+
+  /* a tail tile (16 = 3*5 + 1 rows): the region is the whole tile, accesses
+   * past the end stay predicated off */
+  s = tiled_cache_write(a, "matmul:m=16,n=12,k=3", 5, 4, &orig, &cb, &i0, &j0);
+  l = lower_checked(a, orig, sch_func(s), &c);
+  al = find_alloc(l.func->body, "C_local", loops, &nl, 0);
+  ck_assert_ptr_nonnull(al);
+  ck_assert_int_eq(nl, 2);
+  ck_assert_int_eq(alloc_size(al), 5 * 4);
+  sch_free(s);
+  ts_arena_free(a);
+}
+END_TEST
+
+START_TEST(lower_compact_cache_read) {
+  ts_arena *a = ts_arena_new();
+  ir_func *orig;
+  sch_block cb;
+  /* A's row i copied under the consumer's j loop: one row of k */
+  sch_state *s = tu_schedule(a, "matmul:m=4,n=6,k=5", &orig);
+  tu_ok(sch_cache_read(s, BLK("C"), 0, "local", 0, NULL, &cb, &D), &D);
+  const char *bname = sch_func(s)->body->u.realize.block->allocs[0]->name;
+  ts_diag_clear(&D);
+  tu_ok(sch_compute_at(s, cb, LP(s, "C", 1), true, -1, &D), &D);
+  census c;
+  cg_lowered l = lower_checked(a, orig, sch_func(s), &c);
+  const ir_stmt *loops[16];
+  int nl = -1;
+  const ir_stmt *al = find_alloc(l.func->body, bname, loops, &nl, 0);
+  ck_assert_msg(al != NULL, "no allocation of %s:\n%s", bname, ftext(l.func));
+  ck_assert_int_eq(nl, 2);
+  ck_assert_int_eq(alloc_size(al), 5);
+  sch_free(s);
+
+  /* in "shared" scope on the same nest */
+  s = tu_schedule(a, "matmul:m=4,n=6,k=5", &orig);
+  tu_ok(sch_cache_read(s, BLK("C"), 1, "shared", 0, NULL, &cb, &D), &D);
+  bname = sch_func(s)->body->u.realize.block->allocs[0]->name;
+  ts_diag_clear(&D);
+  tu_ok(sch_compute_at(s, cb, LP(s, "C", 0), true, -1, &D), &D);
+  l = lower_checked(a, orig, sch_func(s), &c);
+  al = find_alloc(l.func->body, bname, loops, &nl, 0);
+  ck_assert_ptr_nonnull(al);
+  ck_assert_int_eq(nl, 1);
+  ck_assert_int_eq(alloc_size(al), 5 * 6); /* B is read whole per row of C */
+  sch_free(s);
+  ts_arena_free(a);
+}
+END_TEST
+
+/* A cache whose accesses span the whole nest keeps its declared shape and
+ * its place at the top. */
+START_TEST(lower_compact_full_span) {
+  ts_arena *a = ts_arena_new();
+  ir_func *orig;
+  sch_state *s = tu_schedule(a, "matmul:m=6,n=10,k=3", &orig);
+  sch_block cb;
+  tu_ok(sch_cache_write(s, BLK("C"), 0, "local", 0, NULL, &cb, &D), &D);
+  census c;
+  cg_lowered l = lower_checked(a, orig, sch_func(s), &c);
+  const ir_stmt *loops[16];
+  int nl = -1;
+  const ir_stmt *al = find_alloc(l.func->body, "C_local", loops, &nl, 0);
+  ck_assert_ptr_nonnull(al);
+  ck_assert_int_eq(nl, 0);
+  ck_assert_int_eq(alloc_size(al), 6 * 10);
+  /* compute_at under i of the producer with the consumer left whole: the
+   * LCA is still the top */
+  sch_free(s);
+  s = tu_schedule(a, "matmul:m=6,n=10,k=3", &orig);
+  tu_ok(sch_cache_read(s, BLK("C"), 0, "global", 0, NULL, &cb, &D), &D);
+  const char *bname = sch_func(s)->body->u.realize.block->allocs[0]->name;
+  l = lower_checked(a, orig, sch_func(s), &c);
+  al = find_alloc(l.func->body, bname, loops, &nl, 0);
+  ck_assert_ptr_nonnull(al);
+  ck_assert_int_eq(nl, 0);
+  ck_assert_int_eq(alloc_size(al), 6 * 3);
+  sch_free(s);
+  ts_arena_free(a);
+}
+END_TEST
+
 /* Lowering under failing allocations: TS_ENOMEM or success, never a crash
  * or a half-built result. */
 START_TEST(lower_oom) {
@@ -1202,6 +1386,9 @@ static Suite *suite(void) {
   tcase_add_test(t, lower_vector_offset_min);
   tcase_add_test(t, lower_gather);
   tcase_add_test(t, lower_random_traces);
+  tcase_add_test(t, lower_compact_cache_write);
+  tcase_add_test(t, lower_compact_cache_read);
+  tcase_add_test(t, lower_compact_full_span);
   tcase_add_test(t, lower_oom);
   tcase_add_test(t, lower_errors);
   suite_add_tcase(s, t);
