@@ -80,7 +80,7 @@ const char *cm_feature_desc(int i);
 /* As cm_extract on an already lowered function (cg_lower's output). */
 ts_status cm_extract_lowered(const ir_func *lowered, const cg_target *t, cm_features *out,
                              ts_diag *d);
-/* Cap on boosting rounds per training (default 300; early stopping usually
+/* Cap on boosting rounds per training (default 150; early stopping usually
  * ends sooner). */
 void cm_xgb_set_max_rounds(cm_model *m, int n);
 /* Rounds run by the last training (0 if none). */
