@@ -1,0 +1,192 @@
+/* protocol.h — tessel's wire protocol: msgpack messages over nng REQ/REP,
+ * shared by the tracker, rpc_server and their clients (docs/RPC.md is the
+ * field-by-field reference).
+ *
+ * Every message is ONE msgpack map with string keys:
+ *   {"v": RPC_PROTO_VERSION, "t": "<type name>", ...fields of that type}
+ * The decoder (rpc_msg_decode) is strict: the buffer holds exactly one map,
+ * at most RPC_MAX_MSG bytes, nesting at most RPC_MAX_DEPTH, every container
+ * count bounded by the bytes left (so a 5-byte message cannot make it
+ * allocate gigabytes), keys unique strings, "v" equal to our version and "t" a
+ * known type. Fields are then read with typed getters (rpc_get_*) that check
+ * the type and the bounds and leave a message naming the field in msg->err.
+ *
+ * Requests get exactly one reply: the typed reply listed in docs/RPC.md, or
+ * RPC_T_ERROR {code, message}. A peer must authenticate its pipe first
+ * (auth.h): every other request before that gets {"t":"error","code":"auth"}.
+ */
+#ifndef TESSEL_RPC_PROTOCOL_H
+#define TESSEL_RPC_PROTOCOL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <msgpack.h>
+#include <nng/nng.h>
+
+#define RPC_PROTO_VERSION 1
+#define RPC_MAX_MSG (64u << 20)   /* bytes of one message (NNG_OPT_RECVMAXSZ) */
+#define RPC_MAX_ARTIFACT (48u << 20) /* bytes of one uploaded artifact */
+#define RPC_MAX_DEPTH 8            /* container nesting */
+#define RPC_MAX_STR 4096           /* bytes of a string field (except bins) */
+#define RPC_MAX_KEY 64             /* bytes of a tracker key, e.g. "rasp4b" */
+#define RPC_MAX_ADDR 256           /* bytes of an address, e.g. "tcp://10.0.0.7:9090" */
+#define RPC_TOKEN_LEN 32           /* session tokens: 32 lowercase hex characters */
+#define RPC_NONCE_BYTES 32
+
+/* Statuses of rpc_ and trk_ functions; rpc_strerror() names them. */
+typedef enum {
+  RPC_OK = 0,
+  RPC_ENOMEM,    /* allocation failed */
+  RPC_EPROTO,    /* malformed message or field (msg->err says which) */
+  RPC_EVERSION,  /* peer speaks another protocol version */
+  RPC_EAUTH,     /* not authenticated / wrong key */
+  RPC_EDENIED,   /* authenticated, but no session grants this */
+  RPC_ENOENT,    /* optional field absent; unknown id/ticket */
+  RPC_ETOOBIG,   /* over a size limit */
+  RPC_EIO,       /* nng send/recv/dial failed */
+  RPC_ETIMEDOUT, /* no reply in time */
+  RPC_ESYSTEM,   /* file system, fork, ... */
+  RPC_EREMOTE,   /* the peer replied with an error (text in the caller's err) */
+  RPC_EPENDING,  /* not yet: a grant the server has not heard of; retry */
+} rpc_status;
+const char *rpc_strerror(rpc_status st);
+/* Wire names of the error codes ("auth", "proto", ...) and back. */
+const char *rpc_status_code(rpc_status st);
+rpc_status rpc_status_from_code(const char *code);
+
+/* Message types: X(enum, wire name). Directions in docs/RPC.md. */
+#define RPC_TYPE_LIST(X)                                                       \
+  X(RPC_T_ERROR, "error")           /* any reply: {code, message} */          \
+  X(RPC_T_OK, "ok")                 /* any reply: no fields */                \
+  /* handshake (auth.h), to tracker and server alike */                      \
+  X(RPC_T_HELLO, "hello")           /* {version, role, nonce} */              \
+  X(RPC_T_CHALLENGE, "challenge")   /* {version, nonce, mac} */               \
+  X(RPC_T_AUTH, "auth")             /* {mac} -> ok | error */                 \
+  /* rpc_server -> tracker */                                                \
+  X(RPC_T_REGISTER, "register")     /* {key, address, info} */                \
+  X(RPC_T_REGISTERED, "registered") /* {server_id, heartbeat_ms} */           \
+  X(RPC_T_HEARTBEAT, "heartbeat")   /* {server_id, busy} */                   \
+  X(RPC_T_HEARTBEAT_ACK, "heartbeat_ack") /* {tokens: [token...]} */          \
+  X(RPC_T_DEREGISTER, "deregister") /* {server_id} -> ok */                   \
+  /* client -> tracker */                                                    \
+  X(RPC_T_REQUEST, "request")       /* {key, priority} -> ticket */           \
+  X(RPC_T_TICKET, "ticket")         /* {ticket} */                            \
+  X(RPC_T_POLL, "poll")             /* {ticket, wait_ms} -> grant */          \
+  X(RPC_T_GRANT, "grant")           /* {ticket, state, address, token, key, info} */ \
+  X(RPC_T_RELEASE, "release")       /* {ticket} -> ok */                      \
+  X(RPC_T_QUERY, "query")           /* {} -> query_reply */                   \
+  X(RPC_T_QUERY_REPLY, "query_reply") /* {servers: [...], keys: {...}} */     \
+  /* client -> rpc_server */                                                 \
+  X(RPC_T_INFO, "info")             /* {} -> info_reply */                    \
+  X(RPC_T_INFO_REPLY, "info_reply") /* {info} */                              \
+  X(RPC_T_UPLOAD, "upload")         /* {token?, name, data} -> uploaded */    \
+  X(RPC_T_UPLOADED, "uploaded")     /* {artifact} */                          \
+  X(RPC_T_MEASURE, "measure")       /* {token?, artifact, opts} -> result */  \
+  X(RPC_T_RESULT, "result")         /* {status, error, number, secs, checksums, outputs?} */ \
+  X(RPC_T_CLOSE, "close")           /* {token?} -> ok: drop this session's artifacts */
+
+typedef enum {
+#define RPC_X_ENUM(e, s) e,
+  RPC_TYPE_LIST(RPC_X_ENUM)
+#undef RPC_X_ENUM
+  RPC_T_COUNT
+} rpc_type;
+const char *rpc_type_name(rpc_type t);
+/* RPC_T_COUNT when unknown. */
+rpc_type rpc_type_from_name(const char *s, size_t n);
+
+/* ---- decoding ------------------------------------------------------------- */
+/* A decoded message. Objects (and strings/bins inside them) point into the
+ * zone and into `buf` (a private copy of the bytes); rpc_msg_fini frees both. */
+typedef struct rpc_msg {
+  rpc_type type;
+  uint32_t version;
+  msgpack_object root; /* the top-level map */
+  msgpack_zone *zone;
+  void *buf;
+  size_t len;
+  char err[200];       /* what was wrong (decode or last failing getter) */
+} rpc_msg;
+
+/* Decodes len bytes (copied). Returns RPC_OK, RPC_ETOOBIG (over RPC_MAX_MSG),
+ * RPC_EVERSION (a well-formed message of another version: m->version says
+ * which) or RPC_EPROTO; m->err says why. On failure m owns nothing (fini is
+ * still safe). */
+rpc_status rpc_msg_decode(rpc_msg *m, const void *data, size_t len);
+void rpc_msg_fini(rpc_msg *m);
+
+/* Typed getters. `map` is a map object inside m (NULL: the root). They
+ * return RPC_OK, RPC_ENOENT when the key is absent (out untouched), or
+ * RPC_EPROTO for a wrong type / out-of-range value (m->err names the field).
+ * Callers that need a field treat ENOENT as an error: rpc_need() does. */
+const msgpack_object *rpc_find(const msgpack_object *map, const char *key);
+rpc_status rpc_get_u64(rpc_msg *m, const msgpack_object *map, const char *key, uint64_t max,
+                       uint64_t *out);
+rpc_status rpc_get_i64(rpc_msg *m, const msgpack_object *map, const char *key, int64_t lo,
+                       int64_t hi, int64_t *out);
+/* Finite doubles in [lo, hi]; integers are accepted. */
+rpc_status rpc_get_f64(rpc_msg *m, const msgpack_object *map, const char *key, double lo,
+                       double hi, double *out);
+rpc_status rpc_get_bool(rpc_msg *m, const msgpack_object *map, const char *key, bool *out);
+/* Copies a string of at most cap-1 bytes, without NUL bytes, NUL-terminated. */
+rpc_status rpc_get_str(rpc_msg *m, const msgpack_object *map, const char *key, char *dst,
+                       size_t cap);
+/* A bin (or str) of at most maxn bytes; *p points into the message. */
+rpc_status rpc_get_bin(rpc_msg *m, const msgpack_object *map, const char *key, size_t maxn,
+                       const void **p, size_t *n);
+rpc_status rpc_get_array(rpc_msg *m, const msgpack_object *map, const char *key, uint32_t maxn,
+                         const msgpack_object **items, uint32_t *n);
+rpc_status rpc_get_map(rpc_msg *m, const msgpack_object *map, const char *key,
+                       const msgpack_object **out);
+/* ENOENT -> EPROTO with "missing field 'key'" in m->err. */
+rpc_status rpc_need(rpc_msg *m, rpc_status st, const char *key);
+
+/* ---- encoding ------------------------------------------------------------- */
+/* Builds one message. rpc_enc_begin writes the map header for nfields fields
+ * besides "v" and "t"; each rpc_enc_<kind>(e, key, ...) adds one field. For
+ * nested values call rpc_enc_key and then pack with msgpack_pack_* on &e->pk
+ * (rpc_pack_str packs a C string). rpc_enc_finish checks the field count. */
+typedef struct rpc_enc {
+  msgpack_sbuffer sb;
+  msgpack_packer pk;
+  uint32_t want, have;
+  bool fail;
+} rpc_enc;
+void rpc_enc_begin(rpc_enc *e, rpc_type t, uint32_t nfields);
+void rpc_enc_key(rpc_enc *e, const char *key);
+void rpc_enc_str(rpc_enc *e, const char *key, const char *s);
+void rpc_enc_u64(rpc_enc *e, const char *key, uint64_t v);
+void rpc_enc_i64(rpc_enc *e, const char *key, int64_t v);
+void rpc_enc_f64(rpc_enc *e, const char *key, double v);
+void rpc_enc_bool(rpc_enc *e, const char *key, bool v);
+void rpc_enc_bin(rpc_enc *e, const char *key, const void *p, size_t n);
+void rpc_pack_str(msgpack_packer *pk, const char *s);
+/* Checks the count; returns RPC_OK with the bytes in e->sb.data/e->sb.size. */
+rpc_status rpc_enc_finish(rpc_enc *e);
+void rpc_enc_fini(rpc_enc *e);
+/* Convenience: a complete error message {code, message}. */
+void rpc_enc_error(rpc_enc *e, rpc_status code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* ---- transport ------------------------------------------------------------ */
+/* Sets NNG_OPT_RECVMAXSZ to RPC_MAX_MSG (+ slack) on a socket. */
+int rpc_socket_limits(nng_socket s);
+/* Finishes e and sends it (e is fini'd either way). RPC_EIO on failure. */
+rpc_status rpc_send(nng_socket s, rpc_enc *e);
+/* Receives and decodes one message; *pipe (optional) gets its pipe. On
+ * decode failure returns the decode status (m->err) with *pipe still set, so
+ * a server can answer the right peer. RPC_ETIMEDOUT on NNG_ETIMEDOUT, RPC_EIO
+ * on other nng errors. */
+rpc_status rpc_recv(nng_socket s, rpc_msg *m, nng_pipe *pipe);
+/* One request/reply on a REQ socket: sends e, receives into reply. If the
+ * reply is RPC_T_ERROR, returns its status (code) and copies its message into
+ * err; RPC_EREMOTE if the code is unknown. */
+rpc_status rpc_call(nng_socket s, rpc_enc *e, rpc_msg *reply, char *err, size_t errn);
+
+/* Random session tokens (RPC_TOKEN_LEN hex chars + NUL). */
+void rpc_token_new(char out[RPC_TOKEN_LEN + 1]);
+bool rpc_token_valid(const char *s);
+
+#endif
