@@ -130,8 +130,9 @@ int tun_cmd_tune(int argc, char **argv) {
     printf("%s on %s: %d trials (%d new, %d errors) in %.1f s, log %s\n", sub.label, tg.text, r.trials,
            r.new_trials, r.errors, r.wall_seconds, o.log_path);
     if (r.best_seconds > 0 && r.baseline_seconds > 0 && flops > 0)
-      printf("best %.2f GFLOP/s vs default schedule %.2f GFLOP/s (%.2fx faster)\n", r.best_gflops,
-             r.baseline_gflops, r.baseline_seconds / r.best_seconds);
+      printf("best %.2f GFLOP/s vs default schedule %.2f GFLOP/s (%.2fx %s)\n", r.best_gflops,
+             r.baseline_gflops, r.baseline_seconds / r.best_seconds,
+             r.baseline_seconds >= r.best_seconds ? "faster" : "as fast: slower than the default");
     else if (r.best_seconds > 0 && r.baseline_seconds > 0)
       printf("best %.6g ms vs default schedule %.6g ms (%.2fx faster)\n", r.best_seconds * 1e3,
              r.baseline_seconds * 1e3, r.baseline_seconds / r.best_seconds);
