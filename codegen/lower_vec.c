@@ -307,7 +307,11 @@ static ir_expr *widen(vctx *c, ir_expr *e, bool guarded) {
     n = nn(c, ir_not(c->a, bcast(c, widen(c, e->u.un.a, guarded))));
     break;
   case IR_SELECT: {
-    bool g = guarded || uses(c, e->u.sel.cond);
+    /* Any undecided condition guards the branches once widened: a
+     * lane-invariant one becomes a broadcast mask, which protects vector
+     * operations only, so scalar loads under it must be guarded too. */
+    int64_t cv;
+    bool g = guarded || !ir_as_int(e->u.sel.cond, &cv);
     n = nn(c, ir_select(c->a, bcast(c, widen(c, e->u.sel.cond, guarded)), bcast(c, widen(c, e->u.sel.t, g)),
                         bcast(c, widen(c, e->u.sel.f, g))));
     break;
@@ -331,7 +335,8 @@ static ir_expr *widen(vctx *c, ir_expr *e, bool guarded) {
     }
     bool lazy = e->kind == IR_AND || e->kind == IR_OR;
     ir_expr *x = widen(c, e->u.bin.a, guarded);
-    ir_expr *y = widen(c, e->u.bin.b, guarded || (lazy && uses(c, e->u.bin.a)));
+    int64_t av;
+    ir_expr *y = widen(c, e->u.bin.b, guarded || (lazy && !ir_as_int(e->u.bin.a, &av)));
     if (!x || !y) return NULL;
     if ((n = fold_ramp(c, e->kind, x, y))) return n;
     if (c->oom) return NULL;
