@@ -1,6 +1,7 @@
-/* server_main.c — placeholder main of tessel-rpc-server until rpc/server.c lands. */
-#include <stdio.h>
-int main(void) {
-  fprintf(stderr, "tessel-rpc-server: not built yet\n");
-  return 2;
+/* server_main.c — main() of the standalone board binary tessel-rpc-server
+ * (nng + msgpack-c + libsodium + codegen/runtime only). */
+#include "rpc/server.h"
+
+int main(int argc, char **argv) {
+  return rpc_server_main(argc, argv);
 }
