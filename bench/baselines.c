@@ -1,0 +1,164 @@
+/* baselines.c — the libraries tessel is compared with, timed in this process:
+ *
+ *   bench_baselines sgemm M N K THREADS        OpenBLAS cblas_sgemm (row-major)
+ *   bench_baselines conv N C H W K R S STRIDE PAD THREADS
+ *                                             oneDNN direct convolution, f32,
+ *                                             layouts chosen by oneDNN (format any;
+ *                                             reorders not timed)
+ *   bench_baselines softmax M N THREADS        oneDNN softmax over the last axis
+ *
+ * Prints one line: "<GFLOP/s> <median seconds>", FLOPs counted like tessel's
+ * workloads (multiply-add = 2; softmax 5 per element). Timing: warm-up, then
+ * the median of 7 repeats of at least 100 ms. Threads: openblas_set_num_threads
+ * and OMP_NUM_THREADS (set before oneDNN starts). Never part of the tests. */
+#include <cblas.h>
+#include <oneapi/dnnl/dnnl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "runtime.h"
+
+typedef void (*run_fn)(void *ctx);
+
+static int cmp(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+
+static double median_seconds(run_fn fn, void *ctx) {
+  fn(ctx);
+  int number = 1;
+  for (;;) {
+    double t0 = tsrt_now();
+    for (int i = 0; i < number; i++) fn(ctx);
+    double dt = tsrt_now() - t0;
+    if (dt >= 0.1) break;
+    number = dt > 0 ? (int)(number * 0.12 / dt) + 1 : number * 10;
+  }
+  double v[7];
+  for (int r = 0; r < 7; r++) {
+    double t0 = tsrt_now();
+    for (int i = 0; i < number; i++) fn(ctx);
+    v[r] = (tsrt_now() - t0) / number;
+  }
+  qsort(v, 7, sizeof v[0], cmp);
+  return v[3];
+}
+
+/* ---- sgemm ---- */
+typedef struct gemm_ctx {
+  int M, N, K;
+  float *A, *B, *C;
+} gemm_ctx;
+
+static void run_gemm(void *p) {
+  gemm_ctx *c = p;
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, c->M, c->N, c->K, 1.0f, c->A, c->K, c->B, c->N,
+              0.0f, c->C, c->N);
+}
+
+/* ---- oneDNN ---- */
+#define CHECK(call)                                                         \
+  do {                                                                      \
+    dnnl_status_t st_ = (call);                                             \
+    if (st_ != dnnl_success) {                                              \
+      fprintf(stderr, "bench_baselines: %s failed (%d)\n", #call, (int)st_); \
+      exit(2);                                                              \
+    }                                                                       \
+  } while (0)
+
+typedef struct dnnl_ctx {
+  dnnl_primitive_t prim;
+  dnnl_stream_t stream;
+  int nargs;
+  dnnl_exec_arg_t args[4];
+} dnnl_ctx;
+
+static void run_dnnl(void *p) {
+  dnnl_ctx *c = p;
+  dnnl_primitive_execute(c->prim, c->stream, c->nargs, c->args);
+  dnnl_stream_wait(c->stream);
+}
+
+static dnnl_memory_t make_mem(const dnnl_memory_desc_t *md, dnnl_engine_t eng, uint64_t seed) {
+  dnnl_memory_t m;
+  CHECK(dnnl_memory_create(&m, md, eng, DNNL_MEMORY_ALLOCATE));
+  void *h = NULL;
+  CHECK(dnnl_memory_get_data_handle(m, &h));
+  size_t bytes = dnnl_memory_desc_get_size(md);
+  tsrt_fill_random(TSRT_F32, h, (int64_t)(bytes / 4), seed);
+  return m;
+}
+
+int main(int argc, char **argv) {
+  if (argc < 2) goto usage;
+  if (!strcmp(argv[1], "sgemm") && argc == 6) {
+    gemm_ctx c = {atoi(argv[2]), atoi(argv[3]), atoi(argv[4]), NULL, NULL, NULL};
+    openblas_set_num_threads(atoi(argv[5]));
+    c.A = aligned_alloc(64, sizeof(float) * (size_t)c.M * (size_t)c.K + 64);
+    c.B = aligned_alloc(64, sizeof(float) * (size_t)c.K * (size_t)c.N + 64);
+    c.C = aligned_alloc(64, sizeof(float) * (size_t)c.M * (size_t)c.N + 64);
+    tsrt_fill_random(TSRT_F32, c.A, (int64_t)c.M * c.K, 1);
+    tsrt_fill_random(TSRT_F32, c.B, (int64_t)c.K * c.N, 2);
+    double t = median_seconds(run_gemm, &c);
+    printf("%.2f %.6g\n", 2.0 * c.M * c.N * c.K / t * 1e-9, t);
+    return 0;
+  }
+  if (!strcmp(argv[1], "conv") && argc == 12) {
+    int n = atoi(argv[2]), ch = atoi(argv[3]), h = atoi(argv[4]), w = atoi(argv[5]), k = atoi(argv[6]);
+    int r = atoi(argv[7]), s = atoi(argv[8]), stride = atoi(argv[9]), pad = atoi(argv[10]);
+    setenv("OMP_NUM_THREADS", argv[11], 1);
+    int p = (h + 2 * pad - r) / stride + 1, q = (w + 2 * pad - s) / stride + 1;
+    dnnl_engine_t eng;
+    dnnl_stream_t stream;
+    CHECK(dnnl_engine_create(&eng, dnnl_cpu, 0));
+    CHECK(dnnl_stream_create(&stream, eng, dnnl_stream_default_flags));
+    dnnl_memory_desc_t src, wei, dst;
+    dnnl_dims_t sd = {n, ch, h, w}, wd = {k, ch, r, s}, dd = {n, k, p, q};
+    CHECK(dnnl_memory_desc_init_by_tag(&src, 4, sd, dnnl_f32, dnnl_format_tag_any));
+    CHECK(dnnl_memory_desc_init_by_tag(&wei, 4, wd, dnnl_f32, dnnl_format_tag_any));
+    CHECK(dnnl_memory_desc_init_by_tag(&dst, 4, dd, dnnl_f32, dnnl_format_tag_any));
+    dnnl_dims_t st = {stride, stride}, pl = {pad, pad}, pr = {pad, pad};
+    dnnl_convolution_desc_t cd;
+    CHECK(dnnl_convolution_forward_desc_init(&cd, dnnl_forward_inference, dnnl_convolution_direct, &src, &wei,
+                                             NULL, &dst, st, pl, pr));
+    dnnl_primitive_desc_t pd;
+    CHECK(dnnl_primitive_desc_create(&pd, &cd, NULL, eng, NULL));
+    dnnl_ctx c = {.stream = stream, .nargs = 3};
+    c.args[0] = (dnnl_exec_arg_t){DNNL_ARG_SRC, make_mem(dnnl_primitive_desc_query_md(pd, dnnl_query_src_md, 0), eng, 1)};
+    c.args[1] = (dnnl_exec_arg_t){DNNL_ARG_WEIGHTS,
+                                  make_mem(dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0), eng, 2)};
+    c.args[2] = (dnnl_exec_arg_t){DNNL_ARG_DST, make_mem(dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0), eng, 3)};
+    CHECK(dnnl_primitive_create(&c.prim, pd));
+    double t = median_seconds(run_dnnl, &c);
+    printf("%.2f %.6g\n", 2.0 * n * k * p * q * ch * r * s / t * 1e-9, t);
+    return 0;
+  }
+  if (!strcmp(argv[1], "softmax") && argc == 5) {
+    int m = atoi(argv[2]), nn = atoi(argv[3]);
+    setenv("OMP_NUM_THREADS", argv[4], 1);
+    dnnl_engine_t eng;
+    dnnl_stream_t stream;
+    CHECK(dnnl_engine_create(&eng, dnnl_cpu, 0));
+    CHECK(dnnl_stream_create(&stream, eng, dnnl_stream_default_flags));
+    dnnl_memory_desc_t md;
+    dnnl_dims_t dims = {m, nn};
+    CHECK(dnnl_memory_desc_init_by_tag(&md, 2, dims, dnnl_f32, dnnl_ab));
+    dnnl_softmax_desc_t sd;
+    CHECK(dnnl_softmax_forward_desc_init(&sd, dnnl_forward_inference, &md, 1));
+    dnnl_primitive_desc_t pd;
+    CHECK(dnnl_primitive_desc_create(&pd, &sd, NULL, eng, NULL));
+    dnnl_ctx c = {.stream = stream, .nargs = 2};
+    c.args[0] = (dnnl_exec_arg_t){DNNL_ARG_SRC, make_mem(&md, eng, 1)};
+    c.args[1] = (dnnl_exec_arg_t){DNNL_ARG_DST, make_mem(&md, eng, 2)};
+    CHECK(dnnl_primitive_create(&c.prim, pd));
+    double t = median_seconds(run_dnnl, &c);
+    printf("%.2f %.6g\n", 5.0 * m * nn / t * 1e-9, t);
+    return 0;
+  }
+usage:
+  fprintf(stderr, "usage: bench_baselines sgemm M N K THREADS | conv N C H W K R S STRIDE PAD THREADS | "
+                  "softmax M N THREADS\n");
+  return 2;
+}
