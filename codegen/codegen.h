@@ -12,9 +12,19 @@
  *    from storage_align/strides]); loads and stores carry exactly one index;
  *    params keep their order, are flattened the same way, and
  *    cg_lowered.orig keeps the n-d originals for artifact metadata;
- *  - buffers allocated by blocks become IR_ALLOCATE statements placed at the
- *    allocating block's position, with their storage scope kept ("global":
- *    heap or stack by size, "local": stack);
+ *  - buffers allocated by blocks become IR_ALLOCATE statements, with their
+ *    storage scope kept ("global": heap or stack by size, "local": stack),
+ *    placed and shrunk as TVM's PlanAndUpdateBufferAllocationLocation +
+ *    CompactBufferAllocation do: the allocation goes just inside the
+ *    innermost loop enclosing every access (inside a parallel loop's body, so
+ *    per task), never inside a vectorized loop nor, on GPUs, below threadIdx
+ *    (shared) or any thread binding (other non-local scopes); each dimension
+ *    shrinks to the hull of its accessed indices with the loops inside that
+ *    point relaxed (outer loop vars symbolic), indices become idx - min.
+ *    A buffer with a non-constant extent, explicit strides or an elem_offset
+ *    keeps its declared shape at its block; a dimension whose hull covers
+ *    the declared extent keeps it (no shift); storage_align pads the
+ *    compacted strides;
  *  - a vectorized loop with constant extent L whose body can be expressed in
  *    lanes becomes straight-line vector code: the loop var is replaced by
  *    ramp(0, 1, L) and expressions are widened (ramp/broadcast; contiguous
