@@ -66,6 +66,10 @@ static void on_signal(int sig) {
   g_stop = 1;
 }
 
+void rpc_server_stop(void) {
+  g_stop = 1;
+}
+
 static void nap_ms(int ms) {
   struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
   nanosleep(&ts, NULL);

@@ -24,5 +24,8 @@
  * stop, 2 on usage errors, 1 on start-up failure). argv[0] is the command
  * name. */
 int rpc_server_main(int argc, char **argv);
+/* Asks a running rpc_server_main (e.g. in a test's thread) to stop, as
+ * SIGTERM does. Async-signal-safe. */
+void rpc_server_stop(void);
 
 #endif
