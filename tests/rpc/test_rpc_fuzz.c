@@ -227,9 +227,11 @@ START_TEST(test_fuzz_server) {
   }
   ck_assert_int_eq(answered, 10000);
   ck_assert_int_ge(errors, 9000);
-  /* oversized: over NNG_OPT_RECVMAXSZ, the connection is dropped, no reply */
+  /* oversized: over NNG_OPT_RECVMAXSZ, the connection is dropped, no reply
+   * (the socket is closed at the end: nng 1.5.2 leaks a dialer closed while
+   * its connection is being torn down) */
+  nng_socket big;
   {
-    nng_socket big;
     ck_assert_int_eq(nng_req0_open(&big), 0);
     nng_socket_set_ms(big, NNG_OPT_RECVTIMEO, 1000);
     ck_assert_int_eq(nng_dial(big, addr, NULL, 0), 0);
@@ -239,7 +241,6 @@ START_TEST(test_fuzz_server) {
     free(p);
     nng_msg *rm;
     ck_assert_int_ne(nng_recvmsg(big, &rm, 0), 0);
-    nng_close(big);
   }
   /* an upload that claims a huge artifact within a legal message: refused */
   {
@@ -258,12 +259,14 @@ START_TEST(test_fuzz_server) {
   ck_assert_int_eq(res.status, TSRT_OK);
   tsrt_result_fini(&res);
   rpc_client_close(authed);
+  nng_close(big);
   rpc_server_stop();
   void *ret;
   pthread_join(th, &ret);
   ck_assert_int_eq((int)(intptr_t)ret, 0);
   unlink(secret_path);
   tsrt_pool_shutdown();
+  nng_fini(); /* reap nng's asynchronously freed objects for the leak check */
 }
 END_TEST
 
