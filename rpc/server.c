@@ -162,11 +162,7 @@ static rpc_status trk_register(server *s, nng_socket t, uint64_t *id, uint64_t *
   /* a first round trip gives us the pipe, hence the local address the
    * tracker sees when we listen on 0.0.0.0 */
   rpc_enc e;
-  rpc_enc_begin(&e, RPC_T_HELLO, 3);
-  uint8_t nonce[RPC_NONCE_BYTES] = {0};
   rpc_status st = rpc_auth_client(t, &s->secret, "server", err, errn);
-  rpc_enc_fini(&e);
-  (void)nonce;
   if (st) return st;
   /* find the pipe: ask with a cheap request whose reply carries it */
   rpc_enc_begin(&e, RPC_T_QUERY, 0);
