@@ -10,6 +10,7 @@
 
 #include "codegen/llvm.h"
 #include "tuner/cli.h"
+#include "tuner/rpc_runner.h"
 #include "tuner/tune.h"
 
 static const char tune_usage[] =
@@ -17,16 +18,27 @@ static const char tune_usage[] =
     "         [--model xgb|random] [--seed S] [--number N] [--repeat N]\n"
     "         [--min-repeat-ms MS] [--timeout S] [--cache-flush] [--threads N]\n"
     "         [--build-jobs N] [--json]\n"
+    "         [--runner local|rpc --tracker H:P --key K [--parallel N]\n"
+    "          [--secret-file F] [--priority P] [--rpc-wait S] [--rpc-tries N]]\n"
     "Searches schedules of SUBJECT (evolutionary search ranked by the cost model),\n"
     "builds, times (forked child) and verifies each candidate, and appends one record\n"
     "per candidate to LOG (JSONL). Records already in LOG for this workload and\n"
     "target count toward N: rerunning resumes, and a met budget appends nothing.\n"
     "The default schedule is measured once as the baseline (not logged).\n"
     "--json prints {workload, target, trials, errors, best_seconds, best_gflops,\n"
-    "baseline_gflops, log}.\n";
+    "baseline_gflops, log}.\n"
+    "--runner rpc measures on remote boards: the tracker grants up to N sessions on\n"
+    "servers registered under key K (one thread each); candidates are built here for\n"
+    "the board's triple (--target, else the triple a granted board reports) while\n"
+    "the boards measure. A board that fails mid-measurement (connection lost, reply\n"
+    "timeout, grant revoked) gets its candidate retried on another board (at most\n"
+    "--rpc-tries boards, 3); that is never logged as the kernel's error. The secret\n"
+    "is --secret-file F or the file named by $TESSEL_RPC_SECRET_FILE.\n";
 
 enum { OPT_TARGET = 1000, OPT_TRIALS, OPT_LOG, OPT_BATCH, OPT_MODEL, OPT_SEED, OPT_NUMBER,
-       OPT_REPEAT, OPT_MINMS, OPT_TIMEOUT, OPT_FLUSH, OPT_THREADS, OPT_JOBS, OPT_JSON };
+       OPT_REPEAT, OPT_MINMS, OPT_TIMEOUT, OPT_FLUSH, OPT_THREADS, OPT_JOBS, OPT_JSON,
+       OPT_RUNNER, OPT_TRACKER, OPT_KEY, OPT_PARALLEL, OPT_SECRET, OPT_PRIORITY, OPT_RPCWAIT,
+       OPT_RPCTRIES };
 
 int tun_cmd_tune(int argc, char **argv) {
   static const struct option opts[] = {{"help", no_argument, 0, 'h'},
@@ -44,11 +56,22 @@ int tun_cmd_tune(int argc, char **argv) {
                                        {"threads", required_argument, 0, OPT_THREADS},
                                        {"build-jobs", required_argument, 0, OPT_JOBS},
                                        {"json", no_argument, 0, OPT_JSON},
+                                       {"runner", required_argument, 0, OPT_RUNNER},
+                                       {"tracker", required_argument, 0, OPT_TRACKER},
+                                       {"key", required_argument, 0, OPT_KEY},
+                                       {"parallel", required_argument, 0, OPT_PARALLEL},
+                                       {"secret-file", required_argument, 0, OPT_SECRET},
+                                       {"priority", required_argument, 0, OPT_PRIORITY},
+                                       {"rpc-wait", required_argument, 0, OPT_RPCWAIT},
+                                       {"rpc-tries", required_argument, 0, OPT_RPCTRIES},
                                        {0, 0, 0, 0}};
   tun_tune_opts o;
   tun_tune_opts_default(&o);
   o.trials = -1;
-  const char *target = "llvm";
+  const char *target = NULL;
+  const char *runner = "local";
+  tun_rpc_opts ro;
+  tun_rpc_opts_default(&ro);
   bool json = false;
   int c;
   optind = 1;
@@ -69,6 +92,14 @@ int tun_cmd_tune(int argc, char **argv) {
     case OPT_THREADS: o.measure.num_threads = atoi(optarg); break;
     case OPT_JOBS: o.build_jobs = atoi(optarg); break;
     case OPT_JSON: json = true; break;
+    case OPT_RUNNER: runner = optarg; break;
+    case OPT_TRACKER: ro.tracker = optarg; break;
+    case OPT_KEY: ro.key = optarg; break;
+    case OPT_PARALLEL: ro.parallel = atoi(optarg); break;
+    case OPT_SECRET: ro.secret_file = optarg; break;
+    case OPT_PRIORITY: ro.priority = atoi(optarg); break;
+    case OPT_RPCWAIT: ro.wait_s = atof(optarg); break;
+    case OPT_RPCTRIES: ro.max_tries = atoi(optarg); break;
     default: return 2;
     }
   }
@@ -86,8 +117,29 @@ int tun_cmd_tune(int argc, char **argv) {
             TSRT_MAX_REPEAT);
     return 2;
   }
+  bool rpc = !strcmp(runner, "rpc");
+  if (!rpc && strcmp(runner, "local")) {
+    fprintf(stderr, "tessel tune: --runner local|rpc\n");
+    return 2;
+  }
+  if (rpc && (!ro.tracker || !ro.key || ro.parallel < 1 || ro.parallel > 256 || ro.max_tries < 1)) {
+    fprintf(stderr, "tessel tune: --runner rpc needs --tracker H:P and --key K (--parallel 1..256, "
+                    "--rpc-tries >= 1)\n");
+    return 2;
+  }
   ts_diag d;
   ts_diag_clear(&d);
+  char board_target[200];
+  if (!target && rpc) { /* the board says what it is */
+    char triple[128];
+    if (tun_rpc_board_triple(&ro, triple, sizeof triple, &d)) {
+      fprintf(stderr, "tessel tune: %s\n", d.msg);
+      return 1;
+    }
+    snprintf(board_target, sizeof board_target, "llvm -mtriple=%s", triple);
+    target = board_target;
+  }
+  if (!target) target = "llvm";
   cg_target tg;
   if (cg_target_parse(target, &tg, &d) || cg_llvm_resolve_target(&tg, &d)) {
     fprintf(stderr, "tessel tune: %s\n", d.msg);
@@ -109,8 +161,24 @@ int tun_cmd_tune(int argc, char **argv) {
   double flops = sub.is_workload ? ir_wl_flops(&sub.wl) : 0;
   o.progress = stderr;
   o.progress_tty = isatty(STDERR_FILENO);
+  tun_rpc_runner *rr = NULL;
+  if (rpc) {
+    ro.log = stderr;
+    if (tun_rpc_runner_new(&ro, &rr, &d)) {
+      fprintf(stderr, "tessel tune: %s\n", d.msg);
+      ts_arena_fini(&ar);
+      return 2;
+    }
+    o.rpc = rr;
+  }
   tun_tune_result r;
   ts_status st = tun_tune(sub.func, sub.label, flops, &tg, &o, &r, &d);
+  tun_rpc_stats rs;
+  memset(&rs, 0, sizeof rs);
+  if (rr) {
+    tun_rpc_get_stats(rr, &rs);
+    tun_rpc_runner_free(rr);
+  }
   if (st) fprintf(stderr, "tessel tune: %s\n", d.msg);
   if (json) {
     json_t *j = json_object();
@@ -122,6 +190,17 @@ int tun_cmd_tune(int argc, char **argv) {
     json_object_set_new(j, "best_gflops", json_real(r.best_gflops));
     json_object_set_new(j, "baseline_gflops", json_real(r.baseline_gflops));
     json_object_set_new(j, "log", json_string(o.log_path));
+    json_object_set_new(j, "wall_seconds", json_real(r.wall_seconds));
+    if (rpc) {
+      json_t *jr = json_object();
+      json_object_set_new(jr, "parallel", json_integer(ro.parallel));
+      json_object_set_new(jr, "sessions", json_integer(rs.sessions));
+      json_object_set_new(jr, "measured", json_integer(rs.measured));
+      json_object_set_new(jr, "board_failures", json_integer(rs.board_failures));
+      json_object_set_new(jr, "retries", json_integer(rs.retries));
+      json_object_set_new(jr, "lost", json_integer(rs.lost));
+      json_object_set_new(j, "rpc", jr);
+    }
     char *s = json_dumps(j, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
     if (s) puts(s);
     free(s);
@@ -140,6 +219,9 @@ int tun_cmd_tune(int argc, char **argv) {
       printf("best %.2f GFLOP/s (%.6g ms)\n", r.best_gflops, r.best_seconds * 1e3);
     else
       printf("no valid candidate yet\n");
+    if (rpc)
+      printf("rpc: %d boards at once, %d sessions, %d measured, %d board failures, %d retried, %d lost\n",
+             ro.parallel, rs.sessions, rs.measured, rs.board_failures, rs.retries, rs.lost);
   }
   ts_arena_fini(&ar);
   return st ? 1 : 0;

@@ -28,6 +28,7 @@
 #include "search/search.h"
 #include "tessel_config.h"
 #include "tuner/build.h"
+#include "tuner/rpc_runner.h"
 #include "tuner/tune.h"
 #include "tuner/verify.h"
 
@@ -67,11 +68,12 @@ typedef struct build_slot {
   char error[480];
 } build_slot;
 
-static void build_all(ir_func **funcs, int n, const cg_target *t, const char *dir, int jobs,
-                      build_slot *slots) {
+/* Forks the builders (jobs children, candidate i in child i % jobs, in
+ * order); returns how many were forked (0: fork failed, nothing built). */
+static int build_start(ir_func **funcs, int n, const cg_target *t, const char *dir, int jobs,
+                       build_slot *slots, pid_t *pids) {
   if (jobs < 1) jobs = num_cores();
   if (jobs > n) jobs = n;
-  pid_t pids[256];
   int np = 0;
   fflush(NULL);
   for (int j = 0; j < jobs && j < 256; j++) {
@@ -94,19 +96,40 @@ static void build_all(ir_func **funcs, int n, const cg_target *t, const char *di
     }
     if (p > 0) pids[np++] = p;
   }
-  if (np == 0) { /* fork failed: build here */
-    for (int i = 0; i < n; i++) {
-      if (!funcs[i]) continue;
-      char path[512];
-      snprintf(path, sizeof path, "%s/cand%d.so", dir, i);
-      ts_diag d;
-      ts_diag_clear(&d);
-      double t0 = tsrt_now();
-      if (tun_build_shared(funcs[i], t, path, &d))
-        snprintf(slots[i].error, sizeof slots[i].error, "build: %.400s", d.msg);
-      slots[i].secs = tsrt_now() - t0;
-      slots[i].done = 1;
+  return np;
+}
+
+/* After every builder exited: a candidate never finished gets an error. */
+static void build_mark_lost(ir_func **funcs, int n, build_slot *slots) {
+  for (int i = 0; i < n; i++)
+    if (funcs[i] && !__atomic_load_n(&slots[i].done, __ATOMIC_ACQUIRE)) {
+      snprintf(slots[i].error, sizeof slots[i].error, "build: builder died or timed out after %d s",
+               BUILD_TIMEOUT_S);
+      __atomic_store_n(&slots[i].done, 1, __ATOMIC_RELEASE);
     }
+}
+
+static void build_here(ir_func **funcs, int n, const cg_target *t, const char *dir, build_slot *slots) {
+  for (int i = 0; i < n; i++) {
+    if (!funcs[i]) continue;
+    char path[512];
+    snprintf(path, sizeof path, "%s/cand%d.so", dir, i);
+    ts_diag d;
+    ts_diag_clear(&d);
+    double t0 = tsrt_now();
+    if (tun_build_shared(funcs[i], t, path, &d))
+      snprintf(slots[i].error, sizeof slots[i].error, "build: %.400s", d.msg);
+    slots[i].secs = tsrt_now() - t0;
+    slots[i].done = 1;
+  }
+}
+
+static void build_all(ir_func **funcs, int n, const cg_target *t, const char *dir, int jobs,
+                      build_slot *slots) {
+  pid_t pids[256];
+  int np = build_start(funcs, n, t, dir, jobs, slots, pids);
+  if (np == 0) { /* fork failed: build here */
+    build_here(funcs, n, t, dir, slots);
     return;
   }
   for (int k = 0; k < np; k++) {
@@ -114,10 +137,7 @@ static void build_all(ir_func **funcs, int n, const cg_target *t, const char *di
     while (waitpid(pids[k], &ws, 0) < 0) {
     }
   }
-  for (int i = 0; i < n; i++)
-    if (funcs[i] && !slots[i].done)
-      snprintf(slots[i].error, sizeof slots[i].error, "build: builder died or timed out after %d s",
-               BUILD_TIMEOUT_S);
+  build_mark_lost(funcs, n, slots);
 }
 
 /* ---- records ----------------------------------------------------------------------- */
@@ -146,26 +166,24 @@ static sch_traced *replay_json(const char *json, const ir_func *f, sch_trace **t
   return ts;
 }
 
-static double measure_one(const char *path, const tsrt_measure_opts *mo, const ir_func *f,
-                          tun_record *rec, char *errbuf, size_t errn) {
-  tsrt_measure_result res;
-  tsrt_measure_opts m = *mo;
-  m.want_outputs = true;
-  tsrt_measure_forked(path, &m, &res);
+/* Judges a measurement (local or from a board): a kernel error, wrong
+ * output, or the median with rec's runs filled and verified set. */
+static double judge_result(tsrt_measure_result *res, uint64_t seed, const ir_func *f, tun_record *rec,
+                           char *errbuf, size_t errn) {
   double med = 0;
   errbuf[0] = 0;
-  if (res.status != TSRT_OK) {
-    snprintf(errbuf, errn, "run: %s: %s", tsrt_status_name(res.status), res.error);
+  if (res->status != TSRT_OK) {
+    snprintf(errbuf, errn, "run: %s: %s", tsrt_status_name(res->status), res->error);
   } else {
-    med = tsrt_result_median(&res);
+    med = tsrt_result_median(res);
     if (rec) {
-      rec->nruns = res.repeat < TUN_MAX_RUNS ? res.repeat : TUN_MAX_RUNS;
-      for (int i = 0; i < rec->nruns; i++) rec->run_secs[i] = res.secs[i];
+      rec->nruns = res->repeat < TUN_MAX_RUNS ? res->repeat : TUN_MAX_RUNS;
+      for (int i = 0; i < rec->nruns; i++) rec->run_secs[i] = res->secs[i];
     }
     tun_verify_result vr;
     ts_diag d;
     ts_diag_clear(&d);
-    ts_status vs = tun_verify(f, m.seed, res.outputs, res.outputs_bytes, &vr, &d);
+    ts_status vs = tun_verify(f, seed, res->outputs, res->outputs_bytes, &vr, &d);
     if (vs)
       snprintf(errbuf, errn, "verify: %.500s", d.msg);
     else if (!vr.matched)
@@ -173,8 +191,45 @@ static double measure_one(const char *path, const tsrt_measure_opts *mo, const i
     else if (rec)
       rec->verified = true;
   }
-  tsrt_result_fini(&res);
   return errbuf[0] ? 0 : med;
+}
+
+static double measure_one(const char *path, const tsrt_measure_opts *mo, const ir_func *f,
+                          tun_record *rec, char *errbuf, size_t errn) {
+  tsrt_measure_result res;
+  tsrt_measure_opts m = *mo;
+  m.want_outputs = true;
+  tsrt_measure_forked(path, &m, &res);
+  double med = judge_result(&res, m.seed, f, rec, errbuf, errn);
+  tsrt_result_fini(&res);
+  return med;
+}
+
+/* Measures one artifact on a board, waiting for it (the baseline). */
+static double measure_rpc_sync(tun_rpc_runner *rr, const char *path, const tsrt_measure_opts *mo,
+                               const ir_func *f, char *errbuf, size_t errn) {
+  tsrt_measure_opts m = *mo;
+  m.want_outputs = true;
+  ts_diag d;
+  ts_diag_clear(&d);
+  errbuf[0] = 0;
+  if (tun_rpc_submit(rr, -1, path, &m, &d)) {
+    snprintf(errbuf, errn, "%.500s", d.msg);
+    return 0;
+  }
+  tun_rpc_done dn;
+  ts_status st = tun_rpc_next(rr, -1, &dn, &d);
+  if (st) {
+    snprintf(errbuf, errn, "%.500s", d.msg);
+    return 0;
+  }
+  double med = 0;
+  if (dn.lost)
+    snprintf(errbuf, errn, "lost: %.500s", dn.error);
+  else
+    med = judge_result(&dn.res, m.seed, f, NULL, errbuf, errn);
+  tsrt_result_fini(&dn.res);
+  return med;
 }
 
 /* ---- progress ------------------------------------------------------------------------ */
@@ -202,6 +257,174 @@ static void progress(const tun_tune_opts *o, int done, int total, double best_s,
             run_done > 0 ? e2 : "?");
   }
   fflush(out);
+}
+
+/* ---- one batch ---------------------------------------------------------------------- */
+typedef struct batch_ctx {
+  const ir_func *f;
+  const char *definition;
+  const char *key, *target;
+  const cg_target *t;
+  const tun_tune_opts *o;
+  tun_db *db;
+  srch_evo *evo;
+  srch_candidate *cands;
+  ir_func **funcs;
+  sch_traced **tss;
+  char **errs;
+  cm_features *fe;
+  cm_sample *smp;
+  build_slot *slots;
+  uint64_t group;
+  int nsmp;
+  int *have, *run_done;
+  double *best_s;
+  tun_tune_result *res;
+  double flops, t0, run_t0;
+} batch_ctx;
+
+/* Appends candidate i's record (rec holds its runs and verified flag when
+ * measured; err its error or ""), tells the search, keeps a model sample. */
+static ts_status log_candidate(batch_ctx *c, int i, tun_record *rec, const char *err, ts_diag *d) {
+  rec->schema = TUN_LOG_SCHEMA;
+  memcpy(rec->workload_key, c->key, 17);
+  rec->workload = (char *)c->definition;
+  rec->target = (char *)c->target;
+  char *tj = sch_trace_to_json(c->cands[i].trace);
+  rec->trace = tj;
+  rec->build_secs = c->slots[i].secs;
+  rec->time = (double)time(NULL);
+  rec->version = (char *)TESSEL_VERSION;
+  rec->trace_hash = c->cands[i].hash;
+  rec->error = err && err[0] ? (char *)err : NULL;
+  if (rec->error) rec->verified = false;
+  ts_diag ad;
+  ts_diag_clear(&ad);
+  ts_status as = tun_db_append(c->db, rec, &ad);
+  double mean = rec->error ? 1e10 : tun_record_mean(rec);
+  srch_evo_notify(c->evo, c->cands[i].trace, c->cands[i].hash, mean, NULL);
+  if (c->tss[i] && !is_build_error(rec->error) && !c->errs[i] &&
+      cm_extract(c->funcs[i], c->t, &c->fe[c->nsmp], NULL) == TS_OK) {
+    c->smp[c->nsmp].group = c->group;
+    c->smp[c->nsmp].feat = &c->fe[c->nsmp];
+    c->smp[c->nsmp].cost = rec->error ? 1e10 : tun_record_median(rec);
+    c->nsmp++;
+  }
+  ts_free(tj);
+  if (as) return ts_diag_set(d, as, "tune: appending to %s: %s", c->o->log_path, ad.msg);
+  (*c->have)++;
+  (*c->run_done)++;
+  c->res->new_trials++;
+  if (!rec->error && (*c->best_s <= 0 || mean < *c->best_s)) *c->best_s = mean;
+  if (c->o->progress_tty)
+    progress(c->o, *c->have, c->o->trials, *c->best_s, c->flops, c->t0, c->run_t0, *c->run_done, false);
+  return TS_OK;
+}
+
+/* The RPC runner's batch: builders run (forked, on the host, for the board's
+ * triple) while the boards measure: a candidate is submitted as soon as its
+ * build is done, and results are logged as they come back (any order). A
+ * candidate lost to board failures (every try's board died) is not logged. */
+static ts_status rpc_batch(batch_ctx *c, int nc, const char *dir, ts_diag *d) {
+  const tun_tune_opts *o = c->o;
+  pid_t pids[256];
+  int np = build_start(c->funcs, nc, c->t, dir, o->build_jobs, c->slots, pids);
+  if (np == 0) build_here(c->funcs, nc, c->t, dir, c->slots);
+  char *handled = ts_calloc((size_t)nc, 1);
+  if (!handled) return ts_diag_set(d, TS_ENOMEM, "tune: out of memory");
+  int left = nc, alive = np, lost = 0;
+  ts_status st = TS_OK;
+  tsrt_measure_opts m = o->measure;
+  m.want_outputs = true;
+  while (left > 0 && !st) {
+    /* reap builders; once all are gone, unfinished builds are errors */
+    for (int k = 0; k < np; k++) {
+      int ws;
+      if (pids[k] > 0 && waitpid(pids[k], &ws, WNOHANG) == pids[k]) {
+        pids[k] = 0;
+        alive--;
+      }
+    }
+    if (alive == 0) build_mark_lost(c->funcs, nc, c->slots);
+    for (int i = 0; i < nc && !st; i++) {
+      if (handled[i]) continue;
+      char path[512];
+      snprintf(path, sizeof path, "%s/cand%d.so", dir, i);
+      if (c->errs[i] || (__atomic_load_n(&c->slots[i].done, __ATOMIC_ACQUIRE) && c->slots[i].error[0])) {
+        tun_record rec;
+        memset(&rec, 0, sizeof rec);
+        handled[i] = 2;
+        left--;
+        unlink(path);
+        st = log_candidate(c, i, &rec, c->errs[i] ? c->errs[i] : c->slots[i].error, d);
+      } else if (__atomic_load_n(&c->slots[i].done, __ATOMIC_ACQUIRE)) {
+        handled[i] = 1;
+        ts_diag sd;
+        ts_diag_clear(&sd);
+        if (tun_rpc_submit(o->rpc, i, path, &m, &sd)) {
+          tun_record rec;
+          memset(&rec, 0, sizeof rec);
+          handled[i] = 2;
+          left--;
+          char err[600];
+          snprintf(err, sizeof err, "build: %.500s", sd.msg);
+          st = log_candidate(c, i, &rec, err, d);
+        }
+        unlink(path);
+      }
+    }
+    if (st) break;
+    tun_rpc_done dn;
+    ts_diag nd;
+    ts_diag_clear(&nd);
+    ts_status ns = tun_rpc_next(o->rpc, alive > 0 ? 0.02 : 0.5, &dn, &nd);
+    if (ns == TS_ETIMEOUT || ns == TS_ENOTFOUND) {
+      if (ns == TS_ENOTFOUND && alive > 0) usleep(20000);
+      continue;
+    }
+    if (ns) {
+      st = ts_diag_set(d, ns, "tune: %s", nd.msg);
+      break;
+    }
+    if (dn.tag < 0 || dn.tag >= nc || handled[dn.tag] != 1) { /* not ours: cannot happen */
+      tsrt_result_fini(&dn.res);
+      continue;
+    }
+    handled[dn.tag] = 2;
+    left--;
+    if (dn.lost) {
+      lost++;
+      if (o->progress)
+        fprintf(o->progress, "%stune: candidate lost to board failures, not logged: %s\n",
+                o->progress_tty ? "\n" : "", dn.error);
+      continue;
+    }
+    tun_record rec;
+    memset(&rec, 0, sizeof rec);
+    char err[600];
+    judge_result(&dn.res, m.seed, c->f, &rec, err, sizeof err);
+    tsrt_result_fini(&dn.res);
+    st = log_candidate(c, dn.tag, &rec, err, d);
+  }
+  /* on an error: leave nothing running */
+  for (int k = 0; k < np; k++)
+    if (pids[k] > 0) {
+      kill(pids[k], SIGKILL);
+      waitpid(pids[k], NULL, 0);
+    }
+  while (st && tun_rpc_outstanding(o->rpc) > 0) {
+    tun_rpc_done dn;
+    if (tun_rpc_next(o->rpc, 1, &dn, NULL) != TS_OK) break;
+    tsrt_result_fini(&dn.res);
+  }
+  for (int i = 0; i < nc; i++) {
+    char path[512];
+    snprintf(path, sizeof path, "%s/cand%d.so", dir, i);
+    unlink(path);
+  }
+  ts_free(handled);
+  (void)lost;
+  return st;
 }
 
 /* ---- the loop ---------------------------------------------------------------------------- */
@@ -302,7 +525,8 @@ ts_status tun_tune(const ir_func *f, const char *definition, double flops, const
       char path[512], err[600];
       snprintf(path, sizeof path, "%s/baseline.so", dir);
       if (tun_build_shared(sch_traced_func(ts), t, path, &bd) == TS_OK) {
-        double s = measure_one(path, &o->measure, f, NULL, err, sizeof err);
+        double s = o->rpc ? measure_rpc_sync(o->rpc, path, &o->measure, f, err, sizeof err)
+                          : measure_one(path, &o->measure, f, NULL, err, sizeof err);
         if (s > 0) {
           res->baseline_seconds = s;
           res->baseline_gflops = flops > 0 ? flops / s * 1e-9 : 0;
@@ -356,56 +580,29 @@ ts_status tun_tune(const ir_func *f, const char *definition, double flops, const
         }
       }
       memset(slots, 0, (size_t)batch * sizeof(build_slot));
-      build_all(funcs, nc, t, dir, o->build_jobs, slots);
-      int nsmp = 0;
-      for (int i = 0; i < nc; i++) {
-        tun_record rec;
-        memset(&rec, 0, sizeof rec);
-        rec.schema = TUN_LOG_SCHEMA;
-        memcpy(rec.workload_key, key, 17);
-        rec.workload = (char *)definition;
-        rec.target = (char *)target;
-        char *tj = sch_trace_to_json(cands[i].trace);
-        rec.trace = tj;
-        rec.build_secs = slots[i].secs;
-        rec.time = (double)time(NULL);
-        rec.version = (char *)TESSEL_VERSION;
-        rec.trace_hash = cands[i].hash;
-        char err[600] = "";
-        char path[512];
-        snprintf(path, sizeof path, "%s/cand%d.so", dir, i);
-        if (errs[i])
-          snprintf(err, sizeof err, "%s", errs[i]);
-        else if (slots[i].error[0])
-          snprintf(err, sizeof err, "%s", slots[i].error);
-        else
-          measure_one(path, &o->measure, f, &rec, err, sizeof err);
-        unlink(path);
-        rec.error = err[0] ? err : NULL;
-        if (rec.error) rec.verified = false;
-        ts_diag ad;
-        ts_diag_clear(&ad);
-        ts_status as = tun_db_append(db, &rec, &ad);
-        double mean = rec.error ? 1e10 : tun_record_mean(&rec);
-        srch_evo_notify(evo, cands[i].trace, cands[i].hash, mean, NULL);
-        if (tss[i] && !is_build_error(rec.error) && !errs[i] &&
-            cm_extract(funcs[i], t, &fe[nsmp], NULL) == TS_OK) {
-          smp[nsmp].group = group;
-          smp[nsmp].feat = &fe[nsmp];
-          smp[nsmp].cost = rec.error ? 1e10 : tun_record_median(&rec);
-          nsmp++;
+      batch_ctx bc = {f, definition, key, target, t, o, db, evo, cands, funcs, tss, errs, fe, smp,
+                      slots, group, 0, &have, &run_done, &best_s, res, flops, t0, run_t0};
+      if (!o->rpc) {
+        build_all(funcs, nc, t, dir, o->build_jobs, slots);
+        for (int i = 0; i < nc && !st; i++) {
+          char err[600] = "";
+          char path[512];
+          snprintf(path, sizeof path, "%s/cand%d.so", dir, i);
+          tun_record rec;
+          memset(&rec, 0, sizeof rec);
+          if (errs[i])
+            snprintf(err, sizeof err, "%s", errs[i]);
+          else if (slots[i].error[0])
+            snprintf(err, sizeof err, "%s", slots[i].error);
+          else
+            measure_one(path, &o->measure, f, &rec, err, sizeof err);
+          unlink(path);
+          st = log_candidate(&bc, i, &rec, err, d);
         }
-        ts_free(tj);
-        if (as) {
-          st = ts_diag_set(d, as, "tune: appending to %s: %s", o->log_path, ad.msg);
-          break;
-        }
-        have++;
-        run_done++;
-        res->new_trials++;
-        if (!rec.error && (best_s <= 0 || mean < best_s)) best_s = mean;
-        if (o->progress_tty) progress(o, have, o->trials, best_s, flops, t0, run_t0, run_done, false);
+      } else {
+        st = rpc_batch(&bc, nc, dir, d);
       }
+      int nsmp = bc.nsmp;
       if (!st && nsmp) {
         ts_diag ud;
         ts_diag_clear(&ud);

@@ -21,6 +21,10 @@ typedef struct tun_tune_opts {
   bool progress_tty;       /* one live progress line (else plain lines) */
   FILE *progress;          /* stderr */
   int population;          /* evolutionary search population (0: 512) */
+  /* NULL: measure here (forked child). Else measure on remote boards through
+   * this runner (tuner/rpc_runner.h): t is the board's target, builds run on
+   * the host while the boards measure, results are logged as they arrive. */
+  struct tun_rpc_runner *rpc;
 } tun_tune_opts;
 void tun_tune_opts_default(tun_tune_opts *o);
 
