@@ -58,7 +58,7 @@ double tsrt_now(void) {
   return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-static void pin_to(int slot) {
+void tsrt_pin_current_thread(int slot) {
   cpu_set_t allowed;
   if (sched_getaffinity(0, sizeof allowed, &allowed) != 0) return;
   int ncpu = CPU_COUNT(&allowed);
@@ -90,7 +90,7 @@ static void run_tasks(int tid) {
 
 static void *worker(void *arg) {
   int tid = (int)(intptr_t)arg;
-  pin_to(tid);
+  tsrt_pin_current_thread(tid);
   in_task = 1;
   uint32_t seen = 0; /* the generation the pool was created with */
   for (;;) {
