@@ -213,8 +213,12 @@ static bool ensure_session(worker *w) {
       continue;
     }
     pthread_mutex_lock(&r->mu);
-    bool bad = is_bad(r, g.address);
+    bool bad = is_bad(r, g.address), stop = r->stop;
     pthread_mutex_unlock(&r->mu);
+    if (stop) {
+      trk_release(w->conn, &g, err, sizeof err);
+      return false;
+    }
     if (bad) { /* granted a board that just failed: give it back, wait for eviction */
       trk_release(w->conn, &g, err, sizeof err);
       nap_ms(500);
@@ -285,6 +289,9 @@ static void *worker_main(void *arg) {
       if (__atomic_load_n(&w->pipe_gone, __ATOMIC_ACQUIRE)) {
         say(r, "worker %d: idle board %s went away", w->idx, w->grant.address);
         drop_session(w, true);
+        pthread_mutex_lock(&r->mu);
+        r->st.board_failures++;
+        pthread_mutex_unlock(&r->mu);
       }
       continue;
     }
