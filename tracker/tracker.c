@@ -555,7 +555,9 @@ static void handle(trk_tracker *t, nng_msg *msg) {
     rpc_msg_fini(&m);
     return;
   }
-  if (!pipe_alive(t, r.pipe)) { /* closed already: state for it would leak */
+  if ((m.type == RPC_T_REGISTER || m.type == RPC_T_REQUEST) && !pipe_alive(t, r.pipe)) {
+    /* closed already: state made for it would never be cleaned up */
+    if (getenv("TRK_DEBUG")) fprintf(stderr, "tracker: pipe %u not alive\n", r.pipe);
     rpc_msg_fini(&m);
     return;
   }
