@@ -15,6 +15,8 @@ int tun_cmd_build(int argc, char **argv);     /* cmd_build.c */
 int tun_cmd_bench(int argc, char **argv);
 int tun_cmd_costmodel(int argc, char **argv); /* cmd_costmodel.c */
 int tun_cmd_tune(int argc, char **argv);     /* cmd_tune.c */
+int tun_cmd_tracker(int argc, char **argv);  /* cmd_tracker.c */
+int tun_cmd_query(int argc, char **argv);
 int tun_cmd_log(int argc, char **argv);      /* cmd_log.c */
 int tun_cmd_plot(int argc, char **argv);
 int tun_cmd_sketches(int argc, char **argv); /* cmd_search.c */
