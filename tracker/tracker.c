@@ -557,7 +557,6 @@ static void handle(trk_tracker *t, nng_msg *msg) {
   }
   if ((m.type == RPC_T_REGISTER || m.type == RPC_T_REQUEST) && !pipe_alive(t, r.pipe)) {
     /* closed already: state made for it would never be cleaned up */
-    if (getenv("TRK_DEBUG")) fprintf(stderr, "tracker: pipe %u not alive\n", r.pipe);
     rpc_msg_fini(&m);
     return;
   }
