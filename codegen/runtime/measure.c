@@ -299,7 +299,7 @@ void tsrt_measure_forked(const char *path, const tsrt_measure_opts *o, tsrt_meas
       snprintf(buf, sizeof buf, "%d", o->num_threads);
       setenv("TESSEL_NUM_THREADS", buf, 1);
     }
-    tsrt_pin_current_thread(0); /* the pool's task 0 runs here */
+    setenv("TESSEL_PIN_CALLER", "1", 1); /* the pool pins task 0 (this thread) */
     tsrt_measure_result r;
     tsrt_module m;
     memset(&r, 0, sizeof r);

@@ -66,9 +66,10 @@ typedef int32_t (*tsrt_task_fn)(int32_t task_id, int32_t num_tasks, void *closur
  * cores), pinned one per core; idle workers spin briefly, then sleep. */
 int32_t tsrt_parallel_launch(tsrt_task_fn fn, void *closure, int32_t num_tasks);
 int tsrt_num_threads(void);
-/* Pins the calling thread to the slot-th CPU of its allowed set (the pool's
- * task 0 runs on the caller: measuring processes pin it to slot 0 so it does
- * not share a core with worker 1). */
+/* Pins the calling thread to the slot-th CPU of the process's CPU set (as
+ * captured when the pool started). The pool pins its workers to slots
+ * 1..n-1; with TESSEL_PIN_CALLER=1 (set in measuring children) it also pins
+ * the launching thread, which runs task 0, to slot 0. */
 void tsrt_pin_current_thread(int slot);
 /* Stops the pool's threads (tests; also safe to never call). */
 void tsrt_pool_shutdown(void);

@@ -58,14 +58,17 @@ double tsrt_now(void) {
   return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-void tsrt_pin_current_thread(int slot) {
-  cpu_set_t allowed;
-  if (sched_getaffinity(0, sizeof allowed, &allowed) != 0) return;
-  int ncpu = CPU_COUNT(&allowed);
+/* The CPUs the process may use, captured when the pool starts (before any
+ * thread is pinned: a pinned thread's children inherit its one-CPU mask). */
+static cpu_set_t pool_cpus;
+static bool pool_cpus_valid;
+
+static void pin_in(const cpu_set_t *allowed, int slot) {
+  int ncpu = CPU_COUNT(allowed);
   if (ncpu <= 1) return;
   int want = slot % ncpu, seen = 0;
   for (int c = 0; c < CPU_SETSIZE; c++) {
-    if (!CPU_ISSET(c, &allowed)) continue;
+    if (!CPU_ISSET(c, allowed)) continue;
     if (seen++ == want) {
       cpu_set_t one;
       CPU_ZERO(&one);
@@ -74,6 +77,13 @@ void tsrt_pin_current_thread(int slot) {
       return;
     }
   }
+}
+
+void tsrt_pin_current_thread(int slot) {
+  cpu_set_t allowed;
+  if (pool_cpus_valid) allowed = pool_cpus;
+  else if (sched_getaffinity(0, sizeof allowed, &allowed) != 0) return;
+  pin_in(&allowed, slot);
 }
 
 static void run_tasks(int tid) {
@@ -136,6 +146,7 @@ static void pool_start(void) {
     atfork_registered = true;
   }
   int n = pool_size_from_env();
+  pool_cpus_valid = sched_getaffinity(0, sizeof pool_cpus, &pool_cpus) == 0;
   atomic_store(&pool.gen, 0);
   pool.n = 1;
   pool.threads = n > 1 ? calloc((size_t)n, sizeof(pthread_t)) : NULL;
@@ -143,6 +154,10 @@ static void pool_start(void) {
     if (pthread_create(&pool.threads[i], NULL, worker, (void *)(intptr_t)i) != 0) break;
     pool.n = i + 1;
   }
+  /* a measuring process pins task 0 (this thread) too, after the workers
+   * captured the full CPU set */
+  const char *pc = getenv("TESSEL_PIN_CALLER");
+  if (pc && *pc == '1' && pool.n > 1) tsrt_pin_current_thread(0);
   pool_started = true;
 }
 

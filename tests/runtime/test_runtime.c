@@ -5,7 +5,10 @@
  * kernel's outputs are correct, a crashing kernel and a hanging kernel are
  * each reported as errors while the caller carries on. argv[1..3]: the ok,
  * crash and hang artifacts. */
+#define _GNU_SOURCE
 #include <check.h>
+#include <sched.h>
+#include <unistd.h>
 #include <math.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -136,6 +139,37 @@ START_TEST(test_measure_crash_and_hang) {
 }
 END_TEST
 
+
+static int cpu_of_task[2];
+
+static int32_t where_task(int32_t t, int32_t n, void *p) {
+  (void)n;
+  (void)p;
+  /* stay busy long enough that both tasks run at once */
+  volatile double x = 0;
+  for (int i = 0; i < 2000000; i++) x += i;
+  cpu_of_task[t] = sched_getcpu();
+  return 0;
+}
+
+/* With two CPUs, a pinned pool runs task 0 (the caller, pinned by
+ * TESSEL_PIN_CALLER as in measuring children) and task 1 (worker 1) on
+ * different CPUs: a caller pinned before the workers start must not drag
+ * them onto its one CPU. */
+START_TEST(test_pool_pinning) {
+  if (sysconf(_SC_NPROCESSORS_ONLN) < 2) return;
+  tsrt_pool_shutdown();
+  setenv("TESSEL_NUM_THREADS", "2", 1);
+  setenv("TESSEL_PIN_CALLER", "1", 1);
+  for (int rep = 0; rep < 5; rep++) {
+    ck_assert_int_eq(tsrt_parallel_launch(where_task, NULL, 2), 0);
+    ck_assert_int_ne(cpu_of_task[0], cpu_of_task[1]);
+  }
+  tsrt_pool_shutdown();
+  unsetenv("TESSEL_PIN_CALLER");
+}
+END_TEST
+
 int main(int argc, char **argv) {
   if (argc < 4) return 2;
   ok_so = argv[1];
@@ -145,6 +179,7 @@ int main(int argc, char **argv) {
   TCase *tc = tcase_create("runtime");
   tcase_set_timeout(tc, 120);
   tcase_add_test(tc, test_pool);
+  tcase_add_test(tc, test_pool_pinning);
   tcase_add_test(tc, test_fill_random);
   tcase_add_test(tc, test_load_errors);
   tcase_add_test(tc, test_measure_ok);
