@@ -10,7 +10,7 @@
  * Prints one line: "<GFLOP/s> <median seconds>", FLOPs counted like tessel's
  * workloads (multiply-add = 2; softmax 5 per element). Timing: warm-up, then
  * the median of 7 repeats of at least 100 ms. Threads: openblas_set_num_threads
- * and OMP_NUM_THREADS (set before oneDNN starts). Never part of the tests. */
+ * and omp_set_num_threads (oneDNN's OpenMP runtime). Never part of the tests. */
 #include <cblas.h>
 #include <oneapi/dnnl/dnnl.h>
 #include <stdio.h>
@@ -18,6 +18,9 @@
 #include <string.h>
 
 #include "runtime.h"
+
+/* libgomp reads OMP_NUM_THREADS before main: set the count through its API. */
+void omp_set_num_threads(int n);
 
 typedef void (*run_fn)(void *ctx);
 
@@ -108,7 +111,7 @@ int main(int argc, char **argv) {
   if (!strcmp(argv[1], "conv") && argc == 12) {
     int n = atoi(argv[2]), ch = atoi(argv[3]), h = atoi(argv[4]), w = atoi(argv[5]), k = atoi(argv[6]);
     int r = atoi(argv[7]), s = atoi(argv[8]), stride = atoi(argv[9]), pad = atoi(argv[10]);
-    setenv("OMP_NUM_THREADS", argv[11], 1);
+    omp_set_num_threads(atoi(argv[11]));
     int p = (h + 2 * pad - r) / stride + 1, q = (w + 2 * pad - s) / stride + 1;
     dnnl_engine_t eng;
     dnnl_stream_t stream;
@@ -137,7 +140,7 @@ int main(int argc, char **argv) {
   }
   if (!strcmp(argv[1], "softmax") && argc == 5) {
     int m = atoi(argv[2]), nn = atoi(argv[3]);
-    setenv("OMP_NUM_THREADS", argv[4], 1);
+    omp_set_num_threads(atoi(argv[4]));
     dnnl_engine_t eng;
     dnnl_stream_t stream;
     CHECK(dnnl_engine_create(&eng, dnnl_cpu, 0));
