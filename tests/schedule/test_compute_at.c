@@ -60,13 +60,7 @@ static void assert_lacks(sch_state *s, const char *needle) {
   ts_free(t);
 }
 
-#define REFUSED(s, call, ...)                              \
-  do {                                                     \
-    const ir_stmt *before_ = sch_func(s)->body;            \
-    ts_diag_clear(&D);                                     \
-    tu_refused((call), &D, __VA_ARGS__, NULL);             \
-    ck_assert_ptr_eq(sch_func(s)->body, before_);          \
-  } while (0)
+#define REFUSED(s, call, ...) TU_REFUSED(&D, s, call, __VA_ARGS__)
 
 #define OK(call)         \
   do {                   \
@@ -76,16 +70,7 @@ static void assert_lacks(sch_state *s, const char *needle) {
 
 static void equiv(sch_state *s, const ir_func *orig) { tu_assert_equivalent(orig, sch_func(s)); }
 
-static sch_state *sched_text(const char *src, ir_func **orig) {
-  ir_func *f = NULL;
-  ts_status st = ir_parse_func(&A, src, strlen(src), "test", &f, &D);
-  ck_assert_msg(st == TS_OK, "parse: %s", D.msg);
-  sch_state *s = sch_create(f, 1, &D);
-  ck_assert_msg(s != NULL, "sch_create: %s", D.msg);
-  sch_set_debug_verify(s, true);
-  *orig = f;
-  return s;
-}
+static sch_state *sched_text(const char *src, ir_func **orig) { return tu_schedule_text(&A, src, orig); }
 
 static void split2(sch_state *s, sch_loop l, int64_t outer, int64_t inner, sch_loop *out) {
   int64_t f[2] = {outer, inner};

@@ -77,13 +77,7 @@ static void assert_has(sch_state *s, const char *needle) {
 }
 
 /* A refusal leaves the function untouched: same body pointer. */
-#define REFUSED(s, call, ...)                              \
-  do {                                                     \
-    const ir_stmt *before_ = sch_func(s)->body;            \
-    ts_diag_clear(&D);                                     \
-    tu_refused((call), &D, __VA_ARGS__, NULL);             \
-    ck_assert_ptr_eq(sch_func(s)->body, before_);          \
-  } while (0)
+#define REFUSED(s, call, ...) TU_REFUSED(&D, s, call, __VA_ARGS__)
 
 #define OK(call)         \
   do {                   \
@@ -94,16 +88,7 @@ static void assert_has(sch_state *s, const char *needle) {
 static void equiv(sch_state *s, const ir_func *orig) { tu_assert_equivalent(orig, sch_func(s)); }
 
 /* Opens a schedule (checker on) over a function given as text. */
-static sch_state *sched_text(const char *src, ir_func **orig) {
-  ir_func *f = NULL;
-  ts_status st = ir_parse_func(&A, src, strlen(src), "test", &f, &D);
-  ck_assert_msg(st == TS_OK, "parse: %s", D.msg);
-  sch_state *s = sch_create(f, 1, &D);
-  ck_assert_msg(s != NULL, "sch_create: %s", D.msg);
-  sch_set_debug_verify(s, true);
-  *orig = f;
-  return s;
-}
+static sch_state *sched_text(const char *src, ir_func **orig) { return tu_schedule_text(&A, src, orig); }
 
 /* Symbolic matmul: sizes M, K, N stay symbols until bind_syms. */
 static const char *SYM_MATMUL = "kernel mm(A: f32[M, K], B: f32[K, N]) -> C: f32[M, N] {\n"

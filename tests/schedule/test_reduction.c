@@ -78,24 +78,9 @@ static void assert_children(sch_state *s, const char *want) {
   ck_assert_msg(!strcmp(got, want), "root's blocks: '%s', want '%s'", got, want);
 }
 
-static sch_state *from_text(ts_arena *a, const char *text, ir_func **orig) {
-  ir_func *f = NULL;
-  ts_status st = ir_parse_func(a, text, strlen(text), "test.tsl", &f, &D);
-  ck_assert_msg(st == TS_OK, "parse: %s", D.msg);
-  sch_state *s = sch_create(f, 1, &D);
-  ck_assert_msg(s != NULL, "sch_create: %s", D.msg);
-  sch_set_debug_verify(s, true);
-  *orig = f;
-  return s;
-}
+static sch_state *from_text(ts_arena *a, const char *text, ir_func **orig) { return tu_schedule_text(a, text, orig); }
 
-#define REFUSED(s, call, ...)                     \
-  do {                                            \
-    ir_stmt *before_ = sch_func(s)->body;         \
-    ts_diag_clear(&D);                            \
-    tu_refused((call), &D, __VA_ARGS__, NULL);    \
-    ck_assert_ptr_eq(sch_func(s)->body, before_); \
-  } while (0)
+#define REFUSED(s, call, ...) TU_REFUSED(&D, s, call, __VA_ARGS__)
 
 /* The update block after decomposition: no init, reads what it writes. */
 static void assert_update(sch_state *s, const char *name, const char *out) {

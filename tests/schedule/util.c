@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "ir/interp.h"
+#include "ir/parse.h"
 #include "ir/print.h"
 #include "ir/workloads/workloads.h"
 
@@ -106,4 +107,17 @@ int tu_loops(sch_state *s, const char *block, sch_loop *out, int max) {
   ck_assert_int_le(n, max);
   memcpy(out, l, sizeof *l * (size_t)n);
   return n;
+}
+
+sch_state *tu_schedule_text(ts_arena *a, const char *text, ir_func **orig) {
+  ts_diag d;
+  ts_diag_clear(&d);
+  ir_func *f = NULL;
+  ts_status st = ir_parse_func(a, text, strlen(text), "test.tsl", &f, &d);
+  ck_assert_msg(st == TS_OK, "parse: %s", d.msg);
+  sch_state *s = sch_create(f, 1, &d);
+  ck_assert_msg(s != NULL, "sch_create: %s", d.msg);
+  sch_set_debug_verify(s, true);
+  *orig = f;
+  return s;
 }

@@ -24,6 +24,18 @@ void tu_ok(ts_status st, const ts_diag *d);
 /* Fails unless st is TS_ESCHEDULE and the message contains every given
  * substring (NULL-terminated list). */
 void tu_refused(ts_status st, const ts_diag *d, ...);
+/* Opens a schedule (debug verification on) over a function written in the
+ * script form (docs/SCRIPT.md); *orig gets the parsed function (in a). */
+sch_state *tu_schedule_text(ts_arena *a, const char *text, ir_func **orig);
+/* A refused call leaves the function body untouched: checks the refusal
+ * (with the given message substrings) and that the body pointer is the same. */
+#define TU_REFUSED(d, s, call, ...)                     \
+  do {                                                  \
+    const ir_stmt *tu_before_ = sch_func(s)->body;      \
+    ts_diag_clear(d);                                   \
+    tu_refused((call), (d), __VA_ARGS__, NULL);         \
+    ck_assert_ptr_eq(sch_func(s)->body, tu_before_);    \
+  } while (0)
 /* The loop handles of a block, by name (fails the test if absent). */
 int tu_loops(sch_state *s, const char *block, sch_loop *out, int max);
 
