@@ -1,0 +1,199 @@
+/* graph.h — tessel's graph IR: a dataflow of operator calls over typed tensor
+ * values, living in the same ir_module as the loop functions (one artifact,
+ * all levels). A model imported from ONNX starts as a graph of ONNX-level ops
+ * (TG_OP_*); legalisation turns every op into a TG_OP_CALL of a PrimFunc in
+ * the module, fusion merges groups of calls into one PrimFunc each, and what
+ * is left is what the graph executor runs.
+ *
+ * Ownership: the graph's nodes, values, attributes and constant data live in
+ * the owning module's arena (m->arena); the node and value tables are heap
+ * arrays the graph owns (freed by tg_graph_free, which ir_module_free calls
+ * through the module entry). Unlike loop IR, a graph is mutable: passes edit
+ * it in place (replace a node's op, rewire inputs, mark nodes dead) and
+ * tg_graph_compact drops the dead nodes and unreferenced values.
+ *
+ * Values: every tensor in the graph is a value with an id (its index in
+ * g->values), a unique name, an element dtype (scalar: lanes 1) and a shape.
+ * A dimension is either a constant (sym == NULL, value >= 0) or a symbolic
+ * size named by sym (value == -1), e.g. "batch"; the same name anywhere in
+ * the graph and in the PrimFuncs' size vars means the same size.
+ * Kinds: TG_V_INPUT (a graph input the caller supplies), TG_V_CONST (a
+ * constant, e.g. a weight: row-major host data in `data`), TG_V_INTER (made
+ * by a node). g->outputs lists the graph outputs (any kind of value).
+ *
+ * Nodes: op, inputs (value ids; -1 for an omitted optional input, as ONNX's
+ * empty name), outputs (value ids; a value has exactly one producer), named
+ * attributes. TG_OP_CALL calls the PrimFunc named `callee` in the module:
+ * its inputs are the PrimFunc's input params in order, its outputs the
+ * output params in order; a PrimFunc size var named N takes the value bound
+ * to the graph symbol N (the executor binds symbols from the input shapes).
+ */
+#ifndef TESSEL_IR_GRAPH_H
+#define TESSEL_IR_GRAPH_H
+
+#include "../ir.h"
+
+/* X(enum, ONNX op_type) — the ONNX-level operators the importer produces,
+ * plus tessel's own (names without an ONNX equivalent start with "tessel."). */
+#define TG_OP_LIST(X)                            \
+  X(TG_OP_CONV, "Conv")                          \
+  X(TG_OP_CONV_TRANSPOSE, "ConvTranspose")       \
+  X(TG_OP_GEMM, "Gemm")                          \
+  X(TG_OP_MATMUL, "MatMul")                      \
+  X(TG_OP_ADD, "Add")                            \
+  X(TG_OP_SUB, "Sub")                            \
+  X(TG_OP_MUL, "Mul")                            \
+  X(TG_OP_DIV, "Div")                            \
+  X(TG_OP_RELU, "Relu")                          \
+  X(TG_OP_LEAKY_RELU, "LeakyRelu")               \
+  X(TG_OP_SIGMOID, "Sigmoid")                    \
+  X(TG_OP_TANH, "Tanh")                          \
+  X(TG_OP_ERF, "Erf")                            \
+  X(TG_OP_GELU, "Gelu")                          \
+  X(TG_OP_CLIP, "Clip")                          \
+  X(TG_OP_SOFTMAX, "Softmax")                    \
+  X(TG_OP_LAYER_NORM, "LayerNormalization")      \
+  X(TG_OP_BATCH_NORM, "BatchNormalization")      \
+  X(TG_OP_MAX_POOL, "MaxPool")                   \
+  X(TG_OP_AVERAGE_POOL, "AveragePool")           \
+  X(TG_OP_GLOBAL_AVERAGE_POOL, "GlobalAveragePool") \
+  X(TG_OP_FLATTEN, "Flatten")                    \
+  X(TG_OP_RESHAPE, "Reshape")                    \
+  X(TG_OP_TRANSPOSE, "Transpose")                \
+  X(TG_OP_CONCAT, "Concat")                      \
+  X(TG_OP_SPLIT, "Split")                        \
+  X(TG_OP_SLICE, "Slice")                        \
+  X(TG_OP_GATHER, "Gather")                      \
+  X(TG_OP_PAD, "Pad")                            \
+  X(TG_OP_REDUCE_MEAN, "ReduceMean")             \
+  X(TG_OP_REDUCE_SUM, "ReduceSum")               \
+  X(TG_OP_SQRT, "Sqrt")                          \
+  X(TG_OP_POW, "Pow")                            \
+  X(TG_OP_CAST, "Cast")                          \
+  X(TG_OP_SQUEEZE, "Squeeze")                    \
+  X(TG_OP_UNSQUEEZE, "Unsqueeze")                \
+  X(TG_OP_SHAPE, "Shape")                        \
+  X(TG_OP_CONSTANT, "Constant")                  \
+  X(TG_OP_IDENTITY, "Identity")                  \
+  X(TG_OP_CALL, "tessel.call")
+
+typedef enum {
+#define TG_X(e, n) e,
+  TG_OP_LIST(TG_X)
+#undef TG_X
+  TG_OP_COUNT
+} tg_op;
+
+const char *tg_op_name(tg_op op);
+/* TG_OP_COUNT when the name is not one of TG_OP_LIST. */
+tg_op tg_op_from_name(const char *name);
+
+typedef struct tg_dim {
+  int64_t value;   /* >= 0 when constant; -1 when symbolic */
+  const char *sym; /* NULL when constant */
+} tg_dim;
+
+typedef enum { TG_V_INPUT, TG_V_CONST, TG_V_INTER } tg_value_kind;
+
+typedef struct tg_value {
+  int id;
+  const char *name;
+  tg_value_kind kind;
+  ir_dtype dtype; /* element type, lanes 1 */
+  int ndim;
+  tg_dim *dims;
+  void *data;     /* TG_V_CONST: row-major host data, nbytes of it; else NULL */
+  size_t nbytes;
+  int producer;   /* node id, or -1 (inputs and constants) */
+} tg_value;
+
+typedef enum { TG_A_INT, TG_A_FLOAT, TG_A_STRING, TG_A_INTS, TG_A_FLOATS } tg_attr_kind;
+
+typedef struct tg_attr {
+  const char *name;
+  tg_attr_kind kind;
+  int64_t i;
+  double f;
+  const char *s;
+  int n;           /* TG_A_INTS / TG_A_FLOATS: element count */
+  int64_t *ints;
+  double *floats;
+} tg_attr;
+
+typedef struct tg_node {
+  int id;
+  const char *name;   /* ONNX node name, or a made-up unique one */
+  tg_op op;
+  bool dead;          /* removed; dropped by tg_graph_compact */
+  int nin, nout;
+  int *inputs;        /* value ids, -1 = omitted optional input */
+  int *outputs;       /* value ids */
+  int nattr;
+  tg_attr *attrs;
+  const char *callee; /* TG_OP_CALL: PrimFunc name in g->mod */
+} tg_node;
+
+typedef struct tg_graph {
+  const char *name;
+  ir_module *mod;     /* owner: arena, and the PrimFuncs TG_OP_CALL names */
+  int opset;          /* the model's default-domain opset (0 when built by hand) */
+  int nvalues, capvalues;
+  tg_value **values;  /* indexed by id */
+  int nnodes, capnodes;
+  tg_node **nodes;    /* indexed by id; topological order is kept by passes */
+  int ninputs, noutputs;
+  int *inputs;        /* value ids of the graph inputs, in order */
+  int *outputs;       /* value ids of the graph outputs, in order */
+} tg_graph;
+
+/* A new empty graph registered in m under name (an IR_MOD_GRAPH entry). */
+tg_graph *tg_graph_new(ir_module *m, const char *name);
+/* The graph registered in m under name, or the first graph when name is NULL. */
+tg_graph *tg_graph_get(const ir_module *m, const char *name);
+void tg_graph_free(tg_graph *g); /* the heap tables only; the arena is m's */
+
+/* Adds a value; dims are copied (their sym strings too). Returns the id or
+ * -1 on OOM / duplicate name (d set). */
+int tg_value_add(tg_graph *g, const char *name, tg_value_kind kind, ir_dtype dt, int ndim,
+                 const tg_dim *dims, ts_diag *d);
+/* Copies nbytes of data into the arena as the constant's contents. */
+ts_status tg_value_set_data(tg_graph *g, int id, const void *data, size_t nbytes, ts_diag *d);
+int tg_value_find(const tg_graph *g, const char *name); /* id or -1 */
+/* Elements of a value with only constant dims (-1 if any dim is symbolic). */
+int64_t tg_value_numel(const tg_value *v);
+bool tg_value_is_static(const tg_value *v);
+
+/* Adds a node (inputs/outputs copied) and sets the producer of its outputs.
+ * Returns the id or -1 (d set). */
+int tg_node_add(tg_graph *g, tg_op op, const char *name, int nin, const int *inputs, int nout,
+                const int *outputs, ts_diag *d);
+ts_status tg_node_set_attr(tg_graph *g, tg_node *n, const tg_attr *a); /* copied; replaces same name */
+const tg_attr *tg_node_attr(const tg_node *n, const char *name);
+int64_t tg_attr_int(const tg_node *n, const char *name, int64_t def);
+double tg_attr_float(const tg_node *n, const char *name, double def);
+const char *tg_attr_str(const tg_node *n, const char *name, const char *def);
+/* The INTS attribute's elements (NULL and *n = 0 when absent). */
+const int64_t *tg_attr_ints(const tg_node *n, const char *name, int *count);
+
+/* Graph inputs/outputs (appended in order). */
+ts_status tg_graph_add_input(tg_graph *g, int value_id);
+ts_status tg_graph_add_output(tg_graph *g, int value_id);
+
+/* Nodes that read value id (live nodes only); returns the count, fills up to max. */
+int tg_value_consumers(const tg_graph *g, int value_id, int *out, int max);
+/* Replaces every use of value `from` by `to` (node inputs and graph outputs). */
+void tg_replace_uses(tg_graph *g, int from, int to);
+/* Drops dead nodes and values no live node or graph output refers to, and
+ * renumbers ids densely (keeping relative order); re-sorts topologically. */
+ts_status tg_graph_compact(tg_graph *g, ts_diag *d);
+/* Checks the invariants (single producer, inputs defined before use, every
+ * call's callee exists with matching param counts, dtypes of call args match
+ * the params). TS_EINVAL naming the node on failure. */
+ts_status tg_graph_verify(const tg_graph *g, ts_diag *d);
+/* A readable text form: one line per value declaration and node, e.g.
+ *   %conv0 = Conv(%x, %w0, %b0) {strides=[1,1], pads=[1,1,1,1]} : f32[batch,64,56,56]
+ *   %fused_conv_relu_0 = call @fused_conv2d_relu_0(%x, %w0) : f32[batch,64,56,56]
+ * constants show their shape and the first elements. */
+void tg_graph_print(const tg_graph *g, ts_strbuf *out);
+
+#endif
