@@ -1,0 +1,64 @@
+/* passes.h — the graph passes that take an imported model (ONNX-level ops,
+ * ir/graph/graph.h) to what the graph executor runs: every live node a
+ * TG_OP_CALL of a PrimFunc in g->mod, one PrimFunc per fused group.
+ *
+ * The pipeline, in order (tg_pass_names):
+ *   fold_constants  Constant nodes become TG_V_CONST values; shape arithmetic
+ *                   (Shape of a static value, Gather/Concat/Unsqueeze/Squeeze/
+ *                   Cast/Reshape/arithmetic on constants) is evaluated; any op
+ *                   whose inputs are all constant is legalised alone and run
+ *                   on the reference interpreter (ir/interp.h), its outputs
+ *                   becoming constants.
+ *   fold_batchnorm  BatchNormalization after a Conv with constant weights is
+ *                   folded into the conv's weights and bias; a standalone one
+ *                   becomes Mul + Add with constant per-channel scale/shift.
+ *   simplify        Identity / Dropout-like nodes removed, Reshape/Flatten/
+ *                   Squeeze/Unsqueeze that change nothing removed.
+ *   legalize        every remaining op becomes a TG_OP_CALL of its own
+ *                   PrimFunc (DSL text generated per op and parsed; symbolic
+ *                   dims become PrimFunc size vars named after the graph
+ *                   symbol). The node keeps its ONNX attributes plus
+ *                   "tessel.op" (the original op name), which fusion reads.
+ *   fuse            FuseOps-style grouping (docs/PASSES.md); each group of
+ *                   two or more calls is merged into ONE PrimFunc named
+ *                   "fused_<op>_<op>..._<n>" with the intermediates as
+ *                   allocated buffers.
+ *   layout_rewrite  constant weights pre-packed into the layout the kernel
+ *                   reads (docs/PASSES.md lists what is covered).
+ *   dce             nodes whose outputs nobody reads removed; the graph
+ *                   compacted (tg_graph_compact).
+ * Each pass is idempotent and may be run alone (legalize requires the graph
+ * to have no Constant/unknown ops left that it cannot express; fuse and
+ * layout_rewrite do nothing before legalize).
+ *
+ * Errors: TS_ENOTFOUND for an unknown pass name (the message lists the valid
+ * ones); TS_EUNSUPPORTED naming the node, its op and the attribute/shape that
+ * cannot be handled; whatever the parser or interpreter reported, prefixed
+ * with the node's name. */
+#ifndef TESSEL_IR_GRAPH_PASSES_H
+#define TESSEL_IR_GRAPH_PASSES_H
+
+#include "graph.h"
+
+/* The pass names in pipeline order (static storage); *n gets the count. */
+const char *const *tg_pass_names(int *n);
+/* Runs one pass by name. */
+ts_status tg_run_pass(tg_graph *g, const char *name, ts_diag *d);
+/* Runs the pipeline up to and including stop_after (NULL: all of it). An
+ * unknown stop_after is TS_ENOTFOUND before anything runs. */
+ts_status tg_run_pipeline(tg_graph *g, const char *stop_after, ts_diag *d);
+
+/* The individual passes (what tg_run_pass dispatches to). */
+ts_status tg_pass_fold_constants(tg_graph *g, ts_diag *d);
+ts_status tg_pass_fold_batchnorm(tg_graph *g, ts_diag *d);
+ts_status tg_pass_simplify(tg_graph *g, ts_diag *d);
+ts_status tg_pass_legalize(tg_graph *g, ts_diag *d);
+ts_status tg_pass_fuse(tg_graph *g, ts_diag *d);
+ts_status tg_pass_layout_rewrite(tg_graph *g, ts_diag *d);
+ts_status tg_pass_dce(tg_graph *g, ts_diag *d);
+
+/* Counts the PrimFuncs the live TG_OP_CALL nodes call (distinct callees);
+ * handy for "PrimFuncs before/after fusion" checks. */
+int tg_count_called_funcs(const tg_graph *g);
+
+#endif
