@@ -3,6 +3,7 @@
  * unchanged subtree is returned as is), shallow clones for copy-on-write
  * rewrites, and deep copy of a function into another arena. */
 #include "ir.h"
+#include "graph/graph.h"
 
 #include <stdatomic.h>
 #include <stdio.h>
@@ -146,6 +147,8 @@ ir_module *ir_module_new(void) {
 
 void ir_module_free(ir_module *m) {
   if (!m) return;
+  for (int i = 0; i < m->nfuncs; i++)
+    if (m->funcs[i].kind == IR_MOD_GRAPH) tg_graph_free(m->funcs[i].u.graph); /* its heap tables */
   ts_arena_free(m->arena);
   ts_free(m->funcs);
   ts_free(m);

@@ -196,4 +196,10 @@ ts_status tg_graph_verify(const tg_graph *g, ts_diag *d);
  * constants show their shape and the first elements. */
 void tg_graph_print(const tg_graph *g, ts_strbuf *out);
 
+/* ---- additions (gx) ------------------------------------------------------ */
+/* Two dims are equal when both are the same constant or the same symbol. */
+bool tg_dim_eq(tg_dim a, tg_dim b);
+/* Appends a value's type as the printer writes it, e.g. "f32[batch,64,56,56]". */
+void tg_value_type_str(const tg_value *v, ts_strbuf *out);
+
 #endif
