@@ -326,6 +326,8 @@ enum {
   OP_SMASK_POP,  /* pop mask and the predicate */
   OP_STORE,      /* buffer slot a, b = nidx; pops indices then value */
   OP_STEP,       /* counts one statement (evaluate, if) */
+  OP_EXTERN,     /* sub = extern_table index, a = nargs */
+  OP_REINTERP,   /* bit-cast top to dt */
 };
 
 typedef struct ins {
@@ -572,6 +574,72 @@ static int32_t buf_slot(vm *m, const ir_buffer *b) {
   return m->nbufs++;
 }
 
+/* ---- target intrinsics ------------------------------------------------------ */
+/* The call_extern names the interpreter executes, bit-exactly as the
+ * hardware does (docs/TENSORIZE.md). Arguments and result travel as raw
+ * little-endian bytes of their lanes, so an intrinsic sees exactly the
+ * register contents LLVM would pass. */
+typedef void (*extern_fn)(const uint8_t *const *args, uint8_t *out, int lanes);
+
+static int32_t rd_i32(const uint8_t *p, int i) {
+  int32_t v;
+  memcpy(&v, p + 4 * i, 4);
+  return v;
+}
+
+/* vpdpbusd: out[i] = src[i] + sum_k u8(a[4i+k]) * s8(b[4i+k]), wrapping. */
+static void ext_vpdpbusd(const uint8_t *const *x, uint8_t *out, int lanes) {
+  for (int i = 0; i < lanes; i++) {
+    int64_t acc = rd_i32(x[0], i);
+    for (int k = 0; k < 4; k++) acc += (int64_t)x[1][4 * i + k] * (int8_t)x[2][4 * i + k];
+    int32_t r = (int32_t)(uint32_t)(uint64_t)acc;
+    memcpy(out + 4 * i, &r, 4);
+  }
+}
+
+/* sdot / udot: out[i] = acc[i] + sum_k a[4i+k] * b[4i+k], both signed or
+ * both unsigned bytes, wrapping. */
+static void dot4(const uint8_t *const *x, uint8_t *out, int lanes, bool sgn) {
+  for (int i = 0; i < lanes; i++) {
+    int64_t acc = rd_i32(x[0], i);
+    for (int k = 0; k < 4; k++) {
+      int j = 4 * i + k;
+      acc += sgn ? (int64_t)(int8_t)x[1][j] * (int8_t)x[2][j] : (int64_t)x[1][j] * x[2][j];
+    }
+    int32_t r = (int32_t)(uint32_t)(uint64_t)acc;
+    memcpy(out + 4 * i, &r, 4);
+  }
+}
+static void ext_sdot(const uint8_t *const *x, uint8_t *out, int lanes) { dot4(x, out, lanes, true); }
+static void ext_udot(const uint8_t *const *x, uint8_t *out, int lanes) { dot4(x, out, lanes, false); }
+
+/* Argument and result types as LLVM declares them (integer lanes of either
+ * signedness match: LLVM has no unsigned types). */
+static const struct extern_impl {
+  const char *name;
+  ir_dtype ret;
+  int nargs;
+  ir_dtype args[3];
+  extern_fn fn;
+} extern_table[] = {
+    {"llvm.x86.avx512.vpdpbusd.512", {IR_I32, 16}, 3, {{IR_I32, 16}, {IR_I32, 16}, {IR_I32, 16}}, ext_vpdpbusd},
+    {"llvm.x86.avx512.vpdpbusd.256", {IR_I32, 8}, 3, {{IR_I32, 8}, {IR_I32, 8}, {IR_I32, 8}}, ext_vpdpbusd},
+    {"llvm.x86.avx512.vpdpbusd.128", {IR_I32, 4}, 3, {{IR_I32, 4}, {IR_I32, 4}, {IR_I32, 4}}, ext_vpdpbusd},
+    {"llvm.aarch64.neon.sdot.v4i32.v16i8", {IR_I32, 4}, 3, {{IR_I32, 4}, {IR_I8, 16}, {IR_I8, 16}}, ext_sdot},
+    {"llvm.aarch64.neon.udot.v4i32.v16i8", {IR_I32, 4}, 3, {{IR_I32, 4}, {IR_I8, 16}, {IR_I8, 16}}, ext_udot},
+    {"llvm.aarch64.neon.sdot.v2i32.v8i8", {IR_I32, 2}, 3, {{IR_I32, 2}, {IR_I8, 8}, {IR_I8, 8}}, ext_sdot},
+    {"llvm.aarch64.neon.udot.v2i32.v8i8", {IR_I32, 2}, 3, {{IR_I32, 2}, {IR_I8, 8}, {IR_I8, 8}}, ext_udot},
+};
+#define N_EXTERN ((int)(sizeof extern_table / sizeof extern_table[0]))
+#define MAX_EXTERN_BYTES 1024
+
+/* Same LLVM type: lanes equal and same bits, integer vs float kept apart. */
+static bool llvm_same_type(ir_dtype a, ir_dtype b) {
+  return a.lanes == b.lanes && code_bytes(a.code) == code_bytes(b.code) &&
+         code_float(a.code) == code_float(b.code) && a.code != IR_BOOL && b.code != IR_BOOL &&
+         a.code != IR_HANDLE && b.code != IR_HANDLE;
+}
+
 /* ---- compiler ------------------------------------------------------------- */
 
 enum { T_EXPR, T_STMT, T_EMIT, T_PATCH_HERE };
@@ -761,6 +829,71 @@ static bool plan_expr(compiler *c, const ir_expr *e, const char *ctx) {
     in.dt.lanes = (uint16_t)e->u.ramp.lanes;
     return t_expr(c, e->u.ramp.base, ctx) && t_expr(c, e->u.ramp.stride, ctx) &&
            t_emit(c, in, 0, ctx);
+  case IR_CALL_EXTERN: {
+    const char *nm = e->u.ext.name ? e->u.ext.name : "";
+    int k = 0;
+    while (k < N_EXTERN && strcmp(extern_table[k].name, nm)) k++;
+    if (k == N_EXTERN) {
+      char known[512];
+      size_t o = 0;
+      for (int j = 0; j < N_EXTERN && o < sizeof known; j++)
+        o += (size_t)snprintf(known + o, sizeof known - o, "%s%s", j ? ", " : "", extern_table[j].name);
+      return fail(m, TS_EUNSUPPORTED, ctx,
+                  "interpreter: call_extern '%s' has no implementation here (known: %s)", nm, known),
+             false;
+    }
+    const struct extern_impl *x = &extern_table[k];
+    char b2[24];
+    if (!llvm_same_type(e->dtype, x->ret))
+      return fail(m, TS_ETYPE, ctx, "call_extern '%s' returns %s, not %s", nm, dtstr(x->ret, b1),
+                  dtstr(e->dtype, b2)),
+             false;
+    if (e->u.ext.nargs != x->nargs)
+      return fail(m, TS_EINVAL, ctx, "call_extern '%s' takes %d arguments, got %d", nm, x->nargs,
+                  e->u.ext.nargs),
+             false;
+    for (int i = 0; i < x->nargs; i++) {
+      const ir_expr *ai = e->u.ext.args[i];
+      if (!ai) return malformed(m, ctx, "call_extern with a missing argument");
+      if (!llvm_same_type(ai->dtype, x->args[i]))
+        return fail(m, TS_ETYPE, ctx, "argument %d of call_extern '%s' is %s, it needs %s", i, nm,
+                    dtstr(ai->dtype, b1), dtstr(x->args[i], b2)),
+               false;
+      if (!t_expr(c, ai, ctx)) return false;
+    }
+    in.op = OP_EXTERN;
+    in.sub = (uint8_t)k;
+    in.a = x->nargs;
+    return t_emit(c, in, 0, ctx);
+  }
+  case IR_REINTERPRET: {
+    const ir_expr *v = e->u.cast.value;
+    if (!v) return malformed(m, ctx, "reinterpret without an operand");
+    char b2[24];
+    if (e->dtype.code == IR_BOOL || e->dtype.code >= IR_HANDLE || v->dtype.code == IR_BOOL ||
+        v->dtype.code >= IR_HANDLE)
+      return fail(m, TS_ETYPE, ctx, "reinterpret between %s and %s: only number lanes", dtstr(v->dtype, b1),
+                  dtstr(e->dtype, b2)),
+             false;
+    long bits = (long)code_bytes(e->dtype.code) * in.dt.lanes;
+    if (bits != (long)code_bytes(v->dtype.code) * (v->dtype.lanes ? v->dtype.lanes : 1) ||
+        bits > MAX_EXTERN_BYTES)
+      return fail(m, TS_ETYPE, ctx, "reinterpret of %s as %s changes the size", dtstr(v->dtype, b1),
+                  dtstr(e->dtype, b2)),
+             false;
+    in.op = OP_REINTERP;
+    return t_expr(c, v, ctx) && t_emit(c, in, 0, ctx);
+  }
+  case IR_ACCESS_PTR:
+    return fail(m, TS_EUNSUPPORTED, ctx,
+                "interpreter: access_ptr(%s) is not supported; pointer-taking intrinsics run only "
+                "in generated code",
+                e->u.ptr.buf ? e->u.ptr.buf->name : "?"),
+           false;
+  case IR_STR_IMM:
+    return fail(m, TS_EUNSUPPORTED, ctx, "interpreter: string \"%s\" is not a value",
+                e->u.sval ? e->u.sval : ""),
+           false;
   case IR_BROADCAST:
     if (!e->u.bcast.value) return malformed(m, ctx, "broadcast without an operand");
     if (e->u.bcast.lanes < 1) return malformed(m, ctx, "broadcast with fewer than one lane");
@@ -1357,6 +1490,35 @@ static ts_status exec(vm *m, int32_t pc) {
       cell *c = vcells(m, e);
       for (uint32_t i = 0; i < e->dt.lanes; i++) c[i] = cast_cell(c[i], e->dt.code, in->dt.code);
       e->dt.code = in->dt.code;
+      break;
+    }
+    case OP_EXTERN: {
+      const struct extern_impl *x = &extern_table[in->sub];
+      int n = in->a;
+      uint8_t bytes[3][MAX_EXTERN_BYTES], ob[MAX_EXTERN_BYTES];
+      const uint8_t *ap[3];
+      for (int j = 0; j < n; j++) {
+        const vent *e = vat(m, (uint32_t)(n - 1 - j));
+        const cell *c = vcells(m, e);
+        for (uint32_t i = 0; i < e->dt.lanes; i++) mem_set(bytes[j], e->dt.code, (int64_t)i, c[i]);
+        ap[j] = bytes[j];
+      }
+      x->fn(ap, ob, x->ret.lanes);
+      vpop(m, (uint32_t)n);
+      cell *r = vpush(m, in->dt);
+      if (!r) return m->st;
+      for (uint32_t i = 0; i < in->dt.lanes; i++) r[i] = mem_get(ob, in->dt.code, (int64_t)i);
+      break;
+    }
+    case OP_REINTERP: {
+      uint8_t bytes[MAX_EXTERN_BYTES];
+      const vent *e = vat(m, 0);
+      const cell *c = vcells(m, e);
+      for (uint32_t i = 0; i < e->dt.lanes; i++) mem_set(bytes, e->dt.code, (int64_t)i, c[i]);
+      vpop(m, 1);
+      cell *r = vpush(m, in->dt);
+      if (!r) return m->st;
+      for (uint32_t i = 0; i < in->dt.lanes; i++) r[i] = mem_get(bytes, in->dt.code, (int64_t)i);
       break;
     }
     case OP_CALL: {

@@ -332,6 +332,49 @@ ir_expr *ir_broadcast(ts_arena *a, ir_expr *v, int lanes) {
   return e;
 }
 
+ir_expr *ir_call_extern(ts_arena *a, const char *name, ir_dtype t, int nargs,
+                        ir_expr *const *args) {
+  bool ok;
+  if (!name) return NULL;
+  ir_expr **d = dup_exprs(a, nargs, args, &ok);
+  const char *nm = ts_arena_strdup(a, name);
+  if (!ok || !nm) return NULL;
+  ir_expr *e = mk(a, IR_CALL_EXTERN, t);
+  if (e) {
+    e->u.ext.name = nm;
+    e->u.ext.nargs = nargs;
+    e->u.ext.args = d;
+  }
+  return e;
+}
+
+ir_expr *ir_access_ptr(ts_arena *a, ir_buffer *b, ir_expr *offset, int rw) {
+  if (!b || !offset) return NULL;
+  ir_expr *e = mk(a, IR_ACCESS_PTR, ir_dt(IR_HANDLE));
+  if (e) {
+    e->u.ptr.buf = b;
+    e->u.ptr.offset = offset;
+    e->u.ptr.rw = rw;
+  }
+  return e;
+}
+
+ir_expr *ir_reinterpret(ts_arena *a, ir_dtype t, ir_expr *x) {
+  if (!x || t.lanes < 1 || x->dtype.lanes < 1) return NULL;
+  if ((long)ir_dtype_bits(t) * t.lanes != (long)ir_dtype_bits(x->dtype) * x->dtype.lanes) return NULL;
+  ir_expr *e = mk(a, IR_REINTERPRET, t);
+  if (e) e->u.cast.value = x;
+  return e;
+}
+
+ir_expr *ir_str(ts_arena *a, const char *str) {
+  const char *d = str ? ts_arena_strdup(a, str) : NULL;
+  if (!d) return NULL;
+  ir_expr *e = mk(a, IR_STR_IMM, ir_dt(IR_HANDLE));
+  if (e) e->u.sval = d;
+  return e;
+}
+
 static ir_stmt *mks(ts_arena *a, ir_stmt_kind k) {
   ir_stmt *s = TS_ANEW(a, ir_stmt);
   if (s) s->kind = k;
@@ -529,6 +572,17 @@ void ir_visit_expr(const ir_visitor *v, const ir_expr *e) {
     break;
   case IR_BROADCAST:
     ir_visit_expr(v, e->u.bcast.value);
+    break;
+  case IR_CALL_EXTERN:
+    for (int i = 0; i < e->u.ext.nargs; i++) ir_visit_expr(v, e->u.ext.args[i]);
+    break;
+  case IR_ACCESS_PTR:
+    ir_visit_expr(v, e->u.ptr.offset);
+    break;
+  case IR_REINTERPRET:
+    ir_visit_expr(v, e->u.cast.value);
+    break;
+  case IR_STR_IMM:
     break;
   default:
     if (ir_is_binop(e->kind)) {
@@ -809,6 +863,36 @@ static ir_expr *rw_expr(rewriter *r, ir_expr *e) {
     if (n) n->u.bcast.value = x;
     break;
   }
+  case IR_CALL_EXTERN: {
+    ir_expr **args = rw_exprs(r, e->u.ext.nargs, e->u.ext.args, &ch);
+    if (!ch) return e;
+    n = ir_expr_clone(r->a, e);
+    if (n) n->u.ext.args = args;
+    if (n && r->deep && !(n->u.ext.name = ts_arena_strdup(r->a, e->u.ext.name))) n = NULL;
+    break;
+  }
+  case IR_ACCESS_PTR: {
+    ir_buffer *b = rw_buf(r, e->u.ptr.buf);
+    ir_expr *off = rw_expr(r, e->u.ptr.offset);
+    if (b == e->u.ptr.buf && off == e->u.ptr.offset && !ch) return e;
+    n = ir_expr_clone(r->a, e);
+    if (n) {
+      n->u.ptr.buf = b;
+      n->u.ptr.offset = off;
+    }
+    break;
+  }
+  case IR_REINTERPRET: {
+    ir_expr *x = rw_expr(r, e->u.cast.value);
+    if (x == e->u.cast.value && !ch) return e;
+    n = ir_expr_clone(r->a, e);
+    if (n) n->u.cast.value = x;
+    break;
+  }
+  case IR_STR_IMM:
+    if (!r->deep) return e;
+    n = ir_str(r->a, e->u.sval);
+    break;
   default: {
     if (!ir_is_binop(e->kind)) return e;
     ir_expr *x = rw_expr(r, e->u.bin.a), *y = rw_expr(r, e->u.bin.b);

@@ -145,6 +145,13 @@ typedef enum {
   IR_LOAD,      /* buffer load */
   IR_RAMP,      /* base + i*stride for i in lanes (lowering) */
   IR_BROADCAST, /* value repeated in lanes (lowering) */
+  /* Target intrinsics and externs (docs/TENSORIZE.md). */
+  IR_CALL_EXTERN, /* named call; dtype is the result type; "llvm.<name>" is an LLVM
+                     intrinsic, "tessel.wmma.*" CUDA WMMA; a statement-level
+                     call is IR_EVALUATE of it */
+  IR_ACCESS_PTR,  /* address (handle) of buf + offset elements in buf's layout */
+  IR_REINTERPRET, /* bit-cast of u.cast.value to dtype (same total bits) */
+  IR_STR_IMM,     /* string literal (handle dtype), e.g. a WMMA layout */
   IR_EXPR_KIND_COUNT
 } ir_expr_kind;
 
@@ -170,8 +177,14 @@ typedef struct ir_expr {
     struct { ir_buffer *buf; int nidx; struct ir_expr **idx; } load;
     struct { struct ir_expr *base, *stride; int lanes; } ramp;
     struct { struct ir_expr *value; int lanes; } bcast;
+    struct { const char *name; int nargs; struct ir_expr **args; } ext; /* IR_CALL_EXTERN */
+    /* IR_ACCESS_PTR: rw is IR_ACCESS_READ | IR_ACCESS_WRITE */
+    struct { ir_buffer *buf; struct ir_expr *offset; int rw; } ptr;
+    const char *sval; /* IR_STR_IMM */
   } u;
 } ir_expr;
+
+enum { IR_ACCESS_READ = 1, IR_ACCESS_WRITE = 2 };
 
 bool ir_is_binop(ir_expr_kind k);
 bool ir_is_cmp(ir_expr_kind k);       /* EQ..GE */
@@ -334,6 +347,17 @@ ir_expr *ir_call(ts_arena *a, ir_intrin op, ir_dtype t, int nargs, ir_expr *cons
 ir_expr *ir_load(ts_arena *a, ir_buffer *b, int nidx, ir_expr *const *idx);
 ir_expr *ir_ramp(ts_arena *a, ir_expr *base, ir_expr *stride, int lanes);
 ir_expr *ir_broadcast(ts_arena *a, ir_expr *v, int lanes);
+/* Call of a target intrinsic / extern by name (copied into a); t is the
+ * result dtype (handle for calls used only as statements). */
+ir_expr *ir_call_extern(ts_arena *a, const char *name, ir_dtype t, int nargs,
+                        ir_expr *const *args);
+/* Address of b's element `offset` (i64/i32 elements, in b's own layout:
+ * its strides if given, else compact row-major, plus elem_offset); rw is
+ * IR_ACCESS_READ|IR_ACCESS_WRITE. Dtype handle. */
+ir_expr *ir_access_ptr(ts_arena *a, ir_buffer *b, ir_expr *offset, int rw);
+/* Bit-cast of x to t; NULL unless bits(t)*lanes(t) == bits(x)*lanes(x). */
+ir_expr *ir_reinterpret(ts_arena *a, ir_dtype t, ir_expr *x);
+ir_expr *ir_str(ts_arena *a, const char *s); /* copies s */
 
 ir_stmt *ir_for(ts_arena *a, ir_var *v, ir_expr *min, ir_expr *extent, ir_for_kind k,
                 ir_stmt *body);

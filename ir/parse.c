@@ -446,11 +446,69 @@ static int lanes_arg(P *p, const ir_token *t, pv x) {
   return (int)v;
 }
 
+/* Buffer named by token t (a tensor in the DSL, a declared buffer in the
+ * loop-IR form); fails if there is none. */
+static ir_buffer *buffer_named(P *p, const ir_token *t);
+
+/* call_extern("name", dtype, args...), reinterpret(dtype, x),
+ * access_ptr(Buf, offset, rw): target intrinsics (docs/TENSORIZE.md). */
+static pv parse_target_call(P *p, const ir_token *t) {
+  char b1[16];
+  int h = 0;
+  if (teq(p, t, "call_extern")) {
+    const ir_token *nt = next(p);
+    if (nt->kind != IR_TK_STR)
+      fail(p, nt, TS_EPARSE, "call_extern needs the callee name as a string, found %s", describe(p, nt));
+    expect(p, ",");
+    ir_dtype rt = expect_dtype(p);
+    pv *a = NULL;
+    int n = 0, cap = 0;
+    while (accept(p, ",")) PUSH(a, n, cap, parse_expr(p));
+    expect(p, ")");
+    for (int i = 0; i < n; i++)
+      if (a[i].lit && p->dsl)
+        fail(p, t, TS_ETYPE, "argument %d of call_extern is an untyped literal; write a cast", i);
+    ir_expr **e = exprs_of(p, a, n, &h);
+    check_height(p, t, h + 1);
+    return mkpv(CK(ir_call_extern(p->a, nt->str, rt, n, e)), false, h + 1);
+  }
+  if (teq(p, t, "reinterpret")) {
+    ir_dtype rt = expect_dtype(p);
+    expect(p, ",");
+    pv x = parse_expr(p);
+    expect(p, ")");
+    if (x.lit && p->dsl) fail(p, t, TS_ETYPE, "reinterpret of an untyped literal; write a cast");
+    if ((long)ir_dtype_bits(rt) * rt.lanes != (long)ir_dtype_bits(x.e->dtype) * x.e->dtype.lanes)
+      fail(p, t, TS_ETYPE, "reinterpret to %s from %s changes the number of bits", dts(rt, b1),
+           ir_dtype_str(x.e->dtype, (char[16]){0}, 16));
+    check_height(p, t, x.h + 1);
+    return mkpv(CK(ir_reinterpret(p->a, rt, x.e)), false, x.h + 1);
+  }
+  /* access_ptr */
+  const ir_token *bt = next(p);
+  ir_buffer *b = buffer_named(p, bt);
+  expect(p, ",");
+  pv off = parse_expr(p);
+  need_int(p, t, off, "access_ptr's offset");
+  expect(p, ",");
+  const ir_token *rt = cur(p);
+  pv rw = parse_expr(p);
+  expect(p, ")");
+  int64_t m;
+  if (!ir_as_int(rw.e, &m) || m < 0 || m > 3)
+    fail(p, rt, TS_EPARSE, "access_ptr's access mask must be 0..3 (1 read, 2 write)");
+  if (off.lit) off.e = retype(p, t, off.e, ir_dt(IR_I64));
+  check_height(p, t, off.h + 1);
+  return mkpv(CK(ir_access_ptr(p->a, b, off.e, (int)m)), false, off.h + 1);
+}
+
 static pv parse_call(P *p) {
   const ir_token *t = next(p);
   char b1[16];
   ir_dtype dt;
   expect(p, "(");
+  if (teq(p, t, "call_extern") || teq(p, t, "reinterpret") || teq(p, t, "access_ptr"))
+    return parse_target_call(p, t);
   if (tok_dtype(p, t, &dt)) {
     /* cast; directly applied to a literal it makes a literal of that dtype */
     int k = is(p, "-") ? 1 : 0;
@@ -584,7 +642,8 @@ static bool is_func_name(P *p, const ir_token *t) {
   ir_dtype dt;
   ir_intrin op;
   return tok_dtype(p, t, &dt) || intrin_of(p, t, &op) || teq(p, t, "min") || teq(p, t, "max") ||
-         teq(p, t, "select") || teq(p, t, "ramp") || teq(p, t, "broadcast");
+         teq(p, t, "select") || teq(p, t, "ramp") || teq(p, t, "broadcast") ||
+         teq(p, t, "call_extern") || teq(p, t, "reinterpret") || teq(p, t, "access_ptr");
 }
 
 static int kvar_new(P *p, const ir_token *t, int lhs_dim) {
@@ -639,6 +698,21 @@ static pv parse_name(P *p) {
        p->lx.src + t->pos);
 }
 
+static ir_buffer *buffer_named(P *p, const ir_token *t) {
+  ir_buffer *b = NULL;
+  if (p->dsl) {
+    ktensor *k = ktensor_find(p, t);
+    if (k) b = k->buf;
+  } else {
+    ent *e = scope_find(p, t, E_BUF);
+    if (e) b = e->ptr;
+  }
+  if (!b)
+    fail(p, t, TS_ENOTFOUND, "unknown buffer '%.*s'", (int)(t->len > 64 ? 64 : t->len),
+         p->lx.src + t->pos);
+  return b;
+}
+
 static pv parse_load(P *p) {
   const ir_token *t = next(p);
   ir_buffer *b = NULL;
@@ -684,6 +758,10 @@ static pv parse_load(P *p) {
 static pv parse_primary(P *p) {
   const ir_token *t = cur(p);
   if (t->kind == IR_TK_INT || t->kind == IR_TK_FLOAT) return parse_number(p, false);
+  if (t->kind == IR_TK_STR) {
+    next(p);
+    return mkpv(CK(ir_str(p->a, t->str)), false, 1);
+  }
   if (accept(p, "(")) {
     pv x = parse_expr(p);
     expect(p, ")");

@@ -335,6 +335,8 @@ static void pargs(pctx *c, int n, ir_expr *const *args) {
   }
 }
 
+static void out_string(pctx *c, const char *s);
+
 /* Prints e, wrapped in parentheses when its precedence is below need. */
 static void pexpr(pctx *c, const ir_expr *e, int need) {
   if (!e) {
@@ -396,6 +398,34 @@ static void pexpr(pctx *c, const ir_expr *e, int need) {
     pexpr(c, e->u.bcast.value, 0);
     outf(c, ", %d)", e->u.bcast.lanes);
     break;
+  case IR_CALL_EXTERN:
+    out(c, "call_extern(");
+    out_string(c, e->u.ext.name);
+    out(c, ", ");
+    out_dtype(c, e->dtype);
+    for (int i = 0; i < e->u.ext.nargs; i++) {
+      out(c, ", ");
+      pexpr(c, e->u.ext.args[i], 0);
+    }
+    out(c, ")");
+    break;
+  case IR_ACCESS_PTR: {
+    const ir_buffer *b = e->u.ptr.buf;
+    out(c, "access_ptr(");
+    out(c, lookup(c, b, b ? b->name : NULL, "buf"));
+    out(c, ", ");
+    pexpr(c, e->u.ptr.offset, 0);
+    outf(c, ", %d)", e->u.ptr.rw);
+    break;
+  }
+  case IR_REINTERPRET:
+    out(c, "reinterpret(");
+    out_dtype(c, e->dtype);
+    out(c, ", ");
+    pexpr(c, e->u.cast.value, 0);
+    out(c, ")");
+    break;
+  case IR_STR_IMM: out_string(c, e->u.sval); break;
   default:
     if (ir_is_binop(e->kind)) {
       const char *sym = binop_sym[e->kind];

@@ -235,6 +235,15 @@ static bool eq_e(eqctx *c, const ir_expr *a, const ir_expr *b) {
            eq_e(c, a->u.ramp.stride, b->u.ramp.stride);
   case IR_BROADCAST:
     return a->u.bcast.lanes == b->u.bcast.lanes && eq_e(c, a->u.bcast.value, b->u.bcast.value);
+  case IR_CALL_EXTERN:
+    return a->u.ext.nargs == b->u.ext.nargs && a->u.ext.name && b->u.ext.name &&
+           !strcmp(a->u.ext.name, b->u.ext.name) &&
+           eq_es(c, a->u.ext.nargs, a->u.ext.args, b->u.ext.args);
+  case IR_ACCESS_PTR:
+    return a->u.ptr.rw == b->u.ptr.rw && same_ref(c, a->u.ptr.buf, b->u.ptr.buf) &&
+           eq_e(c, a->u.ptr.offset, b->u.ptr.offset);
+  case IR_REINTERPRET: return eq_e(c, a->u.cast.value, b->u.cast.value);
+  case IR_STR_IMM: return a->u.sval && b->u.sval && !strcmp(a->u.sval, b->u.sval);
   default:
     if (ir_is_binop(a->kind))
       return eq_e(c, a->u.bin.a, b->u.bin.a) && eq_e(c, a->u.bin.b, b->u.bin.b);
@@ -739,6 +748,18 @@ static void h_expr(hctx *h, const ir_expr *e) {
     h_expr(h, e->u.bcast.value);
     h_u32(h, (uint32_t)e->u.bcast.lanes);
     break;
+  case IR_CALL_EXTERN:
+    h_str(h, e->u.ext.name);
+    h_u32(h, (uint32_t)e->u.ext.nargs);
+    for (int i = 0; i < e->u.ext.nargs; i++) h_expr(h, e->u.ext.args[i]);
+    break;
+  case IR_ACCESS_PTR:
+    h_ref(h, e->u.ptr.buf);
+    h_expr(h, e->u.ptr.offset);
+    h_u32(h, (uint32_t)e->u.ptr.rw);
+    break;
+  case IR_REINTERPRET: h_expr(h, e->u.cast.value); break;
+  case IR_STR_IMM: h_str(h, e->u.sval); break;
   default:
     if (ir_is_binop(e->kind)) {
       h_expr(h, e->u.bin.a);
