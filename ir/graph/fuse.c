@@ -1,0 +1,295 @@
+/* fuse.c — operator fusion in the spirit of TVM's FuseOps, and the merging of
+ * each fused group into ONE PrimFunc.
+ *
+ * Every legalised call has a pattern (passes_int.h: elemwise < broadcast <
+ * injective < reduce < out-elemwise-fusable < opaque). Walking the calls in
+ * topological order, a node joins the group of each of its producers when
+ * the union stays legal:
+ *   - at most one anchor (a reduce or an out-elemwise-fusable op: conv,
+ *     matmul, gemm, pools) per group;
+ *   - nodes downstream of the anchor (its epilogue) are elemwise or
+ *     broadcast: bias add, relu, residual add, gelu written out ...;
+ *   - nodes upstream of it (its prologue) are at most injective: pad,
+ *     transpose, reshape, elementwise maps of the inputs;
+ *   - no path leaves the group and comes back (that would be a cycle
+ *     between the fused call and an outside node);
+ *   - at most TG_FUSE_MAX_NODES nodes.
+ * A value made inside a group and read outside it (or a graph output) is an
+ * output of the fused function; everything else made inside is an
+ * intermediate: a `let` tensor of the kernel, i.e. a buffer allocated in the
+ * root block, which the search's auto-inline rule inlines or computes at
+ * its consumer. The fused function is the group's DSL statements in
+ * topological order, parsed into one PrimFunc named
+ * "fused_<op>_<op>..._<n>"; the call replaces the group's last node. */
+#include <stdio.h>
+#include <string.h>
+
+#include "passes_int.h"
+
+#define TG_FUSE_MAX_NODES 24
+
+typedef struct fctx {
+  tg_graph *g;
+  int nn;
+  int *gid;     /* node -> group id (a node index: the group's representative) */
+  bool *inset;  /* scratch: membership of the candidate union */
+  bool *down;   /* scratch */
+  int *stack;
+} fctx;
+
+static bool is_anchor(tg_pattern p) { return p == TG_PAT_REDUCE || p == TG_PAT_OUT_EWISE; }
+
+static bool graph_output(const tg_graph *g, int vid) {
+  for (int i = 0; i < g->noutputs; i++)
+    if (g->outputs[i] == vid) return true;
+  return false;
+}
+
+/* Is the union of groups a and b a legal fused group? */
+static bool can_merge(fctx *c, int a, int b) {
+  tg_graph *g = c->g;
+  int cnt = 0, anchor = -1, anchors = 0, maxidx = -1;
+  for (int i = 0; i < c->nn; i++) {
+    c->inset[i] = !g->nodes[i]->dead && (c->gid[i] == a || c->gid[i] == b);
+    if (!c->inset[i]) continue;
+    cnt++;
+    maxidx = i;
+    tg_pattern p = lg_pattern(g, g->nodes[i]);
+    if (p == TG_PAT_OPAQUE) return false;
+    if (is_anchor(p)) {
+      anchors++;
+      anchor = i;
+    }
+  }
+  if (cnt > TG_FUSE_MAX_NODES || anchors > 1) return false;
+  /* epilogue / prologue patterns */
+  for (int i = 0; i < c->nn; i++) c->down[i] = false;
+  for (int i = 0; i < c->nn; i++) {
+    if (!c->inset[i]) continue;
+    const tg_node *n = g->nodes[i];
+    bool dn = false;
+    for (int j = 0; j < n->nin && !dn; j++) {
+      int v = n->inputs[j];
+      int p = v >= 0 ? g->values[v]->producer : -1;
+      if (p >= 0 && c->inset[p] && (p == anchor || c->down[p])) dn = true;
+    }
+    c->down[i] = dn;
+    if (i == anchor) continue;
+    tg_pattern pt = lg_pattern(g, n);
+    if (dn && pt > TG_PAT_BROADCAST) return false;
+    if (!dn && pt > TG_PAT_INJECTIVE) return false;
+  }
+  /* cycle: from the union's outputs, walk forward through outside nodes (up
+   * to the union's last node: topological order bounds every path back) */
+  int sp = 0;
+  for (int i = 0; i < c->nn; i++) c->down[i] = false; /* reuse as "visited" */
+  for (int i = 0; i < c->nn; i++) {
+    if (!c->inset[i]) continue;
+    const tg_node *n = g->nodes[i];
+    for (int j = 0; j < n->nout; j++) {
+      int v = n->outputs[j];
+      if (v < 0) continue;
+      for (int q = i + 1; q <= maxidx; q++) {
+        const tg_node *m = g->nodes[q];
+        if (m->dead || c->inset[q] || c->down[q]) continue;
+        for (int k = 0; k < m->nin; k++)
+          if (m->inputs[k] == v) {
+            c->down[q] = true;
+            c->stack[sp++] = q;
+            break;
+          }
+      }
+    }
+  }
+  while (sp > 0) {
+    int q = c->stack[--sp];
+    const tg_node *m = g->nodes[q];
+    for (int j = 0; j < m->nout; j++) {
+      int v = m->outputs[j];
+      if (v < 0) continue;
+      for (int r = q + 1; r <= maxidx; r++) {
+        const tg_node *u = g->nodes[r];
+        if (u->dead) continue;
+        bool reads = false;
+        for (int k = 0; k < u->nin && !reads; k++) reads = u->inputs[k] == v;
+        if (!reads) continue;
+        if (c->inset[r]) return false; /* back into the group */
+        if (!c->down[r]) {
+          c->down[r] = true;
+          c->stack[sp++] = r;
+        }
+      }
+    }
+  }
+  return true;
+}
+
+static void merge(fctx *c, int a, int b) {
+  int keep = a < b ? a : b, drop = a < b ? b : a;
+  for (int i = 0; i < c->nn; i++)
+    if (c->gid[i] == drop) c->gid[i] = keep;
+}
+
+/* Builds the fused PrimFunc of group gidv and rewires the graph. */
+static ts_status emit_group(fctx *c, int gidv, ts_diag *d) {
+  tg_graph *g = c->g;
+  int members[TG_FUSE_MAX_NODES], nm = 0;
+  for (int i = 0; i < c->nn && nm < TG_FUSE_MAX_NODES; i++)
+    if (!g->nodes[i]->dead && c->gid[i] == gidv) members[nm++] = i;
+  if (nm < 2) return TS_OK;
+  bool *mine = c->inset;
+  for (int i = 0; i < c->nn; i++) mine[i] = false;
+  for (int i = 0; i < nm; i++) mine[members[i]] = true;
+
+  /* inputs (first use order), outputs (production order), intermediates */
+  int ins[256], outs[64], nin = 0, nout = 0;
+  for (int m = 0; m < nm; m++) {
+    const tg_node *n = g->nodes[members[m]];
+    for (int j = 0; j < n->nin; j++) {
+      int v = n->inputs[j];
+      if (v < 0) continue;
+      int p = g->values[v]->producer;
+      if (p >= 0 && mine[p]) continue;
+      bool seen = false;
+      for (int q = 0; q < nin && !seen; q++) seen = ins[q] == v;
+      if (!seen) {
+        if (nin == 256) return ts_diag_set(d, TS_EUNSUPPORTED, "fused group with over 256 inputs");
+        ins[nin++] = v;
+      }
+    }
+  }
+  for (int m = 0; m < nm; m++) {
+    const tg_node *n = g->nodes[members[m]];
+    for (int j = 0; j < n->nout; j++) {
+      int v = n->outputs[j];
+      if (v < 0) continue;
+      bool ext = graph_output(g, v);
+      for (int q = 0; q < c->nn && !ext; q++) {
+        const tg_node *u = g->nodes[q];
+        if (u->dead || mine[q]) continue;
+        for (int k = 0; k < u->nin && !ext; k++) ext = u->inputs[k] == v;
+      }
+      if (ext) {
+        if (nout == 64) return ts_diag_set(d, TS_EUNSUPPORTED, "fused group with over 64 outputs");
+        outs[nout++] = v;
+      }
+    }
+  }
+  if (nout == 0) return TS_OK; /* dead group; dce drops it */
+
+  /* names: in<k>, out<k>, t<value id> */
+  ts_arena *ar = g->mod->arena;
+  const char **vname = ts_calloc((size_t)g->nvalues + 1, sizeof(char *));
+  if (!vname) return ts_diag_set(d, TS_ENOMEM, "out of memory");
+  const char *in_names[256], *out_names[64];
+  for (int i = 0; i < nin; i++) vname[ins[i]] = in_names[i] = ts_arena_printf(ar, "in%d", i);
+  for (int i = 0; i < nout; i++) vname[outs[i]] = out_names[i] = ts_arena_printf(ar, "out%d", i);
+  lg_kernel k;
+  lg_init(&k, g, d);
+  ts_status st = TS_OK;
+  for (int m = 0; m < nm && st == TS_OK; m++) {
+    const tg_node *n = g->nodes[members[m]];
+    for (int j = 0; j < n->nout; j++) {
+      int v = n->outputs[j];
+      if (v >= 0 && !vname[v]) {
+        vname[v] = ts_arena_printf(ar, "t%d", v);
+        lg_let(&k, vname[v], v);
+      }
+    }
+  }
+  /* the function name: fused_<ops> (at most 6 named) */
+  char base[200] = "fused";
+  for (int m = 0; m < nm && m < 6; m++) {
+    strncat(base, "_", sizeof base - strlen(base) - 1);
+    strncat(base, lg_short_name(lg_node_op(g->nodes[members[m]])), sizeof base - strlen(base) - 1);
+  }
+  char opsbuf[1024] = "";
+  for (int m = 0; m < nm && st == TS_OK; m++) {
+    const tg_node *n = g->nodes[members[m]];
+    const char *in[64] = {0}, *on[16] = {0};
+    for (int j = 0; j < n->nin && j < 64; j++) in[j] = n->inputs[j] >= 0 ? vname[n->inputs[j]] : NULL;
+    for (int j = 0; j < n->nout && j < 16; j++) on[j] = n->outputs[j] >= 0 ? vname[n->outputs[j]] : NULL;
+    st = lg_emit(&k, n, in, on);
+    snprintf(opsbuf + strlen(opsbuf), sizeof opsbuf - strlen(opsbuf), "%s%s", m ? "," : "",
+             tg_op_name(lg_node_op(n)));
+  }
+  ir_func *f = NULL;
+  if (st == TS_OK) {
+    const char *fname = lg_fresh_name(g->mod, base);
+    st = lg_build(&k, g->mod, fname, nin, ins, in_names, nout, outs, out_names, &f);
+  }
+  lg_fini(&k);
+  ts_free(vname);
+  if (st != TS_OK) return st;
+
+  /* the call replaces the last member */
+  tg_node *last = g->nodes[members[nm - 1]];
+  int *ni = TS_ANEWN(ar, int, nin), *no = TS_ANEWN(ar, int, nout);
+  if (!ni || !no) return ts_diag_set(d, TS_ENOMEM, "out of memory");
+  memcpy(ni, ins, (size_t)nin * sizeof(int));
+  memcpy(no, outs, (size_t)nout * sizeof(int));
+  for (int m = 0; m < nm - 1; m++) g->nodes[members[m]]->dead = true;
+  last->op = TG_OP_CALL;
+  last->callee = f->name;
+  last->nin = nin;
+  last->inputs = ni;
+  last->nout = nout;
+  last->outputs = no;
+  last->nattr = 0;
+  last->attrs = NULL;
+  last->name = ts_arena_strdup(ar, f->name);
+  tg_attr fa = {.name = "tessel.fused", .kind = TG_A_STRING, .s = opsbuf};
+  if (tg_node_set_attr(g, last, &fa) != TS_OK) return ts_diag_set(d, TS_ENOMEM, "out of memory");
+  for (int i = 0; i < nout; i++) g->values[outs[i]]->producer = last->id;
+  return TS_OK;
+}
+
+ts_status tg_pass_fuse(tg_graph *g, ts_diag *d) {
+  fctx c = {.g = g, .nn = g->nnodes};
+  if (c.nn == 0) return TS_OK;
+  c.gid = ts_malloc((size_t)c.nn * sizeof(int));
+  c.inset = ts_calloc((size_t)c.nn, sizeof(bool));
+  c.down = ts_calloc((size_t)c.nn, sizeof(bool));
+  c.stack = ts_malloc((size_t)c.nn * sizeof(int));
+  ts_status st = TS_OK;
+  if (!c.gid || !c.inset || !c.down || !c.stack) {
+    st = ts_diag_set(d, TS_ENOMEM, "out of memory fusing");
+    goto out;
+  }
+  for (int i = 0; i < c.nn; i++) c.gid[i] = i;
+  for (int i = 0; i < c.nn; i++) {
+    tg_node *n = g->nodes[i];
+    if (n->dead || n->op != TG_OP_CALL || lg_pattern(g, n) == TG_PAT_OPAQUE) continue;
+    /* producers' groups, anchor groups first */
+    int cand[64], nc = 0;
+    for (int pass = 0; pass < 2; pass++)
+      for (int j = 0; j < n->nin && nc < 64; j++) {
+        int v = n->inputs[j];
+        int p = v >= 0 ? g->values[v]->producer : -1;
+        if (p < 0 || g->nodes[p]->dead || g->nodes[p]->op != TG_OP_CALL) continue;
+        int pg = c.gid[p];
+        bool anch = false;
+        for (int q = 0; q < c.nn && !anch; q++)
+          anch = c.gid[q] == pg && !g->nodes[q]->dead && is_anchor(lg_pattern(g, g->nodes[q]));
+        if ((pass == 0) != anch) continue;
+        bool dup = false;
+        for (int q = 0; q < nc && !dup; q++) dup = cand[q] == pg;
+        if (!dup) cand[nc++] = pg;
+      }
+    for (int q = 0; q < nc; q++) {
+      int pg = cand[q], mg = c.gid[i];
+      if (pg == mg) continue;
+      if (can_merge(&c, pg, mg)) merge(&c, pg, mg);
+    }
+  }
+  for (int i = 0; i < c.nn && st == TS_OK; i++)
+    if (c.gid[i] == i && !g->nodes[i]->dead) st = emit_group(&c, i, d);
+  if (st == TS_OK) st = tg_graph_compact(g, d);
+  if (st == TS_OK) lg_module_drop_unused(g);
+out:
+  ts_free(c.gid);
+  ts_free(c.inset);
+  ts_free(c.down);
+  ts_free(c.stack);
+  return st;
+}

@@ -1,0 +1,540 @@
+/* passes.c — the pass registry and pipeline, and the small passes: constant
+ * folding (shape arithmetic included, by running the op's legalised PrimFunc
+ * on the reference interpreter), batch-norm folding, simplification of
+ * no-op nodes, weight layout rewrite and dead-code elimination.
+ * Legalisation is legalize.c, fusion fuse.c. docs/PASSES.md describes each. */
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../interp.h"
+#include "passes_int.h"
+
+typedef struct pass_def {
+  const char *name;
+  ts_status (*fn)(tg_graph *g, ts_diag *d);
+} pass_def;
+
+static const pass_def passes[] = {
+    {"fold_constants", tg_pass_fold_constants}, {"fold_batchnorm", tg_pass_fold_batchnorm},
+    {"simplify", tg_pass_simplify},             {"legalize", tg_pass_legalize},
+    {"layout_rewrite", tg_pass_layout_rewrite}, {"fuse", tg_pass_fuse},
+    {"dce", tg_pass_dce},
+};
+#define NPASSES ((int)(sizeof passes / sizeof passes[0]))
+
+static const char *const pass_names[NPASSES] = {"fold_constants", "fold_batchnorm", "simplify", "legalize",
+                                                "layout_rewrite", "fuse", "dce"};
+
+const char *const *tg_pass_names(int *n) {
+  if (n) *n = NPASSES;
+  return pass_names;
+}
+
+static int find_pass(const char *name) {
+  for (int i = 0; i < NPASSES; i++)
+    if (!strcmp(passes[i].name, name)) return i;
+  return -1;
+}
+
+static ts_status unknown_pass(const char *name, ts_diag *d) {
+  char list[256] = "";
+  for (int i = 0; i < NPASSES; i++) {
+    strcat(list, i ? ", " : "");
+    strcat(list, passes[i].name);
+  }
+  return ts_diag_set(d, TS_ENOTFOUND, "unknown pass '%s'; valid passes: %s", name, list);
+}
+
+ts_status tg_run_pass(tg_graph *g, const char *name, ts_diag *d) {
+  int i = name ? find_pass(name) : -1;
+  if (i < 0) return unknown_pass(name ? name : "(null)", d);
+  ts_status st = passes[i].fn(g, d);
+  if (st == TS_OK && getenv("TESSEL_DEBUG") && strstr(getenv("TESSEL_DEBUG"), "passes")) {
+    ts_strbuf sb;
+    ts_strbuf_init(&sb);
+    tg_graph_print(g, &sb);
+    fprintf(stderr, "[passes] after %s:\n%s", name, sb.data ? sb.data : "");
+    ts_strbuf_fini(&sb);
+  }
+  return st;
+}
+
+ts_status tg_run_pipeline(tg_graph *g, const char *stop_after, ts_diag *d) {
+  int last = NPASSES - 1;
+  if (stop_after) {
+    last = find_pass(stop_after);
+    if (last < 0) return unknown_pass(stop_after, d);
+  }
+  for (int i = 0; i <= last; i++) {
+    ts_status st = tg_run_pass(g, passes[i].name, d);
+    if (st != TS_OK) return st;
+  }
+  return TS_OK;
+}
+
+int tg_count_called_funcs(const tg_graph *g) {
+  int cnt = 0;
+  for (int i = 0; i < g->nnodes; i++) {
+    const tg_node *n = g->nodes[i];
+    if (n->dead || n->op != TG_OP_CALL || !n->callee) continue;
+    bool seen = false;
+    for (int j = 0; j < i && !seen; j++) {
+      const tg_node *p = g->nodes[j];
+      seen = !p->dead && p->op == TG_OP_CALL && p->callee && !strcmp(p->callee, n->callee);
+    }
+    if (!seen) cnt++;
+  }
+  return cnt;
+}
+
+/* ---- helpers -------------------------------------------------------------------- */
+
+static bool is_graph_output(const tg_graph *g, int vid) {
+  for (int i = 0; i < g->noutputs; i++)
+    if (g->outputs[i] == vid) return true;
+  return false;
+}
+
+static bool all_static(const tg_value *v) { return tg_value_is_static(v); }
+
+/* A value name not yet in g: base, base_1, base_2 ... (stack buffer). */
+static const char *fresh_value_name(const tg_graph *g, const char *base, char *buf, size_t n) {
+  snprintf(buf, n, "%s", base);
+  for (int i = 1; tg_value_find(g, buf) >= 0; i++) snprintf(buf, n, "%s_%d", base, i);
+  return buf;
+}
+
+/* Adds a constant value with the given dims and data. Returns its id or -1. */
+static int add_const(tg_graph *g, const char *base, ir_dtype dt, int nd, const tg_dim *dims, const void *data,
+                     size_t nbytes, ts_diag *d) {
+  char name[256];
+  fresh_value_name(g, base, name, sizeof name);
+  int id = tg_value_add(g, name, TG_V_CONST, dt, nd, dims, d);
+  if (id < 0) return -1;
+  if (tg_value_set_data(g, id, data, nbytes, d) != TS_OK) return -1;
+  return id;
+}
+
+/* Turns value vid into a constant holding t's data (the node producing it is
+ * marked dead by the caller). */
+static ts_status make_const(tg_graph *g, int vid, const ir_tensor *t, ts_diag *d) {
+  tg_value *v = g->values[vid];
+  size_t nbytes = (size_t)ir_tensor_numel(t) * (size_t)ir_dtype_bytes(t->dtype);
+  ts_status st = tg_value_set_data(g, vid, t->data, nbytes, d);
+  if (st != TS_OK) return st;
+  v->kind = TG_V_CONST;
+  v->producer = -1;
+  return TS_OK;
+}
+
+/* ---- fold_constants -------------------------------------------------------------- */
+
+#define FOLD_MAX_ELEMS (INT64_C(1) << 24)
+
+static bool foldable_op(tg_op op) {
+  return op != TG_OP_CALL && op != TG_OP_CONSTANT && op != TG_OP_COUNT;
+}
+
+/* Shape of a value whose dims are all constant needs no data at all. */
+static ts_status fold_shape(tg_graph *g, tg_node *n, bool *done, ts_diag *d) {
+  *done = false;
+  const tg_value *x = g->values[n->inputs[0]];
+  if (!all_static(x)) return TS_OK;
+  int r = x->ndim;
+  int64_t st = tg_attr_int(n, "start", 0), en = tg_attr_int(n, "end", r);
+  if (st < 0) st += r;
+  if (en < 0) en += r;
+  st = st < 0 ? 0 : st > r ? r : st;
+  en = en < 0 ? 0 : en > r ? r : en;
+  int64_t vals[8];
+  int cnt = 0;
+  for (int64_t i = st; i < en; i++) vals[cnt++] = x->dims[i].value;
+  tg_value *y = g->values[n->outputs[0]];
+  if (y->dtype.code != IR_I64 || tg_value_numel(y) != cnt)
+    return ts_diag_set(d, TS_ESHAPE, "node '%s' (Shape): output %s does not hold %d i64 dims", n->name, y->name,
+                       cnt);
+  ts_status s = tg_value_set_data(g, y->id, vals, (size_t)cnt * sizeof(int64_t), d);
+  if (s != TS_OK) return s;
+  y->kind = TG_V_CONST;
+  y->producer = -1;
+  n->dead = true;
+  *done = true;
+  return TS_OK;
+}
+
+/* Evaluates node n (all inputs constant) on the interpreter. */
+static ts_status fold_eval(tg_graph *g, tg_node *n, ts_diag *d) {
+  ts_status st = lg_normalize(g, n, d);
+  if (st != TS_OK) return st;
+  for (int i = 0; i < n->nout; i++) {
+    const tg_value *y = g->values[n->outputs[i]];
+    if (!all_static(y) || tg_value_numel(y) > FOLD_MAX_ELEMS) return TS_OK; /* leave it to run time */
+  }
+  ir_module *scratch = ir_module_new();
+  if (!scratch) return ts_diag_set(d, TS_ENOMEM, "out of memory");
+  ir_func *f = NULL;
+  ts_diag ld;
+  ts_diag_clear(&ld);
+  st = lg_node_func(g, n, scratch, &f, &ld);
+  if (st == TS_EUNSUPPORTED) { /* not ours to fold; legalize will report it if it matters */
+    ir_module_free(scratch);
+    return TS_OK;
+  }
+  if (st != TS_OK) {
+    ir_module_free(scratch);
+    return ts_diag_set(d, st, "folding constants: %s", ld.msg);
+  }
+  ir_tensor args[80];
+  int na = 0;
+  memset(args, 0, sizeof args);
+  for (int i = 0; i < n->nin && st == TS_OK; i++) {
+    if (n->inputs[i] < 0) continue;
+    const tg_value *v = g->values[n->inputs[i]];
+    ir_tensor *t = &args[na++];
+    t->dtype = v->dtype;
+    t->ndim = v->ndim;
+    for (int k = 0; k < v->ndim; k++) t->shape[k] = v->dims[k].value;
+    t->data = v->data; /* read-only: the interpreter never writes inputs */
+  }
+  int first_out = na;
+  for (int i = 0; i < n->nout && st == TS_OK; i++) {
+    const tg_value *y = g->values[n->outputs[i]];
+    int64_t shp[8];
+    for (int k = 0; k < y->ndim; k++) shp[k] = y->dims[k].value;
+    st = ir_tensor_alloc(&args[na++], y->dtype, y->ndim, shp);
+    if (st != TS_OK) ts_diag_set(d, st, "out of memory folding '%s'", n->name);
+  }
+  if (st == TS_OK) {
+    ts_diag_clear(&ld);
+    st = ir_interp_run(f, args, &ld);
+    if (st != TS_OK) ts_diag_set(d, st, "node '%s' (%s): evaluating on constants: %s", n->name,
+                                 tg_op_name(n->op), ld.msg);
+  }
+  for (int i = 0; i < n->nout && st == TS_OK; i++) st = make_const(g, n->outputs[i], &args[first_out + i], d);
+  if (st == TS_OK) n->dead = true;
+  for (int i = first_out; i < na; i++) ir_tensor_free(&args[i]);
+  ir_module_free(scratch);
+  return st;
+}
+
+static ts_status fold_constant_node(tg_graph *g, tg_node *n, ts_diag *d) {
+  /* the importer turns Constant nodes into constants; a hand-built graph may
+   * still have one with value_float(s) / value_int(s) */
+  tg_value *y = g->values[n->outputs[0]];
+  if (y->data) {
+    y->kind = TG_V_CONST;
+    y->producer = -1;
+    n->dead = true;
+    return TS_OK;
+  }
+  const tg_attr *a;
+  int64_t numel = tg_value_numel(y);
+  if ((a = tg_node_attr(n, "value_float")) && y->dtype.code == IR_F32 && numel == 1) {
+    float f = (float)a->f;
+    return tg_value_set_data(g, y->id, &f, sizeof f, d) == TS_OK ? (y->kind = TG_V_CONST, y->producer = -1,
+                                                                    n->dead = true, TS_OK)
+                                                                 : d->code;
+  }
+  if ((a = tg_node_attr(n, "value_int")) && y->dtype.code == IR_I64 && numel == 1) {
+    int64_t v = a->i;
+    return tg_value_set_data(g, y->id, &v, sizeof v, d) == TS_OK ? (y->kind = TG_V_CONST, y->producer = -1,
+                                                                    n->dead = true, TS_OK)
+                                                                 : d->code;
+  }
+  if ((a = tg_node_attr(n, "value_ints")) && a->kind == TG_A_INTS && y->dtype.code == IR_I64 && numel == a->n) {
+    ts_status st = tg_value_set_data(g, y->id, a->ints, (size_t)a->n * sizeof(int64_t), d);
+    if (st != TS_OK) return st;
+    y->kind = TG_V_CONST;
+    y->producer = -1;
+    n->dead = true;
+    return TS_OK;
+  }
+  if ((a = tg_node_attr(n, "value_floats")) && a->kind == TG_A_FLOATS && y->dtype.code == IR_F32 &&
+      numel == a->n) {
+    float buf[4096];
+    if (a->n > 4096) return ts_diag_set(d, TS_EUNSUPPORTED, "node '%s' (Constant): too many value_floats", n->name);
+    for (int i = 0; i < a->n; i++) buf[i] = (float)a->floats[i];
+    ts_status st = tg_value_set_data(g, y->id, buf, (size_t)a->n * sizeof(float), d);
+    if (st != TS_OK) return st;
+    y->kind = TG_V_CONST;
+    y->producer = -1;
+    n->dead = true;
+    return TS_OK;
+  }
+  return ts_diag_set(d, TS_EUNSUPPORTED, "node '%s' (Constant): no value this pass can read", n->name);
+}
+
+ts_status tg_pass_fold_constants(tg_graph *g, ts_diag *d) {
+  for (int i = 0; i < g->nnodes; i++) {
+    tg_node *n = g->nodes[i];
+    if (n->dead) continue;
+    ts_status st = TS_OK;
+    if (n->op == TG_OP_CONSTANT) {
+      st = fold_constant_node(g, n, d);
+    } else if (n->op == TG_OP_SHAPE) {
+      bool done;
+      st = fold_shape(g, n, &done, d);
+    } else if (foldable_op(n->op) && n->nin > 0) {
+      bool all_const = true;
+      for (int j = 0; j < n->nin && all_const; j++)
+        all_const = n->inputs[j] < 0 || g->values[n->inputs[j]]->kind == TG_V_CONST;
+      if (all_const) st = fold_eval(g, n, d);
+    }
+    if (st != TS_OK) return st;
+  }
+  return tg_pass_dce(g, d);
+}
+
+/* ---- fold_batchnorm --------------------------------------------------------------- */
+
+static const float *f32_data(const tg_graph *g, int vid, int64_t want) {
+  if (vid < 0) return NULL;
+  const tg_value *v = g->values[vid];
+  if (v->kind != TG_V_CONST || !v->data || v->dtype.code != IR_F32 || tg_value_numel(v) != want) return NULL;
+  return v->data;
+}
+
+static ts_status fold_one_bn(tg_graph *g, tg_node *bn, ts_diag *d) {
+  if (bn->nin < 5 || tg_attr_int(bn, "training_mode", 0) || bn->nout < 1) return TS_OK;
+  for (int j = 1; j < bn->nout; j++)
+    if (bn->outputs[j] >= 0 && tg_value_consumers(g, bn->outputs[j], NULL, 0) > 0) return TS_OK;
+  const tg_value *x = g->values[bn->inputs[0]];
+  if (x->ndim < 2 || x->dims[1].sym || x->dtype.code != IR_F32) return TS_OK;
+  int64_t C = x->dims[1].value;
+  const float *scale = f32_data(g, bn->inputs[1], C), *bias = f32_data(g, bn->inputs[2], C),
+              *mean = f32_data(g, bn->inputs[3], C), *var = f32_data(g, bn->inputs[4], C);
+  if (!scale || !bias || !mean || !var) return TS_OK;
+  double eps = tg_attr_float(bn, "epsilon", 1e-5);
+  float s[4096], sh[4096];
+  if (C > 4096) return TS_OK;
+  for (int64_t c = 0; c < C; c++) {
+    s[c] = (float)(scale[c] / sqrt((double)var[c] + eps));
+    sh[c] = (float)(bias[c] - mean[c] * (double)s[c]);
+  }
+  int yv = bn->outputs[0];
+  int xp = x->producer;
+  tg_node *conv = xp >= 0 ? g->nodes[xp] : NULL;
+  bool into_conv = conv && !conv->dead && conv->op == TG_OP_CONV && conv->nout == 1 &&
+                   tg_value_consumers(g, x->id, NULL, 0) == 1 && !is_graph_output(g, x->id);
+  const float *w = NULL, *cb = NULL;
+  if (into_conv) {
+    const tg_value *wv = g->values[conv->inputs[1]];
+    int64_t wn = tg_value_numel(wv);
+    w = wn > 0 && wv->dims[0].value == C ? f32_data(g, conv->inputs[1], wn) : NULL;
+    if (conv->nin > 2 && conv->inputs[2] >= 0) {
+      cb = f32_data(g, conv->inputs[2], C);
+      if (!cb) w = NULL;
+    }
+    into_conv = w != NULL;
+  }
+  if (into_conv) {
+    /* W'[o] = W[o] * s[o]; b'[o] = (b[o] - mean[o]) * s[o] + B[o] */
+    const tg_value *wv = g->values[conv->inputs[1]];
+    int64_t wn = tg_value_numel(wv), per = wn / C;
+    float *nw = ts_malloc((size_t)wn * sizeof(float));
+    if (!nw) return ts_diag_set(d, TS_ENOMEM, "out of memory folding batch norm '%s'", bn->name);
+    for (int64_t o = 0; o < C; o++)
+      for (int64_t i = 0; i < per; i++) nw[o * per + i] = w[o * per + i] * s[o];
+    float nb[4096];
+    for (int64_t o = 0; o < C; o++) nb[o] = (cb ? cb[o] : 0.0f) * s[o] + sh[o];
+    char base[200];
+    snprintf(base, sizeof base, "%s_bnfolded", wv->name);
+    int wid = add_const(g, base, wv->dtype, wv->ndim, wv->dims, nw, (size_t)wn * sizeof(float), d);
+    ts_free(nw);
+    if (wid < 0) return d && d->code ? d->code : TS_ENOMEM;
+    tg_dim bd = {C, NULL};
+    snprintf(base, sizeof base, "%s_bias", bn->name);
+    int bid = add_const(g, base, ir_dt(IR_F32), 1, &bd, nb, (size_t)C * sizeof(float), d);
+    if (bid < 0) return d && d->code ? d->code : TS_ENOMEM;
+    int ins[3] = {conv->inputs[0], wid, bid};
+    int *arr = TS_ANEWN(g->mod->arena, int, 3);
+    if (!arr) return ts_diag_set(d, TS_ENOMEM, "out of memory");
+    memcpy(arr, ins, sizeof ins);
+    conv->inputs = arr;
+    conv->nin = 3;
+    /* the conv now produces the batch norm's output value (its name is the
+     * one consumers and graph outputs know) */
+    conv->outputs[0] = yv;
+    g->values[yv]->producer = conv->id;
+    x = NULL;
+    bn->dead = true;
+    return TS_OK;
+  }
+  /* standalone: Y = X * s + shift with s, shift of shape [C, 1, ..] (rank r-1) */
+  int r = g->values[bn->inputs[0]]->ndim;
+  tg_dim cd[8];
+  cd[0] = (tg_dim){C, NULL};
+  for (int i = 1; i < r - 1; i++) cd[i] = (tg_dim){1, NULL};
+  char base[200];
+  snprintf(base, sizeof base, "%s_scale", bn->name);
+  int sid = add_const(g, base, ir_dt(IR_F32), r - 1, cd, s, (size_t)C * sizeof(float), d);
+  snprintf(base, sizeof base, "%s_shift", bn->name);
+  int hid = sid < 0 ? -1 : add_const(g, base, ir_dt(IR_F32), r - 1, cd, sh, (size_t)C * sizeof(float), d);
+  if (hid < 0) return d && d->code ? d->code : TS_ENOMEM;
+  const tg_value *xv = g->values[bn->inputs[0]];
+  snprintf(base, sizeof base, "%s_scaled", bn->name);
+  char nm[256];
+  int tid = tg_value_add(g, fresh_value_name(g, base, nm, sizeof nm), TG_V_INTER, xv->dtype, xv->ndim, xv->dims, d);
+  if (tid < 0) return d && d->code ? d->code : TS_ENOMEM;
+  int min[2] = {bn->inputs[0], sid}, ain[2] = {tid, hid};
+  snprintf(base, sizeof base, "%s_mul", bn->name);
+  int mid = tg_node_add(g, TG_OP_MUL, base, 2, min, 1, &tid, d);
+  if (mid < 0) return d && d->code ? d->code : TS_ENOMEM;
+  bn = NULL; /* the node table may have moved */
+  snprintf(base, sizeof base, "%s_add", g->nodes[mid]->name);
+  for (int i = 0; i < g->nnodes; i++)
+    if (g->nodes[i]->op == TG_OP_BATCH_NORM && !g->nodes[i]->dead && g->nodes[i]->outputs[0] == yv)
+      g->nodes[i]->dead = true;
+  int aid = tg_node_add(g, TG_OP_ADD, base, 2, ain, 1, &yv, d);
+  if (aid < 0) return d && d->code ? d->code : TS_ENOMEM;
+  return TS_OK;
+}
+
+ts_status tg_pass_fold_batchnorm(tg_graph *g, ts_diag *d) {
+  int nn = g->nnodes;
+  bool changed = false;
+  for (int i = 0; i < nn; i++) {
+    tg_node *n = g->nodes[i];
+    if (n->dead || n->op != TG_OP_BATCH_NORM) continue;
+    ts_status st = fold_one_bn(g, n, d);
+    if (st != TS_OK) return st;
+    changed = true;
+  }
+  return changed ? tg_pass_dce(g, d) : TS_OK;
+}
+
+/* ---- simplify ------------------------------------------------------------------------ */
+
+static bool noop_node(const tg_graph *g, const tg_node *n) {
+  tg_op op = n->op;
+  if (n->nin < 1 || n->inputs[0] < 0 || n->nout != 1) return false;
+  const tg_value *x = g->values[n->inputs[0]], *y = g->values[n->outputs[0]];
+  if (!ir_dtype_eq(x->dtype, y->dtype) || x->ndim != y->ndim) return false;
+  for (int i = 0; i < x->ndim; i++)
+    if (!tg_dim_eq(x->dims[i], y->dims[i])) return false;
+  switch (op) {
+    case TG_OP_IDENTITY:
+    case TG_OP_RESHAPE:
+    case TG_OP_FLATTEN:
+    case TG_OP_SQUEEZE:
+    case TG_OP_UNSQUEEZE:
+    case TG_OP_CAST:
+      return true;
+    case TG_OP_TRANSPOSE: {
+      int c;
+      const int64_t *perm = tg_attr_ints(n, "perm", &c);
+      if (!perm || c != x->ndim) return x->ndim <= 1;
+      for (int i = 0; i < c; i++)
+        if (perm[i] != i) return false;
+      return true;
+    }
+    case TG_OP_PAD: {
+      int c;
+      const int64_t *p = tg_attr_ints(n, "pads", &c);
+      for (int i = 0; p && i < c; i++)
+        if (p[i]) return false;
+      return n->nin == 1;
+    }
+    case TG_OP_CONCAT:
+      return n->nin == 1;
+    default:
+      return false;
+  }
+}
+
+ts_status tg_pass_simplify(tg_graph *g, ts_diag *d) {
+  bool changed = false;
+  for (int i = 0; i < g->nnodes; i++) {
+    tg_node *n = g->nodes[i];
+    if (n->dead || !noop_node(g, n)) continue;
+    int y = n->outputs[0], x = n->inputs[0];
+    /* a graph output keeps its name: replace it only if x is an
+     * intermediate nobody else names as an output */
+    if (is_graph_output(g, y)) continue;
+    tg_replace_uses(g, y, x);
+    n->dead = true;
+    changed = true;
+  }
+  return changed ? tg_pass_dce(g, d) : TS_OK;
+}
+
+/* ---- layout_rewrite ------------------------------------------------------------------ */
+
+/* Transposes a constant 2-d value [K, N] into a new constant [N, K]. */
+static int transposed_const(tg_graph *g, int vid, ts_diag *d) {
+  const tg_value *v = g->values[vid];
+  int64_t K = v->dims[0].value, N = v->dims[1].value;
+  size_t es = (size_t)ir_dtype_bytes(v->dtype);
+  unsigned char *buf = ts_malloc((size_t)(K * N) * es + 1);
+  if (!buf) {
+    ts_diag_set(d, TS_ENOMEM, "out of memory packing %s", v->name);
+    return -1;
+  }
+  const unsigned char *src = v->data;
+  for (int64_t k = 0; k < K; k++)
+    for (int64_t n = 0; n < N; n++) memcpy(buf + (size_t)(n * K + k) * es, src + (size_t)(k * N + n) * es, es);
+  tg_dim dims[2] = {{N, NULL}, {K, NULL}};
+  char base[256];
+  snprintf(base, sizeof base, "%s_packed_nk", v->name);
+  int id = add_const(g, base, v->dtype, 2, dims, buf, (size_t)(K * N) * es, d);
+  ts_free(buf);
+  return id;
+}
+
+static bool const_2d(const tg_graph *g, int vid) {
+  if (vid < 0) return false;
+  const tg_value *v = g->values[vid];
+  return v->kind == TG_V_CONST && v->data && v->ndim == 2 && tg_value_is_static(v);
+}
+
+ts_status tg_pass_layout_rewrite(tg_graph *g, ts_diag *d) {
+  bool changed = false;
+  for (int i = 0; i < g->nnodes; i++) {
+    tg_node *n = g->nodes[i];
+    if (n->dead || n->nin < 2) continue;
+    tg_op op = lg_node_op(n);
+    bool mm = op == TG_OP_MATMUL && !tg_attr_int(n, "tessel.b_transposed", 0) && const_2d(g, n->inputs[1]) &&
+              g->values[n->inputs[0]]->ndim >= 2;
+    bool gemm = op == TG_OP_GEMM && !tg_attr_int(n, "transB", 0) && const_2d(g, n->inputs[1]);
+    if (!mm && !gemm) continue;
+    int nb = transposed_const(g, n->inputs[1], d);
+    if (nb < 0) return d && d->code ? d->code : TS_ENOMEM;
+    n = g->nodes[i];
+    tg_attr a = {.name = mm ? "tessel.b_transposed" : "transB", .kind = TG_A_INT, .i = 1};
+    if (tg_node_set_attr(g, n, &a) != TS_OK) return ts_diag_set(d, TS_ENOMEM, "out of memory");
+    n->inputs[1] = nb;
+    if (n->op == TG_OP_CALL) {
+      ir_func *f = NULL;
+      ts_status st = lg_node_func(g, n, g->mod, &f, d);
+      if (st != TS_OK) return st;
+      n->callee = f->name;
+    }
+    changed = true;
+  }
+  if (!changed) return TS_OK;
+  ts_status st = tg_pass_dce(g, d);
+  return st;
+}
+
+/* ---- dce ---------------------------------------------------------------------------- */
+
+ts_status tg_pass_dce(tg_graph *g, ts_diag *d) {
+  for (int i = g->nnodes - 1; i >= 0; i--) {
+    tg_node *n = g->nodes[i];
+    if (n->dead) continue;
+    bool used = false;
+    for (int j = 0; j < n->nout && !used; j++) {
+      int v = n->outputs[j];
+      if (v < 0) continue;
+      used = is_graph_output(g, v) || tg_value_consumers(g, v, NULL, 0) > 0;
+    }
+    if (!used) n->dead = true;
+  }
+  ts_status st = tg_graph_compact(g, d);
+  if (st != TS_OK) return st;
+  lg_module_drop_unused(g);
+  return TS_OK;
+}

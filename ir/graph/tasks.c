@@ -1,0 +1,189 @@
+/* tasks.c — task extraction (tasks.h): the distinct bound PrimFuncs the
+ * graph calls, keyed by structural hash, with weights and FLOP counts. */
+#include <string.h>
+
+#include "../print.h"
+#include "../struct.h"
+#include "tasks.h"
+
+ir_func *tg_task_bind(ts_arena *a, const ir_func *f, int nsyms, const char *const *names, const int64_t *values,
+                      ts_diag *d) {
+  if (f->nsyms == 0) return (ir_func *)f;
+  const char *nm[64];
+  int64_t vs[64];
+  if (f->nsyms > 64) {
+    ts_diag_set(d, TS_EUNSUPPORTED, "%s: over 64 size vars", f->name);
+    return NULL;
+  }
+  for (int i = 0; i < f->nsyms; i++) {
+    nm[i] = f->syms[i]->name;
+    vs[i] = TG_TASK_DEFAULT_SYM;
+    for (int j = 0; j < nsyms; j++)
+      if (!strcmp(names[j], nm[i])) vs[i] = values[j];
+  }
+  return ir_func_bind_syms(a, f, f->nsyms, nm, vs, d);
+}
+
+/* ---- FLOPs ---------------------------------------------------------------------------- */
+
+typedef struct fl_ctx {
+  double ops;
+} fl_ctx;
+
+static double expr_flops(const ir_expr *e) {
+  if (!e) return 0;
+  double s = 0;
+  switch (e->kind) {
+    case IR_INT_IMM:
+    case IR_FLOAT_IMM:
+    case IR_VAR:
+      return 0;
+    case IR_LOAD: /* index math is not counted */
+      return 0;
+    case IR_NOT:
+      return expr_flops(e->u.un.a);
+    case IR_SELECT:
+      return expr_flops(e->u.sel.t) + expr_flops(e->u.sel.f) + expr_flops(e->u.sel.cond);
+    case IR_CAST:
+      return expr_flops(e->u.cast.value);
+    case IR_CALL:
+      for (int i = 0; i < e->u.call.nargs; i++) s += expr_flops(e->u.call.args[i]);
+      return s + (ir_dtype_is_float(e->dtype) ? 1 : 0);
+    default:
+      if (ir_is_binop(e->kind)) {
+        s = expr_flops(e->u.bin.a) + expr_flops(e->u.bin.b);
+        /* float arithmetic counts; comparisons of floats count too */
+        bool fl = ir_dtype_is_float(e->u.bin.a->dtype);
+        return s + (fl ? 1 : 0);
+      }
+      return 0;
+  }
+}
+
+/* Sum over statements of (float ops per execution) x (executions). */
+static double stmt_flops(const ir_stmt *s, double trips, bool *ok) {
+  if (!s) return 0;
+  switch (s->kind) {
+    case IR_FOR: {
+      int64_t ext;
+      if (!ir_as_int(s->u.loop.extent, &ext)) {
+        *ok = false;
+        return 0;
+      }
+      return stmt_flops(s->u.loop.body, trips * (double)ext, ok);
+    }
+    case IR_BLOCK_REALIZE: {
+      const ir_block *b = s->u.realize.block;
+      double f = stmt_flops(b->body, trips, ok);
+      if (b->init) {
+        /* init runs once per spatial point: trips / product of R extents */
+        double red = 1;
+        for (int i = 0; i < b->niter; i++) {
+          int64_t ext;
+          if (b->iters[i].type == IR_ITER_R && ir_as_int(b->iters[i].dom.extent, &ext) && ext > 0) red *= (double)ext;
+        }
+        f += stmt_flops(b->init, trips / red, ok);
+      }
+      return f;
+    }
+    case IR_SEQ: {
+      double f = 0;
+      for (int i = 0; i < s->u.seq.n; i++) f += stmt_flops(s->u.seq.stmts[i], trips, ok);
+      return f;
+    }
+    case IR_IF:
+      return stmt_flops(s->u.ifs.then_s, trips, ok) + stmt_flops(s->u.ifs.else_s, trips, ok);
+    case IR_LET:
+      return stmt_flops(s->u.let.body, trips, ok);
+    case IR_ALLOCATE:
+      return stmt_flops(s->u.alloc.body, trips, ok);
+    case IR_STORE:
+      return trips * expr_flops(s->u.store.value);
+    default:
+      return 0;
+  }
+}
+
+double tg_func_flops(const ir_func *f) {
+  bool ok = true;
+  double v = stmt_flops(f->body, 1, &ok);
+  return ok ? v : -1;
+}
+
+/* ---- extraction --------------------------------------------------------------------- */
+
+void tg_tasks_free(tg_task *t, int n) {
+  (void)n;
+  ts_free(t);
+}
+
+ts_status tg_extract_tasks_at(tg_graph *g, int nsyms, const char *const *names, const int64_t *values, tg_task **out,
+                              int *n, ts_diag *d) {
+  *out = NULL;
+  *n = 0;
+  int cap = 8, cnt = 0;
+  tg_task *t = ts_calloc((size_t)cap, sizeof *t);
+  if (!t) return ts_diag_set(d, TS_ENOMEM, "out of memory");
+  ts_arena *a = g->mod->arena;
+  for (int i = 0; i < g->nnodes; i++) {
+    const tg_node *nd = g->nodes[i];
+    if (nd->dead) continue;
+    if (nd->op != TG_OP_CALL) {
+      ts_free(t);
+      return ts_diag_set(d, TS_EINVAL, "node '%s' is %s, not a call: run the pass pipeline before extracting tasks",
+                         nd->name, tg_op_name(nd->op));
+    }
+    const ir_func *f = ir_module_get(g->mod, nd->callee);
+    if (!f) {
+      ts_free(t);
+      return ts_diag_set(d, TS_ENOTFOUND, "node '%s' calls %s, which the module does not hold", nd->name,
+                         nd->callee);
+    }
+    ir_func *bf = tg_task_bind(a, f, nsyms, names, values, d);
+    if (!bf) {
+      ts_free(t);
+      return d && d->code ? d->code : TS_ENOMEM;
+    }
+    uint64_t key = ir_struct_hash_func(bf);
+    int found = -1;
+    for (int k = 0; k < cnt && found < 0; k++)
+      if (t[k].key == key && ir_struct_equal_func(t[k].func, bf)) found = k;
+    if (found >= 0) {
+      t[found].weight++;
+      continue;
+    }
+    if (cnt == cap) {
+      tg_task *nt = ts_realloc(t, (size_t)cap * 2 * sizeof *t);
+      if (!nt) {
+        ts_free(t);
+        return ts_diag_set(d, TS_ENOMEM, "out of memory");
+      }
+      t = nt;
+      cap *= 2;
+    }
+    char *def = ir_func_to_string(bf);
+    if (!def) {
+      ts_free(t);
+      return ts_diag_set(d, TS_ENOMEM, "out of memory printing %s", f->name);
+    }
+    t[cnt] = (tg_task){.name = f->name,
+                       .key = key,
+                       .weight = 1,
+                       .flops = tg_func_flops(bf),
+                       .func = bf,
+                       .definition = ts_arena_strdup(a, def)};
+    ts_free(def);
+    if (!t[cnt].definition) {
+      ts_free(t);
+      return ts_diag_set(d, TS_ENOMEM, "out of memory");
+    }
+    cnt++;
+  }
+  *out = t;
+  *n = cnt;
+  return TS_OK;
+}
+
+ts_status tg_extract_tasks(tg_graph *g, tg_task **out, int *n, ts_diag *d) {
+  return tg_extract_tasks_at(g, 0, NULL, NULL, out, n, d);
+}
