@@ -16,7 +16,8 @@
  *   - at most TG_FUSE_MAX_NODES nodes.
  * A value made inside a group and read outside it (or a graph output) is an
  * output of the fused function; everything else made inside is an
- * intermediate: a `let` tensor of the kernel, i.e. a buffer allocated in the
+ * intermediate: a `let` tensor of the kernel (named by position, t0, t1 ..,
+ * so that equal groups give structurally equal functions), i.e. a buffer allocated in the
  * root block, which the search's auto-inline rule inlines or computes at
  * its consumer. The fused function is the group's DSL statements in
  * topological order, parsed into one PrimFunc named
@@ -187,12 +188,15 @@ static ts_status emit_group(fctx *c, int gidv, ts_diag *d) {
   lg_kernel k;
   lg_init(&k, g, d);
   ts_status st = TS_OK;
+  int ntmp = 0;
   for (int m = 0; m < nm && st == TS_OK; m++) {
     const tg_node *n = g->nodes[members[m]];
     for (int j = 0; j < n->nout; j++) {
       int v = n->outputs[j];
       if (v >= 0 && !vname[v]) {
-        vname[v] = ts_arena_printf(ar, "t%d", v);
+        /* positional names: block names are part of the structural hash,
+         * so equal groups must name their intermediates alike */
+        vname[v] = ts_arena_printf(ar, "t%d", ntmp++);
         lg_let(&k, vname[v], v);
       }
     }

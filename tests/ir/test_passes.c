@@ -1,0 +1,873 @@
+/* test_passes.c — the graph passes (ir/graph/passes.h) on hand-built graphs:
+ * every legalised op run on the interpreter against a hand-written C loop
+ * or the workload library's reference; constant folding (shape arithmetic
+ * and interpreter evaluation); batch-norm folding numerics against the
+ * unfolded graph; fusion group counts (conv epilogues, residual add, a gelu
+ * diamond, an injective prologue) with the fused graph's result equal to
+ * the unfused one; symbolic batch dims run at two sizes from one pipeline;
+ * the weight layout rewrite; task extraction (weights, keys = the tuner's
+ * workload key, FLOPs); refusals naming the node. The generated ONNX models
+ * are covered at the end when tests/models/gen_models.py and the venv exist. */
+#include <check.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ir/graph/graph.h"
+#include "ir/graph/graph_interp.h"
+#include "ir/graph/passes.h"
+#include "ir/graph/tasks.h"
+#include "ir/parse.h"
+#include "ir/struct.h"
+#include "ir/workloads/workloads.h"
+
+static ir_module *M;
+static tg_graph *G;
+
+static void setup(void) {
+  M = ir_module_new();
+  ck_assert_ptr_nonnull(M);
+  G = tg_graph_new(M, "net");
+  ck_assert_ptr_nonnull(G);
+}
+static void teardown(void) { ir_module_free(M); }
+
+static tg_dim C(int64_t v) { return (tg_dim){v, NULL}; }
+static tg_dim S(const char *s) { return (tg_dim){-1, s}; }
+
+static int value(tg_graph *g, const char *name, tg_value_kind k, ir_dtype dt, int n, const tg_dim *dims) {
+  ts_diag d;
+  ts_diag_clear(&d);
+  int id = tg_value_add(g, name, k, dt, n, dims, &d);
+  ck_assert_msg(id >= 0, "%s", d.msg);
+  if (k == TG_V_INPUT) ck_assert_int_eq(tg_graph_add_input(g, id), TS_OK);
+  return id;
+}
+#define F32 ir_dt(IR_F32)
+#define I64 ir_dt(IR_I64)
+static int input(tg_graph *g, const char *name, int n, const tg_dim *dims) {
+  return value(g, name, TG_V_INPUT, F32, n, dims);
+}
+static int inter(tg_graph *g, const char *name, int n, const tg_dim *dims) {
+  return value(g, name, TG_V_INTER, F32, n, dims);
+}
+/* A constant with seeded random f32 data in [-1, 1). */
+static int rconst(tg_graph *g, const char *name, int n, const tg_dim *dims, uint64_t seed) {
+  int id = value(g, name, TG_V_CONST, F32, n, dims);
+  ir_tensor t;
+  int64_t shp[8];
+  for (int i = 0; i < n; i++) shp[i] = dims[i].value;
+  ck_assert_int_eq(ir_tensor_alloc(&t, F32, n, shp), TS_OK);
+  ir_tensor_fill_random(&t, seed);
+  ck_assert_int_eq(tg_value_set_data(g, id, t.data, (size_t)ir_tensor_numel(&t) * 4, NULL), TS_OK);
+  ir_tensor_free(&t);
+  return id;
+}
+static int iconst(tg_graph *g, const char *name, int n, const int64_t *vals) {
+  tg_dim dd = C(n);
+  int id = value(g, name, TG_V_CONST, I64, 1, &dd);
+  ck_assert_int_eq(tg_value_set_data(g, id, vals, (size_t)n * 8, NULL), TS_OK);
+  return id;
+}
+static int fconst(tg_graph *g, const char *name, float v) {
+  int id = value(g, name, TG_V_CONST, F32, 0, NULL);
+  ck_assert_int_eq(tg_value_set_data(g, id, &v, 4, NULL), TS_OK);
+  return id;
+}
+static tg_node *node(tg_graph *g, tg_op op, const char *name, int nin, const int *in, int nout, const int *out) {
+  ts_diag d;
+  ts_diag_clear(&d);
+  int id = tg_node_add(g, op, name, nin, in, nout, out, &d);
+  ck_assert_msg(id >= 0, "%s", d.msg);
+  return g->nodes[id];
+}
+static void aint(tg_graph *g, tg_node *n, const char *k, int64_t v) {
+  tg_attr a = {.name = k, .kind = TG_A_INT, .i = v};
+  ck_assert_int_eq(tg_node_set_attr(g, n, &a), TS_OK);
+}
+static void afloat(tg_graph *g, tg_node *n, const char *k, double v) {
+  tg_attr a = {.name = k, .kind = TG_A_FLOAT, .f = v};
+  ck_assert_int_eq(tg_node_set_attr(g, n, &a), TS_OK);
+}
+static void aints(tg_graph *g, tg_node *n, const char *k, int cnt, const int64_t *v) {
+  tg_attr a = {.name = k, .kind = TG_A_INTS, .n = cnt, .ints = (int64_t *)v};
+  ck_assert_int_eq(tg_node_set_attr(g, n, &a), TS_OK);
+}
+static void output(tg_graph *g, int v) { ck_assert_int_eq(tg_graph_add_output(g, v), TS_OK); }
+
+/* Seeded random inputs for g (symbols bound from sym_vals by name order of
+ * appearance: every symbolic dim takes `symv`). */
+static void make_inputs(const tg_graph *g, ir_tensor *in, int64_t symv, uint64_t seed) {
+  for (int i = 0; i < g->ninputs; i++) {
+    const tg_value *v = g->values[g->inputs[i]];
+    int64_t shp[8];
+    for (int a = 0; a < v->ndim; a++) shp[a] = v->dims[a].sym ? symv : v->dims[a].value;
+    ck_assert_int_eq(ir_tensor_alloc(&in[i], v->dtype, v->ndim, shp), TS_OK);
+    ir_tensor_fill_random(&in[i], seed + (uint64_t)i);
+  }
+}
+static void free_tensors(ir_tensor *t, int n) {
+  for (int i = 0; i < n; i++) ir_tensor_free(&t[i]);
+}
+
+static void run_pipe(tg_graph *g, const char *stop) {
+  ts_diag d;
+  ts_diag_clear(&d);
+  ck_assert_msg(tg_run_pipeline(g, stop, &d) == TS_OK, "pipeline: %s", d.msg);
+  ts_diag_clear(&d);
+  ck_assert_msg(tg_graph_verify(g, &d) == TS_OK, "verify: %s", d.msg);
+}
+static void run(const tg_graph *g, const ir_tensor *in, ir_tensor *out) {
+  ts_diag d;
+  ts_diag_clear(&d);
+  ck_assert_msg(tg_graph_run(g, in, out, &d) == TS_OK, "run: %s", d.msg);
+}
+static void expect_close(const ir_tensor *got, const ir_tensor *ref, double tol) {
+  double err = 0;
+  ck_assert_int_eq(ir_tensor_numel(got), ir_tensor_numel(ref));
+  ck_assert_msg(ir_tensor_allclose(got, ref, tol, tol, &err), "max abs err %g", err);
+}
+static float at(const ir_tensor *t, int64_t i) { return ((const float *)t->data)[i]; }
+
+/* ---- legalisation, op by op ------------------------------------------------------ */
+
+START_TEST(test_broadcast_binary) {
+  int x = input(G, "x", 3, (tg_dim[]){C(2), C(3), C(5)});
+  int b = input(G, "b", 2, (tg_dim[]){C(3), C(1)});
+  int y = inter(G, "y", 3, (tg_dim[]){C(2), C(3), C(5)});
+  int z = inter(G, "z", 3, (tg_dim[]){C(2), C(3), C(5)});
+  node(G, TG_OP_SUB, "sub", 2, (int[]){x, b}, 1, &y);
+  node(G, TG_OP_DIV, "div", 2, (int[]){y, x}, 1, &z);
+  output(G, z);
+  run_pipe(G, "legalize");
+  ir_tensor in[2], out[1];
+  make_inputs(G, in, 0, 11);
+  run(G, in, out);
+  for (int i = 0; i < 2; i++)
+    for (int j = 0; j < 3; j++)
+      for (int k = 0; k < 5; k++) {
+        int64_t f = (i * 3 + j) * 5 + k;
+        float xv = at(&in[0], f), r = (xv - at(&in[1], j)) / xv;
+        ck_assert_msg(fabsf(at(&out[0], f) - r) <= 1e-5f * fabsf(r) + 1e-6f, "at %lld", (long long)f);
+      }
+  free_tensors(in, 2);
+  free_tensors(out, 1);
+}
+END_TEST
+
+/* conv (with bias added here by hand) against the workload reference */
+static void conv_vs_workload(const char *spec, int64_t N, int64_t Cc, int64_t H, int64_t W, int64_t K, int64_t R,
+                             int64_t st, int64_t pad, int64_t grp, int64_t P, int64_t Q) {
+  int x = input(G, "x", 4, (tg_dim[]){C(N), C(Cc), C(H), C(W)});
+  int w = rconst(G, "w", 4, (tg_dim[]){C(K), C(Cc / grp), C(R), C(R)}, 5);
+  int bi = rconst(G, "bias", 1, (tg_dim[]){C(K)}, 6);
+  int y = inter(G, "y", 4, (tg_dim[]){C(N), C(K), C(P), C(Q)});
+  tg_node *n = node(G, TG_OP_CONV, "conv", 3, (int[]){x, w, bi}, 1, &y);
+  aints(G, n, "strides", 2, (int64_t[]){st, st});
+  aints(G, n, "pads", 4, (int64_t[]){pad, pad, pad, pad});
+  aints(G, n, "kernel_shape", 2, (int64_t[]){R, R});
+  aint(G, n, "group", grp);
+  output(G, y);
+  run_pipe(G, "legalize");
+  ir_tensor in[1], out[1];
+  make_inputs(G, in, 0, 3);
+  run(G, in, out);
+  /* reference: the workload's loop, then + bias */
+  ir_wl_inst wl;
+  ts_diag d;
+  ts_diag_clear(&d);
+  ck_assert_msg(ir_wl_parse(spec, &wl, &d) == TS_OK, "%s", d.msg);
+  ir_tensor args[3];
+  args[0] = in[0];
+  const tg_value *wv = G->values[w];
+  args[1] = (ir_tensor){.dtype = F32, .ndim = 4, .shape = {K, Cc / grp, R, R}, .data = wv->data};
+  ck_assert_int_eq(ir_tensor_alloc(&args[2], F32, 4, (int64_t[]){N, K, P, Q}), TS_OK);
+  ck_assert_msg(ir_wl_reference(&wl, args, &d) == TS_OK, "%s", d.msg);
+  const float *bd = G->values[tg_value_find(G, "bias")]->data;
+  for (int64_t i = 0; i < ir_tensor_numel(&args[2]); i++) ((float *)args[2].data)[i] += bd[(i / (P * Q)) % K];
+  expect_close(&out[0], &args[2], 1e-5);
+  ir_tensor_free(&args[2]);
+  free_tensors(in, 1);
+  free_tensors(out, 1);
+}
+
+START_TEST(test_conv_strided_padded) {
+  conv_vs_workload("conv2d_nchw:n=1,c=3,h=7,w=7,k=5,r=3,s=3,stride=2,pad=1,dilation=1,groups=1", 1, 3, 7, 7, 5, 3,
+                   2, 1, 1, 4, 4);
+}
+END_TEST
+
+START_TEST(test_conv_grouped) {
+  conv_vs_workload("conv2d_nchw:n=2,c=4,h=5,w=5,k=6,r=3,s=3,stride=1,pad=1,dilation=1,groups=2", 2, 4, 5, 5, 6, 3,
+                   1, 1, 2, 5, 5);
+}
+END_TEST
+
+static void pool_vs_workload(tg_op op, const char *spec, int64_t P) {
+  int x = input(G, "x", 4, (tg_dim[]){C(1), C(3), C(9), C(7)});
+  int64_t Q = (7 + 2 - 3) / 2 + 1;
+  int y = inter(G, "y", 4, (tg_dim[]){C(1), C(3), C(P), C(Q)});
+  tg_node *n = node(G, op, "pool", 1, &x, 1, &y);
+  aints(G, n, "kernel_shape", 2, (int64_t[]){3, 3});
+  aints(G, n, "strides", 2, (int64_t[]){2, 2});
+  aints(G, n, "pads", 4, (int64_t[]){1, 1, 1, 1});
+  aint(G, n, "count_include_pad", 1);
+  output(G, y);
+  run_pipe(G, "legalize");
+  ir_tensor in[1], out[1];
+  make_inputs(G, in, 0, 9);
+  run(G, in, out);
+  ir_wl_inst wl;
+  ts_diag d;
+  ts_diag_clear(&d);
+  ck_assert_msg(ir_wl_parse(spec, &wl, &d) == TS_OK, "%s", d.msg);
+  ir_tensor args[2] = {in[0]};
+  ck_assert_int_eq(ir_tensor_alloc(&args[1], F32, 4, (int64_t[]){1, 3, P, Q}), TS_OK);
+  ck_assert_msg(ir_wl_reference(&wl, args, &d) == TS_OK, "%s", d.msg);
+  expect_close(&out[0], &args[1], 1e-5);
+  ir_tensor_free(&args[1]);
+  free_tensors(in, 1);
+  free_tensors(out, 1);
+}
+
+START_TEST(test_max_pool) { pool_vs_workload(TG_OP_MAX_POOL, "max_pool2d:n=1,c=3,h=9,w=7,r=3,s=3,stride=2,pad=1", 5); }
+END_TEST
+START_TEST(test_avg_pool_include_pad) {
+  pool_vs_workload(TG_OP_AVERAGE_POOL, "avg_pool2d:n=1,c=3,h=9,w=7,r=3,s=3,stride=2,pad=1", 5);
+}
+END_TEST
+
+START_TEST(test_avg_pool_exclude_pad) {
+  int x = input(G, "x", 4, (tg_dim[]){C(1), C(2), C(5), C(5)});
+  int y = inter(G, "y", 4, (tg_dim[]){C(1), C(2), C(3), C(3)});
+  tg_node *n = node(G, TG_OP_AVERAGE_POOL, "pool", 1, &x, 1, &y);
+  aints(G, n, "kernel_shape", 2, (int64_t[]){3, 3});
+  aints(G, n, "strides", 2, (int64_t[]){2, 2});
+  aints(G, n, "pads", 4, (int64_t[]){1, 1, 1, 1});
+  output(G, y);
+  run_pipe(G, "legalize");
+  ir_tensor in[1], out[1];
+  make_inputs(G, in, 0, 2);
+  run(G, in, out);
+  for (int c = 0; c < 2; c++)
+    for (int p = 0; p < 3; p++)
+      for (int q = 0; q < 3; q++) {
+        double s = 0;
+        int cnt = 0;
+        for (int r = 0; r < 3; r++)
+          for (int t = 0; t < 3; t++) {
+            int h = p * 2 - 1 + r, w = q * 2 - 1 + t;
+            if (h < 0 || h >= 5 || w < 0 || w >= 5) continue;
+            s += at(&in[0], (c * 5 + h) * 5 + w);
+            cnt++;
+          }
+        ck_assert(fabs(at(&out[0], (c * 3 + p) * 3 + q) - s / cnt) < 1e-5);
+      }
+  free_tensors(in, 1);
+  free_tensors(out, 1);
+}
+END_TEST
+
+START_TEST(test_gemm_trans_alpha_beta) {
+  int a = input(G, "a", 2, (tg_dim[]){C(5), C(3)}); /* transA: [K=5, M=3] */
+  int b = input(G, "b", 2, (tg_dim[]){C(7), C(5)}); /* transB: [N=7, K=5] */
+  int c = input(G, "c", 1, (tg_dim[]){C(7)});
+  int y = inter(G, "y", 2, (tg_dim[]){C(3), C(7)});
+  tg_node *n = node(G, TG_OP_GEMM, "gemm", 3, (int[]){a, b, c}, 1, &y);
+  aint(G, n, "transA", 1);
+  aint(G, n, "transB", 1);
+  afloat(G, n, "alpha", 0.5);
+  afloat(G, n, "beta", 2.0);
+  output(G, y);
+  run_pipe(G, "legalize");
+  ir_tensor in[3], out[1];
+  make_inputs(G, in, 0, 4);
+  run(G, in, out);
+  for (int i = 0; i < 3; i++)
+    for (int j = 0; j < 7; j++) {
+      double s = 0;
+      for (int k = 0; k < 5; k++) s += (double)at(&in[0], k * 3 + i) * at(&in[1], j * 5 + k);
+      double r = 0.5 * s + 2.0 * at(&in[2], j);
+      ck_assert_msg(fabs(at(&out[0], i * 7 + j) - r) < 1e-5, "%d,%d", i, j);
+    }
+  free_tensors(in, 3);
+  free_tensors(out, 1);
+}
+END_TEST
+
+START_TEST(test_matmul_batch_broadcast) {
+  int a = input(G, "a", 4, (tg_dim[]){C(2), C(1), C(3), C(5)});
+  int b = input(G, "b", 3, (tg_dim[]){C(4), C(5), C(6)});
+  int y = inter(G, "y", 4, (tg_dim[]){C(2), C(4), C(3), C(6)});
+  node(G, TG_OP_MATMUL, "mm", 2, (int[]){a, b}, 1, &y);
+  output(G, y);
+  run_pipe(G, "legalize");
+  ir_tensor in[2], out[1];
+  make_inputs(G, in, 0, 8);
+  run(G, in, out);
+  for (int p = 0; p < 2; p++)
+    for (int q = 0; q < 4; q++)
+      for (int i = 0; i < 3; i++)
+        for (int j = 0; j < 6; j++) {
+          double s = 0;
+          for (int k = 0; k < 5; k++) s += (double)at(&in[0], (p * 3 + i) * 5 + k) * at(&in[1], (q * 5 + k) * 6 + j);
+          ck_assert(fabs(at(&out[0], ((p * 4 + q) * 3 + i) * 6 + j) - s) < 1e-5);
+        }
+  free_tensors(in, 2);
+  free_tensors(out, 1);
+}
+END_TEST
+
+START_TEST(test_softmax_middle_axis) {
+  int x = input(G, "x", 3, (tg_dim[]){C(2), C(5), C(3)});
+  int y = inter(G, "y", 3, (tg_dim[]){C(2), C(5), C(3)});
+  tg_node *n = node(G, TG_OP_SOFTMAX, "sm", 1, &x, 1, &y);
+  aint(G, n, "axis", 1);
+  output(G, y);
+  run_pipe(G, "legalize");
+  ir_tensor in[1], out[1];
+  make_inputs(G, in, 0, 1);
+  run(G, in, out);
+  for (int i = 0; i < 2; i++)
+    for (int k = 0; k < 3; k++) {
+      double mx = -1e30, s = 0;
+      for (int j = 0; j < 5; j++) mx = fmax(mx, at(&in[0], (i * 5 + j) * 3 + k));
+      for (int j = 0; j < 5; j++) s += exp(at(&in[0], (i * 5 + j) * 3 + k) - mx);
+      for (int j = 0; j < 5; j++)
+        ck_assert(fabs(at(&out[0], (i * 5 + j) * 3 + k) - exp(at(&in[0], (i * 5 + j) * 3 + k) - mx) / s) < 1e-6);
+    }
+  free_tensors(in, 1);
+  free_tensors(out, 1);
+}
+END_TEST
+
+START_TEST(test_layernorm_vs_workload) {
+  int x = input(G, "x", 2, (tg_dim[]){C(3), C(7)});
+  int g = rconst(G, "gamma", 1, (tg_dim[]){C(7)}, 21);
+  int b = rconst(G, "beta", 1, (tg_dim[]){C(7)}, 22);
+  int y = inter(G, "y", 2, (tg_dim[]){C(3), C(7)});
+  node(G, TG_OP_LAYER_NORM, "ln", 3, (int[]){x, g, b}, 1, &y);
+  output(G, y);
+  run_pipe(G, "legalize");
+  ir_tensor in[1], out[1];
+  make_inputs(G, in, 0, 5);
+  run(G, in, out);
+  ir_wl_inst wl;
+  ck_assert_int_eq(ir_wl_parse("layernorm:m=3,n=7", &wl, NULL), TS_OK);
+  ir_tensor args[4] = {in[0], {.dtype = F32, .ndim = 1, .shape = {7}, .data = G->values[tg_value_find(G, "gamma")]->data},
+                       {.dtype = F32, .ndim = 1, .shape = {7}, .data = G->values[tg_value_find(G, "beta")]->data}};
+  ck_assert_int_eq(ir_tensor_alloc(&args[3], F32, 2, (int64_t[]){3, 7}), TS_OK);
+  ck_assert_int_eq(ir_wl_reference(&wl, args, NULL), TS_OK);
+  expect_close(&out[0], &args[3], 1e-5);
+  ir_tensor_free(&args[3]);
+  free_tensors(in, 1);
+  free_tensors(out, 1);
+}
+END_TEST
+
+/* transpose, concat, slice, gather, pad, reshape, reduce in one graph, each
+ * an output, checked element by element */
+START_TEST(test_injective_and_reduce_ops) {
+  int x = input(G, "x", 3, (tg_dim[]){C(2), C(3), C(7)});
+  int x2 = input(G, "x2", 3, (tg_dim[]){C(2), C(2), C(7)});
+  int tr = inter(G, "tr", 3, (tg_dim[]){C(7), C(2), C(3)});
+  node(G, TG_OP_TRANSPOSE, "tr", 1, &x, 1, &tr)->nattr += 0;
+  aints(G, G->nodes[G->nnodes - 1], "perm", 3, (int64_t[]){2, 0, 1});
+  int cc = inter(G, "cc", 3, (tg_dim[]){C(2), C(5), C(7)});
+  aint(G, node(G, TG_OP_CONCAT, "cat", 2, (int[]){x, x2}, 1, &cc), "axis", 1);
+  int sl = inter(G, "sl", 3, (tg_dim[]){C(2), C(3), C(3)});
+  tg_node *s = node(G, TG_OP_SLICE, "slice", 1, &x, 1, &sl);
+  aints(G, s, "starts", 1, (int64_t[]){1});
+  aints(G, s, "ends", 1, (int64_t[]){-1});
+  aints(G, s, "axes", 1, (int64_t[]){2});
+  aints(G, s, "steps", 1, (int64_t[]){2});
+  int idx = iconst(G, "idx", 2, (int64_t[]){-1, 0});
+  int ga = inter(G, "ga", 3, (tg_dim[]){C(2), C(2), C(7)});
+  aint(G, node(G, TG_OP_GATHER, "gather", 2, (int[]){x, idx}, 1, &ga), "axis", 1);
+  int pd = inter(G, "pd", 3, (tg_dim[]){C(2), C(6), C(7)});
+  aints(G, node(G, TG_OP_PAD, "pad", 1, &x, 1, &pd), "pads", 6, (int64_t[]){0, 1, 0, 0, 2, 0});
+  int rs = inter(G, "rs", 2, (tg_dim[]){C(7), C(6)});
+  node(G, TG_OP_RESHAPE, "reshape", 1, &x, 1, &rs);
+  int rm = inter(G, "rm", 3, (tg_dim[]){C(2), C(1), C(7)});
+  tg_node *r = node(G, TG_OP_REDUCE_MEAN, "mean", 1, &x, 1, &rm);
+  aints(G, r, "axes", 1, (int64_t[]){1});
+  aint(G, r, "keepdims", 1);
+  int outs[] = {tr, cc, sl, ga, pd, rs, rm};
+  for (int i = 0; i < 7; i++) output(G, outs[i]);
+  run_pipe(G, "legalize");
+  ir_tensor in[2], out[7];
+  make_inputs(G, in, 0, 77);
+  run(G, in, out);
+#define X(i, j, k) at(&in[0], ((i) * 3 + (j)) * 7 + (k))
+#define X2(i, j, k) at(&in[1], ((i) * 2 + (j)) * 7 + (k))
+  for (int i = 0; i < 2; i++)
+    for (int j = 0; j < 3; j++)
+      for (int k = 0; k < 7; k++) ck_assert(at(&out[0], (k * 2 + i) * 3 + j) == X(i, j, k));
+  for (int i = 0; i < 2; i++)
+    for (int j = 0; j < 5; j++)
+      for (int k = 0; k < 7; k++) ck_assert(at(&out[1], (i * 5 + j) * 7 + k) == (j < 3 ? X(i, j, k) : X2(i, j - 3, k)));
+  for (int i = 0; i < 2; i++)
+    for (int j = 0; j < 3; j++)
+      for (int k = 0; k < 3; k++) ck_assert(at(&out[2], (i * 3 + j) * 3 + k) == X(i, j, 1 + 2 * k));
+  for (int i = 0; i < 2; i++)
+    for (int k = 0; k < 7; k++) {
+      ck_assert(at(&out[3], (i * 2 + 0) * 7 + k) == X(i, 2, k));
+      ck_assert(at(&out[3], (i * 2 + 1) * 7 + k) == X(i, 0, k));
+    }
+  for (int i = 0; i < 2; i++)
+    for (int j = 0; j < 6; j++)
+      for (int k = 0; k < 7; k++) {
+        float want = j >= 1 && j - 1 < 3 ? X(i, j - 1, k) : 0.0f;
+        ck_assert(at(&out[4], (i * 6 + j) * 7 + k) == want);
+      }
+  for (int f = 0; f < 42; f++) ck_assert(at(&out[5], f) == at(&in[0], f));
+  for (int i = 0; i < 2; i++)
+    for (int k = 0; k < 7; k++) {
+      float sum = (X(i, 0, k) + X(i, 1, k)) + X(i, 2, k);
+      ck_assert(fabsf(at(&out[6], i * 7 + k) - sum / 3.0f) < 1e-6f);
+    }
+#undef X
+#undef X2
+  free_tensors(in, 2);
+  free_tensors(out, 7);
+}
+END_TEST
+
+/* ---- constant folding --------------------------------------------------------------- */
+
+START_TEST(test_fold_shape_arithmetic) {
+  /* y = Reshape(x, Concat(Gather(Shape(x), 0), [-1]))  with x [2, 3, 4] -> [2, 12];
+   * plus c = 2 * 3 folded into a constant */
+  int x = input(G, "x", 3, (tg_dim[]){C(2), C(3), C(4)});
+  int sh = value(G, "sh", TG_V_INTER, I64, 1, (tg_dim[]){C(3)});
+  node(G, TG_OP_SHAPE, "shape", 1, &x, 1, &sh);
+  int i0 = iconst(G, "i0", 1, (int64_t[]){0});
+  int g0 = value(G, "g0", TG_V_INTER, I64, 1, (tg_dim[]){C(1)});
+  node(G, TG_OP_GATHER, "gather", 2, (int[]){sh, i0}, 1, &g0);
+  int m1 = iconst(G, "m1", 1, (int64_t[]){-1});
+  int tgt = value(G, "tgt", TG_V_INTER, I64, 1, (tg_dim[]){C(2)});
+  aint(G, node(G, TG_OP_CONCAT, "cat", 2, (int[]){g0, m1}, 1, &tgt), "axis", 0);
+  int y = inter(G, "y", 2, (tg_dim[]){C(2), C(12)});
+  node(G, TG_OP_RESHAPE, "reshape", 2, (int[]){x, tgt}, 1, &y);
+  int two = fconst(G, "two", 2.0f), three = fconst(G, "three", 3.0f);
+  int six = value(G, "six", TG_V_INTER, F32, 0, NULL);
+  node(G, TG_OP_MUL, "mul", 2, (int[]){two, three}, 1, &six);
+  int z = inter(G, "z", 2, (tg_dim[]){C(2), C(12)});
+  node(G, TG_OP_MUL, "scale", 2, (int[]){y, six}, 1, &z);
+  output(G, z);
+  run_pipe(G, "fold_constants");
+  /* only the Reshape and the scaling remain; the target shape is [2, -1] */
+  int live = 0;
+  for (int i = 0; i < G->nnodes; i++) live += !G->nodes[i]->dead;
+  ck_assert_int_eq(live, 2);
+  int t = tg_value_find(G, "tgt");
+  ck_assert_int_ge(t, 0);
+  ck_assert_int_eq(G->values[t]->kind, TG_V_CONST);
+  ck_assert_int_eq(((int64_t *)G->values[t]->data)[0], 2);
+  ck_assert_int_eq(((int64_t *)G->values[t]->data)[1], -1);
+  int s6 = tg_value_find(G, "six");
+  ck_assert_int_eq(G->values[s6]->kind, TG_V_CONST);
+  ck_assert(((float *)G->values[s6]->data)[0] == 6.0f);
+  run_pipe(G, NULL);
+  ir_tensor in[1], out[1];
+  make_inputs(G, in, 0, 3);
+  run(G, in, out);
+  for (int f = 0; f < 24; f++) ck_assert(at(&out[0], f) == at(&in[0], f) * 6.0f);
+  ck_assert_int_eq(tg_count_called_funcs(G), 1); /* reshape fused with the scaling */
+  free_tensors(in, 1);
+  free_tensors(out, 1);
+}
+END_TEST
+
+/* ---- batch-norm folding ---------------------------------------------------------------- */
+
+/* x[1,3,6,6] -> Conv(w, b) -> BN -> Relu -> y ; and a standalone BN on x */
+static void conv_bn_graph(tg_graph *g, bool standalone) {
+  int x = input(g, "x", 4, (tg_dim[]){C(1), C(3), C(6), C(6)});
+  int bnin = x, ch = 3;
+  if (!standalone) {
+    int w = rconst(g, "w", 4, (tg_dim[]){C(4), C(3), C(3), C(3)}, 31);
+    int b = rconst(g, "b", 1, (tg_dim[]){C(4)}, 32);
+    int cv = inter(g, "cv", 4, (tg_dim[]){C(1), C(4), C(6), C(6)});
+    tg_node *n = node(g, TG_OP_CONV, "conv", 3, (int[]){x, w, b}, 1, &cv);
+    aints(g, n, "pads", 4, (int64_t[]){1, 1, 1, 1});
+    aints(g, n, "kernel_shape", 2, (int64_t[]){3, 3});
+    bnin = cv;
+    ch = 4;
+  }
+  int sc = rconst(g, "scale", 1, (tg_dim[]){C(ch)}, 33), bb = rconst(g, "bnb", 1, (tg_dim[]){C(ch)}, 34);
+  int mn = rconst(g, "mean", 1, (tg_dim[]){C(ch)}, 35);
+  int vr = value(g, "var", TG_V_CONST, F32, 1, (tg_dim[]){C(ch)});
+  float vd[4] = {0.5f, 1.5f, 0.25f, 2.0f};
+  ck_assert_int_eq(tg_value_set_data(g, vr, vd, (size_t)ch * 4, NULL), TS_OK);
+  int bo = inter(g, "bo", 4, (tg_dim[]){C(1), C(ch), C(6), C(6)});
+  afloat(g, node(g, TG_OP_BATCH_NORM, "bn", 5, (int[]){bnin, sc, bb, mn, vr}, 1, &bo), "epsilon", 1e-3);
+  int y = inter(g, "y", 4, (tg_dim[]){C(1), C(ch), C(6), C(6)});
+  node(g, TG_OP_RELU, "relu", 1, &bo, 1, &y);
+  output(g, y);
+}
+
+static void bn_case(bool standalone) {
+  conv_bn_graph(G, standalone);
+  ir_module *m2 = ir_module_new();
+  tg_graph *ref = tg_graph_new(m2, "ref");
+  conv_bn_graph(ref, standalone);
+  ts_diag d;
+  ts_diag_clear(&d);
+  ck_assert_msg(tg_pass_legalize(ref, &d) == TS_OK, "%s", d.msg); /* BN computed as written */
+  run_pipe(G, "fold_batchnorm");
+  for (int i = 0; i < G->nnodes; i++) ck_assert(G->nodes[i]->dead || G->nodes[i]->op != TG_OP_BATCH_NORM);
+  run_pipe(G, NULL);
+  ck_assert_int_eq(tg_count_called_funcs(G), 1); /* conv+bias+relu (or mul+add+relu) in one */
+  ir_tensor in[1], o1[1], o2[1];
+  make_inputs(G, in, 0, 17);
+  run(G, in, o1);
+  run(ref, in, o2);
+  expect_close(&o1[0], &o2[0], 1e-5);
+  free_tensors(in, 1);
+  free_tensors(o1, 1);
+  free_tensors(o2, 1);
+  ir_module_free(m2);
+}
+
+START_TEST(test_bn_into_conv) { bn_case(false); }
+END_TEST
+START_TEST(test_bn_standalone) { bn_case(true); }
+END_TEST
+
+/* ---- fusion ------------------------------------------------------------------------------ */
+
+/* conv+bias -> relu -> conv -> add(residual) -> relu -> gap -> flatten -> gemm */
+static void resnetish(tg_graph *g) {
+  int x = input(g, "x", 4, (tg_dim[]){C(1), C(4), C(5), C(5)});
+  tg_dim a4[4] = {C(1), C(4), C(5), C(5)};
+  int w1 = rconst(g, "w1", 4, (tg_dim[]){C(4), C(4), C(3), C(3)}, 41);
+  int w2 = rconst(g, "w2", 4, (tg_dim[]){C(4), C(4), C(3), C(3)}, 42);
+  int b1 = rconst(g, "b1", 3, (tg_dim[]){C(4), C(1), C(1)}, 43);
+  int c1 = inter(g, "c1", 4, a4), a1 = inter(g, "a1", 4, a4), r1 = inter(g, "r1", 4, a4);
+  int c2 = inter(g, "c2", 4, a4), a2 = inter(g, "a2", 4, a4), r2 = inter(g, "r2", 4, a4);
+  tg_node *n = node(g, TG_OP_CONV, "conv1", 2, (int[]){x, w1}, 1, &c1);
+  aints(g, n, "pads", 4, (int64_t[]){1, 1, 1, 1});
+  node(g, TG_OP_ADD, "bias1", 2, (int[]){c1, b1}, 1, &a1);
+  node(g, TG_OP_RELU, "relu1", 1, &a1, 1, &r1);
+  n = node(g, TG_OP_CONV, "conv2", 2, (int[]){r1, w2}, 1, &c2);
+  aints(g, n, "pads", 4, (int64_t[]){1, 1, 1, 1});
+  node(g, TG_OP_ADD, "res", 2, (int[]){c2, r1}, 1, &a2);
+  node(g, TG_OP_RELU, "relu2", 1, &a2, 1, &r2);
+  int gp = inter(g, "gp", 4, (tg_dim[]){C(1), C(4), C(1), C(1)});
+  node(g, TG_OP_GLOBAL_AVERAGE_POOL, "gap", 1, &r2, 1, &gp);
+  int fl = inter(g, "fl", 2, (tg_dim[]){C(1), C(4)});
+  aint(g, node(g, TG_OP_FLATTEN, "flat", 1, &gp, 1, &fl), "axis", 1);
+  int fw = rconst(g, "fw", 2, (tg_dim[]){C(3), C(4)}, 44), fb = rconst(g, "fb", 1, (tg_dim[]){C(3)}, 45);
+  int y = inter(g, "y", 2, (tg_dim[]){C(1), C(3)});
+  aint(g, node(g, TG_OP_GEMM, "fc", 3, (int[]){fl, fw, fb}, 1, &y), "transB", 1);
+  output(g, y);
+}
+
+START_TEST(test_fuse_resnetish) {
+  resnetish(G);
+  ir_module *m2 = ir_module_new();
+  tg_graph *ref = tg_graph_new(m2, "ref");
+  resnetish(ref);
+  run_pipe(ref, "legalize");
+  ck_assert_int_eq(tg_count_called_funcs(ref), 9);
+  run_pipe(G, NULL);
+  /* {conv1, bias, relu}, {conv2, residual add, relu}, {gap}, {flatten, gemm} */
+  ck_assert_int_eq(tg_count_called_funcs(G), 4);
+  bool saw = false;
+  for (int i = 0; i < G->nnodes; i++)
+    if (!G->nodes[i]->dead && strstr(G->nodes[i]->callee, "fused_conv2d_add_relu")) saw = true;
+  ck_assert(saw);
+  ir_tensor in[1], o1[1], o2[1];
+  make_inputs(G, in, 0, 5);
+  run(G, in, o1);
+  run(ref, in, o2);
+  expect_close(&o1[0], &o2[0], 1e-5);
+  free_tensors(in, 1);
+  free_tensors(o1, 1);
+  free_tensors(o2, 1);
+  ir_module_free(m2);
+}
+END_TEST
+
+/* MatMul then gelu written out: y*0.5*(1+erf(y/sqrt2)) — y read twice */
+static void gelu_graph(tg_graph *g, const char *batch) {
+  tg_dim xd[2] = {batch ? S(batch) : C(3), C(8)}, yd[2] = {batch ? S(batch) : C(3), C(5)};
+  int x = input(g, "x", 2, xd);
+  int w = rconst(g, "w", 2, (tg_dim[]){C(8), C(5)}, 51);
+  int y = inter(g, "y", 2, yd), dv = inter(g, "dv", 2, yd), ef = inter(g, "ef", 2, yd), ad = inter(g, "ad", 2, yd),
+      ml = inter(g, "ml", 2, yd), o = inter(g, "o", 2, yd);
+  int s2 = fconst(g, "sqrt2", 1.41421356f), one = fconst(g, "one", 1.0f), half = fconst(g, "half", 0.5f);
+  node(g, TG_OP_MATMUL, "mm", 2, (int[]){x, w}, 1, &y);
+  node(g, TG_OP_DIV, "div", 2, (int[]){y, s2}, 1, &dv);
+  node(g, TG_OP_ERF, "erf", 1, &dv, 1, &ef);
+  node(g, TG_OP_ADD, "add", 2, (int[]){ef, one}, 1, &ad);
+  node(g, TG_OP_MUL, "mul", 2, (int[]){y, ad}, 1, &ml);
+  node(g, TG_OP_MUL, "mul2", 2, (int[]){ml, half}, 1, &o);
+  output(g, o);
+}
+
+START_TEST(test_fuse_gelu_diamond_symbolic) {
+  gelu_graph(G, "batch");
+  ir_module *m2 = ir_module_new();
+  tg_graph *ref = tg_graph_new(m2, "ref");
+  gelu_graph(ref, "batch");
+  run_pipe(ref, "legalize");
+  ck_assert_int_eq(tg_count_called_funcs(ref), 6); /* one per node: the two Muls differ */
+  run_pipe(G, NULL);
+  ck_assert_int_eq(tg_count_called_funcs(G), 1);
+  const tg_node *call = NULL;
+  for (int i = 0; i < G->nnodes; i++)
+    if (!G->nodes[i]->dead) call = G->nodes[i];
+  const ir_func *f = ir_module_get(M, call->callee);
+  ck_assert_ptr_nonnull(f);
+  ck_assert_int_eq(f->nsyms, 1);
+  ck_assert_str_eq(f->syms[0]->name, "batch");
+  /* one pipeline, two batch sizes */
+  for (int64_t b = 1; b <= 3; b += 2) {
+    ir_tensor in[1], o1[1], o2[1];
+    make_inputs(G, in, b, 9 + (uint64_t)b);
+    run(G, in, o1);
+    run(ref, in, o2);
+    ck_assert_int_eq(o1[0].shape[0], b);
+    expect_close(&o1[0], &o2[0], 1e-5);
+    /* and against C */
+    const float *w = ref->values[tg_value_find(ref, "w")]->data;
+    for (int i = 0; i < b; i++)
+      for (int j = 0; j < 5; j++) {
+        double s = 0;
+        for (int k = 0; k < 8; k++) s += (double)at(&in[0], i * 8 + k) * w[k * 5 + j];
+        double gl = s * 0.5 * (1 + erf(s / 1.41421356));
+        ck_assert(fabs(at(&o1[0], i * 5 + j) - gl) < 1e-5);
+      }
+    free_tensors(in, 1);
+    free_tensors(o1, 1);
+    free_tensors(o2, 1);
+  }
+  ir_module_free(m2);
+}
+END_TEST
+
+/* Transpose (injective) feeding a matmul is fused as its prologue; a value
+ * read by two anchors is not pulled into either */
+START_TEST(test_fuse_prologue_and_shared) {
+  int x = input(G, "x", 2, (tg_dim[]){C(6), C(4)});
+  int t = inter(G, "t", 2, (tg_dim[]){C(4), C(6)});
+  aints(G, node(G, TG_OP_TRANSPOSE, "tr", 1, &x, 1, &t), "perm", 2, (int64_t[]){1, 0});
+  int w = rconst(G, "w", 2, (tg_dim[]){C(6), C(3)}, 61);
+  int y = inter(G, "y", 2, (tg_dim[]){C(4), C(3)});
+  node(G, TG_OP_MATMUL, "mm", 2, (int[]){t, w}, 1, &y);
+  int r = inter(G, "r", 2, (tg_dim[]){C(4), C(3)});
+  node(G, TG_OP_RELU, "relu", 1, &y, 1, &r);
+  int s1 = inter(G, "s1", 2, (tg_dim[]){C(4), C(3)}), s2 = inter(G, "s2", 2, (tg_dim[]){C(4), C(3)});
+  aint(G, node(G, TG_OP_SOFTMAX, "sm1", 1, &r, 1, &s1), "axis", 1);
+  aint(G, node(G, TG_OP_SOFTMAX, "sm2", 1, &r, 1, &s2), "axis", 0);
+  output(G, s1);
+  output(G, s2);
+  run_pipe(G, NULL);
+  /* {tr, mm, relu}, {sm1}, {sm2} */
+  ck_assert_int_eq(tg_count_called_funcs(G), 3);
+  ir_tensor in[1], out[2];
+  make_inputs(G, in, 0, 2);
+  run(G, in, out);
+  /* softmax over axis 1 of relu(x^T w) sums to 1 per row */
+  for (int i = 0; i < 4; i++) {
+    double s = 0;
+    for (int j = 0; j < 3; j++) s += at(&out[0], i * 3 + j);
+    ck_assert(fabs(s - 1) < 1e-5);
+  }
+  free_tensors(in, 1);
+  free_tensors(out, 2);
+}
+END_TEST
+
+/* ---- layout rewrite ----------------------------------------------------------------------- */
+
+START_TEST(test_layout_rewrite_matmul) {
+  int x = input(G, "x", 2, (tg_dim[]){C(3), C(7)});
+  int w = rconst(G, "w", 2, (tg_dim[]){C(7), C(5)}, 71);
+  int y = inter(G, "y", 2, (tg_dim[]){C(3), C(5)});
+  node(G, TG_OP_MATMUL, "mm", 2, (int[]){x, w}, 1, &y);
+  output(G, y);
+  run_pipe(G, NULL);
+  int p = tg_value_find(G, "w_packed_nk");
+  ck_assert_int_ge(p, 0);
+  ck_assert_int_eq(G->values[p]->dims[0].value, 5);
+  ck_assert_int_eq(G->values[p]->dims[1].value, 7);
+  ck_assert_int_lt(tg_value_find(G, "w"), 0); /* the unpacked weight is gone */
+  ir_tensor in[1], out[1];
+  make_inputs(G, in, 0, 3);
+  run(G, in, out);
+  const float *pw = G->values[p]->data;
+  for (int i = 0; i < 3; i++)
+    for (int j = 0; j < 5; j++) {
+      double s = 0;
+      for (int k = 0; k < 7; k++) s += (double)at(&in[0], i * 7 + k) * pw[j * 7 + k];
+      ck_assert(fabs(at(&out[0], i * 5 + j) - s) < 1e-5);
+    }
+  free_tensors(in, 1);
+  free_tensors(out, 1);
+}
+END_TEST
+
+/* ---- tasks ---------------------------------------------------------------------------------- */
+
+START_TEST(test_tasks_weights_keys_flops) {
+  /* three identical conv+relu blocks (same shapes) and one different */
+  int cur = input(G, "x", 4, (tg_dim[]){C(1), C(4), C(6), C(6)});
+  tg_dim a4[4] = {C(1), C(4), C(6), C(6)};
+  for (int i = 0; i < 3; i++) {
+    char nm[32];
+    snprintf(nm, sizeof nm, "w%d", i);
+    int w = rconst(G, nm, 4, (tg_dim[]){C(4), C(4), C(3), C(3)}, 80 + (uint64_t)i);
+    snprintf(nm, sizeof nm, "c%d", i);
+    int c = inter(G, nm, 4, a4);
+    snprintf(nm, sizeof nm, "r%d", i);
+    int r = inter(G, nm, 4, a4);
+    snprintf(nm, sizeof nm, "conv%d", i);
+    aints(G, node(G, TG_OP_CONV, nm, 2, (int[]){cur, w}, 1, &c), "pads", 4, (int64_t[]){1, 1, 1, 1});
+    snprintf(nm, sizeof nm, "relu%d", i);
+    node(G, TG_OP_RELU, nm, 1, &c, 1, &r);
+    cur = r;
+  }
+  int sm = inter(G, "sm", 4, a4);
+  aint(G, node(G, TG_OP_SOFTMAX, "soft", 1, &cur, 1, &sm), "axis", 1);
+  output(G, sm);
+  run_pipe(G, NULL);
+  tg_task *t = NULL;
+  int n = 0;
+  ts_diag d;
+  ts_diag_clear(&d);
+  ck_assert_msg(tg_extract_tasks(G, &t, &n, &d) == TS_OK, "%s", d.msg);
+  ck_assert_int_eq(n, 2);
+  ck_assert_int_eq(t[0].weight, 3);
+  ck_assert_int_eq(t[1].weight, 1);
+  ck_assert_ptr_nonnull(strstr(t[0].name, "fused_conv2d_relu"));
+  /* the key is the tuner's workload key of the function */
+  char key[17], mine[17];
+  ir_workload_key(t[0].func, key);
+  snprintf(mine, sizeof mine, "%016llx", (unsigned long long)t[0].key);
+  ck_assert_str_eq(key, mine);
+  /* conv: 2 * (1*4*6*6) * 4*3*3 = 10368 MAC-FLOPs (padded taps counted, as the
+   * workload library does) + 144 relu maxes */
+  ck_assert_msg(fabs(t[0].flops - (10368.0 + 144.0)) < 0.5, "flops %g", t[0].flops);
+  /* the definition parses back into the same function */
+  ir_func *back = NULL;
+  ts_arena *a = ts_arena_new();
+  ck_assert_msg(ir_parse_func(a, t[0].definition, strlen(t[0].definition), "def", &back, &d) == TS_OK, "%s", d.msg);
+  ck_assert(ir_struct_equal_func(back, t[0].func));
+  ts_arena_free(a);
+  tg_tasks_free(t, n);
+}
+END_TEST
+
+START_TEST(test_tasks_symbolic_bound) {
+  gelu_graph(G, "batch");
+  run_pipe(G, NULL);
+  tg_task *t = NULL;
+  int n = 0;
+  ck_assert_int_eq(tg_extract_tasks(G, &t, &n, NULL), TS_OK);
+  ck_assert_int_eq(n, 1);
+  ck_assert_int_eq(t[0].func->nsyms, 0);
+  uint64_t k1 = t[0].key;
+  double f1 = t[0].flops;
+  tg_tasks_free(t, n);
+  const char *nm[] = {"batch"};
+  int64_t vals[] = {4};
+  ck_assert_int_eq(tg_extract_tasks_at(G, 1, nm, vals, &t, &n, NULL), TS_OK);
+  ck_assert(t[0].key != k1);                 /* a different size, a different task */
+  ck_assert(fabs(t[0].flops - 4 * f1) < 1e-6); /* everything scales with the batch */
+  tg_tasks_free(t, n);
+}
+END_TEST
+
+/* ---- refusals --------------------------------------------------------------------------------- */
+
+START_TEST(test_refusals) {
+  ts_diag d;
+  ts_diag_clear(&d);
+  ck_assert_int_eq(tg_run_pipeline(G, "nonsense", &d), TS_ENOTFOUND);
+  ck_assert_ptr_nonnull(strstr(d.msg, "fold_constants"));
+  int x = input(G, "x", 3, (tg_dim[]){C(2), C(3), C(4)});
+  int st = input(G, "st", 1, (tg_dim[]){C(1)});
+  G->values[st]->dtype = I64;
+  int y = inter(G, "y", 3, (tg_dim[]){C(2), C(3), C(2)});
+  int e = iconst(G, "e", 1, (int64_t[]){3});
+  node(G, TG_OP_SLICE, "runtime_slice", 3, (int[]){x, st, e}, 1, &y);
+  output(G, y);
+  ts_diag_clear(&d);
+  ck_assert_int_eq(tg_run_pipeline(G, NULL, &d), TS_EUNSUPPORTED);
+  ck_assert_ptr_nonnull(strstr(d.msg, "runtime_slice"));
+  ck_assert_ptr_nonnull(strstr(d.msg, "Slice"));
+  /* the graph interpreter refuses an unlegalised graph, naming the node */
+  ir_tensor in[2], out[1];
+  make_inputs(G, in, 0, 1);
+  ts_diag_clear(&d);
+  ck_assert_int_eq(tg_graph_run(G, in, out, &d), TS_EINVAL);
+  ck_assert_ptr_nonnull(strstr(d.msg, "runtime_slice"));
+  free_tensors(in, 2);
+}
+END_TEST
+
+START_TEST(test_pass_names) {
+  int n = 0;
+  const char *const *names = tg_pass_names(&n);
+  ck_assert_int_eq(n, 7);
+  ck_assert_str_eq(names[0], "fold_constants");
+  ck_assert_str_eq(names[n - 1], "dce");
+  for (int i = 0; i < n; i++) {
+    ir_module *m = ir_module_new();
+    tg_graph *g = tg_graph_new(m, "g");
+    resnetish(g);
+    ts_diag d;
+    ts_diag_clear(&d);
+    ck_assert_msg(tg_run_pipeline(g, names[i], &d) == TS_OK, "%s: %s", names[i], d.msg);
+    ck_assert_msg(tg_graph_verify(g, &d) == TS_OK, "%s: %s", names[i], d.msg);
+    ir_module_free(m);
+  }
+}
+END_TEST
+
+static Suite *passes_suite(void) {
+  Suite *s = suite_create("passes");
+  TCase *tc = tcase_create("ops");
+  tcase_add_checked_fixture(tc, setup, teardown);
+  tcase_set_timeout(tc, 120);
+  tcase_add_test(tc, test_broadcast_binary);
+  tcase_add_test(tc, test_conv_strided_padded);
+  tcase_add_test(tc, test_conv_grouped);
+  tcase_add_test(tc, test_max_pool);
+  tcase_add_test(tc, test_avg_pool_include_pad);
+  tcase_add_test(tc, test_avg_pool_exclude_pad);
+  tcase_add_test(tc, test_gemm_trans_alpha_beta);
+  tcase_add_test(tc, test_matmul_batch_broadcast);
+  tcase_add_test(tc, test_softmax_middle_axis);
+  tcase_add_test(tc, test_layernorm_vs_workload);
+  tcase_add_test(tc, test_injective_and_reduce_ops);
+  suite_add_tcase(s, tc);
+  tc = tcase_create("passes");
+  tcase_add_checked_fixture(tc, setup, teardown);
+  tcase_set_timeout(tc, 120);
+  tcase_add_test(tc, test_fold_shape_arithmetic);
+  tcase_add_test(tc, test_bn_into_conv);
+  tcase_add_test(tc, test_bn_standalone);
+  tcase_add_test(tc, test_fuse_resnetish);
+  tcase_add_test(tc, test_fuse_gelu_diamond_symbolic);
+  tcase_add_test(tc, test_fuse_prologue_and_shared);
+  tcase_add_test(tc, test_layout_rewrite_matmul);
+  tcase_add_test(tc, test_tasks_weights_keys_flops);
+  tcase_add_test(tc, test_tasks_symbolic_bound);
+  tcase_add_test(tc, test_refusals);
+  tcase_add_test(tc, test_pass_names);
+  suite_add_tcase(s, tc);
+  return s;
+}
+
+int main(void) {
+  SRunner *sr = srunner_create(passes_suite());
+  srunner_run_all(sr, CK_NORMAL);
+  int failures = srunner_ntests_failed(sr);
+  srunner_free(sr);
+  return failures ? 1 : 0;
+}
