@@ -3,7 +3,7 @@
  * with sampled or fixed factors, fuse, reorder, parallel, vectorize, unroll,
  * bind, annotate, add_unit_loop, sampled compute_at, reverse_compute_at,
  * compute_inline, reverse_compute_inline, cache_read/cache_write, set_scope,
- * storage_align, decompose_reduction) and plausible arguments read off the
+ * storage_align, decompose_reduction, rfactor) and plausible arguments read off the
  * current IR, so that most proposals are legal: only spatial loops are
  * parallelized, only innermost spatial loops vectorized, only loops above
  * every reduction loop get decompose_reduction, compute locations come from
@@ -708,6 +708,33 @@ static int fam_decompose(gen *g, const ts_vec *blocks) {
   return DONE;
 }
 
+/* rfactor over a serial loop that only reduce vars of a reduction block
+ * use, at a random factor_axis (negative ones included). */
+static int fam_rfactor(gen *g, const ts_vec *blocks) {
+  const ir_stmt *cand[256];
+  int nc = 0;
+  for (size_t i = 0; i < blocks->len && nc < 256; i++)
+    if (sch_is_reduction(blk(blocks->items[i])) && blk(blocks->items[i])->nwrites == 1) cand[nc++] = blocks->items[i];
+  if (!nc) return SKIP;
+  const ir_block *b = blk(cand[rnd(g, nc)]);
+  sch_loop *l;
+  int n = loops_of(g, b->name, &l), ks[64], nk = 0;
+  for (int i = 0; i < n && nk < 64; i++) {
+    const ir_stmt *ls = find_loop(g, l[i].var);
+    if (ls && ls->u.loop.kind == IR_FOR_SERIAL && loop_use(ls) == 2) ks[nk++] = i;
+  }
+  if (!nk) return SKIP;
+  int k = ks[rnd(g, nk)];
+  int ndim = b->writes[0].buf->ndim;
+  int axis = rnd(g, 2 * ndim + 2) - (ndim + 1);
+  int brv, nl, r, out;
+  const int *lrv;
+  if ((r = traced_loops(g, b->name, &brv, &lrv, &nl)) != DONE) return r;
+  if (k >= nl) return SKIP;
+  TRY(sch_t_rfactor(g->t, lrv[k], axis, &out, dd));
+  return DONE;
+}
+
 typedef struct family {
   const char *name;
   int (*fn)(gen *g, const ts_vec *blocks);
@@ -733,6 +760,7 @@ static const family families[] = {
     {"set_scope", fam_set_scope, 1},
     {"storage_align", fam_storage_align, 1},
     {"decompose_reduction", fam_decompose, 2},
+    {"rfactor", fam_rfactor, 2},
 };
 #define NFAM ((int)(sizeof families / sizeof families[0]))
 

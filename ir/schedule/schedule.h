@@ -123,6 +123,16 @@ ts_status sch_storage_align(sch_state *s, sch_block b, int write_index, int axis
  * loop l. out = the init block. */
 ts_status sch_decompose_reduction(sch_state *s, sch_block b, sch_loop l, sch_block *out,
                                   ts_diag *d);
+/* (ir/schedule/rfactor.c) Factors the reduction over loop l out of the one
+ * reduction block below it: a new rf block (out, named <block>_rf) computes
+ * partial results into a new buffer <out>_rf with an extra axis of l's
+ * extent at factor_axis (in [-(ndim+1), ndim]) and a spatial iter var for
+ * l; the original block (same name) becomes the write-back, reducing the
+ * partials over l into the original buffer. Combiners: + * min max. The
+ * rf block runs under fresh copies of the block's loops, inserted before
+ * its outermost loop; l and the block's spatial loops now hold the
+ * write-back. See rfactor.c for the conditions. */
+ts_status sch_rfactor(sch_state *s, sch_loop l, int factor_axis, sch_block *out, ts_diag *d);
 
 /* ---- sampling (ir/schedule/sampling.c) ------------------------------------
  * Each takes an optional decision (NULL: sample with the state's RNG) and

@@ -582,6 +582,13 @@ static ts_status ap_decompose_reduction(sch_apply_ctx *c) {
   return st ? st : out_blocks(c, 1, &out);
 }
 
+static ts_status ap_rfactor(sch_apply_ctx *c) {
+  ts_status st = real_loop(c, 0, "rfactor");
+  sch_block out;
+  if (!st) st = sch_rfactor(c->s, c->in[0].loop, (int)c->attrs[0].i, &out, c->d);
+  return st ? st : out_blocks(c, 1, &out);
+}
+
 static ts_status ap_sample_perfect_tile(sch_apply_ctx *c) {
   int64_t n = c->attrs[0].i;
   if (n < 1 || n > 64)
@@ -676,6 +683,7 @@ static const sch_inst_kind_info kinds[SCH_INST_KIND_COUNT] = {
     [SCH_I_SET_SCOPE] = {"SetScope", false, "B", "is", 0, 0, 0, ap_set_scope},
     [SCH_I_STORAGE_ALIGN] = {"StorageAlign", false, "B", "iiii", 0, 0, 0, ap_storage_align},
     [SCH_I_DECOMPOSE_REDUCTION] = {"DecomposeReduction", false, "BL", "", 'b', 1, 0, ap_decompose_reduction},
+    [SCH_I_RFACTOR] = {"RFactor", false, "L", "i", 'b', 1, 0, ap_rfactor},
     [SCH_I_SAMPLE_PERFECT_TILE] = {"SamplePerfectTile", true, "L", "ii", 'v', SCH_NOUT_ATTR0, 'a',
                                    ap_sample_perfect_tile},
     [SCH_I_SAMPLE_CATEGORICAL] = {"SampleCategorical", true, "", "IF", 'v', 1, 's', ap_sample_categorical},
@@ -1000,6 +1008,12 @@ ts_status sch_t_storage_align(sch_traced *t, int b, int write_index, int axis, i
 ts_status sch_t_decompose_reduction(sch_traced *t, int b, int loop, int *out, ts_diag *d) {
   sch_arg a[2] = {sch_arg_rv(b), sch_arg_rv(loop)};
   return call1(t, SCH_I_DECOMPOSE_REDUCTION, 2, a, 0, NULL, out, d);
+}
+
+ts_status sch_t_rfactor(sch_traced *t, int loop, int factor_axis, int *out, ts_diag *d) {
+  sch_arg a = sch_arg_rv(loop);
+  sch_attr at = at_int(factor_axis);
+  return call1(t, SCH_I_RFACTOR, 1, &a, 1, &at, out, d);
 }
 
 ts_status sch_t_sample_perfect_tile(sch_traced *t, int loop, int n, int64_t max_innermost,

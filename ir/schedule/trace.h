@@ -112,6 +112,7 @@ typedef struct sch_decision {
   X(SCH_I_SET_SCOPE, "SetScope", false)                    \
   X(SCH_I_STORAGE_ALIGN, "StorageAlign", false)            \
   X(SCH_I_DECOMPOSE_REDUCTION, "DecomposeReduction", false) \
+  X(SCH_I_RFACTOR, "RFactor", false)                       \
   X(SCH_I_SAMPLE_PERFECT_TILE, "SamplePerfectTile", true)  \
   X(SCH_I_SAMPLE_CATEGORICAL, "SampleCategorical", true)   \
   X(SCH_I_SAMPLE_COMPUTE_LOCATION, "SampleComputeLocation", true) \
@@ -258,6 +259,8 @@ ts_status sch_t_set_scope(sch_traced *t, int b, int write_index, const char *sco
 ts_status sch_t_storage_align(sch_traced *t, int b, int write_index, int axis, int64_t factor,
                               int64_t offset, ts_diag *d);
 ts_status sch_t_decompose_reduction(sch_traced *t, int b, int loop, int *out, ts_diag *d);
+/* out: the rf block RV */
+ts_status sch_t_rfactor(sch_traced *t, int loop, int factor_axis, int *out, ts_diag *d);
 /* decision: n ints or NULL; out: n expr RVs */
 ts_status sch_t_sample_perfect_tile(sch_traced *t, int loop, int n, int64_t max_innermost,
                                     const int64_t *decision, int *out, ts_diag *d);

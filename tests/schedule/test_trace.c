@@ -281,6 +281,17 @@ static void d_decompose_reduction(sch_state *s, sch_traced *t) {
   OK(sch_decompose_reduction(s, db(s, "C"), dl(s, "C", 0), &init, &D));
 }
 
+static void t_rfactor(sch_traced *t) {
+  int c = tb(t, "C"), rf;
+  OK(sch_t_rfactor(t, tl(t, c, 3)[2], 0, &rf, &D));
+  ck_assert_str_eq(sch_t_block(t, rf).name, "C_rf");
+}
+static void d_rfactor(sch_state *s, sch_traced *t) {
+  (void)t;
+  sch_block rf;
+  OK(sch_rfactor(s, dl(s, "C", 2), 0, &rf, &D));
+}
+
 static void t_sample_perfect_tile(sch_traced *t) {
   const int *l = tl(t, tb(t, "C"), 3);
   int v[3], out[3];
@@ -359,6 +370,7 @@ static const kcase cases[] = {
     {SCH_I_SET_SCOPE, DENSE, t_set_scope, d_set_scope},
     {SCH_I_STORAGE_ALIGN, DENSE, t_storage_align, d_storage_align},
     {SCH_I_DECOMPOSE_REDUCTION, MM, t_decompose_reduction, d_decompose_reduction},
+    {SCH_I_RFACTOR, MM, t_rfactor, d_rfactor},
     {SCH_I_SAMPLE_PERFECT_TILE, MM, t_sample_perfect_tile, d_sample_perfect_tile},
     {SCH_I_SAMPLE_CATEGORICAL, MM, t_sample_categorical, d_sample_categorical},
     {SCH_I_SAMPLE_COMPUTE_LOCATION, DENSE, t_sample_compute_location, d_sample_compute_location},
