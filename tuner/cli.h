@@ -21,6 +21,7 @@ int tun_cmd_log(int argc, char **argv);      /* cmd_log.c */
 int tun_cmd_plot(int argc, char **argv);
 int tun_cmd_sketches(int argc, char **argv); /* cmd_search.c */
 int tun_cmd_rpc_server(int argc, char **argv); /* cmd_rpc.c */
+int tun_cmd_graph(int argc, char **argv);      /* cmd_graph.c */
 
 /* What a SUBJECT argument named. */
 typedef struct tun_subject {

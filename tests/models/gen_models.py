@@ -1,0 +1,303 @@
+#!/usr/bin/env python3
+"""gen_models.py OUTDIR — writes tessel's test models (deterministic: seeded
+weights, fixed shapes), built with the onnx helper API:
+
+  mlp.onnx          opset 17: Gemm/Relu x3 with a MatMul+Add layer, x f32[4,64] -> f32[4,10]
+  cnn.onnx          opset 13: conv, batchnorm, relu, maxpool, a residual block
+                    (add), strided conv, global average pool, flatten, gemm;
+                    x f32[1,3,32,32] -> f32[1,10]
+  transformer.onnx  opset 20: one encoder block with a symbolic batch dim
+                    "batch": layernorm, q/k/v matmuls, reshape/transpose into
+                    4 heads, scaled softmax attention, output projection,
+                    residual adds, an MLP with Gelu; x f32[batch,16,64] -> same
+  transformer_erf.onnx  opset 17: the same block with gelu written with Erf
+                    and a Shape/Gather/Concat-computed reshape target
+  ops/*.onnx        one small model per operator and opset form (import
+                    coverage); ops/manifest.json lists each with the output
+                    shapes onnxruntime produces, when onnxruntime is present.
+
+Needs the `onnx` and `numpy` packages (scripts/setup.sh installs them into
+.venv); onnxruntime is optional (only for the manifest's reference shapes).
+"""
+import json
+import os
+import sys
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+F = TensorProto.FLOAT
+I64 = TensorProto.INT64
+
+
+class Builder:
+    """Collects nodes and initializers; deterministic names."""
+
+    def __init__(self, seed):
+        self.rng = np.random.default_rng(seed)
+        self.nodes = []
+        self.inits = []
+        self.n = 0
+
+    def name(self, base):
+        self.n += 1
+        return f"{base}{self.n}"
+
+    def weight(self, base, shape, scale=None):
+        nm = self.name(base)
+        fan_in = int(np.prod(shape[1:])) if len(shape) > 1 else int(shape[0])
+        s = scale if scale is not None else 1.0 / np.sqrt(max(fan_in, 1))
+        arr = (self.rng.standard_normal(shape) * s).astype(np.float32)
+        self.inits.append(numpy_helper.from_array(arr, nm))
+        return nm
+
+    def const(self, base, arr):
+        nm = self.name(base)
+        self.inits.append(numpy_helper.from_array(np.asarray(arr), nm))
+        return nm
+
+    def op(self, op_type, inputs, nout=1, **attrs):
+        outs = [self.name(op_type.lower() + "_") for _ in range(nout)]
+        self.nodes.append(helper.make_node(op_type, inputs, outs, name=self.name(op_type + "_n"), **attrs))
+        return outs[0] if nout == 1 else outs
+
+    def model(self, name, inputs, outputs, opset):
+        g = helper.make_graph(self.nodes, name, inputs, outputs, self.inits)
+        m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)], producer_name="tessel-gen")
+        m.ir_version = 8 if opset <= 18 else 9
+        onnx.checker.check_model(m)
+        return m
+
+
+def mlp():
+    b = Builder(1)
+    x = helper.make_tensor_value_info("x", F, [4, 64])
+    h = b.op("Gemm", ["x", b.weight("w", [128, 64]), b.weight("b", [128], 0.1)], transB=1)
+    h = b.op("Relu", [h])
+    h = b.op("MatMul", [h, b.weight("w", [128, 64])])
+    h = b.op("Add", [h, b.weight("b", [64], 0.1)])
+    h = b.op("Relu", [h])
+    h = b.op("Gemm", [h, b.weight("w", [64, 10]), b.weight("b", [10], 0.1)])
+    b.nodes[-1].output[0] = "y"
+    y = helper.make_tensor_value_info("y", F, [4, 10])
+    return b.model("mlp", [x], [y], 17)
+
+
+def conv_bn_relu(b, x, cin, cout, stride=1, relu=True):
+    h = b.op("Conv", [x, b.weight("w", [cout, cin, 3, 3]), b.weight("cb", [cout], 0.1)],
+             kernel_shape=[3, 3], pads=[1, 1, 1, 1], strides=[stride, stride])
+    h = b.op("BatchNormalization", [h, b.const("g", (1 + 0.1 * b.rng.standard_normal(cout)).astype(np.float32)),
+                                    b.const("be", (0.1 * b.rng.standard_normal(cout)).astype(np.float32)),
+                                    b.const("mu", (0.1 * b.rng.standard_normal(cout)).astype(np.float32)),
+                                    b.const("var", (0.5 + b.rng.random(cout)).astype(np.float32))],
+             epsilon=1e-5)
+    return b.op("Relu", [h]) if relu else h
+
+
+def cnn():
+    b = Builder(2)
+    x = helper.make_tensor_value_info("x", F, [1, 3, 32, 32])
+    h = conv_bn_relu(b, "x", 3, 16)
+    h = b.op("MaxPool", [h], kernel_shape=[2, 2], strides=[2, 2])            # 16x16
+    r = conv_bn_relu(b, h, 16, 16)
+    r = conv_bn_relu(b, r, 16, 16, relu=False)
+    h = b.op("Relu", [b.op("Add", [r, h])])                                   # residual
+    h = conv_bn_relu(b, h, 16, 32, stride=2)                                  # 8x8
+    h = b.op("GlobalAveragePool", [h])
+    h = b.op("Flatten", [h], axis=1)
+    h = b.op("Gemm", [h, b.weight("fc", [10, 32]), b.weight("fcb", [10], 0.1)], transB=1)
+    b.nodes[-1].output[0] = "y"
+    y = helper.make_tensor_value_info("y", F, [1, 10])
+    return b.model("cnn", [x], [y], 13)
+
+
+def transformer(opset, erf_gelu):
+    """One encoder block, d=64, 4 heads of 16, seq 16, symbolic batch."""
+    b = Builder(3)
+    S, D, H, DH, FF = 16, 64, 4, 16, 128
+    x = helper.make_tensor_value_info("x", F, ["batch", S, D])
+
+    def layernorm(inp):
+        if opset >= 17:
+            return b.op("LayerNormalization", [inp, b.const("ln_g", (1 + 0.1 * b.rng.standard_normal(D)).astype(np.float32)),
+                                               b.const("ln_b", (0.1 * b.rng.standard_normal(D)).astype(np.float32))],
+                        axis=-1, epsilon=1e-5)
+        raise ValueError("LayerNormalization needs opset 17")
+
+    def linear(inp, din, dout):
+        return b.op("Add", [b.op("MatMul", [inp, b.weight("w", [din, dout])]), b.weight("b", [dout], 0.1)])
+
+    if erf_gelu:
+        # target shape computed from the input's (symbolic) batch: Shape -> Gather -> Unsqueeze -> Concat
+        shp = b.op("Shape", ["x"])
+        bat = b.op("Unsqueeze", [b.op("Gather", [shp, b.const("i0", np.array(0, dtype=np.int64))], axis=0),
+                                 b.const("ax0", np.array([0], dtype=np.int64))])
+        heads_shape = b.op("Concat", [bat, b.const("hs", np.array([S, H, DH], dtype=np.int64))], axis=0)
+        merge_shape = b.op("Concat", [bat, b.const("ms", np.array([S, D], dtype=np.int64))], axis=0)
+    else:
+        heads_shape = b.const("hs", np.array([0, S, H, DH], dtype=np.int64))   # 0: copy the batch dim
+        merge_shape = b.const("ms", np.array([-1, S, D], dtype=np.int64))      # -1: inferred (batch)
+
+    h = layernorm("x")
+    q, k, v = (linear(h, D, D) for _ in range(3))
+    q = b.op("Transpose", [b.op("Reshape", [q, heads_shape])], perm=[0, 2, 1, 3])   # [b,H,S,DH]
+    k = b.op("Transpose", [b.op("Reshape", [k, heads_shape])], perm=[0, 2, 3, 1])   # [b,H,DH,S]
+    v = b.op("Transpose", [b.op("Reshape", [v, heads_shape])], perm=[0, 2, 1, 3])
+    s = b.op("Div", [b.op("MatMul", [q, k]), b.const("sc", np.array(np.sqrt(DH), dtype=np.float32))])
+    p = b.op("Softmax", [s], axis=-1)
+    a = b.op("Transpose", [b.op("MatMul", [p, v])], perm=[0, 2, 1, 3])            # [b,S,H,DH]
+    a = b.op("Reshape", [a, merge_shape])
+    h1 = b.op("Add", ["x", linear(a, D, D)])
+    f = linear(layernorm(h1), D, FF)
+    if erf_gelu:
+        # 0.5 * f * (1 + erf(f / sqrt(2)))
+        e = b.op("Erf", [b.op("Div", [f, b.const("sq2", np.array(np.sqrt(2.0), dtype=np.float32))])])
+        f = b.op("Mul", [b.op("Mul", [f, b.op("Add", [e, b.const("one", np.array(1.0, dtype=np.float32))])]),
+                         b.const("half", np.array(0.5, dtype=np.float32))])
+    else:
+        f = b.op("Gelu", [f])
+    y = b.op("Add", [h1, linear(f, FF, D)])
+    b.nodes[-1].output[0] = "y"
+    yv = helper.make_tensor_value_info("y", F, ["batch", S, D])
+    return b.model("transformer", [x], [yv], opset)
+
+
+# ---- one model per op and opset form ---------------------------------------------------------
+def op_models():
+    """(file stem, opset, builder) for every TG_OP_LIST op and opset form."""
+    rng = np.random.default_rng(4)
+    f32 = lambda *s: (rng.standard_normal(s) * 0.5).astype(np.float32)
+    i64 = lambda *v: np.array(v, dtype=np.int64)
+    M = []
+
+    def add(stem, opset, op_type, ins, outs=("y",), attrs=None, oty=F):
+        """ins: list of ('name', shape) for graph inputs, ('name', ndarray) for constants, or '' (omitted)."""
+        node = helper.make_node(op_type, [n if n else "" for n, _ in ins], list(outs), name=stem, **(attrs or {}))
+        gin, inits = [], []
+        for n, v in ins:
+            if not n:
+                continue
+            if isinstance(v, np.ndarray):
+                inits.append(numpy_helper.from_array(v, n))
+            else:
+                gin.append(helper.make_tensor_value_info(n, F, v))
+        gout = [helper.make_tensor_value_info(o, oty, None) for o in outs if o]
+        g = helper.make_graph([node], stem, gin, gout, inits)
+        m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)], producer_name="tessel-gen")
+        m.ir_version = 8 if opset <= 18 else 9
+        M.append((f"{stem}_op{opset}", opset, m))
+
+    X = ("x", [2, 3, 8, 8])
+    add("conv", 13, "Conv", [X, ("w", f32(4, 3, 3, 3)), ("b", f32(4))], attrs=dict(pads=[1, 1, 1, 1], strides=[2, 2]))
+    add("conv_same", 18, "Conv", [X, ("w", f32(6, 1, 3, 3))], attrs=dict(auto_pad="SAME_UPPER", group=3, strides=[2, 2]))
+    add("convtranspose", 13, "ConvTranspose", [X, ("w", f32(3, 2, 3, 3)), ("b", f32(2))], attrs=dict(strides=[2, 2], pads=[1, 1, 1, 1], output_padding=[1, 1]))
+    add("convtranspose_oshape", 17, "ConvTranspose", [X, ("w", f32(3, 4, 2, 2))], attrs=dict(strides=[2, 2], output_shape=[16, 16]))
+    add("gemm", 13, "Gemm", [("a", [5, 7]), ("b", f32(4, 7)), ("c", f32(4))], attrs=dict(transB=1, alpha=0.5, beta=2.0))
+    add("gemm_ta", 21, "Gemm", [("a", [7, 5]), ("b", f32(7, 3))], attrs=dict(transA=1))
+    add("matmul", 13, "MatMul", [("a", [2, 1, 5, 7]), ("b", f32(3, 7, 4))])
+    add("matmul_vec", 21, "MatMul", [("a", [7]), ("b", f32(7, 4))])
+    for op in ["Add", "Sub", "Mul", "Div", "Pow"]:
+        add(op.lower(), 13, op, [("a", [2, 3, 4]), ("b", np.abs(f32(3, 1)) + 0.5)])
+    add("add_bcast", 21, "Add", [("a", [3, 1, 5]), ("b", [4, 1])])
+    for op in ["Relu", "Sigmoid", "Tanh", "Erf", "Identity"]:
+        add(op.lower(), 13, op, [("x", [2, 3, 5])])
+    add("sqrt", 13, "Sqrt", [("x", [2, 3, 5])])
+    add("leakyrelu", 16, "LeakyRelu", [("x", [2, 3, 5])], attrs=dict(alpha=0.2))
+    add("gelu", 20, "Gelu", [("x", [2, 3, 5])], attrs=dict(approximate="tanh"))
+    add("clip", 13, "Clip", [("x", [2, 3, 5]), ("lo", np.array(-0.5, np.float32)), ("hi", np.array(0.5, np.float32))])
+    add("clip_max", 21, "Clip", [("x", [2, 3, 5]), ("", None), ("hi", np.array(6.0, np.float32))])
+    add("softmax", 13, "Softmax", [("x", [2, 3, 5])], attrs=dict(axis=1))
+    add("layernorm", 17, "LayerNormalization", [("x", [2, 3, 8]), ("s", f32(8)), ("b", f32(8))], attrs=dict(axis=-1, epsilon=1e-3))
+    add("batchnorm", 15, "BatchNormalization", [X, ("s", f32(3)), ("b", f32(3)), ("m", f32(3)), ("v", np.abs(f32(3)) + 0.5)])
+    add("maxpool", 13, "MaxPool", [X], attrs=dict(kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1]))
+    add("maxpool_ceil", 18, "MaxPool", [("x", [1, 2, 7, 7])], attrs=dict(kernel_shape=[2, 2], strides=[2, 2], ceil_mode=1))
+    add("averagepool", 13, "AveragePool", [X], attrs=dict(kernel_shape=[2, 2], strides=[2, 2]))
+    add("averagepool_pad", 19, "AveragePool", [X], attrs=dict(kernel_shape=[3, 3], pads=[1, 1, 1, 1], count_include_pad=1, dilations=[1, 1]))
+    add("globalaveragepool", 13, "GlobalAveragePool", [X])
+    add("flatten", 13, "Flatten", [X], attrs=dict(axis=2))
+    add("reshape", 13, "Reshape", [X, ("s", i64(0, -1, 16))])
+    add("reshape_allowzero", 14, "Reshape", [X, ("s", i64(6, 64))], attrs=dict(allowzero=1))
+    add("transpose", 13, "Transpose", [X], attrs=dict(perm=[0, 2, 3, 1]))
+    add("transpose_default", 21, "Transpose", [("x", [2, 3, 4])])
+    add("concat", 13, "Concat", [("a", [2, 3]), ("b", [2, 5]), ("c", f32(2, 1))], attrs=dict(axis=-1))
+    add("split", 13, "Split", [("x", [6, 4]), ("s", i64(1, 2, 3))], outs=("y0", "y1", "y2"))
+    add("split_even", 13, "Split", [("x", [6, 4])], outs=("y0", "y1"), attrs=dict(axis=1))
+    add("split_num", 18, "Split", [("x", [7, 4])], outs=("y0", "y1", "y2"), attrs=dict(num_outputs=3))
+    add("slice", 13, "Slice", [("x", [10, 8]), ("s", i64(1, -6)), ("e", i64(9, 1000)), ("a", i64(0, 1)), ("st", i64(3, 2))])
+    add("slice_neg", 21, "Slice", [("x", [10, 8]), ("s", i64(-1)), ("e", i64(-100)), ("a", i64(0)), ("st", i64(-2))])
+    add("gather", 13, "Gather", [("x", [5, 4, 3]), ("i", i64(4, 0, 2, 2).reshape(2, 2))], attrs=dict(axis=0))
+    add("gather_axis", 21, "Gather", [("x", [5, 4, 3]), ("i", np.array(-1, dtype=np.int64))], attrs=dict(axis=2))
+    add("pad", 13, "Pad", [X, ("p", i64(0, 0, 1, 2, 0, 0, 3, 4)), ("v", np.array(1.5, np.float32))])
+    add("pad_reflect", 13, "Pad", [X, ("p", i64(0, 0, 1, 1, 0, 0, 1, 1))], attrs=dict(mode="reflect"))
+    add("pad_axes", 18, "Pad", [X, ("p", i64(2, 1, 2, 1)), ("", None), ("a", i64(-1, 2))], attrs=dict(mode="edge"))
+    add("reducemean", 13, "ReduceMean", [X], attrs=dict(axes=[2, 3], keepdims=1))
+    add("reducemean", 18, "ReduceMean", [X, ("a", i64(-1))], attrs=dict(keepdims=0))
+    add("reducesum", 13, "ReduceSum", [X, ("a", i64(1))])
+    add("reducesum_all", 13, "ReduceSum", [X], attrs=dict(keepdims=0))
+    add("sqrt_abs", 21, "Sqrt", [("x", [3])])
+    add("cast", 13, "Cast", [("x", [2, 3])], attrs=dict(to=int(TensorProto.INT32)), oty=TensorProto.INT32)
+    add("cast", 19, "Cast", [("x", [2, 3])], attrs=dict(to=int(TensorProto.DOUBLE), saturate=1), oty=TensorProto.DOUBLE)
+    add("squeeze", 13, "Squeeze", [("x", [1, 3, 1, 5]), ("a", i64(0, -2))])
+    add("squeeze_all", 21, "Squeeze", [("x", [1, 3, 1, 5])])
+    add("unsqueeze", 13, "Unsqueeze", [("x", [3, 5]), ("a", i64(0, -1))])
+    add("shape", 13, "Shape", [X], oty=I64)
+    add("shape_slice", 15, "Shape", [X], attrs=dict(start=1, end=-1), oty=I64)
+    # Constant feeding an Add (a Constant alone would leave no node)
+    b = helper.make_node("Constant", [], ["c"], name="const", value=numpy_helper.from_array(f32(2, 3), "cv"))
+    a = helper.make_node("Add", ["x", "c"], ["y"], name="add")
+    g = helper.make_graph([b, a], "constant", [helper.make_tensor_value_info("x", F, [2, 3])],
+                          [helper.make_tensor_value_info("y", F, None)])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)], producer_name="tessel-gen")
+    m.ir_version = 8
+    M.append(("constant_op13", 13, m))
+    b = helper.make_node("Constant", [], ["c"], name="const", value_floats=[1.0, 2.0, 3.0])
+    a = helper.make_node("Mul", ["x", "c"], ["y"], name="mul")
+    g = helper.make_graph([b, a], "constant_floats", [helper.make_tensor_value_info("x", F, [2, 3])],
+                          [helper.make_tensor_value_info("y", F, None)])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 21)], producer_name="tessel-gen")
+    m.ir_version = 9
+    M.append(("constant_floats_op21", 21, m))
+    return M
+
+
+def ort_shapes(model):
+    """Output shapes onnxruntime produces on seeded inputs (None without onnxruntime)."""
+    try:
+        import onnxruntime as ort
+    except ImportError:
+        return None
+    so = ort.SessionOptions()
+    so.log_severity_level = 3
+    sess = ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
+    rng = np.random.default_rng(5)
+    feeds = {}
+    for i in sess.get_inputs():
+        shape = [d if isinstance(d, int) else 3 for d in i.shape]
+        feeds[i.name] = rng.standard_normal(shape).astype(np.float32)
+    outs = sess.run(None, feeds)
+    return [list(o.shape) for o in outs]
+
+
+def main():
+    if len(sys.argv) != 2:
+        sys.exit(__doc__)
+    out = sys.argv[1]
+    os.makedirs(os.path.join(out, "ops"), exist_ok=True)
+    onnx.save(mlp(), os.path.join(out, "mlp.onnx"))
+    onnx.save(cnn(), os.path.join(out, "cnn.onnx"))
+    onnx.save(transformer(20, False), os.path.join(out, "transformer.onnx"))
+    onnx.save(transformer(17, True), os.path.join(out, "transformer_erf.onnx"))
+    manifest = []
+    for stem, opset, m in op_models():
+        # (no onnx.checker here: the op models' outputs declare no shape, which it wants)
+        onnx.save(m, os.path.join(out, "ops", stem + ".onnx"))
+        manifest.append({"file": stem + ".onnx", "opset": opset, "op": m.graph.node[-1].op_type,
+                         "outputs": [o.name for o in m.graph.output], "shapes": ort_shapes(m)})
+    with open(os.path.join(out, "ops", "manifest.json"), "w") as f:
+        json.dump(manifest, f, indent=1)
+    print(f"gen_models: wrote 4 models and {len(manifest)} op models to {out}")
+
+
+if __name__ == "__main__":
+    main()
