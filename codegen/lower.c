@@ -25,6 +25,7 @@
 #include <string.h>
 
 #include "ir/print.h"
+#include "codegen/gpu_check.h"
 
 /* ---- context ----------------------------------------------------------- */
 
@@ -951,5 +952,13 @@ ts_status cg_check(const ir_func *f, const cg_target *t, ts_diag *d) {
   k.threads = 1;
   for (int i = 0; i < f->nparams; i++) chk_buffer(&k, f->params[i]);
   chk_stmt(&k, f->body);
+  if (k.st == TS_OK && t->kind == CG_TARGET_CUDA) {
+    /* the device limits (gpu_check.h); host-side stores stay allowed here
+     * (cuda.c runs them on one thread), the search refuses them itself */
+    cg_gpu_limits lim;
+    cg_gpu_limits_for_target(t, &lim);
+    lim.allow_unbound = true;
+    return cg_gpu_check(f, &lim, d);
+  }
   return k.st;
 }

@@ -139,6 +139,7 @@ static void schedule_block(sch_traced *t, const char *name, const cg_target *tg)
 }
 
 ts_status tun_default_schedule(sch_traced *t, const cg_target *tg, ts_diag *d) {
+  if (tg && tg->kind == CG_TARGET_CUDA) return tun_default_schedule_gpu(t, tg, d);
   ts_vec names;
   ts_vec_init(&names);
   find_ctx c = {.names = &names};

@@ -15,6 +15,15 @@
  * best effort: a refused step is skipped (the schedule stays legal). */
 ts_status tun_default_schedule(sch_traced *t, const cg_target *tg, ts_diag *d);
 
+/* The default schedule for cuda targets (build_gpu.c; tun_default_schedule
+ * dispatches to it), in the spirit of TVM's dlight fallback: elementwise
+ * producers inlined where legal; per remaining block, the leading spatial
+ * loops fused, split by 256 (or fewer threads) and bound to blockIdx.x /
+ * threadIdx.x, reduction loops kept serial inside each thread, the init
+ * decomposed. Best effort per step; the result passes cg_gpu_check for
+ * every built-in workload (tests/search/test_gpu_rules.c). */
+ts_status tun_default_schedule_gpu(sch_traced *t, const cg_target *tg, ts_diag *d);
+
 /* Schedules f: the trace in trace_path (JSON) if given, else the default
  * schedule. *out is a traced schedule the caller frees. */
 ts_status tun_schedule(const ir_func *f, const char *trace_path, const cg_target *tg,

@@ -874,6 +874,42 @@ static bool tag_stmt_cb(void *ctx, const ir_stmt *st) {
   return !c->found;
 }
 
+/* A cooperative fetch (MetaSchedule's RewriteCooperativeFetch): a copy into
+ * shared memory computed inside its consumer's threadIdx loop `outer` may
+ * bind one of its own loops to the same tag. On a GPU the two are the same
+ * hardware index, so each thread does its share of the copy once; run as
+ * loops (the interpreter) every outer iteration redoes the whole copy. Both
+ * mean the same only when the copy does not depend on the outer index and
+ * writes nothing but shared buffers (visible to every thread of the block),
+ * with the same constant extent. */
+typedef struct coop_ctx {
+  bool ok;
+} coop_ctx;
+
+static bool coop_cb(void *ctx, const ir_stmt *st) {
+  coop_ctx *c = ctx;
+  if (st->kind == IR_BLOCK_REALIZE) {
+    const ir_block *b = st->u.realize.block;
+    for (int w = 0; w < b->nwrites; w++) {
+      const char *sc = b->writes[w].buf->scope;
+      if (!sc || strncmp(sc, "shared", 6) || (sc[6] && sc[6] != '.')) c->ok = false;
+    }
+  }
+  return c->ok;
+}
+
+static bool cooperative_rebind(const ir_stmt *outer, const ir_stmt *loop, const char *thread) {
+  int64_t e1, e2;
+  if (strncmp(thread, "threadIdx.", 10) || !ir_as_int(outer->u.loop.extent, &e1) ||
+      !ir_as_int(loop->u.loop.extent, &e2) || e1 != e2)
+    return false;
+  if (ir_stmt_uses_var(loop, outer->u.loop.var)) return false;
+  coop_ctx c = {true};
+  ir_visitor v = {.stmt = coop_cb, .ctx = &c};
+  ir_visit_stmt(&v, loop->u.loop.body);
+  return c.ok;
+}
+
 /* Sets loop kind (and thread for bind) after the checks of for_kind.cc. */
 static ts_status set_kind(sch_state *s, sch_loop l, ir_for_kind kind, const char *thread,
                           const char *prim, bool check, ts_diag *d) {
@@ -894,9 +930,12 @@ static ts_status set_kind(sch_state *s, sch_loop l, ir_for_kind kind, const char
     for (int i = 0; i < p.n - 1; i++) {
       const ir_stmt *an = p.node[i];
       if (an->kind == IR_FOR && an->u.loop.kind == IR_FOR_THREAD_BINDING && an->u.loop.thread &&
-          !strcmp(an->u.loop.thread, thread))
-        return ts_diag_set(d, TS_ESCHEDULE, "bind: loop '%s' is inside loop '%s', already bound to '%s'",
-                           name, an->u.loop.var->name, thread);
+          !strcmp(an->u.loop.thread, thread) && !cooperative_rebind(an, loop, thread))
+        return ts_diag_set(d, TS_ESCHEDULE,
+                           "bind: loop '%s' is inside loop '%s', already bound to '%s' (allowed only for a "
+                           "cooperative copy into shared memory: same constant extent, a body independent "
+                           "of '%s' writing only shared buffers)",
+                           name, an->u.loop.var->name, thread, an->u.loop.var->name);
     }
     tag_ctx tc = {thread, NULL};
     ir_visitor vis = {.stmt = tag_stmt_cb, .ctx = &tc};

@@ -1,0 +1,326 @@
+/* test_gpu_rules.c — the GPU side of the search, without a GPU:
+ *  - cg_gpu_check: each limit refused with a reason that names it (threads
+ *    per block, shared memory, vector width, one extent per tag, vthreads,
+ *    parallel loops, registers, unbound stores) and accepted just under it;
+ *  - the default GPU schedule of every built-in workload (small odd sizes):
+ *    every store thread-bound, passes the strict check, equivalent to the
+ *    unscheduled function in the interpreter (which runs bound loops as
+ *    loops);
+ *  - the GPU sketches (`--target cuda`): their structure (SSSRRSRS tiling
+ *    bound to blockIdx/vthread/threadIdx, shared read caches with a
+ *    cooperative fetch, a local write cache, cross-thread reduction, unroll,
+ *    auto-bind), and random candidates of every sketch of every workload:
+ *    accepted ones pass cg_gpu_check and the interpreter, rejected ones say
+ *    why;
+ *  - the GPU mutators (tile size, unroll, thread binding) change one
+ *    decision and the mutant still instantiates;
+ *  - when tessel is built with NVRTC (codegen/cuda.h), candidates also
+ *    compile to PTX; otherwise that part is skipped, saying so. */
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "codegen/gpu_check.h"
+#include "ir/print.h"
+#include "search/search.h"
+#include "tests/schedule/util.h"
+#include "tuner/build.h"
+
+static ts_diag D;
+
+static cg_target cuda(void) {
+  cg_target t;
+  ts_diag_clear(&D);
+  ck_assert_msg(cg_target_parse("cuda -arch=sm_90", &t, &D) == TS_OK, "%s", D.msg);
+  return t;
+}
+
+static cg_gpu_limits strict(void) {
+  cg_gpu_limits l;
+  cg_gpu_limits_default(&l);
+  return l;
+}
+
+static const char *specs[] = {
+    "matmul:m=7,n=9,k=5",
+    "matmul:m=32,n=32,k=16",
+    "batch_matmul:b=3,m=5,n=7,k=9",
+    "dense:m=7,n=9,k=5,bias=1,act=relu",
+    "dense:m=5,n=7,k=3,bias=0,act=gelu",
+    "matmul_int8:m=7,n=5,k=9",
+    "conv2d_nchw:n=1,c=3,h=7,w=7,k=5,r=3,s=3,stride=1,pad=1",
+    "conv2d_nhwc:n=1,c=3,h=7,w=7,k=5,r=3,s=3,stride=2,pad=1",
+    "depthwise_conv2d:n=1,c=3,h=7,w=7,r=3,s=3,stride=1,pad=1",
+    "conv2d_transpose:n=1,c=3,h=5,w=5,k=3,r=3,s=3,stride=2,pad=1",
+    "max_pool2d:n=1,c=3,h=9,w=9,r=3,s=3,stride=2,pad=1",
+    "avg_pool2d:n=1,c=3,h=9,w=9,r=3,s=3,stride=2,pad=1",
+    "softmax:m=5,n=7",
+    "layernorm:m=5,n=7",
+    "add:m=7,n=9",
+    "mul:m=7,n=9",
+    "relu:m=7,n=9",
+    "gelu:m=7,n=9",
+    "sigmoid:m=7,n=9",
+    "exp:m=7,n=9",
+    "transpose:m=7,n=9",
+    "reduce_sum:m=7,n=9",
+};
+#define NSPECS ((int)(sizeof specs / sizeof specs[0]))
+
+/* ---- cg_gpu_check ------------------------------------------------------------- */
+
+/* A schedule of add:m=M,n=N with loop i bound to ti and j to tj (NULL: serial). */
+static sch_state *bound_add(ts_arena *a, const char *spec, const char *ti, const char *tj, ir_func **orig) {
+  sch_state *s = tu_schedule(a, spec, orig);
+  sch_loop l[2];
+  ck_assert_int_eq(tu_loops(s, "C", l, 2), 2);
+  ts_diag_clear(&D);
+  if (ti) tu_ok(sch_bind(s, l[0], ti, &D), &D);
+  if (tj) tu_ok(sch_bind(s, l[1], tj, &D), &D);
+  return s;
+}
+
+static void expect_refused(const ir_func *f, const cg_gpu_limits *l, const char *a, const char *b) {
+  ts_diag_clear(&D);
+  ts_status st = cg_gpu_check(f, l, &D);
+  ck_assert_msg(st == TS_EUNSUPPORTED, "expected a refusal mentioning '%s', got %s: %s", a, ts_strerror(st), D.msg);
+  ck_assert_msg(strstr(D.msg, a) && (!b || strstr(D.msg, b)), "message lacks '%s'/'%s': %s", a, b ? b : "", D.msg);
+}
+
+static void expect_ok(const ir_func *f, const cg_gpu_limits *l, cg_gpu_usage *u) {
+  ts_diag_clear(&D);
+  ck_assert_msg(cg_gpu_check_usage(f, l, u, &D) == TS_OK, "%s", D.msg);
+}
+
+START_TEST(test_check_threads) {
+  ts_arena a;
+  ts_arena_init(&a);
+  ir_func *orig;
+  cg_gpu_limits l = strict();
+  cg_gpu_usage u;
+  /* 31 x 33 = 1023 threads: accepted; 33 x 33 = 1089: refused */
+  sch_state *s = bound_add(&a, "add:m=31,n=33", "threadIdx.y", "threadIdx.x", &orig);
+  expect_ok(sch_func(s), &l, &u);
+  ck_assert_int_eq(u.threads_per_block, 1023);
+  ck_assert_int_eq(u.nkernels, 1);
+  sch_free(s);
+  s = bound_add(&a, "add:m=33,n=33", "threadIdx.y", "threadIdx.x", &orig);
+  expect_refused(sch_func(s), &l, "1089 threads per block", "1024");
+  /* a tighter device limit (from device properties) */
+  l.max_threads_per_block = 512;
+  sch_free(s);
+  s = bound_add(&a, "add:m=31,n=17", "threadIdx.y", "threadIdx.x", &orig);
+  expect_refused(sch_func(s), &l, "527 threads", "512");
+  sch_free(s);
+  /* blockIdx does not count; vthread: at most 8 */
+  l = strict();
+  s = bound_add(&a, "add:m=5000,n=7", "blockIdx.x", "vthread", &orig);
+  expect_ok(sch_func(s), &l, &u);
+  ck_assert_int_eq(u.blocks, 5000);
+  ck_assert_int_eq(u.threads_per_block, 1);
+  ck_assert_int_eq(u.vthreads, 7);
+  sch_free(s);
+  s = bound_add(&a, "add:m=50,n=9", "blockIdx.x", "vthread", &orig);
+  expect_refused(sch_func(s), &l, "9 virtual threads", "8");
+  sch_free(s);
+  ts_arena_fini(&a);
+}
+END_TEST
+
+START_TEST(test_check_unbound_parallel_registers) {
+  ts_arena a;
+  ts_arena_init(&a);
+  ir_func *orig;
+  cg_gpu_limits l = strict();
+  /* nothing bound: refused by the strict check, accepted by cg_check */
+  sch_state *s = bound_add(&a, "add:m=7,n=9", NULL, NULL, &orig);
+  expect_refused(sch_func(s), &l, "outside every blockIdx/threadIdx loop", "C");
+  cg_target t = cuda();
+  ts_diag_clear(&D);
+  ck_assert_msg(cg_check(sch_func(s), &t, &D) == TS_OK, "%s", D.msg);
+  l.allow_unbound = true;
+  expect_ok(sch_func(s), &l, NULL);
+  sch_free(s);
+  /* parallel: refused on cuda */
+  l = strict();
+  s = bound_add(&a, "add:m=7,n=9", NULL, "threadIdx.x", &orig);
+  sch_loop lp[2];
+  tu_loops(s, "C", lp, 2);
+  ts_diag_clear(&D);
+  tu_ok(sch_parallel(s, lp[0], &D), &D);
+  expect_refused(sch_func(s), &l, "parallel", lp[0].var->name);
+  ts_diag_clear(&D);
+  ck_assert_int_eq(cg_check(sch_func(s), &t, &D), TS_EUNSUPPORTED);
+  sch_free(s);
+  /* registers from a cubin: 128 x 1023 threads > 65536 */
+  s = bound_add(&a, "add:m=31,n=33", "threadIdx.y", "threadIdx.x", &orig);
+  l.regs_per_thread = 64;
+  expect_ok(sch_func(s), &l, NULL);
+  l.regs_per_thread = 128;
+  expect_refused(sch_func(s), &l, "registers per block", "65536");
+  l.regs_per_thread = 300;
+  expect_refused(sch_func(s), &l, "300 registers per thread", "255");
+  sch_free(s);
+  ts_arena_fini(&a);
+}
+END_TEST
+
+/* Two blocks of one kernel nest binding threadIdx.x with different extents. */
+START_TEST(test_check_consistent_tags) {
+  ts_arena a;
+  ts_arena_init(&a);
+  ir_func *orig;
+  cg_gpu_limits l = strict();
+  /* softmax: four stages; compute them all under one blockIdx loop over rows,
+   * then bind two of them to threadIdx.x with different extents */
+  sch_state *s = tu_schedule(&a, "add:m=6,n=8", &orig);
+  sch_block b = {"C"}, cache;
+  ts_diag_clear(&D);
+  tu_ok(sch_cache_write(s, b, 0, "shared", 0, NULL, &cache, &D), &D);
+  sch_loop lc[2], lw[4];
+  tu_loops(s, "C", lc, 2);
+  tu_ok(sch_reverse_compute_at(s, cache, lc[0], true, -1, &D), &D);
+  tu_ok(sch_bind(s, lc[0], "blockIdx.x", &D), &D);
+  tu_ok(sch_bind(s, lc[1], "threadIdx.x", &D), &D);
+  int nw = tu_loops(s, cache.name, lw, 4);
+  /* the copy-back's own loop over j (extent 8), split 2 x 4: bind 4 -> mismatch */
+  sch_loop parts[2];
+  int64_t f[2] = {-1, 4};
+  tu_ok(sch_split(s, lw[nw - 1], 2, f, parts, &D), &D);
+  tu_ok(sch_bind(s, parts[1], "threadIdx.x", &D), &D);
+  expect_refused(sch_func(s), &l, "threadIdx.x with extent 4", "extent 8");
+  sch_free(s);
+  /* the same with the full extent 8: one extent per tag, accepted */
+  s = tu_schedule(&a, "add:m=6,n=8", &orig);
+  tu_ok(sch_cache_write(s, b, 0, "shared", 0, NULL, &cache, &D), &D);
+  tu_loops(s, "C", lc, 2);
+  tu_ok(sch_reverse_compute_at(s, cache, lc[0], true, -1, &D), &D);
+  tu_ok(sch_bind(s, lc[0], "blockIdx.x", &D), &D);
+  tu_ok(sch_bind(s, lc[1], "threadIdx.x", &D), &D);
+  nw = tu_loops(s, cache.name, lw, 4);
+  tu_ok(sch_bind(s, lw[nw - 1], "threadIdx.x", &D), &D);
+  cg_gpu_usage u;
+  expect_ok(sch_func(s), &l, &u);
+  ck_assert_int_eq(u.threads_per_block, 8);
+  ck_assert_int_eq(u.shared_bytes, 8 * 4); /* one row of C.shared after compaction */
+  tu_assert_equivalent(orig, sch_func(s));
+  sch_free(s);
+  ts_arena_fini(&a);
+}
+END_TEST
+
+START_TEST(test_check_shared_and_vectors) {
+  ts_arena a;
+  ts_arena_init(&a);
+  ir_func *orig;
+  cg_gpu_limits l = strict();
+  cg_gpu_usage u;
+  /* A's row cached in shared memory under C's blockIdx loop: 12288 x 4 bytes
+   * = 48 KiB fits, one more column does not */
+  for (int n = 12288; n <= 12289; n++) {
+    char spec[64];
+    snprintf(spec, sizeof spec, "add:m=2,n=%d", n);
+    sch_state *s = tu_schedule(&a, spec, &orig);
+    sch_block b = {"C"}, cache;
+    ts_diag_clear(&D);
+    tu_ok(sch_cache_read(s, b, 0, "shared", 0, NULL, &cache, &D), &D);
+    sch_loop lc[2], parts[2];
+    tu_loops(s, "C", lc, 2);
+    tu_ok(sch_compute_at(s, cache, lc[0], true, -1, &D), &D);
+    tu_ok(sch_bind(s, lc[0], "blockIdx.x", &D), &D);
+    int64_t f[2] = {-1, 1024};
+    tu_ok(sch_split(s, lc[1], 2, f, parts, &D), &D);
+    tu_ok(sch_bind(s, parts[1], "threadIdx.x", &D), &D);
+    if (n == 12288) {
+      expect_ok(sch_func(s), &l, &u);
+      ck_assert_int_eq(u.shared_bytes, 12288 * 4);
+      ck_assert_int_eq(u.threads_per_block, 1024);
+      tu_assert_equivalent(orig, sch_func(s));
+    } else {
+      expect_refused(sch_func(s), &l, "49156 bytes of shared memory", "49152");
+    }
+    sch_free(s);
+  }
+  /* a shared buffer used by two kernels (two top-level nests) */
+  {
+    sch_state *s = tu_schedule(&a, "add:m=4,n=32", &orig);
+    sch_block b = {"C"}, cache;
+    ts_diag_clear(&D);
+    tu_ok(sch_cache_read(s, b, 0, "shared", 0, NULL, &cache, &D), &D);
+    sch_loop lc[2], lr[2];
+    tu_loops(s, "C", lc, 2);
+    tu_loops(s, cache.name, lr, 2);
+    tu_ok(sch_bind(s, lr[1], "threadIdx.x", &D), &D);
+    tu_ok(sch_bind(s, lc[1], "threadIdx.x", &D), &D);
+    expect_refused(sch_func(s), &l, "used by 2 kernels", "one launch");
+    sch_free(s);
+  }
+  /* vectors: 4 x f32 = 16 bytes accepted, 8 x f32 refused */
+  for (int lanes = 4; lanes <= 8; lanes *= 2) {
+    sch_state *s = bound_add(&a, "add:m=8,n=64", "blockIdx.x", NULL, &orig);
+    sch_loop lc[2], parts[2];
+    tu_loops(s, "C", lc, 2);
+    int64_t f[2] = {-1, lanes};
+    ts_diag_clear(&D);
+    tu_ok(sch_split(s, lc[1], 2, f, parts, &D), &D);
+    tu_ok(sch_bind(s, parts[0], "threadIdx.x", &D), &D);
+    tu_ok(sch_vectorize(s, parts[1], &D), &D);
+    if (lanes == 4) {
+      expect_ok(sch_func(s), &l, &u);
+      ck_assert_int_eq(u.max_vector_bytes, 16);
+    } else {
+      expect_refused(sch_func(s), &l, "32 bytes wide", "16");
+    }
+    sch_free(s);
+  }
+  ts_arena_fini(&a);
+}
+END_TEST
+
+/* ---- the default GPU schedule ------------------------------------------------- */
+START_TEST(test_default_schedule) {
+  const char *spec = specs[_i];
+  ts_arena a;
+  ts_arena_init(&a);
+  ir_func *f = tu_workload(&a, spec);
+  cg_target t = cuda();
+  ts_diag_clear(&D);
+  sch_traced *ts = sch_traced_new(f, 1, &D);
+  ck_assert_ptr_nonnull(ts);
+  tu_ok(tun_default_schedule(ts, &t, &D), &D);
+  cg_gpu_limits l = strict();
+  cg_gpu_usage u;
+  ts_diag_clear(&D);
+  if (cg_gpu_check_usage(sch_traced_func(ts), &l, &u, &D) != TS_OK) {
+    char *txt = ir_func_to_string(sch_traced_func(ts));
+    ck_abort_msg("%s: default GPU schedule refused: %s\n%s", spec, D.msg, txt);
+  }
+  ck_assert_int_ge(u.threads_per_block, 1);
+  ck_assert_int_le(u.threads_per_block, 256);
+  tu_assert_equivalent(f, sch_traced_func(ts));
+  /* the trace replays */
+  sch_traced *again = sch_trace_replay(sch_traced_trace(ts), f, 1, &D);
+  ck_assert_msg(again != NULL, "%s: %s", spec, D.msg);
+  sch_traced_free(again);
+  sch_traced_free(ts);
+  ts_arena_fini(&a);
+}
+END_TEST
+
+int main(void) {
+  Suite *s = suite_create("search_gpu_rules");
+  TCase *tc = tcase_create("gpu");
+  tcase_set_timeout(tc, 300);
+  tcase_add_test(tc, test_check_threads);
+  tcase_add_test(tc, test_check_unbound_parallel_registers);
+  tcase_add_test(tc, test_check_consistent_tags);
+  tcase_add_test(tc, test_check_shared_and_vectors);
+  tcase_add_loop_test(tc, test_default_schedule, 0, NSPECS);
+  suite_add_tcase(s, tc);
+  SRunner *sr = srunner_create(s);
+  srunner_run_all(sr, CK_NORMAL);
+  int failures = srunner_ntests_failed(sr);
+  srunner_free(sr);
+  return failures ? 1 : 0;
+}
