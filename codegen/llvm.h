@@ -13,6 +13,10 @@
  * vectorizable inline implementations, not libm calls.
  *
  * The kernel's contract (what the generated code assumes and returns):
+ *  - symbolic sizes: a function with size vars (f->syms) takes their values
+ *    after the tensors, args[nparams + k] pointing at an int64_t for syms[k];
+ *    the metadata names them (nsyms/syms) and marks param dims that are a
+ *    size var as TSRT_DIM_SYM(k), other non-constant dims TSRT_DIM_EXPR;
  *  - args[i] points at param i's data, dense, 64-byte aligned (the runtime
  *    allocates so; the code is compiled with that alignment and with
  *    distinct, non-overlapping params);
@@ -46,7 +50,7 @@ ts_status cg_llvm_resolve_target(cg_target *t, ts_diag *d);
  * (NULL or empty fields: the host), which must be the host's architecture.
  * On success *out owns the code; the entry and metadata pointers stay valid
  * until cg_jit_free. Errors: TS_EUNSUPPORTED (a cross target, thread-bound
- * loops, blocks left in the IR, symbolic sizes, handles), TS_EINVAL /
+ * loops, blocks left in the IR, handles), TS_EINVAL /
  * TS_ETYPE (malformed lowered IR, with the node named), TS_EINTERNAL (LLVM
  * rejected the module), TS_ENOMEM. */
 typedef struct cg_jit cg_jit;

@@ -1406,9 +1406,9 @@ static ts_status emit_meta(lx_mod *m, const cg_lowered *l) {
   LLVMTypeRef pm_f[4] = {m->t_ptr, m->t_i32, m->t_i32, shape_t};
   LLVMTypeRef pm_t = LLVMStructCreateNamed(m->ctx, "tsrt_param_meta");
   LLVMStructSetBody(pm_t, pm_f, 4, 0);
-  LLVMTypeRef km_f[6] = {m->t_i32, m->t_i32, m->t_i32, m->t_ptr, m->t_ptr, m->t_ptr};
+  LLVMTypeRef km_f[8] = {m->t_i32, m->t_i32, m->t_i32, m->t_ptr, m->t_ptr, m->t_ptr, m->t_i32, m->t_ptr};
   LLVMTypeRef km_t = LLVMStructCreateNamed(m->ctx, "tsrt_kernel_meta");
-  LLVMStructSetBody(km_t, km_f, 6, 0);
+  LLVMStructSetBody(km_t, km_f, 8, 0);
   int np = of->nparams;
   LLVMValueRef *pv = ts_malloc(sizeof *pv * (size_t)(np ? np : 1));
   if (!pv) return ts_diag_set(m->d, TS_ENOMEM, "out of memory");
@@ -1423,11 +1423,17 @@ static ts_status emit_meta(lx_mod *m, const cg_lowered *l) {
     for (int j = 0; j < TSRT_MAX_DIMS; j++) {
       int64_t v = 0;
       if (j < p->ndim && !ir_as_int(p->shape[j], &v)) {
-        ts_free(pv);
-        return ts_diag_set(m->d, TS_EUNSUPPORTED,
-                           "param %s has a symbolic shape (dim %d); artifacts need constant shapes "
-                           "(bind the sizes first)",
-                           p->name, j);
+        /* symbolic: the size var's index, or "an expression of them" */
+        v = TSRT_DIM_EXPR;
+        if (p->shape[j]->kind == IR_VAR) {
+          for (int k = 0; k < of->nsyms; k++)
+            if (of->syms[k] == p->shape[j]->u.var) v = TSRT_DIM_SYM(k);
+          if (v == TSRT_DIM_EXPR) {
+            ts_free(pv);
+            return ts_diag_set(m->d, TS_EINVAL, "param %s dim %d is %s, which is not a size var of %s",
+                               p->name, j, p->shape[j]->u.var->name, of->name ? of->name : "the kernel");
+          }
+        }
       }
       dims[j] = LLVMConstInt(m->t_i64, (unsigned long long)v, 1);
     }
@@ -1445,13 +1451,28 @@ static ts_status emit_meta(lx_mod *m, const cg_lowered *l) {
   LLVMSetLinkage(ga, LLVMPrivateLinkage);
   char key[17];
   ir_workload_key(of, key);
-  LLVMValueRef kf[6] = {LLVMConstInt(m->t_i32, TSRT_ABI_VERSION, 0),
+  /* the size vars' names (the entry reads their values after the tensors) */
+  LLVMValueRef gs = LLVMConstNull(m->t_ptr);
+  if (of->nsyms > 0) {
+    LLVMValueRef sv[32];
+    if (of->nsyms > 32)
+      return ts_diag_set(m->d, TS_EUNSUPPORTED, "%s has %d symbolic sizes (artifacts allow 32)",
+                         of->name ? of->name : "kernel", of->nsyms);
+    for (int k = 0; k < of->nsyms; k++) sv[k] = cstr(m, of->syms[k]->name ? of->syms[k]->name : "?");
+    LLVMValueRef sa = LLVMConstArray2(m->t_ptr, sv, (uint64_t)of->nsyms);
+    gs = LLVMAddGlobal(m->mod, LLVMTypeOf(sa), "tessel.syms");
+    LLVMSetInitializer(gs, sa);
+    LLVMSetGlobalConstant(gs, 1);
+    LLVMSetLinkage(gs, LLVMPrivateLinkage);
+  }
+  LLVMValueRef kf[8] = {LLVMConstInt(m->t_i32, TSRT_ABI_VERSION, 0),
                         LLVMConstInt(m->t_i32, (unsigned long long)np, 0),
                         LLVMConstInt(m->t_i32, (unsigned long long)of->ninputs, 0),
                         cstr(m, of->name ? of->name : (l->func->name ? l->func->name : "kernel")),
-                        cstr(m, key), ga};
+                        cstr(m, key), ga,
+                        LLVMConstInt(m->t_i32, (unsigned long long)of->nsyms, 0), gs};
   LLVMValueRef gm = LLVMAddGlobal(m->mod, km_t, TSRT_META_SYMBOL);
-  LLVMSetInitializer(gm, LLVMConstNamedStruct(km_t, kf, 6));
+  LLVMSetInitializer(gm, LLVMConstNamedStruct(km_t, kf, 8));
   LLVMSetGlobalConstant(gm, 1);
   LLVMSetLinkage(gm, LLVMExternalLinkage);
   LLVMSetAlignment(gm, 8);
@@ -1474,11 +1495,10 @@ static void declare_externals(lx_mod *m) {
 ts_status cg_lx_emit_module(lx_mod *m, const cg_lowered *l) {
   const ir_func *fn = l->func;
   if (!fn || !fn->body) return ts_diag_set(m->d, TS_EINVAL, "no lowered function to build");
-  if (fn->nsyms > 0)
-    return ts_diag_set(m->d, TS_EUNSUPPORTED,
-                       "%s has symbolic sizes (%s ...); bind them before building (the kernel ABI "
-                       "passes only tensor pointers)",
-                       fn->name ? fn->name : "kernel", fn->syms[0]->name);
+  const ir_func *of = l->orig ? l->orig : fn;
+  if (fn->nsyms != of->nsyms)
+    return ts_diag_set(m->d, TS_EINVAL, "the lowered function has %d size vars, the original %d",
+                       fn->nsyms, of->nsyms);
   m->t_void = LLVMVoidTypeInContext(m->ctx);
   m->t_i1 = LLVMInt1TypeInContext(m->ctx);
   m->t_i8 = LLVMInt8TypeInContext(m->ctx);
@@ -1495,16 +1515,18 @@ ts_status cg_lx_emit_module(lx_mod *m, const cg_lowered *l) {
   ts_status st = emit_meta(m, l);
   if (st != TS_OK) return m->st = st;
 
-  int np = fn->nparams;
-  LLVMTypeRef *pt = ts_malloc(sizeof *pt * (size_t)(np ? np : 1));
-  LLVMValueRef *pv = ts_malloc(sizeof *pv * (size_t)(np ? np : 1));
+  /* body(tensors..., i64 size vars...) */
+  int np = fn->nparams, ns = fn->nsyms, na = np + ns;
+  LLVMTypeRef *pt = ts_malloc(sizeof *pt * (size_t)(na ? na : 1));
+  LLVMValueRef *pv = ts_malloc(sizeof *pv * (size_t)(na ? na : 1));
   if (!pt || !pv) {
     ts_free(pt);
     ts_free(pv);
     return m->st = ts_diag_set(m->d, TS_ENOMEM, "out of memory");
   }
   for (int i = 0; i < np; i++) pt[i] = m->t_ptr;
-  LLVMValueRef body = new_function(m, "tessel.body", LLVMFunctionType(m->t_i32, pt, (unsigned)np, 0), false);
+  for (int k = 0; k < ns; k++) pt[np + k] = m->t_i64;
+  LLVMValueRef body = new_function(m, "tessel.body", LLVMFunctionType(m->t_i32, pt, (unsigned)na, 0), false);
   lx_fn f;
   fn_begin(&f, m, body);
   bool ok = true;
@@ -1520,6 +1542,14 @@ ts_status cg_lx_emit_module(lx_mod *m, const cg_lowered *l) {
     buffer_param(m, body, (unsigned)i, n >= 0 ? n * ir_dtype_bytes(p->dtype) : 0);
     ok = bind(&f, p, LLVMGetParam(body, (unsigned)i));
   }
+  for (int k = 0; k < ns && ok; k++) {
+    if (fn->syms[k]->dtype.code != IR_I64 || fn->syms[k]->dtype.lanes != 1) {
+      fail(&f, TS_EUNSUPPORTED, "size var %s is not a scalar i64", fn->syms[k]->name);
+      ok = false;
+      break;
+    }
+    ok = bind(&f, fn->syms[k], LLVMGetParam(body, (unsigned)(np + k)));
+  }
   if (ok) ok = emit_stmt(&f, fn->body);
   if (ok) LLVMBuildRet(f.b, LLVMConstInt(m->t_i32, 0, 0));
   fn_end(&f);
@@ -1534,7 +1564,13 @@ ts_status cg_lx_emit_module(lx_mod *m, const cg_lowered *l) {
       LLVMValueRef slot = LLVMBuildInBoundsGEP2(b, m->t_ptr, args, &ix, 1, "");
       pv[i] = LLVMBuildLoad2(b, m->t_ptr, slot, fn->params[i]->name);
     }
-    LLVMValueRef r = LLVMBuildCall2(b, LLVMGlobalGetValueType(body), body, pv, (unsigned)np, "");
+    for (int k = 0; k < ns; k++) { /* args[np + k] points at the size's int64 */
+      LLVMValueRef ix = LLVMConstInt(m->t_i64, (unsigned long long)(np + k), 0);
+      LLVMValueRef slot = LLVMBuildInBoundsGEP2(b, m->t_ptr, args, &ix, 1, "");
+      LLVMValueRef vp = LLVMBuildLoad2(b, m->t_ptr, slot, "");
+      pv[np + k] = LLVMBuildLoad2(b, m->t_i64, vp, fn->syms[k]->name);
+    }
+    LLVMValueRef r = LLVMBuildCall2(b, LLVMGlobalGetValueType(body), body, pv, (unsigned)na, "");
     LLVMBuildRet(b, r);
     LLVMDisposeBuilder(b);
   }

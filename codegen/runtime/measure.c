@@ -107,7 +107,10 @@ uint64_t tsrt_checksum(const void *data, size_t n) {
 /* ---- loading ---- */
 size_t tsrt_param_bytes(const tsrt_param_meta *p) {
   size_t n = (size_t)tsrt_dtype_bytes(p->dtype);
-  for (int i = 0; i < p->ndim && i < TSRT_MAX_DIMS; i++) n *= (size_t)p->shape[i];
+  for (int i = 0; i < p->ndim && i < TSRT_MAX_DIMS; i++) {
+    if (p->shape[i] < 0) return 0; /* symbolic: the size is known only when bound */
+    n *= (size_t)p->shape[i];
+  }
   return n;
 }
 
@@ -127,7 +130,8 @@ int tsrt_module_load(const char *path, tsrt_module *m, char *err, size_t errn) {
     return -1;
   }
   if (m->meta->abi_version != TSRT_ABI_VERSION || m->meta->nparams < 0 || m->meta->nparams > 64 ||
-      m->meta->ninputs < 0 || m->meta->ninputs > m->meta->nparams) {
+      m->meta->ninputs < 0 || m->meta->ninputs > m->meta->nparams || m->meta->nsyms < 0 ||
+      m->meta->nsyms > 32 || (m->meta->nsyms > 0 && !m->meta->syms)) {
     snprintf(err, errn, "%s: unsupported kernel ABI (version %d, %d params)", path,
              m->meta->abi_version, m->meta->nparams);
     tsrt_module_unload(m);
@@ -171,6 +175,13 @@ void tsrt_measure_inprocess(const tsrt_module *m, const tsrt_measure_opts *o, ts
   const tsrt_kernel_meta *meta = m->meta;
   void *args[64] = {0};
   size_t bytes[64] = {0};
+  if (meta->nsyms > 0) {
+    res->status = TSRT_ELOAD;
+    snprintf(res->error, sizeof res->error,
+             "kernel %s takes %d symbolic size(s) (%s ...); measure a build with the sizes bound",
+             meta->name ? meta->name : "?", meta->nsyms, meta->syms && meta->syms[0] ? meta->syms[0] : "?");
+    return;
+  }
   for (int i = 0; i < meta->nparams; i++) {
     bytes[i] = tsrt_param_bytes(&meta->params[i]);
     size_t alloc = (bytes[i] + 63) / 64 * 64;

@@ -19,7 +19,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define TSRT_ABI_VERSION 1
+/* 2: kernels may take symbolic sizes (tsrt_kernel_meta.nsyms/syms, args
+ * after the tensors, negative shape entries). */
+#define TSRT_ABI_VERSION 2
 
 /* dtype codes: the same order as ir.h's IR_DTYPE_LIST (codegen asserts it). */
 enum {
@@ -32,6 +34,11 @@ const char *tsrt_dtype_name(int code);
 
 /* ---- artifact ABI --------------------------------------------------------- */
 #define TSRT_MAX_DIMS 8
+/* shape[j] >= 0: a constant extent; shape[j] = TSRT_DIM_SYM(k) (-1 - k): the
+ * kernel's k-th size var (tsrt_kernel_meta.syms[k]); TSRT_DIM_EXPR: some
+ * other expression of the size vars (e.g. batch*4). */
+#define TSRT_DIM_SYM(k) (-1 - (int64_t)(k))
+#define TSRT_DIM_EXPR INT64_MIN
 typedef struct tsrt_param_meta {
   const char *name;
   int32_t dtype;  /* TSRT_* */
@@ -46,10 +53,13 @@ typedef struct tsrt_kernel_meta {
   const char *name;    /* kernel name */
   const char *workload_key;
   const tsrt_param_meta *params;
+  int32_t nsyms;       /* symbolic size vars the kernel takes (0: all shapes constant) */
+  const char *const *syms; /* their names, e.g. "batch" */
 } tsrt_kernel_meta;
 
-/* The kernel entry: args[i] points at param i's data (dense row-major).
- * Returns 0 on success. */
+/* The kernel entry: args[i] points at param i's data (dense row-major), for
+ * i < nparams; then args[nparams + k] points at an int64_t holding the
+ * value of size var k (syms[k]). Returns 0 on success. */
 typedef int32_t (*tsrt_kernel_fn)(void **args);
 
 #define TSRT_META_SYMBOL "tessel_kernel_meta"
