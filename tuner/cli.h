@@ -22,6 +22,7 @@ int tun_cmd_plot(int argc, char **argv);
 int tun_cmd_sketches(int argc, char **argv); /* cmd_search.c */
 int tun_cmd_rpc_server(int argc, char **argv); /* cmd_rpc.c */
 int tun_cmd_graph(int argc, char **argv);      /* cmd_graph.c */
+int tun_cmd_tasks(int argc, char **argv);      /* cmd_tasks.c */
 
 /* What a SUBJECT argument named. */
 typedef struct tun_subject {

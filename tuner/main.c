@@ -30,6 +30,7 @@ static const command commands[] = {
     {"query", tun_cmd_query, "print a tracker's keys (free/busy/pending) and servers (--tracker H:P [--json])"},
     {"rpc-server", tun_cmd_rpc_server, "serve measurements for a tracker (--tracker H:P --key K [--port P])"},
     {"graph", tun_cmd_graph, "import an ONNX model and print its graph IR (graph show MODEL.onnx [--after PASS])"},
+    {"tasks", tun_cmd_tasks, "list a model's tuning tasks: fused kernels, keys, weights, FLOPs (tasks MODEL.onnx)"},
     {"version", tun_cmd_version, "print the version"},
 };
 #define NCOMMANDS (sizeof commands / sizeof commands[0])
