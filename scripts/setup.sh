@@ -29,6 +29,15 @@ if [ ${#missing[@]} -gt 0 ]; then
     "${missing[@]}" >/dev/null
 fi
 
+# The Python virtual environment the tests use: tests/models/gen_models.py
+# writes the test ONNX models with `onnx`, onnxruntime gives reference
+# outputs. Installed only when missing.
+if [ ! -x .venv/bin/python3 ] || ! .venv/bin/python3 -c 'import onnx, onnxruntime, numpy' 2>/dev/null; then
+  echo "setup: creating .venv (onnx, onnxruntime, numpy)" >&2
+  python3 -m venv .venv
+  .venv/bin/pip install -q onnx onnxruntime numpy >&2
+fi
+
 if [ ! -f build/build.ninja ]; then
   meson setup build --native-file native-llvm19.ini "$@" >&2
 fi
