@@ -666,21 +666,33 @@ static void plan_one(lctx *c, const ir_func *f, cplan *p) {
     k = j;
   }
   if (k < p->depth0) return;
+  int lca = k;
+  bool at_thread = false; /* stopped above a thread binding (GPU) */
   for (int j = p->depth0; j < k; j++)
     if (!may_enter(&a0->path[j], b->scope)) {
+      at_thread = a0->path[j].kind == IR_FOR_THREAD_BINDING;
       k = j;
       break;
     }
+  /* On GPUs the allocation stays above the thread loops, but the serial
+   * loops between it and the accesses' common loop still run per use (a
+   * shared tile fetched per k-tile): they stay symbolic (the buffer is reused
+   * per iteration, the barrier pass orders the reuse) rather than relaxed;
+   * thread-bound loops there are relaxed (every thread's part). */
+  int nouter = 0;
+  const ir_var **outer = lca ? ts_calloc((size_t)lca, sizeof *outer) : NULL;
   ir_analyzer an;
   ir_analyzer_init(&an, c->a);
   ir_dom_map dom;
   ir_dom_map_init(&dom);
-  const ir_var **outer = k ? ts_calloc((size_t)k, sizeof *outer) : NULL;
   ir_expr **shape = TS_ANEWN(c->a, ir_expr *, b->ndim), **mins = TS_ANEWN(c->a, ir_expr *, b->ndim);
-  bool ok = shape && mins && (!k || outer), shrunk = false;
-  for (int j = 0; j < k && ok; j++) {
-    outer[j] = a0->path[j].var;
-    ok = !ir_analyzer_bind(&an, a0->path[j].var, a0->path[j].min, a0->path[j].ext);
+  bool ok = shape && mins && (!lca || outer), shrunk = false;
+  for (int j = 0; j < lca && ok; j++) {
+    const pathent *l = &a0->path[j];
+    bool sym = j < k || (at_thread && (l->kind == IR_FOR_SERIAL || l->kind == IR_FOR_UNROLLED));
+    if (!sym) continue;
+    outer[nouter++] = l->var;
+    ok = !ir_analyzer_bind(&an, l->var, l->min, l->ext);
   }
   for (int d = 0; d < b->ndim && ok; d++) {
     ir_intset hull = {NULL, NULL, true};
@@ -690,6 +702,7 @@ static void plan_one(lctx *c, const ir_func *f, cplan *p) {
       for (int j = k; j < r->depth && ok; j++) {
         /* bounds of inner loops may use loops further out: relax them too */
         const pathent *l = &r->path[j];
+        if (j < lca && at_thread && (l->kind == IR_FOR_SERIAL || l->kind == IR_FOR_UNROLLED)) continue;
         ir_expr *last = ir_sub(c->a, ir_add(c->a, l->min, l->ext), ir_i64(c->a, 1));
         if (!last) {
           ok = false;
@@ -710,7 +723,7 @@ static void plan_one(lctx *c, const ir_func *f, cplan *p) {
     int64_t e = 0, full = 0;
     ok = ext && ir_as_int(ext, &e) && e >= 1;
     if (!ok) break;
-    varset_ctx vc = {outer, k, f, false};
+    varset_ctx vc = {outer, nouter, f, false};
     ir_visitor v = {.expr = varset_cb, .ctx = &vc};
     ir_visit_expr(&v, hull.min);
     if ((ok = !vc.bad) == false) break;

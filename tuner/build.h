@@ -40,4 +40,16 @@ ts_status tun_build_shared(const ir_func *scheduled, const cg_target *tg, const 
 ts_status tun_build_shared_isolated(const ir_func *scheduled, const cg_target *tg, const char *path,
                                     double timeout_s, ts_diag *d);
 
+/* ---- cuda (tuner/cmd_cuda.c) ----------------------------------------------
+ * tun_build_cuda writes, for a scheduled function and a cuda target, a cubin
+ * (any path), PTX (path ending .ptx) or the CUDA C (.cu, no NVRTC needed).
+ * Errors: cg_cuda_emit's and cg_nvrtc_compile's (TS_EUNSUPPORTED "built
+ * without CUDA"), TS_EIO. tun_measure_cuda_file times such a cubin on the
+ * local GPU in a forked child (TSRT_ELOAD "no GPU: ..." without one). */
+struct tsrt_measure_opts;
+struct tsrt_measure_result;
+ts_status tun_build_cuda(const ir_func *scheduled, const cg_target *tg, const char *path, ts_diag *d);
+void tun_measure_cuda_file(const char *path, const struct tsrt_measure_opts *mo,
+                           struct tsrt_measure_result *res);
+
 #endif

@@ -139,7 +139,7 @@ static int build_to(const build_args *a, ts_arena *ar, tun_subject *sub, cg_targ
                     const char *cmd) {
   ts_diag d;
   ts_diag_clear(&d);
-  if (cg_target_parse(a->target, tg, &d) || cg_llvm_resolve_target(tg, &d)) {
+  if (cg_target_parse(a->target, tg, &d) || (tg->kind != CG_TARGET_CUDA && cg_llvm_resolve_target(tg, &d))) {
     fprintf(stderr, "tessel %s: %s\n", cmd, d.msg);
     return 2;
   }
@@ -165,7 +165,8 @@ static int build_to(const build_args *a, ts_arena *ar, tun_subject *sub, cg_targ
     ts_free(text);
   }
   int rc = 0;
-  if (tun_build_shared(sch_traced_func(t), tg, path, &d)) {
+  if (tg->kind == CG_TARGET_CUDA ? tun_build_cuda(sch_traced_func(t), tg, path, &d)
+                                 : tun_build_shared(sch_traced_func(t), tg, path, &d)) {
     fprintf(stderr, "tessel %s: building %s: %s\n", cmd, sub->label, d.msg);
     rc = 2;
   }
@@ -182,7 +183,9 @@ int tun_cmd_build(int argc, char **argv) {
                       "builds a shared library exporting tessel_kernel_entry/tessel_kernel_meta.\n"
                       "--log LOG replays the best verified record of the tuning log for SUBJECT\n"
                       "on the target.\n"
-                      "Targets: llvm (host), llvm -mtriple=aarch64-linux-gnu, llvm -mcpu=... -mattr=...\n");
+                      "Targets: llvm (host), llvm -mtriple=aarch64-linux-gnu, llvm -mcpu=... -mattr=...\n"
+                      "cuda -arch=sm_90 (default arch): OUT is a cubin; OUT ending .ptx gets PTX, .cu the\n"
+                      "CUDA C (no NVRTC needed); without --trace/--log the default GPU schedule.\n");
   if (rc >= 0) return rc;
   ts_arena ar;
   ts_arena_init(&ar);
@@ -213,7 +216,8 @@ int tun_cmd_bench(int argc, char **argv) {
     return 2;
   }
   char path[256];
-  snprintf(path, sizeof path, "%s/kernel.so", dir);
+  bool cuda = strncmp(a.target, "cuda", 4) == 0;
+  snprintf(path, sizeof path, "%s/kernel.%s", dir, cuda ? "cubin" : "so");
   ts_arena ar;
   ts_arena_init(&ar);
   tun_subject sub;
@@ -221,7 +225,8 @@ int tun_cmd_bench(int argc, char **argv) {
   rc = build_to(&a, &ar, &sub, &tg, path, "bench");
   if (rc == 0) {
     tsrt_measure_result res;
-    tsrt_measure_forked(path, &a.mo, &res);
+    if (tg.kind == CG_TARGET_CUDA) tun_measure_cuda_file(path, &a.mo, &res);
+    else tsrt_measure_forked(path, &a.mo, &res);
     if (res.status != TSRT_OK) {
       fprintf(stderr, "tessel bench: %s: %s\n", sub.label, res.error);
       rc = 2;

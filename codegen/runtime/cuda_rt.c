@@ -1,0 +1,538 @@
+/* codegen/runtime/cuda_rt.c — the CUDA driver API through dlopen at run time
+ * (see cuda_rt.h). The few driver types and entry points used are declared
+ * here (the runtime builds on boards without the toolkit); the names with a
+ * _v2 suffix are the ones cuda.h maps the plain names to. */
+#include "cuda_rt.h"
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+typedef int CUresult; /* 0 = CUDA_SUCCESS */
+typedef int CUdevice;
+typedef struct CUctx_st *CUcontext;
+typedef struct CUmod_st *CUmodule;
+typedef struct CUfunc_st *CUfunction;
+typedef struct CUevent_st *CUevent;
+typedef struct CUstream_st *CUstream;
+typedef unsigned long long CUdeviceptr;
+
+enum {
+  ATTR_MAX_THREADS_PER_BLOCK = 1,
+  ATTR_SHARED_PER_BLOCK = 8,
+  ATTR_REGS_PER_BLOCK = 12,
+  ATTR_SM_COUNT = 16,
+  ATTR_L2_BYTES = 38,
+  ATTR_CC_MAJOR = 75,
+  ATTR_CC_MINOR = 76,
+  ATTR_SHARED_OPTIN = 97,
+};
+
+static struct {
+  void *lib;
+  char err[256];
+  CUresult (*cuInit)(unsigned);
+  CUresult (*cuDriverGetVersion)(int *);
+  CUresult (*cuDeviceGetCount)(int *);
+  CUresult (*cuDeviceGet)(CUdevice *, int);
+  CUresult (*cuDeviceGetName)(char *, int, CUdevice);
+  CUresult (*cuDeviceGetAttribute)(int *, int, CUdevice);
+  CUresult (*cuDeviceTotalMem)(size_t *, CUdevice);
+  CUresult (*cuDevicePrimaryCtxRetain)(CUcontext *, CUdevice);
+  CUresult (*cuDevicePrimaryCtxRelease)(CUdevice);
+  CUresult (*cuCtxSetCurrent)(CUcontext);
+  CUresult (*cuCtxSynchronize)(void);
+  CUresult (*cuModuleLoadData)(CUmodule *, const void *);
+  CUresult (*cuModuleUnload)(CUmodule);
+  CUresult (*cuModuleGetFunction)(CUfunction *, CUmodule, const char *);
+  CUresult (*cuModuleGetGlobal)(CUdeviceptr *, size_t *, CUmodule, const char *);
+  CUresult (*cuMemAlloc)(CUdeviceptr *, size_t);
+  CUresult (*cuMemFree)(CUdeviceptr);
+  CUresult (*cuMemcpyHtoD)(CUdeviceptr, const void *, size_t);
+  CUresult (*cuMemcpyDtoH)(void *, CUdeviceptr, size_t);
+  CUresult (*cuMemsetD8)(CUdeviceptr, unsigned char, size_t);
+  CUresult (*cuLaunchKernel)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+                             unsigned, CUstream, void **, void **);
+  CUresult (*cuEventCreate)(CUevent *, unsigned);
+  CUresult (*cuEventDestroy)(CUevent);
+  CUresult (*cuEventRecord)(CUevent, CUstream);
+  CUresult (*cuEventSynchronize)(CUevent);
+  CUresult (*cuEventElapsedTime)(float *, CUevent, CUevent);
+  CUresult (*cuGetErrorString)(CUresult, const char **);
+  int loaded; /* 1 ok, -1 failed */
+} drv;
+
+static void *sym(const char *a, const char *b) {
+  void *p = dlsym(drv.lib, a);
+  if (!p && b) p = dlsym(drv.lib, b);
+  return p;
+}
+
+/* Opens libcuda.so.1 once (TESSEL_LIBCUDA names another path for tests). */
+static int drv_open(char *err, size_t errn) {
+  if (drv.loaded == 1) return 0;
+  if (drv.loaded == -1) {
+    snprintf(err, errn, "%s", drv.err);
+    return -1;
+  }
+  const char *path = getenv("TESSEL_LIBCUDA");
+  if (!path || !*path) path = "libcuda.so.1";
+  drv.lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+  if (!drv.lib) {
+    const char *e = dlerror();
+    snprintf(drv.err, sizeof drv.err, "no GPU: %s not found (%s)", path, e ? e : "dlopen failed");
+    drv.loaded = -1;
+    snprintf(err, errn, "%s", drv.err);
+    return -1;
+  }
+#define LOAD(field, a, b)                                                                  \
+  do {                                                                                     \
+    *(void **)&drv.field = sym(a, b);                                                      \
+    if (!drv.field) {                                                                      \
+      snprintf(drv.err, sizeof drv.err, "no GPU: %s lacks %s (driver too old?)", path, a); \
+      drv.loaded = -1;                                                                     \
+      snprintf(err, errn, "%s", drv.err);                                                  \
+      return -1;                                                                           \
+    }                                                                                      \
+  } while (0)
+  LOAD(cuInit, "cuInit", NULL);
+  LOAD(cuDriverGetVersion, "cuDriverGetVersion", NULL);
+  LOAD(cuDeviceGetCount, "cuDeviceGetCount", NULL);
+  LOAD(cuDeviceGet, "cuDeviceGet", NULL);
+  LOAD(cuDeviceGetName, "cuDeviceGetName", NULL);
+  LOAD(cuDeviceGetAttribute, "cuDeviceGetAttribute", NULL);
+  LOAD(cuDeviceTotalMem, "cuDeviceTotalMem_v2", "cuDeviceTotalMem");
+  LOAD(cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain", NULL);
+  LOAD(cuDevicePrimaryCtxRelease, "cuDevicePrimaryCtxRelease_v2", "cuDevicePrimaryCtxRelease");
+  LOAD(cuCtxSetCurrent, "cuCtxSetCurrent", NULL);
+  LOAD(cuCtxSynchronize, "cuCtxSynchronize", NULL);
+  LOAD(cuModuleLoadData, "cuModuleLoadData", NULL);
+  LOAD(cuModuleUnload, "cuModuleUnload", NULL);
+  LOAD(cuModuleGetFunction, "cuModuleGetFunction", NULL);
+  LOAD(cuModuleGetGlobal, "cuModuleGetGlobal_v2", "cuModuleGetGlobal");
+  LOAD(cuMemAlloc, "cuMemAlloc_v2", "cuMemAlloc");
+  LOAD(cuMemFree, "cuMemFree_v2", "cuMemFree");
+  LOAD(cuMemcpyHtoD, "cuMemcpyHtoD_v2", "cuMemcpyHtoD");
+  LOAD(cuMemcpyDtoH, "cuMemcpyDtoH_v2", "cuMemcpyDtoH");
+  LOAD(cuMemsetD8, "cuMemsetD8_v2", "cuMemsetD8");
+  LOAD(cuLaunchKernel, "cuLaunchKernel", NULL);
+  LOAD(cuEventCreate, "cuEventCreate", NULL);
+  LOAD(cuEventDestroy, "cuEventDestroy_v2", "cuEventDestroy");
+  LOAD(cuEventRecord, "cuEventRecord", NULL);
+  LOAD(cuEventSynchronize, "cuEventSynchronize", NULL);
+  LOAD(cuEventElapsedTime, "cuEventElapsedTime_v2", "cuEventElapsedTime");
+  LOAD(cuGetErrorString, "cuGetErrorString", NULL);
+#undef LOAD
+  drv.loaded = 1;
+  return 0;
+}
+
+static const char *cu_str(CUresult r) {
+  const char *s = NULL;
+  if (drv.cuGetErrorString && drv.cuGetErrorString(r, &s) == 0 && s) return s;
+  return "unknown CUDA error";
+}
+
+static int device_index(void) {
+  const char *e = getenv("TESSEL_CUDA_DEVICE");
+  return e && *e ? atoi(e) : 0;
+}
+
+int tsrt_cuda_probe(tsrt_cuda_info *info, char *err, size_t errn) {
+  memset(info, 0, sizeof *info);
+  if (drv_open(err, errn) != 0) return -1;
+  CUresult r = drv.cuInit(0);
+  if (r != 0) {
+    snprintf(err, errn, "no GPU: cuInit failed: %s (%d)", cu_str(r), r);
+    return -1;
+  }
+  int n = 0;
+  if (drv.cuDeviceGetCount(&n) != 0 || n <= 0) {
+    snprintf(err, errn, "no GPU: no CUDA device");
+    return -1;
+  }
+  int idx = device_index();
+  if (idx < 0 || idx >= n) {
+    snprintf(err, errn, "no GPU: TESSEL_CUDA_DEVICE=%d but only %d device(s)", idx, n);
+    return -1;
+  }
+  CUdevice dev;
+  if ((r = drv.cuDeviceGet(&dev, idx)) != 0) {
+    snprintf(err, errn, "no GPU: cuDeviceGet(%d): %s", idx, cu_str(r));
+    return -1;
+  }
+  info->device = idx;
+  drv.cuDeviceGetName(info->name, (int)sizeof info->name, dev);
+  drv.cuDeviceGetAttribute(&info->cc_major, ATTR_CC_MAJOR, dev);
+  drv.cuDeviceGetAttribute(&info->cc_minor, ATTR_CC_MINOR, dev);
+  drv.cuDeviceGetAttribute(&info->sm_count, ATTR_SM_COUNT, dev);
+  drv.cuDeviceGetAttribute(&info->max_threads_per_block, ATTR_MAX_THREADS_PER_BLOCK, dev);
+  drv.cuDeviceGetAttribute(&info->shared_per_block, ATTR_SHARED_PER_BLOCK, dev);
+  drv.cuDeviceGetAttribute(&info->shared_per_block_optin, ATTR_SHARED_OPTIN, dev);
+  drv.cuDeviceGetAttribute(&info->regs_per_block, ATTR_REGS_PER_BLOCK, dev);
+  drv.cuDeviceGetAttribute(&info->l2_bytes, ATTR_L2_BYTES, dev);
+  drv.cuDriverGetVersion(&info->driver_version);
+  drv.cuDeviceTotalMem(&info->total_mem, dev);
+  return 0;
+}
+
+void tsrt_cuda_describe(char *buf, size_t n) {
+  tsrt_cuda_info i;
+  char err[256];
+  if (tsrt_cuda_probe(&i, err, sizeof err) != 0) {
+    snprintf(buf, n, "%s", err);
+    return;
+  }
+  snprintf(buf, n, "gpu=%s arch=sm_%d%d sms=%d max_threads=%d shared_per_block=%d l2=%d mem_mb=%zu driver=%d",
+           i.name, i.cc_major, i.cc_minor, i.sm_count, i.max_threads_per_block, i.shared_per_block_optin,
+           i.l2_bytes, i.total_mem >> 20, i.driver_version);
+}
+
+void *tsrt_read_file(const char *path, size_t *size) {
+  FILE *f = fopen(path, "rb");
+  if (!f) return NULL;
+  char *buf = NULL;
+  size_t n = 0, cap = 0;
+  for (;;) {
+    if (n + 65536 + 1 > cap) {
+      cap = (n + 65536 + 1) * 2;
+      char *nb = realloc(buf, cap);
+      if (!nb) {
+        free(buf);
+        fclose(f);
+        return NULL;
+      }
+      buf = nb;
+    }
+    size_t r = fread(buf + n, 1, 65536, f);
+    n += r;
+    if (r < 65536) break;
+  }
+  bool bad = ferror(f);
+  fclose(f);
+  if (bad) {
+    free(buf);
+    return NULL;
+  }
+  buf[n] = 0;
+  *size = n;
+  return buf;
+}
+
+/* ---- measurement ----------------------------------------------------------- */
+
+#define MAXP 64
+#define MAXK 32
+
+typedef struct kmeta {
+  int nkernels, nparams, ninputs;
+  long long launch[MAXK * 7];
+  int dtype[MAXP], ndim[MAXP];
+  long long shape[MAXP * 8];
+  CUfunction fn[MAXK];
+} kmeta;
+
+static int get_global(CUmodule m, const char *name, void *dst, size_t want, char *err, size_t errn) {
+  CUdeviceptr p;
+  size_t sz = 0;
+  CUresult r = drv.cuModuleGetGlobal(&p, &sz, m, name);
+  if (r != 0) {
+    snprintf(err, errn, "artifact has no %s (not a tessel CUDA build?): %s", name, cu_str(r));
+    return -1;
+  }
+  if (sz < want) want = sz;
+  r = drv.cuMemcpyDtoH(dst, p, want);
+  if (r != 0) {
+    snprintf(err, errn, "reading %s: %s", name, cu_str(r));
+    return -1;
+  }
+  return 0;
+}
+
+static int read_meta(CUmodule m, kmeta *k, char *err, size_t errn) {
+  memset(k, 0, sizeof *k);
+  if (get_global(m, "tessel_nkernels", &k->nkernels, sizeof(int), err, errn) ||
+      get_global(m, "tessel_nparams", &k->nparams, sizeof(int), err, errn) ||
+      get_global(m, "tessel_ninputs", &k->ninputs, sizeof(int), err, errn))
+    return -1;
+  if (k->nkernels < 0 || k->nkernels > MAXK || k->nparams <= 0 || k->nparams > MAXP || k->ninputs < 0 ||
+      k->ninputs > k->nparams) {
+    snprintf(err, errn, "artifact metadata out of range (%d kernels, %d params, %d inputs)", k->nkernels,
+             k->nparams, k->ninputs);
+    return -1;
+  }
+  if (get_global(m, "tessel_launch", k->launch, sizeof(long long) * 7 * (size_t)k->nkernels, err, errn) ||
+      get_global(m, "tessel_param_dtype", k->dtype, sizeof(int) * (size_t)k->nparams, err, errn) ||
+      get_global(m, "tessel_param_ndim", k->ndim, sizeof(int) * (size_t)k->nparams, err, errn) ||
+      get_global(m, "tessel_param_shape", k->shape, sizeof(long long) * 8 * (size_t)k->nparams, err, errn))
+    return -1;
+  for (int i = 0; i < k->nkernels; i++) {
+    char name[32];
+    snprintf(name, sizeof name, "tessel_kernel%d", i);
+    CUresult r = drv.cuModuleGetFunction(&k->fn[i], m, name);
+    if (r != 0) {
+      snprintf(err, errn, "artifact has no %s: %s", name, cu_str(r));
+      return -1;
+    }
+  }
+  return 0;
+}
+
+static size_t param_bytes(const kmeta *k, int i) {
+  size_t n = (size_t)tsrt_dtype_bytes(k->dtype[i]);
+  for (int j = 0; j < k->ndim[i] && j < 8; j++) n *= (size_t)k->shape[i * 8 + j];
+  return n;
+}
+
+static CUresult launch_all(const kmeta *k, void **params) {
+  for (int i = 0; i < k->nkernels; i++) {
+    const long long *L = &k->launch[i * 7];
+    CUresult r = drv.cuLaunchKernel(k->fn[i], (unsigned)L[0], (unsigned)L[1], (unsigned)L[2], (unsigned)L[3],
+                                    (unsigned)L[4], (unsigned)L[5], 0, NULL, params, NULL);
+    if (r != 0) return r;
+  }
+  return 0;
+}
+
+void tsrt_cuda_measure_inprocess(const void *image, size_t size, const tsrt_measure_opts *o,
+                                 tsrt_measure_result *res) {
+  memset(res, 0, sizeof *res);
+  tsrt_cuda_info info;
+  if (tsrt_cuda_probe(&info, res->error, sizeof res->error) != 0) {
+    res->status = TSRT_ELOAD;
+    return;
+  }
+  CUdevice dev;
+  CUcontext ctx = NULL;
+  CUmodule mod = NULL;
+  CUdeviceptr dptr[MAXP] = {0}, flush = 0;
+  void *host[MAXP] = {0};
+  size_t bytes[MAXP] = {0};
+  void *params[MAXP];
+  CUevent e0 = NULL, e1 = NULL;
+  kmeta *k = calloc(1, sizeof *k);
+  CUresult r;
+  if (!k) {
+    res->status = TSRT_ESYSTEM;
+    snprintf(res->error, sizeof res->error, "out of memory");
+    return;
+  }
+#define CU(call, what)                                                                         \
+  do {                                                                                         \
+    if ((r = (call)) != 0) {                                                                   \
+      res->status = TSRT_EKERNEL;                                                              \
+      snprintf(res->error, sizeof res->error, "%s: %s (CUDA error %d)", what, cu_str(r), r); \
+      goto out;                                                                                \
+    }                                                                                          \
+  } while (0)
+  if ((r = drv.cuDeviceGet(&dev, info.device)) != 0 || (r = drv.cuDevicePrimaryCtxRetain(&ctx, dev)) != 0 ||
+      (r = drv.cuCtxSetCurrent(ctx)) != 0) {
+    res->status = TSRT_ELOAD;
+    snprintf(res->error, sizeof res->error, "cannot create a CUDA context: %s", cu_str(r));
+    goto out;
+  }
+  if ((r = drv.cuModuleLoadData(&mod, image)) != 0) {
+    res->status = TSRT_ELOAD;
+    snprintf(res->error, sizeof res->error, "cuModuleLoadData (%zu bytes): %s — built for another arch? "
+             "this GPU is sm_%d%d", size, cu_str(r), info.cc_major, info.cc_minor);
+    mod = NULL;
+    goto out;
+  }
+  if (read_meta(mod, k, res->error, sizeof res->error) != 0) {
+    res->status = TSRT_ELOAD;
+    goto out;
+  }
+  for (int i = 0; i < k->nparams; i++) {
+    bytes[i] = param_bytes(k, i);
+    size_t n = bytes[i] ? bytes[i] : 4;
+    host[i] = malloc(n);
+    if (!host[i]) {
+      res->status = TSRT_ESYSTEM;
+      snprintf(res->error, sizeof res->error, "cannot allocate %zu host bytes", n);
+      goto out;
+    }
+    CU(drv.cuMemAlloc(&dptr[i], n), "cuMemAlloc");
+    if (i < k->ninputs) {
+      tsrt_fill_random(k->dtype[i], host[i], (int64_t)(bytes[i] / (size_t)tsrt_dtype_bytes(k->dtype[i])),
+                       o->seed + (uint64_t)i);
+      CU(drv.cuMemcpyHtoD(dptr[i], host[i], bytes[i]), "copying an input to the device");
+    } else {
+      CU(drv.cuMemsetD8(dptr[i], 0, n), "cuMemsetD8");
+    }
+    params[i] = &dptr[i];
+  }
+  size_t flush_bytes = (size_t)(info.l2_bytes > 0 ? info.l2_bytes : 64 << 20) * 2;
+  if (o->cache_flush) CU(drv.cuMemAlloc(&flush, flush_bytes), "cuMemAlloc (cache flush)");
+  CU(drv.cuEventCreate(&e0, 0), "cuEventCreate");
+  CU(drv.cuEventCreate(&e1, 0), "cuEventCreate");
+  /* warm-up: the run whose outputs we keep */
+  CU(launch_all(k, params), "launching the kernel");
+  CU(drv.cuCtxSynchronize(), "running the kernel");
+  for (int i = k->ninputs; i < k->nparams; i++)
+    CU(drv.cuMemcpyDtoH(host[i], dptr[i], bytes[i]), "copying an output back");
+  int number = o->number > 0 ? o->number : 1;
+  int repeat = o->repeat > 0 ? o->repeat : 3;
+  if (repeat > TSRT_MAX_REPEAT) repeat = TSRT_MAX_REPEAT;
+  float ms = 0;
+  if (o->min_repeat_ms > 0) {
+    for (int tries = 0; tries < 20; tries++) {
+      CU(drv.cuEventRecord(e0, NULL), "cuEventRecord");
+      for (int j = 0; j < number; j++) CU(launch_all(k, params), "launching the kernel");
+      CU(drv.cuEventRecord(e1, NULL), "cuEventRecord");
+      CU(drv.cuEventSynchronize(e1), "running the kernel");
+      CU(drv.cuEventElapsedTime(&ms, e0, e1), "cuEventElapsedTime");
+      if (ms >= o->min_repeat_ms || number >= (1 << 20)) break;
+      double grow = ms > 0 ? o->min_repeat_ms / ms * 1.2 : 10;
+      if (grow < 2) grow = 2;
+      if (grow > 100) grow = 100;
+      number = (int)(number * grow);
+    }
+  }
+  res->number = number;
+  for (int rep = 0; rep < repeat; rep++) {
+    if (flush) CU(drv.cuMemsetD8(flush, (unsigned char)rep, flush_bytes), "cache flush");
+    CU(drv.cuEventRecord(e0, NULL), "cuEventRecord");
+    for (int j = 0; j < number; j++) CU(launch_all(k, params), "launching the kernel");
+    CU(drv.cuEventRecord(e1, NULL), "cuEventRecord");
+    CU(drv.cuEventSynchronize(e1), "running the kernel");
+    CU(drv.cuEventElapsedTime(&ms, e0, e1), "cuEventElapsedTime");
+    res->secs[rep] = ms * 1e-3 / number;
+    res->repeat = rep + 1;
+    if (o->cooldown_ms > 0) usleep((useconds_t)(o->cooldown_ms * 1000));
+  }
+  res->noutputs = k->nparams - k->ninputs;
+  size_t total = 0;
+  for (int i = k->ninputs; i < k->nparams; i++) {
+    if (i - k->ninputs < (int)(sizeof res->checksums / sizeof res->checksums[0]))
+      res->checksums[i - k->ninputs] = tsrt_checksum(host[i], bytes[i]);
+    total += bytes[i];
+  }
+  if (o->want_outputs && total) {
+    res->outputs = malloc(total);
+    if (res->outputs) {
+      size_t off = 0;
+      for (int i = k->ninputs; i < k->nparams; i++) {
+        memcpy((char *)res->outputs + off, host[i], bytes[i]);
+        off += bytes[i];
+      }
+      res->outputs_bytes = total;
+    }
+  }
+  res->status = TSRT_OK;
+#undef CU
+out:
+  if (e0) drv.cuEventDestroy(e0);
+  if (e1) drv.cuEventDestroy(e1);
+  if (flush) drv.cuMemFree(flush);
+  for (int i = 0; i < MAXP; i++) {
+    if (dptr[i]) drv.cuMemFree(dptr[i]);
+    free(host[i]);
+  }
+  if (mod) drv.cuModuleUnload(mod);
+  if (ctx) drv.cuDevicePrimaryCtxRelease(dev);
+  free(k);
+}
+
+/* ---- the forked variant ------------------------------------------------------ */
+
+static int write_all(int fd, const void *p, size_t n) {
+  const char *c = p;
+  while (n) {
+    ssize_t w = write(fd, c, n);
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      return -1;
+    }
+    c += w;
+    n -= (size_t)w;
+  }
+  return 0;
+}
+
+static int read_all(int fd, void *p, size_t n, double deadline) {
+  char *c = p;
+  while (n) {
+    double left = deadline - tsrt_now();
+    if (left <= 0) return -2;
+    struct pollfd pfd = {fd, POLLIN, 0};
+    int pr = poll(&pfd, 1, (int)(left * 1000) + 1);
+    if (pr < 0 && errno == EINTR) continue;
+    if (pr == 0) return -2;
+    if (pr < 0) return -1;
+    ssize_t r = read(fd, c, n);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) return -1;
+    c += r;
+    n -= (size_t)r;
+  }
+  return 0;
+}
+
+void tsrt_cuda_measure_forked(const void *image, size_t size, const tsrt_measure_opts *o,
+                              tsrt_measure_result *res) {
+  memset(res, 0, sizeof *res);
+  double timeout = o->timeout_s > 0 ? o->timeout_s : 10;
+  int fds[2];
+  if (pipe(fds) != 0) {
+    res->status = TSRT_ESYSTEM;
+    snprintf(res->error, sizeof res->error, "pipe: %s", strerror(errno));
+    return;
+  }
+  fflush(NULL);
+  pid_t pid = fork();
+  if (pid < 0) {
+    res->status = TSRT_ESYSTEM;
+    snprintf(res->error, sizeof res->error, "fork: %s", strerror(errno));
+    close(fds[0]);
+    close(fds[1]);
+    return;
+  }
+  if (pid == 0) {
+    close(fds[0]);
+    tsrt_measure_result r;
+    tsrt_cuda_measure_inprocess(image, size, o, &r);
+    void *outs = r.outputs;
+    r.outputs = NULL;
+    if (write_all(fds[1], &r, sizeof r) == 0 && outs) write_all(fds[1], outs, r.outputs_bytes);
+    _exit(0);
+  }
+  close(fds[1]);
+  double deadline = tsrt_now() + timeout + 5; /* context creation takes a moment */
+  int rd = read_all(fds[0], res, sizeof *res, deadline);
+  res->outputs = NULL;
+  if (rd == 0 && res->outputs_bytes) {
+    res->outputs = malloc(res->outputs_bytes);
+    if (!res->outputs || read_all(fds[0], res->outputs, res->outputs_bytes, deadline) != 0) {
+      free(res->outputs);
+      res->outputs = NULL;
+      res->outputs_bytes = 0;
+    }
+  }
+  if (rd == -2) kill(pid, SIGKILL);
+  close(fds[0]);
+  int wst = 0;
+  while (waitpid(pid, &wst, 0) < 0 && errno == EINTR) {
+  }
+  if (rd == -2) {
+    tsrt_result_fini(res);
+    memset(res, 0, sizeof *res);
+    res->status = TSRT_ETIMEOUT;
+    snprintf(res->error, sizeof res->error, "GPU measurement timed out after %.3g s (child killed)", timeout);
+  } else if (WIFSIGNALED(wst)) {
+    tsrt_result_fini(res);
+    memset(res, 0, sizeof *res);
+    res->status = TSRT_ECRASH;
+    snprintf(res->error, sizeof res->error, "GPU measurement child died: signal %d", WTERMSIG(wst));
+  } else if (rd != 0) {
+    tsrt_result_fini(res);
+    memset(res, 0, sizeof *res);
+    res->status = TSRT_ESYSTEM;
+    snprintf(res->error, sizeof res->error, "GPU measurement child exited without a result");
+  }
+}

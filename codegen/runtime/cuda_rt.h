@@ -1,0 +1,60 @@
+/* cuda_rt.h — the GPU half of codegen/runtime: the CUDA driver API opened
+ * with dlopen("libcuda.so.1") at run time, so every binary that links the
+ * runtime (tessel, tessel-rpc-server on a board) runs with or without a GPU
+ * and without any link-time CUDA dependency.
+ *
+ * A CUDA artifact is a cubin (or PTX) written by codegen/cuda.c: kernels
+ * tessel_kernel0..N-1 and __device__ metadata (tessel_nkernels,
+ * tessel_launch[7 per kernel: grid xyz, block xyz, static shared bytes],
+ * tessel_nparams, tessel_ninputs, tessel_param_dtype/ndim/shape). The runtime
+ * reads the metadata through cuModuleGetGlobal, allocates every param on the
+ * device, fills inputs with tsrt_fill_random (the same bytes as the CPU
+ * path, so tun_verify compares them the same way), launches the kernels in
+ * order and times them with CUDA events (number x repeat, min_repeat_ms;
+ * cache_flush writes an L2-sized buffer before each repeat). */
+#ifndef TESSEL_CUDA_RT_H
+#define TESSEL_CUDA_RT_H
+
+#include <stddef.h>
+
+#include "runtime.h"
+
+typedef struct tsrt_cuda_info {
+  char name[128];
+  int device;
+  int cc_major, cc_minor;
+  int sm_count;
+  int max_threads_per_block;
+  int shared_per_block;       /* bytes, without opt-in */
+  int shared_per_block_optin; /* bytes */
+  int regs_per_block;
+  int l2_bytes;
+  int driver_version;         /* e.g. 13000 */
+  size_t total_mem;
+} tsrt_cuda_info;
+
+/* Opens the driver and describes device 0 (TESSEL_CUDA_DEVICE picks another).
+ * Returns 0, or -1 with err saying why: "no GPU: libcuda.so.1 not found
+ * (...)", "no GPU: cuInit failed: ...", "no GPU: no CUDA device". Does not
+ * create a context. Safe to call repeatedly. */
+int tsrt_cuda_probe(tsrt_cuda_info *info, char *err, size_t errn);
+
+/* A one-line JSON-free description for rpc_server's info ("gpu=NAME sm_XY
+ * N SMs"), or "no GPU: ..." when probing fails. */
+void tsrt_cuda_describe(char *buf, size_t n);
+
+/* Measures a CUDA artifact image (cubin or NUL-terminated PTX, size bytes)
+ * in this process: creates the primary context, loads, runs, frees. Fills
+ * result like tsrt_measure_inprocess (secs per run of all kernels together,
+ * outputs when opts->want_outputs). Never exits; errors are TSRT_ELOAD (no
+ * GPU, bad image, metadata missing), TSRT_EKERNEL (a launch failed). */
+void tsrt_cuda_measure_inprocess(const void *image, size_t size, const tsrt_measure_opts *opts,
+                                 tsrt_measure_result *result);
+/* The same in a forked child (a GPU fault or hang costs the child; the
+ * parent never initialises CUDA). */
+void tsrt_cuda_measure_forked(const void *image, size_t size, const tsrt_measure_opts *opts,
+                              tsrt_measure_result *result);
+/* Reads a file into a malloc'd buffer (NUL-terminated); NULL on error. */
+void *tsrt_read_file(const char *path, size_t *size);
+
+#endif

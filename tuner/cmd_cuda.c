@@ -1,0 +1,74 @@
+/* cmd_cuda.c — the CUDA side of `tessel build` and `tessel bench`
+ * (--target cuda): emit CUDA C from the scheduled function (codegen/cuda.c),
+ * compile it with NVRTC, write the cubin (or the CUDA C / PTX), and measure
+ * a cubin on the local GPU through the runtime's dlopen'd driver
+ * (codegen/runtime/cuda_rt.c), in a forked child. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "codegen/cuda.h"
+#include "codegen/runtime/cuda_rt.h"
+#include "tuner/build.h"
+
+static bool ends_with(const char *s, const char *suf) {
+  size_t n = strlen(s), m = strlen(suf);
+  return n >= m && strcmp(s + n - m, suf) == 0;
+}
+
+static ts_status write_file(const char *path, const void *data, size_t n, ts_diag *d) {
+  FILE *f = fopen(path, "wb");
+  if (!f) return ts_diag_set(d, TS_EIO, "cannot write %s", path);
+  size_t w = fwrite(data, 1, n, f);
+  if (fclose(f) != 0 || w != n) return ts_diag_set(d, TS_EIO, "writing %s failed", path);
+  return TS_OK;
+}
+
+static ts_status tun_cuda_compile(const ir_func *scheduled, const cg_target *tg, cg_cuda_module *mod,
+                           cg_cuda_binary *bin, bool want_cubin, ts_diag *d) {
+  memset(bin, 0, sizeof *bin);
+  ts_status st = cg_cuda_emit(scheduled, tg, NULL, mod, d);
+  if (st) return st;
+  st = cg_nvrtc_compile(mod->source, tg->arch[0] ? tg->arch : "sm_90", want_cubin, bin, d);
+  if (st) cg_cuda_module_fini(mod);
+  return st;
+}
+
+ts_status tun_build_cuda(const ir_func *scheduled, const cg_target *tg, const char *path, ts_diag *d) {
+  cg_cuda_module mod;
+  cg_cuda_binary bin;
+  if (ends_with(path, ".cu")) { /* the CUDA C only: no NVRTC needed */
+    ts_status st = cg_cuda_emit(scheduled, tg, NULL, &mod, d);
+    if (st) return st;
+    st = write_file(path, mod.source, strlen(mod.source), d);
+    cg_cuda_module_fini(&mod);
+    return st;
+  }
+  bool ptx = ends_with(path, ".ptx");
+  ts_status st = tun_cuda_compile(scheduled, tg, &mod, &bin, !ptx, d);
+  if (st) return st;
+  st = ptx ? write_file(path, bin.ptx, bin.ptx_size, d) : write_file(path, bin.cubin, bin.cubin_size, d);
+  if (!st)
+    fprintf(stderr, "cuda: %d kernel(s), %d barrier(s), %d vector access(es), %d warp all-reduce(s); "
+                    "first launch grid %lldx%lldx%lld block %lldx%lldx%lld, %lld B shared\n",
+            mod.nkernels, mod.nsyncs, mod.nvector, mod.nshuffle, (long long)mod.kernels[0].grid[0],
+            (long long)mod.kernels[0].grid[1], (long long)mod.kernels[0].grid[2],
+            (long long)mod.kernels[0].block[0], (long long)mod.kernels[0].block[1],
+            (long long)mod.kernels[0].block[2], (long long)mod.kernels[0].shared_bytes);
+  cg_cuda_binary_fini(&bin);
+  cg_cuda_module_fini(&mod);
+  return st;
+}
+
+void tun_measure_cuda_file(const char *path, const tsrt_measure_opts *mo, tsrt_measure_result *res) {
+  size_t n = 0;
+  void *img = tsrt_read_file(path, &n);
+  if (!img) {
+    memset(res, 0, sizeof *res);
+    res->status = TSRT_ELOAD;
+    snprintf(res->error, sizeof res->error, "cannot read %s", path);
+    return;
+  }
+  tsrt_cuda_measure_forked(img, n, mo, res);
+  free(img);
+}
