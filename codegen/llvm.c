@@ -508,3 +508,17 @@ char *cg_llvm_dump_ir(const cg_lowered *l, const cg_target *tin, bool opt, ts_di
   LLVMDisposeTargetMachine(tm);
   return res;
 }
+
+/* ---- for llvm_model.c (model artifacts: many kernels, one library) ---------------------- */
+
+ts_status cg_lx_target_machine(const cg_target *tin, cg_target *t, LLVMTargetMachineRef *tm, ts_diag *d) {
+  ts_status st = resolved(tin, t, d);
+  return st != TS_OK ? st : make_tm(t, tm, d);
+}
+
+ts_status cg_lx_build_module(LLVMContextRef ctx, const cg_lowered *l, const cg_target *t,
+                             LLVMTargetMachineRef tm, LLVMModuleRef *mod, ts_diag *d) {
+  return build(ctx, l, t, tm, true, mod, d);
+}
+
+int cg_lx_run_capture(char *const argv[], char *out, size_t n) { return run_capture(argv, out, n); }

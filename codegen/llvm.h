@@ -66,6 +66,15 @@ ts_status cg_llvm_emit_object(const cg_lowered *l, const cg_target *t, const cha
  * runtime's and libc's symbols stay undefined for the loader. Errors as
  * cg_llvm_emit_object; a failing link is TS_EIO with the linker's output. */
 ts_status cg_llvm_build_shared(const cg_lowered *l, const cg_target *t, const char *path, ts_diag *d);
+/* A model artifact (codegen/runtime/model.h, docs/MODEL.md): kernels[i]
+ * becomes kernel i (unique hidden symbols), the plan (plan->kernels is
+ * ignored; nkernels counts kernels) and its weights are emitted as data, and
+ * all of it is linked into one shared library at path for t. The plan is
+ * checked first (TS_EINVAL with the reason); otherwise errors as
+ * cg_llvm_build_shared, naming the kernel that failed. */
+struct tsrt_model_plan;
+ts_status cg_llvm_build_model(const struct tsrt_model_plan *plan, const cg_lowered *const *kernels,
+                              int nkernels, const cg_target *t, const char *path, ts_diag *d);
 /* Textual LLVM IR (after optimisation when opt is true): a heap string the
  * caller frees with ts_free, or NULL with d set. */
 char *cg_llvm_dump_ir(const cg_lowered *l, const cg_target *t, bool opt, ts_diag *d);

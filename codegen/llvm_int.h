@@ -62,8 +62,8 @@ typedef struct lx_fn {
 
 /* ---- llvm_emit.c ---------------------------------------------------------- */
 /* Builds the whole kernel (entry, body, outlined tasks, metadata global) for
- * l into m->mod. Errors: TS_EUNSUPPORTED (blocks, thread bindings, symbolic
- * params in metadata, handles), TS_EINVAL / TS_ETYPE (malformed lowered IR:
+ * l into m->mod. Errors: TS_EUNSUPPORTED (blocks, thread bindings,
+ * handles), TS_EINVAL / TS_ETYPE (malformed lowered IR:
  * multi-index access, unbound var, lane mismatch), TS_ENOMEM. */
 ts_status cg_lx_emit_module(lx_mod *m, const cg_lowered *l);
 
@@ -76,6 +76,15 @@ LLVMValueRef cg_lx_consti(LLVMTypeRef ty, int64_t v);
 /* Calls an overloaded intrinsic by name with the given overload types. */
 LLVMValueRef cg_lx_intrin(lx_fn *f, const char *name, LLVMTypeRef *over, int nover,
                           LLVMValueRef *args, int nargs);
+
+/* ---- llvm.c, for llvm_model.c ---------------------------------------------------- */
+/* The resolved target (host details filled in) and its target machine. */
+ts_status cg_lx_target_machine(const cg_target *tin, cg_target *t, LLVMTargetMachineRef *tm, ts_diag *d);
+/* One kernel's optimised module in ctx (entry/metadata under the usual names). */
+ts_status cg_lx_build_module(LLVMContextRef ctx, const cg_lowered *l, const cg_target *t,
+                             LLVMTargetMachineRef tm, LLVMModuleRef *mod, ts_diag *d);
+/* Runs argv capturing its output; the exit status or -1. */
+int cg_lx_run_capture(char *const argv[], char *out, size_t n);
 
 /* ---- llvm_math.c ---------------------------------------------------------- */
 /* Emits intrinsic op over args (float registers: f32 or f64, scalar or

@@ -21,6 +21,8 @@ int tun_cmd_log(int argc, char **argv);      /* cmd_log.c */
 int tun_cmd_plot(int argc, char **argv);
 int tun_cmd_sketches(int argc, char **argv); /* cmd_search.c */
 int tun_cmd_rpc_server(int argc, char **argv); /* cmd_rpc.c */
+int tun_cmd_build_model(int argc, char **argv); /* cmd_model.c: tessel build MODEL.onnx */
+int tun_cmd_run_model(int argc, char **argv);   /* cmd_model.c: tessel run MODEL.so */
 int tun_cmd_graph(int argc, char **argv);      /* cmd_graph.c */
 int tun_cmd_tasks(int argc, char **argv);      /* cmd_tasks.c */
 

@@ -174,7 +174,16 @@ static int build_to(const build_args *a, ts_arena *ar, tun_subject *sub, cg_targ
   return rc;
 }
 
+static bool ends_with(const char *s, const char *suffix) {
+  size_t n = strlen(s), k = strlen(suffix);
+  return n >= k && !strcmp(s + n - k, suffix);
+}
+
 int tun_cmd_build(int argc, char **argv) {
+  /* a whole model (cmd_model.c) */
+  for (int i = 1; i < argc; i++)
+    if (argv[i][0] != '-' && ends_with(argv[i], ".onnx") && (i == 1 || strcmp(argv[i - 1], "-o")))
+      return tun_cmd_build_model(argc, argv);
   build_args a;
   int rc = parse_args(argc, argv, &a, false,
                       "usage: tessel build SUBJECT [--trace TRACE.json | --log LOG] [--target T] -o OUT.so [--print-ir]\n"

@@ -247,6 +247,11 @@ static double tensor_sum(const ir_tensor *t) {
 }
 
 int tun_cmd_run(int argc, char **argv) {
+  /* a model artifact built by `tessel build MODEL.onnx` (cmd_model.c) */
+  for (int i = 1; i < argc; i++) {
+    size_t n = strlen(argv[i]);
+    if (argv[i][0] != '-' && n > 3 && !strcmp(argv[i] + n - 3, ".so")) return tun_cmd_run_model(argc, argv);
+  }
   static const struct option opts[] = {{"help", no_argument, 0, 'h'},
                                        {"check", no_argument, 0, 'c'},
                                        {"json", no_argument, 0, 'j'},

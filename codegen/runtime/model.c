@@ -1,0 +1,541 @@
+/* model.c — the graph executor (model.h, include/tessel/tessel_model.h):
+ * loads a model artifact, binds symbolic sizes from the input shapes, plans
+ * the intermediates' memory from the bound sizes (liveness, best-fit reuse)
+ * and runs the kernels in order. libc + pthreads + libdl only. */
+#include "model.h"
+
+#include <dlfcn.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../../include/tessel/tessel_model.h"
+
+_Static_assert((int)TESSEL_DT_F32 == (int)TSRT_F32 && (int)TESSEL_DT_F64 == (int)TSRT_F64 &&
+                   (int)TESSEL_DT_BOOL == (int)TSRT_BOOL,
+               "public dtype codes drift from the runtime's");
+_Static_assert(TESSEL_MODEL_MAX_DIMS == TSRT_MAX_DIMS, "max dims drift");
+
+static int errf(char *err, size_t n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int errf(char *err, size_t n, const char *fmt, ...) {
+  if (err && n) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, n, fmt, ap);
+    va_end(ap);
+  }
+  return -1;
+}
+
+/* ---- plan checks ------------------------------------------------------------ */
+
+int tsrt_model_plan_check(const tsrt_model_plan *p, char *err, size_t n) {
+  if (!p) return errf(err, n, "no plan");
+  if (p->abi_version != TSRT_MODEL_ABI_VERSION)
+    return errf(err, n, "model ABI version %d (this runtime reads %d)", p->abi_version,
+                TSRT_MODEL_ABI_VERSION);
+  if (p->ntensors < 0 || p->ncalls < 0 || p->nkernels < 0 || p->nsyms < 0 ||
+      p->nsyms > TSRT_MODEL_MAX_SYMS || p->ninputs < 0 || p->noutputs < 1 ||
+      (p->ntensors && !p->tensors) || (p->ncalls && !p->calls) || (p->ninputs && !p->inputs) ||
+      !p->outputs || (p->nsyms && !p->syms))
+    return errf(err, n, "malformed plan header (%d tensors, %d calls, %d kernels, %d symbols, %d "
+                "inputs, %d outputs)", p->ntensors, p->ncalls, p->nkernels, p->nsyms, p->ninputs,
+                p->noutputs);
+  for (int k = 0; k < p->nsyms; k++)
+    if (!p->syms[k]) return errf(err, n, "symbol %d has no name", k);
+  for (int t = 0; t < p->ntensors; t++) {
+    const tsrt_model_tensor *x = &p->tensors[t];
+    const char *nm = x->name ? x->name : "?";
+    if (x->kind < TSRT_T_INPUT || x->kind > TSRT_T_INTER || tsrt_dtype_bytes(x->dtype) == 0 ||
+        x->dtype == TSRT_HANDLE || x->ndim < 0 || x->ndim > TSRT_MAX_DIMS)
+      return errf(err, n, "tensor %d (%s): bad kind, dtype or rank", t, nm);
+    for (int j = 0; j < x->ndim; j++) {
+      int64_t v = x->shape[j];
+      if (v < 0 && (v == TSRT_DIM_EXPR || -1 - v >= p->nsyms))
+        return errf(err, n, "tensor %s: dim %d refers to an unknown symbol", nm, j);
+    }
+    if (x->kind == TSRT_T_CONST) {
+      uint64_t want = (uint64_t)tsrt_dtype_bytes(x->dtype);
+      for (int j = 0; j < x->ndim; j++) {
+        if (x->shape[j] < 0) return errf(err, n, "constant %s has a symbolic dim", nm);
+        want *= (uint64_t)x->shape[j];
+      }
+      if (x->nbytes != want || x->offset > p->weights_bytes || x->nbytes > p->weights_bytes - x->offset ||
+          (x->nbytes && !p->weights) || x->offset % 64)
+        return errf(err, n, "constant %s: %llu bytes at offset %llu do not fit the weights (%llu bytes; "
+                    "its shape needs %llu)", nm, (unsigned long long)x->nbytes,
+                    (unsigned long long)x->offset, (unsigned long long)p->weights_bytes,
+                    (unsigned long long)want);
+    }
+  }
+  for (int i = 0; i < p->ninputs; i++)
+    if (p->inputs[i] < 0 || p->inputs[i] >= p->ntensors || p->tensors[p->inputs[i]].kind != TSRT_T_INPUT)
+      return errf(err, n, "input %d is not an input tensor", i);
+  for (int i = 0; i < p->noutputs; i++)
+    if (p->outputs[i] < 0 || p->outputs[i] >= p->ntensors)
+      return errf(err, n, "output %d: tensor id %d out of range", i, p->outputs[i]);
+  /* every intermediate written exactly once, before any read */
+  char *written = calloc((size_t)(p->ntensors ? p->ntensors : 1), 1);
+  if (!written) return errf(err, n, "out of memory");
+  int rc = 0;
+  for (int c = 0; c < p->ncalls && !rc; c++) {
+    const tsrt_model_call *call = &p->calls[c];
+    if (call->kernel < 0 || call->kernel >= p->nkernels || call->nargs < 1 || !call->args ||
+        call->nsyms < 0 || call->nsyms > TSRT_MODEL_MAX_SYMS || (call->nsyms && !call->syms)) {
+      rc = errf(err, n, "call %d: bad kernel index or arguments", c);
+      break;
+    }
+    const tsrt_kernel_meta *km = p->kernels ? p->kernels[call->kernel].meta : NULL;
+    if (p->kernels && (!km || !p->kernels[call->kernel].entry)) {
+      rc = errf(err, n, "call %d: kernel %d has no entry/metadata", c, call->kernel);
+      break;
+    }
+    if (km && (km->abi_version != TSRT_ABI_VERSION || km->nparams != call->nargs ||
+               km->nsyms != call->nsyms)) {
+      rc = errf(err, n, "call %d: kernel %s takes %d params and %d sizes (ABI %d), the call passes "
+                "%d and %d", c, km->name ? km->name : "?", km->nparams, km->nsyms, km->abi_version,
+                call->nargs, call->nsyms);
+      break;
+    }
+    for (int k = 0; k < call->nsyms && !rc; k++)
+      if (call->syms[k] < 0 || call->syms[k] >= p->nsyms)
+        rc = errf(err, n, "call %d: size %d names no model symbol", c, k);
+    if (!rc && call->spec_kernel >= 0) {
+      const tsrt_kernel_meta *sm = p->kernels ? p->kernels[call->spec_kernel < p->nkernels ? call->spec_kernel : 0].meta : NULL;
+      if (call->spec_kernel >= p->nkernels || call->nsyms == 0 || !call->spec_values)
+        rc = errf(err, n, "call %d: bad specialisation (kernel %d of %d)", c, call->spec_kernel, p->nkernels);
+      else if (p->kernels && (!sm || !p->kernels[call->spec_kernel].entry || sm->nparams != call->nargs ||
+                              sm->nsyms != 0))
+        rc = errf(err, n, "call %d: specialised kernel %d does not take the call's %d tensors without sizes",
+                  c, call->spec_kernel, call->nargs);
+    }
+    if (call->ninputs < 0 || call->ninputs > call->nargs || (km && km->ninputs != call->ninputs)) {
+      rc = errf(err, n, "call %d: %d inputs of %d arguments (the kernel reads %d)", c, call->ninputs,
+                call->nargs, km ? km->ninputs : -1);
+      break;
+    }
+    int nin = call->ninputs;
+    for (int a = 0; a < call->nargs && !rc; a++) {
+      int t = call->args[a];
+      if (t < 0 || t >= p->ntensors) {
+        rc = errf(err, n, "call %d: argument %d is tensor %d (out of range)", c, a, t);
+        break;
+      }
+      const tsrt_model_tensor *x = &p->tensors[t];
+      if (a >= nin) {
+        if (x->kind != TSRT_T_INTER || written[t])
+          rc = errf(err, n, "call %d writes %s, which is not a fresh intermediate", c, x->name);
+        written[t] = 1;
+      } else if (x->kind == TSRT_T_INTER && !written[t]) {
+        rc = errf(err, n, "call %d reads %s before any call writes it", c, x->name);
+      }
+      if (!rc && km) {
+        const tsrt_param_meta *pm = &km->params[a];
+        if (pm->dtype != x->dtype || pm->ndim > TSRT_MAX_DIMS) {
+          rc = errf(err, n, "call %d: kernel %s param %s is %s, tensor %s is %s", c, km->name, pm->name,
+                    tsrt_dtype_name(pm->dtype), x->name, tsrt_dtype_name(x->dtype));
+        } else if (pm->ndim == x->ndim) {
+          for (int j = 0; j < x->ndim; j++)
+            if (pm->shape[j] >= 0 && x->shape[j] >= 0 && pm->shape[j] != x->shape[j])
+              rc = errf(err, n, "call %d: kernel %s param %s dim %d is %lld, tensor %s has %lld", c,
+                        km->name, pm->name, j, (long long)pm->shape[j], x->name, (long long)x->shape[j]);
+        }
+      }
+    }
+  }
+  for (int i = 0; i < p->noutputs && !rc; i++) {
+    int t = p->outputs[i];
+    if (p->tensors[t].kind == TSRT_T_INTER && !written[t])
+      rc = errf(err, n, "output %s is never written", p->tensors[t].name);
+  }
+  free(written);
+  return rc;
+}
+
+/* ---- shapes -------------------------------------------------------------------- */
+
+/* Bytes of tensor x at the bound symbols; -1 on an unbound symbol or overflow. */
+static int64_t tensor_bytes(const tsrt_model_tensor *x, const int64_t *syms, int64_t *shape_out) {
+  int64_t n = tsrt_dtype_bytes(x->dtype);
+  for (int j = 0; j < x->ndim; j++) {
+    int64_t v = x->shape[j] >= 0 ? x->shape[j] : syms[-1 - x->shape[j]];
+    if (v < 0) return -1;
+    if (shape_out) shape_out[j] = v;
+    if (v && n > INT64_MAX / v) return -1;
+    n *= v;
+  }
+  return n;
+}
+
+/* ---- memory plan ------------------------------------------------------------------ */
+
+typedef struct mblock {
+  uint64_t size;
+  bool free;
+} mblock;
+
+int tsrt_model_memory_plan(const tsrt_model_plan *p, const int64_t *syms, int64_t *offsets,
+                           uint64_t *ws_bytes, uint64_t *naive_bytes, char *err, size_t errn) {
+  int nt = p->ntensors;
+  int *last = malloc(sizeof *last * (size_t)(nt ? nt : 1));
+  int *blk = malloc(sizeof *blk * (size_t)(nt ? nt : 1));
+  int64_t *bytes = malloc(sizeof *bytes * (size_t)(nt ? nt : 1));
+  mblock *bl = malloc(sizeof *bl * (size_t)(nt ? nt : 1));
+  int nb = 0, rc = 0;
+  if (!last || !blk || !bytes || !bl) {
+    rc = errf(err, errn, "out of memory planning the workspace");
+    goto out;
+  }
+  uint64_t naive = 0;
+  for (int t = 0; t < nt; t++) {
+    last[t] = -1;
+    blk[t] = -1;
+    offsets[t] = -1;
+    bytes[t] = 0;
+    if (p->tensors[t].kind != TSRT_T_INTER) continue;
+    bytes[t] = tensor_bytes(&p->tensors[t], syms, NULL);
+    if (bytes[t] < 0) {
+      rc = errf(err, errn, "tensor %s: a symbol is unbound or its size overflows", p->tensors[t].name);
+      goto out;
+    }
+    naive += ((uint64_t)bytes[t] + 63) / 64 * 64;
+  }
+  for (int c = 0; c < p->ncalls; c++)
+    for (int a = 0; a < p->calls[c].nargs; a++) last[p->calls[c].args[a]] = c;
+  for (int i = 0; i < p->noutputs; i++) last[p->outputs[i]] = p->ncalls; /* live to the end */
+  for (int c = 0; c < p->ncalls; c++) {
+    const tsrt_model_call *call = &p->calls[c];
+    int nin = call->ninputs;
+    /* outputs of this call first: they must not share a block with its inputs */
+    for (int a = nin; a < call->nargs; a++) {
+      int t = call->args[a];
+      if (p->tensors[t].kind != TSRT_T_INTER || blk[t] >= 0) continue;
+      uint64_t need = ((uint64_t)bytes[t] + 63) / 64 * 64;
+      int best = -1, largest = -1;
+      for (int b = 0; b < nb; b++) {
+        if (!bl[b].free) continue;
+        if (bl[b].size >= need && (best < 0 || bl[b].size < bl[best].size)) best = b;
+        if (largest < 0 || bl[b].size > bl[largest].size) largest = b;
+      }
+      if (best < 0 && largest >= 0) best = largest; /* grow the largest free block */
+      if (best < 0) {
+        best = nb++;
+        bl[best].size = 0;
+      }
+      if (bl[best].size < need) bl[best].size = need;
+      bl[best].free = false;
+      blk[t] = best;
+    }
+    /* then free what this call read (or wrote) for the last time */
+    for (int a = 0; a < call->nargs; a++) {
+      int t = call->args[a];
+      if (blk[t] >= 0 && last[t] == c) bl[blk[t]].free = true;
+    }
+  }
+  uint64_t off = 0;
+  uint64_t *boff = malloc(sizeof *boff * (size_t)(nb ? nb : 1));
+  if (!boff) {
+    rc = errf(err, errn, "out of memory planning the workspace");
+    goto out;
+  }
+  for (int b = 0; b < nb; b++) {
+    boff[b] = off;
+    off += bl[b].size;
+  }
+  for (int t = 0; t < nt; t++)
+    if (blk[t] >= 0) offsets[t] = (int64_t)boff[blk[t]];
+  free(boff);
+  *ws_bytes = off;
+  if (naive_bytes) *naive_bytes = naive;
+out:
+  free(last);
+  free(blk);
+  free(bytes);
+  free(bl);
+  return rc;
+}
+
+/* ---- the executor ------------------------------------------------------------------ */
+
+struct tessel_model {
+  void *handle;
+  const tsrt_model_plan *p;
+  char err[512];
+  int64_t syms[TSRT_MODEL_MAX_SYMS];     /* bound values (-1: unbound) */
+  int64_t planned[TSRT_MODEL_MAX_SYMS];  /* the values the current plan was made for */
+  bool have_plan;
+  void **in_data;                        /* per input: model-owned aligned copy */
+  size_t *in_cap;
+  int64_t (*in_shape)[TSRT_MAX_DIMS];
+  bool *in_set;
+  int64_t *offsets;                      /* per tensor, into ws */
+  uint8_t *ws;
+  uint64_t ws_cap, ws_bytes, naive_bytes;
+  void **targs;                          /* per tensor: data pointer for this plan */
+  void **args;                           /* scratch for a call: nargs + nsyms */
+  int64_t *argsyms;
+  int maxargs;
+  bool ran;
+};
+
+static int merr(tessel_model *m, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int merr(tessel_model *m, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(m->err, sizeof m->err, fmt, ap);
+  va_end(ap);
+  return -1;
+}
+
+static void *aligned_or_null(size_t bytes) { return aligned_alloc(64, (bytes + 63) / 64 * 64 + 64); }
+
+tessel_model *tessel_model_load(const char *path, char *err, size_t errn) {
+  void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+  if (!h) {
+    errf(err, errn, "cannot load %s: %s", path, dlerror());
+    return NULL;
+  }
+  const tsrt_model_plan *p = dlsym(h, TSRT_MODEL_SYMBOL);
+  if (!p) {
+    errf(err, errn, "%s is not a tessel model (no %s symbol; a single kernel has tessel_kernel_entry)",
+         path, TSRT_MODEL_SYMBOL);
+    dlclose(h);
+    return NULL;
+  }
+  char why[400];
+  if (tsrt_model_plan_check(p, why, sizeof why)) {
+    errf(err, errn, "%s: bad model plan: %s", path, why);
+    dlclose(h);
+    return NULL;
+  }
+  tessel_model *m = calloc(1, sizeof *m);
+  int ni = p->ninputs ? p->ninputs : 1, nt = p->ntensors ? p->ntensors : 1;
+  int maxargs = 1;
+  for (int c = 0; c < p->ncalls; c++)
+    if (p->calls[c].nargs + p->calls[c].nsyms > maxargs) maxargs = p->calls[c].nargs + p->calls[c].nsyms;
+  if (m) {
+    m->in_data = calloc((size_t)ni, sizeof *m->in_data);
+    m->in_cap = calloc((size_t)ni, sizeof *m->in_cap);
+    m->in_shape = calloc((size_t)ni, sizeof *m->in_shape);
+    m->in_set = calloc((size_t)ni, sizeof *m->in_set);
+    m->offsets = calloc((size_t)nt, sizeof *m->offsets);
+    m->targs = calloc((size_t)nt, sizeof *m->targs);
+    m->args = calloc((size_t)maxargs, sizeof *m->args);
+    m->argsyms = calloc((size_t)maxargs, sizeof *m->argsyms);
+  }
+  if (!m || !m->in_data || !m->in_cap || !m->in_shape || !m->in_set || !m->offsets || !m->targs ||
+      !m->args || !m->argsyms) {
+    errf(err, errn, "out of memory loading %s", path);
+    if (m) {
+      m->handle = h;
+      tessel_model_free(m);
+    } else {
+      dlclose(h);
+    }
+    return NULL;
+  }
+  m->handle = h;
+  m->p = p;
+  m->maxargs = maxargs;
+  for (int k = 0; k < TSRT_MODEL_MAX_SYMS; k++) m->syms[k] = m->planned[k] = -1;
+  return m;
+}
+
+void tessel_model_free(tessel_model *m) {
+  if (!m) return;
+  if (m->in_data && m->p)
+    for (int i = 0; i < m->p->ninputs; i++) free(m->in_data[i]);
+  free(m->in_data);
+  free(m->in_cap);
+  free(m->in_shape);
+  free(m->in_set);
+  free(m->offsets);
+  free(m->targs);
+  free(m->args);
+  free(m->argsyms);
+  free(m->ws);
+  if (m->handle) dlclose(m->handle);
+  free(m);
+}
+
+const char *tessel_model_error(const tessel_model *m) { return m ? m->err : "no model"; }
+int tessel_model_num_inputs(const tessel_model *m) { return m->p->ninputs; }
+int tessel_model_num_outputs(const tessel_model *m) { return m->p->noutputs; }
+
+int tessel_model_input_index(const tessel_model *m, const char *name) {
+  for (int i = 0; i < m->p->ninputs; i++)
+    if (!strcmp(m->p->tensors[m->p->inputs[i]].name, name)) return i;
+  return -1;
+}
+int tessel_model_output_index(const tessel_model *m, const char *name) {
+  for (int i = 0; i < m->p->noutputs; i++)
+    if (!strcmp(m->p->tensors[m->p->outputs[i]].name, name)) return i;
+  return -1;
+}
+
+static void fill_info(const tsrt_model_plan *p, int t, tessel_tensor_info *o) {
+  const tsrt_model_tensor *x = &p->tensors[t];
+  memset(o, 0, sizeof *o);
+  o->name = x->name;
+  o->dtype = x->dtype;
+  o->ndim = x->ndim;
+  for (int j = 0; j < x->ndim; j++) {
+    o->shape[j] = x->shape[j] >= 0 ? x->shape[j] : -1;
+    o->dim_names[j] = x->shape[j] >= 0 ? NULL : p->syms[-1 - x->shape[j]];
+  }
+}
+
+int tessel_model_input_info(const tessel_model *m, int i, tessel_tensor_info *out) {
+  if (i < 0 || i >= m->p->ninputs) return merr((tessel_model *)m, "no input %d (the model has %d)", i, m->p->ninputs);
+  fill_info(m->p, m->p->inputs[i], out);
+  return 0;
+}
+int tessel_model_output_info(const tessel_model *m, int i, tessel_tensor_info *out) {
+  if (i < 0 || i >= m->p->noutputs) return merr((tessel_model *)m, "no output %d (the model has %d)", i, m->p->noutputs);
+  fill_info(m->p, m->p->outputs[i], out);
+  return 0;
+}
+
+int tessel_dtype_bytes(int dtype) { return tsrt_dtype_bytes(dtype); }
+const char *tessel_dtype_name(int dtype) { return tsrt_dtype_name(dtype); }
+
+/* Re-derives the bound symbols from every set input (so replacing an input
+ * with another batch size rebinds cleanly). */
+static int bind_symbols(tessel_model *m) {
+  const tsrt_model_plan *p = m->p;
+  for (int k = 0; k < p->nsyms; k++) m->syms[k] = -1;
+  for (int i = 0; i < p->ninputs; i++) {
+    if (!m->in_set[i]) continue;
+    const tsrt_model_tensor *x = &p->tensors[p->inputs[i]];
+    for (int j = 0; j < x->ndim; j++) {
+      if (x->shape[j] >= 0) continue;
+      int k = (int)(-1 - x->shape[j]);
+      int64_t v = m->in_shape[i][j];
+      if (m->syms[k] >= 0 && m->syms[k] != v)
+        return merr(m, "input %s dim %d binds %s = %lld, but another input bound it to %lld", x->name, j,
+                    p->syms[k], (long long)v, (long long)m->syms[k]);
+      m->syms[k] = v;
+    }
+  }
+  return 0;
+}
+
+int tessel_model_set_input(tessel_model *m, int i, const void *data, int ndim, const int64_t *shape) {
+  const tsrt_model_plan *p = m->p;
+  if (i < 0 || i >= p->ninputs) return merr(m, "no input %d (the model has %d)", i, p->ninputs);
+  const tsrt_model_tensor *x = &p->tensors[p->inputs[i]];
+  if (ndim != x->ndim) return merr(m, "input %s has %d dims, got %d", x->name, x->ndim, ndim);
+  int64_t bytes = tsrt_dtype_bytes(x->dtype);
+  for (int j = 0; j < ndim; j++) {
+    if (shape[j] < 0) return merr(m, "input %s: dim %d is negative (%lld)", x->name, j, (long long)shape[j]);
+    if (x->shape[j] >= 0 && shape[j] != x->shape[j])
+      return merr(m, "input %s: dim %d must be %lld, got %lld", x->name, j, (long long)x->shape[j],
+                  (long long)shape[j]);
+    if (shape[j] && bytes > INT64_MAX / 2 / shape[j]) return merr(m, "input %s is too large", x->name);
+    bytes *= shape[j];
+  }
+  if ((size_t)bytes > m->in_cap[i] || !m->in_data[i]) {
+    void *nd = aligned_or_null((size_t)bytes);
+    if (!nd) return merr(m, "out of memory for input %s (%lld bytes)", x->name, (long long)bytes);
+    free(m->in_data[i]);
+    m->in_data[i] = nd;
+    m->in_cap[i] = (size_t)bytes;
+  }
+  if (bytes) memcpy(m->in_data[i], data, (size_t)bytes);
+  for (int j = 0; j < ndim; j++) m->in_shape[i][j] = shape[j];
+  m->in_set[i] = true;
+  m->ran = false;
+  return bind_symbols(m);
+}
+
+static int ensure_plan(tessel_model *m) {
+  const tsrt_model_plan *p = m->p;
+  bool same = m->have_plan;
+  for (int k = 0; k < p->nsyms && same; k++) same = m->planned[k] == m->syms[k];
+  if (same) return 0;
+  char why[400];
+  uint64_t ws = 0, naive = 0;
+  if (tsrt_model_memory_plan(p, m->syms, m->offsets, &ws, &naive, why, sizeof why))
+    return merr(m, "memory plan: %s", why);
+  if (ws > m->ws_cap || !m->ws) {
+    uint8_t *nw = aligned_or_null((size_t)ws);
+    if (!nw) return merr(m, "out of memory for the workspace (%llu bytes)", (unsigned long long)ws);
+    free(m->ws);
+    m->ws = nw;
+    m->ws_cap = ws;
+  }
+  m->ws_bytes = ws;
+  m->naive_bytes = naive;
+  for (int k = 0; k < p->nsyms; k++) m->planned[k] = m->syms[k];
+  m->have_plan = true;
+  return 0;
+}
+
+int tessel_model_run(tessel_model *m) {
+  const tsrt_model_plan *p = m->p;
+  m->ran = false;
+  for (int i = 0; i < p->ninputs; i++)
+    if (!m->in_set[i]) return merr(m, "input %s is not set", p->tensors[p->inputs[i]].name);
+  for (int k = 0; k < p->nsyms; k++)
+    if (m->syms[k] < 0) return merr(m, "symbol %s is not bound by any input", p->syms[k]);
+  if (ensure_plan(m)) return -1;
+  for (int t = 0; t < p->ntensors; t++) {
+    const tsrt_model_tensor *x = &p->tensors[t];
+    if (x->kind == TSRT_T_CONST) m->targs[t] = (void *)(p->weights + x->offset);
+    else if (x->kind == TSRT_T_INTER) m->targs[t] = m->offsets[t] >= 0 ? m->ws + m->offsets[t] : NULL;
+  }
+  for (int i = 0; i < p->ninputs; i++) m->targs[p->inputs[i]] = m->in_data[i];
+  for (int c = 0; c < p->ncalls; c++) {
+    const tsrt_model_call *call = &p->calls[c];
+    const tsrt_model_kernel *k = &p->kernels[call->kernel];
+    bool spec = call->spec_kernel >= 0;
+    for (int s = 0; s < call->nsyms && spec; s++) spec = m->syms[call->syms[s]] == call->spec_values[s];
+    if (spec) k = &p->kernels[call->spec_kernel];
+    for (int a = 0; a < call->nargs; a++) m->args[a] = m->targs[call->args[a]];
+    for (int s = 0; s < call->nsyms && !spec; s++) {
+      m->argsyms[s] = m->syms[call->syms[s]];
+      m->args[call->nargs + s] = &m->argsyms[s];
+    }
+    int32_t rc = k->entry(m->args);
+    if (rc != 0)
+      return merr(m, "kernel %s (call %d of %d) returned %d", k->meta->name ? k->meta->name : "?", c,
+                  p->ncalls, rc);
+  }
+  m->ran = true;
+  return 0;
+}
+
+int tessel_model_get_output(const tessel_model *m, int i, const void **data, int *ndim,
+                            int64_t shape[TESSEL_MODEL_MAX_DIMS]) {
+  const tsrt_model_plan *p = m->p;
+  if (i < 0 || i >= p->noutputs) return merr((tessel_model *)m, "no output %d (the model has %d)", i, p->noutputs);
+  if (!m->ran) return merr((tessel_model *)m, "the model has not run since its inputs were set");
+  int t = p->outputs[i];
+  const tsrt_model_tensor *x = &p->tensors[t];
+  int64_t sh[TSRT_MAX_DIMS];
+  if (tensor_bytes(x, m->syms, sh) < 0) return merr((tessel_model *)m, "output %s: unbound size", x->name);
+  *data = m->targs[t];
+  *ndim = x->ndim;
+  for (int j = 0; j < x->ndim; j++) shape[j] = sh[j];
+  return 0;
+}
+
+int tessel_model_get_stats(const tessel_model *m, tessel_model_stats *o) {
+  memset(o, 0, sizeof *o);
+  o->nkernels = m->p->nkernels;
+  o->ncalls = m->p->ncalls;
+  o->ntensors = m->p->ntensors;
+  o->nsyms = m->p->nsyms;
+  o->weights_bytes = m->p->weights_bytes;
+  o->workspace_bytes = m->ws_bytes;
+  o->naive_bytes = m->naive_bytes;
+  o->target = m->p->target;
+  return 0;
+}
+
+int64_t tessel_model_symbol(const tessel_model *m, const char *name) {
+  for (int k = 0; k < m->p->nsyms; k++)
+    if (!strcmp(m->p->syms[k], name)) return m->syms[k];
+  return -1;
+}

@@ -1,0 +1,96 @@
+/* model.h — the model artifact's ABI (what `tessel build MODEL.onnx` puts in
+ * a shared library) and the graph executor that runs it. libc + pthreads +
+ * libdl only, like the rest of the runtime: tessel-rpc-server runs models
+ * with it on a board.
+ *
+ * A model artifact is one shared library holding
+ *  - one kernel per distinct fused PrimFunc, each with the kernel ABI of
+ *    runtime.h under unique symbols (tessel_model_k<i>_entry / _meta);
+ *  - the plan, exported as `tessel_model_plan` (a tsrt_model_plan: plain C
+ *    structs laid out by the compiler, pointers relocated by the dynamic
+ *    loader, so reading it needs no parser): the tensors (graph inputs,
+ *    constants, intermediates) with dtypes and shapes whose dims are
+ *    constants or model symbols ("batch"), the kernel calls in order with
+ *    their tensor arguments and the model symbol behind each kernel size var,
+ *    the graph inputs and outputs;
+ *  - the weights: one 64-byte aligned read-only blob inside the library
+ *    (constant tensors point into it at 64-byte aligned offsets).
+ * docs/MODEL.md describes the format, the memory plan and the API. */
+#ifndef TESSEL_RUNTIME_MODEL_H
+#define TESSEL_RUNTIME_MODEL_H
+
+#include "runtime.h"
+
+#define TSRT_MODEL_ABI_VERSION 1
+#define TSRT_MODEL_SYMBOL "tessel_model_plan"
+#define TSRT_MODEL_MAX_SYMS 32
+
+enum { TSRT_T_INPUT = 0, TSRT_T_CONST = 1, TSRT_T_INTER = 2 };
+
+typedef struct tsrt_model_tensor {
+  const char *name;
+  int32_t kind;  /* TSRT_T_* */
+  int32_t dtype; /* TSRT_* */
+  int32_t ndim;
+  int32_t reserved;
+  int64_t shape[TSRT_MAX_DIMS]; /* >= 0: constant; TSRT_DIM_SYM(k): model symbol k */
+  uint64_t offset;              /* TSRT_T_CONST: byte offset into the weights */
+  uint64_t nbytes;              /* TSRT_T_CONST: byte size */
+} tsrt_model_tensor;
+
+typedef struct tsrt_model_call {
+  int32_t kernel;      /* index into kernels */
+  int32_t nargs;       /* == the kernel's nparams */
+  const int32_t *args; /* tensor ids: the kernel's params in order */
+  int32_t nsyms;       /* == the kernel's nsyms */
+  const int32_t *syms; /* model symbol index for each kernel size var */
+  /* A specialisation: when every size var of the call is bound to
+   * spec_values[k], kernel spec_kernel (no size vars; e.g. the tuned
+   * schedule of the task at those sizes) runs instead. -1: none. */
+  int32_t spec_kernel;
+  int32_t ninputs;     /* args[0..ninputs) are read, the rest written */
+  const int64_t *spec_values;
+} tsrt_model_call;
+
+typedef struct tsrt_model_kernel {
+  const tsrt_kernel_meta *meta;
+  tsrt_kernel_fn entry;
+} tsrt_model_kernel;
+
+typedef struct tsrt_model_plan {
+  int32_t abi_version; /* TSRT_MODEL_ABI_VERSION */
+  int32_t ntensors, ncalls, nkernels, nsyms, ninputs, noutputs;
+  const char *name;   /* the graph's name */
+  const char *target; /* the target string it was built for */
+  const char *const *syms;
+  const tsrt_model_tensor *tensors;
+  const tsrt_model_call *calls;
+  const tsrt_model_kernel *kernels;
+  const int32_t *inputs;  /* tensor ids */
+  const int32_t *outputs; /* tensor ids */
+  const uint8_t *weights;
+  uint64_t weights_bytes;
+} tsrt_model_plan;
+
+/* Checks a plan's internal consistency (ids in range, kernels' param counts,
+ * dtypes and constant dims against the tensors, constants inside the
+ * weights, every intermediate produced once before use). Returns 0, or -1
+ * with the reason in err. Used by the loader and by the builder (host-side,
+ * kernels may be NULL there: then kernel checks are skipped). */
+int tsrt_model_plan_check(const tsrt_model_plan *p, char *err, size_t errn);
+
+/* The executor. The public API (include/tessel/tessel_model.h) wraps it;
+ * tessel_model is the same object. */
+typedef struct tessel_model tsrt_model;
+
+/* The memory plan for given symbol values: one byte offset per tensor into a
+ * single workspace (intermediates only; -1 for inputs/constants), the
+ * workspace size, and what a plan without reuse would need. Liveness-based:
+ * an intermediate is live from the call that writes it to its last reader
+ * (graph outputs to the end); a freed block is reused best-fit by later
+ * tensors, never by an output of the call that frees it (kernels take
+ * non-overlapping buffers). Returns 0 or -1 (err: overflow, bad plan). */
+int tsrt_model_memory_plan(const tsrt_model_plan *p, const int64_t *sym_values, int64_t *offsets,
+                           uint64_t *workspace_bytes, uint64_t *naive_bytes, char *err, size_t errn);
+
+#endif

@@ -1,0 +1,813 @@
+/* cmd_model.c — whole models: `tessel build MODEL.onnx -o MODEL.so` (import,
+ * graph passes, one kernel per distinct fused PrimFunc scheduled from the
+ * tuning log or by the default schedule, plan + weights, one shared
+ * library: docs/MODEL.md) and `tessel run MODEL.so` (the graph executor of
+ * codegen/runtime/model.c on .npy or seeded random inputs; outputs as .npy;
+ * latency; on a board through the tracker with --tracker). */
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "codegen/llvm.h"
+#include "codegen/runtime/model.h"
+#include "ir/graph/graph.h"
+#include "ir/graph/onnx.h"
+#include "ir/graph/passes.h"
+#include "ir/graph/tasks.h"
+#include "ir/schedule/trace.h"
+#include "ir/struct.h"
+#include "include/tessel/tessel_model.h"
+#include "tuner/build.h"
+#include "tuner/cli.h"
+#include "tuner/database.h"
+#include "tuner/npy.h"
+
+#define MAX_SYMS 16
+
+typedef struct sym_list {
+  int n;
+  const char *names[MAX_SYMS];
+  int64_t vals[MAX_SYMS];
+  char buf[MAX_SYMS][128];
+} sym_list;
+
+static bool parse_sym(const char *cmd, const char *s, sym_list *l) {
+  const char *eq = strchr(s, '=');
+  char *end = NULL;
+  long long v = eq ? strtoll(eq + 1, &end, 10) : 0;
+  if (!eq || eq == s || !end || *end || end == eq + 1 || v < 1 || (size_t)(eq - s) >= sizeof l->buf[0]) {
+    fprintf(stderr, "tessel %s: --sym wants NAME=VALUE with VALUE >= 1, got '%s'\n", cmd, s);
+    return false;
+  }
+  if (l->n == MAX_SYMS) {
+    fprintf(stderr, "tessel %s: at most %d --sym options\n", cmd, MAX_SYMS);
+    return false;
+  }
+  memcpy(l->buf[l->n], s, (size_t)(eq - s));
+  l->buf[l->n][eq - s] = '\0';
+  l->names[l->n] = l->buf[l->n];
+  l->vals[l->n++] = v;
+  return true;
+}
+
+static int64_t sym_value(const sym_list *l, const char *name) {
+  for (int i = 0; i < l->n; i++)
+    if (!strcmp(l->names[i], name)) return l->vals[i];
+  return TG_TASK_DEFAULT_SYM;
+}
+
+/* ==== build ================================================================================ */
+
+typedef struct mkernel {
+  ir_func *func;        /* the PrimFunc (maybe symbolic) */
+  sch_traced *sched;    /* its schedule */
+  cg_lowered low;
+  bool tuned;           /* the log's record was replayed on it */
+  int spec;             /* kernel index of its tuned specialisation, or -1 */
+  int64_t spec_vals[TSRT_MODEL_MAX_SYMS];
+  char key[17];         /* task key (bound as tasks bind) */
+} mkernel;
+
+typedef struct build_state {
+  const char *path, *log, *out, *target_str;
+  sym_list syms;
+  bool json;
+  cg_target tg;
+  ts_arena *arena;
+  ir_module *mod;
+  tg_graph *g;
+  tun_db *db;
+  mkernel *k;
+  int nk, capk;
+  int ntuned, ndefault, nspec, nrecord_unused;
+} build_state;
+
+static int find_kernel(build_state *b, const ir_func *f) {
+  uint64_t h = ir_struct_hash_func(f);
+  for (int i = 0; i < b->nk; i++)
+    if (b->k[i].func && ir_struct_hash_func(b->k[i].func) == h && ir_struct_equal_func(b->k[i].func, f))
+      return i;
+  return -1;
+}
+
+static mkernel *new_kernel(build_state *b, ts_diag *d) {
+  if (b->nk == b->capk) {
+    int cap = b->capk ? b->capk * 2 : 16;
+    mkernel *nk = ts_realloc(b->k, sizeof *nk * (size_t)cap);
+    if (!nk) return ts_diag_set(d, TS_ENOMEM, "out of memory"), NULL;
+    b->k = nk;
+    b->capk = cap;
+  }
+  mkernel *k = &b->k[b->nk++];
+  memset(k, 0, sizeof *k);
+  k->spec = -1;
+  return k;
+}
+
+/* Replays the best verified record of key on f; NULL (and no error) when
+ * there is none or it does not apply. */
+static sch_traced *from_log(build_state *b, const char *key, const ir_func *f, bool *had_record) {
+  *had_record = false;
+  if (!b->db) return NULL;
+  const tun_record *r = tun_db_best(b->db, key, b->tg.text);
+  if (!r || !r->trace) return NULL;
+  *had_record = true;
+  ts_diag d;
+  ts_diag_clear(&d);
+  sch_trace *tr = sch_trace_from_json(r->trace, &d);
+  sch_traced *s = tr ? sch_trace_replay(tr, f, 1, &d) : NULL;
+  sch_trace_free(tr);
+  if (!s)
+    fprintf(stderr, "tessel build: the record for %s [%s] does not replay on it (%s); default schedule\n",
+            f->name ? f->name : "?", key, d.msg);
+  return s;
+}
+
+static ts_status schedule_kernel(build_state *b, mkernel *k, ts_diag *d) {
+  ir_func *bound = tg_task_bind(b->arena, k->func, b->syms.n, b->syms.names, b->syms.vals, d);
+  if (!bound) return d->code ? d->code : TS_EINTERNAL;
+  ir_workload_key(bound, k->key);
+  bool had = false;
+  if (k->func->nsyms == 0) {
+    k->sched = from_log(b, k->key, k->func, &had);
+    k->tuned = k->sched != NULL;
+  } else {
+    /* symbolic: the default schedule serves every size; the record (tuned
+     * at the bound sizes) becomes a specialisation used when they match */
+    sch_traced *ss = from_log(b, k->key, bound, &had);
+    if (ss) {
+      int idx = (int)(k - b->k);
+      mkernel *sk = new_kernel(b, d);
+      if (!sk) {
+        sch_traced_free(ss);
+        return TS_ENOMEM;
+      }
+      k = &b->k[idx]; /* new_kernel may move the array */
+      sk->func = NULL; /* never matched by find_kernel */
+      sk->sched = ss;
+      sk->tuned = true;
+      memcpy(sk->key, k->key, 17);
+      ts_status st = cg_lower(b->arena, sch_traced_func(ss), &b->tg, &sk->low, d);
+      if (st != TS_OK) return st;
+      k->spec = (int)(sk - b->k);
+      for (int s = 0; s < k->func->nsyms; s++) k->spec_vals[s] = sym_value(&b->syms, k->func->syms[s]->name);
+      b->nspec++;
+    }
+  }
+  if (had && !k->tuned && k->spec < 0) b->nrecord_unused++;
+  if (!k->sched) {
+    ts_status st = tun_schedule(k->func, NULL, &b->tg, &k->sched, d);
+    if (st != TS_OK) return st;
+  }
+  if (k->tuned) b->ntuned++;
+  else b->ndefault++;
+  return cg_lower(b->arena, sch_traced_func(k->sched), &b->tg, &k->low, d);
+}
+
+static int sym_index(const char **names, int *n, const char *s) {
+  for (int i = 0; i < *n; i++)
+    if (!strcmp(names[i], s)) return i;
+  if (*n == TSRT_MODEL_MAX_SYMS) return -1;
+  names[*n] = s;
+  return (*n)++;
+}
+
+static ts_status make_plan(build_state *b, tsrt_model_plan *p, ts_diag *d) {
+  tg_graph *g = b->g;
+  memset(p, 0, sizeof *p);
+  p->abi_version = TSRT_MODEL_ABI_VERSION;
+  p->name = g->name;
+  p->target = b->tg.text;
+  const char **syms = TS_ANEWN(b->arena, const char *, TSRT_MODEL_MAX_SYMS);
+  tsrt_model_tensor *ts = TS_ANEWN(b->arena, tsrt_model_tensor, g->nvalues ? g->nvalues : 1);
+  tsrt_model_call *cs = TS_ANEWN(b->arena, tsrt_model_call, g->nnodes ? g->nnodes : 1);
+  int32_t *ins = TS_ANEWN(b->arena, int32_t, g->ninputs ? g->ninputs : 1);
+  int32_t *outs = TS_ANEWN(b->arena, int32_t, g->noutputs ? g->noutputs : 1);
+  if (!syms || !ts || !cs || !ins || !outs) return ts_diag_set(d, TS_ENOMEM, "out of memory");
+  int nsyms = 0;
+  uint64_t wbytes = 0;
+  for (int v = 0; v < g->nvalues; v++) {
+    const tg_value *x = g->values[v];
+    if (x->ndim > TSRT_MAX_DIMS)
+      return ts_diag_set(d, TS_EUNSUPPORTED, "value %s has %d dims (models allow %d)", x->name, x->ndim,
+                         TSRT_MAX_DIMS);
+    tsrt_model_tensor *t = &ts[v];
+    t->name = x->name;
+    t->kind = x->kind == TG_V_INPUT ? TSRT_T_INPUT : x->kind == TG_V_CONST ? TSRT_T_CONST : TSRT_T_INTER;
+    t->dtype = x->dtype.code;
+    t->ndim = x->ndim;
+    for (int j = 0; j < x->ndim; j++) {
+      if (!x->dims[j].sym) {
+        t->shape[j] = x->dims[j].value;
+        continue;
+      }
+      int k = sym_index(syms, &nsyms, x->dims[j].sym);
+      if (k < 0) return ts_diag_set(d, TS_EUNSUPPORTED, "more than %d symbols", TSRT_MODEL_MAX_SYMS);
+      t->shape[j] = TSRT_DIM_SYM(k);
+    }
+    if (x->kind == TG_V_CONST) {
+      if (!x->data && x->nbytes) return ts_diag_set(d, TS_EINVAL, "constant %s has no data", x->name);
+      wbytes = (wbytes + 63) / 64 * 64;
+      t->offset = wbytes;
+      t->nbytes = x->nbytes;
+      wbytes += x->nbytes;
+    }
+  }
+  uint8_t *w = wbytes ? ts_malloc((size_t)wbytes) : NULL;
+  if (wbytes && !w) return ts_diag_set(d, TS_ENOMEM, "out of memory for %llu bytes of weights",
+                                       (unsigned long long)wbytes);
+  if (w) memset(w, 0, (size_t)wbytes);
+  for (int v = 0; v < g->nvalues; v++)
+    if (g->values[v]->kind == TG_V_CONST && g->values[v]->nbytes)
+      memcpy(w + ts[v].offset, g->values[v]->data, g->values[v]->nbytes);
+  p->weights = w;
+  p->weights_bytes = wbytes;
+  int nc = 0;
+  for (int i = 0; i < g->nnodes; i++) {
+    const tg_node *n = g->nodes[i];
+    if (n->dead) continue;
+    /* structurally equal PrimFuncs share one kernel */
+    const ir_func *f = n->callee ? ir_module_get(b->mod, n->callee) : NULL;
+    int kidx = f ? find_kernel(b, f) : -1;
+    if (kidx < 0) return ts_diag_set(d, TS_EINTERNAL, "node %s: no kernel for %s", n->name, n->callee);
+    const mkernel *k = &b->k[kidx];
+    tsrt_model_call *c = &cs[nc++];
+    c->kernel = kidx;
+    c->nargs = n->nin + n->nout;
+    c->ninputs = n->nin;
+    if (n->nin != f->ninputs || c->nargs != f->nparams)
+      return ts_diag_set(d, TS_EINVAL, "node %s passes %d inputs and %d outputs to %s, which takes %d and %d",
+                         n->name, n->nin, n->nout, n->callee, f->ninputs, f->nparams - f->ninputs);
+    int32_t *args = TS_ANEWN(b->arena, int32_t, c->nargs);
+    int32_t *cs_syms = TS_ANEWN(b->arena, int32_t, f->nsyms ? f->nsyms : 1);
+    int64_t *sv = TS_ANEWN(b->arena, int64_t, f->nsyms ? f->nsyms : 1);
+    if (!args || !cs_syms || !sv) return ts_diag_set(d, TS_ENOMEM, "out of memory");
+    for (int a = 0; a < n->nin; a++) {
+      if (n->inputs[a] < 0)
+        return ts_diag_set(d, TS_EINVAL, "node %s (call of %s): input %d is omitted", n->name, n->callee, a);
+      args[a] = n->inputs[a];
+    }
+    for (int a = 0; a < n->nout; a++) args[n->nin + a] = n->outputs[a];
+    c->args = args;
+    c->nsyms = f->nsyms;
+    for (int s = 0; s < f->nsyms; s++) {
+      const char *sn = f->syms[s]->name;
+      bool known = false;
+      for (int q = 0; q < nsyms; q++) known |= !strcmp(syms[q], sn);
+      if (!known)
+        return ts_diag_set(d, TS_EINVAL, "node %s: %s's size var %s is no symbolic dim of the graph", n->name,
+                           n->callee, sn);
+      cs_syms[s] = sym_index(syms, &nsyms, sn);
+      sv[s] = k->spec_vals[s];
+    }
+    c->syms = cs_syms;
+    c->spec_kernel = k->spec;
+    c->spec_values = k->spec >= 0 ? sv : NULL;
+  }
+  for (int i = 0; i < g->ninputs; i++) ins[i] = g->inputs[i];
+  for (int i = 0; i < g->noutputs; i++) outs[i] = g->outputs[i];
+  p->ntensors = g->nvalues;
+  p->ncalls = nc;
+  p->nsyms = nsyms;
+  p->syms = syms;
+  p->tensors = ts;
+  p->calls = cs;
+  p->ninputs = g->ninputs;
+  p->inputs = ins;
+  p->noutputs = g->noutputs;
+  p->outputs = outs;
+  return TS_OK;
+}
+
+static const char *build_usage =
+    "usage: tessel build MODEL.onnx -o MODEL.so [--log LOG] [--target T] [--sym NAME=VALUE]... [--json]\n"
+    "Imports the model, runs the graph passes and builds one shared library holding a kernel per\n"
+    "distinct fused PrimFunc, the execution plan and the weights (docs/MODEL.md); run it with\n"
+    "`tessel run MODEL.so` or the C API (include/tessel/tessel_model.h).\n"
+    "  --log LOG          replay the best verified record per task key on this target (tasks without\n"
+    "                     one get the default schedule; the build says how many)\n"
+    "  --target T         llvm (host, default), \"llvm -mtriple=aarch64-linux-gnu\", ...\n"
+    "  --sym NAME=VALUE   the size a symbolic dim is tuned at (the task keys' binding, default 1);\n"
+    "                     the artifact still runs at any size\n"
+    "  --json             print a JSON summary on stdout\n";
+
+int tun_cmd_build_model(int argc, char **argv) {
+  build_state b;
+  memset(&b, 0, sizeof b);
+  b.target_str = "llvm";
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i];
+    if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+      printf("%s", build_usage);
+      return 0;
+    } else if (!strcmp(a, "-o") && i + 1 < argc) {
+      b.out = argv[++i];
+    } else if (!strcmp(a, "--log") && i + 1 < argc) {
+      b.log = argv[++i];
+    } else if (!strcmp(a, "--target") && i + 1 < argc) {
+      b.target_str = argv[++i];
+    } else if (!strcmp(a, "--sym") && i + 1 < argc) {
+      if (!parse_sym("build", argv[++i], &b.syms)) return 2;
+    } else if (!strcmp(a, "--json")) {
+      b.json = true;
+    } else if (a[0] == '-' || b.path) {
+      fprintf(stderr, "tessel build: unexpected argument '%s'\n%s", a, build_usage);
+      return 2;
+    } else {
+      b.path = a;
+    }
+  }
+  if (!b.path || !b.out) {
+    fprintf(stderr, "tessel build: %s\n%s", !b.path ? "no model given" : "-o MODEL.so is required", build_usage);
+    return 2;
+  }
+  ts_diag d;
+  ts_diag_clear(&d);
+  int rc = 2;
+  double t0 = tsrt_now();
+  tsrt_model_plan plan;
+  memset(&plan, 0, sizeof plan);
+  const cg_lowered **lows = NULL;
+  b.mod = ir_module_new();
+  if (!b.mod) {
+    fprintf(stderr, "tessel build: out of memory\n");
+    return 1;
+  }
+  b.arena = b.mod->arena;
+  if (cg_target_parse(b.target_str, &b.tg, &d) || cg_llvm_resolve_target(&b.tg, &d)) {
+    fprintf(stderr, "tessel build: %s\n", d.msg);
+    goto out;
+  }
+  if (b.log) {
+    int nwarn = 0;
+    b.db = tun_db_load(b.log, stderr, &nwarn, &d);
+    if (!b.db) {
+      fprintf(stderr, "tessel build: %s\n", d.msg);
+      goto out;
+    }
+  }
+  if (tg_onnx_import(b.path, b.mod, &b.g, &d) != TS_OK || tg_run_pipeline(b.g, NULL, &d) != TS_OK ||
+      tg_graph_verify(b.g, &d) != TS_OK) {
+    fprintf(stderr, "tessel build: %s: %s\n", b.path, d.msg);
+    goto out;
+  }
+  /* one kernel per distinct PrimFunc the live calls name */
+  for (int i = 0; i < b.g->nnodes; i++) {
+    const tg_node *n = b.g->nodes[i];
+    if (n->dead) continue;
+    if (n->op != TG_OP_CALL) {
+      fprintf(stderr, "tessel build: %s: node %s is still a %s after the pass pipeline\n", b.path, n->name,
+              tg_op_name(n->op));
+      goto out;
+    }
+    ir_func *f = ir_module_get(b.mod, n->callee);
+    if (!f) {
+      fprintf(stderr, "tessel build: %s: node %s calls %s, which the module lacks\n", b.path, n->name,
+              n->callee);
+      goto out;
+    }
+    if (find_kernel(&b, f) >= 0) continue;
+    mkernel *k = new_kernel(&b, &d);
+    if (!k) {
+      fprintf(stderr, "tessel build: %s\n", d.msg);
+      goto out;
+    }
+    k->func = f;
+    int idx = b.nk - 1;
+    if (schedule_kernel(&b, &b.k[idx], &d) != TS_OK) {
+      fprintf(stderr, "tessel build: %s: kernel %s: %s\n", b.path, f->name, d.msg);
+      goto out;
+    }
+  }
+  if (make_plan(&b, &plan, &d) != TS_OK) {
+    fprintf(stderr, "tessel build: %s: %s\n", b.path, d.msg);
+    goto out;
+  }
+  lows = ts_calloc((size_t)(b.nk ? b.nk : 1), sizeof *lows);
+  if (!lows) {
+    fprintf(stderr, "tessel build: out of memory\n");
+    goto out;
+  }
+  for (int i = 0; i < b.nk; i++) lows[i] = &b.k[i].low;
+  double t1 = tsrt_now();
+  if (cg_llvm_build_model(&plan, lows, b.nk, &b.tg, b.out, &d) != TS_OK) {
+    fprintf(stderr, "tessel build: %s: %s\n", b.out, d.msg);
+    goto out;
+  }
+  double t2 = tsrt_now();
+  int nbase = b.nk - b.nspec;
+  if (b.json) {
+    json_t *o = json_object();
+    json_object_set_new(o, "model", json_string(b.path));
+    json_object_set_new(o, "artifact", json_string(b.out));
+    json_object_set_new(o, "target", json_string(b.tg.text));
+    json_object_set_new(o, "kernels", json_integer(nbase));
+    json_object_set_new(o, "tuned", json_integer(b.ntuned - b.nspec));
+    json_object_set_new(o, "default", json_integer(b.ndefault));
+    json_object_set_new(o, "specialised", json_integer(b.nspec));
+    json_object_set_new(o, "calls", json_integer(plan.ncalls));
+    json_object_set_new(o, "tensors", json_integer(plan.ntensors));
+    json_object_set_new(o, "weights_bytes", json_integer((json_int_t)plan.weights_bytes));
+    json_object_set_new(o, "build_s", json_real(t2 - t0));
+    json_t *ks = json_array();
+    for (int i = 0; i < b.nk; i++) {
+      json_t *k = json_object();
+      json_object_set_new(k, "index", json_integer(i));
+      const ir_func *f = b.k[i].func ? b.k[i].func : sch_traced_func(b.k[i].sched);
+      json_object_set_new(k, "name", json_string(f->name ? f->name : "?"));
+      json_object_set_new(k, "key", json_string(b.k[i].key));
+      json_object_set_new(k, "tuned", json_boolean(b.k[i].tuned));
+      json_object_set_new(k, "symbolic", json_boolean(b.k[i].func && b.k[i].func->nsyms > 0));
+      json_object_set_new(k, "specialisation", json_boolean(!b.k[i].func));
+      json_array_append_new(ks, k);
+    }
+    json_object_set_new(o, "kernel_list", ks);
+    char *s = json_dumps(o, JSON_INDENT(1));
+    json_decref(o);
+    if (s) printf("%s\n", s);
+    free(s);
+  } else {
+    printf("built %s from %s for %s: %d kernels (%d tuned from %s, %d with the default schedule", b.out,
+           b.path, b.tg.text, nbase, b.ntuned - b.nspec, b.log ? b.log : "no log", b.ndefault);
+    if (b.nspec) printf(", %d symbolic with a tuned specialisation", b.nspec);
+    printf("), %d calls, %d tensors, %.1f KiB of weights; %.2f s (codegen %.2f s)\n", plan.ncalls,
+           plan.ntensors, (double)plan.weights_bytes / 1024.0, t2 - t0, t2 - t1);
+  }
+  if (b.nrecord_unused)
+    fprintf(stderr, "tessel build: %d kernel(s) had a log record that did not replay (see above)\n",
+            b.nrecord_unused);
+  rc = 0;
+out:
+  ts_free(lows);
+  ts_free((void *)plan.weights);
+  for (int i = 0; i < b.nk; i++) sch_traced_free(b.k[i].sched);
+  ts_free(b.k);
+  if (b.db) tun_db_close(b.db);
+  ir_module_free(b.mod);
+  return rc;
+}
+
+/* ==== run ================================================================================== */
+
+typedef struct run_input {
+  const char *name, *file;
+} run_input;
+
+static const char *run_usage =
+    "usage: tessel run MODEL.so [--input NAME=FILE.npy]... [--sym NAME=VALUE]... [--seed S]\n"
+    "                  [--output-dir DIR] [--bench] [--repeat N] [--threads N] [--json]\n"
+    "                  [--tracker HOST:PORT --key KEY [--secret S] [--timeout SEC]]\n"
+    "Runs a model built by `tessel build MODEL.onnx` with the graph executor.\n"
+    "  --input NAME=FILE.npy  an input (.npy: C order, little-endian); inputs not given are seeded\n"
+    "                         random values (uniform [-1, 1) floats), shaped with --sym (default 1)\n"
+    "  --sym NAME=VALUE       the size of a symbolic dim for random inputs\n"
+    "  --output-dir DIR       write every output as DIR/NAME.npy\n"
+    "  --bench                time --repeat runs (default 20) after a warm-up; report median/mean/min\n"
+    "  --threads N            thread pool size (default TESSEL_NUM_THREADS or all cores)\n"
+    "  --json                 print {outputs: [{name, dtype, shape, file, checksum}], latency_ms, ...}\n"
+    "  --tracker H:P --key K  run on a board from the tracker (the artifact must be built for its triple)\n";
+
+typedef struct loaded_input {
+  char name[256];
+  int dtype, ndim;
+  int64_t shape[TSRT_MAX_DIMS];
+  void *data;
+  size_t nbytes;
+  const char *source; /* file or "random" */
+} loaded_input;
+
+static void sanitize(const char *in, char *out, size_t n) {
+  size_t k = 0;
+  for (; in[k] && k + 1 < n; k++) {
+    char c = in[k];
+    out[k] = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '-' ||
+                     c == '.'
+                 ? c
+                 : '_';
+  }
+  out[k] = '\0';
+  if (!strcmp(out, ".") || !strcmp(out, "..") || !k) snprintf(out, n, "output");
+}
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+
+/* Loads the inputs of model m: .npy files by name, the rest seeded random.
+ * Fills ins (tessel_model_num_inputs entries). */
+static int prepare_inputs(tessel_model *m, const run_input *given, int ngiven, const sym_list *syms,
+                          uint64_t seed, loaded_input *ins) {
+  int ni = tessel_model_num_inputs(m);
+  for (int g = 0; g < ngiven; g++)
+    if (tessel_model_input_index(m, given[g].name) < 0) {
+      fprintf(stderr, "tessel run: the model has no input named '%s' (inputs:", given[g].name);
+      for (int i = 0; i < ni; i++) {
+        tessel_tensor_info info;
+        tessel_model_input_info(m, i, &info);
+        fprintf(stderr, " %s", info.name);
+      }
+      fprintf(stderr, ")\n");
+      return 2;
+    }
+  sym_list bound = *syms;
+  for (int i = 0; i < ni; i++) {
+    tessel_tensor_info info;
+    tessel_model_input_info(m, i, &info);
+    loaded_input *in = &ins[i];
+    snprintf(in->name, sizeof in->name, "%s", info.name);
+    in->dtype = info.dtype;
+    in->ndim = info.ndim;
+    const char *file = NULL;
+    for (int g = 0; g < ngiven; g++)
+      if (!strcmp(given[g].name, info.name)) file = given[g].file;
+    if (!file) continue;
+    tun_npy npy;
+    ts_diag d;
+    ts_diag_clear(&d);
+    if (tun_npy_read(file, &npy, &d) != TS_OK) {
+      fprintf(stderr, "tessel run: input %s: %s\n", info.name, d.msg);
+      return 2;
+    }
+    if (npy.dtype != info.dtype || npy.ndim != info.ndim) {
+      fprintf(stderr, "tessel run: input %s wants %s with %d dims; %s holds %s with %d dims\n", info.name,
+              tessel_dtype_name(info.dtype), info.ndim, file, tessel_dtype_name(npy.dtype), npy.ndim);
+      tun_npy_free(&npy);
+      return 2;
+    }
+    in->data = malloc(npy.nbytes ? npy.nbytes : 1);
+    if (!in->data) {
+      tun_npy_free(&npy);
+      fprintf(stderr, "tessel run: out of memory for input %s\n", info.name);
+      return 1;
+    }
+    memcpy(in->data, npy.data, npy.nbytes);
+    in->nbytes = npy.nbytes;
+    memcpy(in->shape, npy.shape, sizeof(int64_t) * (size_t)npy.ndim);
+    in->source = file;
+    tun_npy_free(&npy);
+    /* a file's symbolic dims size the random inputs too */
+    for (int j = 0; j < info.ndim; j++)
+      if (info.dim_names[j]) {
+        bool have = false;
+        for (int s = 0; s < bound.n; s++) have |= !strcmp(bound.names[s], info.dim_names[j]);
+        if (!have && bound.n < MAX_SYMS) {
+          snprintf(bound.buf[bound.n], sizeof bound.buf[0], "%s", info.dim_names[j]);
+          bound.names[bound.n] = bound.buf[bound.n];
+          bound.vals[bound.n++] = in->shape[j];
+        }
+      }
+  }
+  for (int i = 0; i < ni; i++) {
+    loaded_input *in = &ins[i];
+    if (in->data) continue;
+    tessel_tensor_info info;
+    tessel_model_input_info(m, i, &info);
+    int64_t n = 1;
+    for (int j = 0; j < info.ndim; j++) {
+      in->shape[j] = info.dim_names[j] ? sym_value(&bound, info.dim_names[j]) : info.shape[j];
+      n *= in->shape[j];
+    }
+    in->nbytes = (size_t)n * (size_t)tessel_dtype_bytes(info.dtype);
+    in->data = malloc(in->nbytes ? in->nbytes : 1);
+    if (!in->data) {
+      fprintf(stderr, "tessel run: out of memory for input %s\n", info.name);
+      return 1;
+    }
+    tsrt_fill_random(info.dtype, in->data, n, seed + (uint64_t)i);
+    in->source = "random";
+  }
+  return 0;
+}
+
+static int run_local(const char *so, loaded_input *ins, const char *outdir, bool bench, int repeat, bool json) {
+  char err[600];
+  tessel_model *m = tessel_model_load(so, err, sizeof err);
+  if (!m) {
+    fprintf(stderr, "tessel run: %s\n", err);
+    return 2;
+  }
+  int rc = 2;
+  int ni = tessel_model_num_inputs(m), no = tessel_model_num_outputs(m);
+  double *times = NULL;
+  int ntimes = 0;
+  json_t *root = json_object(), *jouts = json_array(), *jins = json_array();
+  for (int i = 0; i < ni; i++) {
+    if (tessel_model_set_input(m, i, ins[i].data, ins[i].ndim, ins[i].shape)) {
+      fprintf(stderr, "tessel run: %s\n", tessel_model_error(m));
+      goto out;
+    }
+    json_t *o = json_object(), *sh = json_array();
+    for (int j = 0; j < ins[i].ndim; j++) json_array_append_new(sh, json_integer(ins[i].shape[j]));
+    json_object_set_new(o, "name", json_string(ins[i].name));
+    json_object_set_new(o, "shape", sh);
+    json_object_set_new(o, "source", json_string(ins[i].source));
+    json_array_append_new(jins, o);
+  }
+  double t0 = tsrt_now();
+  if (tessel_model_run(m)) {
+    fprintf(stderr, "tessel run: %s\n", tessel_model_error(m));
+    goto out;
+  }
+  double first = tsrt_now() - t0;
+  if (bench) {
+    times = malloc(sizeof *times * (size_t)repeat);
+    if (!times) goto out;
+    for (int r = 0; r < repeat; r++) {
+      double s = tsrt_now();
+      if (tessel_model_run(m)) {
+        fprintf(stderr, "tessel run: %s\n", tessel_model_error(m));
+        goto out;
+      }
+      times[ntimes++] = tsrt_now() - s;
+    }
+  }
+  if (outdir && mkdir(outdir, 0777) != 0 && errno != EEXIST) {
+    fprintf(stderr, "tessel run: cannot create %s: %s\n", outdir, strerror(errno));
+    goto out;
+  }
+  for (int i = 0; i < no; i++) {
+    tessel_tensor_info info;
+    tessel_model_output_info(m, i, &info);
+    const void *data;
+    int nd;
+    int64_t shape[TESSEL_MODEL_MAX_DIMS];
+    if (tessel_model_get_output(m, i, &data, &nd, shape)) {
+      fprintf(stderr, "tessel run: %s\n", tessel_model_error(m));
+      goto out;
+    }
+    int64_t n = 1;
+    for (int j = 0; j < nd; j++) n *= shape[j];
+    size_t nbytes = (size_t)n * (size_t)tessel_dtype_bytes(info.dtype);
+    char file[4096] = "";
+    if (outdir) {
+      char base[256];
+      sanitize(info.name, base, sizeof base);
+      snprintf(file, sizeof file, "%s/%s.npy", outdir, base);
+      ts_diag d;
+      ts_diag_clear(&d);
+      if (tun_npy_write(file, info.dtype, nd, shape, data, &d) != TS_OK) {
+        fprintf(stderr, "tessel run: output %s: %s\n", info.name, d.msg);
+        goto out;
+      }
+    }
+    uint64_t ck = tsrt_checksum(data, nbytes);
+    json_t *o = json_object(), *sh = json_array();
+    for (int j = 0; j < nd; j++) json_array_append_new(sh, json_integer(shape[j]));
+    json_object_set_new(o, "name", json_string(info.name));
+    json_object_set_new(o, "dtype", json_string(tessel_dtype_name(info.dtype)));
+    json_object_set_new(o, "shape", sh);
+    char cks[17];
+    snprintf(cks, sizeof cks, "%016" PRIx64, ck);
+    json_object_set_new(o, "checksum", json_string(cks));
+    if (outdir) json_object_set_new(o, "file", json_string(file));
+    json_array_append_new(jouts, o);
+    if (!json) {
+      printf("output %s: %s[", info.name, tessel_dtype_name(info.dtype));
+      for (int j = 0; j < nd; j++) printf("%s%lld", j ? ", " : "", (long long)shape[j]);
+      printf("]");
+      if (info.dtype == TESSEL_DT_F32) {
+        const float *f = data;
+        printf(" =");
+        for (int64_t e = 0; e < n && e < 6; e++) printf(" %.6g", f[e]);
+        if (n > 6) printf(" ...");
+      }
+      printf("  checksum %s%s%s\n", cks, outdir ? "  -> " : "", outdir ? file : "");
+    }
+  }
+  tessel_model_stats st;
+  tessel_model_get_stats(m, &st);
+  json_object_set_new(root, "model", json_string(so));
+  json_object_set_new(root, "inputs", jins);
+  json_object_set_new(root, "outputs", jouts);
+  jins = jouts = NULL;
+  json_object_set_new(root, "kernels", json_integer(st.nkernels));
+  json_object_set_new(root, "calls", json_integer(st.ncalls));
+  json_object_set_new(root, "weights_bytes", json_integer((json_int_t)st.weights_bytes));
+  json_object_set_new(root, "workspace_bytes", json_integer((json_int_t)st.workspace_bytes));
+  json_object_set_new(root, "workspace_no_reuse_bytes", json_integer((json_int_t)st.naive_bytes));
+  json_object_set_new(root, "first_run_ms", json_real(first * 1e3));
+  if (!json)
+    printf("%d calls of %d kernels; workspace %.1f KiB (%.1f KiB without reuse); first run %.3f ms\n", st.ncalls,
+           st.nkernels, (double)st.workspace_bytes / 1024.0, (double)st.naive_bytes / 1024.0, first * 1e3);
+  if (bench && ntimes) {
+    double sum = 0;
+    for (int r = 0; r < ntimes; r++) sum += times[r];
+    qsort(times, (size_t)ntimes, sizeof *times, cmp_double);
+    double med = ntimes % 2 ? times[ntimes / 2] : 0.5 * (times[ntimes / 2 - 1] + times[ntimes / 2]);
+    json_t *lat = json_object();
+    json_object_set_new(lat, "runs", json_integer(ntimes));
+    json_object_set_new(lat, "median", json_real(med * 1e3));
+    json_object_set_new(lat, "mean", json_real(sum / ntimes * 1e3));
+    json_object_set_new(lat, "min", json_real(times[0] * 1e3));
+    json_object_set_new(lat, "max", json_real(times[ntimes - 1] * 1e3));
+    json_object_set_new(root, "latency_ms", lat);
+    if (!json)
+      printf("latency over %d runs: median %.4f ms, mean %.4f ms, min %.4f ms, max %.4f ms\n", ntimes, med * 1e3,
+             sum / ntimes * 1e3, times[0] * 1e3, times[ntimes - 1] * 1e3);
+  }
+  if (json) {
+    char *s = json_dumps(root, JSON_INDENT(1));
+    if (s) printf("%s\n", s);
+    free(s);
+  }
+  rc = 0;
+out:
+  json_decref(root);
+  json_decref(jouts);
+  json_decref(jins);
+  free(times);
+  tessel_model_free(m);
+  return rc;
+}
+
+int tun_cmd_run_model(int argc, char **argv) {
+  const char *so = NULL, *outdir = NULL, *tracker = NULL, *key = NULL;
+  run_input given[64];
+  int ngiven = 0, repeat = 20;
+  bool bench = false, json = false;
+  uint64_t seed = 1;
+  sym_list syms;
+  memset(&syms, 0, sizeof syms);
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i];
+    bool more = i + 1 < argc;
+    if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+      printf("%s", run_usage);
+      return 0;
+    } else if (!strcmp(a, "--input") && more) {
+      const char *s = argv[++i], *eq = strchr(s, '=');
+      if (!eq || eq == s || !eq[1] || ngiven == 64) {
+        fprintf(stderr, "tessel run: --input wants NAME=FILE.npy (at most 64), got '%s'\n", s);
+        return 2;
+      }
+      char *nm = strndup(s, (size_t)(eq - s));
+      if (!nm) return 1;
+      given[ngiven].name = nm;
+      given[ngiven++].file = eq + 1;
+    } else if (!strcmp(a, "--sym") && more) {
+      if (!parse_sym("run", argv[++i], &syms)) return 2;
+    } else if (!strcmp(a, "--seed") && more) {
+      seed = strtoull(argv[++i], NULL, 0);
+    } else if (!strcmp(a, "--output-dir") && more) {
+      outdir = argv[++i];
+    } else if (!strcmp(a, "--bench")) {
+      bench = true;
+    } else if (!strcmp(a, "--repeat") && more) {
+      repeat = atoi(argv[++i]);
+    } else if (!strcmp(a, "--threads") && more) {
+      int t = atoi(argv[++i]);
+      if (t < 1) {
+        fprintf(stderr, "tessel run: --threads wants N >= 1\n");
+        return 2;
+      }
+      char tv[16];
+      snprintf(tv, sizeof tv, "%d", t);
+      setenv("TESSEL_NUM_THREADS", tv, 1);
+    } else if (!strcmp(a, "--json")) {
+      json = true;
+    } else if (!strcmp(a, "--tracker") && more) {
+      tracker = argv[++i];
+    } else if (!strcmp(a, "--key") && more) {
+      key = argv[++i];
+    } else if (a[0] == '-' || so) {
+      fprintf(stderr, "tessel run: unexpected argument '%s'\n%s", a, run_usage);
+      return 2;
+    } else {
+      so = a;
+    }
+  }
+  if (!so) {
+    fprintf(stderr, "tessel run: no model artifact given\n%s", run_usage);
+    return 2;
+  }
+  if (repeat < 1 || repeat > 100000) {
+    fprintf(stderr, "tessel run: --repeat wants 1..100000\n");
+    return 2;
+  }
+  if (tracker || key) {
+    fprintf(stderr, "tessel run: --tracker/--key: running models on boards is not built yet\n");
+    return 2;
+  }
+  /* the inputs' names and shapes come from the artifact */
+  char err[600];
+  tessel_model *m = tessel_model_load(so, err, sizeof err);
+  if (!m) {
+    fprintf(stderr, "tessel run: %s\n", err);
+    return 2;
+  }
+  int ni = tessel_model_num_inputs(m);
+  loaded_input *ins = calloc((size_t)(ni ? ni : 1), sizeof *ins);
+  int rc = ins ? prepare_inputs(m, given, ngiven, &syms, seed, ins) : 1;
+  tessel_model_free(m);
+  if (rc == 0) rc = run_local(so, ins, outdir, bench, repeat, json);
+  for (int i = 0; ins && i < ni; i++) free(ins[i].data);
+  free(ins);
+  for (int g = 0; g < ngiven; g++) free((void *)given[g].name);
+  return rc;
+}
