@@ -25,6 +25,7 @@ int tun_cmd_build_model(int argc, char **argv); /* cmd_model.c: tessel build MOD
 int tun_cmd_run_model(int argc, char **argv);   /* cmd_model.c: tessel run MODEL.so */
 int tun_cmd_graph(int argc, char **argv);      /* cmd_graph.c */
 int tun_cmd_tasks(int argc, char **argv);      /* cmd_tasks.c */
+int tun_cmd_tune_model(int argc, char **argv); /* cmd_tune_model.c */
 
 /* What a SUBJECT argument named. */
 typedef struct tun_subject {
@@ -38,5 +39,38 @@ typedef struct tun_subject {
  * (its single function, or the one named after '#': file.tsl#name).
  * Errors name the argument and list the valid workloads. */
 ts_status tun_subject_load(ts_arena *a, const char *arg, tun_subject *out, ts_diag *d);
+
+/* ---- the options `tessel tune` and `tessel tune-model` share (cmd_tune.c) ---- */
+#include <getopt.h>
+
+#include "codegen/codegen.h"
+#include "tuner/rpc_runner.h"
+#include "tuner/tune.h"
+
+typedef struct tun_tune_cli {
+  tun_tune_opts o;          /* trials (-1 until given), log, batch, model, seed, measure, build jobs */
+  tun_rpc_opts ro;          /* --tracker, --key, --parallel, --secret-file, --priority, --rpc-wait, --rpc-tries */
+  const char *target;       /* --target (NULL: the host, or the board's triple with --runner rpc) */
+  const char *runner;       /* --runner local|rpc */
+  bool json;                /* --json */
+  bool rpc;                 /* set by tun_tune_cli_setup */
+  char board_target[200];
+  tun_rpc_runner *rr;       /* tun_tune_cli_start_runner */
+} tun_tune_cli;
+
+/* The shared long options (codes >= 1000; a command's own use < 1000 or
+ * >= 2000), terminated by a zero entry. */
+extern const struct option tun_tune_cli_options[];
+void tun_tune_cli_init(tun_tune_cli *c);
+/* Applies one getopt_long result; false if opt is not a shared option. */
+bool tun_tune_cli_option(tun_tune_cli *c, int opt, const char *arg);
+/* Checks the options (messages name cmd) and resolves the target (asking
+ * the tracker for a board's triple with --runner rpc and no --target).
+ * Returns 0, or the exit status (2 bad usage, 1 no board). */
+int tun_tune_cli_setup(tun_tune_cli *c, const char *cmd, cg_target *tg);
+/* With --runner rpc, starts the RPC runner into c->o.rpc; 0 or exit status 2. */
+int tun_tune_cli_start_runner(tun_tune_cli *c, const char *cmd);
+/* Stops the runner (if any) and hands back its statistics (zeros if none). */
+void tun_tune_cli_stop_runner(tun_tune_cli *c, tun_rpc_stats *rs);
 
 #endif

@@ -40,111 +40,161 @@ enum { OPT_TARGET = 1000, OPT_TRIALS, OPT_LOG, OPT_BATCH, OPT_MODEL, OPT_SEED, O
        OPT_RUNNER, OPT_TRACKER, OPT_KEY, OPT_PARALLEL, OPT_SECRET, OPT_PRIORITY, OPT_RPCWAIT,
        OPT_RPCTRIES };
 
+/* The options `tessel tune` and `tessel tune-model` share (cli.h). */
+const struct option tun_tune_cli_options[] = {{"target", required_argument, 0, OPT_TARGET},
+                                              {"trials", required_argument, 0, OPT_TRIALS},
+                                              {"log", required_argument, 0, OPT_LOG},
+                                              {"batch", required_argument, 0, OPT_BATCH},
+                                              {"model", required_argument, 0, OPT_MODEL},
+                                              {"seed", required_argument, 0, OPT_SEED},
+                                              {"number", required_argument, 0, OPT_NUMBER},
+                                              {"repeat", required_argument, 0, OPT_REPEAT},
+                                              {"min-repeat-ms", required_argument, 0, OPT_MINMS},
+                                              {"timeout", required_argument, 0, OPT_TIMEOUT},
+                                              {"cache-flush", no_argument, 0, OPT_FLUSH},
+                                              {"threads", required_argument, 0, OPT_THREADS},
+                                              {"build-jobs", required_argument, 0, OPT_JOBS},
+                                              {"json", no_argument, 0, OPT_JSON},
+                                              {"runner", required_argument, 0, OPT_RUNNER},
+                                              {"tracker", required_argument, 0, OPT_TRACKER},
+                                              {"key", required_argument, 0, OPT_KEY},
+                                              {"parallel", required_argument, 0, OPT_PARALLEL},
+                                              {"secret-file", required_argument, 0, OPT_SECRET},
+                                              {"priority", required_argument, 0, OPT_PRIORITY},
+                                              {"rpc-wait", required_argument, 0, OPT_RPCWAIT},
+                                              {"rpc-tries", required_argument, 0, OPT_RPCTRIES},
+                                              {0, 0, 0, 0}};
+
+void tun_tune_cli_init(tun_tune_cli *c) {
+  memset(c, 0, sizeof *c);
+  tun_tune_opts_default(&c->o);
+  c->o.trials = -1;
+  c->runner = "local";
+  tun_rpc_opts_default(&c->ro);
+}
+
+bool tun_tune_cli_option(tun_tune_cli *c, int opt, const char *arg) {
+  tun_tune_opts *o = &c->o;
+  tun_rpc_opts *ro = &c->ro;
+  switch (opt) {
+  case OPT_TARGET: c->target = arg; break;
+  case OPT_TRIALS: o->trials = atoi(arg); break;
+  case OPT_LOG: o->log_path = arg; break;
+  case OPT_BATCH: o->batch = atoi(arg); break;
+  case OPT_MODEL: o->model = arg; break;
+  case OPT_SEED: o->seed = strtoull(arg, NULL, 0); break;
+  case OPT_NUMBER: o->measure.number = atoi(arg); break;
+  case OPT_REPEAT: o->measure.repeat = atoi(arg); break;
+  case OPT_MINMS: o->measure.min_repeat_ms = atof(arg); break;
+  case OPT_TIMEOUT: o->measure.timeout_s = atof(arg); break;
+  case OPT_FLUSH: o->measure.cache_flush = true; break;
+  case OPT_THREADS: o->measure.num_threads = atoi(arg); break;
+  case OPT_JOBS: o->build_jobs = atoi(arg); break;
+  case OPT_JSON: c->json = true; break;
+  case OPT_RUNNER: c->runner = arg; break;
+  case OPT_TRACKER: ro->tracker = arg; break;
+  case OPT_KEY: ro->key = arg; break;
+  case OPT_PARALLEL: ro->parallel = atoi(arg); break;
+  case OPT_SECRET: ro->secret_file = arg; break;
+  case OPT_PRIORITY: ro->priority = atoi(arg); break;
+  case OPT_RPCWAIT: ro->wait_s = atof(arg); break;
+  case OPT_RPCTRIES: ro->max_tries = atoi(arg); break;
+  default: return false;
+  }
+  return true;
+}
+
+int tun_tune_cli_setup(tun_tune_cli *c, const char *cmd, cg_target *tg) {
+  tun_tune_opts *o = &c->o;
+  tun_rpc_opts *ro = &c->ro;
+  if (o->trials < 0 || !o->log_path) {
+    fprintf(stderr, "tessel %s: --trials N and --log LOG are required\n", cmd);
+    return 2;
+  }
+  if (o->batch < 1 || o->measure.repeat < 1 || o->measure.repeat > TSRT_MAX_REPEAT ||
+      o->measure.timeout_s <= 0 || (strcmp(o->model, "xgb") && strcmp(o->model, "random"))) {
+    fprintf(stderr, "tessel %s: --batch >= 1, --repeat 1..%d, --timeout > 0, --model xgb|random\n", cmd,
+            TSRT_MAX_REPEAT);
+    return 2;
+  }
+  c->rpc = !strcmp(c->runner, "rpc");
+  if (!c->rpc && strcmp(c->runner, "local")) {
+    fprintf(stderr, "tessel %s: --runner local|rpc\n", cmd);
+    return 2;
+  }
+  if (c->rpc && (!ro->tracker || !ro->key || ro->parallel < 1 || ro->parallel > 256 || ro->max_tries < 1)) {
+    fprintf(stderr, "tessel %s: --runner rpc needs --tracker H:P and --key K (--parallel 1..256, "
+                    "--rpc-tries >= 1)\n", cmd);
+    return 2;
+  }
+  ts_diag d;
+  ts_diag_clear(&d);
+  const char *target = c->target;
+  if (!target && c->rpc) { /* the board says what it is */
+    char triple[128];
+    if (tun_rpc_board_triple(ro, triple, sizeof triple, &d)) {
+      fprintf(stderr, "tessel %s: %s\n", cmd, d.msg);
+      return 1;
+    }
+    snprintf(c->board_target, sizeof c->board_target, "llvm -mtriple=%s", triple);
+    target = c->board_target;
+  }
+  if (!target) target = "llvm";
+  if (cg_target_parse(target, tg, &d) || cg_llvm_resolve_target(tg, &d)) {
+    fprintf(stderr, "tessel %s: %s\n", cmd, d.msg);
+    return 2;
+  }
+  return 0;
+}
+
+int tun_tune_cli_start_runner(tun_tune_cli *c, const char *cmd) {
+  if (!c->rpc) return 0;
+  ts_diag d;
+  ts_diag_clear(&d);
+  c->ro.log = stderr;
+  if (tun_rpc_runner_new(&c->ro, &c->rr, &d)) {
+    fprintf(stderr, "tessel %s: %s\n", cmd, d.msg);
+    return 2;
+  }
+  c->o.rpc = c->rr;
+  return 0;
+}
+
+void tun_tune_cli_stop_runner(tun_tune_cli *c, tun_rpc_stats *rs) {
+  memset(rs, 0, sizeof *rs);
+  if (!c->rr) return;
+  tun_rpc_get_stats(c->rr, rs);
+  tun_rpc_runner_free(c->rr);
+  c->rr = NULL;
+  c->o.rpc = NULL;
+}
+
 int tun_cmd_tune(int argc, char **argv) {
-  static const struct option opts[] = {{"help", no_argument, 0, 'h'},
-                                       {"target", required_argument, 0, OPT_TARGET},
-                                       {"trials", required_argument, 0, OPT_TRIALS},
-                                       {"log", required_argument, 0, OPT_LOG},
-                                       {"batch", required_argument, 0, OPT_BATCH},
-                                       {"model", required_argument, 0, OPT_MODEL},
-                                       {"seed", required_argument, 0, OPT_SEED},
-                                       {"number", required_argument, 0, OPT_NUMBER},
-                                       {"repeat", required_argument, 0, OPT_REPEAT},
-                                       {"min-repeat-ms", required_argument, 0, OPT_MINMS},
-                                       {"timeout", required_argument, 0, OPT_TIMEOUT},
-                                       {"cache-flush", no_argument, 0, OPT_FLUSH},
-                                       {"threads", required_argument, 0, OPT_THREADS},
-                                       {"build-jobs", required_argument, 0, OPT_JOBS},
-                                       {"json", no_argument, 0, OPT_JSON},
-                                       {"runner", required_argument, 0, OPT_RUNNER},
-                                       {"tracker", required_argument, 0, OPT_TRACKER},
-                                       {"key", required_argument, 0, OPT_KEY},
-                                       {"parallel", required_argument, 0, OPT_PARALLEL},
-                                       {"secret-file", required_argument, 0, OPT_SECRET},
-                                       {"priority", required_argument, 0, OPT_PRIORITY},
-                                       {"rpc-wait", required_argument, 0, OPT_RPCWAIT},
-                                       {"rpc-tries", required_argument, 0, OPT_RPCTRIES},
-                                       {0, 0, 0, 0}};
-  tun_tune_opts o;
-  tun_tune_opts_default(&o);
-  o.trials = -1;
-  const char *target = NULL;
-  const char *runner = "local";
-  tun_rpc_opts ro;
-  tun_rpc_opts_default(&ro);
-  bool json = false;
+  struct option opts[64] = {{"help", no_argument, 0, 'h'}};
+  memcpy(opts + 1, tun_tune_cli_options, sizeof tun_tune_cli_options);
+  tun_tune_cli cli;
+  tun_tune_cli_init(&cli);
+  tun_tune_opts *po = &cli.o;
   int c;
   optind = 1;
   while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-    switch (c) {
-    case 'h': printf("%s", tune_usage); return 0;
-    case OPT_TARGET: target = optarg; break;
-    case OPT_TRIALS: o.trials = atoi(optarg); break;
-    case OPT_LOG: o.log_path = optarg; break;
-    case OPT_BATCH: o.batch = atoi(optarg); break;
-    case OPT_MODEL: o.model = optarg; break;
-    case OPT_SEED: o.seed = strtoull(optarg, NULL, 0); break;
-    case OPT_NUMBER: o.measure.number = atoi(optarg); break;
-    case OPT_REPEAT: o.measure.repeat = atoi(optarg); break;
-    case OPT_MINMS: o.measure.min_repeat_ms = atof(optarg); break;
-    case OPT_TIMEOUT: o.measure.timeout_s = atof(optarg); break;
-    case OPT_FLUSH: o.measure.cache_flush = true; break;
-    case OPT_THREADS: o.measure.num_threads = atoi(optarg); break;
-    case OPT_JOBS: o.build_jobs = atoi(optarg); break;
-    case OPT_JSON: json = true; break;
-    case OPT_RUNNER: runner = optarg; break;
-    case OPT_TRACKER: ro.tracker = optarg; break;
-    case OPT_KEY: ro.key = optarg; break;
-    case OPT_PARALLEL: ro.parallel = atoi(optarg); break;
-    case OPT_SECRET: ro.secret_file = optarg; break;
-    case OPT_PRIORITY: ro.priority = atoi(optarg); break;
-    case OPT_RPCWAIT: ro.wait_s = atof(optarg); break;
-    case OPT_RPCTRIES: ro.max_tries = atoi(optarg); break;
-    default: return 2;
+    if (c == 'h') {
+      printf("%s", tune_usage);
+      return 0;
     }
+    if (!tun_tune_cli_option(&cli, c, optarg)) return 2;
   }
   if (optind != argc - 1) {
     fprintf(stderr, "tessel tune: expected one SUBJECT (see --help)\n");
     return 2;
   }
-  if (o.trials < 0 || !o.log_path) {
-    fprintf(stderr, "tessel tune: --trials N and --log LOG are required\n");
-    return 2;
-  }
-  if (o.batch < 1 || o.measure.repeat < 1 || o.measure.repeat > TSRT_MAX_REPEAT ||
-      o.measure.timeout_s <= 0 || (strcmp(o.model, "xgb") && strcmp(o.model, "random"))) {
-    fprintf(stderr, "tessel tune: --batch >= 1, --repeat 1..%d, --timeout > 0, --model xgb|random\n",
-            TSRT_MAX_REPEAT);
-    return 2;
-  }
-  bool rpc = !strcmp(runner, "rpc");
-  if (!rpc && strcmp(runner, "local")) {
-    fprintf(stderr, "tessel tune: --runner local|rpc\n");
-    return 2;
-  }
-  if (rpc && (!ro.tracker || !ro.key || ro.parallel < 1 || ro.parallel > 256 || ro.max_tries < 1)) {
-    fprintf(stderr, "tessel tune: --runner rpc needs --tracker H:P and --key K (--parallel 1..256, "
-                    "--rpc-tries >= 1)\n");
-    return 2;
-  }
+  cg_target tg;
+  int rc = tun_tune_cli_setup(&cli, "tune", &tg);
+  if (rc) return rc;
   ts_diag d;
   ts_diag_clear(&d);
-  char board_target[200];
-  if (!target && rpc) { /* the board says what it is */
-    char triple[128];
-    if (tun_rpc_board_triple(&ro, triple, sizeof triple, &d)) {
-      fprintf(stderr, "tessel tune: %s\n", d.msg);
-      return 1;
-    }
-    snprintf(board_target, sizeof board_target, "llvm -mtriple=%s", triple);
-    target = board_target;
-  }
-  if (!target) target = "llvm";
-  cg_target tg;
-  if (cg_target_parse(target, &tg, &d) || cg_llvm_resolve_target(&tg, &d)) {
-    fprintf(stderr, "tessel tune: %s\n", d.msg);
-    return 2;
-  }
+  bool rpc = cli.rpc, json = cli.json;
+  tun_rpc_opts ro = cli.ro;
   ts_arena ar;
   ts_arena_init(&ar);
   tun_subject sub;
@@ -159,26 +209,16 @@ int tun_cmd_tune(int argc, char **argv) {
     return 2;
   }
   double flops = sub.is_workload ? ir_wl_flops(&sub.wl) : 0;
-  o.progress = stderr;
-  o.progress_tty = isatty(STDERR_FILENO);
-  tun_rpc_runner *rr = NULL;
-  if (rpc) {
-    ro.log = stderr;
-    if (tun_rpc_runner_new(&ro, &rr, &d)) {
-      fprintf(stderr, "tessel tune: %s\n", d.msg);
-      ts_arena_fini(&ar);
-      return 2;
-    }
-    o.rpc = rr;
+  po->progress = stderr;
+  po->progress_tty = isatty(STDERR_FILENO);
+  if ((rc = tun_tune_cli_start_runner(&cli, "tune"))) {
+    ts_arena_fini(&ar);
+    return rc;
   }
   tun_tune_result r;
-  ts_status st = tun_tune(sub.func, sub.label, flops, &tg, &o, &r, &d);
+  ts_status st = tun_tune(sub.func, sub.label, flops, &tg, po, &r, &d);
   tun_rpc_stats rs;
-  memset(&rs, 0, sizeof rs);
-  if (rr) {
-    tun_rpc_get_stats(rr, &rs);
-    tun_rpc_runner_free(rr);
-  }
+  tun_tune_cli_stop_runner(&cli, &rs);
   if (st) fprintf(stderr, "tessel tune: %s\n", d.msg);
   if (json) {
     json_t *j = json_object();
@@ -189,7 +229,7 @@ int tun_cmd_tune(int argc, char **argv) {
     json_object_set_new(j, "best_seconds", json_real(r.best_seconds));
     json_object_set_new(j, "best_gflops", json_real(r.best_gflops));
     json_object_set_new(j, "baseline_gflops", json_real(r.baseline_gflops));
-    json_object_set_new(j, "log", json_string(o.log_path));
+    json_object_set_new(j, "log", json_string(po->log_path));
     json_object_set_new(j, "wall_seconds", json_real(r.wall_seconds));
     if (rpc) {
       json_t *jr = json_object();
@@ -207,7 +247,7 @@ int tun_cmd_tune(int argc, char **argv) {
     json_decref(j);
   } else {
     printf("%s on %s: %d trials (%d new, %d errors) in %.1f s, log %s\n", sub.label, tg.text, r.trials,
-           r.new_trials, r.errors, r.wall_seconds, o.log_path);
+           r.new_trials, r.errors, r.wall_seconds, po->log_path);
     if (r.best_seconds > 0 && r.baseline_seconds > 0 && flops > 0)
       printf("best %.2f GFLOP/s vs default schedule %.2f GFLOP/s (%.2fx %s)\n", r.best_gflops,
              r.baseline_gflops, r.baseline_seconds / r.best_seconds,

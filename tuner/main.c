@@ -22,6 +22,7 @@ static const command commands[] = {
     {"build", tun_cmd_build, "schedule (trace or default), lower and build a shared library"},
     {"bench", tun_cmd_bench, "build, time in a forked child, and verify against the interpreter"},
     {"tune", tun_cmd_tune, "tune one kernel: search, build, measure, verify, log (resumable)"},
+    {"tune-model", tun_cmd_tune_model, "tune a model's tasks under one budget (task scheduler; resumable)"},
     {"sketches", tun_cmd_sketches, "print the design space: the traced sketches of the schedule rules"},
     {"log", tun_cmd_log, "inspect a tuning log, or print its best record (log inspect|best LOG)"},
     {"plot", tun_cmd_plot, "draw tuning curves (best-so-far GFLOP/s per trial) of logs as SVG"},

@@ -233,14 +233,15 @@ int tun_sched_next(tun_sched *s) {
   for (int i = 0; i < s->n; i++) /* warm-up: one round each */
     if (!s->tasks[i].dead && s->tasks[i].rounds == 0) return i;
   if (s->p.kind == TUN_SCHED_ROUND_ROBIN) {
+    /* in turn from the cursor; the fewest rounds first, so a resumed run
+     * (restored rounds) evens the tasks out before cycling again */
+    int best = -1;
     for (int k = 0; k < s->n; k++) {
       int i = (s->rr_next + k) % s->n;
-      if (!s->tasks[i].dead) {
-        s->rr_next = (i + 1) % s->n;
-        return i;
-      }
+      if (!s->tasks[i].dead && (best < 0 || s->tasks[i].rounds < s->tasks[best].rounds)) best = i;
     }
-    return -1;
+    if (best >= 0) s->rr_next = (best + 1) % s->n;
+    return best;
   }
   int live = 0, only = -1;
   for (int i = 0; i < s->n; i++)

@@ -5,7 +5,8 @@
  * per task its weight (occurrences in the model), FLOPs, best latency and the
  * history of best latencies after each round it was tuned; it answers "which
  * task next" for a strategy:
- *   - round-robin: task 0, 1, 2, ... in turn (dead tasks skipped);
+ *   - round-robin: task 0, 1, 2, ... in turn (dead tasks skipped; after a
+ *     resume, the tasks with the fewest rounds first);
  *   - gradient (Ansor, OSDI'20 §6; MetaSchedule's gradient_based): a
  *     round-robin warm-up until every task has had one round, then the task
  *     whose next round is expected to cut the objective Σ weight × latency

@@ -76,6 +76,28 @@ START_TEST(warmup_then_round_robin) {
 }
 END_TEST
 
+/* After a resume the task with the fewest rounds goes first, then the
+ * tasks take turns again. */
+START_TEST(round_robin_after_restore) {
+  const char *names[] = {"a", "b", "c"};
+  tun_sched s;
+  sched(&s, TUN_SCHED_ROUND_ROBIN, 0, 3, names, NULL, NULL);
+  double costs[] = {3, 2, 2, 1, 1, 1};
+  ts_diag d;
+  ts_diag_clear(&d);
+  ck_assert_int_eq(tun_sched_restore(&s, 0, costs, 6, 2, &d), TS_OK); /* 3 rounds */
+  ck_assert_int_eq(tun_sched_restore(&s, 1, costs, 2, 2, &d), TS_OK); /* 1 round */
+  ck_assert_int_eq(tun_sched_restore(&s, 2, costs, 4, 2, &d), TS_OK); /* 2 rounds */
+  int want[] = {1, 2, 1, 2, 0, 1, 2, 0};
+  for (int k = 0; k < 8; k++) {
+    int i = tun_sched_next(&s);
+    ck_assert_msg(i == want[k], "pick %d: task %d, expected %d", k, i, want[k]);
+    round_of(&s, i, 2, 1);
+  }
+  tun_sched_fini(&s);
+}
+END_TEST
+
 START_TEST(gradient_warmup_visits_each_task_first) {
   const char *names[] = {"a", "b", "c", "d"};
   double w[] = {1, 9, 1, 1};
@@ -510,6 +532,7 @@ int main(void) {
   Suite *s = suite_create("task_scheduler");
   TCase *c = tcase_create("synthetic");
   tcase_add_test(c, warmup_then_round_robin);
+  tcase_add_test(c, round_robin_after_restore);
   tcase_add_test(c, gradient_warmup_visits_each_task_first);
   tcase_add_test(c, gradient_prefers_dropping_task);
   tcase_add_test(c, gradient_simulated_run);

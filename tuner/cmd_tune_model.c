@@ -1,0 +1,249 @@
+/* cmd_tune_model.c — `tessel tune-model MODEL.onnx`: import the model, run
+ * the graph pass pipeline, extract its tasks (one per distinct fused
+ * PrimFunc, weighted by how often the model calls it) and tune them under
+ * one trial budget with the task scheduler (tuner/task_scheduler.h), into
+ * one log that `tessel build MODEL.onnx --log LOG` replays. Runner options
+ * are `tessel tune`'s (shared through cli.h). */
+#include <getopt.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "ir/graph/graph.h"
+#include "ir/graph/onnx.h"
+#include "ir/graph/passes.h"
+#include "ir/graph/tasks.h"
+#include "ir/struct.h"
+#include "tuner/cli.h"
+#include "tuner/task_scheduler.h"
+
+static const char usage[] =
+    "usage: tessel tune-model MODEL.onnx --trials N --log LOG [--target T]\n"
+    "         [--task-scheduler gradient|round-robin] [--bind NAME=VALUE ...]\n"
+    "         [--batch N] [--model xgb|random] [--seed S] [--number N] [--repeat N]\n"
+    "         [--min-repeat-ms MS] [--timeout S] [--cache-flush] [--threads N]\n"
+    "         [--build-jobs N] [--no-default] [--json]\n"
+    "         [--runner local|rpc --tracker H:P --key K [--parallel N]\n"
+    "          [--secret-file F] [--priority P] [--rpc-wait S] [--rpc-tries N]]\n"
+    "Imports MODEL, runs the graph passes, and tunes its tasks (the distinct fused\n"
+    "kernels; weight = how many times the model calls one) under one budget of N\n"
+    "measurement trials in all. Each round gives one task a batch of trials (--batch,\n"
+    "64, at most N / tasks) through the same search, builders and runners as\n"
+    "`tessel tune`. The task is chosen by\n"
+    "  gradient     (default) a round-robin warm-up until each task has had a round,\n"
+    "               then the task whose next round should cut the estimated latency\n"
+    "               most (Ansor's gradient: alpha 0.2, window 3, beta 2, and a random\n"
+    "               task with probability 0.05)\n"
+    "  round-robin  every task in turn.\n"
+    "Every record goes to LOG; records already there (these tasks, this target) count\n"
+    "toward N and restore each task's history: rerunning resumes, a met budget\n"
+    "appends nothing. After every round a table (id, task, weight, MFLOP, best\n"
+    "latency, GFLOP/s, trials) and the estimated end-to-end latency, the sum of\n"
+    "weight x best latency, are printed to stderr (redrawn in place on a terminal).\n"
+    "Tasks never tuned are estimated by their default schedule, measured once\n"
+    "(--no-default: left out). Symbolic dims (e.g. batch) are bound at 1 for tuning,\n"
+    "or at --bind NAME=VALUE; build with the same values to find the records.\n"
+    "--json prints {model, target, task_scheduler, trials, new_trials, rounds, tasks:\n"
+    "[{name, key, weight, flops, best_seconds, gflops, default_seconds, trials}],\n"
+    "estimated_latency_seconds, log}.\n";
+
+enum { OPT_SCHED = 2000, OPT_BIND, OPT_NODEFAULT };
+
+#define MAX_BIND 16
+
+int tun_cmd_tune_model(int argc, char **argv) {
+  static const struct option own[] = {{"help", no_argument, 0, 'h'},
+                                      {"task-scheduler", required_argument, 0, OPT_SCHED},
+                                      {"bind", required_argument, 0, OPT_BIND},
+                                      {"no-default", no_argument, 0, OPT_NODEFAULT}};
+  struct option opts[64];
+  size_t nown = sizeof own / sizeof own[0], nshared = 0;
+  while (tun_tune_cli_options[nshared].name) nshared++;
+  if (nown + nshared + 1 > sizeof opts / sizeof opts[0]) return 2;
+  memcpy(opts, own, sizeof own);
+  memcpy(opts + nown, tun_tune_cli_options, (nshared + 1) * sizeof *opts);
+
+  tun_tune_cli cli;
+  tun_tune_cli_init(&cli);
+  tun_tune_model_opts mo;
+  tun_tune_model_opts_default(&mo);
+  const char *bind_names[MAX_BIND];
+  int64_t bind_values[MAX_BIND];
+  char bind_buf[MAX_BIND][64];
+  int nbind = 0;
+  ts_diag d;
+  ts_diag_clear(&d);
+  int c;
+  optind = 1;
+  while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+    switch (c) {
+    case 'h': printf("%s", usage); return 0;
+    case OPT_SCHED:
+      if (tun_sched_kind_parse(optarg, &mo.sched.kind, &d)) {
+        fprintf(stderr, "tessel tune-model: --task-scheduler: %s\n", d.msg);
+        return 2;
+      }
+      break;
+    case OPT_BIND: {
+      const char *eq = strchr(optarg, '=');
+      char *end = NULL;
+      long long v = eq ? strtoll(eq + 1, &end, 10) : 0;
+      if (!eq || eq == optarg || (size_t)(eq - optarg) >= sizeof bind_buf[0] || !end || *end || eq[1] == 0 ||
+          v < 1 || nbind == MAX_BIND) {
+        fprintf(stderr, "tessel tune-model: --bind '%s': expected NAME=VALUE with VALUE >= 1 (at most %d)\n",
+                optarg, MAX_BIND);
+        return 2;
+      }
+      memcpy(bind_buf[nbind], optarg, (size_t)(eq - optarg));
+      bind_buf[nbind][eq - optarg] = 0;
+      bind_names[nbind] = bind_buf[nbind];
+      bind_values[nbind++] = v;
+      break;
+    }
+    case OPT_NODEFAULT: mo.measure_defaults = false; break;
+    default:
+      if (!tun_tune_cli_option(&cli, c, optarg)) return 2;
+    }
+  }
+  if (optind != argc - 1) {
+    fprintf(stderr, "tessel tune-model: expected one MODEL.onnx (see --help)\n");
+    return 2;
+  }
+  const char *path = argv[optind];
+  size_t pl = strlen(path);
+  if (pl < 5 || strcmp(path + pl - 5, ".onnx")) {
+    fprintf(stderr, "tessel tune-model: '%s' is not an ONNX model (a path ending in .onnx); "
+                    "`tessel tune` tunes one kernel\n", path);
+    return 2;
+  }
+  if (access(path, R_OK)) {
+    fprintf(stderr, "tessel tune-model: cannot read '%s'\n", path);
+    return 2;
+  }
+  cg_target tg;
+  int rc = tun_tune_cli_setup(&cli, "tune-model", &tg);
+  if (rc) return rc;
+
+  ir_module *m = ir_module_new();
+  if (!m) {
+    fprintf(stderr, "tessel tune-model: out of memory\n");
+    return 1;
+  }
+  tg_graph *g = NULL;
+  tg_task *tasks = NULL;
+  tun_model_task *mt = NULL;
+  int ntasks = 0;
+  rc = 2;
+  if (tg_onnx_import(path, m, &g, &d) || tg_run_pipeline(g, NULL, &d) ||
+      tg_extract_tasks_at(g, nbind, bind_names, bind_values, &tasks, &ntasks, &d)) {
+    fprintf(stderr, "tessel tune-model: %s\n", d.msg);
+    goto out;
+  }
+  if (ntasks == 0) {
+    fprintf(stderr, "tessel tune-model: %s has no kernels to tune (every node folded away)\n", path);
+    goto out;
+  }
+  mt = ts_calloc((size_t)ntasks, sizeof *mt);
+  if (!mt) {
+    fprintf(stderr, "tessel tune-model: out of memory\n");
+    goto out;
+  }
+  for (int i = 0; i < ntasks; i++) {
+    mt[i].name = tasks[i].name;
+    mt[i].weight = tasks[i].weight;
+    mt[i].flops = tasks[i].flops > 0 ? tasks[i].flops : 0;
+    mt[i].func = tasks[i].func;
+    mt[i].definition = tasks[i].definition;
+    char key[17];
+    ir_workload_key(tasks[i].func, key);
+    char want[17];
+    snprintf(want, sizeof want, "%016llx", (unsigned long long)tasks[i].key);
+    if (strcmp(key, want)) /* the key build looks up must be the one tune logs */
+      fprintf(stderr, "tessel tune-model: warning: task %s: key %s differs from its function's workload key %s; "
+                      "logging under %s\n", tasks[i].name, want, key, key);
+  }
+  mo.tune = cli.o;
+  mo.tune.progress = stderr;
+  mo.tune.progress_tty = isatty(STDERR_FILENO);
+  mo.progress = stderr;
+  mo.progress_tty = mo.tune.progress_tty;
+  mo.model_name = path;
+  mo.sched.seed = cli.o.seed;
+  if ((rc = tun_tune_cli_start_runner(&cli, "tune-model"))) goto out;
+  mo.tune.rpc = cli.o.rpc;
+  tun_tune_model_result r;
+  ts_status st = tun_tune_model(mt, ntasks, &tg, &mo, &r, &d);
+  tun_rpc_stats rs;
+  tun_tune_cli_stop_runner(&cli, &rs);
+  if (st) fprintf(stderr, "tessel tune-model: %s\n", d.msg);
+  if (cli.json) {
+    json_t *j = json_object();
+    json_object_set_new(j, "model", json_string(path));
+    json_object_set_new(j, "target", json_string(tg.text));
+    json_object_set_new(j, "task_scheduler", json_string(tun_sched_kind_name(mo.sched.kind)));
+    json_object_set_new(j, "trials", json_integer(r.trials));
+    json_object_set_new(j, "budget", json_integer(mo.tune.trials));
+    json_object_set_new(j, "new_trials", json_integer(r.new_trials));
+    json_object_set_new(j, "rounds", json_integer(r.rounds));
+    json_object_set_new(j, "trials_per_round", json_integer(r.batch));
+    json_t *ja = json_array();
+    for (int i = 0; i < r.ntasks; i++) {
+      const tun_model_task_status *t = &r.tasks[i];
+      json_t *jt = json_object();
+      json_object_set_new(jt, "name", json_string(t->name));
+      json_object_set_new(jt, "key", json_string(t->key));
+      json_object_set_new(jt, "weight", json_integer(t->weight));
+      json_object_set_new(jt, "flops", json_real(t->flops));
+      json_object_set_new(jt, "best_seconds", json_real(t->best_seconds));
+      json_object_set_new(jt, "gflops",
+                          json_real(t->best_seconds > 0 && t->flops > 0 ? t->flops / t->best_seconds * 1e-9 : 0));
+      json_object_set_new(jt, "default_seconds", json_real(t->default_seconds));
+      json_object_set_new(jt, "trials", json_integer(t->trials));
+      json_object_set_new(jt, "rounds", json_integer(t->rounds));
+      json_object_set_new(jt, "search_exhausted", json_boolean(t->dead));
+      json_array_append_new(ja, jt);
+    }
+    json_object_set_new(j, "tasks", ja);
+    json_object_set_new(j, "estimated_latency_seconds",
+                        r.missing == r.ntasks ? json_null() : json_real(r.estimated_seconds));
+    json_object_set_new(j, "estimated_from_default", json_integer(r.from_default));
+    json_object_set_new(j, "estimated_missing", json_integer(r.missing));
+    json_object_set_new(j, "log", json_string(mo.tune.log_path));
+    json_object_set_new(j, "wall_seconds", json_real(r.wall_seconds));
+    if (cli.rpc) {
+      json_t *jr = json_object();
+      json_object_set_new(jr, "parallel", json_integer(cli.ro.parallel));
+      json_object_set_new(jr, "sessions", json_integer(rs.sessions));
+      json_object_set_new(jr, "measured", json_integer(rs.measured));
+      json_object_set_new(jr, "board_failures", json_integer(rs.board_failures));
+      json_object_set_new(jr, "retries", json_integer(rs.retries));
+      json_object_set_new(jr, "lost", json_integer(rs.lost));
+      json_object_set_new(j, "rpc", jr);
+    }
+    char *s = json_dumps(j, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+    if (s) puts(s);
+    free(s);
+    json_decref(j);
+  } else {
+    printf("%s on %s: %d tasks, %d trials (%d new, %d rounds) in %.1f s, log %s\n", path, tg.text, r.ntasks,
+           r.trials, r.new_trials, r.rounds, r.wall_seconds, mo.tune.log_path);
+    if (r.missing == r.ntasks)
+      printf("estimated end-to-end latency: - (no task measured)\n");
+    else
+      printf("estimated end-to-end latency: %.4f ms (sum of weight x best latency%s%s)\n",
+             r.estimated_seconds * 1e3, r.from_default ? "; default schedule for untuned tasks" : "",
+             r.missing ? "; some tasks left out" : "");
+    if (cli.rpc)
+      printf("rpc: %d boards at once, %d sessions, %d measured, %d board failures, %d retried, %d lost\n",
+             cli.ro.parallel, rs.sessions, rs.measured, rs.board_failures, rs.retries, rs.lost);
+  }
+  tun_tune_model_result_fini(&r);
+  rc = st ? 1 : 0;
+out:
+  ts_free(mt);
+  if (tasks) tg_tasks_free(tasks, ntasks);
+  ir_module_free(m);
+  return rc;
+}
