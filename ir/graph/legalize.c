@@ -26,7 +26,7 @@
 /* ---- small text helpers ----------------------------------------------------------- */
 
 typedef struct tb {
-  char s[4096];
+  char s[16384];
   size_t n;
   bool over;
 } tb;
@@ -930,7 +930,13 @@ static void emit_conv_transpose(lg_kernel *k, const tg_node *n, const char *cons
     return;
   }
   int64_t kern[3];
-  for (int i = 0; i < r - 2 && i < 3; i++) kern[i] = wv->dims[2 + i].value;
+  for (int i = 0; i < r - 2 && i < 3; i++) {
+    if (wv->dims[2 + i].sym || wv->dims[0].sym) {
+      fail(k, TS_EUNSUPPORTED, n, "symbolic kernel size or channel count");
+      return;
+    }
+    kern[i] = wv->dims[2 + i].value;
+  }
   win w;
   if (!get_win(k, n, x, y, kern, &w)) return;
   if (!strcmp(tg_attr_str(n, "auto_pad", "NOTSET"), "SAME_UPPER") ||

@@ -220,6 +220,15 @@ static ts_status fold_eval(tg_graph *g, tg_node *n, ts_diag *d) {
   return st;
 }
 
+static ts_status set_const(tg_graph *g, tg_node *n, tg_value *y, const void *data, size_t nbytes, ts_diag *d) {
+  ts_status st = tg_value_set_data(g, y->id, data, nbytes, d);
+  if (st != TS_OK) return st;
+  y->kind = TG_V_CONST;
+  y->producer = -1;
+  n->dead = true;
+  return TS_OK;
+}
+
 static ts_status fold_constant_node(tg_graph *g, tg_node *n, ts_diag *d) {
   /* the importer turns Constant nodes into constants; a hand-built graph may
    * still have one with value_float(s) / value_int(s) */
@@ -234,37 +243,27 @@ static ts_status fold_constant_node(tg_graph *g, tg_node *n, ts_diag *d) {
   int64_t numel = tg_value_numel(y);
   if ((a = tg_node_attr(n, "value_float")) && y->dtype.code == IR_F32 && numel == 1) {
     float f = (float)a->f;
-    return tg_value_set_data(g, y->id, &f, sizeof f, d) == TS_OK ? (y->kind = TG_V_CONST, y->producer = -1,
-                                                                    n->dead = true, TS_OK)
-                                                                 : d->code;
+    return set_const(g, n, y, &f, sizeof f, d);
   }
   if ((a = tg_node_attr(n, "value_int")) && y->dtype.code == IR_I64 && numel == 1) {
     int64_t v = a->i;
-    return tg_value_set_data(g, y->id, &v, sizeof v, d) == TS_OK ? (y->kind = TG_V_CONST, y->producer = -1,
-                                                                    n->dead = true, TS_OK)
-                                                                 : d->code;
+    return set_const(g, n, y, &v, sizeof v, d);
   }
-  if ((a = tg_node_attr(n, "value_ints")) && a->kind == TG_A_INTS && y->dtype.code == IR_I64 && numel == a->n) {
-    ts_status st = tg_value_set_data(g, y->id, a->ints, (size_t)a->n * sizeof(int64_t), d);
-    if (st != TS_OK) return st;
-    y->kind = TG_V_CONST;
-    y->producer = -1;
-    n->dead = true;
-    return TS_OK;
-  }
+  if ((a = tg_node_attr(n, "value_ints")) && a->kind == TG_A_INTS && y->dtype.code == IR_I64 && numel == a->n)
+    return set_const(g, n, y, a->ints, (size_t)a->n * sizeof(int64_t), d);
   if ((a = tg_node_attr(n, "value_floats")) && a->kind == TG_A_FLOATS && y->dtype.code == IR_F32 &&
       numel == a->n) {
-    float buf[4096];
-    if (a->n > 4096) return ts_diag_set(d, TS_EUNSUPPORTED, "node '%s' (Constant): too many value_floats", n->name);
+    float *buf = ts_malloc((size_t)a->n * sizeof(float) + 1);
+    if (!buf) return ts_diag_set(d, TS_ENOMEM, "out of memory folding '%s'", n->name);
     for (int i = 0; i < a->n; i++) buf[i] = (float)a->floats[i];
-    ts_status st = tg_value_set_data(g, y->id, buf, (size_t)a->n * sizeof(float), d);
-    if (st != TS_OK) return st;
-    y->kind = TG_V_CONST;
-    y->producer = -1;
-    n->dead = true;
-    return TS_OK;
+    ts_status st = set_const(g, n, y, buf, (size_t)a->n * sizeof(float), d);
+    ts_free(buf);
+    return st;
   }
-  return ts_diag_set(d, TS_EUNSUPPORTED, "node '%s' (Constant): no value this pass can read", n->name);
+  return ts_diag_set(d, TS_EUNSUPPORTED,
+                     "node '%s' (Constant): no value this pass can read (value_float(s)/value_int(s) of the "
+                     "output's dtype and size, or data on the output value)",
+                     n->name);
 }
 
 ts_status tg_pass_fold_constants(tg_graph *g, ts_diag *d) {
@@ -297,6 +296,10 @@ static const float *f32_data(const tg_graph *g, int vid, int64_t want) {
   return v->data;
 }
 
+static ts_status fold_bn_with(tg_graph *g, tg_node *bn, int64_t C, double eps, const float *scale,
+                              const float *bias, const float *mean, const float *var, float *s, float *sh,
+                              float *nb, ts_diag *d);
+
 static ts_status fold_one_bn(tg_graph *g, tg_node *bn, ts_diag *d) {
   if (bn->nin < 5 || tg_attr_int(bn, "training_mode", 0) || bn->nout < 1) return TS_OK;
   for (int j = 1; j < bn->nout; j++)
@@ -308,8 +311,17 @@ static ts_status fold_one_bn(tg_graph *g, tg_node *bn, ts_diag *d) {
               *mean = f32_data(g, bn->inputs[3], C), *var = f32_data(g, bn->inputs[4], C);
   if (!scale || !bias || !mean || !var) return TS_OK;
   double eps = tg_attr_float(bn, "epsilon", 1e-5);
-  float s[4096], sh[4096];
-  if (C > 4096) return TS_OK;
+  float *s = ts_malloc((size_t)(3 * C) * sizeof(float)), *sh = s ? s + C : NULL, *nb = s ? s + 2 * C : NULL;
+  if (!s) return ts_diag_set(d, TS_ENOMEM, "out of memory folding batch norm '%s'", bn->name);
+  ts_status st = fold_bn_with(g, bn, C, eps, scale, bias, mean, var, s, sh, nb, d);
+  ts_free(s);
+  return st;
+}
+
+static ts_status fold_bn_with(tg_graph *g, tg_node *bn, int64_t C, double eps, const float *scale,
+                              const float *bias, const float *mean, const float *var, float *s, float *sh,
+                              float *nb, ts_diag *d) {
+  const tg_value *x = g->values[bn->inputs[0]];
   for (int64_t c = 0; c < C; c++) {
     s[c] = (float)(scale[c] / sqrt((double)var[c] + eps));
     sh[c] = (float)(bias[c] - mean[c] * (double)s[c]);
@@ -338,7 +350,6 @@ static ts_status fold_one_bn(tg_graph *g, tg_node *bn, ts_diag *d) {
     if (!nw) return ts_diag_set(d, TS_ENOMEM, "out of memory folding batch norm '%s'", bn->name);
     for (int64_t o = 0; o < C; o++)
       for (int64_t i = 0; i < per; i++) nw[o * per + i] = w[o * per + i] * s[o];
-    float nb[4096];
     for (int64_t o = 0; o < C; o++) nb[o] = (cb ? cb[o] : 0.0f) * s[o] + sh[o];
     char base[200];
     snprintf(base, sizeof base, "%s_bnfolded", wv->name);
@@ -359,7 +370,6 @@ static ts_status fold_one_bn(tg_graph *g, tg_node *bn, ts_diag *d) {
      * one consumers and graph outputs know) */
     conv->outputs[0] = yv;
     g->values[yv]->producer = conv->id;
-    x = NULL;
     bn->dead = true;
     return TS_OK;
   }
@@ -381,13 +391,10 @@ static ts_status fold_one_bn(tg_graph *g, tg_node *bn, ts_diag *d) {
   if (tid < 0) return d && d->code ? d->code : TS_ENOMEM;
   int min[2] = {bn->inputs[0], sid}, ain[2] = {tid, hid};
   snprintf(base, sizeof base, "%s_mul", bn->name);
+  bn->dead = true; /* before adding the Add that takes over its output value */
   int mid = tg_node_add(g, TG_OP_MUL, base, 2, min, 1, &tid, d);
   if (mid < 0) return d && d->code ? d->code : TS_ENOMEM;
-  bn = NULL; /* the node table may have moved */
   snprintf(base, sizeof base, "%s_add", g->nodes[mid]->name);
-  for (int i = 0; i < g->nnodes; i++)
-    if (g->nodes[i]->op == TG_OP_BATCH_NORM && !g->nodes[i]->dead && g->nodes[i]->outputs[0] == yv)
-      g->nodes[i]->dead = true;
   int aid = tg_node_add(g, TG_OP_ADD, base, 2, ain, 1, &yv, d);
   if (aid < 0) return d && d->code ? d->code : TS_ENOMEM;
   return TS_OK;

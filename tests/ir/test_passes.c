@@ -201,6 +201,36 @@ static void conv_vs_workload(const char *spec, int64_t N, int64_t Cc, int64_t H,
   free_tensors(out, 1);
 }
 
+
+/* conv (no bias) from a workload spec, against its reference */
+static void conv_vs_workload_d(const char *spec) {
+  ir_wl_inst wl;
+  ck_assert_int_eq(ir_wl_parse(spec, &wl, NULL), TS_OK);
+  int64_t N = ir_wl_int(&wl, "n"), Cc = ir_wl_int(&wl, "c"), H = ir_wl_int(&wl, "h"), W = ir_wl_int(&wl, "w"),
+          K = ir_wl_int(&wl, "k"), R = ir_wl_int(&wl, "r"), st = ir_wl_int(&wl, "stride"),
+          pad = ir_wl_int(&wl, "pad"), dl = ir_wl_int(&wl, "dilation");
+  int64_t P = (H + 2 * pad - dl * (R - 1) - 1) / st + 1, Q = (W + 2 * pad - dl * (R - 1) - 1) / st + 1;
+  int x = input(G, "x", 4, (tg_dim[]){C(N), C(Cc), C(H), C(W)});
+  int w = rconst(G, "w", 4, (tg_dim[]){C(K), C(Cc), C(R), C(R)}, 7);
+  int y = inter(G, "y", 4, (tg_dim[]){C(N), C(K), C(P), C(Q)});
+  tg_node *n = node(G, TG_OP_CONV, "conv", 2, (int[]){x, w}, 1, &y);
+  aints(G, n, "strides", 2, (int64_t[]){st, st});
+  aints(G, n, "dilations", 2, (int64_t[]){dl, dl});
+  aints(G, n, "pads", 4, (int64_t[]){pad, pad, pad, pad});
+  output(G, y);
+  run_pipe(G, NULL);
+  ir_tensor in[1], out[1];
+  make_inputs(G, in, 0, 13);
+  run(G, in, out);
+  ir_tensor args[3] = {in[0], {.dtype = F32, .ndim = 4, .shape = {K, Cc, R, R}, .data = G->values[tg_value_find(G, "w")]->data}};
+  ck_assert_int_eq(ir_tensor_alloc(&args[2], F32, 4, (int64_t[]){N, K, P, Q}), TS_OK);
+  ck_assert_int_eq(ir_wl_reference(&wl, args, NULL), TS_OK);
+  expect_close(&out[0], &args[2], 1e-5);
+  ir_tensor_free(&args[2]);
+  free_tensors(in, 1);
+  free_tensors(out, 1);
+}
+
 START_TEST(test_conv_strided_padded) {
   conv_vs_workload("conv2d_nchw:n=1,c=3,h=7,w=7,k=5,r=3,s=3,stride=2,pad=1,dilation=1,groups=1", 1, 3, 7, 7, 5, 3,
                    2, 1, 1, 4, 4);
@@ -381,8 +411,7 @@ START_TEST(test_injective_and_reduce_ops) {
   int x = input(G, "x", 3, (tg_dim[]){C(2), C(3), C(7)});
   int x2 = input(G, "x2", 3, (tg_dim[]){C(2), C(2), C(7)});
   int tr = inter(G, "tr", 3, (tg_dim[]){C(7), C(2), C(3)});
-  node(G, TG_OP_TRANSPOSE, "tr", 1, &x, 1, &tr)->nattr += 0;
-  aints(G, G->nodes[G->nnodes - 1], "perm", 3, (int64_t[]){2, 0, 1});
+  aints(G, node(G, TG_OP_TRANSPOSE, "tr", 1, &x, 1, &tr), "perm", 3, (int64_t[]){2, 0, 1});
   int cc = inter(G, "cc", 3, (tg_dim[]){C(2), C(5), C(7)});
   aint(G, node(G, TG_OP_CONCAT, "cat", 2, (int[]){x, x2}, 1, &cc), "axis", 1);
   int sl = inter(G, "sl", 3, (tg_dim[]){C(2), C(3), C(3)});
@@ -440,6 +469,164 @@ START_TEST(test_injective_and_reduce_ops) {
 #undef X2
   free_tensors(in, 2);
   free_tensors(out, 7);
+}
+END_TEST
+
+
+/* unary ops against libm, on one input through a chain of outputs */
+START_TEST(test_unary_ops) {
+  tg_dim d2[2] = {C(3), C(11)};
+  int x = input(G, "x", 2, d2);
+  static const tg_op ops[] = {TG_OP_RELU, TG_OP_LEAKY_RELU, TG_OP_SIGMOID, TG_OP_TANH, TG_OP_ERF,
+                              TG_OP_GELU, TG_OP_CLIP, TG_OP_IDENTITY};
+  enum { NOPS = (int)(sizeof ops / sizeof ops[0]) };
+  int outs[NOPS + 3];
+  for (int i = 0; i < NOPS; i++) {
+    char nm[32];
+    snprintf(nm, sizeof nm, "y%d", i);
+    outs[i] = inter(G, nm, 2, d2);
+    snprintf(nm, sizeof nm, "op%d", i);
+    tg_node *n = node(G, ops[i], nm, 1, &x, 1, &outs[i]);
+    if (ops[i] == TG_OP_LEAKY_RELU) afloat(G, n, "alpha", 0.2);
+    if (ops[i] == TG_OP_GELU)
+      ck_assert_int_eq(tg_node_set_attr(G, n, &(tg_attr){.name = "approximate", .kind = TG_A_STRING, .s = "tanh"}),
+                       TS_OK);
+    if (ops[i] == TG_OP_CLIP) {
+      afloat(G, n, "min", -0.25);
+      afloat(G, n, "max", 0.5);
+    }
+  }
+  /* sqrt(x*x) = |x|; pow(x*x, 1.5) = |x|^3; cast to i32 truncates */
+  int sq = inter(G, "sq", 2, d2);
+  node(G, TG_OP_MUL, "sqm", 2, (int[]){x, x}, 1, &sq);
+  outs[NOPS] = inter(G, "ab", 2, d2);
+  node(G, TG_OP_SQRT, "sqrt", 1, &sq, 1, &outs[NOPS]);
+  int e = fconst(G, "e", 1.5f);
+  outs[NOPS + 1] = inter(G, "p", 2, d2);
+  node(G, TG_OP_POW, "pow", 2, (int[]){sq, e}, 1, &outs[NOPS + 1]);
+  int x10 = inter(G, "x10", 2, d2), ten = fconst(G, "ten", 10.0f);
+  node(G, TG_OP_MUL, "x10m", 2, (int[]){x, ten}, 1, &x10);
+  outs[NOPS + 2] = value(G, "ci", TG_V_INTER, ir_dt(IR_I32), 2, d2);
+  node(G, TG_OP_CAST, "cast", 1, &x10, 1, &outs[NOPS + 2]);
+  for (int i = 0; i < NOPS + 3; i++) output(G, outs[i]);
+  run_pipe(G, NULL);
+  /* siblings that share only an input are not fused (as in TVM): eight
+   * kernels, {mul, sqrt, pow} with two outputs, {mul, cast} */
+  ck_assert_int_eq(tg_count_called_funcs(G), 10);
+  ir_tensor in[1], out[NOPS + 3];
+  make_inputs(G, in, 0, 12);
+  run(G, in, out);
+  for (int f = 0; f < 33; f++) {
+    double v = at(&in[0], f);
+    double want[NOPS + 2] = {v > 0 ? v : 0,
+                             v > 0 ? v : 0.2 * v,
+                             1 / (1 + exp(-v)),
+                             tanh(v),
+                             erf(v),
+                             0.5 * v * (1 + tanh(0.7978845608 * (v + 0.044715 * v * v * v))),
+                             v < -0.25 ? -0.25 : v > 0.5 ? 0.5 : v,
+                             v,
+                             fabs(v),
+                             fabs(v) * fabs(v) * fabs(v)};
+    for (int i = 0; i < NOPS + 2; i++)
+      ck_assert_msg(fabs(at(&out[i], f) - want[i]) < 2e-6, "output %d at %d: %g vs %g", i, f, at(&out[i], f), want[i]);
+    ck_assert_int_eq(((int32_t *)out[NOPS + 2].data)[f], (int32_t)(float)(v * 10.0f));
+  }
+  free_tensors(in, 1);
+  free_tensors(out, NOPS + 3);
+}
+END_TEST
+
+START_TEST(test_split_and_edge_reflect_pad) {
+  int x = input(G, "x", 2, (tg_dim[]){C(2), C(7)});
+  int a = inter(G, "a", 2, (tg_dim[]){C(2), C(3)}), b = inter(G, "b", 2, (tg_dim[]){C(2), C(4)});
+  aint(G, node(G, TG_OP_SPLIT, "split", 1, &x, 2, (int[]){a, b}), "axis", 1);
+  int pe = inter(G, "pe", 2, (tg_dim[]){C(2), C(10)}), pr = inter(G, "pr", 2, (tg_dim[]){C(2), C(10)});
+  tg_node *n = node(G, TG_OP_PAD, "pad_edge", 1, &x, 1, &pe);
+  aints(G, n, "pads", 4, (int64_t[]){0, 2, 0, 1});
+  tg_node_set_attr(G, n, &(tg_attr){.name = "mode", .kind = TG_A_STRING, .s = "edge"});
+  n = node(G, TG_OP_PAD, "pad_reflect", 1, &x, 1, &pr);
+  aints(G, n, "pads", 4, (int64_t[]){0, 2, 0, 1});
+  tg_node_set_attr(G, n, &(tg_attr){.name = "mode", .kind = TG_A_STRING, .s = "reflect"});
+  output(G, a);
+  output(G, b);
+  output(G, pe);
+  output(G, pr);
+  run_pipe(G, NULL);
+  ir_tensor in[1], out[4];
+  make_inputs(G, in, 0, 21);
+  run(G, in, out);
+  for (int i = 0; i < 2; i++) {
+    for (int j = 0; j < 3; j++) ck_assert(at(&out[0], i * 3 + j) == at(&in[0], i * 7 + j));
+    for (int j = 0; j < 4; j++) ck_assert(at(&out[1], i * 4 + j) == at(&in[0], i * 7 + 3 + j));
+    for (int j = 0; j < 10; j++) {
+      int s = j - 2, e = s < 0 ? 0 : s > 6 ? 6 : s, r = s < 0 ? -s : s > 6 ? 12 - s : s;
+      ck_assert(at(&out[2], i * 10 + j) == at(&in[0], i * 7 + e));
+      ck_assert(at(&out[3], i * 10 + j) == at(&in[0], i * 7 + r));
+    }
+  }
+  free_tensors(in, 1);
+  free_tensors(out, 4);
+}
+END_TEST
+
+START_TEST(test_conv_transpose_vs_workload) {
+  int x = input(G, "x", 4, (tg_dim[]){C(2), C(2), C(5), C(3)});
+  int w = rconst(G, "w", 4, (tg_dim[]){C(2), C(3), C(4), C(5)}, 90);
+  /* oh = (5-1)*3 - 2*2 + 4 = 12, ow = (3-1)*3 - 4 + 5 = 7 */
+  int y = inter(G, "y", 4, (tg_dim[]){C(2), C(3), C(12), C(7)});
+  tg_node *n = node(G, TG_OP_CONV_TRANSPOSE, "convt", 2, (int[]){x, w}, 1, &y);
+  aints(G, n, "strides", 2, (int64_t[]){3, 3});
+  aints(G, n, "pads", 4, (int64_t[]){2, 2, 2, 2});
+  output(G, y);
+  run_pipe(G, NULL);
+  ir_tensor in[1], out[1];
+  make_inputs(G, in, 0, 91);
+  run(G, in, out);
+  ir_wl_inst wl;
+  ck_assert_int_eq(ir_wl_parse("conv2d_transpose:n=2,c=2,h=5,w=3,k=3,r=4,s=5,stride=3,pad=2", &wl, NULL), TS_OK);
+  ir_tensor args[3] = {in[0], {.dtype = F32, .ndim = 4, .shape = {2, 3, 4, 5}, .data = G->values[tg_value_find(G, "w")]->data}};
+  ck_assert_int_eq(ir_tensor_alloc(&args[2], F32, 4, (int64_t[]){2, 3, 12, 7}), TS_OK);
+  ck_assert_int_eq(ir_wl_reference(&wl, args, NULL), TS_OK);
+  expect_close(&out[0], &args[2], 1e-5);
+  ir_tensor_free(&args[2]);
+  free_tensors(in, 1);
+  free_tensors(out, 1);
+}
+END_TEST
+
+START_TEST(test_conv_dilated_vs_workload) {
+  conv_vs_workload_d("conv2d_nchw:n=1,c=2,h=9,w=9,k=3,r=3,s=3,stride=1,pad=2,dilation=2,groups=1");
+}
+END_TEST
+
+START_TEST(test_matmul_vector_operands) {
+  int v = input(G, "v", 1, (tg_dim[]){C(5)});
+  int m = input(G, "m", 3, (tg_dim[]){C(2), C(5), C(3)});
+  int y = inter(G, "y", 2, (tg_dim[]){C(2), C(3)});
+  node(G, TG_OP_MATMUL, "vm", 2, (int[]){v, m}, 1, &y);
+  int mt = input(G, "mt", 2, (tg_dim[]){C(4), C(5)});
+  int z = inter(G, "z", 1, (tg_dim[]){C(4)});
+  node(G, TG_OP_MATMUL, "mv", 2, (int[]){mt, v}, 1, &z);
+  output(G, y);
+  output(G, z);
+  run_pipe(G, "legalize");
+  ir_tensor in[3], out[2];
+  make_inputs(G, in, 0, 31);
+  run(G, in, out);
+  for (int b = 0; b < 2; b++)
+    for (int j = 0; j < 3; j++) {
+      double s = 0;
+      for (int k = 0; k < 5; k++) s += (double)at(&in[0], k) * at(&in[1], (b * 5 + k) * 3 + j);
+      ck_assert(fabs(at(&out[0], b * 3 + j) - s) < 1e-5);
+    }
+  for (int i = 0; i < 4; i++) {
+    double s = 0;
+    for (int k = 0; k < 5; k++) s += (double)at(&in[2], i * 5 + k) * at(&in[0], k);
+    ck_assert(fabs(at(&out[1], i) - s) < 1e-5);
+  }
+  free_tensors(in, 3);
+  free_tensors(out, 2);
 }
 END_TEST
 
@@ -945,6 +1132,11 @@ static Suite *passes_suite(void) {
   tcase_add_test(tc, test_softmax_middle_axis);
   tcase_add_test(tc, test_layernorm_vs_workload);
   tcase_add_test(tc, test_injective_and_reduce_ops);
+  tcase_add_test(tc, test_unary_ops);
+  tcase_add_test(tc, test_split_and_edge_reflect_pad);
+  tcase_add_test(tc, test_conv_transpose_vs_workload);
+  tcase_add_test(tc, test_conv_dilated_vs_workload);
+  tcase_add_test(tc, test_matmul_vector_operands);
   suite_add_tcase(s, tc);
   tc = tcase_create("passes");
   tcase_add_checked_fixture(tc, setup, teardown);
