@@ -146,10 +146,20 @@ static ts_status relaxed_region(sch_state *s, const sch_path *p, const ir_region
 /* The whole buffer, or the region reg when it is given. */
 static void whole_region(sch_state *s, const ir_buffer *buf, const ir_region *reg, copy_dim *out) {
   for (int d = 0; d < buf->ndim; d++) {
-    int64_t e;
+    int64_t e, l0, sh;
     if (reg && ir_as_int(reg->ranges[d].extent, &e) && e > 0) {
       out[d].lo = reg->ranges[d].min;
       out[d].ext = reg->ranges[d].extent;
+      /* constant: clip to the buffer (a guarded read, e.g. padding, reaches
+       * past it; the guard keeps those elements from being used) */
+      if (ir_as_int(out[d].lo, &l0) && ir_as_int(buf->shape[d], &sh)) {
+        int64_t h = l0 + e - 1 < sh - 1 ? l0 + e - 1 : sh - 1;
+        l0 = l0 < 0 ? 0 : l0;
+        if (h >= l0) {
+          out[d].lo = ir_int(&s->arena, out[d].lo->dtype, l0);
+          out[d].ext = ir_int(&s->arena, out[d].ext->dtype, h - l0 + 1);
+        }
+      }
     } else {
       out[d].lo = ir_i64(&s->arena, 0);
       out[d].ext = buf->shape[d];

@@ -638,6 +638,33 @@ static ts_status derive_domains(plan *p, ts_diag *d) {
                          "iterations",
                          p->prim, b->name, p->loop->u.loop.var->name, b->iters[v].var->name);
     }
+  if (p->reverse) {
+    /* Every instance of the consumer must still run: over all iterations of
+     * the loop and the loops around it (inside the scope), each spatial iter
+     * var's derived range must reach both ends of its domain. A guarded read
+     * (a padding stage reading its source only inside the border) would
+     * otherwise drop the instances that read nothing. */
+    p->dom.n = 0;
+    for (int k = p->sc + 1; k < p->pl.n; k++) {
+      const ir_stmt *l = p->pl.node[k];
+      if (l->kind == IR_FOR &&
+          ir_dom_map_put(&p->dom, l->u.loop.var, ir_intset_range(a, l->u.loop.min, l->u.loop.extent)))
+        return oom(d);
+    }
+    for (int v = 0; v < b->niter; v++) {
+      if (!p->has_cons[v]) continue;
+      ir_expr *dmin = b->iters[v].dom.min;
+      ir_expr *dmax = simp(p, ir_sub(a, ir_add(a, dmin, b->iters[v].dom.extent), one(a)));
+      ir_intset lo = relax(&p->an, p->cons[v].min, &p->dom), hi = relax(&p->an, p->cons[v].max, &p->dom);
+      if (!lo.min || !hi.max || !prove(&p->an, IR_LE, lo.min, dmin) || !prove(&p->an, IR_GE, hi.max, dmax))
+        return ts_diag_set(d, TS_ESCHEDULE,
+                           "%s: block '%s': under loop '%s' its iter var '%s' would not cover its "
+                           "whole domain (it reads '%s' only in part of it, e.g. behind a guard), so "
+                           "some of its instances would never run",
+                           p->prim, b->name, p->loop->u.loop.var->name, b->iters[v].var->name,
+                           p->nreq ? p->req[0].buf->name : "?");
+    }
+  }
   return TS_OK;
 }
 

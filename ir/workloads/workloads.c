@@ -225,31 +225,53 @@ static void body_dense(const ir_wl_inst *w, ts_strbuf *sb) {
   }
 }
 
+/* A separate padding stage (as TVM's data_pad): "Xp[...] = select(in range,
+ * X[...], 0.0)" over the padded extents, so the convolution itself reads Xp
+ * without a guard and the stage can be placed (or inlined) by the schedule.
+ * nchw: channel axis 1, spatial axes 2, 3; nhwc: spatial 1, 2, channel 3. */
+static void pad_stage(ts_strbuf *sb, bool nchw, int64_t N, int64_t C, int64_t H, int64_t W, int64_t pad) {
+  int64_t HP = H + 2 * pad, WP = W + 2 * pad;
+  const char *cond_fmt = "hh - %" PRId64 " >= 0 && hh - %" PRId64 " < %" PRId64 " && ww - %" PRId64
+                         " >= 0 && ww - %" PRId64 " < %" PRId64;
+  char cond[256];
+  snprintf(cond, sizeof cond, cond_fmt, pad, pad, H, pad, pad, W);
+  if (nchw) {
+    ts_strbuf_printf(sb, "  let Xp: f32[%" PRId64 ", %" PRId64 ", %" PRId64 ", %" PRId64 "]\n", N, C, HP, WP);
+    ts_strbuf_printf(sb, "  Xp[b, cc, hh, ww] = select(%s, X[b, cc, hh - %" PRId64 ", ww - %" PRId64 "], 0.0)\n",
+                     cond, pad, pad);
+  } else {
+    ts_strbuf_printf(sb, "  let Xp: f32[%" PRId64 ", %" PRId64 ", %" PRId64 ", %" PRId64 "]\n", N, HP, WP, C);
+    ts_strbuf_printf(sb, "  Xp[b, hh, ww, cc] = select(%s, X[b, hh - %" PRId64 ", ww - %" PRId64 ", cc], 0.0)\n",
+                     cond, pad, pad);
+  }
+}
+
 /* conv2d_nchw / conv2d_nhwc */
 static void body_conv(const ir_wl_inst *w, ts_strbuf *sb) {
   int64_t C = I(w, "c"), H = I(w, "h"), W = I(w, "w"), K = I(w, "k"), G = I(w, "groups");
   int64_t st = I(w, "stride"), pad = I(w, "pad"), dil = I(w, "dilation");
+  bool nchw = is(w, "conv2d_nchw");
   char eh[128], ew[128], ch[128];
-  axis(eh, sizeof eh, "p", st, "ri", dil, pad);
-  axis(ew, sizeof ew, "q", st, "si", dil, pad);
+  /* with a pad stage the conv indexes the padded input: no "- pad", no guard */
+  axis(eh, sizeof eh, "p", st, "ri", dil, 0);
+  axis(ew, sizeof ew, "q", st, "si", dil, 0);
+  if (pad) pad_stage(sb, nchw, I(w, "n"), C, H, W, pad);
+  const char *src = pad ? "Xp" : "X";
   if (G == 1) snprintf(ch, sizeof ch, "ci");
   else snprintf(ch, sizeof ch, "(o // %" PRId64 ") * %" PRId64 " + ci", K / G, C / G);
-  if (is(w, "conv2d_nchw"))
-    ts_strbuf_printf(sb, "  Y[b, o, p, q] += X[b, %s, %s, %s] * W[o, ci, ri, si]", ch, eh, ew);
+  if (nchw)
+    ts_strbuf_printf(sb, "  Y[b, o, p, q] += %s[b, %s, %s, %s] * W[o, ci, ri, si]\n", src, ch, eh, ew);
   else
-    ts_strbuf_printf(sb, "  Y[b, p, q, o] += X[b, %s, %s, %s] * W[ri, si, ci, o]", eh, ew, ch);
-  bounds_where(sb, pad, eh, H, ew, W);
-  ts_strbuf_append(sb, "\n");
+    ts_strbuf_printf(sb, "  Y[b, p, q, o] += %s[b, %s, %s, %s] * W[ri, si, ci, o]\n", src, eh, ew, ch);
 }
 
 static void body_depthwise(const ir_wl_inst *w, ts_strbuf *sb) {
   int64_t st = I(w, "stride"), pad = I(w, "pad"), dil = I(w, "dilation");
   char eh[128], ew[128];
-  axis(eh, sizeof eh, "p", st, "ri", dil, pad);
-  axis(ew, sizeof ew, "q", st, "si", dil, pad);
-  ts_strbuf_printf(sb, "  Y[b, ch, p, q] += X[b, ch, %s, %s] * W[ch, 0, ri, si]", eh, ew);
-  bounds_where(sb, pad, eh, I(w, "h"), ew, I(w, "w"));
-  ts_strbuf_append(sb, "\n");
+  axis(eh, sizeof eh, "p", st, "ri", dil, 0);
+  axis(ew, sizeof ew, "q", st, "si", dil, 0);
+  if (pad) pad_stage(sb, true, I(w, "n"), I(w, "c"), I(w, "h"), I(w, "w"), pad);
+  ts_strbuf_printf(sb, "  Y[b, ch, p, q] += %s[b, ch, %s, %s] * W[ch, 0, ri, si]\n", pad ? "Xp" : "X", eh, ew);
 }
 
 static void body_conv_transpose(const ir_wl_inst *w, ts_strbuf *sb) {

@@ -1,10 +1,12 @@
 /* auto_inline.c — AutoInline for CPU (notes §5): compute_inline of a block
  * into its consumers when legal. Constant (read-free) blocks always go; in a
  * function with a reduction, blocks calling exp, holding an if-then-else
- * statement, or whose store is not the identity map of its iter vars
- * (non-injective or reordered) stay. A select is not an if-then-else here:
- * the DSL writes padding as a select, and inlining the pad stage of a padded
- * convolution is what the rule is for. */
+ * statement or a padding select (a select one of whose arms reads memory:
+ * the DSL's form of TVM's if_then_else, which MetaSchedule's CPU AutoInline
+ * keeps out with disallow_if_then_else), or whose store is not the identity
+ * map of its iter vars (non-injective or reordered) stay. Inlining a pad
+ * stage into a convolution puts the guard and a masked load into the
+ * innermost loop; kept as a stage, RandomComputeLocation places it. */
 #include <string.h>
 
 #include "search/search_int.h"
@@ -13,9 +15,22 @@ typedef struct scan_ctx {
   bool has_exp, has_if;
 } scan_ctx;
 
+static bool load_cb(void *ctx, const ir_expr *e) {
+  if (e->kind == IR_LOAD) *(bool *)ctx = true;
+  return true;
+}
+
+static bool reads_memory(const ir_expr *e) {
+  bool r = false;
+  ir_visitor v = {.expr = load_cb, .ctx = &r};
+  ir_visit_expr(&v, e);
+  return r;
+}
+
 static bool scan_expr(void *ctx, const ir_expr *e) {
   scan_ctx *c = ctx;
   if (e->kind == IR_CALL && e->u.call.op == IR_EXP) c->has_exp = true;
+  if (e->kind == IR_SELECT && (reads_memory(e->u.sel.t) || reads_memory(e->u.sel.f))) c->has_if = true;
   return true;
 }
 

@@ -182,10 +182,41 @@ START_TEST(batch_matmul_read_write) {
 }
 END_TEST
 
-START_TEST(conv2d_read_write) {
+/* A padding stage reads its source behind a guard: caching that source copies
+ * only the buffer (the read region is clipped), and moving the stage under the
+ * copy's loops is refused because the border instances would never run. */
+START_TEST(padded_source_read) {
   ts_arena *a = ts_arena_new();
   ir_func *orig;
   sch_state *s = tu_schedule(a, "conv2d_nchw:n=1,c=3,h=5,w=6,k=4,r=3,s=3,pad=1", &orig);
+  sch_block out;
+  ts_diag_clear(&D);
+  tu_ok(sch_cache_read(s, blk("Xp"), 0, "local", 0, NULL, &out, &D), &D);
+  ck_assert_str_eq(out.name, "X_local");
+  sch_loop l[4];
+  ck_assert_int_eq(tu_loops(s, "X_local", l, 4), 4);
+  /* the copy loops span X itself (5 x 6), not the padded read region (7 x 8) */
+  char *text = ir_func_to_string(sch_func(s));
+  ck_assert_ptr_nonnull(strstr(text, "alloc X_local: f32[1, 3, 5, 6]"));
+  ck_assert_msg(strstr(text, "in serial(0, 5)") && strstr(text, "in serial(0, 6)") &&
+                    !strstr(text, "in serial(-1"),
+                "%s", text);
+  ts_free(text);
+  tu_assert_equivalent(orig, sch_func(s));
+  TU_REFUSED(&D, s, sch_reverse_compute_at(s, blk("Xp"), l[3], false, -1, &D), "reverse_compute_at", "Xp",
+             "whole domain");
+  TU_REFUSED(&D, s, sch_reverse_compute_at(s, blk("Xp"), l[0], false, -1, &D), "reverse_compute_at", "Xp",
+             "whole domain");
+  tu_assert_equivalent(orig, sch_func(s));
+  sch_free(s);
+  ts_arena_free(a);
+}
+END_TEST
+
+START_TEST(conv2d_read_write) {
+  ts_arena *a = ts_arena_new();
+  ir_func *orig;
+  sch_state *s = tu_schedule(a, "conv2d_nchw:n=1,c=3,h=5,w=6,k=4,r=3,s=3,pad=0", &orig);
   sch_block out;
   ts_diag_clear(&D);
   tu_ok(sch_cache_read(s, blk("Y"), 0, "shared", 0, NULL, &out, &D), &D);
@@ -659,6 +690,7 @@ static Suite *suite(void) {
   tcase_add_test(tc, matmul_named_scopes);
   tcase_add_test(tc, batch_matmul_read_write);
   tcase_add_test(tc, conv2d_read_write);
+  tcase_add_test(tc, padded_source_read);
   tcase_add_test(tc, softmax_read_intermediate);
   tcase_add_test(tc, softmax_read_selected_consumer);
   tcase_add_test(tc, softmax_write_intermediates);

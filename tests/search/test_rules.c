@@ -210,7 +210,10 @@ static bool has_block(const ir_func *f, const char *name) {
   return ok;
 }
 
-/* AutoInline: the pad stage of a padded conv and a gelu-like chain. */
+/* AutoInline: a gelu-like chain is inlined; the pad stage of a padded conv
+ * (a select guarding a load) stays a stage, as MetaSchedule's CPU AutoInline
+ * keeps if_then_else producers of a reduction (RandomComputeLocation places
+ * it). */
 START_TEST(test_auto_inline) {
   static const char *src[2] = {
       "kernel pconv(X: f32[1, 3, 7, 7], W: f32[5, 3, 3, 3]) -> Y: f32[1, 5, 7, 7] {\n"
@@ -225,7 +228,8 @@ START_TEST(test_auto_inline) {
       "  T2[i, j] = 1.0 + erf(T1[i, j])\n"
       "  Y[i, j] = 0.5 * X[i, j] * T2[i, j]\n"
       "}\n"};
-  static const char *inlined[2][2] = {{"P", NULL}, {"T1", "T2"}};
+  static const char *inlined[2][2] = {{NULL, NULL}, {"T1", "T2"}};
+  static const char *kept[2] = {"P", NULL};
   for (int w = 0; w < 2; w++) {
     ts_arena a;
     ts_arena_init(&a);
@@ -233,10 +237,10 @@ START_TEST(test_auto_inline) {
     ts_diag d;
     ts_diag_clear(&d);
     ck_assert_msg(ir_parse_func(&a, src[w], strlen(src[w]), "test.tsl", &f, &d) == TS_OK, "%s", d.msg);
-    ck_assert(has_block(f, inlined[w][0]));
+    ck_assert(has_block(f, inlined[w][0] ? inlined[w][0] : kept[w]));
     int n;
     sch_trace **sk = sketches(f, &n);
-    ck_assert_int_ge(count_kind(sk[0], SCH_I_COMPUTE_INLINE), inlined[w][1] ? 2 : 1);
+    ck_assert_int_eq(count_kind(sk[0], SCH_I_COMPUTE_INLINE), inlined[w][1] ? 2 : 0);
     cg_target t = host();
     int passed = 0;
     for (int s = 0; s < n; s++)
@@ -245,6 +249,7 @@ START_TEST(test_auto_inline) {
         if (!ts) continue;
         for (int i = 0; i < 2; i++)
           if (inlined[w][i]) ck_assert(!has_block(sch_traced_func(ts), inlined[w][i]));
+        if (kept[w]) ck_assert(has_block(sch_traced_func(ts), kept[w]));
         tu_assert_equivalent(f, sch_traced_func(ts));
         sch_traced_free(ts);
         passed++;
