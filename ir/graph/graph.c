@@ -483,8 +483,8 @@ ts_status tg_graph_compact(tg_graph *g, ts_diag *d) {
   }
   for (int i = 0; i < g->ninputs; i++) g->inputs[i] = vmap[g->inputs[i]];
   for (int i = 0; i < g->noutputs; i++) g->outputs[i] = vmap[g->outputs[i]];
-  memcpy(g->values, nvals, (size_t)k * sizeof *nvals);
-  memcpy(g->nodes, nnodes, (size_t)no * sizeof *nnodes);
+  if (k) memcpy(g->values, nvals, (size_t)k * sizeof *nvals);
+  if (no) memcpy(g->nodes, nnodes, (size_t)no * sizeof *nnodes);
   g->nvalues = k;
   g->nnodes = no;
   st = TS_OK;

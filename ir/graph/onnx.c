@@ -599,7 +599,7 @@ static ts_status read_attrs(imp *im, nctx *nc, const op_spec *sp) {
     case 'f': a->kind = TG_A_FLOAT; a->f = ap->f; break;
     case 's': {
       a->kind = TG_A_STRING;
-      char *s = ts_arena_strndup(im->a, (const char *)ap->s.data, ap->s.len);
+      char *s = ts_arena_strndup(im->a, ap->s.len ? (const char *)ap->s.data : "", ap->s.len);
       if (!s) return oom(im);
       if (strlen(s) != ap->s.len) return nerr(im, nc, TS_EPARSE, "attribute '%s' holds a NUL byte", an);
       a->s = s;
@@ -874,13 +874,18 @@ static ts_status h_conv(imp *im, nctx *nc) {
     int n;
     const int64_t *v = aints(nc, "output_padding", &n);
     if (v && n != sp.ns) return nerr(im, nc, TS_EINVAL, "output_padding has %d entries for %d spatial dims", n, sp.ns);
-    for (int i = 0; i < sp.ns; i++) opad[i] = v ? v[i] : 0;
+    for (int i = 0; i < sp.ns; i++) {
+      opad[i] = v ? v[i] : 0;
+      if (opad[i] < 0 || opad[i] > (1 << 20) || (opad[i] >= sp.s[i] && opad[i] >= sp.dl[i]))
+        return nerr(im, nc, TS_EINVAL, "output_padding[%d] = %" PRId64 " (must be below the stride or the dilation)", i, opad[i]);
+    }
     const int64_t *os = aints(nc, "output_shape", &n);
     if (os && n != sp.ns) return nerr(im, nc, TS_EINVAL, "output_shape has %d entries for %d spatial dims", n, sp.ns);
     for (int i = 0; i < sp.ns; i++) {
       int64_t in = x->dims[2 + i].value, ek = (sp.k[i] - 1) * sp.dl[i] + 1;
       if (os || !strncmp(sp.auto_pad, "SAME", 4)) {
         int64_t want = os ? os[i] : in * sp.s[i];
+        if (want < 1 || want > MAX_ELEMS) return nerr(im, nc, TS_EINVAL, "output_shape[%d] = %" PRId64, i, want);
         int64_t total = sp.s[i] * (in - 1) + opad[i] + ek - want;
         if (total < 0) return nerr(im, nc, TS_ESHAPE, "output_shape[%d] = %" PRId64 " is larger than the op can produce", i, want);
         sp.pb[i] = !strcmp(sp.auto_pad, "SAME_UPPER") ? total / 2 : total - total / 2;
@@ -1054,7 +1059,7 @@ static ts_status h_reshape(imp *im, nctx *nc) {
   int64_t xc = 1, oc = 1;
   for (int i = 0; i < x->ndim; i++) {
     if (x->dims[i].sym) xs[nxs++] = x->dims[i].sym;
-    else xc *= x->dims[i].value;
+    else if (__builtin_mul_overflow(xc, x->dims[i].value, &xc)) return nerr(im, nc, TS_ESHAPE, "the input's size overflows");
   }
   for (int i = 0; i < k->n; i++) {
     if (i == infer) continue;
@@ -1065,7 +1070,8 @@ static ts_status h_reshape(imp *im, nctx *nc) {
       if (j < nxs) xs[j] = NULL;
       else nos++;
     } else {
-      oc *= od[i].value;
+      if (od[i].value > MAX_ELEMS || __builtin_mul_overflow(oc, od[i].value, &oc) || oc > MAX_ELEMS)
+        return nerr(im, nc, TS_ESHAPE, "the target shape's size is too large");
     }
   }
   int left = 0;
@@ -1181,6 +1187,7 @@ static ts_status h_split(imp *im, nctx *nc) {
     int64_t sum = 0;
     for (int i = 0; i < n; i++) {
       if (sv[i] < 0) return nerr(im, nc, TS_EINVAL, "split[%d] = %" PRId64, i, sv[i]);
+      if (sv[i] > MAX_ELEMS) return nerr(im, nc, TS_EINVAL, "split[%d] = %" PRId64, i, sv[i]);
       sizes[i] = sv[i];
       sum += sv[i];
     }
@@ -1235,6 +1242,9 @@ static ts_status h_slice(imp *im, nctx *nc) {
     if (!norm_axis(&a, r, false) || seen[a]) return nerr(im, nc, TS_EINVAL, "axes[%d] is out of range or repeated", i);
     seen[a] = true;
     int64_t step = p3 ? steps[i] : 1;
+    /* no dim exceeds MAX_ELEMS: a larger step means the same, and cannot overflow */
+    if (step > MAX_ELEMS) step = MAX_ELEMS;
+    if (step < -MAX_ELEMS) step = -MAX_ELEMS;
     if (step == 0) return nerr(im, nc, TS_EINVAL, "steps[%d] is 0", i);
     int64_t s = starts[i], e = ends[i];
     AX[i] = a;
@@ -1340,6 +1350,8 @@ static ts_status h_pad(imp *im, nctx *nc) {
   if (np != 2 * nax) return nerr(im, nc, TS_EINVAL, "pads has %d entries for %d axes", np, nax);
   int64_t full[2 * MAX_RANK] = {0};
   for (int i = 0; i < nax; i++) {
+    if (pads[i] < -MAX_ELEMS || pads[i] > MAX_ELEMS || pads[nax + i] < -MAX_ELEMS || pads[nax + i] > MAX_ELEMS)
+      return nerr(im, nc, TS_EINVAL, "pads for axis %" PRId64 " are out of range", ax[i]);
     full[ax[i]] = pads[i];
     full[r + ax[i]] = pads[nax + i];
   }
