@@ -888,8 +888,8 @@ static ts_status h_conv(imp *im, nctx *nc) {
         if (want < 1 || want > MAX_ELEMS) return nerr(im, nc, TS_EINVAL, "output_shape[%d] = %" PRId64, i, want);
         int64_t total = sp.s[i] * (in - 1) + opad[i] + ek - want;
         if (total < 0) return nerr(im, nc, TS_ESHAPE, "output_shape[%d] = %" PRId64 " is larger than the op can produce", i, want);
+        /* the spec's split (onnxruntime agrees): the odd element at the end for SAME_UPPER, else at the start */
         sp.pb[i] = !strcmp(sp.auto_pad, "SAME_UPPER") ? total / 2 : total - total / 2;
-        if (!strcmp(sp.auto_pad, "NOTSET") || !strcmp(sp.auto_pad, "SAME_UPPER")) sp.pb[i] = total / 2;
         sp.pe[i] = total - sp.pb[i];
       }
       int64_t o = sp.s[i] * (in - 1) + opad[i] + ek - sp.pb[i] - sp.pe[i];

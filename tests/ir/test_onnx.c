@@ -314,6 +314,8 @@ START_TEST(test_canonical_forms) {
   n = only_node(M, "ops/convtranspose_oshape_op17.onnx"); /* output_shape resolved into pads */
   ck_assert_ptr_null(tg_node_attr(n, "output_shape"));
   ck_assert_ptr_nonnull(tg_node_attr(n, "pads"));
+  n = only_node(M, "ops/convtranspose_odd_op17.onnx"); /* 17 -> 16: the odd pad goes first (NOTSET) */
+  ints_eq(n, "pads", 4, (int64_t[]){1, 1, 0, 0});
 }
 END_TEST
 

@@ -195,6 +195,7 @@ def op_models():
     add("conv_same", 18, "Conv", [X, ("w", f32(6, 1, 3, 3))], attrs=dict(auto_pad="SAME_UPPER", group=3, strides=[2, 2]))
     add("convtranspose", 13, "ConvTranspose", [X, ("w", f32(3, 2, 3, 3)), ("b", f32(2))], attrs=dict(strides=[2, 2], pads=[1, 1, 1, 1], output_padding=[1, 1]))
     add("convtranspose_oshape", 17, "ConvTranspose", [X, ("w", f32(3, 4, 2, 2))], attrs=dict(strides=[2, 2], output_shape=[16, 16]))
+    add("convtranspose_odd", 17, "ConvTranspose", [X, ("w", f32(3, 2, 3, 3))], attrs=dict(strides=[2, 2], output_shape=[16, 16]))
     add("gemm", 13, "Gemm", [("a", [5, 7]), ("b", f32(4, 7)), ("c", f32(4))], attrs=dict(transB=1, alpha=0.5, beta=2.0))
     add("gemm_ta", 21, "Gemm", [("a", [7, 5]), ("b", f32(7, 3))], attrs=dict(transA=1))
     add("matmul", 13, "MatMul", [("a", [2, 1, 5, 7]), ("b", f32(3, 7, 4))])
