@@ -878,6 +878,50 @@ START_TEST(test_fuse_prologue_and_shared) {
 }
 END_TEST
 
+
+/* Pad is fused into the convolution that reads it (prologue), the relu
+ * after it (epilogue); a second run of the pipeline changes nothing */
+static void pad_conv(tg_graph *g) {
+  int x = input(g, "x", 4, (tg_dim[]){C(1), C(2), C(5), C(6)});
+  int p = inter(g, "p", 4, (tg_dim[]){C(1), C(2), C(7), C(9)});
+  aints(g, node(g, TG_OP_PAD, "pad", 1, &x, 1, &p), "pads", 8, (int64_t[]){0, 0, 1, 2, 0, 0, 1, 1});
+  int w = rconst(g, "w", 4, (tg_dim[]){C(3), C(2), C(3), C(3)}, 3);
+  int c = inter(g, "c", 4, (tg_dim[]){C(1), C(3), C(5), C(7)});
+  node(g, TG_OP_CONV, "conv", 2, (int[]){p, w}, 1, &c);
+  int y = inter(g, "y", 4, (tg_dim[]){C(1), C(3), C(5), C(7)});
+  node(g, TG_OP_RELU, "relu", 1, &c, 1, &y);
+  output(g, y);
+}
+
+START_TEST(test_fuse_pad_prologue_idempotent) {
+  pad_conv(G);
+  ir_module *m2 = ir_module_new();
+  tg_graph *ref = tg_graph_new(m2, "ref");
+  pad_conv(ref);
+  run_pipe(ref, "legalize");
+  run_pipe(G, NULL);
+  ck_assert_int_eq(tg_count_called_funcs(G), 1);
+  const char *callee = NULL;
+  for (int i = 0; i < G->nnodes; i++)
+    if (!G->nodes[i]->dead) callee = G->nodes[i]->callee;
+  ck_assert_ptr_nonnull(strstr(callee, "fused_pad_conv2d_relu"));
+  int nn = G->nnodes, nv = G->nvalues, nf = M->nfuncs;
+  run_pipe(G, NULL);
+  ck_assert_int_eq(G->nnodes, nn);
+  ck_assert_int_eq(G->nvalues, nv);
+  ck_assert_int_eq(M->nfuncs, nf);
+  ir_tensor in[1], o1[1], o2[1];
+  make_inputs(G, in, 0, 8);
+  run(G, in, o1);
+  run(ref, in, o2);
+  expect_close(&o1[0], &o2[0], 1e-6);
+  free_tensors(in, 1);
+  free_tensors(o1, 1);
+  free_tensors(o2, 1);
+  ir_module_free(m2);
+}
+END_TEST
+
 /* ---- layout rewrite ----------------------------------------------------------------------- */
 
 START_TEST(test_layout_rewrite_matmul) {
@@ -1147,6 +1191,7 @@ static Suite *passes_suite(void) {
   tcase_add_test(tc, test_fuse_resnetish);
   tcase_add_test(tc, test_fuse_gelu_diamond_symbolic);
   tcase_add_test(tc, test_fuse_prologue_and_shared);
+  tcase_add_test(tc, test_fuse_pad_prologue_idempotent);
   tcase_add_test(tc, test_layout_rewrite_matmul);
   tcase_add_test(tc, test_tasks_weights_keys_flops);
   tcase_add_test(tc, test_tasks_symbolic_bound);
