@@ -9,7 +9,8 @@
  *
  * Small int64 tensors whose contents are known at import (constants, Shape
  * of a value, and Gather/Concat/(Un)Squeeze/Slice/Cast/Identity of known
- * ones) are tracked element by element as tg_dims, so a Reshape whose target
+ * ones, Add/Sub/Mul/Div of known constant ones) are tracked element by
+ * element as tg_dims, so a Reshape whose target
  * shape is computed from the input's symbolic batch still gets exact dims.
  *
  * Data from raw_data is read as little-endian, which is what ONNX stores;
@@ -673,6 +674,30 @@ static ts_status h_binary(imp *im, nctx *nc) {
   ts_status st = broadcast(im, nc, a, b, &nd, dims);
   if (st) return st;
   set_out(nc, 0, a->dtype, nd, dims);
+  /* shape arithmetic: Add/Sub/Mul/Div of known constant int tensors (a
+   * scalar or 1-D each) is known too; Div truncates toward zero as in C */
+  int64_t ba[64], bb[64];
+  const int64_t *va, *vb;
+  int na, nb;
+  if (nc->op != TG_OP_POW && (a->dtype.code == IR_I64 || a->dtype.code == IR_I32) && a->ndim <= 1 && b->ndim <= 1 &&
+      kv_ints(im, nc->in[0], &va, &na, ba, 64) && kv_ints(im, nc->in[1], &vb, &nb, bb, 64) &&
+      (na == nb || na == 1 || nb == 1)) {
+    int n = na > nb ? na : nb;
+    tg_dim *kd = TS_ANEWN(im->a, tg_dim, n ? n : 1);
+    if (!kd) return oom(im);
+    bool ok = true;
+    for (int i = 0; i < n && ok; i++) {
+      int64_t x = va[na == 1 ? 0 : i], y = vb[nb == 1 ? 0 : i], r = 0;
+      switch (nc->op) {
+      case TG_OP_ADD: ok = !__builtin_add_overflow(x, y, &r); break;
+      case TG_OP_SUB: ok = !__builtin_sub_overflow(x, y, &r); break;
+      case TG_OP_MUL: ok = !__builtin_mul_overflow(x, y, &r); break;
+      default: ok = y != 0 && !(x == INT64_MIN && y == -1); if (ok) r = x / y; break;
+      }
+      kd[i] = DC(r);
+    }
+    if (ok) nc->okv = (known){n, kd};
+  }
   return TS_OK;
 }
 

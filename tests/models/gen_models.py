@@ -254,6 +254,20 @@ def op_models():
     m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)], producer_name="tessel-gen")
     m.ir_version = 8
     M.append(("constant_op13", 13, m))
+    # a reshape target computed with shape arithmetic: [d0, d1, d2 / 2, 2]
+    nodes = [helper.make_node("Shape", ["x"], ["s"], name="shape"),
+             helper.make_node("Gather", ["s", "i01"], ["d01"], name="g01", axis=0),
+             helper.make_node("Gather", ["s", "i2"], ["d2"], name="g2", axis=0),
+             helper.make_node("Div", ["d2", "two"], ["h"], name="div"),
+             helper.make_node("Concat", ["d01", "h", "two"], ["t"], name="cat", axis=0),
+             helper.make_node("Reshape", ["x", "t"], ["y"], name="reshape")]
+    inits = [numpy_helper.from_array(i64(0, 1), "i01"), numpy_helper.from_array(i64(2), "i2"),
+             numpy_helper.from_array(i64(2), "two")]
+    g = helper.make_graph(nodes, "reshape_arith", [helper.make_tensor_value_info("x", F, [2, 3, 8])],
+                          [helper.make_tensor_value_info("y", F, None)], inits)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], producer_name="tessel-gen")
+    m.ir_version = 8
+    M.append(("reshape_arith_op17", 17, m))
     b = helper.make_node("Constant", [], ["c"], name="const", value_floats=[1.0, 2.0, 3.0])
     a = helper.make_node("Mul", ["x", "c"], ["y"], name="mul")
     g = helper.make_graph([b, a], "constant_floats", [helper.make_tensor_value_info("x", F, [2, 3])],
@@ -339,7 +353,7 @@ def main():
     for stem, opset, m in op_models():
         # (no onnx.checker here: the op models' outputs declare no shape, which it wants)
         onnx.save(m, os.path.join(out, "ops", stem + ".onnx"))
-        manifest.append({"file": stem + ".onnx", "opset": opset, "op": m.graph.node[0].op_type,
+        manifest.append({"file": stem + ".onnx", "opset": opset, "op": m.graph.node[-1 if stem.startswith("reshape") else 0].op_type,
                          "outputs": [o.name for o in m.graph.output], "shapes": ort_shapes(m)})
     with open(os.path.join(out, "ops", "manifest.json"), "w") as f:
         json.dump(manifest, f, indent=1)
