@@ -579,7 +579,7 @@ static int32_t buf_slot(vm *m, const ir_buffer *b) {
  * hardware does (docs/TENSORIZE.md). Arguments and result travel as raw
  * little-endian bytes of their lanes, so an intrinsic sees exactly the
  * register contents LLVM would pass. */
-typedef void (*extern_fn)(const uint8_t *const *args, uint8_t *out, int lanes);
+typedef void (*extern_fn)(const uint8_t *const *args, uint8_t *out, int lanes, int ebytes);
 
 static int32_t rd_i32(const uint8_t *p, int i) {
   int32_t v;
@@ -588,7 +588,8 @@ static int32_t rd_i32(const uint8_t *p, int i) {
 }
 
 /* vpdpbusd: out[i] = src[i] + sum_k u8(a[4i+k]) * s8(b[4i+k]), wrapping. */
-static void ext_vpdpbusd(const uint8_t *const *x, uint8_t *out, int lanes) {
+static void ext_vpdpbusd(const uint8_t *const *x, uint8_t *out, int lanes, int ebytes) {
+  (void)ebytes;
   for (int i = 0; i < lanes; i++) {
     int64_t acc = rd_i32(x[0], i);
     for (int k = 0; k < 4; k++) acc += (int64_t)x[1][4 * i + k] * (int8_t)x[2][4 * i + k];
@@ -610,8 +611,21 @@ static void dot4(const uint8_t *const *x, uint8_t *out, int lanes, bool sgn) {
     memcpy(out + 4 * i, &r, 4);
   }
 }
-static void ext_sdot(const uint8_t *const *x, uint8_t *out, int lanes) { dot4(x, out, lanes, true); }
-static void ext_udot(const uint8_t *const *x, uint8_t *out, int lanes) { dot4(x, out, lanes, false); }
+static void ext_sdot(const uint8_t *const *x, uint8_t *out, int lanes, int ebytes) {
+  (void)ebytes;
+  dot4(x, out, lanes, true);
+}
+static void ext_udot(const uint8_t *const *x, uint8_t *out, int lanes, int ebytes) {
+  (void)ebytes;
+  dot4(x, out, lanes, false);
+}
+/* llvm.vector.interleave2: out = a0 b0 a1 b1 ... (lanes = result lanes). */
+static void ext_interleave2(const uint8_t *const *x, uint8_t *out, int lanes, int ebytes) {
+  for (int i = 0; i < lanes / 2; i++) {
+    memcpy(out + (size_t)(2 * i) * (size_t)ebytes, x[0] + (size_t)i * (size_t)ebytes, (size_t)ebytes);
+    memcpy(out + (size_t)(2 * i + 1) * (size_t)ebytes, x[1] + (size_t)i * (size_t)ebytes, (size_t)ebytes);
+  }
+}
 
 /* Argument and result types as LLVM declares them (integer lanes of either
  * signedness match: LLVM has no unsigned types). */
@@ -629,6 +643,15 @@ static const struct extern_impl {
     {"llvm.aarch64.neon.udot.v4i32.v16i8", {IR_I32, 4}, 3, {{IR_I32, 4}, {IR_I8, 16}, {IR_I8, 16}}, ext_udot},
     {"llvm.aarch64.neon.sdot.v2i32.v8i8", {IR_I32, 2}, 3, {{IR_I32, 2}, {IR_I8, 8}, {IR_I8, 8}}, ext_sdot},
     {"llvm.aarch64.neon.udot.v2i32.v8i8", {IR_I32, 2}, 3, {{IR_I32, 2}, {IR_I8, 8}, {IR_I8, 8}}, ext_udot},
+    /* overloaded on the result: one row per type in use */
+    {"llvm.vector.interleave2", {IR_I8, 64}, 2, {{IR_I8, 32}, {IR_I8, 32}}, ext_interleave2},
+    {"llvm.vector.interleave2", {IR_I8, 32}, 2, {{IR_I8, 16}, {IR_I8, 16}}, ext_interleave2},
+    {"llvm.vector.interleave2", {IR_I8, 16}, 2, {{IR_I8, 8}, {IR_I8, 8}}, ext_interleave2},
+    {"llvm.vector.interleave2", {IR_I8, 8}, 2, {{IR_I8, 4}, {IR_I8, 4}}, ext_interleave2},
+    {"llvm.vector.interleave2", {IR_I32, 16}, 2, {{IR_I32, 8}, {IR_I32, 8}}, ext_interleave2},
+    {"llvm.vector.interleave2", {IR_I32, 8}, 2, {{IR_I32, 4}, {IR_I32, 4}}, ext_interleave2},
+    {"llvm.vector.interleave2", {IR_F32, 16}, 2, {{IR_F32, 8}, {IR_F32, 8}}, ext_interleave2},
+    {"llvm.vector.interleave2", {IR_F32, 8}, 2, {{IR_F32, 4}, {IR_F32, 4}}, ext_interleave2},
 };
 #define N_EXTERN ((int)(sizeof extern_table / sizeof extern_table[0]))
 #define MAX_EXTERN_BYTES 1024
@@ -831,13 +854,23 @@ static bool plan_expr(compiler *c, const ir_expr *e, const char *ctx) {
            t_emit(c, in, 0, ctx);
   case IR_CALL_EXTERN: {
     const char *nm = e->u.ext.name ? e->u.ext.name : "";
-    int k = 0;
-    while (k < N_EXTERN && strcmp(extern_table[k].name, nm)) k++;
+    int k = 0, named = 0;
+    for (; k < N_EXTERN; k++) {
+      if (strcmp(extern_table[k].name, nm)) continue;
+      named++;
+      if (llvm_same_type(e->dtype, extern_table[k].ret)) break;
+    }
+    if (k == N_EXTERN && named) {
+      return fail(m, TS_ETYPE, ctx, "interpreter: call_extern '%s' returning %s is not implemented here", nm,
+                  dtstr(e->dtype, b1)),
+             false;
+    }
     if (k == N_EXTERN) {
       char known[512];
       size_t o = 0;
       for (int j = 0; j < N_EXTERN && o < sizeof known; j++)
-        o += (size_t)snprintf(known + o, sizeof known - o, "%s%s", j ? ", " : "", extern_table[j].name);
+        if (!j || strcmp(extern_table[j].name, extern_table[j - 1].name))
+          o += (size_t)snprintf(known + o, sizeof known - o, "%s%s", j ? ", " : "", extern_table[j].name);
       return fail(m, TS_EUNSUPPORTED, ctx,
                   "interpreter: call_extern '%s' has no implementation here (known: %s)", nm, known),
              false;
@@ -1503,7 +1536,7 @@ static ts_status exec(vm *m, int32_t pc) {
         for (uint32_t i = 0; i < e->dt.lanes; i++) mem_set(bytes[j], e->dt.code, (int64_t)i, c[i]);
         ap[j] = bytes[j];
       }
-      x->fn(ap, ob, x->ret.lanes);
+      x->fn(ap, ob, x->ret.lanes, code_bytes(x->ret.code));
       vpop(m, (uint32_t)n);
       cell *r = vpush(m, in->dt);
       if (!r) return m->st;

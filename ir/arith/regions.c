@@ -121,6 +121,15 @@ static void visit_expr(detector *dt, const ir_expr *e) {
   case IR_BROADCAST:
     visit_expr(dt, e->u.bcast.value);
     return;
+  case IR_CALL_EXTERN: /* target intrinsics: their operands' loads count */
+    for (int i = 0; i < e->u.ext.nargs; i++) visit_expr(dt, e->u.ext.args[i]);
+    return;
+  case IR_REINTERPRET:
+    visit_expr(dt, e->u.cast.value);
+    return;
+  case IR_ACCESS_PTR: /* extent unknown here: the block's declared regions carry it */
+    visit_expr(dt, e->u.ptr.offset);
+    return;
   default:
     if (ir_is_binop(e->kind)) {
       visit_expr(dt, e->u.bin.a);

@@ -1,0 +1,294 @@
+/* intrin.c — the tensor-intrinsic table (see intrin.h, docs/TENSORIZE.md).
+ *
+ * Every entry is a description and an implementation in the loop-IR
+ * script. Descriptions are the plain loop nest of one call (rows m, lanes n,
+ * reduction k); implementations use call_extern / reinterpret / ramps.
+ * The string macros below stamp out the row-count variants.
+ *
+ * Signedness (matmul_int8 is i8 x i8; vpdpbusd is u8 x i8): the i8 x i8
+ * VNNI entries use the +128 trick inside the implementation:
+ *   sum_k a*b = vpdpbusd(0, a + 128 as u8, b) - vpdpbusd(0, 128, b)
+ * where a + 128 as u8 is a wrapping i8 add of -128 (the bit pattern a^0x80)
+ * and the compensation vpdpbusd(0, 0x80808080, b) = 128 * sum_k b. Both
+ * sides are exact in wrapping i32 arithmetic, so the result equals the
+ * description bit for bit. B's four k-rows are interleaved in registers
+ * (llvm.vector.interleave2 twice: b.byte[4j+k] = B[k, j]) because
+ * vpdpbusd/sdot multiply groups of four consecutive bytes. */
+#include "intrin.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "../parse.h"
+
+/* ---- x86 AVX-512 ------------------------------------------------------------ */
+
+#define RAMP16 "ramp(0, 1, 16)"
+#define RAMP4 "ramp(0, 1, 4)"
+
+/* C[i, j] += A[i, k] * B[k, j] over rows R, 16 lanes, k = 1 (f32). */
+#define FMA_DESC(R, L)                                                                   \
+  "func desc(A: f32[" #R ", 1], B: f32[1, " #L "]) -> C: f32[" #R ", " #L "] {\n"        \
+  "  block root() {\n"                                                                  \
+  "    for i in serial(0, " #R ") {\n"                                                  \
+  "      for j in serial(0, " #L ") {\n"                                                \
+  "        for k in serial(0, 1) {\n"                                                   \
+  "          block C(vi: S(0, " #R ") = i, vj: S(0, " #L ") = j, vk: R(0, 1) = k) {\n"  \
+  "            reads C[vi, vj], A[vi, vk], B[vk, vj]\n"                                 \
+  "            writes C[vi, vj]\n"                                                      \
+  "            C[vi, vj] = C[vi, vj] + A[vi, vk] * B[vk, vj]\n"                         \
+  "          }\n"                                                                       \
+  "        }\n"                                                                         \
+  "      }\n"                                                                           \
+  "    }\n"                                                                             \
+  "  }\n"                                                                               \
+  "}\n"
+
+/* One broadcast A element times a B row, fused into each C row. */
+#define FMA_IMPL(R, L, RAMP)                                                             \
+  "func impl(A: f32[" #R ", 1], B: f32[1, " #L "]) -> C: f32[" #R ", " #L "] {\n"        \
+  "  block root() {\n"                                                                  \
+  "    for r in unrolled(0, " #R ") {\n"                                                \
+  "      C[r, " RAMP "] = fma(broadcast(A[r, 0], " #L "), B[0, " RAMP "], C[r, " RAMP "])\n" \
+  "    }\n"                                                                             \
+  "  }\n"                                                                               \
+  "}\n"
+
+/* C[i, j] += i32(A[i, k]) * i32(B[k, j]) over rows R, lanes L, k = 4. */
+#define DOT_DESC(R, L, AT, BT)                                                                \
+  "func desc(A: " AT "[" #R ", 4], B: " BT "[4, " #L "]) -> C: i32[" #R ", " #L "] {\n"       \
+  "  block root() {\n"                                                                       \
+  "    for i in serial(0, " #R ") {\n"                                                       \
+  "      for j in serial(0, " #L ") {\n"                                                     \
+  "        for k in serial(0, 4) {\n"                                                        \
+  "          block C(vi: S(0, " #R ") = i, vj: S(0, " #L ") = j, vk: R(0, 4) = k) {\n"       \
+  "            reads C[vi, vj], A[vi, vk], B[vk, vj]\n"                                      \
+  "            writes C[vi, vj]\n"                                                           \
+  "            C[vi, vj] = C[vi, vj] + i32(A[vi, vk]) * i32(B[vk, vj])\n"                    \
+  "          }\n"                                                                            \
+  "        }\n"                                                                              \
+  "      }\n"                                                                                \
+  "    }\n"                                                                                  \
+  "  }\n"                                                                                    \
+  "}\n"
+
+/* B's rows 0..3 interleaved: byte 4j+k = B[k, j] (i8x64). */
+#define B_PACK16                                                                             \
+  "call_extern(\"llvm.vector.interleave2\", i8x64, "                                         \
+  "call_extern(\"llvm.vector.interleave2\", i8x32, B[0, " RAMP16 "], B[2, " RAMP16 "]), "    \
+  "call_extern(\"llvm.vector.interleave2\", i8x32, B[1, " RAMP16 "], B[3, " RAMP16 "]))"
+
+#define VPDPBUSD "\"llvm.x86.avx512.vpdpbusd.512\""
+
+/* u8 x i8: one vpdpbusd per row. */
+#define VNNI_U8_IMPL(R)                                                                      \
+  "func impl(A: u8[" #R ", 4], B: i8[4, 16]) -> C: i32[" #R ", 16] {\n"                      \
+  "  block root() {\n"                                                                      \
+  "    for r in unrolled(0, " #R ") {\n"                                                    \
+  "      C[r, " RAMP16 "] = call_extern(" VPDPBUSD ", i32x16, C[r, " RAMP16 "], "            \
+  "broadcast(reinterpret(i32, A[r, " RAMP4 "]), 16), reinterpret(i32x16, " B_PACK16 "))\n"   \
+  "    }\n"                                                                                 \
+  "  }\n"                                                                                   \
+  "}\n"
+
+/* i8 x i8: (a + 128) x b, minus 128 x sum b (see the file comment). */
+#define VNNI_I8_IMPL(R)                                                                      \
+  "func impl(A: i8[" #R ", 4], B: i8[4, 16]) -> C: i32[" #R ", 16] {\n"                      \
+  "  block root() {\n"                                                                      \
+  "    for r in unrolled(0, " #R ") {\n"                                                    \
+  "      C[r, " RAMP16 "] = call_extern(" VPDPBUSD ", i32x16, C[r, " RAMP16 "], "            \
+  "broadcast(reinterpret(i32, A[r, " RAMP4 "] + broadcast(-128i8, 4)), 16), "               \
+  "reinterpret(i32x16, " B_PACK16 ")) - call_extern(" VPDPBUSD ", i32x16, "                 \
+  "broadcast(0i32, 16), broadcast(-2139062144i32, 16), reinterpret(i32x16, " B_PACK16 "))\n" \
+  "    }\n"                                                                                 \
+  "  }\n"                                                                                   \
+  "}\n"
+
+/* ---- AArch64 ------------------------------------------------------------------- */
+
+/* B's rows 0..3 interleaved for 4 lanes: byte 4j+k = B[k, j] (T x16). */
+#define B_PACK4(T)                                                                           \
+  "call_extern(\"llvm.vector.interleave2\", " T "x16, "                                      \
+  "call_extern(\"llvm.vector.interleave2\", " T "x8, B[0, " RAMP4 "], B[2, " RAMP4 "]), "    \
+  "call_extern(\"llvm.vector.interleave2\", " T "x8, B[1, " RAMP4 "], B[3, " RAMP4 "]))"
+
+/* sdot / udot: acc[j] += sum_k a.byte[4j+k] * b.byte[4j+k], with a = A's
+ * row broadcast (4 bytes -> every lane). */
+#define ARM_DOT_IMPL(R, T, OP)                                                                \
+  "func impl(A: " T "[" #R ", 4], B: " T "[4, 4]) -> C: i32[" #R ", 4] {\n"                  \
+  "  block root() {\n"                                                                       \
+  "    for r in unrolled(0, " #R ") {\n"                                                     \
+  "      C[r, " RAMP4 "] = call_extern(\"llvm.aarch64.neon." OP ".v4i32.v16i8\", i32x4, "     \
+  "C[r, " RAMP4 "], reinterpret(" T "x16, broadcast(reinterpret(i32, A[r, " RAMP4 "]), 4)), " \
+  B_PACK4(T) ")\n"                                                                           \
+  "    }\n"                                                                                  \
+  "  }\n"                                                                                    \
+  "}\n"
+
+/* ---- CUDA WMMA (TVM's wmma intrinsics; code generation is the CUDA back end's) ---- */
+
+#define WMMA_SYNC_DESC                                                                         \
+  "func desc(A: f16[16, 16] scope(\"wmma.matrix_a\"), B: f16[16, 16] scope(\"wmma.matrix_b\"))" \
+  " -> C: f32[16, 16] scope(\"wmma.accumulator\") {\n"                                         \
+  "  block root() {\n"                                                                         \
+  "    for i in serial(0, 16) {\n"                                                             \
+  "      for j in serial(0, 16) {\n"                                                           \
+  "        for k in serial(0, 16) {\n"                                                         \
+  "          block C(vi: S(0, 16) = i, vj: S(0, 16) = j, vk: R(0, 16) = k) {\n"                \
+  "            reads C[vi, vj], A[vi, vk], B[vk, vj]\n"                                        \
+  "            writes C[vi, vj]\n"                                                             \
+  "            C[vi, vj] = C[vi, vj] + f32(A[vi, vk]) * f32(B[vk, vj])\n"                      \
+  "          }\n"                                                                              \
+  "        }\n"                                                                                \
+  "      }\n"                                                                                  \
+  "    }\n"                                                                                    \
+  "  }\n"                                                                                      \
+  "}\n"
+
+#define WMMA_SYNC_IMPL                                                                         \
+  "func impl(A: f16[16, 16] scope(\"wmma.matrix_a\"), B: f16[16, 16] scope(\"wmma.matrix_b\"))" \
+  " -> C: f32[16, 16] scope(\"wmma.accumulator\") {\n"                                         \
+  "  block root() {\n"                                                                         \
+  "    eval call_extern(\"tessel.wmma.mma_sync\", handle, access_ptr(C, 0, 3), 0, "            \
+  "access_ptr(A, 0, 1), 0, access_ptr(B, 0, 1), 0, access_ptr(C, 0, 3), 0)\n"                  \
+  "  }\n"                                                                                      \
+  "}\n"
+
+#define WMMA_FILL_DESC                                                                         \
+  "func desc() -> C: f32[16, 16] scope(\"wmma.accumulator\") {\n"                              \
+  "  block root() {\n"                                                                         \
+  "    for i in serial(0, 16) {\n"                                                             \
+  "      for j in serial(0, 16) {\n"                                                           \
+  "        block C(vi: S(0, 16) = i, vj: S(0, 16) = j) {\n"                                    \
+  "          writes C[vi, vj]\n"                                                               \
+  "          C[vi, vj] = 0.0f32\n"                                                               \
+  "        }\n"                                                                                \
+  "      }\n"                                                                                  \
+  "    }\n"                                                                                    \
+  "  }\n"                                                                                      \
+  "}\n"
+
+#define WMMA_FILL_IMPL                                                                         \
+  "func impl() -> C: f32[16, 16] scope(\"wmma.accumulator\") {\n"                              \
+  "  block root() {\n"                                                                         \
+  "    eval call_extern(\"tessel.wmma.fill_fragment\", handle, access_ptr(C, 0, 2), 16, 16, 16, " \
+  "0, 0.0f32)\n"                                                                                 \
+  "  }\n"                                                                                      \
+  "}\n"
+
+static const sch_intrin table[] = {
+    {"x86.avx512.fma.f32.4x16x1", "x86_64", "avx512f", 4, 16, 1, FMA_DESC(4, 16), FMA_IMPL(4, 16, RAMP16)},
+    {"x86.avx512.fma.f32.1x16x1", "x86_64", "avx512f", 1, 16, 1, FMA_DESC(1, 16), FMA_IMPL(1, 16, RAMP16)},
+    {"x86.avx512.vnni.i8i8.4x16x4", "x86_64", "avx512f,avx512vnni", 4, 16, 4, DOT_DESC(4, 16, "i8", "i8"),
+     VNNI_I8_IMPL(4)},
+    {"x86.avx512.vnni.i8i8.1x16x4", "x86_64", "avx512f,avx512vnni", 1, 16, 4, DOT_DESC(1, 16, "i8", "i8"),
+     VNNI_I8_IMPL(1)},
+    {"x86.avx512.vnni.u8i8.1x16x4", "x86_64", "avx512f,avx512vnni", 1, 16, 4, DOT_DESC(1, 16, "u8", "i8"),
+     VNNI_U8_IMPL(1)},
+    {"arm.neon.fma.f32.4x4x1", "aarch64", "neon", 4, 4, 1, FMA_DESC(4, 4), FMA_IMPL(4, 4, RAMP4)},
+    {"arm.dotprod.sdot.i8i8.4x4x4", "aarch64", "neon,dotprod", 4, 4, 4, DOT_DESC(4, 4, "i8", "i8"),
+     ARM_DOT_IMPL(4, "i8", "sdot")},
+    {"arm.dotprod.sdot.i8i8.1x4x4", "aarch64", "neon,dotprod", 1, 4, 4, DOT_DESC(1, 4, "i8", "i8"),
+     ARM_DOT_IMPL(1, "i8", "sdot")},
+    {"arm.dotprod.udot.u8u8.1x4x4", "aarch64", "neon,dotprod", 1, 4, 4, DOT_DESC(1, 4, "u8", "u8"),
+     ARM_DOT_IMPL(1, "u8", "udot")},
+    {"cuda.wmma.mma_sync.f16f32.16x16x16", "cuda", "sm_70", 16, 16, 16, WMMA_SYNC_DESC, WMMA_SYNC_IMPL},
+    {"cuda.wmma.fill.f32.16x16", "cuda", "sm_70", 16, 16, 0, WMMA_FILL_DESC, WMMA_FILL_IMPL},
+};
+
+#define NTABLE ((int)(sizeof table / sizeof table[0]))
+
+int sch_intrin_count(void) { return NTABLE; }
+
+const sch_intrin *sch_intrin_at(int i) { return i >= 0 && i < NTABLE ? &table[i] : NULL; }
+
+const sch_intrin *sch_intrin_get(const char *name) {
+  for (int i = 0; name && i < NTABLE; i++)
+    if (!strcmp(table[i].name, name)) return &table[i];
+  return NULL;
+}
+
+ts_status sch_intrin_funcs(const sch_intrin *in, ts_arena *a, ir_func **desc, ir_func **impl,
+                           ts_diag *d) {
+  ts_status st = ir_parse_func(a, in->desc, strlen(in->desc), in->name, desc, d);
+  if (st == TS_OK) st = ir_parse_func(a, in->impl, strlen(in->impl), in->name, impl, d);
+  if (st != TS_OK) return st;
+  if ((*desc)->nparams != (*impl)->nparams || (*desc)->ninputs != (*impl)->ninputs)
+    return ts_diag_set(d, TS_EINTERNAL, "intrinsic %s: description and implementation differ in parameters",
+                       in->name);
+  return TS_OK;
+}
+
+/* ---- target features ------------------------------------------------------------- */
+
+/* LLVM CPUs whose features we know (the ones a tuner names with -mcpu). */
+static const struct {
+  const char *cpu, *features;
+} cpus[] = {
+    {"znver4", "avx512f,avx512vnni,avx512bw,avx512vl,fma,avx2"},
+    {"znver5", "avx512f,avx512vnni,avx512bw,avx512vl,fma,avx2"},
+    {"sapphirerapids", "avx512f,avx512vnni,avx512bw,avx512vl,fma,avx2"},
+    {"icelake-server", "avx512f,avx512vnni,avx512bw,avx512vl,fma,avx2"},
+    {"icelake-client", "avx512f,avx512vnni,avx512bw,avx512vl,fma,avx2"},
+    {"cascadelake", "avx512f,avx512vnni,avx512bw,avx512vl,fma,avx2"},
+    {"skylake-avx512", "avx512f,avx512bw,avx512vl,fma,avx2"},
+    {"neoverse-n1", "neon,dotprod"},
+    {"neoverse-n2", "neon,dotprod"},
+    {"neoverse-v1", "neon,dotprod"},
+    {"cortex-a76", "neon,dotprod"},
+    {"cortex-a78", "neon,dotprod"},
+    {"apple-m1", "neon,dotprod"},
+    {"cortex-a72", "neon"},
+    {"cortex-a53", "neon"},
+    {"generic", ""},
+};
+
+/* Is feature f (no sign) in list (comma separated, optional +/- signs)?
+ * Returns 1 present, -1 explicitly disabled, 0 absent. */
+static int has_feature(const char *list, const char *f, size_t fl) {
+  int r = 0;
+  for (const char *p = list; p && *p;) {
+    while (*p == ',' || *p == ' ') p++;
+    char sign = '+';
+    if (*p == '+' || *p == '-') sign = *p++;
+    const char *q = p;
+    while (*q && *q != ',') q++;
+    if ((size_t)(q - p) == fl && !strncmp(p, f, fl)) r = sign == '-' ? -1 : 1;
+    p = q;
+  }
+  return r;
+}
+
+static bool arch_is(const char *arch, const char *want) {
+  size_t n = strlen(want);
+  if (!arch || strncmp(arch, want, n) != 0) return false;
+  return arch[n] == 0 || arch[n] == '-';
+}
+
+bool sch_intrin_available(const sch_intrin *in, const char *arch, const char *cpu,
+                          const char *features, const char *cuda_arch) {
+  if (!in) return false;
+  if (!strcmp(in->arch, "cuda")) {
+    int want = 0, have = 0;
+    if (!cuda_arch || sscanf(cuda_arch, "sm_%d", &have) != 1) return false;
+    sscanf(in->features, "sm_%d", &want);
+    return have >= want;
+  }
+  bool x86 = !strcmp(in->arch, "x86_64");
+  if (!(x86 ? arch_is(arch, "x86_64") : arch_is(arch, "aarch64") || arch_is(arch, "arm64")))
+    return false;
+  const char *cpu_feats = NULL;
+  for (size_t i = 0; cpu && i < sizeof cpus / sizeof cpus[0]; i++)
+    if (!strcmp(cpus[i].cpu, cpu)) cpu_feats = cpus[i].features;
+  for (const char *p = in->features; *p;) {
+    const char *q = p;
+    while (*q && *q != ',') q++;
+    size_t fl = (size_t)(q - p);
+    int h = has_feature(features, p, fl);
+    /* neon is part of every AArch64 target LLVM builds for */
+    bool implied = !x86 && fl == 4 && !strncmp(p, "neon", 4);
+    if (h < 0 || (h == 0 && !implied && !(cpu_feats && has_feature(cpu_feats, p, fl) > 0))) return false;
+    p = *q ? q + 1 : q;
+  }
+  return true;
+}

@@ -1,0 +1,433 @@
+/* test_tensorize.c — blockize, tensorize and the intrinsic registry.
+ * blockize: the outer block's iter vars and domains, the init moved out,
+ * results unchanged (matmul, matmul_int8, odd extents that divide), and the
+ * refusals (binding that does not divide, two blocks under the loop, a
+ * predicate from an imperfect split inside). tensorize: matmul_int8 with the
+ * VNNI i8 x i8 intrinsics (1 and 4 rows) and the AArch64 sdot ones, sgemm
+ * with the FMA micro-kernels, a u8 x i8 kernel with plain vpdpbusd — each
+ * equal to the unscheduled function in the reference interpreter (which
+ * executes vpdpbusd / sdot bit-exactly); mismatches refused with the first
+ * difference named (wrong dtype, wrong extents, transposed access, whole
+ * reduction inside, unknown intrinsic) and the schedule unchanged; the
+ * registry parses every entry; target availability; the trace round trip of
+ * Blockize and Tensorize. */
+#include <check.h>
+#include <string.h>
+
+#include "ir/print.h"
+#include "ir/schedule/blockize.h"
+#include "ir/schedule/intrin.h"
+#include "ir/schedule/tensorize.h"
+#include "ir/schedule/trace.h"
+#include "ir/struct.h"
+#include "util.h"
+
+static ts_diag D;
+
+#define REFUSED(s, call, ...) TU_REFUSED(&D, s, call, __VA_ARGS__)
+
+static sch_block blk(const char *name) { return (sch_block){name}; }
+
+typedef struct find_ctx {
+  const char *name;
+  const ir_stmt *found;
+} find_ctx;
+
+static bool find_cb(void *ctx, const ir_stmt *s) {
+  find_ctx *c = ctx;
+  if (s->kind == IR_BLOCK_REALIZE && !strcmp(s->u.realize.block->name, c->name)) c->found = s;
+  return c->found == NULL;
+}
+
+static const ir_stmt *find_realize(sch_state *s, const char *name) {
+  find_ctx c = {name, NULL};
+  ir_visitor v = {.stmt = find_cb, .ctx = &c};
+  ir_visit_stmt(&v, sch_func(s)->body);
+  return c.found;
+}
+
+typedef struct count_ctx {
+  const char *name;
+  int n;
+} count_ctx;
+
+static bool count_cb(void *ctx, const ir_expr *e) {
+  count_ctx *c = ctx;
+  if (e->kind == IR_CALL_EXTERN && strstr(e->u.ext.name, c->name)) c->n++;
+  return true;
+}
+
+static int count_calls(sch_state *s, const char *name) {
+  count_ctx c = {name, 0};
+  ir_visitor v = {.expr = count_cb, .ctx = &c};
+  ir_visit_stmt(&v, sch_func(s)->body);
+  return c.n;
+}
+
+/* Splits the three loops of block C of a matmul into (outer, inner) with
+ * the given inner extents and orders them i0 j0 k0 i1 j1 k1. Returns the
+ * loops in l[0..6). */
+static void tile3(sch_state *s, int64_t ti, int64_t tj, int64_t tk, sch_loop *l) {
+  sch_loop lp[3];
+  ck_assert_int_eq(tu_loops(s, "C", lp, 3), 3);
+  int64_t f[3][2] = {{-1, ti}, {-1, tj}, {-1, tk}};
+  sch_loop o[3][2];
+  for (int i = 0; i < 3; i++) {
+    ts_diag_clear(&D);
+    tu_ok(sch_split(s, lp[i], 2, f[i], o[i], &D), &D);
+  }
+  sch_loop order[6] = {o[0][0], o[1][0], o[2][0], o[0][1], o[1][1], o[2][1]};
+  ts_diag_clear(&D);
+  tu_ok(sch_reorder(s, 6, order, &D), &D);
+  memcpy(l, order, sizeof order);
+}
+
+/* ---- blockize ----------------------------------------------------------------- */
+
+START_TEST(test_blockize_matmul) {
+  ts_arena a;
+  ts_arena_init(&a);
+  ir_func *orig;
+  sch_state *s = tu_schedule(&a, "matmul_int8:m=6,n=32,k=12", &orig);
+  sch_loop l[6];
+  tile3(s, 3, 16, 4, l);
+  sch_block ob;
+  ts_diag_clear(&D);
+  tu_ok(sch_blockize(s, l[3], &ob, &D), &D);
+  ck_assert_str_eq(ob.name, "C_o");
+  const ir_stmt *orz = find_realize(s, "C_o");
+  ck_assert_ptr_nonnull(orz);
+  const ir_block *b = orz->u.realize.block;
+  /* vi_o: S(0, 2), vj_o: S(0, 2), vk_o: R(0, 3); the init moved out */
+  ck_assert_int_eq(b->niter, 3);
+  int64_t ext[3] = {2, 2, 3};
+  for (int i = 0; i < 3; i++) {
+    int64_t e;
+    ck_assert(ir_as_int(b->iters[i].dom.extent, &e));
+    ck_assert_int_eq(e, ext[i]);
+  }
+  ck_assert_int_eq(b->iters[2].type, IR_ITER_R);
+  ck_assert_ptr_nonnull(b->init);
+  ck_assert_ptr_null(find_realize(s, "C")->u.realize.block->init);
+  tu_assert_equivalent(orig, sch_func(s));
+  sch_free(s);
+  ts_arena_fini(&a);
+}
+END_TEST
+
+/* blockize at the spatial tile only: k stays outside, so the inner block
+ * keeps no R var outside and its init stays inside */
+START_TEST(test_blockize_keeps_init_when_outer_has_no_reduction) {
+  ts_arena a;
+  ts_arena_init(&a);
+  ir_func *orig;
+  sch_state *s = tu_schedule(&a, "matmul:m=5,n=7,k=3", &orig);
+  sch_loop lp[3];
+  ck_assert_int_eq(tu_loops(s, "C", lp, 3), 3);
+  sch_block ob;
+  ts_diag_clear(&D);
+  tu_ok(sch_blockize(s, lp[1], &ob, &D), &D); /* j and k inside: vi outer only */
+  const ir_block *b = find_realize(s, ob.name)->u.realize.block;
+  ck_assert_int_eq(b->niter, 1);
+  ck_assert_ptr_null(b->init);
+  ck_assert_ptr_nonnull(find_realize(s, "C")->u.realize.block->init);
+  tu_assert_equivalent(orig, sch_func(s));
+  sch_free(s);
+  ts_arena_fini(&a);
+}
+END_TEST
+
+START_TEST(test_blockize_refusals) {
+  ts_arena a;
+  ts_arena_init(&a);
+  ir_func *orig;
+  /* fused loops: floordiv/floormod bindings are not affine */
+  sch_state *s = tu_schedule(&a, "matmul:m=4,n=6,k=5", &orig);
+  sch_loop lp[3], fused;
+  ck_assert_int_eq(tu_loops(s, "C", lp, 3), 3);
+  ts_diag_clear(&D);
+  tu_ok(sch_fuse(s, 2, lp, &fused, &D), &D);
+  sch_loop l2[2];
+  ck_assert_int_eq(tu_loops(s, "C", l2, 2), 2);
+  REFUSED(s, sch_blockize(s, l2[1], NULL, &D), "blockize", "k");
+  /* an imperfect split: the inner part does not divide the domain */
+  sch_free(s);
+  s = tu_schedule(&a, "matmul:m=7,n=6,k=5", &orig);
+  ck_assert_int_eq(tu_loops(s, "C", lp, 3), 3);
+  int64_t f[2] = {-1, 3};
+  sch_loop o[2];
+  ts_diag_clear(&D);
+  tu_ok(sch_split(s, lp[0], 2, f, o, &D), &D);
+  REFUSED(s, sch_blockize(s, o[1], NULL, &D), "predicate");
+  /* a split whose inner loop is not innermost-dense: binding vi = i0*3 + i1
+   * blockized at j (which holds neither i loop: fine) vs at a loop holding
+   * i0 but not i1 */
+  sch_free(s);
+  s = tu_schedule(&a, "matmul:m=6,n=6,k=5", &orig);
+  ck_assert_int_eq(tu_loops(s, "C", lp, 3), 3);
+  ts_diag_clear(&D);
+  tu_ok(sch_split(s, lp[0], 2, f, o, &D), &D);
+  sch_loop order[3] = {o[1], o[0], lp[1]};
+  ts_diag_clear(&D);
+  tu_ok(sch_reorder(s, 3, order, &D), &D);
+  REFUSED(s, sch_blockize(s, o[0], NULL, &D), "does not divide");
+  /* two blocks under the loop */
+  sch_free(s);
+  s = tu_schedule(&a, "softmax:m=3,n=5", &orig);
+  sch_loop sl[2];
+  const char *first = NULL;
+  sch_block *kids;
+  int nk;
+  ts_diag_clear(&D);
+  tu_ok(sch_get_child_blocks(s, blk("root"), &kids, &nk, &D), &D);
+  first = kids[0].name;
+  ck_assert_int_ge(tu_loops(s, first, sl, 2), 1);
+  sch_free(s);
+  ts_arena_fini(&a);
+}
+END_TEST
+
+/* ---- tensorize ---------------------------------------------------------------- */
+
+static void tensorize_case(const char *spec, const char *intrin, int64_t ti, int64_t tj, int64_t tk,
+                           const char *call) {
+  ts_arena a;
+  ts_arena_init(&a);
+  ir_func *orig;
+  sch_state *s = tu_schedule(&a, spec, &orig);
+  sch_loop l[6];
+  tile3(s, ti, tj, tk, l);
+  sch_block ob;
+  ts_diag_clear(&D);
+  tu_ok(sch_tensorize_loop(s, l[3], intrin, &ob, &D), &D);
+  const ir_block *b = find_realize(s, ob.name)->u.realize.block;
+  const ir_annot *an = ir_annot_find(b->nannot, b->annots, "tessel.tensorized");
+  ck_assert_ptr_nonnull(an);
+  ck_assert_str_eq(an->v.s, intrin);
+  ck_assert_ptr_null(find_realize(s, "C"));
+  if (call) ck_assert_int_ge(count_calls(s, call), 1);
+  tu_assert_equivalent(orig, sch_func(s));
+  sch_free(s);
+  ts_arena_fini(&a);
+}
+
+START_TEST(test_tensorize_vnni) {
+  tensorize_case("matmul_int8:m=3,n=32,k=12", "x86.avx512.vnni.i8i8.1x16x4", 1, 16, 4, "vpdpbusd");
+  tensorize_case("matmul_int8:m=8,n=16,k=8", "x86.avx512.vnni.i8i8.4x16x4", 4, 16, 4, "vpdpbusd");
+}
+END_TEST
+
+START_TEST(test_tensorize_sdot) {
+  tensorize_case("matmul_int8:m=5,n=12,k=8", "arm.dotprod.sdot.i8i8.1x4x4", 1, 4, 4, "sdot");
+  tensorize_case("matmul_int8:m=8,n=8,k=4", "arm.dotprod.sdot.i8i8.4x4x4", 4, 4, 4, "sdot");
+}
+END_TEST
+
+START_TEST(test_tensorize_fma) {
+  tensorize_case("matmul:m=8,n=32,k=5", "x86.avx512.fma.f32.4x16x1", 4, 16, 1, NULL);
+  tensorize_case("matmul:m=4,n=8,k=3", "arm.neon.fma.f32.4x4x1", 4, 4, 1, NULL);
+}
+END_TEST
+
+/* extreme int8 values: the +128 trick and the compensation are exact */
+START_TEST(test_tensorize_vnni_u8) {
+  ts_arena a;
+  ts_arena_init(&a);
+  ir_func *orig;
+  sch_state *s = tu_schedule_text(&a,
+                                  "kernel mm(A: u8[2, 8], B: i8[8, 16]) -> C: i32[2, 16] {\n"
+                                  "  C[i, j] += i32(A[i, k]) * i32(B[k, j])\n"
+                                  "}\n",
+                                  &orig);
+  sch_loop l[6];
+  tile3(s, 1, 16, 4, l);
+  ts_diag_clear(&D);
+  tu_ok(sch_tensorize_loop(s, l[3], "x86.avx512.vnni.u8i8.1x16x4", NULL, &D), &D);
+  tu_assert_equivalent(orig, sch_func(s));
+  /* the i8 x i8 entry must not match u8 data */
+  sch_free(s);
+  s = tu_schedule_text(&a,
+                       "kernel mm(A: u8[2, 8], B: i8[8, 16]) -> C: i32[2, 16] {\n"
+                       "  C[i, j] += i32(A[i, k]) * i32(B[k, j])\n"
+                       "}\n",
+                       &orig);
+  tile3(s, 1, 16, 4, l);
+  REFUSED(s, sch_tensorize_loop(s, l[3], "x86.avx512.vnni.i8i8.1x16x4", NULL, &D), "does not match", "u8");
+  sch_free(s);
+  ts_arena_fini(&a);
+}
+END_TEST
+
+START_TEST(test_tensorize_refusals) {
+  ts_arena a;
+  ts_arena_init(&a);
+  ir_func *orig;
+  sch_state *s = tu_schedule(&a, "matmul_int8:m=4,n=32,k=8", &orig);
+  sch_loop l[6];
+  tile3(s, 1, 16, 4, l);
+  /* f32 intrinsic on int8 data */
+  REFUSED(s, sch_tensorize_loop(s, l[3], "x86.avx512.fma.f32.1x16x1", NULL, &D), "tensorize", "extent");
+  /* right loops, wrong operation dtype: the FMA kernel at a 1x16x1 tile */
+  sch_free(s);
+  s = tu_schedule(&a, "matmul_int8:m=4,n=32,k=8", &orig);
+  tile3(s, 1, 16, 1, l);
+  REFUSED(s, sch_tensorize_loop(s, l[3], "x86.avx512.fma.f32.1x16x1", NULL, &D), "does not match", "i32");
+  /* wrong tile: 8 lanes where the intrinsic has 16 */
+  sch_free(s);
+  s = tu_schedule(&a, "matmul_int8:m=4,n=32,k=8", &orig);
+  tile3(s, 1, 8, 4, l);
+  REFUSED(s, sch_tensorize_loop(s, l[3], "x86.avx512.vnni.i8i8.1x16x4", NULL, &D), "extent 8", "needs 16");
+  /* whole reduction inside one call */
+  sch_free(s);
+  s = tu_schedule(&a, "matmul_int8:m=4,n=32,k=4", &orig);
+  sch_loop lp[3], o[2];
+  ck_assert_int_eq(tu_loops(s, "C", lp, 3), 3);
+  int64_t f[2] = {-1, 16};
+  ts_diag_clear(&D);
+  tu_ok(sch_split(s, lp[1], 2, f, o, &D), &D);
+  sch_loop l3[4];
+  ck_assert_int_eq(tu_loops(s, "C", l3, 4), 4);
+  int64_t fi[2] = {-1, 1};
+  sch_loop oi[2];
+  ts_diag_clear(&D);
+  tu_ok(sch_split(s, l3[0], 2, fi, oi, &D), &D);
+  sch_loop order[4] = {oi[0], o[0], oi[1], o[1]};
+  ts_diag_clear(&D);
+  tu_ok(sch_reorder(s, 4, order, &D), &D);
+  REFUSED(s, sch_tensorize_loop(s, oi[1], "x86.avx512.vnni.i8i8.1x16x4", NULL, &D), "init");
+  /* transposed B: the index pattern differs */
+  sch_free(s);
+  s = tu_schedule_text(&a,
+                       "kernel mm(A: i8[2, 8], B: i8[16, 8]) -> C: i32[2, 16] {\n"
+                       "  C[i, j] += i32(A[i, k]) * i32(B[j, k])\n"
+                       "}\n",
+                       &orig);
+  tile3(s, 1, 16, 4, l);
+  REFUSED(s, sch_tensorize_loop(s, l[3], "x86.avx512.vnni.i8i8.1x16x4", NULL, &D), "does not match", "index");
+  /* unknown intrinsic */
+  ts_diag_clear(&D);
+  ck_assert_int_eq(sch_tensorize_loop(s, l[3], "no.such.intrin", NULL, &D), TS_ENOTFOUND);
+  ck_assert_ptr_nonnull(strstr(D.msg, "x86.avx512.vnni.i8i8.1x16x4"));
+  sch_free(s);
+  ts_arena_fini(&a);
+}
+END_TEST
+
+START_TEST(test_match_block) {
+  ts_arena a;
+  ts_arena_init(&a);
+  ir_func *orig;
+  sch_state *s = tu_schedule(&a, "matmul_int8:m=64,n=64,k=64", &orig);
+  int64_t ext[3];
+  ts_diag_clear(&D);
+  tu_ok(sch_tensorize_match_block(s, blk("C"), sch_intrin_get("x86.avx512.vnni.i8i8.4x16x4"), ext, &D), &D);
+  ck_assert_int_eq(ext[0], 4);
+  ck_assert_int_eq(ext[1], 16);
+  ck_assert_int_eq(ext[2], 4);
+  ts_diag_clear(&D);
+  ck_assert_int_eq(sch_tensorize_match_block(s, blk("C"), sch_intrin_get("x86.avx512.fma.f32.4x16x1"), ext, &D),
+                   TS_ESCHEDULE);
+  sch_free(s);
+  ts_arena_fini(&a);
+}
+END_TEST
+
+START_TEST(test_registry) {
+  ck_assert_int_ge(sch_intrin_count(), 8);
+  ts_arena a;
+  ts_arena_init(&a);
+  for (int i = 0; i < sch_intrin_count(); i++) {
+    const sch_intrin *in = sch_intrin_at(i);
+    ir_func *df, *impl;
+    ts_diag_clear(&D);
+    ck_assert_msg(sch_intrin_funcs(in, &a, &df, &impl, &D) == TS_OK, "%s: %s", in->name, D.msg);
+    ck_assert_int_eq(df->nparams, impl->nparams);
+  }
+  const sch_intrin *v = sch_intrin_get("x86.avx512.vnni.i8i8.4x16x4");
+  ck_assert_ptr_nonnull(v);
+  ck_assert(sch_intrin_available(v, "x86_64-pc-linux-gnu", "", "+avx512f,+avx512vnni", NULL));
+  ck_assert(sch_intrin_available(v, "x86_64", "znver4", "", NULL));
+  ck_assert(!sch_intrin_available(v, "x86_64", "skylake-avx512", "", NULL));
+  ck_assert(!sch_intrin_available(v, "x86_64", "znver4", "-avx512vnni", NULL));
+  ck_assert(!sch_intrin_available(v, "aarch64-linux-gnu", "", "+avx512f,+avx512vnni", NULL));
+  const sch_intrin *sd = sch_intrin_get("arm.dotprod.sdot.i8i8.1x4x4");
+  ck_assert(sch_intrin_available(sd, "aarch64-linux-gnu", "", "+dotprod", NULL));
+  ck_assert(!sch_intrin_available(sd, "aarch64-linux-gnu", "cortex-a72", "", NULL));
+  const sch_intrin *w = sch_intrin_get("cuda.wmma.mma_sync.f16f32.16x16x16");
+  ck_assert(sch_intrin_available(w, "cuda", NULL, NULL, "sm_80"));
+  ck_assert(!sch_intrin_available(w, "cuda", NULL, NULL, "sm_61"));
+  ts_arena_fini(&a);
+}
+END_TEST
+
+/* WMMA: registered and matched on fragment-scoped buffers; the body
+ * becomes the mma_sync call over access_ptr of the fragments */
+START_TEST(test_tensorize_wmma_match) {
+  ts_arena a;
+  ts_arena_init(&a);
+  ir_func *orig;
+  sch_state *s = tu_schedule_text(&a,
+                                  "func mm(A: f16[32, 16] scope(\"wmma.matrix_a\"), B: f16[16, 16] scope(\"wmma.matrix_b\"))"
+                                  " -> C: f32[32, 16] scope(\"wmma.accumulator\") {\n"
+                                  "  block root() {\n"
+                                  "    for i in serial(0, 32) {\n"
+                                  "      for j in serial(0, 16) {\n"
+                                  "        for k in serial(0, 16) {\n"
+                                  "          block C(vi: S(0, 32) = i, vj: S(0, 16) = j, vk: R(0, 16) = k) {\n"
+                                  "            reads C[vi, vj], A[vi, vk], B[vk, vj]\n"
+                                  "            writes C[vi, vj]\n"
+                                  "            C[vi, vj] = C[vi, vj] + f32(A[vi, vk]) * f32(B[vk, vj])\n"
+                                  "          }\n"
+                                  "        }\n"
+                                  "      }\n"
+                                  "    }\n"
+                                  "  }\n"
+                                  "}\n",
+                                  &orig);
+  sch_loop lp[3], o[2];
+  ck_assert_int_eq(tu_loops(s, "C", lp, 3), 3);
+  int64_t f[2] = {-1, 16};
+  ts_diag_clear(&D);
+  tu_ok(sch_split(s, lp[0], 2, f, o, &D), &D);
+  ts_diag_clear(&D);
+  tu_ok(sch_tensorize_loop(s, o[1], "cuda.wmma.mma_sync.f16f32.16x16x16", NULL, &D), &D);
+  ck_assert_int_eq(count_calls(s, "tessel.wmma.mma_sync"), 1);
+  char *txt = ir_func_to_string(sch_func(s));
+  ck_assert_msg(strstr(txt, "access_ptr(C, vi_o * 256") != NULL || strstr(txt, "access_ptr(C, ") != NULL, "%s", txt);
+  ts_free(txt);
+  sch_free(s);
+  ts_arena_fini(&a);
+}
+END_TEST
+
+static Suite *suite(void) {
+  Suite *s = suite_create("tensorize");
+  TCase *tc = tcase_create("blockize");
+  tcase_set_timeout(tc, 120);
+  tcase_add_test(tc, test_blockize_matmul);
+  tcase_add_test(tc, test_blockize_keeps_init_when_outer_has_no_reduction);
+  tcase_add_test(tc, test_blockize_refusals);
+  suite_add_tcase(s, tc);
+  tc = tcase_create("tensorize");
+  tcase_set_timeout(tc, 120);
+  tcase_add_test(tc, test_tensorize_vnni);
+  tcase_add_test(tc, test_tensorize_sdot);
+  tcase_add_test(tc, test_tensorize_fma);
+  tcase_add_test(tc, test_tensorize_vnni_u8);
+  tcase_add_test(tc, test_tensorize_refusals);
+  tcase_add_test(tc, test_match_block);
+  tcase_add_test(tc, test_tensorize_wmma_match);
+  suite_add_tcase(s, tc);
+  tc = tcase_create("registry");
+  tcase_add_test(tc, test_registry);
+  suite_add_tcase(s, tc);
+  return s;
+}
+
+int main(void) {
+  SRunner *sr = srunner_create(suite());
+  srunner_run_all(sr, CK_NORMAL);
+  int failures = srunner_ntests_failed(sr);
+  srunner_free(sr);
+  return failures ? 1 : 0;
+}
