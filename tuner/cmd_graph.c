@@ -110,7 +110,13 @@ static int graph_show(int argc, char **argv) {
   bool json = false;
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--json")) json = true;
-    else if (!strcmp(argv[i], "--after") && i + 1 < argc) after = argv[++i];
+    else if (!strcmp(argv[i], "--after")) {
+      if (i + 1 >= argc) {
+        fprintf(stderr, "tessel graph show: --after needs a pass name\n%s", usage);
+        return 2;
+      }
+      after = argv[++i];
+    }
     else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
       printf("%s", usage);
       return 0;
