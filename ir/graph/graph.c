@@ -434,6 +434,19 @@ ts_status tg_graph_compact(tg_graph *g, ts_diag *d) {
     }
   }
   int no = 0;
+  /* the common case, an already sorted graph, in one pass */
+  bool sorted = true;
+  for (int i = 0; i < nn && sorted; i++) {
+    tg_node *n = g->nodes[i];
+    if (n->dead) continue;
+    for (int j = 0; j < n->nin; j++) {
+      int v = n->inputs[j];
+      if (v >= 0 && g->values[v]->producer >= i) sorted = false;
+    }
+  }
+  if (sorted)
+    for (int i = 0; i < nn; i++)
+      if (!g->nodes[i]->dead) order[no++] = i;
   while (no < live) {
     int pick = -1;
     for (int i = 0; i < nn; i++)

@@ -1780,19 +1780,26 @@ done:
   return st;
 }
 
-/* Marks dead every node none of whose outputs is used (transitively). */
-static void drop_unused(tg_graph *g) {
+/* Marks dead every node none of whose outputs is used (transitively):
+ * use counts once, then one backward walk. */
+static ts_status drop_unused(tg_graph *g) {
+  int *uses = ts_calloc((size_t)g->nvalues + 1, sizeof(int));
+  if (!uses) return TS_ENOMEM;
+  for (int i = 0; i < g->nnodes; i++)
+    for (int j = 0; j < g->nodes[i]->nin; j++)
+      if (g->nodes[i]->inputs[j] >= 0) uses[g->nodes[i]->inputs[j]]++;
+  for (int k = 0; k < g->noutputs; k++) uses[g->outputs[k]]++;
   for (int i = g->nnodes - 1; i >= 0; i--) {
     tg_node *n = g->nodes[i];
     bool used = false;
-    for (int j = 0; j < n->nout && !used; j++) {
-      int v = n->outputs[j];
-      if (tg_value_consumers(g, v, NULL, 0) > 0) used = true;
-      for (int k = 0; k < g->noutputs && !used; k++)
-        if (g->outputs[k] == v) used = true;
-    }
-    if (!used) n->dead = true;
+    for (int j = 0; j < n->nout; j++) used |= uses[n->outputs[j]] > 0;
+    if (used) continue;
+    n->dead = true;
+    for (int j = 0; j < n->nin; j++)
+      if (n->inputs[j] >= 0) uses[n->inputs[j]]--;
   }
+  ts_free(uses);
+  return TS_OK;
 }
 
 ts_status tg_onnx_import_mem(const void *buf, size_t len, const char *label, ir_module *m, tg_graph **out, ts_diag *d) {
@@ -1881,7 +1888,10 @@ ts_status tg_onnx_import_mem(const void *buf, size_t len, const char *label, ir_
       goto fail;
     }
   }
-  drop_unused(im.g);
+  if (drop_unused(im.g) != TS_OK) {
+    st = ts_diag_set(d, TS_ENOMEM, "%s: out of memory", label);
+    goto fail;
+  }
   if ((st = tg_graph_compact(im.g, d))) goto fail;
   if ((st = tg_graph_verify(im.g, d))) goto fail;
   if (out) *out = im.g;
