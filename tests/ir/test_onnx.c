@@ -352,6 +352,9 @@ START_TEST(test_refusals) {
   refused("ops/bad_unsorted.onnx", TS_EINVAL, "node second (Relu, opset 17)", "topologically sorted");
   refused("ops/bad_symconv.onnx", TS_EUNSUPPORTED, "node c (Conv, opset 17)", "symbolic (h)");
   refused("ops/bad_dynamic_slice.onnx", TS_EUNSUPPORTED, "node sl (Slice, opset 17)", "must be a constant");
+  refused("ops/bad_split_num13.onnx", TS_EUNSUPPORTED, "node sp (Split, opset 13)", "attribute 'num_outputs' is not supported at this opset");
+  refused("ops/bad_avgpool_dil18.onnx", TS_EUNSUPPORTED, "node ap (AveragePool, opset 18)", "attribute 'dilations' is not supported at this opset");
+  refused("ops/bad_pad_wrap18.onnx", TS_EUNSUPPORTED, "node pd (Pad, opset 18)", "wrap needs opset 19");
   refused("ops/bad_string.onnx", TS_EUNSUPPORTED, "graph input x: element type STRING", NULL);
   /* not a file / not a model */
   ts_diag d;

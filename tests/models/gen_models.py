@@ -319,6 +319,13 @@ def bad_models():
                                    [numpy_helper.from_array(np.array([2], np.int64), "e")])
     B["bad_string"] = model([helper.make_node("Identity", ["x"], ["y"], name="i")],
                             [helper.make_tensor_value_info("x", TensorProto.STRING, [2])], [y])
+    x4 = helper.make_tensor_value_info("x", F, [1, 2, 6, 6])
+    B["bad_split_num13"] = model([helper.make_node("Split", ["x"], ["y", "z"], name="sp", axis=0, num_outputs=2)],
+                                 [x], [y, helper.make_tensor_value_info("z", F, None)], opset=13)
+    B["bad_avgpool_dil18"] = model([helper.make_node("AveragePool", ["x"], ["y"], name="ap", kernel_shape=[2, 2],
+                                                     dilations=[2, 2])], [x4], [y], opset=18)
+    B["bad_pad_wrap18"] = model([helper.make_node("Pad", ["x", "p"], ["y"], name="pd", mode="wrap")], [x], [y],
+                                [numpy_helper.from_array(np.array([0, 1, 0, 1], np.int64), "p")], opset=18)
     return B
 
 
