@@ -292,7 +292,8 @@ static const char *build_usage =
     "  --log LOG          replay the best verified record per task key on this target (tasks without\n"
     "                     one get the default schedule; the build says how many)\n"
     "  --target T         llvm (host, default), \"llvm -mtriple=aarch64-linux-gnu\", ...\n"
-    "  --sym NAME=VALUE   the size a symbolic dim is tuned at (the task keys' binding, default 1);\n"
+    "  --sym NAME=VALUE   (or --bind, as tune-model) the size a symbolic dim was tuned at (the task\n"
+    "                     keys' binding, default 1);\n"
     "                     the artifact still runs at any size\n"
     "  --json             print a JSON summary on stdout\n";
 
@@ -311,7 +312,7 @@ int tun_cmd_build_model(int argc, char **argv) {
       b.log = argv[++i];
     } else if (!strcmp(a, "--target") && i + 1 < argc) {
       b.target_str = argv[++i];
-    } else if (!strcmp(a, "--sym") && i + 1 < argc) {
+    } else if ((!strcmp(a, "--sym") || !strcmp(a, "--bind")) && i + 1 < argc) {
       if (!parse_sym("build", argv[++i], &b.syms)) return 2;
     } else if (!strcmp(a, "--json")) {
       b.json = true;
@@ -407,7 +408,7 @@ int tun_cmd_build_model(int argc, char **argv) {
     json_object_set_new(o, "artifact", json_string(b.out));
     json_object_set_new(o, "target", json_string(b.tg.text));
     json_object_set_new(o, "kernels", json_integer(nbase));
-    json_object_set_new(o, "tuned", json_integer(b.ntuned - b.nspec));
+    json_object_set_new(o, "tuned", json_integer(b.ntuned));
     json_object_set_new(o, "default", json_integer(b.ndefault));
     json_object_set_new(o, "specialised", json_integer(b.nspec));
     json_object_set_new(o, "calls", json_integer(plan.ncalls));
@@ -433,8 +434,10 @@ int tun_cmd_build_model(int argc, char **argv) {
     free(s);
   } else {
     printf("built %s from %s for %s: %d kernels (%d tuned from %s, %d with the default schedule", b.out,
-           b.path, b.tg.text, nbase, b.ntuned - b.nspec, b.log ? b.log : "no log", b.ndefault);
-    if (b.nspec) printf(", %d symbolic with a tuned specialisation", b.nspec);
+           b.path, b.tg.text, nbase, b.ntuned, b.log ? b.log : "no log", b.ndefault);
+    if (b.nspec)
+      printf("; %d of the default ones are symbolic and carry a tuned specialisation for the tuned sizes",
+             b.nspec);
     printf("), %d calls, %d tensors, %.1f KiB of weights; %.2f s (codegen %.2f s)\n", plan.ncalls,
            plan.ntensors, (double)plan.weights_bytes / 1024.0, t2 - t0, t2 - t1);
   }
