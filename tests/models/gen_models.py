@@ -215,6 +215,7 @@ def op_models():
     add("batchnorm", 15, "BatchNormalization", [X, ("s", f32(3)), ("b", f32(3)), ("m", f32(3)), ("v", np.abs(f32(3)) + 0.5)])
     add("maxpool", 13, "MaxPool", [X], attrs=dict(kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1]))
     add("maxpool_ceil", 18, "MaxPool", [("x", [1, 2, 7, 7])], attrs=dict(kernel_shape=[2, 2], strides=[2, 2], ceil_mode=1))
+    add("maxpool_ceil_pad", 13, "MaxPool", [("x", [1, 2, 5, 5])], attrs=dict(kernel_shape=[2, 2], strides=[2, 2], pads=[1, 1, 1, 1], ceil_mode=1))
     add("averagepool", 13, "AveragePool", [X], attrs=dict(kernel_shape=[2, 2], strides=[2, 2]))
     add("averagepool_pad", 19, "AveragePool", [X], attrs=dict(kernel_shape=[3, 3], pads=[1, 1, 1, 1], count_include_pad=1, dilations=[1, 1]))
     add("globalaveragepool", 13, "GlobalAveragePool", [X])
