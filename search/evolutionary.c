@@ -478,12 +478,8 @@ static ts_status one_batch(srch_evo *e, cm_model *m, int n, srch_candidate *out,
     if (popv[npop].ok) npop++;
   }
   double mtot = 0;
-  static const double mprob[] = {
-#define SRCH_X(en, nm, p) p,
-      SRCH_MUTATOR_LIST(SRCH_X)
-#undef SRCH_X
-  };
-  for (int k = 0; k < SRCH_MUT_COUNT; k++) mtot += mprob[k];
+  double mprob[SRCH_MUT_COUNT]; /* per target (MetaSchedule's CPU / CUDA lists) */
+  for (int k = 0; k < SRCH_MUT_COUNT; k++) mtot += mprob[k] = srch_mutator_prob((srch_mutator)k, &e->t);
   for (int it = 0;; it++) {
     if ((st = predict(m, popv, npop, d))) break;
     for (int i = 0; i < npop; i++) {

@@ -21,7 +21,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "search/search.h"
+#include "search/search_int.h"
 
 #define MAX_CANDS 512
 
@@ -47,8 +47,13 @@ static sch_trace *mutate_tile_size(const sch_trace *tr, ts_rng *rng) {
   int cands[MAX_CANDS], nc = 0;
   for (int i = 0; i < sch_trace_len(tr) && nc < MAX_CANDS; i++)
     if (tile_candidate(sch_trace_inst(tr, i))) cands[nc++] = i;
-  if (!nc) return NULL;
-  int k = cands[ts_rng_below(rng, (uint64_t)nc)];
+  /* on GPUs the cooperative-fetch lanes are tile decisions too */
+  int lanes[MAX_CANDS];
+  int nlanes = srch_fetch_lane_candidates(tr, lanes, MAX_CANDS);
+  if (!nc && !nlanes) return NULL;
+  uint64_t pick = ts_rng_below(rng, (uint64_t)(nc + nlanes));
+  if (pick >= (uint64_t)nc) return srch_mutate_fetch_lanes(tr, lanes[pick - (uint64_t)nc], rng);
+  int k = cands[pick];
   const sch_inst *in = sch_trace_inst(tr, k);
   int n = in->decision.n;
   int64_t max_inner = in->nattr >= 2 ? in->attrs[1].i : -1;
@@ -277,6 +282,7 @@ sch_trace *srch_mutate(srch_mutator m, const sch_trace *tr, const ir_func *f, ts
   case SRCH_MUT_COMPUTE_LOCATION: return mutate_compute_location(tr, rng);
   case SRCH_MUT_UNROLL: return mutate_unroll(tr, rng);
   case SRCH_MUT_PARALLEL: return mutate_parallel(tr, f, rng);
+  case SRCH_MUT_THREAD_BINDING: return srch_mutate_thread_binding(tr, rng);
   default: return NULL;
   }
 }

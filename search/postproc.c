@@ -225,6 +225,7 @@ static ts_status rewrite_reduction_block(sch_traced *t, ts_diag *d) {
 }
 
 ts_status srch_postprocess(sch_traced *ts, const cg_target *t, ts_diag *d) {
+  if (t && t->kind == CG_TARGET_CUDA) return srch_postprocess_gpu(ts, t, d);
   ts_status st = sch_t_enter_postproc(ts, d);
   if (!st) st = disallow_dynamic_loop(ts, d);
   if (!st) st = rewrite_parallel_vectorize_unroll(ts, t, d);

@@ -40,6 +40,23 @@ typedef enum {
   SRCH_RULE_COUNT
 } srch_rule;
 
+/* Rule registry for cuda targets, in application order (MetaSchedule's
+ * CUDA defaults; search/rules/gpu_*.c, docs/GPU_SEARCH.md). For a cuda
+ * target, srch_space_opts.rule_mask has one bit per srch_gpu_rule. */
+#define SRCH_GPU_RULE_LIST(X)                                             \
+  X(SRCH_GRULE_MULTI_LEVEL_TILING, "gpu-multi-level-tiling")              \
+  X(SRCH_GRULE_AUTO_INLINE, "gpu-auto-inline")                            \
+  X(SRCH_GRULE_CROSS_THREAD_REDUCTION, "cross-thread-reduction")          \
+  X(SRCH_GRULE_UNROLL, "gpu-unroll")                                      \
+  X(SRCH_GRULE_AUTO_BIND, "auto-bind")
+
+typedef enum {
+#define SRCH_X(e, n) e,
+  SRCH_GPU_RULE_LIST(SRCH_X)
+#undef SRCH_X
+  SRCH_GRULE_COUNT
+} srch_gpu_rule;
+
 typedef struct srch_space_opts {
   int num_cores;          /* 0: from the target, else sysconf */
   int max_innermost;      /* SamplePerfectTile's innermost bound (64) */
@@ -66,7 +83,8 @@ ts_status srch_postprocess(sch_traced *ts, const cg_target *t, ts_diag *d);
   X(SRCH_MUT_TILE_SIZE, "mutate-tile-size", 0.90)             \
   X(SRCH_MUT_COMPUTE_LOCATION, "mutate-compute-location", 0.05) \
   X(SRCH_MUT_UNROLL, "mutate-unroll", 0.03)                   \
-  X(SRCH_MUT_PARALLEL, "mutate-parallel", 0.02)
+  X(SRCH_MUT_PARALLEL, "mutate-parallel", 0.02)               \
+  X(SRCH_MUT_THREAD_BINDING, "mutate-thread-binding", 0.0)
 
 typedef enum {
 #define SRCH_X(e, n, p) e,
@@ -78,6 +96,10 @@ typedef enum {
 /* Returns a copy of tr with one decision changed by mutator m (NULL if the
  * mutator has nothing to change in tr). The caller replays it. */
 sch_trace *srch_mutate(srch_mutator m, const sch_trace *tr, const ir_func *f, ts_rng *rng);
+/* The probability of mutator m for target t (mutators_gpu.c): the list's
+ * column for CPU targets; for cuda MetaSchedule's tile size 0.9, unroll
+ * 0.08, thread binding 0.02 (the others 0). */
+double srch_mutator_prob(srch_mutator m, const cg_target *t);
 
 /* ---- evolutionary search ------------------------------------------------------- */
 typedef struct srch_evo_opts {

@@ -38,6 +38,26 @@ ts_status srch_rule_parallel_vectorize_unroll(const srch_rule_ctx *c, sch_traced
 ts_status srch_rule_random_compute_location(const srch_rule_ctx *c, sch_traced *t, const char *block,
                                             ts_vec *out, ts_diag *d);
 
+/* The GPU rules (rules/gpu_*.c), in SRCH_GPU_RULE_LIST order. */
+ts_status srch_rule_gpu_multi_level_tiling(const srch_rule_ctx *c, sch_traced *t, const char *block,
+                                           ts_vec *out, ts_diag *d);
+ts_status srch_rule_gpu_auto_inline(const srch_rule_ctx *c, sch_traced *t, const char *block, ts_vec *out,
+                                    ts_diag *d);
+ts_status srch_rule_gpu_cross_thread_reduction(const srch_rule_ctx *c, sch_traced *t, const char *block,
+                                               ts_vec *out, ts_diag *d);
+ts_status srch_rule_gpu_unroll(const srch_rule_ctx *c, sch_traced *t, const char *block, ts_vec *out,
+                               ts_diag *d);
+ts_status srch_rule_gpu_auto_bind(const srch_rule_ctx *c, sch_traced *t, const char *block, ts_vec *out,
+                                  ts_diag *d);
+/* The cuda postprocessors (postproc_gpu.c); srch_postprocess dispatches. */
+ts_status srch_postprocess_gpu(sch_traced *ts, const cg_target *t, ts_diag *d);
+/* GPU mutators (mutators_gpu.c): thread binding; the cooperative-fetch lane
+ * categoricals (instruction indices into out) MutateTileSize also draws
+ * from, and one resampled. */
+sch_trace *srch_mutate_thread_binding(const sch_trace *tr, ts_rng *rng);
+int srch_fetch_lane_candidates(const sch_trace *tr, int *out, int cap);
+sch_trace *srch_mutate_fetch_lanes(const sch_trace *tr, int inst, ts_rng *rng);
+
 /* ---- IR helpers (space.c) ---- */
 /* The realize of block name in f (NULL if none). */
 const ir_stmt *srch_find_realize(const ir_func *f, const char *name);

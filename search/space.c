@@ -106,6 +106,14 @@ static const srch_rule_fn rule_fns[SRCH_RULE_COUNT] = {
     [SRCH_RULE_RANDOM_COMPUTE_LOCATION] = srch_rule_random_compute_location,
 };
 
+static const srch_rule_fn gpu_rule_fns[SRCH_GRULE_COUNT] = {
+    [SRCH_GRULE_MULTI_LEVEL_TILING] = srch_rule_gpu_multi_level_tiling,
+    [SRCH_GRULE_AUTO_INLINE] = srch_rule_gpu_auto_inline,
+    [SRCH_GRULE_CROSS_THREAD_REDUCTION] = srch_rule_gpu_cross_thread_reduction,
+    [SRCH_GRULE_UNROLL] = srch_rule_gpu_unroll,
+    [SRCH_GRULE_AUTO_BIND] = srch_rule_gpu_auto_bind,
+};
+
 static void free_states(ts_vec *v) {
   for (size_t i = 0; i < v->len; i++) sch_traced_free(v->items[i]);
   ts_vec_fini(v);
@@ -145,7 +153,11 @@ ts_status srch_sketches(const ir_func *f, const cg_target *t, const srch_space_o
     return ts_diag_set(d, TS_ENOMEM, "out of memory");
   }
   ts_status st = TS_OK;
-  for (int r = 0; r < SRCH_RULE_COUNT && !st; r++) {
+  /* the rule list is per target */
+  bool gpu = t && t->kind == CG_TARGET_CUDA;
+  int nrules = gpu ? SRCH_GRULE_COUNT : SRCH_RULE_COUNT;
+  const srch_rule_fn *fns = gpu ? gpu_rule_fns : rule_fns;
+  for (int r = 0; r < nrules && !st; r++) {
     if (mask && !(mask & (1u << r))) continue;
     ts_arena a;
     ts_arena_init(&a);
@@ -157,7 +169,7 @@ ts_status srch_sketches(const ir_func *f, const cg_target *t, const srch_space_o
       for (size_t si = 0; si < states.len; si++) {
         sch_traced *s = states.items[si];
         states.items[si] = NULL;
-        if (!st) st = rule_fns[r](&c, s, names[bi], &next, d);
+        if (!st) st = fns[r](&c, s, names[bi], &next, d);
         else sch_traced_free(s);
       }
       ts_vec_fini(&states);

@@ -29,6 +29,41 @@
 
 static ts_diag D;
 
+/* The extent of the threadIdx.x loop among block name's loops (0: none). */
+static int64_t srch_gpu_thread_extent_for_test(sch_traced *ts, const char *name) {
+  sch_loop *loops;
+  int nl;
+  ts_diag_clear(&D);
+  tu_ok(sch_get_loops(sch_traced_state(ts), (sch_block){.name = name}, &loops, &nl, &D), &D);
+  /* walk the function for the bound loops of these vars */
+  int64_t e = 0;
+  const ir_stmt *stack[64];
+  int sp = 0;
+  stack[sp++] = sch_traced_func(ts)->body;
+  while (sp) {
+    const ir_stmt *s = stack[--sp];
+    if (!s) continue;
+    switch (s->kind) {
+    case IR_FOR:
+      for (int i = 0; i < nl; i++)
+        if (s->u.loop.var == loops[i].var && s->u.loop.kind == IR_FOR_THREAD_BINDING &&
+            !strcmp(s->u.loop.thread, "threadIdx.x"))
+          ir_as_int(s->u.loop.extent, &e);
+      if (sp < 64) stack[sp++] = s->u.loop.body;
+      break;
+    case IR_BLOCK_REALIZE:
+      if (sp < 64) stack[sp++] = s->u.realize.block->body;
+      break;
+    case IR_SEQ:
+      for (int i = 0; i < s->u.seq.n && sp < 64; i++) stack[sp++] = s->u.seq.stmts[i];
+      break;
+    default:
+      break;
+    }
+  }
+  return e;
+}
+
 static cg_target cuda(void) {
   cg_target t;
   ts_diag_clear(&D);
@@ -308,6 +343,192 @@ START_TEST(test_default_schedule) {
 }
 END_TEST
 
+
+/* ---- GPU sketches -------------------------------------------------------------- */
+static sch_trace **gpu_sketches(const ir_func *f, int *n) {
+  cg_target t = cuda();
+  sch_trace **sk;
+  ts_diag_clear(&D);
+  ck_assert_msg(srch_sketches(f, &t, NULL, &sk, n, &D) == TS_OK, "%s", D.msg);
+  ck_assert_int_gt(*n, 0);
+  return sk;
+}
+
+static void free_sketches(sch_trace **sk, int n) {
+  for (int i = 0; i < n; i++) sch_trace_free(sk[i]);
+  ts_free(sk);
+}
+
+static int count_kind(const sch_trace *tr, sch_inst_kind k) {
+  int c = 0;
+  for (int i = 0; i < sch_trace_len(tr); i++) c += sch_trace_inst(tr, i)->kind == k;
+  return c;
+}
+
+/* Bind instructions of tr with that thread tag. */
+static int count_bind(const sch_trace *tr, const char *tag) {
+  int c = 0;
+  for (int i = 0; i < sch_trace_len(tr); i++) {
+    const sch_inst *in = sch_trace_inst(tr, i);
+    c += in->kind == SCH_I_BIND && in->nattr == 1 && !strcmp(in->attrs[0].s, tag);
+  }
+  return c;
+}
+
+static bool has_annotation(const sch_trace *tr, const char *key) {
+  for (int i = 0; i < sch_trace_len(tr); i++) {
+    const sch_inst *in = sch_trace_inst(tr, i);
+    if (in->kind == SCH_I_ANNOTATE && in->nattr == 1 && !strcmp(in->attrs[0].s, key)) return true;
+  }
+  return false;
+}
+
+/* The printed IR holds every needle. */
+static void ir_has(const ir_func *f, const char *const *needles) {
+  char *txt = ir_func_to_string(f);
+  for (int i = 0; needles[i]; i++) ck_assert_msg(strstr(txt, needles[i]), "no '%s' in\n%s", needles[i], txt);
+  ts_free(txt);
+}
+
+/* matmul: one SSSRRSRS sketch; its candidates hold the whole structure. */
+START_TEST(test_matmul_structure) {
+  ts_arena a;
+  ts_arena_init(&a);
+  ir_func *f = tu_workload(&a, "matmul:m=64,n=64,k=32");
+  int n;
+  sch_trace **sk = gpu_sketches(f, &n);
+  ck_assert_int_eq(n, 1);
+  const sch_trace *tr = sk[0];
+  ck_assert_int_eq(count_kind(tr, SCH_I_SAMPLE_PERFECT_TILE), 3);
+  for (int i = 0, k = 0; i < sch_trace_len(tr); i++) {
+    const sch_inst *in = sch_trace_inst(tr, i);
+    if (in->kind == SCH_I_SAMPLE_PERFECT_TILE) ck_assert_int_eq(in->attrs[0].i, k++ < 2 ? 5 : 3); /* i, j; k */
+    ck_assert_int_eq(in->decision.n, 0);
+  }
+  ck_assert_int_eq(count_bind(tr, "blockIdx.x"), 1);
+  ck_assert_int_eq(count_bind(tr, "vthread.x"), 1);
+  ck_assert_int_eq(count_bind(tr, "threadIdx.x"), 1);
+  ck_assert_int_eq(count_kind(tr, SCH_I_CACHE_WRITE), 1);
+  ck_assert_int_eq(count_kind(tr, SCH_I_REVERSE_COMPUTE_AT), 1);
+  ck_assert_int_eq(count_kind(tr, SCH_I_CACHE_READ), 2);
+  ck_assert_int_eq(count_kind(tr, SCH_I_COMPUTE_AT), 2);
+  ck_assert(has_annotation(tr, "meta_schedule.cooperative_fetch"));
+  ck_assert(has_annotation(tr, "meta_schedule.unroll_explicit"));
+  /* candidates: bound copies, local accumulator, shared tiles, equivalent */
+  cg_target t = cuda();
+  int ok = 0, vec = 0;
+  for (int seed = 1; seed <= 12; seed++) {
+    ts_diag_clear(&D);
+    sch_traced *ts = srch_instantiate(tr, f, &t, true, (uint64_t)seed, &D);
+    if (!ts) {
+      ck_assert_msg(strstr(D.msg, "VerifyGPUCode") || strstr(D.msg, "gpu check"), "seed %d: %s", seed, D.msg);
+      continue;
+    }
+    const ir_func *g = sch_traced_func(ts);
+    static const char *const needles[] = {"blockIdx.x", "vthread.x", "threadIdx.x", "\"shared\"", "\"local\"",
+                                          "C_local", NULL};
+    ir_has(g, needles);
+    const sch_trace *ct = sch_traced_trace(ts);
+    ck_assert_int_eq(count_bind(ct, "threadIdx.x"), 3); /* the tile and two cooperative fetches */
+    vec += count_kind(ct, SCH_I_VECTORIZE);
+    ck_assert_int_eq(count_kind(ct, SCH_I_DECOMPOSE_REDUCTION), 1);
+    cg_gpu_usage u;
+    ts_diag_clear(&D);
+    ck_assert_msg(cg_gpu_check_usage(g, NULL, &u, &D) == TS_OK, "%s", D.msg);
+    ck_assert_int_gt(u.shared_bytes, 0);
+    ck_assert_int_ge(u.threads_per_block, 32); /* the tiling's low bound: 64 x 64 > 64 */
+    tu_assert_equivalent(f, g);
+    sch_traced_free(ts);
+    ok++;
+  }
+  ck_assert_int_gt(ok, 0);
+  ck_assert_int_gt(vec, 0); /* some draw vectorized a fetch */
+  free_sketches(sk, n);
+  ts_arena_fini(&a);
+}
+END_TEST
+
+/* reduce_sum and softmax: a cross-thread-reduction sketch beside the plain one. */
+START_TEST(test_cross_thread_reduction) {
+  ts_arena a;
+  ts_arena_init(&a);
+  ir_func *f = tu_workload(&a, "reduce_sum:m=7,n=300");
+  int n;
+  sch_trace **sk = gpu_sketches(f, &n);
+  ck_assert_int_eq(n, 2);
+  /* [new, original]: the first binds the reduction to threadIdx.x */
+  ck_assert_int_eq(count_bind(sk[0], "threadIdx.x"), 1);
+  ck_assert_int_eq(count_bind(sk[0], "blockIdx.x"), 1);
+  cg_target t = cuda();
+  for (int seed = 1; seed <= 6; seed++) {
+    ts_diag_clear(&D);
+    sch_traced *ts = srch_instantiate(sk[0], f, &t, true, (uint64_t)seed, &D);
+    ck_assert_msg(ts != NULL, "%s", D.msg);
+    /* the thread count is a power of two in [4, 512] and the reduction's
+     * serial part decomposed: the update is B[i] = B[i] + e under threadIdx.x */
+    int64_t tx = srch_gpu_thread_extent_for_test(ts, "Y");
+    ck_assert_msg(tx >= 4 && tx <= 512 && (tx & (tx - 1)) == 0, "threads %lld", (long long)tx);
+    ck_assert_int_eq(count_kind(sch_traced_trace(ts), SCH_I_DECOMPOSE_REDUCTION), 1);
+    tu_assert_equivalent(f, sch_traced_func(ts));
+    sch_traced_free(ts);
+  }
+  free_sketches(sk, n);
+  f = tu_workload(&a, "softmax:m=5,n=7");
+  sk = gpu_sketches(f, &n);
+  ck_assert_int_eq(n, 4); /* two reductions (max, sum), each with and without */
+  free_sketches(sk, n);
+  ts_arena_fini(&a);
+}
+END_TEST
+
+/* Every workload: random instantiations of each GPU sketch are rejected
+ * with a reason, or pass the strict check and the interpreter; one at least
+ * passes per workload. */
+START_TEST(test_workload_gpu_space) {
+  const char *spec = specs[_i];
+  ts_arena a;
+  ts_arena_init(&a);
+  ir_func *f = tu_workload(&a, spec);
+  int n;
+  sch_trace **sk = gpu_sketches(f, &n);
+  cg_target t = cuda();
+  int passed = 0, rejected = 0;
+  char last[TS_DIAG_MAX] = "";
+  for (int s = 0; s < n; s++) {
+    /* small odd sizes leave few thread-tile draws above the tiling's low
+     * bound (32 threads once the spatial product passes 64): draw until 4
+     * pass, at most 80 */
+    int ok_here = 0;
+    for (int k = 0; k < 80 && ok_here < 4; k++) {
+      ts_diag_clear(&D);
+      sch_traced *ts = srch_instantiate(sk[s], f, &t, true, (uint64_t)(1000 * s + k + 1), &D);
+      if (!ts) {
+        ck_assert_msg(D.msg[0], "%s sketch %d seed %d: rejected without a reason", spec, s, k);
+        snprintf(last, sizeof last, "%s", D.msg);
+        rejected++;
+        continue;
+      }
+      ts_diag_clear(&D);
+      ck_assert_msg(cg_gpu_check(sch_traced_func(ts), NULL, &D) == TS_OK, "%s sketch %d: %s", spec, s, D.msg);
+      char why[512] = "";
+      if (!tu_equivalent(f, sch_traced_func(ts), 7, why, sizeof why)) {
+        char *js = sch_trace_to_json(sch_traced_trace(ts));
+        ck_abort_msg("%s sketch %d seed %d: %s\n%s", spec, s, k, why, js ? js : "");
+      }
+      sch_traced *again = sch_trace_replay(sch_traced_trace(ts), f, 1, &D);
+      ck_assert_msg(again != NULL, "%s: replay of a candidate: %s", spec, D.msg);
+      sch_traced_free(again);
+      sch_traced_free(ts);
+      passed++;
+      ok_here++;
+    }
+  }
+  ck_assert_msg(passed > 0, "%s: no GPU instantiation passed (%d rejected; last: %s)", spec, rejected, last);
+  free_sketches(sk, n);
+  ts_arena_fini(&a);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("search_gpu_rules");
   TCase *tc = tcase_create("gpu");
@@ -317,6 +538,9 @@ int main(void) {
   tcase_add_test(tc, test_check_consistent_tags);
   tcase_add_test(tc, test_check_shared_and_vectors);
   tcase_add_loop_test(tc, test_default_schedule, 0, NSPECS);
+  tcase_add_test(tc, test_matmul_structure);
+  tcase_add_test(tc, test_cross_thread_reduction);
+  tcase_add_loop_test(tc, test_workload_gpu_space, 0, NSPECS);
   suite_add_tcase(s, tc);
   SRunner *sr = srunner_create(s);
   srunner_run_all(sr, CK_NORMAL);

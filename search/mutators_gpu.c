@@ -1,0 +1,120 @@
+/* mutators_gpu.c — the GPU side of the mutator registry (MetaSchedule's
+ * src/s_tir/meta_schedule/mutator/, notes §3-4):
+ *  - the probabilities per target: CPU as SRCH_MUTATOR_LIST says (tile size
+ *    0.9, compute location 0.05, unroll 0.03, parallel 0.02); CUDA tile size
+ *    0.9, unroll 0.08, thread binding 0.02 (MetaSchedule's
+ *    Mutator::DefaultCUDA);
+ *  - MutateThreadBinding: the pattern `v = SampleCategorical(...); Split(l,
+ *    [None, v]); Bind(inner, "threadIdx.x")` (AutoBind, CrossThreadReduction)
+ *    gets v resampled among its other candidates (probabilities
+ *    renormalised);
+ *  - the cooperative-fetch lanes that MutateTileSize also mutates: the
+ *    SampleCategorical feeding a meta_schedule.cooperative_fetch annotation,
+ *    resampled excluding its current value (mutators.c picks uniformly among
+ *    tile decisions and these). */
+#include <string.h>
+
+#include "search/rules/gpu_rules.h"
+
+double srch_mutator_prob(srch_mutator m, const cg_target *t) {
+  static const double cpu[SRCH_MUT_COUNT] = {
+#define SRCH_X(en, nm, p) p,
+      SRCH_MUTATOR_LIST(SRCH_X)
+#undef SRCH_X
+  };
+  if ((int)m < 0 || m >= SRCH_MUT_COUNT) return 0;
+  if (!t || t->kind != CG_TARGET_CUDA) return cpu[m];
+  switch (m) {
+  case SRCH_MUT_TILE_SIZE: return 0.90;
+  case SRCH_MUT_UNROLL: return 0.08;
+  case SRCH_MUT_THREAD_BINDING: return 0.02;
+  default: return 0;
+  }
+}
+
+/* The instruction defining RV rv (-1 if none). */
+static int defining(const sch_trace *tr, int rv) {
+  for (int i = 0; i < sch_trace_len(tr); i++) {
+    const sch_inst *in = sch_trace_inst(tr, i);
+    for (int o = 0; o < in->nout; o++)
+      if (in->out[o] == rv) return i;
+  }
+  return -1;
+}
+
+static bool is_categorical(const sch_inst *s) {
+  return s->kind == SCH_I_SAMPLE_CATEGORICAL && s->decision.n == 1 && s->nattr >= 2 && s->attrs[0].n >= 2;
+}
+
+/* A copy of tr with categorical k's decision drawn among the others. */
+static sch_trace *resample_excluding(const sch_trace *tr, int k, ts_rng *rng) {
+  const sch_inst *s = sch_trace_inst(tr, k);
+  int cur = (int)s->decision.v[0], n = s->attrs[0].n;
+  double total = 0;
+  for (int i = 0; i < n; i++)
+    if (i != cur) total += s->attrs[1].n > i ? s->attrs[1].floats[i] : 1.0;
+  if (total <= 0) return NULL;
+  double r = ts_rng_unit(rng) * total;
+  int64_t pick = -1;
+  for (int i = 0; i < n; i++) {
+    if (i == cur) continue;
+    pick = i;
+    r -= s->attrs[1].n > i ? s->attrs[1].floats[i] : 1.0;
+    if (r < 0) break;
+  }
+  if (pick < 0) return NULL;
+  sch_trace *out = sch_trace_copy(tr);
+  if (!out) return NULL;
+  sch_decision dec = {1, &pick};
+  if (sch_trace_set_decision(out, k, &dec, NULL)) {
+    sch_trace_free(out);
+    return NULL;
+  }
+  return out;
+}
+
+/* Categoricals whose value is a split factor whose inner loop is bound to
+ * threadIdx.x. */
+static int thread_binding_candidates(const sch_trace *tr, int *out, int cap) {
+  int n = 0;
+  for (int i = 0; i < sch_trace_len(tr) && n < cap; i++) {
+    const sch_inst *sp = sch_trace_inst(tr, i);
+    if (sp->kind != SCH_I_SPLIT || sp->nin != 3 || sp->nout != 2 || sp->in[2].kind != SCH_ARG_RV) continue;
+    int def = defining(tr, sp->in[2].rv);
+    if (def < 0 || !is_categorical(sch_trace_inst(tr, def))) continue;
+    bool bound = false;
+    for (int j = i + 1; j < sch_trace_len(tr) && !bound; j++) {
+      const sch_inst *b = sch_trace_inst(tr, j);
+      bound = b->kind == SCH_I_BIND && b->nin >= 1 && b->in[0].kind == SCH_ARG_RV && b->in[0].rv == sp->out[1] &&
+              b->nattr >= 1 && b->attrs[0].s && !strcmp(b->attrs[0].s, "threadIdx.x");
+    }
+    bool dup = false;
+    for (int j = 0; j < n; j++) dup |= out[j] == def;
+    if (bound && !dup) out[n++] = def;
+  }
+  return n;
+}
+
+sch_trace *srch_mutate_thread_binding(const sch_trace *tr, ts_rng *rng) {
+  int cands[256];
+  int n = thread_binding_candidates(tr, cands, 256);
+  if (!n) return NULL;
+  return resample_excluding(tr, cands[ts_rng_below(rng, (uint64_t)n)], rng);
+}
+
+int srch_fetch_lane_candidates(const sch_trace *tr, int *out, int cap) {
+  int n = 0;
+  for (int i = 0; i < sch_trace_len(tr) && n < cap; i++) {
+    const sch_inst *in = sch_trace_inst(tr, i);
+    if (in->kind != SCH_I_ANNOTATE || in->nin < 2 || in->nattr < 1 || !in->attrs[0].s ||
+        strcmp(in->attrs[0].s, SRCH_ANN_COOP_FETCH) || in->in[1].kind != SCH_ARG_RV)
+      continue;
+    int def = defining(tr, in->in[1].rv);
+    if (def >= 0 && is_categorical(sch_trace_inst(tr, def))) out[n++] = def;
+  }
+  return n;
+}
+
+sch_trace *srch_mutate_fetch_lanes(const sch_trace *tr, int inst, ts_rng *rng) {
+  return resample_excluding(tr, inst, rng);
+}

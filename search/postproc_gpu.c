@@ -1,0 +1,270 @@
+/* postproc_gpu.c — the CUDA postprocessors, in MetaSchedule's order (notes
+ * §4): DisallowDynamicLoop, RewriteCooperativeFetch, RewriteUnboundBlock,
+ * RewriteUnroll (the unroll half of RewriteParallelVectorizeUnroll),
+ * RewriteReductionBlock, VerifyGPUCode. Like the CPU ones (postproc.c) they
+ * run on the traced schedule after EnterPostproc, so a candidate's trace
+ * replays to the exact schedule.
+ *
+ *  - RewriteCooperativeFetch: a copy block annotated
+ *    meta_schedule.cooperative_fetch = lanes (gpu_multi_level_tiling.c)
+ *    has its fused loop split [rest, threadIdx.x, lanes] with the thread
+ *    count of the threadIdx.x loop around it, the middle loop bound to
+ *    threadIdx.x (the same hardware index: each thread copies its share) and
+ *    the lanes vectorized. Lanes are used only when they divide the copy's
+ *    extent (so the split's guard does not depend on the lane); otherwise
+ *    the copy is split [rest, threadIdx.x] alone.
+ *  - RewriteUnboundBlock: a block under no thread-bound loop gets its
+ *    leading spatial loops fused and bound to blockIdx.x / threadIdx.x (at
+ *    most 1024 threads and 256 blocks; beyond, each thread loops), or a unit
+ *    loop bound to blockIdx.x when it has no spatial loop.
+ *  - RewriteUnroll: the root's meta_schedule.unroll_explicit step (when not
+ *    0) becomes pragma_auto_unroll_max_step + pragma_unroll_explicit on the
+ *    outermost serial loop of each block with a reduction. TVM puts them on
+ *    the outermost loop, which on a GPU is bound to blockIdx; the first
+ *    loop a thread actually runs is where cuda.c's #pragma unroll acts.
+ *  - RewriteReductionBlock: decompose_reduction at the outermost serial
+ *    reduction loop (a cross-thread reduction's serial part included, so its
+ *    update is the plain B[i] = B[i] + e cuda.c turns into a warp
+ *    all-reduce); a block whose outermost reduction loop is thread-bound is
+ *    left alone, as TVM does.
+ *  - VerifyGPUCode: cg_gpu_check with the target's limits (every store must
+ *    be thread-bound), and each tiled block's threads per block within the
+ *    range its tiling annotated. */
+#include <string.h>
+
+#include "codegen/gpu_check.h"
+#include "search/rules/gpu_rules.h"
+
+#define MAXL 64
+
+/* ---- DisallowDynamicLoop (as postproc.c's) ---- */
+typedef struct dyn_ctx {
+  const ir_stmt *bad;
+} dyn_ctx;
+
+static bool dyn_cb(void *ctx, const ir_stmt *s) {
+  dyn_ctx *c = ctx;
+  int64_t e;
+  if (s->kind == IR_FOR && !c->bad && (!ir_as_int(s->u.loop.extent, &e) || !ir_as_int(s->u.loop.min, &e)))
+    c->bad = s;
+  return !c->bad;
+}
+
+static ts_status disallow_dynamic_loop(sch_traced *t, ts_diag *d) {
+  dyn_ctx c = {0};
+  ir_visitor v = {.stmt = dyn_cb, .ctx = &c};
+  ir_visit_stmt(&v, sch_traced_func(t)->body);
+  if (c.bad)
+    return ts_diag_set(d, TS_ESCHEDULE, "DisallowDynamicLoop: loop %s has a non-constant extent",
+                       c.bad->u.loop.var->name);
+  return TS_OK;
+}
+
+/* ---- helpers ---- */
+static int64_t ann_int(const ir_annot *a) {
+  if (!a) return 0;
+  if (a->kind == IR_ANN_INT) return a->v.i;
+  int64_t v;
+  if (a->kind == IR_ANN_EXPR && ir_as_int(a->v.e, &v)) return v;
+  return 0;
+}
+
+static const ir_stmt *loop_stmt(sch_traced *t, int rv) {
+  return srch_find_loop(sch_traced_func(t), sch_t_loop(t, rv).var);
+}
+
+/* Block names of the current function (copied into a). */
+static int names_of(sch_traced *t, ts_arena *a, const char ***out) {
+  return srch_block_names(sch_traced_func(t), a, out);
+}
+
+/* ---- RewriteCooperativeFetch ---- */
+static void cooperative_fetch(sch_traced *t, const char *name, int64_t lanes) {
+  int64_t tx = srch_gpu_thread_extent(t, name, "threadIdx.x");
+  if (tx <= 0) return;
+  ts_diag q;
+  ts_diag_clear(&q);
+  int b, nl;
+  const int *lp;
+  if (sch_t_get_block(t, name, &b, &q) || sch_t_get_loops(t, b, &lp, &nl, &q) || nl == 0) return;
+  int fused = lp[nl - 1];
+  const ir_stmt *l = loop_stmt(t, fused);
+  int64_t ext;
+  if (!l || l->u.loop.kind != IR_FOR_SERIAL || l->u.loop.nannot || !ir_as_int(l->u.loop.extent, &ext)) return;
+  int vec = -1;
+  if (lanes > 1 && ext % lanes == 0 && ext > lanes) {
+    sch_arg f[2] = {sch_arg_none(), sch_arg_int(lanes)};
+    int p[2];
+    if (sch_t_split(t, fused, 2, f, p, &q)) return;
+    fused = p[0];
+    vec = p[1];
+  }
+  sch_arg f[2] = {sch_arg_none(), sch_arg_int(tx)};
+  int p[2];
+  if (sch_t_split(t, fused, 2, f, p, &q)) return;
+  if (sch_t_bind(t, p[1], "threadIdx.x", &q)) return;
+  if (vec >= 0) {
+    ts_diag_clear(&q);
+    sch_t_vectorize(t, vec, &q);
+  }
+}
+
+static ts_status rewrite_cooperative_fetch(sch_traced *t, ts_diag *d) {
+  ts_arena a;
+  ts_arena_init(&a);
+  const char **names;
+  int n = names_of(t, &a, &names);
+  if (n > 0 && !names) {
+    ts_arena_fini(&a);
+    return ts_diag_set(d, TS_ENOMEM, "out of memory");
+  }
+  for (int i = 0; i < n; i++) {
+    const ir_stmt *r = srch_find_realize(sch_traced_func(t), names[i]);
+    if (!r) continue;
+    const ir_block *b = r->u.realize.block;
+    const ir_annot *an = ir_annot_find(b->nannot, b->annots, SRCH_ANN_COOP_FETCH);
+    if (an) cooperative_fetch(t, names[i], ann_int(an));
+  }
+  ts_arena_fini(&a);
+  return TS_OK;
+}
+
+/* ---- RewriteUnboundBlock ---- */
+static ts_status rewrite_unbound_block(sch_traced *t, ts_diag *d) {
+  ts_arena a;
+  ts_arena_init(&a);
+  const char **names;
+  int n = names_of(t, &a, &names);
+  if (n > 0 && !names) {
+    ts_arena_fini(&a);
+    return ts_diag_set(d, TS_ENOMEM, "out of memory");
+  }
+  for (int i = 0; i < n; i++)
+    if (srch_find_realize(sch_traced_func(t), names[i]) && !srch_gpu_block_bound(t, names[i]))
+      srch_gpu_bind_block(t, names[i], true, SRCH_GPU_MAX_THREADS, -1, SRCH_GPU_MAX_BLOCKS);
+  ts_arena_fini(&a);
+  return TS_OK;
+}
+
+/* ---- RewriteUnroll ---- */
+static bool has_reduction_iter(const ir_block *b) {
+  for (int i = 0; i < b->niter; i++)
+    if (b->iters[i].type != IR_ITER_S) return true;
+  return false;
+}
+
+static ts_status rewrite_unroll(sch_traced *t, ts_diag *d) {
+  const ir_stmt *root = sch_traced_func(t)->body;
+  if (!root || root->kind != IR_BLOCK_REALIZE) return TS_OK;
+  const ir_block *rb = root->u.realize.block;
+  int64_t step = ann_int(ir_annot_find(rb->nannot, rb->annots, SRCH_ANN_UNROLL));
+  if (step <= 0) return TS_OK;
+  ts_arena a;
+  ts_arena_init(&a);
+  const char **names;
+  int n = names_of(t, &a, &names);
+  if (n > 0 && !names) {
+    ts_arena_fini(&a);
+    return ts_diag_set(d, TS_ENOMEM, "out of memory");
+  }
+  for (int i = 0; i < n; i++) {
+    const ir_stmt *r = srch_find_realize(sch_traced_func(t), names[i]);
+    if (!r || !has_reduction_iter(r->u.realize.block)) continue;
+    ts_diag q;
+    ts_diag_clear(&q);
+    int b, nl;
+    const int *lp;
+    if (sch_t_get_block(t, names[i], &b, &q) || sch_t_get_loops(t, b, &lp, &nl, &q)) continue;
+    for (int k = 0; k < nl; k++) {
+      const ir_stmt *l = loop_stmt(t, lp[k]);
+      if (!l || l->u.loop.kind == IR_FOR_THREAD_BINDING) continue;
+      if (!ir_annot_find(l->u.loop.nannot, l->u.loop.annots, "pragma_auto_unroll_max_step")) {
+        int lv = lp[k];
+        sch_t_annotate(t, lv, "pragma_auto_unroll_max_step", sch_arg_int(step), &q);
+        sch_t_annotate(t, lv, "pragma_unroll_explicit", sch_arg_int(1), &q);
+      }
+      break;
+    }
+  }
+  ts_arena_fini(&a);
+  return TS_OK;
+}
+
+/* ---- RewriteReductionBlock ---- */
+static ts_status rewrite_reduction_block(sch_traced *t, ts_diag *d) {
+  ts_arena a;
+  ts_arena_init(&a);
+  const char **names;
+  int n = names_of(t, &a, &names);
+  for (int i = 0; i < n; i++) {
+    const ir_stmt *r = srch_find_realize(sch_traced_func(t), names[i]);
+    if (!r || !r->u.realize.block->init) continue;
+    ts_diag q;
+    ts_diag_clear(&q);
+    int b, nl;
+    const int *lp;
+    if (sch_t_get_block(t, names[i], &b, &q) || sch_t_get_loops(t, b, &lp, &nl, &q)) continue;
+    for (int k = 0; k < nl; k++) {
+      if (!srch_realize_uses_in_reduction(r, sch_t_loop(t, lp[k]).var)) continue;
+      const ir_stmt *l = loop_stmt(t, lp[k]);
+      if (l && l->u.loop.kind == IR_FOR_THREAD_BINDING) break; /* TVM skips these */
+      int init;
+      if (sch_t_decompose_reduction(t, b, lp[k], &init, &q)) {
+        ts_arena_fini(&a);
+        return ts_diag_set(d, TS_ESCHEDULE, "RewriteReductionBlock: %s", q.msg);
+      }
+      break;
+    }
+  }
+  ts_arena_fini(&a);
+  return TS_OK;
+}
+
+/* ---- VerifyGPUCode ---- */
+static ts_status verify_thread_range(sch_traced *t, ts_diag *d) {
+  ts_arena a;
+  ts_arena_init(&a);
+  const char **names;
+  int n = names_of(t, &a, &names);
+  ts_status st = TS_OK;
+  for (int i = 0; i < n && !st; i++) {
+    const ir_stmt *r = srch_find_realize(sch_traced_func(t), names[i]);
+    if (!r) continue;
+    const ir_block *b = r->u.realize.block;
+    const ir_annot *lo = ir_annot_find(b->nannot, b->annots, SRCH_ANN_THREAD_LOW);
+    const ir_annot *hi = ir_annot_find(b->nannot, b->annots, SRCH_ANN_THREAD_HIGH);
+    if (!lo && !hi) continue;
+    int64_t threads = 1;
+    static const char *const tags[3] = {"threadIdx.x", "threadIdx.y", "threadIdx.z"};
+    for (int k = 0; k < 3; k++) {
+      int64_t e = srch_gpu_thread_extent(t, names[i], tags[k]);
+      if (e > 0) threads *= e;
+    }
+    int64_t l = lo ? ann_int(lo) : 1, h = hi ? ann_int(hi) : SRCH_GPU_MAX_THREADS;
+    if (threads < l || threads > h)
+      st = ts_diag_set(d, TS_EUNSUPPORTED,
+                       "VerifyGPUCode: block %s runs %lld threads per block, outside the range [%lld, %lld] its "
+                       "tiling asks for",
+                       names[i], (long long)threads, (long long)l, (long long)h);
+  }
+  ts_arena_fini(&a);
+  return st;
+}
+
+ts_status srch_postprocess_gpu(sch_traced *ts, const cg_target *t, ts_diag *d) {
+  ts_status st = sch_t_enter_postproc(ts, d);
+  if (!st) st = disallow_dynamic_loop(ts, d);
+  if (!st) st = rewrite_cooperative_fetch(ts, d);
+  if (!st) st = rewrite_unbound_block(ts, d);
+  if (!st) st = rewrite_unroll(ts, d);
+  if (!st) st = rewrite_reduction_block(ts, d);
+  if (!st) st = verify_thread_range(ts, d);
+  if (!st) {
+    cg_gpu_limits lim;
+    cg_gpu_limits_for_target(t, &lim);
+    ts_diag q;
+    ts_diag_clear(&q);
+    if (cg_gpu_check(sch_traced_func(ts), &lim, &q)) st = ts_diag_set(d, q.code, "VerifyGPUCode: %s", q.msg);
+  }
+  return st;
+}

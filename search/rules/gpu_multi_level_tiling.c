@@ -1,0 +1,222 @@
+/* gpu_multi_level_tiling.c — MultiLevelTiling for CUDA, structure
+ * "SSSRRSRS" (notes §5; TVM's multi_level_tiling.cc with tile_binds
+ * [blockIdx.x, vthread.x, threadIdx.x]). For an eligible block
+ * (NeedsMultiLevelTiling, as the CPU rule; a copy of its test since that
+ * one is private to multi_level_tiling.c):
+ *  1. every spatial loop is split 5 ways and every reduction loop 3 ways by
+ *     SamplePerfectTile (innermost <= max_innermost), and the pieces are
+ *     reordered S0 S1 S2 R0 R1 S3 R2 S4 (inside a slot, original order);
+ *  2. the loops of S0 are fused and bound to blockIdx.x, S1 to vthread.x,
+ *     S2 to threadIdx.x; the block is annotated with the thread range
+ *     (low 32 when the spatial product exceeds 64, else 1; high 1024);
+ *  3. write cache "must", level 3: cache_write(block, "local") and the
+ *     copy-back reverse_compute_at the threadIdx.x loop, so each thread
+ *     accumulates its outputs in registers;
+ *  4. read cache "must", level 4: each input read gets cache_read(block,
+ *     "shared"), compute_at the last R0 loop (the block-wide fetch of one
+ *     reduction step), its own loops fused, and the copy block annotated
+ *     meta_schedule.cooperative_fetch = a SampleCategorical over the vector
+ *     lanes the dtype allows (f32: 1-4, f16/bf16: 1, 2, 4, 8; i8: up to 16).
+ *     RewriteCooperativeFetch (postproc_gpu.c) then splits the fused loop
+ *     by the thread count and the lanes and binds it to threadIdx.x.
+ * The rule yields one sketch (MetaSchedule's CUDA tiling has no fork); a
+ * refused step drops the whole attempt (the fork is discarded) and leaves
+ * the block to CrossThreadReduction / AutoBind. */
+#include <string.h>
+
+#include "search/rules/gpu_rules.h"
+
+#define MAXL 32
+
+static bool region_uses(const ir_region *rg, const ir_var *v) {
+  for (int k = 0; k < rg->ndim; k++)
+    if (ir_expr_uses_var(rg->ranges[k].min, v) || ir_expr_uses_var(rg->ranges[k].extent, v)) return true;
+  return false;
+}
+
+/* NeedsMultiLevelTiling; fills the loop -> iter index map. */
+static bool eligible(const ir_func *f, const ir_stmt *r, int nloops, const ir_var **lv, int *iter_of) {
+  const ir_block *b = r->u.realize.block;
+  if (ir_annot_find(b->nannot, b->annots, SRCH_ANN_TILING)) return false;
+  if (b->nwrites != 1 || b->nreads < 1 || !b->init) return false;
+  if (nloops != b->niter || nloops > MAXL || nloops == 0) return false;
+  bool has_r = false;
+  for (int i = 0; i < b->niter; i++) {
+    if (b->iters[i].type == IR_ITER_R) has_r = true;
+    else if (b->iters[i].type != IR_ITER_S) return false;
+  }
+  if (!has_r) return false;
+  for (int l = 0; l < nloops; l++) {
+    iter_of[l] = -1;
+    const ir_stmt *ls = srch_find_loop(f, lv[l]);
+    int64_t ext;
+    if (!ls || ls->u.loop.kind != IR_FOR_SERIAL || !ir_as_int(ls->u.loop.extent, &ext)) return false;
+    for (int i = 0; i < b->niter; i++) {
+      const ir_expr *e = r->u.realize.iter_values[i];
+      if (e->kind == IR_VAR && e->u.var == lv[l]) iter_of[l] = i;
+    }
+    if (iter_of[l] < 0) return false;
+    for (int k = 0; k < l; k++)
+      if (iter_of[k] == iter_of[l]) return false;
+  }
+  for (int i = 0; i < b->nreads; i++) {
+    for (int j = 0; j < i; j++)
+      if (b->reads[i].buf == b->reads[j].buf) return false;
+    for (int k = 0; k < b->reads[i].ndim; k++) {
+      int64_t e;
+      if (!ir_as_int(b->reads[i].ranges[k].extent, &e)) return false;
+    }
+  }
+  for (int i = 0; i < b->niter; i++) {
+    if (b->iters[i].type != IR_ITER_S) continue;
+    int64_t ext;
+    if (!ir_as_int(b->iters[i].dom.extent, &ext) || ext <= 1) continue;
+    for (int j = 0; j < b->nreads; j++)
+      if (b->reads[j].buf != b->writes[0].buf && !region_uses(&b->reads[j], b->iters[i].var)) return true;
+  }
+  return false;
+}
+
+/* Vector lanes a cooperative fetch may use for an element of `bytes`. */
+static int fetch_lanes(int bytes, int64_t *out) {
+  static const int64_t f32[] = {1, 2, 3, 4}, f16[] = {1, 2, 4, 8}, i8[] = {1, 2, 3, 4, 8, 16}, f64[] = {1, 2};
+  const int64_t *src = f32;
+  int n = 4;
+  if (bytes == 2) src = f16;
+  else if (bytes == 1) src = i8, n = 6;
+  else if (bytes >= 8) src = f64, n = 2;
+  memcpy(out, src, sizeof(int64_t) * (size_t)n);
+  return n;
+}
+
+/* Fuses the slot's loops (if more than one) and binds the result. */
+static bool fuse_bind(sch_traced *t, const int *loops, int n, const char *tag, int *out, ts_diag *q) {
+  int f = loops[0];
+  if (n > 1 && sch_t_fuse(t, n, loops, &f, q)) return false;
+  if (sch_t_bind(t, f, tag, q)) return false;
+  *out = f;
+  return true;
+}
+
+/* Steps 1-4 on t (a fork). False when a step is refused. */
+static bool tile(const srch_rule_ctx *c, sch_traced *t, const char *block, const ir_block *blk, const int *iter_of,
+                 int nl) {
+  ts_diag q;
+  ts_diag_clear(&q);
+  int b, nl2;
+  const int *lp;
+  if (sch_t_get_block(t, block, &b, &q) || sch_t_get_loops(t, b, &lp, &nl2, &q) || nl2 != nl) return false;
+  int loops[MAXL];
+  memcpy(loops, lp, sizeof(int) * (size_t)nl);
+  static const char structure[] = "SSSRRSRS";
+  enum { NSLOT = 8 };
+  int slots[NSLOT][MAXL], cnt[NSLOT] = {0};
+  int64_t sprod = 1;
+  for (int l = 0; l < nl; l++) {
+    bool sp = blk->iters[iter_of[l]].type == IR_ITER_S;
+    if (sp) {
+      int64_t e;
+      if (ir_as_int(blk->iters[iter_of[l]].dom.extent, &e)) sprod *= e;
+    }
+    int n = sp ? 5 : 3;
+    int v[5], o[5];
+    if (sch_t_sample_perfect_tile(t, loops[l], n, c->max_innermost, NULL, v, &q)) return false;
+    sch_arg f[5];
+    for (int k = 0; k < n; k++) f[k] = sch_arg_rv(v[k]);
+    if (sch_t_split(t, loops[l], n, f, o, &q)) return false;
+    int k = 0;
+    for (int s = 0; s < NSLOT; s++)
+      if (structure[s] == (sp ? 'S' : 'R')) slots[s][cnt[s]++] = o[k++];
+  }
+  int order[5 * MAXL], no = 0;
+  for (int s = 0; s < NSLOT; s++)
+    for (int k = 0; k < cnt[s]; k++) order[no++] = slots[s][k];
+  if (sch_t_reorder(t, no, order, &q)) return false;
+  int bx, vt, tx;
+  if (!fuse_bind(t, slots[0], cnt[0], "blockIdx.x", &bx, &q) || !fuse_bind(t, slots[1], cnt[1], "vthread.x", &vt, &q) ||
+      !fuse_bind(t, slots[2], cnt[2], "threadIdx.x", &tx, &q))
+    return false;
+  (void)bx;
+  (void)vt;
+  if (sch_t_annotate(t, b, SRCH_ANN_TILING, sch_arg_str("SSSRRSRS"), &q) ||
+      sch_t_annotate(t, b, SRCH_ANN_THREAD_LOW, sch_arg_int(sprod > 64 ? 32 : 1), &q) ||
+      sch_t_annotate(t, b, SRCH_ANN_THREAD_HIGH, sch_arg_int(SRCH_GPU_MAX_THREADS), &q))
+    return false;
+  /* 3. local write cache, written back per thread */
+  int wb;
+  if (sch_t_cache_write(t, b, 0, "local", 0, NULL, &wb, &q) || sch_t_reverse_compute_at(t, wb, tx, true, -1, &q))
+    return false;
+  /* 4. shared read caches at the last R0 loop: loops are bx vt tx R0... */
+  int nr = cnt[3];
+  if (sch_t_get_loops(t, b, &lp, &nl2, &q) || nl2 < 3 + nr) return false;
+  int at = lp[3 + nr - 1];
+  const ir_stmt *r = srch_find_realize(sch_traced_func(t), block);
+  if (!r) return false;
+  const ir_block *cur = r->u.realize.block;
+  int nreads = cur->nreads;
+  const ir_buffer *out_buf = cur->writes[0].buf;
+  const ir_buffer *reads[MAXL];
+  if (nreads > MAXL) return false;
+  for (int i = 0; i < nreads; i++) reads[i] = cur->reads[i].buf;
+  for (int i = 0; i < nreads; i++) {
+    if (reads[i] == out_buf) continue;
+    /* the read's index may have moved: find it again by buffer */
+    r = srch_find_realize(sch_traced_func(t), block);
+    int idx = -1;
+    for (int k = 0; k < r->u.realize.block->nreads; k++)
+      if (r->u.realize.block->reads[k].buf == reads[i]) idx = k;
+    if (idx < 0) return false;
+    int cb;
+    if (sch_t_cache_read(t, b, idx, "shared", 0, NULL, &cb, &q) || sch_t_compute_at(t, cb, at, true, -1, &q))
+      return false;
+    const int *cl;
+    int ncl;
+    if (sch_t_get_loops(t, cb, &cl, &ncl, &q)) return false;
+    int nd = reads[i]->ndim;
+    if (ncl < nd) return false;
+    int own[MAXL];
+    memcpy(own, cl + ncl - nd, sizeof(int) * (size_t)nd);
+    int fused = own[0];
+    if (nd > 1 && sch_t_fuse(t, nd, own, &fused, &q)) return false;
+    int64_t lanes[6];
+    int nlanes = fetch_lanes(ir_dtype_bytes(reads[i]->dtype), lanes);
+    double probs[6];
+    for (int k = 0; k < nlanes; k++) probs[k] = 1.0 / nlanes;
+    int v;
+    if (sch_t_sample_categorical(t, nlanes, lanes, probs, NULL, &v, &q) ||
+        sch_t_annotate(t, cb, SRCH_ANN_COOP_FETCH, sch_arg_rv(v), &q))
+      return false;
+  }
+  return true;
+}
+
+ts_status srch_rule_gpu_multi_level_tiling(const srch_rule_ctx *c, sch_traced *t, const char *block, ts_vec *out,
+                                           ts_diag *d) {
+  const ir_func *fn = sch_traced_func(t);
+  const ir_stmt *r = srch_find_realize(fn, block);
+  ts_diag q;
+  ts_diag_clear(&q);
+  int nl;
+  sch_loop *cl;
+  if (r && !sch_get_loops(sch_traced_state(t), (sch_block){.name = r->u.realize.block->name}, &cl, &nl, &q) &&
+      nl <= MAXL) {
+    int iter_of[MAXL];
+    const ir_var *lv[MAXL];
+    for (int i = 0; i < nl; i++) lv[i] = cl[i].var;
+    if (eligible(fn, r, nl, lv, iter_of)) {
+      sch_traced *f = srch_fork(c, t, &q);
+      const ir_block *blk = srch_find_realize(f ? sch_traced_func(f) : fn, block)->u.realize.block;
+      if (f && tile(c, f, block, blk, iter_of, nl)) {
+        sch_traced_free(t);
+        t = f;
+      } else if (f) {
+        sch_traced_free(f);
+      }
+    }
+  }
+  if (ts_vec_push(out, t)) {
+    sch_traced_free(t);
+    return ts_diag_set(d, TS_ENOMEM, "out of memory");
+  }
+  return TS_OK;
+}

@@ -1,0 +1,35 @@
+/* gpu_unroll.c — ParallelizeVectorizeUnroll for CUDA (notes §5): on a GPU
+ * only the unroll part applies. The root block is annotated once per sketch
+ * with meta_schedule.unroll_explicit = SampleCategorical over the maximal
+ * unroll steps {0, 16, 64, 512, 1024} (uniform); the GPU postprocessor
+ * writes pragma_auto_unroll_max_step / pragma_unroll_explicit on the
+ * outermost loop of each block with a reduction (0: none), which cuda.c
+ * turns into #pragma unroll. Functions without a reduction get nothing
+ * (there is no loop left to unroll inside a thread). The unroll mutator
+ * resamples the step. */
+#include "search/rules/gpu_rules.h"
+
+ts_status srch_rule_gpu_unroll(const srch_rule_ctx *c, sch_traced *t, const char *block, ts_vec *out,
+                               ts_diag *d) {
+  (void)c;
+  (void)block;
+  const ir_stmt *root = sch_traced_func(t)->body;
+  if (root && root->kind == IR_BLOCK_REALIZE && srch_func_has_reduction(sch_traced_func(t))) {
+    const ir_block *rb = root->u.realize.block;
+    if (!ir_annot_find(rb->nannot, rb->annots, SRCH_ANN_UNROLL)) {
+      ts_diag q;
+      ts_diag_clear(&q);
+      int b, v;
+      static const int64_t steps[5] = {0, 16, 64, 512, 1024};
+      static const double probs[5] = {0.2, 0.2, 0.2, 0.2, 0.2};
+      if (sch_t_get_block(t, "root", &b, &q) == TS_OK &&
+          sch_t_sample_categorical(t, 5, steps, probs, NULL, &v, &q) == TS_OK)
+        sch_t_annotate(t, b, SRCH_ANN_UNROLL, sch_arg_rv(v), &q);
+    }
+  }
+  if (ts_vec_push(out, t)) {
+    sch_traced_free(t);
+    return ts_diag_set(d, TS_ENOMEM, "out of memory");
+  }
+  return TS_OK;
+}
