@@ -17,6 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "codegen/runtime/cuda_rt.h"
 #include "codegen/runtime/runtime.h"
 #include "rpc/auth.h"
 #include "rpc/protocol.h"
@@ -114,7 +115,7 @@ static void pack_info(msgpack_packer *pk) {
   gethostname(host, sizeof host - 1);
   long cores = sysconf(_SC_NPROCESSORS_ONLN);
   long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
-  msgpack_pack_map(pk, 8);
+  msgpack_pack_map(pk, 9);
   rpc_pack_str(pk, "triple"), rpc_pack_str(pk, triple);
   rpc_pack_str(pk, "cpu_features"), rpc_pack_str(pk, feats);
   rpc_pack_str(pk, "cores"), msgpack_pack_int64(pk, cores > 0 ? cores : 1);
@@ -123,7 +124,11 @@ static void pack_info(msgpack_packer *pk) {
   rpc_pack_str(pk, "hostname"), rpc_pack_str(pk, host);
   rpc_pack_str(pk, "os"), rpc_pack_str(pk, "linux");
   rpc_pack_str(pk, "version"), rpc_pack_str(pk, TESSEL_VERSION);
-  rpc_pack_str(pk, "gpus"), msgpack_pack_array(pk, 0); /* CUDA boards: not yet */
+  char gpu[512];
+  int has_gpu = tsrt_cuda_describe(gpu, sizeof gpu); /* probed in a forked child, cached */
+  rpc_pack_str(pk, "gpus"), msgpack_pack_array(pk, has_gpu ? 1 : 0);
+  if (has_gpu) rpc_pack_str(pk, gpu);
+  rpc_pack_str(pk, "gpu_status"), rpc_pack_str(pk, gpu);
 }
 
 /* ---- tokens ---------------------------------------------------------------- */

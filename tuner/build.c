@@ -192,6 +192,7 @@ ts_status tun_schedule(const ir_func *f, const char *trace_path, const cg_target
 }
 
 ts_status tun_build_shared(const ir_func *scheduled, const cg_target *tg, const char *path, ts_diag *d) {
+  if (tg && tg->kind == CG_TARGET_CUDA) return tun_build_cuda(scheduled, tg, path, d); /* a cubin */
   ts_arena a;
   ts_arena_init(&a);
   cg_lowered l;

@@ -39,9 +39,15 @@ typedef struct tsrt_cuda_info {
  * create a context. Safe to call repeatedly. */
 int tsrt_cuda_probe(tsrt_cuda_info *info, char *err, size_t errn);
 
-/* A one-line JSON-free description for rpc_server's info ("gpu=NAME sm_XY
- * N SMs"), or "no GPU: ..." when probing fails. */
-void tsrt_cuda_describe(char *buf, size_t n);
+/* A one-line description for rpc_server's info ("gpu=NAME arch=sm_XY
+ * sms=N ..."), or "no GPU: ..." when probing fails. Returns 1 when a GPU is
+ * present, else 0. The probe runs in a forked child (a process that has
+ * called cuInit cannot use CUDA in children it forks later, and every
+ * measurement is forked), and its answer is cached. */
+int tsrt_cuda_describe(char *buf, size_t n);
+/* True when the file at path is a CUDA artifact (an ELF cubin for
+ * EM_CUDA, or PTX text) rather than a shared library. */
+bool tsrt_is_cuda_artifact(const char *path);
 
 /* Measures a CUDA artifact image (cubin or NUL-terminated PTX, size bytes)
  * in this process: creates the primary context, loads, runs, frees. Fills

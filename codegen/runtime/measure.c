@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "runtime.h"
+#include "cuda_rt.h"
 
 static const struct {
   const char *name;
@@ -287,6 +288,18 @@ static int read_all(int fd, void *p, size_t n, double deadline) {
 
 void tsrt_measure_forked(const char *path, const tsrt_measure_opts *o, tsrt_measure_result *res) {
   memset(res, 0, sizeof *res);
+  if (tsrt_is_cuda_artifact(path)) { /* kernel kind "cuda": a cubin/PTX for the GPU (cuda_rt.c) */
+    size_t n = 0;
+    void *img = tsrt_read_file(path, &n);
+    if (!img) {
+      res->status = TSRT_ELOAD;
+      snprintf(res->error, sizeof res->error, "cannot read %s", path);
+      return;
+    }
+    tsrt_cuda_measure_forked(img, n, o, res);
+    free(img);
+    return;
+  }
   double timeout = o->timeout_s > 0 ? o->timeout_s : 10;
   int fds[2];
   if (pipe(fds) != 0) {

@@ -72,6 +72,28 @@ static void ref_matmul_int8(const ir_wl_inst *w, ir_tensor *a) {
     }
 }
 
+/* IEEE half (bits) to float, exact. */
+static float half_to_float(uint16_t h) {
+  uint32_t sign = (uint32_t)(h >> 15) << 31, e = (h >> 10) & 0x1f, m = h & 0x3ff;
+  float v;
+  if (e == 0) v = ldexpf((float)m, -24);
+  else if (e == 31) v = m ? NAN : INFINITY;
+  else v = ldexpf((float)(m | 0x400), (int)e - 25);
+  return sign ? -v : v;
+}
+
+static void ref_matmul_f16(const ir_wl_inst *w, ir_tensor *a) {
+  int64_t M = I(w, "m"), N = I(w, "n"), K = I(w, "k");
+  const uint16_t *A = a[0].data, *B = a[1].data;
+  float *C = F(a, 2);
+  for (int64_t i = 0; i < M; i++)
+    for (int64_t j = 0; j < N; j++) {
+      float acc = 0;
+      for (int64_t k = 0; k < K; k++) acc += half_to_float(A[i * K + k]) * half_to_float(B[k * N + j]);
+      C[i * N + j] = acc;
+    }
+}
+
 /* conv2d_nchw, conv2d_nhwc and depthwise_conv2d (groups = c, one weight
  * channel) share one loop; layouts differ only in the index arithmetic. */
 static void conv_common(const ir_wl_inst *w, ir_tensor *a, bool nhwc, bool depthwise) {
@@ -244,6 +266,7 @@ static const struct {
     {"batch_matmul", ref_batch_matmul},
     {"dense", ref_dense},
     {"matmul_int8", ref_matmul_int8},
+    {"matmul_f16", ref_matmul_f16},
     {"conv2d_nchw", ref_conv2d_nchw},
     {"conv2d_nhwc", ref_conv2d_nhwc},
     {"depthwise_conv2d", ref_depthwise},

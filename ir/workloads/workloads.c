@@ -10,6 +10,7 @@
  *   batch_matmul      A f32[b,m,k], B f32[b,k,n]          -> C f32[b,m,n]
  *   dense             X f32[m,k], W f32[n,k] (, bias f32[n] when bias=1) -> Y f32[m,n]
  *   matmul_int8       A i8[m,k], B i8[k,n]                -> C i32[m,n]
+ *   matmul_f16        A f16[m,k], B f16[k,n]              -> C f32[m,n] (f32 accumulation)
  *   conv2d_nchw       X f32[n,c,h,w], W f32[k,c/groups,r,s] -> Y f32[n,k,p,q]
  *   conv2d_nhwc       X f32[n,h,w,c], W f32[r,s,c/groups,k] -> Y f32[n,p,q,k]
  *   depthwise_conv2d  X f32[n,c,h,w], W f32[c,1,r,s]      -> Y f32[n,c,p,q]
@@ -98,8 +99,9 @@ static bool is(const ir_wl_inst *w, const char *n) { return !strcmp(wname(w), n)
 void ir_wl_signature(const ir_wl_inst *w, wl_sig *s) {
   memset(s, 0, sizeof *s);
   const char *n = wname(w);
-  if (is(w, "matmul") || is(w, "matmul_int8")) {
-    ir_dtype_code in = is(w, "matmul") ? IR_F32 : IR_I8, out = is(w, "matmul") ? IR_F32 : IR_I32;
+  if (is(w, "matmul") || is(w, "matmul_int8") || is(w, "matmul_f16")) {
+    ir_dtype_code in = is(w, "matmul") ? IR_F32 : is(w, "matmul_f16") ? IR_F16 : IR_I8,
+                  out = is(w, "matmul_int8") ? IR_I32 : IR_F32;
     SIG_IN(s, "A", in, I(w, "m"), I(w, "k"));
     SIG_IN(s, "B", in, I(w, "k"), I(w, "n"));
     SIG_OUT(s, "C", out, I(w, "m"), I(w, "n"));
@@ -187,6 +189,7 @@ static void bounds_where(ts_strbuf *sb, int64_t pad, const char *e1, int64_t H, 
 
 static void body_matmul(const ir_wl_inst *w, ts_strbuf *sb) {
   if (is(w, "matmul_int8")) ts_strbuf_append(sb, "  C[i, j] += i32(A[i, k]) * i32(B[k, j])\n");
+  else if (is(w, "matmul_f16")) ts_strbuf_append(sb, "  C[i, j] += f32(A[i, k]) * f32(B[k, j])\n");
   else ts_strbuf_append(sb, "  C[i, j] += A[i, k] * B[k, j]\n");
 }
 
@@ -494,6 +497,9 @@ static const wl_def defs[] = {
        P("bias", "1", "add bias[n]: 0 or 1"), P("act", "relu", "activation: none, relu or gelu")}},
      {K_POS, K_POS, K_POS, K_BOOL, K_ACT}, check_none, body_dense, flops_dense},
     {{"matmul_int8", "C[m,n] = A[m,k] . B[k,n], i8 inputs, i32 accumulation", 3,
+      {P("m", "16", "rows"), P("n", "16", "columns"), P("k", "16", "reduction")}},
+     {K_POS, K_POS, K_POS}, check_none, body_matmul, flops_matmul},
+    {{"matmul_f16", "C[m,n] = A[m,k] . B[k,n], f16 inputs, f32 accumulation (tensor-core GEMM)", 3,
       {P("m", "16", "rows"), P("n", "16", "columns"), P("k", "16", "reduction")}},
      {K_POS, K_POS, K_POS}, check_none, body_matmul, flops_matmul},
     {{"conv2d_nchw", "2-d convolution, NCHW input, KCRS weights (f32)", 11, {CONV_KEYS}}, CONV_KINDS,

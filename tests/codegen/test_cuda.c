@@ -262,6 +262,26 @@ START_TEST(test_tiled_matmul) {
 }
 END_TEST
 
+/* the fp16 GEMM (f16 inputs, f32 accumulation) with the same schedule:
+ * half loads, half2 vector accesses into shared memory */
+START_TEST(test_tiled_matmul_f16) {
+  ts_arena *a = ts_arena_new();
+  ir_func *orig;
+  sch_state *s = tiled_matmul(a, "matmul_f16:m=64,n=64,k=32", &orig, 4, 8, 8);
+  tu_assert_equivalent(orig, sch_func(s));
+  cg_cuda_module m;
+  emit_compile(sch_func(s), &m, "tiled matmul_f16");
+  ck_assert(strstr(m.source, "const __half *__restrict__ A") != NULL);
+  ck_assert(strstr(m.source, "__half2") != NULL);
+  ck_assert(strstr(m.source, "__half2float") != NULL);
+  ck_assert_int_eq(m.nsyncs, 2);
+  ck_assert_int_eq(m.kernels[0].shared_bytes, (16 * 8 + 8 * 32) * 2);
+  cg_cuda_module_fini(&m);
+  sch_free(s);
+  ts_arena_free(a);
+}
+END_TEST
+
 /* the barrier positions, checked by reading the kernel in order: W W sync R
  * within the k loop, and a sync at the top of the k loop body before W */
 START_TEST(test_sync_order) {
@@ -473,6 +493,7 @@ static Suite *suite(void) {
   tcase_set_timeout(tc, 120);
   tcase_add_test(tc, test_tiled_matmul);
   tcase_add_test(tc, test_sync_order);
+  tcase_add_test(tc, test_tiled_matmul_f16);
   tcase_add_test(tc, test_cross_thread_reduction);
   tcase_add_test(tc, test_fp16_and_fast_math);
   tcase_add_test(tc, test_refusals);
