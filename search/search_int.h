@@ -12,6 +12,9 @@
 #define SRCH_ANN_VECTORIZE "meta_schedule.vectorize"
 #define SRCH_ANN_UNROLL "meta_schedule.unroll_explicit"
 #define SRCH_ANN_TILING "meta_schedule.tiling_structure"
+/* Block annotation AddRFactor puts on a write-back block: RandomComputeLocation
+ * then also places its producer (the rf block). */
+#define SRCH_ANN_RFACTOR_PRODUCER "meta_schedule.random_compute_producer"
 
 /* What a rule sees: the unscheduled function, the target and options. */
 typedef struct srch_rule_ctx {
@@ -30,6 +33,8 @@ typedef ts_status (*srch_rule_fn)(const srch_rule_ctx *c, sch_traced *t, const c
                                   ts_vec *out, ts_diag *d);
 
 ts_status srch_rule_auto_inline(const srch_rule_ctx *c, sch_traced *t, const char *block, ts_vec *out,
+                                ts_diag *d);
+ts_status srch_rule_add_rfactor(const srch_rule_ctx *c, sch_traced *t, const char *block, ts_vec *out,
                                 ts_diag *d);
 ts_status srch_rule_multi_level_tiling(const srch_rule_ctx *c, sch_traced *t, const char *block,
                                        ts_vec *out, ts_diag *d);

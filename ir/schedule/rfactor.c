@@ -6,7 +6,8 @@
  *    with the rf loop's extent inserted at factor_axis. Its iter vars are a
  *    new *spatial* var vrf bound to the rf loop, B's spatial vars, B's
  *    reduce vars that do not use the rf loop, and one reduce var per other
- *    loop that a rf-loop-touching reduce var used. Its init writes the
+ *    loop that a rf-loop-touching reduce var used (closed over reduce vars
+ *    sharing such a loop, so every binding stays bijective). Its init writes the
  *    combiner's identity; its update is O_rf[.. vrf ..] = comb(O_rf[..], rhs).
  *    It sits under copies of every loop of B (fresh loop vars named
  *    <loop>_rf), inserted right before B's outermost loop.
@@ -443,10 +444,35 @@ ts_status sch_rfactor(sch_state *s, sch_loop loop, int factor_axis, sch_block *o
       rvals[nri++] = ir_var_ref(a, nlv[rfi]);
     }
   }
+  /* Reduce vars to split into one var per loop: those using the rf loop,
+   * and (closure) those sharing a loop with one already split — e.g. after
+   * fuse(ri, si) and split, si = f1 % 3 no longer uses the rf loop f0 but
+   * shares f1 with ri = (f0*9 + f1) // 3; keeping si whole next to a var
+   * for f1 would leave two iter vars over one loop (not a bijective
+   * binding, which compute_at and others assume). */
+  bool *split = TS_ANEWN(a, bool, blk->niter ? blk->niter : 1), *lsplit = TS_ANEWN(a, bool, nl);
+  if (!split || !lsplit) st = TS_ENOMEM;
+  if (!st) {
+    for (int l = 0; l < nl; l++) lsplit[l] = l == rfi;
+    for (int i = 0; i < blk->niter; i++) split[i] = false;
+    for (bool grew = true; grew;) {
+      grew = false;
+      for (int i = 0; i < blk->niter; i++) {
+        if (split[i] || blk->iters[i].type != IR_ITER_R) continue;
+        bool touch = false;
+        for (int l = 0; l < nl && !touch; l++)
+          touch = lsplit[l] && ir_expr_uses_var(rz->u.realize.iter_values[i], L[l]->u.loop.var);
+        if (!touch) continue;
+        split[i] = grew = true;
+        for (int l = 0; l < nl; l++)
+          if (ir_expr_uses_var(rz->u.realize.iter_values[i], L[l]->u.loop.var)) lsplit[l] = true;
+      }
+    }
+  }
   for (int i = 0; i < blk->niter && !st; i++) {
     const ir_iter_var *it = &blk->iters[i];
     ir_expr *bind = rz->u.realize.iter_values[i];
-    if (it->type == IR_ITER_S || !ir_expr_uses_var(bind, rl->u.loop.var)) {
+    if (!split[i]) {
       ir_var *nv = ir_var_new(a, it->var->name, it->var->dtype);
       ir_expr *r = nv ? ir_var_ref(a, nv) : NULL;
       ir_expr *b2 = ir_subst_expr(a, bind, &lmap);
@@ -458,7 +484,7 @@ ts_status sch_rfactor(sch_state *s, sch_loop loop, int factor_axis, sch_block *o
       rvals[nri++] = b2;
       continue;
     }
-    /* a reduce var touching the rf loop: one reduce var per loop it uses */
+    /* a reduce var split per loop: one reduce var per loop it uses */
     ir_var_map sub;
     ir_var_map_init(&sub);
     for (int l = 0; l < nl && !st; l++) {

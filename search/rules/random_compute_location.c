@@ -1,7 +1,10 @@
 /* random_compute_location.c — RandomComputeLocation for CPU (notes §5): a
  * non-root direct child of the root scope whose outermost loop holds only
  * it, untiled, with a consumer, is moved to compute_at(block,
- * SampleComputeLocation(block)); the sampler may also pick inline or root. */
+ * SampleComputeLocation(block)); the sampler may also pick inline or root.
+ * A block that AddRFactor annotated (meta_schedule.random_compute_producer)
+ * has its producer, the rf block, placed the same way afterwards (found
+ * first, since the block itself may be inlined). */
 #include <string.h>
 
 #include "search/search_int.h"
@@ -45,10 +48,20 @@ ts_status srch_rule_random_compute_location(const srch_rule_ctx *c, sch_traced *
   if (eligible(t, block)) {
     ts_diag q;
     ts_diag_clear(&q);
-    int b, l;
-    if (sch_t_get_block(t, block, &b, &q) == TS_OK &&
-        sch_t_sample_compute_location(t, b, NULL, &l, &q) == TS_OK)
-      sch_t_compute_at(t, b, l, true, -1, &q);
+    int b, l, prod = -1;
+    if (sch_t_get_block(t, block, &b, &q) == TS_OK) {
+      const ir_stmt *r = srch_find_realize(sch_traced_func(t), block);
+      const ir_block *blk = r ? r->u.realize.block : NULL;
+      const int *ps;
+      int np;
+      if (blk && ir_annot_find(blk->nannot, blk->annots, SRCH_ANN_RFACTOR_PRODUCER) &&
+          sch_t_get_producers(t, b, &ps, &np, &q) == TS_OK && np == 1)
+        prod = ps[0];
+      if (sch_t_sample_compute_location(t, b, NULL, &l, &q) == TS_OK) sch_t_compute_at(t, b, l, true, -1, &q);
+      ts_diag_clear(&q);
+      if (prod >= 0 && sch_t_sample_compute_location(t, prod, NULL, &l, &q) == TS_OK)
+        sch_t_compute_at(t, prod, l, true, -1, &q);
+    }
   }
   if (ts_vec_push(out, t)) {
     sch_traced_free(t);

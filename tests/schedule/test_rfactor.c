@@ -308,6 +308,46 @@ START_TEST(symbolic_extent) {
 }
 END_TEST
 
+/* ---- fused reduce loops (pooling window), rfactor at the outer piece ----
+ * After fuse(ri, si) and a split into (f0, f1), si = f1 % 3 no longer uses
+ * the rf loop f0 but shares f1 with ri: both become one reduce var per loop,
+ * so no two iter vars of the rf block sit on one loop and compute_at (which
+ * rebuilds one loop per iter var) stays correct. */
+START_TEST(fused_reduce_loops) {
+  ts_arena *a = ts_arena_new();
+  ir_func *orig;
+  sch_state *s = tu_schedule(a, "avg_pool2d:n=1,c=3,h=9,w=9,r=3,s=3,stride=2,pad=1", &orig);
+  sch_loop l[8], f, sp[2], wl[8];
+  ck_assert_int_eq(tu_loops(s, "sm", l, 8), 6);
+  ts_diag_clear(&D);
+  tu_ok(sch_fuse(s, 2, l + 4, &f, &D), &D);
+  tu_ok(sch_split(s, f, 2, (int64_t[]){3, 3}, sp, &D), &D);
+  sch_block rf;
+  tu_ok(sch_rfactor(s, sp[0], 4, &rf, &D), &D);
+  const ir_stmt *r = NULL;
+  {
+    find_ctx c = {rf.name, NULL};
+    ir_visitor v = {.stmt = find_cb, .ctx = &c};
+    ir_visit_stmt(&v, sch_func(s)->body);
+    r = c.found;
+  }
+  const ir_block *b = r->u.realize.block;
+  for (int i = 0; i < b->niter; i++) {
+    ck_assert_int_eq(r->u.realize.iter_values[i]->kind, IR_VAR);
+    for (int j = 0; j < i; j++)
+      ck_assert_msg(r->u.realize.iter_values[i]->u.var != r->u.realize.iter_values[j]->u.var,
+                    "iter vars %d and %d of %s share a loop", i, j, rf.name);
+  }
+  tu_assert_equivalent(orig, sch_func(s));
+  int nw = tu_loops(s, "sm", wl, 8);
+  ck_assert_int_eq(nw, 5);
+  tu_ok(sch_compute_at(s, rf, wl[3], true, -1, &D), &D);
+  tu_assert_equivalent(orig, sch_func(s));
+  sch_free(s);
+  ts_arena_free(a);
+}
+END_TEST
+
 /* ---- refusals ---- */
 START_TEST(refusals) {
   ts_arena *a = ts_arena_new();
@@ -415,6 +455,7 @@ static Suite *suite(void) {
   tcase_add_test(tc, odd_prime_extents);
   tcase_add_test(tc, int_max_and_product);
   tcase_add_test(tc, symbolic_extent);
+  tcase_add_test(tc, fused_reduce_loops);
   tcase_add_test(tc, refusals);
   tcase_add_test(tc, trace_roundtrip);
   suite_add_tcase(su, tc);

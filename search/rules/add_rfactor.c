@@ -1,0 +1,170 @@
+/* add_rfactor.c — AddRFactor for CPU (MetaSchedule's add_rfactor.cc; notes
+ * search-costmodel.md §5): for a reduction block with little spatial
+ * parallelism, factor the reduction so that partial results run in
+ * parallel or in vector lanes.
+ *
+ * Eligibility (TVM's NeedsRFactorOrCrossThreadReduction, limit
+ * max_parallel_extent = cores * 16, max_parallel_basic = cores): a block
+ * with an init, one written buffer, only S/R iter vars and at least one R,
+ * a trivial binding (each loop bound to exactly one iter var), perfectly
+ * nested loops with constant extents. If the block also qualifies for
+ * multi-level tiling (some read reuses across a spatial var), it applies
+ * only when the spatial product is below the reduction product and at most
+ * cores * 16; otherwise when the reduction product exceeds the core count.
+ * Row reductions such as softmax's max and sum, layernorm's sums or
+ * reduce_sum take the second branch, which is what gives them vectorized
+ * partial reductions.
+ *
+ * Sketches: the reduction loops are moved innermost (reorder) and fused,
+ * the fused loop is split in two by SamplePerfectTile (innermost at most
+ * max_innermost, so the tile-size mutator keeps working on it), and rfactor
+ * (factor_axis = the number of spatial loops: the rf axis goes last) is
+ * tried at each of the two pieces, each success a sketch whose write-back
+ * block is annotated "meta_schedule.random_compute_producer" (the
+ * RandomComputeLocation rule then also places the rf block); the original
+ * state is kept as the last sketch. Rfactor at the inner piece makes the
+ * rf block's innermost loop spatial and contiguous, so the postprocessor
+ * vectorizes it (vector partial sums); at the outer piece, the rf block's
+ * outer loops are spatial, so they parallelize. */
+#include <string.h>
+
+#include "search/search_int.h"
+
+#define MAXL 32
+
+static ts_status push(ts_vec *out, sch_traced *t, ts_diag *d) {
+  if (ts_vec_push(out, t)) {
+    sch_traced_free(t);
+    return ts_diag_set(d, TS_ENOMEM, "out of memory");
+  }
+  return TS_OK;
+}
+
+static bool region_uses(const ir_region *rg, const ir_var *v) {
+  for (int k = 0; k < rg->ndim; k++)
+    if (ir_expr_uses_var(rg->ranges[k].min, v) || ir_expr_uses_var(rg->ranges[k].extent, v)) return true;
+  return false;
+}
+
+/* The reuse test of NeedsMultiLevelTiling: a non-unit spatial iter var
+ * that some read (other than of the output) does not use. */
+static bool tiling_eligible(const ir_block *b) {
+  if (b->nreads < 1) return false;
+  for (int i = 0; i < b->niter; i++) {
+    int64_t ext;
+    if (b->iters[i].type != IR_ITER_S || !ir_as_int(b->iters[i].dom.extent, &ext) || ext <= 1) continue;
+    for (int j = 0; j < b->nreads; j++)
+      if (b->reads[j].buf != b->writes[0].buf && !region_uses(&b->reads[j], b->iters[i].var)) return true;
+  }
+  return false;
+}
+
+/* Checks the conditions on the concrete state; fills is_red per loop and
+ * the spatial/reduction extents' products. */
+static bool eligible(const srch_rule_ctx *c, sch_traced *t, const char *block, int *nl_out, bool *is_red) {
+  const ir_func *f = sch_traced_func(t);
+  const ir_stmt *r = srch_find_realize(f, block);
+  if (!r) return false;
+  const ir_block *b = r->u.realize.block;
+  if (!b->init || b->nwrites != 1) return false;
+  if (ir_annot_find(b->nannot, b->annots, SRCH_ANN_RFACTOR_PRODUCER)) return false;
+  bool has_r = false;
+  for (int i = 0; i < b->niter; i++) {
+    if (b->iters[i].type == IR_ITER_R) has_r = true;
+    else if (b->iters[i].type != IR_ITER_S) return false;
+  }
+  if (!has_r) return false;
+  sch_loop *cl;
+  int nl;
+  ts_diag q;
+  ts_diag_clear(&q);
+  if (sch_get_loops(sch_traced_state(t), (sch_block){.name = b->name}, &cl, &nl, &q) || nl != b->niter ||
+      nl == 0 || nl > MAXL)
+    return false;
+  double space = 1, reduce = 1;
+  bool used[MAXL] = {false};
+  for (int l = 0; l < nl; l++) {
+    const ir_stmt *ls = srch_find_loop(f, cl[l].var);
+    int64_t ext, mn;
+    if (!ls || !ir_as_int(ls->u.loop.extent, &ext) || !ir_as_int(ls->u.loop.min, &mn) || mn != 0) return false;
+    /* perfectly nested: each loop's body is the next loop or the block */
+    const ir_stmt *next = l + 1 < nl ? srch_find_loop(f, cl[l + 1].var) : r;
+    if (ls->u.loop.body != next) return false;
+    int it = -1;
+    for (int i = 0; i < b->niter; i++) {
+      const ir_expr *e = r->u.realize.iter_values[i];
+      if (e->kind == IR_VAR && e->u.var == cl[l].var) it = i;
+    }
+    if (it < 0 || used[it]) return false;
+    used[it] = true;
+    is_red[l] = b->iters[it].type == IR_ITER_R;
+    if (is_red[l]) reduce *= (double)ext;
+    else space *= (double)ext;
+  }
+  double max_par = (double)c->num_cores * 16;
+  *nl_out = nl;
+  if (tiling_eligible(b)) return !(space >= reduce || space > max_par);
+  return reduce > 1 && reduce > (double)c->num_cores;
+}
+
+/* In a fork of work: rfactor at the outer (which = 0) or inner (1) piece of
+ * the split fused reduction loop (the last two loops of the block). NULL if
+ * refused. */
+static sch_traced *rfactor_fork(const srch_rule_ctx *c, sch_traced *work, const char *block, int nspatial,
+                                int which) {
+  ts_diag q;
+  ts_diag_clear(&q);
+  sch_traced *f = srch_fork(c, work, &q);
+  if (!f) return NULL;
+  int b, nl, rf;
+  const int *lp;
+  if (sch_t_get_block(f, block, &b, &q) || sch_t_get_loops(f, b, &lp, &nl, &q) || nl < 2 ||
+      sch_t_rfactor(f, lp[nl - 2 + which], nspatial, &rf, &q) ||
+      sch_t_annotate(f, b, SRCH_ANN_RFACTOR_PRODUCER, sch_arg_int(1), &q)) {
+    sch_traced_free(f);
+    return NULL;
+  }
+  return f;
+}
+
+ts_status srch_rule_add_rfactor(const srch_rule_ctx *c, sch_traced *t, const char *block, ts_vec *out,
+                                ts_diag *d) {
+  int nl = 0;
+  bool is_red[MAXL];
+  if (!eligible(c, t, block, &nl, is_red)) return push(out, t, d);
+  ts_diag q;
+  ts_diag_clear(&q);
+  /* the work happens on a fork; t stays the original sketch */
+  sch_traced *w = srch_fork(c, t, &q);
+  if (!w) return push(out, t, d);
+  int b, n2, order[MAXL], no = 0, nsp = 0, red[MAXL], nred = 0;
+  const int *lp;
+  bool ok = !sch_t_get_block(w, block, &b, &q) && !sch_t_get_loops(w, b, &lp, &n2, &q) && n2 == nl;
+  if (ok) {
+    for (int l = 0; l < nl; l++)
+      if (!is_red[l]) order[no++] = lp[l];
+    nsp = no;
+    for (int l = 0; l < nl; l++)
+      if (is_red[l]) order[no++] = red[nred++] = lp[l];
+    bool moved = false;
+    for (int l = 0; l < nl; l++) moved |= order[l] != lp[l];
+    if (moved) ok = !sch_t_reorder(w, no, order, &q);
+  }
+  int fused = red[0], v[2], sp[2];
+  if (ok && nred > 1) ok = !sch_t_fuse(w, nred, red, &fused, &q);
+  if (ok) ok = !sch_t_sample_perfect_tile(w, fused, 2, c->max_innermost, NULL, v, &q);
+  if (ok) {
+    sch_arg f[2] = {sch_arg_rv(v[0]), sch_arg_rv(v[1])};
+    ok = !sch_t_split(w, fused, 2, f, sp, &q);
+  }
+  sch_traced *f0 = ok ? rfactor_fork(c, w, block, nsp, 0) : NULL;
+  sch_traced *f1 = ok ? rfactor_fork(c, w, block, nsp, 1) : NULL;
+  sch_traced_free(w);
+  ts_status st = TS_OK;
+  if (f0) st = push(out, f0, d);
+  if (f1 && !st) st = push(out, f1, d);
+  else if (f1) sch_traced_free(f1);
+  if (!st) st = push(out, t, d);
+  else sch_traced_free(t);
+  return st;
+}

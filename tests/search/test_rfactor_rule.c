@@ -1,0 +1,240 @@
+/* test_rfactor_rule.c — the AddRFactor rule: where it applies (row
+ * reductions with a long reduction, a tiling-eligible block with little
+ * spatial parallelism) and where it does not (a tiling-eligible block with
+ * enough spatial work, a short reduction, no reduction); its sketches
+ * (rfactor at the outer and at the inner piece of the split, plus the
+ * original); sampled candidates equal to the unscheduled function in the
+ * interpreter at small odd sizes; the tile-size mutator on the split; and
+ * rfactor'd reduce_sum and softmax candidates with vectorized partial
+ * reductions built through LLVM, run and verified. */
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "codegen/runtime/runtime.h"
+#include "search/search.h"
+#include "tests/schedule/util.h"
+#include "tuner/build.h"
+#include "tuner/verify.h"
+
+static cg_target host(void) {
+  cg_target t;
+  ts_diag d;
+  ts_diag_clear(&d);
+  ck_assert_msg(cg_target_parse("llvm", &t, &d) == TS_OK, "%s", d.msg);
+  return t;
+}
+
+static sch_trace **sketches(const ir_func *f, int cores, int *n) {
+  cg_target t = host();
+  srch_space_opts o = {.num_cores = cores};
+  sch_trace **sk;
+  ts_diag d;
+  ts_diag_clear(&d);
+  ck_assert_msg(srch_sketches(f, &t, &o, &sk, n, &d) == TS_OK, "%s", d.msg);
+  ck_assert_int_gt(*n, 0);
+  return sk;
+}
+
+static void free_sketches(sch_trace **sk, int n) {
+  for (int i = 0; i < n; i++) sch_trace_free(sk[i]);
+  ts_free(sk);
+}
+
+static int count_kind(const sch_trace *tr, sch_inst_kind k) {
+  int c = 0;
+  for (int i = 0; i < sch_trace_len(tr); i++) c += sch_trace_inst(tr, i)->kind == k;
+  return c;
+}
+
+/* Sketches with at least one RFactor. */
+static int rf_sketches(const char *spec, int cores, int *total) {
+  ts_arena a;
+  ts_arena_init(&a);
+  ir_func *f = tu_workload(&a, spec);
+  int n;
+  sch_trace **sk = sketches(f, cores, &n);
+  int r = 0;
+  for (int i = 0; i < n; i++) r += count_kind(sk[i], SCH_I_RFACTOR) > 0;
+  *total = n;
+  free_sketches(sk, n);
+  ts_arena_fini(&a);
+  return r;
+}
+
+START_TEST(test_applies_where_claimed) {
+  int n;
+  /* one row reduction of 512 > 4 cores: rfactor outer, inner, original */
+  ck_assert_int_eq(rf_sketches("reduce_sum:m=2,n=512", 4, &n), 2);
+  ck_assert_int_eq(n, 3);
+  /* a reduction no longer than the core count: nothing */
+  ck_assert_int_eq(rf_sketches("reduce_sum:m=2,n=8", 16, &n), 0);
+  ck_assert_int_eq(n, 1);
+  /* matmul with plenty of spatial work: multi-level tiling only */
+  ck_assert_int_eq(rf_sketches("matmul:m=64,n=64,k=64", 4, &n), 0);
+  /* matmul with a tiny output and a long k (spatial 4 < 4096 and <= 64) */
+  ck_assert_int_gt(rf_sketches("matmul:m=1,n=4,k=4096", 4, &n), 0);
+  /* ... but not when the spatial part exceeds cores * 16 */
+  ck_assert_int_eq(rf_sketches("matmul:m=16,n=16,k=4096", 4, &n), 0);
+  /* no reduction */
+  ck_assert_int_eq(rf_sketches("add:m=64,n=64", 4, &n), 0);
+  /* softmax: both row reductions, each with two rfactor choices */
+  ck_assert_int_eq(rf_sketches("softmax:m=8,n=256", 2, &n), 8);
+  ck_assert_int_eq(n, 9);
+}
+END_TEST
+
+/* Every sketch with an rfactor: 10 random candidates each rejected with a
+ * reason or equal to the unscheduled function; at least one passes; the
+ * write-back carries the producer annotation and the rf block exists. */
+static const char *specs[] = {
+    "reduce_sum:m=3,n=60", "reduce_mean:m=5,n=21", "softmax:m=5,n=24",
+    "layernorm:m=3,n=35",  "matmul:m=1,n=3,k=64",  "reduce_sum:m=2,n=13",
+};
+
+START_TEST(test_candidates_equivalent) {
+  const char *spec = specs[_i];
+  ts_arena a;
+  ts_arena_init(&a);
+  ir_func *f = tu_workload(&a, spec);
+  int n;
+  sch_trace **sk = sketches(f, 2, &n);
+  cg_target t = host();
+  int passed = 0, with_rf = 0;
+  for (int s = 0; s < n; s++) {
+    if (!count_kind(sk[s], SCH_I_RFACTOR)) continue;
+    with_rf++;
+    for (int k = 0; k < 10; k++) {
+      ts_diag d;
+      ts_diag_clear(&d);
+      sch_traced *ts = srch_instantiate(sk[s], f, &t, true, (uint64_t)(100 * s + k + 1), &d);
+      if (!ts) {
+        ck_assert_msg(d.msg[0], "%s sketch %d: rejected without a reason", spec, s);
+        continue;
+      }
+      char why[512] = "";
+      if (!tu_equivalent(f, sch_traced_func(ts), 5, why, sizeof why)) {
+        char *js = sch_trace_to_json(sch_traced_trace(ts));
+        ck_abort_msg("%s sketch %d seed %d: %s\n%s", spec, s, k, why, js ? js : "");
+      }
+      /* the tile-size mutator changes the split and the result still matches */
+      ts_rng rng;
+      ts_rng_seed(&rng, (uint64_t)k + 3);
+      sch_trace *m = srch_mutate(SRCH_MUT_TILE_SIZE, sch_traced_trace(ts), f, &rng);
+      if (m) {
+        sch_traced *mt = srch_instantiate(m, f, &t, false, 1, &d);
+        if (mt) {
+          ck_assert_msg(tu_equivalent(f, sch_traced_func(mt), 5, why, sizeof why), "%s mutant: %s", spec, why);
+          sch_traced_free(mt);
+        }
+        sch_trace_free(m);
+      }
+      sch_traced_free(ts);
+      passed++;
+    }
+  }
+  ck_assert_msg(with_rf > 0, "%s: no sketch with rfactor", spec);
+  ck_assert_msg(passed > 0, "%s: no candidate passed", spec);
+  free_sketches(sk, n);
+  ts_arena_fini(&a);
+}
+END_TEST
+
+/* Is there a vectorized loop above a block whose name ends in "_rf"? */
+static void scan(const ir_stmt *s, int vec, bool *found) {
+  if (!s || *found) return;
+  switch (s->kind) {
+  case IR_FOR:
+    scan(s->u.loop.body, vec + (s->u.loop.kind == IR_FOR_VECTORIZED), found);
+    return;
+  case IR_SEQ:
+    for (int i = 0; i < s->u.seq.n; i++) scan(s->u.seq.stmts[i], vec, found);
+    return;
+  case IR_BLOCK_REALIZE: {
+    const char *nm = s->u.realize.block->name;
+    size_t l = strlen(nm);
+    if (vec && l > 3 && !strcmp(nm + l - 3, "_rf")) *found = true;
+    scan(s->u.realize.block->body, vec, found);
+    return;
+  }
+  case IR_IF:
+    scan(s->u.ifs.then_s, vec, found);
+    scan(s->u.ifs.else_s, vec, found);
+    return;
+  default:
+    return;
+  }
+}
+
+/* Finds a candidate whose rf block is vectorized, builds it through LLVM,
+ * runs it and verifies its outputs against the interpreter. */
+static void build_vectorized_rf(const char *spec) {
+  ts_arena a;
+  ts_arena_init(&a);
+  ir_func *f = tu_workload(&a, spec);
+  int n;
+  sch_trace **sk = sketches(f, 2, &n);
+  cg_target t = host();
+  sch_traced *ts = NULL;
+  for (int s = 0; s < n && !ts; s++) {
+    if (!count_kind(sk[s], SCH_I_RFACTOR)) continue;
+    for (int k = 0; k < 40 && !ts; k++) {
+      ts_diag d;
+      ts_diag_clear(&d);
+      ts = srch_instantiate(sk[s], f, &t, true, (uint64_t)(7 * k + s + 1), &d);
+      if (!ts) continue;
+      bool found = false;
+      scan(sch_traced_func(ts)->body, 0, &found);
+      if (!found) {
+        sch_traced_free(ts);
+        ts = NULL;
+      }
+    }
+  }
+  ck_assert_msg(ts != NULL, "%s: no candidate with a vectorized rf block", spec);
+  char path[] = "/tmp/tessel_rfrule_XXXXXX.so";
+  int fd = mkstemps(path, 3);
+  ck_assert_int_ge(fd, 0);
+  close(fd);
+  ts_diag d;
+  ts_diag_clear(&d);
+  ck_assert_msg(tun_build_shared(sch_traced_func(ts), &t, path, &d) == TS_OK, "%s", d.msg);
+  tsrt_measure_opts mo = {.repeat = 1, .number = 1, .timeout_s = 30, .seed = 3, .want_outputs = true};
+  tsrt_measure_result res;
+  tsrt_measure_forked(path, &mo, &res);
+  ck_assert_msg(res.status == TSRT_OK, "%s", res.error);
+  tun_verify_result vr;
+  ck_assert_int_eq(tun_verify(f, 3, res.outputs, res.outputs_bytes, &vr, &d), TS_OK);
+  char *js = sch_trace_to_json(sch_traced_trace(ts));
+  ck_assert_msg(vr.matched, "%s: %s\n%s", spec, vr.detail, js ? js : "");
+  ts_free(js);
+  tsrt_result_fini(&res);
+  sch_traced_free(ts);
+  unlink(path);
+  free_sketches(sk, n);
+  ts_arena_fini(&a);
+}
+
+START_TEST(test_build_reduce_sum) { build_vectorized_rf("reduce_sum:m=7,n=96"); }
+END_TEST
+
+START_TEST(test_build_softmax) { build_vectorized_rf("softmax:m=9,n=128"); }
+END_TEST
+
+int main(void) {
+  Suite *s = suite_create("search_rfactor_rule");
+  TCase *tc = tcase_create("add_rfactor");
+  tcase_set_timeout(tc, 300);
+  tcase_add_test(tc, test_applies_where_claimed);
+  tcase_add_loop_test(tc, test_candidates_equivalent, 0, (int)(sizeof specs / sizeof specs[0]));
+  tcase_add_test(tc, test_build_reduce_sum);
+  tcase_add_test(tc, test_build_softmax);
+  suite_add_tcase(s, tc);
+  SRunner *sr = srunner_create(s);
+  srunner_run_all(sr, CK_NORMAL);
+  int failures = srunner_ntests_failed(sr);
+  srunner_free(sr);
+  return failures ? 1 : 0;
+}
