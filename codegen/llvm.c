@@ -509,6 +509,39 @@ char *cg_llvm_dump_ir(const cg_lowered *l, const cg_target *tin, bool opt, ts_di
   return res;
 }
 
+char *cg_llvm_dump_asm(const cg_lowered *l, const cg_target *tin, ts_diag *d) {
+  cg_target t;
+  if (resolved(tin, &t, d) != TS_OK) return NULL;
+  LLVMTargetMachineRef tm;
+  if (make_tm(&t, &tm, d) != TS_OK) return NULL;
+  LLVMContextRef ctx = LLVMContextCreate();
+  LLVMModuleRef mod;
+  char *res = NULL;
+  if (build(ctx, l, &t, tm, true, &mod, d) == TS_OK) {
+    char *err = NULL;
+    LLVMMemoryBufferRef mb = NULL;
+    if (LLVMTargetMachineEmitToMemoryBuffer(tm, mod, LLVMAssemblyFile, &err, &mb)) {
+      ts_diag_set(d, TS_EINTERNAL, "LLVM could not emit assembly for %s: %s", t.triple,
+                  err ? err : "?");
+    } else {
+      size_t n = LLVMGetBufferSize(mb);
+      res = ts_malloc(n + 1);
+      if (res) {
+        memcpy(res, LLVMGetBufferStart(mb), n);
+        res[n] = 0;
+      } else {
+        ts_diag_set(d, TS_ENOMEM, "out of memory");
+      }
+    }
+    if (err) LLVMDisposeMessage(err);
+    if (mb) LLVMDisposeMemoryBuffer(mb);
+    LLVMDisposeModule(mod);
+  }
+  LLVMContextDispose(ctx);
+  LLVMDisposeTargetMachine(tm);
+  return res;
+}
+
 /* ---- for llvm_model.c (model artifacts: many kernels, one library) ---------------------- */
 
 ts_status cg_lx_target_machine(const cg_target *tin, cg_target *t, LLVMTargetMachineRef *tm, ts_diag *d) {

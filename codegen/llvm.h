@@ -78,5 +78,10 @@ ts_status cg_llvm_build_model(const struct tsrt_model_plan *plan, const cg_lower
 /* Textual LLVM IR (after optimisation when opt is true): a heap string the
  * caller frees with ts_free, or NULL with d set. */
 char *cg_llvm_dump_ir(const cg_lowered *l, const cg_target *t, bool opt, ts_diag *d);
+/* Target assembly of the optimised module for t (any triple LLVM was built
+ * with): a heap string the caller frees with ts_free, or NULL with d set
+ * (errors as cg_llvm_emit_object). Tests grep it for instructions
+ * (vpdpbusd, sdot, vfmadd...). */
+char *cg_llvm_dump_asm(const cg_lowered *l, const cg_target *t, ts_diag *d);
 
 #endif

@@ -28,6 +28,7 @@
  * interpreter to rounding. */
 #include <llvm-c/DebugInfo.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "ir/struct.h"
@@ -283,6 +284,12 @@ static bool may_trap(const ir_expr *e) {
     return false;
   case IR_RAMP: return may_trap(e->u.ramp.base) || may_trap(e->u.ramp.stride);
   case IR_BROADCAST: return may_trap(e->u.bcast.value);
+  case IR_CALL_EXTERN:
+    for (int i = 0; i < e->u.ext.nargs; i++)
+      if (may_trap(e->u.ext.args[i])) return true;
+    return false;
+  case IR_REINTERPRET: return may_trap(e->u.cast.value);
+  case IR_ACCESS_PTR: return may_trap(e->u.ptr.offset);
   default:
     if (ir_is_binop(e->kind)) {
       if ((e->kind == IR_DIV || e->kind == IR_FLOORDIV || e->kind == IR_FLOORMOD) &&
@@ -782,6 +789,122 @@ static LLVMValueRef ex_ramp(lx_fn *f, const ir_expr *e, LLVMValueRef mask) {
   return nsw ? LLVMBuildNSWAdd(f->b, bv, off, "") : LLVMBuildAdd(f->b, bv, off, "");
 }
 
+/* ---- target intrinsics (docs/TENSORIZE.md) ------------------------------------ */
+
+/* Fits v to the LLVM type want: same type as is, else a bit cast when the
+ * sizes agree; NULL otherwise. */
+static LLVMValueRef fit_type(lx_fn *f, LLVMValueRef v, LLVMTypeRef want) {
+  LLVMTypeRef have = LLVMTypeOf(v);
+  if (have == want) return v;
+  LLVMTargetDataRef td = LLVMGetModuleDataLayout(f->m->mod);
+  if (LLVMGetTypeKind(have) == LLVMPointerTypeKind || LLVMGetTypeKind(want) == LLVMPointerTypeKind)
+    return NULL;
+  if (LLVMSizeOfTypeInBits(td, have) != LLVMSizeOfTypeInBits(td, want)) return NULL;
+  return LLVMBuildBitCast(f->b, v, want, "");
+}
+
+/* call_extern("llvm.<name>", dtype, args): an LLVM intrinsic call. An
+ * overloaded intrinsic is overloaded on its result type (interleave2,
+ * ...). Arguments of another type with the same size are bit cast. */
+static LLVMValueRef ex_extern(lx_fn *f, const ir_expr *e, LLVMValueRef mask) {
+  const char *nm = e->u.ext.name ? e->u.ext.name : "";
+  int na = e->u.ext.nargs;
+  if (strncmp(nm, "llvm.", 5) != 0)
+    return fail(f, TS_EUNSUPPORTED, "call_extern '%s': the LLVM back end calls only llvm.* intrinsics", nm);
+  unsigned id = LLVMLookupIntrinsicID(nm, strlen(nm));
+  if (!id) return fail(f, TS_EUNSUPPORTED, "call_extern '%s': LLVM has no such intrinsic", nm);
+  if (na > 8) return fail(f, TS_EUNSUPPORTED, "call_extern '%s' with %d arguments", nm, na);
+  char b1[24];
+  bool is_void = e->dtype.code == IR_HANDLE;
+  LLVMTypeRef rt = is_void ? LLVMVoidTypeInContext(f->m->ctx)
+                           : cg_lx_vec(reg_elem(f->m, e->dtype.code), e->dtype.lanes);
+  if (e->dtype.code == IR_F16 || e->dtype.code == IR_BF16 || e->dtype.code == IR_BOOL)
+    return fail(f, TS_EUNSUPPORTED, "call_extern '%s' returning %s", nm, dts(e->dtype, b1));
+  LLVMValueRef a[8];
+  for (int i = 0; i < na; i++) {
+    if (!e->u.ext.args[i]) return fail(f, TS_EINVAL, "call_extern '%s' with a missing argument", nm);
+    if (!(a[i] = ex(f, e->u.ext.args[i], mask))) return NULL;
+  }
+  /* The overload types: a fully mangled name (llvm.aarch64.neon.sdot.v4i32.v16i8)
+   * names them, found by mangling candidate lists (result, then operands);
+   * a bare name is overloaded on its result, or a void one on its first
+   * operand (llvm.vector.interleave2, llvm.prefetch). */
+  LLVMTypeRef over[3] = {is_void && na ? LLVMTypeOf(a[0]) : rt};
+  int nover = 0;
+  if (LLVMIntrinsicIsOverloaded(id)) {
+    size_t bl;
+    const char *base = LLVMIntrinsicGetName(id, &bl);
+    nover = 1;
+    if (strlen(nm) != bl || strncmp(nm, base, bl)) {
+      nover = 0;
+      /* candidates: [r], [r, x], [r, x, y] with r the result (or operand 0
+       * of a void call) and x, y operand types */
+      LLVMTypeRef r0 = over[0];
+      for (int n = 1; n <= 3 && !nover; n++)
+        for (int i = 0; i < (n >= 2 ? na : 1) && !nover; i++)
+          for (int j = 0; j < (n == 3 ? na : 1) && !nover; j++) {
+            LLVMTypeRef cand[3] = {r0, na ? LLVMTypeOf(a[i]) : r0, na ? LLVMTypeOf(a[j]) : r0};
+            size_t ml;
+            char *mn = (char *)LLVMIntrinsicCopyOverloadedName2(f->m->mod, id, cand, (size_t)n, &ml);
+            bool same = mn && ml == strlen(nm) && !memcmp(mn, nm, ml);
+            free(mn);
+            if (same) {
+              memcpy(over, cand, sizeof cand);
+              nover = n;
+            }
+          }
+      if (!nover)
+        return fail(f, TS_ETYPE, "call_extern '%s': the name's type suffix does not match the call's types", nm);
+    }
+  }
+  LLVMValueRef fn = LLVMGetIntrinsicDeclaration(f->m->mod, id, over, (size_t)nover);
+  LLVMTypeRef fty = LLVMIntrinsicGetType(f->m->ctx, id, over, (size_t)nover);
+  if (!fn || !fty) return fail(f, TS_EUNSUPPORTED, "call_extern '%s': cannot declare it", nm);
+  if ((int)LLVMCountParamTypes(fty) != na)
+    return fail(f, TS_EINVAL, "call_extern '%s' takes %u arguments, got %d", nm, LLVMCountParamTypes(fty), na);
+  LLVMTypeRef pt[8];
+  LLVMGetParamTypes(fty, pt);
+  for (int i = 0; i < na; i++) {
+    LLVMValueRef v = a[i];
+    if (!(a[i] = fit_type(f, v, pt[i])))
+      return fail(f, TS_ETYPE, "argument %d of call_extern '%s' (%s) does not fit the intrinsic's type", i,
+                  nm, dts(e->u.ext.args[i]->dtype, b1));
+  }
+  LLVMValueRef r = LLVMBuildCall2(f->b, fty, fn, a, (unsigned)na, "");
+  if (is_void) return LLVMConstNull(f->m->t_ptr);
+  LLVMValueRef fr = fit_type(f, r, rt);
+  if (!fr) return fail(f, TS_ETYPE, "call_extern '%s' does not return %s", nm, dts(e->dtype, b1));
+  return fr;
+}
+
+static LLVMValueRef ex_reinterpret(lx_fn *f, const ir_expr *e, LLVMValueRef mask) {
+  const ir_expr *ve = e->u.cast.value;
+  char b1[24], b2[24];
+  if (!ve) return fail(f, TS_EINVAL, "reinterpret with a missing operand");
+  int fc = ve->dtype.code, tc = e->dtype.code;
+  if (fc == IR_F16 || fc == IR_BF16 || fc == IR_BOOL || fc == IR_HANDLE || tc == IR_F16 || tc == IR_BF16 ||
+      tc == IR_BOOL || tc == IR_HANDLE)
+    return fail(f, TS_EUNSUPPORTED, "reinterpret between %s and %s", dts(ve->dtype, b1), dts(e->dtype, b2));
+  LLVMValueRef v = ex(f, ve, mask);
+  if (!v) return NULL;
+  LLVMValueRef r = fit_type(f, v, cg_lx_vec(reg_elem(f->m, tc), e->dtype.lanes));
+  if (!r) return fail(f, TS_ETYPE, "reinterpret of %s as %s changes the size", dts(ve->dtype, b1), dts(e->dtype, b2));
+  return r;
+}
+
+/* access_ptr(buf, offset, rw) of the lowered form: offset is flat. */
+static LLVMValueRef ex_addr(lx_fn *f, const ir_expr *e) {
+  const ir_buffer *buf = e->u.ptr.buf;
+  if (!buf || !e->u.ptr.offset) return fail(f, TS_EINVAL, "access_ptr with a missing operand");
+  LLVMValueRef base = lookup(f, buf);
+  if (!base) return fail(f, TS_EINVAL, "access_ptr of buffer %s, which is not in scope", buf->name);
+  LLVMValueRef off = ex(f, e->u.ptr.offset, NULL);
+  if (!off) return NULL;
+  if (cg_lx_lanes(off) != 1) return fail(f, TS_ETYPE, "access_ptr of %s with a vector offset", buf->name);
+  off = idx64(f, e->u.ptr.offset->dtype.code, off);
+  return LLVMBuildInBoundsGEP2(f->b, mem_elem(f->m, buf->dtype.code), base, &off, 1, "");
+}
+
 static LLVMValueRef ex(lx_fn *f, const ir_expr *e, LLVMValueRef mask) {
   if (!e) return fail(f, TS_EINVAL, "missing expression");
   if (f->m->st != TS_OK) return NULL;
@@ -810,6 +933,12 @@ static LLVMValueRef ex(lx_fn *f, const ir_expr *e, LLVMValueRef mask) {
     if (cg_lx_lanes(v) != 1) return fail(f, TS_ETYPE, "broadcast of a vector");
     return splat(f, v, e->u.bcast.lanes);
   }
+  case IR_CALL_EXTERN: return ex_extern(f, e, mask);
+  case IR_REINTERPRET: return ex_reinterpret(f, e, mask);
+  case IR_ACCESS_PTR: return ex_addr(f, e);
+  case IR_STR_IMM:
+    return fail(f, TS_EUNSUPPORTED, "string \"%s\" as a value (the LLVM back end has no use for it)",
+                e->u.sval ? e->u.sval : "");
   default:
     if (ir_is_binop(e->kind)) return ex_binop(f, e, mask);
     return fail(f, TS_EINVAL, "unknown expression kind %d", (int)e->kind);
@@ -997,6 +1126,7 @@ static void capture(capture_set *c, const void *key, bool isbuf) {
 static bool cap_expr(void *ctx, const ir_expr *e) {
   if (e->kind == IR_VAR) capture(ctx, e->u.var, false);
   else if (e->kind == IR_LOAD) capture(ctx, e->u.load.buf, true);
+  else if (e->kind == IR_ACCESS_PTR) capture(ctx, e->u.ptr.buf, true);
   return true;
 }
 

@@ -226,12 +226,36 @@ static ir_expr *flatten(lctx *c, const ir_buffer *buf, int nidx, ir_expr *const 
     return fail(c, TS_EINVAL, "lower: access to %s in block %s has %d indices, but it has %d dimensions",
                 buf->name, c->block ? c->block : "?", nidx, buf->ndim);
   ir_expr *sum = bi->offset ? bi->offset : NN(c, ir_i64(c->a, 0));
+  /* Vector indices (tensor-intrinsic bodies, docs/TENSORIZE.md) are ramps or
+   * broadcasts; the flat index is then ramp(sum of bases, sum of steps). */
+  ir_expr *step = NULL;
+  int vlanes = 1;
   ir_expr **rec = NULL;
   if (c->mode == MODE_RECORD && bi->plan && !bi->plan->bad && nidx)
     if (!(rec = NN(c, TS_ANEWN(c->a, ir_expr *, nidx)))) return NULL;
   for (int i = 0; i < nidx && sum; i++) {
     ir_expr *x = lower_expr(c, idx[i]);
     if (!x) return NULL;
+    if (x->dtype.lanes > 1) {
+      if (rec)
+        return fail(c, TS_EUNSUPPORTED, "lower: vector index into block-allocated buffer %s (block %s)",
+                    buf->name, c->block ? c->block : "?");
+      if ((vlanes > 1 && vlanes != x->dtype.lanes) ||
+          (x->kind != IR_RAMP && x->kind != IR_BROADCAST))
+        return fail(c, TS_EUNSUPPORTED,
+                    "lower: vector index %d of %s in block %s is neither a ramp nor a broadcast", i,
+                    buf->name, c->block ? c->block : "?");
+      vlanes = x->dtype.lanes;
+      if (x->kind == IR_RAMP) {
+        ir_expr *st = NN(c, cg_as_i64(c->a, x->u.ramp.stride));
+        ir_expr *term = st ? NN(c, ir_mul(c->a, st, bi->strides[i])) : NULL;
+        step = !term ? NULL : step ? NN(c, ir_add(c->a, step, term)) : term;
+        if (!step) return NULL;
+        x = x->u.ramp.base;
+      } else {
+        x = x->u.bcast.value;
+      }
+    }
     if (rec) rec[i] = x;
     if (bi->mins && bi->mins[i]) {
       /* Compacted buffer: the index relative to its region's min, in the
@@ -247,6 +271,8 @@ static ir_expr *flatten(lctx *c, const ir_buffer *buf, int nidx, ir_expr *const 
   }
   if (rec && sum && !record_access(c, bi->plan, rec)) return NULL;
   *bi_out = bi;
+  if (vlanes > 1 && sum)
+    return NN(c, ir_ramp(c->a, simp(c, sum), step ? simp(c, step) : NN(c, ir_i64(c->a, 0)), vlanes));
   return simp(c, sum);
 }
 
@@ -314,6 +340,49 @@ static ir_expr *lower_expr(lctx *c, ir_expr *e) {
     if (!args) return e;
     if ((n = NN(c, ir_expr_clone(c->a, e)))) n->u.call.args = args;
     return n;
+  }
+  case IR_CALL_EXTERN: {
+    int na = e->u.ext.nargs;
+    ir_expr **args = NULL;
+    for (int i = 0; i < na; i++) {
+      ir_expr *x = lower_expr(c, e->u.ext.args[i]);
+      if (!x) return NULL;
+      if (x != e->u.ext.args[i] && !args) {
+        if (!(args = NN(c, TS_ANEWN(c->a, ir_expr *, na)))) return NULL;
+        memcpy(args, e->u.ext.args, sizeof *args * (size_t)na);
+      }
+      if (args) args[i] = x;
+    }
+    if (!args) return e;
+    if ((n = NN(c, ir_expr_clone(c->a, e)))) n->u.ext.args = args;
+    return n;
+  }
+  case IR_REINTERPRET: {
+    ir_expr *x = lower_expr(c, e->u.cast.value);
+    if (!x || x == e->u.cast.value) return x ? e : NULL;
+    if ((n = NN(c, ir_expr_clone(c->a, e)))) n->u.cast.value = x;
+    return n;
+  }
+  case IR_STR_IMM: return e;
+  case IR_ACCESS_PTR: {
+    /* The offset counts elements of the buffer's own layout (given strides
+     * or compact row-major); the flat stand-in adds elem_offset. A buffer
+     * compacted or padded by lowering has another layout: refused. */
+    const ir_buffer *b = e->u.ptr.buf;
+    bufinfo *bi = b ? find_buf(c, b) : NULL;
+    if (!bi)
+      return fail(c, TS_EUNSUPPORTED, "lower: access_ptr of buffer %s in block %s outside its allocation",
+                  b ? b->name : "?", c->block ? c->block : "?");
+    bool relaid = (bi->plan && bi->plan->apply) || (!b->strides && b->align_factor);
+    for (int i = 0; bi->mins && i < b->ndim; i++) relaid |= bi->mins[i] != NULL;
+    if (relaid)
+      return fail(c, TS_EUNSUPPORTED,
+                  "lower: access_ptr of %s in block %s: the buffer is compacted or padded by lowering",
+                  b->name, c->block ? c->block : "?");
+    ir_expr *off = NN(c, cg_as_i64(c->a, lower_expr(c, e->u.ptr.offset)));
+    if (!off) return NULL;
+    if (bi->offset) off = NN(c, ir_add(c->a, bi->offset, off));
+    return NN(c, ir_access_ptr(c->a, bi->flat, simp(c, off), e->u.ptr.rw));
   }
   case IR_RAMP: {
     ir_expr *b = lower_expr(c, e->u.ramp.base), *s = lower_expr(c, e->u.ramp.stride);

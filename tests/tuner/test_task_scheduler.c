@@ -10,8 +10,13 @@
  * measurements): the budget is spent exactly over all tasks, a rerun
  * appends nothing, a run killed mid-way resumes to exactly the budget with
  * no schedule measured twice, a budget below the task count measures the
- * rest's default schedule, and bad task lists are refused. */
+ * rest's default schedule, and bad task lists are refused.
+ * CLI (when meson passes the tessel binary, with MODELS_DIR holding the
+ * generated models): `tessel tune-model mlp.onnx --trials 16 --json` logs
+ * exactly 16 records under the keys `tessel tasks` prints, a rerun appends
+ * nothing, and a larger budget with round-robin appends the difference. */
 #include <check.h>
+#include <jansson.h>
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
@@ -528,27 +533,147 @@ START_TEST(refuses_bad_tasks) {
 }
 END_TEST
 
-int main(void) {
+/* ---- the CLI on the generated mlp model ------------------------------------------------ */
+
+static const char *tessel_bin;
+
+/* Runs tessel with args (shell words) and parses its stdout as JSON. */
+static json_t *run_json(const char *args, int *rc) {
+  char cmd[2048];
+  snprintf(cmd, sizeof cmd, "'%s' %s", tessel_bin, args);
+  FILE *p = popen(cmd, "r");
+  ck_assert_ptr_nonnull(p);
+  char *buf = NULL;
+  size_t cap = 0, len = 0;
+  char chunk[4096];
+  size_t k;
+  while ((k = fread(chunk, 1, sizeof chunk, p)) > 0) {
+    if (len + k + 1 > cap) {
+      cap = (len + k + 1) * 2;
+      buf = realloc(buf, cap);
+      ck_assert_ptr_nonnull(buf);
+    }
+    memcpy(buf + len, chunk, k);
+    len += k;
+  }
+  int st = pclose(p);
+  *rc = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  json_error_t e;
+  json_t *j = buf ? json_loadb(buf, len, 0, &e) : NULL;
+  ck_assert_msg(j != NULL, "`%s` printed no JSON (rc %d): %.300s", cmd, *rc, buf ? buf : "");
+  free(buf);
+  return j;
+}
+
+START_TEST(cli_tune_model_mlp) {
+  const char *dir = getenv("MODELS_DIR");
+  ck_assert_msg(dir != NULL, "MODELS_DIR is not set");
+  char mpath[1024], log[256], args[2048];
+  snprintf(mpath, sizeof mpath, "%s/mlp.onnx", dir);
+  ck_assert_msg(access(mpath, R_OK) == 0, "%s is missing (test_models generates it)", mpath);
+  tmp_log(log, sizeof log, "cli");
+  int rc;
+  /* the keys tessel tasks reports */
+  snprintf(args, sizeof args, "tasks '%s' --json", mpath);
+  json_t *jt = run_json(args, &rc);
+  ck_assert_int_eq(rc, 0);
+  json_t *tl = json_object_get(jt, "tasks");
+  size_t ntasks = json_array_size(tl);
+  ck_assert_int_ge(ntasks, 2);
+
+  snprintf(args, sizeof args,
+           "tune-model '%s' --trials 16 --log '%s' --model random --repeat 2 --min-repeat-ms 5 --json", mpath, log);
+  json_t *j = run_json(args, &rc);
+  ck_assert_int_eq(rc, 0);
+  ck_assert_int_eq(json_integer_value(json_object_get(j, "trials")), 16);
+  ck_assert_int_eq(json_integer_value(json_object_get(j, "new_trials")), 16);
+  ck_assert_str_eq(json_string_value(json_object_get(j, "task_scheduler")), "gradient");
+  json_t *ta = json_object_get(j, "tasks");
+  ck_assert_int_eq(json_array_size(ta), ntasks);
+  long sum = 0;
+  double est = 0;
+  for (size_t i = 0; i < ntasks; i++) {
+    json_t *t = json_array_get(ta, i);
+    ck_assert_str_eq(json_string_value(json_object_get(t, "key")),
+                     json_string_value(json_object_get(json_array_get(tl, i), "key")));
+    ck_assert_int_eq(json_integer_value(json_object_get(t, "weight")),
+                     json_integer_value(json_object_get(json_array_get(tl, i), "weight")));
+    long tr = (long)json_integer_value(json_object_get(t, "trials"));
+    ck_assert_int_ge(tr, 1); /* the warm-up gives every task a round */
+    sum += tr;
+    double b = json_real_value(json_object_get(t, "best_seconds"));
+    ck_assert(b > 0);
+    est += (double)json_integer_value(json_object_get(t, "weight")) * b;
+  }
+  ck_assert_int_eq(sum, 16);
+  double e1 = json_real_value(json_object_get(j, "estimated_latency_seconds"));
+  ck_assert_double_eq_tol(e1, est, est * 1e-9);
+  ck_assert_int_eq(count_lines(log), 16);
+  json_decref(j);
+
+  /* rerun: the budget is met, nothing measured or appended */
+  j = run_json(args, &rc);
+  ck_assert_int_eq(rc, 0);
+  ck_assert_int_eq(json_integer_value(json_object_get(j, "new_trials")), 0);
+  ck_assert_int_eq(json_integer_value(json_object_get(j, "rounds")), 0);
+  ck_assert_double_eq_tol(json_real_value(json_object_get(j, "estimated_latency_seconds")), e1, e1 * 1e-9);
+  ck_assert_int_eq(count_lines(log), 16);
+  json_decref(j);
+
+  /* more budget, round-robin: appends the difference */
+  snprintf(args, sizeof args,
+           "tune-model '%s' --trials 19 --log '%s' --model random --repeat 2 --min-repeat-ms 5 "
+           "--task-scheduler round-robin --json",
+           mpath, log);
+  j = run_json(args, &rc);
+  ck_assert_int_eq(rc, 0);
+  ck_assert_int_eq(json_integer_value(json_object_get(j, "trials")), 19);
+  ck_assert_int_eq(json_integer_value(json_object_get(j, "new_trials")), 3);
+  ck_assert_int_eq(count_lines(log), 19);
+  json_decref(j);
+  json_decref(jt);
+
+  /* not a model */
+  char cmd[2048];
+  snprintf(cmd, sizeof cmd, "'%s' tune-model matmul --trials 4 --log '%s' 2>/dev/null", tessel_bin, log);
+  int st = system(cmd);
+  ck_assert(WIFEXITED(st) && WEXITSTATUS(st) == 2);
+  ck_assert_int_eq(count_lines(log), 19);
+  unlink(log);
+}
+END_TEST
+
+int main(int argc, char **argv) {
+  tessel_bin = argc > 1 ? argv[1] : NULL;
   Suite *s = suite_create("task_scheduler");
-  TCase *c = tcase_create("synthetic");
-  tcase_add_test(c, warmup_then_round_robin);
-  tcase_add_test(c, round_robin_after_restore);
-  tcase_add_test(c, gradient_warmup_visits_each_task_first);
-  tcase_add_test(c, gradient_prefers_dropping_task);
-  tcase_add_test(c, gradient_simulated_run);
-  tcase_add_test(c, gradient_weights_matter);
-  tcase_add_test(c, gradient_similar_tasks);
-  tcase_add_test(c, gradient_random_choices);
-  tcase_add_test(c, restore_history);
-  tcase_add_test(c, bad_parameters);
-  suite_add_tcase(s, c);
-  TCase *e = tcase_create("end_to_end");
-  tcase_set_timeout(e, 300);
-  tcase_add_test(e, budget_over_tasks_and_rerun);
-  tcase_add_test(e, killed_and_resumed);
-  tcase_add_test(e, budget_below_task_count);
-  tcase_add_test(e, refuses_bad_tasks);
-  suite_add_tcase(s, e);
+  /* with the tessel binary (argv[1]) only the cli case runs: meson registers
+   * it as its own test so that each stays short */
+  if (!tessel_bin) {
+    TCase *c = tcase_create("synthetic");
+    tcase_add_test(c, warmup_then_round_robin);
+    tcase_add_test(c, round_robin_after_restore);
+    tcase_add_test(c, gradient_warmup_visits_each_task_first);
+    tcase_add_test(c, gradient_prefers_dropping_task);
+    tcase_add_test(c, gradient_simulated_run);
+    tcase_add_test(c, gradient_weights_matter);
+    tcase_add_test(c, gradient_similar_tasks);
+    tcase_add_test(c, gradient_random_choices);
+    tcase_add_test(c, restore_history);
+    tcase_add_test(c, bad_parameters);
+    suite_add_tcase(s, c);
+    TCase *e = tcase_create("end_to_end");
+    tcase_set_timeout(e, 300);
+    tcase_add_test(e, budget_over_tasks_and_rerun);
+    tcase_add_test(e, killed_and_resumed);
+    tcase_add_test(e, budget_below_task_count);
+    tcase_add_test(e, refuses_bad_tasks);
+    suite_add_tcase(s, e);
+  } else {
+    TCase *ct = tcase_create("cli");
+    tcase_set_timeout(ct, 300);
+    tcase_add_test(ct, cli_tune_model_mlp);
+    suite_add_tcase(s, ct);
+  }
   SRunner *r = srunner_create(s);
   srunner_run_all(r, CK_NORMAL);
   int failed = srunner_ntests_failed(r);

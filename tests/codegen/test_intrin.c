@@ -1,0 +1,264 @@
+/* test_intrin.c — code generation of tensorized kernels (docs/TENSORIZE.md).
+ * A matmul tiled to an intrinsic's shape and tensorized is lowered and
+ * compiled through LLVM; the emitted assembly must hold the instruction
+ * (vpdpbusd for VNNI with -mattr=+avx512vnni and with -mcpu=znver4; sdot for
+ * AArch64 with +dotprod; vfmadd for the AVX-512 FMA micro-kernel), and the
+ * kernels must compute what the reference interpreter computes on the
+ * seeded inputs: x86 ones natively (when this CPU has AVX-512 VNNI), the
+ * AArch64 sdot one under qemu-aarch64 with the cross-compiled runner (argv:
+ * RUNNER QEMU; skipped when absent). Also: call_extern of an unknown LLVM
+ * intrinsic is refused with its name; access_ptr lowers to an address. */
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "codegen/llvm.h"
+#include "codegen/runtime/runtime.h"
+#include "ir/parse.h"
+#include "ir/schedule/tensorize.h"
+#include "schedule/util.h"
+#include "tuner/build.h"
+#include "tuner/verify.h"
+
+static const char *runner, *qemu;
+static char dir[64];
+static ts_diag D;
+
+static bool cpu_has(const char *flag) {
+  FILE *f = fopen("/proc/cpuinfo", "r");
+  if (!f) return false;
+  char line[8192];
+  bool found = false;
+  while (!found && fgets(line, sizeof line, f))
+    if (!strncmp(line, "flags", 5)) {
+      char pat[64];
+      snprintf(pat, sizeof pat, " %s", flag);
+      char *p = strstr(line, pat);
+      found = p && (p[strlen(pat)] == ' ' || p[strlen(pat)] == '\n');
+    }
+  fclose(f);
+  return found;
+}
+
+/* spec tiled (ti, tj, tk) as i0 j0 k0 i1 j1 k1 and tensorized at i1 */
+static sch_state *tensorized(ts_arena *a, const char *spec, const char *intrin, int64_t ti, int64_t tj, int64_t tk,
+                             ir_func **orig) {
+  sch_state *s = tu_schedule(a, spec, orig);
+  sch_loop lp[3], o[3][2];
+  ck_assert_int_eq(tu_loops(s, "C", lp, 3), 3);
+  int64_t f[3][2] = {{-1, ti}, {-1, tj}, {-1, tk}};
+  for (int i = 0; i < 3; i++) {
+    ts_diag_clear(&D);
+    tu_ok(sch_split(s, lp[i], 2, f[i], o[i], &D), &D);
+  }
+  sch_loop order[6] = {o[0][0], o[1][0], o[2][0], o[0][1], o[1][1], o[2][1]};
+  ts_diag_clear(&D);
+  tu_ok(sch_reorder(s, 6, order, &D), &D);
+  ts_diag_clear(&D);
+  tu_ok(sch_tensorize_loop(s, o[0][1], intrin, NULL, &D), &D);
+  return s;
+}
+
+static char *asm_of(const ir_func *f, const char *target) {
+  cg_target t;
+  ts_diag_clear(&D);
+  ck_assert_msg(cg_target_parse(target, &t, &D) == TS_OK, "%s", D.msg);
+  ts_arena a;
+  ts_arena_init(&a);
+  cg_lowered l;
+  ck_assert_msg(cg_lower(&a, f, &t, &l, &D) == TS_OK, "lower: %s", D.msg);
+  char *s = cg_llvm_dump_asm(&l, &t, &D);
+  ck_assert_msg(s != NULL, "asm for %s: %s", target, D.msg);
+  ts_arena_fini(&a);
+  return s;
+}
+
+static int count(const char *hay, const char *needle) {
+  int n = 0;
+  for (const char *p = hay; (p = strstr(p, needle)); p += strlen(needle)) n++;
+  return n;
+}
+
+/* builds f for target into a shared library and checks its outputs
+ * against the interpreter: natively or under qemu */
+static void parity(const ir_func *orig, const ir_func *f, const char *target, bool under_qemu) {
+  cg_target tg;
+  ts_diag_clear(&D);
+  ck_assert_msg(cg_target_parse(target, &tg, &D) == TS_OK, "%s", D.msg);
+  ck_assert_msg(cg_llvm_resolve_target(&tg, &D) == TS_OK, "%s", D.msg);
+  char so[128], out[128];
+  static int counter;
+  snprintf(so, sizeof so, "%s/k%d.so", dir, counter);
+  snprintf(out, sizeof out, "%s/k%d.out", dir, counter++);
+  ck_assert_msg(tun_build_shared(f, &tg, so, &D) == TS_OK, "%s: %s", target, D.msg);
+  const uint64_t seed = 23;
+  void *bytes = NULL;
+  size_t nb = 0;
+  tsrt_measure_result r;
+  memset(&r, 0, sizeof r);
+  if (under_qemu) {
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "TESSEL_NUM_THREADS=1 '%s' '%s' '%s' %llu '%s'", qemu, runner, so,
+             (unsigned long long)seed, out);
+    FILE *p = popen(cmd, "r");
+    ck_assert_ptr_nonnull(p);
+    char line[600] = "";
+    if (!fgets(line, sizeof line, p)) line[0] = 0;
+    int st = pclose(p);
+    ck_assert_msg(st == 0 && !strncmp(line, "ok ", 3), "under qemu: %s", line);
+    FILE *fo = fopen(out, "rb");
+    ck_assert_ptr_nonnull(fo);
+    fseek(fo, 0, SEEK_END);
+    nb = (size_t)ftell(fo);
+    fseek(fo, 0, SEEK_SET);
+    bytes = malloc(nb ? nb : 1);
+    ck_assert_uint_eq(fread(bytes, 1, nb, fo), nb);
+    fclose(fo);
+  } else {
+    tsrt_measure_opts o = {.repeat = 1, .seed = seed, .want_outputs = true, .timeout_s = 60};
+    tsrt_measure_forked(so, &o, &r);
+    ck_assert_msg(r.status == TSRT_OK, "%s", r.error);
+    bytes = r.outputs;
+    nb = r.outputs_bytes;
+  }
+  tun_verify_result vr;
+  ck_assert_msg(tun_verify(orig, seed, bytes, nb, &vr, &D) == TS_OK, "%s", D.msg);
+  ck_assert_msg(vr.matched, "%s vs the interpreter: %s", target, vr.detail);
+  if (under_qemu) free(bytes);
+  else tsrt_result_fini(&r);
+  unlink(so);
+  unlink(out);
+}
+
+START_TEST(test_vnni_asm) {
+  ts_arena a;
+  ts_arena_init(&a);
+  ir_func *orig;
+  sch_state *s = tensorized(&a, "matmul_int8:m=8,n=64,k=32", "x86.avx512.vnni.i8i8.4x16x4", 4, 16, 4, &orig);
+  char *x = asm_of(sch_func(s), "llvm -mtriple=x86_64-linux-gnu -mattr=+avx512f,+avx512bw,+avx512vnni");
+  ck_assert_msg(count(x, "vpdpbusd") >= 2, "no vpdpbusd in:\n%.4000s", x);
+  ts_free(x);
+  x = asm_of(sch_func(s), "llvm -mtriple=x86_64-linux-gnu -mcpu=znver4");
+  ck_assert_msg(count(x, "vpdpbusd") >= 2, "no vpdpbusd for znver4");
+  ts_free(x);
+  sch_free(s);
+  ts_arena_fini(&a);
+}
+END_TEST
+
+START_TEST(test_vnni_parity) {
+  if (!cpu_has("avx512_vnni")) {
+    fprintf(stderr, "test_intrin: this CPU has no avx512_vnni; native VNNI parity skipped\n");
+    return;
+  }
+  ts_arena a;
+  ts_arena_init(&a);
+  ir_func *orig;
+  sch_state *s = tensorized(&a, "matmul_int8:m=12,n=48,k=20", "x86.avx512.vnni.i8i8.4x16x4", 4, 16, 4, &orig);
+  parity(orig, sch_func(s), "llvm -mattr=+avx512f,+avx512bw,+avx512vnni", false);
+  sch_free(s);
+  s = tensorized(&a, "matmul_int8:m=3,n=32,k=8", "x86.avx512.vnni.i8i8.1x16x4", 1, 16, 4, &orig);
+  parity(orig, sch_func(s), "llvm", false);
+  sch_free(s);
+  ts_arena_fini(&a);
+}
+END_TEST
+
+START_TEST(test_fma_microkernel) {
+  ts_arena a;
+  ts_arena_init(&a);
+  ir_func *orig;
+  sch_state *s = tensorized(&a, "matmul:m=8,n=32,k=7", "x86.avx512.fma.f32.4x16x1", 4, 16, 1, &orig);
+  char *x = asm_of(sch_func(s), "llvm -mtriple=x86_64-linux-gnu -mattr=+avx512f");
+  ck_assert_msg(count(x, "vfmadd") >= 4 && strstr(x, "zmm"), "no zmm vfmadd in:\n%.3000s", x);
+  ts_free(x);
+  if (cpu_has("avx512f")) parity(orig, sch_func(s), "llvm", false);
+  sch_free(s);
+  ts_arena_fini(&a);
+}
+END_TEST
+
+START_TEST(test_sdot) {
+  ts_arena a;
+  ts_arena_init(&a);
+  ir_func *orig;
+  sch_state *s = tensorized(&a, "matmul_int8:m=8,n=12,k=16", "arm.dotprod.sdot.i8i8.4x4x4", 4, 4, 4, &orig);
+  char *x = asm_of(sch_func(s), "llvm -mtriple=aarch64-linux-gnu -mattr=+dotprod");
+  ck_assert_msg(count(x, "sdot") >= 4, "no sdot in:\n%.3000s", x);
+  ts_free(x);
+  if (!runner || access("/lib/ld-linux-aarch64.so.1", R_OK) != 0) {
+    fprintf(stderr, "test_intrin: no aarch64 runner or libc: sdot parity under qemu skipped\n");
+  } else {
+    parity(orig, sch_func(s), "llvm -mtriple=aarch64-linux-gnu -mattr=+dotprod", true);
+    sch_free(s);
+    s = tensorized(&a, "matmul_int8:m=3,n=8,k=8", "arm.dotprod.sdot.i8i8.1x4x4", 1, 4, 4, &orig);
+    parity(orig, sch_func(s), "llvm -mtriple=aarch64-linux-gnu -mattr=+dotprod", true);
+  }
+  sch_free(s);
+  ts_arena_fini(&a);
+}
+END_TEST
+
+START_TEST(test_extern_refusals) {
+  ts_arena a;
+  ts_arena_init(&a);
+  const char *src = "func k(A: i32[16]) -> C: i32[16] {\n"
+                    "  block root() {\n"
+                    "    C[ramp(0, 1, 16)] = call_extern(\"llvm.x86.no.such.thing\", i32x16, A[ramp(0, 1, 16)])\n"
+                    "  }\n"
+                    "}\n";
+  ir_func *f;
+  ts_diag_clear(&D);
+  tu_ok(ir_parse_func(&a, src, strlen(src), "t", &f, &D), &D);
+  cg_target t;
+  ck_assert(cg_target_parse("llvm", &t, &D) == TS_OK);
+  cg_lowered l;
+  ts_diag_clear(&D);
+  tu_ok(cg_lower(&a, f, &t, &l, &D), &D);
+  ts_diag_clear(&D);
+  char *x = cg_llvm_dump_asm(&l, &t, &D);
+  ck_assert_ptr_null(x);
+  ck_assert_msg(strstr(D.msg, "llvm.x86.no.such.thing") != NULL, "%s", D.msg);
+  /* access_ptr: the address of an element, used by a pointer intrinsic */
+  const char *src2 = "func k(A: f32[4, 8]) -> C: f32[4, 8] {\n"
+                     "  block root() {\n"
+                     "    eval call_extern(\"llvm.prefetch\", handle, access_ptr(A, 9, 1), 0i32, 3i32, 1i32)\n"
+                     "    C[1, ramp(0, 1, 8)] = A[1, ramp(0, 1, 8)]\n"
+                     "  }\n"
+                     "}\n";
+  ts_diag_clear(&D);
+  tu_ok(ir_parse_func(&a, src2, strlen(src2), "t2", &f, &D), &D);
+  ts_diag_clear(&D);
+  tu_ok(cg_lower(&a, f, &t, &l, &D), &D);
+  char *ir = cg_llvm_dump_ir(&l, &t, false, &D);
+  ck_assert_msg(ir && strstr(ir, "llvm.prefetch") && strstr(ir, "getelementptr"), "%s", ir ? ir : D.msg);
+  ts_free(ir);
+  ts_arena_fini(&a);
+}
+END_TEST
+
+int main(int argc, char **argv) {
+  if (argc >= 3) {
+    runner = argv[1];
+    qemu = argv[2];
+  }
+  snprintf(dir, sizeof dir, "/tmp/tessel-intrin-XXXXXX");
+  if (!mkdtemp(dir)) return 2;
+  Suite *s = suite_create("intrin");
+  TCase *tc = tcase_create("codegen");
+  tcase_set_timeout(tc, 300);
+  tcase_add_test(tc, test_vnni_asm);
+  tcase_add_test(tc, test_vnni_parity);
+  tcase_add_test(tc, test_fma_microkernel);
+  tcase_add_test(tc, test_sdot);
+  tcase_add_test(tc, test_extern_refusals);
+  suite_add_tcase(s, tc);
+  SRunner *sr = srunner_create(s);
+  srunner_run_all(sr, CK_NORMAL);
+  int nf = srunner_ntests_failed(sr);
+  srunner_free(sr);
+  rmdir(dir);
+  return nf ? 1 : 0;
+}
