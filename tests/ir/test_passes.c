@@ -630,6 +630,38 @@ START_TEST(test_matmul_vector_operands) {
 }
 END_TEST
 
+
+/* 0-d results and rank-1 reductions: ReduceSum over all axes without
+ * keepdims, softmax of a vector, a scalar constant broadcast */
+START_TEST(test_scalar_and_vector_edges) {
+  int x = input(G, "x", 2, (tg_dim[]){C(3), C(4)});
+  int v = input(G, "v", 1, (tg_dim[]){C(5)});
+  int s = inter(G, "s", 0, NULL);
+  aint(G, node(G, TG_OP_REDUCE_SUM, "sum", 1, &x, 1, &s), "keepdims", 0);
+  int sm = inter(G, "sm", 1, (tg_dim[]){C(5)});
+  node(G, TG_OP_SOFTMAX, "softmax", 1, &v, 1, &sm);
+  int two = fconst(G, "two", 2.0f);
+  int t = inter(G, "t", 1, (tg_dim[]){C(5)});
+  node(G, TG_OP_MUL, "twice", 2, (int[]){two, sm}, 1, &t);
+  output(G, s);
+  output(G, t);
+  run_pipe(G, NULL);
+  ir_tensor in[2], out[2];
+  make_inputs(G, in, 0, 4);
+  run(G, in, out);
+  ck_assert_int_eq(out[0].ndim, 0);
+  double sum = 0;
+  for (int i = 0; i < 12; i++) sum += at(&in[0], i);
+  ck_assert(fabs(at(&out[0], 0) - sum) < 1e-5);
+  double mx = -1e30, z = 0;
+  for (int i = 0; i < 5; i++) mx = fmax(mx, at(&in[1], i));
+  for (int i = 0; i < 5; i++) z += exp(at(&in[1], i) - mx);
+  for (int i = 0; i < 5; i++) ck_assert(fabs(at(&out[1], i) - 2 * exp(at(&in[1], i) - mx) / z) < 1e-6);
+  free_tensors(in, 2);
+  free_tensors(out, 2);
+}
+END_TEST
+
 /* ---- constant folding --------------------------------------------------------------- */
 
 START_TEST(test_fold_shape_arithmetic) {
@@ -1181,6 +1213,7 @@ static Suite *passes_suite(void) {
   tcase_add_test(tc, test_conv_transpose_vs_workload);
   tcase_add_test(tc, test_conv_dilated_vs_workload);
   tcase_add_test(tc, test_matmul_vector_operands);
+  tcase_add_test(tc, test_scalar_and_vector_edges);
   suite_add_tcase(s, tc);
   tc = tcase_create("passes");
   tcase_add_checked_fixture(tc, setup, teardown);
