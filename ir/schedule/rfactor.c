@@ -192,6 +192,40 @@ static ir_stmt *with_child(ts_arena *a, const ir_stmt *node, int slot, ir_stmt *
   return c;
 }
 
+/* Orders iter vars (stably) by the outermost of the given loops their
+ * binding uses (none: first), so that the iter var order follows the loop
+ * nest: compute_at and blockize rebuild loops in iter var order, and the
+ * rf axis should stay where its loop was (innermost after a split by the
+ * vector lanes, so that it vectorizes). */
+static void sort_by_loop(ir_iter_var *it, ir_expr **val, int n, ir_var *const *loops, int nl) {
+  int key[MAXL * 2 + 8];
+  if (n > (int)(sizeof key / sizeof key[0])) return;
+  for (int i = 0; i < n; i++) {
+    key[i] = -1;
+    for (int l = 0; l < nl && key[i] < 0; l++)
+      if (loops[l] && ir_expr_uses_var(val[i], loops[l])) key[i] = l;
+  }
+  for (int i = 1; i < n; i++)
+    for (int j = i; j > 0 && key[j - 1] > key[j]; j--) {
+      int k = key[j];
+      key[j] = key[j - 1];
+      key[j - 1] = k;
+      ir_iter_var t = it[j];
+      it[j] = it[j - 1];
+      it[j - 1] = t;
+      ir_expr *e = val[j];
+      val[j] = val[j - 1];
+      val[j - 1] = e;
+    }
+}
+
+static ir_var **lvars(ts_arena *a, const ir_stmt *const *L, int nl) {
+  ir_var **v = TS_ANEWN(a, ir_var *, nl ? nl : 1);
+  if (v)
+    for (int l = 0; l < nl; l++) v[l] = L[l]->u.loop.var;
+  return v;
+}
+
 ts_status sch_rfactor(sch_state *s, sch_loop loop, int factor_axis, sch_block *out_rf_block, ts_diag *d) {
   ts_arena *a = &s->arena;
   if (loop.mark != SCH_LOC_LOOP || !loop.var)
@@ -508,6 +542,7 @@ ts_status sch_rfactor(sch_state *s, sch_loop loop, int factor_axis, sch_block *o
   }
   for (int i = 0; i < nri && !st; i++)
     if (!rvals[i]) st = TS_ENOMEM;
+  if (!st) sort_by_loop(riters, rvals, nri, nlv, nl);
   ir_block *rfb = NULL;
   ir_stmt *rf_nest = NULL;
   const char *rfname = NULL;
@@ -586,6 +621,11 @@ ts_status sch_rfactor(sch_state *s, sch_loop loop, int factor_axis, sch_block *o
     }
     witers[j] = (ir_iter_var){nv, it->dom, IR_ITER_S};
     wvals[j++] = rz->u.realize.iter_values[i];
+  }
+  if (!st) {
+    ir_var **wl = lvars(a, L, nl);
+    if (!wl) st = TS_ENOMEM;
+    else sort_by_loop(witers, wvals, nw, wl, nl);
   }
   ir_stmt *wrz = NULL;
   if (!st) {

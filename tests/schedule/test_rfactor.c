@@ -100,13 +100,14 @@ START_TEST(matmul_k) {
   ck_assert_str_eq(rb->name, "C_rf");
   assert_shape(rb, 3, (int64_t[]){7, 6, 10});
   const ir_block *rb_blk = get_block(s, "C_rf");
-  ck_assert_int_eq(rb_blk->niter, 3); /* vk (S), vi, vj; no reduce var left */
-  ck_assert_int_eq(rb_blk->iters[0].type, IR_ITER_S);
-  ck_assert_str_eq(rb_blk->iters[0].var->name, "vk");
+  /* vi, vj, vk (S: the rf axis), in loop order; no reduce var left */
+  ck_assert_int_eq(rb_blk->niter, 3);
+  ck_assert_int_eq(rb_blk->iters[2].type, IR_ITER_S);
+  ck_assert_str_eq(rb_blk->iters[2].var->name, "vk");
   ck_assert_ptr_nonnull(rb_blk->init);
   const ir_block *wb = get_block(s, "C");
   ck_assert_int_eq(wb->niter, 3);
-  ck_assert_int_eq(wb->iters[0].type, IR_ITER_R);
+  ck_assert_int_eq(wb->iters[2].type, IR_ITER_R);
   ck_assert_ptr_nonnull(wb->init);
   tu_assert_equivalent(orig, sch_func(s));
   /* the rf loop is now a reduction loop of the write-back over the rf
