@@ -557,6 +557,158 @@ static ir_stmt *lower_loop(lctx *c, ir_stmt *s) {
   return ns;
 }
 
+/* ---- guarded stores into compacted local tiles ---------------------------
+ * A non-divisible split leaves a block predicate (`j0 * 16 + j1 < 333`); as
+ * an `if` around the body it keeps the loop under it from vectorizing, and
+ * masking every access would keep a local accumulator tile out of registers.
+ * When the block's only statement stores into a block-allocated temporary
+ * (scope global or local) that lowering compacted to its tile, and every instance the predicate
+ * excludes stores outside the buffer's declared extent (each predicate term
+ * is `v < K` for a plain iter var v that indexes the store, K >= that
+ * dimension), the excluded instances can run: they write the tile's overhang,
+ * which no in-domain access of any block can name and which the compacted
+ * tile holds (its extent comes from the loops, not the predicate). Only
+ * loads whose indices depend on the predicate's loops (other than the stored
+ * element itself) need the guard, as select(pred, load, 0) (masked loads
+ * once vectorized). Integer divisions are left alone (the rule is skipped). */
+typedef struct overhang_ctx {
+  lctx *c;
+  const ir_block *blk;
+  bool *tainted;        /* per iter var: its binding uses a predicate loop var */
+  const ir_buffer *dst; /* the stored buffer */
+  ir_expr *const *dst_idx;
+  ir_expr *pred;        /* the unlowered realize predicate (outer loop vars) */
+  bool fail;
+} overhang_ctx;
+
+static bool idx_tainted(overhang_ctx *o, const ir_expr *e) {
+  for (int i = 0; i < o->blk->niter; i++)
+    if (o->tainted[i] && ir_expr_uses_var(e, o->blk->iters[i].var)) return true;
+  return false;
+}
+
+static ir_expr *guard_loads(overhang_ctx *o, ir_expr *e) {
+  if (o->fail || !e) return NULL;
+  ts_arena *a = o->c->a;
+  switch (e->kind) {
+  case IR_INT_IMM:
+  case IR_FLOAT_IMM:
+  case IR_VAR:
+    return e;
+  case IR_LOAD: {
+    bool self = e->u.load.buf == o->dst;
+    for (int d = 0; self && d < e->u.load.nidx; d++) self = e->u.load.idx[d] == o->dst_idx[d];
+    bool t = false;
+    for (int d = 0; d < e->u.load.nidx; d++) t = t || idx_tainted(o, e->u.load.idx[d]);
+    if (self || !t) return e;
+    ir_expr *zero = ir_dtype_is_float(e->dtype) ? ir_float(a, e->dtype, 0.0) : ir_int(a, e->dtype, 0);
+    return zero ? ir_select(a, o->pred, e, zero) : NULL;
+  }
+  case IR_NOT: {
+    ir_expr *x = guard_loads(o, e->u.un.a);
+    return x ? ir_not(a, x) : NULL;
+  }
+  case IR_SELECT: {
+    ir_expr *c0 = guard_loads(o, e->u.sel.cond), *t = guard_loads(o, e->u.sel.t), *f = guard_loads(o, e->u.sel.f);
+    return c0 && t && f ? ir_select(a, c0, t, f) : NULL;
+  }
+  case IR_CAST: {
+    ir_expr *x = guard_loads(o, e->u.cast.value);
+    return x ? ir_cast(a, e->dtype, x) : NULL;
+  }
+  case IR_CALL: {
+    ir_expr **args = TS_ANEWN(a, ir_expr *, e->u.call.nargs ? e->u.call.nargs : 1);
+    if (!args) return NULL;
+    for (int i = 0; i < e->u.call.nargs; i++)
+      if (!(args[i] = guard_loads(o, e->u.call.args[i]))) return NULL;
+    return ir_call(a, e->u.call.op, e->dtype, e->u.call.nargs, args);
+  }
+  default:
+    if (ir_is_binop(e->kind)) {
+      if ((e->kind == IR_DIV || e->kind == IR_FLOORDIV || e->kind == IR_FLOORMOD) && ir_dtype_is_int(e->dtype)) {
+        int64_t k;
+        if (!ir_as_int(e->u.bin.b, &k) || k == 0) {
+          o->fail = true;
+          return NULL;
+        }
+      }
+      ir_expr *x = guard_loads(o, e->u.bin.a), *y = guard_loads(o, e->u.bin.b);
+      if (!x || !y) return NULL;
+      ir_expr *n = ir_expr_clone(a, e);
+      if (n) {
+        n->u.bin.a = x;
+        n->u.bin.b = y;
+      }
+      return n;
+    }
+    o->fail = true; /* a kind we do not rewrite: keep the if */
+    return NULL;
+  }
+}
+
+static bool uses_any_loop_var(lctx *c, const ir_expr *e, const ir_expr *pred) {
+  /* a var of pred that is a loop var on the current path */
+  for (int i = 0; i < c->npath; i++)
+    if (ir_expr_uses_var(pred, c->path[i].var) && ir_expr_uses_var(e, c->path[i].var)) return true;
+  return false;
+}
+
+/* The block body rewritten so that it may run without its predicate, or
+ * NULL when the rule does not apply. vals are the lowered iter values. */
+static ir_stmt *overhang_body(lctx *c, const ir_stmt *rz, ir_expr *const *vals, ir_expr *pred) {
+  const ir_block *blk = rz->u.realize.block;
+  const ir_stmt *st = blk->body;
+  if (c->mode != MODE_APPLY || blk->init || !st || st->kind != IR_STORE || st->u.store.predicate) return NULL;
+  bufinfo *bi = find_buf(c, st->u.store.buf);
+  const ir_buffer *b = st->u.store.buf;
+  /* a kernel-private temporary (cache_write "global" or "local"), never a
+   * GPU shared or fragment buffer */
+  if (!bi || !bi->plan || !bi->plan->apply || !bi->mins || !b->scope ||
+      (strcmp(b->scope, "local") && strcmp(b->scope, "global")))
+    return NULL;
+  int nd = st->u.store.nidx;
+  /* every predicate term: E < K with E == the value of an iter var that
+   * indexes a shrunk dimension d of the store, and K >= shape[d] */
+  ir_expr *stack[16];
+  int ns = 0, nterms = 0;
+  stack[ns++] = pred;
+  while (ns) {
+    ir_expr *t = stack[--ns];
+    if (t->kind == IR_AND) {
+      if (ns + 2 > 16) return NULL;
+      stack[ns++] = t->u.bin.a;
+      stack[ns++] = t->u.bin.b;
+      continue;
+    }
+    int64_t k;
+    if ((t->kind != IR_LT && t->kind != IR_LE) || !ir_as_int(t->u.bin.b, &k)) return NULL;
+    if (t->kind == IR_LE) k += 1;
+    bool matched = false;
+    for (int d = 0; d < nd && !matched; d++) {
+      const ir_expr *ix = st->u.store.idx[d];
+      int64_t shape;
+      if (ix->kind != IR_VAR || !bi->mins[d] || !ir_as_int(b->shape[d], &shape) || k < shape) continue;
+      for (int i = 0; i < blk->niter && !matched; i++) {
+        if (blk->iters[i].var != ix->u.var) continue;
+        ir_expr *diff = simp(c, ir_sub(c->a, cg_as_i64(c->a, t->u.bin.a), cg_as_i64(c->a, vals[i])));
+        int64_t z;
+        matched = diff && ir_as_int(diff, &z) && z == 0;
+      }
+    }
+    if (!matched) return NULL;
+    nterms++;
+  }
+  if (!nterms) return NULL;
+  overhang_ctx o = {.c = c, .blk = blk, .dst = b, .dst_idx = st->u.store.idx, .pred = rz->u.realize.predicate};
+  o.tainted = TS_ANEWN(c->a, bool, blk->niter ? blk->niter : 1);
+  if (!o.tainted) return NN(c, NULL);
+  for (int i = 0; i < blk->niter; i++)
+    o.tainted[i] = uses_any_loop_var(c, vals[i], pred);
+  ir_expr *v = guard_loads(&o, st->u.store.value);
+  if (!v) return NULL;
+  return ir_store(c->a, st->u.store.buf, nd, st->u.store.idx, v);
+}
+
 static ir_stmt *lower_realize(lctx *c, ir_stmt *s) {
   const ir_block *blk = s->u.realize.block;
   if (!blk) return fail(c, TS_EINVAL, "lower: block realize without a block");
@@ -593,7 +745,11 @@ static ir_stmt *lower_realize(lctx *c, ir_stmt *s) {
     bi->plan = p;
     if (apply) bi->mins = p->min;
   }
-  ir_stmt *body = blk->body ? lower_stmt(c, blk->body) : empty_stmt(c);
+  ir_stmt *over = pred && !is_true(pred) && !is_false(pred) ? overhang_body(c, s, vals, pred) : NULL;
+  if (over && c->debug)
+    fprintf(stderr, "[lower] block %s runs without its predicate (stores into the tile overhang)\n", c->block);
+  ir_stmt *body = over ? lower_stmt(c, over) : blk->body ? lower_stmt(c, blk->body) : empty_stmt(c);
+  if (over) pred = NULL;
   if (blk->init && body) {
     /* The init runs once per output element, when every R iter var is at
      * the start of its domain. */
@@ -912,6 +1068,8 @@ typedef struct chk {
   int par_depth;        /* enclosing parallel loops */
   const char *par_name; /* the outermost one */
   int64_t threads;      /* product of enclosing threadIdx extents (cuda) */
+  int64_t tdim[3];      /* per threadIdx.{x,y,z}: the largest enclosing extent (a loop bound to a tag
+                         * inside another of the same tag is the same hardware index) */
   const char *block;
 } chk;
 
@@ -945,6 +1103,7 @@ static void chk_stmt(chk *k, const ir_stmt *s) {
     int saved_depth = k->par_depth;
     const char *saved_name = k->par_name;
     int64_t saved_threads = k->threads;
+    int64_t saved_tdim[3] = {k->tdim[0], k->tdim[1], k->tdim[2]};
     switch (s->u.loop.kind) {
     case IR_FOR_THREAD_BINDING:
       if (k->t->kind == CG_TARGET_LLVM) {
@@ -953,7 +1112,9 @@ static void chk_stmt(chk *k, const ir_stmt *s) {
         return;
       }
       if (s->u.loop.thread && strncmp(s->u.loop.thread, "threadIdx.", 10) == 0 && cext) {
-        k->threads = k->threads * (ext > 0 ? ext : 1);
+        int dim = s->u.loop.thread[10] - 'x';
+        if (dim >= 0 && dim < 3 && ext > k->tdim[dim]) k->tdim[dim] = ext;
+        k->threads = k->tdim[0] * k->tdim[1] * k->tdim[2];
         if (k->threads > 1024) {
           chk_fail(k, "check: loop %s (%s) makes %lld threads per block, over cuda's 1024", name,
                    s->u.loop.thread, (long long)k->threads);
@@ -988,6 +1149,7 @@ static void chk_stmt(chk *k, const ir_stmt *s) {
     k->par_depth = saved_depth;
     k->par_name = saved_name;
     k->threads = saved_threads;
+    memcpy(k->tdim, saved_tdim, sizeof saved_tdim);
     return;
   }
   case IR_BLOCK_REALIZE: {
@@ -1032,6 +1194,7 @@ ts_status cg_check(const ir_func *f, const cg_target *t, ts_diag *d) {
   k.t = t;
   k.d = d;
   k.threads = 1;
+  k.tdim[0] = k.tdim[1] = k.tdim[2] = 1;
   for (int i = 0; i < f->nparams; i++) chk_buffer(&k, f->params[i]);
   chk_stmt(&k, f->body);
   if (k.st == TS_OK && t->kind == CG_TARGET_CUDA) {

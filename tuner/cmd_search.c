@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "codegen/llvm.h"
 #include "search/search.h"
 #include "tuner/cli.h"
 
@@ -107,7 +108,7 @@ int tun_cmd_sketches(int argc, char **argv) {
   ts_diag d;
   ts_diag_clear(&d);
   cg_target tg;
-  if (cg_target_parse(target, &tg, &d)) {
+  if (cg_target_parse(target, &tg, &d) || (tg.kind == CG_TARGET_LLVM && cg_llvm_resolve_target(&tg, &d))) {
     fprintf(stderr, "tessel sketches: %s\n", d.msg);
     return 1;
   }

@@ -4,7 +4,16 @@
  * S0 S1 R0 S2 R1 S3 (inside a slot, loops keep their original order). Then
  * the write cache forks three sketches: none; cache_write "global" with the
  * copy-back reverse_compute_at the last loop of slot 1 (level 1); the same
- * at slot 2 (level 2). Eligibility is TVM's NeedsMultiLevelTiling. */
+ * at slot 2 (level 2). Eligibility is TVM's NeedsMultiLevelTiling.
+ *
+ * Beyond MetaSchedule: when an extent tiles badly with perfect tiles (the
+ * innermost spatial one not a multiple of the vector lanes, another with no
+ * divisor in [4, 64]), a second, padded variant first splits that loop by
+ * the lanes (or 8) with a ceil split and tiles the outer part: the overhang
+ * of the last tile is guarded by the block predicate, which lowering turns
+ * into masked loads while the accumulator tile stays in registers
+ * (codegen/lower.c, "guarded stores into compacted local tiles"). Both
+ * variants are sketches; the search picks. */
 #include <string.h>
 
 #include "search/search_int.h"
@@ -89,56 +98,87 @@ static sch_traced *cache_fork(const srch_rule_ctx *c, sch_traced *t, const char 
   return f;
 }
 
-ts_status srch_rule_multi_level_tiling(const srch_rule_ctx *c, sch_traced *t, const char *block, ts_vec *out,
-                                       ts_diag *d) {
-  const ir_func *fn = sch_traced_func(t);
-  const ir_stmt *r = srch_find_realize(fn, block);
-  ts_diag q;
-  ts_diag_clear(&q);
-  int b, nl;
-  const int *lp;
-  sch_loop *cl;
-  /* eligibility on the concrete state first, so that an ineligible block
-   * leaves nothing in the trace */
-  if (!r || sch_get_loops(sch_traced_state(t), (sch_block){.name = r->u.realize.block->name}, &cl, &nl, &q) ||
-      nl > MAXL)
-    return push(out, t, d);
-  int loops[MAXL], iter_of[MAXL];
-  const ir_var *lv[MAXL];
-  for (int i = 0; i < nl; i++) lv[i] = cl[i].var;
-  if (!eligible(fn, r, nl, lv, iter_of)) return push(out, t, d);
-  if (sch_t_get_block(t, block, &b, &q) || sch_t_get_loops(t, b, &lp, &nl, &q) || nl > MAXL)
-    return push(out, t, d);
-  memcpy(loops, lp, sizeof(int) * (size_t)nl);
-  const ir_block *blk = r->u.realize.block;
-  /* tiles[slot][k]: loop RVs of the slot, original order */
+/* Pre-split factor of loop l for the padded variant (0: none). Extents with
+ * poor divisors (1000 x 333 x 777, primes) tile badly with perfect tiles
+ * only: the innermost spatial loop, when not a multiple of the vector lanes,
+ * is split by the lanes (ceil: the last tile overhangs, guarded by a
+ * predicate that lowering turns into masked loads); any other spatial loop
+ * with no divisor in [4, 64] is split by 8. */
+static int64_t presplit_factor(const srch_rule_ctx *c, const ir_block *blk, int iter, bool innermost_s) {
+  int64_t ext;
+  if (blk->iters[iter].type != IR_ITER_S || !ir_as_int(blk->iters[iter].dom.extent, &ext)) return 0;
+  int bits = ir_dtype_bits(blk->writes[0].buf->dtype);
+  int vbits = c->target && c->target->vector_bits ? c->target->vector_bits : 128;
+  int64_t lanes = bits > 0 && bits <= vbits ? vbits / bits : 1;
+  if (innermost_s) return lanes > 1 && ext > lanes && ext % lanes != 0 ? lanes : 0;
+  if (ext <= 8) return 0;
+  for (int64_t f = 4; f <= 64 && f < ext; f++)
+    if (ext % f == 0) return 0;
+  return 8;
+}
+
+/* Tiles block b of t as SSRSRS; pre[l] > 0 first splits loop l by pre[l]
+ * (ceil) and tiles its outer part, the inner part going innermost. Returns
+ * the number of spatial loops per slot, or -1 when a step is refused. */
+static int tile_block(const srch_rule_ctx *c, sch_traced *t, int b, const ir_block *blk, const int *iter_of,
+                      const int64_t *pre) {
   static const char structure[] = "SSRSRS";
-  int ns = 0, nr = 0;
-  for (int l = 0; l < nl; l++) (blk->iters[iter_of[l]].type == IR_ITER_S ? ns++ : nr++);
-  int slots[6][MAXL], cnt[6] = {0};
+  ts_diag q;
+  int nl;
+  const int *lp;
+  int loops[MAXL];
+  ts_diag_clear(&q);
+  if (sch_t_get_loops(t, b, &lp, &nl, &q) || nl > MAXL) return -1;
+  memcpy(loops, lp, sizeof(int) * (size_t)nl);
+  int ns = 0;
+  int slots[6][2 * MAXL], cnt[6] = {0}, tail[MAXL], ntail = 0;
   for (int l = 0; l < nl; l++) {
     bool sp = blk->iters[iter_of[l]].type == IR_ITER_S;
+    if (sp) ns++;
     int n = sp ? 4 : 2;
-    int v[4], o[4];
+    int v[4], o[4], loop = loops[l];
+    int64_t maxin = c->max_innermost;
     ts_diag_clear(&q);
-    if (sch_t_sample_perfect_tile(t, loops[l], n, c->max_innermost, NULL, v, &q)) return push(out, t, d);
+    if (pre[l] > 0) {
+      sch_arg pf[2] = {sch_arg_none(), sch_arg_int(pre[l])};
+      int po[2];
+      if (sch_t_split(t, loop, 2, pf, po, &q)) return -1;
+      loop = po[0];
+      tail[ntail++] = po[1];
+      maxin = maxin / pre[l] > 1 ? maxin / pre[l] : 1;
+    }
+    if (sch_t_sample_perfect_tile(t, loop, n, maxin, NULL, v, &q)) return -1;
     sch_arg f[4];
     for (int k = 0; k < n; k++) f[k] = sch_arg_rv(v[k]);
-    if (sch_t_split(t, loops[l], n, f, o, &q)) return push(out, t, d);
+    if (sch_t_split(t, loop, n, f, o, &q)) return -1;
     /* the k-th piece of a spatial loop goes to the k-th 'S' slot */
     int k = 0;
     for (int s = 0; s < 6; s++)
       if (structure[s] == (sp ? 'S' : 'R')) slots[s][cnt[s]++] = o[k++];
   }
-  int order[4 * MAXL], no = 0;
+  int order[5 * MAXL], no = 0;
   for (int s = 0; s < 6; s++)
     for (int k = 0; k < cnt[s]; k++) order[no++] = slots[s][k];
+  for (int k = 0; k < ntail; k++) order[no++] = tail[k]; /* the pre-split parts, innermost */
   ts_diag_clear(&q);
-  if (sch_t_reorder(t, no, order, &q)) return push(out, t, d);
+  if (sch_t_reorder(t, no, order, &q)) return -1;
   ts_diag_clear(&q);
   sch_t_annotate(t, b, SRCH_ANN_TILING, sch_arg_str("SSRSRS"), &q);
-  (void)nr;
-  /* write cache: none, level 1, level 2 */
+  return ns;
+}
+
+/* Pushes t tiled (with pre-splits pre, or none) and its two write-cache
+ * forks; t untouched by a refused tiling is pushed as is. */
+static ts_status tile_and_fork(const srch_rule_ctx *c, sch_traced *t, const char *block, const ir_block *blk,
+                               const int *iter_of, const int64_t *pre, ts_vec *out, ts_diag *d) {
+  ts_diag q;
+  ts_diag_clear(&q);
+  int b;
+  if (sch_t_get_block(t, block, &b, &q)) return push(out, t, d);
+  int ns = tile_block(c, t, b, blk, iter_of, pre);
+  if (ns < 0) return push(out, t, d);
+  /* write cache: none, level 1, level 2 (with pre-splits, the level-2 slot
+   * ends before the pre-split tails, which stay inside with the compute) */
   sch_traced *f1 = cache_fork(c, t, block, ns, 1);
   sch_traced *f2 = cache_fork(c, t, block, ns, 2);
   ts_status st = push(out, t, d);
@@ -146,5 +186,45 @@ ts_status srch_rule_multi_level_tiling(const srch_rule_ctx *c, sch_traced *t, co
   else if (f1) sch_traced_free(f1);
   if (f2 && !st) st = push(out, f2, d);
   else if (f2) sch_traced_free(f2);
+  return st;
+}
+
+ts_status srch_rule_multi_level_tiling(const srch_rule_ctx *c, sch_traced *t, const char *block, ts_vec *out,
+                                       ts_diag *d) {
+  const ir_func *fn = sch_traced_func(t);
+  const ir_stmt *r = srch_find_realize(fn, block);
+  ts_diag q;
+  ts_diag_clear(&q);
+  int nl;
+  sch_loop *cl;
+  /* eligibility on the concrete state first, so that an ineligible block
+   * leaves nothing in the trace */
+  if (!r || sch_get_loops(sch_traced_state(t), (sch_block){.name = r->u.realize.block->name}, &cl, &nl, &q) ||
+      nl > MAXL)
+    return push(out, t, d);
+  int iter_of[MAXL];
+  const ir_var *lv[MAXL];
+  for (int i = 0; i < nl; i++) lv[i] = cl[i].var;
+  if (!eligible(fn, r, nl, lv, iter_of)) return push(out, t, d);
+  const ir_block *blk = r->u.realize.block;
+  /* the padded variant: pre-split factors (the innermost spatial loop is
+   * the last spatial one in loop order) */
+  int64_t none[MAXL] = {0}, pre[MAXL] = {0};
+  int last_s = -1;
+  for (int l = 0; l < nl; l++)
+    if (blk->iters[iter_of[l]].type == IR_ITER_S) last_s = l;
+  bool any = false;
+  for (int l = 0; l < nl; l++) {
+    pre[l] = presplit_factor(c, blk, iter_of[l], l == last_s);
+    any = any || pre[l] > 0;
+  }
+  sch_traced *padded = NULL;
+  if (any) {
+    ts_diag_clear(&q);
+    padded = srch_fork(c, t, &q);
+  }
+  ts_status st = tile_and_fork(c, t, block, blk, iter_of, none, out, d);
+  if (padded && !st) st = tile_and_fork(c, padded, block, blk, iter_of, pre, out, d);
+  else if (padded) sch_traced_free(padded);
   return st;
 }

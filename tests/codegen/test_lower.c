@@ -735,6 +735,48 @@ START_TEST(lower_cache_write_compute_at) {
 }
 END_TEST
 
+/* A non-divisible split of the vectorized axis: the update and init blocks
+ * store into the compacted accumulator tile and run without their predicate
+ * (the overhang lands in the tile), so the j loop widens to lanes with only
+ * the loads of B guarded; the copy-back to C keeps its guard. Outputs match
+ * the interpreter (lower_checked). Without compaction (the cache stays at
+ * root, full size) the rule must not fire: the overhang would alias the next
+ * row. */
+START_TEST(lower_overhang_tile) {
+  ts_arena *a = ts_arena_new();
+  ir_func *orig;
+  sch_state *s = tu_schedule(a, "matmul:m=6,n=37,k=5", &orig);
+  sch_loop i2[2], j2[2];
+  split2(s, LP(s, "C", 0), 3, i2);
+  split2(s, LP(s, "C", 2), 16, j2); /* 37 = 2 * 16 + 5: the last tile overhangs */
+  sch_loop order[5] = {i2[0], j2[0], LP(s, "C", 4), i2[1], j2[1]};
+  tu_ok(sch_reorder(s, 5, order, &D), &D);
+  sch_block cb, init;
+  tu_ok(sch_cache_write(s, BLK("C"), 0, "local", 0, NULL, &cb, &D), &D);
+  ts_diag_clear(&D);
+  tu_ok(sch_reverse_compute_at(s, cb, j2[0], true, -1, &D), &D);
+  tu_ok(sch_vectorize(s, j2[1], &D), &D);
+  ts_diag_clear(&D);
+  tu_ok(sch_decompose_reduction(s, BLK("C"), LP(s, "C", 2), &init, &D), &D);
+  census c;
+  lower_checked(a, orig, sch_func(s), &c);
+  ck_assert_int_eq(c.vec_loops, 0);    /* both vectorized loops became lanes */
+  ck_assert_int_ge(c.ramp1_stores, 2); /* init and update store whole vectors */
+  ck_assert_int_ge(c.ramp1_loads, 2);  /* the tile and B (masked) */
+  sch_free(s);
+
+  /* the same without the tile: C_local at root, declared [6, 37] */
+  s = tu_schedule(a, "matmul:m=6,n=37,k=5", &orig);
+  split2(s, LP(s, "C", 1), 16, j2);
+  tu_ok(sch_cache_write(s, BLK("C"), 0, "local", 0, NULL, &cb, &D), &D);
+  tu_ok(sch_vectorize(s, j2[1], &D), &D);
+  lower_checked(a, orig, sch_func(s), &c);
+  ck_assert_int_ge(c.ifs, 1); /* the guard stays */
+  sch_free(s);
+  ts_arena_free(a);
+}
+END_TEST
+
 START_TEST(lower_decompose_reduction) {
   ts_arena *a = ts_arena_new();
   ir_func *orig;
@@ -1379,6 +1421,7 @@ static Suite *suite(void) {
   tcase_add_test(t, lower_fused);
   tcase_add_test(t, lower_cache_write_compute_at);
   tcase_add_test(t, lower_decompose_reduction);
+  tcase_add_test(t, lower_overhang_tile);
   tcase_add_test(t, lower_padded_select);
   tcase_add_test(t, lower_explicit_strides);
   tcase_add_test(t, lower_idempotent);
