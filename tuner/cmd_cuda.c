@@ -36,6 +36,12 @@ static ts_status tun_cuda_compile(const ir_func *scheduled, const cg_target *tg,
 
 ts_status tun_build_cuda(const ir_func *scheduled, const cg_target *tg, const char *path, ts_diag *d) {
   cg_cuda_module mod;
+  const char *dbg = getenv("TESSEL_DEBUG");
+  if (dbg && (strstr(dbg, "codegen") || strstr(dbg, "cuda"))) {
+    /* the CUDA C, before compiling it */
+    if (cg_cuda_emit(scheduled, tg, NULL, &mod, d) == TS_OK) fprintf(stderr, "%s\n", mod.source);
+    cg_cuda_module_fini(&mod);
+  }
   cg_cuda_binary bin;
   if (ends_with(path, ".cu")) { /* the CUDA C only: no NVRTC needed */
     ts_status st = cg_cuda_emit(scheduled, tg, NULL, &mod, d);
@@ -48,7 +54,7 @@ ts_status tun_build_cuda(const ir_func *scheduled, const cg_target *tg, const ch
   ts_status st = tun_cuda_compile(scheduled, tg, &mod, &bin, !ptx, d);
   if (st) return st;
   st = ptx ? write_file(path, bin.ptx, bin.ptx_size, d) : write_file(path, bin.cubin, bin.cubin_size, d);
-  if (!st)
+  if (!st && dbg && (strstr(dbg, "codegen") || strstr(dbg, "cuda")))
     fprintf(stderr, "cuda: %d kernel(s), %d barrier(s), %d vector access(es), %d warp all-reduce(s); "
                     "first launch grid %lldx%lldx%lld block %lldx%lldx%lld, %lld B shared\n",
             mod.nkernels, mod.nsyncs, mod.nvector, mod.nshuffle, (long long)mod.kernels[0].grid[0],

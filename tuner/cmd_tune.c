@@ -140,7 +140,7 @@ int tun_tune_cli_setup(tun_tune_cli *c, const char *cmd, cg_target *tg) {
     target = c->board_target;
   }
   if (!target) target = "llvm";
-  if (cg_target_parse(target, tg, &d) || cg_llvm_resolve_target(tg, &d)) {
+  if (cg_target_parse(target, tg, &d) || (tg->kind != CG_TARGET_CUDA && cg_llvm_resolve_target(tg, &d))) {
     fprintf(stderr, "tessel %s: %s\n", cmd, d.msg);
     return 2;
   }
