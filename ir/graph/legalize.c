@@ -1695,6 +1695,23 @@ static void drop_unused_outputs(tg_graph *g, tg_node *n) {
 }
 
 ts_status tg_pass_legalize(tg_graph *g, ts_diag *d) {
+  /* compile-time inputs become attributes first, so a shape computed at run
+   * time (Shape/Gather/Concat of a symbolic dim feeding a Reshape, whose
+   * output dims the graph already knows) loses its last reader and is
+   * dropped before anything is written for it */
+  bool normalized = false;
+  for (int i = 0; i < g->nnodes; i++) {
+    tg_node *n = g->nodes[i];
+    if (n->dead || n->op == TG_OP_CALL || n->op == TG_OP_CONSTANT) continue;
+    int before = n->nin;
+    ts_status st = lg_normalize(g, n, d);
+    if (st != TS_OK) return st;
+    normalized |= n->nin != before;
+  }
+  if (normalized) {
+    ts_status st = tg_pass_dce(g, d);
+    if (st != TS_OK) return st;
+  }
   for (int i = 0; i < g->nnodes; i++) {
     tg_node *n = g->nodes[i];
     if (n->dead || n->op == TG_OP_CALL) continue;

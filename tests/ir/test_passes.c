@@ -28,7 +28,7 @@
 #define CNN_AFTER 7
 #define TR_BEFORE 29
 #define TR_AFTER 11
-#define TRE_BEFORE 38
+#define TRE_BEFORE 33
 #define TRE_AFTER 11
 
 static ir_module *M;
