@@ -17,6 +17,7 @@
 #include "../interp.h"
 #include "../struct.h"
 #include "sch_int.h"
+#include "tensorize.h"
 #include "trace.h"
 
 /* ---- generator state ---------------------------------------------------- */
@@ -735,6 +736,83 @@ static int fam_rfactor(gen *g, const ts_vec *blocks) {
   return DONE;
 }
 
+/* blockize at a loop over a perfect nest of loops with one block */
+static int fam_blockize(gen *g, const ts_vec *blocks) {
+  pick p;
+  if (!pick_block(g, blocks, &p) || !p.nl) return SKIP;
+  int cand[64], nc = 0;
+  for (int i = 0; i < p.nl && nc < 64; i++) {
+    const ir_stmt *l = find_loop(g, p.l[i].var);
+    bool perfect = l != NULL;
+    for (const ir_stmt *c = l; perfect && c->kind == IR_FOR; c = c->u.loop.body)
+      perfect = c->u.loop.body && (c->u.loop.body->kind == IR_FOR || c->u.loop.body->kind == IR_BLOCK_REALIZE);
+    if (perfect) cand[nc++] = i;
+  }
+  if (!nc) return SKIP;
+  int k = cand[rnd(g, nc)];
+  int brv, nl, r, out;
+  const int *lrv;
+  if ((r = traced_loops(g, p.name, &brv, &lrv, &nl)) != DONE) return r;
+  if (k >= nl) return SKIP;
+  TRY(sch_t_blockize(g->t, lrv[k], &out, dd));
+  return DONE;
+}
+
+/* tensorize a block that an interpretable intrinsic describes, when its
+ * loops are still one per iter var: split each to the intrinsic's extent,
+ * put the intrinsic's loops innermost, tensorize (sometimes through an
+ * explicit blockize) */
+static int fam_tensorize(gen *g, const ts_vec *blocks) {
+  const ir_stmt *rz = blocks->len ? blocks->items[rnd(g, (int)blocks->len)] : NULL;
+  if (!rz) return SKIP;
+  const ir_block *b = blk(rz);
+  if (b->niter < 1 || b->niter > 8) return SKIP;
+  const sch_intrin *pickd = NULL;
+  int64_t ext[8];
+  for (int i = 0; i < sch_intrin_count() && !pickd; i++) {
+    const sch_intrin *in = sch_intrin_at((i + rnd(g, sch_intrin_count())) % sch_intrin_count());
+    if (!strcmp(in->arch, "cuda")) continue; /* not interpretable */
+    sch_block sb = {b->name};
+    if (sch_tensorize_match_block(g->s, sb, in, ext, NULL) == TS_OK) pickd = in;
+  }
+  if (!pickd) return SKIP;
+  sch_loop *l;
+  int n = loops_of(g, b->name, &l);
+  if (n != b->niter) return SKIP;
+  for (int i = 0; i < n; i++) {
+    const ir_stmt *ls = find_loop(g, l[i].var);
+    const ir_expr *bv = rz->u.realize.iter_values[i];
+    if (!plain(ls) || bv->kind != IR_VAR || bv->u.var != l[i].var || const_extent(ls) % ext[i]) return SKIP;
+  }
+  int brv, nl, r;
+  const int *lrv;
+  if ((r = traced_loops(g, b->name, &brv, &lrv, &nl)) != DONE) return r;
+  if (nl != n) return SKIP;
+  int outer[8], inner[8], order[16];
+  int lv[8];
+  memcpy(lv, lrv, sizeof *lv * (size_t)n);
+  for (int i = 0; i < n; i++) {
+    sch_arg f[2] = {sch_arg_none(), sch_arg_int(ext[i])};
+    int o[2];
+    TRY(sch_t_split(g->t, lv[i], 2, f, o, dd));
+    outer[i] = o[0];
+    inner[i] = o[1];
+  }
+  for (int i = 0; i < n; i++) {
+    order[i] = outer[i];
+    order[n + i] = inner[i];
+  }
+  TRY(sch_t_reorder(g->t, 2 * n, order, dd));
+  if (coin(g, 0.3)) {
+    int ob;
+    TRY(sch_t_blockize(g->t, inner[0], &ob, dd));
+    TRY(sch_t_tensorize(g->t, ob, pickd->name, dd));
+  } else {
+    TRY(sch_t_tensorize(g->t, inner[0], pickd->name, dd));
+  }
+  return DONE;
+}
+
 typedef struct family {
   const char *name;
   int (*fn)(gen *g, const ts_vec *blocks);
@@ -761,6 +839,8 @@ static const family families[] = {
     {"storage_align", fam_storage_align, 1},
     {"decompose_reduction", fam_decompose, 2},
     {"rfactor", fam_rfactor, 2},
+    {"blockize", fam_blockize, 1},
+    {"tensorize", fam_tensorize, 1},
 };
 #define NFAM ((int)(sizeof families / sizeof families[0]))
 

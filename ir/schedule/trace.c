@@ -15,7 +15,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "blockize.h"
 #include "sch_int.h"
+#include "tensorize.h"
 
 /* ---- resolved values ------------------------------------------------------- */
 /* An argument or RV after resolution: 'b' block, 'l' loop (maybe a mark),
@@ -589,6 +591,21 @@ static ts_status ap_rfactor(sch_apply_ctx *c) {
   return st ? st : out_blocks(c, 1, &out);
 }
 
+static ts_status ap_blockize(sch_apply_ctx *c) {
+  ts_status st = real_loop(c, 0, "blockize");
+  sch_block out;
+  if (!st) st = sch_blockize(c->s, c->in[0].loop, &out, c->d);
+  return st ? st : out_blocks(c, 1, &out);
+}
+
+static ts_status ap_tensorize(sch_apply_ctx *c) {
+  const char *name = sstr(c, c->attrs[0].s);
+  if (!name) return oom(c);
+  if (c->in[0].kind == 'b') return sch_tensorize_block(c->s, c->in[0].block, name, c->d);
+  ts_status st = real_loop(c, 0, "tensorize");
+  return st ? st : sch_tensorize_loop(c->s, c->in[0].loop, name, NULL, c->d);
+}
+
 static ts_status ap_sample_perfect_tile(sch_apply_ctx *c) {
   int64_t n = c->attrs[0].i;
   if (n < 1 || n > 64)
@@ -684,6 +701,8 @@ static const sch_inst_kind_info kinds[SCH_INST_KIND_COUNT] = {
     [SCH_I_STORAGE_ALIGN] = {"StorageAlign", false, "B", "iiii", 0, 0, 0, ap_storage_align},
     [SCH_I_DECOMPOSE_REDUCTION] = {"DecomposeReduction", false, "BL", "", 'b', 1, 0, ap_decompose_reduction},
     [SCH_I_RFACTOR] = {"RFactor", false, "L", "i", 'b', 1, 0, ap_rfactor},
+    [SCH_I_BLOCKIZE] = {"Blockize", false, "L", "", 'b', 1, 0, ap_blockize},
+    [SCH_I_TENSORIZE] = {"Tensorize", false, "T", "s", 0, 0, 0, ap_tensorize},
     [SCH_I_SAMPLE_PERFECT_TILE] = {"SamplePerfectTile", true, "L", "ii", 'v', SCH_NOUT_ATTR0, 'a',
                                    ap_sample_perfect_tile},
     [SCH_I_SAMPLE_CATEGORICAL] = {"SampleCategorical", true, "", "IF", 'v', 1, 's', ap_sample_categorical},
@@ -1014,6 +1033,18 @@ ts_status sch_t_rfactor(sch_traced *t, int loop, int factor_axis, int *out, ts_d
   sch_arg a = sch_arg_rv(loop);
   sch_attr at = at_int(factor_axis);
   return call1(t, SCH_I_RFACTOR, 1, &a, 1, &at, out, d);
+}
+
+ts_status sch_t_blockize(sch_traced *t, int loop, int *out, ts_diag *d) {
+  sch_arg a = sch_arg_rv(loop);
+  return call1(t, SCH_I_BLOCKIZE, 1, &a, 0, NULL, out, d);
+}
+
+ts_status sch_t_tensorize(sch_traced *t, int target, const char *intrin, ts_diag *d) {
+  if (!intrin) return ts_diag_set(d, TS_EINVAL, "Tensorize: NULL intrinsic name");
+  sch_arg a = sch_arg_rv(target);
+  sch_attr at = at_str(intrin);
+  return call1(t, SCH_I_TENSORIZE, 1, &a, 1, &at, NULL, d);
 }
 
 ts_status sch_t_sample_perfect_tile(sch_traced *t, int loop, int n, int64_t max_innermost,

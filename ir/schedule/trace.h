@@ -113,6 +113,8 @@ typedef struct sch_decision {
   X(SCH_I_STORAGE_ALIGN, "StorageAlign", false)            \
   X(SCH_I_DECOMPOSE_REDUCTION, "DecomposeReduction", false) \
   X(SCH_I_RFACTOR, "RFactor", false)                       \
+  X(SCH_I_BLOCKIZE, "Blockize", false)                     \
+  X(SCH_I_TENSORIZE, "Tensorize", false)                   \
   X(SCH_I_SAMPLE_PERFECT_TILE, "SamplePerfectTile", true)  \
   X(SCH_I_SAMPLE_CATEGORICAL, "SampleCategorical", true)   \
   X(SCH_I_SAMPLE_COMPUTE_LOCATION, "SampleComputeLocation", true) \
@@ -261,6 +263,11 @@ ts_status sch_t_storage_align(sch_traced *t, int b, int write_index, int axis, i
 ts_status sch_t_decompose_reduction(sch_traced *t, int b, int loop, int *out, ts_diag *d);
 /* out: the rf block RV */
 ts_status sch_t_rfactor(sch_traced *t, int loop, int factor_axis, int *out, ts_diag *d);
+/* out: the outer block RV (blockize.h) */
+ts_status sch_t_blockize(sch_traced *t, int loop, int *out, ts_diag *d);
+/* target: a block RV (tensorize the block) or a loop RV (blockize it, then
+ * tensorize); intrin: a registered intrinsic's name (tensorize.h) */
+ts_status sch_t_tensorize(sch_traced *t, int target, const char *intrin, ts_diag *d);
 /* decision: n ints or NULL; out: n expr RVs */
 ts_status sch_t_sample_perfect_tile(sch_traced *t, int loop, int n, int64_t max_innermost,
                                     const int64_t *decision, int *out, ts_diag *d);

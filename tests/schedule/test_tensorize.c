@@ -12,6 +12,7 @@
  * registry parses every entry; target availability; the trace round trip of
  * Blockize and Tensorize. */
 #include <check.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "ir/print.h"
@@ -400,6 +401,90 @@ START_TEST(test_tensorize_wmma_match) {
 }
 END_TEST
 
+
+/* ---- traces --------------------------------------------------------------------- */
+
+/* Blockize and Tensorize recorded, written to JSON, read back and replayed
+ * onto a fresh copy: structurally equal and still equal to the original */
+START_TEST(test_trace_roundtrip) {
+  ts_arena a;
+  ts_arena_init(&a);
+  ir_func *f = tu_workload(&a, "matmul_int8:m=8,n=32,k=8");
+  ts_diag_clear(&D);
+  sch_traced *t = sch_traced_new(f, 1, &D);
+  ck_assert_ptr_nonnull(t);
+  int b, l[3], o[3][2];
+  const int *lr;
+  int nl;
+  tu_ok(sch_t_get_block(t, "C", &b, &D), &D);
+  tu_ok(sch_t_get_loops(t, b, &lr, &nl, &D), &D);
+  ck_assert_int_eq(nl, 3);
+  memcpy(l, lr, sizeof l);
+  int64_t tiles[3] = {4, 16, 4};
+  for (int i = 0; i < 3; i++) {
+    sch_arg fa[2] = {sch_arg_none(), sch_arg_int(tiles[i])};
+    tu_ok(sch_t_split(t, l[i], 2, fa, o[i], &D), &D);
+  }
+  int order[6] = {o[0][0], o[1][0], o[2][0], o[0][1], o[1][1], o[2][1]};
+  tu_ok(sch_t_reorder(t, 6, order, &D), &D);
+  int ob;
+  tu_ok(sch_t_blockize(t, o[0][1], &ob, &D), &D);
+  tu_ok(sch_t_tensorize(t, ob, "x86.avx512.vnni.i8i8.4x16x4", &D), &D);
+  /* a refused Tensorize is not recorded */
+  int nbefore = sch_trace_len(sch_traced_trace(t));
+  ts_diag_clear(&D);
+  ck_assert_int_ne(sch_t_tensorize(t, ob, "x86.avx512.fma.f32.4x16x1", &D), TS_OK);
+  ck_assert_int_eq(sch_trace_len(sch_traced_trace(t)), nbefore);
+  char *js = sch_trace_to_json(sch_traced_trace(t));
+  ck_assert_ptr_nonnull(strstr(js, "\"Blockize\""));
+  ck_assert_ptr_nonnull(strstr(js, "\"Tensorize\""));
+  ts_diag_clear(&D);
+  sch_trace *tr = sch_trace_from_json(js, &D);
+  ck_assert_msg(tr != NULL, "%s", D.msg);
+  sch_traced *t2 = sch_traced_new(f, 1, &D);
+  ts_diag_clear(&D);
+  int failed_at = -1;
+  tu_ok(sch_trace_apply(tr, t2, false, &failed_at, &D), &D);
+  char why[256];
+  ck_assert_msg(ir_struct_equal_func_explain(sch_traced_func(t), sch_traced_func(t2), why, sizeof why), "%s", why);
+  tu_assert_equivalent(f, sch_traced_func(t2));
+  free(js);
+  sch_trace_free(tr);
+  sch_traced_free(t);
+  sch_traced_free(t2);
+  ts_arena_fini(&a);
+}
+END_TEST
+
+/* the random-trace generator (selfcheck) reaches Tensorize and Blockize */
+START_TEST(test_random_traces_cover) {
+  ts_arena a;
+  ts_arena_init(&a);
+  ir_func *f = tu_workload(&a, "matmul_int8:m=8,n=32,k=16");
+  int nt = 0, nb = 0;
+  for (uint64_t seed = 1; seed <= 150; seed++) {
+    ts_diag_clear(&D);
+    sch_traced *t = sch_traced_new(f, seed, &D);
+    ts_rng rng;
+    ts_rng_seed(&rng, seed);
+    sch_random_opts o = {1, 3};
+    sch_random_result r;
+    tu_ok(sch_random_trace(t, &rng, &o, &r, NULL, &D), &D);
+    char *js = sch_trace_to_json(sch_traced_trace(t));
+    if (strstr(js, "\"Tensorize\"")) nt++;
+    if (strstr(js, "\"Blockize\"")) nb++;
+    free(js);
+    sch_traced_free(t);
+  }
+  ck_assert_msg(nt >= 3 && nb >= 3, "Tensorize in %d, Blockize in %d of 150 traces", nt, nb);
+  sch_selfcheck_stats st;
+  ts_diag_clear(&D);
+  tu_ok(sch_selfcheck(f, 60, 7, &(sch_random_opts){1, 4}, NULL, NULL, &st, &D), &D);
+  ck_assert_int_eq(st.mismatches, 0);
+  ts_arena_fini(&a);
+}
+END_TEST
+
 static Suite *suite(void) {
   Suite *s = suite_create("tensorize");
   TCase *tc = tcase_create("blockize");
@@ -417,6 +502,11 @@ static Suite *suite(void) {
   tcase_add_test(tc, test_tensorize_refusals);
   tcase_add_test(tc, test_match_block);
   tcase_add_test(tc, test_tensorize_wmma_match);
+  suite_add_tcase(s, tc);
+  tc = tcase_create("trace");
+  tcase_set_timeout(tc, 120);
+  tcase_add_test(tc, test_trace_roundtrip);
+  tcase_add_test(tc, test_random_traces_cover);
   suite_add_tcase(s, tc);
   tc = tcase_create("registry");
   tcase_add_test(tc, test_registry);
