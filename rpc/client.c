@@ -273,3 +273,122 @@ out:
   rpc_msg_fini(&r);
   return st;
 }
+
+typedef struct run_model_arg {
+  const rpc_client *c;
+  const char *id;
+  const tsrt_model_io *in;
+  int nin, repeat, num_threads;
+  double timeout_s;
+} run_model_arg;
+
+static void build_run_model(rpc_enc *e, const void *arg) {
+  const run_model_arg *a = arg;
+  rpc_enc_begin(e, RPC_T_RUN_MODEL, 6);
+  rpc_enc_str(e, "token", a->c->token);
+  rpc_enc_str(e, "artifact", a->id);
+  rpc_enc_u64(e, "repeat", (uint64_t)(a->repeat > 0 ? a->repeat : 0));
+  rpc_enc_u64(e, "num_threads", (uint64_t)(a->num_threads > 0 ? a->num_threads : 0));
+  rpc_enc_f64(e, "timeout_s", a->timeout_s > 0 ? a->timeout_s : 60);
+  rpc_enc_key(e, "inputs");
+  msgpack_packer *pk = &e->pk;
+  msgpack_pack_array(pk, (size_t)a->nin);
+  for (int i = 0; i < a->nin; i++) {
+    const tsrt_model_io *io = &a->in[i];
+    msgpack_pack_map(pk, 4);
+    rpc_pack_str(pk, "name"), rpc_pack_str(pk, io->name);
+    rpc_pack_str(pk, "dtype"), msgpack_pack_uint32(pk, (uint32_t)io->dtype);
+    rpc_pack_str(pk, "shape"), msgpack_pack_array(pk, (size_t)io->ndim);
+    for (int j = 0; j < io->ndim; j++) msgpack_pack_uint64(pk, (uint64_t)io->shape[j]);
+    rpc_pack_str(pk, "data"), msgpack_pack_bin(pk, io->nbytes);
+    msgpack_pack_bin_body(pk, io->data, io->nbytes);
+  }
+}
+
+rpc_status rpc_client_run_model(rpc_client *c, const char *id, const tsrt_model_io *inputs, int ninputs,
+                                int repeat, double timeout_s, int num_threads, tsrt_model_run_result *res) {
+  memset(res, 0, sizeof *res);
+  if (ninputs < 0 || ninputs > 64 || repeat < 0 || repeat > TSRT_MAX_REPEAT) {
+    snprintf(c->err, sizeof c->err, "run_model: %d inputs (at most 64), repeat %d (0..%d)", ninputs, repeat,
+             TSRT_MAX_REPEAT);
+    return RPC_EPROTO;
+  }
+  run_model_arg a = {c, id, inputs, ninputs, repeat, num_threads, timeout_s};
+  rpc_msg r;
+  rpc_status st = call(c, build_run_model, &a, (timeout_s > 0 ? timeout_s : 60) + c->timeout_s + 5, &r);
+  if (st) return st;
+  char status[32];
+  const msgpack_object *secs = NULL, *outs = NULL;
+  uint32_t nsecs = 0, nouts = 0;
+  st = RPC_EPROTO;
+  if (r.type != RPC_T_MODEL_RESULT ||
+      rpc_need(&r, rpc_get_str(&r, NULL, "status", status, sizeof status), "status") ||
+      rpc_get_str(&r, NULL, "error", res->error, sizeof res->error) > RPC_ENOENT ||
+      rpc_need(&r, rpc_get_array(&r, NULL, "secs", TSRT_MAX_REPEAT, &secs, &nsecs), "secs") ||
+      rpc_need(&r, rpc_get_array(&r, NULL, "outputs", 4096, &outs, &nouts), "outputs")) {
+    snprintf(c->err, sizeof c->err, "run_model: bad reply: %s", r.type == RPC_T_MODEL_RESULT ? r.err : "not a model_result");
+    goto out;
+  }
+  res->status = TSRT_ESYSTEM;
+  for (int s = TSRT_OK; s <= TSRT_ESYSTEM; s++)
+    if (strcmp(status, tsrt_status_name((tsrt_status)s)) == 0) res->status = (tsrt_status)s;
+  for (uint32_t i = 0; i < nsecs; i++) {
+    if (secs[i].type != MSGPACK_OBJECT_FLOAT64 && secs[i].type != MSGPACK_OBJECT_FLOAT32) {
+      snprintf(c->err, sizeof c->err, "run_model: secs[%u] is not a float", i);
+      goto out;
+    }
+    res->secs[res->nsecs++] = secs[i].via.f64;
+  }
+  if (nouts) {
+    res->outputs = calloc(nouts, sizeof *res->outputs);
+    if (!res->outputs) {
+      st = RPC_ENOMEM;
+      goto out;
+    }
+  }
+  for (uint32_t i = 0; i < nouts; i++) {
+    tsrt_model_io *io = &res->outputs[i];
+    const msgpack_object *sh = NULL;
+    uint32_t nd = 0;
+    uint64_t dt = 0;
+    const void *p = NULL;
+    size_t n = 0;
+    if (outs[i].type != MSGPACK_OBJECT_MAP ||
+        rpc_need(&r, rpc_get_str(&r, &outs[i], "name", io->name, sizeof io->name), "name") ||
+        rpc_need(&r, rpc_get_u64(&r, &outs[i], "dtype", TSRT_DTYPE_COUNT - 1, &dt), "dtype") ||
+        rpc_need(&r, rpc_get_array(&r, &outs[i], "shape", TSRT_MAX_DIMS, &sh, &nd), "shape") ||
+        rpc_need(&r, rpc_get_bin(&r, &outs[i], "data", RPC_MAX_MSG, &p, &n), "data")) {
+      snprintf(c->err, sizeof c->err, "run_model: bad outputs[%u]: %s", i, r.err);
+      goto out;
+    }
+    uint64_t want = (uint64_t)tsrt_dtype_bytes((int)dt);
+    for (uint32_t j = 0; j < nd; j++) {
+      if (sh[j].type != MSGPACK_OBJECT_POSITIVE_INTEGER || sh[j].via.u64 > (1ull << 40)) {
+        snprintf(c->err, sizeof c->err, "run_model: outputs[%u].shape[%u] is not a size", i, j);
+        goto out;
+      }
+      io->shape[j] = (int64_t)sh[j].via.u64;
+      want *= sh[j].via.u64;
+    }
+    if (want != n) {
+      snprintf(c->err, sizeof c->err, "run_model: outputs[%u] has %zu bytes, its shape needs %llu", i, n,
+               (unsigned long long)want);
+      goto out;
+    }
+    io->dtype = (int32_t)dt;
+    io->ndim = (int32_t)nd;
+    io->data = malloc(n ? n : 1);
+    if (!io->data) {
+      st = RPC_ENOMEM;
+      goto out;
+    }
+    memcpy(io->data, p, n);
+    io->nbytes = n;
+    res->noutputs = (int)i + 1;
+  }
+  st = RPC_OK;
+out:
+  if (st != RPC_OK) tsrt_model_run_result_fini(res);
+  rpc_msg_fini(&r);
+  return st;
+}

@@ -9,6 +9,7 @@
 #ifndef TESSEL_RPC_CLIENT_H
 #define TESSEL_RPC_CLIENT_H
 
+#include "codegen/runtime/model.h"
 #include "codegen/runtime/runtime.h"
 #include "rpc/auth.h"
 #include "rpc/protocol.h"
@@ -44,5 +45,12 @@ rpc_status rpc_client_upload(rpc_client *c, const char *path, char *id, size_t i
  * result came back, whatever res->status says. */
 rpc_status rpc_client_measure(rpc_client *c, const char *id, const tsrt_measure_opts *opts,
                               tsrt_measure_result *res);
+
+/* Runs model artifact id (uploaded) on the board: inputs by name, one
+ * warm-up run then `repeat` timed runs, in a forked child there. res as
+ * tsrt_model_run_forked fills it (free with tsrt_model_run_result_fini). The
+ * return value is about the RPC: RPC_OK when a result came back. */
+rpc_status rpc_client_run_model(rpc_client *c, const char *id, const tsrt_model_io *inputs, int ninputs,
+                                int repeat, double timeout_s, int num_threads, tsrt_model_run_result *res);
 
 #endif

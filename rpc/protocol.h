@@ -85,7 +85,9 @@ rpc_status rpc_status_from_code(const char *code);
   X(RPC_T_UPLOADED, "uploaded")     /* {artifact} */                          \
   X(RPC_T_MEASURE, "measure")       /* {token?, artifact, opts} -> result */  \
   X(RPC_T_RESULT, "result")         /* {status, error, number, secs, checksums, outputs?} */ \
-  X(RPC_T_CLOSE, "close")           /* {token?} -> ok: drop this session's artifacts */
+  X(RPC_T_CLOSE, "close")           /* {token?} -> ok: drop this session's artifacts */ \
+  X(RPC_T_RUN_MODEL, "run_model")   /* {token?, artifact, inputs: [{name, dtype, shape, data}], repeat, timeout_s, num_threads} -> model_result */ \
+  X(RPC_T_MODEL_RESULT, "model_result") /* {status, error, secs, outputs: [{name, dtype, shape, data}]} */
 
 typedef enum {
 #define RPC_X_ENUM(e, s) e,

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "codegen/runtime/cuda_rt.h"
+#include "codegen/runtime/model.h"
 #include "codegen/runtime/runtime.h"
 #include "rpc/auth.h"
 #include "rpc/protocol.h"
@@ -430,6 +431,111 @@ bad:
   (void)f;
 }
 
+/* run_model: a model artifact (codegen/runtime/model.h) run in a forked
+ * child on the inputs sent; outputs and per-run seconds come back. Every
+ * field is bounded: at most 64 inputs of at most 8 dims, each input's bytes
+ * equal to its dtype size times its shape (the child checks them against the
+ * model), repeat <= TSRT_MAX_REPEAT. */
+static void serve_run_model(server *s, rpc_msg *m, rpc_enc *rep) {
+  char tok[RPC_TOKEN_LEN + 2] = "", id[32];
+  const msgpack_object *items = NULL;
+  uint32_t nin = 0;
+  uint64_t repeat = 0, threads = 0;
+  double timeout = 60;
+  rpc_status st;
+  if (rpc_get_str(m, NULL, "token", tok, sizeof tok) == RPC_EPROTO ||
+      rpc_need(m, rpc_get_str(m, NULL, "artifact", id, sizeof id), "artifact") ||
+      rpc_need(m, rpc_get_array(m, NULL, "inputs", 64, &items, &nin), "inputs") ||
+      rpc_get_u64(m, NULL, "repeat", TSRT_MAX_REPEAT, &repeat) == RPC_EPROTO ||
+      rpc_get_u64(m, NULL, "num_threads", 4096, &threads) == RPC_EPROTO ||
+      rpc_get_f64(m, NULL, "timeout_s", 0.001, 3600, &timeout) == RPC_EPROTO) {
+    rpc_enc_error(rep, RPC_EPROTO, "run_model: %s", m->err);
+    return;
+  }
+  if ((st = check_token(s, tok))) {
+    rpc_enc_error(rep, st, "run_model: session token not granted");
+    return;
+  }
+  artifact *a = find_artifact(s, id);
+  if (!a || (!s->no_tracker && strcmp(a->token, tok) != 0)) {
+    rpc_enc_error(rep, RPC_ENOENT, "run_model: no artifact '%s' in this session", id);
+    return;
+  }
+  tsrt_model_io io[64];
+  memset(io, 0, sizeof io);
+  for (uint32_t i = 0; i < nin; i++) {
+    const msgpack_object *it = &items[i], *sh = NULL;
+    uint32_t nd = 0;
+    uint64_t dt = 0;
+    const void *p = NULL;
+    size_t n = 0;
+    if (it->type != MSGPACK_OBJECT_MAP ||
+        rpc_need(m, rpc_get_str(m, it, "name", io[i].name, sizeof io[i].name), "name") ||
+        rpc_need(m, rpc_get_u64(m, it, "dtype", TSRT_DTYPE_COUNT - 1, &dt), "dtype") ||
+        rpc_need(m, rpc_get_array(m, it, "shape", TSRT_MAX_DIMS, &sh, &nd), "shape") ||
+        rpc_need(m, rpc_get_bin(m, it, "data", RPC_MAX_ARTIFACT, &p, &n), "data")) {
+      rpc_enc_error(rep, RPC_EPROTO, "run_model: inputs[%u]: %s", i, it->type != MSGPACK_OBJECT_MAP ? "not a map" : m->err);
+      return;
+    }
+    uint64_t want = (uint64_t)tsrt_dtype_bytes((int)dt);
+    for (uint32_t j = 0; j < nd; j++) {
+      if (sh[j].type != MSGPACK_OBJECT_POSITIVE_INTEGER || sh[j].via.u64 > (1ull << 40)) {
+        rpc_enc_error(rep, RPC_EPROTO, "run_model: inputs[%u].shape[%u] is not a size", i, j);
+        return;
+      }
+      io[i].shape[j] = (int64_t)sh[j].via.u64;
+      want *= sh[j].via.u64;
+    }
+    if (want != n || dt == TSRT_HANDLE) {
+      rpc_enc_error(rep, RPC_EPROTO, "run_model: inputs[%u] (%s): %zu data bytes, the dtype and shape need %llu",
+                    i, io[i].name, n, (unsigned long long)want);
+      return;
+    }
+    io[i].dtype = (int32_t)dt;
+    io[i].ndim = (int32_t)nd;
+    io[i].data = (void *)p;
+    io[i].nbytes = n;
+  }
+  pthread_mutex_lock(&s->mu);
+  s->busy = true;
+  pthread_mutex_unlock(&s->mu);
+  tsrt_model_run_result res;
+  tsrt_model_run_forked(a->path, io, (int)nin, (int)repeat, timeout, (int)threads, &res);
+  pthread_mutex_lock(&s->mu);
+  s->busy = false;
+  pthread_mutex_unlock(&s->mu);
+  size_t total = 0;
+  for (int i = 0; i < res.noutputs; i++) total += res.outputs[i].nbytes;
+  if (total > RPC_MAX_MSG - (1u << 20)) {
+    tsrt_model_run_result_fini(&res);
+    rpc_enc_error(rep, RPC_ETOOBIG, "run_model: outputs of %zu bytes do not fit a reply", total);
+    return;
+  }
+  rpc_enc_begin(rep, RPC_T_MODEL_RESULT, 4);
+  rpc_enc_str(rep, "status", tsrt_status_name(res.status));
+  rpc_enc_str(rep, "error", res.error);
+  rpc_enc_key(rep, "secs");
+  msgpack_pack_array(&rep->pk, (size_t)res.nsecs);
+  for (int i = 0; i < res.nsecs; i++) msgpack_pack_double(&rep->pk, res.secs[i]);
+  rpc_enc_key(rep, "outputs");
+  msgpack_pack_array(&rep->pk, (size_t)res.noutputs);
+  for (int i = 0; i < res.noutputs; i++) {
+    const tsrt_model_io *o = &res.outputs[i];
+    msgpack_pack_map(&rep->pk, 4);
+    rpc_pack_str(&rep->pk, "name");
+    rpc_pack_str(&rep->pk, o->name);
+    rpc_pack_str(&rep->pk, "dtype");
+    msgpack_pack_uint64(&rep->pk, (uint64_t)o->dtype);
+    rpc_pack_str(&rep->pk, "shape");
+    msgpack_pack_array(&rep->pk, (size_t)o->ndim);
+    for (int j = 0; j < o->ndim; j++) msgpack_pack_uint64(&rep->pk, (uint64_t)o->shape[j]);
+    rpc_pack_str(&rep->pk, "data");
+    msgpack_pack_bin(&rep->pk, o->nbytes);
+    msgpack_pack_bin_body(&rep->pk, o->data, o->nbytes);
+  }
+  tsrt_model_run_result_fini(&res);
+}
+
 static void serve_close(server *s, rpc_msg *m, rpc_enc *rep) {
   char tok[RPC_TOKEN_LEN + 2] = "";
   if (rpc_get_str(m, NULL, "token", tok, sizeof tok) == RPC_EPROTO) {
@@ -453,6 +559,7 @@ static void serve(server *s, rpc_msg *m, nng_pipe p, rpc_enc *rep) {
   case RPC_T_UPLOAD: serve_upload(s, m, rep); break;
   case RPC_T_MEASURE: serve_measure(s, m, rep); break;
   case RPC_T_CLOSE: serve_close(s, m, rep); break;
+  case RPC_T_RUN_MODEL: serve_run_model(s, m, rep); break;
   default:
     rpc_enc_error(rep, RPC_EPROTO, "'%s' is not a request rpc_server serves",
                   rpc_type_name(m->type));

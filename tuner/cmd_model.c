@@ -26,6 +26,8 @@
 #include "tuner/cli.h"
 #include "tuner/database.h"
 #include "tuner/npy.h"
+#include "rpc/client.h"
+#include "tracker/tracker_client.h"
 
 #define MAX_SYMS 16
 
@@ -60,6 +62,8 @@ static int64_t sym_value(const sym_list *l, const char *name) {
     if (!strcmp(l->names[i], name)) return l->vals[i];
   return TG_TASK_DEFAULT_SYM;
 }
+
+static int sig_write(const char *so, const tsrt_model_plan *p);
 
 /* ==== build ================================================================================ */
 
@@ -401,6 +405,7 @@ int tun_cmd_build_model(int argc, char **argv) {
     goto out;
   }
   double t2 = tsrt_now();
+  if (sig_write(b.out, &plan)) goto out;
   int nbase = b.nk - b.nspec;
   if (b.json) {
     json_t *o = json_object();
@@ -464,7 +469,7 @@ typedef struct run_input {
 static const char *run_usage =
     "usage: tessel run MODEL.so [--input NAME=FILE.npy]... [--sym NAME=VALUE]... [--seed S]\n"
     "                  [--output-dir DIR] [--bench] [--repeat N] [--threads N] [--json]\n"
-    "                  [--tracker HOST:PORT --key KEY [--secret S] [--timeout SEC]]\n"
+    "                  [--tracker HOST:PORT --key KEY [--secret-file F] [--rpc-wait SEC]]\n"
     "Runs a model built by `tessel build MODEL.onnx` with the graph executor.\n"
     "  --input NAME=FILE.npy  an input (.npy: C order, little-endian); inputs not given are seeded\n"
     "                         random values (uniform [-1, 1) floats), shaped with --sym (default 1)\n"
@@ -473,7 +478,10 @@ static const char *run_usage =
     "  --bench                time --repeat runs (default 20) after a warm-up; report median/mean/min\n"
     "  --threads N            thread pool size (default TESSEL_NUM_THREADS or all cores)\n"
     "  --json                 print {outputs: [{name, dtype, shape, file, checksum}], latency_ms, ...}\n"
-    "  --tracker H:P --key K  run on a board from the tracker (the artifact must be built for its triple)\n";
+    "  --tracker H:P --key K  run on a board the tracker grants (the artifact built for its triple;\n"
+    "                         inputs described by MODEL.so.json when this host cannot load it);\n"
+    "                         the secret from --secret-file or $TESSEL_RPC_SECRET_FILE; wait up to\n"
+    "                         --rpc-wait seconds (60) for a free board\n";
 
 typedef struct loaded_input {
   char name[256];
@@ -502,26 +510,138 @@ static int cmp_double(const void *a, const void *b) {
   return x < y ? -1 : x > y;
 }
 
-/* Loads the inputs of model m: .npy files by name, the rest seeded random.
- * Fills ins (tessel_model_num_inputs entries). */
-static int prepare_inputs(tessel_model *m, const run_input *given, int ngiven, const sym_list *syms,
-                          uint64_t seed, loaded_input *ins) {
-  int ni = tessel_model_num_inputs(m);
-  for (int g = 0; g < ngiven; g++)
-    if (tessel_model_input_index(m, given[g].name) < 0) {
-      fprintf(stderr, "tessel run: the model has no input named '%s' (inputs:", given[g].name);
-      for (int i = 0; i < ni; i++) {
-        tessel_tensor_info info;
-        tessel_model_input_info(m, i, &info);
-        fprintf(stderr, " %s", info.name);
+/* What `tessel run` needs to know of a model without running it: its
+ * inputs' names, dtypes and shapes (strings owned here). From the artifact
+ * itself when this host can load it, else from the MODEL.so.json that
+ * `tessel build` writes next to it (a cross-built artifact). */
+#define SIG_MAX 64
+typedef struct model_sig {
+  int ni;
+  tessel_tensor_info in[SIG_MAX];
+  char names[SIG_MAX][256];
+  char dims[SIG_MAX][TSRT_MAX_DIMS][64];
+} model_sig;
+
+static void sig_set(model_sig *s, int i, const char *name, int dtype, int ndim, const int64_t *shape,
+                    const char *const *dim_names) {
+  tessel_tensor_info *x = &s->in[i];
+  memset(x, 0, sizeof *x);
+  snprintf(s->names[i], sizeof s->names[i], "%s", name);
+  x->name = s->names[i];
+  x->dtype = dtype;
+  x->ndim = ndim;
+  for (int j = 0; j < ndim; j++) {
+    x->shape[j] = shape[j];
+    if (dim_names[j]) {
+      snprintf(s->dims[i][j], sizeof s->dims[i][j], "%s", dim_names[j]);
+      x->dim_names[j] = s->dims[i][j];
+    }
+  }
+}
+
+static int sig_load(const char *so, model_sig *s, char *err, size_t errn) {
+  memset(s, 0, sizeof *s);
+  char lerr[600];
+  tessel_model *m = tessel_model_load(so, lerr, sizeof lerr);
+  if (m) {
+    s->ni = tessel_model_num_inputs(m);
+    if (s->ni > SIG_MAX) s->ni = SIG_MAX;
+    for (int i = 0; i < s->ni; i++) {
+      tessel_tensor_info info;
+      tessel_model_input_info(m, i, &info);
+      sig_set(s, i, info.name, info.dtype, info.ndim, info.shape, info.dim_names);
+    }
+    tessel_model_free(m);
+    return 0;
+  }
+  char side[4200];
+  snprintf(side, sizeof side, "%s.json", so);
+  json_error_t je;
+  json_t *j = json_load_file(side, 0, &je);
+  if (!j) {
+    snprintf(err, errn, "%.300s (and no readable %.300s: %.80s)", lerr, side, je.text);
+    return -1;
+  }
+  json_t *ins = json_object_get(j, "inputs");
+  int rc = 0;
+  if (!json_is_array(ins) || json_array_size(ins) > SIG_MAX) rc = -1;
+  for (size_t i = 0; !rc && i < json_array_size(ins); i++) {
+    json_t *o = json_array_get(ins, i), *sh = json_object_get(o, "shape"), *dn = json_object_get(o, "dims");
+    const char *name = json_string_value(json_object_get(o, "name"));
+    json_int_t dt = json_integer_value(json_object_get(o, "dtype"));
+    size_t nd = json_array_size(sh);
+    if (!name || !json_is_integer(json_object_get(o, "dtype")) || dt < 0 || dt >= TSRT_DTYPE_COUNT ||
+        !json_is_array(sh) || nd > TSRT_MAX_DIMS || json_array_size(dn) != nd) {
+      rc = -1;
+      break;
+    }
+    int64_t shape[TSRT_MAX_DIMS];
+    const char *names[TSRT_MAX_DIMS];
+    for (size_t k = 0; k < nd; k++) {
+      shape[k] = json_integer_value(json_array_get(sh, k));
+      names[k] = json_string_value(json_array_get(dn, k));
+      if (shape[k] < 0 && !names[k]) rc = -1;
+    }
+    sig_set(s, (int)i, name, (int)dt, (int)nd, shape, names);
+    s->ni = (int)i + 1;
+  }
+  if (rc) snprintf(err, errn, "%.400s: malformed model description (inputs: [{name, dtype, shape, dims}])", side);
+  json_decref(j);
+  return rc;
+}
+
+/* Writes MODEL.so.json: target and the inputs'/outputs' names, dtypes and
+ * shapes (-1 and the symbol's name in dims for a symbolic dim). */
+static int sig_write(const char *so, const tsrt_model_plan *p) {
+  json_t *root = json_object();
+  json_object_set_new(root, "format", json_string("tessel-model-1"));
+  json_object_set_new(root, "name", json_string(p->name ? p->name : ""));
+  json_object_set_new(root, "target", json_string(p->target));
+  for (int io = 0; io < 2; io++) {
+    json_t *arr = json_array();
+    int n = io ? p->noutputs : p->ninputs;
+    for (int i = 0; i < n; i++) {
+      const tsrt_model_tensor *x = &p->tensors[io ? p->outputs[i] : p->inputs[i]];
+      json_t *o = json_object(), *sh = json_array(), *dn = json_array();
+      for (int j = 0; j < x->ndim; j++) {
+        json_array_append_new(sh, json_integer(x->shape[j] >= 0 ? x->shape[j] : -1));
+        json_array_append_new(dn, x->shape[j] >= 0 ? json_null() : json_string(p->syms[-1 - x->shape[j]]));
       }
+      json_object_set_new(o, "name", json_string(x->name));
+      json_object_set_new(o, "dtype", json_integer(x->dtype));
+      json_object_set_new(o, "dtype_name", json_string(tsrt_dtype_name(x->dtype)));
+      json_object_set_new(o, "shape", sh);
+      json_object_set_new(o, "dims", dn);
+      json_array_append_new(arr, o);
+    }
+    json_object_set_new(root, io ? "outputs" : "inputs", arr);
+  }
+  char side[4200];
+  snprintf(side, sizeof side, "%s.json", so);
+  int rc = json_dump_file(root, side, JSON_INDENT(1));
+  json_decref(root);
+  if (rc) fprintf(stderr, "tessel build: cannot write %s\n", side);
+  return rc;
+}
+
+/* Loads the inputs of the model: .npy files by name, the rest seeded random.
+ * Fills ins (sig->ni entries). */
+static int prepare_inputs(const model_sig *sig, const run_input *given, int ngiven, const sym_list *syms,
+                          uint64_t seed, loaded_input *ins) {
+  int ni = sig->ni;
+  for (int g = 0; g < ngiven; g++) {
+    bool found = false;
+    for (int i = 0; i < ni; i++) found |= !strcmp(sig->in[i].name, given[g].name);
+    if (!found) {
+      fprintf(stderr, "tessel run: the model has no input named '%s' (inputs:", given[g].name);
+      for (int i = 0; i < ni; i++) fprintf(stderr, " %s", sig->in[i].name);
       fprintf(stderr, ")\n");
       return 2;
     }
+  }
   sym_list bound = *syms;
   for (int i = 0; i < ni; i++) {
-    tessel_tensor_info info;
-    tessel_model_input_info(m, i, &info);
+    tessel_tensor_info info = sig->in[i];
     loaded_input *in = &ins[i];
     snprintf(in->name, sizeof in->name, "%s", info.name);
     in->dtype = info.dtype;
@@ -569,8 +689,7 @@ static int prepare_inputs(tessel_model *m, const run_input *given, int ngiven, c
   for (int i = 0; i < ni; i++) {
     loaded_input *in = &ins[i];
     if (in->data) continue;
-    tessel_tensor_info info;
-    tessel_model_input_info(m, i, &info);
+    tessel_tensor_info info = sig->in[i];
     int64_t n = 1;
     for (int j = 0; j < info.ndim; j++) {
       in->shape[j] = info.dim_names[j] ? sym_value(&bound, info.dim_names[j]) : info.shape[j];
@@ -588,6 +707,83 @@ static int prepare_inputs(tessel_model *m, const run_input *given, int ngiven, c
   return 0;
 }
 
+/* Writes one output (DIR/NAME.npy with outdir), adds it to jouts and, in
+ * text mode, prints it. 0 or 2. */
+static int emit_output(const char *name, int dtype, int nd, const int64_t *shape, const void *data,
+                       const char *outdir, bool json, json_t *jouts) {
+  int64_t n = 1;
+  for (int j = 0; j < nd; j++) n *= shape[j];
+  size_t nbytes = (size_t)n * (size_t)tessel_dtype_bytes(dtype);
+  char file[4096] = "";
+  if (outdir) {
+    char base[256];
+    sanitize(name, base, sizeof base);
+    snprintf(file, sizeof file, "%s/%s.npy", outdir, base);
+    ts_diag d;
+    ts_diag_clear(&d);
+    if (tun_npy_write(file, dtype, nd, shape, data, &d) != TS_OK) {
+      fprintf(stderr, "tessel run: output %s: %s\n", name, d.msg);
+      return 2;
+    }
+  }
+  uint64_t ck = tsrt_checksum(data, nbytes);
+  json_t *o = json_object(), *sh = json_array();
+  for (int j = 0; j < nd; j++) json_array_append_new(sh, json_integer(shape[j]));
+  json_object_set_new(o, "name", json_string(name));
+  json_object_set_new(o, "dtype", json_string(tessel_dtype_name(dtype)));
+  json_object_set_new(o, "shape", sh);
+  char cks[17];
+  snprintf(cks, sizeof cks, "%016" PRIx64, ck);
+  json_object_set_new(o, "checksum", json_string(cks));
+  if (outdir) json_object_set_new(o, "file", json_string(file));
+  json_array_append_new(jouts, o);
+  if (!json) {
+    printf("output %s: %s[", name, tessel_dtype_name(dtype));
+    for (int j = 0; j < nd; j++) printf("%s%lld", j ? ", " : "", (long long)shape[j]);
+    printf("]");
+    if (dtype == TESSEL_DT_F32) {
+      const float *f = data;
+      printf(" =");
+      for (int64_t e = 0; e < n && e < 6; e++) printf(" %.6g", f[e]);
+      if (n > 6) printf(" ...");
+    }
+    printf("  checksum %s%s%s\n", cks, outdir ? "  -> " : "", outdir ? file : "");
+  }
+  return 0;
+}
+
+/* Median/mean/min/max of times (sorted in place) into root (and printed). */
+static void report_latency(double *times, int ntimes, bool json, json_t *root) {
+  if (ntimes <= 0) return;
+  double sum = 0;
+  for (int r = 0; r < ntimes; r++) sum += times[r];
+  qsort(times, (size_t)ntimes, sizeof *times, cmp_double);
+  double med = ntimes % 2 ? times[ntimes / 2] : 0.5 * (times[ntimes / 2 - 1] + times[ntimes / 2]);
+  json_t *lat = json_object();
+  json_object_set_new(lat, "runs", json_integer(ntimes));
+  json_object_set_new(lat, "median", json_real(med * 1e3));
+  json_object_set_new(lat, "mean", json_real(sum / ntimes * 1e3));
+  json_object_set_new(lat, "min", json_real(times[0] * 1e3));
+  json_object_set_new(lat, "max", json_real(times[ntimes - 1] * 1e3));
+  json_object_set_new(root, "latency_ms", lat);
+  if (!json)
+    printf("latency over %d runs: median %.4f ms, mean %.4f ms, min %.4f ms, max %.4f ms\n", ntimes, med * 1e3,
+           sum / ntimes * 1e3, times[0] * 1e3, times[ntimes - 1] * 1e3);
+}
+
+static json_t *inputs_json(const loaded_input *ins, int ni) {
+  json_t *jins = json_array();
+  for (int i = 0; i < ni; i++) {
+    json_t *o = json_object(), *sh = json_array();
+    for (int j = 0; j < ins[i].ndim; j++) json_array_append_new(sh, json_integer(ins[i].shape[j]));
+    json_object_set_new(o, "name", json_string(ins[i].name));
+    json_object_set_new(o, "shape", sh);
+    json_object_set_new(o, "source", json_string(ins[i].source));
+    json_array_append_new(jins, o);
+  }
+  return jins;
+}
+
 static int run_local(const char *so, loaded_input *ins, const char *outdir, bool bench, int repeat, bool json) {
   char err[600];
   tessel_model *m = tessel_model_load(so, err, sizeof err);
@@ -599,19 +795,12 @@ static int run_local(const char *so, loaded_input *ins, const char *outdir, bool
   int ni = tessel_model_num_inputs(m), no = tessel_model_num_outputs(m);
   double *times = NULL;
   int ntimes = 0;
-  json_t *root = json_object(), *jouts = json_array(), *jins = json_array();
-  for (int i = 0; i < ni; i++) {
+  json_t *root = json_object(), *jouts = json_array(), *jins = inputs_json(ins, ni);
+  for (int i = 0; i < ni; i++)
     if (tessel_model_set_input(m, i, ins[i].data, ins[i].ndim, ins[i].shape)) {
       fprintf(stderr, "tessel run: %s\n", tessel_model_error(m));
       goto out;
     }
-    json_t *o = json_object(), *sh = json_array();
-    for (int j = 0; j < ins[i].ndim; j++) json_array_append_new(sh, json_integer(ins[i].shape[j]));
-    json_object_set_new(o, "name", json_string(ins[i].name));
-    json_object_set_new(o, "shape", sh);
-    json_object_set_new(o, "source", json_string(ins[i].source));
-    json_array_append_new(jins, o);
-  }
   double t0 = tsrt_now();
   if (tessel_model_run(m)) {
     fprintf(stderr, "tessel run: %s\n", tessel_model_error(m));
@@ -644,44 +833,7 @@ static int run_local(const char *so, loaded_input *ins, const char *outdir, bool
       fprintf(stderr, "tessel run: %s\n", tessel_model_error(m));
       goto out;
     }
-    int64_t n = 1;
-    for (int j = 0; j < nd; j++) n *= shape[j];
-    size_t nbytes = (size_t)n * (size_t)tessel_dtype_bytes(info.dtype);
-    char file[4096] = "";
-    if (outdir) {
-      char base[256];
-      sanitize(info.name, base, sizeof base);
-      snprintf(file, sizeof file, "%s/%s.npy", outdir, base);
-      ts_diag d;
-      ts_diag_clear(&d);
-      if (tun_npy_write(file, info.dtype, nd, shape, data, &d) != TS_OK) {
-        fprintf(stderr, "tessel run: output %s: %s\n", info.name, d.msg);
-        goto out;
-      }
-    }
-    uint64_t ck = tsrt_checksum(data, nbytes);
-    json_t *o = json_object(), *sh = json_array();
-    for (int j = 0; j < nd; j++) json_array_append_new(sh, json_integer(shape[j]));
-    json_object_set_new(o, "name", json_string(info.name));
-    json_object_set_new(o, "dtype", json_string(tessel_dtype_name(info.dtype)));
-    json_object_set_new(o, "shape", sh);
-    char cks[17];
-    snprintf(cks, sizeof cks, "%016" PRIx64, ck);
-    json_object_set_new(o, "checksum", json_string(cks));
-    if (outdir) json_object_set_new(o, "file", json_string(file));
-    json_array_append_new(jouts, o);
-    if (!json) {
-      printf("output %s: %s[", info.name, tessel_dtype_name(info.dtype));
-      for (int j = 0; j < nd; j++) printf("%s%lld", j ? ", " : "", (long long)shape[j]);
-      printf("]");
-      if (info.dtype == TESSEL_DT_F32) {
-        const float *f = data;
-        printf(" =");
-        for (int64_t e = 0; e < n && e < 6; e++) printf(" %.6g", f[e]);
-        if (n > 6) printf(" ...");
-      }
-      printf("  checksum %s%s%s\n", cks, outdir ? "  -> " : "", outdir ? file : "");
-    }
+    if (emit_output(info.name, info.dtype, nd, shape, data, outdir, json, jouts)) goto out;
   }
   tessel_model_stats st;
   tessel_model_get_stats(m, &st);
@@ -698,22 +850,7 @@ static int run_local(const char *so, loaded_input *ins, const char *outdir, bool
   if (!json)
     printf("%d calls of %d kernels; workspace %.1f KiB (%.1f KiB without reuse); first run %.3f ms\n", st.ncalls,
            st.nkernels, (double)st.workspace_bytes / 1024.0, (double)st.naive_bytes / 1024.0, first * 1e3);
-  if (bench && ntimes) {
-    double sum = 0;
-    for (int r = 0; r < ntimes; r++) sum += times[r];
-    qsort(times, (size_t)ntimes, sizeof *times, cmp_double);
-    double med = ntimes % 2 ? times[ntimes / 2] : 0.5 * (times[ntimes / 2 - 1] + times[ntimes / 2]);
-    json_t *lat = json_object();
-    json_object_set_new(lat, "runs", json_integer(ntimes));
-    json_object_set_new(lat, "median", json_real(med * 1e3));
-    json_object_set_new(lat, "mean", json_real(sum / ntimes * 1e3));
-    json_object_set_new(lat, "min", json_real(times[0] * 1e3));
-    json_object_set_new(lat, "max", json_real(times[ntimes - 1] * 1e3));
-    json_object_set_new(root, "latency_ms", lat);
-    if (!json)
-      printf("latency over %d runs: median %.4f ms, mean %.4f ms, min %.4f ms, max %.4f ms\n", ntimes, med * 1e3,
-             sum / ntimes * 1e3, times[0] * 1e3, times[ntimes - 1] * 1e3);
-  }
+  if (bench) report_latency(times, ntimes, json, root);
   if (json) {
     char *s = json_dumps(root, JSON_INDENT(1));
     if (s) printf("%s\n", s);
@@ -729,8 +866,101 @@ out:
   return rc;
 }
 
+/* --tracker: a board from the tracker runs the artifact (rpc "run_model"). */
+static int run_remote(const char *so, const loaded_input *ins, int ni, const char *tracker, const char *key,
+                      const char *secret_file, double wait_s, const char *outdir, int repeat, bool json) {
+  char err[600];
+  rpc_secret sec;
+  if (rpc_secret_load(&sec, secret_file, err, sizeof err)) {
+    fprintf(stderr, "tessel run: %s\n", err);
+    return 2;
+  }
+  int rc = 2;
+  trk_conn *conn = NULL;
+  rpc_client *cl = NULL;
+  trk_grant g;
+  bool granted = false;
+  tsrt_model_run_result res;
+  memset(&res, 0, sizeof res);
+  tsrt_model_io *io = calloc((size_t)(ni ? ni : 1), sizeof *io);
+  json_t *root = json_object(), *jouts = json_array();
+  if (!io) goto out;
+  if (trk_conn_open(tracker, &sec, "client", 10000, &conn, err, sizeof err)) {
+    fprintf(stderr, "tessel run: tracker %s: %s\n", tracker, err);
+    goto out;
+  }
+  if (trk_request(conn, key, 0, (int64_t)(wait_s * 1000), 0, &g, err, sizeof err)) {
+    fprintf(stderr, "tessel run: no board with key '%s' from %s: %s\n", key, tracker, err);
+    goto out;
+  }
+  granted = true;
+  char url[RPC_MAX_ADDR + 16];
+  trk_url(g.address, url, sizeof url);
+  if (rpc_client_open(&cl, url, &sec, g.token, 10, err, sizeof err)) {
+    fprintf(stderr, "tessel run: board %s: %s\n", g.address, err);
+    goto out;
+  }
+  char id[64];
+  if (rpc_client_upload(cl, so, id, sizeof id)) {
+    fprintf(stderr, "tessel run: uploading %s to %s: %s\n", so, g.address, cl->err);
+    goto out;
+  }
+  for (int i = 0; i < ni; i++) {
+    snprintf(io[i].name, sizeof io[i].name, "%s", ins[i].name);
+    io[i].dtype = ins[i].dtype;
+    io[i].ndim = ins[i].ndim;
+    memcpy(io[i].shape, ins[i].shape, sizeof io[i].shape);
+    io[i].data = ins[i].data;
+    io[i].nbytes = ins[i].nbytes;
+  }
+  double t0 = tsrt_now();
+  if (rpc_client_run_model(cl, id, io, ni, repeat, 600, 0, &res)) {
+    fprintf(stderr, "tessel run: on %s: %s\n", g.address, cl->err);
+    goto out;
+  }
+  double wall = tsrt_now() - t0;
+  if (res.status != TSRT_OK) {
+    fprintf(stderr, "tessel run: on %s (%s): %s: %s\n", g.address, key, tsrt_status_name(res.status), res.error);
+    goto out;
+  }
+  if (outdir && mkdir(outdir, 0777) != 0 && errno != EEXIST) {
+    fprintf(stderr, "tessel run: cannot create %s: %s\n", outdir, strerror(errno));
+    goto out;
+  }
+  for (int i = 0; i < res.noutputs; i++)
+    if (emit_output(res.outputs[i].name, res.outputs[i].dtype, res.outputs[i].ndim, res.outputs[i].shape,
+                    res.outputs[i].data, outdir, json, jouts))
+      goto out;
+  json_object_set_new(root, "model", json_string(so));
+  json_object_set_new(root, "board", json_string(g.address));
+  json_object_set_new(root, "key", json_string(key));
+  json_object_set_new(root, "inputs", inputs_json(ins, ni));
+  json_object_set_new(root, "outputs", jouts);
+  jouts = NULL;
+  json_object_set_new(root, "round_trip_ms", json_real(wall * 1e3));
+  if (!json) printf("ran on %s (key %s); round trip with upload of inputs %.1f ms\n", g.address, key, wall * 1e3);
+  report_latency(res.secs, res.nsecs, json, root);
+  if (json) {
+    char *s = json_dumps(root, JSON_INDENT(1));
+    if (s) printf("%s\n", s);
+    free(s);
+  }
+  rc = 0;
+out:
+  tsrt_model_run_result_fini(&res);
+  json_decref(root);
+  json_decref(jouts);
+  free(io);
+  if (cl) rpc_client_close(cl);
+  if (granted) trk_release(conn, &g, err, sizeof err);
+  if (conn) trk_conn_close(conn);
+  rpc_secret_wipe(&sec);
+  return rc;
+}
+
 int tun_cmd_run_model(int argc, char **argv) {
-  const char *so = NULL, *outdir = NULL, *tracker = NULL, *key = NULL;
+  const char *so = NULL, *outdir = NULL, *tracker = NULL, *key = NULL, *secret_file = NULL;
+  double rpc_wait = 60;
   run_input given[64];
   int ngiven = 0, repeat = 20;
   bool bench = false, json = false;
@@ -778,6 +1008,10 @@ int tun_cmd_run_model(int argc, char **argv) {
       tracker = argv[++i];
     } else if (!strcmp(a, "--key") && more) {
       key = argv[++i];
+    } else if (!strcmp(a, "--secret-file") && more) {
+      secret_file = argv[++i];
+    } else if (!strcmp(a, "--rpc-wait") && more) {
+      rpc_wait = atof(argv[++i]);
     } else if (a[0] == '-' || so) {
       fprintf(stderr, "tessel run: unexpected argument '%s'\n%s", a, run_usage);
       return 2;
@@ -793,22 +1027,27 @@ int tun_cmd_run_model(int argc, char **argv) {
     fprintf(stderr, "tessel run: --repeat wants 1..100000\n");
     return 2;
   }
-  if (tracker || key) {
-    fprintf(stderr, "tessel run: --tracker/--key: running models on boards is not built yet\n");
+  if (!tracker != !key) {
+    fprintf(stderr, "tessel run: --tracker and --key go together\n");
     return 2;
   }
-  /* the inputs' names and shapes come from the artifact */
-  char err[600];
-  tessel_model *m = tessel_model_load(so, err, sizeof err);
-  if (!m) {
+  /* the inputs' names and shapes come from the artifact (or its .json) */
+  char err[700];
+  model_sig *sig = calloc(1, sizeof *sig);
+  if (!sig) return 1;
+  if (sig_load(so, sig, err, sizeof err)) {
     fprintf(stderr, "tessel run: %s\n", err);
+    free(sig);
     return 2;
   }
-  int ni = tessel_model_num_inputs(m);
+  int ni = sig->ni;
   loaded_input *ins = calloc((size_t)(ni ? ni : 1), sizeof *ins);
-  int rc = ins ? prepare_inputs(m, given, ngiven, &syms, seed, ins) : 1;
-  tessel_model_free(m);
-  if (rc == 0) rc = run_local(so, ins, outdir, bench, repeat, json);
+  int rc = ins ? prepare_inputs(sig, given, ngiven, &syms, seed, ins) : 1;
+  if (rc == 0 && tracker)
+    rc = run_remote(so, ins, ni, tracker, key, secret_file, rpc_wait, outdir, bench ? repeat : 0, json);
+  else if (rc == 0)
+    rc = run_local(so, ins, outdir, bench, repeat, json);
+  free(sig);
   for (int i = 0; ins && i < ni; i++) free(ins[i].data);
   free(ins);
   for (int g = 0; g < ngiven; g++) free((void *)given[g].name);

@@ -5,10 +5,15 @@
 #include "model.h"
 
 #include <dlfcn.h>
+#include <errno.h>
+#include <poll.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "../../include/tessel/tessel_model.h"
 
@@ -538,4 +543,190 @@ int64_t tessel_model_symbol(const tessel_model *m, const char *name) {
   for (int k = 0; k < m->p->nsyms; k++)
     if (!strcmp(m->p->syms[k], name)) return m->syms[k];
   return -1;
+}
+
+/* ---- forked runs ---------------------------------------------------------------------- */
+
+
+static int put(int fd, const void *p, size_t n) {
+  const char *c = p;
+  while (n) {
+    ssize_t w = write(fd, c, n);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) return -1;
+    c += w;
+    n -= (size_t)w;
+  }
+  return 0;
+}
+
+/* n bytes before the deadline: 0, -1 (EOF/error), -2 (timeout). */
+static int get(int fd, void *p, size_t n, double deadline) {
+  char *c = p;
+  while (n) {
+    double left = deadline - tsrt_now();
+    if (left <= 0) return -2;
+    struct pollfd pfd = {fd, POLLIN, 0};
+    int pr = poll(&pfd, 1, (int)(left * 1000) + 1);
+    if (pr < 0 && errno == EINTR) continue;
+    if (pr == 0) return -2;
+    if (pr < 0) return -1;
+    ssize_t r = read(fd, c, n);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) return -1;
+    c += r;
+    n -= (size_t)r;
+  }
+  return 0;
+}
+
+/* The child's report: a header, then per output its io record and bytes
+ * (same binary on both ends of the pipe). */
+typedef struct run_header {
+  int32_t status, nsecs, noutputs;
+  char error[512];
+  double secs[TSRT_MAX_REPEAT];
+} run_header;
+
+static void child_run(int fd, const char *path, const tsrt_model_io *in, int nin, int repeat) {
+  run_header h;
+  memset(&h, 0, sizeof h);
+  h.status = TSRT_ELOAD;
+  tessel_model *m = tessel_model_load(path, h.error, sizeof h.error);
+  if (!m) goto report;
+  for (int i = 0; i < m->p->ninputs; i++) {
+    const char *name = m->p->tensors[m->p->inputs[i]].name;
+    const tsrt_model_io *io = NULL;
+    for (int k = 0; k < nin; k++)
+      if (!strcmp(in[k].name, name)) io = &in[k];
+    if (!io) {
+      snprintf(h.error, sizeof h.error, "input %s was not sent", name);
+      goto report;
+    }
+    int64_t want = tsrt_dtype_bytes(m->p->tensors[m->p->inputs[i]].dtype);
+    for (int j = 0; j < io->ndim; j++) want *= io->shape[j];
+    if (io->dtype != m->p->tensors[m->p->inputs[i]].dtype || (int64_t)io->nbytes != want) {
+      snprintf(h.error, sizeof h.error, "input %s: %s data of %zu bytes does not fit the model's %s", name,
+               tsrt_dtype_name(io->dtype), io->nbytes, tsrt_dtype_name(m->p->tensors[m->p->inputs[i]].dtype));
+      goto report;
+    }
+    if (tessel_model_set_input(m, i, io->data, io->ndim, io->shape)) {
+      snprintf(h.error, sizeof h.error, "%s", m->err);
+      goto report;
+    }
+  }
+  h.status = TSRT_EKERNEL;
+  if (tessel_model_run(m)) {
+    snprintf(h.error, sizeof h.error, "%s", m->err);
+    goto report;
+  }
+  for (int r = 0; r < repeat && r < TSRT_MAX_REPEAT; r++) {
+    double t0 = tsrt_now();
+    if (tessel_model_run(m)) {
+      snprintf(h.error, sizeof h.error, "%s", m->err);
+      goto report;
+    }
+    h.secs[h.nsecs++] = tsrt_now() - t0;
+  }
+  h.status = TSRT_OK;
+  h.noutputs = m->p->noutputs;
+report:
+  if (put(fd, &h, sizeof h) == 0 && h.status == TSRT_OK)
+    for (int i = 0; i < h.noutputs; i++) {
+      tsrt_model_io io;
+      memset(&io, 0, sizeof io);
+      const void *data = NULL;
+      int nd = 0;
+      tessel_model_get_output(m, i, &data, &nd, io.shape);
+      const tsrt_model_tensor *x = &m->p->tensors[m->p->outputs[i]];
+      snprintf(io.name, sizeof io.name, "%s", x->name);
+      io.dtype = x->dtype;
+      io.ndim = nd;
+      io.nbytes = (size_t)tsrt_dtype_bytes(x->dtype);
+      for (int j = 0; j < nd; j++) io.nbytes *= (size_t)io.shape[j];
+      if (put(fd, &io, sizeof io) || (io.nbytes && put(fd, data, io.nbytes))) break;
+    }
+  tessel_model_free(m);
+}
+
+void tsrt_model_run_forked(const char *path, const tsrt_model_io *inputs, int ninputs, int repeat,
+                           double timeout_s, int num_threads, tsrt_model_run_result *res) {
+  memset(res, 0, sizeof *res);
+  double timeout = timeout_s > 0 ? timeout_s : 60;
+  int fds[2];
+  if (pipe(fds) != 0) {
+    res->status = TSRT_ESYSTEM;
+    snprintf(res->error, sizeof res->error, "pipe: %s", strerror(errno));
+    return;
+  }
+  fflush(NULL);
+  pid_t pid = fork();
+  if (pid < 0) {
+    res->status = TSRT_ESYSTEM;
+    snprintf(res->error, sizeof res->error, "fork: %s", strerror(errno));
+    close(fds[0]);
+    close(fds[1]);
+    return;
+  }
+  if (pid == 0) {
+    close(fds[0]);
+    if (num_threads > 0) {
+      char buf[16];
+      snprintf(buf, sizeof buf, "%d", num_threads);
+      setenv("TESSEL_NUM_THREADS", buf, 1);
+    }
+    child_run(fds[1], path, inputs, ninputs, repeat);
+    close(fds[1]);
+    _exit(0);
+  }
+  close(fds[1]);
+  double deadline = tsrt_now() + timeout;
+  run_header h;
+  int rc = get(fds[0], &h, sizeof h, deadline);
+  if (rc == 0) {
+    h.error[sizeof h.error - 1] = '\0';
+    res->status = (tsrt_status)h.status;
+    snprintf(res->error, sizeof res->error, "%s", h.error);
+    res->nsecs = h.nsecs < 0 ? 0 : h.nsecs > TSRT_MAX_REPEAT ? TSRT_MAX_REPEAT : h.nsecs;
+    memcpy(res->secs, h.secs, sizeof res->secs);
+    if (h.status == TSRT_OK && h.noutputs > 0 && h.noutputs <= 4096) {
+      res->outputs = calloc((size_t)h.noutputs, sizeof *res->outputs);
+      if (!res->outputs) rc = -1;
+      for (int i = 0; i < h.noutputs && rc == 0; i++) {
+        tsrt_model_io *io = &res->outputs[i];
+        if ((rc = get(fds[0], io, sizeof *io, deadline)) != 0) break;
+        io->name[sizeof io->name - 1] = '\0';
+        io->data = malloc(io->nbytes ? io->nbytes : 1);
+        if (!io->data) {
+          rc = -1;
+          break;
+        }
+        res->noutputs = i + 1;
+        if (io->nbytes && (rc = get(fds[0], io->data, io->nbytes, deadline)) != 0) break;
+      }
+    }
+  }
+  if (rc == -2) kill(pid, SIGKILL);
+  int wst = 0;
+  while (waitpid(pid, &wst, 0) < 0 && errno == EINTR) {
+  }
+  close(fds[0]);
+  if (rc == -2) {
+    tsrt_model_run_result_fini(res);
+    res->status = TSRT_ETIMEOUT;
+    snprintf(res->error, sizeof res->error, "the model run took over %.1f s (killed)", timeout);
+  } else if (rc != 0) {
+    tsrt_model_run_result_fini(res);
+    res->status = WIFSIGNALED(wst) ? TSRT_ECRASH : TSRT_ESYSTEM;
+    snprintf(res->error, sizeof res->error, "%s", WIFSIGNALED(wst) ? "the model run crashed" : "lost the child's report");
+    if (WIFSIGNALED(wst))
+      snprintf(res->error, sizeof res->error, "the model run died on signal %d", WTERMSIG(wst));
+  }
+}
+
+void tsrt_model_run_result_fini(tsrt_model_run_result *res) {
+  for (int i = 0; i < res->noutputs && res->outputs; i++) free(res->outputs[i].data);
+  free(res->outputs);
+  res->outputs = NULL;
+  res->noutputs = 0;
 }

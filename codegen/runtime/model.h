@@ -93,4 +93,32 @@ typedef struct tessel_model tsrt_model;
 int tsrt_model_memory_plan(const tsrt_model_plan *p, const int64_t *sym_values, int64_t *offsets,
                            uint64_t *workspace_bytes, uint64_t *naive_bytes, char *err, size_t errn);
 
+/* ---- running a model in a forked child (rpc_server's "run_model") ---------- */
+typedef struct tsrt_model_io {
+  char name[128];
+  int32_t dtype;
+  int32_t ndim;
+  int64_t shape[TSRT_MAX_DIMS];
+  void *data; /* heap (malloc) in results; the caller's in inputs */
+  size_t nbytes;
+} tsrt_model_io;
+
+typedef struct tsrt_model_run_result {
+  tsrt_status status;
+  char error[512];
+  int nsecs;                     /* timed runs (after one warm-up run) */
+  double secs[TSRT_MAX_REPEAT];
+  int noutputs;
+  tsrt_model_io *outputs;        /* heap; tsrt_model_run_result_fini */
+} tsrt_model_run_result;
+
+/* Loads the model at path in a forked child, sets every model input from the
+ * io of the same name (all must be given), runs once, then `repeat` timed
+ * runs (0: none), and sends the outputs back through a pipe. A crash, a
+ * kernel error or timeout_s costs the child only; res->status says what
+ * happened (TSRT_ELOAD also for missing/ill-shaped inputs, with the reason). */
+void tsrt_model_run_forked(const char *path, const tsrt_model_io *inputs, int ninputs, int repeat,
+                           double timeout_s, int num_threads, tsrt_model_run_result *res);
+void tsrt_model_run_result_fini(tsrt_model_run_result *res);
+
 #endif

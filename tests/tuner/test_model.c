@@ -14,7 +14,10 @@
  *    batch — and the outputs must still match onnxruntime at batch 1 (the
  *    specialisation) and 3 (the symbolic kernel);
  *  - errors: wrong input shapes, unknown input names, a single-kernel .so,
- *    a missing model, each exit 2 with a message naming the problem.
+ *    a missing model, each exit 2 with a message naming the problem;
+ *  - (with argv[3..4]: the aarch64 rpc_server and qemu-aarch64, registered as
+ *    the board_model test in tests/board) mlp built for aarch64 runs through
+ *    a tracker on the aarch64 rpc_server under qemu and matches onnxruntime.
  * argv[1]: the tessel binary; argv[2]: the run_model example. Models come
  * from MODELS_DIR (tests/models), python from TESSEL_SOURCE_ROOT/.venv. */
 #include <check.h>
@@ -24,6 +27,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <signal.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "codegen/llvm.h"
@@ -38,6 +43,7 @@
 #include "tuner/npy.h"
 
 static const char *tessel, *example, *models, *root;
+static const char *server_arm, *qemu; /* the board case: argv[3], argv[4] */
 static char tmpdir[256], python[512], ort_script[512];
 
 typedef struct result {
@@ -497,6 +503,79 @@ START_TEST(errors) {
 }
 END_TEST
 
+/* ---- a board: the aarch64 rpc_server under qemu, through a tracker ---------------------- */
+
+static pid_t spawn_sh(const char *cmd) {
+  pid_t pid = fork();
+  if (pid == 0) {
+    execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
+    _exit(127);
+  }
+  return pid;
+}
+
+static void stop(pid_t pid) {
+  if (pid <= 0) return;
+  kill(pid, SIGTERM);
+  for (int i = 0; i < 50; i++) {
+    int ws;
+    if (waitpid(pid, &ws, WNOHANG) == pid) return;
+    usleep(100000);
+  }
+  kill(pid, SIGKILL);
+  waitpid(pid, NULL, 0);
+}
+
+START_TEST(board_aarch64) {
+  if (!server_arm || !qemu || !have_python()) {
+    fprintf(stderr, "board_aarch64: no aarch64 rpc_server / qemu / venv: skipped\n");
+    return;
+  }
+  char secret[400], cmd[2048], so[400], dir[400];
+  snprintf(secret, sizeof secret, "%s/secret", tmpdir);
+  FILE *f = fopen(secret, "w");
+  ck_assert_ptr_nonnull(f);
+  fprintf(f, "model-board-secret-%ld-%d\n", (long)time(NULL), (int)getpid());
+  fclose(f);
+  srand((unsigned)(getpid() ^ time(NULL)));
+  int tport = 20000 + rand() % 20000, sport = tport + 1;
+  /* exec: the shell's pid is the tracker's / qemu's, so stop() ends them */
+  snprintf(cmd, sizeof cmd, "exec '%s' tracker --host 127.0.0.1 --port %d --secret-file '%s' >'%s/trk.log' 2>&1",
+           tessel, tport, secret, tmpdir);
+  pid_t trk = spawn_sh(cmd);
+  snprintf(cmd, sizeof cmd,
+           "TESSEL_NUM_THREADS=1 TESSEL_RPC_SECRET_FILE='%s' exec '%s' '%s' --tracker 127.0.0.1:%d --key qemu-model "
+           "--port %d --host 127.0.0.1 >'%s/srv.log' 2>&1",
+           secret, qemu, server_arm, tport, sport, tmpdir);
+  pid_t srv = spawn_sh(cmd);
+  snprintf(so, sizeof so, "%s/mlp_arm.so", tmpdir);
+  snprintf(dir, sizeof dir, "%s/arm", tmpdir);
+  result b = sh("'%s' build '%s/mlp.onnx' --target 'llvm -mtriple=aarch64-linux-gnu' -o '%s'", tessel, models, so);
+  ort("mlp", dir, 1);
+  /* the board registers within a few seconds; run waits for it (--rpc-wait) */
+  result r = sh("'%s' run '%s' --tracker 127.0.0.1:%d --key qemu-model --secret-file '%s' --rpc-wait 60 "
+                "--input 'x=%s/in/x.npy' --output-dir '%s/out' --bench --repeat 3 --json",
+                tessel, so, tport, secret, dir, dir);
+  stop(srv);
+  stop(trk);
+  ck_assert_msg(b.status == 0, "aarch64 build: %s", b.err);
+  ck_assert_msg(r.status == 0, "run on the board: exit %d: %s", r.status, r.err);
+  json_t *j = json_loads(r.out, 0, NULL);
+  ck_assert_ptr_nonnull(j);
+  ck_assert_int_eq(json_integer_value(json_object_get(json_object_get(j, "latency_ms"), "runs")), 3);
+  ck_assert_ptr_nonnull(strstr(json_string_value(json_object_get(j, "key")), "qemu-model"));
+  json_decref(j);
+  double e = compare(dir, "out", "y", 1e-4, 1e-5);
+  fprintf(stderr, "mlp on the aarch64 board (qemu): max abs error vs onnxruntime %.3g\n", e);
+  /* the host cannot load it: the description next to it names the inputs */
+  char side[500];
+  snprintf(side, sizeof side, "%s.json", so);
+  ck_assert_int_eq(access(side, R_OK), 0);
+  rfree(&b);
+  rfree(&r);
+}
+END_TEST
+
 int main(int argc, char **argv) {
   if (argc < 3) {
     fprintf(stderr, "usage: test_model TESSEL RUN_MODEL_EXAMPLE\n");
@@ -504,6 +583,7 @@ int main(int argc, char **argv) {
   }
   tessel = argv[1];
   example = argv[2];
+  if (argc >= 5) server_arm = argv[3], qemu = argv[4];
   models = getenv("MODELS_DIR");
   root = getenv("TESSEL_SOURCE_ROOT");
   if (!models || !root) {
@@ -516,13 +596,17 @@ int main(int argc, char **argv) {
   TCase *tc = tcase_create("model");
   tcase_add_checked_fixture(tc, setup, teardown);
   tcase_set_timeout(tc, 240);
-  tcase_add_test(tc, npy_roundtrip);
-  tcase_add_test(tc, npy_headers_and_refusals);
-  tcase_add_test(tc, memory_plan_reuse);
-  tcase_add_test(tc, parity_mlp_cnn);
-  tcase_add_test(tc, parity_transformer_two_batches);
-  tcase_add_test(tc, parity_tuned);
-  tcase_add_test(tc, errors);
+  if (server_arm) { /* the board_model registration runs only the board case */
+    tcase_add_test(tc, board_aarch64);
+  } else {
+    tcase_add_test(tc, npy_roundtrip);
+    tcase_add_test(tc, npy_headers_and_refusals);
+    tcase_add_test(tc, memory_plan_reuse);
+    tcase_add_test(tc, parity_mlp_cnn);
+    tcase_add_test(tc, parity_transformer_two_batches);
+    tcase_add_test(tc, parity_tuned);
+    tcase_add_test(tc, errors);
+  }
   suite_add_tcase(s, tc);
   SRunner *sr = srunner_create(s);
   srunner_run_all(sr, CK_NORMAL);
