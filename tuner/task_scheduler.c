@@ -295,7 +295,7 @@ void tun_tune_model_estimate(tun_tune_model_result *r) {
 void tun_tune_model_print(FILE *out, const tun_tune_model_result *r, const char *title) {
   if (!out) return;
   if (title) fprintf(out, "%s\n", title);
-  fprintf(out, "%3s  %-36s %6s %10s %12s %10s %7s\n", "ID", "task", "weight", "MFLOP", "best (ms)", "GFLOP/s",
+  fprintf(out, "%3s  %-44s %6s %10s %12s %10s %7s\n", "ID", "task", "weight", "MFLOP", "best (ms)", "GFLOP/s",
           "trials");
   for (int i = 0; i < r->ntasks; i++) {
     const tun_model_task_status *t = &r->tasks[i];
@@ -311,7 +311,7 @@ void tun_tune_model_print(FILE *out, const tun_tune_model_result *r, const char 
       snprintf(lat, sizeof lat, "-");
       snprintf(gf, sizeof gf, "-");
     }
-    fprintf(out, "%3d  %-36.36s %6d %10.3f %12s %10s %7d%s\n", i, t->name ? t->name : "?", t->weight,
+    fprintf(out, "%3d  %-44.44s %6d %10.3f %12s %10s %7d%s\n", i, t->name ? t->name : "?", t->weight,
             t->flops * 1e-6, lat, gf, t->trials, t->dead ? "  (search exhausted)" : "");
   }
   if (r->missing == r->ntasks)

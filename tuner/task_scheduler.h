@@ -148,8 +148,8 @@ typedef struct tun_tune_model_result {
 } tun_tune_model_result;
 void tun_tune_model_result_fini(tun_tune_model_result *r);
 
-/* Fills r from the scheduler state (best, default latency) and computes the
- * estimate; r->tasks must hold s->n entries. */
+/* Recomputes r's totals from r->tasks: trials, and the estimate Σ weight ×
+ * (best_seconds, else default_seconds) with from_default and missing. */
 void tun_tune_model_estimate(tun_tune_model_result *r);
 
 /* Prints the per-task table (id, task, weight, GFLOP, best latency, GFLOP/s,
