@@ -21,7 +21,7 @@
 
 static const char usage[] =
     "usage: tessel tune-model MODEL.onnx --trials N --log LOG [--target T]\n"
-    "         [--task-scheduler gradient|round-robin] [--bind NAME=VALUE ...]\n"
+    "         [--task-scheduler gradient|round-robin] [--sym NAME=VALUE ...]\n"
     "         [--batch N] [--model xgb|random] [--seed S] [--number N] [--repeat N]\n"
     "         [--min-repeat-ms MS] [--timeout S] [--cache-flush] [--threads N]\n"
     "         [--build-jobs N] [--no-default] [--json]\n"
@@ -44,19 +44,21 @@ static const char usage[] =
     "weight x best latency, are printed to stderr (redrawn in place on a terminal).\n"
     "Tasks never tuned are estimated by their default schedule, measured once\n"
     "(--no-default: left out). Symbolic dims (e.g. batch) are bound at 1 for tuning,\n"
-    "or at --bind NAME=VALUE; build with the same values to find the records.\n"
+    "or at --sym NAME=VALUE (as `tessel tasks`); build with the same --sym values to\n"
+    "find the records.\n"
     "--json prints {model, target, task_scheduler, trials, new_trials, rounds, tasks:\n"
     "[{name, key, weight, flops, best_seconds, gflops, default_seconds, trials}],\n"
     "estimated_latency_seconds, log}.\n";
 
-enum { OPT_SCHED = 2000, OPT_BIND, OPT_NODEFAULT };
+enum { OPT_SCHED = 2000, OPT_SYM, OPT_NODEFAULT };
 
 #define MAX_BIND 16
 
 int tun_cmd_tune_model(int argc, char **argv) {
   static const struct option own[] = {{"help", no_argument, 0, 'h'},
                                       {"task-scheduler", required_argument, 0, OPT_SCHED},
-                                      {"bind", required_argument, 0, OPT_BIND},
+                                      {"sym", required_argument, 0, OPT_SYM},
+                                      {"bind", required_argument, 0, OPT_SYM},
                                       {"no-default", no_argument, 0, OPT_NODEFAULT}};
   struct option opts[64];
   size_t nown = sizeof own / sizeof own[0], nshared = 0;
@@ -86,13 +88,13 @@ int tun_cmd_tune_model(int argc, char **argv) {
         return 2;
       }
       break;
-    case OPT_BIND: {
+    case OPT_SYM: {
       const char *eq = strchr(optarg, '=');
       char *end = NULL;
       long long v = eq ? strtoll(eq + 1, &end, 10) : 0;
       if (!eq || eq == optarg || (size_t)(eq - optarg) >= sizeof bind_buf[0] || !end || *end || eq[1] == 0 ||
           v < 1 || nbind == MAX_BIND) {
-        fprintf(stderr, "tessel tune-model: --bind '%s': expected NAME=VALUE with VALUE >= 1 (at most %d)\n",
+        fprintf(stderr, "tessel tune-model: --sym '%s': expected NAME=VALUE with VALUE >= 1 (at most %d)\n",
                 optarg, MAX_BIND);
         return 2;
       }
@@ -140,6 +142,16 @@ int tun_cmd_tune_model(int argc, char **argv) {
       tg_extract_tasks_at(g, nbind, bind_names, bind_values, &tasks, &ntasks, &d)) {
     fprintf(stderr, "tessel tune-model: %s\n", d.msg);
     goto out;
+  }
+  for (int k = 0; k < nbind; k++) { /* a --sym the model does not have is a mistake */
+    bool found = false;
+    for (int v = 0; v < g->nvalues && !found; v++)
+      for (int a = 0; a < g->values[v]->ndim && !found; a++)
+        found = g->values[v]->dims[a].sym && !strcmp(g->values[v]->dims[a].sym, bind_names[k]);
+    if (!found) {
+      fprintf(stderr, "tessel tune-model: %s has no symbolic dim named '%s'\n", path, bind_names[k]);
+      goto out;
+    }
   }
   if (ntasks == 0) {
     fprintf(stderr, "tessel tune-model: %s has no kernels to tune (every node folded away)\n", path);
