@@ -88,7 +88,8 @@ typedef struct cctx {
   int tmp;
   preload pre[64];
   int npre;
-  int nvector, nshuffle, nsync;
+  int nvector, nshuffle, nsync, nwmma;
+  bool uses_wmma;
   /* barrier pass */
   const ir_buffer **shared;
   int nshared;
@@ -475,6 +476,21 @@ static void ex(cctx *c, const ir_expr *e, int lane) {
   case IR_BROADCAST:
     ex(c, e->u.bcast.value, -1);
     return;
+  case IR_ACCESS_PTR:
+    P(c, "(%s + ", bname(c, e->u.ptr.buf));
+    ex(c, e->u.ptr.offset, -1);
+    P(c, ")");
+    return;
+  case IR_REINTERPRET:
+    P(c, "(*(const %s *)&(", ctype(c, e->dtype));
+    ex(c, e->u.cast.value, l);
+    P(c, "))");
+    return;
+  case IR_CALL_EXTERN:
+    FAIL(c, "cuda: extern call %s used as a value; the CUDA back end knows only the tessel.wmma.* "
+            "statements",
+         e->u.ext.name);
+    return;
   default:
     FAIL(c, "cuda: cannot emit expression kind %d", (int)e->kind);
     return;
@@ -589,6 +605,10 @@ static void set_union(accset *into, const accset *x) {
 
 static bool acc_expr_cb(void *ctx, const ir_expr *e) {
   if (e->kind == IR_LOAD && is_shared(e->u.load.buf)) set_add(ctx, false, e->u.load.buf);
+  if (e->kind == IR_ACCESS_PTR && is_shared(e->u.ptr.buf)) { /* WMMA loads/stores through a pointer */
+    if (e->u.ptr.rw & IR_ACCESS_READ) set_add(ctx, false, e->u.ptr.buf);
+    if (e->u.ptr.rw & IR_ACCESS_WRITE) set_add(ctx, true, e->u.ptr.buf);
+  }
   return true;
 }
 static bool acc_stmt_cb(void *ctx, const ir_stmt *s) {
@@ -786,6 +806,7 @@ static void launch_walk(cctx *c, const ir_stmt *s) {
 /* ---- statements ----------------------------------------------------------------- */
 
 static void st(cctx *c, const ir_stmt *s);
+static void decl_fragment(cctx *c, const ir_stmt *alloc);
 
 static bool loop_unrolled(const ir_stmt *s) {
   if (s->u.loop.kind == IR_FOR_UNROLLED) return true;
@@ -1215,6 +1236,8 @@ static void st_alloc(cctx *c, const ir_stmt *s) {
     }
     indent(c);
     P(c, "__align__(16) %s %s[%" PRId64 "];\n", ctype(c, b->dtype), bname(c, b), n);
+  } else if (strncmp(scope, "wmma.", 5) == 0) {
+    decl_fragment(c, s);
   } else if (strcmp(scope, "global") == 0) {
     /* hoisted to the module (emitted before the kernels) */
   } else {
@@ -1222,6 +1245,124 @@ static void st_alloc(cctx *c, const ir_stmt *s) {
     return;
   }
   st(c, s->u.alloc.body);
+}
+
+/* ---- WMMA (docs/TENSORIZE.md: TVM's names and argument order) ------------- */
+
+static bool is_wmma(const ir_buffer *b) { return b && b->scope && strncmp(b->scope, "wmma.", 5) == 0; }
+
+/* A fragment argument: access_ptr(frag, offset) plus an index -> frag[offset/256 + index]. */
+static void frag_ref(cctx *c, const ir_expr *ptr, const ir_expr *idx, const char *call) {
+  if (ptr->kind != IR_ACCESS_PTR || !is_wmma(ptr->u.ptr.buf)) {
+    FAIL(c, "cuda: %s: the fragment argument is not access_ptr of a wmma.* buffer", call);
+    return;
+  }
+  P(c, "%s[(", bname(c, ptr->u.ptr.buf));
+  ex(c, ptr->u.ptr.offset, -1);
+  P(c, ") / 256 + (");
+  ex(c, idx, -1);
+  P(c, ")]");
+}
+
+static const char *layout_of(const ir_expr *e) {
+  if (e && e->kind == IR_STR_IMM && e->u.sval && strcmp(e->u.sval, "col_major") == 0) return "col_major";
+  return "row_major";
+}
+
+static void st_wmma(cctx *c, const ir_expr *call) {
+  const char *name = call->u.ext.name + strlen("tessel.wmma.");
+  ir_expr *const *a = call->u.ext.args;
+  int n = call->u.ext.nargs;
+  c->nwmma++;
+  indent(c);
+  if (strcmp(name, "fill_fragment") == 0 && n == 6) {
+    P(c, "nvcuda::wmma::fill_fragment(");
+    frag_ref(c, a[0], a[4], "fill_fragment");
+    P(c, ", ");
+    ex(c, a[5], -1);
+    P(c, ");\n");
+  } else if (strcmp(name, "load_matrix_sync") == 0 && n == 8) {
+    P(c, "nvcuda::wmma::load_matrix_sync(");
+    frag_ref(c, a[0], a[4], "load_matrix_sync");
+    P(c, ", ");
+    ex(c, a[5], -1);
+    P(c, ", ");
+    ex(c, a[6], -1);
+    if (a[0]->kind == IR_ACCESS_PTR && strcmp(a[0]->u.ptr.buf->scope, "wmma.accumulator") == 0)
+      P(c, ", nvcuda::wmma::mem_%s", layout_of(a[7]));
+    P(c, ");\n");
+  } else if (strcmp(name, "mma_sync") == 0 && n == 8) {
+    P(c, "nvcuda::wmma::mma_sync(");
+    for (int i = 0; i < 4; i++) {
+      if (i) P(c, ", ");
+      frag_ref(c, a[2 * i], a[2 * i + 1], "mma_sync");
+    }
+    P(c, ");\n");
+  } else if (strcmp(name, "store_matrix_sync") == 0 && n == 8) {
+    P(c, "nvcuda::wmma::store_matrix_sync(");
+    ex(c, a[5], -1);
+    P(c, ", ");
+    frag_ref(c, a[0], a[4], "store_matrix_sync");
+    P(c, ", ");
+    ex(c, a[6], -1);
+    P(c, ", nvcuda::wmma::mem_%s);\n", layout_of(a[7]));
+  } else {
+    FAIL(c, "cuda: unknown WMMA call tessel.wmma.%s with %d arguments (known: fill_fragment 6, "
+            "load_matrix_sync 8, mma_sync 8, store_matrix_sync 8)",
+         name, n);
+  }
+}
+
+/* The layout a matrix_a/b fragment is loaded with (its declaration needs it). */
+typedef struct lay_ctx {
+  const ir_buffer *buf;
+  const char *layout;
+} lay_ctx;
+static bool lay_cb(void *ctx, const ir_expr *e) {
+  lay_ctx *l = ctx;
+  if (e->kind == IR_CALL_EXTERN && e->u.ext.nargs == 8 &&
+      strcmp(e->u.ext.name, "tessel.wmma.load_matrix_sync") == 0 && e->u.ext.args[0]->kind == IR_ACCESS_PTR &&
+      e->u.ext.args[0]->u.ptr.buf == l->buf)
+    l->layout = layout_of(e->u.ext.args[7]);
+  return true;
+}
+
+static void decl_fragment(cctx *c, const ir_stmt *alloc) {
+  const ir_buffer *b = alloc->u.alloc.buf;
+  int64_t n = ir_buffer_const_size(b);
+  if (n <= 0 || n % 256) {
+    FAIL(c, "cuda: fragment buffer %s (%s) must hold whole 16x16 tiles (256 elements each), has %lld", b->name,
+         b->scope, (long long)n);
+    return;
+  }
+  const char *use = strcmp(b->scope, "wmma.matrix_a") == 0   ? "matrix_a"
+                    : strcmp(b->scope, "wmma.matrix_b") == 0 ? "matrix_b"
+                    : strcmp(b->scope, "wmma.accumulator") == 0 ? "accumulator" : NULL;
+  if (!use) {
+    FAIL(c, "cuda: unknown fragment scope '%s' of %s", b->scope, b->name);
+    return;
+  }
+  const char *et = b->dtype.code == IR_F16 ? "half" : b->dtype.code == IR_BF16 ? "__nv_bfloat16"
+                   : b->dtype.code == IR_F32 ? "float" : NULL;
+  if (!et || (strcmp(use, "accumulator") != 0 && b->dtype.code == IR_F32) ||
+      (strcmp(use, "accumulator") == 0 && b->dtype.code != IR_F32 && b->dtype.code != IR_F16)) {
+    char dt[16];
+    FAIL(c, "cuda: fragment %s (%s) of %s is not a WMMA type (f16/bf16 inputs, f32/f16 accumulator)", b->name,
+         use, ir_dtype_str(b->dtype, dt, sizeof dt));
+    return;
+  }
+  c->uses_wmma = true;
+  indent(c);
+  if (strcmp(use, "accumulator") == 0) {
+    P(c, "nvcuda::wmma::fragment<nvcuda::wmma::accumulator, 16, 16, 16, %s> %s[%lld];\n", et, bname(c, b),
+      (long long)(n / 256));
+  } else {
+    lay_ctx l = {b, "row_major"};
+    ir_visitor v = {lay_cb, NULL, &l};
+    ir_visit_stmt(&v, alloc->u.alloc.body);
+    P(c, "nvcuda::wmma::fragment<nvcuda::wmma::%s, 16, 16, 16, %s, nvcuda::wmma::%s> %s[%lld];\n", use, et,
+      l.layout, bname(c, b), (long long)(n / 256));
+  }
 }
 
 static void st(cctx *c, const ir_stmt *s) {
@@ -1292,6 +1433,15 @@ static void st(cctx *c, const ir_stmt *s) {
     st_alloc(c, s);
     return;
   case IR_EVALUATE:
+    if (s->u.eval.value->kind == IR_CALL_EXTERN) {
+      if (strncmp(s->u.eval.value->u.ext.name, "tessel.wmma.", 12) == 0) {
+        st_wmma(c, s->u.eval.value);
+      } else {
+        FAIL(c, "cuda: extern call %s is not something the CUDA back end emits (tessel.wmma.* only)",
+             s->u.eval.value->u.ext.name);
+      }
+      return;
+    }
     indent(c);
     P(c, "(void)(");
     ex(c, s->u.eval.value, -1);
@@ -1532,8 +1682,17 @@ ts_status cg_cuda_emit(const ir_func *f, const cg_target *t, const cg_cuda_opts 
       }
     P(&c, "};\n");
   }
+  if (!c.st && c.uses_wmma) { /* nvcuda::wmma lives in mma.h */
+    ts_strbuf full;
+    ts_strbuf_init(&full);
+    ts_strbuf_append(&full, "#include <mma.h>\n");
+    ts_strbuf_append(&full, sb.data ? sb.data : "");
+    ts_strbuf_fini(&sb);
+    sb = full;
+  }
   out->nvector = c.nvector;
   out->nshuffle = c.nshuffle;
+  out->nwmma = c.nwmma;
   ts_status rs = c.st;
   ir_analyzer_fini(&c.an);
   ts_free(c.names);

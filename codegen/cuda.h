@@ -76,6 +76,7 @@ typedef struct cg_cuda_module {
   int nsyncs;   /* total over kernels */
   int nvector;  /* vector loads/stores emitted (float2/float4/half2 ...) */
   int nshuffle; /* warp-shuffle all-reduces emitted */
+  int nwmma;    /* nvcuda::wmma calls emitted */
 } cg_cuda_module;
 
 /* Emits CUDA C for a scheduled function f (not lowered; cg_lower runs here)

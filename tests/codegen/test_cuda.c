@@ -387,6 +387,53 @@ START_TEST(test_fp16_and_fast_math) {
 }
 END_TEST
 
+/* WMMA: the four tessel.wmma.* calls over fragment buffers, one warp
+ * (docs/TENSORIZE.md's conventions), emitted as nvcuda::wmma and compiled */
+START_TEST(test_wmma_calls) {
+  static const char *text =
+      "func wm(A: f16[32, 16], B: f16[16, 16]) -> C: f32[32, 16] {\n"
+      "  block root() {\n"
+      "    for t in thread(0, 2, \"blockIdx.x\") {\n"
+      "      for w in thread(0, 32, \"threadIdx.x\") {\n"
+      "        block tile() {\n"
+      "          alloc Af: f16[16, 16] scope(\"wmma.matrix_a\")\n"
+      "          alloc Bf: f16[16, 16] scope(\"wmma.matrix_b\")\n"
+      "          alloc Cf: f32[16, 16] scope(\"wmma.accumulator\")\n"
+      "          eval call_extern(\"tessel.wmma.fill_fragment\", handle, access_ptr(Cf, 0, 2), 16, 16, 16, 0, 0.0f32)\n"
+      "          eval call_extern(\"tessel.wmma.load_matrix_sync\", handle, access_ptr(Af, 0, 2), 16, 16, 16, 0, "
+      "access_ptr(A, t * 256, 1), 16, \"row_major\")\n"
+      "          eval call_extern(\"tessel.wmma.load_matrix_sync\", handle, access_ptr(Bf, 0, 2), 16, 16, 16, 0, "
+      "access_ptr(B, 0, 1), 16, \"col_major\")\n"
+      "          eval call_extern(\"tessel.wmma.mma_sync\", handle, access_ptr(Cf, 0, 3), 0, access_ptr(Af, 0, 1), 0, "
+      "access_ptr(Bf, 0, 1), 0, access_ptr(Cf, 0, 3), 0)\n"
+      "          eval call_extern(\"tessel.wmma.store_matrix_sync\", handle, access_ptr(Cf, 0, 1), 16, 16, 16, 0, "
+      "access_ptr(C, t * 256, 2), 16, \"row_major\")\n"
+      "        }\n"
+      "      }\n"
+      "    }\n"
+      "  }\n"
+      "}\n";
+  ts_arena *a = ts_arena_new();
+  ir_func *orig;
+  sch_state *s = tu_schedule_text(a, text, &orig);
+  cg_cuda_module m;
+  emit_compile(sch_func(s), &m, "wmma");
+  const char *src = m.source;
+  ck_assert_int_eq(m.nwmma, 5);
+  ck_assert(strstr(src, "#include <mma.h>") != NULL);
+  ck_assert(strstr(src, "nvcuda::wmma::fragment<nvcuda::wmma::matrix_a, 16, 16, 16, half, nvcuda::wmma::row_major>"));
+  ck_assert(strstr(src, "nvcuda::wmma::fragment<nvcuda::wmma::matrix_b, 16, 16, 16, half, nvcuda::wmma::col_major>"));
+  ck_assert(strstr(src, "nvcuda::wmma::fragment<nvcuda::wmma::accumulator, 16, 16, 16, float>"));
+  ck_assert(strstr(src, "nvcuda::wmma::mma_sync(") && strstr(src, "nvcuda::wmma::store_matrix_sync("));
+  ck_assert(strstr(src, "nvcuda::wmma::mem_row_major") != NULL);
+  ck_assert_int_eq(m.kernels[0].block[0], 32);
+  ck_assert_int_eq(m.kernels[0].grid[0], 2);
+  cg_cuda_module_fini(&m);
+  sch_free(s);
+  ts_arena_free(a);
+}
+END_TEST
+
 START_TEST(test_refusals) {
   cg_target t = cuda_target();
   cg_cuda_module m;
@@ -496,6 +543,7 @@ static Suite *suite(void) {
   tcase_add_test(tc, test_tiled_matmul_f16);
   tcase_add_test(tc, test_cross_thread_reduction);
   tcase_add_test(tc, test_fp16_and_fast_math);
+  tcase_add_test(tc, test_wmma_calls);
   tcase_add_test(tc, test_refusals);
   tcase_add_test(tc, test_odd_extents);
   tcase_add_test(tc, test_nvrtc_error_quotes_line);
