@@ -89,6 +89,7 @@ typedef struct cctx {
   preload pre[64];
   int npre;
   int nvector, nshuffle, nsync, nwmma;
+  int64_t unroll_max; /* pragma_auto_unroll_max_step of the enclosing loops (0: none) */
   bool uses_wmma;
   /* barrier pass */
   const ir_buffer **shared;
@@ -708,7 +709,9 @@ static ir_stmt *sync_stmt(cctx *c, ir_stmt *s, accset *pend, bool converged, con
      * so a conflict carried to the next iteration gets its barrier */
     accset p0 = *pend;
     accset p2 = p0;
-    if (tag < 0 || tag == TAG_VTHREAD) { /* a real loop (blockIdx/threadIdx ones are not iterated) */
+    int64_t once = 0;
+    bool single = ir_as_int(s->u.loop.extent, &once) && once == 1;
+    if ((tag < 0 || tag == TAG_VTHREAD) && !single) { /* a real loop (blockIdx/threadIdx ones are not iterated) */
       accset p1 = *pend;
       (void)sync_stmt(c, s->u.loop.body, &p1, conv, s->u.loop.var->name);
       set_union(&p2, &p1);
@@ -808,10 +811,45 @@ static void launch_walk(cctx *c, const ir_stmt *s) {
 static void st(cctx *c, const ir_stmt *s);
 static void decl_fragment(cctx *c, const ir_stmt *alloc);
 
-static bool loop_unrolled(const ir_stmt *s) {
+/* Dynamic steps of a statement (constant extents; 1 << 40 when unknown). */
+static int64_t steps(const ir_stmt *s) {
+  const int64_t big = (int64_t)1 << 40;
+  if (!s) return 0;
+  switch (s->kind) {
+  case IR_FOR: {
+    int64_t e;
+    if (!ir_as_int(s->u.loop.extent, &e)) return big;
+    if (s->u.loop.kind == IR_FOR_THREAD_BINDING && tag_of(s->u.loop.thread) < TAG_VTHREAD) e = 1;
+    int64_t b = steps(s->u.loop.body);
+    return b > big / (e > 0 ? e : 1) ? big : e * b;
+  }
+  case IR_SEQ: {
+    int64_t t = 0;
+    for (int i = 0; i < s->u.seq.n; i++) {
+      t += steps(s->u.seq.stmts[i]);
+      if (t > big) return big;
+    }
+    return t;
+  }
+  case IR_IF: {
+    int64_t a = steps(s->u.ifs.then_s), b = steps(s->u.ifs.else_s);
+    return a > b ? a : b;
+  }
+  case IR_LET: return steps(s->u.let.body);
+  case IR_ALLOCATE: return steps(s->u.alloc.body);
+  default: return 1;
+  }
+}
+
+/* #pragma unroll for an unrolled loop, and (TVM's pragma_auto_unroll_max_step
+ * on an enclosing loop) for a serial loop whose whole nest takes at most that
+ * many steps. */
+static bool loop_unrolled(cctx *c, const ir_stmt *s) {
   if (s->u.loop.kind == IR_FOR_UNROLLED) return true;
   const ir_annot *a = ir_annot_find(s->u.loop.nannot, s->u.loop.annots, "pragma_auto_unroll_max_step");
-  return a && a->kind == IR_ANN_INT && a->v.i > 0;
+  int64_t max = c->unroll_max;
+  if (a && a->kind == IR_ANN_INT) max = a->v.i;
+  return max > 0 && steps(s) <= max;
 }
 
 /* Does the store's index depend on (or its guard pin) thread tag `tag`? */
@@ -1166,7 +1204,11 @@ static void st_for(cctx *c, const ir_stmt *s) {
       push_var(c, v, 1u << tag, tag, 1);
       ir_analyzer_bind(&c->an, v, s->u.loop.min, s->u.loop.extent);
       if (c->ntloops < 32) c->tloops[c->ntloops++] = s;
+      int64_t saved_unroll = c->unroll_max;
+      const ir_annot *ua = ir_annot_find(s->u.loop.nannot, s->u.loop.annots, "pragma_auto_unroll_max_step");
+      if (ua && ua->kind == IR_ANN_INT) c->unroll_max = ua->v.i;
       st(c, s->u.loop.body);
+      c->unroll_max = saved_unroll;
       c->ntloops--;
       if (guard) {
         c->ind--;
@@ -1182,10 +1224,13 @@ static void st_for(cctx *c, const ir_stmt *s) {
     }
   }
   unsigned m = expr_mask(c, s->u.loop.min, NULL) | expr_mask(c, s->u.loop.extent, NULL);
-  if (loop_unrolled(s) || (s->u.loop.kind == IR_FOR_THREAD_BINDING)) {
+  if (loop_unrolled(c, s) || (s->u.loop.kind == IR_FOR_THREAD_BINDING)) {
     indent(c);
     P(c, "#pragma unroll\n");
   }
+  int64_t saved_unroll = c->unroll_max;
+  const ir_annot *ua = ir_annot_find(s->u.loop.nannot, s->u.loop.annots, "pragma_auto_unroll_max_step");
+  if (ua && ua->kind == IR_ANN_INT) c->unroll_max = ua->v.i;
   indent(c);
   P(c, "for (%s %s = ", it, vname(c, v));
   ex(c, s->u.loop.min, -1);
@@ -1201,6 +1246,7 @@ static void st_for(cctx *c, const ir_stmt *s) {
   push_var(c, v, m, TAG_NONE, 1);
   ir_analyzer_bind(&c->an, v, s->u.loop.min, s->u.loop.extent);
   st(c, s->u.loop.body);
+  c->unroll_max = saved_unroll;
   c->nvars = nv;
   ir_analyzer_truncate(&c->an, nb);
   c->ind--;
