@@ -195,6 +195,35 @@ static ts_status rewrite_parallel_vectorize_unroll(sch_traced *t, const cg_targe
   return st;
 }
 
+/* ---- RewriteTensorize ----
+ * Tensorizes every block MultiLevelTilingTensor annotated with an intrinsic
+ * (SRCH_ANN_AUTO_TENSORIZE); a refusal rejects the candidate with the
+ * reason. Runs before RewriteReductionBlock, which then splits the
+ * tensorized block's init out of its reduction loops. */
+static ts_status rewrite_tensorize(sch_traced *t, ts_diag *d) {
+  ts_arena a;
+  ts_arena_init(&a);
+  const char **names;
+  int nb = srch_block_names(sch_traced_func(t), &a, &names);
+  ts_status st = TS_OK;
+  for (int i = 0; i < nb && !st; i++) {
+    const ir_stmt *r = srch_find_realize(sch_traced_func(t), names[i]);
+    const ir_annot *an = r ? ir_annot_find(r->u.realize.block->nannot, r->u.realize.block->annots,
+                                           SRCH_ANN_AUTO_TENSORIZE)
+                           : NULL;
+    if (!an || an->kind != IR_ANN_STR) continue;
+    if (ir_annot_find(r->u.realize.block->nannot, r->u.realize.block->annots, "tessel.tensorized")) continue;
+    const char *intrin = ts_arena_strdup(&a, an->v.s);
+    ts_diag q;
+    ts_diag_clear(&q);
+    int b;
+    if (sch_t_get_block(t, names[i], &b, &q) || sch_t_tensorize(t, b, intrin, &q))
+      st = ts_diag_set(d, TS_ESCHEDULE, "RewriteTensorize: %s", q.msg);
+  }
+  ts_arena_fini(&a);
+  return st;
+}
+
 /* ---- RewriteReductionBlock ---- */
 static ts_status rewrite_reduction_block(sch_traced *t, ts_diag *d) {
   ts_arena a;
@@ -229,6 +258,7 @@ ts_status srch_postprocess(sch_traced *ts, const cg_target *t, ts_diag *d) {
   ts_status st = sch_t_enter_postproc(ts, d);
   if (!st) st = disallow_dynamic_loop(ts, d);
   if (!st) st = rewrite_parallel_vectorize_unroll(ts, t, d);
+  if (!st) st = rewrite_tensorize(ts, d);
   if (!st) st = rewrite_reduction_block(ts, d);
   if (!st && t) {
     ts_diag q;

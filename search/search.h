@@ -30,6 +30,7 @@
 #define SRCH_RULE_LIST(X)                                           \
   X(SRCH_RULE_AUTO_INLINE, "auto-inline")                           \
   X(SRCH_RULE_ADD_RFACTOR, "add-rfactor")                           \
+  X(SRCH_RULE_MULTI_LEVEL_TILING_TENSOR, "multi-level-tiling-tensor") \
   X(SRCH_RULE_MULTI_LEVEL_TILING, "multi-level-tiling")             \
   X(SRCH_RULE_PARALLEL_VECTORIZE_UNROLL, "parallel-vectorize-unroll") \
   X(SRCH_RULE_RANDOM_COMPUTE_LOCATION, "random-compute-location")

@@ -15,6 +15,9 @@
 /* Block annotation AddRFactor puts on a write-back block: RandomComputeLocation
  * then also places its producer (the rf block). */
 #define SRCH_ANN_RFACTOR_PRODUCER "meta_schedule.random_compute_producer"
+/* Block annotation MultiLevelTilingTensor puts on a blockized intrinsic tile:
+ * the intrinsic's name; the RewriteTensorize postprocessor tensorizes it. */
+#define SRCH_ANN_AUTO_TENSORIZE "meta_schedule.auto_tensorize"
 
 /* What a rule sees: the unscheduled function, the target and options. */
 typedef struct srch_rule_ctx {
@@ -38,6 +41,8 @@ ts_status srch_rule_add_rfactor(const srch_rule_ctx *c, sch_traced *t, const cha
                                 ts_diag *d);
 ts_status srch_rule_multi_level_tiling(const srch_rule_ctx *c, sch_traced *t, const char *block,
                                        ts_vec *out, ts_diag *d);
+ts_status srch_rule_multi_level_tiling_tensor(const srch_rule_ctx *c, sch_traced *t, const char *block,
+                                              ts_vec *out, ts_diag *d);
 ts_status srch_rule_parallel_vectorize_unroll(const srch_rule_ctx *c, sch_traced *t, const char *block,
                                               ts_vec *out, ts_diag *d);
 ts_status srch_rule_random_compute_location(const srch_rule_ctx *c, sch_traced *t, const char *block,

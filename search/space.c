@@ -102,6 +102,7 @@ sch_traced *srch_fork(const srch_rule_ctx *c, sch_traced *t, ts_diag *d) {
 static const srch_rule_fn rule_fns[SRCH_RULE_COUNT] = {
     [SRCH_RULE_AUTO_INLINE] = srch_rule_auto_inline,
     [SRCH_RULE_ADD_RFACTOR] = srch_rule_add_rfactor,
+    [SRCH_RULE_MULTI_LEVEL_TILING_TENSOR] = srch_rule_multi_level_tiling_tensor,
     [SRCH_RULE_MULTI_LEVEL_TILING] = srch_rule_multi_level_tiling,
     [SRCH_RULE_PARALLEL_VECTORIZE_UNROLL] = srch_rule_parallel_vectorize_unroll,
     [SRCH_RULE_RANDOM_COMPUTE_LOCATION] = srch_rule_random_compute_location,

@@ -1,0 +1,196 @@
+/* multi_level_tiling_tensor.c — MultiLevelTiling with a tensor intrinsic
+ * (MetaSchedule's MultiLevelTilingWithIntrin / TensorCore rule, CPU side).
+ *
+ * For a block that a registered intrinsic (ir/schedule/intrin.h) available
+ * on the target describes (sch_tensorize_match_block: same iter structure,
+ * same body up to renaming), with one loop per iter var:
+ *  - every loop is split [ceil, t] with t the intrinsic's extent for that
+ *    iter var (a fixed integer, not a sampled decision, so the tile-size
+ *    mutator can never change the intrinsic's shape); an extent that t does
+ *    not divide is refused for that intrinsic (no padding here: the untiled
+ *    state stays in the space and MultiLevelTiling handles it);
+ *  - the outer parts are tiled SSRSR (spatial 3 ways, reduction 2 ways, by
+ *    SamplePerfectTile) and reordered S0 S1 R0 S2 R1, with the intrinsic's
+ *    loops innermost in its own order;
+ *  - the intrinsic's loops are blockized and the outer block annotated
+ *    "meta_schedule.auto_tensorize" = the intrinsic's name (and the tiling
+ *    structure, so MultiLevelTiling leaves it alone); the RewriteTensorize
+ *    postprocessor (postproc.c) then tensorizes it.
+ * The untensorized state is kept as well (MultiLevelTiling tiles it next),
+ * so the search weighs tensorized candidates against plain ones. At most the
+ * two largest matching intrinsics fork sketches. TESSEL_TENSORIZE=0 in the
+ * environment turns the rule off (for A/B measurements, bench/int8.sh). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/utsname.h>
+
+#include "ir/schedule/tensorize.h"
+#include "search/search_int.h"
+
+#define MAXL 16
+
+/* The target as the registry wants it: arch, cpu, features. An empty triple
+ * is the host: its machine name and /proc/cpuinfo flags (mapped to LLVM's
+ * feature names) when the target carries no attrs. */
+static void target_of(const cg_target *t, char *arch, size_t na, const char **cpu, char *feats, size_t nf) {
+  feats[0] = 0;
+  *cpu = t && t->cpu[0] && strcmp(t->cpu, "native") ? t->cpu : "";
+  if (t && t->triple[0]) {
+    snprintf(arch, na, "%s", t->triple);
+  } else {
+    struct utsname u;
+    snprintf(arch, na, "%s", uname(&u) == 0 ? u.machine : "");
+  }
+  if (t && t->attrs[0]) {
+    snprintf(feats, nf, "%s", t->attrs);
+    return;
+  }
+  if (t && t->triple[0] && !cg_target_is_host(t)) return;
+  FILE *f = fopen("/proc/cpuinfo", "r");
+  if (!f) return;
+  static const struct {
+    const char *flag, *feat;
+  } map[] = {{"avx512f", "+avx512f"}, {"avx512_vnni", "+avx512vnni"}, {"avx512bw", "+avx512bw"},
+             {"asimd", "+neon"},      {"asimddp", "+dotprod"},         {"fma", "+fma"}};
+  char line[8192];
+  while (fgets(line, sizeof line, f)) {
+    if (strncmp(line, "flags", 5) && strncmp(line, "Features", 8)) continue;
+    for (size_t i = 0; i < sizeof map / sizeof map[0]; i++) {
+      char pat[40];
+      snprintf(pat, sizeof pat, " %s", map[i].flag);
+      const char *p = strstr(line, pat);
+      if (p && (p[strlen(pat)] == ' ' || p[strlen(pat)] == '\n')) {
+        size_t l = strlen(feats);
+        snprintf(feats + l, nf - l, "%s%s", l ? "," : "", map[i].feat);
+      }
+    }
+    break;
+  }
+  fclose(f);
+}
+
+static ts_status push(ts_vec *out, sch_traced *t, ts_diag *d) {
+  if (ts_vec_push(out, t)) {
+    sch_traced_free(t);
+    return ts_diag_set(d, TS_ENOMEM, "out of memory");
+  }
+  return TS_OK;
+}
+
+/* One loop per iter var, in iter order (loop l binds iter l). */
+static bool trivial_nest(const ir_stmt *r, const sch_loop *cl, int nl, int64_t *ext, const ir_func *f) {
+  const ir_block *b = r->u.realize.block;
+  if (nl != b->niter || nl == 0 || nl > MAXL) return false;
+  for (int l = 0; l < nl; l++) {
+    const ir_expr *e = r->u.realize.iter_values[l];
+    const ir_stmt *ls = srch_find_loop(f, cl[l].var);
+    int64_t mn;
+    if (e->kind != IR_VAR || e->u.var != cl[l].var || !ls || !ir_as_int(ls->u.loop.extent, &ext[l]) ||
+        !ir_as_int(ls->u.loop.min, &mn) || mn != 0 || ls->u.loop.kind != IR_FOR_SERIAL)
+      return false;
+  }
+  return true;
+}
+
+/* Tiles, blockizes and annotates block `block` of t for intrinsic in with
+ * per-iter extents ie; false when a step is refused. */
+static bool apply(const srch_rule_ctx *c, sch_traced *t, const char *block, const ir_block *blk,
+                  const sch_intrin *in, const int64_t *ie) {
+  ts_diag q;
+  ts_diag_clear(&q);
+  int b, nl;
+  const int *lp;
+  int loops[MAXL];
+  if (sch_t_get_block(t, block, &b, &q) || sch_t_get_loops(t, b, &lp, &nl, &q) || nl != blk->niter) return false;
+  memcpy(loops, lp, sizeof(int) * (size_t)nl);
+  static const char structure[] = "SSRSR";
+  int slots[5][MAXL], cnt[5] = {0}, intrin_loops[MAXL];
+  for (int l = 0; l < nl; l++) {
+    sch_arg f2[2] = {sch_arg_none(), sch_arg_int(ie[l])};
+    int o2[2];
+    if (sch_t_split(t, loops[l], 2, f2, o2, &q)) return false;
+    intrin_loops[l] = o2[1];
+    bool sp = blk->iters[l].type == IR_ITER_S;
+    int n = sp ? 3 : 2, v[3], o[3];
+    if (sch_t_sample_perfect_tile(t, o2[0], n, c->max_innermost, NULL, v, &q)) return false;
+    sch_arg f[3];
+    for (int k = 0; k < n; k++) f[k] = sch_arg_rv(v[k]);
+    if (sch_t_split(t, o2[0], n, f, o, &q)) return false;
+    int k = 0;
+    for (int s = 0; s < 5; s++)
+      if (structure[s] == (sp ? 'S' : 'R')) slots[s][cnt[s]++] = o[k++];
+  }
+  int order[6 * MAXL], no = 0;
+  for (int s = 0; s < 5; s++)
+    for (int k = 0; k < cnt[s]; k++) order[no++] = slots[s][k];
+  for (int l = 0; l < nl; l++) order[no++] = intrin_loops[l];
+  if (sch_t_reorder(t, no, order, &q)) return false;
+  int ob;
+  if (sch_t_blockize(t, intrin_loops[0], &ob, &q)) return false;
+  sch_t_annotate(t, ob, SRCH_ANN_TILING, sch_arg_str("SSRSR+intrin"), &q);
+  return sch_t_annotate(t, ob, SRCH_ANN_AUTO_TENSORIZE, sch_arg_str(in->name), &q) == TS_OK;
+}
+
+ts_status srch_rule_multi_level_tiling_tensor(const srch_rule_ctx *c, sch_traced *t, const char *block,
+                                              ts_vec *out, ts_diag *d) {
+  const char *env = getenv("TESSEL_TENSORIZE");
+  if ((env && !strcmp(env, "0")) || (c->target && c->target->kind != CG_TARGET_LLVM)) return push(out, t, d);
+  const ir_func *fn = sch_traced_func(t);
+  const ir_stmt *r = srch_find_realize(fn, block);
+  ts_diag q;
+  ts_diag_clear(&q);
+  int nl;
+  sch_loop *cl;
+  int64_t ext[MAXL];
+  if (!r || ir_annot_find(r->u.realize.block->nannot, r->u.realize.block->annots, SRCH_ANN_TILING) ||
+      sch_get_loops(sch_traced_state(t), (sch_block){.name = block}, &cl, &nl, &q) ||
+      !trivial_nest(r, cl, nl, ext, fn))
+    return push(out, t, d);
+  const ir_block *blk = r->u.realize.block;
+  char arch[128], feats[600];
+  const char *cpu;
+  target_of(c->target, arch, sizeof arch, &cpu, feats, sizeof feats);
+  /* matching intrinsics, largest (m * n * k) first */
+  const sch_intrin *cand[16];
+  int64_t cext[16][MAXL];
+  int nc = 0;
+  for (int i = 0; i < sch_intrin_count() && nc < 16; i++) {
+    const sch_intrin *in = sch_intrin_at(i);
+    if (!sch_intrin_available(in, arch, cpu, feats, NULL)) continue;
+    ts_diag_clear(&q);
+    if (sch_tensorize_match_block(sch_traced_state(t), (sch_block){.name = block}, in, cext[nc], &q)) continue;
+    bool divides = true;
+    for (int l = 0; l < nl; l++) divides = divides && cext[nc][l] > 0 && ext[l] % cext[nc][l] == 0;
+    if (!divides) continue;
+    cand[nc++] = in;
+    for (int j = nc - 1; j > 0 && (int64_t)cand[j]->m * cand[j]->n * cand[j]->k >
+                                      (int64_t)cand[j - 1]->m * cand[j - 1]->n * cand[j - 1]->k;
+         j--) {
+      const sch_intrin *x = cand[j];
+      cand[j] = cand[j - 1];
+      cand[j - 1] = x;
+      int64_t tmp[MAXL];
+      memcpy(tmp, cext[j], sizeof tmp);
+      memcpy(cext[j], cext[j - 1], sizeof tmp);
+      memcpy(cext[j - 1], tmp, sizeof tmp);
+    }
+  }
+  if (nc > 2) nc = 2;
+  sch_traced *forks[2] = {NULL, NULL};
+  for (int i = 0; i < nc; i++) {
+    ts_diag_clear(&q);
+    sch_traced *f = srch_fork(c, t, &q);
+    if (f && !apply(c, f, block, blk, cand[i], cext[i])) {
+      sch_traced_free(f);
+      f = NULL;
+    }
+    forks[i] = f;
+  }
+  ts_status st = push(out, t, d);
+  for (int i = 0; i < nc; i++) {
+    if (forks[i] && !st) st = push(out, forks[i], d);
+    else if (forks[i]) sch_traced_free(forks[i]);
+  }
+  return st;
+}
