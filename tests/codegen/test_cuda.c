@@ -10,6 +10,7 @@
  * in the reference interpreter (tu_equivalent), so the schedules themselves
  * are legal; the emitted text is what NVRTC has to accept. */
 #include <check.h>
+#include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,10 +18,13 @@
 #include "codegen/codegen.h"
 #include "codegen/cuda.h"
 #include "cuda_rt.h"
+#include "ir/interp.h"
 #include "ir/ir.h"
 #include "ir/schedule/schedule.h"
 #include "ir/workloads/workloads.h"
+#include "ir/schedule/trace.h"
 #include "schedule/util.h"
+#include "tuner/build.h"
 
 static ts_diag D;
 
@@ -191,6 +195,165 @@ static sch_state *tiled_matmul(ts_arena *a, const char *spec, ir_func **orig, in
   return s;
 }
 
+
+/* ---- running the emitted CUDA on the CPU -------------------------------------
+ * No GPU here, so the generated code's semantics (launch configuration,
+ * guards, barriers, index math, module buffers, multi-kernel order) are
+ * checked by compiling the CUDA C as C++ against a small emulation of the
+ * CUDA execution model: one block at a time, one pthread per thread of the
+ * block, __syncthreads() a pthread barrier, __shared__ a static (one block
+ * at a time). Kernels with fp16, warp shuffles or WMMA are not emulated. */
+static const char emu_header[] =
+    "#include <math.h>\n#include <pthread.h>\n#include <string.h>\n#include <stdlib.h>\n"
+    "struct uint3 { unsigned x, y, z; };\n"
+    "static thread_local uint3 threadIdx, blockIdx;\n"
+    "static pthread_barrier_t emu_bar;\n"
+    "#define __global__\n#define __device__\n#define __forceinline__ inline\n"
+    "#define __launch_bounds__(n)\n#define __align__(n) __attribute__((aligned(n)))\n#define __shared__ static\n"
+    "static inline void __syncthreads(void) { pthread_barrier_wait(&emu_bar); }\n"
+    "static inline float __int_as_float(int i) { float f; memcpy(&f, &i, 4); return f; }\n"
+    "#define __expf(x) expf(x)\n#define __logf(x) logf(x)\n#define __powf(x, y) powf(x, y)\n"
+    "static inline float __fdividef(float x, float y) { return x / y; }\n"
+    "static inline float rsqrtf(float x) { return 1.0f / sqrtf(x); }\n"
+    "struct alignas(16) float4 { float x, y, z, w; }; struct alignas(8) float2 { float x, y; };\n"
+    "struct alignas(16) int4 { int x, y, z, w; }; struct alignas(8) int2 { int x, y; };\n"
+    "static inline float4 make_float4(float a, float b, float c, float d) { return {a, b, c, d}; }\n"
+    "static inline float2 make_float2(float a, float b) { return {a, b}; }\n"
+    "static inline int4 make_int4(int a, int b, int c, int d) { return {a, b, c, d}; }\n"
+    "static inline int2 make_int2(int a, int b) { return {a, b}; }\n"
+    "typedef void (*emu_body)(void **);\n"
+    "struct emu_launch { emu_body fn; void **args; unsigned grid[3], block[3]; unsigned tid; };\n"
+    "static void *emu_thread(void *p) {\n"
+    "  emu_launch *L = (emu_launch *)p;\n"
+    "  unsigned t = L->tid;\n"
+    "  threadIdx.x = t % L->block[0]; threadIdx.y = t / L->block[0] % L->block[1];\n"
+    "  threadIdx.z = t / (L->block[0] * L->block[1]);\n"
+    "  for (unsigned z = 0; z < L->grid[2]; z++) for (unsigned y = 0; y < L->grid[1]; y++)\n"
+    "    for (unsigned x = 0; x < L->grid[0]; x++) {\n"
+    "      blockIdx.x = x; blockIdx.y = y; blockIdx.z = z;\n"
+    "      L->fn(L->args);\n"
+    "      pthread_barrier_wait(&emu_bar); /* the block ends for every thread */\n"
+    "    }\n"
+    "  return 0;\n"
+    "}\n"
+    "static int emu_run(emu_body fn, void **args, const long long *launch) {\n"
+    "  unsigned n = (unsigned)(launch[3] * launch[4] * launch[5]);\n"
+    "  pthread_barrier_init(&emu_bar, 0, n);\n"
+    "  pthread_t *th = (pthread_t *)calloc(n, sizeof *th);\n"
+    "  emu_launch *L = (emu_launch *)calloc(n, sizeof *L);\n"
+    "  for (unsigned i = 0; i < n; i++) {\n"
+    "    L[i].fn = fn; L[i].args = args; L[i].tid = i;\n"
+    "    for (int d = 0; d < 3; d++) { L[i].grid[d] = (unsigned)launch[d]; L[i].block[d] = (unsigned)launch[3 + d]; }\n"
+    "    if (pthread_create(&th[i], 0, emu_thread, &L[i])) return -1;\n"
+    "  }\n"
+    "  for (unsigned i = 0; i < n; i++) pthread_join(th[i], 0);\n"
+    "  pthread_barrier_destroy(&emu_bar);\n"
+    "  free(th); free(L);\n"
+    "  return 0;\n"
+    "}\n";
+
+/* Compiles m's source with the emulation and a launcher for f's params; runs
+ * it on seeded inputs and compares every output with the interpreter on
+ * orig. Returns false (with why) on a mismatch; skips (true, *ran false)
+ * kernels it does not emulate. */
+static bool emu_check(const ir_func *orig, const cg_cuda_module *m, char *why, size_t whyn, bool *ran) {
+  *ran = false;
+  const char *src = m->source;
+  if (strstr(src, "__half") || strstr(src, "__nv_bfloat16") || strstr(src, "__shfl") || strstr(src, "nvcuda"))
+    return true;
+  char dir[] = "/tmp/tessel-cuda-emu-XXXXXX";
+  ck_assert(mkdtemp(dir) != NULL);
+  char cpp[128], so[128], cmd[512];
+  snprintf(cpp, sizeof cpp, "%s/k.cpp", dir);
+  snprintf(so, sizeof so, "%s/k.so", dir);
+  FILE *f = fopen(cpp, "w");
+  ck_assert(f != NULL);
+  fputs(emu_header, f);
+  /* the source without its CUDA includes */
+  for (const char *p = src; *p;) {
+    const char *e = strchr(p, '\n');
+    size_t len = e ? (size_t)(e - p + 1) : strlen(p);
+    if (strncmp(p, "#include <cuda_", 15) != 0) fwrite(p, 1, len, f);
+    p += len;
+  }
+  /* the launcher: each kernel over its launch, in order */
+  fprintf(f, "\n");
+  for (int k = 0; k < m->nkernels; k++) {
+    fprintf(f, "static void emu_k%d(void **a) { tessel_kernel%d(", k, k);
+    for (int i = 0; i < orig->nparams; i++) {
+      const char *t = orig->params[i]->dtype.code == IR_F32 ? "float" : orig->params[i]->dtype.code == IR_I32 ? "int"
+                      : orig->params[i]->dtype.code == IR_I8 ? "signed char" : "float";
+      fprintf(f, "%s(%s%s *)a[%d]", i ? ", " : "", i < orig->ninputs ? "const " : "", t, i);
+    }
+    fprintf(f, "); }\n");
+  }
+  fprintf(f, "extern \"C\" int emu_main(void **a) {\n");
+  for (int k = 0; k < m->nkernels; k++)
+    fprintf(f, "  if (emu_run(emu_k%d, a, tessel_launch + %d)) return -1;\n", k, 7 * k);
+  fprintf(f, "  return 0;\n}\n");
+  fclose(f);
+  snprintf(cmd, sizeof cmd, "g++ -std=c++17 -O1 -w -shared -fPIC -pthread -o %s %s 2>%s/err.txt", so, cpp, dir);
+  if (system(cmd) != 0) {
+    char buf[2048] = "";
+    snprintf(cmd, sizeof cmd, "%s/err.txt", dir);
+    FILE *ef = fopen(cmd, "r");
+    if (ef) {
+      size_t n = fread(buf, 1, sizeof buf - 1, ef);
+      buf[n] = 0;
+      fclose(ef);
+    }
+    snprintf(why, whyn, "g++ could not compile the emulated kernel: %.1500s", buf);
+    return false;
+  }
+  void *h = dlopen(so, RTLD_NOW | RTLD_LOCAL);
+  ck_assert_msg(h != NULL, "%s", dlerror());
+  int (*run)(void **) = (int (*)(void **))dlsym(h, "emu_main");
+  ck_assert(run != NULL);
+  int np = orig->nparams;
+  ir_tensor ref[16], got[16];
+  ck_assert(np <= 16);
+  ts_diag d;
+  ts_diag_clear(&d);
+  ck_assert(ir_tensors_for_func(orig, NULL, ref, &d) == TS_OK);
+  ck_assert(ir_tensors_for_func(orig, NULL, got, &d) == TS_OK);
+  void *args[16];
+  for (int i = 0; i < np; i++) {
+    if (i < orig->ninputs) {
+      ir_tensor_fill_random(&ref[i], 7 + (uint64_t)i);
+      ir_tensor_fill_random(&got[i], 7 + (uint64_t)i);
+    }
+    args[i] = got[i].data;
+  }
+  ck_assert(ir_interp_run(orig, ref, &d) == TS_OK);
+  bool ok = run(args) == 0;
+  if (!ok) snprintf(why, whyn, "the emulated launch failed");
+  for (int i = orig->ninputs; i < np && ok; i++) {
+    double err = 0;
+    if (!ir_tensor_allclose(&got[i], &ref[i], 1e-4, 1e-5, &err)) {
+      snprintf(why, whyn, "output %s differs from the interpreter (max abs err %g)", orig->params[i]->name, err);
+      ok = false;
+    }
+  }
+  for (int i = 0; i < np; i++) {
+    ir_tensor_free(&ref[i]);
+    ir_tensor_free(&got[i]);
+  }
+  dlclose(h);
+  snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+  if (system(cmd) != 0) fprintf(stderr, "[cuda] could not remove %s\n", dir);
+  *ran = true;
+  return ok;
+}
+
+static void emu_assert(const ir_func *orig, const cg_cuda_module *m, const char *what) {
+  char why[2048] = "";
+  bool ran = false;
+  bool ok = emu_check(orig, m, why, sizeof why, &ran);
+  if (!ok) fprintf(stderr, "---- %s (emulation failed)\n%s\n", what, m->source);
+  ck_assert_msg(ok, "%s: %.800s", what, why);
+  if (ran) fprintf(stderr, "[cuda] %-18s emulated on the CPU: outputs match the interpreter\n", what);
+}
+
 /* ---- tests -------------------------------------------------------------------------- */
 
 START_TEST(test_every_workload_fallback) {
@@ -221,6 +384,33 @@ START_TEST(test_every_workload_fallback) {
 }
 END_TEST
 
+/* The default GPU schedule of `tessel build --target cuda` (tuner/build_gpu.c)
+ * for every workload at sizes that leave remainders: emitted, compiled by
+ * NVRTC, and run on the CPU emulation against the interpreter. */
+START_TEST(test_default_gpu_schedule_runs) {
+  static const char *const extra[] = {"matmul:m=37,n=29,k=13", "softmax:m=7,n=300", "layernorm:m=5,n=129",
+                                      "conv2d_nchw:n=1,c=3,h=9,w=11,k=5,r=3,s=3,stride=2,pad=1"};
+  cg_target t = cuda_target();
+  int n = ir_workload_count();
+  for (int w = 0; w < n + 4; w++) {
+    const char *spec = w < n ? ir_workload_at(w)->name : extra[w - n];
+    ts_arena *a = ts_arena_new();
+    ir_func *orig = tu_workload(a, spec);
+    ts_diag_clear(&D);
+    sch_traced *tr = sch_traced_new(orig, 1, &D);
+    ck_assert_msg(tr != NULL, "%s", D.msg);
+    tu_ok(tun_default_schedule(tr, &t, &D), &D);
+    tu_assert_equivalent(orig, sch_traced_func(tr));
+    cg_cuda_module m;
+    emit_compile(sch_traced_func(tr), &m, spec);
+    emu_assert(orig, &m, spec);
+    cg_cuda_module_fini(&m);
+    sch_traced_free(tr);
+    ts_arena_free(a);
+  }
+}
+END_TEST
+
 START_TEST(test_tiled_matmul) {
   ts_arena *a = ts_arena_new();
   ir_func *orig;
@@ -228,6 +418,7 @@ START_TEST(test_tiled_matmul) {
   tu_assert_equivalent(orig, sch_func(s));
   cg_cuda_module m;
   emit_compile(sch_func(s), &m, "tiled matmul");
+  emu_assert(orig, &m, "tiled matmul");
   const char *src = m.source;
   ck_assert_int_eq(m.nkernels, 1);
   /* launch: blocks of (4*4) x (8*4) -> grid 2 x 4, block 8 x 4 */
@@ -290,6 +481,7 @@ START_TEST(test_sync_order) {
   sch_state *s = tiled_matmul(a, "matmul:m=32,n=32,k=64", &orig, 2, 4, 16);
   cg_cuda_module m;
   emit_compile(sch_func(s), &m, "sync order");
+  emu_assert(orig, &m, "sync order");
   /* walk the source lines: record the sequence of events on shared buffers */
   char seq[256];
   int ns = 0;
@@ -483,6 +675,7 @@ START_TEST(test_odd_extents) {
   tu_assert_equivalent(orig, sch_func(s));
   cg_cuda_module m;
   emit_compile(sch_func(s), &m, "odd matmul");
+  emu_assert(orig, &m, "odd matmul");
   ck_assert_int_eq(m.kernels[0].grid[0], (13 * 17 + 31) / 32);
   ck_assert(strstr(m.source, " < 221") != NULL); /* the split's predicate */
   cg_cuda_module_fini(&m);
@@ -549,6 +742,7 @@ static Suite *suite(void) {
   tcase_add_test(tc, test_nvrtc_error_quotes_line);
   tcase_add_test(tc, test_runtime_without_gpu);
   tcase_add_test(tc, test_every_workload_fallback);
+  tcase_add_test(tc, test_default_gpu_schedule_runs);
   suite_add_tcase(s, tc);
   return s;
 }
