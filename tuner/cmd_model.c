@@ -361,6 +361,17 @@ int tun_cmd_build_model(int argc, char **argv) {
     fprintf(stderr, "tessel build: %s: %s\n", b.path, d.msg);
     goto out;
   }
+  /* a --sym for a symbol the model does not have is a mistake worth saying */
+  for (int s = 0; s < b.syms.n; s++) {
+    bool found = false;
+    for (int v = 0; v < b.g->nvalues && !found; v++)
+      for (int a = 0; a < b.g->values[v]->ndim && !found; a++)
+        found = b.g->values[v]->dims[a].sym && !strcmp(b.g->values[v]->dims[a].sym, b.syms.names[s]);
+    if (!found) {
+      fprintf(stderr, "tessel build: %s has no symbolic dim named '%s'\n", b.path, b.syms.names[s]);
+      goto out;
+    }
+  }
   /* one kernel per distinct PrimFunc the live calls name */
   for (int i = 0; i < b.g->nnodes; i++) {
     const tg_node *n = b.g->nodes[i];
@@ -559,7 +570,7 @@ static int sig_load(const char *so, model_sig *s, char *err, size_t errn) {
   json_error_t je;
   json_t *j = json_load_file(side, 0, &je);
   if (!j) {
-    snprintf(err, errn, "%.300s (and no readable %.300s: %.80s)", lerr, side, je.text);
+    snprintf(err, errn, "%.250s (and no readable %.250s: %.60s)", lerr, side, je.text);
     return -1;
   }
   json_t *ins = json_object_get(j, "inputs");
