@@ -13,6 +13,7 @@
  * cm_xgb_set_max_rounds), so training 10k rows takes a few seconds. */
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <xgboost/c_api.h>
 
@@ -254,6 +255,12 @@ cm_model *cm_xgb_new(int nthread, uint64_t seed, ts_diag *d) {
   ts_rng_seed(&x->rng, seed);
   x->min_samples = 100;
   x->max_rounds = 150;
+  /* Experiment knobs (bench/cost_model_curve.sh variants "xgb:min=N",
+   * "xgb:rounds=N"); the setters below override them. */
+  const char *ev = getenv("TESSEL_XGB_MIN_SAMPLES");
+  if (ev && *ev) x->min_samples = atoi(ev) > 0 ? atoi(ev) : 1;
+  ev = getenv("TESSEL_XGB_MAX_ROUNDS");
+  if (ev && atoi(ev) > 0) x->max_rounds = atoi(ev);
   return &x->base;
 }
 
