@@ -1,0 +1,203 @@
+/* test_passes_ort.c — legalisation and fusion against onnxruntime: every
+ * generated model (MODELS_DIR: mlp, cnn, transformer at batch 2, the
+ * per-operator models of tests/models/ops) is imported, put through the
+ * whole pass pipeline and run on the reference interpreter (tg_graph_run);
+ * its outputs must match onnxruntime's (tests/models/ort_run.py, graph
+ * optimisations off) on the same seeded inputs. This checks each op's
+ * kernel text against the ONNX semantics as onnxruntime implements them,
+ * not against our own reading of the spec. One Python process computes all
+ * the references up front. */
+#include <check.h>
+#include <dirent.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "ir/graph/graph_interp.h"
+#include "ir/graph/onnx.h"
+#include "ir/graph/passes.h"
+#include "tuner/npy.h"
+
+#define MAX_MODELS 128
+
+static const char *models;
+static char tmpdir[256];
+static char *names[MAX_MODELS]; /* relative to MODELS_DIR, without ".onnx" */
+static int nmodels;
+
+static void sanitize(const char *in, char *out, size_t n) {
+  size_t k = 0;
+  for (; in[k] && k + 1 < n; k++) {
+    char c = in[k];
+    bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '-' ||
+              c == '.';
+    out[k] = ok ? c : '_';
+  }
+  out[k] = '\0';
+  if (!strcmp(out, "") || !strcmp(out, ".") || !strcmp(out, "..")) snprintf(out, n, "output");
+}
+
+static void add_model(const char *rel) {
+  if (nmodels < MAX_MODELS) names[nmodels++] = strdup(rel);
+}
+
+static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+static void list_models(void) {
+  add_model("mlp");
+  add_model("cnn");
+  add_model("transformer");
+  add_model("transformer_erf");
+  char dir[600];
+  snprintf(dir, sizeof dir, "%s/ops", models);
+  DIR *dp = opendir(dir);
+  if (!dp) return;
+  struct dirent *e;
+  int first = nmodels;
+  while ((e = readdir(dp)) != NULL) {
+    size_t L = strlen(e->d_name);
+    if (L < 6 || strcmp(e->d_name + L - 5, ".onnx") || !strncmp(e->d_name, "bad_", 4)) continue;
+    char rel[300];
+    snprintf(rel, sizeof rel, "ops/%.*s", (int)(L - 5), e->d_name);
+    add_model(rel);
+  }
+  closedir(dp);
+  qsort(names + first, (size_t)(nmodels - first), sizeof names[0], cmp_str);
+}
+
+static void dirs_of(int i, char *in, char *out, size_t n) {
+  snprintf(in, n, "%s/in%d", tmpdir, i);
+  snprintf(out, n, "%s/out%d", tmpdir, i);
+}
+
+/* One Python process runs ort_run.main for every model; a model whose
+ * reference fails gets a file `failed` in its output dir. */
+static bool compute_references(void) {
+  const char *root = getenv("TESSEL_SOURCE_ROOT");
+  char py[600], script[700];
+  snprintf(py, sizeof py, "%s/.venv/bin/python", root ? root : ".");
+  snprintf(script, sizeof script, "%s/refs.py", tmpdir);
+  FILE *f = fopen(script, "w");
+  if (!f) return false;
+  fprintf(f, "import os, sys\nsys.path.insert(0, '%s/tests/models')\nimport ort_run\n", root ? root : ".");
+  fprintf(f, "jobs = [\n");
+  for (int i = 0; i < nmodels; i++) {
+    char in[512], out[512];
+    dirs_of(i, in, out, sizeof in);
+    fprintf(f, "  ('%s/%s.onnx', '%s', '%s'),\n", models, names[i], in, out);
+  }
+  fprintf(f, "]\nfor m, i, o in jobs:\n"
+             "    rc = ort_run.main(['ort_run.py', m, i, o, '--random', '7', '--sym', 'batch=2'])\n"
+             "    if rc:\n"
+             "        os.makedirs(o, exist_ok=True)\n"
+             "        open(os.path.join(o, 'failed'), 'w').close()\n");
+  fclose(f);
+  char cmd[2048];
+  snprintf(cmd, sizeof cmd, "'%s' '%s' 2>'%s/refs.err'", py, script, tmpdir);
+  return system(cmd) == 0;
+}
+
+static void load_npy(const char *dir, const char *name, tun_npy *out) {
+  char s[300], path[900];
+  sanitize(name, s, sizeof s);
+  snprintf(path, sizeof path, "%s/%s.npy", dir, s);
+  ts_diag d;
+  ts_diag_clear(&d);
+  ck_assert_msg(tun_npy_read(path, out, &d) == TS_OK, "%s", d.msg);
+}
+
+START_TEST(test_model_vs_onnxruntime) {
+  const char *name = names[_i];
+  char in[512], out[512], p[1100];
+  dirs_of(_i, in, out, sizeof in);
+  snprintf(p, sizeof p, "%s/failed", out);
+  ck_assert_msg(access(p, F_OK) != 0, "%s: onnxruntime could not run it (see %s/refs.err)", name, tmpdir);
+  ir_module *m = ir_module_new();
+  tg_graph *g = NULL;
+  ts_diag d;
+  ts_diag_clear(&d);
+  snprintf(p, sizeof p, "%s/%s.onnx", models, name);
+  ck_assert_msg(tg_onnx_import(p, m, &g, &d) == TS_OK, "%s: %s", name, d.msg);
+  ck_assert_msg(tg_run_pipeline(g, NULL, &d) == TS_OK, "%s: %s", name, d.msg);
+  ir_tensor ins[16], outs[16];
+  tun_npy nin[16];
+  ck_assert_int_le(g->ninputs, 16);
+  ck_assert_int_le(g->noutputs, 16);
+  for (int i = 0; i < g->ninputs; i++) {
+    load_npy(in, g->values[g->inputs[i]]->name, &nin[i]);
+    ins[i] = (ir_tensor){.dtype = ir_dt((ir_dtype_code)nin[i].dtype), .ndim = nin[i].ndim, .data = nin[i].data};
+    memcpy(ins[i].shape, nin[i].shape, sizeof nin[i].shape);
+  }
+  ck_assert_msg(tg_graph_run(g, ins, outs, &d) == TS_OK, "%s: %s", name, d.msg);
+  for (int i = 0; i < g->noutputs; i++) {
+    tun_npy ref;
+    load_npy(out, g->values[g->outputs[i]]->name, &ref);
+    ir_tensor rt = {.dtype = ir_dt((ir_dtype_code)ref.dtype), .ndim = ref.ndim, .data = ref.data};
+    memcpy(rt.shape, ref.shape, sizeof ref.shape);
+    ck_assert_msg(ir_dtype_eq(rt.dtype, outs[i].dtype), "%s: output %d dtype", name, i);
+    /* ort_run.py saves np.ascontiguousarray(v), which turns a 0-d result
+     * into shape (1,): accept that one difference */
+    bool scalar_as_1 = outs[i].ndim == 0 && rt.ndim == 1 && rt.shape[0] == 1;
+    if (!scalar_as_1) {
+      ck_assert_int_eq(rt.ndim, outs[i].ndim);
+      for (int a = 0; a < rt.ndim; a++) ck_assert_int_eq(rt.shape[a], outs[i].shape[a]);
+    }
+    /* NaN where onnxruntime has NaN (sqrt or pow of a negative) is a match */
+    int64_t cnt = ir_tensor_numel(&outs[i]), bad = -1;
+    double worst = 0;
+    for (int64_t e = 0; e < cnt; e++) {
+      double x = ir_tensor_get(&outs[i], e), r = ir_tensor_get(&rt, e);
+      if (isnan(x) && isnan(r)) continue;
+      double err = fabs(x - r);
+      if (!(err <= 1e-5 + 1e-4 * fabs(r))) {
+        if (bad < 0 || !(err <= worst)) worst = err;
+        if (bad < 0) bad = e;
+      }
+    }
+    ck_assert_msg(bad < 0, "%s: output %s: element %lld is %g, onnxruntime says %g (max abs err %g)", name,
+                  g->values[g->outputs[i]]->name, (long long)bad, ir_tensor_get(&outs[i], bad),
+                  ir_tensor_get(&rt, bad), worst);
+    tun_npy_free(&ref);
+    ir_tensor_free(&outs[i]);
+  }
+  for (int i = 0; i < g->ninputs; i++) tun_npy_free(&nin[i]);
+  ir_module_free(m);
+}
+END_TEST
+
+int main(void) {
+  models = getenv("MODELS_DIR");
+  char probe[600];
+  snprintf(probe, sizeof probe, "%s/cnn.onnx", models ? models : "");
+  if (!models || access(probe, R_OK) != 0) {
+    fprintf(stderr, "test_passes_ort: MODELS_DIR has no generated models (run scripts/setup.sh)\n");
+    return 1;
+  }
+  snprintf(tmpdir, sizeof tmpdir, "/tmp/tessel-passes-ort-XXXXXX");
+  if (!mkdtemp(tmpdir)) return 2;
+  list_models();
+  if (!compute_references()) {
+    fprintf(stderr, "test_passes_ort: the onnxruntime references could not be computed (%s/refs.err)\n", tmpdir);
+    return 1;
+  }
+  Suite *s = suite_create("passes_ort");
+  TCase *tc = tcase_create("models");
+  tcase_set_timeout(tc, 120);
+  tcase_add_loop_test(tc, test_model_vs_onnxruntime, 0, nmodels);
+  suite_add_tcase(s, tc);
+  SRunner *sr = srunner_create(s);
+  srunner_run_all(sr, CK_NORMAL);
+  int failures = srunner_ntests_failed(sr);
+  srunner_free(sr);
+  fprintf(stderr, "test_passes_ort: %d models against onnxruntime\n", nmodels);
+  if (!failures) {
+    char cmd[400];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
+    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", tmpdir);
+  }
+  for (int i = 0; i < nmodels; i++) free(names[i]);
+  return failures ? 1 : 0;
+}
