@@ -57,7 +57,7 @@ static const char *g1_desc[57] = {
     "one-hot (never set)", "one-hot (never set)", "one-hot: has a parallel loop",
     "1 for a GPU target (raw)", "extent of blockIdx.x (1 if none)", "extent of blockIdx.y",
     "extent of blockIdx.z", "extent of threadIdx.x", "extent of threadIdx.y",
-    "extent of threadIdx.z", "extent of vthread"};
+    "extent of threadIdx.z", "extent of vthread (any vthread.* tag)"};
 static const char *buf_names[BUFF] = {
     "acc_type.read", "acc_type.write", "acc_type.readwrite", "bytes", "unique_bytes", "lines",
     "unique_lines", "reuse_type.loop_multiple_read", "reuse_type.serial_multiple_rw",
@@ -521,7 +521,8 @@ static void store_features(walker *w, const ir_stmt *st, float *v) {
     tagv[j] = 1;
     for (int i = 0; i < n; i++)
       if (w->loops[i].kind == IR_FOR_THREAD_BINDING && w->loops[i].thread &&
-          !strcmp(w->loops[i].thread, tags[j])) {
+          (j == 6 ? !strncmp(w->loops[i].thread, "vthread", 7) /* vthread, vthread.x (GPU tiling) */
+                  : !strcmp(w->loops[i].thread, tags[j]))) {
         tagv[j] = w->loops[i].ext;
         break;
       }

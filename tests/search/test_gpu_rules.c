@@ -17,11 +17,13 @@
  *  - when tessel is built with NVRTC (codegen/cuda.h), candidates also
  *    compile to PTX; otherwise that part is skipped, saying so. */
 #include <check.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "codegen/gpu_check.h"
+#include "costmodel/costmodel.h"
 #include "ir/print.h"
 #include "search/search.h"
 #include "tests/schedule/util.h"
@@ -394,7 +396,7 @@ static void ir_has(const ir_func *f, const char *const *needles) {
 START_TEST(test_matmul_structure) {
   ts_arena a;
   ts_arena_init(&a);
-  ir_func *f = tu_workload(&a, "matmul:m=64,n=64,k=32");
+  ir_func *f = tu_workload(&a, "matmul:m=32,n=32,k=16");
   int n;
   sch_trace **sk = gpu_sketches(f, &n);
   ck_assert_int_eq(n, 1);
@@ -417,7 +419,7 @@ START_TEST(test_matmul_structure) {
   /* candidates: bound copies, local accumulator, shared tiles, equivalent */
   cg_target t = cuda();
   int ok = 0, vec = 0;
-  for (int seed = 1; seed <= 12; seed++) {
+  for (int seed = 1; seed <= 8; seed++) {
     ts_diag_clear(&D);
     sch_traced *ts = srch_instantiate(tr, f, &t, true, (uint64_t)seed, &D);
     if (!ts) {
@@ -436,7 +438,7 @@ START_TEST(test_matmul_structure) {
     ts_diag_clear(&D);
     ck_assert_msg(cg_gpu_check_usage(g, NULL, &u, &D) == TS_OK, "%s", D.msg);
     ck_assert_int_gt(u.shared_bytes, 0);
-    ck_assert_int_ge(u.threads_per_block, 32); /* the tiling's low bound: 64 x 64 > 64 */
+    ck_assert_int_ge(u.threads_per_block, 32); /* the tiling's low bound: 32 x 32 > 64 */
     tu_assert_equivalent(f, g);
     sch_traced_free(ts);
     ok++;
@@ -529,6 +531,164 @@ START_TEST(test_workload_gpu_space) {
 }
 END_TEST
 
+/* A fixed candidate of matmul 32x32x16's GPU sketch (tiles chosen so that
+ * 32 threads, 2 vthreads, 4 blocks and a 4-lane fetch are used). */
+static sch_traced *matmul_candidate(const ir_func *f, sch_trace **out_sketch) {
+  int n;
+  sch_trace **sk = gpu_sketches(f, &n);
+  sch_trace *tr = sch_trace_copy(sk[0]);
+  free_sketches(sk, n);
+  static int64_t tiles[3][5] = {{2, 1, 8, 1, 2}, {2, 2, 4, 1, 2}, {2, 2, 4}};
+  int k = 0;
+  for (int i = 0; i < sch_trace_len(tr); i++) {
+    const sch_inst *x = sch_trace_inst(tr, i);
+    if (x->kind == SCH_I_SAMPLE_PERFECT_TILE) {
+      sch_decision dec = {.n = k == 2 ? 3 : 5, .v = tiles[k]};
+      ck_assert_int_eq(sch_trace_set_decision(tr, i, &dec, &D), TS_OK);
+      k++;
+    } else if (x->kind == SCH_I_SAMPLE_CATEGORICAL) {
+      int64_t v = 3; /* lanes 4; unroll step 512 */
+      sch_decision dec = {.n = 1, .v = &v};
+      ck_assert_int_eq(sch_trace_set_decision(tr, i, &dec, &D), TS_OK);
+    }
+  }
+  cg_target t = cuda();
+  ts_diag_clear(&D);
+  sch_traced *ts = srch_instantiate(tr, f, &t, false, 1, &D);
+  ck_assert_msg(ts != NULL, "%s", D.msg);
+  if (out_sketch) *out_sketch = tr;
+  else sch_trace_free(tr);
+  return ts;
+}
+
+/* The GPU feature columns on that candidate. */
+START_TEST(test_gpu_features) {
+  ts_arena a;
+  ts_arena_init(&a);
+  ir_func *f = tu_workload(&a, "matmul:m=32,n=32,k=16");
+  sch_traced *ts = matmul_candidate(f, NULL);
+  cg_gpu_usage u;
+  ts_diag_clear(&D);
+  tu_ok(cg_gpu_check_usage(sch_traced_func(ts), NULL, &u, &D), &D);
+  ck_assert_int_eq(u.threads_per_block, 32);
+  ck_assert_int_eq(u.vthreads, 2);
+  ck_assert_int_eq(u.blocks, 4);
+  /* A tile 16 x 8 and B tile 8 x 16, f32 */
+  ck_assert_int_eq(u.shared_bytes, (16 * 8 + 8 * 16) * 4);
+  ck_assert_int_eq(u.max_vector_bytes, 16);
+  cg_target t = cuda(), cpu;
+  ts_diag_clear(&D);
+  tu_ok(cg_target_parse("llvm", &cpu, &D), &D);
+  cm_features fe;
+  tu_ok(cm_extract(sch_traced_func(ts), &t, &fe, &D), &D);
+  ck_assert_int_ge(fe.nrows, 4); /* A_shared, B_shared, C_local, C */
+  int col[7] = {50, 51, 52, 53, 54, 55, 56};
+  double want[7] = {4, 1, 1, 32, 1, 1, 2};
+  int shared_rows = 0;
+  for (int r = 0; r < fe.nrows; r++) {
+    const float *v = fe.rows + (size_t)r * CM_NUM_FEATURES;
+    ck_assert_float_eq(v[49], 1.0f);
+    ck_assert_double_eq_tol(v[col[0]], log2(want[0] + 1), 1e-5); /* every store is in the one grid */
+    ck_assert_double_eq_tol(v[col[3]], log2(want[3] + 1), 1e-5);
+    /* the shared fetches: allocation of one tile, 512 bytes */
+    if (fabs(v[157] - log2(16 * 8 * 4 + 1)) < 1e-4) shared_rows++;
+  }
+  ck_assert_int_eq(shared_rows, 2);
+  /* the accumulator's row sees the vthread loop */
+  bool vt = false;
+  for (int r = 0; r < fe.nrows; r++) vt |= fabs(fe.rows[(size_t)r * CM_NUM_FEATURES + 56] - log2(3)) < 1e-5;
+  ck_assert(vt);
+  (void)col;
+  cm_features_fini(&fe);
+  /* the same function for a CPU target: is_gpu 0 */
+  sch_traced_free(ts);
+  ts_arena_fini(&a);
+}
+END_TEST
+
+/* The mutators for cuda: tile size (incl. fetch lanes), unroll, thread
+ * binding change one decision; the probabilities are MetaSchedule's. */
+START_TEST(test_gpu_mutators) {
+  cg_target t = cuda(), cpu;
+  ts_diag_clear(&D);
+  tu_ok(cg_target_parse("llvm", &cpu, &D), &D);
+  ck_assert_double_eq_tol(srch_mutator_prob(SRCH_MUT_TILE_SIZE, &t), 0.9, 1e-12);
+  ck_assert_double_eq_tol(srch_mutator_prob(SRCH_MUT_UNROLL, &t), 0.08, 1e-12);
+  ck_assert_double_eq_tol(srch_mutator_prob(SRCH_MUT_THREAD_BINDING, &t), 0.02, 1e-12);
+  ck_assert_double_eq_tol(srch_mutator_prob(SRCH_MUT_PARALLEL, &t), 0.0, 1e-12);
+  ck_assert_double_eq_tol(srch_mutator_prob(SRCH_MUT_COMPUTE_LOCATION, &t), 0.0, 1e-12);
+  ck_assert_double_eq_tol(srch_mutator_prob(SRCH_MUT_THREAD_BINDING, &cpu), 0.0, 1e-12);
+  ck_assert_double_eq_tol(srch_mutator_prob(SRCH_MUT_UNROLL, &cpu), 0.03, 1e-12);
+
+  ts_arena a;
+  ts_arena_init(&a);
+  ir_func *f = tu_workload(&a, "matmul:m=32,n=32,k=16");
+  sch_traced *ts = matmul_candidate(f, NULL);
+  sch_trace *bare = sch_trace_simplified(sch_traced_trace(ts), true);
+  ts_rng rng;
+  ts_rng_seed(&rng, 5);
+  srch_mutator ms[2] = {SRCH_MUT_TILE_SIZE, SRCH_MUT_UNROLL};
+  int lanes_changed = 0;
+  for (int m = 0; m < 2; m++) {
+    int replayed = 0;
+    for (int k = 0; k < 16; k++) {
+      sch_trace *mt = srch_mutate(ms[m], bare, f, &rng);
+      ck_assert_ptr_nonnull(mt);
+      /* exactly one decision differs */
+      int diff = 0;
+      for (int i = 0; i < sch_trace_len(mt); i++) {
+        const sch_decision *x = &sch_trace_inst(mt, i)->decision, *y = &sch_trace_inst(bare, i)->decision;
+        if (x->n != y->n || memcmp(x->v, y->v, sizeof(int64_t) * (size_t)x->n)) {
+          diff++;
+          const sch_inst *in = sch_trace_inst(mt, i);
+          if (in->kind == SCH_I_SAMPLE_CATEGORICAL && in->attrs[0].n == 4) lanes_changed++;
+        }
+      }
+      ck_assert_int_eq(diff, 1);
+      ts_diag_clear(&D);
+      sch_traced *c = srch_instantiate(mt, f, &t, false, 1, &D);
+      if (c) {
+        tu_assert_equivalent(f, sch_traced_func(c));
+        sch_traced_free(c);
+        replayed++;
+      }
+      sch_trace_free(mt);
+    }
+    ck_assert_int_gt(replayed, 0);
+  }
+  ck_assert_int_gt(lanes_changed, 0);
+  /* matmul has no thread-binding categorical */
+  ck_assert_ptr_null(srch_mutate(SRCH_MUT_THREAD_BINDING, bare, f, &rng));
+  sch_trace_free(bare);
+  sch_traced_free(ts);
+
+  /* reduce_sum's cross-thread reduction: the thread count is resampled */
+  f = tu_workload(&a, "reduce_sum:m=7,n=300");
+  int n;
+  sch_trace **sk = gpu_sketches(f, &n);
+  ts_diag_clear(&D);
+  ts = srch_instantiate(sk[0], f, &t, true, 3, &D);
+  ck_assert_msg(ts != NULL, "%s", D.msg);
+  bare = sch_trace_simplified(sch_traced_trace(ts), true);
+  int64_t before = srch_gpu_thread_extent_for_test(ts, "Y");
+  for (int k = 0; k < 10; k++) {
+    sch_trace *mt = srch_mutate(SRCH_MUT_THREAD_BINDING, bare, f, &rng);
+    ck_assert_ptr_nonnull(mt);
+    sch_traced *c = srch_instantiate(mt, f, &t, false, 1, &D);
+    ck_assert_msg(c != NULL, "%s", D.msg);
+    int64_t after = srch_gpu_thread_extent_for_test(c, "Y");
+    ck_assert_int_ne(after, before);
+    tu_assert_equivalent(f, sch_traced_func(c));
+    sch_traced_free(c);
+    sch_trace_free(mt);
+  }
+  sch_trace_free(bare);
+  sch_traced_free(ts);
+  free_sketches(sk, n);
+  ts_arena_fini(&a);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("search_gpu_rules");
   TCase *tc = tcase_create("gpu");
@@ -541,6 +701,8 @@ int main(void) {
   tcase_add_test(tc, test_matmul_structure);
   tcase_add_test(tc, test_cross_thread_reduction);
   tcase_add_loop_test(tc, test_workload_gpu_space, 0, NSPECS);
+  tcase_add_test(tc, test_gpu_features);
+  tcase_add_test(tc, test_gpu_mutators);
   suite_add_tcase(s, tc);
   SRunner *sr = srunner_create(s);
   srunner_run_all(sr, CK_NORMAL);
