@@ -33,6 +33,7 @@
 
 #include "codegen/llvm.h"
 #include "codegen/runtime/model.h"
+#include "include/tessel/tessel_model.h"
 #include "ir/graph/onnx.h"
 #include "ir/graph/passes.h"
 #include "ir/graph/tasks.h"
@@ -496,6 +497,36 @@ START_TEST(errors) {
   ck_assert_int_eq(r.status, 2);
   ck_assert_msg(strstr(r.err, "not a tessel model"), "%s", r.err);
   rfree(&r);
+  /* the C API's refusals, each with a message */
+  char err[512];
+  tessel_model *m = tessel_model_load(so, err, sizeof err);
+  ck_assert_msg(m != NULL, "%s", err);
+  ck_assert_int_eq(tessel_model_num_inputs(m), 1);
+  ck_assert_int_eq(tessel_model_input_index(m, "x"), 0);
+  ck_assert_int_eq(tessel_model_output_index(m, "y"), 0);
+  ck_assert_int_eq(tessel_model_input_index(m, "nope"), -1);
+  ck_assert_int_ne(tessel_model_run(m), 0);
+  ck_assert_ptr_nonnull(strstr(tessel_model_error(m), "not set"));
+  int64_t sh3[3] = {4, 64, 1}, sh2[2] = {4, 64};
+  ck_assert_int_ne(tessel_model_set_input(m, 0, z, 3, sh3), 0);
+  ck_assert_ptr_nonnull(strstr(tessel_model_error(m), "3"));
+  ck_assert_int_ne(tessel_model_set_input(m, 1, z, 2, sh2), 0);
+  const void *data;
+  int nd;
+  int64_t osh[TESSEL_MODEL_MAX_DIMS];
+  ck_assert_int_ne(tessel_model_get_output(m, 0, &data, &nd, osh), 0);
+  float *xin = calloc(4 * 64, sizeof *xin);
+  ck_assert_int_eq(tessel_model_set_input(m, 0, xin, 2, sh2), 0);
+  ck_assert_msg(tessel_model_run(m) == 0, "%s", tessel_model_error(m));
+  ck_assert_int_eq(tessel_model_get_output(m, 0, &data, &nd, osh), 0);
+  ck_assert_int_eq(nd, 2);
+  ck_assert_int_eq(osh[0], 4);
+  ck_assert_int_eq(osh[1], 10);
+  ck_assert_int_ne(tessel_model_get_output(m, 1, &data, &nd, osh), 0);
+  free(xin);
+  tessel_model_free(m);
+  ck_assert_ptr_null(tessel_model_load(k, err, sizeof err));
+  ck_assert_ptr_nonnull(strstr(err, "not a tessel model"));
   r = sh("'%s' build '%s/missing.onnx' -o '%s/m.so'", tessel, tmpdir, tmpdir);
   ck_assert_int_eq(r.status, 2);
   ck_assert_msg(strstr(r.err, "missing.onnx"), "%s", r.err);
