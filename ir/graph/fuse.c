@@ -11,8 +11,9 @@
  *     broadcast: bias add, relu, residual add, gelu written out ...;
  *   - nodes upstream of it (its prologue) are at most injective: pad,
  *     transpose, reshape, elementwise maps of the inputs;
- *   - no path leaves the group and comes back (that would be a cycle
- *     between the fused call and an outside node);
+ *   - no path leaves the group and comes back, where a path entering
+ *     another group may continue from any of that group's nodes (groups
+ *     run as one call each, so this keeps the graph of calls acyclic);
  *   - at most TG_FUSE_MAX_NODES nodes.
  * A value made inside a group and read outside it (or a graph output) is an
  * output of the fused function; everything else made inside is an
@@ -33,6 +34,9 @@ typedef struct fctx {
   tg_graph *g;
   int nn;
   int *gid;     /* node -> group id (a node index: the group's representative) */
+  int *link;    /* circular list of each group's members */
+  int *cstart;  /* consumers of node i: cons[cstart[i] .. cstart[i+1]) (live nodes, distinct) */
+  int *cons;
   bool *inset;  /* scratch: membership of the candidate union */
   bool *down;   /* scratch */
   int *stack;
@@ -46,15 +50,78 @@ static bool graph_output(const tg_graph *g, int vid) {
   return false;
 }
 
+/* Consumer lists of every live node (CSR). */
+static ts_status build_consumers(fctx *c, ts_diag *d) {
+  tg_graph *g = c->g;
+  int *cnt = ts_calloc((size_t)c->nn + 1, sizeof(int));
+  int *prod = ts_malloc(((size_t)g->nvalues + 1) * sizeof(int));
+  if (!cnt || !prod) {
+    ts_free(cnt);
+    ts_free(prod);
+    return ts_diag_set(d, TS_ENOMEM, "out of memory fusing");
+  }
+  for (int v = 0; v < g->nvalues; v++) prod[v] = -1;
+  for (int i = 0; i < c->nn; i++) {
+    const tg_node *n = g->nodes[i];
+    if (n->dead) continue;
+    for (int j = 0; j < n->nout; j++)
+      if (n->outputs[j] >= 0) prod[n->outputs[j]] = i;
+  }
+  /* two passes: count, then fill (an edge p -> i once per distinct pair) */
+  int total = 0;
+  for (int pass = 0; pass < 2; pass++) {
+    if (pass == 1) {
+      c->cstart[0] = 0;
+      for (int i = 0; i < c->nn; i++) c->cstart[i + 1] = c->cstart[i] + cnt[i];
+      total = c->cstart[c->nn];
+      c->cons = ts_malloc((size_t)total * sizeof(int) + 1);
+      if (!c->cons) {
+        ts_free(cnt);
+        ts_free(prod);
+        return ts_diag_set(d, TS_ENOMEM, "out of memory fusing");
+      }
+      for (int i = 0; i < c->nn; i++) cnt[i] = 0;
+    }
+    for (int i = 0; i < c->nn; i++) {
+      const tg_node *n = g->nodes[i];
+      if (n->dead) continue;
+      for (int j = 0; j < n->nin; j++) {
+        int v = n->inputs[j];
+        int p = v >= 0 ? prod[v] : -1;
+        if (p < 0 || p == i) continue;
+        bool dup = false;
+        for (int k = 0; k < j && !dup; k++) dup = n->inputs[k] >= 0 && prod[n->inputs[k]] == p;
+        if (dup) continue;
+        if (pass == 1) c->cons[c->cstart[p] + cnt[p]] = i;
+        cnt[p]++;
+      }
+    }
+  }
+  ts_free(cnt);
+  ts_free(prod);
+  return TS_OK;
+}
+
+/* Marks every member of q's group visited and pushes them. */
+static void visit_group(fctx *c, int q, int *sp) {
+  int m = q;
+  do {
+    if (!c->down[m]) {
+      c->down[m] = true;
+      c->stack[(*sp)++] = m;
+    }
+    m = c->link[m];
+  } while (m != q);
+}
+
 /* Is the union of groups a and b a legal fused group? */
 static bool can_merge(fctx *c, int a, int b) {
   tg_graph *g = c->g;
-  int cnt = 0, anchor = -1, anchors = 0, maxidx = -1;
+  int cnt = 0, anchor = -1, anchors = 0;
   for (int i = 0; i < c->nn; i++) {
     c->inset[i] = !g->nodes[i]->dead && (c->gid[i] == a || c->gid[i] == b);
     if (!c->inset[i]) continue;
     cnt++;
-    maxidx = i;
     tg_pattern p = lg_pattern(g, g->nodes[i]);
     if (p == TG_PAT_OPAQUE) return false;
     if (is_anchor(p)) {
@@ -80,46 +147,25 @@ static bool can_merge(fctx *c, int a, int b) {
     if (dn && pt > TG_PAT_BROADCAST) return false;
     if (!dn && pt > TG_PAT_INJECTIVE) return false;
   }
-  /* cycle: from the union's outputs, walk forward through outside nodes (up
-   * to the union's last node: topological order bounds every path back) */
+  /* cycle: walk forward from the union through outside nodes, where
+   * entering any node of another group reaches all of it (each group runs
+   * as one call); arriving back in the union means the fused call would
+   * need a result that needs the call */
   int sp = 0;
-  for (int i = 0; i < c->nn; i++) c->down[i] = false; /* reuse as "visited" */
+  for (int i = 0; i < c->nn; i++) c->down[i] = false; /* reused as "visited" */
   for (int i = 0; i < c->nn; i++) {
     if (!c->inset[i]) continue;
-    const tg_node *n = g->nodes[i];
-    for (int j = 0; j < n->nout; j++) {
-      int v = n->outputs[j];
-      if (v < 0) continue;
-      for (int q = i + 1; q <= maxidx; q++) {
-        const tg_node *m = g->nodes[q];
-        if (m->dead || c->inset[q] || c->down[q]) continue;
-        for (int k = 0; k < m->nin; k++)
-          if (m->inputs[k] == v) {
-            c->down[q] = true;
-            c->stack[sp++] = q;
-            break;
-          }
-      }
+    for (int k = c->cstart[i]; k < c->cstart[i + 1]; k++) {
+      int q = c->cons[k];
+      if (!c->inset[q] && !c->down[q]) visit_group(c, q, &sp);
     }
   }
   while (sp > 0) {
-    int q = c->stack[--sp];
-    const tg_node *m = g->nodes[q];
-    for (int j = 0; j < m->nout; j++) {
-      int v = m->outputs[j];
-      if (v < 0) continue;
-      for (int r = q + 1; r <= maxidx; r++) {
-        const tg_node *u = g->nodes[r];
-        if (u->dead) continue;
-        bool reads = false;
-        for (int k = 0; k < u->nin && !reads; k++) reads = u->inputs[k] == v;
-        if (!reads) continue;
-        if (c->inset[r]) return false; /* back into the group */
-        if (!c->down[r]) {
-          c->down[r] = true;
-          c->stack[sp++] = r;
-        }
-      }
+    int u = c->stack[--sp];
+    for (int k = c->cstart[u]; k < c->cstart[u + 1]; k++) {
+      int q = c->cons[k];
+      if (c->inset[q]) return false;
+      if (!c->down[q]) visit_group(c, q, &sp);
     }
   }
   return true;
@@ -129,6 +175,9 @@ static void merge(fctx *c, int a, int b) {
   int keep = a < b ? a : b, drop = a < b ? b : a;
   for (int i = 0; i < c->nn; i++)
     if (c->gid[i] == drop) c->gid[i] = keep;
+  int t = c->link[a]; /* splice the two circular member lists */
+  c->link[a] = c->link[b];
+  c->link[b] = t;
 }
 
 /* Builds the fused PrimFunc of group gidv and rewires the graph. */
@@ -252,15 +301,19 @@ ts_status tg_pass_fuse(tg_graph *g, ts_diag *d) {
   fctx c = {.g = g, .nn = g->nnodes};
   if (c.nn == 0) return TS_OK;
   c.gid = ts_malloc((size_t)c.nn * sizeof(int));
+  c.link = ts_malloc((size_t)c.nn * sizeof(int));
+  c.cstart = ts_malloc(((size_t)c.nn + 1) * sizeof(int));
   c.inset = ts_calloc((size_t)c.nn, sizeof(bool));
   c.down = ts_calloc((size_t)c.nn, sizeof(bool));
   c.stack = ts_malloc((size_t)c.nn * sizeof(int));
   ts_status st = TS_OK;
-  if (!c.gid || !c.inset || !c.down || !c.stack) {
+  if (!c.gid || !c.link || !c.cstart || !c.inset || !c.down || !c.stack) {
     st = ts_diag_set(d, TS_ENOMEM, "out of memory fusing");
     goto out;
   }
-  for (int i = 0; i < c.nn; i++) c.gid[i] = i;
+  st = build_consumers(&c, d);
+  if (st != TS_OK) goto out;
+  for (int i = 0; i < c.nn; i++) c.gid[i] = c.link[i] = i;
   for (int i = 0; i < c.nn; i++) {
     tg_node *n = g->nodes[i];
     if (n->dead || n->op != TG_OP_CALL || lg_pattern(g, n) == TG_PAT_OPAQUE) continue;
@@ -292,6 +345,9 @@ ts_status tg_pass_fuse(tg_graph *g, ts_diag *d) {
   if (st == TS_OK) lg_module_drop_unused(g);
 out:
   ts_free(c.gid);
+  ts_free(c.link);
+  ts_free(c.cstart);
+  ts_free(c.cons);
   ts_free(c.inset);
   ts_free(c.down);
   ts_free(c.stack);

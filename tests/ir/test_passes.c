@@ -954,6 +954,79 @@ START_TEST(test_fuse_pad_prologue_idempotent) {
 }
 END_TEST
 
+
+/* Random DAGs of elementwise, broadcast, injective and anchor ops over
+ * [4, 4] values (reductions come back through a broadcast add): whatever
+ * fusion decides, the graph verifies (no cycles, every call well formed)
+ * and computes what the unfused graph computes. */
+static void random_dag(tg_graph *g, uint64_t seed) {
+  ts_rng r;
+  ts_rng_seed(&r, seed * 7919 + 1);
+  tg_dim sq[2] = {C(4), C(4)}, col[2] = {C(4), C(1)};
+  int vals[64], nv = 0;
+  vals[nv++] = input(g, "x", 2, sq);
+  vals[nv++] = input(g, "z", 2, sq);
+  int w = rconst(g, "w", 2, sq, seed + 3);
+  bool used[64] = {false};
+  for (int i = 0; i < 18; i++) {
+    char nm[32], vn[32];
+    snprintf(nm, sizeof nm, "n%d", i);
+    snprintf(vn, sizeof vn, "v%d", i);
+    int a = vals[ts_rng_below(&r, (uint64_t)nv)], b = vals[ts_rng_below(&r, (uint64_t)nv)];
+    int y = inter(g, vn, 2, sq);
+    switch (ts_rng_below(&r, 7)) {
+      case 0: node(g, TG_OP_RELU, nm, 1, &a, 1, &y); break;
+      case 1: node(g, TG_OP_ADD, nm, 2, (int[]){a, b}, 1, &y); break;
+      case 2: node(g, TG_OP_MATMUL, nm, 2, (int[]){a, ts_rng_below(&r, 2) ? w : b}, 1, &y); break;
+      case 3: aints(g, node(g, TG_OP_TRANSPOSE, nm, 1, &a, 1, &y), "perm", 2, (int64_t[]){1, 0}); break;
+      case 4: aint(g, node(g, TG_OP_SOFTMAX, nm, 1, &a, 1, &y), "axis", 1); break;
+      case 5: node(g, TG_OP_SIGMOID, nm, 1, &a, 1, &y); break;
+      default: {
+        snprintf(vn, sizeof vn, "s%d", i);
+        int s = inter(g, vn, 2, col);
+        tg_node *n = node(g, TG_OP_REDUCE_SUM, nm, 1, &a, 1, &s);
+        aints(g, n, "axes", 1, (int64_t[]){1});
+        snprintf(nm, sizeof nm, "n%db", i);
+        node(g, TG_OP_ADD, nm, 2, (int[]){b, s}, 1, &y);
+        break;
+      }
+    }
+    for (int k = 0; k < nv; k++)
+      if (vals[k] == a || vals[k] == b) used[k] = true;
+    vals[nv++] = y;
+  }
+  /* every value nobody reads is an output, and one read value too */
+  for (int k = 2; k < nv; k++)
+    if (!used[k] || k == nv / 2) output(g, vals[k]);
+}
+
+START_TEST(test_fuse_random_dags) {
+  for (uint64_t seed = 0; seed < 150; seed++) {
+    ir_module *m1 = ir_module_new(), *m2 = ir_module_new();
+    tg_graph *ref = tg_graph_new(m1, "ref"), *g = tg_graph_new(m2, "g");
+    random_dag(ref, seed);
+    random_dag(g, seed);
+    run_pipe(ref, "legalize");
+    ts_diag d;
+    ts_diag_clear(&d);
+    ck_assert_msg(tg_run_pipeline(g, NULL, &d) == TS_OK, "seed %llu: %s", (unsigned long long)seed, d.msg);
+    ck_assert_msg(tg_graph_verify(g, &d) == TS_OK, "seed %llu: %s", (unsigned long long)seed, d.msg);
+    ck_assert_int_le(tg_count_called_funcs(g), tg_count_called_funcs(ref));
+    ir_tensor in[2], o1[16], o2[16];
+    ck_assert_int_le(g->noutputs, 16);
+    make_inputs(g, in, 0, seed);
+    run(g, in, o1);
+    run(ref, in, o2);
+    for (int i = 0; i < g->noutputs; i++) expect_close(&o1[i], &o2[i], 1e-5);
+    free_tensors(in, 2);
+    free_tensors(o1, g->noutputs);
+    free_tensors(o2, g->noutputs);
+    ir_module_free(m1);
+    ir_module_free(m2);
+  }
+}
+END_TEST
+
 /* ---- layout rewrite ----------------------------------------------------------------------- */
 
 START_TEST(test_layout_rewrite_matmul) {
@@ -1225,6 +1298,7 @@ static Suite *passes_suite(void) {
   tcase_add_test(tc, test_fuse_gelu_diamond_symbolic);
   tcase_add_test(tc, test_fuse_prologue_and_shared);
   tcase_add_test(tc, test_fuse_pad_prologue_idempotent);
+  tcase_add_test(tc, test_fuse_random_dags);
   tcase_add_test(tc, test_layout_rewrite_matmul);
   tcase_add_test(tc, test_tasks_weights_keys_flops);
   tcase_add_test(tc, test_tasks_symbolic_bound);
