@@ -118,7 +118,9 @@ START_TEST(test_matmul_sketches) {
   ts_arena_init(&a);
   ir_func *f = tu_workload(&a, "matmul:m=64,n=48,k=32");
   int n;
+  setenv("TESSEL_TENSORIZE", "0", 1); /* the plain sketches (the FMA micro-kernel ones: test_intrin) */
   sch_trace **sk = sketches(f, &n);
+  unsetenv("TESSEL_TENSORIZE");
   ck_assert_int_eq(n, 3);
   for (int s = 0; s < 3; s++) {
     ck_assert_int_eq(count_kind(sk[s], SCH_I_SAMPLE_PERFECT_TILE), 3);
