@@ -956,36 +956,42 @@ END_TEST
 
 
 /* Random DAGs of elementwise, broadcast, injective and anchor ops over
- * [4, 4] values (reductions come back through a broadcast add): whatever
+ * [4, 4] values, or [batch, 4, 4] run at batch 3 (reductions come back
+ * through a broadcast add): whatever
  * fusion decides, the graph verifies (no cycles, every call well formed)
  * and computes what the unfused graph computes. */
-static void random_dag(tg_graph *g, uint64_t seed) {
+static void random_dag(tg_graph *g, uint64_t seed, bool sym) {
   ts_rng r;
   ts_rng_seed(&r, seed * 7919 + 1);
-  tg_dim sq[2] = {C(4), C(4)}, col[2] = {C(4), C(1)};
+  /* [4, 4] values, or with sym [batch, 4, 4] (the op axes shift by one) */
+  int R = sym ? 3 : 2, o = R - 2;
+  tg_dim sq[3] = {S("batch"), C(4), C(4)}, col[3] = {S("batch"), C(4), C(1)};
+  tg_dim *vs = sym ? sq : sq + 1, *vc = sym ? col : col + 1;
   int vals[64], nv = 0;
-  vals[nv++] = input(g, "x", 2, sq);
-  vals[nv++] = input(g, "z", 2, sq);
-  int w = rconst(g, "w", 2, sq, seed + 3);
+  vals[nv++] = input(g, "x", R, vs);
+  vals[nv++] = input(g, "z", R, vs);
+  int w = rconst(g, "w", 2, (tg_dim[]){C(4), C(4)}, seed + 3);
   bool used[64] = {false};
   for (int i = 0; i < 18; i++) {
     char nm[32], vn[32];
     snprintf(nm, sizeof nm, "n%d", i);
     snprintf(vn, sizeof vn, "v%d", i);
     int a = vals[ts_rng_below(&r, (uint64_t)nv)], b = vals[ts_rng_below(&r, (uint64_t)nv)];
-    int y = inter(g, vn, 2, sq);
+    int y = inter(g, vn, R, vs);
     switch (ts_rng_below(&r, 7)) {
       case 0: node(g, TG_OP_RELU, nm, 1, &a, 1, &y); break;
       case 1: node(g, TG_OP_ADD, nm, 2, (int[]){a, b}, 1, &y); break;
       case 2: node(g, TG_OP_MATMUL, nm, 2, (int[]){a, ts_rng_below(&r, 2) ? w : b}, 1, &y); break;
-      case 3: aints(g, node(g, TG_OP_TRANSPOSE, nm, 1, &a, 1, &y), "perm", 2, (int64_t[]){1, 0}); break;
-      case 4: aint(g, node(g, TG_OP_SOFTMAX, nm, 1, &a, 1, &y), "axis", 1); break;
+      case 3:
+        aints(g, node(g, TG_OP_TRANSPOSE, nm, 1, &a, 1, &y), "perm", R, sym ? (int64_t[]){0, 2, 1} : (int64_t[]){1, 0});
+        break;
+      case 4: aint(g, node(g, TG_OP_SOFTMAX, nm, 1, &a, 1, &y), "axis", 1 + o); break;
       case 5: node(g, TG_OP_SIGMOID, nm, 1, &a, 1, &y); break;
       default: {
         snprintf(vn, sizeof vn, "s%d", i);
-        int s = inter(g, vn, 2, col);
+        int s = inter(g, vn, R, vc);
         tg_node *n = node(g, TG_OP_REDUCE_SUM, nm, 1, &a, 1, &s);
-        aints(g, n, "axes", 1, (int64_t[]){1});
+        aints(g, n, "axes", 1, (int64_t[]){1 + o});
         snprintf(nm, sizeof nm, "n%db", i);
         node(g, TG_OP_ADD, nm, 2, (int[]){b, s}, 1, &y);
         break;
@@ -1001,11 +1007,12 @@ static void random_dag(tg_graph *g, uint64_t seed) {
 }
 
 START_TEST(test_fuse_random_dags) {
-  for (uint64_t seed = 0; seed < 150; seed++) {
+  for (uint64_t seed = 0; seed < 200; seed++) {
+    bool sym = seed % 4 == 3; /* every fourth graph has a symbolic batch */
     ir_module *m1 = ir_module_new(), *m2 = ir_module_new();
     tg_graph *ref = tg_graph_new(m1, "ref"), *g = tg_graph_new(m2, "g");
-    random_dag(ref, seed);
-    random_dag(g, seed);
+    random_dag(ref, seed, sym);
+    random_dag(g, seed, sym);
     run_pipe(ref, "legalize");
     ts_diag d;
     ts_diag_clear(&d);
@@ -1014,7 +1021,7 @@ START_TEST(test_fuse_random_dags) {
     ck_assert_int_le(tg_count_called_funcs(g), tg_count_called_funcs(ref));
     ir_tensor in[2], o1[16], o2[16];
     ck_assert_int_le(g->noutputs, 16);
-    make_inputs(g, in, 0, seed);
+    make_inputs(g, in, sym ? 3 : 0, seed);
     run(g, in, o1);
     run(ref, in, o2);
     for (int i = 0; i < g->noutputs; i++) expect_close(&o1[i], &o2[i], 1e-5);
