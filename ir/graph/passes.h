@@ -12,24 +12,30 @@
  *   fold_batchnorm  BatchNormalization after a Conv with constant weights is
  *                   folded into the conv's weights and bias; a standalone one
  *                   becomes Mul + Add with constant per-channel scale/shift.
- *   simplify        Identity / Dropout-like nodes removed, Reshape/Flatten/
- *                   Squeeze/Unsqueeze that change nothing removed.
+ *   simplify        nodes that change nothing removed (Identity, Reshape/
+ *                   Flatten/Squeeze/Unsqueeze to the same shape, Cast to the
+ *                   same dtype, identity Transpose, zero Pad), unless their
+ *                   output is a graph output (its name is the caller's).
  *   legalize        every remaining op becomes a TG_OP_CALL of its own
  *                   PrimFunc (DSL text generated per op and parsed; symbolic
  *                   dims become PrimFunc size vars named after the graph
  *                   symbol). The node keeps its ONNX attributes plus
  *                   "tessel.op" (the original op name), which fusion reads.
+ *   layout_rewrite  constant weights pre-packed into the layout the kernel
+ *                   reads: MatMul's / Gemm's constant B [K,N] becomes [N,K]
+ *                   (docs/PASSES.md lists what is covered). Runs on the
+ *                   legalised single-op calls (their PrimFunc is rewritten),
+ *                   or on ONNX-level nodes before legalize.
  *   fuse            FuseOps-style grouping (docs/PASSES.md); each group of
  *                   two or more calls is merged into ONE PrimFunc named
  *                   "fused_<op>_<op>..._<n>" with the intermediates as
- *                   allocated buffers.
- *   layout_rewrite  constant weights pre-packed into the layout the kernel
- *                   reads (docs/PASSES.md lists what is covered).
+ *                   allocated buffers. A fused call is opaque (fuse is
+ *                   idempotent).
  *   dce             nodes whose outputs nobody reads removed; the graph
- *                   compacted (tg_graph_compact).
- * Each pass is idempotent and may be run alone (legalize requires the graph
- * to have no Constant/unknown ops left that it cannot express; fuse and
- * layout_rewrite do nothing before legalize).
+ *                   compacted (tg_graph_compact); PrimFuncs of g->mod that
+ *                   no live call uses removed.
+ * Each pass is idempotent and may be run alone (fuse does nothing before
+ * legalize; legalize refuses ops it cannot express, naming them).
  *
  * Errors: TS_ENOTFOUND for an unknown pass name (the message lists the valid
  * ones); TS_EUNSUPPORTED naming the node, its op and the attribute/shape that
