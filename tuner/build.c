@@ -107,8 +107,18 @@ static void schedule_block(sch_traced *t, const char *name, const cg_target *tg)
   if (last_s == nl - 1 && lanes) {
     const ir_stmt *l = find_loop(t, sch_t_loop(t, loops[nl - 1]).var);
     int64_t ext;
-    if (l && ir_as_int(l->u.loop.extent, &ext) && ext >= lanes) {
-      sch_arg f[2] = {sch_arg_none(), sch_arg_int(lanes)};
+    /* a width that divides the extent; none: the loop stays scalar (a
+     * guarded tail would keep the split loop scalar too, with a test per
+     * element) */
+    int w = lanes;
+    if (l && ir_as_int(l->u.loop.extent, &ext) && ext % lanes)
+      for (int v = lanes / 2; v >= 4; v /= 2)
+        if (ext % v == 0) {
+          w = v;
+          break;
+        }
+    if (l && ir_as_int(l->u.loop.extent, &ext) && ext >= w && ext % w == 0) {
+      sch_arg f[2] = {sch_arg_none(), sch_arg_int(w)};
       int out[2];
       ts_diag_clear(&d);
       if (sch_t_split(t, loops[nl - 1], 2, f, out, &d) == TS_OK) {
