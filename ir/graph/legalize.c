@@ -424,7 +424,6 @@ static void emit_unary(lg_kernel *k, const tg_node *n, tg_op op, const char *con
   tb_reset(&X);
   load_bcast(k, &X, IN(0), n->inputs[0], r, y->dims);
   char l1[48], l2[48];
-  bool fl = ir_dtype_is_float(x->dtype);
   lhs(&b, o, r);
   tb_printf(&b, " = ");
   switch (op) {
@@ -461,7 +460,6 @@ static void emit_unary(lg_kernel *k, const tg_node *n, tg_op op, const char *con
       tb_printf(&b, "%s", X.s);
       break;
   }
-  (void)fl;
   stmt(k, &b);
 }
 
@@ -1699,7 +1697,12 @@ ts_status tg_pass_legalize(tg_graph *g, ts_diag *d) {
    * time (Shape/Gather/Concat of a symbolic dim feeding a Reshape, whose
    * output dims the graph already knows) loses its last reader and is
    * dropped before anything is written for it */
-  bool normalized = false;
+  bool normalized = false, constants = false;
+  for (int i = 0; i < g->nnodes; i++) constants |= !g->nodes[i]->dead && g->nodes[i]->op == TG_OP_CONSTANT;
+  if (constants) { /* a hand-built graph run from legalize on: fold them first (this compacts) */
+    ts_status st = tg_pass_fold_constants(g, d);
+    if (st != TS_OK) return st;
+  }
   for (int i = 0; i < g->nnodes; i++) {
     tg_node *n = g->nodes[i];
     if (n->dead || n->op == TG_OP_CALL || n->op == TG_OP_CONSTANT) continue;
@@ -1715,13 +1718,8 @@ ts_status tg_pass_legalize(tg_graph *g, ts_diag *d) {
   for (int i = 0; i < g->nnodes; i++) {
     tg_node *n = g->nodes[i];
     if (n->dead || n->op == TG_OP_CALL) continue;
-    if (n->op == TG_OP_CONSTANT) {
-      ts_status st = tg_pass_fold_constants(g, d);
-      if (st != TS_OK) return st;
-      if (!n->dead)
-        return ts_diag_set(d, TS_EUNSUPPORTED, "node '%s' (Constant): could not be folded", n->name);
-      continue;
-    }
+    if (n->op == TG_OP_CONSTANT)
+      return ts_diag_set(d, TS_EUNSUPPORTED, "node '%s' (Constant): could not be folded into a constant", n->name);
     ts_status st = lg_normalize(g, n, d);
     if (st != TS_OK) return st;
     drop_unused_outputs(g, n);
@@ -1741,8 +1739,6 @@ ts_status tg_pass_legalize(tg_graph *g, ts_diag *d) {
     tg_attr oa = {.name = "tessel.op", .kind = TG_A_STRING, .s = tg_op_name(n->op)};
     st = tg_node_set_attr(g, n, &oa);
     if (st != TS_OK) return ts_diag_set(d, st, "out of memory");
-    int w = n->nin;
-    n->nin = w;
     n->op = TG_OP_CALL;
     n->callee = f->name;
   }

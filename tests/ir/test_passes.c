@@ -708,6 +708,42 @@ START_TEST(test_fold_shape_arithmetic) {
 }
 END_TEST
 
+
+/* A Constant node in a hand-built graph (the importer never leaves one):
+ * legalize alone folds it first; one it cannot read is refused by name */
+START_TEST(test_constant_node) {
+  int x = input(G, "x", 1, (tg_dim[]){C(3)});
+  int c = inter(G, "c", 1, (tg_dim[]){C(3)});
+  tg_node *k = node(G, TG_OP_CONSTANT, "const3", 0, NULL, 1, &c);
+  tg_attr a = {.name = "value_floats", .kind = TG_A_FLOATS, .n = 3, .floats = (double[]){1.5, -2, 4}};
+  ck_assert_int_eq(tg_node_set_attr(G, k, &a), TS_OK);
+  int y = inter(G, "y", 1, (tg_dim[]){C(3)});
+  node(G, TG_OP_MUL, "mul", 2, (int[]){x, c}, 1, &y);
+  output(G, y);
+  ts_diag d;
+  ts_diag_clear(&d);
+  ck_assert_msg(tg_run_pass(G, "legalize", &d) == TS_OK, "%s", d.msg);
+  ir_tensor in[1], out[1];
+  make_inputs(G, in, 0, 1);
+  run(G, in, out);
+  ck_assert(at(&out[0], 0) == at(&in[0], 0) * 1.5f);
+  ck_assert(at(&out[0], 1) == at(&in[0], 1) * -2.0f);
+  ck_assert(at(&out[0], 2) == at(&in[0], 2) * 4.0f);
+  free_tensors(in, 1);
+  free_tensors(out, 1);
+  /* a Constant without a readable value */
+  ir_module *m2 = ir_module_new();
+  tg_graph *g2 = tg_graph_new(m2, "g2");
+  int c2 = inter(g2, "c2", 1, (tg_dim[]){C(2)});
+  node(g2, TG_OP_CONSTANT, "mystery", 0, NULL, 1, &c2);
+  output(g2, c2);
+  ts_diag_clear(&d);
+  ck_assert_int_eq(tg_run_pipeline(g2, NULL, &d), TS_EUNSUPPORTED);
+  ck_assert_ptr_nonnull(strstr(d.msg, "mystery"));
+  ir_module_free(m2);
+}
+END_TEST
+
 /* ---- batch-norm folding ---------------------------------------------------------------- */
 
 /* x[1,3,6,6] -> Conv(w, b) -> BN -> Relu -> y ; and a standalone BN on x */
@@ -1299,6 +1335,7 @@ static Suite *passes_suite(void) {
   tcase_add_checked_fixture(tc, setup, teardown);
   tcase_set_timeout(tc, 120);
   tcase_add_test(tc, test_fold_shape_arithmetic);
+  tcase_add_test(tc, test_constant_node);
   tcase_add_test(tc, test_bn_into_conv);
   tcase_add_test(tc, test_bn_standalone);
   tcase_add_test(tc, test_fuse_resnetish);
