@@ -22,11 +22,12 @@
  *    outermost serial loop of each block with a reduction. TVM puts them on
  *    the outermost loop, which on a GPU is bound to blockIdx; the first
  *    loop a thread actually runs is where cuda.c's #pragma unroll acts.
- *  - RewriteReductionBlock: decompose_reduction at the outermost serial
- *    reduction loop (a cross-thread reduction's serial part included, so its
- *    update is the plain B[i] = B[i] + e cuda.c turns into a warp
- *    all-reduce); a block whose outermost reduction loop is thread-bound is
- *    left alone, as TVM does.
+ *  - RewriteReductionBlock: decompose_reduction at the outermost reduction
+ *    loop. For a cross-thread reduction that is the threadIdx.x loop (TVM
+ *    skips those blocks and lowers their init in LowerCrossThreadReduction):
+ *    the init then runs before the threads' loop and the update is the plain
+ *    B[i] = B[i] + e that cuda.c turns into a warp all-reduce; when the
+ *    primitive refuses there (fused pooling windows), the init stays.
  *  - VerifyGPUCode: cg_gpu_check with the target's limits (every store must
  *    be thread-bound), and each tiled block's threads per block within the
  *    range its tiling annotated. */
@@ -207,9 +208,12 @@ static ts_status rewrite_reduction_block(sch_traced *t, ts_diag *d) {
     for (int k = 0; k < nl; k++) {
       if (!srch_realize_uses_in_reduction(r, sch_t_loop(t, lp[k]).var)) continue;
       const ir_stmt *l = loop_stmt(t, lp[k]);
-      if (l && l->u.loop.kind == IR_FOR_THREAD_BINDING) break; /* TVM skips these */
+      bool bound = l && l->u.loop.kind == IR_FOR_THREAD_BINDING;
       int init;
       if (sch_t_decompose_reduction(t, b, lp[k], &init, &q)) {
+        /* a cross-thread reduction over fused loops (pooling windows) can be
+         * refused: its init then stays in the block, which is still right */
+        if (bound) break;
         ts_arena_fini(&a);
         return ts_diag_set(d, TS_ESCHEDULE, "RewriteReductionBlock: %s", q.msg);
       }

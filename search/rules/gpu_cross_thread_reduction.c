@@ -7,8 +7,12 @@
  *  - t = SampleCategorical over {4, 8, ..., 512} (powers of two, so cuda.c
  *    can emit a warp-shuffle all-reduce; only up to the first one covering
  *    the reduction extent);
- *  - split [None, t] and the inner loop bound to threadIdx.x: the threads of
- *    a block share the reduction of one output, each over a strided part;
+ *  - split [None, t], the inner loop moved outside the outer one and bound
+ *    to threadIdx.x: the threads of a block share the reduction of one
+ *    output, thread ri summing the elements ro * t + ri serially (a warp
+ *    reads consecutive elements); that is the form cuda.c turns into
+ *    per-thread partials and a warp-shuffle all-reduce (TVM instead keeps
+ *    the bound loop inside and lowers it with LowerCrossThreadReduction);
  *  - the leading spatial loops fused and bound to blockIdx.x (one block per
  *    output element, or per row).
  * The fusion into the first consumer that TVM tries (compute_at the
@@ -90,7 +94,13 @@ static bool apply(sch_traced *t, const char *block, int64_t rprod) {
   int tv, parts[2];
   if (sch_t_sample_categorical(t, nc, cand, probs, NULL, &tv, &q)) return false;
   sch_arg f[2] = {sch_arg_none(), sch_arg_rv(tv)};
-  if (sch_t_split(t, red, 2, f, parts, &q) || sch_t_bind(t, parts[1], "threadIdx.x", &q)) return false;
+  /* [ro, ri] -> ri outer: thread ri sums j = ro * t + ri serially (strided,
+   * so a warp reads consecutive elements), then the threads combine */
+  int swap[2];
+  if (sch_t_split(t, red, 2, f, parts, &q)) return false;
+  swap[0] = parts[1];
+  swap[1] = parts[0];
+  if (sch_t_reorder(t, 2, swap, &q) || sch_t_bind(t, parts[1], "threadIdx.x", &q)) return false;
   if (ns > 0) {
     int fused = sp[0];
     if (ns > 1 && sch_t_fuse(t, ns, sp, &fused, &q)) return false;
