@@ -9,8 +9,9 @@
  *    loop that a rf-loop-touching reduce var used (closed over reduce vars
  *    sharing such a loop, so every binding stays bijective). Its init writes the
  *    combiner's identity; its update is O_rf[.. vrf ..] = comb(O_rf[..], rhs).
- *    It sits under copies of every loop of B (fresh loop vars named
- *    <loop>_rf), inserted right before B's outermost loop.
+ *    It sits under copies of B's loops (fresh loop vars named <loop>_rf;
+ *    a non-unit loop that feeds no binding is left out: it would only
+ *    recompute), inserted right before B's outermost loop.
  *  - the write-back block keeps B's name: its spatial vars and one reduce
  *    var bound to the rf loop; init = B's own init; update
  *    O[..] = comb(O[..], O_rf[.. vrf ..]). It stays in B's loop nest, minus
@@ -503,6 +504,19 @@ ts_status sch_rfactor(sch_state *s, sch_loop loop, int factor_axis, sch_block *o
       }
     }
   }
+  /* The per-loop reduce vars get their loops' full ranges as domains; a
+   * predicate over those loops (an imperfect split of the reduction) would
+   * be the only thing tying them together, and primitives that rebuild
+   * loops from iter domains (compute_at) cannot keep it. */
+  for (int l = 0; l < nl && !st; l++)
+    if (lsplit[l] && ir_expr_uses_var(rz->u.realize.predicate, L[l]->u.loop.var)) {
+      ir_var_map_fini(&lmap);
+      ir_var_map_fini(&imap);
+      return ts_diag_set(d, TS_ESCHEDULE,
+                         "%s: the predicate of block '%s' uses reduction loop '%s' (an imperfect split), which "
+                         "rfactor at '%s' would turn into a separate reduce var",
+                         P, bn, L[l]->u.loop.var->name, ln);
+    }
   for (int i = 0; i < blk->niter && !st; i++) {
     const ir_iter_var *it = &blk->iters[i];
     ir_expr *bind = rz->u.realize.iter_values[i];
@@ -577,6 +591,20 @@ ts_status sch_rfactor(sch_state *s, sch_loop loop, int factor_axis, sch_block *o
     }
     if (!st) rf_nest = ir_realize(a, rfb, rvals, rpred);
     for (int l = nl - 1; l >= 0 && rf_nest; l--) {
+      /* A non-unit loop feeding no binding (B computed at a loop of a
+       * consumer) only recomputes the partials: the rf nest leaves it out,
+       * unless the predicate or another loop's bounds use it. Kept, it
+       * could later be reordered below a reduction loop, re-running the
+       * accumulation without the init. */
+      int64_t e1;
+      if (!sU[l] && !rU[l] && !(ir_as_int(L[l]->u.loop.extent, &e1) && e1 == 1) &&
+          !ir_expr_uses_var(rpred, nlv[l])) {
+        bool used = false;
+        for (int q = 0; q < nl && !used; q++)
+          used = ir_expr_uses_var(L[q]->u.loop.min, L[l]->u.loop.var) ||
+                 ir_expr_uses_var(L[q]->u.loop.extent, L[l]->u.loop.var);
+        if (!used) continue;
+      }
       ir_expr *mn = ir_subst_expr(a, L[l]->u.loop.min, &lmap), *ex = ir_subst_expr(a, L[l]->u.loop.extent, &lmap);
       ir_stmt *f = mn && ex ? ir_stmt_clone(a, L[l]) : NULL;
       if (f) {

@@ -240,6 +240,16 @@ START_TEST(odd_prime_extents) {
   REFUSED(s, sch_rfactor(s, sp[1], 0, &rf, &D), "rfactor", "'Y'", "imperfect split");
   REFUSED(s, sch_rfactor(s, sp[0], 0, &rf, &D), "rfactor", "imperfect split");
   sch_free(s);
+  /* a perfect split, then an imperfect split of its inner piece: rfactor at
+   * the outer piece would give the guarded loops their own reduce vars,
+   * tied only by the predicate: refused */
+  s = tu_schedule(a, "reduce_sum:m=5,n=13", &orig);
+  ck_assert_int_eq(tu_loops(s, "Y", l, 4), 2);
+  tu_ok(sch_split(s, l[1], 2, (int64_t[]){1, 13}, sp, &D), &D);
+  sch_loop sp2[2];
+  tu_ok(sch_split(s, sp[1], 2, (int64_t[]){-1, 4}, sp2, &D), &D);
+  REFUSED(s, sch_rfactor(s, sp[0], 0, &rf, &D), "rfactor", "'Y'", "imperfect split", "separate reduce var");
+  sch_free(s);
   ts_arena_free(a);
 }
 END_TEST
@@ -343,6 +353,36 @@ START_TEST(fused_reduce_loops) {
   int nw = tu_loops(s, "sm", wl, 8);
   ck_assert_int_eq(nw, 5);
   tu_ok(sch_compute_at(s, rf, wl[3], true, -1, &D), &D);
+  tu_assert_equivalent(orig, sch_func(s));
+  sch_free(s);
+  ts_arena_free(a);
+}
+END_TEST
+
+/* ---- a reduction computed under a loop that feeds none of its vars ----
+ * (s computed at Y's column loop, outermost after a reorder): the rf nest
+ * leaves that loop out (it would only recompute the partials, and could be
+ * reordered below the reduction loop, re-accumulating without init). */
+START_TEST(unbound_outer_loop) {
+  ts_arena *a = ts_arena_new();
+  ir_func *orig;
+  sch_state *s = tu_schedule(a, "softmax:m=3,n=8", &orig);
+  sch_loop yl[2], sl[4], rl[4];
+  ck_assert_int_eq(tu_loops(s, "Y", yl, 2), 2);
+  ts_diag_clear(&D);
+  sch_loop order[2] = {yl[1], yl[0]};
+  tu_ok(sch_reorder(s, 2, order, &D), &D);
+  tu_ok(sch_compute_at(s, blk("s"), yl[0], false, -1, &D), &D);
+  assert_loops(s, "s", "j i ax0");
+  ck_assert_int_eq(tu_loops(s, "s", sl, 4), 3);
+  sch_block rf;
+  tu_ok(sch_rfactor(s, sl[2], 0, &rf, &D), &D);
+  assert_loops(s, "s_rf", "i_rf ax0_rf");
+  assert_loops(s, "s", "j i ax0");
+  tu_assert_equivalent(orig, sch_func(s));
+  ck_assert_int_eq(tu_loops(s, "s_rf", rl, 4), 2);
+  sch_loop o2[2] = {rl[1], rl[0]};
+  tu_ok(sch_reorder(s, 2, o2, &D), &D);
   tu_assert_equivalent(orig, sch_func(s));
   sch_free(s);
   ts_arena_free(a);
@@ -457,6 +497,7 @@ static Suite *suite(void) {
   tcase_add_test(tc, int_max_and_product);
   tcase_add_test(tc, symbolic_extent);
   tcase_add_test(tc, fused_reduce_loops);
+  tcase_add_test(tc, unbound_outer_loop);
   tcase_add_test(tc, refusals);
   tcase_add_test(tc, trace_roundtrip);
   suite_add_tcase(su, tc);
