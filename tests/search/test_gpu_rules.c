@@ -316,6 +316,48 @@ START_TEST(test_check_shared_and_vectors) {
 }
 END_TEST
 
+/* bind: a cooperative copy into shared memory may bind its loop to the
+ * threadIdx.x of the consumer's loop it sits in (same extent, independent of
+ * the outer thread, writing only shared buffers); anything else is refused. */
+START_TEST(test_cooperative_rebind) {
+  ts_arena a;
+  ts_arena_init(&a);
+  for (int variant = 0; variant < 3; variant++) {
+    ir_func *orig;
+    sch_state *s = tu_schedule(&a, "add:m=5,n=32", &orig);
+    sch_block b = {"C"}, cache;
+    sch_loop lc[2], lr[4];
+    ts_diag_clear(&D);
+    tu_ok(sch_cache_read(s, b, 0, variant == 2 ? "local" : "shared", 0, NULL, &cache, &D), &D);
+    tu_loops(s, "C", lc, 2);
+    tu_ok(sch_bind(s, lc[0], "blockIdx.x", &D), &D);
+    tu_ok(sch_bind(s, lc[1], "threadIdx.x", &D), &D);
+    tu_ok(sch_compute_at(s, cache, lc[1], true, -1, &D), &D);
+    int nr = tu_loops(s, cache.name, lr, 4);
+    sch_loop own = lr[nr - 1];
+    if (variant == 0) {
+      /* the whole row (32, relaxed over the threads) copied cooperatively */
+      tu_ok(sch_bind(s, own, "threadIdx.x", &D), &D);
+      tu_assert_equivalent(orig, sch_func(s));
+      cg_gpu_usage u;
+      expect_ok(sch_func(s), NULL, &u);
+      ck_assert_int_eq(u.threads_per_block, 32);
+      ck_assert_int_eq(u.shared_bytes, 32 * 4);
+    } else if (variant == 1) {
+      sch_loop parts[2];
+      int64_t f[2] = {2, 16};
+      tu_ok(sch_split(s, own, 2, f, parts, &D), &D);
+      TU_REFUSED(&D, s, sch_bind(s, parts[1], "threadIdx.x", &D), "already bound", "same constant extent");
+    } else {
+      /* a local copy is per thread: one element, indexed by the outer thread */
+      TU_REFUSED(&D, s, sch_bind(s, own, "threadIdx.x", &D), "already bound");
+    }
+    sch_free(s);
+  }
+  ts_arena_fini(&a);
+}
+END_TEST
+
 /* ---- the default GPU schedule ------------------------------------------------- */
 START_TEST(test_default_schedule) {
   const char *spec = specs[_i];
@@ -776,6 +818,7 @@ int main(void) {
   tcase_add_test(tc, test_check_unbound_parallel_registers);
   tcase_add_test(tc, test_check_consistent_tags);
   tcase_add_test(tc, test_check_shared_and_vectors);
+  tcase_add_test(tc, test_cooperative_rebind);
   tcase_add_loop_test(tc, test_default_schedule, 0, NSPECS);
   tcase_add_test(tc, test_matmul_structure);
   tcase_add_test(tc, test_cross_thread_reduction);
