@@ -31,8 +31,8 @@
 #define MAXL 16
 
 /* The target as the registry wants it: arch, cpu, features. An empty triple
- * is the host: its machine name and /proc/cpuinfo flags (mapped to LLVM's
- * feature names) when the target carries no attrs. */
+ * is the host: its machine name and, when the target names neither attrs
+ * nor a CPU, /proc/cpuinfo flags (mapped to LLVM's feature names). */
 static void target_of(const cg_target *t, char *arch, size_t na, const char **cpu, char *feats, size_t nf) {
   feats[0] = 0;
   *cpu = t && t->cpu[0] && strcmp(t->cpu, "native") ? t->cpu : "";
@@ -46,7 +46,8 @@ static void target_of(const cg_target *t, char *arch, size_t na, const char **cp
     snprintf(feats, nf, "%s", t->attrs);
     return;
   }
-  if (t && t->triple[0] && !cg_target_is_host(t)) return;
+  /* a named CPU or another machine: its features come from the CPU table */
+  if ((*cpu)[0] || (t && t->triple[0] && !cg_target_is_host(t))) return;
   FILE *f = fopen("/proc/cpuinfo", "r");
   if (!f) return;
   static const struct {

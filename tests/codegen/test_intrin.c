@@ -19,6 +19,7 @@
 #include "ir/parse.h"
 #include "ir/schedule/tensorize.h"
 #include "schedule/util.h"
+#include "search/search.h"
 #include "tuner/build.h"
 #include "tuner/verify.h"
 
@@ -239,6 +240,128 @@ START_TEST(test_extern_refusals) {
 }
 END_TEST
 
+
+/* ---- the search: MultiLevelTilingTensor + RewriteTensorize ------------------------- */
+
+typedef struct ann_ctx {
+  const char *key;
+  const char *val;
+} ann_ctx;
+
+static bool ann_cb(void *ctx, const ir_stmt *s) {
+  ann_ctx *c = ctx;
+  if (s->kind == IR_BLOCK_REALIZE) {
+    const ir_annot *a = ir_annot_find(s->u.realize.block->nannot, s->u.realize.block->annots, c->key);
+    if (a && a->kind == IR_ANN_STR) c->val = a->v.s;
+  }
+  return true;
+}
+
+static const char *tensorized_with(const ir_func *f) {
+  ann_ctx c = {"tessel.tensorized", NULL};
+  ir_visitor v = {.stmt = ann_cb, .ctx = &c};
+  ir_visit_stmt(&v, f->body);
+  return c.val;
+}
+
+static int tensor_sketches(const ir_func *f, const char *target, sch_trace ***sk, int *n) {
+  cg_target t;
+  ts_diag_clear(&D);
+  ck_assert(cg_target_parse(target, &t, &D) == TS_OK);
+  ck_assert_msg(srch_sketches(f, &t, NULL, sk, n, &D) == TS_OK, "%s", D.msg);
+  int k = 0;
+  for (int i = 0; i < *n; i++) {
+    char *js = sch_trace_to_json((*sk)[i]);
+    if (strstr(js, "meta_schedule.auto_tensorize")) k++;
+    free(js);
+  }
+  return k;
+}
+
+static void free_sk(sch_trace **sk, int n) {
+  for (int i = 0; i < n; i++) sch_trace_free(sk[i]);
+  ts_free(sk);
+}
+
+START_TEST(test_rule_targets) {
+  ts_arena a;
+  ts_arena_init(&a);
+  ir_func *f = tu_workload(&a, "matmul_int8:m=64,n=64,k=64");
+  sch_trace **sk;
+  int n;
+  /* VNNI: the 4-row and the 1-row intrinsic, plus the plain sketches */
+  ck_assert_int_eq(tensor_sketches(f, "llvm -mtriple=x86_64-linux-gnu -mattr=+avx512f,+avx512vnni", &sk, &n), 2);
+  ck_assert_int_eq(n, 5);
+  free_sk(sk, n);
+  ck_assert_int_eq(tensor_sketches(f, "llvm -mtriple=x86_64-linux-gnu -mcpu=skylake-avx512", &sk, &n), 0);
+  free_sk(sk, n);
+  ck_assert_int_eq(tensor_sketches(f, "llvm -mtriple=aarch64-linux-gnu -mattr=+dotprod", &sk, &n), 2);
+  free_sk(sk, n);
+  ck_assert_int_eq(tensor_sketches(f, "llvm -mtriple=aarch64-linux-gnu -mcpu=cortex-a72", &sk, &n), 0);
+  free_sk(sk, n);
+  /* an extent the intrinsic does not divide: no tensorized sketch */
+  ir_func *g = tu_workload(&a, "matmul_int8:m=64,n=60,k=64");
+  ck_assert_int_eq(tensor_sketches(g, "llvm -mtriple=x86_64-linux-gnu -mattr=+avx512f,+avx512vnni", &sk, &n), 0);
+  free_sk(sk, n);
+  /* sgemm: the FMA micro-kernels */
+  ir_func *h = tu_workload(&a, "matmul:m=64,n=64,k=64");
+  ck_assert_int_ge(tensor_sketches(h, "llvm -mtriple=x86_64-linux-gnu -mattr=+avx512f", &sk, &n), 1);
+  free_sk(sk, n);
+  ts_arena_fini(&a);
+}
+END_TEST
+
+/* tensorized candidates instantiate (RewriteTensorize, RewriteReductionBlock,
+ * cg_check), compute the right thing, and the tile-size mutator never
+ * changes the intrinsic's shape */
+START_TEST(test_rule_candidates) {
+  ts_arena a;
+  ts_arena_init(&a);
+  ir_func *f = tu_workload(&a, "matmul_int8:m=64,n=64,k=32");
+  const char *target = "llvm -mattr=+avx512f,+avx512bw,+avx512vnni";
+  cg_target t;
+  ts_diag_clear(&D);
+  ck_assert(cg_target_parse(target, &t, &D) == TS_OK);
+  sch_trace **sk;
+  int n;
+  ck_assert_msg(srch_sketches(f, &t, NULL, &sk, &n, &D) == TS_OK, "%s", D.msg);
+  int checked = 0;
+  ts_rng rng;
+  ts_rng_seed(&rng, 3);
+  for (int i = 0; i < n; i++) {
+    char *js = sch_trace_to_json(sk[i]);
+    bool tensor = strstr(js, "meta_schedule.auto_tensorize") != NULL;
+    free(js);
+    if (!tensor) continue;
+    for (uint64_t seed = 1; seed <= 3; seed++) {
+      ts_diag_clear(&D);
+      sch_traced *c = srch_instantiate(sk[i], f, &t, true, seed, &D);
+      ck_assert_msg(c != NULL, "instantiate: %s", D.msg);
+      const char *in = tensorized_with(sch_traced_func(c));
+      ck_assert_msg(in && strstr(in, "vnni"), "not tensorized");
+      tu_assert_equivalent(f, sch_traced_func(c));
+      if (seed == 1 && cpu_has("avx512_vnni")) parity(f, sch_traced_func(c), target, false);
+      /* mutate the tile sizes: the intrinsic is still there, same one */
+      for (int m = 0; m < 10; m++) {
+        sch_trace *mt = srch_mutate(SRCH_MUT_TILE_SIZE, sch_traced_trace(c), f, &rng);
+        if (!mt) continue;
+        ts_diag_clear(&D);
+        sch_traced *c2 = srch_instantiate(mt, f, &t, false, seed, &D);
+        ck_assert_msg(c2 != NULL, "instantiate a mutated candidate: %s", D.msg);
+        ck_assert_str_eq(tensorized_with(sch_traced_func(c2)), in);
+        sch_traced_free(c2);
+        sch_trace_free(mt);
+      }
+      sch_traced_free(c);
+      checked++;
+    }
+  }
+  ck_assert_int_ge(checked, 6);
+  free_sk(sk, n);
+  ts_arena_fini(&a);
+}
+END_TEST
+
 int main(int argc, char **argv) {
   if (argc >= 3) {
     runner = argv[1];
@@ -254,6 +377,11 @@ int main(int argc, char **argv) {
   tcase_add_test(tc, test_fma_microkernel);
   tcase_add_test(tc, test_sdot);
   tcase_add_test(tc, test_extern_refusals);
+  suite_add_tcase(s, tc);
+  tc = tcase_create("search");
+  tcase_set_timeout(tc, 300);
+  tcase_add_test(tc, test_rule_targets);
+  tcase_add_test(tc, test_rule_candidates);
   suite_add_tcase(s, tc);
   SRunner *sr = srunner_create(s);
   srunner_run_all(sr, CK_NORMAL);
