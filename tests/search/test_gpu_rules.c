@@ -82,6 +82,7 @@ static cg_gpu_limits strict(void) {
 static const char *specs[] = {
     "matmul:m=7,n=9,k=5",
     "matmul:m=32,n=32,k=16",
+    "matmul_f16:m=16,n=32,k=24",
     "batch_matmul:b=3,m=5,n=7,k=9",
     "dense:m=7,n=9,k=5,bias=1,act=relu",
     "dense:m=5,n=7,k=3,bias=0,act=gelu",
@@ -732,6 +733,49 @@ START_TEST(test_gpu_mutators) {
 }
 END_TEST
 
+/* The evolutionary search on a cuda target: two batches of distinct
+ * candidates (mutated with the GPU mutators), each passing the strict check. */
+START_TEST(test_gpu_evolutionary) {
+  ts_arena a;
+  ts_arena_init(&a);
+  ir_func *f = tu_workload(&a, "matmul:m=32,n=32,k=16");
+  cg_target t = cuda();
+  srch_evo_opts o;
+  srch_evo_opts_default(&o);
+  o.population = 48; /* small, for test time */
+  o.init_min_unmeasured = 12;
+  o.num_threads = 2;
+  ts_diag_clear(&D);
+  srch_evo *e = srch_evo_new(f, &t, &o, 42, &D);
+  ck_assert_msg(e != NULL, "%s", D.msg);
+  cm_model *m = cm_random_new(3);
+  uint64_t seen[64];
+  int nseen = 0;
+  for (int b = 0; b < 2; b++) {
+    srch_candidate *c = NULL;
+    int nc = 0;
+    ck_assert_msg(srch_evo_next_batch(e, m, 8, &c, &nc, &D) == TS_OK, "%s", D.msg);
+    ck_assert_int_gt(nc, 0);
+    for (int i = 0; i < nc; i++) {
+      for (int j = 0; j < nseen; j++) ck_assert(seen[j] != c[i].hash);
+      if (nseen < 64) seen[nseen++] = c[i].hash;
+      sch_traced *ts = sch_trace_replay(c[i].trace, f, 1, &D);
+      ck_assert_msg(ts != NULL, "%s", D.msg);
+      ts_diag_clear(&D);
+      ck_assert_msg(cg_gpu_check(sch_traced_func(ts), NULL, &D) == TS_OK, "%s", D.msg);
+      if (i == 0) tu_assert_equivalent(f, sch_traced_func(ts));
+      ck_assert_int_eq(srch_evo_notify(e, c[i].trace, c[i].hash, 1e-4 * (1 + i), &D), TS_OK);
+      sch_traced_free(ts);
+      srch_candidate_fini(&c[i]);
+    }
+    ts_free(c);
+  }
+  cm_model_free(m);
+  srch_evo_free(e);
+  ts_arena_fini(&a);
+}
+END_TEST
+
 /* ---- compiling candidates (NVRTC) ------------------------------------------------
  * Built only when codegen/cuda.h's emitter is linked (TESSEL_HAVE_CUDA_EMIT,
  * set by tests/meson.build when codegen defines cuda_dep); NVRTC itself may
@@ -825,6 +869,7 @@ int main(void) {
   tcase_add_loop_test(tc, test_workload_gpu_space, 0, NSPECS);
   tcase_add_test(tc, test_gpu_features);
   tcase_add_test(tc, test_gpu_mutators);
+  tcase_add_test(tc, test_gpu_evolutionary);
 #ifdef TESSEL_HAVE_CUDA_EMIT
   tcase_add_loop_test(tc, test_compile, 0, NSPECS);
 #else
