@@ -648,12 +648,38 @@ static ir_stmt *with_barrier(cctx *c, ir_stmt *s) {
   return r;
 }
 
+/* The inside of a divergent statement must not need a barrier: walk its
+ * children as not converged (a conflict there is refused). */
+static void check_inside(cctx *c, ir_stmt *s, const char *where) {
+  accset p;
+  memset(&p, 0, sizeof p);
+  switch (s->kind) {
+  case IR_FOR:
+    (void)sync_stmt(c, s->u.loop.body, &p, false, where);
+    (void)sync_stmt(c, s->u.loop.body, &p, false, where); /* the next iteration */
+    return;
+  case IR_IF:
+    (void)sync_stmt(c, s->u.ifs.then_s, &p, false, where);
+    memset(&p, 0, sizeof p);
+    if (s->u.ifs.else_s) (void)sync_stmt(c, s->u.ifs.else_s, &p, false, where);
+    return;
+  case IR_SEQ:
+    for (int i = 0; i < s->u.seq.n; i++) (void)sync_stmt(c, s->u.seq.stmts[i], &p, false, where);
+    return;
+  case IR_LET: (void)sync_stmt(c, s->u.let.body, &p, false, where); return;
+  case IR_ALLOCATE: (void)sync_stmt(c, s->u.alloc.body, &p, false, where); return;
+  default: return;
+  }
+}
+
 /* An atomic statement (no barrier may go inside): a barrier before it if it
  * conflicts with pend; its own inside must not need one. */
 static ir_stmt *sync_atomic(cctx *c, ir_stmt *s, accset *pend, bool converged, const char *where) {
   accset x;
   accesses(s, &x);
   ir_stmt *r = s;
+  check_inside(c, s, s->kind == IR_FOR ? s->u.loop.var->name : where);
+  if (c->st) return NULL;
   if (conflicts(pend, &x)) {
     if (!converged) {
       FAIL(c, "cuda: a __syncthreads() is needed before %s, which runs in divergent code (%s); "

@@ -24,6 +24,7 @@
 #include "ir/workloads/workloads.h"
 #include "ir/schedule/trace.h"
 #include "schedule/util.h"
+#include "search/search.h"
 #include "tuner/build.h"
 
 static ts_diag D;
@@ -626,6 +627,94 @@ START_TEST(test_wmma_calls) {
 }
 END_TEST
 
+/* The emulation can fail: the same kernel launched over half its grid
+ * leaves outputs unwritten, and the comparison says so. */
+START_TEST(test_emulation_detects_wrong_code) {
+  ts_arena *a = ts_arena_new();
+  ir_func *orig;
+  sch_state *s = tiled_matmul(a, "matmul:m=64,n=64,k=32", &orig, 4, 8, 8);
+  cg_cuda_module m;
+  emit_compile(sch_func(s), &m, "tiled matmul (mutated)");
+  char *p = strstr(m.source, "tessel_launch[7] = {2, 4,");
+  ck_assert(p != NULL);
+  p[strlen("tessel_launch[7] = {")] = '1'; /* grid.x 2 -> 1 */
+  char why[2048] = "";
+  bool ran = false;
+  ck_assert(!emu_check(orig, &m, why, sizeof why, &ran));
+  ck_assert_msg(strstr(why, "differs from the interpreter") != NULL, "%s", why);
+  cg_cuda_module_fini(&m);
+  sch_free(s);
+  ts_arena_free(a);
+}
+END_TEST
+
+/* Refusals with reasons on hand-written thread bindings: a barrier needed
+ * inside a guarded (divergent) thread loop, and a loop bound to the tag of an
+ * enclosing loop whose var it uses. */
+START_TEST(test_refusals_bindings) {
+  static const char *divergent =
+      "func dv(A: f32[64]) -> B: f32[64] {\n"
+      "  block root() {\n"
+      "    for b in thread(0, 1, \"blockIdx.x\") {\n"
+      "      block blk() {\n"
+      "        alloc S: f32[64] scope(\"shared\")\n"
+      "        for t in thread(0, 64, \"threadIdx.x\") {\n"
+      "          block w(vt: S(0, 64) = t) {\n"
+      "            reads A[vt]\n"
+      "            writes S[vt]\n"
+      "            S[vt] = A[vt]\n"
+      "          }\n"
+      "        }\n"
+      "        for u in thread(0, 64, \"threadIdx.x\") {\n"
+      "          if u < 32 {\n"
+      "            block w2(vu: S(0, 64) = u) {\n"
+      "              reads A[vu]\n"
+      "              writes S[vu + 32]\n"
+      "              S[vu + 32] = A[vu]\n"
+      "            }\n"
+      "            block r2(vu: S(0, 64) = u) {\n"
+      "              reads S[63 - vu]\n"
+      "              writes B[vu]\n"
+      "              B[vu] = S[63 - vu]\n"
+      "            }\n"
+      "          }\n"
+      "        }\n"
+      "      }\n"
+      "    }\n"
+      "  }\n"
+      "}\n";
+  static const char *nested =
+      "func ns(A: f32[4, 4]) -> B: f32[4, 4] {\n"
+      "  block root() {\n"
+      "    for t in thread(0, 4, \"threadIdx.x\") {\n"
+      "      for u in thread(0, 4, \"threadIdx.x\") {\n"
+      "        block c(vt: S(0, 4) = t, vu: S(0, 4) = u) {\n"
+      "          reads A[vt, vu]\n"
+      "          writes B[vt, vu]\n"
+      "          B[vt, vu] = A[vt, vu]\n"
+      "        }\n"
+      "      }\n"
+      "    }\n"
+      "  }\n"
+      "}\n";
+  cg_target t = cuda_target();
+  cg_cuda_module m;
+  ts_arena *a = ts_arena_new();
+  ir_func *orig;
+  sch_state *s = tu_schedule_text(a, divergent, &orig);
+  ts_diag_clear(&D);
+  ck_assert_int_eq(cg_cuda_emit(sch_func(s), &t, NULL, &m, &D), TS_EUNSUPPORTED);
+  ck_assert_msg(strstr(D.msg, "__syncthreads") && strstr(D.msg, "divergent"), "%s", D.msg);
+  sch_free(s);
+  s = tu_schedule_text(a, nested, &orig);
+  ts_diag_clear(&D);
+  ck_assert_int_eq(cg_cuda_emit(sch_func(s), &t, NULL, &m, &D), TS_EUNSUPPORTED);
+  ck_assert_msg(strstr(D.msg, "same thread") && strstr(D.msg, "uses t"), "%s", D.msg);
+  sch_free(s);
+  ts_arena_free(a);
+}
+END_TEST
+
 START_TEST(test_refusals) {
   cg_target t = cuda_target();
   cg_cuda_module m;
@@ -727,6 +816,60 @@ START_TEST(test_runtime_without_gpu) {
 }
 END_TEST
 
+/* The search's GPU sketches (search/rules/gpu_*.c) with sampled decisions:
+ * every candidate the postprocessors accept is emitted, compiled by NVRTC
+ * and, where emulated, run against the interpreter (suite 'slow'). */
+START_TEST(test_sampled_gpu_candidates_run) {
+  static const char *const specs[] = {"matmul:m=128,n=128,k=64", "batch_matmul:b=2,m=64,n=96,k=32",
+                                      "conv2d_nchw:n=1,c=16,h=14,w=14,k=32", "softmax:m=8,n=128",
+                                      "dense:m=64,n=96,k=40", "transpose:m=64,n=96"};
+  cg_target t = cuda_target();
+  int emitted = 0, rejected = 0;
+  for (size_t w = 0; w < sizeof specs / sizeof specs[0]; w++) {
+    ts_arena *a = ts_arena_new();
+    ir_func *orig = tu_workload(a, specs[w]);
+    sch_trace **sk = NULL;
+    int nsk = 0;
+    ts_diag_clear(&D);
+    tu_ok(srch_sketches(orig, &t, NULL, &sk, &nsk, &D), &D);
+    for (int k = 0; k < nsk; k++)
+      for (uint64_t seed = 1, ok = 0; seed <= 12 && ok < 2; seed++) {
+        ts_diag_clear(&D);
+        sch_traced *tr = srch_instantiate(sk[k], orig, &t, true, seed * 7919 + (uint64_t)k, &D);
+        if (!tr) {
+          if (getenv("TESSEL_TEST_VERBOSE")) fprintf(stderr, "[cuda] %s sketch %d rejected: %s\n", specs[w], k, D.msg);
+          rejected++;
+          continue;
+        }
+        char what[128];
+        snprintf(what, sizeof what, "%s sketch %d seed %llu", specs[w], k, (unsigned long long)seed);
+        cg_cuda_module m;
+        emit_compile(sch_traced_func(tr), &m, what);
+        emu_assert(orig, &m, what);
+        emitted++;
+        ok++;
+        cg_cuda_module_fini(&m);
+        sch_traced_free(tr);
+      }
+    for (int k = 0; k < nsk; k++) sch_trace_free(sk[k]);
+    ts_free(sk);
+    ts_arena_free(a);
+  }
+  fprintf(stderr, "[cuda] sampled GPU candidates: %d emitted and checked, %d rejected by the postprocessors\n",
+          emitted, rejected);
+  ck_assert_int_gt(emitted, 6);
+}
+END_TEST
+
+static Suite *suite_slow(void) {
+  Suite *s = suite_create("cuda_slow");
+  TCase *tc = tcase_create("cuda_slow");
+  tcase_set_timeout(tc, 600);
+  tcase_add_test(tc, test_sampled_gpu_candidates_run);
+  suite_add_tcase(s, tc);
+  return s;
+}
+
 static Suite *suite(void) {
   Suite *s = suite_create("cuda");
   TCase *tc = tcase_create("cuda");
@@ -738,6 +881,8 @@ static Suite *suite(void) {
   tcase_add_test(tc, test_fp16_and_fast_math);
   tcase_add_test(tc, test_wmma_calls);
   tcase_add_test(tc, test_refusals);
+  tcase_add_test(tc, test_refusals_bindings);
+  tcase_add_test(tc, test_emulation_detects_wrong_code);
   tcase_add_test(tc, test_odd_extents);
   tcase_add_test(tc, test_nvrtc_error_quotes_line);
   tcase_add_test(tc, test_runtime_without_gpu);
@@ -747,10 +892,11 @@ static Suite *suite(void) {
   return s;
 }
 
-int main(void) {
+int main(int argc, char **argv) {
   if (!cg_nvrtc_available())
     fprintf(stderr, "[cuda] SKIP NVRTC compilation: tessel was built without CUDA (emission still tested)\n");
-  SRunner *r = srunner_create(suite());
+  bool slow = argc > 1 && strcmp(argv[1], "slow") == 0;
+  SRunner *r = srunner_create(slow ? suite_slow() : suite());
   srunner_run_all(r, CK_NORMAL);
   int nf = srunner_ntests_failed(r);
   srunner_free(r);
