@@ -19,9 +19,9 @@
  *    loop bound to blockIdx.x when it has no spatial loop.
  *  - RewriteUnroll: the root's meta_schedule.unroll_explicit step (when not
  *    0) becomes pragma_auto_unroll_max_step + pragma_unroll_explicit on the
- *    outermost serial loop of each block with a reduction. TVM puts them on
- *    the outermost loop, which on a GPU is bound to blockIdx; the first
- *    loop a thread actually runs is where cuda.c's #pragma unroll acts.
+ *    outermost loop of each block with a reduction (bound to blockIdx on a
+ *    GPU, as in TVM): cuda.c unrolls every serial loop below it whose nest
+ *    takes at most that many steps.
  *  - RewriteReductionBlock: decompose_reduction at the outermost reduction
  *    loop. For a cross-thread reduction that is the threadIdx.x loop (TVM
  *    skips those blocks and lowers their init in LowerCrossThreadReduction):
@@ -176,15 +176,11 @@ static ts_status rewrite_unroll(sch_traced *t, ts_diag *d) {
     int b, nl;
     const int *lp;
     if (sch_t_get_block(t, names[i], &b, &q) || sch_t_get_loops(t, b, &lp, &nl, &q)) continue;
-    for (int k = 0; k < nl; k++) {
-      const ir_stmt *l = loop_stmt(t, lp[k]);
-      if (!l || l->u.loop.kind == IR_FOR_THREAD_BINDING) continue;
-      if (!ir_annot_find(l->u.loop.nannot, l->u.loop.annots, "pragma_auto_unroll_max_step")) {
-        int lv = lp[k];
-        sch_t_annotate(t, lv, "pragma_auto_unroll_max_step", sch_arg_int(step), &q);
-        sch_t_annotate(t, lv, "pragma_unroll_explicit", sch_arg_int(1), &q);
-      }
-      break;
+    const ir_stmt *l = nl > 0 ? loop_stmt(t, lp[0]) : NULL;
+    if (l && !ir_annot_find(l->u.loop.nannot, l->u.loop.annots, "pragma_auto_unroll_max_step")) {
+      int lv = lp[0];
+      sch_t_annotate(t, lv, "pragma_auto_unroll_max_step", sch_arg_int(step), &q);
+      sch_t_annotate(t, lv, "pragma_unroll_explicit", sch_arg_int(1), &q);
     }
   }
   ts_arena_fini(&a);

@@ -620,6 +620,9 @@ START_TEST(test_gpu_features) {
   /* A tile 16 x 8 and B tile 8 x 16, f32 */
   ck_assert_int_eq(u.shared_bytes, (16 * 8 + 8 * 16) * 4);
   ck_assert_int_eq(u.max_vector_bytes, 16);
+  /* RewriteUnroll: the step on the block's outermost loop, as TVM */
+  static const char *const unroll[] = {"\"blockIdx.x\") annot {pragma_auto_unroll_max_step = 512", NULL};
+  ir_has(sch_traced_func(ts), unroll);
   cg_target t = cuda(), cpu;
   ts_diag_clear(&D);
   tu_ok(cg_target_parse("llvm", &cpu, &D), &D);
