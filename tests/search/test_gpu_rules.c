@@ -24,6 +24,7 @@
 
 #include "codegen/gpu_check.h"
 #include "costmodel/costmodel.h"
+#include "ir/parse.h"
 #include "ir/print.h"
 #include "search/search.h"
 #include "tests/schedule/util.h"
@@ -779,6 +780,54 @@ START_TEST(test_gpu_evolutionary) {
 }
 END_TEST
 
+/* Symbolic sizes: the default GPU schedule binds a symbolic grid (blockIdx
+ * extent symbolic, 256 threads) and passes; the search refuses its
+ * candidates with DisallowDynamicLoop. A big elementwise stage (2^19
+ * elements) is bound by AutoBind / RewriteUnboundBlock as at most 256 blocks
+ * of 1024 threads, each looping over the rest. */
+START_TEST(test_symbolic_and_big) {
+  ts_arena a;
+  ts_arena_init(&a);
+  static const char src[] = "kernel mm(A: f32[m, 24], B: f32[24, 17]) -> C: f32[m, 17] {\n"
+                            "  C[i, j] += A[i, k] * B[k, j]\n"
+                            "}\n";
+  ir_func *f = NULL;
+  ts_diag_clear(&D);
+  tu_ok(ir_parse_func(&a, src, strlen(src), "mm.tsl", &f, &D), &D);
+  ck_assert_int_eq(f->nsyms, 1);
+  cg_target t = cuda();
+  sch_traced *ts = sch_traced_new(f, 1, &D);
+  tu_ok(tun_default_schedule(ts, &t, &D), &D);
+  cg_gpu_usage u;
+  expect_ok(sch_traced_func(ts), NULL, &u);
+  ck_assert_int_eq(u.blocks, -1);
+  ck_assert_int_eq(u.threads_per_block, 256);
+  sch_traced_free(ts);
+  int n;
+  sch_trace **sk = gpu_sketches(f, &n);
+  for (int s = 0; s < n; s++) {
+    ts_diag_clear(&D);
+    ck_assert_ptr_null(srch_instantiate(sk[s], f, &t, true, 1, &D));
+    ck_assert_msg(strstr(D.msg, "non-constant extent"), "%s", D.msg);
+  }
+  free_sketches(sk, n);
+
+  ir_func *g = tu_workload(&a, "add:m=1024,n=512");
+  sk = gpu_sketches(g, &n);
+  ck_assert_int_eq(n, 1);
+  ts_diag_clear(&D);
+  ts = srch_instantiate(sk[0], g, &t, true, 1, &D);
+  ck_assert_msg(ts != NULL, "%s", D.msg);
+  expect_ok(sch_traced_func(ts), NULL, &u);
+  ck_assert_int_eq(u.blocks, 256);
+  ck_assert_int_eq(u.threads_per_block, 1024);
+  tu_assert_equivalent(g, sch_traced_func(ts));
+  sch_traced_free(ts);
+  free_sketches(sk, n);
+  ts_arena_fini(&a);
+}
+END_TEST
+
 /* ---- compiling candidates (NVRTC) ------------------------------------------------
  * Built only when codegen/cuda.h's emitter is linked (TESSEL_HAVE_CUDA_EMIT,
  * set by tests/meson.build when codegen defines cuda_dep); NVRTC itself may
@@ -873,6 +922,7 @@ int main(void) {
   tcase_add_test(tc, test_gpu_features);
   tcase_add_test(tc, test_gpu_mutators);
   tcase_add_test(tc, test_gpu_evolutionary);
+  tcase_add_test(tc, test_symbolic_and_big);
 #ifdef TESSEL_HAVE_CUDA_EMIT
   tcase_add_loop_test(tc, test_compile, 0, NSPECS);
 #else
