@@ -6,6 +6,9 @@
  *                                             layouts chosen by oneDNN (format any;
  *                                             reorders not timed)
  *   bench_baselines softmax M N THREADS        oneDNN softmax over the last axis
+ *   bench_baselines matmul_s8 M N K THREADS     oneDNN int8 matmul: s8 A (row-major)
+ *                                             x s8 B (layout chosen by oneDNN, its
+ *                                             reorder not timed) -> s32 C
  *
  * Prints one line: "<GFLOP/s> <median seconds>", FLOPs counted like tessel's
  * workloads (multiply-add = 2; softmax 5 per element). Timing: warm-up, then
@@ -160,8 +163,34 @@ int main(int argc, char **argv) {
     printf("%.2f %.6g\n", 5.0 * m * nn / t * 1e-9, t);
     return 0;
   }
+  if (!strcmp(argv[1], "matmul_s8") && argc == 6) {
+    int m = atoi(argv[2]), nn = atoi(argv[3]), k = atoi(argv[4]);
+    omp_set_num_threads(atoi(argv[5]));
+    dnnl_engine_t eng;
+    dnnl_stream_t stream;
+    CHECK(dnnl_engine_create(&eng, dnnl_cpu, 0));
+    CHECK(dnnl_stream_create(&stream, eng, dnnl_stream_default_flags));
+    dnnl_memory_desc_t src, wei, dst;
+    dnnl_dims_t sd = {m, k}, wd = {k, nn}, dd = {m, nn};
+    CHECK(dnnl_memory_desc_init_by_tag(&src, 2, sd, dnnl_s8, dnnl_ab));
+    CHECK(dnnl_memory_desc_init_by_tag(&wei, 2, wd, dnnl_s8, dnnl_format_tag_any));
+    CHECK(dnnl_memory_desc_init_by_tag(&dst, 2, dd, dnnl_s32, dnnl_ab));
+    dnnl_matmul_desc_t md;
+    CHECK(dnnl_matmul_desc_init(&md, &src, &wei, NULL, &dst));
+    dnnl_primitive_desc_t pd;
+    CHECK(dnnl_primitive_desc_create(&pd, &md, NULL, eng, NULL));
+    dnnl_ctx c = {.stream = stream, .nargs = 3};
+    c.args[0] = (dnnl_exec_arg_t){DNNL_ARG_SRC, make_mem(&src, eng, 1)};
+    c.args[1] = (dnnl_exec_arg_t){DNNL_ARG_WEIGHTS,
+                                  make_mem(dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0), eng, 2)};
+    c.args[2] = (dnnl_exec_arg_t){DNNL_ARG_DST, make_mem(&dst, eng, 3)};
+    CHECK(dnnl_primitive_create(&c.prim, pd));
+    double t = median_seconds(run_dnnl, &c);
+    printf("%.2f %.6g\n", 2.0 * m * nn * k / t * 1e-9, t);
+    return 0;
+  }
 usage:
   fprintf(stderr, "usage: bench_baselines sgemm M N K THREADS | conv N C H W K R S STRIDE PAD THREADS | "
-                  "softmax M N THREADS\n");
+                  "softmax M N THREADS | matmul_s8 M N K THREADS\n");
   return 2;
 }

@@ -177,8 +177,11 @@
   "}\n"
 
 static const sch_intrin table[] = {
+    {"x86.avx512.fma.f32.8x16x1", "x86_64", "avx512f", 8, 16, 1, FMA_DESC(8, 16), FMA_IMPL(8, 16, RAMP16)},
     {"x86.avx512.fma.f32.4x16x1", "x86_64", "avx512f", 4, 16, 1, FMA_DESC(4, 16), FMA_IMPL(4, 16, RAMP16)},
     {"x86.avx512.fma.f32.1x16x1", "x86_64", "avx512f", 1, 16, 1, FMA_DESC(1, 16), FMA_IMPL(1, 16, RAMP16)},
+    {"x86.avx512.vnni.i8i8.8x16x4", "x86_64", "avx512f,avx512vnni", 8, 16, 4, DOT_DESC(8, 16, "i8", "i8"),
+     VNNI_I8_IMPL(8)},
     {"x86.avx512.vnni.i8i8.4x16x4", "x86_64", "avx512f,avx512vnni", 4, 16, 4, DOT_DESC(4, 16, "i8", "i8"),
      VNNI_I8_IMPL(4)},
     {"x86.avx512.vnni.i8i8.1x16x4", "x86_64", "avx512f,avx512vnni", 1, 16, 4, DOT_DESC(1, 16, "i8", "i8"),
