@@ -17,6 +17,7 @@ void cg_gpu_limits_default(cg_gpu_limits *l) {
   l->max_vthread = 8;
   l->max_regs_per_thread = 255;
   l->max_regs_per_block = 65536;
+  l->global_deps = true;
 }
 
 void cg_gpu_limits_for_target(const cg_target *t, cg_gpu_limits *l) {
@@ -47,6 +48,7 @@ typedef struct walk {
   int64_t ext[T_COUNT]; /* 0: unbound; -1: symbolic */
   const char *ext_loop[T_COUNT];
   int64_t shared_outside; /* shared bytes allocated at the top level around the current kernel */
+  ts_vec stores, loads;   /* global-memory accesses of the kernel: (buffer, index) pairs */
   int64_t shared, local;  /* in the current kernel */
 } walk;
 
@@ -95,10 +97,63 @@ static void check_access(walk *w, const ir_buffer *buf, ir_dtype dt, const char 
          what, buf ? buf->name : "?", dt.lanes, ir_dtype_bytes(dt), (long long)bytes, w->lim->max_vector_bytes);
 }
 
+static bool is_global(const ir_buffer *b) { return !b->scope || is_scope(b, "global"); }
+
+static void record(walk *w, ts_vec *v, const ir_buffer *b, const ir_expr *idx) {
+  if (w->st || !b || !idx || !is_global(b)) return;
+  if (ts_vec_push(v, (void *)b) || ts_vec_push(v, (void *)idx)) w->st = ts_diag_set(w->d, TS_ENOMEM, "out of memory");
+}
+
 static bool vec_expr(void *ctx, const ir_expr *e) {
   vec_ctx *c = ctx;
-  if (e->kind == IR_LOAD) check_access(c->w, e->u.load.buf, e->dtype, "load of");
+  if (e->kind == IR_LOAD) {
+    check_access(c->w, e->u.load.buf, e->dtype, "load of");
+    if (e->u.load.nidx == 1) record(c->w, &c->w->loads, e->u.load.buf, e->u.load.idx[0]);
+  }
   return !c->w->st;
+}
+
+/* The same index expression (same vars by identity, not up to renaming). */
+static bool same_expr(const ir_expr *a, const ir_expr *b) {
+  if (a == b) return true;
+  if (!a || !b || a->kind != b->kind || a->dtype.code != b->dtype.code || a->dtype.lanes != b->dtype.lanes)
+    return false;
+  if (ir_is_binop(a->kind)) return same_expr(a->u.bin.a, b->u.bin.a) && same_expr(a->u.bin.b, b->u.bin.b);
+  switch (a->kind) {
+  case IR_INT_IMM: return a->u.ival == b->u.ival;
+  case IR_VAR: return a->u.var == b->u.var;
+  case IR_CAST: return same_expr(a->u.cast.value, b->u.cast.value);
+  case IR_RAMP:
+    return a->u.ramp.lanes == b->u.ramp.lanes && same_expr(a->u.ramp.base, b->u.ramp.base) &&
+           same_expr(a->u.ramp.stride, b->u.ramp.stride);
+  case IR_BROADCAST: return a->u.bcast.lanes == b->u.bcast.lanes && same_expr(a->u.bcast.value, b->u.bcast.value);
+  case IR_SELECT:
+    return same_expr(a->u.sel.cond, b->u.sel.cond) && same_expr(a->u.sel.t, b->u.sel.t) &&
+           same_expr(a->u.sel.f, b->u.sel.f);
+  default: return false;
+  }
+}
+
+/* A global buffer the kernel stores to and loads at another index: the
+ * element read may be written by another thread or block of the same launch,
+ * which nothing orders (no grid-wide barrier). Reading back exactly what the
+ * same store index wrote (a reduction's B[i] = B[i] + e) is per thread. */
+static void check_global_deps(walk *w) {
+  for (size_t i = 0; i + 1 < w->loads.len && !w->st; i += 2) {
+    const ir_buffer *b = w->loads.items[i];
+    const ir_expr *li = w->loads.items[i + 1];
+    bool stored = false, same = false;
+    for (size_t k = 0; k + 1 < w->stores.len && !same; k += 2) {
+      if (w->stores.items[k] != b) continue;
+      stored = true;
+      same = same_expr(li, w->stores.items[k + 1]);
+    }
+    if (stored && !same)
+      fail(w, "the kernel at loop %s stores to global buffer %s and loads it at another index; another thread "
+              "or block of the same launch may write that element (no grid-wide barrier): split the stages "
+              "into separate loop nests",
+           w->kernel_root, b->name);
+  }
 }
 
 static void check_exprs_of(walk *w, const ir_stmt *s) {
@@ -107,6 +162,7 @@ static void check_exprs_of(walk *w, const ir_stmt *s) {
   switch (s->kind) {
   case IR_STORE:
     check_access(w, s->u.store.buf, s->u.store.value->dtype, "store to");
+    if (s->u.store.nidx == 1) record(w, &w->stores, s->u.store.buf, s->u.store.idx[0]);
     ir_visit_expr(&v, s->u.store.value);
     for (int i = 0; i < s->u.store.nidx; i++) ir_visit_expr(&v, s->u.store.idx[i]);
     break;
@@ -334,8 +390,10 @@ static void walk_top(walk *w, const ir_stmt *s) {
   w->kernel_root = s->kind == IR_FOR ? s->u.loop.var->name : "(top level)";
   w->shared = w->local = 0;
   w->in_kernel = 1;
+  w->stores.len = w->loads.len = 0;
   walk_stmt(w, s);
   w->in_kernel = 0;
+  if (!w->st && w->lim->global_deps) check_global_deps(w);
   if (!w->st) end_kernel(w);
 }
 
@@ -368,7 +426,11 @@ ts_status cg_gpu_check_usage(const ir_func *scheduled, const cg_gpu_limits *lim,
   w.lim = lim;
   w.d = d;
   w.u = usage;
+  ts_vec_init(&w.stores);
+  ts_vec_init(&w.loads);
   walk_top(&w, l.func->body);
+  ts_vec_fini(&w.stores);
+  ts_vec_fini(&w.loads);
   ts_arena_fini(&a);
   return w.st;
 }

@@ -25,6 +25,12 @@
  *  - registers, when known from the cubin (regs_per_thread > 0):
  *    regs_per_thread <= max_regs_per_thread and regs x threads <=
  *    max_regs_per_block;
+ *  - with global_deps, a kernel that stores to a global buffer and loads it
+ *    at an index expression other than the store's is refused: the element
+ *    may be written by another thread or block of the same launch and
+ *    nothing orders them (no grid-wide barrier). The test is conservative (a
+ *    thread reading back its own element through another loop variable is
+ *    refused too), so cg_check leaves it off and the search turns it on;
  *  - unless allow_unbound, a store outside every thread-bound loop is
  *    refused: cuda.c would run it on a single GPU thread, which the search
  *    never wants (RewriteUnboundBlock binds every block); cg_check allows it.
@@ -45,9 +51,10 @@ typedef struct cg_gpu_limits {
   int regs_per_thread;          /* from the cubin (cuFuncGetAttribute); 0: unknown, not checked */
   int64_t max_local_bytes;      /* per thread, "local" allocations; 0: not checked */
   bool allow_unbound;           /* accept stores outside any thread-bound loop */
+  bool global_deps;             /* refuse a kernel reading a global buffer it writes at another index */
 } cg_gpu_limits;
 
-/* The defaults above, allow_unbound false. */
+/* The defaults above, allow_unbound false, global_deps true. */
 void cg_gpu_limits_default(cg_gpu_limits *l);
 /* The defaults for a cuda target (today the same for every sm_XX: 48 KiB is
  * the static shared-memory limit on all of them; a runtime with device

@@ -1203,6 +1203,7 @@ ts_status cg_check(const ir_func *f, const cg_target *t, ts_diag *d) {
     cg_gpu_limits lim;
     cg_gpu_limits_for_target(t, &lim);
     lim.allow_unbound = true;
+    lim.global_deps = false; /* conservative: leave explicit traces to verification */
     return cg_gpu_check(f, &lim, d);
   }
   return k.st;

@@ -318,6 +318,37 @@ START_TEST(test_check_shared_and_vectors) {
 }
 END_TEST
 
+/* A global intermediate written and read at another index inside one kernel
+ * (no grid-wide barrier orders them): refused by the strict check, left to
+ * verification by cg_check. */
+START_TEST(test_check_global_deps) {
+  ts_arena a;
+  ts_arena_init(&a);
+  ir_func *orig;
+  sch_state *s = tu_schedule(&a, "add:m=4,n=8", &orig);
+  sch_block b = {"C"}, cache;
+  ts_diag_clear(&D);
+  tu_ok(sch_cache_write(s, b, 0, "global", 0, NULL, &cache, &D), &D);
+  sch_loop lc[2], lw[4];
+  tu_loops(s, "C", lc, 2);
+  tu_ok(sch_reverse_compute_at(s, cache, lc[0], true, -1, &D), &D);
+  tu_ok(sch_bind(s, lc[0], "blockIdx.x", &D), &D);
+  tu_ok(sch_bind(s, lc[1], "threadIdx.x", &D), &D);
+  int nw = tu_loops(s, cache.name, lw, 4);
+  tu_ok(sch_bind(s, lw[nw - 1], "threadIdx.x", &D), &D);
+  expect_refused(sch_func(s), NULL, "loads it at another index", "grid-wide barrier");
+  cg_target t = cuda();
+  ts_diag_clear(&D);
+  ck_assert_msg(cg_check(sch_func(s), &t, &D) == TS_OK, "%s", D.msg);
+  cg_gpu_limits l = strict();
+  l.global_deps = false;
+  expect_ok(sch_func(s), &l, NULL);
+  tu_assert_equivalent(orig, sch_func(s));
+  sch_free(s);
+  ts_arena_fini(&a);
+}
+END_TEST
+
 /* bind: a cooperative copy into shared memory may bind its loop to the
  * threadIdx.x of the consumer's loop it sits in (same extent, independent of
  * the outer thread, writing only shared buffers); anything else is refused. */
@@ -915,6 +946,7 @@ int main(void) {
   tcase_add_test(tc, test_check_consistent_tags);
   tcase_add_test(tc, test_check_shared_and_vectors);
   tcase_add_test(tc, test_cooperative_rebind);
+  tcase_add_test(tc, test_check_global_deps);
   tcase_add_loop_test(tc, test_default_schedule, 0, NSPECS);
   tcase_add_test(tc, test_matmul_structure);
   tcase_add_test(tc, test_cross_thread_reduction);
