@@ -14,6 +14,8 @@
 #include <string.h>
 
 #include "ir/print.h"
+#include "ir/schedule/blockize.h"
+#include "ir/schedule/tensorize.h"
 #include "ir/schedule/trace.h"
 #include "ir/struct.h"
 #include "util.h"
@@ -292,6 +294,42 @@ static void d_rfactor(sch_state *s, sch_traced *t) {
   OK(sch_rfactor(s, dl(s, "C", 2), 0, &rf, &D));
 }
 
+static void t_blockize(sch_traced *t) {
+  int c = tb(t, "C"), ob;
+  OK(sch_t_blockize(t, tl(t, c, 3)[1], &ob, &D));
+  ck_assert_str_eq(sch_t_block(t, ob).name, "C_o");
+}
+static void d_blockize(sch_state *s, sch_traced *t) {
+  (void)t;
+  sch_block ob;
+  OK(sch_blockize(s, dl(s, "C", 1), &ob, &D));
+}
+
+/* i -> (i0, i1 = 1), k -> (k0, k1 = 4); i0 k0 | i1 j k1 is the 1x16x4 tile */
+static void t_tensorize(sch_traced *t) {
+  int c = tb(t, "C"), l[3], o[2], q[2];
+  memcpy(l, tl(t, c, 3), sizeof l);
+  sch_arg f[2] = {sch_arg_none(), sch_arg_int(1)}, g[2] = {sch_arg_none(), sch_arg_int(4)};
+  OK(sch_t_split(t, l[0], 2, f, o, &D));
+  OK(sch_t_split(t, l[2], 2, g, q, &D));
+  int order[5] = {o[0], q[0], o[1], l[1], q[1]};
+  OK(sch_t_reorder(t, 5, order, &D));
+  OK(sch_t_tensorize(t, o[1], "x86.avx512.vnni.i8i8.1x16x4", &D));
+}
+static void d_tensorize(sch_state *s, sch_traced *t) {
+  (void)t;
+  int64_t f[2] = {-1, 1}, g[2] = {-1, 4};
+  sch_loop l[3], o[2], q[2];
+  l[0] = dl(s, "C", 0);
+  l[1] = dl(s, "C", 1);
+  l[2] = dl(s, "C", 2);
+  OK(sch_split(s, l[0], 2, f, o, &D));
+  OK(sch_split(s, l[2], 2, g, q, &D));
+  sch_loop order[5] = {o[0], q[0], o[1], l[1], q[1]};
+  OK(sch_reorder(s, 5, order, &D));
+  OK(sch_tensorize_loop(s, o[1], "x86.avx512.vnni.i8i8.1x16x4", NULL, &D));
+}
+
 static void t_sample_perfect_tile(sch_traced *t) {
   const int *l = tl(t, tb(t, "C"), 3);
   int v[3], out[3];
@@ -371,6 +409,8 @@ static const kcase cases[] = {
     {SCH_I_STORAGE_ALIGN, DENSE, t_storage_align, d_storage_align},
     {SCH_I_DECOMPOSE_REDUCTION, MM, t_decompose_reduction, d_decompose_reduction},
     {SCH_I_RFACTOR, MM, t_rfactor, d_rfactor},
+    {SCH_I_BLOCKIZE, MM, t_blockize, d_blockize},
+    {SCH_I_TENSORIZE, "matmul_int8:m=2,n=16,k=8", t_tensorize, d_tensorize},
     {SCH_I_SAMPLE_PERFECT_TILE, MM, t_sample_perfect_tile, d_sample_perfect_tile},
     {SCH_I_SAMPLE_CATEGORICAL, MM, t_sample_categorical, d_sample_categorical},
     {SCH_I_SAMPLE_COMPUTE_LOCATION, DENSE, t_sample_compute_location, d_sample_compute_location},
