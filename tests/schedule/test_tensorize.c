@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ir/interp.h"
 #include "ir/print.h"
 #include "ir/schedule/blockize.h"
 #include "ir/schedule/intrin.h"
@@ -218,6 +219,38 @@ START_TEST(test_tensorize_vnni) {
 }
 END_TEST
 
+
+/* the +128 trick and its compensation at the extremes of i8: every A value
+ * in [-128, 127] against B values including -128 and 127, exact */
+START_TEST(test_vnni_extremes) {
+  ts_arena a;
+  ts_arena_init(&a);
+  ir_func *orig;
+  sch_state *s = tu_schedule(&a, "matmul_int8:m=64,n=16,k=8", &orig);
+  sch_loop l[6];
+  tile3(s, 4, 16, 4, l);
+  ts_diag_clear(&D);
+  tu_ok(sch_tensorize_loop(s, l[3], "x86.avx512.vnni.i8i8.4x16x4", NULL, &D), &D);
+  ir_tensor x[3], y[3];
+  ts_diag_clear(&D);
+  tu_ok(ir_tensors_for_func(orig, NULL, x, &D), &D);
+  tu_ok(ir_tensors_for_func(orig, NULL, y, &D), &D);
+  int8_t *A0 = x[0].data, *B0 = x[1].data, *A1 = y[0].data, *B1 = y[1].data;
+  for (int i = 0; i < 64 * 8; i++) A0[i] = A1[i] = (int8_t)(i * 37 % 256 - 128);
+  static const int8_t edge[] = {-128, 127, -1, 0, 1, -127, 126, 64};
+  for (int i = 0; i < 8 * 16; i++) B0[i] = B1[i] = edge[(i * 5) % 8];
+  tu_ok(ir_interp_run(orig, x, &D), &D);
+  tu_ok(ir_interp_run(sch_func(s), y, &D), &D);
+  ck_assert(!memcmp(x[2].data, y[2].data, 64 * 16 * 4));
+  for (int i = 0; i < 3; i++) {
+    ir_tensor_free(&x[i]);
+    ir_tensor_free(&y[i]);
+  }
+  sch_free(s);
+  ts_arena_fini(&a);
+}
+END_TEST
+
 START_TEST(test_tensorize_sdot) {
   tensorize_case("matmul_int8:m=5,n=12,k=8", "arm.dotprod.sdot.i8i8.1x4x4", 1, 4, 4, "sdot");
   tensorize_case("matmul_int8:m=8,n=8,k=4", "arm.dotprod.sdot.i8i8.4x4x4", 4, 4, 4, "sdot");
@@ -230,7 +263,7 @@ START_TEST(test_tensorize_fma) {
 }
 END_TEST
 
-/* extreme int8 values: the +128 trick and the compensation are exact */
+/* u8 x i8 with plain vpdpbusd; the i8 x i8 entry refuses u8 data */
 START_TEST(test_tensorize_vnni_u8) {
   ts_arena a;
   ts_arena_init(&a);
@@ -496,6 +529,7 @@ static Suite *suite(void) {
   tc = tcase_create("tensorize");
   tcase_set_timeout(tc, 120);
   tcase_add_test(tc, test_tensorize_vnni);
+  tcase_add_test(tc, test_vnni_extremes);
   tcase_add_test(tc, test_tensorize_sdot);
   tcase_add_test(tc, test_tensorize_fma);
   tcase_add_test(tc, test_tensorize_vnni_u8);
