@@ -499,9 +499,6 @@ static const wl_def defs[] = {
     {{"matmul_int8", "C[m,n] = A[m,k] . B[k,n], i8 inputs, i32 accumulation", 3,
       {P("m", "16", "rows"), P("n", "16", "columns"), P("k", "16", "reduction")}},
      {K_POS, K_POS, K_POS}, check_none, body_matmul, flops_matmul},
-    {{"matmul_f16", "C[m,n] = A[m,k] . B[k,n], f16 inputs, f32 accumulation (tensor-core GEMM)", 3,
-      {P("m", "16", "rows"), P("n", "16", "columns"), P("k", "16", "reduction")}},
-     {K_POS, K_POS, K_POS}, check_none, body_matmul, flops_matmul},
     {{"conv2d_nchw", "2-d convolution, NCHW input, KCRS weights (f32)", 11, {CONV_KEYS}}, CONV_KINDS,
      check_conv, body_conv, flops_conv},
     {{"conv2d_nhwc", "2-d convolution, NHWC input, RSCK weights (f32)", 11, {CONV_KEYS}}, CONV_KINDS,
@@ -538,6 +535,9 @@ static const wl_def defs[] = {
      body_reduce, flops_reduce},
     {{"reduce_mean", "Y[m] = mean over n of X[m,n] (f32)", 2, {MN}}, {K_POS, K_POS}, check_none,
      body_reduce, flops_reduce},
+    {{"matmul_f16", "C[m,n] = A[m,k] . B[k,n], f16 inputs, f32 accumulation (tensor-core GEMM)", 3,
+      {P("m", "16", "rows"), P("n", "16", "columns"), P("k", "16", "reduction")}},
+     {K_POS, K_POS, K_POS}, check_none, body_matmul, flops_matmul},
 };
 #define NDEFS ((int)(sizeof defs / sizeof defs[0]))
 
