@@ -4,9 +4,11 @@
  * enough spatial work, a short reduction, no reduction); its sketches
  * (rfactor at the outer and at the inner piece of the split, plus the
  * original); sampled candidates equal to the unscheduled function in the
- * interpreter at small odd sizes; the tile-size mutator on the split; and
+ * interpreter at small odd sizes; the tile-size mutator on the split;
  * rfactor'd reduce_sum and softmax candidates with vectorized partial
- * reductions built through LLVM, run and verified. */
+ * reductions built through LLVM, run and verified; and a two-level rfactor
+ * (parallel tasks of vector partial sums) written as a trace, lowered,
+ * built and verified. */
 #include <check.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,6 +16,7 @@
 #include <unistd.h>
 
 #include "codegen/runtime/runtime.h"
+#include "ir/print.h"
 #include "search/search.h"
 #include "tests/schedule/util.h"
 #include "tuner/build.h"
@@ -217,6 +220,55 @@ static void build_vectorized_rf(const char *spec) {
   ts_arena_fini(&a);
 }
 
+/* Cross-thread-style partial reductions on the CPU, written as a trace:
+ * reduce_sum of one long row split (2 parallel, 2048, 16 lanes); rfactor the
+ * parallel piece, then rfactor the lanes of that rf block: two parallel
+ * tasks each keep 16 vector partial sums; two write-backs combine them. */
+START_TEST(test_build_parallel_vector_partials) {
+  static const char *json =
+      "[[[\"GetBlock\",[],[\"Y\",\"reduce_sum\"],[\"b0\"]],[\"GetLoops\",[\"b0\"],[],[\"l1\",\"l2\"]],"
+      "[\"Split\",[\"l2\",2,\"None\",16],[],[\"l3\",\"l4\",\"l5\"]],[\"RFactor\",[\"l3\"],[0],[\"b6\"]],"
+      "[\"GetLoops\",[\"b6\"],[],[\"l7\",\"l8\",\"l9\",\"l10\"]],[\"RFactor\",[\"l10\"],[-1],[\"b11\"]],"
+      "[\"GetLoops\",[\"b11\"],[],[\"l12\",\"l13\",\"l14\",\"l15\"]],[\"Parallel\",[\"l13\"],[],[]],"
+      "[\"Vectorize\",[\"l15\"],[],[]]],[]]";
+  ts_arena a;
+  ts_arena_init(&a);
+  ir_func *f = tu_workload(&a, "reduce_sum:m=1,n=4096");
+  ts_diag d;
+  ts_diag_clear(&d);
+  sch_trace *tr = sch_trace_from_json(json, &d);
+  ck_assert_msg(tr != NULL, "%s", d.msg);
+  sch_traced *ts = sch_trace_replay(tr, f, 1, &d);
+  ck_assert_msg(ts != NULL, "%s", d.msg);
+  tu_assert_equivalent(f, sch_traced_func(ts));
+  /* the lowered form holds a parallel loop over 16-lane vector stores */
+  cg_target t = host();
+  cg_lowered lw;
+  ck_assert_msg(cg_lower(&a, sch_traced_func(ts), &t, &lw, &d) == TS_OK, "%s", d.msg);
+  char *txt = ir_func_to_string(lw.func);
+  ck_assert_ptr_nonnull(txt);
+  ck_assert_msg(strstr(txt, "in parallel(0, 2)") && strstr(txt, "ramp(") && strstr(txt, ", 1, 16)"), "%s", txt);
+  ts_free(txt);
+  char path[] = "/tmp/tessel_rfpar_XXXXXX.so";
+  int fd = mkstemps(path, 3);
+  ck_assert_int_ge(fd, 0);
+  close(fd);
+  ck_assert_msg(tun_build_shared(sch_traced_func(ts), &t, path, &d) == TS_OK, "%s", d.msg);
+  tsrt_measure_opts mo = {.repeat = 1, .number = 1, .timeout_s = 30, .seed = 5, .want_outputs = true};
+  tsrt_measure_result res;
+  tsrt_measure_forked(path, &mo, &res);
+  ck_assert_msg(res.status == TSRT_OK, "%s", res.error);
+  tun_verify_result vr;
+  ck_assert_int_eq(tun_verify(f, 5, res.outputs, res.outputs_bytes, &vr, &d), TS_OK);
+  ck_assert_msg(vr.matched, "%s", vr.detail);
+  tsrt_result_fini(&res);
+  unlink(path);
+  sch_traced_free(ts);
+  sch_trace_free(tr);
+  ts_arena_fini(&a);
+}
+END_TEST
+
 START_TEST(test_build_reduce_sum) { build_vectorized_rf("reduce_sum:m=7,n=96"); }
 END_TEST
 
@@ -229,6 +281,7 @@ int main(void) {
   tcase_set_timeout(tc, 300);
   tcase_add_test(tc, test_applies_where_claimed);
   tcase_add_loop_test(tc, test_candidates_equivalent, 0, (int)(sizeof specs / sizeof specs[0]));
+  tcase_add_test(tc, test_build_parallel_vector_partials);
   tcase_add_test(tc, test_build_reduce_sum);
   tcase_add_test(tc, test_build_softmax);
   suite_add_tcase(s, tc);
