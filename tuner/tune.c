@@ -68,6 +68,34 @@ typedef struct build_slot {
   char error[480];
 } build_slot;
 
+/* Forks one builder: candidates from, from + jobs, ... in order (those not
+ * done yet); returns its pid, or -1 if fork failed. */
+static pid_t fork_builder(ir_func **funcs, int n, const cg_target *t, const char *dir, int jobs,
+                          build_slot *slots, int from) {
+  fflush(NULL);
+  pid_t p = fork();
+  if (p == 0) {
+    for (int i = from; i < n; i += jobs) {
+      if (!funcs[i] || __atomic_load_n(&slots[i].done, __ATOMIC_ACQUIRE)) continue;
+      /* the limit is per candidate: one alarm for the child's whole share
+       * (n/jobs builds) lost every build after the 120th second on a
+       * loaded machine (10-60 of 128 trials in bench/cost_model_curve.sh) */
+      alarm(BUILD_TIMEOUT_S);
+      char path[512];
+      snprintf(path, sizeof path, "%s/cand%d.so", dir, i);
+      ts_diag d;
+      ts_diag_clear(&d);
+      double t0 = tsrt_now();
+      ts_status st = tun_build_shared(funcs[i], t, path, &d);
+      slots[i].secs = tsrt_now() - t0;
+      if (st) snprintf(slots[i].error, sizeof slots[i].error, "build: %.400s", d.msg);
+      __atomic_store_n(&slots[i].done, 1, __ATOMIC_RELEASE);
+    }
+    _exit(0);
+  }
+  return p;
+}
+
 /* Forks the builders (jobs children, candidate i in child i % jobs, in
  * order); returns how many were forked (0: fork failed, nothing built). */
 static int build_start(ir_func **funcs, int n, const cg_target *t, const char *dir, int jobs,
@@ -75,28 +103,8 @@ static int build_start(ir_func **funcs, int n, const cg_target *t, const char *d
   if (jobs < 1) jobs = num_cores();
   if (jobs > n) jobs = n;
   int np = 0;
-  fflush(NULL);
   for (int j = 0; j < jobs && j < 256; j++) {
-    pid_t p = fork();
-    if (p == 0) {
-      for (int i = j; i < n; i += jobs) {
-        if (!funcs[i]) continue;
-        /* the limit is per candidate: one alarm for the child's whole share
-         * (n/jobs builds) lost every build after the 120th second on a
-         * loaded machine (10-60 of 128 trials in bench/cost_model_curve.sh) */
-        alarm(BUILD_TIMEOUT_S);
-        char path[512];
-        snprintf(path, sizeof path, "%s/cand%d.so", dir, i);
-        ts_diag d;
-        ts_diag_clear(&d);
-        double t0 = tsrt_now();
-        ts_status st = tun_build_shared(funcs[i], t, path, &d);
-        slots[i].secs = tsrt_now() - t0;
-        if (st) snprintf(slots[i].error, sizeof slots[i].error, "build: %.400s", d.msg);
-        __atomic_store_n(&slots[i].done, 1, __ATOMIC_RELEASE);
-      }
-      _exit(0);
-    }
+    pid_t p = fork_builder(funcs, n, t, dir, jobs, slots, j);
     if (p > 0) pids[np++] = p;
   }
   return np;
@@ -135,9 +143,31 @@ static void build_all(ir_func **funcs, int n, const cg_target *t, const char *di
     build_here(funcs, n, t, dir, slots);
     return;
   }
-  for (int k = 0; k < np; k++) {
-    int ws;
-    while (waitpid(pids[k], &ws, 0) < 0) {
+  if (jobs < 1) jobs = num_cores();
+  if (jobs > n) jobs = n;
+  if (jobs > 256) jobs = 256;
+  /* A builder that dies (a crash, or the alarm of a candidate over the
+   * limit) takes only the candidate it was building: that one gets the
+   * error, and a new builder continues with the rest of its share. */
+  while (np > 0) {
+    for (int k = 0; k < np; k++) {
+      int ws;
+      while (waitpid(pids[k], &ws, 0) < 0) {
+      }
+    }
+    np = 0;
+    for (int j = 0; j < jobs; j++) {
+      int i = j;
+      while (i < n && (!funcs[i] || __atomic_load_n(&slots[i].done, __ATOMIC_ACQUIRE))) i += jobs;
+      if (i >= n) continue;
+      snprintf(slots[i].error, sizeof slots[i].error, "build: builder died or timed out after %d s",
+               BUILD_TIMEOUT_S);
+      __atomic_store_n(&slots[i].done, 1, __ATOMIC_RELEASE);
+      int k = i + jobs;
+      while (k < n && !funcs[k]) k += jobs;
+      if (k >= n) continue;
+      pid_t p = fork_builder(funcs, n, t, dir, jobs, slots, k);
+      if (p > 0) pids[np++] = p;
     }
   }
   build_mark_lost(funcs, n, slots);
