@@ -9,9 +9,12 @@
  *    mutator can never change the intrinsic's shape); an extent that t does
  *    not divide is refused for that intrinsic (no padding here: the untiled
  *    state stays in the space and MultiLevelTiling handles it);
- *  - the outer parts are tiled SSRSR (spatial 3 ways, reduction 2 ways, by
- *    SamplePerfectTile) and reordered S0 S1 R0 S2 R1, with the intrinsic's
- *    loops innermost in its own order;
+ *  - the outer parts are tiled SSRSRS (spatial 4 ways, reduction 2 ways, by
+ *    SamplePerfectTile) and reordered S0 S1 R0 S2 R1 S3, with the
+ *    intrinsic's loops innermost in its own order; S3 is unrolled and bounded
+ *    (at most 16 accumulator vectors) so that the accumulators of several
+ *    calls stay in registers across the reduction loop R1 and calls sharing
+ *    an operand tile share its loads and shuffles;
  *  - the intrinsic's loops are blockized and the outer block annotated
  *    "meta_schedule.auto_tensorize" = the intrinsic's name (and the tiling
  *    structure, so MultiLevelTiling leaves it alone); the RewriteTensorize
@@ -105,31 +108,43 @@ static bool apply(const srch_rule_ctx *c, sch_traced *t, const char *block, cons
   int loops[MAXL];
   if (sch_t_get_block(t, block, &b, &q) || sch_t_get_loops(t, b, &lp, &nl, &q) || nl != blk->niter) return false;
   memcpy(loops, lp, sizeof(int) * (size_t)nl);
-  static const char structure[] = "SSRSR";
-  int slots[5][MAXL], cnt[5] = {0}, intrin_loops[MAXL];
+  /* S3 (innermost spatial tiles, around the intrinsic inside the reduction
+   * loop) is unrolled: it multiplies the accumulators kept in registers, so
+   * its factors are bounded to at most 16 accumulator vectors: 8/m rows
+   * (first spatial iter) times 2 (the others) */
+  static const char structure[] = "SSRSRS";
+  int slots[6][MAXL], cnt[6] = {0}, intrin_loops[MAXL];
+  bool first_s = true;
   for (int l = 0; l < nl; l++) {
     sch_arg f2[2] = {sch_arg_none(), sch_arg_int(ie[l])};
     int o2[2];
     if (sch_t_split(t, loops[l], 2, f2, o2, &q)) return false;
     intrin_loops[l] = o2[1];
     bool sp = blk->iters[l].type == IR_ITER_S;
-    int n = sp ? 3 : 2, v[3], o[3];
-    if (sch_t_sample_perfect_tile(t, o2[0], n, c->max_innermost, NULL, v, &q)) return false;
-    sch_arg f[3];
+    int n = sp ? 4 : 2, v[4], o[4];
+    int64_t maxin = c->max_innermost;
+    if (sp) {
+      maxin = first_s ? (in->m >= 8 ? 1 : 8 / in->m) : 2;
+      first_s = false;
+    }
+    if (sch_t_sample_perfect_tile(t, o2[0], n, maxin, NULL, v, &q)) return false;
+    sch_arg f[4];
     for (int k = 0; k < n; k++) f[k] = sch_arg_rv(v[k]);
     if (sch_t_split(t, o2[0], n, f, o, &q)) return false;
     int k = 0;
-    for (int s = 0; s < 5; s++)
-      if (structure[s] == (sp ? 'S' : 'R')) slots[s][cnt[s]++] = o[k++];
+    for (int s2 = 0; s2 < 6; s2++)
+      if (structure[s2] == (sp ? 'S' : 'R')) slots[s2][cnt[s2]++] = o[k++];
   }
-  int order[6 * MAXL], no = 0;
-  for (int s = 0; s < 5; s++)
-    for (int k = 0; k < cnt[s]; k++) order[no++] = slots[s][k];
+  int order[7 * MAXL], no = 0;
+  for (int s2 = 0; s2 < 6; s2++)
+    for (int k = 0; k < cnt[s2]; k++) order[no++] = slots[s2][k];
   for (int l = 0; l < nl; l++) order[no++] = intrin_loops[l];
   if (sch_t_reorder(t, no, order, &q)) return false;
+  for (int k = 0; k < cnt[5]; k++)
+    if (sch_t_unroll(t, slots[5][k], &q)) return false;
   int ob;
   if (sch_t_blockize(t, intrin_loops[0], &ob, &q)) return false;
-  sch_t_annotate(t, ob, SRCH_ANN_TILING, sch_arg_str("SSRSR+intrin"), &q);
+  sch_t_annotate(t, ob, SRCH_ANN_TILING, sch_arg_str("SSRSRS+intrin"), &q);
   return sch_t_annotate(t, ob, SRCH_ANN_AUTO_TENSORIZE, sch_arg_str(in->name), &q) == TS_OK;
 }
 
