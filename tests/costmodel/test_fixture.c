@@ -169,9 +169,9 @@ START_TEST(beats_random_softmax) {
 }
 END_TEST
 
-/* The matmul log is the harder one (see docs/COSTMODEL.md): timing noise of
- * a loaded machine and a model that cannot see unroll pragmas keep the
- * margin small; it must still be positive on average. */
+/* The matmul log is the harder one (docs/COSTMODEL.md): its timings were
+ * taken on a loaded machine and many candidates differ by less than that
+ * noise, so the margin is small; it must still be positive on average. */
 START_TEST(beats_random_matmul) {
   double x, r;
   int w;
