@@ -11,42 +11,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "util/run.h"
+
 static const char *tessel;
 static char tmpdir[256];
 
-typedef struct result {
-  int status;
-  char *out, *err;
-} result;
-
-static char *slurp(const char *path) {
-  FILE *f = fopen(path, "rb");
-  if (!f) return strdup("");
-  fseek(f, 0, SEEK_END);
-  long n = ftell(f);
-  fseek(f, 0, SEEK_SET);
-  char *s = malloc((size_t)n + 1);
-  size_t got = fread(s, 1, (size_t)n, f);
-  s[got] = '\0';
-  fclose(f);
-  return s;
-}
-
 /* Runs `tessel ARGS` (args is shell text; tests pass only safe strings). */
-static result run(const char *args) {
-  char cmd[4096], outp[300], errp[300];
-  snprintf(outp, sizeof outp, "%s/out", tmpdir);
-  snprintf(errp, sizeof errp, "%s/err", tmpdir);
-  snprintf(cmd, sizeof cmd, "'%s' %s >'%s' 2>'%s'", tessel, args, outp, errp);
-  int st = system(cmd);
-  result r = {WIFEXITED(st) ? WEXITSTATUS(st) : 128, slurp(outp), slurp(errp)};
-  return r;
-}
-
-static void result_free(result *r) {
-  free(r->out);
-  free(r->err);
-}
+static tr_result run(const char *args) { return tr_run(tmpdir, tessel, "%s", args); }
 
 static const char *write_tmp(const char *name, const char *text) {
   static char path[512];
@@ -85,7 +56,7 @@ static const struct {
 #define NREQ (sizeof required / sizeof required[0])
 
 START_TEST(test_workloads_json) {
-  result r = run("workloads --json");
+  tr_result r = run("workloads --json");
   ck_assert_int_eq(r.status, 0);
   json_error_t e;
   json_t *arr = json_loads(r.out, 0, &e);
@@ -110,7 +81,7 @@ START_TEST(test_workloads_json) {
     ck_assert_msg(json_number_value(json_object_get(found, "flops")) > 0, "%s flops", required[i].name);
   }
   json_decref(arr);
-  result_free(&r);
+  tr_result_free(&r);
 }
 END_TEST
 
@@ -118,11 +89,11 @@ START_TEST(test_show_and_check_each) {
   const char *name = required[_i].name;
   char args[256];
   snprintf(args, sizeof args, "show %s", name);
-  result r = run(args);
+  tr_result r = run(args);
   ck_assert_msg(r.status == 0, "show %s: %s", name, r.err);
   ck_assert_ptr_nonnull(strstr(r.out, "func "));
   ck_assert_ptr_nonnull(strstr(r.out, "block root"));
-  result_free(&r);
+  tr_result_free(&r);
   snprintf(args, sizeof args, "run %s --check --json", name);
   r = run(args);
   ck_assert_msg(r.status == 0, "run %s --check: status %d: %s", name, r.status, r.err);
@@ -132,7 +103,7 @@ START_TEST(test_show_and_check_each) {
   ck_assert_ptr_nonnull(json_object_get(o, "max_abs_err"));
   ck_assert_ptr_nonnull(strstr(json_string_value(json_object_get(o, "workload")), name));
   json_decref(o);
-  result_free(&r);
+  tr_result_free(&r);
 }
 END_TEST
 
@@ -146,30 +117,30 @@ START_TEST(test_odd_sizes_check) {
   for (size_t i = 0; i < sizeof specs / sizeof specs[0]; i++) {
     char args[512];
     snprintf(args, sizeof args, "run '%s' --check", specs[i]);
-    result r = run(args);
+    tr_result r = run(args);
     ck_assert_msg(r.status == 0, "%s: %s", specs[i], r.err);
     ck_assert_ptr_nonnull(strstr(r.out, "matches"));
-    result_free(&r);
+    tr_result_free(&r);
   }
 }
 END_TEST
 
 START_TEST(test_bad_workloads) {
-  result r = run("show nosuchkernel");
+  tr_result r = run("show nosuchkernel");
   ck_assert_int_eq(r.status, 2);
   ck_assert_msg(strstr(r.err, "matmul") && strstr(r.err, "softmax"), "no list of valid workloads: %s", r.err);
-  result_free(&r);
+  tr_result_free(&r);
   r = run("show matmul:q=3");
   ck_assert_int_eq(r.status, 2);
   ck_assert_msg(strstr(r.err, "q") && strstr(r.err, "m") && strstr(r.err, "k"), "%s", r.err);
-  result_free(&r);
+  tr_result_free(&r);
   r = run("run matmul:m=-4 --check");
   ck_assert_int_eq(r.status, 2);
   ck_assert(strlen(r.err) > 0);
-  result_free(&r);
+  tr_result_free(&r);
   r = run("frobnicate");
   ck_assert_int_eq(r.status, 2);
-  result_free(&r);
+  tr_result_free(&r);
 }
 END_TEST
 
@@ -185,10 +156,10 @@ START_TEST(test_dsl_file) {
                             "}\n"));
   char args[1024];
   snprintf(args, sizeof args, "show '%s'", p);
-  result r = run(args);
+  tr_result r = run(args);
   ck_assert_msg(r.status == 0, "%s", r.err);
   ck_assert_ptr_nonnull(strstr(r.out, "block mx"));
-  result_free(&r);
+  tr_result_free(&r);
   /* the printed IR is itself a valid input */
   const char *printed = write_tmp("printed.tsl", "");
   snprintf(args, sizeof args, "show '%s' > '%s' 2>/dev/null; '%s' run '%s' --sym M=3 --sym N=5", p,
@@ -196,12 +167,12 @@ START_TEST(test_dsl_file) {
   r = run(args);
   ck_assert_msg(r.status == 0, "%s", r.err);
   ck_assert_ptr_nonnull(strstr(r.out, "15 elements"));
-  result_free(&r);
+  tr_result_free(&r);
   snprintf(args, sizeof args, "run '%s'", p); /* syms unbound */
   r = run(args);
   ck_assert_int_eq(r.status, 2);
   ck_assert_ptr_nonnull(strstr(r.err, "--sym"));
-  result_free(&r);
+  tr_result_free(&r);
 }
 END_TEST
 
@@ -212,16 +183,16 @@ START_TEST(test_malformed_dsl_file) {
                             "}\n");
   char args[1024];
   snprintf(args, sizeof args, "show '%s'", p);
-  result r = run(args);
+  tr_result r = run(args);
   ck_assert_int_eq(r.status, 2);
   ck_assert_msg(strstr(r.err, "bad.tsl:2:") && strstr(r.err, "Q") && strstr(r.err, "^"), "%s", r.err);
-  result_free(&r);
+  tr_result_free(&r);
   p = write_tmp("garbage.tsl", "\x01\x02kernel (((\xff\xfe");
   snprintf(args, sizeof args, "show '%s'", p);
   r = run(args);
   ck_assert_int_eq(r.status, 2);
   ck_assert_ptr_nonnull(strstr(r.err, "garbage.tsl:1:"));
-  result_free(&r);
+  tr_result_free(&r);
 }
 END_TEST
 
@@ -230,10 +201,10 @@ START_TEST(test_help) {
   for (size_t i = 0; i < 3; i++) {
     char args[64];
     snprintf(args, sizeof args, "%s --help", cmds[i]);
-    result r = run(args);
+    tr_result r = run(args);
     ck_assert_int_eq(r.status, 0);
     ck_assert_ptr_nonnull(strstr(r.out, "usage: tessel"));
-    result_free(&r);
+    tr_result_free(&r);
   }
 }
 END_TEST
@@ -261,8 +232,6 @@ int main(int argc, char **argv) {
   srunner_run_all(sr, CK_NORMAL);
   int nf = srunner_ntests_failed(sr);
   srunner_free(sr);
-  char cmd[300];
-  snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
-  if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", tmpdir);
+  tr_rmtree(tmpdir);
   return nf ? 1 : 0;
 }

@@ -11,48 +11,23 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "util/run.h"
+
 static const char *tessel, *models;
 static char tmpdir[256];
 
-typedef struct result {
-  int status;
-  char *out, *err;
-} result;
-
-static char *slurp(const char *path) {
-  FILE *f = fopen(path, "rb");
-  if (!f) return strdup("");
-  fseek(f, 0, SEEK_END);
-  long n = ftell(f);
-  fseek(f, 0, SEEK_SET);
-  char *s = malloc((size_t)n + 1);
-  size_t got = fread(s, 1, (size_t)n, f);
-  s[got] = '\0';
-  fclose(f);
-  return s;
-}
-
-static result run(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static result run(const char *fmt, ...) {
-  char args[2048], cmd[4096], outp[300], errp[300];
+/* Runs `tessel ARGS`, output captured under tmpdir. */
+static tr_result run(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static tr_result run(const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
-  vsnprintf(args, sizeof args, fmt, ap);
+  tr_result r = tr_vrun(tmpdir, tessel, fmt, ap);
   va_end(ap);
-  snprintf(outp, sizeof outp, "%s/out", tmpdir);
-  snprintf(errp, sizeof errp, "%s/err", tmpdir);
-  snprintf(cmd, sizeof cmd, "'%s' %s >'%s' 2>'%s'", tessel, args, outp, errp);
-  int st = system(cmd);
-  return (result){WIFEXITED(st) ? WEXITSTATUS(st) : 128, slurp(outp), slurp(errp)};
-}
-
-static void result_free(result *r) {
-  free(r->out);
-  free(r->err);
+  return r;
 }
 
 START_TEST(test_text) {
-  result r = run("graph show '%s/cnn.onnx'", models);
+  tr_result r = run("graph show '%s/cnn.onnx'", models);
   ck_assert_msg(r.status == 0, "%s", r.err);
   ck_assert_ptr_nonnull(strstr(r.out, "graph @cnn(%x: f32[1,3,32,32]) opset 13 {\n"));
   ck_assert_ptr_nonnull(strstr(r.out, " = const f32[16,3,3,3] ["));
@@ -61,18 +36,18 @@ START_TEST(test_text) {
   ck_assert_ptr_nonnull(strstr(r.out, " = MaxPool("));
   ck_assert_ptr_nonnull(strstr(r.out, "  %y = Gemm("));
   ck_assert_ptr_nonnull(strstr(r.out, "  return %y\n}\n"));
-  result_free(&r);
+  tr_result_free(&r);
   r = run("graph show '%s/transformer.onnx'", models);
   ck_assert_msg(r.status == 0, "%s", r.err);
   ck_assert_ptr_nonnull(strstr(r.out, "graph @transformer(%x: f32[batch,16,64]) opset 20 {\n"));
   ck_assert_ptr_nonnull(strstr(r.out, " = Softmax("));
   ck_assert_ptr_nonnull(strstr(r.out, "{axis=3} : f32[batch,4,16,16]\n"));
-  result_free(&r);
+  tr_result_free(&r);
 }
 END_TEST
 
 START_TEST(test_json) {
-  result r = run("graph show '%s/cnn.onnx' --json", models);
+  tr_result r = run("graph show '%s/cnn.onnx' --json", models);
   ck_assert_msg(r.status == 0, "%s", r.err);
   json_error_t e;
   json_t *j = json_loads(r.out, 0, &e);
@@ -91,7 +66,7 @@ START_TEST(test_json) {
   json_t *pads = json_object_get(json_object_get(n0, "attrs"), "pads");
   ck_assert_int_eq(json_array_size(pads), 4);
   json_decref(j);
-  result_free(&r);
+  tr_result_free(&r);
   r = run("graph show '%s/transformer.onnx' --json", models);
   ck_assert_msg(r.status == 0, "%s", r.err);
   j = json_loads(r.out, 0, &e);
@@ -105,35 +80,35 @@ START_TEST(test_json) {
     ck_assert_str_eq(json_string_value(json_object_get(v, "kind")), "input");
   }
   json_decref(j);
-  result_free(&r);
+  tr_result_free(&r);
 }
 END_TEST
 
 START_TEST(test_errors) {
-  result r = run("graph show '%s/ops/bad_gelu18.onnx'", models);
+  tr_result r = run("graph show '%s/ops/bad_gelu18.onnx'", models);
   ck_assert_int_eq(r.status, 1);
   ck_assert_msg(strstr(r.err, "node g (Gelu, opset 18): Gelu exists from opset 20"), "%s", r.err);
-  result_free(&r);
+  tr_result_free(&r);
   r = run("graph show /nonexistent.onnx");
   ck_assert_int_eq(r.status, 1);
   ck_assert_ptr_nonnull(strstr(r.err, "/nonexistent.onnx"));
-  result_free(&r);
+  tr_result_free(&r);
   r = run("graph show '%s/mlp.onnx' --after no_such_pass", models);
   ck_assert_int_eq(r.status, 1);
   ck_assert_msg(strstr(r.err, "unknown pass 'no_such_pass'"), "%s", r.err);
-  result_free(&r);
+  tr_result_free(&r);
   static const char *const usage_errors[] = {"graph", "graph frobnicate", "graph show", "graph show a.onnx b.onnx",
                                              "graph show a.onnx --after", "graph show a.onnx --bogus"};
   for (int k = 0; k < 6; k++) {
     r = run("%s", usage_errors[k]);
     ck_assert_msg(r.status == 2, "'%s' exited %d", usage_errors[k], r.status);
     ck_assert_msg(strstr(r.err, "usage: tessel graph show"), "'%s': %s", usage_errors[k], r.err);
-    result_free(&r);
+    tr_result_free(&r);
   }
   r = run("graph show --help");
   ck_assert_int_eq(r.status, 0);
   ck_assert_ptr_nonnull(strstr(r.out, "usage: tessel graph show MODEL.onnx"));
-  result_free(&r);
+  tr_result_free(&r);
 }
 END_TEST
 
@@ -161,8 +136,6 @@ int main(int argc, char **argv) {
   srunner_run_all(sr, CK_NORMAL);
   int failures = srunner_ntests_failed(sr);
   srunner_free(sr);
-  char cmd[400];
-  snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
-  if (system(cmd)) { /* best effort */ }
+  tr_rmtree(tmpdir);
   return failures ? 1 : 0;
 }

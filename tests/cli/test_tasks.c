@@ -12,55 +12,29 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "util/run.h"
+
 static const char *tessel;
 static char tmpdir[256];
 static const char *models;
 
-typedef struct result {
-  int status;
-  char *out, *err;
-} result;
-
-static char *slurp(const char *path) {
-  FILE *f = fopen(path, "rb");
-  if (!f) return strdup("");
-  fseek(f, 0, SEEK_END);
-  long n = ftell(f);
-  fseek(f, 0, SEEK_SET);
-  char *s = malloc((size_t)n + 1);
-  size_t got = fread(s, 1, (size_t)n, f);
-  s[got] = '\0';
-  fclose(f);
-  return s;
-}
-
-static result run(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static result run(const char *fmt, ...) {
-  char args[2048], cmd[4096], outp[300], errp[300];
+/* Runs `tessel ARGS`, output captured under tmpdir. */
+static tr_result run(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static tr_result run(const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
-  vsnprintf(args, sizeof args, fmt, ap);
+  tr_result r = tr_vrun(tmpdir, tessel, fmt, ap);
   va_end(ap);
-  snprintf(outp, sizeof outp, "%s/out", tmpdir);
-  snprintf(errp, sizeof errp, "%s/err", tmpdir);
-  snprintf(cmd, sizeof cmd, "'%s' %s >'%s' 2>'%s'", tessel, args, outp, errp);
-  int st = system(cmd);
-  result r = {WIFEXITED(st) ? WEXITSTATUS(st) : 128, slurp(outp), slurp(errp)};
   return r;
 }
 
-static void result_free(result *r) {
-  free(r->out);
-  free(r->err);
-}
-
 static json_t *tasks_json(const char *model, const char *extra) {
-  result r = run("tasks '%s/%s.onnx' --json %s", models, model, extra);
+  tr_result r = run("tasks '%s/%s.onnx' --json %s", models, model, extra);
   ck_assert_msg(r.status == 0, "tessel tasks %s: %s", model, r.err);
   json_error_t e;
   json_t *j = json_loads(r.out, 0, &e);
   ck_assert_msg(j != NULL, "not JSON: %s", e.text);
-  result_free(&r);
+  tr_result_free(&r);
   return j;
 }
 
@@ -86,13 +60,13 @@ START_TEST(test_tasks_json_and_keys) {
       ck_assert(json_number_value(json_object_get(t, "flops")) > 0);
       calls += (int)json_integer_value(json_object_get(t, "weight"));
       /* the dumped function's workload key, as `tessel show` (and so `tessel tune`) computes it */
-      result r = run("show '%s/%s.tsl' --json", dump, name);
+      tr_result r = run("show '%s/%s.tsl' --json", dump, name);
       ck_assert_msg(r.status == 0, "show %s: %s", name, r.err);
       json_t *s = json_loads(r.out, 0, NULL);
       ck_assert_ptr_nonnull(s);
       ck_assert_str_eq(json_string_value(json_object_get(s, "workload_key")), key);
       json_decref(s);
-      result_free(&r);
+      tr_result_free(&r);
     }
     ck_assert_int_eq(json_integer_value(json_object_get(j, "calls")), calls);
     json_decref(j);
@@ -117,39 +91,39 @@ START_TEST(test_tasks_sym) {
 END_TEST
 
 START_TEST(test_graph_show_after) {
-  result r = run("graph show '%s/cnn.onnx' --after fuse", models);
+  tr_result r = run("graph show '%s/cnn.onnx' --after fuse", models);
   ck_assert_msg(r.status == 0, "%s", r.err);
   ck_assert_ptr_nonnull(strstr(r.out, "call @fused_conv2d"));
   ck_assert_ptr_null(strstr(r.out, "= BatchNormalization("));
-  result_free(&r);
+  tr_result_free(&r);
   r = run("graph show '%s/cnn.onnx' --after legalize", models);
   ck_assert_int_eq(r.status, 0);
   ck_assert_ptr_null(strstr(r.out, "fused_"));
   ck_assert_ptr_nonnull(strstr(r.out, "call @conv2d_"));
-  result_free(&r);
+  tr_result_free(&r);
 }
 END_TEST
 
 START_TEST(test_tasks_bad_input) {
-  result r = run("tasks '%s/transformer.onnx' --sym nosuch=3", models);
+  tr_result r = run("tasks '%s/transformer.onnx' --sym nosuch=3", models);
   ck_assert_int_eq(r.status, 2);
   ck_assert_ptr_nonnull(strstr(r.err, "nosuch"));
-  result_free(&r);
+  tr_result_free(&r);
   r = run("tasks '%s/transformer.onnx' --sym batch=0", models);
   ck_assert_int_eq(r.status, 2);
   ck_assert_ptr_nonnull(strstr(r.err, "--sym"));
-  result_free(&r);
+  tr_result_free(&r);
   r = run("tasks '%s/missing.onnx'", tmpdir);
   ck_assert_int_eq(r.status, 2);
   ck_assert_ptr_nonnull(strstr(r.err, "missing.onnx"));
-  result_free(&r);
+  tr_result_free(&r);
   r = run("tasks");
   ck_assert_int_eq(r.status, 2);
-  result_free(&r);
+  tr_result_free(&r);
   r = run("tasks --help");
   ck_assert_int_eq(r.status, 0);
   ck_assert_ptr_nonnull(strstr(r.out, "--json"));
-  result_free(&r);
+  tr_result_free(&r);
 }
 END_TEST
 
@@ -180,8 +154,6 @@ int main(int argc, char **argv) {
   srunner_run_all(sr, CK_NORMAL);
   int failures = srunner_ntests_failed(sr);
   srunner_free(sr);
-  char cmd[400];
-  snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
-  if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", tmpdir);
+  tr_rmtree(tmpdir);
   return failures ? 1 : 0;
 }
