@@ -1055,6 +1055,11 @@ static bool try_allreduce(cctx *c, const ir_stmt *loop) {
   if (tag != TAG_TX || !ir_as_int(loop->u.loop.extent, &ext) || ext != c->launch[TAG_TX] ||
       c->launch[TAG_TY] > 1 || c->launch[TAG_TZ] > 1 || ext < 2 || ext > 1024 || (ext & (ext - 1)))
     return false;
+  /* every thread must reach the shuffles (and the barriers beyond a warp) */
+  for (int i = 0; i < c->nconds; i++) {
+    bool load = false;
+    if ((expr_mask(c, c->conds[i], &load) & THREAD_BITS) || load) return false;
+  }
   /* walk down a chain of serial loops to one store */
   const ir_stmt *chain[16];
   int nchain = 0;
