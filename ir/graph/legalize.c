@@ -557,6 +557,19 @@ static void red_count(lg_kernel *k, tb *b, const tg_value *x, const bool *red, i
 
 static void tmpname(char *buf, size_t n, const char *o, const char *tag) { snprintf(buf, n, "%s_%s", o, tag); }
 
+/* "DST[kept] OP SRC[...] for r.." : src (shaped like x) reduced over the
+ * axes in red[] into dst (the kept axes of x). */
+static void reduce_stmt(lg_kernel *k, const char *dst, const char *op, const char *src, const tg_value *x,
+                        const bool *red) {
+  tb b;
+  tb_reset(&b);
+  kept_index(&b, dst, x->ndim, red);
+  tb_printf(&b, " %s ", op);
+  red_index(&b, src, x->ndim, red);
+  red_for(k, &b, x, red);
+  stmt(k, &b);
+}
+
 static void emit_softmax(lg_kernel *k, const tg_node *n, const char *const *in, const char *o) {
   const tg_value *x = V(k, n->inputs[0]);
   int r = x->ndim;
@@ -579,13 +592,8 @@ static void emit_softmax(lg_kernel *k, const tg_node *n, const char *const *in, 
   let_dims(k, mx, x->dtype, nk, kd);
   let_dims(k, e, x->dtype, r, x->dims);
   let_dims(k, s, x->dtype, nk, kd);
+  reduce_stmt(k, mx, "max=", IN(0), x, red);
   tb b;
-  tb_reset(&b);
-  kept_index(&b, mx, r, red);
-  tb_printf(&b, " max= ");
-  red_index(&b, IN(0), r, red);
-  red_for(k, &b, x, red);
-  stmt(k, &b);
   tb_reset(&b);
   lhs(&b, e, r);
   tb_printf(&b, " = exp(");
@@ -594,12 +602,7 @@ static void emit_softmax(lg_kernel *k, const tg_node *n, const char *const *in, 
   kept_index(&b, mx, r, red);
   tb_printf(&b, ")");
   stmt(k, &b);
-  tb_reset(&b);
-  kept_index(&b, s, r, red);
-  tb_printf(&b, " += ");
-  red_index(&b, e, r, red);
-  red_for(k, &b, x, red);
-  stmt(k, &b);
+  reduce_stmt(k, s, "+=", e, x, red);
   tb_reset(&b);
   lhs(&b, o, r);
   tb_printf(&b, " = ");
@@ -865,6 +868,27 @@ static void window_where(lg_kernel *k, tb *b, const win *w, const tg_value *x, c
   }
 }
 
+/* Conv and ConvTranspose with a bias (input 2) accumulate into O_conv (its
+ * name written to cv) and add the bias per output channel after; without
+ * one they accumulate into o. Returns the accumulator. */
+static const char *conv_acc(lg_kernel *k, const tg_node *n, const char *o, char *cv, size_t ncv) {
+  if (n->nin <= 2 || n->inputs[2] < 0) return o;
+  tmpname(cv, ncv, o, "conv");
+  lg_let(k, cv, n->outputs[0]);
+  return cv;
+}
+/* o = acc + bias[i1] when conv_acc chose a temporary (rank r). */
+static void conv_bias(lg_kernel *k, const char *const *in, const char *o, const char *acc, int r) {
+  if (acc == o) return;
+  tb b;
+  tb_reset(&b);
+  lhs(&b, o, r);
+  tb_printf(&b, " = ");
+  lhs(&b, acc, r);
+  tb_printf(&b, " + %s[i1]", IN(2));
+  stmt(k, &b);
+}
+
 static void emit_conv(lg_kernel *k, const tg_node *n, const char *const *in, const char *o) {
   const tg_value *x = V(k, n->inputs[0]), *wv = V(k, n->inputs[1]), *y = OUTV(0);
   int r = x->ndim;
@@ -888,11 +912,8 @@ static void emit_conv(lg_kernel *k, const tg_node *n, const char *const *in, con
     fail(k, TS_EINVAL, n, "group=%" PRId64 " does not divide the %" PRId64 " output channels", g, M);
     return;
   }
-  bool bias = n->nin > 2 && n->inputs[2] >= 0;
   char cv[96];
-  tmpname(cv, sizeof cv, o, "conv");
-  const char *dst = bias ? cv : o;
-  if (bias) lg_let(k, cv, n->outputs[0]);
+  const char *dst = conv_acc(k, n, o, cv, sizeof cv);
   tb b;
   tb_reset(&b);
   lhs(&b, dst, r);
@@ -910,14 +931,7 @@ static void emit_conv(lg_kernel *k, const tg_node *n, const char *const *in, con
   tb_printf(&b, " for r0 in 0..%" PRId64, cg);
   for (int s = 0; s < w.ns; s++) tb_printf(&b, ", r%d in 0..%" PRId64, 1 + s, w.kern[s]);
   stmt(k, &b);
-  if (bias) {
-    tb_reset(&b);
-    lhs(&b, o, r);
-    tb_printf(&b, " = ");
-    lhs(&b, cv, r);
-    tb_printf(&b, " + %s[i1]", IN(2));
-    stmt(k, &b);
-  }
+  conv_bias(k, in, o, dst, r);
 }
 
 static void emit_conv_transpose(lg_kernel *k, const tg_node *n, const char *const *in, const char *o) {
@@ -947,11 +961,8 @@ static void emit_conv_transpose(lg_kernel *k, const tg_node *n, const char *cons
       fail(k, TS_EUNSUPPORTED, n, "dilation != 1 or a symbolic spatial dim");
       return;
     }
-  bool bias = n->nin > 2 && n->inputs[2] >= 0;
   char cv[96];
-  tmpname(cv, sizeof cv, o, "conv");
-  const char *dst = bias ? cv : o;
-  if (bias) lg_let(k, cv, n->outputs[0]);
+  const char *dst = conv_acc(k, n, o, cv, sizeof cv);
   /* output y gets input h when y + pb - rk == h * stride */
   tb b, cond;
   tb_reset(&b);
@@ -976,14 +987,7 @@ static void emit_conv_transpose(lg_kernel *k, const tg_node *n, const char *cons
   tb_printf(&b, "] where %s for r0 in 0..%" PRId64, cond.s, wv->dims[0].value);
   for (int s = 0; s < w.ns; s++) tb_printf(&b, ", r%d in 0..%" PRId64, 1 + s, w.kern[s]);
   stmt(k, &b);
-  if (bias) {
-    tb_reset(&b);
-    lhs(&b, o, r);
-    tb_printf(&b, " = ");
-    lhs(&b, cv, r);
-    tb_printf(&b, " + %s[i1]", IN(2));
-    stmt(k, &b);
-  }
+  conv_bias(k, in, o, dst, r);
 }
 
 static void emit_pool(lg_kernel *k, const tg_node *n, tg_op op, const char *const *in, const char *o) {
@@ -1057,18 +1061,13 @@ static void emit_global_avg(lg_kernel *k, const tg_node *n, const char *const *i
   int r = x->ndim;
   bool red[8] = {false};
   for (int a = 2; a < r; a++) red[a] = true;
-  tg_dim kd[8];
+  tg_dim kd[8] = {{0}}; /* kept_dims fills nk (GCC cannot see it) */
   int nk = kept_dims(x, red, kd);
   char sm[96];
   tmpname(sm, sizeof sm, o, "sum");
   let_dims(k, sm, x->dtype, nk, kd);
+  reduce_stmt(k, sm, "+=", IN(0), x, red);
   tb b;
-  tb_reset(&b);
-  kept_index(&b, sm, r, red);
-  tb_printf(&b, " += ");
-  red_index(&b, IN(0), r, red);
-  red_for(k, &b, x, red);
-  stmt(k, &b);
   tb_reset(&b);
   lhs(&b, o, r);
   tb_printf(&b, " = ");

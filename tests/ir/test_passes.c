@@ -132,6 +132,36 @@ static void run(const tg_graph *g, const ir_tensor *in, ir_tensor *out) {
   ts_diag_clear(&d);
   ck_assert_msg(tg_graph_run(g, in, out, &d) == TS_OK, "run: %s", d.msg);
 }
+/* run_pipe up to stop, then the graph on make_inputs(g, in, 0, seed). */
+static void pipe_and_run(tg_graph *g, const char *stop, ir_tensor *in, ir_tensor *out, uint64_t seed) {
+  run_pipe(g, stop);
+  make_inputs(g, in, 0, seed);
+  run(g, in, out);
+}
+/* Constant `name` of g as a tensor sharing its data (static shape). */
+static ir_tensor const_tensor(const tg_graph *g, const char *name) {
+  int id = tg_value_find(g, name);
+  ck_assert_msg(id >= 0, "no value %s in the graph", name);
+  const tg_value *v = g->values[id];
+  ck_assert_msg(v->data != NULL, "%s has no data", name);
+  ir_tensor t = {.dtype = v->dtype, .ndim = v->ndim, .data = v->data};
+  for (int a = 0; a < v->ndim; a++) {
+    ck_assert_msg(!v->dims[a].sym, "%s has a symbolic dim", name);
+    t.shape[a] = v->dims[a].value;
+  }
+  return t;
+}
+/* The reference of workload spec: args[0..n-2] are its inputs; args[n-1],
+ * its f32 output of rank nd and the given shape, is allocated and filled
+ * (the caller frees it). */
+static void wl_reference(const char *spec, ir_tensor *args, int n, int nd, const int64_t *shape) {
+  ir_wl_inst wl;
+  ts_diag d;
+  ts_diag_clear(&d);
+  ck_assert_msg(ir_wl_parse(spec, &wl, &d) == TS_OK, "%s: %s", spec, d.msg);
+  ck_assert_int_eq(ir_tensor_alloc(&args[n - 1], F32, nd, shape), TS_OK);
+  ck_assert_msg(ir_wl_reference(&wl, args, &d) == TS_OK, "%s: %s", spec, d.msg);
+}
 static void expect_close(const ir_tensor *got, const ir_tensor *ref, double tol) {
   double err = 0;
   ck_assert_int_eq(ir_tensor_numel(got), ir_tensor_numel(ref));
@@ -149,10 +179,8 @@ START_TEST(test_broadcast_binary) {
   node(G, TG_OP_SUB, "sub", 2, (int[]){x, b}, 1, &y);
   node(G, TG_OP_DIV, "div", 2, (int[]){y, x}, 1, &z);
   output(G, z);
-  run_pipe(G, "legalize");
   ir_tensor in[2], out[1];
-  make_inputs(G, in, 0, 11);
-  run(G, in, out);
+  pipe_and_run(G, "legalize", in, out, 11);
   for (int i = 0; i < 2; i++)
     for (int j = 0; j < 3; j++)
       for (int k = 0; k < 5; k++) {
@@ -178,21 +206,11 @@ static void conv_vs_workload(const char *spec, int64_t N, int64_t Cc, int64_t H,
   aints(G, n, "kernel_shape", 2, (int64_t[]){R, R});
   aint(G, n, "group", grp);
   output(G, y);
-  run_pipe(G, "legalize");
   ir_tensor in[1], out[1];
-  make_inputs(G, in, 0, 3);
-  run(G, in, out);
+  pipe_and_run(G, "legalize", in, out, 3);
   /* reference: the workload's loop, then + bias */
-  ir_wl_inst wl;
-  ts_diag d;
-  ts_diag_clear(&d);
-  ck_assert_msg(ir_wl_parse(spec, &wl, &d) == TS_OK, "%s", d.msg);
-  ir_tensor args[3];
-  args[0] = in[0];
-  const tg_value *wv = G->values[w];
-  args[1] = (ir_tensor){.dtype = F32, .ndim = 4, .shape = {K, Cc / grp, R, R}, .data = wv->data};
-  ck_assert_int_eq(ir_tensor_alloc(&args[2], F32, 4, (int64_t[]){N, K, P, Q}), TS_OK);
-  ck_assert_msg(ir_wl_reference(&wl, args, &d) == TS_OK, "%s", d.msg);
+  ir_tensor args[3] = {in[0], const_tensor(G, "w")};
+  wl_reference(spec, args, 3, 4, (int64_t[]){N, K, P, Q});
   const float *bd = G->values[tg_value_find(G, "bias")]->data;
   for (int64_t i = 0; i < ir_tensor_numel(&args[2]); i++) ((float *)args[2].data)[i] += bd[(i / (P * Q)) % K];
   expect_close(&out[0], &args[2], 1e-5);
@@ -218,13 +236,10 @@ static void conv_vs_workload_d(const char *spec) {
   aints(G, n, "dilations", 2, (int64_t[]){dl, dl});
   aints(G, n, "pads", 4, (int64_t[]){pad, pad, pad, pad});
   output(G, y);
-  run_pipe(G, NULL);
   ir_tensor in[1], out[1];
-  make_inputs(G, in, 0, 13);
-  run(G, in, out);
-  ir_tensor args[3] = {in[0], {.dtype = F32, .ndim = 4, .shape = {K, Cc, R, R}, .data = G->values[tg_value_find(G, "w")]->data}};
-  ck_assert_int_eq(ir_tensor_alloc(&args[2], F32, 4, (int64_t[]){N, K, P, Q}), TS_OK);
-  ck_assert_int_eq(ir_wl_reference(&wl, args, NULL), TS_OK);
+  pipe_and_run(G, NULL, in, out, 13);
+  ir_tensor args[3] = {in[0], const_tensor(G, "w")};
+  wl_reference(spec, args, 3, 4, (int64_t[]){N, K, P, Q});
   expect_close(&out[0], &args[2], 1e-5);
   ir_tensor_free(&args[2]);
   free_tensors(in, 1);
@@ -253,17 +268,10 @@ static void pool_vs_workload(tg_op op, const char *spec, int64_t P) {
   aints(G, n, "pads", 4, (int64_t[]){1, 1, 1, 1});
   aint(G, n, "count_include_pad", 1);
   output(G, y);
-  run_pipe(G, "legalize");
   ir_tensor in[1], out[1];
-  make_inputs(G, in, 0, 9);
-  run(G, in, out);
-  ir_wl_inst wl;
-  ts_diag d;
-  ts_diag_clear(&d);
-  ck_assert_msg(ir_wl_parse(spec, &wl, &d) == TS_OK, "%s", d.msg);
+  pipe_and_run(G, "legalize", in, out, 9);
   ir_tensor args[2] = {in[0]};
-  ck_assert_int_eq(ir_tensor_alloc(&args[1], F32, 4, (int64_t[]){1, 3, P, Q}), TS_OK);
-  ck_assert_msg(ir_wl_reference(&wl, args, &d) == TS_OK, "%s", d.msg);
+  wl_reference(spec, args, 2, 4, (int64_t[]){1, 3, P, Q});
   expect_close(&out[0], &args[1], 1e-5);
   ir_tensor_free(&args[1]);
   free_tensors(in, 1);
@@ -285,10 +293,8 @@ START_TEST(test_avg_pool_exclude_pad) {
   aints(G, n, "strides", 2, (int64_t[]){2, 2});
   aints(G, n, "pads", 4, (int64_t[]){1, 1, 1, 1});
   output(G, y);
-  run_pipe(G, "legalize");
   ir_tensor in[1], out[1];
-  make_inputs(G, in, 0, 2);
-  run(G, in, out);
+  pipe_and_run(G, "legalize", in, out, 2);
   for (int c = 0; c < 2; c++)
     for (int p = 0; p < 3; p++)
       for (int q = 0; q < 3; q++) {
@@ -319,10 +325,8 @@ START_TEST(test_gemm_trans_alpha_beta) {
   afloat(G, n, "alpha", 0.5);
   afloat(G, n, "beta", 2.0);
   output(G, y);
-  run_pipe(G, "legalize");
   ir_tensor in[3], out[1];
-  make_inputs(G, in, 0, 4);
-  run(G, in, out);
+  pipe_and_run(G, "legalize", in, out, 4);
   for (int i = 0; i < 3; i++)
     for (int j = 0; j < 7; j++) {
       double s = 0;
@@ -341,10 +345,8 @@ START_TEST(test_matmul_batch_broadcast) {
   int y = inter(G, "y", 4, (tg_dim[]){C(2), C(4), C(3), C(6)});
   node(G, TG_OP_MATMUL, "mm", 2, (int[]){a, b}, 1, &y);
   output(G, y);
-  run_pipe(G, "legalize");
   ir_tensor in[2], out[1];
-  make_inputs(G, in, 0, 8);
-  run(G, in, out);
+  pipe_and_run(G, "legalize", in, out, 8);
   for (int p = 0; p < 2; p++)
     for (int q = 0; q < 4; q++)
       for (int i = 0; i < 3; i++)
@@ -364,10 +366,8 @@ START_TEST(test_softmax_middle_axis) {
   tg_node *n = node(G, TG_OP_SOFTMAX, "sm", 1, &x, 1, &y);
   aint(G, n, "axis", 1);
   output(G, y);
-  run_pipe(G, "legalize");
   ir_tensor in[1], out[1];
-  make_inputs(G, in, 0, 1);
-  run(G, in, out);
+  pipe_and_run(G, "legalize", in, out, 1);
   for (int i = 0; i < 2; i++)
     for (int k = 0; k < 3; k++) {
       double mx = -1e30, s = 0;
@@ -388,16 +388,10 @@ START_TEST(test_layernorm_vs_workload) {
   int y = inter(G, "y", 2, (tg_dim[]){C(3), C(7)});
   node(G, TG_OP_LAYER_NORM, "ln", 3, (int[]){x, g, b}, 1, &y);
   output(G, y);
-  run_pipe(G, "legalize");
   ir_tensor in[1], out[1];
-  make_inputs(G, in, 0, 5);
-  run(G, in, out);
-  ir_wl_inst wl;
-  ck_assert_int_eq(ir_wl_parse("layernorm:m=3,n=7", &wl, NULL), TS_OK);
-  ir_tensor args[4] = {in[0], {.dtype = F32, .ndim = 1, .shape = {7}, .data = G->values[tg_value_find(G, "gamma")]->data},
-                       {.dtype = F32, .ndim = 1, .shape = {7}, .data = G->values[tg_value_find(G, "beta")]->data}};
-  ck_assert_int_eq(ir_tensor_alloc(&args[3], F32, 2, (int64_t[]){3, 7}), TS_OK);
-  ck_assert_int_eq(ir_wl_reference(&wl, args, NULL), TS_OK);
+  pipe_and_run(G, "legalize", in, out, 5);
+  ir_tensor args[4] = {in[0], const_tensor(G, "gamma"), const_tensor(G, "beta")};
+  wl_reference("layernorm:m=3,n=7", args, 4, 2, (int64_t[]){3, 7});
   expect_close(&out[0], &args[3], 1e-5);
   ir_tensor_free(&args[3]);
   free_tensors(in, 1);
@@ -433,10 +427,8 @@ START_TEST(test_injective_and_reduce_ops) {
   aint(G, r, "keepdims", 1);
   int outs[] = {tr, cc, sl, ga, pd, rs, rm};
   for (int i = 0; i < 7; i++) output(G, outs[i]);
-  run_pipe(G, "legalize");
   ir_tensor in[2], out[7];
-  make_inputs(G, in, 0, 77);
-  run(G, in, out);
+  pipe_and_run(G, "legalize", in, out, 77);
 #define X(i, j, k) at(&in[0], ((i) * 3 + (j)) * 7 + (k))
 #define X2(i, j, k) at(&in[1], ((i) * 2 + (j)) * 7 + (k))
   for (int i = 0; i < 2; i++)
@@ -552,10 +544,8 @@ START_TEST(test_split_and_edge_reflect_pad) {
   output(G, b);
   output(G, pe);
   output(G, pr);
-  run_pipe(G, NULL);
   ir_tensor in[1], out[4];
-  make_inputs(G, in, 0, 21);
-  run(G, in, out);
+  pipe_and_run(G, NULL, in, out, 21);
   for (int i = 0; i < 2; i++) {
     for (int j = 0; j < 3; j++) ck_assert(at(&out[0], i * 3 + j) == at(&in[0], i * 7 + j));
     for (int j = 0; j < 4; j++) ck_assert(at(&out[1], i * 4 + j) == at(&in[0], i * 7 + 3 + j));
@@ -579,15 +569,10 @@ START_TEST(test_conv_transpose_vs_workload) {
   aints(G, n, "strides", 2, (int64_t[]){3, 3});
   aints(G, n, "pads", 4, (int64_t[]){2, 2, 2, 2});
   output(G, y);
-  run_pipe(G, NULL);
   ir_tensor in[1], out[1];
-  make_inputs(G, in, 0, 91);
-  run(G, in, out);
-  ir_wl_inst wl;
-  ck_assert_int_eq(ir_wl_parse("conv2d_transpose:n=2,c=2,h=5,w=3,k=3,r=4,s=5,stride=3,pad=2", &wl, NULL), TS_OK);
-  ir_tensor args[3] = {in[0], {.dtype = F32, .ndim = 4, .shape = {2, 3, 4, 5}, .data = G->values[tg_value_find(G, "w")]->data}};
-  ck_assert_int_eq(ir_tensor_alloc(&args[2], F32, 4, (int64_t[]){2, 3, 12, 7}), TS_OK);
-  ck_assert_int_eq(ir_wl_reference(&wl, args, NULL), TS_OK);
+  pipe_and_run(G, NULL, in, out, 91);
+  ir_tensor args[3] = {in[0], const_tensor(G, "w")};
+  wl_reference("conv2d_transpose:n=2,c=2,h=5,w=3,k=3,r=4,s=5,stride=3,pad=2", args, 3, 4, (int64_t[]){2, 3, 12, 7});
   expect_close(&out[0], &args[2], 1e-5);
   ir_tensor_free(&args[2]);
   free_tensors(in, 1);
@@ -610,10 +595,8 @@ START_TEST(test_matmul_vector_operands) {
   node(G, TG_OP_MATMUL, "mv", 2, (int[]){mt, v}, 1, &z);
   output(G, y);
   output(G, z);
-  run_pipe(G, "legalize");
   ir_tensor in[3], out[2];
-  make_inputs(G, in, 0, 31);
-  run(G, in, out);
+  pipe_and_run(G, "legalize", in, out, 31);
   for (int b = 0; b < 2; b++)
     for (int j = 0; j < 3; j++) {
       double s = 0;
@@ -645,10 +628,8 @@ START_TEST(test_scalar_and_vector_edges) {
   node(G, TG_OP_MUL, "twice", 2, (int[]){two, sm}, 1, &t);
   output(G, s);
   output(G, t);
-  run_pipe(G, NULL);
   ir_tensor in[2], out[2];
-  make_inputs(G, in, 0, 4);
-  run(G, in, out);
+  pipe_and_run(G, NULL, in, out, 4);
   ck_assert_int_eq(out[0].ndim, 0);
   double sum = 0;
   for (int i = 0; i < 12; i++) sum += at(&in[0], i);
@@ -697,10 +678,8 @@ START_TEST(test_fold_shape_arithmetic) {
   int s6 = tg_value_find(G, "six");
   ck_assert_int_eq(G->values[s6]->kind, TG_V_CONST);
   ck_assert(((float *)G->values[s6]->data)[0] == 6.0f);
-  run_pipe(G, NULL);
   ir_tensor in[1], out[1];
-  make_inputs(G, in, 0, 3);
-  run(G, in, out);
+  pipe_and_run(G, NULL, in, out, 3);
   for (int f = 0; f < 24; f++) ck_assert(at(&out[0], f) == at(&in[0], f) * 6.0f);
   ck_assert_int_eq(tg_count_called_funcs(G), 1); /* reshape fused with the scaling */
   free_tensors(in, 1);
