@@ -1474,6 +1474,16 @@ static ts_status h_cast(imp *im, nctx *nc) {
   return set_int(im, nc, "to", to);
 }
 
+/* Squeeze/Unsqueeze: output 0 gets dims od (rank r), the input's known
+ * value passes through, and the axes input becomes the "axes" attribute. */
+static ts_status axes_op_out(imp *im, nctx *nc, ir_dtype dt, int r, const tg_dim *od, const int64_t *ax, int nax) {
+  set_out(nc, 0, dt, r, od);
+  const known *k = kv_get(im, nc->in[0]);
+  if (k) nc->okv = *k;
+  drop_inputs(nc, 1);
+  return set_ints(im, nc, "axes", ax, nax);
+}
+
 static ts_status h_squeeze(imp *im, nctx *nc) {
   ts_status st = need_input(im, nc, 0, "data");
   if (st) return st;
@@ -1505,11 +1515,7 @@ static ts_status h_squeeze(imp *im, nctx *nc) {
     if (sq[i]) ax[nax++] = i;
     else od[o++] = x->dims[i];
   }
-  set_out(nc, 0, x->dtype, o, od);
-  const known *k = kv_get(im, nc->in[0]);
-  if (k) nc->okv = *k;
-  drop_inputs(nc, 1);
-  return set_ints(im, nc, "axes", ax, nax);
+  return axes_op_out(im, nc, x->dtype, o, od, ax, nax);
 }
 
 static ts_status h_unsqueeze(imp *im, nctx *nc) {
@@ -1541,11 +1547,7 @@ static ts_status h_unsqueeze(imp *im, nctx *nc) {
       od[i] = x->dims[j++];
     }
   }
-  set_out(nc, 0, x->dtype, r, od);
-  const known *k = kv_get(im, nc->in[0]);
-  if (k) nc->okv = *k;
-  drop_inputs(nc, 1);
-  return set_ints(im, nc, "axes", ax, nax);
+  return axes_op_out(im, nc, x->dtype, r, od, ax, nax);
 }
 
 static ts_status h_shape(imp *im, nctx *nc) {
