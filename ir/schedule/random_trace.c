@@ -817,6 +817,7 @@ typedef struct family {
   const char *name;
   int (*fn)(gen *g, const ts_vec *blocks);
   int weight;
+  bool intrinsic; /* drawn only with sch_random_opts.with_intrinsics */
 } family;
 
 static const family families[] = {
@@ -839,8 +840,8 @@ static const family families[] = {
     {"storage_align", fam_storage_align, 1},
     {"decompose_reduction", fam_decompose, 2},
     {"rfactor", fam_rfactor, 2},
-    {"blockize", fam_blockize, 1},
-    {"tensorize", fam_tensorize, 1},
+    {"blockize", fam_blockize, 1, true},
+    {"tensorize", fam_tensorize, 1, true},
 };
 #define NFAM ((int)(sizeof families / sizeof families[0]))
 
@@ -855,8 +856,9 @@ ts_status sch_random_trace(sch_traced *t, ts_rng *rng, const sch_random_opts *op
   g->rng = rng;
   g->why = why;
   g->d = d;
+  bool intr = opts && opts->with_intrinsics;
   int total = 0;
-  for (int i = 0; i < NFAM; i++) total += families[i].weight;
+  for (int i = 0; i < NFAM; i++) total += families[i].intrinsic && !intr ? 0 : families[i].weight;
   int steps = lo + rnd(g, hi - lo + 1);
   /* sometimes the last step comes after an EnterPostproc mark */
   int post = steps > 1 && coin(g, 0.1) ? steps - 1 : -1;
@@ -869,7 +871,8 @@ ts_status sch_random_trace(sch_traced *t, ts_rng *rng, const sch_random_opts *op
     }
     for (int attempt = 0; attempt < 24; attempt++) {
       int w = rnd(g, total), f = 0;
-      while (w >= families[f].weight) w -= families[f++].weight;
+      while (w >= (families[f].intrinsic && !intr ? 0 : families[f].weight))
+        w -= families[f].intrinsic && !intr ? 0 : families[f].weight, f++;
       ts_vec blocks;
       all_blocks(g, &blocks);
       int r = families[f].fn(g, &blocks);
@@ -1023,7 +1026,9 @@ static int check_one(const ir_func *f, refdata *ref, uint64_t seed, const sch_ra
   ts_rng rng;
   ts_rng_seed(&rng, mix(seed, 77));
   sch_random_result rr;
-  ts_status st = sch_random_trace(t, &rng, opts, &rr, &rw, &dd);
+  sch_random_opts o = opts ? *opts : (sch_random_opts){0};
+  o.with_intrinsics = true; /* the self-check covers blockize and tensorize */
+  ts_status st = sch_random_trace(t, &rng, &o, &rr, &rw, &dd);
   /* a failed step is part of what gets reported, so that it replays */
   *json = st || rr == SCH_RANDOM_REFUSED ? sch_traced_failure_json(t) : sch_trace_to_json(sch_traced_trace(t));
   if (!*json) {

@@ -294,6 +294,9 @@ sch_traced *sch_trace_replay(const sch_trace *tr, const ir_func *f, uint64_t see
 /* ---- random traces (random_trace.c) --------------------------------------- */
 typedef struct sch_random_opts {
   int min_steps, max_steps; /* primitive steps to attempt (defaults 1, 12) */
+  /* also draw blockize and tensorize (off by default so that seeded
+   * callers keep their sequences; sch_selfcheck always draws them) */
+  bool with_intrinsics;
 } sch_random_opts;
 
 /* Outcome of one random trace. */

@@ -500,7 +500,7 @@ START_TEST(test_random_traces_cover) {
     sch_traced *t = sch_traced_new(f, seed, &D);
     ts_rng rng;
     ts_rng_seed(&rng, seed);
-    sch_random_opts o = {1, 3};
+    sch_random_opts o = {1, 3, true};
     sch_random_result r;
     tu_ok(sch_random_trace(t, &rng, &o, &r, NULL, &D), &D);
     char *js = sch_trace_to_json(sch_traced_trace(t));
