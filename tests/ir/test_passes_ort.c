@@ -138,13 +138,8 @@ START_TEST(test_model_vs_onnxruntime) {
     ir_tensor rt = {.dtype = ir_dt((ir_dtype_code)ref.dtype), .ndim = ref.ndim, .data = ref.data};
     memcpy(rt.shape, ref.shape, sizeof ref.shape);
     ck_assert_msg(ir_dtype_eq(rt.dtype, outs[i].dtype), "%s: output %d dtype", name, i);
-    /* ort_run.py saves np.ascontiguousarray(v), which turns a 0-d result
-     * into shape (1,): accept that one difference */
-    bool scalar_as_1 = outs[i].ndim == 0 && rt.ndim == 1 && rt.shape[0] == 1;
-    if (!scalar_as_1) {
-      ck_assert_int_eq(rt.ndim, outs[i].ndim);
-      for (int a = 0; a < rt.ndim; a++) ck_assert_int_eq(rt.shape[a], outs[i].shape[a]);
-    }
+    ck_assert_int_eq(rt.ndim, outs[i].ndim);
+    for (int a = 0; a < rt.ndim; a++) ck_assert_int_eq(rt.shape[a], outs[i].shape[a]);
     /* NaN where onnxruntime has NaN (sqrt or pow of a negative) is a match */
     int64_t cnt = ir_tensor_numel(&outs[i]), bad = -1;
     double worst = 0;

@@ -72,7 +72,8 @@ def main(argv):
         feeds[inp.name] = np.load(path)
     outs = sess.run(None, feeds)
     for o, v in zip(sess.get_outputs(), outs):
-        np.save(os.path.join(out_dir, sanitize(o.name) + ".npy"), np.ascontiguousarray(v))
+        # ascontiguousarray returns at least 1-d: keep a 0-d output 0-d
+        np.save(os.path.join(out_dir, sanitize(o.name) + ".npy"), np.ascontiguousarray(v).reshape(np.shape(v)))
     return 0
 
 
