@@ -42,50 +42,24 @@
 #include "tuner/build.h"
 #include "tuner/database.h"
 #include "tuner/npy.h"
+#include "util/run.h"
 
 static const char *tessel, *example, *models, *root;
 static const char *server_arm, *qemu; /* the board case: argv[3], argv[4] */
 static char tmpdir[256], python[512], ort_script[512];
 
-typedef struct result {
-  int status;
-  char *out, *err;
-} result;
-
-static char *slurp(const char *path) {
-  FILE *f = fopen(path, "rb");
-  if (!f) return strdup("");
-  fseek(f, 0, SEEK_END);
-  long n = ftell(f);
-  fseek(f, 0, SEEK_SET);
-  char *s = malloc((size_t)n + 1);
-  size_t got = fread(s, 1, (size_t)n, f);
-  s[got] = '\0';
-  fclose(f);
-  return s;
-}
-
-static result sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static result sh(const char *fmt, ...) {
-  char cmd[8192], outp[300], errp[300], full[9000];
+/* Runs the shell command fmt..., output captured under tmpdir. */
+static tr_result sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static tr_result sh(const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
-  vsnprintf(cmd, sizeof cmd, fmt, ap);
+  tr_result r = tr_vsh(tmpdir, fmt, ap);
   va_end(ap);
-  snprintf(outp, sizeof outp, "%s/out.txt", tmpdir);
-  snprintf(errp, sizeof errp, "%s/err.txt", tmpdir);
-  snprintf(full, sizeof full, "%s >'%s' 2>'%s'", cmd, outp, errp);
-  int st = system(full);
-  result r = {WIFEXITED(st) ? WEXITSTATUS(st) : 128, slurp(outp), slurp(errp)};
   return r;
 }
-static void rfree(result *r) {
-  free(r->out);
-  free(r->err);
-}
-static void ok(result r, const char *what) {
+static void ok(tr_result r, const char *what) {
   ck_assert_msg(r.status == 0, "%s: exit %d\nstdout: %s\nstderr: %s", what, r.status, r.out, r.err);
-  rfree(&r);
+  tr_result_free(&r);
 }
 
 static bool have_python(void) { return access(python, X_OK) == 0; }
@@ -134,9 +108,7 @@ static void setup(void) {
   ck_assert_ptr_nonnull(mkdtemp(tmpdir));
 }
 static void teardown(void) {
-  char cmd[400];
-  snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
-  if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", tmpdir);
+  tr_rmtree(tmpdir);
 }
 
 /* ---- npy ------------------------------------------------------------------------ */
@@ -322,14 +294,14 @@ START_TEST(parity_mlp_cnn) {
     char so[400], dir[400];
     snprintf(so, sizeof so, "%s/%s.so", tmpdir, ms[i]);
     snprintf(dir, sizeof dir, "%s/%s", tmpdir, ms[i]);
-    result b = sh("'%s' build '%s/%s.onnx' -o '%s' --json", tessel, models, ms[i], so);
+    tr_result b = sh("'%s' build '%s/%s.onnx' -o '%s' --json", tessel, models, ms[i], so);
     ck_assert_msg(b.status == 0, "build %s: %s", ms[i], b.err);
     json_t *j = json_loads(b.out, 0, NULL);
     ck_assert_ptr_nonnull(j);
     ck_assert_int_gt(json_integer_value(json_object_get(j, "kernels")), 0);
     ck_assert_int_eq(json_integer_value(json_object_get(j, "tuned")), 0);
     json_decref(j);
-    rfree(&b);
+    tr_result_free(&b);
     ort(ms[i], dir, 1);
     run_model(so, dir, "out");
     double e = compare(dir, "out", "y", 1e-4, 1e-5);
@@ -339,11 +311,11 @@ START_TEST(parity_mlp_cnn) {
   char dir[400];
   snprintf(dir, sizeof dir, "%s/mlp", tmpdir);
   ok(sh("'%s' run '%s/mlp.so' --seed 99 --output-dir '%s/other'", tessel, tmpdir, dir), "run random");
-  result r = sh("'%s' -c \"import numpy as n; a=n.load('%s/other/y.npy'); b=n.load('%s/ref/y.npy'); "
+  tr_result r = sh("'%s' -c \"import numpy as n; a=n.load('%s/other/y.npy'); b=n.load('%s/ref/y.npy'); "
                 "print(float(abs(a-b).max()))\"", python, dir, dir);
   ck_assert_int_eq(r.status, 0);
   ck_assert_double_gt(atof(r.out), 1e-2);
-  rfree(&r);
+  tr_result_free(&r);
 }
 END_TEST
 
@@ -361,11 +333,11 @@ START_TEST(parity_transformer_two_batches) {
     fprintf(stderr, "transformer batch %d (one build): max abs error %.3g\n", batch, e);
   }
   /* the public C API, another batch size */
-  result r = sh("'%s' '%s' 5", example, so);
+  tr_result r = sh("'%s' '%s' 5", example, so);
   ck_assert_msg(r.status == 0, "example: %s", r.err);
   ck_assert_ptr_nonnull(strstr(r.out, "output y: [5, 16, 64]"));
   ck_assert_ptr_nonnull(strstr(r.out, "workspace"));
-  rfree(&r);
+  tr_result_free(&r);
   /* the memory plan reuses: the JSON reports both sizes */
   r = sh("'%s' run '%s' --sym batch=2 --json", tessel, so);
   ck_assert_int_eq(r.status, 0);
@@ -378,7 +350,7 @@ START_TEST(parity_transformer_two_batches) {
   json_t *o = json_array_get(json_object_get(j, "outputs"), 0);
   ck_assert_int_eq(json_integer_value(json_array_get(json_object_get(o, "shape"), 0)), 2);
   json_decref(j);
-  rfree(&r);
+  tr_result_free(&r);
 }
 END_TEST
 
@@ -429,11 +401,11 @@ static void write_log(const char *model, const char *log, int ntasks) {
 }
 
 static json_t *build_json(const char *model, const char *log, const char *so) {
-  result b = sh("'%s' build '%s/%s.onnx' --log '%s' -o '%s' --json", tessel, models, model, log, so);
+  tr_result b = sh("'%s' build '%s/%s.onnx' --log '%s' -o '%s' --json", tessel, models, model, log, so);
   ck_assert_msg(b.status == 0, "build %s: %s", model, b.err);
   json_t *j = json_loads(b.out, 0, NULL);
   ck_assert_ptr_nonnull(j);
-  rfree(&b);
+  tr_result_free(&b);
   return j;
 }
 
@@ -481,14 +453,14 @@ START_TEST(errors) {
   float z[4 * 63] = {0};
   int64_t shape[2] = {4, 63};
   ck_assert_int_eq(tun_npy_write(npy, IR_F32, 2, shape, z, &d), TS_OK);
-  result r = sh("'%s' run '%s' --input 'x=%s'", tessel, so, npy);
+  tr_result r = sh("'%s' run '%s' --input 'x=%s'", tessel, so, npy);
   ck_assert_int_eq(r.status, 2);
   ck_assert_msg(strstr(r.err, "dim 1 must be 64"), "%s", r.err);
-  rfree(&r);
+  tr_result_free(&r);
   r = sh("'%s' run '%s' --input 'nope=%s'", tessel, so, npy);
   ck_assert_int_eq(r.status, 2);
   ck_assert_msg(strstr(r.err, "no input named 'nope'") && strstr(r.err, "x"), "%s", r.err);
-  rfree(&r);
+  tr_result_free(&r);
   /* a single-kernel artifact is not a model */
   char k[400];
   snprintf(k, sizeof k, "%s/k.so", tmpdir);
@@ -496,7 +468,7 @@ START_TEST(errors) {
   r = sh("'%s' run '%s'", tessel, k);
   ck_assert_int_eq(r.status, 2);
   ck_assert_msg(strstr(r.err, "not a tessel model"), "%s", r.err);
-  rfree(&r);
+  tr_result_free(&r);
   /* the C API's refusals, each with a message */
   char err[512];
   tessel_model *m = tessel_model_load(so, err, sizeof err);
@@ -530,7 +502,7 @@ START_TEST(errors) {
   r = sh("'%s' build '%s/missing.onnx' -o '%s/m.so'", tessel, tmpdir, tmpdir);
   ck_assert_int_eq(r.status, 2);
   ck_assert_msg(strstr(r.err, "missing.onnx"), "%s", r.err);
-  rfree(&r);
+  tr_result_free(&r);
 }
 END_TEST
 
@@ -581,10 +553,10 @@ START_TEST(board_aarch64) {
   pid_t srv = spawn_sh(cmd);
   snprintf(so, sizeof so, "%s/mlp_arm.so", tmpdir);
   snprintf(dir, sizeof dir, "%s/arm", tmpdir);
-  result b = sh("'%s' build '%s/mlp.onnx' --target 'llvm -mtriple=aarch64-linux-gnu' -o '%s'", tessel, models, so);
+  tr_result b = sh("'%s' build '%s/mlp.onnx' --target 'llvm -mtriple=aarch64-linux-gnu' -o '%s'", tessel, models, so);
   ort("mlp", dir, 1);
   /* the board registers within a few seconds; run waits for it (--rpc-wait) */
-  result r = sh("'%s' run '%s' --tracker 127.0.0.1:%d --key qemu-model --secret-file '%s' --rpc-wait 60 "
+  tr_result r = sh("'%s' run '%s' --tracker 127.0.0.1:%d --key qemu-model --secret-file '%s' --rpc-wait 60 "
                 "--input 'x=%s/in/x.npy' --output-dir '%s/out' --bench --repeat 3 --json",
                 tessel, so, tport, secret, dir, dir);
   stop(srv);
@@ -602,8 +574,8 @@ START_TEST(board_aarch64) {
   char side[500];
   snprintf(side, sizeof side, "%s.json", so);
   ck_assert_int_eq(access(side, R_OK), 0);
-  rfree(&b);
-  rfree(&r);
+  tr_result_free(&b);
+  tr_result_free(&r);
 }
 END_TEST
 

@@ -31,6 +31,7 @@
 #include "ir/workloads/workloads.h"
 #include "schedule/util.h"
 #include "tuner/task_scheduler.h"
+#include "util/run.h"
 
 /* ---- synthetic ----------------------------------------------------------------------- */
 
@@ -358,15 +359,6 @@ static ts_status run_model(const char *log, int trials, tun_sched_kind kind, tun
   return st;
 }
 
-static int count_lines(const char *path) {
-  FILE *fp = fopen(path, "r");
-  if (!fp) return 0;
-  int n = 0, c;
-  while ((c = fgetc(fp)) != EOF) n += c == '\n';
-  fclose(fp);
-  return n;
-}
-
 /* Records of each task (by workload key) and whether a schedule repeats. */
 static int log_counts(const char *path, const tun_tune_model_result *r, int *per, bool *dup) {
   tun_db *db = tun_db_load(path, NULL, NULL, NULL);
@@ -399,7 +391,7 @@ START_TEST(budget_over_tasks_and_rerun) {
   ck_assert_int_eq(r.trials, 20);
   ck_assert_int_eq(r.new_trials, 20);
   ck_assert_int_eq(r.batch, 4);
-  ck_assert_int_eq(count_lines(log), 20);
+  ck_assert_int_eq(tr_count_lines(log), 20);
   int per[NT];
   bool dup;
   ck_assert_int_eq(log_counts(log, &r, per, &dup), 20);
@@ -425,14 +417,14 @@ START_TEST(budget_over_tasks_and_rerun) {
   ck_assert_int_eq(r2.new_trials, 0);
   ck_assert_int_eq(r2.rounds, 0);
   ck_assert_int_eq(r2.trials, 20);
-  ck_assert_int_eq(count_lines(log), 20);
+  ck_assert_int_eq(tr_count_lines(log), 20);
   ck_assert(r2.estimated_seconds == r.estimated_seconds);
   /* a larger budget continues from the log */
   tun_tune_model_result r3;
   ck_assert_int_eq(run_model(log, 26, TUN_SCHED_ROUND_ROBIN, &r3), TS_OK);
   ck_assert_int_eq(r3.trials, 26);
   ck_assert_int_eq(r3.new_trials, 6);
-  ck_assert_int_eq(count_lines(log), 26);
+  ck_assert_int_eq(tr_count_lines(log), 26);
   ck_assert(r3.estimated_seconds <= r.estimated_seconds);
   tun_tune_model_result_fini(&r);
   tun_tune_model_result_fini(&r2);
@@ -452,17 +444,17 @@ START_TEST(killed_and_resumed) {
     _exit(run_model(log, 24, TUN_SCHED_GRADIENT, &r) ? 1 : 0);
   }
   /* kill it once it has logged something, mid-run */
-  for (int k = 0; k < 600 && count_lines(log) < 6; k++) usleep(50000);
+  for (int k = 0; k < 600 && tr_count_lines(log) < 6; k++) usleep(50000);
   kill(p, SIGKILL);
   waitpid(p, NULL, 0);
-  int before = count_lines(log);
+  int before = tr_count_lines(log);
   ck_assert_int_ge(before, 6);
   ck_assert_int_lt(before, 24);
   tun_tune_model_result r;
   ck_assert_int_eq(run_model(log, 24, TUN_SCHED_GRADIENT, &r), TS_OK);
   ck_assert_int_eq(r.trials, 24);
   ck_assert_int_eq(r.new_trials, 24 - before);
-  ck_assert_int_eq(count_lines(log), 24);
+  ck_assert_int_eq(tr_count_lines(log), 24);
   int per[NT];
   bool dup;
   log_counts(log, &r, per, &dup);
@@ -489,7 +481,7 @@ START_TEST(budget_below_task_count) {
   ck_assert(r.tasks[2].default_seconds > 0);
   ck_assert_int_eq(r.missing, 0);
   ck_assert_int_ge(r.from_default, 1);
-  ck_assert_int_eq(count_lines(log), 2);
+  ck_assert_int_eq(tr_count_lines(log), 2);
   tun_tune_model_result_fini(&r);
   unlink(log);
 }
@@ -527,7 +519,7 @@ START_TEST(refuses_bad_tasks) {
   /* no tasks */
   ts_diag_clear(&d);
   ck_assert_int_eq(tun_tune_model(m.tasks, 0, &t, &o, &r, &d), TS_EINVAL);
-  ck_assert_int_eq(count_lines(log), 0);
+  ck_assert_int_eq(tr_count_lines(log), 0);
   ts_arena_fini(&m.a);
   unlink(log);
 }
@@ -608,7 +600,7 @@ START_TEST(cli_tune_model_mlp) {
   ck_assert_int_eq(sum, 16);
   double e1 = json_real_value(json_object_get(j, "estimated_latency_seconds"));
   ck_assert_double_eq_tol(e1, est, est * 1e-9);
-  ck_assert_int_eq(count_lines(log), 16);
+  ck_assert_int_eq(tr_count_lines(log), 16);
   json_decref(j);
 
   /* rerun: the budget is met, nothing measured or appended */
@@ -617,7 +609,7 @@ START_TEST(cli_tune_model_mlp) {
   ck_assert_int_eq(json_integer_value(json_object_get(j, "new_trials")), 0);
   ck_assert_int_eq(json_integer_value(json_object_get(j, "rounds")), 0);
   ck_assert_double_eq_tol(json_real_value(json_object_get(j, "estimated_latency_seconds")), e1, e1 * 1e-9);
-  ck_assert_int_eq(count_lines(log), 16);
+  ck_assert_int_eq(tr_count_lines(log), 16);
   json_decref(j);
 
   /* more budget, round-robin: appends the difference */
@@ -629,7 +621,7 @@ START_TEST(cli_tune_model_mlp) {
   ck_assert_int_eq(rc, 0);
   ck_assert_int_eq(json_integer_value(json_object_get(j, "trials")), 19);
   ck_assert_int_eq(json_integer_value(json_object_get(j, "new_trials")), 3);
-  ck_assert_int_eq(count_lines(log), 19);
+  ck_assert_int_eq(tr_count_lines(log), 19);
   json_decref(j);
   json_decref(jt);
 
@@ -638,7 +630,7 @@ START_TEST(cli_tune_model_mlp) {
   snprintf(cmd, sizeof cmd, "'%s' tune-model matmul --trials 4 --log '%s' 2>/dev/null", tessel_bin, log);
   int st = system(cmd);
   ck_assert(WIFEXITED(st) && WEXITSTATUS(st) == 2);
-  ck_assert_int_eq(count_lines(log), 19);
+  ck_assert_int_eq(tr_count_lines(log), 19);
   unlink(log);
 }
 END_TEST

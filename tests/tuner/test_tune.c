@@ -14,6 +14,7 @@
 #include "codegen/llvm.h"
 #include "schedule/util.h"
 #include "tuner/tune.h"
+#include "util/run.h"
 
 #define SPEC "matmul:m=64,n=64,k=64"
 
@@ -54,15 +55,6 @@ static int run_tune(const char *log, int trials, tun_tune_result *r) {
   return st;
 }
 
-static int count_lines(const char *path) {
-  FILE *fp = fopen(path, "r");
-  if (!fp) return 0;
-  int n = 0, c;
-  while ((c = fgetc(fp)) != EOF) n += c == '\n';
-  fclose(fp);
-  return n;
-}
-
 /* Records in the log and whether any trace_hash repeats. */
 static int check_log(const char *path, bool *dup) {
   int nwarn = 0;
@@ -91,7 +83,7 @@ START_TEST(budget_and_rerun) {
   ck_assert_int_eq(run_tune(log, 24, &r), TS_OK);
   ck_assert_int_eq(r.trials, 24);
   ck_assert_int_eq(r.new_trials, 24);
-  ck_assert_int_eq(count_lines(log), 24);
+  ck_assert_int_eq(tr_count_lines(log), 24);
   bool dup;
   ck_assert_int_eq(check_log(log, &dup), 24);
   ck_assert_msg(!dup, "a trace was measured twice");
@@ -103,7 +95,7 @@ START_TEST(budget_and_rerun) {
   ck_assert_int_eq(run_tune(log, 24, &r2), TS_OK);
   ck_assert_int_eq(r2.new_trials, 0);
   ck_assert_int_eq(r2.trials, 24);
-  ck_assert_int_eq(count_lines(log), 24);
+  ck_assert_int_eq(tr_count_lines(log), 24);
   ck_assert(r2.best_seconds == r.best_seconds);
   unlink(log);
 }
@@ -121,13 +113,13 @@ START_TEST(killed_and_resumed) {
   }
   /* Wait until the second batch is partly written, then kill. */
   int lines = 0;
-  for (int i = 0; i < 120 * 50 && (lines = count_lines(log)) < 11; i++) usleep(20000);
+  for (int i = 0; i < 120 * 50 && (lines = tr_count_lines(log)) < 11; i++) usleep(20000);
   ck_assert_int_ge(lines, 11);
   kill(p, SIGKILL);
   int ws;
   waitpid(p, &ws, 0);
   ck_assert(WIFSIGNALED(ws));
-  int before = count_lines(log);
+  int before = tr_count_lines(log);
   ck_assert_int_lt(before, 24);
   tun_tune_result r;
   ck_assert_int_eq(run_tune(log, 24, &r), TS_OK);
