@@ -177,7 +177,6 @@ START_TEST(rows_per_stored_buffer) {
    * stores a literal: no row); a cache_write adds C_global (two rows) */
   ts_arena *a = ts_arena_new();
   ir_func *f = tu_workload(a, "matmul:m=32,n=16,k=8");
-  cg_target t = target();
   for (int with_cache = 0; with_cache < 2; with_cache++) {
     sch_traced *tr = sch_traced_new(f, 1, &D);
     ck_assert_ptr_nonnull(tr);
