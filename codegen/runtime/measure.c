@@ -17,6 +17,7 @@
 
 #include "runtime.h"
 #include "cuda_rt.h"
+#include "fork_pipe.h"
 
 static const struct {
   const char *name;
@@ -252,40 +253,6 @@ out:
   for (int i = 0; i < meta->nparams; i++) free(args[i]);
 }
 
-static int write_all(int fd, const void *p, size_t n) {
-  const char *c = p;
-  while (n) {
-    ssize_t w = write(fd, c, n);
-    if (w < 0) {
-      if (errno == EINTR) continue;
-      return -1;
-    }
-    c += w;
-    n -= (size_t)w;
-  }
-  return 0;
-}
-
-/* Reads n bytes before the deadline; 0 ok, -1 EOF/error, -2 timeout. */
-static int read_all(int fd, void *p, size_t n, double deadline) {
-  char *c = p;
-  while (n) {
-    double left = deadline - tsrt_now();
-    if (left <= 0) return -2;
-    struct pollfd pfd = {fd, POLLIN, 0};
-    int pr = poll(&pfd, 1, (int)(left * 1000) + 1);
-    if (pr < 0 && errno == EINTR) continue;
-    if (pr == 0) return -2;
-    if (pr < 0) return -1;
-    ssize_t r = read(fd, c, n);
-    if (r < 0 && errno == EINTR) continue;
-    if (r <= 0) return -1;
-    c += r;
-    n -= (size_t)r;
-  }
-  return 0;
-}
-
 void tsrt_measure_forked(const char *path, const tsrt_measure_opts *o, tsrt_measure_result *res) {
   memset(res, 0, sizeof *res);
   if (tsrt_is_cuda_artifact(path)) { /* kernel kind "cuda": a cubin/PTX for the GPU (cuda_rt.c) */
@@ -302,27 +269,14 @@ void tsrt_measure_forked(const char *path, const tsrt_measure_opts *o, tsrt_meas
   }
   double timeout = o->timeout_s > 0 ? o->timeout_s : 10;
   int fds[2];
-  if (pipe(fds) != 0) {
-    res->status = TSRT_ESYSTEM;
-    snprintf(res->error, sizeof res->error, "pipe: %s", strerror(errno));
-    return;
-  }
-  fflush(NULL);
-  pid_t pid = fork();
+  pid_t pid = tsrt_fork_pipe(fds, res->error, sizeof res->error);
   if (pid < 0) {
     res->status = TSRT_ESYSTEM;
-    snprintf(res->error, sizeof res->error, "fork: %s", strerror(errno));
-    close(fds[0]);
-    close(fds[1]);
     return;
   }
   if (pid == 0) {
     close(fds[0]);
-    if (o->num_threads > 0) {
-      char buf[16];
-      snprintf(buf, sizeof buf, "%d", o->num_threads);
-      setenv("TESSEL_NUM_THREADS", buf, 1);
-    }
+    tsrt_child_threads(o->num_threads);
     setenv("TESSEL_PIN_CALLER", "1", 1); /* the pool pins task 0 (this thread) */
     tsrt_measure_result r;
     tsrt_module m;
@@ -334,15 +288,15 @@ void tsrt_measure_forked(const char *path, const tsrt_measure_opts *o, tsrt_meas
     }
     void *outs = r.outputs;
     r.outputs = NULL;
-    if (write_all(fds[1], &r, sizeof r) == 0 && outs) write_all(fds[1], outs, r.outputs_bytes);
+    if (tsrt_write_all(fds[1], &r, sizeof r) == 0 && outs) tsrt_write_all(fds[1], outs, r.outputs_bytes);
     _exit(0);
   }
   close(fds[1]);
   double deadline = tsrt_now() + timeout;
-  int rd = read_all(fds[0], res, sizeof *res, deadline);
+  int rd = tsrt_read_all(fds[0], res, sizeof *res, deadline);
   if (rd == 0 && res->outputs_bytes) {
     res->outputs = malloc(res->outputs_bytes);
-    if (!res->outputs || read_all(fds[0], res->outputs, res->outputs_bytes, deadline) != 0) {
+    if (!res->outputs || tsrt_read_all(fds[0], res->outputs, res->outputs_bytes, deadline) != 0) {
       free(res->outputs);
       res->outputs = NULL;
       res->outputs_bytes = 0;
@@ -352,9 +306,7 @@ void tsrt_measure_forked(const char *path, const tsrt_measure_opts *o, tsrt_meas
   }
   if (rd == -2) kill(pid, SIGKILL);
   close(fds[0]);
-  int wst = 0;
-  while (waitpid(pid, &wst, 0) < 0 && errno == EINTR) {
-  }
+  int wst = tsrt_reap(pid);
   if (rd == -2) {
     tsrt_result_fini(res);
     memset(res, 0, sizeof *res);

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "../../include/tessel/tessel_model.h"
+#include "fork_pipe.h"
 
 _Static_assert((int)TESSEL_DT_F32 == (int)TSRT_F32 && (int)TESSEL_DT_F64 == (int)TSRT_F64 &&
                    (int)TESSEL_DT_BOOL == (int)TSRT_BOOL,
@@ -548,38 +549,6 @@ int64_t tessel_model_symbol(const tessel_model *m, const char *name) {
 /* ---- forked runs ---------------------------------------------------------------------- */
 
 
-static int put(int fd, const void *p, size_t n) {
-  const char *c = p;
-  while (n) {
-    ssize_t w = write(fd, c, n);
-    if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) return -1;
-    c += w;
-    n -= (size_t)w;
-  }
-  return 0;
-}
-
-/* n bytes before the deadline: 0, -1 (EOF/error), -2 (timeout). */
-static int get(int fd, void *p, size_t n, double deadline) {
-  char *c = p;
-  while (n) {
-    double left = deadline - tsrt_now();
-    if (left <= 0) return -2;
-    struct pollfd pfd = {fd, POLLIN, 0};
-    int pr = poll(&pfd, 1, (int)(left * 1000) + 1);
-    if (pr < 0 && errno == EINTR) continue;
-    if (pr == 0) return -2;
-    if (pr < 0) return -1;
-    ssize_t r = read(fd, c, n);
-    if (r < 0 && errno == EINTR) continue;
-    if (r <= 0) return -1;
-    c += r;
-    n -= (size_t)r;
-  }
-  return 0;
-}
-
 /* The child's report: a header, then per output its io record and bytes
  * (same binary on both ends of the pipe). */
 typedef struct run_header {
@@ -631,7 +600,7 @@ static void child_run(int fd, const char *path, const tsrt_model_io *in, int nin
   h.status = TSRT_OK;
   h.noutputs = m->p->noutputs;
 report:
-  if (put(fd, &h, sizeof h) == 0 && h.status == TSRT_OK)
+  if (tsrt_write_all(fd, &h, sizeof h) == 0 && h.status == TSRT_OK)
     for (int i = 0; i < h.noutputs; i++) {
       tsrt_model_io io;
       memset(&io, 0, sizeof io);
@@ -644,7 +613,7 @@ report:
       io.ndim = nd;
       io.nbytes = (size_t)tsrt_dtype_bytes(x->dtype);
       for (int j = 0; j < nd; j++) io.nbytes *= (size_t)io.shape[j];
-      if (put(fd, &io, sizeof io) || (io.nbytes && put(fd, data, io.nbytes))) break;
+      if (tsrt_write_all(fd, &io, sizeof io) || (io.nbytes && tsrt_write_all(fd, data, io.nbytes))) break;
     }
   tessel_model_free(m);
 }
@@ -654,27 +623,14 @@ void tsrt_model_run_forked(const char *path, const tsrt_model_io *inputs, int ni
   memset(res, 0, sizeof *res);
   double timeout = timeout_s > 0 ? timeout_s : 60;
   int fds[2];
-  if (pipe(fds) != 0) {
-    res->status = TSRT_ESYSTEM;
-    snprintf(res->error, sizeof res->error, "pipe: %s", strerror(errno));
-    return;
-  }
-  fflush(NULL);
-  pid_t pid = fork();
+  pid_t pid = tsrt_fork_pipe(fds, res->error, sizeof res->error);
   if (pid < 0) {
     res->status = TSRT_ESYSTEM;
-    snprintf(res->error, sizeof res->error, "fork: %s", strerror(errno));
-    close(fds[0]);
-    close(fds[1]);
     return;
   }
   if (pid == 0) {
     close(fds[0]);
-    if (num_threads > 0) {
-      char buf[16];
-      snprintf(buf, sizeof buf, "%d", num_threads);
-      setenv("TESSEL_NUM_THREADS", buf, 1);
-    }
+    tsrt_child_threads(num_threads);
     child_run(fds[1], path, inputs, ninputs, repeat);
     close(fds[1]);
     _exit(0);
@@ -682,7 +638,7 @@ void tsrt_model_run_forked(const char *path, const tsrt_model_io *inputs, int ni
   close(fds[1]);
   double deadline = tsrt_now() + timeout;
   run_header h;
-  int rc = get(fds[0], &h, sizeof h, deadline);
+  int rc = tsrt_read_all(fds[0], &h, sizeof h, deadline);
   if (rc == 0) {
     h.error[sizeof h.error - 1] = '\0';
     res->status = (tsrt_status)h.status;
@@ -694,7 +650,7 @@ void tsrt_model_run_forked(const char *path, const tsrt_model_io *inputs, int ni
       if (!res->outputs) rc = -1;
       for (int i = 0; i < h.noutputs && rc == 0; i++) {
         tsrt_model_io *io = &res->outputs[i];
-        if ((rc = get(fds[0], io, sizeof *io, deadline)) != 0) break;
+        if ((rc = tsrt_read_all(fds[0], io, sizeof *io, deadline)) != 0) break;
         io->name[sizeof io->name - 1] = '\0';
         io->data = malloc(io->nbytes ? io->nbytes : 1);
         if (!io->data) {
@@ -702,14 +658,12 @@ void tsrt_model_run_forked(const char *path, const tsrt_model_io *inputs, int ni
           break;
         }
         res->noutputs = i + 1;
-        if (io->nbytes && (rc = get(fds[0], io->data, io->nbytes, deadline)) != 0) break;
+        if (io->nbytes && (rc = tsrt_read_all(fds[0], io->data, io->nbytes, deadline)) != 0) break;
       }
     }
   }
   if (rc == -2) kill(pid, SIGKILL);
-  int wst = 0;
-  while (waitpid(pid, &wst, 0) < 0 && errno == EINTR) {
-  }
+  int wst = tsrt_reap(pid);
   close(fds[0]);
   if (rc == -2) {
     tsrt_model_run_result_fini(res);

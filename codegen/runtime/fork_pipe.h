@@ -1,0 +1,93 @@
+/* fork_pipe.h — the plumbing shared by the fork-isolated runs (measure.c's
+ * tsrt_measure_forked, model.c's tsrt_model_run_forked): a child forked
+ * with a pipe back to the parent, whole-buffer writes in the child, reads
+ * bounded by a deadline in the parent, and reaping the child. Internal to
+ * the runtime (static inline: nothing here joins the artifact-facing
+ * tsrt_* symbols; POSIX only, for the cross-built runner too). */
+#ifndef TESSEL_RUNTIME_FORK_PIPE_H
+#define TESSEL_RUNTIME_FORK_PIPE_H
+
+#include <errno.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "runtime.h"
+
+/* pipe() then fork() (stdio flushed first so the child does not repeat
+ * buffered output). Returns the child's pid in the parent and 0 in the
+ * child; fds[0] is the read end, fds[1] the write end (each side closes the
+ * one it does not use). On failure returns -1, closes what it opened and
+ * writes "pipe: REASON" or "fork: REASON" into err. */
+static inline pid_t tsrt_fork_pipe(int fds[2], char *err, size_t errn) {
+  if (pipe(fds) != 0) {
+    snprintf(err, errn, "pipe: %s", strerror(errno));
+    return -1;
+  }
+  fflush(NULL);
+  pid_t pid = fork();
+  if (pid < 0) {
+    snprintf(err, errn, "fork: %s", strerror(errno));
+    close(fds[0]);
+    close(fds[1]);
+    return -1;
+  }
+  return pid;
+}
+
+/* In the child: TESSEL_NUM_THREADS=n for the thread pool when n > 0. */
+static inline void tsrt_child_threads(int n) {
+  if (n > 0) {
+    char buf[16];
+    snprintf(buf, sizeof buf, "%d", n);
+    setenv("TESSEL_NUM_THREADS", buf, 1);
+  }
+}
+
+/* Writes all n bytes (retrying on EINTR). 0 ok, -1 error. */
+static inline int tsrt_write_all(int fd, const void *p, size_t n) {
+  const char *c = p;
+  while (n) {
+    ssize_t w = write(fd, c, n);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) return -1;
+    c += w;
+    n -= (size_t)w;
+  }
+  return 0;
+}
+
+/* Reads n bytes before the deadline (tsrt_now() seconds): 0 ok, -1 EOF or
+ * error, -2 timeout. */
+static inline int tsrt_read_all(int fd, void *p, size_t n, double deadline) {
+  char *c = p;
+  while (n) {
+    double left = deadline - tsrt_now();
+    if (left <= 0) return -2;
+    struct pollfd pfd = {fd, POLLIN, 0};
+    int pr = poll(&pfd, 1, (int)(left * 1000) + 1);
+    if (pr < 0 && errno == EINTR) continue;
+    if (pr == 0) return -2;
+    if (pr < 0) return -1;
+    ssize_t r = read(fd, c, n);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) return -1;
+    c += r;
+    n -= (size_t)r;
+  }
+  return 0;
+}
+
+/* waitpid(pid) until it is reaped (retrying on EINTR); the wait status. */
+static inline int tsrt_reap(pid_t pid) {
+  int wst = 0;
+  while (waitpid(pid, &wst, 0) < 0 && errno == EINTR) {
+  }
+  return wst;
+}
+
+#endif
