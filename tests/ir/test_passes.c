@@ -167,6 +167,13 @@ static void expect_close(const ir_tensor *got, const ir_tensor *ref, double tol)
   ck_assert_int_eq(ir_tensor_numel(got), ir_tensor_numel(ref));
   ck_assert_msg(ir_tensor_allclose(got, ref, tol, tol, &err), "max abs err %g", err);
 }
+/* wl_reference, then got against it (rtol = atol = 1e-5); frees the reference. */
+static void expect_workload(const char *spec, ir_tensor *args, int n, int nd, const int64_t *shape,
+                            const ir_tensor *got) {
+  wl_reference(spec, args, n, nd, shape);
+  expect_close(got, &args[n - 1], 1e-5);
+  ir_tensor_free(&args[n - 1]);
+}
 static float at(const ir_tensor *t, int64_t i) { return ((const float *)t->data)[i]; }
 
 /* ---- legalisation, op by op ------------------------------------------------------ */
@@ -239,9 +246,7 @@ static void conv_vs_workload_d(const char *spec) {
   ir_tensor in[1], out[1];
   pipe_and_run(G, NULL, in, out, 13);
   ir_tensor args[3] = {in[0], const_tensor(G, "w")};
-  wl_reference(spec, args, 3, 4, (int64_t[]){N, K, P, Q});
-  expect_close(&out[0], &args[2], 1e-5);
-  ir_tensor_free(&args[2]);
+  expect_workload(spec, args, 3, 4, (int64_t[]){N, K, P, Q}, &out[0]);
   free_tensors(in, 1);
   free_tensors(out, 1);
 }
@@ -271,9 +276,7 @@ static void pool_vs_workload(tg_op op, const char *spec, int64_t P) {
   ir_tensor in[1], out[1];
   pipe_and_run(G, "legalize", in, out, 9);
   ir_tensor args[2] = {in[0]};
-  wl_reference(spec, args, 2, 4, (int64_t[]){1, 3, P, Q});
-  expect_close(&out[0], &args[1], 1e-5);
-  ir_tensor_free(&args[1]);
+  expect_workload(spec, args, 2, 4, (int64_t[]){1, 3, P, Q}, &out[0]);
   free_tensors(in, 1);
   free_tensors(out, 1);
 }
@@ -391,9 +394,7 @@ START_TEST(test_layernorm_vs_workload) {
   ir_tensor in[1], out[1];
   pipe_and_run(G, "legalize", in, out, 5);
   ir_tensor args[4] = {in[0], const_tensor(G, "gamma"), const_tensor(G, "beta")};
-  wl_reference("layernorm:m=3,n=7", args, 4, 2, (int64_t[]){3, 7});
-  expect_close(&out[0], &args[3], 1e-5);
-  ir_tensor_free(&args[3]);
+  expect_workload("layernorm:m=3,n=7", args, 4, 2, (int64_t[]){3, 7}, &out[0]);
   free_tensors(in, 1);
   free_tensors(out, 1);
 }
@@ -572,9 +573,8 @@ START_TEST(test_conv_transpose_vs_workload) {
   ir_tensor in[1], out[1];
   pipe_and_run(G, NULL, in, out, 91);
   ir_tensor args[3] = {in[0], const_tensor(G, "w")};
-  wl_reference("conv2d_transpose:n=2,c=2,h=5,w=3,k=3,r=4,s=5,stride=3,pad=2", args, 3, 4, (int64_t[]){2, 3, 12, 7});
-  expect_close(&out[0], &args[2], 1e-5);
-  ir_tensor_free(&args[2]);
+  expect_workload("conv2d_transpose:n=2,c=2,h=5,w=3,k=3,r=4,s=5,stride=3,pad=2", args, 3, 4,
+                  (int64_t[]){2, 3, 12, 7}, &out[0]);
   free_tensors(in, 1);
   free_tensors(out, 1);
 }
