@@ -458,6 +458,80 @@ static ts_status relax_threads(plan *p, const ir_buffer *buf) {
 
 /* The regions the blocks under the loop require, relaxed over the loops
  * strictly between them and the target loop. */
+/* Is {e : the vars of dom over their ranges} + [0, ext) an interval? True
+ * when e does not use them; else e must be affine in them with constant
+ * coefficients and constant ranges, and, taking the terms by increasing
+ * |coefficient|, each coefficient at most the span covered so far (mixed
+ * radix without gaps). Conservative: anything else is "not dense". */
+static bool dense_in(ir_analyzer *an, ts_arena *a, ir_expr *e, int64_t ext, const ir_dom_map *dom) {
+  int64_t coef[64], len[64];
+  int n = 0;
+  ir_var_map zero;
+  ir_var_map_init(&zero);
+  bool ok = true;
+  for (int i = 0; i < dom->n && ok; i++)
+    ok = !ir_var_map_put(&zero, (ir_var *)dom->vars[i], ir_int(a, dom->vars[i]->dtype, 0));
+  ir_expr *rest = ok ? e : NULL;
+  for (int i = 0; i < dom->n && ok; i++) {
+    ir_var *x = (ir_var *)dom->vars[i];
+    if (!ir_expr_uses_var(e, x)) continue;
+    int64_t lo, ex;
+    ir_intset r = dom->sets[i];
+    ir_expr *rext = r.min && r.max ? ir_simplify(an, ir_sub(a, r.max, r.min)) : NULL;
+    if (!r.min || !ir_as_int(r.min, &lo) || !rext || !ir_as_int(rext, &ex) || n >= 64) {
+      ok = false;
+      break;
+    }
+    ex += 1;
+    /* coefficient from e with every other var of dom at 0: e(x=1) - e(x=0),
+     * and the same step again from 1 to 2 (catches floordiv and friends) */
+    ir_var_map m;
+    ir_var_map_init(&m);
+    for (int j = 0; j < zero.n; j++) ir_var_map_put(&m, zero.keys[j], zero.vals[j]);
+    ir_expr *v[3];
+    for (int t = 0; t < 3 && ok; t++) {
+      for (int j = 0; j < m.n; j++)
+        if (m.keys[j] == x) m.vals[j] = ir_int(a, x->dtype, t);
+      v[t] = ir_simplify(an, ir_subst_expr(a, e, &m));
+    }
+    ir_var_map_fini(&m);
+    int64_t c1, c2;
+    ir_expr *d1 = ir_simplify(an, ir_sub(a, v[1], v[0])), *d2 = ir_simplify(an, ir_sub(a, v[2], v[1]));
+    if (!d1 || !d2 || !ir_as_int(d1, &c1) || !ir_as_int(d2, &c2) || c1 != c2) {
+      ok = false;
+      break;
+    }
+    rest = ir_sub(a, rest, ir_mul(a, ir_int(a, x->dtype, c1), ir_var_ref(a, x)));
+    if (ex > 1 && c1 != 0) {
+      coef[n] = c1 < 0 ? -c1 : c1;
+      len[n++] = ex;
+    }
+  }
+  if (ok && rest) {
+    rest = ir_simplify(an, rest);
+    for (int i = 0; i < dom->n && ok; i++)
+      if (rest && ir_expr_uses_var(rest, dom->vars[i])) ok = false; /* not affine */
+  }
+  ir_var_map_fini(&zero);
+  if (!ok || !rest) return false;
+  /* by increasing coefficient */
+  for (int i = 1; i < n; i++)
+    for (int j = i; j > 0 && coef[j - 1] > coef[j]; j--) {
+      int64_t t = coef[j];
+      coef[j] = coef[j - 1];
+      coef[j - 1] = t;
+      t = len[j];
+      len[j] = len[j - 1];
+      len[j - 1] = t;
+    }
+  int64_t span = ext;
+  for (int i = 0; i < n; i++) {
+    if (coef[i] > span) return false;
+    span += coef[i] * (len[i] - 1);
+  }
+  return true;
+}
+
 static ts_status compute_required(plan *p, ts_diag *d) {
   ts_arena *a = sch_arena(p->s);
   const ir_region *prov = p->reverse ? p->blk->reads : p->blk->writes;
@@ -526,6 +600,20 @@ static ts_status compute_required(plan *p, ts_diag *d) {
         }
         ir_intset slo = relax(&p->an, lo, &p->dom), shi = relax(&p->an, hi, &p->dom);
         ir_intset s = {slo.min, shi.max, slo.empty || shi.empty};
+        if (p->reverse) {
+          /* the consumer will read the hull of what each iteration writes:
+           * it must all be written (a strided write leaves holes the
+           * consumer would read before they are produced) */
+          int64_t ex;
+          ir_expr *rext = ir_simplify(&p->an, ir_subst_expr(a, regs[k].ranges[j].extent, &bind));
+          if (!rext || !ir_as_int(rext, &ex) || !dense_in(&p->an, a, ir_simplify(&p->an, lo), ex, &p->dom)) {
+            st = ts_diag_set(d, TS_ESCHEDULE,
+                             "%s: block '%s' writes '%s' (dim %d) with gaps in each iteration of loop "
+                             "'%s'; block '%s' would read elements not produced yet",
+                             p->prim, db->name, r->buf->name, j, p->loop->u.loop.var->name, p->blk->name);
+            break;
+          }
+        }
         r->dims[j] = ir_intset_union(&p->an, r->dims[j], s);
       }
     }

@@ -335,6 +335,34 @@ START_TEST(test_reverse_window_refused) {
 }
 END_TEST
 
+/* reverse_compute_at copies the hull of what each iteration of the loop
+ * writes: a producer that writes with a stride under that loop leaves holes
+ * the consumer would read before they exist (the copy of one iteration reads
+ * elements only a later one produces) — refused; the dense order is fine. */
+START_TEST(test_reverse_strided_producer_refused) {
+  ir_func *orig;
+  sch_state *s = tu_schedule(&A, "relu:m=4,n=16", &orig);
+  sch_loop j[2];
+  int64_t f[2] = {2, 8};
+  OK(sch_split(s, LP(s, "Y", 1), 2, f, j, &D));
+  sch_loop order[2] = {j[1], j[0]}; /* under j1: columns j1 and j1 + 8 */
+  OK(sch_reorder(s, 2, order, &D));
+  sch_block cb;
+  OK(sch_cache_write(s, BLK("Y"), 0, "local", 0, NULL, &cb, &D));
+  REFUSED(s, sch_reverse_compute_at(s, cb, LP(s, "Y", 1), false, -1, &D), "with gaps", "not produced");
+  OK(sch_reverse_compute_at(s, cb, LP(s, "Y", 0), false, -1, &D)); /* whole rows: dense */
+  equiv(s, orig);
+  sch_free(s);
+  /* in the dense order the same move under j0 is accepted */
+  s = tu_schedule(&A, "relu:m=4,n=16", &orig);
+  OK(sch_split(s, LP(s, "Y", 1), 2, f, j, &D));
+  OK(sch_cache_write(s, BLK("Y"), 0, "local", 0, NULL, &cb, &D));
+  OK(sch_reverse_compute_at(s, cb, LP(s, "Y", 1), false, -1, &D));
+  equiv(s, orig);
+  sch_free(s);
+}
+END_TEST
+
 /* Under a thread loop: a shared buffer is computed cooperatively for all
  * threads (the thread loop is relaxed), a local one per thread. */
 static const char *THREADS_FMT =
@@ -647,6 +675,7 @@ static Suite *compute_at_suite(void) {
   tcase_add_test(tc, test_marks);
   tcase_add_test(tc, test_refusals);
   tcase_add_test(tc, test_reverse_window_refused);
+  tcase_add_test(tc, test_reverse_strided_producer_refused);
   tcase_add_test(tc, test_thread_scopes);
   tcase_add_test(tc, test_sample_candidates);
   tcase_add_test(tc, test_sample_random);
