@@ -37,7 +37,7 @@
 # Prints the table and writes OUTDIR/<workload-tag>/summary.json.
 set -euo pipefail
 if [ $# -lt 1 ] || [ "$1" = "-h" ] || [ "$1" = "--help" ]; then
-  sed -n '2,35p' "$0" | sed 's/^# \{0,1\}//'
+  awk 'NR > 1 && /^set -e/ { exit } NR > 1' "$0" | sed 's/^# \{0,1\}//'
   exit $([ $# -lt 1 ] && echo 2 || echo 0)
 fi
 wl=$1; shift
