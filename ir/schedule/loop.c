@@ -697,6 +697,19 @@ ts_status sch_reorder(sch_state *s, int n, const sch_loop *loops, ts_diag *d) {
         ts_vec_fini(&rz);
         return st;
       }
+      /* A loop feeding no iter var repeats the block; moved among (or
+       * below) the reduction loops, each repeat would accumulate again
+       * without the init. Unit loops are harmless. */
+      int64_t ext1;
+      if (!s_use && !r_use &&
+          !(ir_as_int(deep->node[i2]->u.loop.extent, &ext1) && ext1 == 1)) {
+        st = ts_diag_set(d, TS_ESCHEDULE,
+                         "reorder: loop '%s' feeds no iter var of reduction block '%s' (it repeats "
+                         "the block); reordering it could repeat the accumulation without the init",
+                         lv->name, b->name);
+        ts_vec_fini(&rz);
+        return st;
+      }
     }
   }
   {

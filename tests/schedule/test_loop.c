@@ -752,6 +752,37 @@ START_TEST(test_loop_carried_refusals) {
 }
 END_TEST
 
+/* A loop that feeds no iter var of a reduction block repeats it (each
+ * repeat runs init and the whole reduction); moved below the reduction loop
+ * it would accumulate again without the init: reorder refuses it. */
+START_TEST(test_reorder_repeat_loop_refused) {
+  ir_func *orig;
+  sch_state *s = sched_text("func rep(A: f32[4, 8]) -> B: f32[4] {\n"
+                            "  block root() {\n"
+                            "    for i in serial(0, 4) {\n"
+                            "      for u in serial(0, 3) {\n"
+                            "        for k in serial(0, 8) {\n"
+                            "          block B(vi: S(0, 4) = i, vk: R(0, 8) = k) {\n"
+                            "            reads A[vi, vk]\n"
+                            "            writes B[vi]\n"
+                            "            init {\n"
+                            "              B[vi] = 0.0\n"
+                            "            }\n"
+                            "            B[vi] = B[vi] + A[vi, vk]\n"
+                            "          }\n"
+                            "        }\n"
+                            "      }\n"
+                            "    }\n"
+                            "  }\n"
+                            "}\n",
+                            &orig);
+  sch_loop order[2] = {LP(s, "B", 2), LP(s, "B", 1)};
+  REFUSED(s, sch_reorder(s, 2, order, &D), "reorder", "feeds no iter var", "'B'");
+  tu_assert_equivalent(orig, sch_func(s));
+  sch_free(s);
+}
+END_TEST
+
 START_TEST(test_split_fuse_decomposed_init) {
   /* splitting / fusing loops both the init block and the update use */
   ir_func *orig;
@@ -806,6 +837,7 @@ static Suite *loop_suite(void) {
   tcase_add_test(tc, test_print_tiled_matmul);
   tcase_add_test(tc, test_loop_carried_refusals);
   tcase_add_test(tc, test_split_fuse_decomposed_init);
+  tcase_add_test(tc, test_reorder_repeat_loop_refused);
   suite_add_tcase(su, tc);
   return su;
 }
