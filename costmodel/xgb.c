@@ -253,7 +253,12 @@ cm_model *cm_xgb_new(int nthread, uint64_t seed, ts_diag *d) {
   x->nthread = nthread > 0 ? nthread : 0;
   x->seed = seed;
   ts_rng_seed(&x->rng, seed);
-  x->min_samples = 100;
+  /* MetaSchedule waits for 100 samples; with 64-candidate batches that
+   * leaves the model unused until trial 129. 50 trains it after the first
+   * batch (with room for build errors, which are no samples): batch 2 then
+   * had a 5-8x faster median than batch 1, the random model's 0.6-1.7x
+   * slower (docs/COSTMODEL.md, bench/RESULTS.md). */
+  x->min_samples = 50;
   x->max_rounds = 150;
   /* Experiment knobs (bench/cost_model_curve.sh variants "xgb:min=N",
    * "xgb:rounds=N"); the setters below override them. */

@@ -125,13 +125,17 @@ END_TEST
 START_TEST(random_until_min_samples) {
   build_dataset();
   cm_model *m = cm_xgb_new(2, 1, &D);
-  cm_sample s[50];
-  for (int i = 0; i < 50; i++) s[i] = (cm_sample){1, &feats[i], costs[i]};
-  ck_assert_int_eq(cm_update(m, s, 50, &D), TS_OK);
+  cm_sample s[49]; /* one short of the default minimum (50) */
+  for (int i = 0; i < 49; i++) s[i] = (cm_sample){1, &feats[i], costs[i]};
+  ck_assert_int_eq(cm_update(m, s, 49, &D), TS_OK);
   double sc[10];
   ck_assert_int_eq(cm_predict(m, feats, 10, sc, &D), TS_OK);
   for (int i = 0; i < 10; i++) ck_assert(sc[i] >= 0 && sc[i] < 1);
   ck_assert_int_eq(cm_xgb_last_rounds(m), 0);
+  /* the 50th sample trains the booster */
+  cm_sample one = {1, &feats[49], costs[49]};
+  ck_assert_int_eq(cm_update(m, &one, 1, &D), TS_OK);
+  ck_assert_int_gt(cm_xgb_last_rounds(m), 0);
   cm_model_free(m);
 }
 END_TEST
