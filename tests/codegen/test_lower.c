@@ -1051,7 +1051,7 @@ START_TEST(lower_random_traces) {
       ts_diag_clear(&D);
       sch_traced *t = sch_traced_new(f, 7 + (uint64_t)k, &D);
       ck_assert_msg(t != NULL, "%s: %s", name, D.msg);
-      sch_random_opts opts = {.min_steps = 2, .max_steps = 10};
+      sch_random_opts opts = {.min_steps = 2, .max_steps = 10, .with_intrinsics = true};
       sch_random_result res;
       ts_diag why;
       ts_diag_clear(&why);
