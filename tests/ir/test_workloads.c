@@ -16,6 +16,7 @@ static const char *const specs[] = {
     "dense", "dense:m=7,n=5,k=13,bias=0,act=none", "dense:m=3,n=11,k=7,bias=1,act=gelu",
     "dense:m=5,n=3,k=2,bias=0,act=relu", "dense:bias=1,act=none", "dense:bias=0,act=gelu",
     "matmul_int8", "matmul_int8:m=7,n=13,k=5", "matmul_int8:m=3,n=2,k=31",
+    "matmul_f16", "matmul_f16:m=7,n=13,k=5", "matmul_f16:m=3,n=2,k=31",
     "conv2d_nchw", "conv2d_nchw:n=1,c=4,h=7,w=11,k=6,r=3,s=3,stride=2,pad=1,dilation=1,groups=2",
     "conv2d_nchw:n=2,c=6,h=13,w=11,k=4,r=3,s=2,stride=2,pad=1,dilation=2,groups=2",
     "conv2d_nchw:n=1,c=3,h=5,w=7,k=5,r=1,s=1,stride=1,pad=0,dilation=1,groups=1",
