@@ -1,0 +1,197 @@
+/* test_default_schedule.c — the CPU default schedule (tuner/build.c): heavy
+ * reductions get the register-tiled micro-kernel (local accumulator tile,
+ * vectorized cols, unrolled rows, parallel outer loop, elementwise
+ * epilogue inlined into the copy-back); extents without a usable factor,
+ * guarded (select) bodies and TESSEL_DEFAULT_TILING=0 keep the plain
+ * schedule. Every schedule is checked against the unscheduled function in
+ * the interpreter and, built through LLVM, against the interpreter's
+ * outputs (tun_verify). */
+#include <check.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "codegen/llvm.h"
+#include "codegen/runtime/runtime.h"
+#include "ir/workloads/workloads.h"
+#include "tests/schedule/util.h"
+#include "tuner/build.h"
+#include "tuner/verify.h"
+
+typedef struct shape_stats {
+  int local_allocs, vectorized, unrolled, parallel, blocks;
+} shape_stats;
+
+static bool stats_cb(void *ctx, const ir_stmt *s) {
+  shape_stats *st = ctx;
+  if (s->kind == IR_FOR) {
+    if (s->u.loop.kind == IR_FOR_VECTORIZED) st->vectorized++;
+    if (s->u.loop.kind == IR_FOR_UNROLLED) st->unrolled++;
+    if (s->u.loop.kind == IR_FOR_PARALLEL) st->parallel++;
+  }
+  if (s->kind == IR_BLOCK_REALIZE) {
+    const ir_block *b = s->u.realize.block;
+    if (strcmp(b->name, "root")) st->blocks++;
+    for (int i = 0; i < b->nalloc; i++)
+      if (b->allocs[i]->scope && !strcmp(b->allocs[i]->scope, "local")) st->local_allocs++;
+  }
+  return true;
+}
+
+static cg_target host(void) {
+  ts_diag d;
+  ts_diag_clear(&d);
+  cg_target tg;
+  ck_assert_int_eq(cg_target_parse("llvm", &tg, &d), TS_OK);
+  ck_assert_msg(cg_llvm_resolve_target(&tg, &d) == TS_OK, "%s", d.msg);
+  return tg;
+}
+
+/* Default-schedules f, checks it in the interpreter and built; returns the
+ * scheduled function's shape. */
+static shape_stats check_default(const ir_func *f) {
+  ts_diag d;
+  ts_diag_clear(&d);
+  cg_target tg = host();
+  sch_traced *t = NULL;
+  ck_assert_msg(tun_schedule(f, NULL, &tg, &t, &d) == TS_OK, "%s", d.msg);
+  const ir_func *s = sch_traced_func(t);
+  tu_assert_equivalent(f, s);
+  char path[] = "/tmp/tessel-defsched-XXXXXX";
+  int fd = mkstemp(path);
+  ck_assert_int_ge(fd, 0);
+  close(fd);
+  ck_assert_msg(tun_build_shared(s, &tg, path, &d) == TS_OK, "%s: %s", f->name, d.msg);
+  tsrt_measure_opts o = {.repeat = 1, .seed = 11, .want_outputs = true, .timeout_s = 60};
+  tsrt_measure_result r;
+  tsrt_measure_forked(path, &o, &r);
+  ck_assert_msg(r.status == TSRT_OK, "%s: %s", f->name, r.error);
+  tun_verify_result vr;
+  ck_assert_int_eq(tun_verify(f, 11, r.outputs, r.outputs_bytes, &vr, &d), TS_OK);
+  ck_assert_msg(vr.matched, "%s: %s", f->name, vr.detail);
+  tsrt_result_fini(&r);
+  unlink(path);
+  shape_stats st = {0};
+  ir_visitor v = {.stmt = stats_cb, .ctx = &st};
+  ir_visit_stmt(&v, s->body);
+  sch_traced_free(t);
+  return st;
+}
+
+static shape_stats check_spec(ts_arena *a, const char *spec) {
+  ir_func *f = tu_workload(a, spec);
+  return check_default(f);
+}
+
+/* matmul, dense, batch_matmul and a padded conv get the tiled micro-kernel:
+ * a local accumulator, an unrolled rows loop, vectorized loops, a parallel
+ * loop; and compute the same as the unscheduled function. */
+START_TEST(test_tiled) {
+  const char *specs[] = {"matmul:m=64,n=48,k=40", "matmul:m=30,n=64,k=7", "dense:m=16,n=40,k=24",
+                         "batch_matmul:b=3,m=12,n=32,k=20",
+                         "conv2d_nchw:n=1,c=8,h=14,w=14,k=16,r=3,s=3,stride=1,pad=1",
+                         "conv2d_nchw:n=1,c=6,h=16,w=16,k=12,r=3,s=3,stride=2,pad=1"};
+  for (size_t i = 0; i < sizeof specs / sizeof *specs; i++) {
+    ts_arena a;
+    ts_arena_init(&a);
+    shape_stats st = check_spec(&a, specs[i]);
+    ck_assert_msg(st.local_allocs == 1, "%s: %d local buffers", specs[i], st.local_allocs);
+    ck_assert_msg(st.unrolled >= 1, "%s: no unrolled rows loop", specs[i]);
+    ck_assert_msg(st.vectorized >= 2, "%s: %d vectorized loops", specs[i], st.vectorized);
+    ck_assert_msg(st.parallel >= 1, "%s: no parallel loop", specs[i]);
+    ts_arena_fini(&a);
+  }
+}
+END_TEST
+
+/* Odd and prime extents: no factor for the cols loop (a prime above two
+ * vectors) keeps the plain schedule; prime rows keep one row. Both still
+ * compute the right thing. */
+START_TEST(test_fallback_extents) {
+  ts_arena a;
+  ts_arena_init(&a);
+  shape_stats st = check_spec(&a, "matmul:m=37,n=67,k=29");
+  ck_assert_int_eq(st.local_allocs, 0);
+  st = check_spec(&a, "matmul:m=37,n=16,k=29"); /* rows 37: prime, one row */
+  ck_assert_int_eq(st.local_allocs, 1);
+  ck_assert_int_eq(st.unrolled, 0);
+  ts_arena_fini(&a);
+}
+END_TEST
+
+/* A legalized convolution (padding as a select, as the ONNX import emits
+ * it) with a bias + residual + relu epilogue: the conv keeps the plain
+ * schedule (guarded body), the elementwise chain is inlined into one block. */
+static const char *fused_conv =
+    "func fused(in0: f32[1, 4, 9, 9], in1: f32[8, 4, 3, 3], in2: f32[8], in3: f32[1, 8, 9, 9]) -> out0: f32[1, 8, 9, 9] {\n"
+    "  block root() {\n"
+    "    alloc t0: f32[1, 8, 9, 9]\n"
+    "    alloc t0_conv: f32[1, 8, 9, 9]\n"
+    "    for i0 in serial(0, 1) { for i1 in serial(0, 8) { for i2 in serial(0, 9) { for i3 in serial(0, 9) {\n"
+    "      for r0 in serial(0, 4) { for r1 in serial(0, 3) { for r2 in serial(0, 3) {\n"
+    "        block t0_conv(vi0: S(0, 1) = i0, vi1: S(0, 8) = i1, vi2: S(0, 9) = i2, vi3: S(0, 9) = i3, vr0: R(0, 4) = r0, vr1: R(0, 3) = r1, vr2: R(0, 3) = r2) {\n"
+    "          reads in0[vi0, vr0, vi2 + vr1 - 1, vi3 + vr2 - 1], in1[vi1, vr0, vr1, vr2]\n"
+    "          writes t0_conv[vi0, vi1, vi2, vi3]\n"
+    "          init { t0_conv[vi0, vi1, vi2, vi3] = 0.0 }\n"
+    "          t0_conv[vi0, vi1, vi2, vi3] = t0_conv[vi0, vi1, vi2, vi3] + select(vi2 + vr1 - 1 >= 0 && vi2 + vr1 - 1 < 9 && vi3 + vr2 - 1 >= 0 && vi3 + vr2 - 1 < 9, in0[vi0, vr0, vi2 + vr1 - 1, vi3 + vr2 - 1] * in1[vi1, vr0, vr1, vr2], 0.0)\n"
+    "        }\n"
+    "      } } } } } } }\n"
+    "    for j0 in serial(0, 1) { for j1 in serial(0, 8) { for j2 in serial(0, 9) { for j3 in serial(0, 9) {\n"
+    "      block t0(v0: S(0, 1) = j0, v1: S(0, 8) = j1, v2: S(0, 9) = j2, v3: S(0, 9) = j3) {\n"
+    "        reads t0_conv[v0, v1, v2, v3], in2[v1]\n"
+    "        writes t0[v0, v1, v2, v3]\n"
+    "        t0[v0, v1, v2, v3] = t0_conv[v0, v1, v2, v3] + in2[v1]\n"
+    "      }\n"
+    "    } } } }\n"
+    "    for k0 in serial(0, 1) { for k1 in serial(0, 8) { for k2 in serial(0, 9) { for k3 in serial(0, 9) {\n"
+    "      block out0(w0: S(0, 1) = k0, w1: S(0, 8) = k1, w2: S(0, 9) = k2, w3: S(0, 9) = k3) {\n"
+    "        reads t0[w0, w1, w2, w3], in3[w0, w1, w2, w3]\n"
+    "        writes out0[w0, w1, w2, w3]\n"
+    "        out0[w0, w1, w2, w3] = max(t0[w0, w1, w2, w3] + in3[w0, w1, w2, w3], 0.0)\n"
+    "      }\n"
+    "    } } } }\n"
+    "  }\n"
+    "}\n";
+
+START_TEST(test_guarded_conv_epilogue) {
+  ts_arena a;
+  ts_arena_init(&a);
+  ir_func *f = NULL;
+  sch_state *s = tu_schedule_text(&a, fused_conv, &f);
+  sch_free(s);
+  shape_stats st = check_default(f);
+  ck_assert_int_eq(st.local_allocs, 0);
+  /* conv update + its init + the inlined epilogue */
+  ck_assert_int_eq(st.blocks, 3);
+  ts_arena_fini(&a);
+}
+END_TEST
+
+/* TESSEL_DEFAULT_TILING=0: the plain schedule, for comparisons. */
+START_TEST(test_switch_off) {
+  ts_arena a;
+  ts_arena_init(&a);
+  setenv("TESSEL_DEFAULT_TILING", "0", 1);
+  shape_stats st = check_spec(&a, "matmul:m=64,n=48,k=40");
+  unsetenv("TESSEL_DEFAULT_TILING");
+  ck_assert_int_eq(st.local_allocs, 0);
+  ck_assert_int_eq(st.unrolled, 0);
+  ts_arena_fini(&a);
+}
+END_TEST
+
+int main(void) {
+  Suite *s = suite_create("default_schedule");
+  TCase *tc = tcase_create("default_schedule");
+  tcase_set_timeout(tc, 300);
+  tcase_add_test(tc, test_tiled);
+  tcase_add_test(tc, test_fallback_extents);
+  tcase_add_test(tc, test_guarded_conv_epilogue);
+  tcase_add_test(tc, test_switch_off);
+  suite_add_tcase(s, tc);
+  SRunner *r = srunner_create(s);
+  srunner_run_all(r, CK_NORMAL);
+  int failed = srunner_ntests_failed(r);
+  srunner_free(r);
+  return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
