@@ -428,9 +428,13 @@ ts_status tun_default_schedule(sch_traced *t, const cg_target *tg, ts_diag *d) {
   size_t n = names.len;
   for (size_t i = 0; i < n; i++) copy[i] = ts_arena_strdup(&a, names.items[i]);
   ts_vec_fini(&names);
+  /* TESSEL_DEFAULT_TILING=0: the plain per-block schedule only, as before
+   * the tiled default (for before/after comparisons) */
+  const char *env = getenv("TESSEL_DEFAULT_TILING");
+  bool tiling = !(env && !strcmp(env, "0"));
   /* elementwise blocks inlined into their consumers (AutoInline; a refused
    * one, e.g. an output, stays) */
-  for (size_t i = 0; i < n; i++) {
+  for (size_t i = 0; tiling && i < n; i++) {
     const ir_stmt *r = find_realize(t, copy[i]);
     ts_diag q;
     ts_diag_clear(&q);
@@ -446,10 +450,6 @@ ts_status tun_default_schedule(sch_traced *t, const cg_target *tg, ts_diag *d) {
     return ts_diag_set(d, TS_ENOMEM, "out of memory");
   }
   for (size_t i = 0; i < n; i++) done[i] = copy[i] == NULL;
-  /* TESSEL_DEFAULT_TILING=0: the plain per-block schedule only (for
-   * before/after comparisons) */
-  const char *env = getenv("TESSEL_DEFAULT_TILING");
-  bool tiling = !(env && !strcmp(env, "0"));
   for (size_t i = 0; i < n; i++)
     if (tiling && !done[i] && tile_block(t, copy[i], tg)) {
       done[i] = true;

@@ -8,11 +8,22 @@
 #include "ir/schedule/trace.h"
 
 /* The default schedule, so that every workload builds reasonably without a
- * trace: per block, the innermost spatial loop is moved inside the reduction
- * loops, split by the vector width and vectorized, the outermost spatial
- * loop is parallelized, and then a reduction's init is decomposed out in
- * front of the first reduction loop. Each step is
- * best effort: a refused step is skipped (the schedule stays legal). */
+ * trace. First, elementwise blocks without a select are inlined into their
+ * consumers (AutoInline). Then a reduction MultiLevelTiling would tile
+ * (unguarded body) gets a register-tiled micro-kernel: outer spatial loops
+ * (the first non-unit one parallel), reduction loops, then rows (a spatial
+ * loop the vector operand does not use, unrolled, <= 8) x cols (the
+ * innermost spatial loop, 1-2 vectors, vectorized), the accumulator tile in
+ * a "local" cache_write whose copy-back sits at the last outer loop with the
+ * elementwise epilogue inlined into it, the init decomposed; factors divide
+ * the extents, and without one the block falls through to the plain
+ * schedule. Every other block (and all, with no inlining, when
+ * TESSEL_DEFAULT_TILING=0): the
+ * innermost spatial loop is moved inside the reduction loops, split by the
+ * vector width and vectorized, the outermost spatial loop is parallelized,
+ * and then a reduction's init is decomposed out in front of the first
+ * reduction loop. Each step is best effort: a refused step is skipped (the
+ * schedule stays legal). */
 ts_status tun_default_schedule(sch_traced *t, const cg_target *tg, ts_diag *d);
 
 /* The default schedule for cuda targets (build_gpu.c; tun_default_schedule
