@@ -4,7 +4,8 @@
 #
 #   bench/resnet18.sh [TRIALS] [OUTDIR]      (run from the repository root)
 #     TRIALS  tessel tune-model budget, measurement trials over all 18 tasks
-#             (default 200: about 10 minutes on this 2-core machine)
+#             (default 200; on the shared 2-core dev machine a round took
+#             1.5-2.5 min, so 200 trials take well over half an hour)
 #     OUTDIR  model, logs, outputs and summary (default bench/out/resnet18)
 #   Environment: BUILD (build directory, default build), PY (python with onnx
 #   and onnxruntime, default .venv/bin/python), REPEAT (timed runs per
@@ -23,7 +24,7 @@
 # nothing more (the wall time then only covers the check).
 set -euo pipefail
 if [ "${1:-}" = "-h" ] || [ "${1:-}" = "--help" ]; then
-  sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//'
+  sed -n '2,26p' "$0" | sed 's/^# \{0,1\}//'
   exit 0
 fi
 trials=${1:-200}
