@@ -11,7 +11,7 @@
  * named after the op's first output (`<out>_mx`). Every index that could
  * leave its buffer (concat, gather, pad, slice with clamping) is clamped, so
  * no schedule or backend ever needs select's laziness for memory safety;
- * convolution and pooling padding use the DSL's `where`, as the workload
+ * pooling padding uses the DSL's `where` (convolution: a pad stage), as the workload
  * library does. Numpy broadcasting: an input dim of constant 1 facing an
  * output dim that is not 1 is indexed with 0; ranks align on the right. */
 #include <inttypes.h>
@@ -912,12 +912,53 @@ static void emit_conv(lg_kernel *k, const tg_node *n, const char *const *in, con
     fail(k, TS_EINVAL, n, "group=%" PRId64 " does not divide the %" PRId64 " output channels", g, M);
     return;
   }
-  char cv[96];
+  char cv[96], xp[96];
   const char *dst = conv_acc(k, n, o, cv, sizeof cv);
+  /* Padding as its own stage (as TVM's data_pad and the built-in conv
+   * workloads): the convolution then reads without a guard, and the search
+   * places (or keeps) the pad stage. Needs constant spatial sizes; else the
+   * guard stays in the convolution. */
+  bool guard = false, konst = true;
+  int64_t pext[3] = {0, 0, 0};
+  for (int s = 0; s < w.ns; s++) {
+    tg_dim H = x->dims[2 + s], P = y->dims[2 + s];
+    if (H.sym || P.sym) {
+      konst = false;
+      continue;
+    }
+    pext[s] = (P.value - 1) * w.st[s] + (w.kern[s] - 1) * w.dil[s] + 1;
+    guard = guard || w.pb[s] > 0 || pext[s] - w.pb[s] > H.value;
+  }
+  bool pad_stage = guard && konst && w.ns <= 3;
+  const char *src = IN(0);
+  if (pad_stage) {
+    tmpname(xp, sizeof xp, o, "pad");
+    tg_dim pd[5];
+    pd[0] = x->dims[0];
+    pd[1] = x->dims[1];
+    for (int s = 0; s < w.ns; s++) pd[2 + s] = (tg_dim){pext[s], NULL};
+    let_dims(k, xp, x->dtype, 2 + w.ns, pd);
+    tb p;
+    tb_reset(&p);
+    lhs(&p, xp, 2 + w.ns);
+    tb_printf(&p, " = select(");
+    char hs[48];
+    for (int s = 0; s < w.ns; s++)
+      tb_printf(&p, "%si%d - %" PRId64 " >= 0 && i%d - %" PRId64 " < %s", s ? " && " : "", 2 + s, w.pb[s], 2 + s,
+                w.pb[s], dim_s(k, x->dims[2 + s], hs));
+    /* the load's indices clamped too: safe even where a select is eager */
+    tb_printf(&p, ", %s[i0, i1", IN(0));
+    for (int s = 0; s < w.ns; s++)
+      tb_printf(&p, ", min(max(i%d - %" PRId64 ", 0), %s - 1)", 2 + s, w.pb[s], dim_s(k, x->dims[2 + s], hs));
+    tb_printf(&p, "], 0.0)");
+    stmt(k, &p);
+    src = xp;
+    for (int s = 0; s < w.ns; s++) w.pb[s] = 0; /* the conv indexes the padded input */
+  }
   tb b;
   tb_reset(&b);
   lhs(&b, dst, r);
-  tb_printf(&b, " += %s[i0, ", IN(0));
+  tb_printf(&b, " += %s[i0, ", src);
   if (g == 1) tb_printf(&b, "r0");
   else tb_printf(&b, "(i1 // %" PRId64 ") * %" PRId64 " + r0", M / g, cg);
   for (int s = 0; s < w.ns; s++) {
@@ -927,7 +968,7 @@ static void emit_conv(lg_kernel *k, const tg_node *n, const char *const *in, con
   tb_printf(&b, "] * %s[i1, r0", IN(1));
   for (int s = 0; s < w.ns; s++) tb_printf(&b, ", r%d", 1 + s);
   tb_printf(&b, "]");
-  window_where(k, &b, &w, x, y, 1);
+  if (!pad_stage) window_where(k, &b, &w, x, y, 1);
   tb_printf(&b, " for r0 in 0..%" PRId64, cg);
   for (int s = 0; s < w.ns; s++) tb_printf(&b, ", r%d in 0..%" PRId64, 1 + s, w.kern[s]);
   stmt(k, &b);
