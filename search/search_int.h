@@ -77,6 +77,12 @@ const ir_stmt *srch_find_loop(const ir_func *f, const ir_var *v);
 int srch_block_names(const ir_func *f, ts_arena *a, const char ***out);
 /* Does any block of f have a reduction iter var? */
 bool srch_func_has_reduction(const ir_func *f);
+/* MetaSchedule's NeedsMultiLevelTiling for block realize r whose nloops
+ * loops (vars lv, outer to inner) are all it has; fills iter_of (loop ->
+ * iter var index). serial_only: refuse loops that are no longer serial (the
+ * GPU rule). At most 32 loops. In search/rules/multi_level_tiling.c. */
+bool srch_needs_multi_level_tiling(const ir_func *f, const ir_stmt *r, int nloops, const ir_var **lv,
+                                   int *iter_of, bool serial_only);
 /* Is loop var v bound into a non-spatial iter var of any block under s
  * (s: a statement, normally the loop itself)? */
 bool srch_loop_is_reduction(const ir_stmt *s, const ir_var *v);

@@ -28,55 +28,6 @@
 
 #define MAXL 32
 
-static bool region_uses(const ir_region *rg, const ir_var *v) {
-  for (int k = 0; k < rg->ndim; k++)
-    if (ir_expr_uses_var(rg->ranges[k].min, v) || ir_expr_uses_var(rg->ranges[k].extent, v)) return true;
-  return false;
-}
-
-/* NeedsMultiLevelTiling; fills the loop -> iter index map. */
-static bool eligible(const ir_func *f, const ir_stmt *r, int nloops, const ir_var **lv, int *iter_of) {
-  const ir_block *b = r->u.realize.block;
-  if (ir_annot_find(b->nannot, b->annots, SRCH_ANN_TILING)) return false;
-  if (b->nwrites != 1 || b->nreads < 1 || !b->init) return false;
-  if (nloops != b->niter || nloops > MAXL || nloops == 0) return false;
-  bool has_r = false;
-  for (int i = 0; i < b->niter; i++) {
-    if (b->iters[i].type == IR_ITER_R) has_r = true;
-    else if (b->iters[i].type != IR_ITER_S) return false;
-  }
-  if (!has_r) return false;
-  for (int l = 0; l < nloops; l++) {
-    iter_of[l] = -1;
-    const ir_stmt *ls = srch_find_loop(f, lv[l]);
-    int64_t ext;
-    if (!ls || ls->u.loop.kind != IR_FOR_SERIAL || !ir_as_int(ls->u.loop.extent, &ext)) return false;
-    for (int i = 0; i < b->niter; i++) {
-      const ir_expr *e = r->u.realize.iter_values[i];
-      if (e->kind == IR_VAR && e->u.var == lv[l]) iter_of[l] = i;
-    }
-    if (iter_of[l] < 0) return false;
-    for (int k = 0; k < l; k++)
-      if (iter_of[k] == iter_of[l]) return false;
-  }
-  for (int i = 0; i < b->nreads; i++) {
-    for (int j = 0; j < i; j++)
-      if (b->reads[i].buf == b->reads[j].buf) return false;
-    for (int k = 0; k < b->reads[i].ndim; k++) {
-      int64_t e;
-      if (!ir_as_int(b->reads[i].ranges[k].extent, &e)) return false;
-    }
-  }
-  for (int i = 0; i < b->niter; i++) {
-    if (b->iters[i].type != IR_ITER_S) continue;
-    int64_t ext;
-    if (!ir_as_int(b->iters[i].dom.extent, &ext) || ext <= 1) continue;
-    for (int j = 0; j < b->nreads; j++)
-      if (b->reads[j].buf != b->writes[0].buf && !region_uses(&b->reads[j], b->iters[i].var)) return true;
-  }
-  return false;
-}
-
 /* Vector lanes a cooperative fetch may use for an element of `bytes`. */
 static int fetch_lanes(int bytes, int64_t *out) {
   static const int64_t f32[] = {1, 2, 3, 4}, f16[] = {1, 2, 4, 8}, i8[] = {1, 2, 3, 4, 8, 16}, f64[] = {1, 2};
@@ -203,7 +154,7 @@ ts_status srch_rule_gpu_multi_level_tiling(const srch_rule_ctx *c, sch_traced *t
     int iter_of[MAXL];
     const ir_var *lv[MAXL];
     for (int i = 0; i < nl; i++) lv[i] = cl[i].var;
-    if (eligible(fn, r, nl, lv, iter_of)) {
+    if (srch_needs_multi_level_tiling(fn, r, nl, lv, iter_of, true)) {
       sch_traced *f = srch_fork(c, t, &q);
       const ir_block *blk = srch_find_realize(f ? sch_traced_func(f) : fn, block)->u.realize.block;
       if (f && tile(c, f, block, blk, iter_of, nl)) {

@@ -26,8 +26,10 @@ static bool region_uses(const ir_region *rg, const ir_var *v) {
   return false;
 }
 
-/* NeedsMultiLevelTiling; fills the loop var -> iter index map. */
-static bool eligible(const ir_func *f, const ir_stmt *r, int nloops, const ir_var **lv, int *iter_of) {
+/* NeedsMultiLevelTiling (shared with the GPU tiling rule); fills the loop
+ * var -> iter index map. serial_only: every loop must still be serial. */
+bool srch_needs_multi_level_tiling(const ir_func *f, const ir_stmt *r, int nloops, const ir_var **lv,
+                                   int *iter_of, bool serial_only) {
   const ir_block *b = r->u.realize.block;
   if (ir_annot_find(b->nannot, b->annots, SRCH_ANN_TILING)) return false;
   if (b->nwrites != 1 || b->nreads < 1 || !b->init) return false;
@@ -44,6 +46,7 @@ static bool eligible(const ir_func *f, const ir_stmt *r, int nloops, const ir_va
     const ir_stmt *ls = srch_find_loop(f, lv[l]);
     int64_t ext;
     if (!ls || !ir_as_int(ls->u.loop.extent, &ext)) return false;
+    if (serial_only && ls->u.loop.kind != IR_FOR_SERIAL) return false;
     for (int i = 0; i < b->niter; i++) {
       const ir_expr *e = r->u.realize.iter_values[i];
       if (e->kind == IR_VAR && e->u.var == lv[l]) iter_of[l] = i;
@@ -205,7 +208,7 @@ ts_status srch_rule_multi_level_tiling(const srch_rule_ctx *c, sch_traced *t, co
   int iter_of[MAXL];
   const ir_var *lv[MAXL];
   for (int i = 0; i < nl; i++) lv[i] = cl[i].var;
-  if (!eligible(fn, r, nl, lv, iter_of)) return push(out, t, d);
+  if (!srch_needs_multi_level_tiling(fn, r, nl, lv, iter_of, false)) return push(out, t, d);
   const ir_block *blk = r->u.realize.block;
   /* the padded variant: pre-split factors (the innermost spatial loop is
    * the last spatial one in loop order) */
