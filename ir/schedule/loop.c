@@ -95,29 +95,6 @@ static ir_var *fresh_loop_var(sch_state *s, name_set *ns, const char *base, ir_d
   return n ? ir_var_new(sch_arena(s), n, t) : NULL;
 }
 
-/* Quasi-affine: constants, vars, + and -, products with a constant,
- * floordiv/floormod by a positive constant, integer casts of those. */
-static bool quasi_affine(const ir_expr *e) {
-  int64_t c;
-  switch (e->kind) {
-  case IR_INT_IMM:
-  case IR_VAR:
-    return true;
-  case IR_ADD:
-  case IR_SUB:
-    return quasi_affine(e->u.bin.a) && quasi_affine(e->u.bin.b);
-  case IR_MUL:
-    return (ir_as_int(e->u.bin.a, &c) && quasi_affine(e->u.bin.b)) ||
-           (ir_as_int(e->u.bin.b, &c) && quasi_affine(e->u.bin.a));
-  case IR_FLOORDIV:
-  case IR_FLOORMOD:
-    return ir_as_int(e->u.bin.b, &c) && c > 0 && quasi_affine(e->u.bin.a);
-  case IR_CAST:
-    return ir_dtype_is_int(e->dtype) && quasi_affine(e->u.cast.value);
-  default:
-    return false;
-  }
-}
 
 static const char *iter_type_name(ir_iter_type t) {
   return t == IR_ITER_S ? "spatial" : t == IR_ITER_R ? "reduction" : "opaque";
@@ -668,7 +645,7 @@ ts_status sch_reorder(sch_state *s, int n, const sch_loop *loops, ts_diag *d) {
         ts_vec_fini(&rz);
         return st;
       }
-      if (!quasi_affine(r->u.realize.iter_values[j])) {
+      if (!sch_quasi_affine(r->u.realize.iter_values[j])) {
         st = ts_diag_set(d, TS_ESCHEDULE,
                          "reorder: block '%s' binds iter var '%s' to a non-affine expression",
                          b->name, b->iters[j].var->name);
@@ -797,7 +774,7 @@ static bool compact_block(const ir_stmt *r, const ts_vec *rz, char *why, size_t 
     return true;
   }
   for (int j = 0; j < b->niter; j++)
-    if (!quasi_affine(r->u.realize.iter_values[j])) {
+    if (!sch_quasi_affine(r->u.realize.iter_values[j])) {
       snprintf(why, n, "reduction block '%s' binds '%s' to a non-affine expression", b->name,
                b->iters[j].var->name);
       return false;
@@ -842,7 +819,7 @@ static void check_bindings(kind_ctx *c, const ir_stmt *st) {
                             "%s: loop '%s' carries %s iter var '%s' of block '%s'%s", c->prim,
                             c->v->name, iter_type_name(ty), b->iters[j].var->name, b->name,
                             ty == IR_ITER_R ? " (a reduction cannot run in parallel)" : "");
-      else if (!quasi_affine(val))
+      else if (!sch_quasi_affine(val))
         c->st = ts_diag_set(c->d, TS_ESCHEDULE,
                             "%s: loop '%s': block '%s' binds '%s' to a non-affine expression",
                             c->prim, c->v->name, b->name, b->iters[j].var->name);

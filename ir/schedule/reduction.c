@@ -16,28 +16,6 @@
 
 #include "sch_int.h"
 
-/* e is built from loop vars, constants, syms, +, -, *const, //c, %c. */
-static bool quasi_affine(const ir_expr *e) {
-  int64_t c;
-  switch (e->kind) {
-  case IR_INT_IMM:
-  case IR_VAR:
-    return true;
-  case IR_CAST:
-    return ir_dtype_is_int(e->dtype) && quasi_affine(e->u.cast.value);
-  case IR_ADD:
-  case IR_SUB:
-    return quasi_affine(e->u.bin.a) && quasi_affine(e->u.bin.b);
-  case IR_MUL:
-    return quasi_affine(e->u.bin.a) && quasi_affine(e->u.bin.b) &&
-           (ir_as_int(e->u.bin.a, &c) || ir_as_int(e->u.bin.b, &c));
-  case IR_FLOORDIV:
-  case IR_FLOORMOD:
-    return quasi_affine(e->u.bin.a) && ir_as_int(e->u.bin.b, &c) && c > 0;
-  default:
-    return false;
-  }
-}
 
 /* Splits a predicate into its && clauses (appended to out). */
 static ts_status conjuncts(ir_expr *e, ts_vec *out) {
@@ -231,7 +209,7 @@ ts_status sch_decompose_reduction(sch_state *s, sch_block b, sch_loop l, sch_blo
                              "output '%s'",
                              P, blk->name, blk->iters[i].var->name, blk->writes[w].buf->name);
   for (int i = 0; i < blk->niter; i++)
-    if (!quasi_affine(rz->u.realize.iter_values[i]))
+    if (!sch_quasi_affine(rz->u.realize.iter_values[i]))
       return ts_diag_set(d, TS_ESCHEDULE,
                          "%s: block '%s' has a binding for '%s' that is not affine in its loops", P,
                          blk->name, blk->iters[i].var->name);

@@ -47,28 +47,6 @@
 #define P "rfactor"
 #define MAXL 128
 
-/* e is built from loop vars, constants, syms, +, -, *const, //c, %c. */
-static bool quasi_affine(const ir_expr *e) {
-  int64_t c;
-  switch (e->kind) {
-  case IR_INT_IMM:
-  case IR_VAR:
-    return true;
-  case IR_CAST:
-    return ir_dtype_is_int(e->dtype) && quasi_affine(e->u.cast.value);
-  case IR_ADD:
-  case IR_SUB:
-    return quasi_affine(e->u.bin.a) && quasi_affine(e->u.bin.b);
-  case IR_MUL:
-    return quasi_affine(e->u.bin.a) && quasi_affine(e->u.bin.b) &&
-           (ir_as_int(e->u.bin.a, &c) || ir_as_int(e->u.bin.b, &c));
-  case IR_FLOORDIV:
-  case IR_FLOORMOD:
-    return quasi_affine(e->u.bin.a) && ir_as_int(e->u.bin.b, &c) && c > 0;
-  default:
-    return false;
-  }
-}
 
 /* Exact equality (variables by identity, not up to renaming). */
 static bool same_expr(const ir_expr *a, const ir_expr *b) {
@@ -269,7 +247,7 @@ ts_status sch_rfactor(sch_state *s, sch_loop loop, int factor_axis, sch_block *o
     if (blk->iters[i].type != IR_ITER_S && blk->iters[i].type != IR_ITER_R)
       return ts_diag_set(d, TS_ESCHEDULE, "%s: block '%s' has iter var '%s' that is neither spatial nor reduce",
                          P, bn, blk->iters[i].var->name);
-    if (!quasi_affine(rz->u.realize.iter_values[i]))
+    if (!sch_quasi_affine(rz->u.realize.iter_values[i]))
       return ts_diag_set(d, TS_ESCHEDULE, "%s: block '%s' has a binding for '%s' that is not affine in its loops",
                          P, bn, blk->iters[i].var->name);
   }

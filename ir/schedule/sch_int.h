@@ -49,6 +49,9 @@ int sch_path_scope(const sch_path *p, int k);
 /* The block realize statements below stmt that are children of the scope
  * (not crossing another realize), in program order, appended to out. */
 ts_status sch_child_realizes(ir_stmt *stmt, ts_vec *out);
+/* Quasi-affine: constants, vars, + and -, products with a constant,
+ * floordiv/floormod by a positive constant, integer casts of those. */
+bool sch_quasi_affine(const ir_expr *e);
 
 /* Does the block read / write buffer buf (per its regions)? */
 bool sch_block_reads(const ir_block *b, const ir_buffer *buf);

@@ -615,3 +615,27 @@ ts_status sch_verify(sch_state *s, ts_diag *d) {
   ts_vec_fini(&c.symloops);
   return st;
 }
+
+/* Quasi-affine: constants, vars, + and -, products with a constant,
+ * floordiv/floormod by a positive constant, integer casts of those. */
+bool sch_quasi_affine(const ir_expr *e) {
+  int64_t c;
+  switch (e->kind) {
+  case IR_INT_IMM:
+  case IR_VAR:
+    return true;
+  case IR_ADD:
+  case IR_SUB:
+    return sch_quasi_affine(e->u.bin.a) && sch_quasi_affine(e->u.bin.b);
+  case IR_MUL:
+    return (ir_as_int(e->u.bin.a, &c) && sch_quasi_affine(e->u.bin.b)) ||
+           (ir_as_int(e->u.bin.b, &c) && sch_quasi_affine(e->u.bin.a));
+  case IR_FLOORDIV:
+  case IR_FLOORMOD:
+    return ir_as_int(e->u.bin.b, &c) && c > 0 && sch_quasi_affine(e->u.bin.a);
+  case IR_CAST:
+    return ir_dtype_is_int(e->dtype) && sch_quasi_affine(e->u.cast.value);
+  default:
+    return false;
+  }
+}
