@@ -21,7 +21,7 @@ static bool dyn_cb(void *ctx, const ir_stmt *s) {
   return !c->bad;
 }
 
-static ts_status disallow_dynamic_loop(sch_traced *t, ts_diag *d) {
+ts_status srch_disallow_dynamic_loop(sch_traced *t, ts_diag *d) {
   dyn_ctx c = {0};
   ir_visitor v = {.stmt = dyn_cb, .ctx = &c};
   ir_visit_stmt(&v, sch_traced_func(t)->body);
@@ -256,7 +256,7 @@ static ts_status rewrite_reduction_block(sch_traced *t, ts_diag *d) {
 ts_status srch_postprocess(sch_traced *ts, const cg_target *t, ts_diag *d) {
   if (t && t->kind == CG_TARGET_CUDA) return srch_postprocess_gpu(ts, t, d);
   ts_status st = sch_t_enter_postproc(ts, d);
-  if (!st) st = disallow_dynamic_loop(ts, d);
+  if (!st) st = srch_disallow_dynamic_loop(ts, d);
   if (!st) st = rewrite_parallel_vectorize_unroll(ts, t, d);
   if (!st) st = rewrite_tensorize(ts, d);
   if (!st) st = rewrite_reduction_block(ts, d);

@@ -38,29 +38,6 @@
 
 #define MAXL 64
 
-/* ---- DisallowDynamicLoop (as postproc.c's) ---- */
-typedef struct dyn_ctx {
-  const ir_stmt *bad;
-} dyn_ctx;
-
-static bool dyn_cb(void *ctx, const ir_stmt *s) {
-  dyn_ctx *c = ctx;
-  int64_t e;
-  if (s->kind == IR_FOR && !c->bad && (!ir_as_int(s->u.loop.extent, &e) || !ir_as_int(s->u.loop.min, &e)))
-    c->bad = s;
-  return !c->bad;
-}
-
-static ts_status disallow_dynamic_loop(sch_traced *t, ts_diag *d) {
-  dyn_ctx c = {0};
-  ir_visitor v = {.stmt = dyn_cb, .ctx = &c};
-  ir_visit_stmt(&v, sch_traced_func(t)->body);
-  if (c.bad)
-    return ts_diag_set(d, TS_ESCHEDULE, "DisallowDynamicLoop: loop %s has a non-constant extent",
-                       c.bad->u.loop.var->name);
-  return TS_OK;
-}
-
 /* ---- helpers ---- */
 static int64_t ann_int(const ir_annot *a) {
   if (!a) return 0;
@@ -253,7 +230,7 @@ static ts_status verify_thread_range(sch_traced *t, ts_diag *d) {
 
 ts_status srch_postprocess_gpu(sch_traced *ts, const cg_target *t, ts_diag *d) {
   ts_status st = sch_t_enter_postproc(ts, d);
-  if (!st) st = disallow_dynamic_loop(ts, d);
+  if (!st) st = srch_disallow_dynamic_loop(ts, d);
   if (!st) st = rewrite_cooperative_fetch(ts, d);
   if (!st) st = rewrite_unbound_block(ts, d);
   if (!st) st = rewrite_unroll(ts, d);

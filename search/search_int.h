@@ -61,6 +61,9 @@ ts_status srch_rule_gpu_auto_bind(const srch_rule_ctx *c, sch_traced *t, const c
                                   ts_diag *d);
 /* The cuda postprocessors (postproc_gpu.c); srch_postprocess dispatches. */
 ts_status srch_postprocess_gpu(sch_traced *ts, const cg_target *t, ts_diag *d);
+/* DisallowDynamicLoop (postproc.c), shared by the CPU and GPU postprocessors:
+ * TS_ESCHEDULE naming the first loop with a non-constant min or extent. */
+ts_status srch_disallow_dynamic_loop(sch_traced *t, ts_diag *d);
 /* GPU mutators (mutators_gpu.c): thread binding; the cooperative-fetch lane
  * categoricals (instruction indices into out) MutateTileSize also draws
  * from, and one resampled. */
