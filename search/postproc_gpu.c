@@ -52,8 +52,22 @@ static const ir_stmt *loop_stmt(sch_traced *t, int rv) {
 }
 
 /* Block names of the current function (copied into a). */
-static int names_of(sch_traced *t, ts_arena *a, const char ***out) {
-  return srch_block_names(sch_traced_func(t), a, out);
+/* Calls fn on every block of t that still exists when its turn comes (the
+ * names are taken first: fn may rewrite the function), stopping at the first
+ * error fn returns. */
+typedef ts_status (*block_fn)(sch_traced *t, const char *name, const ir_stmt *realize, ts_diag *d);
+static ts_status each_block(sch_traced *t, block_fn fn, ts_diag *d) {
+  ts_arena a;
+  ts_arena_init(&a);
+  const char **names;
+  int n = srch_block_names(sch_traced_func(t), &a, &names);
+  ts_status st = n > 0 && !names ? ts_diag_set(d, TS_ENOMEM, "out of memory") : TS_OK;
+  for (int i = 0; i < n && !st; i++) {
+    const ir_stmt *r = srch_find_realize(sch_traced_func(t), names[i]);
+    if (r) st = fn(t, names[i], r, d);
+  }
+  ts_arena_fini(&a);
+  return st;
 }
 
 /* ---- RewriteCooperativeFetch ---- */
@@ -87,40 +101,20 @@ static void cooperative_fetch(sch_traced *t, const char *name, int64_t lanes) {
   }
 }
 
-static ts_status rewrite_cooperative_fetch(sch_traced *t, ts_diag *d) {
-  ts_arena a;
-  ts_arena_init(&a);
-  const char **names;
-  int n = names_of(t, &a, &names);
-  if (n > 0 && !names) {
-    ts_arena_fini(&a);
-    return ts_diag_set(d, TS_ENOMEM, "out of memory");
-  }
-  for (int i = 0; i < n; i++) {
-    const ir_stmt *r = srch_find_realize(sch_traced_func(t), names[i]);
-    if (!r) continue;
-    const ir_block *b = r->u.realize.block;
-    const ir_annot *an = ir_annot_find(b->nannot, b->annots, SRCH_ANN_COOP_FETCH);
-    if (an) cooperative_fetch(t, names[i], ann_int(an));
-  }
-  ts_arena_fini(&a);
+static ts_status cooperative_fetch_block(sch_traced *t, const char *name, const ir_stmt *r, ts_diag *d) {
+  (void)d;
+  const ir_block *b = r->u.realize.block;
+  const ir_annot *an = ir_annot_find(b->nannot, b->annots, SRCH_ANN_COOP_FETCH);
+  if (an) cooperative_fetch(t, name, ann_int(an));
   return TS_OK;
 }
 
 /* ---- RewriteUnboundBlock ---- */
-static ts_status rewrite_unbound_block(sch_traced *t, ts_diag *d) {
-  ts_arena a;
-  ts_arena_init(&a);
-  const char **names;
-  int n = names_of(t, &a, &names);
-  if (n > 0 && !names) {
-    ts_arena_fini(&a);
-    return ts_diag_set(d, TS_ENOMEM, "out of memory");
-  }
-  for (int i = 0; i < n; i++)
-    if (srch_find_realize(sch_traced_func(t), names[i]) && !srch_gpu_block_bound(t, names[i]))
-      srch_gpu_bind_block(t, names[i], true, SRCH_GPU_MAX_THREADS, -1, SRCH_GPU_MAX_BLOCKS);
-  ts_arena_fini(&a);
+static ts_status unbound_block(sch_traced *t, const char *name, const ir_stmt *r, ts_diag *d) {
+  (void)r;
+  (void)d;
+  if (!srch_gpu_block_bound(t, name))
+    srch_gpu_bind_block(t, name, true, SRCH_GPU_MAX_THREADS, -1, SRCH_GPU_MAX_BLOCKS);
   return TS_OK;
 }
 
@@ -131,111 +125,83 @@ static bool has_reduction_iter(const ir_block *b) {
   return false;
 }
 
-static ts_status rewrite_unroll(sch_traced *t, ts_diag *d) {
+/* The root's meta_schedule.unroll_explicit step (0: none). */
+static int64_t unroll_step(sch_traced *t) {
   const ir_stmt *root = sch_traced_func(t)->body;
-  if (!root || root->kind != IR_BLOCK_REALIZE) return TS_OK;
+  if (!root || root->kind != IR_BLOCK_REALIZE) return 0;
   const ir_block *rb = root->u.realize.block;
-  int64_t step = ann_int(ir_annot_find(rb->nannot, rb->annots, SRCH_ANN_UNROLL));
-  if (step <= 0) return TS_OK;
-  ts_arena a;
-  ts_arena_init(&a);
-  const char **names;
-  int n = names_of(t, &a, &names);
-  if (n > 0 && !names) {
-    ts_arena_fini(&a);
-    return ts_diag_set(d, TS_ENOMEM, "out of memory");
+  return ann_int(ir_annot_find(rb->nannot, rb->annots, SRCH_ANN_UNROLL));
+}
+
+static ts_status unroll_block(sch_traced *t, const char *name, const ir_stmt *r, ts_diag *d) {
+  (void)d;
+  int64_t step = unroll_step(t);
+  if (step <= 0 || !has_reduction_iter(r->u.realize.block)) return TS_OK;
+  ts_diag q;
+  ts_diag_clear(&q);
+  int b, nl;
+  const int *lp;
+  if (sch_t_get_block(t, name, &b, &q) || sch_t_get_loops(t, b, &lp, &nl, &q)) return TS_OK;
+  const ir_stmt *l = nl > 0 ? loop_stmt(t, lp[0]) : NULL;
+  if (l && !ir_annot_find(l->u.loop.nannot, l->u.loop.annots, "pragma_auto_unroll_max_step")) {
+    int lv = lp[0];
+    sch_t_annotate(t, lv, "pragma_auto_unroll_max_step", sch_arg_int(step), &q);
+    sch_t_annotate(t, lv, "pragma_unroll_explicit", sch_arg_int(1), &q);
   }
-  for (int i = 0; i < n; i++) {
-    const ir_stmt *r = srch_find_realize(sch_traced_func(t), names[i]);
-    if (!r || !has_reduction_iter(r->u.realize.block)) continue;
-    ts_diag q;
-    ts_diag_clear(&q);
-    int b, nl;
-    const int *lp;
-    if (sch_t_get_block(t, names[i], &b, &q) || sch_t_get_loops(t, b, &lp, &nl, &q)) continue;
-    const ir_stmt *l = nl > 0 ? loop_stmt(t, lp[0]) : NULL;
-    if (l && !ir_annot_find(l->u.loop.nannot, l->u.loop.annots, "pragma_auto_unroll_max_step")) {
-      int lv = lp[0];
-      sch_t_annotate(t, lv, "pragma_auto_unroll_max_step", sch_arg_int(step), &q);
-      sch_t_annotate(t, lv, "pragma_unroll_explicit", sch_arg_int(1), &q);
-    }
-  }
-  ts_arena_fini(&a);
   return TS_OK;
 }
 
 /* ---- RewriteReductionBlock ---- */
-static ts_status rewrite_reduction_block(sch_traced *t, ts_diag *d) {
-  ts_arena a;
-  ts_arena_init(&a);
-  const char **names;
-  int n = names_of(t, &a, &names);
-  for (int i = 0; i < n; i++) {
-    const ir_stmt *r = srch_find_realize(sch_traced_func(t), names[i]);
-    if (!r || !r->u.realize.block->init) continue;
-    ts_diag q;
-    ts_diag_clear(&q);
-    int b, nl;
-    const int *lp;
-    if (sch_t_get_block(t, names[i], &b, &q) || sch_t_get_loops(t, b, &lp, &nl, &q)) continue;
-    for (int k = 0; k < nl; k++) {
-      if (!srch_realize_uses_in_reduction(r, sch_t_loop(t, lp[k]).var)) continue;
-      const ir_stmt *l = loop_stmt(t, lp[k]);
-      bool bound = l && l->u.loop.kind == IR_FOR_THREAD_BINDING;
-      int init;
-      if (sch_t_decompose_reduction(t, b, lp[k], &init, &q)) {
-        /* a cross-thread reduction over fused loops (pooling windows) can be
-         * refused: its init then stays in the block, which is still right */
-        if (bound) break;
-        ts_arena_fini(&a);
-        return ts_diag_set(d, TS_ESCHEDULE, "RewriteReductionBlock: %s", q.msg);
-      }
-      break;
-    }
+static ts_status reduction_block(sch_traced *t, const char *name, const ir_stmt *r, ts_diag *d) {
+  if (!r->u.realize.block->init) return TS_OK;
+  ts_diag q;
+  ts_diag_clear(&q);
+  int b, nl;
+  const int *lp;
+  if (sch_t_get_block(t, name, &b, &q) || sch_t_get_loops(t, b, &lp, &nl, &q)) return TS_OK;
+  for (int k = 0; k < nl; k++) {
+    if (!srch_realize_uses_in_reduction(r, sch_t_loop(t, lp[k]).var)) continue;
+    const ir_stmt *l = loop_stmt(t, lp[k]);
+    bool bound = l && l->u.loop.kind == IR_FOR_THREAD_BINDING;
+    int init;
+    /* a cross-thread reduction over fused loops (pooling windows) can be
+     * refused: its init then stays in the block, which is still right */
+    if (sch_t_decompose_reduction(t, b, lp[k], &init, &q) && !bound)
+      return ts_diag_set(d, TS_ESCHEDULE, "RewriteReductionBlock: %s", q.msg);
+    break;
   }
-  ts_arena_fini(&a);
   return TS_OK;
 }
 
 /* ---- VerifyGPUCode ---- */
-static ts_status verify_thread_range(sch_traced *t, ts_diag *d) {
-  ts_arena a;
-  ts_arena_init(&a);
-  const char **names;
-  int n = names_of(t, &a, &names);
-  ts_status st = TS_OK;
-  for (int i = 0; i < n && !st; i++) {
-    const ir_stmt *r = srch_find_realize(sch_traced_func(t), names[i]);
-    if (!r) continue;
-    const ir_block *b = r->u.realize.block;
-    const ir_annot *lo = ir_annot_find(b->nannot, b->annots, SRCH_ANN_THREAD_LOW);
-    const ir_annot *hi = ir_annot_find(b->nannot, b->annots, SRCH_ANN_THREAD_HIGH);
-    if (!lo && !hi) continue;
-    int64_t threads = 1;
-    static const char *const tags[3] = {"threadIdx.x", "threadIdx.y", "threadIdx.z"};
-    for (int k = 0; k < 3; k++) {
-      int64_t e = srch_gpu_thread_extent(t, names[i], tags[k]);
-      if (e > 0) threads *= e;
-    }
-    int64_t l = lo ? ann_int(lo) : 1, h = hi ? ann_int(hi) : SRCH_GPU_MAX_THREADS;
-    if (threads < l || threads > h)
-      st = ts_diag_set(d, TS_EUNSUPPORTED,
+static ts_status thread_range_block(sch_traced *t, const char *name, const ir_stmt *r, ts_diag *d) {
+  const ir_block *b = r->u.realize.block;
+  const ir_annot *lo = ir_annot_find(b->nannot, b->annots, SRCH_ANN_THREAD_LOW);
+  const ir_annot *hi = ir_annot_find(b->nannot, b->annots, SRCH_ANN_THREAD_HIGH);
+  if (!lo && !hi) return TS_OK;
+  int64_t threads = 1;
+  static const char *const tags[3] = {"threadIdx.x", "threadIdx.y", "threadIdx.z"};
+  for (int k = 0; k < 3; k++) {
+    int64_t e = srch_gpu_thread_extent(t, name, tags[k]);
+    if (e > 0) threads *= e;
+  }
+  int64_t l = lo ? ann_int(lo) : 1, h = hi ? ann_int(hi) : SRCH_GPU_MAX_THREADS;
+  if (threads < l || threads > h)
+    return ts_diag_set(d, TS_EUNSUPPORTED,
                        "VerifyGPUCode: block %s runs %lld threads per block, outside the range [%lld, %lld] its "
                        "tiling asks for",
-                       names[i], (long long)threads, (long long)l, (long long)h);
-  }
-  ts_arena_fini(&a);
-  return st;
+                       name, (long long)threads, (long long)l, (long long)h);
+  return TS_OK;
 }
 
 ts_status srch_postprocess_gpu(sch_traced *ts, const cg_target *t, ts_diag *d) {
   ts_status st = sch_t_enter_postproc(ts, d);
   if (!st) st = srch_disallow_dynamic_loop(ts, d);
-  if (!st) st = rewrite_cooperative_fetch(ts, d);
-  if (!st) st = rewrite_unbound_block(ts, d);
-  if (!st) st = rewrite_unroll(ts, d);
-  if (!st) st = rewrite_reduction_block(ts, d);
-  if (!st) st = verify_thread_range(ts, d);
+  if (!st) st = each_block(ts, cooperative_fetch_block, d); /* RewriteCooperativeFetch */
+  if (!st) st = each_block(ts, unbound_block, d);           /* RewriteUnboundBlock */
+  if (!st) st = each_block(ts, unroll_block, d);            /* RewriteUnroll */
+  if (!st) st = each_block(ts, reduction_block, d);         /* RewriteReductionBlock */
+  if (!st) st = each_block(ts, thread_range_block, d);      /* VerifyGPUCode's thread range */
   if (!st) {
     cg_gpu_limits lim;
     cg_gpu_limits_for_target(t, &lim);
