@@ -133,29 +133,16 @@ static int defining_inst(const sch_trace *tr, int rv) {
   return -1;
 }
 
-static sch_trace *mutate_unroll(const sch_trace *tr, ts_rng *rng) {
-  int cands[MAX_CANDS], nc = 0;
-  for (int i = 0; i < sch_trace_len(tr) && nc < MAX_CANDS; i++) {
-    const sch_inst *in = sch_trace_inst(tr, i);
-    if (in->kind != SCH_I_ANNOTATE || in->nin < 2 || in->nattr < 1 || !in->attrs[0].s) continue;
-    if (!strstr(in->attrs[0].s, "unroll") || in->in[1].kind != SCH_ARG_RV) continue;
-    int def = defining_inst(tr, in->in[1].rv);
-    if (def < 0) continue;
-    const sch_inst *s = sch_trace_inst(tr, def);
-    if (s->kind != SCH_I_SAMPLE_CATEGORICAL || s->decision.n != 1 || s->nattr < 2 ||
-        s->attrs[0].n < 2)
-      continue;
-    bool dup = false;
-    for (int j = 0; j < nc; j++) dup |= cands[j] == def;
-    if (!dup) cands[nc++] = def;
-  }
-  if (!nc) return NULL;
-  int k = cands[ts_rng_below(rng, (uint64_t)nc)];
+/* A copy of tr whose SampleCategorical instruction k draws another of its
+ * candidates (by their probabilities, the current one excluded); NULL when
+ * there is none to draw. Shared with the GPU mutators. */
+sch_trace *srch_resample_categorical(const sch_trace *tr, int k, ts_rng *rng) {
   const sch_inst *s = sch_trace_inst(tr, k);
   int cur = (int)s->decision.v[0], n = s->attrs[0].n;
   double total = 0;
   for (int i = 0; i < n; i++)
     if (i != cur) total += s->attrs[1].n > i ? s->attrs[1].floats[i] : 1.0;
+  if (total <= 0) return NULL;
   double r = ts_rng_unit(rng) * total;
   int64_t pick = -1;
   for (int i = 0; i < n; i++) {
@@ -173,6 +160,26 @@ static sch_trace *mutate_unroll(const sch_trace *tr, ts_rng *rng) {
     return NULL;
   }
   return out;
+}
+
+static sch_trace *mutate_unroll(const sch_trace *tr, ts_rng *rng) {
+  int cands[MAX_CANDS], nc = 0;
+  for (int i = 0; i < sch_trace_len(tr) && nc < MAX_CANDS; i++) {
+    const sch_inst *in = sch_trace_inst(tr, i);
+    if (in->kind != SCH_I_ANNOTATE || in->nin < 2 || in->nattr < 1 || !in->attrs[0].s) continue;
+    if (!strstr(in->attrs[0].s, "unroll") || in->in[1].kind != SCH_ARG_RV) continue;
+    int def = defining_inst(tr, in->in[1].rv);
+    if (def < 0) continue;
+    const sch_inst *s = sch_trace_inst(tr, def);
+    if (s->kind != SCH_I_SAMPLE_CATEGORICAL || s->decision.n != 1 || s->nattr < 2 ||
+        s->attrs[0].n < 2)
+      continue;
+    bool dup = false;
+    for (int j = 0; j < nc; j++) dup |= cands[j] == def;
+    if (!dup) cands[nc++] = def;
+  }
+  if (!nc) return NULL;
+  return srch_resample_categorical(tr, cands[ts_rng_below(rng, (uint64_t)nc)], rng);
 }
 
 /* ---- parallel ------------------------------------------------------------------ */

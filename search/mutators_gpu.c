@@ -46,33 +46,6 @@ static bool is_categorical(const sch_inst *s) {
   return s->kind == SCH_I_SAMPLE_CATEGORICAL && s->decision.n == 1 && s->nattr >= 2 && s->attrs[0].n >= 2;
 }
 
-/* A copy of tr with categorical k's decision drawn among the others. */
-static sch_trace *resample_excluding(const sch_trace *tr, int k, ts_rng *rng) {
-  const sch_inst *s = sch_trace_inst(tr, k);
-  int cur = (int)s->decision.v[0], n = s->attrs[0].n;
-  double total = 0;
-  for (int i = 0; i < n; i++)
-    if (i != cur) total += s->attrs[1].n > i ? s->attrs[1].floats[i] : 1.0;
-  if (total <= 0) return NULL;
-  double r = ts_rng_unit(rng) * total;
-  int64_t pick = -1;
-  for (int i = 0; i < n; i++) {
-    if (i == cur) continue;
-    pick = i;
-    r -= s->attrs[1].n > i ? s->attrs[1].floats[i] : 1.0;
-    if (r < 0) break;
-  }
-  if (pick < 0) return NULL;
-  sch_trace *out = sch_trace_copy(tr);
-  if (!out) return NULL;
-  sch_decision dec = {1, &pick};
-  if (sch_trace_set_decision(out, k, &dec, NULL)) {
-    sch_trace_free(out);
-    return NULL;
-  }
-  return out;
-}
-
 /* Categoricals whose value is a split factor whose inner loop is bound to
  * threadIdx.x. */
 static int thread_binding_candidates(const sch_trace *tr, int *out, int cap) {
@@ -99,7 +72,7 @@ sch_trace *srch_mutate_thread_binding(const sch_trace *tr, ts_rng *rng) {
   int cands[256];
   int n = thread_binding_candidates(tr, cands, 256);
   if (!n) return NULL;
-  return resample_excluding(tr, cands[ts_rng_below(rng, (uint64_t)n)], rng);
+  return srch_resample_categorical(tr, cands[ts_rng_below(rng, (uint64_t)n)], rng);
 }
 
 int srch_fetch_lane_candidates(const sch_trace *tr, int *out, int cap) {
@@ -116,5 +89,5 @@ int srch_fetch_lane_candidates(const sch_trace *tr, int *out, int cap) {
 }
 
 sch_trace *srch_mutate_fetch_lanes(const sch_trace *tr, int inst, ts_rng *rng) {
-  return resample_excluding(tr, inst, rng);
+  return srch_resample_categorical(tr, inst, rng);
 }

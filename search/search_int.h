@@ -64,6 +64,9 @@ ts_status srch_postprocess_gpu(sch_traced *ts, const cg_target *t, ts_diag *d);
 /* DisallowDynamicLoop (postproc.c), shared by the CPU and GPU postprocessors:
  * TS_ESCHEDULE naming the first loop with a non-constant min or extent. */
 ts_status srch_disallow_dynamic_loop(sch_traced *t, ts_diag *d);
+/* A copy of tr with SampleCategorical k redrawn among its other candidates
+ * (mutators.c); NULL when none has weight. */
+sch_trace *srch_resample_categorical(const sch_trace *tr, int k, ts_rng *rng);
 /* GPU mutators (mutators_gpu.c): thread binding; the cooperative-fetch lane
  * categoricals (instruction indices into out) MutateTileSize also draws
  * from, and one resampled. */
