@@ -128,6 +128,12 @@ typedef struct sampled_stage {
   int64_t sp_ext[8];
   ir_buffer *samples;   /* i64[SAMPLES * nsp] */
   int nsamples;
+  /* Intermediate stages (param < 0) run only at the points their single,
+   * sampled reader needs: sp_val[i] is loop var i's value as an expression of
+   * the root stage's sample var (root: a load from its sample table). */
+  int root;             /* index of the output stage whose samples drive this one */
+  ir_var *sv;           /* the root's sample var (placeholder in sp_val) */
+  ir_expr *sp_val[8];
 } sampled_stage;
 
 static int param_index(const ir_func *f, const ir_buffer *b) {
@@ -193,7 +199,7 @@ static bool is_spatial(const sampled_stage *ss, const ir_var *v) {
   return false;
 }
 
-static ir_stmt *rewrite_stage(ts_arena *a, ir_stmt *st, sampled_stage *ss) {
+static ir_stmt *rewrite_stage(ts_arena *a, ir_stmt *st, sampled_stage *ss, const sampled_stage *root) {
   const ir_stmt *chain[64];
   int nchain = 0;
   ir_stmt *s = st;
@@ -207,12 +213,109 @@ static ir_stmt *rewrite_stage(ts_arena *a, ir_stmt *st, sampled_stage *ss) {
     inner = ir_for(a, chain[c]->u.loop.var, chain[c]->u.loop.min, chain[c]->u.loop.extent,
                    chain[c]->u.loop.kind, inner);
   }
+  /* each rewritten stage gets its own sample loop var */
   ir_var *sv = ir_var_new(a, "sample", ir_dt(IR_I64));
-  for (int i = ss->nsp - 1; i >= 0; i--) {
-    ir_expr *idx = ir_add(a, ir_mul(a, ir_var_ref(a, sv), ir_i64(a, ss->nsp)), ir_i64(a, i));
-    inner = ir_let(a, ss->sp_vars[i], ir_load(a, ss->samples, 1, &idx), inner);
+  ir_var_map m;
+  ir_var_map_init(&m);
+  ir_var_map_put(&m, root->sv, ir_var_ref(a, sv));
+  for (int i = ss->nsp - 1; i >= 0; i--) inner = ir_let(a, ss->sp_vars[i], ir_subst_expr(a, ss->sp_val[i], &m), inner);
+  ir_var_map_fini(&m);
+  return ir_for(a, sv, ir_i64(a, 0), ir_i64(a, root->nsamples), IR_FOR_SERIAL, inner);
+}
+
+/* Stage k writes an intermediate buffer T (not a param) at points, with T's
+ * write indices exactly its spatial iter vars bound to bare loop vars, and T
+ * is written by no other stage and read by exactly one stage, already sampled,
+ * through one point region whose indices depend only on the reader's spatial
+ * iter vars (elementwise epilogues: conv -> add -> relu). Then stage k needs to
+ * run only at the reader's sample points. Fills ss (param -1). */
+static bool sampleable_intermediate(const ir_func *f, ts_arena *a, ir_stmt **stages, int nst, int k,
+                                    const sampled_stage *done, int ndone, sampled_stage *ss) {
+  const ir_stmt *s = stages[k];
+  const ir_stmt *chain[64];
+  int nchain = 0;
+  while (s->kind == IR_FOR && nchain < 64) {
+    chain[nchain++] = s;
+    s = s->u.loop.body;
   }
-  return ir_for(a, sv, ir_i64(a, 0), ir_i64(a, ss->nsamples), IR_FOR_SERIAL, inner);
+  if (s->kind != IR_BLOCK_REALIZE) return false;
+  const ir_block *b = s->u.realize.block;
+  if (b->nwrites != 1 || param_index(f, b->writes[0].buf) >= 0) return false;
+  const ir_buffer *tb = b->writes[0].buf;
+  const ir_region *w = &b->writes[0];
+  if (w->ndim > 8) return false;
+  memset(ss, 0, sizeof *ss);
+  ss->stage = k;
+  ss->param = -1;
+  ss->block = b;
+  int nspatial = 0;
+  for (int i = 0; i < b->niter; i++)
+    if (b->iters[i].type == IR_ITER_S) nspatial++;
+  if (nspatial != w->ndim) return false;
+  /* write dim d is spatial iter var it_d, bound to a bare loop var of the chain */
+  for (int d = 0; d < w->ndim; d++) {
+    int64_t one;
+    if (!ir_as_int(w->ranges[d].extent, &one) || one != 1 || w->ranges[d].min->kind != IR_VAR) return false;
+    int it = -1;
+    for (int i = 0; i < b->niter; i++)
+      if (b->iters[i].var == w->ranges[d].min->u.var && b->iters[i].type == IR_ITER_S) it = i;
+    if (it < 0) return false;
+    const ir_expr *v = s->u.realize.iter_values[it];
+    if (v->kind != IR_VAR) return false;
+    bool in_chain = false;
+    for (int c = 0; c < nchain; c++)
+      if (chain[c]->u.loop.var == v->u.var) in_chain = true;
+    if (!in_chain) return false;
+    for (int e = 0; e < d; e++)
+      if (ss->sp_vars[e] == v->u.var) return false;
+    ss->sp_vars[d] = v->u.var;
+  }
+  ss->nsp = w->ndim;
+  /* the single reader */
+  const sampled_stage *reader = NULL;
+  const ir_region *rr = NULL;
+  const ir_stmt *reader_realize = NULL;
+  for (int j = 0; j < nst; j++) {
+    if (j == k) continue;
+    const ir_stmt *t = stages[j];
+    while (t->kind == IR_FOR) t = t->u.loop.body;
+    if (t->kind != IR_BLOCK_REALIZE) return false;
+    const ir_block *o = t->u.realize.block;
+    for (int q = 0; q < o->nwrites; q++)
+      if (o->writes[q].buf == tb) return false;
+    for (int q = 0; q < o->nreads; q++) {
+      if (o->reads[q].buf != tb) continue;
+      if (rr) return false; /* a second read */
+      rr = &o->reads[q];
+      reader_realize = t;
+      for (int x = 0; x < ndone; x++)
+        if (done[x].stage == j) reader = &done[x];
+    }
+  }
+  if (!rr || !reader || rr->ndim != w->ndim) return false;
+  const ir_block *ob = reader->block;
+  /* reader iter var -> its value in terms of the root's sample var */
+  ir_var_map lm, im;
+  ir_var_map_init(&lm);
+  ir_var_map_init(&im);
+  for (int j = 0; j < reader->nsp; j++) ir_var_map_put(&lm, reader->sp_vars[j], reader->sp_val[j]);
+  bool ok = true;
+  for (int i = 0; i < ob->niter; i++)
+    if (ob->iters[i].type == IR_ITER_S)
+      ir_var_map_put(&im, ob->iters[i].var, ir_subst_expr(a, reader_realize->u.realize.iter_values[i], &lm));
+  for (int d = 0; d < rr->ndim && ok; d++) {
+    int64_t one;
+    if (!ir_as_int(rr->ranges[d].extent, &one) || one != 1) ok = false;
+    for (int i = 0; i < ob->niter && ok; i++)
+      if (ob->iters[i].type != IR_ITER_S && ir_expr_uses_var(rr->ranges[d].min, ob->iters[i].var)) ok = false;
+    if (ok) ss->sp_val[d] = ir_subst_expr(a, rr->ranges[d].min, &im);
+  }
+  ir_var_map_fini(&lm);
+  ir_var_map_fini(&im);
+  if (!ok) return false;
+  ss->root = reader->root;
+  ss->sv = reader->sv;
+  return true;
 }
 
 static ts_status verify_sampled(const ir_func *f0, uint64_t seed, const void *outputs, double cost,
@@ -234,10 +337,11 @@ static ts_status verify_sampled(const ir_func *f0, uint64_t seed, const void *ou
     stages = root->body->u.seq.stmts;
     nst = root->body->u.seq.n;
   }
-  sampled_stage ss[16];
+  sampled_stage ss[32];
   int nss = 0;
   for (int k = 0; k < nst && nss < 16; k++)
     if (sampleable(f, stages, nst, k, &ss[nss])) nss++;
+  int nroot = nss;
   if (nss == 0) {
     if (cost > HARD_LIMIT) {
       st = ts_diag_set(d, TS_EUNSUPPORTED,
@@ -253,9 +357,9 @@ static ts_status verify_sampled(const ir_func *f0, uint64_t seed, const void *ou
   ts_rng_seed(&rng, seed ^ 0x5A5A5A5Aull);
   ir_stmt **nstages = TS_ANEWN(&a, ir_stmt *, nst);
   memcpy(nstages, stages, sizeof *nstages * (size_t)nst);
-  ir_buffer **params = TS_ANEWN(&a, ir_buffer *, f->nparams + nss);
+  ir_buffer **params = TS_ANEWN(&a, ir_buffer *, f->nparams + nroot);
   memcpy(params, f->params, sizeof *params * (size_t)f->ninputs);
-  for (int i = 0; i < nss; i++) {
+  for (int i = 0; i < nroot; i++) {
     int64_t space = 1;
     for (int j = 0; j < ss[i].nsp; j++) space *= ss[i].sp_ext[j];
     ss[i].nsamples = space < SAMPLES ? (int)space : SAMPLES;
@@ -263,17 +367,31 @@ static ts_status verify_sampled(const ir_func *f0, uint64_t seed, const void *ou
     char name[32];
     snprintf(name, sizeof name, "__samples%d", i);
     ss[i].samples = ir_buffer_new(&a, name, ir_dt(IR_I64), 1, &shape, NULL);
-    nstages[ss[i].stage] = rewrite_stage(&a, nstages[ss[i].stage], &ss[i]);
+    ss[i].root = i;
+    ss[i].sv = ir_var_new(&a, "sample", ir_dt(IR_I64));
+    for (int j = 0; j < ss[i].nsp; j++) {
+      ir_expr *idx = ir_add(&a, ir_mul(&a, ir_var_ref(&a, ss[i].sv), ir_i64(&a, ss[i].nsp)), ir_i64(&a, j));
+      ss[i].sp_val[j] = ir_load(&a, ss[i].samples, 1, &idx);
+    }
     params[f->ninputs + i] = ss[i].samples;
   }
-  memcpy(params + f->ninputs + nss, f->params + f->ninputs,
+  /* intermediates feeding sampled stages pointwise, last stage first (chains) */
+  for (int k = nst - 1; k >= 0 && nss < 32; k--) {
+    bool done = false;
+    for (int i = 0; i < nss; i++)
+      if (ss[i].stage == k) done = true;
+    if (!done && sampleable_intermediate(f, &a, stages, nst, k, ss, nss, &ss[nss])) nss++;
+  }
+  for (int i = 0; i < nss; i++)
+    nstages[ss[i].stage] = rewrite_stage(&a, nstages[ss[i].stage], &ss[i], &ss[ss[i].root]);
+  memcpy(params + f->ninputs + nroot, f->params + f->ninputs,
          sizeof *params * (size_t)(f->nparams - f->ninputs));
-  ir_block *nroot = ir_block_clone(&a, root);
-  nroot->body = nst == 1 ? nstages[0] : ir_seq(&a, nst, nstages);
-  f->body = ir_realize(&a, nroot, NULL, NULL);
+  ir_block *nrootb = ir_block_clone(&a, root);
+  nrootb->body = nst == 1 ? nstages[0] : ir_seq(&a, nst, nstages);
+  f->body = ir_realize(&a, nrootb, NULL, NULL);
   f->params = params;
-  f->nparams += nss;
-  f->ninputs += nss;
+  f->nparams += nroot;
+  f->ninputs += nroot;
   np = f->nparams;
   args = ts_calloc((size_t)np, sizeof *args);
   if (!args) {
@@ -284,7 +402,7 @@ static ts_status verify_sampled(const ir_func *f0, uint64_t seed, const void *ou
   if (st) goto out;
   for (int i = 0; i < f0->ninputs; i++)
     tsrt_fill_random(f0->params[i]->dtype.code, args[i].data, ir_tensor_numel(&args[i]), seed + (uint64_t)i);
-  for (int i = 0; i < nss; i++) {
+  for (int i = 0; i < nroot; i++) {
     int64_t *tab = args[f0->ninputs + i].data;
     for (int s = 0; s < ss[i].nsamples; s++)
       for (int j = 0; j < ss[i].nsp; j++)
@@ -295,16 +413,17 @@ static ts_status verify_sampled(const ir_func *f0, uint64_t seed, const void *ou
   /* compare: non-sampled outputs whole, sampled ones at their points */
   r->matched = true;
   r->sampled = true;
+  r->sampled_stages = nss;
   size_t off = 0;
   ir_analyzer an;
   ir_analyzer_init(&an, &a);
   for (int p = f0->ninputs; p < f0->nparams && r->matched; p++) {
     ir_tensor got = output_view(f0, p, outputs, &off);
-    ir_tensor *ref = &args[p + nss];
+    ir_tensor *ref = &args[p + nroot];
     double rtol, atol;
     tolerance(f0->params[p]->dtype, &rtol, &atol);
     const sampled_stage *mine = NULL;
-    for (int i = 0; i < nss; i++)
+    for (int i = 0; i < nroot; i++)
       if (ss[i].param == p) mine = &ss[i];
     int64_t count = mine ? mine->nsamples : ir_tensor_numel(&got);
     for (int64_t s = 0; s < count && r->matched; s++) {

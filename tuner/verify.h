@@ -2,8 +2,10 @@
  * with dtype-aware tolerance, against the reference interpreter running the
  * *unscheduled* function on the same seeded inputs (never against another
  * build). When interpreting the whole function would be too slow, the output
- * stages are interpreted only at a seeded sample of output points (the
- * stages they read are still interpreted whole). */
+ * stages are interpreted only at a seeded sample of output points; an
+ * intermediate stage read pointwise by exactly one sampled stage (an
+ * elementwise epilogue chain such as conv -> bias -> add -> relu) runs only at
+ * the points its reader needs; other stages are interpreted whole. */
 #ifndef TESSEL_TUNER_VERIFY_H
 #define TESSEL_TUNER_VERIFY_H
 
@@ -13,6 +15,8 @@ typedef struct tun_verify_result {
   bool matched;
   bool sampled;        /* only a sample of output elements was checked */
   int64_t checked;     /* output elements compared */
+  int sampled_stages;  /* stages run only at sample points (outputs and the
+                          intermediates feeding them pointwise) */
   double max_abs_err;
   char detail[512];    /* the first mismatch, or why verification was partial */
 } tun_verify_result;
