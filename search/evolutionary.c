@@ -21,6 +21,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "ir/struct.h"
@@ -143,7 +144,25 @@ struct srch_evo {
   measured_rec *db; /* valid measured records, sorted by mean */
   int ndb, capdb;
   int batches, empty;
+  /* srch_evo_stats, in nanoseconds (updated atomically by the pool) */
+  int64_t replay_ns, predict_ns;
+  long replays, cache_hits;
 };
+
+static int64_t now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+void srch_evo_get_stats(const srch_evo *e, srch_evo_stats *s) {
+  memset(s, 0, sizeof *s);
+  if (!e) return;
+  s->replay_seconds = (double)__atomic_load_n(&e->replay_ns, __ATOMIC_RELAXED) * 1e-9;
+  s->predict_seconds = (double)e->predict_ns * 1e-9;
+  s->replays = __atomic_load_n(&e->replays, __ATOMIC_RELAXED);
+  s->cache_hits = __atomic_load_n(&e->cache_hits, __ATOMIC_RELAXED);
+}
 
 static uint64_t mix(uint64_t a, uint64_t b) {
   uint64_t z = a ^ (b + 0x9E3779B97F4A7C15ull + (a << 6) + (a >> 2));
@@ -154,12 +173,17 @@ static uint64_t mix(uint64_t a, uint64_t b) {
 
 /* Replays tr (bare) on f and fills c; false if replay, a postprocessor or
  * feature extraction rejects it. */
-static bool make_cand(const srch_evo *e, const sch_trace *tr, bool resample, uint64_t seed, cand *c) {
+static bool make_cand(srch_evo *e, const sch_trace *tr, bool resample, uint64_t seed, cand *c) {
   memset(c, 0, sizeof *c);
+  int64_t t0 = now_ns();
+  __atomic_add_fetch(&e->replays, 1, __ATOMIC_RELAXED);
   ts_diag d;
   ts_diag_clear(&d);
   sch_traced *ts = srch_instantiate(tr, e->f, &e->t, resample, seed, &d);
-  if (!ts) return false;
+  if (!ts) {
+    __atomic_add_fetch(&e->replay_ns, now_ns() - t0, __ATOMIC_RELAXED);
+    return false;
+  }
   bool ok = false;
   c->full = sch_trace_copy(sch_traced_trace(ts));
   if (c->full) c->bare = sch_trace_simplified(c->full, true);
@@ -170,6 +194,7 @@ static bool make_cand(const srch_evo *e, const sch_trace *tr, bool resample, uin
   sch_traced_free(ts);
   if (!ok) cand_fini(c);
   c->ok = ok;
+  __atomic_add_fetch(&e->replay_ns, now_ns() - t0, __ATOMIC_RELAXED);
   return ok;
 }
 
@@ -294,7 +319,7 @@ ts_status srch_evo_notify(srch_evo *e, const sch_trace *tr, uint64_t hash, doubl
 
 /* ---- seeds ------------------------------------------------------------------------------------ */
 typedef struct seed_ctx {
-  const srch_evo *e;
+  srch_evo *e;
   cand *out;
   uint64_t seed;
   int ndb;
@@ -302,7 +327,7 @@ typedef struct seed_ctx {
 
 static void seed_one(void *p, int i) {
   seed_ctx *c = p;
-  const srch_evo *e = c->e;
+  srch_evo *e = c->e;
   if (i < c->ndb) {
     make_cand(e, e->db[i].bare, false, mix(c->seed, (uint64_t)i), &c->out[i]);
   } else {
@@ -327,7 +352,7 @@ static int compact(cand *v, int n) {
 
 /* ---- children ----------------------------------------------------------------------------------- */
 typedef struct child_ctx {
-  const srch_evo *e;
+  srch_evo *e;
   const cand *parents;
   int nparents;
   const double *cum; /* cumulative scores */
@@ -481,7 +506,10 @@ static ts_status one_batch(srch_evo *e, cm_model *m, int n, srch_candidate *out,
   double mprob[SRCH_MUT_COUNT]; /* per target (MetaSchedule's CPU / CUDA lists) */
   for (int k = 0; k < SRCH_MUT_COUNT; k++) mtot += mprob[k] = srch_mutator_prob((srch_mutator)k, &e->t);
   for (int it = 0;; it++) {
-    if ((st = predict(m, popv, npop, d))) break;
+    int64_t pt0 = now_ns();
+    st = predict(m, popv, npop, d);
+    e->predict_ns += now_ns() - pt0;
+    if (st) break;
     for (int i = 0; i < npop; i++) {
       if (hset_has(&exists, popv[i].hash)) continue;
       hset_add(&exists, popv[i].hash);

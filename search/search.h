@@ -139,5 +139,15 @@ ts_status srch_evo_notify(srch_evo *e, const sch_trace *tr, uint64_t hash, doubl
  * srch_candidate_fini on each). *nout == 0 means the space is exhausted. */
 ts_status srch_evo_next_batch(srch_evo *e, cm_model *m, int n, srch_candidate **out, int *nout,
                               ts_diag *d);
+/* Cumulative cost of the search so far (thread-seconds summed over the
+ * replay pool): replay = srch_instantiate + postprocessing + structural hash
+ * + feature extraction of every seed and child (cache hits excluded);
+ * predict = cost model predictions; replays/hits count the candidates
+ * instantiated and those served from the search's feature cache. */
+typedef struct srch_evo_stats {
+  double replay_seconds, predict_seconds;
+  long replays, cache_hits;
+} srch_evo_stats;
+void srch_evo_get_stats(const srch_evo *e, srch_evo_stats *s);
 
 #endif

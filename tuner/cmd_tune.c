@@ -26,7 +26,8 @@ static const char tune_usage[] =
     "target count toward N: rerunning resumes, and a met budget appends nothing.\n"
     "The default schedule is measured once as the baseline (not logged).\n"
     "--json prints {workload, target, trials, errors, best_seconds, best_gflops,\n"
-    "baseline_gflops, log}.\n"
+    "baseline_gflops, log, wall_seconds, phases}; phases gives the wall seconds of\n"
+    "search, train, build, measure, verify, baseline and resume (docs/COSTMODEL.md).\n"
     "--runner rpc measures on remote boards: the tracker grants up to N sessions on\n"
     "servers registered under key K (one thread each); candidates are built here for\n"
     "the board's triple (--target, else the triple a granted board reports) while\n"
@@ -231,6 +232,17 @@ int tun_cmd_tune(int argc, char **argv) {
     json_object_set_new(j, "baseline_gflops", json_real(r.baseline_gflops));
     json_object_set_new(j, "log", json_string(po->log_path));
     json_object_set_new(j, "wall_seconds", json_real(r.wall_seconds));
+    json_t *jp = json_object();
+    json_object_set_new(jp, "search", json_real(r.search_seconds));
+    json_object_set_new(jp, "train", json_real(r.train_seconds));
+    json_object_set_new(jp, "build", json_real(r.build_seconds));
+    json_object_set_new(jp, "measure", json_real(r.measure_seconds));
+    json_object_set_new(jp, "verify", json_real(r.verify_seconds));
+    json_object_set_new(jp, "baseline", json_real(r.baseline_seconds_wall));
+    json_object_set_new(jp, "resume", json_real(r.resume_seconds));
+    json_object_set_new(jp, "search_replay_thread_s", json_real(r.search_replay_seconds));
+    json_object_set_new(jp, "search_predict", json_real(r.search_predict_seconds));
+    json_object_set_new(j, "phases", jp);
     if (rpc) {
       json_t *jr = json_object();
       json_object_set_new(jr, "parallel", json_integer(ro.parallel));

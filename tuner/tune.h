@@ -37,6 +37,19 @@ typedef struct tun_tune_result {
   double baseline_seconds; /* the default schedule, measured the same way */
   double baseline_gflops;
   double wall_seconds;
+  /* Where the wall time went (seconds of this run; docs/COSTMODEL.md "Phase
+   * timings"). search: proposing batches (srch_evo_next_batch) plus replaying
+   * the proposed traces and extracting the measured candidates' features;
+   * train: cost model updates (resume warm start included); build: waiting
+   * for the batch builds; measure: the forked measurements (tsrt_measure_*);
+   * verify: checking outputs against the interpreter; baseline: the default
+   * schedule's build and measurement; resume: loading and replaying the log.
+   * search_replay/search_predict: thread-seconds inside the search spent on
+   * replaying candidates (with postprocessing and feature extraction) and
+   * in the cost model's predictions. */
+  double search_seconds, train_seconds, build_seconds, measure_seconds, verify_seconds;
+  double baseline_seconds_wall, resume_seconds;
+  double search_replay_seconds, search_predict_seconds;
 } tun_tune_result;
 
 /* Tunes f (workload definition text `definition`, FLOPs `flops`) for t. */
