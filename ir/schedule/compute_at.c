@@ -204,6 +204,7 @@ typedef struct plan {
   bool *has_cons;
   ir_intset *cons;   /* per block iter var */
   ir_stmt *nest;     /* the new loop nest around the moved block */
+  ir_expr *ipred;    /* its old predicate over its iter vars, NULL for true */
 } plan;
 
 static void plan_fini(plan *p) {
@@ -756,6 +757,202 @@ static ts_status derive_domains(plan *p, ts_diag *d) {
   return TS_OK;
 }
 
+/* ---- the moved block's predicate -----------------------------------------
+ * The old realize's predicate is written over the loops the block leaves: an
+ * imperfect split's guard (ko*8 + ki < 777), a bound reverse_compute_inline
+ * added (i < 7), the clause tying the per-loop reduce vars rfactor makes.
+ * The new nest runs the block's iter vars over ranges derived from regions
+ * and domains, which the guard may cut further, so each clause is carried
+ * over (TVM keeps the old predicate next to the new bound guards): first
+ * into the block's iter vars and the loops that still enclose the new place,
+ * later (build_nest) into the new bindings. The rewrite follows the bindings
+ * back: a subexpression that equals a binding up to a term free of the loops
+ * left becomes that iter var plus the term; E with bindings E // c and E % c
+ * (a fused loop split again) becomes vi*c + vj; a comparison that does not
+ * rewrite side by side is tried as (lhs - rhs) against 0. A clause that still
+ * uses a loop the block leaves cannot be carried and is refused. */
+
+typedef struct pkey {
+  ir_expr *e; /* over loops */
+  ir_expr *v; /* the same value over iter vars */
+} pkey;
+
+typedef struct prw {
+  plan *p;
+  ts_arena *a;
+  const ir_var **gone; /* loops the block leaves */
+  int ngone;
+  pkey *keys;
+  int nkeys, cap;
+  const ir_var *bad; /* a loop left in a clause that could not be rewritten */
+  bool oom;
+} prw;
+
+static const ir_var *gone_in(const prw *r, const ir_expr *e) {
+  for (int i = 0; i < r->ngone; i++)
+    if (ir_expr_uses_var(e, r->gone[i])) return r->gone[i];
+  return NULL;
+}
+
+static void add_key(prw *r, ir_expr *e, ir_expr *v) {
+  if (r->oom) return;
+  if (!e || !v) {
+    r->oom = true;
+    return;
+  }
+  for (int i = 0; i < r->nkeys; i++)
+    if (ir_can_prove_equal(&r->p->an, e, r->keys[i].e)) return;
+  if (r->nkeys == r->cap) {
+    int cap = r->cap ? 2 * r->cap : 8;
+    pkey *k = ts_realloc(r->keys, (size_t)cap * sizeof *k);
+    if (!k) {
+      r->oom = true;
+      return;
+    }
+    r->keys = k;
+    r->cap = cap;
+  }
+  r->keys[r->nkeys++] = (pkey){e, v};
+}
+
+static ir_expr *prw_bool(prw *r, ir_expr *e);
+
+/* An integer expression over loops, rewritten; NULL when it cannot be (or on
+ * OOM: r->oom). */
+static ir_expr *prw_int(prw *r, ir_expr *e) {
+  if (r->oom || !e) return NULL;
+  const ir_var *g = gone_in(r, e);
+  if (!g) return e;
+  ts_arena *a = r->a;
+  for (int i = 0; i < r->nkeys; i++) {
+    ir_expr *rest = ir_simplify(&r->p->an, ir_sub(a, e, r->keys[i].e));
+    if (!rest) {
+      r->oom = true;
+      return NULL;
+    }
+    if (!gone_in(r, rest)) {
+      ir_expr *n = ir_add(a, r->keys[i].v, rest);
+      if (!n) r->oom = true;
+      return n;
+    }
+  }
+  ir_expr *x, *y, *z, *n = NULL;
+  switch (e->kind) {
+  case IR_CAST:
+    x = prw_int(r, e->u.cast.value);
+    n = x ? ir_cast(a, e->dtype, x) : NULL;
+    break;
+  case IR_SELECT:
+    x = prw_bool(r, e->u.sel.cond);
+    y = x ? prw_int(r, e->u.sel.t) : NULL;
+    z = y ? prw_int(r, e->u.sel.f) : NULL;
+    n = z ? ir_select(a, x, y, z) : NULL;
+    break;
+  default:
+    if (ir_is_binop(e->kind) && !ir_is_cmp(e->kind) && e->kind != IR_AND && e->kind != IR_OR) {
+      x = prw_int(r, e->u.bin.a);
+      y = x ? prw_int(r, e->u.bin.b) : NULL;
+      n = y ? ir_binop(a, e->kind, x, y) : NULL;
+    }
+    break;
+  }
+  if (!n && !r->bad) r->bad = g;
+  return n;
+}
+
+/* A boolean clause over loops, rewritten; NULL when it cannot be. */
+static ir_expr *prw_bool(prw *r, ir_expr *e) {
+  if (r->oom || !e) return NULL;
+  const ir_var *g = gone_in(r, e);
+  if (!g) return e;
+  ts_arena *a = r->a;
+  ir_expr *x, *y, *n = NULL;
+  if (e->kind == IR_NOT) {
+    x = prw_bool(r, e->u.un.a);
+    n = x ? ir_not(a, x) : NULL;
+  } else if (e->kind == IR_AND || e->kind == IR_OR) {
+    x = prw_bool(r, e->u.bin.a);
+    y = x ? prw_bool(r, e->u.bin.b) : NULL;
+    n = y ? ir_binop(a, e->kind, x, y) : NULL;
+  } else if (ir_is_cmp(e->kind) && ir_dtype_is_int(e->u.bin.a->dtype)) {
+    const ir_var *bad = r->bad;
+    x = prw_int(r, e->u.bin.a);
+    y = x ? prw_int(r, e->u.bin.b) : NULL;
+    n = y ? ir_binop(a, e->kind, x, y) : NULL;
+    if (!n && !r->oom) {
+      /* lhs - rhs against 0: ki < 13 - ko*4 reads as ko*4 + ki - 13 < 0 */
+      r->bad = bad;
+      ir_expr *diff = ir_simplify(&r->p->an, ir_sub(a, e->u.bin.a, e->u.bin.b));
+      ir_expr *zero = diff ? ir_int(a, diff->dtype, 0) : NULL;
+      x = zero ? prw_int(r, diff) : NULL;
+      n = x ? ir_binop(a, e->kind, x, zero) : NULL;
+      if (!diff || !zero) r->oom = true;
+    }
+  }
+  if (!n && !r->bad) r->bad = g;
+  return n;
+}
+
+/* Sets p->ipred to the block's predicate over its iter vars (and the loops
+ * that enclose the new place); NULL when it is true. */
+static ts_status keep_predicate(plan *p, ts_diag *d) {
+  const ir_stmt *rz = p->pb.node[p->pb.n - 1];
+  const ir_block *b = p->blk;
+  ir_expr *pred = rz->u.realize.predicate;
+  int64_t t;
+  p->ipred = NULL;
+  if (ir_as_int(pred, &t) && t) return TS_OK;
+  ts_arena *a = sch_arena(p->s);
+  prw r = {.p = p, .a = a};
+  r.gone = ts_calloc((size_t)p->pb.n, sizeof *r.gone);
+  if (!r.gone) return oom(d);
+  int mark = p->an.n;
+  for (int i = p->sc + 1; i < p->pb.n - 1 && !r.oom; i++) {
+    const ir_stmt *l = p->pb.node[i];
+    bool kept = false;
+    for (int j = 0; j < p->pl.n && !kept; j++) kept = p->pl.node[j] == l;
+    if (l->kind != IR_FOR || kept) continue;
+    r.gone[r.ngone++] = l->u.loop.var;
+    if (ir_analyzer_bind(&p->an, l->u.loop.var, l->u.loop.min, l->u.loop.extent)) r.oom = true;
+  }
+  /* the bindings, then E from pairs E // c, E % c (to a fixed point) */
+  for (int k = 0; k < b->niter && !r.oom; k++) {
+    ir_expr *e = ir_simplify(&p->an, rz->u.realize.iter_values[k]);
+    if (e && !gone_in(&r, e)) continue;
+    add_key(&r, e, ir_var_ref(a, b->iters[k].var));
+  }
+  for (bool grew = true; grew && !r.oom && r.nkeys < 64;) {
+    grew = false;
+    for (int i = 0; i < r.nkeys && !grew; i++) {
+      const ir_expr *q = r.keys[i].e;
+      int64_t c, c2;
+      if (q->kind != IR_FLOORDIV || !ir_as_int(q->u.bin.b, &c)) continue;
+      for (int j = 0; j < r.nkeys && !grew; j++) {
+        const ir_expr *m = r.keys[j].e;
+        if (m->kind != IR_FLOORMOD || !ir_as_int(m->u.bin.b, &c2) || c2 != c ||
+            !ir_can_prove_equal(&p->an, q->u.bin.a, m->u.bin.a))
+          continue;
+        int before = r.nkeys;
+        ir_expr *v = ir_add(a, ir_mul(a, r.keys[i].v, ir_int(a, q->dtype, c)), r.keys[j].v);
+        add_key(&r, q->u.bin.a, v);
+        grew = r.nkeys > before;
+      }
+    }
+  }
+  ir_expr *np = r.oom ? NULL : prw_bool(&r, ir_simplify(&p->an, pred));
+  ir_analyzer_truncate(&p->an, mark);
+  ts_free(r.keys);
+  ts_free(r.gone);
+  if (r.oom) return oom(d);
+  if (!np)
+    return ts_diag_set(d, TS_ESCHEDULE,
+                       "%s: block '%s': its predicate uses loop '%s' in a form that its iter vars' "
+                       "bindings do not express; moved, the block would lose that guard",
+                       p->prim, b->name, r.bad ? r.bad->name : "?");
+  p->ipred = np;
+  return TS_OK;
+}
+
 /* Builds the loop nest (ax0, ax1, ...) and the realize of the moved block. */
 static ts_status build_nest(plan *p, bool preserve_unit_loops, ts_diag *d) {
   ts_arena *a = sch_arena(p->s);
@@ -810,10 +1007,20 @@ static ts_status build_nest(plan *p, bool preserve_unit_loops, ts_diag *d) {
   int mark = p->an.n;
   for (int i = 0; i < nl; i++)
     if (ir_analyzer_bind(&p->an, lv[i], ir_i64(a, 0), lext[i])) return oom(d);
+  for (int k = 0; k < n; k++)
+    if (!(vals[k] = simp(p, vals[k]))) return oom(d);
+  /* the old predicate in the new bindings, then the new bound guards */
   ir_expr *pred = ir_bool(a, true);
+  if (p->ipred) {
+    ir_var_map m;
+    ir_var_map_init(&m);
+    bool bad = false;
+    for (int k = 0; k < n && !bad; k++) bad = ir_var_map_put(&m, b->iters[k].var, vals[k]) != TS_OK;
+    pred = bad ? NULL : simp(p, ir_subst_expr(a, p->ipred, &m));
+    ir_var_map_fini(&m);
+    if (!pred) return oom(d);
+  }
   for (int k = 0; k < n && pred; k++) {
-    vals[k] = simp(p, vals[k]);
-    if (!vals[k]) return oom(d);
     const ir_iter_var *it = &b->iters[k];
     if (need_lo[k]) {
       ir_expr *c = simp(p, ir_binop(a, IR_LE, it->dom.min, vals[k]));
@@ -855,6 +1062,7 @@ static ts_status plan_make(plan *p, sch_state *s, sch_block blk, sch_loop l,
   if (!st) st = sch_bind_path_loops(&p->an, &p->pl, p->pl.n) ? oom(d) : TS_OK;
   if (!st) st = compute_required(p, d);
   if (!st) st = derive_domains(p, d);
+  if (!st) st = keep_predicate(p, d);
   if (!st) st = build_nest(p, preserve_unit_loops, d);
   return st;
 }

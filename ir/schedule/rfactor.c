@@ -483,18 +483,9 @@ ts_status sch_rfactor(sch_state *s, sch_loop loop, int factor_axis, sch_block *o
     }
   }
   /* The per-loop reduce vars get their loops' full ranges as domains; a
-   * predicate over those loops (an imperfect split of the reduction) would
-   * be the only thing tying them together, and primitives that rebuild
-   * loops from iter domains (compute_at) cannot keep it. */
-  for (int l = 0; l < nl && !st; l++)
-    if (lsplit[l] && ir_expr_uses_var(rz->u.realize.predicate, L[l]->u.loop.var)) {
-      ir_var_map_fini(&lmap);
-      ir_var_map_fini(&imap);
-      return ts_diag_set(d, TS_ESCHEDULE,
-                         "%s: the predicate of block '%s' uses reduction loop '%s' (an imperfect split), which "
-                         "rfactor at '%s' would turn into a separate reduce var",
-                         P, bn, L[l]->u.loop.var->name, ln);
-    }
+   * predicate over those loops (an imperfect split of the reduction) is then
+   * the only thing tying them together. The rf block keeps it, and
+   * compute_at carries a moved block's predicate over into its iter vars. */
   for (int i = 0; i < blk->niter && !st; i++) {
     const ir_iter_var *it = &blk->iters[i];
     ir_expr *bind = rz->u.realize.iter_values[i];

@@ -279,6 +279,162 @@ START_TEST(test_marks) {
 }
 END_TEST
 
+/* ---- the moved block's predicate --------------------------------------------
+ * A block's predicate is written over the loops it leaves; compute_at and
+ * reverse_compute_at must carry it over (in the block's iter vars) to the
+ * loops they build, or the moved block runs instances the original never ran. */
+
+/* A row sum whose reduction sits on two loops with one reduce var each (what
+ * rfactor makes of an imperfectly split reduction): only the predicate keeps
+ * vko*4 + vki inside the 13 columns. */
+static const char *TWO_VAR_SUM =
+    "func twovar(X: f32[5, 13]) -> Y: f32[5] {\n"
+    "  block root() {\n"
+    "    alloc S: f32[5]\n"
+    "    for i in serial(0, 5) {\n"
+    "      for ko in serial(0, 4) {\n"
+    "        for ki in serial(0, 4) {\n"
+    "          block S(vi: S(0, 5) = i, vko: R(0, 4) = ko, vki: R(0, 4) = ki) where ko * 4 + ki < 13 {\n"
+    "            reads S[vi], X[vi, vko * 4 + vki]\n"
+    "            writes S[vi]\n"
+    "            init {\n"
+    "              S[vi] = 0.0\n"
+    "            }\n"
+    "            S[vi] = S[vi] + X[vi, vko * 4 + vki]\n"
+    "          }\n"
+    "        }\n"
+    "      }\n"
+    "    }\n"
+    "    for i in serial(0, 5) {\n"
+    "      block Y(vi: S(0, 5) = i) {\n"
+    "        reads S[vi]\n"
+    "        writes Y[vi]\n"
+    "        Y[vi] = S[vi] * 2.0\n"
+    "      }\n"
+    "    }\n"
+    "  }\n"
+    "}\n";
+
+START_TEST(test_predicate_over_reduce_loops_kept) {
+  ir_func *orig;
+  sch_state *s = sched_text(TWO_VAR_SUM, &orig);
+  OK(sch_compute_at(s, BLK("S"), LP(s, "Y", 0), false, -1, &D));
+  equiv(s, orig);
+  /* the guard now reads in the new loops */
+  assert_has(s, "where ax0 * 4 + ax1 < 13");
+  sch_free(s);
+  /* preserve_unit_loops and the earliest slot: the same guard */
+  s = sched_text(TWO_VAR_SUM, &orig);
+  OK(sch_compute_at(s, BLK("S"), LP(s, "Y", 0), true, -2, &D));
+  equiv(s, orig);
+  sch_free(s);
+}
+END_TEST
+
+/* A consumer guarded to the first 7 of the producer's 10 rows (what
+ * reverse_compute_inline leaves when the producer's domain is larger): under
+ * the producer's loop its guard must stay, or it writes rows 7..9 of a
+ * 7-row output. */
+static const char *GUARDED_TAIL =
+    "func tail(X: f32[10]) -> Y: f32[7] {\n"
+    "  block root() {\n"
+    "    alloc B: f32[10]\n"
+    "    for i in serial(0, 10) {\n"
+    "      block B(vi: S(0, 10) = i) {\n"
+    "        reads X[vi]\n"
+    "        writes B[vi]\n"
+    "        B[vi] = X[vi] * 2.0\n"
+    "      }\n"
+    "    }\n"
+    "    for i in serial(0, 10) {\n"
+    "      block Y(vi: S(0, 10) = i) where i < 7 {\n"
+    "        reads B[vi]\n"
+    "        writes Y[vi]\n"
+    "        Y[vi] = B[vi] + 1.0\n"
+    "      }\n"
+    "    }\n"
+    "  }\n"
+    "}\n";
+
+START_TEST(test_reverse_predicate_kept) {
+  ir_func *orig;
+  sch_state *s = sched_text(GUARDED_TAIL, &orig);
+  OK(sch_reverse_compute_at(s, BLK("Y"), LP(s, "B", 0), false, -1, &D));
+  equiv(s, orig);
+  assert_has(s, "where i < 7");
+  sch_free(s);
+  /* the same after splitting the producer's loop imperfectly (10 by 4): the
+   * consumer follows the inner loop under both guards */
+  s = sched_text(GUARDED_TAIL, &orig);
+  sch_loop parts[2];
+  split2(s, LP(s, "B", 0), -1, 4, parts);
+  OK(sch_reverse_compute_at(s, BLK("Y"), parts[1], false, -1, &D));
+  equiv(s, orig);
+  sch_free(s);
+}
+END_TEST
+
+/* An imperfect split of a reduction (k = ko*8 + ki, ko*8 + ki < 13) and of
+ * a fused spatial loop ((i*5 + j) split by 4): the guards tie the split loops
+ * back to the block's iter vars, so compute_at keeps them. */
+START_TEST(test_split_guards_follow) {
+  ir_func *orig;
+  sch_state *s = tu_schedule(&A, "dense:m=3,n=5,k=13", &orig);
+  sch_loop parts[2];
+  split2(s, LP(s, "mm", 2), -1, 8, parts);
+  OK(sch_compute_at(s, BLK("mm"), LP(s, "bb", 1), false, -1, &D));
+  equiv(s, orig);
+  sch_free(s);
+  s = tu_schedule(&A, "dense:m=3,n=5,k=13", &orig);
+  sch_loop f;
+  sch_loop ij[2] = {LP(s, "mm", 0), LP(s, "mm", 1)};
+  OK(sch_fuse(s, 2, ij, &f, &D));
+  split2(s, f, -1, 4, parts);
+  OK(sch_compute_at(s, BLK("mm"), LP(s, "bb", 0), false, -1, &D));
+  equiv(s, orig);
+  sch_free(s);
+}
+END_TEST
+
+/* A guard over a loop that feeds none of the block's iter vars cannot be
+ * written in them: refused, naming the loop, rather than dropped. */
+static const char *UNBOUND_GUARD =
+    "func unbound(X: f32[6]) -> Y: f32[6] {\n"
+    "  block root() {\n"
+    "    alloc B: f32[6]\n"
+    "    for i in serial(0, 6) {\n"
+    "      for j in serial(0, 3) {\n"
+    "        block B(vi: S(0, 6) = i) where i + j < 5 {\n"
+    "          reads X[vi]\n"
+    "          writes B[vi]\n"
+    "          B[vi] = X[vi] * 2.0\n"
+    "        }\n"
+    "      }\n"
+    "    }\n"
+    "    for i in serial(0, 6) {\n"
+    "      block Y(vi: S(0, 6) = i) {\n"
+    "        reads B[vi]\n"
+    "        writes Y[vi]\n"
+    "        Y[vi] = B[vi] + 1.0\n"
+    "      }\n"
+    "    }\n"
+    "  }\n"
+    "}\n";
+
+START_TEST(test_predicate_not_expressible_refused) {
+  ir_func *orig;
+  sch_state *s = sched_text(UNBOUND_GUARD, &orig);
+  REFUSED(s, sch_compute_at(s, BLK("B"), LP(s, "Y", 0), false, -1, &D), "compute_at", "'B'",
+          "predicate", "loop 'j'");
+  /* the sampler does not offer that loop either */
+  sch_loop loc;
+  int idx;
+  OK(sch_sample_compute_location(s, BLK("B"), NULL, &loc, &idx, &D));
+  ck_assert_int_lt(idx, 0);
+  sch_free(s);
+}
+END_TEST
+
 /* ---- refusals -------------------------------------------------------------- */
 
 START_TEST(test_refusals) {
@@ -673,6 +829,10 @@ static Suite *compute_at_suite(void) {
   tcase_add_test(tc, test_dense_epilogue_under_tiles);
   tcase_add_test(tc, test_dense_epilogue_per_element);
   tcase_add_test(tc, test_marks);
+  tcase_add_test(tc, test_predicate_over_reduce_loops_kept);
+  tcase_add_test(tc, test_reverse_predicate_kept);
+  tcase_add_test(tc, test_split_guards_follow);
+  tcase_add_test(tc, test_predicate_not_expressible_refused);
   tcase_add_test(tc, test_refusals);
   tcase_add_test(tc, test_reverse_window_refused);
   tcase_add_test(tc, test_reverse_strided_producer_refused);

@@ -241,15 +241,32 @@ START_TEST(odd_prime_extents) {
   REFUSED(s, sch_rfactor(s, sp[0], 0, &rf, &D), "rfactor", "imperfect split");
   sch_free(s);
   /* a perfect split, then an imperfect split of its inner piece: rfactor at
-   * the outer piece would give the guarded loops their own reduce vars,
-   * tied only by the predicate: refused */
-  s = tu_schedule(a, "reduce_sum:m=5,n=13", &orig);
-  ck_assert_int_eq(tu_loops(s, "Y", l, 4), 2);
-  tu_ok(sch_split(s, l[1], 2, (int64_t[]){1, 13}, sp, &D), &D);
-  sch_loop sp2[2];
-  tu_ok(sch_split(s, sp[1], 2, (int64_t[]){-1, 4}, sp2, &D), &D);
-  REFUSED(s, sch_rfactor(s, sp[0], 0, &rf, &D), "rfactor", "'Y'", "imperfect split", "separate reduce var");
-  sch_free(s);
+   * the outer piece gives the guarded loops their own reduce vars, tied only
+   * by the predicate (4*vj_1_0 + vj_1_1 < 13), which the rf block keeps and
+   * compute_at carries over to the loops it builds (it used to drop it and
+   * read past the 13 columns, so rfactor refused this case) */
+  for (int at = 0; at < 2; at++) {
+    s = tu_schedule(a, "reduce_sum:m=5,n=13", &orig);
+    ck_assert_int_eq(tu_loops(s, "Y", l, 4), 2);
+    tu_ok(sch_split(s, l[1], 2, (int64_t[]){1, 13}, sp, &D), &D);
+    sch_loop sp2[2], wl[4];
+    tu_ok(sch_split(s, sp[1], 2, (int64_t[]){-1, 4}, sp2, &D), &D);
+    tu_ok(sch_rfactor(s, sp[0], 0, &rf, &D), &D);
+    rb = get_block(s, rf.name);
+    nr = 0;
+    for (int i = 0; i < rb->niter; i++) nr += rb->iters[i].type == IR_ITER_R;
+    ck_assert_int_eq(nr, 2);
+    tu_assert_equivalent(orig, sch_func(s));
+    /* the rf block under the write-back's row loop (at 0), or under its rf
+     * loop with unit loops kept (at 1) */
+    ck_assert_int_eq(tu_loops(s, "Y", wl, 4), 2);
+    tu_ok(sch_compute_at(s, rf, wl[at], at == 1, -1, &D), &D);
+    tu_assert_equivalent(orig, sch_func(s));
+    char *t = ir_func_to_string(sch_func(s));
+    ck_assert_msg(t && strstr(t, "* 4 +") && strstr(t, "< 13"), "the rf block lost its guard:\n%s", t);
+    ts_free(t);
+    sch_free(s);
+  }
   ts_arena_free(a);
 }
 END_TEST
