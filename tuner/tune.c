@@ -12,9 +12,11 @@
  * (the log fsyncs each) before the next one is measured; then the model is
  * updated with the batch.
  *
- * The default schedule is measured once per run as the baseline (the same
- * measurement options) and is not logged: it is not a search candidate, and
- * logging it would spend the trial budget on it. */
+ * The default schedule (tun_schedule) is the first candidate of a workload's
+ * tuning: measured, verified and logged like the others (one trial of the
+ * budget), so the search starts from it and the log's best is never worse
+ * than the default. A rerun finds it in the log by its scheduled-function
+ * hash and takes the baseline from that record instead of measuring again. */
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -43,6 +45,7 @@ void tun_tune_opts_default(tun_tune_opts *o) {
   o->measure.repeat = 3;
   o->measure.min_repeat_ms = 100;
   o->measure.timeout_s = 30;
+  o->slow_cutoff = 10;
   o->measure.seed = 1;
   o->progress = stderr;
 }
@@ -202,7 +205,7 @@ static sch_traced *replay_json(const char *json, const ir_func *f, sch_trace **t
 /* Judges a measurement (local or from a board): a kernel error, wrong
  * output, or the median with rec's runs filled and verified set. */
 static double judge_result(tsrt_measure_result *res, uint64_t seed, const ir_func *f, tun_record *rec,
-                           char *errbuf, size_t errn) {
+                           char *errbuf, size_t errn, double *verify_s) {
   double med = 0;
   errbuf[0] = 0;
   if (res->status != TSRT_OK) {
@@ -216,7 +219,9 @@ static double judge_result(tsrt_measure_result *res, uint64_t seed, const ir_fun
     tun_verify_result vr;
     ts_diag d;
     ts_diag_clear(&d);
+    double vt0 = tsrt_now();
     ts_status vs = tun_verify(f, seed, res->outputs, res->outputs_bytes, &vr, &d);
+    if (verify_s) *verify_s += tsrt_now() - vt0;
     if (vs)
       snprintf(errbuf, errn, "verify: %.500s", d.msg);
     else if (!vr.matched)
@@ -228,40 +233,15 @@ static double judge_result(tsrt_measure_result *res, uint64_t seed, const ir_fun
 }
 
 static double measure_one(const char *path, const tsrt_measure_opts *mo, const ir_func *f,
-                          tun_record *rec, char *errbuf, size_t errn) {
+                          tun_record *rec, char *errbuf, size_t errn, tun_tune_result *tr) {
   tsrt_measure_result res;
   tsrt_measure_opts m = *mo;
   m.want_outputs = true;
+  double mt0 = tsrt_now();
   tsrt_measure_forked(path, &m, &res);
-  double med = judge_result(&res, m.seed, f, rec, errbuf, errn);
+  if (tr) tr->measure_seconds += tsrt_now() - mt0;
+  double med = judge_result(&res, m.seed, f, rec, errbuf, errn, tr ? &tr->verify_seconds : NULL);
   tsrt_result_fini(&res);
-  return med;
-}
-
-/* Measures one artifact on a board, waiting for it (the baseline). */
-static double measure_rpc_sync(tun_rpc_runner *rr, const char *path, const tsrt_measure_opts *mo,
-                               const ir_func *f, char *errbuf, size_t errn) {
-  tsrt_measure_opts m = *mo;
-  m.want_outputs = true;
-  ts_diag d;
-  ts_diag_clear(&d);
-  errbuf[0] = 0;
-  if (tun_rpc_submit(rr, -1, path, &m, &d)) {
-    snprintf(errbuf, errn, "%.500s", d.msg);
-    return 0;
-  }
-  tun_rpc_done dn;
-  ts_status st = tun_rpc_next(rr, -1, &dn, &d);
-  if (st) {
-    snprintf(errbuf, errn, "%.500s", d.msg);
-    return 0;
-  }
-  double med = 0;
-  if (dn.lost)
-    snprintf(errbuf, errn, "lost: %.500s", dn.error);
-  else
-    med = judge_result(&dn.res, m.seed, f, NULL, errbuf, errn);
-  tsrt_result_fini(&dn.res);
   return med;
 }
 
@@ -336,8 +316,11 @@ static ts_status log_candidate(batch_ctx *c, int i, tun_record *rec, const char 
   ts_status as = tun_db_append(c->db, rec, &ad);
   double mean = rec->error ? 1e10 : tun_record_mean(rec);
   srch_evo_notify(c->evo, c->cands[i].trace, c->cands[i].hash, mean, NULL);
-  if (c->tss[i] && !is_build_error(rec->error) && !c->errs[i] &&
-      cm_extract(c->funcs[i], c->t, &c->fe[c->nsmp], NULL) == TS_OK) {
+  double ft0 = tsrt_now();
+  bool feat_ok = c->tss[i] && !is_build_error(rec->error) && !c->errs[i] &&
+                 cm_extract(c->funcs[i], c->t, &c->fe[c->nsmp], NULL) == TS_OK;
+  c->res->search_seconds += tsrt_now() - ft0;
+  if (feat_ok) {
     c->smp[c->nsmp].group = c->group;
     c->smp[c->nsmp].feat = &c->fe[c->nsmp];
     c->smp[c->nsmp].cost = rec->error ? 1e10 : tun_record_median(rec);
@@ -435,7 +418,7 @@ static ts_status rpc_batch(batch_ctx *c, int nc, const char *dir, ts_diag *d) {
     tun_record rec;
     memset(&rec, 0, sizeof rec);
     char err[600];
-    judge_result(&dn.res, m.seed, c->f, &rec, err, sizeof err);
+    judge_result(&dn.res, m.seed, c->f, &rec, err, sizeof err, &c->res->verify_seconds);
     tsrt_result_fini(&dn.res);
     st = log_candidate(c, dn.tag, &rec, err, d);
   }
@@ -493,6 +476,8 @@ ts_status tun_tune(const ir_func *f, const char *definition, double flops, const
   ts_status st = TS_OK;
   cm_model *model = NULL;
   srch_evo *evo = NULL;
+  sch_traced *def = NULL; /* the default schedule, measured first unless logged */
+  uint64_t def_hash = 0;
   char dir[] = "/tmp/tessel-tune-XXXXXX";
   bool have_dir = mkdtemp(dir) != NULL;
   build_slot *slots = MAP_FAILED;
@@ -519,6 +504,7 @@ ts_status tun_tune(const ir_func *f, const char *definition, double flops, const
   uint64_t group = ir_struct_hash_func(f);
 
   /* Resume: warm-start the model and the measured set from the log. */
+  double rt0 = tsrt_now();
   {
     int n = tun_db_count(db), ns = 0;
     cm_sample *smp = ts_calloc((size_t)(n > 0 ? n : 1), sizeof *smp);
@@ -543,34 +529,46 @@ ts_status tun_tune(const ir_func *f, const char *definition, double flops, const
       sch_traced_free(ts);
       sch_trace_free(tr);
     }
+    double ut0 = tsrt_now();
     if (ns) cm_update(model, smp, ns, NULL);
+    res->train_seconds += tsrt_now() - ut0;
+    rt0 += tsrt_now() - ut0; /* resume_seconds leaves the training out */
     for (int i = 0; i < ns; i++) cm_features_fini(&fe[i]);
     ts_free(smp);
     ts_free(fe);
   }
+  res->resume_seconds = tsrt_now() - rt0;
 
-  /* Baseline: the default schedule, measured the same way (not logged). */
+  /* Baseline: the default schedule. It is the run's first candidate: built,
+   * measured, verified and logged like any other (one trial of the budget), so
+   * the measured set, the model and "best" all start from it and a tuned
+   * build is never slower than the default. A log that already holds it (same
+   * scheduled-function hash) gives the baseline without measuring again. */
+  double bt0 = tsrt_now();
   {
-    sch_traced *ts = NULL;
     ts_diag bd;
     ts_diag_clear(&bd);
-    if (tun_schedule(f, NULL, t, &ts, &bd) == TS_OK) {
-      char path[512], err[600];
-      snprintf(path, sizeof path, "%s/baseline.so", dir);
-      if (tun_build_shared(sch_traced_func(ts), t, path, &bd) == TS_OK) {
-        double s = o->rpc ? measure_rpc_sync(o->rpc, path, &o->measure, f, err, sizeof err)
-                          : measure_one(path, &o->measure, f, NULL, err, sizeof err);
-        if (s > 0) {
-          res->baseline_seconds = s;
-          res->baseline_gflops = flops > 0 ? flops / s * 1e-9 : 0;
-        } else if (o->progress) {
-          fprintf(o->progress, "tune: default schedule: %s\n", err);
+    if (tun_schedule(f, NULL, t, &def, &bd) == TS_OK) {
+      def_hash = ir_struct_hash_func(sch_traced_func(def));
+      int cnt = 0;
+      const int *idx = tun_db_indices_for(db, key, target, &cnt);
+      for (int k = 0; k < cnt; k++) {
+        const tun_record *r = tun_db_get(db, idx[k]);
+        if (r->trace_hash == def_hash && !r->error && r->verified) {
+          res->baseline_seconds = tun_record_mean(r);
+          res->baseline_gflops = flops > 0 ? flops / res->baseline_seconds * 1e-9 : 0;
+          break;
         }
       }
-      unlink(path);
-      sch_traced_free(ts);
+      if (res->baseline_seconds > 0 || tun_db_has_trace(db, key, target, def_hash)) {
+        sch_traced_free(def); /* logged before (maybe as an error): not again */
+        def = NULL;
+      }
+    } else if (o->progress) {
+      fprintf(o->progress, "tune: default schedule: %s\n", bd.msg);
     }
   }
+  res->baseline_seconds_wall = tsrt_now() - bt0;
 
   slots = mmap(NULL, (size_t)batch * sizeof(build_slot), PROT_READ | PROT_WRITE,
                MAP_SHARED | MAP_ANONYMOUS, -1, 0);
@@ -583,11 +581,58 @@ ts_status tun_tune(const ir_func *f, const char *definition, double flops, const
   const tun_record *bst = tun_db_best(db, key, target);
   double best_s = bst ? tun_record_mean(bst) : 0;
   progress(o, have, o->trials, best_s, flops, t0, run_t0, 0, false);
-  while (have < o->trials) {
+  if (def) {
+    srch_candidate dc = {(sch_trace *)sch_traced_trace(def), def_hash, 0};
+    ir_func *df = sch_traced_func(def);
+    char *derr = NULL;
+    cm_features dfe;
+    cm_sample dsmp;
+    memset(&dfe, 0, sizeof dfe);
+    memset(&dsmp, 0, sizeof dsmp);
+    memset(slots, 0, sizeof(build_slot));
+    batch_ctx bc = {f, definition, key, target, t, o, db, evo, &dc, &df, &def, &derr, &dfe, &dsmp,
+                    slots, group, 0, &have, &run_done, &best_s, res, flops, t0, run_t0};
+    double dt0 = tsrt_now();
+    if (!o->rpc) {
+      build_all(&df, 1, t, dir, o->build_jobs, slots);
+      char err[600] = "", path[512];
+      snprintf(path, sizeof path, "%s/cand0.so", dir);
+      tun_record rec;
+      memset(&rec, 0, sizeof rec);
+      if (slots[0].error[0])
+        snprintf(err, sizeof err, "%s", slots[0].error);
+      else
+        measure_one(path, &o->measure, f, &rec, err, sizeof err, NULL);
+      unlink(path);
+      st = log_candidate(&bc, 0, &rec, err, d);
+    } else {
+      st = rpc_batch(&bc, 1, dir, d);
+    }
+    if (!st && bc.nsmp) {
+      double ut1 = tsrt_now();
+      cm_update(model, &dsmp, 1, NULL);
+      res->train_seconds += tsrt_now() - ut1;
+    }
+    if (bc.nsmp) cm_features_fini(&dfe);
+    const tun_record *last = tun_db_count(db) > 0 ? tun_db_get(db, tun_db_count(db) - 1) : NULL;
+    if (!st && last && last->trace_hash == def_hash && !last->error) {
+      res->baseline_seconds = tun_record_mean(last);
+      res->baseline_gflops = flops > 0 ? flops / res->baseline_seconds * 1e-9 : 0;
+    } else if (!st && last && last->trace_hash == def_hash && o->progress) {
+      fprintf(o->progress, "%stune: default schedule: %s\n", o->progress_tty ? "\n" : "", last->error);
+    }
+    res->baseline_seconds_wall += tsrt_now() - dt0;
+    sch_traced_free(def);
+    def = NULL;
+  }
+  while (have < o->trials && !st) {
     int want = o->trials - have < batch ? o->trials - have : batch;
     srch_candidate *cands = NULL;
     int nc = 0;
-    if ((st = srch_evo_next_batch(evo, model, want, &cands, &nc, d))) break;
+    double st0 = tsrt_now();
+    st = srch_evo_next_batch(evo, model, want, &cands, &nc, d);
+    res->search_seconds += tsrt_now() - st0;
+    if (st) break;
     if (nc == 0) {
       if (o->progress) fprintf(o->progress, "%stune: the search space is exhausted\n", o->progress_tty ? "\n" : "");
       break;
@@ -600,6 +645,7 @@ ts_status tun_tune(const ir_func *f, const char *definition, double flops, const
     if (!funcs || !tss || !errs || !fe || !smp) {
       st = ts_diag_set(d, TS_ENOMEM, "tune: out of memory");
     } else {
+      double pt0 = tsrt_now();
       for (int i = 0; i < nc; i++) {
         ts_diag rd;
         ts_diag_clear(&rd);
@@ -612,11 +658,14 @@ ts_status tun_tune(const ir_func *f, const char *definition, double flops, const
           errs[i] = ts_strdup(b);
         }
       }
+      res->search_seconds += tsrt_now() - pt0;
       memset(slots, 0, (size_t)batch * sizeof(build_slot));
       batch_ctx bc = {f, definition, key, target, t, o, db, evo, cands, funcs, tss, errs, fe, smp,
                       slots, group, 0, &have, &run_done, &best_s, res, flops, t0, run_t0};
       if (!o->rpc) {
+        double bt1 = tsrt_now();
         build_all(funcs, nc, t, dir, o->build_jobs, slots);
+        res->build_seconds += tsrt_now() - bt1;
         for (int i = 0; i < nc && !st; i++) {
           char err[600] = "";
           char path[512];
@@ -627,8 +676,11 @@ ts_status tun_tune(const ir_func *f, const char *definition, double flops, const
             snprintf(err, sizeof err, "%s", errs[i]);
           else if (slots[i].error[0])
             snprintf(err, sizeof err, "%s", slots[i].error);
-          else
-            measure_one(path, &o->measure, f, &rec, err, sizeof err);
+          else {
+            tsrt_measure_opts mo = o->measure;
+            if (o->slow_cutoff > 0 && best_s > 0) mo.slow_stop_s = o->slow_cutoff * best_s;
+            measure_one(path, &mo, f, &rec, err, sizeof err, res);
+          }
           unlink(path);
           st = log_candidate(&bc, i, &rec, err, d);
         }
@@ -639,7 +691,10 @@ ts_status tun_tune(const ir_func *f, const char *definition, double flops, const
       if (!st && nsmp) {
         ts_diag ud;
         ts_diag_clear(&ud);
-        if (cm_update(model, smp, nsmp, &ud) && o->progress)
+        double ut1 = tsrt_now();
+        ts_status us = cm_update(model, smp, nsmp, &ud);
+        res->train_seconds += tsrt_now() - ut1;
+        if (us && o->progress)
           fprintf(o->progress, "%stune: cost model update: %s\n", o->progress_tty ? "\n" : "", ud.msg);
       }
       for (int i = 0; i < nsmp; i++) cm_features_fini(&fe[i]);
@@ -663,8 +718,15 @@ ts_status tun_tune(const ir_func *f, const char *definition, double flops, const
 out:
   fill_result(db, key, target, flops, res);
   res->wall_seconds = tsrt_now() - t0;
+  if (evo) {
+    srch_evo_stats ss;
+    srch_evo_get_stats(evo, &ss);
+    res->search_replay_seconds = ss.replay_seconds;
+    res->search_predict_seconds = ss.predict_seconds;
+  }
   if (slots != MAP_FAILED) munmap(slots, (size_t)batch * sizeof(build_slot));
   if (have_dir) rmdir(dir);
+  sch_traced_free(def);
   srch_evo_free(evo);
   cm_model_free(model);
   tun_db_close(db);

@@ -9,12 +9,14 @@
 #include "tuner/verify.h"
 
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "codegen/runtime/runtime.h"
 #include "ir/arith/arith.h"
 #include "ir/interp.h"
+#include "ir/struct.h"
 
 #define SAMPLES 256
 #define HARD_LIMIT 4e8
@@ -82,36 +84,55 @@ static void fill_inputs(const ir_func *f, ir_tensor *args, uint64_t seed) {
     tsrt_fill_random(f->params[i]->dtype.code, args[i].data, ir_tensor_numel(&args[i]), seed + (uint64_t)i);
 }
 
-static ts_status verify_full(const ir_func *f, uint64_t seed, const void *outputs, tun_verify_result *r,
-                             ts_diag *d) {
+/* The reference: per output (in param order), the expected values at n
+ * points (flat indices, or every element in order when flat is NULL). */
+typedef struct ref_out {
+  int64_t n;
+  int64_t *flat;
+  double *val;
+} ref_out;
+
+typedef struct ref_set {
+  int nout;
+  ref_out *outs;
+  bool sampled;
+  int sampled_stages;
+  double cost;
+  char error[256]; /* non-empty: the reference cannot be trusted (reported as a mismatch) */
+} ref_set;
+
+static void ref_set_fini(ref_set *rs) {
+  for (int i = 0; i < rs->nout; i++) {
+    ts_free(rs->outs[i].flat);
+    ts_free(rs->outs[i].val);
+  }
+  ts_free(rs->outs);
+  memset(rs, 0, sizeof *rs);
+}
+
+static ts_status ref_full(const ir_func *f, uint64_t seed, ref_set *rs, ts_diag *d) {
   int np = f->nparams;
   ir_tensor *args = ts_calloc((size_t)np, sizeof *args);
-  if (!args) return ts_diag_set(d, TS_ENOMEM, "out of memory");
+  rs->nout = f->nparams - f->ninputs;
+  rs->outs = ts_calloc((size_t)(rs->nout > 0 ? rs->nout : 1), sizeof *rs->outs);
+  if (!args || !rs->outs) {
+    ts_free(args);
+    return ts_diag_set(d, TS_ENOMEM, "out of memory");
+  }
   ts_status st = ir_tensors_for_func(f, NULL, args, d);
   if (st == TS_OK) {
     fill_inputs(f, args, seed);
     st = ir_interp_run(f, args, d);
   }
-  if (st == TS_OK) {
-    r->matched = true;
-    size_t off = 0;
-    for (int p = f->ninputs; p < np && r->matched; p++) {
-      ir_tensor got = output_view(f, p, outputs, &off);
-      double rtol, atol;
-      tolerance(f->params[p]->dtype, &rtol, &atol);
-      for (int64_t i = 0; i < ir_tensor_numel(&got); i++) {
-        double g = ir_tensor_get(&got, i), e = ir_tensor_get(&args[p], i);
-        double err = fabs(g - e);
-        if (err > r->max_abs_err || isnan(err)) r->max_abs_err = err;
-        r->checked++;
-        if (!close_enough(g, e, rtol, atol)) {
-          r->matched = false;
-          snprintf(r->detail, sizeof r->detail, "%s[%lld] = %.9g, expected %.9g",
-                   f->params[p]->name, (long long)i, g, e);
-          break;
-        }
-      }
+  for (int p = f->ninputs; p < np && st == TS_OK; p++) {
+    ref_out *o = &rs->outs[p - f->ninputs];
+    o->n = ir_tensor_numel(&args[p]);
+    o->val = ts_malloc(sizeof *o->val * (size_t)(o->n > 0 ? o->n : 1));
+    if (!o->val) {
+      st = ts_diag_set(d, TS_ENOMEM, "out of memory");
+      break;
     }
+    for (int64_t i = 0; i < o->n; i++) o->val[i] = ir_tensor_get(&args[p], i);
   }
   for (int i = 0; i < np; i++) ir_tensor_free(&args[i]);
   ts_free(args);
@@ -318,8 +339,7 @@ static bool sampleable_intermediate(const ir_func *f, ts_arena *a, ir_stmt **sta
   return true;
 }
 
-static ts_status verify_sampled(const ir_func *f0, uint64_t seed, const void *outputs, double cost,
-                                tun_verify_result *r, ts_diag *d) {
+static ts_status ref_sampled(const ir_func *f0, uint64_t seed, double cost, ref_set *rs, ts_diag *d) {
   ts_arena a;
   ts_arena_init(&a);
   ts_status st = TS_OK;
@@ -350,7 +370,7 @@ static ts_status verify_sampled(const ir_func *f0, uint64_t seed, const void *ou
       goto out;
     }
     ts_arena_fini(&a);
-    return verify_full(f0, seed, outputs, r, d);
+    return ref_full(f0, seed, rs, d);
   }
   /* rewrite the sampled stages and add their sample tables as inputs */
   ts_rng rng;
@@ -410,23 +430,31 @@ static ts_status verify_sampled(const ir_func *f0, uint64_t seed, const void *ou
   }
   st = ir_interp_run(f, args, d);
   if (st) goto out;
-  /* compare: non-sampled outputs whole, sampled ones at their points */
-  r->matched = true;
-  r->sampled = true;
-  r->sampled_stages = nss;
-  size_t off = 0;
+  /* the reference: non-sampled outputs whole, sampled ones at their points */
+  rs->sampled = true;
+  rs->sampled_stages = nss;
+  rs->nout = f0->nparams - f0->ninputs;
+  rs->outs = ts_calloc((size_t)(rs->nout > 0 ? rs->nout : 1), sizeof *rs->outs);
+  if (!rs->outs) {
+    st = ts_diag_set(d, TS_ENOMEM, "out of memory");
+    goto out;
+  }
   ir_analyzer an;
   ir_analyzer_init(&an, &a);
-  for (int p = f0->ninputs; p < f0->nparams && r->matched; p++) {
-    ir_tensor got = output_view(f0, p, outputs, &off);
+  for (int p = f0->ninputs; p < f0->nparams && !st && !rs->error[0]; p++) {
     ir_tensor *ref = &args[p + nroot];
-    double rtol, atol;
-    tolerance(f0->params[p]->dtype, &rtol, &atol);
+    ref_out *o = &rs->outs[p - f0->ninputs];
     const sampled_stage *mine = NULL;
     for (int i = 0; i < nroot; i++)
       if (ss[i].param == p) mine = &ss[i];
-    int64_t count = mine ? mine->nsamples : ir_tensor_numel(&got);
-    for (int64_t s = 0; s < count && r->matched; s++) {
+    o->n = mine ? mine->nsamples : ir_tensor_numel(ref);
+    o->val = ts_malloc(sizeof *o->val * (size_t)(o->n > 0 ? o->n : 1));
+    o->flat = mine ? ts_malloc(sizeof *o->flat * (size_t)(o->n > 0 ? o->n : 1)) : NULL;
+    if (!o->val || (mine && !o->flat)) {
+      st = ts_diag_set(d, TS_ENOMEM, "out of memory");
+      break;
+    }
+    for (int64_t s = 0; s < o->n && !rs->error[0]; s++) {
       int64_t flat = s;
       if (mine) {
         const int64_t *tab = args[f0->ninputs + (mine - ss)].data;
@@ -443,38 +471,69 @@ static ts_status verify_sampled(const ir_func *f0, uint64_t seed, const void *ou
         for (int i = 0; i < b->niter; i++)
           ir_var_map_put(&im, b->iters[i].var, ir_subst_expr(&a, chain->u.realize.iter_values[i], &m));
         for (int dd = 0; dd < b->writes[0].ndim; dd++) {
-          int64_t v = 0, ext = got.shape[dd];
+          int64_t v = 0, ext = ref->shape[dd];
           ir_expr *e = ir_simplify(&an, ir_subst_expr(&a, b->writes[0].ranges[dd].min, &im));
-          if (!ir_as_int(e, &v) || v < 0 || v >= ext) {
-            r->matched = false;
-            snprintf(r->detail, sizeof r->detail, "internal: sample index of %s is not constant", f0->params[p]->name);
-          }
+          if (!ir_as_int(e, &v) || v < 0 || v >= ext)
+            snprintf(rs->error, sizeof rs->error, "internal: sample index of %s is not constant", f0->params[p]->name);
           flat = flat * ext + v;
         }
         ir_var_map_fini(&m);
         ir_var_map_fini(&im);
-        if (!r->matched) break;
+        o->flat[s] = flat;
       }
-      double g = ir_tensor_get(&got, flat), e = ir_tensor_get(ref, flat);
-      double err = fabs(g - e);
-      if (err > r->max_abs_err || isnan(err)) r->max_abs_err = err;
-      r->checked++;
-      if (!close_enough(g, e, rtol, atol)) {
-        r->matched = false;
-        snprintf(r->detail, sizeof r->detail, "%s[%lld] = %.9g, expected %.9g", f0->params[p]->name,
-                 (long long)flat, g, e);
-      }
+      o->val[s] = ir_tensor_get(ref, flat);
     }
   }
   ir_analyzer_fini(&an);
-  if (r->matched)
-    snprintf(r->detail, sizeof r->detail, "sampled %lld output elements (whole run: %.3g interpreter steps)",
-             (long long)r->checked, cost);
 out:
   for (int i = 0; i < np; i++) ir_tensor_free(&args[i]);
   ts_free(args);
   ts_arena_fini(&a);
   return st;
+}
+
+/* One reference per process: every candidate of a tuning run is verified
+ * against the same function and seed, so the interpreter runs once. Keyed by
+ * the function's structural hash and the seed. */
+static pthread_mutex_t cache_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct {
+  bool valid;
+  uint64_t hash, seed;
+  ref_set rs;
+} cache;
+
+static void compare(const ir_func *f, const ref_set *rs, const void *outputs, tun_verify_result *r) {
+  r->matched = true;
+  r->sampled = rs->sampled;
+  r->sampled_stages = rs->sampled_stages;
+  if (rs->error[0]) {
+    r->matched = false;
+    snprintf(r->detail, sizeof r->detail, "%s", rs->error);
+    return;
+  }
+  size_t off = 0;
+  for (int p = f->ninputs; p < f->nparams && r->matched; p++) {
+    ir_tensor got = output_view(f, p, outputs, &off);
+    const ref_out *o = &rs->outs[p - f->ninputs];
+    double rtol, atol;
+    tolerance(f->params[p]->dtype, &rtol, &atol);
+    for (int64_t s = 0; s < o->n; s++) {
+      int64_t flat = o->flat ? o->flat[s] : s;
+      double g = ir_tensor_get(&got, flat), e = o->val[s];
+      double err = fabs(g - e);
+      if (err > r->max_abs_err || isnan(err)) r->max_abs_err = err;
+      r->checked++;
+      if (!close_enough(g, e, rtol, atol)) {
+        r->matched = false;
+        snprintf(r->detail, sizeof r->detail, "%s[%lld] = %.9g, expected %.9g", f->params[p]->name,
+                 (long long)flat, g, e);
+        break;
+      }
+    }
+  }
+  if (r->matched && rs->sampled)
+    snprintf(r->detail, sizeof r->detail, "sampled %lld output elements (whole run: %.3g interpreter steps)",
+             (long long)r->checked, rs->cost);
 }
 
 ts_status tun_verify(const ir_func *f, uint64_t seed, const void *outputs, size_t outputs_bytes,
@@ -489,7 +548,26 @@ ts_status tun_verify(const ir_func *f, uint64_t seed, const void *outputs, size_
   if (!outputs || outputs_bytes != want)
     return ts_diag_set(d, TS_EINVAL, "verification: got %zu output bytes, '%s' produces %zu", outputs_bytes,
                        f->name, want);
-  double cost = work(f->body, 1);
-  if (cost <= TUN_VERIFY_FULL_BUDGET) return verify_full(f, seed, outputs, r, d);
-  return verify_sampled(f, seed, outputs, cost, r, d);
+  uint64_t h = ir_struct_hash_func(f);
+  pthread_mutex_lock(&cache_mu);
+  ts_status st = TS_OK;
+  if (!cache.valid || cache.hash != h || cache.seed != seed) {
+    if (cache.valid) ref_set_fini(&cache.rs);
+    cache.valid = false;
+    ref_set rs;
+    memset(&rs, 0, sizeof rs);
+    rs.cost = work(f->body, 1);
+    st = rs.cost <= TUN_VERIFY_FULL_BUDGET ? ref_full(f, seed, &rs, d) : ref_sampled(f, seed, rs.cost, &rs, d);
+    if (st) {
+      ref_set_fini(&rs);
+    } else {
+      cache.valid = true;
+      cache.hash = h;
+      cache.seed = seed;
+      cache.rs = rs;
+    }
+  }
+  if (!st) compare(f, &cache.rs, outputs, r);
+  pthread_mutex_unlock(&cache_mu);
+  return st;
 }

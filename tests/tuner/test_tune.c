@@ -13,7 +13,10 @@
 
 #include "codegen/llvm.h"
 #include "schedule/util.h"
+#include "tuner/build.h"
 #include "tuner/tune.h"
+#include "ir/struct.h"
+#include "tuner/database.h"
 #include "util/run.h"
 
 #define SPEC "matmul:m=64,n=64,k=64"
@@ -101,6 +104,50 @@ START_TEST(budget_and_rerun) {
 }
 END_TEST
 
+
+/* The default schedule is the first candidate: the log's first record is it
+ * (by scheduled-function hash), the baseline is that record's time, the best
+ * is never slower than it, and a resumed run takes the baseline from the log
+ * without logging the default again. */
+START_TEST(default_is_first_record) {
+  char log[256];
+  tmp_log(log, sizeof log, "default");
+  tun_tune_result r;
+  ck_assert_int_eq(run_tune(log, 5, &r), TS_OK);
+  ck_assert_int_eq(r.trials, 5);
+  ts_arena a;
+  ts_arena_init(&a);
+  ir_func *f = tu_workload(&a, SPEC);
+  cg_target t = host();
+  sch_traced *def = NULL;
+  ts_diag d;
+  ts_diag_clear(&d);
+  ck_assert_msg(tun_schedule(f, NULL, &t, &def, &d) == TS_OK, "%s", d.msg);
+  uint64_t h = ir_struct_hash_func(sch_traced_func(def));
+  sch_traced_free(def);
+  int nwarn = 0;
+  tun_db *db = tun_db_load(log, NULL, &nwarn, NULL);
+  ck_assert_ptr_nonnull(db);
+  const tun_record *first = tun_db_get(db, 0);
+  ck_assert_msg(first->trace_hash == h, "first record %016llx is not the default schedule %016llx",
+                (unsigned long long)first->trace_hash, (unsigned long long)h);
+  ck_assert_ptr_null(first->error);
+  ck_assert(first->verified);
+  ck_assert(r.baseline_seconds == tun_record_mean(first));
+  ck_assert(r.best_seconds <= r.baseline_seconds);
+  tun_db_close(db);
+  tun_tune_result r2;
+  ck_assert_int_eq(run_tune(log, 9, &r2), TS_OK);
+  ck_assert_int_eq(r2.new_trials, 4);
+  ck_assert(r2.baseline_seconds == r.baseline_seconds);
+  bool dup;
+  ck_assert_int_eq(check_log(log, &dup), 9);
+  ck_assert_msg(!dup, "the default schedule was logged twice");
+  ts_arena_fini(&a);
+  unlink(log);
+}
+END_TEST
+
 START_TEST(killed_and_resumed) {
   char log[256];
   tmp_log(log, sizeof log, "kill");
@@ -158,6 +205,7 @@ int main(void) {
   TCase *tc = tcase_create("tune");
   tcase_set_timeout(tc, 300);
   tcase_add_test(tc, budget_and_rerun);
+  tcase_add_test(tc, default_is_first_record);
   tcase_add_test(tc, killed_and_resumed);
   tcase_add_test(tc, corrupt_line_skipped);
   suite_add_tcase(s, tc);
