@@ -304,6 +304,12 @@ typedef struct ir_func {
   ir_annot *annots;
 } ir_func;
 
+/* Function annotation (IR_ANN_INT bitmask, bit i = params[i]): the inputs a
+ * model feeds from constants (weights), whose layout a schedule may rewrite
+ * and the model build pre-pack (docs/LAYOUT.md). Metadata, not structure:
+ * structural equality and hashing ignore it, so it never changes a task key. */
+#define IR_FUNC_ANN_LAYOUT_FREE "layout_free_buffers"
+
 typedef enum { IR_MOD_PRIM, IR_MOD_GRAPH } ir_mod_entry_kind;
 
 typedef struct ir_module_entry {

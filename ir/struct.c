@@ -299,6 +299,19 @@ static void annot_str(const ir_annot *a, char *buf, size_t n) {
   snprintf(buf, n, "?");
 }
 
+/* A function's annotations without the metadata ones (IR_FUNC_ANN_LAYOUT_FREE:
+ * which inputs a model feeds from constants), which neither equality nor the
+ * hash sees, so marking them never changes a task key. Returns how many went
+ * into out, or -1 (use them all) when there are more than FUNC_ANNOTS_MAX. */
+#define FUNC_ANNOTS_MAX 32
+static int func_annots(const ir_func *f, ir_annot *out) {
+  if (f->nannot > FUNC_ANNOTS_MAX) return -1;
+  int n = 0;
+  for (int i = 0; i < f->nannot; i++)
+    if (!f->annots[i].key || strcmp(f->annots[i].key, IR_FUNC_ANN_LAYOUT_FREE)) out[n++] = f->annots[i];
+  return n;
+}
+
 /* Annotations as a set keyed by key. */
 static bool eq_annots(eqctx *c, int na, const ir_annot *a, int nb, const ir_annot *b) {
   for (int i = 0; i < na; i++) {
@@ -537,7 +550,11 @@ static bool eq_func(eqctx *c, const ir_func *a, const ir_func *b) {
     if (!eq_bufdecl(c, a->params[i], b->params[i])) return false;
     path_pop(c, p);
   }
-  if (!eq_annots(c, a->nannot, a->annots, b->nannot, b->annots)) return false;
+  ir_annot fa[FUNC_ANNOTS_MAX], fb[FUNC_ANNOTS_MAX];
+  int na = func_annots(a, fa), nb = func_annots(b, fb);
+  if (!eq_annots(c, na >= 0 ? na : a->nannot, na >= 0 ? fa : a->annots, nb >= 0 ? nb : b->nannot,
+                 nb >= 0 ? fb : b->annots))
+    return false;
   size_t p = path_push(c, "body");
   if (!eq_body(c, a->body, b->body)) return false;
   path_pop(c, p);
@@ -949,7 +966,9 @@ uint64_t ir_struct_hash_func(const ir_func *f) {
   }
   for (int i = 0; i < f->nsyms; i++) h_var_def(&h, f->syms[i]);
   for (int i = 0; i < f->nparams; i++) h_bufdecl(&h, f->params[i]);
-  h_annots(&h, f->nannot, f->annots);
+  ir_annot fa[FUNC_ANNOTS_MAX];
+  int na = func_annots(f, fa);
+  h_annots(&h, na >= 0 ? na : f->nannot, na >= 0 ? fa : f->annots);
   h_body(&h, f->body);
   return h_done(&h);
 }

@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "blockize.h"
+#include "layout.h"
 #include "sch_int.h"
 #include "tensorize.h"
 
@@ -219,6 +220,21 @@ sch_trace *sch_trace_simplified(const sch_trace *tr, bool remove_postproc) {
 out:
   ts_free(used);
   ts_free(keep);
+  return c;
+}
+
+sch_trace *sch_trace_without_kind(const sch_trace *tr, sch_inst_kind kind) {
+  const sch_inst_kind_info *ki = sch_inst_kind_get(kind);
+  if (!ki || ki->nout != 0) return NULL;
+  sch_trace *c = sch_trace_new();
+  for (int i = 0; c && i < tr->n; i++) {
+    const sch_inst *x = &tr->insts[i];
+    if (x->kind != kind &&
+        trace_append(c, x->kind, x->nin, x->in, x->nattr, x->attrs, x->nout, x->out, &x->decision)) {
+      sch_trace_free(c);
+      c = NULL;
+    }
+  }
   return c;
 }
 
@@ -673,6 +689,13 @@ static ts_status ap_enter_postproc(sch_apply_ctx *c) {
   return TS_OK;
 }
 
+/* layout.h: the map is in the attrs, so replay never re-derives it */
+static ts_status ap_transform_layout(sch_apply_ctx *c) {
+  sch_layout_map m;
+  ts_status st = sch_layout_from_attrs(sch_func(c->s), c->nattr, c->attrs, &m, c->d);
+  return st ? (st == TS_EINVAL ? TS_ESCHEDULE : st) : sch_transform_layout(c->s, &m, c->d);
+}
+
 /* The registry. Later kinds (RFactor, Blockize, Tensorize) add rows here and
  * to SCH_INST_KIND_LIST. */
 static const sch_inst_kind_info kinds[SCH_INST_KIND_COUNT] = {
@@ -709,6 +732,7 @@ static const sch_inst_kind_info kinds[SCH_INST_KIND_COUNT] = {
     [SCH_I_SAMPLE_COMPUTE_LOCATION] = {"SampleComputeLocation", true, "B", "", 'l', 1, 's',
                                        ap_sample_compute_location},
     [SCH_I_ENTER_POSTPROC] = {"EnterPostproc", false, "", "", 0, 0, 0, ap_enter_postproc},
+    [SCH_I_TRANSFORM_LAYOUT] = {"TransformLayout", false, "", "iII", 0, 0, 0, ap_transform_layout},
 };
 
 const sch_inst_kind_info *sch_inst_kind_get(sch_inst_kind k) {
@@ -1084,6 +1108,23 @@ ts_status sch_t_sample_compute_location(sch_traced *t, int b, const int *decisio
                                  &no, d);
   if (!st && out) *out = o[0];
   return st;
+}
+
+ts_status sch_t_transform_layout(sch_traced *t, const sch_layout_map *m, ts_diag *d) {
+  int64_t comps[3 * SCH_LAYOUT_MAX_COMPS], groups[SCH_LAYOUT_MAX_AXES];
+  if (m->ncomp < 0 || m->ncomp > SCH_LAYOUT_MAX_COMPS || m->naxes < 0 || m->naxes > SCH_LAYOUT_MAX_AXES)
+    return ts_diag_set(d, TS_EINVAL, "TransformLayout: %d components and %d axes (at most %d and %d)", m->ncomp,
+                       m->naxes, SCH_LAYOUT_MAX_COMPS, SCH_LAYOUT_MAX_AXES);
+  for (int j = 0; j < m->ncomp; j++) {
+    comps[3 * j] = m->comp[j].dim;
+    comps[3 * j + 1] = m->comp[j].stride;
+    comps[3 * j + 2] = m->comp[j].extent;
+  }
+  for (int a = 0; a < m->naxes; a++) groups[a] = m->group[a];
+  sch_attr at[3] = {{.kind = SCH_ATTR_INT, .i = m->param},
+                    {.kind = SCH_ATTR_INTS, .n = 3 * m->ncomp, .ints = comps},
+                    {.kind = SCH_ATTR_INTS, .n = m->naxes, .ints = groups}};
+  return sch_traced_call(t, SCH_I_TRANSFORM_LAYOUT, 0, NULL, 3, at, NULL, NULL, NULL, d);
 }
 
 ts_status sch_t_enter_postproc(sch_traced *t, ts_diag *d) {

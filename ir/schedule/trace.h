@@ -118,7 +118,8 @@ typedef struct sch_decision {
   X(SCH_I_SAMPLE_PERFECT_TILE, "SamplePerfectTile", true)  \
   X(SCH_I_SAMPLE_CATEGORICAL, "SampleCategorical", true)   \
   X(SCH_I_SAMPLE_COMPUTE_LOCATION, "SampleComputeLocation", true) \
-  X(SCH_I_ENTER_POSTPROC, "EnterPostproc", false)
+  X(SCH_I_ENTER_POSTPROC, "EnterPostproc", false)          \
+  X(SCH_I_TRANSFORM_LAYOUT, "TransformLayout", false)
 
 typedef enum {
 #define SCH_X(e, n, p) e,
@@ -184,6 +185,10 @@ ts_status sch_trace_set_decision(sch_trace *tr, int i, const sch_decision *dec, 
  * Sample*) whose outputs no kept instruction uses; with remove_postproc,
  * everything from the first EnterPostproc on is dropped first. NULL on OOM. */
 sch_trace *sch_trace_simplified(const sch_trace *tr, bool remove_postproc);
+/* A copy without the instructions of one kind (only kinds whose outputs no
+ * other instruction can use, e.g. SCH_I_TRANSFORM_LAYOUT: docs/LAYOUT.md);
+ * NULL on OOM or for a kind with outputs. */
+sch_trace *sch_trace_without_kind(const sch_trace *tr, sch_inst_kind kind);
 
 /* JSON text of the trace (heap string, caller ts_free; NULL on OOM). */
 char *sch_trace_to_json(const sch_trace *tr);
