@@ -6,13 +6,14 @@
 
 #include <dlfcn.h>
 #include <errno.h>
-#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+#include "fork_pipe.h"
 
 typedef int CUresult; /* 0 = CUDA_SUCCESS */
 typedef int CUdevice;
@@ -196,9 +197,6 @@ static void describe_here(char *buf, size_t n, int *has) {
            i.l2_bytes, i.total_mem >> 20, i.driver_version);
 }
 
-static int read_all(int fd, void *p, size_t n, double deadline);
-static int write_all(int fd, const void *p, size_t n);
-
 int tsrt_cuda_describe(char *buf, size_t n) {
   static char cached[512];
   static int cached_has = -1;
@@ -210,25 +208,23 @@ int tsrt_cuda_describe(char *buf, size_t n) {
     } msg;
     memset(&msg, 0, sizeof msg);
     snprintf(msg.text, sizeof msg.text, "no GPU: probe failed");
-    if (pipe(fds) == 0) {
-      fflush(NULL);
-      pid_t pid = fork();
-      if (pid == 0) {
-        close(fds[0]);
-        describe_here(msg.text, sizeof msg.text, &msg.has);
-        write_all(fds[1], &msg, sizeof msg);
-        _exit(0);
-      }
+    char err[128];
+    pid_t pid = tsrt_fork_pipe(fds, err, sizeof err);
+    if (pid < 0) {
+      snprintf(msg.text, sizeof msg.text, "no GPU: probe failed (%s)", err);
+    } else if (pid == 0) {
+      close(fds[0]);
+      describe_here(msg.text, sizeof msg.text, &msg.has);
+      tsrt_write_all(fds[1], &msg, sizeof msg);
+      _exit(0);
+    } else {
       close(fds[1]);
-      if (pid > 0) {
-        if (read_all(fds[0], &msg, sizeof msg, tsrt_now() + 30) != 0) {
-          kill(pid, SIGKILL);
-          memset(&msg, 0, sizeof msg);
-          snprintf(msg.text, sizeof msg.text, "no GPU: the probe did not answer");
-        }
-        while (waitpid(pid, NULL, 0) < 0 && errno == EINTR) {
-        }
+      if (tsrt_read_all(fds[0], &msg, sizeof msg, tsrt_now() + 30) != 0) {
+        kill(pid, SIGKILL);
+        memset(&msg, 0, sizeof msg);
+        snprintf(msg.text, sizeof msg.text, "no GPU: the probe did not answer");
       }
+      tsrt_reap(pid);
       close(fds[0]);
     }
     msg.text[sizeof msg.text - 1] = 0;
@@ -500,56 +496,14 @@ out:
 
 /* ---- the forked variant ------------------------------------------------------ */
 
-static int write_all(int fd, const void *p, size_t n) {
-  const char *c = p;
-  while (n) {
-    ssize_t w = write(fd, c, n);
-    if (w < 0) {
-      if (errno == EINTR) continue;
-      return -1;
-    }
-    c += w;
-    n -= (size_t)w;
-  }
-  return 0;
-}
-
-static int read_all(int fd, void *p, size_t n, double deadline) {
-  char *c = p;
-  while (n) {
-    double left = deadline - tsrt_now();
-    if (left <= 0) return -2;
-    struct pollfd pfd = {fd, POLLIN, 0};
-    int pr = poll(&pfd, 1, (int)(left * 1000) + 1);
-    if (pr < 0 && errno == EINTR) continue;
-    if (pr == 0) return -2;
-    if (pr < 0) return -1;
-    ssize_t r = read(fd, c, n);
-    if (r < 0 && errno == EINTR) continue;
-    if (r <= 0) return -1;
-    c += r;
-    n -= (size_t)r;
-  }
-  return 0;
-}
-
 void tsrt_cuda_measure_forked(const void *image, size_t size, const tsrt_measure_opts *o,
                               tsrt_measure_result *res) {
   memset(res, 0, sizeof *res);
   double timeout = o->timeout_s > 0 ? o->timeout_s : 10;
   int fds[2];
-  if (pipe(fds) != 0) {
-    res->status = TSRT_ESYSTEM;
-    snprintf(res->error, sizeof res->error, "pipe: %s", strerror(errno));
-    return;
-  }
-  fflush(NULL);
-  pid_t pid = fork();
+  pid_t pid = tsrt_fork_pipe(fds, res->error, sizeof res->error);
   if (pid < 0) {
     res->status = TSRT_ESYSTEM;
-    snprintf(res->error, sizeof res->error, "fork: %s", strerror(errno));
-    close(fds[0]);
-    close(fds[1]);
     return;
   }
   if (pid == 0) {
@@ -558,16 +512,16 @@ void tsrt_cuda_measure_forked(const void *image, size_t size, const tsrt_measure
     tsrt_cuda_measure_inprocess(image, size, o, &r);
     void *outs = r.outputs;
     r.outputs = NULL;
-    if (write_all(fds[1], &r, sizeof r) == 0 && outs) write_all(fds[1], outs, r.outputs_bytes);
+    if (tsrt_write_all(fds[1], &r, sizeof r) == 0 && outs) tsrt_write_all(fds[1], outs, r.outputs_bytes);
     _exit(0);
   }
   close(fds[1]);
   double deadline = tsrt_now() + timeout + 5; /* context creation takes a moment */
-  int rd = read_all(fds[0], res, sizeof *res, deadline);
+  int rd = tsrt_read_all(fds[0], res, sizeof *res, deadline);
   res->outputs = NULL;
   if (rd == 0 && res->outputs_bytes) {
     res->outputs = malloc(res->outputs_bytes);
-    if (!res->outputs || read_all(fds[0], res->outputs, res->outputs_bytes, deadline) != 0) {
+    if (!res->outputs || tsrt_read_all(fds[0], res->outputs, res->outputs_bytes, deadline) != 0) {
       free(res->outputs);
       res->outputs = NULL;
       res->outputs_bytes = 0;
@@ -575,9 +529,7 @@ void tsrt_cuda_measure_forked(const void *image, size_t size, const tsrt_measure
   }
   if (rd == -2) kill(pid, SIGKILL);
   close(fds[0]);
-  int wst = 0;
-  while (waitpid(pid, &wst, 0) < 0 && errno == EINTR) {
-  }
+  int wst = tsrt_reap(pid);
   if (rd == -2) {
     tsrt_result_fini(res);
     memset(res, 0, sizeof *res);

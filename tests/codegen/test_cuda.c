@@ -226,13 +226,18 @@ static const char emu_header[] =
     "static pthread_barrier_t emu_wbar[32];\n"
     "static thread_local unsigned emu_tid;\n"
     "static double emu_slot[1024];\n"
-    "/* a warp's threads meet at their own barrier: write, meet, read, meet */\n"
+    "static unsigned emu_nthreads;\n"
+    "/* a warp's threads meet at their own barrier: write, meet, read, meet; a\n"
+    "   lane outside the mask or past the block yields NaN (undefined on a GPU) */\n"
     "template <typename T> static T __shfl_down_sync(unsigned mask, T v, int off, int width = 32) {\n"
-    "  (void)mask;\n"
     "  unsigned lane = emu_tid % 32, seg = lane / width * width;\n"
+    "  if (!((mask >> lane) & 1u)) abort(); /* the caller must be in the mask */\n"
+    "  for (unsigned l = 0; l < 32; l++) /* and every lane of the mask must exist */\n"
+    "    if (((mask >> l) & 1u) && emu_tid / 32 * 32 + l >= emu_nthreads) abort();\n"
     "  emu_slot[emu_tid] = (double)v;\n"
     "  pthread_barrier_wait(&emu_wbar[emu_tid / 32]);\n"
-    "  T r = lane + off < seg + width ? (T)emu_slot[emu_tid + off] : v;\n"
+    "  bool ok = lane + off < 32 && ((mask >> (lane + off)) & 1u) && emu_tid + off < emu_nthreads;\n"
+    "  T r = lane + off < seg + width ? (ok ? (T)emu_slot[emu_tid + off] : (T)NAN) : v;\n"
     "  pthread_barrier_wait(&emu_wbar[emu_tid / 32]);\n"
     "  return r;\n"
     "}\n"
@@ -259,6 +264,7 @@ static const char emu_header[] =
     "}\n"
     "static int emu_run(emu_body fn, void **args, const long long *launch) {\n"
     "  unsigned n = (unsigned)(launch[3] * launch[4] * launch[5]);\n"
+    "  emu_nthreads = n;\n"
     "  pthread_barrier_init(&emu_bar, 0, n);\n"
     "  for (unsigned w = 0; w * 32 < n; w++) pthread_barrier_init(&emu_wbar[w], 0, n - w * 32 < 32 ? n - w * 32 : 32);\n"
     "  pthread_t *th = (pthread_t *)calloc(n, sizeof *th);\n"
@@ -886,6 +892,157 @@ START_TEST(test_sampled_gpu_candidates_run) {
 }
 END_TEST
 
+/* ---- cross-thread reductions with guards (odd extents) ------------------------
+ * The reduction loop of block `name` split [-1, threads], the inner part moved
+ * out and bound to threadIdx.x, the spatial loop to blockIdx.x, the init
+ * decomposed in front of the threads: when threads does not divide the
+ * extent (999), the update sits under `if (jo * threads + ji < 999)`; when
+ * threads is not a multiple of 32 the last warp is partial. */
+static void xreduce_block(sch_state *s, const char *name, int64_t threads) {
+  sch_loop l[2];
+  ck_assert_int_eq(tu_loops(s, name, l, 2), 2);
+  sch_loop n[2];
+  int64_t f[2] = {-1, threads};
+  tu_ok(sch_split(s, l[1], 2, f, n, &D), &D);
+  sch_loop order[2] = {n[1], n[0]};
+  tu_ok(sch_reorder(s, 2, order, &D), &D);
+  tu_ok(sch_bind(s, l[0], "blockIdx.x", &D), &D);
+  tu_ok(sch_bind(s, n[1], "threadIdx.x", &D), &D);
+  sch_block b, init;
+  tu_ok(sch_get_block(s, name, &b, &D), &D);
+  tu_ok(sch_decompose_reduction(s, b, n[1], &init, &D), &D);
+}
+
+/* An elementwise block's two loops fused, split by 128, bound. */
+static void bind_elementwise(sch_state *s, const char *name) {
+  sch_loop l[2], fused, parts[2];
+  ck_assert_int_eq(tu_loops(s, name, l, 2), 2);
+  tu_ok(sch_fuse(s, 2, l, &fused, &D), &D);
+  int64_t f[2] = {-1, 128};
+  tu_ok(sch_split(s, fused, 2, f, parts, &D), &D);
+  tu_ok(sch_bind(s, parts[0], "blockIdx.x", &D), &D);
+  tu_ok(sch_bind(s, parts[1], "threadIdx.x", &D), &D);
+}
+
+/* spec's reduction blocks red[0..nred) each over `threads` threads, the rest
+ * elementwise; checked against the interpreter, compiled by NVRTC, run on the
+ * emulation, and the text has one shuffle all-reduce per reduction. */
+static void guarded_reduction(const char *spec, const char *const *red, int nred, const char *ew,
+                              const int64_t *threads) {
+  ts_arena *a = ts_arena_new();
+  ir_func *orig;
+  sch_state *s = tu_schedule(a, spec, &orig);
+  for (int i = 0; i < nred; i++) xreduce_block(s, red[i], threads[i]);
+  if (ew) bind_elementwise(s, ew);
+  tu_assert_equivalent(orig, sch_func(s));
+  char what[160];
+  snprintf(what, sizeof what, "%s t=%lld", spec, (long long)threads[0]);
+  cg_cuda_module m;
+  emit_compile(sch_func(s), &m, what);
+  ck_assert_int_eq(m.nshuffle, nred);
+  ck_assert_msg(count(m.source, "cross-thread reduction of") == nred, "%s", m.source);
+  ck_assert(strstr(m.source, "__shfl_down_sync") != NULL);
+  /* the guard of a split that does not divide 999 stays around the partial */
+  if (999 % threads[0] != 0)
+    ck_assert_msg(strstr(m.source, " < 999)") != NULL, "%s: no guard\n%s", what, m.source);
+  bool any_big = false, any_partial = false;
+  for (int i = 0; i < nred; i++) {
+    any_big |= threads[i] > 32;
+    any_partial |= threads[i] % 32 != 0 && threads[i] > 32;
+  }
+  if (any_big) ck_assert(strstr(m.source, "_redw") != NULL);
+  if (any_partial) ck_assert_msg(strstr(m.source, "_wl") != NULL, "%s: no partial-warp lanes\n%s", what, m.source);
+  emu_assert(orig, &m, what);
+  cg_cuda_module_fini(&m);
+  sch_free(s);
+  ts_arena_free(a);
+}
+
+START_TEST(test_guarded_cross_thread_reduction) {
+  static const char *const rs[] = {"Y"}, *const sm[] = {"mx", "s"}, *const ln[] = {"sm", "sq"};
+  /* reduce_sum at m=7, n=999: 128 threads (guard, two warps' partials in
+   * shared memory), 32 (one warp), 24 (a partial single warp), 999 (every
+   * element its own thread, the last warp 7 lanes) */
+  static const int64_t t128[] = {128}, t32[] = {32}, t24[] = {24}, t999[] = {999};
+  guarded_reduction("reduce_sum:m=7,n=999", rs, 1, NULL, t128);
+  guarded_reduction("reduce_sum:m=7,n=999", rs, 1, NULL, t32);
+  guarded_reduction("reduce_sum:m=7,n=999", rs, 1, NULL, t24);
+  guarded_reduction("reduce_sum:m=7,n=999", rs, 1, NULL, t999);
+  /* softmax: max (identity -inf) and sum; layernorm: two sums, 1000 threads
+   * for 999 elements (the last thread masked, a partial last warp) */
+  static const int64_t sm_t[] = {256, 8}, ln_t[] = {1000, 96};
+  guarded_reduction("softmax:m=7,n=999", sm, 2, "Y", sm_t);
+  guarded_reduction("layernorm:m=7,n=999", ln, 2, "Y", ln_t);
+}
+END_TEST
+
+/* The search's CrossThreadReduction sketch of the odd shapes: every sampled
+ * thread count emits warp shuffles (no more refused "guarded update"). */
+START_TEST(test_cross_thread_sketch_odd_shapes) {
+  static const char *const specs[] = {"softmax:m=7,n=999", "layernorm:m=7,n=999", "reduce_sum:m=7,n=999"};
+  cg_target t = cuda_target();
+  for (size_t w = 0; w < sizeof specs / sizeof specs[0]; w++) {
+    ts_arena *a = ts_arena_new();
+    ir_func *orig = tu_workload(a, specs[w]);
+    sch_trace **sk = NULL;
+    int nsk = 0;
+    ts_diag_clear(&D);
+    tu_ok(srch_sketches(orig, &t, NULL, &sk, &nsk, &D), &D);
+    int with_shuffles = 0;
+    for (int k = 0; k < nsk; k++)
+      for (uint64_t seed = 1; seed <= 3; seed++) {
+        ts_diag_clear(&D);
+        sch_traced *tr = srch_instantiate(sk[k], orig, &t, true, seed * 31 + (uint64_t)k, &D);
+        if (!tr) continue;
+        tu_assert_equivalent(orig, sch_traced_func(tr));
+        char what[128];
+        snprintf(what, sizeof what, "%s sketch %d seed %llu", specs[w], k, (unsigned long long)seed);
+        cg_cuda_module m;
+        emit_compile(sch_traced_func(tr), &m, what);
+        if (m.nshuffle > 0) {
+          with_shuffles++;
+          ck_assert(strstr(m.source, "__shfl_down_sync") != NULL);
+          ck_assert(strstr(m.source, " < 999)") != NULL);
+        }
+        cg_cuda_module_fini(&m);
+        sch_traced_free(tr);
+      }
+    ck_assert_msg(with_shuffles > 0, "%s: no candidate with a warp all-reduce", specs[w]);
+    for (int k = 0; k < nsk; k++) sch_trace_free(sk[k]);
+    ts_free(sk);
+    ts_arena_free(a);
+  }
+}
+END_TEST
+
+/* A cross-thread reduction the all-reduce cannot take is refused naming it:
+ * a block with threadIdx.y as well. */
+START_TEST(test_cross_thread_reduction_refused_2d) {
+  ts_arena *a = ts_arena_new();
+  ir_func *orig;
+  sch_state *s = tu_schedule(a, "reduce_sum:m=4,n=64", &orig);
+  sch_loop l[2], n[2];
+  ck_assert_int_eq(tu_loops(s, "Y", l, 2), 2);
+  int64_t f[2] = {-1, 32};
+  tu_ok(sch_split(s, l[1], 2, f, n, &D), &D);
+  sch_loop order[2] = {n[1], n[0]};
+  tu_ok(sch_reorder(s, 2, order, &D), &D);
+  tu_ok(sch_bind(s, l[0], "threadIdx.y", &D), &D);
+  tu_ok(sch_bind(s, n[1], "threadIdx.x", &D), &D);
+  sch_block b, init;
+  tu_ok(sch_get_block(s, "Y", &b, &D), &D);
+  tu_ok(sch_decompose_reduction(s, b, n[1], &init, &D), &D);
+  tu_assert_equivalent(orig, sch_func(s));
+  cg_target t = cuda_target();
+  cg_cuda_module m;
+  ts_diag_clear(&D);
+  ck_assert_int_eq(cg_cuda_emit(sch_func(s), &t, NULL, &m, &D), TS_EUNSUPPORTED);
+  ck_assert_msg(strstr(D.msg, "cross-thread reduction of Y") && strstr(D.msg, "one-dimensional"), "%s", D.msg);
+  sch_free(s);
+  ts_arena_free(a);
+}
+END_TEST
+
 static Suite *suite_slow(void) {
   Suite *s = suite_create("cuda_slow");
   TCase *tc = tcase_create("cuda_slow");
@@ -914,6 +1071,13 @@ static Suite *suite(void) {
   tcase_add_test(tc, test_every_workload_fallback);
   tcase_add_test(tc, test_default_gpu_schedule_runs);
   suite_add_tcase(s, tc);
+  /* guarded cross-thread reductions, registers from the cubin */
+  TCase *rt = tcase_create("cuda_rt");
+  tcase_set_timeout(rt, 120);
+  tcase_add_test(rt, test_guarded_cross_thread_reduction);
+  tcase_add_test(rt, test_cross_thread_sketch_odd_shapes);
+  tcase_add_test(rt, test_cross_thread_reduction_refused_2d);
+  suite_add_tcase(s, rt);
   return s;
 }
 
