@@ -18,27 +18,6 @@ static ts_diag D;
 
 static sch_block blk(const char *name) { return (sch_block){name}; }
 
-/* The block realize named name in the scheduled function (NULL if none). */
-typedef struct find_ctx {
-  const char *name;
-  const ir_block *found;
-} find_ctx;
-
-static bool find_cb(void *ctx, const ir_stmt *s) {
-  find_ctx *c = ctx;
-  if (s->kind == IR_BLOCK_REALIZE && !strcmp(s->u.realize.block->name, c->name))
-    c->found = s->u.realize.block;
-  return c->found == NULL;
-}
-
-static const ir_block *get_block(sch_state *s, const char *name) {
-  find_ctx c = {name, NULL};
-  ir_visitor v = {.stmt = find_cb, .ctx = &c};
-  ir_visit_stmt(&v, sch_func(s)->body);
-  ck_assert_msg(c.found != NULL, "no block '%s'", name);
-  return c.found;
-}
-
 static const ir_block *root(sch_state *s) { return sch_func(s)->body->u.realize.block; }
 
 static const ir_buffer *root_alloc(sch_state *s, const char *name) {
@@ -49,48 +28,13 @@ static const ir_buffer *root_alloc(sch_state *s, const char *name) {
   return NULL;
 }
 
-static bool reads_buf(const ir_block *b, const char *name) {
-  for (int i = 0; i < b->nreads; i++)
-    if (!strcmp(b->reads[i].buf->name, name)) return true;
-  return false;
-}
-
-static bool writes_buf(const ir_block *b, const char *name) {
-  for (int i = 0; i < b->nwrites; i++)
-    if (!strcmp(b->writes[i].buf->name, name)) return true;
-  return false;
-}
-
-/* Root's child blocks, joined with spaces: "mx e e_shared s Y". */
-static void child_order(sch_state *s, char *buf, size_t n) {
-  sch_block *kids;
-  int nk;
-  tu_ok(sch_get_child_blocks(s, blk(root(s)->name), &kids, &nk, &D), &D);
-  buf[0] = 0;
-  for (int i = 0; i < nk; i++) {
-    if (i) strncat(buf, " ", n - strlen(buf) - 1);
-    strncat(buf, kids[i].name, n - strlen(buf) - 1);
-  }
-}
-
-static void assert_order(sch_state *s, const char *want) {
-  char got[512];
-  child_order(s, got, sizeof got);
-  ck_assert_msg(!strcmp(got, want), "block order '%s', want '%s'", got, want);
-}
-
-/* A schedule over a function written in the script form. */
-static sch_state *from_text(ts_arena *a, const char *text, ir_func **orig) { return tu_schedule_text(a, text, orig); }
-
-/* Refusal leaves the function body untouched. */
 #define REFUSED(s, call, ...) TU_REFUSED(&D, s, call, __VA_ARGS__)
 
 /* ---- matmul ---- */
 
 START_TEST(matmul_read_shared_local) {
-  ts_arena *a = ts_arena_new();
   ir_func *orig;
-  sch_state *s = tu_schedule(a, "matmul:m=6,n=10,k=7", &orig);
+  sch_state *s = tu_open("matmul:m=6,n=10,k=7", &orig);
   sch_block out;
   ts_diag_clear(&D);
   tu_ok(sch_cache_read(s, blk("C"), 0, "shared", 0, NULL, &out, &D), &D);
@@ -98,15 +42,15 @@ START_TEST(matmul_read_shared_local) {
   tu_ok(sch_cache_read(s, blk("C"), 1, "local", 0, NULL, &out, &D), &D);
   ck_assert_str_eq(out.name, "B_local");
   /* inputs: copies at the start of the scope */
-  assert_order(s, "B_local A_shared C");
+  tu_assert_children(s, "B_local A_shared C");
   ck_assert_str_eq(root_alloc(s, "A_shared")->scope, "shared");
   ck_assert_str_eq(root_alloc(s, "B_local")->scope, "local");
   ck_assert_int_eq(root_alloc(s, "A_shared")->ndim, 2);
-  const ir_block *c = get_block(s, "C");
-  ck_assert(reads_buf(c, "A_shared") && reads_buf(c, "B_local"));
-  ck_assert(!reads_buf(c, "A") && !reads_buf(c, "B"));
-  const ir_block *cp = get_block(s, "A_shared");
-  ck_assert(reads_buf(cp, "A") && writes_buf(cp, "A_shared"));
+  const ir_block *c = tu_block(s, "C");
+  ck_assert(tu_reads(c, "A_shared") && tu_reads(c, "B_local"));
+  ck_assert(!tu_reads(c, "A") && !tu_reads(c, "B"));
+  const ir_block *cp = tu_block(s, "A_shared");
+  ck_assert(tu_reads(cp, "A") && tu_writes(cp, "A_shared"));
   ck_assert_int_eq(cp->niter, 2);
   for (int i = 0; i < cp->niter; i++) ck_assert_int_eq(cp->iters[i].type, IR_ITER_S);
   /* the copy block's loops, found through its handle */
@@ -115,41 +59,35 @@ START_TEST(matmul_read_shared_local) {
   ck_assert_str_eq(l[0].var->name, "ax0");
   ck_assert_str_eq(l[1].var->name, "ax1");
   tu_assert_equivalent(orig, sch_func(s));
-  sch_free(s);
-  ts_arena_free(a);
 }
 END_TEST
 
 START_TEST(matmul_write_local) {
-  ts_arena *a = ts_arena_new();
   ir_func *orig;
-  sch_state *s = tu_schedule(a, "matmul:m=6,n=10,k=7", &orig);
+  sch_state *s = tu_open("matmul:m=6,n=10,k=7", &orig);
   sch_block out;
   ts_diag_clear(&D);
   tu_ok(sch_cache_read(s, blk("C"), 0, "shared", 0, NULL, &out, &D), &D);
   tu_ok(sch_cache_read(s, blk("C"), 1, "shared", 0, NULL, &out, &D), &D);
   tu_ok(sch_cache_write(s, blk("C"), 0, "local", 0, NULL, &out, &D), &D);
   ck_assert_str_eq(out.name, "C_local");
-  assert_order(s, "B_shared A_shared C C_local");
-  const ir_block *c = get_block(s, "C"), *cb = get_block(s, "C_local");
-  ck_assert(writes_buf(c, "C_local") && !writes_buf(c, "C"));
+  tu_assert_children(s, "B_shared A_shared C C_local");
+  const ir_block *c = tu_block(s, "C"), *cb = tu_block(s, "C_local");
+  ck_assert(tu_writes(c, "C_local") && !tu_writes(c, "C"));
   ck_assert(c->init != NULL);
-  ck_assert(reads_buf(cb, "C_local") && writes_buf(cb, "C"));
+  ck_assert(tu_reads(cb, "C_local") && tu_writes(cb, "C"));
   ck_assert_str_eq(root_alloc(s, "C_local")->scope, "local");
   tu_assert_equivalent(orig, sch_func(s));
   /* the cache buffer name is taken now: a second cache gets a fresh one */
   tu_ok(sch_cache_read(s, blk("C"), 0, "shared", 0, NULL, &out, &D), &D);
   ck_assert_str_eq(out.name, "A_shared_shared");
   tu_assert_equivalent(orig, sch_func(s));
-  sch_free(s);
-  ts_arena_free(a);
 }
 END_TEST
 
 START_TEST(matmul_named_scopes) {
-  ts_arena *a = ts_arena_new();
   ir_func *orig;
-  sch_state *s = tu_schedule(a, "matmul:m=5,n=3,k=4", &orig);
+  sch_state *s = tu_open("matmul:m=5,n=3,k=4", &orig);
   sch_block out;
   ts_diag_clear(&D);
   tu_ok(sch_cache_read(s, blk("C"), 0, "wmma.matrix_a", 0, NULL, &out, &D), &D);
@@ -159,26 +97,21 @@ START_TEST(matmul_named_scopes) {
   tu_ok(sch_cache_write(s, blk("C"), 0, "wmma.accumulator", 0, NULL, &out, &D), &D);
   ck_assert_str_eq(out.name, "C_wmma.accumulator");
   tu_assert_equivalent(orig, sch_func(s));
-  sch_free(s);
-  ts_arena_free(a);
 }
 END_TEST
 
 START_TEST(batch_matmul_read_write) {
-  ts_arena *a = ts_arena_new();
   ir_func *orig;
-  sch_state *s = tu_schedule(a, "batch_matmul:b=2,m=3,n=5,k=4", &orig);
+  sch_state *s = tu_open("batch_matmul:b=2,m=3,n=5,k=4", &orig);
   sch_block out;
   ts_diag_clear(&D);
   tu_ok(sch_cache_write(s, blk("C"), 0, "local", 0, NULL, &out, &D), &D);
   tu_ok(sch_cache_read(s, blk("C"), 0, "shared", 0, NULL, &out, &D), &D);
   tu_ok(sch_cache_read(s, blk("C"), 1, "local", 0, NULL, &out, &D), &D);
-  assert_order(s, "B_local A_shared C C_local");
+  tu_assert_children(s, "B_local A_shared C C_local");
   sch_loop l[4];
   ck_assert_int_eq(tu_loops(s, "C_local", l, 4), 3);
   tu_assert_equivalent(orig, sch_func(s));
-  sch_free(s);
-  ts_arena_free(a);
 }
 END_TEST
 
@@ -186,9 +119,8 @@ END_TEST
  * only the buffer (the read region is clipped), and moving the stage under the
  * copy's loops is refused because the border instances would never run. */
 START_TEST(padded_source_read) {
-  ts_arena *a = ts_arena_new();
   ir_func *orig;
-  sch_state *s = tu_schedule(a, "conv2d_nchw:n=1,c=3,h=5,w=6,k=4,r=3,s=3,pad=1", &orig);
+  sch_state *s = tu_open("conv2d_nchw:n=1,c=3,h=5,w=6,k=4,r=3,s=3,pad=1", &orig);
   sch_block out;
   ts_diag_clear(&D);
   tu_ok(sch_cache_read(s, blk("Xp"), 0, "local", 0, NULL, &out, &D), &D);
@@ -208,15 +140,12 @@ START_TEST(padded_source_read) {
   TU_REFUSED(&D, s, sch_reverse_compute_at(s, blk("Xp"), l[0], false, -1, &D), "reverse_compute_at", "Xp",
              "whole domain");
   tu_assert_equivalent(orig, sch_func(s));
-  sch_free(s);
-  ts_arena_free(a);
 }
 END_TEST
 
 START_TEST(conv2d_read_write) {
-  ts_arena *a = ts_arena_new();
   ir_func *orig;
-  sch_state *s = tu_schedule(a, "conv2d_nchw:n=1,c=3,h=5,w=6,k=4,r=3,s=3,pad=0", &orig);
+  sch_state *s = tu_open("conv2d_nchw:n=1,c=3,h=5,w=6,k=4,r=3,s=3,pad=0", &orig);
   sch_block out;
   ts_diag_clear(&D);
   tu_ok(sch_cache_read(s, blk("Y"), 0, "shared", 0, NULL, &out, &D), &D);
@@ -224,81 +153,70 @@ START_TEST(conv2d_read_write) {
   tu_ok(sch_cache_read(s, blk("Y"), 1, "shared", 0, NULL, &out, &D), &D);
   ck_assert_str_eq(out.name, "W_shared");
   tu_ok(sch_cache_write(s, blk("Y"), 0, "local", 0, NULL, &out, &D), &D);
-  assert_order(s, "W_shared X_shared Y Y_local");
+  tu_assert_children(s, "W_shared X_shared Y Y_local");
   sch_loop l[8];
   ck_assert_int_eq(tu_loops(s, "X_shared", l, 8), 4);
   tu_assert_equivalent(orig, sch_func(s));
-  sch_free(s);
-  ts_arena_free(a);
 }
 END_TEST
 
 /* ---- softmax: intermediates with a writer ---- */
 
 START_TEST(softmax_read_intermediate) {
-  ts_arena *a = ts_arena_new();
   ir_func *orig;
-  sch_state *s = tu_schedule(a, "softmax:m=3,n=7", &orig);
+  sch_state *s = tu_open("softmax:m=3,n=7", &orig);
   sch_block out;
   ts_diag_clear(&D);
   /* s reads e (written by block e): the copy goes after e, before s, and
    * every later reader (s and Y) reads the cache */
   tu_ok(sch_cache_read(s, blk("s"), 0, "shared", 0, NULL, &out, &D), &D);
   ck_assert_str_eq(out.name, "e_shared");
-  assert_order(s, "mx e e_shared s Y");
-  ck_assert(reads_buf(get_block(s, "s"), "e_shared"));
-  ck_assert(reads_buf(get_block(s, "Y"), "e_shared"));
-  ck_assert(writes_buf(get_block(s, "e"), "e"));
+  tu_assert_children(s, "mx e e_shared s Y");
+  ck_assert(tu_reads(tu_block(s, "s"), "e_shared"));
+  ck_assert(tu_reads(tu_block(s, "Y"), "e_shared"));
+  ck_assert(tu_writes(tu_block(s, "e"), "e"));
   tu_assert_equivalent(orig, sch_func(s));
   /* mx read by e only, into local; the input X read by mx and e */
   tu_ok(sch_cache_read(s, blk("e"), 1, "local", 0, NULL, &out, &D), &D);
   ck_assert_str_eq(out.name, "mx_local");
   tu_ok(sch_cache_read(s, blk("mx"), 0, "shared", 0, NULL, &out, &D), &D);
   ck_assert_str_eq(out.name, "X_shared");
-  assert_order(s, "X_shared mx mx_local e e_shared s Y");
-  ck_assert(reads_buf(get_block(s, "e"), "X_shared"));
+  tu_assert_children(s, "X_shared mx mx_local e e_shared s Y");
+  ck_assert(tu_reads(tu_block(s, "e"), "X_shared"));
   tu_assert_equivalent(orig, sch_func(s));
-  sch_free(s);
-  ts_arena_free(a);
 }
 END_TEST
 
 START_TEST(softmax_read_selected_consumer) {
-  ts_arena *a = ts_arena_new();
   ir_func *orig;
-  sch_state *s = tu_schedule(a, "softmax:m=4,n=5", &orig);
+  sch_state *s = tu_open("softmax:m=4,n=5", &orig);
   sch_block out, only_y = blk("Y");
   ts_diag_clear(&D);
   /* only Y reads the cache: the copy goes right before Y, s keeps e */
   tu_ok(sch_cache_read(s, blk("Y"), 0, "local", 1, &only_y, &out, &D), &D);
-  assert_order(s, "mx e s e_local Y");
-  ck_assert(reads_buf(get_block(s, "s"), "e"));
-  ck_assert(reads_buf(get_block(s, "Y"), "e_local"));
+  tu_assert_children(s, "mx e s e_local Y");
+  ck_assert(tu_reads(tu_block(s, "s"), "e"));
+  ck_assert(tu_reads(tu_block(s, "Y"), "e_local"));
   tu_assert_equivalent(orig, sch_func(s));
-  sch_free(s);
-  ts_arena_free(a);
 }
 END_TEST
 
 START_TEST(softmax_write_intermediates) {
-  ts_arena *a = ts_arena_new();
   ir_func *orig;
-  sch_state *s = tu_schedule(a, "softmax:m=3,n=7", &orig);
+  sch_state *s = tu_open("softmax:m=3,n=7", &orig);
   sch_block out, cons = blk("Y");
   ts_diag_clear(&D);
   tu_ok(sch_cache_write(s, blk("mx"), 0, "local", 0, NULL, &out, &D), &D);
   ck_assert_str_eq(out.name, "mx_local");
-  assert_order(s, "mx mx_local e s Y");
-  ck_assert(reads_buf(get_block(s, "e"), "mx"));
+  tu_assert_children(s, "mx mx_local e s Y");
+  ck_assert(tu_reads(tu_block(s, "e"), "mx"));
   /* the consumer Y reads the sum's cache directly */
   tu_ok(sch_cache_write(s, blk("s"), 0, "shared", 1, &cons, &out, &D), &D);
-  assert_order(s, "mx mx_local e s s_shared Y");
-  ck_assert(reads_buf(get_block(s, "Y"), "s_shared"));
+  tu_assert_children(s, "mx mx_local e s s_shared Y");
+  ck_assert(tu_reads(tu_block(s, "Y"), "s_shared"));
   tu_ok(sch_cache_write(s, blk("Y"), 0, "local", 0, NULL, &out, &D), &D);
-  assert_order(s, "mx mx_local e s s_shared Y Y_local");
+  tu_assert_children(s, "mx mx_local e s s_shared Y Y_local");
   tu_assert_equivalent(orig, sch_func(s));
-  sch_free(s);
-  ts_arena_free(a);
 }
 END_TEST
 
@@ -328,9 +246,8 @@ static const char *SHARED_LOOP =
     "}\n";
 
 START_TEST(shared_loop_read) {
-  ts_arena *a = ts_arena_new();
   ir_func *orig;
-  sch_state *s = from_text(a, SHARED_LOOP, &orig);
+  sch_state *s = tu_open_text(SHARED_LOOP, &orig);
   sch_block out;
   ts_diag_clear(&D);
   tu_ok(sch_cache_read(s, blk("C"), 0, "shared", 0, NULL, &out, &D), &D);
@@ -344,15 +261,12 @@ START_TEST(shared_loop_read) {
   ck_assert_int_eq(tu_loops(s, "C", l, 4), 2);
   ck_assert_str_eq(l[0].var->name, "i");
   tu_assert_equivalent(orig, sch_func(s));
-  sch_free(s);
-  ts_arena_free(a);
 }
 END_TEST
 
 START_TEST(shared_loop_write) {
-  ts_arena *a = ts_arena_new();
   ir_func *orig;
-  sch_state *s = from_text(a, SHARED_LOOP, &orig);
+  sch_state *s = tu_open_text(SHARED_LOOP, &orig);
   sch_block out;
   ts_diag_clear(&D);
   tu_ok(sch_cache_write(s, blk("B"), 0, "local", 0, NULL, &out, &D), &D);
@@ -360,17 +274,15 @@ START_TEST(shared_loop_write) {
   sch_loop l[4];
   ck_assert_int_eq(tu_loops(s, "B_local", l, 4), 3);
   ck_assert_str_eq(l[0].var->name, "i");
-  ck_assert(writes_buf(get_block(s, "B"), "B_local"));
-  ck_assert(reads_buf(get_block(s, "C"), "B"));
+  ck_assert(tu_writes(tu_block(s, "B"), "B_local"));
+  ck_assert(tu_reads(tu_block(s, "C"), "B"));
   tu_assert_equivalent(orig, sch_func(s));
   /* the output too: nothing reads C, so it is copied back at the end */
   tu_ok(sch_cache_write(s, blk("C"), 0, "local", 0, NULL, &out, &D), &D);
-  assert_order(s, "B B_local C C_local");
+  tu_assert_children(s, "B B_local C C_local");
   ck_assert_int_eq(tu_loops(s, "C_local", l, 4), 2);
   ck_assert_str_eq(l[0].var->name, "ax0");
   tu_assert_equivalent(orig, sch_func(s));
-  sch_free(s);
-  ts_arena_free(a);
 }
 END_TEST
 
@@ -404,9 +316,8 @@ static const char *TILED =
     "}\n";
 
 START_TEST(tiled_guarded_copy) {
-  ts_arena *a = ts_arena_new();
   ir_func *orig;
-  sch_state *s = from_text(a, TILED, &orig);
+  sch_state *s = tu_open_text(TILED, &orig);
   sch_block out;
   ts_diag_clear(&D);
   tu_ok(sch_cache_read(s, blk("C"), 0, "shared", 0, NULL, &out, &D), &D);
@@ -421,8 +332,6 @@ START_TEST(tiled_guarded_copy) {
   char *text = ir_func_to_string(sch_func(s));
   ck_assert_msg(strstr(text, "t * 3 + ax0 < 8") != NULL, "no guard on the tile copy:\n%s", text);
   ts_free(text);
-  sch_free(s);
-  ts_arena_free(a);
 }
 END_TEST
 
@@ -447,9 +356,8 @@ static const char *CARRIED =
     "}\n";
 
 START_TEST(refuse_loop_carried) {
-  ts_arena *a = ts_arena_new();
   ir_func *orig;
-  sch_state *s = from_text(a, CARRIED, &orig);
+  sch_state *s = tu_open_text(CARRIED, &orig);
   sch_block out, c = blk("C");
   REFUSED(s, sch_cache_write(s, blk("B"), 0, "local", 0, NULL, &out, &D), "cache_write", "'C'",
           "before its writer");
@@ -458,17 +366,14 @@ START_TEST(refuse_loop_carried) {
   REFUSED(s, sch_cache_read(s, blk("C"), 0, "local", 0, NULL, &out, &D), "cache_read",
           "no block reads 'B' after its writer");
   (void)orig;
-  sch_free(s);
-  ts_arena_free(a);
 }
 END_TEST
 
 /* ---- refusals ---- */
 
 START_TEST(refuse_bad_index_and_scope) {
-  ts_arena *a = ts_arena_new();
   ir_func *orig;
-  sch_state *s = tu_schedule(a, "matmul:m=6,n=10,k=7", &orig);
+  sch_state *s = tu_open("matmul:m=6,n=10,k=7", &orig);
   sch_block out;
   REFUSED(s, sch_cache_read(s, blk("C"), 2, "shared", 0, NULL, &out, &D), "cache_read", "'C'",
           "read_index 2 is out of range");
@@ -487,30 +392,24 @@ START_TEST(refuse_bad_index_and_scope) {
   REFUSED(s, sch_cache_write(s, blk("C"), 0, "local", 1, &self, &out, &D), "does not just read");
   ts_diag_clear(&D);
   ck_assert_int_eq(sch_cache_read(s, blk("nope"), 0, "shared", 0, NULL, &out, &D), TS_ENOTFOUND);
-  sch_free(s);
-  ts_arena_free(a);
 }
 END_TEST
 
 START_TEST(refuse_softmax_misuse) {
-  ts_arena *a = ts_arena_new();
   ir_func *orig;
-  sch_state *s = tu_schedule(a, "softmax:m=3,n=7", &orig);
+  sch_state *s = tu_open("softmax:m=3,n=7", &orig);
   sch_block out, mx = blk("mx"), e = blk("e");
   /* mx does not read e; e is the writer of e */
   REFUSED(s, sch_cache_read(s, blk("s"), 0, "shared", 1, &mx, &out, &D), "'mx'",
           "does not just read 'e'");
   REFUSED(s, sch_cache_read(s, blk("s"), 0, "shared", 1, &e, &out, &D), "'e'");
   REFUSED(s, sch_cache_write(s, blk("e"), 0, "local", 1, &mx, &out, &D), "'mx'");
-  sch_free(s);
-  ts_arena_free(a);
 }
 END_TEST
 
 START_TEST(refuse_two_writers) {
-  ts_arena *a = ts_arena_new();
   ir_func *orig;
-  sch_state *s = tu_schedule(a, "matmul:m=4,n=3,k=5", &orig);
+  sch_state *s = tu_open("matmul:m=4,n=3,k=5", &orig);
   sch_loop l[4];
   ck_assert_int_eq(tu_loops(s, "C", l, 4), 3);
   sch_block init;
@@ -523,24 +422,21 @@ START_TEST(refuse_two_writers) {
   /* the update reads and writes C: caching its read of C is refused */
   REFUSED(s, sch_cache_read(s, blk("C"), 0, "local", 0, NULL, &out, &D), "both reads and writes");
   tu_assert_equivalent(orig, sch_func(s));
-  sch_free(s);
-  ts_arena_free(a);
 }
 END_TEST
 
 /* ---- set_scope / storage_align ---- */
 
 START_TEST(set_scope_intermediate) {
-  ts_arena *a = ts_arena_new();
   ir_func *orig;
-  sch_state *s = tu_schedule(a, "softmax:m=3,n=7", &orig);
+  sch_state *s = tu_open("softmax:m=3,n=7", &orig);
   ts_diag_clear(&D);
   tu_ok(sch_set_scope(s, blk("e"), 0, "shared", &D), &D);
   const ir_buffer *b = root_alloc(s, "e_shared");
   ck_assert_str_eq(b->scope, "shared");
-  ck_assert(writes_buf(get_block(s, "e"), "e_shared"));
-  ck_assert(reads_buf(get_block(s, "s"), "e_shared"));
-  ck_assert(reads_buf(get_block(s, "Y"), "e_shared"));
+  ck_assert(tu_writes(tu_block(s, "e"), "e_shared"));
+  ck_assert(tu_reads(tu_block(s, "s"), "e_shared"));
+  ck_assert(tu_reads(tu_block(s, "Y"), "e_shared"));
   tu_assert_equivalent(orig, sch_func(s));
   /* same scope again: nothing changes */
   ir_stmt *body = sch_func(s)->body;
@@ -549,32 +445,26 @@ START_TEST(set_scope_intermediate) {
   tu_ok(sch_set_scope(s, blk("mx"), 0, "local", &D), &D);
   ck_assert_str_eq(root_alloc(s, "mx_local")->scope, "local");
   tu_assert_equivalent(orig, sch_func(s));
-  sch_free(s);
-  ts_arena_free(a);
 }
 END_TEST
 
 START_TEST(set_scope_after_cache) {
-  ts_arena *a = ts_arena_new();
   ir_func *orig;
-  sch_state *s = tu_schedule(a, "matmul:m=6,n=10,k=7", &orig);
+  sch_state *s = tu_open("matmul:m=6,n=10,k=7", &orig);
   sch_block out;
   ts_diag_clear(&D);
   tu_ok(sch_cache_read(s, blk("C"), 0, "shared", 0, NULL, &out, &D), &D);
   tu_ok(sch_set_scope(s, out, 0, "local", &D), &D);
   ck_assert_str_eq(root_alloc(s, "A_shared_local")->scope, "local");
-  ck_assert(reads_buf(get_block(s, "C"), "A_shared_local"));
+  ck_assert(tu_reads(tu_block(s, "C"), "A_shared_local"));
   tu_ok(sch_storage_align(s, out, 0, 0, 16, 4, &D), &D);
   tu_assert_equivalent(orig, sch_func(s));
-  sch_free(s);
-  ts_arena_free(a);
 }
 END_TEST
 
 START_TEST(storage_align_records) {
-  ts_arena *a = ts_arena_new();
   ir_func *orig;
-  sch_state *s = tu_schedule(a, "softmax:m=3,n=7", &orig);
+  sch_state *s = tu_open("softmax:m=3,n=7", &orig);
   ts_diag_clear(&D);
   tu_ok(sch_storage_align(s, blk("e"), 0, 0, 8, 1, &D), &D);
   const ir_buffer *b = root_alloc(s, "e");
@@ -587,7 +477,7 @@ START_TEST(storage_align_records) {
   ck_assert_int_eq(b->align_factor[0], 8);
   ck_assert_int_eq(b->align_factor[1], 4);
   /* every use sees the same buffer */
-  const ir_block *sb = get_block(s, "s"), *eb = get_block(s, "e");
+  const ir_block *sb = tu_block(s, "s"), *eb = tu_block(s, "e");
   ck_assert_ptr_eq(sb->reads[0].buf, b);
   ck_assert_ptr_eq(eb->writes[0].buf, b);
   tu_ok(sch_set_scope(s, blk("e"), 0, "shared", &D), &D);
@@ -597,15 +487,12 @@ START_TEST(storage_align_records) {
   char *text = ir_func_to_string(sch_func(s));
   ck_assert_ptr_nonnull(strstr(text, "storage_align("));
   ts_free(text);
-  sch_free(s);
-  ts_arena_free(a);
 }
 END_TEST
 
 START_TEST(refuse_params_and_bad_align) {
-  ts_arena *a = ts_arena_new();
   ir_func *orig;
-  sch_state *s = tu_schedule(a, "softmax:m=3,n=7", &orig);
+  sch_state *s = tu_open("softmax:m=3,n=7", &orig);
   REFUSED(s, sch_set_scope(s, blk("Y"), 0, "shared", &D), "set_scope", "'Y'", "function parameter");
   REFUSED(s, sch_storage_align(s, blk("Y"), 0, 0, 8, 0, &D), "storage_align", "function parameter");
   REFUSED(s, sch_storage_align(s, blk("e"), 0, 0, 0, 0, &D), "storage_align", "factor 0");
@@ -615,17 +502,14 @@ START_TEST(refuse_params_and_bad_align) {
   REFUSED(s, sch_storage_align(s, blk("e"), 1, 0, 8, 0, &D), "write_index 1 is out of range");
   REFUSED(s, sch_set_scope(s, blk("e"), 0, "", &D), "invalid storage scope");
   REFUSED(s, sch_set_scope(s, blk("e"), -1, "local", &D), "write_index -1");
-  sch_free(s);
-  ts_arena_free(a);
 }
 END_TEST
 
 /* ---- after loop transformations ---- */
 
 START_TEST(after_split_with_predicate) {
-  ts_arena *a = ts_arena_new();
   ir_func *orig;
-  sch_state *s = tu_schedule(a, "matmul:m=6,n=10,k=7", &orig);
+  sch_state *s = tu_open("matmul:m=6,n=10,k=7", &orig);
   sch_loop l[4], sp[2];
   ck_assert_int_eq(tu_loops(s, "C", l, 4), 3);
   int64_t f4[2] = {-1, 4};
@@ -637,35 +521,14 @@ START_TEST(after_split_with_predicate) {
   tu_ok(sch_cache_read(s, blk("C"), 1, "shared", 0, NULL, &out, &D), &D);
   ck_assert_int_eq(tu_loops(s, "C", l, 4), 4);
   tu_assert_equivalent(orig, sch_func(s));
-  sch_free(s);
-  ts_arena_free(a);
 }
 END_TEST
 
 /* ---- trace round trip ---- */
 
-static void assert_roundtrip(sch_traced *t, const ir_func *orig) {
-  char *json = sch_trace_to_json(sch_traced_trace(t));
-  ck_assert_ptr_nonnull(json);
-  ts_diag_clear(&D);
-  sch_trace *tr = sch_trace_from_json(json, &D);
-  ck_assert_msg(tr != NULL, "parse %s: %s", json, D.msg);
-  sch_traced *r = sch_trace_replay(tr, orig, 1, &D);
-  ck_assert_msg(r != NULL, "replay %s: %s", json, D.msg);
-  char why[512];
-  ck_assert_msg(ir_struct_equal_func_explain(sch_traced_func(t), sch_traced_func(r), why, sizeof why),
-                "replayed function differs: %s", why);
-  sch_traced_free(r);
-  sch_trace_free(tr);
-  ts_free(json);
-}
-
 START_TEST(trace_roundtrip) {
-  ts_arena *a = ts_arena_new();
-  ir_func *orig = tu_workload(a, "softmax:m=3,n=7");
-  ts_diag_clear(&D);
-  sch_traced *t = sch_traced_new(orig, 1, &D);
-  ck_assert_ptr_nonnull(t);
+  ir_func *orig;
+  sch_traced *t = tu_open_traced("softmax:m=3,n=7", 1, &orig);
   int s_, y, e, c1, c2, c3;
   tu_ok(sch_t_get_block(t, "s", &s_, &D), &D);
   tu_ok(sch_t_get_block(t, "Y", &y, &D), &D);
@@ -675,16 +538,14 @@ START_TEST(trace_roundtrip) {
   tu_ok(sch_t_cache_write(t, s_, 0, "local", 1, &y, &c3, &D), &D);
   tu_ok(sch_t_set_scope(t, e, 0, "shared", &D), &D);
   tu_ok(sch_t_storage_align(t, c1, 0, -1, 8, 1, &D), &D);
-  tu_assert_equivalent(orig, sch_traced_func(t));
-  assert_roundtrip(t, orig);
-  sch_traced_free(t);
-  ts_arena_free(a);
+  tu_assert_roundtrip(t, orig, 1);
 }
 END_TEST
 
 static Suite *suite(void) {
   Suite *su = suite_create("schedule_cache");
   TCase *tc = tcase_create("cache");
+  tcase_add_checked_fixture(tc, tu_setup, tu_teardown);
   tcase_add_test(tc, matmul_read_shared_local);
   tcase_add_test(tc, matmul_write_local);
   tcase_add_test(tc, matmul_named_scopes);
@@ -704,6 +565,7 @@ static Suite *suite(void) {
   tcase_add_test(tc, after_split_with_predicate);
   suite_add_tcase(su, tc);
   TCase *tb = tcase_create("scope_align");
+  tcase_add_checked_fixture(tb, tu_setup, tu_teardown);
   tcase_add_test(tb, set_scope_intermediate);
   tcase_add_test(tb, set_scope_after_cache);
   tcase_add_test(tb, storage_align_records);
@@ -713,10 +575,4 @@ static Suite *suite(void) {
   return su;
 }
 
-int main(void) {
-  SRunner *sr = srunner_create(suite());
-  srunner_run_all(sr, CK_NORMAL);
-  int failures = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failures ? 1 : 0;
-}
+int main(void) { return tu_run(suite()); }

@@ -15,62 +15,24 @@
 #include "ir/struct.h"
 #include "util.h"
 
-static ts_arena A;
 static ts_diag D;
 
 static void setup(void) {
-  ts_arena_init(&A);
+  tu_setup();
   ts_diag_clear(&D);
 }
-static void teardown(void) { ts_arena_fini(&A); }
 
 /* ---- helpers ---------------------------------------------------------------- */
-
-static sch_loop LP(sch_state *s, const char *block, int idx) {
-  sch_loop ls[32];
-  int n = tu_loops(s, block, ls, 32);
-  ck_assert_msg(idx < n, "block %s has %d loops, wanted #%d", block, n, idx);
-  return ls[idx];
-}
-
-static int nloops(sch_state *s, const char *block) {
-  sch_loop ls[32];
-  return tu_loops(s, block, ls, 32);
-}
 
 static sch_block BLK(const char *name) { return (sch_block){name}; }
 static const sch_loop ROOT = {NULL, SCH_LOC_ROOT};
 static const sch_loop INLINE = {NULL, SCH_LOC_INLINE};
 
-static char *text(sch_state *s) {
-  char *t = ir_func_to_string(sch_func(s));
-  ck_assert(t != NULL);
-  return t;
-}
-
-static void assert_has(sch_state *s, const char *needle) {
-  char *t = text(s);
-  ck_assert_msg(strstr(t, needle) != NULL, "printed IR lacks '%s':\n%s", needle, t);
-  ts_free(t);
-}
-
-static void assert_lacks(sch_state *s, const char *needle) {
-  char *t = text(s);
-  ck_assert_msg(strstr(t, needle) == NULL, "printed IR has '%s':\n%s", needle, t);
-  ts_free(t);
-}
-
 #define REFUSED(s, call, ...) TU_REFUSED(&D, s, call, __VA_ARGS__)
 
-#define OK(call)         \
-  do {                   \
-    ts_diag_clear(&D);   \
-    tu_ok((call), &D);   \
-  } while (0)
+#define OK(call) TU_OK(&D, call)
 
 static void equiv(sch_state *s, const ir_func *orig) { tu_assert_equivalent(orig, sch_func(s)); }
-
-static sch_state *sched_text(const char *src, ir_func **orig) { return tu_schedule_text(&A, src, orig); }
 
 static void split2(sch_state *s, sch_loop l, int64_t outer, int64_t inner, sch_loop *out) {
   int64_t f[2] = {outer, inner};
@@ -92,8 +54,8 @@ static const char *CONV_PAD =
  * max and sum reductions keep their whole row (init runs once per row). */
 START_TEST(test_softmax_rows) {
   ir_func *orig;
-  sch_state *s = tu_schedule(&A, "softmax:m=3,n=7", &orig);
-  sch_loop yi = LP(s, "Y", 0);
+  sch_state *s = tu_open("softmax:m=3,n=7", &orig);
+  sch_loop yi = tu_loop(s, "Y", 0);
   OK(sch_compute_at(s, BLK("s"), yi, false, -1, &D));
   equiv(s, orig);
   OK(sch_compute_at(s, BLK("e"), yi, false, -1, &D));
@@ -103,19 +65,18 @@ START_TEST(test_softmax_rows) {
   /* Each stage now hangs under i with one loop over its row. */
   const char *blocks[] = {"mx", "e", "s", "Y"};
   for (int i = 0; i < 4; i++) {
-    ck_assert_int_eq(nloops(s, blocks[i]), 2);
-    ck_assert_ptr_eq(LP(s, blocks[i], 0).var, yi.var);
+    ck_assert_int_eq(tu_nloops(s, blocks[i]), 2);
+    ck_assert_ptr_eq(tu_loop(s, blocks[i], 0).var, yi.var);
   }
-  assert_has(s, "for ax0 in serial(0, 7)");
-  assert_has(s, "      for ax0 in serial(0, 7) {\n        block mx(vi: S(0, 3) = i, vj: R(0, 7) = ax0)");
-  assert_has(s, "block e(vi_1: S(0, 3) = i, vj_1: S(0, 7) = ax0_1)");
-  char *t = text(s);
+  tu_assert_has(s, "for ax0 in serial(0, 7)");
+  tu_assert_has(s, "      for ax0 in serial(0, 7) {\n        block mx(vi: S(0, 3) = i, vj: R(0, 7) = ax0)");
+  tu_assert_has(s, "block e(vi_1: S(0, 3) = i, vj_1: S(0, 7) = ax0_1)");
+  char *t = tu_text(s);
   /* Program order under i: mx, e, s, then Y's own loop. */
   const char *pm = strstr(t, "block mx("), *pe = strstr(t, "block e("), *ps = strstr(t, "block s(");
   const char *py = strstr(t, "block Y(");
   ck_assert(pm && pe && ps && py && pm < pe && pe < ps && ps < py);
   ts_free(t);
-  sch_free(s);
 }
 END_TEST
 
@@ -123,14 +84,13 @@ END_TEST
  * puts s before Y's own loop as well. */
 START_TEST(test_softmax_preserve_unit_and_earliest) {
   ir_func *orig;
-  sch_state *s = tu_schedule(&A, "softmax:m=3,n=7", &orig);
-  sch_loop yi = LP(s, "Y", 0);
+  sch_state *s = tu_open("softmax:m=3,n=7", &orig);
+  sch_loop yi = tu_loop(s, "Y", 0);
   OK(sch_compute_at(s, BLK("s"), yi, true, -2, &D));
   equiv(s, orig);
-  ck_assert_int_eq(nloops(s, "s"), 3);
-  assert_has(s, "for ax0 in serial(0, 1)");
-  assert_has(s, "vi_2: S(0, 3) = i_2 + ax0");
-  sch_free(s);
+  ck_assert_int_eq(tu_nloops(s, "s"), 3);
+  tu_assert_has(s, "for ax0 in serial(0, 1)");
+  tu_assert_has(s, "vi_2: S(0, 3) = i_2 + ax0");
 }
 END_TEST
 
@@ -139,43 +99,41 @@ END_TEST
  * tile, so the pad block gets a predicate. */
 START_TEST(test_conv_pad_under_tile) {
   ir_func *orig;
-  sch_state *s = sched_text(CONV_PAD, &orig);
+  sch_state *s = tu_open_text(CONV_PAD, &orig);
   sch_loop pq[2];
-  split2(s, LP(s, "Y", 2), -1, 2, pq); /* p -> po, pi */
+  split2(s, tu_loop(s, "Y", 2), -1, 2, pq); /* p -> po, pi */
   OK(sch_compute_at(s, BLK("P"), pq[0], false, -1, &D));
   equiv(s, orig);
-  ck_assert_int_eq(nloops(s, "P"), 6); /* n, k, po + c, h, w */
-  assert_has(s, "for ax1 in serial(0, 4)");
-  assert_has(s, "where p_0 * 2 + ax1 < 7");
+  ck_assert_int_eq(tu_nloops(s, "P"), 6); /* n, k, po + c, h, w */
+  tu_assert_has(s, "for ax1 in serial(0, 4)");
+  tu_assert_has(s, "where p_0 * 2 + ax1 < 7");
   /* Deeper: under the output column loop q, the window is 4 x 3. */
-  OK(sch_compute_at(s, BLK("P"), LP(s, "Y", 4), false, -1, &D));
+  OK(sch_compute_at(s, BLK("P"), tu_loop(s, "Y", 4), false, -1, &D));
   equiv(s, orig);
-  assert_has(s, "for ax2 in serial(0, 3)");
-  sch_free(s);
+  tu_assert_has(s, "for ax2 in serial(0, 3)");
 }
 END_TEST
 
 /* layernorm: all four intermediate stages computed per row of Y. */
 START_TEST(test_layernorm_rows) {
   ir_func *orig;
-  sch_state *s = tu_schedule(&A, "layernorm:m=3,n=7", &orig);
-  sch_loop yi = LP(s, "Y", 0);
+  sch_state *s = tu_open("layernorm:m=3,n=7", &orig);
+  sch_loop yi = tu_loop(s, "Y", 0);
   const char *order[] = {"rstd", "sq", "mean", "sm"};
   for (int i = 0; i < 4; i++) {
     OK(sch_compute_at(s, BLK(order[i]), yi, false, -1, &D));
     equiv(s, orig);
   }
-  ck_assert_int_eq(nloops(s, "mean"), 1);
-  ck_assert_int_eq(nloops(s, "sm"), 2);
-  sch_free(s);
+  ck_assert_int_eq(tu_nloops(s, "mean"), 1);
+  ck_assert_int_eq(tu_nloops(s, "sm"), 2);
 }
 END_TEST
 
 /* The new loops are ordinary loops: split them, move more under them. */
 START_TEST(test_compute_at_then_split) {
   ir_func *orig;
-  sch_state *s = tu_schedule(&A, "softmax:m=3,n=7", &orig);
-  sch_loop yi = LP(s, "Y", 0);
+  sch_state *s = tu_open("softmax:m=3,n=7", &orig);
+  sch_loop yi = tu_loop(s, "Y", 0);
   OK(sch_compute_at(s, BLK("s"), yi, false, -1, &D));
   /* e's consumers are both under i now: the sampler offers i (index 0). */
   sch_loop out;
@@ -184,14 +142,13 @@ START_TEST(test_compute_at_then_split) {
   ck_assert_int_eq(idx, 0);
   ck_assert_ptr_eq(out.var, yi.var);
   OK(sch_compute_at(s, BLK("e"), out, false, -1, &D));
-  sch_loop ax = LP(s, "e", 1), parts[2];
+  sch_loop ax = tu_loop(s, "e", 1), parts[2];
   split2(s, ax, -1, 3, parts); /* 7 = 3 * 3 with a predicate */
   equiv(s, orig);
-  ck_assert_int_eq(nloops(s, "e"), 3);
+  ck_assert_int_eq(tu_nloops(s, "e"), 3);
   /* Once under i, i is its ancestor: no longer a candidate. */
   OK(sch_sample_compute_location(s, BLK("e"), &dec, &out, &idx, &D));
   ck_assert_int_eq(idx, -1);
-  sch_free(s);
 }
 END_TEST
 
@@ -205,18 +162,17 @@ static const char *STAGED_MM =
 
 START_TEST(test_staged_matmul_tiles) {
   ir_func *orig;
-  sch_state *s = sched_text(STAGED_MM, &orig);
+  sch_state *s = tu_open_text(STAGED_MM, &orig);
   sch_loop io[2];
-  split2(s, LP(s, "C", 0), -1, 4, io); /* 6 -> 2 x 4, partial */
+  split2(s, tu_loop(s, "C", 0), -1, 4, io); /* 6 -> 2 x 4, partial */
   OK(sch_compute_at(s, BLK("AA"), io[1], false, -1, &D));
   equiv(s, orig);
-  assert_has(s, "for ax0 in serial(0, 7)");
-  ck_assert_int_eq(nloops(s, "AA"), 3);
+  tu_assert_has(s, "for ax0 in serial(0, 7)");
+  ck_assert_int_eq(tu_nloops(s, "AA"), 3);
   /* Under the k loop: one element per iteration, no loops of its own. */
-  OK(sch_compute_at(s, BLK("AA"), LP(s, "C", 3), false, -1, &D));
+  OK(sch_compute_at(s, BLK("AA"), tu_loop(s, "C", 3), false, -1, &D));
   equiv(s, orig);
-  ck_assert_int_eq(nloops(s, "AA"), 4);
-  sch_free(s);
+  ck_assert_int_eq(tu_nloops(s, "AA"), 4);
 }
 END_TEST
 
@@ -225,41 +181,39 @@ END_TEST
 /* dense + bias + relu: the epilogue under the matmul's tiles. */
 START_TEST(test_dense_epilogue_under_tiles) {
   ir_func *orig;
-  sch_state *s = tu_schedule(&A, "dense:m=6,n=10,k=7", &orig);
+  sch_state *s = tu_open("dense:m=6,n=10,k=7", &orig);
   sch_loop i2[2], j2[2];
-  split2(s, LP(s, "mm", 0), -1, 4, i2); /* partial tile */
-  split2(s, LP(s, "mm", 2), -1, 5, j2);
+  split2(s, tu_loop(s, "mm", 0), -1, 4, i2); /* partial tile */
+  split2(s, tu_loop(s, "mm", 2), -1, 5, j2);
   sch_loop order[4] = {i2[0], j2[0], i2[1], j2[1]};
   OK(sch_reorder(s, 4, order, &D));
   OK(sch_reverse_compute_at(s, BLK("bb"), j2[0], false, -1, &D));
   equiv(s, orig);
   OK(sch_reverse_compute_at(s, BLK("Y"), j2[0], false, -1, &D));
   equiv(s, orig);
-  ck_assert_int_eq(nloops(s, "bb"), 4);
-  ck_assert_ptr_eq(LP(s, "Y", 1).var, j2[0].var);
-  assert_has(s, "for ax1 in serial(0, 5)");
+  ck_assert_int_eq(tu_nloops(s, "bb"), 4);
+  ck_assert_ptr_eq(tu_loop(s, "Y", 1).var, j2[0].var);
+  tu_assert_has(s, "for ax1 in serial(0, 5)");
   /* The partial row tile shows up as a predicate on the epilogue. */
-  assert_has(s, "where i_0 * 4 + ax0 < 6");
+  tu_assert_has(s, "where i_0 * 4 + ax0 < 6");
   /* The epilogue comes after the reduction in the tile. */
-  char *t = text(s);
+  char *t = tu_text(s);
   ck_assert(strstr(t, "block mm(") < strstr(t, "block bb("));
   ck_assert(strstr(t, "block bb(") < strstr(t, "block Y("));
   ts_free(t);
-  sch_free(s);
 }
 END_TEST
 
 /* Under the inner spatial loop: one element per iteration. */
 START_TEST(test_dense_epilogue_per_element) {
   ir_func *orig;
-  sch_state *s = tu_schedule(&A, "dense:m=6,n=10,k=7", &orig);
-  OK(sch_reverse_compute_at(s, BLK("bb"), LP(s, "mm", 1), false, -1, &D));
+  sch_state *s = tu_open("dense:m=6,n=10,k=7", &orig);
+  OK(sch_reverse_compute_at(s, BLK("bb"), tu_loop(s, "mm", 1), false, -1, &D));
   equiv(s, orig);
-  ck_assert_int_eq(nloops(s, "bb"), 2);
-  OK(sch_reverse_compute_at(s, BLK("Y"), LP(s, "mm", 1), true, -1, &D));
+  ck_assert_int_eq(tu_nloops(s, "bb"), 2);
+  OK(sch_reverse_compute_at(s, BLK("Y"), tu_loop(s, "mm", 1), true, -1, &D));
   equiv(s, orig);
-  ck_assert_int_eq(nloops(s, "Y"), 4); /* two unit loops kept */
-  sch_free(s);
+  ck_assert_int_eq(tu_nloops(s, "Y"), 4); /* two unit loops kept */
 }
 END_TEST
 
@@ -267,15 +221,14 @@ END_TEST
 
 START_TEST(test_marks) {
   ir_func *orig;
-  sch_state *s = tu_schedule(&A, "softmax:m=3,n=7", &orig);
+  sch_state *s = tu_open("softmax:m=3,n=7", &orig);
   const ir_stmt *before = sch_func(s)->body;
   OK(sch_compute_at(s, BLK("e"), ROOT, false, -1, &D));
   ck_assert_ptr_eq(sch_func(s)->body, before);
   OK(sch_compute_at(s, BLK("e"), INLINE, false, -1, &D));
   equiv(s, orig);
-  assert_lacks(s, "block e(");
+  tu_assert_lacks(s, "block e(");
   REFUSED(s, sch_compute_at(s, BLK("mx"), INLINE, false, -1, &D), "compute_inline", "reduction");
-  sch_free(s);
 }
 END_TEST
 
@@ -317,17 +270,15 @@ static const char *TWO_VAR_SUM =
 
 START_TEST(test_predicate_over_reduce_loops_kept) {
   ir_func *orig;
-  sch_state *s = sched_text(TWO_VAR_SUM, &orig);
-  OK(sch_compute_at(s, BLK("S"), LP(s, "Y", 0), false, -1, &D));
+  sch_state *s = tu_open_text(TWO_VAR_SUM, &orig);
+  OK(sch_compute_at(s, BLK("S"), tu_loop(s, "Y", 0), false, -1, &D));
   equiv(s, orig);
   /* the guard now reads in the new loops */
-  assert_has(s, "where ax0 * 4 + ax1 < 13");
-  sch_free(s);
+  tu_assert_has(s, "where ax0 * 4 + ax1 < 13");
   /* preserve_unit_loops and the earliest slot: the same guard */
-  s = sched_text(TWO_VAR_SUM, &orig);
-  OK(sch_compute_at(s, BLK("S"), LP(s, "Y", 0), true, -2, &D));
+  s = tu_open_text(TWO_VAR_SUM, &orig);
+  OK(sch_compute_at(s, BLK("S"), tu_loop(s, "Y", 0), true, -2, &D));
   equiv(s, orig);
-  sch_free(s);
 }
 END_TEST
 
@@ -358,19 +309,17 @@ static const char *GUARDED_TAIL =
 
 START_TEST(test_reverse_predicate_kept) {
   ir_func *orig;
-  sch_state *s = sched_text(GUARDED_TAIL, &orig);
-  OK(sch_reverse_compute_at(s, BLK("Y"), LP(s, "B", 0), false, -1, &D));
+  sch_state *s = tu_open_text(GUARDED_TAIL, &orig);
+  OK(sch_reverse_compute_at(s, BLK("Y"), tu_loop(s, "B", 0), false, -1, &D));
   equiv(s, orig);
-  assert_has(s, "where i < 7");
-  sch_free(s);
+  tu_assert_has(s, "where i < 7");
   /* the same after splitting the producer's loop imperfectly (10 by 4): the
    * consumer follows the inner loop under both guards */
-  s = sched_text(GUARDED_TAIL, &orig);
+  s = tu_open_text(GUARDED_TAIL, &orig);
   sch_loop parts[2];
-  split2(s, LP(s, "B", 0), -1, 4, parts);
+  split2(s, tu_loop(s, "B", 0), -1, 4, parts);
   OK(sch_reverse_compute_at(s, BLK("Y"), parts[1], false, -1, &D));
   equiv(s, orig);
-  sch_free(s);
 }
 END_TEST
 
@@ -379,20 +328,18 @@ END_TEST
  * back to the block's iter vars, so compute_at keeps them. */
 START_TEST(test_split_guards_follow) {
   ir_func *orig;
-  sch_state *s = tu_schedule(&A, "dense:m=3,n=5,k=13", &orig);
+  sch_state *s = tu_open("dense:m=3,n=5,k=13", &orig);
   sch_loop parts[2];
-  split2(s, LP(s, "mm", 2), -1, 8, parts);
-  OK(sch_compute_at(s, BLK("mm"), LP(s, "bb", 1), false, -1, &D));
+  split2(s, tu_loop(s, "mm", 2), -1, 8, parts);
+  OK(sch_compute_at(s, BLK("mm"), tu_loop(s, "bb", 1), false, -1, &D));
   equiv(s, orig);
-  sch_free(s);
-  s = tu_schedule(&A, "dense:m=3,n=5,k=13", &orig);
+  s = tu_open("dense:m=3,n=5,k=13", &orig);
   sch_loop f;
-  sch_loop ij[2] = {LP(s, "mm", 0), LP(s, "mm", 1)};
+  sch_loop ij[2] = {tu_loop(s, "mm", 0), tu_loop(s, "mm", 1)};
   OK(sch_fuse(s, 2, ij, &f, &D));
   split2(s, f, -1, 4, parts);
-  OK(sch_compute_at(s, BLK("mm"), LP(s, "bb", 0), false, -1, &D));
+  OK(sch_compute_at(s, BLK("mm"), tu_loop(s, "bb", 0), false, -1, &D));
   equiv(s, orig);
-  sch_free(s);
 }
 END_TEST
 
@@ -423,15 +370,14 @@ static const char *UNBOUND_GUARD =
 
 START_TEST(test_predicate_not_expressible_refused) {
   ir_func *orig;
-  sch_state *s = sched_text(UNBOUND_GUARD, &orig);
-  REFUSED(s, sch_compute_at(s, BLK("B"), LP(s, "Y", 0), false, -1, &D), "compute_at", "'B'",
+  sch_state *s = tu_open_text(UNBOUND_GUARD, &orig);
+  REFUSED(s, sch_compute_at(s, BLK("B"), tu_loop(s, "Y", 0), false, -1, &D), "compute_at", "'B'",
           "predicate", "loop 'j'");
   /* the sampler does not offer that loop either */
   sch_loop loc;
   int idx;
   OK(sch_sample_compute_location(s, BLK("B"), NULL, &loc, &idx, &D));
   ck_assert_int_lt(idx, 0);
-  sch_free(s);
 }
 END_TEST
 
@@ -439,35 +385,33 @@ END_TEST
 
 START_TEST(test_refusals) {
   ir_func *orig;
-  sch_state *s = tu_schedule(&A, "softmax:m=3,n=7", &orig);
+  sch_state *s = tu_open("softmax:m=3,n=7", &orig);
   /* A loop of an unrelated (here: producer) block does not cover e's
    * consumers. */
-  REFUSED(s, sch_compute_at(s, BLK("e"), LP(s, "mx", 0), false, -1, &D), "compute_at",
+  REFUSED(s, sch_compute_at(s, BLK("e"), tu_loop(s, "mx", 0), false, -1, &D), "compute_at",
           "not all consumers", "'e'");
   /* Y's loop holds only one of e's two consumers. */
-  REFUSED(s, sch_compute_at(s, BLK("e"), LP(s, "Y", 0), false, -1, &D), "not all consumers");
+  REFUSED(s, sch_compute_at(s, BLK("e"), tu_loop(s, "Y", 0), false, -1, &D), "not all consumers");
   /* An output block. */
-  REFUSED(s, sch_compute_at(s, BLK("Y"), LP(s, "s", 0), false, -1, &D), "output block", "'Y'");
+  REFUSED(s, sch_compute_at(s, BLK("Y"), tu_loop(s, "s", 0), false, -1, &D), "output block", "'Y'");
   /* Under its own loop. */
-  REFUSED(s, sch_compute_at(s, BLK("e"), LP(s, "e", 1), false, -1, &D), "ancestor");
+  REFUSED(s, sch_compute_at(s, BLK("e"), tu_loop(s, "e", 1), false, -1, &D), "ancestor");
   /* Slot outside the legal range (Y's loop body has one subtree). */
-  OK(sch_compute_at(s, BLK("s"), LP(s, "Y", 0), false, -1, &D));
-  REFUSED(s, sch_compute_at(s, BLK("e"), LP(s, "Y", 0), false, 2, &D), "index 2", "legal");
+  OK(sch_compute_at(s, BLK("s"), tu_loop(s, "Y", 0), false, -1, &D));
+  REFUSED(s, sch_compute_at(s, BLK("e"), tu_loop(s, "Y", 0), false, 2, &D), "index 2", "legal");
   /* reverse: Y's producers are not under mx's loop. */
-  REFUSED(s, sch_reverse_compute_at(s, BLK("Y"), LP(s, "mx", 0), false, -1, &D),
+  REFUSED(s, sch_reverse_compute_at(s, BLK("Y"), tu_loop(s, "mx", 0), false, -1, &D),
           "reverse_compute_at", "not all producers");
-  sch_free(s);
 
-  s = tu_schedule(&A, "dense:m=6,n=10,k=7", &orig);
+  s = tu_open("dense:m=6,n=10,k=7", &orig);
   /* The k loop drives mm's reduction: bb would read partial sums. */
-  REFUSED(s, sch_reverse_compute_at(s, BLK("bb"), LP(s, "mm", 2), false, -1, &D), "reduction",
+  REFUSED(s, sch_reverse_compute_at(s, BLK("bb"), tu_loop(s, "mm", 2), false, -1, &D), "reduction",
           "partial");
   /* A loop that no longer exists. */
-  sch_loop gone = LP(s, "mm", 0), parts[2];
+  sch_loop gone = tu_loop(s, "mm", 0), parts[2];
   split2(s, gone, 2, 3, parts);
   ts_diag_clear(&D);
   ck_assert_int_eq(sch_compute_at(s, BLK("mm"), gone, false, -1, &D), TS_ENOTFOUND);
-  sch_free(s);
 }
 END_TEST
 
@@ -481,13 +425,12 @@ static const char *SHIFT =
 
 START_TEST(test_reverse_window_refused) {
   ir_func *orig;
-  sch_state *s = sched_text(SHIFT, &orig);
-  REFUSED(s, sch_reverse_compute_at(s, BLK("C"), LP(s, "B", 0), false, -1, &D), "not a plain iter var");
+  sch_state *s = tu_open_text(SHIFT, &orig);
+  REFUSED(s, sch_reverse_compute_at(s, BLK("C"), tu_loop(s, "B", 0), false, -1, &D), "not a plain iter var");
   /* compute_at of the producer is fine: it computes the window. */
-  OK(sch_compute_at(s, BLK("B"), LP(s, "C", 0), false, -1, &D));
+  OK(sch_compute_at(s, BLK("B"), tu_loop(s, "C", 0), false, -1, &D));
   equiv(s, orig);
-  assert_has(s, "for ax0 in serial(0, 3)");
-  sch_free(s);
+  tu_assert_has(s, "for ax0 in serial(0, 3)");
 }
 END_TEST
 
@@ -497,25 +440,23 @@ END_TEST
  * elements only a later one produces) — refused; the dense order is fine. */
 START_TEST(test_reverse_strided_producer_refused) {
   ir_func *orig;
-  sch_state *s = tu_schedule(&A, "relu:m=4,n=16", &orig);
+  sch_state *s = tu_open("relu:m=4,n=16", &orig);
   sch_loop j[2];
   int64_t f[2] = {2, 8};
-  OK(sch_split(s, LP(s, "Y", 1), 2, f, j, &D));
+  OK(sch_split(s, tu_loop(s, "Y", 1), 2, f, j, &D));
   sch_loop order[2] = {j[1], j[0]}; /* under j1: columns j1 and j1 + 8 */
   OK(sch_reorder(s, 2, order, &D));
   sch_block cb;
   OK(sch_cache_write(s, BLK("Y"), 0, "local", 0, NULL, &cb, &D));
-  REFUSED(s, sch_reverse_compute_at(s, cb, LP(s, "Y", 1), false, -1, &D), "with gaps", "not produced");
-  OK(sch_reverse_compute_at(s, cb, LP(s, "Y", 0), false, -1, &D)); /* whole rows: dense */
+  REFUSED(s, sch_reverse_compute_at(s, cb, tu_loop(s, "Y", 1), false, -1, &D), "with gaps", "not produced");
+  OK(sch_reverse_compute_at(s, cb, tu_loop(s, "Y", 0), false, -1, &D)); /* whole rows: dense */
   equiv(s, orig);
-  sch_free(s);
   /* in the dense order the same move under j0 is accepted */
-  s = tu_schedule(&A, "relu:m=4,n=16", &orig);
-  OK(sch_split(s, LP(s, "Y", 1), 2, f, j, &D));
+  s = tu_open("relu:m=4,n=16", &orig);
+  OK(sch_split(s, tu_loop(s, "Y", 1), 2, f, j, &D));
   OK(sch_cache_write(s, BLK("Y"), 0, "local", 0, NULL, &cb, &D));
-  OK(sch_reverse_compute_at(s, cb, LP(s, "Y", 1), false, -1, &D));
+  OK(sch_reverse_compute_at(s, cb, tu_loop(s, "Y", 1), false, -1, &D));
   equiv(s, orig);
-  sch_free(s);
 }
 END_TEST
 
@@ -552,13 +493,12 @@ START_TEST(test_thread_scopes) {
     char src[2048];
     snprintf(src, sizeof src, THREADS_FMT, scopes[k]);
     ir_func *orig;
-    sch_state *s = sched_text(src, &orig);
-    OK(sch_compute_at(s, BLK("B"), LP(s, "C", 1), false, -1, &D));
+    sch_state *s = tu_open_text(src, &orig);
+    OK(sch_compute_at(s, BLK("B"), tu_loop(s, "C", 1), false, -1, &D));
     equiv(s, orig);
     /* shared: all 5 rows per iteration (cooperative); local: this thread's row */
-    ck_assert_int_eq(nloops(s, "B"), k == 0 ? 3 : 2);
-    if (k == 0) assert_has(s, "for ax0 in serial(0, 5)");
-    sch_free(s);
+    ck_assert_int_eq(tu_nloops(s, "B"), k == 0 ? 3 : 2);
+    if (k == 0) tu_assert_has(s, "for ax0 in serial(0, 5)");
   }
 }
 END_TEST
@@ -567,7 +507,7 @@ END_TEST
 
 START_TEST(test_sample_candidates) {
   ir_func *orig;
-  sch_state *s = tu_schedule(&A, "dense:m=6,n=10,k=7", &orig);
+  sch_state *s = tu_open("dense:m=6,n=10,k=7", &orig);
   sch_loop out;
   int idx;
   /* mm (a reduction: not inlinable): root or bb's loops i_1 (0), j_1 (1). */
@@ -577,7 +517,7 @@ START_TEST(test_sample_candidates) {
     ck_assert_int_eq(idx, decisions[k]);
   }
   OK(sch_sample_compute_location(s, BLK("mm"), &decisions[2], &out, &idx, &D));
-  ck_assert_ptr_eq(out.var, LP(s, "bb", 1).var);
+  ck_assert_ptr_eq(out.var, tu_loop(s, "bb", 1).var);
   ck_assert_int_eq(out.mark, SCH_LOC_LOOP);
   /* A vanished decision: inline is not a candidate for mm -> root. */
   int dec = -2;
@@ -602,7 +542,6 @@ START_TEST(test_sample_candidates) {
   OK(sch_sample_compute_location(s, BLK("mm"), &dec, &out, &idx, &D));
   OK(sch_compute_at(s, BLK("mm"), out, true, -1, &D));
   equiv(s, orig);
-  sch_free(s);
 }
 END_TEST
 
@@ -613,8 +552,8 @@ START_TEST(test_sample_random) {
   int seen[4] = {0};
   int seq1[40], seq2[40];
   for (int run = 0; run < 2; run++) {
-    sch_state *s = tu_schedule(&A, "softmax:m=3,n=7", &orig);
-    OK(sch_compute_at(s, BLK("s"), LP(s, "Y", 0), false, -1, &D));
+    sch_state *s = tu_open("softmax:m=3,n=7", &orig);
+    OK(sch_compute_at(s, BLK("s"), tu_loop(s, "Y", 0), false, -1, &D));
     for (int k = 0; k < 40; k++) {
       sch_loop out;
       int idx;
@@ -629,7 +568,6 @@ START_TEST(test_sample_random) {
     OK(sch_sample_compute_location(s, BLK("e"), &idx, &out, &idx, &D));
     OK(sch_compute_at(s, BLK("e"), out, false, -1, &D));
     equiv(s, orig);
-    sch_free(s);
   }
   ck_assert_mem_eq(seq1, seq2, sizeof seq1);
   ck_assert_int_gt(seen[0], 0);
@@ -642,7 +580,7 @@ END_TEST
  * for a staging block. */
 START_TEST(test_sample_skips_trailing_reduction_loops) {
   ir_func *orig;
-  sch_state *s = sched_text(STAGED_MM, &orig);
+  sch_state *s = tu_open_text(STAGED_MM, &orig);
   int dec = 2; /* C's k loop: not a candidate -> nearest smaller, j (1) */
   sch_loop out;
   int idx;
@@ -650,7 +588,6 @@ START_TEST(test_sample_skips_trailing_reduction_loops) {
   ck_assert_int_eq(idx, 1);
   OK(sch_compute_at(s, BLK("AA"), out, true, -1, &D));
   equiv(s, orig);
-  sch_free(s);
 }
 END_TEST
 
@@ -679,13 +616,14 @@ static void collect(sch_state *s, all_ctx *c) {
 /* Opens spec (or DSL text) and applies a few splits so loops have partial
  * tiles. */
 static sch_state *open_tiled(const char *spec, const char *text, ir_func **orig, int tile) {
-  sch_state *s = text ? sched_text(text, orig) : tu_schedule(&A, spec, orig);
+  /* untracked: the exhaustive loop frees each of its many schedules at once */
+  sch_state *s = text ? tu_schedule_text(tu_arena(), text, orig) : tu_schedule(tu_arena(), spec, orig);
   if (tile) {
     all_ctx c;
     collect(s, &c);
     /* split the last block's outermost loop */
     sch_loop parts[2];
-    split2(s, LP(s, c.blocks[c.nb - 1], 0), -1, tile, parts);
+    split2(s, tu_loop(s, c.blocks[c.nb - 1], 0), -1, tile, parts);
   }
   return s;
 }
@@ -723,7 +661,7 @@ START_TEST(test_exhaustive_pairs) {
             ok++;
             char why[1024];
             if (!tu_equivalent(orig, sch_func(s), 3, why, sizeof why)) {
-              char *t = text(s);
+              char *t = tu_text(s);
               ck_abort_msg("case %zu: %s %s at %s: %s\n%s", ci, rev ? "reverse_compute_at" : "compute_at",
                            c2.blocks[bi], l.var->name, why, t);
             }
@@ -756,26 +694,9 @@ END_TEST
 
 /* ---- trace round trip ------------------------------------------------------ */
 
-static void assert_roundtrip(sch_traced *t, const ir_func *orig) {
-  char *json = sch_trace_to_json(sch_traced_trace(t));
-  ck_assert_ptr_nonnull(json);
-  ts_diag_clear(&D);
-  sch_trace *tr = sch_trace_from_json(json, &D);
-  ck_assert_msg(tr != NULL, "parse %s: %s", json, D.msg);
-  sch_traced *r = sch_trace_replay(tr, orig, 7, &D);
-  ck_assert_msg(r != NULL, "replay %s: %s", json, D.msg);
-  char why[512];
-  ck_assert_msg(ir_struct_equal_func_explain(sch_traced_func(t), sch_traced_func(r), why, sizeof why),
-                "replayed function differs: %s\n%s", why, json);
-  sch_traced_free(r);
-  sch_trace_free(tr);
-  ts_free(json);
-}
-
 START_TEST(test_trace_roundtrip) {
-  ir_func *orig = tu_workload(&A, "softmax:m=3,n=7");
-  sch_traced *t = sch_traced_new(orig, 1, &D);
-  ck_assert_ptr_nonnull(t);
+  ir_func *orig;
+  sch_traced *t = tu_open_traced("softmax:m=3,n=7", 1, &orig);
   int s_, e, y, loc;
   const int *ly;
   int n;
@@ -794,13 +715,9 @@ START_TEST(test_trace_roundtrip) {
   int parts[2];
   sch_arg f[2] = {sch_arg_none(), sch_arg_int(3)};
   OK(sch_t_split(t, le[1], 2, f, parts, &D));
-  tu_assert_equivalent(orig, sch_traced_func(t));
-  assert_roundtrip(t, orig);
-  sch_traced_free(t);
+  tu_assert_roundtrip(t, orig, 7);
 
-  orig = tu_workload(&A, "dense:m=6,n=10,k=7");
-  t = sch_traced_new(orig, 1, &D);
-  ck_assert_ptr_nonnull(t);
+  t = tu_open_traced("dense:m=6,n=10,k=7", 1, &orig);
   int mm, bb, yy;
   const int *lm;
   OK(sch_t_get_block(t, "mm", &mm, &D));
@@ -809,16 +726,14 @@ START_TEST(test_trace_roundtrip) {
   OK(sch_t_get_loops(t, mm, &lm, &n, &D));
   OK(sch_t_reverse_compute_at(t, bb, lm[1], false, -1, &D));
   OK(sch_t_reverse_compute_at(t, yy, lm[1], true, -1, &D));
-  tu_assert_equivalent(orig, sch_traced_func(t));
-  assert_roundtrip(t, orig);
-  sch_traced_free(t);
+  tu_assert_roundtrip(t, orig, 7);
 }
 END_TEST
 
 static Suite *compute_at_suite(void) {
   Suite *su = suite_create("schedule_compute_at");
   TCase *tc = tcase_create("compute_at");
-  tcase_add_checked_fixture(tc, setup, teardown);
+  tcase_add_checked_fixture(tc, setup, tu_teardown);
   tcase_set_timeout(tc, 60);
   tcase_add_test(tc, test_softmax_rows);
   tcase_add_test(tc, test_softmax_preserve_unit_and_earliest);
@@ -846,10 +761,4 @@ static Suite *compute_at_suite(void) {
   return su;
 }
 
-int main(void) {
-  SRunner *sr = srunner_create(compute_at_suite());
-  srunner_run_all(sr, CK_NORMAL);
-  int failures = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failures ? 1 : 0;
-}
+int main(void) { return tu_run(compute_at_suite()); }

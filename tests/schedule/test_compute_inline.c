@@ -14,60 +14,20 @@
 #include "ir/struct.h"
 #include "util.h"
 
-static ts_arena A;
 static ts_diag D;
 
 static void setup(void) {
-  ts_arena_init(&A);
+  tu_setup();
   ts_diag_clear(&D);
-}
-static void teardown(void) { ts_arena_fini(&A); }
-
-static sch_loop LP(sch_state *s, const char *block, int idx) {
-  sch_loop ls[32];
-  int n = tu_loops(s, block, ls, 32);
-  ck_assert_msg(idx < n, "block %s has %d loops, wanted #%d", block, n, idx);
-  return ls[idx];
 }
 
 static sch_block BLK(const char *name) { return (sch_block){name}; }
 
-static char *text(sch_state *s) {
-  char *t = ir_func_to_string(sch_func(s));
-  ck_assert(t != NULL);
-  return t;
-}
-
-static void assert_has(sch_state *s, const char *needle) {
-  char *t = text(s);
-  ck_assert_msg(strstr(t, needle) != NULL, "printed IR lacks '%s':\n%s", needle, t);
-  ts_free(t);
-}
-
-static void assert_lacks(sch_state *s, const char *needle) {
-  char *t = text(s);
-  ck_assert_msg(strstr(t, needle) == NULL, "printed IR has '%s':\n%s", needle, t);
-  ts_free(t);
-}
-
-static bool exists(sch_state *s, const char *name) {
-  sch_block b;
-  ts_diag d;
-  ts_diag_clear(&d);
-  return sch_get_block(s, name, &b, &d) == TS_OK;
-}
-
 #define REFUSED(s, call, ...) TU_REFUSED(&D, s, call, __VA_ARGS__)
 
-#define OK(call)         \
-  do {                   \
-    ts_diag_clear(&D);   \
-    tu_ok((call), &D);   \
-  } while (0)
+#define OK(call) TU_OK(&D, call)
 
 static void equiv(sch_state *s, const ir_func *orig) { tu_assert_equivalent(orig, sch_func(s)); }
-
-static sch_state *sched_text(const char *src, ir_func **orig) { return tu_schedule_text(&A, src, orig); }
 
 static const char *CONV_PAD =
     "kernel convpad(X: f32[1, 2, 5, 5], W: f32[3, 2, 3, 3]) -> Y: f32[1, 3, 5, 5] {\n"
@@ -80,31 +40,29 @@ static const char *CONV_PAD =
 
 START_TEST(test_inline_conv_pad) {
   ir_func *orig;
-  sch_state *s = sched_text(CONV_PAD, &orig);
+  sch_state *s = tu_open_text(CONV_PAD, &orig);
   OK(sch_compute_inline(s, BLK("P"), &D));
   equiv(s, orig);
-  ck_assert(!exists(s, "P"));
-  assert_lacks(s, "alloc P");
+  ck_assert(!tu_find_realize(s, "P"));
+  tu_assert_lacks(s, "alloc P");
   /* The conv reads X directly now (regions regenerated), through the select. */
-  assert_has(s, "reads X[");
-  assert_has(s, "select(vp + vr >= 1");
-  assert_lacks(s, "P[");
-  sch_free(s);
+  tu_assert_has(s, "reads X[");
+  tu_assert_has(s, "select(vp + vr >= 1");
+  tu_assert_lacks(s, "P[");
 }
 END_TEST
 
 /* softmax's exp stage feeds two consumers (the sum and the division). */
 START_TEST(test_inline_softmax_exp) {
   ir_func *orig;
-  sch_state *s = tu_schedule(&A, "softmax:m=3,n=7", &orig);
+  sch_state *s = tu_open("softmax:m=3,n=7", &orig);
   OK(sch_compute_inline(s, BLK("e"), &D));
   equiv(s, orig);
-  ck_assert(!exists(s, "e"));
-  assert_lacks(s, "alloc e");
-  assert_has(s, "reads X[vi_2, vj_2], mx[vi_2], s[vi_2]");
-  assert_has(s, "Y[vi_2, vj_2] = exp(X[vi_2, vj_2] - mx[vi_2]) / s[vi_2]");
-  assert_has(s, "s[vi_1] = s[vi_1] + exp(X[vi_1, vj_1] - mx[vi_1])");
-  sch_free(s);
+  ck_assert(!tu_find_realize(s, "e"));
+  tu_assert_lacks(s, "alloc e");
+  tu_assert_has(s, "reads X[vi_2, vj_2], mx[vi_2], s[vi_2]");
+  tu_assert_has(s, "Y[vi_2, vj_2] = exp(X[vi_2, vj_2] - mx[vi_2]) / s[vi_2]");
+  tu_assert_has(s, "s[vi_1] = s[vi_1] + exp(X[vi_1, vj_1] - mx[vi_1])");
 }
 END_TEST
 
@@ -112,28 +70,26 @@ END_TEST
  * rstd; the schedule composes with compute_at afterwards. */
 START_TEST(test_inline_layernorm_then_compute_at) {
   ir_func *orig;
-  sch_state *s = tu_schedule(&A, "layernorm:m=3,n=7", &orig);
+  sch_state *s = tu_open("layernorm:m=3,n=7", &orig);
   OK(sch_compute_inline(s, BLK("mean"), &D));
   equiv(s, orig);
   OK(sch_compute_inline(s, BLK("rstd"), &D));
   equiv(s, orig);
-  sch_loop yi = LP(s, "Y", 0);
+  sch_loop yi = tu_loop(s, "Y", 0);
   OK(sch_compute_at(s, BLK("sq"), yi, false, -1, &D));
   OK(sch_compute_at(s, BLK("sm"), yi, false, -1, &D));
   equiv(s, orig);
-  sch_free(s);
 }
 END_TEST
 
 /* dense: the bias stage into the activation. */
 START_TEST(test_inline_dense_bias) {
   ir_func *orig;
-  sch_state *s = tu_schedule(&A, "dense:m=6,n=10,k=7", &orig);
+  sch_state *s = tu_open("dense:m=6,n=10,k=7", &orig);
   OK(sch_compute_inline(s, BLK("bb"), &D));
   equiv(s, orig);
-  assert_has(s, "reads mm[vi_1, vj_1], bias[vj_1]");
-  assert_has(s, "Y[vi_1, vj_1] = max(mm[vi_1, vj_1] + bias[vj_1], 0.0)");
-  sch_free(s);
+  tu_assert_has(s, "reads mm[vi_1, vj_1], bias[vj_1]");
+  tu_assert_has(s, "Y[vi_1, vj_1] = max(mm[vi_1, vj_1] + bias[vj_1], 0.0)");
 }
 END_TEST
 
@@ -168,28 +124,25 @@ static const char *UNIT_VAR =
 
 START_TEST(test_inline_unit_var_and_reversed_index) {
   ir_func *orig;
-  sch_state *s = sched_text(UNIT_VAR, &orig);
+  sch_state *s = tu_open_text(UNIT_VAR, &orig);
   int64_t f[2] = {-1, 4};
   sch_loop parts[2];
-  OK(sch_split(s, LP(s, "C", 1), 2, f, parts, &D));
+  OK(sch_split(s, tu_loop(s, "C", 1), 2, f, parts, &D));
   OK(sch_compute_inline(s, BLK("B"), &D));
   equiv(s, orig);
-  assert_has(s, "reads A[vi, 5 - vj]");
-  assert_has(s, "C[vi, vj] = A[vi, 5 - vj] * 3.0 + f32(");
-  sch_free(s);
+  tu_assert_has(s, "reads A[vi, 5 - vj]");
+  tu_assert_has(s, "C[vi, vj] = A[vi, 5 - vj] * 3.0 + f32(");
 }
 END_TEST
 
 START_TEST(test_inline_refusals) {
   ir_func *orig;
-  sch_state *s = tu_schedule(&A, "softmax:m=3,n=7", &orig);
+  sch_state *s = tu_open("softmax:m=3,n=7", &orig);
   REFUSED(s, sch_compute_inline(s, BLK("mx"), &D), "compute_inline", "'mx'", "reduction");
   REFUSED(s, sch_compute_inline(s, BLK("Y"), &D), "compute_inline", "output block", "'Y'");
-  sch_free(s);
 
-  s = tu_schedule(&A, "dense:m=6,n=10,k=7", &orig);
+  s = tu_open("dense:m=6,n=10,k=7", &orig);
   REFUSED(s, sch_compute_inline(s, BLK("mm"), &D), "reduction");
-  sch_free(s);
 }
 END_TEST
 
@@ -218,11 +171,10 @@ static const char *TWO_STORES =
 
 START_TEST(test_inline_refuses_non_store_body) {
   ir_func *orig;
-  sch_state *s = sched_text(TWO_STORES, &orig);
+  sch_state *s = tu_open_text(TWO_STORES, &orig);
   REFUSED(s, sch_compute_inline(s, BLK("B"), &D), "not a single", "store");
   /* reverse: C reads B, whose producer is not a single store either */
   REFUSED(s, sch_reverse_compute_inline(s, BLK("C"), &D), "reverse_compute_inline", "single store");
-  sch_free(s);
 }
 END_TEST
 
@@ -232,16 +184,15 @@ END_TEST
  * the reduction. */
 START_TEST(test_reverse_inline_dense_relu) {
   ir_func *orig;
-  sch_state *s = tu_schedule(&A, "dense:m=6,n=10,k=7", &orig);
+  sch_state *s = tu_open("dense:m=6,n=10,k=7", &orig);
   OK(sch_reverse_compute_inline(s, BLK("Y"), &D));
   equiv(s, orig);
-  ck_assert(!exists(s, "Y"));
-  assert_lacks(s, "alloc bb");
-  assert_has(s, "writes Y[vi_1, vj_1]");
-  assert_has(s, "Y[vi_1, vj_1] = max(mm[vi_1, vj_1] + bias[vj_1], 0.0)");
+  ck_assert(!tu_find_realize(s, "Y"));
+  tu_assert_lacks(s, "alloc bb");
+  tu_assert_has(s, "writes Y[vi_1, vj_1]");
+  tu_assert_has(s, "Y[vi_1, vj_1] = max(mm[vi_1, vj_1] + bias[vj_1], 0.0)");
   REFUSED(s, sch_reverse_compute_inline(s, BLK("bb"), &D), "reverse_compute_inline", "'mm'",
           "not a complete block");
-  sch_free(s);
 }
 END_TEST
 
@@ -275,18 +226,17 @@ static const char *TRANSPOSE =
 
 START_TEST(test_reverse_inline_transpose_with_predicate) {
   ir_func *orig;
-  sch_state *s = sched_text(TRANSPOSE, &orig);
+  sch_state *s = tu_open_text(TRANSPOSE, &orig);
   OK(sch_reverse_compute_inline(s, BLK("C"), &D));
   equiv(s, orig);
-  assert_has(s, "where j < 4");
-  assert_has(s, "C[vj, vi] = A[vi, vj] * 2.0 + A[vi, vj] * 2.0");
-  sch_free(s);
+  tu_assert_has(s, "where j < 4");
+  tu_assert_has(s, "C[vj, vi] = A[vi, vj] * 2.0 + A[vi, vj] * 2.0");
 }
 END_TEST
 
 START_TEST(test_reverse_inline_refusals) {
   ir_func *orig;
-  sch_state *s = tu_schedule(&A, "softmax:m=3,n=7", &orig);
+  sch_state *s = tu_open("softmax:m=3,n=7", &orig);
   /* a reduction consumer */
   REFUSED(s, sch_reverse_compute_inline(s, BLK("s"), &D), "reverse_compute_inline", "'s'",
           "reduction");
@@ -294,66 +244,39 @@ START_TEST(test_reverse_inline_refusals) {
   REFUSED(s, sch_reverse_compute_inline(s, BLK("Y"), &D), "2 buffers");
   /* e's producer mx... e reads mx (a reduction producer) */
   REFUSED(s, sch_reverse_compute_inline(s, BLK("e"), &D), "'mx'");
-  sch_free(s);
 }
 END_TEST
 
 /* ---- trace round trip ------------------------------------------------------ */
 
-static void assert_roundtrip(sch_traced *t, const ir_func *orig) {
-  char *json = sch_trace_to_json(sch_traced_trace(t));
-  ck_assert_ptr_nonnull(json);
-  ts_diag_clear(&D);
-  sch_trace *tr = sch_trace_from_json(json, &D);
-  ck_assert_msg(tr != NULL, "parse %s: %s", json, D.msg);
-  sch_traced *r = sch_trace_replay(tr, orig, 7, &D);
-  ck_assert_msg(r != NULL, "replay %s: %s", json, D.msg);
-  char why[512];
-  ck_assert_msg(ir_struct_equal_func_explain(sch_traced_func(t), sch_traced_func(r), why, sizeof why),
-                "replayed function differs: %s\n%s", why, json);
-  sch_traced_free(r);
-  sch_trace_free(tr);
-  ts_free(json);
-}
-
 START_TEST(test_trace_roundtrip) {
-  ir_func *orig = tu_workload(&A, "softmax:m=3,n=7");
-  sch_traced *t = sch_traced_new(orig, 1, &D);
-  ck_assert_ptr_nonnull(t);
+  ir_func *orig;
+  sch_traced *t = tu_open_traced("softmax:m=3,n=7", 1, &orig);
   int e, loc, dec = -2;
   OK(sch_t_get_block(t, "e", &e, &D));
   /* the sampler's inline mark, applied through compute_at */
   OK(sch_t_sample_compute_location(t, e, &dec, &loc, &D));
   ck_assert_int_eq(sch_t_loop(t, loc).mark, SCH_LOC_INLINE);
   OK(sch_t_compute_at(t, e, loc, false, -1, &D));
-  tu_assert_equivalent(orig, sch_traced_func(t));
-  assert_roundtrip(t, orig);
-  sch_traced_free(t);
+  tu_assert_roundtrip(t, orig, 7);
 
-  orig = tu_workload(&A, "dense:m=6,n=10,k=7");
-  t = sch_traced_new(orig, 1, &D);
-  ck_assert_ptr_nonnull(t);
+  t = tu_open_traced("dense:m=6,n=10,k=7", 1, &orig);
   int y, bb;
   OK(sch_t_get_block(t, "Y", &y, &D));
   OK(sch_t_reverse_compute_inline(t, y, &D));
-  tu_assert_equivalent(orig, sch_traced_func(t));
-  assert_roundtrip(t, orig);
-  sch_traced_free(t);
+  tu_assert_roundtrip(t, orig, 7);
 
-  t = sch_traced_new(orig, 1, &D);
-  ck_assert_ptr_nonnull(t);
+  t = tu_open_traced("dense:m=6,n=10,k=7", 1, &orig);
   OK(sch_t_get_block(t, "bb", &bb, &D));
   OK(sch_t_compute_inline(t, bb, &D));
-  tu_assert_equivalent(orig, sch_traced_func(t));
-  assert_roundtrip(t, orig);
-  sch_traced_free(t);
+  tu_assert_roundtrip(t, orig, 7);
 }
 END_TEST
 
 static Suite *inline_suite(void) {
   Suite *su = suite_create("schedule_compute_inline");
   TCase *tc = tcase_create("compute_inline");
-  tcase_add_checked_fixture(tc, setup, teardown);
+  tcase_add_checked_fixture(tc, setup, tu_teardown);
   tcase_set_timeout(tc, 60);
   tcase_add_test(tc, test_inline_conv_pad);
   tcase_add_test(tc, test_inline_softmax_exp);
@@ -370,10 +293,4 @@ static Suite *inline_suite(void) {
   return su;
 }
 
-int main(void) {
-  SRunner *sr = srunner_create(inline_suite());
-  srunner_run_all(sr, CK_NORMAL);
-  int failures = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failures ? 1 : 0;
-}
+int main(void) { return tu_run(inline_suite()); }

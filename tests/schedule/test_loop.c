@@ -12,29 +12,14 @@
 #include "ir/print.h"
 #include "util.h"
 
-static ts_arena A;
 static ts_diag D;
 
 static void setup(void) {
-  ts_arena_init(&A);
+  tu_setup();
   ts_diag_clear(&D);
 }
-static void teardown(void) { ts_arena_fini(&A); }
 
 /* ---- helpers ---------------------------------------------------------------- */
-
-/* The idx-th loop (outermost 0) above block. */
-static sch_loop LP(sch_state *s, const char *block, int idx) {
-  sch_loop ls[32];
-  int n = tu_loops(s, block, ls, 32);
-  ck_assert_msg(idx < n, "block %s has %d loops, wanted #%d", block, n, idx);
-  return ls[idx];
-}
-
-static int nloops(sch_state *s, const char *block) {
-  sch_loop ls[32];
-  return tu_loops(s, block, ls, 32);
-}
 
 static sch_block BLK(const char *name) { return (sch_block){name}; }
 
@@ -64,31 +49,13 @@ static int64_t EXTENT(sch_state *s, sch_loop l) {
   return e;
 }
 
-static char *text(sch_state *s) {
-  char *t = ir_func_to_string(sch_func(s));
-  ck_assert(t != NULL);
-  return t;
-}
-
-static void assert_has(sch_state *s, const char *needle) {
-  char *t = text(s);
-  ck_assert_msg(strstr(t, needle) != NULL, "printed IR lacks '%s':\n%s", needle, t);
-  ts_free(t);
-}
-
 /* A refusal leaves the function untouched: same body pointer. */
 #define REFUSED(s, call, ...) TU_REFUSED(&D, s, call, __VA_ARGS__)
 
-#define OK(call)         \
-  do {                   \
-    ts_diag_clear(&D);   \
-    tu_ok((call), &D);   \
-  } while (0)
+#define OK(call) TU_OK(&D, call)
 
 static void equiv(sch_state *s, const ir_func *orig) { tu_assert_equivalent(orig, sch_func(s)); }
 
-/* Opens a schedule (checker on) over a function given as text. */
-static sch_state *sched_text(const char *src, ir_func **orig) { return tu_schedule_text(&A, src, orig); }
 
 /* Symbolic matmul: sizes M, K, N stay symbols until bind_syms. */
 static const char *SYM_MATMUL = "kernel mm(A: f32[M, K], B: f32[K, N]) -> C: f32[M, N] {\n"
@@ -98,7 +65,7 @@ static const char *SYM_MATMUL = "kernel mm(A: f32[M, K], B: f32[K, N]) -> C: f32
 static ir_func *bind_mkn(ir_func *f, int64_t m, int64_t k, int64_t n) {
   const char *names[] = {"M", "K", "N"};
   int64_t vals[] = {m, k, n};
-  ir_func *g = ir_func_bind_syms(&A, f, 3, names, vals, &D);
+  ir_func *g = ir_func_bind_syms(tu_arena(), f, 3, names, vals, &D);
   ck_assert_msg(g != NULL, "bind_syms: %s", D.msg);
   return g;
 }
@@ -224,8 +191,8 @@ static const char *DECOMPOSED =
 
 START_TEST(test_split_matmul_divisible) {
   ir_func *orig;
-  sch_state *s = tu_schedule(&A, "matmul:m=6,n=10,k=7", &orig);
-  sch_loop i = LP(s, "C", 0), j = LP(s, "C", 1), o[3];
+  sch_state *s = tu_open("matmul:m=6,n=10,k=7", &orig);
+  sch_loop i = tu_loop(s, "C", 0), j = tu_loop(s, "C", 1), o[3];
   OK(sch_split(s, i, 2, (int64_t[]){2, 3}, o, &D));
   ck_assert_int_eq(EXTENT(s, o[0]), 2);
   ck_assert_int_eq(EXTENT(s, o[1]), 3);
@@ -234,101 +201,93 @@ START_TEST(test_split_matmul_divisible) {
   OK(sch_split(s, j, 3, (int64_t[]){-1, 1, 5}, o, &D));
   ck_assert_int_eq(EXTENT(s, o[0]), 2);
   ck_assert_int_eq(EXTENT(s, o[2]), 5);
-  ck_assert_int_eq(nloops(s, "C"), 6);
-  assert_has(s, "i_0 * 3 + i_1");
+  ck_assert_int_eq(tu_nloops(s, "C"), 6);
+  tu_assert_has(s, "i_0 * 3 + i_1");
   /* divisible: no predicate */
-  char *t = text(s);
+  char *t = tu_text(s);
   ck_assert_msg(strstr(t, "where") == NULL, "unexpected predicate:\n%s", t);
   ts_free(t);
   equiv(s, orig);
-  sch_free(s);
 }
 END_TEST
 
 START_TEST(test_split_prime_by_three) {
   /* k = 7 split by 3: ceil(7/3) = 3 outer iterations, guarded by a predicate */
   ir_func *orig;
-  sch_state *s = tu_schedule(&A, "matmul:m=6,n=10,k=7", &orig);
-  sch_loop k = LP(s, "C", 2), o[2];
+  sch_state *s = tu_open("matmul:m=6,n=10,k=7", &orig);
+  sch_loop k = tu_loop(s, "C", 2), o[2];
   OK(sch_split(s, k, 2, (int64_t[]){-1, 3}, o, &D));
   ck_assert_int_eq(EXTENT(s, o[0]), 3);
   ck_assert_int_eq(EXTENT(s, o[1]), 3);
-  assert_has(s, "where");
-  assert_has(s, "< 7");
+  tu_assert_has(s, "where");
+  tu_assert_has(s, "< 7");
   equiv(s, orig);
   /* an explicit over-covering product is fine too */
-  sch_loop j = LP(s, "C", 1), p[2];
+  sch_loop j = tu_loop(s, "C", 1), p[2];
   OK(sch_split(s, j, 2, (int64_t[]){3, 4}, p, &D));
   equiv(s, orig);
-  sch_free(s);
 }
 END_TEST
 
 START_TEST(test_split_conv2d_nondivisible) {
   ir_func *orig;
-  sch_state *s = tu_schedule(&A, "conv2d_nchw:n=1,c=3,h=5,w=5,k=4,r=3,s=3", &orig);
+  sch_state *s = tu_open("conv2d_nchw:n=1,c=3,h=5,w=5,k=4,r=3,s=3", &orig);
   /* loops b o p q ci ri si */
-  sch_loop p = LP(s, "Y", 2), ci = LP(s, "Y", 4), o[3];
+  sch_loop p = tu_loop(s, "Y", 2), ci = tu_loop(s, "Y", 4), o[3];
   OK(sch_split(s, p, 2, (int64_t[]){-1, 2}, o, &D));
   ck_assert_int_eq(EXTENT(s, o[0]), 3);
   OK(sch_split(s, ci, 3, (int64_t[]){2, -1, 1}, o, &D));
   ck_assert_int_eq(EXTENT(s, o[1]), 2);
   equiv(s, orig);
-  sch_free(s);
 }
 END_TEST
 
 START_TEST(test_split_reduction_with_init) {
   /* the split loops carry the R iter var whose first point triggers init */
   ir_func *orig;
-  sch_state *s = tu_schedule(&A, "softmax:m=3,n=7", &orig);
+  sch_state *s = tu_open("softmax:m=3,n=7", &orig);
   sch_loop o[3];
-  OK(sch_split(s, LP(s, "mx", 1), 2, (int64_t[]){-1, 3}, o, &D));
-  OK(sch_split(s, LP(s, "s", 1), 3, (int64_t[]){2, 2, -1}, o, &D));
+  OK(sch_split(s, tu_loop(s, "mx", 1), 2, (int64_t[]){-1, 3}, o, &D));
+  OK(sch_split(s, tu_loop(s, "s", 1), 3, (int64_t[]){2, 2, -1}, o, &D));
   ck_assert_int_eq(EXTENT(s, o[2]), 2);
-  OK(sch_split(s, LP(s, "Y", 0), 2, (int64_t[]){2, 2}, o, &D));
+  OK(sch_split(s, tu_loop(s, "Y", 0), 2, (int64_t[]){2, 2}, o, &D));
   equiv(s, orig);
-  sch_free(s);
 }
 END_TEST
 
 START_TEST(test_split_symbolic_extent) {
-  ir_func *f = NULL;
-  ck_assert_int_eq(ir_parse_func(&A, SYM_MATMUL, strlen(SYM_MATMUL), "mm", &f, &D), TS_OK);
-  sch_state *s = sch_create(f, 1, &D);
-  sch_set_debug_verify(s, true);
-  sch_loop i = LP(s, "C", 0), o[2];
+  ir_func *f;
+  sch_state *s = tu_open_text(SYM_MATMUL, &f);
+  sch_loop i = tu_loop(s, "C", 0), o[2];
   /* without an inferred factor the product cannot be proven to cover M */
   REFUSED(s, sch_split(s, i, 2, (int64_t[]){4, 4}, o, &D), "split", "'i'", "symbolic");
   OK(sch_split(s, i, 2, (int64_t[]){-1, 4}, o, &D));
   int64_t e;
   ck_assert(!ir_as_int(FOR(s, o[0])->u.loop.extent, &e)); /* ceildiv(M, 4) */
-  assert_has(s, "where");
-  sch_loop k = LP(s, "C", 3), q[2];
+  tu_assert_has(s, "where");
+  sch_loop k = tu_loop(s, "C", 3), q[2];
   OK(sch_split(s, k, 2, (int64_t[]){3, -1}, q, &D));
   /* vectorize wants a constant extent; the inner split loop has none */
   REFUSED(s, sch_vectorize(s, q[1], &D), "vectorize", "constant");
   for (int64_t m = 5; m <= 9; m += 4)
     tu_assert_equivalent(bind_mkn(f, m, 7, 3), bind_mkn(sch_func(s), m, 7, 3));
-  sch_free(s);
 }
 END_TEST
 
 START_TEST(test_split_triangular) {
   /* extent i + 1 depends on the outer loop: inferred factor and predicate */
   ir_func *orig;
-  sch_state *s = sched_text(TRIANGLE, &orig);
-  sch_loop j = LP(s, "B", 1), o[2];
+  sch_state *s = tu_open_text(TRIANGLE, &orig);
+  sch_loop j = tu_loop(s, "B", 1), o[2];
   OK(sch_split(s, j, 2, (int64_t[]){-1, 2}, o, &D));
   equiv(s, orig);
-  sch_free(s);
 }
 END_TEST
 
 START_TEST(test_split_refusals) {
   ir_func *orig;
-  sch_state *s = tu_schedule(&A, "matmul:m=6,n=10,k=7", &orig);
-  sch_loop i = LP(s, "C", 0), k = LP(s, "C", 2), o[3];
+  sch_state *s = tu_open("matmul:m=6,n=10,k=7", &orig);
+  sch_loop i = tu_loop(s, "C", 0), k = tu_loop(s, "C", 2), o[3];
   REFUSED(s, sch_split(s, i, 3, (int64_t[]){-1, 2, -1}, o, &D), "split", "'i'", "at most one");
   REFUSED(s, sch_split(s, i, 2, (int64_t[]){0, 6}, o, &D), "split", "positive");
   REFUSED(s, sch_split(s, k, 2, (int64_t[]){2, 3}, o, &D), "split", "'k'", "less than the extent 7");
@@ -345,18 +304,16 @@ START_TEST(test_split_refusals) {
   ck_assert_ptr_eq(sch_func(s)->body, before);
   ck_assert_int_eq(sch_reorder(s, 2, (sch_loop[]){k, i}, &D), TS_ENOTFOUND);
   equiv(s, orig);
-  sch_free(s);
 }
 END_TEST
 
 START_TEST(test_split_thread_bound_refused) {
   ir_func *orig;
-  sch_state *s = tu_schedule(&A, "add:m=5,n=9", &orig);
-  sch_loop i = LP(s, "C", 0), o[2];
+  sch_state *s = tu_open("add:m=5,n=9", &orig);
+  sch_loop i = tu_loop(s, "C", 0), o[2];
   OK(sch_bind(s, i, "blockIdx.x", &D));
   REFUSED(s, sch_split(s, i, 2, (int64_t[]){-1, 2}, o, &D), "split", "thread");
   equiv(s, orig);
-  sch_free(s);
 }
 END_TEST
 
@@ -364,75 +321,68 @@ END_TEST
 
 START_TEST(test_fuse_then_split_matmul) {
   ir_func *orig;
-  sch_state *s = tu_schedule(&A, "matmul:m=6,n=10,k=7", &orig);
+  sch_state *s = tu_open("matmul:m=6,n=10,k=7", &orig);
   sch_loop f, o[2];
-  OK(sch_fuse(s, 2, (sch_loop[]){LP(s, "C", 0), LP(s, "C", 1)}, &f, &D));
+  OK(sch_fuse(s, 2, (sch_loop[]){tu_loop(s, "C", 0), tu_loop(s, "C", 1)}, &f, &D));
   ck_assert_str_eq(f.var->name, "i_j_fused");
   ck_assert_int_eq(EXTENT(s, f), 60);
-  ck_assert_int_eq(nloops(s, "C"), 2);
-  assert_has(s, "i_j_fused // 10");
-  assert_has(s, "i_j_fused % 10");
+  ck_assert_int_eq(tu_nloops(s, "C"), 2);
+  tu_assert_has(s, "i_j_fused // 10");
+  tu_assert_has(s, "i_j_fused % 10");
   equiv(s, orig);
   OK(sch_split(s, f, 2, (int64_t[]){-1, 7}, o, &D)); /* 60 = 9*7 - 3: predicate */
   ck_assert_int_eq(EXTENT(s, o[0]), 9);
   equiv(s, orig);
-  sch_free(s);
 }
 END_TEST
 
 START_TEST(test_fuse_conv2d_spatial_and_reduction) {
   ir_func *orig;
-  sch_state *s = tu_schedule(&A, "conv2d_nchw:n=1,c=3,h=5,w=5,k=4,r=3,s=3", &orig);
+  sch_state *s = tu_open("conv2d_nchw:n=1,c=3,h=5,w=5,k=4,r=3,s=3", &orig);
   sch_loop f1, f2;
   /* b (unit), o, p, q */
-  OK(sch_fuse(s, 4, (sch_loop[]){LP(s, "Y", 0), LP(s, "Y", 1), LP(s, "Y", 2), LP(s, "Y", 3)}, &f1, &D));
+  OK(sch_fuse(s, 4, (sch_loop[]){tu_loop(s, "Y", 0), tu_loop(s, "Y", 1), tu_loop(s, "Y", 2), tu_loop(s, "Y", 3)}, &f1, &D));
   ck_assert_int_eq(EXTENT(s, f1), 100);
-  OK(sch_fuse(s, 3, (sch_loop[]){LP(s, "Y", 1), LP(s, "Y", 2), LP(s, "Y", 3)}, &f2, &D));
+  OK(sch_fuse(s, 3, (sch_loop[]){tu_loop(s, "Y", 1), tu_loop(s, "Y", 2), tu_loop(s, "Y", 3)}, &f2, &D));
   ck_assert_int_eq(EXTENT(s, f2), 27);
   equiv(s, orig);
-  sch_free(s);
 }
 END_TEST
 
 START_TEST(test_fuse_reduction_init_dependence) {
   /* fusing the S and R loops of a reduction: init runs on vj == 0 per row */
   ir_func *orig;
-  sch_state *s = tu_schedule(&A, "softmax:m=3,n=7", &orig);
+  sch_state *s = tu_open("softmax:m=3,n=7", &orig);
   sch_loop f, o[2];
-  OK(sch_fuse(s, 2, (sch_loop[]){LP(s, "mx", 0), LP(s, "mx", 1)}, &f, &D));
+  OK(sch_fuse(s, 2, (sch_loop[]){tu_loop(s, "mx", 0), tu_loop(s, "mx", 1)}, &f, &D));
   OK(sch_split(s, f, 2, (int64_t[]){4, -1}, o, &D));
-  OK(sch_fuse(s, 2, (sch_loop[]){LP(s, "e", 0), LP(s, "e", 1)}, &f, &D));
+  OK(sch_fuse(s, 2, (sch_loop[]){tu_loop(s, "e", 0), tu_loop(s, "e", 1)}, &f, &D));
   equiv(s, orig);
-  sch_free(s);
 }
 END_TEST
 
 START_TEST(test_fuse_refusals) {
   ir_func *orig;
-  sch_state *s = tu_schedule(&A, "matmul:m=6,n=10,k=7", &orig);
-  sch_loop i = LP(s, "C", 0), j = LP(s, "C", 1), k = LP(s, "C", 2), f;
+  sch_state *s = tu_open("matmul:m=6,n=10,k=7", &orig);
+  sch_loop i = tu_loop(s, "C", 0), j = tu_loop(s, "C", 1), k = tu_loop(s, "C", 2), f;
   REFUSED(s, sch_fuse(s, 2, (sch_loop[]){i, k}, &f, &D), "fuse", "'k'", "not the only child");
   REFUSED(s, sch_fuse(s, 2, (sch_loop[]){j, i}, &f, &D), "fuse", "outermost first");
   REFUSED(s, sch_fuse(s, 2, (sch_loop[]){i, i}, &f, &D), "fuse", "twice");
-  sch_free(s);
 
   /* loops of two different blocks */
-  s = tu_schedule(&A, "softmax:m=3,n=7", &orig);
-  REFUSED(s, sch_fuse(s, 2, (sch_loop[]){LP(s, "mx", 0), LP(s, "e", 1)}, &f, &D), "fuse",
+  s = tu_open("softmax:m=3,n=7", &orig);
+  REFUSED(s, sch_fuse(s, 2, (sch_loop[]){tu_loop(s, "mx", 0), tu_loop(s, "e", 1)}, &f, &D), "fuse",
           "not the only child");
-  sch_free(s);
 
   /* a loop with two children is not perfectly nested */
-  s = sched_text(TWO_STAGE, &orig);
-  REFUSED(s, sch_fuse(s, 2, (sch_loop[]){LP(s, "B", 0), LP(s, "B", 1)}, &f, &D), "fuse",
+  s = tu_open_text(TWO_STAGE, &orig);
+  REFUSED(s, sch_fuse(s, 2, (sch_loop[]){tu_loop(s, "B", 0), tu_loop(s, "B", 1)}, &f, &D), "fuse",
           "not the only child");
-  sch_free(s);
 
   /* an inner extent that uses the outer var */
-  s = sched_text(TRIANGLE, &orig);
-  REFUSED(s, sch_fuse(s, 2, (sch_loop[]){LP(s, "B", 0), LP(s, "B", 1)}, &f, &D), "fuse",
+  s = tu_open_text(TRIANGLE, &orig);
+  REFUSED(s, sch_fuse(s, 2, (sch_loop[]){tu_loop(s, "B", 0), tu_loop(s, "B", 1)}, &f, &D), "fuse",
           "depends on outer loop");
-  sch_free(s);
 }
 END_TEST
 
@@ -440,89 +390,81 @@ END_TEST
 
 START_TEST(test_reorder_reduction_outside_spatial) {
   ir_func *orig;
-  sch_state *s = tu_schedule(&A, "matmul:m=6,n=10,k=7", &orig);
-  sch_loop i = LP(s, "C", 0), j = LP(s, "C", 1), k = LP(s, "C", 2);
+  sch_state *s = tu_open("matmul:m=6,n=10,k=7", &orig);
+  sch_loop i = tu_loop(s, "C", 0), j = tu_loop(s, "C", 1), k = tu_loop(s, "C", 2);
   OK(sch_reorder(s, 2, (sch_loop[]){k, i}, &D));
-  ck_assert_ptr_eq(LP(s, "C", 0).var, k.var);
-  ck_assert_ptr_eq(LP(s, "C", 1).var, j.var);
-  ck_assert_ptr_eq(LP(s, "C", 2).var, i.var);
+  ck_assert_ptr_eq(tu_loop(s, "C", 0).var, k.var);
+  ck_assert_ptr_eq(tu_loop(s, "C", 1).var, j.var);
+  ck_assert_ptr_eq(tu_loop(s, "C", 2).var, i.var);
   equiv(s, orig);
   /* handles survive: reorder back with all three */
   OK(sch_reorder(s, 3, (sch_loop[]){i, j, k}, &D));
-  ck_assert_ptr_eq(LP(s, "C", 0).var, i.var);
+  ck_assert_ptr_eq(tu_loop(s, "C", 0).var, i.var);
   equiv(s, orig);
-  sch_free(s);
 }
 END_TEST
 
 START_TEST(test_reorder_with_split_predicate) {
   ir_func *orig;
-  sch_state *s = tu_schedule(&A, "matmul:m=6,n=10,k=7", &orig);
+  sch_state *s = tu_open("matmul:m=6,n=10,k=7", &orig);
   sch_loop io[2], ko[2];
-  OK(sch_split(s, LP(s, "C", 0), 2, (int64_t[]){-1, 4}, io, &D)); /* 6 by 4: predicate */
-  OK(sch_split(s, LP(s, "C", 3), 2, (int64_t[]){-1, 3}, ko, &D)); /* 7 by 3: predicate */
-  sch_loop j = LP(s, "C", 2);
+  OK(sch_split(s, tu_loop(s, "C", 0), 2, (int64_t[]){-1, 4}, io, &D)); /* 6 by 4: predicate */
+  OK(sch_split(s, tu_loop(s, "C", 3), 2, (int64_t[]){-1, 3}, ko, &D)); /* 7 by 3: predicate */
+  sch_loop j = tu_loop(s, "C", 2);
   OK(sch_reorder(s, 5, (sch_loop[]){ko[0], io[1], j, io[0], ko[1]}, &D));
-  ck_assert_ptr_eq(LP(s, "C", 0).var, ko[0].var);
-  ck_assert_ptr_eq(LP(s, "C", 3).var, io[0].var);
+  ck_assert_ptr_eq(tu_loop(s, "C", 0).var, ko[0].var);
+  ck_assert_ptr_eq(tu_loop(s, "C", 3).var, io[0].var);
   equiv(s, orig);
-  sch_free(s);
 }
 END_TEST
 
 START_TEST(test_reorder_conv2d_and_batch_matmul) {
   ir_func *orig;
-  sch_state *s = tu_schedule(&A, "conv2d_nchw:n=1,c=3,h=5,w=5,k=4,r=3,s=3", &orig);
+  sch_state *s = tu_open("conv2d_nchw:n=1,c=3,h=5,w=5,k=4,r=3,s=3", &orig);
   /* b o p q ci ri si -> b ri p si ci q o (slots of o, q, ri, si, ci) */
-  sch_loop o = LP(s, "Y", 1), q = LP(s, "Y", 3), ci = LP(s, "Y", 4), ri = LP(s, "Y", 5),
-           si = LP(s, "Y", 6);
+  sch_loop o = tu_loop(s, "Y", 1), q = tu_loop(s, "Y", 3), ci = tu_loop(s, "Y", 4), ri = tu_loop(s, "Y", 5),
+           si = tu_loop(s, "Y", 6);
   OK(sch_reorder(s, 5, (sch_loop[]){ri, si, ci, q, o}, &D));
-  ck_assert_ptr_eq(LP(s, "Y", 1).var, ri.var);
-  ck_assert_ptr_eq(LP(s, "Y", 6).var, o.var);
+  ck_assert_ptr_eq(tu_loop(s, "Y", 1).var, ri.var);
+  ck_assert_ptr_eq(tu_loop(s, "Y", 6).var, o.var);
   equiv(s, orig);
-  sch_free(s);
 
-  s = tu_schedule(&A, "batch_matmul:b=3,m=5,n=3,k=7", &orig);
+  s = tu_open("batch_matmul:b=3,m=5,n=3,k=7", &orig);
   sch_loop ls[4];
   ck_assert_int_eq(tu_loops(s, "C", ls, 4), 4);
   OK(sch_reorder(s, 4, (sch_loop[]){ls[3], ls[2], ls[1], ls[0]}, &D));
   equiv(s, orig);
-  sch_free(s);
 }
 END_TEST
 
 START_TEST(test_reorder_refusals) {
   ir_func *orig;
   /* loops of two different blocks: not one path */
-  sch_state *s = tu_schedule(&A, "softmax:m=3,n=7", &orig);
-  REFUSED(s, sch_reorder(s, 2, (sch_loop[]){LP(s, "mx", 1), LP(s, "e", 0)}, &D), "reorder",
+  sch_state *s = tu_open("softmax:m=3,n=7", &orig);
+  REFUSED(s, sch_reorder(s, 2, (sch_loop[]){tu_loop(s, "mx", 1), tu_loop(s, "e", 0)}, &D), "reorder",
           "not on one path");
-  REFUSED(s, sch_reorder(s, 2, (sch_loop[]){LP(s, "mx", 1), LP(s, "mx", 1)}, &D), "reorder",
+  REFUSED(s, sch_reorder(s, 2, (sch_loop[]){tu_loop(s, "mx", 1), tu_loop(s, "mx", 1)}, &D), "reorder",
           "twice");
-  sch_free(s);
 
   /* a loop with two children in the range */
-  s = sched_text(TWO_STAGE, &orig);
-  REFUSED(s, sch_reorder(s, 2, (sch_loop[]){LP(s, "B", 1), LP(s, "B", 0)}, &D), "reorder",
+  s = tu_open_text(TWO_STAGE, &orig);
+  REFUSED(s, sch_reorder(s, 2, (sch_loop[]){tu_loop(s, "B", 1), tu_loop(s, "B", 0)}, &D), "reorder",
           "more than one child");
-  sch_free(s);
 
   /* a loop feeding both a spatial and a reduction iter var (fused j and k,
    * then split) must not move: init would run mid-reduction */
-  s = tu_schedule(&A, "matmul:m=6,n=10,k=7", &orig);
+  s = tu_open("matmul:m=6,n=10,k=7", &orig);
   sch_loop fz, half[2];
-  OK(sch_fuse(s, 2, (sch_loop[]){LP(s, "C", 1), LP(s, "C", 2)}, &fz, &D));
+  OK(sch_fuse(s, 2, (sch_loop[]){tu_loop(s, "C", 1), tu_loop(s, "C", 2)}, &fz, &D));
   OK(sch_split(s, fz, 2, (int64_t[]){-1, 4}, half, &D));
   REFUSED(s, sch_reorder(s, 2, (sch_loop[]){half[1], half[0]}, &D), "reorder",
           "both spatial and reduction");
   equiv(s, orig);
-  sch_free(s);
 
   /* the inner extent i + 1 would use a loop nested inside it */
-  s = sched_text(TRIANGLE, &orig);
-  REFUSED(s, sch_reorder(s, 2, (sch_loop[]){LP(s, "B", 1), LP(s, "B", 0)}, &D), "reorder",
+  s = tu_open_text(TRIANGLE, &orig);
+  REFUSED(s, sch_reorder(s, 2, (sch_loop[]){tu_loop(s, "B", 1), tu_loop(s, "B", 0)}, &D), "reorder",
           "'j'", "uses loop 'i'");
-  sch_free(s);
 }
 END_TEST
 
@@ -530,119 +472,106 @@ END_TEST
 
 START_TEST(test_parallel_outer_spatial) {
   ir_func *orig;
-  sch_state *s = tu_schedule(&A, "matmul:m=6,n=10,k=7", &orig);
-  sch_loop i = LP(s, "C", 0);
+  sch_state *s = tu_open("matmul:m=6,n=10,k=7", &orig);
+  sch_loop i = tu_loop(s, "C", 0);
   OK(sch_parallel(s, i, &D));
   ck_assert_int_eq(FOR(s, i)->u.loop.kind, IR_FOR_PARALLEL);
-  assert_has(s, "for i in parallel(0, 6)");
+  tu_assert_has(s, "for i in parallel(0, 6)");
   equiv(s, orig);
-  sch_free(s);
 
-  s = tu_schedule(&A, "conv2d_nchw:n=1,c=3,h=5,w=5,k=4,r=3,s=3", &orig);
+  s = tu_open("conv2d_nchw:n=1,c=3,h=5,w=5,k=4,r=3,s=3", &orig);
   sch_loop f;
-  OK(sch_fuse(s, 3, (sch_loop[]){LP(s, "Y", 0), LP(s, "Y", 1), LP(s, "Y", 2)}, &f, &D));
+  OK(sch_fuse(s, 3, (sch_loop[]){tu_loop(s, "Y", 0), tu_loop(s, "Y", 1), tu_loop(s, "Y", 2)}, &f, &D));
   OK(sch_parallel(s, f, &D));
   equiv(s, orig);
-  sch_free(s);
 
   /* two complete stages under one loop, each the only writer of its buffer */
-  s = sched_text(TWO_STAGE, &orig);
-  OK(sch_parallel(s, LP(s, "B", 0), &D));
+  s = tu_open_text(TWO_STAGE, &orig);
+  OK(sch_parallel(s, tu_loop(s, "B", 0), &D));
   equiv(s, orig);
-  sch_free(s);
 }
 END_TEST
 
 START_TEST(test_parallel_refusals) {
   ir_func *orig;
-  sch_state *s = tu_schedule(&A, "matmul:m=6,n=10,k=7", &orig);
-  REFUSED(s, sch_parallel(s, LP(s, "C", 2), &D), "parallel", "'k'", "reduction iter var 'vk'");
-  sch_free(s);
+  sch_state *s = tu_open("matmul:m=6,n=10,k=7", &orig);
+  REFUSED(s, sch_parallel(s, tu_loop(s, "C", 2), &D), "parallel", "'k'", "reduction iter var 'vk'");
 
-  s = tu_schedule(&A, "softmax:m=3,n=7", &orig);
-  REFUSED(s, sch_parallel(s, LP(s, "s", 1), &D), "parallel", "reduction");
-  OK(sch_parallel(s, LP(s, "s", 0), &D));
+  s = tu_open("softmax:m=3,n=7", &orig);
+  REFUSED(s, sch_parallel(s, tu_loop(s, "s", 1), &D), "parallel", "reduction");
+  OK(sch_parallel(s, tu_loop(s, "s", 0), &D));
   equiv(s, orig);
-  sch_free(s);
 
-  s = sched_text(TWO_WRITERS, &orig);
-  REFUSED(s, sch_parallel(s, LP(s, "B0", 0), &D), "parallel", "not compact",
+  s = tu_open_text(TWO_WRITERS, &orig);
+  REFUSED(s, sch_parallel(s, tu_loop(s, "B0", 0), &D), "parallel", "not compact",
           "only writer of 'B'");
-  sch_free(s);
 }
 END_TEST
 
 START_TEST(test_vectorize_inner_spatial) {
   ir_func *orig;
-  sch_state *s = tu_schedule(&A, "matmul:m=6,n=10,k=7", &orig);
-  sch_loop j = LP(s, "C", 1), k = LP(s, "C", 2), o[2];
+  sch_state *s = tu_open("matmul:m=6,n=10,k=7", &orig);
+  sch_loop j = tu_loop(s, "C", 1), k = tu_loop(s, "C", 2), o[2];
   REFUSED(s, sch_vectorize(s, k, &D), "vectorize", "'k'", "reduction");
   OK(sch_reorder(s, 2, (sch_loop[]){k, j}, &D));
   OK(sch_split(s, j, 2, (int64_t[]){-1, 4}, o, &D));
   OK(sch_vectorize(s, o[1], &D));
-  assert_has(s, "vectorized(0, 4)");
+  tu_assert_has(s, "vectorized(0, 4)");
   equiv(s, orig);
-  sch_free(s);
 
-  s = tu_schedule(&A, "depthwise_conv2d:n=1,c=3,h=5,w=5,r=3,s=3", &orig);
+  s = tu_open("depthwise_conv2d:n=1,c=3,h=5,w=5,r=3,s=3", &orig);
   /* b ch p q ri si: vectorize q after moving it innermost */
-  sch_loop q = LP(s, "Y", 3), si = LP(s, "Y", 5);
+  sch_loop q = tu_loop(s, "Y", 3), si = tu_loop(s, "Y", 5);
   REFUSED(s, sch_vectorize(s, si, &D), "vectorize", "reduction");
   OK(sch_reorder(s, 2, (sch_loop[]){si, q}, &D));
   OK(sch_vectorize(s, q, &D));
   equiv(s, orig);
-  sch_free(s);
 }
 END_TEST
 
 START_TEST(test_bind_threads) {
   ir_func *orig;
-  sch_state *s = tu_schedule(&A, "matmul:m=6,n=10,k=7", &orig);
+  sch_state *s = tu_open("matmul:m=6,n=10,k=7", &orig);
   sch_loop f, o[2];
-  OK(sch_fuse(s, 2, (sch_loop[]){LP(s, "C", 0), LP(s, "C", 1)}, &f, &D));
+  OK(sch_fuse(s, 2, (sch_loop[]){tu_loop(s, "C", 0), tu_loop(s, "C", 1)}, &f, &D));
   OK(sch_split(s, f, 2, (int64_t[]){-1, 8}, o, &D));
   REFUSED(s, sch_bind(s, o[0], "threadIdx.w", &D), "bind", "unknown thread tag 'threadIdx.w'");
   OK(sch_bind(s, o[0], "blockIdx.x", &D));
   OK(sch_bind(s, o[1], "threadIdx.x", &D));
-  assert_has(s, "\"blockIdx.x\"");
-  sch_loop k = LP(s, "C", 2);
+  tu_assert_has(s, "\"blockIdx.x\"");
+  sch_loop k = tu_loop(s, "C", 2);
   /* a reduction may go to threads (cross-thread reduction), not to blocks */
   REFUSED(s, sch_bind(s, k, "blockIdx.y", &D), "bind", "reduction");
   REFUSED(s, sch_bind(s, k, "threadIdx.x", &D), "bind", "already bound to 'threadIdx.x'");
   OK(sch_bind(s, k, "threadIdx.y", &D));
   equiv(s, orig);
-  sch_free(s);
 
-  s = tu_schedule(&A, "softmax:m=3,n=7", &orig);
-  OK(sch_bind(s, LP(s, "Y", 0), "blockIdx.x", &D));
-  OK(sch_bind(s, LP(s, "Y", 1), "threadIdx.x", &D));
-  OK(sch_bind(s, LP(s, "s", 1), "threadIdx.x", &D)); /* sibling nests may share a tag */
+  s = tu_open("softmax:m=3,n=7", &orig);
+  OK(sch_bind(s, tu_loop(s, "Y", 0), "blockIdx.x", &D));
+  OK(sch_bind(s, tu_loop(s, "Y", 1), "threadIdx.x", &D));
+  OK(sch_bind(s, tu_loop(s, "s", 1), "threadIdx.x", &D)); /* sibling nests may share a tag */
   equiv(s, orig);
-  sch_free(s);
 }
 END_TEST
 
 START_TEST(test_unroll) {
   ir_func *orig;
-  sch_state *s = tu_schedule(&A, "matmul:m=6,n=10,k=7", &orig);
-  sch_loop k = LP(s, "C", 2), o[2];
+  sch_state *s = tu_open("matmul:m=6,n=10,k=7", &orig);
+  sch_loop k = tu_loop(s, "C", 2), o[2];
   OK(sch_unroll(s, k, &D)); /* no checks: a reduction loop may unroll */
   ck_assert_int_eq(FOR(s, k)->u.loop.kind, IR_FOR_UNROLLED);
   equiv(s, orig);
-  OK(sch_split(s, LP(s, "C", 1), 2, (int64_t[]){-1, 3}, o, &D));
+  OK(sch_split(s, tu_loop(s, "C", 1), 2, (int64_t[]){-1, 3}, o, &D));
   OK(sch_unroll(s, o[1], &D));
   equiv(s, orig);
-  sch_free(s);
 
-  s = tu_schedule(&A, "reduce_sum:m=5,n=9", &orig);
-  OK(sch_unroll(s, LP(s, "Y", 1), &D));
-  OK(sch_unroll(s, LP(s, "Y", 0), &D));
+  s = tu_open("reduce_sum:m=5,n=9", &orig);
+  OK(sch_unroll(s, tu_loop(s, "Y", 1), &D));
+  OK(sch_unroll(s, tu_loop(s, "Y", 0), &D));
   equiv(s, orig);
-  sch_free(s);
-  ck_assert_int_eq(sch_unroll(s = tu_schedule(&A, "add:m=3,n=3", &orig),
+  ck_assert_int_eq(sch_unroll(s = tu_open("add:m=3,n=3", &orig),
                               (sch_loop){NULL, SCH_LOC_LOOP}, &D),
                    TS_ENOTFOUND);
-  sch_free(s);
 }
 END_TEST
 
@@ -650,8 +579,8 @@ END_TEST
 
 START_TEST(test_annotate) {
   ir_func *orig;
-  sch_state *s = tu_schedule(&A, "matmul:m=6,n=10,k=7", &orig);
-  sch_loop i = LP(s, "C", 0);
+  sch_state *s = tu_open("matmul:m=6,n=10,k=7", &orig);
+  sch_loop i = tu_loop(s, "C", 0);
   OK(sch_annotate_loop(s, i, (ir_annot){.key = "pragma_unroll", .kind = IR_ANN_INT, .v.i = 16}, &D));
   OK(sch_annotate_loop(s, i, (ir_annot){.key = "pragma_unroll", .kind = IR_ANN_INT, .v.i = 64}, &D));
   ck_assert_int_eq(FOR(s, i)->u.loop.nannot, 1);
@@ -659,43 +588,39 @@ START_TEST(test_annotate) {
   OK(sch_annotate_block(s, BLK("C"), (ir_annot){.key = "tag", .kind = IR_ANN_STR, .v.s = "x"}, &D));
   OK(sch_annotate_block(s, BLK("C"), (ir_annot){.key = "tag", .kind = IR_ANN_STR, .v.s = "y"}, &D));
   OK(sch_annotate_block(s, BLK("C"), (ir_annot){.key = "w", .kind = IR_ANN_FLOAT, .v.f = 0.5}, &D));
-  assert_has(s, "annot {pragma_unroll = 64}");
-  assert_has(s, "annot {tag = \"y\", w = 0.5}");
+  tu_assert_has(s, "annot {pragma_unroll = 64}");
+  tu_assert_has(s, "annot {tag = \"y\", w = 0.5}");
   ck_assert_int_eq(sch_annotate_block(s, BLK("nope"), (ir_annot){.key = "k"}, &D), TS_ENOTFOUND);
   equiv(s, orig);
-  sch_free(s);
 
-  s = tu_schedule(&A, "softmax:m=3,n=7", &orig);
+  s = tu_open("softmax:m=3,n=7", &orig);
   OK(sch_annotate_block(s, BLK("s"), (ir_annot){.key = "k", .kind = IR_ANN_INT, .v.i = 1}, &D));
-  OK(sch_annotate_loop(s, LP(s, "e", 1), (ir_annot){.key = "k", .kind = IR_ANN_INT, .v.i = 1}, &D));
+  OK(sch_annotate_loop(s, tu_loop(s, "e", 1), (ir_annot){.key = "k", .kind = IR_ANN_INT, .v.i = 1}, &D));
   equiv(s, orig);
-  sch_free(s);
 }
 END_TEST
 
 START_TEST(test_add_unit_loops) {
   ir_func *orig;
-  sch_state *s = tu_schedule(&A, "matmul:m=6,n=10,k=7", &orig);
+  sch_state *s = tu_open("matmul:m=6,n=10,k=7", &orig);
   sch_loop u1, u2, f;
   OK(sch_add_unit_loop_block(s, BLK("C"), &u1, &D));
-  ck_assert_int_eq(nloops(s, "C"), 4);
-  ck_assert_ptr_eq(LP(s, "C", 3).var, u1.var);
+  ck_assert_int_eq(tu_nloops(s, "C"), 4);
+  ck_assert_ptr_eq(tu_loop(s, "C", 3).var, u1.var);
   ck_assert_int_eq(EXTENT(s, u1), 1);
-  OK(sch_add_unit_loop_loop(s, LP(s, "C", 0), &u2, &D));
-  ck_assert_ptr_eq(LP(s, "C", 1).var, u2.var);
+  OK(sch_add_unit_loop_loop(s, tu_loop(s, "C", 0), &u2, &D));
+  ck_assert_ptr_eq(tu_loop(s, "C", 1).var, u2.var);
   ck_assert_str_ne(u1.var->name, u2.var->name);
   /* unit loops fuse away into a digit of 0 */
-  OK(sch_fuse(s, 2, (sch_loop[]){LP(s, "C", 0), u2}, &f, &D));
+  OK(sch_fuse(s, 2, (sch_loop[]){tu_loop(s, "C", 0), u2}, &f, &D));
   ck_assert_int_eq(EXTENT(s, f), 6);
   REFUSED(s, sch_add_unit_loop_block(s, BLK("root"), &u1, &D), "add_unit_loop", "root");
   equiv(s, orig);
-  sch_free(s);
 
-  s = tu_schedule(&A, "softmax:m=3,n=7", &orig);
+  s = tu_open("softmax:m=3,n=7", &orig);
   OK(sch_add_unit_loop_block(s, BLK("e"), &u1, &D));
   OK(sch_parallel(s, u1, &D));
   equiv(s, orig);
-  sch_free(s);
 }
 END_TEST
 
@@ -703,15 +628,15 @@ END_TEST
 
 START_TEST(test_print_tiled_matmul) {
   ir_func *orig;
-  sch_state *s = tu_schedule(&A, "matmul:m=6,n=10,k=7", &orig);
+  sch_state *s = tu_open("matmul:m=6,n=10,k=7", &orig);
   sch_loop io[2], jo[2], ko[2];
-  OK(sch_split(s, LP(s, "C", 0), 2, (int64_t[]){2, 3}, io, &D));
-  OK(sch_split(s, LP(s, "C", 2), 2, (int64_t[]){-1, 5}, jo, &D));
-  OK(sch_split(s, LP(s, "C", 4), 2, (int64_t[]){-1, 3}, ko, &D));
+  OK(sch_split(s, tu_loop(s, "C", 0), 2, (int64_t[]){2, 3}, io, &D));
+  OK(sch_split(s, tu_loop(s, "C", 2), 2, (int64_t[]){-1, 5}, jo, &D));
+  OK(sch_split(s, tu_loop(s, "C", 4), 2, (int64_t[]){-1, 3}, ko, &D));
   OK(sch_reorder(s, 6, (sch_loop[]){io[0], jo[0], ko[0], io[1], ko[1], jo[1]}, &D));
   OK(sch_parallel(s, io[0], &D));
   OK(sch_vectorize(s, jo[1], &D));
-  char *t = text(s);
+  char *t = tu_text(s);
   const char *want[] = {
       "for i_0 in parallel(0, 2) {", "for j_0 in serial(0, 2) {", "for k_0 in serial(0, 3) {",
       "for i_1 in serial(0, 3) {",   "for k_1 in serial(0, 3) {", "for j_1 in vectorized(0, 5) {",
@@ -729,26 +654,23 @@ START_TEST(test_print_tiled_matmul) {
   }
   ts_free(t);
   equiv(s, orig);
-  sch_free(s);
 }
 END_TEST
 
 START_TEST(test_loop_carried_refusals) {
   ir_func *orig;
-  sch_state *s = sched_text(CARRIED, &orig);
-  REFUSED(s, sch_parallel(s, LP(s, "C", 0), &D), "parallel", "'i'", "block 'C' reads 'B' before",
+  sch_state *s = tu_open_text(CARRIED, &orig);
+  REFUSED(s, sch_parallel(s, tu_loop(s, "C", 0), &D), "parallel", "'i'", "block 'C' reads 'B' before",
           "loop-carried");
-  OK(sch_unroll(s, LP(s, "C", 0), &D)); /* order kept: fine */
+  OK(sch_unroll(s, tu_loop(s, "C", 0), &D)); /* order kept: fine */
   equiv(s, orig);
-  sch_free(s);
 
-  s = sched_text(SCAN, &orig);
-  REFUSED(s, sch_reorder(s, 2, (sch_loop[]){LP(s, "B", 1), LP(s, "B", 0)}, &D), "reorder",
+  s = tu_open_text(SCAN, &orig);
+  REFUSED(s, sch_reorder(s, 2, (sch_loop[]){tu_loop(s, "B", 1), tu_loop(s, "B", 0)}, &D), "reorder",
           "reads 'B' at other points");
-  REFUSED(s, sch_parallel(s, LP(s, "B", 1), &D), "parallel", "'j'");
-  REFUSED(s, sch_split(s, LP(s, "B", 1), 2, (int64_t[]){-1, 2}, (sch_loop[2]){{0}}, &D), "split",
+  REFUSED(s, sch_parallel(s, tu_loop(s, "B", 1), &D), "parallel", "'j'");
+  REFUSED(s, sch_split(s, tu_loop(s, "B", 1), 2, (int64_t[]){-1, 2}, (sch_loop[2]){{0}}, &D), "split",
           "start at 0");
-  sch_free(s);
 }
 END_TEST
 
@@ -757,7 +679,7 @@ END_TEST
  * it would accumulate again without the init: reorder refuses it. */
 START_TEST(test_reorder_repeat_loop_refused) {
   ir_func *orig;
-  sch_state *s = sched_text("func rep(A: f32[4, 8]) -> B: f32[4] {\n"
+  sch_state *s = tu_open_text("func rep(A: f32[4, 8]) -> B: f32[4] {\n"
                             "  block root() {\n"
                             "    for i in serial(0, 4) {\n"
                             "      for u in serial(0, 3) {\n"
@@ -776,40 +698,38 @@ START_TEST(test_reorder_repeat_loop_refused) {
                             "  }\n"
                             "}\n",
                             &orig);
-  sch_loop order[2] = {LP(s, "B", 2), LP(s, "B", 1)};
+  sch_loop order[2] = {tu_loop(s, "B", 2), tu_loop(s, "B", 1)};
   REFUSED(s, sch_reorder(s, 2, order, &D), "reorder", "feeds no iter var", "'B'");
   tu_assert_equivalent(orig, sch_func(s));
-  sch_free(s);
 }
 END_TEST
 
 START_TEST(test_split_fuse_decomposed_init) {
   /* splitting / fusing loops both the init block and the update use */
   ir_func *orig;
-  sch_state *s = sched_text(DECOMPOSED, &orig);
+  sch_state *s = tu_open_text(DECOMPOSED, &orig);
   sch_loop jo[2], f, ko[2];
-  OK(sch_split(s, LP(s, "C", 1), 2, (int64_t[]){-1, 2}, jo, &D)); /* 3 by 2: predicate */
-  ck_assert_ptr_eq(LP(s, "C_init", 1).var, jo[0].var);
-  ck_assert_ptr_eq(LP(s, "C_init", 2).var, jo[1].var);
+  OK(sch_split(s, tu_loop(s, "C", 1), 2, (int64_t[]){-1, 2}, jo, &D)); /* 3 by 2: predicate */
+  ck_assert_ptr_eq(tu_loop(s, "C_init", 1).var, jo[0].var);
+  ck_assert_ptr_eq(tu_loop(s, "C_init", 2).var, jo[1].var);
   equiv(s, orig);
-  OK(sch_fuse(s, 2, (sch_loop[]){LP(s, "C", 0), jo[0]}, &f, &D));
-  ck_assert_ptr_eq(LP(s, "C_init", 0).var, f.var);
+  OK(sch_fuse(s, 2, (sch_loop[]){tu_loop(s, "C", 0), jo[0]}, &f, &D));
+  ck_assert_ptr_eq(tu_loop(s, "C_init", 0).var, f.var);
   equiv(s, orig);
-  OK(sch_split(s, LP(s, "C", 2), 2, (int64_t[]){2, -1}, ko, &D));
+  OK(sch_split(s, tu_loop(s, "C", 2), 2, (int64_t[]){2, -1}, ko, &D));
   equiv(s, orig);
   /* init and update both write C: neither is the only writer */
   REFUSED(s, sch_parallel(s, f, &D), "parallel", "not compact", "only writer of 'C'");
   /* the range f .. k_0 holds two blocks */
   REFUSED(s, sch_reorder(s, 2, (sch_loop[]){ko[0], f}, &D), "reorder", "more than one child");
   REFUSED(s, sch_fuse(s, 2, (sch_loop[]){jo[1], ko[0]}, &f, &D), "fuse", "not the only child");
-  sch_free(s);
 }
 END_TEST
 
 static Suite *loop_suite(void) {
   Suite *su = suite_create("schedule_loop");
   TCase *tc = tcase_create("loop");
-  tcase_add_checked_fixture(tc, setup, teardown);
+  tcase_add_checked_fixture(tc, setup, tu_teardown);
   tcase_set_timeout(tc, 60);
   tcase_add_test(tc, test_split_matmul_divisible);
   tcase_add_test(tc, test_split_prime_by_three);
@@ -842,10 +762,4 @@ static Suite *loop_suite(void) {
   return su;
 }
 
-int main(void) {
-  SRunner *sr = srunner_create(loop_suite());
-  srunner_run_all(sr, CK_NORMAL);
-  int failures = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failures ? 1 : 0;
-}
+int main(void) { return tu_run(loop_suite()); }

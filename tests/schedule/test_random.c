@@ -60,9 +60,5 @@ int main(void) {
   tcase_set_timeout(tc, 180);
   tcase_add_loop_test(tc, test_random_traces, 0, NSPECS);
   suite_add_tcase(s, tc);
-  SRunner *sr = srunner_create(s);
-  srunner_run_all(sr, CK_NORMAL);
-  int failures = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failures ? 1 : 0;
+  return tu_run(s);
 }

@@ -18,149 +18,78 @@ static ts_diag D;
 
 static sch_block blk(const char *name) { return (sch_block){name}; }
 
-typedef struct find_ctx {
-  const char *name;
-  const ir_stmt *found;
-} find_ctx;
-
-static bool find_cb(void *ctx, const ir_stmt *s) {
-  find_ctx *c = ctx;
-  if (s->kind == IR_BLOCK_REALIZE && !strcmp(s->u.realize.block->name, c->name)) c->found = s;
-  return c->found == NULL;
-}
-
-static const ir_stmt *get_realize(sch_state *s, const char *name) {
-  find_ctx c = {name, NULL};
-  ir_visitor v = {.stmt = find_cb, .ctx = &c};
-  ir_visit_stmt(&v, sch_func(s)->body);
-  ck_assert_msg(c.found != NULL, "no block '%s'", name);
-  return c.found;
-}
-
-static const ir_block *get_block(sch_state *s, const char *name) {
-  return get_realize(s, name)->u.realize.block;
-}
-
-static bool reads_buf(const ir_block *b, const char *name) {
-  for (int i = 0; i < b->nreads; i++)
-    if (!strcmp(b->reads[i].buf->name, name)) return true;
-  return false;
-}
-
-static bool writes_buf(const ir_block *b, const char *name) {
-  for (int i = 0; i < b->nwrites; i++)
-    if (!strcmp(b->writes[i].buf->name, name)) return true;
-  return false;
-}
-
-/* "i j_init" — the names of a block's loops. */
-static void assert_loops(sch_state *s, const char *block, const char *want) {
-  sch_loop l[16];
-  int n = tu_loops(s, block, l, 16);
-  char got[256] = "";
-  for (int i = 0; i < n; i++) {
-    if (i) strcat(got, " ");
-    strcat(got, l[i].var->name);
-  }
-  ck_assert_msg(!strcmp(got, want), "loops of '%s': '%s', want '%s'", block, got, want);
-}
-
-static void assert_children(sch_state *s, const char *want) {
-  sch_block *kids;
-  int n;
-  ts_diag_clear(&D);
-  tu_ok(sch_get_child_blocks(s, blk("root"), &kids, &n, &D), &D);
-  char got[256] = "";
-  for (int i = 0; i < n; i++) {
-    if (i) strcat(got, " ");
-    strcat(got, kids[i].name);
-  }
-  ck_assert_msg(!strcmp(got, want), "root's blocks: '%s', want '%s'", got, want);
-}
-
-static sch_state *from_text(ts_arena *a, const char *text, ir_func **orig) { return tu_schedule_text(a, text, orig); }
-
 #define REFUSED(s, call, ...) TU_REFUSED(&D, s, call, __VA_ARGS__)
 
 /* The update block after decomposition: no init, reads what it writes. */
 static void assert_update(sch_state *s, const char *name, const char *out) {
-  const ir_block *u = get_block(s, name);
+  const ir_block *u = tu_block(s, name);
   ck_assert(u->init == NULL);
-  ck_assert(reads_buf(u, out) && writes_buf(u, out));
+  ck_assert(tu_reads(u, out) && tu_writes(u, out));
   ck_assert_str_eq(u->reads[0].buf->name, out); /* writes come first */
 }
 
 /* ---- matmul ---- */
 
 START_TEST(matmul_outer) {
-  ts_arena *a = ts_arena_new();
   ir_func *orig;
-  sch_state *s = tu_schedule(a, "matmul:m=6,n=10,k=7", &orig);
+  sch_state *s = tu_open("matmul:m=6,n=10,k=7", &orig);
   sch_loop l[4];
   ck_assert_int_eq(tu_loops(s, "C", l, 4), 3);
   sch_block init;
   ts_diag_clear(&D);
   tu_ok(sch_decompose_reduction(s, blk("C"), l[0], &init, &D), &D);
   ck_assert_str_eq(init.name, "C_init");
-  assert_children(s, "C_init C");
-  assert_loops(s, "C_init", "i_init j_init");
-  assert_loops(s, "C", "i j k");
-  const ir_block *ib = get_block(s, "C_init");
+  tu_assert_children(s, "C_init C");
+  tu_assert_loops(s, "C_init", "i_init j_init");
+  tu_assert_loops(s, "C", "i j k");
+  const ir_block *ib = tu_block(s, "C_init");
   ck_assert_int_eq(ib->niter, 2);
   ck_assert_str_eq(ib->iters[0].var->name, "vi_init");
   ck_assert_int_eq(ib->iters[1].type, IR_ITER_S);
-  ck_assert(ib->init == NULL && writes_buf(ib, "C") && ib->nreads == 0);
+  ck_assert(ib->init == NULL && tu_writes(ib, "C") && ib->nreads == 0);
   assert_update(s, "C", "C");
   tu_assert_equivalent(orig, sch_func(s));
   /* the loop handles survive; decomposing again is refused */
   REFUSED(s, sch_decompose_reduction(s, blk("C"), l[0], &init, &D), "'C'", "not a reduction");
-  sch_free(s);
-  ts_arena_free(a);
 }
 END_TEST
 
 START_TEST(matmul_middle) {
-  ts_arena *a = ts_arena_new();
   ir_func *orig;
-  sch_state *s = tu_schedule(a, "matmul:m=5,n=4,k=3", &orig);
+  sch_state *s = tu_open("matmul:m=5,n=4,k=3", &orig);
   sch_loop l[4];
   ck_assert_int_eq(tu_loops(s, "C", l, 4), 3);
   sch_block init;
   ts_diag_clear(&D);
   tu_ok(sch_decompose_reduction(s, blk("C"), l[1], &init, &D), &D);
-  assert_loops(s, "C_init", "i j_init");
-  assert_loops(s, "C", "i j k");
+  tu_assert_loops(s, "C_init", "i j_init");
+  tu_assert_loops(s, "C", "i j k");
   /* both under i: i's body is now a sequence of the init nest and j */
-  const ir_stmt *ri = get_realize(s, "C_init");
+  const ir_stmt *ri = tu_find_realize(s, "C_init");
+  ck_assert_ptr_nonnull(ri);
   ck_assert(ri->u.realize.iter_values[0]->kind == IR_VAR);
   ck_assert_ptr_eq(ri->u.realize.iter_values[0]->u.var, l[0].var);
   tu_assert_equivalent(orig, sch_func(s));
-  sch_free(s);
-  ts_arena_free(a);
 }
 END_TEST
 
 START_TEST(batch_matmul_decompose) {
-  ts_arena *a = ts_arena_new();
   ir_func *orig;
-  sch_state *s = tu_schedule(a, "batch_matmul:b=2,m=3,n=5,k=4", &orig);
+  sch_state *s = tu_open("batch_matmul:b=2,m=3,n=5,k=4", &orig);
   sch_loop l[4];
   ck_assert_int_eq(tu_loops(s, "C", l, 4), 4);
   sch_block init;
   ts_diag_clear(&D);
   tu_ok(sch_decompose_reduction(s, blk("C"), l[1], &init, &D), &D);
-  assert_loops(s, "C_init", "b i_init j_init");
+  tu_assert_loops(s, "C_init", "b i_init j_init");
   assert_update(s, "C", "C");
   tu_assert_equivalent(orig, sch_func(s));
-  sch_free(s);
-  ts_arena_free(a);
 }
 END_TEST
 
 START_TEST(conv2d_decompose) {
-  ts_arena *a = ts_arena_new();
   ir_func *orig;
-  sch_state *s = tu_schedule(a, "conv2d_nchw:n=2,c=3,h=5,w=4,k=2,r=3,s=3,pad=1", &orig);
+  sch_state *s = tu_open("conv2d_nchw:n=2,c=3,h=5,w=4,k=2,r=3,s=3,pad=1", &orig);
   sch_loop l[8];
   ck_assert_int_eq(tu_loops(s, "Y", l, 8), 7);
   sch_block init;
@@ -168,18 +97,15 @@ START_TEST(conv2d_decompose) {
   /* at q, the last spatial loop: the reduce loops ci, ri, si are dropped */
   tu_ok(sch_decompose_reduction(s, blk("Y"), l[3], &init, &D), &D);
   ck_assert_str_eq(init.name, "Y_init");
-  assert_loops(s, "Y_init", "b o p q_init");
+  tu_assert_loops(s, "Y_init", "b o p q_init");
   assert_update(s, "Y", "Y");
   tu_assert_equivalent(orig, sch_func(s));
-  sch_free(s);
-  ts_arena_free(a);
 }
 END_TEST
 
 START_TEST(softmax_both_reductions) {
-  ts_arena *a = ts_arena_new();
   ir_func *orig;
-  sch_state *s = tu_schedule(a, "softmax:m=3,n=7", &orig);
+  sch_state *s = tu_open("softmax:m=3,n=7", &orig);
   sch_loop l[4];
   sch_block init;
   ck_assert_int_eq(tu_loops(s, "mx", l, 4), 2);
@@ -189,19 +115,16 @@ START_TEST(softmax_both_reductions) {
   ck_assert_int_eq(tu_loops(s, "s", l, 4), 2);
   tu_ok(sch_decompose_reduction(s, blk("s"), l[0], &init, &D), &D);
   ck_assert_str_eq(init.name, "s_init");
-  assert_children(s, "mx_init mx e s_init s Y");
-  assert_loops(s, "mx_init", "i_init");
+  tu_assert_children(s, "mx_init mx e s_init s Y");
+  tu_assert_loops(s, "mx_init", "i_init");
   assert_update(s, "mx", "mx");
   tu_assert_equivalent(orig, sch_func(s));
-  sch_free(s);
-  ts_arena_free(a);
 }
 END_TEST
 
 START_TEST(after_cache_write) {
-  ts_arena *a = ts_arena_new();
   ir_func *orig;
-  sch_state *s = tu_schedule(a, "matmul:m=6,n=10,k=7", &orig);
+  sch_state *s = tu_open("matmul:m=6,n=10,k=7", &orig);
   sch_block out, init;
   ts_diag_clear(&D);
   tu_ok(sch_cache_read(s, blk("C"), 0, "shared", 0, NULL, &out, &D), &D);
@@ -209,20 +132,17 @@ START_TEST(after_cache_write) {
   sch_loop l[4];
   ck_assert_int_eq(tu_loops(s, "C", l, 4), 3);
   tu_ok(sch_decompose_reduction(s, blk("C"), l[1], &init, &D), &D);
-  assert_children(s, "A_shared C_init C C_local");
-  ck_assert(writes_buf(get_block(s, "C_init"), "C_local"));
+  tu_assert_children(s, "A_shared C_init C C_local");
+  ck_assert(tu_writes(tu_block(s, "C_init"), "C_local"));
   assert_update(s, "C", "C_local");
   tu_assert_equivalent(orig, sch_func(s));
-  sch_free(s);
-  ts_arena_free(a);
 }
 END_TEST
 
 /* The fresh name when C_init is taken: a block already named so. */
 START_TEST(fresh_init_name) {
-  ts_arena *a = ts_arena_new();
   ir_func *orig;
-  sch_state *s = tu_schedule(a, "matmul:m=3,n=4,k=5", &orig);
+  sch_state *s = tu_open("matmul:m=3,n=4,k=5", &orig);
   sch_block out, init;
   ts_diag_clear(&D);
   tu_ok(sch_cache_write(s, blk("C"), 0, "init", 0, NULL, &out, &D), &D);
@@ -232,8 +152,6 @@ START_TEST(fresh_init_name) {
   tu_ok(sch_decompose_reduction(s, blk("C"), l[0], &init, &D), &D);
   ck_assert_str_eq(init.name, "C_init_1");
   tu_assert_equivalent(orig, sch_func(s));
-  sch_free(s);
-  ts_arena_free(a);
 }
 END_TEST
 
@@ -261,9 +179,8 @@ static const char *GUARDED =
     "}\n";
 
 START_TEST(guarded_reduction) {
-  ts_arena *a = ts_arena_new();
   ir_func *orig;
-  sch_state *s = from_text(a, GUARDED, &orig);
+  sch_state *s = tu_open_text(GUARDED, &orig);
   sch_loop l[4];
   ck_assert_int_eq(tu_loops(s, "C", l, 4), 3);
   sch_block init;
@@ -272,13 +189,12 @@ START_TEST(guarded_reduction) {
   REFUSED(s, sch_decompose_reduction(s, blk("C"), l[2], &init, &D), "decompose_reduction", "'k0'",
           "reduce var 'vk'");
   tu_ok(sch_decompose_reduction(s, blk("C"), l[0], &init, &D), &D);
-  const ir_stmt *ri = get_realize(s, "C_init");
+  const ir_stmt *ri = tu_find_realize(s, "C_init");
+  ck_assert_ptr_nonnull(ri);
   int64_t v = 0;
   ck_assert(ir_as_int(ri->u.realize.predicate, &v) && v == 1);
-  assert_loops(s, "C_init", "i_init");
+  tu_assert_loops(s, "C_init", "i_init");
   tu_assert_equivalent(orig, sch_func(s));
-  sch_free(s);
-  ts_arena_free(a);
 }
 END_TEST
 
@@ -323,30 +239,25 @@ static const char *REDUNDANT =
     "}\n";
 
 START_TEST(refuse_tied_and_redundant) {
-  ts_arena *a = ts_arena_new();
   ir_func *orig;
-  sch_state *s = from_text(a, TIED, &orig);
+  sch_state *s = tu_open_text(TIED, &orig);
   sch_loop l[4];
   sch_block init;
   ck_assert_int_eq(tu_loops(s, "C", l, 4), 2);
   REFUSED(s, sch_decompose_reduction(s, blk("C"), l[0], &init, &D), "decompose_reduction", "'C'",
           "predicate");
-  sch_free(s);
-  s = from_text(a, REDUNDANT, &orig);
+  s = tu_open_text(REDUNDANT, &orig);
   ck_assert_int_eq(tu_loops(s, "C", l, 4), 3);
   REFUSED(s, sch_decompose_reduction(s, blk("C"), l[0], &init, &D), "loop 't'", "feeds no binding");
   REFUSED(s, sch_decompose_reduction(s, blk("C"), l[1], &init, &D), "loop 't'", "feeds no binding");
-  sch_free(s);
-  ts_arena_free(a);
 }
 END_TEST
 
 /* ---- refusals ---- */
 
 START_TEST(refuse_not_reduction_or_ancestor) {
-  ts_arena *a = ts_arena_new();
   ir_func *orig;
-  sch_state *s = tu_schedule(a, "softmax:m=3,n=7", &orig);
+  sch_state *s = tu_open("softmax:m=3,n=7", &orig);
   sch_loop le[4], lmx[4], ls[4];
   ck_assert_int_eq(tu_loops(s, "e", le, 4), 2);
   ck_assert_int_eq(tu_loops(s, "mx", lmx, 4), 2);
@@ -366,17 +277,14 @@ START_TEST(refuse_not_reduction_or_ancestor) {
   sch_loop lc[4];
   ck_assert_int_eq(tu_loops(s, out.name, lc, 4), 2);
   REFUSED(s, sch_decompose_reduction(s, out, lc[0], &init, &D), "not a reduction");
-  sch_free(s);
-  ts_arena_free(a);
 }
 END_TEST
 
 /* ---- after loop transformations ---- */
 
 START_TEST(after_split_reorder) {
-  ts_arena *a = ts_arena_new();
   ir_func *orig;
-  sch_state *s = tu_schedule(a, "matmul:m=6,n=10,k=7", &orig);
+  sch_state *s = tu_open("matmul:m=6,n=10,k=7", &orig);
   sch_loop l[8], ks[2], js[2];
   ck_assert_int_eq(tu_loops(s, "C", l, 8), 3);
   int64_t f3[2] = {-1, 3}, f4[2] = {-1, 4};
@@ -386,28 +294,24 @@ START_TEST(after_split_reorder) {
   /* i j0 k0 j1 k1 */
   sch_loop order[3] = {ks[0], js[1], ks[1]};
   tu_ok(sch_reorder(s, 3, order, &D), &D);
-  assert_loops(s, "C", "i j_0 k_0 j_1 k_1");
+  tu_assert_loops(s, "C", "i j_0 k_0 j_1 k_1");
   sch_block init;
   /* below the outermost reduce loop k0 it is refused; at j0 it works and
    * keeps the guard on j but not the one on k */
   REFUSED(s, sch_decompose_reduction(s, blk("C"), ks[1], &init, &D), "reduce var 'vk'");
   tu_ok(sch_decompose_reduction(s, blk("C"), js[0], &init, &D), &D);
-  assert_loops(s, "C_init", "i j_0_init j_1_init");
-  const ir_stmt *ri = get_realize(s, "C_init");
+  tu_assert_loops(s, "C_init", "i j_0_init j_1_init");
+  const ir_stmt *ri = tu_find_realize(s, "C_init");
+  ck_assert_ptr_nonnull(ri);
   int64_t v;
   ck_assert(!ir_as_int(ri->u.realize.predicate, &v));
   tu_assert_equivalent(orig, sch_func(s));
-  sch_free(s);
-  ts_arena_free(a);
 }
 END_TEST
 
 START_TEST(trace_roundtrip) {
-  ts_arena *a = ts_arena_new();
-  ir_func *orig = tu_workload(a, "batch_matmul:b=2,m=3,n=5,k=4");
-  ts_diag_clear(&D);
-  sch_traced *t = sch_traced_new(orig, 1, &D);
-  ck_assert_ptr_nonnull(t);
+  ir_func *orig;
+  sch_traced *t = tu_open_traced("batch_matmul:b=2,m=3,n=5,k=4", 1, &orig);
   int c, w, init;
   const int *l;
   int n;
@@ -417,21 +321,7 @@ START_TEST(trace_roundtrip) {
   ck_assert_int_eq(n, 4);
   tu_ok(sch_t_decompose_reduction(t, c, l[2], &init, &D), &D);
   ck_assert_str_eq(sch_t_block(t, init).name, "C_init");
-  tu_assert_equivalent(orig, sch_traced_func(t));
-  char *json = sch_trace_to_json(sch_traced_trace(t));
-  ck_assert_ptr_nonnull(json);
-  sch_trace *tr = sch_trace_from_json(json, &D);
-  ck_assert_msg(tr != NULL, "parse %s: %s", json, D.msg);
-  sch_traced *r = sch_trace_replay(tr, orig, 1, &D);
-  ck_assert_msg(r != NULL, "replay %s: %s", json, D.msg);
-  char why[512];
-  ck_assert_msg(ir_struct_equal_func_explain(sch_traced_func(t), sch_traced_func(r), why, sizeof why),
-                "replayed function differs: %s", why);
-  sch_traced_free(r);
-  sch_trace_free(tr);
-  ts_free(json);
-  sch_traced_free(t);
-  ts_arena_free(a);
+  tu_assert_roundtrip(t, orig, 1);
 }
 END_TEST
 
@@ -441,9 +331,8 @@ END_TEST
  * accumulate it repeatedly, so decomposing there is refused; decomposing at
  * the row's own reduction loop stays correct. */
 START_TEST(refuse_revisiting_loop) {
-  ts_arena *a = ts_arena_new();
   ir_func *orig;
-  sch_state *s = tu_schedule(a, "softmax:m=3,n=9", &orig);
+  sch_state *s = tu_open("softmax:m=3,n=9", &orig);
   sch_loop yl[2], fused, sl[4];
   sch_block init;
   ck_assert_int_eq(tu_loops(s, "Y", yl, 2), 2);
@@ -456,14 +345,13 @@ START_TEST(refuse_revisiting_loop) {
   ck_assert_int_eq(tu_loops(s, "s", sl, 4), 2);
   tu_ok(sch_decompose_reduction(s, blk("s"), sl[1], &init, &D), &D);
   tu_assert_equivalent(orig, sch_func(s));
-  sch_free(s);
-  ts_arena_free(a);
 }
 END_TEST
 
 static Suite *suite(void) {
   Suite *su = suite_create("schedule_reduction");
   TCase *tc = tcase_create("decompose");
+  tcase_add_checked_fixture(tc, tu_setup, tu_teardown);
   tcase_add_test(tc, matmul_outer);
   tcase_add_test(tc, matmul_middle);
   tcase_add_test(tc, batch_matmul_decompose);
@@ -481,10 +369,4 @@ static Suite *suite(void) {
   return su;
 }
 
-int main(void) {
-  SRunner *sr = srunner_create(suite());
-  srunner_run_all(sr, CK_NORMAL);
-  int failures = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failures ? 1 : 0;
-}
+int main(void) { return tu_run(suite()); }

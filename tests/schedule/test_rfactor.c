@@ -23,52 +23,9 @@ static ts_diag D;
 
 static sch_block blk(const char *name) { return (sch_block){name}; }
 
-typedef struct find_ctx {
-  const char *name;
-  const ir_stmt *found;
-} find_ctx;
-
-static bool find_cb(void *ctx, const ir_stmt *s) {
-  find_ctx *c = ctx;
-  if (s->kind == IR_BLOCK_REALIZE && !strcmp(s->u.realize.block->name, c->name)) c->found = s;
-  return c->found == NULL;
-}
-
-static const ir_block *get_block(sch_state *s, const char *name) {
-  find_ctx c = {name, NULL};
-  ir_visitor v = {.stmt = find_cb, .ctx = &c};
-  ir_visit_stmt(&v, sch_func(s)->body);
-  ck_assert_msg(c.found != NULL, "no block '%s'", name);
-  return c.found->u.realize.block;
-}
-
-static void assert_loops(sch_state *s, const char *block, const char *want) {
-  sch_loop l[16];
-  int n = tu_loops(s, block, l, 16);
-  char got[256] = "";
-  for (int i = 0; i < n; i++) {
-    if (i) strcat(got, " ");
-    strcat(got, l[i].var->name);
-  }
-  ck_assert_msg(!strcmp(got, want), "loops of '%s': '%s', want '%s'", block, got, want);
-}
-
-static void assert_children(sch_state *s, const char *want) {
-  sch_block *kids;
-  int n;
-  ts_diag_clear(&D);
-  tu_ok(sch_get_child_blocks(s, blk("root"), &kids, &n, &D), &D);
-  char got[256] = "";
-  for (int i = 0; i < n; i++) {
-    if (i) strcat(got, " ");
-    strcat(got, kids[i].name);
-  }
-  ck_assert_msg(!strcmp(got, want), "root's blocks: '%s', want '%s'", got, want);
-}
-
 /* The buffer the block writes (its only write). */
 static const ir_buffer *written(sch_state *s, const char *block) {
-  const ir_block *b = get_block(s, block);
+  const ir_block *b = tu_block(s, block);
   ck_assert_int_eq(b->nwrites, 1);
   return b->writes[0].buf;
 }
@@ -84,28 +41,27 @@ static void assert_shape(const ir_buffer *b, int n, const int64_t *want) {
 
 /* ---- matmul, rfactor on k ---- */
 START_TEST(matmul_k) {
-  ts_arena *a = ts_arena_new();
   ir_func *orig;
-  sch_state *s = tu_schedule(a, "matmul:m=6,n=10,k=7", &orig);
+  sch_state *s = tu_open("matmul:m=6,n=10,k=7", &orig);
   sch_loop l[4];
   ck_assert_int_eq(tu_loops(s, "C", l, 4), 3);
   sch_block rf;
   ts_diag_clear(&D);
   tu_ok(sch_rfactor(s, l[2], 0, &rf, &D), &D);
   ck_assert_str_eq(rf.name, "C_rf");
-  assert_children(s, "C_rf C");
-  assert_loops(s, "C_rf", "i_rf j_rf k_rf");
-  assert_loops(s, "C", "i j k"); /* the original loops hold the write-back */
+  tu_assert_children(s, "C_rf C");
+  tu_assert_loops(s, "C_rf", "i_rf j_rf k_rf");
+  tu_assert_loops(s, "C", "i j k"); /* the original loops hold the write-back */
   const ir_buffer *rb = written(s, "C_rf");
   ck_assert_str_eq(rb->name, "C_rf");
   assert_shape(rb, 3, (int64_t[]){7, 6, 10});
-  const ir_block *rb_blk = get_block(s, "C_rf");
+  const ir_block *rb_blk = tu_block(s, "C_rf");
   /* vi, vj, vk (S: the rf axis), in loop order; no reduce var left */
   ck_assert_int_eq(rb_blk->niter, 3);
   ck_assert_int_eq(rb_blk->iters[2].type, IR_ITER_S);
   ck_assert_str_eq(rb_blk->iters[2].var->name, "vk");
   ck_assert_ptr_nonnull(rb_blk->init);
-  const ir_block *wb = get_block(s, "C");
+  const ir_block *wb = tu_block(s, "C");
   ck_assert_int_eq(wb->niter, 3);
   ck_assert_int_eq(wb->iters[2].type, IR_ITER_R);
   ck_assert_ptr_nonnull(wb->init);
@@ -116,16 +72,13 @@ START_TEST(matmul_k) {
   ck_assert_str_eq(rf.name, "C_rf_1");
   assert_shape(written(s, "C_rf_1"), 3, (int64_t[]){6, 10, 7});
   tu_assert_equivalent(orig, sch_func(s));
-  sch_free(s);
-  ts_arena_free(a);
 }
 END_TEST
 
 /* ---- reduce_sum: split by the lanes, rfactor the inner part, vectorize it ---- */
 START_TEST(reduce_sum_vectorized_partials) {
-  ts_arena *a = ts_arena_new();
   ir_func *orig;
-  sch_state *s = tu_schedule(a, "reduce_sum:m=5,n=64", &orig);
+  sch_state *s = tu_open("reduce_sum:m=5,n=64", &orig);
   sch_loop l[4], sp[2], rl[4];
   ck_assert_int_eq(tu_loops(s, "Y", l, 4), 2);
   ts_diag_clear(&D);
@@ -139,22 +92,19 @@ START_TEST(reduce_sum_vectorized_partials) {
    * loop of both blocks runs in parallel */
   tu_ok(sch_vectorize(s, rl[2], &D), &D);
   tu_ok(sch_parallel(s, rl[0], &D), &D);
-  assert_loops(s, "Y", "i j_1");
+  tu_assert_loops(s, "Y", "i j_1");
   tu_assert_equivalent(orig, sch_func(s));
   /* the write-back's loop over the partials stays a reduction loop */
   sch_loop wl[2];
   ck_assert_int_eq(tu_loops(s, "Y", wl, 2), 2);
   REFUSED(s, sch_vectorize(s, wl[1], &D), "vectorize");
-  sch_free(s);
-  ts_arena_free(a);
 }
 END_TEST
 
 /* reduce over one long row: parallel partial sums over the outer part */
 START_TEST(reduce_sum_parallel_outer) {
-  ts_arena *a = ts_arena_new();
   ir_func *orig;
-  sch_state *s = tu_schedule(a, "reduce_sum:m=1,n=96", &orig);
+  sch_state *s = tu_open("reduce_sum:m=1,n=96", &orig);
   sch_loop l[2], sp[2], rl[4];
   ck_assert_int_eq(tu_loops(s, "Y", l, 2), 2);
   ts_diag_clear(&D);
@@ -168,16 +118,13 @@ START_TEST(reduce_sum_parallel_outer) {
   tu_ok(sch_reorder(s, 2, order, &D), &D);
   tu_ok(sch_parallel(s, rl[1], &D), &D);
   tu_assert_equivalent(orig, sch_func(s));
-  sch_free(s);
-  ts_arena_free(a);
 }
 END_TEST
 
 /* ---- softmax: both row reductions ---- */
 START_TEST(softmax_both) {
-  ts_arena *a = ts_arena_new();
   ir_func *orig;
-  sch_state *s = tu_schedule(a, "softmax:m=3,n=24", &orig);
+  sch_state *s = tu_open("softmax:m=3,n=24", &orig);
   const char *blocks[2] = {"mx", "s"};
   for (int b = 0; b < 2; b++) {
     sch_loop l[4], sp[2], rl[4];
@@ -189,9 +136,9 @@ START_TEST(softmax_both) {
     ck_assert_int_eq(tu_loops(s, rf.name, rl, 4), 3);
     tu_ok(sch_vectorize(s, rl[2], &D), &D);
   }
-  assert_children(s, "mx_rf mx e s_rf s Y");
+  tu_assert_children(s, "mx_rf mx e s_rf s Y");
   /* max's identity is -inf, sum's 0 */
-  const ir_block *mrf = get_block(s, "mx_rf");
+  const ir_block *mrf = tu_block(s, "mx_rf");
   ck_assert(mrf->init->kind == IR_STORE && mrf->init->u.store.value->kind == IR_FLOAT_IMM);
   ck_assert(mrf->init->u.store.value->u.fval < -1e300);
   tu_assert_equivalent(orig, sch_func(s));
@@ -200,17 +147,14 @@ START_TEST(softmax_both) {
   ck_assert_int_eq(tu_loops(s, "s", wl, 2), 2);
   tu_ok(sch_compute_at(s, blk("s_rf"), wl[0], false, -1, &D), &D);
   tu_assert_equivalent(orig, sch_func(s));
-  sch_free(s);
-  ts_arena_free(a);
 }
 END_TEST
 
 /* ---- odd and prime extents ---- */
 START_TEST(odd_prime_extents) {
-  ts_arena *a = ts_arena_new();
   ir_func *orig;
   /* the whole prime loop */
-  sch_state *s = tu_schedule(a, "reduce_sum:m=5,n=13", &orig);
+  sch_state *s = tu_open("reduce_sum:m=5,n=13", &orig);
   sch_loop l[4], sp[3];
   ck_assert_int_eq(tu_loops(s, "Y", l, 4), 2);
   sch_block rf;
@@ -218,41 +162,38 @@ START_TEST(odd_prime_extents) {
   tu_ok(sch_rfactor(s, l[1], 0, &rf, &D), &D);
   assert_shape(written(s, "Y_rf"), 2, (int64_t[]){13, 5});
   tu_assert_equivalent(orig, sch_func(s));
-  sch_free(s);
   /* a perfect split of 15 = 3 * 5, rfactor the middle of three */
-  s = tu_schedule(a, "matmul:m=3,n=7,k=15", &orig);
+  s = tu_open("matmul:m=3,n=7,k=15", &orig);
   ck_assert_int_eq(tu_loops(s, "C", l, 4), 3);
   tu_ok(sch_split(s, l[2], 3, (int64_t[]){1, 3, 5}, sp, &D), &D);
   tu_ok(sch_rfactor(s, sp[1], 1, &rf, &D), &D);
   assert_shape(written(s, "C_rf"), 3, (int64_t[]){3, 3, 7});
   /* k0 (unit) and k2 stay reduce loops of the rf block */
-  const ir_block *rb = get_block(s, "C_rf");
+  const ir_block *rb = tu_block(s, "C_rf");
   int nr = 0;
   for (int i = 0; i < rb->niter; i++) nr += rb->iters[i].type == IR_ITER_R;
   ck_assert_int_eq(nr, 2);
   tu_assert_equivalent(orig, sch_func(s));
-  sch_free(s);
   /* an imperfect split (13 by 4) guards the block with a predicate on the
    * rf loop: refused */
-  s = tu_schedule(a, "reduce_sum:m=5,n=13", &orig);
+  s = tu_open("reduce_sum:m=5,n=13", &orig);
   ck_assert_int_eq(tu_loops(s, "Y", l, 4), 2);
   tu_ok(sch_split(s, l[1], 2, (int64_t[]){-1, 4}, sp, &D), &D);
   REFUSED(s, sch_rfactor(s, sp[1], 0, &rf, &D), "rfactor", "'Y'", "imperfect split");
   REFUSED(s, sch_rfactor(s, sp[0], 0, &rf, &D), "rfactor", "imperfect split");
-  sch_free(s);
   /* a perfect split, then an imperfect split of its inner piece: rfactor at
    * the outer piece gives the guarded loops their own reduce vars, tied only
    * by the predicate (4*vj_1_0 + vj_1_1 < 13), which the rf block keeps and
    * compute_at carries over to the loops it builds (it used to drop it and
    * read past the 13 columns, so rfactor refused this case) */
   for (int at = 0; at < 2; at++) {
-    s = tu_schedule(a, "reduce_sum:m=5,n=13", &orig);
+    s = tu_open("reduce_sum:m=5,n=13", &orig);
     ck_assert_int_eq(tu_loops(s, "Y", l, 4), 2);
     tu_ok(sch_split(s, l[1], 2, (int64_t[]){1, 13}, sp, &D), &D);
     sch_loop sp2[2], wl[4];
     tu_ok(sch_split(s, sp[1], 2, (int64_t[]){-1, 4}, sp2, &D), &D);
     tu_ok(sch_rfactor(s, sp[0], 0, &rf, &D), &D);
-    rb = get_block(s, rf.name);
+    rb = tu_block(s, rf.name);
     nr = 0;
     for (int i = 0; i < rb->niter; i++) nr += rb->iters[i].type == IR_ITER_R;
     ck_assert_int_eq(nr, 2);
@@ -265,17 +206,14 @@ START_TEST(odd_prime_extents) {
     char *t = ir_func_to_string(sch_func(s));
     ck_assert_msg(t && strstr(t, "* 4 +") && strstr(t, "< 13"), "the rf block lost its guard:\n%s", t);
     ts_free(t);
-    sch_free(s);
   }
-  ts_arena_free(a);
 }
 END_TEST
 
 /* ---- other combiners and dtypes ---- */
 START_TEST(int_max_and_product) {
-  ts_arena *a = ts_arena_new();
   ir_func *orig;
-  sch_state *s = tu_schedule_text(a,
+  sch_state *s = tu_open_text(
                                   "kernel imax(X: i32[4, 9]) -> Y: i32[4] {\n"
                                   "  Y[i] max= X[i, j]\n"
                                   "}\n",
@@ -286,12 +224,11 @@ START_TEST(int_max_and_product) {
   ts_diag_clear(&D);
   tu_ok(sch_split(s, l[1], 2, (int64_t[]){3, 3}, sp, &D), &D);
   tu_ok(sch_rfactor(s, sp[0], 1, &rf, &D), &D);
-  const ir_block *rb = get_block(s, rf.name);
+  const ir_block *rb = tu_block(s, rf.name);
   int64_t v;
   ck_assert(ir_as_int(rb->init->u.store.value, &v) && v == INT32_MIN);
   tu_assert_equivalent(orig, sch_func(s));
-  sch_free(s);
-  s = tu_schedule_text(a,
+  s = tu_open_text(
                        "kernel prod(X: f32[3, 8]) -> Y: f32[3] {\n"
                        "  Y[i] *= X[i, j]\n"
                        "}\n",
@@ -299,19 +236,16 @@ START_TEST(int_max_and_product) {
   ck_assert_int_eq(tu_loops(s, "Y", l, 2), 2);
   tu_ok(sch_split(s, l[1], 2, (int64_t[]){2, 4}, sp, &D), &D);
   tu_ok(sch_rfactor(s, sp[1], 0, &rf, &D), &D);
-  rb = get_block(s, rf.name);
+  rb = tu_block(s, rf.name);
   ck_assert(rb->init->u.store.value->kind == IR_FLOAT_IMM && rb->init->u.store.value->u.fval == 1.0);
   tu_assert_equivalent(orig, sch_func(s));
-  sch_free(s);
-  ts_arena_free(a);
 }
 END_TEST
 
 /* ---- a symbolic reduction extent ---- */
 START_TEST(symbolic_extent) {
-  ts_arena *a = ts_arena_new();
   ir_func *orig;
-  sch_state *s = tu_schedule_text(a,
+  sch_state *s = tu_open_text(
                                   "kernel rs(X: f32[M, N]) -> Y: f32[M] {\n"
                                   "  Y[i] += X[i, j]\n"
                                   "}\n",
@@ -327,12 +261,10 @@ START_TEST(symbolic_extent) {
   /* bind M, N and compare */
   const char *names[2] = {"M", "N"};
   int64_t vals[2] = {3, 11};
-  ir_func *bo = ir_func_bind_syms(a, orig, 2, names, vals, &D);
-  ir_func *bs = ir_func_bind_syms(a, sch_func(s), 2, names, vals, &D);
+  ir_func *bo = ir_func_bind_syms(tu_arena(), orig, 2, names, vals, &D);
+  ir_func *bs = ir_func_bind_syms(tu_arena(), sch_func(s), 2, names, vals, &D);
   ck_assert_msg(bo && bs, "bind: %s", D.msg);
   tu_assert_equivalent(bo, bs);
-  sch_free(s);
-  ts_arena_free(a);
 }
 END_TEST
 
@@ -342,9 +274,8 @@ END_TEST
  * so no two iter vars of the rf block sit on one loop and compute_at (which
  * rebuilds one loop per iter var) stays correct. */
 START_TEST(fused_reduce_loops) {
-  ts_arena *a = ts_arena_new();
   ir_func *orig;
-  sch_state *s = tu_schedule(a, "avg_pool2d:n=1,c=3,h=9,w=9,r=3,s=3,stride=2,pad=1", &orig);
+  sch_state *s = tu_open("avg_pool2d:n=1,c=3,h=9,w=9,r=3,s=3,stride=2,pad=1", &orig);
   sch_loop l[8], f, sp[2], wl[8];
   ck_assert_int_eq(tu_loops(s, "sm", l, 8), 6);
   ts_diag_clear(&D);
@@ -352,13 +283,8 @@ START_TEST(fused_reduce_loops) {
   tu_ok(sch_split(s, f, 2, (int64_t[]){3, 3}, sp, &D), &D);
   sch_block rf;
   tu_ok(sch_rfactor(s, sp[0], 4, &rf, &D), &D);
-  const ir_stmt *r = NULL;
-  {
-    find_ctx c = {rf.name, NULL};
-    ir_visitor v = {.stmt = find_cb, .ctx = &c};
-    ir_visit_stmt(&v, sch_func(s)->body);
-    r = c.found;
-  }
+  const ir_stmt *r = tu_find_realize(s, rf.name);
+  ck_assert_ptr_nonnull(r);
   const ir_block *b = r->u.realize.block;
   for (int i = 0; i < b->niter; i++) {
     ck_assert_int_eq(r->u.realize.iter_values[i]->kind, IR_VAR);
@@ -371,8 +297,6 @@ START_TEST(fused_reduce_loops) {
   ck_assert_int_eq(nw, 5);
   tu_ok(sch_compute_at(s, rf, wl[3], true, -1, &D), &D);
   tu_assert_equivalent(orig, sch_func(s));
-  sch_free(s);
-  ts_arena_free(a);
 }
 END_TEST
 
@@ -381,36 +305,32 @@ END_TEST
  * leaves that loop out (it would only recompute the partials, and could be
  * reordered below the reduction loop, re-accumulating without init). */
 START_TEST(unbound_outer_loop) {
-  ts_arena *a = ts_arena_new();
   ir_func *orig;
-  sch_state *s = tu_schedule(a, "softmax:m=3,n=8", &orig);
+  sch_state *s = tu_open("softmax:m=3,n=8", &orig);
   sch_loop yl[2], sl[4], rl[4];
   ck_assert_int_eq(tu_loops(s, "Y", yl, 2), 2);
   ts_diag_clear(&D);
   sch_loop order[2] = {yl[1], yl[0]};
   tu_ok(sch_reorder(s, 2, order, &D), &D);
   tu_ok(sch_compute_at(s, blk("s"), yl[0], false, -1, &D), &D);
-  assert_loops(s, "s", "j i ax0");
+  tu_assert_loops(s, "s", "j i ax0");
   ck_assert_int_eq(tu_loops(s, "s", sl, 4), 3);
   sch_block rf;
   tu_ok(sch_rfactor(s, sl[2], 0, &rf, &D), &D);
-  assert_loops(s, "s_rf", "i_rf ax0_rf");
-  assert_loops(s, "s", "j i ax0");
+  tu_assert_loops(s, "s_rf", "i_rf ax0_rf");
+  tu_assert_loops(s, "s", "j i ax0");
   tu_assert_equivalent(orig, sch_func(s));
   ck_assert_int_eq(tu_loops(s, "s_rf", rl, 4), 2);
   sch_loop o2[2] = {rl[1], rl[0]};
   tu_ok(sch_reorder(s, 2, o2, &D), &D);
   tu_assert_equivalent(orig, sch_func(s));
-  sch_free(s);
-  ts_arena_free(a);
 }
 END_TEST
 
 /* ---- refusals ---- */
 START_TEST(refusals) {
-  ts_arena *a = ts_arena_new();
   ir_func *orig;
-  sch_state *s = tu_schedule(a, "matmul:m=4,n=6,k=5", &orig);
+  sch_state *s = tu_open("matmul:m=4,n=6,k=5", &orig);
   sch_loop l[4], f;
   sch_block rf;
   ck_assert_int_eq(tu_loops(s, "C", l, 4), 3);
@@ -418,27 +338,23 @@ START_TEST(refusals) {
   REFUSED(s, sch_rfactor(s, l[2], 3, &rf, &D), "rfactor", "factor_axis 3", "[-3, 2]");
   REFUSED(s, sch_rfactor(s, l[2], -4, &rf, &D), "rfactor", "factor_axis -4");
   REFUSED(s, sch_rfactor(s, (sch_loop){NULL, SCH_LOC_ROOT}, 0, &rf, &D), "rfactor", "mark");
-  sch_free(s);
   /* a loop fused from a spatial and a reduce loop feeds both */
-  s = tu_schedule(a, "reduce_sum:m=4,n=6", &orig);
+  s = tu_open("reduce_sum:m=4,n=6", &orig);
   ck_assert_int_eq(tu_loops(s, "Y", l, 4), 2);
   ts_diag_clear(&D);
   tu_ok(sch_fuse(s, 2, l, &f, &D), &D);
   REFUSED(s, sch_rfactor(s, f, 0, &rf, &D), "rfactor", "both spatial and reduce");
-  sch_free(s);
   /* not a reduction */
-  s = tu_schedule(a, "add:m=4,n=6", &orig);
+  s = tu_open("add:m=4,n=6", &orig);
   ck_assert_int_eq(tu_loops(s, "C", l, 4), 2);
   REFUSED(s, sch_rfactor(s, l[1], 0, &rf, &D), "rfactor", "'C'", "not a reduction");
-  sch_free(s);
   /* not serial */
-  s = tu_schedule(a, "reduce_sum:m=4,n=6", &orig);
+  s = tu_open("reduce_sum:m=4,n=6", &orig);
   ck_assert_int_eq(tu_loops(s, "Y", l, 4), 2);
   tu_ok(sch_unroll(s, l[1], &D), &D);
   REFUSED(s, sch_rfactor(s, l[1], 0, &rf, &D), "rfactor", "'j'", "serial");
-  sch_free(s);
   /* two blocks under the loop */
-  s = tu_schedule(a, "softmax:m=3,n=5", &orig);
+  s = tu_open("softmax:m=3,n=5", &orig);
   sch_loop yl[2];
   ck_assert_int_eq(tu_loops(s, "Y", yl, 2), 2);
   tu_ok(sch_compute_at(s, blk("s"), yl[0], false, -1, &D), &D);
@@ -449,18 +365,13 @@ START_TEST(refusals) {
   ck_assert_int_eq(tu_loops(s, "s", sl, 3), 2);
   tu_ok(sch_rfactor(s, sl[1], 0, &rf, &D), &D);
   tu_assert_equivalent(orig, sch_func(s));
-  sch_free(s);
-  ts_arena_free(a);
 }
 END_TEST
 
 /* ---- trace: split, rfactor, vectorize; JSON round trip ---- */
 START_TEST(trace_roundtrip) {
-  ts_arena *a = ts_arena_new();
-  ir_func *orig = tu_workload(a, "softmax:m=4,n=32");
-  sch_traced *t = sch_traced_new(orig, 7, &D);
-  ck_assert_ptr_nonnull(t);
-  sch_set_debug_verify(sch_traced_state(t), true);
+  ir_func *orig;
+  sch_traced *t = tu_open_traced("softmax:m=4,n=32", 7, &orig);
   int b, rf, v[2], sp[2], nl;
   const int *lp;
   ts_diag_clear(&D);
@@ -479,14 +390,8 @@ START_TEST(trace_roundtrip) {
   char *json = sch_trace_to_json(sch_traced_trace(t));
   ck_assert_ptr_nonnull(json);
   ck_assert_msg(strstr(json, "[\"RFactor\",[\"l") != NULL, "%s", json);
-  sch_trace *tr = sch_trace_from_json(json, &D);
-  ck_assert_msg(tr != NULL, "parse: %s", D.msg);
-  sch_traced *r = sch_trace_replay(tr, orig, 99, &D);
-  ck_assert_msg(r != NULL, "replay: %s", D.msg);
-  char why[1024];
-  ck_assert_msg(ir_struct_equal_func_explain(sch_traced_func(t), sch_traced_func(r), why, sizeof why), "%s", why);
-  char *json2 = sch_trace_to_json(sch_traced_trace(r));
-  ck_assert_str_eq(json, json2);
+  ts_free(json);
+  tu_assert_roundtrip(t, orig, 99);
   /* a wrong attr count is a parse error naming the kind */
   const char *bad = "[[[\"GetBlock\",[],[\"s\",\"softmax\"],[\"b0\"]],"
                     "[\"GetLoops\",[\"b0\"],[],[\"l1\",\"l2\"]],"
@@ -494,18 +399,13 @@ START_TEST(trace_roundtrip) {
   ts_diag_clear(&D);
   ck_assert_ptr_null(sch_trace_from_json(bad, &D));
   ck_assert_msg(strstr(D.msg, "RFactor") != NULL, "%s", D.msg);
-  ts_free(json2);
-  ts_free(json);
-  sch_traced_free(r);
-  sch_trace_free(tr);
-  sch_traced_free(t);
-  ts_arena_free(a);
 }
 END_TEST
 
 static Suite *suite(void) {
   Suite *su = suite_create("schedule_rfactor");
   TCase *tc = tcase_create("rfactor");
+  tcase_add_checked_fixture(tc, tu_setup, tu_teardown);
   tcase_add_test(tc, matmul_k);
   tcase_add_test(tc, reduce_sum_vectorized_partials);
   tcase_add_test(tc, reduce_sum_parallel_outer);
@@ -521,10 +421,4 @@ static Suite *suite(void) {
   return su;
 }
 
-int main(void) {
-  SRunner *sr = srunner_create(suite());
-  srunner_run_all(sr, CK_NORMAL);
-  int failures = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failures ? 1 : 0;
-}
+int main(void) { return tu_run(suite()); }

@@ -363,9 +363,5 @@ int main(void) {
   tcase_add_test(tc, test_categorical);
   tcase_add_test(tc, test_traced_samplers);
   suite_add_tcase(s, tc);
-  SRunner *sr = srunner_create(s);
-  srunner_run_all(sr, CK_NORMAL);
-  int failures = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failures ? 1 : 0;
+  return tu_run(s);
 }

@@ -30,24 +30,6 @@ static ts_diag D;
 
 static sch_block blk(const char *name) { return (sch_block){name}; }
 
-typedef struct find_ctx {
-  const char *name;
-  const ir_stmt *found;
-} find_ctx;
-
-static bool find_cb(void *ctx, const ir_stmt *s) {
-  find_ctx *c = ctx;
-  if (s->kind == IR_BLOCK_REALIZE && !strcmp(s->u.realize.block->name, c->name)) c->found = s;
-  return c->found == NULL;
-}
-
-static const ir_stmt *find_realize(sch_state *s, const char *name) {
-  find_ctx c = {name, NULL};
-  ir_visitor v = {.stmt = find_cb, .ctx = &c};
-  ir_visit_stmt(&v, sch_func(s)->body);
-  return c.found;
-}
-
 typedef struct count_ctx {
   const char *name;
   int n;
@@ -87,17 +69,15 @@ static void tile3(sch_state *s, int64_t ti, int64_t tj, int64_t tk, sch_loop *l)
 /* ---- blockize ----------------------------------------------------------------- */
 
 START_TEST(test_blockize_matmul) {
-  ts_arena a;
-  ts_arena_init(&a);
   ir_func *orig;
-  sch_state *s = tu_schedule(&a, "matmul_int8:m=6,n=32,k=12", &orig);
+  sch_state *s = tu_open("matmul_int8:m=6,n=32,k=12", &orig);
   sch_loop l[6];
   tile3(s, 3, 16, 4, l);
   sch_block ob;
   ts_diag_clear(&D);
   tu_ok(sch_blockize(s, l[3], &ob, &D), &D);
   ck_assert_str_eq(ob.name, "C_o");
-  const ir_stmt *orz = find_realize(s, "C_o");
+  const ir_stmt *orz = tu_find_realize(s, "C_o");
   ck_assert_ptr_nonnull(orz);
   const ir_block *b = orz->u.realize.block;
   /* vi_o: S(0, 2), vj_o: S(0, 2), vk_o: R(0, 3); the init moved out */
@@ -110,41 +90,33 @@ START_TEST(test_blockize_matmul) {
   }
   ck_assert_int_eq(b->iters[2].type, IR_ITER_R);
   ck_assert_ptr_nonnull(b->init);
-  ck_assert_ptr_null(find_realize(s, "C")->u.realize.block->init);
+  ck_assert_ptr_null(tu_find_realize(s, "C")->u.realize.block->init);
   tu_assert_equivalent(orig, sch_func(s));
-  sch_free(s);
-  ts_arena_fini(&a);
 }
 END_TEST
 
 /* blockize at the spatial tile only: k stays outside, so the inner block
  * keeps no R var outside and its init stays inside */
 START_TEST(test_blockize_keeps_init_when_outer_has_no_reduction) {
-  ts_arena a;
-  ts_arena_init(&a);
   ir_func *orig;
-  sch_state *s = tu_schedule(&a, "matmul:m=5,n=7,k=3", &orig);
+  sch_state *s = tu_open("matmul:m=5,n=7,k=3", &orig);
   sch_loop lp[3];
   ck_assert_int_eq(tu_loops(s, "C", lp, 3), 3);
   sch_block ob;
   ts_diag_clear(&D);
   tu_ok(sch_blockize(s, lp[1], &ob, &D), &D); /* j and k inside: vi outer only */
-  const ir_block *b = find_realize(s, ob.name)->u.realize.block;
+  const ir_block *b = tu_find_realize(s, ob.name)->u.realize.block;
   ck_assert_int_eq(b->niter, 1);
   ck_assert_ptr_null(b->init);
-  ck_assert_ptr_nonnull(find_realize(s, "C")->u.realize.block->init);
+  ck_assert_ptr_nonnull(tu_find_realize(s, "C")->u.realize.block->init);
   tu_assert_equivalent(orig, sch_func(s));
-  sch_free(s);
-  ts_arena_fini(&a);
 }
 END_TEST
 
 START_TEST(test_blockize_refusals) {
-  ts_arena a;
-  ts_arena_init(&a);
   ir_func *orig;
   /* fused loops: floordiv/floormod bindings are not affine */
-  sch_state *s = tu_schedule(&a, "matmul:m=4,n=6,k=5", &orig);
+  sch_state *s = tu_open("matmul:m=4,n=6,k=5", &orig);
   sch_loop lp[3], fused;
   ck_assert_int_eq(tu_loops(s, "C", lp, 3), 3);
   ts_diag_clear(&D);
@@ -153,8 +125,7 @@ START_TEST(test_blockize_refusals) {
   ck_assert_int_eq(tu_loops(s, "C", l2, 2), 2);
   REFUSED(s, sch_blockize(s, l2[1], NULL, &D), "blockize", "k");
   /* an imperfect split: the inner part does not divide the domain */
-  sch_free(s);
-  s = tu_schedule(&a, "matmul:m=7,n=6,k=5", &orig);
+  s = tu_open("matmul:m=7,n=6,k=5", &orig);
   ck_assert_int_eq(tu_loops(s, "C", lp, 3), 3);
   int64_t f[2] = {-1, 3};
   sch_loop o[2];
@@ -164,8 +135,7 @@ START_TEST(test_blockize_refusals) {
   /* a split whose inner loop is not innermost-dense: binding vi = i0*3 + i1
    * blockized at j (which holds neither i loop: fine) vs at a loop holding
    * i0 but not i1 */
-  sch_free(s);
-  s = tu_schedule(&a, "matmul:m=6,n=6,k=5", &orig);
+  s = tu_open("matmul:m=6,n=6,k=5", &orig);
   ck_assert_int_eq(tu_loops(s, "C", lp, 3), 3);
   ts_diag_clear(&D);
   tu_ok(sch_split(s, lp[0], 2, f, o, &D), &D);
@@ -174,8 +144,7 @@ START_TEST(test_blockize_refusals) {
   tu_ok(sch_reorder(s, 3, order, &D), &D);
   REFUSED(s, sch_blockize(s, o[0], NULL, &D), "does not divide");
   /* two blocks under the loop */
-  sch_free(s);
-  s = tu_schedule(&a, "softmax:m=3,n=5", &orig);
+  s = tu_open("softmax:m=3,n=5", &orig);
   sch_loop sl[2];
   const char *first = NULL;
   sch_block *kids;
@@ -184,8 +153,6 @@ START_TEST(test_blockize_refusals) {
   tu_ok(sch_get_child_blocks(s, blk("root"), &kids, &nk, &D), &D);
   first = kids[0].name;
   ck_assert_int_ge(tu_loops(s, first, sl, 2), 1);
-  sch_free(s);
-  ts_arena_fini(&a);
 }
 END_TEST
 
@@ -193,24 +160,20 @@ END_TEST
 
 static void tensorize_case(const char *spec, const char *intrin, int64_t ti, int64_t tj, int64_t tk,
                            const char *call) {
-  ts_arena a;
-  ts_arena_init(&a);
   ir_func *orig;
-  sch_state *s = tu_schedule(&a, spec, &orig);
+  sch_state *s = tu_open(spec, &orig);
   sch_loop l[6];
   tile3(s, ti, tj, tk, l);
   sch_block ob;
   ts_diag_clear(&D);
   tu_ok(sch_tensorize_loop(s, l[3], intrin, &ob, &D), &D);
-  const ir_block *b = find_realize(s, ob.name)->u.realize.block;
+  const ir_block *b = tu_find_realize(s, ob.name)->u.realize.block;
   const ir_annot *an = ir_annot_find(b->nannot, b->annots, "tessel.tensorized");
   ck_assert_ptr_nonnull(an);
   ck_assert_str_eq(an->v.s, intrin);
-  ck_assert_ptr_null(find_realize(s, "C"));
+  ck_assert_ptr_null(tu_find_realize(s, "C"));
   if (call) ck_assert_int_ge(count_calls(s, call), 1);
   tu_assert_equivalent(orig, sch_func(s));
-  sch_free(s);
-  ts_arena_fini(&a);
 }
 
 START_TEST(test_tensorize_vnni) {
@@ -223,10 +186,8 @@ END_TEST
 /* the +128 trick and its compensation at the extremes of i8: every A value
  * in [-128, 127] against B values including -128 and 127, exact */
 START_TEST(test_vnni_extremes) {
-  ts_arena a;
-  ts_arena_init(&a);
   ir_func *orig;
-  sch_state *s = tu_schedule(&a, "matmul_int8:m=64,n=16,k=8", &orig);
+  sch_state *s = tu_open("matmul_int8:m=64,n=16,k=8", &orig);
   sch_loop l[6];
   tile3(s, 4, 16, 4, l);
   ts_diag_clear(&D);
@@ -246,8 +207,6 @@ START_TEST(test_vnni_extremes) {
     ir_tensor_free(&x[i]);
     ir_tensor_free(&y[i]);
   }
-  sch_free(s);
-  ts_arena_fini(&a);
 }
 END_TEST
 
@@ -265,10 +224,8 @@ END_TEST
 
 /* u8 x i8 with plain vpdpbusd; the i8 x i8 entry refuses u8 data */
 START_TEST(test_tensorize_vnni_u8) {
-  ts_arena a;
-  ts_arena_init(&a);
   ir_func *orig;
-  sch_state *s = tu_schedule_text(&a,
+  sch_state *s = tu_open_text(
                                   "kernel mm(A: u8[2, 8], B: i8[8, 16]) -> C: i32[2, 16] {\n"
                                   "  C[i, j] += i32(A[i, k]) * i32(B[k, j])\n"
                                   "}\n",
@@ -279,41 +236,33 @@ START_TEST(test_tensorize_vnni_u8) {
   tu_ok(sch_tensorize_loop(s, l[3], "x86.avx512.vnni.u8i8.1x16x4", NULL, &D), &D);
   tu_assert_equivalent(orig, sch_func(s));
   /* the i8 x i8 entry must not match u8 data */
-  sch_free(s);
-  s = tu_schedule_text(&a,
+  s = tu_open_text(
                        "kernel mm(A: u8[2, 8], B: i8[8, 16]) -> C: i32[2, 16] {\n"
                        "  C[i, j] += i32(A[i, k]) * i32(B[k, j])\n"
                        "}\n",
                        &orig);
   tile3(s, 1, 16, 4, l);
   REFUSED(s, sch_tensorize_loop(s, l[3], "x86.avx512.vnni.i8i8.1x16x4", NULL, &D), "does not match", "u8");
-  sch_free(s);
-  ts_arena_fini(&a);
 }
 END_TEST
 
 START_TEST(test_tensorize_refusals) {
-  ts_arena a;
-  ts_arena_init(&a);
   ir_func *orig;
-  sch_state *s = tu_schedule(&a, "matmul_int8:m=4,n=32,k=8", &orig);
+  sch_state *s = tu_open("matmul_int8:m=4,n=32,k=8", &orig);
   sch_loop l[6];
   tile3(s, 1, 16, 4, l);
   /* f32 intrinsic on int8 data */
   REFUSED(s, sch_tensorize_loop(s, l[3], "x86.avx512.fma.f32.1x16x1", NULL, &D), "tensorize", "extent");
   /* right loops, wrong operation dtype: the FMA kernel at a 1x16x1 tile */
-  sch_free(s);
-  s = tu_schedule(&a, "matmul_int8:m=4,n=32,k=8", &orig);
+  s = tu_open("matmul_int8:m=4,n=32,k=8", &orig);
   tile3(s, 1, 16, 1, l);
   REFUSED(s, sch_tensorize_loop(s, l[3], "x86.avx512.fma.f32.1x16x1", NULL, &D), "does not match", "i32");
   /* wrong tile: 8 lanes where the intrinsic has 16 */
-  sch_free(s);
-  s = tu_schedule(&a, "matmul_int8:m=4,n=32,k=8", &orig);
+  s = tu_open("matmul_int8:m=4,n=32,k=8", &orig);
   tile3(s, 1, 8, 4, l);
   REFUSED(s, sch_tensorize_loop(s, l[3], "x86.avx512.vnni.i8i8.1x16x4", NULL, &D), "extent 8", "needs 16");
   /* whole reduction inside one call */
-  sch_free(s);
-  s = tu_schedule(&a, "matmul_int8:m=4,n=32,k=4", &orig);
+  s = tu_open("matmul_int8:m=4,n=32,k=4", &orig);
   sch_loop lp[3], o[2];
   ck_assert_int_eq(tu_loops(s, "C", lp, 3), 3);
   int64_t f[2] = {-1, 16};
@@ -330,8 +279,7 @@ START_TEST(test_tensorize_refusals) {
   tu_ok(sch_reorder(s, 4, order, &D), &D);
   REFUSED(s, sch_tensorize_loop(s, oi[1], "x86.avx512.vnni.i8i8.1x16x4", NULL, &D), "init");
   /* transposed B: the index pattern differs */
-  sch_free(s);
-  s = tu_schedule_text(&a,
+  s = tu_open_text(
                        "kernel mm(A: i8[2, 8], B: i8[16, 8]) -> C: i32[2, 16] {\n"
                        "  C[i, j] += i32(A[i, k]) * i32(B[j, k])\n"
                        "}\n",
@@ -342,16 +290,12 @@ START_TEST(test_tensorize_refusals) {
   ts_diag_clear(&D);
   ck_assert_int_eq(sch_tensorize_loop(s, l[3], "no.such.intrin", NULL, &D), TS_ENOTFOUND);
   ck_assert_ptr_nonnull(strstr(D.msg, "x86.avx512.vnni.i8i8.1x16x4"));
-  sch_free(s);
-  ts_arena_fini(&a);
 }
 END_TEST
 
 START_TEST(test_match_block) {
-  ts_arena a;
-  ts_arena_init(&a);
   ir_func *orig;
-  sch_state *s = tu_schedule(&a, "matmul_int8:m=64,n=64,k=64", &orig);
+  sch_state *s = tu_open("matmul_int8:m=64,n=64,k=64", &orig);
   int64_t ext[3];
   ts_diag_clear(&D);
   tu_ok(sch_tensorize_match_block(s, blk("C"), sch_intrin_get("x86.avx512.vnni.i8i8.4x16x4"), ext, &D), &D);
@@ -361,20 +305,16 @@ START_TEST(test_match_block) {
   ts_diag_clear(&D);
   ck_assert_int_eq(sch_tensorize_match_block(s, blk("C"), sch_intrin_get("x86.avx512.fma.f32.4x16x1"), ext, &D),
                    TS_ESCHEDULE);
-  sch_free(s);
-  ts_arena_fini(&a);
 }
 END_TEST
 
 START_TEST(test_registry) {
   ck_assert_int_ge(sch_intrin_count(), 8);
-  ts_arena a;
-  ts_arena_init(&a);
   for (int i = 0; i < sch_intrin_count(); i++) {
     const sch_intrin *in = sch_intrin_at(i);
     ir_func *df, *impl;
     ts_diag_clear(&D);
-    ck_assert_msg(sch_intrin_funcs(in, &a, &df, &impl, &D) == TS_OK, "%s: %s", in->name, D.msg);
+    ck_assert_msg(sch_intrin_funcs(in, tu_arena(), &df, &impl, &D) == TS_OK, "%s: %s", in->name, D.msg);
     ck_assert_int_eq(df->nparams, impl->nparams);
   }
   const sch_intrin *v = sch_intrin_get("x86.avx512.vnni.i8i8.4x16x4");
@@ -390,17 +330,14 @@ START_TEST(test_registry) {
   const sch_intrin *w = sch_intrin_get("cuda.wmma.mma_sync.f16f32.16x16x16");
   ck_assert(sch_intrin_available(w, "cuda", NULL, NULL, "sm_80"));
   ck_assert(!sch_intrin_available(w, "cuda", NULL, NULL, "sm_61"));
-  ts_arena_fini(&a);
 }
 END_TEST
 
 /* WMMA: registered and matched on fragment-scoped buffers; the body
  * becomes the mma_sync call over access_ptr of the fragments */
 START_TEST(test_tensorize_wmma_match) {
-  ts_arena a;
-  ts_arena_init(&a);
   ir_func *orig;
-  sch_state *s = tu_schedule_text(&a,
+  sch_state *s = tu_open_text(
                                   "func mm(A: f16[32, 16] scope(\"wmma.matrix_a\"), B: f16[16, 16] scope(\"wmma.matrix_b\"))"
                                   " -> C: f32[32, 16] scope(\"wmma.accumulator\") {\n"
                                   "  block root() {\n"
@@ -429,8 +366,6 @@ START_TEST(test_tensorize_wmma_match) {
   char *txt = ir_func_to_string(sch_func(s));
   ck_assert_msg(strstr(txt, "access_ptr(C, vi_o * 256") != NULL || strstr(txt, "access_ptr(C, ") != NULL, "%s", txt);
   ts_free(txt);
-  sch_free(s);
-  ts_arena_fini(&a);
 }
 END_TEST
 
@@ -440,9 +375,7 @@ END_TEST
 /* Blockize and Tensorize recorded, written to JSON, read back and replayed
  * onto a fresh copy: structurally equal and still equal to the original */
 START_TEST(test_trace_roundtrip) {
-  ts_arena a;
-  ts_arena_init(&a);
-  ir_func *f = tu_workload(&a, "matmul_int8:m=8,n=32,k=8");
+  ir_func *f = tu_workload(tu_arena(), "matmul_int8:m=8,n=32,k=8");
   ts_diag_clear(&D);
   sch_traced *t = sch_traced_new(f, 1, &D);
   ck_assert_ptr_nonnull(t);
@@ -485,15 +418,12 @@ START_TEST(test_trace_roundtrip) {
   sch_trace_free(tr);
   sch_traced_free(t);
   sch_traced_free(t2);
-  ts_arena_fini(&a);
 }
 END_TEST
 
 /* the random-trace generator (selfcheck) reaches Tensorize and Blockize */
 START_TEST(test_random_traces_cover) {
-  ts_arena a;
-  ts_arena_init(&a);
-  ir_func *f = tu_workload(&a, "matmul_int8:m=8,n=32,k=16");
+  ir_func *f = tu_workload(tu_arena(), "matmul_int8:m=8,n=32,k=16");
   int nt = 0, nb = 0;
   for (uint64_t seed = 1; seed <= 150; seed++) {
     ts_diag_clear(&D);
@@ -514,19 +444,20 @@ START_TEST(test_random_traces_cover) {
   ts_diag_clear(&D);
   tu_ok(sch_selfcheck(f, 60, 7, &(sch_random_opts){1, 4}, NULL, NULL, &st, &D), &D);
   ck_assert_int_eq(st.mismatches, 0);
-  ts_arena_fini(&a);
 }
 END_TEST
 
 static Suite *suite(void) {
   Suite *s = suite_create("tensorize");
   TCase *tc = tcase_create("blockize");
+  tcase_add_checked_fixture(tc, tu_setup, tu_teardown);
   tcase_set_timeout(tc, 120);
   tcase_add_test(tc, test_blockize_matmul);
   tcase_add_test(tc, test_blockize_keeps_init_when_outer_has_no_reduction);
   tcase_add_test(tc, test_blockize_refusals);
   suite_add_tcase(s, tc);
   tc = tcase_create("tensorize");
+  tcase_add_checked_fixture(tc, tu_setup, tu_teardown);
   tcase_set_timeout(tc, 120);
   tcase_add_test(tc, test_tensorize_vnni);
   tcase_add_test(tc, test_vnni_extremes);
@@ -538,20 +469,16 @@ static Suite *suite(void) {
   tcase_add_test(tc, test_tensorize_wmma_match);
   suite_add_tcase(s, tc);
   tc = tcase_create("trace");
+  tcase_add_checked_fixture(tc, tu_setup, tu_teardown);
   tcase_set_timeout(tc, 120);
   tcase_add_test(tc, test_trace_roundtrip);
   tcase_add_test(tc, test_random_traces_cover);
   suite_add_tcase(s, tc);
   tc = tcase_create("registry");
+  tcase_add_checked_fixture(tc, tu_setup, tu_teardown);
   tcase_add_test(tc, test_registry);
   suite_add_tcase(s, tc);
   return s;
 }
 
-int main(void) {
-  SRunner *sr = srunner_create(suite());
-  srunner_run_all(sr, CK_NORMAL);
-  int failures = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failures ? 1 : 0;
-}
+int main(void) { return tu_run(suite()); }

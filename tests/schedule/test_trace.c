@@ -30,27 +30,6 @@ static void setup(void) {
 }
 static void teardown(void) { ts_arena_fini(&A); }
 
-/* The JSON path: serialize, parse, replay on a fresh copy; the result must
- * be struct-equal and serialize to the same text. */
-static void assert_roundtrip(sch_traced *t, const ir_func *orig) {
-  char *json = sch_trace_to_json(sch_traced_trace(t));
-  ck_assert_ptr_nonnull(json);
-  ts_diag_clear(&D);
-  sch_trace *tr = sch_trace_from_json(json, &D);
-  ck_assert_msg(tr != NULL, "parse %s: %s", json, D.msg);
-  sch_traced *r = sch_trace_replay(tr, orig, 12345, &D);
-  ck_assert_msg(r != NULL, "replay %s: %s", json, D.msg);
-  char why[1024];
-  ck_assert_msg(ir_struct_equal_func_explain(sch_traced_func(t), sch_traced_func(r), why, sizeof why),
-                "replayed function differs: %s\n%s", why, json);
-  char *json2 = sch_trace_to_json(sch_traced_trace(r));
-  ck_assert_str_eq(json, json2);
-  ts_free(json2);
-  sch_traced_free(r);
-  sch_trace_free(tr);
-  ts_free(json);
-}
-
 /* ---- one case per instruction kind ------------------------------------------ */
 typedef struct kcase {
   sch_inst_kind kind;
@@ -449,8 +428,7 @@ START_TEST(test_kind_roundtrip) {
   char why[1024];
   ck_assert_msg(ir_struct_equal_func_explain(sch_traced_func(t), sch_func(s), why, sizeof why),
                 "%s: traced and direct results differ: %s", sch_inst_kind_get(c->kind)->name, why);
-  tu_assert_equivalent(orig, sch_traced_func(t));
-  assert_roundtrip(t, orig);
+  tu_assert_roundtrip(t, orig, 12345);
   sch_free(s);
   sch_traced_free(t);
 }
@@ -738,8 +716,7 @@ START_TEST(test_replay_failure) {
   tu_assert_equivalent(f, sch_traced_func(t));
   const int *l = tl(t, tb(t, "C"), 4);
   OK(sch_t_unroll(t, l[1], &D));
-  tu_assert_equivalent(f, sch_traced_func(t));
-  assert_roundtrip(t, f);
+  tu_assert_roundtrip(t, f, 12345);
   sch_traced_free(t);
   /* a refusal in the middle: compute_inline of an output block */
   static const char *text2 =
@@ -1024,9 +1001,5 @@ int main(void) {
   tcase_add_test(tc, test_fuzz_json);
   tcase_add_test(tc, test_oom);
   suite_add_tcase(s, tc);
-  SRunner *sr = srunner_create(s);
-  srunner_run_all(sr, CK_NORMAL);
-  int failures = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failures ? 1 : 0;
+  return tu_run(s);
 }
