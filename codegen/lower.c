@@ -90,6 +90,7 @@ typedef struct lctx {
   bufinfo **bufs;
   int nbuf, capbuf;
   const char *block; /* innermost block being lowered, for messages */
+  const ir_block *blk; /* that block (its read/write regions place access_ptr tiles) */
   bool debug;        /* TESSEL_DEBUG contains "lower" */
   int mode;          /* MODE_*: the recording run only collects accesses */
   pathent *path;
@@ -276,6 +277,149 @@ static ir_expr *flatten(lctx *c, const ir_buffer *buf, int nidx, ir_expr *const 
   return simp(c, sum);
 }
 
+/* ---- pointers into buffers (tensor intrinsics, docs/TENSORIZE.md) ------- */
+
+/* The region of buffer b that the block being lowered declares (a write
+ * region first when rw asks for writing), or NULL. */
+static const ir_region *block_region(const lctx *c, const ir_buffer *b, int rw) {
+  const ir_block *k = c->blk;
+  if (!k) return NULL;
+  if (rw & IR_ACCESS_WRITE)
+    for (int i = 0; i < k->nwrites; i++)
+      if (k->writes[i].buf == b && k->writes[i].ndim == b->ndim) return &k->writes[i];
+  for (int i = 0; i < k->nreads; i++)
+    if (k->reads[i].buf == b && k->reads[i].ndim == b->ndim) return &k->reads[i];
+  for (int i = 0; i < k->nwrites; i++)
+    if (k->writes[i].buf == b && k->writes[i].ndim == b->ndim) return &k->writes[i];
+  return NULL;
+}
+
+static bool is_fragment(const ir_buffer *b) { return b->scope && !strncmp(b->scope, "wmma.", 5); }
+
+/* access_ptr(buf, offset, rw): the address of element `offset` of buf,
+ * counted in buf's declared layout (its strides, else compact row-major).
+ *  - Inside a block that declares a region of buf (a tensorized block: the
+ *    tile its intrinsic reads or writes), the pointer is the region's
+ *    origin: the recording run counts the region (first and last element)
+ *    as accessed, so compaction keeps the whole tile, and the address is
+ *    recomputed from the origin in the layout lowering gives the buffer
+ *    (compacted or padded). The offset must be the origin's (checked).
+ *    A wmma.* fragment buffer is laid out one 16x16 tile after another
+ *    (row-major over tiles; the CUDA back end indexes fragment offset/256),
+ *    so its origin must be a multiple of 16 in both of its two dimensions.
+ *  - Elsewhere the buffer keeps its declared layout: a buffer that lowering
+ *    would compact is left as declared (its plan dropped); one that is padded
+ *    or already compacted is refused. */
+static ir_expr *lower_access_ptr(lctx *c, ir_expr *e) {
+  const ir_buffer *b = e->u.ptr.buf;
+  bufinfo *bi = b ? find_buf(c, b) : NULL;
+  if (!bi)
+    return fail(c, TS_EUNSUPPORTED, "lower: access_ptr of buffer %s in block %s outside its allocation",
+                b ? b->name : "?", c->block ? c->block : "?");
+  const ir_region *rg = block_region(c, b, e->u.ptr.rw);
+  ir_expr *off = NN(c, cg_as_i64(c->a, lower_expr(c, e->u.ptr.offset)));
+  if (!off) return NULL;
+  if (!rg) {
+    if (c->mode == MODE_RECORD && bi->plan) bi->plan->bad = true; /* keep the declared layout */
+    bool relaid = (bi->plan && bi->plan->apply) || (!b->strides && b->align_factor);
+    for (int i = 0; bi->mins && i < b->ndim; i++) relaid |= bi->mins[i] != NULL;
+    if (relaid)
+      return fail(c, TS_EUNSUPPORTED,
+                  "lower: access_ptr of %s in block %s: the buffer is compacted or padded by lowering and the "
+                  "block declares no region of it to place the pointer by",
+                  b->name, c->block ? c->block : "?");
+    if (bi->offset) off = NN(c, ir_add(c->a, bi->offset, off));
+    return NN(c, ir_access_ptr(c->a, bi->flat, simp(c, off), e->u.ptr.rw));
+  }
+  int n = b->ndim;
+  ir_expr **lo = NN(c, TS_ANEWN(c->a, ir_expr *, n ? n : 1)), **hi = NN(c, TS_ANEWN(c->a, ir_expr *, n ? n : 1));
+  if (!lo || !hi) return NULL;
+  /* the origin in the declared layout (row-major over the declared shape, or
+   * the given strides) must be the pointer's offset */
+  ir_expr *decl = NN(c, ir_i64(c->a, 0)), *stride = NN(c, ir_i64(c->a, 1));
+  for (int d = n - 1; d >= 0 && decl && stride; d--) {
+    lo[d] = simp(c, NN(c, cg_as_i64(c->a, lower_expr(c, rg->ranges[d].min))));
+    ir_expr *ext = NN(c, cg_as_i64(c->a, lower_expr(c, rg->ranges[d].extent)));
+    if (!lo[d] || !ext) return NULL;
+    hi[d] = simp(c, NN(c, ir_sub(c->a, ir_add(c->a, lo[d], ext), ir_i64(c->a, 1))));
+    ir_expr *st = b->strides ? NN(c, cg_as_i64(c->a, lower_expr(c, b->strides[d]))) : stride;
+    decl = st ? NN(c, ir_add(c->a, decl, NN(c, ir_mul(c->a, lo[d], st)))) : NULL;
+    if (!b->strides) stride = NN(c, ir_mul(c->a, stride, NN(c, cg_as_i64(c->a, lower_expr(c, b->shape[d])))));
+  }
+  if (!decl || !stride) return NULL;
+  ir_expr *delta = simp(c, NN(c, ir_sub(c->a, off, decl)));
+  int64_t dz = -1;
+  if (!delta || !ir_as_int(delta, &dz) || dz != 0) {
+    char *ds = delta ? ir_expr_to_string(delta) : NULL;
+    fail(c, TS_EUNSUPPORTED,
+         "lower: access_ptr of %s in block %s points %s elements past the origin of the block's region of it; "
+         "only a pointer to the region's origin can be placed in a compacted layout",
+         b->name, c->block ? c->block : "?", ds ? ds : "?");
+    ts_free(ds);
+    return NULL;
+  }
+  if (c->mode == MODE_RECORD) {
+    /* (the recording run's result stands when no plan applies: go on) */
+    if (bi->plan && !bi->plan->bad && n && !(record_access(c, bi->plan, lo) && record_access(c, bi->plan, hi)))
+      return NULL;
+  }
+  /* the origin relative to the buffer's region (compacted) */
+  for (int d = 0; d < n; d++)
+    if (bi->mins && bi->mins[d]) {
+      lo[d] = simp(c, NN(c, ir_sub(c->a, lo[d], NN(c, cg_as_i64(c->a, bi->mins[d])))));
+      if (!lo[d]) return NULL;
+    }
+  ir_expr *addr = NULL;
+  if (is_fragment(b)) {
+    if (n != 2)
+      return fail(c, TS_EUNSUPPORTED, "lower: fragment buffer %s (%s) in block %s has %d dimensions, not 2",
+                  b->name, b->scope, c->block ? c->block : "?", n);
+    /* tile-major: fragment (row / 16) * (cols / 16) + col / 16, 256 elements each */
+    ir_expr *sixteen = NN(c, ir_i64(c->a, 16));
+    ir_expr *cols = bi->strides[0];
+    for (int d = 0; d < 2; d++) {
+      ir_expr *m = simp(c, NN(c, ir_floormod(c->a, lo[d], sixteen)));
+      int64_t z = -1;
+      if (!m || !ir_as_int(m, &z) || z != 0)
+        return fail(c, TS_EUNSUPPORTED,
+                    "lower: fragment %s in block %s is addressed at a dimension-%d origin that is not a provable "
+                    "multiple of 16",
+                    b->name, c->block ? c->block : "?", d);
+    }
+    ir_expr *tr = NN(c, ir_floordiv(c->a, lo[0], sixteen)), *tc = NN(c, ir_floordiv(c->a, lo[1], sixteen));
+    ir_expr *tcols = NN(c, ir_floordiv(c->a, cols, sixteen));
+    addr = tr && tc && tcols ? NN(c, ir_mul(c->a, NN(c, ir_add(c->a, NN(c, ir_mul(c->a, tr, tcols)), tc)),
+                                            NN(c, ir_i64(c->a, 256))))
+                             : NULL;
+  } else {
+    addr = NN(c, ir_i64(c->a, 0));
+    for (int d = 0; d < n && addr; d++) addr = NN(c, ir_add(c->a, addr, NN(c, ir_mul(c->a, lo[d], bi->strides[d]))));
+  }
+  if (addr && bi->offset) addr = NN(c, ir_add(c->a, bi->offset, addr));
+  if (!addr) return NULL;
+  return NN(c, ir_access_ptr(c->a, bi->flat, simp(c, addr), e->u.ptr.rw));
+}
+
+/* call_extern("tessel.buffer_stride", t, access_ptr(buf, ...), d): the stride
+ * (in elements) of dimension d of buf as lowering lays it out, compaction and
+ * storage_align padding included (a WMMA load/store's leading dimension). */
+static ir_expr *lower_buffer_stride(lctx *c, ir_expr *e) {
+  const ir_expr *p = e->u.ext.nargs == 2 ? e->u.ext.args[0] : NULL;
+  int64_t d = -1;
+  if (!p || p->kind != IR_ACCESS_PTR || !ir_as_int(e->u.ext.args[1], &d))
+    return fail(c, TS_EINVAL,
+                "lower: tessel.buffer_stride in block %s wants (access_ptr(buf, ...), constant dimension)",
+                c->block ? c->block : "?");
+  bufinfo *bi = find_buf(c, p->u.ptr.buf);
+  if (!bi || d < 0 || d >= p->u.ptr.buf->ndim)
+    return fail(c, TS_EINVAL, "lower: tessel.buffer_stride of %s dimension %lld in block %s: %s",
+                p->u.ptr.buf->name, (long long)d, c->block ? c->block : "?",
+                bi ? "no such dimension" : "the buffer is not allocated here");
+  ir_expr *s = bi->strides[d];
+  if (s->dtype.code != e->dtype.code) s = NN(c, ir_cast(c->a, e->dtype, s));
+  return s ? simp(c, s) : NULL;
+}
+
 static ir_expr *lower_expr(lctx *c, ir_expr *e) {
   if (c->st) return NULL;
   if (!e) return fail(c, TS_EINVAL, "lower: missing expression in block %s", c->block ? c->block : "?");
@@ -342,6 +486,7 @@ static ir_expr *lower_expr(lctx *c, ir_expr *e) {
     return n;
   }
   case IR_CALL_EXTERN: {
+    if (e->u.ext.name && !strcmp(e->u.ext.name, "tessel.buffer_stride")) return lower_buffer_stride(c, e);
     int na = e->u.ext.nargs;
     ir_expr **args = NULL;
     for (int i = 0; i < na; i++) {
@@ -364,26 +509,8 @@ static ir_expr *lower_expr(lctx *c, ir_expr *e) {
     return n;
   }
   case IR_STR_IMM: return e;
-  case IR_ACCESS_PTR: {
-    /* The offset counts elements of the buffer's own layout (given strides
-     * or compact row-major); the flat stand-in adds elem_offset. A buffer
-     * compacted or padded by lowering has another layout: refused. */
-    const ir_buffer *b = e->u.ptr.buf;
-    bufinfo *bi = b ? find_buf(c, b) : NULL;
-    if (!bi)
-      return fail(c, TS_EUNSUPPORTED, "lower: access_ptr of buffer %s in block %s outside its allocation",
-                  b ? b->name : "?", c->block ? c->block : "?");
-    bool relaid = (bi->plan && bi->plan->apply) || (!b->strides && b->align_factor);
-    for (int i = 0; bi->mins && i < b->ndim; i++) relaid |= bi->mins[i] != NULL;
-    if (relaid)
-      return fail(c, TS_EUNSUPPORTED,
-                  "lower: access_ptr of %s in block %s: the buffer is compacted or padded by lowering",
-                  b->name, c->block ? c->block : "?");
-    ir_expr *off = NN(c, cg_as_i64(c->a, lower_expr(c, e->u.ptr.offset)));
-    if (!off) return NULL;
-    if (bi->offset) off = NN(c, ir_add(c->a, bi->offset, off));
-    return NN(c, ir_access_ptr(c->a, bi->flat, simp(c, off), e->u.ptr.rw));
-  }
+  case IR_ACCESS_PTR:
+    return lower_access_ptr(c, e);
   case IR_RAMP: {
     ir_expr *b = lower_expr(c, e->u.ramp.base), *s = lower_expr(c, e->u.ramp.stride);
     if (!b || !s) return NULL;
@@ -713,6 +840,7 @@ static ir_stmt *lower_realize(lctx *c, ir_stmt *s) {
   const ir_block *blk = s->u.realize.block;
   if (!blk) return fail(c, TS_EINVAL, "lower: block realize without a block");
   const char *outer = c->block;
+  const ir_block *outer_blk = c->blk;
   c->block = blk->name ? blk->name : "?";
   int niter = blk->niter;
   if (niter && (!blk->iters || !s->u.realize.iter_values))
@@ -745,6 +873,7 @@ static ir_stmt *lower_realize(lctx *c, ir_stmt *s) {
     bi->plan = p;
     if (apply) bi->mins = p->min;
   }
+  c->blk = blk;
   ir_stmt *over = pred && !is_true(pred) && !is_false(pred) ? overhang_body(c, s, vals, pred) : NULL;
   if (over && c->debug)
     fprintf(stderr, "[lower] block %s runs without its predicate (stores into the tile overhang)\n", c->block);
@@ -778,6 +907,7 @@ static ir_stmt *lower_realize(lctx *c, ir_stmt *s) {
   c->nbind = mark;
   c->nbuf = bmark;
   c->block = outer;
+  c->blk = outer_blk;
   return body;
 }
 
@@ -864,11 +994,12 @@ static bool varset_cb(void *ctx, const ir_expr *e) {
 /* May an allocation of scope `scope` move inside loop l? Not into a
  * vectorized loop (its body becomes lanes), and on GPUs a shared buffer
  * stays above threadIdx/vthread, any other non-local one above every thread
- * binding. */
+ * binding (a wmma.* fragment, registers of a warp, goes in as local does). */
 static bool may_enter(const pathent *l, const char *scope) {
   if (l->kind == IR_FOR_VECTORIZED) return false;
   if (l->kind != IR_FOR_THREAD_BINDING) return true;
   if (scope && strcmp(scope, "local") == 0) return true;
+  if (scope && strncmp(scope, "wmma.", 5) == 0) return true; /* per-warp fragments: registers */
   if (scope && strncmp(scope, "shared", 6) == 0)
     return !l->thread || strncmp(l->thread, "blockIdx", 8) == 0;
   return false;

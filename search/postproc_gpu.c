@@ -10,7 +10,9 @@
  *    has its fused loop split [rest, threadIdx.x, lanes] with the thread
  *    count of the threadIdx.x loop around it, the middle loop bound to
  *    threadIdx.x (the same hardware index: each thread copies its share) and
- *    the lanes vectorized. Lanes are used only when they divide the copy's
+ *    the lanes vectorized (under warps bound to threadIdx.z/y and no
+ *    threadIdx.x, as the tensor-core rule's copies: [rest, threadIdx.z,
+ *    threadIdx.y, threadIdx.x = 32, lanes]). Lanes are used only when they divide the copy's
  *    extent (so the split's guard does not depend on the lane); otherwise
  *    the copy is split [rest, threadIdx.x] alone.
  *  - RewriteUnboundBlock: a block under no thread-bound loop gets its
@@ -72,8 +74,13 @@ static ts_status each_block(sch_traced *t, block_fn fn, ts_diag *d) {
 
 /* ---- RewriteCooperativeFetch ---- */
 static void cooperative_fetch(sch_traced *t, const char *name, int64_t lanes) {
-  int64_t tx = srch_gpu_thread_extent(t, name, "threadIdx.x");
-  if (tx <= 0) return;
+  int64_t tx = srch_gpu_thread_extent(t, name, "threadIdx.x"), ty = 0, tz = 0;
+  if (tx <= 0) { /* under warps (threadIdx.z/y, tensor cores): 32 lanes each on threadIdx.x */
+    ty = srch_gpu_thread_extent(t, name, "threadIdx.y");
+    tz = srch_gpu_thread_extent(t, name, "threadIdx.z");
+    if (ty <= 0) return;
+    tx = 32;
+  }
   ts_diag q;
   ts_diag_clear(&q);
   int b, nl;
@@ -91,10 +98,24 @@ static void cooperative_fetch(sch_traced *t, const char *name, int64_t lanes) {
     fused = p[0];
     vec = p[1];
   }
-  sch_arg f[2] = {sch_arg_none(), sch_arg_int(tx)};
-  int p[2];
-  if (sch_t_split(t, fused, 2, f, p, &q)) return;
-  if (sch_t_bind(t, p[1], "threadIdx.x", &q)) return;
+  if (ty > 0 && tz > 0) {
+    sch_arg f[4] = {sch_arg_none(), sch_arg_int(tz), sch_arg_int(ty), sch_arg_int(tx)};
+    int p[4];
+    if (sch_t_split(t, fused, 4, f, p, &q) || sch_t_bind(t, p[1], "threadIdx.z", &q) ||
+        sch_t_bind(t, p[2], "threadIdx.y", &q) || sch_t_bind(t, p[3], "threadIdx.x", &q))
+      return;
+  } else if (ty > 0) {
+    sch_arg f[3] = {sch_arg_none(), sch_arg_int(ty), sch_arg_int(tx)};
+    int p[3];
+    if (sch_t_split(t, fused, 3, f, p, &q) || sch_t_bind(t, p[1], "threadIdx.y", &q) ||
+        sch_t_bind(t, p[2], "threadIdx.x", &q))
+      return;
+  } else {
+    sch_arg f[2] = {sch_arg_none(), sch_arg_int(tx)};
+    int p[2];
+    if (sch_t_split(t, fused, 2, f, p, &q)) return;
+    if (sch_t_bind(t, p[1], "threadIdx.x", &q)) return;
+  }
   if (vec >= 0) {
     ts_diag_clear(&q);
     sch_t_vectorize(t, vec, &q);

@@ -46,6 +46,7 @@ typedef enum {
  * CUDA defaults; search/rules/gpu_*.c, docs/GPU_SEARCH.md). For a cuda
  * target, srch_space_opts.rule_mask has one bit per srch_gpu_rule. */
 #define SRCH_GPU_RULE_LIST(X)                                             \
+  X(SRCH_GRULE_TENSOR_CORE, "gpu-tensor-core")                            \
   X(SRCH_GRULE_MULTI_LEVEL_TILING, "gpu-multi-level-tiling")              \
   X(SRCH_GRULE_AUTO_INLINE, "gpu-auto-inline")                            \
   X(SRCH_GRULE_CROSS_THREAD_REDUCTION, "cross-thread-reduction")          \
@@ -112,6 +113,8 @@ typedef struct srch_evo_opts {
   double mutate_prob;      /* 0.85 */
   double eps_greedy;       /* 0.05 */
   int num_threads;         /* parallel replay; 0 = all cores */
+  int first_batch;         /* > 0: the first batch has at most this many candidates
+                            * (MetaSchedule: none; docs/COSTMODEL.md) */
 } srch_evo_opts;
 void srch_evo_opts_default(srch_evo_opts *o);
 

@@ -49,6 +49,8 @@ ts_status srch_rule_random_compute_location(const srch_rule_ctx *c, sch_traced *
                                             ts_vec *out, ts_diag *d);
 
 /* The GPU rules (rules/gpu_*.c), in SRCH_GPU_RULE_LIST order. */
+ts_status srch_rule_gpu_tensor_core(const srch_rule_ctx *c, sch_traced *t, const char *block, ts_vec *out,
+                                    ts_diag *d);
 ts_status srch_rule_gpu_multi_level_tiling(const srch_rule_ctx *c, sch_traced *t, const char *block,
                                            ts_vec *out, ts_diag *d);
 ts_status srch_rule_gpu_auto_inline(const srch_rule_ctx *c, sch_traced *t, const char *block, ts_vec *out,

@@ -109,6 +109,7 @@ static const srch_rule_fn rule_fns[SRCH_RULE_COUNT] = {
 };
 
 static const srch_rule_fn gpu_rule_fns[SRCH_GRULE_COUNT] = {
+    [SRCH_GRULE_TENSOR_CORE] = srch_rule_gpu_tensor_core,
     [SRCH_GRULE_MULTI_LEVEL_TILING] = srch_rule_gpu_multi_level_tiling,
     [SRCH_GRULE_AUTO_INLINE] = srch_rule_gpu_auto_inline,
     [SRCH_GRULE_CROSS_THREAD_REDUCTION] = srch_rule_gpu_cross_thread_reduction,

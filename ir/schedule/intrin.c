@@ -127,8 +127,9 @@
 
 /* ---- CUDA WMMA (TVM's wmma intrinsics; code generation is the CUDA back end's) ---- */
 
-#define WMMA_SYNC_DESC                                                                         \
-  "func desc(A: f16[16, 16] scope(\"wmma.matrix_a\"), B: f16[16, 16] scope(\"wmma.matrix_b\"))" \
+/* C += A . B on one 16x16x16 tile; T is the input type (f16 or bf16). */
+#define WMMA_SYNC_DESC(T)                                                                       \
+  "func desc(A: " T "[16, 16] scope(\"wmma.matrix_a\"), B: " T "[16, 16] scope(\"wmma.matrix_b\"))" \
   " -> C: f32[16, 16] scope(\"wmma.accumulator\") {\n"                                         \
   "  block root() {\n"                                                                         \
   "    for i in serial(0, 16) {\n"                                                             \
@@ -145,8 +146,8 @@
   "  }\n"                                                                                      \
   "}\n"
 
-#define WMMA_SYNC_IMPL                                                                         \
-  "func impl(A: f16[16, 16] scope(\"wmma.matrix_a\"), B: f16[16, 16] scope(\"wmma.matrix_b\"))" \
+#define WMMA_SYNC_IMPL(T)                                                                       \
+  "func impl(A: " T "[16, 16] scope(\"wmma.matrix_a\"), B: " T "[16, 16] scope(\"wmma.matrix_b\"))" \
   " -> C: f32[16, 16] scope(\"wmma.accumulator\") {\n"                                         \
   "  block root() {\n"                                                                         \
   "    eval call_extern(\"tessel.wmma.mma_sync\", handle, access_ptr(C, 0, 3), 0, "            \
@@ -176,6 +177,58 @@
   "  }\n"                                                                                      \
   "}\n"
 
+/* A 16x16 tile copied between memory and a fragment (TVM's wmma_load_16x16x16
+ * / wmma_store_16x16x16): the description is the element-wise copy, the
+ * implementation one load_matrix_sync / store_matrix_sync. The leading
+ * dimension of the memory side is "tessel.buffer_stride" of its pointer
+ * (dimension 0): lowering resolves it to the row stride of the buffer as
+ * laid out after compaction (docs/TENSORIZE.md), as TVM binds the
+ * description's symbolic stride after CompactBufferAllocation.
+ * DSCOPE / SSCOPE: the scope clauses of the destination and the source ("": any
+ * scope, global or shared). */
+#define WMMA_COPY_FUNC(NAME, T, DSCOPE, SSCOPE)                                                     \
+  "func " NAME "(S: " T "[16, 16]" SSCOPE ") -> D: " T "[16, 16]" DSCOPE " {\n"
+
+#define WMMA_COPY_DESC(T, DSCOPE, SSCOPE)                                                           \
+  WMMA_COPY_FUNC("desc", T, DSCOPE, SSCOPE)                                                         \
+  "  block root() {\n"                                                                              \
+  "    for i in serial(0, 16) {\n"                                                                  \
+  "      for j in serial(0, 16) {\n"                                                                \
+  "        block D(vi: S(0, 16) = i, vj: S(0, 16) = j) {\n"                                         \
+  "          reads S[vi, vj]\n"                                                                     \
+  "          writes D[vi, vj]\n"                                                                    \
+  "          D[vi, vj] = S[vi, vj]\n"                                                               \
+  "        }\n"                                                                                     \
+  "      }\n"                                                                                       \
+  "    }\n"                                                                                         \
+  "  }\n"                                                                                           \
+  "}\n"
+
+#define WMMA_STRIDE(B) "call_extern(\"tessel.buffer_stride\", i32, access_ptr(" B ", 0, 1), 0)"
+
+/* fragment <- shared memory, LAYOUT "row_major" / "col_major" */
+#define WMMA_LOAD_IMPL(T, DSCOPE, LAYOUT)                                                           \
+  WMMA_COPY_FUNC("impl", T, DSCOPE, " scope(\"shared\")")                                           \
+  "  block root() {\n"                                                                              \
+  "    eval call_extern(\"tessel.wmma.load_matrix_sync\", handle, access_ptr(D, 0, 2), 16, 16, 16, 0, " \
+  "access_ptr(S, 0, 1), " WMMA_STRIDE("S") ", \"" LAYOUT "\")\n"                                    \
+  "  }\n"                                                                                           \
+  "}\n"
+
+/* memory (any scope: global or shared) <- accumulator fragment */
+#define WMMA_STORE_IMPL                                                                             \
+  WMMA_COPY_FUNC("impl", "f32", "", " scope(\"wmma.accumulator\")")                                 \
+  "  block root() {\n"                                                                              \
+  "    eval call_extern(\"tessel.wmma.store_matrix_sync\", handle, access_ptr(S, 0, 1), 16, 16, 16, 0, " \
+  "access_ptr(D, 0, 2), " WMMA_STRIDE("D") ", \"row_major\")\n"                                    \
+  "  }\n"                                                                                           \
+  "}\n"
+
+#define SC_A " scope(\"wmma.matrix_a\")"
+#define SC_B " scope(\"wmma.matrix_b\")"
+#define SC_SH " scope(\"shared\")"
+#define SC_ACC " scope(\"wmma.accumulator\")"
+
 static const sch_intrin table[] = {
     {"x86.avx512.fma.f32.8x16x1", "x86_64", "avx512f", 8, 16, 1, FMA_DESC(8, 16), FMA_IMPL(8, 16, RAMP16)},
     {"x86.avx512.fma.f32.4x16x1", "x86_64", "avx512f", 4, 16, 1, FMA_DESC(4, 16), FMA_IMPL(4, 16, RAMP16)},
@@ -195,8 +248,20 @@ static const sch_intrin table[] = {
      ARM_DOT_IMPL(1, "i8", "sdot")},
     {"arm.dotprod.udot.u8u8.1x4x4", "aarch64", "neon,dotprod", 1, 4, 4, DOT_DESC(1, 4, "u8", "u8"),
      ARM_DOT_IMPL(1, "u8", "udot")},
-    {"cuda.wmma.mma_sync.f16f32.16x16x16", "cuda", "sm_70", 16, 16, 16, WMMA_SYNC_DESC, WMMA_SYNC_IMPL},
+    {"cuda.wmma.mma_sync.f16f32.16x16x16", "cuda", "sm_70", 16, 16, 16, WMMA_SYNC_DESC("f16"),
+     WMMA_SYNC_IMPL("f16")},
+    {"cuda.wmma.mma_sync.bf16f32.16x16x16", "cuda", "sm_80", 16, 16, 16, WMMA_SYNC_DESC("bf16"),
+     WMMA_SYNC_IMPL("bf16")},
     {"cuda.wmma.fill.f32.16x16", "cuda", "sm_70", 16, 16, 0, WMMA_FILL_DESC, WMMA_FILL_IMPL},
+    {"cuda.wmma.load_matrix_a.f16.16x16", "cuda", "sm_70", 16, 16, 0, WMMA_COPY_DESC("f16", SC_A, SC_SH),
+     WMMA_LOAD_IMPL("f16", SC_A, "row_major")},
+    {"cuda.wmma.load_matrix_b.f16.16x16", "cuda", "sm_70", 16, 16, 0, WMMA_COPY_DESC("f16", SC_B, SC_SH),
+     WMMA_LOAD_IMPL("f16", SC_B, "row_major")},
+    {"cuda.wmma.load_matrix_a.bf16.16x16", "cuda", "sm_80", 16, 16, 0, WMMA_COPY_DESC("bf16", SC_A, SC_SH),
+     WMMA_LOAD_IMPL("bf16", SC_A, "row_major")},
+    {"cuda.wmma.load_matrix_b.bf16.16x16", "cuda", "sm_80", 16, 16, 0, WMMA_COPY_DESC("bf16", SC_B, SC_SH),
+     WMMA_LOAD_IMPL("bf16", SC_B, "row_major")},
+    {"cuda.wmma.store.f32.16x16", "cuda", "sm_70", 16, 16, 0, WMMA_COPY_DESC("f32", "", SC_ACC), WMMA_STORE_IMPL},
 };
 
 #define NTABLE ((int)(sizeof table / sizeof table[0]))

@@ -43,4 +43,16 @@ bool srch_gpu_bind_block(sch_traced *t, const char *name, bool bind_threads, int
  * is symbolic). */
 int srch_gpu_leading_spatial(sch_traced *t, const char *name, int *out, int cap, int64_t *ext);
 
+/* MultiLevelTilingTensorCore (rules/gpu_tensor_core.c): the operands of a
+ * block the WMMA 16x16x16 mma can compute. */
+typedef struct tc_shape {
+  ir_dtype_code in; /* IR_F16 or IR_BF16 */
+  const ir_buffer *A, *B, *C;
+  int64_t ext[3]; /* i, j, k */
+} tc_shape;
+/* Whether block `block` of f gets a tensor-core sketch on target t; if not,
+ * why (a sentence) is written to why. out may be NULL. */
+bool srch_gpu_tensor_core_check(const ir_func *f, const char *block, const cg_target *t, tc_shape *out,
+                                char *why, size_t nwhy);
+
 #endif
