@@ -409,9 +409,8 @@ END_TEST
 
 START_TEST(refuse_two_writers) {
   ir_func *orig;
-  sch_state *s = tu_open("matmul:m=4,n=3,k=5", &orig);
   sch_loop l[4];
-  ck_assert_int_eq(tu_loops(s, "C", l, 4), 3);
+  sch_state *s = tu_open_loops("matmul:m=4,n=3,k=5", &orig, "C", l, 3);
   sch_block init;
   ts_diag_clear(&D);
   tu_ok(sch_decompose_reduction(s, blk("C"), l[0], &init, &D), &D);
@@ -509,9 +508,8 @@ END_TEST
 
 START_TEST(after_split_with_predicate) {
   ir_func *orig;
-  sch_state *s = tu_open("matmul:m=6,n=10,k=7", &orig);
   sch_loop l[4], sp[2];
-  ck_assert_int_eq(tu_loops(s, "C", l, 4), 3);
+  sch_state *s = tu_open_loops("matmul:m=6,n=10,k=7", &orig, "C", l, 3);
   int64_t f4[2] = {-1, 4};
   ts_diag_clear(&D);
   /* j (10) by 4: a guarded tail, so the written region overhangs C */
@@ -544,8 +542,7 @@ END_TEST
 
 static Suite *suite(void) {
   Suite *su = suite_create("schedule_cache");
-  TCase *tc = tcase_create("cache");
-  tcase_add_checked_fixture(tc, tu_setup, tu_teardown);
+  TCase *tc = tu_tcase(su, "cache", NULL, 0);
   tcase_add_test(tc, matmul_read_shared_local);
   tcase_add_test(tc, matmul_write_local);
   tcase_add_test(tc, matmul_named_scopes);
@@ -563,15 +560,12 @@ static Suite *suite(void) {
   tcase_add_test(tc, refuse_softmax_misuse);
   tcase_add_test(tc, refuse_two_writers);
   tcase_add_test(tc, after_split_with_predicate);
-  suite_add_tcase(su, tc);
-  TCase *tb = tcase_create("scope_align");
-  tcase_add_checked_fixture(tb, tu_setup, tu_teardown);
+  TCase *tb = tu_tcase(su, "scope_align", NULL, 0);
   tcase_add_test(tb, set_scope_intermediate);
   tcase_add_test(tb, set_scope_after_cache);
   tcase_add_test(tb, storage_align_records);
   tcase_add_test(tb, refuse_params_and_bad_align);
   tcase_add_test(tb, trace_roundtrip);
-  suite_add_tcase(su, tb);
   return su;
 }
 

@@ -282,43 +282,32 @@ START_TEST(test_predicate_over_reduce_loops_kept) {
 }
 END_TEST
 
-/* A consumer guarded to the first 7 of the producer's 10 rows (what
- * reverse_compute_inline leaves when the producer's domain is larger): under
- * the producer's loop its guard must stay, or it writes rows 7..9 of a
- * 7-row output. */
+/* A consumer guarded to the first 7 of the producer's 10 rows: after
+ * reverse_compute_inline(Y) block B stores Y's values under the predicate
+ * vi < 7 (B's domain is larger). Under A's loop that guard must stay, or B
+ * writes rows 7..9 of a 7-row output. */
 static const char *GUARDED_TAIL =
-    "func tail(X: f32[10]) -> Y: f32[7] {\n"
-    "  block root() {\n"
-    "    alloc B: f32[10]\n"
-    "    for i in serial(0, 10) {\n"
-    "      block B(vi: S(0, 10) = i) {\n"
-    "        reads X[vi]\n"
-    "        writes B[vi]\n"
-    "        B[vi] = X[vi] * 2.0\n"
-    "      }\n"
-    "    }\n"
-    "    for i in serial(0, 10) {\n"
-    "      block Y(vi: S(0, 10) = i) where i < 7 {\n"
-    "        reads B[vi]\n"
-    "        writes Y[vi]\n"
-    "        Y[vi] = B[vi] + 1.0\n"
-    "      }\n"
-    "    }\n"
-    "  }\n"
+    "kernel tail(X: f32[10]) -> Y: f32[7] {\n"
+    "  A[i] = X[i] * 2.0\n"
+    "  B[i] = A[i] + 1.0\n"
+    "  Y[i] = B[i] * 3.0 for i in 0..7\n"
     "}\n";
 
 START_TEST(test_reverse_predicate_kept) {
   ir_func *orig;
   sch_state *s = tu_open_text(GUARDED_TAIL, &orig);
-  OK(sch_reverse_compute_at(s, BLK("Y"), tu_loop(s, "B", 0), false, -1, &D));
+  OK(sch_reverse_compute_inline(s, BLK("Y"), &D));
+  tu_assert_has(s, "where i_1 < 7");
+  OK(sch_reverse_compute_at(s, BLK("B"), tu_loop(s, "A", 0), false, -1, &D));
   equiv(s, orig);
   tu_assert_has(s, "where i < 7");
   /* the same after splitting the producer's loop imperfectly (10 by 4): the
    * consumer follows the inner loop under both guards */
   s = tu_open_text(GUARDED_TAIL, &orig);
+  OK(sch_reverse_compute_inline(s, BLK("Y"), &D));
   sch_loop parts[2];
-  split2(s, tu_loop(s, "B", 0), -1, 4, parts);
-  OK(sch_reverse_compute_at(s, BLK("Y"), parts[1], false, -1, &D));
+  split2(s, tu_loop(s, "A", 0), -1, 4, parts);
+  OK(sch_reverse_compute_at(s, BLK("B"), parts[1], false, -1, &D));
   equiv(s, orig);
 }
 END_TEST
@@ -732,9 +721,7 @@ END_TEST
 
 static Suite *compute_at_suite(void) {
   Suite *su = suite_create("schedule_compute_at");
-  TCase *tc = tcase_create("compute_at");
-  tcase_add_checked_fixture(tc, setup, tu_teardown);
-  tcase_set_timeout(tc, 60);
+  TCase *tc = tu_tcase(su, "compute_at", setup, 60);
   tcase_add_test(tc, test_softmax_rows);
   tcase_add_test(tc, test_softmax_preserve_unit_and_earliest);
   tcase_add_test(tc, test_conv_pad_under_tile);
@@ -757,7 +744,6 @@ static Suite *compute_at_suite(void) {
   tcase_add_test(tc, test_sample_skips_trailing_reduction_loops);
   tcase_add_test(tc, test_exhaustive_pairs);
   tcase_add_test(tc, test_trace_roundtrip);
-  suite_add_tcase(su, tc);
   return su;
 }
 

@@ -275,9 +275,7 @@ END_TEST
 
 static Suite *inline_suite(void) {
   Suite *su = suite_create("schedule_compute_inline");
-  TCase *tc = tcase_create("compute_inline");
-  tcase_add_checked_fixture(tc, setup, tu_teardown);
-  tcase_set_timeout(tc, 60);
+  TCase *tc = tu_tcase(su, "compute_inline", setup, 60);
   tcase_add_test(tc, test_inline_conv_pad);
   tcase_add_test(tc, test_inline_softmax_exp);
   tcase_add_test(tc, test_inline_layernorm_then_compute_at);
@@ -289,7 +287,6 @@ static Suite *inline_suite(void) {
   tcase_add_test(tc, test_reverse_inline_transpose_with_predicate);
   tcase_add_test(tc, test_reverse_inline_refusals);
   tcase_add_test(tc, test_trace_roundtrip);
-  suite_add_tcase(su, tc);
   return su;
 }
 

@@ -429,9 +429,8 @@ START_TEST(test_reorder_conv2d_and_batch_matmul) {
   ck_assert_ptr_eq(tu_loop(s, "Y", 6).var, o.var);
   equiv(s, orig);
 
-  s = tu_open("batch_matmul:b=3,m=5,n=3,k=7", &orig);
   sch_loop ls[4];
-  ck_assert_int_eq(tu_loops(s, "C", ls, 4), 4);
+  s = tu_open_loops("batch_matmul:b=3,m=5,n=3,k=7", &orig, "C", ls, 4);
   OK(sch_reorder(s, 4, (sch_loop[]){ls[3], ls[2], ls[1], ls[0]}, &D));
   equiv(s, orig);
 }
@@ -728,9 +727,7 @@ END_TEST
 
 static Suite *loop_suite(void) {
   Suite *su = suite_create("schedule_loop");
-  TCase *tc = tcase_create("loop");
-  tcase_add_checked_fixture(tc, setup, tu_teardown);
-  tcase_set_timeout(tc, 60);
+  TCase *tc = tu_tcase(su, "loop", setup, 60);
   tcase_add_test(tc, test_split_matmul_divisible);
   tcase_add_test(tc, test_split_prime_by_three);
   tcase_add_test(tc, test_split_conv2d_nondivisible);
@@ -758,7 +755,6 @@ static Suite *loop_suite(void) {
   tcase_add_test(tc, test_loop_carried_refusals);
   tcase_add_test(tc, test_split_fuse_decomposed_init);
   tcase_add_test(tc, test_reorder_repeat_loop_refused);
-  suite_add_tcase(su, tc);
   return su;
 }
 

@@ -56,9 +56,7 @@ END_TEST
 
 int main(void) {
   Suite *s = suite_create("random");
-  TCase *tc = tcase_create("random");
-  tcase_set_timeout(tc, 180);
+  TCase *tc = tu_tcase(s, "random", NULL, 180);
   tcase_add_loop_test(tc, test_random_traces, 0, NSPECS);
-  suite_add_tcase(s, tc);
   return tu_run(s);
 }

@@ -32,9 +32,8 @@ static void assert_update(sch_state *s, const char *name, const char *out) {
 
 START_TEST(matmul_outer) {
   ir_func *orig;
-  sch_state *s = tu_open("matmul:m=6,n=10,k=7", &orig);
   sch_loop l[4];
-  ck_assert_int_eq(tu_loops(s, "C", l, 4), 3);
+  sch_state *s = tu_open_loops("matmul:m=6,n=10,k=7", &orig, "C", l, 3);
   sch_block init;
   ts_diag_clear(&D);
   tu_ok(sch_decompose_reduction(s, blk("C"), l[0], &init, &D), &D);
@@ -56,9 +55,8 @@ END_TEST
 
 START_TEST(matmul_middle) {
   ir_func *orig;
-  sch_state *s = tu_open("matmul:m=5,n=4,k=3", &orig);
   sch_loop l[4];
-  ck_assert_int_eq(tu_loops(s, "C", l, 4), 3);
+  sch_state *s = tu_open_loops("matmul:m=5,n=4,k=3", &orig, "C", l, 3);
   sch_block init;
   ts_diag_clear(&D);
   tu_ok(sch_decompose_reduction(s, blk("C"), l[1], &init, &D), &D);
@@ -75,9 +73,8 @@ END_TEST
 
 START_TEST(batch_matmul_decompose) {
   ir_func *orig;
-  sch_state *s = tu_open("batch_matmul:b=2,m=3,n=5,k=4", &orig);
   sch_loop l[4];
-  ck_assert_int_eq(tu_loops(s, "C", l, 4), 4);
+  sch_state *s = tu_open_loops("batch_matmul:b=2,m=3,n=5,k=4", &orig, "C", l, 4);
   sch_block init;
   ts_diag_clear(&D);
   tu_ok(sch_decompose_reduction(s, blk("C"), l[1], &init, &D), &D);
@@ -89,9 +86,8 @@ END_TEST
 
 START_TEST(conv2d_decompose) {
   ir_func *orig;
-  sch_state *s = tu_open("conv2d_nchw:n=2,c=3,h=5,w=4,k=2,r=3,s=3,pad=1", &orig);
   sch_loop l[8];
-  ck_assert_int_eq(tu_loops(s, "Y", l, 8), 7);
+  sch_state *s = tu_open_loops("conv2d_nchw:n=2,c=3,h=5,w=4,k=2,r=3,s=3,pad=1", &orig, "Y", l, 7);
   sch_block init;
   ts_diag_clear(&D);
   /* at q, the last spatial loop: the reduce loops ci, ri, si are dropped */
@@ -257,9 +253,8 @@ END_TEST
 
 START_TEST(refuse_not_reduction_or_ancestor) {
   ir_func *orig;
-  sch_state *s = tu_open("softmax:m=3,n=7", &orig);
   sch_loop le[4], lmx[4], ls[4];
-  ck_assert_int_eq(tu_loops(s, "e", le, 4), 2);
+  sch_state *s = tu_open_loops("softmax:m=3,n=7", &orig, "e", le, 2);
   ck_assert_int_eq(tu_loops(s, "mx", lmx, 4), 2);
   ck_assert_int_eq(tu_loops(s, "s", ls, 4), 2);
   sch_block init;
@@ -284,9 +279,8 @@ END_TEST
 
 START_TEST(after_split_reorder) {
   ir_func *orig;
-  sch_state *s = tu_open("matmul:m=6,n=10,k=7", &orig);
   sch_loop l[8], ks[2], js[2];
-  ck_assert_int_eq(tu_loops(s, "C", l, 8), 3);
+  sch_state *s = tu_open_loops("matmul:m=6,n=10,k=7", &orig, "C", l, 3);
   int64_t f3[2] = {-1, 3}, f4[2] = {-1, 4};
   ts_diag_clear(&D);
   tu_ok(sch_split(s, l[2], 2, f3, ks, &D), &D); /* k: 7 = 3 x 3, guarded */
@@ -350,8 +344,7 @@ END_TEST
 
 static Suite *suite(void) {
   Suite *su = suite_create("schedule_reduction");
-  TCase *tc = tcase_create("decompose");
-  tcase_add_checked_fixture(tc, tu_setup, tu_teardown);
+  TCase *tc = tu_tcase(su, "decompose", NULL, 0);
   tcase_add_test(tc, matmul_outer);
   tcase_add_test(tc, matmul_middle);
   tcase_add_test(tc, batch_matmul_decompose);
@@ -365,7 +358,6 @@ static Suite *suite(void) {
   tcase_add_test(tc, after_split_reorder);
   tcase_add_test(tc, trace_roundtrip);
   tcase_add_test(tc, refuse_revisiting_loop);
-  suite_add_tcase(su, tc);
   return su;
 }
 

@@ -42,9 +42,8 @@ static void assert_shape(const ir_buffer *b, int n, const int64_t *want) {
 /* ---- matmul, rfactor on k ---- */
 START_TEST(matmul_k) {
   ir_func *orig;
-  sch_state *s = tu_open("matmul:m=6,n=10,k=7", &orig);
   sch_loop l[4];
-  ck_assert_int_eq(tu_loops(s, "C", l, 4), 3);
+  sch_state *s = tu_open_loops("matmul:m=6,n=10,k=7", &orig, "C", l, 3);
   sch_block rf;
   ts_diag_clear(&D);
   tu_ok(sch_rfactor(s, l[2], 0, &rf, &D), &D);
@@ -78,9 +77,8 @@ END_TEST
 /* ---- reduce_sum: split by the lanes, rfactor the inner part, vectorize it ---- */
 START_TEST(reduce_sum_vectorized_partials) {
   ir_func *orig;
-  sch_state *s = tu_open("reduce_sum:m=5,n=64", &orig);
   sch_loop l[4], sp[2], rl[4];
-  ck_assert_int_eq(tu_loops(s, "Y", l, 4), 2);
+  sch_state *s = tu_open_loops("reduce_sum:m=5,n=64", &orig, "Y", l, 2);
   ts_diag_clear(&D);
   tu_ok(sch_split(s, l[1], 2, (int64_t[]){-1, 16}, sp, &D), &D);
   sch_block rf;
@@ -104,9 +102,8 @@ END_TEST
 /* reduce over one long row: parallel partial sums over the outer part */
 START_TEST(reduce_sum_parallel_outer) {
   ir_func *orig;
-  sch_state *s = tu_open("reduce_sum:m=1,n=96", &orig);
   sch_loop l[2], sp[2], rl[4];
-  ck_assert_int_eq(tu_loops(s, "Y", l, 2), 2);
+  sch_state *s = tu_open_loops("reduce_sum:m=1,n=96", &orig, "Y", l, 2);
   ts_diag_clear(&D);
   tu_ok(sch_split(s, l[1], 2, (int64_t[]){4, -1}, sp, &D), &D);
   sch_block rf;
@@ -154,9 +151,8 @@ END_TEST
 START_TEST(odd_prime_extents) {
   ir_func *orig;
   /* the whole prime loop */
-  sch_state *s = tu_open("reduce_sum:m=5,n=13", &orig);
   sch_loop l[4], sp[3];
-  ck_assert_int_eq(tu_loops(s, "Y", l, 4), 2);
+  sch_state *s = tu_open_loops("reduce_sum:m=5,n=13", &orig, "Y", l, 2);
   sch_block rf;
   ts_diag_clear(&D);
   tu_ok(sch_rfactor(s, l[1], 0, &rf, &D), &D);
@@ -275,9 +271,8 @@ END_TEST
  * rebuilds one loop per iter var) stays correct. */
 START_TEST(fused_reduce_loops) {
   ir_func *orig;
-  sch_state *s = tu_open("avg_pool2d:n=1,c=3,h=9,w=9,r=3,s=3,stride=2,pad=1", &orig);
   sch_loop l[8], f, sp[2], wl[8];
-  ck_assert_int_eq(tu_loops(s, "sm", l, 8), 6);
+  sch_state *s = tu_open_loops("avg_pool2d:n=1,c=3,h=9,w=9,r=3,s=3,stride=2,pad=1", &orig, "sm", l, 6);
   ts_diag_clear(&D);
   tu_ok(sch_fuse(s, 2, l + 4, &f, &D), &D);
   tu_ok(sch_split(s, f, 2, (int64_t[]){3, 3}, sp, &D), &D);
@@ -306,9 +301,8 @@ END_TEST
  * reordered below the reduction loop, re-accumulating without init). */
 START_TEST(unbound_outer_loop) {
   ir_func *orig;
-  sch_state *s = tu_open("softmax:m=3,n=8", &orig);
   sch_loop yl[2], sl[4], rl[4];
-  ck_assert_int_eq(tu_loops(s, "Y", yl, 2), 2);
+  sch_state *s = tu_open_loops("softmax:m=3,n=8", &orig, "Y", yl, 2);
   ts_diag_clear(&D);
   sch_loop order[2] = {yl[1], yl[0]};
   tu_ok(sch_reorder(s, 2, order, &D), &D);
@@ -354,9 +348,8 @@ START_TEST(refusals) {
   tu_ok(sch_unroll(s, l[1], &D), &D);
   REFUSED(s, sch_rfactor(s, l[1], 0, &rf, &D), "rfactor", "'j'", "serial");
   /* two blocks under the loop */
-  s = tu_open("softmax:m=3,n=5", &orig);
   sch_loop yl[2];
-  ck_assert_int_eq(tu_loops(s, "Y", yl, 2), 2);
+  s = tu_open_loops("softmax:m=3,n=5", &orig, "Y", yl, 2);
   tu_ok(sch_compute_at(s, blk("s"), yl[0], false, -1, &D), &D);
   REFUSED(s, sch_rfactor(s, yl[0], 0, &rf, &D), "rfactor", "2 blocks");
   /* the reduction under the row loop: its own j loop still works, and the
@@ -404,8 +397,7 @@ END_TEST
 
 static Suite *suite(void) {
   Suite *su = suite_create("schedule_rfactor");
-  TCase *tc = tcase_create("rfactor");
-  tcase_add_checked_fixture(tc, tu_setup, tu_teardown);
+  TCase *tc = tu_tcase(su, "rfactor", NULL, 0);
   tcase_add_test(tc, matmul_k);
   tcase_add_test(tc, reduce_sum_vectorized_partials);
   tcase_add_test(tc, reduce_sum_parallel_outer);
@@ -417,7 +409,6 @@ static Suite *suite(void) {
   tcase_add_test(tc, unbound_outer_loop);
   tcase_add_test(tc, refusals);
   tcase_add_test(tc, trace_roundtrip);
-  suite_add_tcase(su, tc);
   return su;
 }
 

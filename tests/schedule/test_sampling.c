@@ -351,8 +351,7 @@ END_TEST
 
 int main(void) {
   Suite *s = suite_create("sampling");
-  TCase *tc = tcase_create("sampling");
-  tcase_set_timeout(tc, 60);
+  TCase *tc = tu_tcase(s, "sampling", NULL, 60);
   tcase_add_test(tc, test_perfect_tile_products);
   tcase_add_test(tc, test_perfect_tile_deterministic);
   tcase_add_test(tc, test_perfect_tile_uniform);
@@ -362,6 +361,5 @@ int main(void) {
   tcase_add_test(tc, test_perfect_tile_errors);
   tcase_add_test(tc, test_categorical);
   tcase_add_test(tc, test_traced_samplers);
-  suite_add_tcase(s, tc);
   return tu_run(s);
 }

@@ -99,9 +99,8 @@ END_TEST
  * keeps no R var outside and its init stays inside */
 START_TEST(test_blockize_keeps_init_when_outer_has_no_reduction) {
   ir_func *orig;
-  sch_state *s = tu_open("matmul:m=5,n=7,k=3", &orig);
   sch_loop lp[3];
-  ck_assert_int_eq(tu_loops(s, "C", lp, 3), 3);
+  sch_state *s = tu_open_loops("matmul:m=5,n=7,k=3", &orig, "C", lp, 3);
   sch_block ob;
   ts_diag_clear(&D);
   tu_ok(sch_blockize(s, lp[1], &ob, &D), &D); /* j and k inside: vi outer only */
@@ -116,9 +115,8 @@ END_TEST
 START_TEST(test_blockize_refusals) {
   ir_func *orig;
   /* fused loops: floordiv/floormod bindings are not affine */
-  sch_state *s = tu_open("matmul:m=4,n=6,k=5", &orig);
   sch_loop lp[3], fused;
-  ck_assert_int_eq(tu_loops(s, "C", lp, 3), 3);
+  sch_state *s = tu_open_loops("matmul:m=4,n=6,k=5", &orig, "C", lp, 3);
   ts_diag_clear(&D);
   tu_ok(sch_fuse(s, 2, lp, &fused, &D), &D);
   sch_loop l2[2];
@@ -262,9 +260,8 @@ START_TEST(test_tensorize_refusals) {
   tile3(s, 1, 8, 4, l);
   REFUSED(s, sch_tensorize_loop(s, l[3], "x86.avx512.vnni.i8i8.1x16x4", NULL, &D), "extent 8", "needs 16");
   /* whole reduction inside one call */
-  s = tu_open("matmul_int8:m=4,n=32,k=4", &orig);
   sch_loop lp[3], o[2];
-  ck_assert_int_eq(tu_loops(s, "C", lp, 3), 3);
+  s = tu_open_loops("matmul_int8:m=4,n=32,k=4", &orig, "C", lp, 3);
   int64_t f[2] = {-1, 16};
   ts_diag_clear(&D);
   tu_ok(sch_split(s, lp[1], 2, f, o, &D), &D);
@@ -449,16 +446,11 @@ END_TEST
 
 static Suite *suite(void) {
   Suite *s = suite_create("tensorize");
-  TCase *tc = tcase_create("blockize");
-  tcase_add_checked_fixture(tc, tu_setup, tu_teardown);
-  tcase_set_timeout(tc, 120);
+  TCase *tc = tu_tcase(s, "blockize", NULL, 120);
   tcase_add_test(tc, test_blockize_matmul);
   tcase_add_test(tc, test_blockize_keeps_init_when_outer_has_no_reduction);
   tcase_add_test(tc, test_blockize_refusals);
-  suite_add_tcase(s, tc);
-  tc = tcase_create("tensorize");
-  tcase_add_checked_fixture(tc, tu_setup, tu_teardown);
-  tcase_set_timeout(tc, 120);
+  tc = tu_tcase(s, "tensorize", NULL, 120);
   tcase_add_test(tc, test_tensorize_vnni);
   tcase_add_test(tc, test_vnni_extremes);
   tcase_add_test(tc, test_tensorize_sdot);
@@ -467,17 +459,11 @@ static Suite *suite(void) {
   tcase_add_test(tc, test_tensorize_refusals);
   tcase_add_test(tc, test_match_block);
   tcase_add_test(tc, test_tensorize_wmma_match);
-  suite_add_tcase(s, tc);
-  tc = tcase_create("trace");
-  tcase_add_checked_fixture(tc, tu_setup, tu_teardown);
-  tcase_set_timeout(tc, 120);
+  tc = tu_tcase(s, "trace", NULL, 120);
   tcase_add_test(tc, test_trace_roundtrip);
   tcase_add_test(tc, test_random_traces_cover);
-  suite_add_tcase(s, tc);
-  tc = tcase_create("registry");
-  tcase_add_checked_fixture(tc, tu_setup, tu_teardown);
+  tc = tu_tcase(s, "registry", NULL, 0);
   tcase_add_test(tc, test_registry);
-  suite_add_tcase(s, tc);
   return s;
 }
 

@@ -161,6 +161,12 @@ sch_state *tu_open_text(const char *text, ir_func **orig) {
   return track(tu_schedule_text(tu_arena(), text, orig));
 }
 
+sch_state *tu_open_loops(const char *spec, ir_func **orig, const char *block, sch_loop *l, int n) {
+  sch_state *s = tu_open(spec, orig);
+  ck_assert_int_eq(tu_loops(s, block, l, n), n);
+  return s;
+}
+
 sch_traced *tu_open_traced(const char *spec, uint64_t seed, ir_func **orig) {
   ir_func *f = tu_workload(tu_arena(), spec);
   ts_diag d;
@@ -171,6 +177,14 @@ sch_traced *tu_open_traced(const char *spec, uint64_t seed, ir_func **orig) {
   ck_assert_msg(ts_vec_push(&fx_traced, t) == TS_OK, "out of memory");
   *orig = f;
   return t;
+}
+
+TCase *tu_tcase(Suite *su, const char *name, void (*setup)(void), double timeout_s) {
+  TCase *tc = tcase_create(name);
+  tcase_add_checked_fixture(tc, setup ? setup : tu_setup, tu_teardown);
+  if (timeout_s > 0) tcase_set_timeout(tc, timeout_s);
+  suite_add_tcase(su, tc);
+  return tc;
 }
 
 int tu_run(Suite *su) {

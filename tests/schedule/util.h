@@ -65,6 +65,12 @@ sch_state *tu_open_text(const char *text, ir_func **orig);
 /* A traced schedule (seed; state checker on) over workload spec, built in
  * tu_arena() (*orig gets the unscheduled function), freed at teardown. */
 sch_traced *tu_open_traced(const char *spec, uint64_t seed, ir_func **orig);
+/* tu_open, then block's loop handles into l: exactly n of them (fails the
+ * test otherwise). */
+sch_state *tu_open_loops(const char *spec, ir_func **orig, const char *block, sch_loop *l, int n);
+/* A test case named name, added to su, with the fixture (setup, or tu_setup
+ * when NULL; then tu_teardown) and a timeout (seconds; 0 keeps Check's). */
+TCase *tu_tcase(Suite *su, const char *name, void (*setup)(void), double timeout_s);
 /* Runs the suite (CK_NORMAL) and frees it; returns main's exit status. */
 int tu_run(Suite *su);
 
