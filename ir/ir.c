@@ -944,6 +944,17 @@ static ir_region *rw_regions(rewriter *r, int n, ir_region *src, bool *changed) 
 
 static ir_annot *rw_annots(rewriter *r, int n, ir_annot *src, bool *changed) {
   ir_annot *out = src;
+  if (r->deep && n > 0) { /* a deep copy owns its annotations: array, keys and strings */
+    out = ts_arena_memdup(r->a, src, sizeof *src * (size_t)n);
+    if (!out) {
+      r->oom = true;
+      return src;
+    }
+    for (int i = 0; i < n; i++) {
+      if (src[i].key && !(out[i].key = ts_arena_strdup(r->a, src[i].key))) r->oom = true;
+      if (src[i].kind == IR_ANN_STR && src[i].v.s && !(out[i].v.s = ts_arena_strdup(r->a, src[i].v.s))) r->oom = true;
+    }
+  }
   for (int i = 0; i < n; i++) {
     if (src[i].kind != IR_ANN_EXPR) continue;
     ir_expr *ne = rw_expr(r, src[i].v.e);

@@ -1,9 +1,12 @@
 /* postproc.c — the CPU postprocessors, in order (notes §4, §5):
  * DisallowDynamicLoop, RewriteParallelVectorizeUnroll, RewriteReductionBlock,
- * then cg_check. They run on the traced schedule after an EnterPostproc
+ * RewriteLayout, then cg_check. They run on the traced schedule after an EnterPostproc
  * instruction, so the candidate's trace replays to the exact schedule. */
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include "ir/schedule/layout.h"
 #include "search/search_int.h"
 
 #define MAXL 64
@@ -253,6 +256,43 @@ static ts_status rewrite_reduction_block(sch_traced *t, ts_diag *d) {
   return TS_OK;
 }
 
+/* ---- RewriteLayout ----
+ * MetaSchedule's RewriteLayout (Ansor's layout rewrite of
+ * layout_free_placeholders): every input the function marks layout-free
+ * (IR_FUNC_ANN_LAYOUT_FREE: fed by a model's constant) is re-laid, through a
+ * traced TransformLayout, into the order its reading block's loop nest walks
+ * it (sch_layout_suggest; docs/LAYOUT.md). Where the map is refused (two
+ * reader blocks, a guarded split, non-quasi-affine reads) or is the identity,
+ * the layout stays; TESSEL_DEBUG containing "layout" prints why. Off with
+ * TESSEL_LAYOUT_REWRITE=0. Runs last, after RewriteReductionBlock, so the
+ * map follows the final loop nest. */
+static ts_status rewrite_layout(sch_traced *t, ts_diag *d) {
+  const ir_func *f = sch_traced_func(t);
+  const ir_annot *lf = ir_annot_find(f->nannot, f->annots, IR_FUNC_ANN_LAYOUT_FREE);
+  if (!lf || lf->kind != IR_ANN_INT || !lf->v.i) return TS_OK;
+  const char *env = getenv("TESSEL_LAYOUT_REWRITE");
+  if (env && !strcmp(env, "0")) return TS_OK;
+  const char *dbg = getenv("TESSEL_DEBUG");
+  bool say = dbg && strstr(dbg, "layout");
+  int64_t mask = lf->v.i;
+  for (int p = 0; p < f->ninputs && p < 63; p++) {
+    if (!(mask >> p & 1)) continue;
+    sch_layout_map m;
+    ts_diag q;
+    ts_diag_clear(&q);
+    ts_status st = sch_layout_suggest(sch_traced_func(t), p, &m, &q);
+    if (!st && sch_layout_is_identity(&m)) continue;
+    if (!st) st = sch_t_transform_layout(t, &m, &q);
+    if (st == TS_ENOMEM) return ts_diag_set(d, st, "RewriteLayout: %s", q.msg);
+    if (say) {
+      char buf[256];
+      if (!st) sch_layout_str(&m, sch_traced_func(t)->params[p]->name, buf, sizeof buf);
+      fprintf(stderr, "RewriteLayout: %s\n", st ? q.msg : buf);
+    }
+  }
+  return TS_OK;
+}
+
 ts_status srch_postprocess(sch_traced *ts, const cg_target *t, ts_diag *d) {
   if (t && t->kind == CG_TARGET_CUDA) return srch_postprocess_gpu(ts, t, d);
   ts_status st = sch_t_enter_postproc(ts, d);
@@ -260,6 +300,7 @@ ts_status srch_postprocess(sch_traced *ts, const cg_target *t, ts_diag *d) {
   if (!st) st = rewrite_parallel_vectorize_unroll(ts, t, d);
   if (!st) st = rewrite_tensorize(ts, d);
   if (!st) st = rewrite_reduction_block(ts, d);
+  if (!st) st = rewrite_layout(ts, d);
   if (!st && t) {
     ts_diag q;
     ts_diag_clear(&q);

@@ -26,6 +26,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "ir/schedule/layout.h"
 #include "ir/struct.h"
 #include "search/search.h"
 #include "tessel_config.h"
@@ -232,6 +233,14 @@ static double judge_result(tsrt_measure_result *res, uint64_t seed, const ir_fun
   return errbuf[0] ? 0 : med;
 }
 
+/* What a candidate's kernel is verified against: f, or f with the weight
+ * layout rewrites of its trace (TransformLayout, docs/LAYOUT.md) applied,
+ * since that kernel reads its random inputs in the packed layout. In a. */
+static const ir_func *verify_ref(ts_arena *a, const ir_func *f, const sch_trace *tr) {
+  const ir_func *r = tr ? sch_layout_reference(a, f, tr, NULL) : NULL;
+  return r ? r : f;
+}
+
 static double measure_one(const char *path, const tsrt_measure_opts *mo, const ir_func *f,
                           tun_record *rec, char *errbuf, size_t errn, tun_tune_result *tr) {
   tsrt_measure_result res;
@@ -418,7 +427,11 @@ static ts_status rpc_batch(batch_ctx *c, int nc, const char *dir, ts_diag *d) {
     tun_record rec;
     memset(&rec, 0, sizeof rec);
     char err[600];
-    judge_result(&dn.res, m.seed, c->f, &rec, err, sizeof err, &c->res->verify_seconds);
+    ts_arena ra;
+    ts_arena_init(&ra);
+    judge_result(&dn.res, m.seed, verify_ref(&ra, c->f, c->cands[dn.tag].trace), &rec, err, sizeof err,
+                 &c->res->verify_seconds);
+    ts_arena_fini(&ra);
     tsrt_result_fini(&dn.res);
     st = log_candidate(c, dn.tag, &rec, err, d);
   }
@@ -679,7 +692,10 @@ ts_status tun_tune(const ir_func *f, const char *definition, double flops, const
           else {
             tsrt_measure_opts mo = o->measure;
             if (o->slow_cutoff > 0 && best_s > 0) mo.slow_stop_s = o->slow_cutoff * best_s;
-            measure_one(path, &mo, f, &rec, err, sizeof err, res);
+            ts_arena ra;
+            ts_arena_init(&ra);
+            measure_one(path, &mo, verify_ref(&ra, f, cands[i].trace), &rec, err, sizeof err, res);
+            ts_arena_fini(&ra);
           }
           unlink(path);
           st = log_candidate(&bc, i, &rec, err, d);

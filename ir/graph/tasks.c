@@ -112,6 +112,29 @@ double tg_func_flops(const ir_func *f) {
 
 /* ---- extraction --------------------------------------------------------------------- */
 
+/* Bit i set when the call passes a graph constant as input i: the param is
+ * layout-free for this call (Ansor's layout_free_placeholders). */
+static int64_t const_inputs(const tg_graph *g, const tg_node *nd, const ir_func *f) {
+  int64_t m = 0;
+  for (int a = 0; a < nd->nin && a < f->ninputs && a < 63; a++) {
+    int v = nd->inputs[a];
+    if (v >= 0 && v < g->nvalues && g->values[v]->kind == TG_V_CONST) m |= (int64_t)1 << a;
+  }
+  return m;
+}
+
+/* A shallow copy of f carrying the IR_FUNC_ANN_LAYOUT_FREE mark (f itself may
+ * be the module's function, which keeps no mark). */
+static ir_func *mark_layout_free(ts_arena *a, ir_func *f, int64_t mask) {
+  ir_func *c = TS_ANEW(a, ir_func);
+  if (!c) return NULL;
+  *c = *f;
+  if (ir_annot_set(a, &c->nannot, &c->annots,
+                   (ir_annot){.key = IR_FUNC_ANN_LAYOUT_FREE, .kind = IR_ANN_INT, .v.i = mask}))
+    return NULL;
+  return c;
+}
+
 void tg_tasks_free(tg_task *t, int n) {
   (void)n;
   ts_free(t);
@@ -148,8 +171,10 @@ ts_status tg_extract_tasks_at(tg_graph *g, int nsyms, const char *const *names, 
     int found = -1;
     for (int k = 0; k < cnt && found < 0; k++)
       if (t[k].key == key && ir_struct_equal_func(t[k].func, bf)) found = k;
+    int64_t lf = const_inputs(g, nd, f);
     if (found >= 0) {
       t[found].weight++;
+      t[found].layout_free &= lf; /* layout-free only if every call feeds a constant */
       continue;
     }
     if (cnt == cap) {
@@ -171,13 +196,28 @@ ts_status tg_extract_tasks_at(tg_graph *g, int nsyms, const char *const *names, 
                        .weight = 1,
                        .flops = tg_func_flops(bf),
                        .func = bf,
-                       .definition = ts_arena_strdup(a, def)};
+                       .definition = ts_arena_strdup(a, def),
+                       .layout_free = lf};
     ts_free(def);
     if (!t[cnt].definition) {
       ts_free(t);
       return ts_diag_set(d, TS_ENOMEM, "out of memory");
     }
     cnt++;
+  }
+  /* mark the layout-free params on the task's function (and so in the
+   * definition the log stores); the key does not see the mark */
+  for (int k = 0; k < cnt; k++) {
+    if (!t[k].layout_free) continue;
+    ir_func *mf = mark_layout_free(a, t[k].func, t[k].layout_free);
+    char *def = mf ? ir_func_to_string(mf) : NULL;
+    if (def) t[k].definition = ts_arena_strdup(a, def);
+    ts_free(def);
+    if (!mf || !def || !t[k].definition) {
+      ts_free(t);
+      return ts_diag_set(d, TS_ENOMEM, "out of memory");
+    }
+    t[k].func = mf;
   }
   *out = t;
   *n = cnt;

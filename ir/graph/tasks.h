@@ -27,6 +27,8 @@ typedef struct tg_task {
   double flops;           /* of one call at the bound sizes (multiply-add = 2) */
   ir_func *func;          /* bound function, in g->mod's arena */
   const char *definition; /* func-script text of func (ir_print_func): what the tuning log stores */
+  int64_t layout_free;    /* bit i: every call feeds input i from a graph constant (a weight); func
+                             then carries IR_FUNC_ANN_LAYOUT_FREE with this mask (docs/LAYOUT.md) */
 } tg_task;
 
 /* Extracts the tasks of g (after tg_run_pipeline), in order of first call.
