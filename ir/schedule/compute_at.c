@@ -953,6 +953,16 @@ static ts_status keep_predicate(plan *p, ts_diag *d) {
   return TS_OK;
 }
 
+/* Is c (a comparison) already one of pred's && clauses? The kept predicate
+ * often holds the very bound guard build_nest would add (an imperfect
+ * split's vi < 37 and the new range's vi < 37). */
+static bool has_clause(plan *p, const ir_expr *pred, const ir_expr *c) {
+  if (pred->kind == IR_AND) return has_clause(p, pred->u.bin.a, c) || has_clause(p, pred->u.bin.b, c);
+  return pred->kind == c->kind && ir_is_cmp(c->kind) &&
+         ir_can_prove_equal(&p->an, pred->u.bin.a, c->u.bin.a) &&
+         ir_can_prove_equal(&p->an, pred->u.bin.b, c->u.bin.b);
+}
+
 /* Builds the loop nest (ax0, ax1, ...) and the realize of the moved block. */
 static ts_status build_nest(plan *p, bool preserve_unit_loops, ts_diag *d) {
   ts_arena *a = sch_arena(p->s);
@@ -1026,14 +1036,14 @@ static ts_status build_nest(plan *p, bool preserve_unit_loops, ts_diag *d) {
       ir_expr *c = simp(p, ir_binop(a, IR_LE, it->dom.min, vals[k]));
       int64_t t;
       if (!c) return oom(d);
-      if (!(ir_as_int(c, &t) && t)) pred = ir_and(a, pred, c);
+      if (!(ir_as_int(c, &t) && t) && !has_clause(p, pred, c)) pred = ir_and(a, pred, c);
     }
     if (need_hi[k]) {
       ir_expr *end = simp(p, ir_add(a, it->dom.min, it->dom.extent));
       ir_expr *c = end ? simp(p, ir_lt(a, vals[k], end)) : NULL;
       int64_t t;
       if (!c) return oom(d);
-      if (!(ir_as_int(c, &t) && t)) pred = ir_and(a, pred, c);
+      if (!(ir_as_int(c, &t) && t) && !has_clause(p, pred, c)) pred = ir_and(a, pred, c);
     }
   }
   ir_analyzer_truncate(&p->an, mark);

@@ -329,6 +329,16 @@ START_TEST(test_split_guards_follow) {
   split2(s, f, -1, 4, parts);
   OK(sch_compute_at(s, BLK("mm"), tu_loop(s, "bb", 0), false, -1, &D));
   equiv(s, orig);
+  /* split on both sides (13 rows by 4): the kept guard and the new bound
+   * guard are the same clause, written once */
+  s = tu_open("dense:m=13,n=3,k=5", &orig);
+  sch_loop bparts[2];
+  split2(s, tu_loop(s, "mm", 0), -1, 4, parts);
+  split2(s, tu_loop(s, "bb", 0), -1, 4, bparts);
+  OK(sch_compute_at(s, BLK("mm"), bparts[0], false, -1, &D));
+  equiv(s, orig);
+  tu_assert_has(s, "* 4 + ax0 < 13 {");
+  tu_assert_lacks(s, "&&");
 }
 END_TEST
 
