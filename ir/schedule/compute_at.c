@@ -763,14 +763,15 @@ static ts_status derive_domains(plan *p, ts_diag *d) {
  * added (i < 7), the clause tying the per-loop reduce vars rfactor makes.
  * The new nest runs the block's iter vars over ranges derived from regions
  * and domains, which the guard may cut further, so each clause is carried
- * over (TVM keeps the old predicate next to the new bound guards): first
- * into the block's iter vars and the loops that still enclose the new place,
- * later (build_nest) into the new bindings. The rewrite follows the bindings
- * back: a subexpression that equals a binding up to a term free of the loops
- * left becomes that iter var plus the term; E with bindings E // c and E % c
- * (a fused loop split again) becomes vi*c + vj; a comparison that does not
- * rewrite side by side is tried as (lhs - rhs) against 0. A clause that still
- * uses a loop the block leaves cannot be carried and is refused. */
+ * over next to the new bound guards: first into the block's iter vars and
+ * the loops that still enclose the new place, later (build_nest) into the
+ * new bindings. The rewrite follows the bindings back: a subexpression that
+ * equals a binding up to a term free of the loops left becomes that iter var
+ * plus the term; X with bindings equal to X // c and X % c (a fused loop
+ * split again; nested, for three fused loops) becomes vi*c + vj; a
+ * comparison that does not rewrite side by side is tried as (lhs - rhs)
+ * against 0. A clause that still uses a loop the block leaves cannot be
+ * carried and is refused. */
 
 typedef struct pkey {
   ir_expr *e; /* over loops */
@@ -923,18 +924,18 @@ static ts_status keep_predicate(plan *p, ts_diag *d) {
   }
   for (bool grew = true; grew && !r.oom && r.nkeys < 64;) {
     grew = false;
-    for (int i = 0; i < r.nkeys && !grew; i++) {
-      const ir_expr *q = r.keys[i].e;
-      int64_t c, c2;
-      if (q->kind != IR_FLOORDIV || !ir_as_int(q->u.bin.b, &c)) continue;
-      for (int j = 0; j < r.nkeys && !grew; j++) {
-        const ir_expr *m = r.keys[j].e;
-        if (m->kind != IR_FLOORMOD || !ir_as_int(m->u.bin.b, &c2) || c2 != c ||
-            !ir_can_prove_equal(&p->an, q->u.bin.a, m->u.bin.a))
-          continue;
+    for (int j = 0; j < r.nkeys && !grew && !r.oom; j++) {
+      /* m = X % c with some key equal to X // c: X = (X // c)*c + X % c
+       * (X // c may be written (f // 5) // 3 or f // 15: a fused loop of three) */
+      ir_expr *m = r.keys[j].e, *x = m->u.bin.a;
+      int64_t c;
+      if (m->kind != IR_FLOORMOD || !ir_as_int(m->u.bin.b, &c) || c <= 0) continue;
+      ir_expr *quot = ir_floordiv(a, x, m->u.bin.b);
+      if (!quot) r.oom = true;
+      for (int i = 0; i < r.nkeys && !grew && !r.oom; i++) {
+        if (!ir_can_prove_equal(&p->an, r.keys[i].e, quot)) continue;
         int before = r.nkeys;
-        ir_expr *v = ir_add(a, ir_mul(a, r.keys[i].v, ir_int(a, q->dtype, c)), r.keys[j].v);
-        add_key(&r, q->u.bin.a, v);
+        add_key(&r, x, ir_add(a, ir_mul(a, r.keys[i].v, ir_int(a, x->dtype, c)), r.keys[j].v));
         grew = r.nkeys > before;
       }
     }

@@ -312,6 +312,12 @@ START_TEST(test_reverse_predicate_kept) {
 }
 END_TEST
 
+static const char *THREE_LOOPS =
+    "kernel three(X: f32[2, 3, 5]) -> Y: f32[2, 3, 5] {\n"
+    "  A[b, i, j] = X[b, i, j] * 2.0\n"
+    "  Y[b, i, j] = A[b, i, j] + 1.0\n"
+    "}\n";
+
 /* An imperfect split of a reduction (k = ko*8 + ki, ko*8 + ki < 13) and of
  * a fused spatial loop ((i*5 + j) split by 4): the guards tie the split loops
  * back to the block's iter vars, so compute_at keeps them. */
@@ -339,6 +345,17 @@ START_TEST(test_split_guards_follow) {
   equiv(s, orig);
   tu_assert_has(s, "* 4 + ax0 < 13 {");
   tu_assert_lacks(s, "&&");
+  /* three fused loops (2*3*5 = 30) split by 4: the guard reads
+   * vb*15 + vi*5 + vj < 30 through the nested // and %, implied by the new
+   * loops, so it simplifies away */
+  s = tu_open_text(THREE_LOOPS, &orig);
+  sch_loop a3[3] = {tu_loop(s, "A", 0), tu_loop(s, "A", 1), tu_loop(s, "A", 2)};
+  OK(sch_fuse(s, 3, a3, &f, &D));
+  split2(s, f, -1, 4, parts);
+  tu_assert_has(s, "< 30 {");
+  OK(sch_compute_at(s, BLK("A"), tu_loop(s, "Y", 0), false, -1, &D));
+  equiv(s, orig);
+  tu_assert_lacks(s, "< 30 {");
 }
 END_TEST
 
