@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "codegen/gpu_check.h"
+#include "costmodel/costmodel.h"
 #include "ir/print.h"
 #include "ir/schedule/intrin.h"
 #include "ir/schedule/tensorize.h"
@@ -452,6 +453,12 @@ static void candidates(const ir_func *f, const char *arch, const char *what, boo
       ck_assert_int_ge(count_calls(g, "tessel.wmma.store_matrix_sync"), 1);
       char w[160];
       snprintf(w, sizeof w, "%s candidate %d", what, k);
+      /* the cost model reads the tensorized candidate (the search ranks it) */
+      cm_features feat;
+      ts_diag_clear(&D);
+      ck_assert_msg(cm_extract(g, &t, &feat, &D) == TS_OK, "%s: features: %s", w, D.msg);
+      ck_assert_int_gt(feat.nrows, 0);
+      cm_features_fini(&feat);
 #ifdef TESSEL_HAVE_CUDA_EMIT
       emit_compile(w, g, nvrtc && (!parity || ok <= 4 || getenv("TESSEL_TEST_ALL")));
 #endif
