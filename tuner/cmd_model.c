@@ -19,6 +19,7 @@
 #include "ir/graph/onnx.h"
 #include "ir/graph/passes.h"
 #include "ir/graph/tasks.h"
+#include "ir/schedule/layout.h"
 #include "ir/schedule/trace.h"
 #include "ir/struct.h"
 #include "include/tessel/tessel_model.h"
@@ -75,6 +76,8 @@ typedef struct mkernel {
   int spec;             /* kernel index of its tuned specialisation, or -1 */
   int64_t spec_vals[TSRT_MODEL_MAX_SYMS];
   char key[17];         /* task key (bound as tasks bind) */
+  int nlayout;          /* the schedule's weight layout rewrites (docs/LAYOUT.md) */
+  sch_layout_map layout[8];
 } mkernel;
 
 typedef struct build_state {
@@ -89,6 +92,8 @@ typedef struct build_state {
   mkernel *k;
   int nk, capk;
   int ntuned, ndefault, nspec, nrecord_unused;
+  int nlayout_kept;     /* records whose layout rewrite was dropped (a non-constant input) */
+  int npacked_weights, npacked_copies;
 } build_state;
 
 static int find_kernel(build_state *b, const ir_func *f) {
@@ -113,10 +118,44 @@ static mkernel *new_kernel(build_state *b, ts_diag *d) {
   return k;
 }
 
+/* The input of call n that param p of its kernel reads: a constant the
+ * build can pre-pack (a graph constant with data that is no graph output)? */
+static bool packable_input(const build_state *b, const tg_node *n, int p) {
+  if (p >= n->nin || n->inputs[p] < 0 || n->inputs[p] >= b->g->nvalues) return false;
+  const tg_value *v = b->g->values[n->inputs[p]];
+  if (v->kind != TG_V_CONST || !v->data) return false;
+  for (int o = 0; o < b->g->noutputs; o++)
+    if (b->g->outputs[o] == n->inputs[p]) return false;
+  return true;
+}
+
+/* Every live call of f (or of a structurally equal function, which shares
+ * its kernel) feeds each param a map re-lays from a constant: why not, or
+ * NULL. */
+static const char *layout_blocker(const build_state *b, const ir_func *f, const sch_layout_map *maps, int n) {
+  uint64_t h = ir_struct_hash_func(f);
+  for (int i = 0; i < b->g->nnodes; i++) {
+    const tg_node *nd = b->g->nodes[i];
+    if (nd->dead || nd->op != TG_OP_CALL) continue;
+    const ir_func *g = ir_module_get(b->mod, nd->callee);
+    if (!g || (g != f && (ir_struct_hash_func(g) != h || !ir_struct_equal_func(g, f)))) continue;
+    for (int m = 0; m < n; m++)
+      if (!packable_input(b, nd, maps[m].param)) return nd->name;
+  }
+  return NULL;
+}
+
 /* Replays the best verified record of key on f; NULL (and no error) when
- * there is none or it does not apply. */
-static sch_traced *from_log(build_state *b, const char *key, const ir_func *f, bool *had_record) {
+ * there is none or it does not apply. A record that re-lays weights
+ * (TransformLayout) keeps its maps in *maps/*nmaps when every call of f
+ * (calls_of) feeds those params from constants, which the build then
+ * pre-packs; otherwise (or with calls_of NULL: a specialisation, whose calls
+ * pass the same tensors to the symbolic kernel) the rewrite is dropped and
+ * the kernel reads the original layout. */
+static sch_traced *from_log(build_state *b, const char *key, const ir_func *f, const ir_func *calls_of,
+                            bool *had_record, sch_layout_map *maps, int *nmaps) {
   *had_record = false;
+  *nmaps = 0;
   if (!b->db) return NULL;
   const tun_record *r = tun_db_best(b->db, key, b->tg.text);
   if (!r || !r->trace) return NULL;
@@ -124,7 +163,21 @@ static sch_traced *from_log(build_state *b, const char *key, const ir_func *f, b
   ts_diag d;
   ts_diag_clear(&d);
   sch_trace *tr = sch_trace_from_json(r->trace, &d);
-  sch_traced *s = tr ? sch_trace_replay(tr, f, 1, &d) : NULL;
+  int nm = tr ? sch_layout_maps_of_trace(tr, f, maps, 8, &d) : 0;
+  if (nm > 0) {
+    const char *why = calls_of ? layout_blocker(b, calls_of, maps, nm) : "a symbolic kernel shares its calls";
+    if (why) {
+      sch_trace *plain = sch_trace_without_kind(tr, SCH_I_TRANSFORM_LAYOUT);
+      fprintf(stderr, "tessel build: %s [%s]: the record re-lays a weight, but %s%s; kept the original layout\n",
+              f->name ? f->name : "?", key, calls_of ? "it is not a constant in call " : "", why);
+      sch_trace_free(tr);
+      tr = plain;
+      nm = 0;
+      b->nlayout_kept++;
+    }
+  }
+  *nmaps = nm > 0 ? nm : 0;
+  sch_traced *s = tr && nm >= 0 ? sch_trace_replay(tr, f, 1, &d) : NULL;
   sch_trace_free(tr);
   if (!s)
     fprintf(stderr, "tessel build: the record for %s [%s] does not replay on it (%s); default schedule\n",
@@ -138,12 +191,16 @@ static ts_status schedule_kernel(build_state *b, mkernel *k, ts_diag *d) {
   ir_workload_key(bound, k->key);
   bool had = false;
   if (k->func->nsyms == 0) {
-    k->sched = from_log(b, k->key, k->func, &had);
+    k->sched = from_log(b, k->key, k->func, k->func, &had, k->layout, &k->nlayout);
     k->tuned = k->sched != NULL;
+    if (!k->tuned) k->nlayout = 0;
   } else {
     /* symbolic: the default schedule serves every size; the record (tuned
-     * at the bound sizes) becomes a specialisation used when they match */
-    sch_traced *ss = from_log(b, k->key, bound, &had);
+     * at the bound sizes) becomes a specialisation used when they match
+     * (in the original layout: both kernels take the same tensors) */
+    sch_layout_map unused[8];
+    int nunused;
+    sch_traced *ss = from_log(b, k->key, bound, NULL, &had, unused, &nunused);
     if (ss) {
       int idx = (int)(k - b->k);
       mkernel *sk = new_kernel(b, d);
@@ -181,18 +238,100 @@ static int sym_index(const char **names, int *n, const char *s) {
   return (*n)++;
 }
 
+/* A constant pre-packed for a kernel that re-lays it (docs/LAYOUT.md): the
+ * value, the map, and the plan tensor holding the packed copy. */
+typedef struct packed_use {
+  int value;
+  const sch_layout_map *map;
+  int tensor;
+} packed_use;
+
+static bool same_map(const sch_layout_map *a, const sch_layout_map *c) {
+  if (a->ndim != c->ndim || a->ncomp != c->ncomp || a->naxes != c->naxes) return false;
+  for (int j = 0; j < a->ncomp; j++)
+    if (a->comp[j].dim != c->comp[j].dim || a->comp[j].stride != c->comp[j].stride ||
+        a->comp[j].extent != c->comp[j].extent)
+      return false;
+  for (int i = 0; i < a->naxes; i++)
+    if (a->group[i] != c->group[i]) return false;
+  return true;
+}
+
+/* The kernel's map for param a, or NULL (reads the original layout). */
+static const sch_layout_map *kernel_map(const mkernel *k, int a) {
+  for (int m = 0; m < k->nlayout; m++)
+    if (k->layout[m].param == a) return &k->layout[m];
+  return NULL;
+}
+
+static int find_use(const packed_use *u, int n, int value, const sch_layout_map *map) {
+  for (int i = 0; i < n; i++)
+    if (u[i].value == value && same_map(u[i].map, map)) return i;
+  return -1;
+}
+
 static ts_status make_plan(build_state *b, tsrt_model_plan *p, ts_diag *d) {
   tg_graph *g = b->g;
   memset(p, 0, sizeof *p);
+  /* pre-packing: each (constant, map) a kernel reads gets one packed tensor;
+   * a constant nobody reads in its original layout (no other call, no graph
+   * output) is replaced by its first packing, every other packing is an
+   * extra constant (a weight two kernels want in two layouts: two copies) */
+  int nuse = 0, capuse = 0;
+  for (int i = 0; i < b->nk; i++) capuse += b->k[i].nlayout;
+  packed_use *uses = TS_ANEWN(b->arena, packed_use, capuse ? capuse * g->nnodes : 1);
+  bool *plain_use = TS_ANEWN(b->arena, bool, g->nvalues ? g->nvalues : 1);
+  bool *taken = TS_ANEWN(b->arena, bool, g->nvalues ? g->nvalues : 1);
+  if (!uses || !plain_use || !taken) return ts_diag_set(d, TS_ENOMEM, "out of memory");
+  for (int o = 0; o < g->noutputs; o++) plain_use[g->outputs[o]] = true;
+  for (int i = 0; i < g->nnodes; i++) {
+    const tg_node *n = g->nodes[i];
+    if (n->dead) continue;
+    const ir_func *f = n->callee ? ir_module_get(b->mod, n->callee) : NULL;
+    int kidx = f ? find_kernel(b, f) : -1;
+    for (int a = 0; a < n->nin; a++) {
+      int v = n->inputs[a];
+      if (v < 0) continue;
+      const sch_layout_map *m = kidx >= 0 ? kernel_map(&b->k[kidx], a) : NULL;
+      if (!m) {
+        plain_use[v] = true;
+      } else if (find_use(uses, nuse, v, m) < 0) {
+        if (!packable_input(b, n, a))
+          return ts_diag_set(d, TS_EINTERNAL, "node %s: kernel %d re-lays input %d, which is no constant", n->name,
+                             kidx, a);
+        uses[nuse++] = (packed_use){.value = v, .map = m, .tensor = -1};
+      }
+    }
+  }
+  int nextra = 0;
+  for (int u = 0; u < nuse; u++) {
+    int v = uses[u].value;
+    if (!plain_use[v] && !taken[v]) {
+      uses[u].tensor = v;
+      taken[v] = true;
+    } else {
+      uses[u].tensor = g->nvalues + nextra++;
+    }
+  }
+  b->npacked_copies = nuse;
+  b->npacked_weights = 0;
+  for (int v = 0; v < g->nvalues; v++) {
+    bool any = false;
+    for (int u = 0; u < nuse && !any; u++) any = uses[u].value == v;
+    b->npacked_weights += any;
+  }
+  int ntensors = g->nvalues + nextra;
   p->abi_version = TSRT_MODEL_ABI_VERSION;
   p->name = g->name;
   p->target = b->tg.text;
   const char **syms = TS_ANEWN(b->arena, const char *, TSRT_MODEL_MAX_SYMS);
-  tsrt_model_tensor *ts = TS_ANEWN(b->arena, tsrt_model_tensor, g->nvalues ? g->nvalues : 1);
+  tsrt_model_tensor *ts = TS_ANEWN(b->arena, tsrt_model_tensor, ntensors ? ntensors : 1);
+  const sch_layout_map **tmap = TS_ANEWN(b->arena, const sch_layout_map *, ntensors ? ntensors : 1);
+  int *tsrc = TS_ANEWN(b->arena, int, ntensors ? ntensors : 1); /* the value a tensor holds */
   tsrt_model_call *cs = TS_ANEWN(b->arena, tsrt_model_call, g->nnodes ? g->nnodes : 1);
   int32_t *ins = TS_ANEWN(b->arena, int32_t, g->ninputs ? g->ninputs : 1);
   int32_t *outs = TS_ANEWN(b->arena, int32_t, g->noutputs ? g->noutputs : 1);
-  if (!syms || !ts || !cs || !ins || !outs) return ts_diag_set(d, TS_ENOMEM, "out of memory");
+  if (!syms || !ts || !cs || !ins || !outs || !tmap || !tsrc) return ts_diag_set(d, TS_ENOMEM, "out of memory");
   int nsyms = 0;
   uint64_t wbytes = 0;
   for (int v = 0; v < g->nvalues; v++) {
@@ -214,6 +353,7 @@ static ts_status make_plan(build_state *b, tsrt_model_plan *p, ts_diag *d) {
       if (k < 0) return ts_diag_set(d, TS_EUNSUPPORTED, "more than %d symbols", TSRT_MODEL_MAX_SYMS);
       t->shape[j] = TSRT_DIM_SYM(k);
     }
+    tsrc[v] = v;
     if (x->kind == TG_V_CONST) {
       if (!x->data && x->nbytes) return ts_diag_set(d, TS_EINVAL, "constant %s has no data", x->name);
       wbytes = (wbytes + 63) / 64 * 64;
@@ -222,13 +362,37 @@ static ts_status make_plan(build_state *b, tsrt_model_plan *p, ts_diag *d) {
       wbytes += x->nbytes;
     }
   }
+  /* packed constants: in place, or extra tensors after the graph's values */
+  for (int u = 0; u < nuse; u++) {
+    int id = uses[u].tensor, v = uses[u].value;
+    const tg_value *x = g->values[v];
+    tsrt_model_tensor *t = &ts[id];
+    if (id >= g->nvalues) {
+      *t = ts[v];
+      t->name = ts_arena_printf(b->arena, "%s.packed%d", x->name, id - g->nvalues);
+      if (!t->name) return ts_diag_set(d, TS_ENOMEM, "out of memory");
+      wbytes = (wbytes + 63) / 64 * 64;
+      t->offset = wbytes;
+      wbytes += x->nbytes;
+    }
+    int64_t shape[SCH_LAYOUT_MAX_AXES];
+    t->ndim = sch_layout_packed_shape(uses[u].map, shape);
+    for (int j = 0; j < t->ndim; j++) t->shape[j] = shape[j];
+    tmap[id] = uses[u].map;
+    tsrc[id] = v;
+  }
   uint8_t *w = wbytes ? ts_malloc((size_t)wbytes) : NULL;
   if (wbytes && !w) return ts_diag_set(d, TS_ENOMEM, "out of memory for %llu bytes of weights",
                                        (unsigned long long)wbytes);
   if (w) memset(w, 0, (size_t)wbytes);
-  for (int v = 0; v < g->nvalues; v++)
-    if (g->values[v]->kind == TG_V_CONST && g->values[v]->nbytes)
-      memcpy(w + ts[v].offset, g->values[v]->data, g->values[v]->nbytes);
+  for (int t = 0; t < ntensors; t++) {
+    const tg_value *x = g->values[tsrc[t]];
+    if (x->kind != TG_V_CONST || !x->nbytes) continue;
+    if (tmap[t]) /* host-side evaluation of the kernel's map */
+      sch_layout_pack(tmap[t], (size_t)ir_dtype_bytes(x->dtype), x->data, w + ts[t].offset);
+    else
+      memcpy(w + ts[t].offset, x->data, x->nbytes);
+  }
   p->weights = w;
   p->weights_bytes = wbytes;
   int nc = 0;
@@ -255,6 +419,9 @@ static ts_status make_plan(build_state *b, tsrt_model_plan *p, ts_diag *d) {
       if (n->inputs[a] < 0)
         return ts_diag_set(d, TS_EINVAL, "node %s (call of %s): input %d is omitted", n->name, n->callee, a);
       args[a] = n->inputs[a];
+      const sch_layout_map *m = kernel_map(k, a);
+      int u = m ? find_use(uses, nuse, n->inputs[a], m) : -1;
+      if (u >= 0) args[a] = uses[u].tensor; /* the packed copy */
     }
     for (int a = 0; a < n->nout; a++) args[n->nin + a] = n->outputs[a];
     c->args = args;
@@ -275,7 +442,7 @@ static ts_status make_plan(build_state *b, tsrt_model_plan *p, ts_diag *d) {
   }
   for (int i = 0; i < g->ninputs; i++) ins[i] = g->inputs[i];
   for (int i = 0; i < g->noutputs; i++) outs[i] = g->outputs[i];
-  p->ntensors = g->nvalues;
+  p->ntensors = ntensors;
   p->ncalls = nc;
   p->nsyms = nsyms;
   p->syms = syms;
@@ -430,6 +597,8 @@ int tun_cmd_build_model(int argc, char **argv) {
     json_object_set_new(o, "calls", json_integer(plan.ncalls));
     json_object_set_new(o, "tensors", json_integer(plan.ntensors));
     json_object_set_new(o, "weights_bytes", json_integer((json_int_t)plan.weights_bytes));
+    json_object_set_new(o, "prepacked_weights", json_integer(b.npacked_weights));
+    json_object_set_new(o, "packed_copies", json_integer(b.npacked_copies));
     json_object_set_new(o, "build_s", json_real(t2 - t0));
     json_t *ks = json_array();
     for (int i = 0; i < b.nk; i++) {
@@ -441,6 +610,9 @@ int tun_cmd_build_model(int argc, char **argv) {
       json_object_set_new(k, "tuned", json_boolean(b.k[i].tuned));
       json_object_set_new(k, "symbolic", json_boolean(b.k[i].func && b.k[i].func->nsyms > 0));
       json_object_set_new(k, "specialisation", json_boolean(!b.k[i].func));
+      json_t *pp = json_array();
+      for (int m = 0; m < b.k[i].nlayout; m++) json_array_append_new(pp, json_integer(b.k[i].layout[m].param));
+      json_object_set_new(k, "packed_params", pp);
       json_array_append_new(ks, k);
     }
     json_object_set_new(o, "kernel_list", ks);
@@ -454,8 +626,12 @@ int tun_cmd_build_model(int argc, char **argv) {
     if (b.nspec)
       printf("; %d of the default ones are symbolic and carry a tuned specialisation for the tuned sizes",
              b.nspec);
-    printf("), %d calls, %d tensors, %.1f KiB of weights; %.2f s (codegen %.2f s)\n", plan.ncalls,
-           plan.ntensors, (double)plan.weights_bytes / 1024.0, t2 - t0, t2 - t1);
+    printf("), %d calls, %d tensors, %.1f KiB of weights", plan.ncalls, plan.ntensors,
+           (double)plan.weights_bytes / 1024.0);
+    if (b.npacked_weights)
+      printf(" (%d pre-packed into the layout their kernels read, %d packed copies)", b.npacked_weights,
+             b.npacked_copies);
+    printf("; %.2f s (codegen %.2f s)\n", t2 - t0, t2 - t1);
   }
   if (b.nrecord_unused)
     fprintf(stderr, "tessel build: %d kernel(s) had a log record that did not replay (see above)\n",
@@ -479,7 +655,7 @@ typedef struct run_input {
 
 static const char *run_usage =
     "usage: tessel run MODEL.so [--input NAME=FILE.npy]... [--sym NAME=VALUE]... [--seed S]\n"
-    "                  [--output-dir DIR] [--bench] [--repeat N] [--threads N] [--json]\n"
+    "                  [--output-dir DIR] [--bench] [--repeat N] [--profile] [--threads N] [--json]\n"
     "                  [--tracker HOST:PORT --key KEY [--secret-file F] [--rpc-wait SEC]]\n"
     "Runs a model built by `tessel build MODEL.onnx` with the graph executor.\n"
     "  --input NAME=FILE.npy  an input (.npy: C order, little-endian); inputs not given are seeded\n"
@@ -487,6 +663,8 @@ static const char *run_usage =
     "  --sym NAME=VALUE       the size of a symbolic dim for random inputs\n"
     "  --output-dir DIR       write every output as DIR/NAME.npy\n"
     "  --bench                time --repeat runs (default 20) after a warm-up; report median/mean/min\n"
+    "  --profile              per kernel call: mean ms over the timed runs (one run without --bench),\n"
+    "                         largest first, and their sum (local runs only)\n"
     "  --threads N            thread pool size (default TESSEL_NUM_THREADS or all cores)\n"
     "  --json                 print {outputs: [{name, dtype, shape, file, checksum}], latency_ms, ...}\n"
     "  --tracker H:P --key K  run on a board the tracker grants (the artifact built for its triple;\n"
@@ -795,7 +973,52 @@ static json_t *inputs_json(const loaded_input *ins, int ni) {
   return jins;
 }
 
-static int run_local(const char *so, loaded_input *ins, const char *outdir, bool bench, int repeat, bool json) {
+/* --profile: per-call mean time over the timed runs, largest first. */
+static void report_profile(tessel_model *m, bool json, json_t *root) {
+  tessel_model_stats st;
+  tessel_model_get_stats(m, &st);
+  int n = st.ncalls;
+  double *sec = calloc((size_t)(n > 0 ? n : 1), sizeof *sec);
+  const char **name = calloc((size_t)(n > 0 ? n : 1), sizeof *name);
+  int *order = calloc((size_t)(n > 0 ? n : 1), sizeof *order);
+  if (!sec || !name || !order) goto out;
+  double total = 0;
+  for (int c = 0; c < n; c++) {
+    if (tessel_model_get_call_profile(m, c, &name[c], &sec[c])) goto out;
+    total += sec[c];
+    order[c] = c;
+  }
+  for (int i = 1; i < n; i++) /* insertion sort by time, largest first */
+    for (int j = i; j > 0 && sec[order[j]] > sec[order[j - 1]]; j--) {
+      int t = order[j];
+      order[j] = order[j - 1];
+      order[j - 1] = t;
+    }
+  json_t *jp = json_array();
+  if (!json) printf("%-5s %-40s %10s %7s\n", "call", "kernel", "ms", "%");
+  for (int i = 0; i < n; i++) {
+    int c = order[i];
+    if (json) {
+      json_t *o = json_object();
+      json_object_set_new(o, "call", json_integer(c));
+      json_object_set_new(o, "kernel", json_string(name[c]));
+      json_object_set_new(o, "ms", json_real(sec[c] * 1e3));
+      json_array_append_new(jp, o);
+    } else {
+      printf("%-5d %-40s %10.4f %6.1f%%\n", c, name[c], sec[c] * 1e3, total > 0 ? 100 * sec[c] / total : 0);
+    }
+  }
+  if (!json) printf("%-5s %-40s %10.4f\n", "", "sum of calls", total * 1e3);
+  json_object_set_new(root, "profile", jp);
+  json_object_set_new(root, "profile_sum_ms", json_real(total * 1e3));
+out:
+  free(sec);
+  free(name);
+  free(order);
+}
+
+static int run_local(const char *so, loaded_input *ins, const char *outdir, bool bench, int repeat, bool json,
+                     bool profile) {
   char err[600];
   tessel_model *m = tessel_model_load(so, err, sizeof err);
   if (!m) {
@@ -818,6 +1041,14 @@ static int run_local(const char *so, loaded_input *ins, const char *outdir, bool
     goto out;
   }
   double first = tsrt_now() - t0;
+  if (profile && tessel_model_set_profiling(m, 1)) {
+    fprintf(stderr, "tessel run: %s\n", tessel_model_error(m));
+    goto out;
+  }
+  if (profile && !bench && tessel_model_run(m)) {
+    fprintf(stderr, "tessel run: %s\n", tessel_model_error(m));
+    goto out;
+  }
   if (bench) {
     times = malloc(sizeof *times * (size_t)repeat);
     if (!times) goto out;
@@ -862,6 +1093,7 @@ static int run_local(const char *so, loaded_input *ins, const char *outdir, bool
     printf("%d calls of %d kernels; workspace %.1f KiB (%.1f KiB without reuse); first run %.3f ms\n", st.ncalls,
            st.nkernels, (double)st.workspace_bytes / 1024.0, (double)st.naive_bytes / 1024.0, first * 1e3);
   if (bench) report_latency(times, ntimes, json, root);
+  if (profile) report_profile(m, json, root);
   if (json) {
     char *s = json_dumps(root, JSON_INDENT(1));
     if (s) printf("%s\n", s);
@@ -974,7 +1206,7 @@ int tun_cmd_run_model(int argc, char **argv) {
   double rpc_wait = 60;
   run_input given[64];
   int ngiven = 0, repeat = 20;
-  bool bench = false, json = false;
+  bool bench = false, json = false, profile = false;
   uint64_t seed = 1;
   sym_list syms;
   memset(&syms, 0, sizeof syms);
@@ -1002,6 +1234,8 @@ int tun_cmd_run_model(int argc, char **argv) {
       outdir = argv[++i];
     } else if (!strcmp(a, "--bench")) {
       bench = true;
+    } else if (!strcmp(a, "--profile")) {
+      profile = true;
     } else if (!strcmp(a, "--repeat") && more) {
       repeat = atoi(argv[++i]);
     } else if (!strcmp(a, "--threads") && more) {
@@ -1057,7 +1291,7 @@ int tun_cmd_run_model(int argc, char **argv) {
   if (rc == 0 && tracker)
     rc = run_remote(so, ins, ni, tracker, key, secret_file, rpc_wait, outdir, bench ? repeat : 0, json);
   else if (rc == 0)
-    rc = run_local(so, ins, outdir, bench, repeat, json);
+    rc = run_local(so, ins, outdir, bench, repeat, json, profile);
   free(sig);
   for (int i = 0; ins && i < ni; i++) free(ins[i].data);
   free(ins);

@@ -283,6 +283,8 @@ struct tessel_model {
   int64_t *argsyms;
   int maxargs;
   bool ran;
+  double *prof_secs;                     /* per call, summed over profiled runs (NULL: off) */
+  int prof_runs;
 };
 
 static int merr(tessel_model *m, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -361,6 +363,7 @@ void tessel_model_free(tessel_model *m) {
   free(m->args);
   free(m->argsyms);
   free(m->ws);
+  free(m->prof_secs);
   if (m->handle) dlclose(m->handle);
   free(m);
 }
@@ -503,12 +506,34 @@ int tessel_model_run(tessel_model *m) {
       m->argsyms[s] = m->syms[call->syms[s]];
       m->args[call->nargs + s] = &m->argsyms[s];
     }
+    double pt0 = m->prof_secs ? tsrt_now() : 0;
     int32_t rc = k->entry(m->args);
+    if (m->prof_secs) m->prof_secs[c] += tsrt_now() - pt0;
     if (rc != 0)
       return merr(m, "kernel %s (call %d of %d) returned %d", k->meta->name ? k->meta->name : "?", c,
                   p->ncalls, rc);
   }
   m->ran = true;
+  if (m->prof_secs) m->prof_runs++;
+  return 0;
+}
+
+int tessel_model_set_profiling(tessel_model *m, int on) {
+  free(m->prof_secs);
+  m->prof_secs = NULL;
+  m->prof_runs = 0;
+  if (!on) return 0;
+  m->prof_secs = calloc((size_t)(m->p->ncalls > 0 ? m->p->ncalls : 1), sizeof *m->prof_secs);
+  return m->prof_secs ? 0 : merr(m, "out of memory for the profile");
+}
+
+int tessel_model_get_call_profile(const tessel_model *m, int call, const char **kernel, double *mean_secs) {
+  if (!m->prof_secs) return merr((tessel_model *)m, "profiling is off (tessel_model_set_profiling)");
+  if (call < 0 || call >= m->p->ncalls)
+    return merr((tessel_model *)m, "no call %d (the model makes %d)", call, m->p->ncalls);
+  const tsrt_model_kernel *k = &m->p->kernels[m->p->calls[call].kernel];
+  *kernel = k->meta && k->meta->name ? k->meta->name : "?";
+  *mean_secs = m->prof_runs > 0 ? m->prof_secs[call] / m->prof_runs : 0;
   return 0;
 }
 

@@ -72,6 +72,12 @@ int tessel_model_set_input(tessel_model *m, int i, const void *data, int ndim, c
 /* Runs every kernel in order. Needs every input set; the memory plan is
  * recomputed when the bound sizes change. */
 int tessel_model_run(tessel_model *m);
+/* Per-call profiling (TVM's debug executor in spirit): while on, every run
+ * times each kernel call; get_call_profile gives call c's kernel name and its
+ * mean seconds over the runs since profiling was switched on (set_profiling
+ * resets). The timer costs ~2 clock reads per call. */
+int tessel_model_set_profiling(tessel_model *m, int on);
+int tessel_model_get_call_profile(const tessel_model *m, int call, const char **kernel, double *mean_secs);
 /* Output i of the last run: *data stays valid until the next run or free. */
 int tessel_model_get_output(const tessel_model *m, int i, const void **data, int *ndim,
                             int64_t shape[TESSEL_MODEL_MAX_DIMS]);

@@ -495,8 +495,34 @@ START_TEST(errors) {
   ck_assert_int_eq(osh[0], 4);
   ck_assert_int_eq(osh[1], 10);
   ck_assert_int_ne(tessel_model_get_output(m, 1, &data, &nd, osh), 0);
+  /* per-call profile: refused while off, then one entry per call */
+  const char *kname = NULL;
+  double ksec = -1;
+  ck_assert_int_ne(tessel_model_get_call_profile(m, 0, &kname, &ksec), 0);
+  ck_assert_ptr_nonnull(strstr(tessel_model_error(m), "profiling is off"));
+  ck_assert_int_eq(tessel_model_set_profiling(m, 1), 0);
+  ck_assert_msg(tessel_model_run(m) == 0, "%s", tessel_model_error(m));
+  ck_assert_msg(tessel_model_run(m) == 0, "%s", tessel_model_error(m));
+  tessel_model_stats mst;
+  tessel_model_get_stats(m, &mst);
+  ck_assert_int_gt(mst.ncalls, 0);
+  double sum = 0;
+  for (int c = 0; c < mst.ncalls; c++) {
+    ck_assert_int_eq(tessel_model_get_call_profile(m, c, &kname, &ksec), 0);
+    ck_assert(kname && kname[0] && strcmp(kname, "?"));
+    ck_assert(ksec >= 0);
+    sum += ksec;
+  }
+  ck_assert(sum > 0);
+  ck_assert_int_ne(tessel_model_get_call_profile(m, mst.ncalls, &kname, &ksec), 0);
+  ck_assert_ptr_nonnull(strstr(tessel_model_error(m), "no call"));
   free(xin);
   tessel_model_free(m);
+  /* the CLI's table: every call once, and their sum */
+  r = sh("'%s' run '%s' --profile --json", tessel, so);
+  ck_assert_int_eq(r.status, 0);
+  ck_assert_msg(strstr(r.out, "\"profile\"") && strstr(r.out, "profile_sum_ms"), "%s", r.out);
+  tr_result_free(&r);
   ck_assert_ptr_null(tessel_model_load(k, err, sizeof err));
   ck_assert_ptr_nonnull(strstr(err, "not a tessel model"));
   r = sh("'%s' build '%s/missing.onnx' -o '%s/m.so'", tessel, tmpdir, tmpdir);
