@@ -89,12 +89,26 @@ ts_status cg_cuda_emit(const ir_func *f, const cg_target *t, const cg_cuda_opts 
 void cg_cuda_module_fini(cg_cuda_module *m);
 
 /* ---- NVRTC (codegen/nvrtc.c) ---------------------------------------------- */
+
+/* What ptxas gave one kernel of a cubin. */
+typedef struct cg_cuda_kernel_regs {
+  char name[64];             /* tessel_kernel0 ... */
+  int regs;                  /* registers per thread (the cubin's EIATTR_REGCOUNT) */
+  int64_t stack_bytes;       /* per-thread stack frame in local memory (EIATTR_FRAME_SIZE) */
+  int64_t spill_store_bytes; /* ptxas -v: bytes of registers spilled per thread; -1 unknown */
+  int64_t spill_load_bytes;  /* ptxas -v: bytes reloaded; -1 unknown */
+} cg_cuda_kernel_regs;
+
 typedef struct cg_cuda_binary {
   char *ptx;      /* NUL-terminated PTX (ts_malloc) */
   size_t ptx_size;
   void *cubin;    /* ELF cubin (ts_malloc); NULL unless asked for */
   size_t cubin_size;
-  char *log;      /* NVRTC's log, may be NULL */
+  char *log;      /* NVRTC's log (with a cubin: ptxas's --verbose report), may be NULL */
+  /* with a cubin: one entry per kernel (ts_malloc), in the cubin's symbol
+   * order; registers and stack frame from the cubin, spills from the log */
+  cg_cuda_kernel_regs *kernels;
+  int nkernels;
 } cg_cuda_binary;
 
 /* True when tessel was built with NVRTC. */
@@ -109,5 +123,19 @@ void cg_nvrtc_version(char *buf, size_t n);
 ts_status cg_nvrtc_compile(const char *source, const char *arch, bool want_cubin,
                            cg_cuda_binary *out, ts_diag *d);
 void cg_cuda_binary_fini(cg_cuda_binary *b);
+/* The kernel named name in b (NULL when absent or b has no cubin). */
+const cg_cuda_kernel_regs *cg_cuda_binary_kernel(const cg_cuda_binary *b, const char *name);
+
+/* Registers and stack frame of every kernel (STT_FUNC symbol) of a cubin,
+ * read from its ELF .nv.info section (EIATTR_REGCOUNT, EIATTR_FRAME_SIZE);
+ * spill fields -1. No CUDA needed. *out is ts_malloc'd (*n may be 0).
+ * TS_EPARSE naming what is malformed (not an ELF, truncated sections). */
+ts_status cg_cubin_kernel_regs(const void *cubin, size_t size, cg_cuda_kernel_regs **out, int *n,
+                               ts_diag *d);
+/* Fills spill_store/load_bytes (and stack_bytes/regs where the cubin gave
+ * none) of kernels[0..n) from an NVRTC log with ptxas --verbose lines
+ * ("Function properties for K", "N bytes stack frame, N bytes spill stores,
+ * N bytes spill loads", "Used N registers"). */
+void cg_ptxas_log_apply(const char *log, cg_cuda_kernel_regs *kernels, int n);
 
 #endif

@@ -24,7 +24,8 @@
  *  - no parallel loops (cuda has no CPU thread pool);
  *  - registers, when known from the cubin (regs_per_thread > 0):
  *    regs_per_thread <= max_regs_per_thread and regs x threads <=
- *    max_regs_per_block;
+ *    max_regs_per_block (cg_gpu_check_registers below does this per kernel
+ *    from a compiled module, with spills);
  *  - with global_deps, a kernel that stores to a global buffer and loads it
  *    at an index expression other than the store's is refused: the element
  *    may be written by another thread or block of the same launch and
@@ -40,6 +41,7 @@
 #define TESSEL_CODEGEN_GPU_CHECK_H
 
 #include "codegen/codegen.h"
+#include "codegen/cuda.h"
 
 typedef struct cg_gpu_limits {
   int max_threads_per_block;    /* 1024 */
@@ -47,18 +49,27 @@ typedef struct cg_gpu_limits {
   int max_vector_bytes;         /* 16: one 128-bit load or store */
   int max_vthread;              /* 8 (MetaSchedule's VerifyGPUCode) */
   int max_regs_per_thread;      /* 255 */
-  int64_t max_regs_per_block;   /* 65536 */
+  int64_t max_regs_per_block;   /* the register file per block: 65536 (32768 on sm_53 / sm_62) */
   int regs_per_thread;          /* from the cubin (cuFuncGetAttribute); 0: unknown, not checked */
+  int64_t max_spill_bytes;      /* per thread, ptxas's spill stores (cg_gpu_check_registers);
+                                   CG_GPU_MAX_SPILL_BYTES; < 0: not checked */
   int64_t max_local_bytes;      /* per thread, "local" allocations; 0: not checked */
   bool allow_unbound;           /* accept stores outside any thread-bound loop */
   bool global_deps;             /* refuse a kernel reading a global buffer it writes at another index */
 } cg_gpu_limits;
 
+/* Spilled bytes per thread a candidate may have (32 registers' worth): a
+ * kernel spilling more than its register tile's worth of local memory
+ * traffic is not worth measuring. */
+#define CG_GPU_MAX_SPILL_BYTES 128
+
 /* The defaults above, allow_unbound false, global_deps true. */
 void cg_gpu_limits_default(cg_gpu_limits *l);
-/* The defaults for a cuda target (today the same for every sm_XX: 48 KiB is
- * the static shared-memory limit on all of them; a runtime with device
- * properties may raise it). */
+/* The limits of a cuda target's compute capability (-arch=sm_XY): 1024
+ * threads, 48 KiB static shared memory, 255 registers per thread, and the
+ * register file per block — 65536 for every sm_XY from sm_50 on (sm_70+:
+ * Volta, Turing, Ampere, Ada, Hopper, Blackwell) except sm_53 and sm_62
+ * (32768); a runtime with device properties may raise the shared limit. */
 void cg_gpu_limits_for_target(const cg_target *t, cg_gpu_limits *l);
 
 /* What the check measured: the maximum over the kernels. */
@@ -80,5 +91,14 @@ ts_status cg_gpu_check_usage(const ir_func *scheduled, const cg_gpu_limits *lim,
 static inline ts_status cg_gpu_check(const ir_func *scheduled, const cg_gpu_limits *lim, ts_diag *d) {
   return cg_gpu_check_usage(scheduled, lim, NULL, d);
 }
+
+/* The register check of a compiled module: for each kernel of m (its
+ * threads per block from the launch) the registers and spills NVRTC's cubin
+ * reports in bin (cg_nvrtc_compile with a cubin): regs <= max_regs_per_thread,
+ * regs x threads <= max_regs_per_block, spill stores <= max_spill_bytes (when
+ * >= 0). TS_EUNSUPPORTED naming the kernel, its registers and threads (or its
+ * spills) and the limit; TS_EINVAL when bin has no figures for a kernel. */
+ts_status cg_gpu_check_registers(const cg_cuda_module *m, const cg_cuda_binary *bin, const cg_gpu_limits *lim,
+                                 ts_diag *d);
 
 #endif

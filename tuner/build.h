@@ -4,6 +4,8 @@
 #ifndef TESSEL_TUNER_BUILD_H
 #define TESSEL_TUNER_BUILD_H
 
+#include <stdio.h>
+
 #include "codegen/codegen.h"
 #include "ir/schedule/trace.h"
 
@@ -55,11 +57,20 @@ ts_status tun_build_shared_isolated(const ir_func *scheduled, const cg_target *t
  * tun_build_cuda writes, for a scheduled function and a cuda target, a cubin
  * (any path), PTX (path ending .ptx) or the CUDA C (.cu, no NVRTC needed).
  * Errors: cg_cuda_emit's and cg_nvrtc_compile's (TS_EUNSUPPORTED "built
- * without CUDA"), TS_EIO. tun_measure_cuda_file times such a cubin on the
+ * without CUDA"), TS_EIO; a cubin whose kernel needs more registers than
+ * the target's register file per block holds for its threads is refused
+ * (cg_gpu_check_registers, TS_EUNSUPPORTED naming kernel, registers and
+ * threads). tun_build_cuda_report does the same and describes each kernel
+ * (launch, registers and spills from the cubin): as lines on text and/or as
+ * a "kernels" array set on the jansson object json (either may be NULL).
+ * tun_measure_cuda_file times such a cubin on the
  * local GPU in a forked child (TSRT_ELOAD "no GPU: ..." without one). */
 struct tsrt_measure_opts;
 struct tsrt_measure_result;
+struct json_t;
 ts_status tun_build_cuda(const ir_func *scheduled, const cg_target *tg, const char *path, ts_diag *d);
+ts_status tun_build_cuda_report(const ir_func *scheduled, const cg_target *tg, const char *path, FILE *text,
+                                struct json_t *json, ts_diag *d);
 void tun_measure_cuda_file(const char *path, const struct tsrt_measure_opts *mo,
                            struct tsrt_measure_result *res);
 

