@@ -4,13 +4,16 @@
 #
 #   bench/resnet18.sh [TRIALS] [OUTDIR]      (run from the repository root)
 #     TRIALS  tessel tune-model budget, measurement trials over all 18 tasks
-#             (default 200; on the shared 2-core dev machine a round took
-#             1.5-2.5 min, so 200 trials take well over half an hour)
+#             (default 1200: 18 warm-up rounds of BATCH, the rest by the
+#             gradient scheduler; roughly an hour on this 2-core machine)
 #     OUTDIR  model, logs, outputs and summary (default bench/out/resnet18)
 #   Environment: BUILD (build directory, default build), PY (python with onnx
 #   and onnxruntime, default .venv/bin/python), REPEAT (timed runs per
 #   figure, default 20), SEED (tuning seed, default 1), TUNE_THREADS
-#   (threads of the tuning measurements, default 1).
+#   (threads of the tuning measurements, default 1), BATCH (trials per
+#   tune-model round, default 32: the round-robin warm-up gives each of the
+#   18 tasks one round, so 64 would spend 1152 trials before the gradient
+#   scheduler chooses anything).
 #
 # In one run: generate the model, print `tessel tasks`, build it untuned
 # (default schedules), tune it for TRIALS (wall time reported), build it
@@ -24,16 +27,17 @@
 # nothing more (the wall time then only covers the check).
 set -euo pipefail
 if [ "${1:-}" = "-h" ] || [ "${1:-}" = "--help" ]; then
-  sed -n '2,26p' "$0" | sed 's/^# \{0,1\}//'
+  sed -n '2,27p' "$0" | sed 's/^# \{0,1\}//'
   exit 0
 fi
-trials=${1:-200}
+trials=${1:-1200}
 out=${2:-bench/out/resnet18}
 build=${BUILD:-build}
 py=${PY:-.venv/bin/python}
 repeat=${REPEAT:-20}
 seed=${SEED:-1}
 tthreads=${TUNE_THREADS:-1}
+batch=${BATCH:-32}
 T=$build/tessel
 ninja -C "$build" tessel >/dev/null
 mkdir -p "$out"
@@ -51,7 +55,7 @@ echo "== build untuned"
 "$T" build "$M" -o "$out/untuned.so" 2>&1 | tail -1
 echo "== tune-model: $trials trials (log $out/tune.log)"
 t0=$(date +%s.%N)
-nice "$T" tune-model "$M" --trials "$trials" --log "$out/tune.log" --seed "$seed" --threads "$tthreads" \
+nice "$T" tune-model "$M" --trials "$trials" --batch "$batch" --log "$out/tune.log" --seed "$seed" --threads "$tthreads" \
   --json >"$out/tune.json" 2>"$out/tune.stderr"
 t1=$(date +%s.%N)
 tune_s=$(python3 -c "print('%.0f' % ($t1 - $t0))")
