@@ -318,6 +318,12 @@ static const char *THREE_LOOPS =
     "  Y[b, i, j] = A[b, i, j] + 1.0\n"
     "}\n";
 
+static const char *SYM_ROWS =
+    "kernel symrows(X: f32[M]) -> Y: f32[M] {\n"
+    "  A[i] = X[i] * 2.0\n"
+    "  Y[i] = A[i] + 1.0\n"
+    "}\n";
+
 /* An imperfect split of a reduction (k = ko*8 + ki, ko*8 + ki < 13) and of
  * a fused spatial loop ((i*5 + j) split by 4): the guards tie the split loops
  * back to the block's iter vars, so compute_at keeps them. */
@@ -356,6 +362,17 @@ START_TEST(test_split_guards_follow) {
   OK(sch_compute_at(s, BLK("A"), tu_loop(s, "Y", 0), false, -1, &D));
   equiv(s, orig);
   tu_assert_lacks(s, "< 30 {");
+  /* a symbolic extent (M split by 4): the guard i_0*4 + i_1 < M follows
+   * into the consumer's loop; checked with M bound to 9 */
+  s = tu_open_text(SYM_ROWS, &orig);
+  split2(s, tu_loop(s, "A", 0), -1, 4, parts);
+  OK(sch_compute_at(s, BLK("A"), tu_loop(s, "Y", 0), false, -1, &D));
+  const char *mname[1] = {"M"};
+  int64_t mval[1] = {9};
+  ir_func *bo = ir_func_bind_syms(tu_arena(), orig, 1, mname, mval, &D);
+  ir_func *bs = ir_func_bind_syms(tu_arena(), sch_func(s), 1, mname, mval, &D);
+  ck_assert_msg(bo && bs, "bind: %s", D.msg);
+  tu_assert_equivalent(bo, bs);
 }
 END_TEST
 
