@@ -147,7 +147,7 @@ static const char *layout_blocker(const build_state *b, const ir_func *f, const 
 
 /* Replays the best verified record of key on f; NULL (and no error) when
  * there is none or it does not apply. A record that re-lays weights
- * (TransformLayout) keeps its maps in *maps/*nmaps when every call of f
+ * (TransformLayout) keeps its maps in maps[0..*nmaps) when every call of f
  * (calls_of) feeds those params from constants, which the build then
  * pre-packs; otherwise (or with calls_of NULL: a specialisation, whose calls
  * pass the same tensors to the symbolic kernel) the rewrite is dropped and
