@@ -10,11 +10,19 @@
 #     VARIANTS  models to compare (default "xgb random"); "xgb:min=N" runs the
 #               XGBoost model with TESSEL_XGB_MIN_SAMPLES=N (random scores until
 #               N samples), "xgb:rounds=N" caps boosting rounds
-#               (TESSEL_XGB_MAX_ROUNDS); both may be combined
-#               ("xgb:min=64:rounds=50").
+#               (TESSEL_XGB_MAX_ROUNDS), "first=N" makes the search's first
+#               batch N candidates (tune --first-batch N); they may be
+#               combined ("xgb:min=12:first=16", "random:first=16").
 #     BUILD     build directory holding tessel (default build)
 #     THREADS   --threads of every run (default 1)
 #     BATCH     the runs' batch size, for the "later/first" column (default 64)
+#     COUNT_DEFAULT  1: let the default schedule's record count (see below)
+#
+# The tuner measures the default schedule first (trial 1 of every run, the
+# same kernel in all of them). It is left out of the curves (it still uses up
+# trial 1), so "trials to 90 %" says when the *search* found such a kernel; the
+# default's speed relative to the reference is printed. COUNT_DEFAULT=1 keeps
+# it (then a default within 90 % of the best makes every run reach it at 1).
 #
 # For every variant and seed, `tessel tune` runs the same workload with the same
 # seed into its own log (OUTDIR/<workload-tag>/<variant>_s<seed>.json; an existing
@@ -59,12 +67,14 @@ mkdir -p "$dir"
 for v in $variants; do
   model=${v%%:*}
   envs=()
+  vargs=()
   rest=${v#"$model"}
   IFS=: read -ra kvs <<<"${rest#:}"
   for kv in "${kvs[@]}"; do
     case $kv in
       min=*) envs+=("TESSEL_XGB_MIN_SAMPLES=${kv#min=}") ;;
       rounds=*) envs+=("TESSEL_XGB_MAX_ROUNDS=${kv#rounds=}") ;;
+      first=*) vargs+=(--first-batch "${kv#first=}") ;;
       "") ;;
       *) echo "cost_model_curve.sh: unknown variant option '$kv' in '$v'" >&2; exit 2 ;;
     esac
@@ -73,19 +83,21 @@ for v in $variants; do
     log=$dir/${v//[:=]/-}_s$s.json
     t0=$(date +%s)
     env "${envs[@]}" "$T" tune "$wl" --trials "$trials" --log "$log" --model "$model" --seed "$s" \
-      --threads "$threads" "${extra[@]}" --json >"$log.summary" 2>"$log.err" ||
+      --threads "$threads" "${vargs[@]}" "${extra[@]}" --json >"$log.summary" 2>"$log.err" ||
       { echo "cost_model_curve.sh: tune failed for $v seed $s (see $log.err)" >&2; exit 1; }
     echo "  $v seed $s: $(( $(date +%s) - t0 )) s" >&2
   done
 done
 
-python3 - "$dir" "$trials" "$seeds" "$variants" "${BATCH:-64}" <<'PY'
+python3 - "$dir" "$trials" "$seeds" "$variants" "${BATCH:-64}" "${COUNT_DEFAULT:-0}" <<'PY'
 import json, os, statistics, sys
 d, trials, seeds, variants = sys.argv[1], int(sys.argv[2]), sys.argv[3].split(), sys.argv[4].split()
 batch = int(sys.argv[5])
+count_default = sys.argv[6] == "1"
 
 def secs(path):
-    """Per record in log order: mean run seconds of a verified, error-free run, else None."""
+    """Per record in log order: (mean run seconds of a verified, error-free run, else None;
+    trace_hash)."""
     out = []
     for line in open(path):
         try:
@@ -94,14 +106,20 @@ def secs(path):
             continue
         runs = r.get("run_secs") or []
         ok = r.get("error") is None and r.get("verified") and runs
-        out.append(sum(runs) / len(runs) if ok else None)
+        out.append((sum(runs) / len(runs) if ok else None, r.get("trace_hash")))
     return out[:trials]
 
-runs = {}
+logs = {}
 for v in variants:
     for s in seeds:
         p = os.path.join(d, "%s_s%s.json" % (v.replace(":", "-").replace("=", "-"), s))
-        runs[(v, s)] = secs(p)
+        logs[(v, s)] = secs(p)
+# the default schedule: the first record of every run, the same kernel in all
+firsts = set(c[0][1] for c in logs.values() if c)
+default_hash = firsts.pop() if len(firsts) == 1 and len(logs) > 1 and None not in firsts else None
+default_secs = [c[0][0] for c in logs.values() if c and c[0][0]]
+runs = {k: [None if (h == default_hash and default_hash is not None and not count_default) else x
+            for x, h in c] for k, c in logs.items()}
 allv = [x for c in runs.values() for x in c if x]
 if not allv:
     sys.exit("cost_model_curve.sh: no verified records in %s" % d)
@@ -119,6 +137,11 @@ def t90(c):
 summary = {"dir": d, "trials": trials, "seeds": seeds, "best_seconds": ref, "variants": {}}
 print("reference: best of all runs %.6g s; trials to reach 90 %% of its speed (never = %d)"
       % (ref, trials + 1))
+if default_hash is not None and default_secs:
+    print("default schedule (trial 1 of every run, %s): %.3f of the reference's speed"
+          % ("counted" if count_default else "not counted", ref / statistics.median(default_secs)))
+    summary["default_over_ref"] = ref / statistics.median(default_secs)
+    summary["default_counted"] = count_default
 def later_first(c):
     a = sorted(x for x in c[:batch] if x)
     b = sorted(x for x in c[batch:] if x)

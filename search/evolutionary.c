@@ -23,6 +23,7 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include <xxhash.h>
 
 #include "ir/struct.h"
 #include "search/search.h"
@@ -38,6 +39,8 @@ void srch_evo_opts_default(srch_evo_opts *o) {
   o->mutate_prob = 0.85;
   o->eps_greedy = 0.05;
   o->num_threads = 0;
+  o->first_batch = 0;
+  o->no_replay_cache = false;
 }
 
 void srch_candidate_fini(srch_candidate *c) {
@@ -128,6 +131,20 @@ static void cand_fini(cand *c) {
   memset(c, 0, sizeof *c);
 }
 
+/* The replay cache: replaying a trace with its decisions (no resampling) is
+ * deterministic, so its outcome (the recorded and bare traces, the scheduled
+ * function's hash, the features, or the failure) is kept by the XXH64 of the
+ * trace's JSON. Measured seeds are replayed at every batch and the
+ * evolution re-creates many children (a mutation that lands on a decision
+ * tried before); each hit saves the replay with its postprocessing, the
+ * lowering and the feature extraction. Cleared when it holds
+ * RCACHE_MAX entries. */
+#define RCACHE_MAX 16384
+typedef struct rcache_ent {
+  uint64_t key;
+  cand c; /* c.ok false: the replay failed */
+} rcache_ent;
+
 typedef struct measured_rec {
   sch_trace *bare;
   double mean;
@@ -147,6 +164,11 @@ struct srch_evo {
   /* srch_evo_stats, in nanoseconds (updated atomically by the pool) */
   int64_t replay_ns, predict_ns;
   long replays, cache_hits;
+  /* the replay cache: ents[0..nents), index = open addressing over keys */
+  pthread_mutex_t rc_mu;
+  rcache_ent *rc_ents;
+  size_t rc_n;
+  uint32_t *rc_idx; /* 0 empty, else entry + 1; 2 * RCACHE_MAX slots */
 };
 
 static int64_t now_ns(void) {
@@ -171,10 +193,85 @@ static uint64_t mix(uint64_t a, uint64_t b) {
   return z ^ (z >> 31);
 }
 
+static void copy_cand(const cand *src, cand *dst);
+
+static uint64_t trace_key(const sch_trace *tr) {
+  char *js = sch_trace_to_json(tr);
+  if (!js) return 0;
+  uint64_t k = XXH64(js, strlen(js), 0x7e55e1);
+  ts_free(js);
+  return k ? k : 1;
+}
+
+/* The cached outcome of key into c (a copy); false if not cached. */
+static bool rc_get(srch_evo *e, uint64_t key, cand *c) {
+  bool hit = false;
+  pthread_mutex_lock(&e->rc_mu);
+  if (e->rc_idx) {
+    for (size_t i = (size_t)(key * 0x9E3779B97F4A7C15ull) & (2 * RCACHE_MAX - 1);;
+         i = (i + 1) & (2 * RCACHE_MAX - 1)) {
+      uint32_t x = e->rc_idx[i];
+      if (!x) break;
+      if (e->rc_ents[x - 1].key == key) {
+        const cand *src = &e->rc_ents[x - 1].c;
+        if (src->ok) {
+          copy_cand(src, c);
+          hit = c->ok; /* an allocation failure: replay instead */
+        } else {
+          memset(c, 0, sizeof *c);
+          hit = true;
+        }
+        break;
+      }
+    }
+  }
+  pthread_mutex_unlock(&e->rc_mu);
+  return hit;
+}
+
+static void rc_clear(srch_evo *e) {
+  for (size_t i = 0; i < e->rc_n; i++) cand_fini(&e->rc_ents[i].c);
+  e->rc_n = 0;
+  if (e->rc_idx) memset(e->rc_idx, 0, 2 * RCACHE_MAX * sizeof *e->rc_idx);
+}
+
+static void rc_put(srch_evo *e, uint64_t key, const cand *c) {
+  pthread_mutex_lock(&e->rc_mu);
+  if (!e->rc_idx) {
+    e->rc_idx = ts_calloc(2 * RCACHE_MAX, sizeof *e->rc_idx);
+    e->rc_ents = ts_calloc(RCACHE_MAX, sizeof *e->rc_ents);
+    if (!e->rc_idx || !e->rc_ents) {
+      ts_free(e->rc_idx);
+      ts_free(e->rc_ents);
+      e->rc_idx = NULL;
+      e->rc_ents = NULL;
+    }
+  }
+  if (e->rc_idx) {
+    if (e->rc_n >= RCACHE_MAX) rc_clear(e);
+    size_t i = (size_t)(key * 0x9E3779B97F4A7C15ull) & (2 * RCACHE_MAX - 1);
+    while (e->rc_idx[i] && e->rc_ents[e->rc_idx[i] - 1].key != key) i = (i + 1) & (2 * RCACHE_MAX - 1);
+    if (!e->rc_idx[i]) {
+      rcache_ent *en = &e->rc_ents[e->rc_n];
+      memset(en, 0, sizeof *en);
+      en->key = key;
+      if (c->ok) copy_cand(c, &en->c);
+      if (!c->ok || en->c.ok) e->rc_idx[i] = (uint32_t)(++e->rc_n);
+    }
+  }
+  pthread_mutex_unlock(&e->rc_mu);
+}
+
 /* Replays tr (bare) on f and fills c; false if replay, a postprocessor or
- * feature extraction rejects it. */
+ * feature extraction rejects it. With resample false the outcome comes from
+ * the replay cache when it holds it. */
 static bool make_cand(srch_evo *e, const sch_trace *tr, bool resample, uint64_t seed, cand *c) {
   memset(c, 0, sizeof *c);
+  uint64_t key = resample || e->o.no_replay_cache ? 0 : trace_key(tr);
+  if (key && rc_get(e, key, c)) {
+    __atomic_add_fetch(&e->cache_hits, 1, __ATOMIC_RELAXED);
+    return c->ok;
+  }
   int64_t t0 = now_ns();
   __atomic_add_fetch(&e->replays, 1, __ATOMIC_RELAXED);
   ts_diag d;
@@ -182,6 +279,7 @@ static bool make_cand(srch_evo *e, const sch_trace *tr, bool resample, uint64_t 
   sch_traced *ts = srch_instantiate(tr, e->f, &e->t, resample, seed, &d);
   if (!ts) {
     __atomic_add_fetch(&e->replay_ns, now_ns() - t0, __ATOMIC_RELAXED);
+    if (key) rc_put(e, key, c);
     return false;
   }
   bool ok = false;
@@ -195,6 +293,7 @@ static bool make_cand(srch_evo *e, const sch_trace *tr, bool resample, uint64_t 
   if (!ok) cand_fini(c);
   c->ok = ok;
   __atomic_add_fetch(&e->replay_ns, now_ns() - t0, __ATOMIC_RELAXED);
+  if (key) rc_put(e, key, c);
   return ok;
 }
 
@@ -258,6 +357,7 @@ srch_evo *srch_evo_new(const ir_func *f, const cg_target *t, const srch_evo_opts
     srch_evo_opts_default(&e->o);
   if (e->o.population < 2) e->o.population = 2;
   e->seed = seed;
+  pthread_mutex_init(&e->rc_mu, NULL);
   srch_space_opts so = {0, 64, 0};
   sch_trace **sk = NULL;
   int nsk = 0;
@@ -288,6 +388,10 @@ void srch_evo_free(srch_evo *e) {
   for (int i = 0; i < e->ndb; i++) sch_trace_free(e->db[i].bare);
   ts_free(e->db);
   hset_fini(&e->measured);
+  rc_clear(e);
+  ts_free(e->rc_ents);
+  ts_free(e->rc_idx);
+  pthread_mutex_destroy(&e->rc_mu);
   ts_free(e);
 }
 
@@ -610,6 +714,11 @@ ts_status srch_evo_next_batch(srch_evo *e, cm_model *m, int n, srch_candidate **
   *nout = 0;
   if (!e || !m || n <= 0) return n <= 0 ? TS_OK : ts_diag_set(d, TS_EINVAL, "srch_evo_next_batch: bad arguments");
   if (e->empty >= EMPTY_BATCH_LIMIT) return TS_OK;
+  /* a small first batch lets a model train sooner (a resumed log that
+   * already holds that many candidates does not need it) */
+  if (e->o.first_batch > 0 && e->batches == 0 && e->measured.n < (size_t)e->o.first_batch &&
+      n > e->o.first_batch)
+    n = e->o.first_batch;
   srch_candidate *v = ts_calloc((size_t)n, sizeof *v);
   if (!v) return ts_diag_set(d, TS_ENOMEM, "evolutionary search: out of memory");
   while (e->empty < EMPTY_BATCH_LIMIT) {

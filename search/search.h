@@ -115,6 +115,7 @@ typedef struct srch_evo_opts {
   int num_threads;         /* parallel replay; 0 = all cores */
   int first_batch;         /* > 0: the first batch has at most this many candidates
                             * (MetaSchedule: none; docs/COSTMODEL.md) */
+  bool no_replay_cache;    /* replay every candidate again (the cache is on by default) */
 } srch_evo_opts;
 void srch_evo_opts_default(srch_evo_opts *o);
 

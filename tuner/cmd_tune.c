@@ -17,7 +17,7 @@ static const char tune_usage[] =
     "usage: tessel tune SUBJECT --trials N --log LOG [--target T] [--batch N]\n"
     "         [--model xgb|random] [--seed S] [--number N] [--repeat N]\n"
     "         [--min-repeat-ms MS] [--timeout S] [--cache-flush] [--threads N]\n"
-    "         [--build-jobs N] [--json]\n"
+    "         [--build-jobs N] [--slow-cutoff F] [--first-batch N] [--json]\n"
     "         [--runner local|rpc --tracker H:P --key K [--parallel N]\n"
     "          [--secret-file F] [--priority P] [--rpc-wait S] [--rpc-tries N]]\n"
     "Searches schedules of SUBJECT (evolutionary search ranked by the cost model),\n"
@@ -25,6 +25,9 @@ static const char tune_usage[] =
     "per candidate to LOG (JSONL). Records already in LOG for this workload and\n"
     "target count toward N: rerunning resumes, and a met budget appends nothing.\n"
     "The default schedule is measured once as the baseline (not logged).\n"
+    "--slow-cutoff F (10; 0 = off): a candidate whose warm-up call is over F times\n"
+    "the best time so far is recorded with that one call, not timed --repeat times.\n"
+    "--first-batch N: the search's first batch has at most N candidates (then --batch).\n"
     "--json prints {workload, target, trials, errors, best_seconds, best_gflops,\n"
     "baseline_gflops, log, wall_seconds, phases}; phases gives the wall seconds of\n"
     "search, train, build, measure, verify, baseline and resume (docs/COSTMODEL.md).\n"
@@ -39,7 +42,7 @@ static const char tune_usage[] =
 enum { OPT_TARGET = 1000, OPT_TRIALS, OPT_LOG, OPT_BATCH, OPT_MODEL, OPT_SEED, OPT_NUMBER,
        OPT_REPEAT, OPT_MINMS, OPT_TIMEOUT, OPT_FLUSH, OPT_THREADS, OPT_JOBS, OPT_JSON,
        OPT_RUNNER, OPT_TRACKER, OPT_KEY, OPT_PARALLEL, OPT_SECRET, OPT_PRIORITY, OPT_RPCWAIT,
-       OPT_RPCTRIES };
+       OPT_RPCTRIES, OPT_SLOWCUT, OPT_FIRSTBATCH };
 
 /* The options `tessel tune` and `tessel tune-model` share (cli.h). */
 const struct option tun_tune_cli_options[] = {{"target", required_argument, 0, OPT_TARGET},
@@ -64,6 +67,8 @@ const struct option tun_tune_cli_options[] = {{"target", required_argument, 0, O
                                               {"priority", required_argument, 0, OPT_PRIORITY},
                                               {"rpc-wait", required_argument, 0, OPT_RPCWAIT},
                                               {"rpc-tries", required_argument, 0, OPT_RPCTRIES},
+                                              {"slow-cutoff", required_argument, 0, OPT_SLOWCUT},
+                                              {"first-batch", required_argument, 0, OPT_FIRSTBATCH},
                                               {0, 0, 0, 0}};
 
 void tun_tune_cli_init(tun_tune_cli *c) {
@@ -100,6 +105,8 @@ bool tun_tune_cli_option(tun_tune_cli *c, int opt, const char *arg) {
   case OPT_PRIORITY: ro->priority = atoi(arg); break;
   case OPT_RPCWAIT: ro->wait_s = atof(arg); break;
   case OPT_RPCTRIES: ro->max_tries = atoi(arg); break;
+  case OPT_SLOWCUT: o->slow_cutoff = atof(arg); break;
+  case OPT_FIRSTBATCH: o->first_batch = atoi(arg); break;
   default: return false;
   }
   return true;
@@ -242,6 +249,8 @@ int tun_cmd_tune(int argc, char **argv) {
     json_object_set_new(jp, "resume", json_real(r.resume_seconds));
     json_object_set_new(jp, "search_replay_thread_s", json_real(r.search_replay_seconds));
     json_object_set_new(jp, "search_predict", json_real(r.search_predict_seconds));
+    json_object_set_new(jp, "search_replays", json_integer(r.search_replays));
+    json_object_set_new(jp, "search_cache_hits", json_integer(r.search_cache_hits));
     json_object_set_new(j, "phases", jp);
     if (rpc) {
       json_t *jr = json_object();

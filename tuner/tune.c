@@ -509,6 +509,7 @@ ts_status tun_tune(const ir_func *f, const char *definition, double flops, const
   srch_evo_opts eo;
   srch_evo_opts_default(&eo);
   if (o->population > 0) eo.population = o->population;
+  if (o->first_batch > 0) eo.first_batch = o->first_batch;
   evo = srch_evo_new(f, t, &eo, o->seed, d);
   if (!evo) {
     st = d && d->code ? d->code : TS_EINVAL;
@@ -691,7 +692,12 @@ ts_status tun_tune(const ir_func *f, const char *definition, double flops, const
             snprintf(err, sizeof err, "%s", slots[i].error);
           else {
             tsrt_measure_opts mo = o->measure;
-            if (o->slow_cutoff > 0 && best_s > 0) mo.slow_stop_s = o->slow_cutoff * best_s;
+            /* not below min_repeat_ms: a warm-up also pays one-time costs
+             * (the pool's start), which only matter for fast kernels */
+            if (o->slow_cutoff > 0 && best_s > 0) {
+              mo.slow_stop_s = o->slow_cutoff * best_s;
+              if (mo.slow_stop_s < mo.min_repeat_ms * 1e-3) mo.slow_stop_s = mo.min_repeat_ms * 1e-3;
+            }
             ts_arena ra;
             ts_arena_init(&ra);
             measure_one(path, &mo, verify_ref(&ra, f, cands[i].trace), &rec, err, sizeof err, res);
@@ -739,6 +745,8 @@ out:
     srch_evo_get_stats(evo, &ss);
     res->search_replay_seconds = ss.replay_seconds;
     res->search_predict_seconds = ss.predict_seconds;
+    res->search_replays = ss.replays;
+    res->search_cache_hits = ss.cache_hits;
   }
   if (slots != MAP_FAILED) munmap(slots, (size_t)batch * sizeof(build_slot));
   if (have_dir) rmdir(dir);

@@ -21,6 +21,12 @@ typedef struct tun_tune_opts {
   bool progress_tty;       /* one live progress line (else plain lines) */
   FILE *progress;          /* stderr */
   int population;          /* evolutionary search population (0: 512) */
+  /* A candidate whose warm-up call is slower than slow_cutoff x the best
+   * time so far is recorded with that one call instead of warm-up +
+   * calibration + repeat (tsrt_measure_opts.slow_stop_s); 0: off. Default
+   * 10 (docs/COSTMODEL.md, "Phase timings"). */
+  double slow_cutoff;
+  int first_batch;         /* > 0: the search's first batch is this small (srch_evo_opts) */
   /* NULL: measure here (forked child). Else measure on remote boards through
    * this runner (tuner/rpc_runner.h): t is the board's target, builds run on
    * the host while the boards measure, results are logged as they arrive. */
@@ -50,6 +56,7 @@ typedef struct tun_tune_result {
   double search_seconds, train_seconds, build_seconds, measure_seconds, verify_seconds;
   double baseline_seconds_wall, resume_seconds;
   double search_replay_seconds, search_predict_seconds;
+  long search_replays, search_cache_hits; /* replays done / served by the search's cache */
 } tun_tune_result;
 
 /* Tunes f (workload definition text `definition`, FLOPs `flops`) for t. */

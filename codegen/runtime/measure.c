@@ -200,7 +200,9 @@ void tsrt_measure_inprocess(const tsrt_module *m, const tsrt_measure_opts *o, ts
     else
       memset(args[i], 0, alloc);
   }
+  double tw0 = tsrt_now();
   int32_t rc = m->entry(args); /* warm-up, and the run whose outputs we keep */
+  double warm_s = tsrt_now() - tw0;
   if (rc != 0) {
     res->status = TSRT_EKERNEL;
     snprintf(res->error, sizeof res->error, "kernel %s returned %d", meta->name, rc);
@@ -209,20 +211,47 @@ void tsrt_measure_inprocess(const tsrt_module *m, const tsrt_measure_opts *o, ts
   int number = o->number > 0 ? o->number : 1;
   int repeat = o->repeat > 0 ? o->repeat : 3;
   if (repeat > TSRT_MAX_REPEAT) repeat = TSRT_MAX_REPEAT;
-  if (o->min_repeat_ms > 0) {
-    for (int tries = 0; tries < 20; tries++) {
-      double t0 = tsrt_now();
-      for (int k = 0; k < number; k++) m->entry(args);
-      double ms = (tsrt_now() - t0) * 1e3;
-      if (ms >= o->min_repeat_ms || number >= (1 << 24)) break;
-      double grow = ms > 0 ? o->min_repeat_ms / ms * 1.2 : 10;
-      if (grow < 2) grow = 2;
-      if (grow > 100) grow = 100;
-      number = (int)(number * grow);
+  int r0 = 0; /* repeats already timed by the calibration */
+  if (o->slow_stop_s > 0 && warm_s > o->slow_stop_s) {
+    /* hopeless (slower than the caller's cut-off): the warm-up is the one repeat */
+    res->number = 1;
+    res->secs[0] = warm_s;
+    res->repeat = 1;
+    repeat = 0;
+  } else if (o->min_repeat_ms > 0) {
+    /* The warm-up's time seeds the calibration (it includes one-time costs
+     * such as the thread pool's start, so it can only under-estimate the
+     * number), and the last calibration try, which lasted at least
+     * min_repeat_ms with the final number, is the first repeat (TVM's time
+     * evaluator retimes within a repeat the same way); with cache_flush
+     * every repeat is flushed first, so there it is not reused. */
+    if (o->number <= 0 && warm_s * 1e3 < o->min_repeat_ms && warm_s > 0) {
+      double want = o->min_repeat_ms / (warm_s * 1e3);
+      number = want > (1 << 24) ? (1 << 24) : (int)want;
+      if (number < 1) number = 1;
+    }
+    {
+      for (int tries = 0; tries < 20; tries++) {
+        double t0 = tsrt_now();
+        for (int k = 0; k < number; k++) m->entry(args);
+        double secs = tsrt_now() - t0;
+        double ms = secs * 1e3;
+        if (ms >= o->min_repeat_ms || number >= (1 << 24)) {
+          if (!o->cache_flush) {
+            res->secs[0] = secs / number;
+            res->repeat = r0 = 1;
+          }
+          break;
+        }
+        double grow = ms > 0 ? o->min_repeat_ms / ms * 1.2 : 10;
+        if (grow < 2) grow = 2;
+        if (grow > 100) grow = 100;
+        number = (int)(number * grow);
+      }
     }
   }
-  res->number = number;
-  for (int r = 0; r < repeat; r++) {
+  if (repeat > 0) res->number = number;
+  for (int r = r0; r < repeat; r++) {
     if (o->cache_flush) flush_cache();
     double t0 = tsrt_now();
     for (int k = 0; k < number; k++) m->entry(args);

@@ -115,6 +115,12 @@ typedef struct tsrt_measure_opts {
   uint64_t seed;        /* input seed; input i uses seed + i */
   bool want_outputs;    /* return output bytes (for verification) */
   int num_threads;      /* pool size in the child (0: TESSEL_NUM_THREADS/all) */
+  /* > 0: a kernel whose warm-up call took longer than this many seconds is
+   * not timed again: its one repeat is the warm-up's time (res->repeat 1,
+   * res->number 1). The tuner sets it to a multiple of the best time so far
+   * (tun_tune_opts.slow_cutoff), so hopeless candidates cost one call, not
+   * warm-up + calibration + repeat. 0: off (always `repeat` repeats). */
+  double slow_stop_s;
 } tsrt_measure_opts;
 
 #define TSRT_MAX_REPEAT 64

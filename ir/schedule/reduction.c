@@ -108,6 +108,86 @@ static int cmp_u64(const void *x, const void *y) {
   return a < b ? -1 : a > b;
 }
 
+/* ---- a proof without enumeration, for the common tiled bindings ----
+ * A binding that is affine in the inner loops, c0 + sum c_v * v (outer
+ * loop vars and other inner-loop-free terms fold into c0), with every inner
+ * loop of extent > 1 in exactly one binding, is injective if within each
+ * binding the terms form a mixed radix: ordered by |c|, each |c_k| exceeds
+ * sum_{l<k} |c_l| (extent_l - 1) (i = i0*32 + i1*8 + i2 after tiling). Then
+ * the enumeration (up to ENUM_LIMIT points per call, repeated for every
+ * replayed candidate by the search's RewriteReductionBlock) is not needed. */
+#define AFF_MAX 128
+
+static bool affine_terms(const ir_expr *e, const ir_stmt *const *loops, int n, int64_t scale,
+                         int64_t *coef) {
+  bool uses = false;
+  for (int i = 0; i < n && !uses; i++) uses = ir_expr_uses_var(e, loops[i]->u.loop.var);
+  if (!uses) return true; /* a constant offset within the inner space */
+  switch (e->kind) {
+  case IR_VAR:
+    for (int i = 0; i < n; i++)
+      if (loops[i]->u.loop.var == e->u.var) {
+        coef[i] += scale;
+        return true;
+      }
+    return false;
+  case IR_ADD:
+    return affine_terms(e->u.bin.a, loops, n, scale, coef) && affine_terms(e->u.bin.b, loops, n, scale, coef);
+  case IR_SUB:
+    return affine_terms(e->u.bin.a, loops, n, scale, coef) && affine_terms(e->u.bin.b, loops, n, -scale, coef);
+  case IR_MUL: {
+    int64_t k;
+    if (ir_as_int(e->u.bin.b, &k)) return affine_terms(e->u.bin.a, loops, n, scale * k, coef);
+    if (ir_as_int(e->u.bin.a, &k)) return affine_terms(e->u.bin.b, loops, n, scale * k, coef);
+    return false;
+  }
+  case IR_CAST:
+    return e->u.cast.value->dtype.code == e->dtype.code && affine_terms(e->u.cast.value, loops, n, scale, coef);
+  default:
+    return false;
+  }
+}
+
+static int cmp_abs_i64(const void *x, const void *y) {
+  int64_t a = ((const int64_t *)x)[0], b = ((const int64_t *)y)[0];
+  return a < b ? -1 : a > b;
+}
+
+/* 1: injective by the mixed-radix rule; -1: not shown (enumerate). */
+static int bindings_injective_affine(const ir_stmt *const *loops, int nloops, const ir_stmt *rz) {
+  const ir_block *b = rz->u.realize.block;
+  if (nloops > AFF_MAX) return -1;
+  int64_t ext[AFF_MAX];
+  int owner[AFF_MAX];
+  for (int i = 0; i < nloops; i++) {
+    if (!ir_as_int(loops[i]->u.loop.extent, &ext[i]) || ext[i] <= 0) return -1;
+    owner[i] = -1;
+  }
+  for (int j = 0; j < b->niter; j++) {
+    int64_t coef[AFF_MAX] = {0};
+    if (!affine_terms(rz->u.realize.iter_values[j], loops, nloops, 1, coef)) return -1;
+    int64_t term[AFF_MAX][2]; /* |c|, extent */
+    int nt = 0;
+    for (int i = 0; i < nloops; i++) {
+      if (!coef[i] || ext[i] == 1) continue;
+      if (owner[i] >= 0) return -1; /* in two bindings: leave it to the enumeration */
+      owner[i] = j;
+      term[nt][0] = coef[i] < 0 ? -coef[i] : coef[i];
+      term[nt][1] = ext[i];
+      nt++;
+    }
+    qsort(term, (size_t)nt, sizeof term[0], cmp_abs_i64);
+    double reach = 0; /* largest sum of the smaller terms */
+    for (int k = 0; k < nt; k++) {
+      if ((double)term[k][0] <= reach) return -1;
+      reach += (double)term[k][0] * (double)(term[k][1] - 1);
+    }
+  }
+  for (int i = 0; i < nloops; i++)
+    if (ext[i] > 1 && owner[i] < 0) return -1; /* a loop no binding uses revisits points */
+  return 1;
+}
+
 /* loops: the FORs at and below `loop`; others (outer loops) are fixed at
  * their min. Returns 1 injective, 0 not, -1 unknown (too large, symbolic,
  * or bindings the evaluator does not handle). */
@@ -280,7 +360,8 @@ ts_status sch_decompose_reduction(sch_state *s, sch_block b, sch_loop l, sch_blo
       if (i < k && no < 128) outer[no++] = p.node[i];
       else if (i >= k && ni < 128) inner[ni++] = p.node[i];
     }
-    int inj = bindings_injective(inner, ni, outer, no, rz);
+    int inj = bindings_injective_affine(inner, ni, rz);
+    if (inj < 0) inj = bindings_injective(inner, ni, outer, no, rz);
     if (inj == 0)
       return ts_diag_set(d, TS_ESCHEDULE,
                          "%s: the loops at and below '%s' visit some point of block '%s' more than "

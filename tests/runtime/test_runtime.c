@@ -119,6 +119,37 @@ START_TEST(test_measure_ok) {
 }
 END_TEST
 
+/* The measurement policy: a kernel over the caller's slow cut-off costs its
+ * warm-up only (one repeat, number 1); otherwise every requested repeat is
+ * timed with a number that makes one repeat last min_repeat_ms. */
+START_TEST(test_measure_slow_stop) {
+  tsrt_measure_opts o = {.repeat = 5, .min_repeat_ms = 2, .timeout_s = 20, .seed = 9,
+                         .want_outputs = true, .slow_stop_s = 1e-12};
+  tsrt_measure_result r;
+  tsrt_measure_forked(ok_so, &o, &r);
+  ck_assert_msg(r.status == TSRT_OK, "%s", r.error);
+  ck_assert_int_eq(r.repeat, 1);
+  ck_assert_int_eq(r.number, 1);
+  ck_assert(r.secs[0] > 0);
+  ck_assert_uint_eq(r.outputs_bytes, 4000);
+  tsrt_result_fini(&r);
+  o.slow_stop_s = 1e3; /* far above: the full protocol */
+  tsrt_measure_forked(ok_so, &o, &r);
+  ck_assert_msg(r.status == TSRT_OK, "%s", r.error);
+  ck_assert_int_eq(r.repeat, 5);
+  ck_assert_int_gt(r.number, 1); /* 1000 adds take far less than 2 ms */
+  ck_assert_msg(r.secs[0] * r.number * 1e3 >= 2.0, "first repeat %g ms", r.secs[0] * r.number * 1e3);
+  for (int i = 0; i < 5; i++) ck_assert(r.secs[i] > 0);
+  tsrt_result_fini(&r);
+  o.number = 3; /* a user's number is where calibration starts */
+  o.min_repeat_ms = 0;
+  tsrt_measure_forked(ok_so, &o, &r);
+  ck_assert_int_eq(r.number, 3);
+  ck_assert_int_eq(r.repeat, 5);
+  tsrt_result_fini(&r);
+}
+END_TEST
+
 START_TEST(test_measure_crash_and_hang) {
   tsrt_measure_opts o = {.repeat = 1, .timeout_s = 1, .seed = 1};
   tsrt_measure_result r;
@@ -184,6 +215,7 @@ int main(int argc, char **argv) {
   tcase_add_test(tc, test_load_errors);
   tcase_add_test(tc, test_measure_ok);
   tcase_add_test(tc, test_measure_crash_and_hang);
+  tcase_add_test(tc, test_measure_slow_stop);
   suite_add_tcase(s, tc);
   SRunner *sr = srunner_create(s);
   srunner_run_all(sr, CK_NORMAL);
