@@ -1078,17 +1078,48 @@ static void st_vstore(cctx *c, const ir_stmt *s) {
  * Partials of f16/bf16 are float, of 8/16-bit ints int. */
 
 typedef struct red_chain {
-  const ir_stmt *store; /* the B[i] = B[i] op e */
+  const ir_stmt *store;   /* the B[i] = B[i] op e */
+  const ir_stmt *init_if; /* `if (first iteration) B[i] = v0` in front of it, or NULL */
   const ir_stmt *loops[16];
   int nloops;
 } red_chain;
 
+/* The same index expression (vars by identity). */
+static bool red_same_expr(const ir_expr *a, const ir_expr *b) {
+  if (a == b) return true;
+  if (!a || !b || a->kind != b->kind || a->dtype.code != b->dtype.code || a->dtype.lanes != b->dtype.lanes)
+    return false;
+  if (ir_is_binop(a->kind)) return red_same_expr(a->u.bin.a, b->u.bin.a) && red_same_expr(a->u.bin.b, b->u.bin.b);
+  switch (a->kind) {
+  case IR_INT_IMM: return a->u.ival == b->u.ival;
+  case IR_VAR: return a->u.var == b->u.var;
+  case IR_CAST: return red_same_expr(a->u.cast.value, b->u.cast.value);
+  default: return false;
+  }
+}
+
 /* Walks a thread loop's body through serial loops, else-less ifs and lets to
- * a single store; false for anything else. */
+ * a single store, or to the pair [if (c) B[i] = v0; B[i] = B[i] op e] of a
+ * reduction whose init was not decomposed (pooling windows); false for
+ * anything else. */
 static bool red_walk(const ir_stmt *s, red_chain *ch) {
   memset(ch, 0, sizeof *ch);
   while (s) {
     switch (s->kind) {
+    case IR_SEQ: {
+      if (s->u.seq.n != 2) return false;
+      const ir_stmt *i = s->u.seq.stmts[0], *u = s->u.seq.stmts[1];
+      if (i->kind != IR_IF || i->u.ifs.else_s || !i->u.ifs.then_s || i->u.ifs.then_s->kind != IR_STORE ||
+          u->kind != IR_STORE)
+        return false;
+      const ir_stmt *is = i->u.ifs.then_s;
+      if (is->u.store.buf != u->u.store.buf || is->u.store.nidx != 1 || u->u.store.nidx != 1 ||
+          is->u.store.predicate || !red_same_expr(is->u.store.idx[0], u->u.store.idx[0]))
+        return false;
+      ch->init_if = i;
+      ch->store = u;
+      return true;
+    }
     case IR_FOR:
       if (s->u.loop.kind == IR_FOR_THREAD_BINDING || ch->nloops >= 16) return false;
       ch->loops[ch->nloops++] = s;
@@ -1315,6 +1346,14 @@ static bool try_allreduce(cctx *c, const ir_stmt *loop) {
   if (expr_loads_buf(rhs, b) || red_chain_reads(loop->u.loop.body, b) ||
       (s->u.store.predicate && expr_loads_buf(s->u.store.predicate, b)))
     return false; /* the partial would read B before the total: not a reduction */
+  /* an init inside the thread loop: B[i] = v0 at the reduction's first
+   * iteration (the block's init predicate, all reduction vars at their
+   * minimum), which one thread — its condition depends on the thread — does
+   * before the total is applied */
+  if (ch.init_if && (!ir_expr_uses_var(ch.init_if->u.ifs.cond, loop->u.loop.var) ||
+                     expr_loads_buf(ch.init_if->u.ifs.cond, b) ||
+                     expr_loads_buf(ch.init_if->u.ifs.then_s->u.store.value, b)))
+    return false;
   const char *var = loop->u.loop.var->name;
   int64_t ext = 0, n = c->launch[TAG_TX];
   if (!ir_as_int(loop->u.loop.extent, &ext)) {
@@ -1373,7 +1412,10 @@ static bool try_allreduce(cctx *c, const ir_stmt *loop) {
   c->red_op = op;
   c->red_acc = acc;
   c->red_rhs = rhs;
+  int ntl = c->ntloops; /* other stores below (an init) see the thread loop */
+  if (c->ntloops < 32) c->tloops[c->ntloops++] = loop;
   st(c, loop->u.loop.body);
+  c->ntloops = ntl;
   c->red_store = saved_store;
   ir_analyzer_truncate(&c->an, nb);
   c->nvars = nv;
@@ -1384,6 +1426,12 @@ static bool try_allreduce(cctx *c, const ir_stmt *loop) {
   }
   /* 2-3. the block's total */
   red_block(c, id, op, acc, ident, n);
+  if (ch.init_if && n <= 32) {
+    /* the init may have been stored by another lane (beyond a warp, the
+     * __syncthreads() above orders it) */
+    indent(c);
+    P(c, "__syncwarp(0x%xu);\n", n == 32 ? 0xffffffffu : (unsigned)((1ull << n) - 1));
+  }
   /* 4. applied once */
   indent(c);
   P(c, "if (threadIdx.x == 0) %s[", bname(c, b));

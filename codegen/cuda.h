@@ -31,9 +31,11 @@
  *  - a store inside a thread-bound loop whose index does not use that loop's
  *    var (several threads writing one element: a cross-thread reduction) is
  *    emitted as a warp-shuffle all-reduce when it has the form
- *    `B[i] = B[i] + e` (also max/min) under threadIdx.x with a power-of-two
- *    extent of at most 1024 (shared memory combines the warps beyond 32),
- *    and refused otherwise;
+ *    `B[i] = B[i] + e` (also max/min) under threadIdx.x, possibly below
+ *    serial loops and guards (a split that does not divide the extent), in a
+ *    one-dimensional block of any size up to 1024 (partial warps masked,
+ *    shared memory combines the warps beyond 32; docs/CUDA.md), and refused
+ *    otherwise;
  *  - vector code (lanes from vectorized loops) scalarised per lane, with
  *    contiguous aligned loads and stores of f32/i32 (float2/float4, int2/int4)
  *    and f16 (half2) done as one vector access when the base index is a

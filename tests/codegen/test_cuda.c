@@ -230,6 +230,7 @@ static const char emu_header[] =
     "static thread_local unsigned emu_tid;\n"
     "static double emu_slot[1024];\n"
     "static unsigned emu_nthreads;\n"
+    "static inline void __syncwarp(unsigned mask = 0xffffffffu) { (void)mask; pthread_barrier_wait(&emu_wbar[emu_tid / 32]); }\n"
     "/* a warp's threads meet at their own barrier: write, meet, read, meet; a\n"
     "   lane outside the mask or past the block yields NaN (undefined on a GPU) */\n"
     "template <typename T> static T __shfl_down_sync(unsigned mask, T v, int off, int width = 32) {\n"
@@ -1371,6 +1372,50 @@ START_TEST(test_verify_gpu_code_registers) {
 }
 END_TEST
 
+/* Pooling's cross-thread sketch keeps the init inside the thread loop (the
+ * fused window cannot be decomposed): `if (first) Y = init; Y = op(Y, e)`.
+ * The thread at the first iteration stores the init, the partials combine,
+ * thread 0 applies the total after the barrier (__syncwarp within a warp,
+ * __syncthreads beyond): outputs match the interpreter. */
+START_TEST(test_cross_thread_pooling_init) {
+  static const char *const specs[] = {"max_pool2d:n=1,c=3,h=9,w=9,r=3,s=3,stride=2,pad=1",
+                                      "avg_pool2d:n=1,c=2,h=9,w=9,r=3,s=3,stride=2,pad=1",
+                                      "max_pool2d:n=1,c=2,h=11,w=11,r=7,s=7,stride=2,pad=3"};
+  cg_target t = cuda_target();
+  int shuffles = 0, cross_warp = 0;
+  for (size_t w = 0; w < sizeof specs / sizeof specs[0]; w++) {
+    ts_arena *a = ts_arena_new();
+    ir_func *orig = tu_workload(a, specs[w]);
+    sch_trace **sk = NULL;
+    int nsk = 0;
+    tu_ok(srch_sketches(orig, &t, NULL, &sk, &nsk, &D), &D);
+    for (uint64_t seed = 1; seed <= 3; seed++) {
+      ts_diag_clear(&D);
+      sch_traced *tr = srch_instantiate(sk[0], orig, &t, true, seed * 101, &D);
+      if (!tr) continue;
+      char what[160];
+      snprintf(what, sizeof what, "%s seed %llu", specs[w], (unsigned long long)seed);
+      cg_cuda_module m;
+      emit_compile(sch_traced_func(tr), &m, what);
+      if (m.nshuffle > 0) {
+        shuffles++;
+        cross_warp += strstr(m.source, "_redw") != NULL;
+        ck_assert_msg(strstr(m.source, "__syncwarp") || strstr(m.source, "_redw"), "%s: no barrier before the total\n%s",
+                      what, m.source);
+        emu_assert(orig, &m, what);
+      }
+      cg_cuda_module_fini(&m);
+      sch_traced_free(tr);
+    }
+    for (int k = 0; k < nsk; k++) sch_trace_free(sk[k]);
+    ts_free(sk);
+    ts_arena_free(a);
+  }
+  fprintf(stderr, "[cuda] pooling cross-thread candidates: %d with shuffles, %d across warps\n", shuffles, cross_warp);
+  ck_assert_int_ge(shuffles, 3);
+}
+END_TEST
+
 static Suite *suite_slow(void) {
   Suite *s = suite_create("cuda_slow");
   TCase *tc = tcase_create("cuda_slow");
@@ -1406,6 +1451,7 @@ static Suite *suite(void) {
   tcase_add_test(rt, test_guarded_cross_thread_reduction);
   tcase_add_test(rt, test_cross_thread_sketch_odd_shapes);
   tcase_add_test(rt, test_cross_thread_reduction_refused_2d);
+  tcase_add_test(rt, test_cross_thread_pooling_init);
   tcase_add_test(rt, test_cubin_registers);
   tcase_add_test(rt, test_cubin_spills);
   tcase_add_test(rt, test_cubin_reader_refusals);
