@@ -119,6 +119,25 @@ START_TEST(test_large_sampled) {
 END_TEST
 
 
+/* f's default schedule built in an isolated child into *path (a fresh temp
+ * file the caller unlinks) and run once on seed's inputs: *r holds the
+ * outputs. *t is the traced schedule (the caller frees it). */
+static void build_and_run_default(const ir_func *f, cg_target *tg, uint64_t seed, char *path, sch_traced **t,
+                                  tsrt_measure_result *r) {
+  ts_diag d;
+  ts_diag_clear(&d);
+  ck_assert_int_eq(cg_target_parse("llvm", tg, &d), TS_OK);
+  ck_assert_int_eq(cg_llvm_resolve_target(tg, &d), TS_OK);
+  ck_assert_msg(tun_schedule(f, NULL, tg, t, &d) == TS_OK, "%s", d.msg);
+  int fd = mkstemp(path);
+  ck_assert_int_ge(fd, 0);
+  close(fd);
+  ck_assert_msg(tun_build_shared_isolated(sch_traced_func(*t), tg, path, 120, &d) == TS_OK, "%s", d.msg);
+  tsrt_measure_opts o = {.repeat = 1, .seed = seed, .want_outputs = true, .timeout_s = 60};
+  tsrt_measure_forked(path, &o, r);
+  ck_assert_msg(r->status == TSRT_OK, "%s", r->error);
+}
+
 /* A fused conv -> bias -> residual add -> relu kernel (what the model
  * importer makes, at odd sizes): the output stage is sampled and so are the
  * three intermediates that feed it pointwise, so the conv is interpreted only
@@ -217,19 +236,10 @@ START_TEST(test_fused_chain_sampled) {
   ck_assert_msg(ir_parse_func(&a, fused_chain_src, strlen(fused_chain_src), "fused_chain", &f, &d) == TS_OK, "%s",
                 d.msg);
   cg_target tg;
-  ck_assert_int_eq(cg_target_parse("llvm", &tg, &d), TS_OK);
-  ck_assert_int_eq(cg_llvm_resolve_target(&tg, &d), TS_OK);
   sch_traced *t = NULL;
-  ck_assert_msg(tun_schedule(f, NULL, &tg, &t, &d) == TS_OK, "%s", d.msg);
   char path[] = "/tmp/tessel-chain-XXXXXX";
-  int fd = mkstemp(path);
-  ck_assert_int_ge(fd, 0);
-  close(fd);
-  ck_assert_msg(tun_build_shared_isolated(sch_traced_func(t), &tg, path, 120, &d) == TS_OK, "%s", d.msg);
-  tsrt_measure_opts o = {.repeat = 1, .seed = 9, .want_outputs = true, .timeout_s = 60};
   tsrt_measure_result r;
-  tsrt_measure_forked(path, &o, &r);
-  ck_assert_msg(r.status == TSRT_OK, "%s", r.error);
+  build_and_run_default(f, &tg, 9, path, &t, &r);
   tun_verify_result vr;
   ck_assert_msg(tun_verify(f, 9, r.outputs, r.outputs_bytes, &vr, &d) == TS_OK, "%s", d.msg);
   ck_assert_msg(vr.matched, "%s", vr.detail);
@@ -262,19 +272,10 @@ START_TEST(test_isolated_build) {
   ir_func *f = NULL;
   ck_assert_int_eq(ir_workload_from_spec(&a, "matmul:m=19,n=23,k=17", &f, &d), TS_OK);
   cg_target tg;
-  ck_assert_int_eq(cg_target_parse("llvm", &tg, &d), TS_OK);
-  ck_assert_int_eq(cg_llvm_resolve_target(&tg, &d), TS_OK);
   sch_traced *t = NULL;
-  ck_assert_msg(tun_schedule(f, NULL, &tg, &t, &d) == TS_OK, "%s", d.msg);
   char path[] = "/tmp/tessel-iso-XXXXXX";
-  int fd = mkstemp(path);
-  ck_assert_int_ge(fd, 0);
-  close(fd);
-  ck_assert_msg(tun_build_shared_isolated(sch_traced_func(t), &tg, path, 120, &d) == TS_OK, "%s", d.msg);
-  tsrt_measure_opts o = {.repeat = 1, .seed = 4, .want_outputs = true, .timeout_s = 60};
   tsrt_measure_result r;
-  tsrt_measure_forked(path, &o, &r);
-  ck_assert_msg(r.status == TSRT_OK, "%s", r.error);
+  build_and_run_default(f, &tg, 4, path, &t, &r);
   tun_verify_result vr;
   ck_assert_int_eq(tun_verify(f, 4, r.outputs, r.outputs_bytes, &vr, &d), TS_OK);
   ck_assert_msg(vr.matched, "%s", vr.detail);
