@@ -305,8 +305,9 @@ static bool is_fragment(const ir_buffer *b) { return b->scope && !strncmp(b->sco
  *    recomputed from the origin in the layout lowering gives the buffer
  *    (compacted or padded). The offset must be the origin's (checked).
  *    A wmma.* fragment buffer is laid out one 16x16 tile after another
- *    (row-major over tiles; the CUDA back end indexes fragment offset/256),
- *    so its origin must be a multiple of 16 in both of its two dimensions.
+ *    (row-major over tiles of its last two dimensions, leading dimensions
+ *    outermost; the CUDA back end indexes fragment offset/256), so its
+ *    origin must be a multiple of 16 in both of the last two dimensions.
  *  - Elsewhere the buffer keeps its declared layout: a buffer that lowering
  *    would compact is left as declared (its plan dropped); one that is padded
  *    or already compacted is refused. */
@@ -371,12 +372,18 @@ static ir_expr *lower_access_ptr(lctx *c, ir_expr *e) {
     }
   ir_expr *addr = NULL;
   if (is_fragment(b)) {
-    if (n != 2)
-      return fail(c, TS_EUNSUPPORTED, "lower: fragment buffer %s (%s) in block %s has %d dimensions, not 2",
+    if (n < 2)
+      return fail(c, TS_EUNSUPPORTED, "lower: fragment buffer %s (%s) in block %s has %d dimensions, not 2 or more",
                   b->name, b->scope, c->block ? c->block : "?", n);
-    /* tile-major: fragment (row / 16) * (cols / 16) + col / 16, 256 elements each */
+    /* tile-major over the last two dimensions: fragment (row / 16) * (cols /
+     * 16) + col / 16, 256 elements each; leading (batch) dimensions step by
+     * whole row x col slices (their strides, multiples of 256) */
     ir_expr *sixteen = NN(c, ir_i64(c->a, 16));
-    ir_expr *cols = bi->strides[0];
+    ir_expr *cols = bi->strides[n - 2];
+    ir_expr *lead = NN(c, ir_i64(c->a, 0));
+    for (int d = 0; d < n - 2 && lead; d++) lead = NN(c, ir_add(c->a, lead, NN(c, ir_mul(c->a, lo[d], bi->strides[d]))));
+    if (!lead) return NULL;
+    lo += n - 2;
     for (int d = 0; d < 2; d++) {
       ir_expr *m = simp(c, NN(c, ir_floormod(c->a, lo[d], sixteen)));
       int64_t z = -1;
@@ -391,6 +398,7 @@ static ir_expr *lower_access_ptr(lctx *c, ir_expr *e) {
     addr = tr && tc && tcols ? NN(c, ir_mul(c->a, NN(c, ir_add(c->a, NN(c, ir_mul(c->a, tr, tcols)), tc)),
                                             NN(c, ir_i64(c->a, 256))))
                              : NULL;
+    if (addr) addr = NN(c, ir_add(c->a, lead, addr));
   } else {
     addr = NN(c, ir_i64(c->a, 0));
     for (int d = 0; d < n && addr; d++) addr = NN(c, ir_add(c->a, addr, NN(c, ir_mul(c->a, lo[d], bi->strides[d]))));
@@ -401,8 +409,9 @@ static ir_expr *lower_access_ptr(lctx *c, ir_expr *e) {
 }
 
 /* call_extern("tessel.buffer_stride", t, access_ptr(buf, ...), d): the stride
- * (in elements) of dimension d of buf as lowering lays it out, compaction and
- * storage_align padding included (a WMMA load/store's leading dimension). */
+ * (in elements) of dimension d of buf (d < 0 counts from the last: -2 is the
+ * rows of the last two) as lowering lays it out, compaction and storage_align
+ * padding included (a WMMA load/store's leading dimension). */
 static ir_expr *lower_buffer_stride(lctx *c, ir_expr *e) {
   const ir_expr *p = e->u.ext.nargs == 2 ? e->u.ext.args[0] : NULL;
   int64_t d = -1;
@@ -411,6 +420,7 @@ static ir_expr *lower_buffer_stride(lctx *c, ir_expr *e) {
                 "lower: tessel.buffer_stride in block %s wants (access_ptr(buf, ...), constant dimension)",
                 c->block ? c->block : "?");
   bufinfo *bi = find_buf(c, p->u.ptr.buf);
+  if (d < 0) d += p->u.ptr.buf->ndim; /* counted from the last dimension */
   if (!bi || d < 0 || d >= p->u.ptr.buf->ndim)
     return fail(c, TS_EINVAL, "lower: tessel.buffer_stride of %s dimension %lld in block %s: %s",
                 p->u.ptr.buf->name, (long long)d, c->block ? c->block : "?",

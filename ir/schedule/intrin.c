@@ -181,7 +181,8 @@
  * / wmma_store_16x16x16): the description is the element-wise copy, the
  * implementation one load_matrix_sync / store_matrix_sync. The leading
  * dimension of the memory side is "tessel.buffer_stride" of its pointer
- * (dimension 0): lowering resolves it to the row stride of the buffer as
+ * (dimension -2: the rows, counted from the last, so that a buffer with
+ * leading batch dimensions gives its row stride too): lowering resolves it to the row stride of the buffer as
  * laid out after compaction (docs/TENSORIZE.md), as TVM binds the
  * description's symbolic stride after CompactBufferAllocation.
  * DSCOPE / SSCOPE: the scope clauses of the destination and the source ("": any
@@ -204,7 +205,7 @@
   "  }\n"                                                                                           \
   "}\n"
 
-#define WMMA_STRIDE(B) "call_extern(\"tessel.buffer_stride\", i32, access_ptr(" B ", 0, 1), 0)"
+#define WMMA_STRIDE(B) "call_extern(\"tessel.buffer_stride\", i32, access_ptr(" B ", 0, 1), -2)"
 
 /* fragment <- shared memory, LAYOUT "row_major" / "col_major" */
 #define WMMA_LOAD_IMPL(T, DSCOPE, LAYOUT)                                                           \

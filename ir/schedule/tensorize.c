@@ -28,6 +28,7 @@ typedef struct mctx {
   ir_var_map sub;   /* real iter var -> outer + desc iter var */
   ir_var_map zero;  /* desc iter var -> 0 */
   int nb;
+  int extra; /* leading real iter vars / buffer dims outside the intrinsic (a batch): tile-invariant */
   const ir_buffer *real[MAXB], *desc[MAXB];
   ir_expr **base[MAXB];
   char why[600];
@@ -76,7 +77,7 @@ static int pair_buffer(mctx *c, const ir_buffer *r, const ir_buffer *x) {
         ir_dtype_str(x->dtype, b2, sizeof b2));
     return -1;
   }
-  if (r->ndim != x->ndim) {
+  if (r->ndim != x->ndim && !(c->extra > 0 && r->ndim > x->ndim)) {
     why(c, "buffer %s has %d dimensions, the intrinsic's %s has %d", r->name, r->ndim, x->name, x->ndim);
     return -1;
   }
@@ -99,7 +100,9 @@ static bool match_access(mctx *c, const ir_buffer *rb, int rn, ir_expr *const *r
                          ir_expr *const *xidx) {
   int k = pair_buffer(c, rb, xb);
   if (k < 0) return false;
-  if (rn != xn) {
+  /* with leading batch iter vars, leading extra indices must not move in the tile */
+  int lead = rn - xn;
+  if (lead < 0 || (lead > 0 && c->extra == 0)) {
     why(c, "access to %s with %d indices vs %d", rb->name, rn, xn);
     return false;
   }
@@ -109,11 +112,11 @@ static bool match_access(mctx *c, const ir_buffer *rb, int rn, ir_expr *const *r
     ir_expr *f = as_i64(c->a, ir_subst_expr(c->a, ridx[i], &c->sub));
     ir_expr *b0 = ir_simplify(&c->an, ir_subst_expr(c->a, f, &c->zero));
     ir_expr *diff = ir_simplify(&c->an, ir_sub(c->a, f, b0));
-    ir_expr *g = ir_simplify(&c->an, as_i64(c->a, xidx[i]));
+    ir_expr *g = i < lead ? ir_i64(c->a, 0) : ir_simplify(&c->an, as_i64(c->a, xidx[i - lead]));
     if (!diff || !g || !ir_can_prove_equal(&c->an, diff, g)) {
       char what[96];
       snprintf(what, sizeof what, "index %d of %s (relative to the tile)", i, rb->name);
-      why_expr(c, what, diff ? diff : ridx[i], xidx[i]);
+      why_expr(c, what, diff ? diff : ridx[i], i < lead ? g : xidx[i - lead]);
       return false;
     }
     base[i] = b0;
@@ -228,14 +231,15 @@ static bool desc_nest(mctx *c, const ir_func *df, const ir_stmt **dl, int *nd, c
 
 /* Iter var structure and the body; sub must map the real iter vars. */
 static bool match_block(mctx *c, const ir_block *rb, const ir_block *xb) {
-  if (rb->niter != xb->niter) {
+  if (rb->niter != xb->niter + c->extra) {
     why(c, "block %s has %d iter vars, the intrinsic's %d", rb->name, rb->niter, xb->niter);
     return false;
   }
-  for (int i = 0; i < rb->niter; i++)
-    if (rb->iters[i].type != xb->iters[i].type) {
-      why(c, "iter var %d (%s) of block %s is %s, the intrinsic's is %s", i, rb->iters[i].var->name, rb->name,
-          rb->iters[i].type == IR_ITER_R ? "a reduction" : "spatial",
+  for (int i = 0; i < xb->niter; i++)
+    if (rb->iters[i + c->extra].type != xb->iters[i].type) {
+      why(c, "iter var %d (%s) of block %s is %s, the intrinsic's is %s", i + c->extra,
+          rb->iters[i + c->extra].var->name, rb->name,
+          rb->iters[i + c->extra].type == IR_ITER_R ? "a reduction" : "spatial",
           xb->iters[i].type == IR_ITER_R ? "a reduction" : "spatial");
       return false;
     }
@@ -351,11 +355,15 @@ static ir_expr *offset_index(bctx *c, ir_expr *base, ir_expr *idx) {
   return ir_add(c->a, base, as_i64(c->a, bexpr(c, idx)));
 }
 
+/* The real buffer's indices of an implementation access with n indices: its
+ * leading dimensions beyond the intrinsic's (a batch) at the tile's base. */
 static ir_expr **bindex(bctx *c, int k, int n, ir_expr *const *idx) {
-  ir_expr **o = TS_ANEWN(c->a, ir_expr *, n ? n : 1);
+  int rn = c->to[k]->ndim, lead = rn > n ? rn - n : 0;
+  ir_expr **o = TS_ANEWN(c->a, ir_expr *, rn > n ? rn : n ? n : 1);
   if (!o) return NULL;
+  for (int i = 0; i < lead; i++) o[i] = c->base[k][i];
   for (int i = 0; i < n; i++)
-    if (!(o[i] = offset_index(c, c->base[k][i], idx[i]))) return NULL;
+    if (!(o[lead + i] = offset_index(c, c->base[k][lead + i], idx[i]))) return NULL;
   return o;
 }
 
@@ -378,7 +386,8 @@ static ir_expr *bexpr(bctx *c, ir_expr *e) {
   case IR_LOAD:
     if ((k = bfind(c, e->u.load.buf)) >= 0) {
       ir_expr **idx = bindex(c, k, e->u.load.nidx, e->u.load.idx);
-      n = idx ? ir_load(c->a, c->to[k], e->u.load.nidx, idx) : NULL;
+      int nd = c->to[k]->ndim > e->u.load.nidx ? c->to[k]->ndim : e->u.load.nidx;
+      n = idx ? ir_load(c->a, c->to[k], nd, idx) : NULL;
     } else {
       n = e;
     }
@@ -485,6 +494,7 @@ static ir_stmt *bstmt(bctx *c, ir_stmt *s) {
     if ((k = bfind(c, s->u.store.buf)) >= 0) {
       n->u.store.buf = c->to[k];
       n->u.store.idx = bindex(c, k, s->u.store.nidx, s->u.store.idx);
+      if (c->to[k]->ndim > s->u.store.nidx) n->u.store.nidx = c->to[k]->ndim;
       if (!n->u.store.idx) c->oom = true;
     }
     break;
@@ -551,7 +561,12 @@ ts_status sch_tensorize_block(sch_state *s, sch_block b, const char *name, ts_di
     st = ts_diag_set(d, TS_ESCHEDULE,
                      P ": block '%s' still has its init inside (the whole reduction would be one call of %s)",
                      rb->name, in->name);
-  if (!st && rb->niter != xb->niter)
+  /* leading real iter vars beyond the intrinsic's (a batch) are allowed when
+   * spatial and constant over the tile (checked with the bindings below) */
+  c.extra = rb->niter > xb->niter ? rb->niter - xb->niter : 0;
+  for (int i = 0; !st && i < c.extra; i++)
+    if (rb->iters[i].type != IR_ITER_S) c.extra = 0;
+  if (!st && rb->niter != xb->niter + c.extra)
     st = ts_diag_set(d, TS_ESCHEDULE, P ": block '%s' has %d iter vars, intrinsic %s's has %d", rb->name, rb->niter,
                      in->name, xb->niter);
   /* bindings: inner parts equal the description's; sub: v_i -> outer_i + w_i */
@@ -564,16 +579,23 @@ ts_status sch_tensorize_block(sch_state *s, sch_block b, const char *name, ts_di
     ir_expr *rv = as_i64(a, rrz->u.realize.iter_values[i]);
     ir_expr *outer = ir_simplify(&c.an, ir_subst_expr(a, rv, &lzero));
     ir_expr *inner = ir_simplify(&c.an, ir_sub(a, ir_subst_expr(a, rv, &l2d), outer));
-    ir_expr *xv = ir_simplify(&c.an, as_i64(a, drz->u.realize.iter_values[i]));
+    int xi = i - c.extra;
+    ir_expr *xv = xi < 0 ? ir_i64(a, 0) : ir_simplify(&c.an, as_i64(a, drz->u.realize.iter_values[xi]));
     if (!outer || !inner || !xv || !ir_can_prove_equal(&c.an, inner, xv)) {
-      char *rs = ir_expr_to_string(rrz->u.realize.iter_values[i]), *xs = ir_expr_to_string(drz->u.realize.iter_values[i]);
+      char *rs = ir_expr_to_string(rrz->u.realize.iter_values[i]),
+           *xs = xi < 0 ? NULL : ir_expr_to_string(drz->u.realize.iter_values[xi]);
       st = ts_diag_set(d, TS_ESCHEDULE, P ": binding of iter var %s of block '%s' is %s, intrinsic %s binds %s",
-                       rb->iters[i].var->name, rb->name, rs ? rs : "?", in->name, xs ? xs : "?");
+                       rb->iters[i].var->name, rb->name, rs ? rs : "?", in->name,
+                       xs ? xs : "nothing (a leading iter var must be constant over the tile)");
       ts_free(rs);
       ts_free(xs);
       break;
     }
-    ir_var *w = xb->iters[i].var;
+    if (xi < 0) { /* a batch iter var: the tile's position only */
+      if (ir_var_map_put(&c.sub, rb->iters[i].var, outer)) st = ts_diag_set(d, TS_ENOMEM, "out of memory");
+      continue;
+    }
+    ir_var *w = xb->iters[xi].var;
     ir_expr *wref = as_i64(a, ir_var_ref(a, w));
     if (ir_var_map_put(&c.sub, rb->iters[i].var, ir_add(a, outer, wref)))
       st = ts_diag_set(d, TS_ENOMEM, "out of memory");

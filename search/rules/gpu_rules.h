@@ -49,6 +49,7 @@ typedef struct tc_shape {
   ir_dtype_code in; /* IR_F16 or IR_BF16 */
   const ir_buffer *A, *B, *C;
   int64_t ext[3]; /* i, j, k */
+  int nbatch;     /* 1: a leading batch iter var (bound to blockIdx.z), else 0 */
 } tc_shape;
 /* Whether block `block` of f gets a tensor-core sketch on target t; if not,
  * why (a sentence) is written to why. out may be NULL. */

@@ -26,13 +26,16 @@
  * Tile sizes are the only sampled decisions besides the fetch lanes, so the
  * tile-size mutator moves within the sketch; VerifyGPUCode rejects samples
  * over the thread or shared-memory limits.
- * Eligible blocks (srch_gpu_tensor_core_check): three loops, one per iter
- * var (S, S, R), the body C[i, j] = C[i, j] + f32(A[i, k]) * f32(B[k, j]) with
+ * Eligible blocks (srch_gpu_tensor_core_check): three loops (four with a
+ * batch), one per iter var ([S,] S, S, R), the body C[i, j] = C[i, j] + f32(A[i, k]) * f32(B[k, j]) with
  * A, B both f16 (or both bf16, sm_80+) and C f32, every extent a multiple of
  * 16; anything else gets no tensor-core sketch, with the reason in a debug
  * line (TESSEL_DEBUG containing "search"). Not handled (refused with that
- * reason): a batch dimension (batch_matmul: four iter vars) and a transposed
- * operand (dense's W[n, k]). TESSEL_TENSOR_CORE=0 turns the rule off. */
+ * reason): more than one batch dimension and a transposed operand (dense's
+ * W[n, k]). One leading batch iter var (batch_matmul, any extent) is bound to
+ * blockIdx.z: one batch per thread block, the WMMA intrinsics match with the
+ * batch index as a tile-invariant leading dimension (tensorize.c).
+ * TESSEL_TENSOR_CORE=0 turns the rule off. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -48,12 +51,14 @@ static bool debug_on(void) {
   return e && (strstr(e, "search") || strstr(e, "all"));
 }
 
-/* Is e a load of some buffer whose index i is exactly iter var v_a and index
- * 1 - i is v_b (a 2-d access)? Returns the buffer or NULL. */
-static const ir_buffer *load2(const ir_expr *e, const ir_var *va, const ir_var *vb) {
+/* Is e (under casts) a load X[vbatch, va, vb] (the batch iter var first when
+ * there is one, g_batch non-NULL)? Returns the buffer or NULL. */
+static const ir_buffer *load2(const ir_var *g_batch, const ir_expr *e, const ir_var *va, const ir_var *vb) {
   while (e && e->kind == IR_CAST) e = e->u.cast.value;
-  if (!e || e->kind != IR_LOAD || e->u.load.nidx != 2) return NULL;
-  const ir_expr *x = e->u.load.idx[0], *y = e->u.load.idx[1];
+  int lead = g_batch ? 1 : 0;
+  if (!e || e->kind != IR_LOAD || e->u.load.nidx != 2 + lead) return NULL;
+  if (lead && (e->u.load.idx[0]->kind != IR_VAR || e->u.load.idx[0]->u.var != g_batch)) return NULL;
+  const ir_expr *x = e->u.load.idx[lead], *y = e->u.load.idx[lead + 1];
   if (x->kind == IR_VAR && y->kind == IR_VAR && x->u.var == va && y->u.var == vb) return e->u.load.buf;
   return NULL;
 }
@@ -76,16 +81,18 @@ bool srch_gpu_tensor_core_check(const ir_func *f, const char *block, const cg_ta
   if (!r) NO("no block %s", block);
   const ir_block *b = r->u.realize.block;
   if (ir_annot_find(b->nannot, b->annots, SRCH_ANN_TILING)) NO("block %s is already tiled", block);
-  if (b->niter != 3)
-    NO("block %s has %d iter vars; the 16x16x16 mma needs i, j, k (a batch dimension is not handled)", block,
-       b->niter);
-  if (b->iters[0].type != IR_ITER_S || b->iters[1].type != IR_ITER_S || b->iters[2].type != IR_ITER_R)
-    NO("block %s's iter vars are not spatial, spatial, reduction", block);
+  if (b->niter != 3 && b->niter != 4)
+    NO("block %s has %d iter vars; the 16x16x16 mma needs i, j, k (and at most one batch dimension before them)",
+       block, b->niter);
+  int nb = b->niter - 3; /* a leading batch iter var */
+  if ((nb && b->iters[0].type != IR_ITER_S) || b->iters[nb].type != IR_ITER_S ||
+      b->iters[nb + 1].type != IR_ITER_S || b->iters[nb + 2].type != IR_ITER_R)
+    NO("block %s's iter vars are not [batch,] spatial, spatial, reduction", block);
   if (!b->init) NO("block %s has no init (not a reduction written from zero)", block);
   /* one loop per iter var, bound directly, serial, from 0 */
-  const ir_stmt *loops[3];
+  const ir_stmt *loops[4];
   const ir_stmt *s = NULL;
-  for (int l = 0; l < 3; l++) {
+  for (int l = 0; l < 3 + nb; l++) {
     const ir_expr *v = r->u.realize.iter_values[l];
     s = v->kind == IR_VAR ? srch_find_loop(f, v->u.var) : NULL;
     int64_t mn;
@@ -93,42 +100,46 @@ bool srch_gpu_tensor_core_check(const ir_func *f, const char *block, const cg_ta
       NO("block %s: iter var %s is not bound to its own serial loop", block, b->iters[l].var->name);
     loops[l] = s;
   }
-  int64_t ext[3];
-  for (int l = 0; l < 3; l++) {
+  int64_t ext[4];
+  for (int l = 0; l < 3 + nb; l++) {
     if (!ir_as_int(loops[l]->u.loop.extent, &ext[l]))
       NO("block %s: loop %s has a symbolic extent", block, loops[l]->u.loop.var->name);
-    if (ext[l] % 16)
+    if (l >= nb && ext[l] % 16)
       NO("block %s: extent %lld of loop %s is not a multiple of 16 (no padding for the 16x16x16 mma)", block,
          (long long)ext[l], loops[l]->u.loop.var->name);
   }
   /* the body: C[vi, vj] = C[vi, vj] + f32(A[vi, vk]) * f32(B[vk, vj]) */
   const ir_stmt *st = b->body;
   while (st && st->kind == IR_SEQ && st->u.seq.n == 1) st = st->u.seq.stmts[0];
-  if (!st || st->kind != IR_STORE || st->u.store.nidx != 2)
-    NO("block %s's body is not a single 2-d store", block);
+  if (!st || st->kind != IR_STORE || st->u.store.nidx != 2 + nb)
+    NO("block %s's body is not a single %d-d store", block, 2 + nb);
   char dt[24];
-  const ir_var *vi = b->iters[0].var, *vj = b->iters[1].var, *vk = b->iters[2].var;
+  const ir_var *vi = b->iters[nb].var, *vj = b->iters[nb + 1].var, *vk = b->iters[nb + 2].var;
+  const ir_var *g_batch = nb ? b->iters[0].var : NULL;
+  /* the store C[vbatch, vi, vj] */
+  if (nb && (st->u.store.idx[0]->kind != IR_VAR || st->u.store.idx[0]->u.var != g_batch))
+    NO("block %s's store is not indexed by its batch iter var first", block);
   const ir_buffer *C = st->u.store.buf;
   if (C->dtype.code != IR_F32 || C->dtype.lanes != 1)
     NO("block %s accumulates in %s, not f32", block, ir_dtype_str(C->dtype, dt, sizeof dt));
   const ir_expr *v = st->u.store.value;
   if (v->kind != IR_ADD) NO("block %s's update is not an accumulation", block);
   const ir_expr *acc = v->u.bin.a, *prod = v->u.bin.b;
-  if (load2(prod, vi, vj) == C) {
+  if (load2(g_batch, prod, vi, vj) == C) {
     const ir_expr *x = acc;
     acc = prod;
     prod = x;
   }
-  if (load2(acc, vi, vj) != C || prod->kind != IR_MUL) NO("block %s's update is not C[i, j] += A * B", block);
+  if (load2(g_batch, acc, vi, vj) != C || prod->kind != IR_MUL) NO("block %s's update is not C[i, j] += A * B", block);
   const ir_buffer *A = NULL, *B = NULL;
   for (int o = 0; o < 2 && !(A && B); o++) {
     const ir_expr *p = o ? prod->u.bin.b : prod->u.bin.a, *q = o ? prod->u.bin.a : prod->u.bin.b;
-    A = load2(p, vi, vk);
-    B = load2(q, vk, vj);
+    A = load2(g_batch, p, vi, vk);
+    B = load2(g_batch, q, vk, vj);
   }
   if (!A || !B) {
     const ir_buffer *bt = NULL;
-    for (int o = 0; o < 2 && !bt; o++) bt = load2(o ? prod->u.bin.b : prod->u.bin.a, vj, vk);
+    for (int o = 0; o < 2 && !bt; o++) bt = load2(g_batch, o ? prod->u.bin.b : prod->u.bin.a, vj, vk);
     if (bt) NO("block %s reads %s[j, k] (transposed, as dense): no transposed WMMA operand is registered", block,
                bt->name);
     NO("block %s's operands are not A[i, k] and B[k, j]", block);
@@ -148,7 +159,8 @@ bool srch_gpu_tensor_core_check(const ir_func *f, const char *block, const cg_ta
     out->A = A;
     out->B = B;
     out->C = C;
-    for (int l = 0; l < 3; l++) out->ext[l] = ext[l];
+    out->nbatch = nb;
+    for (int l = 0; l < 3; l++) out->ext[l] = ext[l + nb];
   }
   return true;
 #undef NO
@@ -218,11 +230,13 @@ static bool apply(sch_traced *t, const char *block, const tc_shape *sh, ts_diag 
   const int *lp;
   int nl;
   if (sch_t_get_loops(t, b, &lp, &nl, q)) return false;
-  if (nl != 3) {
-    ts_diag_set(q, TS_ESCHEDULE, "block %s has %d loops after caching, not 3", block, nl);
+  int nb = sh->nbatch;
+  if (nl != 3 + nb) {
+    ts_diag_set(q, TS_ESCHEDULE, "block %s has %d loops after caching, not %d", block, nl, 3 + nb);
     return false;
   }
-  int loops[3] = {lp[0], lp[1], lp[2]};
+  int batch = nb ? lp[0] : -1;
+  int loops[3] = {lp[nb], lp[nb + 1], lp[nb + 2]};
   /* 2. tiling: [None, 16], then SSRRSRS over the outer parts */
   static const char structure[] = "SSRRSRS";
   enum { NSLOT = 7 };
@@ -242,7 +256,8 @@ static bool apply(sch_traced *t, const char *block, const tc_shape *sh, ts_diag 
     for (int s2 = 0; s2 < NSLOT; s2++)
       if (structure[s2] == (sp ? 'S' : 'R')) slots[s2][cnt[s2]++] = o[k++];
   }
-  int order[16], no = 0;
+  int order[17], no = 0;
+  if (nb) order[no++] = batch; /* the batch loop outermost, one per block (blockIdx.z) */
   for (int s2 = 0; s2 < NSLOT; s2++)
     for (int k = 0; k < cnt[s2]; k++) order[no++] = slots[s2][k];
   for (int l = 0; l < 3; l++) order[no++] = inner[l];
@@ -251,7 +266,8 @@ static bool apply(sch_traced *t, const char *block, const tc_shape *sh, ts_diag 
    *    below non-affine, which blockize refuses): S0 i -> blockIdx.y,
    *    j -> blockIdx.x; S1 (warps) i -> threadIdx.z, j -> threadIdx.y. Before
    *    the reduction is decomposed: bind wants the reduction with its init */
-  if (!bind1(t, slots[0][0], "blockIdx.y", q) || !bind1(t, slots[0][1], "blockIdx.x", q) ||
+  if ((nb && !bind1(t, batch, "blockIdx.z", q)) || !bind1(t, slots[0][0], "blockIdx.y", q) ||
+      !bind1(t, slots[0][1], "blockIdx.x", q) ||
       !bind1(t, slots[1][0], "threadIdx.z", q) || !bind1(t, slots[1][1], "threadIdx.y", q))
     return false;
   int warp = slots[1][1];
@@ -270,15 +286,15 @@ static bool apply(sch_traced *t, const char *block, const tc_shape *sh, ts_diag 
   if (sch_t_reverse_compute_at(t, wb, warp, true, -1, q) || !tile16_tensorize(t, wb, "cuda.wmma.store.f32.16x16", q))
     return false;
   /* 4. shared copies at the last R0 loop, fragments at the last R1 loop:
-   *    the loops of the mma block are by bx tz ty R0 R1 S2i S2j R2 S3i S3j */
+   *    the loops of the mma block are [bz] by bx tz ty R0 R1 S2i S2j R2 S3i S3j */
   const int *ol;
   int nol;
   if (sch_t_get_loops(t, ob, &ol, &nol, q)) return false;
-  if (nol != 11) {
-    ts_diag_set(q, TS_ESCHEDULE, "the mma block has %d loops, not 11", nol);
+  if (nol != 11 + nb) {
+    ts_diag_set(q, TS_ESCHEDULE, "the mma block has %d loops, not %d", nol, 11 + nb);
     return false;
   }
-  int at_r0 = ol[4], at_r1 = ol[5];
+  int at_r0 = ol[4 + nb], at_r1 = ol[5 + nb];
   for (int o = 0; o < 2; o++) /* consumers first: the fragments, then their shared sources */
     if (sch_t_compute_at(t, frag_cb[o], at_r1, true, -1, q)) return false;
   for (int o = 0; o < 2; o++) {

@@ -4,8 +4,9 @@
  *    each matched by tensorize and refused where the scope or dtype differs;
  *  - MultiLevelTilingTensorCore (search/rules/gpu_tensor_core.c) forks a
  *    tensor-core sketch for matmul_f16 and a bf16 matmul with extents that
- *    are multiples of 16, and none (saying why) for 100x100x100, for f32,
- *    for a batch dimension and for a transposed operand;
+ *    are multiples of 16 and an odd batch (3) of them, and none (saying why)
+ *    for 100x100x100, for f32, for two batch dimensions and for a
+ *    transposed operand;
  *  - 20 sampled candidates per tensor-core sketch (samples that VerifyGPUCode
  *    rejects, over the shared memory of a block, are drawn again) pass the
  *    strict GPU check, hold the fill / load / mma /
@@ -280,6 +281,29 @@ static const char BATCH_F16[] =
     "  }\n"
     "}\n";
 
+/* two batch dimensions: not handled */
+static const char BATCH2_F16[] =
+    "func bmm2(A: f16[2, 3, 16, 16], B: f16[2, 3, 16, 16]) -> C: f32[2, 3, 16, 16] {\n"
+    "  block root() {\n"
+    "    for a in serial(0, 2) {\n"
+    "      for b in serial(0, 3) {\n"
+    "        for i in serial(0, 16) {\n"
+    "          for j in serial(0, 16) {\n"
+    "            for k in serial(0, 16) {\n"
+    "              block C(va: S(0, 2) = a, vb: S(0, 3) = b, vi: S(0, 16) = i, vj: S(0, 16) = j, vk: R(0, 16) = k) {\n"
+    "                reads A[va, vb, vi, vk], B[va, vb, vk, vj]\n"
+    "                writes C[va, vb, vi, vj]\n"
+    "                init { C[va, vb, vi, vj] = 0.0f32 }\n"
+    "                C[va, vb, vi, vj] = C[va, vb, vi, vj] + f32(A[va, vb, vi, vk]) * f32(B[va, vb, vk, vj])\n"
+    "              }\n"
+    "            }\n"
+    "          }\n"
+    "        }\n"
+    "      }\n"
+    "    }\n"
+    "  }\n"
+    "}\n";
+
 /* dense-like: W[n, k] transposed */
 static const char DENSE_F16[] =
     "func dn(X: f16[32, 32], W: f16[48, 32]) -> Y: f32[32, 48] {\n"
@@ -337,6 +361,14 @@ START_TEST(test_sketch_matmul_f16) {
   free_sketches(sk, n);
   ck_assert(!srch_gpu_tensor_core_check(g, "C", &t75, NULL, why, sizeof why));
   ck_assert_msg(strstr(why, "sm_80") != NULL, "%s", why);
+  /* an odd batch (3) of f16 matmuls: the batch bound to blockIdx.z */
+  ir_func *bm = parse(&a, BATCH_F16);
+  tc_shape sh;
+  ck_assert_msg(srch_gpu_tensor_core_check(bm, "C", &t, &sh, why, sizeof why), "%s", why);
+  ck_assert_int_eq(sh.nbatch, 1);
+  sk = sketches(bm, &t, &n, &ntc);
+  ck_assert_int_eq(ntc, 1);
+  free_sketches(sk, n);
   ts_arena_fini(&a);
 }
 END_TEST
@@ -360,7 +392,7 @@ START_TEST(test_no_sketch) {
   expect_none(tu_workload(&a, "matmul_f16:m=100,n=100,k=100"), "C", "not a multiple of 16");
   expect_none(tu_workload(&a, "matmul_f16:m=64,n=64,k=24"), "C", "extent 24");
   expect_none(tu_workload(&a, "matmul:m=64,n=64,k=64"), "C", "tensor cores take f16");
-  expect_none(parse(&a, BATCH_F16), "C", "batch dimension");
+  expect_none(parse(&a, BATCH2_F16), "C", "at most one batch dimension");
   expect_none(parse(&a, DENSE_F16), "Y", "transposed");
   /* the switch for A/B runs */
   setenv("TESSEL_TENSOR_CORE", "0", 1);
@@ -390,6 +422,7 @@ static void emit_compile(const char *what, const ir_func *g, bool nvrtc) {
     char *txt = ir_func_to_string(g);
     ck_abort_msg("%s: CUDA emission failed: %s\n%s", what, D.msg, txt);
   }
+  if (getenv("TESSEL_TEST_DUMP_CUDA")) fprintf(stderr, "---- %s\n%s\n", what, m.source);
   static const char *const needles[] = {"nvcuda::wmma::fill_fragment(", "nvcuda::wmma::load_matrix_sync(",
                                         "nvcuda::wmma::mma_sync(", "nvcuda::wmma::store_matrix_sync(",
                                         "__syncthreads();", "__shared__"};
@@ -496,6 +529,7 @@ START_TEST(test_candidates_parity) {
   ts_arena_init(&a);
   candidates(tu_workload(&a, "matmul_f16:m=48,n=32,k=64"), "sm_90", "matmul_f16 48x32x64", true);
   candidates(parse(&a, BF16_MM), "sm_80", "bf16 32x48x64", true);
+  candidates(parse(&a, BATCH_F16), "sm_90", "batch 3 x f16 32x48x16", true);
   ts_arena_fini(&a);
 }
 END_TEST
