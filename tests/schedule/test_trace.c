@@ -15,6 +15,7 @@
 
 #include "ir/print.h"
 #include "ir/schedule/blockize.h"
+#include "ir/schedule/layout.h"
 #include "ir/schedule/tensorize.h"
 #include "ir/schedule/trace.h"
 #include "ir/struct.h"
@@ -361,6 +362,24 @@ static void d_enter_postproc(sch_state *s, sch_traced *t) {
   OK(sch_unroll(s, dl(s, "C", 2), &D));
 }
 
+/* B[k, j] under i j0 j1 k: re-laid [j, k] (docs/LAYOUT.md) */
+static void t_transform_layout(sch_traced *t) {
+  const int *l = tl(t, tb(t, "C"), 3);
+  int out[2];
+  OK(sch_t_split(t, l[1], 2, (sch_arg[]){sch_arg_int(2), sch_arg_int(5)}, out, &D));
+  sch_layout_map m;
+  OK(sch_layout_suggest(sch_traced_func(t), 1, &m, &D));
+  OK(sch_t_transform_layout(t, &m, &D));
+}
+static void d_transform_layout(sch_state *s, sch_traced *t) {
+  (void)t;
+  sch_loop out[2];
+  OK(sch_split(s, dl(s, "C", 1), 2, (int64_t[]){2, 5}, out, &D));
+  sch_layout_map m;
+  OK(sch_layout_suggest(sch_func(s), 1, &m, &D));
+  OK(sch_transform_layout(s, &m, &D));
+}
+
 #define MM "matmul:m=6,n=10,k=7"
 #define DENSE "dense:m=3,n=5,k=7"
 static const kcase cases[] = {
@@ -394,6 +413,7 @@ static const kcase cases[] = {
     {SCH_I_SAMPLE_CATEGORICAL, MM, t_sample_categorical, d_sample_categorical},
     {SCH_I_SAMPLE_COMPUTE_LOCATION, DENSE, t_sample_compute_location, d_sample_compute_location},
     {SCH_I_ENTER_POSTPROC, MM, t_enter_postproc, d_enter_postproc},
+    {SCH_I_TRANSFORM_LAYOUT, MM, t_transform_layout, d_transform_layout},
 };
 #define NCASES ((int)(sizeof cases / sizeof cases[0]))
 
