@@ -146,6 +146,26 @@
   "  }\n"                                                                                      \
   "}\n"
 
+/* The same with B given as [n, k] (dense's W[n, k]): C += A . B^T; its
+ * matrix_b fragment is loaded col_major from the [n, k] tile. */
+#define WMMA_SYNC_TRANS_DESC(T)                                                                 \
+  "func desc(A: " T "[16, 16] scope(\"wmma.matrix_a\"), B: " T "[16, 16] scope(\"wmma.matrix_b\"))" \
+  " -> C: f32[16, 16] scope(\"wmma.accumulator\") {\n"                                         \
+  "  block root() {\n"                                                                         \
+  "    for i in serial(0, 16) {\n"                                                             \
+  "      for j in serial(0, 16) {\n"                                                           \
+  "        for k in serial(0, 16) {\n"                                                         \
+  "          block C(vi: S(0, 16) = i, vj: S(0, 16) = j, vk: R(0, 16) = k) {\n"                \
+  "            reads C[vi, vj], A[vi, vk], B[vj, vk]\n"                                        \
+  "            writes C[vi, vj]\n"                                                             \
+  "            C[vi, vj] = C[vi, vj] + f32(A[vi, vk]) * f32(B[vj, vk])\n"                      \
+  "          }\n"                                                                              \
+  "        }\n"                                                                                \
+  "      }\n"                                                                                  \
+  "    }\n"                                                                                    \
+  "  }\n"                                                                                      \
+  "}\n"
+
 #define WMMA_SYNC_IMPL(T)                                                                       \
   "func impl(A: " T "[16, 16] scope(\"wmma.matrix_a\"), B: " T "[16, 16] scope(\"wmma.matrix_b\"))" \
   " -> C: f32[16, 16] scope(\"wmma.accumulator\") {\n"                                         \
@@ -253,6 +273,10 @@ static const sch_intrin table[] = {
      WMMA_SYNC_IMPL("f16")},
     {"cuda.wmma.mma_sync.bf16f32.16x16x16", "cuda", "sm_80", 16, 16, 16, WMMA_SYNC_DESC("bf16"),
      WMMA_SYNC_IMPL("bf16")},
+    {"cuda.wmma.mma_sync.f16f32.16x16x16.trans_b", "cuda", "sm_70", 16, 16, 16, WMMA_SYNC_TRANS_DESC("f16"),
+     WMMA_SYNC_IMPL("f16")},
+    {"cuda.wmma.mma_sync.bf16f32.16x16x16.trans_b", "cuda", "sm_80", 16, 16, 16, WMMA_SYNC_TRANS_DESC("bf16"),
+     WMMA_SYNC_IMPL("bf16")},
     {"cuda.wmma.fill.f32.16x16", "cuda", "sm_70", 16, 16, 0, WMMA_FILL_DESC, WMMA_FILL_IMPL},
     {"cuda.wmma.load_matrix_a.f16.16x16", "cuda", "sm_70", 16, 16, 0, WMMA_COPY_DESC("f16", SC_A, SC_SH),
      WMMA_LOAD_IMPL("f16", SC_A, "row_major")},
@@ -262,6 +286,10 @@ static const sch_intrin table[] = {
      WMMA_LOAD_IMPL("bf16", SC_A, "row_major")},
     {"cuda.wmma.load_matrix_b.bf16.16x16", "cuda", "sm_80", 16, 16, 0, WMMA_COPY_DESC("bf16", SC_B, SC_SH),
      WMMA_LOAD_IMPL("bf16", SC_B, "row_major")},
+    {"cuda.wmma.load_matrix_b_trans.f16.16x16", "cuda", "sm_70", 16, 16, 0, WMMA_COPY_DESC("f16", SC_B, SC_SH),
+     WMMA_LOAD_IMPL("f16", SC_B, "col_major")},
+    {"cuda.wmma.load_matrix_b_trans.bf16.16x16", "cuda", "sm_80", 16, 16, 0, WMMA_COPY_DESC("bf16", SC_B, SC_SH),
+     WMMA_LOAD_IMPL("bf16", SC_B, "col_major")},
     {"cuda.wmma.store.f32.16x16", "cuda", "sm_70", 16, 16, 0, WMMA_COPY_DESC("f32", "", SC_ACC), WMMA_STORE_IMPL},
 };
 

@@ -50,6 +50,7 @@ typedef struct tc_shape {
   const ir_buffer *A, *B, *C;
   int64_t ext[3]; /* i, j, k */
   int nbatch;     /* 1: a leading batch iter var (bound to blockIdx.z), else 0 */
+  bool trans_b;   /* B is read B[j, k] (dense): the trans_b mma, matrix_b col_major */
 } tc_shape;
 /* Whether block `block` of f gets a tensor-core sketch on target t; if not,
  * why (a sentence) is written to why. out may be NULL. */

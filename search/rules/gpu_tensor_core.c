@@ -27,12 +27,13 @@
  * tile-size mutator moves within the sketch; VerifyGPUCode rejects samples
  * over the thread or shared-memory limits.
  * Eligible blocks (srch_gpu_tensor_core_check): three loops (four with a
- * batch), one per iter var ([S,] S, S, R), the body C[i, j] = C[i, j] + f32(A[i, k]) * f32(B[k, j]) with
- * A, B both f16 (or both bf16, sm_80+) and C f32, every extent a multiple of
+ * batch), one per iter var ([S,] S, S, R), the body
+ * C[i, j] = C[i, j] + f32(A[i, k]) * f32(B[k, j]) (or B[j, k]) with A, B both f16 (or both bf16, sm_80+) and C f32, every extent a multiple of
  * 16; anything else gets no tensor-core sketch, with the reason in a debug
  * line (TESSEL_DEBUG containing "search"). Not handled (refused with that
- * reason): more than one batch dimension and a transposed operand (dense's
- * W[n, k]). One leading batch iter var (batch_matmul, any extent) is bound to
+ * reason): more than one batch dimension, a transposed A. B may be [n, k]
+ * (dense's weights: the trans_b mma, matrix_b loaded col_major). One
+ * leading batch iter var (batch_matmul, any extent) is bound to
  * blockIdx.z: one batch per thread block, the WMMA intrinsics match with the
  * batch index as a tile-invariant leading dimension (tensorize.c).
  * TESSEL_TENSOR_CORE=0 turns the rule off. */
@@ -63,7 +64,9 @@ static const ir_buffer *load2(const ir_var *g_batch, const ir_expr *e, const ir_
   return NULL;
 }
 
-static const char *mma_name(ir_dtype_code in) {
+static const char *mma_name(ir_dtype_code in, bool trans_b) {
+  if (trans_b)
+    return in == IR_BF16 ? "cuda.wmma.mma_sync.bf16f32.16x16x16.trans_b" : "cuda.wmma.mma_sync.f16f32.16x16x16.trans_b";
   return in == IR_BF16 ? "cuda.wmma.mma_sync.bf16f32.16x16x16" : "cuda.wmma.mma_sync.f16f32.16x16x16";
 }
 
@@ -131,19 +134,17 @@ bool srch_gpu_tensor_core_check(const ir_func *f, const char *block, const cg_ta
     prod = x;
   }
   if (load2(g_batch, acc, vi, vj) != C || prod->kind != IR_MUL) NO("block %s's update is not C[i, j] += A * B", block);
+  /* A[i, k] and B[k, j], or B[j, k] (dense's weights: the trans_b mma with
+   * a col_major matrix_b fragment) */
   const ir_buffer *A = NULL, *B = NULL;
+  bool trans_b = false;
   for (int o = 0; o < 2 && !(A && B); o++) {
     const ir_expr *p = o ? prod->u.bin.b : prod->u.bin.a, *q = o ? prod->u.bin.a : prod->u.bin.b;
     A = load2(g_batch, p, vi, vk);
     B = load2(g_batch, q, vk, vj);
+    if (A && !B && (B = load2(g_batch, q, vj, vk))) trans_b = true;
   }
-  if (!A || !B) {
-    const ir_buffer *bt = NULL;
-    for (int o = 0; o < 2 && !bt; o++) bt = load2(g_batch, o ? prod->u.bin.b : prod->u.bin.a, vj, vk);
-    if (bt) NO("block %s reads %s[j, k] (transposed, as dense): no transposed WMMA operand is registered", block,
-               bt->name);
-    NO("block %s's operands are not A[i, k] and B[k, j]", block);
-  }
+  if (!A || !B) NO("block %s's operands are not A[i, k] and B[k, j] (or B[j, k])", block);
   ir_dtype_code in = A->dtype.code;
   if ((in != IR_F16 && in != IR_BF16) || B->dtype.code != in)
   {
@@ -151,7 +152,7 @@ bool srch_gpu_tensor_core_check(const ir_func *f, const char *block, const cg_ta
     NO("block %s multiplies %s by %s; tensor cores take f16 x f16 or bf16 x bf16 (f32 accumulation)", block,
        ir_dtype_str(A->dtype, dt, sizeof dt), ir_dtype_str(B->dtype, dt2, sizeof dt2));
   }
-  const sch_intrin *mma = sch_intrin_get(mma_name(in));
+  const sch_intrin *mma = sch_intrin_get(mma_name(in, trans_b));
   if (!sch_intrin_available(mma, "cuda", NULL, NULL, t->arch[0] ? t->arch : "sm_90"))
     NO("%s needs %s, the target is %s", mma->name, mma->features, t->arch);
   if (out) {
@@ -160,6 +161,7 @@ bool srch_gpu_tensor_core_check(const ir_func *f, const char *block, const cg_ta
     out->B = B;
     out->C = C;
     out->nbatch = nb;
+    out->trans_b = trans_b;
     for (int l = 0; l < 3; l++) out->ext[l] = ext[l + nb];
   }
   return true;
@@ -203,7 +205,7 @@ static bool apply(sch_traced *t, const char *block, const tc_shape *sh, ts_diag 
   const char *suffix = sh->in == IR_BF16 ? "bf16" : "f16";
   char load_a[64], load_b[64];
   snprintf(load_a, sizeof load_a, "cuda.wmma.load_matrix_a.%s.16x16", suffix);
-  snprintf(load_b, sizeof load_b, "cuda.wmma.load_matrix_b.%s.16x16", suffix);
+  snprintf(load_b, sizeof load_b, "cuda.wmma.load_matrix_b%s.%s.16x16", sh->trans_b ? "_trans" : "", suffix);
   int b;
   if (sch_t_get_block(t, block, &b, q)) return false;
   /* 1. caches */
@@ -318,7 +320,7 @@ static bool apply(sch_traced *t, const char *block, const tc_shape *sh, ts_diag 
   for (int o = 0; o < 2; o++)
     if (!tile16_tensorize(t, frag_cb[o], o ? load_b : load_a, q)) return false;
   /* the 16x16x16 block */
-  return sch_t_tensorize(t, ob, mma_name(sh->in), q) == TS_OK;
+  return sch_t_tensorize(t, ob, mma_name(sh->in, sh->trans_b), q) == TS_OK;
 }
 
 ts_status srch_rule_gpu_tensor_core(const srch_rule_ctx *c, sch_traced *t, const char *block, ts_vec *out,

@@ -4,9 +4,9 @@
  *    each matched by tensorize and refused where the scope or dtype differs;
  *  - MultiLevelTilingTensorCore (search/rules/gpu_tensor_core.c) forks a
  *    tensor-core sketch for matmul_f16 and a bf16 matmul with extents that
- *    are multiples of 16 and an odd batch (3) of them, and none (saying why)
- *    for 100x100x100, for f32, for two batch dimensions and for a
- *    transposed operand;
+ *    are multiples of 16, an odd batch (3) of them and dense's transposed
+ *    weights W[n, k] (trans_b), and none (saying why) for 100x100x100, for
+ *    f32, for two batch dimensions and for a transposed A;
  *  - 20 sampled candidates per tensor-core sketch (samples that VerifyGPUCode
  *    rejects, over the shared memory of a block, are drawn again) pass the
  *    strict GPU check, hold the fill / load / mma /
@@ -323,6 +323,25 @@ static const char DENSE_F16[] =
     "  }\n"
     "}\n";
 
+/* A read as A[k, i]: no transposed matrix_a is registered */
+static const char TRANS_A_F16[] =
+    "func ta(A: f16[32, 32], B: f16[32, 48]) -> C: f32[32, 48] {\n"
+    "  block root() {\n"
+    "    for i in serial(0, 32) {\n"
+    "      for j in serial(0, 48) {\n"
+    "        for k in serial(0, 32) {\n"
+    "          block C(vi: S(0, 32) = i, vj: S(0, 48) = j, vk: R(0, 32) = k) {\n"
+    "            reads A[vk, vi], B[vk, vj]\n"
+    "            writes C[vi, vj]\n"
+    "            init { C[vi, vj] = 0.0f32 }\n"
+    "            C[vi, vj] = C[vi, vj] + f32(A[vk, vi]) * f32(B[vk, vj])\n"
+    "          }\n"
+    "        }\n"
+    "      }\n"
+    "    }\n"
+    "  }\n"
+    "}\n";
+
 static ir_func *parse(ts_arena *a, const char *text) {
   ir_func *orig;
   sch_state *s = tu_schedule_text(a, text, &orig);
@@ -369,6 +388,18 @@ START_TEST(test_sketch_matmul_f16) {
   sk = sketches(bm, &t, &n, &ntc);
   ck_assert_int_eq(ntc, 1);
   free_sketches(sk, n);
+  /* dense's W[n, k]: the trans_b mma and a col_major matrix_b load */
+  ir_func *dn = parse(&a, DENSE_F16);
+  ck_assert_msg(srch_gpu_tensor_core_check(dn, "Y", &t, &sh, why, sizeof why), "%s", why);
+  ck_assert(sh.trans_b);
+  sk = sketches(dn, &t, &n, &ntc);
+  ck_assert_int_eq(ntc, 1);
+  for (int i = 0; i < n; i++)
+    if (is_tc_sketch(sk[i])) {
+      ck_assert_int_eq(count_tensorize(sk[i], "cuda.wmma.load_matrix_b_trans.f16"), 1);
+      ck_assert_int_eq(count_tensorize(sk[i], "cuda.wmma.mma_sync.f16f32.16x16x16.trans_b"), 1);
+    }
+  free_sketches(sk, n);
   ts_arena_fini(&a);
 }
 END_TEST
@@ -393,7 +424,7 @@ START_TEST(test_no_sketch) {
   expect_none(tu_workload(&a, "matmul_f16:m=64,n=64,k=24"), "C", "extent 24");
   expect_none(tu_workload(&a, "matmul:m=64,n=64,k=64"), "C", "tensor cores take f16");
   expect_none(parse(&a, BATCH2_F16), "C", "at most one batch dimension");
-  expect_none(parse(&a, DENSE_F16), "Y", "transposed");
+  expect_none(parse(&a, TRANS_A_F16), "C", "operands are not A[i, k]");
   /* the switch for A/B runs */
   setenv("TESSEL_TENSOR_CORE", "0", 1);
   expect_none(tu_workload(&a, "matmul_f16:m=64,n=64,k=64"), "C", "TESSEL_TENSOR_CORE=0");
@@ -530,6 +561,7 @@ START_TEST(test_candidates_parity) {
   candidates(tu_workload(&a, "matmul_f16:m=48,n=32,k=64"), "sm_90", "matmul_f16 48x32x64", true);
   candidates(parse(&a, BF16_MM), "sm_80", "bf16 32x48x64", true);
   candidates(parse(&a, BATCH_F16), "sm_90", "batch 3 x f16 32x48x16", true);
+  candidates(parse(&a, DENSE_F16), "sm_90", "dense f16 32x48x32", true);
   ts_arena_fini(&a);
 }
 END_TEST
