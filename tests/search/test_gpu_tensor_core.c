@@ -566,6 +566,53 @@ START_TEST(test_candidates_parity) {
 }
 END_TEST
 
+/* MutateTileSize on a tensor-core candidate changes a tile split (or a
+ * fetch's lanes) and the mutant, replayed with its decisions, is still a
+ * tensor-core candidate that passes the postprocessors. */
+START_TEST(test_tile_size_mutator) {
+  ts_arena a;
+  ts_arena_init(&a);
+  ir_func *f = tu_workload(&a, "matmul_f16:m=128,n=128,k=64");
+  cg_target t = cuda("sm_90");
+  int n, ntc;
+  sch_trace **sk = sketches(f, &t, &n, &ntc);
+  ck_assert_int_eq(ntc, 1);
+  int tci = -1;
+  for (int i = 0; i < n; i++)
+    if (is_tc_sketch(sk[i])) tci = i;
+  sch_traced *ts = NULL;
+  for (uint64_t seed = 1; seed < 50 && !ts; seed++) ts = srch_instantiate(sk[tci], f, &t, true, seed, &D);
+  ck_assert_ptr_nonnull(ts);
+  sch_trace *base = sch_trace_simplified(sch_traced_trace(ts), true);
+  ck_assert_ptr_nonnull(base);
+  ts_rng rng;
+  ts_rng_seed(&rng, 5);
+  int mutated = 0, valid = 0;
+  for (int k = 0; k < 30; k++) {
+    sch_trace *m = srch_mutate(SRCH_MUT_TILE_SIZE, base, f, &rng);
+    if (!m) continue;
+    mutated++;
+    ts_diag_clear(&D);
+    sch_traced *c = srch_instantiate(m, f, &t, false, 1, &D);
+    if (c) {
+      valid++;
+      ck_assert_int_ge(count_calls(sch_traced_func(c), "tessel.wmma.mma_sync"), 1);
+      sch_traced_free(c);
+    } else {
+      ck_assert_msg(strstr(D.msg, "VerifyGPUCode") != NULL, "mutant %d: %s", k, D.msg);
+    }
+    sch_trace_free(m);
+  }
+  fprintf(stderr, "tile-size mutator: %d mutants, %d pass the postprocessors\n", mutated, valid);
+  ck_assert_int_ge(mutated, 25);
+  ck_assert_int_ge(valid, 1);
+  sch_trace_free(base);
+  sch_traced_free(ts);
+  free_sketches(sk, n);
+  ts_arena_fini(&a);
+}
+END_TEST
+
 static Suite *suite(void) {
   Suite *s = suite_create("gpu_tensor_core");
   TCase *tc = tcase_create("tc");
@@ -577,6 +624,7 @@ static Suite *suite(void) {
   tcase_add_test(tc, test_no_sketch);
   tcase_add_test(tc, test_candidates_256);
   tcase_add_test(tc, test_candidates_parity);
+  tcase_add_test(tc, test_tile_size_mutator);
   suite_add_tcase(s, tc);
   return s;
 }
