@@ -1173,12 +1173,33 @@ static bool red_chain_reads(const ir_stmt *s, const ir_buffer *b) {
   return false;
 }
 
+/* Does cond pin var to one value (`var == c` in a conjunction)? Then one
+ * thread stores: no cross-thread reduction. */
+static bool red_cond_pins(const ir_expr *e, const ir_var *var) {
+  if (!e) return false;
+  if (e->kind == IR_AND) return red_cond_pins(e->u.bin.a, var) || red_cond_pins(e->u.bin.b, var);
+  return e->kind == IR_EQ && ir_expr_uses_var(e->u.bin.a, var) != ir_expr_uses_var(e->u.bin.b, var);
+}
+static bool red_path_pinned(const ir_stmt *s, const ir_var *var) {
+  for (; s && s->kind != IR_STORE && s->kind != IR_SEQ;) {
+    if (s->kind == IR_FOR) s = s->u.loop.body;
+    else if (s->kind == IR_LET) s = s->u.let.body;
+    else if (s->kind == IR_IF) {
+      if (red_cond_pins(s->u.ifs.cond, var)) return true;
+      s = s->u.ifs.then_s;
+    } else {
+      return false;
+    }
+  }
+  return s && s->kind == IR_STORE && red_cond_pins(s->u.store.predicate, var);
+}
+
 /* The store of a cross-thread reduction under thread loop `loop` (its index
- * ignores the loop var), or NULL. A `local` buffer is private to each thread
+ * ignores the loop var, no condition on the way pins the thread), or NULL. A `local` buffer is private to each thread
  * (compaction drops the thread index of a local accumulator), so a store to
  * one is never shared. */
 static const ir_stmt *racy_reduction_store(const ir_stmt *loop, red_chain *ch) {
-  if (!red_walk(loop->u.loop.body, ch)) return NULL;
+  if (!red_walk(loop->u.loop.body, ch) || red_path_pinned(loop->u.loop.body, loop->u.loop.var)) return NULL;
   const ir_stmt *s = ch->store;
   if (s->u.store.buf->scope && strcmp(s->u.store.buf->scope, "local") == 0) return NULL;
   return s->u.store.nidx == 1 && !ir_expr_uses_var(s->u.store.idx[0], loop->u.loop.var) ? s : NULL;

@@ -1460,6 +1460,49 @@ START_TEST(test_cross_thread_pooling_init) {
 }
 END_TEST
 
+/* A store pinned to one thread (`if x == 0`) is not a cross-thread
+ * reduction, also in a 2-d block: emitted as is (no shuffles, no refusal).
+ * (The init is its own launch: under threadIdx.y but outside threadIdx.x
+ * every x thread would run it, racing the update, as in TVM.) */
+START_TEST(test_pinned_reduction_not_shuffled) {
+  static const char *text =
+      "func pin(A: f32[4, 8]) -> B: f32[4] {\n"
+      "  block root() {\n"
+      "    for y0 in thread(0, 4, \"threadIdx.x\") {\n"
+      "      block bi(vy: S(0, 4) = y0) {\n"
+      "        writes B[vy]\n"
+      "        B[vy] = 0.0f32\n"
+      "      }\n"
+      "    }\n"
+      "    for y in thread(0, 4, \"threadIdx.y\") {\n"
+      "      for x in thread(0, 32, \"threadIdx.x\") {\n"
+      "        if x == 0 {\n"
+      "          for k in serial(0, 8) {\n"
+      "            block b(vy: S(0, 4) = y, vk: R(0, 8) = k) {\n"
+      "              reads B[vy], A[vy, vk]\n"
+      "              writes B[vy]\n"
+      "              B[vy] = B[vy] + A[vy, vk]\n"
+      "            }\n"
+      "          }\n"
+      "        }\n"
+      "      }\n"
+      "    }\n"
+      "  }\n"
+      "}\n";
+  ts_arena *a = ts_arena_new();
+  ir_func *orig;
+  sch_state *s = tu_schedule_text(a, text, &orig);
+  cg_cuda_module m;
+  emit_compile(sch_func(s), &m, "pinned update");
+  ck_assert_int_eq(m.nshuffle, 0);
+  ck_assert(strstr(m.source, "__shfl") == NULL);
+  emu_assert(orig, &m, "pinned update");
+  cg_cuda_module_fini(&m);
+  sch_free(s);
+  ts_arena_free(a);
+}
+END_TEST
+
 static Suite *suite_slow(void) {
   Suite *s = suite_create("cuda_slow");
   TCase *tc = tcase_create("cuda_slow");
@@ -1496,6 +1539,7 @@ static Suite *suite(void) {
   tcase_add_test(rt, test_cross_thread_sketch_odd_shapes);
   tcase_add_test(rt, test_cross_thread_reduction_refused_2d);
   tcase_add_test(rt, test_cross_thread_pooling_init);
+  tcase_add_test(rt, test_pinned_reduction_not_shuffled);
   tcase_add_test(rt, test_cubin_registers);
   tcase_add_test(rt, test_cubin_spills);
   tcase_add_test(rt, test_cubin_reader_refusals);
