@@ -1503,6 +1503,53 @@ START_TEST(test_pinned_reduction_not_shuffled) {
 }
 END_TEST
 
+/* Other dtypes: an i32 max (identity INT_MIN, int partials) run on the
+ * emulation at 100 threads (a 4-lane last warp) and 20; an f16 sum (float
+ * partials, __half2float in, __float2half out) compiled by NVRTC. */
+START_TEST(test_cross_thread_reduction_dtypes) {
+  static const char *imax = "kernel imax(X: i32[7, 999]) -> Y: i32[7] {\n"
+                            "  Y[i] max= X[i, j]\n"
+                            "}\n";
+  static const char *hsum = "kernel hsum(X: f16[5, 99]) -> Y: f16[5] {\n"
+                            "  Y[i] += X[i, j]\n"
+                            "}\n";
+  static const int64_t ts[] = {100, 20};
+  for (int k = 0; k < 2; k++) {
+    ts_arena *a = ts_arena_new();
+    ir_func *orig;
+    sch_state *s = tu_schedule_text(a, imax, &orig);
+    xreduce_block(s, "Y", ts[k]);
+    tu_assert_equivalent(orig, sch_func(s));
+    char what[64];
+    snprintf(what, sizeof what, "i32 max t=%lld", (long long)ts[k]);
+    cg_cuda_module m;
+    emit_compile(sch_func(s), &m, what);
+    ck_assert_int_eq(m.nshuffle, 1);
+    ck_assert_msg(strstr(m.source, "int _red0 = (int)(-2147483647 - 1);") && strstr(m.source, "tsl_max("),
+                  "%s", m.source);
+    emu_assert(orig, &m, what);
+    cg_cuda_module_fini(&m);
+    sch_free(s);
+    ts_arena_free(a);
+  }
+  ts_arena *a = ts_arena_new();
+  ir_func *orig;
+  sch_state *s = tu_schedule_text(a, hsum, &orig);
+  xreduce_block(s, "Y", 64);
+  /* (not compared in the interpreter: the reordered sum rounds differently in f16) */
+  cg_cuda_module m;
+  emit_compile(sch_func(s), &m, "f16 sum t=64");
+  ck_assert_int_eq(m.nshuffle, 1);
+  ck_assert_msg(strstr(m.source, "float _red0") && strstr(m.source, "__shared__ float _redw0[2]") &&
+                    strstr(m.source, "= __float2half((float)__half2float("),
+                "%s", m.source);
+  ck_assert_int_eq(m.kernels[0].shared_bytes, 8); /* two warps' float partials */
+  cg_cuda_module_fini(&m);
+  sch_free(s);
+  ts_arena_free(a);
+}
+END_TEST
+
 static Suite *suite_slow(void) {
   Suite *s = suite_create("cuda_slow");
   TCase *tc = tcase_create("cuda_slow");
@@ -1540,6 +1587,7 @@ static Suite *suite(void) {
   tcase_add_test(rt, test_cross_thread_reduction_refused_2d);
   tcase_add_test(rt, test_cross_thread_pooling_init);
   tcase_add_test(rt, test_pinned_reduction_not_shuffled);
+  tcase_add_test(rt, test_cross_thread_reduction_dtypes);
   tcase_add_test(rt, test_cubin_registers);
   tcase_add_test(rt, test_cubin_spills);
   tcase_add_test(rt, test_cubin_reader_refusals);
