@@ -5,7 +5,11 @@
  *
  * Compile errors come back as TS_EINTERNAL (generated code that does not
  * compile is tessel's bug) with NVRTC's first error line and the generated
- * source line it points at, quoted with its number. */
+ * source line it points at, quoted with its number.
+ *
+ * With a cubin, each kernel's registers and stack frame are read from the
+ * cubin's .nv.info (cg_cubin_kernel_regs, no CUDA needed) and its spills
+ * from ptxas's --verbose report in the log (cg_ptxas_log_apply). */
 #include "codegen/cuda.h"
 
 #include <elf.h>
