@@ -10,6 +10,9 @@
  *  - the transformer (symbolic batch): its tuned specialisations keep the
  *    original layout (they share calls with the symbolic kernels), batch 1
  *    and 3 match;
+ *  - a weight read by two different convolutions (a model written here with
+ *    the onnx helper API): one pre-packed weight, one packed copy per
+ *    distinct map, outputs match;
  *  - (argv[2] == "tune", the slow suite) `tessel tune-model` on the cnn for
  *    a few trials, then build + run against onnxruntime.
  * argv[1]: the tessel binary. Models from MODELS_DIR, python from
@@ -51,9 +54,17 @@ static void ok(tr_result r, const char *what) {
 }
 static bool have_python(void) { return access(python, X_OK) == 0; }
 
+/* MODELS_DIR/NAME.onnx, or NAME itself when it is a path */
+static const char *model_path(const char *model) {
+  static char buf[600];
+  if (strchr(model, '/')) return model;
+  snprintf(buf, sizeof buf, "%s/%s.onnx", models, model);
+  return buf;
+}
+
 static void ort(const char *model, const char *dir, int batch) {
-  ok(sh("'%s' '%s' '%s/%s.onnx' '%s/in' '%s/ref' --random 5 --sym batch=%d", python, ort_script, models, model,
-        dir, dir, batch),
+  ok(sh("'%s' '%s' '%s' '%s/in' '%s/ref' --random 5 --sym batch=%d", python, ort_script, model_path(model), dir,
+        dir, batch),
      "ort_run.py");
 }
 
@@ -78,14 +89,15 @@ static void compare(const char *dir, const char *sub, const char *name) {
 
 static void run_and_compare(const char *so, const char *model, const char *sub, int batch) {
   char dir[400];
-  snprintf(dir, sizeof dir, "%s/%s_%s_%d", tmpdir, model, sub, batch);
+  const char *base = strrchr(model, '/') ? strrchr(model, '/') + 1 : model;
+  snprintf(dir, sizeof dir, "%s/%.40s_%s_%d", tmpdir, base, sub, batch);
   ort(model, dir, batch);
   ok(sh("'%s' run '%s' --input 'x=%s/in/x.npy' --output-dir '%s/out'", tessel, so, dir, dir), "tessel run");
   compare(dir, "out", "y");
 }
 
 static json_t *build_json(const char *model, const char *log, const char *so) {
-  tr_result b = sh("'%s' build '%s/%s.onnx' --log '%s' -o '%s' --json", tessel, models, model, log, so);
+  tr_result b = sh("'%s' build '%s' --log '%s' -o '%s' --json", tessel, model_path(model), log, so);
   ck_assert_msg(b.status == 0, "build %s: %s", model, b.err);
   json_t *j = json_loads(b.out, 0, NULL);
   ck_assert_msg(j != NULL, "build --json: %s", b.out);
@@ -103,8 +115,7 @@ typedef struct model_tasks {
 } model_tasks;
 
 static void load_tasks(const char *model, model_tasks *mt) {
-  char path[400];
-  snprintf(path, sizeof path, "%s/%s.onnx", models, model);
+  const char *path = model_path(model);
   ts_diag d;
   ts_diag_clear(&d);
   mt->m = ir_module_new();
@@ -117,6 +128,10 @@ static void free_tasks(model_tasks *mt) {
   tg_tasks_free(mt->t, mt->n);
   ir_module_free(mt->m);
 }
+
+/* The maps of the records write_log logged last (the re-laid ones). */
+static sch_layout_map logged[32];
+static int nlogged;
 
 static bool has_layout(const sch_trace *tr) {
   for (int i = 0; i < sch_trace_len(tr); i++)
@@ -139,6 +154,7 @@ static int write_log(const char *model, const char *log, bool strip) {
   tun_db *db = tun_db_open(log, NULL, NULL, &d);
   ck_assert_msg(db != NULL, "%s", d.msg);
   int nlayout = 0;
+  nlogged = 0;
   for (int i = 0; i < mt.n; i++) {
     sch_trace **sk = NULL;
     int nsk = 0;
@@ -164,7 +180,10 @@ static int write_log(const char *model, const char *log, bool strip) {
       /* only params the task marks layout-free are re-laid */
       sch_layout_map maps[8];
       int nm = sch_layout_maps_of_trace(pick, mt.t[i].func, maps, 8, &d);
-      for (int k = 0; k < nm; k++) ck_assert(mt.t[i].layout_free >> maps[k].param & 1);
+      for (int k = 0; k < nm; k++) {
+        ck_assert(mt.t[i].layout_free >> maps[k].param & 1);
+        if (nlogged < 32) logged[nlogged++] = maps[k];
+      }
     }
     if (strip) {
       sch_trace *p2 = sch_trace_without_kind(pick, SCH_I_TRANSFORM_LAYOUT);
@@ -282,6 +301,57 @@ START_TEST(symbolic_specialisations_keep_layout) {
 }
 END_TEST
 
+static bool same_map(const sch_layout_map *a, const sch_layout_map *b) {
+  if (a->ncomp != b->ncomp || a->naxes != b->naxes) return false;
+  for (int j = 0; j < a->ncomp; j++)
+    if (a->comp[j].dim != b->comp[j].dim || a->comp[j].stride != b->comp[j].stride ||
+        a->comp[j].extent != b->comp[j].extent)
+      return false;
+  for (int j = 0; j < a->naxes; j++)
+    if (a->group[j] != b->group[j]) return false;
+  return true;
+}
+
+/* One weight W read by two different convolutions (pad 1, then pad 0): one
+ * pre-packed weight, one packed copy per distinct map the two kernels chose. */
+START_TEST(shared_weight_copies) {
+  if (!have_python()) return;
+  char gen[400], model[400], log[400], so[400];
+  snprintf(gen, sizeof gen, "%s/gen.py", tmpdir);
+  snprintf(model, sizeof model, "%s/shared.onnx", tmpdir);
+  FILE *f = fopen(gen, "w");
+  ck_assert_ptr_nonnull(f);
+  fputs("import sys\nimport numpy as np\nimport onnx\nfrom onnx import helper, TensorProto as T\n"
+        "W = (0.3 * np.random.default_rng(3).standard_normal((4, 4, 3, 3))).astype(np.float32)\n"
+        "nodes = [helper.make_node('Conv', ['x', 'W'], ['a'], pads=[1, 1, 1, 1]),\n"
+        "         helper.make_node('Relu', ['a'], ['b']), helper.make_node('Conv', ['b', 'W'], ['y'])]\n"
+        "g = helper.make_graph(nodes, 'shared', [helper.make_tensor_value_info('x', T.FLOAT, [1, 4, 10, 10])],\n"
+        "    [helper.make_tensor_value_info('y', T.FLOAT, [1, 4, 8, 8])],\n"
+        "    [helper.make_tensor('W', T.FLOAT, W.shape, W.flatten())])\n"
+        "m = helper.make_model(g, opset_imports=[helper.make_opsetid('', 13)])\nm.ir_version = 7\n"
+        "onnx.save(m, sys.argv[1])\n",
+        f);
+  fclose(f);
+  ok(sh("'%s' '%s' '%s'", python, gen, model), "gen.py");
+  snprintf(log, sizeof log, "%s/shared.log", tmpdir);
+  int nl = write_log(model, log, false);
+  ck_assert_int_eq(nl, 2); /* both convolutions re-lay W */
+  int distinct = 0;
+  for (int i = 0; i < nlogged; i++) {
+    bool seen = false;
+    for (int j = 0; j < i && !seen; j++) seen = same_map(&logged[i], &logged[j]);
+    distinct += !seen;
+  }
+  snprintf(so, sizeof so, "%s/shared.so", tmpdir);
+  json_t *j = build_json(model, log, so);
+  ck_assert_int_eq(jint(j, "prepacked_weights"), 1);
+  ck_assert_int_eq(jint(j, "packed_copies"), distinct);
+  fprintf(stderr, "shared weight: %d distinct map(s), %d packed copies\n", distinct, jint(j, "packed_copies"));
+  json_decref(j);
+  run_and_compare(so, model, "shared", 1);
+}
+END_TEST
+
 START_TEST(tune_model_cnn) {
   if (!slow || !have_python()) return;
   char log[400], so[400];
@@ -335,6 +405,7 @@ int main(int argc, char **argv) {
     tcase_add_test(tc, cnn_prepacked_matches_ort);
     tcase_add_test(tc, old_records_still_replay);
     tcase_add_test(tc, symbolic_specialisations_keep_layout);
+    tcase_add_test(tc, shared_weight_copies);
   }
   suite_add_tcase(su, tc);
   SRunner *sr = srunner_create(su);
