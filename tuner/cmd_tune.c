@@ -28,6 +28,8 @@ static const char tune_usage[] =
     "--slow-cutoff F (10; 0 = off): a candidate whose warm-up call is over F times\n"
     "the best time so far is recorded with that one call, not timed --repeat times.\n"
     "--first-batch N: the search's first batch has at most N candidates (then --batch).\n"
+    "--no-layout-rewrite: keep the layout of weights (inputs a model feeds from constants,\n"
+    "marked layout_free_buffers) instead of re-laying them (docs/LAYOUT.md).\n"
     "--json prints {workload, target, trials, errors, best_seconds, best_gflops,\n"
     "baseline_gflops, log, wall_seconds, phases}; phases gives the wall seconds of\n"
     "search, train, build, measure, verify, baseline and resume (docs/COSTMODEL.md).\n"
@@ -42,7 +44,7 @@ static const char tune_usage[] =
 enum { OPT_TARGET = 1000, OPT_TRIALS, OPT_LOG, OPT_BATCH, OPT_MODEL, OPT_SEED, OPT_NUMBER,
        OPT_REPEAT, OPT_MINMS, OPT_TIMEOUT, OPT_FLUSH, OPT_THREADS, OPT_JOBS, OPT_JSON,
        OPT_RUNNER, OPT_TRACKER, OPT_KEY, OPT_PARALLEL, OPT_SECRET, OPT_PRIORITY, OPT_RPCWAIT,
-       OPT_RPCTRIES, OPT_SLOWCUT, OPT_FIRSTBATCH };
+       OPT_RPCTRIES, OPT_SLOWCUT, OPT_FIRSTBATCH, OPT_NOLAYOUT };
 
 /* The options `tessel tune` and `tessel tune-model` share (cli.h). */
 const struct option tun_tune_cli_options[] = {{"target", required_argument, 0, OPT_TARGET},
@@ -69,6 +71,7 @@ const struct option tun_tune_cli_options[] = {{"target", required_argument, 0, O
                                               {"rpc-tries", required_argument, 0, OPT_RPCTRIES},
                                               {"slow-cutoff", required_argument, 0, OPT_SLOWCUT},
                                               {"first-batch", required_argument, 0, OPT_FIRSTBATCH},
+                                              {"no-layout-rewrite", no_argument, 0, OPT_NOLAYOUT},
                                               {0, 0, 0, 0}};
 
 void tun_tune_cli_init(tun_tune_cli *c) {
@@ -107,6 +110,8 @@ bool tun_tune_cli_option(tun_tune_cli *c, int opt, const char *arg) {
   case OPT_RPCTRIES: ro->max_tries = atoi(arg); break;
   case OPT_SLOWCUT: o->slow_cutoff = atof(arg); break;
   case OPT_FIRSTBATCH: o->first_batch = atoi(arg); break;
+  /* the RewriteLayout postprocessor reads it (search/postproc.c, docs/LAYOUT.md) */
+  case OPT_NOLAYOUT: setenv("TESSEL_LAYOUT_REWRITE", "0", 1); break;
   default: return false;
   }
   return true;
