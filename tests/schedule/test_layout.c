@@ -164,6 +164,7 @@ START_TEST(pack_on_host) {
   /* invalid maps name their fault */
   sch_layout_map bad = m;
   bad.comp[2].extent = 2; /* dim 1: 2 * 2 != 6 */
+  ts_diag_clear(&D);
   ck_assert_int_eq(sch_layout_check(&bad, &D), TS_EINVAL);
   ck_assert(strstr(D.msg, "no bijection"));
   ts_diag_clear(&D);
