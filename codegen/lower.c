@@ -238,9 +238,10 @@ static ir_expr *flatten(lctx *c, const ir_buffer *buf, int nidx, ir_expr *const 
     ir_expr *x = lower_expr(c, idx[i]);
     if (!x) return NULL;
     if (x->dtype.lanes > 1) {
-      if (rec)
-        return fail(c, TS_EUNSUPPORTED, "lower: vector index into block-allocated buffer %s (block %s)",
-                    buf->name, c->block ? c->block : "?");
+      if (rec) { /* compaction records scalar indices only: keep the declared layout */
+        bi->plan->bad = true;
+        rec = NULL;
+      }
       if ((vlanes > 1 && vlanes != x->dtype.lanes) ||
           (x->kind != IR_RAMP && x->kind != IR_BROADCAST))
         return fail(c, TS_EUNSUPPORTED,

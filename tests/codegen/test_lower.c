@@ -1063,6 +1063,15 @@ START_TEST(lower_random_traces) {
         char *tx = ftext(sch_traced_func(t));
         ck_abort_msg("%s: the scheduled function itself differs (%s); trace %s\n%s", name, why_s, js, tx);
       }
+      { /* name the trace when lowering refuses it */
+        cg_target tt = target("llvm");
+        cg_lowered tl;
+        ts_diag_clear(&D);
+        if (cg_lower(a, sch_traced_func(t), &tt, &tl, &D) != TS_OK) {
+          char *js = sch_trace_to_json(sch_traced_trace(t));
+          ck_abort_msg("%s: lowering trace %d: %s\ntrace %s", name, k, D.msg, js);
+        }
+      }
       census c;
       lower_checked(a, f, sch_traced_func(t), &c);
       lowered++;
