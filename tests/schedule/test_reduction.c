@@ -303,6 +303,30 @@ START_TEST(after_split_reorder) {
 }
 END_TEST
 
+/* Tiled bindings (vi = i0*12 + i1*4 + i2, ...) are proved injective without
+ * enumerating the iteration space (reduction.c, mixed-radix rule): the
+ * decomposition at the outermost reduction loop of an SSRSRS-like nest is
+ * accepted and computes what the unscheduled matmul computes. */
+START_TEST(tiled_affine_bindings) {
+  ir_func *orig;
+  sch_loop l[3], is[3], js[2], ks[2];
+  sch_state *s = tu_open_loops("matmul:m=24,n=40,k=18", &orig, "C", l, 3);
+  int64_t fi[3] = {-1, 3, 4}, fj[2] = {-1, 8}, fk[2] = {-1, 6};
+  ts_diag_clear(&D);
+  tu_ok(sch_split(s, l[0], 3, fi, is, &D), &D);
+  tu_ok(sch_split(s, l[1], 2, fj, js, &D), &D);
+  tu_ok(sch_split(s, l[2], 2, fk, ks, &D), &D);
+  /* i0 j0 | i1 | k0 | i2 j1 | k1 */
+  sch_loop order[7] = {is[0], js[0], is[1], ks[0], is[2], js[1], ks[1]};
+  tu_ok(sch_reorder(s, 7, order, &D), &D);
+  tu_assert_loops(s, "C", "i_0 j_0 i_1 k_0 i_2 j_1 k_1");
+  sch_block init;
+  tu_ok(sch_decompose_reduction(s, blk("C"), ks[0], &init, &D), &D);
+  tu_assert_loops(s, "C_init", "i_0 j_0 i_1 i_2_init j_1_init");
+  tu_assert_equivalent(orig, sch_func(s));
+}
+END_TEST
+
 START_TEST(trace_roundtrip) {
   ir_func *orig;
   sch_traced *t = tu_open_traced("batch_matmul:b=2,m=3,n=5,k=4", 1, &orig);
@@ -358,6 +382,7 @@ static Suite *suite(void) {
   tcase_add_test(tc, after_split_reorder);
   tcase_add_test(tc, trace_roundtrip);
   tcase_add_test(tc, refuse_revisiting_loop);
+  tcase_add_test(tc, tiled_affine_bindings);
   return su;
 }
 
