@@ -8,18 +8,24 @@
 #define TESSEL_RUNTIME_FORK_PIPE_H
 
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/types.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "runtime.h"
 
 /* pipe() then fork() (stdio flushed first so the child does not repeat
- * buffered output). Returns the child's pid in the parent and 0 in the
+ * buffered output). Both pipe ends are close-on-exec: a process that another
+ * thread of the parent forks and execs meanwhile (a compiler, a server) must
+ * not hold the write end, or the parent would see no EOF when our child dies
+ * and would wait out the whole deadline. Returns the child's pid in the parent and 0 in the
  * child; fds[0] is the read end, fds[1] the write end (each side closes the
  * one it does not use). On failure returns -1, closes what it opened and
  * writes "pipe: REASON" or "fork: REASON" into err. */
@@ -28,6 +34,13 @@ static inline pid_t tsrt_fork_pipe(int fds[2], char *err, size_t errn) {
     snprintf(err, errn, "pipe: %s", strerror(errno));
     return -1;
   }
+  for (int i = 0; i < 2; i++)
+    if (fcntl(fds[i], F_SETFD, FD_CLOEXEC) != 0) {
+      snprintf(err, errn, "pipe: cannot set close-on-exec: %s", strerror(errno));
+      close(fds[0]);
+      close(fds[1]);
+      return -1;
+    }
   fflush(NULL);
   pid_t pid = fork();
   if (pid < 0) {
@@ -88,6 +101,29 @@ static inline int tsrt_reap(pid_t pid) {
   while (waitpid(pid, &wst, 0) < 0 && errno == EINTR) {
   }
   return wst;
+}
+
+/* waitpid(pid) with a deadline (tsrt_now() seconds): polls until the child
+ * is reaped; past the deadline it is sent SIGKILL and reaped, and *killed is
+ * set (the wait status then says SIGKILL, which the caller must not report
+ * as the child's own crash). Returns the wait status. */
+static inline int tsrt_reap_by(pid_t pid, double deadline, int *killed) {
+  *killed = 0;
+  long nap_us = 200;
+  for (;;) {
+    int wst = 0;
+    pid_t r = waitpid(pid, &wst, WNOHANG);
+    if (r == pid) return wst;
+    if (r < 0 && errno != EINTR) return 0; /* not our child (ECHILD): nothing to reap */
+    if (tsrt_now() >= deadline) {
+      kill(pid, SIGKILL);
+      *killed = 1;
+      return tsrt_reap(pid);
+    }
+    struct timespec ts = {0, nap_us * 1000};
+    nanosleep(&ts, NULL);
+    if (nap_us < 10000) nap_us *= 2;
+  }
 }
 
 #endif

@@ -335,12 +335,22 @@ void tsrt_measure_forked(const char *path, const tsrt_measure_opts *o, tsrt_meas
   }
   if (rd == -2) kill(pid, SIGKILL);
   close(fds[0]);
-  int wst = tsrt_reap(pid);
+  /* the child _exits right after its write (or died: EOF); a child that
+   * outlives that by 5 s is killed, so the server never waits on it */
+  int killed = 0;
+  int wst = tsrt_reap_by(pid, tsrt_now() + 5, &killed);
+  if (killed && rd == 0) wst = 0; /* the result came; only its exit hung */
   if (rd == -2) {
     tsrt_result_fini(res);
     memset(res, 0, sizeof *res);
     res->status = TSRT_ETIMEOUT;
     snprintf(res->error, sizeof res->error, "timed out after %.3g s (child killed)", timeout);
+  } else if (rd != 0 && killed) {
+    tsrt_result_fini(res);
+    memset(res, 0, sizeof *res);
+    res->status = TSRT_ESYSTEM;
+    snprintf(res->error, sizeof res->error,
+             "measurement child closed its pipe without a result and did not exit within 5 s (killed)");
   } else if (WIFSIGNALED(wst)) {
     tsrt_result_fini(res);
     memset(res, 0, sizeof *res);

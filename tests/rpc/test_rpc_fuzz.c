@@ -249,13 +249,22 @@ START_TEST(test_fuzz_server) {
     ck_assert_int_eq(rpc_client_upload_bytes(authed, "big.so", blob, sizeof blob, id, sizeof id),
                      RPC_ETOOBIG);
   }
+  /* mark_point after each step below: a Check timeout names the step it hit
+   * (once it said only "after line 249", which left nng_close and the upload
+   * both suspect) */
+  mark_point();
   nng_close(raw);
+  mark_point();
   /* a good client is still served */
   char id[32];
-  ck_assert_msg(rpc_client_upload(authed, ok_so, id, sizeof id) == RPC_OK, "%s", authed->err);
+  double t_up = tsrt_now();
+  ck_assert_msg(rpc_client_upload(authed, ok_so, id, sizeof id) == RPC_OK, "upload (%.1f s): %s",
+                tsrt_now() - t_up, authed->err);
   tsrt_measure_opts o = {.repeat = 1, .number = 1, .timeout_s = 10, .seed = 3};
   tsrt_measure_result res;
-  ck_assert_msg(rpc_client_measure(authed, id, &o, &res) == RPC_OK, "%s", authed->err);
+  double t_me = tsrt_now();
+  ck_assert_msg(rpc_client_measure(authed, id, &o, &res) == RPC_OK, "measure (%.1f s): %s",
+                tsrt_now() - t_me, authed->err);
   ck_assert_int_eq(res.status, TSRT_OK);
   tsrt_result_fini(&res);
   rpc_client_close(authed);
