@@ -13,7 +13,23 @@
 #include "rpc/server.h"
 #include "util.h"
 
-static const char *ok_so;
+static const char *ok_so, *self_exe;
+
+/* argv "--send-oversized ADDR": a REQ socket sends a message over the
+ * server's NNG_OPT_RECVMAXSZ and waits 1 s for a reply; exit 0 if none came
+ * (the server dropped the connection), 3 if one did, 4 on setup errors. The
+ * socket is never closed (see test_fuzz_server). */
+static int send_oversized(const char *to) {
+  nng_socket big;
+  if (nng_req0_open(&big) || nng_socket_set_ms(big, NNG_OPT_RECVTIMEO, 1000) ||
+      nng_dial(big, to, NULL, 0))
+    return 4;
+  size_t n = (size_t)RPC_MAX_MSG + 8192;
+  char *p = calloc(1, n);
+  if (!p || nng_send(big, p, n, 0)) return 4;
+  nng_msg *rm;
+  return nng_recvmsg(big, &rm, 0) == 0 ? 3 : 0;
+}
 
 /* ---- decoder unit tests --------------------------------------------------- */
 static rpc_status dec(const void *p, size_t n, rpc_msg *m) {
@@ -227,20 +243,40 @@ START_TEST(test_fuzz_server) {
   }
   ck_assert_int_eq(answered, 10000);
   ck_assert_int_ge(errors, 9000);
-  /* oversized: over NNG_OPT_RECVMAXSZ, the connection is dropped, no reply
-   * (the socket is closed at the end: nng 1.5.2 leaks a dialer closed while
-   * its connection is being torn down) */
-  nng_socket big;
+  /* oversized: over NNG_OPT_RECVMAXSZ, the connection is dropped, no reply.
+   * The sender is a separate process (this binary re-executed): in the
+   * process whose REQ socket has its oversized message dropped by the peer,
+   * nng 1.5.2's reaper thread now and then waits for good on an aio that
+   * never completes, and from then on every nng_close in that process hangs
+   * (that was this test's "timeout after line 249": nng_close(raw) below).
+   * A loop of send-oversized / close-another-socket rounds wedged the reaper
+   * twice in ~100 rounds with the sender in the server's process, never in
+   * 250 rounds with the sender in its own process: the server side is not
+   * affected, the dropped client is. */
   {
-    ck_assert_int_eq(nng_req0_open(&big), 0);
-    nng_socket_set_ms(big, NNG_OPT_RECVTIMEO, 1000);
-    ck_assert_int_eq(nng_dial(big, addr, NULL, 0), 0);
-    size_t n = (size_t)RPC_MAX_MSG + 8192;
-    char *p = calloc(1, n);
-    ck_assert_int_eq(nng_send(big, p, n, 0), 0);
-    free(p);
-    nng_msg *rm;
-    ck_assert_int_ne(nng_recvmsg(big, &rm, 0), 0);
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+      execl(self_exe, self_exe, "--send-oversized", addr, (char *)NULL);
+      _exit(127);
+    }
+    int wst = 0, killed = 0;
+    for (double t0 = tsrt_now();;) {
+      pid_t r = waitpid(pid, &wst, WNOHANG);
+      if (r == pid) break;
+      if (tsrt_now() - t0 > 30) {
+        kill(pid, SIGKILL);
+        waitpid(pid, &wst, 0);
+        killed = 1;
+        break;
+      }
+      usleep(10000);
+    }
+    ck_assert_msg(!killed, "the oversized sender (%s --send-oversized) did not finish in 30 s", self_exe);
+    ck_assert_msg(WIFEXITED(wst) && WEXITSTATUS(wst) == 0,
+                  "the oversized sender: %s %d (0: no reply as expected; 3: the server replied; "
+                  "4: socket setup failed; 127: exec failed)",
+                  WIFEXITED(wst) ? "exit status" : "signal", WIFEXITED(wst) ? WEXITSTATUS(wst) : WTERMSIG(wst));
   }
   /* an upload that claims a huge artifact within a legal message: refused */
   {
@@ -268,7 +304,6 @@ START_TEST(test_fuzz_server) {
   ck_assert_int_eq(res.status, TSRT_OK);
   tsrt_result_fini(&res);
   rpc_client_close(authed);
-  nng_close(big);
   rpc_server_stop();
   void *ret;
   pthread_join(th, &ret);
@@ -280,6 +315,8 @@ START_TEST(test_fuzz_server) {
 END_TEST
 
 int main(int argc, char **argv) {
+  if (argc == 3 && strcmp(argv[1], "--send-oversized") == 0) _exit(send_oversized(argv[2]));
+  self_exe = argv[0];
   if (argc < 2) {
     fprintf(stderr, "usage: %s OK.so\n", argv[0]);
     return 2;
