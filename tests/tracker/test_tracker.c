@@ -155,7 +155,11 @@ START_TEST(priority_queue) {
     pthread_create(&th[i], NULL, waiter, &wa[i]);
     uint64_t f, b, p;
     uint32_t n;
-    for (int tries = 0; tries < 200; tries++) { /* wait until it is queued */
+    /* wait until it is queued; generous, since a failed assert here exits the
+     * test process while the waiter threads still use nng (which then panics
+     * in its exit handler, hiding the message): on a loaded 2-core machine a
+     * new thread's connection took over the 2 s this used to allow */
+    for (int tries = 0; tries < 2000; tries++) {
       counts("k", &f, &b, &p, &n);
       if (p == (uint64_t)i + 1) break;
       usleep(10000);
