@@ -27,6 +27,7 @@
 #include "ir/workloads/workloads.h"
 #include "ir/schedule/trace.h"
 #include "schedule/util.h"
+#include "util/f16_funcs.h"
 #include "search/search.h"
 #include "tuner/build.h"
 
@@ -704,24 +705,6 @@ END_TEST
  * emulated per lane) against the interpreter. */
 START_TEST(test_tensor_core_candidates_run) {
   static const char *const specs[] = {"matmul_f16:m=48,n=32,k=64", "matmul_f16:m=64,n=96,k=32", "batch", "dense"};
-  /* dense's W[n, k] (the trans_b mma, matrix_b loaded col_major) */
-  static const char dense[] =
-      "func dn(X: f16[32, 32], W: f16[48, 32]) -> Y: f32[32, 48] {\n"
-      "  block root() {\n"
-      "    for i in serial(0, 32) {\n"
-      "      for j in serial(0, 48) {\n"
-      "        for k in serial(0, 32) {\n"
-      "          block Y(vi: S(0, 32) = i, vj: S(0, 48) = j, vk: R(0, 32) = k) {\n"
-      "            reads X[vi, vk], W[vj, vk]\n"
-      "            writes Y[vi, vj]\n"
-      "            init { Y[vi, vj] = 0.0f32 }\n"
-      "            Y[vi, vj] = Y[vi, vj] + f32(X[vi, vk]) * f32(W[vj, vk])\n"
-      "          }\n"
-      "        }\n"
-      "      }\n"
-      "    }\n"
-      "  }\n"
-      "}\n";
   /* an odd batch of f16 matmuls (the batch on blockIdx.z, fragments with a leading dimension) */
   static const char batch[] =
       "func bmm(A: f16[3, 32, 32], B: f16[3, 32, 48]) -> C: f32[3, 32, 48] {\n"
@@ -748,7 +731,7 @@ START_TEST(test_tensor_core_candidates_run) {
     ts_arena *a = ts_arena_new();
     ir_func *orig;
     if (strcmp(specs[w], "batch") == 0 || strcmp(specs[w], "dense") == 0) {
-      sch_state *s0 = tu_schedule_text(a, strcmp(specs[w], "batch") == 0 ? batch : dense, &orig);
+      sch_state *s0 = tu_schedule_text(a, strcmp(specs[w], "batch") == 0 ? batch : DENSE_F16, &orig);
       sch_free(s0);
     } else {
       orig = tu_workload(a, specs[w]);

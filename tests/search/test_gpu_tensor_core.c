@@ -28,6 +28,7 @@
 #include "search/rules/gpu_rules.h"
 #include "search/search.h"
 #include "tests/schedule/util.h"
+#include "tests/util/f16_funcs.h"
 #ifdef TESSEL_HAVE_CUDA_EMIT
 #include "codegen/cuda.h"
 #endif
@@ -297,25 +298,6 @@ static const char BATCH2_F16[] =
     "                C[va, vb, vi, vj] = C[va, vb, vi, vj] + f32(A[va, vb, vi, vk]) * f32(B[va, vb, vk, vj])\n"
     "              }\n"
     "            }\n"
-    "          }\n"
-    "        }\n"
-    "      }\n"
-    "    }\n"
-    "  }\n"
-    "}\n";
-
-/* dense-like: W[n, k] transposed */
-static const char DENSE_F16[] =
-    "func dn(X: f16[32, 32], W: f16[48, 32]) -> Y: f32[32, 48] {\n"
-    "  block root() {\n"
-    "    for i in serial(0, 32) {\n"
-    "      for j in serial(0, 48) {\n"
-    "        for k in serial(0, 32) {\n"
-    "          block Y(vi: S(0, 32) = i, vj: S(0, 48) = j, vk: R(0, 32) = k) {\n"
-    "            reads X[vi, vk], W[vj, vk]\n"
-    "            writes Y[vi, vj]\n"
-    "            init { Y[vi, vj] = 0.0f32 }\n"
-    "            Y[vi, vj] = Y[vi, vj] + f32(X[vi, vk]) * f32(W[vj, vk])\n"
     "          }\n"
     "        }\n"
     "      }\n"

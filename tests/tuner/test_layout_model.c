@@ -48,10 +48,6 @@ static tr_result sh(const char *fmt, ...) {
   va_end(ap);
   return r;
 }
-static void ok(tr_result r, const char *what) {
-  ck_assert_msg(r.status == 0, "%s: exit %d\nstdout: %s\nstderr: %s", what, r.status, r.out, r.err);
-  tr_result_free(&r);
-}
 static bool have_python(void) { return access(python, X_OK) == 0; }
 
 /* MODELS_DIR/NAME.onnx, or NAME itself when it is a path */
@@ -63,7 +59,7 @@ static const char *model_path(const char *model) {
 }
 
 static void ort(const char *model, const char *dir, int batch) {
-  ok(sh("'%s' '%s' '%s' '%s/in' '%s/ref' --random 5 --sym batch=%d", python, ort_script, model_path(model), dir,
+  tr_ok(sh("'%s' '%s' '%s' '%s/in' '%s/ref' --random 5 --sym batch=%d", python, ort_script, model_path(model), dir,
         dir, batch),
      "ort_run.py");
 }
@@ -92,7 +88,7 @@ static void run_and_compare(const char *so, const char *model, const char *sub, 
   const char *base = strrchr(model, '/') ? strrchr(model, '/') + 1 : model;
   snprintf(dir, sizeof dir, "%s/%.40s_%s_%d", tmpdir, base, sub, batch);
   ort(model, dir, batch);
-  ok(sh("'%s' run '%s' --input 'x=%s/in/x.npy' --output-dir '%s/out'", tessel, so, dir, dir), "tessel run");
+  tr_ok(sh("'%s' run '%s' --input 'x=%s/in/x.npy' --output-dir '%s/out'", tessel, so, dir, dir), "tessel run");
   compare(dir, "out", "y");
 }
 
@@ -332,7 +328,7 @@ START_TEST(shared_weight_copies) {
         "onnx.save(m, sys.argv[1])\n",
         f);
   fclose(f);
-  ok(sh("'%s' '%s' '%s'", python, gen, model), "gen.py");
+  tr_ok(sh("'%s' '%s' '%s'", python, gen, model), "gen.py");
   snprintf(log, sizeof log, "%s/shared.log", tmpdir);
   int nl = write_log(model, log, false);
   ck_assert_int_eq(nl, 2); /* both convolutions re-lay W */
@@ -356,7 +352,7 @@ START_TEST(tune_model_cnn) {
   if (!slow || !have_python()) return;
   char log[400], so[400];
   snprintf(log, sizeof log, "%s/tuned.log", tmpdir);
-  ok(sh("'%s' tune-model '%s/cnn.onnx' --trials 14 --batch 2 --log '%s'", tessel, models, log), "tune-model");
+  tr_ok(sh("'%s' tune-model '%s/cnn.onnx' --trials 14 --batch 2 --log '%s'", tessel, models, log), "tune-model");
   /* some measured, verified records re-lay a weight */
   ts_diag d;
   ts_diag_clear(&d);

@@ -57,16 +57,12 @@ static tr_result sh(const char *fmt, ...) {
   va_end(ap);
   return r;
 }
-static void ok(tr_result r, const char *what) {
-  ck_assert_msg(r.status == 0, "%s: exit %d\nstdout: %s\nstderr: %s", what, r.status, r.out, r.err);
-  tr_result_free(&r);
-}
 
 static bool have_python(void) { return access(python, X_OK) == 0; }
 
 /* onnxruntime on seeded inputs (written to DIR/in), references in DIR/ref. */
 static void ort(const char *model, const char *dir, int batch) {
-  ok(sh("'%s' '%s' '%s/%s.onnx' '%s/in' '%s/ref' --random 5 --sym batch=%d", python, ort_script, models, model,
+  tr_ok(sh("'%s' '%s' '%s/%s.onnx' '%s/in' '%s/ref' --random 5 --sym batch=%d", python, ort_script, models, model,
         dir, dir, batch),
      "ort_run.py");
 }
@@ -100,7 +96,7 @@ static double compare(const char *dir, const char *sub, const char *name, double
 }
 
 static void run_model(const char *so, const char *dir, const char *sub) {
-  ok(sh("'%s' run '%s' --input 'x=%s/in/x.npy' --output-dir '%s/%s'", tessel, so, dir, dir, sub), "tessel run");
+  tr_ok(sh("'%s' run '%s' --input 'x=%s/in/x.npy' --output-dir '%s/%s'", tessel, so, dir, dir, sub), "tessel run");
 }
 
 static void setup(void) {
@@ -310,7 +306,7 @@ START_TEST(parity_mlp_cnn) {
   /* a negative control: other inputs give other outputs (the comparison can fail) */
   char dir[400];
   snprintf(dir, sizeof dir, "%s/mlp", tmpdir);
-  ok(sh("'%s' run '%s/mlp.so' --seed 99 --output-dir '%s/other'", tessel, tmpdir, dir), "run random");
+  tr_ok(sh("'%s' run '%s/mlp.so' --seed 99 --output-dir '%s/other'", tessel, tmpdir, dir), "run random");
   tr_result r = sh("'%s' -c \"import numpy as n; a=n.load('%s/other/y.npy'); b=n.load('%s/ref/y.npy'); "
                 "print(float(abs(a-b).max()))\"", python, dir, dir);
   ck_assert_int_eq(r.status, 0);
@@ -323,7 +319,7 @@ START_TEST(parity_transformer_two_batches) {
   if (!have_python()) return;
   char so[400];
   snprintf(so, sizeof so, "%s/tr.so", tmpdir);
-  ok(sh("'%s' build '%s/transformer.onnx' -o '%s'", tessel, models, so), "build transformer");
+  tr_ok(sh("'%s' build '%s/transformer.onnx' -o '%s'", tessel, models, so), "build transformer");
   for (int batch = 1; batch <= 3; batch += 2) {
     char dir[400];
     snprintf(dir, sizeof dir, "%s/tr%d", tmpdir, batch);
@@ -445,7 +441,7 @@ END_TEST
 START_TEST(errors) {
   char so[400], npy[400];
   snprintf(so, sizeof so, "%s/mlp.so", tmpdir);
-  ok(sh("'%s' build '%s/mlp.onnx' -o '%s'", tessel, models, so), "build mlp");
+  tr_ok(sh("'%s' build '%s/mlp.onnx' -o '%s'", tessel, models, so), "build mlp");
   /* x is f32[4,64]: a [4,63] file is refused naming the dim */
   snprintf(npy, sizeof npy, "%s/bad.npy", tmpdir);
   ts_diag d;
@@ -464,7 +460,7 @@ START_TEST(errors) {
   /* a single-kernel artifact is not a model */
   char k[400];
   snprintf(k, sizeof k, "%s/k.so", tmpdir);
-  ok(sh("'%s' build 'matmul:m=4,n=4,k=4' -o '%s'", tessel, k), "build kernel");
+  tr_ok(sh("'%s' build 'matmul:m=4,n=4,k=4' -o '%s'", tessel, k), "build kernel");
   r = sh("'%s' run '%s'", tessel, k);
   ck_assert_int_eq(r.status, 2);
   ck_assert_msg(strstr(r.err, "not a tessel model"), "%s", r.err);

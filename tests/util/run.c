@@ -90,3 +90,8 @@ void tr_rmtree(const char *dir) {
   if (asprintf(&cmd, "rm -rf '%s'", dir) < 0 || system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
   free(cmd);
 }
+
+void tr_ok(tr_result r, const char *what) {
+  ck_assert_msg(r.status == 0, "%s: exit %d\nstdout: %s\nstderr: %s", what, r.status, r.out, r.err);
+  tr_result_free(&r);
+}

@@ -31,6 +31,8 @@ tr_result tr_vrun(const char *dir, const char *prog, const char *fmt, va_list ap
     __attribute__((format(printf, 3, 0)));
 
 void tr_result_free(tr_result *r);
+/* Check-asserts that r exited 0 (naming what, with its output), then frees it. */
+void tr_ok(tr_result r, const char *what);
 
 /* Newline characters in a file; 0 when it cannot be opened. */
 int tr_count_lines(const char *path);
