@@ -441,9 +441,8 @@ static void show(tm_ctx *c, const char *what) {
 /* The default schedule's latency from the log: tun_tune measures it as a
  * task's first candidate, and its record is the one whose trace_hash is the
  * default schedule's function hash. 0 when not logged (or an error). */
-static double logged_default(const tun_db *db, const tun_model_task *k, const char *key, const cg_target *t,
-                             const int *idx, int cnt) {
-  (void)key;
+static double logged_default(const tun_db *db, const tun_model_task *k, const cg_target *t, const int *idx,
+                             int cnt) {
   sch_traced *def = NULL;
   ts_diag d;
   ts_diag_clear(&d);
@@ -531,7 +530,7 @@ ts_status tun_tune_model(const tun_model_task *tasks, int n, const cg_target *t,
       r->tasks[i].trials = cnt;
       const tun_record *b = tun_db_best(db, r->tasks[i].key, t->text);
       r->tasks[i].best_seconds = b ? tun_record_mean(b) : 0;
-      r->tasks[i].default_seconds = cnt ? logged_default(db, &tasks[i], r->tasks[i].key, t, idx, cnt) : 0;
+      r->tasks[i].default_seconds = cnt ? logged_default(db, &tasks[i], t, idx, cnt) : 0;
     }
     tun_db_close(db);
     if (st) goto out;

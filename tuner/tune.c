@@ -456,6 +456,43 @@ static ts_status rpc_batch(batch_ctx *c, int nc, const char *dir, ts_diag *d) {
   return st;
 }
 
+/* The local runner's batch: every candidate built first (both cores), then
+ * each measured alone, verified and logged in order. */
+static ts_status local_batch(batch_ctx *c, int nc, const char *dir, ts_diag *d) {
+  const tun_tune_opts *o = c->o;
+  ts_status st = TS_OK;
+  double bt1 = tsrt_now();
+  build_all(c->funcs, nc, c->t, dir, o->build_jobs, c->slots);
+  c->res->build_seconds += tsrt_now() - bt1;
+  for (int i = 0; i < nc && !st; i++) {
+    char err[600] = "";
+    char path[512];
+    snprintf(path, sizeof path, "%s/cand%d.so", dir, i);
+    tun_record rec;
+    memset(&rec, 0, sizeof rec);
+    if (c->errs[i])
+      snprintf(err, sizeof err, "%s", c->errs[i]);
+    else if (c->slots[i].error[0])
+      snprintf(err, sizeof err, "%s", c->slots[i].error);
+    else {
+      tsrt_measure_opts mo = o->measure;
+      /* not below min_repeat_ms: a warm-up also pays one-time costs
+       * (the pool's start), which only matter for fast kernels */
+      if (o->slow_cutoff > 0 && *c->best_s > 0) {
+        mo.slow_stop_s = o->slow_cutoff * *c->best_s;
+        if (mo.slow_stop_s < mo.min_repeat_ms * 1e-3) mo.slow_stop_s = mo.min_repeat_ms * 1e-3;
+      }
+      ts_arena ra;
+      ts_arena_init(&ra);
+      measure_one(path, &mo, verify_ref(&ra, c->f, c->cands[i].trace), &rec, err, sizeof err, c->res);
+      ts_arena_fini(&ra);
+    }
+    unlink(path);
+    st = log_candidate(c, i, &rec, err, d);
+  }
+  return st;
+}
+
 /* ---- the loop ---------------------------------------------------------------------------- */
 static void fill_result(const tun_db *db, const char *key, const char *target, double flops,
                         tun_tune_result *res) {
@@ -607,21 +644,7 @@ ts_status tun_tune(const ir_func *f, const char *definition, double flops, const
     batch_ctx bc = {f, definition, key, target, t, o, db, evo, &dc, &df, &def, &derr, &dfe, &dsmp,
                     slots, group, 0, &have, &run_done, &best_s, res, flops, t0, run_t0};
     double dt0 = tsrt_now();
-    if (!o->rpc) {
-      build_all(&df, 1, t, dir, o->build_jobs, slots);
-      char err[600] = "", path[512];
-      snprintf(path, sizeof path, "%s/cand0.so", dir);
-      tun_record rec;
-      memset(&rec, 0, sizeof rec);
-      if (slots[0].error[0])
-        snprintf(err, sizeof err, "%s", slots[0].error);
-      else
-        measure_one(path, &o->measure, f, &rec, err, sizeof err, NULL);
-      unlink(path);
-      st = log_candidate(&bc, 0, &rec, err, d);
-    } else {
-      st = rpc_batch(&bc, 1, dir, d);
-    }
+    st = !o->rpc ? local_batch(&bc, 1, dir, d) : rpc_batch(&bc, 1, dir, d);
     if (!st && bc.nsmp) {
       double ut1 = tsrt_now();
       cm_update(model, &dsmp, 1, NULL);
@@ -676,39 +699,7 @@ ts_status tun_tune(const ir_func *f, const char *definition, double flops, const
       memset(slots, 0, (size_t)batch * sizeof(build_slot));
       batch_ctx bc = {f, definition, key, target, t, o, db, evo, cands, funcs, tss, errs, fe, smp,
                       slots, group, 0, &have, &run_done, &best_s, res, flops, t0, run_t0};
-      if (!o->rpc) {
-        double bt1 = tsrt_now();
-        build_all(funcs, nc, t, dir, o->build_jobs, slots);
-        res->build_seconds += tsrt_now() - bt1;
-        for (int i = 0; i < nc && !st; i++) {
-          char err[600] = "";
-          char path[512];
-          snprintf(path, sizeof path, "%s/cand%d.so", dir, i);
-          tun_record rec;
-          memset(&rec, 0, sizeof rec);
-          if (errs[i])
-            snprintf(err, sizeof err, "%s", errs[i]);
-          else if (slots[i].error[0])
-            snprintf(err, sizeof err, "%s", slots[i].error);
-          else {
-            tsrt_measure_opts mo = o->measure;
-            /* not below min_repeat_ms: a warm-up also pays one-time costs
-             * (the pool's start), which only matter for fast kernels */
-            if (o->slow_cutoff > 0 && best_s > 0) {
-              mo.slow_stop_s = o->slow_cutoff * best_s;
-              if (mo.slow_stop_s < mo.min_repeat_ms * 1e-3) mo.slow_stop_s = mo.min_repeat_ms * 1e-3;
-            }
-            ts_arena ra;
-            ts_arena_init(&ra);
-            measure_one(path, &mo, verify_ref(&ra, f, cands[i].trace), &rec, err, sizeof err, res);
-            ts_arena_fini(&ra);
-          }
-          unlink(path);
-          st = log_candidate(&bc, i, &rec, err, d);
-        }
-      } else {
-        st = rpc_batch(&bc, nc, dir, d);
-      }
+      st = !o->rpc ? local_batch(&bc, nc, dir, d) : rpc_batch(&bc, nc, dir, d);
       int nsmp = bc.nsmp;
       if (!st && nsmp) {
         ts_diag ud;
