@@ -573,7 +573,8 @@ static int usage(FILE *f) {
           "                         [--advertise tcp://ADDR:PORT] [--secret-file FILE]\n"
           "       tessel-rpc-server --no-tracker [--port P] [--host H] [--secret-file FILE]\n"
           "Measures uploaded kernels for tuners granted a session by the tracker.\n"
-          "  --port P        listen port (default: first free of %d..%d)\n"
+          "  --port P        listen port (default: first free of %d..%d; 0: any free\n"
+          "                  port the system picks, printed and registered)\n"
           "  --host H        listen address (default 0.0.0.0)\n"
           "  --advertise A   address registered with the tracker (default: the local\n"
           "                  address that reaches the tracker, with the port)\n"
@@ -589,6 +590,7 @@ int rpc_server_main(int argc, char **argv) {
   memset(s, 0, sizeof *s);
   snprintf(s->host, sizeof s->host, "0.0.0.0");
   const char *secret_file = NULL;
+  bool port_given = false;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
     const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -603,11 +605,12 @@ int rpc_server_main(int argc, char **argv) {
     else if (OPT("--port")) {
       char *end;
       long p = strtol(v, &end, 10);
-      if (*end || p < 1 || p > 65535) {
+      if (*end || end == v || p < 0 || p > 65535) {
         fprintf(stderr, "tessel-rpc-server: bad --port '%s'\n", v);
         return 2;
       }
       s->port = (int)p;
+      port_given = true;
     } else {
       fprintf(stderr, "tessel-rpc-server: unknown argument '%s'\n", a);
       return usage(stderr);
@@ -635,13 +638,20 @@ int rpc_server_main(int argc, char **argv) {
   nng_socket_set_ms(s->sock, NNG_OPT_SENDTIMEO, 5000);
   rpc_authtab_init(&s->auth, s->sock, &s->secret);
   char url[RPC_MAX_ADDR + 32];
-  int first = s->port ? s->port : RPC_SERVER_PORT_FIRST, last = s->port ? s->port : RPC_SERVER_PORT_LAST;
+  int first = port_given ? s->port : RPC_SERVER_PORT_FIRST;
+  int last = port_given ? s->port : RPC_SERVER_PORT_LAST;
   rv = NNG_EADDRINUSE;
   for (int p = first; p <= last && rv; p++) {
+    nng_listener l;
     snprintf(url, sizeof url, "tcp://%.200s:%d", s->host, p);
-    rv = nng_listen(s->sock, url, NULL, 0);
-    if (rv == 0) s->port = p;
-    else if (rv != NNG_EADDRINUSE) break;
+    rv = nng_listen(s->sock, url, &l, 0);
+    if (rv == 0) {
+      /* port 0: the system picked one; read it back so the tracker gets it */
+      int bound = p;
+      if (p == 0 && nng_listener_get_int(l, NNG_OPT_TCP_BOUND_PORT, &bound) != 0) bound = 0;
+      s->port = bound;
+      if (!bound) rv = NNG_EINTERNAL;
+    } else if (rv != NNG_EADDRINUSE) break;
   }
   if (rv) {
     fprintf(stderr, "tessel-rpc-server: cannot listen on tcp://%s:%d..%d: %s\n", s->host, first,

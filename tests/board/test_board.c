@@ -47,7 +47,8 @@ static void nap_ms(int ms) {
   nanosleep(&ts, NULL);
 }
 
-static int rand_port(void) { return 20000 + (int)(random() % 30000); }
+/* below Linux's ephemeral range (32768..), where client sockets take ports */
+static int rand_port(void) { return 20000 + (int)(random() % 12000); }
 
 static pid_t spawn(char *const argv[], const char *out_path, const char *env_threads) {
   fflush(NULL);
@@ -96,7 +97,7 @@ static void start_tracker(void) {
 static void add_server(const char *exe, const char *key, bool under_qemu) {
   char trk_addr[64], port[16], out[128];
   snprintf(trk_addr, sizeof trk_addr, "127.0.0.1:%d", trk_port);
-  snprintf(port, sizeof port, "%d", rand_port());
+  snprintf(port, sizeof port, "0"); /* the server takes any free port and registers it */
   snprintf(out, sizeof out, "%s/server%d.log", dir, nservers);
   char *argv[16];
   int a = 0;
@@ -110,6 +111,14 @@ static void add_server(const char *exe, const char *key, bool under_qemu) {
   servers[nservers++] = spawn(argv, out, under_qemu ? "1" : NULL);
 }
 
+static void dump(const char *path) {
+  FILE *f = fopen(path, "r");
+  if (!f) return;
+  char line[1024];
+  while (fgets(line, sizeof line, f)) fprintf(stderr, "  | %s", line);
+  fclose(f);
+}
+
 static void wait_servers(uint32_t n) {
   trk_stats st;
   double t0 = now_s();
@@ -118,6 +127,19 @@ static void wait_servers(uint32_t n) {
     if (st.servers >= n) return;
     nap_ms(100);
   } while (now_s() - t0 < 30);
+  for (int i = 0; i < nservers; i++) {
+    char out[128];
+    int ws;
+    snprintf(out, sizeof out, "%s/server%d.log", dir, i);
+    if (servers[i] > 0 && waitpid(servers[i], &ws, WNOHANG) == servers[i]) {
+      fprintf(stderr, "server %d exited (%s %d):\n", i, WIFSIGNALED(ws) ? "signal" : "status",
+              WIFSIGNALED(ws) ? WTERMSIG(ws) : WEXITSTATUS(ws));
+      servers[i] = 0;
+    } else {
+      fprintf(stderr, "server %d:\n", i);
+    }
+    dump(out);
+  }
   ck_abort_msg("only %u of %u servers registered in 30 s", st.servers, n);
 }
 
@@ -154,14 +176,6 @@ static int count_lines(const char *path) {
     if (c == '\n') n++;
   fclose(f);
   return n;
-}
-
-static void dump(const char *path) {
-  FILE *f = fopen(path, "r");
-  if (!f) return;
-  char line[1024];
-  while (fgets(line, sizeof line, f)) fprintf(stderr, "  | %s", line);
-  fclose(f);
 }
 
 typedef struct tune_run {

@@ -23,7 +23,7 @@ static inline int random_port(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   unsigned seed = (unsigned)getpid() * 2654435761u ^ (unsigned)ts.tv_nsec;
-  return 20000 + (int)(seed % 30000u);
+  return 20000 + (int)(seed % 12000u); /* below the ephemeral range (32768..) */
 }
 
 /* Starts exe --no-tracker on 127.0.0.1:port; returns the pid. */

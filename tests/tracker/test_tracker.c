@@ -22,7 +22,7 @@ static trk_tracker *trk;
 
 static void setup(void) {
   static int n;
-  snprintf(url, sizeof url, "tcp://127.0.0.1:%d", 20000 + (int)(getpid() % 20000) + 7 * n++);
+  snprintf(url, sizeof url, "tcp://127.0.0.1:%d", 20000 + (int)(getpid() % 10000) + 7 * n++);
   rpc_secret_from_bytes(&secret, "a shared secret of the test suite", 33);
   rpc_secret_from_bytes(&wrong, "not the secret at all, no, no...", 32);
   trk_config cfg = {.url = url, .secret = &secret, .evict_ms = 1500, .tick_ms = 20};

@@ -563,15 +563,15 @@ START_TEST(board_aarch64) {
   fprintf(f, "model-board-secret-%ld-%d\n", (long)time(NULL), (int)getpid());
   fclose(f);
   srand((unsigned)(getpid() ^ time(NULL)));
-  int tport = 20000 + rand() % 20000, sport = tport + 1;
+  int tport = 20000 + rand() % 12000; /* below the ephemeral range */
   /* exec: the shell's pid is the tracker's / qemu's, so stop() ends them */
   snprintf(cmd, sizeof cmd, "exec '%s' tracker --host 127.0.0.1 --port %d --secret-file '%s' >'%s/trk.log' 2>&1",
            tessel, tport, secret, tmpdir);
   pid_t trk = spawn_sh(cmd);
   snprintf(cmd, sizeof cmd,
            "TESSEL_NUM_THREADS=1 TESSEL_RPC_SECRET_FILE='%s' exec '%s' '%s' --tracker 127.0.0.1:%d --key qemu-model "
-           "--port %d --host 127.0.0.1 >'%s/srv.log' 2>&1",
-           secret, qemu, server_arm, tport, sport, tmpdir);
+           "--port 0 --host 127.0.0.1 >'%s/srv.log' 2>&1",
+           secret, qemu, server_arm, tport, tmpdir);
   pid_t srv = spawn_sh(cmd);
   snprintf(so, sizeof so, "%s/mlp_arm.so", tmpdir);
   snprintf(dir, sizeof dir, "%s/arm", tmpdir);
