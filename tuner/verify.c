@@ -492,15 +492,19 @@ out:
   return st;
 }
 
-/* One reference per process: every candidate of a tuning run is verified
- * against the same function and seed, so the interpreter runs once. Keyed by
- * the function's structural hash and the seed. */
+/* References per process: every candidate of a tuning run is verified
+ * against the same function and seed, so the interpreter runs once per
+ * function; tune-model alternates between tasks, so several are kept (the
+ * least recently used one goes). Keyed by the function's structural hash and
+ * the seed. */
+#define REF_CACHE 24
 static pthread_mutex_t cache_mu = PTHREAD_MUTEX_INITIALIZER;
 static struct {
   bool valid;
-  uint64_t hash, seed;
+  uint64_t hash, seed, used;
   ref_set rs;
-} cache;
+} cache[REF_CACHE];
+static uint64_t cache_clock;
 
 static void compare(const ir_func *f, const ref_set *rs, const void *outputs, tun_verify_result *r) {
   r->matched = true;
@@ -551,9 +555,14 @@ ts_status tun_verify(const ir_func *f, uint64_t seed, const void *outputs, size_
   uint64_t h = ir_struct_hash_func(f);
   pthread_mutex_lock(&cache_mu);
   ts_status st = TS_OK;
-  if (!cache.valid || cache.hash != h || cache.seed != seed) {
-    if (cache.valid) ref_set_fini(&cache.rs);
-    cache.valid = false;
+  int slot = -1, victim = 0;
+  for (int i = 0; i < REF_CACHE && slot < 0; i++) {
+    if (cache[i].valid && cache[i].hash == h && cache[i].seed == seed) slot = i;
+    else if (!cache[i].valid || (cache[victim].valid && cache[i].used < cache[victim].used)) victim = i;
+  }
+  if (slot < 0) {
+    if (cache[victim].valid) ref_set_fini(&cache[victim].rs);
+    cache[victim].valid = false;
     ref_set rs;
     memset(&rs, 0, sizeof rs);
     rs.cost = work(f->body, 1);
@@ -561,13 +570,17 @@ ts_status tun_verify(const ir_func *f, uint64_t seed, const void *outputs, size_
     if (st) {
       ref_set_fini(&rs);
     } else {
-      cache.valid = true;
-      cache.hash = h;
-      cache.seed = seed;
-      cache.rs = rs;
+      cache[victim].valid = true;
+      cache[victim].hash = h;
+      cache[victim].seed = seed;
+      cache[victim].rs = rs;
+      slot = victim;
     }
   }
-  if (!st) compare(f, &cache.rs, outputs, r);
+  if (!st) {
+    cache[slot].used = ++cache_clock;
+    compare(f, &cache[slot].rs, outputs, r);
+  }
   pthread_mutex_unlock(&cache_mu);
   return st;
 }

@@ -254,7 +254,7 @@ static ts_status emit_group(fctx *c, int gidv, ts_diag *d) {
   char base[200] = "fused";
   for (int m = 0; m < nm && m < 6; m++) {
     strncat(base, "_", sizeof base - strlen(base) - 1);
-    strncat(base, lg_short_name(lg_node_op(g->nodes[members[m]])), sizeof base - strlen(base) - 1);
+    strncat(base, lg_node_short_name(g->nodes[members[m]]), sizeof base - strlen(base) - 1);
   }
   char opsbuf[1024] = "";
   for (int m = 0; m < nm && st == TS_OK; m++) {

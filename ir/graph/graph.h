@@ -105,6 +105,8 @@ typedef struct tg_value {
   void *data;     /* TG_V_CONST: row-major host data, nbytes of it; else NULL */
   size_t nbytes;
   int producer;   /* node id, or -1 (inputs and constants) */
+  bool fixed_layout; /* TG_V_CONST laid out by a pass for its kernel (Winograd's
+                        transformed weights): never a layout-free param */
 } tg_value;
 
 typedef enum { TG_A_INT, TG_A_FLOAT, TG_A_STRING, TG_A_INTS, TG_A_FLOATS } tg_attr_kind;

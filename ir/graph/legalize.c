@@ -246,6 +246,12 @@ tg_pattern lg_pattern(const tg_graph *g, const tg_node *n) {
   }
 }
 
+const char *lg_node_short_name(const tg_node *n) {
+  tg_op op = lg_node_op(n);
+  if (op == TG_OP_CONV && tg_attr_int(n, "tessel.winograd", 0)) return "conv2d_winograd";
+  return lg_short_name(op);
+}
+
 const char *lg_short_name(tg_op op) {
   switch (op) {
     case TG_OP_CONV: return "conv2d";
@@ -889,7 +895,80 @@ static void conv_bias(lg_kernel *k, const char *const *in, const char *o, const 
   stmt(k, &b);
 }
 
+/* The Winograd F(4x4, 3x3) form the winograd pass prepared (in: x, U[6,6,C,K],
+ * bias or NULL, BT[6,6], AT[4,6]): a zero-padded copy of x covering whole
+ * tiles; the input transform in two separable steps (rows, then columns);
+ * 36 independent matmuls over the channels, laid out like a matmul with the
+ * output channels innermost; the output transform in two steps, the second
+ * writing the NCHW output. Tiles t = (n, th, tw) of 4x4 outputs each. */
+static void emit_conv_winograd(lg_kernel *k, const tg_node *n, const char *const *in, const char *o) {
+  const tg_value *x = V(k, n->inputs[0]), *uv = V(k, n->inputs[1]), *y = OUTV(0);
+  int c;
+  const int64_t *pads = tg_attr_ints(n, "pads", &c);
+  bool valid = !strcmp(tg_attr_str(n, "auto_pad", "NOTSET"), "VALID");
+  int64_t pt = pads && c == 4 && !valid ? pads[0] : 0, pl = pads && c == 4 && !valid ? pads[1] : 0;
+  if (uv->ndim != 4 || uv->dims[2].sym || uv->dims[3].sym || x->dims[2].sym || x->dims[3].sym || y->dims[2].sym ||
+      y->dims[3].sym) {
+    fail(k, TS_EINVAL, n, "winograd form with unexpected shapes");
+    return;
+  }
+  int64_t C = uv->dims[2].value, K = uv->dims[3].value;
+  int64_t H = x->dims[2].value, W = x->dims[3].value, OH = y->dims[2].value, OW = y->dims[3].value;
+  int64_t th = (OH + 3) / 4, tw = (OW + 3) / 4;
+  char cv[96], xp[96], t1[96], tv[96], tm[96], to[96];
+  const char *dst = conv_acc(k, n, o, cv, sizeof cv);
+  tmpname(xp, sizeof xp, o, "wpad");
+  tmpname(t1, sizeof t1, o, "wrow");
+  tmpname(tv, sizeof tv, o, "wv");
+  tmpname(tm, sizeof tm, o, "wm");
+  tmpname(to, sizeof to, o, "wo");
+  tg_dim N = x->dims[0];
+  /* the padded input channels-last, so that every transform reads and
+   * writes whole channel vectors */
+  tg_dim pd[4] = {N, {th * 4 + 2, NULL}, {tw * 4 + 2, NULL}, {C, NULL}};
+  let_dims(k, xp, x->dtype, 4, pd);
+  tg_dim vd[6] = {{6, NULL}, {6, NULL}, N, {th, NULL}, {tw, NULL}, {C, NULL}};
+  let_dims(k, t1, x->dtype, 6, vd);
+  let_dims(k, tv, x->dtype, 6, vd);
+  vd[5] = (tg_dim){K, NULL};
+  let_dims(k, tm, x->dtype, 6, vd);
+  vd[0] = (tg_dim){4, NULL};
+  let_dims(k, to, x->dtype, 6, vd);
+  tb b;
+  tb_reset(&b);
+  tb_printf(&b,
+            "%s[i0, i1, i2, i3] = select(i1 - %" PRId64 " >= 0 && i1 - %" PRId64 " < %" PRId64 " && i2 - %" PRId64
+            " >= 0 && i2 - %" PRId64 " < %" PRId64 ", %s[i0, i3, min(max(i1 - %" PRId64 ", 0), %" PRId64
+            "), min(max(i2 - %" PRId64 ", 0), %" PRId64 ")], 0.0)",
+            xp, pt, pt, H, pl, pl, W, IN(0), pt, H - 1, pl, W - 1);
+  stmt(k, &b);
+  /* the input transform, rows then columns (separable: 2 x 6 terms, not 36) */
+  tb_reset(&b);
+  tb_printf(&b, "%s[i0, i1, i2, i3, i4, i5] += %s[i0, r0] * %s[i2, i3 * 4 + r0, i4 * 4 + i1, i5] for r0 in 0..6", t1,
+            IN(3), xp);
+  stmt(k, &b);
+  tb_reset(&b);
+  tb_printf(&b, "%s[i0, i1, i2, i3, i4, i5] += %s[i0, r0, i2, i3, i4, i5] * %s[i1, r0] for r0 in 0..6", tv, t1, IN(3));
+  stmt(k, &b);
+  tb_reset(&b);
+  tb_printf(&b, "%s[i0, i1, i2, i3, i4, i5] += %s[i0, i1, i2, i3, i4, r0] * %s[i0, i1, r0, i5] for r0 in 0..%" PRId64,
+            tm, tv, IN(1), C);
+  stmt(k, &b);
+  tb_reset(&b);
+  tb_printf(&b, "%s[i0, i1, i2, i3, i4, i5] += %s[i0, r0] * %s[r0, i1, i2, i3, i4, i5] for r0 in 0..6", to, IN(4), tm);
+  stmt(k, &b);
+  tb_reset(&b);
+  lhs(&b, dst, 4);
+  tb_printf(&b, " += %s[i2 %% 4, r0, i0, i2 // 4, i3 // 4, i1] * %s[i3 %% 4, r0] for r0 in 0..6", to, IN(4));
+  stmt(k, &b);
+  conv_bias(k, in, o, dst, 4);
+}
+
 static void emit_conv(lg_kernel *k, const tg_node *n, const char *const *in, const char *o) {
+  if (tg_attr_int(n, "tessel.winograd", 0) == 4 && n->nin >= 5) {
+    emit_conv_winograd(k, n, in, o);
+    return;
+  }
   const tg_value *x = V(k, n->inputs[0]), *wv = V(k, n->inputs[1]), *y = OUTV(0);
   int r = x->ndim;
   int64_t kern[3];
@@ -1694,7 +1773,7 @@ ts_status lg_node_func(const tg_graph *g, const tg_node *n, ir_module *m, ir_fun
     if (on[i]) onn[j++] = on[i];
   ts_status st = lg_emit(&k, n, in, on);
   if (st == TS_OK) {
-    const char *fname = lg_fresh_name(m, lg_short_name(lg_node_op(n)));
+    const char *fname = lg_fresh_name(m, lg_node_short_name(n));
     st = lg_build(&k, m, fname, ni, ivid, inn, no, ovid, onn, out);
   }
   lg_fini(&k);

@@ -1,7 +1,8 @@
 /* passes.c — the pass registry and pipeline, and the small passes: constant
  * folding (shape arithmetic included, by running the op's legalised PrimFunc
  * on the reference interpreter), batch-norm folding, simplification of
- * no-op nodes, weight layout rewrite and dead-code elimination.
+ * no-op nodes, the Winograd rewrite of 3x3 convolutions, weight layout
+ * rewrite and dead-code elimination.
  * Legalisation is legalize.c, fusion fuse.c. docs/PASSES.md describes each. */
 #include <inttypes.h>
 #include <math.h>
@@ -19,14 +20,15 @@ typedef struct pass_def {
 
 static const pass_def passes[] = {
     {"fold_constants", tg_pass_fold_constants}, {"fold_batchnorm", tg_pass_fold_batchnorm},
-    {"simplify", tg_pass_simplify},             {"legalize", tg_pass_legalize},
+    {"simplify", tg_pass_simplify},             {"winograd", tg_pass_winograd},
+    {"legalize", tg_pass_legalize},
     {"layout_rewrite", tg_pass_layout_rewrite}, {"fuse", tg_pass_fuse},
     {"dce", tg_pass_dce},
 };
 #define NPASSES ((int)(sizeof passes / sizeof passes[0]))
 
-static const char *const pass_names[NPASSES] = {"fold_constants", "fold_batchnorm", "simplify", "legalize",
-                                                "layout_rewrite", "fuse", "dce"};
+static const char *const pass_names[NPASSES] = {"fold_constants", "fold_batchnorm", "simplify", "winograd",
+                                                "legalize",       "layout_rewrite", "fuse",     "dce"};
 
 const char *const *tg_pass_names(int *n) {
   if (n) *n = NPASSES;
@@ -524,6 +526,147 @@ ts_status tg_pass_layout_rewrite(tg_graph *g, ts_diag *d) {
   if (!changed) return TS_OK;
   ts_status st = tg_pass_dce(g, d);
   return st;
+}
+
+/* ---- winograd ------------------------------------------------------------------------- */
+
+/* F(4x4, 3x3) (Lavin & Gray): Y = AT [(G g GT) . (BT d B)] A over 6x6 input
+ * tiles that overlap by 2, giving 4x4 outputs each: 36 multiplies per 16
+ * outputs and input channel where the direct 3x3 convolution needs 144. */
+static const double wg_bt[6][6] = {{4, 0, -5, 0, 1, 0},  {0, -4, -4, 1, 1, 0}, {0, 4, -4, -1, 1, 0},
+                                   {0, -2, -1, 2, 1, 0}, {0, 2, -1, -2, 1, 0}, {0, 4, 0, -5, 0, 1}};
+static const double wg_g[6][3] = {{1.0 / 4, 0, 0},
+                                  {-1.0 / 6, -1.0 / 6, -1.0 / 6},
+                                  {-1.0 / 6, 1.0 / 6, -1.0 / 6},
+                                  {1.0 / 24, 1.0 / 12, 1.0 / 6},
+                                  {1.0 / 24, -1.0 / 12, 1.0 / 6},
+                                  {0, 0, 1}};
+static const double wg_at[4][6] = {{1, 1, 1, 1, 1, 0}, {0, 1, -1, 2, -2, 0}, {0, 1, 1, 4, 4, 0}, {0, 1, -1, 8, -8, 1}};
+
+/* TESSEL_WINOGRAD: "0" switches the rewrite off, "all" drops the size
+ * thresholds (tests); unset or anything else: on for the convolutions that
+ * gain from it. */
+static int winograd_mode(void) {
+  const char *e = getenv("TESSEL_WINOGRAD");
+  if (e && !strcmp(e, "0")) return 0;
+  if (e && !strcmp(e, "all")) return 2;
+  return 1;
+}
+
+static bool ints_all(const tg_node *n, const char *name, int64_t v, int want) {
+  int c;
+  const int64_t *a = tg_attr_ints(n, name, &c);
+  if (!a) return true;
+  if (c != want) return false;
+  for (int i = 0; i < c; i++)
+    if (a[i] != v) return false;
+  return true;
+}
+
+/* A Conv the F(4x4, 3x3) rewrite applies to: 2-D, f32, 3x3 constant weights,
+ * stride 1, dilation 1, one group, explicit (or no) padding, constant
+ * spatial sizes; with mode 1 also at least 16 input and output channels. */
+static bool winograd_ok(const tg_graph *g, const tg_node *n, int mode) {
+  if (n->dead || n->op != TG_OP_CONV || n->nin < 2 || n->nout != 1 || tg_node_attr(n, "tessel.winograd")) return false;
+  const tg_value *x = g->values[n->inputs[0]], *w = g->values[n->inputs[1]], *y = g->values[n->outputs[0]];
+  if (x->ndim != 4 || w->ndim != 4 || y->ndim != 4 || x->dtype.code != IR_F32 || w->dtype.code != IR_F32 ||
+      y->dtype.code != IR_F32)
+    return false;
+  if (w->kind != TG_V_CONST || !w->data || !tg_value_is_static(w)) return false;
+  if (w->dims[2].value != 3 || w->dims[3].value != 3) return false;
+  for (int i = 2; i < 4; i++)
+    if (x->dims[i].sym || y->dims[i].sym) return false;
+  if (x->dims[1].sym || x->dims[1].value != w->dims[1].value || y->dims[1].sym || y->dims[1].value != w->dims[0].value)
+    return false;
+  if (tg_attr_int(n, "group", 1) != 1 || !ints_all(n, "strides", 1, 2) || !ints_all(n, "dilations", 1, 2)) return false;
+  const char *ap = tg_attr_str(n, "auto_pad", "NOTSET");
+  if (strcmp(ap, "NOTSET") && strcmp(ap, "VALID")) return false;
+  int c;
+  const int64_t *p = tg_attr_ints(n, "pads", &c);
+  int64_t pt = 0, pl = 0, pb = 0, pr = 0;
+  if (p && strcmp(ap, "VALID")) {
+    if (c != 4) return false;
+    pt = p[0], pl = p[1], pb = p[2], pr = p[3];
+  }
+  if (pt < 0 || pl < 0 || pb < 0 || pr < 0 || pt > 2 || pl > 2) return false;
+  if (y->dims[2].value != x->dims[2].value + pt + pb - 2 || y->dims[3].value != x->dims[3].value + pl + pr - 2)
+    return false;
+  if (y->dims[2].value < 1 || y->dims[3].value < 1) return false;
+  if (mode == 1 && (w->dims[0].value < 16 || w->dims[1].value < 16 || y->dims[2].value < 4 || y->dims[3].value < 4))
+    return false;
+  return true;
+}
+
+static ts_status winograd_one(tg_graph *g, tg_node *n, ts_diag *d) {
+  const tg_value *w = g->values[n->inputs[1]];
+  int64_t K = w->dims[0].value, C = w->dims[1].value;
+  const float *wd = w->data;
+  size_t un = (size_t)36 * (size_t)C * (size_t)K;
+  float *u = ts_malloc(un * sizeof(float));
+  if (!u) return ts_diag_set(d, TS_ENOMEM, "out of memory transforming the weights of '%s'", n->name);
+  /* U[e][v][c][k] = sum_ij G[e][i] w[k][c][i][j] G[v][j] */
+  for (int64_t k = 0; k < K; k++)
+    for (int64_t ci = 0; ci < C; ci++) {
+      const float *gk = wd + (k * C + ci) * 9;
+      double t[6][3];
+      for (int e = 0; e < 6; e++)
+        for (int j = 0; j < 3; j++) t[e][j] = wg_g[e][0] * gk[j] + wg_g[e][1] * gk[3 + j] + wg_g[e][2] * gk[6 + j];
+      for (int e = 0; e < 6; e++)
+        for (int v = 0; v < 6; v++)
+          u[(((size_t)e * 6 + (size_t)v) * (size_t)C + (size_t)ci) * (size_t)K + (size_t)k] =
+              (float)(t[e][0] * wg_g[v][0] + t[e][1] * wg_g[v][1] + t[e][2] * wg_g[v][2]);
+    }
+  char base[200];
+  snprintf(base, sizeof base, "%s_winograd", w->name);
+  tg_dim ud[4] = {{6, NULL}, {6, NULL}, {C, NULL}, {K, NULL}};
+  int uid = add_const(g, base, ir_dt(IR_F32), 4, ud, u, un * sizeof(float), d);
+  ts_free(u);
+  if (uid < 0) return d && d->code ? d->code : TS_ENOMEM;
+  /* already the layout the batched matmul reads best (output channels
+   * innermost, as sgemm's B); re-laying it per candidate would also make
+   * every candidate's verification reference a new full interpretation */
+  g->values[uid]->fixed_layout = true;
+  float bt[36], at[24];
+  for (int i = 0; i < 36; i++) bt[i] = (float)wg_bt[i / 6][i % 6];
+  for (int i = 0; i < 24; i++) at[i] = (float)wg_at[i / 6][i % 6];
+  /* the transform matrices: one constant each per graph (shared by every rewritten conv) */
+  int bid = tg_value_find(g, "winograd_f4x3_BT"), aid = tg_value_find(g, "winograd_f4x3_AT");
+  if (bid < 0) {
+    tg_dim bd[2] = {{6, NULL}, {6, NULL}};
+    bid = add_const(g, "winograd_f4x3_BT", ir_dt(IR_F32), 2, bd, bt, sizeof bt, d);
+  }
+  if (aid < 0 && bid >= 0) {
+    tg_dim ad[2] = {{4, NULL}, {6, NULL}};
+    aid = add_const(g, "winograd_f4x3_AT", ir_dt(IR_F32), 2, ad, at, sizeof at, d);
+  }
+  if (bid < 0 || aid < 0) return d && d->code ? d->code : TS_ENOMEM;
+  g->values[bid]->fixed_layout = g->values[aid]->fixed_layout = true;
+  int *arr = TS_ANEWN(g->mod->arena, int, 5);
+  if (!arr) return ts_diag_set(d, TS_ENOMEM, "out of memory");
+  arr[0] = n->inputs[0];
+  arr[1] = uid;
+  arr[2] = n->nin > 2 ? n->inputs[2] : -1;
+  arr[3] = bid;
+  arr[4] = aid;
+  n->inputs = arr;
+  n->nin = 5;
+  tg_attr a = {.name = "tessel.winograd", .kind = TG_A_INT, .i = 4};
+  if (tg_node_set_attr(g, n, &a) != TS_OK) return ts_diag_set(d, TS_ENOMEM, "out of memory");
+  return TS_OK;
+}
+
+ts_status tg_pass_winograd(tg_graph *g, ts_diag *d) {
+  int mode = winograd_mode();
+  if (!mode) return TS_OK;
+  bool changed = false;
+  for (int i = 0; i < g->nnodes; i++) {
+    tg_node *n = g->nodes[i];
+    if (!winograd_ok(g, n, mode)) continue;
+    ts_status st = winograd_one(g, n, d);
+    if (st != TS_OK) return st;
+    changed = true;
+  }
+  return changed ? tg_pass_dce(g, d) : TS_OK;
 }
 
 /* ---- dce ---------------------------------------------------------------------------- */

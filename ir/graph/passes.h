@@ -16,6 +16,14 @@
  *                   Flatten/Squeeze/Unsqueeze to the same shape, Cast to the
  *                   same dtype, identity Transpose, zero Pad), unless their
  *                   output is a graph output (its name is the caller's).
+ *   winograd        a 3x3 stride-1 Conv with constant f32 weights (and 16+
+ *                   channels each way) becomes the Winograd F(4x4, 3x3)
+ *                   form: its weights transformed at compile time into
+ *                   U[6,6,C,K], the transform matrices BT[6,6] and AT[4,6]
+ *                   added as constants (inputs 3 and 4), attribute
+ *                   "tessel.winograd" = 4; legalize writes the transforms
+ *                   and the batched matmul as one kernel. TESSEL_WINOGRAD=0
+ *                   switches it off, =all drops the channel thresholds.
  *   legalize        every remaining op becomes a TG_OP_CALL of its own
  *                   PrimFunc (DSL text generated per op and parsed; symbolic
  *                   dims become PrimFunc size vars named after the graph
@@ -58,6 +66,7 @@ ts_status tg_run_pipeline(tg_graph *g, const char *stop_after, ts_diag *d);
 ts_status tg_pass_fold_constants(tg_graph *g, ts_diag *d);
 ts_status tg_pass_fold_batchnorm(tg_graph *g, ts_diag *d);
 ts_status tg_pass_simplify(tg_graph *g, ts_diag *d);
+ts_status tg_pass_winograd(tg_graph *g, ts_diag *d);
 ts_status tg_pass_legalize(tg_graph *g, ts_diag *d);
 ts_status tg_pass_fuse(tg_graph *g, ts_diag *d);
 ts_status tg_pass_layout_rewrite(tg_graph *g, ts_diag *d);

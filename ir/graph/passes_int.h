@@ -23,6 +23,8 @@ tg_op lg_node_op(const tg_node *n);
 tg_pattern lg_pattern(const tg_graph *g, const tg_node *n);
 /* Short lower-case op name for function names: "conv2d", "matmul", "add". */
 const char *lg_short_name(tg_op op);
+/* The same for a node: "conv2d_winograd" for a conv in the Winograd form. */
+const char *lg_node_short_name(const tg_node *n);
 
 /* Writes compute-DSL text for kernels; symbols of the graph get DSL names
  * "symN" and are renamed back to the graph's names after parsing. */

@@ -118,7 +118,8 @@ static int64_t const_inputs(const tg_graph *g, const tg_node *nd, const ir_func 
   int64_t m = 0;
   for (int a = 0; a < nd->nin && a < f->ninputs && a < 63; a++) {
     int v = nd->inputs[a];
-    if (v >= 0 && v < g->nvalues && g->values[v]->kind == TG_V_CONST) m |= (int64_t)1 << a;
+    if (v >= 0 && v < g->nvalues && g->values[v]->kind == TG_V_CONST && !g->values[v]->fixed_layout)
+      m |= (int64_t)1 << a;
   }
   return m;
 }

@@ -257,6 +257,80 @@ START_TEST(test_conv_strided_padded) {
 }
 END_TEST
 
+/* conv(x, w, bias) -> relu, 3x3 stride 1 with pads (t, l, b, r); batch
+ * dim `batch` symbolic when sym. */
+static void wg_graph(tg_graph *g, bool sym, int64_t Cc, int64_t H, int64_t W, int64_t K, const int64_t *pads) {
+  tg_dim N = sym ? S("batch") : C(2);
+  int64_t P = H + pads[0] + pads[2] - 2, Q = W + pads[1] + pads[3] - 2;
+  int x = input(g, "x", 4, (tg_dim[]){N, C(Cc), C(H), C(W)});
+  int w = rconst(g, "w", 4, (tg_dim[]){C(K), C(Cc), C(3), C(3)}, 21);
+  int bi = rconst(g, "bias", 1, (tg_dim[]){C(K)}, 22);
+  int y = inter(g, "y", 4, (tg_dim[]){N, C(K), C(P), C(Q)});
+  int z = inter(g, "z", 4, (tg_dim[]){N, C(K), C(P), C(Q)});
+  tg_node *n = node(g, TG_OP_CONV, "conv", 3, (int[]){x, w, bi}, 1, &y);
+  aints(g, n, "pads", 4, pads);
+  aints(g, n, "kernel_shape", 2, (int64_t[]){3, 3});
+  node(g, TG_OP_RELU, "relu", 1, &y, 1, &z);
+  output(g, z);
+}
+
+static bool calls_winograd(const tg_graph *g) {
+  for (int i = 0; i < g->nnodes; i++)
+    if (!g->nodes[i]->dead && g->nodes[i]->callee && strstr(g->nodes[i]->callee, "conv2d_winograd")) return true;
+  return false;
+}
+
+/* The Winograd F(4x4, 3x3) form against the direct convolution, on odd sizes
+ * (tiles that overhang the output on both axes, asymmetric padding) and a
+ * symbolic batch run at two sizes from one graph. */
+static void winograd_case(bool sym, int64_t Cc, int64_t H, int64_t W, int64_t K, const int64_t *pads) {
+  ir_module *m2 = ir_module_new();
+  tg_graph *g2 = tg_graph_new(m2, "direct");
+  setenv("TESSEL_WINOGRAD", "all", 1);
+  wg_graph(G, sym, Cc, H, W, K, pads);
+  run_pipe(G, NULL);
+  setenv("TESSEL_WINOGRAD", "0", 1);
+  wg_graph(g2, sym, Cc, H, W, K, pads);
+  run_pipe(g2, NULL);
+  unsetenv("TESSEL_WINOGRAD");
+  ck_assert_msg(calls_winograd(G), "the conv was not rewritten");
+  ck_assert(!calls_winograd(g2));
+  ck_assert_int_lt(tg_value_find(G, "w"), 0); /* the original weights are gone */
+  for (int b = 1; b <= (sym ? 3 : 1); b += 2) {
+    ir_tensor in[1], got[1], ref[1];
+    make_inputs(G, in, b, 40 + (uint64_t)b);
+    run(G, in, got);
+    run(g2, in, ref);
+    expect_close(&got[0], &ref[0], 1e-4);
+    free_tensors(in, 1);
+    free_tensors(got, 1);
+    free_tensors(ref, 1);
+  }
+  ir_module_free(m2);
+}
+
+START_TEST(test_winograd_odd) { winograd_case(false, 5, 11, 13, 7, (int64_t[]){1, 0, 2, 1}); }
+END_TEST
+
+START_TEST(test_winograd_symbolic_batch) { winograd_case(true, 3, 9, 6, 4, (int64_t[]){1, 1, 1, 1}); }
+END_TEST
+
+/* By default only convolutions with 16+ channels each way are rewritten;
+ * strided ones never are. */
+START_TEST(test_winograd_thresholds) {
+  unsetenv("TESSEL_WINOGRAD");
+  wg_graph(G, false, 5, 11, 13, 7, (int64_t[]){1, 1, 1, 1});
+  run_pipe(G, NULL);
+  ck_assert(!calls_winograd(G));
+  ir_module *m2 = ir_module_new();
+  tg_graph *g2 = tg_graph_new(m2, "wide");
+  wg_graph(g2, false, 16, 8, 8, 16, (int64_t[]){1, 1, 1, 1});
+  run_pipe(g2, NULL);
+  ck_assert(calls_winograd(g2));
+  ir_module_free(m2);
+}
+END_TEST
+
 START_TEST(test_conv_grouped) {
   conv_vs_workload("conv2d_nchw:n=2,c=4,h=5,w=5,k=6,r=3,s=3,stride=1,pad=1,dilation=1,groups=2", 2, 4, 5, 5, 6, 3,
                    1, 1, 2, 5, 5);
@@ -1180,7 +1254,7 @@ END_TEST
 START_TEST(test_pass_names) {
   int n = 0;
   const char *const *names = tg_pass_names(&n);
-  ck_assert_int_eq(n, 7);
+  ck_assert_int_eq(n, 8);
   ck_assert_str_eq(names[0], "fold_constants");
   ck_assert_str_eq(names[n - 1], "dce");
   for (int i = 0; i < n; i++) {
@@ -1295,6 +1369,9 @@ static Suite *passes_suite(void) {
   tcase_add_test(tc, test_broadcast_binary);
   tcase_add_test(tc, test_conv_strided_padded);
   tcase_add_test(tc, test_conv_grouped);
+  tcase_add_test(tc, test_winograd_odd);
+  tcase_add_test(tc, test_winograd_symbolic_batch);
+  tcase_add_test(tc, test_winograd_thresholds);
   tcase_add_test(tc, test_max_pool);
   tcase_add_test(tc, test_avg_pool_include_pad);
   tcase_add_test(tc, test_avg_pool_exclude_pad);
