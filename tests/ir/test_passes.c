@@ -315,8 +315,8 @@ END_TEST
 START_TEST(test_winograd_symbolic_batch) { winograd_case(true, 3, 9, 6, 4, (int64_t[]){1, 1, 1, 1}); }
 END_TEST
 
-/* By default only convolutions with 16+ channels each way are rewritten;
- * strided ones never are. */
+/* By default only convolutions with 16+ channels each way and 8+ output
+ * tiles per image are rewritten. */
 START_TEST(test_winograd_thresholds) {
   unsetenv("TESSEL_WINOGRAD");
   wg_graph(G, false, 5, 11, 13, 7, (int64_t[]){1, 1, 1, 1});
@@ -324,10 +324,17 @@ START_TEST(test_winograd_thresholds) {
   ck_assert(!calls_winograd(G));
   ir_module *m2 = ir_module_new();
   tg_graph *g2 = tg_graph_new(m2, "wide");
-  wg_graph(g2, false, 16, 8, 8, 16, (int64_t[]){1, 1, 1, 1});
+  wg_graph(g2, false, 16, 12, 9, 16, (int64_t[]){1, 1, 1, 1}); /* 3 x 3 tiles */
   run_pipe(g2, NULL);
   ck_assert(calls_winograd(g2));
   ir_module_free(m2);
+  /* 7x7 outputs: 2 x 2 tiles, too few */
+  ir_module *m3 = ir_module_new();
+  tg_graph *g3 = tg_graph_new(m3, "small");
+  wg_graph(g3, false, 32, 7, 7, 32, (int64_t[]){1, 1, 1, 1});
+  run_pipe(g3, NULL);
+  ck_assert(!calls_winograd(g3));
+  ir_module_free(m3);
 }
 END_TEST
 
