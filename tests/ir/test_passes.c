@@ -174,6 +174,18 @@ static void expect_workload(const char *spec, ir_tensor *args, int n, int nd, co
   expect_close(got, &args[n - 1], 1e-5);
   ir_tensor_free(&args[n - 1]);
 }
+/* a and b (one input, one output each) on the same seeded input, symbols at
+ * symv: outputs within tol of each other. */
+static void same_outputs(const tg_graph *a, const tg_graph *b, int64_t symv, uint64_t seed, double tol) {
+  ir_tensor in[1], o1[1], o2[1];
+  make_inputs(a, in, symv, seed);
+  run(a, in, o1);
+  run(b, in, o2);
+  expect_close(&o1[0], &o2[0], tol);
+  free_tensors(in, 1);
+  free_tensors(o1, 1);
+  free_tensors(o2, 1);
+}
 static float at(const ir_tensor *t, int64_t i) { return ((const float *)t->data)[i]; }
 
 /* ---- legalisation, op by op ------------------------------------------------------ */
@@ -296,16 +308,7 @@ static void winograd_case(bool sym, int64_t Cc, int64_t H, int64_t W, int64_t K,
   ck_assert_msg(calls_winograd(G), "the conv was not rewritten");
   ck_assert(!calls_winograd(g2));
   ck_assert_int_lt(tg_value_find(G, "w"), 0); /* the original weights are gone */
-  for (int b = 1; b <= (sym ? 3 : 1); b += 2) {
-    ir_tensor in[1], got[1], ref[1];
-    make_inputs(G, in, b, 40 + (uint64_t)b);
-    run(G, in, got);
-    run(g2, in, ref);
-    expect_close(&got[0], &ref[0], 1e-4);
-    free_tensors(in, 1);
-    free_tensors(got, 1);
-    free_tensors(ref, 1);
-  }
+  for (int b = 1; b <= (sym ? 3 : 1); b += 2) same_outputs(G, g2, b, 40 + (uint64_t)b, 1e-4);
   ir_module_free(m2);
 }
 
@@ -844,14 +847,7 @@ static void bn_case(bool standalone) {
   for (int i = 0; i < G->nnodes; i++) ck_assert(G->nodes[i]->dead || G->nodes[i]->op != TG_OP_BATCH_NORM);
   run_pipe(G, NULL);
   ck_assert_int_eq(tg_count_called_funcs(G), 1); /* conv+bias+relu (or mul+add+relu) in one */
-  ir_tensor in[1], o1[1], o2[1];
-  make_inputs(G, in, 0, 17);
-  run(G, in, o1);
-  run(ref, in, o2);
-  expect_close(&o1[0], &o2[0], 1e-5);
-  free_tensors(in, 1);
-  free_tensors(o1, 1);
-  free_tensors(o2, 1);
+  same_outputs(G, ref, 0, 17, 1e-5);
   ir_module_free(m2);
 }
 
