@@ -1010,6 +1010,47 @@ static void emit_conv(lg_kernel *k, const tg_node *n, const char *const *in, con
   }
   bool pad_stage = guard && konst && w.ns <= 3;
   const char *src = IN(0);
+  /* A strided 2-d convolution reads its padded input in polyphase order,
+   * xp[n, c, p, q, h', w'] = padded x[n, c, h'*sh + p, w'*sw + q]: the output
+   * column i3 then reads xp[.., i3 + s // sw] at unit stride (the plain order
+   * reads x[.., i3*sw + s], a gather once the output width is vectorised). */
+  const char *pe = getenv("TESSEL_POLYPHASE"); /* "0": the plain order (comparisons) */
+  bool poly = pad_stage && w.ns == 2 && (w.st[0] > 1 || w.st[1] > 1) && w.dil[0] == 1 && w.dil[1] == 1 &&
+              !(pe && !strcmp(pe, "0"));
+  if (poly) {
+    tmpname(xp, sizeof xp, o, "pad");
+    tg_dim pd[6] = {x->dims[0], x->dims[1], {w.st[0], NULL}, {w.st[1], NULL},
+                    {y->dims[2].value + (w.kern[0] - 1) / w.st[0], NULL},
+                    {y->dims[3].value + (w.kern[1] - 1) / w.st[1], NULL}};
+    let_dims(k, xp, x->dtype, 6, pd);
+    tb p;
+    tb_reset(&p);
+    char hs[48], ws[48];
+    dim_s(k, x->dims[2], hs);
+    dim_s(k, x->dims[3], ws);
+    lhs(&p, xp, 6);
+    tb_printf(&p,
+              " = select(i4 * %" PRId64 " + i2 - %" PRId64 " >= 0 && i4 * %" PRId64 " + i2 - %" PRId64
+              " < %s && i5 * %" PRId64 " + i3 - %" PRId64 " >= 0 && i5 * %" PRId64 " + i3 - %" PRId64
+              " < %s, %s[i0, i1, min(max(i4 * %" PRId64 " + i2 - %" PRId64 ", 0), %s - 1), min(max(i5 * %" PRId64
+              " + i3 - %" PRId64 ", 0), %s - 1)], 0.0)",
+              w.st[0], w.pb[0], w.st[0], w.pb[0], hs, w.st[1], w.pb[1], w.st[1], w.pb[1], ws, IN(0), w.st[0],
+              w.pb[0], hs, w.st[1], w.pb[1], ws);
+    stmt(k, &p);
+    tb b;
+    tb_reset(&b);
+    lhs(&b, dst, r);
+    tb_printf(&b, " += %s[i0, ", xp);
+    if (g == 1) tb_printf(&b, "r0");
+    else tb_printf(&b, "(i1 // %" PRId64 ") * %" PRId64 " + r0", M / g, cg);
+    tb_printf(&b, ", r1 %% %" PRId64 ", r2 %% %" PRId64 ", i2 + r1 // %" PRId64 ", i3 + r2 // %" PRId64 "]", w.st[0],
+              w.st[1], w.st[0], w.st[1]);
+    tb_printf(&b, " * %s[i1, r0, r1, r2] for r0 in 0..%" PRId64 ", r1 in 0..%" PRId64 ", r2 in 0..%" PRId64, IN(1),
+              cg, w.kern[0], w.kern[1]);
+    stmt(k, &b);
+    conv_bias(k, in, o, dst, r);
+    return;
+  }
   if (pad_stage) {
     tmpname(xp, sizeof xp, o, "pad");
     tg_dim pd[5];

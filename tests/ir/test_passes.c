@@ -19,6 +19,7 @@
 #include "ir/graph/passes.h"
 #include "ir/graph/tasks.h"
 #include "ir/parse.h"
+#include "ir/print.h"
 #include "ir/struct.h"
 #include "ir/workloads/workloads.h"
 
@@ -266,6 +267,15 @@ static void conv_vs_workload_d(const char *spec) {
 START_TEST(test_conv_strided_padded) {
   conv_vs_workload("conv2d_nchw:n=1,c=3,h=7,w=7,k=5,r=3,s=3,stride=2,pad=1,dilation=1,groups=1", 1, 3, 7, 7, 5, 3,
                    2, 1, 1, 4, 4);
+  /* the padded input in polyphase order [n, c, 2, 2, 4 + 1, 4 + 1] */
+  bool poly = false;
+  for (int i = 0; i < M->nfuncs && !poly; i++)
+    if (M->funcs[i].kind == IR_MOD_PRIM) {
+      char *txt = ir_func_to_string(M->funcs[i].u.prim);
+      poly = txt && strstr(txt, "_pad: f32[1, 3, 2, 2, 5, 5]");
+      ts_free(txt);
+    }
+  ck_assert_msg(poly, "the strided conv does not read a polyphase pad stage");
 }
 END_TEST
 
