@@ -964,6 +964,15 @@ static void emit_conv_winograd(lg_kernel *k, const tg_node *n, const char *const
   conv_bias(k, in, o, dst, 4);
 }
 
+/* "dst[i0, ..] += src[i0, <input channel>": r0 within the output channel's group */
+static void conv_lhs_chan(tb *b, const char *dst, int r, const char *src, int64_t g, int64_t M, int64_t cg) {
+  tb_reset(b);
+  lhs(b, dst, r);
+  tb_printf(b, " += %s[i0, ", src);
+  if (g == 1) tb_printf(b, "r0");
+  else tb_printf(b, "(i1 // %" PRId64 ") * %" PRId64 " + r0", M / g, cg);
+}
+
 static void emit_conv(lg_kernel *k, const tg_node *n, const char *const *in, const char *o) {
   if (tg_attr_int(n, "tessel.winograd", 0) == 4 && n->nin >= 5) {
     emit_conv_winograd(k, n, in, o);
@@ -1038,11 +1047,7 @@ static void emit_conv(lg_kernel *k, const tg_node *n, const char *const *in, con
               w.pb[0], hs, w.st[1], w.pb[1], ws);
     stmt(k, &p);
     tb b;
-    tb_reset(&b);
-    lhs(&b, dst, r);
-    tb_printf(&b, " += %s[i0, ", xp);
-    if (g == 1) tb_printf(&b, "r0");
-    else tb_printf(&b, "(i1 // %" PRId64 ") * %" PRId64 " + r0", M / g, cg);
+    conv_lhs_chan(&b, dst, r, xp, g, M, cg);
     tb_printf(&b, ", r1 %% %" PRId64 ", r2 %% %" PRId64 ", i2 + r1 // %" PRId64 ", i3 + r2 // %" PRId64 "]", w.st[0],
               w.st[1], w.st[0], w.st[1]);
     tb_printf(&b, " * %s[i1, r0, r1, r2] for r0 in 0..%" PRId64 ", r1 in 0..%" PRId64 ", r2 in 0..%" PRId64, IN(1),
@@ -1076,11 +1081,7 @@ static void emit_conv(lg_kernel *k, const tg_node *n, const char *const *in, con
     for (int s = 0; s < w.ns; s++) w.pb[s] = 0; /* the conv indexes the padded input */
   }
   tb b;
-  tb_reset(&b);
-  lhs(&b, dst, r);
-  tb_printf(&b, " += %s[i0, ", src);
-  if (g == 1) tb_printf(&b, "r0");
-  else tb_printf(&b, "(i1 // %" PRId64 ") * %" PRId64 " + r0", M / g, cg);
+  conv_lhs_chan(&b, dst, r, src, g, M, cg);
   for (int s = 0; s < w.ns; s++) {
     tb_printf(&b, ", ");
     spatial(&b, &w, s, 1 + s);
