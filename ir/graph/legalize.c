@@ -903,10 +903,9 @@ static void conv_bias(lg_kernel *k, const char *const *in, const char *o, const 
  * writing the NCHW output. Tiles t = (n, th, tw) of 4x4 outputs each. */
 static void emit_conv_winograd(lg_kernel *k, const tg_node *n, const char *const *in, const char *o) {
   const tg_value *x = V(k, n->inputs[0]), *uv = V(k, n->inputs[1]), *y = OUTV(0);
-  int c;
-  const int64_t *pads = tg_attr_ints(n, "pads", &c);
-  bool valid = !strcmp(tg_attr_str(n, "auto_pad", "NOTSET"), "VALID");
-  int64_t pt = pads && c == 4 && !valid ? pads[0] : 0, pl = pads && c == 4 && !valid ? pads[1] : 0;
+  win w;
+  if (!get_win(k, n, x, y, (const int64_t[]){3, 3}, &w)) return;
+  int64_t pt = w.pb[0], pl = w.pb[1];
   if (uv->ndim != 4 || uv->dims[2].sym || uv->dims[3].sym || x->dims[2].sym || x->dims[3].sym || y->dims[2].sym ||
       y->dims[3].sym) {
     fail(k, TS_EINVAL, n, "winograd form with unexpected shapes");

@@ -127,8 +127,11 @@
 
 /* ---- CUDA WMMA (TVM's wmma intrinsics; code generation is the CUDA back end's) ---- */
 
-/* C += A . B on one 16x16x16 tile; T is the input type (f16 or bf16). */
-#define WMMA_SYNC_DESC(T)                                                                       \
+/* C += A . B on one 16x16x16 tile; T is the input type (f16 or bf16), BI
+ * B's index: "vk, vj" for B[k, n], or "vj, vk" for B given as [n, k]
+ * (dense's W[n, k]: C += A . B^T, its matrix_b fragment loaded col_major
+ * from the [n, k] tile). */
+#define WMMA_SYNC_DESC_B(T, BI)                                                                 \
   "func desc(A: " T "[16, 16] scope(\"wmma.matrix_a\"), B: " T "[16, 16] scope(\"wmma.matrix_b\"))" \
   " -> C: f32[16, 16] scope(\"wmma.accumulator\") {\n"                                         \
   "  block root() {\n"                                                                         \
@@ -136,35 +139,17 @@
   "      for j in serial(0, 16) {\n"                                                           \
   "        for k in serial(0, 16) {\n"                                                         \
   "          block C(vi: S(0, 16) = i, vj: S(0, 16) = j, vk: R(0, 16) = k) {\n"                \
-  "            reads C[vi, vj], A[vi, vk], B[vk, vj]\n"                                        \
+  "            reads C[vi, vj], A[vi, vk], B[" BI "]\n"                                        \
   "            writes C[vi, vj]\n"                                                             \
-  "            C[vi, vj] = C[vi, vj] + f32(A[vi, vk]) * f32(B[vk, vj])\n"                      \
+  "            C[vi, vj] = C[vi, vj] + f32(A[vi, vk]) * f32(B[" BI "])\n"                      \
   "          }\n"                                                                              \
   "        }\n"                                                                                \
   "      }\n"                                                                                  \
   "    }\n"                                                                                    \
   "  }\n"                                                                                      \
   "}\n"
-
-/* The same with B given as [n, k] (dense's W[n, k]): C += A . B^T; its
- * matrix_b fragment is loaded col_major from the [n, k] tile. */
-#define WMMA_SYNC_TRANS_DESC(T)                                                                 \
-  "func desc(A: " T "[16, 16] scope(\"wmma.matrix_a\"), B: " T "[16, 16] scope(\"wmma.matrix_b\"))" \
-  " -> C: f32[16, 16] scope(\"wmma.accumulator\") {\n"                                         \
-  "  block root() {\n"                                                                         \
-  "    for i in serial(0, 16) {\n"                                                             \
-  "      for j in serial(0, 16) {\n"                                                           \
-  "        for k in serial(0, 16) {\n"                                                         \
-  "          block C(vi: S(0, 16) = i, vj: S(0, 16) = j, vk: R(0, 16) = k) {\n"                \
-  "            reads C[vi, vj], A[vi, vk], B[vj, vk]\n"                                        \
-  "            writes C[vi, vj]\n"                                                             \
-  "            C[vi, vj] = C[vi, vj] + f32(A[vi, vk]) * f32(B[vj, vk])\n"                      \
-  "          }\n"                                                                              \
-  "        }\n"                                                                                \
-  "      }\n"                                                                                  \
-  "    }\n"                                                                                    \
-  "  }\n"                                                                                      \
-  "}\n"
+#define WMMA_SYNC_DESC(T) WMMA_SYNC_DESC_B(T, "vk, vj")
+#define WMMA_SYNC_TRANS_DESC(T) WMMA_SYNC_DESC_B(T, "vj, vk")
 
 #define WMMA_SYNC_IMPL(T)                                                                       \
   "func impl(A: " T "[16, 16] scope(\"wmma.matrix_a\"), B: " T "[16, 16] scope(\"wmma.matrix_b\"))" \

@@ -705,33 +705,13 @@ END_TEST
  * emulated per lane) against the interpreter. */
 START_TEST(test_tensor_core_candidates_run) {
   static const char *const specs[] = {"matmul_f16:m=48,n=32,k=64", "matmul_f16:m=64,n=96,k=32", "batch", "dense"};
-  /* an odd batch of f16 matmuls (the batch on blockIdx.z, fragments with a leading dimension) */
-  static const char batch[] =
-      "func bmm(A: f16[3, 32, 32], B: f16[3, 32, 48]) -> C: f32[3, 32, 48] {\n"
-      "  block root() {\n"
-      "    for b in serial(0, 3) {\n"
-      "      for i in serial(0, 32) {\n"
-      "        for j in serial(0, 48) {\n"
-      "          for k in serial(0, 32) {\n"
-      "            block C(vb: S(0, 3) = b, vi: S(0, 32) = i, vj: S(0, 48) = j, vk: R(0, 32) = k) {\n"
-      "              reads A[vb, vi, vk], B[vb, vk, vj]\n"
-      "              writes C[vb, vi, vj]\n"
-      "              init { C[vb, vi, vj] = 0.0f32 }\n"
-      "              C[vb, vi, vj] = C[vb, vi, vj] + f32(A[vb, vi, vk]) * f32(B[vb, vk, vj])\n"
-      "            }\n"
-      "          }\n"
-      "        }\n"
-      "      }\n"
-      "    }\n"
-      "  }\n"
-      "}\n";
   cg_target t = cuda_target();
   int ran = 0;
   for (size_t w = 0; w < sizeof specs / sizeof specs[0]; w++) {
     ts_arena *a = ts_arena_new();
     ir_func *orig;
     if (strcmp(specs[w], "batch") == 0 || strcmp(specs[w], "dense") == 0) {
-      sch_state *s0 = tu_schedule_text(a, strcmp(specs[w], "batch") == 0 ? batch : DENSE_F16, &orig);
+      sch_state *s0 = tu_schedule_text(a, strcmp(specs[w], "batch") == 0 ? BATCH_F16 : DENSE_F16, &orig);
       sch_free(s0);
     } else {
       orig = tu_workload(a, specs[w]);
