@@ -2009,7 +2009,7 @@ ts_status cg_cuda_emit(const ir_func *f, const cg_target *t, const cg_cuda_opts 
   for (int k = 0; k < nst && !c.st; k++) emit_kernel(&c, k, stages[k], &out->kernels[k]);
   if (!c.st) {
     out->nkernels = nst;
-    /* self-describing metadata (read by codegen/runtime/cuda_rt.c) */
+    /* self-describing metadata (read by runtime/cuda_rt.c) */
     P(&c, "extern \"C\" __device__ const int tessel_abi_version = 1;\n");
     P(&c, "extern \"C\" __device__ const int tessel_nkernels = %d;\n", nst);
     P(&c, "extern \"C\" __device__ const long long tessel_launch[%d] = {", nst > 0 ? nst * 7 : 1);

@@ -48,7 +48,7 @@
  *    tessel_nkernels, tessel_launch (6 per kernel: grid xyz, block xyz),
  *    tessel_nparams, tessel_ninputs, tessel_param_dtype, tessel_param_ndim,
  *    tessel_param_shape (TSRT_MAX_DIMS per param); the runtime reads them with
- *    cuModuleGetGlobal (codegen/runtime/cuda_rt.h). Kernels are named
+ *    cuModuleGetGlobal (runtime/cuda_rt.h). Kernels are named
  *    tessel_kernel0 ... tessel_kernelN-1 (extern "C").
  *
  * Index math (i64 in the IR) is emitted as `int` when every buffer has a

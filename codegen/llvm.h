@@ -4,7 +4,7 @@
  * and linked into a shared library with ld.lld.
  *
  * Every artifact exports the kernel through the runtime ABI
- * (codegen/runtime/runtime.h): `tessel_kernel_entry(void **args)` and
+ * (runtime/runtime.h): `tessel_kernel_entry(void **args)` and
  * `tessel_kernel_meta` (names, dtypes and shapes of the params), so a loader
  * that has never seen the IR can allocate arguments. Parallel loops are
  * outlined into task functions called through tsrt_parallel_launch, which the
@@ -34,7 +34,7 @@
 #define TESSEL_CODEGEN_LLVM_H
 
 #include "codegen/codegen.h"
-#include "codegen/runtime/runtime.h"
+#include "runtime/runtime.h"
 
 /* Fills the host's triple, CPU and features where t leaves them empty (a
  * CPU of "native" counts as empty), and vector_bits / num_cores: the widest
@@ -66,7 +66,7 @@ ts_status cg_llvm_emit_object(const cg_lowered *l, const cg_target *t, const cha
  * runtime's and libc's symbols stay undefined for the loader. Errors as
  * cg_llvm_emit_object; a failing link is TS_EIO with the linker's output. */
 ts_status cg_llvm_build_shared(const cg_lowered *l, const cg_target *t, const char *path, ts_diag *d);
-/* A model artifact (codegen/runtime/model.h, docs/MODEL.md): kernels[i]
+/* A model artifact (runtime/model.h, docs/MODEL.md): kernels[i]
  * becomes kernel i (unique hidden symbols), the plan (plan->kernels is
  * ignored; nkernels counts kernels) and its weights are emitted as data, and
  * all of it is linked into one shared library at path for t. The plan is

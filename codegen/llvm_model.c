@@ -1,4 +1,4 @@
-/* llvm_model.c — model artifacts (codegen/runtime/model.h): every kernel of a
+/* llvm_model.c — model artifacts (runtime/model.h): every kernel of a
  * model compiled into its own object under unique symbols
  * (tessel_model_k<i>_entry / tessel_model_k<i>_meta), one more object holding
  * the plan (`tessel_model_plan`: C structs with pointers the dynamic loader
@@ -15,7 +15,7 @@
 
 #include <llvm-c/Analysis.h>
 
-#include "codegen/runtime/model.h"
+#include "runtime/model.h"
 #include "llvm_int.h"
 
 typedef struct kjob {

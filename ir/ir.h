@@ -24,7 +24,7 @@
 #ifndef TESSEL_IR_H
 #define TESSEL_IR_H
 
-#include "ts.h"
+#include "base/ts.h"
 
 /* ---- dtypes -------------------------------------------------------------- */
 /* X(enum, name, bits, class) with class 'b' bool, 'i' signed, 'u' unsigned,

@@ -9,8 +9,8 @@
 #ifndef TESSEL_RPC_CLIENT_H
 #define TESSEL_RPC_CLIENT_H
 
-#include "codegen/runtime/model.h"
-#include "codegen/runtime/runtime.h"
+#include "runtime/model.h"
+#include "runtime/runtime.h"
 #include "rpc/auth.h"
 #include "rpc/protocol.h"
 

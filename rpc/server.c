@@ -17,9 +17,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "codegen/runtime/cuda_rt.h"
-#include "codegen/runtime/model.h"
-#include "codegen/runtime/runtime.h"
+#include "runtime/cuda_rt.h"
+#include "runtime/model.h"
+#include "runtime/runtime.h"
 #include "rpc/auth.h"
 #include "rpc/protocol.h"
 
@@ -431,7 +431,7 @@ bad:
   (void)f;
 }
 
-/* run_model: a model artifact (codegen/runtime/model.h) run in a forked
+/* run_model: a model artifact (runtime/model.h) run in a forked
  * child on the inputs sent; outputs and per-run seconds come back. Every
  * field is bounded: at most 64 inputs of at most 8 dims, each input's bytes
  * equal to its dtype size times its shape (the child checks them against the

@@ -1,5 +1,5 @@
 /* server_main.c — main() of the standalone board binary tessel-rpc-server
- * (nng + msgpack-c + libsodium + codegen/runtime only). */
+ * (nng + msgpack-c + libsodium + runtime only). */
 #include "rpc/server.h"
 
 int main(int argc, char **argv) {

@@ -53,7 +53,7 @@ ts_status tun_build_shared(const ir_func *scheduled, const cg_target *tg, const 
 ts_status tun_build_shared_isolated(const ir_func *scheduled, const cg_target *tg, const char *path,
                                     double timeout_s, ts_diag *d);
 
-/* ---- cuda (tuner/cmd_cuda.c) ----------------------------------------------
+/* ---- cuda (tuner/build_cuda.c) ----------------------------------------------
  * tun_build_cuda writes, for a scheduled function and a cuda target, a cubin
  * (any path), PTX (path ending .ptx) or the CUDA C (.cu, no NVRTC needed).
  * Errors: cg_cuda_emit's and cg_nvrtc_compile's (TS_EUNSUPPORTED "built

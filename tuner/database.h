@@ -17,7 +17,7 @@
 
 #include <stdio.h>
 
-#include "ir/ts.h"
+#include "base/ts.h"
 
 #define TUN_LOG_SCHEMA 1
 #define TUN_MAX_RUNS 64

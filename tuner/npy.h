@@ -20,7 +20,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "ir/ts.h"
+#include "base/ts.h"
 
 #define TUN_NPY_MAX_DIMS 8
 

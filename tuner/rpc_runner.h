@@ -20,8 +20,8 @@
 
 #include <stdio.h>
 
-#include "codegen/runtime/runtime.h"
-#include "ir/ts.h"
+#include "runtime/runtime.h"
+#include "base/ts.h"
 
 typedef struct tun_rpc_opts {
   const char *tracker;     /* "HOST:PORT" or an nng URL */

@@ -7,7 +7,7 @@
 #define TESSEL_TUNER_TUNE_H
 
 #include "codegen/codegen.h"
-#include "codegen/runtime/runtime.h"
+#include "runtime/runtime.h"
 #include "tuner/database.h"
 
 typedef struct tun_tune_opts {

@@ -13,7 +13,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "codegen/runtime/runtime.h"
+#include "runtime/runtime.h"
 #include "ir/arith/arith.h"
 #include "ir/interp.h"
 #include "ir/struct.h"

@@ -3,7 +3,7 @@
  * writes (skipped, saying so, when tessel is built without CUDA), structural
  * checks on the text (barrier placement, launch bounds and configuration,
  * vector accesses, unroll pragmas, warp shuffles), refusals with reasons, and
- * the GPU runtime (codegen/runtime/cuda_rt.c), which reports "no GPU" cleanly
+ * the GPU runtime (runtime/cuda_rt.c), which reports "no GPU" cleanly
  * where libcuda.so.1 is absent.
  *
  * Every scheduled function here is also checked against the unscheduled one

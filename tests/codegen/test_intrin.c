@@ -15,7 +15,7 @@
 #include <unistd.h>
 
 #include "codegen/llvm.h"
-#include "codegen/runtime/runtime.h"
+#include "runtime/runtime.h"
 #include "ir/parse.h"
 #include "ir/schedule/tensorize.h"
 #include "schedule/util.h"

@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ir/ts.h"
+#include "base/ts.h"
 
 START_TEST(test_strerror) {
   ck_assert_str_eq(ts_strerror(TS_OK), "success");

@@ -9,7 +9,7 @@
 #include <nng/nng.h>
 #include <nng/protocol/reqrep0/req.h>
 
-#include "codegen/runtime/runtime.h"
+#include "runtime/runtime.h"
 #include "rpc/client.h"
 #include "util.h"
 

@@ -8,7 +8,7 @@
 #include <nng/nng.h>
 #include <nng/protocol/reqrep0/req.h>
 
-#include "codegen/runtime/runtime.h"
+#include "runtime/runtime.h"
 #include "rpc/client.h"
 #include "rpc/server.h"
 #include "util.h"

@@ -1,4 +1,4 @@
-/* test_runtime.c — codegen/runtime: the thread pool (every task runs once,
+/* test_runtime.c — runtime: the thread pool (every task runs once,
  * nested launches run serially, errors propagate), seeded inputs (identical
  * for the same seed, in range, exact in every dtype), loading (bad paths and
  * non-kernels rejected with a message), and fork-isolated measurement: a good

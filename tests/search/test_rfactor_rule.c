@@ -15,7 +15,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "codegen/runtime/runtime.h"
+#include "runtime/runtime.h"
 #include "ir/print.h"
 #include "search/search.h"
 #include "tests/schedule/util.h"

@@ -10,7 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "codegen/runtime/runtime.h"
+#include "runtime/runtime.h"
 #include "ir/parse.h"
 #include "ir/print.h"
 #include "search/search.h"

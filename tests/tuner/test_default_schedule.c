@@ -12,7 +12,7 @@
 #include <unistd.h>
 
 #include "codegen/llvm.h"
-#include "codegen/runtime/runtime.h"
+#include "runtime/runtime.h"
 #include "ir/workloads/workloads.h"
 #include "tests/schedule/util.h"
 #include "tuner/build.h"

@@ -32,7 +32,7 @@
 #include <unistd.h>
 
 #include "codegen/llvm.h"
-#include "codegen/runtime/model.h"
+#include "runtime/model.h"
 #include "include/tessel/tessel_model.h"
 #include "ir/graph/onnx.h"
 #include "ir/graph/passes.h"

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "codegen/runtime/runtime.h"
+#include "runtime/runtime.h"
 #include "ir/interp.h"
 #include "ir/parse.h"
 #include "ir/workloads/workloads.h"

@@ -17,7 +17,7 @@
 #include "ir/graph/onnx.h"
 #include "ir/graph/passes.h"
 #include "ir/graph/tasks.h"
-#include "tuner/cli.h"
+#include "cli/cli.h"
 
 static const char *usage =
     "usage: tessel tasks MODEL.onnx [--json] [--sym NAME=VALUE]... [--dump DIR]\n"

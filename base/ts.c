@@ -1,7 +1,7 @@
 /* ts.c — implementation of the shared base: status table, diagnostics, the
  * allocation hook with fault injection, the arena, string buffers, vectors,
  * file reading and the deterministic RNG. */
-#include "ts.h"
+#include "base/ts.h"
 
 #include <errno.h>
 #include <stdio.h>

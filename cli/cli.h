@@ -1,4 +1,4 @@
-/* cli.h — the tessel CLI's subcommands (tuner/cmd_*.c) and the helpers they
+/* cli.h — the tessel CLI's subcommands (cli/cmd_*.c) and the helpers they
  * share: resolving a SUBJECT argument into a PrimFunc. */
 #ifndef TESSEL_TUNER_CLI_H
 #define TESSEL_TUNER_CLI_H

@@ -2,7 +2,7 @@
  * graph passes, one kernel per distinct fused PrimFunc scheduled from the
  * tuning log or by the default schedule, plan + weights, one shared
  * library: docs/MODEL.md) and `tessel run MODEL.so` (the graph executor of
- * codegen/runtime/model.c on .npy or seeded random inputs; outputs as .npy;
+ * runtime/model.c on .npy or seeded random inputs; outputs as .npy;
  * latency; on a board through the tracker with --tracker). */
 #include <errno.h>
 #include <getopt.h>
@@ -14,7 +14,7 @@
 #include <sys/stat.h>
 
 #include "codegen/llvm.h"
-#include "codegen/runtime/model.h"
+#include "runtime/model.h"
 #include "ir/graph/graph.h"
 #include "ir/graph/onnx.h"
 #include "ir/graph/passes.h"
@@ -24,7 +24,7 @@
 #include "ir/struct.h"
 #include "include/tessel/tessel_model.h"
 #include "tuner/build.h"
-#include "tuner/cli.h"
+#include "cli/cli.h"
 #include "tuner/database.h"
 #include "tuner/npy.h"
 #include "rpc/client.h"

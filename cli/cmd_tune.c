@@ -9,7 +9,7 @@
 #include <unistd.h>
 
 #include "codegen/llvm.h"
-#include "tuner/cli.h"
+#include "cli/cli.h"
 #include "tuner/rpc_runner.h"
 #include "tuner/tune.h"
 
@@ -110,7 +110,7 @@ bool tun_tune_cli_option(tun_tune_cli *c, int opt, const char *arg) {
   case OPT_RPCTRIES: ro->max_tries = atoi(arg); break;
   case OPT_SLOWCUT: o->slow_cutoff = atof(arg); break;
   case OPT_FIRSTBATCH: o->first_batch = atoi(arg); break;
-  /* the RewriteLayout postprocessor reads it (search/postproc.c, docs/LAYOUT.md) */
+  /* the RewriteLayout postprocessor reads it (search/postproc/postproc.c, docs/LAYOUT.md) */
   case OPT_NOLAYOUT: setenv("TESSEL_LAYOUT_REWRITE", "0", 1); break;
   default: return false;
   }

@@ -17,7 +17,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "../../include/tessel/tessel_model.h"
+#include "../include/tessel/tessel_model.h"
 #include "fork_pipe.h"
 
 _Static_assert((int)TESSEL_DT_F32 == (int)TSRT_F32 && (int)TESSEL_DT_F64 == (int)TSRT_F64 &&

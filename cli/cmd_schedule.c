@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "ir/schedule/trace.h"
-#include "tuner/cli.h"
+#include "cli/cli.h"
 
 typedef struct report_ctx {
   const char *label;

@@ -12,7 +12,7 @@
 #include "ir/graph/graph.h"
 #include "ir/graph/onnx.h"
 #include "ir/graph/passes.h"
-#include "tuner/cli.h"
+#include "cli/cli.h"
 
 static const char *usage =
     "usage: tessel graph show MODEL.onnx [--after PASS] [--json]\n"

@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "codegen/codegen.h"
-#include "tuner/cli.h"
+#include "cli/cli.h"
 #include "tuner/database.h"
 
 /* Canonical text of a target argument (as the tuner records it), or the

@@ -2,7 +2,7 @@
  * (--target cuda): emit CUDA C from the scheduled function (codegen/cuda.c),
  * compile it with NVRTC, write the cubin (or the CUDA C / PTX), and measure
  * a cubin on the local GPU through the runtime's dlopen'd driver
- * (codegen/runtime/cuda_rt.c), in a forked child. */
+ * (runtime/cuda_rt.c), in a forked child. */
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,7 +10,7 @@
 
 #include "codegen/cuda.h"
 #include "codegen/gpu_check.h"
-#include "codegen/runtime/cuda_rt.h"
+#include "runtime/cuda_rt.h"
 #include "tuner/build.h"
 
 static bool ends_with(const char *s, const char *suf) {

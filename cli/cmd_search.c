@@ -10,7 +10,7 @@
 
 #include "codegen/llvm.h"
 #include "search/search.h"
-#include "tuner/cli.h"
+#include "cli/cli.h"
 
 static const char *usage =
     "usage: tessel sketches SUBJECT [--target T] [--json]\n"

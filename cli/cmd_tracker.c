@@ -11,7 +11,7 @@
 
 #include "tracker/tracker.h"
 #include "tracker/tracker_client.h"
-#include "tuner/cli.h"
+#include "cli/cli.h"
 
 static volatile sig_atomic_t stop_flag;
 static void on_signal(int sig) {

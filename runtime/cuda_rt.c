@@ -1,4 +1,4 @@
-/* codegen/runtime/cuda_rt.c — the CUDA driver API through dlopen at run time
+/* runtime/cuda_rt.c — the CUDA driver API through dlopen at run time
  * (see cuda_rt.h). The few driver types and entry points used are declared
  * here (the runtime builds on boards without the toolkit); the names with a
  * _v2 suffix are the ones cuda.h maps the plain names to. */

@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "tessel_config.h"
-#include "tuner/cli.h"
+#include "cli/cli.h"
 
 typedef struct command {
   const char *name;

@@ -18,7 +18,7 @@
 #include "costmodel/costmodel.h"
 #include "ir/parse.h"
 #include "ir/schedule/trace.h"
-#include "tuner/cli.h"
+#include "cli/cli.h"
 #include "tuner/database.h"
 
 typedef struct wl_ent {

@@ -1,4 +1,4 @@
-/* cuda_rt.h — the GPU half of codegen/runtime: the CUDA driver API opened
+/* cuda_rt.h — the GPU half of runtime: the CUDA driver API opened
  * with dlopen("libcuda.so.1") at run time, so every binary that links the
  * runtime (tessel, tessel-rpc-server on a board) runs with or without a GPU
  * and without any link-time CUDA dependency.

@@ -1,4 +1,4 @@
-/* runtime.h — codegen/runtime: the small library that generated kernels call
+/* runtime.h — runtime: the small library that generated kernels call
  * and that every measuring process links (the tessel CLI and rpc_server
  * alike, so both time kernels the same way). libc + pthreads + libdl only:
  * it must build for a small board.

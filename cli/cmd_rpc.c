@@ -1,7 +1,7 @@
 /* cmd_rpc.c — `tessel rpc-server ...`: the same server as the standalone
  * build/tessel-rpc-server (rpc/server.c), reachable from the main CLI. */
 #include "rpc/server.h"
-#include "tuner/cli.h"
+#include "cli/cli.h"
 
 int tun_cmd_rpc_server(int argc, char **argv) {
   return rpc_server_main(argc, argv);

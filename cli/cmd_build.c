@@ -9,11 +9,11 @@
 #include <unistd.h>
 
 #include "codegen/llvm.h"
-#include "codegen/runtime/runtime.h"
+#include "runtime/runtime.h"
 #include "ir/print.h"
 #include "ir/schedule/layout.h"
 #include "tuner/build.h"
-#include "tuner/cli.h"
+#include "cli/cli.h"
 #include "tuner/database.h"
 #include "ir/struct.h"
 #include "tuner/verify.h"

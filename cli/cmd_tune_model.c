@@ -16,7 +16,7 @@
 #include "ir/graph/passes.h"
 #include "ir/graph/tasks.h"
 #include "ir/struct.h"
-#include "tuner/cli.h"
+#include "cli/cli.h"
 #include "tuner/task_scheduler.h"
 
 static const char usage[] =

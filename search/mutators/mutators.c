@@ -1,4 +1,4 @@
-/* search/mutators.c — the mutators of the evolutionary search (MetaSchedule's
+/* search/mutators/mutators.c — the mutators of the evolutionary search (MetaSchedule's
  * src/s_tir/meta_schedule/mutator/ (one file per mutator); notes §4). Each takes a candidate's
  * trace (postprocessors stripped) and returns a copy with exactly one
  * decision changed, or NULL when it has nothing to change. The caller

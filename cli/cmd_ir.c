@@ -13,7 +13,7 @@
 #include "ir/print.h"
 #include "ir/schedule/trace.h"
 #include "ir/struct.h"
-#include "tuner/cli.h"
+#include "cli/cli.h"
 
 static int print_json(json_t *j) {
   if (!j) {
