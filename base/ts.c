@@ -297,3 +297,21 @@ uint64_t ts_rng_next(ts_rng *r) {
 uint64_t ts_rng_below(ts_rng *r, uint64_t n) { return n ? ts_rng_next(r) % n : 0; }
 
 double ts_rng_unit(ts_rng *r) { return (double)(ts_rng_next(r) >> 11) * (1.0 / 9007199254740992.0); }
+
+bool ts_debug(const char *topic) {
+  static char topics[256];
+  static int read; /* 0: not yet, 1: read */
+  if (!read) { /* racing first calls write the same bytes */
+    const char *e = getenv("TESSEL_DEBUG");
+    snprintf(topics, sizeof topics, "%s", e ? e : "");
+    read = 1;
+  }
+  size_t n = strlen(topic);
+  for (const char *p = topics; *p;) {
+    p += strspn(p, ", ");
+    size_t m = strcspn(p, ", ");
+    if ((m == n && !strncmp(p, topic, n)) || (m == 3 && !strncmp(p, "all", 3)) || (m == 1 && *p == '1')) return true;
+    p += m;
+  }
+  return false;
+}

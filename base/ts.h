@@ -137,4 +137,9 @@ uint64_t ts_rng_below(ts_rng *r, uint64_t n);
 /* Uniform double in [0, 1). */
 double ts_rng_unit(ts_rng *r);
 
+/* TESSEL_DEBUG: a comma- or space-separated list of topics (passes, legalize,
+ * lower, codegen, cuda, search, layout) or "all"; read once per process.
+ * True when `topic` or "all" is listed. The one parser of the variable. */
+bool ts_debug(const char *topic);
+
 #endif

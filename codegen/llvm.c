@@ -208,8 +208,7 @@ static ts_status resolved(const cg_target *t, cg_target *out, ts_diag *d) {
 }
 
 static bool debug_codegen(void) {
-  const char *e = getenv("TESSEL_DEBUG");
-  return e && (strstr(e, "codegen") || strstr(e, "all"));
+  return ts_debug("codegen");
 }
 
 /* LLVM's remarks and warnings (e.g. "loop not vectorized" for a

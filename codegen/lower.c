@@ -1131,8 +1131,7 @@ static void plan_one(lctx *c, const ir_func *f, cplan *p) {
 }
 
 static bool debug_on(void) {
-  const char *e = getenv("TESSEL_DEBUG");
-  return e && (strstr(e, "lower") || strstr(e, "all"));
+  return ts_debug("lower");
 }
 
 /* One lowering walk over f in c's mode; NULL on error (c->st set). */

@@ -91,8 +91,7 @@ ts_status tun_build_cuda(const ir_func *scheduled, const cg_target *tg, const ch
 ts_status tun_build_cuda_report(const ir_func *scheduled, const cg_target *tg, const char *path, FILE *text,
                                 json_t *json, ts_diag *d) {
   cg_cuda_module mod;
-  const char *dbg = getenv("TESSEL_DEBUG");
-  if (dbg && (strstr(dbg, "codegen") || strstr(dbg, "cuda"))) {
+  if (ts_debug("codegen") || ts_debug("cuda")) {
     /* the CUDA C, before compiling it */
     if (cg_cuda_emit(scheduled, tg, NULL, &mod, d) == TS_OK) fprintf(stderr, "%s\n", mod.source);
     cg_cuda_module_fini(&mod);
@@ -118,7 +117,7 @@ ts_status tun_build_cuda_report(const ir_func *scheduled, const cg_target *tg, c
   if (!st && json) report_json(json, &mod, ptx ? NULL : &bin, &lim);
   if (!st)
     st = ptx ? write_file(path, bin.ptx, bin.ptx_size, d) : write_file(path, bin.cubin, bin.cubin_size, d);
-  if (!st && dbg && (strstr(dbg, "codegen") || strstr(dbg, "cuda")))
+  if (!st && (ts_debug("codegen") || ts_debug("cuda")))
     fprintf(stderr, "cuda: %d kernel(s), %d barrier(s), %d vector access(es), %d warp all-reduce(s); "
                     "first launch grid %lldx%lldx%lld block %lldx%lldx%lld, %lld B shared\n",
             mod.nkernels, mod.nsyncs, mod.nvector, mod.nshuffle, (long long)mod.kernels[0].grid[0],

@@ -1757,7 +1757,7 @@ ts_status lg_build(lg_kernel *k, ir_module *m, const char *fname, int nin, const
     ts_strbuf_fini(&sb);
     return k->st;
   }
-  if (getenv("TESSEL_DEBUG") && strstr(getenv("TESSEL_DEBUG"), "legalize"))
+  if (ts_debug("legalize"))
     fprintf(stderr, "[legalize] %s", sb.data);
   ir_func *f = NULL;
   char label[300];

@@ -54,7 +54,7 @@ ts_status tg_run_pass(tg_graph *g, const char *name, ts_diag *d) {
   int i = name ? find_pass(name) : -1;
   if (i < 0) return unknown_pass(name ? name : "(null)", d);
   ts_status st = passes[i].fn(g, d);
-  if (st == TS_OK && getenv("TESSEL_DEBUG") && strstr(getenv("TESSEL_DEBUG"), "passes")) {
+  if (st == TS_OK && ts_debug("passes")) {
     ts_strbuf sb;
     ts_strbuf_init(&sb);
     tg_graph_print(g, &sb);

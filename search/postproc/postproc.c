@@ -272,8 +272,7 @@ static ts_status rewrite_layout(sch_traced *t, ts_diag *d) {
   if (!lf || lf->kind != IR_ANN_INT || !lf->v.i) return TS_OK;
   const char *env = getenv("TESSEL_LAYOUT_REWRITE");
   if (env && !strcmp(env, "0")) return TS_OK;
-  const char *dbg = getenv("TESSEL_DEBUG");
-  bool say = dbg && strstr(dbg, "layout");
+  bool say = ts_debug("layout");
   int64_t mask = lf->v.i;
   for (int p = 0; p < f->ninputs && p < 63; p++) {
     if (!(mask >> p & 1)) continue;

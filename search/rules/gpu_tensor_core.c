@@ -48,8 +48,7 @@
 #define TC_MAX_INNER 4 /* MetaSchedule's max_innermost_factor for tensor cores */
 
 static bool debug_on(void) {
-  const char *e = getenv("TESSEL_DEBUG");
-  return e && (strstr(e, "search") || strstr(e, "all"));
+  return ts_debug("search");
 }
 
 /* Is e (under casts) a load X[vbatch, va, vb] (the batch iter var first when

@@ -107,6 +107,27 @@ START_TEST(test_read_file_missing) {
 }
 END_TEST
 
+/* TESSEL_DEBUG is read once per process: each Check test runs in a forked
+ * child, so setting it first here is what that child reads. */
+START_TEST(test_debug_topics) {
+  setenv("TESSEL_DEBUG", " passes,legalize layout", 1);
+  ck_assert(ts_debug("passes"));
+  ck_assert(ts_debug("legalize"));
+  ck_assert(ts_debug("layout"));
+  ck_assert(!ts_debug("pass"));   /* whole topics, not substrings */
+  ck_assert(!ts_debug("lower"));
+  setenv("TESSEL_DEBUG", "all", 1); /* already read: no effect */
+  ck_assert(!ts_debug("lower"));
+}
+END_TEST
+
+START_TEST(test_debug_all) {
+  setenv("TESSEL_DEBUG", "all", 1);
+  ck_assert(ts_debug("lower"));
+  ck_assert(ts_debug("anything"));
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("base");
   TCase *tc = tcase_create("base");
@@ -117,6 +138,8 @@ int main(void) {
   tcase_add_test(tc, test_strbuf_vec);
   tcase_add_test(tc, test_rng);
   tcase_add_test(tc, test_read_file_missing);
+  tcase_add_test(tc, test_debug_topics);
+  tcase_add_test(tc, test_debug_all);
   suite_add_tcase(s, tc);
   SRunner *sr = srunner_create(s);
   srunner_run_all(sr, CK_NORMAL);
