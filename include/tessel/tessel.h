@@ -1,6 +1,6 @@
 /* tessel.h — the public C API for embedding tessel. The IR, parser,
  * printer, interpreter and workload library are declared in the module
- * headers installed beside this one (tessel/ir/...). */
+ * headers installed beside this one (tessel/ir/..., tessel/base/ts.h). */
 #ifndef TESSEL_TESSEL_H
 #define TESSEL_TESSEL_H
 
