@@ -1,5 +1,5 @@
 /* features.c — MetaSchedule's per-store features (164 per stored buffer) on
- * the lowered function (notes §1; docs/FEATURES.md lists them).
+ * the lowered function (docs/FEATURES.md lists them).
  *
  * The walk keeps a stack of enclosing loops. Lowering turns a vectorized
  * loop into lanes (ramp/broadcast), so a store whose index or value has

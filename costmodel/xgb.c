@@ -1,13 +1,13 @@
-/* xgb.c — the XGBoost pack-sum model (notes §2) through XGBoost 1.7's C API.
+/* xgb.c — MetaSchedule's XGBoost pack-sum model through XGBoost 1.7's C API.
  *
  * All feature rows of all samples are stacked; a candidate's score is the sum
  * of its rows' margins. Training is from scratch on all data with a custom
  * objective: per row r of candidate c, g_r = y_c (P_c - y_c), h_r = y_c,
  * with y_c = min cost of c's group / cost. Early stopping on the training
  * p-rmse (50 rounds of patience; all trees are kept), capped at max_rounds.
- * The booster is created and trained in the caller's thread (STACK.md: a
- * booster trained in another thread than the one that created it fails).
- * tree_method is "hist" with max_bin 64 (the notes' "auto" picks exact; with
+ * The booster is created and trained in the caller's thread (XGBoost 1.7:
+ * a booster trained in another thread than the one that created it fails).
+ * tree_method is "hist" with max_bin 64 ("auto" would pick exact; with
  * the default 256 bins, 10k rows x 164 features took ~150 ms a round on 2
  * busy cores, with 64 bins ~30 ms), and rounds are capped at 150 (default;
  * cm_xgb_set_max_rounds), so training 10k rows takes a few seconds. */

@@ -1,23 +1,8 @@
-/* search/evolutionary.c — MetaSchedule's evolutionary search (notes §3;
- * src/s_tir/meta_schedule/search_strategy/evolutionary_search.cc).
- *
- * Per batch: seeds = the best measured candidates (init_measured_ratio of
- * the population, replayed with their decisions) plus random candidates
- * (sketches replayed with every decision drawn afresh; at least
- * init_min_unmeasured of them); then genetic_iters generations: score the
- * population with the cost model, remember every member not measured yet,
- * breed the next population by mutating parents drawn in proportion to
- * their score (no mutation with probability 1 - mutate_prob). The batch is
- * the best remembered candidates plus eps_greedy random seeds, none of them
- * measured before (structural hash of the scheduled function) and none
- * twice.
- *
- * Replays (srch_instantiate + feature extraction) run on a pthread pool;
- * every slot draws from its own RNG seeded from (seed, batch, generation,
- * slot), so results do not depend on the thread count. Traces are kept
- * twice: as recorded (postprocessing included: replaying it rebuilds the
- * measured function; this is what a batch hands out) and without the
- * postprocessing (what mutators edit and srch_instantiate replays). */
+/* search/evolutionary.c — MetaSchedule's evolutionary search
+ * (src/s_tir/meta_schedule/search_strategy/evolutionary_search.cc): seeds from
+ * measured and random candidates, generations of mutation ranked by the cost
+ * model, batches of unmeasured candidates; replays on a thread pool whose
+ * results do not depend on the thread count. docs/SEARCH.md. */
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>

@@ -1,23 +1,8 @@
-/* search.h — the schedule search (MetaSchedule style; notes:
- * ../shared/notes/search-costmodel.md):
- *
- *  - design space: schedule rules (a registry, X-macro table in
- *    search/space.c) applied per block, post-order, last block first, each
- *    rule over all blocks before the next, turn the unscheduled function
- *    into a few *sketches*: traces whose sampling instructions
- *    (SamplePerfectTile, SampleCategorical, SampleComputeLocation) have no
- *    decision yet;
- *  - candidates: a sketch replayed with fresh or given decisions, then the
- *    postprocessors (a registry) that make it concrete and valid
- *    (RewriteParallelVectorizeUnroll, RewriteReductionBlock,
- *    DisallowDynamicLoop, cg_check);
- *  - mutators (a registry with probabilities) change one decision of a
- *    candidate's trace;
- *  - evolutionary search proposes measurement batches ranked by a cost
- *    model, never proposing a schedule already measured (structural hash of
- *    the scheduled function).
- *
- * Uses ir, costmodel and codegen's lowering/validity checks (no LLVM). */
+/* search.h — the schedule search, MetaSchedule style: sketch rules build the
+ * design space, postprocessors make candidates concrete and valid, mutators
+ * change one decision, and the evolutionary search proposes measurement
+ * batches ranked by a cost model. Uses ir, costmodel and codegen's lowering
+ * (never LLVM or CUDA). docs/SEARCH.md, docs/GPU_SEARCH.md. */
 #ifndef TESSEL_SEARCH_H
 #define TESSEL_SEARCH_H
 

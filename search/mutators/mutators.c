@@ -1,21 +1,8 @@
-/* search/mutators/mutators.c — the mutators of the evolutionary search (MetaSchedule's
- * src/s_tir/meta_schedule/mutator/ (one file per mutator); notes §4). Each takes a candidate's
- * trace (postprocessors stripped) and returns a copy with exactly one
- * decision changed, or NULL when it has nothing to change. The caller
- * replays the copy (srch_instantiate with resample = false); a mutant that
- * replays to an already seen schedule is dropped there by its hash.
- *
- *  - tile size: move a divisor d > 1 of one factor of a perfect-tile
- *    decision onto another position, keeping the product and the innermost
- *    bound (max_innermost, the sampler's second attr);
- *  - compute location: another index for a SampleComputeLocation (replay
- *    falls back to the nearest legal location below it);
- *  - unroll: resample the categorical feeding an unroll annotation,
- *    excluding its current value (probabilities renormalised);
- *  - parallel: the parallel annotation's limit is an int literal, not a
- *    decision, so it is rewritten through the trace's JSON: a new limit from
- *    the prefix products of the function's outer loop nests whose plan (the
- *    number of loops fused per nest) differs from the current one. */
+/* search/mutators/mutators.c — the CPU mutators of the evolutionary search
+ * (MetaSchedule's src/s_tir/meta_schedule/mutator/): tile size, compute
+ * location, unroll and parallel. Each returns a copy of a candidate's trace
+ * with exactly one decision changed, or NULL when it has nothing to change.
+ * docs/SEARCH.md ("Mutators"). */
 #include <jansson.h>
 #include <stdlib.h>
 #include <string.h>

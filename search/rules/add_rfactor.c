@@ -1,31 +1,9 @@
-/* add_rfactor.c — AddRFactor for CPU (MetaSchedule's add_rfactor.cc; notes
- * search-costmodel.md §5): for a reduction block with little spatial
- * parallelism, factor the reduction so that partial results run in
- * parallel or in vector lanes.
- *
- * Eligibility (TVM's NeedsRFactorOrCrossThreadReduction, limit
- * max_parallel_extent = cores * 16, max_parallel_basic = cores): a block
- * with an init, one written buffer, only S/R iter vars and at least one R,
- * a trivial binding (each loop bound to exactly one iter var), perfectly
- * nested loops with constant extents. If the block also qualifies for
- * multi-level tiling (some read reuses across a spatial var), it applies
- * only when the spatial product is below the reduction product and at most
- * cores * 16; otherwise when the reduction product exceeds the core count.
- * Row reductions such as softmax's max and sum, layernorm's sums or
- * reduce_sum take the second branch, which is what gives them vectorized
- * partial reductions.
- *
- * Sketches: the reduction loops are moved innermost (reorder) and fused,
- * the fused loop is split in two by SamplePerfectTile (innermost at most
- * max_innermost, so the tile-size mutator keeps working on it), and rfactor
- * (factor_axis = the number of spatial loops: the rf axis goes last) is
- * tried at each of the two pieces, each success a sketch whose write-back
- * block is annotated "meta_schedule.random_compute_producer" (the
- * RandomComputeLocation rule then also places the rf block); the original
- * state is kept as the last sketch. Rfactor at the inner piece makes the
- * rf block's innermost loop spatial and contiguous, so the postprocessor
- * vectorizes it (vector partial sums); at the outer piece, the rf block's
- * outer loops are spatial, so they parallelize. */
+/* add_rfactor.c — AddRFactor for CPU (MetaSchedule's add_rfactor.cc): for a
+ * reduction block with little spatial parallelism (TVM's
+ * NeedsRFactorOrCrossThreadReduction), fuse the reduction loops, split them
+ * by SamplePerfectTile and rfactor at each piece, so partial results run in
+ * vector lanes (inner piece) or in parallel (outer piece); the original stays
+ * as the last sketch. docs/RFACTOR.md ("AddRFactor"). */
 #include <string.h>
 
 #include "search/search_int.h"

@@ -1,12 +1,7 @@
-/* auto_inline.c — AutoInline for CPU (notes §5): compute_inline of a block
- * into its consumers when legal. Constant (read-free) blocks always go; in a
- * function with a reduction, blocks calling exp, holding an if-then-else
- * statement or a padding select (a select one of whose arms reads memory:
- * the DSL's form of TVM's if_then_else, which MetaSchedule's CPU AutoInline
- * keeps out with disallow_if_then_else), or whose store is not the identity
- * map of its iter vars (non-injective or reordered) stay. Inlining a pad
- * stage into a convolution puts the guard and a masked load into the
- * innermost loop; kept as a stage, RandomComputeLocation places it. */
+/* auto_inline.c — AutoInline for CPU (MetaSchedule's auto_inline.cc):
+ * compute_inline of a block into its consumers when legal; in a function with
+ * a reduction, blocks with exp, if-then-else, a padding select or a
+ * non-identity store stay. docs/SEARCH.md ("CPU rules"). */
 #include <string.h>
 
 #include "search/search_int.h"

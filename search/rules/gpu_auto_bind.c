@@ -1,15 +1,9 @@
-/* gpu_auto_bind.c — AutoBind for CUDA (notes §5, TVM's auto_bind.cc), and
- * the binding helpers the GPU rules and postprocessors share
- * (gpu_rules.h).
- *
- * AutoBind: a block that no rule has put under thread-bound loops (an
- * elementwise stage, a reduction left per thread, a pad or copy stage) gets
- * its leading spatial loops fused, split [None, t] and bound to
- * blockIdx.x / threadIdx.x, t drawn by SampleCategorical from {32, 64, ...,
- * 1024} (only those below twice the fused extent, so a 7-element stage does
- * not draw 1024 threads). A fused extent beyond 256 blocks x 1024 threads is
- * split [None, 256, 1024] and the rest moved innermost (each thread loops).
- * The thread-binding mutator resamples t. */
+/* gpu_auto_bind.c — AutoBind for CUDA (TVM's auto_bind.cc), and the binding
+ * helpers the GPU rules and postprocessors share (gpu_rules.h). A block under
+ * no thread binding gets its leading spatial loops fused, split [None, t] and
+ * bound to blockIdx.x / threadIdx.x, t sampled from {32, ..., 1024} below
+ * twice the extent; the thread-binding mutator resamples t.
+ * docs/GPU_SEARCH.md ("Design space"). */
 #include <string.h>
 
 #include "search/rules/gpu_rules.h"

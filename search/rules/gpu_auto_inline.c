@@ -1,12 +1,8 @@
-/* gpu_auto_inline.c — AutoInline for CUDA (notes §5): TVM's CUDA setting
- * inlines into consumers (compute_inline) and, failing that, into the
- * producer (reverse_compute_inline, when the block has exactly one producer
- * and it is complete: no init), and drops the CPU rule's checks on exp,
- * if-then-else and injectivity: on a GPU a recomputed elementwise stage is
- * cheaper than a launch and a round trip through global memory. Constant
- * (read-free) blocks and inline_rule=disable behave as on CPU; reductions and
- * tiled blocks stay. An epilogue (bias, activation) after a tiled matmul
- * goes into its write-back block this way. */
+/* gpu_auto_inline.c — AutoInline for CUDA (TVM's CUDA setting): inline into
+ * consumers, else into the single complete producer, without the CPU rule's
+ * checks on exp, if-then-else and injectivity: on a GPU a recomputed
+ * elementwise stage is cheaper than a launch and a round trip through global
+ * memory. docs/GPU_SEARCH.md ("Design space"). */
 #include <string.h>
 
 #include "search/rules/gpu_rules.h"

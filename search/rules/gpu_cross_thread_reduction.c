@@ -1,25 +1,11 @@
-/* gpu_cross_thread_reduction.c — CrossThreadReduction for CUDA (notes §5,
- * TVM's cross_thread_reduction.cc): a reduction whose reduction extent is
- * worth spreading over threads (softmax's max and sum, layernorm's moments,
- * reduce_sum, pooling windows, a matrix-vector product: blocks that
- * MultiLevelTiling did not take) gets a second sketch beside the original:
- *  - the reduction loops are moved innermost (if they are not) and fused;
- *  - t = SampleCategorical over {4, 8, ..., 512} (powers of two, so cuda.c
- *    can emit a warp-shuffle all-reduce; only up to the first one covering
- *    the reduction extent);
- *  - split [None, t], the inner loop moved outside the outer one and bound
- *    to threadIdx.x: the threads of a block share the reduction of one
- *    output, thread ri summing the elements ro * t + ri serially (a warp
- *    reads consecutive elements); that is the form cuda.c turns into
- *    per-thread partials and a warp-shuffle all-reduce (TVM instead keeps
- *    the bound loop inside and lowers it with LowerCrossThreadReduction);
- *  - the leading spatial loops fused and bound to blockIdx.x (one block per
- *    output element, or per row).
- * The fusion into the first consumer that TVM tries (compute_at the
- * consumer's threadIdx loop, output in shared memory) is not done: AutoBind
- * binds the consumer separately. Eligibility: a reduction block (init),
- * trivially bound (one loop per iter var, constant extents), not tiled by
- * MultiLevelTiling, reduction extent > 1. */
+/* gpu_cross_thread_reduction.c — CrossThreadReduction for CUDA (TVM's
+ * cross_thread_reduction.cc): a reduction that MultiLevelTiling did not take
+ * (softmax, layernorm, reduce_sum, pooling, matrix-vector) gets a second
+ * sketch whose fused reduction loop is split by a sampled power of two and
+ * bound to threadIdx.x, the form the CUDA emitter turns into per-thread
+ * partials and a warp-shuffle all-reduce. Eligibility: a trivially bound
+ * reduction block with constant extents, untiled, reduction extent > 1.
+ * docs/GPU_SEARCH.md ("Design space"). */
 #include <string.h>
 
 #include "search/rules/gpu_rules.h"

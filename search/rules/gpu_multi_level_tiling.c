@@ -1,27 +1,10 @@
 /* gpu_multi_level_tiling.c — MultiLevelTiling for CUDA, structure
- * "SSSRRSRS" (notes §5; TVM's multi_level_tiling.cc with tile_binds
- * [blockIdx.x, vthread.x, threadIdx.x]). For an eligible block
- * (NeedsMultiLevelTiling, as the CPU rule; a copy of its test since that
- * one is private to multi_level_tiling.c):
- *  1. every spatial loop is split 5 ways and every reduction loop 3 ways by
- *     SamplePerfectTile (innermost <= max_innermost), and the pieces are
- *     reordered S0 S1 S2 R0 R1 S3 R2 S4 (inside a slot, original order);
- *  2. the loops of S0 are fused and bound to blockIdx.x, S1 to vthread.x,
- *     S2 to threadIdx.x; the block is annotated with the thread range
- *     (low 32 when the spatial product exceeds 64, else 1; high 1024);
- *  3. write cache "must", level 3: cache_write(block, "local") and the
- *     copy-back reverse_compute_at the threadIdx.x loop, so each thread
- *     accumulates its outputs in registers;
- *  4. read cache "must", level 4: each input read gets cache_read(block,
- *     "shared"), compute_at the last R0 loop (the block-wide fetch of one
- *     reduction step), its own loops fused, and the copy block annotated
- *     meta_schedule.cooperative_fetch = a SampleCategorical over the vector
- *     lanes the dtype allows (f32: 1-4, f16/bf16: 1, 2, 4, 8; i8: up to 16).
- *     RewriteCooperativeFetch (postproc_gpu.c) then splits the fused loop
- *     by the thread count and the lanes and binds it to threadIdx.x.
- * The rule yields one sketch (MetaSchedule's CUDA tiling has no fork); a
- * refused step drops the whole attempt (the fork is discarded) and leaves
- * the block to CrossThreadReduction / AutoBind. */
+ * "SSSRRSRS" (TVM's multi_level_tiling.cc with tile_binds [blockIdx.x,
+ * vthread.x, threadIdx.x]): five-way spatial and three-way reduction splits,
+ * a local write cache at the threadIdx loop, shared-memory read caches with a
+ * cooperative-fetch annotation. One sketch; a refused step drops the attempt
+ * and leaves the block to CrossThreadReduction / AutoBind.
+ * docs/GPU_SEARCH.md ("Design space"). */
 #include <string.h>
 
 #include "search/rules/gpu_rules.h"

@@ -1,8 +1,8 @@
 /* gpu_rules.h — internals shared by the GPU design-space rules
  * (rules/gpu_*.c), the GPU postprocessors (postproc_gpu.c) and mutators
  * (mutators_gpu.c): annotation keys, candidate lists and small helpers over
- * a traced schedule. The rules follow MetaSchedule's CUDA defaults (notes
- * §5 of ../shared/notes/search-costmodel.md; docs/GPU_SEARCH.md). */
+ * a traced schedule. The rules follow MetaSchedule's CUDA defaults
+ * (docs/GPU_SEARCH.md). */
 #ifndef TESSEL_SEARCH_GPU_RULES_H
 #define TESSEL_SEARCH_GPU_RULES_H
 

@@ -1,12 +1,8 @@
-/* gpu_unroll.c — ParallelizeVectorizeUnroll for CUDA (notes §5): on a GPU
- * only the unroll part applies. The root block is annotated once per sketch
- * with meta_schedule.unroll_explicit = SampleCategorical over the maximal
- * unroll steps {0, 16, 64, 512, 1024} (uniform); the GPU postprocessor
- * writes pragma_auto_unroll_max_step / pragma_unroll_explicit on the
- * outermost loop of each block with a reduction (0: none), which cuda.c
- * turns into #pragma unroll. Functions without a reduction get nothing
- * (there is no loop left to unroll inside a thread). The unroll mutator
- * resamples the step. */
+/* gpu_unroll.c — ParallelizeVectorizeUnroll for CUDA: on a GPU only the
+ * unroll part applies. The root block of a function with a reduction is
+ * annotated meta_schedule.unroll_explicit = SampleCategorical over {0, 16,
+ * 64, 512, 1024}; the GPU postprocessor turns it into unroll pragmas on each
+ * reduction block's outermost loop. docs/GPU_SEARCH.md ("Design space"). */
 #include "search/rules/gpu_rules.h"
 
 ts_status srch_rule_gpu_unroll(const srch_rule_ctx *c, sch_traced *t, const char *block, ts_vec *out,

@@ -1,19 +1,9 @@
-/* multi_level_tiling.c — MultiLevelTiling for CPU, structure "SSRSRS" (notes
- * §5): each spatial loop of an eligible block is split four ways by
- * SamplePerfectTile, each reduction loop two ways, and the pieces reordered
- * S0 S1 R0 S2 R1 S3 (inside a slot, loops keep their original order). Then
- * the write cache forks three sketches: none; cache_write "global" with the
- * copy-back reverse_compute_at the last loop of slot 1 (level 1); the same
- * at slot 2 (level 2). Eligibility is TVM's NeedsMultiLevelTiling.
- *
- * Beyond MetaSchedule: when an extent tiles badly with perfect tiles (the
- * innermost spatial one not a multiple of the vector lanes, another with no
- * divisor in [4, 64]), a second, padded variant first splits that loop by
- * the lanes (or 8) with a ceil split and tiles the outer part: the overhang
- * of the last tile is guarded by the block predicate, which lowering turns
- * into masked loads while the accumulator tile stays in registers
- * (codegen/lower.c, "guarded stores into compacted local tiles"). Both
- * variants are sketches; the search picks. */
+/* multi_level_tiling.c — MultiLevelTiling for CPU, structure "SSRSRS"
+ * (MetaSchedule's multi_level_tiling.cc): spatial loops split four ways,
+ * reduction loops two, reordered S0 S1 R0 S2 R1 S3, and three write-cache
+ * sketches; beyond MetaSchedule, a padded variant for extents that tile badly
+ * (a ceil split whose overhang lowering turns into masked loads).
+ * docs/SEARCH.md ("CPU rules"). */
 #include <string.h>
 
 #include "search/search_int.h"

@@ -1,10 +1,7 @@
-/* random_compute_location.c — RandomComputeLocation for CPU (notes §5): a
- * non-root direct child of the root scope whose outermost loop holds only
- * it, untiled, with a consumer, is moved to compute_at(block,
- * SampleComputeLocation(block)); the sampler may also pick inline or root.
- * A block that AddRFactor annotated (meta_schedule.random_compute_producer)
- * has its producer, the rf block, placed the same way afterwards (found
- * first, since the block itself may be inlined). */
+/* random_compute_location.c — RandomComputeLocation for CPU (MetaSchedule's
+ * random_compute_location.cc): an untiled block with a consumer moves to
+ * compute_at(block, SampleComputeLocation(block)); the rf block of an
+ * AddRFactor sketch is placed the same way. docs/SEARCH.md ("CPU rules"). */
 #include <string.h>
 
 #include "search/search_int.h"
