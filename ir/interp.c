@@ -1,25 +1,8 @@
-/* interp.c — the reference interpreter (see interp.h).
- *
- * Design: the function is first compiled into a flat bytecode (postfix for
- * expressions, jumps for control flow), then run by one loop with an explicit
- * value stack. Neither step recurses over the IR, so arbitrarily deep trees
- * (long let chains, deeply nested sums) cannot overflow the C stack.
- *
- * Values are small lane arrays: every scalar or vector lives on the value
- * stack as (dtype, lanes, cells), one 8-byte cell per lane holding an int64
- * (every integer dtype and bool, already wrapped to its width) or a double
- * (every float dtype, already rounded to it: f32 results are computed in
- * double and rounded to float after every operation; f16 and bf16 are
- * rounded to nearest even).
- *
- * Select and logical && / || evaluate lazily, lane by lane: the untaken side
- * of a select does not load, so `select(in_bounds, X[i - pad], 0)` (what the
- * DSL's `where` produces for padding) never reports its guarded access.
- * For a vector select the condition becomes a lane mask under which loads,
- * integer division and stores skip the masked-off lanes.
- *
- * Runtime state of a loop, a block or a buffer lives in per-node slots,
- * which is sound because IR has no recursion: a node is never live twice. */
+/* interp.c — the reference interpreter (see interp.h): the function is
+ * compiled into a flat bytecode and run by one loop with an explicit value
+ * stack, so deep trees cannot overflow the C stack; f32 is rounded after
+ * every operation, selects are lazy lane by lane. docs/IR.md ("Interpreter",
+ * "Notes by file"). */
 #include "interp.h"
 
 #include <inttypes.h>

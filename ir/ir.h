@@ -1,26 +1,8 @@
 /* ir.h — tessel's loop IR: dtypes, expressions, buffers, statements (loops
- * and TensorIR-style blocks), PrimFunc and IRModule.
- *
- * Ownership: every node lives in a ts_arena. An ir_module owns one arena and
- * everything reachable from its functions is allocated there (or in another
- * arena that outlives it — constructors take the arena explicitly). Nodes are
- * treated as immutable once built: passes and schedule primitives build new
- * nodes and share the untouched subtrees (structural sharing), so a rewrite
- * never invalidates another function's tree. Freeing the module's arena frees
- * all of it in one call. To keep a function beyond its arena's life, deep-copy
- * it with ir_func_copy into another arena.
- *
- * Identity: ir_var and ir_buffer are compared by pointer (a variable is its
- * definition); names are only for printing. Structural equality (ir_struct.h)
- * compares up to consistent renaming of vars and buffers.
- *
- * Block semantics (as TensorIR): a block realize binds the block's iter vars
- * to expressions of the enclosing loop vars (iter_values) under a predicate;
- * the block body refers only to its own iter vars. A block with an init
- * statement is a reduction: init runs when every reduce (R) iter var is at the
- * first point of its domain. reads/writes are the regions, in iter vars, that
- * one block instance touches. alloc_buffers are live for the block's scope.
- * The function body is a root block realize ("root") with no iter vars. */
+ * and TensorIR-style blocks), PrimFunc and IRModule. Nodes live in a
+ * ts_arena (an ir_module owns one) and are immutable once built: rewrites
+ * build new nodes and share untouched subtrees. Vars and buffers are
+ * compared by pointer. docs/IR.md ("Memory", "The IR", "Notes by file"). */
 #ifndef TESSEL_IR_H
 #define TESSEL_IR_H
 

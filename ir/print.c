@@ -1,24 +1,7 @@
-/* print.c — the IR printer. Writes expressions, statements and functions as
- * the `func` script of docs/SCRIPT.md: TVMScript-like text a person can read
- * and the script parser (parse.c) reads back into a structurally equal
- * function.
- *
- * Two things make the text re-parse to the same tree:
- *  - names: every definition (param, sym, loop var, iter var, let var,
- *    alloc'd or allocate'd buffer) gets a name unique within the function.
- *    The first definition keeps its own name; later ones with a taken name
- *    get `_1`, `_2` ...; a name that is a literal, keyword, dtype or builtin
- *    (`true`, `for`, `f32`, `min` ...) is never used bare. Uses print the name
- *    of the innermost live definition, so a var defined twice (shared subtrees
- *    after scheduling) still prints as two distinct names.
- *  - literals: a suffix whenever the dtype differs from the script default
- *    (i64 for ints, f32 for floats), floats with the fewest digits that read
- *    back exactly (at most %.9g for f32, %.17g for f64), and a cast of a literal written `f32((3))` so it stays a
- *    cast (docs/SCRIPT.md).
- *
- * Parentheses are minimal: a child is wrapped only when its precedence is
- * lower than its parent's (or equal, on the right of a left-associative
- * operator). */
+/* print.c — the IR printer: expressions, statements and functions as the
+ * `func` script of docs/SCRIPT.md, which the script parser reads back into a
+ * structurally equal function (unique names per definition, literals that
+ * read back exactly, minimal parentheses). docs/IR.md ("Notes by file"). */
 #include "print.h"
 
 #include <inttypes.h>

@@ -1,21 +1,8 @@
-/* ir/arith/simplify.c — the folding constructors, the expression
- * simplifier, the statement simplifier and the prover.
- *
- * Integer scalar arithmetic is brought to a canonical affine sum
- * Σ coef·atom + const, atoms sorted by a structural total order (kind, then
- * var id, then children), like terms merged. floordiv/floormod by a positive
- * constant move the divisible terms out exactly (floordiv(k·c + y, c) =
- * k + floordiv(y, c) for any y) and drop the remainder only when the analyzer
- * bounds it inside one period. (x//c)·c + x%c and (x//c)%s·c + x%c merge back.
- * Comparisons, min and max are decided by bounding the difference of their
- * operands, with symbolic loop ranges (i ∈ [0, N) proves i < N). Floats are
- * folded only constant-with-constant in one dtype (f32/f64) and never
- * reassociated.
- *
- * Every rewrite is exact under the IR's semantics (DIV truncates, FLOORDIV
- * and FLOORMOD round toward −∞); coefficient overflow abandons the canonical
- * form for that node. The simplifier is one bottom-up pass repeated to a
- * fixed point at most a few times, so it always terminates. */
+/* ir/arith/simplify.c — the folding constructors, the expression and
+ * statement simplifiers and the prover: integer arithmetic in a canonical
+ * affine form, floordiv/floormod and comparisons decided by bounds, floats
+ * folded only constant with constant. Every rewrite is exact and the pass
+ * always terminates. docs/IR.md ("Analyses", "Notes by file"). */
 #include <stdlib.h>
 #include <string.h>
 

@@ -1,28 +1,8 @@
-/* fuse.c — operator fusion in the spirit of TVM's FuseOps, and the merging of
- * each fused group into ONE PrimFunc.
- *
- * Every legalised call has a pattern (passes_int.h: elemwise < broadcast <
- * injective < reduce < out-elemwise-fusable < opaque). Walking the calls in
- * topological order, a node joins the group of each of its producers when
- * the union stays legal:
- *   - at most one anchor (a reduce or an out-elemwise-fusable op: conv,
- *     matmul, gemm, pools) per group;
- *   - nodes downstream of the anchor (its epilogue) are elemwise or
- *     broadcast: bias add, relu, residual add, gelu written out ...;
- *   - nodes upstream of it (its prologue) are at most injective: pad,
- *     transpose, reshape, elementwise maps of the inputs;
- *   - no path leaves the group and comes back, where a path entering
- *     another group may continue from any of that group's nodes (groups
- *     run as one call each, so this keeps the graph of calls acyclic);
- *   - at most TG_FUSE_MAX_NODES nodes.
- * A value made inside a group and read outside it (or a graph output) is an
- * output of the fused function; everything else made inside is an
- * intermediate: a `let` tensor of the kernel (named by position, t0, t1 ..,
- * so that equal groups give structurally equal functions), i.e. a buffer allocated in the
- * root block, which the search's auto-inline rule inlines or computes at
- * its consumer. The fused function is the group's DSL statements in
- * topological order, parsed into one PrimFunc named
- * "fused_<op>_<op>..._<n>"; the call replaces the group's last node. */
+/* fuse.c — operator fusion in the spirit of TVM's FuseOps (one anchor per
+ * group, elementwise epilogues, injective prologues, no cycles), and the
+ * merging of each group into one PrimFunc whose intermediates are root-block
+ * buffers for the search's auto-inline. docs/PASSES.md, docs/IR.md ("Notes
+ * by file"). */
 #include <stdio.h>
 #include <string.h>
 

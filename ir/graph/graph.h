@@ -1,32 +1,9 @@
-/* graph.h — tessel's graph IR: a dataflow of operator calls over typed tensor
- * values, living in the same ir_module as the loop functions (one artifact,
- * all levels). A model imported from ONNX starts as a graph of ONNX-level ops
- * (TG_OP_*); legalisation turns every op into a TG_OP_CALL of a PrimFunc in
- * the module, fusion merges groups of calls into one PrimFunc each, and what
- * is left is what the graph executor runs.
- *
- * Ownership: the graph's nodes, values, attributes and constant data live in
- * the owning module's arena (m->arena); the node and value tables are heap
- * arrays the graph owns (freed by tg_graph_free, which ir_module_free calls
- * through the module entry). Unlike loop IR, a graph is mutable: passes edit
- * it in place (replace a node's op, rewire inputs, mark nodes dead) and
- * tg_graph_compact drops the dead nodes and unreferenced values.
- *
- * Values: every tensor in the graph is a value with an id (its index in
- * g->values), a unique name, an element dtype (scalar: lanes 1) and a shape.
- * A dimension is either a constant (sym == NULL, value >= 0) or a symbolic
- * size named by sym (value == -1), e.g. "batch"; the same name anywhere in
- * the graph and in the PrimFuncs' size vars means the same size.
- * Kinds: TG_V_INPUT (a graph input the caller supplies), TG_V_CONST (a
- * constant, e.g. a weight: row-major host data in `data`), TG_V_INTER (made
- * by a node). g->outputs lists the graph outputs (any kind of value).
- *
- * Nodes: op, inputs (value ids; -1 for an omitted optional input, as ONNX's
- * empty name), outputs (value ids; a value has exactly one producer), named
- * attributes. TG_OP_CALL calls the PrimFunc named `callee` in the module:
- * its inputs are the PrimFunc's input params in order, its outputs the
- * output params in order; a PrimFunc size var named N takes the value bound
- * to the graph symbol N (the executor binds symbols from the input shapes).
+/* graph.h — tessel's graph IR: a mutable dataflow of operator calls over
+ * typed tensor values (constant or symbolic dims) in the same ir_module as
+ * the loop functions. ONNX import gives ONNX-level ops (TG_OP_*),
+ * legalisation turns them into TG_OP_CALLs of PrimFuncs, fusion merges them.
+ * Nodes and values live in the module's arena; the id tables on the heap.
+ * docs/GRAPH.md, docs/IR.md ("Notes by file").
  */
 #ifndef TESSEL_IR_GRAPH_H
 #define TESSEL_IR_GRAPH_H

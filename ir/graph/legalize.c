@@ -1,19 +1,8 @@
-/* legalize.c — legalisation: every ONNX-level op of the graph becomes a call
- * of a PrimFunc. Each op writes compute-DSL text (docs/SCRIPT.md) with the
- * concrete sizes of its values, or a symbol's name where a dim is symbolic,
- * and the DSL parser turns it into the loop nest; the same writer serves
- * fusion (fuse.c), which concatenates the statements of a group's ops into
- * one kernel. Writing text instead of building IR keeps every op a few lines
- * that read like the ONNX definition, and the parser checks shapes and types.
- *
- * Conventions of the generated text: output index vars i0..iR-1 (one per
- * output axis), reduction vars r0.., params in0.. / out0.., temporaries
- * named after the op's first output (`<out>_mx`). Every index that could
- * leave its buffer (concat, gather, pad, slice with clamping) is clamped, so
- * no schedule or backend ever needs select's laziness for memory safety;
- * pooling padding uses the DSL's `where` (convolution: a pad stage), as the workload
- * library does. Numpy broadcasting: an input dim of constant 1 facing an
- * output dim that is not 1 is indexed with 0; ranks align on the right. */
+/* legalize.c — legalisation: every ONNX-level op becomes a call of a
+ * PrimFunc, written as compute-DSL text (docs/SCRIPT.md) and parsed, so each
+ * op reads like its ONNX definition and the parser checks shapes and types;
+ * fusion reuses the same writers. docs/PASSES.md, docs/IR.md ("Notes by
+ * file"). */
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>

@@ -1,20 +1,8 @@
-/* onnx.c — ONNX import (onnx.h): protobuf-c unpacks the ModelProto through
- * tessel's allocation hook, then the graph is built node by node in the
- * file's (topological) order. Each operator has a row in a table: the opset
- * it appeared in, its input/output counts and its attributes (kind, and the
- * opsets where the attribute exists); unknown attributes are refused. A
- * handler per op then reads the attributes and parameter inputs, fills in
- * defaults, moves parameter inputs known at import into attributes, and
- * infers the output dtype and shape (onnx.h describes the canonical form).
- *
- * Small int64 tensors whose contents are known at import (constants, Shape
- * of a value, and Gather/Concat/(Un)Squeeze/Slice/Cast/Identity of known
- * ones, Add/Sub/Mul/Div of known constant ones) are tracked element by
- * element as tg_dims, so a Reshape whose target
- * shape is computed from the input's symbolic batch still gets exact dims.
- *
- * Data from raw_data is read as little-endian, which is what ONNX stores;
- * tessel's hosts (x86-64, aarch64) are little-endian. */
+/* onnx.c — ONNX import (onnx.h): protobuf-c unpacks the model through the
+ * allocation hook, then one table row per operator (opset, input/output
+ * counts, attributes) and one handler per op build the canonical graph node
+ * by node. Small int64 tensors known at import are tracked so a computed
+ * Reshape still gets exact dims. docs/GRAPH.md, docs/IR.md ("Notes by file"). */
 #include "onnx.h"
 
 #include <inttypes.h>

@@ -1,25 +1,8 @@
 /* ir/schedule/compute_at.c — compute_at and reverse_compute_at (TVM's
  * primitive/compute_at.cc), the scope checks they share with compute_inline,
- * and sample_compute_location, which needs a check-only run of compute_at.
- *
- * compute_at(B, loop) moves a producer B under a loop of its consumers so
- * that each iteration of the loop computes exactly what the consumers below
- * it need; reverse_compute_at(C, loop) moves a consumer C under a loop of its
- * producers so that each iteration consumes what was just produced. Both are
- * one algorithm (the "provided" side is B's writes or C's reads, the
- * "required" side the relaxed regions of the blocks under the loop) written
- * as check-then-apply: place() computes the whole new loop nest without
- * touching the state, so a dry run (the sampler's CanComputeAt) is the same
- * code stopping before the two replacements.
- *
- * Soundness argument, kept conservative on purpose:
- *  - compute_at may compute more than needed (a superset is harmless for a
- *    complete block, and a reduction keeps its R iter vars over their full
- *    domains so every instance runs init and the whole reduction);
- *  - reverse_compute_at must never read what is not produced yet, so each
- *    consumed dimension must be a plain iter var (exact inverse), different
- *    producers must agree on the range, R iter vars must stay full, and the
- *    loop must not cut through a producer's reduction. */
+ * and sample_compute_location, which needs a check-only run of compute_at:
+ * one check-then-apply algorithm, conservative on purpose. docs/IR.md
+ * ("Schedules", "Notes by file"). */
 #include <stdio.h>
 #include <string.h>
 

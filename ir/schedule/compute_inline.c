@@ -1,19 +1,7 @@
 /* ir/schedule/compute_inline.c — compute_inline and reverse_compute_inline
- * (TVM's primitive/compute_inline.cc): the two primitives that rewrite block
- * bodies rather than loops.
- *
- * compute_inline(B) substitutes a producer's expression into every load of
- * the buffer it writes, then drops the producer and the buffer.
- * reverse_compute_inline(C) does the dual: the single producer of the buffer
- * C reads stores C's value directly, and C disappears.
- *
- * Only the direct forms are supported: the producer stores B[v0, v1, ...]
- * with its own iter vars (or constants where a unit iter var would go), and
- * for the reverse form the consumer loads A with its iter vars, identically
- * everywhere. A bijective affine map other than that is refused. Checks come
- * first (a check-only entry feeds sample_compute_location), so a refusal
- * leaves the state unchanged; every block whose body changed gets its
- * reads/writes regenerated. */
+ * (TVM's primitive/compute_inline.cc), the two primitives that rewrite block
+ * bodies rather than loops; only the direct (identity-indexed) forms.
+ * docs/IR.md ("Notes by file"). */
 #include <string.h>
 
 #include "sch_int.h"

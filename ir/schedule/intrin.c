@@ -1,19 +1,7 @@
-/* intrin.c — the tensor-intrinsic table (see intrin.h, docs/TENSORIZE.md).
- *
- * Every entry is a description and an implementation in the loop-IR
- * script. Descriptions are the plain loop nest of one call (rows m, lanes n,
- * reduction k); implementations use call_extern / reinterpret / ramps.
- * The string macros below stamp out the row-count variants.
- *
- * Signedness (matmul_int8 is i8 x i8; vpdpbusd is u8 x i8): the i8 x i8
- * VNNI entries use the +128 trick inside the implementation:
- *   sum_k a*b = vpdpbusd(0, a + 128 as u8, b) - vpdpbusd(0, 128, b)
- * where a + 128 as u8 is a wrapping i8 add of -128 (the bit pattern a^0x80)
- * and the compensation vpdpbusd(0, 0x80808080, b) = 128 * sum_k b. Both
- * sides are exact in wrapping i32 arithmetic, so the result equals the
- * description bit for bit. B's four k-rows are interleaved in registers
- * (llvm.vector.interleave2 twice: b.byte[4j+k] = B[k, j]) because
- * vpdpbusd/sdot multiply groups of four consecutive bytes. */
+/* intrin.c — the tensor-intrinsic table (see intrin.h, docs/TENSORIZE.md):
+ * descriptions and implementations as loop-IR script, stamped out per row
+ * count by the macros below. docs/IR.md ("Notes by file") explains the
+ * i8 x i8 VNNI compensation and the interleaving of B. */
 #include "intrin.h"
 
 #include <stdio.h>

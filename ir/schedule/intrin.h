@@ -1,19 +1,7 @@
-/* intrin.h — the registry of tensor intrinsics (TVM's TensorIntrin table).
- *
- * A tensor intrinsic is a pair of PrimFuncs with the same parameters:
- *  - the description: the computation the instruction performs, as a loop
- *    nest over one block (what tensorize matches a schedule's subtree
- *    against: loop extents, access pattern, operation);
- *  - the implementation: the same computation written with target
- *    intrinsics (call_extern, reinterpret, ramps; docs/TENSORIZE.md), which
- *    tensorize splices in with the parameters bound to the matched buffers
- *    at their offsets.
- * plus what it needs from the target: an architecture and the features
- * (LLVM -mattr names, or a minimum CUDA compute capability).
- *
- * Both functions are written in the loop-IR script (docs/SCRIPT.md) and
- * parsed on demand into the caller's arena, so a registry entry is data and
- * a reader sees the exact semantics. The table is static and read-only. */
+/* intrin.h — the registry of tensor intrinsics (TVM's TensorIntrin table):
+ * per intrinsic a description and an implementation, both loop-IR script
+ * parsed on demand, plus the architecture and features it needs. The table
+ * is static and read-only. docs/TENSORIZE.md, docs/IR.md ("Notes by file"). */
 #ifndef TESSEL_IR_SCHEDULE_INTRIN_H
 #define TESSEL_IR_SCHEDULE_INTRIN_H
 

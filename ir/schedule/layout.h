@@ -1,27 +1,8 @@
-/* layout.h — weight layout rewrite (docs/LAYOUT.md): Ansor's
- * ComputeDAG::RewriteLayout and MetaSchedule's RewriteLayout postprocessor,
- * for the inputs of a function that a model feeds from constants (its
- * "layout-free" params, IR_FUNC_ANN_LAYOUT_FREE).
- *
- * A layout map re-lays an input param of rank n into the order in which the
- * loop nest of its (one) reading block walks it. The map is a list of
- * *components*, outermost first: component j takes digit
- *     floormod(floordiv(x[dim_j], stride_j), extent_j)
- * of the original index x, and the packed tensor is the row-major array of
- * these digits. For every original dim the components of that dim form a
- * perfect mixed radix (strides 1, e0, e0*e1, ... and the product of the
- * extents is the dim), so the map is a bijection of the original index space
- * onto the packed one. The packed buffer's shape groups adjacent components
- * into axes (group[a] components per axis, at most SCH_LAYOUT_MAX_AXES axes);
- * the grouping changes the declared shape, never the memory order.
- *
- * The schedule primitive (sch_transform_layout, traced as TransformLayout
- * with attrs [param, components as (dim, stride, extent) triples, groups])
- * replaces the param by the packed buffer and rewrites every load and every
- * region of it. Unlike the other primitives it changes the function's
- * signature: the result on packed inputs equals the original on the
- * unpacked ones, i.e. f'(pack(W)) == f(W). Replay is deterministic (the map
- * is in the instruction, not re-derived). */
+/* layout.h — weight layout rewrite (Ansor's RewriteLayout, MetaSchedule's
+ * RewriteLayout postprocessor) for a function's layout-free inputs: a
+ * bijective map re-lays a param into the order its one reading block walks
+ * it, and the traced TransformLayout primitive replaces the param by the
+ * packed buffer. docs/LAYOUT.md, docs/IR.md ("Notes by file"). */
 #ifndef TESSEL_IR_SCHEDULE_LAYOUT_H
 #define TESSEL_IR_SCHEDULE_LAYOUT_H
 

@@ -1,26 +1,9 @@
 /* loop.c — the loop transformations of the schedule (TVM's
  * loop_transformation.cc, for_kind.cc and annotate): split, fuse, reorder,
- * parallel / vectorize / bind / unroll, annotations and unit loops.
- *
- * None of these touch a block body: a body reads only its own iter vars, so
- * rewriting the loops and the bindings (iter_values, predicates) of the
- * realizes below them is enough. Each primitive checks everything first and
- * only then builds the new nest in the state's arena and installs it with one
- * sch_replace, so a refusal leaves the function as it was.
- *
- * Affine bindings: TVM asks DetectIterMap whether a binding is affine. We
- * accept the quasi-affine forms instead — sums of loop vars scaled by
- * constants, floordiv/floormod by positive constants — which is what split,
- * fuse and compute_at produce; anything else (min, select, loads, products of
- * vars) makes reorder and the for-kind primitives refuse.
- *
- * Split and fuse follow TVM in making the new loops serial: a parallel,
- * vectorized or unrolled kind on the old loop is dropped (thread-bound and
- * annotated loops are refused instead). Reorder, parallel, vectorize and bind
- * also refuse loop-carried dependences they can see between the blocks below
- * (check_iterations_independent); the cover of a consumer by a producer
- * placed under the same loops is compute_at's invariant and is not re-proved
- * here. */
+ * parallel / vectorize / bind / unroll, annotations and unit loops. None
+ * touches a block body; each checks everything, then installs the new nest
+ * with one sch_replace, so a refusal changes nothing. docs/IR.md
+ * ("Schedules", "Notes by file"). */
 #include <stdio.h>
 #include <string.h>
 

@@ -1,43 +1,8 @@
-/* rfactor.c — the rfactor primitive (TVM's RFactor in reduction.cc).
- *
- * rfactor(loop, factor_axis) turns one reduction block B, reducing into
- * buffer O over a loop nest, into two blocks:
- *  - the rf block "B_rf" (a fresh name) writes a new buffer O_rf, O's shape
- *    with the rf loop's extent inserted at factor_axis. Its iter vars are a
- *    new *spatial* var vrf bound to the rf loop, B's spatial vars, B's
- *    reduce vars that do not use the rf loop, and one reduce var per other
- *    loop that a rf-loop-touching reduce var used (closed over reduce vars
- *    sharing such a loop, so every binding stays bijective). Its init writes the
- *    combiner's identity; its update is O_rf[.. vrf ..] = comb(O_rf[..], rhs).
- *    It sits under copies of B's loops (fresh loop vars named <loop>_rf;
- *    a non-unit loop that feeds no binding is left out: it would only
- *    recompute), inserted right before B's outermost loop.
- *  - the write-back block keeps B's name: its spatial vars and one reduce
- *    var bound to the rf loop; init = B's own init; update
- *    O[..] = comb(O[..], O_rf[.. vrf ..]). It stays in B's loop nest, minus
- *    the loops only reduce vars used (the rf loop itself stays).
- * So partial reductions along the rf axis become independent (parallel or
- * vectorizable: the rf var is spatial in the rf block), and the write-back
- * reduces the partials. Loop handles: B's surviving loops keep their vars
- * (they now hold the write-back); the rf block's loops are new (GetLoops on
- * the returned block).
- *
- * Conditions (refused with TS_ESCHEDULE and a reason otherwise):
- *  - the loop is serial, starts at 0, has loop-invariant bounds and exactly
- *    one block below it; that block is a reduction (init, only S/R iter
- *    vars, R vars not indexing the output, quasi-affine bindings) whose
- *    scope is a stage pipeline and which is the only writer of its output;
- *  - body O[idx] = comb(O[idx], rhs) (or comb(rhs, O[idx])) with comb one of
- *    + * min max and rhs not reading O; init O[idx] = value;
- *  - no S iter var uses the rf loop; some R iter var does; no loop is used
- *    by both S and R vars; B is the first block under its outermost loop
- *    and the only one under its outermost reduction loop; no non-unit loop
- *    that feeds no binding sits below a reduction loop;
- *  - the predicate does not use the rf loop (an imperfect split of the rf
- *    loop would leave partial sums that no instance initialises), and each
- *    of its clauses either keeps to the write-back's loops or avoids them;
- *  - factor_axis in [-(ndim+1), ndim] (negative counts from the end).
- * Floating-point sums are reassociated: results match up to rounding. */
+/* rfactor.c — the rfactor primitive (TVM's RFactor in reduction.cc): one
+ * reduction block becomes an rf block writing partial results along a new
+ * spatial axis and a write-back block that keeps the name and reduces them,
+ * so the partials can run in parallel or in vector lanes. Refusals, trace
+ * and code generation: docs/RFACTOR.md; details: docs/IR.md ("Notes by file"). */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>

@@ -1,25 +1,9 @@
-/* schedule.h — schedule primitives over a PrimFunc (TensorIR style).
- *
- * A schedule state owns a private deep copy of the function in its own arena.
- * Every primitive checks legality first and refuses with TS_ESCHEDULE and a
- * message naming the primitive, the block/loop and the reason; a refused
- * primitive changes nothing. A successful one replaces the function body with
- * a rewritten tree (path copying: untouched subtrees are shared), so earlier
- * trees stay valid until sch_free.
- *
- * Handles:
- *  - a block is named: block names are unique within a function, and
- *    primitives that create blocks give them fresh unique names (C.local,
- *    C_init, ...). A handle is valid while a block of that name exists.
- *  - a loop is its loop variable: reorder/parallel/annotate keep the var, so
- *    the handle survives; split/fuse remove the old loops (and their vars), so
- *    old handles die and lookups fail with TS_ENOTFOUND.
- *  - two marks stand for compute locations that are not loops: SCH_LOC_ROOT
- *    (the block's scope root: compute_at there is a no-op) and SCH_LOC_INLINE
- *    (compute_at there means compute_inline).
- *
- * The trace layer (trace.h) records every call as an instruction; this
- * header is the untraced, concrete API. */
+/* schedule.h — schedule primitives over a PrimFunc (TensorIR style), the
+ * untraced concrete API (trace.h records calls). A state owns a private copy
+ * of the function; a primitive checks legality first and refuses with
+ * TS_ESCHEDULE and a reason, changing nothing. A block handle is its unique
+ * name, a loop handle its loop variable. docs/IR.md ("Schedules", "Notes by
+ * file"). */
 #ifndef TESSEL_IR_SCHEDULE_H
 #define TESSEL_IR_SCHEDULE_H
 

@@ -1,25 +1,8 @@
 /* tensorize.h — tensorize: replace a loop nest or a block by a tensor
- * intrinsic's implementation (TVM's Tensorize; registry in intrin.h).
- *
- * Matching (the description function of the intrinsic against the
- * schedule's subtree):
- *  - the same number of loops with the same constant extents, in order;
- *  - one block with the same number of iter vars of the same S/R types, and
- *    bindings whose inner parts equal the description's;
- *  - the same body up to renaming of buffers and iter vars and the order of
- *    the operands of + and *: stores and loads pair buffers of the same
- *    dtype, rank (and scope, when the description names one other than
- *    global), and every index differs from the description's by an offset
- *    that depends only on the tile's position (the same offset for every
- *    access of a buffer);
- *  - the block has no init left (the reduction continues across calls: a
- *    tile whose whole reduction is inside the intrinsic is refused).
- * The implementation is then spliced in as the body of the outer block, its
- * parameters bound to the matched buffers at their offsets (loads/stores
- * offset per dimension, access_ptr by the flattened offset). The outer
- * block is annotated "tessel.tensorized" = the intrinsic's name.
- * A mismatch is TS_ESCHEDULE naming the first difference; an unknown
- * intrinsic TS_ENOTFOUND listing the registered ones. */
+ * intrinsic's implementation (TVM's Tensorize; registry in intrin.h), after
+ * matching the intrinsic's description against the subtree up to renaming
+ * and per-buffer offsets. A mismatch is TS_ESCHEDULE naming the first
+ * difference. docs/TENSORIZE.md, docs/IR.md ("Notes by file"). */
 #ifndef TESSEL_IR_SCHEDULE_TENSORIZE_H
 #define TESSEL_IR_SCHEDULE_TENSORIZE_H
 

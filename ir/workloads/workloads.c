@@ -1,43 +1,8 @@
 /* workloads.c — the built-in workload table: spec parsing ("NAME:k=v,..."),
  * validation, the compute-DSL text of each instance (generated with the
  * concrete sizes, so the built function has no symbolic sizes), and FLOP
- * counts.
- *
- * Parameter order of every workload's DSL function (inputs, then outputs) —
- * the hand-written references in reference.c take their arguments the same
- * way:
- *   matmul            A f32[m,k], B f32[k,n]              -> C f32[m,n]
- *   batch_matmul      A f32[b,m,k], B f32[b,k,n]          -> C f32[b,m,n]
- *   dense             X f32[m,k], W f32[n,k] (, bias f32[n] when bias=1) -> Y f32[m,n]
- *   matmul_int8       A i8[m,k], B i8[k,n]                -> C i32[m,n]
- *   matmul_f16        A f16[m,k], B f16[k,n]              -> C f32[m,n] (f32 accumulation)
- *   conv2d_nchw       X f32[n,c,h,w], W f32[k,c/groups,r,s] -> Y f32[n,k,p,q]
- *   conv2d_nhwc       X f32[n,h,w,c], W f32[r,s,c/groups,k] -> Y f32[n,p,q,k]
- *   depthwise_conv2d  X f32[n,c,h,w], W f32[c,1,r,s]      -> Y f32[n,c,p,q]
- *   conv2d_transpose  X f32[n,c,h,w], W f32[c,k,r,s]      -> Y f32[n,k,oh,ow]
- *   max_pool2d, avg_pool2d  X f32[n,c,h,w]                -> Y f32[n,c,p,q]
- *   softmax           X f32[m,n]                          -> Y f32[m,n]
- *   layernorm         X f32[m,n], gamma f32[n], beta f32[n] -> Y f32[m,n]
- *   add, mul          A f32[m,n], B f32[m,n]              -> C f32[m,n]
- *   relu, gelu, sigmoid, exp  X f32[m,n]                  -> Y f32[m,n]
- *   transpose         A f32[m,n]                          -> B f32[n,m]
- *   reduce_sum, reduce_mean  X f32[m,n]                   -> Y f32[m]
- * Convolution output: p = (h + 2*pad - dilation*(r-1) - 1) / stride + 1
- * (likewise q); transposed: oh = (h-1)*stride - 2*pad + r. Pools: p = (h +
- * 2*pad - r) / stride + 1 with pad < r, so no window is all padding; max pool
- * pads with -inf (padding never wins), avg pool divides by r*s whatever the
- * padding (count_include_pad). Softmax and layernorm work over the last axis;
- * layernorm uses eps = 1e-5 and the biased variance.
- *
- * FLOPs: a multiply-add counts 2 (matmul m*n*k -> 2mnk; convolutions count
- * every tap, padded ones included; conv2d_transpose counts the useful MACs
- * 2*n*c*h*w*k*r*s). Everything else counts one FLOP per scalar arithmetic
- * operation or intrinsic call of the DSL per element: add/mul/relu/sigmoid/
- * exp 1, gelu 5, bias add 1, max pool r*s per output (one max per tap), avg
- * pool r*s + 1, softmax 5 per element, layernorm 8 per element + 4 per row,
- * reduce_sum 1 per element, reduce_mean that + 1 per row; transpose, which
- * computes nothing, counts one per element moved so that every workload
- * has a positive count (throughput numbers stay defined). */
+ * counts (a multiply-add counts 2). Parameter orders, output sizes and the
+ * FLOP rules of every workload: docs/IR.md ("Workloads"). */
 #include <ctype.h>
 #include <errno.h>
 #include <inttypes.h>
