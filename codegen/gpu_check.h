@@ -1,42 +1,11 @@
-/* gpu_check.h — what a CUDA device can run: the validity checks the search's
- * postprocessors (VerifyGPUCode, MetaSchedule's verify_gpu_code.cc) and
- * cg_check apply to a scheduled function before a build is spent on it.
- * No CUDA is needed: the function is lowered for cuda (codegen.h) and the
- * lowered form is measured kernel by kernel.
- *
- * A *kernel* is one top-level loop nest of the lowered body (below its
- * sequences and top-level allocations), as cuda.c emits one launch per nest
- * (TVM's SplitHostDevice). Per kernel the checks are:
- *  - every thread tag is bound with one extent: the same tag on two loops of
- *    a kernel (siblings, or a cooperative fetch nested in its block's own
- *    threadIdx loop) must have the same extent; threadIdx and vthread
- *    extents must be constants (blockIdx extents may be symbolic: the grid
- *    is computed at launch);
- *  - threads per block = the product of the threadIdx.{x,y,z} extents
- *    <= max_threads_per_block; vthread extents multiply to <= max_vthread;
- *  - shared memory per block = the sum of the (compacted, by lowering)
- *    "shared" allocations inside the kernel plus those enclosing it
- *    <= max_shared_bytes; a shared allocation of non-constant size is refused;
- *  - vector accesses: a widened load or store of lanes x elem_bytes over
- *    max_vector_bytes (16: float4, 8 x half) is refused, and so is a
- *    vectorized loop left as a loop whose extent times the widest element
- *    stored in it exceeds that;
- *  - no parallel loops (cuda has no CPU thread pool);
- *  - registers, when known from the cubin (regs_per_thread > 0):
- *    regs_per_thread <= max_regs_per_thread and regs x threads <=
- *    max_regs_per_block (cg_gpu_check_registers below does this per kernel
- *    from a compiled module, with spills);
- *  - with global_deps, a kernel that stores to a global buffer and loads it
- *    at an index expression other than the store's is refused: the element
- *    may be written by another thread or block of the same launch and
- *    nothing orders them (no grid-wide barrier). The test is conservative (a
- *    thread reading back its own element through another loop variable is
- *    refused too), so cg_check leaves it off and the search turns it on;
- *  - unless allow_unbound, a store outside every thread-bound loop is
- *    refused: cuda.c would run it on a single GPU thread, which the search
- *    never wants (RewriteUnboundBlock binds every block); cg_check allows it.
- * Errors are TS_EUNSUPPORTED naming the loop, buffer or tag and the limit;
- * a function that does not lower reports the lowering's error. */
+/* gpu_check.h — what a CUDA device can run: the validity checks that the
+ * search's VerifyGPUCode (MetaSchedule's verify_gpu_code.cc) and cg_check
+ * apply to a scheduled function before a build is spent on it, kernel by
+ * kernel on the lowered form (thread extents, shared memory, vector widths,
+ * registers, races on global buffers). No CUDA needed. Errors are
+ * TS_EUNSUPPORTED naming the loop, buffer or tag and the limit.
+ * docs/GPU_SEARCH.md ("Validity checks"), docs/TUNING.md ("Notes by file:
+ * codegen/"). */
 #ifndef TESSEL_CODEGEN_GPU_CHECK_H
 #define TESSEL_CODEGEN_GPU_CHECK_H
 

@@ -1,35 +1,9 @@
 /* llvm.h — the LLVM-C backend: lowered IR (codegen.h) to LLVM IR, optimised
- * with the new pass manager at O3, then either JIT-compiled in process, or
- * emitted as an object for any triple LLVM was built with (x86-64, aarch64)
- * and linked into a shared library with ld.lld.
- *
- * Every artifact exports the kernel through the runtime ABI
- * (runtime/runtime.h): `tessel_kernel_entry(void **args)` and
- * `tessel_kernel_meta` (names, dtypes and shapes of the params), so a loader
- * that has never seen the IR can allocate arguments. Parallel loops are
- * outlined into task functions called through tsrt_parallel_launch, which the
- * loading process provides (tessel and rpc_server export the runtime).
- * Math intrinsics (exp, log, tanh, erf, sigmoid, ...) are emitted as
- * vectorizable inline implementations, not libm calls.
- *
- * The kernel's contract (what the generated code assumes and returns):
- *  - symbolic sizes: a function with size vars (f->syms) takes their values
- *    after the tensors, args[nparams + k] pointing at an int64_t for syms[k];
- *    the metadata names them (nsyms/syms) and marks param dims that are a
- *    size var as TSRT_DIM_SYM(k), other non-constant dims TSRT_DIM_EXPR;
- *  - args[i] points at param i's data, dense, 64-byte aligned (the runtime
- *    allocates so; the code is compiled with that alignment and with
- *    distinct, non-overlapping params);
- *  - it returns 0, or -1 when a heap allocation (IR_ALLOCATE over 64 KiB
- *    or of non-constant size) fails, or the first non-zero task result of a
- *    parallel launch;
- *  - it needs from the loading process: tsrt_parallel_launch (only with
- *    parallel loops), aligned_alloc/free (large allocations), and for f64
- *    tanh/erf/exp/log/pow libm.
- *
- * Every build uses its own LLVM context, so builds may run concurrently on
- * different threads. TESSEL_DEBUG=codegen prints the unoptimised LLVM IR of
- * every build and LLVM's optimisation remarks to stderr. */
+ * at O3, then JIT-compiled in process or emitted as an object for any linked
+ * triple (x86-64, aarch64) and linked into a shared library with ld.lld.
+ * Every artifact exports the runtime's kernel ABI (runtime/runtime.h); each
+ * build has its own LLVM context, so builds may run concurrently. The
+ * kernel's contract: docs/TUNING.md ("Notes by file: codegen/"). */
 #ifndef TESSEL_CODEGEN_LLVM_H
 #define TESSEL_CODEGEN_LLVM_H
 

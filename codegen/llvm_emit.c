@@ -1,31 +1,8 @@
-/* llvm_emit.c — lowered IR (codegen.h) to LLVM IR through the LLVM-C API.
- *
- * Shape of the module:
- *   tessel_kernel_entry(ptr args)        external; loads args[i], calls body
- *   body(ptr noalias align 64 p0, ...)   internal; the lowered statement
- *   par.N.task(i32 t, i32 n, ptr clo)    internal; unpacks a closure, takes
- *                                        its chunk of the range, calls
- *   par.N.body(captures..., i64 lo, i64 hi)   internal; the parallel loop
- *   tessel_kernel_meta                   external constant (runtime.h)
- * Buffers enter every function as noalias params, so after inlining LLVM
- * carries them as alias scopes (each buffer its own allocation: params, allocas
- * and heap allocations never overlap).
- *
- * Lazy evaluation (the interpreter's rule, which guarded padded loads rely
- * on): the untaken side of a select, and the right side of && / ||, must not
- * load or divide. For scalars that is control flow (LLVM if-converts what it
- * can prove safe); for vector lanes every expression is emitted under a lane
- * mask, loads become masked loads / gathers and integer divisors of
- * masked-off lanes become 1. A store predicate is the mask of the store and
- * of the expressions computing its index and value. Scalar loads inside a
- * masked vector expression (the broadcast of one element) are not masked.
- *
- * Index arithmetic (everything under a load/store index) uses nsw adds and
- * multiplies so that LLVM can widen and strength-reduce it: an index that
- * overflowed its type would be out of bounds anyway. Value arithmetic keeps
- * the IR's wrapping semantics. Float ops carry the `contract` flag only
- * (a*b+c may fuse into FMA; no reassociation), so results match the
- * interpreter to rounding. */
+/* llvm_emit.c — lowered IR (codegen.h) to LLVM IR through the LLVM-C API:
+ * the kernel entry, the body with noalias buffers, outlined parallel tasks
+ * and the metadata; lazy selects as masks, nsw index arithmetic, `contract`
+ * as the only float flag so results match the interpreter to rounding.
+ * docs/TUNING.md ("Notes by file: codegen/"). */
 #include <llvm-c/DebugInfo.h>
 #include <stdio.h>
 #include <stdlib.h>

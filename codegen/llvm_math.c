@@ -1,20 +1,8 @@
 /* llvm_math.c — the math intrinsics of the IR (exp, log, sqrt, rsqrt, tanh,
- * erf, sigmoid, pow, fma, abs) as LLVM IR.
- *
- * Why inline polynomials: a libm call in vector code is scalarized (16 calls
- * per <16 x float>), which would make every fused activation the bottleneck
- * of its kernel. The f32 versions below are branch-free straight-line code
- * (selects for the special cases), so they vectorize and work unchanged for
- * scalars — the same formula either way, so a kernel's vector body and its
- * scalar tail agree bit for bit. Accuracy, measured against libm in double
- * over their whole ranges: exp 8e-8, log 8e-8, tanh 1.4e-7, erf 2.1e-7
- * relative; sigmoid and pow inherit exp/log's error (pow's grows with
- * |y log x|, about 1e-6 for |y log x| ~ 10).
- *
- * Sources: exp, log and tanh follow Cephes' expf/logf/tanhf (S. Moshier,
- * range reduction + minimax polynomial); erf uses Cephes' erff polynomial
- * below |x| = 1 and Abramowitz & Stegun 7.1.26 above. f64 uses LLVM's
- * intrinsics or libm (scalarized in vector code; f64 kernels are rare). */
+ * erf, sigmoid, pow, fma, abs) as LLVM IR: branch-free f32 polynomials
+ * (Cephes, Abramowitz & Stegun) that vectorize, because a libm call in
+ * vector code is scalarized. Accuracy and sources: docs/TUNING.md
+ * ("Notes by file: codegen/"). */
 #include <math.h>
 #include <string.h>
 

@@ -1,23 +1,8 @@
 /* codegen/lower.c — lowering a scheduled PrimFunc into the lowered form of
  * codegen.h (blocks gone, buffers flat, allocations explicit, vectorized
- * loops in lanes), and cg_check, the validity test the search runs before it
- * spends a build on a candidate.
- *
- * One recursive walk does it all. Going down, it keeps
- *  - a scoped list of bindings (block iter var -> its iter value, already
- *    lowered, so nested blocks see outer iter vars replaced too);
- *  - an analyzer with the range of every enclosing loop, so that flattened
- *    indices, predicates and init conditions simplify under loop bounds (a
- *    split that divides evenly loses its predicate, an R var of extent 1
- *    loses its init test);
- *  - the flat stand-in of every buffer in scope (params from the start,
- *    block allocations from their block down).
- * Coming back up, a vectorized loop is handed to lower_vec.c once its body is
- * in flat form, so the vectorizer only ever sees loops, ifs, lets and stores.
- *
- * Unchanged subtrees (vars, constants, untouched expressions) are shared with
- * the input function rather than copied: the lowered function lives as long
- * as both arenas do, which cg_lowered.orig already requires. */
+ * loops in lanes) in one recursive walk, and cg_check, the validity test the
+ * search runs before it spends a build on a candidate. docs/TUNING.md
+ * ("Notes by file: codegen/"). */
 #include "codegen/lower_int.h"
 
 #include <stdio.h>

@@ -1,31 +1,8 @@
-/* codegen/lower_vec.c — a vectorized loop to lanes (see codegen.h).
- *
- * A loop `for v in vectorized(min, L) { body }` becomes the body run once
- * with every expression widened to L lanes: v itself is ramp(min, 1, L); an
- * index that moves by a constant c per lane becomes ramp(base, c, L) (c = 1
- * is what backends turn into one vector load/store; c = 0 a broadcast of one
- * scalar load); any other lane-dependent index stays a vector expression (a
- * gather); lane-invariant values stay scalar and are broadcast where they
- * meet vectors.
- *
- * Widening reorders work: the loop ran lane 0's whole body, then lane 1's;
- * lanes run each statement for all lanes before the next. That is only the
- * same program when no lane sees another lane's writes, which we require in
- * the simplest provable form:
- *  - every store's index moves by a non-zero constant per lane (lanes write
- *    distinct elements), and has no predicate;
- *  - every access to a stored buffer uses provably the same index as its
- *    store (a lane reads back only what it wrote itself);
- *  - no inner loops, allocations, evaluates or blocks; ifs and lets only with
- *    lane-invariant conditions/values (they stay scalar around vector code).
- * Anything else keeps the loop (kind vectorized), which is always correct.
- *
- * Lane-dependent selects and && / || (padding guards) are widened: backends
- * evaluate vector code under the guard's lane mask (masked loads, divisors
- * of masked-off lanes replaced), as the interpreter evaluates lazily per
- * lane. That only protects vector operations, so under such a guard no load
- * or integer division is left scalar: a lane-invariant load there gets a
- * broadcast index instead of becoming broadcast(load). */
+/* codegen/lower_vec.c — a vectorized loop to lanes (see codegen.h): the
+ * body runs once with every expression widened to L lanes (ramps for
+ * constant-stride indices, gathers otherwise), only when no lane can see
+ * another lane's writes; anything else keeps the loop, which is always
+ * correct. docs/TUNING.md ("Notes by file: codegen/"). */
 #include "codegen/lower_int.h"
 
 #include <string.h>

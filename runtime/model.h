@@ -1,21 +1,9 @@
 /* model.h — the model artifact's ABI (what `tessel build MODEL.onnx` puts in
- * a shared library) and the graph executor that runs it. libc + pthreads +
- * libdl only, like the rest of the runtime: tessel-rpc-server runs models
- * with it on a board.
- *
- * A model artifact is one shared library holding
- *  - one kernel per distinct fused PrimFunc, each with the kernel ABI of
- *    runtime.h under unique symbols (tessel_model_k<i>_entry / _meta);
- *  - the plan, exported as `tessel_model_plan` (a tsrt_model_plan: plain C
- *    structs laid out by the compiler, pointers relocated by the dynamic
- *    loader, so reading it needs no parser): the tensors (graph inputs,
- *    constants, intermediates) with dtypes and shapes whose dims are
- *    constants or model symbols ("batch"), the kernel calls in order with
- *    their tensor arguments and the model symbol behind each kernel size var,
- *    the graph inputs and outputs;
- *  - the weights: one 64-byte aligned read-only blob inside the library
- *    (constant tensors point into it at 64-byte aligned offsets).
- * docs/MODEL.md describes the format, the memory plan and the API. */
+ * a shared library: one kernel per distinct fused PrimFunc, the plan
+ * `tessel_model_plan` as relocated C structs, the weights as one aligned
+ * blob) and the graph executor that runs it. libc + pthreads + libdl only,
+ * like the rest of the runtime: tessel-rpc-server runs models with it on a
+ * board. docs/MODEL.md describes the format, the memory plan and the API. */
 #ifndef TESSEL_RUNTIME_MODEL_H
 #define TESSEL_RUNTIME_MODEL_H
 

@@ -1,23 +1,10 @@
 /* build_gpu.c — the default GPU schedule (tun_default_schedule_gpu, see
- * build.h), in the spirit of TVM's dlight fallback rule: so that every
- * workload builds for cuda without a trace.
- *
- * 1. Elementwise producers are inlined into their consumers where
- *    compute_inline accepts them (pad stages, the exp of a softmax when its
- *    consumer allows, ...): fewer launches, no intermediate buffers.
- * 2. Every remaining block, in program order: its leading spatial loops
- *    (serial, constant or symbolic extent, carrying no reduction iter var)
- *    are fused into one, split by the thread count (256, or the fused extent
- *    when smaller, or fewer to respect max_threads_per_block) and bound to
- *    blockIdx.x / threadIdx.x. Reduction loops stay serial inside, so each
- *    thread owns its outputs and runs their whole reduction (no cross-thread
- *    communication, which keeps the fallback simple and always legal).
- *    A block without a spatial loop gets a unit loop bound to blockIdx.x
- *    (one thread computes it).
- * 3. A reduction's init is decomposed in front of its first reduction loop
- *    (inside the thread), as RewriteReductionBlock does.
- * Every step is best effort: a refused primitive leaves the schedule as it
- * was, and the result is checked against cg_gpu_check by the caller. */
+ * build.h), in the spirit of TVM's dlight fallback rule, so that every
+ * workload builds for cuda without a trace: elementwise producers inlined,
+ * each block's leading spatial loops fused and bound to blockIdx.x /
+ * threadIdx.x with reductions serial inside each thread, inits decomposed.
+ * Every step is best effort; the caller checks the result with cg_gpu_check.
+ * docs/GPU_SEARCH.md ("Default GPU schedule"). */
 #include <string.h>
 
 #include "codegen/gpu_check.h"

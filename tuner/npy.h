@@ -1,19 +1,8 @@
-/* npy.h — NumPy .npy files for `tessel run` (inputs in, outputs out).
- *
- * Reading: format versions 1.0 (u16 header length), 2.0 and 3.0 (u32; 3.0
- * differs only in allowing UTF-8 in the header). The header is a Python dict
- * literal ({'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }),
- * parsed by a small bounded tokenizer: string keys and values in single or
- * double quotes, True/False, tuples of non-negative integers (with the
- * one-element "(5,)" form and "()" for a scalar). Accepted dtypes: little
- * endian or byte-order-free bool, int8/16/32/64, uint8/32, float16/32/64
- * ('|b1', '<i4', '<f4', '=f8' on a little-endian host ...). Refused, each
- * with a message naming the file and what was found: bad magic, a truncated
- * header or data, an unknown or missing key, fortran_order True, big-endian
- * or structured dtypes, a data size that does not match the shape.
- *
- * Writing: version 1.0, the header padded with spaces so the data starts at
- * a multiple of 64 bytes (as NumPy does). */
+/* npy.h — NumPy .npy files for `tessel run` (inputs in, outputs out):
+ * versions 1.0-3.0 read with a small bounded header tokenizer, little-endian
+ * and byte-order-free numeric dtypes only, every refusal naming the file and
+ * what was found; version 1.0 written, data 64-byte aligned. docs/TUNING.md
+ * ("Notes by file: tuner/"). */
 #ifndef TESSEL_TUNER_NPY_H
 #define TESSEL_TUNER_NPY_H
 

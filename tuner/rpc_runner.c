@@ -1,19 +1,8 @@
-/* rpc_runner.c — measuring on remote boards (rpc_runner.h).
- *
- * Threads: `parallel` workers and one watchdog. A worker loops: hold a
- * tracker connection, hold a granted session (rpc_client on the board), take
- * a job, upload + measure, hand the result back. The watchdog makes a dead
- * board visible to a worker blocked in a measure call instead of after the
- * whole reply budget: every 100 ms it closes the client socket of a busy
- * worker whose pipe went away (nng pipe notification: the TCP connection
- * closed, e.g. the board was SIGKILLed or rebooted), and every second it asks
- * the tracker whether each busy worker's grant still holds (a hung board is
- * evicted by heartbeat after a few seconds and its grant revoked). The
- * blocked call then fails with an RPC error, which is the board's failure:
- * the job is requeued at the front with one try spent.
- *
- * A board that just failed is remembered for BAD_BOARD_S: a worker granted it
- * again (the tracker has not evicted it yet) hands it back and waits. */
+/* rpc_runner.c — measuring on remote boards (rpc_runner.h): the worker
+ * threads and a watchdog that makes a dead or evicted board visible to a
+ * worker blocked in a measure call, so the job is requeued at once rather
+ * than after the whole reply budget. docs/TUNING.md ("Notes by file:
+ * tuner/"). */
 #include "tuner/rpc_runner.h"
 
 #include <errno.h>

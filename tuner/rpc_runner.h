@@ -1,20 +1,9 @@
-/* rpc_runner.h — measuring on remote boards (`tessel tune --runner rpc`).
- *
- * The runner keeps up to `parallel` worker threads. Each worker holds its own
- * tracker connection and, once the tracker grants it a session on a server
- * with `key`, an authenticated rpc_client on that server. A worker with a
- * live session takes the next job (an artifact built on the host), uploads
- * it, measures it on the board and hands the result back to the tuning loop,
- * which verifies and logs it on its own thread (the log has one writer).
- *
- * Board failures vs kernel failures: a reply from a live board is the
- * candidate's result, whatever its status (a crash or a timeout in the
- * board's forked child is a kernel error). An RPC failure (connection lost,
- * reply timeout, grant revoked, refused upload) is the board's: the worker
- * drops that session, the job goes back to the front of the queue with one
- * try spent, and another (or a fresh) session picks it up. A job that used
- * up max_tries comes back as lost (never as a kernel error); the tuning loop
- * leaves it out of the log and the search may propose it again. */
+/* rpc_runner.h — measuring on remote boards (`tessel tune --runner rpc`):
+ * up to `parallel` worker threads, each with its own tracker connection and
+ * granted rpc session, upload and measure jobs built on the host. A reply
+ * from a live board is the candidate's result; an RPC failure is the board's
+ * and requeues the job with one try spent. docs/DISTRIBUTED.md,
+ * docs/TUNING.md ("Notes by file: tuner/"). */
 #ifndef TESSEL_TUNER_RPC_RUNNER_H
 #define TESSEL_TUNER_RPC_RUNNER_H
 

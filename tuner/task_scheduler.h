@@ -1,24 +1,9 @@
 /* task_scheduler.h — tuning a whole model: which task (a distinct fused
  * PrimFunc of the model, ir/graph/tasks.h) gets the next batch of trials.
- *
- * Two layers. `tun_sched` is the pure scheduling state (no I/O, no clock):
- * per task its weight (occurrences in the model), FLOPs, best latency and the
- * history of best latencies after each round it was tuned; it answers "which
- * task next" for a strategy:
- *   - round-robin: task 0, 1, 2, ... in turn (dead tasks skipped; after a
- *     resume, the tasks with the fewest rounds first);
- *   - gradient (Ansor, OSDI'20 §6; MetaSchedule's gradient_based): a
- *     round-robin warm-up until every task has had one round, then the task
- *     whose next round is expected to cut the objective Σ weight × latency
- *     most: weight × (alpha × backward + (1 - alpha) × forward), where
- *     backward = (best now - best `window` rounds ago) / window and forward =
- *     min(best - best / rounds, beta × flops / best GFLOP/s of its similar
- *     tasks) - best; with probability epsilon a random live task instead, and
- *     a random one when every gradient is equal.
- * `tun_tune_model` drives it: it restores each task's trials and history from
- * the tuning log, gives the chosen task one batch through tun_tune (the same
- * search, builders and runners as `tessel tune`, local or RPC), and prints a
- * per-task table and the estimated end-to-end latency after every round. */
+ * `tun_sched` is the pure scheduling state (no I/O, no clock) answering
+ * "which task next" round-robin or by Ansor's gradient; `tun_tune_model`
+ * drives it over tun_tune, resuming from the log and printing a per-task
+ * table after every round. docs/TASK_SCHEDULER.md. */
 #ifndef TESSEL_TUNER_TASK_SCHEDULER_H
 #define TESSEL_TUNER_TASK_SCHEDULER_H
 
