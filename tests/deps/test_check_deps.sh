@@ -50,36 +50,32 @@ else
   fail "clean copy: rc $rc"; printf '%s\n' "$out"
 fi
 
+# planted DIR FILE SED PATTERN WHAT: a clean copy with one edit must fail
+# (exit 1) with a line matching PATTERN (LINE in it is the planted line).
+planted() {
+  copy "$tmp/$1"; remove_known "$tmp/$1"
+  sed -i "$3" "$tmp/$1/$2"
+  local line out rc
+  line=$(grep -n 'PLANTED' "$tmp/$1/$2" | head -1 | cut -d: -f1)
+  sed -i 's| *// PLANTED||' "$tmp/$1/$2"
+  out=$("$tmp/$1/scripts/check-deps" 2>&1); rc=$?
+  if [ $rc -eq 1 ] && printf '%s\n' "$out" | grep -q "${4//LINE/$line}"; then
+    pass "$5: exit 1, $2:$line named"
+  else
+    fail "$5: rc $rc"; printf '%s\n' "$out"
+  fi
+}
+
 # 3. a planted upward include: ir/ir.c includes tuner/tune.h
-copy "$tmp/up"; remove_known "$tmp/up"
-sed -i '0,/^#include/s//#include "tuner\/tune.h"\n#include/' "$tmp/up/ir/ir.c"
-line=$(grep -n '^#include "tuner/tune.h"' "$tmp/up/ir/ir.c" | cut -d: -f1)
-out=$("$tmp/up/scripts/check-deps" 2>&1); rc=$?
-if [ $rc -eq 1 ] && printf '%s\n' "$out" | grep -q "^ir/ir.c:$line: #include \"tuner/tune.h\": ir/ may not use tuner/"; then
-  pass "planted upward include: exit 1, ir/ir.c:$line named"
-else
-  fail "planted upward include: rc $rc"; printf '%s\n' "$out"
-fi
-
+planted up ir/ir.c '0,/^#include/s//#include "tuner\/tune.h" \/\/ PLANTED\n#include/' \
+  '^ir/ir.c:LINE: #include "tuner/tune.h": ir/ may not use tuner/' "planted upward include"
 # 4. a planted third-party include: search uses LLVM
-copy "$tmp/llvm"; remove_known "$tmp/llvm"
-sed -i '0,/^#include/s//#include <llvm-c\/Core.h>\n#include/' "$tmp/llvm/search/space.c"
-out=$("$tmp/llvm/scripts/check-deps" 2>&1); rc=$?
-if [ $rc -eq 1 ] && printf '%s\n' "$out" | grep -q '^search/space.c:[0-9]*: #include <llvm-c/Core.h>: search/ may not use llvm'; then
-  pass "planted <llvm-c/Core.h> in search: exit 1"
-else
-  fail "planted llvm include: rc $rc"; printf '%s\n' "$out"
-fi
-
+planted llvm search/space.c '0,/^#include/s//#include <llvm-c\/Core.h> \/\/ PLANTED\n#include/' \
+  '^search/space.c:LINE: #include <llvm-c/Core.h>: search/ may not use llvm' "planted <llvm-c/Core.h> in search"
 # 5. a planted link dependency: search's library lists llvm_dep
-copy "$tmp/link"; remove_known "$tmp/link"
-sed -i '0,/dependencies: \[/s//dependencies: [llvm_dep, /' "$tmp/link/search/meson.build"
-out=$("$tmp/link/scripts/check-deps" 2>&1); rc=$?
-if [ $rc -eq 1 ] && printf '%s\n' "$out" | grep -q "^search/meson.build:[0-9]*: static_library 'tessel_search' of search/ lists llvm_dep: search/ may not use codegen LLVM backend"; then
-  pass "planted llvm_dep in search/meson.build: exit 1"
-else
-  fail "planted link dependency: rc $rc"; printf '%s\n' "$out"
-fi
+planted link search/meson.build '0,/dependencies: \[/s//dependencies: [llvm_dep, # PLANTED\n  /' \
+  "^search/meson.build:LINE: static_library 'tessel_search' of search/ lists llvm_dep: search/ may not use codegen LLVM backend" \
+  "planted llvm_dep in search/meson.build"
 
 echo "check-deps tests: $((5 - fails))/5 passed"
 [ $fails -eq 0 ]
