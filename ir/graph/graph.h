@@ -112,8 +112,24 @@ typedef struct tg_node {
   const char *callee; /* TG_OP_CALL: PrimFunc name in g->mod */
 } tg_node;
 
+/* The switches of the graph passes that change the kernels they make (and
+ * so the task keys); all zero means the defaults. Set by the model compiler
+ * from the CLI's --winograd/--polyphase flags (tg_pass_opts_set) and written
+ * into the tuning log's records (docs/PASSES.md, docs/LOG.md). */
+typedef enum {
+  TG_WINOGRAD_ON,  /* the convolutions that gain from it (the default) */
+  TG_WINOGRAD_OFF, /* the direct convolution everywhere */
+  TG_WINOGRAD_ALL, /* no channel/tile thresholds (tests) */
+} tg_winograd_mode;
+
+typedef struct tg_pass_opts {
+  tg_winograd_mode winograd;
+  bool polyphase_off; /* strided 2-d convolutions read the padded input in the plain order */
+} tg_pass_opts;
+
 typedef struct tg_graph {
   const char *name;
+  tg_pass_opts opts;  /* read by the passes (tg_run_pipeline_opts sets it) */
   ir_module *mod;     /* owner: arena, and the PrimFuncs TG_OP_CALL names */
   int opset;          /* the model's default-domain opset (0 when built by hand) */
   int nvalues, capvalues;

@@ -1011,9 +1011,8 @@ static void emit_conv(lg_kernel *k, const tg_node *n, const char *const *in, con
    * xp[n, c, p, q, h', w'] = padded x[n, c, h'*sh + p, w'*sw + q]: the output
    * column i3 then reads xp[.., i3 + s // sw] at unit stride (the plain order
    * reads x[.., i3*sw + s], a gather once the output width is vectorised). */
-  const char *pe = getenv("TESSEL_POLYPHASE"); /* "0": the plain order (comparisons) */
   bool poly = pad_stage && w.ns == 2 && (w.st[0] > 1 || w.st[1] > 1) && w.dil[0] == 1 && w.dil[1] == 1 &&
-              !(pe && !strcmp(pe, "0"));
+              !k->g->opts.polyphase_off; /* --polyphase off: the plain order (comparisons) */
   if (poly) {
     tmpname(xp, sizeof xp, o, "pad");
     tg_dim pd[6] = {x->dims[0], x->dims[1], {w.st[0], NULL}, {w.st[1], NULL},

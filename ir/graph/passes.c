@@ -77,6 +77,55 @@ ts_status tg_run_pipeline(tg_graph *g, const char *stop_after, ts_diag *d) {
   return TS_OK;
 }
 
+ts_status tg_run_pipeline_opts(tg_graph *g, const char *stop_after, const tg_pass_opts *o, ts_diag *d) {
+  if (stop_after && find_pass(stop_after) < 0) return unknown_pass(stop_after, d);
+  if (o) g->opts = *o;
+  else memset(&g->opts, 0, sizeof g->opts);
+  return tg_run_pipeline(g, stop_after, d);
+}
+
+static const char *const winograd_names[] = {"on", "off", "all"};
+
+ts_status tg_pass_opts_set(tg_pass_opts *o, const char *name, const char *value, ts_diag *d) {
+  if (!strcmp(name, "winograd")) {
+    for (int i = 0; i < 3; i++)
+      if (!strcmp(value, winograd_names[i])) {
+        o->winograd = (tg_winograd_mode)i;
+        return TS_OK;
+      }
+    return ts_diag_set(d, TS_EINVAL, "winograd: '%s' is not on, off or all", value);
+  }
+  if (!strcmp(name, "polyphase")) {
+    if (strcmp(value, "on") && strcmp(value, "off"))
+      return ts_diag_set(d, TS_EINVAL, "polyphase: '%s' is not on or off", value);
+    o->polyphase_off = !strcmp(value, "off");
+    return TS_OK;
+  }
+  return ts_diag_set(d, TS_EINVAL, "unknown graph option '%s' (winograd, polyphase)", name);
+}
+
+const char *tg_pass_opts_str(const tg_pass_opts *o, char *buf, size_t n) {
+  snprintf(buf, n, "%s%s%s", o->winograd ? "winograd=" : "", o->winograd ? winograd_names[o->winograd] : "",
+           o->polyphase_off ? (o->winograd ? ",polyphase=off" : "polyphase=off") : "");
+  return buf;
+}
+
+ts_status tg_pass_opts_parse(const char *s, tg_pass_opts *o, ts_diag *d) {
+  memset(o, 0, sizeof *o);
+  while (s && *s) {
+    const char *comma = strchr(s, ','), *end = comma ? comma : s + strlen(s), *eq = memchr(s, '=', (size_t)(end - s));
+    char name[32], value[32];
+    if (!eq || (size_t)(eq - s) >= sizeof name || (size_t)(end - eq - 1) >= sizeof value)
+      return ts_diag_set(d, TS_EPARSE, "graph options '%s': expected name=value,...", s);
+    snprintf(name, sizeof name, "%.*s", (int)(eq - s), s);
+    snprintf(value, sizeof value, "%.*s", (int)(end - eq - 1), eq + 1);
+    ts_status st = tg_pass_opts_set(o, name, value, d);
+    if (st != TS_OK) return st;
+    s = comma ? comma + 1 : end;
+  }
+  return TS_OK;
+}
+
 int tg_count_called_funcs(const tg_graph *g) {
   int cnt = 0;
   for (int i = 0; i < g->nnodes; i++) {
@@ -543,13 +592,14 @@ static const double wg_g[6][3] = {{1.0 / 4, 0, 0},
                                   {0, 0, 1}};
 static const double wg_at[4][6] = {{1, 1, 1, 1, 1, 0}, {0, 1, -1, 2, -2, 0}, {0, 1, 1, 4, 4, 0}, {0, 1, -1, 8, -8, 1}};
 
-/* TESSEL_WINOGRAD: "0" switches the rewrite off, "all" drops the size
- * thresholds (tests); unset or anything else: on for the convolutions that
- * gain from it. */
-static int winograd_mode(void) {
-  const char *e = getenv("TESSEL_WINOGRAD");
-  if (e && !strcmp(e, "0")) return 0;
-  if (e && !strcmp(e, "all")) return 2;
+/* g->opts.winograd as winograd_ok's mode: 0 off, 1 on for the convolutions
+ * that gain from it, 2 without the size thresholds (tests). */
+static int winograd_mode(const tg_graph *g) {
+  switch (g->opts.winograd) {
+  case TG_WINOGRAD_OFF: return 0;
+  case TG_WINOGRAD_ALL: return 2;
+  case TG_WINOGRAD_ON: break;
+  }
   return 1;
 }
 
@@ -661,7 +711,7 @@ static ts_status winograd_one(tg_graph *g, tg_node *n, ts_diag *d) {
 }
 
 ts_status tg_pass_winograd(tg_graph *g, ts_diag *d) {
-  int mode = winograd_mode();
+  int mode = winograd_mode(g);
   if (!mode) return TS_OK;
   bool changed = false;
   for (int i = 0; i < g->nnodes; i++) {

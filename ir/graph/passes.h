@@ -22,8 +22,9 @@
  *                   U[6,6,C,K], the transform matrices BT[6,6] and AT[4,6]
  *                   added as constants (inputs 3 and 4), attribute
  *                   "tessel.winograd" = 4; legalize writes the transforms
- *                   and the batched matmul as one kernel. TESSEL_WINOGRAD=0
- *                   switches it off, =all drops the channel thresholds.
+ *                   and the batched matmul as one kernel. g->opts.winograd
+ *                   (--winograd off|all) switches it off or drops the
+ *                   channel thresholds.
  *   legalize        every remaining op becomes a TG_OP_CALL of its own
  *                   PrimFunc (DSL text generated per op and parsed; symbolic
  *                   dims become PrimFunc size vars named after the graph
@@ -61,6 +62,18 @@ ts_status tg_run_pass(tg_graph *g, const char *name, ts_diag *d);
 /* Runs the pipeline up to and including stop_after (NULL: all of it). An
  * unknown stop_after is TS_ENOTFOUND before anything runs. */
 ts_status tg_run_pipeline(tg_graph *g, const char *stop_after, ts_diag *d);
+/* The same with the passes' switches (NULL: the defaults) stored in g->opts
+ * first, where every pass (and a later tg_run_pass) reads them. */
+ts_status tg_run_pipeline_opts(tg_graph *g, const char *stop_after, const tg_pass_opts *o, ts_diag *d);
+
+/* Sets one switch by name from its CLI/log spelling: "winograd" = on|off|all,
+ * "polyphase" = on|off. TS_EINVAL naming the valid values otherwise. */
+ts_status tg_pass_opts_set(tg_pass_opts *o, const char *name, const char *value, ts_diag *d);
+/* The switches that differ from the defaults as "name=value,..." ("" for
+ * the defaults): what the tuning log records. Returns buf. */
+const char *tg_pass_opts_str(const tg_pass_opts *o, char *buf, size_t n);
+/* Parses tg_pass_opts_str's form back ("" or NULL: the defaults). */
+ts_status tg_pass_opts_parse(const char *s, tg_pass_opts *o, ts_diag *d);
 
 /* The individual passes (what tg_run_pass dispatches to). */
 ts_status tg_pass_fold_constants(tg_graph *g, ts_diag *d);

@@ -279,6 +279,44 @@ START_TEST(test_conv_strided_padded) {
 }
 END_TEST
 
+/* --polyphase off: the same conv, correct, with the pad stage in the plain order. */
+START_TEST(test_conv_polyphase_off) {
+  G->opts.polyphase_off = true;
+  conv_vs_workload("conv2d_nchw:n=1,c=3,h=7,w=7,k=5,r=3,s=3,stride=2,pad=1,dilation=1,groups=1", 1, 3, 7, 7, 5, 3,
+                   2, 1, 1, 4, 4);
+  for (int i = 0; i < M->nfuncs; i++)
+    if (M->funcs[i].kind == IR_MOD_PRIM) {
+      char *txt = ir_func_to_string(M->funcs[i].u.prim);
+      ck_assert_msg(txt && !strstr(txt, "_pad: f32[1, 3, 2, 2, 5, 5]"), "a polyphase pad stage with it off");
+      ts_free(txt);
+    }
+}
+END_TEST
+
+/* The switches' spellings: set, the log's string and its parse round trip. */
+START_TEST(test_pass_opts_strings) {
+  tg_pass_opts o = {0}, back;
+  ts_diag d;
+  ts_diag_clear(&d);
+  char buf[64];
+  ck_assert_str_eq(tg_pass_opts_str(&o, buf, sizeof buf), "");
+  ck_assert_int_eq(tg_pass_opts_set(&o, "winograd", "all", &d), TS_OK);
+  ck_assert_str_eq(tg_pass_opts_str(&o, buf, sizeof buf), "winograd=all");
+  ck_assert_int_eq(tg_pass_opts_set(&o, "polyphase", "off", &d), TS_OK);
+  ck_assert_str_eq(tg_pass_opts_str(&o, buf, sizeof buf), "winograd=all,polyphase=off");
+  ck_assert_int_eq(tg_pass_opts_parse(buf, &back, &d), TS_OK);
+  ck_assert_int_eq(back.winograd, TG_WINOGRAD_ALL);
+  ck_assert(back.polyphase_off);
+  ck_assert_int_eq(tg_pass_opts_parse("", &back, &d), TS_OK);
+  ck_assert(back.winograd == TG_WINOGRAD_ON && !back.polyphase_off);
+  ck_assert_int_eq(tg_pass_opts_set(&o, "winograd", "maybe", &d), TS_EINVAL);
+  ck_assert_ptr_nonnull(strstr(d.msg, "on, off or all"));
+  ck_assert_int_eq(tg_pass_opts_set(&o, "tiling", "on", &d), TS_EINVAL);
+  ck_assert_int_eq(tg_pass_opts_parse("winograd", &back, &d), TS_EPARSE);
+  ck_assert_int_eq(tg_run_pipeline_opts(G, "nonsense", &o, &d), TS_ENOTFOUND);
+}
+END_TEST
+
 /* conv(x, w, bias) -> relu, 3x3 stride 1 with pads (t, l, b, r); batch
  * dim `batch` symbolic when sym. */
 static void wg_graph(tg_graph *g, bool sym, int64_t Cc, int64_t H, int64_t W, int64_t K, const int64_t *pads) {
@@ -308,13 +346,12 @@ static bool calls_winograd(const tg_graph *g) {
 static void winograd_case(bool sym, int64_t Cc, int64_t H, int64_t W, int64_t K, const int64_t *pads) {
   ir_module *m2 = ir_module_new();
   tg_graph *g2 = tg_graph_new(m2, "direct");
-  setenv("TESSEL_WINOGRAD", "all", 1);
+  G->opts.winograd = TG_WINOGRAD_ALL;
   wg_graph(G, sym, Cc, H, W, K, pads);
   run_pipe(G, NULL);
-  setenv("TESSEL_WINOGRAD", "0", 1);
+  g2->opts.winograd = TG_WINOGRAD_OFF;
   wg_graph(g2, sym, Cc, H, W, K, pads);
   run_pipe(g2, NULL);
-  unsetenv("TESSEL_WINOGRAD");
   ck_assert_msg(calls_winograd(G), "the conv was not rewritten");
   ck_assert(!calls_winograd(g2));
   ck_assert_int_lt(tg_value_find(G, "w"), 0); /* the original weights are gone */
@@ -331,7 +368,6 @@ END_TEST
 /* By default only convolutions with 16+ channels each way and 8+ output
  * tiles per image are rewritten. */
 START_TEST(test_winograd_thresholds) {
-  unsetenv("TESSEL_WINOGRAD");
   wg_graph(G, false, 5, 11, 13, 7, (int64_t[]){1, 1, 1, 1});
   run_pipe(G, NULL);
   ck_assert(!calls_winograd(G));
@@ -1383,6 +1419,8 @@ static Suite *passes_suite(void) {
   tcase_add_test(tc, test_conv_strided_padded);
   tcase_add_test(tc, test_conv_grouped);
   tcase_add_test(tc, test_winograd_odd);
+  tcase_add_test(tc, test_conv_polyphase_off);
+  tcase_add_test(tc, test_pass_opts_strings);
   tcase_add_test(tc, test_winograd_symbolic_batch);
   tcase_add_test(tc, test_winograd_thresholds);
   tcase_add_test(tc, test_max_pool);
