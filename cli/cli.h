@@ -40,6 +40,22 @@ typedef struct tun_subject {
  * Errors name the argument and list the valid workloads. */
 ts_status tun_subject_load(ts_arena *a, const char *arg, tun_subject *out, ts_diag *d);
 
+/* ---- the options the model commands share (args.c) ---- */
+#include "tuner/model_build.h"
+
+/* Their lines of usage text. */
+#define TUN_CLI_GRAPH_USAGE                                                                        \
+  "  --winograd on|off|all  the Winograd rewrite of 3x3 convolutions: where it gains (on, default),\n" \
+  "                     nowhere, or on every eligible one (docs/PASSES.md)\n"                   \
+  "  --polyphase on|off strided convolutions read their padded input in polyphase order (on)\n"
+/* Adds a NAME=VALUE symbol size; 0, or 2 after printing why (naming cmd). */
+int tun_cli_sym_arg(const char *cmd, const char *spec, tun_model_opts *o);
+/* Sets graph switch name ("winograd", "polyphase") to value; 0 or 2 as above. */
+int tun_cli_graph_opt(const char *cmd, const char *name, const char *value, tun_model_opts *o);
+/* If argv[*i] is --sym/--bind/--winograd/--polyphase with a value, applies
+ * it and steps *i past the value: 1; a bad value: -1 (printed); else 0. */
+int tun_cli_model_arg(const char *cmd, int argc, char **argv, int *i, tun_model_opts *o);
+
 /* ---- the options `tessel tune` and `tessel tune-model` share (cmd_tune.c) ---- */
 #include <getopt.h>
 

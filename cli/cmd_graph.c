@@ -9,32 +9,15 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "ir/graph/graph.h"
-#include "ir/graph/onnx.h"
-#include "ir/graph/passes.h"
 #include "cli/cli.h"
 
 static const char *usage =
-    "usage: tessel graph show MODEL.onnx [--after PASS] [--json]\n"
+    "usage: tessel graph show MODEL.onnx [--after PASS] [--json] [--winograd on|off|all] [--polyphase on|off]\n"
     "Imports an ONNX model (opsets 13-21) into tessel's graph IR and prints it: one line per\n"
     "constant and per node, with every value's dtype and shape (symbolic dims by name).\n"
     "  --after PASS  run the graph passes up to and including PASS first\n"
-    "  --json        print the graph as JSON instead of text\n";
-
-/* Runs the pass pipeline up to and including `after` (an unknown name is
- * refused by tg_run_pipeline, listing the passes). */
-static ts_status run_passes(tg_graph *g, const char *after, ts_diag *d) {
-  int n = 0;
-  const char *const *names = tg_pass_names(&n);
-  for (int i = 0; i < n; i++)
-    if (!strcmp(names[i], after)) return tg_run_pipeline(g, after, d);
-  char list[512] = "";
-  for (int i = 0; i < n; i++) {
-    strncat(list, i ? ", " : "", sizeof list - strlen(list) - 1);
-    strncat(list, names[i], sizeof list - strlen(list) - 1);
-  }
-  return ts_diag_set(d, TS_ENOTFOUND, "unknown pass '%s' (the passes, in order: %s)", after, list);
-}
+    "  --json        print the graph as JSON instead of text\n"
+    TUN_CLI_GRAPH_USAGE;
 
 static json_t *dims_json(const tg_value *v) {
   json_t *a = json_array();
@@ -108,7 +91,13 @@ static json_t *graph_json(const tg_graph *g) {
 static int graph_show(int argc, char **argv) {
   const char *path = NULL, *after = NULL;
   bool json = false;
+  tun_model_opts mo;
+  tun_model_opts_init(&mo);
   for (int i = 1; i < argc; i++) {
+    bool sym = !strcmp(argv[i], "--sym") || !strcmp(argv[i], "--bind"); /* no symbols to bind here */
+    int k = sym ? 0 : tun_cli_model_arg("graph show", argc, argv, &i, &mo);
+    if (k < 0) return 2;
+    if (k > 0) continue;
     if (!strcmp(argv[i], "--json")) json = true;
     else if (!strcmp(argv[i], "--after")) {
       if (i + 1 >= argc) {
@@ -138,11 +127,8 @@ static int graph_show(int argc, char **argv) {
   ts_diag_clear(&d);
   tg_graph *g = NULL;
   int rc = 1;
-  if (tg_onnx_import(path, m, &g, &d) != TS_OK) {
-    fprintf(stderr, "tessel graph show: %s\n", d.msg);
-    goto out;
-  }
-  if (after && run_passes(g, after, &d) != TS_OK) {
+  /* no --after: the graph as imported */
+  if (tun_model_import(path, &mo, after ? after : "", m, &g, &d) != TS_OK) {
     fprintf(stderr, "tessel graph show: %s\n", d.msg);
     goto out;
   }

@@ -1,9 +1,8 @@
-/* cmd_model.c — whole models: `tessel build MODEL.onnx -o MODEL.so` (import,
- * graph passes, one kernel per distinct fused PrimFunc scheduled from the
- * tuning log or by the default schedule, plan + weights, one shared
- * library: docs/MODEL.md) and `tessel run MODEL.so` (the graph executor of
- * runtime/model.c on .npy or seeded random inputs; outputs as .npy;
- * latency; on a board through the tracker with --tracker). */
+/* cmd_model.c — whole models: `tessel build MODEL.onnx -o MODEL.so` (the
+ * model compiler of tuner/model_build.h: argument parsing and the summary
+ * here) and `tessel run MODEL.so` (the graph executor of runtime/model.c on
+ * .npy or seeded random inputs; outputs as .npy; latency; on a board
+ * through the tracker with --tracker). docs/MODEL.md. */
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
@@ -13,450 +12,19 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "codegen/llvm.h"
 #include "runtime/model.h"
-#include "ir/graph/graph.h"
-#include "ir/graph/onnx.h"
-#include "ir/graph/passes.h"
-#include "ir/graph/tasks.h"
-#include "ir/schedule/layout.h"
-#include "ir/schedule/trace.h"
-#include "ir/struct.h"
 #include "include/tessel/tessel_model.h"
-#include "tuner/build.h"
 #include "cli/cli.h"
-#include "tuner/database.h"
+#include "tuner/model_build.h"
 #include "tuner/npy.h"
 #include "rpc/client.h"
 #include "tracker/tracker_client.h"
 
-#define MAX_SYMS 16
-
-typedef struct sym_list {
-  int n;
-  const char *names[MAX_SYMS];
-  int64_t vals[MAX_SYMS];
-  char buf[MAX_SYMS][128];
-} sym_list;
-
-static bool parse_sym(const char *cmd, const char *s, sym_list *l) {
-  const char *eq = strchr(s, '=');
-  char *end = NULL;
-  long long v = eq ? strtoll(eq + 1, &end, 10) : 0;
-  if (!eq || eq == s || !end || *end || end == eq + 1 || v < 1 || (size_t)(eq - s) >= sizeof l->buf[0]) {
-    fprintf(stderr, "tessel %s: --sym wants NAME=VALUE with VALUE >= 1, got '%s'\n", cmd, s);
-    return false;
-  }
-  if (l->n == MAX_SYMS) {
-    fprintf(stderr, "tessel %s: at most %d --sym options\n", cmd, MAX_SYMS);
-    return false;
-  }
-  memcpy(l->buf[l->n], s, (size_t)(eq - s));
-  l->buf[l->n][eq - s] = '\0';
-  l->names[l->n] = l->buf[l->n];
-  l->vals[l->n++] = v;
-  return true;
-}
-
-static int64_t sym_value(const sym_list *l, const char *name) {
-  for (int i = 0; i < l->n; i++)
-    if (!strcmp(l->names[i], name)) return l->vals[i];
-  return TG_TASK_DEFAULT_SYM;
-}
-
-static int sig_write(const char *so, const tsrt_model_plan *p);
-
 /* ==== build ================================================================================ */
-
-typedef struct mkernel {
-  ir_func *func;        /* the PrimFunc (maybe symbolic) */
-  sch_traced *sched;    /* its schedule */
-  cg_lowered low;
-  bool tuned;           /* the log's record was replayed on it */
-  int spec;             /* kernel index of its tuned specialisation, or -1 */
-  int64_t spec_vals[TSRT_MODEL_MAX_SYMS];
-  char key[17];         /* task key (bound as tasks bind) */
-  int nlayout;          /* the schedule's weight layout rewrites (docs/LAYOUT.md) */
-  sch_layout_map layout[8];
-} mkernel;
-
-typedef struct build_state {
-  const char *path, *log, *out, *target_str;
-  sym_list syms;
-  bool json;
-  cg_target tg;
-  ts_arena *arena;
-  ir_module *mod;
-  tg_graph *g;
-  tun_db *db;
-  mkernel *k;
-  int nk, capk;
-  int ntuned, ndefault, nspec, nrecord_unused;
-  int nlayout_kept;     /* records whose layout rewrite was dropped (a non-constant input) */
-  int npacked_weights, npacked_copies;
-} build_state;
-
-static int find_kernel(build_state *b, const ir_func *f) {
-  uint64_t h = ir_struct_hash_func(f);
-  for (int i = 0; i < b->nk; i++)
-    if (b->k[i].func && ir_struct_hash_func(b->k[i].func) == h && ir_struct_equal_func(b->k[i].func, f))
-      return i;
-  return -1;
-}
-
-static mkernel *new_kernel(build_state *b, ts_diag *d) {
-  if (b->nk == b->capk) {
-    int cap = b->capk ? b->capk * 2 : 16;
-    mkernel *nk = ts_realloc(b->k, sizeof *nk * (size_t)cap);
-    if (!nk) return ts_diag_set(d, TS_ENOMEM, "out of memory"), NULL;
-    b->k = nk;
-    b->capk = cap;
-  }
-  mkernel *k = &b->k[b->nk++];
-  memset(k, 0, sizeof *k);
-  k->spec = -1;
-  return k;
-}
-
-/* The input of call n that param p of its kernel reads: a constant the
- * build can pre-pack (a graph constant with data that is no graph output)? */
-static bool packable_input(const build_state *b, const tg_node *n, int p) {
-  if (p >= n->nin || n->inputs[p] < 0 || n->inputs[p] >= b->g->nvalues) return false;
-  const tg_value *v = b->g->values[n->inputs[p]];
-  if (v->kind != TG_V_CONST || !v->data) return false;
-  for (int o = 0; o < b->g->noutputs; o++)
-    if (b->g->outputs[o] == n->inputs[p]) return false;
-  return true;
-}
-
-/* Every live call of f (or of a structurally equal function, which shares
- * its kernel) feeds each param a map re-lays from a constant: why not, or
- * NULL. */
-static const char *layout_blocker(const build_state *b, const ir_func *f, const sch_layout_map *maps, int n) {
-  uint64_t h = ir_struct_hash_func(f);
-  for (int i = 0; i < b->g->nnodes; i++) {
-    const tg_node *nd = b->g->nodes[i];
-    if (nd->dead || nd->op != TG_OP_CALL) continue;
-    const ir_func *g = ir_module_get(b->mod, nd->callee);
-    if (!g || (g != f && (ir_struct_hash_func(g) != h || !ir_struct_equal_func(g, f)))) continue;
-    for (int m = 0; m < n; m++)
-      if (!packable_input(b, nd, maps[m].param)) return nd->name;
-  }
-  return NULL;
-}
-
-/* Replays the best verified record of key on f; NULL (and no error) when
- * there is none or it does not apply. A record that re-lays weights
- * (TransformLayout) keeps its maps in maps[0..*nmaps) when every call of f
- * (calls_of) feeds those params from constants, which the build then
- * pre-packs; otherwise (or with calls_of NULL: a specialisation, whose calls
- * pass the same tensors to the symbolic kernel) the rewrite is dropped and
- * the kernel reads the original layout. */
-static sch_traced *from_log(build_state *b, const char *key, const ir_func *f, const ir_func *calls_of,
-                            bool *had_record, sch_layout_map *maps, int *nmaps) {
-  *had_record = false;
-  *nmaps = 0;
-  if (!b->db) return NULL;
-  const tun_record *r = tun_db_best(b->db, key, b->tg.text);
-  if (!r || !r->trace) return NULL;
-  *had_record = true;
-  ts_diag d;
-  ts_diag_clear(&d);
-  sch_trace *tr = sch_trace_from_json(r->trace, &d);
-  int nm = tr ? sch_layout_maps_of_trace(tr, f, maps, 8, &d) : 0;
-  if (nm > 0) {
-    const char *why = calls_of ? layout_blocker(b, calls_of, maps, nm) : "a symbolic kernel shares its calls";
-    if (why) {
-      sch_trace *plain = sch_trace_without_kind(tr, SCH_I_TRANSFORM_LAYOUT);
-      fprintf(stderr, "tessel build: %s [%s]: the record re-lays a weight, but %s%s; kept the original layout\n",
-              f->name ? f->name : "?", key, calls_of ? "it is not a constant in call " : "", why);
-      sch_trace_free(tr);
-      tr = plain;
-      nm = 0;
-      b->nlayout_kept++;
-    }
-  }
-  *nmaps = nm > 0 ? nm : 0;
-  sch_traced *s = tr && nm >= 0 ? sch_trace_replay(tr, f, 1, &d) : NULL;
-  sch_trace_free(tr);
-  if (!s)
-    fprintf(stderr, "tessel build: the record for %s [%s] does not replay on it (%s); default schedule\n",
-            f->name ? f->name : "?", key, d.msg);
-  return s;
-}
-
-static ts_status schedule_kernel(build_state *b, mkernel *k, ts_diag *d) {
-  ir_func *bound = tg_task_bind(b->arena, k->func, b->syms.n, b->syms.names, b->syms.vals, d);
-  if (!bound) return d->code ? d->code : TS_EINTERNAL;
-  ir_workload_key(bound, k->key);
-  bool had = false;
-  if (k->func->nsyms == 0) {
-    k->sched = from_log(b, k->key, k->func, k->func, &had, k->layout, &k->nlayout);
-    k->tuned = k->sched != NULL;
-    if (!k->tuned) k->nlayout = 0;
-  } else {
-    /* symbolic: the default schedule serves every size; the record (tuned
-     * at the bound sizes) becomes a specialisation used when they match
-     * (in the original layout: both kernels take the same tensors) */
-    sch_layout_map unused[8];
-    int nunused;
-    sch_traced *ss = from_log(b, k->key, bound, NULL, &had, unused, &nunused);
-    if (ss) {
-      int idx = (int)(k - b->k);
-      mkernel *sk = new_kernel(b, d);
-      if (!sk) {
-        sch_traced_free(ss);
-        return TS_ENOMEM;
-      }
-      k = &b->k[idx]; /* new_kernel may move the array */
-      sk->func = NULL; /* never matched by find_kernel */
-      sk->sched = ss;
-      sk->tuned = true;
-      memcpy(sk->key, k->key, 17);
-      ts_status st = cg_lower(b->arena, sch_traced_func(ss), &b->tg, &sk->low, d);
-      if (st != TS_OK) return st;
-      k->spec = (int)(sk - b->k);
-      for (int s = 0; s < k->func->nsyms; s++) k->spec_vals[s] = sym_value(&b->syms, k->func->syms[s]->name);
-      b->nspec++;
-    }
-  }
-  if (had && !k->tuned && k->spec < 0) b->nrecord_unused++;
-  if (!k->sched) {
-    ts_status st = tun_schedule(k->func, NULL, &b->tg, &k->sched, d);
-    if (st != TS_OK) return st;
-  }
-  if (k->tuned) b->ntuned++;
-  else b->ndefault++;
-  return cg_lower(b->arena, sch_traced_func(k->sched), &b->tg, &k->low, d);
-}
-
-static int sym_index(const char **names, int *n, const char *s) {
-  for (int i = 0; i < *n; i++)
-    if (!strcmp(names[i], s)) return i;
-  if (*n == TSRT_MODEL_MAX_SYMS) return -1;
-  names[*n] = s;
-  return (*n)++;
-}
-
-/* A constant pre-packed for a kernel that re-lays it (docs/LAYOUT.md): the
- * value, the map, and the plan tensor holding the packed copy. */
-typedef struct packed_use {
-  int value;
-  const sch_layout_map *map;
-  int tensor;
-} packed_use;
-
-static bool same_map(const sch_layout_map *a, const sch_layout_map *c) {
-  if (a->ndim != c->ndim || a->ncomp != c->ncomp || a->naxes != c->naxes) return false;
-  for (int j = 0; j < a->ncomp; j++)
-    if (a->comp[j].dim != c->comp[j].dim || a->comp[j].stride != c->comp[j].stride ||
-        a->comp[j].extent != c->comp[j].extent)
-      return false;
-  for (int i = 0; i < a->naxes; i++)
-    if (a->group[i] != c->group[i]) return false;
-  return true;
-}
-
-/* The kernel's map for param a, or NULL (reads the original layout). */
-static const sch_layout_map *kernel_map(const mkernel *k, int a) {
-  for (int m = 0; m < k->nlayout; m++)
-    if (k->layout[m].param == a) return &k->layout[m];
-  return NULL;
-}
-
-static int find_use(const packed_use *u, int n, int value, const sch_layout_map *map) {
-  for (int i = 0; i < n; i++)
-    if (u[i].value == value && same_map(u[i].map, map)) return i;
-  return -1;
-}
-
-static ts_status make_plan(build_state *b, tsrt_model_plan *p, ts_diag *d) {
-  tg_graph *g = b->g;
-  memset(p, 0, sizeof *p);
-  /* pre-packing: each (constant, map) a kernel reads gets one packed tensor;
-   * a constant nobody reads in its original layout (no other call, no graph
-   * output) is replaced by its first packing, every other packing is an
-   * extra constant (a weight two kernels want in two layouts: two copies) */
-  int nuse = 0, capuse = 0;
-  for (int i = 0; i < b->nk; i++) capuse += b->k[i].nlayout;
-  packed_use *uses = TS_ANEWN(b->arena, packed_use, capuse ? capuse * g->nnodes : 1);
-  bool *plain_use = TS_ANEWN(b->arena, bool, g->nvalues ? g->nvalues : 1);
-  bool *taken = TS_ANEWN(b->arena, bool, g->nvalues ? g->nvalues : 1);
-  if (!uses || !plain_use || !taken) return ts_diag_set(d, TS_ENOMEM, "out of memory");
-  for (int o = 0; o < g->noutputs; o++) plain_use[g->outputs[o]] = true;
-  for (int i = 0; i < g->nnodes; i++) {
-    const tg_node *n = g->nodes[i];
-    if (n->dead) continue;
-    const ir_func *f = n->callee ? ir_module_get(b->mod, n->callee) : NULL;
-    int kidx = f ? find_kernel(b, f) : -1;
-    for (int a = 0; a < n->nin; a++) {
-      int v = n->inputs[a];
-      if (v < 0) continue;
-      const sch_layout_map *m = kidx >= 0 ? kernel_map(&b->k[kidx], a) : NULL;
-      if (!m) {
-        plain_use[v] = true;
-      } else if (find_use(uses, nuse, v, m) < 0) {
-        if (!packable_input(b, n, a))
-          return ts_diag_set(d, TS_EINTERNAL, "node %s: kernel %d re-lays input %d, which is no constant", n->name,
-                             kidx, a);
-        uses[nuse++] = (packed_use){.value = v, .map = m, .tensor = -1};
-      }
-    }
-  }
-  int nextra = 0;
-  for (int u = 0; u < nuse; u++) {
-    int v = uses[u].value;
-    if (!plain_use[v] && !taken[v]) {
-      uses[u].tensor = v;
-      taken[v] = true;
-    } else {
-      uses[u].tensor = g->nvalues + nextra++;
-    }
-  }
-  b->npacked_copies = nuse;
-  b->npacked_weights = 0;
-  for (int v = 0; v < g->nvalues; v++) {
-    bool any = false;
-    for (int u = 0; u < nuse && !any; u++) any = uses[u].value == v;
-    b->npacked_weights += any;
-  }
-  int ntensors = g->nvalues + nextra;
-  p->abi_version = TSRT_MODEL_ABI_VERSION;
-  p->name = g->name;
-  p->target = b->tg.text;
-  const char **syms = TS_ANEWN(b->arena, const char *, TSRT_MODEL_MAX_SYMS);
-  tsrt_model_tensor *ts = TS_ANEWN(b->arena, tsrt_model_tensor, ntensors ? ntensors : 1);
-  const sch_layout_map **tmap = TS_ANEWN(b->arena, const sch_layout_map *, ntensors ? ntensors : 1);
-  int *tsrc = TS_ANEWN(b->arena, int, ntensors ? ntensors : 1); /* the value a tensor holds */
-  tsrt_model_call *cs = TS_ANEWN(b->arena, tsrt_model_call, g->nnodes ? g->nnodes : 1);
-  int32_t *ins = TS_ANEWN(b->arena, int32_t, g->ninputs ? g->ninputs : 1);
-  int32_t *outs = TS_ANEWN(b->arena, int32_t, g->noutputs ? g->noutputs : 1);
-  if (!syms || !ts || !cs || !ins || !outs || !tmap || !tsrc) return ts_diag_set(d, TS_ENOMEM, "out of memory");
-  int nsyms = 0;
-  uint64_t wbytes = 0;
-  for (int v = 0; v < g->nvalues; v++) {
-    const tg_value *x = g->values[v];
-    if (x->ndim > TSRT_MAX_DIMS)
-      return ts_diag_set(d, TS_EUNSUPPORTED, "value %s has %d dims (models allow %d)", x->name, x->ndim,
-                         TSRT_MAX_DIMS);
-    tsrt_model_tensor *t = &ts[v];
-    t->name = x->name;
-    t->kind = x->kind == TG_V_INPUT ? TSRT_T_INPUT : x->kind == TG_V_CONST ? TSRT_T_CONST : TSRT_T_INTER;
-    t->dtype = x->dtype.code;
-    t->ndim = x->ndim;
-    for (int j = 0; j < x->ndim; j++) {
-      if (!x->dims[j].sym) {
-        t->shape[j] = x->dims[j].value;
-        continue;
-      }
-      int k = sym_index(syms, &nsyms, x->dims[j].sym);
-      if (k < 0) return ts_diag_set(d, TS_EUNSUPPORTED, "more than %d symbols", TSRT_MODEL_MAX_SYMS);
-      t->shape[j] = TSRT_DIM_SYM(k);
-    }
-    tsrc[v] = v;
-    if (x->kind == TG_V_CONST) {
-      if (!x->data && x->nbytes) return ts_diag_set(d, TS_EINVAL, "constant %s has no data", x->name);
-      wbytes = (wbytes + 63) / 64 * 64;
-      t->offset = wbytes;
-      t->nbytes = x->nbytes;
-      wbytes += x->nbytes;
-    }
-  }
-  /* packed constants: in place, or extra tensors after the graph's values */
-  for (int u = 0; u < nuse; u++) {
-    int id = uses[u].tensor, v = uses[u].value;
-    const tg_value *x = g->values[v];
-    tsrt_model_tensor *t = &ts[id];
-    if (id >= g->nvalues) {
-      *t = ts[v];
-      t->name = ts_arena_printf(b->arena, "%s.packed%d", x->name, id - g->nvalues);
-      if (!t->name) return ts_diag_set(d, TS_ENOMEM, "out of memory");
-      wbytes = (wbytes + 63) / 64 * 64;
-      t->offset = wbytes;
-      wbytes += x->nbytes;
-    }
-    int64_t shape[SCH_LAYOUT_MAX_AXES];
-    t->ndim = sch_layout_packed_shape(uses[u].map, shape);
-    for (int j = 0; j < t->ndim; j++) t->shape[j] = shape[j];
-    tmap[id] = uses[u].map;
-    tsrc[id] = v;
-  }
-  uint8_t *w = wbytes ? ts_malloc((size_t)wbytes) : NULL;
-  if (wbytes && !w) return ts_diag_set(d, TS_ENOMEM, "out of memory for %llu bytes of weights",
-                                       (unsigned long long)wbytes);
-  if (w) memset(w, 0, (size_t)wbytes);
-  for (int t = 0; t < ntensors; t++) {
-    const tg_value *x = g->values[tsrc[t]];
-    if (x->kind != TG_V_CONST || !x->nbytes) continue;
-    if (tmap[t]) /* host-side evaluation of the kernel's map */
-      sch_layout_pack(tmap[t], (size_t)ir_dtype_bytes(x->dtype), x->data, w + ts[t].offset);
-    else
-      memcpy(w + ts[t].offset, x->data, x->nbytes);
-  }
-  p->weights = w;
-  p->weights_bytes = wbytes;
-  int nc = 0;
-  for (int i = 0; i < g->nnodes; i++) {
-    const tg_node *n = g->nodes[i];
-    if (n->dead) continue;
-    /* structurally equal PrimFuncs share one kernel */
-    const ir_func *f = n->callee ? ir_module_get(b->mod, n->callee) : NULL;
-    int kidx = f ? find_kernel(b, f) : -1;
-    if (kidx < 0) return ts_diag_set(d, TS_EINTERNAL, "node %s: no kernel for %s", n->name, n->callee);
-    const mkernel *k = &b->k[kidx];
-    tsrt_model_call *c = &cs[nc++];
-    c->kernel = kidx;
-    c->nargs = n->nin + n->nout;
-    c->ninputs = n->nin;
-    if (n->nin != f->ninputs || c->nargs != f->nparams)
-      return ts_diag_set(d, TS_EINVAL, "node %s passes %d inputs and %d outputs to %s, which takes %d and %d",
-                         n->name, n->nin, n->nout, n->callee, f->ninputs, f->nparams - f->ninputs);
-    int32_t *args = TS_ANEWN(b->arena, int32_t, c->nargs);
-    int32_t *cs_syms = TS_ANEWN(b->arena, int32_t, f->nsyms ? f->nsyms : 1);
-    int64_t *sv = TS_ANEWN(b->arena, int64_t, f->nsyms ? f->nsyms : 1);
-    if (!args || !cs_syms || !sv) return ts_diag_set(d, TS_ENOMEM, "out of memory");
-    for (int a = 0; a < n->nin; a++) {
-      if (n->inputs[a] < 0)
-        return ts_diag_set(d, TS_EINVAL, "node %s (call of %s): input %d is omitted", n->name, n->callee, a);
-      args[a] = n->inputs[a];
-      const sch_layout_map *m = kernel_map(k, a);
-      int u = m ? find_use(uses, nuse, n->inputs[a], m) : -1;
-      if (u >= 0) args[a] = uses[u].tensor; /* the packed copy */
-    }
-    for (int a = 0; a < n->nout; a++) args[n->nin + a] = n->outputs[a];
-    c->args = args;
-    c->nsyms = f->nsyms;
-    for (int s = 0; s < f->nsyms; s++) {
-      const char *sn = f->syms[s]->name;
-      bool known = false;
-      for (int q = 0; q < nsyms; q++) known |= !strcmp(syms[q], sn);
-      if (!known)
-        return ts_diag_set(d, TS_EINVAL, "node %s: %s's size var %s is no symbolic dim of the graph", n->name,
-                           n->callee, sn);
-      cs_syms[s] = sym_index(syms, &nsyms, sn);
-      sv[s] = k->spec_vals[s];
-    }
-    c->syms = cs_syms;
-    c->spec_kernel = k->spec;
-    c->spec_values = k->spec >= 0 ? sv : NULL;
-  }
-  for (int i = 0; i < g->ninputs; i++) ins[i] = g->inputs[i];
-  for (int i = 0; i < g->noutputs; i++) outs[i] = g->outputs[i];
-  p->ntensors = ntensors;
-  p->ncalls = nc;
-  p->nsyms = nsyms;
-  p->syms = syms;
-  p->tensors = ts;
-  p->calls = cs;
-  p->ninputs = g->ninputs;
-  p->inputs = ins;
-  p->noutputs = g->noutputs;
-  p->outputs = outs;
-  return TS_OK;
-}
 
 static const char *build_usage =
     "usage: tessel build MODEL.onnx -o MODEL.so [--log LOG] [--target T] [--sym NAME=VALUE]... [--json]\n"
+    "                    [--winograd on|off|all] [--polyphase on|off]\n"
     "Imports the model, runs the graph passes and builds one shared library holding a kernel per\n"
     "distinct fused PrimFunc, the execution plan and the weights (docs/MODEL.md); run it with\n"
     "`tessel run MODEL.so` or the C API (include/tessel/tessel_model.h).\n"
@@ -466,185 +34,107 @@ static const char *build_usage =
     "  --sym NAME=VALUE   (or --bind, as tune-model) the size a symbolic dim was tuned at (the task\n"
     "                     keys' binding, default 1);\n"
     "                     the artifact still runs at any size\n"
+    TUN_CLI_GRAPH_USAGE
     "  --json             print a JSON summary on stdout\n";
 
+static void build_json(const char *path, const char *out, const tun_model_result *r) {
+  json_t *o = json_object();
+  json_object_set_new(o, "model", json_string(path));
+  json_object_set_new(o, "artifact", json_string(out));
+  json_object_set_new(o, "target", json_string(r->target));
+  const struct {
+    const char *name;
+    json_int_t v;
+  } counts[] = {{"kernels", r->kernels},          {"tuned", r->ntuned},
+                {"default", r->ndefault},         {"specialised", r->nspec},
+                {"calls", r->ncalls},             {"tensors", r->ntensors},
+                {"weights_bytes", (json_int_t)r->weights_bytes},
+                {"prepacked_weights", r->npacked_weights}, {"packed_copies", r->npacked_copies}};
+  for (size_t i = 0; i < sizeof counts / sizeof counts[0]; i++)
+    json_object_set_new(o, counts[i].name, json_integer(counts[i].v));
+  json_object_set_new(o, "build_s", json_real(r->build_seconds));
+  json_t *ks = json_array();
+  for (int i = 0; i < r->nk; i++) {
+    const tun_model_kernel *k = &r->k[i];
+    json_t *jk = json_object();
+    json_object_set_new(jk, "index", json_integer(i));
+    json_object_set_new(jk, "name", json_string(k->name));
+    json_object_set_new(jk, "key", json_string(k->key));
+    json_object_set_new(jk, "tuned", json_boolean(k->tuned));
+    json_object_set_new(jk, "symbolic", json_boolean(k->symbolic));
+    json_object_set_new(jk, "specialisation", json_boolean(k->specialisation));
+    json_t *pp = json_array();
+    for (int m = 0; m < k->npacked; m++) json_array_append_new(pp, json_integer(k->packed_params[m]));
+    json_object_set_new(jk, "packed_params", pp);
+    json_array_append_new(ks, jk);
+  }
+  json_object_set_new(o, "kernel_list", ks);
+  char *s = json_dumps(o, JSON_INDENT(1));
+  json_decref(o);
+  if (s) printf("%s\n", s);
+  free(s);
+}
+
+static void build_text(const char *path, const char *out, const char *log, const tun_model_result *r) {
+  printf("built %s from %s for %s: %d kernels (%d tuned from %s, %d with the default schedule", out, path,
+         r->target, r->kernels, r->ntuned, log ? log : "no log", r->ndefault);
+  if (r->nspec)
+    printf("; %d of the default ones are symbolic and carry a tuned specialisation for the tuned sizes", r->nspec);
+  printf("), %d calls, %d tensors, %.1f KiB of weights", r->ncalls, r->ntensors, (double)r->weights_bytes / 1024.0);
+  if (r->npacked_weights)
+    printf(" (%d pre-packed into the layout their kernels read, %d packed copies)", r->npacked_weights,
+           r->npacked_copies);
+  printf("; %.2f s (codegen %.2f s)\n", r->build_seconds, r->codegen_seconds);
+}
+
 int tun_cmd_build_model(int argc, char **argv) {
-  build_state b;
-  memset(&b, 0, sizeof b);
-  b.target_str = "llvm";
+  const char *path = NULL, *out = NULL;
+  bool json = false;
+  tun_model_opts o;
+  tun_model_opts_init(&o);
+  o.warn = stderr;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
+    int m = tun_cli_model_arg("build", argc, argv, &i, &o);
+    if (m < 0) return 2;
+    if (m > 0) continue;
     if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
       printf("%s", build_usage);
       return 0;
     } else if (!strcmp(a, "-o") && i + 1 < argc) {
-      b.out = argv[++i];
+      out = argv[++i];
     } else if (!strcmp(a, "--log") && i + 1 < argc) {
-      b.log = argv[++i];
+      o.log = argv[++i];
     } else if (!strcmp(a, "--target") && i + 1 < argc) {
-      b.target_str = argv[++i];
-    } else if ((!strcmp(a, "--sym") || !strcmp(a, "--bind")) && i + 1 < argc) {
-      if (!parse_sym("build", argv[++i], &b.syms)) return 2;
+      o.target = argv[++i];
     } else if (!strcmp(a, "--json")) {
-      b.json = true;
-    } else if (a[0] == '-' || b.path) {
+      json = true;
+    } else if (a[0] == '-' || path) {
       fprintf(stderr, "tessel build: unexpected argument '%s'\n%s", a, build_usage);
       return 2;
     } else {
-      b.path = a;
+      path = a;
     }
   }
-  if (!b.path || !b.out) {
-    fprintf(stderr, "tessel build: %s\n%s", !b.path ? "no model given" : "-o MODEL.so is required", build_usage);
+  if (!path || !out) {
+    fprintf(stderr, "tessel build: %s\n%s", !path ? "no model given" : "-o MODEL.so is required", build_usage);
     return 2;
   }
   ts_diag d;
   ts_diag_clear(&d);
-  int rc = 2;
-  double t0 = tsrt_now();
-  tsrt_model_plan plan;
-  memset(&plan, 0, sizeof plan);
-  const cg_lowered **lows = NULL;
-  b.mod = ir_module_new();
-  if (!b.mod) {
-    fprintf(stderr, "tessel build: out of memory\n");
-    return 1;
-  }
-  b.arena = b.mod->arena;
-  if (cg_target_parse(b.target_str, &b.tg, &d) || cg_llvm_resolve_target(&b.tg, &d)) {
+  tun_model_result r;
+  if (tun_model_build(path, out, &o, &r, &d) != TS_OK) {
     fprintf(stderr, "tessel build: %s\n", d.msg);
-    goto out;
+    tun_model_result_fini(&r);
+    return d.code == TS_ENOMEM ? 1 : 2;
   }
-  if (b.log) {
-    int nwarn = 0;
-    b.db = tun_db_load(b.log, stderr, &nwarn, &d);
-    if (!b.db) {
-      fprintf(stderr, "tessel build: %s\n", d.msg);
-      goto out;
-    }
-  }
-  if (tg_onnx_import(b.path, b.mod, &b.g, &d) != TS_OK || tg_run_pipeline(b.g, NULL, &d) != TS_OK ||
-      tg_graph_verify(b.g, &d) != TS_OK) {
-    fprintf(stderr, "tessel build: %s: %s\n", b.path, d.msg);
-    goto out;
-  }
-  /* a --sym for a symbol the model does not have is a mistake worth saying */
-  for (int s = 0; s < b.syms.n; s++) {
-    bool found = false;
-    for (int v = 0; v < b.g->nvalues && !found; v++)
-      for (int a = 0; a < b.g->values[v]->ndim && !found; a++)
-        found = b.g->values[v]->dims[a].sym && !strcmp(b.g->values[v]->dims[a].sym, b.syms.names[s]);
-    if (!found) {
-      fprintf(stderr, "tessel build: %s has no symbolic dim named '%s'\n", b.path, b.syms.names[s]);
-      goto out;
-    }
-  }
-  /* one kernel per distinct PrimFunc the live calls name */
-  for (int i = 0; i < b.g->nnodes; i++) {
-    const tg_node *n = b.g->nodes[i];
-    if (n->dead) continue;
-    if (n->op != TG_OP_CALL) {
-      fprintf(stderr, "tessel build: %s: node %s is still a %s after the pass pipeline\n", b.path, n->name,
-              tg_op_name(n->op));
-      goto out;
-    }
-    ir_func *f = ir_module_get(b.mod, n->callee);
-    if (!f) {
-      fprintf(stderr, "tessel build: %s: node %s calls %s, which the module lacks\n", b.path, n->name,
-              n->callee);
-      goto out;
-    }
-    if (find_kernel(&b, f) >= 0) continue;
-    mkernel *k = new_kernel(&b, &d);
-    if (!k) {
-      fprintf(stderr, "tessel build: %s\n", d.msg);
-      goto out;
-    }
-    k->func = f;
-    int idx = b.nk - 1;
-    if (schedule_kernel(&b, &b.k[idx], &d) != TS_OK) {
-      fprintf(stderr, "tessel build: %s: kernel %s: %s\n", b.path, f->name, d.msg);
-      goto out;
-    }
-  }
-  if (make_plan(&b, &plan, &d) != TS_OK) {
-    fprintf(stderr, "tessel build: %s: %s\n", b.path, d.msg);
-    goto out;
-  }
-  lows = ts_calloc((size_t)(b.nk ? b.nk : 1), sizeof *lows);
-  if (!lows) {
-    fprintf(stderr, "tessel build: out of memory\n");
-    goto out;
-  }
-  for (int i = 0; i < b.nk; i++) lows[i] = &b.k[i].low;
-  double t1 = tsrt_now();
-  if (cg_llvm_build_model(&plan, lows, b.nk, &b.tg, b.out, &d) != TS_OK) {
-    fprintf(stderr, "tessel build: %s: %s\n", b.out, d.msg);
-    goto out;
-  }
-  double t2 = tsrt_now();
-  if (sig_write(b.out, &plan)) goto out;
-  int nbase = b.nk - b.nspec;
-  if (b.json) {
-    json_t *o = json_object();
-    json_object_set_new(o, "model", json_string(b.path));
-    json_object_set_new(o, "artifact", json_string(b.out));
-    json_object_set_new(o, "target", json_string(b.tg.text));
-    json_object_set_new(o, "kernels", json_integer(nbase));
-    json_object_set_new(o, "tuned", json_integer(b.ntuned));
-    json_object_set_new(o, "default", json_integer(b.ndefault));
-    json_object_set_new(o, "specialised", json_integer(b.nspec));
-    json_object_set_new(o, "calls", json_integer(plan.ncalls));
-    json_object_set_new(o, "tensors", json_integer(plan.ntensors));
-    json_object_set_new(o, "weights_bytes", json_integer((json_int_t)plan.weights_bytes));
-    json_object_set_new(o, "prepacked_weights", json_integer(b.npacked_weights));
-    json_object_set_new(o, "packed_copies", json_integer(b.npacked_copies));
-    json_object_set_new(o, "build_s", json_real(t2 - t0));
-    json_t *ks = json_array();
-    for (int i = 0; i < b.nk; i++) {
-      json_t *k = json_object();
-      json_object_set_new(k, "index", json_integer(i));
-      const ir_func *f = b.k[i].func ? b.k[i].func : sch_traced_func(b.k[i].sched);
-      json_object_set_new(k, "name", json_string(f->name ? f->name : "?"));
-      json_object_set_new(k, "key", json_string(b.k[i].key));
-      json_object_set_new(k, "tuned", json_boolean(b.k[i].tuned));
-      json_object_set_new(k, "symbolic", json_boolean(b.k[i].func && b.k[i].func->nsyms > 0));
-      json_object_set_new(k, "specialisation", json_boolean(!b.k[i].func));
-      json_t *pp = json_array();
-      for (int m = 0; m < b.k[i].nlayout; m++) json_array_append_new(pp, json_integer(b.k[i].layout[m].param));
-      json_object_set_new(k, "packed_params", pp);
-      json_array_append_new(ks, k);
-    }
-    json_object_set_new(o, "kernel_list", ks);
-    char *s = json_dumps(o, JSON_INDENT(1));
-    json_decref(o);
-    if (s) printf("%s\n", s);
-    free(s);
-  } else {
-    printf("built %s from %s for %s: %d kernels (%d tuned from %s, %d with the default schedule", b.out,
-           b.path, b.tg.text, nbase, b.ntuned, b.log ? b.log : "no log", b.ndefault);
-    if (b.nspec)
-      printf("; %d of the default ones are symbolic and carry a tuned specialisation for the tuned sizes",
-             b.nspec);
-    printf("), %d calls, %d tensors, %.1f KiB of weights", plan.ncalls, plan.ntensors,
-           (double)plan.weights_bytes / 1024.0);
-    if (b.npacked_weights)
-      printf(" (%d pre-packed into the layout their kernels read, %d packed copies)", b.npacked_weights,
-             b.npacked_copies);
-    printf("; %.2f s (codegen %.2f s)\n", t2 - t0, t2 - t1);
-  }
-  if (b.nrecord_unused)
+  if (json) build_json(path, out, &r);
+  else build_text(path, out, o.log, &r);
+  if (r.nrecord_unused)
     fprintf(stderr, "tessel build: %d kernel(s) had a log record that did not replay (see above)\n",
-            b.nrecord_unused);
-  rc = 0;
-out:
-  ts_free(lows);
-  ts_free((void *)plan.weights);
-  for (int i = 0; i < b.nk; i++) sch_traced_free(b.k[i].sched);
-  ts_free(b.k);
-  if (b.db) tun_db_close(b.db);
-  ir_module_free(b.mod);
-  return rc;
+            r.nrecord_unused);
+  tun_model_result_fini(&r);
+  return 0;
 }
 
 /* ==== run ================================================================================== */
@@ -779,43 +269,16 @@ static int sig_load(const char *so, model_sig *s, char *err, size_t errn) {
   return rc;
 }
 
-/* Writes MODEL.so.json: target and the inputs'/outputs' names, dtypes and
- * shapes (-1 and the symbol's name in dims for a symbolic dim). */
-static int sig_write(const char *so, const tsrt_model_plan *p) {
-  json_t *root = json_object();
-  json_object_set_new(root, "format", json_string("tessel-model-1"));
-  json_object_set_new(root, "name", json_string(p->name ? p->name : ""));
-  json_object_set_new(root, "target", json_string(p->target));
-  for (int io = 0; io < 2; io++) {
-    json_t *arr = json_array();
-    int n = io ? p->noutputs : p->ninputs;
-    for (int i = 0; i < n; i++) {
-      const tsrt_model_tensor *x = &p->tensors[io ? p->outputs[i] : p->inputs[i]];
-      json_t *o = json_object(), *sh = json_array(), *dn = json_array();
-      for (int j = 0; j < x->ndim; j++) {
-        json_array_append_new(sh, json_integer(x->shape[j] >= 0 ? x->shape[j] : -1));
-        json_array_append_new(dn, x->shape[j] >= 0 ? json_null() : json_string(p->syms[-1 - x->shape[j]]));
-      }
-      json_object_set_new(o, "name", json_string(x->name));
-      json_object_set_new(o, "dtype", json_integer(x->dtype));
-      json_object_set_new(o, "dtype_name", json_string(tsrt_dtype_name(x->dtype)));
-      json_object_set_new(o, "shape", sh);
-      json_object_set_new(o, "dims", dn);
-      json_array_append_new(arr, o);
-    }
-    json_object_set_new(root, io ? "outputs" : "inputs", arr);
-  }
-  char side[4200];
-  snprintf(side, sizeof side, "%s.json", so);
-  int rc = json_dump_file(root, side, JSON_INDENT(1));
-  json_decref(root);
-  if (rc) fprintf(stderr, "tessel build: cannot write %s\n", side);
-  return rc;
+/* The size given for symbol name (a --sym or an input file's dim), else 1. */
+static int64_t sym_value(const tun_model_opts *l, const char *name) {
+  for (int i = 0; i < l->nsyms; i++)
+    if (!strcmp(l->sym_names[i], name)) return l->sym_values[i];
+  return 1;
 }
 
 /* Loads the inputs of the model: .npy files by name, the rest seeded random.
  * Fills ins (sig->ni entries). */
-static int prepare_inputs(const model_sig *sig, const run_input *given, int ngiven, const sym_list *syms,
+static int prepare_inputs(const model_sig *sig, const run_input *given, int ngiven, const tun_model_opts *syms,
                           uint64_t seed, loaded_input *ins) {
   int ni = sig->ni;
   for (int g = 0; g < ngiven; g++) {
@@ -828,7 +291,7 @@ static int prepare_inputs(const model_sig *sig, const run_input *given, int ngiv
       return 2;
     }
   }
-  sym_list bound = *syms;
+  tun_model_opts bound = *syms;
   for (int i = 0; i < ni; i++) {
     tessel_tensor_info info = sig->in[i];
     loaded_input *in = &ins[i];
@@ -867,11 +330,11 @@ static int prepare_inputs(const model_sig *sig, const run_input *given, int ngiv
     for (int j = 0; j < info.ndim; j++)
       if (info.dim_names[j]) {
         bool have = false;
-        for (int s = 0; s < bound.n; s++) have |= !strcmp(bound.names[s], info.dim_names[j]);
-        if (!have && bound.n < MAX_SYMS) {
-          snprintf(bound.buf[bound.n], sizeof bound.buf[0], "%s", info.dim_names[j]);
-          bound.names[bound.n] = bound.buf[bound.n];
-          bound.vals[bound.n++] = in->shape[j];
+        for (int s = 0; s < bound.nsyms; s++) have |= !strcmp(bound.sym_names[s], info.dim_names[j]);
+        if (!have && bound.nsyms < TUN_MODEL_MAX_SYMS) {
+          snprintf(bound.sym_buf[bound.nsyms], sizeof bound.sym_buf[0], "%s", info.dim_names[j]);
+          bound.sym_names[bound.nsyms] = bound.sym_buf[bound.nsyms];
+          bound.sym_values[bound.nsyms++] = in->shape[j];
         }
       }
   }
@@ -1208,8 +671,8 @@ int tun_cmd_run_model(int argc, char **argv) {
   int ngiven = 0, repeat = 20;
   bool bench = false, json = false, profile = false;
   uint64_t seed = 1;
-  sym_list syms;
-  memset(&syms, 0, sizeof syms);
+  tun_model_opts syms; /* only its symbol sizes */
+  tun_model_opts_init(&syms);
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
     bool more = i + 1 < argc;
@@ -1227,7 +690,7 @@ int tun_cmd_run_model(int argc, char **argv) {
       given[ngiven].name = nm;
       given[ngiven++].file = eq + 1;
     } else if (!strcmp(a, "--sym") && more) {
-      if (!parse_sym("run", argv[++i], &syms)) return 2;
+      if (tun_cli_sym_arg("run", argv[++i], &syms)) return 2;
     } else if (!strcmp(a, "--seed") && more) {
       seed = strtoull(argv[++i], NULL, 0);
     } else if (!strcmp(a, "--output-dir") && more) {

@@ -13,30 +13,27 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "ir/graph/graph.h"
-#include "ir/graph/onnx.h"
-#include "ir/graph/passes.h"
-#include "ir/graph/tasks.h"
 #include "cli/cli.h"
 
 static const char *usage =
     "usage: tessel tasks MODEL.onnx [--json] [--sym NAME=VALUE]... [--dump DIR]\n"
+    "                    [--winograd on|off|all] [--polyphase on|off]\n"
     "Imports the model, runs the graph passes (fold, legalize, fuse, ...) and lists its tuning\n"
     "tasks: the distinct fused kernels, their workload keys, weights (calls per inference) and FLOPs.\n"
     "  --json             print {tasks: [{name, key, weight, flops}], ...} on stdout\n"
     "  --sym NAME=VALUE   the value a symbolic dim (e.g. batch) takes in the tasks (default 1)\n"
-    "  --dump DIR         write each task's kernel as loop-IR script to DIR/NAME.tsl\n";
-
-#define MAX_SYMS 16
+    "  --dump DIR         write each task's kernel as loop-IR script to DIR/NAME.tsl\n"
+    TUN_CLI_GRAPH_USAGE;
 
 int tun_cmd_tasks(int argc, char **argv) {
   const char *path = NULL, *dump = NULL;
   bool json = false;
-  const char *snames[MAX_SYMS];
-  int64_t svals[MAX_SYMS];
-  char sbuf[MAX_SYMS][128];
-  int nsyms = 0;
+  tun_model_opts mo;
+  tun_model_opts_init(&mo);
   for (int i = 1; i < argc; i++) {
+    int m = tun_cli_model_arg("tasks", argc, argv, &i, &mo);
+    if (m < 0) return 2;
+    if (m > 0) continue;
     if (!strcmp(argv[i], "--json")) {
       json = true;
     } else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
@@ -44,22 +41,6 @@ int tun_cmd_tasks(int argc, char **argv) {
       return 0;
     } else if (!strcmp(argv[i], "--dump") && i + 1 < argc) {
       dump = argv[++i];
-    } else if (!strcmp(argv[i], "--sym") && i + 1 < argc) {
-      const char *s = argv[++i], *eq = strchr(s, '=');
-      char *end = NULL;
-      long long v = eq ? strtoll(eq + 1, &end, 10) : 0;
-      if (!eq || eq == s || !end || *end || end == eq + 1 || v < 1 || (size_t)(eq - s) >= sizeof sbuf[0]) {
-        fprintf(stderr, "tessel tasks: --sym wants NAME=VALUE with VALUE >= 1, got '%s'\n", s);
-        return 2;
-      }
-      if (nsyms == MAX_SYMS) {
-        fprintf(stderr, "tessel tasks: at most %d --sym options\n", MAX_SYMS);
-        return 2;
-      }
-      memcpy(sbuf[nsyms], s, (size_t)(eq - s));
-      sbuf[nsyms][eq - s] = '\0';
-      snames[nsyms] = sbuf[nsyms];
-      svals[nsyms++] = v;
     } else if (argv[i][0] == '-' || path) {
       fprintf(stderr, "tessel tasks: unexpected argument '%s'\n%s", argv[i], usage);
       return 2;
@@ -81,21 +62,9 @@ int tun_cmd_tasks(int argc, char **argv) {
   tg_graph *g = NULL;
   tg_task *t = NULL;
   int n = 0, rc = 2;
-  if (tg_onnx_import(path, m, &g, &d) != TS_OK || tg_run_pipeline(g, NULL, &d) != TS_OK ||
-      tg_extract_tasks_at(g, nsyms, snames, svals, &t, &n, &d) != TS_OK) {
-    fprintf(stderr, "tessel tasks: %s: %s\n", path, d.msg);
+  if (tun_model_tasks(path, &mo, m, &g, &t, &n, &d) != TS_OK) {
+    fprintf(stderr, "tessel tasks: %s\n", d.msg);
     goto out;
-  }
-  /* a --sym for a symbol the model does not have is a mistake worth saying */
-  for (int s = 0; s < nsyms; s++) {
-    bool found = false;
-    for (int v = 0; v < g->nvalues && !found; v++)
-      for (int a = 0; a < g->values[v]->ndim && !found; a++)
-        found = g->values[v]->dims[a].sym && !strcmp(g->values[v]->dims[a].sym, snames[s]);
-    if (!found) {
-      fprintf(stderr, "tessel tasks: %s has no symbolic dim named '%s'\n", path, snames[s]);
-      goto out;
-    }
   }
   if (dump) {
     if (mkdir(dump, 0777) != 0 && errno != EEXIST) {

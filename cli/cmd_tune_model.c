@@ -11,10 +11,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "ir/graph/graph.h"
-#include "ir/graph/onnx.h"
-#include "ir/graph/passes.h"
-#include "ir/graph/tasks.h"
 #include "ir/struct.h"
 #include "cli/cli.h"
 #include "tuner/task_scheduler.h"
@@ -24,7 +20,7 @@ static const char usage[] =
     "         [--task-scheduler gradient|round-robin] [--sym NAME=VALUE ...]\n"
     "         [--batch N] [--model xgb|random] [--seed S] [--number N] [--repeat N]\n"
     "         [--min-repeat-ms MS] [--timeout S] [--cache-flush] [--threads N]\n"
-    "         [--build-jobs N] [--no-default] [--json]\n"
+    "         [--build-jobs N] [--no-default] [--json] [--winograd on|off|all] [--polyphase on|off]\n"
     "         [--runner local|rpc --tracker H:P --key K [--parallel N]\n"
     "          [--secret-file F] [--priority P] [--rpc-wait S] [--rpc-tries N]]\n"
     "Imports MODEL, runs the graph passes, and tunes its tasks (the distinct fused\n"
@@ -46,122 +42,84 @@ static const char usage[] =
     "(--no-default: left out). Symbolic dims (e.g. batch) are bound at 1 for tuning,\n"
     "or at --sym NAME=VALUE (as `tessel tasks`); build with the same --sym values to\n"
     "find the records.\n"
+    "--winograd and --polyphase switch graph passes that change the kernels (and keys):\n"
+    "build with the same values.\n"
     "--json prints {model, target, task_scheduler, trials, new_trials, rounds, tasks:\n"
     "[{name, key, weight, flops, best_seconds, gflops, default_seconds, trials}],\n"
     "estimated_latency_seconds, log}.\n";
 
-enum { OPT_SCHED = 2000, OPT_SYM, OPT_NODEFAULT };
+enum { OPT_SCHED = 2000, OPT_SYM, OPT_NODEFAULT, OPT_WINOGRAD, OPT_POLYPHASE };
 
-#define MAX_BIND 16
+static void print_json(const char *path, const cg_target *tg, const tun_tune_model_opts *mo, const tun_tune_cli *cli,
+                       const tun_tune_model_result *r, const tun_rpc_stats *rs) {
+  json_t *j = json_object();
+  json_object_set_new(j, "model", json_string(path));
+  json_object_set_new(j, "target", json_string(tg->text));
+  json_object_set_new(j, "task_scheduler", json_string(tun_sched_kind_name(mo->sched.kind)));
+  json_object_set_new(j, "trials", json_integer(r->trials));
+  json_object_set_new(j, "budget", json_integer(mo->tune.trials));
+  json_object_set_new(j, "new_trials", json_integer(r->new_trials));
+  json_object_set_new(j, "rounds", json_integer(r->rounds));
+  json_object_set_new(j, "trials_per_round", json_integer(r->batch));
+  json_t *ja = json_array();
+  for (int i = 0; i < r->ntasks; i++) {
+    const tun_model_task_status *t = &r->tasks[i];
+    json_t *jt = json_object();
+    json_object_set_new(jt, "name", json_string(t->name));
+    json_object_set_new(jt, "key", json_string(t->key));
+    json_object_set_new(jt, "weight", json_integer(t->weight));
+    json_object_set_new(jt, "flops", json_real(t->flops));
+    json_object_set_new(jt, "best_seconds", json_real(t->best_seconds));
+    json_object_set_new(jt, "gflops",
+                        json_real(t->best_seconds > 0 && t->flops > 0 ? t->flops / t->best_seconds * 1e-9 : 0));
+    json_object_set_new(jt, "default_seconds", json_real(t->default_seconds));
+    json_object_set_new(jt, "trials", json_integer(t->trials));
+    json_object_set_new(jt, "rounds", json_integer(t->rounds));
+    json_object_set_new(jt, "search_exhausted", json_boolean(t->dead));
+    json_array_append_new(ja, jt);
+  }
+  json_object_set_new(j, "tasks", ja);
+  json_object_set_new(j, "estimated_latency_seconds",
+                      r->missing == r->ntasks ? json_null() : json_real(r->estimated_seconds));
+  json_object_set_new(j, "estimated_from_default", json_integer(r->from_default));
+  json_object_set_new(j, "estimated_missing", json_integer(r->missing));
+  json_object_set_new(j, "log", json_string(mo->tune.log_path));
+  json_object_set_new(j, "wall_seconds", json_real(r->wall_seconds));
+  if (cli->rpc) {
+    json_t *jr = json_object();
+    json_object_set_new(jr, "parallel", json_integer(cli->ro.parallel));
+    json_object_set_new(jr, "sessions", json_integer(rs->sessions));
+    json_object_set_new(jr, "measured", json_integer(rs->measured));
+    json_object_set_new(jr, "board_failures", json_integer(rs->board_failures));
+    json_object_set_new(jr, "retries", json_integer(rs->retries));
+    json_object_set_new(jr, "lost", json_integer(rs->lost));
+    json_object_set_new(j, "rpc", jr);
+  }
+  char *s = json_dumps(j, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+  if (s) puts(s);
+  free(s);
+  json_decref(j);
+}
 
-int tun_cmd_tune_model(int argc, char **argv) {
-  static const struct option own[] = {{"help", no_argument, 0, 'h'},
-                                      {"task-scheduler", required_argument, 0, OPT_SCHED},
-                                      {"sym", required_argument, 0, OPT_SYM},
-                                      {"bind", required_argument, 0, OPT_SYM},
-                                      {"no-default", no_argument, 0, OPT_NODEFAULT}};
-  struct option opts[64];
-  size_t nown = sizeof own / sizeof own[0], nshared = 0;
-  while (tun_tune_cli_options[nshared].name) nshared++;
-  if (nown + nshared + 1 > sizeof opts / sizeof opts[0]) return 2;
-  memcpy(opts, own, sizeof own);
-  memcpy(opts + nown, tun_tune_cli_options, (nshared + 1) * sizeof *opts);
+static void print_text(const char *path, const cg_target *tg, const tun_tune_model_opts *mo,
+                       const tun_tune_cli *cli, const tun_tune_model_result *r, const tun_rpc_stats *rs) {
+  printf("%s on %s: %d tasks, %d trials (%d new, %d rounds) in %.1f s, log %s\n", path, tg->text, r->ntasks,
+         r->trials, r->new_trials, r->rounds, r->wall_seconds, mo->tune.log_path);
+  if (r->missing == r->ntasks)
+    printf("estimated end-to-end latency: - (no task measured)\n");
+  else
+    printf("estimated end-to-end latency: %.4f ms (sum of weight x best latency%s%s)\n",
+           r->estimated_seconds * 1e3, r->from_default ? "; default schedule for untuned tasks" : "",
+           r->missing ? "; some tasks left out" : "");
+  if (cli->rpc)
+    printf("rpc: %d boards at once, %d sessions, %d measured, %d board failures, %d retried, %d lost\n",
+           cli->ro.parallel, rs->sessions, rs->measured, rs->board_failures, rs->retries, rs->lost);
+}
 
-  tun_tune_cli cli;
-  tun_tune_cli_init(&cli);
-  tun_tune_model_opts mo;
-  tun_tune_model_opts_default(&mo);
-  const char *bind_names[MAX_BIND];
-  int64_t bind_values[MAX_BIND];
-  char bind_buf[MAX_BIND][64];
-  int nbind = 0;
-  ts_diag d;
-  ts_diag_clear(&d);
-  int c;
-  optind = 1;
-  while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-    switch (c) {
-    case 'h': printf("%s", usage); return 0;
-    case OPT_SCHED:
-      if (tun_sched_kind_parse(optarg, &mo.sched.kind, &d)) {
-        fprintf(stderr, "tessel tune-model: --task-scheduler: %s\n", d.msg);
-        return 2;
-      }
-      break;
-    case OPT_SYM: {
-      const char *eq = strchr(optarg, '=');
-      char *end = NULL;
-      long long v = eq ? strtoll(eq + 1, &end, 10) : 0;
-      if (!eq || eq == optarg || (size_t)(eq - optarg) >= sizeof bind_buf[0] || !end || *end || eq[1] == 0 ||
-          v < 1 || nbind == MAX_BIND) {
-        fprintf(stderr, "tessel tune-model: --sym '%s': expected NAME=VALUE with VALUE >= 1 (at most %d)\n",
-                optarg, MAX_BIND);
-        return 2;
-      }
-      memcpy(bind_buf[nbind], optarg, (size_t)(eq - optarg));
-      bind_buf[nbind][eq - optarg] = 0;
-      bind_names[nbind] = bind_buf[nbind];
-      bind_values[nbind++] = v;
-      break;
-    }
-    case OPT_NODEFAULT: mo.measure_defaults = false; break;
-    default:
-      if (!tun_tune_cli_option(&cli, c, optarg)) return 2;
-    }
-  }
-  if (optind != argc - 1) {
-    fprintf(stderr, "tessel tune-model: expected one MODEL.onnx (see --help)\n");
-    return 2;
-  }
-  const char *path = argv[optind];
-  size_t pl = strlen(path);
-  if (pl < 5 || strcmp(path + pl - 5, ".onnx")) {
-    fprintf(stderr, "tessel tune-model: '%s' is not an ONNX model (a path ending in .onnx); "
-                    "`tessel tune` tunes one kernel\n", path);
-    return 2;
-  }
-  if (access(path, R_OK)) {
-    fprintf(stderr, "tessel tune-model: cannot read '%s'\n", path);
-    return 2;
-  }
-  cg_target tg;
-  int rc = tun_tune_cli_setup(&cli, "tune-model", &tg);
-  if (rc) return rc;
-
-  ir_module *m = ir_module_new();
-  if (!m) {
-    fprintf(stderr, "tessel tune-model: out of memory\n");
-    return 1;
-  }
-  tg_graph *g = NULL;
-  tg_task *tasks = NULL;
-  tun_model_task *mt = NULL;
-  int ntasks = 0;
-  rc = 2;
-  if (tg_onnx_import(path, m, &g, &d) || tg_run_pipeline(g, NULL, &d) ||
-      tg_extract_tasks_at(g, nbind, bind_names, bind_values, &tasks, &ntasks, &d)) {
-    fprintf(stderr, "tessel tune-model: %s\n", d.msg);
-    goto out;
-  }
-  for (int k = 0; k < nbind; k++) { /* a --sym the model does not have is a mistake */
-    bool found = false;
-    for (int v = 0; v < g->nvalues && !found; v++)
-      for (int a = 0; a < g->values[v]->ndim && !found; a++)
-        found = g->values[v]->dims[a].sym && !strcmp(g->values[v]->dims[a].sym, bind_names[k]);
-    if (!found) {
-      fprintf(stderr, "tessel tune-model: %s has no symbolic dim named '%s'\n", path, bind_names[k]);
-      goto out;
-    }
-  }
-  if (ntasks == 0) {
-    fprintf(stderr, "tessel tune-model: %s has no kernels to tune (every node folded away)\n", path);
-    goto out;
-  }
-  mt = ts_calloc((size_t)ntasks, sizeof *mt);
-  if (!mt) {
-    fprintf(stderr, "tessel tune-model: out of memory\n");
-    goto out;
-  }
+/* The tasks as the task scheduler takes them (heap array, ts_free). */
+static tun_model_task *model_tasks(const tg_task *tasks, int ntasks) {
+  tun_model_task *mt = ts_calloc((size_t)ntasks, sizeof *mt);
+  if (!mt) return NULL;
   for (int i = 0; i < ntasks; i++) {
     mt[i].name = tasks[i].name;
     mt[i].weight = tasks[i].weight;
@@ -175,6 +133,108 @@ int tun_cmd_tune_model(int argc, char **argv) {
     if (strcmp(key, want)) /* the key build looks up must be the one tune logs */
       fprintf(stderr, "tessel tune-model: warning: task %s: key %s differs from its function's workload key %s; "
                       "logging under %s\n", tasks[i].name, want, key, key);
+  }
+  return mt;
+}
+
+/* Parses argv into cli, mo and bo; the model path, or NULL with *rc set
+ * (0 after --help, 2 on bad usage). */
+static const char *parse_args(int argc, char **argv, tun_tune_cli *cli, tun_tune_model_opts *mo,
+                              tun_model_opts *bo, int *rc) {
+  static const struct option own[] = {{"help", no_argument, 0, 'h'},
+                                      {"task-scheduler", required_argument, 0, OPT_SCHED},
+                                      {"sym", required_argument, 0, OPT_SYM},
+                                      {"bind", required_argument, 0, OPT_SYM},
+                                      {"no-default", no_argument, 0, OPT_NODEFAULT},
+                                      {"winograd", required_argument, 0, OPT_WINOGRAD},
+                                      {"polyphase", required_argument, 0, OPT_POLYPHASE}};
+  struct option opts[64];
+  size_t nown = sizeof own / sizeof own[0], nshared = 0;
+  while (tun_tune_cli_options[nshared].name) nshared++;
+  *rc = 2;
+  if (nown + nshared + 1 > sizeof opts / sizeof opts[0]) return NULL;
+  memcpy(opts, own, sizeof own);
+  memcpy(opts + nown, tun_tune_cli_options, (nshared + 1) * sizeof *opts);
+  ts_diag d;
+  ts_diag_clear(&d);
+  int c;
+  optind = 1;
+  while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+    switch (c) {
+    case 'h': printf("%s", usage); *rc = 0; return NULL;
+    case OPT_SCHED:
+      if (tun_sched_kind_parse(optarg, &mo->sched.kind, &d)) {
+        fprintf(stderr, "tessel tune-model: --task-scheduler: %s\n", d.msg);
+        return NULL;
+      }
+      break;
+    case OPT_SYM:
+      if (tun_cli_sym_arg("tune-model", optarg, bo)) return NULL;
+      break;
+    case OPT_WINOGRAD:
+    case OPT_POLYPHASE:
+      if (tun_cli_graph_opt("tune-model", c == OPT_WINOGRAD ? "winograd" : "polyphase", optarg, bo)) return NULL;
+      break;
+    case OPT_NODEFAULT: mo->measure_defaults = false; break;
+    default:
+      if (!tun_tune_cli_option(cli, c, optarg)) return NULL;
+    }
+  }
+  if (optind != argc - 1) {
+    fprintf(stderr, "tessel tune-model: expected one MODEL.onnx (see --help)\n");
+    return NULL;
+  }
+  const char *path = argv[optind];
+  size_t pl = strlen(path);
+  if (pl < 5 || strcmp(path + pl - 5, ".onnx")) {
+    fprintf(stderr, "tessel tune-model: '%s' is not an ONNX model (a path ending in .onnx); "
+                    "`tessel tune` tunes one kernel\n", path);
+    return NULL;
+  }
+  if (access(path, R_OK)) {
+    fprintf(stderr, "tessel tune-model: cannot read '%s'\n", path);
+    return NULL;
+  }
+  *rc = 0;
+  return path;
+}
+
+int tun_cmd_tune_model(int argc, char **argv) {
+  tun_tune_cli cli;
+  tun_tune_cli_init(&cli);
+  tun_tune_model_opts mo;
+  tun_tune_model_opts_default(&mo);
+  tun_model_opts bo;
+  tun_model_opts_init(&bo);
+  int rc;
+  const char *path = parse_args(argc, argv, &cli, &mo, &bo, &rc);
+  if (!path) return rc;
+  cg_target tg;
+  if ((rc = tun_tune_cli_setup(&cli, "tune-model", &tg))) return rc;
+
+  ir_module *m = ir_module_new();
+  if (!m) {
+    fprintf(stderr, "tessel tune-model: out of memory\n");
+    return 1;
+  }
+  ts_diag d;
+  ts_diag_clear(&d);
+  tg_graph *g = NULL;
+  tg_task *tasks = NULL;
+  tun_model_task *mt = NULL;
+  int ntasks = 0;
+  rc = 2;
+  if (tun_model_tasks(path, &bo, m, &g, &tasks, &ntasks, &d)) {
+    fprintf(stderr, "tessel tune-model: %s\n", d.msg);
+    goto out;
+  }
+  if (ntasks == 0) {
+    fprintf(stderr, "tessel tune-model: %s has no kernels to tune (every node folded away)\n", path);
+    goto out;
+  }
+  if (!(mt = model_tasks(tasks, ntasks))) {
+    fprintf(stderr, "tessel tune-model: out of memory\n");
+    goto out;
   }
   mo.tune = cli.o;
   mo.tune.progress = stderr;
@@ -190,67 +250,8 @@ int tun_cmd_tune_model(int argc, char **argv) {
   tun_rpc_stats rs;
   tun_tune_cli_stop_runner(&cli, &rs);
   if (st) fprintf(stderr, "tessel tune-model: %s\n", d.msg);
-  if (cli.json) {
-    json_t *j = json_object();
-    json_object_set_new(j, "model", json_string(path));
-    json_object_set_new(j, "target", json_string(tg.text));
-    json_object_set_new(j, "task_scheduler", json_string(tun_sched_kind_name(mo.sched.kind)));
-    json_object_set_new(j, "trials", json_integer(r.trials));
-    json_object_set_new(j, "budget", json_integer(mo.tune.trials));
-    json_object_set_new(j, "new_trials", json_integer(r.new_trials));
-    json_object_set_new(j, "rounds", json_integer(r.rounds));
-    json_object_set_new(j, "trials_per_round", json_integer(r.batch));
-    json_t *ja = json_array();
-    for (int i = 0; i < r.ntasks; i++) {
-      const tun_model_task_status *t = &r.tasks[i];
-      json_t *jt = json_object();
-      json_object_set_new(jt, "name", json_string(t->name));
-      json_object_set_new(jt, "key", json_string(t->key));
-      json_object_set_new(jt, "weight", json_integer(t->weight));
-      json_object_set_new(jt, "flops", json_real(t->flops));
-      json_object_set_new(jt, "best_seconds", json_real(t->best_seconds));
-      json_object_set_new(jt, "gflops",
-                          json_real(t->best_seconds > 0 && t->flops > 0 ? t->flops / t->best_seconds * 1e-9 : 0));
-      json_object_set_new(jt, "default_seconds", json_real(t->default_seconds));
-      json_object_set_new(jt, "trials", json_integer(t->trials));
-      json_object_set_new(jt, "rounds", json_integer(t->rounds));
-      json_object_set_new(jt, "search_exhausted", json_boolean(t->dead));
-      json_array_append_new(ja, jt);
-    }
-    json_object_set_new(j, "tasks", ja);
-    json_object_set_new(j, "estimated_latency_seconds",
-                        r.missing == r.ntasks ? json_null() : json_real(r.estimated_seconds));
-    json_object_set_new(j, "estimated_from_default", json_integer(r.from_default));
-    json_object_set_new(j, "estimated_missing", json_integer(r.missing));
-    json_object_set_new(j, "log", json_string(mo.tune.log_path));
-    json_object_set_new(j, "wall_seconds", json_real(r.wall_seconds));
-    if (cli.rpc) {
-      json_t *jr = json_object();
-      json_object_set_new(jr, "parallel", json_integer(cli.ro.parallel));
-      json_object_set_new(jr, "sessions", json_integer(rs.sessions));
-      json_object_set_new(jr, "measured", json_integer(rs.measured));
-      json_object_set_new(jr, "board_failures", json_integer(rs.board_failures));
-      json_object_set_new(jr, "retries", json_integer(rs.retries));
-      json_object_set_new(jr, "lost", json_integer(rs.lost));
-      json_object_set_new(j, "rpc", jr);
-    }
-    char *s = json_dumps(j, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
-    if (s) puts(s);
-    free(s);
-    json_decref(j);
-  } else {
-    printf("%s on %s: %d tasks, %d trials (%d new, %d rounds) in %.1f s, log %s\n", path, tg.text, r.ntasks,
-           r.trials, r.new_trials, r.rounds, r.wall_seconds, mo.tune.log_path);
-    if (r.missing == r.ntasks)
-      printf("estimated end-to-end latency: - (no task measured)\n");
-    else
-      printf("estimated end-to-end latency: %.4f ms (sum of weight x best latency%s%s)\n",
-             r.estimated_seconds * 1e3, r.from_default ? "; default schedule for untuned tasks" : "",
-             r.missing ? "; some tasks left out" : "");
-    if (cli.rpc)
-      printf("rpc: %d boards at once, %d sessions, %d measured, %d board failures, %d retried, %d lost\n",
-             cli.ro.parallel, rs.sessions, rs.measured, rs.board_failures, rs.retries, rs.lost);
-  }
+  if (cli.json) print_json(path, &tg, &mo, &cli, &r, &rs);
+  else print_text(path, &tg, &mo, &cli, &r, &rs);
   tun_tune_model_result_fini(&r);
   rc = st ? 1 : 0;
 out:

@@ -104,6 +104,35 @@ START_TEST(test_graph_show_after) {
 }
 END_TEST
 
+/* --winograd off and --polyphase off change cnn's kernels, so its task
+ * keys; graph show --after takes the same switches; a bad value is exit 2. */
+START_TEST(test_tasks_graph_switches) {
+  tr_result a = run("tasks '%s/cnn.onnx'", models), b = run("tasks '%s/cnn.onnx' --winograd off", models),
+            c = run("tasks '%s/cnn.onnx' --polyphase off --winograd on", models);
+  ck_assert_int_eq(a.status, 0);
+  ck_assert_int_eq(b.status, 0);
+  ck_assert_int_eq(c.status, 0);
+  ck_assert_ptr_nonnull(strstr(a.out, "conv2d_winograd"));
+  ck_assert_ptr_null(strstr(b.out, "conv2d_winograd"));
+  ck_assert_str_ne(a.out, c.out);
+  tr_result_free(&a);
+  tr_result_free(&b);
+  tr_result_free(&c);
+  a = run("graph show '%s/cnn.onnx' --after legalize --winograd off", models);
+  ck_assert_int_eq(a.status, 0);
+  ck_assert_ptr_null(strstr(a.out, "winograd"));
+  tr_result_free(&a);
+  a = run("tasks '%s/cnn.onnx' --winograd maybe", models);
+  ck_assert_int_eq(a.status, 2);
+  ck_assert_msg(strstr(a.err, "--winograd: 'maybe' is not on, off or all"), "%s", a.err);
+  tr_result_free(&a);
+  a = run("build '%s/cnn.onnx' -o x.so --polyphase sometimes", models);
+  ck_assert_int_eq(a.status, 2);
+  ck_assert_msg(strstr(a.err, "--polyphase"), "%s", a.err);
+  tr_result_free(&a);
+}
+END_TEST
+
 START_TEST(test_tasks_bad_input) {
   tr_result r = run("tasks '%s/transformer.onnx' --sym nosuch=3", models);
   ck_assert_int_eq(r.status, 2);
@@ -148,6 +177,7 @@ int main(int argc, char **argv) {
   tcase_add_test(tc, test_tasks_json_and_keys);
   tcase_add_test(tc, test_tasks_sym);
   tcase_add_test(tc, test_graph_show_after);
+  tcase_add_test(tc, test_tasks_graph_switches);
   tcase_add_test(tc, test_tasks_bad_input);
   suite_add_tcase(s, tc);
   SRunner *sr = srunner_create(s);

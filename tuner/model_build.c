@@ -1,0 +1,638 @@
+/* model_build.c — the model compiler (model_build.h): import and graph
+ * passes, one kernel per distinct fused PrimFunc (the log's best record
+ * replayed, else the default schedule; a symbolic kernel gets a tuned
+ * specialisation), the execution plan with weights pre-packed into the
+ * layouts their kernels read, and the LLVM link into one shared library
+ * plus its MODEL.so.json signature. docs/MODEL.md, docs/LAYOUT.md. */
+#include <inttypes.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "codegen/llvm.h"
+#include "runtime/model.h"
+#include "ir/graph/passes.h"
+#include "ir/graph/onnx.h"
+#include "ir/schedule/layout.h"
+#include "ir/schedule/trace.h"
+#include "ir/struct.h"
+#include "tuner/build.h"
+#include "tuner/database.h"
+#include "tuner/model_build.h"
+
+/* ==== options and import =================================================================== */
+
+void tun_model_opts_init(tun_model_opts *o) {
+  memset(o, 0, sizeof *o);
+  o->target = "llvm";
+}
+
+ts_status tun_model_opts_add_sym(tun_model_opts *o, const char *s, ts_diag *d) {
+  const char *eq = strchr(s, '=');
+  char *end = NULL;
+  long long v = eq ? strtoll(eq + 1, &end, 10) : 0;
+  if (!eq || eq == s || !end || *end || end == eq + 1 || v < 1 || (size_t)(eq - s) >= sizeof o->sym_buf[0])
+    return ts_diag_set(d, TS_EINVAL, "--sym wants NAME=VALUE with VALUE >= 1, got '%s'", s);
+  if (o->nsyms == TUN_MODEL_MAX_SYMS) return ts_diag_set(d, TS_EINVAL, "at most %d --sym options", TUN_MODEL_MAX_SYMS);
+  memcpy(o->sym_buf[o->nsyms], s, (size_t)(eq - s));
+  o->sym_buf[o->nsyms][eq - s] = '\0';
+  o->sym_names[o->nsyms] = o->sym_buf[o->nsyms];
+  o->sym_values[o->nsyms++] = v;
+  return TS_OK;
+}
+
+/* d's message prefixed with "what: " (the first error wins in ts_diag_set,
+ * so the message is copied and the diag cleared first). */
+static ts_status prefix(ts_diag *d, const char *what) {
+  if (!d) return TS_EINTERNAL;
+  ts_diag old = *d;
+  ts_diag_clear(d);
+  return ts_diag_set(d, old.code ? old.code : TS_EINTERNAL, "%s: %s", what, old.msg);
+}
+
+/* A --sym for a symbol the model does not have is a mistake worth saying. */
+static ts_status check_syms(const tg_graph *g, const char *path, const tun_model_opts *o, ts_diag *d) {
+  for (int s = 0; s < o->nsyms; s++) {
+    bool found = false;
+    for (int v = 0; v < g->nvalues && !found; v++)
+      for (int a = 0; a < g->values[v]->ndim && !found; a++)
+        found = g->values[v]->dims[a].sym && !strcmp(g->values[v]->dims[a].sym, o->sym_names[s]);
+    if (!found) return ts_diag_set(d, TS_EINVAL, "%s has no symbolic dim named '%s'", path, o->sym_names[s]);
+  }
+  return TS_OK;
+}
+
+ts_status tun_model_import(const char *path, const tun_model_opts *o, const char *stop_after, ir_module *m,
+                           tg_graph **g, ts_diag *d) {
+  *g = NULL;
+  if (tg_onnx_import(path, m, g, d) != TS_OK) return prefix(d, path);
+  if (!(stop_after && !*stop_after) && tg_run_pipeline_opts(*g, stop_after, &o->graph, d) != TS_OK)
+    return prefix(d, path);
+  (*g)->opts = o->graph;
+  return check_syms(*g, path, o, d);
+}
+
+ts_status tun_model_tasks(const char *path, const tun_model_opts *o, ir_module *m, tg_graph **g, tg_task **tasks,
+                          int *ntasks, ts_diag *d) {
+  *tasks = NULL;
+  *ntasks = 0;
+  ts_status st = tun_model_import(path, o, NULL, m, g, d);
+  if (st != TS_OK) return st;
+  if (tg_extract_tasks_at(*g, o->nsyms, o->sym_names, o->sym_values, tasks, ntasks, d) != TS_OK)
+    return prefix(d, path);
+  return TS_OK;
+}
+
+static int64_t sym_value(const tun_model_opts *o, const char *name) {
+  for (int i = 0; i < o->nsyms; i++)
+    if (!strcmp(o->sym_names[i], name)) return o->sym_values[i];
+  return TG_TASK_DEFAULT_SYM;
+}
+
+/* ==== kernels ============================================================================== */
+typedef struct mkernel {
+  ir_func *func;        /* the PrimFunc (maybe symbolic) */
+  sch_traced *sched;    /* its schedule */
+  cg_lowered low;
+  bool tuned;           /* the log's record was replayed on it */
+  int spec;             /* kernel index of its tuned specialisation, or -1 */
+  int64_t spec_vals[TSRT_MODEL_MAX_SYMS];
+  char key[17];         /* task key (bound as tasks bind) */
+  int nlayout;          /* the schedule's weight layout rewrites (docs/LAYOUT.md) */
+  sch_layout_map layout[8];
+} mkernel;
+
+typedef struct build_state {
+  const char *path;
+  const tun_model_opts *o;
+  cg_target tg;
+  ts_arena *arena;
+  ir_module *mod;
+  tg_graph *g;
+  tun_db *db;
+  mkernel *k;
+  int nk, capk;
+  int ntuned, ndefault, nspec, nrecord_unused;
+  int nlayout_kept;     /* records whose layout rewrite was dropped (a non-constant input) */
+  int npacked_weights, npacked_copies;
+} build_state;
+
+static int find_kernel(build_state *b, const ir_func *f) {
+  uint64_t h = ir_struct_hash_func(f);
+  for (int i = 0; i < b->nk; i++)
+    if (b->k[i].func && ir_struct_hash_func(b->k[i].func) == h && ir_struct_equal_func(b->k[i].func, f))
+      return i;
+  return -1;
+}
+
+static mkernel *new_kernel(build_state *b, ts_diag *d) {
+  if (b->nk == b->capk) {
+    int cap = b->capk ? b->capk * 2 : 16;
+    mkernel *nk = ts_realloc(b->k, sizeof *nk * (size_t)cap);
+    if (!nk) return ts_diag_set(d, TS_ENOMEM, "out of memory"), NULL;
+    b->k = nk;
+    b->capk = cap;
+  }
+  mkernel *k = &b->k[b->nk++];
+  memset(k, 0, sizeof *k);
+  k->spec = -1;
+  return k;
+}
+
+/* The input of call n that param p of its kernel reads: a constant the
+ * build can pre-pack (a graph constant with data that is no graph output)? */
+static bool packable_input(const build_state *b, const tg_node *n, int p) {
+  if (p >= n->nin || n->inputs[p] < 0 || n->inputs[p] >= b->g->nvalues) return false;
+  const tg_value *v = b->g->values[n->inputs[p]];
+  if (v->kind != TG_V_CONST || !v->data) return false;
+  for (int o = 0; o < b->g->noutputs; o++)
+    if (b->g->outputs[o] == n->inputs[p]) return false;
+  return true;
+}
+
+/* Every live call of f (or of a structurally equal function, which shares
+ * its kernel) feeds each param a map re-lays from a constant: why not, or
+ * NULL. */
+static const char *layout_blocker(const build_state *b, const ir_func *f, const sch_layout_map *maps, int n) {
+  uint64_t h = ir_struct_hash_func(f);
+  for (int i = 0; i < b->g->nnodes; i++) {
+    const tg_node *nd = b->g->nodes[i];
+    if (nd->dead || nd->op != TG_OP_CALL) continue;
+    const ir_func *g = ir_module_get(b->mod, nd->callee);
+    if (!g || (g != f && (ir_struct_hash_func(g) != h || !ir_struct_equal_func(g, f)))) continue;
+    for (int m = 0; m < n; m++)
+      if (!packable_input(b, nd, maps[m].param)) return nd->name;
+  }
+  return NULL;
+}
+
+/* Replays the best verified record of key on f; NULL (and no error) when
+ * there is none or it does not apply. A record that re-lays weights
+ * (TransformLayout) keeps its maps in maps[0..*nmaps) when every call of f
+ * (calls_of) feeds those params from constants, which the build then
+ * pre-packs; otherwise (or with calls_of NULL: a specialisation, whose calls
+ * pass the same tensors to the symbolic kernel) the rewrite is dropped and
+ * the kernel reads the original layout. */
+static sch_traced *from_log(build_state *b, const char *key, const ir_func *f, const ir_func *calls_of,
+                            bool *had_record, sch_layout_map *maps, int *nmaps) {
+  *had_record = false;
+  *nmaps = 0;
+  if (!b->db) return NULL;
+  const tun_record *r = tun_db_best(b->db, key, b->tg.text);
+  if (!r || !r->trace) return NULL;
+  *had_record = true;
+  ts_diag d;
+  ts_diag_clear(&d);
+  sch_trace *tr = sch_trace_from_json(r->trace, &d);
+  int nm = tr ? sch_layout_maps_of_trace(tr, f, maps, 8, &d) : 0;
+  if (nm > 0) {
+    const char *why = calls_of ? layout_blocker(b, calls_of, maps, nm) : "a symbolic kernel shares its calls";
+    if (why) {
+      sch_trace *plain = sch_trace_without_kind(tr, SCH_I_TRANSFORM_LAYOUT);
+      if (b->o->warn)
+        fprintf(b->o->warn, "tessel build: %s [%s]: the record re-lays a weight, but %s%s; kept the original layout\n",
+              f->name ? f->name : "?", key, calls_of ? "it is not a constant in call " : "", why);
+      sch_trace_free(tr);
+      tr = plain;
+      nm = 0;
+      b->nlayout_kept++;
+    }
+  }
+  *nmaps = nm > 0 ? nm : 0;
+  sch_traced *s = tr && nm >= 0 ? sch_trace_replay(tr, f, 1, &d) : NULL;
+  sch_trace_free(tr);
+  if (!s && b->o->warn)
+    fprintf(b->o->warn, "tessel build: the record for %s [%s] does not replay on it (%s); default schedule\n",
+            f->name ? f->name : "?", key, d.msg);
+  return s;
+}
+
+static ts_status schedule_kernel(build_state *b, mkernel *k, ts_diag *d) {
+  ir_func *bound = tg_task_bind(b->arena, k->func, b->o->nsyms, b->o->sym_names, b->o->sym_values, d);
+  if (!bound) return d->code ? d->code : TS_EINTERNAL;
+  ir_workload_key(bound, k->key);
+  bool had = false;
+  if (k->func->nsyms == 0) {
+    k->sched = from_log(b, k->key, k->func, k->func, &had, k->layout, &k->nlayout);
+    k->tuned = k->sched != NULL;
+    if (!k->tuned) k->nlayout = 0;
+  } else {
+    /* symbolic: the default schedule serves every size; the record (tuned
+     * at the bound sizes) becomes a specialisation used when they match
+     * (in the original layout: both kernels take the same tensors) */
+    sch_layout_map unused[8];
+    int nunused;
+    sch_traced *ss = from_log(b, k->key, bound, NULL, &had, unused, &nunused);
+    if (ss) {
+      int idx = (int)(k - b->k);
+      mkernel *sk = new_kernel(b, d);
+      if (!sk) {
+        sch_traced_free(ss);
+        return TS_ENOMEM;
+      }
+      k = &b->k[idx]; /* new_kernel may move the array */
+      sk->func = NULL; /* never matched by find_kernel */
+      sk->sched = ss;
+      sk->tuned = true;
+      memcpy(sk->key, k->key, 17);
+      ts_status st = cg_lower(b->arena, sch_traced_func(ss), &b->tg, &sk->low, d);
+      if (st != TS_OK) return st;
+      k->spec = (int)(sk - b->k);
+      for (int s = 0; s < k->func->nsyms; s++) k->spec_vals[s] = sym_value(b->o, k->func->syms[s]->name);
+      b->nspec++;
+    }
+  }
+  if (had && !k->tuned && k->spec < 0) b->nrecord_unused++;
+  if (!k->sched) {
+    ts_status st = tun_schedule(k->func, NULL, &b->tg, &k->sched, d);
+    if (st != TS_OK) return st;
+  }
+  if (k->tuned) b->ntuned++;
+  else b->ndefault++;
+  return cg_lower(b->arena, sch_traced_func(k->sched), &b->tg, &k->low, d);
+}
+
+static int sym_index(const char **names, int *n, const char *s) {
+  for (int i = 0; i < *n; i++)
+    if (!strcmp(names[i], s)) return i;
+  if (*n == TSRT_MODEL_MAX_SYMS) return -1;
+  names[*n] = s;
+  return (*n)++;
+}
+
+/* A constant pre-packed for a kernel that re-lays it (docs/LAYOUT.md): the
+ * value, the map, and the plan tensor holding the packed copy. */
+typedef struct packed_use {
+  int value;
+  const sch_layout_map *map;
+  int tensor;
+} packed_use;
+
+static bool same_map(const sch_layout_map *a, const sch_layout_map *c) {
+  if (a->ndim != c->ndim || a->ncomp != c->ncomp || a->naxes != c->naxes) return false;
+  for (int j = 0; j < a->ncomp; j++)
+    if (a->comp[j].dim != c->comp[j].dim || a->comp[j].stride != c->comp[j].stride ||
+        a->comp[j].extent != c->comp[j].extent)
+      return false;
+  for (int i = 0; i < a->naxes; i++)
+    if (a->group[i] != c->group[i]) return false;
+  return true;
+}
+
+/* The kernel's map for param a, or NULL (reads the original layout). */
+static const sch_layout_map *kernel_map(const mkernel *k, int a) {
+  for (int m = 0; m < k->nlayout; m++)
+    if (k->layout[m].param == a) return &k->layout[m];
+  return NULL;
+}
+
+static int find_use(const packed_use *u, int n, int value, const sch_layout_map *map) {
+  for (int i = 0; i < n; i++)
+    if (u[i].value == value && same_map(u[i].map, map)) return i;
+  return -1;
+}
+
+static ts_status make_plan(build_state *b, tsrt_model_plan *p, ts_diag *d) {
+  tg_graph *g = b->g;
+  memset(p, 0, sizeof *p);
+  /* pre-packing: each (constant, map) a kernel reads gets one packed tensor;
+   * a constant nobody reads in its original layout (no other call, no graph
+   * output) is replaced by its first packing, every other packing is an
+   * extra constant (a weight two kernels want in two layouts: two copies) */
+  int nuse = 0, capuse = 0;
+  for (int i = 0; i < b->nk; i++) capuse += b->k[i].nlayout;
+  packed_use *uses = TS_ANEWN(b->arena, packed_use, capuse ? capuse * g->nnodes : 1);
+  bool *plain_use = TS_ANEWN(b->arena, bool, g->nvalues ? g->nvalues : 1);
+  bool *taken = TS_ANEWN(b->arena, bool, g->nvalues ? g->nvalues : 1);
+  if (!uses || !plain_use || !taken) return ts_diag_set(d, TS_ENOMEM, "out of memory");
+  for (int o = 0; o < g->noutputs; o++) plain_use[g->outputs[o]] = true;
+  for (int i = 0; i < g->nnodes; i++) {
+    const tg_node *n = g->nodes[i];
+    if (n->dead) continue;
+    const ir_func *f = n->callee ? ir_module_get(b->mod, n->callee) : NULL;
+    int kidx = f ? find_kernel(b, f) : -1;
+    for (int a = 0; a < n->nin; a++) {
+      int v = n->inputs[a];
+      if (v < 0) continue;
+      const sch_layout_map *m = kidx >= 0 ? kernel_map(&b->k[kidx], a) : NULL;
+      if (!m) {
+        plain_use[v] = true;
+      } else if (find_use(uses, nuse, v, m) < 0) {
+        if (!packable_input(b, n, a))
+          return ts_diag_set(d, TS_EINTERNAL, "node %s: kernel %d re-lays input %d, which is no constant", n->name,
+                             kidx, a);
+        uses[nuse++] = (packed_use){.value = v, .map = m, .tensor = -1};
+      }
+    }
+  }
+  int nextra = 0;
+  for (int u = 0; u < nuse; u++) {
+    int v = uses[u].value;
+    if (!plain_use[v] && !taken[v]) {
+      uses[u].tensor = v;
+      taken[v] = true;
+    } else {
+      uses[u].tensor = g->nvalues + nextra++;
+    }
+  }
+  b->npacked_copies = nuse;
+  b->npacked_weights = 0;
+  for (int v = 0; v < g->nvalues; v++) {
+    bool any = false;
+    for (int u = 0; u < nuse && !any; u++) any = uses[u].value == v;
+    b->npacked_weights += any;
+  }
+  int ntensors = g->nvalues + nextra;
+  p->abi_version = TSRT_MODEL_ABI_VERSION;
+  p->name = g->name;
+  p->target = b->tg.text;
+  const char **syms = TS_ANEWN(b->arena, const char *, TSRT_MODEL_MAX_SYMS);
+  tsrt_model_tensor *ts = TS_ANEWN(b->arena, tsrt_model_tensor, ntensors ? ntensors : 1);
+  const sch_layout_map **tmap = TS_ANEWN(b->arena, const sch_layout_map *, ntensors ? ntensors : 1);
+  int *tsrc = TS_ANEWN(b->arena, int, ntensors ? ntensors : 1); /* the value a tensor holds */
+  tsrt_model_call *cs = TS_ANEWN(b->arena, tsrt_model_call, g->nnodes ? g->nnodes : 1);
+  int32_t *ins = TS_ANEWN(b->arena, int32_t, g->ninputs ? g->ninputs : 1);
+  int32_t *outs = TS_ANEWN(b->arena, int32_t, g->noutputs ? g->noutputs : 1);
+  if (!syms || !ts || !cs || !ins || !outs || !tmap || !tsrc) return ts_diag_set(d, TS_ENOMEM, "out of memory");
+  int nsyms = 0;
+  uint64_t wbytes = 0;
+  for (int v = 0; v < g->nvalues; v++) {
+    const tg_value *x = g->values[v];
+    if (x->ndim > TSRT_MAX_DIMS)
+      return ts_diag_set(d, TS_EUNSUPPORTED, "value %s has %d dims (models allow %d)", x->name, x->ndim,
+                         TSRT_MAX_DIMS);
+    tsrt_model_tensor *t = &ts[v];
+    t->name = x->name;
+    t->kind = x->kind == TG_V_INPUT ? TSRT_T_INPUT : x->kind == TG_V_CONST ? TSRT_T_CONST : TSRT_T_INTER;
+    t->dtype = x->dtype.code;
+    t->ndim = x->ndim;
+    for (int j = 0; j < x->ndim; j++) {
+      if (!x->dims[j].sym) {
+        t->shape[j] = x->dims[j].value;
+        continue;
+      }
+      int k = sym_index(syms, &nsyms, x->dims[j].sym);
+      if (k < 0) return ts_diag_set(d, TS_EUNSUPPORTED, "more than %d symbols", TSRT_MODEL_MAX_SYMS);
+      t->shape[j] = TSRT_DIM_SYM(k);
+    }
+    tsrc[v] = v;
+    if (x->kind == TG_V_CONST) {
+      if (!x->data && x->nbytes) return ts_diag_set(d, TS_EINVAL, "constant %s has no data", x->name);
+      wbytes = (wbytes + 63) / 64 * 64;
+      t->offset = wbytes;
+      t->nbytes = x->nbytes;
+      wbytes += x->nbytes;
+    }
+  }
+  /* packed constants: in place, or extra tensors after the graph's values */
+  for (int u = 0; u < nuse; u++) {
+    int id = uses[u].tensor, v = uses[u].value;
+    const tg_value *x = g->values[v];
+    tsrt_model_tensor *t = &ts[id];
+    if (id >= g->nvalues) {
+      *t = ts[v];
+      t->name = ts_arena_printf(b->arena, "%s.packed%d", x->name, id - g->nvalues);
+      if (!t->name) return ts_diag_set(d, TS_ENOMEM, "out of memory");
+      wbytes = (wbytes + 63) / 64 * 64;
+      t->offset = wbytes;
+      wbytes += x->nbytes;
+    }
+    int64_t shape[SCH_LAYOUT_MAX_AXES];
+    t->ndim = sch_layout_packed_shape(uses[u].map, shape);
+    for (int j = 0; j < t->ndim; j++) t->shape[j] = shape[j];
+    tmap[id] = uses[u].map;
+    tsrc[id] = v;
+  }
+  uint8_t *w = wbytes ? ts_malloc((size_t)wbytes) : NULL;
+  if (wbytes && !w) return ts_diag_set(d, TS_ENOMEM, "out of memory for %llu bytes of weights",
+                                       (unsigned long long)wbytes);
+  if (w) memset(w, 0, (size_t)wbytes);
+  for (int t = 0; t < ntensors; t++) {
+    const tg_value *x = g->values[tsrc[t]];
+    if (x->kind != TG_V_CONST || !x->nbytes) continue;
+    if (tmap[t]) /* host-side evaluation of the kernel's map */
+      sch_layout_pack(tmap[t], (size_t)ir_dtype_bytes(x->dtype), x->data, w + ts[t].offset);
+    else
+      memcpy(w + ts[t].offset, x->data, x->nbytes);
+  }
+  p->weights = w;
+  p->weights_bytes = wbytes;
+  int nc = 0;
+  for (int i = 0; i < g->nnodes; i++) {
+    const tg_node *n = g->nodes[i];
+    if (n->dead) continue;
+    /* structurally equal PrimFuncs share one kernel */
+    const ir_func *f = n->callee ? ir_module_get(b->mod, n->callee) : NULL;
+    int kidx = f ? find_kernel(b, f) : -1;
+    if (kidx < 0) return ts_diag_set(d, TS_EINTERNAL, "node %s: no kernel for %s", n->name, n->callee);
+    const mkernel *k = &b->k[kidx];
+    tsrt_model_call *c = &cs[nc++];
+    c->kernel = kidx;
+    c->nargs = n->nin + n->nout;
+    c->ninputs = n->nin;
+    if (n->nin != f->ninputs || c->nargs != f->nparams)
+      return ts_diag_set(d, TS_EINVAL, "node %s passes %d inputs and %d outputs to %s, which takes %d and %d",
+                         n->name, n->nin, n->nout, n->callee, f->ninputs, f->nparams - f->ninputs);
+    int32_t *args = TS_ANEWN(b->arena, int32_t, c->nargs);
+    int32_t *cs_syms = TS_ANEWN(b->arena, int32_t, f->nsyms ? f->nsyms : 1);
+    int64_t *sv = TS_ANEWN(b->arena, int64_t, f->nsyms ? f->nsyms : 1);
+    if (!args || !cs_syms || !sv) return ts_diag_set(d, TS_ENOMEM, "out of memory");
+    for (int a = 0; a < n->nin; a++) {
+      if (n->inputs[a] < 0)
+        return ts_diag_set(d, TS_EINVAL, "node %s (call of %s): input %d is omitted", n->name, n->callee, a);
+      args[a] = n->inputs[a];
+      const sch_layout_map *m = kernel_map(k, a);
+      int u = m ? find_use(uses, nuse, n->inputs[a], m) : -1;
+      if (u >= 0) args[a] = uses[u].tensor; /* the packed copy */
+    }
+    for (int a = 0; a < n->nout; a++) args[n->nin + a] = n->outputs[a];
+    c->args = args;
+    c->nsyms = f->nsyms;
+    for (int s = 0; s < f->nsyms; s++) {
+      const char *sn = f->syms[s]->name;
+      bool known = false;
+      for (int q = 0; q < nsyms; q++) known |= !strcmp(syms[q], sn);
+      if (!known)
+        return ts_diag_set(d, TS_EINVAL, "node %s: %s's size var %s is no symbolic dim of the graph", n->name,
+                           n->callee, sn);
+      cs_syms[s] = sym_index(syms, &nsyms, sn);
+      sv[s] = k->spec_vals[s];
+    }
+    c->syms = cs_syms;
+    c->spec_kernel = k->spec;
+    c->spec_values = k->spec >= 0 ? sv : NULL;
+  }
+  for (int i = 0; i < g->ninputs; i++) ins[i] = g->inputs[i];
+  for (int i = 0; i < g->noutputs; i++) outs[i] = g->outputs[i];
+  p->ntensors = ntensors;
+  p->ncalls = nc;
+  p->nsyms = nsyms;
+  p->syms = syms;
+  p->tensors = ts;
+  p->calls = cs;
+  p->ninputs = g->ninputs;
+  p->inputs = ins;
+  p->noutputs = g->noutputs;
+  p->outputs = outs;
+  return TS_OK;
+}
+
+/* Writes MODEL.so.json: target and the inputs'/outputs' names, dtypes and
+ * shapes (-1 and the symbol's name in dims for a symbolic dim). */
+static ts_status sig_write(const char *so, const tsrt_model_plan *p, ts_diag *d) {
+  json_t *root = json_object();
+  json_object_set_new(root, "format", json_string("tessel-model-1"));
+  json_object_set_new(root, "name", json_string(p->name ? p->name : ""));
+  json_object_set_new(root, "target", json_string(p->target));
+  for (int io = 0; io < 2; io++) {
+    json_t *arr = json_array();
+    int n = io ? p->noutputs : p->ninputs;
+    for (int i = 0; i < n; i++) {
+      const tsrt_model_tensor *x = &p->tensors[io ? p->outputs[i] : p->inputs[i]];
+      json_t *o = json_object(), *sh = json_array(), *dn = json_array();
+      for (int j = 0; j < x->ndim; j++) {
+        json_array_append_new(sh, json_integer(x->shape[j] >= 0 ? x->shape[j] : -1));
+        json_array_append_new(dn, x->shape[j] >= 0 ? json_null() : json_string(p->syms[-1 - x->shape[j]]));
+      }
+      json_object_set_new(o, "name", json_string(x->name));
+      json_object_set_new(o, "dtype", json_integer(x->dtype));
+      json_object_set_new(o, "dtype_name", json_string(tsrt_dtype_name(x->dtype)));
+      json_object_set_new(o, "shape", sh);
+      json_object_set_new(o, "dims", dn);
+      json_array_append_new(arr, o);
+    }
+    json_object_set_new(root, io ? "outputs" : "inputs", arr);
+  }
+  char side[4200];
+  snprintf(side, sizeof side, "%s.json", so);
+  int rc = json_dump_file(root, side, JSON_INDENT(1));
+  json_decref(root);
+  return rc ? ts_diag_set(d, TS_EIO, "cannot write %s", side) : TS_OK;
+}
+
+/* ==== the build ============================================================================ */
+
+/* One kernel per distinct PrimFunc the live calls name. */
+static ts_status collect_kernels(build_state *b, ts_diag *d) {
+  for (int i = 0; i < b->g->nnodes; i++) {
+    const tg_node *n = b->g->nodes[i];
+    if (n->dead) continue;
+    if (n->op != TG_OP_CALL)
+      return ts_diag_set(d, TS_EINTERNAL, "%s: node %s is still a %s after the pass pipeline", b->path, n->name,
+                         tg_op_name(n->op));
+    ir_func *f = ir_module_get(b->mod, n->callee);
+    if (!f)
+      return ts_diag_set(d, TS_EINTERNAL, "%s: node %s calls %s, which the module lacks", b->path, n->name,
+                         n->callee);
+    if (find_kernel(b, f) >= 0) continue;
+    mkernel *k = new_kernel(b, d);
+    if (!k) return TS_ENOMEM;
+    k->func = f;
+    if (schedule_kernel(b, &b->k[b->nk - 1], d) != TS_OK) {
+      char what[600];
+      snprintf(what, sizeof what, "%s: kernel %s", b->path, f->name);
+      return prefix(d, what);
+    }
+  }
+  return TS_OK;
+}
+
+static ts_status fill_result(const build_state *b, const tsrt_model_plan *plan, tun_model_result *r) {
+  snprintf(r->target, sizeof r->target, "%s", b->tg.text);
+  r->kernels = b->nk - b->nspec;
+  r->ntuned = b->ntuned;
+  r->ndefault = b->ndefault;
+  r->nspec = b->nspec;
+  r->nrecord_unused = b->nrecord_unused;
+  r->nlayout_kept = b->nlayout_kept;
+  r->ncalls = plan->ncalls;
+  r->ntensors = plan->ntensors;
+  r->weights_bytes = plan->weights_bytes;
+  r->npacked_weights = b->npacked_weights;
+  r->npacked_copies = b->npacked_copies;
+  r->k = ts_calloc((size_t)(b->nk ? b->nk : 1), sizeof *r->k);
+  if (!r->k) return TS_ENOMEM;
+  r->nk = b->nk;
+  for (int i = 0; i < b->nk; i++) {
+    const mkernel *k = &b->k[i];
+    tun_model_kernel *o = &r->k[i];
+    const ir_func *f = k->func ? k->func : sch_traced_func(k->sched);
+    snprintf(o->name, sizeof o->name, "%s", f->name ? f->name : "?");
+    memcpy(o->key, k->key, sizeof o->key);
+    o->tuned = k->tuned;
+    o->symbolic = k->func && k->func->nsyms > 0;
+    o->specialisation = !k->func;
+    o->npacked = k->nlayout;
+    for (int m = 0; m < k->nlayout; m++) o->packed_params[m] = k->layout[m].param;
+  }
+  return TS_OK;
+}
+
+/* The steps after the import: kernels, plan, link, signature. */
+static ts_status build_steps(build_state *b, const char *out, double t0, tsrt_model_plan *plan,
+                             tun_model_result *r, ts_diag *d) {
+  ts_status st = collect_kernels(b, d);
+  if (st != TS_OK) return st;
+  if (make_plan(b, plan, d) != TS_OK) return prefix(d, b->path);
+  const cg_lowered **lows = ts_calloc((size_t)(b->nk ? b->nk : 1), sizeof *lows);
+  if (!lows) return ts_diag_set(d, TS_ENOMEM, "out of memory");
+  for (int i = 0; i < b->nk; i++) lows[i] = &b->k[i].low;
+  double t1 = tsrt_now();
+  st = cg_llvm_build_model(plan, lows, b->nk, &b->tg, out, d);
+  ts_free(lows);
+  if (st != TS_OK) return prefix(d, out);
+  double t2 = tsrt_now();
+  if ((st = sig_write(out, plan, d)) != TS_OK) return st;
+  if (fill_result(b, plan, r) != TS_OK) return ts_diag_set(d, TS_ENOMEM, "out of memory");
+  r->build_seconds = t2 - t0;
+  r->codegen_seconds = t2 - t1;
+  return TS_OK;
+}
+
+ts_status tun_model_build(const char *path, const char *out, const tun_model_opts *o, tun_model_result *r,
+                          ts_diag *d) {
+  memset(r, 0, sizeof *r);
+  build_state b;
+  memset(&b, 0, sizeof b);
+  b.path = path;
+  b.o = o;
+  double t0 = tsrt_now();
+  tsrt_model_plan plan;
+  memset(&plan, 0, sizeof plan);
+  b.mod = ir_module_new();
+  if (!b.mod) return ts_diag_set(d, TS_ENOMEM, "out of memory");
+  b.arena = b.mod->arena;
+  ts_status st = TS_OK;
+  if (cg_target_parse(o->target ? o->target : "llvm", &b.tg, d) || cg_llvm_resolve_target(&b.tg, d)) {
+    st = d && d->code ? d->code : TS_EINVAL;
+    goto out;
+  }
+  if (o->log) {
+    int nwarn = 0;
+    b.db = tun_db_load(o->log, o->warn, &nwarn, d);
+    if (!b.db) {
+      st = d && d->code ? d->code : TS_EIO;
+      goto out;
+    }
+  }
+  if ((st = tun_model_import(path, o, NULL, b.mod, &b.g, d)) != TS_OK) goto out;
+  if ((st = tg_graph_verify(b.g, d)) != TS_OK) {
+    st = prefix(d, path);
+    goto out;
+  }
+  st = build_steps(&b, out, t0, &plan, r, d);
+out:
+  if (st != TS_OK) tun_model_result_fini(r);
+  ts_free((void *)plan.weights);
+  for (int i = 0; i < b.nk; i++) sch_traced_free(b.k[i].sched);
+  ts_free(b.k);
+  if (b.db) tun_db_close(b.db);
+  ir_module_free(b.mod);
+  return st;
+}
+
+void tun_model_result_fini(tun_model_result *r) {
+  ts_free(r->k);
+  memset(r, 0, sizeof *r);
+}
