@@ -11,6 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "ir/graph/passes.h"
 #include "ir/struct.h"
 #include "cli/cli.h"
 #include "tuner/task_scheduler.h"
@@ -116,27 +117,6 @@ static void print_text(const char *path, const cg_target *tg, const tun_tune_mod
            cli->ro.parallel, rs->sessions, rs->measured, rs->board_failures, rs->retries, rs->lost);
 }
 
-/* The tasks as the task scheduler takes them (heap array, ts_free). */
-static tun_model_task *model_tasks(const tg_task *tasks, int ntasks) {
-  tun_model_task *mt = ts_calloc((size_t)ntasks, sizeof *mt);
-  if (!mt) return NULL;
-  for (int i = 0; i < ntasks; i++) {
-    mt[i].name = tasks[i].name;
-    mt[i].weight = tasks[i].weight;
-    mt[i].flops = tasks[i].flops > 0 ? tasks[i].flops : 0;
-    mt[i].func = tasks[i].func;
-    mt[i].definition = tasks[i].definition;
-    char key[17];
-    ir_workload_key(tasks[i].func, key);
-    char want[17];
-    snprintf(want, sizeof want, "%016llx", (unsigned long long)tasks[i].key);
-    if (strcmp(key, want)) /* the key build looks up must be the one tune logs */
-      fprintf(stderr, "tessel tune-model: warning: task %s: key %s differs from its function's workload key %s; "
-                      "logging under %s\n", tasks[i].name, want, key, key);
-  }
-  return mt;
-}
-
 /* Parses argv into cli, mo and bo; the model path, or NULL with *rc set
  * (0 after --help, 2 on bad usage). */
 static const char *parse_args(int argc, char **argv, tun_tune_cli *cli, tun_tune_model_opts *mo,
@@ -232,7 +212,7 @@ int tun_cmd_tune_model(int argc, char **argv) {
     fprintf(stderr, "tessel tune-model: %s has no kernels to tune (every node folded away)\n", path);
     goto out;
   }
-  if (!(mt = model_tasks(tasks, ntasks))) {
+  if (!(mt = tun_model_sched_tasks(tasks, ntasks, stderr))) {
     fprintf(stderr, "tessel tune-model: out of memory\n");
     goto out;
   }
@@ -243,6 +223,8 @@ int tun_cmd_tune_model(int argc, char **argv) {
   mo.progress_tty = mo.tune.progress_tty;
   mo.model_name = path;
   mo.sched.seed = cli.o.seed;
+  char gopts[96]; /* the graph switches change the kernels: every record says which were on */
+  mo.tune.graph_opts = tg_pass_opts_str(&bo.graph, gopts, sizeof gopts);
   if ((rc = tun_tune_cli_start_runner(&cli, "tune-model"))) goto out;
   mo.tune.rpc = cli.o.rpc;
   tun_tune_model_result r;

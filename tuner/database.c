@@ -57,7 +57,7 @@ ts_status tun_record_copy(tun_record *dst, const tun_record *src) {
   dst->workload = dst->target = dst->trace = dst->error = dst->version = NULL;
   if (!dup_str(&dst->workload, src->workload) || !dup_str(&dst->target, src->target) ||
       !dup_str(&dst->trace, src->trace) || !dup_str(&dst->error, src->error) ||
-      !dup_str(&dst->version, src->version)) {
+      !dup_str(&dst->version, src->version) || !dup_str(&dst->graph_opts, src->graph_opts)) {
     tun_record_fini(dst);
     return TS_ENOMEM;
   }
@@ -70,7 +70,8 @@ void tun_record_fini(tun_record *r) {
   ts_free(r->trace);
   ts_free(r->error);
   ts_free(r->version);
-  r->workload = r->target = r->trace = r->error = r->version = NULL;
+  ts_free(r->graph_opts);
+  r->workload = r->target = r->trace = r->error = r->version = r->graph_opts = NULL;
 }
 
 /* ---- JSON ------------------------------------------------------------------- */
@@ -104,6 +105,8 @@ char *tun_record_to_json(const tun_record *r) {
   char hex[17];
   snprintf(hex, sizeof hex, "%016llx", (unsigned long long)r->trace_hash);
   json_object_set_new(o, "trace_hash", json_string(hex));
+  if (r->graph_opts && r->graph_opts[0]) /* only where it is not the defaults: old logs read the same */
+    json_object_set_new(o, "graph_opts", json_string(r->graph_opts));
   char *js = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER);
   json_decref(o);
   if (!js) return NULL;
@@ -209,6 +212,8 @@ static ts_status record_from_obj(json_t *o, tun_record *r, ts_diag *d) {
     r->verified = false;
     r->trace_hash = 0;
   }
+  json_t *go = json_object_get(o, "graph_opts"); /* optional: absent means the defaults */
+  if (go && (st = get_str(o, "graph_opts", false, &r->graph_opts, d))) goto fail;
   return TS_OK;
 fail:
   tun_record_fini(r);

@@ -36,6 +36,7 @@ typedef struct tun_record {
   double time;      /* unix seconds when recorded */
   char *version;
   uint64_t trace_hash; /* structural hash of the scheduled function (dedup), 0 if unknown */
+  char *graph_opts; /* the graph switches that made a model task (tg_pass_opts_str); NULL: defaults */
 } tun_record;
 
 /* Mean of run_secs, or 1e10 for error records / no runs. */

@@ -20,6 +20,7 @@
 #include "tuner/build.h"
 #include "tuner/database.h"
 #include "tuner/model_build.h"
+#include "tuner/task_scheduler.h"
 
 /* ==== options and import =================================================================== */
 
@@ -82,6 +83,26 @@ ts_status tun_model_tasks(const char *path, const tun_model_opts *o, ir_module *
   if (tg_extract_tasks_at(*g, o->nsyms, o->sym_names, o->sym_values, tasks, ntasks, d) != TS_OK)
     return prefix(d, path);
   return TS_OK;
+}
+
+tun_model_task *tun_model_sched_tasks(const tg_task *tasks, int ntasks, FILE *warn) {
+  tun_model_task *mt = ts_calloc((size_t)(ntasks ? ntasks : 1), sizeof *mt);
+  if (!mt) return NULL;
+  for (int i = 0; i < ntasks; i++) {
+    mt[i].name = tasks[i].name;
+    mt[i].weight = tasks[i].weight;
+    mt[i].flops = tasks[i].flops > 0 ? tasks[i].flops : 0;
+    mt[i].func = tasks[i].func;
+    mt[i].definition = tasks[i].definition;
+    char key[17];
+    ir_workload_key(tasks[i].func, key);
+    char want[17];
+    snprintf(want, sizeof want, "%016llx", (unsigned long long)tasks[i].key);
+    if (strcmp(key, want) && warn) /* the key build looks up must be the one tune logs */
+      fprintf(warn, "tessel tune-model: warning: task %s: key %s differs from its function's workload key %s; "
+                    "logging under %s\n", tasks[i].name, want, key, key);
+  }
+  return mt;
 }
 
 static int64_t sym_value(const tun_model_opts *o, const char *name) {

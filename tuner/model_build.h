@@ -51,6 +51,11 @@ ts_status tun_model_import(const char *path, const tun_model_opts *o, const char
 ts_status tun_model_tasks(const char *path, const tun_model_opts *o, ir_module *m, tg_graph **g, tg_task **tasks,
                           int *ntasks, ts_diag *d);
 
+/* The tasks as the task scheduler takes them (tuner/task_scheduler.h):
+ * a heap array (ts_free) pointing into tasks; NULL on OOM. A task whose
+ * key differs from its function's workload key is noted on warn. */
+struct tun_model_task *tun_model_sched_tasks(const tg_task *tasks, int n, FILE *warn);
+
 /* One kernel of a built model. */
 typedef struct tun_model_kernel {
   char name[128];

@@ -318,6 +318,7 @@ static ts_status log_candidate(batch_ctx *c, int i, tun_record *rec, const char 
   rec->time = (double)time(NULL);
   rec->version = (char *)TESSEL_VERSION;
   rec->trace_hash = c->cands[i].hash;
+  rec->graph_opts = (char *)c->o->graph_opts;
   rec->error = err && err[0] ? (char *)err : NULL;
   if (rec->error) rec->verified = false;
   ts_diag ad;

@@ -31,6 +31,7 @@ typedef struct tun_tune_opts {
    * this runner (tuner/rpc_runner.h): t is the board's target, builds run on
    * the host while the boards measure, results are logged as they arrive. */
   struct tun_rpc_runner *rpc;
+  const char *graph_opts;  /* written into each record: the graph switches of a model task (NULL: defaults) */
 } tun_tune_opts;
 void tun_tune_opts_default(tun_tune_opts *o);
 

@@ -8,6 +8,8 @@
  *    --polyphase off still matches onnxruntime, and the switches change the
  *    task keys (which is why the log records them);
  *  - tun_model_tasks and tun_model_import on their own (--after a pass);
+ *  - the switches in the tuning log (a record's graph_opts, and what
+ *    tun_tune_model writes with them set);
  *  - bad input: a missing model, a corrupt one, a --sym the model lacks, a
  *    bad target, a malformed --sym: each a status and a message naming it.
  * MODELS_DIR and TESSEL_SOURCE_ROOT come from meson. */
@@ -20,7 +22,10 @@
 
 #include "include/tessel/tessel_model.h"
 #include "ir/graph/passes.h"
+#include "codegen/llvm.h"
+#include "tuner/database.h"
 #include "tuner/model_build.h"
+#include "tuner/task_scheduler.h"
 #include "tuner/npy.h"
 #include "util/run.h"
 
@@ -199,6 +204,79 @@ START_TEST(import_stops_after_a_pass) {
 }
 END_TEST
 
+/* The graph switches in the log: a record's graph_opts round trip, old
+ * records (without the field) read as the defaults, and tune-model's
+ * records (here two trials on mlp with --winograd off) carry them. */
+START_TEST(log_records_graph_switches) {
+  tun_record r, back;
+  memset(&r, 0, sizeof r);
+  memcpy(r.workload_key, "0123456789abcdef", 17);
+  r.workload = "w";
+  r.target = "llvm";
+  r.version = "test";
+  r.graph_opts = "winograd=off,polyphase=off";
+  char *line = tun_record_to_json(&r);
+  ck_assert_ptr_nonnull(line);
+  ts_diag d;
+  ts_diag_clear(&d);
+  ck_assert_msg(tun_record_from_json(line, &back, &d) == TS_OK, "%s", d.msg);
+  ck_assert_str_eq(back.graph_opts, "winograd=off,polyphase=off");
+  tun_record_fini(&back);
+  ts_free(line);
+  r.graph_opts = NULL;
+  line = tun_record_to_json(&r);
+  ck_assert_ptr_null(strstr(line, "graph_opts")); /* defaults: the line an older tessel wrote */
+  ck_assert_int_eq(tun_record_from_json(line, &back, &d), TS_OK);
+  ck_assert_ptr_null(back.graph_opts);
+  tun_record_fini(&back);
+  ts_free(line);
+
+  char path[400], log[400];
+  model_path("mlp", path, sizeof path);
+  snprintf(log, sizeof log, "%s/mlp.log", tmpdir);
+  tun_model_opts o;
+  tun_model_opts_init(&o);
+  ck_assert_int_eq(tg_pass_opts_set(&o.graph, "winograd", "off", &d), TS_OK);
+  ir_module *m = ir_module_new();
+  tg_graph *g = NULL;
+  tg_task *t = NULL;
+  int n = 0;
+  ck_assert_msg(tun_model_tasks(path, &o, m, &g, &t, &n, &d) == TS_OK, "%s", d.msg);
+  tun_model_task *mt = tun_model_sched_tasks(t, n, stderr);
+  ck_assert_ptr_nonnull(mt);
+  cg_target tg;
+  ck_assert_int_eq(cg_target_parse("llvm", &tg, &d), TS_OK);
+  ck_assert_int_eq(cg_llvm_resolve_target(&tg, &d), TS_OK);
+  tun_tune_model_opts mo;
+  tun_tune_model_opts_default(&mo);
+  mo.tune.trials = 2;
+  mo.tune.batch = 2;
+  mo.tune.log_path = log;
+  mo.tune.model = "random";
+  mo.tune.progress = NULL;
+  mo.progress = NULL;
+  mo.measure_defaults = false;
+  char gopts[96];
+  mo.tune.graph_opts = tg_pass_opts_str(&o.graph, gopts, sizeof gopts);
+  tun_tune_model_result res;
+  ck_assert_msg(tun_tune_model(mt, n, &tg, &mo, &res, &d) == TS_OK, "%s", d.msg);
+  ck_assert_int_gt(res.new_trials, 0);
+  tun_tune_model_result_fini(&res);
+  tun_db *db = tun_db_load(log, NULL, NULL, &d);
+  ck_assert_msg(db != NULL, "%s", d.msg);
+  ck_assert_int_gt(tun_db_count(db), 0);
+  for (int i = 0; i < tun_db_count(db); i++) {
+    const tun_record *x = tun_db_get(db, i);
+    ck_assert_msg(x->graph_opts && !strcmp(x->graph_opts, "winograd=off"), "record %d: %s", i,
+                  x->graph_opts ? x->graph_opts : "(none)");
+  }
+  tun_db_close(db);
+  ts_free(mt);
+  tg_tasks_free(t, n);
+  ir_module_free(m);
+}
+END_TEST
+
 /* A failing build: the status, a message holding needle, no artifact. */
 static void build_fails(const char *path, const tun_model_opts *o, ts_status want, const char *needle) {
   char so[400];
@@ -262,6 +340,7 @@ int main(void) {
   tcase_add_test(tc, build_default_schedules);
   tcase_add_test(tc, graph_switches);
   tcase_add_test(tc, import_stops_after_a_pass);
+  tcase_add_test(tc, log_records_graph_switches);
   tcase_add_test(tc, bad_input);
   suite_add_tcase(s, tc);
   SRunner *sr = srunner_create(s);
