@@ -204,7 +204,7 @@ static void unify(P *p, const ir_token *t, pv *x, pv *y) {
   }
   if (!ir_dtype_eq(x->e->dtype, y->e->dtype))
     ps_fail(p, t, TS_ETYPE, "mismatched dtypes %s and %s (write a cast)", ps_dts(x->e->dtype, b1),
-         ps_dts(y->e->dtype, b2));
+            ps_dts(y->e->dtype, b2));
 }
 
 static int hmax(int a, int b) { return a > b ? a : b; }
@@ -345,7 +345,7 @@ static bool intrin_of(P *p, const ir_token *t, ir_intrin *op) {
 static void need_nargs(P *p, const ir_token *t, int n, int want) {
   if (n != want)
     ps_fail(p, t, TS_EPARSE, "'%.*s' takes %d argument%s, not %d", (int)t->len, p->lx.src + t->pos,
-         want, want == 1 ? "" : "s", n);
+            want, want == 1 ? "" : "s", n);
 }
 
 static int lanes_arg(P *p, const ir_token *t, pv x) {
@@ -389,7 +389,7 @@ static pv parse_target_call(P *p, const ir_token *t) {
     if (x.lit && p->dsl) ps_fail(p, t, TS_ETYPE, "reinterpret of an untyped literal; write a cast");
     if ((long)ir_dtype_bits(rt) * rt.lanes != (long)ir_dtype_bits(x.e->dtype) * x.e->dtype.lanes)
       ps_fail(p, t, TS_ETYPE, "reinterpret to %s from %s changes the number of bits", ps_dts(rt, b1),
-           ir_dtype_str(x.e->dtype, (char[16]){0}, 16));
+              ir_dtype_str(x.e->dtype, (char[16]){0}, 16));
     check_height(p, t, x.h + 1);
     return mkpv(CK(ir_reinterpret(p->a, rt, x.e)), false, x.h + 1);
   }
@@ -434,7 +434,7 @@ static pv parse_call(P *p) {
         } else {
           if (!int_fits(x.e->u.ival, dt))
             ps_fail(p, lt, TS_ETYPE, "literal %lld is out of range for %s", (long long)x.e->u.ival,
-                 ps_dts(dt, b1));
+                    ps_dts(dt, b1));
           e = ir_int(p->a, dt, x.e->u.ival);
         }
         return mkpv(CK(e), false, 1);
@@ -491,7 +491,7 @@ static pv parse_call(P *p) {
       }
       if (float_only && !ir_dtype_is_float(a[0].e->dtype))
         ps_fail(p, t, TS_ETYPE, "'%s' needs a float argument, not %s (write a cast)", ir_intrin_name(op),
-             ps_dts(a[0].e->dtype, b1));
+                ps_dts(a[0].e->dtype, b1));
       if (a[0].e->dtype.code == IR_BOOL)
         ps_fail(p, t, TS_ETYPE, "'%s' of bool", ir_intrin_name(op));
     }
@@ -514,7 +514,7 @@ static pv parse_call(P *p) {
     return mkpv(CK(ir_broadcast(p->a, a[0].e, lanes)), false, a[0].h + 1);
   }
   ps_fail(p, t, TS_ENOTFOUND, "unknown function '%.*s'", (int)(t->len > 64 ? 64 : t->len),
-       p->lx.src + t->pos);
+          p->lx.src + t->pos);
 }
 
 /* ---- name resolution ------------------------------------------------------- */
@@ -581,7 +581,7 @@ static pv parse_name(P *p) {
     if (s) return mkpv(CK(ir_var_ref(p->a, s)), false, 1);
     if (ps_ktensor_find(p, t))
       ps_fail(p, t, TS_ESHAPE, "'%.*s' is a tensor; index it as %.*s[...]", (int)t->len,
-           p->lx.src + t->pos, (int)t->len, p->lx.src + t->pos);
+              p->lx.src + t->pos, (int)t->len, p->lx.src + t->pos);
   }
   if (ps_teq(p, t, "true") || ps_teq(p, t, "false")) return mkpv(CK(ir_bool(p->a, ps_teq(p, t, "true"))), false, 1);
   double v;
@@ -604,7 +604,7 @@ static pv parse_name(P *p) {
     }
   }
   ps_fail(p, t, TS_ENOTFOUND, "unknown identifier '%.*s'", (int)(t->len > 64 ? 64 : t->len),
-       p->lx.src + t->pos);
+          p->lx.src + t->pos);
 }
 
 static ir_buffer *buffer_named(P *p, const ir_token *t) {
@@ -618,7 +618,7 @@ static ir_buffer *buffer_named(P *p, const ir_token *t) {
   }
   if (!b)
     ps_fail(p, t, TS_ENOTFOUND, "unknown buffer '%.*s'", (int)(t->len > 64 ? 64 : t->len),
-         p->lx.src + t->pos);
+            p->lx.src + t->pos);
   return b;
 }
 
@@ -640,13 +640,13 @@ static pv parse_load(P *p) {
   }
   if (!b)
     ps_fail(p, t, TS_ENOTFOUND, "unknown tensor '%.*s'", (int)(t->len > 64 ? 64 : t->len),
-         p->lx.src + t->pos);
+            p->lx.src + t->pos);
   ps_expect(p, "[");
   pv *a;
   int n = ps_parse_args(p, "]", &a);
   if (n != b->ndim)
     ps_fail(p, t, TS_ESHAPE, "'%s' has %d dimension%s but is indexed with %d", b->name, b->ndim,
-         b->ndim == 1 ? "" : "s", n);
+            b->ndim == 1 ? "" : "s", n);
   for (int i = 0; i < n; i++) {
     ps_need_int(p, t, a[i], "an index");
     if (p->dsl && a[i].e->kind == IR_VAR) {

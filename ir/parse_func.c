@@ -124,7 +124,7 @@ static void parse_region(P *p, ir_region *r) {
   }
   if (n != b->ndim)
     ps_fail(p, t, TS_ESHAPE, "'%s' has %d dimension%s but the region has %d", b->name, b->ndim,
-         b->ndim == 1 ? "" : "s", n);
+            b->ndim == 1 ? "" : "s", n);
   r->buf = b;
   r->ndim = n;
   r->ranges = v;
@@ -165,7 +165,7 @@ static ir_stmt *parse_for(P *p) {
     if (kt->kind == IR_TK_IDENT && ps_teq(p, kt, kinds[i])) kind = i;
   if (kind < 0)
     ps_fail(p, kt, TS_EPARSE, "expected a loop kind (serial, parallel, vectorized, unrolled, thread) but found %s",
-         ps_describe(p, kt));
+            ps_describe(p, kt));
   ps_next(p);
   ps_expect(p, "(");
   ir_expr *mn = ps_parse_int_expr(p, "a loop bound");
@@ -303,7 +303,7 @@ static ir_stmt *parse_sstmt_inner(P *p) {
     int n = ps_parse_args(p, "]", &a);
     if (n != b->ndim)
       ps_fail(p, t, TS_ESHAPE, "'%s' has %d dimension%s but is indexed with %d", b->name, b->ndim,
-           b->ndim == 1 ? "" : "s", n);
+              b->ndim == 1 ? "" : "s", n);
     int h;
     for (int i = 0; i < n; i++) ps_need_int(p, t, a[i], "an index");
     ir_expr **idx = ps_exprs_of(p, a, n, &h);

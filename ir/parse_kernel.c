@@ -95,7 +95,7 @@ static void dsl_for_clause(P *p) {
     if (k < 0) {
       if (ps_ksym_find(p, vt) || ps_ktensor_find(p, vt) || ps_is_func_name(p, vt))
         ps_fail(p, vt, TS_EPARSE, "'%.*s' cannot be an index variable (it names something else)",
-             (int)vt->len, p->lx.src + vt->pos);
+                (int)vt->len, p->lx.src + vt->pos);
       k = ps_kvar_new(p, vt, -1);
     }
     if (p->kvs[k].from_for)
@@ -140,8 +140,8 @@ static void dsl_check_ranges(P *p, bool reduce) {
     for (int k = 0; k < p->nkv; k++)
       if (p->kvs[k].lhs_dim < 0)
         ps_fail(p, p->kvs[k].tok, TS_EPARSE,
-             "'%s' is not an index of the left-hand side; use a reduction (+=, *=, max=, min=)",
-             p->kvs[k].name);
+                "'%s' is not an index of the left-hand side; use a reduction (+=, *=, max=, min=)",
+                p->kvs[k].name);
   /* bare uses must stay inside the dimension they index */
   for (int i = 0; i < p->nbare; i++) {
     bare *b = &p->bares[i];
@@ -152,8 +152,8 @@ static void dsl_check_ranges(P *p, bool reduce) {
     bool bad = (ke && kd) ? ce > cd : (!ke && !kd) ? !ps_same_expr(end, b->ext) : false;
     if (bad)
       ps_fail(p, b->tok, TS_ESHAPE,
-           "shape mismatch: '%s' ranges over a different extent than dimension %d of '%s'", v->name,
-           b->dim, b->buf->name);
+              "shape mismatch: '%s' ranges over a different extent than dimension %d of '%s'", v->name,
+              b->dim, b->buf->name);
   }
 }
 
@@ -211,13 +211,13 @@ static ir_stmt *parse_dsl_stmt(P *p, ir_buffer ***allocs, int *nalloc, int *capa
   const ir_token *tt = ps_expect_ident(p, "a statement (a tensor to write, or 'let')");
   if (ps_ksym_find(p, tt))
     ps_fail(p, tt, TS_EPARSE, "'%.*s' is a symbolic size and cannot be written", (int)tt->len,
-         p->lx.src + tt->pos);
+            p->lx.src + tt->pos);
   ktensor *T = ps_ktensor_find(p, tt);
   int tidx = T ? (int)(T - p->kts) : -1;
   if (T && T->role == R_IN) ps_fail(p, tt, TS_EPARSE, "cannot write input tensor '%s'", T->name);
   if (T && T->written)
     ps_fail(p, tt, TS_EPARSE, "'%s' is already written by an earlier statement; each tensor has one writer",
-         T->name);
+            T->name);
   ps_expect(p, "[");
   int nlhs = 0;
   if (!ps_accept(p, "]")) {
@@ -225,10 +225,10 @@ static ir_stmt *parse_dsl_stmt(P *p, ir_buffer ***allocs, int *nalloc, int *capa
       const ir_token *vt = ps_expect_ident(p, "an index variable");
       if (ps_ksym_find(p, vt) || ps_ktensor_find(p, vt) || ps_is_func_name(p, vt))
         ps_fail(p, vt, TS_EPARSE, "'%.*s' cannot be an index variable (it names something else)",
-             (int)vt->len, p->lx.src + vt->pos);
+                (int)vt->len, p->lx.src + vt->pos);
       if (ps_kvar_find(p, vt) >= 0)
         ps_fail(p, vt, TS_EPARSE, "index variable '%.*s' appears twice on the left-hand side",
-             (int)vt->len, p->lx.src + vt->pos);
+                (int)vt->len, p->lx.src + vt->pos);
       ps_kvar_new(p, vt, nlhs++);
       if (ps_accept(p, "]")) break;
       ps_expect(p, ",");
@@ -237,7 +237,7 @@ static ir_stmt *parse_dsl_stmt(P *p, ir_buffer ***allocs, int *nalloc, int *capa
   if (T && T->buf) {
     if (nlhs != T->buf->ndim)
       ps_fail(p, tt, TS_ESHAPE, "'%s' has %d dimension%s but is indexed with %d", T->name, T->buf->ndim,
-           T->buf->ndim == 1 ? "" : "s", nlhs);
+              T->buf->ndim == 1 ? "" : "s", nlhs);
     for (int i = 0; i < nlhs; i++) {
       p->kvs[i].min = CK(ir_i64(p->a, 0));
       p->kvs[i].ext = T->buf->shape[i];
@@ -286,7 +286,7 @@ static ir_stmt *parse_dsl_stmt(P *p, ir_buffer ***allocs, int *nalloc, int *capa
     }
     if (!ir_dtype_eq(rhs.e->dtype, T->buf->dtype))
       ps_fail(p, rt, TS_ETYPE, "'%s' is %s but the right-hand side is %s (write a cast)", T->name,
-           ps_dts(T->buf->dtype, b1), ps_dts(rhs.e->dtype, b2));
+              ps_dts(T->buf->dtype, b1), ps_dts(rhs.e->dtype, b2));
   } else {
     ir_dtype dt = rhs.e->dtype;
     if (dt.lanes != 1 || dt.code == IR_HANDLE) ps_fail(p, rt, TS_ETYPE, "cannot store %s", ps_dts(dt, b1));
