@@ -622,6 +622,17 @@ static ir_buffer *buffer_named(P *p, const ir_token *t) {
   return b;
 }
 
+int ps_parse_indices(P *p, const ir_token *t, const ir_buffer *b, pv **a) {
+  if (!b)
+    ps_fail(p, t, TS_ENOTFOUND, "unknown tensor '%.*s'", (int)(t->len > 64 ? 64 : t->len), p->lx.src + t->pos);
+  ps_expect(p, "[");
+  int n = ps_parse_args(p, "]", a);
+  if (n != b->ndim)
+    ps_fail(p, t, TS_ESHAPE, "'%s' has %d dimension%s but is indexed with %d", b->name, b->ndim,
+            b->ndim == 1 ? "" : "s", n);
+  return n;
+}
+
 static pv parse_load(P *p) {
   const ir_token *t = ps_next(p);
   ir_buffer *b = NULL;
@@ -638,15 +649,8 @@ static pv parse_load(P *p) {
     ent *e = ps_scope_find(p, t, E_BUF);
     if (e) b = e->ptr;
   }
-  if (!b)
-    ps_fail(p, t, TS_ENOTFOUND, "unknown tensor '%.*s'", (int)(t->len > 64 ? 64 : t->len),
-            p->lx.src + t->pos);
-  ps_expect(p, "[");
   pv *a;
-  int n = ps_parse_args(p, "]", &a);
-  if (n != b->ndim)
-    ps_fail(p, t, TS_ESHAPE, "'%s' has %d dimension%s but is indexed with %d", b->name, b->ndim,
-            b->ndim == 1 ? "" : "s", n);
+  int n = ps_parse_indices(p, t, b, &a);
   for (int i = 0; i < n; i++) {
     ps_need_int(p, t, a[i], "an index");
     if (p->dsl && a[i].e->kind == IR_VAR) {

@@ -295,15 +295,9 @@ static ir_stmt *parse_sstmt_inner(P *p) {
     /* store */
     ps_next(p);
     ent *e = ps_scope_find(p, t, E_BUF);
-    if (!e)
-      ps_fail(p, t, TS_ENOTFOUND, "unknown tensor '%.*s'", (int)(t->len > 64 ? 64 : t->len), p->lx.src + t->pos);
-    ir_buffer *b = e->ptr;
-    ps_expect(p, "[");
+    ir_buffer *b = e ? e->ptr : NULL;
     pv *a;
-    int n = ps_parse_args(p, "]", &a);
-    if (n != b->ndim)
-      ps_fail(p, t, TS_ESHAPE, "'%s' has %d dimension%s but is indexed with %d", b->name, b->ndim,
-              b->ndim == 1 ? "" : "s", n);
+    int n = ps_parse_indices(p, t, b, &a);
     int h;
     for (int i = 0; i < n; i++) ps_need_int(p, t, a[i], "an index");
     ir_expr **idx = ps_exprs_of(p, a, n, &h);

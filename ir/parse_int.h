@@ -142,6 +142,9 @@ bool ps_is_func_name(P *p, const ir_token *t);
 int ps_kvar_new(P *p, const ir_token *t, int lhs_dim);
 void ps_enter(P *p);
 pv ps_parse_expr(P *p);
+/* `[i, j, ...]` after tensor t (b; NULL: unknown, an error): exactly b->ndim
+ * indices into *a (not yet checked to be integers). Returns their count. */
+int ps_parse_indices(P *p, const ir_token *t, const ir_buffer *b, pv **a);
 ir_expr *ps_parse_int_expr(P *p, const char *what);
 void ps_parse_annots(P *p, int *n, ir_annot **out);
 ir_stmt *ps_mk_body(P *p, ir_stmt **v, int n);

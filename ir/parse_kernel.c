@@ -45,17 +45,22 @@ static ktensor *add_tensor(P *p, const ir_token *t, int role, ir_dtype dt, int n
   return &p->kts[p->nkt - 1];
 }
 
-static void parse_tensor_decl(P *p, int role) {
-  const ir_token *t = ps_expect_ident(p, "a tensor name");
-  check_new_tensor_name(p, t);
-  ps_expect(p, ":");
+/* `DTYPE[SHAPE]` of tensor t: declares it with role. */
+static ktensor *add_typed_tensor(P *p, const ir_token *t, int role) {
   const ir_token *dtt = ps_cur(p);
   ir_dtype dt = ps_expect_dtype(p);
   if (dt.lanes != 1 || dt.code == IR_HANDLE)
     ps_fail(p, dtt, TS_ETYPE, "a tensor's dtype must be a scalar number type");
   int ndim;
   ir_expr **shape = parse_shape(p, &ndim);
-  add_tensor(p, t, role, dt, ndim, shape);
+  return add_tensor(p, t, role, dt, ndim, shape);
+}
+
+static void parse_tensor_decl(P *p, int role) {
+  const ir_token *t = ps_expect_ident(p, "a tensor name");
+  check_new_tensor_name(p, t);
+  ps_expect(p, ":");
+  add_typed_tensor(p, t, role);
 }
 
 static ir_expr *identity(P *p, const ir_token *t, ir_expr_kind op, ir_dtype dt) {
@@ -351,13 +356,7 @@ ir_func *ps_parse_kernel(P *p) {
       const ir_token *vt = ps_next(p);
       check_new_tensor_name(p, vt);
       ps_next(p);
-      const ir_token *dtt = ps_cur(p);
-      ir_dtype dt = ps_expect_dtype(p);
-      if (dt.lanes != 1 || dt.code == IR_HANDLE)
-        ps_fail(p, dtt, TS_ETYPE, "a tensor's dtype must be a scalar number type");
-      int ndim;
-      ir_expr **shape = parse_shape(p, &ndim);
-      ktensor *k = add_tensor(p, vt, R_TMP, dt, ndim, shape);
+      ktensor *k = add_typed_tensor(p, vt, R_TMP);
       PUSH(allocs, nalloc, capalloc, k->buf);
       continue;
     }

@@ -163,16 +163,23 @@ static int param_index(const ir_func *f, const ir_buffer *b) {
   return -1;
 }
 
-/* Can stage s (FOR* -> REALIZE) be sampled? Fills ss. */
-static bool sampleable(const ir_func *f, ir_stmt **stages, int nst, int k, sampled_stage *ss) {
-  const ir_stmt *s = stages[k];
-  const ir_stmt *chain[64];
-  int nchain = 0;
-  while (s->kind == IR_FOR && nchain < 64) {
-    chain[nchain++] = s;
+/* The realize of a stage FOR* -> REALIZE, its loops (outermost first, at
+ * most 64) in chain; NULL for any other shape. */
+static const ir_stmt *stage_realize(const ir_stmt *s, const ir_stmt **chain, int *nchain) {
+  *nchain = 0;
+  while (s->kind == IR_FOR && *nchain < 64) {
+    chain[(*nchain)++] = s;
     s = s->u.loop.body;
   }
-  if (s->kind != IR_BLOCK_REALIZE) return false;
+  return s->kind == IR_BLOCK_REALIZE ? s : NULL;
+}
+
+/* Can stage s (FOR* -> REALIZE) be sampled? Fills ss. */
+static bool sampleable(const ir_func *f, ir_stmt **stages, int nst, int k, sampled_stage *ss) {
+  const ir_stmt *chain[64];
+  int nchain;
+  const ir_stmt *s = stage_realize(stages[k], chain, &nchain);
+  if (!s) return false;
   const ir_block *b = s->u.realize.block;
   if (b->nwrites != 1) return false;
   int p = param_index(f, b->writes[0].buf);
@@ -252,14 +259,10 @@ static ir_stmt *rewrite_stage(ts_arena *a, ir_stmt *st, sampled_stage *ss, const
  * run only at the reader's sample points. Fills ss (param -1). */
 static bool sampleable_intermediate(const ir_func *f, ts_arena *a, ir_stmt **stages, int nst, int k,
                                     const sampled_stage *done, int ndone, sampled_stage *ss) {
-  const ir_stmt *s = stages[k];
   const ir_stmt *chain[64];
-  int nchain = 0;
-  while (s->kind == IR_FOR && nchain < 64) {
-    chain[nchain++] = s;
-    s = s->u.loop.body;
-  }
-  if (s->kind != IR_BLOCK_REALIZE) return false;
+  int nchain;
+  const ir_stmt *s = stage_realize(stages[k], chain, &nchain);
+  if (!s) return false;
   const ir_block *b = s->u.realize.block;
   if (b->nwrites != 1 || param_index(f, b->writes[0].buf) >= 0) return false;
   const ir_buffer *tb = b->writes[0].buf;
