@@ -1,12 +1,40 @@
-/* args.c — argument helpers the model commands share (build, tune-model,
- * tasks, graph show, run): --sym/--bind NAME=VALUE and the graph passes'
- * switches --winograd and --polyphase, all into a tun_model_opts
- * (tuner/model_build.h), with one wording for their errors. */
+/* args.c — argument and output helpers the commands share, with one wording
+ * for their errors: the model commands' --sym/--bind NAME=VALUE and graph
+ * switches --winograd/--polyphase (into a tun_model_opts,
+ * tuner/model_build.h), the one SUBJECT of show/run/selfcheck, and printing
+ * a JSON result. */
+#include <getopt.h>
+#include <jansson.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cli/cli.h"
 #include "ir/graph/passes.h"
+
+int tun_cli_put_json(const char *cmd, const json_t *j, size_t flags) {
+  char *s = j ? json_dumps(j, flags) : NULL;
+  if (!s) {
+    fprintf(stderr, "tessel %s: out of memory\n", cmd);
+    return 1;
+  }
+  printf("%s\n", s);
+  free(s);
+  return 0;
+}
+
+int tun_cli_subject(const char *cmd, const char *what, int argc, char **argv, ts_arena *a, tun_subject *sub) {
+  ts_arena_init(a);
+  if (optind != argc - 1) {
+    fprintf(stderr, "tessel %s: expected one %s (see tessel %s --help)\n", cmd, what, cmd);
+    return 2;
+  }
+  ts_diag d;
+  ts_diag_clear(&d);
+  if (tun_subject_load(a, argv[optind], sub, &d) == TS_OK) return 0;
+  fprintf(stderr, "tessel %s: %s\n", cmd, d.msg);
+  return 2;
+}
 
 int tun_cli_sym_arg(const char *cmd, const char *spec, tun_model_opts *o) {
   ts_diag d;

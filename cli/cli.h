@@ -39,6 +39,10 @@ typedef struct tun_subject {
  * (its single function, or the one named after '#': file.tsl#name).
  * Errors name the argument and list the valid workloads. */
 ts_status tun_subject_load(ts_arena *a, const char *arg, tun_subject *out, ts_diag *d);
+/* After getopt: argv[optind] must be the last argument (else "expected one
+ * WHAT"), loaded into sub in a (initialised here: the caller finis it even
+ * on failure). 0, or 2 after printing why (naming cmd). */
+int tun_cli_subject(const char *cmd, const char *what, int argc, char **argv, ts_arena *a, tun_subject *sub);
 
 /* ---- the options the model commands share (args.c) ---- */
 #include "tuner/model_build.h"
@@ -48,6 +52,10 @@ ts_status tun_subject_load(ts_arena *a, const char *arg, tun_subject *out, ts_di
   "  --winograd on|off|all  the Winograd rewrite of 3x3 convolutions: where it gains (on, default),\n" \
   "                     nowhere, or on every eligible one (docs/PASSES.md)\n"                   \
   "  --polyphase on|off strided convolutions read their padded input in polyphase order (on)\n"
+/* Prints j (json_dumps flags) and a newline on stdout; 0, or 1 after saying
+ * "tessel CMD: out of memory" (j NULL too). j stays the caller's. */
+struct json_t;
+int tun_cli_put_json(const char *cmd, const struct json_t *j, size_t flags);
 /* Adds a NAME=VALUE symbol size; 0, or 2 after printing why (naming cmd). */
 int tun_cli_sym_arg(const char *cmd, const char *spec, tun_model_opts *o);
 /* Sets graph switch name ("winograd", "polyphase") to value; 0 or 2 as above. */

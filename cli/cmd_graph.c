@@ -134,14 +134,9 @@ static int graph_show(int argc, char **argv) {
   }
   if (json) {
     json_t *j = graph_json(g);
-    char *s = j ? json_dumps(j, JSON_INDENT(1)) : NULL;
+    int bad = tun_cli_put_json("graph show", j, JSON_INDENT(1));
     json_decref(j);
-    if (!s) {
-      fprintf(stderr, "tessel graph show: out of memory\n");
-      goto out;
-    }
-    printf("%s\n", s);
-    free(s);
+    if (bad) goto out;
   } else {
     ts_strbuf sb;
     ts_strbuf_init(&sb);

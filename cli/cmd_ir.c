@@ -195,20 +195,12 @@ int tun_cmd_show(int argc, char **argv) {
       return 2;
     }
   }
-  if (optind != argc - 1) {
-    fprintf(stderr, "tessel show: expected one SUBJECT (see tessel show --help)\n");
-    return 2;
-  }
   ts_arena a;
-  ts_arena_init(&a);
-  ts_diag d;
-  ts_diag_clear(&d);
   tun_subject sub;
   sch_traced *sched = NULL;
-  int rc = 0;
-  if (tun_subject_load(&a, argv[optind], &sub, &d) != TS_OK) {
-    fprintf(stderr, "tessel show: %s\n", d.msg);
-    rc = 2;
+  int rc = tun_cli_subject("show", "SUBJECT", argc, argv, &a, &sub);
+  if (rc) {
+    /* said */
   } else if (trace && !(sched = show_apply_trace(trace, sub.func))) {
     rc = 2;
   } else {
@@ -298,23 +290,14 @@ int tun_cmd_run(int argc, char **argv) {
       return 2;
     }
   }
-  if (optind != argc - 1) {
-    fprintf(stderr, "tessel run: expected one SUBJECT (see tessel run --help)\n");
-    return 2;
-  }
   ts_arena a;
-  ts_arena_init(&a);
-  ts_diag d;
-  ts_diag_clear(&d);
   tun_subject sub;
-  int rc = 0;
   ir_tensor *args = NULL, *ref = NULL;
   int np = 0;
-  if (tun_subject_load(&a, argv[optind], &sub, &d) != TS_OK) {
-    fprintf(stderr, "tessel run: %s\n", d.msg);
-    rc = 2;
-    goto out;
-  }
+  ts_diag d;
+  ts_diag_clear(&d);
+  int rc = tun_cli_subject("run", "SUBJECT", argc, argv, &a, &sub);
+  if (rc) goto out;
   ir_func *f = sub.func;
   if (nsym) {
     f = ir_func_bind_syms(&a, f, nsym, sym_names, sym_vals, &d);

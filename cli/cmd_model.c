@@ -69,10 +69,8 @@ static void build_json(const char *path, const char *out, const tun_model_result
     json_array_append_new(ks, jk);
   }
   json_object_set_new(o, "kernel_list", ks);
-  char *s = json_dumps(o, JSON_INDENT(1));
+  tun_cli_put_json("build", o, JSON_INDENT(1));
   json_decref(o);
-  if (s) printf("%s\n", s);
-  free(s);
 }
 
 static void build_text(const char *path, const char *out, const char *log, const tun_model_result *r) {
@@ -557,11 +555,7 @@ static int run_local(const char *so, loaded_input *ins, const char *outdir, bool
            st.nkernels, (double)st.workspace_bytes / 1024.0, (double)st.naive_bytes / 1024.0, first * 1e3);
   if (bench) report_latency(times, ntimes, json, root);
   if (profile) report_profile(m, json, root);
-  if (json) {
-    char *s = json_dumps(root, JSON_INDENT(1));
-    if (s) printf("%s\n", s);
-    free(s);
-  }
+  if (json) tun_cli_put_json("run", root, JSON_INDENT(1));
   rc = 0;
 out:
   json_decref(root);
@@ -646,11 +640,7 @@ static int run_remote(const char *so, const loaded_input *ins, int ni, const cha
   json_object_set_new(root, "round_trip_ms", json_real(wall * 1e3));
   if (!json) printf("ran on %s (key %s); round trip with upload of inputs %.1f ms\n", g.address, key, wall * 1e3);
   report_latency(res.secs, res.nsecs, json, root);
-  if (json) {
-    char *s = json_dumps(root, JSON_INDENT(1));
-    if (s) printf("%s\n", s);
-    free(s);
-  }
+  if (json) tun_cli_put_json("run", root, JSON_INDENT(1));
   rc = 0;
 out:
   tsrt_model_run_result_fini(&res);

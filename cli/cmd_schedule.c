@@ -95,21 +95,12 @@ int tun_cmd_selfcheck(int argc, char **argv) {
       return 2;
     }
   }
-  if (optind != argc - 1) {
-    fprintf(stderr, "tessel selfcheck: expected one WORKLOAD (see tessel selfcheck --help)\n");
-    return 2;
-  }
   ts_arena a;
-  ts_arena_init(&a);
+  tun_subject sub;
   ts_diag d;
   ts_diag_clear(&d);
-  tun_subject sub;
-  int rc = 0;
-  if (tun_subject_load(&a, argv[optind], &sub, &d) != TS_OK) {
-    fprintf(stderr, "tessel selfcheck: %s\n", d.msg);
-    rc = 2;
-    goto out;
-  }
+  int rc = tun_cli_subject("selfcheck", "WORKLOAD", argc, argv, &a, &sub);
+  if (rc) goto out;
   if (sub.func->nsyms) {
     fprintf(stderr, "tessel selfcheck: %s has symbolic sizes; the interpreter needs constant shapes\n",
             sub.label);

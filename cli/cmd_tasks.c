@@ -101,15 +101,12 @@ int tun_cmd_tasks(int argc, char **argv) {
     for (int i = 0; i < n; i++) calls += t[i].weight;
     json_object_set_new(root, "calls", json_integer(calls));
     json_object_set_new(root, "total_flops", json_real(total));
-    char *s = json_dumps(root, JSON_INDENT(1));
+    int bad = tun_cli_put_json("tasks", root, JSON_INDENT(1));
     json_decref(root);
-    if (!s) {
-      fprintf(stderr, "tessel tasks: out of memory\n");
+    if (bad) {
       rc = 1;
       goto out;
     }
-    printf("%s\n", s);
-    free(s);
   } else {
     printf("%-4s %-44s %-16s %6s %14s\n", "id", "task", "key", "weight", "MFLOP");
     for (int i = 0; i < n; i++)

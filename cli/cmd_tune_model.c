@@ -96,9 +96,7 @@ static void print_json(const char *path, const cg_target *tg, const tun_tune_mod
     json_object_set_new(jr, "lost", json_integer(rs->lost));
     json_object_set_new(j, "rpc", jr);
   }
-  char *s = json_dumps(j, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
-  if (s) puts(s);
-  free(s);
+  tun_cli_put_json("tune-model", j, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
   json_decref(j);
 }
 
