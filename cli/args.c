@@ -36,6 +36,12 @@ int tun_cli_subject(const char *cmd, const char *what, int argc, char **argv, ts
   return 2;
 }
 
+ir_module *tun_cli_module(const char *cmd) {
+  ir_module *m = ir_module_new();
+  if (!m) fprintf(stderr, "tessel %s: out of memory\n", cmd);
+  return m;
+}
+
 int tun_cli_sym_arg(const char *cmd, const char *spec, tun_model_opts *o) {
   ts_diag d;
   ts_diag_clear(&d);

@@ -118,11 +118,8 @@ static int graph_show(int argc, char **argv) {
     fprintf(stderr, "tessel graph show: no model given\n%s", usage);
     return 2;
   }
-  ir_module *m = ir_module_new();
-  if (!m) {
-    fprintf(stderr, "tessel graph show: out of memory\n");
-    return 1;
-  }
+  ir_module *m = tun_cli_module("graph show");
+  if (!m) return 1;
   ts_diag d;
   ts_diag_clear(&d);
   tg_graph *g = NULL;

@@ -52,11 +52,8 @@ int tun_cmd_tasks(int argc, char **argv) {
     fprintf(stderr, "tessel tasks: no model given\n%s", usage);
     return 2;
   }
-  ir_module *m = ir_module_new();
-  if (!m) {
-    fprintf(stderr, "tessel tasks: out of memory\n");
-    return 1;
-  }
+  ir_module *m = tun_cli_module("tasks");
+  if (!m) return 1;
   ts_diag d;
   ts_diag_clear(&d);
   tg_graph *g = NULL;

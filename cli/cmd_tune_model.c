@@ -190,11 +190,8 @@ int tun_cmd_tune_model(int argc, char **argv) {
   cg_target tg;
   if ((rc = tun_tune_cli_setup(&cli, "tune-model", &tg))) return rc;
 
-  ir_module *m = ir_module_new();
-  if (!m) {
-    fprintf(stderr, "tessel tune-model: out of memory\n");
-    return 1;
-  }
+  ir_module *m = tun_cli_module("tune-model");
+  if (!m) return 1;
   ts_diag d;
   ts_diag_clear(&d);
   tg_graph *g = NULL;

@@ -65,13 +65,11 @@ ts_status tun_record_copy(tun_record *dst, const tun_record *src) {
 }
 
 void tun_record_fini(tun_record *r) {
-  ts_free(r->workload);
-  ts_free(r->target);
-  ts_free(r->trace);
-  ts_free(r->error);
-  ts_free(r->version);
-  ts_free(r->graph_opts);
-  r->workload = r->target = r->trace = r->error = r->version = r->graph_opts = NULL;
+  char **owned[] = {&r->workload, &r->target, &r->trace, &r->error, &r->version, &r->graph_opts};
+  for (size_t i = 0; i < sizeof owned / sizeof owned[0]; i++) {
+    ts_free(*owned[i]);
+    *owned[i] = NULL;
+  }
 }
 
 /* ---- JSON ------------------------------------------------------------------- */

@@ -206,19 +206,16 @@ static ts_status ap_get_child_blocks(sch_apply_ctx *c) {
   return st ? st : out_blocks(c, n, b);
 }
 
-static ts_status ap_get_producers(sch_apply_ctx *c) {
+/* The blocks fn lists for the input block, as outputs. */
+static ts_status blocks_of(sch_apply_ctx *c,
+                           ts_status (*fn)(sch_state *, sch_block, sch_block **, int *, ts_diag *)) {
   sch_block *b;
   int n;
-  ts_status st = sch_get_producers(c->s, c->in[0].block, &b, &n, c->d);
+  ts_status st = fn(c->s, c->in[0].block, &b, &n, c->d);
   return st ? st : out_blocks(c, n, b);
 }
-
-static ts_status ap_get_consumers(sch_apply_ctx *c) {
-  sch_block *b;
-  int n;
-  ts_status st = sch_get_consumers(c->s, c->in[0].block, &b, &n, c->d);
-  return st ? st : out_blocks(c, n, b);
-}
+static ts_status ap_get_producers(sch_apply_ctx *c) { return blocks_of(c, sch_get_producers); }
+static ts_status ap_get_consumers(sch_apply_ctx *c) { return blocks_of(c, sch_get_consumers); }
 
 static ts_status ap_split(sch_apply_ctx *c) {
   ts_status st = real_loop(c, 0, "split");
