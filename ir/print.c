@@ -833,24 +833,25 @@ void ir_print_func(ts_strbuf *sb, const ir_func *f) {
   pctx_fini(&c);
 }
 
+/* The printed text (heap), or NULL when printing ran out of memory. */
+static char *take_text(ts_strbuf *sb) {
+  if (sb->oom) {
+    ts_strbuf_fini(sb);
+    return NULL;
+  }
+  return ts_strbuf_take(sb);
+}
+
 char *ir_func_to_string(const ir_func *f) {
   ts_strbuf sb;
   ts_strbuf_init(&sb);
   ir_print_func(&sb, f);
-  if (sb.oom) {
-    ts_strbuf_fini(&sb);
-    return NULL;
-  }
-  return ts_strbuf_take(&sb);
+  return take_text(&sb);
 }
 
 char *ir_expr_to_string(const ir_expr *e) {
   ts_strbuf sb;
   ts_strbuf_init(&sb);
   ir_print_expr(&sb, e);
-  if (sb.oom) {
-    ts_strbuf_fini(&sb);
-    return NULL;
-  }
-  return ts_strbuf_take(&sb);
+  return take_text(&sb);
 }

@@ -340,17 +340,23 @@ static int outer_spatial(gen *g, const pick *p, int *cand, int max) {
   return nc;
 }
 
+/* Applies a one-loop primitive (parallel, vectorize, unroll) to loop k of
+ * block name (k < 0: the innermost) through the traced schedule. */
+static int on_loop(gen *g, const char *name, int k, ts_status (*fn)(sch_traced *, int, ts_diag *)) {
+  int brv, nl, r;
+  const int *lrv;
+  if ((r = traced_loops(g, name, &brv, &lrv, &nl)) != DONE) return r;
+  TRY(fn(g->t, lrv[k < 0 ? nl - 1 : k], dd));
+  return DONE;
+}
+
 static int fam_parallel(gen *g, const ts_vec *blocks) {
   pick p;
   if (!pick_block(g, blocks, &p)) return SKIP;
   int cand[64], nc = outer_spatial(g, &p, cand, 64);
   if (!nc) return SKIP;
   int k = cand[rnd(g, nc)];
-  int brv, nl, r;
-  const int *lrv;
-  if ((r = traced_loops(g, p.name, &brv, &lrv, &nl)) != DONE) return r;
-  TRY(sch_t_parallel(g->t, lrv[k], dd));
-  return DONE;
+  return on_loop(g, p.name, k, sch_t_parallel);
 }
 
 static int fam_bind(gen *g, const ts_vec *blocks) {
@@ -386,11 +392,7 @@ static int fam_vectorize(gen *g, const ts_vec *blocks) {
   if (!l || l->u.loop.kind != IR_FOR_SERIAL || l->u.loop.body != p.realize || !spatial(l)) return SKIP;
   int64_t e = const_extent(l);
   if (e < 1 || e > 64) return SKIP;
-  int brv, nl, r;
-  const int *lrv;
-  if ((r = traced_loops(g, p.name, &brv, &lrv, &nl)) != DONE) return r;
-  TRY(sch_t_vectorize(g->t, lrv[nl - 1], dd));
-  return DONE;
+  return on_loop(g, p.name, -1, sch_t_vectorize);
 }
 
 static int fam_unroll(gen *g, const ts_vec *blocks) {
@@ -399,11 +401,7 @@ static int fam_unroll(gen *g, const ts_vec *blocks) {
   int k = coin(g, 0.6) ? p.nl - 1 : rnd(g, p.nl);
   const ir_stmt *l = find_loop(g, p.l[k].var);
   if (!l || l->u.loop.kind != IR_FOR_SERIAL) return SKIP;
-  int brv, nl, r;
-  const int *lrv;
-  if ((r = traced_loops(g, p.name, &brv, &lrv, &nl)) != DONE) return r;
-  TRY(sch_t_unroll(g->t, lrv[k], dd));
-  return DONE;
+  return on_loop(g, p.name, k, sch_t_unroll);
 }
 
 static int fam_annotate(gen *g, const ts_vec *blocks) {
