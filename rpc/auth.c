@@ -50,7 +50,7 @@ rpc_status rpc_secret_load(rpc_secret *s, const char *path, char *err, size_t er
     snprintf(err, errn, "secret file '%s' (%s): %s", path, from, strerror(errno));
     return RPC_EAUTH;
   }
-  uint8_t *buf = malloc(RPC_SECRET_MAX);
+  uint8_t *buf = ts_malloc(RPC_SECRET_MAX);
   if (!buf) {
     fclose(f);
     snprintf(err, errn, "out of memory");
@@ -72,7 +72,7 @@ rpc_status rpc_secret_load(rpc_secret *s, const char *path, char *err, size_t er
     st = RPC_EAUTH;
   }
   sodium_memzero(buf, RPC_SECRET_MAX);
-  free(buf);
+  ts_free(buf);
   return st;
 }
 
@@ -114,7 +114,7 @@ rpc_status rpc_authtab_init(rpc_authtab *tab, nng_socket sock, const rpc_secret 
 void rpc_authtab_fini(rpc_authtab *tab) {
   /* the socket must be closed first (no more callbacks) */
   if (tab->pipes) sodium_memzero(tab->pipes, tab->cap * sizeof *tab->pipes);
-  free(tab->pipes);
+  ts_free(tab->pipes);
   tab->pipes = NULL;
   tab->n = tab->cap = 0;
   pthread_mutex_destroy(&tab->mu);
@@ -127,7 +127,7 @@ static rpc_authpipe *find_pipe(rpc_authtab *tab, uint32_t id, bool create) {
   if (!create) return NULL;
   if (tab->n == tab->cap) {
     size_t cap = tab->cap ? tab->cap * 2 : 16;
-    rpc_authpipe *np = realloc(tab->pipes, cap * sizeof *np);
+    rpc_authpipe *np = ts_realloc(tab->pipes, cap * sizeof *np);
     if (!np) return NULL;
     tab->pipes = np;
     tab->cap = cap;

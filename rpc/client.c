@@ -49,7 +49,7 @@ static rpc_status call(rpc_client *c, build_fn build, const void *arg, double ti
 rpc_status rpc_client_open(rpc_client **out, const char *addr, const rpc_secret *secret,
                            const char *token, double timeout_s, char *err, size_t errn) {
   *out = NULL;
-  rpc_client *c = calloc(1, sizeof *c);
+  rpc_client *c = ts_calloc(1, sizeof *c);
   if (!c) {
     snprintf(err, errn, "out of memory");
     return RPC_ENOMEM;
@@ -61,7 +61,7 @@ rpc_status rpc_client_open(rpc_client **out, const char *addr, const rpc_secret 
   int rv = nng_req0_open(&c->sock);
   if (rv) {
     snprintf(err, errn, "nng_req0_open: %s", nng_strerror(rv));
-    free(c);
+    ts_free(c);
     return RPC_EIO;
   }
   rpc_socket_limits(c->sock);
@@ -79,7 +79,7 @@ rpc_status rpc_client_open(rpc_client **out, const char *addr, const rpc_secret 
         tsrt_now() - t0 > c->timeout_s) {
       snprintf(err, errn, "dial %s: %s", addr, nng_strerror(rv));
       nng_close(c->sock);
-      free(c);
+      ts_free(c);
       return rv == NNG_EADDRINVAL || rv == NNG_ENOTSUP ? RPC_EPROTO : RPC_EIO;
     }
     nap_ms(50);
@@ -88,7 +88,7 @@ rpc_status rpc_client_open(rpc_client **out, const char *addr, const rpc_secret 
   if (st) {
     nng_close(c->sock);
     rpc_secret_wipe(&c->secret);
-    free(c);
+    ts_free(c);
     return st;
   }
   *out = c;
@@ -107,7 +107,7 @@ void rpc_client_close(rpc_client *c) {
   if (call(c, build_close, c, 2, &r) == RPC_OK) rpc_msg_fini(&r);
   nng_close(c->sock);
   rpc_secret_wipe(&c->secret);
-  free(c);
+  ts_free(c);
 }
 
 static void build_info(rpc_enc *e, const void *arg) {
@@ -173,17 +173,17 @@ rpc_status rpc_client_upload(rpc_client *c, const char *path, char *id, size_t i
     snprintf(c->err, sizeof c->err, "%s: size %ld not in [0, %u]", path, sz, RPC_MAX_ARTIFACT);
     return RPC_ETOOBIG;
   }
-  void *buf = malloc(sz ? (size_t)sz : 1);
+  void *buf = ts_malloc(sz ? (size_t)sz : 1);
   if (!buf || fread(buf, 1, (size_t)sz, f) != (size_t)sz) {
     fclose(f);
-    free(buf);
+    ts_free(buf);
     snprintf(c->err, sizeof c->err, "%s: read failed", path);
     return RPC_ESYSTEM;
   }
   fclose(f);
   const char *base = strrchr(path, '/');
   rpc_status st = rpc_client_upload_bytes(c, base ? base + 1 : path, buf, (size_t)sz, id, idn);
-  free(buf);
+  ts_free(buf);
   return st;
 }
 
@@ -260,7 +260,7 @@ rpc_status rpc_client_measure(rpc_client *c, const char *id, const tsrt_measure_
   const void *outp;
   size_t outn;
   if (rpc_get_bin(&r, NULL, "outputs", RPC_MAX_MSG, &outp, &outn) == RPC_OK && outn) {
-    res->outputs = malloc(outn);
+    res->outputs = ts_malloc(outn);
     if (!res->outputs) {
       st = RPC_ENOMEM;
       goto out;
@@ -340,7 +340,7 @@ rpc_status rpc_client_run_model(rpc_client *c, const char *id, const tsrt_model_
     res->secs[res->nsecs++] = secs[i].via.f64;
   }
   if (nouts) {
-    res->outputs = calloc(nouts, sizeof *res->outputs);
+    res->outputs = ts_calloc(nouts, sizeof *res->outputs);
     if (!res->outputs) {
       st = RPC_ENOMEM;
       goto out;
@@ -377,7 +377,7 @@ rpc_status rpc_client_run_model(rpc_client *c, const char *id, const tsrt_model_
     }
     io->dtype = (int32_t)dt;
     io->ndim = (int32_t)nd;
-    io->data = malloc(n ? n : 1);
+    io->data = ts_malloc(n ? n : 1);
     if (!io->data) {
       st = RPC_ENOMEM;
       goto out;

@@ -193,7 +193,7 @@ static rpc_status check_map_keys(const msgpack_object *o, int depth, char *err, 
 
 void rpc_msg_fini(rpc_msg *m) {
   if (m->zone) msgpack_zone_free(m->zone);
-  free(m->buf);
+  ts_free(m->buf);
   m->zone = NULL;
   m->buf = NULL;
   m->len = 0;
@@ -211,7 +211,7 @@ rpc_status rpc_msg_decode(rpc_msg *m, const void *data, size_t len) {
     return RPC_EPROTO;
   }
   if (bound_scan(data, len, m->err, sizeof m->err)) return RPC_EPROTO;
-  m->buf = malloc(len);
+  m->buf = ts_malloc(len);
   if (!m->buf) {
     snprintf(m->err, sizeof m->err, "out of memory");
     return RPC_ENOMEM;

@@ -25,6 +25,8 @@
 #include <msgpack.h>
 #include <nng/nng.h>
 
+#include "base/ts.h"
+
 #define RPC_PROTO_VERSION 1
 #define RPC_MAX_MSG (64u << 20)   /* bytes of one message (NNG_OPT_RECVMAXSZ) */
 #define RPC_MAX_ARTIFACT (48u << 20) /* bytes of one uploaded artifact */

@@ -257,9 +257,9 @@ void *tsrt_read_file(const char *path, size_t *size) {
   for (;;) {
     if (n + 65536 + 1 > cap) {
       cap = (n + 65536 + 1) * 2;
-      char *nb = realloc(buf, cap);
+      char *nb = ts_realloc(buf, cap);
       if (!nb) {
-        free(buf);
+        ts_free(buf);
         fclose(f);
         return NULL;
       }
@@ -272,7 +272,7 @@ void *tsrt_read_file(const char *path, size_t *size) {
   bool bad = ferror(f);
   fclose(f);
   if (bad) {
-    free(buf);
+    ts_free(buf);
     return NULL;
   }
   buf[n] = 0;
@@ -371,7 +371,7 @@ void tsrt_cuda_measure_inprocess(const void *image, size_t size, const tsrt_meas
   size_t bytes[MAXP] = {0};
   void *params[MAXP];
   CUevent e0 = NULL, e1 = NULL;
-  kmeta *k = calloc(1, sizeof *k);
+  kmeta *k = ts_calloc(1, sizeof *k);
   CUresult r;
   if (!k) {
     res->status = TSRT_ESYSTEM;
@@ -406,7 +406,7 @@ void tsrt_cuda_measure_inprocess(const void *image, size_t size, const tsrt_meas
   for (int i = 0; i < k->nparams; i++) {
     bytes[i] = param_bytes(k, i);
     size_t n = bytes[i] ? bytes[i] : 4;
-    host[i] = malloc(n);
+    host[i] = ts_malloc(n);
     if (!host[i]) {
       res->status = TSRT_ESYSTEM;
       snprintf(res->error, sizeof res->error, "cannot allocate %zu host bytes", n);
@@ -469,7 +469,7 @@ void tsrt_cuda_measure_inprocess(const void *image, size_t size, const tsrt_meas
     total += bytes[i];
   }
   if (o->want_outputs && total) {
-    res->outputs = malloc(total);
+    res->outputs = ts_malloc(total);
     if (res->outputs) {
       size_t off = 0;
       for (int i = k->ninputs; i < k->nparams; i++) {
@@ -487,11 +487,11 @@ out:
   if (flush) drv.cuMemFree(flush);
   for (int i = 0; i < MAXP; i++) {
     if (dptr[i]) drv.cuMemFree(dptr[i]);
-    free(host[i]);
+    ts_free(host[i]);
   }
   if (mod) drv.cuModuleUnload(mod);
   if (ctx) drv.cuDevicePrimaryCtxRelease(dev);
-  free(k);
+  ts_free(k);
 }
 
 /* ---- the forked variant ------------------------------------------------------ */
@@ -520,9 +520,9 @@ void tsrt_cuda_measure_forked(const void *image, size_t size, const tsrt_measure
   int rd = tsrt_read_all(fds[0], res, sizeof *res, deadline);
   res->outputs = NULL;
   if (rd == 0 && res->outputs_bytes) {
-    res->outputs = malloc(res->outputs_bytes);
+    res->outputs = ts_malloc(res->outputs_bytes);
     if (!res->outputs || tsrt_read_all(fds[0], res->outputs, res->outputs_bytes, deadline) != 0) {
-      free(res->outputs);
+      ts_free(res->outputs);
       res->outputs = NULL;
       res->outputs_bytes = 0;
     }

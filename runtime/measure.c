@@ -167,7 +167,7 @@ static void sleep_ms(double ms) {
 static void flush_cache(void) {
   static volatile char *buf;
   const size_t n = 64u << 20; /* larger than any LLC we target */
-  if (!buf) buf = malloc(n);
+  if (!buf) buf = ts_malloc(n);
   if (!buf) return;
   for (size_t i = 0; i < n; i += 64) buf[i] = (char)(buf[i] + 1);
 }
@@ -267,7 +267,7 @@ void tsrt_measure_inprocess(const tsrt_module *m, const tsrt_measure_opts *o, ts
     total += bytes[i];
   }
   if (o->want_outputs && total) {
-    res->outputs = malloc(total);
+    res->outputs = ts_malloc(total);
     if (res->outputs) {
       size_t off = 0;
       for (int i = meta->ninputs; i < meta->nparams; i++) {
@@ -279,7 +279,7 @@ void tsrt_measure_inprocess(const tsrt_module *m, const tsrt_measure_opts *o, ts
   }
   res->status = TSRT_OK;
 out:
-  for (int i = 0; i < meta->nparams; i++) free(args[i]);
+  for (int i = 0; i < meta->nparams; i++) ts_free(args[i]);
 }
 
 void tsrt_measure_forked(const char *path, const tsrt_measure_opts *o, tsrt_measure_result *res) {
@@ -293,7 +293,7 @@ void tsrt_measure_forked(const char *path, const tsrt_measure_opts *o, tsrt_meas
       return;
     }
     tsrt_cuda_measure_forked(img, n, o, res);
-    free(img);
+    ts_free(img);
     return;
   }
   double timeout = o->timeout_s > 0 ? o->timeout_s : 10;
@@ -324,9 +324,9 @@ void tsrt_measure_forked(const char *path, const tsrt_measure_opts *o, tsrt_meas
   double deadline = tsrt_now() + timeout;
   int rd = tsrt_read_all(fds[0], res, sizeof *res, deadline);
   if (rd == 0 && res->outputs_bytes) {
-    res->outputs = malloc(res->outputs_bytes);
+    res->outputs = ts_malloc(res->outputs_bytes);
     if (!res->outputs || tsrt_read_all(fds[0], res->outputs, res->outputs_bytes, deadline) != 0) {
-      free(res->outputs);
+      ts_free(res->outputs);
       res->outputs = NULL;
       res->outputs_bytes = 0;
     }
@@ -380,7 +380,7 @@ double tsrt_result_median(const tsrt_measure_result *r) {
 }
 
 void tsrt_result_fini(tsrt_measure_result *r) {
-  free(r->outputs);
+  ts_free(r->outputs);
   r->outputs = NULL;
   r->outputs_bytes = 0;
 }

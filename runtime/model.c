@@ -84,7 +84,7 @@ int tsrt_model_plan_check(const tsrt_model_plan *p, char *err, size_t n) {
     if (p->outputs[i] < 0 || p->outputs[i] >= p->ntensors)
       return errf(err, n, "output %d: tensor id %d out of range", i, p->outputs[i]);
   /* every intermediate written exactly once, before any read */
-  char *written = calloc((size_t)(p->ntensors ? p->ntensors : 1), 1);
+  char *written = ts_calloc((size_t)(p->ntensors ? p->ntensors : 1), 1);
   if (!written) return errf(err, n, "out of memory");
   int rc = 0;
   for (int c = 0; c < p->ncalls && !rc; c++) {
@@ -157,7 +157,7 @@ int tsrt_model_plan_check(const tsrt_model_plan *p, char *err, size_t n) {
     if (p->tensors[t].kind == TSRT_T_INTER && !written[t])
       rc = errf(err, n, "output %s is never written", p->tensors[t].name);
   }
-  free(written);
+  ts_free(written);
   return rc;
 }
 
@@ -186,10 +186,10 @@ typedef struct mblock {
 int tsrt_model_memory_plan(const tsrt_model_plan *p, const int64_t *syms, int64_t *offsets,
                            uint64_t *ws_bytes, uint64_t *naive_bytes, char *err, size_t errn) {
   int nt = p->ntensors;
-  int *last = malloc(sizeof *last * (size_t)(nt ? nt : 1));
-  int *blk = malloc(sizeof *blk * (size_t)(nt ? nt : 1));
-  int64_t *bytes = malloc(sizeof *bytes * (size_t)(nt ? nt : 1));
-  mblock *bl = malloc(sizeof *bl * (size_t)(nt ? nt : 1));
+  int *last = ts_malloc(sizeof *last * (size_t)(nt ? nt : 1));
+  int *blk = ts_malloc(sizeof *blk * (size_t)(nt ? nt : 1));
+  int64_t *bytes = ts_malloc(sizeof *bytes * (size_t)(nt ? nt : 1));
+  mblock *bl = ts_malloc(sizeof *bl * (size_t)(nt ? nt : 1));
   int nb = 0, rc = 0;
   if (!last || !blk || !bytes || !bl) {
     rc = errf(err, errn, "out of memory planning the workspace");
@@ -242,7 +242,7 @@ int tsrt_model_memory_plan(const tsrt_model_plan *p, const int64_t *syms, int64_
     }
   }
   uint64_t off = 0;
-  uint64_t *boff = malloc(sizeof *boff * (size_t)(nb ? nb : 1));
+  uint64_t *boff = ts_malloc(sizeof *boff * (size_t)(nb ? nb : 1));
   if (!boff) {
     rc = errf(err, errn, "out of memory planning the workspace");
     goto out;
@@ -253,14 +253,14 @@ int tsrt_model_memory_plan(const tsrt_model_plan *p, const int64_t *syms, int64_
   }
   for (int t = 0; t < nt; t++)
     if (blk[t] >= 0) offsets[t] = (int64_t)boff[blk[t]];
-  free(boff);
+  ts_free(boff);
   *ws_bytes = off;
   if (naive_bytes) *naive_bytes = naive;
 out:
-  free(last);
-  free(blk);
-  free(bytes);
-  free(bl);
+  ts_free(last);
+  ts_free(blk);
+  ts_free(bytes);
+  ts_free(bl);
   return rc;
 }
 
@@ -336,20 +336,20 @@ tessel_model *tessel_model_load(const char *path, char *err, size_t errn) {
     dlclose(h);
     return NULL;
   }
-  tessel_model *m = calloc(1, sizeof *m);
+  tessel_model *m = ts_calloc(1, sizeof *m);
   int ni = p->ninputs ? p->ninputs : 1, nt = p->ntensors ? p->ntensors : 1;
   int maxargs = 1;
   for (int c = 0; c < p->ncalls; c++)
     if (p->calls[c].nargs + p->calls[c].nsyms > maxargs) maxargs = p->calls[c].nargs + p->calls[c].nsyms;
   if (m) {
-    m->in_data = calloc((size_t)ni, sizeof *m->in_data);
-    m->in_cap = calloc((size_t)ni, sizeof *m->in_cap);
-    m->in_shape = calloc((size_t)ni, sizeof *m->in_shape);
-    m->in_set = calloc((size_t)ni, sizeof *m->in_set);
-    m->offsets = calloc((size_t)nt, sizeof *m->offsets);
-    m->targs = calloc((size_t)nt, sizeof *m->targs);
-    m->args = calloc((size_t)maxargs, sizeof *m->args);
-    m->argsyms = calloc((size_t)maxargs, sizeof *m->argsyms);
+    m->in_data = ts_calloc((size_t)ni, sizeof *m->in_data);
+    m->in_cap = ts_calloc((size_t)ni, sizeof *m->in_cap);
+    m->in_shape = ts_calloc((size_t)ni, sizeof *m->in_shape);
+    m->in_set = ts_calloc((size_t)ni, sizeof *m->in_set);
+    m->offsets = ts_calloc((size_t)nt, sizeof *m->offsets);
+    m->targs = ts_calloc((size_t)nt, sizeof *m->targs);
+    m->args = ts_calloc((size_t)maxargs, sizeof *m->args);
+    m->argsyms = ts_calloc((size_t)maxargs, sizeof *m->argsyms);
   }
   if (!m || !m->in_data || !m->in_cap || !m->in_shape || !m->in_set || !m->offsets || !m->targs ||
       !m->args || !m->argsyms) {
@@ -372,19 +372,19 @@ tessel_model *tessel_model_load(const char *path, char *err, size_t errn) {
 void tessel_model_free(tessel_model *m) {
   if (!m) return;
   if (m->in_data && m->p)
-    for (int i = 0; i < m->p->ninputs; i++) free(m->in_data[i]);
-  free(m->in_data);
-  free(m->in_cap);
-  free(m->in_shape);
-  free(m->in_set);
-  free(m->offsets);
-  free(m->targs);
-  free(m->args);
-  free(m->argsyms);
-  free(m->ws);
-  free(m->prof_secs);
+    for (int i = 0; i < m->p->ninputs; i++) ts_free(m->in_data[i]);
+  ts_free(m->in_data);
+  ts_free(m->in_cap);
+  ts_free(m->in_shape);
+  ts_free(m->in_set);
+  ts_free(m->offsets);
+  ts_free(m->targs);
+  ts_free(m->args);
+  ts_free(m->argsyms);
+  ts_free(m->ws);
+  ts_free(m->prof_secs);
   if (m->handle) dlclose(m->handle);
-  free(m);
+  ts_free(m);
 }
 
 const char *tessel_model_error(const tessel_model *m) { return m ? m->err : "no model"; }
@@ -466,7 +466,7 @@ int tessel_model_set_input(tessel_model *m, int i, const void *data, int ndim, c
   if ((size_t)bytes > m->in_cap[i] || !m->in_data[i]) {
     void *nd = aligned_or_null((size_t)bytes);
     if (!nd) return merr(m, "out of memory for input %s (%lld bytes)", x->name, (long long)bytes);
-    free(m->in_data[i]);
+    ts_free(m->in_data[i]);
     m->in_data[i] = nd;
     m->in_cap[i] = (size_t)bytes;
   }
@@ -489,7 +489,7 @@ static int ensure_plan(tessel_model *m) {
   if (ws > m->ws_cap || !m->ws) {
     uint8_t *nw = aligned_or_null((size_t)ws);
     if (!nw) return merr(m, "out of memory for the workspace (%llu bytes)", (unsigned long long)ws);
-    free(m->ws);
+    ts_free(m->ws);
     m->ws = nw;
     m->ws_cap = ws;
   }
@@ -538,11 +538,11 @@ int tessel_model_run(tessel_model *m) {
 }
 
 int tessel_model_set_profiling(tessel_model *m, int on) {
-  free(m->prof_secs);
+  ts_free(m->prof_secs);
   m->prof_secs = NULL;
   m->prof_runs = 0;
   if (!on) return 0;
-  m->prof_secs = calloc((size_t)(m->p->ncalls > 0 ? m->p->ncalls : 1), sizeof *m->prof_secs);
+  m->prof_secs = ts_calloc((size_t)(m->p->ncalls > 0 ? m->p->ncalls : 1), sizeof *m->prof_secs);
   return m->prof_secs ? 0 : merr(m, "out of memory for the profile");
 }
 
@@ -690,13 +690,13 @@ void tsrt_model_run_forked(const char *path, const tsrt_model_io *inputs, int ni
     res->nsecs = h.nsecs < 0 ? 0 : h.nsecs > TSRT_MAX_REPEAT ? TSRT_MAX_REPEAT : h.nsecs;
     memcpy(res->secs, h.secs, sizeof res->secs);
     if (h.status == TSRT_OK && h.noutputs > 0 && h.noutputs <= 4096) {
-      res->outputs = calloc((size_t)h.noutputs, sizeof *res->outputs);
+      res->outputs = ts_calloc((size_t)h.noutputs, sizeof *res->outputs);
       if (!res->outputs) rc = -1;
       for (int i = 0; i < h.noutputs && rc == 0; i++) {
         tsrt_model_io *io = &res->outputs[i];
         if ((rc = tsrt_read_all(fds[0], io, sizeof *io, deadline)) != 0) break;
         io->name[sizeof io->name - 1] = '\0';
-        io->data = malloc(io->nbytes ? io->nbytes : 1);
+        io->data = ts_malloc(io->nbytes ? io->nbytes : 1);
         if (!io->data) {
           rc = -1;
           break;
@@ -723,8 +723,8 @@ void tsrt_model_run_forked(const char *path, const tsrt_model_io *inputs, int ni
 }
 
 void tsrt_model_run_result_fini(tsrt_model_run_result *res) {
-  for (int i = 0; i < res->noutputs && res->outputs; i++) free(res->outputs[i].data);
-  free(res->outputs);
+  for (int i = 0; i < res->noutputs && res->outputs; i++) ts_free(res->outputs[i].data);
+  ts_free(res->outputs);
   res->outputs = NULL;
   res->noutputs = 0;
 }

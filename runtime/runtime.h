@@ -19,6 +19,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "base/ts.h"
+
 /* 2: kernels may take symbolic sizes (tsrt_kernel_meta.nsyms/syms, args
  * after the tensors, negative shape entries). */
 #define TSRT_ABI_VERSION 2

@@ -149,7 +149,7 @@ static void pool_start(void) {
   pool_cpus_valid = sched_getaffinity(0, sizeof pool_cpus, &pool_cpus) == 0;
   atomic_store(&pool.gen, 0);
   pool.n = 1;
-  pool.threads = n > 1 ? calloc((size_t)n, sizeof(pthread_t)) : NULL;
+  pool.threads = n > 1 ? ts_calloc((size_t)n, sizeof(pthread_t)) : NULL;
   for (int i = 1; i < n && pool.threads; i++) {
     if (pthread_create(&pool.threads[i], NULL, worker, (void *)(intptr_t)i) != 0) break;
     pool.n = i + 1;
@@ -210,7 +210,7 @@ void tsrt_pool_shutdown(void) {
     atomic_fetch_add(&pool.gen, 1);
     futex(&pool.gen, FUTEX_WAKE_PRIVATE, INT32_MAX);
     for (int i = 1; i < pool.n; i++) pthread_join(pool.threads[i], NULL);
-    free(pool.threads);
+    ts_free(pool.threads);
     memset(&pool, 0, sizeof pool);
     pool_started = false;
   }

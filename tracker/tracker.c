@@ -109,7 +109,7 @@ static void on_close_cb(void *arg, uint32_t id) {
   pthread_mutex_lock(&t->evmu);
   if (t->nev == t->capev) {
     size_t nc = t->capev ? t->capev * 2 : 64;
-    uint32_t *ne = realloc(t->ev, nc * sizeof *ne);
+    uint32_t *ne = ts_realloc(t->ev, nc * sizeof *ne);
     if (!ne) { /* cannot record it: the heartbeat timeout still evicts */
       pthread_mutex_unlock(&t->evmu);
       return;
@@ -224,8 +224,8 @@ static void server_remove(trk_tracker *t, size_t i, const char *why) {
   server *s = t->servers[i];
   if (s->holder) revoke(t, s->holder, why);
   logf_(t, "server %s (%s, id %llu) removed: %s", s->addr, s->key, (unsigned long long)s->id, why);
-  free(s->info);
-  free(s);
+  ts_free(s->info);
+  ts_free(s);
   t->servers[i] = t->servers[--t->nservers];
 }
 
@@ -266,7 +266,7 @@ static void dispatch(trk_tracker *t, const char *key) {
     if (!best) return;
     if (!pipe_alive(t, best->pipe)) {
       ticket_unlink(t, best);
-      free(best);
+      ts_free(best);
       continue;
     }
     grant(t, s, best);
@@ -311,7 +311,7 @@ static void h_register(req *r) {
   }
   if (t->nservers == t->capservers) {
     size_t nc = t->capservers ? t->capservers * 2 : 64;
-    server **ns = realloc(t->servers, nc * sizeof *ns);
+    server **ns = ts_realloc(t->servers, nc * sizeof *ns);
     if (!ns) {
       msgpack_sbuffer_destroy(&isb);
       return FAIL(RPC_ENOMEM, "out of memory");
@@ -319,7 +319,7 @@ static void h_register(req *r) {
     t->servers = ns;
     t->capservers = nc;
   }
-  server *s = calloc(1, sizeof *s);
+  server *s = ts_calloc(1, sizeof *s);
   if (!s) {
     msgpack_sbuffer_destroy(&isb);
     return FAIL(RPC_ENOMEM, "out of memory");
@@ -393,7 +393,7 @@ static void h_request(req *r) {
   for (ticket *k = t->tickets; k; k = k->next) mine += k->pipe == r->pipe;
   if (mine >= MAX_TICKETS_PER_PIPE || t->ntickets >= MAX_TICKETS)
     return FAIL(RPC_ETOOBIG, "too many tickets; release some first");
-  ticket *k = calloc(1, sizeof *k);
+  ticket *k = ts_calloc(1, sizeof *k);
   if (!k) return FAIL(RPC_ENOMEM, "out of memory");
   k->id = ++t->next_ticket;
   k->seq = ++t->next_seq;
@@ -454,7 +454,7 @@ static void h_release(req *r) {
     r->t->stats.releases++;
   }
   ticket_unlink(r->t, k);
-  free(k);
+  ts_free(k);
   /* the ticket is gone either way; a revoked one says so */
   if (state == TK_REVOKED)
     FAIL(RPC_EDENIED, "session had been revoked: %s", why);
@@ -479,7 +479,7 @@ static keycount *kc_get(keycount *kc, size_t *n, const char *key) {
  *              keys: {KEY: {free, busy, pending}}} */
 static void h_query(req *r) {
   trk_tracker *t = r->t;
-  keycount *kc = calloc(t->nservers + t->ntickets + 1, sizeof *kc);
+  keycount *kc = ts_calloc(t->nservers + t->ntickets + 1, sizeof *kc);
   if (!kc) return FAIL(RPC_ENOMEM, "out of memory");
   size_t nk = 0;
   for (size_t i = 0; i < t->nservers; i++) {
@@ -527,7 +527,7 @@ static void h_query(req *r) {
     rpc_pack_str(&e.pk, "pending");
     msgpack_pack_uint32(&e.pk, kc[i].pending);
   }
-  free(kc);
+  ts_free(kc);
   reply(t, r->hdr, r->hdr_len, &e);
 }
 
@@ -602,10 +602,10 @@ static void on_pipe_closed(trk_tracker *t, uint32_t pipe) {
       t->stats.disconnect_releases++;
       char key[RPC_MAX_KEY + 1];
       memcpy(key, k->key, sizeof key);
-      free(k);
+      ts_free(k);
       dispatch(t, key);
     } else {
-      free(k);
+      ts_free(k);
     }
   }
 }
@@ -650,7 +650,7 @@ static void *loop(void *arg) {
     pthread_mutex_lock(&t->evmu);
     size_t nev = t->nev;
     if (nev > capevs) {
-      uint32_t *ne = realloc(evs, nev * sizeof *ne);
+      uint32_t *ne = ts_realloc(evs, nev * sizeof *ne);
       if (ne) {
         evs = ne;
         capevs = nev;
@@ -676,7 +676,7 @@ static void *loop(void *arg) {
     t->stats.pending = pending;
     pthread_mutex_unlock(&t->mu);
   }
-  free(evs);
+  ts_free(evs);
   return NULL;
 }
 
@@ -686,7 +686,7 @@ rpc_status trk_tracker_start(const trk_config *cfg, trk_tracker **out, char *err
     snprintf(err, errlen, "no secret loaded");
     return RPC_EAUTH;
   }
-  trk_tracker *t = calloc(1, sizeof *t);
+  trk_tracker *t = ts_calloc(1, sizeof *t);
   if (!t) return RPC_ENOMEM;
   t->cfg = *cfg;
   if (t->cfg.evict_ms <= 0) t->cfg.evict_ms = TRK_EVICT_MS;
@@ -731,8 +731,8 @@ fail:
   if (t->auth_init) rpc_authtab_fini(&t->auth);
   pthread_mutex_destroy(&t->mu);
   pthread_mutex_destroy(&t->evmu);
-  free(t->ev);
-  free(t);
+  ts_free(t->ev);
+  ts_free(t);
   return RPC_EIO;
 }
 
@@ -748,17 +748,17 @@ void trk_tracker_stop(trk_tracker *t) {
   if (t->started) pthread_join(t->thread, NULL);
   rpc_authtab_fini(&t->auth);
   for (size_t i = 0; i < t->nservers; i++) {
-    free(t->servers[i]->info);
-    free(t->servers[i]);
+    ts_free(t->servers[i]->info);
+    ts_free(t->servers[i]);
   }
-  free(t->servers);
+  ts_free(t->servers);
   while (t->tickets) {
     ticket *k = t->tickets;
     t->tickets = k->next;
-    free(k);
+    ts_free(k);
   }
-  free(t->ev);
+  ts_free(t->ev);
   pthread_mutex_destroy(&t->mu);
   pthread_mutex_destroy(&t->evmu);
-  free(t);
+  ts_free(t);
 }

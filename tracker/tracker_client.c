@@ -34,7 +34,7 @@ void trk_url(const char *hostport, char *url, size_t n) {
 rpc_status trk_conn_open(const char *tracker, const rpc_secret *secret, const char *role, int timeout_ms,
                          trk_conn **out, char *err, size_t errn) {
   *out = NULL;
-  trk_conn *c = calloc(1, sizeof *c);
+  trk_conn *c = ts_calloc(1, sizeof *c);
   if (!c) return RPC_ENOMEM;
   c->timeout_ms = timeout_ms > 0 ? timeout_ms : 10000;
   char url[512];
@@ -42,7 +42,7 @@ rpc_status trk_conn_open(const char *tracker, const rpc_secret *secret, const ch
   int rv;
   if ((rv = nng_req0_open(&c->sock)) != 0) {
     snprintf(err, errn, "cannot open socket: %s", nng_strerror(rv));
-    free(c);
+    ts_free(c);
     return RPC_EIO;
   }
   rpc_socket_limits(c->sock);
@@ -54,13 +54,13 @@ rpc_status trk_conn_open(const char *tracker, const rpc_secret *secret, const ch
   if ((rv = nng_dial(c->sock, url, NULL, 0)) != 0) {
     snprintf(err, errn, "cannot connect to tracker %s: %s", url, nng_strerror(rv));
     nng_close(c->sock);
-    free(c);
+    ts_free(c);
     return RPC_EIO;
   }
   rpc_status st = rpc_auth_client(c->sock, secret, role, err, errn);
   if (st != RPC_OK) {
     nng_close(c->sock);
-    free(c);
+    ts_free(c);
     return st;
   }
   pthread_mutex_init(&c->mu, NULL);
@@ -72,7 +72,7 @@ void trk_conn_close(trk_conn *c) {
   if (!c) return;
   nng_close(c->sock);
   pthread_mutex_destroy(&c->mu);
-  free(c);
+  ts_free(c);
 }
 
 /* One call with a reply timeout of extra_ms beyond the connection's. */
@@ -308,13 +308,13 @@ rpc_status trk_server_register(const char *tracker, const rpc_secret *secret, co
     snprintf(err, errn, "key, address or info too long");
     return RPC_ETOOBIG;
   }
-  trk_server_reg *r = calloc(1, sizeof *r);
+  trk_server_reg *r = ts_calloc(1, sizeof *r);
   if (!r) return RPC_ENOMEM;
   snprintf(r->key, sizeof r->key, "%s", key);
   snprintf(r->address, sizeof r->address, "%s", address);
   if (info_len) {
-    if (!(r->info = malloc(info_len))) {
-      free(r);
+    if (!(r->info = ts_malloc(info_len))) {
+      ts_free(r);
       return RPC_ENOMEM;
     }
     memcpy(r->info, info, info_len);
@@ -334,8 +334,8 @@ rpc_status trk_server_register(const char *tracker, const rpc_secret *secret, co
     trk_conn_close(r->c);
     pthread_mutex_destroy(&r->mu);
     pthread_cond_destroy(&r->cv);
-    free(r->info);
-    free(r);
+    ts_free(r->info);
+    ts_free(r);
     return st;
   }
   *out = r;
@@ -384,6 +384,6 @@ void trk_server_deregister(trk_server_reg *r) {
   trk_conn_close(r->c);
   pthread_mutex_destroy(&r->mu);
   pthread_cond_destroy(&r->cv);
-  free(r->info);
-  free(r);
+  ts_free(r->info);
+  ts_free(r);
 }
