@@ -27,7 +27,21 @@
   X(TS_ERUNTIME, "runtime error")                                      \
   X(TS_EMISMATCH, "result mismatch")                                   \
   X(TS_ETIMEOUT, "timed out")                                          \
-  X(TS_EINTERNAL, "internal error")
+  X(TS_EINTERNAL, "internal error")                                    \
+  /* the network (rpc, tracker) */                                     \
+  X(TS_EPROTO, "malformed message")                                    \
+  X(TS_EVERSION, "protocol version mismatch")                          \
+  X(TS_EAUTH, "not authenticated (wrong or missing key)")              \
+  X(TS_EDENIED, "no session grants this")                              \
+  X(TS_ETOOBIG, "over a size limit")                                   \
+  X(TS_EREMOTE, "the peer reported an error")                          \
+  X(TS_EPENDING, "not yet (retry)")                                    \
+  X(TS_ECLOSED, "connection closed")                                   \
+  /* the runtime: what became of a measured artifact */                \
+  X(TS_ESYSTEM, "system error")                                        \
+  X(TS_ELOAD, "artifact failed to load")                               \
+  X(TS_ECRASH, "crashed")                                              \
+  X(TS_EKERNEL, "kernel failed")
 
 typedef enum {
 #define TS_X(code, msg) code,

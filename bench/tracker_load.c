@@ -33,8 +33,8 @@ static void *hb_thread(void *p) {
   while (!stop) {
     double t0 = now_s();
     for (int i = a->lo; i < a->hi && !stop; i++) {
-      char err[256];
-      if (trk_server_heartbeat(regs[i], err, sizeof err) != RPC_OK) a->failures++;
+      ts_diag err = {0};
+      if (trk_server_heartbeat(regs[i], &err) != TS_OK) a->failures++;
     }
     double left = 0.5 - (now_s() - t0);
     if (left > 0) usleep((useconds_t)(left * 1e6));
@@ -52,9 +52,9 @@ typedef struct cl_arg {
 static void *client_thread(void *p) {
   cl_arg *a = p;
   trk_conn *c;
-  char err[256];
-  if (trk_conn_open(url, &secret, "client", 10000, &c, err, sizeof err) != RPC_OK) {
-    fprintf(stderr, "client %d: %s\n", a->id, err);
+  ts_diag err = {0};
+  if (trk_conn_open(url, &secret, "client", 10000, &c, &err) != TS_OK) {
+    fprintf(stderr, "client %d: %s\n", a->id, err.msg);
     a->errors++;
     return NULL;
   }
@@ -64,9 +64,9 @@ static void *client_thread(void *p) {
     snprintf(key, sizeof key, "board%d", rand_r(&seed) % nkeys);
     trk_grant g;
     double t0 = now_s();
-    rpc_status st = trk_request(c, key, rand_r(&seed) % 3, 10000, 0, &g, err, sizeof err);
+    ts_status st = trk_request(c, key, rand_r(&seed) % 3, 10000, 0, &g, &err);
     double dt = now_s() - t0;
-    if (st != RPC_OK) {
+    if (st != TS_OK) {
       a->errors++;
       continue;
     }
@@ -76,7 +76,7 @@ static void *client_thread(void *p) {
       a->lat = realloc(a->lat, a->cap * sizeof *a->lat);
     }
     a->lat[a->nlat++] = dt;
-    if (trk_release(c, &g, err, sizeof err) != RPC_OK) a->lost++;
+    if (trk_release(c, &g, &err) != TS_OK) a->lost++;
   }
   trk_conn_close(c);
   return NULL;
@@ -96,9 +96,9 @@ int main(int argc, char **argv) {
   rpc_secret_from_bytes(&secret, "bench secret, sixteen bytes or more", 35);
   trk_config cfg = {.url = url, .secret = &secret};
   trk_tracker *t;
-  char err[256];
-  if (trk_tracker_start(&cfg, &t, err, sizeof err) != RPC_OK) {
-    fprintf(stderr, "tracker: %s\n", err);
+  ts_diag err = {0};
+  if (trk_tracker_start(&cfg, &t, &err) != TS_OK) {
+    fprintf(stderr, "tracker: %s\n", err.msg);
     return 1;
   }
   regs = calloc((size_t)nservers, sizeof *regs);
@@ -107,8 +107,8 @@ int main(int argc, char **argv) {
     char key[32], addr[64];
     snprintf(key, sizeof key, "board%d", i % nkeys);
     snprintf(addr, sizeof addr, "tcp://10.1.%d.%d:9090", i / 250, i % 250);
-    if (trk_server_register(url, &secret, key, addr, NULL, 0, false, &regs[i], err, sizeof err) != RPC_OK) {
-      fprintf(stderr, "server %d: %s\n", i, err);
+    if (trk_server_register(url, &secret, key, addr, NULL, 0, false, &regs[i], &err) != TS_OK) {
+      fprintf(stderr, "server %d: %s\n", i, err.msg);
       return 1;
     }
   }

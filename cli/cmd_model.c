@@ -569,10 +569,10 @@ out:
 /* --tracker: a board from the tracker runs the artifact (rpc "run_model"). */
 static int run_remote(const char *so, const loaded_input *ins, int ni, const char *tracker, const char *key,
                       const char *secret_file, double wait_s, const char *outdir, int repeat, bool json) {
-  char err[600];
+  ts_diag err = {0};
   rpc_secret sec;
-  if (rpc_secret_load(&sec, secret_file, err, sizeof err)) {
-    fprintf(stderr, "tessel run: %s\n", err);
+  if (rpc_secret_load(&sec, secret_file, &err)) {
+    fprintf(stderr, "tessel run: %s\n", err.msg);
     return 2;
   }
   int rc = 2;
@@ -585,24 +585,24 @@ static int run_remote(const char *so, const loaded_input *ins, int ni, const cha
   tsrt_model_io *io = calloc((size_t)(ni ? ni : 1), sizeof *io);
   json_t *root = json_object(), *jouts = json_array();
   if (!io) goto out;
-  if (trk_conn_open(tracker, &sec, "client", 10000, &conn, err, sizeof err)) {
-    fprintf(stderr, "tessel run: tracker %s: %s\n", tracker, err);
+  if (trk_conn_open(tracker, &sec, "client", 10000, &conn, &err)) {
+    fprintf(stderr, "tessel run: tracker %s: %s\n", tracker, err.msg);
     goto out;
   }
-  if (trk_request(conn, key, 0, (int64_t)(wait_s * 1000), 0, &g, err, sizeof err)) {
-    fprintf(stderr, "tessel run: no board with key '%s' from %s: %s\n", key, tracker, err);
+  if (trk_request(conn, key, 0, (int64_t)(wait_s * 1000), 0, &g, &err)) {
+    fprintf(stderr, "tessel run: no board with key '%s' from %s: %s\n", key, tracker, err.msg);
     goto out;
   }
   granted = true;
   char url[RPC_MAX_ADDR + 16];
   trk_url(g.address, url, sizeof url);
-  if (rpc_client_open(&cl, url, &sec, g.token, 10, err, sizeof err)) {
-    fprintf(stderr, "tessel run: board %s: %s\n", g.address, err);
+  if (rpc_client_open(&cl, url, &sec, g.token, 10, &err)) {
+    fprintf(stderr, "tessel run: board %s: %s\n", g.address, err.msg);
     goto out;
   }
   char id[64];
-  if (rpc_client_upload(cl, so, id, sizeof id)) {
-    fprintf(stderr, "tessel run: uploading %s to %s: %s\n", so, g.address, cl->err);
+  if (rpc_client_upload(cl, so, id, sizeof id, &err)) {
+    fprintf(stderr, "tessel run: uploading %s to %s: %s\n", so, g.address, err.msg);
     goto out;
   }
   for (int i = 0; i < ni; i++) {
@@ -614,8 +614,8 @@ static int run_remote(const char *so, const loaded_input *ins, int ni, const cha
     io[i].nbytes = ins[i].nbytes;
   }
   double t0 = tsrt_now();
-  if (rpc_client_run_model(cl, id, io, ni, repeat, 600, 0, &res)) {
-    fprintf(stderr, "tessel run: on %s: %s\n", g.address, cl->err);
+  if (rpc_client_run_model(cl, id, io, ni, repeat, 600, 0, &res, &err)) {
+    fprintf(stderr, "tessel run: on %s: %s\n", g.address, err.msg);
     goto out;
   }
   double wall = tsrt_now() - t0;
@@ -648,7 +648,7 @@ out:
   json_decref(jouts);
   free(io);
   if (cl) rpc_client_close(cl);
-  if (granted) trk_release(conn, &g, err, sizeof err);
+  if (granted) trk_release(conn, &g, NULL);
   if (conn) trk_conn_close(conn);
   rpc_secret_wipe(&sec);
   return rc;

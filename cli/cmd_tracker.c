@@ -48,17 +48,17 @@ int tun_cmd_tracker(int argc, char **argv) {
     return 2;
   }
   rpc_secret sec;
-  char err[512];
-  if (rpc_secret_load(&sec, secret_file, err, sizeof err) != RPC_OK) {
-    fprintf(stderr, "tessel tracker: %s\n", err);
+  ts_diag err = {0};
+  if (rpc_secret_load(&sec, secret_file, &err) != TS_OK) {
+    fprintf(stderr, "tessel tracker: %s\n", err.msg);
     return 2;
   }
   char url[300];
   snprintf(url, sizeof url, "tcp://%s:%d", host, port);
   trk_config cfg = {.url = url, .secret = &sec, .verbose = verbose};
   trk_tracker *t;
-  if (trk_tracker_start(&cfg, &t, err, sizeof err) != RPC_OK) {
-    fprintf(stderr, "tessel tracker: %s\n", err);
+  if (trk_tracker_start(&cfg, &t, &err) != TS_OK) {
+    fprintf(stderr, "tessel tracker: %s\n", err.msg);
     return 1;
   }
   signal(SIGINT, on_signal);
@@ -131,23 +131,23 @@ int tun_cmd_query(int argc, char **argv) {
     return 2;
   }
   rpc_secret sec;
-  char err[512];
-  if (rpc_secret_load(&sec, secret_file, err, sizeof err) != RPC_OK) {
-    fprintf(stderr, "tessel query: %s\n", err);
+  ts_diag err = {0};
+  if (rpc_secret_load(&sec, secret_file, &err) != TS_OK) {
+    fprintf(stderr, "tessel query: %s\n", err.msg);
     return 2;
   }
   trk_conn *c;
-  rpc_status st = trk_conn_open(tracker, &sec, "query", 5000, &c, err, sizeof err);
+  ts_status st = trk_conn_open(tracker, &sec, "query", 5000, &c, &err);
   rpc_secret_wipe(&sec);
-  if (st != RPC_OK) {
-    fprintf(stderr, "tessel query: %s\n", err);
+  if (st != TS_OK) {
+    fprintf(stderr, "tessel query: %s\n", err.msg);
     return 1;
   }
   rpc_msg m;
-  st = trk_query(c, &m, err, sizeof err);
+  st = trk_query(c, &m, &err);
   trk_conn_close(c);
-  if (st != RPC_OK) {
-    fprintf(stderr, "tessel query: %s\n", err);
+  if (st != TS_OK) {
+    fprintf(stderr, "tessel query: %s\n", err.msg);
     return 1;
   }
   const msgpack_object *servers = NULL, *keys = NULL;

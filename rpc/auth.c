@@ -18,21 +18,21 @@ static bool sodium_ready(void) {
   return sodium_init() >= 0;
 }
 
-rpc_status rpc_secret_from_bytes(rpc_secret *s, const void *p, size_t n) {
+ts_status rpc_secret_from_bytes(rpc_secret *s, const void *p, size_t n) {
   memset(s, 0, sizeof *s);
-  if (n < RPC_SECRET_MIN || !sodium_ready()) return RPC_EAUTH;
+  if (n < RPC_SECRET_MIN || !sodium_ready()) return TS_EAUTH;
   static const uint8_t ctx[] = "tessel-rpc-secret-v1";
   /* key = BLAKE2b-256(content) keyed by a fixed context string */
   crypto_generichash(s->key, sizeof s->key, p, n, ctx, sizeof ctx - 1);
   s->loaded = true;
-  return RPC_OK;
+  return TS_OK;
 }
 
 void rpc_secret_wipe(rpc_secret *s) {
   sodium_memzero(s, sizeof *s);
 }
 
-rpc_status rpc_secret_load(rpc_secret *s, const char *path, char *err, size_t errn) {
+ts_status rpc_secret_load(rpc_secret *s, const char *path, ts_diag *d) {
   memset(s, 0, sizeof *s);
   const char *from = "--secret-file";
   if (!path || !*path) {
@@ -40,36 +40,29 @@ rpc_status rpc_secret_load(rpc_secret *s, const char *path, char *err, size_t er
     from = RPC_SECRET_ENV;
   }
   if (!path || !*path) {
-    snprintf(err, errn,
-             "no shared secret: pass --secret-file FILE or set " RPC_SECRET_ENV
+    return ts_diag_set(d, TS_EAUTH, "no shared secret: pass --secret-file FILE or set " RPC_SECRET_ENV
              " (a file of at least %d bytes, the same on every host)", RPC_SECRET_MIN);
-    return RPC_EAUTH;
   }
   FILE *f = fopen(path, "rb");
   if (!f) {
-    snprintf(err, errn, "secret file '%s' (%s): %s", path, from, strerror(errno));
-    return RPC_EAUTH;
+    return ts_diag_set(d, TS_EAUTH, "secret file '%s' (%s): %s", path, from, strerror(errno));
   }
   uint8_t *buf = ts_malloc(RPC_SECRET_MAX);
   if (!buf) {
     fclose(f);
-    snprintf(err, errn, "out of memory");
-    return RPC_ENOMEM;
+    return ts_diag_set(d, TS_ENOMEM, "out of memory");
   }
   size_t n = fread(buf, 1, RPC_SECRET_MAX, f);
   bool rd_err = ferror(f);
   fclose(f);
-  rpc_status st = RPC_OK;
+  ts_status st = TS_OK;
   if (rd_err) {
-    snprintf(err, errn, "secret file '%s': read error", path);
-    st = RPC_EAUTH;
+    st = ts_diag_set(d, TS_EAUTH, "secret file '%s': read error", path);
   } else if (n < RPC_SECRET_MIN) {
-    snprintf(err, errn, "secret file '%s' (%s) holds %zu bytes; at least %d are required", path,
-             from, n, RPC_SECRET_MIN);
-    st = RPC_EAUTH;
+    st = ts_diag_set(d, TS_EAUTH, "secret file '%s' (%s) holds %zu bytes; at least %d are required",
+                     path, from, n, RPC_SECRET_MIN);
   } else if (rpc_secret_from_bytes(s, buf, n)) {
-    snprintf(err, errn, "libsodium failed to initialise");
-    st = RPC_EAUTH;
+    st = ts_diag_set(d, TS_EAUTH, "libsodium failed to initialise");
   }
   sodium_memzero(buf, RPC_SECRET_MAX);
   ts_free(buf);
@@ -102,13 +95,13 @@ static void pipe_cb(nng_pipe p, nng_pipe_ev ev, void *arg) {
   if (tab->on_close) tab->on_close(tab->on_close_arg, id);
 }
 
-rpc_status rpc_authtab_init(rpc_authtab *tab, nng_socket sock, const rpc_secret *secret) {
+ts_status rpc_authtab_init(rpc_authtab *tab, nng_socket sock, const rpc_secret *secret) {
   memset(tab, 0, sizeof *tab);
-  if (!sodium_ready()) return RPC_ESYSTEM;
+  if (!sodium_ready()) return TS_ESYSTEM;
   pthread_mutex_init(&tab->mu, NULL);
   tab->secret = secret;
-  if (nng_pipe_notify(sock, NNG_PIPE_EV_REM_POST, pipe_cb, tab)) return RPC_EIO;
-  return RPC_OK;
+  if (nng_pipe_notify(sock, NNG_PIPE_EV_REM_POST, pipe_cb, tab)) return TS_EIO;
+  return TS_OK;
 }
 
 void rpc_authtab_fini(rpc_authtab *tab) {
@@ -160,7 +153,7 @@ bool rpc_authtab_handle(rpc_authtab *tab, rpc_msg *m, nng_pipe p, rpc_enc *reply
     char role[16];
     const void *cn;
     size_t cnn = 0;
-    rpc_status st;
+    ts_status st;
     if ((st = rpc_need(m, rpc_get_u64(m, NULL, "version", UINT32_MAX, &ver), "version")) ||
         (st = rpc_need(m, rpc_get_str(m, NULL, "role", role, sizeof role), "role")) ||
         (st = rpc_need(m, rpc_get_bin(m, NULL, "nonce", RPC_NONCE_BYTES, &cn, &cnn), "nonce"))) {
@@ -168,11 +161,11 @@ bool rpc_authtab_handle(rpc_authtab *tab, rpc_msg *m, nng_pipe p, rpc_enc *reply
       return true;
     }
     if (cnn != RPC_NONCE_BYTES) {
-      rpc_enc_error(reply, RPC_EPROTO, "hello: nonce must be %d bytes", RPC_NONCE_BYTES);
+      rpc_enc_error(reply, TS_EPROTO, "hello: nonce must be %d bytes", RPC_NONCE_BYTES);
       return true;
     }
     if (ver != RPC_PROTO_VERSION) {
-      rpc_enc_error(reply, RPC_EVERSION, "protocol version %llu, this peer speaks %d",
+      rpc_enc_error(reply, TS_EVERSION, "protocol version %llu, this peer speaks %d",
                     (unsigned long long)ver, RPC_PROTO_VERSION);
       return true;
     }
@@ -188,7 +181,7 @@ bool rpc_authtab_handle(rpc_authtab *tab, rpc_msg *m, nng_pipe p, rpc_enc *reply
     }
     pthread_mutex_unlock(&tab->mu);
     if (!ap) {
-      rpc_enc_error(reply, RPC_ENOMEM, "out of memory");
+      rpc_enc_error(reply, TS_ENOMEM, "out of memory");
       return true;
     }
     rpc_enc_begin(reply, RPC_T_CHALLENGE, 3);
@@ -200,9 +193,9 @@ bool rpc_authtab_handle(rpc_authtab *tab, rpc_msg *m, nng_pipe p, rpc_enc *reply
   if (m->type == RPC_T_AUTH) {
     const void *mac;
     size_t macn = 0;
-    rpc_status st = rpc_need(m, rpc_get_bin(m, NULL, "mac", 32, &mac, &macn), "mac");
+    ts_status st = rpc_need(m, rpc_get_bin(m, NULL, "mac", 32, &mac, &macn), "mac");
     if (st || macn != 32) {
-      rpc_enc_error(reply, RPC_EPROTO, "auth: %s", st ? m->err : "mac must be 32 bytes");
+      rpc_enc_error(reply, TS_EPROTO, "auth: %s", st ? m->err : "mac must be 32 bytes");
       return true;
     }
     bool ok = false;
@@ -218,21 +211,20 @@ bool rpc_authtab_handle(rpc_authtab *tab, rpc_msg *m, nng_pipe p, rpc_enc *reply
     }
     pthread_mutex_unlock(&tab->mu);
     if (ok) rpc_enc_begin(reply, RPC_T_OK, 0);
-    else rpc_enc_error(reply, RPC_EAUTH, ap ? "authentication failed: wrong key" :
+    else rpc_enc_error(reply, TS_EAUTH, ap ? "authentication failed: wrong key" :
                                             "auth without hello");
     return true;
   }
   if (!rpc_authtab_authed(tab, p)) {
-    rpc_enc_error(reply, RPC_EAUTH, "not authenticated: send hello/auth first");
+    rpc_enc_error(reply, TS_EAUTH, "not authenticated: send hello/auth first");
     return true;
   }
   return false;
 }
 
 /* ---- client side ---------------------------------------------------------- */
-rpc_status rpc_auth_client(nng_socket s, const rpc_secret *secret, const char *role, char *err,
-                           size_t errn) {
-  if (!sodium_ready()) return RPC_ESYSTEM;
+ts_status rpc_auth_client(nng_socket s, const rpc_secret *secret, const char *role, ts_diag *d) {
+  if (!sodium_ready()) return TS_ESYSTEM;
   uint8_t cn[RPC_NONCE_BYTES];
   randombytes_buf(cn, sizeof cn);
   rpc_enc e;
@@ -241,34 +233,33 @@ rpc_status rpc_auth_client(nng_socket s, const rpc_secret *secret, const char *r
   rpc_enc_str(&e, "role", role);
   rpc_enc_bin(&e, "nonce", cn, sizeof cn);
   rpc_msg r;
-  rpc_status st = rpc_call(s, &e, &r, err, errn);
+  ts_status st = rpc_call(s, &e, &r, d);
   if (st) return st;
   const void *sn, *smac;
   size_t snn = 0, smacn = 0;
   if (r.type != RPC_T_CHALLENGE || rpc_get_bin(&r, NULL, "nonce", 64, &sn, &snn) ||
       rpc_get_bin(&r, NULL, "mac", 64, &smac, &smacn) || snn != RPC_NONCE_BYTES || smacn != 32) {
-    snprintf(err, errn, "handshake: unexpected reply '%s'", rpc_type_name(r.type));
+    ts_diag_set(d, TS_EPROTO, "handshake: unexpected reply '%s'", rpc_type_name(r.type));
     rpc_msg_fini(&r);
-    return RPC_EPROTO;
+    return TS_EPROTO;
   }
   uint8_t want[32], mac[32];
   rpc_auth_mac(secret, LABEL_SERVER, cn, want);
   if (crypto_verify_32(want, smac) != 0) {
-    snprintf(err, errn, "the peer does not hold our key (server proof failed)");
+    ts_diag_set(d, TS_EAUTH, "the peer does not hold our key (server proof failed)");
     rpc_msg_fini(&r);
-    return RPC_EAUTH;
+    return TS_EAUTH;
   }
   rpc_auth_mac(secret, LABEL_CLIENT, sn, mac);
   rpc_msg_fini(&r);
   rpc_enc_begin(&e, RPC_T_AUTH, 1);
   rpc_enc_bin(&e, "mac", mac, sizeof mac);
-  st = rpc_call(s, &e, &r, err, errn);
+  st = rpc_call(s, &e, &r, d);
   if (st) return st;
   bool ok = r.type == RPC_T_OK;
   rpc_msg_fini(&r);
   if (!ok) {
-    snprintf(err, errn, "handshake: unexpected reply to auth");
-    return RPC_EPROTO;
+    return ts_diag_set(d, TS_EPROTO, "handshake: unexpected reply to auth");
   }
-  return RPC_OK;
+  return TS_OK;
 }

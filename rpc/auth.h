@@ -32,11 +32,11 @@ typedef struct rpc_secret {
 } rpc_secret;
 
 /* Loads the secret from path, or (path NULL/empty) from $TESSEL_RPC_SECRET_FILE.
- * Errors (RPC_EAUTH with err filled): neither given, unreadable, shorter than
+ * Errors (TS_EAUTH with d filled): neither given, unreadable, shorter than
  * 16 bytes. */
-rpc_status rpc_secret_load(rpc_secret *s, const char *path, char *err, size_t errn);
+ts_status rpc_secret_load(rpc_secret *s, const char *path, ts_diag *d);
 /* Derives the key from bytes in memory (tests). */
-rpc_status rpc_secret_from_bytes(rpc_secret *s, const void *p, size_t n);
+ts_status rpc_secret_from_bytes(rpc_secret *s, const void *p, size_t n);
 void rpc_secret_wipe(rpc_secret *s);
 
 /* ---- server side ---------------------------------------------------------- */
@@ -58,7 +58,7 @@ typedef struct rpc_authtab {
 } rpc_authtab;
 
 /* Registers pipe-close notifications on sock. The secret must outlive tab. */
-rpc_status rpc_authtab_init(rpc_authtab *tab, nng_socket sock, const rpc_secret *secret);
+ts_status rpc_authtab_init(rpc_authtab *tab, nng_socket sock, const rpc_secret *secret);
 void rpc_authtab_fini(rpc_authtab *tab);
 bool rpc_authtab_authed(rpc_authtab *tab, nng_pipe p);
 /* Role the pipe authenticated as ("" if none); copies into role. */
@@ -72,10 +72,9 @@ bool rpc_authtab_handle(rpc_authtab *tab, rpc_msg *m, nng_pipe p, rpc_enc *reply
 
 /* ---- client side ---------------------------------------------------------- */
 /* Runs the handshake over a dialed REQ socket as `role` ("client", "server",
- * "query"). Returns RPC_OK, RPC_EAUTH (wrong key on either side; err says
- * which), RPC_EVERSION, RPC_EIO / RPC_ETIMEDOUT. */
-rpc_status rpc_auth_client(nng_socket s, const rpc_secret *secret, const char *role, char *err,
-                           size_t errn);
+ * "query"). Returns TS_OK, TS_EAUTH (wrong key on either side; d says
+ * which), TS_EVERSION, TS_EIO / TS_ETIMEOUT. */
+ts_status rpc_auth_client(nng_socket s, const rpc_secret *secret, const char *role, ts_diag *d);
 
 /* HMAC of a context label and a nonce (exposed for tests). */
 void rpc_auth_mac(const rpc_secret *s, const char *label, const uint8_t nonce[RPC_NONCE_BYTES],

@@ -22,23 +22,23 @@ static void nap_ms(int ms) {
  * retries on "pending". */
 typedef void (*build_fn)(rpc_enc *e, const void *arg);
 
-static rpc_status call(rpc_client *c, build_fn build, const void *arg, double timeout_s,
-                       rpc_msg *reply) {
+static ts_status call(rpc_client *c, build_fn build, const void *arg, double timeout_s,
+                      rpc_msg *reply, ts_diag *d) {
   nng_socket_set_ms(c->sock, NNG_OPT_RECVTIMEO, (nng_duration)(timeout_s * 1000));
   bool reauthed = false;
   for (int tries = 0;; tries++) {
     rpc_enc e;
     build(&e, arg);
-    rpc_status st = rpc_call(c->sock, &e, reply, c->err, sizeof c->err);
-    if (st == RPC_EAUTH && !reauthed) {
+    ts_status st = rpc_call(c->sock, &e, reply, d);
+    if (st == TS_EAUTH && !reauthed) {
       reauthed = true;
       nng_socket_set_ms(c->sock, NNG_OPT_RECVTIMEO, (nng_duration)(c->timeout_s * 1000));
-      st = rpc_auth_client(c->sock, &c->secret, "client", c->err, sizeof c->err);
+      st = rpc_auth_client(c->sock, &c->secret, "client", d);
       nng_socket_set_ms(c->sock, NNG_OPT_RECVTIMEO, (nng_duration)(timeout_s * 1000));
       if (st) return st;
       continue;
     }
-    if (st == RPC_EPENDING && tries < 30) {
+    if (st == TS_EPENDING && tries < 30) {
       nap_ms(100);
       continue;
     }
@@ -46,13 +46,12 @@ static rpc_status call(rpc_client *c, build_fn build, const void *arg, double ti
   }
 }
 
-rpc_status rpc_client_open(rpc_client **out, const char *addr, const rpc_secret *secret,
-                           const char *token, double timeout_s, char *err, size_t errn) {
+ts_status rpc_client_open(rpc_client **out, const char *addr, const rpc_secret *secret,
+                           const char *token, double timeout_s, ts_diag *d) {
   *out = NULL;
   rpc_client *c = ts_calloc(1, sizeof *c);
   if (!c) {
-    snprintf(err, errn, "out of memory");
-    return RPC_ENOMEM;
+    return ts_diag_set(d, TS_ENOMEM, "out of memory");
   }
   c->secret = *secret;
   c->timeout_s = timeout_s > 0 ? timeout_s : 10;
@@ -60,9 +59,9 @@ rpc_status rpc_client_open(rpc_client **out, const char *addr, const rpc_secret 
   snprintf(c->token, sizeof c->token, "%s", token ? token : "");
   int rv = nng_req0_open(&c->sock);
   if (rv) {
-    snprintf(err, errn, "nng_req0_open: %s", nng_strerror(rv));
+    ts_diag_set(d, TS_EIO, "nng_req0_open: %s", nng_strerror(rv));
     ts_free(c);
-    return RPC_EIO;
+    return TS_EIO;
   }
   rpc_socket_limits(c->sock);
   /* measurements may take long: never resend a request behind our back */
@@ -77,14 +76,14 @@ rpc_status rpc_client_open(rpc_client **out, const char *addr, const rpc_secret 
     if (rv == 0) break;
     if ((rv != NNG_ECONNREFUSED && rv != NNG_ETIMEDOUT && rv != NNG_ECONNRESET) ||
         tsrt_now() - t0 > c->timeout_s) {
-      snprintf(err, errn, "dial %s: %s", addr, nng_strerror(rv));
       nng_close(c->sock);
       ts_free(c);
-      return rv == NNG_EADDRINVAL || rv == NNG_ENOTSUP ? RPC_EPROTO : RPC_EIO;
+      return ts_diag_set(d, rv == NNG_EADDRINVAL || rv == NNG_ENOTSUP ? TS_EPROTO : TS_EIO, "dial %s: %s",
+                         addr, nng_strerror(rv));
     }
     nap_ms(50);
   }
-  rpc_status st = rpc_auth_client(c->sock, &c->secret, "client", err, errn);
+  ts_status st = rpc_auth_client(c->sock, &c->secret, "client", d);
   if (st) {
     nng_close(c->sock);
     rpc_secret_wipe(&c->secret);
@@ -92,7 +91,7 @@ rpc_status rpc_client_open(rpc_client **out, const char *addr, const rpc_secret 
     return st;
   }
   *out = c;
-  return RPC_OK;
+  return TS_OK;
 }
 
 static void build_close(rpc_enc *e, const void *arg) {
@@ -104,7 +103,7 @@ static void build_close(rpc_enc *e, const void *arg) {
 void rpc_client_close(rpc_client *c) {
   if (!c) return;
   rpc_msg r;
-  if (call(c, build_close, c, 2, &r) == RPC_OK) rpc_msg_fini(&r);
+  if (call(c, build_close, c, 2, &r, NULL) == TS_OK) rpc_msg_fini(&r);
   nng_close(c->sock);
   rpc_secret_wipe(&c->secret);
   ts_free(c);
@@ -115,12 +114,12 @@ static void build_info(rpc_enc *e, const void *arg) {
   rpc_enc_begin(e, RPC_T_INFO, 0);
 }
 
-rpc_status rpc_client_info(rpc_client *c, rpc_msg *reply) {
-  rpc_status st = call(c, build_info, NULL, c->timeout_s, reply);
-  if (st == RPC_OK && reply->type != RPC_T_INFO_REPLY) {
+ts_status rpc_client_info(rpc_client *c, rpc_msg *reply, ts_diag *d) {
+  ts_status st = call(c, build_info, NULL, c->timeout_s, reply, d);
+  if (st == TS_OK && reply->type != RPC_T_INFO_REPLY) {
     rpc_msg_fini(reply);
-    snprintf(c->err, sizeof c->err, "info: unexpected reply");
-    return RPC_EPROTO;
+    ts_diag_set(d, TS_EPROTO, "info: unexpected reply");
+    return TS_EPROTO;
   }
   return st;
 }
@@ -140,49 +139,49 @@ static void build_upload(rpc_enc *e, const void *arg) {
   rpc_enc_bin(e, "data", u->data, u->n);
 }
 
-rpc_status rpc_client_upload_bytes(rpc_client *c, const char *name, const void *data, size_t n,
-                                   char *id, size_t idn) {
+ts_status rpc_client_upload_bytes(rpc_client *c, const char *name, const void *data, size_t n,
+                                   char *id, size_t idn, ts_diag *d) {
   if (n > RPC_MAX_ARTIFACT) {
-    snprintf(c->err, sizeof c->err, "artifact of %zu bytes exceeds %u", n, RPC_MAX_ARTIFACT);
-    return RPC_ETOOBIG;
+    ts_diag_set(d, TS_ETOOBIG, "artifact of %zu bytes exceeds %u", n, RPC_MAX_ARTIFACT);
+    return TS_ETOOBIG;
   }
   upload_arg u = {c, name, data, n};
   rpc_msg r;
-  rpc_status st = call(c, build_upload, &u, c->timeout_s + (double)n / 1e6, &r);
+  ts_status st = call(c, build_upload, &u, c->timeout_s + (double)n / 1e6, &r, d);
   if (st) return st;
   if (r.type != RPC_T_UPLOADED || rpc_need(&r, rpc_get_str(&r, NULL, "artifact", id, idn),
                                            "artifact")) {
-    snprintf(c->err, sizeof c->err, "upload: unexpected reply (%s)", r.err);
-    st = RPC_EPROTO;
+    ts_diag_set(d, TS_EPROTO, "upload: unexpected reply (%s)", r.err);
+    st = TS_EPROTO;
   }
   rpc_msg_fini(&r);
   return st;
 }
 
-rpc_status rpc_client_upload(rpc_client *c, const char *path, char *id, size_t idn) {
+ts_status rpc_client_upload(rpc_client *c, const char *path, char *id, size_t idn, ts_diag *d) {
   FILE *f = fopen(path, "rb");
   if (!f) {
-    snprintf(c->err, sizeof c->err, "%s: %s", path, strerror(errno));
-    return RPC_ESYSTEM;
+    ts_diag_set(d, TS_ESYSTEM, "%s: %s", path, strerror(errno));
+    return TS_ESYSTEM;
   }
   fseek(f, 0, SEEK_END);
   long sz = ftell(f);
   fseek(f, 0, SEEK_SET);
   if (sz < 0 || (unsigned long)sz > RPC_MAX_ARTIFACT) {
     fclose(f);
-    snprintf(c->err, sizeof c->err, "%s: size %ld not in [0, %u]", path, sz, RPC_MAX_ARTIFACT);
-    return RPC_ETOOBIG;
+    ts_diag_set(d, TS_ETOOBIG, "%s: size %ld not in [0, %u]", path, sz, RPC_MAX_ARTIFACT);
+    return TS_ETOOBIG;
   }
   void *buf = ts_malloc(sz ? (size_t)sz : 1);
   if (!buf || fread(buf, 1, (size_t)sz, f) != (size_t)sz) {
     fclose(f);
     ts_free(buf);
-    snprintf(c->err, sizeof c->err, "%s: read failed", path);
-    return RPC_ESYSTEM;
+    ts_diag_set(d, TS_ESYSTEM, "%s: read failed", path);
+    return TS_ESYSTEM;
   }
   fclose(f);
   const char *base = strrchr(path, '/');
-  rpc_status st = rpc_client_upload_bytes(c, base ? base + 1 : path, buf, (size_t)sz, id, idn);
+  ts_status st = rpc_client_upload_bytes(c, base ? base + 1 : path, buf, (size_t)sz, id, idn, d);
   ts_free(buf);
   return st;
 }
@@ -213,27 +212,27 @@ static void build_measure(rpc_enc *e, const void *arg) {
   rpc_pack_str(pk, "num_threads"), msgpack_pack_uint32(pk, (uint32_t)(o->num_threads > 0 ? o->num_threads : 0));
 }
 
-rpc_status rpc_client_measure(rpc_client *c, const char *id, const tsrt_measure_opts *opts,
-                              tsrt_measure_result *res) {
+ts_status rpc_client_measure(rpc_client *c, const char *id, const tsrt_measure_opts *opts,
+                              tsrt_measure_result *res, ts_diag *d) {
   memset(res, 0, sizeof *res);
   measure_arg a = {c, id, opts};
   double budget = (opts->timeout_s > 0 ? opts->timeout_s : 10) + c->timeout_s + 5;
   rpc_msg r;
-  rpc_status st = call(c, build_measure, &a, budget, &r);
+  ts_status st = call(c, build_measure, &a, budget, &r, d);
   if (st) return st;
   char status[32];
   const msgpack_object *secs = NULL, *sums = NULL;
   uint32_t nsecs = 0, nsums = 0;
   uint64_t number = 0;
-  st = RPC_EPROTO;
+  st = TS_EPROTO;
   if (r.type != RPC_T_RESULT ||
       rpc_need(&r, rpc_get_str(&r, NULL, "status", status, sizeof status), "status") ||
-      rpc_get_str(&r, NULL, "error", res->error, sizeof res->error) > RPC_ENOENT ||
-      rpc_get_u64(&r, NULL, "number", INT32_MAX, &number) > RPC_ENOENT ||
+      rpc_get_str(&r, NULL, "error", res->error, sizeof res->error) > TS_ENOTFOUND ||
+      rpc_get_u64(&r, NULL, "number", INT32_MAX, &number) > TS_ENOTFOUND ||
       rpc_need(&r, rpc_get_array(&r, NULL, "secs", TSRT_MAX_REPEAT, &secs, &nsecs), "secs") ||
       rpc_need(&r, rpc_get_array(&r, NULL, "checksums", TSRT_MAX_DIMS * 2, &sums, &nsums),
                "checksums")) {
-    snprintf(c->err, sizeof c->err, "measure: bad reply: %s", r.err);
+    ts_diag_set(d, st, "measure: bad reply: %s", r.err);
     goto out;
   }
   res->status = TSRT_ESYSTEM;
@@ -244,7 +243,7 @@ rpc_status rpc_client_measure(rpc_client *c, const char *id, const tsrt_measure_
   for (uint32_t i = 0; i < nsecs; i++) {
     const msgpack_object *o = &secs[i];
     if (o->type != MSGPACK_OBJECT_FLOAT64 && o->type != MSGPACK_OBJECT_FLOAT32) {
-      snprintf(c->err, sizeof c->err, "measure: secs[%u] is not a float", i);
+      ts_diag_set(d, st, "measure: secs[%u] is not a float", i);
       goto out;
     }
     res->secs[i] = o->via.f64;
@@ -252,23 +251,23 @@ rpc_status rpc_client_measure(rpc_client *c, const char *id, const tsrt_measure_
   res->noutputs = (int)nsums;
   for (uint32_t i = 0; i < nsums; i++) {
     if (sums[i].type != MSGPACK_OBJECT_POSITIVE_INTEGER) {
-      snprintf(c->err, sizeof c->err, "measure: checksums[%u] is not an unsigned integer", i);
+      ts_diag_set(d, st, "measure: checksums[%u] is not an unsigned integer", i);
       goto out;
     }
     res->checksums[i] = sums[i].via.u64;
   }
   const void *outp;
   size_t outn;
-  if (rpc_get_bin(&r, NULL, "outputs", RPC_MAX_MSG, &outp, &outn) == RPC_OK && outn) {
+  if (rpc_get_bin(&r, NULL, "outputs", RPC_MAX_MSG, &outp, &outn) == TS_OK && outn) {
     res->outputs = ts_malloc(outn);
     if (!res->outputs) {
-      st = RPC_ENOMEM;
+      st = ts_diag_set(d, TS_ENOMEM, "out of memory");
       goto out;
     }
     memcpy(res->outputs, outp, outn);
     res->outputs_bytes = outn;
   }
-  st = RPC_OK;
+  st = TS_OK;
 out:
   rpc_msg_fini(&r);
   return st;
@@ -305,28 +304,28 @@ static void build_run_model(rpc_enc *e, const void *arg) {
   }
 }
 
-rpc_status rpc_client_run_model(rpc_client *c, const char *id, const tsrt_model_io *inputs, int ninputs,
-                                int repeat, double timeout_s, int num_threads, tsrt_model_run_result *res) {
+ts_status rpc_client_run_model(rpc_client *c, const char *id, const tsrt_model_io *inputs, int ninputs,
+                                int repeat, double timeout_s, int num_threads, tsrt_model_run_result *res, ts_diag *d) {
   memset(res, 0, sizeof *res);
   if (ninputs < 0 || ninputs > 64 || repeat < 0 || repeat > TSRT_MAX_REPEAT) {
-    snprintf(c->err, sizeof c->err, "run_model: %d inputs (at most 64), repeat %d (0..%d)", ninputs, repeat,
+    ts_diag_set(d, TS_EPROTO, "run_model: %d inputs (at most 64), repeat %d (0..%d)", ninputs, repeat,
              TSRT_MAX_REPEAT);
-    return RPC_EPROTO;
+    return TS_EPROTO;
   }
   run_model_arg a = {c, id, inputs, ninputs, repeat, num_threads, timeout_s};
   rpc_msg r;
-  rpc_status st = call(c, build_run_model, &a, (timeout_s > 0 ? timeout_s : 60) + c->timeout_s + 5, &r);
+  ts_status st = call(c, build_run_model, &a, (timeout_s > 0 ? timeout_s : 60) + c->timeout_s + 5, &r, d);
   if (st) return st;
   char status[32];
   const msgpack_object *secs = NULL, *outs = NULL;
   uint32_t nsecs = 0, nouts = 0;
-  st = RPC_EPROTO;
+  st = TS_EPROTO;
   if (r.type != RPC_T_MODEL_RESULT ||
       rpc_need(&r, rpc_get_str(&r, NULL, "status", status, sizeof status), "status") ||
-      rpc_get_str(&r, NULL, "error", res->error, sizeof res->error) > RPC_ENOENT ||
+      rpc_get_str(&r, NULL, "error", res->error, sizeof res->error) > TS_ENOTFOUND ||
       rpc_need(&r, rpc_get_array(&r, NULL, "secs", TSRT_MAX_REPEAT, &secs, &nsecs), "secs") ||
       rpc_need(&r, rpc_get_array(&r, NULL, "outputs", 4096, &outs, &nouts), "outputs")) {
-    snprintf(c->err, sizeof c->err, "run_model: bad reply: %s", r.type == RPC_T_MODEL_RESULT ? r.err : "not a model_result");
+    ts_diag_set(d, st, "run_model: bad reply: %s", r.type == RPC_T_MODEL_RESULT ? r.err : "not a model_result");
     goto out;
   }
   res->status = TSRT_ESYSTEM;
@@ -334,7 +333,7 @@ rpc_status rpc_client_run_model(rpc_client *c, const char *id, const tsrt_model_
     if (strcmp(status, tsrt_status_name((tsrt_status)s)) == 0) res->status = (tsrt_status)s;
   for (uint32_t i = 0; i < nsecs; i++) {
     if (secs[i].type != MSGPACK_OBJECT_FLOAT64 && secs[i].type != MSGPACK_OBJECT_FLOAT32) {
-      snprintf(c->err, sizeof c->err, "run_model: secs[%u] is not a float", i);
+      ts_diag_set(d, st, "run_model: secs[%u] is not a float", i);
       goto out;
     }
     res->secs[res->nsecs++] = secs[i].via.f64;
@@ -342,7 +341,7 @@ rpc_status rpc_client_run_model(rpc_client *c, const char *id, const tsrt_model_
   if (nouts) {
     res->outputs = ts_calloc(nouts, sizeof *res->outputs);
     if (!res->outputs) {
-      st = RPC_ENOMEM;
+      st = ts_diag_set(d, TS_ENOMEM, "out of memory");
       goto out;
     }
   }
@@ -358,20 +357,20 @@ rpc_status rpc_client_run_model(rpc_client *c, const char *id, const tsrt_model_
         rpc_need(&r, rpc_get_u64(&r, &outs[i], "dtype", TSRT_DTYPE_COUNT - 1, &dt), "dtype") ||
         rpc_need(&r, rpc_get_array(&r, &outs[i], "shape", TSRT_MAX_DIMS, &sh, &nd), "shape") ||
         rpc_need(&r, rpc_get_bin(&r, &outs[i], "data", RPC_MAX_MSG, &p, &n), "data")) {
-      snprintf(c->err, sizeof c->err, "run_model: bad outputs[%u]: %s", i, r.err);
+      ts_diag_set(d, st, "run_model: bad outputs[%u]: %s", i, r.err);
       goto out;
     }
     uint64_t want = (uint64_t)tsrt_dtype_bytes((int)dt);
     for (uint32_t j = 0; j < nd; j++) {
       if (sh[j].type != MSGPACK_OBJECT_POSITIVE_INTEGER || sh[j].via.u64 > (1ull << 40)) {
-        snprintf(c->err, sizeof c->err, "run_model: outputs[%u].shape[%u] is not a size", i, j);
+        ts_diag_set(d, st, "run_model: outputs[%u].shape[%u] is not a size", i, j);
         goto out;
       }
       io->shape[j] = (int64_t)sh[j].via.u64;
       want *= sh[j].via.u64;
     }
     if (want != n) {
-      snprintf(c->err, sizeof c->err, "run_model: outputs[%u] has %zu bytes, its shape needs %llu", i, n,
+      ts_diag_set(d, st, "run_model: outputs[%u] has %zu bytes, its shape needs %llu", i, n,
                (unsigned long long)want);
       goto out;
     }
@@ -379,16 +378,16 @@ rpc_status rpc_client_run_model(rpc_client *c, const char *id, const tsrt_model_
     io->ndim = (int32_t)nd;
     io->data = ts_malloc(n ? n : 1);
     if (!io->data) {
-      st = RPC_ENOMEM;
+      st = ts_diag_set(d, TS_ENOMEM, "out of memory");
       goto out;
     }
     memcpy(io->data, p, n);
     io->nbytes = n;
     res->noutputs = (int)i + 1;
   }
-  st = RPC_OK;
+  st = TS_OK;
 out:
-  if (st != RPC_OK) tsrt_model_run_result_fini(res);
+  if (st != TS_OK) tsrt_model_run_result_fini(res);
   rpc_msg_fini(&r);
   return st;
 }

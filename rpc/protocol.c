@@ -33,39 +33,28 @@ rpc_type rpc_type_from_name(const char *s, size_t n) {
   return RPC_T_COUNT;
 }
 
+/* The wire names of statuses in error replies ({"code": "auth"}). */
 static const struct {
-  rpc_status st;
-  const char *code, *msg;
-} status_table[] = {
-    {RPC_OK, "ok", "success"},
-    {RPC_ENOMEM, "nomem", "out of memory"},
-    {RPC_EPROTO, "proto", "malformed message"},
-    {RPC_EVERSION, "version", "protocol version mismatch"},
-    {RPC_EAUTH, "auth", "not authenticated (wrong or missing key)"},
-    {RPC_EDENIED, "denied", "no session grants this"},
-    {RPC_ENOENT, "noent", "not found"},
-    {RPC_ETOOBIG, "toobig", "over a size limit"},
-    {RPC_EIO, "io", "network error"},
-    {RPC_ETIMEDOUT, "timeout", "timed out"},
-    {RPC_ESYSTEM, "system", "system error"},
-    {RPC_EREMOTE, "remote", "the peer reported an error"},
-    {RPC_EPENDING, "pending", "not yet (retry)"},
+  ts_status st;
+  const char *code;
+} wire_codes[] = {
+    {TS_OK, "ok"},           {TS_ENOMEM, "nomem"},   {TS_EPROTO, "proto"},
+    {TS_EVERSION, "version"}, {TS_EAUTH, "auth"},     {TS_EDENIED, "denied"},
+    {TS_ENOTFOUND, "noent"}, {TS_ETOOBIG, "toobig"}, {TS_EIO, "io"},
+    {TS_ETIMEOUT, "timeout"}, {TS_ESYSTEM, "system"}, {TS_EREMOTE, "remote"},
+    {TS_EPENDING, "pending"},
 };
+#define NCODES (sizeof wire_codes / sizeof *wire_codes)
 
-const char *rpc_strerror(rpc_status st) {
-  for (size_t i = 0; i < sizeof status_table / sizeof *status_table; i++)
-    if (status_table[i].st == st) return status_table[i].msg;
-  return "unknown status";
-}
-const char *rpc_status_code(rpc_status st) {
-  for (size_t i = 0; i < sizeof status_table / sizeof *status_table; i++)
-    if (status_table[i].st == st) return status_table[i].code;
+const char *rpc_status_code(ts_status st) {
+  for (size_t i = 0; i < NCODES; i++)
+    if (wire_codes[i].st == st) return wire_codes[i].code;
   return "remote";
 }
-rpc_status rpc_status_from_code(const char *code) {
-  for (size_t i = 0; i < sizeof status_table / sizeof *status_table; i++)
-    if (strcmp(status_table[i].code, code) == 0) return status_table[i].st;
-  return RPC_EREMOTE;
+ts_status rpc_status_from_code(const char *code) {
+  for (size_t i = 0; i < NCODES; i++)
+    if (strcmp(wire_codes[i].code, code) == 0) return wire_codes[i].st;
+  return TS_EREMOTE;
 }
 
 /* ---- bound scan ----------------------------------------------------------- */
@@ -162,14 +151,14 @@ static bool key_is(const msgpack_object *k, const char *s) {
   return k->type == MSGPACK_OBJECT_STR && k->via.str.size == n && memcmp(k->via.str.ptr, s, n) == 0;
 }
 
-static rpc_status check_map_keys(const msgpack_object *o, int depth, char *err, size_t errn) {
+static ts_status check_map_keys(const msgpack_object *o, int depth, char *err, size_t errn) {
   if (o->type == MSGPACK_OBJECT_MAP) {
     const msgpack_object_map *m = &o->via.map;
     for (uint32_t i = 0; i < m->size; i++) {
       const msgpack_object *k = &m->ptr[i].key;
       if (k->type != MSGPACK_OBJECT_STR || k->via.str.size == 0 || k->via.str.size > RPC_MAX_KEY) {
         snprintf(err, errn, "map key %u is not a string of 1..%d bytes", i, RPC_MAX_KEY);
-        return RPC_EPROTO;
+            return TS_EPROTO;
       }
       /* quadratic, but maps are small; bounded by the message size anyway */
       if (m->size <= 256)
@@ -177,18 +166,18 @@ static rpc_status check_map_keys(const msgpack_object *o, int depth, char *err, 
           if (m->ptr[j].key.via.str.size == k->via.str.size &&
               memcmp(m->ptr[j].key.via.str.ptr, k->via.str.ptr, k->via.str.size) == 0) {
             snprintf(err, errn, "duplicate key '%.*s'", (int)k->via.str.size, k->via.str.ptr);
-            return RPC_EPROTO;
+            return TS_EPROTO;
           }
-      rpc_status st = check_map_keys(&m->ptr[i].val, depth + 1, err, errn);
+      ts_status st = check_map_keys(&m->ptr[i].val, depth + 1, err, errn);
       if (st) return st;
     }
   } else if (o->type == MSGPACK_OBJECT_ARRAY) {
     for (uint32_t i = 0; i < o->via.array.size; i++) {
-      rpc_status st = check_map_keys(&o->via.array.ptr[i], depth + 1, err, errn);
+      ts_status st = check_map_keys(&o->via.array.ptr[i], depth + 1, err, errn);
       if (st) return st;
     }
   }
-  return RPC_OK;
+  return TS_OK;
 }
 
 void rpc_msg_fini(rpc_msg *m) {
@@ -199,22 +188,22 @@ void rpc_msg_fini(rpc_msg *m) {
   m->len = 0;
 }
 
-rpc_status rpc_msg_decode(rpc_msg *m, const void *data, size_t len) {
+ts_status rpc_msg_decode(rpc_msg *m, const void *data, size_t len) {
   memset(m, 0, sizeof *m);
   m->type = RPC_T_COUNT;
   if (len > RPC_MAX_MSG) {
     snprintf(m->err, sizeof m->err, "message of %zu bytes exceeds %u", len, RPC_MAX_MSG);
-    return RPC_ETOOBIG;
+    return TS_ETOOBIG;
   }
   if (len == 0 || data == NULL) {
     snprintf(m->err, sizeof m->err, "empty message");
-    return RPC_EPROTO;
+    return TS_EPROTO;
   }
-  if (bound_scan(data, len, m->err, sizeof m->err)) return RPC_EPROTO;
+  if (bound_scan(data, len, m->err, sizeof m->err)) return TS_EPROTO;
   m->buf = ts_malloc(len);
   if (!m->buf) {
     snprintf(m->err, sizeof m->err, "out of memory");
-    return RPC_ENOMEM;
+    return TS_ENOMEM;
   }
   memcpy(m->buf, data, len);
   m->len = len;
@@ -226,20 +215,20 @@ rpc_status rpc_msg_decode(rpc_msg *m, const void *data, size_t len) {
     msgpack_unpacked_destroy(&up);
     rpc_msg_fini(m);
     snprintf(m->err, sizeof m->err, "msgpack decoding failed (%d)", (int)r);
-    return r == MSGPACK_UNPACK_NOMEM_ERROR ? RPC_ENOMEM : RPC_EPROTO;
+    return r == MSGPACK_UNPACK_NOMEM_ERROR ? TS_ENOMEM : TS_EPROTO;
   }
   m->zone = msgpack_unpacked_release_zone(&up);
   m->root = up.data;
   msgpack_unpacked_destroy(&up);
-  rpc_status st = RPC_EPROTO;
+  ts_status st = TS_EPROTO;
   if (m->root.type != MSGPACK_OBJECT_MAP) {
     snprintf(m->err, sizeof m->err, "message is not a map");
     goto fail;
   }
   if ((st = check_map_keys(&m->root, 0, m->err, sizeof m->err))) goto fail;
-  st = RPC_EPROTO;
+  st = TS_EPROTO;
   uint64_t v;
-  rpc_status gs = rpc_get_u64(m, NULL, "v", UINT32_MAX, &v);
+  ts_status gs = rpc_get_u64(m, NULL, "v", UINT32_MAX, &v);
   if (gs) {
     rpc_need(m, gs, "v");
     goto fail;
@@ -254,7 +243,7 @@ rpc_status rpc_msg_decode(rpc_msg *m, const void *data, size_t len) {
   if (m->version != RPC_PROTO_VERSION) {
     snprintf(m->err, sizeof m->err, "protocol version %u, this build speaks %d", m->version,
              RPC_PROTO_VERSION);
-    st = RPC_EVERSION;
+    st = TS_EVERSION;
     goto fail;
   }
   if (m->type == RPC_T_COUNT) {
@@ -262,7 +251,7 @@ rpc_status rpc_msg_decode(rpc_msg *m, const void *data, size_t len) {
              (int)(t->via.str.size > 40 ? 40 : t->via.str.size), t->via.str.ptr);
     goto fail;
   }
-  return RPC_OK;
+  return TS_OK;
 fail: {
   char keep[sizeof m->err];
   uint32_t ver = m->version;
@@ -284,31 +273,31 @@ const msgpack_object *rpc_find(const msgpack_object *map, const char *key) {
 
 #define LOOKUP()                                                                \
   const msgpack_object *o = rpc_find(map ? map : &m->root, key);                 \
-  if (!o) return RPC_ENOENT
+  if (!o) return TS_ENOTFOUND
 
-static rpc_status bad(rpc_msg *m, const char *key, const char *what) {
+static ts_status bad(rpc_msg *m, const char *key, const char *what) {
   snprintf(m->err, sizeof m->err, "field '%s': %s", key, what);
-  return RPC_EPROTO;
+  return TS_EPROTO;
 }
 
-rpc_status rpc_need(rpc_msg *m, rpc_status st, const char *key) {
-  if (st == RPC_ENOENT) {
+ts_status rpc_need(rpc_msg *m, ts_status st, const char *key) {
+  if (st == TS_ENOTFOUND) {
     snprintf(m->err, sizeof m->err, "missing field '%s'", key);
-    return RPC_EPROTO;
+    return TS_EPROTO;
   }
   return st;
 }
 
-rpc_status rpc_get_u64(rpc_msg *m, const msgpack_object *map, const char *key, uint64_t max,
+ts_status rpc_get_u64(rpc_msg *m, const msgpack_object *map, const char *key, uint64_t max,
                        uint64_t *out) {
   LOOKUP();
   if (o->type != MSGPACK_OBJECT_POSITIVE_INTEGER) return bad(m, key, "expected an unsigned integer");
   if (o->via.u64 > max) return bad(m, key, "out of range");
   *out = o->via.u64;
-  return RPC_OK;
+  return TS_OK;
 }
 
-rpc_status rpc_get_i64(rpc_msg *m, const msgpack_object *map, const char *key, int64_t lo,
+ts_status rpc_get_i64(rpc_msg *m, const msgpack_object *map, const char *key, int64_t lo,
                        int64_t hi, int64_t *out) {
   LOOKUP();
   int64_t v;
@@ -322,10 +311,10 @@ rpc_status rpc_get_i64(rpc_msg *m, const msgpack_object *map, const char *key, i
   }
   if (v < lo || v > hi) return bad(m, key, "out of range");
   *out = v;
-  return RPC_OK;
+  return TS_OK;
 }
 
-rpc_status rpc_get_f64(rpc_msg *m, const msgpack_object *map, const char *key, double lo,
+ts_status rpc_get_f64(rpc_msg *m, const msgpack_object *map, const char *key, double lo,
                        double hi, double *out) {
   LOOKUP();
   double v;
@@ -335,17 +324,17 @@ rpc_status rpc_get_f64(rpc_msg *m, const msgpack_object *map, const char *key, d
   else return bad(m, key, "expected a number");
   if (!isfinite(v) || v < lo || v > hi) return bad(m, key, "out of range");
   *out = v;
-  return RPC_OK;
+  return TS_OK;
 }
 
-rpc_status rpc_get_bool(rpc_msg *m, const msgpack_object *map, const char *key, bool *out) {
+ts_status rpc_get_bool(rpc_msg *m, const msgpack_object *map, const char *key, bool *out) {
   LOOKUP();
   if (o->type != MSGPACK_OBJECT_BOOLEAN) return bad(m, key, "expected a boolean");
   *out = o->via.boolean;
-  return RPC_OK;
+  return TS_OK;
 }
 
-rpc_status rpc_get_str(rpc_msg *m, const msgpack_object *map, const char *key, char *dst,
+ts_status rpc_get_str(rpc_msg *m, const msgpack_object *map, const char *key, char *dst,
                        size_t cap) {
   LOOKUP();
   if (o->type != MSGPACK_OBJECT_STR) return bad(m, key, "expected a string");
@@ -354,10 +343,10 @@ rpc_status rpc_get_str(rpc_msg *m, const msgpack_object *map, const char *key, c
   if (memchr(o->via.str.ptr, 0, n)) return bad(m, key, "string contains a NUL byte");
   memcpy(dst, o->via.str.ptr, n);
   dst[n] = 0;
-  return RPC_OK;
+  return TS_OK;
 }
 
-rpc_status rpc_get_bin(rpc_msg *m, const msgpack_object *map, const char *key, size_t maxn,
+ts_status rpc_get_bin(rpc_msg *m, const msgpack_object *map, const char *key, size_t maxn,
                        const void **p, size_t *n) {
   LOOKUP();
   if (o->type == MSGPACK_OBJECT_BIN) {
@@ -370,25 +359,25 @@ rpc_status rpc_get_bin(rpc_msg *m, const msgpack_object *map, const char *key, s
     return bad(m, key, "expected binary data");
   }
   if (*n > maxn) return bad(m, key, "too large");
-  return RPC_OK;
+  return TS_OK;
 }
 
-rpc_status rpc_get_array(rpc_msg *m, const msgpack_object *map, const char *key, uint32_t maxn,
+ts_status rpc_get_array(rpc_msg *m, const msgpack_object *map, const char *key, uint32_t maxn,
                          const msgpack_object **items, uint32_t *n) {
   LOOKUP();
   if (o->type != MSGPACK_OBJECT_ARRAY) return bad(m, key, "expected an array");
   if (o->via.array.size > maxn) return bad(m, key, "too many items");
   *items = o->via.array.ptr;
   *n = o->via.array.size;
-  return RPC_OK;
+  return TS_OK;
 }
 
-rpc_status rpc_get_map(rpc_msg *m, const msgpack_object *map, const char *key,
+ts_status rpc_get_map(rpc_msg *m, const msgpack_object *map, const char *key,
                        const msgpack_object **out) {
   LOOKUP();
   if (o->type != MSGPACK_OBJECT_MAP) return bad(m, key, "expected a map");
   *out = o;
-  return RPC_OK;
+  return TS_OK;
 }
 
 /* ---- encoding ------------------------------------------------------------- */
@@ -442,11 +431,11 @@ void rpc_enc_bin(rpc_enc *e, const char *key, const void *p, size_t n) {
   msgpack_pack_bin_body(&e->pk, p, n);
 }
 
-rpc_status rpc_enc_finish(rpc_enc *e) {
-  if (e->fail || e->have != e->want) return RPC_EPROTO;
-  if (e->sb.size > RPC_MAX_MSG) return RPC_ETOOBIG;
-  if (e->sb.size > 0 && e->sb.data == NULL) return RPC_ENOMEM;
-  return RPC_OK;
+ts_status rpc_enc_finish(rpc_enc *e) {
+  if (e->fail || e->have != e->want) return TS_EPROTO;
+  if (e->sb.size > RPC_MAX_MSG) return TS_ETOOBIG;
+  if (e->sb.size > 0 && e->sb.data == NULL) return TS_ENOMEM;
+  return TS_OK;
 }
 
 void rpc_enc_fini(rpc_enc *e) {
@@ -455,7 +444,7 @@ void rpc_enc_fini(rpc_enc *e) {
   e->sb.size = 0;
 }
 
-void rpc_enc_error(rpc_enc *e, rpc_status code, const char *fmt, ...) {
+void rpc_enc_error(rpc_enc *e, ts_status code, const char *fmt, ...) {
   char buf[512];
   va_list ap;
   va_start(ap, fmt);
@@ -471,49 +460,48 @@ int rpc_socket_limits(nng_socket s) {
   return nng_socket_set_size(s, NNG_OPT_RECVMAXSZ, (size_t)RPC_MAX_MSG + 4096);
 }
 
-rpc_status rpc_send(nng_socket s, rpc_enc *e) {
-  rpc_status st = rpc_enc_finish(e);
-  if (st == RPC_OK) {
+ts_status rpc_send(nng_socket s, rpc_enc *e) {
+  ts_status st = rpc_enc_finish(e);
+  if (st == TS_OK) {
     nng_msg *msg;
     if (nng_msg_alloc(&msg, 0)) {
-      st = RPC_ENOMEM;
+      st = TS_ENOMEM;
     } else if (nng_msg_append(msg, e->sb.data, e->sb.size)) {
       nng_msg_free(msg);
-      st = RPC_ENOMEM;
+      st = TS_ENOMEM;
     } else if (nng_sendmsg(s, msg, 0)) {
       nng_msg_free(msg);
-      st = RPC_EIO;
+      st = TS_EIO;
     }
   }
   rpc_enc_fini(e);
   return st;
 }
 
-rpc_status rpc_recv(nng_socket s, rpc_msg *m, nng_pipe *pipe) {
+ts_status rpc_recv(nng_socket s, rpc_msg *m, nng_pipe *pipe) {
   memset(m, 0, sizeof *m);
   m->type = RPC_T_COUNT;
   nng_msg *msg;
   int rv = nng_recvmsg(s, &msg, 0);
   if (rv) {
     snprintf(m->err, sizeof m->err, "receive: %s", nng_strerror(rv));
-    return rv == NNG_ETIMEDOUT ? RPC_ETIMEDOUT : RPC_EIO;
+    return rv == NNG_ETIMEDOUT ? TS_ETIMEOUT : TS_EIO;
   }
   if (pipe) *pipe = nng_msg_get_pipe(msg);
-  rpc_status st = rpc_msg_decode(m, nng_msg_body(msg), nng_msg_len(msg));
+  ts_status st = rpc_msg_decode(m, nng_msg_body(msg), nng_msg_len(msg));
   nng_msg_free(msg);
   return st;
 }
 
-rpc_status rpc_call(nng_socket s, rpc_enc *e, rpc_msg *reply, char *err, size_t errn) {
-  rpc_status st = rpc_send(s, e);
+ts_status rpc_call(nng_socket s, rpc_enc *e, rpc_msg *reply, ts_diag *d) {
+  ts_status st = rpc_send(s, e);
   if (st) {
     memset(reply, 0, sizeof *reply);
-    if (err) snprintf(err, errn, "send: %s", rpc_strerror(st));
-    return st;
+    return ts_diag_set(d, st, "send: %s", ts_strerror(st));
   }
   st = rpc_recv(s, reply, NULL);
   if (st) {
-    if (err) snprintf(err, errn, "%s", reply->err);
+    ts_diag_set(d, st, "%s", reply->err);
     rpc_msg_fini(reply);
     return st;
   }
@@ -521,12 +509,11 @@ rpc_status rpc_call(nng_socket s, rpc_enc *e, rpc_msg *reply, char *err, size_t 
     char code[32] = "", msg[512] = "";
     rpc_get_str(reply, NULL, "code", code, sizeof code);
     rpc_get_str(reply, NULL, "message", msg, sizeof msg);
-    if (err) snprintf(err, errn, "%s", msg[0] ? msg : code);
     rpc_msg_fini(reply);
     st = rpc_status_from_code(code);
-    return st == RPC_OK ? RPC_EREMOTE : st;
+    return ts_diag_set(d, st == TS_OK ? TS_EREMOTE : st, "%s", msg[0] ? msg : code);
   }
-  return RPC_OK;
+  return TS_OK;
 }
 
 void rpc_token_new(char out[RPC_TOKEN_LEN + 1]) {

@@ -37,26 +37,15 @@
 #define RPC_TOKEN_LEN 32           /* session tokens: 32 lowercase hex characters */
 #define RPC_NONCE_BYTES 32
 
-/* Statuses of rpc_ and trk_ functions; rpc_strerror() names them. */
-typedef enum {
-  RPC_OK = 0,
-  RPC_ENOMEM,    /* allocation failed */
-  RPC_EPROTO,    /* malformed message or field (msg->err says which) */
-  RPC_EVERSION,  /* peer speaks another protocol version */
-  RPC_EAUTH,     /* not authenticated / wrong key */
-  RPC_EDENIED,   /* authenticated, but no session grants this */
-  RPC_ENOENT,    /* optional field absent; unknown id/ticket */
-  RPC_ETOOBIG,   /* over a size limit */
-  RPC_EIO,       /* nng send/recv/dial failed */
-  RPC_ETIMEDOUT, /* no reply in time */
-  RPC_ESYSTEM,   /* file system, fork, ... */
-  RPC_EREMOTE,   /* the peer replied with an error (text in the caller's err) */
-  RPC_EPENDING,  /* not yet: a grant the server has not heard of; retry */
-} rpc_status;
-const char *rpc_strerror(rpc_status st);
+/* rpc_ and trk_ functions return a ts_status (base/ts.h: TS_EPROTO for a
+ * malformed message or field, TS_EVERSION, TS_EAUTH, TS_EDENIED, TS_ENOTFOUND
+ * for an absent optional field or unknown id, TS_ETOOBIG, TS_EIO,
+ * TS_ETIMEOUT, TS_ESYSTEM, TS_EREMOTE for an error reply with an unknown
+ * code, TS_EPENDING for a grant the server has not heard of yet) and fill a
+ * ts_diag. */
 /* Wire names of the error codes ("auth", "proto", ...) and back. */
-const char *rpc_status_code(rpc_status st);
-rpc_status rpc_status_from_code(const char *code);
+const char *rpc_status_code(ts_status st);
+ts_status rpc_status_from_code(const char *code);
 
 /* Message types: X(enum, wire name). Directions in docs/RPC.md. */
 #define RPC_TYPE_LIST(X)                                                       \
@@ -114,38 +103,38 @@ typedef struct rpc_msg {
   char err[200];       /* what was wrong (decode or last failing getter) */
 } rpc_msg;
 
-/* Decodes len bytes (copied). Returns RPC_OK, RPC_ETOOBIG (over RPC_MAX_MSG),
- * RPC_EVERSION (a well-formed message of another version: m->version says
- * which) or RPC_EPROTO; m->err says why. On failure m owns nothing (fini is
+/* Decodes len bytes (copied). Returns TS_OK, TS_ETOOBIG (over RPC_MAX_MSG),
+ * TS_EVERSION (a well-formed message of another version: m->version says
+ * which) or TS_EPROTO; m->d says why. On failure m owns nothing (fini is
  * still safe). */
-rpc_status rpc_msg_decode(rpc_msg *m, const void *data, size_t len);
+ts_status rpc_msg_decode(rpc_msg *m, const void *data, size_t len);
 void rpc_msg_fini(rpc_msg *m);
 
 /* Typed getters. `map` is a map object inside m (NULL: the root). They
- * return RPC_OK, RPC_ENOENT when the key is absent (out untouched), or
- * RPC_EPROTO for a wrong type / out-of-range value (m->err names the field).
+ * return TS_OK, TS_ENOTFOUND when the key is absent (out untouched), or
+ * TS_EPROTO for a wrong type / out-of-range value (m->err names the field).
  * Callers that need a field treat ENOENT as an error: rpc_need() does. */
 const msgpack_object *rpc_find(const msgpack_object *map, const char *key);
-rpc_status rpc_get_u64(rpc_msg *m, const msgpack_object *map, const char *key, uint64_t max,
+ts_status rpc_get_u64(rpc_msg *m, const msgpack_object *map, const char *key, uint64_t max,
                        uint64_t *out);
-rpc_status rpc_get_i64(rpc_msg *m, const msgpack_object *map, const char *key, int64_t lo,
+ts_status rpc_get_i64(rpc_msg *m, const msgpack_object *map, const char *key, int64_t lo,
                        int64_t hi, int64_t *out);
 /* Finite doubles in [lo, hi]; integers are accepted. */
-rpc_status rpc_get_f64(rpc_msg *m, const msgpack_object *map, const char *key, double lo,
+ts_status rpc_get_f64(rpc_msg *m, const msgpack_object *map, const char *key, double lo,
                        double hi, double *out);
-rpc_status rpc_get_bool(rpc_msg *m, const msgpack_object *map, const char *key, bool *out);
+ts_status rpc_get_bool(rpc_msg *m, const msgpack_object *map, const char *key, bool *out);
 /* Copies a string of at most cap-1 bytes, without NUL bytes, NUL-terminated. */
-rpc_status rpc_get_str(rpc_msg *m, const msgpack_object *map, const char *key, char *dst,
+ts_status rpc_get_str(rpc_msg *m, const msgpack_object *map, const char *key, char *dst,
                        size_t cap);
 /* A bin (or str) of at most maxn bytes; *p points into the message. */
-rpc_status rpc_get_bin(rpc_msg *m, const msgpack_object *map, const char *key, size_t maxn,
+ts_status rpc_get_bin(rpc_msg *m, const msgpack_object *map, const char *key, size_t maxn,
                        const void **p, size_t *n);
-rpc_status rpc_get_array(rpc_msg *m, const msgpack_object *map, const char *key, uint32_t maxn,
+ts_status rpc_get_array(rpc_msg *m, const msgpack_object *map, const char *key, uint32_t maxn,
                          const msgpack_object **items, uint32_t *n);
-rpc_status rpc_get_map(rpc_msg *m, const msgpack_object *map, const char *key,
+ts_status rpc_get_map(rpc_msg *m, const msgpack_object *map, const char *key,
                        const msgpack_object **out);
 /* ENOENT -> EPROTO with "missing field 'key'" in m->err. */
-rpc_status rpc_need(rpc_msg *m, rpc_status st, const char *key);
+ts_status rpc_need(rpc_msg *m, ts_status st, const char *key);
 
 /* ---- encoding ------------------------------------------------------------- */
 /* Builds one message. rpc_enc_begin writes the map header for nfields fields
@@ -167,27 +156,27 @@ void rpc_enc_f64(rpc_enc *e, const char *key, double v);
 void rpc_enc_bool(rpc_enc *e, const char *key, bool v);
 void rpc_enc_bin(rpc_enc *e, const char *key, const void *p, size_t n);
 void rpc_pack_str(msgpack_packer *pk, const char *s);
-/* Checks the count; returns RPC_OK with the bytes in e->sb.data/e->sb.size. */
-rpc_status rpc_enc_finish(rpc_enc *e);
+/* Checks the count; returns TS_OK with the bytes in e->sb.data/e->sb.size. */
+ts_status rpc_enc_finish(rpc_enc *e);
 void rpc_enc_fini(rpc_enc *e);
 /* Convenience: a complete error message {code, message}. */
-void rpc_enc_error(rpc_enc *e, rpc_status code, const char *fmt, ...)
+void rpc_enc_error(rpc_enc *e, ts_status code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
 /* ---- transport ------------------------------------------------------------ */
 /* Sets NNG_OPT_RECVMAXSZ to RPC_MAX_MSG (+ slack) on a socket. */
 int rpc_socket_limits(nng_socket s);
-/* Finishes e and sends it (e is fini'd either way). RPC_EIO on failure. */
-rpc_status rpc_send(nng_socket s, rpc_enc *e);
+/* Finishes e and sends it (e is fini'd either way). TS_EIO on failure. */
+ts_status rpc_send(nng_socket s, rpc_enc *e);
 /* Receives and decodes one message; *pipe (optional) gets its pipe. On
  * decode failure returns the decode status (m->err) with *pipe still set, so
- * a server can answer the right peer. RPC_ETIMEDOUT on NNG_ETIMEDOUT, RPC_EIO
+ * a server can answer the right peer. TS_ETIMEOUT on NNG_ETIMEDOUT, TS_EIO
  * on other nng errors. */
-rpc_status rpc_recv(nng_socket s, rpc_msg *m, nng_pipe *pipe);
+ts_status rpc_recv(nng_socket s, rpc_msg *m, nng_pipe *pipe);
 /* One request/reply on a REQ socket: sends e, receives into reply. If the
- * reply is RPC_T_ERROR, returns its status (code) and copies its message into
- * err; RPC_EREMOTE if the code is unknown. */
-rpc_status rpc_call(nng_socket s, rpc_enc *e, rpc_msg *reply, char *err, size_t errn);
+ * reply is RPC_T_ERROR, returns its status (code) with its message in d
+ * (TS_EREMOTE if the code is unknown); reply then holds nothing. */
+ts_status rpc_call(nng_socket s, rpc_enc *e, rpc_msg *reply, ts_diag *d);
 
 /* Random session tokens (RPC_TOKEN_LEN hex chars + NUL). */
 void rpc_token_new(char out[RPC_TOKEN_LEN + 1]);

@@ -1,8 +1,7 @@
 /* server.c — rpc_server (server.h): option parsing, the REP serving loop,
- * artifact storage, forked measurement, device info, and the tracker thread
- * (register within a second, heartbeat, re-register after a tracker restart,
- * deregister on exit). The tracker messages are protocol.h's
- * register/heartbeat/deregister, spoken directly over a REQ socket. */
+ * artifact storage, forked measurement and device info. Registration with
+ * the tracker is the registrar the binary's main passes in (the tracker
+ * client, tracker/tracker_client.c); this file does not include tracker/. */
 #include "rpc/server.h"
 
 #include <arpa/inet.h>
@@ -27,8 +26,6 @@
 #include <nng/protocol/reqrep0/req.h>
 #include "tessel_config.h"
 
-#define MAX_TOKENS 64
-
 typedef struct artifact {
   char id[16];
   char path[512];
@@ -51,13 +48,8 @@ typedef struct server {
   artifact arts[RPC_SERVER_MAX_ARTIFACTS];
   int narts;
   uint64_t next_art;
-  pthread_mutex_t mu; /* tokens, busy */
-  char tokens[MAX_TOKENS][RPC_TOKEN_LEN + 1];
-  int ntokens;
-  bool busy;
-  bool registered;
-  pthread_t trk_thread;
-  bool trk_started;
+  const rpc_server_registrar *reg;
+  void *regh; /* the registration (NULL with --no-tracker) */
 } server;
 
 static volatile sig_atomic_t g_stop;
@@ -132,158 +124,33 @@ static void pack_info(msgpack_packer *pk) {
   rpc_pack_str(pk, "gpu_status"), rpc_pack_str(pk, gpu);
 }
 
+static artifact *find_artifact(server *s, const char *id);
+
 /* ---- tokens ---------------------------------------------------------------- */
-/* RPC_OK: may proceed; EPENDING: unknown (maybe not heard yet); EDENIED. */
-static rpc_status check_token(server *s, const char *tok) {
-  if (s->no_tracker) return RPC_OK;
-  if (!rpc_token_valid(tok)) return RPC_EDENIED;
-  pthread_mutex_lock(&s->mu);
-  bool ok = false;
-  for (int i = 0; i < s->ntokens; i++)
-    if (strcmp(s->tokens[i], tok) == 0) ok = true;
-  pthread_mutex_unlock(&s->mu);
-  return ok ? RPC_OK : RPC_EPENDING;
+/* TS_OK: may proceed; TS_EPENDING: unknown (maybe not heard yet); TS_EDENIED. */
+static ts_status check_token(server *s, const char *tok) {
+  if (s->no_tracker) return TS_OK;
+  if (!rpc_token_valid(tok)) return TS_EDENIED;
+  return s->regh ? s->reg->check_token(s->regh, tok) : TS_EPENDING;
 }
 
-/* ---- tracker thread --------------------------------------------------------- */
-static void local_address(server *s, nng_pipe p, char *out, size_t n) {
-  if (s->advertise[0]) {
-    snprintf(out, n, "%s", s->advertise);
-    return;
-  }
-  if (s->host[0] && strcmp(s->host, "0.0.0.0") != 0) {
-    snprintf(out, n, "tcp://%.200s:%d", s->host, s->port);
-    return;
-  }
-  nng_sockaddr sa;
-  char ip[64] = "127.0.0.1";
-  if (nng_pipe_id(p) > 0 && nng_pipe_get_addr(p, NNG_OPT_LOCADDR, &sa) == 0 &&
-      sa.s_family == NNG_AF_INET)
-    inet_ntop(AF_INET, &sa.s_in.sa_addr, ip, sizeof ip);
-  snprintf(out, n, "tcp://%s:%d", ip, s->port);
+static void set_busy(server *s, bool busy) {
+  if (s->regh) s->reg->set_busy(s->regh, busy);
 }
 
-static rpc_status trk_register(server *s, nng_socket t, uint64_t *id, uint64_t *hb_ms,
-                               char *err, size_t errn) {
-  /* a first round trip gives us the pipe, hence the local address the
-   * tracker sees when we listen on 0.0.0.0 */
-  rpc_enc e;
-  rpc_status st = rpc_auth_client(t, &s->secret, "server", err, errn);
-  if (st) return st;
-  /* find the pipe: ask with a cheap request whose reply carries it */
-  rpc_enc_begin(&e, RPC_T_QUERY, 0);
-  nng_pipe p = NNG_PIPE_INITIALIZER;
-  if (rpc_send(t, &e) == RPC_OK) {
-    rpc_msg r;
-    if (rpc_recv(t, &r, &p) == RPC_OK) rpc_msg_fini(&r);
+/* The artifact `id` of the session `tok`, or NULL after an error reply. */
+static artifact *session_artifact(server *s, const char *what, const char *tok, const char *id, rpc_enc *rep) {
+  ts_status st = check_token(s, tok);
+  if (st) {
+    rpc_enc_error(rep, st, "%s: session token not granted", what);
+    return NULL;
   }
-  char addr[RPC_MAX_ADDR];
-  local_address(s, p, addr, sizeof addr);
-  rpc_enc_begin(&e, RPC_T_REGISTER, 3);
-  rpc_enc_str(&e, "key", s->key);
-  rpc_enc_str(&e, "address", addr);
-  rpc_enc_key(&e, "info");
-  pack_info(&e.pk);
-  rpc_msg r;
-  st = rpc_call(t, &e, &r, err, errn);
-  if (st) return st;
-  *hb_ms = 1000;
-  if (r.type != RPC_T_REGISTERED ||
-      rpc_need(&r, rpc_get_u64(&r, NULL, "server_id", UINT64_MAX, id), "server_id")) {
-    snprintf(err, errn, "register: unexpected reply (%s)", r.err);
-    rpc_msg_fini(&r);
-    return RPC_EPROTO;
+  artifact *a = find_artifact(s, id);
+  if (!a || (!s->no_tracker && strcmp(a->token, tok) != 0)) {
+    rpc_enc_error(rep, TS_ENOTFOUND, "%s: no artifact '%s' in this session", what, id);
+    return NULL;
   }
-  rpc_get_u64(&r, NULL, "heartbeat_ms", 60000, hb_ms);
-  if (*hb_ms < 50) *hb_ms = 50;
-  if (*hb_ms > 2000) *hb_ms = 2000;
-  rpc_msg_fini(&r);
-  fprintf(stderr, "rpc-server: registered with tracker %s as key '%s' at %s (id %llu)\n",
-          s->tracker, s->key, addr, (unsigned long long)*id);
-  return RPC_OK;
-}
-
-static rpc_status trk_heartbeat(server *s, nng_socket t, uint64_t id, char *err, size_t errn) {
-  rpc_enc e;
-  pthread_mutex_lock(&s->mu);
-  bool busy = s->busy;
-  pthread_mutex_unlock(&s->mu);
-  rpc_enc_begin(&e, RPC_T_HEARTBEAT, 2);
-  rpc_enc_u64(&e, "server_id", id);
-  rpc_enc_bool(&e, "busy", busy);
-  rpc_msg r;
-  rpc_status st = rpc_call(t, &e, &r, err, errn);
-  if (st) return st;
-  const msgpack_object *toks = NULL;
-  uint32_t n = 0;
-  if (r.type != RPC_T_HEARTBEAT_ACK ||
-      rpc_need(&r, rpc_get_array(&r, NULL, "tokens", MAX_TOKENS, &toks, &n), "tokens")) {
-    snprintf(err, errn, "heartbeat: unexpected reply (%s)", r.err);
-    rpc_msg_fini(&r);
-    return RPC_EPROTO;
-  }
-  pthread_mutex_lock(&s->mu);
-  s->ntokens = 0;
-  for (uint32_t i = 0; i < n; i++) {
-    const msgpack_object *o = &toks[i];
-    if (o->type != MSGPACK_OBJECT_STR || o->via.str.size != RPC_TOKEN_LEN) continue;
-    memcpy(s->tokens[s->ntokens], o->via.str.ptr, RPC_TOKEN_LEN);
-    s->tokens[s->ntokens][RPC_TOKEN_LEN] = 0;
-    if (rpc_token_valid(s->tokens[s->ntokens])) s->ntokens++;
-  }
-  pthread_mutex_unlock(&s->mu);
-  rpc_msg_fini(&r);
-  return RPC_OK;
-}
-
-static void *tracker_thread(void *arg) {
-  server *s = arg;
-  char url[RPC_MAX_ADDR + 8], err[512], lasterr[512] = "";
-  snprintf(url, sizeof url, "%s%s", strstr(s->tracker, "://") ? "" : "tcp://", s->tracker);
-  while (!g_stop) {
-    nng_socket t;
-    if (nng_req0_open(&t)) {
-      nap_ms(500);
-      continue;
-    }
-    rpc_socket_limits(t);
-    nng_socket_set_ms(t, NNG_OPT_RECVTIMEO, 2000);
-    nng_socket_set_ms(t, NNG_OPT_SENDTIMEO, 2000);
-    nng_socket_set_ms(t, NNG_OPT_RECONNMINT, 50);
-    nng_socket_set_ms(t, NNG_OPT_RECONNMAXT, 500);
-    uint64_t id = 0, hb = 1000;
-    rpc_status st = RPC_EIO;
-    int rv = nng_dial(t, url, NULL, 0);
-    if (rv) snprintf(err, sizeof err, "dial %s: %s", url, nng_strerror(rv));
-    else st = trk_register(s, t, &id, &hb, err, sizeof err);
-    if (st == RPC_OK) {
-      lasterr[0] = 0;
-      while (!g_stop) {
-        double t0 = tsrt_now();
-        st = trk_heartbeat(s, t, id, err, sizeof err);
-        if (st) break;
-        while (!g_stop && tsrt_now() - t0 < (double)hb / 1000) nap_ms(20);
-      }
-      if (g_stop) {
-        rpc_enc e;
-        rpc_msg r;
-        rpc_enc_begin(&e, RPC_T_DEREGISTER, 1);
-        rpc_enc_u64(&e, "server_id", id);
-        if (rpc_call(t, &e, &r, err, sizeof err) == RPC_OK) rpc_msg_fini(&r);
-      }
-    }
-    nng_close(t);
-    if (g_stop) break;
-    if (strcmp(err, lasterr) != 0) {
-      fprintf(stderr, "rpc-server: tracker %s: %s (retrying)\n", s->tracker, err);
-      snprintf(lasterr, sizeof lasterr, "%s", err);
-    }
-    pthread_mutex_lock(&s->mu);
-    s->ntokens = 0; /* grants die with the tracker's view of us */
-    pthread_mutex_unlock(&s->mu);
-    nap_ms(st == RPC_EAUTH ? 2000 : 300);
-  }
-  return NULL;
+  return a;
 }
 
 /* ---- artifacts ------------------------------------------------------------ */
@@ -318,15 +185,15 @@ static void serve_upload(server *s, rpc_msg *m, rpc_enc *rep) {
   char tok[RPC_TOKEN_LEN + 2] = "", name[128];
   const void *data;
   size_t n;
-  rpc_status st;
-  if (rpc_get_str(m, NULL, "token", tok, sizeof tok) == RPC_EPROTO ||
+  ts_status st;
+  if (rpc_get_str(m, NULL, "token", tok, sizeof tok) == TS_EPROTO ||
       (st = rpc_need(m, rpc_get_str(m, NULL, "name", name, sizeof name), "name")) ||
       (st = rpc_need(m, rpc_get_bin(m, NULL, "data", RPC_MAX_ARTIFACT, &data, &n), "data"))) {
-    rpc_enc_error(rep, RPC_EPROTO, "upload: %s", m->err);
+    rpc_enc_error(rep, TS_EPROTO, "upload: %s", m->err);
     return;
   }
   if ((st = check_token(s, tok))) {
-    rpc_enc_error(rep, st, "upload: %s", st == RPC_EPENDING ?
+    rpc_enc_error(rep, st, "upload: %s", st == TS_EPENDING ?
                   "unknown session token (not granted by the tracker, or not heard yet)" :
                   "a session token granted by the tracker is required");
     return;
@@ -343,7 +210,7 @@ static void serve_upload(server *s, rpc_msg *m, rpc_enc *rep) {
   if (f && fclose(f)) ok = false;
   if (!ok) {
     unlink(a->path);
-    rpc_enc_error(rep, RPC_ESYSTEM, "upload: cannot store the artifact: %s", strerror(errno));
+    rpc_enc_error(rep, TS_ESYSTEM, "upload: cannot store the artifact: %s", strerror(errno));
     return;
   }
   s->narts++;
@@ -355,36 +222,29 @@ static void serve_upload(server *s, rpc_msg *m, rpc_enc *rep) {
 static void serve_measure(server *s, rpc_msg *m, rpc_enc *rep) {
   char tok[RPC_TOKEN_LEN + 2] = "", id[32];
   const msgpack_object *o = NULL;
-  rpc_status st;
-  if (rpc_get_str(m, NULL, "token", tok, sizeof tok) == RPC_EPROTO ||
+  ts_status st;
+  if (rpc_get_str(m, NULL, "token", tok, sizeof tok) == TS_EPROTO ||
       (st = rpc_need(m, rpc_get_str(m, NULL, "artifact", id, sizeof id), "artifact")) ||
-      rpc_get_map(m, NULL, "opts", &o) == RPC_EPROTO) {
-    rpc_enc_error(rep, RPC_EPROTO, "measure: %s", m->err);
+      rpc_get_map(m, NULL, "opts", &o) == TS_EPROTO) {
+    rpc_enc_error(rep, TS_EPROTO, "measure: %s", m->err);
     return;
   }
-  if ((st = check_token(s, tok))) {
-    rpc_enc_error(rep, st, "measure: session token not granted");
-    return;
-  }
-  artifact *a = find_artifact(s, id);
-  if (!a || (!s->no_tracker && strcmp(a->token, tok) != 0)) {
-    rpc_enc_error(rep, RPC_ENOENT, "measure: no artifact '%s' in this session", id);
-    return;
-  }
+  artifact *a = session_artifact(s, "measure", tok, id, rep);
+  if (!a) return;
   tsrt_measure_opts opts = {.number = 0, .repeat = 3, .timeout_s = 10};
   uint64_t u;
   double d;
   bool b;
   const char *f = NULL;
 #define GETU(name, max, dst)                                                     \
-  if ((st = rpc_get_u64(m, o, f = name, max, &u)) == RPC_OK) dst = (int)u;      \
-  else if (st != RPC_ENOENT) goto bad
+  if ((st = rpc_get_u64(m, o, f = name, max, &u)) == TS_OK) dst = (int)u;      \
+  else if (st != TS_ENOTFOUND) goto bad
 #define GETF(name, lo, hi, dst)                                                  \
-  if ((st = rpc_get_f64(m, o, f = name, lo, hi, &d)) == RPC_OK) dst = d;        \
-  else if (st != RPC_ENOENT) goto bad
+  if ((st = rpc_get_f64(m, o, f = name, lo, hi, &d)) == TS_OK) dst = d;        \
+  else if (st != TS_ENOTFOUND) goto bad
 #define GETB(name, dst)                                                          \
-  if ((st = rpc_get_bool(m, o, f = name, &b)) == RPC_OK) dst = b;               \
-  else if (st != RPC_ENOENT) goto bad
+  if ((st = rpc_get_bool(m, o, f = name, &b)) == TS_OK) dst = b;               \
+  else if (st != TS_ENOTFOUND) goto bad
   if (o) {
     GETU("number", 1000000, opts.number);
     GETU("repeat", TSRT_MAX_REPEAT, opts.repeat);
@@ -394,22 +254,18 @@ static void serve_measure(server *s, rpc_msg *m, rpc_enc *rep) {
     GETF("timeout_s", 0.001, 3600, opts.timeout_s);
     GETB("want_outputs", opts.want_outputs);
     GETU("num_threads", 4096, opts.num_threads);
-    if ((st = rpc_get_u64(m, o, f = "seed", UINT64_MAX, &u)) == RPC_OK) opts.seed = u;
-    else if (st != RPC_ENOENT) goto bad;
+    if ((st = rpc_get_u64(m, o, f = "seed", UINT64_MAX, &u)) == TS_OK) opts.seed = u;
+    else if (st != TS_ENOTFOUND) goto bad;
   }
 #undef GETU
 #undef GETF
 #undef GETB
   if (opts.repeat < 1) opts.repeat = 1;
-  pthread_mutex_lock(&s->mu);
-  s->busy = true;
-  pthread_mutex_unlock(&s->mu);
+  set_busy(s, true);
   tsrt_measure_result res;
   memset(&res, 0, sizeof res);
   tsrt_measure_forked(a->path, &opts, &res);
-  pthread_mutex_lock(&s->mu);
-  s->busy = false;
-  pthread_mutex_unlock(&s->mu);
+  set_busy(s, false);
   bool send_out = opts.want_outputs && res.outputs && res.outputs_bytes <= RPC_MAX_MSG - (1u << 20);
   int nrep = res.repeat < 0 ? 0 : res.repeat > TSRT_MAX_REPEAT ? TSRT_MAX_REPEAT : res.repeat;
   int nout = res.noutputs < 0 ? 0 : res.noutputs > TSRT_MAX_DIMS * 2 ? TSRT_MAX_DIMS * 2 : res.noutputs;
@@ -427,7 +283,7 @@ static void serve_measure(server *s, rpc_msg *m, rpc_enc *rep) {
   tsrt_result_fini(&res);
   return;
 bad:
-  rpc_enc_error(rep, RPC_EPROTO, "measure: opts: %s", m->err);
+  rpc_enc_error(rep, TS_EPROTO, "measure: opts: %s", m->err);
   (void)f;
 }
 
@@ -442,25 +298,18 @@ static void serve_run_model(server *s, rpc_msg *m, rpc_enc *rep) {
   uint32_t nin = 0;
   uint64_t repeat = 0, threads = 0;
   double timeout = 60;
-  rpc_status st;
-  if (rpc_get_str(m, NULL, "token", tok, sizeof tok) == RPC_EPROTO ||
+  ts_status st;
+  if (rpc_get_str(m, NULL, "token", tok, sizeof tok) == TS_EPROTO ||
       rpc_need(m, rpc_get_str(m, NULL, "artifact", id, sizeof id), "artifact") ||
       rpc_need(m, rpc_get_array(m, NULL, "inputs", 64, &items, &nin), "inputs") ||
-      rpc_get_u64(m, NULL, "repeat", TSRT_MAX_REPEAT, &repeat) == RPC_EPROTO ||
-      rpc_get_u64(m, NULL, "num_threads", 4096, &threads) == RPC_EPROTO ||
-      rpc_get_f64(m, NULL, "timeout_s", 0.001, 3600, &timeout) == RPC_EPROTO) {
-    rpc_enc_error(rep, RPC_EPROTO, "run_model: %s", m->err);
+      rpc_get_u64(m, NULL, "repeat", TSRT_MAX_REPEAT, &repeat) == TS_EPROTO ||
+      rpc_get_u64(m, NULL, "num_threads", 4096, &threads) == TS_EPROTO ||
+      rpc_get_f64(m, NULL, "timeout_s", 0.001, 3600, &timeout) == TS_EPROTO) {
+    rpc_enc_error(rep, TS_EPROTO, "run_model: %s", m->err);
     return;
   }
-  if ((st = check_token(s, tok))) {
-    rpc_enc_error(rep, st, "run_model: session token not granted");
-    return;
-  }
-  artifact *a = find_artifact(s, id);
-  if (!a || (!s->no_tracker && strcmp(a->token, tok) != 0)) {
-    rpc_enc_error(rep, RPC_ENOENT, "run_model: no artifact '%s' in this session", id);
-    return;
-  }
+  artifact *a = session_artifact(s, "run_model", tok, id, rep);
+  if (!a) return;
   tsrt_model_io io[64];
   memset(io, 0, sizeof io);
   for (uint32_t i = 0; i < nin; i++) {
@@ -474,20 +323,20 @@ static void serve_run_model(server *s, rpc_msg *m, rpc_enc *rep) {
         rpc_need(m, rpc_get_u64(m, it, "dtype", TSRT_DTYPE_COUNT - 1, &dt), "dtype") ||
         rpc_need(m, rpc_get_array(m, it, "shape", TSRT_MAX_DIMS, &sh, &nd), "shape") ||
         rpc_need(m, rpc_get_bin(m, it, "data", RPC_MAX_ARTIFACT, &p, &n), "data")) {
-      rpc_enc_error(rep, RPC_EPROTO, "run_model: inputs[%u]: %s", i, it->type != MSGPACK_OBJECT_MAP ? "not a map" : m->err);
+      rpc_enc_error(rep, TS_EPROTO, "run_model: inputs[%u]: %s", i, it->type != MSGPACK_OBJECT_MAP ? "not a map" : m->err);
       return;
     }
     uint64_t want = (uint64_t)tsrt_dtype_bytes((int)dt);
     for (uint32_t j = 0; j < nd; j++) {
       if (sh[j].type != MSGPACK_OBJECT_POSITIVE_INTEGER || sh[j].via.u64 > (1ull << 40)) {
-        rpc_enc_error(rep, RPC_EPROTO, "run_model: inputs[%u].shape[%u] is not a size", i, j);
+        rpc_enc_error(rep, TS_EPROTO, "run_model: inputs[%u].shape[%u] is not a size", i, j);
         return;
       }
       io[i].shape[j] = (int64_t)sh[j].via.u64;
       want *= sh[j].via.u64;
     }
     if (want != n || dt == TSRT_HANDLE) {
-      rpc_enc_error(rep, RPC_EPROTO, "run_model: inputs[%u] (%s): %zu data bytes, the dtype and shape need %llu",
+      rpc_enc_error(rep, TS_EPROTO, "run_model: inputs[%u] (%s): %zu data bytes, the dtype and shape need %llu",
                     i, io[i].name, n, (unsigned long long)want);
       return;
     }
@@ -496,19 +345,15 @@ static void serve_run_model(server *s, rpc_msg *m, rpc_enc *rep) {
     io[i].data = (void *)p;
     io[i].nbytes = n;
   }
-  pthread_mutex_lock(&s->mu);
-  s->busy = true;
-  pthread_mutex_unlock(&s->mu);
+  set_busy(s, true);
   tsrt_model_run_result res;
   tsrt_model_run_forked(a->path, io, (int)nin, (int)repeat, timeout, (int)threads, &res);
-  pthread_mutex_lock(&s->mu);
-  s->busy = false;
-  pthread_mutex_unlock(&s->mu);
+  set_busy(s, false);
   size_t total = 0;
   for (int i = 0; i < res.noutputs; i++) total += res.outputs[i].nbytes;
   if (total > RPC_MAX_MSG - (1u << 20)) {
     tsrt_model_run_result_fini(&res);
-    rpc_enc_error(rep, RPC_ETOOBIG, "run_model: outputs of %zu bytes do not fit a reply", total);
+    rpc_enc_error(rep, TS_ETOOBIG, "run_model: outputs of %zu bytes do not fit a reply", total);
     return;
   }
   rpc_enc_begin(rep, RPC_T_MODEL_RESULT, 4);
@@ -538,8 +383,8 @@ static void serve_run_model(server *s, rpc_msg *m, rpc_enc *rep) {
 
 static void serve_close(server *s, rpc_msg *m, rpc_enc *rep) {
   char tok[RPC_TOKEN_LEN + 2] = "";
-  if (rpc_get_str(m, NULL, "token", tok, sizeof tok) == RPC_EPROTO) {
-    rpc_enc_error(rep, RPC_EPROTO, "close: %s", m->err);
+  if (rpc_get_str(m, NULL, "token", tok, sizeof tok) == TS_EPROTO) {
+    rpc_enc_error(rep, TS_EPROTO, "close: %s", m->err);
     return;
   }
   for (int i = s->narts - 1; i >= 0; i--)
@@ -561,9 +406,29 @@ static void serve(server *s, rpc_msg *m, nng_pipe p, rpc_enc *rep) {
   case RPC_T_CLOSE: serve_close(s, m, rep); break;
   case RPC_T_RUN_MODEL: serve_run_model(s, m, rep); break;
   default:
-    rpc_enc_error(rep, RPC_EPROTO, "'%s' is not a request rpc_server serves",
+    rpc_enc_error(rep, TS_EPROTO, "'%s' is not a request rpc_server serves",
                   rpc_type_name(m->type));
   }
+}
+
+/* Starts the registrar: the advertised address, else the listen host when
+ * it is not the wildcard, else the local address toward the tracker. */
+static void start_registration(server *s) {
+  char addr[RPC_MAX_ADDR + 32] = "";
+  if (s->advertise[0])
+    snprintf(addr, sizeof addr, "%s", s->advertise);
+  else if (s->host[0] && strcmp(s->host, "0.0.0.0") != 0)
+    snprintf(addr, sizeof addr, "tcp://%.200s:%d", s->host, s->port);
+  msgpack_sbuffer sb;
+  msgpack_sbuffer_init(&sb);
+  msgpack_packer pk;
+  msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+  pack_info(&pk);
+  rpc_server_announce a = {.tracker = s->tracker, .key = s->key, .address = addr[0] ? addr : NULL,
+                           .secret = &s->secret, .port = s->port, .info = sb.data, .info_len = sb.size,
+                           .log = "rpc-server"};
+  s->regh = s->reg->start(&a);
+  msgpack_sbuffer_destroy(&sb);
 }
 
 /* ---- main ----------------------------------------------------------------- */
@@ -584,7 +449,7 @@ static int usage(FILE *f) {
   return f == stdout ? 0 : 2;
 }
 
-int rpc_server_main(int argc, char **argv) {
+int rpc_server_main(int argc, char **argv, const rpc_server_registrar *reg) {
   static server S; /* one server per process (signals) */
   server *s = &S;
   memset(s, 0, sizeof *s);
@@ -623,9 +488,14 @@ int rpc_server_main(int argc, char **argv) {
     return usage(stderr);
   }
   if (!s->key[0]) snprintf(s->key, sizeof s->key, "local");
-  char err[512];
-  if (rpc_secret_load(&s->secret, secret_file, err, sizeof err)) {
-    fprintf(stderr, "tessel-rpc-server: %s\n", err);
+  if (!s->no_tracker && !reg) {
+    fprintf(stderr, "tessel-rpc-server: built without a tracker client: use --no-tracker\n");
+    return 2;
+  }
+  s->reg = reg;
+  ts_diag d = {0};
+  if (rpc_secret_load(&s->secret, secret_file, &d)) {
+    fprintf(stderr, "tessel-rpc-server: %s\n", d.msg);
     return 2;
   }
   int rv = nng_rep0_open(&s->sock);
@@ -669,7 +539,6 @@ int rpc_server_main(int argc, char **argv) {
     return 1;
   }
   memcpy(g_dir, s->dir, sizeof g_dir);
-  pthread_mutex_init(&s->mu, NULL);
   g_stop = 0;
   struct sigaction sa;
   memset(&sa, 0, sizeof sa);
@@ -679,16 +548,14 @@ int rpc_server_main(int argc, char **argv) {
   signal(SIGPIPE, SIG_IGN);
   fprintf(stderr, "rpc-server: listening on tcp://%s:%d (key '%s'%s)\n", s->host, s->port, s->key,
           s->no_tracker ? ", no tracker" : "");
-  if (!s->no_tracker) {
-    if (pthread_create(&s->trk_thread, NULL, tracker_thread, s) == 0) s->trk_started = true;
-  }
+  if (!s->no_tracker) start_registration(s);
   while (!g_stop) {
     rpc_msg m;
     nng_pipe p = NNG_PIPE_INITIALIZER;
-    rpc_status st = rpc_recv(s->sock, &m, &p);
-    if (st == RPC_ETIMEDOUT) continue;
+    ts_status st = rpc_recv(s->sock, &m, &p);
+    if (st == TS_ETIMEOUT) continue;
     rpc_enc rep;
-    if (st == RPC_EIO) {
+    if (st == TS_EIO) {
       if (g_stop) break;
       nap_ms(10);
       continue;
@@ -703,12 +570,11 @@ int rpc_server_main(int argc, char **argv) {
     rpc_send(s->sock, &rep);
   }
   fprintf(stderr, "rpc-server: stopping\n");
-  if (s->trk_started) pthread_join(s->trk_thread, NULL);
+  if (s->regh) s->reg->stop(s->regh); /* deregisters */
   nng_close(s->sock);
   rpc_authtab_fini(&s->auth);
   for (int i = s->narts - 1; i >= 0; i--) drop_artifact(s, i);
   rm_dir(s->dir);
-  pthread_mutex_destroy(&s->mu);
   rpc_secret_wipe(&s->secret);
   return 0;
 }

@@ -136,7 +136,7 @@ static bool pipe_alive(trk_tracker *t, uint32_t id) {
 /* Finishes e and sends it to the peer whose request carried hdr; e is fini'd. */
 static void reply(trk_tracker *t, const uint8_t *hdr, size_t hdr_len, rpc_enc *e) {
   nng_msg *r;
-  if (rpc_enc_finish(e) == RPC_OK && nng_msg_alloc(&r, 0) == 0) {
+  if (rpc_enc_finish(e) == TS_OK && nng_msg_alloc(&r, 0) == 0) {
     if (nng_msg_header_append(r, hdr, hdr_len) != 0 || nng_msg_append(r, e->sb.data, e->sb.size) != 0 ||
         nng_sendmsg(t->sock, r, 0) != 0)
       nng_msg_free(r); /* a peer that is gone: its reply is dropped */
@@ -144,9 +144,9 @@ static void reply(trk_tracker *t, const uint8_t *hdr, size_t hdr_len, rpc_enc *e
   rpc_enc_fini(e);
 }
 
-static void reply_error(trk_tracker *t, const uint8_t *hdr, size_t hdr_len, rpc_status st, const char *fmt, ...)
+static void reply_error(trk_tracker *t, const uint8_t *hdr, size_t hdr_len, ts_status st, const char *fmt, ...)
     __attribute__((format(printf, 5, 6)));
-static void reply_error(trk_tracker *t, const uint8_t *hdr, size_t hdr_len, rpc_status st, const char *fmt, ...) {
+static void reply_error(trk_tracker *t, const uint8_t *hdr, size_t hdr_len, ts_status st, const char *fmt, ...) {
   char buf[400];
   va_list ap;
   va_start(ap, fmt);
@@ -216,7 +216,7 @@ static void revoke(trk_tracker *t, ticket *k, const char *why) {
   t->stats.revocations++;
   if (k->polling) { /* a held poll hears it now */
     k->polling = false;
-    reply_error(t, k->hdr, k->hdr_len, RPC_EDENIED, "session revoked: %s", why);
+    reply_error(t, k->hdr, k->hdr_len, TS_EDENIED, "session revoked: %s", why);
   }
 }
 
@@ -284,7 +284,7 @@ typedef struct req {
 } req;
 
 #define FAIL(st, ...) (reply_error(r->t, r->hdr, r->hdr_len, (st), __VA_ARGS__), (void)0)
-#define BAD() FAIL(RPC_EPROTO, "%s", r->m->err)
+#define BAD() FAIL(TS_EPROTO, "%s", r->m->err)
 
 static void h_register(req *r) {
   trk_tracker *t = r->t;
@@ -292,7 +292,7 @@ static void h_register(req *r) {
   if (rpc_need(r->m, rpc_get_str(r->m, NULL, "key", key, sizeof key), "key") ||
       rpc_need(r->m, rpc_get_str(r->m, NULL, "address", addr, sizeof addr), "address"))
     return BAD();
-  if (!key[0] || !addr[0]) return FAIL(RPC_EPROTO, "key and address must not be empty");
+  if (!key[0] || !addr[0]) return FAIL(TS_EPROTO, "key and address must not be empty");
   const msgpack_object *info = rpc_find(&r->m->root, "info");
   msgpack_sbuffer isb;
   msgpack_sbuffer_init(&isb);
@@ -302,19 +302,19 @@ static void h_register(req *r) {
     msgpack_pack_object(&pk, *info);
     if (isb.size > TRK_MAX_INFO) {
       msgpack_sbuffer_destroy(&isb);
-      return FAIL(RPC_ETOOBIG, "info is %zu bytes packed; at most %d", isb.size, TRK_MAX_INFO);
+      return FAIL(TS_ETOOBIG, "info is %zu bytes packed; at most %d", isb.size, TRK_MAX_INFO);
     }
   }
   if (t->nservers >= MAX_SERVERS) {
     msgpack_sbuffer_destroy(&isb);
-    return FAIL(RPC_ETOOBIG, "tracker full (%d servers)", MAX_SERVERS);
+    return FAIL(TS_ETOOBIG, "tracker full (%d servers)", MAX_SERVERS);
   }
   if (t->nservers == t->capservers) {
     size_t nc = t->capservers ? t->capservers * 2 : 64;
     server **ns = ts_realloc(t->servers, nc * sizeof *ns);
     if (!ns) {
       msgpack_sbuffer_destroy(&isb);
-      return FAIL(RPC_ENOMEM, "out of memory");
+      return FAIL(TS_ENOMEM, "out of memory");
     }
     t->servers = ns;
     t->capservers = nc;
@@ -322,7 +322,7 @@ static void h_register(req *r) {
   server *s = ts_calloc(1, sizeof *s);
   if (!s) {
     msgpack_sbuffer_destroy(&isb);
-    return FAIL(RPC_ENOMEM, "out of memory");
+    return FAIL(TS_ENOMEM, "out of memory");
   }
   /* the same board registering again (restarted): its old entry goes */
   for (size_t i = 0; i < t->nservers; i++)
@@ -357,7 +357,7 @@ static void h_heartbeat(req *r) {
   server *s = NULL;
   for (size_t i = 0; i < r->t->nservers && !s; i++)
     if (r->t->servers[i]->id == id) s = r->t->servers[i];
-  if (!s) return FAIL(RPC_ENOENT, "unknown server_id %llu (evicted?): register again", (unsigned long long)id);
+  if (!s) return FAIL(TS_ENOTFOUND, "unknown server_id %llu (evicted?): register again", (unsigned long long)id);
   s->last_hb = now_ms();
   s->pipe = r->pipe; /* a reconnected server heartbeats on its new connection */
   rpc_enc e;
@@ -376,25 +376,25 @@ static void h_deregister(req *r) {
       server_remove(r->t, i, "server deregistered");
       return reply_ok(r->t, r->hdr, r->hdr_len);
     }
-  FAIL(RPC_ENOENT, "unknown server_id %llu", (unsigned long long)id);
+  FAIL(TS_ENOTFOUND, "unknown server_id %llu", (unsigned long long)id);
 }
 
 static void h_request(req *r) {
   trk_tracker *t = r->t;
   char key[RPC_MAX_KEY + 1];
   int64_t prio = 0, session_ms = TRK_SESSION_DEFAULT_MS;
-  rpc_status st;
+  ts_status st;
   if (rpc_need(r->m, rpc_get_str(r->m, NULL, "key", key, sizeof key), "key")) return BAD();
-  if (!key[0]) return FAIL(RPC_EPROTO, "key must not be empty");
-  if ((st = rpc_get_i64(r->m, NULL, "priority", INT32_MIN, INT32_MAX, &prio)) && st != RPC_ENOENT) return BAD();
-  if ((st = rpc_get_i64(r->m, NULL, "session_ms", 100, TRK_SESSION_MAX_MS, &session_ms)) && st != RPC_ENOENT)
+  if (!key[0]) return FAIL(TS_EPROTO, "key must not be empty");
+  if ((st = rpc_get_i64(r->m, NULL, "priority", INT32_MIN, INT32_MAX, &prio)) && st != TS_ENOTFOUND) return BAD();
+  if ((st = rpc_get_i64(r->m, NULL, "session_ms", 100, TRK_SESSION_MAX_MS, &session_ms)) && st != TS_ENOTFOUND)
     return BAD();
   size_t mine = 0;
   for (ticket *k = t->tickets; k; k = k->next) mine += k->pipe == r->pipe;
   if (mine >= MAX_TICKETS_PER_PIPE || t->ntickets >= MAX_TICKETS)
-    return FAIL(RPC_ETOOBIG, "too many tickets; release some first");
+    return FAIL(TS_ETOOBIG, "too many tickets; release some first");
   ticket *k = ts_calloc(1, sizeof *k);
-  if (!k) return FAIL(RPC_ENOMEM, "out of memory");
+  if (!k) return FAIL(TS_ENOMEM, "out of memory");
   k->id = ++t->next_ticket;
   k->seq = ++t->next_seq;
   memcpy(k->key, key, sizeof key);
@@ -421,7 +421,7 @@ static ticket *own_ticket(req *r) {
   }
   ticket *k = ticket_find(r->t, id);
   if (!k || k->pipe != r->pipe) {
-    FAIL(RPC_ENOENT, "unknown ticket %llu", (unsigned long long)id);
+    FAIL(TS_ENOTFOUND, "unknown ticket %llu", (unsigned long long)id);
     return NULL;
   }
   return k;
@@ -429,12 +429,12 @@ static ticket *own_ticket(req *r) {
 
 static void h_poll(req *r) {
   int64_t wait_ms = 0;
-  rpc_status st = rpc_get_i64(r->m, NULL, "wait_ms", 0, TRK_WAIT_MAX_MS, &wait_ms);
-  if (st && st != RPC_ENOENT) return BAD();
-  if (r->hdr_len > sizeof ((ticket *)0)->hdr) return FAIL(RPC_EPROTO, "request routed through too many hops");
+  ts_status st = rpc_get_i64(r->m, NULL, "wait_ms", 0, TRK_WAIT_MAX_MS, &wait_ms);
+  if (st && st != TS_ENOTFOUND) return BAD();
+  if (r->hdr_len > sizeof ((ticket *)0)->hdr) return FAIL(TS_EPROTO, "request routed through too many hops");
   ticket *k = own_ticket(r);
   if (!k) return;
-  if (k->state == TK_REVOKED) return FAIL(RPC_EDENIED, "session revoked: %s", k->why);
+  if (k->state == TK_REVOKED) return FAIL(TS_EDENIED, "session revoked: %s", k->why);
   if (k->state == TK_GRANTED || wait_ms == 0) return reply_grant(r->t, r->hdr, r->hdr_len, k);
   k->polling = true;
   k->poll_deadline = now_ms() + wait_ms;
@@ -457,7 +457,7 @@ static void h_release(req *r) {
   ts_free(k);
   /* the ticket is gone either way; a revoked one says so */
   if (state == TK_REVOKED)
-    FAIL(RPC_EDENIED, "session had been revoked: %s", why);
+    FAIL(TS_EDENIED, "session had been revoked: %s", why);
   else
     reply_ok(r->t, r->hdr, r->hdr_len);
   if (state == TK_GRANTED) dispatch(r->t, key);
@@ -480,7 +480,7 @@ static keycount *kc_get(keycount *kc, size_t *n, const char *key) {
 static void h_query(req *r) {
   trk_tracker *t = r->t;
   keycount *kc = ts_calloc(t->nservers + t->ntickets + 1, sizeof *kc);
-  if (!kc) return FAIL(RPC_ENOMEM, "out of memory");
+  if (!kc) return FAIL(TS_ENOMEM, "out of memory");
   size_t nk = 0;
   for (size_t i = 0; i < t->nservers; i++) {
     keycount *c = kc_get(kc, &nk, t->servers[i]->key);
@@ -537,14 +537,14 @@ static void handle(trk_tracker *t, nng_msg *msg) {
   req r = {.t = t, .pipe = (uint32_t)nng_pipe_id(np), .hdr = nng_msg_header(msg),
            .hdr_len = nng_msg_header_len(msg)};
   rpc_msg m;
-  rpc_status st = rpc_msg_decode(&m, nng_msg_body(msg), nng_msg_len(msg));
+  ts_status st = rpc_msg_decode(&m, nng_msg_body(msg), nng_msg_len(msg));
   r.m = &m;
   /* REQ semantics: a new request from a connection abandons its held poll */
   for (ticket *k = t->tickets; k; k = k->next)
     if (k->pipe == r.pipe) k->polling = false;
-  if (st != RPC_OK) {
+  if (st != TS_OK) {
     t->stats.bad_msgs++;
-    reply_error(t, r.hdr, r.hdr_len, st, "%s", m.err[0] ? m.err : rpc_strerror(st));
+    reply_error(t, r.hdr, r.hdr_len, st, "%s", m.err[0] ? m.err : ts_strerror(st));
     rpc_msg_fini(&m);
     return;
   }
@@ -570,7 +570,7 @@ static void handle(trk_tracker *t, nng_msg *msg) {
   case RPC_T_QUERY: h_query(&r); break;
   default:
     t->stats.bad_msgs++;
-    reply_error(t, r.hdr, r.hdr_len, RPC_EPROTO, "a tracker does not serve '%s'", rpc_type_name(m.type));
+    reply_error(t, r.hdr, r.hdr_len, TS_EPROTO, "a tracker does not serve '%s'", rpc_type_name(m.type));
   }
   rpc_msg_fini(&m);
 }
@@ -680,14 +680,14 @@ static void *loop(void *arg) {
   return NULL;
 }
 
-rpc_status trk_tracker_start(const trk_config *cfg, trk_tracker **out, char *err, size_t errlen) {
+ts_status trk_tracker_start(const trk_config *cfg, trk_tracker **out, ts_diag *d) {
   *out = NULL;
   if (sodium_init() < 0 || !cfg->secret || !cfg->secret->loaded) {
-    snprintf(err, errlen, "no secret loaded");
-    return RPC_EAUTH;
+    ts_diag_set(d, TS_EAUTH, "no secret loaded");
+    return TS_EAUTH;
   }
   trk_tracker *t = ts_calloc(1, sizeof *t);
-  if (!t) return RPC_ENOMEM;
+  if (!t) return TS_ENOMEM;
   t->cfg = *cfg;
   if (t->cfg.evict_ms <= 0) t->cfg.evict_ms = TRK_EVICT_MS;
   if (t->cfg.heartbeat_ms <= 0) t->cfg.heartbeat_ms = TRK_HEARTBEAT_MS;
@@ -696,11 +696,11 @@ rpc_status trk_tracker_start(const trk_config *cfg, trk_tracker **out, char *err
   pthread_mutex_init(&t->evmu, NULL);
   int rv;
   if ((rv = nng_rep0_open_raw(&t->sock)) != 0) {
-    snprintf(err, errlen, "cannot open socket: %s", nng_strerror(rv));
+    ts_diag_set(d, TS_EIO, "cannot open socket: %s", nng_strerror(rv));
     goto fail;
   }
-  if (rpc_authtab_init(&t->auth, t->sock, cfg->secret) != RPC_OK) {
-    snprintf(err, errlen, "cannot set up authentication");
+  if (rpc_authtab_init(&t->auth, t->sock, cfg->secret) != TS_OK) {
+    ts_diag_set(d, TS_EIO, "cannot set up authentication");
     nng_close(t->sock);
     goto fail;
   }
@@ -714,26 +714,26 @@ rpc_status trk_tracker_start(const trk_config *cfg, trk_tracker **out, char *err
   if ((rv = nng_listener_create(&t->listener, t->sock, cfg->url)) != 0 ||
       (rv = nng_listener_set_size(t->listener, NNG_OPT_RECVMAXSZ, TRK_MAX_MSG)) != 0 ||
       (rv = nng_listener_start(t->listener, 0)) != 0) {
-    snprintf(err, errlen, "cannot listen on %s: %s", cfg->url, nng_strerror(rv));
+    ts_diag_set(d, TS_EIO, "cannot listen on %s: %s", cfg->url, nng_strerror(rv));
     nng_close(t->sock);
     goto fail;
   }
   t->last_tick = now_ms();
   if (pthread_create(&t->thread, NULL, loop, t) != 0) {
-    snprintf(err, errlen, "cannot start the tracker thread");
+    ts_diag_set(d, TS_EIO, "cannot start the tracker thread");
     nng_close(t->sock);
     goto fail;
   }
   t->started = true;
   *out = t;
-  return RPC_OK;
+  return TS_OK;
 fail:
   if (t->auth_init) rpc_authtab_fini(&t->auth);
   pthread_mutex_destroy(&t->mu);
   pthread_mutex_destroy(&t->evmu);
   ts_free(t->ev);
   ts_free(t);
-  return RPC_EIO;
+  return TS_EIO;
 }
 
 void trk_tracker_stats(trk_tracker *t, trk_stats *out) {

@@ -42,9 +42,9 @@ typedef struct trk_config {
 typedef struct trk_tracker trk_tracker;
 
 /* Opens the socket, listens on cfg->url and runs the tracker's loop in a
- * thread. *out is the caller's (trk_tracker_stop frees it). Returns RPC_EIO
- * with a message in err when it cannot listen. */
-rpc_status trk_tracker_start(const trk_config *cfg, trk_tracker **out, char *err, size_t errlen);
+ * thread. *out is the caller's (trk_tracker_stop frees it). Returns TS_EIO
+ * with the reason in d when it cannot listen. */
+ts_status trk_tracker_start(const trk_config *cfg, trk_tracker **out, ts_diag *d);
 /* Stops the loop, closes the socket, frees everything. NULL is a no-op. */
 void trk_tracker_stop(trk_tracker *t);
 

@@ -144,14 +144,13 @@ static void drop_session(worker *w, bool failed) {
       /* the board is gone or misbehaving: no goodbye round trip */
       nng_close(cl->sock);
       rpc_secret_wipe(&cl->secret);
-      free(cl);
+      ts_free(cl);
     } else {
       rpc_client_close(cl);
     }
   }
   if (w->conn && w->grant.address[0]) {
-    char err[256];
-    trk_release(w->conn, &w->grant, err, sizeof err); /* EDENIED once revoked: fine */
+    trk_release(w->conn, &w->grant, NULL); /* EDENIED once revoked: fine */
   }
   if (failed && w->conn) { /* a fresh tracker connection: nothing stale held */
     trk_conn_close(w->conn);
@@ -172,16 +171,17 @@ static bool stopping(tun_rpc_runner *r) {
 /* Gets the worker a live session; false when stopping. */
 static bool ensure_session(worker *w) {
   tun_rpc_runner *r = w->r;
-  char err[512];
+  ts_diag err;
   while (!stopping(r)) {
     if (w->cl) return true;
+    ts_diag_clear(&err);
     if (!w->conn) {
       trk_conn *c = NULL;
-      rpc_status s = trk_conn_open(r->tracker, &r->secret, "client",
-                                   (int)(r->o.rpc_timeout_s * 1000), &c, err, sizeof err);
+      ts_status s = trk_conn_open(r->tracker, &r->secret, "client",
+                                   (int)(r->o.rpc_timeout_s * 1000), &c, &err);
       if (s) {
-        say(r, "worker %d: tracker %s: %s", w->idx, r->tracker, err);
-        nap_ms(s == RPC_EAUTH ? 2000 : 500);
+        say(r, "worker %d: tracker %s: %s", w->idx, r->tracker, err.msg);
+        nap_ms(s == TS_EAUTH ? 2000 : 500);
         continue;
       }
       pthread_mutex_lock(&r->mu);
@@ -190,10 +190,10 @@ static bool ensure_session(worker *w) {
     }
     trk_grant g;
     memset(&g, 0, sizeof g);
-    rpc_status s = trk_request(w->conn, r->key, r->o.priority, REQUEST_POLL_MS, 0, &g, err, sizeof err);
-    if (s == RPC_ETIMEDOUT) continue;
+    ts_status s = trk_request(w->conn, r->key, r->o.priority, REQUEST_POLL_MS, 0, &g, &err);
+    if (s == TS_ETIMEOUT) continue;
     if (s) {
-      say(r, "worker %d: request '%s': %s", w->idx, r->key, err);
+      say(r, "worker %d: request '%s': %s", w->idx, r->key, err.msg);
       trk_conn_close(w->conn);
       pthread_mutex_lock(&r->mu);
       w->conn = NULL;
@@ -205,11 +205,11 @@ static bool ensure_session(worker *w) {
     bool bad = is_bad(r, g.address), stop = r->stop;
     pthread_mutex_unlock(&r->mu);
     if (stop) {
-      trk_release(w->conn, &g, err, sizeof err);
+      trk_release(w->conn, &g, NULL);
       return false;
     }
     if (bad) { /* granted a board that just failed: give it back, wait for eviction */
-      trk_release(w->conn, &g, err, sizeof err);
+      trk_release(w->conn, &g, NULL);
       nap_ms(500);
       continue;
     }
@@ -217,9 +217,9 @@ static bool ensure_session(worker *w) {
     trk_url(g.address, url, sizeof url);
     rpc_client *cl = NULL;
     s = rpc_client_open(&cl, url, &r->secret, g.token, r->o.rpc_timeout_s < 5 ? r->o.rpc_timeout_s : 5,
-                        err, sizeof err);
+                        &err);
     if (s) {
-      say(r, "worker %d: board %s: %s", w->idx, g.address, err);
+      say(r, "worker %d: board %s: %s", w->idx, g.address, err.msg);
       w->grant = g;
       drop_session(w, true);
       pthread_mutex_lock(&r->mu);
@@ -298,16 +298,16 @@ static void *worker_main(void *arg) {
     done_node *dn = calloc(1, sizeof *dn);
     char id[128] = "", name[64];
     snprintf(name, sizeof name, "cand%d.so", j->tag);
-    rpc_status s = dn ? rpc_client_upload_bytes(cl, name, j->data, j->n, id, sizeof id) : RPC_ENOMEM;
-    if (s == RPC_OK) s = rpc_client_measure(cl, id, &j->mo, &dn->d.res);
-    char cerr[512];
-    snprintf(cerr, sizeof cerr, "%s", cl->err);
+    ts_diag cd = {0};
+    ts_status s = dn ? rpc_client_upload_bytes(cl, name, j->data, j->n, id, sizeof id, &cd) : TS_ENOMEM;
+    if (s == TS_OK) s = rpc_client_measure(cl, id, &j->mo, &dn->d.res, &cd);
+    const char *cerr = cd.msg;
 
     pthread_mutex_lock(&r->mu);
     w->busy = false;
     bool closed = w->sock_closed || __atomic_load_n(&w->pipe_gone, __ATOMIC_ACQUIRE);
     pthread_mutex_unlock(&r->mu);
-    if (s == RPC_OK) {
+    if (s == TS_OK) {
       dn->d.tag = j->tag;
       dn->d.tries = j->tries;
       snprintf(dn->d.board, sizeof dn->d.board, "%s", board);
@@ -321,7 +321,7 @@ static void *worker_main(void *arg) {
     }
     /* The board's failure, never the kernel's. */
     if (dn) tsrt_result_fini(&dn->d.res);
-    snprintf(j->last_err, sizeof j->last_err, "board %s: %s%s", board, rpc_strerror(s),
+    snprintf(j->last_err, sizeof j->last_err, "board %s: %s%s", board, ts_strerror(s),
              closed ? " (connection lost)" : "");
     if (cerr[0]) {
       size_t l = strlen(j->last_err);
@@ -390,11 +390,11 @@ static void *watchdog_main(void *arg) {
       trk_grant g = w->grant;
       pthread_mutex_unlock(&r->mu);
       if (check) {
-        char err[256];
-        if (trk_check(conn, &g, err, sizeof err) == RPC_EDENIED) {
+        ts_diag err = {0};
+        if (trk_check(conn, &g, &err) == TS_EDENIED) {
           pthread_mutex_lock(&r->mu);
           if (w->busy && w->cl && !w->sock_closed && !strcmp(w->grant.token, g.token)) {
-            say(r, "worker %d: grant on %s revoked: %s", i, g.address, err);
+            say(r, "worker %d: grant on %s revoked: %s", i, g.address, err.msg);
             w->sock_closed = true;
             nng_close(w->cl->sock);
           }
@@ -423,10 +423,10 @@ ts_status tun_rpc_runner_new(const tun_rpc_opts *o, tun_rpc_runner **out, ts_dia
   if (r->o.rpc_timeout_s <= 0) r->o.rpc_timeout_s = 30;
   snprintf(r->tracker, sizeof r->tracker, "%s", o->tracker);
   snprintf(r->key, sizeof r->key, "%s", o->key);
-  char err[512];
-  if (rpc_secret_load(&r->secret, o->secret_file, err, sizeof err)) {
+  ts_diag err = {0};
+  if (rpc_secret_load(&r->secret, o->secret_file, &err)) {
     free(r);
-    return ts_diag_set(d, TS_EINVAL, "rpc runner: %s", err);
+    return ts_diag_set(d, TS_EINVAL, "rpc runner: %s", err.msg);
   }
   pthread_mutex_init(&r->mu, NULL);
   pthread_cond_init(&r->cv_job, NULL);
@@ -573,32 +573,32 @@ void tun_rpc_get_stats(tun_rpc_runner *r, tun_rpc_stats *s) {
 
 ts_status tun_rpc_board_triple(const tun_rpc_opts *o, char *triple, size_t n, ts_diag *d) {
   rpc_secret sec;
-  char err[512];
-  if (rpc_secret_load(&sec, o->secret_file, err, sizeof err))
-    return ts_diag_set(d, TS_EINVAL, "rpc: %s", err);
+  ts_diag err = {0};
+  if (rpc_secret_load(&sec, o->secret_file, &err))
+    return ts_diag_set(d, TS_EINVAL, "rpc: %s", err.msg);
   double timeout = o->rpc_timeout_s > 0 ? o->rpc_timeout_s : 30;
   trk_conn *c = NULL;
   ts_status st = TS_OK;
-  if (trk_conn_open(o->tracker, &sec, "client", (int)(timeout * 1000), &c, err, sizeof err)) {
+  if (trk_conn_open(o->tracker, &sec, "client", (int)(timeout * 1000), &c, &err)) {
     rpc_secret_wipe(&sec);
-    return ts_diag_set(d, TS_EIO, "rpc: tracker %s: %s", o->tracker, err);
+    return ts_diag_set(d, TS_EIO, "rpc: tracker %s: %s", o->tracker, err.msg);
   }
   trk_grant g;
   double wait = o->wait_s > 0 ? o->wait_s : 120;
-  if (trk_request(c, o->key, o->priority, (int64_t)(wait * 1000), 0, &g, err, sizeof err)) {
-    st = ts_diag_set(d, TS_EIO, "rpc: no board with key '%s': %s", o->key, err);
+  if (trk_request(c, o->key, o->priority, (int64_t)(wait * 1000), 0, &g, &err)) {
+    st = ts_diag_set(d, TS_EIO, "rpc: no board with key '%s': %s", o->key, err.msg);
     goto out;
   }
   char url[RPC_MAX_ADDR + 16];
   trk_url(g.address, url, sizeof url);
   rpc_client *cl = NULL;
-  if (rpc_client_open(&cl, url, &sec, g.token, timeout, err, sizeof err)) {
-    st = ts_diag_set(d, TS_EIO, "rpc: board %s: %s", g.address, err);
+  if (rpc_client_open(&cl, url, &sec, g.token, timeout, &err)) {
+    st = ts_diag_set(d, TS_EIO, "rpc: board %s: %s", g.address, err.msg);
   } else {
     rpc_msg m;
     const msgpack_object *info = NULL;
-    if (rpc_client_info(cl, &m)) {
-      st = ts_diag_set(d, TS_EIO, "rpc: board %s: info: %s", g.address, cl->err);
+    if (rpc_client_info(cl, &m, &err)) {
+      st = ts_diag_set(d, TS_EIO, "rpc: board %s: info: %s", g.address, err.msg);
     } else {
       if (rpc_get_map(&m, NULL, "info", &info) || rpc_get_str(&m, info, "triple", triple, n))
         st = ts_diag_set(d, TS_EIO, "rpc: board %s: no triple in its info (%s)", g.address, m.err);
@@ -606,7 +606,7 @@ ts_status tun_rpc_board_triple(const tun_rpc_opts *o, char *triple, size_t n, ts
     }
     rpc_client_close(cl);
   }
-  trk_release(c, &g, err, sizeof err);
+  trk_release(c, &g, NULL);
 out:
   trk_conn_close(c);
   rpc_secret_wipe(&sec);

@@ -78,8 +78,8 @@ static void start_tracker(void) {
   fclose(f);
   chmod(secret_path, 0600);
   setenv(RPC_SECRET_ENV, secret_path, 1);
-  char err[256];
-  ck_assert_msg(rpc_secret_load(&secret, secret_path, err, sizeof err) == RPC_OK, "%s", err);
+  ts_diag err = {0};
+  ck_assert_msg(rpc_secret_load(&secret, secret_path, &err) == TS_OK, "%s", err.msg);
   srandom((unsigned)(getpid() ^ time(NULL)));
   for (int tries = 0; tries < 20; tries++) {
     trk_port = rand_port();
@@ -89,9 +89,9 @@ static void start_tracker(void) {
     memset(&c, 0, sizeof c);
     c.url = url;
     c.secret = &secret;
-    if (trk_tracker_start(&c, &trk, err, sizeof err) == RPC_OK) return;
+    if (trk_tracker_start(&c, &trk, &err) == TS_OK) return;
   }
-  ck_abort_msg("cannot start a tracker: %s", err);
+  ck_abort_msg("cannot start a tracker: %s", err.msg);
 }
 
 static void add_server(const char *exe, const char *key, bool under_qemu) {

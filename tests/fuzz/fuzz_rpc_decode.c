@@ -17,7 +17,7 @@
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   rpc_msg m;
-  if (rpc_msg_decode(&m, data, size) == RPC_OK) {
+  if (rpc_msg_decode(&m, data, size) == TS_OK) {
     static const char *keys[] = {"token", "name", "data", "artifact", "opts", "version",
                                  "role", "nonce", "mac", "key", "number", "repeat",
                                  "tokens", "info", "server_id", "secs", "checksums"};
@@ -38,7 +38,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       rpc_get_str(&m, NULL, keys[i], s, sizeof s);
       rpc_get_bin(&m, NULL, keys[i], RPC_MAX_MSG, &p, &n);
       rpc_get_array(&m, NULL, keys[i], 1000, &o, &k);
-      if (rpc_get_map(&m, NULL, keys[i], &o) == RPC_OK)
+      if (rpc_get_map(&m, NULL, keys[i], &o) == TS_OK)
         rpc_get_u64(&m, o, "repeat", 64, &u);
     }
   }

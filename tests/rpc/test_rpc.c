@@ -20,8 +20,8 @@ static rpc_secret secret;
 
 static void start(void) {
   write_secret(secret_path, sizeof secret_path, "a shared secret of more than sixteen bytes");
-  char err[256];
-  ck_assert_int_eq(rpc_secret_load(&secret, secret_path, err, sizeof err), RPC_OK);
+  ts_diag err = {0};
+  ck_assert_int_eq(rpc_secret_load(&secret, secret_path, &err), TS_OK);
   for (int attempt = 0; attempt < 5; attempt++) {
     int port = random_port();
     server_pid = spawn_server(server_exe, port, secret_path);
@@ -41,19 +41,20 @@ static void stop(void) {
 
 static rpc_client *open_client(void) {
   rpc_client *c = NULL;
-  char err[512];
-  rpc_status st = rpc_client_open(&c, addr, &secret, NULL, 10, err, sizeof err);
-  ck_assert_msg(st == RPC_OK, "open %s: %s", addr, err);
+  ts_diag err = {0};
+  ts_status st = rpc_client_open(&c, addr, &secret, NULL, 10, &err);
+  ck_assert_msg(st == TS_OK, "open %s: %s", addr, err.msg);
   return c;
 }
 
 static void expect_ok_measure(rpc_client *c) {
+  ts_diag err = {0};
   char id[32];
-  ck_assert_msg(rpc_client_upload(c, ok_so, id, sizeof id) == RPC_OK, "%s", c->err);
+  ck_assert_msg(rpc_client_upload(c, ok_so, id, sizeof id, &err) == TS_OK, "%s", err.msg);
   tsrt_measure_opts o = {.repeat = 3, .number = 2, .timeout_s = 10, .seed = 7,
                          .want_outputs = true, .num_threads = 2};
   tsrt_measure_result r;
-  ck_assert_msg(rpc_client_measure(c, id, &o, &r) == RPC_OK, "%s", c->err);
+  ck_assert_msg(rpc_client_measure(c, id, &o, &r, &err) == TS_OK, "%s", err.msg);
   ck_assert_msg(r.status == TSRT_OK, "status %s: %s", tsrt_status_name(r.status), r.error);
   ck_assert_int_eq(r.repeat, 3);
   ck_assert_int_eq(r.number, 2);
@@ -80,13 +81,14 @@ START_TEST(test_upload_measure) {
   rpc_client *c = open_client();
   expect_ok_measure(c);
   rpc_msg info;
-  ck_assert_int_eq(rpc_client_info(c, &info), RPC_OK);
+  ts_diag err = {0};
+  ck_assert_int_eq(rpc_client_info(c, &info, &err), TS_OK);
   const msgpack_object *im;
-  ck_assert_int_eq(rpc_get_map(&info, NULL, "info", &im), RPC_OK);
+  ck_assert_int_eq(rpc_get_map(&info, NULL, "info", &im), TS_OK);
   char triple[64];
   int64_t cores = 0;
-  ck_assert_int_eq(rpc_get_str(&info, im, "triple", triple, sizeof triple), RPC_OK);
-  ck_assert_int_eq(rpc_get_i64(&info, im, "cores", 1, 1 << 20, &cores), RPC_OK);
+  ck_assert_int_eq(rpc_get_str(&info, im, "triple", triple, sizeof triple), TS_OK);
+  ck_assert_int_eq(rpc_get_i64(&info, im, "cores", 1, 1 << 20, &cores), TS_OK);
   ck_assert(strstr(triple, "-linux-gnu") != NULL);
   rpc_msg_fini(&info);
   rpc_client_close(c);
@@ -96,11 +98,11 @@ END_TEST
 START_TEST(test_wrong_key_refused) {
   rpc_secret bad;
   const char *other = "another secret, also long enough";
-  ck_assert_int_eq(rpc_secret_from_bytes(&bad, other, strlen(other)), RPC_OK);
+  ck_assert_int_eq(rpc_secret_from_bytes(&bad, other, strlen(other)), TS_OK);
   rpc_client *c = NULL;
-  char err[512];
-  rpc_status st = rpc_client_open(&c, addr, &bad, NULL, 5, err, sizeof err);
-  ck_assert_int_eq(st, RPC_EAUTH);
+  ts_diag err = {0};
+  ts_status st = rpc_client_open(&c, addr, &bad, NULL, 5, &err);
+  ck_assert_int_eq(st, TS_EAUTH);
   ck_assert_ptr_null(c);
   /* a raw peer that skips the handshake and uploads straight away */
   nng_socket s;
@@ -112,56 +114,57 @@ START_TEST(test_wrong_key_refused) {
   rpc_enc_str(&e, "name", "x.so");
   rpc_enc_bin(&e, "data", "\x7f" "ELF", 4);
   rpc_msg r;
-  st = rpc_call(s, &e, &r, err, sizeof err);
-  ck_assert_int_eq(st, RPC_EAUTH);
+  st = rpc_call(s, &e, &r, &err);
+  ck_assert_int_eq(st, TS_EAUTH);
   /* a wrong mac after a genuine hello is refused too, and stays refused */
   uint8_t nonce[RPC_NONCE_BYTES] = {1};
   rpc_enc_begin(&e, RPC_T_HELLO, 3);
   rpc_enc_u64(&e, "version", RPC_PROTO_VERSION);
   rpc_enc_str(&e, "role", "client");
   rpc_enc_bin(&e, "nonce", nonce, sizeof nonce);
-  ck_assert_int_eq(rpc_call(s, &e, &r, err, sizeof err), RPC_OK);
+  ck_assert_int_eq(rpc_call(s, &e, &r, &err), TS_OK);
   ck_assert_int_eq(r.type, RPC_T_CHALLENGE);
   rpc_msg_fini(&r);
   uint8_t mac[32] = {0};
   rpc_enc_begin(&e, RPC_T_AUTH, 1);
   rpc_enc_bin(&e, "mac", mac, sizeof mac);
-  ck_assert_int_eq(rpc_call(s, &e, &r, err, sizeof err), RPC_EAUTH);
+  ck_assert_int_eq(rpc_call(s, &e, &r, &err), TS_EAUTH);
   rpc_enc_begin(&e, RPC_T_INFO, 0);
-  ck_assert_int_eq(rpc_call(s, &e, &r, err, sizeof err), RPC_EAUTH);
+  ck_assert_int_eq(rpc_call(s, &e, &r, &err), TS_EAUTH);
   /* a wrong protocol version in hello */
   rpc_enc_begin(&e, RPC_T_HELLO, 3);
   rpc_enc_u64(&e, "version", 99);
   rpc_enc_str(&e, "role", "client");
   rpc_enc_bin(&e, "nonce", nonce, sizeof nonce);
-  ck_assert_int_eq(rpc_call(s, &e, &r, err, sizeof err), RPC_EVERSION);
+  ck_assert_int_eq(rpc_call(s, &e, &r, &err), TS_EVERSION);
   nng_close(s);
 }
 END_TEST
 
 START_TEST(test_crash_and_hang) {
   rpc_client *c = open_client();
+  ts_diag err = {0};
   char id[32];
   tsrt_measure_opts o = {.repeat = 2, .number = 1, .timeout_s = 1.5, .seed = 1};
   tsrt_measure_result r;
-  ck_assert_int_eq(rpc_client_upload(c, crash_so, id, sizeof id), RPC_OK);
-  ck_assert_int_eq(rpc_client_measure(c, id, &o, &r), RPC_OK);
+  ck_assert_int_eq(rpc_client_upload(c, crash_so, id, sizeof id, &err), TS_OK);
+  ck_assert_int_eq(rpc_client_measure(c, id, &o, &r, &err), TS_OK);
   ck_assert_msg(r.status == TSRT_ECRASH, "crash kernel: %s", tsrt_status_name(r.status));
   ck_assert(r.error[0]);
   tsrt_result_fini(&r);
   expect_ok_measure(c);
-  ck_assert_int_eq(rpc_client_upload(c, hang_so, id, sizeof id), RPC_OK);
+  ck_assert_int_eq(rpc_client_upload(c, hang_so, id, sizeof id, &err), TS_OK);
   double t0 = tsrt_now();
-  ck_assert_int_eq(rpc_client_measure(c, id, &o, &r), RPC_OK);
+  ck_assert_int_eq(rpc_client_measure(c, id, &o, &r, &err), TS_OK);
   ck_assert_msg(r.status == TSRT_ETIMEOUT, "hang kernel: %s", tsrt_status_name(r.status));
   ck_assert(tsrt_now() - t0 < 10);
   tsrt_result_fini(&r);
   expect_ok_measure(c);
   /* unknown artifact, bad options */
-  ck_assert_int_eq(rpc_client_measure(c, "a999999", &o, &r), RPC_ENOENT);
+  ck_assert_int_eq(rpc_client_measure(c, "a999999", &o, &r, &err), TS_ENOTFOUND);
   tsrt_measure_opts bad = {.repeat = 1000};
-  ck_assert_int_eq(rpc_client_upload(c, ok_so, id, sizeof id), RPC_OK);
-  ck_assert_int_eq(rpc_client_measure(c, id, &bad, &r), RPC_EPROTO);
+  ck_assert_int_eq(rpc_client_upload(c, ok_so, id, sizeof id, &err), TS_OK);
+  ck_assert_int_eq(rpc_client_measure(c, id, &bad, &r, &err), TS_EPROTO);
   rpc_client_close(c);
 }
 END_TEST

@@ -32,13 +32,13 @@ static int send_oversized(const char *to) {
 }
 
 /* ---- decoder unit tests --------------------------------------------------- */
-static rpc_status dec(const void *p, size_t n, rpc_msg *m) {
+static ts_status dec(const void *p, size_t n, rpc_msg *m) {
   return rpc_msg_decode(m, p, n);
 }
 #define DEC_FAILS(bytes, want)                                                   \
   do {                                                                           \
     rpc_msg m_;                                                                  \
-    rpc_status st_ = dec(bytes, sizeof(bytes) - 1, &m_);                         \
+    ts_status st_ = dec(bytes, sizeof(bytes) - 1, &m_);                         \
     ck_assert_msg(st_ == (want), "%s: got %d (%s)", #bytes, st_, m_.err);       \
     ck_assert(m_.err[0]);                                                        \
     rpc_msg_fini(&m_);                                                           \
@@ -46,33 +46,33 @@ static rpc_status dec(const void *p, size_t n, rpc_msg *m) {
 
 START_TEST(test_decode_malformed) {
   rpc_msg m;
-  ck_assert_int_eq(dec("", 0, &m), RPC_EPROTO);
+  ck_assert_int_eq(dec("", 0, &m), TS_EPROTO);
   rpc_msg_fini(&m);
-  DEC_FAILS("\xc1", RPC_EPROTO);                      /* never-used byte */
-  DEC_FAILS("\x92\x01", RPC_EPROTO);                  /* truncated array */
-  DEC_FAILS("\xdd\xff\xff\xff\xff", RPC_EPROTO);      /* 4G-item array, 0 bytes */
-  DEC_FAILS("\xdf\x7f\xff\xff\xff\x01", RPC_EPROTO);  /* huge map */
-  DEC_FAILS("\xdb\xff\xff\xff\xf0" "ab", RPC_EPROTO); /* str longer than the message */
-  DEC_FAILS("\xc6\x00\x00\x10\x00", RPC_EPROTO);      /* bin longer than the message */
-  DEC_FAILS("\x91\x91\x91\x91\x91\x91\x91\x91\x91\x91\x01", RPC_EPROTO); /* too deep */
-  DEC_FAILS("\xd4\x01\x02", RPC_EPROTO);              /* ext */
-  DEC_FAILS("\x01", RPC_EPROTO);                      /* not a map */
-  DEC_FAILS("\x80\x80", RPC_EPROTO);                  /* trailing bytes */
-  DEC_FAILS("\x80", RPC_EPROTO);                      /* no v/t */
-  DEC_FAILS("\x81\xa1v\x01", RPC_EPROTO);             /* no t */
-  DEC_FAILS("\x82\xa1v\x01\xa1t\x05", RPC_EPROTO);    /* t not a string */
-  DEC_FAILS("\x82\xa1v\x01\xa1t\xa3zzz", RPC_EPROTO); /* unknown type */
-  DEC_FAILS("\x82\xa1v\x02\xa1t\xa2ok", RPC_EVERSION);
-  DEC_FAILS("\x82\xa1v\xff\xa1t\xa2ok", RPC_EPROTO);  /* v negative */
-  DEC_FAILS("\x83\xa1v\x01\xa1t\xa2ok\xa1v\x01", RPC_EPROTO); /* duplicate key */
-  DEC_FAILS("\x83\xa1v\x01\xa1t\xa2ok\x01\x01", RPC_EPROTO);  /* int key */
+  DEC_FAILS("\xc1", TS_EPROTO);                      /* never-used byte */
+  DEC_FAILS("\x92\x01", TS_EPROTO);                  /* truncated array */
+  DEC_FAILS("\xdd\xff\xff\xff\xff", TS_EPROTO);      /* 4G-item array, 0 bytes */
+  DEC_FAILS("\xdf\x7f\xff\xff\xff\x01", TS_EPROTO);  /* huge map */
+  DEC_FAILS("\xdb\xff\xff\xff\xf0" "ab", TS_EPROTO); /* str longer than the message */
+  DEC_FAILS("\xc6\x00\x00\x10\x00", TS_EPROTO);      /* bin longer than the message */
+  DEC_FAILS("\x91\x91\x91\x91\x91\x91\x91\x91\x91\x91\x01", TS_EPROTO); /* too deep */
+  DEC_FAILS("\xd4\x01\x02", TS_EPROTO);              /* ext */
+  DEC_FAILS("\x01", TS_EPROTO);                      /* not a map */
+  DEC_FAILS("\x80\x80", TS_EPROTO);                  /* trailing bytes */
+  DEC_FAILS("\x80", TS_EPROTO);                      /* no v/t */
+  DEC_FAILS("\x81\xa1v\x01", TS_EPROTO);             /* no t */
+  DEC_FAILS("\x82\xa1v\x01\xa1t\x05", TS_EPROTO);    /* t not a string */
+  DEC_FAILS("\x82\xa1v\x01\xa1t\xa3zzz", TS_EPROTO); /* unknown type */
+  DEC_FAILS("\x82\xa1v\x02\xa1t\xa2ok", TS_EVERSION);
+  DEC_FAILS("\x82\xa1v\xff\xa1t\xa2ok", TS_EPROTO);  /* v negative */
+  DEC_FAILS("\x83\xa1v\x01\xa1t\xa2ok\xa1v\x01", TS_EPROTO); /* duplicate key */
+  DEC_FAILS("\x83\xa1v\x01\xa1t\xa2ok\x01\x01", TS_EPROTO);  /* int key */
   /* nested map with a non-string key */
-  DEC_FAILS("\x83\xa1v\x01\xa1t\xa2ok\xa1m\x81\xc0\x01", RPC_EPROTO);
-  ck_assert_int_eq(dec("\x82\xa1v\x01\xa1t\xa2ok", 9, &m), RPC_OK);
+  DEC_FAILS("\x83\xa1v\x01\xa1t\xa2ok\xa1m\x81\xc0\x01", TS_EPROTO);
+  ck_assert_int_eq(dec("\x82\xa1v\x01\xa1t\xa2ok", 9, &m), TS_OK);
   ck_assert_int_eq(m.type, RPC_T_OK);
   rpc_msg_fini(&m);
   static char big[RPC_MAX_MSG + 1];
-  ck_assert_int_eq(dec(big, sizeof big, &m), RPC_ETOOBIG);
+  ck_assert_int_eq(dec(big, sizeof big, &m), TS_ETOOBIG);
   rpc_msg_fini(&m);
 }
 END_TEST
@@ -92,9 +92,9 @@ START_TEST(test_getters) {
   msgpack_pack_array(&e.pk, 2);
   msgpack_pack_uint8(&e.pk, 1);
   msgpack_pack_uint8(&e.pk, 2);
-  ck_assert_int_eq(rpc_enc_finish(&e), RPC_OK);
+  ck_assert_int_eq(rpc_enc_finish(&e), TS_OK);
   rpc_msg m;
-  ck_assert_int_eq(rpc_msg_decode(&m, e.sb.data, e.sb.size), RPC_OK);
+  ck_assert_int_eq(rpc_msg_decode(&m, e.sb.data, e.sb.size), TS_OK);
   rpc_enc_fini(&e);
   uint64_t u;
   int64_t i;
@@ -103,40 +103,40 @@ START_TEST(test_getters) {
   char s[8];
   const msgpack_object *items;
   uint32_t n;
-  ck_assert_int_eq(rpc_get_u64(&m, NULL, "u", 100, &u), RPC_OK);
+  ck_assert_int_eq(rpc_get_u64(&m, NULL, "u", 100, &u), TS_OK);
   ck_assert_uint_eq(u, 42);
-  ck_assert_int_eq(rpc_get_u64(&m, NULL, "u", 10, &u), RPC_EPROTO);
+  ck_assert_int_eq(rpc_get_u64(&m, NULL, "u", 10, &u), TS_EPROTO);
   ck_assert(strstr(m.err, "'u'"));
-  ck_assert_int_eq(rpc_get_u64(&m, NULL, "i", 10, &u), RPC_EPROTO);
-  ck_assert_int_eq(rpc_get_i64(&m, NULL, "i", -5, 5, &i), RPC_OK);
+  ck_assert_int_eq(rpc_get_u64(&m, NULL, "i", 10, &u), TS_EPROTO);
+  ck_assert_int_eq(rpc_get_i64(&m, NULL, "i", -5, 5, &i), TS_OK);
   ck_assert_int_eq(i, -3);
-  ck_assert_int_eq(rpc_get_f64(&m, NULL, "f", 0, 2, &f), RPC_OK);
-  ck_assert_int_eq(rpc_get_f64(&m, NULL, "s", 0, 2, &f), RPC_EPROTO);
-  ck_assert_int_eq(rpc_get_bool(&m, NULL, "b", &b), RPC_OK);
-  ck_assert_int_eq(rpc_get_bool(&m, NULL, "u", &b), RPC_EPROTO);
-  ck_assert_int_eq(rpc_get_str(&m, NULL, "s", s, sizeof s), RPC_OK);
+  ck_assert_int_eq(rpc_get_f64(&m, NULL, "f", 0, 2, &f), TS_OK);
+  ck_assert_int_eq(rpc_get_f64(&m, NULL, "s", 0, 2, &f), TS_EPROTO);
+  ck_assert_int_eq(rpc_get_bool(&m, NULL, "b", &b), TS_OK);
+  ck_assert_int_eq(rpc_get_bool(&m, NULL, "u", &b), TS_EPROTO);
+  ck_assert_int_eq(rpc_get_str(&m, NULL, "s", s, sizeof s), TS_OK);
   ck_assert_str_eq(s, "hello");
-  ck_assert_int_eq(rpc_get_str(&m, NULL, "s", s, 4), RPC_EPROTO);  /* too long */
-  ck_assert_int_eq(rpc_get_str(&m, NULL, "z", s, sizeof s), RPC_EPROTO); /* NUL */
-  ck_assert_int_eq(rpc_get_str(&m, NULL, "missing", s, sizeof s), RPC_ENOENT);
-  ck_assert_int_eq(rpc_need(&m, RPC_ENOENT, "missing"), RPC_EPROTO);
+  ck_assert_int_eq(rpc_get_str(&m, NULL, "s", s, 4), TS_EPROTO);  /* too long */
+  ck_assert_int_eq(rpc_get_str(&m, NULL, "z", s, sizeof s), TS_EPROTO); /* NUL */
+  ck_assert_int_eq(rpc_get_str(&m, NULL, "missing", s, sizeof s), TS_ENOTFOUND);
+  ck_assert_int_eq(rpc_need(&m, TS_ENOTFOUND, "missing"), TS_EPROTO);
   ck_assert(strstr(m.err, "missing"));
-  ck_assert_int_eq(rpc_get_array(&m, NULL, "a", 8, &items, &n), RPC_OK);
+  ck_assert_int_eq(rpc_get_array(&m, NULL, "a", 8, &items, &n), TS_OK);
   ck_assert_uint_eq(n, 2);
-  ck_assert_int_eq(rpc_get_array(&m, NULL, "a", 1, &items, &n), RPC_EPROTO);
-  ck_assert_int_eq(rpc_get_map(&m, NULL, "a", &items), RPC_EPROTO);
+  ck_assert_int_eq(rpc_get_array(&m, NULL, "a", 1, &items, &n), TS_EPROTO);
+  ck_assert_int_eq(rpc_get_map(&m, NULL, "a", &items), TS_EPROTO);
   rpc_msg_fini(&m);
   /* a field count that does not match is refused by the encoder */
   rpc_enc_begin(&e, RPC_T_OK, 2);
   rpc_enc_u64(&e, "x", 1);
-  ck_assert_int_eq(rpc_enc_finish(&e), RPC_EPROTO);
+  ck_assert_int_eq(rpc_enc_finish(&e), TS_EPROTO);
   rpc_enc_fini(&e);
   /* secrets: too short is refused */
   rpc_secret sec;
-  ck_assert_int_eq(rpc_secret_from_bytes(&sec, "short", 5), RPC_EAUTH);
-  char err[256];
-  ck_assert_int_eq(rpc_secret_load(&sec, "/nonexistent/secret", err, sizeof err), RPC_EAUTH);
-  ck_assert(strstr(err, "/nonexistent/secret"));
+  ck_assert_int_eq(rpc_secret_from_bytes(&sec, "short", 5), TS_EAUTH);
+  ts_diag err = {0};
+  ck_assert_int_eq(rpc_secret_load(&sec, "/nonexistent/secret", &err), TS_EAUTH);
+  ck_assert(strstr(err.msg, "/nonexistent/secret"));
 }
 END_TEST
 
@@ -148,7 +148,7 @@ static void *server_thread(void *arg) {
   char **argv = arg;
   int argc = 0;
   while (argv[argc]) argc++;
-  return (void *)(intptr_t)rpc_server_main(argc, argv);
+  return (void *)(intptr_t)rpc_server_main(argc, argv, NULL);
 }
 
 static uint64_t rng = 88172645463325252ull;
@@ -195,8 +195,8 @@ static void random_message(rpc_enc *e) {
 
 START_TEST(test_fuzz_server) {
   write_secret(secret_path, sizeof secret_path, "fuzzing secret, long enough!!");
-  char err[512];
-  ck_assert_int_eq(rpc_secret_load(&secret, secret_path, err, sizeof err), RPC_OK);
+  ts_diag err = {0};
+  ck_assert_int_eq(rpc_secret_load(&secret, secret_path, &err), TS_OK);
   int port = random_port();
   char ps[16];
   snprintf(ps, sizeof ps, "%d", port);
@@ -208,8 +208,8 @@ START_TEST(test_fuzz_server) {
 
   /* an authenticated peer and an unauthenticated one, both sending garbage */
   rpc_client *authed = NULL;
-  ck_assert_msg(rpc_client_open(&authed, addr, &secret, NULL, 10, err, sizeof err) == RPC_OK,
-                "%s", err);
+  ck_assert_msg(rpc_client_open(&authed, addr, &secret, NULL, 10, &err) == TS_OK,
+                "%s", err.msg);
   nng_socket raw;
   ck_assert_int_eq(nng_req0_open(&raw), 0);
   nng_socket_set_ms(raw, NNG_OPT_RECVTIMEO, 5000);
@@ -235,8 +235,8 @@ START_TEST(test_fuzz_server) {
     }
     ck_assert_int_eq(nng_send(s, buf, n, 0), 0);
     rpc_msg r;
-    rpc_status st = rpc_recv(s, &r, NULL);
-    ck_assert_msg(st == RPC_OK, "message %d: no valid reply (%d: %s)", i, st, r.err);
+    ts_status st = rpc_recv(s, &r, NULL);
+    ck_assert_msg(st == TS_OK, "message %d: no valid reply (%d: %s)", i, st, r.err);
     answered++;
     if (r.type == RPC_T_ERROR) errors++;
     rpc_msg_fini(&r);
@@ -282,8 +282,8 @@ START_TEST(test_fuzz_server) {
   {
     static char blob[RPC_MAX_ARTIFACT + 16];
     char id[32];
-    ck_assert_int_eq(rpc_client_upload_bytes(authed, "big.so", blob, sizeof blob, id, sizeof id),
-                     RPC_ETOOBIG);
+    ck_assert_int_eq(rpc_client_upload_bytes(authed, "big.so", blob, sizeof blob, id, sizeof id, &err),
+                     TS_ETOOBIG);
   }
   /* mark_point after each step below: a Check timeout names the step it hit
    * (once it said only "after line 249", which left nng_close and the upload
@@ -294,13 +294,13 @@ START_TEST(test_fuzz_server) {
   /* a good client is still served */
   char id[32];
   double t_up = tsrt_now();
-  ck_assert_msg(rpc_client_upload(authed, ok_so, id, sizeof id) == RPC_OK, "upload (%.1f s): %s",
-                tsrt_now() - t_up, authed->err);
+  ck_assert_msg(rpc_client_upload(authed, ok_so, id, sizeof id, &err) == TS_OK, "upload (%.1f s): %s",
+                tsrt_now() - t_up, err.msg);
   tsrt_measure_opts o = {.repeat = 1, .number = 1, .timeout_s = 10, .seed = 3};
   tsrt_measure_result res;
   double t_me = tsrt_now();
-  ck_assert_msg(rpc_client_measure(authed, id, &o, &res) == RPC_OK, "measure (%.1f s): %s",
-                tsrt_now() - t_me, authed->err);
+  ck_assert_msg(rpc_client_measure(authed, id, &o, &res, &err) == TS_OK, "measure (%.1f s): %s",
+                tsrt_now() - t_me, err.msg);
   ck_assert_int_eq(res.status, TSRT_OK);
   tsrt_result_fini(&res);
   rpc_client_close(authed);

@@ -26,8 +26,8 @@ static void setup(void) {
   rpc_secret_from_bytes(&secret, "a shared secret of the test suite", 33);
   rpc_secret_from_bytes(&wrong, "not the secret at all, no, no...", 32);
   trk_config cfg = {.url = url, .secret = &secret, .evict_ms = 1500, .tick_ms = 20};
-  char err[256];
-  ck_assert_msg(trk_tracker_start(&cfg, &trk, err, sizeof err) == RPC_OK, "%s", err);
+  ts_diag err = {0};
+  ck_assert_msg(trk_tracker_start(&cfg, &trk, &err) == TS_OK, "%s", err.msg);
 }
 
 static void teardown(void) {
@@ -37,7 +37,7 @@ static void teardown(void) {
 
 static trk_server_reg *reg(const char *key, const char *addr, bool hb) {
   trk_server_reg *r;
-  char err[256];
+  ts_diag err = {0};
   msgpack_sbuffer sb;
   msgpack_sbuffer_init(&sb);
   msgpack_packer pk;
@@ -45,16 +45,16 @@ static trk_server_reg *reg(const char *key, const char *addr, bool hb) {
   msgpack_pack_map(&pk, 1);
   rpc_pack_str(&pk, "cores");
   msgpack_pack_int(&pk, 4);
-  rpc_status st = trk_server_register(url, &secret, key, addr, sb.data, sb.size, hb, &r, err, sizeof err);
+  ts_status st = trk_server_register(url, &secret, key, addr, sb.data, sb.size, hb, &r, &err);
   msgpack_sbuffer_destroy(&sb);
-  ck_assert_msg(st == RPC_OK, "register: %s", err);
+  ck_assert_msg(st == TS_OK, "register: %s", err.msg);
   return r;
 }
 
 static trk_conn *conn(void) {
   trk_conn *c;
-  char err[256];
-  ck_assert_msg(trk_conn_open(url, &secret, "client", 5000, &c, err, sizeof err) == RPC_OK, "%s", err);
+  ts_diag err = {0};
+  ck_assert_msg(trk_conn_open(url, &secret, "client", 5000, &c, &err) == TS_OK, "%s", err.msg);
   return c;
 }
 
@@ -62,13 +62,13 @@ static trk_conn *conn(void) {
 static void counts(const char *key, uint64_t *f, uint64_t *b, uint64_t *p, uint32_t *nservers) {
   trk_conn *c = conn();
   rpc_msg m;
-  char err[256];
-  ck_assert_msg(trk_query(c, &m, err, sizeof err) == RPC_OK, "%s", err);
+  ts_diag err = {0};
+  ck_assert_msg(trk_query(c, &m, &err) == TS_OK, "%s", err.msg);
   const msgpack_object *keys, *k, *items;
-  ck_assert(rpc_get_array(&m, NULL, "servers", 100000, &items, nservers) == RPC_OK);
-  ck_assert(rpc_get_map(&m, NULL, "keys", &keys) == RPC_OK);
+  ck_assert(rpc_get_array(&m, NULL, "servers", 100000, &items, nservers) == TS_OK);
+  ck_assert(rpc_get_map(&m, NULL, "keys", &keys) == TS_OK);
   *f = *b = *p = 0;
-  if (rpc_get_map(&m, keys, key, &k) == RPC_OK) {
+  if (rpc_get_map(&m, keys, key, &k) == TS_OK) {
     rpc_get_u64(&m, k, "free", UINT64_MAX, f);
     rpc_get_u64(&m, k, "busy", UINT64_MAX, b);
     rpc_get_u64(&m, k, "pending", UINT64_MAX, p);
@@ -91,19 +91,19 @@ START_TEST(register_and_query) {
   /* two keys: a request for h200 gets the h200 board */
   trk_conn *c = conn();
   trk_grant g;
-  char err[256];
-  ck_assert_msg(trk_request(c, "h200", 0, 2000, 0, &g, err, sizeof err) == RPC_OK, "%s", err);
+  ts_diag err = {0};
+  ck_assert_msg(trk_request(c, "h200", 0, 2000, 0, &g, &err) == TS_OK, "%s", err.msg);
   ck_assert_str_eq(g.address, "tcp://10.0.0.3:9090");
   ck_assert(trk_server_token_ok(h, g.token));
   ck_assert(!trk_server_token_ok(a, g.token));
   counts("h200", &f, &bz, &p, &n);
   ck_assert_uint_eq(bz, 1);
   ck_assert_uint_eq(f, 0);
-  ck_assert(trk_release(c, &g, err, sizeof err) == RPC_OK);
-  ck_assert(trk_server_heartbeat(h, err, sizeof err) == RPC_OK);
+  ck_assert(trk_release(c, &g, &err) == TS_OK);
+  ck_assert(trk_server_heartbeat(h, &err) == TS_OK);
   ck_assert(!trk_server_token_ok(h, g.token));
   /* a key nobody serves times out */
-  ck_assert(trk_request(c, "nope", 0, 200, 0, &g, err, sizeof err) == RPC_ETIMEDOUT);
+  ck_assert(trk_request(c, "nope", 0, 200, 0, &g, &err) == TS_ETIMEOUT);
   trk_conn_close(c);
   trk_server_deregister(a);
   counts("rasp4b", &f, &bz, &p, &n);
@@ -124,14 +124,14 @@ static void *waiter(void *p) {
   waiter_arg *w = p;
   trk_conn *c = conn();
   trk_grant g;
-  char err[256];
-  rpc_status st = trk_request(c, "k", w->prio, 20000, 0, &g, err, sizeof err);
-  if (st == RPC_OK) {
+  ts_diag err = {0};
+  ts_status st = trk_request(c, "k", w->prio, 20000, 0, &g, &err);
+  if (st == TS_OK) {
     pthread_mutex_lock(w->mu);
     w->order[(*w->norder)++] = w->id;
     pthread_mutex_unlock(w->mu);
     usleep(20000);
-    trk_release(c, &g, err, sizeof err);
+    trk_release(c, &g, &err);
   }
   trk_conn_close(c);
   return NULL;
@@ -142,8 +142,8 @@ START_TEST(priority_queue) {
   /* hold the only board so everyone queues */
   trk_conn *holder = conn();
   trk_grant g;
-  char err[256];
-  ck_assert(trk_request(holder, "k", 0, 2000, 0, &g, err, sizeof err) == RPC_OK);
+  ts_diag err = {0};
+  ck_assert(trk_request(holder, "k", 0, 2000, 0, &g, &err) == TS_OK);
   /* ids in arrival order; priorities: 0 0 5 1 5 0 */
   int prios[] = {0, 0, 5, 1, 5, 0};
   int order[6], norder = 0;
@@ -166,7 +166,7 @@ START_TEST(priority_queue) {
     }
     ck_assert_uint_eq(p, (uint64_t)i + 1);
   }
-  ck_assert(trk_release(holder, &g, err, sizeof err) == RPC_OK);
+  ck_assert(trk_release(holder, &g, &err) == TS_OK);
   for (int i = 0; i < 6; i++) pthread_join(th[i], NULL);
   ck_assert_int_eq(norder, 6);
   int want[] = {2, 4, 3, 0, 1, 5};
@@ -180,25 +180,26 @@ START_TEST(exclusive_and_disconnect) {
   trk_server_reg *s = reg("x", "tcp://10.0.0.5:9090", true);
   trk_conn *c1 = conn(), *c2 = conn();
   trk_grant g1, g2;
-  char err[256];
-  ck_assert(trk_request(c1, "x", 0, 2000, 0, &g1, err, sizeof err) == RPC_OK);
+  ts_diag err = {0};
+  ck_assert(trk_request(c1, "x", 0, 2000, 0, &g1, &err) == TS_OK);
   /* exclusive: the second waits and times out while the first holds */
-  ck_assert(trk_request(c2, "x", 0, 300, 0, &g2, err, sizeof err) == RPC_ETIMEDOUT);
+  ck_assert(trk_request(c2, "x", 0, 300, 0, &g2, &err) == TS_ETIMEOUT);
   /* ...and gets it after release */
-  ck_assert(trk_release(c1, &g1, err, sizeof err) == RPC_OK);
-  ck_assert(trk_request(c2, "x", 0, 2000, 0, &g2, err, sizeof err) == RPC_OK);
+  ck_assert(trk_release(c1, &g1, &err) == TS_OK);
+  ck_assert(trk_request(c2, "x", 0, 2000, 0, &g2, &err) == TS_OK);
   ck_assert_str_ne(g1.token, g2.token);
   /* the holder disconnects without releasing: the board comes back */
   trk_conn_close(c2);
-  ck_assert_msg(trk_request(c1, "x", 0, 2000, 0, &g1, err, sizeof err) == RPC_OK, "%s", err);
+  ck_assert_msg(trk_request(c1, "x", 0, 2000, 0, &g1, &err) == TS_OK, "%s", err.msg);
   ck_assert(trk_server_token_ok(s, g1.token));
   /* a lease that runs out is revoked; the holder hears it on its next call */
-  ck_assert(trk_release(c1, &g1, err, sizeof err) == RPC_OK);
-  ck_assert(trk_request(c1, "x", 0, 2000, 200, &g1, err, sizeof err) == RPC_OK);
+  ck_assert(trk_release(c1, &g1, &err) == TS_OK);
+  ck_assert(trk_request(c1, "x", 0, 2000, 200, &g1, &err) == TS_OK);
   usleep(400000);
-  ck_assert(trk_check(c1, &g1, err, sizeof err) == RPC_EDENIED);
-  ck_assert(trk_release(c1, &g1, err, sizeof err) == RPC_EDENIED);
-  ck_assert_msg(strstr(err, "timed out"), "%s", err);
+  ck_assert(trk_check(c1, &g1, &err) == TS_EDENIED);
+  ts_diag_clear(&err);
+  ck_assert(trk_release(c1, &g1, &err) == TS_EDENIED);
+  ck_assert_msg(strstr(err.msg, "timed out"), "%s", err.msg);
   trk_conn_close(c1);
   trk_server_deregister(s);
 }
@@ -206,14 +207,14 @@ END_TEST
 
 typedef struct req_arg {
   trk_grant g;
-  rpc_status st;
+  ts_status st;
   trk_conn *c;
 } req_arg;
 
 static void *requester(void *p) {
   req_arg *a = p;
-  char err[256];
-  a->st = trk_request(a->c, "ev", 0, 10000, 0, &a->g, err, sizeof err);
+  ts_diag err = {0};
+  a->st = trk_request(a->c, "ev", 0, 10000, 0, &a->g, &err);
   return NULL;
 }
 
@@ -222,8 +223,8 @@ START_TEST(eviction) {
   trk_server_reg *silent = reg("ev", "tcp://10.0.0.7:9090", false);
   trk_conn *c1 = conn();
   trk_grant g1;
-  char err[256];
-  ck_assert(trk_request(c1, "ev", 0, 2000, 0, &g1, err, sizeof err) == RPC_OK);
+  ts_diag err = {0};
+  ck_assert(trk_request(c1, "ev", 0, 2000, 0, &g1, &err) == TS_OK);
   ck_assert_str_eq(g1.address, "tcp://10.0.0.7:9090");
   /* another client waits; a healthy board joins... it gets the healthy one
    * only after the silent one is evicted? No: it gets the healthy one at
@@ -241,10 +242,10 @@ START_TEST(eviction) {
   ck_assert_uint_eq(n, 0); /* evicted within evict_ms (1.5 s) + ticks */
   ck_assert((int64_t)time(NULL) - t0 <= 3);
   /* the holder learns its grant was revoked */
-  ck_assert(trk_check(c1, &g1, err, sizeof err) == RPC_EDENIED);
+  ck_assert(trk_check(c1, &g1, &err) == TS_EDENIED);
   trk_server_reg *good = reg("ev", "tcp://10.0.0.8:9090", true);
   pthread_join(th, NULL);
-  ck_assert_int_eq(a.st, RPC_OK);
+  ck_assert_int_eq(a.st, TS_OK);
   ck_assert_str_eq(a.g.address, "tcp://10.0.0.8:9090");
   trk_conn_close(a.c);
   trk_conn_close(c1);
@@ -256,11 +257,11 @@ END_TEST
 
 START_TEST(wrong_key_refused) {
   trk_conn *c;
-  char err[256];
-  ck_assert(trk_conn_open(url, &wrong, "client", 2000, &c, err, sizeof err) == RPC_EAUTH);
+  ts_diag err = {0};
+  ck_assert(trk_conn_open(url, &wrong, "client", 2000, &c, &err) == TS_EAUTH);
   trk_server_reg *r;
-  ck_assert(trk_server_register(url, &wrong, "k", "tcp://1.2.3.4:9090", NULL, 0, false, &r, err, sizeof err) ==
-            RPC_EAUTH);
+  ck_assert(trk_server_register(url, &wrong, "k", "tcp://1.2.3.4:9090", NULL, 0, false, &r, &err) ==
+            TS_EAUTH);
   /* no handshake at all: a request is refused */
   nng_socket s;
   ck_assert(nng_req0_open(&s) == 0);
@@ -271,7 +272,7 @@ START_TEST(wrong_key_refused) {
   rpc_enc_begin(&e, RPC_T_REGISTER, 2);
   rpc_enc_str(&e, "key", "k");
   rpc_enc_str(&e, "address", "tcp://6.6.6.6:1");
-  ck_assert(rpc_call(s, &e, &m, err, sizeof err) == RPC_EAUTH);
+  ck_assert(rpc_call(s, &e, &m, &err) == TS_EAUTH);
   nng_close(s);
   uint64_t f, b, p;
   uint32_t n;
@@ -287,7 +288,7 @@ START_TEST(garbage) {
   nng_socket_set_ms(s, NNG_OPT_REQ_RESENDTIME, NNG_DURATION_INFINITE);
   ck_assert(nng_dial(s, url, NULL, 0) == 0);
   /* half of them on an authenticated pipe, so the handlers see them too */
-  ck_assert(rpc_auth_client(s, &secret, "client", NULL, 0) == RPC_OK);
+  ck_assert(rpc_auth_client(s, &secret, "client", NULL) == TS_OK);
   unsigned seed = 12345;
   size_t cap = 200000;
   unsigned char *buf = malloc(cap);
@@ -352,9 +353,9 @@ START_TEST(garbage) {
   trk_server_reg *r = reg("g", "tcp://10.0.0.11:9090", true);
   trk_conn *c = conn();
   trk_grant g;
-  char err[256];
-  ck_assert_msg(trk_request(c, "g", 0, 3000, 0, &g, err, sizeof err) == RPC_OK, "%s", err);
-  ck_assert(trk_release(c, &g, err, sizeof err) == RPC_OK);
+  ts_diag err = {0};
+  ck_assert_msg(trk_request(c, "g", 0, 3000, 0, &g, &err) == TS_OK, "%s", err.msg);
+  ck_assert(trk_release(c, &g, &err) == TS_OK);
   trk_conn_close(c);
   trk_server_deregister(r);
   trk_stats st;
