@@ -263,7 +263,7 @@ int tun_cmd_bench(int argc, char **argv) {
     tsrt_measure_result res;
     if (tg.kind == CG_TARGET_CUDA) tun_measure_cuda_file(path, &a.mo, &res);
     else tsrt_measure_forked(path, &a.mo, &res);
-    if (res.status != TSRT_OK) {
+    if (res.status != TS_OK) {
       fprintf(stderr, "tessel bench: %s: %s\n", sub.label, res.error);
       rc = 2;
     } else {

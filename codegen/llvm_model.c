@@ -258,12 +258,12 @@ static ts_status emit_plan(const tsrt_model_plan *p, int nkernels, const cg_targ
 
 ts_status cg_llvm_build_model(const tsrt_model_plan *plan, const cg_lowered *const *kernels, int nkernels,
                               const cg_target *tin, const char *path, ts_diag *d) {
-  char why[400];
+  ts_diag why = {0};
   tsrt_model_plan p = *plan;
   p.kernels = NULL;
   p.nkernels = nkernels;
-  if (tsrt_model_plan_check(&p, why, sizeof why))
-    return ts_diag_set(d, TS_EINVAL, "model plan for %s: %s", path, why);
+  if (tsrt_model_plan_check(&p, &why))
+    return ts_diag_set(d, TS_EINVAL, "model plan for %s: %s", path, why.msg);
   cg_target t;
   LLVMTargetMachineRef tm0;
   ts_status st = cg_lx_target_machine(tin, &t, &tm0, d);

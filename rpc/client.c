@@ -235,9 +235,7 @@ ts_status rpc_client_measure(rpc_client *c, const char *id, const tsrt_measure_o
     ts_diag_set(d, st, "measure: bad reply: %s", r.err);
     goto out;
   }
-  res->status = TSRT_ESYSTEM;
-  for (int s = TSRT_OK; s <= TSRT_ESYSTEM; s++)
-    if (strcmp(status, tsrt_status_name((tsrt_status)s)) == 0) res->status = (tsrt_status)s;
+  res->status = tsrt_status_from_name(status);
   res->number = (int)number;
   res->repeat = (int)nsecs;
   for (uint32_t i = 0; i < nsecs; i++) {
@@ -328,9 +326,7 @@ ts_status rpc_client_run_model(rpc_client *c, const char *id, const tsrt_model_i
     ts_diag_set(d, st, "run_model: bad reply: %s", r.type == RPC_T_MODEL_RESULT ? r.err : "not a model_result");
     goto out;
   }
-  res->status = TSRT_ESYSTEM;
-  for (int s = TSRT_OK; s <= TSRT_ESYSTEM; s++)
-    if (strcmp(status, tsrt_status_name((tsrt_status)s)) == 0) res->status = (tsrt_status)s;
+  res->status = tsrt_status_from_name(status);
   for (uint32_t i = 0; i < nsecs; i++) {
     if (secs[i].type != MSGPACK_OBJECT_FLOAT64 && secs[i].type != MSGPACK_OBJECT_FLOAT32) {
       ts_diag_set(d, st, "run_model: secs[%u] is not a float", i);

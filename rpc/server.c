@@ -298,7 +298,6 @@ static void serve_run_model(server *s, rpc_msg *m, rpc_enc *rep) {
   uint32_t nin = 0;
   uint64_t repeat = 0, threads = 0;
   double timeout = 60;
-  ts_status st;
   if (rpc_get_str(m, NULL, "token", tok, sizeof tok) == TS_EPROTO ||
       rpc_need(m, rpc_get_str(m, NULL, "artifact", id, sizeof id), "artifact") ||
       rpc_need(m, rpc_get_array(m, NULL, "inputs", 64, &items, &nin), "inputs") ||

@@ -145,28 +145,25 @@ static int device_index(void) {
   return e && *e ? atoi(e) : 0;
 }
 
-int tsrt_cuda_probe(tsrt_cuda_info *info, char *err, size_t errn) {
+ts_status tsrt_cuda_probe(tsrt_cuda_info *info, ts_diag *d) {
   memset(info, 0, sizeof *info);
-  if (drv_open(err, errn) != 0) return -1;
+  char why[256];
+  if (drv_open(why, sizeof why) != 0) return ts_diag_set(d, TS_EUNSUPPORTED, "%s", why);
   CUresult r = drv.cuInit(0);
   if (r != 0) {
-    snprintf(err, errn, "no GPU: cuInit failed: %s (%d)", cu_str(r), r);
-    return -1;
+    return ts_diag_set(d, TS_EUNSUPPORTED, "no GPU: cuInit failed: %s (%d)", cu_str(r), r);
   }
   int n = 0;
   if (drv.cuDeviceGetCount(&n) != 0 || n <= 0) {
-    snprintf(err, errn, "no GPU: no CUDA device");
-    return -1;
+    return ts_diag_set(d, TS_EUNSUPPORTED, "no GPU: no CUDA device");
   }
   int idx = device_index();
   if (idx < 0 || idx >= n) {
-    snprintf(err, errn, "no GPU: TESSEL_CUDA_DEVICE=%d but only %d device(s)", idx, n);
-    return -1;
+    return ts_diag_set(d, TS_EUNSUPPORTED, "no GPU: TESSEL_CUDA_DEVICE=%d but only %d device(s)", idx, n);
   }
   CUdevice dev;
   if ((r = drv.cuDeviceGet(&dev, idx)) != 0) {
-    snprintf(err, errn, "no GPU: cuDeviceGet(%d): %s", idx, cu_str(r));
-    return -1;
+    return ts_diag_set(d, TS_EUNSUPPORTED, "no GPU: cuDeviceGet(%d): %s", idx, cu_str(r));
   }
   info->device = idx;
   drv.cuDeviceGetName(info->name, (int)sizeof info->name, dev);
@@ -180,15 +177,15 @@ int tsrt_cuda_probe(tsrt_cuda_info *info, char *err, size_t errn) {
   drv.cuDeviceGetAttribute(&info->l2_bytes, ATTR_L2_BYTES, dev);
   drv.cuDriverGetVersion(&info->driver_version);
   drv.cuDeviceTotalMem(&info->total_mem, dev);
-  return 0;
+  return TS_OK;
 }
 
 static void describe_here(char *buf, size_t n, int *has) {
   tsrt_cuda_info i;
-  char err[256];
+  ts_diag d = {0};
   *has = 0;
-  if (tsrt_cuda_probe(&i, err, sizeof err) != 0) {
-    snprintf(buf, n, "%s", err);
+  if (tsrt_cuda_probe(&i, &d) != TS_OK) {
+    snprintf(buf, n, "%.500s", d.msg);
     return;
   }
   *has = 1;
@@ -359,8 +356,10 @@ void tsrt_cuda_measure_inprocess(const void *image, size_t size, const tsrt_meas
                                  tsrt_measure_result *res) {
   memset(res, 0, sizeof *res);
   tsrt_cuda_info info;
-  if (tsrt_cuda_probe(&info, res->error, sizeof res->error) != 0) {
-    res->status = TSRT_ELOAD;
+  ts_diag d = {0};
+  if (tsrt_cuda_probe(&info, &d) != TS_OK) {
+    snprintf(res->error, sizeof res->error, "%.500s", d.msg);
+    res->status = TS_ELOAD;
     return;
   }
   CUdevice dev;
@@ -374,33 +373,33 @@ void tsrt_cuda_measure_inprocess(const void *image, size_t size, const tsrt_meas
   kmeta *k = ts_calloc(1, sizeof *k);
   CUresult r;
   if (!k) {
-    res->status = TSRT_ESYSTEM;
+    res->status = TS_ESYSTEM;
     snprintf(res->error, sizeof res->error, "out of memory");
     return;
   }
 #define CU(call, what)                                                                         \
   do {                                                                                         \
     if ((r = (call)) != 0) {                                                                   \
-      res->status = TSRT_EKERNEL;                                                              \
+      res->status = TS_EKERNEL;                                                              \
       snprintf(res->error, sizeof res->error, "%s: %s (CUDA error %d)", what, cu_str(r), r); \
       goto out;                                                                                \
     }                                                                                          \
   } while (0)
   if ((r = drv.cuDeviceGet(&dev, info.device)) != 0 || (r = drv.cuDevicePrimaryCtxRetain(&ctx, dev)) != 0 ||
       (r = drv.cuCtxSetCurrent(ctx)) != 0) {
-    res->status = TSRT_ELOAD;
+    res->status = TS_ELOAD;
     snprintf(res->error, sizeof res->error, "cannot create a CUDA context: %s", cu_str(r));
     goto out;
   }
   if ((r = drv.cuModuleLoadData(&mod, image)) != 0) {
-    res->status = TSRT_ELOAD;
+    res->status = TS_ELOAD;
     snprintf(res->error, sizeof res->error, "cuModuleLoadData (%zu bytes): %s — built for another arch? "
              "this GPU is sm_%d%d", size, cu_str(r), info.cc_major, info.cc_minor);
     mod = NULL;
     goto out;
   }
   if (read_meta(mod, k, res->error, sizeof res->error) != 0) {
-    res->status = TSRT_ELOAD;
+    res->status = TS_ELOAD;
     goto out;
   }
   for (int i = 0; i < k->nparams; i++) {
@@ -408,7 +407,7 @@ void tsrt_cuda_measure_inprocess(const void *image, size_t size, const tsrt_meas
     size_t n = bytes[i] ? bytes[i] : 4;
     host[i] = ts_malloc(n);
     if (!host[i]) {
-      res->status = TSRT_ESYSTEM;
+      res->status = TS_ESYSTEM;
       snprintf(res->error, sizeof res->error, "cannot allocate %zu host bytes", n);
       goto out;
     }
@@ -479,7 +478,7 @@ void tsrt_cuda_measure_inprocess(const void *image, size_t size, const tsrt_meas
       res->outputs_bytes = total;
     }
   }
-  res->status = TSRT_OK;
+  res->status = TS_OK;
 #undef CU
 out:
   if (e0) drv.cuEventDestroy(e0);
@@ -503,7 +502,7 @@ void tsrt_cuda_measure_forked(const void *image, size_t size, const tsrt_measure
   int fds[2];
   pid_t pid = tsrt_fork_pipe(fds, res->error, sizeof res->error);
   if (pid < 0) {
-    res->status = TSRT_ESYSTEM;
+    res->status = TS_ESYSTEM;
     return;
   }
   if (pid == 0) {
@@ -533,17 +532,17 @@ void tsrt_cuda_measure_forked(const void *image, size_t size, const tsrt_measure
   if (rd == -2) {
     tsrt_result_fini(res);
     memset(res, 0, sizeof *res);
-    res->status = TSRT_ETIMEOUT;
+    res->status = TS_ETIMEOUT;
     snprintf(res->error, sizeof res->error, "GPU measurement timed out after %.3g s (child killed)", timeout);
   } else if (WIFSIGNALED(wst)) {
     tsrt_result_fini(res);
     memset(res, 0, sizeof *res);
-    res->status = TSRT_ECRASH;
+    res->status = TS_ECRASH;
     snprintf(res->error, sizeof res->error, "GPU measurement child died: signal %d", WTERMSIG(wst));
   } else if (rd != 0) {
     tsrt_result_fini(res);
     memset(res, 0, sizeof *res);
-    res->status = TSRT_ESYSTEM;
+    res->status = TS_ESYSTEM;
     snprintf(res->error, sizeof res->error, "GPU measurement child exited without a result");
   }
 }

@@ -34,10 +34,10 @@ typedef struct tsrt_cuda_info {
 } tsrt_cuda_info;
 
 /* Opens the driver and describes device 0 (TESSEL_CUDA_DEVICE picks another).
- * Returns 0, or -1 with err saying why: "no GPU: libcuda.so.1 not found
+ * Returns TS_OK, or TS_EUNSUPPORTED with d saying why: "no GPU: libcuda.so.1 not found
  * (...)", "no GPU: cuInit failed: ...", "no GPU: no CUDA device". Does not
  * create a context. Safe to call repeatedly. */
-int tsrt_cuda_probe(tsrt_cuda_info *info, char *err, size_t errn);
+ts_status tsrt_cuda_probe(tsrt_cuda_info *info, ts_diag *d);
 
 /* A one-line description for rpc_server's info ("gpu=NAME arch=sm_XY
  * sms=N ..."), or "no GPU: ..." when probing fails. Returns 1 when a GPU is
@@ -52,8 +52,8 @@ bool tsrt_is_cuda_artifact(const char *path);
 /* Measures a CUDA artifact image (cubin or NUL-terminated PTX, size bytes)
  * in this process: creates the primary context, loads, runs, frees. Fills
  * result like tsrt_measure_inprocess (secs per run of all kernels together,
- * outputs when opts->want_outputs). Never exits; errors are TSRT_ELOAD (no
- * GPU, bad image, metadata missing), TSRT_EKERNEL (a launch failed). */
+ * outputs when opts->want_outputs). Never exits; errors are TS_ELOAD (no
+ * GPU, bad image, metadata missing), TS_EKERNEL (a launch failed). */
 void tsrt_cuda_measure_inprocess(const void *image, size_t size, const tsrt_measure_opts *opts,
                                  tsrt_measure_result *result);
 /* The same in a forked child (a GPU fault or hang costs the child; the

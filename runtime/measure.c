@@ -34,16 +34,27 @@ const char *tsrt_dtype_name(int code) {
   return code >= 0 && code < TSRT_DTYPE_COUNT ? dtypes[code].name : "?";
 }
 
-const char *tsrt_status_name(tsrt_status st) {
-  switch (st) {
-  case TSRT_OK: return "ok";
-  case TSRT_ELOAD: return "load error";
-  case TSRT_ECRASH: return "crashed";
-  case TSRT_ETIMEOUT: return "timed out";
-  case TSRT_EKERNEL: return "kernel error";
-  case TSRT_ESYSTEM: return "system error";
-  }
+/* The outcomes of a measurement and their names (also on the wire: a
+ * result's "status" field, docs/RPC.md). */
+static const struct {
+  ts_status st;
+  const char *name;
+} outcomes[] = {
+    {TS_OK, "ok"},          {TS_ELOAD, "load error"},     {TS_ECRASH, "crashed"},
+    {TS_ETIMEOUT, "timed out"}, {TS_EKERNEL, "kernel error"}, {TS_ESYSTEM, "system error"},
+};
+#define NOUTCOMES (sizeof outcomes / sizeof *outcomes)
+
+const char *tsrt_status_name(ts_status st) {
+  for (size_t i = 0; i < NOUTCOMES; i++)
+    if (outcomes[i].st == st) return outcomes[i].name;
   return "?";
+}
+
+ts_status tsrt_status_from_name(const char *name) {
+  for (size_t i = 0; i < NOUTCOMES; i++)
+    if (strcmp(outcomes[i].name, name) == 0) return outcomes[i].st;
+  return TS_ESYSTEM;
 }
 
 /* ---- inputs ---- */
@@ -116,39 +127,35 @@ size_t tsrt_param_bytes(const tsrt_param_meta *p) {
   return n;
 }
 
-int tsrt_module_load(const char *path, tsrt_module *m, char *err, size_t errn) {
+ts_status tsrt_module_load(const char *path, tsrt_module *m, ts_diag *d) {
   memset(m, 0, sizeof *m);
   m->handle = dlopen(path, RTLD_NOW | RTLD_LOCAL);
   if (!m->handle) {
-    snprintf(err, errn, "cannot load %s: %s", path, dlerror());
-    return -1;
+    return ts_diag_set(d, TS_ELOAD, "cannot load %s: %s", path, dlerror());
   }
   m->meta = dlsym(m->handle, TSRT_META_SYMBOL);
   void *entry = dlsym(m->handle, TSRT_ENTRY_SYMBOL);
   if (!m->meta || !entry) {
-    snprintf(err, errn, "%s is not a tessel kernel (no %s/%s symbol)", path, TSRT_META_SYMBOL,
-             TSRT_ENTRY_SYMBOL);
     tsrt_module_unload(m);
-    return -1;
+    return ts_diag_set(d, TS_ELOAD, "%s is not a tessel kernel (no %s/%s symbol)", path, TSRT_META_SYMBOL,
+             TSRT_ENTRY_SYMBOL);
   }
   if (m->meta->abi_version != TSRT_ABI_VERSION || m->meta->nparams < 0 || m->meta->nparams > 64 ||
       m->meta->ninputs < 0 || m->meta->ninputs > m->meta->nparams || m->meta->nsyms < 0 ||
       m->meta->nsyms > 32 || (m->meta->nsyms > 0 && !m->meta->syms)) {
-    snprintf(err, errn, "%s: unsupported kernel ABI (version %d, %d params)", path,
-             m->meta->abi_version, m->meta->nparams);
     tsrt_module_unload(m);
-    return -1;
+    return ts_diag_set(d, TS_ELOAD, "%s: unsupported kernel ABI (version %d, %d params)", path,
+             m->meta->abi_version, m->meta->nparams);
   }
   for (int i = 0; i < m->meta->nparams; i++) {
     const tsrt_param_meta *p = &m->meta->params[i];
     if (tsrt_dtype_bytes(p->dtype) == 0 || p->ndim < 0 || p->ndim > TSRT_MAX_DIMS) {
-      snprintf(err, errn, "%s: parameter %d has a bad dtype or rank", path, i);
       tsrt_module_unload(m);
-      return -1;
+      return ts_diag_set(d, TS_ELOAD, "%s: parameter %d has a bad dtype or rank", path, i);
     }
   }
   memcpy(&m->entry, &entry, sizeof entry);
-  return 0;
+  return TS_OK;
 }
 
 void tsrt_module_unload(tsrt_module *m) {
@@ -178,7 +185,7 @@ void tsrt_measure_inprocess(const tsrt_module *m, const tsrt_measure_opts *o, ts
   void *args[64] = {0};
   size_t bytes[64] = {0};
   if (meta->nsyms > 0) {
-    res->status = TSRT_ELOAD;
+    res->status = TS_ELOAD;
     snprintf(res->error, sizeof res->error,
              "kernel %s takes %d symbolic size(s) (%s ...); measure a build with the sizes bound",
              meta->name ? meta->name : "?", meta->nsyms, meta->syms && meta->syms[0] ? meta->syms[0] : "?");
@@ -189,7 +196,7 @@ void tsrt_measure_inprocess(const tsrt_module *m, const tsrt_measure_opts *o, ts
     size_t alloc = (bytes[i] + 63) / 64 * 64;
     args[i] = aligned_alloc(64, alloc ? alloc : 64);
     if (!args[i]) {
-      res->status = TSRT_ESYSTEM;
+      res->status = TS_ESYSTEM;
       snprintf(res->error, sizeof res->error, "cannot allocate %zu bytes for parameter %s", bytes[i],
                meta->params[i].name);
       goto out;
@@ -204,7 +211,7 @@ void tsrt_measure_inprocess(const tsrt_module *m, const tsrt_measure_opts *o, ts
   int32_t rc = m->entry(args); /* warm-up, and the run whose outputs we keep */
   double warm_s = tsrt_now() - tw0;
   if (rc != 0) {
-    res->status = TSRT_EKERNEL;
+    res->status = TS_EKERNEL;
     snprintf(res->error, sizeof res->error, "kernel %s returned %d", meta->name, rc);
     goto out;
   }
@@ -277,7 +284,7 @@ void tsrt_measure_inprocess(const tsrt_module *m, const tsrt_measure_opts *o, ts
       res->outputs_bytes = total;
     }
   }
-  res->status = TSRT_OK;
+  res->status = TS_OK;
 out:
   for (int i = 0; i < meta->nparams; i++) ts_free(args[i]);
 }
@@ -288,7 +295,7 @@ void tsrt_measure_forked(const char *path, const tsrt_measure_opts *o, tsrt_meas
     size_t n = 0;
     void *img = tsrt_read_file(path, &n);
     if (!img) {
-      res->status = TSRT_ELOAD;
+      res->status = TS_ELOAD;
       snprintf(res->error, sizeof res->error, "cannot read %s", path);
       return;
     }
@@ -300,7 +307,7 @@ void tsrt_measure_forked(const char *path, const tsrt_measure_opts *o, tsrt_meas
   int fds[2];
   pid_t pid = tsrt_fork_pipe(fds, res->error, sizeof res->error);
   if (pid < 0) {
-    res->status = TSRT_ESYSTEM;
+    res->status = TS_ESYSTEM;
     return;
   }
   if (pid == 0) {
@@ -310,8 +317,10 @@ void tsrt_measure_forked(const char *path, const tsrt_measure_opts *o, tsrt_meas
     tsrt_measure_result r;
     tsrt_module m;
     memset(&r, 0, sizeof r);
-    if (tsrt_module_load(path, &m, r.error, sizeof r.error) != 0) {
-      r.status = TSRT_ELOAD;
+    ts_diag d = {0};
+    if (tsrt_module_load(path, &m, &d) != TS_OK) {
+      r.status = d.code;
+      snprintf(r.error, sizeof r.error, "%.500s", d.msg);
     } else {
       tsrt_measure_inprocess(&m, o, &r);
     }
@@ -343,24 +352,24 @@ void tsrt_measure_forked(const char *path, const tsrt_measure_opts *o, tsrt_meas
   if (rd == -2) {
     tsrt_result_fini(res);
     memset(res, 0, sizeof *res);
-    res->status = TSRT_ETIMEOUT;
+    res->status = TS_ETIMEOUT;
     snprintf(res->error, sizeof res->error, "timed out after %.3g s (child killed)", timeout);
   } else if (rd != 0 && killed) {
     tsrt_result_fini(res);
     memset(res, 0, sizeof *res);
-    res->status = TSRT_ESYSTEM;
+    res->status = TS_ESYSTEM;
     snprintf(res->error, sizeof res->error,
              "measurement child closed its pipe without a result and did not exit within 5 s (killed)");
   } else if (WIFSIGNALED(wst)) {
     tsrt_result_fini(res);
     memset(res, 0, sizeof *res);
-    res->status = TSRT_ECRASH;
+    res->status = TS_ECRASH;
     snprintf(res->error, sizeof res->error, "kernel crashed: signal %d (%s)", WTERMSIG(wst),
              strsignal(WTERMSIG(wst)));
   } else if (rd != 0) {
     tsrt_result_fini(res);
     memset(res, 0, sizeof *res);
-    res->status = TSRT_ESYSTEM;
+    res->status = TS_ESYSTEM;
     snprintf(res->error, sizeof res->error, "measurement child exited (status %d) without a result",
              WIFEXITED(wst) ? WEXITSTATUS(wst) : -1);
   }

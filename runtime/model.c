@@ -25,53 +25,42 @@ _Static_assert((int)TESSEL_DT_F32 == (int)TSRT_F32 && (int)TESSEL_DT_F64 == (int
                "public dtype codes drift from the runtime's");
 _Static_assert(TESSEL_MODEL_MAX_DIMS == TSRT_MAX_DIMS, "max dims drift");
 
-static int errf(char *err, size_t n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static int errf(char *err, size_t n, const char *fmt, ...) {
-  if (err && n) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, n, fmt, ap);
-    va_end(ap);
-  }
-  return -1;
-}
-
 /* ---- plan checks ------------------------------------------------------------ */
 
-int tsrt_model_plan_check(const tsrt_model_plan *p, char *err, size_t n) {
-  if (!p) return errf(err, n, "no plan");
+ts_status tsrt_model_plan_check(const tsrt_model_plan *p, ts_diag *d) {
+  if (!p) return ts_diag_set(d, TS_EINVAL, "no plan");
   if (p->abi_version != TSRT_MODEL_ABI_VERSION)
-    return errf(err, n, "model ABI version %d (this runtime reads %d)", p->abi_version,
+    return ts_diag_set(d, TS_EINVAL, "model ABI version %d (this runtime reads %d)", p->abi_version,
                 TSRT_MODEL_ABI_VERSION);
   if (p->ntensors < 0 || p->ncalls < 0 || p->nkernels < 0 || p->nsyms < 0 ||
       p->nsyms > TSRT_MODEL_MAX_SYMS || p->ninputs < 0 || p->noutputs < 1 ||
       (p->ntensors && !p->tensors) || (p->ncalls && !p->calls) || (p->ninputs && !p->inputs) ||
       !p->outputs || (p->nsyms && !p->syms))
-    return errf(err, n, "malformed plan header (%d tensors, %d calls, %d kernels, %d symbols, %d "
+    return ts_diag_set(d, TS_EINVAL, "malformed plan header (%d tensors, %d calls, %d kernels, %d symbols, %d "
                 "inputs, %d outputs)", p->ntensors, p->ncalls, p->nkernels, p->nsyms, p->ninputs,
                 p->noutputs);
   for (int k = 0; k < p->nsyms; k++)
-    if (!p->syms[k]) return errf(err, n, "symbol %d has no name", k);
+    if (!p->syms[k]) return ts_diag_set(d, TS_EINVAL, "symbol %d has no name", k);
   for (int t = 0; t < p->ntensors; t++) {
     const tsrt_model_tensor *x = &p->tensors[t];
     const char *nm = x->name ? x->name : "?";
     if (x->kind < TSRT_T_INPUT || x->kind > TSRT_T_INTER || tsrt_dtype_bytes(x->dtype) == 0 ||
         x->dtype == TSRT_HANDLE || x->ndim < 0 || x->ndim > TSRT_MAX_DIMS)
-      return errf(err, n, "tensor %d (%s): bad kind, dtype or rank", t, nm);
+      return ts_diag_set(d, TS_EINVAL, "tensor %d (%s): bad kind, dtype or rank", t, nm);
     for (int j = 0; j < x->ndim; j++) {
       int64_t v = x->shape[j];
       if (v < 0 && (v == TSRT_DIM_EXPR || -1 - v >= p->nsyms))
-        return errf(err, n, "tensor %s: dim %d refers to an unknown symbol", nm, j);
+        return ts_diag_set(d, TS_EINVAL, "tensor %s: dim %d refers to an unknown symbol", nm, j);
     }
     if (x->kind == TSRT_T_CONST) {
       uint64_t want = (uint64_t)tsrt_dtype_bytes(x->dtype);
       for (int j = 0; j < x->ndim; j++) {
-        if (x->shape[j] < 0) return errf(err, n, "constant %s has a symbolic dim", nm);
+        if (x->shape[j] < 0) return ts_diag_set(d, TS_EINVAL, "constant %s has a symbolic dim", nm);
         want *= (uint64_t)x->shape[j];
       }
       if (x->nbytes != want || x->offset > p->weights_bytes || x->nbytes > p->weights_bytes - x->offset ||
           (x->nbytes && !p->weights) || x->offset % 64)
-        return errf(err, n, "constant %s: %llu bytes at offset %llu do not fit the weights (%llu bytes; "
+        return ts_diag_set(d, TS_EINVAL, "constant %s: %llu bytes at offset %llu do not fit the weights (%llu bytes; "
                     "its shape needs %llu)", nm, (unsigned long long)x->nbytes,
                     (unsigned long long)x->offset, (unsigned long long)p->weights_bytes,
                     (unsigned long long)want);
@@ -79,47 +68,47 @@ int tsrt_model_plan_check(const tsrt_model_plan *p, char *err, size_t n) {
   }
   for (int i = 0; i < p->ninputs; i++)
     if (p->inputs[i] < 0 || p->inputs[i] >= p->ntensors || p->tensors[p->inputs[i]].kind != TSRT_T_INPUT)
-      return errf(err, n, "input %d is not an input tensor", i);
+      return ts_diag_set(d, TS_EINVAL, "input %d is not an input tensor", i);
   for (int i = 0; i < p->noutputs; i++)
     if (p->outputs[i] < 0 || p->outputs[i] >= p->ntensors)
-      return errf(err, n, "output %d: tensor id %d out of range", i, p->outputs[i]);
+      return ts_diag_set(d, TS_EINVAL, "output %d: tensor id %d out of range", i, p->outputs[i]);
   /* every intermediate written exactly once, before any read */
   char *written = ts_calloc((size_t)(p->ntensors ? p->ntensors : 1), 1);
-  if (!written) return errf(err, n, "out of memory");
-  int rc = 0;
+  if (!written) return ts_diag_set(d, TS_ENOMEM, "out of memory");
+  ts_status rc = TS_OK;
   for (int c = 0; c < p->ncalls && !rc; c++) {
     const tsrt_model_call *call = &p->calls[c];
     if (call->kernel < 0 || call->kernel >= p->nkernels || call->nargs < 1 || !call->args ||
         call->nsyms < 0 || call->nsyms > TSRT_MODEL_MAX_SYMS || (call->nsyms && !call->syms)) {
-      rc = errf(err, n, "call %d: bad kernel index or arguments", c);
+      rc = ts_diag_set(d, TS_EINVAL, "call %d: bad kernel index or arguments", c);
       break;
     }
     const tsrt_kernel_meta *km = p->kernels ? p->kernels[call->kernel].meta : NULL;
     if (p->kernels && (!km || !p->kernels[call->kernel].entry)) {
-      rc = errf(err, n, "call %d: kernel %d has no entry/metadata", c, call->kernel);
+      rc = ts_diag_set(d, TS_EINVAL, "call %d: kernel %d has no entry/metadata", c, call->kernel);
       break;
     }
     if (km && (km->abi_version != TSRT_ABI_VERSION || km->nparams != call->nargs ||
                km->nsyms != call->nsyms)) {
-      rc = errf(err, n, "call %d: kernel %s takes %d params and %d sizes (ABI %d), the call passes "
+      rc = ts_diag_set(d, TS_EINVAL, "call %d: kernel %s takes %d params and %d sizes (ABI %d), the call passes "
                 "%d and %d", c, km->name ? km->name : "?", km->nparams, km->nsyms, km->abi_version,
                 call->nargs, call->nsyms);
       break;
     }
     for (int k = 0; k < call->nsyms && !rc; k++)
       if (call->syms[k] < 0 || call->syms[k] >= p->nsyms)
-        rc = errf(err, n, "call %d: size %d names no model symbol", c, k);
+        rc = ts_diag_set(d, TS_EINVAL, "call %d: size %d names no model symbol", c, k);
     if (!rc && call->spec_kernel >= 0) {
       const tsrt_kernel_meta *sm = p->kernels ? p->kernels[call->spec_kernel < p->nkernels ? call->spec_kernel : 0].meta : NULL;
       if (call->spec_kernel >= p->nkernels || call->nsyms == 0 || !call->spec_values)
-        rc = errf(err, n, "call %d: bad specialisation (kernel %d of %d)", c, call->spec_kernel, p->nkernels);
+        rc = ts_diag_set(d, TS_EINVAL, "call %d: bad specialisation (kernel %d of %d)", c, call->spec_kernel, p->nkernels);
       else if (p->kernels && (!sm || !p->kernels[call->spec_kernel].entry || sm->nparams != call->nargs ||
                               sm->nsyms != 0))
-        rc = errf(err, n, "call %d: specialised kernel %d does not take the call's %d tensors without sizes",
+        rc = ts_diag_set(d, TS_EINVAL, "call %d: specialised kernel %d does not take the call's %d tensors without sizes",
                   c, call->spec_kernel, call->nargs);
     }
     if (call->ninputs < 0 || call->ninputs > call->nargs || (km && km->ninputs != call->ninputs)) {
-      rc = errf(err, n, "call %d: %d inputs of %d arguments (the kernel reads %d)", c, call->ninputs,
+      rc = ts_diag_set(d, TS_EINVAL, "call %d: %d inputs of %d arguments (the kernel reads %d)", c, call->ninputs,
                 call->nargs, km ? km->ninputs : -1);
       break;
     }
@@ -127,26 +116,26 @@ int tsrt_model_plan_check(const tsrt_model_plan *p, char *err, size_t n) {
     for (int a = 0; a < call->nargs && !rc; a++) {
       int t = call->args[a];
       if (t < 0 || t >= p->ntensors) {
-        rc = errf(err, n, "call %d: argument %d is tensor %d (out of range)", c, a, t);
+        rc = ts_diag_set(d, TS_EINVAL, "call %d: argument %d is tensor %d (out of range)", c, a, t);
         break;
       }
       const tsrt_model_tensor *x = &p->tensors[t];
       if (a >= nin) {
         if (x->kind != TSRT_T_INTER || written[t])
-          rc = errf(err, n, "call %d writes %s, which is not a fresh intermediate", c, x->name);
+          rc = ts_diag_set(d, TS_EINVAL, "call %d writes %s, which is not a fresh intermediate", c, x->name);
         written[t] = 1;
       } else if (x->kind == TSRT_T_INTER && !written[t]) {
-        rc = errf(err, n, "call %d reads %s before any call writes it", c, x->name);
+        rc = ts_diag_set(d, TS_EINVAL, "call %d reads %s before any call writes it", c, x->name);
       }
       if (!rc && km) {
         const tsrt_param_meta *pm = &km->params[a];
         if (pm->dtype != x->dtype || pm->ndim > TSRT_MAX_DIMS) {
-          rc = errf(err, n, "call %d: kernel %s param %s is %s, tensor %s is %s", c, km->name, pm->name,
+          rc = ts_diag_set(d, TS_EINVAL, "call %d: kernel %s param %s is %s, tensor %s is %s", c, km->name, pm->name,
                     tsrt_dtype_name(pm->dtype), x->name, tsrt_dtype_name(x->dtype));
         } else if (pm->ndim == x->ndim) {
           for (int j = 0; j < x->ndim; j++)
             if (pm->shape[j] >= 0 && x->shape[j] >= 0 && pm->shape[j] != x->shape[j])
-              rc = errf(err, n, "call %d: kernel %s param %s dim %d is %lld, tensor %s has %lld", c,
+              rc = ts_diag_set(d, TS_EINVAL, "call %d: kernel %s param %s dim %d is %lld, tensor %s has %lld", c,
                         km->name, pm->name, j, (long long)pm->shape[j], x->name, (long long)x->shape[j]);
         }
       }
@@ -155,7 +144,7 @@ int tsrt_model_plan_check(const tsrt_model_plan *p, char *err, size_t n) {
   for (int i = 0; i < p->noutputs && !rc; i++) {
     int t = p->outputs[i];
     if (p->tensors[t].kind == TSRT_T_INTER && !written[t])
-      rc = errf(err, n, "output %s is never written", p->tensors[t].name);
+      rc = ts_diag_set(d, TS_EINVAL, "output %s is never written", p->tensors[t].name);
   }
   ts_free(written);
   return rc;
@@ -183,16 +172,17 @@ typedef struct mblock {
   bool free;
 } mblock;
 
-int tsrt_model_memory_plan(const tsrt_model_plan *p, const int64_t *syms, int64_t *offsets,
-                           uint64_t *ws_bytes, uint64_t *naive_bytes, char *err, size_t errn) {
+ts_status tsrt_model_memory_plan(const tsrt_model_plan *p, const int64_t *syms, int64_t *offsets,
+                                 uint64_t *ws_bytes, uint64_t *naive_bytes, ts_diag *d) {
   int nt = p->ntensors;
   int *last = ts_malloc(sizeof *last * (size_t)(nt ? nt : 1));
   int *blk = ts_malloc(sizeof *blk * (size_t)(nt ? nt : 1));
   int64_t *bytes = ts_malloc(sizeof *bytes * (size_t)(nt ? nt : 1));
   mblock *bl = ts_malloc(sizeof *bl * (size_t)(nt ? nt : 1));
-  int nb = 0, rc = 0;
+  int nb = 0;
+  ts_status rc = TS_OK;
   if (!last || !blk || !bytes || !bl) {
-    rc = errf(err, errn, "out of memory planning the workspace");
+    rc = ts_diag_set(d, TS_ENOMEM, "out of memory planning the workspace");
     goto out;
   }
   uint64_t naive = 0;
@@ -204,7 +194,7 @@ int tsrt_model_memory_plan(const tsrt_model_plan *p, const int64_t *syms, int64_
     if (p->tensors[t].kind != TSRT_T_INTER) continue;
     bytes[t] = tensor_bytes(&p->tensors[t], syms, NULL);
     if (bytes[t] < 0) {
-      rc = errf(err, errn, "tensor %s: a symbol is unbound or its size overflows", p->tensors[t].name);
+      rc = ts_diag_set(d, TS_EINVAL, "tensor %s: a symbol is unbound or its size overflows", p->tensors[t].name);
       goto out;
     }
     naive += ((uint64_t)bytes[t] + 63) / 64 * 64;
@@ -244,7 +234,7 @@ int tsrt_model_memory_plan(const tsrt_model_plan *p, const int64_t *syms, int64_
   uint64_t off = 0;
   uint64_t *boff = ts_malloc(sizeof *boff * (size_t)(nb ? nb : 1));
   if (!boff) {
-    rc = errf(err, errn, "out of memory planning the workspace");
+    rc = ts_diag_set(d, TS_ENOMEM, "out of memory planning the workspace");
     goto out;
   }
   for (int b = 0; b < nb; b++) {
@@ -306,35 +296,29 @@ static void *aligned_or_null(size_t bytes) { return aligned_alloc(64, (bytes + 6
  * sizes gets those from mmap, or has the heap trimmed, on most calls: every
  * call then page-faults its scratch in again (ResNet-18: 38.7 ms instead of
  * 30.7 on one thread). So a loaded model keeps blocks up to 32 MiB in the
- * heap and the heap untrimmed below 256 MiB; TESSEL_MALLOPT=0 leaves the
- * process's malloc settings alone. Once per process. */
+ * heap and the heap untrimmed below 256 MiB, unless the load options say
+ * keep_malloc_settings (`tessel run --no-mallopt`). Once per process. */
 static void tune_malloc(void) {
-  const char *e = getenv("TESSEL_MALLOPT");
-  if (e && !strcmp(e, "0")) return;
   mallopt(M_MMAP_THRESHOLD, 32 << 20);
   mallopt(M_TRIM_THRESHOLD, 256 << 20);
 }
 
-tessel_model *tessel_model_load(const char *path, char *err, size_t errn) {
+ts_status tsrt_model_load(const char *path, const tsrt_model_load_opts *o, tsrt_model **out, ts_diag *d) {
   static pthread_once_t once = PTHREAD_ONCE_INIT;
-  pthread_once(&once, tune_malloc);
+  *out = NULL;
+  if (!o || !o->keep_malloc_settings) pthread_once(&once, tune_malloc);
   void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-  if (!h) {
-    errf(err, errn, "cannot load %s: %s", path, dlerror());
-    return NULL;
-  }
+  if (!h) return ts_diag_set(d, TS_ELOAD, "cannot load %s: %s", path, dlerror());
   const tsrt_model_plan *p = dlsym(h, TSRT_MODEL_SYMBOL);
   if (!p) {
-    errf(err, errn, "%s is not a tessel model (no %s symbol; a single kernel has tessel_kernel_entry)",
-         path, TSRT_MODEL_SYMBOL);
     dlclose(h);
-    return NULL;
+    return ts_diag_set(d, TS_ELOAD, "%s is not a tessel model (no %s symbol; a single kernel has tessel_kernel_entry)",
+                       path, TSRT_MODEL_SYMBOL);
   }
-  char why[400];
-  if (tsrt_model_plan_check(p, why, sizeof why)) {
-    errf(err, errn, "%s: bad model plan: %s", path, why);
+  ts_diag why = {0};
+  if (tsrt_model_plan_check(p, &why)) {
     dlclose(h);
-    return NULL;
+    return ts_diag_set(d, TS_ELOAD, "%s: bad model plan: %s", path, why.msg);
   }
   tessel_model *m = ts_calloc(1, sizeof *m);
   int ni = p->ninputs ? p->ninputs : 1, nt = p->ntensors ? p->ntensors : 1;
@@ -353,20 +337,33 @@ tessel_model *tessel_model_load(const char *path, char *err, size_t errn) {
   }
   if (!m || !m->in_data || !m->in_cap || !m->in_shape || !m->in_set || !m->offsets || !m->targs ||
       !m->args || !m->argsyms) {
-    errf(err, errn, "out of memory loading %s", path);
     if (m) {
       m->handle = h;
       tessel_model_free(m);
     } else {
       dlclose(h);
     }
-    return NULL;
+    return ts_diag_set(d, TS_ENOMEM, "out of memory loading %s", path);
   }
   m->handle = h;
   m->p = p;
   m->maxargs = maxargs;
   for (int k = 0; k < TSRT_MODEL_MAX_SYMS; k++) m->syms[k] = m->planned[k] = -1;
+  *out = m;
+  return TS_OK;
+}
+
+/* The public API keeps its convention: NULL with the message in err. */
+tessel_model *tessel_model_load_with(const char *path, const tessel_model_load_opts *opts, char *err, size_t errn) {
+  tsrt_model_load_opts o = {.keep_malloc_settings = opts && opts->keep_malloc_settings};
+  tsrt_model *m = NULL;
+  ts_diag d = {0};
+  if (tsrt_model_load(path, &o, &m, &d) && err && errn) snprintf(err, errn, "%s", d.msg);
   return m;
+}
+
+tessel_model *tessel_model_load(const char *path, char *err, size_t errn) {
+  return tessel_model_load_with(path, NULL, err, errn);
 }
 
 void tessel_model_free(tessel_model *m) {
@@ -482,10 +479,10 @@ static int ensure_plan(tessel_model *m) {
   bool same = m->have_plan;
   for (int k = 0; k < p->nsyms && same; k++) same = m->planned[k] == m->syms[k];
   if (same) return 0;
-  char why[400];
   uint64_t ws = 0, naive = 0;
-  if (tsrt_model_memory_plan(p, m->syms, m->offsets, &ws, &naive, why, sizeof why))
-    return merr(m, "memory plan: %s", why);
+  ts_diag why = {0};
+  if (tsrt_model_memory_plan(p, m->syms, m->offsets, &ws, &naive, &why))
+    return merr(m, "memory plan: %s", why.msg);
   if (ws > m->ws_cap || !m->ws) {
     uint8_t *nw = aligned_or_null((size_t)ws);
     if (!nw) return merr(m, "out of memory for the workspace (%llu bytes)", (unsigned long long)ws);
@@ -604,7 +601,7 @@ typedef struct run_header {
 static void child_run(int fd, const char *path, const tsrt_model_io *in, int nin, int repeat) {
   run_header h;
   memset(&h, 0, sizeof h);
-  h.status = TSRT_ELOAD;
+  h.status = TS_ELOAD;
   tessel_model *m = tessel_model_load(path, h.error, sizeof h.error);
   if (!m) goto report;
   for (int i = 0; i < m->p->ninputs; i++) {
@@ -628,7 +625,7 @@ static void child_run(int fd, const char *path, const tsrt_model_io *in, int nin
       goto report;
     }
   }
-  h.status = TSRT_EKERNEL;
+  h.status = TS_EKERNEL;
   if (tessel_model_run(m)) {
     snprintf(h.error, sizeof h.error, "%s", m->err);
     goto report;
@@ -641,10 +638,10 @@ static void child_run(int fd, const char *path, const tsrt_model_io *in, int nin
     }
     h.secs[h.nsecs++] = tsrt_now() - t0;
   }
-  h.status = TSRT_OK;
+  h.status = TS_OK;
   h.noutputs = m->p->noutputs;
 report:
-  if (tsrt_write_all(fd, &h, sizeof h) == 0 && h.status == TSRT_OK)
+  if (tsrt_write_all(fd, &h, sizeof h) == 0 && h.status == TS_OK)
     for (int i = 0; i < h.noutputs; i++) {
       tsrt_model_io io;
       memset(&io, 0, sizeof io);
@@ -669,7 +666,7 @@ void tsrt_model_run_forked(const char *path, const tsrt_model_io *inputs, int ni
   int fds[2];
   pid_t pid = tsrt_fork_pipe(fds, res->error, sizeof res->error);
   if (pid < 0) {
-    res->status = TSRT_ESYSTEM;
+    res->status = TS_ESYSTEM;
     return;
   }
   if (pid == 0) {
@@ -685,11 +682,11 @@ void tsrt_model_run_forked(const char *path, const tsrt_model_io *inputs, int ni
   int rc = tsrt_read_all(fds[0], &h, sizeof h, deadline);
   if (rc == 0) {
     h.error[sizeof h.error - 1] = '\0';
-    res->status = (tsrt_status)h.status;
+    res->status = (ts_status)h.status;
     snprintf(res->error, sizeof res->error, "%s", h.error);
     res->nsecs = h.nsecs < 0 ? 0 : h.nsecs > TSRT_MAX_REPEAT ? TSRT_MAX_REPEAT : h.nsecs;
     memcpy(res->secs, h.secs, sizeof res->secs);
-    if (h.status == TSRT_OK && h.noutputs > 0 && h.noutputs <= 4096) {
+    if (h.status == TS_OK && h.noutputs > 0 && h.noutputs <= 4096) {
       res->outputs = ts_calloc((size_t)h.noutputs, sizeof *res->outputs);
       if (!res->outputs) rc = -1;
       for (int i = 0; i < h.noutputs && rc == 0; i++) {
@@ -711,11 +708,11 @@ void tsrt_model_run_forked(const char *path, const tsrt_model_io *inputs, int ni
   close(fds[0]);
   if (rc == -2) {
     tsrt_model_run_result_fini(res);
-    res->status = TSRT_ETIMEOUT;
+    res->status = TS_ETIMEOUT;
     snprintf(res->error, sizeof res->error, "the model run took over %.1f s (killed)", timeout);
   } else if (rc != 0) {
     tsrt_model_run_result_fini(res);
-    res->status = WIFSIGNALED(wst) ? TSRT_ECRASH : TSRT_ESYSTEM;
+    res->status = WIFSIGNALED(wst) ? TS_ECRASH : TS_ESYSTEM;
     snprintf(res->error, sizeof res->error, "%s", WIFSIGNALED(wst) ? "the model run crashed" : "lost the child's report");
     if (WIFSIGNALED(wst))
       snprintf(res->error, sizeof res->error, "the model run died on signal %d", WTERMSIG(wst));

@@ -62,10 +62,11 @@ typedef struct tsrt_model_plan {
 
 /* Checks a plan's internal consistency (ids in range, kernels' param counts,
  * dtypes and constant dims against the tensors, constants inside the
- * weights, every intermediate produced once before use). Returns 0, or -1
- * with the reason in err. Used by the loader and by the builder (host-side,
- * kernels may be NULL there: then kernel checks are skipped). */
-int tsrt_model_plan_check(const tsrt_model_plan *p, char *err, size_t errn);
+ * weights, every intermediate produced once before use). Returns TS_OK, or
+ * TS_EINVAL / TS_ENOMEM with the reason in d. Used by the loader and by the
+ * builder (host-side, kernels may be NULL there: then kernel checks are
+ * skipped). */
+ts_status tsrt_model_plan_check(const tsrt_model_plan *p, ts_diag *d);
 
 /* The executor. The public API (include/tessel/tessel_model.h) wraps it;
  * tessel_model is the same object. */
@@ -77,9 +78,20 @@ typedef struct tessel_model tsrt_model;
  * an intermediate is live from the call that writes it to its last reader
  * (graph outputs to the end); a freed block is reused best-fit by later
  * tensors, never by an output of the call that frees it (kernels take
- * non-overlapping buffers). Returns 0 or -1 (err: overflow, bad plan). */
-int tsrt_model_memory_plan(const tsrt_model_plan *p, const int64_t *sym_values, int64_t *offsets,
-                           uint64_t *workspace_bytes, uint64_t *naive_bytes, char *err, size_t errn);
+ * non-overlapping buffers). TS_EINVAL: overflow, bad plan; TS_ENOMEM. */
+ts_status tsrt_model_memory_plan(const tsrt_model_plan *p, const int64_t *sym_values, int64_t *offsets,
+                                 uint64_t *workspace_bytes, uint64_t *naive_bytes, ts_diag *d);
+
+/* Loading options (the public tessel_model_load_opts). */
+typedef struct tsrt_model_load_opts {
+  /* false (default): the first load keeps blocks up to 32 MiB in the heap
+   * and the heap untrimmed below 256 MiB (docs/MODEL.md); true: leave the
+   * process's malloc settings alone. */
+  bool keep_malloc_settings;
+} tsrt_model_load_opts;
+/* Loads the model artifact at path (o may be NULL: defaults). Errors:
+ * TS_ELOAD (dlopen, not a model, a bad plan), TS_ENOMEM. */
+ts_status tsrt_model_load(const char *path, const tsrt_model_load_opts *o, tsrt_model **out, ts_diag *d);
 
 /* ---- running a model in a forked child (rpc_server's "run_model") ---------- */
 typedef struct tsrt_model_io {
@@ -92,7 +104,7 @@ typedef struct tsrt_model_io {
 } tsrt_model_io;
 
 typedef struct tsrt_model_run_result {
-  tsrt_status status;
+  ts_status status;
   char error[512];
   int nsecs;                     /* timed runs (after one warm-up run) */
   double secs[TSRT_MAX_REPEAT];
@@ -104,7 +116,7 @@ typedef struct tsrt_model_run_result {
  * io of the same name (all must be given), runs once, then `repeat` timed
  * runs (0: none), and sends the outputs back through a pipe. A crash, a
  * kernel error or timeout_s costs the child only; res->status says what
- * happened (TSRT_ELOAD also for missing/ill-shaped inputs, with the reason). */
+ * happened (TS_ELOAD also for missing/ill-shaped inputs, with the reason). */
 void tsrt_model_run_forked(const char *path, const tsrt_model_io *inputs, int ninputs, int repeat,
                            double timeout_s, int num_threads, tsrt_model_run_result *res);
 void tsrt_model_run_result_fini(tsrt_model_run_result *res);

@@ -18,16 +18,16 @@ int main(int argc, char **argv) {
     return 2;
   }
   tsrt_module m;
-  char err[512];
-  if (tsrt_module_load(argv[1], &m, err, sizeof err)) {
-    printf("error %s\n", err);
+  ts_diag d = {0};
+  if (tsrt_module_load(argv[1], &m, &d)) {
+    printf("error %s\n", d.msg);
     return 1;
   }
   tsrt_measure_opts o = {.repeat = argc > 4 ? atoi(argv[4]) : 1, .seed = strtoull(argv[2], NULL, 0),
                          .want_outputs = true};
   tsrt_measure_result r;
   tsrt_measure_inprocess(&m, &o, &r);
-  if (r.status != TSRT_OK) {
+  if (r.status != TS_OK) {
     printf("error %s\n", r.error);
     return 1;
   }

@@ -100,8 +100,8 @@ typedef struct tsrt_module {
   const tsrt_kernel_meta *meta;
   tsrt_kernel_fn entry;
 } tsrt_module;
-/* dlopen + ABI checks. On failure returns -1 with a message in err. */
-int tsrt_module_load(const char *path, tsrt_module *m, char *err, size_t errn);
+/* dlopen + ABI checks. TS_ELOAD with the reason in d on failure. */
+ts_status tsrt_module_load(const char *path, tsrt_module *m, ts_diag *d);
 void tsrt_module_unload(tsrt_module *m);
 /* Total bytes of param i. */
 size_t tsrt_param_bytes(const tsrt_param_meta *p);
@@ -126,17 +126,13 @@ typedef struct tsrt_measure_opts {
 } tsrt_measure_opts;
 
 #define TSRT_MAX_REPEAT 64
-typedef enum {
-  TSRT_OK = 0,
-  TSRT_ELOAD,    /* artifact failed to load / ABI mismatch */
-  TSRT_ECRASH,   /* the child died on a signal */
-  TSRT_ETIMEOUT, /* killed after timeout_s */
-  TSRT_EKERNEL,  /* the kernel returned non-zero */
-  TSRT_ESYSTEM,  /* fork/pipe/alloc failed */
-} tsrt_status;
+/* A measurement's outcome (result->status): TS_OK, TS_ELOAD (artifact failed
+ * to load / ABI mismatch), TS_ECRASH (the child died on a signal),
+ * TS_ETIMEOUT (killed after timeout_s), TS_EKERNEL (the kernel returned
+ * non-zero), TS_ESYSTEM (fork/pipe/alloc failed). */
 
 typedef struct tsrt_measure_result {
-  tsrt_status status;
+  ts_status status;
   char error[512];
   int repeat;                       /* filled repeats */
   int number;                       /* runs per repeat actually used */
@@ -156,7 +152,10 @@ void tsrt_measure_inprocess(const tsrt_module *m, const tsrt_measure_opts *opts,
 /* Median of the result's per-repeat seconds (0 when none). */
 double tsrt_result_median(const tsrt_measure_result *r);
 void tsrt_result_fini(tsrt_measure_result *r);
-const char *tsrt_status_name(tsrt_status st);
+/* A measurement outcome's name ("ok", "crashed", ...) and back (an unknown
+ * name: TS_ESYSTEM). */
+const char *tsrt_status_name(ts_status st);
+ts_status tsrt_status_from_name(const char *name);
 
 /* Monotonic seconds. */
 double tsrt_now(void);

@@ -64,7 +64,7 @@ ts_status tun_build_shared_isolated(const ir_func *scheduled, const cg_target *t
  * (launch, registers and spills from the cubin): as lines on text and/or as
  * a "kernels" array set on the jansson object json (either may be NULL).
  * tun_measure_cuda_file times such a cubin on the
- * local GPU in a forked child (TSRT_ELOAD "no GPU: ..." without one). */
+ * local GPU in a forked child (TS_ELOAD "no GPU: ..." without one). */
 struct tsrt_measure_opts;
 struct tsrt_measure_result;
 struct json_t;

@@ -134,7 +134,7 @@ void tun_measure_cuda_file(const char *path, const tsrt_measure_opts *mo, tsrt_m
   void *img = tsrt_read_file(path, &n);
   if (!img) {
     memset(res, 0, sizeof *res);
-    res->status = TSRT_ELOAD;
+    res->status = TS_ELOAD;
     snprintf(res->error, sizeof res->error, "cannot read %s", path);
     return;
   }

@@ -380,7 +380,7 @@ static double measure_default(const ir_func *f, const cg_target *t, const tun_tu
       snprintf(err, errn, "%.500s", d.msg);
     else if (dn.lost)
       snprintf(err, errn, "lost: %.500s", dn.error);
-    else if (dn.res.status != TSRT_OK)
+    else if (dn.res.status != TS_OK)
       snprintf(err, errn, "%s: %.480s", tsrt_status_name(dn.res.status), dn.res.error);
     else
       secs = tsrt_result_median(&dn.res);
@@ -388,7 +388,7 @@ static double measure_default(const ir_func *f, const cg_target *t, const tun_tu
   } else {
     tsrt_measure_result res;
     tsrt_measure_forked(path, &o->measure, &res);
-    if (res.status != TSRT_OK)
+    if (res.status != TS_OK)
       snprintf(err, errn, "%s: %.480s", tsrt_status_name(res.status), res.error);
     else
       secs = tsrt_result_median(&res);

@@ -209,7 +209,7 @@ static double judge_result(tsrt_measure_result *res, uint64_t seed, const ir_fun
                            char *errbuf, size_t errn, double *verify_s) {
   double med = 0;
   errbuf[0] = 0;
-  if (res->status != TSRT_OK) {
+  if (res->status != TS_OK) {
     snprintf(errbuf, errn, "run: %s: %s", tsrt_status_name(res->status), res->error);
   } else {
     med = tsrt_result_median(res);

@@ -49,6 +49,17 @@ typedef struct tessel_tensor_info {
 /* Loads an artifact (dlopen) and checks its plan. NULL on failure with the
  * reason in err. */
 tessel_model *tessel_model_load(const char *path, char *err, size_t errn);
+/* Loading options; a zeroed struct is the default. */
+typedef struct tessel_model_load_opts {
+  /* 0 (default): the first load in a process keeps malloc blocks up to
+   * 32 MiB in the heap and the heap untrimmed below 256 MiB, so kernels'
+   * scratch buffers are not page-faulted in again on every call
+   * (docs/MODEL.md); 1: leave the process's malloc settings alone. */
+  int keep_malloc_settings;
+} tessel_model_load_opts;
+/* tessel_model_load with options (opts NULL: defaults). */
+tessel_model *tessel_model_load_with(const char *path, const tessel_model_load_opts *opts, char *err,
+                                     size_t errn);
 void tessel_model_free(tessel_model *m);
 /* The last error message ("" if none). */
 const char *tessel_model_error(const tessel_model *m);

@@ -927,11 +927,11 @@ END_TEST
 
 START_TEST(test_runtime_without_gpu) {
   tsrt_cuda_info info;
-  char err[256];
-  int rc = tsrt_cuda_probe(&info, err, sizeof err);
+  ts_diag err = {0};
+  int rc = tsrt_cuda_probe(&info, &err);
   if (rc != 0) {
-    fprintf(stderr, "[cuda] SKIP GPU runtime tests: %s\n", err);
-    ck_assert(strstr(err, "no GPU") != NULL);
+    fprintf(stderr, "[cuda] SKIP GPU runtime tests: %s\n", err.msg);
+    ck_assert(strstr(err.msg, "no GPU") != NULL);
     return;
   }
   fprintf(stderr, "[cuda] GPU: %s, %d SMs, cc %d.%d\n", info.name, info.sm_count, info.cc_major,

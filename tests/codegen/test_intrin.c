@@ -120,7 +120,7 @@ static void parity(const ir_func *orig, const ir_func *f, const char *target, bo
   } else {
     tsrt_measure_opts o = {.repeat = 1, .seed = seed, .want_outputs = true, .timeout_s = 60};
     tsrt_measure_forked(so, &o, &r);
-    ck_assert_msg(r.status == TSRT_OK, "%s", r.error);
+    ck_assert_msg(r.status == TS_OK, "%s", r.error);
     bytes = r.outputs;
     nb = r.outputs_bytes;
   }

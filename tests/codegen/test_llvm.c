@@ -172,11 +172,12 @@ static void check_kernel_ex(const ir_func *f, const ir_func *orig, double rtol, 
     return;
   }
 
-  char path[128], err[512];
+  char path[128];
   snprintf(path, sizeof path, "%s/k%d_%s.so", tmpdir, so_counter++, f->name);
   tu_ok(cg_llvm_build_shared(&l, &T, path, &d), &d);
   tsrt_module m;
-  ck_assert_msg(tsrt_module_load(path, &m, err, sizeof err) == 0, "%s", err);
+  ts_diag md = {0};
+  ck_assert_msg(tsrt_module_load(path, &m, &md) == 0, "%s", md.msg);
   check_meta(m.meta, l.orig);
   for (int i = 0; i < np; i++) args[i] = aligned_copy(init[i], tensor_bytes(&ref[i]));
   ck_assert_int_eq(m.entry(args), 0);

@@ -137,15 +137,15 @@ static void build_and_check(const char *src, bool schedule, const int64_t *sizes
   snprintf(so, sizeof so, "%s/%s%d.so", tmpdir, f->name, schedule);
   ck_assert_msg(cg_llvm_build_shared(&l, &t, so, &d) == TS_OK, "shared: %s", d.msg);
   tsrt_module mod;
-  char err[256];
-  ck_assert_msg(tsrt_module_load(so, &mod, err, sizeof err) == 0, "%s", err);
+  ts_diag err = {0};
+  ck_assert_msg(tsrt_module_load(so, &mod, &err) == 0, "%s", err.msg);
   ck_assert_int_eq(mod.meta->nsyms, f->nsyms);
   for (int s = 0; s < nsizes; s++) check_at(f, mod.entry, sizes + s * f->nsyms);
   /* measurement cannot size symbolic params: refused, not crashed */
   tsrt_measure_opts mo = {.repeat = 1, .timeout_s = 10, .seed = 1};
   tsrt_measure_result r;
   tsrt_measure_inprocess(&mod, &mo, &r);
-  ck_assert_int_eq(r.status, TSRT_ELOAD);
+  ck_assert_int_eq(r.status, TS_ELOAD);
   ck_assert_ptr_nonnull(strstr(r.error, "symbolic"));
   tsrt_result_fini(&r);
   tsrt_module_unload(&mod);

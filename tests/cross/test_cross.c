@@ -92,7 +92,7 @@ START_TEST(test_cross_workload) {
   tsrt_measure_opts o = {.repeat = 1, .seed = seed, .want_outputs = true, .timeout_s = 60};
   tsrt_measure_result r;
   tsrt_measure_forked(host_so, &o, &r);
-  ck_assert_msg(r.status == TSRT_OK, "%s", r.error);
+  ck_assert_msg(r.status == TS_OK, "%s", r.error);
   ck_assert_uint_eq(r.outputs_bytes, nb);
   size_t off = 0;
   for (int pi = f->ninputs; pi < f->nparams; pi++) {

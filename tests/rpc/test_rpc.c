@@ -55,7 +55,7 @@ static void expect_ok_measure(rpc_client *c) {
                          .want_outputs = true, .num_threads = 2};
   tsrt_measure_result r;
   ck_assert_msg(rpc_client_measure(c, id, &o, &r, &err) == TS_OK, "%s", err.msg);
-  ck_assert_msg(r.status == TSRT_OK, "status %s: %s", tsrt_status_name(r.status), r.error);
+  ck_assert_msg(r.status == TS_OK, "status %s: %s", tsrt_status_name(r.status), r.error);
   ck_assert_int_eq(r.repeat, 3);
   ck_assert_int_eq(r.number, 2);
   for (int i = 0; i < 3; i++) ck_assert(r.secs[i] > 0 && r.secs[i] < 1);
@@ -71,7 +71,7 @@ static void expect_ok_measure(rpc_client *c) {
   /* the same as the local runner */
   tsrt_measure_result l;
   tsrt_measure_forked(ok_so, &o, &l);
-  ck_assert_int_eq(l.status, TSRT_OK);
+  ck_assert_int_eq(l.status, TS_OK);
   ck_assert_uint_eq(l.checksums[0], r.checksums[0]);
   tsrt_result_fini(&l);
   tsrt_result_fini(&r);
@@ -149,14 +149,14 @@ START_TEST(test_crash_and_hang) {
   tsrt_measure_result r;
   ck_assert_int_eq(rpc_client_upload(c, crash_so, id, sizeof id, &err), TS_OK);
   ck_assert_int_eq(rpc_client_measure(c, id, &o, &r, &err), TS_OK);
-  ck_assert_msg(r.status == TSRT_ECRASH, "crash kernel: %s", tsrt_status_name(r.status));
+  ck_assert_msg(r.status == TS_ECRASH, "crash kernel: %s", tsrt_status_name(r.status));
   ck_assert(r.error[0]);
   tsrt_result_fini(&r);
   expect_ok_measure(c);
   ck_assert_int_eq(rpc_client_upload(c, hang_so, id, sizeof id, &err), TS_OK);
   double t0 = tsrt_now();
   ck_assert_int_eq(rpc_client_measure(c, id, &o, &r, &err), TS_OK);
-  ck_assert_msg(r.status == TSRT_ETIMEOUT, "hang kernel: %s", tsrt_status_name(r.status));
+  ck_assert_msg(r.status == TS_ETIMEOUT, "hang kernel: %s", tsrt_status_name(r.status));
   ck_assert(tsrt_now() - t0 < 10);
   tsrt_result_fini(&r);
   expect_ok_measure(c);

@@ -301,7 +301,7 @@ START_TEST(test_fuzz_server) {
   double t_me = tsrt_now();
   ck_assert_msg(rpc_client_measure(authed, id, &o, &res, &err) == TS_OK, "measure (%.1f s): %s",
                 tsrt_now() - t_me, err.msg);
-  ck_assert_int_eq(res.status, TSRT_OK);
+  ck_assert_int_eq(res.status, TS_OK);
   tsrt_result_fini(&res);
   rpc_client_close(authed);
   rpc_server_stop();

@@ -91,11 +91,12 @@ END_TEST
 
 START_TEST(test_load_errors) {
   tsrt_module m;
-  char err[512];
-  ck_assert_int_eq(tsrt_module_load("/nonexistent/k.so", &m, err, sizeof err), -1);
-  ck_assert_ptr_nonnull(strstr(err, "/nonexistent/k.so"));
-  ck_assert_int_eq(tsrt_module_load("libm.so.6", &m, err, sizeof err), -1);
-  ck_assert_ptr_nonnull(strstr(err, "not a tessel kernel"));
+  ts_diag err = {0};
+  ck_assert_int_eq(tsrt_module_load("/nonexistent/k.so", &m, &err), TS_ELOAD);
+  ck_assert_ptr_nonnull(strstr(err.msg, "/nonexistent/k.so"));
+  ts_diag_clear(&err);
+  ck_assert_int_eq(tsrt_module_load("libm.so.6", &m, &err), TS_ELOAD);
+  ck_assert_ptr_nonnull(strstr(err.msg, "not a tessel kernel"));
 }
 END_TEST
 
@@ -104,7 +105,7 @@ START_TEST(test_measure_ok) {
                          .want_outputs = true, .cooldown_ms = 0.1};
   tsrt_measure_result r;
   tsrt_measure_forked(ok_so, &o, &r);
-  ck_assert_msg(r.status == TSRT_OK, "%s", r.error);
+  ck_assert_msg(r.status == TS_OK, "%s", r.error);
   ck_assert_int_eq(r.repeat, 3);
   ck_assert_int_ge(r.number, 1);
   ck_assert(tsrt_result_median(&r) > 0);
@@ -127,7 +128,7 @@ START_TEST(test_measure_slow_stop) {
                          .want_outputs = true, .slow_stop_s = 1e-12};
   tsrt_measure_result r;
   tsrt_measure_forked(ok_so, &o, &r);
-  ck_assert_msg(r.status == TSRT_OK, "%s", r.error);
+  ck_assert_msg(r.status == TS_OK, "%s", r.error);
   ck_assert_int_eq(r.repeat, 1);
   ck_assert_int_eq(r.number, 1);
   ck_assert(r.secs[0] > 0);
@@ -135,7 +136,7 @@ START_TEST(test_measure_slow_stop) {
   tsrt_result_fini(&r);
   o.slow_stop_s = 1e3; /* far above: the full protocol */
   tsrt_measure_forked(ok_so, &o, &r);
-  ck_assert_msg(r.status == TSRT_OK, "%s", r.error);
+  ck_assert_msg(r.status == TS_OK, "%s", r.error);
   ck_assert_int_eq(r.repeat, 5);
   ck_assert_int_gt(r.number, 1); /* 1000 adds take far less than 2 ms */
   ck_assert_msg(r.secs[0] * r.number * 1e3 >= 2.0, "first repeat %g ms", r.secs[0] * r.number * 1e3);
@@ -154,19 +155,19 @@ START_TEST(test_measure_crash_and_hang) {
   tsrt_measure_opts o = {.repeat = 1, .timeout_s = 1, .seed = 1};
   tsrt_measure_result r;
   tsrt_measure_forked(crash_so, &o, &r);
-  ck_assert_int_eq(r.status, TSRT_ECRASH);
+  ck_assert_int_eq(r.status, TS_ECRASH);
   ck_assert_ptr_nonnull(strstr(r.error, "signal 11"));
   double t0 = tsrt_now();
   tsrt_measure_forked(hang_so, &o, &r);
-  ck_assert_int_eq(r.status, TSRT_ETIMEOUT);
+  ck_assert_int_eq(r.status, TS_ETIMEOUT);
   ck_assert(tsrt_now() - t0 < 5);
   ck_assert_ptr_nonnull(strstr(r.error, "timed out"));
   tsrt_measure_forked("/nonexistent.so", &o, &r);
-  ck_assert_int_eq(r.status, TSRT_ELOAD);
+  ck_assert_int_eq(r.status, TS_ELOAD);
   /* and the runner keeps going */
   o.want_outputs = false;
   tsrt_measure_forked(ok_so, &o, &r);
-  ck_assert_int_eq(r.status, TSRT_OK);
+  ck_assert_int_eq(r.status, TS_OK);
 }
 END_TEST
 

@@ -207,7 +207,7 @@ static void build_vectorized_rf(const char *spec) {
   tsrt_measure_opts mo = {.repeat = 1, .number = 1, .timeout_s = 30, .seed = 3, .want_outputs = true};
   tsrt_measure_result res;
   tsrt_measure_forked(path, &mo, &res);
-  ck_assert_msg(res.status == TSRT_OK, "%s", res.error);
+  ck_assert_msg(res.status == TS_OK, "%s", res.error);
   tun_verify_result vr;
   ck_assert_int_eq(tun_verify(f, 3, res.outputs, res.outputs_bytes, &vr, &d), TS_OK);
   char *js = sch_trace_to_json(sch_traced_trace(ts));
@@ -257,7 +257,7 @@ START_TEST(test_build_parallel_vector_partials) {
   tsrt_measure_opts mo = {.repeat = 1, .number = 1, .timeout_s = 30, .seed = 5, .want_outputs = true};
   tsrt_measure_result res;
   tsrt_measure_forked(path, &mo, &res);
-  ck_assert_msg(res.status == TSRT_OK, "%s", res.error);
+  ck_assert_msg(res.status == TS_OK, "%s", res.error);
   tun_verify_result vr;
   ck_assert_int_eq(tun_verify(f, 5, res.outputs, res.outputs_bytes, &vr, &d), TS_OK);
   ck_assert_msg(vr.matched, "%s", vr.detail);

@@ -286,7 +286,7 @@ START_TEST(test_build_candidate) {
     tsrt_measure_opts mo = {.repeat = 1, .number = 1, .timeout_s = 30, .seed = 3, .want_outputs = true};
     tsrt_measure_result res;
     tsrt_measure_forked(path, &mo, &res);
-    ck_assert_msg(res.status == TSRT_OK, "%s", res.error);
+    ck_assert_msg(res.status == TS_OK, "%s", res.error);
     tun_verify_result vr;
     ck_assert_int_eq(tun_verify(f, 3, res.outputs, res.outputs_bytes, &vr, &d), TS_OK);
     ck_assert_msg(vr.matched, "sketch %d: %s", s, vr.detail);

@@ -65,7 +65,7 @@ static shape_stats check_default(const ir_func *f) {
   tsrt_measure_opts o = {.repeat = 1, .seed = 11, .want_outputs = true, .timeout_s = 60};
   tsrt_measure_result r;
   tsrt_measure_forked(path, &o, &r);
-  ck_assert_msg(r.status == TSRT_OK, "%s: %s", f->name, r.error);
+  ck_assert_msg(r.status == TS_OK, "%s: %s", f->name, r.error);
   tun_verify_result vr;
   ck_assert_int_eq(tun_verify(f, 11, r.outputs, r.outputs_bytes, &vr, &d), TS_OK);
   ck_assert_msg(vr.matched, "%s: %s", f->name, vr.detail);

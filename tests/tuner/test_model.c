@@ -236,13 +236,13 @@ START_TEST(memory_plan_reuse) {
   static const char *syms[] = {"batch"};
   tsrt_model_plan p = {TSRT_MODEL_ABI_VERSION, 6, 5, 1, 1, 1, 1, "chain", "llvm", syms, t, c, NULL,
                        ins, outs, NULL, 0};
-  char err[400];
-  ck_assert_msg(tsrt_model_plan_check(&p, err, sizeof err) == 0, "%s", err);
+  ts_diag err = {0};
+  ck_assert_msg(tsrt_model_plan_check(&p, &err) == 0, "%s", err.msg);
   for (int64_t batch = 1; batch <= 9; batch += 4) {
     int64_t off[6];
     uint64_t ws = 0, naive = 0;
     int64_t sv[1] = {batch};
-    ck_assert_msg(tsrt_model_memory_plan(&p, sv, off, &ws, &naive, err, sizeof err) == 0, "%s", err);
+    ck_assert_msg(tsrt_model_memory_plan(&p, sv, off, &ws, &naive, &err) == 0, "%s", err.msg);
     ck_assert_int_eq(off[0], -1); /* inputs are not in the workspace */
     ck_assert_uint_lt(ws, naive);  /* something was reused */
     uint64_t sz[6];
@@ -266,15 +266,18 @@ START_TEST(memory_plan_reuse) {
   static const int32_t rb[] = {2, 1};
   bad[0].args = rb; /* reads b before anything writes it */
   p.calls = bad;
-  ck_assert_int_ne(tsrt_model_plan_check(&p, err, sizeof err), 0);
-  ck_assert_ptr_nonnull(strstr(err, "before"));
+  ts_diag_clear(&err);
+  ck_assert_int_ne(tsrt_model_plan_check(&p, &err), 0);
+  ck_assert_ptr_nonnull(strstr(err.msg, "before"));
   p.calls = c;
   t[2].kind = TSRT_T_CONST; /* a constant without weights */
-  ck_assert_int_ne(tsrt_model_plan_check(&p, err, sizeof err), 0);
+  ts_diag_clear(&err);
+  ck_assert_int_ne(tsrt_model_plan_check(&p, &err), 0);
   t[2].kind = TSRT_T_INTER;
   t[3].shape[0] = TSRT_DIM_SYM(3); /* no such symbol */
-  ck_assert_int_ne(tsrt_model_plan_check(&p, err, sizeof err), 0);
-  ck_assert_ptr_nonnull(strstr(err, "symbol"));
+  ts_diag_clear(&err);
+  ck_assert_int_ne(tsrt_model_plan_check(&p, &err), 0);
+  ck_assert_ptr_nonnull(strstr(err.msg, "symbol"));
 }
 END_TEST
 

@@ -135,7 +135,7 @@ static void build_and_run_default(const ir_func *f, cg_target *tg, uint64_t seed
   ck_assert_msg(tun_build_shared_isolated(sch_traced_func(*t), tg, path, 120, &d) == TS_OK, "%s", d.msg);
   tsrt_measure_opts o = {.repeat = 1, .seed = seed, .want_outputs = true, .timeout_s = 60};
   tsrt_measure_forked(path, &o, r);
-  ck_assert_msg(r->status == TSRT_OK, "%s", r->error);
+  ck_assert_msg(r->status == TS_OK, "%s", r->error);
 }
 
 /* A fused conv -> bias -> residual add -> relu kernel (what the model
