@@ -43,12 +43,13 @@ ts_status ts_diag_set(ts_diag *d, ts_status code, const char *fmt, ...) {
 /* ---- allocation hook ---- */
 static long fail_countdown; /* 0: never fail */
 
-void ts_alloc_fail_after(long n) { fail_countdown = n; }
+/* Atomic: the board-side modules allocate from several threads (the
+ * tracker's loop, a client's heartbeat thread); exactly one allocation fails. */
+void ts_alloc_fail_after(long n) { __atomic_store_n(&fail_countdown, n, __ATOMIC_SEQ_CST); }
 
 static bool should_fail(void) {
-  if (fail_countdown <= 0) return false;
-  if (--fail_countdown == 0) return true;
-  return false;
+  if (__atomic_load_n(&fail_countdown, __ATOMIC_RELAXED) <= 0) return false;
+  return __atomic_sub_fetch(&fail_countdown, 1, __ATOMIC_SEQ_CST) == 0;
 }
 
 void *ts_malloc(size_t n) {

@@ -387,12 +387,38 @@ void rpc_pack_str(msgpack_packer *pk, const char *s) {
   msgpack_pack_str_body(pk, s ? s : "", n);
 }
 
+/* The packer's write callback: msgpack_sbuffer's growth, through ts_realloc
+ * (so fault injection reaches encoding); an allocation failure marks e. */
+static int enc_write(void *data, const char *buf, size_t len) {
+  rpc_enc *e = data;
+  msgpack_sbuffer *sb = &e->sb;
+  if (e->oom) return -1;
+  if (sb->alloc - sb->size < len) {
+    size_t cap = sb->alloc ? sb->alloc * 2 : 256;
+    while (cap - sb->size < len) cap *= 2;
+    char *p = ts_realloc(sb->data, cap);
+    if (!p) {
+      e->oom = true;
+      return -1;
+    }
+    sb->data = p;
+    sb->alloc = cap;
+  }
+  memcpy(sb->data + sb->size, buf, len);
+  sb->size += len;
+  return 0;
+}
+
+void rpc_enc_raw(rpc_enc *e, const void *p, size_t n) {
+  enc_write(e, p, n);
+}
+
 void rpc_enc_begin(rpc_enc *e, rpc_type t, uint32_t nfields) {
-  msgpack_sbuffer_init(&e->sb);
-  msgpack_packer_init(&e->pk, &e->sb, msgpack_sbuffer_write);
+  memset(&e->sb, 0, sizeof e->sb);
+  msgpack_packer_init(&e->pk, e, enc_write);
   e->want = nfields;
   e->have = 0;
-  e->fail = false;
+  e->fail = e->oom = false;
   if (msgpack_pack_map(&e->pk, nfields + 2)) e->fail = true;
   rpc_pack_str(&e->pk, "v");
   msgpack_pack_uint32(&e->pk, RPC_PROTO_VERSION);
@@ -432,16 +458,15 @@ void rpc_enc_bin(rpc_enc *e, const char *key, const void *p, size_t n) {
 }
 
 ts_status rpc_enc_finish(rpc_enc *e) {
+  if (e->oom) return TS_ENOMEM;
   if (e->fail || e->have != e->want) return TS_EPROTO;
   if (e->sb.size > RPC_MAX_MSG) return TS_ETOOBIG;
-  if (e->sb.size > 0 && e->sb.data == NULL) return TS_ENOMEM;
   return TS_OK;
 }
 
 void rpc_enc_fini(rpc_enc *e) {
-  msgpack_sbuffer_destroy(&e->sb);
-  e->sb.data = NULL;
-  e->sb.size = 0;
+  ts_free(e->sb.data);
+  memset(&e->sb, 0, sizeof e->sb);
 }
 
 void rpc_enc_error(rpc_enc *e, ts_status code, const char *fmt, ...) {
@@ -475,6 +500,24 @@ ts_status rpc_send(nng_socket s, rpc_enc *e) {
     }
   }
   rpc_enc_fini(e);
+  return st;
+}
+
+/* {"v": 1, "t": "error", "code": "nomem", "message": "out of memory"},
+ * packed by hand: the reply of a server that cannot allocate its reply. */
+static const uint8_t nomem_msg[] = {
+    0x84, 0xa1, 'v', RPC_PROTO_VERSION, 0xa1, 't', 0xa5, 'e', 'r', 'r', 'o', 'r',
+    0xa4, 'c', 'o', 'd', 'e', 0xa5, 'n', 'o', 'm', 'e', 'm',
+    0xa7, 'm', 'e', 's', 's', 'a', 'g', 'e', 0xad, 'o', 'u', 't', ' ', 'o', 'f', ' ', 'm', 'e', 'm', 'o', 'r', 'y'};
+
+const void *rpc_nomem_reply(size_t *n) {
+  *n = sizeof nomem_msg;
+  return nomem_msg;
+}
+
+ts_status rpc_reply(nng_socket s, rpc_enc *e) {
+  ts_status st = rpc_send(s, e);
+  if (st == TS_ENOMEM && nng_send(s, (void *)nomem_msg, sizeof nomem_msg, 0) == 0) return TS_OK;
   return st;
 }
 

@@ -142,10 +142,10 @@ ts_status rpc_need(rpc_msg *m, ts_status st, const char *key);
  * nested values call rpc_enc_key and then pack with msgpack_pack_* on &e->pk
  * (rpc_pack_str packs a C string). rpc_enc_finish checks the field count. */
 typedef struct rpc_enc {
-  msgpack_sbuffer sb;
+  msgpack_sbuffer sb; /* grown with ts_realloc; rpc_enc_fini frees it */
   msgpack_packer pk;
   uint32_t want, have;
-  bool fail;
+  bool fail, oom;
 } rpc_enc;
 void rpc_enc_begin(rpc_enc *e, rpc_type t, uint32_t nfields);
 void rpc_enc_key(rpc_enc *e, const char *key);
@@ -156,7 +156,10 @@ void rpc_enc_f64(rpc_enc *e, const char *key, double v);
 void rpc_enc_bool(rpc_enc *e, const char *key, bool v);
 void rpc_enc_bin(rpc_enc *e, const char *key, const void *p, size_t n);
 void rpc_pack_str(msgpack_packer *pk, const char *s);
-/* Checks the count; returns TS_OK with the bytes in e->sb.data/e->sb.size. */
+/* Appends n bytes already packed (a stored msgpack object) after a key. */
+void rpc_enc_raw(rpc_enc *e, const void *p, size_t n);
+/* Checks the count; returns TS_OK with the bytes in e->sb.data/e->sb.size,
+ * TS_ENOMEM when the buffer could not grow, TS_EPROTO on a wrong count. */
 ts_status rpc_enc_finish(rpc_enc *e);
 void rpc_enc_fini(rpc_enc *e);
 /* Convenience: a complete error message {code, message}. */
@@ -168,6 +171,11 @@ void rpc_enc_error(rpc_enc *e, ts_status code, const char *fmt, ...)
 int rpc_socket_limits(nng_socket s);
 /* Finishes e and sends it (e is fini'd either way). TS_EIO on failure. */
 ts_status rpc_send(nng_socket s, rpc_enc *e);
+/* rpc_send for a server's reply: when e could not be allocated, the peer
+ * still gets an answer, the error {code: "nomem"} (rpc_nomem_reply's bytes,
+ * static), so a REQ client never waits out its timeout. */
+ts_status rpc_reply(nng_socket s, rpc_enc *e);
+const void *rpc_nomem_reply(size_t *n);
 /* Receives and decodes one message; *pipe (optional) gets its pipe. On
  * decode failure returns the decode status (m->err) with *pipe still set, so
  * a server can answer the right peer. TS_ETIMEOUT on NNG_ETIMEDOUT, TS_EIO

@@ -566,7 +566,7 @@ int rpc_server_main(int argc, char **argv, const rpc_server_registrar *reg) {
       serve(s, &m, p, &rep);
     }
     rpc_msg_fini(&m);
-    rpc_send(s->sock, &rep);
+    rpc_reply(s->sock, &rep);
   }
   fprintf(stderr, "rpc-server: stopping\n");
   if (s->regh) s->reg->stop(s->regh); /* deregisters */

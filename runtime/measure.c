@@ -42,6 +42,7 @@ static const struct {
 } outcomes[] = {
     {TS_OK, "ok"},          {TS_ELOAD, "load error"},     {TS_ECRASH, "crashed"},
     {TS_ETIMEOUT, "timed out"}, {TS_EKERNEL, "kernel error"}, {TS_ESYSTEM, "system error"},
+    {TS_ENOMEM, "out of memory"},
 };
 #define NOUTCOMES (sizeof outcomes / sizeof *outcomes)
 
@@ -275,14 +276,17 @@ void tsrt_measure_inprocess(const tsrt_module *m, const tsrt_measure_opts *o, ts
   }
   if (o->want_outputs && total) {
     res->outputs = ts_malloc(total);
-    if (res->outputs) {
-      size_t off = 0;
-      for (int i = meta->ninputs; i < meta->nparams; i++) {
-        memcpy((char *)res->outputs + off, args[i], bytes[i]);
-        off += bytes[i];
-      }
-      res->outputs_bytes = total;
+    if (!res->outputs) {
+      res->status = TS_ENOMEM;
+      snprintf(res->error, sizeof res->error, "out of memory for %zu bytes of outputs", total);
+      goto out;
     }
+    size_t off = 0;
+    for (int i = meta->ninputs; i < meta->nparams; i++) {
+      memcpy((char *)res->outputs + off, args[i], bytes[i]);
+      off += bytes[i];
+    }
+    res->outputs_bytes = total;
   }
   res->status = TS_OK;
 out:

@@ -129,7 +129,7 @@ typedef struct tsrt_measure_opts {
 /* A measurement's outcome (result->status): TS_OK, TS_ELOAD (artifact failed
  * to load / ABI mismatch), TS_ECRASH (the child died on a signal),
  * TS_ETIMEOUT (killed after timeout_s), TS_EKERNEL (the kernel returned
- * non-zero), TS_ESYSTEM (fork/pipe/alloc failed). */
+ * non-zero), TS_ESYSTEM (fork/pipe failed), TS_ENOMEM. */
 
 typedef struct tsrt_measure_result {
   ts_status status;

@@ -136,8 +136,12 @@ static bool pipe_alive(trk_tracker *t, uint32_t id) {
 /* Finishes e and sends it to the peer whose request carried hdr; e is fini'd. */
 static void reply(trk_tracker *t, const uint8_t *hdr, size_t hdr_len, rpc_enc *e) {
   nng_msg *r;
-  if (rpc_enc_finish(e) == TS_OK && nng_msg_alloc(&r, 0) == 0) {
-    if (nng_msg_header_append(r, hdr, hdr_len) != 0 || nng_msg_append(r, e->sb.data, e->sb.size) != 0 ||
+  ts_status st = rpc_enc_finish(e);
+  const void *body = e->sb.data;
+  size_t n = e->sb.size;
+  if (st == TS_ENOMEM) body = rpc_nomem_reply(&n); /* the peer still hears why */
+  if ((st == TS_OK || st == TS_ENOMEM) && nng_msg_alloc(&r, 0) == 0) {
+    if (nng_msg_header_append(r, hdr, hdr_len) != 0 || nng_msg_append(r, body, n) != 0 ||
         nng_sendmsg(t->sock, r, 0) != 0)
       nng_msg_free(r); /* a peer that is gone: its reply is dropped */
   }
@@ -175,7 +179,7 @@ static void reply_grant(trk_tracker *t, const uint8_t *hdr, size_t hdr_len, cons
   rpc_enc_str(&e, "key", k->key);
   rpc_enc_key(&e, "info");
   if (g && k->srv->info_len)
-    msgpack_sbuffer_write(&e.sb, (const char *)k->srv->info, k->srv->info_len);
+    rpc_enc_raw(&e, k->srv->info, k->srv->info_len);
   else
     msgpack_pack_nil(&e.pk);
   rpc_enc_i64(&e, "session_ms", g ? k->deadline - now_ms() : k->session_ms);
@@ -507,7 +511,7 @@ static void h_query(req *r) {
     rpc_pack_str(&e.pk, s->holder ? "busy" : "free");
     rpc_pack_str(&e.pk, "info");
     if (s->info_len)
-      msgpack_sbuffer_write(&e.sb, (const char *)s->info, s->info_len);
+      rpc_enc_raw(&e, s->info, s->info_len);
     else
       msgpack_pack_nil(&e.pk);
     rpc_pack_str(&e.pk, "server_id");

@@ -264,7 +264,7 @@ static ts_status do_register(trk_server_reg *r, ts_diag *d) {
   rpc_enc_str(&e, "address", r->address);
   rpc_enc_key(&e, "info");
   if (r->info_len)
-    msgpack_sbuffer_write(&e.sb, r->info, r->info_len);
+    rpc_enc_raw(&e, r->info, r->info_len);
   else
     msgpack_pack_nil(&e.pk);
   pthread_mutex_lock(&r->c->mu);
@@ -363,9 +363,9 @@ static int hb_period(trk_server_reg *r, char *last, size_t lastn) {
   pthread_mutex_lock(&r->mu);
   r->ntokens = 0;
   pthread_mutex_unlock(&r->mu);
-  if (r->log && strcmp(d.msg, last) != 0) {
+  if (r->log && strncmp(d.msg, last, 250) != 0) {
     fprintf(stderr, "%s: tracker %s: %s (retrying)\n", r->log, r->tracker, d.msg);
-    snprintf(last, lastn, "%s", d.msg);
+    snprintf(last, lastn, "%.250s", d.msg);
   }
   return st == TS_EAUTH ? 2000 : 300;
 }

@@ -193,6 +193,51 @@ static void random_message(rpc_enc *e) {
   }
 }
 
+/* Fault injection: the n-th allocation of encoding a message and decoding
+ * it fails, for every n in turn; each failure is a clean TS_ENOMEM (the
+ * valgrind setup checks that nothing leaks), and the message that finally
+ * gets through is intact. The nomem reply a server falls back on decodes. */
+START_TEST(test_enomem) {
+  static char big[1000];
+  memset(big, 'x', sizeof big);
+  int failures = 0;
+  for (long n = 1; n < 100; n++) {
+    rpc_enc e;
+    rpc_msg m;
+    memset(&m, 0, sizeof m);
+    ts_alloc_fail_after(n);
+    rpc_enc_begin(&e, RPC_T_RESULT, 3);
+    rpc_enc_str(&e, "status", "ok");
+    rpc_enc_bin(&e, "outputs", big, sizeof big); /* the buffer grows twice */
+    rpc_enc_u64(&e, "number", 7);
+    ts_status st = rpc_enc_finish(&e);
+    if (st == TS_OK) st = rpc_msg_decode(&m, e.sb.data, e.sb.size);
+    ts_alloc_fail_after(0);
+    rpc_enc_fini(&e);
+    if (st == TS_OK) {
+      uint64_t v = 0;
+      ck_assert_int_eq(rpc_get_u64(&m, NULL, "number", 100, &v), TS_OK);
+      ck_assert_int_eq(v, 7);
+      rpc_msg_fini(&m);
+      break;
+    }
+    ck_assert_msg(st == TS_ENOMEM, "allocation %ld: %s", n, ts_strerror(st));
+    rpc_msg_fini(&m);
+    failures++;
+  }
+  ck_assert_int_ge(failures, 3);
+  size_t n;
+  const void *p = rpc_nomem_reply(&n);
+  rpc_msg m;
+  ck_assert_int_eq(rpc_msg_decode(&m, p, n), TS_OK);
+  ck_assert_int_eq(m.type, RPC_T_ERROR);
+  char code[16];
+  ck_assert_int_eq(rpc_get_str(&m, NULL, "code", code, sizeof code), TS_OK);
+  ck_assert_int_eq(rpc_status_from_code(code), TS_ENOMEM);
+  rpc_msg_fini(&m);
+}
+END_TEST
+
 START_TEST(test_fuzz_server) {
   write_secret(secret_path, sizeof secret_path, "fuzzing secret, long enough!!");
   ts_diag err = {0};
@@ -326,6 +371,7 @@ int main(int argc, char **argv) {
   TCase *tc = tcase_create("decode");
   tcase_add_test(tc, test_decode_malformed);
   tcase_add_test(tc, test_getters);
+  tcase_add_test(tc, test_enomem);
   suite_add_tcase(s, tc);
   tc = tcase_create("server");
   tcase_set_timeout(tc, 60);

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "runtime.h"
+#include "model.h"
 
 static const char *ok_so, *crash_so, *hang_so;
 
@@ -188,6 +189,69 @@ static int32_t where_task(int32_t t, int32_t n, void *p) {
  * TESSEL_PIN_CALLER as in measuring children) and task 1 (worker 1) on
  * different CPUs: a caller pinned before the workers start must not drag
  * them onto its one CPU. */
+/* Fault injection: the runtime's allocations fail in turn (checking and
+ * memory-planning a model, an in-process measurement's outputs), each a
+ * clean TS_ENOMEM; the same operation then succeeds. */
+START_TEST(test_enomem) {
+  static const char *names[] = {"x", "a", "b", "y"};
+  tsrt_model_tensor t[4];
+  memset(t, 0, sizeof t);
+  for (int i = 0; i < 4; i++) {
+    t[i].name = names[i];
+    t[i].kind = i == 0 ? TSRT_T_INPUT : TSRT_T_INTER;
+    t[i].dtype = TSRT_F32;
+    t[i].ndim = 2;
+    t[i].shape[0] = TSRT_DIM_SYM(0);
+    t[i].shape[1] = 10 + i;
+  }
+  static const int32_t a0[] = {0, 1}, a1[] = {1, 2}, a2[] = {2, 3};
+  tsrt_model_call c[3] = {{0, 2, a0, 0, NULL, -1, 1, NULL}, {0, 2, a1, 0, NULL, -1, 1, NULL},
+                          {0, 2, a2, 0, NULL, -1, 1, NULL}};
+  static const int32_t ins[] = {0}, outs[] = {3};
+  static const char *syms[] = {"batch"};
+  tsrt_model_plan p = {TSRT_MODEL_ABI_VERSION, 4, 3, 1, 1, 1, 1, "chain", "llvm", syms, t, c, NULL,
+                       ins, outs, NULL, 0};
+  int failures = 0;
+  for (long n = 1; n < 50; n++) {
+    int64_t off[4], sv[1] = {4};
+    uint64_t ws = 0, naive = 0;
+    ts_diag d = {0};
+    ts_alloc_fail_after(n);
+    ts_status st = tsrt_model_plan_check(&p, &d);
+    if (st == TS_OK) st = tsrt_model_memory_plan(&p, sv, off, &ws, &naive, &d);
+    ts_alloc_fail_after(0);
+    if (st == TS_OK) {
+      ck_assert_uint_gt(ws, 0);
+      break;
+    }
+    ck_assert_msg(st == TS_ENOMEM, "allocation %ld: %s", n, d.msg);
+    failures++;
+  }
+  ck_assert_int_ge(failures, 5);
+  tsrt_module m;
+  ts_diag d = {0};
+  ck_assert_msg(tsrt_module_load(ok_so, &m, &d) == TS_OK, "%s", d.msg);
+  tsrt_measure_opts o = {.repeat = 1, .number = 1, .seed = 9, .want_outputs = true};
+  tsrt_measure_result r;
+  memset(&r, 0, sizeof r);
+  tsrt_measure_inprocess(&m, &o, &r); /* the pool starts outside the injection */
+  tsrt_result_fini(&r);
+  memset(&r, 0, sizeof r);
+  ts_alloc_fail_after(1);
+  tsrt_measure_inprocess(&m, &o, &r);
+  ts_alloc_fail_after(0);
+  ck_assert_msg(r.status == TS_ENOMEM, "%s: %s", tsrt_status_name(r.status), r.error);
+  ck_assert_ptr_null(r.outputs);
+  tsrt_result_fini(&r);
+  memset(&r, 0, sizeof r);
+  tsrt_measure_inprocess(&m, &o, &r);
+  ck_assert_msg(r.status == TS_OK, "%s", r.error);
+  ck_assert_uint_eq(r.outputs_bytes, 4000);
+  tsrt_result_fini(&r);
+  tsrt_module_unload(&m);
+}
+END_TEST
+
 START_TEST(test_pool_pinning) {
   if (sysconf(_SC_NPROCESSORS_ONLN) < 2) return;
   tsrt_pool_shutdown();
@@ -217,6 +281,7 @@ int main(int argc, char **argv) {
   tcase_add_test(tc, test_measure_ok);
   tcase_add_test(tc, test_measure_crash_and_hang);
   tcase_add_test(tc, test_measure_slow_stop);
+  tcase_add_test(tc, test_enomem);
   suite_add_tcase(s, tc);
   SRunner *sr = srunner_create(s);
   srunner_run_all(sr, CK_NORMAL);

@@ -281,6 +281,40 @@ START_TEST(wrong_key_refused) {
 }
 END_TEST
 
+/* Fault injection: the n-th allocation of a request (the client's encoding
+ * and decoding, the tracker's decoding, ticket, grant and replies) fails,
+ * for every n in turn; the request fails cleanly with TS_ENOMEM (the
+ * tracker's "nomem" reply) and the tracker serves on. A failed connection
+ * is replaced: closing it withdraws whatever ticket it left. */
+START_TEST(request_enomem) {
+  trk_server_reg *s = reg("oom", "tcp://10.0.0.12:9090", true);
+  trk_conn *c = conn();
+  int failures = 0;
+  for (long n = 1; n < 100; n++) {
+    trk_grant g;
+    ts_diag err = {0};
+    ts_alloc_fail_after(n);
+    ts_status st = trk_request(c, "oom", 0, 3000, 0, &g, &err);
+    ts_alloc_fail_after(0);
+    if (st == TS_OK) {
+      ck_assert(rpc_token_valid(g.token));
+      ck_assert(trk_release(c, &g, NULL) == TS_OK);
+      break;
+    }
+    ck_assert_msg(st == TS_ENOMEM, "allocation %ld: %s: %s", n, ts_strerror(st), err.msg);
+    failures++;
+    trk_conn_close(c);
+    c = conn();
+  }
+  ck_assert_int_ge(failures, 4);
+  trk_stats st;
+  trk_tracker_stats(trk, &st);
+  ck_assert_uint_eq(st.servers, 1);
+  trk_conn_close(c);
+  trk_server_deregister(s);
+}
+END_TEST
+
 START_TEST(garbage) {
   nng_socket s;
   ck_assert(nng_req0_open(&s) == 0);
@@ -374,6 +408,7 @@ int main(void) {
   tcase_add_test(tc, exclusive_and_disconnect);
   tcase_add_test(tc, eviction);
   tcase_add_test(tc, wrong_key_refused);
+  tcase_add_test(tc, request_enomem);
   tcase_add_test(tc, garbage);
   suite_add_tcase(s, tc);
   SRunner *sr = srunner_create(s);
