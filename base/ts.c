@@ -19,6 +19,18 @@ const char *ts_strerror(ts_status st) {
   return status_msgs[st];
 }
 
+const char *ts_status_name_of(const ts_status_name *t, size_t n, ts_status st, const char *dflt) {
+  for (size_t i = 0; i < n; i++)
+    if (t[i].st == st) return t[i].name;
+  return dflt;
+}
+
+ts_status ts_status_by_name(const ts_status_name *t, size_t n, const char *name, ts_status dflt) {
+  for (size_t i = 0; i < n; i++)
+    if (strcmp(t[i].name, name) == 0) return t[i].st;
+  return dflt;
+}
+
 void ts_diag_clear(ts_diag *d) {
   if (!d) return;
   d->code = TS_OK;

@@ -63,6 +63,15 @@ typedef struct ts_diag {
 } ts_diag;
 
 void ts_diag_clear(ts_diag *d);
+
+/* A table naming some statuses (the rpc wire codes, measurement outcomes):
+ * look a status up by code or by name, dflt when absent. */
+typedef struct ts_status_name {
+  ts_status st;
+  const char *name;
+} ts_status_name;
+const char *ts_status_name_of(const ts_status_name *t, size_t n, ts_status st, const char *dflt);
+ts_status ts_status_by_name(const ts_status_name *t, size_t n, const char *name, ts_status dflt);
 /* Sets d (if not NULL and not already set) and returns code, so callers can
  * write `return ts_diag_set(d, TS_EINVAL, "...")`. */
 ts_status ts_diag_set(ts_diag *d, ts_status code, const char *fmt, ...)

@@ -34,10 +34,7 @@ rpc_type rpc_type_from_name(const char *s, size_t n) {
 }
 
 /* The wire names of statuses in error replies ({"code": "auth"}). */
-static const struct {
-  ts_status st;
-  const char *code;
-} wire_codes[] = {
+static const ts_status_name wire_codes[] = {
     {TS_OK, "ok"},           {TS_ENOMEM, "nomem"},   {TS_EPROTO, "proto"},
     {TS_EVERSION, "version"}, {TS_EAUTH, "auth"},     {TS_EDENIED, "denied"},
     {TS_ENOTFOUND, "noent"}, {TS_ETOOBIG, "toobig"}, {TS_EIO, "io"},
@@ -46,16 +43,8 @@ static const struct {
 };
 #define NCODES (sizeof wire_codes / sizeof *wire_codes)
 
-const char *rpc_status_code(ts_status st) {
-  for (size_t i = 0; i < NCODES; i++)
-    if (wire_codes[i].st == st) return wire_codes[i].code;
-  return "remote";
-}
-ts_status rpc_status_from_code(const char *code) {
-  for (size_t i = 0; i < NCODES; i++)
-    if (strcmp(wire_codes[i].code, code) == 0) return wire_codes[i].st;
-  return TS_EREMOTE;
-}
+const char *rpc_status_code(ts_status st) { return ts_status_name_of(wire_codes, NCODES, st, "remote"); }
+ts_status rpc_status_from_code(const char *code) { return ts_status_by_name(wire_codes, NCODES, code, TS_EREMOTE); }
 
 /* ---- bound scan ----------------------------------------------------------- */
 static uint64_t be(const uint8_t *p, int n) {
@@ -430,22 +419,11 @@ void rpc_enc_key(rpc_enc *e, const char *key) {
   e->have++;
   rpc_pack_str(&e->pk, key);
 }
-void rpc_enc_str(rpc_enc *e, const char *key, const char *s) {
-  rpc_enc_key(e, key);
-  rpc_pack_str(&e->pk, s);
-}
-void rpc_enc_u64(rpc_enc *e, const char *key, uint64_t v) {
-  rpc_enc_key(e, key);
-  msgpack_pack_uint64(&e->pk, v);
-}
-void rpc_enc_i64(rpc_enc *e, const char *key, int64_t v) {
-  rpc_enc_key(e, key);
-  msgpack_pack_int64(&e->pk, v);
-}
-void rpc_enc_f64(rpc_enc *e, const char *key, double v) {
-  rpc_enc_key(e, key);
-  msgpack_pack_double(&e->pk, v);
-}
+/* One field each: the key, then the value. */
+void rpc_enc_str(rpc_enc *e, const char *key, const char *s) { rpc_enc_key(e, key), rpc_pack_str(&e->pk, s); }
+void rpc_enc_u64(rpc_enc *e, const char *key, uint64_t v) { rpc_enc_key(e, key), msgpack_pack_uint64(&e->pk, v); }
+void rpc_enc_i64(rpc_enc *e, const char *key, int64_t v) { rpc_enc_key(e, key), msgpack_pack_int64(&e->pk, v); }
+void rpc_enc_f64(rpc_enc *e, const char *key, double v) { rpc_enc_key(e, key), msgpack_pack_double(&e->pk, v); }
 void rpc_enc_bool(rpc_enc *e, const char *key, bool v) {
   rpc_enc_key(e, key);
   if (v) msgpack_pack_true(&e->pk);

@@ -206,7 +206,8 @@ int tsrt_cuda_describe(char *buf, size_t n) {
     memset(&msg, 0, sizeof msg);
     snprintf(msg.text, sizeof msg.text, "no GPU: probe failed");
     char err[128];
-    pid_t pid = tsrt_fork_pipe(fds, err, sizeof err);
+    ts_status fst;
+    pid_t pid = tsrt_fork_pipe(fds, &fst, err, sizeof err);
     if (pid < 0) {
       snprintf(msg.text, sizeof msg.text, "no GPU: probe failed (%s)", err);
     } else if (pid == 0) {
@@ -460,25 +461,7 @@ void tsrt_cuda_measure_inprocess(const void *image, size_t size, const tsrt_meas
     res->repeat = rep + 1;
     if (o->cooldown_ms > 0) usleep((useconds_t)(o->cooldown_ms * 1000));
   }
-  res->noutputs = k->nparams - k->ninputs;
-  size_t total = 0;
-  for (int i = k->ninputs; i < k->nparams; i++) {
-    if (i - k->ninputs < (int)(sizeof res->checksums / sizeof res->checksums[0]))
-      res->checksums[i - k->ninputs] = tsrt_checksum(host[i], bytes[i]);
-    total += bytes[i];
-  }
-  if (o->want_outputs && total) {
-    res->outputs = ts_malloc(total);
-    if (res->outputs) {
-      size_t off = 0;
-      for (int i = k->ninputs; i < k->nparams; i++) {
-        memcpy((char *)res->outputs + off, host[i], bytes[i]);
-        off += bytes[i];
-      }
-      res->outputs_bytes = total;
-    }
-  }
-  res->status = TS_OK;
+  res->status = tsrt_collect_outputs(res, (void *const *)host, bytes, k->ninputs, k->nparams, o->want_outputs);
 #undef CU
 out:
   if (e0) drv.cuEventDestroy(e0);
@@ -500,11 +483,8 @@ void tsrt_cuda_measure_forked(const void *image, size_t size, const tsrt_measure
   memset(res, 0, sizeof *res);
   double timeout = o->timeout_s > 0 ? o->timeout_s : 10;
   int fds[2];
-  pid_t pid = tsrt_fork_pipe(fds, res->error, sizeof res->error);
-  if (pid < 0) {
-    res->status = TS_ESYSTEM;
-    return;
-  }
+  pid_t pid = tsrt_fork_pipe(fds, &res->status, res->error, sizeof res->error);
+  if (pid < 0) return;
   if (pid == 0) {
     close(fds[0]);
     tsrt_measure_result r;

@@ -1,5 +1,6 @@
 /* fork_pipe.h — the plumbing shared by the fork-isolated runs (measure.c's
- * tsrt_measure_forked, model.c's tsrt_model_run_forked): a child forked
+ * tsrt_measure_forked, model.c's tsrt_model_run_forked, cuda_rt.c's) and
+ * the output collection of the CPU and GPU measurements: a child forked
  * with a pipe back to the parent, whole-buffer writes in the child, reads
  * bounded by a deadline in the parent, and reaping the child. Internal to
  * the runtime (static inline: nothing here joins the artifact-facing
@@ -27,9 +28,11 @@
  * not hold the write end, or the parent would see no EOF when our child dies
  * and would wait out the whole deadline. Returns the child's pid in the parent and 0 in the
  * child; fds[0] is the read end, fds[1] the write end (each side closes the
- * one it does not use). On failure returns -1, closes what it opened and
- * writes "pipe: REASON" or "fork: REASON" into err. */
-static inline pid_t tsrt_fork_pipe(int fds[2], char *err, size_t errn) {
+ * one it does not use). On failure returns -1, closes what it opened, sets
+ * *status to TS_ESYSTEM and writes "pipe: REASON" or "fork: REASON" into err
+ * (a result's status and error). */
+static inline pid_t tsrt_fork_pipe(int fds[2], ts_status *status, char *err, size_t errn) {
+  *status = TS_ESYSTEM;
   if (pipe(fds) != 0) {
     snprintf(err, errn, "pipe: %s", strerror(errno));
     return -1;
@@ -49,8 +52,16 @@ static inline pid_t tsrt_fork_pipe(int fds[2], char *err, size_t errn) {
     close(fds[1]);
     return -1;
   }
+  if (pid >= 0) *status = TS_OK;
   return pid;
 }
+
+/* After a run: the output checksums (res->noutputs, res->checksums) of the
+ * params [ninputs, nparams) in bufs, and, when want, their bytes
+ * concatenated in res->outputs. TS_ENOMEM (res->error says so) when the
+ * copy cannot be allocated. measure.c; the CPU and GPU measurements share it. */
+ts_status tsrt_collect_outputs(tsrt_measure_result *res, void *const *bufs, const size_t *bytes, int ninputs,
+                               int nparams, bool want);
 
 /* In the child: TESSEL_NUM_THREADS=n for the thread pool when n > 0. */
 static inline void tsrt_child_threads(int n) {

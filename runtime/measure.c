@@ -36,26 +36,38 @@ const char *tsrt_dtype_name(int code) {
 
 /* The outcomes of a measurement and their names (also on the wire: a
  * result's "status" field, docs/RPC.md). */
-static const struct {
-  ts_status st;
-  const char *name;
-} outcomes[] = {
+static const ts_status_name outcomes[] = {
     {TS_OK, "ok"},          {TS_ELOAD, "load error"},     {TS_ECRASH, "crashed"},
     {TS_ETIMEOUT, "timed out"}, {TS_EKERNEL, "kernel error"}, {TS_ESYSTEM, "system error"},
     {TS_ENOMEM, "out of memory"},
 };
 #define NOUTCOMES (sizeof outcomes / sizeof *outcomes)
 
-const char *tsrt_status_name(ts_status st) {
-  for (size_t i = 0; i < NOUTCOMES; i++)
-    if (outcomes[i].st == st) return outcomes[i].name;
-  return "?";
-}
+const char *tsrt_status_name(ts_status st) { return ts_status_name_of(outcomes, NOUTCOMES, st, "?"); }
+ts_status tsrt_status_from_name(const char *name) { return ts_status_by_name(outcomes, NOUTCOMES, name, TS_ESYSTEM); }
 
-ts_status tsrt_status_from_name(const char *name) {
-  for (size_t i = 0; i < NOUTCOMES; i++)
-    if (strcmp(outcomes[i].name, name) == 0) return outcomes[i].st;
-  return TS_ESYSTEM;
+ts_status tsrt_collect_outputs(tsrt_measure_result *res, void *const *bufs, const size_t *bytes, int ninputs,
+                               int nparams, bool want) {
+  res->noutputs = nparams - ninputs;
+  size_t total = 0;
+  for (int i = ninputs; i < nparams; i++) {
+    if (i - ninputs < (int)(sizeof res->checksums / sizeof res->checksums[0]))
+      res->checksums[i - ninputs] = tsrt_checksum(bufs[i], bytes[i]);
+    total += bytes[i];
+  }
+  if (!want || !total) return TS_OK;
+  res->outputs = ts_malloc(total);
+  if (!res->outputs) {
+    snprintf(res->error, sizeof res->error, "out of memory for %zu bytes of outputs", total);
+    return TS_ENOMEM;
+  }
+  size_t off = 0;
+  for (int i = ninputs; i < nparams; i++) {
+    memcpy((char *)res->outputs + off, bufs[i], bytes[i]);
+    off += bytes[i];
+  }
+  res->outputs_bytes = total;
+  return TS_OK;
 }
 
 /* ---- inputs ---- */
@@ -267,28 +279,7 @@ void tsrt_measure_inprocess(const tsrt_module *m, const tsrt_measure_opts *o, ts
     res->repeat = r + 1;
     sleep_ms(o->cooldown_ms);
   }
-  res->noutputs = meta->nparams - meta->ninputs;
-  size_t total = 0;
-  for (int i = meta->ninputs; i < meta->nparams; i++) {
-    if (i - meta->ninputs < (int)(sizeof res->checksums / sizeof res->checksums[0]))
-      res->checksums[i - meta->ninputs] = tsrt_checksum(args[i], bytes[i]);
-    total += bytes[i];
-  }
-  if (o->want_outputs && total) {
-    res->outputs = ts_malloc(total);
-    if (!res->outputs) {
-      res->status = TS_ENOMEM;
-      snprintf(res->error, sizeof res->error, "out of memory for %zu bytes of outputs", total);
-      goto out;
-    }
-    size_t off = 0;
-    for (int i = meta->ninputs; i < meta->nparams; i++) {
-      memcpy((char *)res->outputs + off, args[i], bytes[i]);
-      off += bytes[i];
-    }
-    res->outputs_bytes = total;
-  }
-  res->status = TS_OK;
+  res->status = tsrt_collect_outputs(res, args, bytes, meta->ninputs, meta->nparams, o->want_outputs);
 out:
   for (int i = 0; i < meta->nparams; i++) ts_free(args[i]);
 }
@@ -309,11 +300,8 @@ void tsrt_measure_forked(const char *path, const tsrt_measure_opts *o, tsrt_meas
   }
   double timeout = o->timeout_s > 0 ? o->timeout_s : 10;
   int fds[2];
-  pid_t pid = tsrt_fork_pipe(fds, res->error, sizeof res->error);
-  if (pid < 0) {
-    res->status = TS_ESYSTEM;
-    return;
-  }
+  pid_t pid = tsrt_fork_pipe(fds, &res->status, res->error, sizeof res->error);
+  if (pid < 0) return;
   if (pid == 0) {
     close(fds[0]);
     tsrt_child_threads(o->num_threads);

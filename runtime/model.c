@@ -664,11 +664,8 @@ void tsrt_model_run_forked(const char *path, const tsrt_model_io *inputs, int ni
   memset(res, 0, sizeof *res);
   double timeout = timeout_s > 0 ? timeout_s : 60;
   int fds[2];
-  pid_t pid = tsrt_fork_pipe(fds, res->error, sizeof res->error);
-  if (pid < 0) {
-    res->status = TS_ESYSTEM;
-    return;
-  }
+  pid_t pid = tsrt_fork_pipe(fds, &res->status, res->error, sizeof res->error);
+  if (pid < 0) return;
   if (pid == 0) {
     close(fds[0]);
     tsrt_child_threads(num_threads);
