@@ -16,256 +16,53 @@ static int iter_index(const ir_block *b, const ir_var *v) {
 
 /* ---- load rewriting ------------------------------------------------------ */
 
-/* Replaces every load of buf. repl gets the (already rewritten) indices and
- * returns the replacement, or NULL on OOM. */
+/* Hooks for the shared mutator: every load of buf is replaced by
+ * repl(its already rewritten indices) (NULL on OOM); the statement skip is
+ * left alone; a block whose body changed gets fresh regions (post order, so
+ * nested blocks first: the detector trusts their regions). */
 typedef struct rw {
-  ts_arena *a;
   ir_buffer *buf;
-  ir_expr *(*repl)(struct rw *r, ir_expr *const *idx);
+  ir_expr *(*repl)(ir_mutator *m, ir_expr *const *idx);
   void *ctx;
-  bool oom;
-  int count;           /* loads replaced */
+  const ir_stmt *skip;
   bool regen_failed;
 } rw;
 
-static ir_expr *rw_expr(rw *r, ir_expr *e);
-
-static ir_expr **rw_list(rw *r, int n, ir_expr **xs, bool *changed) {
-  ir_expr **out = xs;
-  for (int i = 0; i < n; i++) {
-    ir_expr *x = rw_expr(r, xs[i]);
-    if (!x) return NULL;
-    if (x != xs[i]) {
-      if (out == xs) {
-        out = TS_ANEWN(r->a, ir_expr *, n);
-        if (!out) {
-          r->oom = true;
-          return NULL;
-        }
-        memcpy(out, xs, sizeof *out * (size_t)n);
-      }
-      out[i] = x;
-    }
-  }
-  *changed = out != xs;
-  return out;
-}
-
-static ir_expr *rw_expr(rw *r, ir_expr *e) {
-  if (!e || r->oom) return e;
-  ir_expr *n = NULL;
-  switch (e->kind) {
-  case IR_NOT: {
-    ir_expr *x = rw_expr(r, e->u.un.a);
-    if (x == e->u.un.a) return e;
-    if (!x || !(n = ir_expr_clone(r->a, e))) break;
-    n->u.un.a = x;
-    return n;
-  }
-  case IR_SELECT: {
-    ir_expr *c = rw_expr(r, e->u.sel.cond), *t = rw_expr(r, e->u.sel.t), *f = rw_expr(r, e->u.sel.f);
-    if (c == e->u.sel.cond && t == e->u.sel.t && f == e->u.sel.f) return e;
-    if (!c || !t || !f || !(n = ir_expr_clone(r->a, e))) break;
-    n->u.sel.cond = c;
-    n->u.sel.t = t;
-    n->u.sel.f = f;
-    return n;
-  }
-  case IR_CAST: {
-    ir_expr *x = rw_expr(r, e->u.cast.value);
-    if (x == e->u.cast.value) return e;
-    if (!x || !(n = ir_expr_clone(r->a, e))) break;
-    n->u.cast.value = x;
-    return n;
-  }
-  case IR_CALL: {
-    bool ch = false;
-    ir_expr **args = rw_list(r, e->u.call.nargs, e->u.call.args, &ch);
-    if (!args) break;
-    if (!ch) return e;
-    if (!(n = ir_expr_clone(r->a, e))) break;
-    n->u.call.args = args;
-    return n;
-  }
-  case IR_LOAD: {
-    bool ch = false;
-    ir_expr **idx = rw_list(r, e->u.load.nidx, e->u.load.idx, &ch);
-    if (!idx && e->u.load.nidx) break;
-    if (e->u.load.buf == r->buf) {
-      r->count++;
-      n = r->repl(r, idx);
-      if (!n) break;
-      return n;
-    }
-    if (!ch) return e;
-    if (!(n = ir_expr_clone(r->a, e))) break;
-    n->u.load.idx = idx;
-    return n;
-  }
-  case IR_RAMP: {
-    ir_expr *b = rw_expr(r, e->u.ramp.base), *s = rw_expr(r, e->u.ramp.stride);
-    if (b == e->u.ramp.base && s == e->u.ramp.stride) return e;
-    if (!b || !s || !(n = ir_expr_clone(r->a, e))) break;
-    n->u.ramp.base = b;
-    n->u.ramp.stride = s;
-    return n;
-  }
-  case IR_BROADCAST: {
-    ir_expr *x = rw_expr(r, e->u.bcast.value);
-    if (x == e->u.bcast.value) return e;
-    if (!x || !(n = ir_expr_clone(r->a, e))) break;
-    n->u.bcast.value = x;
-    return n;
-  }
-  default:
-    if (ir_is_binop(e->kind)) {
-      ir_expr *x = rw_expr(r, e->u.bin.a), *y = rw_expr(r, e->u.bin.b);
-      if (x == e->u.bin.a && y == e->u.bin.b) return e;
-      if (!x || !y || !(n = ir_expr_clone(r->a, e))) break;
-      n->u.bin.a = x;
-      n->u.bin.b = y;
-      return n;
-    }
-    return e;
-  }
-  r->oom = true;
-  return NULL;
-}
-
-static ir_stmt *rw_stmt(rw *r, ir_stmt *s, const ir_stmt *skip);
-
-/* Rewrites a realize; a block whose body changed gets fresh regions
- * (nested blocks first: the detector trusts their regions). */
-static ir_stmt *rw_realize(rw *r, ir_stmt *s, const ir_stmt *skip) {
-  const ir_block *b = s->u.realize.block;
-  bool ch = false;
-  ir_expr **vals = rw_list(r, b->niter, s->u.realize.iter_values, &ch);
-  if (!vals && b->niter) return NULL;
-  ir_expr *pred = rw_expr(r, s->u.realize.predicate);
-  ir_stmt *init = b->init ? rw_stmt(r, b->init, skip) : NULL;
-  ir_stmt *body = rw_stmt(r, b->body, skip);
-  if (r->oom) return NULL;
-  if (!ch && pred == s->u.realize.predicate && init == b->init && body == b->body) return s;
-  ir_block *nb = s->u.realize.block;
-  if (init != b->init || body != b->body) {
-    nb = ir_block_clone(r->a, b);
-    if (!nb) {
-      r->oom = true;
-      return NULL;
-    }
-    nb->init = init;
-    nb->body = body;
-    ts_diag dd;
-    ts_diag_clear(&dd);
-    if (ir_block_detect_regions(r->a, nb, &dd)) {
-      r->regen_failed = true;
-      r->oom = dd.code == TS_ENOMEM;
-      if (r->oom) return NULL;
-    }
-  }
-  ir_stmt *n = ir_stmt_clone(r->a, s);
-  if (!n) {
-    r->oom = true;
-    return NULL;
-  }
-  n->u.realize.iter_values = vals;
-  n->u.realize.predicate = pred;
-  n->u.realize.block = nb;
+static ir_expr *rw_load(ir_mutator *m, const ir_expr *orig, ir_expr *e) {
+  (void)orig;
+  const rw *r = m->ctx;
+  if (e->kind != IR_LOAD || e->u.load.buf != r->buf) return NULL;
+  ir_expr *n = r->repl(m, e->u.load.idx);
+  if (!n) ir_mutator_fail(m);
   return n;
 }
 
-static ir_stmt *rw_stmt(rw *r, ir_stmt *s, const ir_stmt *skip) {
-  if (!s || r->oom || s == skip) return s;
-  ir_stmt *n = NULL;
-  switch (s->kind) {
-  case IR_FOR: {
-    ir_expr *mn = rw_expr(r, s->u.loop.min), *ex = rw_expr(r, s->u.loop.extent);
-    ir_stmt *body = rw_stmt(r, s->u.loop.body, skip);
-    if (r->oom) return NULL;
-    if (mn == s->u.loop.min && ex == s->u.loop.extent && body == s->u.loop.body) return s;
-    if (!(n = ir_stmt_clone(r->a, s))) break;
-    n->u.loop.min = mn;
-    n->u.loop.extent = ex;
-    n->u.loop.body = body;
-    return n;
+static ir_stmt *rw_skip(ir_mutator *m, ir_stmt *s) {
+  const rw *r = m->ctx;
+  return s == r->skip ? s : NULL;
+}
+
+static ir_stmt *rw_regen(ir_mutator *m, const ir_stmt *orig, ir_stmt *s) {
+  rw *r = m->ctx;
+  if (s->kind != IR_BLOCK_REALIZE) return NULL;
+  const ir_block *ob = orig->u.realize.block;
+  ir_block *nb = s->u.realize.block; /* a fresh clone when it differs */
+  if (nb == ob || (nb->init == ob->init && nb->body == ob->body)) return NULL;
+  ts_diag dd;
+  ts_diag_clear(&dd);
+  if (ir_block_detect_regions(m->arena, nb, &dd)) {
+    r->regen_failed = true;
+    if (dd.code == TS_ENOMEM) ir_mutator_fail(m);
   }
-  case IR_BLOCK_REALIZE:
-    return rw_realize(r, s, skip);
-  case IR_SEQ: {
-    ir_stmt **xs = s->u.seq.stmts;
-    for (int i = 0; i < s->u.seq.n; i++) {
-      ir_stmt *x = rw_stmt(r, s->u.seq.stmts[i], skip);
-      if (r->oom) return NULL;
-      if (x != s->u.seq.stmts[i]) {
-        if (xs == s->u.seq.stmts) {
-          xs = TS_ANEWN(r->a, ir_stmt *, s->u.seq.n);
-          if (!xs) break;
-          memcpy(xs, s->u.seq.stmts, sizeof *xs * (size_t)s->u.seq.n);
-        }
-        xs[i] = x;
-      }
-    }
-    if (!xs) break;
-    if (xs == s->u.seq.stmts) return s;
-    if (!(n = ir_stmt_clone(r->a, s))) break;
-    n->u.seq.stmts = xs;
-    return n;
-  }
-  case IR_IF: {
-    ir_expr *c = rw_expr(r, s->u.ifs.cond);
-    ir_stmt *t = rw_stmt(r, s->u.ifs.then_s, skip), *f = rw_stmt(r, s->u.ifs.else_s, skip);
-    if (r->oom) return NULL;
-    if (c == s->u.ifs.cond && t == s->u.ifs.then_s && f == s->u.ifs.else_s) return s;
-    if (!(n = ir_stmt_clone(r->a, s))) break;
-    n->u.ifs.cond = c;
-    n->u.ifs.then_s = t;
-    n->u.ifs.else_s = f;
-    return n;
-  }
-  case IR_LET: {
-    ir_expr *v = rw_expr(r, s->u.let.value);
-    ir_stmt *body = rw_stmt(r, s->u.let.body, skip);
-    if (r->oom) return NULL;
-    if (v == s->u.let.value && body == s->u.let.body) return s;
-    if (!(n = ir_stmt_clone(r->a, s))) break;
-    n->u.let.value = v;
-    n->u.let.body = body;
-    return n;
-  }
-  case IR_ALLOCATE: {
-    ir_stmt *body = rw_stmt(r, s->u.alloc.body, skip);
-    if (r->oom) return NULL;
-    if (body == s->u.alloc.body) return s;
-    if (!(n = ir_stmt_clone(r->a, s))) break;
-    n->u.alloc.body = body;
-    return n;
-  }
-  case IR_EVALUATE: {
-    ir_expr *v = rw_expr(r, s->u.eval.value);
-    if (r->oom) return NULL;
-    if (v == s->u.eval.value) return s;
-    if (!(n = ir_stmt_clone(r->a, s))) break;
-    n->u.eval.value = v;
-    return n;
-  }
-  case IR_STORE: {
-    bool ch = false;
-    ir_expr **idx = rw_list(r, s->u.store.nidx, s->u.store.idx, &ch);
-    if (!idx && s->u.store.nidx) break;
-    ir_expr *v = rw_expr(r, s->u.store.value), *p = rw_expr(r, s->u.store.predicate);
-    if (r->oom) return NULL;
-    if (!ch && v == s->u.store.value && p == s->u.store.predicate) return s;
-    if (!(n = ir_stmt_clone(r->a, s))) break;
-    n->u.store.idx = idx;
-    n->u.store.value = v;
-    n->u.store.predicate = p;
-    return n;
-  }
-  default:
-    return s;
-  }
-  r->oom = true;
   return NULL;
+}
+
+static void rw_init(ir_mutator *m, ts_arena *a, rw *r) {
+  ir_mutator_init(m, a);
+  m->ctx = r;
+  m->post_expr = rw_load;
+  m->pre_stmt = rw_skip;
+  m->post_stmt = rw_regen;
 }
 
 /* Does the statement (or expression) use buffer buf anywhere other than
@@ -393,8 +190,8 @@ static ts_status inline_check(inl *c, sch_block b, ts_diag *d) {
   return TS_OK;
 }
 
-static ir_expr *inline_repl(rw *r, ir_expr *const *idx) {
-  inl *c = r->ctx;
+static ir_expr *inline_repl(ir_mutator *mu, ir_expr *const *idx) {
+  const inl *c = ((const rw *)mu->ctx)->ctx;
   ir_var_map m;
   ir_var_map_init(&m);
   bool ok = true;
@@ -402,7 +199,7 @@ static ir_expr *inline_repl(rw *r, ir_expr *const *idx) {
     ir_expr *v = c->dim_of[i] >= 0 ? idx[c->dim_of[i]] : c->blk->iters[i].dom.min;
     ok = ir_var_map_put(&m, c->blk->iters[i].var, v) == TS_OK;
   }
-  ir_expr *e = ok ? ir_subst_expr(r->a, c->store->u.store.value, &m) : NULL;
+  ir_expr *e = ok ? ir_subst_expr(mu->arena, c->store->u.store.value, &m) : NULL;
   ir_var_map_fini(&m);
   return e;
 }
@@ -429,10 +226,13 @@ ts_status sch_compute_inline(sch_state *s, sch_block b, ts_diag *d) {
   }
   ts_arena *a = sch_arena(s);
   ir_stmt *saved = s->func->body;
-  rw r = {.a = a, .buf = c->buf, .repl = inline_repl, .ctx = c};
+  rw r = {.buf = c->buf, .repl = inline_repl, .ctx = c, .skip = c->pb.node[c->pb.n - 1]};
+  ir_mutator mu;
+  rw_init(&mu, a, &r);
   const ir_stmt *scope_rz = c->pb.node[c->sc];
-  ir_stmt *nbody = rw_stmt(&r, scope_rz->u.realize.block->body, c->pb.node[c->pb.n - 1]);
-  ir_stmt *nscope = (!r.oom && nbody) ? drop_alloc(a, scope_rz, c->buf) : NULL;
+  ir_stmt *nbody = ir_mutate_stmt(&mu, scope_rz->u.realize.block->body);
+  ir_stmt *nscope = !mu.failed ? drop_alloc(a, scope_rz, c->buf) : NULL;
+  ir_mutator_fini(&mu);
   if (!nscope) {
     ts_free(c);
     return oom(d);
@@ -461,9 +261,9 @@ typedef struct rinl {
   ir_expr *value; /* what the producer stored */
 } rinl;
 
-static ir_expr *rinline_repl(rw *r, ir_expr *const *idx) {
+static ir_expr *rinline_repl(ir_mutator *mu, ir_expr *const *idx) {
   (void)idx; /* all loads of A share one index list, checked before */
-  const rinl *c = r->ctx;
+  const rinl *c = ((const rw *)mu->ctx)->ctx;
   return c->value;
 }
 
@@ -723,9 +523,12 @@ ts_status sch_reverse_compute_inline(sch_state *s, sch_block b, ts_diag *d) {
   }
   /* The producer now stores C's value. */
   rinl rc = {pbk, pst->u.store.value};
-  rw r = {.a = a, .buf = abuf, .repl = rinline_repl, .ctx = &rc};
-  ir_expr *val = rw_expr(&r, cst->u.store.value);
-  val = val ? ir_subst_expr(a, val, &m) : NULL;
+  rw r = {.buf = abuf, .repl = rinline_repl, .ctx = &rc};
+  ir_mutator mu;
+  rw_init(&mu, a, &r);
+  ir_expr *val = ir_mutate_expr(&mu, cst->u.store.value);
+  val = !mu.failed ? ir_subst_expr(a, val, &m) : NULL;
+  ir_mutator_fini(&mu);
   ir_expr **idx = TS_ANEWN(a, ir_expr *, cst->u.store.nidx ? cst->u.store.nidx : 1);
   if (!val || !idx) {
     st = oom(d);
