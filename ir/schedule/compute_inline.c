@@ -311,61 +311,41 @@ typedef struct rci {
   ir_expr *pred;
 } rci;
 
-/* C: a complete, unpredicated single-store block that can be removed. */
-static ts_status rci_consumer(rci *c) {
+/* C: a complete, unpredicated single-store block that can be removed;
+ * the one buffer A it reads from its scope, and A's single producer P (a
+ * complete block storing A at its distinct iter vars), no other reader. */
+static ts_status rci_find(rci *c) {
   ts_diag *d = c->d;
   const char *prim = c->prim;
   sch_path *pc = c->pc;
   ts_status st;
-  const ir_stmt *crz = pc->node[pc->n - 1];
-  const ir_block *cb = crz->u.realize.block;
+  const ir_stmt *crz = c->crz = pc->node[pc->n - 1];
+  const ir_block *cb = c->cb = crz->u.realize.block;
   int sc = sch_path_scope(pc, pc->n - 1);
   int64_t t;
-  if (sc < 0) {
+  if (sc < 0)
     return ts_diag_set(d, TS_ESCHEDULE, "%s: '%s' is the root block", prim, cb->name);
-  }
-  const ir_block *scope = pc->node[sc]->u.realize.block;
-  if (cb->init) {
+  const ir_block *scope = c->scope = pc->node[sc]->u.realize.block;
+  if (cb->init)
     return ts_diag_set(d, TS_ESCHEDULE, "%s: block '%s' is a reduction (it has an init)", prim, cb->name);
-  }
   for (int i = 0; i < cb->niter; i++)
-    if (cb->iters[i].type != IR_ITER_S) {
+    if (cb->iters[i].type != IR_ITER_S)
       return ts_diag_set(d, TS_ESCHEDULE, "%s: block '%s' is not complete (iter var '%s' is not spatial)",
                        prim, cb->name, cb->iters[i].var->name);
-    }
-  if (!(ir_as_int(crz->u.realize.predicate, &t) && t)) {
+  if (!(ir_as_int(crz->u.realize.predicate, &t) && t))
     return ts_diag_set(d, TS_ESCHEDULE, "%s: block '%s' has a predicate", prim, cb->name);
-  }
-  const ir_stmt *cst = cb->body;
+  const ir_stmt *cst = c->cst = cb->body;
   if (cst->kind != IR_STORE || cst->u.store.predicate || cb->nwrites != 1 ||
-      cst->u.store.buf != cb->writes[0].buf || cb->nalloc) {
+      cst->u.store.buf != cb->writes[0].buf || cb->nalloc)
     return ts_diag_set(d, TS_ESCHEDULE, "%s: the body of block '%s' is not a single store", prim,
                      cb->name);
-  }
   st = sch_check_stage_pipeline(scope, cb, prim, d);
   if (st) return st;
-  if (!sch_can_remove_leaf(pc)) {
+  if (!sch_can_remove_leaf(pc))
     return ts_diag_set(d, TS_ESCHEDULE, "%s: block '%s' is the only leaf of its scope", prim, cb->name);
-  }
-  if (sch_child_realizes(scope->body, &c->kids)) {
+  if (sch_child_realizes(scope->body, &c->kids))
     return oom(d);
-  }
-  c->crz = crz;
-  c->cb = cb;
-  c->scope = scope;
-  c->cst = cst;
-  return TS_OK;
-}
-
-/* The one buffer A that C reads from its scope, its single producer P
- * (a complete block storing A at its distinct iter vars), no other reader. */
-static ts_status rci_producer(rci *c) {
-  ts_diag *d = c->d;
-  const char *prim = c->prim;
   const ts_vec kids = c->kids;
-  const ir_stmt *crz = c->crz;
-  const ir_block *cb = c->cb;
-  const ir_block *scope = c->scope;
   /* The one buffer C reads that its scope produces, and its producer. */
   ir_buffer *abuf = NULL;
   const ir_stmt *prz = NULL;
@@ -390,37 +370,31 @@ static ts_status rci_producer(rci *c) {
                      "%s: block '%s' reads %d buffers produced in its scope; it must read exactly one",
                      prim, cb->name, nprod_bufs);
   }
-  if (!prz) {
+  if (!prz)
     return ts_diag_set(d, TS_ESCHEDULE, "%s: buffer '%s' read by block '%s' has several producers", prim,
                      abuf->name, cb->name);
-  }
-  const ir_block *pbk = prz->u.realize.block;
+  const ir_block *pbk = c->pbk = prz->u.realize.block;
   for (size_t k = 0; k < kids.len; k++) {
     const ir_block *o = ((const ir_stmt *)kids.items[k])->u.realize.block;
-    if (o != cb && o != pbk && sch_block_reads(o, abuf)) {
+    if (o != cb && o != pbk && sch_block_reads(o, abuf))
       return ts_diag_set(d, TS_ESCHEDULE, "%s: buffer '%s' has another consumer, block '%s'", prim,
                        abuf->name, o->name);
-    }
   }
-  if (!sch_block_allocates(scope, abuf)) {
+  if (!sch_block_allocates(scope, abuf))
     return ts_diag_set(d, TS_ESCHEDULE,
                      "%s: producer '%s' is an output block (its scope does not allocate '%s')", prim,
                      pbk->name, abuf->name);
-  }
-  if (pbk->init || pbk->nwrites != 1 || pbk->nalloc) {
+  if (pbk->init || pbk->nwrites != 1 || pbk->nalloc)
     return ts_diag_set(d, TS_ESCHEDULE,
                      "%s: producer '%s' of '%s' is not a complete block writing only '%s'", prim,
                      pbk->name, abuf->name, abuf->name);
-  }
   for (int i = 0; i < pbk->niter; i++)
-    if (pbk->iters[i].type != IR_ITER_S) {
+    if (pbk->iters[i].type != IR_ITER_S)
       return ts_diag_set(d, TS_ESCHEDULE, "%s: producer '%s' is not complete (iter var '%s')", prim,
                        pbk->name, pbk->iters[i].var->name);
-    }
-  if (sch_block_reads(pbk, abuf)) {
+  if (sch_block_reads(pbk, abuf))
     return ts_diag_set(d, TS_ESCHEDULE, "%s: producer '%s' reads '%s', which it writes", prim, pbk->name,
                      abuf->name);
-  }
   /* Producer body: A[u...] = e(u), maybe under an else-less if. */
   const ir_stmt *pst = pbk->body, *pif = NULL;
   if (pst->kind == IR_IF && !pst->u.ifs.else_s) {
@@ -428,10 +402,9 @@ static ts_status rci_producer(rci *c) {
     pst = pst->u.ifs.then_s;
   }
   if (pst->kind != IR_STORE || pst->u.store.buf != abuf || pst->u.store.predicate ||
-      pst->u.store.nidx != abuf->ndim) {
+      pst->u.store.nidx != abuf->ndim)
     return ts_diag_set(d, TS_ESCHEDULE, "%s: the body of producer '%s' is not a single store to '%s'",
                      prim, pbk->name, abuf->name);
-  }
   for (int k = 0; k < pst->u.store.nidx; k++) {
     const ir_expr *ix = pst->u.store.idx[k];
     bool dup = false;
@@ -439,28 +412,33 @@ static ts_status rci_producer(rci *c) {
       const ir_expr *o = pst->u.store.idx[j];
       dup |= ix->kind == IR_VAR && o->kind == IR_VAR && o->u.var == ix->u.var;
     }
-    if (ix->kind != IR_VAR || iter_index(pbk, ix->u.var) < 0 || dup) {
+    if (ix->kind != IR_VAR || iter_index(pbk, ix->u.var) < 0 || dup)
       return ts_diag_set(d, TS_ESCHEDULE,
                        "%s: producer '%s' stores '%s' at indices that are not its distinct iter vars",
                        prim, pbk->name, abuf->name);
-    }
   }
   c->abuf = abuf;
   c->prz = prz;
-  c->pbk = pbk;
   c->pst = pst;
   c->pif = pif;
   return TS_OK;
 }
 
-/* C's load of A, and the map from C's iter vars to P's. */
-static ts_status rci_loads(rci *c) {
+/* C's load of A, the map from C's iter vars to P's, and the predicate
+ * of the new producer (P's points outside C's domain). */
+static ts_status rci_map(rci *c) {
   ts_diag *d = c->d;
   const char *prim = c->prim;
   const ir_block *cb = c->cb;
   const ir_stmt *cst = c->cst;
   ir_buffer *abuf = c->abuf;
   const ir_stmt *pst = c->pst;
+  sch_state *s = c->s;
+  ts_arena *a = c->a;
+  sch_path *pp = c->pp;
+  const ir_stmt *prz = c->prz;
+  const ir_block *pbk = c->pbk;
+  ts_status st;
   /* C's loads of A: identical, its distinct iter vars, covering the
    * non-unit ones; and no load of A in C's store indices. */
   loads_ctx lc = {abuf, NULL, false, 0};
@@ -469,65 +447,41 @@ static ts_status rci_loads(rci *c) {
   loads_ctx li = {abuf, NULL, false, 0};
   ir_visitor liv = {.expr = loads_cb, .ctx = &li};
   for (int k = 0; k < cst->u.store.nidx; k++) ir_visit_expr(&liv, cst->u.store.idx[k]);
-  if (!lc.first || lc.mismatch || li.n) {
+  if (!lc.first || lc.mismatch || li.n)
     return ts_diag_set(d, TS_ESCHEDULE,
                      "%s: block '%s' does not load '%s' with one identical list of iter vars", prim,
                      cb->name, abuf->name);
-  }
   const ir_expr *ld = lc.first;
-  if (ld->u.load.nidx != pst->u.store.nidx) {
+  if (ld->u.load.nidx != pst->u.store.nidx)
     return ts_diag_set(d, TS_ESCHEDULE, "%s: block '%s' loads '%s' with the wrong index count", prim,
                      cb->name, abuf->name);
-  }
   for (int k = 0; k < ld->u.load.nidx; k++) {
     const ir_expr *lk = ld->u.load.idx[k];
     int v = lk->kind == IR_VAR ? iter_index(cb, lk->u.var) : -1;
-    if (v < 0 || ir_var_map_get(&c->m, cb->iters[v].var)) {
+    if (v < 0 || ir_var_map_get(&c->m, cb->iters[v].var))
       return ts_diag_set(d, TS_ESCHEDULE,
                        "%s: block '%s' loads '%s' at indices that are not its distinct iter vars",
                        prim, cb->name, abuf->name);
-    }
     const ir_expr *u = pst->u.store.idx[k];
-    if (ir_var_map_put(&c->m, cb->iters[v].var, (ir_expr *)u)) {
+    if (ir_var_map_put(&c->m, cb->iters[v].var, (ir_expr *)u))
       return oom(d);
-    }
   }
   for (int v = 0; v < cb->niter; v++) {
     if (ir_var_map_get(&c->m, cb->iters[v].var)) continue;
     int64_t e;
-    if (!(ir_as_int(cb->iters[v].dom.extent, &e) && e == 1)) {
+    if (!(ir_as_int(cb->iters[v].dom.extent, &e) && e == 1))
       return ts_diag_set(d, TS_ESCHEDULE,
                        "%s: block '%s': iter var '%s' does not index its load of '%s' (not invertible)",
                        prim, cb->name, cb->iters[v].var->name, abuf->name);
-    }
-    if (ir_var_map_put(&c->m, cb->iters[v].var, cb->iters[v].dom.min)) {
+    if (ir_var_map_put(&c->m, cb->iters[v].var, cb->iters[v].dom.min))
       return oom(d);
-    }
   }
-  c->ld = ld;
-  return TS_OK;
-}
-
-/* The predicate of the new producer. */
-static ts_status rci_coverage(rci *c) {
-  sch_state *s = c->s;
-  ts_arena *a = c->a;
-  ts_diag *d = c->d;
-  const char *prim = c->prim;
-  sch_path *pp = c->pp;
-  const ir_block *cb = c->cb;
-  const ir_stmt *prz = c->prz;
-  const ir_block *pbk = c->pbk;
-  const ir_stmt *pst = c->pst;
-  const ir_expr *ld = c->ld;
-  ts_status st;
   /* Coverage: each consumer var's domain inside the producer var's domain;
    * producer points outside the consumer's domain get a predicate. */
   st = sch_find_block(s, pbk->name, pp, prim, d);
   if (st) return st;
-  if (sch_bind_path_loops(&c->an, pp, pp->n)) {
+  if (sch_bind_path_loops(&c->an, pp, pp->n))
     return oom(d);
-  }
   ir_expr *pred = prz->u.realize.predicate;
   int64_t t;
   for (int k = 0; k < ld->u.load.nidx; k++) {
@@ -536,46 +490,38 @@ static ts_status rci_coverage(rci *c) {
     const ir_iter_var *pv = &pbk->iters[pu];
     ir_expr *cend = ir_add(a, cv->dom.min, cv->dom.extent), *pend = ir_add(a, pv->dom.min, pv->dom.extent);
     ir_expr *c1 = ir_binop(a, IR_LE, pv->dom.min, cv->dom.min), *c2 = ir_binop(a, IR_LE, cend, pend);
-    if (!c1 || !c2) {
+    if (!c1 || !c2)
       return oom(d);
-    }
-    if (!ir_can_prove(&c->an, c1) || !ir_can_prove(&c->an, c2)) {
+    if (!ir_can_prove(&c->an, c1) || !ir_can_prove(&c->an, c2))
       return ts_diag_set(d, TS_ESCHEDULE,
                        "%s: producer '%s' does not cover the domain of block '%s' (iter var '%s')",
                        prim, pbk->name, cb->name, cv->var->name);
-    }
     ir_expr *val = prz->u.realize.iter_values[pu];
     ir_expr *lo = ir_simplify(&c->an, ir_binop(a, IR_LE, cv->dom.min, val));
     ir_expr *hi = ir_simplify(&c->an, ir_lt(a, val, ir_simplify(&c->an, cend)));
-    if (!lo || !hi) {
+    if (!lo || !hi)
       return oom(d);
-    }
     if (!(ir_as_int(lo, &t) && t)) pred = ir_and(a, pred, lo);
     if (!(ir_as_int(hi, &t) && t)) pred = ir_and(a, pred, hi);
-    if (!pred) {
+    if (!pred)
       return oom(d);
-    }
   }
+  c->ld = ld;
   c->pred = pred;
   return TS_OK;
 }
+
 
 /* P stores what C stored; C and the allocation of A go. */
 static ts_status rci_apply(rci *c) {
   sch_state *s = c->s;
   ts_arena *a = c->a;
   ts_diag *d = c->d;
-  const char *prim = c->prim;
-  sch_path *pc = c->pc;
-  sch_path *pp = c->pp;
-  const ir_block *cb = c->cb;
-  const ir_block *scope = c->scope;
-  const ir_stmt *cst = c->cst;
+  sch_path *pc = c->pc, *pp = c->pp;
+  const ir_stmt *cst = c->cst, *prz = c->prz, *pst = c->pst, *pif = c->pif;
+  const ir_block *cb = c->cb, *scope = c->scope, *pbk = c->pbk;
   ir_buffer *abuf = c->abuf;
-  const ir_stmt *prz = c->prz;
-  const ir_block *pbk = c->pbk;
-  const ir_stmt *pst = c->pst;
-  const ir_stmt *pif = c->pif;
+  const char *prim = c->prim;
   ir_expr *pred = c->pred;
   ts_status st;
   /* The producer now stores C's value. */
@@ -587,13 +533,11 @@ static ts_status rci_apply(rci *c) {
   val = !mu.failed ? ir_subst_expr(a, val, &c->m) : NULL;
   ir_mutator_fini(&mu);
   ir_expr **idx = TS_ANEWN(a, ir_expr *, cst->u.store.nidx ? cst->u.store.nidx : 1);
-  if (!val || !idx) {
+  if (!val || !idx)
     return oom(d);
-  }
   for (int k = 0; k < cst->u.store.nidx; k++)
-    if (!(idx[k] = ir_subst_expr(a, cst->u.store.idx[k], &c->m))) {
+    if (!(idx[k] = ir_subst_expr(a, cst->u.store.idx[k], &c->m)))
       return oom(d);
-    }
   ir_stmt *nstore = ir_store(a, cst->u.store.buf, cst->u.store.nidx, idx, val);
   ir_stmt *nbody = nstore;
   if (pif && nstore) {
@@ -602,9 +546,8 @@ static ts_status rci_apply(rci *c) {
   }
   ir_block *npb = nbody ? ir_block_clone(a, pbk) : NULL;
   ir_stmt *nprz = npb ? ir_stmt_clone(a, prz) : NULL;
-  if (!nprz) {
+  if (!nprz)
     return oom(d);
-  }
   npb->body = nbody;
   st = ir_block_detect_regions(a, npb, d);
   if (st) return st;
@@ -633,10 +576,8 @@ ts_status sch_reverse_compute_inline(sch_state *s, sch_block b, ts_diag *d) {
   ir_analyzer_init(&c.an, c.a);
   ir_var_map_init(&c.m);
   ts_status st = (!c.pc || !c.pp) ? oom(d) : sch_find_block(s, b.name, c.pc, c.prim, d);
-  if (!st) st = rci_consumer(&c);
-  if (!st) st = rci_producer(&c);
-  if (!st) st = rci_loads(&c);
-  if (!st) st = rci_coverage(&c);
+  if (!st) st = rci_find(&c);
+  if (!st) st = rci_map(&c);
   if (!st) st = rci_apply(&c);
   ir_var_map_fini(&c.m);
   ir_analyzer_fini(&c.an);
