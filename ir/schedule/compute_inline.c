@@ -204,26 +204,32 @@ static ir_expr *inline_repl(ir_mutator *mu, ir_expr *const *idx) {
   return e;
 }
 
-ts_status sch_compute_inline_check(sch_state *s, sch_block b, ts_diag *d) {
+/* The checked state of compute_inline(b), or NULL with *st set. */
+static inl *inline_begin(sch_state *s, sch_block b, ts_diag *d, ts_status *st) {
   inl *c = ts_calloc(1, sizeof *c);
-  if (!c) return oom(d);
+  if (!c) {
+    *st = oom(d);
+    return NULL;
+  }
   c->s = s;
   c->prim = "compute_inline";
-  ts_status st = inline_check(c, b, d);
-  ts_free(c);
+  if ((*st = inline_check(c, b, d))) {
+    ts_free(c);
+    return NULL;
+  }
+  return c;
+}
+
+ts_status sch_compute_inline_check(sch_state *s, sch_block b, ts_diag *d) {
+  ts_status st;
+  ts_free(inline_begin(s, b, d, &st));
   return st;
 }
 
 ts_status sch_compute_inline(sch_state *s, sch_block b, ts_diag *d) {
-  inl *c = ts_calloc(1, sizeof *c);
-  if (!c) return oom(d);
-  c->s = s;
-  c->prim = "compute_inline";
-  ts_status st = inline_check(c, b, d);
-  if (st) {
-    ts_free(c);
-    return st;
-  }
+  ts_status st;
+  inl *c = inline_begin(s, b, d, &st);
+  if (!c) return st;
   ts_arena *a = sch_arena(s);
   ir_stmt *saved = s->func->body;
   rw r = {.buf = c->buf, .repl = inline_repl, .ctx = c, .skip = c->pb.node[c->pb.n - 1]};
