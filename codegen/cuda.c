@@ -1084,19 +1084,6 @@ typedef struct red_chain {
   int nloops;
 } red_chain;
 
-/* The same index expression (vars by identity). */
-static bool red_same_expr(const ir_expr *a, const ir_expr *b) {
-  if (a == b) return true;
-  if (!a || !b || a->kind != b->kind || a->dtype.code != b->dtype.code || a->dtype.lanes != b->dtype.lanes)
-    return false;
-  if (ir_is_binop(a->kind)) return red_same_expr(a->u.bin.a, b->u.bin.a) && red_same_expr(a->u.bin.b, b->u.bin.b);
-  switch (a->kind) {
-  case IR_INT_IMM: return a->u.ival == b->u.ival;
-  case IR_VAR: return a->u.var == b->u.var;
-  case IR_CAST: return red_same_expr(a->u.cast.value, b->u.cast.value);
-  default: return false;
-  }
-}
 
 /* Walks a thread loop's body through serial loops, else-less ifs and lets to
  * a single store, or to the pair [if (c) B[i] = v0; B[i] = B[i] op e] of a
@@ -1114,7 +1101,7 @@ static bool red_walk(const ir_stmt *s, red_chain *ch) {
         return false;
       const ir_stmt *is = i->u.ifs.then_s;
       if (is->u.store.buf != u->u.store.buf || is->u.store.nidx != 1 || u->u.store.nidx != 1 ||
-          is->u.store.predicate || !red_same_expr(is->u.store.idx[0], u->u.store.idx[0]))
+          is->u.store.predicate || !ir_expr_equal(is->u.store.idx[0], u->u.store.idx[0]))
         return false;
       ch->init_if = i;
       ch->store = u;

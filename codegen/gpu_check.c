@@ -9,6 +9,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "ir/struct.h"
+
 void cg_gpu_limits_default(cg_gpu_limits *l) {
   memset(l, 0, sizeof *l);
   l->max_threads_per_block = 1024;
@@ -156,26 +158,6 @@ static bool vec_expr(void *ctx, const ir_expr *e) {
   return !c->w->st;
 }
 
-/* The same index expression (same vars by identity, not up to renaming). */
-static bool same_expr(const ir_expr *a, const ir_expr *b) {
-  if (a == b) return true;
-  if (!a || !b || a->kind != b->kind || a->dtype.code != b->dtype.code || a->dtype.lanes != b->dtype.lanes)
-    return false;
-  if (ir_is_binop(a->kind)) return same_expr(a->u.bin.a, b->u.bin.a) && same_expr(a->u.bin.b, b->u.bin.b);
-  switch (a->kind) {
-  case IR_INT_IMM: return a->u.ival == b->u.ival;
-  case IR_VAR: return a->u.var == b->u.var;
-  case IR_CAST: return same_expr(a->u.cast.value, b->u.cast.value);
-  case IR_RAMP:
-    return a->u.ramp.lanes == b->u.ramp.lanes && same_expr(a->u.ramp.base, b->u.ramp.base) &&
-           same_expr(a->u.ramp.stride, b->u.ramp.stride);
-  case IR_BROADCAST: return a->u.bcast.lanes == b->u.bcast.lanes && same_expr(a->u.bcast.value, b->u.bcast.value);
-  case IR_SELECT:
-    return same_expr(a->u.sel.cond, b->u.sel.cond) && same_expr(a->u.sel.t, b->u.sel.t) &&
-           same_expr(a->u.sel.f, b->u.sel.f);
-  default: return false;
-  }
-}
 
 /* A global buffer the kernel stores to and loads at another index: the
  * element read may be written by another thread or block of the same launch,
@@ -189,7 +171,7 @@ static void check_global_deps(walk *w) {
     for (size_t k = 0; k + 1 < w->stores.len && !same; k += 2) {
       if (w->stores.items[k] != b) continue;
       stored = true;
-      same = same_expr(li, w->stores.items[k + 1]);
+      same = ir_expr_equal(li, w->stores.items[k + 1]);
     }
     if (stored && !same)
       fail(w, "the kernel at loop %s stores to global buffer %s and loads it at another index; another thread "

@@ -416,127 +416,68 @@ static ir_expr *lower_buffer_stride(lctx *c, ir_expr *e) {
   return s ? simp(c, s) : NULL;
 }
 
-static ir_expr *lower_expr(lctx *c, ir_expr *e) {
-  if (c->st) return NULL;
-  if (!e) return fail(c, TS_EINVAL, "lower: missing expression in block %s", c->block ? c->block : "?");
-  ir_expr *n;
+/* The lowering-specific expressions, as a pre hook of the shared mutator
+ * (every other kind is rebuilt by its default walk): vars bound to their
+ * loop expressions, loads flattened, decided selects folded, buffer_stride
+ * and access_ptr resolved. */
+static ir_expr *lower_expr_pre(ir_mutator *m, ir_expr *e) {
+  lctx *c = m->ctx;
+  ir_expr *n = NULL;
   switch (e->kind) {
-  case IR_INT_IMM:
-  case IR_FLOAT_IMM:
-    return e;
-  case IR_VAR: {
-    ir_expr *v = lookup(c, e->u.var);
-    return v ? v : e;
-  }
+  case IR_VAR:
+    return lookup(c, e->u.var);
   case IR_LOAD: {
     bufinfo *bi = NULL;
     ir_expr *idx = flatten(c, e->u.load.buf, e->u.load.nidx, e->u.load.idx, &bi);
-    if (!idx) return NULL;
-    n = NN(c, ir_load(c->a, bi->flat, 1, &idx));
+    n = idx ? NN(c, ir_load(c->a, bi->flat, 1, &idx)) : NULL;
     if (n) n->dtype = e->dtype;
-    return n;
-  }
-  case IR_NOT: {
-    ir_expr *x = lower_expr(c, e->u.un.a);
-    if (!x || x == e->u.un.a) return x ? e : NULL;
-    if ((n = NN(c, ir_expr_clone(c->a, e)))) n->u.un.a = x;
-    return n;
+    break;
   }
   case IR_SELECT: {
     ir_expr *cond = simp(c, lower_expr(c, e->u.sel.cond));
-    if (!cond) return NULL;
+    if (!cond) break;
     /* Decided conditions pick their side (padding checks on interior
      * tiles vanish this way). */
     if (is_true(cond) && cond->dtype.lanes == 1) return lower_expr(c, e->u.sel.t);
     if (is_false(cond) && cond->dtype.lanes == 1) return lower_expr(c, e->u.sel.f);
     ir_expr *t = lower_expr(c, e->u.sel.t), *f = lower_expr(c, e->u.sel.f);
-    if (!t || !f) return NULL;
+    if (!t || !f) break;
     if (cond == e->u.sel.cond && t == e->u.sel.t && f == e->u.sel.f) return e;
     if ((n = NN(c, ir_expr_clone(c->a, e)))) {
       n->u.sel.cond = cond;
       n->u.sel.t = t;
       n->u.sel.f = f;
     }
-    return n;
+    break;
   }
-  case IR_CAST: {
-    ir_expr *x = lower_expr(c, e->u.cast.value);
-    if (!x || x == e->u.cast.value) return x ? e : NULL;
-    if ((n = NN(c, ir_expr_clone(c->a, e)))) n->u.cast.value = x;
-    return n;
-  }
-  case IR_CALL: {
-    int na = e->u.call.nargs;
-    ir_expr **args = NULL;
-    for (int i = 0; i < na; i++) {
-      ir_expr *x = lower_expr(c, e->u.call.args[i]);
-      if (!x) return NULL;
-      if (x != e->u.call.args[i] && !args) {
-        if (!(args = NN(c, TS_ANEWN(c->a, ir_expr *, na)))) return NULL;
-        memcpy(args, e->u.call.args, sizeof *args * (size_t)na);
-      }
-      if (args) args[i] = x;
-    }
-    if (!args) return e;
-    if ((n = NN(c, ir_expr_clone(c->a, e)))) n->u.call.args = args;
-    return n;
-  }
-  case IR_CALL_EXTERN: {
-    if (e->u.ext.name && !strcmp(e->u.ext.name, "tessel.buffer_stride")) return lower_buffer_stride(c, e);
-    int na = e->u.ext.nargs;
-    ir_expr **args = NULL;
-    for (int i = 0; i < na; i++) {
-      ir_expr *x = lower_expr(c, e->u.ext.args[i]);
-      if (!x) return NULL;
-      if (x != e->u.ext.args[i] && !args) {
-        if (!(args = NN(c, TS_ANEWN(c->a, ir_expr *, na)))) return NULL;
-        memcpy(args, e->u.ext.args, sizeof *args * (size_t)na);
-      }
-      if (args) args[i] = x;
-    }
-    if (!args) return e;
-    if ((n = NN(c, ir_expr_clone(c->a, e)))) n->u.ext.args = args;
-    return n;
-  }
-  case IR_REINTERPRET: {
-    ir_expr *x = lower_expr(c, e->u.cast.value);
-    if (!x || x == e->u.cast.value) return x ? e : NULL;
-    if ((n = NN(c, ir_expr_clone(c->a, e)))) n->u.cast.value = x;
-    return n;
-  }
-  case IR_STR_IMM: return e;
+  case IR_CALL_EXTERN:
+    if (!e->u.ext.name || strcmp(e->u.ext.name, "tessel.buffer_stride")) return NULL;
+    n = lower_buffer_stride(c, e);
+    break;
   case IR_ACCESS_PTR:
-    return lower_access_ptr(c, e);
-  case IR_RAMP: {
-    ir_expr *b = lower_expr(c, e->u.ramp.base), *s = lower_expr(c, e->u.ramp.stride);
-    if (!b || !s) return NULL;
-    if (b == e->u.ramp.base && s == e->u.ramp.stride) return e;
-    if ((n = NN(c, ir_expr_clone(c->a, e)))) {
-      n->u.ramp.base = b;
-      n->u.ramp.stride = s;
-    }
-    return n;
-  }
-  case IR_BROADCAST: {
-    ir_expr *x = lower_expr(c, e->u.bcast.value);
-    if (!x || x == e->u.bcast.value) return x ? e : NULL;
-    if ((n = NN(c, ir_expr_clone(c->a, e)))) n->u.bcast.value = x;
-    return n;
-  }
+    n = lower_access_ptr(c, e);
+    break;
   default:
-    if (ir_is_binop(e->kind)) {
-      ir_expr *x = lower_expr(c, e->u.bin.a), *y = lower_expr(c, e->u.bin.b);
-      if (!x || !y) return NULL;
-      if (x == e->u.bin.a && y == e->u.bin.b) return e;
-      if ((n = NN(c, ir_expr_clone(c->a, e)))) {
-        n->u.bin.a = x;
-        n->u.bin.b = y;
-      }
-      return n;
-    }
-    return fail(c, TS_EINVAL, "lower: unknown expression kind %d in block %s", (int)e->kind,
-                c->block ? c->block : "?");
+    if (e->kind < IR_EXPR_KIND_COUNT) return NULL;
+    n = fail(c, TS_EINVAL, "lower: unknown expression kind %d in block %s", (int)e->kind,
+             c->block ? c->block : "?");
+    break;
   }
+  if (!n) ir_mutator_fail(m);
+  return n;
+}
+
+static ir_expr *lower_expr(lctx *c, ir_expr *e) {
+  if (c->st) return NULL;
+  if (!e) return fail(c, TS_EINVAL, "lower: missing expression in block %s", c->block ? c->block : "?");
+  ir_mutator m;
+  ir_mutator_init(&m, c->a);
+  m.ctx = c;
+  m.pre_expr = lower_expr_pre;
+  ir_expr *n = ir_mutate_expr(&m, e);
+  if (m.failed) NN(c, NULL);
+  ir_mutator_fini(&m);
+  return c->st ? NULL : n;
 }
 
 /* ---- buffers ------------------------------------------------------------ */

@@ -6,6 +6,8 @@
 
 #include "codegen/codegen.h"
 #include "ir/arith/arith.h"
+#include "ir/mutator.h"
+#include "ir/struct.h"
 
 /* Most lanes a vectorized loop may become (cg_check refuses more). */
 #define CG_MAX_LANES 64

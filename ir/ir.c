@@ -3,6 +3,7 @@
  * unchanged subtree is returned as is), shallow clones for copy-on-write
  * rewrites, and deep copy of a function into another arena. */
 #include "ir.h"
+#include "mutator.h"
 #include "graph/graph.h"
 
 #include <stdatomic.h>
@@ -688,503 +689,35 @@ ir_expr *ir_var_map_get(const ir_var_map *m, const ir_var *k) {
   return NULL;
 }
 
-/* ---- generic rewriter ----
- * One mutator serves variable substitution, buffer substitution and deep
- * copy. A NULL result means OOM; unchanged subtrees are returned as is,
- * except in deep-copy mode where every node is fresh. */
-typedef struct rewriter {
-  ts_arena *a;
-  const ir_var_map *vmap;   /* var -> expr */
-  ir_buffer *from, *to;     /* buffer substitution */
-  bool deep;                /* deep copy: new vars/buffers at definitions */
-  ir_var_map defs;          /* deep: old var -> new var ref */
-  ts_vec bufs_old, bufs_new;
-  bool oom;
-} rewriter;
-
-static ir_expr *rw_expr(rewriter *r, ir_expr *e);
-static ir_stmt *rw_stmt(rewriter *r, ir_stmt *s);
-
-static ir_var *rw_def_var(rewriter *r, ir_var *v) {
-  if (!r->deep || !v) return v;
-  ir_var *nv = ir_var_new(r->a, v->name, v->dtype);
-  ir_expr *ref = ir_var_ref(r->a, nv);
-  if (!nv || !ref || ir_var_map_put(&r->defs, v, ref) != TS_OK) {
-    r->oom = true;
-    return v;
-  }
-  return nv;
+/* ---- substitution (the mutator's built-in modes, mutator.c) ---- */
+static ir_mutator *subst_init(ir_mutator *m, ts_arena *a, const ir_var_map *map, ir_buffer *from,
+                              ir_buffer *to) {
+  ir_mutator_init(m, a);
+  m->vars = map;
+  m->buf_from = from;
+  m->buf_to = to;
+  return m;
 }
 
-static ir_buffer *rw_buf(rewriter *r, ir_buffer *b) {
-  if (!b) return b;
-  if (b == r->from) return r->to;
-  for (size_t i = 0; i < r->bufs_old.len; i++)
-      if (r->bufs_old.items[i] == b) return r->bufs_new.items[i];
-  return b;
+static void *subst_done(ir_mutator *m, void *out) {
+  bool failed = m->failed;
+  ir_mutator_fini(m);
+  return failed ? NULL : out;
 }
 
-static ir_expr **rw_exprs(rewriter *r, int n, ir_expr **src, bool *changed) {
-  ir_expr **out = src;
-  for (int i = 0; i < n; i++) {
-    ir_expr *ne = rw_expr(r, src[i]);
-    if (ne != src[i] && out == src) {
-      out = TS_ANEWN(r->a, ir_expr *, n);
-      if (!out) {
-        r->oom = true;
-        return src;
-      }
-      memcpy(out, src, sizeof(ir_expr *) * (size_t)n);
-    }
-    out[i] = ne;
-  }
-  if (out != src) *changed = true;
-  return out;
+ir_expr *ir_subst_expr(ts_arena *a, ir_expr *e, const ir_var_map *map) {
+  ir_mutator m;
+  return subst_done(&m, ir_mutate_expr(subst_init(&m, a, map, NULL, NULL), e));
 }
 
-/* Defines a fresh copy of buffer b (deep mode): shape/strides rewritten. */
-static ir_buffer *rw_def_buf(rewriter *r, ir_buffer *b) {
-  if (b == r->from) return r->to; /* buffer substitution covers allocations too */
-  if (!r->deep) {
-    /* substitution inside shapes (e.g. bound syms) */
-    bool ch = false;
-    ir_expr **shape = rw_exprs(r, b->ndim, b->shape, &ch);
-    ir_expr **strides = b->strides ? rw_exprs(r, b->ndim, b->strides, &ch) : NULL;
-    ir_expr *off = b->elem_offset ? rw_expr(r, b->elem_offset) : NULL;
-    if (off != b->elem_offset) ch = true;
-    if (!ch) return b;
-    ir_buffer *nb = ts_arena_memdup(r->a, b, sizeof *b);
-    if (!nb) {
-      r->oom = true;
-      return b;
-    }
-    nb->shape = shape;
-    nb->strides = strides;
-    nb->elem_offset = off;
-    if (ts_vec_push(&r->bufs_old, b) || ts_vec_push(&r->bufs_new, nb)) r->oom = true;
-    return nb;
-  }
-  ir_buffer *nb = ts_arena_memdup(r->a, b, sizeof *b);
-  if (!nb) {
-    r->oom = true;
-    return b;
-  }
-  bool ch = false;
-  nb->name = ts_arena_strdup(r->a, b->name);
-  nb->scope = ts_arena_strdup(r->a, b->scope);
-  nb->shape = b->ndim ? TS_ANEWN(r->a, ir_expr *, b->ndim) : NULL;
-  if (b->ndim && !nb->shape) {
-    r->oom = true;
-    return b;
-  }
-  for (int i = 0; i < b->ndim; i++) nb->shape[i] = rw_expr(r, b->shape[i]);
-  if (b->strides) nb->strides = rw_exprs(r, b->ndim, b->strides, &ch);
-  if (b->elem_offset) nb->elem_offset = rw_expr(r, b->elem_offset);
-  if (b->align_factor) {
-    nb->align_factor = ts_arena_memdup(r->a, b->align_factor, sizeof(int64_t) * (size_t)b->ndim);
-    nb->align_offset = ts_arena_memdup(r->a, b->align_offset, sizeof(int64_t) * (size_t)b->ndim);
-  }
-  nb->id = atomic_fetch_add(&next_id, 1);
-  if (ts_vec_push(&r->bufs_old, b) || ts_vec_push(&r->bufs_new, nb)) r->oom = true;
-  return nb;
-}
-
-static ir_expr *rw_expr(rewriter *r, ir_expr *e) {
-  if (!e || r->oom) return e;
-  ir_expr *n = NULL;
-  bool ch = r->deep;
-  switch (e->kind) {
-  case IR_INT_IMM:
-  case IR_FLOAT_IMM:
-    return r->deep ? ir_expr_clone(r->a, e) : e;
-  case IR_VAR: {
-    ir_expr *m = r->vmap ? ir_var_map_get(r->vmap, e->u.var) : NULL;
-    if (!m && r->deep) m = ir_var_map_get(&r->defs, e->u.var);
-    return m ? m : e;
-  }
-  case IR_NOT: {
-    ir_expr *x = rw_expr(r, e->u.un.a);
-    if (x == e->u.un.a && !ch) return e;
-    n = ir_expr_clone(r->a, e);
-    if (n) n->u.un.a = x;
-    break;
-  }
-  case IR_SELECT: {
-    ir_expr *c = rw_expr(r, e->u.sel.cond), *t = rw_expr(r, e->u.sel.t), *f = rw_expr(r, e->u.sel.f);
-    if (c == e->u.sel.cond && t == e->u.sel.t && f == e->u.sel.f && !ch) return e;
-    n = ir_expr_clone(r->a, e);
-    if (n) {
-      n->u.sel.cond = c;
-      n->u.sel.t = t;
-      n->u.sel.f = f;
-    }
-    break;
-  }
-  case IR_CAST: {
-    ir_expr *x = rw_expr(r, e->u.cast.value);
-    if (x == e->u.cast.value && !ch) return e;
-    n = ir_expr_clone(r->a, e);
-    if (n) n->u.cast.value = x;
-    break;
-  }
-  case IR_CALL: {
-    ir_expr **args = rw_exprs(r, e->u.call.nargs, e->u.call.args, &ch);
-    if (!ch) return e;
-    n = ir_expr_clone(r->a, e);
-    if (n) n->u.call.args = args;
-    break;
-  }
-  case IR_LOAD: {
-    ir_buffer *b = rw_buf(r, e->u.load.buf);
-    if (b != e->u.load.buf) ch = true;
-    ir_expr **idx = rw_exprs(r, e->u.load.nidx, e->u.load.idx, &ch);
-    if (!ch) return e;
-    n = ir_expr_clone(r->a, e);
-    if (n) {
-      n->u.load.buf = b;
-      n->u.load.idx = idx;
-    }
-    break;
-  }
-  case IR_RAMP: {
-    ir_expr *b = rw_expr(r, e->u.ramp.base), *s = rw_expr(r, e->u.ramp.stride);
-    if (b == e->u.ramp.base && s == e->u.ramp.stride && !ch) return e;
-    n = ir_expr_clone(r->a, e);
-    if (n) {
-      n->u.ramp.base = b;
-      n->u.ramp.stride = s;
-    }
-    break;
-  }
-  case IR_BROADCAST: {
-    ir_expr *x = rw_expr(r, e->u.bcast.value);
-    if (x == e->u.bcast.value && !ch) return e;
-    n = ir_expr_clone(r->a, e);
-    if (n) n->u.bcast.value = x;
-    break;
-  }
-  case IR_CALL_EXTERN: {
-    ir_expr **args = rw_exprs(r, e->u.ext.nargs, e->u.ext.args, &ch);
-    if (!ch) return e;
-    n = ir_expr_clone(r->a, e);
-    if (n) n->u.ext.args = args;
-    if (n && r->deep && !(n->u.ext.name = ts_arena_strdup(r->a, e->u.ext.name))) n = NULL;
-    break;
-  }
-  case IR_ACCESS_PTR: {
-    ir_buffer *b = rw_buf(r, e->u.ptr.buf);
-    ir_expr *off = rw_expr(r, e->u.ptr.offset);
-    if (b == e->u.ptr.buf && off == e->u.ptr.offset && !ch) return e;
-    n = ir_expr_clone(r->a, e);
-    if (n) {
-      n->u.ptr.buf = b;
-      n->u.ptr.offset = off;
-    }
-    break;
-  }
-  case IR_REINTERPRET: {
-    ir_expr *x = rw_expr(r, e->u.cast.value);
-    if (x == e->u.cast.value && !ch) return e;
-    n = ir_expr_clone(r->a, e);
-    if (n) n->u.cast.value = x;
-    break;
-  }
-  case IR_STR_IMM:
-    if (!r->deep) return e;
-    n = ir_str(r->a, e->u.sval);
-    break;
-  default: {
-    if (!ir_is_binop(e->kind)) return e;
-    ir_expr *x = rw_expr(r, e->u.bin.a), *y = rw_expr(r, e->u.bin.b);
-    if (x == e->u.bin.a && y == e->u.bin.b && !ch) return e;
-    n = ir_expr_clone(r->a, e);
-    if (n) {
-      n->u.bin.a = x;
-      n->u.bin.b = y;
-    }
-    break;
-  }
-  }
-  if (!n) {
-    r->oom = true;
-    return e;
-  }
-  return n;
-}
-
-static ir_region *rw_regions(rewriter *r, int n, ir_region *src, bool *changed) {
-  if (n == 0) return src;
-  ir_region *out = TS_ANEWN(r->a, ir_region, n);
-  if (!out) {
-    r->oom = true;
-    return src;
-  }
-  bool ch = r->deep;
-  for (int i = 0; i < n; i++) {
-    out[i] = src[i];
-    out[i].buf = rw_buf(r, src[i].buf);
-    if (out[i].buf != src[i].buf) ch = true;
-    out[i].ranges = TS_ANEWN(r->a, ir_range, src[i].ndim > 0 ? src[i].ndim : 1);
-    if (!out[i].ranges) {
-      r->oom = true;
-      return src;
-    }
-    for (int j = 0; j < src[i].ndim; j++) {
-      out[i].ranges[j].min = rw_expr(r, src[i].ranges[j].min);
-      out[i].ranges[j].extent = rw_expr(r, src[i].ranges[j].extent);
-      if (out[i].ranges[j].min != src[i].ranges[j].min ||
-          out[i].ranges[j].extent != src[i].ranges[j].extent)
-        ch = true;
-    }
-  }
-  if (!ch) return src;
-  *changed = true;
-  return out;
-}
-
-static ir_annot *rw_annots(rewriter *r, int n, ir_annot *src, bool *changed) {
-  ir_annot *out = src;
-  if (r->deep && n > 0) { /* a deep copy owns its annotations: array, keys and strings */
-    out = ts_arena_memdup(r->a, src, sizeof *src * (size_t)n);
-    if (!out) {
-      r->oom = true;
-      return src;
-    }
-    for (int i = 0; i < n; i++) {
-      if (src[i].key && !(out[i].key = ts_arena_strdup(r->a, src[i].key))) r->oom = true;
-      if (src[i].kind == IR_ANN_STR && src[i].v.s && !(out[i].v.s = ts_arena_strdup(r->a, src[i].v.s))) r->oom = true;
-    }
-  }
-  for (int i = 0; i < n; i++) {
-    if (src[i].kind != IR_ANN_EXPR) continue;
-    ir_expr *ne = rw_expr(r, src[i].v.e);
-    if (ne == src[i].v.e) continue;
-    if (out == src) {
-      out = ts_arena_memdup(r->a, src, sizeof *src * (size_t)n);
-      if (!out) {
-        r->oom = true;
-        return src;
-      }
-    }
-    out[i].v.e = ne;
-  }
-  if (out != src) *changed = true;
-  return out;
-}
-
-static ir_block *rw_block(rewriter *r, ir_block *b, bool *changed) {
-  bool ch = r->deep;
-  ir_block *nb = ir_block_clone(r->a, b);
-  if (!nb) {
-    r->oom = true;
-    return b;
-  }
-  if (b->nalloc) {
-    nb->allocs = TS_ANEWN(r->a, ir_buffer *, b->nalloc);
-    if (!nb->allocs) {
-      r->oom = true;
-      return b;
-    }
-    for (int i = 0; i < b->nalloc; i++) {
-      nb->allocs[i] = rw_def_buf(r, b->allocs[i]);
-      if (nb->allocs[i] != b->allocs[i]) ch = true;
-    }
-  }
-  if (b->niter) {
-    nb->iters = TS_ANEWN(r->a, ir_iter_var, b->niter);
-    if (!nb->iters) {
-      r->oom = true;
-      return b;
-    }
-    for (int i = 0; i < b->niter; i++) {
-      nb->iters[i] = b->iters[i];
-      nb->iters[i].dom.min = rw_expr(r, b->iters[i].dom.min);
-      nb->iters[i].dom.extent = rw_expr(r, b->iters[i].dom.extent);
-      nb->iters[i].var = rw_def_var(r, b->iters[i].var);
-      if (nb->iters[i].dom.min != b->iters[i].dom.min ||
-          nb->iters[i].dom.extent != b->iters[i].dom.extent)
-        ch = true;
-    }
-  }
-  nb->reads = rw_regions(r, b->nreads, b->reads, &ch);
-  nb->writes = rw_regions(r, b->nwrites, b->writes, &ch);
-  nb->annots = rw_annots(r, b->nannot, b->annots, &ch);
-  nb->init = b->init ? rw_stmt(r, b->init) : NULL;
-  nb->body = rw_stmt(r, b->body);
-  if (nb->init != b->init || nb->body != b->body) ch = true;
-  if (r->deep) nb->name = ts_arena_strdup(r->a, b->name);
-  if (!ch) return b;
-  *changed = true;
-  return nb;
-}
-
-static ir_stmt *rw_stmt(rewriter *r, ir_stmt *s) {
-  if (!s || r->oom) return s;
-  bool ch = r->deep;
-  ir_stmt *n = NULL;
-  switch (s->kind) {
-  case IR_FOR: {
-    ir_expr *mn = rw_expr(r, s->u.loop.min), *ex = rw_expr(r, s->u.loop.extent);
-    ir_var *v = rw_def_var(r, s->u.loop.var);
-    ir_annot *ann = rw_annots(r, s->u.loop.nannot, s->u.loop.annots, &ch);
-    ir_stmt *body = rw_stmt(r, s->u.loop.body);
-    if (mn == s->u.loop.min && ex == s->u.loop.extent && body == s->u.loop.body && !ch) return s;
-    n = ir_stmt_clone(r->a, s);
-    if (n) {
-      n->u.loop.min = mn;
-      n->u.loop.extent = ex;
-      n->u.loop.var = v;
-      n->u.loop.annots = ann;
-      n->u.loop.body = body;
-    }
-    break;
-  }
-  case IR_BLOCK_REALIZE: {
-    ir_block *b = s->u.realize.block;
-    ir_expr **iv = rw_exprs(r, b->niter, s->u.realize.iter_values, &ch);
-    ir_expr *pred = rw_expr(r, s->u.realize.predicate);
-    if (pred != s->u.realize.predicate) ch = true;
-    ir_block *nb = rw_block(r, b, &ch);
-    if (!ch) return s;
-    n = ir_stmt_clone(r->a, s);
-    if (n) {
-      n->u.realize.iter_values = iv;
-      n->u.realize.predicate = pred;
-      n->u.realize.block = nb;
-    }
-    break;
-  }
-  case IR_SEQ: {
-    ir_stmt **out = s->u.seq.stmts;
-    for (int i = 0; i < s->u.seq.n; i++) {
-      ir_stmt *x = rw_stmt(r, s->u.seq.stmts[i]);
-      if ((x != s->u.seq.stmts[i] || r->deep) && out == s->u.seq.stmts) {
-        out = TS_ANEWN(r->a, ir_stmt *, s->u.seq.n);
-        if (!out) {
-          r->oom = true;
-          return s;
-        }
-        memcpy(out, s->u.seq.stmts, sizeof(ir_stmt *) * (size_t)s->u.seq.n);
-      }
-      out[i] = x;
-    }
-    if (out == s->u.seq.stmts && !ch) return s;
-    n = ir_stmt_clone(r->a, s);
-    if (n) n->u.seq.stmts = out;
-    break;
-  }
-  case IR_IF: {
-    ir_expr *c = rw_expr(r, s->u.ifs.cond);
-    ir_stmt *t = rw_stmt(r, s->u.ifs.then_s), *e = rw_stmt(r, s->u.ifs.else_s);
-    if (c == s->u.ifs.cond && t == s->u.ifs.then_s && e == s->u.ifs.else_s && !ch) return s;
-    n = ir_stmt_clone(r->a, s);
-    if (n) {
-      n->u.ifs.cond = c;
-      n->u.ifs.then_s = t;
-      n->u.ifs.else_s = e;
-    }
-    break;
-  }
-  case IR_LET: {
-    ir_expr *v = rw_expr(r, s->u.let.value);
-    ir_var *var = rw_def_var(r, s->u.let.var);
-    ir_stmt *body = rw_stmt(r, s->u.let.body);
-    if (v == s->u.let.value && body == s->u.let.body && !ch) return s;
-    n = ir_stmt_clone(r->a, s);
-    if (n) {
-      n->u.let.value = v;
-      n->u.let.var = var;
-      n->u.let.body = body;
-    }
-    break;
-  }
-  case IR_ALLOCATE: {
-    ir_buffer *b = rw_def_buf(r, s->u.alloc.buf);
-    ir_stmt *body = rw_stmt(r, s->u.alloc.body);
-    if (b == s->u.alloc.buf && body == s->u.alloc.body && !ch) return s;
-    n = ir_stmt_clone(r->a, s);
-    if (n) {
-      n->u.alloc.buf = b;
-      n->u.alloc.body = body;
-    }
-    break;
-  }
-  case IR_EVALUATE: {
-    ir_expr *v = rw_expr(r, s->u.eval.value);
-    if (v == s->u.eval.value && !ch) return s;
-    n = ir_stmt_clone(r->a, s);
-    if (n) n->u.eval.value = v;
-    break;
-  }
-  case IR_STORE: {
-    ir_buffer *b = rw_buf(r, s->u.store.buf);
-    if (b != s->u.store.buf) ch = true;
-    ir_expr **idx = rw_exprs(r, s->u.store.nidx, s->u.store.idx, &ch);
-    ir_expr *v = rw_expr(r, s->u.store.value);
-    ir_expr *p = rw_expr(r, s->u.store.predicate);
-    if (v == s->u.store.value && p == s->u.store.predicate && !ch) return s;
-    n = ir_stmt_clone(r->a, s);
-    if (n) {
-      n->u.store.buf = b;
-      n->u.store.idx = idx;
-      n->u.store.value = v;
-      n->u.store.predicate = p;
-    }
-    break;
-  }
-  default:
-    return s;
-  }
-  if (!n) {
-    r->oom = true;
-    return s;
-  }
-  return n;
-}
-
-static void rw_init(rewriter *r, ts_arena *a) {
-  memset(r, 0, sizeof *r);
-  r->a = a;
-  ir_var_map_init(&r->defs);
-  ts_vec_init(&r->bufs_old);
-  ts_vec_init(&r->bufs_new);
-}
-
-static void rw_fini(rewriter *r) {
-  ir_var_map_fini(&r->defs);
-  ts_vec_fini(&r->bufs_old);
-  ts_vec_fini(&r->bufs_new);
-}
-
-ir_expr *ir_subst_expr(ts_arena *a, ir_expr *e, const ir_var_map *m) {
-  rewriter r;
-  rw_init(&r, a);
-  r.vmap = m;
-  ir_expr *out = rw_expr(&r, e);
-  bool oom = r.oom;
-  rw_fini(&r);
-  return oom ? NULL : out;
-}
-
-ir_stmt *ir_subst_stmt(ts_arena *a, ir_stmt *s, const ir_var_map *m) {
-  rewriter r;
-  rw_init(&r, a);
-  r.vmap = m;
-  ir_stmt *out = rw_stmt(&r, s);
-  bool oom = r.oom;
-  rw_fini(&r);
-  return oom ? NULL : out;
+ir_stmt *ir_subst_stmt(ts_arena *a, ir_stmt *s, const ir_var_map *map) {
+  ir_mutator m;
+  return subst_done(&m, ir_mutate_stmt(subst_init(&m, a, map, NULL, NULL), s));
 }
 
 ir_stmt *ir_subst_buffer(ts_arena *a, ir_stmt *s, ir_buffer *from, ir_buffer *to) {
-  rewriter r;
-  rw_init(&r, a);
-  r.from = from;
-  r.to = to;
-  ir_stmt *out = rw_stmt(&r, s);
-  bool oom = r.oom;
-  rw_fini(&r);
-  return oom ? NULL : out;
+  ir_mutator m;
+  return subst_done(&m, ir_mutate_stmt(subst_init(&m, a, NULL, from, to), s));
 }
 
 typedef struct uses_ctx {
@@ -1220,37 +753,12 @@ bool ir_stmt_uses_var(const ir_stmt *s, const ir_var *v) {
 }
 
 /* ---- function copy / sym binding ---- */
-static ir_func *copy_func(rewriter *r, const ir_func *f, const ir_var_map *bind) {
-  ir_func *nf = ir_func_new(r->a, f->name);
-  if (!nf) return NULL;
-  nf->ninputs = f->ninputs;
-  /* syms first (they appear in shapes) */
-  int nsyms = 0;
-  ir_var **syms = f->nsyms ? TS_ANEWN(r->a, ir_var *, f->nsyms) : NULL;
-  if (f->nsyms && !syms) return NULL;
-  for (int i = 0; i < f->nsyms; i++) {
-    if (bind && ir_var_map_get(bind, f->syms[i])) continue;
-    syms[nsyms++] = rw_def_var(r, f->syms[i]);
-  }
-  nf->nsyms = nsyms;
-  nf->syms = syms;
-  nf->nparams = f->nparams;
-  nf->params = f->nparams ? TS_ANEWN(r->a, ir_buffer *, f->nparams) : NULL;
-  if (f->nparams && !nf->params) return NULL;
-  for (int i = 0; i < f->nparams; i++) nf->params[i] = rw_def_buf(r, f->params[i]);
-  bool ch = false;
-  nf->annots = rw_annots(r, f->nannot, f->annots, &ch);
-  nf->nannot = f->nannot;
-  nf->body = rw_stmt(r, f->body);
-  return r->oom ? NULL : nf;
-}
-
 ir_func *ir_func_copy(ts_arena *a, const ir_func *f) {
-  rewriter r;
-  rw_init(&r, a);
-  r.deep = true;
-  ir_func *nf = copy_func(&r, f, NULL);
-  rw_fini(&r);
+  ir_mutator m;
+  ir_mutator_init(&m, a);
+  m.deep = true;
+  ir_func *nf = ir_mutate_func(&m, f, NULL);
+  ir_mutator_fini(&m);
   return nf;
 }
 
@@ -1279,12 +787,12 @@ ir_func *ir_func_bind_syms(ts_arena *a, const ir_func *f, int n, const char *con
       return NULL;
     }
   }
-  rewriter r;
-  rw_init(&r, a);
-  r.deep = true;
-  r.vmap = &m;
-  ir_func *nf = copy_func(&r, f, &m);
-  rw_fini(&r);
+  ir_mutator mu;
+  ir_mutator_init(&mu, a);
+  mu.deep = true;
+  mu.vars = &m;
+  ir_func *nf = ir_mutate_func(&mu, f, &m);
+  ir_mutator_fini(&mu);
   ir_var_map_fini(&m);
   if (!nf) ts_diag_set(d, TS_ENOMEM, "out of memory binding symbolic sizes");
   return nf;

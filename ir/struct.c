@@ -121,6 +121,7 @@ typedef struct eqctx {
   char *why;
   size_t nwhy;
   bool failed;
+  bool exact; /* vars and buffers by identity (ir_expr_equal) */
 } eqctx;
 
 static bool pairs_push(pairs *ps, const void *a, const void *b) {
@@ -187,6 +188,7 @@ static bool define(eqctx *c, const void *a, const void *b) {
 /* Checks that use a (left) and use b (right) refer to corresponding
  * definitions: the innermost binding of each must be the other. */
 static bool same_ref(eqctx *c, const void *a, const void *b) {
+  if (c->exact) return a == b;
   const pair *pa = NULL, *pb = NULL;
   for (size_t i = c->scoped.n; i-- > 0 && (!pa || !pb);) {
     if (!pa && c->scoped.p[i].a == a) pa = &c->scoped.p[i];
@@ -566,6 +568,11 @@ bool ir_struct_equal_expr(const ir_expr *a, const ir_expr *b) {
   bool ok = eq_e(&c, a, b);
   eq_fini(&c);
   return ok;
+}
+
+bool ir_expr_equal(const ir_expr *a, const ir_expr *b) {
+  eqctx c = {.exact = true};
+  return a == b || eq_e(&c, a, b);
 }
 
 bool ir_struct_equal_stmt(const ir_stmt *a, const ir_stmt *b) {

@@ -40,6 +40,12 @@
 
 bool ir_struct_equal_expr(const ir_expr *a, const ir_expr *b);
 bool ir_struct_equal_stmt(const ir_stmt *a, const ir_stmt *b);
+/* Exact equality of two expressions: vars and buffers by identity (not up
+ * to renaming), everything else as above: same kinds, dtypes (lanes
+ * included), ops, intrinsic and extern names, ramp/broadcast lanes, and
+ * float literals bitwise at their precision (0.0 != -0.0, NaN == NaN).
+ * Two NULLs are equal. Allocates nothing; the one `same_expr` of passes. */
+bool ir_expr_equal(const ir_expr *a, const ir_expr *b);
 /* Compares params, syms, body and annotations; ignores the function name. */
 bool ir_struct_equal_func(const ir_func *a, const ir_func *b);
 /* Like ir_struct_equal_func, but on mismatch writes a description of the

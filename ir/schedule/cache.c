@@ -256,70 +256,57 @@ typedef struct rw_ctx {
   bool oom;
 } rw_ctx;
 
-static ir_stmt *rewrite(rw_ctx *c, ir_stmt *st) {
-  if (!st || c->oom) return st;
-  ir_stmt *n = NULL;
+/* Hooks for the shared mutator: realizes are leaves (swapped when in
+ * subst), other leaves are left alone, loc's rebuilt children get insert. */
+static ir_stmt *rw_pre(ir_mutator *m, ir_stmt *st) {
+  const rw_ctx *c = m->ctx;
   switch (st->kind) {
   case IR_BLOCK_REALIZE:
     for (int i = 0; i < c->nsubst; i++)
       if (c->subst[i] == st) {
-        n = ir_subst_buffer(c->a, st, c->from, c->to);
-        if (!n) c->oom = true;
-        return n ? n : st;
+        ir_stmt *n = ir_subst_buffer(m->arena, st, c->from, c->to);
+        if (!n) ir_mutator_fail(m);
+        return n;
       }
     return st;
-  case IR_FOR: {
-    ir_stmt *b = rewrite(c, st->u.loop.body);
-    if (b == st->u.loop.body) return st;
-    if (!(n = ir_stmt_clone(c->a, st))) break;
-    n->u.loop.body = b;
-    return n;
-  }
-  case IR_SEQ: {
-    int m = st->u.seq.n + (st == c->loc);
-    ir_stmt **v = TS_ANEWN(c->a, ir_stmt *, m);
-    if (!v) break;
-    bool changed = st == c->loc;
-    int j = 0;
-    for (int i = 0; i < st->u.seq.n; i++) {
-      if (st == c->loc && i == c->pos) v[j++] = c->insert;
-      v[j] = rewrite(c, st->u.seq.stmts[i]);
-      changed |= v[j] != st->u.seq.stmts[i];
-      j++;
-    }
-    if (st == c->loc && c->pos == st->u.seq.n) v[j++] = c->insert;
-    if (!changed) return st;
-    n = ir_seq(c->a, m, v);
-    if (!n) break;
-    return n;
-  }
-  case IR_IF: {
-    ir_stmt *t = rewrite(c, st->u.ifs.then_s), *e = rewrite(c, st->u.ifs.else_s);
-    if (t == st->u.ifs.then_s && e == st->u.ifs.else_s) return st;
-    if (!(n = ir_stmt_clone(c->a, st))) break;
-    n->u.ifs.then_s = t;
-    n->u.ifs.else_s = e;
-    return n;
-  }
-  case IR_LET: {
-    ir_stmt *b = rewrite(c, st->u.let.body);
-    if (b == st->u.let.body) return st;
-    if (!(n = ir_stmt_clone(c->a, st))) break;
-    n->u.let.body = b;
-    return n;
-  }
-  case IR_ALLOCATE: {
-    ir_stmt *b = rewrite(c, st->u.alloc.body);
-    if (b == st->u.alloc.body) return st;
-    if (!(n = ir_stmt_clone(c->a, st))) break;
-    n->u.alloc.body = b;
-    return n;
-  }
+  case IR_FOR:
+  case IR_SEQ:
+  case IR_IF:
+  case IR_LET:
+  case IR_ALLOCATE:
+    return NULL;
   default:
     return st;
   }
-  c->oom = true;
-  return st;
+}
+
+static ir_stmt *rw_insert(ir_mutator *m, const ir_stmt *orig, ir_stmt *st) {
+  const rw_ctx *c = m->ctx;
+  if (orig != c->loc) return NULL;
+  int n = st->u.seq.n;
+  ir_stmt **v = TS_ANEWN(m->arena, ir_stmt *, n + 1);
+  if (!v) {
+    ir_mutator_fail(m);
+    return NULL;
+  }
+  memcpy(v, st->u.seq.stmts, sizeof *v * (size_t)c->pos);
+  v[c->pos] = c->insert;
+  memcpy(v + c->pos + 1, st->u.seq.stmts + c->pos, sizeof *v * (size_t)(n - c->pos));
+  ir_stmt *r = ir_seq(m->arena, n + 1, v);
+  if (!r) ir_mutator_fail(m);
+  return r;
+}
+
+static ir_stmt *rewrite(rw_ctx *c, ir_stmt *st) {
+  ir_mutator m;
+  ir_mutator_init(&m, c->a);
+  m.ctx = c;
+  m.pre_stmt = rw_pre;
+  m.post_stmt = rw_insert;
+  ir_stmt *n = ir_mutate_stmt(&m, st);
+  c->oom |= m.failed;
+  ir_mutator_fini(&m);
+  return n;
 }
 
 /* Installs a rewritten scope: the scope realize at p->node[sc] gets its body

@@ -16,256 +16,53 @@ static int iter_index(const ir_block *b, const ir_var *v) {
 
 /* ---- load rewriting ------------------------------------------------------ */
 
-/* Replaces every load of buf. repl gets the (already rewritten) indices and
- * returns the replacement, or NULL on OOM. */
+/* Hooks for the shared mutator: every load of buf is replaced by
+ * repl(its already rewritten indices) (NULL on OOM); the statement skip is
+ * left alone; a block whose body changed gets fresh regions (post order, so
+ * nested blocks first: the detector trusts their regions). */
 typedef struct rw {
-  ts_arena *a;
   ir_buffer *buf;
-  ir_expr *(*repl)(struct rw *r, ir_expr *const *idx);
+  ir_expr *(*repl)(ir_mutator *m, ir_expr *const *idx);
   void *ctx;
-  bool oom;
-  int count;           /* loads replaced */
+  const ir_stmt *skip;
   bool regen_failed;
 } rw;
 
-static ir_expr *rw_expr(rw *r, ir_expr *e);
-
-static ir_expr **rw_list(rw *r, int n, ir_expr **xs, bool *changed) {
-  ir_expr **out = xs;
-  for (int i = 0; i < n; i++) {
-    ir_expr *x = rw_expr(r, xs[i]);
-    if (!x) return NULL;
-    if (x != xs[i]) {
-      if (out == xs) {
-        out = TS_ANEWN(r->a, ir_expr *, n);
-        if (!out) {
-          r->oom = true;
-          return NULL;
-        }
-        memcpy(out, xs, sizeof *out * (size_t)n);
-      }
-      out[i] = x;
-    }
-  }
-  *changed = out != xs;
-  return out;
-}
-
-static ir_expr *rw_expr(rw *r, ir_expr *e) {
-  if (!e || r->oom) return e;
-  ir_expr *n = NULL;
-  switch (e->kind) {
-  case IR_NOT: {
-    ir_expr *x = rw_expr(r, e->u.un.a);
-    if (x == e->u.un.a) return e;
-    if (!x || !(n = ir_expr_clone(r->a, e))) break;
-    n->u.un.a = x;
-    return n;
-  }
-  case IR_SELECT: {
-    ir_expr *c = rw_expr(r, e->u.sel.cond), *t = rw_expr(r, e->u.sel.t), *f = rw_expr(r, e->u.sel.f);
-    if (c == e->u.sel.cond && t == e->u.sel.t && f == e->u.sel.f) return e;
-    if (!c || !t || !f || !(n = ir_expr_clone(r->a, e))) break;
-    n->u.sel.cond = c;
-    n->u.sel.t = t;
-    n->u.sel.f = f;
-    return n;
-  }
-  case IR_CAST: {
-    ir_expr *x = rw_expr(r, e->u.cast.value);
-    if (x == e->u.cast.value) return e;
-    if (!x || !(n = ir_expr_clone(r->a, e))) break;
-    n->u.cast.value = x;
-    return n;
-  }
-  case IR_CALL: {
-    bool ch = false;
-    ir_expr **args = rw_list(r, e->u.call.nargs, e->u.call.args, &ch);
-    if (!args) break;
-    if (!ch) return e;
-    if (!(n = ir_expr_clone(r->a, e))) break;
-    n->u.call.args = args;
-    return n;
-  }
-  case IR_LOAD: {
-    bool ch = false;
-    ir_expr **idx = rw_list(r, e->u.load.nidx, e->u.load.idx, &ch);
-    if (!idx && e->u.load.nidx) break;
-    if (e->u.load.buf == r->buf) {
-      r->count++;
-      n = r->repl(r, idx);
-      if (!n) break;
-      return n;
-    }
-    if (!ch) return e;
-    if (!(n = ir_expr_clone(r->a, e))) break;
-    n->u.load.idx = idx;
-    return n;
-  }
-  case IR_RAMP: {
-    ir_expr *b = rw_expr(r, e->u.ramp.base), *s = rw_expr(r, e->u.ramp.stride);
-    if (b == e->u.ramp.base && s == e->u.ramp.stride) return e;
-    if (!b || !s || !(n = ir_expr_clone(r->a, e))) break;
-    n->u.ramp.base = b;
-    n->u.ramp.stride = s;
-    return n;
-  }
-  case IR_BROADCAST: {
-    ir_expr *x = rw_expr(r, e->u.bcast.value);
-    if (x == e->u.bcast.value) return e;
-    if (!x || !(n = ir_expr_clone(r->a, e))) break;
-    n->u.bcast.value = x;
-    return n;
-  }
-  default:
-    if (ir_is_binop(e->kind)) {
-      ir_expr *x = rw_expr(r, e->u.bin.a), *y = rw_expr(r, e->u.bin.b);
-      if (x == e->u.bin.a && y == e->u.bin.b) return e;
-      if (!x || !y || !(n = ir_expr_clone(r->a, e))) break;
-      n->u.bin.a = x;
-      n->u.bin.b = y;
-      return n;
-    }
-    return e;
-  }
-  r->oom = true;
-  return NULL;
-}
-
-static ir_stmt *rw_stmt(rw *r, ir_stmt *s, const ir_stmt *skip);
-
-/* Rewrites a realize; a block whose body changed gets fresh regions
- * (nested blocks first: the detector trusts their regions). */
-static ir_stmt *rw_realize(rw *r, ir_stmt *s, const ir_stmt *skip) {
-  const ir_block *b = s->u.realize.block;
-  bool ch = false;
-  ir_expr **vals = rw_list(r, b->niter, s->u.realize.iter_values, &ch);
-  if (!vals && b->niter) return NULL;
-  ir_expr *pred = rw_expr(r, s->u.realize.predicate);
-  ir_stmt *init = b->init ? rw_stmt(r, b->init, skip) : NULL;
-  ir_stmt *body = rw_stmt(r, b->body, skip);
-  if (r->oom) return NULL;
-  if (!ch && pred == s->u.realize.predicate && init == b->init && body == b->body) return s;
-  ir_block *nb = s->u.realize.block;
-  if (init != b->init || body != b->body) {
-    nb = ir_block_clone(r->a, b);
-    if (!nb) {
-      r->oom = true;
-      return NULL;
-    }
-    nb->init = init;
-    nb->body = body;
-    ts_diag dd;
-    ts_diag_clear(&dd);
-    if (ir_block_detect_regions(r->a, nb, &dd)) {
-      r->regen_failed = true;
-      r->oom = dd.code == TS_ENOMEM;
-      if (r->oom) return NULL;
-    }
-  }
-  ir_stmt *n = ir_stmt_clone(r->a, s);
-  if (!n) {
-    r->oom = true;
-    return NULL;
-  }
-  n->u.realize.iter_values = vals;
-  n->u.realize.predicate = pred;
-  n->u.realize.block = nb;
+static ir_expr *rw_load(ir_mutator *m, const ir_expr *orig, ir_expr *e) {
+  (void)orig;
+  const rw *r = m->ctx;
+  if (e->kind != IR_LOAD || e->u.load.buf != r->buf) return NULL;
+  ir_expr *n = r->repl(m, e->u.load.idx);
+  if (!n) ir_mutator_fail(m);
   return n;
 }
 
-static ir_stmt *rw_stmt(rw *r, ir_stmt *s, const ir_stmt *skip) {
-  if (!s || r->oom || s == skip) return s;
-  ir_stmt *n = NULL;
-  switch (s->kind) {
-  case IR_FOR: {
-    ir_expr *mn = rw_expr(r, s->u.loop.min), *ex = rw_expr(r, s->u.loop.extent);
-    ir_stmt *body = rw_stmt(r, s->u.loop.body, skip);
-    if (r->oom) return NULL;
-    if (mn == s->u.loop.min && ex == s->u.loop.extent && body == s->u.loop.body) return s;
-    if (!(n = ir_stmt_clone(r->a, s))) break;
-    n->u.loop.min = mn;
-    n->u.loop.extent = ex;
-    n->u.loop.body = body;
-    return n;
+static ir_stmt *rw_skip(ir_mutator *m, ir_stmt *s) {
+  const rw *r = m->ctx;
+  return s == r->skip ? s : NULL;
+}
+
+static ir_stmt *rw_regen(ir_mutator *m, const ir_stmt *orig, ir_stmt *s) {
+  rw *r = m->ctx;
+  if (s->kind != IR_BLOCK_REALIZE) return NULL;
+  const ir_block *ob = orig->u.realize.block;
+  ir_block *nb = s->u.realize.block; /* a fresh clone when it differs */
+  if (nb == ob || (nb->init == ob->init && nb->body == ob->body)) return NULL;
+  ts_diag dd;
+  ts_diag_clear(&dd);
+  if (ir_block_detect_regions(m->arena, nb, &dd)) {
+    r->regen_failed = true;
+    if (dd.code == TS_ENOMEM) ir_mutator_fail(m);
   }
-  case IR_BLOCK_REALIZE:
-    return rw_realize(r, s, skip);
-  case IR_SEQ: {
-    ir_stmt **xs = s->u.seq.stmts;
-    for (int i = 0; i < s->u.seq.n; i++) {
-      ir_stmt *x = rw_stmt(r, s->u.seq.stmts[i], skip);
-      if (r->oom) return NULL;
-      if (x != s->u.seq.stmts[i]) {
-        if (xs == s->u.seq.stmts) {
-          xs = TS_ANEWN(r->a, ir_stmt *, s->u.seq.n);
-          if (!xs) break;
-          memcpy(xs, s->u.seq.stmts, sizeof *xs * (size_t)s->u.seq.n);
-        }
-        xs[i] = x;
-      }
-    }
-    if (!xs) break;
-    if (xs == s->u.seq.stmts) return s;
-    if (!(n = ir_stmt_clone(r->a, s))) break;
-    n->u.seq.stmts = xs;
-    return n;
-  }
-  case IR_IF: {
-    ir_expr *c = rw_expr(r, s->u.ifs.cond);
-    ir_stmt *t = rw_stmt(r, s->u.ifs.then_s, skip), *f = rw_stmt(r, s->u.ifs.else_s, skip);
-    if (r->oom) return NULL;
-    if (c == s->u.ifs.cond && t == s->u.ifs.then_s && f == s->u.ifs.else_s) return s;
-    if (!(n = ir_stmt_clone(r->a, s))) break;
-    n->u.ifs.cond = c;
-    n->u.ifs.then_s = t;
-    n->u.ifs.else_s = f;
-    return n;
-  }
-  case IR_LET: {
-    ir_expr *v = rw_expr(r, s->u.let.value);
-    ir_stmt *body = rw_stmt(r, s->u.let.body, skip);
-    if (r->oom) return NULL;
-    if (v == s->u.let.value && body == s->u.let.body) return s;
-    if (!(n = ir_stmt_clone(r->a, s))) break;
-    n->u.let.value = v;
-    n->u.let.body = body;
-    return n;
-  }
-  case IR_ALLOCATE: {
-    ir_stmt *body = rw_stmt(r, s->u.alloc.body, skip);
-    if (r->oom) return NULL;
-    if (body == s->u.alloc.body) return s;
-    if (!(n = ir_stmt_clone(r->a, s))) break;
-    n->u.alloc.body = body;
-    return n;
-  }
-  case IR_EVALUATE: {
-    ir_expr *v = rw_expr(r, s->u.eval.value);
-    if (r->oom) return NULL;
-    if (v == s->u.eval.value) return s;
-    if (!(n = ir_stmt_clone(r->a, s))) break;
-    n->u.eval.value = v;
-    return n;
-  }
-  case IR_STORE: {
-    bool ch = false;
-    ir_expr **idx = rw_list(r, s->u.store.nidx, s->u.store.idx, &ch);
-    if (!idx && s->u.store.nidx) break;
-    ir_expr *v = rw_expr(r, s->u.store.value), *p = rw_expr(r, s->u.store.predicate);
-    if (r->oom) return NULL;
-    if (!ch && v == s->u.store.value && p == s->u.store.predicate) return s;
-    if (!(n = ir_stmt_clone(r->a, s))) break;
-    n->u.store.idx = idx;
-    n->u.store.value = v;
-    n->u.store.predicate = p;
-    return n;
-  }
-  default:
-    return s;
-  }
-  r->oom = true;
   return NULL;
+}
+
+static void rw_init(ir_mutator *m, ts_arena *a, rw *r) {
+  ir_mutator_init(m, a);
+  m->ctx = r;
+  m->post_expr = rw_load;
+  m->pre_stmt = rw_skip;
+  m->post_stmt = rw_regen;
 }
 
 /* Does the statement (or expression) use buffer buf anywhere other than
@@ -393,8 +190,8 @@ static ts_status inline_check(inl *c, sch_block b, ts_diag *d) {
   return TS_OK;
 }
 
-static ir_expr *inline_repl(rw *r, ir_expr *const *idx) {
-  inl *c = r->ctx;
+static ir_expr *inline_repl(ir_mutator *mu, ir_expr *const *idx) {
+  const inl *c = ((const rw *)mu->ctx)->ctx;
   ir_var_map m;
   ir_var_map_init(&m);
   bool ok = true;
@@ -402,37 +199,46 @@ static ir_expr *inline_repl(rw *r, ir_expr *const *idx) {
     ir_expr *v = c->dim_of[i] >= 0 ? idx[c->dim_of[i]] : c->blk->iters[i].dom.min;
     ok = ir_var_map_put(&m, c->blk->iters[i].var, v) == TS_OK;
   }
-  ir_expr *e = ok ? ir_subst_expr(r->a, c->store->u.store.value, &m) : NULL;
+  ir_expr *e = ok ? ir_subst_expr(mu->arena, c->store->u.store.value, &m) : NULL;
   ir_var_map_fini(&m);
   return e;
 }
 
-ts_status sch_compute_inline_check(sch_state *s, sch_block b, ts_diag *d) {
+/* The checked state of compute_inline(b), or NULL with *st set. */
+static inl *inline_begin(sch_state *s, sch_block b, ts_diag *d, ts_status *st) {
   inl *c = ts_calloc(1, sizeof *c);
-  if (!c) return oom(d);
+  if (!c) {
+    *st = oom(d);
+    return NULL;
+  }
   c->s = s;
   c->prim = "compute_inline";
-  ts_status st = inline_check(c, b, d);
-  ts_free(c);
+  if ((*st = inline_check(c, b, d))) {
+    ts_free(c);
+    return NULL;
+  }
+  return c;
+}
+
+ts_status sch_compute_inline_check(sch_state *s, sch_block b, ts_diag *d) {
+  ts_status st;
+  ts_free(inline_begin(s, b, d, &st));
   return st;
 }
 
 ts_status sch_compute_inline(sch_state *s, sch_block b, ts_diag *d) {
-  inl *c = ts_calloc(1, sizeof *c);
-  if (!c) return oom(d);
-  c->s = s;
-  c->prim = "compute_inline";
-  ts_status st = inline_check(c, b, d);
-  if (st) {
-    ts_free(c);
-    return st;
-  }
+  ts_status st;
+  inl *c = inline_begin(s, b, d, &st);
+  if (!c) return st;
   ts_arena *a = sch_arena(s);
   ir_stmt *saved = s->func->body;
-  rw r = {.a = a, .buf = c->buf, .repl = inline_repl, .ctx = c};
+  rw r = {.buf = c->buf, .repl = inline_repl, .ctx = c, .skip = c->pb.node[c->pb.n - 1]};
+  ir_mutator mu;
+  rw_init(&mu, a, &r);
   const ir_stmt *scope_rz = c->pb.node[c->sc];
-  ir_stmt *nbody = rw_stmt(&r, scope_rz->u.realize.block->body, c->pb.node[c->pb.n - 1]);
-  ir_stmt *nscope = (!r.oom && nbody) ? drop_alloc(a, scope_rz, c->buf) : NULL;
+  ir_stmt *nbody = ir_mutate_stmt(&mu, scope_rz->u.realize.block->body);
+  ir_stmt *nscope = !mu.failed ? drop_alloc(a, scope_rz, c->buf) : NULL;
+  ir_mutator_fini(&mu);
   if (!nscope) {
     ts_free(c);
     return oom(d);
@@ -461,9 +267,9 @@ typedef struct rinl {
   ir_expr *value; /* what the producer stored */
 } rinl;
 
-static ir_expr *rinline_repl(rw *r, ir_expr *const *idx) {
+static ir_expr *rinline_repl(ir_mutator *mu, ir_expr *const *idx) {
   (void)idx; /* all loads of A share one index list, checked before */
-  const rinl *c = r->ctx;
+  const rinl *c = ((const rw *)mu->ctx)->ctx;
   return c->value;
 }
 
@@ -493,58 +299,59 @@ static bool loads_cb(void *ctx, const ir_expr *e) {
   return true;
 }
 
-ts_status sch_reverse_compute_inline(sch_state *s, sch_block b, ts_diag *d) {
-  static const char *prim = "reverse_compute_inline";
-  ts_arena *a = sch_arena(s);
-  sch_path *pc = ts_malloc(sizeof *pc), *pp = ts_malloc(sizeof *pp);
+/* The state of one reverse_compute_inline: C the consumer, P (prz/pbk)
+ * the producer of buffer A, found and checked phase by phase. */
+typedef struct rci {
+  sch_state *s;
+  ts_arena *a;
+  ts_diag *d;
+  const char *prim;
+  sch_path *pc, *pp;
   ts_vec kids;
-  ts_vec_init(&kids);
   ir_analyzer an;
-  ir_analyzer_init(&an, a);
   ir_var_map m;
-  ir_var_map_init(&m);
-  ts_status st = (!pc || !pp) ? oom(d) : sch_find_block(s, b.name, pc, prim, d);
-  if (st) goto out;
-  const ir_stmt *crz = pc->node[pc->n - 1];
-  const ir_block *cb = crz->u.realize.block;
+  const ir_stmt *crz, *cst, *prz, *pst, *pif;
+  const ir_block *cb, *scope, *pbk;
+  ir_buffer *abuf;
+  const ir_expr *ld;
+  ir_expr *pred;
+} rci;
+
+/* C: a complete, unpredicated single-store block that can be removed;
+ * the one buffer A it reads from its scope, and A's single producer P (a
+ * complete block storing A at its distinct iter vars), no other reader. */
+static ts_status rci_find(rci *c) {
+  ts_diag *d = c->d;
+  const char *prim = c->prim;
+  sch_path *pc = c->pc;
+  ts_status st;
+  const ir_stmt *crz = c->crz = pc->node[pc->n - 1];
+  const ir_block *cb = c->cb = crz->u.realize.block;
   int sc = sch_path_scope(pc, pc->n - 1);
   int64_t t;
-  if (sc < 0) {
-    st = ts_diag_set(d, TS_ESCHEDULE, "%s: '%s' is the root block", prim, cb->name);
-    goto out;
-  }
-  const ir_block *scope = pc->node[sc]->u.realize.block;
-  if (cb->init) {
-    st = ts_diag_set(d, TS_ESCHEDULE, "%s: block '%s' is a reduction (it has an init)", prim, cb->name);
-    goto out;
-  }
+  if (sc < 0)
+    return ts_diag_set(d, TS_ESCHEDULE, "%s: '%s' is the root block", prim, cb->name);
+  const ir_block *scope = c->scope = pc->node[sc]->u.realize.block;
+  if (cb->init)
+    return ts_diag_set(d, TS_ESCHEDULE, "%s: block '%s' is a reduction (it has an init)", prim, cb->name);
   for (int i = 0; i < cb->niter; i++)
-    if (cb->iters[i].type != IR_ITER_S) {
-      st = ts_diag_set(d, TS_ESCHEDULE, "%s: block '%s' is not complete (iter var '%s' is not spatial)",
+    if (cb->iters[i].type != IR_ITER_S)
+      return ts_diag_set(d, TS_ESCHEDULE, "%s: block '%s' is not complete (iter var '%s' is not spatial)",
                        prim, cb->name, cb->iters[i].var->name);
-      goto out;
-    }
-  if (!(ir_as_int(crz->u.realize.predicate, &t) && t)) {
-    st = ts_diag_set(d, TS_ESCHEDULE, "%s: block '%s' has a predicate", prim, cb->name);
-    goto out;
-  }
-  const ir_stmt *cst = cb->body;
+  if (!(ir_as_int(crz->u.realize.predicate, &t) && t))
+    return ts_diag_set(d, TS_ESCHEDULE, "%s: block '%s' has a predicate", prim, cb->name);
+  const ir_stmt *cst = c->cst = cb->body;
   if (cst->kind != IR_STORE || cst->u.store.predicate || cb->nwrites != 1 ||
-      cst->u.store.buf != cb->writes[0].buf || cb->nalloc) {
-    st = ts_diag_set(d, TS_ESCHEDULE, "%s: the body of block '%s' is not a single store", prim,
+      cst->u.store.buf != cb->writes[0].buf || cb->nalloc)
+    return ts_diag_set(d, TS_ESCHEDULE, "%s: the body of block '%s' is not a single store", prim,
                      cb->name);
-    goto out;
-  }
   st = sch_check_stage_pipeline(scope, cb, prim, d);
-  if (st) goto out;
-  if (!sch_can_remove_leaf(pc)) {
-    st = ts_diag_set(d, TS_ESCHEDULE, "%s: block '%s' is the only leaf of its scope", prim, cb->name);
-    goto out;
-  }
-  if (sch_child_realizes(scope->body, &kids)) {
-    st = oom(d);
-    goto out;
-  }
+  if (st) return st;
+  if (!sch_can_remove_leaf(pc))
+    return ts_diag_set(d, TS_ESCHEDULE, "%s: block '%s' is the only leaf of its scope", prim, cb->name);
+  if (sch_child_realizes(scope->body, &c->kids))
+    return oom(d);
+  const ts_vec kids = c->kids;
   /* The one buffer C reads that its scope produces, and its producer. */
   ir_buffer *abuf = NULL;
   const ir_stmt *prz = NULL;
@@ -565,48 +372,35 @@ ts_status sch_reverse_compute_inline(sch_state *s, sch_block b, ts_diag *d) {
     prz = nw == 1 ? w : NULL;
   }
   if (nprod_bufs != 1) {
-    st = ts_diag_set(d, TS_ESCHEDULE,
+    return ts_diag_set(d, TS_ESCHEDULE,
                      "%s: block '%s' reads %d buffers produced in its scope; it must read exactly one",
                      prim, cb->name, nprod_bufs);
-    goto out;
   }
-  if (!prz) {
-    st = ts_diag_set(d, TS_ESCHEDULE, "%s: buffer '%s' read by block '%s' has several producers", prim,
+  if (!prz)
+    return ts_diag_set(d, TS_ESCHEDULE, "%s: buffer '%s' read by block '%s' has several producers", prim,
                      abuf->name, cb->name);
-    goto out;
-  }
-  const ir_block *pbk = prz->u.realize.block;
+  const ir_block *pbk = c->pbk = prz->u.realize.block;
   for (size_t k = 0; k < kids.len; k++) {
     const ir_block *o = ((const ir_stmt *)kids.items[k])->u.realize.block;
-    if (o != cb && o != pbk && sch_block_reads(o, abuf)) {
-      st = ts_diag_set(d, TS_ESCHEDULE, "%s: buffer '%s' has another consumer, block '%s'", prim,
+    if (o != cb && o != pbk && sch_block_reads(o, abuf))
+      return ts_diag_set(d, TS_ESCHEDULE, "%s: buffer '%s' has another consumer, block '%s'", prim,
                        abuf->name, o->name);
-      goto out;
-    }
   }
-  if (!sch_block_allocates(scope, abuf)) {
-    st = ts_diag_set(d, TS_ESCHEDULE,
+  if (!sch_block_allocates(scope, abuf))
+    return ts_diag_set(d, TS_ESCHEDULE,
                      "%s: producer '%s' is an output block (its scope does not allocate '%s')", prim,
                      pbk->name, abuf->name);
-    goto out;
-  }
-  if (pbk->init || pbk->nwrites != 1 || pbk->nalloc) {
-    st = ts_diag_set(d, TS_ESCHEDULE,
+  if (pbk->init || pbk->nwrites != 1 || pbk->nalloc)
+    return ts_diag_set(d, TS_ESCHEDULE,
                      "%s: producer '%s' of '%s' is not a complete block writing only '%s'", prim,
                      pbk->name, abuf->name, abuf->name);
-    goto out;
-  }
   for (int i = 0; i < pbk->niter; i++)
-    if (pbk->iters[i].type != IR_ITER_S) {
-      st = ts_diag_set(d, TS_ESCHEDULE, "%s: producer '%s' is not complete (iter var '%s')", prim,
+    if (pbk->iters[i].type != IR_ITER_S)
+      return ts_diag_set(d, TS_ESCHEDULE, "%s: producer '%s' is not complete (iter var '%s')", prim,
                        pbk->name, pbk->iters[i].var->name);
-      goto out;
-    }
-  if (sch_block_reads(pbk, abuf)) {
-    st = ts_diag_set(d, TS_ESCHEDULE, "%s: producer '%s' reads '%s', which it writes", prim, pbk->name,
+  if (sch_block_reads(pbk, abuf))
+    return ts_diag_set(d, TS_ESCHEDULE, "%s: producer '%s' reads '%s', which it writes", prim, pbk->name,
                      abuf->name);
-    goto out;
-  }
   /* Producer body: A[u...] = e(u), maybe under an else-less if. */
   const ir_stmt *pst = pbk->body, *pif = NULL;
   if (pst->kind == IR_IF && !pst->u.ifs.else_s) {
@@ -614,11 +408,9 @@ ts_status sch_reverse_compute_inline(sch_state *s, sch_block b, ts_diag *d) {
     pst = pst->u.ifs.then_s;
   }
   if (pst->kind != IR_STORE || pst->u.store.buf != abuf || pst->u.store.predicate ||
-      pst->u.store.nidx != abuf->ndim) {
-    st = ts_diag_set(d, TS_ESCHEDULE, "%s: the body of producer '%s' is not a single store to '%s'",
+      pst->u.store.nidx != abuf->ndim)
+    return ts_diag_set(d, TS_ESCHEDULE, "%s: the body of producer '%s' is not a single store to '%s'",
                      prim, pbk->name, abuf->name);
-    goto out;
-  }
   for (int k = 0; k < pst->u.store.nidx; k++) {
     const ir_expr *ix = pst->u.store.idx[k];
     bool dup = false;
@@ -626,13 +418,33 @@ ts_status sch_reverse_compute_inline(sch_state *s, sch_block b, ts_diag *d) {
       const ir_expr *o = pst->u.store.idx[j];
       dup |= ix->kind == IR_VAR && o->kind == IR_VAR && o->u.var == ix->u.var;
     }
-    if (ix->kind != IR_VAR || iter_index(pbk, ix->u.var) < 0 || dup) {
-      st = ts_diag_set(d, TS_ESCHEDULE,
+    if (ix->kind != IR_VAR || iter_index(pbk, ix->u.var) < 0 || dup)
+      return ts_diag_set(d, TS_ESCHEDULE,
                        "%s: producer '%s' stores '%s' at indices that are not its distinct iter vars",
                        prim, pbk->name, abuf->name);
-      goto out;
-    }
   }
+  c->abuf = abuf;
+  c->prz = prz;
+  c->pst = pst;
+  c->pif = pif;
+  return TS_OK;
+}
+
+/* C's load of A, the map from C's iter vars to P's, and the predicate
+ * of the new producer (P's points outside C's domain). */
+static ts_status rci_map(rci *c) {
+  ts_diag *d = c->d;
+  const char *prim = c->prim;
+  const ir_block *cb = c->cb;
+  const ir_stmt *cst = c->cst;
+  ir_buffer *abuf = c->abuf;
+  const ir_stmt *pst = c->pst;
+  sch_state *s = c->s;
+  ts_arena *a = c->a;
+  sch_path *pp = c->pp;
+  const ir_stmt *prz = c->prz;
+  const ir_block *pbk = c->pbk;
+  ts_status st;
   /* C's loads of A: identical, its distinct iter vars, covering the
    * non-unit ones; and no load of A in C's store indices. */
   loads_ctx lc = {abuf, NULL, false, 0};
@@ -641,101 +453,97 @@ ts_status sch_reverse_compute_inline(sch_state *s, sch_block b, ts_diag *d) {
   loads_ctx li = {abuf, NULL, false, 0};
   ir_visitor liv = {.expr = loads_cb, .ctx = &li};
   for (int k = 0; k < cst->u.store.nidx; k++) ir_visit_expr(&liv, cst->u.store.idx[k]);
-  if (!lc.first || lc.mismatch || li.n) {
-    st = ts_diag_set(d, TS_ESCHEDULE,
+  if (!lc.first || lc.mismatch || li.n)
+    return ts_diag_set(d, TS_ESCHEDULE,
                      "%s: block '%s' does not load '%s' with one identical list of iter vars", prim,
                      cb->name, abuf->name);
-    goto out;
-  }
   const ir_expr *ld = lc.first;
-  if (ld->u.load.nidx != pst->u.store.nidx) {
-    st = ts_diag_set(d, TS_ESCHEDULE, "%s: block '%s' loads '%s' with the wrong index count", prim,
+  if (ld->u.load.nidx != pst->u.store.nidx)
+    return ts_diag_set(d, TS_ESCHEDULE, "%s: block '%s' loads '%s' with the wrong index count", prim,
                      cb->name, abuf->name);
-    goto out;
-  }
   for (int k = 0; k < ld->u.load.nidx; k++) {
     const ir_expr *lk = ld->u.load.idx[k];
     int v = lk->kind == IR_VAR ? iter_index(cb, lk->u.var) : -1;
-    if (v < 0 || ir_var_map_get(&m, cb->iters[v].var)) {
-      st = ts_diag_set(d, TS_ESCHEDULE,
+    if (v < 0 || ir_var_map_get(&c->m, cb->iters[v].var))
+      return ts_diag_set(d, TS_ESCHEDULE,
                        "%s: block '%s' loads '%s' at indices that are not its distinct iter vars",
                        prim, cb->name, abuf->name);
-      goto out;
-    }
     const ir_expr *u = pst->u.store.idx[k];
-    if (ir_var_map_put(&m, cb->iters[v].var, (ir_expr *)u)) {
-      st = oom(d);
-      goto out;
-    }
+    if (ir_var_map_put(&c->m, cb->iters[v].var, (ir_expr *)u))
+      return oom(d);
   }
   for (int v = 0; v < cb->niter; v++) {
-    if (ir_var_map_get(&m, cb->iters[v].var)) continue;
+    if (ir_var_map_get(&c->m, cb->iters[v].var)) continue;
     int64_t e;
-    if (!(ir_as_int(cb->iters[v].dom.extent, &e) && e == 1)) {
-      st = ts_diag_set(d, TS_ESCHEDULE,
+    if (!(ir_as_int(cb->iters[v].dom.extent, &e) && e == 1))
+      return ts_diag_set(d, TS_ESCHEDULE,
                        "%s: block '%s': iter var '%s' does not index its load of '%s' (not invertible)",
                        prim, cb->name, cb->iters[v].var->name, abuf->name);
-      goto out;
-    }
-    if (ir_var_map_put(&m, cb->iters[v].var, cb->iters[v].dom.min)) {
-      st = oom(d);
-      goto out;
-    }
+    if (ir_var_map_put(&c->m, cb->iters[v].var, cb->iters[v].dom.min))
+      return oom(d);
   }
   /* Coverage: each consumer var's domain inside the producer var's domain;
    * producer points outside the consumer's domain get a predicate. */
   st = sch_find_block(s, pbk->name, pp, prim, d);
-  if (st) goto out;
-  if (sch_bind_path_loops(&an, pp, pp->n)) {
-    st = oom(d);
-    goto out;
-  }
+  if (st) return st;
+  if (sch_bind_path_loops(&c->an, pp, pp->n))
+    return oom(d);
   ir_expr *pred = prz->u.realize.predicate;
+  int64_t t;
   for (int k = 0; k < ld->u.load.nidx; k++) {
     const ir_iter_var *cv = &cb->iters[iter_index(cb, ld->u.load.idx[k]->u.var)];
     int pu = iter_index(pbk, pst->u.store.idx[k]->u.var);
     const ir_iter_var *pv = &pbk->iters[pu];
     ir_expr *cend = ir_add(a, cv->dom.min, cv->dom.extent), *pend = ir_add(a, pv->dom.min, pv->dom.extent);
     ir_expr *c1 = ir_binop(a, IR_LE, pv->dom.min, cv->dom.min), *c2 = ir_binop(a, IR_LE, cend, pend);
-    if (!c1 || !c2) {
-      st = oom(d);
-      goto out;
-    }
-    if (!ir_can_prove(&an, c1) || !ir_can_prove(&an, c2)) {
-      st = ts_diag_set(d, TS_ESCHEDULE,
+    if (!c1 || !c2)
+      return oom(d);
+    if (!ir_can_prove(&c->an, c1) || !ir_can_prove(&c->an, c2))
+      return ts_diag_set(d, TS_ESCHEDULE,
                        "%s: producer '%s' does not cover the domain of block '%s' (iter var '%s')",
                        prim, pbk->name, cb->name, cv->var->name);
-      goto out;
-    }
     ir_expr *val = prz->u.realize.iter_values[pu];
-    ir_expr *lo = ir_simplify(&an, ir_binop(a, IR_LE, cv->dom.min, val));
-    ir_expr *hi = ir_simplify(&an, ir_lt(a, val, ir_simplify(&an, cend)));
-    if (!lo || !hi) {
-      st = oom(d);
-      goto out;
-    }
+    ir_expr *lo = ir_simplify(&c->an, ir_binop(a, IR_LE, cv->dom.min, val));
+    ir_expr *hi = ir_simplify(&c->an, ir_lt(a, val, ir_simplify(&c->an, cend)));
+    if (!lo || !hi)
+      return oom(d);
     if (!(ir_as_int(lo, &t) && t)) pred = ir_and(a, pred, lo);
     if (!(ir_as_int(hi, &t) && t)) pred = ir_and(a, pred, hi);
-    if (!pred) {
-      st = oom(d);
-      goto out;
-    }
+    if (!pred)
+      return oom(d);
   }
+  c->ld = ld;
+  c->pred = pred;
+  return TS_OK;
+}
+
+
+/* P stores what C stored; C and the allocation of A go. */
+static ts_status rci_apply(rci *c) {
+  sch_state *s = c->s;
+  ts_arena *a = c->a;
+  ts_diag *d = c->d;
+  sch_path *pc = c->pc, *pp = c->pp;
+  const ir_stmt *cst = c->cst, *prz = c->prz, *pst = c->pst, *pif = c->pif;
+  const ir_block *cb = c->cb, *scope = c->scope, *pbk = c->pbk;
+  ir_buffer *abuf = c->abuf;
+  const char *prim = c->prim;
+  ir_expr *pred = c->pred;
+  ts_status st;
   /* The producer now stores C's value. */
   rinl rc = {pbk, pst->u.store.value};
-  rw r = {.a = a, .buf = abuf, .repl = rinline_repl, .ctx = &rc};
-  ir_expr *val = rw_expr(&r, cst->u.store.value);
-  val = val ? ir_subst_expr(a, val, &m) : NULL;
+  rw r = {.buf = abuf, .repl = rinline_repl, .ctx = &rc};
+  ir_mutator mu;
+  rw_init(&mu, a, &r);
+  ir_expr *val = ir_mutate_expr(&mu, cst->u.store.value);
+  val = !mu.failed ? ir_subst_expr(a, val, &c->m) : NULL;
+  ir_mutator_fini(&mu);
   ir_expr **idx = TS_ANEWN(a, ir_expr *, cst->u.store.nidx ? cst->u.store.nidx : 1);
-  if (!val || !idx) {
-    st = oom(d);
-    goto out;
-  }
+  if (!val || !idx)
+    return oom(d);
   for (int k = 0; k < cst->u.store.nidx; k++)
-    if (!(idx[k] = ir_subst_expr(a, cst->u.store.idx[k], &m))) {
-      st = oom(d);
-      goto out;
-    }
+    if (!(idx[k] = ir_subst_expr(a, cst->u.store.idx[k], &c->m)))
+      return oom(d);
   ir_stmt *nstore = ir_store(a, cst->u.store.buf, cst->u.store.nidx, idx, val);
   ir_stmt *nbody = nstore;
   if (pif && nstore) {
@@ -744,13 +552,11 @@ ts_status sch_reverse_compute_inline(sch_state *s, sch_block b, ts_diag *d) {
   }
   ir_block *npb = nbody ? ir_block_clone(a, pbk) : NULL;
   ir_stmt *nprz = npb ? ir_stmt_clone(a, prz) : NULL;
-  if (!nprz) {
-    st = oom(d);
-    goto out;
-  }
+  if (!nprz)
+    return oom(d);
   npb->body = nbody;
   st = ir_block_detect_regions(a, npb, d);
-  if (st) goto out;
+  if (st) return st;
   nprz->u.realize.block = npb;
   nprz->u.realize.predicate = pred;
   /* Apply: new producer, drop C, drop A's allocation. */
@@ -765,11 +571,24 @@ ts_status sch_reverse_compute_inline(sch_state *s, sch_block b, ts_diag *d) {
     st = ns ? sch_replace(s, pc, pc->n - 1, ns, d) : oom(d);
   }
   if (st) s->func->body = saved;
-out:
-  ir_var_map_fini(&m);
-  ir_analyzer_fini(&an);
-  ts_vec_fini(&kids);
-  ts_free(pc);
-  ts_free(pp);
+  return TS_OK;
+}
+
+ts_status sch_reverse_compute_inline(sch_state *s, sch_block b, ts_diag *d) {
+  rci c = {.s = s, .a = sch_arena(s), .d = d, .prim = "reverse_compute_inline"};
+  c.pc = ts_malloc(sizeof *c.pc);
+  c.pp = ts_malloc(sizeof *c.pp);
+  ts_vec_init(&c.kids);
+  ir_analyzer_init(&c.an, c.a);
+  ir_var_map_init(&c.m);
+  ts_status st = (!c.pc || !c.pp) ? oom(d) : sch_find_block(s, b.name, c.pc, c.prim, d);
+  if (!st) st = rci_find(&c);
+  if (!st) st = rci_map(&c);
+  if (!st) st = rci_apply(&c);
+  ir_var_map_fini(&c.m);
+  ir_analyzer_fini(&c.an);
+  ts_vec_fini(&c.kids);
+  ts_free(c.pc);
+  ts_free(c.pp);
   return st ? st : sch_finish(s, TS_OK, d);
 }

@@ -575,118 +575,22 @@ static ir_expr **tl_index(tl_ctx *c, ir_expr *const *idx) {
   return out;
 }
 
-static ir_expr *tl_expr(tl_ctx *c, ir_expr *e);
-
-static ir_expr **tl_exprs(tl_ctx *c, int n, ir_expr **src, bool *changed) {
-  ir_expr **out = src;
-  for (int i = 0; i < n; i++) {
-    ir_expr *ne = tl_expr(c, src[i]);
-    if (ne != src[i] && out == src) {
-      out = TS_ANEWN(c->a, ir_expr *, n ? n : 1);
-      if (!out) {
-        c->oom = true;
-        return src;
-      }
-      memcpy(out, src, sizeof(ir_expr *) * (size_t)n);
-    }
-    out[i] = ne;
+/* A load of the original buffer (indices already rewritten) becomes a
+ * load of the packed one. */
+static ir_expr *tl_load(ir_mutator *mu, const ir_expr *orig, ir_expr *e) {
+  (void)orig;
+  tl_ctx *c = mu->ctx;
+  if (e->kind != IR_LOAD || e->u.load.buf != c->from) return NULL;
+  ir_expr **idx = tl_index(c, e->u.load.idx);
+  ir_expr *n = idx ? ir_expr_clone(c->a, e) : NULL;
+  if (!n) {
+    ir_mutator_fail(mu);
+    return NULL;
   }
-  if (out != src) *changed = true;
-  return out;
-}
-
-static ir_expr *tl_expr(tl_ctx *c, ir_expr *e) {
-  if (!e || c->oom) return e;
-  ir_expr *n;
-  bool ch = false;
-  switch (e->kind) {
-  case IR_INT_IMM:
-  case IR_FLOAT_IMM:
-  case IR_VAR:
-  case IR_STR_IMM:
-    return e;
-  case IR_NOT: {
-    ir_expr *x = tl_expr(c, e->u.un.a);
-    if (x == e->u.un.a) return e;
-    if ((n = ir_expr_clone(c->a, e))) n->u.un.a = x;
-    break;
-  }
-  case IR_SELECT: {
-    ir_expr *p = tl_expr(c, e->u.sel.cond), *t = tl_expr(c, e->u.sel.t), *f = tl_expr(c, e->u.sel.f);
-    if (p == e->u.sel.cond && t == e->u.sel.t && f == e->u.sel.f) return e;
-    if ((n = ir_expr_clone(c->a, e))) {
-      n->u.sel.cond = p;
-      n->u.sel.t = t;
-      n->u.sel.f = f;
-    }
-    break;
-  }
-  case IR_CAST:
-  case IR_REINTERPRET: {
-    ir_expr *x = tl_expr(c, e->u.cast.value);
-    if (x == e->u.cast.value) return e;
-    if ((n = ir_expr_clone(c->a, e))) n->u.cast.value = x;
-    break;
-  }
-  case IR_CALL: {
-    ir_expr **args = tl_exprs(c, e->u.call.nargs, e->u.call.args, &ch);
-    if (!ch) return e;
-    if ((n = ir_expr_clone(c->a, e))) n->u.call.args = args;
-    break;
-  }
-  case IR_CALL_EXTERN: {
-    ir_expr **args = tl_exprs(c, e->u.ext.nargs, e->u.ext.args, &ch);
-    if (!ch) return e;
-    if ((n = ir_expr_clone(c->a, e))) n->u.ext.args = args;
-    break;
-  }
-  case IR_LOAD: {
-    ir_expr **idx = tl_exprs(c, e->u.load.nidx, e->u.load.idx, &ch);
-    if (e->u.load.buf != c->from && !ch) return e;
-    if (!(n = ir_expr_clone(c->a, e))) break;
-    n->u.load.idx = idx;
-    if (e->u.load.buf == c->from) {
-      n->u.load.buf = c->to;
-      n->u.load.nidx = c->to->ndim;
-      n->u.load.idx = tl_index(c, idx);
-      if (!n->u.load.idx) return e;
-    }
-    break;
-  }
-  case IR_RAMP: {
-    ir_expr *b = tl_expr(c, e->u.ramp.base), *s = tl_expr(c, e->u.ramp.stride);
-    if (b == e->u.ramp.base && s == e->u.ramp.stride) return e;
-    if ((n = ir_expr_clone(c->a, e))) {
-      n->u.ramp.base = b;
-      n->u.ramp.stride = s;
-    }
-    break;
-  }
-  case IR_BROADCAST: {
-    ir_expr *x = tl_expr(c, e->u.bcast.value);
-    if (x == e->u.bcast.value) return e;
-    if ((n = ir_expr_clone(c->a, e))) n->u.bcast.value = x;
-    break;
-  }
-  case IR_ACCESS_PTR: {
-    ir_expr *x = tl_expr(c, e->u.ptr.offset);
-    if (x == e->u.ptr.offset) return e;
-    if ((n = ir_expr_clone(c->a, e))) n->u.ptr.offset = x;
-    break;
-  }
-  default: {
-    if (!ir_is_binop(e->kind)) return e;
-    ir_expr *x = tl_expr(c, e->u.bin.a), *y = tl_expr(c, e->u.bin.b);
-    if (x == e->u.bin.a && y == e->u.bin.b) return e;
-    if ((n = ir_expr_clone(c->a, e))) {
-      n->u.bin.a = x;
-      n->u.bin.b = y;
-    }
-    break;
-  }
-  }
-  if (!n) c->oom = true;
-  return n ? n : e;
+  n->u.load.buf = c->to;
+  n->u.load.nidx = c->to->ndim;
+  n->u.load.idx = idx;
+  return n;
 }
 
 /* A region of the original buffer as a region of the packed one: an axis
@@ -722,7 +626,7 @@ static ir_region tl_region(tl_ctx *c, const ir_region *r) {
   return nr;
 }
 
-static ir_region *tl_regions(tl_ctx *c, int n, ir_region *src, bool *changed) {
+static ir_region *tl_regions(tl_ctx *c, int n, ir_region *src) {
   ir_region *out = src;
   for (int i = 0; i < n; i++) {
     if (src[i].buf != c->from) continue;
@@ -736,123 +640,43 @@ static ir_region *tl_regions(tl_ctx *c, int n, ir_region *src, bool *changed) {
     }
     out[i] = tl_region(c, &src[i]);
   }
-  if (out != src) *changed = true;
   return out;
 }
 
-static ir_stmt *tl_stmt(tl_ctx *c, ir_stmt *s) {
-  if (!s || c->oom) return s;
-  ir_stmt *n = NULL;
-  bool ch = false;
-  switch (s->kind) {
-  case IR_FOR: {
-    int mark = c->an.n;
+/* Loops and blocks bind their vars in the analyzer (the packed indices are
+ * simplified under them); a block's regions of the buffer are repacked. */
+static ir_stmt *tl_stmt(ir_mutator *mu, ir_stmt *s) {
+  tl_ctx *c = mu->ctx;
+  int mark = c->an.n;
+  if (s->kind == IR_FOR) {
     ir_analyzer_bind(&c->an, s->u.loop.var, s->u.loop.min, s->u.loop.extent);
-    ir_stmt *b = tl_stmt(c, s->u.loop.body);
+    ir_stmt *n = ir_mutate_stmt_children(mu, s);
     ir_analyzer_truncate(&c->an, mark);
-    if (b == s->u.loop.body) return s;
-    if ((n = ir_stmt_clone(c->a, s))) n->u.loop.body = b;
-    break;
+    return n;
   }
-  case IR_BLOCK_REALIZE: {
-    ir_block *b = s->u.realize.block;
-    ir_expr **vals = tl_exprs(c, b->niter, s->u.realize.iter_values, &ch);
-    ir_expr *pred = tl_expr(c, s->u.realize.predicate);
-    ch |= pred != s->u.realize.predicate;
-    int mark = c->an.n;
-    for (int i = 0; i < b->niter; i++)
-      ir_analyzer_bind(&c->an, b->iters[i].var, b->iters[i].dom.min, b->iters[i].dom.extent);
-    bool bch = false;
-    ir_region *reads = tl_regions(c, b->nreads, b->reads, &bch);
-    ir_region *writes = tl_regions(c, b->nwrites, b->writes, &bch);
-    ir_stmt *init = tl_stmt(c, b->init), *body = tl_stmt(c, b->body);
-    ir_analyzer_truncate(&c->an, mark);
-    bch |= init != b->init || body != b->body;
-    if (!ch && !bch) return s;
-    if (!(n = ir_stmt_clone(c->a, s))) break;
-    n->u.realize.iter_values = vals;
-    n->u.realize.predicate = pred;
-    if (bch) {
-      ir_block *nb = ir_block_clone(c->a, b);
-      if (!nb) {
-        c->oom = true;
-        return s;
-      }
-      nb->reads = reads;
-      nb->writes = writes;
-      nb->init = init;
-      nb->body = body;
-      n->u.realize.block = nb;
-    }
-    break;
-  }
-  case IR_SEQ: {
-    ir_stmt **st = s->u.seq.stmts;
-    for (int i = 0; i < s->u.seq.n; i++) {
-      ir_stmt *x = tl_stmt(c, s->u.seq.stmts[i]);
-      if (x != s->u.seq.stmts[i] && st == s->u.seq.stmts) {
-        st = TS_ANEWN(c->a, ir_stmt *, s->u.seq.n);
-        if (!st) {
-          c->oom = true;
-          return s;
-        }
-        memcpy(st, s->u.seq.stmts, sizeof(ir_stmt *) * (size_t)s->u.seq.n);
-      }
-      st[i] = x;
-    }
-    if (st == s->u.seq.stmts) return s;
-    if ((n = ir_stmt_clone(c->a, s))) n->u.seq.stmts = st;
-    break;
-  }
-  case IR_IF: {
-    ir_expr *p = tl_expr(c, s->u.ifs.cond);
-    ir_stmt *t = tl_stmt(c, s->u.ifs.then_s), *e = tl_stmt(c, s->u.ifs.else_s);
-    if (p == s->u.ifs.cond && t == s->u.ifs.then_s && e == s->u.ifs.else_s) return s;
-    if ((n = ir_stmt_clone(c->a, s))) {
-      n->u.ifs.cond = p;
-      n->u.ifs.then_s = t;
-      n->u.ifs.else_s = e;
-    }
-    break;
-  }
-  case IR_LET: {
-    ir_expr *v = tl_expr(c, s->u.let.value);
-    ir_stmt *b = tl_stmt(c, s->u.let.body);
-    if (v == s->u.let.value && b == s->u.let.body) return s;
-    if ((n = ir_stmt_clone(c->a, s))) {
-      n->u.let.value = v;
-      n->u.let.body = b;
-    }
-    break;
-  }
-  case IR_ALLOCATE: {
-    ir_stmt *b = tl_stmt(c, s->u.alloc.body);
-    if (b == s->u.alloc.body) return s;
-    if ((n = ir_stmt_clone(c->a, s))) n->u.alloc.body = b;
-    break;
-  }
-  case IR_EVALUATE: {
-    ir_expr *v = tl_expr(c, s->u.eval.value);
-    if (v == s->u.eval.value) return s;
-    if ((n = ir_stmt_clone(c->a, s))) n->u.eval.value = v;
-    break;
-  }
-  case IR_STORE: {
-    ir_expr **idx = tl_exprs(c, s->u.store.nidx, s->u.store.idx, &ch);
-    ir_expr *v = tl_expr(c, s->u.store.value), *p = tl_expr(c, s->u.store.predicate);
-    if (!ch && v == s->u.store.value && p == s->u.store.predicate) return s;
-    if ((n = ir_stmt_clone(c->a, s))) {
-      n->u.store.idx = idx;
-      n->u.store.value = v;
-      n->u.store.predicate = p;
-    }
-    break;
-  }
-  default:
+  if (s->kind != IR_BLOCK_REALIZE) return NULL;
+  const ir_block *b = s->u.realize.block;
+  for (int i = 0; i < b->niter; i++)
+    ir_analyzer_bind(&c->an, b->iters[i].var, b->iters[i].dom.min, b->iters[i].dom.extent);
+  ir_stmt *n = ir_mutate_stmt_children(mu, s);
+  ir_region *reads = tl_regions(c, b->nreads, n->u.realize.block->reads);
+  ir_region *writes = tl_regions(c, b->nwrites, n->u.realize.block->writes);
+  ir_analyzer_truncate(&c->an, mark);
+  if (c->oom || mu->failed) {
+    ir_mutator_fail(mu);
     return s;
   }
-  if (!n) c->oom = true;
-  return n ? n : s;
+  if (reads == n->u.realize.block->reads && writes == n->u.realize.block->writes) return n;
+  ir_block *nb = n->u.realize.block == b ? ir_block_clone(c->a, b) : n->u.realize.block;
+  if (n == s) n = ir_stmt_clone(c->a, s);
+  if (!nb || !n) {
+    ir_mutator_fail(mu);
+    return s;
+  }
+  nb->reads = reads;
+  nb->writes = writes;
+  n->u.realize.block = nb;
+  return n;
 }
 
 /* Pointer accesses and stores of buf anywhere (the primitive refuses them). */
@@ -924,7 +748,14 @@ ts_status sch_transform_layout(sch_state *s, const sch_layout_map *m, ts_diag *d
   params[m->param] = nb;
   tl_ctx c = {.a = a, .from = old, .to = nb, .m = m};
   ir_analyzer_init(&c.an, a);
-  ir_stmt *body = tl_stmt(&c, f->body);
+  ir_mutator mu;
+  ir_mutator_init(&mu, a);
+  mu.ctx = &c;
+  mu.pre_stmt = tl_stmt;
+  mu.post_expr = tl_load;
+  ir_stmt *body = ir_mutate_stmt(&mu, f->body);
+  c.oom |= mu.failed;
+  ir_mutator_fini(&mu);
   ir_analyzer_fini(&c.an);
   int nann = f->nannot;
   ir_annot *anns = f->annots;

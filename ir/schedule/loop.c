@@ -139,138 +139,81 @@ typedef struct rw_ctx {
   ts_status st;
 } rw_ctx;
 
-static ir_expr *rw_expr(rw_ctx *c, ir_expr *e) {
-  if (c->st || !e) return e;
+static ir_expr *rw_expr(ir_mutator *m, ir_expr *e) {
+  rw_ctx *c = m->ctx;
   ir_expr *n = ir_subst_expr(sch_arena(c->s), e, c->map);
   if (n && n != e) n = ir_simplify(c->an, n);
-  if (!n) c->st = oom(c->d);
-  return n ? n : e;
+  if (!n) {
+    c->st = oom(c->d);
+    ir_mutator_fail(m);
+  }
+  return n;
 }
 
-static ir_stmt *rw_stmt(rw_ctx *c, ir_stmt *st) {
-  if (c->st || !st) return st;
+static ir_stmt *rw_fail(ir_mutator *m, ts_status st) {
+  ((rw_ctx *)m->ctx)->st = st;
+  ir_mutator_fail(m);
+  return NULL;
+}
+
+/* A realize: its bindings and predicate only; a loop: its range bound in
+ * the analyzer for the body; anything else outside a block: plain
+ * substitution (it cannot carry a predicate). */
+static ir_stmt *rw_stmt(ir_mutator *m, ir_stmt *st) {
+  rw_ctx *c = m->ctx;
   ts_arena *a = sch_arena(c->s);
   switch (st->kind) {
   case IR_FOR: {
-    ir_expr *mn = rw_expr(c, st->u.loop.min), *ex = rw_expr(c, st->u.loop.extent);
+    ir_expr *mn = ir_mutate_expr(m, st->u.loop.min), *ex = ir_mutate_expr(m, st->u.loop.extent);
     int mark = c->an->n;
-    if (ir_analyzer_bind(c->an, st->u.loop.var, mn, ex)) c->st = oom(c->d);
-    ir_stmt *body = rw_stmt(c, st->u.loop.body);
+    if (m->failed) return NULL;
+    if (ir_analyzer_bind(c->an, st->u.loop.var, mn, ex)) return rw_fail(m, oom(c->d));
+    ir_stmt *n = ir_mutate_stmt_children(m, st);
     ir_analyzer_truncate(c->an, mark);
-    if (c->st) return st;
-    if (mn == st->u.loop.min && ex == st->u.loop.extent && body == st->u.loop.body) return st;
-    ir_stmt *n = ir_stmt_clone(a, st);
-    if (!n) {
-      c->st = oom(c->d);
-      return st;
-    }
-    n->u.loop.min = mn;
-    n->u.loop.extent = ex;
-    n->u.loop.body = body;
     return n;
   }
   case IR_BLOCK_REALIZE: {
-    const ir_block *b = st->u.realize.block;
-    ir_expr **vals = TS_ANEWN(a, ir_expr *, b->niter ? b->niter : 1);
-    if (!vals) {
-      c->st = oom(c->d);
-      return st;
-    }
     bool changed = false;
-    for (int i = 0; i < b->niter; i++) {
-      vals[i] = rw_expr(c, st->u.realize.iter_values[i]);
-      changed |= vals[i] != st->u.realize.iter_values[i];
-    }
+    ir_expr **vals = ir_mutate_exprs(m, st->u.realize.block->niter, st->u.realize.iter_values, &changed);
     ir_expr *pred = st->u.realize.predicate;
     ir_expr *np = ir_subst_expr(a, pred, c->map);
     if (np && c->pred) np = ir_and(a, np, c->pred);
     if (np && np != pred) np = ir_simplify(c->an, np);
-    if (!np) c->st = oom(c->d);
-    if (c->st) return st;
-    if (!changed && np == pred) return st;
+    if (!np) return rw_fail(m, oom(c->d));
+    if (m->failed || (!changed && np == pred)) return st;
     ir_stmt *n = ir_stmt_clone(a, st);
-    if (!n) {
-      c->st = oom(c->d);
-      return st;
-    }
+    if (!n) return rw_fail(m, oom(c->d));
     n->u.realize.iter_values = vals;
     n->u.realize.predicate = np;
     return n;
   }
-  case IR_SEQ: {
-    ir_stmt **kids = TS_ANEWN(a, ir_stmt *, st->u.seq.n ? st->u.seq.n : 1);
-    if (!kids) {
-      c->st = oom(c->d);
-      return st;
-    }
-    bool changed = false;
-    for (int i = 0; i < st->u.seq.n; i++) {
-      kids[i] = rw_stmt(c, st->u.seq.stmts[i]);
-      changed |= kids[i] != st->u.seq.stmts[i];
-    }
-    if (c->st || !changed) return st;
-    ir_stmt *n = ir_stmt_clone(a, st);
-    if (!n) {
-      c->st = oom(c->d);
-      return st;
-    }
-    n->u.seq.stmts = kids;
-    return n;
-  }
-  case IR_IF: {
-    ir_expr *cond = rw_expr(c, st->u.ifs.cond);
-    ir_stmt *t = rw_stmt(c, st->u.ifs.then_s), *f = rw_stmt(c, st->u.ifs.else_s);
-    if (c->st) return st;
-    if (cond == st->u.ifs.cond && t == st->u.ifs.then_s && f == st->u.ifs.else_s) return st;
-    ir_stmt *n = ir_stmt_clone(a, st);
-    if (!n) {
-      c->st = oom(c->d);
-      return st;
-    }
-    n->u.ifs.cond = cond;
-    n->u.ifs.then_s = t;
-    n->u.ifs.else_s = f;
-    return n;
-  }
-  case IR_LET: {
-    ir_expr *v = rw_expr(c, st->u.let.value);
-    ir_stmt *body = rw_stmt(c, st->u.let.body);
-    if (c->st) return st;
-    if (v == st->u.let.value && body == st->u.let.body) return st;
-    ir_stmt *n = ir_stmt_clone(a, st);
-    if (!n) {
-      c->st = oom(c->d);
-      return st;
-    }
-    n->u.let.value = v;
-    n->u.let.body = body;
-    return n;
-  }
-  case IR_ALLOCATE: {
-    ir_stmt *body = rw_stmt(c, st->u.alloc.body);
-    if (c->st || body == st->u.alloc.body) return st;
-    ir_stmt *n = ir_stmt_clone(a, st);
-    if (!n) {
-      c->st = oom(c->d);
-      return st;
-    }
-    n->u.alloc.body = body;
-    return n;
-  }
+  case IR_SEQ:
+  case IR_IF:
+  case IR_LET:
+  case IR_ALLOCATE:
+    return NULL; /* the default walk */
   default: {
-    /* a store or evaluate outside any block: it cannot carry a predicate */
-    if (c->pred) {
-      c->st = ts_diag_set(c->d, TS_ESCHEDULE,
-                          "%s: loop '%s' holds a statement outside any block, which the "
-                          "predicate for a non-divisible split could not guard",
-                          c->prim, c->loop);
-      return st;
-    }
+    if (c->pred)
+      return rw_fail(m, ts_diag_set(c->d, TS_ESCHEDULE,
+                                    "%s: loop '%s' holds a statement outside any block, which the "
+                                    "predicate for a non-divisible split could not guard",
+                                    c->prim, c->loop));
     ir_stmt *n = ir_subst_stmt(a, st, c->map);
-    if (!n) c->st = oom(c->d);
-    return n ? n : st;
+    return n ? n : rw_fail(m, oom(c->d));
   }
   }
+}
+
+static ir_stmt *rw_body(rw_ctx *c, ir_stmt *body) {
+  ir_mutator m;
+  ir_mutator_init(&m, sch_arena(c->s));
+  m.ctx = c;
+  m.pre_expr = rw_expr;
+  m.pre_stmt = rw_stmt;
+  ir_stmt *n = ir_mutate_stmt(&m, body);
+  if (m.failed && !c->st) c->st = oom(c->d);
+  ir_mutator_fini(&m);
+  return n;
 }
 
 /* Does any statement between st and the realizes below it (not inside
@@ -418,7 +361,7 @@ ts_status sch_split(sch_state *s, sch_loop l, int n, const int64_t *factors, sch
     goto fail_oom;
   }
   rw_ctx c = {s, &an, &map, pred, "split", v->name, d, TS_OK};
-  ir_stmt *body = rw_stmt(&c, loop->u.loop.body);
+  ir_stmt *body = rw_body(&c, loop->u.loop.body);
   ir_var_map_fini(&map);
   if ((st = c.st)) goto done;
   for (int k = n - 1; k >= 0; k--) {
@@ -533,7 +476,7 @@ ts_status sch_fuse(sch_state *s, int n, const sch_loop *loops, sch_loop *out, ts
     goto fail_oom;
   }
   rw_ctx c = {s, &an, &map, NULL, "fuse", loops[0].var->name, d, TS_OK};
-  ir_stmt *body = rw_stmt(&c, chain[n - 1]->u.loop.body);
+  ir_stmt *body = rw_body(&c, chain[n - 1]->u.loop.body);
   ir_var_map_fini(&map);
   if ((st = c.st)) goto done;
   ir_stmt *fl = ir_for(a, f, ir_int(a, t, 0), prod, IR_FOR_SERIAL, body);

@@ -7,46 +7,19 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "../struct.h"
 #include "sch_int.h"
 
 #define P "rfactor"
 #define MAXL 128
 
 
-/* Exact equality (variables by identity, not up to renaming). */
-static bool same_expr(const ir_expr *a, const ir_expr *b) {
-  if (a == b) return true;
-  if (!a || !b || a->kind != b->kind || !ir_dtype_eq(a->dtype, b->dtype)) return false;
-  switch (a->kind) {
-  case IR_INT_IMM: return a->u.ival == b->u.ival;
-  case IR_FLOAT_IMM: return a->u.fval == b->u.fval || (isnan(a->u.fval) && isnan(b->u.fval));
-  case IR_VAR: return a->u.var == b->u.var;
-  case IR_NOT: return same_expr(a->u.un.a, b->u.un.a);
-  case IR_CAST: return same_expr(a->u.cast.value, b->u.cast.value);
-  case IR_SELECT:
-    return same_expr(a->u.sel.cond, b->u.sel.cond) && same_expr(a->u.sel.t, b->u.sel.t) &&
-           same_expr(a->u.sel.f, b->u.sel.f);
-  case IR_CALL:
-    if (a->u.call.op != b->u.call.op || a->u.call.nargs != b->u.call.nargs) return false;
-    for (int i = 0; i < a->u.call.nargs; i++)
-      if (!same_expr(a->u.call.args[i], b->u.call.args[i])) return false;
-    return true;
-  case IR_LOAD:
-    if (a->u.load.buf != b->u.load.buf || a->u.load.nidx != b->u.load.nidx) return false;
-    for (int i = 0; i < a->u.load.nidx; i++)
-      if (!same_expr(a->u.load.idx[i], b->u.load.idx[i])) return false;
-    return true;
-  default:
-    if (ir_is_binop(a->kind)) return same_expr(a->u.bin.a, b->u.bin.a) && same_expr(a->u.bin.b, b->u.bin.b);
-    return false;
-  }
-}
 
 /* Is e a load of buf at exactly the indices idx? */
 static bool is_self_load(const ir_expr *e, const ir_buffer *buf, int n, ir_expr *const *idx) {
   if (e->kind != IR_LOAD || e->u.load.buf != buf || e->u.load.nidx != n) return false;
   for (int i = 0; i < n; i++)
-    if (!same_expr(e->u.load.idx[i], idx[i])) return false;
+    if (!ir_expr_equal(e->u.load.idx[i], idx[i])) return false;
   return true;
 }
 
@@ -238,7 +211,7 @@ ts_status sch_rfactor(sch_state *s, sch_loop loop, int factor_axis, sch_block *o
   if (init->kind != IR_STORE || init->u.store.buf != ob || init->u.store.nidx != nidx || init->u.store.predicate)
     return ts_diag_set(d, TS_ESCHEDULE, "%s: the init of block '%s' is not a single store to '%s'", P, bn, ob->name);
   for (int k = 0; k < nidx; k++)
-    if (!same_expr(init->u.store.idx[k], oidx[k]))
+    if (!ir_expr_equal(init->u.store.idx[k], oidx[k]))
       return ts_diag_set(d, TS_ESCHEDULE, "%s: the init of block '%s' writes '%s' at other indices than its update",
                          P, bn, ob->name);
   const ir_expr *val = body->u.store.value;

@@ -5,6 +5,7 @@
 #define TESSEL_IR_SCHEDULE_INT_H
 
 #include "../arith/arith.h"
+#include "../mutator.h"
 #include "schedule.h"
 
 struct sch_state {
