@@ -452,10 +452,8 @@ ts_status cg_gpu_check_usage(const ir_func *scheduled, const cg_gpu_limits *lim,
     lim = &def;
   }
   cg_target t;
-  memset(&t, 0, sizeof t);
-  t.kind = CG_TARGET_CUDA;
-  snprintf(t.arch, sizeof t.arch, "sm_90");
-  snprintf(t.text, sizeof t.text, "cuda -arch=sm_90");
+  ts_status pst = cg_target_parse("cuda -arch=sm_90", &t, d);
+  if (pst) return pst;
   ts_arena a;
   ts_arena_init(&a);
   cg_lowered l;

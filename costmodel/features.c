@@ -513,7 +513,7 @@ static void store_features(walker *w, const ir_stmt *st, float *v) {
     f[base + 1] = num ? p : 0;
     f[base + 2] = len;
   }
-  bool gpu = w->t && w->t->kind == CG_TARGET_CUDA;
+  bool gpu = cg_target_ops_of(w->t)->gpu;
   static const char *tags[7] = {"blockIdx.x",  "blockIdx.y",  "blockIdx.z", "threadIdx.x",
                                 "threadIdx.y", "threadIdx.z", "vthread"};
   double tagv[7];

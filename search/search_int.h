@@ -48,7 +48,7 @@ ts_status srch_rule_parallel_vectorize_unroll(const srch_rule_ctx *c, sch_traced
 ts_status srch_rule_random_compute_location(const srch_rule_ctx *c, sch_traced *t, const char *block,
                                             ts_vec *out, ts_diag *d);
 
-/* The GPU rules (rules/gpu_*.c), in SRCH_GPU_RULE_LIST order. */
+/* The GPU rules (rules/gpu_*.c), in the cuda row's order (targets.c). */
 ts_status srch_rule_gpu_tensor_core(const srch_rule_ctx *c, sch_traced *t, const char *block, ts_vec *out,
                                     ts_diag *d);
 ts_status srch_rule_gpu_multi_level_tiling(const srch_rule_ctx *c, sch_traced *t, const char *block,
@@ -61,11 +61,50 @@ ts_status srch_rule_gpu_unroll(const srch_rule_ctx *c, sch_traced *t, const char
                                ts_diag *d);
 ts_status srch_rule_gpu_auto_bind(const srch_rule_ctx *c, sch_traced *t, const char *block, ts_vec *out,
                                   ts_diag *d);
-/* The cuda postprocessors (postproc_gpu.c); srch_postprocess dispatches. */
-ts_status srch_postprocess_gpu(sch_traced *ts, const cg_target *t, ts_diag *d);
-/* DisallowDynamicLoop (postproc.c), shared by the CPU and GPU postprocessors:
- * TS_ESCHEDULE naming the first loop with a non-constant min or extent. */
-ts_status srch_disallow_dynamic_loop(sch_traced *t, ts_diag *d);
+/* The function of rule r (targets.c; NULL for no such rule). */
+srch_rule_fn srch_rule_fn_of(srch_rule r);
+
+/* A postprocessor: runs on the traced schedule after EnterPostproc (in
+ * place); an error rejects the candidate with the reason. */
+typedef ts_status (*srch_postproc_fn)(sch_traced *ts, const cg_target *t, const srch_postproc_opts *o,
+                                      ts_diag *d);
+typedef struct srch_postproc {
+  const char *name; /* MetaSchedule's name (DisallowDynamicLoop ...) */
+  srch_postproc_fn fn;
+} srch_postproc;
+
+/* One target kind's row of the search table (targets.c). */
+typedef struct srch_space {
+  const char *name;
+  const srch_rule *rules; /* in application order */
+  int nrules;
+  const srch_postproc *postprocs; /* in order */
+  int npostprocs;
+  double mutator_prob[SRCH_MUT_COUNT];
+} srch_space;
+/* The row of t's kind (llvm's for t == NULL). */
+const srch_space *srch_space_of(const cg_target *t);
+
+/* The CPU postprocessors (postproc.c). DisallowDynamicLoop is shared with
+ * the cuda row: TS_ESCHEDULE naming the first loop with a non-constant min
+ * or extent. VerifyTarget is cg_check. */
+ts_status srch_pp_disallow_dynamic_loop(sch_traced *ts, const cg_target *t, const srch_postproc_opts *o,
+                                        ts_diag *d);
+ts_status srch_pp_rewrite_parallel_vectorize_unroll(sch_traced *ts, const cg_target *t,
+                                                    const srch_postproc_opts *o, ts_diag *d);
+ts_status srch_pp_rewrite_tensorize(sch_traced *ts, const cg_target *t, const srch_postproc_opts *o, ts_diag *d);
+ts_status srch_pp_rewrite_reduction_block(sch_traced *ts, const cg_target *t, const srch_postproc_opts *o,
+                                          ts_diag *d);
+ts_status srch_pp_rewrite_layout(sch_traced *ts, const cg_target *t, const srch_postproc_opts *o, ts_diag *d);
+ts_status srch_pp_verify_target(sch_traced *ts, const cg_target *t, const srch_postproc_opts *o, ts_diag *d);
+/* The cuda postprocessors (postproc_gpu.c). */
+ts_status srch_pp_gpu_cooperative_fetch(sch_traced *ts, const cg_target *t, const srch_postproc_opts *o,
+                                        ts_diag *d);
+ts_status srch_pp_gpu_unbound_block(sch_traced *ts, const cg_target *t, const srch_postproc_opts *o, ts_diag *d);
+ts_status srch_pp_gpu_unroll(sch_traced *ts, const cg_target *t, const srch_postproc_opts *o, ts_diag *d);
+ts_status srch_pp_gpu_reduction_block(sch_traced *ts, const cg_target *t, const srch_postproc_opts *o,
+                                      ts_diag *d);
+ts_status srch_pp_gpu_verify(sch_traced *ts, const cg_target *t, const srch_postproc_opts *o, ts_diag *d);
 /* A copy of tr with SampleCategorical k redrawn among its other candidates
  * (mutators.c); NULL when none has weight. */
 sch_trace *srch_resample_categorical(const sch_trace *tr, int k, ts_rng *rng);

@@ -73,5 +73,11 @@ ts_status tun_build_cuda_report(const ir_func *scheduled, const cg_target *tg, c
                                 struct json_t *json, ts_diag *d);
 void tun_measure_cuda_file(const char *path, const struct tsrt_measure_opts *mo,
                            struct tsrt_measure_result *res);
+/* VerifyGPUCode's register check, installed in the search's
+ * srch_postproc_opts.gpu_regcheck by tessel tune --gpu-regcheck: emits and
+ * compiles the scheduled function to a cubin and checks every kernel's
+ * registers x threads and spills against t's limits
+ * (cg_gpu_check_registers). TS_OK without NVRTC (skipped). */
+ts_status tun_cuda_regcheck(const ir_func *scheduled, const cg_target *t, ts_diag *d);
 
 #endif

@@ -129,6 +129,25 @@ ts_status tun_build_cuda_report(const ir_func *scheduled, const cg_target *tg, c
   return st;
 }
 
+ts_status tun_cuda_regcheck(const ir_func *scheduled, const cg_target *t, ts_diag *d) {
+  if (!cg_nvrtc_available()) return TS_OK; /* nothing to compile with: skipped */
+  ts_diag q;
+  ts_diag_clear(&q);
+  cg_cuda_module m;
+  if (cg_cuda_emit(scheduled, t, NULL, &m, &q)) return ts_diag_set(d, q.code, "emitting CUDA: %s", q.msg);
+  cg_cuda_binary b;
+  ts_status st = cg_nvrtc_compile(m.source, t->arch[0] ? t->arch : "sm_90", true, &b, &q);
+  if (!st) {
+    cg_gpu_limits lim;
+    cg_gpu_limits_for_target(t, &lim);
+    st = cg_gpu_check_registers(&m, &b, &lim, &q);
+  }
+  if (st) ts_diag_set(d, q.code, "%s", q.msg);
+  cg_cuda_binary_fini(&b);
+  cg_cuda_module_fini(&m);
+  return st;
+}
+
 void tun_measure_cuda_file(const char *path, const tsrt_measure_opts *mo, tsrt_measure_result *res) {
   size_t n = 0;
   void *img = tsrt_read_file(path, &n);

@@ -1,9 +1,6 @@
-/* mutators_gpu.c — the GPU side of the mutator registry (MetaSchedule's
- * src/s_tir/meta_schedule/mutator/, notes §3-4):
- *  - the probabilities per target: CPU as SRCH_MUTATOR_LIST says (tile size
- *    0.9, compute location 0.05, unroll 0.03, parallel 0.02); CUDA tile size
- *    0.9, unroll 0.08, thread binding 0.02 (MetaSchedule's
- *    Mutator::DefaultCUDA);
+/* mutators_gpu.c — the GPU mutators (MetaSchedule's
+ * src/s_tir/meta_schedule/mutator/; their probabilities per target are the
+ * space table's, search/targets.c):
  *  - MutateThreadBinding: the pattern `v = SampleCategorical(...); Split(l,
  *    [None, v]); Bind(inner, "threadIdx.x")` (AutoBind, CrossThreadReduction)
  *    gets v resampled among its other candidates (probabilities
@@ -15,22 +12,6 @@
 #include <string.h>
 
 #include "search/rules/gpu_rules.h"
-
-double srch_mutator_prob(srch_mutator m, const cg_target *t) {
-  static const double cpu[SRCH_MUT_COUNT] = {
-#define SRCH_X(en, nm, p) p,
-      SRCH_MUTATOR_LIST(SRCH_X)
-#undef SRCH_X
-  };
-  if ((int)m < 0 || m >= SRCH_MUT_COUNT) return 0;
-  if (!t || t->kind != CG_TARGET_CUDA) return cpu[m];
-  switch (m) {
-  case SRCH_MUT_TILE_SIZE: return 0.90;
-  case SRCH_MUT_UNROLL: return 0.08;
-  case SRCH_MUT_THREAD_BINDING: return 0.02;
-  default: return 0;
-  }
-}
 
 /* The instruction defining RV rv (-1 if none). */
 static int defining(const sch_trace *tr, int rv) {

@@ -1,6 +1,7 @@
-/* postproc.c — the CPU postprocessors, in order (notes §4, §5):
- * DisallowDynamicLoop, RewriteParallelVectorizeUnroll, RewriteReductionBlock,
- * RewriteLayout, then cg_check. They run on the traced schedule after an EnterPostproc
+/* postproc.c — the CPU postprocessors (the llvm row of search/targets.c
+ * lists them in order): DisallowDynamicLoop, RewriteParallelVectorizeUnroll,
+ * RewriteTensorize, RewriteReductionBlock, RewriteLayout, then VerifyTarget
+ * (cg_check). They run on the traced schedule after an EnterPostproc
  * instruction, so the candidate's trace replays to the exact schedule. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,7 +25,10 @@ static bool dyn_cb(void *ctx, const ir_stmt *s) {
   return !c->bad;
 }
 
-ts_status srch_disallow_dynamic_loop(sch_traced *t, ts_diag *d) {
+ts_status srch_pp_disallow_dynamic_loop(sch_traced *t, const cg_target *tg, const srch_postproc_opts *o,
+                                        ts_diag *d) {
+  (void)tg;
+  (void)o;
   dyn_ctx c = {0};
   ir_visitor v = {.stmt = dyn_cb, .ctx = &c};
   ir_visit_stmt(&v, sch_traced_func(t)->body);
@@ -173,7 +177,9 @@ static ts_status rewrite_block_pvu(sch_traced *t, const char *name, int64_t par,
   return TS_OK;
 }
 
-static ts_status rewrite_parallel_vectorize_unroll(sch_traced *t, const cg_target *tg, ts_diag *d) {
+ts_status srch_pp_rewrite_parallel_vectorize_unroll(sch_traced *t, const cg_target *tg,
+                                                    const srch_postproc_opts *o, ts_diag *d) {
+  (void)o;
   const ir_func *f = sch_traced_func(t);
   int64_t par = root_ann(f, SRCH_ANN_PARALLEL), vec = root_ann(f, SRCH_ANN_VECTORIZE),
           unroll = root_ann(f, SRCH_ANN_UNROLL);
@@ -203,7 +209,9 @@ static ts_status rewrite_parallel_vectorize_unroll(sch_traced *t, const cg_targe
  * (SRCH_ANN_AUTO_TENSORIZE); a refusal rejects the candidate with the
  * reason. Runs before RewriteReductionBlock, which then splits the
  * tensorized block's init out of its reduction loops. */
-static ts_status rewrite_tensorize(sch_traced *t, ts_diag *d) {
+ts_status srch_pp_rewrite_tensorize(sch_traced *t, const cg_target *tg, const srch_postproc_opts *o, ts_diag *d) {
+  (void)tg;
+  (void)o;
   ts_arena a;
   ts_arena_init(&a);
   const char **names;
@@ -228,7 +236,10 @@ static ts_status rewrite_tensorize(sch_traced *t, ts_diag *d) {
 }
 
 /* ---- RewriteReductionBlock ---- */
-static ts_status rewrite_reduction_block(sch_traced *t, ts_diag *d) {
+ts_status srch_pp_rewrite_reduction_block(sch_traced *t, const cg_target *tg, const srch_postproc_opts *o,
+                                          ts_diag *d) {
+  (void)tg;
+  (void)o;
   ts_arena a;
   ts_arena_init(&a);
   const char **names;
@@ -264,14 +275,13 @@ static ts_status rewrite_reduction_block(sch_traced *t, ts_diag *d) {
  * it (sch_layout_suggest; docs/LAYOUT.md). Where the map is refused (two
  * reader blocks, a guarded split, non-quasi-affine reads) or is the identity,
  * the layout stays; TESSEL_DEBUG containing "layout" prints why. Off with
- * TESSEL_LAYOUT_REWRITE=0. Runs last, after RewriteReductionBlock, so the
+ * o->no_layout_rewrite (tessel tune --no-layout-rewrite). Runs last, after RewriteReductionBlock, so the
  * map follows the final loop nest. */
-static ts_status rewrite_layout(sch_traced *t, ts_diag *d) {
+ts_status srch_pp_rewrite_layout(sch_traced *t, const cg_target *tg, const srch_postproc_opts *o, ts_diag *d) {
+  (void)tg;
   const ir_func *f = sch_traced_func(t);
   const ir_annot *lf = ir_annot_find(f->nannot, f->annots, IR_FUNC_ANN_LAYOUT_FREE);
-  if (!lf || lf->kind != IR_ANN_INT || !lf->v.i) return TS_OK;
-  const char *env = getenv("TESSEL_LAYOUT_REWRITE");
-  if (env && !strcmp(env, "0")) return TS_OK;
+  if (!lf || lf->kind != IR_ANN_INT || !lf->v.i || o->no_layout_rewrite) return TS_OK;
   bool say = ts_debug("layout");
   int64_t mask = lf->v.i;
   for (int p = 0; p < f->ninputs && p < 63; p++) {
@@ -292,18 +302,12 @@ static ts_status rewrite_layout(sch_traced *t, ts_diag *d) {
   return TS_OK;
 }
 
-ts_status srch_postprocess(sch_traced *ts, const cg_target *t, ts_diag *d) {
-  if (t && t->kind == CG_TARGET_CUDA) return srch_postprocess_gpu(ts, t, d);
-  ts_status st = sch_t_enter_postproc(ts, d);
-  if (!st) st = srch_disallow_dynamic_loop(ts, d);
-  if (!st) st = rewrite_parallel_vectorize_unroll(ts, t, d);
-  if (!st) st = rewrite_tensorize(ts, d);
-  if (!st) st = rewrite_reduction_block(ts, d);
-  if (!st) st = rewrite_layout(ts, d);
-  if (!st && t) {
-    ts_diag q;
-    ts_diag_clear(&q);
-    if (cg_check(sch_traced_func(ts), t, &q)) st = ts_diag_set(d, q.code, "cg_check: %s", q.msg);
-  }
-  return st;
+/* ---- VerifyTarget: cg_check ---- */
+ts_status srch_pp_verify_target(sch_traced *ts, const cg_target *t, const srch_postproc_opts *o, ts_diag *d) {
+  (void)o;
+  if (!t) return TS_OK;
+  ts_diag q;
+  ts_diag_clear(&q);
+  if (cg_check(sch_traced_func(ts), t, &q)) return ts_diag_set(d, q.code, "cg_check: %s", q.msg);
+  return TS_OK;
 }

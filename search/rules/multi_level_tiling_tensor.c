@@ -21,8 +21,8 @@
  *    postprocessor (postproc.c) then tensorizes it.
  * The untensorized state is kept as well (MultiLevelTiling tiles it next),
  * so the search weighs tensorized candidates against plain ones. At most the
- * two largest matching intrinsics fork sketches. TESSEL_TENSORIZE=0 in the
- * environment turns the rule off (for A/B measurements, bench/int8.sh). */
+ * two largest matching intrinsics fork sketches. Off without its rule bit
+ * (tessel tune --no-tensorize, for A/B measurements, bench/int8.sh). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -150,8 +150,7 @@ static bool apply(const srch_rule_ctx *c, sch_traced *t, const char *block, cons
 
 ts_status srch_rule_multi_level_tiling_tensor(const srch_rule_ctx *c, sch_traced *t, const char *block,
                                               ts_vec *out, ts_diag *d) {
-  const char *env = getenv("TESSEL_TENSORIZE");
-  if ((env && !strcmp(env, "0")) || (c->target && c->target->kind != CG_TARGET_LLVM)) return push(out, t, d);
+  if (c->target && c->target->kind != CG_TARGET_LLVM) return push(out, t, d);
   const ir_func *fn = sch_traced_func(t);
   const ir_stmt *r = srch_find_realize(fn, block);
   ts_diag q;
