@@ -140,7 +140,7 @@ static int build_to(const build_args *a, ts_arena *ar, tun_subject *sub, cg_targ
                     const char *cmd) {
   ts_diag d;
   ts_diag_clear(&d);
-  if (cg_target_parse(a->target, tg, &d) || (tg->kind != CG_TARGET_CUDA && cg_llvm_resolve_target(tg, &d))) {
+  if (cg_target_parse(a->target, tg, &d) || tun_resolve_target(tg, &d)) {
     fprintf(stderr, "tessel %s: %s\n", cmd, d.msg);
     return 2;
   }
@@ -168,16 +168,15 @@ static int build_to(const build_args *a, ts_arena *ar, tun_subject *sub, cg_targ
   int rc = 0;
   /* tessel build --target cuda describes each kernel (launch, registers and
    * spills from the cubin): lines on stderr, or with --json an object on stdout */
-  bool report = !strcmp(cmd, "build") && tg->kind == CG_TARGET_CUDA;
+  const tun_device *dev = tun_device_of(tg);
+  bool report = !strcmp(cmd, "build") && dev->kernel_report;
   json_t *js = report && a->json ? json_object() : NULL;
   if (js) {
     json_object_set_new(js, "workload", json_string(sub->label));
     json_object_set_new(js, "target", json_string(tg->text));
     json_object_set_new(js, "output", json_string(path));
   }
-  if (tg->kind == CG_TARGET_CUDA ? tun_build_cuda_report(sch_traced_func(t), tg, path, report && !js ? stderr : NULL,
-                                                         js, &d)
-                                 : tun_build_shared(sch_traced_func(t), tg, path, &d)) {
+  if (dev->build(sch_traced_func(t), tg, path, report && !js ? stderr : NULL, js, &d)) {
     fprintf(stderr, "tessel %s: building %s: %s\n", cmd, sub->label, d.msg);
     rc = 2;
   } else if (js) {
@@ -261,8 +260,7 @@ int tun_cmd_bench(int argc, char **argv) {
   rc = build_to(&a, &ar, &sub, &tg, path, "bench");
   if (rc == 0) {
     tsrt_measure_result res;
-    if (tg.kind == CG_TARGET_CUDA) tun_measure_cuda_file(path, &a.mo, &res);
-    else tsrt_measure_forked(path, &a.mo, &res);
+    tun_device_of(&tg)->measure(path, &a.mo, &res);
     if (res.status != TSRT_OK) {
       fprintf(stderr, "tessel bench: %s: %s\n", sub.label, res.error);
       rc = 2;

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "codegen/llvm.h"
+#include "runtime/runtime.h"
 
 /* ---- helpers over the traced function ---- */
 typedef struct find_ctx {
@@ -409,8 +410,8 @@ static bool tile_block(sch_traced *t, const char *name, const cg_target *tg) {
   return true;
 }
 
-ts_status tun_default_schedule(sch_traced *t, const cg_target *tg, ts_diag *d) {
-  if (tg && tg->kind == CG_TARGET_CUDA) return tun_default_schedule_gpu(t, tg, d);
+/* The CPU default schedule (build.h). */
+static ts_status default_schedule_cpu(sch_traced *t, const cg_target *tg, const tun_default_opts *o, ts_diag *d) {
   ts_vec names;
   ts_vec_init(&names);
   find_ctx c = {.names = &names};
@@ -428,10 +429,9 @@ ts_status tun_default_schedule(sch_traced *t, const cg_target *tg, ts_diag *d) {
   size_t n = names.len;
   for (size_t i = 0; i < n; i++) copy[i] = ts_arena_strdup(&a, names.items[i]);
   ts_vec_fini(&names);
-  /* TESSEL_DEFAULT_TILING=0: the plain per-block schedule only, as before
-   * the tiled default (for before/after comparisons) */
-  const char *env = getenv("TESSEL_DEFAULT_TILING");
-  bool tiling = !(env && !strcmp(env, "0"));
+  /* no_tiling: the plain per-block schedule only, as before the tiled
+   * default (for before/after comparisons) */
+  bool tiling = !(o && o->no_tiling);
   /* elementwise blocks inlined into their consumers (AutoInline; a refused
    * one, e.g. an output, stays) */
   for (size_t i = 0; tiling && i < n; i++) {
@@ -477,13 +477,31 @@ ts_status tun_default_schedule(sch_traced *t, const cg_target *tg, ts_diag *d) {
   return TS_OK;
 }
 
+static ts_status default_schedule_gpu(sch_traced *t, const cg_target *tg, const tun_default_opts *o, ts_diag *d) {
+  (void)o;
+  return tun_default_schedule_gpu(t, tg, d);
+}
+
+ts_status tun_default_schedule_opts(sch_traced *t, const cg_target *tg, const tun_default_opts *o, ts_diag *d) {
+  return tun_device_of(tg)->default_schedule(t, tg, o, d);
+}
+
+ts_status tun_default_schedule(sch_traced *t, const cg_target *tg, ts_diag *d) {
+  return tun_default_schedule_opts(t, tg, NULL, d);
+}
+
 ts_status tun_schedule(const ir_func *f, const char *trace_path, const cg_target *tg, sch_traced **out,
                        ts_diag *d) {
+  return tun_schedule_opts(f, trace_path, tg, NULL, out, d);
+}
+
+ts_status tun_schedule_opts(const ir_func *f, const char *trace_path, const cg_target *tg,
+                            const tun_default_opts *o, sch_traced **out, ts_diag *d) {
   *out = NULL;
   if (!trace_path) {
     sch_traced *t = sch_traced_new(f, 1, d);
     if (!t) return d ? d->code : TS_ENOMEM;
-    ts_status st = tun_default_schedule(t, tg, d);
+    ts_status st = tun_default_schedule_opts(t, tg, o, d);
     if (st) {
       sch_traced_free(t);
       return st;
@@ -506,8 +524,11 @@ ts_status tun_schedule(const ir_func *f, const char *trace_path, const cg_target
   return TS_OK;
 }
 
-ts_status tun_build_shared(const ir_func *scheduled, const cg_target *tg, const char *path, ts_diag *d) {
-  if (tg && tg->kind == CG_TARGET_CUDA) return tun_build_cuda(scheduled, tg, path, d); /* a cubin */
+/* The CPU build: lower, then LLVM to a shared library. */
+static ts_status build_llvm(const ir_func *scheduled, const cg_target *tg, const char *path, FILE *text,
+                            struct json_t *json, ts_diag *d) {
+  (void)text;
+  (void)json;
   ts_arena a;
   ts_arena_init(&a);
   cg_lowered l;
@@ -516,6 +537,38 @@ ts_status tun_build_shared(const ir_func *scheduled, const cg_target *tg, const 
   if (st == TS_OK) st = cg_llvm_build_shared(&l, tg, path, d);
   ts_arena_fini(&a);
   return st;
+}
+
+ts_status tun_build_shared(const ir_func *scheduled, const cg_target *tg, const char *path, ts_diag *d) {
+  return tun_device_of(tg)->build(scheduled, tg, path, NULL, NULL, d);
+}
+
+/* ---- the device table (build.h) ---- */
+static void measure_so(const char *path, const tsrt_measure_opts *mo, tsrt_measure_result *res) {
+  tsrt_measure_forked(path, mo, res);
+}
+
+static const tun_device devices[] = {
+    [CG_TARGET_LLVM] = {.name = "cpu",
+                        .artifact_ext = "so",
+                        .resolve = cg_llvm_resolve_target,
+                        .default_schedule = default_schedule_cpu,
+                        .build = build_llvm,
+                        .measure = measure_so},
+    [CG_TARGET_CUDA] = {.name = "cuda",
+                        .artifact_ext = "cubin",
+                        .kernel_report = true,
+                        .default_schedule = default_schedule_gpu,
+                        .build = tun_build_cuda_report,
+                        .measure = tun_measure_cuda_file,
+                        .regcheck = tun_cuda_regcheck},
+};
+
+const tun_device *tun_device_of(const cg_target *t) { return &devices[t ? t->kind : CG_TARGET_LLVM]; }
+
+ts_status tun_resolve_target(cg_target *t, ts_diag *d) {
+  const tun_device *dv = tun_device_of(t);
+  return dv->resolve ? dv->resolve(t, d) : TS_OK;
 }
 
 static double now_s(void) {
