@@ -21,11 +21,12 @@
 typedef struct build_args {
   const char *subject, *trace, *target, *out, *log;
   tsrt_measure_opts mo;
+  tun_default_opts defaults; /* --no-default-tiling */
   bool json, print_ir;
 } build_args;
 
 enum { OPT_TRACE = 1000, OPT_TARGET, OPT_NUMBER, OPT_REPEAT, OPT_MINMS, OPT_TIMEOUT, OPT_FLUSH,
-       OPT_THREADS, OPT_JSON, OPT_SEED, OPT_COOLDOWN, OPT_PRINT, OPT_LOG };
+       OPT_THREADS, OPT_JSON, OPT_SEED, OPT_COOLDOWN, OPT_PRINT, OPT_LOG, OPT_NODEFTILING };
 
 static int parse_args(int argc, char **argv, build_args *a, bool bench, const char *usage) {
   static const struct option opts[] = {{"help", no_argument, 0, 'h'},
@@ -42,6 +43,7 @@ static int parse_args(int argc, char **argv, build_args *a, bool bench, const ch
                                        {"seed", required_argument, 0, OPT_SEED},
                                        {"json", no_argument, 0, OPT_JSON},
                                        {"print-ir", no_argument, 0, OPT_PRINT},
+                                       {"no-default-tiling", no_argument, 0, OPT_NODEFTILING},
                                        {"output", required_argument, 0, 'o'},
                                        {0, 0, 0, 0}};
   memset(a, 0, sizeof *a);
@@ -70,6 +72,7 @@ static int parse_args(int argc, char **argv, build_args *a, bool bench, const ch
     case OPT_SEED: a->mo.seed = strtoull(optarg, NULL, 0); break;
     case OPT_JSON: a->json = true; break;
     case OPT_PRINT: a->print_ir = true; break;
+    case OPT_NODEFTILING: a->defaults.no_tiling = true; break;
     default: return 2;
     }
   }
@@ -156,7 +159,7 @@ static int build_to(const build_args *a, ts_arena *ar, tun_subject *sub, cg_targ
   sch_traced *t = NULL;
   if (a->log) {
     if (schedule_from_log(a->log, sub, tg, &t, cmd)) return 2;
-  } else if (tun_schedule(sub->func, a->trace, tg, &t, &d)) {
+  } else if (tun_schedule_opts(sub->func, a->trace, tg, &a->defaults, &t, &d)) {
     fprintf(stderr, "tessel %s: %s\n", cmd, d.msg);
     return 2;
   }
@@ -215,7 +218,8 @@ int tun_cmd_build(int argc, char **argv) {
                       "decomposed, inner spatial loop vectorized, outer loop parallel), lowers it and\n"
                       "builds a shared library exporting tessel_kernel_entry/tessel_kernel_meta.\n"
                       "--log LOG replays the best verified record of the tuning log for SUBJECT\n"
-                      "on the target.\n"
+                      "on the target. --no-default-tiling: the plain default schedule (no\n"
+                      "register-tiled micro-kernel, no inlining), for comparisons.\n"
                       "Targets: llvm (host), llvm -mtriple=aarch64-linux-gnu, llvm -mcpu=... -mattr=...\n"
                       "cuda -arch=sm_90 (default arch): OUT is a cubin; OUT ending .ptx gets PTX, .cu the\n"
                       "CUDA C (no NVRTC needed); without --trace/--log the default GPU schedule.\n"
