@@ -1,5 +1,5 @@
 /* cuda.h — the CUDA backend: CUDA C emission from a scheduled PrimFunc
- * (cuda.c, no CUDA needed), and its compilation to PTX / cubin through NVRTC
+ * (cuda_emit.c and its stages, no CUDA needed), and its compilation to PTX / cubin through NVRTC
  * (nvrtc.c; a stub that answers TS_EUNSUPPORTED "built without CUDA" when
  * tessel is configured without the toolkit).
  *

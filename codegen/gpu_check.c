@@ -393,7 +393,7 @@ static int count_kernels(const ir_stmt *s) {
 }
 
 /* The top level of the lowered body: sequences and allocations; anything
- * else is one kernel (one launch), as cuda.c's emitter splits it. */
+ * else is one kernel (one launch), as the CUDA emitter splits it. */
 static void walk_top(walk *w, const ir_stmt *s) {
   if (!s || w->st) return;
   if (s->kind == IR_SEQ) {

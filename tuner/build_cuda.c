@@ -1,5 +1,5 @@
-/* cmd_cuda.c — the CUDA side of `tessel build` and `tessel bench`
- * (--target cuda): emit CUDA C from the scheduled function (codegen/cuda.c),
+/* build_cuda.c — the CUDA side of `tessel build` and `tessel bench`
+ * (--target cuda): emit CUDA C from the scheduled function (codegen/cuda_emit.c),
  * compile it with NVRTC, write the cubin (or the CUDA C / PTX), and measure
  * a cubin on the local GPU through the runtime's dlopen'd driver
  * (runtime/cuda_rt.c), in a forked child. */

@@ -22,13 +22,13 @@
  *  - RewriteUnroll: the root's meta_schedule.unroll_explicit step (when not
  *    0) becomes pragma_auto_unroll_max_step + pragma_unroll_explicit on the
  *    outermost loop of each block with a reduction (bound to blockIdx on a
- *    GPU, as in TVM): cuda.c unrolls every serial loop below it whose nest
+ *    GPU, as in TVM): the CUDA emitter unrolls every serial loop below it whose nest
  *    takes at most that many steps.
  *  - RewriteReductionBlock: decompose_reduction at the outermost reduction
  *    loop. For a cross-thread reduction that is the threadIdx.x loop (TVM
  *    skips those blocks and lowers their init in LowerCrossThreadReduction):
  *    the init then runs before the threads' loop and the update is the plain
- *    B[i] = B[i] + e that cuda.c turns into a warp all-reduce; when the
+ *    B[i] = B[i] + e that the CUDA emitter turns into a warp all-reduce; when the
  *    primitive refuses there (fused pooling windows), the init stays.
  *  - VerifyGPUCode: cg_gpu_check with the target's limits (every store must
  *    be thread-bound), and each tiled block's threads per block within the
