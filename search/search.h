@@ -10,6 +10,21 @@
 #include "costmodel/costmodel.h"
 #include "ir/schedule/trace.h"
 
+/* ---- IR lookups (space.c), shared by the rules and the tuner's default
+ * schedules ---------------------------------------------------------------- */
+/* The realize of block name in f (NULL if none). */
+const ir_stmt *srch_find_realize(const ir_func *f, const char *name);
+/* The loop statement of loop var v in f (NULL if none). */
+const ir_stmt *srch_find_loop(const ir_func *f, const ir_var *v);
+/* Block names of f in DFS (program) order, root excluded, copied into a
+ * (*out NULL on OOM). */
+int srch_block_names(const ir_func *f, ts_arena *a, const char ***out);
+/* Is loop var v bound into a non-spatial iter var of any block under s
+ * (s: a statement, normally the loop itself)? */
+bool srch_loop_is_reduction(const ir_stmt *s, const ir_var *v);
+/* Is v used by a non-spatial iter binding of realize r? */
+bool srch_realize_uses_in_reduction(const ir_stmt *r, const ir_var *v);
+
 /* ---- design space ---------------------------------------------------------- */
 /* Rule registry: every rule of every target, one bit each in
  * srch_space_opts.rule_mask (the same bit on every target). Which rules a

@@ -116,12 +116,6 @@ int srch_fetch_lane_candidates(const sch_trace *tr, int *out, int cap);
 sch_trace *srch_mutate_fetch_lanes(const sch_trace *tr, int inst, ts_rng *rng);
 
 /* ---- IR helpers (space.c) ---- */
-/* The realize of block name in f (NULL if none). */
-const ir_stmt *srch_find_realize(const ir_func *f, const char *name);
-/* The loop statement of loop var v in f (NULL if none). */
-const ir_stmt *srch_find_loop(const ir_func *f, const ir_var *v);
-/* Block names of f in DFS (program) order, root excluded, copied into a. */
-int srch_block_names(const ir_func *f, ts_arena *a, const char ***out);
 /* Does any block of f have a reduction iter var? */
 bool srch_func_has_reduction(const ir_func *f);
 /* MetaSchedule's NeedsMultiLevelTiling for block realize r whose nloops
@@ -130,11 +124,6 @@ bool srch_func_has_reduction(const ir_func *f);
  * GPU rule). At most 32 loops. In search/rules/multi_level_tiling.c. */
 bool srch_needs_multi_level_tiling(const ir_func *f, const ir_stmt *r, int nloops, const ir_var **lv,
                                    int *iter_of, bool serial_only);
-/* Is loop var v bound into a non-spatial iter var of any block under s
- * (s: a statement, normally the loop itself)? */
-bool srch_loop_is_reduction(const ir_stmt *s, const ir_var *v);
-/* Is v used by a non-spatial iter binding of realize r? */
-bool srch_realize_uses_in_reduction(const ir_stmt *r, const ir_var *v);
 /* A fork of t: a fresh traced schedule of f replaying t's trace with its
  * decisions. NULL on failure (d set). */
 sch_traced *srch_fork(const srch_rule_ctx *c, sch_traced *t, ts_diag *d);

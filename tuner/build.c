@@ -13,47 +13,14 @@
 #include <unistd.h>
 
 #include "codegen/llvm.h"
+#include "search/search.h"
 #include "runtime/runtime.h"
 
-/* ---- helpers over the traced function ---- */
-typedef struct find_ctx {
-  const ir_var *var;
-  const ir_stmt *found;
-  const char *block;
-  const ir_stmt *realize;
-  ts_vec *names;
-} find_ctx;
-
-static bool find_cb(void *ctx, const ir_stmt *s) {
-  find_ctx *c = ctx;
-  if (s->kind == IR_FOR && c->var && s->u.loop.var == c->var) c->found = s;
-  if (s->kind == IR_BLOCK_REALIZE) {
-    if (c->block && !strcmp(s->u.realize.block->name, c->block)) c->realize = s;
-    if (c->names && strcmp(s->u.realize.block->name, "root")) ts_vec_push(c->names, (void *)s->u.realize.block->name);
-  }
-  return true;
-}
-
-static const ir_stmt *find_loop(sch_traced *t, const ir_var *v) {
-  find_ctx c = {.var = v};
-  ir_visitor vis = {.stmt = find_cb, .ctx = &c};
-  ir_visit_stmt(&vis, sch_traced_func(t)->body);
-  return c.found;
-}
+/* ---- helpers over the traced function (search's IR lookups) ---- */
+static const ir_stmt *find_loop(sch_traced *t, const ir_var *v) { return srch_find_loop(sch_traced_func(t), v); }
 
 static const ir_stmt *find_realize(sch_traced *t, const char *name) {
-  find_ctx c = {.block = name};
-  ir_visitor vis = {.stmt = find_cb, .ctx = &c};
-  ir_visit_stmt(&vis, sch_traced_func(t)->body);
-  return c.realize;
-}
-
-/* Is loop var v used by a reduction iter var's binding of realize r? */
-static bool is_reduction_loop(const ir_stmt *r, const ir_var *v) {
-  const ir_block *b = r->u.realize.block;
-  for (int i = 0; i < b->niter; i++)
-    if (b->iters[i].type != IR_ITER_S && ir_expr_uses_var(r->u.realize.iter_values[i], v)) return true;
-  return false;
+  return srch_find_realize(sch_traced_func(t), name);
 }
 
 static int vector_lanes(const cg_target *tg, const ir_block *b) {
@@ -80,7 +47,7 @@ static void schedule_block(sch_traced *t, const char *name, const cg_target *tg)
   bool red[64];
   int last_s = -1, first_r = -1;
   for (int i = 0; i < nl; i++) {
-    red[i] = is_reduction_loop(r, sch_t_loop(t, loops[i]).var);
+    red[i] = srch_realize_uses_in_reduction(r, sch_t_loop(t, loops[i]).var);
     if (!red[i]) last_s = i;
     if (red[i] && first_r < 0) first_r = i;
   }
@@ -412,23 +379,15 @@ static bool tile_block(sch_traced *t, const char *name, const cg_target *tg) {
 
 /* The CPU default schedule (build.h). */
 static ts_status default_schedule_cpu(sch_traced *t, const cg_target *tg, const tun_default_opts *o, ts_diag *d) {
-  ts_vec names;
-  ts_vec_init(&names);
-  find_ctx c = {.names = &names};
-  ir_visitor vis = {.stmt = find_cb, .ctx = &c};
-  ir_visit_stmt(&vis, sch_traced_func(t)->body);
-  /* copy the names: the blocks are rewritten as we go */
+  /* copied names: the blocks are rewritten as we go */
   ts_arena a;
   ts_arena_init(&a);
-  const char **copy = TS_ANEWN(&a, const char *, names.len + 1);
+  const char **copy;
+  size_t n = (size_t)srch_block_names(sch_traced_func(t), &a, &copy);
   if (!copy) {
-    ts_vec_fini(&names);
     ts_arena_fini(&a);
     return ts_diag_set(d, TS_ENOMEM, "out of memory");
   }
-  size_t n = names.len;
-  for (size_t i = 0; i < n; i++) copy[i] = ts_arena_strdup(&a, names.items[i]);
-  ts_vec_fini(&names);
   /* no_tiling: the plain per-block schedule only, as before the tiled
    * default (for before/after comparisons) */
   bool tiling = !(o && o->no_tiling);
