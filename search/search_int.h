@@ -108,6 +108,8 @@ ts_status srch_pp_gpu_verify(sch_traced *ts, const cg_target *t, const srch_post
 /* A copy of tr with SampleCategorical k redrawn among its other candidates
  * (mutators.c); NULL when none has weight. */
 sch_trace *srch_resample_categorical(const sch_trace *tr, int k, ts_rng *rng);
+/* The instruction of tr defining RV rv (-1 if none; mutators.c). */
+int srch_defining_inst(const sch_trace *tr, int rv);
 /* GPU mutators (mutators_gpu.c): thread binding; the cooperative-fetch lane
  * categoricals (instruction indices into out) MutateTileSize also draws
  * from, and one resampled. */
@@ -124,6 +126,8 @@ bool srch_func_has_reduction(const ir_func *f);
  * GPU rule). At most 32 loops. In search/rules/multi_level_tiling.c. */
 bool srch_needs_multi_level_tiling(const ir_func *f, const ir_stmt *r, int nloops, const ir_var **lv,
                                    int *iter_of, bool serial_only);
+/* Pushes state t onto a rule's out (on OOM t is freed: TS_ENOMEM). */
+ts_status srch_push(ts_vec *out, sch_traced *t, ts_diag *d);
 /* A fork of t: a fresh traced schedule of f replaying t's trace with its
  * decisions. NULL on failure (d set). */
 sch_traced *srch_fork(const srch_rule_ctx *c, sch_traced *t, ts_diag *d);

@@ -94,6 +94,14 @@ bool srch_loop_is_reduction(const ir_stmt *s, const ir_var *v) {
   return c.hit;
 }
 
+ts_status srch_push(ts_vec *out, sch_traced *t, ts_diag *d) {
+  if (ts_vec_push(out, t)) {
+    sch_traced_free(t);
+    return ts_diag_set(d, TS_ENOMEM, "out of memory");
+  }
+  return TS_OK;
+}
+
 sch_traced *srch_fork(const srch_rule_ctx *c, sch_traced *t, ts_diag *d) {
   return sch_trace_replay(sch_traced_trace(t), c->func, c->seed, d);
 }

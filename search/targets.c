@@ -82,35 +82,22 @@ static const srch_postproc gpu_postprocs[] = {
     {"VerifyGPUCode", srch_pp_gpu_verify},
 };
 
-#define N(a) (int)(sizeof a / sizeof a[0])
+#define ROW(nm, r, pp) \
+  .name = nm, .rules = r, .nrules = (int)(sizeof r / sizeof r[0]), .postprocs = pp, \
+  .npostprocs = (int)(sizeof pp / sizeof pp[0])
 static const srch_space spaces[] = {
-    [CG_TARGET_LLVM] =
-        {
-            .name = "llvm",
-            .rules = cpu_rules,
-            .nrules = N(cpu_rules),
-            .postprocs = cpu_postprocs,
-            .npostprocs = N(cpu_postprocs),
-            .mutator_prob =
-                {
+    [CG_TARGET_LLVM] = {ROW("llvm", cpu_rules, cpu_postprocs),
+                        .mutator_prob = {
 #define SRCH_X(en, nm, p) [en] = p,
-                    SRCH_MUTATOR_LIST(SRCH_X)
+                            SRCH_MUTATOR_LIST(SRCH_X)
 #undef SRCH_X
-                },
-        },
-    [CG_TARGET_CUDA] =
-        {
-            .name = "cuda",
-            .rules = gpu_rules,
-            .nrules = N(gpu_rules),
-            .postprocs = gpu_postprocs,
-            .npostprocs = N(gpu_postprocs),
-            /* MetaSchedule's Mutator::DefaultCUDA */
-            .mutator_prob = {[SRCH_MUT_TILE_SIZE] = 0.90, [SRCH_MUT_UNROLL] = 0.08,
-                             [SRCH_MUT_THREAD_BINDING] = 0.02},
-        },
+                        }},
+    /* MetaSchedule's CUDA defaults (Mutator::DefaultCUDA) */
+    [CG_TARGET_CUDA] = {ROW("cuda", gpu_rules, gpu_postprocs),
+                        .mutator_prob = {[SRCH_MUT_TILE_SIZE] = 0.90, [SRCH_MUT_UNROLL] = 0.08,
+                                         [SRCH_MUT_THREAD_BINDING] = 0.02}},
 };
-#undef N
+#undef ROW
 
 const srch_space *srch_space_of(const cg_target *t) { return &spaces[t ? t->kind : CG_TARGET_LLVM]; }
 
