@@ -85,7 +85,13 @@ typedef struct srch_space {
 /* The row of t's kind (llvm's for t == NULL). */
 const srch_space *srch_space_of(const cg_target *t);
 
-/* The CPU postprocessors (postproc.c). DisallowDynamicLoop is shared with
+/* Calls fn on every block of t that still exists when its turn comes (the
+ * names are taken first: fn may rewrite the function), stopping at the
+ * first error fn returns (postproc.c). */
+typedef ts_status (*srch_block_fn)(sch_traced *t, const char *name, const ir_stmt *realize, ts_diag *d);
+ts_status srch_each_block(sch_traced *t, srch_block_fn fn, ts_diag *d);
+
+/* The postprocessors (postproc.c; RewriteReductionBlock serves both rows). DisallowDynamicLoop is shared with
  * the cuda row: TS_ESCHEDULE naming the first loop with a non-constant min
  * or extent. VerifyTarget is cg_check. */
 ts_status srch_pp_disallow_dynamic_loop(sch_traced *ts, const cg_target *t, const srch_postproc_opts *o,
@@ -102,8 +108,6 @@ ts_status srch_pp_gpu_cooperative_fetch(sch_traced *ts, const cg_target *t, cons
                                         ts_diag *d);
 ts_status srch_pp_gpu_unbound_block(sch_traced *ts, const cg_target *t, const srch_postproc_opts *o, ts_diag *d);
 ts_status srch_pp_gpu_unroll(sch_traced *ts, const cg_target *t, const srch_postproc_opts *o, ts_diag *d);
-ts_status srch_pp_gpu_reduction_block(sch_traced *ts, const cg_target *t, const srch_postproc_opts *o,
-                                      ts_diag *d);
 ts_status srch_pp_gpu_verify(sch_traced *ts, const cg_target *t, const srch_postproc_opts *o, ts_diag *d);
 /* A copy of tr with SampleCategorical k redrawn among its other candidates
  * (mutators.c); NULL when none has weight. */

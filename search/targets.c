@@ -78,7 +78,7 @@ static const srch_postproc gpu_postprocs[] = {
     {"RewriteCooperativeFetch", srch_pp_gpu_cooperative_fetch},
     {"RewriteUnboundBlock", srch_pp_gpu_unbound_block},
     {"RewriteUnroll", srch_pp_gpu_unroll},
-    {"RewriteReductionBlock", srch_pp_gpu_reduction_block},
+    {"RewriteReductionBlock", srch_pp_rewrite_reduction_block},
     {"VerifyGPUCode", srch_pp_gpu_verify},
 };
 

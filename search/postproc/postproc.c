@@ -204,67 +204,73 @@ ts_status srch_pp_rewrite_parallel_vectorize_unroll(sch_traced *t, const cg_targ
   return st;
 }
 
-/* ---- RewriteTensorize ----
- * Tensorizes every block MultiLevelTilingTensor annotated with an intrinsic
- * (SRCH_ANN_AUTO_TENSORIZE); a refusal rejects the candidate with the
- * reason. Runs before RewriteReductionBlock, which then splits the
- * tensorized block's init out of its reduction loops. */
-ts_status srch_pp_rewrite_tensorize(sch_traced *t, const cg_target *tg, const srch_postproc_opts *o, ts_diag *d) {
-  (void)tg;
-  (void)o;
+/* ---- the walk over blocks ---- */
+ts_status srch_each_block(sch_traced *t, srch_block_fn fn, ts_diag *d) {
   ts_arena a;
   ts_arena_init(&a);
   const char **names;
-  int nb = srch_block_names(sch_traced_func(t), &a, &names);
-  ts_status st = TS_OK;
-  for (int i = 0; i < nb && !st; i++) {
+  int n = srch_block_names(sch_traced_func(t), &a, &names);
+  ts_status st = n > 0 && !names ? ts_diag_set(d, TS_ENOMEM, "out of memory") : TS_OK;
+  for (int i = 0; i < n && !st; i++) {
     const ir_stmt *r = srch_find_realize(sch_traced_func(t), names[i]);
-    const ir_annot *an = r ? ir_annot_find(r->u.realize.block->nannot, r->u.realize.block->annots,
-                                           SRCH_ANN_AUTO_TENSORIZE)
-                           : NULL;
-    if (!an || an->kind != IR_ANN_STR) continue;
-    if (ir_annot_find(r->u.realize.block->nannot, r->u.realize.block->annots, "tessel.tensorized")) continue;
-    const char *intrin = ts_arena_strdup(&a, an->v.s);
-    ts_diag q;
-    ts_diag_clear(&q);
-    int b;
-    if (sch_t_get_block(t, names[i], &b, &q) || sch_t_tensorize(t, b, intrin, &q))
-      st = ts_diag_set(d, TS_ESCHEDULE, "RewriteTensorize: %s", q.msg);
+    if (r) st = fn(t, names[i], r, d);
   }
   ts_arena_fini(&a);
   return st;
 }
 
-/* ---- RewriteReductionBlock ---- */
+/* ---- RewriteTensorize ----
+ * Tensorizes every block MultiLevelTilingTensor annotated with an intrinsic
+ * (SRCH_ANN_AUTO_TENSORIZE); a refusal rejects the candidate with the
+ * reason. Runs before RewriteReductionBlock, which then splits the
+ * tensorized block's init out of its reduction loops. */
+static ts_status tensorize_block(sch_traced *t, const char *name, const ir_stmt *r, ts_diag *d) {
+  const ir_block *blk = r->u.realize.block;
+  const ir_annot *an = ir_annot_find(blk->nannot, blk->annots, SRCH_ANN_AUTO_TENSORIZE);
+  if (!an || an->kind != IR_ANN_STR || ir_annot_find(blk->nannot, blk->annots, "tessel.tensorized")) return TS_OK;
+  char intrin[256];
+  snprintf(intrin, sizeof intrin, "%s", an->v.s);
+  ts_diag q;
+  ts_diag_clear(&q);
+  int b;
+  if (sch_t_get_block(t, name, &b, &q) || sch_t_tensorize(t, b, intrin, &q))
+    return ts_diag_set(d, TS_ESCHEDULE, "RewriteTensorize: %s", q.msg);
+  return TS_OK;
+}
+
+ts_status srch_pp_rewrite_tensorize(sch_traced *t, const cg_target *tg, const srch_postproc_opts *o, ts_diag *d) {
+  return srch_each_block(t, tensorize_block, d);
+}
+
+/* ---- RewriteReductionBlock ----
+ * decompose_reduction at the outermost reduction loop of every block with
+ * an init. On a GPU that may be a cross-thread reduction's threadIdx loop
+ * (TVM skips those blocks and lowers their init in
+ * LowerCrossThreadReduction): the init then runs before the threads' loop;
+ * over fused loops (pooling windows) the primitive can refuse there, and
+ * the init stays in the block, which is still right. */
+static ts_status reduction_block(sch_traced *t, const char *name, const ir_stmt *r, ts_diag *d) {
+  if (!r->u.realize.block->init) return TS_OK;
+  ts_diag q;
+  ts_diag_clear(&q);
+  int b, nl;
+  const int *lp;
+  if (sch_t_get_block(t, name, &b, &q) || sch_t_get_loops(t, b, &lp, &nl, &q)) return TS_OK;
+  for (int k = 0; k < nl; k++) {
+    if (!srch_realize_uses_in_reduction(r, sch_t_loop(t, lp[k]).var)) continue;
+    const ir_stmt *l = srch_find_loop(sch_traced_func(t), sch_t_loop(t, lp[k]).var);
+    bool bound = l && l->u.loop.kind == IR_FOR_THREAD_BINDING;
+    int init;
+    if (sch_t_decompose_reduction(t, b, lp[k], &init, &q) && !bound)
+      return ts_diag_set(d, TS_ESCHEDULE, "RewriteReductionBlock: %s", q.msg);
+    break;
+  }
+  return TS_OK;
+}
+
 ts_status srch_pp_rewrite_reduction_block(sch_traced *t, const cg_target *tg, const srch_postproc_opts *o,
                                           ts_diag *d) {
-  (void)tg;
-  (void)o;
-  ts_arena a;
-  ts_arena_init(&a);
-  const char **names;
-  int nb = srch_block_names(sch_traced_func(t), &a, &names);
-  for (int i = 0; i < nb; i++) {
-    const ir_stmt *r = srch_find_realize(sch_traced_func(t), names[i]);
-    if (!r || !r->u.realize.block->init) continue;
-    ts_diag q;
-    ts_diag_clear(&q);
-    int b, nl;
-    const int *lp;
-    if (sch_t_get_block(t, names[i], &b, &q) || sch_t_get_loops(t, b, &lp, &nl, &q)) continue;
-    for (int k = 0; k < nl; k++) {
-      if (srch_realize_uses_in_reduction(r, sch_t_loop(t, lp[k]).var)) {
-        int init;
-        if (sch_t_decompose_reduction(t, b, lp[k], &init, &q)) {
-          ts_arena_fini(&a);
-          return ts_diag_set(d, TS_ESCHEDULE, "RewriteReductionBlock: %s", q.msg);
-        }
-        break;
-      }
-    }
-  }
-  ts_arena_fini(&a);
-  return TS_OK;
+  return srch_each_block(t, reduction_block, d);
 }
 
 /* ---- RewriteLayout ----

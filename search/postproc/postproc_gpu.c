@@ -60,25 +60,6 @@ static const ir_stmt *loop_stmt(sch_traced *t, int rv) {
   return srch_find_loop(sch_traced_func(t), sch_t_loop(t, rv).var);
 }
 
-/* Block names of the current function (copied into a). */
-/* Calls fn on every block of t that still exists when its turn comes (the
- * names are taken first: fn may rewrite the function), stopping at the first
- * error fn returns. */
-typedef ts_status (*block_fn)(sch_traced *t, const char *name, const ir_stmt *realize, ts_diag *d);
-static ts_status each_block(sch_traced *t, block_fn fn, ts_diag *d) {
-  ts_arena a;
-  ts_arena_init(&a);
-  const char **names;
-  int n = srch_block_names(sch_traced_func(t), &a, &names);
-  ts_status st = n > 0 && !names ? ts_diag_set(d, TS_ENOMEM, "out of memory") : TS_OK;
-  for (int i = 0; i < n && !st; i++) {
-    const ir_stmt *r = srch_find_realize(sch_traced_func(t), names[i]);
-    if (r) st = fn(t, names[i], r, d);
-  }
-  ts_arena_fini(&a);
-  return st;
-}
-
 /* ---- RewriteCooperativeFetch ---- */
 static void cooperative_fetch(sch_traced *t, const char *name, int64_t lanes) {
   int64_t tx = srch_gpu_thread_extent(t, name, "threadIdx.x"), ty = 0, tz = 0;
@@ -179,28 +160,6 @@ static ts_status unroll_block(sch_traced *t, const char *name, const ir_stmt *r,
   return TS_OK;
 }
 
-/* ---- RewriteReductionBlock ---- */
-static ts_status reduction_block(sch_traced *t, const char *name, const ir_stmt *r, ts_diag *d) {
-  if (!r->u.realize.block->init) return TS_OK;
-  ts_diag q;
-  ts_diag_clear(&q);
-  int b, nl;
-  const int *lp;
-  if (sch_t_get_block(t, name, &b, &q) || sch_t_get_loops(t, b, &lp, &nl, &q)) return TS_OK;
-  for (int k = 0; k < nl; k++) {
-    if (!srch_realize_uses_in_reduction(r, sch_t_loop(t, lp[k]).var)) continue;
-    const ir_stmt *l = loop_stmt(t, lp[k]);
-    bool bound = l && l->u.loop.kind == IR_FOR_THREAD_BINDING;
-    int init;
-    /* a cross-thread reduction over fused loops (pooling windows) can be
-     * refused: its init then stays in the block, which is still right */
-    if (sch_t_decompose_reduction(t, b, lp[k], &init, &q) && !bound)
-      return ts_diag_set(d, TS_ESCHEDULE, "RewriteReductionBlock: %s", q.msg);
-    break;
-  }
-  return TS_OK;
-}
-
 /* ---- VerifyGPUCode ---- */
 static ts_status thread_range_block(sch_traced *t, const char *name, const ir_stmt *r, ts_diag *d) {
   const ir_block *b = r->u.realize.block;
@@ -225,26 +184,21 @@ static ts_status thread_range_block(sch_traced *t, const char *name, const ir_st
 /* The postprocessors over every block (the cuda row of targets.c). */
 ts_status srch_pp_gpu_cooperative_fetch(sch_traced *ts, const cg_target *t, const srch_postproc_opts *o,
                                         ts_diag *d) {
-  return each_block(ts, cooperative_fetch_block, d);
+  return srch_each_block(ts, cooperative_fetch_block, d);
 }
 
 ts_status srch_pp_gpu_unbound_block(sch_traced *ts, const cg_target *t, const srch_postproc_opts *o, ts_diag *d) {
-  return each_block(ts, unbound_block, d);
+  return srch_each_block(ts, unbound_block, d);
 }
 
 ts_status srch_pp_gpu_unroll(sch_traced *ts, const cg_target *t, const srch_postproc_opts *o, ts_diag *d) {
-  return each_block(ts, unroll_block, d);
-}
-
-ts_status srch_pp_gpu_reduction_block(sch_traced *ts, const cg_target *t, const srch_postproc_opts *o,
-                                      ts_diag *d) {
-  return each_block(ts, reduction_block, d);
+  return srch_each_block(ts, unroll_block, d);
 }
 
 /* VerifyGPUCode: each block's thread range, cg_gpu_check with the target's
  * limits, then the installed register check (see the top). */
 ts_status srch_pp_gpu_verify(sch_traced *ts, const cg_target *t, const srch_postproc_opts *o, ts_diag *d) {
-  ts_status st = each_block(ts, thread_range_block, d);
+  ts_status st = srch_each_block(ts, thread_range_block, d);
   if (st) return st;
   cg_gpu_limits lim;
   cg_gpu_limits_for_target(t, &lim);
