@@ -130,6 +130,9 @@ bool srch_func_has_reduction(const ir_func *f);
  * GPU rule). At most 32 loops. In search/rules/multi_level_tiling.c. */
 bool srch_needs_multi_level_tiling(const ir_func *f, const ir_stmt *r, int nloops, const ir_var **lv,
                                    int *iter_of, bool serial_only);
+/* The realize of block in t's function, with its loops (outer to inner)
+ * from the concrete state in cl and nl; NULL when either is missing. */
+const ir_stmt *srch_block_loops(sch_traced *t, const char *block, sch_loop **cl, int *nl);
 /* Pushes state t onto a rule's out (on OOM t is freed: TS_ENOMEM). */
 ts_status srch_push(ts_vec *out, sch_traced *t, ts_diag *d);
 /* A fork of t: a fresh traced schedule of f replaying t's trace with its

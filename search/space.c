@@ -94,6 +94,14 @@ bool srch_loop_is_reduction(const ir_stmt *s, const ir_var *v) {
   return c.hit;
 }
 
+const ir_stmt *srch_block_loops(sch_traced *t, const char *block, sch_loop **cl, int *nl) {
+  const ir_stmt *r = srch_find_realize(sch_traced_func(t), block);
+  ts_diag q;
+  ts_diag_clear(&q);
+  if (!r || sch_get_loops(sch_traced_state(t), (sch_block){.name = block}, cl, nl, &q)) return NULL;
+  return r;
+}
+
 ts_status srch_push(ts_vec *out, sch_traced *t, ts_diag *d) {
   if (ts_vec_push(out, t)) {
     sch_traced_free(t);

@@ -177,16 +177,14 @@ static ts_status tile_and_fork(const srch_rule_ctx *c, sch_traced *t, const char
 ts_status srch_rule_multi_level_tiling(const srch_rule_ctx *c, sch_traced *t, const char *block, ts_vec *out,
                                        ts_diag *d) {
   const ir_func *fn = sch_traced_func(t);
-  const ir_stmt *r = srch_find_realize(fn, block);
   ts_diag q;
   ts_diag_clear(&q);
   int nl;
   sch_loop *cl;
   /* eligibility on the concrete state first, so that an ineligible block
    * leaves nothing in the trace */
-  if (!r || sch_get_loops(sch_traced_state(t), (sch_block){.name = r->u.realize.block->name}, &cl, &nl, &q) ||
-      nl > MAXL)
-    return srch_push(out, t, d);
+  const ir_stmt *r = srch_block_loops(t, block, &cl, &nl);
+  if (!r || nl > MAXL) return srch_push(out, t, d);
   int iter_of[MAXL];
   const ir_var *lv[MAXL];
   for (int i = 0; i < nl; i++) lv[i] = cl[i].var;

@@ -144,14 +144,13 @@ ts_status srch_rule_multi_level_tiling_tensor(const srch_rule_ctx *c, sch_traced
                                               ts_vec *out, ts_diag *d) {
   if (c->target && c->target->kind != CG_TARGET_LLVM) return srch_push(out, t, d);
   const ir_func *fn = sch_traced_func(t);
-  const ir_stmt *r = srch_find_realize(fn, block);
   ts_diag q;
   ts_diag_clear(&q);
   int nl;
   sch_loop *cl;
   int64_t ext[MAXL];
+  const ir_stmt *r = srch_block_loops(t, block, &cl, &nl);
   if (!r || ir_annot_find(r->u.realize.block->nannot, r->u.realize.block->annots, SRCH_ANN_TILING) ||
-      sch_get_loops(sch_traced_state(t), (sch_block){.name = block}, &cl, &nl, &q) ||
       !trivial_nest(r, cl, nl, ext, fn))
     return srch_push(out, t, d);
   const ir_block *blk = r->u.realize.block;
