@@ -250,6 +250,23 @@ static void ex_cast(cctx *c, const ir_expr *e, int lane) {
   P(c, "))");
 }
 
+/* "fn(a, b)" and "(a op b)", lane l. */
+static void call2(cctx *c, const char *fn, const ir_expr *a, const ir_expr *b, int l) {
+  P(c, "%s(", fn);
+  cu_ex(c, a, l);
+  P(c, ", ");
+  cu_ex(c, b, l);
+  P(c, ")");
+}
+
+static void infix(cctx *c, const ir_expr *a, const char *op, const ir_expr *b, int l) {
+  P(c, "(");
+  cu_ex(c, a, l);
+  P(c, " %s ", op);
+  cu_ex(c, b, l);
+  P(c, ")");
+}
+
 static const preload *find_pre(cctx *c, const ir_expr *e) {
   for (int i = 0; i < c->npre; i++)
     if (c->pre[i].load == e) return &c->pre[i];
@@ -288,43 +305,23 @@ void cu_ex(cctx *c, const ir_expr *e, int lane) {
     const char *sym = ir_binop_symbol(e->kind);
     if (e->kind == IR_DIV && !ir_dtype_is_int(e->dtype) && !c->o->precise_math &&
         e->dtype.code == IR_F32) {
-      P(c, "__fdividef(");
-      cu_ex(c, e->u.bin.a, l);
-      P(c, ", ");
-      cu_ex(c, e->u.bin.b, l);
-      P(c, ")");
+      call2(c, "__fdividef", e->u.bin.a, e->u.bin.b, l);
       return;
     }
-    P(c, "(");
-    cu_ex(c, e->u.bin.a, l);
-    P(c, " %s ", sym);
-    cu_ex(c, e->u.bin.b, l);
-    P(c, ")");
+    infix(c, e->u.bin.a, sym, e->u.bin.b, l);
     return;
   }
   case IR_FLOORDIV: case IR_FLOORMOD: {
     bool fd = e->kind == IR_FLOORDIV;
     if (ir_dtype_is_int(e->dtype) && lane_nonneg(c, e->u.bin.a) && positive(c, e->u.bin.b)) {
-      P(c, "(");
-      cu_ex(c, e->u.bin.a, l);
-      P(c, fd ? " / " : " %% ");
-      cu_ex(c, e->u.bin.b, l);
-      P(c, ")");
+      infix(c, e->u.bin.a, fd ? "/" : "%", e->u.bin.b, l);
       return;
     }
-    P(c, "%s(", fd ? "tsl_floordiv" : "tsl_floormod");
-    cu_ex(c, e->u.bin.a, l);
-    P(c, ", ");
-    cu_ex(c, e->u.bin.b, l);
-    P(c, ")");
+    call2(c, fd ? "tsl_floordiv" : "tsl_floormod", e->u.bin.a, e->u.bin.b, l);
     return;
   }
   case IR_MIN: case IR_MAX:
-    P(c, "%s(", e->kind == IR_MIN ? "tsl_min" : "tsl_max");
-    cu_ex(c, e->u.bin.a, l);
-    P(c, ", ");
-    cu_ex(c, e->u.bin.b, l);
-    P(c, ")");
+    call2(c, e->kind == IR_MIN ? "tsl_min" : "tsl_max", e->u.bin.a, e->u.bin.b, l);
     return;
   case IR_NOT:
     P(c, "(!");
