@@ -8,9 +8,9 @@
 #     OUTDIR   logs and the summary (default bench/out/curve)
 #   Environment:
 #     VARIANTS  models to compare (default "xgb random"); "xgb:min=N" runs the
-#               XGBoost model with TESSEL_XGB_MIN_SAMPLES=N (random scores until
+#               XGBoost model with tune --xgb-min-samples N (random scores until
 #               N samples), "xgb:rounds=N" caps boosting rounds
-#               (TESSEL_XGB_MAX_ROUNDS), "first=N" makes the search's first
+#               (--xgb-max-rounds N), "first=N" makes the search's first
 #               batch N candidates (tune --first-batch N); they may be
 #               combined ("xgb:min=12:first=16", "random:first=16").
 #     BUILD     build directory holding tessel (default build)
@@ -66,14 +66,13 @@ mkdir -p "$dir"
 
 for v in $variants; do
   model=${v%%:*}
-  envs=()
   vargs=()
   rest=${v#"$model"}
   IFS=: read -ra kvs <<<"${rest#:}"
   for kv in "${kvs[@]}"; do
     case $kv in
-      min=*) envs+=("TESSEL_XGB_MIN_SAMPLES=${kv#min=}") ;;
-      rounds=*) envs+=("TESSEL_XGB_MAX_ROUNDS=${kv#rounds=}") ;;
+      min=*) vargs+=(--xgb-min-samples "${kv#min=}") ;;
+      rounds=*) vargs+=(--xgb-max-rounds "${kv#rounds=}") ;;
       first=*) vargs+=(--first-batch "${kv#first=}") ;;
       "") ;;
       *) echo "cost_model_curve.sh: unknown variant option '$kv' in '$v'" >&2; exit 2 ;;
@@ -82,7 +81,7 @@ for v in $variants; do
   for s in $seeds; do
     log=$dir/${v//[:=]/-}_s$s.json
     t0=$(date +%s)
-    env "${envs[@]}" "$T" tune "$wl" --trials "$trials" --log "$log" --model "$model" --seed "$s" \
+    "$T" tune "$wl" --trials "$trials" --log "$log" --model "$model" --seed "$s" \
       --threads "$threads" "${vargs[@]}" "${extra[@]}" --json >"$log.summary" 2>"$log.err" ||
       { echo "cost_model_curve.sh: tune failed for $v seed $s (see $log.err)" >&2; exit 1; }
     echo "  $v seed $s: $(( $(date +%s) - t0 )) s" >&2

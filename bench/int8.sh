@@ -9,7 +9,7 @@
 #
 # 1. matmul_int8 1024³ (i8 x i8 -> i32) tuned twice with the same seed:
 #    with MultiLevelTilingTensor (AVX-512 VNNI intrinsics on this CPU) and
-#    with it off (TESSEL_TENSORIZE=0); then oneDNN's s8 x s8 -> s32 matmul
+#    with it off (--no-tensorize); then oneDNN's s8 x s8 -> s32 matmul
 #    (bench_baselines matmul_s8, weights in oneDNN's layout, reorder untimed)
 #    in the same run. For the VNNI run it also splits the log into
 #    tensorized and plain candidates and prints the best of each: "done"
@@ -34,10 +34,10 @@ B=$build/bench/bench_baselines
 ninja -C "$build" tessel bench/bench_baselines >/dev/null
 mkdir -p "$out"
 
-tune() { # LOG WORKLOAD [ENV...]
+tune() { # LOG WORKLOAD [TUNE-FLAGS...]
   local log=$1 wl=$2
   shift 2
-  env "$@" nice "$T" tune "$wl" --trials "$trials" --log "$log" --threads "$threads" --seed "$seed" --json \
+  nice "$T" tune "$wl" --trials "$trials" --log "$log" --threads "$threads" --seed "$seed" --json "$@" \
     2>"$log.stderr" | python3 -c 'import json,sys; print("%.2f" % json.load(sys.stdin)["best_gflops"])'
 }
 
@@ -65,16 +65,16 @@ flops=$((2 * 1024 * 1024 * 1024))
 echo "== matmul_int8 1024^3, $trials trials, $threads thread(s), seed $seed"
 rm -f "$out/int8_vnni.jsonl" "$out/int8_plain.jsonl" "$out/sgemm_fma.jsonl" "$out/sgemm_plain.jsonl"
 vnni=$(tune "$out/int8_vnni.jsonl" matmul_int8:m=1024,n=1024,k=1024)
-plain=$(tune "$out/int8_plain.jsonl" matmul_int8:m=1024,n=1024,k=1024 TESSEL_TENSORIZE=0)
+plain=$(tune "$out/int8_plain.jsonl" matmul_int8:m=1024,n=1024,k=1024 --no-tensorize)
 dnnl=$("$B" matmul_s8 1024 1024 1024 "$threads" | cut -d' ' -f1)
 echo "tessel, MultiLevelTilingTensor (VNNI):  $vnni GOP/s"
 split_log "$out/int8_vnni.jsonl" "$flops"
-echo "tessel, without it (TESSEL_TENSORIZE=0): $plain GOP/s"
+echo "tessel, without it (--no-tensorize): $plain GOP/s"
 echo "oneDNN matmul s8 x s8 -> s32:            $dnnl GOP/s"
 
 echo "== sgemm 1024^3, $trials trials"
 fma=$(tune "$out/sgemm_fma.jsonl" matmul:m=1024,n=1024,k=1024)
-nofma=$(tune "$out/sgemm_plain.jsonl" matmul:m=1024,n=1024,k=1024 TESSEL_TENSORIZE=0)
+nofma=$(tune "$out/sgemm_plain.jsonl" matmul:m=1024,n=1024,k=1024 --no-tensorize)
 blas=$("$B" sgemm 1024 1024 1024 "$threads" | cut -d' ' -f1)
 echo "tessel, with the FMA micro-kernel rule:  $fma GFLOP/s"
 split_log "$out/sgemm_fma.jsonl" "$flops"

@@ -21,11 +21,12 @@
 typedef struct build_args {
   const char *subject, *trace, *target, *out, *log;
   tsrt_measure_opts mo;
+  tun_default_opts defaults; /* --no-default-tiling */
   bool json, print_ir;
 } build_args;
 
 enum { OPT_TRACE = 1000, OPT_TARGET, OPT_NUMBER, OPT_REPEAT, OPT_MINMS, OPT_TIMEOUT, OPT_FLUSH,
-       OPT_THREADS, OPT_JSON, OPT_SEED, OPT_COOLDOWN, OPT_PRINT, OPT_LOG };
+       OPT_THREADS, OPT_JSON, OPT_SEED, OPT_COOLDOWN, OPT_PRINT, OPT_LOG, OPT_NODEFTILING };
 
 static int parse_args(int argc, char **argv, build_args *a, bool bench, const char *usage) {
   static const struct option opts[] = {{"help", no_argument, 0, 'h'},
@@ -42,6 +43,7 @@ static int parse_args(int argc, char **argv, build_args *a, bool bench, const ch
                                        {"seed", required_argument, 0, OPT_SEED},
                                        {"json", no_argument, 0, OPT_JSON},
                                        {"print-ir", no_argument, 0, OPT_PRINT},
+                                       {"no-default-tiling", no_argument, 0, OPT_NODEFTILING},
                                        {"output", required_argument, 0, 'o'},
                                        {0, 0, 0, 0}};
   memset(a, 0, sizeof *a);
@@ -70,6 +72,7 @@ static int parse_args(int argc, char **argv, build_args *a, bool bench, const ch
     case OPT_SEED: a->mo.seed = strtoull(optarg, NULL, 0); break;
     case OPT_JSON: a->json = true; break;
     case OPT_PRINT: a->print_ir = true; break;
+    case OPT_NODEFTILING: a->defaults.no_tiling = true; break;
     default: return 2;
     }
   }
@@ -140,7 +143,7 @@ static int build_to(const build_args *a, ts_arena *ar, tun_subject *sub, cg_targ
                     const char *cmd) {
   ts_diag d;
   ts_diag_clear(&d);
-  if (cg_target_parse(a->target, tg, &d) || (tg->kind != CG_TARGET_CUDA && cg_llvm_resolve_target(tg, &d))) {
+  if (cg_target_parse(a->target, tg, &d) || tun_resolve_target(tg, &d)) {
     fprintf(stderr, "tessel %s: %s\n", cmd, d.msg);
     return 2;
   }
@@ -156,7 +159,7 @@ static int build_to(const build_args *a, ts_arena *ar, tun_subject *sub, cg_targ
   sch_traced *t = NULL;
   if (a->log) {
     if (schedule_from_log(a->log, sub, tg, &t, cmd)) return 2;
-  } else if (tun_schedule(sub->func, a->trace, tg, &t, &d)) {
+  } else if (tun_schedule_opts(sub->func, a->trace, tg, &a->defaults, &t, &d)) {
     fprintf(stderr, "tessel %s: %s\n", cmd, d.msg);
     return 2;
   }
@@ -168,16 +171,15 @@ static int build_to(const build_args *a, ts_arena *ar, tun_subject *sub, cg_targ
   int rc = 0;
   /* tessel build --target cuda describes each kernel (launch, registers and
    * spills from the cubin): lines on stderr, or with --json an object on stdout */
-  bool report = !strcmp(cmd, "build") && tg->kind == CG_TARGET_CUDA;
+  const tun_device *dev = tun_device_of(tg);
+  bool report = !strcmp(cmd, "build") && dev->kernel_report;
   json_t *js = report && a->json ? json_object() : NULL;
   if (js) {
     json_object_set_new(js, "workload", json_string(sub->label));
     json_object_set_new(js, "target", json_string(tg->text));
     json_object_set_new(js, "output", json_string(path));
   }
-  if (tg->kind == CG_TARGET_CUDA ? tun_build_cuda_report(sch_traced_func(t), tg, path, report && !js ? stderr : NULL,
-                                                         js, &d)
-                                 : tun_build_shared(sch_traced_func(t), tg, path, &d)) {
+  if (dev->build(sch_traced_func(t), tg, path, report && !js ? stderr : NULL, js, &d)) {
     fprintf(stderr, "tessel %s: building %s: %s\n", cmd, sub->label, d.msg);
     rc = 2;
   } else if (js) {
@@ -216,7 +218,8 @@ int tun_cmd_build(int argc, char **argv) {
                       "decomposed, inner spatial loop vectorized, outer loop parallel), lowers it and\n"
                       "builds a shared library exporting tessel_kernel_entry/tessel_kernel_meta.\n"
                       "--log LOG replays the best verified record of the tuning log for SUBJECT\n"
-                      "on the target.\n"
+                      "on the target. --no-default-tiling: the plain default schedule (no\n"
+                      "register-tiled micro-kernel, no inlining), for comparisons.\n"
                       "Targets: llvm (host), llvm -mtriple=aarch64-linux-gnu, llvm -mcpu=... -mattr=...\n"
                       "cuda -arch=sm_90 (default arch): OUT is a cubin; OUT ending .ptx gets PTX, .cu the\n"
                       "CUDA C (no NVRTC needed); without --trace/--log the default GPU schedule.\n"
@@ -261,8 +264,7 @@ int tun_cmd_bench(int argc, char **argv) {
   rc = build_to(&a, &ar, &sub, &tg, path, "bench");
   if (rc == 0) {
     tsrt_measure_result res;
-    if (tg.kind == CG_TARGET_CUDA) tun_measure_cuda_file(path, &a.mo, &res);
-    else tsrt_measure_forked(path, &a.mo, &res);
+    tun_device_of(&tg)->measure(path, &a.mo, &res);
     if (res.status != TS_OK) {
       fprintf(stderr, "tessel bench: %s: %s\n", sub.label, res.error);
       rc = 2;

@@ -10,6 +10,7 @@
 
 #include "codegen/llvm.h"
 #include "cli/cli.h"
+#include "tuner/build.h"
 #include "tuner/rpc_runner.h"
 #include "tuner/tune.h"
 
@@ -18,6 +19,8 @@ static const char tune_usage[] =
     "         [--model xgb|random] [--seed S] [--number N] [--repeat N]\n"
     "         [--min-repeat-ms MS] [--timeout S] [--cache-flush] [--threads N]\n"
     "         [--build-jobs N] [--slow-cutoff F] [--first-batch N] [--json]\n"
+    "         [--no-layout-rewrite] [--no-tensorize] [--no-tensor-core] [--gpu-regcheck]\n"
+    "         [--no-default-tiling] [--xgb-min-samples N] [--xgb-max-rounds N]\n"
     "         [--runner local|rpc --tracker H:P --key K [--parallel N]\n"
     "          [--secret-file F] [--priority P] [--rpc-wait S] [--rpc-tries N]]\n"
     "Searches schedules of SUBJECT (evolutionary search ranked by the cost model),\n"
@@ -30,6 +33,10 @@ static const char tune_usage[] =
     "--first-batch N: the search's first batch has at most N candidates (then --batch).\n"
     "--no-layout-rewrite: keep the layout of weights (inputs a model feeds from constants,\n"
     "marked layout_free_buffers) instead of re-laying them (docs/LAYOUT.md).\n"
+    "A/B switches: --no-tensorize (CPU intrinsic rule off, docs/TENSORIZE.md),\n"
+    "--no-tensor-core (cuda WMMA rule off), --no-default-tiling (plain default schedule),\n"
+    "--gpu-regcheck (VerifyGPUCode compiles each candidate and checks registers, docs/CUDA.md),\n"
+    "--xgb-min-samples N (50), --xgb-max-rounds N (150) (docs/COSTMODEL.md).\n"
     "--json prints {workload, target, trials, errors, best_seconds, best_gflops,\n"
     "baseline_gflops, log, wall_seconds, phases}; phases gives the wall seconds of\n"
     "search, train, build, measure, verify, baseline and resume (docs/COSTMODEL.md).\n"
@@ -44,7 +51,8 @@ static const char tune_usage[] =
 enum { OPT_TARGET = 1000, OPT_TRIALS, OPT_LOG, OPT_BATCH, OPT_MODEL, OPT_SEED, OPT_NUMBER,
        OPT_REPEAT, OPT_MINMS, OPT_TIMEOUT, OPT_FLUSH, OPT_THREADS, OPT_JOBS, OPT_JSON,
        OPT_RUNNER, OPT_TRACKER, OPT_KEY, OPT_PARALLEL, OPT_SECRET, OPT_PRIORITY, OPT_RPCWAIT,
-       OPT_RPCTRIES, OPT_SLOWCUT, OPT_FIRSTBATCH, OPT_NOLAYOUT };
+       OPT_RPCTRIES, OPT_SLOWCUT, OPT_FIRSTBATCH, OPT_NOLAYOUT, OPT_NOTENSORIZE, OPT_NOTENSORCORE,
+       OPT_REGCHECK, OPT_NODEFTILING, OPT_XGBMIN, OPT_XGBROUNDS };
 
 /* The options `tessel tune` and `tessel tune-model` share (cli.h). */
 const struct option tun_tune_cli_options[] = {{"target", required_argument, 0, OPT_TARGET},
@@ -72,6 +80,12 @@ const struct option tun_tune_cli_options[] = {{"target", required_argument, 0, O
                                               {"slow-cutoff", required_argument, 0, OPT_SLOWCUT},
                                               {"first-batch", required_argument, 0, OPT_FIRSTBATCH},
                                               {"no-layout-rewrite", no_argument, 0, OPT_NOLAYOUT},
+                                              {"no-tensorize", no_argument, 0, OPT_NOTENSORIZE},
+                                              {"no-tensor-core", no_argument, 0, OPT_NOTENSORCORE},
+                                              {"gpu-regcheck", no_argument, 0, OPT_REGCHECK},
+                                              {"no-default-tiling", no_argument, 0, OPT_NODEFTILING},
+                                              {"xgb-min-samples", required_argument, 0, OPT_XGBMIN},
+                                              {"xgb-max-rounds", required_argument, 0, OPT_XGBROUNDS},
                                               {0, 0, 0, 0}};
 
 void tun_tune_cli_init(tun_tune_cli *c) {
@@ -111,7 +125,17 @@ bool tun_tune_cli_option(tun_tune_cli *c, int opt, const char *arg) {
   case OPT_SLOWCUT: o->slow_cutoff = atof(arg); break;
   case OPT_FIRSTBATCH: o->first_batch = atoi(arg); break;
   /* the RewriteLayout postprocessor reads it (search/postproc/postproc.c, docs/LAYOUT.md) */
-  case OPT_NOLAYOUT: setenv("TESSEL_LAYOUT_REWRITE", "0", 1); break;
+  case OPT_NOLAYOUT: o->postproc.no_layout_rewrite = true; break;
+  case OPT_NOTENSORIZE:
+    o->space.rule_mask = srch_rule_mask_without(o->space.rule_mask, SRCH_RULE_MULTI_LEVEL_TILING_TENSOR);
+    break;
+  case OPT_NOTENSORCORE:
+    o->space.rule_mask = srch_rule_mask_without(o->space.rule_mask, SRCH_RULE_GPU_TENSOR_CORE);
+    break;
+  case OPT_REGCHECK: o->gpu_regcheck = true; break;
+  case OPT_NODEFTILING: o->defaults.no_tiling = true; break;
+  case OPT_XGBMIN: o->xgb_min_samples = atoi(arg) > 0 ? atoi(arg) : 1; break;
+  case OPT_XGBROUNDS: o->xgb_max_rounds = atoi(arg); break;
   default: return false;
   }
   return true;
@@ -153,7 +177,7 @@ int tun_tune_cli_setup(tun_tune_cli *c, const char *cmd, cg_target *tg) {
     target = c->board_target;
   }
   if (!target) target = "llvm";
-  if (cg_target_parse(target, tg, &d) || (tg->kind != CG_TARGET_CUDA && cg_llvm_resolve_target(tg, &d))) {
+  if (cg_target_parse(target, tg, &d) || tun_resolve_target(tg, &d)) {
     fprintf(stderr, "tessel %s: %s\n", cmd, d.msg);
     return 2;
   }

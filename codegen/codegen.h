@@ -12,8 +12,22 @@
 
 typedef enum { CG_TARGET_LLVM, CG_TARGET_CUDA } cg_target_kind;
 
+struct cg_target;
+/* What differs between target kinds at codegen level, one row per kind in
+ * codegen/target.c (QBE's struct Target): the name, what the lowered form
+ * may hold, and the kind's own validity check run after cg_check's common
+ * walk. The upper layers keep their own per-kind tables (search's space,
+ * the tuner's devices) indexed the same way; see docs/CUDA.md. */
+typedef struct cg_target_ops {
+  const char *name;     /* "llvm", "cuda" */
+  bool gpu;             /* thread-bound loops and shared memory; no parallel loops */
+  /* the kind's own check after the common one (NULL: none) */
+  ts_status (*check)(const ir_func *f, const struct cg_target *t, ts_diag *d);
+} cg_target_ops;
+
 typedef struct cg_target {
   cg_target_kind kind;
+  const cg_target_ops *ops; /* set by cg_target_parse; read through cg_target_ops_of */
   char triple[128]; /* empty: host */
   char cpu[64];     /* empty: host CPU (llvm) */
   char attrs[512];  /* -mattr=..., comma separated */
@@ -27,6 +41,9 @@ typedef struct cg_target {
  * "llvm -mattr=+avx2,+fma", "cuda -arch=sm_90". Unknown kinds or keys are
  * TS_EINVAL naming them. Host details are filled in by the backend. */
 ts_status cg_target_parse(const char *s, cg_target *t, ts_diag *d);
+/* The ops row of t's kind (t->ops, or the table's row for a hand-built
+ * target whose ops is NULL; the llvm row for t == NULL). */
+const cg_target_ops *cg_target_ops_of(const struct cg_target *t);
 /* True if the target's triple is the host's (or empty). */
 bool cg_target_is_host(const cg_target *t);
 

@@ -1,5 +1,5 @@
 /* cuda.h — the CUDA backend: CUDA C emission from a scheduled PrimFunc
- * (cuda.c, no CUDA needed), and its compilation to PTX / cubin through NVRTC
+ * (cuda_emit.c and its stages, no CUDA needed), and its compilation to PTX / cubin through NVRTC
  * (nvrtc.c; a stub that answers TS_EUNSUPPORTED "built without CUDA" when
  * tessel is configured without the toolkit).
  *
@@ -58,6 +58,7 @@
 #define TESSEL_CODEGEN_CUDA_H
 
 #include "codegen/codegen.h"
+#include "codegen/gpu_check.h"
 
 #define CG_CUDA_MAX_KERNELS 32
 
@@ -139,5 +140,16 @@ ts_status cg_cubin_kernel_regs(const void *cubin, size_t size, cg_cuda_kernel_re
  * ("Function properties for K", "N bytes stack frame, N bytes spill stores,
  * N bytes spill loads", "Used N registers"). */
 void cg_ptxas_log_apply(const char *log, cg_cuda_kernel_regs *kernels, int n);
+
+/* ---- the register check (codegen/cuda_regs.c) ------------------------------ */
+
+/* The register check of a compiled module: for each kernel of m (its
+ * threads per block from the launch) the registers and spills NVRTC's cubin
+ * reports in bin (cg_nvrtc_compile with a cubin): regs <= max_regs_per_thread,
+ * regs x threads <= max_regs_per_block, spill stores <= max_spill_bytes (when
+ * >= 0). TS_EUNSUPPORTED naming the kernel, its registers and threads (or its
+ * spills) and the limit; TS_EINVAL when bin has no figures for a kernel. */
+ts_status cg_gpu_check_registers(const cg_cuda_module *m, const cg_cuda_binary *bin, const cg_gpu_limits *lim,
+                                 ts_diag *d);
 
 #endif

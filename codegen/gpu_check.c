@@ -30,46 +30,6 @@ void cg_gpu_limits_for_target(const cg_target *t, cg_gpu_limits *l) {
     l->max_regs_per_block = 32768; /* Jetson TX1 / TX2 (CUDA programming guide, compute capabilities) */
 }
 
-ts_status cg_gpu_check_registers(const cg_cuda_module *m, const cg_cuda_binary *bin, const cg_gpu_limits *lim,
-                                 ts_diag *d) {
-  if (!m || !bin) return ts_diag_set(d, TS_EINVAL, "gpu check: registers: missing module or binary");
-  cg_gpu_limits def;
-  if (!lim) {
-    cg_gpu_limits_default(&def);
-    lim = &def;
-  }
-  for (int k = 0; k < m->nkernels; k++) {
-    char name[32];
-    snprintf(name, sizeof name, "tessel_kernel%d", k);
-    const cg_cuda_kernel_regs *r = NULL; /* (cg_cuda_binary_kernel lives in the NVRTC library) */
-    for (int i = 0; i < bin->nkernels && !r; i++)
-      if (strcmp(bin->kernels[i].name, name) == 0) r = &bin->kernels[i];
-    if (!r || r->regs <= 0)
-      return ts_diag_set(d, TS_EINVAL, "gpu check: registers: the cubin reports no register count for %s (%s)",
-                         name, bin->cubin ? "not in its .nv.info" : "compiled without a cubin");
-    const cg_cuda_launch *L = &m->kernels[k];
-    int64_t threads = L->block[0] * L->block[1] * L->block[2];
-    if (r->regs > lim->max_regs_per_thread)
-      return ts_diag_set(d, TS_EUNSUPPORTED,
-                         "gpu check: kernel %s uses %d registers per thread, over the limit of %d (%lld threads "
-                         "per block)",
-                         name, r->regs, lim->max_regs_per_thread, (long long)threads);
-    if ((int64_t)r->regs * threads > lim->max_regs_per_block)
-      return ts_diag_set(d, TS_EUNSUPPORTED,
-                         "gpu check: kernel %s uses %d registers per thread x %lld threads per block = %lld "
-                         "registers, over the register file of %lld per block",
-                         name, r->regs, (long long)threads, (long long)((int64_t)r->regs * threads),
-                         (long long)lim->max_regs_per_block);
-    if (lim->max_spill_bytes >= 0 && r->spill_store_bytes > lim->max_spill_bytes)
-      return ts_diag_set(d, TS_EUNSUPPORTED,
-                         "gpu check: kernel %s spills %lld bytes of registers per thread (%d registers, %lld "
-                         "threads per block; %lld bytes reloaded), over the limit of %lld",
-                         name, (long long)r->spill_store_bytes, r->regs, (long long)threads,
-                         (long long)r->spill_load_bytes, (long long)lim->max_spill_bytes);
-  }
-  return TS_OK;
-}
-
 /* The thread tags a kernel may bind, in a fixed order. */
 enum { T_BX, T_BY, T_BZ, T_TX, T_TY, T_TZ, T_VT, T_VX, T_VY, T_VZ, T_COUNT };
 static const char *const tag_names[T_COUNT] = {"blockIdx.x", "blockIdx.y",  "blockIdx.z", "threadIdx.x",
@@ -375,7 +335,7 @@ static int count_kernels(const ir_stmt *s) {
 }
 
 /* The top level of the lowered body: sequences and allocations; anything
- * else is one kernel (one launch), as cuda.c's emitter splits it. */
+ * else is one kernel (one launch), as the CUDA emitter splits it. */
 static void walk_top(walk *w, const ir_stmt *s) {
   if (!s || w->st) return;
   if (s->kind == IR_SEQ) {
@@ -434,10 +394,8 @@ ts_status cg_gpu_check_usage(const ir_func *scheduled, const cg_gpu_limits *lim,
     lim = &def;
   }
   cg_target t;
-  memset(&t, 0, sizeof t);
-  t.kind = CG_TARGET_CUDA;
-  snprintf(t.arch, sizeof t.arch, "sm_90");
-  snprintf(t.text, sizeof t.text, "cuda -arch=sm_90");
+  ts_status pst = cg_target_parse("cuda -arch=sm_90", &t, d);
+  if (pst) return pst;
   ts_arena a;
   ts_arena_init(&a);
   cg_lowered l;

@@ -10,7 +10,6 @@
 #define TESSEL_CODEGEN_GPU_CHECK_H
 
 #include "codegen/codegen.h"
-#include "codegen/cuda.h"
 
 typedef struct cg_gpu_limits {
   int max_threads_per_block;    /* 1024 */
@@ -60,14 +59,5 @@ ts_status cg_gpu_check_usage(const ir_func *scheduled, const cg_gpu_limits *lim,
 static inline ts_status cg_gpu_check(const ir_func *scheduled, const cg_gpu_limits *lim, ts_diag *d) {
   return cg_gpu_check_usage(scheduled, lim, NULL, d);
 }
-
-/* The register check of a compiled module: for each kernel of m (its
- * threads per block from the launch) the registers and spills NVRTC's cubin
- * reports in bin (cg_nvrtc_compile with a cubin): regs <= max_regs_per_thread,
- * regs x threads <= max_regs_per_block, spill stores <= max_spill_bytes (when
- * >= 0). TS_EUNSUPPORTED naming the kernel, its registers and threads (or its
- * spills) and the limit; TS_EINVAL when bin has no figures for a kernel. */
-ts_status cg_gpu_check_registers(const cg_cuda_module *m, const cg_cuda_binary *bin, const cg_gpu_limits *lim,
-                                 ts_diag *d);
 
 #endif

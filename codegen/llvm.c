@@ -488,7 +488,36 @@ ts_status cg_llvm_build_shared(const cg_lowered *l, const cg_target *t, const ch
   return st;
 }
 
-char *cg_llvm_dump_ir(const cg_lowered *l, const cg_target *tin, bool opt, ts_diag *d) {
+/* A dump of l's module: the IR text (asm false) or the target's assembly. */
+static char *module_text(LLVMTargetMachineRef tm, LLVMModuleRef mod, const cg_target *t, bool asm_, ts_diag *d) {
+  char *res = NULL;
+  if (!asm_) {
+    char *s = LLVMPrintModuleToString(mod);
+    res = ts_strdup(s);
+    LLVMDisposeMessage(s);
+    if (!res) ts_diag_set(d, TS_ENOMEM, "out of memory");
+    return res;
+  }
+  char *err = NULL;
+  LLVMMemoryBufferRef mb = NULL;
+  if (LLVMTargetMachineEmitToMemoryBuffer(tm, mod, LLVMAssemblyFile, &err, &mb)) {
+    ts_diag_set(d, TS_EINTERNAL, "LLVM could not emit assembly for %s: %s", t->triple, err ? err : "?");
+  } else {
+    size_t n = LLVMGetBufferSize(mb);
+    res = ts_malloc(n + 1);
+    if (res) {
+      memcpy(res, LLVMGetBufferStart(mb), n);
+      res[n] = 0;
+    } else {
+      ts_diag_set(d, TS_ENOMEM, "out of memory");
+    }
+  }
+  if (err) LLVMDisposeMessage(err);
+  if (mb) LLVMDisposeMemoryBuffer(mb);
+  return res;
+}
+
+static char *dump(const cg_lowered *l, const cg_target *tin, bool opt, bool asm_, ts_diag *d) {
   cg_target t;
   if (resolved(tin, &t, d) != TS_OK) return NULL;
   LLVMTargetMachineRef tm;
@@ -497,49 +526,19 @@ char *cg_llvm_dump_ir(const cg_lowered *l, const cg_target *tin, bool opt, ts_di
   LLVMModuleRef mod;
   char *res = NULL;
   if (build(ctx, l, &t, tm, opt, &mod, d) == TS_OK) {
-    char *s = LLVMPrintModuleToString(mod);
-    res = ts_strdup(s);
-    LLVMDisposeMessage(s);
+    res = module_text(tm, mod, &t, asm_, d);
     LLVMDisposeModule(mod);
-    if (!res) ts_diag_set(d, TS_ENOMEM, "out of memory");
   }
   LLVMContextDispose(ctx);
   LLVMDisposeTargetMachine(tm);
   return res;
 }
 
-char *cg_llvm_dump_asm(const cg_lowered *l, const cg_target *tin, ts_diag *d) {
-  cg_target t;
-  if (resolved(tin, &t, d) != TS_OK) return NULL;
-  LLVMTargetMachineRef tm;
-  if (make_tm(&t, &tm, d) != TS_OK) return NULL;
-  LLVMContextRef ctx = LLVMContextCreate();
-  LLVMModuleRef mod;
-  char *res = NULL;
-  if (build(ctx, l, &t, tm, true, &mod, d) == TS_OK) {
-    char *err = NULL;
-    LLVMMemoryBufferRef mb = NULL;
-    if (LLVMTargetMachineEmitToMemoryBuffer(tm, mod, LLVMAssemblyFile, &err, &mb)) {
-      ts_diag_set(d, TS_EINTERNAL, "LLVM could not emit assembly for %s: %s", t.triple,
-                  err ? err : "?");
-    } else {
-      size_t n = LLVMGetBufferSize(mb);
-      res = ts_malloc(n + 1);
-      if (res) {
-        memcpy(res, LLVMGetBufferStart(mb), n);
-        res[n] = 0;
-      } else {
-        ts_diag_set(d, TS_ENOMEM, "out of memory");
-      }
-    }
-    if (err) LLVMDisposeMessage(err);
-    if (mb) LLVMDisposeMemoryBuffer(mb);
-    LLVMDisposeModule(mod);
-  }
-  LLVMContextDispose(ctx);
-  LLVMDisposeTargetMachine(tm);
-  return res;
+char *cg_llvm_dump_ir(const cg_lowered *l, const cg_target *tin, bool opt, ts_diag *d) {
+  return dump(l, tin, opt, false, d);
 }
+
+char *cg_llvm_dump_asm(const cg_lowered *l, const cg_target *tin, ts_diag *d) { return dump(l, tin, true, true, d); }
 
 /* ---- for llvm_model.c (model artifacts: many kernels, one library) ---------------------- */
 

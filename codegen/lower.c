@@ -1152,7 +1152,7 @@ static ts_status chk_fail(chk *k, const char *fmt, ...) {
   return k->st;
 }
 
-static const char *tname(const cg_target *t) { return t->kind == CG_TARGET_CUDA ? "cuda" : "llvm"; }
+static const char *tname(const cg_target *t) { return cg_target_ops_of(t)->name; }
 
 static void chk_buffer(chk *k, const ir_buffer *b) {
   if (b && b->scope && k->t->kind == CG_TARGET_LLVM && strncmp(b->scope, "warp", 4) == 0)
@@ -1190,7 +1190,7 @@ static void chk_stmt(chk *k, const ir_stmt *s) {
       }
       break;
     case IR_FOR_PARALLEL:
-      if (k->t->kind == CG_TARGET_CUDA) {
+      if (cg_target_ops_of(k->t)->gpu) {
         chk_fail(k, "check: loop %s is parallel, which target cuda cannot run (bind it to blockIdx/threadIdx)",
                  name);
         return;
@@ -1264,14 +1264,7 @@ ts_status cg_check(const ir_func *f, const cg_target *t, ts_diag *d) {
   k.tdim[0] = k.tdim[1] = k.tdim[2] = 1;
   for (int i = 0; i < f->nparams; i++) chk_buffer(&k, f->params[i]);
   chk_stmt(&k, f->body);
-  if (k.st == TS_OK && t->kind == CG_TARGET_CUDA) {
-    /* the device limits (gpu_check.h); host-side stores stay allowed here
-     * (cuda.c runs them on one thread), the search refuses them itself */
-    cg_gpu_limits lim;
-    cg_gpu_limits_for_target(t, &lim);
-    lim.allow_unbound = true;
-    lim.global_deps = false; /* conservative: leave explicit traces to verification */
-    return cg_gpu_check(f, &lim, d);
-  }
+  const cg_target_ops *ops = cg_target_ops_of(t);
+  if (k.st == TS_OK && ops->check) return ops->check(f, t, d); /* the kind's own (target.c) */
   return k.st;
 }

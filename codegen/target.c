@@ -7,6 +7,7 @@
  * Kinds and keys are tables, not scattered string compares: a new key is one
  * row, and the error for an unknown one lists the rows. */
 #include "codegen/codegen.h"
+#include "codegen/gpu_check.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -16,6 +17,27 @@
 #include <string.h>
 
 /* ---- tables ---------------------------------------------------------------- */
+
+/* cuda's own check: the device limits (gpu_check.h); host-side stores stay
+ * allowed here (the emitter runs them on one thread), the search refuses
+ * them itself. */
+static ts_status cuda_check(const ir_func *f, const cg_target *t, ts_diag *d) {
+  cg_gpu_limits lim;
+  cg_gpu_limits_for_target(t, &lim);
+  lim.allow_unbound = true;
+  lim.global_deps = false; /* conservative: leave explicit traces to verification */
+  return cg_gpu_check(f, &lim, d);
+}
+
+static const cg_target_ops target_ops[] = {
+    [CG_TARGET_LLVM] = {.name = "llvm", .gpu = false, .check = NULL},
+    [CG_TARGET_CUDA] = {.name = "cuda", .gpu = true, .check = cuda_check},
+};
+
+const cg_target_ops *cg_target_ops_of(const cg_target *t) {
+  if (!t) return &target_ops[CG_TARGET_LLVM];
+  return t->ops ? t->ops : &target_ops[t->kind];
+}
 
 typedef struct kind_info {
   const char *name;
@@ -185,6 +207,7 @@ ts_status cg_target_parse(const char *s, cg_target *t, ts_diag *d) {
                        valid);
   }
   t->kind = kinds[ki].kind;
+  t->ops = &target_ops[t->kind];
   p += klen;
   bool seen[NKEYS] = {false};
   for (;;) {

@@ -490,14 +490,10 @@ static double T_sum(const walker *w, const void *loop) {
 }
 
 /* Features of one store into row v (group 1 except is already filled). */
-static void store_features(walker *w, const ir_stmt *st, float *v) {
-  double f[CM_NUM_FEATURES];
-  memset(f, 0, sizeof f);
+/* Group 1: arithmetic counts, loop-kind and thread-binding features of the
+ * store (f: the raw counts group 3 reads). */
+static void group1_features(walker *w, const ir_stmt *st, double prod, double *f, float *v) {
   int n = w->nloops;
-  double prod = 1;
-  for (int i = 0; i < n; i++) prod *= w->loops[i].ext;
-
-  /* group 1 */
   count_ops(st->u.store.value, prod, f);
   ir_for_kind kinds[3] = {IR_FOR_VECTORIZED, IR_FOR_UNROLLED, IR_FOR_PARALLEL};
   for (int k = 0; k < 3; k++) {
@@ -513,7 +509,7 @@ static void store_features(walker *w, const ir_stmt *st, float *v) {
     f[base + 1] = num ? p : 0;
     f[base + 2] = len;
   }
-  bool gpu = w->t && w->t->kind == CG_TARGET_CUDA;
+  bool gpu = cg_target_ops_of(w->t)->gpu;
   static const char *tags[7] = {"blockIdx.x",  "blockIdx.y",  "blockIdx.z", "threadIdx.x",
                                 "threadIdx.y", "threadIdx.z", "vthread"};
   double tagv[7];
@@ -536,12 +532,12 @@ static void store_features(walker *w, const ir_stmt *st, float *v) {
   v[49] = gpu ? 1.0f : 0.0f;
   for (int j = 0; j < 7; j++) v[50 + j] = (float)slog(tagv[j]);
 
-  /* group 2 */
+}
+
+/* The loads and the store of st, by buffer (NULL on OOM). */
+static acc_set *store_accesses(const ir_stmt *st) {
   acc_set *as = ts_calloc(1, sizeof *as);
-  if (!as) {
-    w->oom = true;
-    return;
-  }
+  if (!as) return NULL;
   collect_loads(st->u.store.value, as);
   for (int i = 0; i < st->u.store.nidx; i++) collect_loads(st->u.store.idx[i], as);
   acc *sa = acc_get(as, st->u.store.buf);
@@ -552,18 +548,14 @@ static void store_features(walker *w, const ir_stmt *st, float *v) {
     else if (rw && sa->nidx < 64 && st->u.store.nidx > 0 && sa->nidx == 0)
       sa->idx[sa->nidx++] = st->u.store.idx[0];
   }
-  int nb = as->n;
-  bufinfo *bi = ts_calloc((size_t)(nb ? nb : 1), sizeof *bi);
-  double *numel0 = ts_calloc((size_t)(nb ? nb : 1), sizeof *numel0);
-  double *touched = ts_calloc((size_t)(n + 1), sizeof *touched);
-  if (!bi || !numel0 || !touched) {
-    ts_free(bi);
-    ts_free(numel0);
-    ts_free(touched);
-    ts_free(as);
-    w->oom = true;
-    return;
-  }
+  return as;
+}
+
+/* The regions each buffer touches under loops i..n-1, for i from the
+ * innermost to the outermost: touched[i] bytes, numel0 elements (i = 0),
+ * and the T table of add_T. */
+static void store_regions(walker *w, acc_set *as, double *numel0, double *touched) {
+  int n = w->nloops, nb = as->n;
   /* regions: widen loops i..n-1 for i from innermost to outermost */
   int saved_widen = w->widen_from;
   for (int i = n - 1; i >= 0; i--) {
@@ -589,106 +581,109 @@ static void store_features(walker *w, const ir_stmt *st, float *v) {
   }
   w->widen_from = saved_widen;
 
-  for (int b = 0; b < nb; b++) {
-    acc *a = &as->a[b];
-    float *o = bi[b].f;
-    bi[b].buf = a->buf;
-    double eb = ir_dtype_bytes(a->buf->dtype);
-    if (a->read && a->write) o[2] = 1;
-    else if (a->write) o[1] = 1;
-    else o[0] = 1;
-    double bytes = eb * prod;
-    double ubytes = n ? numel0[b] * eb : 1;
-    /* strides */
-    double min_stride = 0, nonstrided = 1;
-    int s_pos = -1;
-    for (int i = n - 1; i >= 0; i--) {
-      double st_min = -1;
-      for (int t = 0; t < a->nidx; t++) {
-        w->bump = -1;
-        double p0 = eval_pt(w, a->idx[t], 0);
-        w->bump = i;
-        double p1 = eval_pt(w, a->idx[t], 0);
-        w->bump = -1;
-        double d = fabs(p1 - p0);
-        if (d > 0 && (st_min < 0 || d < st_min)) st_min = d;
-      }
-      if (st_min > 0) {
-        min_stride = st_min;
-        s_pos = i;
-        break;
-      }
-      nonstrided *= w->loops[i].ext;
-    }
-    double innermost_stride = (s_pos == n - 1 && n > 0) ? min_stride : 0;
-    double cont = 1;
-    int64_t bsz = ir_buffer_const_size(a->buf);
-    if (n && bsz > 0 && numel0[b] >= (double)bsz) cont = (double)bsz * eb;
-    else if (innermost_stride == 1) cont = w->loops[n - 1].ext * eb;
-    double lines = prod / nonstrided * fmin(1.0, min_stride * eb / 64.0);
-    if (lines < 1) lines = 1;
-    double ulines = ubytes / fmin(64.0, cont);
-    if (ulines < 1) ulines = 1;
-    /* reuse */
-    int rtype = 2;
-    double dis_iter = 0, dis_bytes = 0, ct = 0;
-    for (int i = n - 1; i >= 0 && rtype == 2; i--) {
-      bool inV = false;
-      if (w->loops[i].var == NULL) {
-        for (int t = 0; t < a->nidx && !inV; t++) inV = expr_has_lane(a->idx[t]);
-      } else {
-        for (int t = 0; t < a->nidx && !inV; t++)
-          inV = uses_var_let(w, a->idx[t], w->loops[i].var, 0);
-      }
-      if (!inV) {
-        rtype = 0;
-        ct = w->loops[i].ext;
-        dis_iter = 1;
-        for (int j = i + 1; j < n; j++) dis_iter *= w->loops[j].ext;
-        if (i == n - 1) {
-          dis_bytes = 0;
-          for (int bb = 0; bb < nb; bb++) dis_bytes += ir_dtype_bytes(as->a[bb].buf->dtype);
-        } else {
-          dis_bytes = T_sum(w, w->loops[i + 1].key);
-        }
-        break;
-      }
-      int cnt = 0;
-      double mn = 0;
-      for (int t = 0; t < w->nT; t++)
-        if (w->T[t].loop == w->loops[i].key && w->T[t].buf == a->buf) {
-          if (cnt == 0 || w->T[t].numel < mn) mn = w->T[t].numel;
-          cnt++;
-        }
-      if (cnt >= 2) {
-        rtype = 1;
-        ct = cnt - 1;
-        dis_iter = mn / w->loops[i].ext;
-        dis_bytes = T_sum(w, w->loops[i].key) / w->loops[i].ext;
-      }
-    }
-    o[3] = (float)slog(bytes);
-    o[4] = (float)slog(ubytes);
-    o[5] = (float)slog(lines);
-    o[6] = (float)slog(ulines);
-    o[7 + rtype] = 1;
-    o[10] = (float)slog(dis_iter);
-    o[11] = (float)slog(dis_bytes);
-    o[12] = (float)slog(ct);
-    double div = ct > 0 ? ct : 0.5;
-    o[13] = (float)slog(bytes / div);
-    o[14] = (float)slog(ubytes / div);
-    o[15] = (float)slog(lines / div);
-    o[16] = (float)slog(ulines / div);
-    o[17] = (float)slog(innermost_stride);
-    bi[b].lines = lines;
-    bi[b].bytes = bytes;
-  }
-  qsort(bi, (size_t)nb, sizeof *bi, cmp_buf);
-  for (int b = 0; b < NBUF; b++)
-    for (int k = 0; k < BUFF; k++) v[G2 + b * BUFF + k] = b < nb ? bi[b].f[k] : 0.0f;
+}
 
-  /* group 3: arithmetic intensity curve */
+/* Group 2 for buffer b of as: access type, bytes, lines, reuse, strides. */
+static void buffer_features(walker *w, acc_set *as, int b, double prod, const double *numel0, bufinfo *out) {
+  int n = w->nloops, nb = as->n;
+  acc *a = &as->a[b];
+  float *o = out->f;
+  out->buf = a->buf;
+  double eb = ir_dtype_bytes(a->buf->dtype);
+  if (a->read && a->write) o[2] = 1;
+  else if (a->write) o[1] = 1;
+  else o[0] = 1;
+  double bytes = eb * prod;
+  double ubytes = n ? numel0[b] * eb : 1;
+  /* strides */
+  double min_stride = 0, nonstrided = 1;
+  int s_pos = -1;
+  for (int i = n - 1; i >= 0; i--) {
+    double st_min = -1;
+    for (int t = 0; t < a->nidx; t++) {
+      w->bump = -1;
+      double p0 = eval_pt(w, a->idx[t], 0);
+      w->bump = i;
+      double p1 = eval_pt(w, a->idx[t], 0);
+      w->bump = -1;
+      double d = fabs(p1 - p0);
+      if (d > 0 && (st_min < 0 || d < st_min)) st_min = d;
+    }
+    if (st_min > 0) {
+      min_stride = st_min;
+      s_pos = i;
+      break;
+    }
+    nonstrided *= w->loops[i].ext;
+  }
+  double innermost_stride = (s_pos == n - 1 && n > 0) ? min_stride : 0;
+  double cont = 1;
+  int64_t bsz = ir_buffer_const_size(a->buf);
+  if (n && bsz > 0 && numel0[b] >= (double)bsz) cont = (double)bsz * eb;
+  else if (innermost_stride == 1) cont = w->loops[n - 1].ext * eb;
+  double lines = prod / nonstrided * fmin(1.0, min_stride * eb / 64.0);
+  if (lines < 1) lines = 1;
+  double ulines = ubytes / fmin(64.0, cont);
+  if (ulines < 1) ulines = 1;
+  /* reuse */
+  int rtype = 2;
+  double dis_iter = 0, dis_bytes = 0, ct = 0;
+  for (int i = n - 1; i >= 0 && rtype == 2; i--) {
+    bool inV = false;
+    if (w->loops[i].var == NULL) {
+      for (int t = 0; t < a->nidx && !inV; t++) inV = expr_has_lane(a->idx[t]);
+    } else {
+      for (int t = 0; t < a->nidx && !inV; t++)
+        inV = uses_var_let(w, a->idx[t], w->loops[i].var, 0);
+    }
+    if (!inV) {
+      rtype = 0;
+      ct = w->loops[i].ext;
+      dis_iter = 1;
+      for (int j = i + 1; j < n; j++) dis_iter *= w->loops[j].ext;
+      if (i == n - 1) {
+        dis_bytes = 0;
+        for (int bb = 0; bb < nb; bb++) dis_bytes += ir_dtype_bytes(as->a[bb].buf->dtype);
+      } else {
+        dis_bytes = T_sum(w, w->loops[i + 1].key);
+      }
+      break;
+    }
+    int cnt = 0;
+    double mn = 0;
+    for (int t = 0; t < w->nT; t++)
+      if (w->T[t].loop == w->loops[i].key && w->T[t].buf == a->buf) {
+        if (cnt == 0 || w->T[t].numel < mn) mn = w->T[t].numel;
+        cnt++;
+      }
+    if (cnt >= 2) {
+      rtype = 1;
+      ct = cnt - 1;
+      dis_iter = mn / w->loops[i].ext;
+      dis_bytes = T_sum(w, w->loops[i].key) / w->loops[i].ext;
+    }
+  }
+  o[3] = (float)slog(bytes);
+  o[4] = (float)slog(ubytes);
+  o[5] = (float)slog(lines);
+  o[6] = (float)slog(ulines);
+  o[7 + rtype] = 1;
+  o[10] = (float)slog(dis_iter);
+  o[11] = (float)slog(dis_bytes);
+  o[12] = (float)slog(ct);
+  double div = ct > 0 ? ct : 0.5;
+  o[13] = (float)slog(bytes / div);
+  o[14] = (float)slog(ubytes / div);
+  o[15] = (float)slog(lines / div);
+  o[16] = (float)slog(ulines / div);
+  o[17] = (float)slog(innermost_stride);
+  out->lines = lines;
+  out->bytes = bytes;
+}
+
+/* Group 3: the arithmetic intensity curve. */
+static void intensity_features(walker *w, const double *f, double prod, const double *touched, float *v) {
+  int n = w->nloops;
   double fl = 0;
   for (int i = 0; i < 7; i++) fl += f[i];
   for (int s = 0; s < 10; s++) v[G3 + s] = 0;
@@ -720,7 +715,11 @@ static void store_features(walker *w, const ir_stmt *st, float *v) {
     ts_free(AI);
   }
 
-  /* groups 4-5 */
+}
+
+/* Groups 4-5: the store's allocation and the loop nest. */
+static void alloc_features(walker *w, const ir_stmt *st, double prod, float *v) {
+  int n = w->nloops;
   const ir_buffer *sb = st->u.store.buf;
   int ai = -1;
   for (int i = 0; i < w->nalloc; i++)
@@ -748,6 +747,43 @@ static void store_features(walker *w, const ir_stmt *st, float *v) {
       break;
     }
   v[G4 + 6] = (float)slog(step);
+
+}
+
+static void store_features(walker *w, const ir_stmt *st, float *v) {
+  double f[CM_NUM_FEATURES];
+  memset(f, 0, sizeof f);
+  int n = w->nloops;
+  double prod = 1;
+  for (int i = 0; i < n; i++) prod *= w->loops[i].ext;
+  group1_features(w, st, prod, f, v);
+
+  /* group 2 */
+  acc_set *as = store_accesses(st);
+  if (!as) {
+    w->oom = true;
+    return;
+  }
+  int nb = as->n;
+  bufinfo *bi = ts_calloc((size_t)(nb ? nb : 1), sizeof *bi);
+  double *numel0 = ts_calloc((size_t)(nb ? nb : 1), sizeof *numel0);
+  double *touched = ts_calloc((size_t)(n + 1), sizeof *touched);
+  if (!bi || !numel0 || !touched) {
+    ts_free(bi);
+    ts_free(numel0);
+    ts_free(touched);
+    ts_free(as);
+    w->oom = true;
+    return;
+  }
+  store_regions(w, as, numel0, touched);
+  for (int b = 0; b < nb; b++) buffer_features(w, as, b, prod, numel0, &bi[b]);
+  qsort(bi, (size_t)nb, sizeof *bi, cmp_buf);
+  for (int b = 0; b < NBUF; b++)
+    for (int k = 0; k < BUFF; k++) v[G2 + b * BUFF + k] = b < nb ? bi[b].f[k] : 0.0f;
+
+  intensity_features(w, f, prod, touched, v);
+  alloc_features(w, st, prod, v);
 
   for (int i = 0; i < CM_NUM_FEATURES; i++)
     if (!isfinite(v[i])) v[i] = 0;

@@ -260,12 +260,8 @@ cm_model *cm_xgb_new(int nthread, uint64_t seed, ts_diag *d) {
    * slower (docs/COSTMODEL.md, bench/RESULTS.md). */
   x->min_samples = 50;
   x->max_rounds = 150;
-  /* Experiment knobs (bench/cost_model_curve.sh variants "xgb:min=N",
-   * "xgb:rounds=N"); the setters below override them. */
-  const char *ev = getenv("TESSEL_XGB_MIN_SAMPLES");
-  if (ev && *ev) x->min_samples = atoi(ev) > 0 ? atoi(ev) : 1;
-  ev = getenv("TESSEL_XGB_MAX_ROUNDS");
-  if (ev && atoi(ev) > 0) x->max_rounds = atoi(ev);
+  /* experiment knobs: the setters below (tessel tune --xgb-min-samples,
+   * --xgb-max-rounds; bench/cost_model_curve.sh variants) */
   return &x->base;
 }
 

@@ -26,6 +26,8 @@ void srch_evo_opts_default(srch_evo_opts *o) {
   o->num_threads = 0;
   o->first_batch = 0;
   o->no_replay_cache = false;
+  o->space = (srch_space_opts){0};
+  o->postproc = (srch_postproc_opts){0};
 }
 
 void srch_candidate_fini(srch_candidate *c) {
@@ -261,7 +263,7 @@ static bool make_cand(srch_evo *e, const sch_trace *tr, bool resample, uint64_t 
   __atomic_add_fetch(&e->replays, 1, __ATOMIC_RELAXED);
   ts_diag d;
   ts_diag_clear(&d);
-  sch_traced *ts = srch_instantiate(tr, e->f, &e->t, resample, seed, &d);
+  sch_traced *ts = srch_instantiate_opts(tr, e->f, &e->t, resample, seed, &e->o.postproc, &d);
   if (!ts) {
     __atomic_add_fetch(&e->replay_ns, now_ns() - t0, __ATOMIC_RELAXED);
     if (key) rc_put(e, key, c);
@@ -343,7 +345,8 @@ srch_evo *srch_evo_new(const ir_func *f, const cg_target *t, const srch_evo_opts
   if (e->o.population < 2) e->o.population = 2;
   e->seed = seed;
   pthread_mutex_init(&e->rc_mu, NULL);
-  srch_space_opts so = {0, 64, 0};
+  srch_space_opts so = e->o.space;
+  if (so.max_innermost <= 0) so.max_innermost = 64;
   sch_trace **sk = NULL;
   int nsk = 0;
   if (srch_sketches(f, t, &so, &sk, &nsk, d)) {

@@ -10,15 +10,41 @@
 #include "costmodel/costmodel.h"
 #include "ir/schedule/trace.h"
 
+/* ---- IR lookups (space.c), shared by the rules and the tuner's default
+ * schedules ---------------------------------------------------------------- */
+/* The realize of block name in f (NULL if none). */
+const ir_stmt *srch_find_realize(const ir_func *f, const char *name);
+/* The loop statement of loop var v in f (NULL if none). */
+const ir_stmt *srch_find_loop(const ir_func *f, const ir_var *v);
+/* Block names of f in DFS (program) order, root excluded, copied into a
+ * (*out NULL on OOM). */
+int srch_block_names(const ir_func *f, ts_arena *a, const char ***out);
+/* Is loop var v bound into a non-spatial iter var of any block under s
+ * (s: a statement, normally the loop itself)? */
+bool srch_loop_is_reduction(const ir_stmt *s, const ir_var *v);
+/* Is v used by a non-spatial iter binding of realize r? */
+bool srch_realize_uses_in_reduction(const ir_stmt *r, const ir_var *v);
+
 /* ---- design space ---------------------------------------------------------- */
-/* Rule registry, in application order for CPU targets. */
-#define SRCH_RULE_LIST(X)                                           \
-  X(SRCH_RULE_AUTO_INLINE, "auto-inline")                           \
-  X(SRCH_RULE_ADD_RFACTOR, "add-rfactor")                           \
-  X(SRCH_RULE_MULTI_LEVEL_TILING_TENSOR, "multi-level-tiling-tensor") \
-  X(SRCH_RULE_MULTI_LEVEL_TILING, "multi-level-tiling")             \
-  X(SRCH_RULE_PARALLEL_VECTORIZE_UNROLL, "parallel-vectorize-unroll") \
-  X(SRCH_RULE_RANDOM_COMPUTE_LOCATION, "random-compute-location")
+/* Rule registry: every rule of every target, one bit each in
+ * srch_space_opts.rule_mask (the same bit on every target). Which rules a
+ * target runs, and in which order, is its row of the space table
+ * (search/targets.c): the CPU rules for llvm, MetaSchedule's CUDA defaults
+ * for cuda (search/rules/gpu_*.c, docs/GPU_SEARCH.md); a rule the target
+ * does not list is never run. */
+#define SRCH_RULE_LIST(X)                                                 \
+  X(SRCH_RULE_AUTO_INLINE, "auto-inline")                                 \
+  X(SRCH_RULE_ADD_RFACTOR, "add-rfactor")                                 \
+  X(SRCH_RULE_MULTI_LEVEL_TILING_TENSOR, "multi-level-tiling-tensor")     \
+  X(SRCH_RULE_MULTI_LEVEL_TILING, "multi-level-tiling")                   \
+  X(SRCH_RULE_PARALLEL_VECTORIZE_UNROLL, "parallel-vectorize-unroll")     \
+  X(SRCH_RULE_RANDOM_COMPUTE_LOCATION, "random-compute-location")         \
+  X(SRCH_RULE_GPU_TENSOR_CORE, "gpu-tensor-core")                         \
+  X(SRCH_RULE_GPU_MULTI_LEVEL_TILING, "gpu-multi-level-tiling")           \
+  X(SRCH_RULE_GPU_AUTO_INLINE, "gpu-auto-inline")                         \
+  X(SRCH_RULE_CROSS_THREAD_REDUCTION, "cross-thread-reduction")           \
+  X(SRCH_RULE_GPU_UNROLL, "gpu-unroll")                                   \
+  X(SRCH_RULE_AUTO_BIND, "auto-bind")
 
 typedef enum {
 #define SRCH_X(e, n) e,
@@ -27,23 +53,11 @@ typedef enum {
   SRCH_RULE_COUNT
 } srch_rule;
 
-/* Rule registry for cuda targets, in application order (MetaSchedule's
- * CUDA defaults; search/rules/gpu_*.c, docs/GPU_SEARCH.md). For a cuda
- * target, srch_space_opts.rule_mask has one bit per srch_gpu_rule. */
-#define SRCH_GPU_RULE_LIST(X)                                             \
-  X(SRCH_GRULE_TENSOR_CORE, "gpu-tensor-core")                            \
-  X(SRCH_GRULE_MULTI_LEVEL_TILING, "gpu-multi-level-tiling")              \
-  X(SRCH_GRULE_AUTO_INLINE, "gpu-auto-inline")                            \
-  X(SRCH_GRULE_CROSS_THREAD_REDUCTION, "cross-thread-reduction")          \
-  X(SRCH_GRULE_UNROLL, "gpu-unroll")                                      \
-  X(SRCH_GRULE_AUTO_BIND, "auto-bind")
-
-typedef enum {
-#define SRCH_X(e, n) e,
-  SRCH_GPU_RULE_LIST(SRCH_X)
-#undef SRCH_X
-  SRCH_GRULE_COUNT
-} srch_gpu_rule;
+/* The rule's name ("auto-inline"), and the rule named name (-1: none). */
+const char *srch_rule_name(srch_rule r);
+int srch_rule_by_name(const char *name);
+/* rule_mask with rule r turned off (a 0 mask means every rule). */
+unsigned srch_rule_mask_without(unsigned rule_mask, srch_rule r);
 
 typedef struct srch_space_opts {
   int num_cores;          /* 0: from the target, else sysconf */
@@ -57,14 +71,29 @@ ts_status srch_sketches(const ir_func *f, const cg_target *t, const srch_space_o
                         sch_trace ***out, int *n, ts_diag *d);
 
 /* ---- candidates -------------------------------------------------------------- */
+/* What the postprocessors may be told (zero: the defaults). */
+typedef struct srch_postproc_opts {
+  bool no_layout_rewrite; /* skip RewriteLayout (tessel tune --no-layout-rewrite) */
+  /* VerifyGPUCode's register check (NULL: off): builds the candidate and
+   * checks its kernels' registers and spills. The search cannot build CUDA
+   * itself (it must not link the emitter or NVRTC): the tuner installs it
+   * (tessel tune --gpu-regcheck; docs/CUDA.md). */
+  ts_status (*gpu_regcheck)(const ir_func *scheduled, const cg_target *t, ts_diag *d);
+} srch_postproc_opts;
+
 /* Replays a sketch (or any trace) on a fresh schedule of f: resample = true
  * draws every decision afresh from seed (a random candidate); false keeps the
  * trace's decisions. Then runs the postprocessors. NULL when replay or a
  * postprocessor rejects (d says why). */
 sch_traced *srch_instantiate(const sch_trace *tr, const ir_func *f, const cg_target *t,
                              bool resample, uint64_t seed, ts_diag *d);
-/* Runs the postprocessors on a traced schedule (in place). */
+/* srch_instantiate with postprocessor options (NULL: the defaults). */
+sch_traced *srch_instantiate_opts(const sch_trace *tr, const ir_func *f, const cg_target *t, bool resample,
+                                  uint64_t seed, const srch_postproc_opts *po, ts_diag *d);
+/* Runs the postprocessors of t's kind (its row of the space table, in
+ * order) on a traced schedule, in place; po may be NULL. */
 ts_status srch_postprocess(sch_traced *ts, const cg_target *t, ts_diag *d);
+ts_status srch_postprocess_opts(sch_traced *ts, const cg_target *t, const srch_postproc_opts *po, ts_diag *d);
 
 /* ---- mutators ---------------------------------------------------------------- */
 #define SRCH_MUTATOR_LIST(X)                                  \
@@ -84,9 +113,10 @@ typedef enum {
 /* Returns a copy of tr with one decision changed by mutator m (NULL if the
  * mutator has nothing to change in tr). The caller replays it. */
 sch_trace *srch_mutate(srch_mutator m, const sch_trace *tr, const ir_func *f, ts_rng *rng);
-/* The probability of mutator m for target t (mutators_gpu.c): the list's
- * column for CPU targets; for cuda MetaSchedule's tile size 0.9, unroll
- * 0.08, thread binding 0.02 (the others 0). */
+/* The probability of mutator m for target t (its row of the space table,
+ * search/targets.c): the list's column for CPU targets; for cuda
+ * MetaSchedule's tile size 0.9, unroll 0.08, thread binding 0.02 (the
+ * others 0). */
 double srch_mutator_prob(srch_mutator m, const cg_target *t);
 
 /* ---- evolutionary search ------------------------------------------------------- */
@@ -101,6 +131,8 @@ typedef struct srch_evo_opts {
   int first_batch;         /* > 0: the first batch has at most this many candidates
                             * (MetaSchedule: none; docs/COSTMODEL.md) */
   bool no_replay_cache;    /* replay every candidate again (the cache is on by default) */
+  srch_space_opts space;   /* the sketches' options (max_innermost 0: 64) */
+  srch_postproc_opts postproc;
 } srch_evo_opts;
 void srch_evo_opts_default(srch_evo_opts *o);
 

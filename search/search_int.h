@@ -48,7 +48,7 @@ ts_status srch_rule_parallel_vectorize_unroll(const srch_rule_ctx *c, sch_traced
 ts_status srch_rule_random_compute_location(const srch_rule_ctx *c, sch_traced *t, const char *block,
                                             ts_vec *out, ts_diag *d);
 
-/* The GPU rules (rules/gpu_*.c), in SRCH_GPU_RULE_LIST order. */
+/* The GPU rules (rules/gpu_*.c), in the cuda row's order (targets.c). */
 ts_status srch_rule_gpu_tensor_core(const srch_rule_ctx *c, sch_traced *t, const char *block, ts_vec *out,
                                     ts_diag *d);
 ts_status srch_rule_gpu_multi_level_tiling(const srch_rule_ctx *c, sch_traced *t, const char *block,
@@ -61,14 +61,59 @@ ts_status srch_rule_gpu_unroll(const srch_rule_ctx *c, sch_traced *t, const char
                                ts_diag *d);
 ts_status srch_rule_gpu_auto_bind(const srch_rule_ctx *c, sch_traced *t, const char *block, ts_vec *out,
                                   ts_diag *d);
-/* The cuda postprocessors (postproc_gpu.c); srch_postprocess dispatches. */
-ts_status srch_postprocess_gpu(sch_traced *ts, const cg_target *t, ts_diag *d);
-/* DisallowDynamicLoop (postproc.c), shared by the CPU and GPU postprocessors:
- * TS_ESCHEDULE naming the first loop with a non-constant min or extent. */
-ts_status srch_disallow_dynamic_loop(sch_traced *t, ts_diag *d);
+/* The function of rule r (targets.c; NULL for no such rule). */
+srch_rule_fn srch_rule_fn_of(srch_rule r);
+
+/* A postprocessor: runs on the traced schedule after EnterPostproc (in
+ * place); an error rejects the candidate with the reason. */
+typedef ts_status (*srch_postproc_fn)(sch_traced *ts, const cg_target *t, const srch_postproc_opts *o,
+                                      ts_diag *d);
+typedef struct srch_postproc {
+  const char *name; /* MetaSchedule's name (DisallowDynamicLoop ...) */
+  srch_postproc_fn fn;
+} srch_postproc;
+
+/* One target kind's row of the search table (targets.c). */
+typedef struct srch_space {
+  const char *name;
+  const srch_rule *rules; /* in application order */
+  int nrules;
+  const srch_postproc *postprocs; /* in order */
+  int npostprocs;
+  double mutator_prob[SRCH_MUT_COUNT];
+} srch_space;
+/* The row of t's kind (llvm's for t == NULL). */
+const srch_space *srch_space_of(const cg_target *t);
+
+/* Calls fn on every block of t that still exists when its turn comes (the
+ * names are taken first: fn may rewrite the function), stopping at the
+ * first error fn returns (postproc.c). */
+typedef ts_status (*srch_block_fn)(sch_traced *t, const char *name, const ir_stmt *realize, ts_diag *d);
+ts_status srch_each_block(sch_traced *t, srch_block_fn fn, ts_diag *d);
+
+/* The postprocessors (postproc.c; RewriteReductionBlock serves both rows). DisallowDynamicLoop is shared with
+ * the cuda row: TS_ESCHEDULE naming the first loop with a non-constant min
+ * or extent. VerifyTarget is cg_check. */
+ts_status srch_pp_disallow_dynamic_loop(sch_traced *ts, const cg_target *t, const srch_postproc_opts *o,
+                                        ts_diag *d);
+ts_status srch_pp_rewrite_parallel_vectorize_unroll(sch_traced *ts, const cg_target *t,
+                                                    const srch_postproc_opts *o, ts_diag *d);
+ts_status srch_pp_rewrite_tensorize(sch_traced *ts, const cg_target *t, const srch_postproc_opts *o, ts_diag *d);
+ts_status srch_pp_rewrite_reduction_block(sch_traced *ts, const cg_target *t, const srch_postproc_opts *o,
+                                          ts_diag *d);
+ts_status srch_pp_rewrite_layout(sch_traced *ts, const cg_target *t, const srch_postproc_opts *o, ts_diag *d);
+ts_status srch_pp_verify_target(sch_traced *ts, const cg_target *t, const srch_postproc_opts *o, ts_diag *d);
+/* The cuda postprocessors (postproc_gpu.c). */
+ts_status srch_pp_gpu_cooperative_fetch(sch_traced *ts, const cg_target *t, const srch_postproc_opts *o,
+                                        ts_diag *d);
+ts_status srch_pp_gpu_unbound_block(sch_traced *ts, const cg_target *t, const srch_postproc_opts *o, ts_diag *d);
+ts_status srch_pp_gpu_unroll(sch_traced *ts, const cg_target *t, const srch_postproc_opts *o, ts_diag *d);
+ts_status srch_pp_gpu_verify(sch_traced *ts, const cg_target *t, const srch_postproc_opts *o, ts_diag *d);
 /* A copy of tr with SampleCategorical k redrawn among its other candidates
  * (mutators.c); NULL when none has weight. */
 sch_trace *srch_resample_categorical(const sch_trace *tr, int k, ts_rng *rng);
+/* The instruction of tr defining RV rv (-1 if none; mutators.c). */
+int srch_defining_inst(const sch_trace *tr, int rv);
 /* GPU mutators (mutators_gpu.c): thread binding; the cooperative-fetch lane
  * categoricals (instruction indices into out) MutateTileSize also draws
  * from, and one resampled. */
@@ -77,12 +122,6 @@ int srch_fetch_lane_candidates(const sch_trace *tr, int *out, int cap);
 sch_trace *srch_mutate_fetch_lanes(const sch_trace *tr, int inst, ts_rng *rng);
 
 /* ---- IR helpers (space.c) ---- */
-/* The realize of block name in f (NULL if none). */
-const ir_stmt *srch_find_realize(const ir_func *f, const char *name);
-/* The loop statement of loop var v in f (NULL if none). */
-const ir_stmt *srch_find_loop(const ir_func *f, const ir_var *v);
-/* Block names of f in DFS (program) order, root excluded, copied into a. */
-int srch_block_names(const ir_func *f, ts_arena *a, const char ***out);
 /* Does any block of f have a reduction iter var? */
 bool srch_func_has_reduction(const ir_func *f);
 /* MetaSchedule's NeedsMultiLevelTiling for block realize r whose nloops
@@ -91,11 +130,11 @@ bool srch_func_has_reduction(const ir_func *f);
  * GPU rule). At most 32 loops. In search/rules/multi_level_tiling.c. */
 bool srch_needs_multi_level_tiling(const ir_func *f, const ir_stmt *r, int nloops, const ir_var **lv,
                                    int *iter_of, bool serial_only);
-/* Is loop var v bound into a non-spatial iter var of any block under s
- * (s: a statement, normally the loop itself)? */
-bool srch_loop_is_reduction(const ir_stmt *s, const ir_var *v);
-/* Is v used by a non-spatial iter binding of realize r? */
-bool srch_realize_uses_in_reduction(const ir_stmt *r, const ir_var *v);
+/* The realize of block in t's function, with its loops (outer to inner)
+ * from the concrete state in cl and nl; NULL when either is missing. */
+const ir_stmt *srch_block_loops(sch_traced *t, const char *block, sch_loop **cl, int *nl);
+/* Pushes state t onto a rule's out (on OOM t is freed: TS_ENOMEM). */
+ts_status srch_push(ts_vec *out, sch_traced *t, ts_diag *d);
 /* A fork of t: a fresh traced schedule of f replaying t's trace with its
  * decisions. NULL on failure (d set). */
 sch_traced *srch_fork(const srch_rule_ctx *c, sch_traced *t, ts_diag *d);

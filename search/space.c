@@ -1,5 +1,5 @@
-/* space.c — the design space (notes §5, TVM's PostOrderApply): the rule
- * registry applied post-order over the blocks (last block first), each rule
+/* space.c — the design space (TVM's PostOrderApply): the target's rules
+ * (its row of targets.c) applied post-order over the blocks (last block first), each rule
  * over all blocks before the next, turning the unscheduled function into a
  * few sketches; and candidates, a sketch replayed with fresh or given
  * decisions and then postprocessed (postproc.c). Also the IR helpers the
@@ -94,28 +94,25 @@ bool srch_loop_is_reduction(const ir_stmt *s, const ir_var *v) {
   return c.hit;
 }
 
+const ir_stmt *srch_block_loops(sch_traced *t, const char *block, sch_loop **cl, int *nl) {
+  const ir_stmt *r = srch_find_realize(sch_traced_func(t), block);
+  ts_diag q;
+  ts_diag_clear(&q);
+  if (!r || sch_get_loops(sch_traced_state(t), (sch_block){.name = block}, cl, nl, &q)) return NULL;
+  return r;
+}
+
+ts_status srch_push(ts_vec *out, sch_traced *t, ts_diag *d) {
+  if (ts_vec_push(out, t)) {
+    sch_traced_free(t);
+    return ts_diag_set(d, TS_ENOMEM, "out of memory");
+  }
+  return TS_OK;
+}
+
 sch_traced *srch_fork(const srch_rule_ctx *c, sch_traced *t, ts_diag *d) {
   return sch_trace_replay(sch_traced_trace(t), c->func, c->seed, d);
 }
-
-/* ---- the rule registry ---- */
-static const srch_rule_fn rule_fns[SRCH_RULE_COUNT] = {
-    [SRCH_RULE_AUTO_INLINE] = srch_rule_auto_inline,
-    [SRCH_RULE_ADD_RFACTOR] = srch_rule_add_rfactor,
-    [SRCH_RULE_MULTI_LEVEL_TILING_TENSOR] = srch_rule_multi_level_tiling_tensor,
-    [SRCH_RULE_MULTI_LEVEL_TILING] = srch_rule_multi_level_tiling,
-    [SRCH_RULE_PARALLEL_VECTORIZE_UNROLL] = srch_rule_parallel_vectorize_unroll,
-    [SRCH_RULE_RANDOM_COMPUTE_LOCATION] = srch_rule_random_compute_location,
-};
-
-static const srch_rule_fn gpu_rule_fns[SRCH_GRULE_COUNT] = {
-    [SRCH_GRULE_TENSOR_CORE] = srch_rule_gpu_tensor_core,
-    [SRCH_GRULE_MULTI_LEVEL_TILING] = srch_rule_gpu_multi_level_tiling,
-    [SRCH_GRULE_AUTO_INLINE] = srch_rule_gpu_auto_inline,
-    [SRCH_GRULE_CROSS_THREAD_REDUCTION] = srch_rule_gpu_cross_thread_reduction,
-    [SRCH_GRULE_UNROLL] = srch_rule_gpu_unroll,
-    [SRCH_GRULE_AUTO_BIND] = srch_rule_gpu_auto_bind,
-};
 
 static void free_states(ts_vec *v) {
   for (size_t i = 0; i < v->len; i++) sch_traced_free(v->items[i]);
@@ -156,12 +153,12 @@ ts_status srch_sketches(const ir_func *f, const cg_target *t, const srch_space_o
     return ts_diag_set(d, TS_ENOMEM, "out of memory");
   }
   ts_status st = TS_OK;
-  /* the rule list is per target */
-  bool gpu = t && t->kind == CG_TARGET_CUDA;
-  int nrules = gpu ? SRCH_GRULE_COUNT : SRCH_RULE_COUNT;
-  const srch_rule_fn *fns = gpu ? gpu_rule_fns : rule_fns;
-  for (int r = 0; r < nrules && !st; r++) {
+  /* the rule list is the target's row of the space table (targets.c) */
+  const srch_space *sp = srch_space_of(t);
+  for (int ri = 0; ri < sp->nrules && !st; ri++) {
+    srch_rule r = sp->rules[ri];
     if (mask && !(mask & (1u << r))) continue;
+    srch_rule_fn fn = srch_rule_fn_of(r);
     ts_arena a;
     ts_arena_init(&a);
     const char **names;
@@ -172,7 +169,7 @@ ts_status srch_sketches(const ir_func *f, const cg_target *t, const srch_space_o
       for (size_t si = 0; si < states.len; si++) {
         sch_traced *s = states.items[si];
         states.items[si] = NULL;
-        if (!st) st = fns[r](&c, s, names[bi], &next, d);
+        if (!st) st = fn(&c, s, names[bi], &next, d);
         else sch_traced_free(s);
       }
       ts_vec_fini(&states);
@@ -214,6 +211,11 @@ static bool has_postproc(const sch_trace *tr) {
 
 sch_traced *srch_instantiate(const sch_trace *tr, const ir_func *f, const cg_target *t, bool resample,
                              uint64_t seed, ts_diag *d) {
+  return srch_instantiate_opts(tr, f, t, resample, seed, NULL, d);
+}
+
+sch_traced *srch_instantiate_opts(const sch_trace *tr, const ir_func *f, const cg_target *t, bool resample,
+                                  uint64_t seed, const srch_postproc_opts *po, ts_diag *d) {
   /* a logged candidate carries its postprocessing: replay the part before
    * EnterPostproc and postprocess again (deterministic, so the same). */
   sch_trace *own = NULL;
@@ -231,7 +233,7 @@ sch_traced *srch_instantiate(const sch_trace *tr, const ir_func *f, const cg_tar
   }
   ts_status st = sch_trace_apply(tr, ts, resample, NULL, d);
   sch_trace_free(own);
-  if (!st) st = srch_postprocess(ts, t, d);
+  if (!st) st = srch_postprocess_opts(ts, t, po, d);
   if (st) {
     sch_traced_free(ts);
     return NULL;

@@ -13,46 +13,14 @@
 #include <unistd.h>
 
 #include "codegen/llvm.h"
+#include "search/search.h"
+#include "runtime/runtime.h"
 
-/* ---- helpers over the traced function ---- */
-typedef struct find_ctx {
-  const ir_var *var;
-  const ir_stmt *found;
-  const char *block;
-  const ir_stmt *realize;
-  ts_vec *names;
-} find_ctx;
-
-static bool find_cb(void *ctx, const ir_stmt *s) {
-  find_ctx *c = ctx;
-  if (s->kind == IR_FOR && c->var && s->u.loop.var == c->var) c->found = s;
-  if (s->kind == IR_BLOCK_REALIZE) {
-    if (c->block && !strcmp(s->u.realize.block->name, c->block)) c->realize = s;
-    if (c->names && strcmp(s->u.realize.block->name, "root")) ts_vec_push(c->names, (void *)s->u.realize.block->name);
-  }
-  return true;
-}
-
-static const ir_stmt *find_loop(sch_traced *t, const ir_var *v) {
-  find_ctx c = {.var = v};
-  ir_visitor vis = {.stmt = find_cb, .ctx = &c};
-  ir_visit_stmt(&vis, sch_traced_func(t)->body);
-  return c.found;
-}
+/* ---- helpers over the traced function (search's IR lookups) ---- */
+static const ir_stmt *find_loop(sch_traced *t, const ir_var *v) { return srch_find_loop(sch_traced_func(t), v); }
 
 static const ir_stmt *find_realize(sch_traced *t, const char *name) {
-  find_ctx c = {.block = name};
-  ir_visitor vis = {.stmt = find_cb, .ctx = &c};
-  ir_visit_stmt(&vis, sch_traced_func(t)->body);
-  return c.realize;
-}
-
-/* Is loop var v used by a reduction iter var's binding of realize r? */
-static bool is_reduction_loop(const ir_stmt *r, const ir_var *v) {
-  const ir_block *b = r->u.realize.block;
-  for (int i = 0; i < b->niter; i++)
-    if (b->iters[i].type != IR_ITER_S && ir_expr_uses_var(r->u.realize.iter_values[i], v)) return true;
-  return false;
+  return srch_find_realize(sch_traced_func(t), name);
 }
 
 static int vector_lanes(const cg_target *tg, const ir_block *b) {
@@ -79,7 +47,7 @@ static void schedule_block(sch_traced *t, const char *name, const cg_target *tg)
   bool red[64];
   int last_s = -1, first_r = -1;
   for (int i = 0; i < nl; i++) {
-    red[i] = is_reduction_loop(r, sch_t_loop(t, loops[i]).var);
+    red[i] = srch_realize_uses_in_reduction(r, sch_t_loop(t, loops[i]).var);
     if (!red[i]) last_s = i;
     if (red[i] && first_r < 0) first_r = i;
   }
@@ -409,29 +377,20 @@ static bool tile_block(sch_traced *t, const char *name, const cg_target *tg) {
   return true;
 }
 
-ts_status tun_default_schedule(sch_traced *t, const cg_target *tg, ts_diag *d) {
-  if (tg && tg->kind == CG_TARGET_CUDA) return tun_default_schedule_gpu(t, tg, d);
-  ts_vec names;
-  ts_vec_init(&names);
-  find_ctx c = {.names = &names};
-  ir_visitor vis = {.stmt = find_cb, .ctx = &c};
-  ir_visit_stmt(&vis, sch_traced_func(t)->body);
-  /* copy the names: the blocks are rewritten as we go */
+/* The CPU default schedule (build.h). */
+static ts_status default_schedule_cpu(sch_traced *t, const cg_target *tg, const tun_default_opts *o, ts_diag *d) {
+  /* copied names: the blocks are rewritten as we go */
   ts_arena a;
   ts_arena_init(&a);
-  const char **copy = TS_ANEWN(&a, const char *, names.len + 1);
+  const char **copy;
+  size_t n = (size_t)srch_block_names(sch_traced_func(t), &a, &copy);
   if (!copy) {
-    ts_vec_fini(&names);
     ts_arena_fini(&a);
     return ts_diag_set(d, TS_ENOMEM, "out of memory");
   }
-  size_t n = names.len;
-  for (size_t i = 0; i < n; i++) copy[i] = ts_arena_strdup(&a, names.items[i]);
-  ts_vec_fini(&names);
-  /* TESSEL_DEFAULT_TILING=0: the plain per-block schedule only, as before
-   * the tiled default (for before/after comparisons) */
-  const char *env = getenv("TESSEL_DEFAULT_TILING");
-  bool tiling = !(env && !strcmp(env, "0"));
+  /* no_tiling: the plain per-block schedule only, as before the tiled
+   * default (for before/after comparisons) */
+  bool tiling = !(o && o->no_tiling);
   /* elementwise blocks inlined into their consumers (AutoInline; a refused
    * one, e.g. an output, stays) */
   for (size_t i = 0; tiling && i < n; i++) {
@@ -477,13 +436,31 @@ ts_status tun_default_schedule(sch_traced *t, const cg_target *tg, ts_diag *d) {
   return TS_OK;
 }
 
+static ts_status default_schedule_gpu(sch_traced *t, const cg_target *tg, const tun_default_opts *o, ts_diag *d) {
+  (void)o;
+  return tun_default_schedule_gpu(t, tg, d);
+}
+
+ts_status tun_default_schedule_opts(sch_traced *t, const cg_target *tg, const tun_default_opts *o, ts_diag *d) {
+  return tun_device_of(tg)->default_schedule(t, tg, o, d);
+}
+
+ts_status tun_default_schedule(sch_traced *t, const cg_target *tg, ts_diag *d) {
+  return tun_default_schedule_opts(t, tg, NULL, d);
+}
+
 ts_status tun_schedule(const ir_func *f, const char *trace_path, const cg_target *tg, sch_traced **out,
                        ts_diag *d) {
+  return tun_schedule_opts(f, trace_path, tg, NULL, out, d);
+}
+
+ts_status tun_schedule_opts(const ir_func *f, const char *trace_path, const cg_target *tg,
+                            const tun_default_opts *o, sch_traced **out, ts_diag *d) {
   *out = NULL;
   if (!trace_path) {
     sch_traced *t = sch_traced_new(f, 1, d);
     if (!t) return d ? d->code : TS_ENOMEM;
-    ts_status st = tun_default_schedule(t, tg, d);
+    ts_status st = tun_default_schedule_opts(t, tg, o, d);
     if (st) {
       sch_traced_free(t);
       return st;
@@ -506,8 +483,11 @@ ts_status tun_schedule(const ir_func *f, const char *trace_path, const cg_target
   return TS_OK;
 }
 
-ts_status tun_build_shared(const ir_func *scheduled, const cg_target *tg, const char *path, ts_diag *d) {
-  if (tg && tg->kind == CG_TARGET_CUDA) return tun_build_cuda(scheduled, tg, path, d); /* a cubin */
+/* The CPU build: lower, then LLVM to a shared library. */
+static ts_status build_llvm(const ir_func *scheduled, const cg_target *tg, const char *path, FILE *text,
+                            struct json_t *json, ts_diag *d) {
+  (void)text;
+  (void)json;
   ts_arena a;
   ts_arena_init(&a);
   cg_lowered l;
@@ -516,6 +496,38 @@ ts_status tun_build_shared(const ir_func *scheduled, const cg_target *tg, const 
   if (st == TS_OK) st = cg_llvm_build_shared(&l, tg, path, d);
   ts_arena_fini(&a);
   return st;
+}
+
+ts_status tun_build_shared(const ir_func *scheduled, const cg_target *tg, const char *path, ts_diag *d) {
+  return tun_device_of(tg)->build(scheduled, tg, path, NULL, NULL, d);
+}
+
+/* ---- the device table (build.h) ---- */
+static void measure_so(const char *path, const tsrt_measure_opts *mo, tsrt_measure_result *res) {
+  tsrt_measure_forked(path, mo, res);
+}
+
+static const tun_device devices[] = {
+    [CG_TARGET_LLVM] = {.name = "cpu",
+                        .artifact_ext = "so",
+                        .resolve = cg_llvm_resolve_target,
+                        .default_schedule = default_schedule_cpu,
+                        .build = build_llvm,
+                        .measure = measure_so},
+    [CG_TARGET_CUDA] = {.name = "cuda",
+                        .artifact_ext = "cubin",
+                        .kernel_report = true,
+                        .default_schedule = default_schedule_gpu,
+                        .build = tun_build_cuda_report,
+                        .measure = tun_measure_cuda_file,
+                        .regcheck = tun_cuda_regcheck},
+};
+
+const tun_device *tun_device_of(const cg_target *t) { return &devices[t ? t->kind : CG_TARGET_LLVM]; }
+
+ts_status tun_resolve_target(cg_target *t, ts_diag *d) {
+  const tun_device *dv = tun_device_of(t);
+  return dv->resolve ? dv->resolve(t, d) : TS_OK;
 }
 
 static double now_s(void) {

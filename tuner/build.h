@@ -19,14 +19,20 @@
  * a "local" cache_write whose copy-back sits at the last outer loop with the
  * elementwise epilogue inlined into it, the init decomposed; factors divide
  * the extents, and without one the block falls through to the plain
- * schedule. Every other block (and all, with no inlining, when
- * TESSEL_DEFAULT_TILING=0): the
+ * schedule. Every other block (and all, with no inlining, with
+ * tun_default_opts.no_tiling: --no-default-tiling): the
  * innermost spatial loop is moved inside the reduction loops, split by the
  * vector width and vectorized, the outermost spatial loop is parallelized,
  * and then a reduction's init is decomposed out in front of the first
  * reduction loop. Each step is best effort: a refused step is skipped (the
  * schedule stays legal). */
 ts_status tun_default_schedule(sch_traced *t, const cg_target *tg, ts_diag *d);
+/* The default schedule's options (zero: the defaults). */
+typedef struct tun_default_opts {
+  bool no_tiling; /* the plain per-block schedule only (before/after comparisons) */
+} tun_default_opts;
+/* tun_default_schedule with options (NULL: the defaults). */
+ts_status tun_default_schedule_opts(sch_traced *t, const cg_target *tg, const tun_default_opts *o, ts_diag *d);
 
 /* The default schedule for cuda targets (build_gpu.c; tun_default_schedule
  * dispatches to it), in the spirit of TVM's dlight fallback: elementwise
@@ -41,6 +47,38 @@ ts_status tun_default_schedule_gpu(sch_traced *t, const cg_target *tg, ts_diag *
  * schedule. *out is a traced schedule the caller frees. */
 ts_status tun_schedule(const ir_func *f, const char *trace_path, const cg_target *tg,
                        sch_traced **out, ts_diag *d);
+/* tun_schedule with the default schedule's options (NULL: the defaults). */
+ts_status tun_schedule_opts(const ir_func *f, const char *trace_path, const cg_target *tg,
+                            const tun_default_opts *o, sch_traced **out, ts_diag *d);
+
+/* ---- devices ----------------------------------------------------------------
+ * What the tuner does differently per target kind, one row per kind
+ * (build.c; codegen's cg_target_ops and search's space table are the layers
+ * below): how a target string is completed, the default schedule, how an
+ * artifact is built and measured, and the GPU register check the search may
+ * run. tun_device_of picks the row once from the target's kind. */
+struct tsrt_measure_opts;
+struct tsrt_measure_result;
+struct json_t;
+typedef struct tun_device {
+  const char *name;         /* "cpu", "cuda" */
+  const char *artifact_ext; /* file extension of a built artifact: "so", "cubin" */
+  bool kernel_report;       /* tessel build describes each kernel (launch, registers) */
+  /* fills in what the string left to the machine (NULL: nothing) */
+  ts_status (*resolve)(cg_target *t, ts_diag *d);
+  ts_status (*default_schedule)(sch_traced *t, const cg_target *tg, const tun_default_opts *o, ts_diag *d);
+  /* builds path; text/json (either may be NULL) get the kernel report */
+  ts_status (*build)(const ir_func *scheduled, const cg_target *tg, const char *path, FILE *text,
+                     struct json_t *json, ts_diag *d);
+  /* times the artifact at path in a forked child, outputs included when asked */
+  void (*measure)(const char *path, const struct tsrt_measure_opts *mo, struct tsrt_measure_result *res);
+  /* VerifyGPUCode's register check (srch_postproc_opts.gpu_regcheck; NULL: none) */
+  ts_status (*regcheck)(const ir_func *scheduled, const cg_target *t, ts_diag *d);
+} tun_device;
+/* The row of t's kind. */
+const tun_device *tun_device_of(const cg_target *t);
+/* t's device's resolve (TS_OK when it has none). */
+ts_status tun_resolve_target(cg_target *t, ts_diag *d);
 
 /* Lowers and builds a shared library at path for tg. */
 ts_status tun_build_shared(const ir_func *scheduled, const cg_target *tg, const char *path,
@@ -73,5 +111,11 @@ ts_status tun_build_cuda_report(const ir_func *scheduled, const cg_target *tg, c
                                 struct json_t *json, ts_diag *d);
 void tun_measure_cuda_file(const char *path, const struct tsrt_measure_opts *mo,
                            struct tsrt_measure_result *res);
+/* VerifyGPUCode's register check, installed in the search's
+ * srch_postproc_opts.gpu_regcheck by tessel tune --gpu-regcheck: emits and
+ * compiles the scheduled function to a cubin and checks every kernel's
+ * registers x threads and spills against t's limits
+ * (cg_gpu_check_registers). TS_OK without NVRTC (skipped). */
+ts_status tun_cuda_regcheck(const ir_func *scheduled, const cg_target *t, ts_diag *d);
 
 #endif

@@ -1,5 +1,5 @@
-/* cmd_cuda.c — the CUDA side of `tessel build` and `tessel bench`
- * (--target cuda): emit CUDA C from the scheduled function (codegen/cuda.c),
+/* build_cuda.c — the CUDA side of `tessel build` and `tessel bench`
+ * (--target cuda): emit CUDA C from the scheduled function (codegen/cuda_emit.c),
  * compile it with NVRTC, write the cubin (or the CUDA C / PTX), and measure
  * a cubin on the local GPU through the runtime's dlopen'd driver
  * (runtime/cuda_rt.c), in a forked child. */
@@ -126,6 +126,25 @@ ts_status tun_build_cuda_report(const ir_func *scheduled, const cg_target *tg, c
             (long long)mod.kernels[0].block[2], (long long)mod.kernels[0].shared_bytes);
   cg_cuda_binary_fini(&bin);
   cg_cuda_module_fini(&mod);
+  return st;
+}
+
+ts_status tun_cuda_regcheck(const ir_func *scheduled, const cg_target *t, ts_diag *d) {
+  if (!cg_nvrtc_available()) return TS_OK; /* nothing to compile with: skipped */
+  ts_diag q;
+  ts_diag_clear(&q);
+  cg_cuda_module m;
+  if (cg_cuda_emit(scheduled, t, NULL, &m, &q)) return ts_diag_set(d, q.code, "emitting CUDA: %s", q.msg);
+  cg_cuda_binary b;
+  ts_status st = cg_nvrtc_compile(m.source, t->arch[0] ? t->arch : "sm_90", true, &b, &q);
+  if (!st) {
+    cg_gpu_limits lim;
+    cg_gpu_limits_for_target(t, &lim);
+    st = cg_gpu_check_registers(&m, &b, &lim, &q);
+  }
+  if (st) ts_diag_set(d, q.code, "%s", q.msg);
+  cg_cuda_binary_fini(&b);
+  cg_cuda_module_fini(&m);
   return st;
 }
 

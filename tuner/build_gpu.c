@@ -8,81 +8,25 @@
 #include <string.h>
 
 #include "codegen/gpu_check.h"
+#include "search/search.h"
 #include "tuner/build.h"
 
 #define MAXL 64
 
-typedef struct names_ctx {
-  ts_vec *names;
-  const char *want;
-  const ir_stmt *found;
-  const ir_var *var;
-  const ir_stmt *loop;
-} names_ctx;
-
-static bool names_cb(void *ctx, const ir_stmt *s) {
-  names_ctx *c = ctx;
-  if (s->kind == IR_FOR && c->var && s->u.loop.var == c->var) c->loop = s;
-  if (s->kind == IR_BLOCK_REALIZE) {
-    const char *n = s->u.realize.block->name;
-    if (c->names && strcmp(n, "root")) ts_vec_push(c->names, (void *)n);
-    if (c->want && !strcmp(n, c->want)) c->found = s;
-  }
-  return true;
-}
-
 static const ir_stmt *realize_of(sch_traced *t, const char *name) {
-  names_ctx c = {.want = name};
-  ir_visitor v = {.stmt = names_cb, .ctx = &c};
-  ir_visit_stmt(&v, sch_traced_func(t)->body);
-  return c.found;
+  return srch_find_realize(sch_traced_func(t), name);
 }
 
-static const ir_stmt *loop_of(sch_traced *t, const ir_var *var) {
-  names_ctx c = {.var = var};
-  ir_visitor v = {.stmt = names_cb, .ctx = &c};
-  ir_visit_stmt(&v, sch_traced_func(t)->body);
-  return c.loop;
-}
+static const ir_stmt *loop_of(sch_traced *t, const ir_var *var) { return srch_find_loop(sch_traced_func(t), var); }
 
-/* Block names in program order, copied into a. */
+/* Block names in program order, copied into a (-1 on OOM). */
 static int block_names(sch_traced *t, ts_arena *a, const char ***out) {
-  ts_vec names;
-  ts_vec_init(&names);
-  names_ctx c = {.names = &names};
-  ir_visitor v = {.stmt = names_cb, .ctx = &c};
-  ir_visit_stmt(&v, sch_traced_func(t)->body);
-  const char **o = TS_ANEWN(a, const char *, names.len + 1);
-  int n = 0;
-  if (o)
-    for (size_t i = 0; i < names.len; i++) o[n++] = ts_arena_strdup(a, names.items[i]);
-  ts_vec_fini(&names);
-  *out = o;
-  return o ? n : -1;
+  int n = srch_block_names(sch_traced_func(t), a, out);
+  return *out ? n : -1;
 }
 
-/* Does any block under loop statement s bind var v into a non-spatial iter? */
-typedef struct red_ctx {
-  const ir_var *v;
-  bool hit;
-} red_ctx;
-
-static bool red_cb(void *ctx, const ir_stmt *s) {
-  red_ctx *c = ctx;
-  if (s->kind == IR_BLOCK_REALIZE) {
-    const ir_block *b = s->u.realize.block;
-    for (int i = 0; i < b->niter; i++)
-      if (b->iters[i].type != IR_ITER_S && ir_expr_uses_var(s->u.realize.iter_values[i], c->v)) c->hit = true;
-  }
-  return !c->hit;
-}
-
-static bool carries_reduction(const ir_stmt *loop) {
-  red_ctx c = {.v = loop->u.loop.var};
-  ir_visitor v = {.stmt = red_cb, .ctx = &c};
-  ir_visit_stmt(&v, loop);
-  return c.hit;
-}
+/* Does any block under loop statement s bind its var into a non-spatial iter? */
+static bool carries_reduction(const ir_stmt *loop) { return srch_loop_is_reduction(loop, loop->u.loop.var); }
 
 static bool is_bound(sch_traced *t, const int *loops, int n) {
   for (int i = 0; i < n; i++) {

@@ -66,6 +66,11 @@ static void fmt_dur(char *buf, size_t n, double s) {
 }
 
 /* ---- parallel builds --------------------------------------------------------------- */
+/* Candidate i's artifact in dir, named with t's device extension. */
+static void cand_path(char *buf, size_t n, const char *dir, int i, const cg_target *t) {
+  snprintf(buf, n, "%s/cand%d.%s", dir, i, tun_device_of(t)->artifact_ext);
+}
+
 typedef struct build_slot {
   int done;       /* 1 once the child finished this one */
   double secs;
@@ -86,7 +91,7 @@ static pid_t fork_builder(ir_func **funcs, int n, const cg_target *t, const char
        * loaded machine (10-60 of 128 trials in bench/cost_model_curve.sh) */
       alarm(BUILD_TIMEOUT_S);
       char path[512];
-      snprintf(path, sizeof path, "%s/cand%d.so", dir, i);
+      cand_path(path, sizeof path, dir, i, t);
       ts_diag d;
       ts_diag_clear(&d);
       double t0 = tsrt_now();
@@ -128,7 +133,7 @@ static void build_here(ir_func **funcs, int n, const cg_target *t, const char *d
   for (int i = 0; i < n; i++) {
     if (!funcs[i]) continue;
     char path[512];
-    snprintf(path, sizeof path, "%s/cand%d.so", dir, i);
+    cand_path(path, sizeof path, dir, i, t);
     ts_diag d;
     ts_diag_clear(&d);
     double t0 = tsrt_now();
@@ -241,13 +246,13 @@ static const ir_func *verify_ref(ts_arena *a, const ir_func *f, const sch_trace 
   return r ? r : f;
 }
 
-static double measure_one(const char *path, const tsrt_measure_opts *mo, const ir_func *f,
+static double measure_one(const tun_device *dev, const char *path, const tsrt_measure_opts *mo, const ir_func *f,
                           tun_record *rec, char *errbuf, size_t errn, tun_tune_result *tr) {
   tsrt_measure_result res;
   tsrt_measure_opts m = *mo;
   m.want_outputs = true;
   double mt0 = tsrt_now();
-  tsrt_measure_forked(path, &m, &res);
+  dev->measure(path, &m, &res);
   if (tr) tr->measure_seconds += tsrt_now() - mt0;
   double med = judge_result(&res, m.seed, f, rec, errbuf, errn, tr ? &tr->verify_seconds : NULL);
   tsrt_result_fini(&res);
@@ -281,69 +286,94 @@ static void progress(const tun_tune_opts *o, int done, int total, double best_s,
   fflush(out);
 }
 
-/* ---- one batch ---------------------------------------------------------------------- */
-typedef struct batch_ctx {
+/* ---- one run, one batch ------------------------------------------------------------ */
+/* What one tun_tune call works with, shared by its steps. */
+typedef struct tune_run {
   const ir_func *f;
   const char *definition;
-  const char *key, *target;
+  char key[17];
+  const char *target;
   const cg_target *t;
+  const tun_device *dev;
   const tun_tune_opts *o;
   tun_db *db;
   srch_evo *evo;
+  cm_model *model;
+  uint64_t group;
+  int have, run_done;
+  double best_s;
+  tun_tune_result *res;
+  double flops, t0, run_t0;
+  char dir[32];
+  build_slot *slots;
+  int batch;
+} tune_run;
+
+/* One batch of candidates (n of them, index-aligned arrays). */
+typedef struct batch_ctx {
+  tune_run *r;
   srch_candidate *cands;
   ir_func **funcs;
   sch_traced **tss;
   char **errs;
   cm_features *fe;
   cm_sample *smp;
-  build_slot *slots;
-  uint64_t group;
   int nsmp;
-  int *have, *run_done;
-  double *best_s;
-  tun_tune_result *res;
-  double flops, t0, run_t0;
 } batch_ctx;
+
+/* The measurement options of the next candidate: the run's, with the
+ * slow-candidate cutoff from the best time so far (local and remote alike). */
+static tsrt_measure_opts cand_measure_opts(const tune_run *r) {
+  tsrt_measure_opts mo = r->o->measure;
+  mo.want_outputs = true;
+  /* not below min_repeat_ms: a warm-up also pays one-time costs
+   * (the pool's start), which only matter for fast kernels */
+  if (r->o->slow_cutoff > 0 && r->best_s > 0) {
+    mo.slow_stop_s = r->o->slow_cutoff * r->best_s;
+    if (mo.slow_stop_s < mo.min_repeat_ms * 1e-3) mo.slow_stop_s = mo.min_repeat_ms * 1e-3;
+  }
+  return mo;
+}
 
 /* Appends candidate i's record (rec holds its runs and verified flag when
  * measured; err its error or ""), tells the search, keeps a model sample. */
 static ts_status log_candidate(batch_ctx *c, int i, tun_record *rec, const char *err, ts_diag *d) {
   rec->schema = TUN_LOG_SCHEMA;
-  memcpy(rec->workload_key, c->key, 17);
-  rec->workload = (char *)c->definition;
-  rec->target = (char *)c->target;
+  memcpy(rec->workload_key, c->r->key, 17);
+  rec->workload = (char *)c->r->definition;
+  rec->target = (char *)c->r->target;
   char *tj = sch_trace_to_json(c->cands[i].trace);
   rec->trace = tj;
-  rec->build_secs = c->slots[i].secs;
+  rec->build_secs = c->r->slots[i].secs;
   rec->time = (double)time(NULL);
   rec->version = (char *)TESSEL_VERSION;
   rec->trace_hash = c->cands[i].hash;
-  rec->graph_opts = (char *)c->o->graph_opts;
+  rec->graph_opts = (char *)c->r->o->graph_opts;
   rec->error = err && err[0] ? (char *)err : NULL;
   if (rec->error) rec->verified = false;
   ts_diag ad;
   ts_diag_clear(&ad);
-  ts_status as = tun_db_append(c->db, rec, &ad);
+  ts_status as = tun_db_append(c->r->db, rec, &ad);
   double mean = rec->error ? 1e10 : tun_record_mean(rec);
-  srch_evo_notify(c->evo, c->cands[i].trace, c->cands[i].hash, mean, NULL);
+  srch_evo_notify(c->r->evo, c->cands[i].trace, c->cands[i].hash, mean, NULL);
   double ft0 = tsrt_now();
   bool feat_ok = c->tss[i] && !is_build_error(rec->error) && !c->errs[i] &&
-                 cm_extract(c->funcs[i], c->t, &c->fe[c->nsmp], NULL) == TS_OK;
-  c->res->search_seconds += tsrt_now() - ft0;
+                 cm_extract(c->funcs[i], c->r->t, &c->fe[c->nsmp], NULL) == TS_OK;
+  c->r->res->search_seconds += tsrt_now() - ft0;
   if (feat_ok) {
-    c->smp[c->nsmp].group = c->group;
+    c->smp[c->nsmp].group = c->r->group;
     c->smp[c->nsmp].feat = &c->fe[c->nsmp];
     c->smp[c->nsmp].cost = rec->error ? 1e10 : tun_record_median(rec);
     c->nsmp++;
   }
   ts_free(tj);
-  if (as) return ts_diag_set(d, as, "tune: appending to %s: %s", c->o->log_path, ad.msg);
-  (*c->have)++;
-  (*c->run_done)++;
-  c->res->new_trials++;
-  if (!rec->error && (*c->best_s <= 0 || mean < *c->best_s)) *c->best_s = mean;
-  if (c->o->progress_tty)
-    progress(c->o, *c->have, c->o->trials, *c->best_s, c->flops, c->t0, c->run_t0, *c->run_done, false);
+  if (as) return ts_diag_set(d, as, "tune: appending to %s: %s", c->r->o->log_path, ad.msg);
+  (c->r->have)++;
+  (c->r->run_done)++;
+  c->r->res->new_trials++;
+  if (!rec->error && (c->r->best_s <= 0 || mean < c->r->best_s)) c->r->best_s = mean;
+  if (c->r->o->progress_tty)
+    progress(c->r->o, c->r->have, c->r->o->trials, c->r->best_s, c->r->flops, c->r->t0, c->r->run_t0, c->r->run_done, false);
   return TS_OK;
 }
 
@@ -352,16 +382,15 @@ static ts_status log_candidate(batch_ctx *c, int i, tun_record *rec, const char 
  * build is done, and results are logged as they come back (any order). A
  * candidate lost to board failures (every try's board died) is not logged. */
 static ts_status rpc_batch(batch_ctx *c, int nc, const char *dir, ts_diag *d) {
-  const tun_tune_opts *o = c->o;
+  const tun_tune_opts *o = c->r->o;
   pid_t pids[256];
-  int np = build_start(c->funcs, nc, c->t, dir, o->build_jobs, c->slots, pids);
-  if (np == 0) build_here(c->funcs, nc, c->t, dir, c->slots);
+  int np = build_start(c->funcs, nc, c->r->t, dir, o->build_jobs, c->r->slots, pids);
+  if (np == 0) build_here(c->funcs, nc, c->r->t, dir, c->r->slots);
   char *handled = ts_calloc((size_t)nc, 1);
   if (!handled) return ts_diag_set(d, TS_ENOMEM, "tune: out of memory");
   int left = nc, alive = np, lost = 0;
   ts_status st = TS_OK;
-  tsrt_measure_opts m = o->measure;
-  m.want_outputs = true;
+  uint64_t vseed = o->measure.seed;
   while (left > 0 && !st) {
     /* reap builders; once all are gone, unfinished builds are errors */
     for (int k = 0; k < np; k++) {
@@ -371,22 +400,23 @@ static ts_status rpc_batch(batch_ctx *c, int nc, const char *dir, ts_diag *d) {
         alive--;
       }
     }
-    if (alive == 0) build_mark_lost(c->funcs, nc, c->slots);
+    if (alive == 0) build_mark_lost(c->funcs, nc, c->r->slots);
     for (int i = 0; i < nc && !st; i++) {
       if (handled[i]) continue;
       char path[512];
-      snprintf(path, sizeof path, "%s/cand%d.so", dir, i);
-      if (c->errs[i] || (__atomic_load_n(&c->slots[i].done, __ATOMIC_ACQUIRE) && c->slots[i].error[0])) {
+      cand_path(path, sizeof path, dir, i, c->r->t);
+      if (c->errs[i] || (__atomic_load_n(&c->r->slots[i].done, __ATOMIC_ACQUIRE) && c->r->slots[i].error[0])) {
         tun_record rec;
         memset(&rec, 0, sizeof rec);
         handled[i] = 2;
         left--;
         unlink(path);
-        st = log_candidate(c, i, &rec, c->errs[i] ? c->errs[i] : c->slots[i].error, d);
-      } else if (__atomic_load_n(&c->slots[i].done, __ATOMIC_ACQUIRE)) {
+        st = log_candidate(c, i, &rec, c->errs[i] ? c->errs[i] : c->r->slots[i].error, d);
+      } else if (__atomic_load_n(&c->r->slots[i].done, __ATOMIC_ACQUIRE)) {
         handled[i] = 1;
         ts_diag sd;
         ts_diag_clear(&sd);
+        tsrt_measure_opts m = cand_measure_opts(c->r);
         if (tun_rpc_submit(o->rpc, i, path, &m, &sd)) {
           tun_record rec;
           memset(&rec, 0, sizeof rec);
@@ -430,8 +460,8 @@ static ts_status rpc_batch(batch_ctx *c, int nc, const char *dir, ts_diag *d) {
     char err[600];
     ts_arena ra;
     ts_arena_init(&ra);
-    judge_result(&dn.res, m.seed, verify_ref(&ra, c->f, c->cands[dn.tag].trace), &rec, err, sizeof err,
-                 &c->res->verify_seconds);
+    judge_result(&dn.res, vseed, verify_ref(&ra, c->r->f, c->cands[dn.tag].trace), &rec, err, sizeof err,
+                 &c->r->res->verify_seconds);
     ts_arena_fini(&ra);
     tsrt_result_fini(&dn.res);
     st = log_candidate(c, dn.tag, &rec, err, d);
@@ -449,7 +479,7 @@ static ts_status rpc_batch(batch_ctx *c, int nc, const char *dir, ts_diag *d) {
   }
   for (int i = 0; i < nc; i++) {
     char path[512];
-    snprintf(path, sizeof path, "%s/cand%d.so", dir, i);
+    cand_path(path, sizeof path, dir, i, c->r->t);
     unlink(path);
   }
   ts_free(handled);
@@ -460,32 +490,26 @@ static ts_status rpc_batch(batch_ctx *c, int nc, const char *dir, ts_diag *d) {
 /* The local runner's batch: every candidate built first (both cores), then
  * each measured alone, verified and logged in order. */
 static ts_status local_batch(batch_ctx *c, int nc, const char *dir, ts_diag *d) {
-  const tun_tune_opts *o = c->o;
+  const tun_tune_opts *o = c->r->o;
   ts_status st = TS_OK;
   double bt1 = tsrt_now();
-  build_all(c->funcs, nc, c->t, dir, o->build_jobs, c->slots);
-  c->res->build_seconds += tsrt_now() - bt1;
+  build_all(c->funcs, nc, c->r->t, dir, o->build_jobs, c->r->slots);
+  c->r->res->build_seconds += tsrt_now() - bt1;
   for (int i = 0; i < nc && !st; i++) {
     char err[600] = "";
     char path[512];
-    snprintf(path, sizeof path, "%s/cand%d.so", dir, i);
+    cand_path(path, sizeof path, dir, i, c->r->t);
     tun_record rec;
     memset(&rec, 0, sizeof rec);
     if (c->errs[i])
       snprintf(err, sizeof err, "%s", c->errs[i]);
-    else if (c->slots[i].error[0])
-      snprintf(err, sizeof err, "%s", c->slots[i].error);
+    else if (c->r->slots[i].error[0])
+      snprintf(err, sizeof err, "%s", c->r->slots[i].error);
     else {
-      tsrt_measure_opts mo = o->measure;
-      /* not below min_repeat_ms: a warm-up also pays one-time costs
-       * (the pool's start), which only matter for fast kernels */
-      if (o->slow_cutoff > 0 && *c->best_s > 0) {
-        mo.slow_stop_s = o->slow_cutoff * *c->best_s;
-        if (mo.slow_stop_s < mo.min_repeat_ms * 1e-3) mo.slow_stop_s = mo.min_repeat_ms * 1e-3;
-      }
+      tsrt_measure_opts mo = cand_measure_opts(c->r);
       ts_arena ra;
       ts_arena_init(&ra);
-      measure_one(path, &mo, verify_ref(&ra, c->f, c->cands[i].trace), &rec, err, sizeof err, c->res);
+      measure_one(c->r->dev, path, &mo, verify_ref(&ra, c->r->f, c->cands[i].trace), &rec, err, sizeof err, c->r->res);
       ts_arena_fini(&ra);
     }
     unlink(path);
@@ -504,247 +528,253 @@ static void fill_result(const tun_db *db, const char *key, const char *target, d
   res->best_gflops = res->best_seconds > 0 && flops > 0 ? flops / res->best_seconds * 1e-9 : 0;
 }
 
-ts_status tun_tune(const ir_func *f, const char *definition, double flops, const cg_target *t,
-                   const tun_tune_opts *o, tun_tune_result *res, ts_diag *d) {
-  memset(res, 0, sizeof *res);
-  double t0 = tsrt_now();
-  if (!o || !o->log_path || o->trials < 0)
-    return ts_diag_set(d, TS_EINVAL, "tune: a log path and a trial budget are required");
-  int batch = o->batch > 0 ? o->batch : 64;
-  tun_db *db = tun_db_open(o->log_path, stderr, NULL, d);
-  if (!db) return d && d->code ? d->code : TS_EIO;
-  char key[17];
-  ir_workload_key(f, key);
-  const char *target = t->text;
-  int have = tun_db_count_for(db, key, target);
-  if (have >= o->trials) {
-    fill_result(db, key, target, flops, res);
-    res->wall_seconds = tsrt_now() - t0;
-    tun_db_close(db);
-    return TS_OK;
+/* The cost model and the search of a run (r->model, r->evo). */
+static ts_status run_setup(tune_run *r, ts_diag *d) {
+  const tun_tune_opts *o = r->o;
+  if (o->model && !strcmp(o->model, "random")) {
+    r->model = cm_random_new(o->seed);
+  } else {
+    r->model = cm_xgb_new(0, o->seed, d);
+    if (r->model && o->xgb_min_samples > 0) cm_xgb_set_min_samples(r->model, o->xgb_min_samples);
+    if (r->model && o->xgb_max_rounds > 0) cm_xgb_set_max_rounds(r->model, o->xgb_max_rounds);
   }
-
-  ts_status st = TS_OK;
-  cm_model *model = NULL;
-  srch_evo *evo = NULL;
-  sch_traced *def = NULL; /* the default schedule, measured first unless logged */
-  uint64_t def_hash = 0;
-  char dir[] = "/tmp/tessel-tune-XXXXXX";
-  bool have_dir = mkdtemp(dir) != NULL;
-  build_slot *slots = MAP_FAILED;
-  if (!have_dir) {
-    st = ts_diag_set(d, TS_EIO, "tune: cannot create a temporary directory");
-    goto out;
-  }
-  if (o->model && !strcmp(o->model, "random"))
-    model = cm_random_new(o->seed);
-  else
-    model = cm_xgb_new(0, o->seed, d);
-  if (!model) {
-    st = d && d->code ? d->code : TS_ENOMEM;
-    goto out;
-  }
+  if (!r->model) return d && d->code ? d->code : TS_ENOMEM;
   srch_evo_opts eo;
   srch_evo_opts_default(&eo);
   if (o->population > 0) eo.population = o->population;
   if (o->first_batch > 0) eo.first_batch = o->first_batch;
-  evo = srch_evo_new(f, t, &eo, o->seed, d);
-  if (!evo) {
-    st = d && d->code ? d->code : TS_EINVAL;
+  eo.space = o->space;
+  eo.postproc = o->postproc;
+  if (o->gpu_regcheck) eo.postproc.gpu_regcheck = r->dev->regcheck;
+  r->evo = srch_evo_new(r->f, r->t, &eo, o->seed, d);
+  if (!r->evo) return d && d->code ? d->code : TS_EINVAL;
+  r->group = ir_struct_hash_func(r->f);
+  return TS_OK;
+}
+
+/* Resume: warm-start the model and the measured set from the log. */
+static void run_resume(tune_run *r) {
+  double rt0 = tsrt_now();
+  int n = tun_db_count(r->db), ns = 0;
+  cm_sample *smp = ts_calloc((size_t)(n > 0 ? n : 1), sizeof *smp);
+  cm_features *fe = ts_calloc((size_t)(n > 0 ? n : 1), sizeof *fe);
+  for (int i = 0; i < n && smp && fe; i++) {
+    const tun_record *rec = tun_db_get(r->db, i);
+    if (strcmp(rec->workload_key, r->key) || !rec->target || strcmp(rec->target, r->target) || !rec->trace)
+      continue;
+    sch_trace *tr = NULL;
+    sch_traced *ts = replay_json(rec->trace, r->f, &tr);
+    uint64_t h = rec->trace_hash;
+    if (ts) {
+      if (!h) h = ir_struct_hash_func(sch_traced_func(ts));
+      if (!is_build_error(rec->error) && cm_extract(sch_traced_func(ts), r->t, &fe[ns], NULL) == TS_OK) {
+        smp[ns].group = r->group;
+        smp[ns].feat = &fe[ns];
+        smp[ns].cost = rec->error ? 1e10 : tun_record_median(rec);
+        ns++;
+      }
+    }
+    if (h) srch_evo_notify(r->evo, tr, h, rec->error ? 1e10 : tun_record_mean(rec), NULL);
+    sch_traced_free(ts);
+    sch_trace_free(tr);
+  }
+  double ut0 = tsrt_now();
+  if (ns) cm_update(r->model, smp, ns, NULL);
+  r->res->train_seconds += tsrt_now() - ut0;
+  rt0 += tsrt_now() - ut0; /* resume_seconds leaves the training out */
+  for (int i = 0; i < ns; i++) cm_features_fini(&fe[i]);
+  ts_free(smp);
+  ts_free(fe);
+  r->res->resume_seconds = tsrt_now() - rt0;
+}
+
+static void set_baseline(tune_run *r, double secs) {
+  r->res->baseline_seconds = secs;
+  r->res->baseline_gflops = r->flops > 0 ? r->flops / secs * 1e-9 : 0;
+}
+
+/* Baseline: the default schedule. It is the run's first candidate: built,
+ * measured, verified and logged like any other (one trial of the budget), so
+ * the measured set, the model and "best" all start from it and a tuned
+ * build is never slower than the default. A log that already holds it (same
+ * scheduled-function hash) gives the baseline without measuring again: then
+ * NULL, else the schedule to measure (*hash its hash). */
+static sch_traced *run_baseline_lookup(tune_run *r, uint64_t *hash) {
+  sch_traced *def = NULL;
+  ts_diag bd;
+  ts_diag_clear(&bd);
+  if (tun_schedule_opts(r->f, NULL, r->t, &r->o->defaults, &def, &bd) != TS_OK) {
+    if (r->o->progress) fprintf(r->o->progress, "tune: default schedule: %s\n", bd.msg);
+    return NULL;
+  }
+  *hash = ir_struct_hash_func(sch_traced_func(def));
+  int cnt = 0;
+  const int *idx = tun_db_indices_for(r->db, r->key, r->target, &cnt);
+  for (int k = 0; k < cnt; k++) {
+    const tun_record *rec = tun_db_get(r->db, idx[k]);
+    if (rec->trace_hash == *hash && !rec->error && rec->verified) {
+      set_baseline(r, tun_record_mean(rec));
+      break;
+    }
+  }
+  if (r->res->baseline_seconds > 0 || tun_db_has_trace(r->db, r->key, r->target, *hash)) {
+    sch_traced_free(def); /* logged before (maybe as an error): not again */
+    return NULL;
+  }
+  return def;
+}
+
+/* Measures one batch (local or remote) and updates the model with it. */
+static ts_status run_measure(tune_run *r, batch_ctx *bc, int nc, ts_diag *d) {
+  memset(r->slots, 0, (size_t)r->batch * sizeof(build_slot));
+  ts_status st = !r->o->rpc ? local_batch(bc, nc, r->dir, d) : rpc_batch(bc, nc, r->dir, d);
+  if (!st && bc->nsmp) {
+    ts_diag ud;
+    ts_diag_clear(&ud);
+    double ut1 = tsrt_now();
+    ts_status us = cm_update(r->model, bc->smp, bc->nsmp, &ud);
+    r->res->train_seconds += tsrt_now() - ut1;
+    if (us && r->o->progress)
+      fprintf(r->o->progress, "%stune: cost model update: %s\n", r->o->progress_tty ? "\n" : "", ud.msg);
+  }
+  for (int i = 0; i < bc->nsmp; i++) cm_features_fini(&bc->fe[i]);
+  return st;
+}
+
+/* The default schedule def (hash def_hash) as the run's first candidate. */
+static ts_status run_default(tune_run *r, sch_traced *def, uint64_t def_hash, ts_diag *d) {
+  srch_candidate dc = {(sch_trace *)sch_traced_trace(def), def_hash, 0};
+  ir_func *df = sch_traced_func(def);
+  char *derr = NULL;
+  cm_features dfe;
+  cm_sample dsmp;
+  memset(&dfe, 0, sizeof dfe);
+  memset(&dsmp, 0, sizeof dsmp);
+  batch_ctx bc = {r, &dc, &df, &def, &derr, &dfe, &dsmp, 0};
+  double dt0 = tsrt_now();
+  ts_status st = run_measure(r, &bc, 1, d);
+  const tun_record *last = tun_db_count(r->db) > 0 ? tun_db_get(r->db, tun_db_count(r->db) - 1) : NULL;
+  if (!st && last && last->trace_hash == def_hash && !last->error)
+    set_baseline(r, tun_record_mean(last));
+  else if (!st && last && last->trace_hash == def_hash && r->o->progress)
+    fprintf(r->o->progress, "%stune: default schedule: %s\n", r->o->progress_tty ? "\n" : "", last->error);
+  r->res->baseline_seconds_wall += tsrt_now() - dt0;
+  return st;
+}
+
+/* One batch of the search: proposed, replayed, measured, logged. *done is
+ * set when the space is exhausted. */
+static ts_status run_batch(tune_run *r, bool *done, ts_diag *d) {
+  const tun_tune_opts *o = r->o;
+  int want = o->trials - r->have < r->batch ? o->trials - r->have : r->batch;
+  srch_candidate *cands = NULL;
+  int nc = 0;
+  double st0 = tsrt_now();
+  ts_status st = srch_evo_next_batch(r->evo, r->model, want, &cands, &nc, d);
+  r->res->search_seconds += tsrt_now() - st0;
+  if (st) return st;
+  if (nc == 0) {
+    if (o->progress) fprintf(o->progress, "%stune: the search space is exhausted\n", o->progress_tty ? "\n" : "");
+    *done = true;
+    return TS_OK;
+  }
+  batch_ctx bc = {r, cands, ts_calloc((size_t)nc, sizeof(ir_func *)), ts_calloc((size_t)nc, sizeof(sch_traced *)),
+                  ts_calloc((size_t)nc, sizeof(char *)), ts_calloc((size_t)nc, sizeof(cm_features)),
+                  ts_calloc((size_t)nc, sizeof(cm_sample)), 0};
+  if (!bc.funcs || !bc.tss || !bc.errs || !bc.fe || !bc.smp) {
+    st = ts_diag_set(d, TS_ENOMEM, "tune: out of memory");
+  } else {
+    double pt0 = tsrt_now();
+    for (int i = 0; i < nc; i++) {
+      ts_diag rd;
+      ts_diag_clear(&rd);
+      bc.tss[i] = sch_trace_replay(cands[i].trace, r->f, 1, &rd);
+      if (bc.tss[i]) {
+        bc.funcs[i] = sch_traced_func(bc.tss[i]);
+      } else {
+        char b[600];
+        snprintf(b, sizeof b, "replay: %.500s", rd.msg);
+        bc.errs[i] = ts_strdup(b);
+      }
+    }
+    r->res->search_seconds += tsrt_now() - pt0;
+    st = run_measure(r, &bc, nc, d);
+    if (!o->progress_tty) progress(o, r->have, o->trials, r->best_s, r->flops, r->t0, r->run_t0, r->run_done, false);
+  }
+  for (int i = 0; i < nc; i++) {
+    sch_traced_free(bc.tss ? bc.tss[i] : NULL);
+    if (bc.errs) ts_free(bc.errs[i]);
+    srch_candidate_fini(&cands[i]);
+  }
+  ts_free(cands);
+  ts_free(bc.funcs);
+  ts_free(bc.tss);
+  ts_free(bc.errs);
+  ts_free(bc.fe);
+  ts_free(bc.smp);
+  return st;
+}
+
+static void run_stats(const tune_run *r) {
+  srch_evo_stats ss;
+  srch_evo_get_stats(r->evo, &ss);
+  r->res->search_replay_seconds = ss.replay_seconds;
+  r->res->search_predict_seconds = ss.predict_seconds;
+  r->res->search_replays = ss.replays;
+  r->res->search_cache_hits = ss.cache_hits;
+}
+
+ts_status tun_tune(const ir_func *f, const char *definition, double flops, const cg_target *t,
+                   const tun_tune_opts *o, tun_tune_result *res, ts_diag *d) {
+  memset(res, 0, sizeof *res);
+  tune_run r = {.f = f, .definition = definition, .target = t->text, .t = t, .dev = tun_device_of(t), .o = o,
+                .res = res, .flops = flops, .t0 = tsrt_now(), .dir = "/tmp/tessel-tune-XXXXXX",
+                .slots = MAP_FAILED};
+  if (!o || !o->log_path || o->trials < 0)
+    return ts_diag_set(d, TS_EINVAL, "tune: a log path and a trial budget are required");
+  r.batch = o->batch > 0 ? o->batch : 64;
+  r.db = tun_db_open(o->log_path, stderr, NULL, d);
+  if (!r.db) return d && d->code ? d->code : TS_EIO;
+  ir_workload_key(f, r.key);
+  r.have = tun_db_count_for(r.db, r.key, r.target);
+  ts_status st = TS_OK;
+  sch_traced *def = NULL; /* the default schedule, measured first unless logged */
+  bool have_dir = false;
+  if (r.have >= o->trials) goto out;
+  if (!(have_dir = mkdtemp(r.dir) != NULL)) {
+    st = ts_diag_set(d, TS_EIO, "tune: cannot create a temporary directory");
     goto out;
   }
-  uint64_t group = ir_struct_hash_func(f);
-
-  /* Resume: warm-start the model and the measured set from the log. */
-  double rt0 = tsrt_now();
-  {
-    int n = tun_db_count(db), ns = 0;
-    cm_sample *smp = ts_calloc((size_t)(n > 0 ? n : 1), sizeof *smp);
-    cm_features *fe = ts_calloc((size_t)(n > 0 ? n : 1), sizeof *fe);
-    for (int i = 0; i < n && smp && fe; i++) {
-      const tun_record *r = tun_db_get(db, i);
-      if (strcmp(r->workload_key, key) || !r->target || strcmp(r->target, target) || !r->trace) continue;
-      sch_trace *tr = NULL;
-      sch_traced *ts = replay_json(r->trace, f, &tr);
-      uint64_t h = r->trace_hash;
-      if (ts) {
-        if (!h) h = ir_struct_hash_func(sch_traced_func(ts));
-        if (!is_build_error(r->error) &&
-            cm_extract(sch_traced_func(ts), t, &fe[ns], NULL) == TS_OK) {
-          smp[ns].group = group;
-          smp[ns].feat = &fe[ns];
-          smp[ns].cost = r->error ? 1e10 : tun_record_median(r);
-          ns++;
-        }
-      }
-      if (h) srch_evo_notify(evo, tr, h, r->error ? 1e10 : tun_record_mean(r), NULL);
-      sch_traced_free(ts);
-      sch_trace_free(tr);
-    }
-    double ut0 = tsrt_now();
-    if (ns) cm_update(model, smp, ns, NULL);
-    res->train_seconds += tsrt_now() - ut0;
-    rt0 += tsrt_now() - ut0; /* resume_seconds leaves the training out */
-    for (int i = 0; i < ns; i++) cm_features_fini(&fe[i]);
-    ts_free(smp);
-    ts_free(fe);
-  }
-  res->resume_seconds = tsrt_now() - rt0;
-
-  /* Baseline: the default schedule. It is the run's first candidate: built,
-   * measured, verified and logged like any other (one trial of the budget), so
-   * the measured set, the model and "best" all start from it and a tuned
-   * build is never slower than the default. A log that already holds it (same
-   * scheduled-function hash) gives the baseline without measuring again. */
+  if ((st = run_setup(&r, d))) goto out;
+  run_resume(&r);
   double bt0 = tsrt_now();
-  {
-    ts_diag bd;
-    ts_diag_clear(&bd);
-    if (tun_schedule(f, NULL, t, &def, &bd) == TS_OK) {
-      def_hash = ir_struct_hash_func(sch_traced_func(def));
-      int cnt = 0;
-      const int *idx = tun_db_indices_for(db, key, target, &cnt);
-      for (int k = 0; k < cnt; k++) {
-        const tun_record *r = tun_db_get(db, idx[k]);
-        if (r->trace_hash == def_hash && !r->error && r->verified) {
-          res->baseline_seconds = tun_record_mean(r);
-          res->baseline_gflops = flops > 0 ? flops / res->baseline_seconds * 1e-9 : 0;
-          break;
-        }
-      }
-      if (res->baseline_seconds > 0 || tun_db_has_trace(db, key, target, def_hash)) {
-        sch_traced_free(def); /* logged before (maybe as an error): not again */
-        def = NULL;
-      }
-    } else if (o->progress) {
-      fprintf(o->progress, "tune: default schedule: %s\n", bd.msg);
-    }
-  }
+  uint64_t def_hash = 0;
+  def = run_baseline_lookup(&r, &def_hash);
   res->baseline_seconds_wall = tsrt_now() - bt0;
-
-  slots = mmap(NULL, (size_t)batch * sizeof(build_slot), PROT_READ | PROT_WRITE,
-               MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-  if (slots == MAP_FAILED) {
+  r.slots = mmap(NULL, (size_t)r.batch * sizeof(build_slot), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
+                 -1, 0);
+  if (r.slots == MAP_FAILED) {
     st = ts_diag_set(d, TS_ENOMEM, "tune: cannot map the build slots");
     goto out;
   }
-  double run_t0 = tsrt_now();
-  int run_done = 0;
-  const tun_record *bst = tun_db_best(db, key, target);
-  double best_s = bst ? tun_record_mean(bst) : 0;
-  progress(o, have, o->trials, best_s, flops, t0, run_t0, 0, false);
-  if (def) {
-    srch_candidate dc = {(sch_trace *)sch_traced_trace(def), def_hash, 0};
-    ir_func *df = sch_traced_func(def);
-    char *derr = NULL;
-    cm_features dfe;
-    cm_sample dsmp;
-    memset(&dfe, 0, sizeof dfe);
-    memset(&dsmp, 0, sizeof dsmp);
-    memset(slots, 0, sizeof(build_slot));
-    batch_ctx bc = {f, definition, key, target, t, o, db, evo, &dc, &df, &def, &derr, &dfe, &dsmp,
-                    slots, group, 0, &have, &run_done, &best_s, res, flops, t0, run_t0};
-    double dt0 = tsrt_now();
-    st = !o->rpc ? local_batch(&bc, 1, dir, d) : rpc_batch(&bc, 1, dir, d);
-    if (!st && bc.nsmp) {
-      double ut1 = tsrt_now();
-      cm_update(model, &dsmp, 1, NULL);
-      res->train_seconds += tsrt_now() - ut1;
-    }
-    if (bc.nsmp) cm_features_fini(&dfe);
-    const tun_record *last = tun_db_count(db) > 0 ? tun_db_get(db, tun_db_count(db) - 1) : NULL;
-    if (!st && last && last->trace_hash == def_hash && !last->error) {
-      res->baseline_seconds = tun_record_mean(last);
-      res->baseline_gflops = flops > 0 ? flops / res->baseline_seconds * 1e-9 : 0;
-    } else if (!st && last && last->trace_hash == def_hash && o->progress) {
-      fprintf(o->progress, "%stune: default schedule: %s\n", o->progress_tty ? "\n" : "", last->error);
-    }
-    res->baseline_seconds_wall += tsrt_now() - dt0;
-    sch_traced_free(def);
-    def = NULL;
-  }
-  while (have < o->trials && !st) {
-    int want = o->trials - have < batch ? o->trials - have : batch;
-    srch_candidate *cands = NULL;
-    int nc = 0;
-    double st0 = tsrt_now();
-    st = srch_evo_next_batch(evo, model, want, &cands, &nc, d);
-    res->search_seconds += tsrt_now() - st0;
-    if (st) break;
-    if (nc == 0) {
-      if (o->progress) fprintf(o->progress, "%stune: the search space is exhausted\n", o->progress_tty ? "\n" : "");
-      break;
-    }
-    ir_func **funcs = ts_calloc((size_t)nc, sizeof *funcs);
-    sch_traced **tss = ts_calloc((size_t)nc, sizeof *tss);
-    char **errs = ts_calloc((size_t)nc, sizeof *errs);
-    cm_features *fe = ts_calloc((size_t)nc, sizeof *fe);
-    cm_sample *smp = ts_calloc((size_t)nc, sizeof *smp);
-    if (!funcs || !tss || !errs || !fe || !smp) {
-      st = ts_diag_set(d, TS_ENOMEM, "tune: out of memory");
-    } else {
-      double pt0 = tsrt_now();
-      for (int i = 0; i < nc; i++) {
-        ts_diag rd;
-        ts_diag_clear(&rd);
-        tss[i] = sch_trace_replay(cands[i].trace, f, 1, &rd);
-        if (tss[i])
-          funcs[i] = sch_traced_func(tss[i]);
-        else {
-          char b[600];
-          snprintf(b, sizeof b, "replay: %.500s", rd.msg);
-          errs[i] = ts_strdup(b);
-        }
-      }
-      res->search_seconds += tsrt_now() - pt0;
-      memset(slots, 0, (size_t)batch * sizeof(build_slot));
-      batch_ctx bc = {f, definition, key, target, t, o, db, evo, cands, funcs, tss, errs, fe, smp,
-                      slots, group, 0, &have, &run_done, &best_s, res, flops, t0, run_t0};
-      st = !o->rpc ? local_batch(&bc, nc, dir, d) : rpc_batch(&bc, nc, dir, d);
-      int nsmp = bc.nsmp;
-      if (!st && nsmp) {
-        ts_diag ud;
-        ts_diag_clear(&ud);
-        double ut1 = tsrt_now();
-        ts_status us = cm_update(model, smp, nsmp, &ud);
-        res->train_seconds += tsrt_now() - ut1;
-        if (us && o->progress)
-          fprintf(o->progress, "%stune: cost model update: %s\n", o->progress_tty ? "\n" : "", ud.msg);
-      }
-      for (int i = 0; i < nsmp; i++) cm_features_fini(&fe[i]);
-      if (!o->progress_tty) progress(o, have, o->trials, best_s, flops, t0, run_t0, run_done, false);
-    }
-    for (int i = 0; i < nc; i++) {
-      sch_traced_free(tss ? tss[i] : NULL);
-      if (errs) ts_free(errs[i]);
-      srch_candidate_fini(&cands[i]);
-    }
-    ts_free(cands);
-    ts_free(funcs);
-    ts_free(tss);
-    ts_free(errs);
-    ts_free(fe);
-    ts_free(smp);
-    if (st) break;
-  }
-  if (o->progress_tty) progress(o, have, o->trials, best_s, flops, t0, run_t0, run_done, true);
+  r.run_t0 = tsrt_now();
+  const tun_record *bst = tun_db_best(r.db, r.key, r.target);
+  r.best_s = bst ? tun_record_mean(bst) : 0;
+  progress(o, r.have, o->trials, r.best_s, flops, r.t0, r.run_t0, 0, false);
+  if (def) st = run_default(&r, def, def_hash, d);
+  bool done = false;
+  while (r.have < o->trials && !st && !done) st = run_batch(&r, &done, d);
+  if (o->progress_tty) progress(o, r.have, o->trials, r.best_s, flops, r.t0, r.run_t0, r.run_done, true);
 
 out:
-  fill_result(db, key, target, flops, res);
-  res->wall_seconds = tsrt_now() - t0;
-  if (evo) {
-    srch_evo_stats ss;
-    srch_evo_get_stats(evo, &ss);
-    res->search_replay_seconds = ss.replay_seconds;
-    res->search_predict_seconds = ss.predict_seconds;
-    res->search_replays = ss.replays;
-    res->search_cache_hits = ss.cache_hits;
-  }
-  if (slots != MAP_FAILED) munmap(slots, (size_t)batch * sizeof(build_slot));
-  if (have_dir) rmdir(dir);
+  fill_result(r.db, r.key, r.target, flops, res);
+  res->wall_seconds = tsrt_now() - r.t0;
+  if (r.evo) run_stats(&r);
+  if (r.slots != MAP_FAILED) munmap(r.slots, (size_t)r.batch * sizeof(build_slot));
+  if (have_dir) rmdir(r.dir);
   sch_traced_free(def);
-  srch_evo_free(evo);
-  cm_model_free(model);
-  tun_db_close(db);
+  srch_evo_free(r.evo);
+  cm_model_free(r.model);
+  tun_db_close(r.db);
   return st;
 }

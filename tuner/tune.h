@@ -8,6 +8,8 @@
 
 #include "codegen/codegen.h"
 #include "runtime/runtime.h"
+#include "search/search.h"
+#include "tuner/build.h"
 #include "tuner/database.h"
 
 typedef struct tun_tune_opts {
@@ -32,6 +34,16 @@ typedef struct tun_tune_opts {
    * the host while the boards measure, results are logged as they arrive. */
   struct tun_rpc_runner *rpc;
   const char *graph_opts;  /* written into each record: the graph switches of a model task (NULL: defaults) */
+  /* What used to be environment switches, now CLI flags. Each changes what
+   * is measured only through the candidates' schedules, which the log keeps
+   * (every record's trace: a rule or postprocessor that did not run leaves
+   * no instructions in it). */
+  srch_space_opts space;       /* rule_mask: --no-tensorize, --no-tensor-core */
+  srch_postproc_opts postproc; /* --no-layout-rewrite */
+  bool gpu_regcheck;           /* --gpu-regcheck: the device's register check in VerifyGPUCode */
+  tun_default_opts defaults;   /* --no-default-tiling (the baseline candidate) */
+  int xgb_min_samples;         /* --xgb-min-samples N: random scores until N samples (0: the model's 50) */
+  int xgb_max_rounds;          /* --xgb-max-rounds N: boosting rounds per update (0: the model's 150) */
 } tun_tune_opts;
 void tun_tune_opts_default(tun_tune_opts *o);
 

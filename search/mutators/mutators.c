@@ -110,8 +110,7 @@ static sch_trace *mutate_compute_location(const sch_trace *tr, ts_rng *rng) {
 }
 
 /* ---- unroll -------------------------------------------------------------------- */
-/* The instruction defining RV rv (-1 if none). */
-static int defining_inst(const sch_trace *tr, int rv) {
+int srch_defining_inst(const sch_trace *tr, int rv) {
   for (int i = 0; i < sch_trace_len(tr); i++) {
     const sch_inst *in = sch_trace_inst(tr, i);
     for (int o = 0; o < in->nout; o++)
@@ -155,7 +154,7 @@ static sch_trace *mutate_unroll(const sch_trace *tr, ts_rng *rng) {
     const sch_inst *in = sch_trace_inst(tr, i);
     if (in->kind != SCH_I_ANNOTATE || in->nin < 2 || in->nattr < 1 || !in->attrs[0].s) continue;
     if (!strstr(in->attrs[0].s, "unroll") || in->in[1].kind != SCH_ARG_RV) continue;
-    int def = defining_inst(tr, in->in[1].rv);
+    int def = srch_defining_inst(tr, in->in[1].rv);
     if (def < 0) continue;
     const sch_inst *s = sch_trace_inst(tr, def);
     if (s->kind != SCH_I_SAMPLE_CATEGORICAL || s->decision.n != 1 || s->nattr < 2 ||

@@ -1,9 +1,6 @@
-/* mutators_gpu.c — the GPU side of the mutator registry (MetaSchedule's
- * src/s_tir/meta_schedule/mutator/, notes §3-4):
- *  - the probabilities per target: CPU as SRCH_MUTATOR_LIST says (tile size
- *    0.9, compute location 0.05, unroll 0.03, parallel 0.02); CUDA tile size
- *    0.9, unroll 0.08, thread binding 0.02 (MetaSchedule's
- *    Mutator::DefaultCUDA);
+/* mutators_gpu.c — the GPU mutators (MetaSchedule's
+ * src/s_tir/meta_schedule/mutator/; their probabilities per target are the
+ * space table's, search/targets.c):
  *  - MutateThreadBinding: the pattern `v = SampleCategorical(...); Split(l,
  *    [None, v]); Bind(inner, "threadIdx.x")` (AutoBind, CrossThreadReduction)
  *    gets v resampled among its other candidates (probabilities
@@ -16,32 +13,6 @@
 
 #include "search/rules/gpu_rules.h"
 
-double srch_mutator_prob(srch_mutator m, const cg_target *t) {
-  static const double cpu[SRCH_MUT_COUNT] = {
-#define SRCH_X(en, nm, p) p,
-      SRCH_MUTATOR_LIST(SRCH_X)
-#undef SRCH_X
-  };
-  if ((int)m < 0 || m >= SRCH_MUT_COUNT) return 0;
-  if (!t || t->kind != CG_TARGET_CUDA) return cpu[m];
-  switch (m) {
-  case SRCH_MUT_TILE_SIZE: return 0.90;
-  case SRCH_MUT_UNROLL: return 0.08;
-  case SRCH_MUT_THREAD_BINDING: return 0.02;
-  default: return 0;
-  }
-}
-
-/* The instruction defining RV rv (-1 if none). */
-static int defining(const sch_trace *tr, int rv) {
-  for (int i = 0; i < sch_trace_len(tr); i++) {
-    const sch_inst *in = sch_trace_inst(tr, i);
-    for (int o = 0; o < in->nout; o++)
-      if (in->out[o] == rv) return i;
-  }
-  return -1;
-}
-
 static bool is_categorical(const sch_inst *s) {
   return s->kind == SCH_I_SAMPLE_CATEGORICAL && s->decision.n == 1 && s->nattr >= 2 && s->attrs[0].n >= 2;
 }
@@ -53,7 +24,7 @@ static int thread_binding_candidates(const sch_trace *tr, int *out, int cap) {
   for (int i = 0; i < sch_trace_len(tr) && n < cap; i++) {
     const sch_inst *sp = sch_trace_inst(tr, i);
     if (sp->kind != SCH_I_SPLIT || sp->nin != 3 || sp->nout != 2 || sp->in[2].kind != SCH_ARG_RV) continue;
-    int def = defining(tr, sp->in[2].rv);
+    int def = srch_defining_inst(tr, sp->in[2].rv);
     if (def < 0 || !is_categorical(sch_trace_inst(tr, def))) continue;
     bool bound = false;
     for (int j = i + 1; j < sch_trace_len(tr) && !bound; j++) {
@@ -82,7 +53,7 @@ int srch_fetch_lane_candidates(const sch_trace *tr, int *out, int cap) {
     if (in->kind != SCH_I_ANNOTATE || in->nin < 2 || in->nattr < 1 || !in->attrs[0].s ||
         strcmp(in->attrs[0].s, SRCH_ANN_COOP_FETCH) || in->in[1].kind != SCH_ARG_RV)
       continue;
-    int def = defining(tr, in->in[1].rv);
+    int def = srch_defining_inst(tr, in->in[1].rv);
     if (def >= 0 && is_categorical(sch_trace_inst(tr, def))) out[n++] = def;
   }
   return n;

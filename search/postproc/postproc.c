@@ -1,6 +1,7 @@
-/* postproc.c — the CPU postprocessors, in order (notes §4, §5):
- * DisallowDynamicLoop, RewriteParallelVectorizeUnroll, RewriteReductionBlock,
- * RewriteLayout, then cg_check. They run on the traced schedule after an EnterPostproc
+/* postproc.c — the CPU postprocessors (the llvm row of search/targets.c
+ * lists them in order): DisallowDynamicLoop, RewriteParallelVectorizeUnroll,
+ * RewriteTensorize, RewriteReductionBlock, RewriteLayout, then VerifyTarget
+ * (cg_check). They run on the traced schedule after an EnterPostproc
  * instruction, so the candidate's trace replays to the exact schedule. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,7 +25,10 @@ static bool dyn_cb(void *ctx, const ir_stmt *s) {
   return !c->bad;
 }
 
-ts_status srch_disallow_dynamic_loop(sch_traced *t, ts_diag *d) {
+ts_status srch_pp_disallow_dynamic_loop(sch_traced *t, const cg_target *tg, const srch_postproc_opts *o,
+                                        ts_diag *d) {
+  (void)tg;
+  (void)o;
   dyn_ctx c = {0};
   ir_visitor v = {.stmt = dyn_cb, .ctx = &c};
   ir_visit_stmt(&v, sch_traced_func(t)->body);
@@ -173,7 +177,9 @@ static ts_status rewrite_block_pvu(sch_traced *t, const char *name, int64_t par,
   return TS_OK;
 }
 
-static ts_status rewrite_parallel_vectorize_unroll(sch_traced *t, const cg_target *tg, ts_diag *d) {
+ts_status srch_pp_rewrite_parallel_vectorize_unroll(sch_traced *t, const cg_target *tg,
+                                                    const srch_postproc_opts *o, ts_diag *d) {
+  (void)o;
   const ir_func *f = sch_traced_func(t);
   int64_t par = root_ann(f, SRCH_ANN_PARALLEL), vec = root_ann(f, SRCH_ANN_VECTORIZE),
           unroll = root_ann(f, SRCH_ANN_UNROLL);
@@ -198,62 +204,73 @@ static ts_status rewrite_parallel_vectorize_unroll(sch_traced *t, const cg_targe
   return st;
 }
 
-/* ---- RewriteTensorize ----
- * Tensorizes every block MultiLevelTilingTensor annotated with an intrinsic
- * (SRCH_ANN_AUTO_TENSORIZE); a refusal rejects the candidate with the
- * reason. Runs before RewriteReductionBlock, which then splits the
- * tensorized block's init out of its reduction loops. */
-static ts_status rewrite_tensorize(sch_traced *t, ts_diag *d) {
+/* ---- the walk over blocks ---- */
+ts_status srch_each_block(sch_traced *t, srch_block_fn fn, ts_diag *d) {
   ts_arena a;
   ts_arena_init(&a);
   const char **names;
-  int nb = srch_block_names(sch_traced_func(t), &a, &names);
-  ts_status st = TS_OK;
-  for (int i = 0; i < nb && !st; i++) {
+  int n = srch_block_names(sch_traced_func(t), &a, &names);
+  ts_status st = n > 0 && !names ? ts_diag_set(d, TS_ENOMEM, "out of memory") : TS_OK;
+  for (int i = 0; i < n && !st; i++) {
     const ir_stmt *r = srch_find_realize(sch_traced_func(t), names[i]);
-    const ir_annot *an = r ? ir_annot_find(r->u.realize.block->nannot, r->u.realize.block->annots,
-                                           SRCH_ANN_AUTO_TENSORIZE)
-                           : NULL;
-    if (!an || an->kind != IR_ANN_STR) continue;
-    if (ir_annot_find(r->u.realize.block->nannot, r->u.realize.block->annots, "tessel.tensorized")) continue;
-    const char *intrin = ts_arena_strdup(&a, an->v.s);
-    ts_diag q;
-    ts_diag_clear(&q);
-    int b;
-    if (sch_t_get_block(t, names[i], &b, &q) || sch_t_tensorize(t, b, intrin, &q))
-      st = ts_diag_set(d, TS_ESCHEDULE, "RewriteTensorize: %s", q.msg);
+    if (r) st = fn(t, names[i], r, d);
   }
   ts_arena_fini(&a);
   return st;
 }
 
-/* ---- RewriteReductionBlock ---- */
-static ts_status rewrite_reduction_block(sch_traced *t, ts_diag *d) {
-  ts_arena a;
-  ts_arena_init(&a);
-  const char **names;
-  int nb = srch_block_names(sch_traced_func(t), &a, &names);
-  for (int i = 0; i < nb; i++) {
-    const ir_stmt *r = srch_find_realize(sch_traced_func(t), names[i]);
-    if (!r || !r->u.realize.block->init) continue;
-    ts_diag q;
-    ts_diag_clear(&q);
-    int b, nl;
-    const int *lp;
-    if (sch_t_get_block(t, names[i], &b, &q) || sch_t_get_loops(t, b, &lp, &nl, &q)) continue;
-    for (int k = 0; k < nl; k++) {
-      if (srch_realize_uses_in_reduction(r, sch_t_loop(t, lp[k]).var)) {
-        int init;
-        if (sch_t_decompose_reduction(t, b, lp[k], &init, &q)) {
-          ts_arena_fini(&a);
-          return ts_diag_set(d, TS_ESCHEDULE, "RewriteReductionBlock: %s", q.msg);
-        }
-        break;
-      }
-    }
-  }
-  ts_arena_fini(&a);
+/* ---- RewriteTensorize ----
+ * Tensorizes every block MultiLevelTilingTensor annotated with an intrinsic
+ * (SRCH_ANN_AUTO_TENSORIZE); a refusal rejects the candidate with the
+ * reason. Runs before RewriteReductionBlock, which then splits the
+ * tensorized block's init out of its reduction loops. */
+static ts_status tensorize_block(sch_traced *t, const char *name, const ir_stmt *r, ts_diag *d) {
+  const ir_block *blk = r->u.realize.block;
+  const ir_annot *an = ir_annot_find(blk->nannot, blk->annots, SRCH_ANN_AUTO_TENSORIZE);
+  if (!an || an->kind != IR_ANN_STR || ir_annot_find(blk->nannot, blk->annots, "tessel.tensorized")) return TS_OK;
+  char intrin[256];
+  snprintf(intrin, sizeof intrin, "%s", an->v.s);
+  ts_diag q;
+  ts_diag_clear(&q);
+  int b;
+  if (sch_t_get_block(t, name, &b, &q) || sch_t_tensorize(t, b, intrin, &q))
+    return ts_diag_set(d, TS_ESCHEDULE, "RewriteTensorize: %s", q.msg);
   return TS_OK;
+}
+
+ts_status srch_pp_rewrite_tensorize(sch_traced *t, const cg_target *tg, const srch_postproc_opts *o, ts_diag *d) {
+  return srch_each_block(t, tensorize_block, d);
+}
+
+/* ---- RewriteReductionBlock ----
+ * decompose_reduction at the outermost reduction loop of every block with
+ * an init. On a GPU that may be a cross-thread reduction's threadIdx loop
+ * (TVM skips those blocks and lowers their init in
+ * LowerCrossThreadReduction): the init then runs before the threads' loop;
+ * over fused loops (pooling windows) the primitive can refuse there, and
+ * the init stays in the block, which is still right. */
+static ts_status reduction_block(sch_traced *t, const char *name, const ir_stmt *r, ts_diag *d) {
+  if (!r->u.realize.block->init) return TS_OK;
+  ts_diag q;
+  ts_diag_clear(&q);
+  int b, nl;
+  const int *lp;
+  if (sch_t_get_block(t, name, &b, &q) || sch_t_get_loops(t, b, &lp, &nl, &q)) return TS_OK;
+  for (int k = 0; k < nl; k++) {
+    if (!srch_realize_uses_in_reduction(r, sch_t_loop(t, lp[k]).var)) continue;
+    const ir_stmt *l = srch_find_loop(sch_traced_func(t), sch_t_loop(t, lp[k]).var);
+    bool bound = l && l->u.loop.kind == IR_FOR_THREAD_BINDING;
+    int init;
+    if (sch_t_decompose_reduction(t, b, lp[k], &init, &q) && !bound)
+      return ts_diag_set(d, TS_ESCHEDULE, "RewriteReductionBlock: %s", q.msg);
+    break;
+  }
+  return TS_OK;
+}
+
+ts_status srch_pp_rewrite_reduction_block(sch_traced *t, const cg_target *tg, const srch_postproc_opts *o,
+                                          ts_diag *d) {
+  return srch_each_block(t, reduction_block, d);
 }
 
 /* ---- RewriteLayout ----
@@ -264,14 +281,13 @@ static ts_status rewrite_reduction_block(sch_traced *t, ts_diag *d) {
  * it (sch_layout_suggest; docs/LAYOUT.md). Where the map is refused (two
  * reader blocks, a guarded split, non-quasi-affine reads) or is the identity,
  * the layout stays; TESSEL_DEBUG containing "layout" prints why. Off with
- * TESSEL_LAYOUT_REWRITE=0. Runs last, after RewriteReductionBlock, so the
+ * o->no_layout_rewrite (tessel tune --no-layout-rewrite). Runs last, after RewriteReductionBlock, so the
  * map follows the final loop nest. */
-static ts_status rewrite_layout(sch_traced *t, ts_diag *d) {
+ts_status srch_pp_rewrite_layout(sch_traced *t, const cg_target *tg, const srch_postproc_opts *o, ts_diag *d) {
+  (void)tg;
   const ir_func *f = sch_traced_func(t);
   const ir_annot *lf = ir_annot_find(f->nannot, f->annots, IR_FUNC_ANN_LAYOUT_FREE);
-  if (!lf || lf->kind != IR_ANN_INT || !lf->v.i) return TS_OK;
-  const char *env = getenv("TESSEL_LAYOUT_REWRITE");
-  if (env && !strcmp(env, "0")) return TS_OK;
+  if (!lf || lf->kind != IR_ANN_INT || !lf->v.i || o->no_layout_rewrite) return TS_OK;
   bool say = ts_debug("layout");
   int64_t mask = lf->v.i;
   for (int p = 0; p < f->ninputs && p < 63; p++) {
@@ -292,18 +308,12 @@ static ts_status rewrite_layout(sch_traced *t, ts_diag *d) {
   return TS_OK;
 }
 
-ts_status srch_postprocess(sch_traced *ts, const cg_target *t, ts_diag *d) {
-  if (t && t->kind == CG_TARGET_CUDA) return srch_postprocess_gpu(ts, t, d);
-  ts_status st = sch_t_enter_postproc(ts, d);
-  if (!st) st = srch_disallow_dynamic_loop(ts, d);
-  if (!st) st = rewrite_parallel_vectorize_unroll(ts, t, d);
-  if (!st) st = rewrite_tensorize(ts, d);
-  if (!st) st = rewrite_reduction_block(ts, d);
-  if (!st) st = rewrite_layout(ts, d);
-  if (!st && t) {
-    ts_diag q;
-    ts_diag_clear(&q);
-    if (cg_check(sch_traced_func(ts), t, &q)) st = ts_diag_set(d, q.code, "cg_check: %s", q.msg);
-  }
-  return st;
+/* ---- VerifyTarget: cg_check ---- */
+ts_status srch_pp_verify_target(sch_traced *ts, const cg_target *t, const srch_postproc_opts *o, ts_diag *d) {
+  (void)o;
+  if (!t) return TS_OK;
+  ts_diag q;
+  ts_diag_clear(&q);
+  if (cg_check(sch_traced_func(ts), t, &q)) return ts_diag_set(d, q.code, "cg_check: %s", q.msg);
+  return TS_OK;
 }

@@ -1,5 +1,5 @@
-/* postproc_gpu.c — the CUDA postprocessors, in MetaSchedule's order (notes
- * §4): DisallowDynamicLoop, RewriteCooperativeFetch, RewriteUnboundBlock,
+/* postproc_gpu.c — the CUDA postprocessors, in MetaSchedule's order (the
+ * cuda row of search/targets.c lists them): DisallowDynamicLoop, RewriteCooperativeFetch, RewriteUnboundBlock,
  * RewriteUnroll (the unroll half of RewriteParallelVectorizeUnroll),
  * RewriteReductionBlock, VerifyGPUCode. Like the CPU ones (postproc.c) they
  * run on the traced schedule after EnterPostproc, so a candidate's trace
@@ -22,26 +22,26 @@
  *  - RewriteUnroll: the root's meta_schedule.unroll_explicit step (when not
  *    0) becomes pragma_auto_unroll_max_step + pragma_unroll_explicit on the
  *    outermost loop of each block with a reduction (bound to blockIdx on a
- *    GPU, as in TVM): cuda.c unrolls every serial loop below it whose nest
+ *    GPU, as in TVM): the CUDA emitter unrolls every serial loop below it whose nest
  *    takes at most that many steps.
  *  - RewriteReductionBlock: decompose_reduction at the outermost reduction
  *    loop. For a cross-thread reduction that is the threadIdx.x loop (TVM
  *    skips those blocks and lowers their init in LowerCrossThreadReduction):
  *    the init then runs before the threads' loop and the update is the plain
- *    B[i] = B[i] + e that cuda.c turns into a warp all-reduce; when the
+ *    B[i] = B[i] + e that the CUDA emitter turns into a warp all-reduce; when the
  *    primitive refuses there (fused pooling windows), the init stays.
  *  - VerifyGPUCode: cg_gpu_check with the target's limits (every store must
  *    be thread-bound), and each tiled block's threads per block within the
- *    range its tiling annotated; with TESSEL_GPU_REGCHECK=1 and NVRTC, the
- *    candidate is also emitted and compiled to a cubin and its kernels'
- *    registers x threads and spills checked (cg_gpu_check_registers) —
+ *    range its tiling annotated; with a register check installed
+ *    (srch_postproc_opts.gpu_regcheck: the tuner's, tessel tune
+ *    --gpu-regcheck, which emits and compiles the candidate to a cubin and
+ *    checks its kernels' registers x threads and spills) that too —
  *    opt-in, as a compile costs ~0.3-0.7 s against a replay's milliseconds
  *    and the search postprocesses ~2500 candidates per batch; the build of
  *    every measured candidate checks the register file anyway. */
 #include <stdlib.h>
 #include <string.h>
 
-#include "codegen/cuda.h"
 #include "codegen/gpu_check.h"
 #include "search/rules/gpu_rules.h"
 
@@ -58,25 +58,6 @@ static int64_t ann_int(const ir_annot *a) {
 
 static const ir_stmt *loop_stmt(sch_traced *t, int rv) {
   return srch_find_loop(sch_traced_func(t), sch_t_loop(t, rv).var);
-}
-
-/* Block names of the current function (copied into a). */
-/* Calls fn on every block of t that still exists when its turn comes (the
- * names are taken first: fn may rewrite the function), stopping at the first
- * error fn returns. */
-typedef ts_status (*block_fn)(sch_traced *t, const char *name, const ir_stmt *realize, ts_diag *d);
-static ts_status each_block(sch_traced *t, block_fn fn, ts_diag *d) {
-  ts_arena a;
-  ts_arena_init(&a);
-  const char **names;
-  int n = srch_block_names(sch_traced_func(t), &a, &names);
-  ts_status st = n > 0 && !names ? ts_diag_set(d, TS_ENOMEM, "out of memory") : TS_OK;
-  for (int i = 0; i < n && !st; i++) {
-    const ir_stmt *r = srch_find_realize(sch_traced_func(t), names[i]);
-    if (r) st = fn(t, names[i], r, d);
-  }
-  ts_arena_fini(&a);
-  return st;
 }
 
 /* ---- RewriteCooperativeFetch ---- */
@@ -179,28 +160,6 @@ static ts_status unroll_block(sch_traced *t, const char *name, const ir_stmt *r,
   return TS_OK;
 }
 
-/* ---- RewriteReductionBlock ---- */
-static ts_status reduction_block(sch_traced *t, const char *name, const ir_stmt *r, ts_diag *d) {
-  if (!r->u.realize.block->init) return TS_OK;
-  ts_diag q;
-  ts_diag_clear(&q);
-  int b, nl;
-  const int *lp;
-  if (sch_t_get_block(t, name, &b, &q) || sch_t_get_loops(t, b, &lp, &nl, &q)) return TS_OK;
-  for (int k = 0; k < nl; k++) {
-    if (!srch_realize_uses_in_reduction(r, sch_t_loop(t, lp[k]).var)) continue;
-    const ir_stmt *l = loop_stmt(t, lp[k]);
-    bool bound = l && l->u.loop.kind == IR_FOR_THREAD_BINDING;
-    int init;
-    /* a cross-thread reduction over fused loops (pooling windows) can be
-     * refused: its init then stays in the block, which is still right */
-    if (sch_t_decompose_reduction(t, b, lp[k], &init, &q) && !bound)
-      return ts_diag_set(d, TS_ESCHEDULE, "RewriteReductionBlock: %s", q.msg);
-    break;
-  }
-  return TS_OK;
-}
-
 /* ---- VerifyGPUCode ---- */
 static ts_status thread_range_block(sch_traced *t, const char *name, const ir_stmt *r, ts_diag *d) {
   const ir_block *b = r->u.realize.block;
@@ -222,40 +181,32 @@ static ts_status thread_range_block(sch_traced *t, const char *name, const ir_st
   return TS_OK;
 }
 
-/* VerifyGPUCode's register check from the cubin (see the top). Without
- * NVRTC (tessel built without CUDA) it is skipped. */
-static ts_status verify_registers(sch_traced *ts, const cg_target *t, const cg_gpu_limits *lim, ts_diag *d) {
-  const char *on = getenv("TESSEL_GPU_REGCHECK");
-  if (!on || strcmp(on, "1") != 0 || !cg_nvrtc_available()) return TS_OK;
-  ts_diag q;
-  ts_diag_clear(&q);
-  cg_cuda_module m;
-  if (cg_cuda_emit(sch_traced_func(ts), t, NULL, &m, &q))
-    return ts_diag_set(d, q.code, "VerifyGPUCode: emitting CUDA: %s", q.msg);
-  cg_cuda_binary b;
-  ts_status st = cg_nvrtc_compile(m.source, t->arch[0] ? t->arch : "sm_90", true, &b, &q);
-  if (!st) st = cg_gpu_check_registers(&m, &b, lim, &q);
-  if (st) st = ts_diag_set(d, q.code, "VerifyGPUCode: %s", q.msg);
-  cg_cuda_binary_fini(&b);
-  cg_cuda_module_fini(&m);
-  return st;
+/* The postprocessors over every block (the cuda row of targets.c). */
+ts_status srch_pp_gpu_cooperative_fetch(sch_traced *ts, const cg_target *t, const srch_postproc_opts *o,
+                                        ts_diag *d) {
+  return srch_each_block(ts, cooperative_fetch_block, d);
 }
 
-ts_status srch_postprocess_gpu(sch_traced *ts, const cg_target *t, ts_diag *d) {
-  ts_status st = sch_t_enter_postproc(ts, d);
-  if (!st) st = srch_disallow_dynamic_loop(ts, d);
-  if (!st) st = each_block(ts, cooperative_fetch_block, d); /* RewriteCooperativeFetch */
-  if (!st) st = each_block(ts, unbound_block, d);           /* RewriteUnboundBlock */
-  if (!st) st = each_block(ts, unroll_block, d);            /* RewriteUnroll */
-  if (!st) st = each_block(ts, reduction_block, d);         /* RewriteReductionBlock */
-  if (!st) st = each_block(ts, thread_range_block, d);      /* VerifyGPUCode's thread range */
-  if (!st) {
-    cg_gpu_limits lim;
-    cg_gpu_limits_for_target(t, &lim);
-    ts_diag q;
-    ts_diag_clear(&q);
-    if (cg_gpu_check(sch_traced_func(ts), &lim, &q)) st = ts_diag_set(d, q.code, "VerifyGPUCode: %s", q.msg);
-    if (!st) st = verify_registers(ts, t, &lim, d);
-  }
-  return st;
+ts_status srch_pp_gpu_unbound_block(sch_traced *ts, const cg_target *t, const srch_postproc_opts *o, ts_diag *d) {
+  return srch_each_block(ts, unbound_block, d);
+}
+
+ts_status srch_pp_gpu_unroll(sch_traced *ts, const cg_target *t, const srch_postproc_opts *o, ts_diag *d) {
+  return srch_each_block(ts, unroll_block, d);
+}
+
+/* VerifyGPUCode: each block's thread range, cg_gpu_check with the target's
+ * limits, then the installed register check (see the top). */
+ts_status srch_pp_gpu_verify(sch_traced *ts, const cg_target *t, const srch_postproc_opts *o, ts_diag *d) {
+  ts_status st = srch_each_block(ts, thread_range_block, d);
+  if (st) return st;
+  cg_gpu_limits lim;
+  cg_gpu_limits_for_target(t, &lim);
+  ts_diag q;
+  ts_diag_clear(&q);
+  if (cg_gpu_check(sch_traced_func(ts), &lim, &q)) return ts_diag_set(d, q.code, "VerifyGPUCode: %s", q.msg);
+  if (!o->gpu_regcheck) return TS_OK;
+  ts_diag_clear(&q);
+  if (o->gpu_regcheck(sch_traced_func(ts), t, &q)) return ts_diag_set(d, q.code, "VerifyGPUCode: %s", q.msg);
+  return TS_OK;
 }

@@ -10,14 +10,6 @@
 
 #define MAXL 32
 
-static ts_status push(ts_vec *out, sch_traced *t, ts_diag *d) {
-  if (ts_vec_push(out, t)) {
-    sch_traced_free(t);
-    return ts_diag_set(d, TS_ENOMEM, "out of memory");
-  }
-  return TS_OK;
-}
-
 static bool region_uses(const ir_region *rg, const ir_var *v) {
   for (int k = 0; k < rg->ndim; k++)
     if (ir_expr_uses_var(rg->ranges[k].min, v) || ir_expr_uses_var(rg->ranges[k].extent, v)) return true;
@@ -109,12 +101,12 @@ ts_status srch_rule_add_rfactor(const srch_rule_ctx *c, sch_traced *t, const cha
                                 ts_diag *d) {
   int nl = 0;
   bool is_red[MAXL];
-  if (!eligible(c, t, block, &nl, is_red)) return push(out, t, d);
+  if (!eligible(c, t, block, &nl, is_red)) return srch_push(out, t, d);
   ts_diag q;
   ts_diag_clear(&q);
   /* the work happens on a fork; t stays the original sketch */
   sch_traced *w = srch_fork(c, t, &q);
-  if (!w) return push(out, t, d);
+  if (!w) return srch_push(out, t, d);
   int b, n2, order[MAXL], no = 0, nsp = 0, red[MAXL], nred = 0;
   const int *lp;
   bool ok = !sch_t_get_block(w, block, &b, &q) && !sch_t_get_loops(w, b, &lp, &n2, &q) && n2 == nl;
@@ -139,10 +131,10 @@ ts_status srch_rule_add_rfactor(const srch_rule_ctx *c, sch_traced *t, const cha
   sch_traced *f1 = ok ? rfactor_fork(c, w, block, nsp, 1) : NULL;
   sch_traced_free(w);
   ts_status st = TS_OK;
-  if (f0) st = push(out, f0, d);
-  if (f1 && !st) st = push(out, f1, d);
+  if (f0) st = srch_push(out, f0, d);
+  if (f1 && !st) st = srch_push(out, f1, d);
   else if (f1) sch_traced_free(f1);
-  if (!st) st = push(out, t, d);
+  if (!st) st = srch_push(out, t, d);
   else sch_traced_free(t);
   return st;
 }

@@ -114,9 +114,5 @@ ts_status srch_rule_gpu_cross_thread_reduction(const srch_rule_ctx *c, sch_trace
     sch_traced_free(t);
     return ts_diag_set(d, TS_ENOMEM, "out of memory");
   }
-  if (ts_vec_push(out, t)) {
-    sch_traced_free(t);
-    return ts_diag_set(d, TS_ENOMEM, "out of memory");
-  }
-  return TS_OK;
+  return srch_push(out, t, d);
 }

@@ -127,13 +127,12 @@ static bool tile(const srch_rule_ctx *c, sch_traced *t, const char *block, const
 ts_status srch_rule_gpu_multi_level_tiling(const srch_rule_ctx *c, sch_traced *t, const char *block, ts_vec *out,
                                            ts_diag *d) {
   const ir_func *fn = sch_traced_func(t);
-  const ir_stmt *r = srch_find_realize(fn, block);
   ts_diag q;
   ts_diag_clear(&q);
   int nl;
   sch_loop *cl;
-  if (r && !sch_get_loops(sch_traced_state(t), (sch_block){.name = r->u.realize.block->name}, &cl, &nl, &q) &&
-      nl <= MAXL) {
+  const ir_stmt *r = srch_block_loops(t, block, &cl, &nl);
+  if (r && nl <= MAXL) {
     int iter_of[MAXL];
     const ir_var *lv[MAXL];
     for (int i = 0; i < nl; i++) lv[i] = cl[i].var;
@@ -148,9 +147,5 @@ ts_status srch_rule_gpu_multi_level_tiling(const srch_rule_ctx *c, sch_traced *t
       }
     }
   }
-  if (ts_vec_push(out, t)) {
-    sch_traced_free(t);
-    return ts_diag_set(d, TS_ENOMEM, "out of memory");
-  }
-  return TS_OK;
+  return srch_push(out, t, d);
 }

@@ -36,7 +36,7 @@
  * leading batch iter var (batch_matmul, any extent) is bound to
  * blockIdx.z: one batch per thread block, the WMMA intrinsics match with the
  * batch index as a tile-invariant leading dimension (tensorize.c).
- * TESSEL_TENSOR_CORE=0 turns the rule off. */
+ * Off without its rule bit (tessel tune --no-tensor-core). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -76,9 +76,7 @@ bool srch_gpu_tensor_core_check(const ir_func *f, const char *block, const cg_ta
     if (why) snprintf(why, nwhy, __VA_ARGS__); \
     return false;                           \
   } while (0)
-  const char *env = getenv("TESSEL_TENSOR_CORE");
-  if (env && !strcmp(env, "0")) NO("TESSEL_TENSOR_CORE=0");
-  if (!t || t->kind != CG_TARGET_CUDA) NO("not a cuda target");
+  if (!cg_target_ops_of(t)->gpu) NO("not a cuda target");
   const ir_stmt *r = srch_find_realize(f, block);
   if (!r) NO("no block %s", block);
   const ir_block *b = r->u.realize.block;

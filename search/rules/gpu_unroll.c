@@ -23,9 +23,5 @@ ts_status srch_rule_gpu_unroll(const srch_rule_ctx *c, sch_traced *t, const char
         sch_t_annotate(t, b, SRCH_ANN_UNROLL, sch_arg_rv(v), &q);
     }
   }
-  if (ts_vec_push(out, t)) {
-    sch_traced_free(t);
-    return ts_diag_set(d, TS_ENOMEM, "out of memory");
-  }
-  return TS_OK;
+  return srch_push(out, t, d);
 }

@@ -65,14 +65,6 @@ bool srch_needs_multi_level_tiling(const ir_func *f, const ir_stmt *r, int nloop
   return false;
 }
 
-static ts_status push(ts_vec *out, sch_traced *t, ts_diag *d) {
-  if (ts_vec_push(out, t)) {
-    sch_traced_free(t);
-    return ts_diag_set(d, TS_ENOMEM, "out of memory");
-  }
-  return TS_OK;
-}
-
 /* The write-cache fork at level (1 or 2): slot `level` ends at loop index
  * level*ns - 1 of the tiled block. NULL when a step is refused. */
 static sch_traced *cache_fork(const srch_rule_ctx *c, sch_traced *t, const char *block, int ns, int level) {
@@ -167,17 +159,17 @@ static ts_status tile_and_fork(const srch_rule_ctx *c, sch_traced *t, const char
   ts_diag q;
   ts_diag_clear(&q);
   int b;
-  if (sch_t_get_block(t, block, &b, &q)) return push(out, t, d);
+  if (sch_t_get_block(t, block, &b, &q)) return srch_push(out, t, d);
   int ns = tile_block(c, t, b, blk, iter_of, pre);
-  if (ns < 0) return push(out, t, d);
+  if (ns < 0) return srch_push(out, t, d);
   /* write cache: none, level 1, level 2 (with pre-splits, the level-2 slot
    * ends before the pre-split tails, which stay inside with the compute) */
   sch_traced *f1 = cache_fork(c, t, block, ns, 1);
   sch_traced *f2 = cache_fork(c, t, block, ns, 2);
-  ts_status st = push(out, t, d);
-  if (f1 && !st) st = push(out, f1, d);
+  ts_status st = srch_push(out, t, d);
+  if (f1 && !st) st = srch_push(out, f1, d);
   else if (f1) sch_traced_free(f1);
-  if (f2 && !st) st = push(out, f2, d);
+  if (f2 && !st) st = srch_push(out, f2, d);
   else if (f2) sch_traced_free(f2);
   return st;
 }
@@ -185,20 +177,18 @@ static ts_status tile_and_fork(const srch_rule_ctx *c, sch_traced *t, const char
 ts_status srch_rule_multi_level_tiling(const srch_rule_ctx *c, sch_traced *t, const char *block, ts_vec *out,
                                        ts_diag *d) {
   const ir_func *fn = sch_traced_func(t);
-  const ir_stmt *r = srch_find_realize(fn, block);
   ts_diag q;
   ts_diag_clear(&q);
   int nl;
   sch_loop *cl;
   /* eligibility on the concrete state first, so that an ineligible block
    * leaves nothing in the trace */
-  if (!r || sch_get_loops(sch_traced_state(t), (sch_block){.name = r->u.realize.block->name}, &cl, &nl, &q) ||
-      nl > MAXL)
-    return push(out, t, d);
+  const ir_stmt *r = srch_block_loops(t, block, &cl, &nl);
+  if (!r || nl > MAXL) return srch_push(out, t, d);
   int iter_of[MAXL];
   const ir_var *lv[MAXL];
   for (int i = 0; i < nl; i++) lv[i] = cl[i].var;
-  if (!srch_needs_multi_level_tiling(fn, r, nl, lv, iter_of, false)) return push(out, t, d);
+  if (!srch_needs_multi_level_tiling(fn, r, nl, lv, iter_of, false)) return srch_push(out, t, d);
   const ir_block *blk = r->u.realize.block;
   /* the padded variant: pre-split factors (the innermost spatial loop is
    * the last spatial one in loop order) */

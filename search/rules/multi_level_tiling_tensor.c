@@ -21,8 +21,8 @@
  *    postprocessor (postproc.c) then tensorizes it.
  * The untensorized state is kept as well (MultiLevelTiling tiles it next),
  * so the search weighs tensorized candidates against plain ones. At most the
- * two largest matching intrinsics fork sketches. TESSEL_TENSORIZE=0 in the
- * environment turns the rule off (for A/B measurements, bench/int8.sh). */
+ * two largest matching intrinsics fork sketches. Off without its rule bit
+ * (tessel tune --no-tensorize, for A/B measurements, bench/int8.sh). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -72,14 +72,6 @@ static void target_of(const cg_target *t, char *arch, size_t na, const char **cp
     break;
   }
   fclose(f);
-}
-
-static ts_status push(ts_vec *out, sch_traced *t, ts_diag *d) {
-  if (ts_vec_push(out, t)) {
-    sch_traced_free(t);
-    return ts_diag_set(d, TS_ENOMEM, "out of memory");
-  }
-  return TS_OK;
 }
 
 /* One loop per iter var, in iter order (loop l binds iter l). */
@@ -150,19 +142,17 @@ static bool apply(const srch_rule_ctx *c, sch_traced *t, const char *block, cons
 
 ts_status srch_rule_multi_level_tiling_tensor(const srch_rule_ctx *c, sch_traced *t, const char *block,
                                               ts_vec *out, ts_diag *d) {
-  const char *env = getenv("TESSEL_TENSORIZE");
-  if ((env && !strcmp(env, "0")) || (c->target && c->target->kind != CG_TARGET_LLVM)) return push(out, t, d);
+  if (c->target && c->target->kind != CG_TARGET_LLVM) return srch_push(out, t, d);
   const ir_func *fn = sch_traced_func(t);
-  const ir_stmt *r = srch_find_realize(fn, block);
   ts_diag q;
   ts_diag_clear(&q);
   int nl;
   sch_loop *cl;
   int64_t ext[MAXL];
+  const ir_stmt *r = srch_block_loops(t, block, &cl, &nl);
   if (!r || ir_annot_find(r->u.realize.block->nannot, r->u.realize.block->annots, SRCH_ANN_TILING) ||
-      sch_get_loops(sch_traced_state(t), (sch_block){.name = block}, &cl, &nl, &q) ||
       !trivial_nest(r, cl, nl, ext, fn))
-    return push(out, t, d);
+    return srch_push(out, t, d);
   const ir_block *blk = r->u.realize.block;
   char arch[128], feats[600];
   const char *cpu;
@@ -203,9 +193,9 @@ ts_status srch_rule_multi_level_tiling_tensor(const srch_rule_ctx *c, sch_traced
     }
     forks[i] = f;
   }
-  ts_status st = push(out, t, d);
+  ts_status st = srch_push(out, t, d);
   for (int i = 0; i < nc; i++) {
-    if (forks[i] && !st) st = push(out, forks[i], d);
+    if (forks[i] && !st) st = srch_push(out, forks[i], d);
     else if (forks[i]) sch_traced_free(forks[i]);
   }
   return st;

@@ -60,9 +60,5 @@ ts_status srch_rule_random_compute_location(const srch_rule_ctx *c, sch_traced *
         sch_t_compute_at(t, prod, l, true, -1, &q);
     }
   }
-  if (ts_vec_push(out, t)) {
-    sch_traced_free(t);
-    return ts_diag_set(d, TS_ENOMEM, "out of memory");
-  }
-  return TS_OK;
+  return srch_push(out, t, d);
 }

@@ -1343,8 +1343,8 @@ START_TEST(test_build_report_registers) {
 }
 END_TEST
 
-/* VerifyGPUCode compiles the candidate and checks its registers when asked
- * (TESSEL_GPU_REGCHECK=1): an architecture NVRTC cannot compile for then
+/* VerifyGPUCode compiles the candidate and checks its registers when the
+ * tuner's check is installed (--gpu-regcheck): an architecture NVRTC cannot compile for then
  * fails in the postprocessor, which it does not without the switch. */
 START_TEST(test_verify_gpu_code_registers) {
   if (!cg_nvrtc_available()) {
@@ -1358,17 +1358,16 @@ START_TEST(test_verify_gpu_code_registers) {
   int nsk = 0;
   tu_ok(srch_sketches(orig, &t, NULL, &sk, &nsk, &D), &D);
   ck_assert_int_ge(nsk, 1);
-  setenv("TESSEL_GPU_REGCHECK", "1", 1);
+  srch_postproc_opts po = {.gpu_regcheck = tun_cuda_regcheck};
   ts_diag_clear(&D);
-  sch_traced *tr = srch_instantiate(sk[0], orig, &t, true, 5, &D);
+  sch_traced *tr = srch_instantiate_opts(sk[0], orig, &t, true, 5, &po, &D);
   ck_assert_msg(tr != NULL, "%s", D.msg);
   sch_traced_free(tr);
   cg_target old;
   ck_assert_int_eq(cg_target_parse("cuda -arch=sm_20", &old, &D), TS_OK);
   ts_diag_clear(&D);
-  tr = srch_instantiate(sk[0], orig, &old, true, 5, &D);
+  tr = srch_instantiate_opts(sk[0], orig, &old, true, 5, &po, &D);
   ck_assert_msg(tr == NULL && strstr(D.msg, "VerifyGPUCode") && strstr(D.msg, "sm_20"), "%s", D.msg);
-  unsetenv("TESSEL_GPU_REGCHECK");
   ts_diag_clear(&D);
   tr = srch_instantiate(sk[0], orig, &old, true, 5, &D);
   ck_assert_msg(tr != NULL, "%s", D.msg);

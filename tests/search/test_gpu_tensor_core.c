@@ -386,10 +386,25 @@ START_TEST(test_no_sketch) {
   expect_none(tu_workload(&a, "matmul:m=64,n=64,k=64"), "C", "tensor cores take f16");
   expect_none(parse(&a, BATCH2_F16), "C", "at most one batch dimension");
   expect_none(parse(&a, TRANS_A_F16), "C", "operands are not A[i, k]");
-  /* the switch for A/B runs */
-  setenv("TESSEL_TENSOR_CORE", "0", 1);
-  expect_none(tu_workload(&a, "matmul_f16:m=64,n=64,k=64"), "C", "TESSEL_TENSOR_CORE=0");
-  unsetenv("TESSEL_TENSOR_CORE");
+  /* the switch for A/B runs (--no-tensor-core): the rule's bit off */
+  {
+    cg_target t = cuda("sm_90");
+    const ir_func *f = tu_workload(&a, "matmul_f16:m=64,n=64,k=64");
+    srch_space_opts so = {.rule_mask = srch_rule_mask_without(0, SRCH_RULE_GPU_TENSOR_CORE)};
+    ck_assert_int_eq(srch_rule_by_name("gpu-tensor-core"), SRCH_RULE_GPU_TENSOR_CORE);
+    sch_trace **sk;
+    int n, ntc = 0;
+    ts_diag_clear(&D);
+    ck_assert_msg(srch_sketches(f, &t, &so, &sk, &n, &D) == TS_OK, "%s", D.msg);
+    for (int i = 0; i < n; i++) ntc += is_tc_sketch(sk[i]);
+    ck_assert_int_ge(n, 1);
+    ck_assert_int_eq(ntc, 0);
+    free_sketches(sk, n);
+    int m, mtc;
+    sk = sketches(f, &t, &m, &mtc);
+    ck_assert_int_gt(mtc, 0); /* and with every rule on, it has one */
+    free_sketches(sk, m);
+  }
   /* a CPU target never gets one */
   cg_target llvm;
   ts_diag_clear(&D);

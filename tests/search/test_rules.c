@@ -26,15 +26,17 @@ static cg_target host(void) {
   return t;
 }
 
-static sch_trace **sketches(const ir_func *f, int *n) {
+static sch_trace **sketches_with(const ir_func *f, const srch_space_opts *o, int *n) {
   cg_target t = host();
   sch_trace **sk;
   ts_diag d;
   ts_diag_clear(&d);
-  ck_assert_msg(srch_sketches(f, &t, NULL, &sk, n, &d) == TS_OK, "%s", d.msg);
+  ck_assert_msg(srch_sketches(f, &t, o, &sk, n, &d) == TS_OK, "%s", d.msg);
   ck_assert_int_gt(*n, 0);
   return sk;
 }
+
+static sch_trace **sketches(const ir_func *f, int *n) { return sketches_with(f, NULL, n); }
 
 static void free_sketches(sch_trace **sk, int n) {
   for (int i = 0; i < n; i++) sch_trace_free(sk[i]);
@@ -118,9 +120,9 @@ START_TEST(test_matmul_sketches) {
   ts_arena_init(&a);
   ir_func *f = tu_workload(&a, "matmul:m=64,n=48,k=32");
   int n;
-  setenv("TESSEL_TENSORIZE", "0", 1); /* the plain sketches (the FMA micro-kernel ones: test_intrin) */
-  sch_trace **sk = sketches(f, &n);
-  unsetenv("TESSEL_TENSORIZE");
+  /* the plain sketches (the FMA micro-kernel ones: test_intrin): --no-tensorize */
+  srch_space_opts so = {.rule_mask = srch_rule_mask_without(0, SRCH_RULE_MULTI_LEVEL_TILING_TENSOR)};
+  sch_trace **sk = sketches_with(f, &so, &n);
   ck_assert_int_eq(n, 3);
   for (int s = 0; s < 3; s++) {
     ck_assert_int_eq(count_kind(sk[s], SCH_I_SAMPLE_PERFECT_TILE), 3);

@@ -2,7 +2,7 @@
  * reductions get the register-tiled micro-kernel (local accumulator tile,
  * vectorized cols, unrolled rows, parallel outer loop, elementwise
  * epilogue inlined into the copy-back); extents without a usable factor,
- * guarded (select) bodies and TESSEL_DEFAULT_TILING=0 keep the plain
+ * guarded (select) bodies and --no-default-tiling keep the plain
  * schedule. Every schedule is checked against the unscheduled function in
  * the interpreter and, built through LLVM, against the interpreter's
  * outputs (tun_verify). */
@@ -49,12 +49,12 @@ static cg_target host(void) {
 
 /* Default-schedules f, checks it in the interpreter and built; returns the
  * scheduled function's shape. */
-static shape_stats check_default(const ir_func *f) {
+static shape_stats check_default_opts(const ir_func *f, const tun_default_opts *dopts) {
   ts_diag d;
   ts_diag_clear(&d);
   cg_target tg = host();
   sch_traced *t = NULL;
-  ck_assert_msg(tun_schedule(f, NULL, &tg, &t, &d) == TS_OK, "%s", d.msg);
+  ck_assert_msg(tun_schedule_opts(f, NULL, &tg, dopts, &t, &d) == TS_OK, "%s", d.msg);
   const ir_func *s = sch_traced_func(t);
   tu_assert_equivalent(f, s);
   char path[] = "/tmp/tessel-defsched-XXXXXX";
@@ -77,6 +77,8 @@ static shape_stats check_default(const ir_func *f) {
   sch_traced_free(t);
   return st;
 }
+
+static shape_stats check_default(const ir_func *f) { return check_default_opts(f, NULL); }
 
 static shape_stats check_spec(ts_arena *a, const char *spec) {
   ir_func *f = tu_workload(a, spec);
@@ -167,13 +169,13 @@ START_TEST(test_guarded_conv_epilogue) {
 }
 END_TEST
 
-/* TESSEL_DEFAULT_TILING=0: the plain schedule, for comparisons. */
+/* tun_default_opts.no_tiling (--no-default-tiling): the plain schedule, for
+ * comparisons. */
 START_TEST(test_switch_off) {
   ts_arena a;
   ts_arena_init(&a);
-  setenv("TESSEL_DEFAULT_TILING", "0", 1);
-  shape_stats st = check_spec(&a, "matmul:m=64,n=48,k=40");
-  unsetenv("TESSEL_DEFAULT_TILING");
+  tun_default_opts o = {.no_tiling = true};
+  shape_stats st = check_default_opts(tu_workload(&a, "matmul:m=64,n=48,k=40"), &o);
   ck_assert_int_eq(st.local_allocs, 0);
   ck_assert_int_eq(st.unrolled, 0);
   ts_arena_fini(&a);
