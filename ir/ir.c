@@ -4,7 +4,6 @@
  * rewrites, and deep copy of a function into another arena. */
 #include "ir.h"
 #include "mutator.h"
-#include "graph/graph.h"
 
 #include <stdatomic.h>
 #include <stdio.h>
@@ -149,13 +148,17 @@ ir_module *ir_module_new(void) {
 void ir_module_free(ir_module *m) {
   if (!m) return;
   for (int i = 0; i < m->nfuncs; i++)
-    if (m->funcs[i].kind == IR_MOD_GRAPH) tg_graph_free(m->funcs[i].u.graph); /* its heap tables */
+    if (m->funcs[i].free_fn) m->funcs[i].free_fn(m->funcs[i].u.graph);
   ts_arena_free(m->arena);
   ts_free(m->funcs);
   ts_free(m);
 }
 
 ts_status ir_module_add(ir_module *m, ir_func *f) {
+  return ir_module_add_entry(m, (ir_module_entry){.name = f->name, .kind = IR_MOD_PRIM, .u.prim = f});
+}
+
+ts_status ir_module_add_entry(ir_module *m, ir_module_entry e) {
   if (m->nfuncs == m->capfuncs) {
     int cap = m->capfuncs ? m->capfuncs * 2 : 4;
     ir_module_entry *p = ts_realloc(m->funcs, (size_t)cap * sizeof *p);
@@ -163,7 +166,7 @@ ts_status ir_module_add(ir_module *m, ir_func *f) {
     m->funcs = p;
     m->capfuncs = cap;
   }
-  m->funcs[m->nfuncs++] = (ir_module_entry){.name = f->name, .kind = IR_MOD_PRIM, .u.prim = f};
+  m->funcs[m->nfuncs++] = e;
   return TS_OK;
 }
 

@@ -299,8 +299,9 @@ typedef struct ir_module_entry {
   ir_mod_entry_kind kind;
   union {
     ir_func *prim;
-    void *graph; /* ir/graph/ owns this type (later issue) */
+    void *graph; /* a tg_graph: ir/graph/ owns the type */
   } u;
+  void (*free_fn)(void *); /* frees u.graph's heap tables with the module (NULL: nothing) */
 } ir_module_entry;
 
 typedef struct ir_module {
@@ -312,6 +313,8 @@ typedef struct ir_module {
 ir_module *ir_module_new(void);
 void ir_module_free(ir_module *m); /* frees the arena and everything in it */
 ts_status ir_module_add(ir_module *m, ir_func *f);
+/* Appends any entry (a graph function: ir/graph/graph.c); TS_ENOMEM leaves m as it was. */
+ts_status ir_module_add_entry(ir_module *m, ir_module_entry e);
 ir_func *ir_module_get(const ir_module *m, const char *name);
 
 /* ---- constructors (all allocate in arena a; return NULL on OOM) ---------- */

@@ -33,6 +33,8 @@ tg_op tg_op_from_name(const char *name) {
 
 /* ---- graph ---------------------------------------------------------------- */
 
+static void free_graph(void *g) { tg_graph_free(g); }
+
 tg_graph *tg_graph_new(ir_module *m, const char *name) {
   if (!m) return NULL;
   tg_graph *g = TS_ANEW(m->arena, tg_graph);
@@ -40,15 +42,8 @@ tg_graph *tg_graph_new(ir_module *m, const char *name) {
   g->name = ts_arena_strdup(m->arena, name ? name : "main");
   if (!g->name) return NULL;
   g->mod = m;
-  if (m->nfuncs == m->capfuncs) {
-    int cap = m->capfuncs ? m->capfuncs * 2 : 4;
-    ir_module_entry *p = ts_realloc(m->funcs, (size_t)cap * sizeof *p);
-    if (!p) return NULL;
-    m->funcs = p;
-    m->capfuncs = cap;
-  }
-  m->funcs[m->nfuncs++] = (ir_module_entry){.name = g->name, .kind = IR_MOD_GRAPH, .u.graph = g};
-  return g;
+  ir_module_entry e = {.name = g->name, .kind = IR_MOD_GRAPH, .u.graph = g, .free_fn = free_graph};
+  return ir_module_add_entry(m, e) == TS_OK ? g : NULL;
 }
 
 tg_graph *tg_graph_get(const ir_module *m, const char *name) {

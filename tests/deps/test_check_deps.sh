@@ -64,5 +64,9 @@ planted link search/meson.build '0,/dependencies: \[/s//dependencies: [llvm_dep,
   "^search/meson.build:LINE: static_library 'tessel_search' of search/ lists llvm_dep: search/ may not use codegen LLVM backend" \
   "planted llvm_dep in search/meson.build"
 
-echo "check-deps tests: $((5 - fails))/5 passed"
+# 6. the loop IR may not include the graph IR (ir/graph builds on ir)
+planted graph ir/ir.c '0,/^#include/s//#include "graph\/graph.h" \/\/ PLANTED\n#include/' \
+  '^ir/ir.c:LINE: #include "graph/graph.h": the loop IR may not use the graph IR' "planted graph include in ir/ir.c"
+
+echo "check-deps tests: $((6 - fails))/6 passed"
 [ $fails -eq 0 ]
