@@ -66,3 +66,22 @@ int tun_cli_model_arg(const char *cmd, int argc, char **argv, int *i, tun_model_
     return tun_cli_graph_opt(cmd, a + 2, argv[++*i], o) ? -1 : 1;
   return 0;
 }
+
+int tun_cli_other_arg(const char *cmd, const char *a, const char **pos, const char *usage) {
+  if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+    printf("%s", usage);
+    return 0;
+  }
+  if (a[0] == '-' || *pos) {
+    fprintf(stderr, "tessel %s: unexpected argument '%s'\n%s", cmd, a, usage);
+    return 2;
+  }
+  *pos = a;
+  return -1;
+}
+
+int tun_cli_need_model(const char *cmd, const char *path, const char *usage) {
+  if (path) return 0;
+  fprintf(stderr, "tessel %s: no model given\n%s", cmd, usage);
+  return 2;
+}
