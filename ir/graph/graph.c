@@ -302,6 +302,14 @@ static const tg_attr *num_attr(const tg_node *n, const char *name) {
   return a && (a->kind == TG_A_INT || a->kind == TG_A_FLOAT) ? a : NULL;
 }
 
+void tg_shape_range(int r, int64_t *start, int64_t *end) {
+  int64_t *v[2] = {start, end};
+  for (int i = 0; i < 2; i++) {
+    if (*v[i] < 0) *v[i] += r;
+    *v[i] = *v[i] < 0 ? 0 : *v[i] > r ? r : *v[i];
+  }
+}
+
 int64_t tg_attr_int(const tg_node *n, const char *name, int64_t def) {
   const tg_attr *a = num_attr(n, name);
   return !a ? def : a->kind == TG_A_INT ? a->i : (int64_t)a->f;
