@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "rpc/auth.h"
 #include "ir/graph/passes.h"
 
 int tun_cli_put_json(const char *cmd, const json_t *j, size_t flags) {
@@ -32,6 +33,13 @@ int tun_cli_subject(const char *cmd, const char *what, int argc, char **argv, ts
   ts_diag d;
   ts_diag_clear(&d);
   if (tun_subject_load(a, argv[optind], sub, &d) == TS_OK) return 0;
+  fprintf(stderr, "tessel %s: %s\n", cmd, d.msg);
+  return 2;
+}
+
+int tun_cli_secret(const char *cmd, const char *file, rpc_secret *sec) {
+  ts_diag d = {0};
+  if (rpc_secret_load(sec, file, &d) == TS_OK) return 0;
   fprintf(stderr, "tessel %s: %s\n", cmd, d.msg);
   return 2;
 }

@@ -56,6 +56,10 @@ int tun_cli_subject(const char *cmd, const char *what, int argc, char **argv, ts
  * "tessel CMD: out of memory" (j NULL too). j stays the caller's. */
 struct json_t;
 int tun_cli_put_json(const char *cmd, const struct json_t *j, size_t flags);
+/* Loads the RPC secret (file, or TESSEL_RPC_SECRET_FILE when NULL); 0, or 2
+ * after "tessel CMD: why". */
+struct rpc_secret;
+int tun_cli_secret(const char *cmd, const char *file, struct rpc_secret *sec);
 /* A new module for a model (ir_module_free), or NULL after saying so. */
 ir_module *tun_cli_module(const char *cmd);
 /* Adds a NAME=VALUE symbol size; 0, or 2 after printing why (naming cmd). */

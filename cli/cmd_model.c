@@ -570,10 +570,7 @@ static int run_remote(const char *so, const loaded_input *ins, int ni, const cha
                       const char *secret_file, double wait_s, const char *outdir, int repeat, bool json) {
   ts_diag err = {0};
   rpc_secret sec;
-  if (rpc_secret_load(&sec, secret_file, &err)) {
-    fprintf(stderr, "tessel run: %s\n", err.msg);
-    return 2;
-  }
+  if (tun_cli_secret("run", secret_file, &sec)) return 2;
   int rc = 2;
   trk_conn *conn = NULL;
   rpc_client *cl = NULL;
