@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "rpc/auth.h"
 #include "ir/graph/passes.h"
 
 int tun_cli_put_json(const char *cmd, const json_t *j, size_t flags) {
@@ -32,6 +33,13 @@ int tun_cli_subject(const char *cmd, const char *what, int argc, char **argv, ts
   ts_diag d;
   ts_diag_clear(&d);
   if (tun_subject_load(a, argv[optind], sub, &d) == TS_OK) return 0;
+  fprintf(stderr, "tessel %s: %s\n", cmd, d.msg);
+  return 2;
+}
+
+int tun_cli_secret(const char *cmd, const char *file, rpc_secret *sec) {
+  ts_diag d = {0};
+  if (rpc_secret_load(sec, file, &d) == TS_OK) return 0;
   fprintf(stderr, "tessel %s: %s\n", cmd, d.msg);
   return 2;
 }
@@ -65,4 +73,23 @@ int tun_cli_model_arg(const char *cmd, int argc, char **argv, int *i, tun_model_
   if (!strcmp(a, "--winograd") || !strcmp(a, "--polyphase"))
     return tun_cli_graph_opt(cmd, a + 2, argv[++*i], o) ? -1 : 1;
   return 0;
+}
+
+int tun_cli_other_arg(const char *cmd, const char *a, const char **pos, const char *usage) {
+  if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+    printf("%s", usage);
+    return 0;
+  }
+  if (a[0] == '-' || *pos) {
+    fprintf(stderr, "tessel %s: unexpected argument '%s'\n%s", cmd, a, usage);
+    return 2;
+  }
+  *pos = a;
+  return -1;
+}
+
+int tun_cli_need_model(const char *cmd, const char *path, const char *usage) {
+  if (path) return 0;
+  fprintf(stderr, "tessel %s: no model given\n%s", cmd, usage);
+  return 2;
 }

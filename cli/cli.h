@@ -56,6 +56,10 @@ int tun_cli_subject(const char *cmd, const char *what, int argc, char **argv, ts
  * "tessel CMD: out of memory" (j NULL too). j stays the caller's. */
 struct json_t;
 int tun_cli_put_json(const char *cmd, const struct json_t *j, size_t flags);
+/* Loads the RPC secret (file, or TESSEL_RPC_SECRET_FILE when NULL); 0, or 2
+ * after "tessel CMD: why". */
+struct rpc_secret;
+int tun_cli_secret(const char *cmd, const char *file, struct rpc_secret *sec);
 /* A new module for a model (ir_module_free), or NULL after saying so. */
 ir_module *tun_cli_module(const char *cmd);
 /* Adds a NAME=VALUE symbol size; 0, or 2 after printing why (naming cmd). */
@@ -65,6 +69,12 @@ int tun_cli_graph_opt(const char *cmd, const char *name, const char *value, tun_
 /* If argv[*i] is --sym/--bind/--winograd/--polyphase with a value, applies
  * it and steps *i past the value: 1; a bad value: -1 (printed); else 0. */
 int tun_cli_model_arg(const char *cmd, int argc, char **argv, int *i, tun_model_opts *o);
+/* The last branch of an argument loop: --help or -h prints usage (0); the one
+ * positional argument goes to *pos (-1: go on); anything else is reported
+ * naming cmd (2). */
+int tun_cli_other_arg(const char *cmd, const char *a, const char **pos, const char *usage);
+/* 0 when a model path was given, else 2 after "tessel CMD: no model given". */
+int tun_cli_need_model(const char *cmd, const char *path, const char *usage);
 
 /* ---- the options `tessel tune` and `tessel tune-model` share (cmd_tune.c) ---- */
 #include <getopt.h>

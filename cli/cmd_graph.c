@@ -106,18 +106,10 @@ static int graph_show(int argc, char **argv) {
       }
       after = argv[++i];
     }
-    else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-      printf("%s", usage);
-      return 0;
-    } else if (argv[i][0] == '-' || path) {
-      fprintf(stderr, "tessel graph show: unexpected argument '%s'\n%s", argv[i], usage);
-      return 2;
-    } else path = argv[i];
+    else if ((k = tun_cli_other_arg("graph show", argv[i], &path, usage)) >= 0)
+      return k;
   }
-  if (!path) {
-    fprintf(stderr, "tessel graph show: no model given\n%s", usage);
-    return 2;
-  }
+  if (tun_cli_need_model("graph show", path, usage)) return 2;
   ir_module *m = tun_cli_module("graph show");
   if (!m) return 1;
   ts_diag d;

@@ -52,13 +52,10 @@ static int log_inspect(int argc, char **argv) {
   const char *path = NULL;
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--json")) json = true;
-    else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-      printf("%s", usage);
-      return 0;
-    } else if (argv[i][0] == '-' || path) {
-      fprintf(stderr, "tessel log inspect: unexpected argument '%s'\n%s", argv[i], usage);
-      return 2;
-    } else path = argv[i];
+    else {
+      int rc = tun_cli_other_arg("log inspect", argv[i], &path, usage);
+      if (rc >= 0) return rc;
+    }
   }
   if (!path) {
     fprintf(stderr, "%s", usage);

@@ -96,10 +96,7 @@ int tun_cmd_build_model(int argc, char **argv) {
     int m = tun_cli_model_arg("build", argc, argv, &i, &o);
     if (m < 0) return 2;
     if (m > 0) continue;
-    if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-      printf("%s", build_usage);
-      return 0;
-    } else if (!strcmp(a, "-o") && i + 1 < argc) {
+    if (!strcmp(a, "-o") && i + 1 < argc) {
       out = argv[++i];
     } else if (!strcmp(a, "--log") && i + 1 < argc) {
       o.log = argv[++i];
@@ -107,11 +104,8 @@ int tun_cmd_build_model(int argc, char **argv) {
       o.target = argv[++i];
     } else if (!strcmp(a, "--json")) {
       json = true;
-    } else if (a[0] == '-' || path) {
-      fprintf(stderr, "tessel build: unexpected argument '%s'\n%s", a, build_usage);
-      return 2;
-    } else {
-      path = a;
+    } else if ((m = tun_cli_other_arg("build", a, &path, build_usage)) >= 0) {
+      return m;
     }
   }
   if (!path || !out) {
@@ -576,10 +570,7 @@ static int run_remote(const char *so, const loaded_input *ins, int ni, const cha
                       const char *secret_file, double wait_s, const char *outdir, int repeat, bool json) {
   ts_diag err = {0};
   rpc_secret sec;
-  if (rpc_secret_load(&sec, secret_file, &err)) {
-    fprintf(stderr, "tessel run: %s\n", err.msg);
-    return 2;
-  }
+  if (tun_cli_secret("run", secret_file, &sec)) return 2;
   int rc = 2;
   trk_conn *conn = NULL;
   rpc_client *cl = NULL;
@@ -671,10 +662,7 @@ int tun_cmd_run_model(int argc, char **argv) {
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
     bool more = i + 1 < argc;
-    if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-      printf("%s", run_usage);
-      return 0;
-    } else if (!strcmp(a, "--input") && more) {
+    if (!strcmp(a, "--input") && more) {
       const char *s = argv[++i], *eq = strchr(s, '=');
       if (!eq || eq == s || !eq[1] || ngiven == 64) {
         fprintf(stderr, "tessel run: --input wants NAME=FILE.npy (at most 64), got '%s'\n", s);
@@ -717,11 +705,9 @@ int tun_cmd_run_model(int argc, char **argv) {
       secret_file = argv[++i];
     } else if (!strcmp(a, "--rpc-wait") && more) {
       rpc_wait = atof(argv[++i]);
-    } else if (a[0] == '-' || so) {
-      fprintf(stderr, "tessel run: unexpected argument '%s'\n%s", a, run_usage);
-      return 2;
     } else {
-      so = a;
+      int rc = tun_cli_other_arg("run", a, &so, run_usage);
+      if (rc >= 0) return rc;
     }
   }
   if (!so) {

@@ -122,15 +122,12 @@ int tun_cmd_selfcheck(int argc, char **argv) {
     json_object_set_new(o, "checked", json_integer(stats.checked));
     json_object_set_new(o, "refused", json_integer(stats.refused));
     json_object_set_new(o, "mismatches", json_integer(stats.mismatches));
-    char *s = o ? json_dumps(o, JSON_PRESERVE_ORDER) : NULL;
+    int bad = tun_cli_put_json("selfcheck", o, JSON_PRESERVE_ORDER);
     json_decref(o);
-    if (!s) {
-      fprintf(stderr, "tessel selfcheck: out of memory\n");
+    if (bad) {
       rc = 2;
       goto out;
     }
-    puts(s);
-    free(s);
   } else {
     printf("%s: %d random traces, %d checked against the interpreter, %d refused, %d mismatch%s\n",
            sub.label, stats.traces, stats.checked, stats.refused, stats.mismatches,

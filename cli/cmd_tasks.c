@@ -36,22 +36,13 @@ int tun_cmd_tasks(int argc, char **argv) {
     if (m > 0) continue;
     if (!strcmp(argv[i], "--json")) {
       json = true;
-    } else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-      printf("%s", usage);
-      return 0;
     } else if (!strcmp(argv[i], "--dump") && i + 1 < argc) {
       dump = argv[++i];
-    } else if (argv[i][0] == '-' || path) {
-      fprintf(stderr, "tessel tasks: unexpected argument '%s'\n%s", argv[i], usage);
-      return 2;
-    } else {
-      path = argv[i];
+    } else if ((m = tun_cli_other_arg("tasks", argv[i], &path, usage)) >= 0) {
+      return m;
     }
   }
-  if (!path) {
-    fprintf(stderr, "tessel tasks: no model given\n%s", usage);
-    return 2;
-  }
+  if (tun_cli_need_model("tasks", path, usage)) return 2;
   ir_module *m = tun_cli_module("tasks");
   if (!m) return 1;
   ts_diag d;

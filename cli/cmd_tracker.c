@@ -48,11 +48,8 @@ int tun_cmd_tracker(int argc, char **argv) {
     return 2;
   }
   rpc_secret sec;
+  if (tun_cli_secret("tracker", secret_file, &sec)) return 2;
   ts_diag err = {0};
-  if (rpc_secret_load(&sec, secret_file, &err) != TS_OK) {
-    fprintf(stderr, "tessel tracker: %s\n", err.msg);
-    return 2;
-  }
   char url[300];
   snprintf(url, sizeof url, "tcp://%s:%d", host, port);
   trk_config cfg = {.url = url, .secret = &sec, .verbose = verbose};
@@ -131,11 +128,8 @@ int tun_cmd_query(int argc, char **argv) {
     return 2;
   }
   rpc_secret sec;
+  if (tun_cli_secret("query", secret_file, &sec)) return 2;
   ts_diag err = {0};
-  if (rpc_secret_load(&sec, secret_file, &err) != TS_OK) {
-    fprintf(stderr, "tessel query: %s\n", err.msg);
-    return 2;
-  }
   trk_conn *c;
   ts_status st = trk_conn_open(tracker, &sec, "query", 5000, &c, &err);
   rpc_secret_wipe(&sec);

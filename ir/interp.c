@@ -525,9 +525,7 @@ static int32_t var_slot(vm *m, const ir_var *v) {
   if (s >= 0) return s;
   if (!grow((void **)&m->vars, &m->capvars, m->nvars + 1, sizeof *m->vars)) return -1;
   vslot *vs = &m->vars[m->nvars];
-  memset(vs, 0, sizeof *vs);
-  vs->var = v;
-  vs->dt = v->dtype;
+  *vs = (vslot){.var = v, .dt = v->dtype};
   if (vs->dt.lanes < 1) vs->dt.lanes = 1;
   vs->val = ts_calloc(vs->dt.lanes, sizeof(cell));
   if (!vs->val) return -1;
@@ -1409,6 +1407,17 @@ static bool flat_offset(vm *m, const ins *in, const bslot *bs, const int64_t *id
 }
 
 /* Gathers per-lane indices from the top nidx stack entries. */
+/* The flat offset of lane i of an access whose nidx index vectors sit on the
+ * stack below the top; ip has room for nidx indices. */
+static bool lane_offset(vm *m, const ins *in, const bslot *bs, int nidx, uint32_t i, int64_t *ip,
+                        const char *what, int64_t *off) {
+  for (int j = 0; j < nidx; j++) {
+    const vent *e = vat(m, (uint32_t)(nidx - j));
+    ip[j] = lane(vcells(m, e), e, i).i;
+  }
+  return flat_offset(m, in, bs, ip, what, off);
+}
+
 static bool gather_idx(vm *m, const ins *in, int nidx, uint32_t *lanes) {
   uint32_t l = 1;
   for (int j = 0; j < nidx; j++) {
@@ -1589,12 +1598,8 @@ static ts_status exec(vm *m, int32_t pc) {
           r[i].i = 0;
           continue;
         }
-        for (int j = 0; j < nidx; j++) {
-          const vent *e = vat(m, (uint32_t)(nidx - j));
-          ip[j] = lane(vcells(m, e), e, i).i;
-        }
         int64_t off;
-        if (!flat_offset(m, in, bs, ip, "load", &off)) {
+        if (!lane_offset(m, in, bs, nidx, i, ip, "load", &off)) {
           if (ip != idx) ts_free(ip);
           return m->st;
         }
@@ -1630,22 +1635,13 @@ static ts_status exec(vm *m, int32_t pc) {
       vcollapse(m, 1);
       break;
     }
-    case OP_MASK_T: {
-      const vent *cd = vat(m, 0);
-      if (code_float(cd->dt.code)) return fail(m, TS_ETYPE, in->ctx, "select condition is a float");
-      int64_t act = mask_push(m, cd, false);
-      if (act < 0) return m->st;
-      if (act == 0) {
-        if (!push_zero(m, in->dt)) return m->st;
-        pc = in->a;
-        continue;
-      }
-      break;
-    }
-    case OP_MASK_F: {
-      mask_pop(m);
-      const vent *cd = vat(m, 1);
-      int64_t act = mask_push(m, cd, true);
+    case OP_MASK_T:
+    case OP_MASK_F: { /* F: the true side's mask is replaced by its complement */
+      bool negate = in->op == OP_MASK_F;
+      if (negate) mask_pop(m);
+      const vent *cd = vat(m, negate ? 1 : 0);
+      if (!negate && code_float(cd->dt.code)) return fail(m, TS_ETYPE, in->ctx, "select condition is a float");
+      int64_t act = mask_push(m, cd, negate);
       if (act < 0) return m->st;
       if (act == 0) {
         if (!push_zero(m, in->dt)) return m->st;
@@ -1682,9 +1678,11 @@ static ts_status exec(vm *m, int32_t pc) {
       vpop(m, 1);
       break;
     }
-    case OP_JZ: {
+    case OP_JZ:
+    case OP_BLOCK_PRED: {
       const vent *e = vat(m, 0);
-      if (e->dt.lanes != 1) return fail(m, TS_ETYPE, in->ctx, "if condition is a vector");
+      if (e->dt.lanes != 1)
+        return fail(m, TS_ETYPE, in->ctx, "%s is a vector", in->op == OP_JZ ? "if condition" : "block predicate");
       cell c = vcells(m, e)[0];
       bool t = code_float(e->dt.code) ? c.f != 0 : c.i != 0;
       vpop(m, 1);
@@ -1730,18 +1728,6 @@ static ts_status exec(vm *m, int32_t pc) {
         continue;
       }
       v->bound = false;
-      break;
-    }
-    case OP_BLOCK_PRED: {
-      const vent *e = vat(m, 0);
-      if (e->dt.lanes != 1) return fail(m, TS_ETYPE, in->ctx, "block predicate is a vector");
-      cell c = vcells(m, e)[0];
-      bool t = code_float(e->dt.code) ? c.f != 0 : c.i != 0;
-      vpop(m, 1);
-      if (!t) {
-        pc = in->a;
-        continue;
-      }
       break;
     }
     case OP_BLOCK_ENTER: {
@@ -1913,12 +1899,8 @@ static ts_status exec(vm *m, int32_t pc) {
       const cell *cv = vcells(m, ev);
       for (uint32_t i = 0; i < l; i++) {
         if (mk && !mk[i]) continue;
-        for (int j = 0; j < nidx; j++) {
-          const vent *e = vat(m, (uint32_t)(nidx - j));
-          ip[j] = lane(vcells(m, e), e, i).i;
-        }
         int64_t off;
-        if (!flat_offset(m, in, bs, ip, "store", &off)) {
+        if (!lane_offset(m, in, bs, nidx, i, ip, "store", &off)) {
           if (ip != idx) ts_free(ip);
           return m->st;
         }

@@ -323,12 +323,7 @@ ts_status ir_lex(ts_arena *a, const ir_lexer *lx, ir_token **out, int *nout, ts_
     last_col = t.col + (int)t.len;
   }
   /* EOF sits just after the last token so "unexpected end" points somewhere useful. */
-  ir_token eof;
-  memset(&eof, 0, sizeof eof);
-  eof.kind = IR_TK_EOF;
-  eof.pos = last_end;
-  eof.line = last_line;
-  eof.col = last_col;
+  ir_token eof = {.kind = IR_TK_EOF, .pos = last_end, .line = last_line, .col = last_col};
   if ((st = push(&s, eof)) != TS_OK) goto fail;
   *out = s.toks;
   *nout = s.n;

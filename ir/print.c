@@ -318,6 +318,13 @@ static void pargs(pctx *c, int n, ir_expr *const *args) {
   }
 }
 
+/* open, the n expressions comma-separated, close */
+static void pwrap(pctx *c, const char *open, int n, ir_expr *const *args, const char *close) {
+  out(c, open);
+  pargs(c, n, args);
+  out(c, close);
+}
+
 static void out_string(pctx *c, const char *s);
 
 /* Prints e, wrapped in parentheses when its precedence is below need. */
@@ -337,13 +344,7 @@ static void pexpr(pctx *c, const ir_expr *e, int need) {
     pexpr(c, e->u.un.a, PREC_UNARY);
     break;
   case IR_SELECT:
-    out(c, "select(");
-    pexpr(c, e->u.sel.cond, 0);
-    out(c, ", ");
-    pexpr(c, e->u.sel.t, 0);
-    out(c, ", ");
-    pexpr(c, e->u.sel.f, 0);
-    out(c, ")");
+    pwrap(c, "select(", 3, (ir_expr *const[]){e->u.sel.cond, e->u.sel.t, e->u.sel.f}, ")");
     break;
   case IR_CAST: {
     const ir_expr *v = e->u.cast.value;
@@ -357,28 +358,20 @@ static void pexpr(pctx *c, const ir_expr *e, int need) {
   }
   case IR_CALL:
     out(c, (unsigned)e->u.call.op < IR_INTRIN_COUNT ? intrin_name[e->u.call.op] : "?");
-    out(c, "(");
-    pargs(c, e->u.call.nargs, e->u.call.args);
-    out(c, ")");
+    pwrap(c, "(", e->u.call.nargs, e->u.call.args, ")");
     break;
   case IR_LOAD: {
     const ir_buffer *b = e->u.load.buf;
     out(c, lookup(c, b, b ? b->name : NULL, "buf"));
-    out(c, "[");
-    pargs(c, e->u.load.nidx, e->u.load.idx);
-    out(c, "]");
+    pwrap(c, "[", e->u.load.nidx, e->u.load.idx, "]");
     break;
   }
   case IR_RAMP:
-    out(c, "ramp(");
-    pexpr(c, e->u.ramp.base, 0);
-    out(c, ", ");
-    pexpr(c, e->u.ramp.stride, 0);
+    pwrap(c, "ramp(", 2, (ir_expr *const[]){e->u.ramp.base, e->u.ramp.stride}, "");
     outf(c, ", %d)", e->u.ramp.lanes);
     break;
   case IR_BROADCAST:
-    out(c, "broadcast(");
-    pexpr(c, e->u.bcast.value, 0);
+    pwrap(c, "broadcast(", 1, &e->u.bcast.value, "");
     outf(c, ", %d)", e->u.bcast.lanes);
     break;
   case IR_CALL_EXTERN:
@@ -489,14 +482,8 @@ static bool has_storage_align(const ir_buffer *b) {
 static void pbufdecl(pctx *c, const ir_buffer *b, const char *name) {
   outf(c, "%s: ", name);
   out_dtype(c, b->dtype);
-  out(c, "[");
-  pargs(c, b->ndim, b->shape);
-  out(c, "]");
-  if (b->strides) {
-    out(c, " strides(");
-    pargs(c, b->ndim, b->strides);
-    out(c, ")");
-  }
+  pwrap(c, "[", b->ndim, b->shape, "]");
+  if (b->strides) pwrap(c, " strides(", b->ndim, b->strides, ")");
   if (b->elem_offset) {
     out(c, " offset(");
     pexpr(c, b->elem_offset, 0);
@@ -748,9 +735,7 @@ static void pstmt(pctx *c, const ir_stmt *s, int level) {
     const ir_buffer *b = s->u.store.buf;
     indent(c, level);
     out(c, lookup(c, b, b ? b->name : NULL, "buf"));
-    out(c, "[");
-    pargs(c, s->u.store.nidx, s->u.store.idx);
-    out(c, "] = ");
+    pwrap(c, "[", s->u.store.nidx, s->u.store.idx, "] = ");
     pexpr(c, s->u.store.value, 0);
     if (s->u.store.predicate) {
       out(c, " if ");

@@ -291,20 +291,28 @@ const tg_attr *tg_node_attr(const tg_node *n, const char *name) {
   return NULL;
 }
 
-int64_t tg_attr_int(const tg_node *n, const char *name, int64_t def) {
+/* the attribute name when it is a number (integer or float), else NULL */
+static const tg_attr *num_attr(const tg_node *n, const char *name) {
   const tg_attr *a = tg_node_attr(n, name);
-  if (!a) return def;
-  if (a->kind == TG_A_INT) return a->i;
-  if (a->kind == TG_A_FLOAT) return (int64_t)a->f;
-  return def;
+  return a && (a->kind == TG_A_INT || a->kind == TG_A_FLOAT) ? a : NULL;
+}
+
+void tg_shape_range(int r, int64_t *start, int64_t *end) {
+  int64_t *v[2] = {start, end};
+  for (int i = 0; i < 2; i++) {
+    if (*v[i] < 0) *v[i] += r;
+    *v[i] = *v[i] < 0 ? 0 : *v[i] > r ? r : *v[i];
+  }
+}
+
+int64_t tg_attr_int(const tg_node *n, const char *name, int64_t def) {
+  const tg_attr *a = num_attr(n, name);
+  return !a ? def : a->kind == TG_A_INT ? a->i : (int64_t)a->f;
 }
 
 double tg_attr_float(const tg_node *n, const char *name, double def) {
-  const tg_attr *a = tg_node_attr(n, name);
-  if (!a) return def;
-  if (a->kind == TG_A_FLOAT) return a->f;
-  if (a->kind == TG_A_INT) return (double)a->i;
-  return def;
+  const tg_attr *a = num_attr(n, name);
+  return !a ? def : a->kind == TG_A_FLOAT ? a->f : (double)a->i;
 }
 
 const char *tg_attr_str(const tg_node *n, const char *name, const char *def) {

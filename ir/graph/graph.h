@@ -156,6 +156,9 @@ ts_status tg_value_set_data(tg_graph *g, int id, const void *data, size_t nbytes
 int tg_value_find(const tg_graph *g, const char *name); /* id or -1 */
 /* Elements of a value with only constant dims (-1 if any dim is symbolic). */
 int64_t tg_value_numel(const tg_value *v);
+/* ONNX Shape's start/end for an input of rank r: negative counts from the
+ * end, then both clamp to [0, r]. */
+void tg_shape_range(int r, int64_t *start, int64_t *end);
 bool tg_value_is_static(const tg_value *v);
 
 /* Adds a node (inputs/outputs copied) and sets the producer of its outputs.

@@ -1544,10 +1544,7 @@ static ts_status h_shape(imp *im, nctx *nc) {
   const tg_value *x = IN(im, nc, 0);
   int r = x->ndim;
   int64_t s = aint(nc, "start", 0), e = aint(nc, "end", r);
-  if (s < 0) s += r;
-  if (e < 0) e += r;
-  s = s < 0 ? 0 : s > r ? r : s;
-  e = e < 0 ? 0 : e > r ? r : e;
+  tg_shape_range(r, &s, &e);
   int64_t n = e > s ? e - s : 0;
   tg_dim od[1] = {DC(n)};
   set_out(nc, 0, ir_dt(IR_I64), 1, od);

@@ -189,6 +189,15 @@ static bool foldable_op(tg_op op) {
   return op != TG_OP_CALL && op != TG_OP_CONSTANT && op != TG_OP_COUNT;
 }
 
+static ts_status set_const(tg_graph *g, tg_node *n, tg_value *y, const void *data, size_t nbytes, ts_diag *d) {
+  ts_status st = tg_value_set_data(g, y->id, data, nbytes, d);
+  if (st != TS_OK) return st;
+  y->kind = TG_V_CONST;
+  y->producer = -1;
+  n->dead = true;
+  return TS_OK;
+}
+
 /* Shape of a value whose dims are all constant needs no data at all. */
 static ts_status fold_shape(tg_graph *g, tg_node *n, bool *done, ts_diag *d) {
   *done = false;
@@ -196,10 +205,7 @@ static ts_status fold_shape(tg_graph *g, tg_node *n, bool *done, ts_diag *d) {
   if (!all_static(x)) return TS_OK;
   int r = x->ndim;
   int64_t st = tg_attr_int(n, "start", 0), en = tg_attr_int(n, "end", r);
-  if (st < 0) st += r;
-  if (en < 0) en += r;
-  st = st < 0 ? 0 : st > r ? r : st;
-  en = en < 0 ? 0 : en > r ? r : en;
+  tg_shape_range(r, &st, &en);
   int64_t vals[8];
   int cnt = 0;
   for (int64_t i = st; i < en; i++) vals[cnt++] = x->dims[i].value;
@@ -207,13 +213,9 @@ static ts_status fold_shape(tg_graph *g, tg_node *n, bool *done, ts_diag *d) {
   if (y->dtype.code != IR_I64 || tg_value_numel(y) != cnt)
     return ts_diag_set(d, TS_ESHAPE, "node '%s' (Shape): output %s does not hold %d i64 dims", n->name, y->name,
                        cnt);
-  ts_status s = tg_value_set_data(g, y->id, vals, (size_t)cnt * sizeof(int64_t), d);
-  if (s != TS_OK) return s;
-  y->kind = TG_V_CONST;
-  y->producer = -1;
-  n->dead = true;
-  *done = true;
-  return TS_OK;
+  ts_status s = set_const(g, n, y, vals, (size_t)cnt * sizeof(int64_t), d);
+  *done = s == TS_OK;
+  return s;
 }
 
 /* Evaluates node n (all inputs constant) on the interpreter. */
@@ -269,15 +271,6 @@ static ts_status fold_eval(tg_graph *g, tg_node *n, ts_diag *d) {
   for (int i = first_out; i < na; i++) ir_tensor_free(&args[i]);
   ir_module_free(scratch);
   return st;
-}
-
-static ts_status set_const(tg_graph *g, tg_node *n, tg_value *y, const void *data, size_t nbytes, ts_diag *d) {
-  ts_status st = tg_value_set_data(g, y->id, data, nbytes, d);
-  if (st != TS_OK) return st;
-  y->kind = TG_V_CONST;
-  y->producer = -1;
-  n->dead = true;
-  return TS_OK;
 }
 
 static ts_status fold_constant_node(tg_graph *g, tg_node *n, ts_diag *d) {

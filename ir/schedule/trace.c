@@ -203,19 +203,15 @@ sch_trace *sch_trace_without_kind(const sch_trace *tr, sch_inst_kind kind) {
 
 sch_traced *sch_traced_new(const ir_func *f, uint64_t seed, ts_diag *d) {
   sch_traced *t = ts_calloc(1, sizeof *t);
-  if (!t) {
-    ts_diag_set(d, TS_ENOMEM, "out of memory creating a traced schedule");
-    return NULL;
+  if (t) {
+    ts_arena_init(&t->arena);
+    t->s = sch_create(f, seed, d); /* says why when it fails */
+    t->trace = t->s ? sch_trace_new() : NULL;
   }
-  ts_arena_init(&t->arena);
-  t->s = sch_create(f, seed, d);
-  t->trace = t->s ? sch_trace_new() : NULL;
-  if (!t->trace) {
-    if (t->s) ts_diag_set(d, TS_ENOMEM, "out of memory creating a traced schedule");
-    sch_traced_free(t);
-    return NULL;
-  }
-  return t;
+  if (t && t->trace) return t;
+  if (!t || t->s) ts_diag_set(d, TS_ENOMEM, "out of memory creating a traced schedule");
+  sch_traced_free(t);
+  return NULL;
 }
 
 void sch_traced_free(sch_traced *t) {

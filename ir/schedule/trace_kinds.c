@@ -312,25 +312,23 @@ static ts_status ap_add_unit_loop(sch_apply_ctx *c) {
 
 /* compute_at onto the marks: the root mark leaves the block where it is, the
  * inline mark inlines it (as TVM's ConcreteSchedule does). */
-static ts_status ap_compute_at(sch_apply_ctx *c) {
+static ts_status compute_at_either(sch_apply_ctx *c, bool reverse) {
   sch_loop l = c->in[1].loop;
+  sch_block b = c->in[0].block;
   if (l.mark == SCH_LOC_ROOT) {
     sch_path p;
-    return sch_find_block(c->s, c->in[0].block.name, &p, "compute_at", c->d);
+    return sch_find_block(c->s, b.name, &p, reverse ? "reverse_compute_at" : "compute_at", c->d);
   }
-  if (l.mark == SCH_LOC_INLINE) return sch_compute_inline(c->s, c->in[0].block, c->d);
-  return sch_compute_at(c->s, c->in[0].block, l, c->attrs[0].i != 0, (int)c->attrs[1].i, c->d);
+  if (l.mark == SCH_LOC_INLINE)
+    return reverse ? sch_reverse_compute_inline(c->s, b, c->d) : sch_compute_inline(c->s, b, c->d);
+  bool preserve = c->attrs[0].i != 0;
+  int index = (int)c->attrs[1].i;
+  return reverse ? sch_reverse_compute_at(c->s, b, l, preserve, index, c->d)
+                 : sch_compute_at(c->s, b, l, preserve, index, c->d);
 }
 
-static ts_status ap_reverse_compute_at(sch_apply_ctx *c) {
-  sch_loop l = c->in[1].loop;
-  if (l.mark == SCH_LOC_ROOT) {
-    sch_path p;
-    return sch_find_block(c->s, c->in[0].block.name, &p, "reverse_compute_at", c->d);
-  }
-  if (l.mark == SCH_LOC_INLINE) return sch_reverse_compute_inline(c->s, c->in[0].block, c->d);
-  return sch_reverse_compute_at(c->s, c->in[0].block, l, c->attrs[0].i != 0, (int)c->attrs[1].i, c->d);
-}
+static ts_status ap_compute_at(sch_apply_ctx *c) { return compute_at_either(c, false); }
+static ts_status ap_reverse_compute_at(sch_apply_ctx *c) { return compute_at_either(c, true); }
 
 static ts_status ap_compute_inline(sch_apply_ctx *c) { return sch_compute_inline(c->s, c->in[0].block, c->d); }
 static ts_status ap_reverse_compute_inline(sch_apply_ctx *c) {

@@ -45,18 +45,15 @@ static void sig_add(wl_sig *s, const char *name, ir_dtype_code dt, int ndim, con
   t->ndim = ndim;
   for (int i = 0; i < ndim; i++) t->shape[i] = shape[i];
 }
-#define SIG_IN(s, name, dt, ...)                                                   \
+/* count is the field the tensor adds to: nin or nout */
+#define SIG_ADD(s, count, name, dt, ...)                                           \
   do {                                                                             \
     const int64_t shp_[] = {__VA_ARGS__};                                          \
     sig_add(s, name, dt, (int)(sizeof shp_ / sizeof shp_[0]), shp_);               \
-    (s)->nin++;                                                                    \
+    (s)->count++;                                                                  \
   } while (0)
-#define SIG_OUT(s, name, dt, ...)                                                  \
-  do {                                                                             \
-    const int64_t shp_[] = {__VA_ARGS__};                                          \
-    sig_add(s, name, dt, (int)(sizeof shp_ / sizeof shp_[0]), shp_);               \
-    (s)->nout++;                                                                   \
-  } while (0)
+#define SIG_IN(s, name, dt, ...) SIG_ADD(s, nin, name, dt, __VA_ARGS__)
+#define SIG_OUT(s, name, dt, ...) SIG_ADD(s, nout, name, dt, __VA_ARGS__)
 
 static const char *wname(const ir_wl_inst *w) { return w->wl->name; }
 static bool is(const ir_wl_inst *w, const char *n) { return !strcmp(wname(w), n); }
