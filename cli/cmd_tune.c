@@ -258,39 +258,23 @@ int tun_cmd_tune(int argc, char **argv) {
   tun_tune_cli_stop_runner(&cli, &rs);
   if (st) fprintf(stderr, "tessel tune: %s\n", d.msg);
   if (json) {
-    json_t *j = json_object();
-    json_object_set_new(j, "workload", json_string(sub.label));
-    json_object_set_new(j, "target", json_string(tg.text));
-    json_object_set_new(j, "trials", json_integer(r.trials));
-    json_object_set_new(j, "errors", json_integer(r.errors));
-    json_object_set_new(j, "best_seconds", json_real(r.best_seconds));
-    json_object_set_new(j, "best_gflops", json_real(r.best_gflops));
-    json_object_set_new(j, "baseline_gflops", json_real(r.baseline_gflops));
-    json_object_set_new(j, "log", json_string(po->log_path));
-    json_object_set_new(j, "wall_seconds", json_real(r.wall_seconds));
-    json_t *jp = json_object();
-    json_object_set_new(jp, "search", json_real(r.search_seconds));
-    json_object_set_new(jp, "train", json_real(r.train_seconds));
-    json_object_set_new(jp, "build", json_real(r.build_seconds));
-    json_object_set_new(jp, "measure", json_real(r.measure_seconds));
-    json_object_set_new(jp, "verify", json_real(r.verify_seconds));
-    json_object_set_new(jp, "baseline", json_real(r.baseline_seconds_wall));
-    json_object_set_new(jp, "resume", json_real(r.resume_seconds));
-    json_object_set_new(jp, "search_replay_thread_s", json_real(r.search_replay_seconds));
-    json_object_set_new(jp, "search_predict", json_real(r.search_predict_seconds));
-    json_object_set_new(jp, "search_replays", json_integer(r.search_replays));
-    json_object_set_new(jp, "search_cache_hits", json_integer(r.search_cache_hits));
-    json_object_set_new(j, "phases", jp);
-    if (rpc) {
-      json_t *jr = json_object();
-      json_object_set_new(jr, "parallel", json_integer(ro.parallel));
-      json_object_set_new(jr, "sessions", json_integer(rs.sessions));
-      json_object_set_new(jr, "measured", json_integer(rs.measured));
-      json_object_set_new(jr, "board_failures", json_integer(rs.board_failures));
-      json_object_set_new(jr, "retries", json_integer(rs.retries));
-      json_object_set_new(jr, "lost", json_integer(rs.lost));
-      json_object_set_new(j, "rpc", jr);
-    }
+    json_t *j = json_pack("{s:s, s:s, s:I, s:I, s:f, s:f, s:f, s:s?, s:f}", "workload", sub.label, "target", tg.text,
+                          "trials", (json_int_t)r.trials, "errors", (json_int_t)r.errors, "best_seconds",
+                          r.best_seconds, "best_gflops", r.best_gflops, "baseline_gflops", r.baseline_gflops, "log",
+                          po->log_path, "wall_seconds", r.wall_seconds);
+    json_object_set_new(
+        j, "phases",
+        json_pack("{s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:I, s:I}", "search", r.search_seconds, "train",
+                  r.train_seconds, "build", r.build_seconds, "measure", r.measure_seconds, "verify", r.verify_seconds,
+                  "baseline", r.baseline_seconds_wall, "resume", r.resume_seconds, "search_replay_thread_s",
+                  r.search_replay_seconds, "search_predict", r.search_predict_seconds, "search_replays",
+                  (json_int_t)r.search_replays, "search_cache_hits", (json_int_t)r.search_cache_hits));
+    if (rpc)
+      json_object_set_new(j, "rpc",
+                          json_pack("{s:I, s:I, s:I, s:I, s:I, s:I}", "parallel", (json_int_t)ro.parallel, "sessions",
+                                    (json_int_t)rs.sessions, "measured", (json_int_t)rs.measured, "board_failures",
+                                    (json_int_t)rs.board_failures, "retries", (json_int_t)rs.retries, "lost",
+                                    (json_int_t)rs.lost));
     char *s = json_dumps(j, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
     if (s) puts(s);
     free(s);
