@@ -799,82 +799,93 @@ static void add_key(prw *r, ir_expr *e, ir_expr *v) {
   r->keys[r->nkeys++] = (pkey){e, v};
 }
 
-static ir_expr *prw_bool(prw *r, ir_expr *e);
+/* A clause or term that cannot be rewritten: the walk stops (m->failed),
+ * naming the first loop left in it. */
+static ir_expr *prw_refuse(ir_mutator *m, prw *r, const ir_var *g, ir_expr *e) {
+  if (!r->bad) r->bad = g;
+  ir_mutator_fail(m);
+  return e;
+}
 
-/* An integer expression over loops, rewritten; NULL when it cannot be (or on
- * OOM: r->oom). */
-static ir_expr *prw_int(prw *r, ir_expr *e) {
-  if (r->oom || !e) return NULL;
-  const ir_var *g = gone_in(r, e);
-  if (!g) return e;
+/* An integer term over loops: a binding up to a loop-free term, or a cast,
+ * select or arithmetic node whose children rewrite (the default walk). */
+static ir_expr *prw_int(ir_mutator *m, prw *r, const ir_var *g, ir_expr *e) {
   ts_arena *a = r->a;
   for (int i = 0; i < r->nkeys; i++) {
     ir_expr *rest = ir_simplify(&r->p->an, ir_sub(a, e, r->keys[i].e));
     if (!rest) {
       r->oom = true;
-      return NULL;
+      ir_mutator_fail(m);
+      return e;
     }
     if (!gone_in(r, rest)) {
       ir_expr *n = ir_add(a, r->keys[i].v, rest);
-      if (!n) r->oom = true;
+      if (!n) {
+        r->oom = true;
+        ir_mutator_fail(m);
+        return e;
+      }
       return n;
     }
   }
-  ir_expr *x, *y, *z, *n = NULL;
-  switch (e->kind) {
-  case IR_CAST:
-    x = prw_int(r, e->u.cast.value);
-    n = x ? ir_cast(a, e->dtype, x) : NULL;
-    break;
-  case IR_SELECT:
-    x = prw_bool(r, e->u.sel.cond);
-    y = x ? prw_int(r, e->u.sel.t) : NULL;
-    z = y ? prw_int(r, e->u.sel.f) : NULL;
-    n = z ? ir_select(a, x, y, z) : NULL;
-    break;
-  default:
-    if (ir_is_binop(e->kind) && !ir_is_cmp(e->kind) && e->kind != IR_AND && e->kind != IR_OR) {
-      x = prw_int(r, e->u.bin.a);
-      y = x ? prw_int(r, e->u.bin.b) : NULL;
-      n = y ? ir_binop(a, e->kind, x, y) : NULL;
-    }
-    break;
-  }
-  if (!n && !r->bad) r->bad = g;
-  return n;
+  bool arith = ir_is_binop(e->kind) && !ir_is_cmp(e->kind) && e->kind != IR_AND && e->kind != IR_OR;
+  bool cast = e->kind == IR_CAST && !ir_dtype_is_bool(e->u.cast.value->dtype);
+  if (arith || cast || e->kind == IR_SELECT) return NULL;
+  return prw_refuse(m, r, g, e);
 }
 
-/* A boolean clause over loops, rewritten; NULL when it cannot be. */
-static ir_expr *prw_bool(prw *r, ir_expr *e) {
-  if (r->oom || !e) return NULL;
+/* A comparison of integers: side by side, else (lhs - rhs) against 0 (ki < 13
+ * - ko*4 reads as ko*4 + ki - 13 < 0). */
+static ir_expr *prw_cmp(ir_mutator *m, prw *r, ir_expr *e) {
+  const ir_var *bad = r->bad;
+  ir_expr *n = ir_mutate_expr_children(m, e);
+  if (!m->failed || r->oom) return n;
+  m->failed = false;
+  r->bad = bad;
+  ts_arena *a = r->a;
+  ir_expr *diff = ir_simplify(&r->p->an, ir_sub(a, e->u.bin.a, e->u.bin.b));
+  ir_expr *zero = diff ? ir_int(a, diff->dtype, 0) : NULL;
+  if (!diff || !zero) {
+    r->oom = true;
+    ir_mutator_fail(m);
+    return e;
+  }
+  ir_expr *x = ir_mutate_expr(m, diff);
+  if (m->failed) return e;
+  n = ir_binop(a, e->kind, x, zero);
+  if (!n) ir_mutator_fail(m);
+  return n ? n : e;
+}
+
+/* The pre hook: a node free of the loops left stays; a boolean clause
+ * rewrites through not/and/or and integer comparisons, an integer term as
+ * prw_int says; anything else is refused. */
+static ir_expr *prw_pre(ir_mutator *m, ir_expr *e) {
+  prw *r = m->ctx;
   const ir_var *g = gone_in(r, e);
   if (!g) return e;
-  ts_arena *a = r->a;
-  ir_expr *x, *y, *n = NULL;
-  if (e->kind == IR_NOT) {
-    x = prw_bool(r, e->u.un.a);
-    n = x ? ir_not(a, x) : NULL;
-  } else if (e->kind == IR_AND || e->kind == IR_OR) {
-    x = prw_bool(r, e->u.bin.a);
-    y = x ? prw_bool(r, e->u.bin.b) : NULL;
-    n = y ? ir_binop(a, e->kind, x, y) : NULL;
-  } else if (ir_is_cmp(e->kind) && ir_dtype_is_int(e->u.bin.a->dtype)) {
-    const ir_var *bad = r->bad;
-    x = prw_int(r, e->u.bin.a);
-    y = x ? prw_int(r, e->u.bin.b) : NULL;
-    n = y ? ir_binop(a, e->kind, x, y) : NULL;
-    if (!n && !r->oom) {
-      /* lhs - rhs against 0: ki < 13 - ko*4 reads as ko*4 + ki - 13 < 0 */
-      r->bad = bad;
-      ir_expr *diff = ir_simplify(&r->p->an, ir_sub(a, e->u.bin.a, e->u.bin.b));
-      ir_expr *zero = diff ? ir_int(a, diff->dtype, 0) : NULL;
-      x = zero ? prw_int(r, diff) : NULL;
-      n = x ? ir_binop(a, e->kind, x, zero) : NULL;
-      if (!diff || !zero) r->oom = true;
-    }
+  if (!ir_dtype_is_bool(e->dtype)) return prw_int(m, r, g, e);
+  if (e->kind == IR_NOT || e->kind == IR_AND || e->kind == IR_OR) return NULL;
+  if (ir_is_cmp(e->kind) && ir_dtype_is_int(e->u.bin.a->dtype)) return prw_cmp(m, r, e);
+  return prw_refuse(m, r, g, e);
+}
+
+/* The predicate rewritten; NULL when it cannot be (r->bad says why) or on
+ * OOM (r->oom). */
+static ir_expr *prw_rewrite(prw *r, ir_expr *pred) {
+  if (!pred) {
+    r->oom = true;
+    return NULL;
   }
-  if (!n && !r->bad) r->bad = g;
-  return n;
+  ir_mutator m;
+  ir_mutator_init(&m, r->a);
+  m.ctx = r;
+  m.pre_expr = prw_pre;
+  ir_expr *n = ir_mutate_expr(&m, pred);
+  bool failed = m.failed;
+  ir_mutator_fini(&m);
+  if (failed && !r->bad) r->oom = true;
+  return failed ? NULL : n;
 }
 
 /* Sets p->ipred to the block's predicate over its iter vars (and the loops
@@ -923,7 +934,7 @@ static ts_status keep_predicate(plan *p, ts_diag *d) {
       }
     }
   }
-  ir_expr *np = r.oom ? NULL : prw_bool(&r, ir_simplify(&p->an, pred));
+  ir_expr *np = r.oom ? NULL : prw_rewrite(&r, ir_simplify(&p->an, pred));
   ir_analyzer_truncate(&p->an, mark);
   ts_free(r.keys);
   ts_free(r.gone);

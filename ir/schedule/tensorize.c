@@ -334,7 +334,7 @@ typedef struct bctx {
   const ir_buffer *from[MAXB];
   ir_buffer *to[MAXB];
   ir_expr **base[MAXB];
-  bool oom;
+  ir_mutator *m; /* the walk (bexpr rewrites a subexpression through it) */
 } bctx;
 
 static int bfind(bctx *c, const ir_buffer *b) {
@@ -378,131 +378,71 @@ static ir_expr *flat_offset(bctx *c, const ir_buffer *b, ir_expr **base) {
   return sum;
 }
 
-static ir_expr *bexpr(bctx *c, ir_expr *e) {
-  if (!e || c->oom) return e;
-  ir_expr *n = NULL;
-  int k;
-  switch (e->kind) {
-  case IR_LOAD:
-    if ((k = bfind(c, e->u.load.buf)) >= 0) {
-      ir_expr **idx = bindex(c, k, e->u.load.nidx, e->u.load.idx);
-      int nd = c->to[k]->ndim > e->u.load.nidx ? c->to[k]->ndim : e->u.load.nidx;
-      n = idx ? ir_load(c->a, c->to[k], nd, idx) : NULL;
-    } else {
-      n = e;
-    }
-    break;
-  case IR_ACCESS_PTR:
-    if ((k = bfind(c, e->u.ptr.buf)) >= 0)
-      n = ir_access_ptr(c->a, c->to[k],
-                        ir_add(c->a, flat_offset(c, c->to[k], c->base[k]), as_i64(c->a, bexpr(c, e->u.ptr.offset))),
-                        e->u.ptr.rw);
-    else
-      n = e;
-    break;
-  case IR_CAST:
-  case IR_REINTERPRET:
-    n = ir_expr_clone(c->a, e);
-    if (n) n->u.cast.value = bexpr(c, e->u.cast.value);
-    break;
-  case IR_NOT:
-    n = ir_expr_clone(c->a, e);
-    if (n) n->u.un.a = bexpr(c, e->u.un.a);
-    break;
-  case IR_SELECT:
-    n = ir_expr_clone(c->a, e);
-    if (n) {
-      n->u.sel.cond = bexpr(c, e->u.sel.cond);
-      n->u.sel.t = bexpr(c, e->u.sel.t);
-      n->u.sel.f = bexpr(c, e->u.sel.f);
-    }
-    break;
-  case IR_CALL:
-  case IR_CALL_EXTERN: {
-    int na = e->kind == IR_CALL ? e->u.call.nargs : e->u.ext.nargs;
-    ir_expr **src = e->kind == IR_CALL ? e->u.call.args : e->u.ext.args;
-    ir_expr **args = TS_ANEWN(c->a, ir_expr *, na ? na : 1);
-    n = args ? ir_expr_clone(c->a, e) : NULL;
-    for (int i = 0; n && i < na; i++) args[i] = bexpr(c, src[i]);
-    if (n && e->kind == IR_CALL) n->u.call.args = args;
-    else if (n) n->u.ext.args = args;
-    break;
-  }
-  case IR_RAMP:
-    n = ir_expr_clone(c->a, e);
-    if (n) {
-      n->u.ramp.base = bexpr(c, e->u.ramp.base);
-      n->u.ramp.stride = bexpr(c, e->u.ramp.stride);
-    }
-    break;
-  case IR_BROADCAST:
-    n = ir_expr_clone(c->a, e);
-    if (n) n->u.bcast.value = bexpr(c, e->u.bcast.value);
-    break;
-  default:
-    if (ir_is_binop(e->kind)) {
-      n = ir_expr_clone(c->a, e);
-      if (n) {
-        n->u.bin.a = bexpr(c, e->u.bin.a);
-        n->u.bin.b = bexpr(c, e->u.bin.b);
-      }
-    } else {
-      n = e; /* immediates, vars, strings */
-    }
-    break;
-  }
-  if (!n) c->oom = true;
+static ir_expr *bexpr(bctx *c, ir_expr *e) { return ir_mutate_expr(c->m, e); }
+
+/* n, or e after marking the walk failed (OOM) when n is NULL. */
+static ir_expr *bdone(bctx *c, ir_expr *e, ir_expr *n) {
+  if (!n) ir_mutator_fail(c->m);
   return n ? n : e;
 }
 
-static ir_stmt *bstmt(bctx *c, ir_stmt *s) {
-  if (!s || c->oom) return s;
-  ir_stmt *n = ir_stmt_clone(c->a, s);
-  if (!n) {
-    c->oom = true;
-    return s;
+/* Loads and access_ptrs of a bound parameter read the real buffer at the
+ * tile's base; the rest is the default walk. */
+static ir_expr *bpre_expr(ir_mutator *m, ir_expr *e) {
+  bctx *c = m->ctx;
+  int k;
+  if (e->kind == IR_LOAD && (k = bfind(c, e->u.load.buf)) >= 0) {
+    ir_expr **idx = bindex(c, k, e->u.load.nidx, e->u.load.idx);
+    int nd = c->to[k]->ndim > e->u.load.nidx ? c->to[k]->ndim : e->u.load.nidx;
+    return bdone(c, e, idx ? ir_load(c->a, c->to[k], nd, idx) : NULL);
   }
+  if (e->kind == IR_ACCESS_PTR && (k = bfind(c, e->u.ptr.buf)) >= 0)
+    return bdone(c, e,
+                 ir_access_ptr(c->a, c->to[k],
+                               ir_add(c->a, flat_offset(c, c->to[k], c->base[k]), as_i64(c->a, bexpr(c, e->u.ptr.offset))),
+                               e->u.ptr.rw));
+  return NULL;
+}
+
+/* Stores to a bound parameter write the real buffer; blocks or allocations
+ * in an implementation are not supported (the walk fails). */
+static ir_stmt *bpre_stmt(ir_mutator *m, ir_stmt *s) {
+  bctx *c = m->ctx;
   int k;
   switch (s->kind) {
-  case IR_FOR:
-    n->u.loop.body = bstmt(c, s->u.loop.body);
-    break;
-  case IR_SEQ: {
-    ir_stmt **st = TS_ANEWN(c->a, ir_stmt *, s->u.seq.n ? s->u.seq.n : 1);
-    if (!st) {
-      c->oom = true;
-      return s;
-    }
-    for (int i = 0; i < s->u.seq.n; i++) st[i] = bstmt(c, s->u.seq.stmts[i]);
-    n->u.seq.stmts = st;
-    break;
-  }
-  case IR_IF:
-    n->u.ifs.cond = bexpr(c, s->u.ifs.cond);
-    n->u.ifs.then_s = bstmt(c, s->u.ifs.then_s);
-    n->u.ifs.else_s = bstmt(c, s->u.ifs.else_s);
-    break;
-  case IR_LET:
-    n->u.let.value = bexpr(c, s->u.let.value);
-    n->u.let.body = bstmt(c, s->u.let.body);
-    break;
-  case IR_EVALUATE:
-    n->u.eval.value = bexpr(c, s->u.eval.value);
-    break;
+  case IR_FOR: case IR_SEQ: case IR_IF: case IR_LET: case IR_EVALUATE:
+    return NULL;
   case IR_STORE:
-    n->u.store.value = bexpr(c, s->u.store.value);
-    if ((k = bfind(c, s->u.store.buf)) >= 0) {
+    if ((k = bfind(c, s->u.store.buf)) < 0) return NULL;
+    ir_stmt *n = ir_stmt_clone(c->a, s);
+    if (n) {
+      n->u.store.value = bexpr(c, s->u.store.value);
       n->u.store.buf = c->to[k];
       n->u.store.idx = bindex(c, k, s->u.store.nidx, s->u.store.idx);
       if (c->to[k]->ndim > s->u.store.nidx) n->u.store.nidx = c->to[k]->ndim;
-      if (!n->u.store.idx) c->oom = true;
     }
-    break;
+    if (!n || !n->u.store.idx) ir_mutator_fail(m);
+    return n ? n : s;
   default:
-    c->oom = true; /* blocks or allocations in an implementation: not supported */
-    break;
+    ir_mutator_fail(m);
+    return s;
   }
-  return n;
+}
+
+/* The implementation's body over the real buffers, in *out; false when it
+ * holds a statement that cannot be bound, or on OOM. */
+static bool bind_body(bctx *c, ir_stmt *body, ir_stmt **out) {
+  ir_mutator m;
+  ir_mutator_init(&m, c->a);
+  m.ctx = c;
+  m.pre_expr = bpre_expr;
+  m.pre_stmt = bpre_stmt;
+  c->m = &m;
+  *out = ir_mutate_stmt(&m, body);
+  bool failed = m.failed;
+  ir_mutator_fini(&m);
+  c->m = NULL;
+  return !failed;
 }
 
 /* ---- the primitive ---------------------------------------------------------------- */
@@ -625,8 +565,8 @@ ts_status sch_tensorize_block(sch_state *s, sch_block b, const char *name, ts_di
     st = ts_diag_set(d, TS_EINTERNAL, P ": %s's implementation has no root block", in->name);
     goto done;
   }
-  ir_stmt *body = bstmt(&bc, iroot->u.realize.block->body);
-  if (bc.oom) {
+  ir_stmt *body = NULL;
+  if (!bind_body(&bc, iroot->u.realize.block->body, &body)) {
     st = ts_diag_set(d, TS_EINTERNAL, P ": %s's implementation holds a statement that cannot be bound (or out of memory)",
                      in->name);
     goto done;
