@@ -130,6 +130,14 @@ bool srch_func_has_reduction(const ir_func *f);
  * GPU rule). At most 32 loops. In search/rules/multi_level_tiling.c. */
 bool srch_needs_multi_level_tiling(const ir_func *f, const ir_stmt *r, int nloops, const ir_var **lv,
                                    int *iter_of, bool serial_only);
+/* The realize of block in t's function when its loops need multi-level
+ * tiling (srch_needs_multi_level_tiling on the concrete state), with iter_of
+ * and the loop count nl filled; NULL otherwise. */
+const ir_stmt *srch_block_needs_tiling(sch_traced *t, const char *block, bool serial_only, int *iter_of,
+                                       int *nl);
+/* Splits loop into n (at most 5) pieces o, outer to inner, by a sampled
+ * perfect tiling whose innermost factor is at most maxin. */
+ts_status srch_sample_split(sch_traced *t, int loop, int n, int64_t maxin, int *o, ts_diag *q);
 /* The realize of block in t's function, with its loops (outer to inner)
  * from the concrete state in cl and nl; NULL when either is missing. */
 const ir_stmt *srch_block_loops(sch_traced *t, const char *block, sch_loop **cl, int *nl);

@@ -53,11 +53,8 @@ static bool tile(const srch_rule_ctx *c, sch_traced *t, const char *block, const
       if (ir_as_int(blk->iters[iter_of[l]].dom.extent, &e)) sprod *= e;
     }
     int n = sp ? 5 : 3;
-    int v[5], o[5];
-    if (sch_t_sample_perfect_tile(t, loops[l], n, c->max_innermost, NULL, v, &q)) return false;
-    sch_arg f[5];
-    for (int k = 0; k < n; k++) f[k] = sch_arg_rv(v[k]);
-    if (sch_t_split(t, loops[l], n, f, o, &q)) return false;
+    int o[5];
+    if (srch_sample_split(t, loops[l], n, c->max_innermost, o, &q)) return false;
     int k = 0;
     for (int s = 0; s < NSLOT; s++)
       if (structure[s] == (sp ? 'S' : 'R')) slots[s][cnt[s]++] = o[k++];
@@ -129,22 +126,15 @@ ts_status srch_rule_gpu_multi_level_tiling(const srch_rule_ctx *c, sch_traced *t
   const ir_func *fn = sch_traced_func(t);
   ts_diag q;
   ts_diag_clear(&q);
-  int nl;
-  sch_loop *cl;
-  const ir_stmt *r = srch_block_loops(t, block, &cl, &nl);
-  if (r && nl <= MAXL) {
-    int iter_of[MAXL];
-    const ir_var *lv[MAXL];
-    for (int i = 0; i < nl; i++) lv[i] = cl[i].var;
-    if (srch_needs_multi_level_tiling(fn, r, nl, lv, iter_of, true)) {
-      sch_traced *f = srch_fork(c, t, &q);
-      const ir_block *blk = srch_find_realize(f ? sch_traced_func(f) : fn, block)->u.realize.block;
-      if (f && tile(c, f, block, blk, iter_of, nl)) {
-        sch_traced_free(t);
-        t = f;
-      } else if (f) {
-        sch_traced_free(f);
-      }
+  int nl, iter_of[MAXL];
+  if (srch_block_needs_tiling(t, block, true, iter_of, &nl)) {
+    sch_traced *f = srch_fork(c, t, &q);
+    const ir_block *blk = srch_find_realize(f ? sch_traced_func(f) : fn, block)->u.realize.block;
+    if (f && tile(c, f, block, blk, iter_of, nl)) {
+      sch_traced_free(t);
+      t = f;
+    } else if (f) {
+      sch_traced_free(f);
     }
   }
   return srch_push(out, t, d);

@@ -65,6 +65,25 @@ bool srch_needs_multi_level_tiling(const ir_func *f, const ir_stmt *r, int nloop
   return false;
 }
 
+const ir_stmt *srch_block_needs_tiling(sch_traced *t, const char *block, bool serial_only, int *iter_of,
+                                       int *nl) {
+  sch_loop *cl;
+  const ir_stmt *r = srch_block_loops(t, block, &cl, nl);
+  if (!r || *nl > MAXL) return NULL;
+  const ir_var *lv[MAXL];
+  for (int i = 0; i < *nl; i++) lv[i] = cl[i].var;
+  return srch_needs_multi_level_tiling(sch_traced_func(t), r, *nl, lv, iter_of, serial_only) ? r : NULL;
+}
+
+ts_status srch_sample_split(sch_traced *t, int loop, int n, int64_t maxin, int *o, ts_diag *q) {
+  int v[5];
+  ts_status st = sch_t_sample_perfect_tile(t, loop, n, maxin, NULL, v, q);
+  if (st) return st;
+  sch_arg f[5];
+  for (int k = 0; k < n; k++) f[k] = sch_arg_rv(v[k]);
+  return sch_t_split(t, loop, n, f, o, q);
+}
+
 /* The write-cache fork at level (1 or 2): slot `level` ends at loop index
  * level*ns - 1 of the tiled block. NULL when a step is refused. */
 static sch_traced *cache_fork(const srch_rule_ctx *c, sch_traced *t, const char *block, int ns, int level) {
@@ -121,7 +140,7 @@ static int tile_block(const srch_rule_ctx *c, sch_traced *t, int b, const ir_blo
     bool sp = blk->iters[iter_of[l]].type == IR_ITER_S;
     if (sp) ns++;
     int n = sp ? 4 : 2;
-    int v[4], o[4], loop = loops[l];
+    int o[4], loop = loops[l];
     int64_t maxin = c->max_innermost;
     ts_diag_clear(&q);
     if (pre[l] > 0) {
@@ -132,10 +151,7 @@ static int tile_block(const srch_rule_ctx *c, sch_traced *t, int b, const ir_blo
       tail[ntail++] = po[1];
       maxin = maxin / pre[l] > 1 ? maxin / pre[l] : 1;
     }
-    if (sch_t_sample_perfect_tile(t, loop, n, maxin, NULL, v, &q)) return -1;
-    sch_arg f[4];
-    for (int k = 0; k < n; k++) f[k] = sch_arg_rv(v[k]);
-    if (sch_t_split(t, loop, n, f, o, &q)) return -1;
+    if (srch_sample_split(t, loop, n, maxin, o, &q)) return -1;
     /* the k-th piece of a spatial loop goes to the k-th 'S' slot */
     int k = 0;
     for (int s = 0; s < 6; s++)
@@ -176,19 +192,13 @@ static ts_status tile_and_fork(const srch_rule_ctx *c, sch_traced *t, const char
 
 ts_status srch_rule_multi_level_tiling(const srch_rule_ctx *c, sch_traced *t, const char *block, ts_vec *out,
                                        ts_diag *d) {
-  const ir_func *fn = sch_traced_func(t);
   ts_diag q;
   ts_diag_clear(&q);
-  int nl;
-  sch_loop *cl;
+  int nl, iter_of[MAXL];
   /* eligibility on the concrete state first, so that an ineligible block
    * leaves nothing in the trace */
-  const ir_stmt *r = srch_block_loops(t, block, &cl, &nl);
-  if (!r || nl > MAXL) return srch_push(out, t, d);
-  int iter_of[MAXL];
-  const ir_var *lv[MAXL];
-  for (int i = 0; i < nl; i++) lv[i] = cl[i].var;
-  if (!srch_needs_multi_level_tiling(fn, r, nl, lv, iter_of, false)) return srch_push(out, t, d);
+  const ir_stmt *r = srch_block_needs_tiling(t, block, false, iter_of, &nl);
+  if (!r) return srch_push(out, t, d);
   const ir_block *blk = r->u.realize.block;
   /* the padded variant: pre-split factors (the innermost spatial loop is
    * the last spatial one in loop order) */

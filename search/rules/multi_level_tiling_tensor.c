@@ -113,16 +113,13 @@ static bool apply(const srch_rule_ctx *c, sch_traced *t, const char *block, cons
     if (sch_t_split(t, loops[l], 2, f2, o2, &q)) return false;
     intrin_loops[l] = o2[1];
     bool sp = blk->iters[l].type == IR_ITER_S;
-    int n = sp ? 4 : 2, v[4], o[4];
+    int n = sp ? 4 : 2, o[4];
     int64_t maxin = c->max_innermost;
     if (sp) {
       maxin = first_s ? (in->m >= 8 ? 1 : 8 / in->m) : 2;
       first_s = false;
     }
-    if (sch_t_sample_perfect_tile(t, o2[0], n, maxin, NULL, v, &q)) return false;
-    sch_arg f[4];
-    for (int k = 0; k < n; k++) f[k] = sch_arg_rv(v[k]);
-    if (sch_t_split(t, o2[0], n, f, o, &q)) return false;
+    if (srch_sample_split(t, o2[0], n, maxin, o, &q)) return false;
     int k = 0;
     for (int s2 = 0; s2 < 6; s2++)
       if (structure[s2] == (sp ? 'S' : 'R')) slots[s2][cnt[s2]++] = o[k++];
