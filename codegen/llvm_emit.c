@@ -36,6 +36,16 @@ TS_SAME(TSRT_DTYPE_COUNT, IR_DTYPE_COUNT);
 
 /* ---- small helpers --------------------------------------------------------- */
 
+LLVMValueRef cg_lx_global(LLVMModuleRef mod, LLVMValueRef init, const char *name, LLVMLinkage link,
+                          unsigned align) {
+  LLVMValueRef g = LLVMAddGlobal(mod, LLVMTypeOf(init), name);
+  LLVMSetInitializer(g, init);
+  LLVMSetGlobalConstant(g, 1);
+  LLVMSetLinkage(g, link);
+  if (align) LLVMSetAlignment(g, align);
+  return g;
+}
+
 LLVMTypeRef cg_lx_vec(LLVMTypeRef elem, int lanes) {
   return lanes > 1 ? LLVMVectorType(elem, (unsigned)lanes) : elem;
 }
@@ -1578,11 +1588,7 @@ static ts_status emit_meta(lx_mod *m, const cg_lowered *l) {
                         cstr(m, of->name ? of->name : (l->func->name ? l->func->name : "kernel")),
                         cstr(m, key), ga,
                         LLVMConstInt(m->t_i32, (unsigned long long)of->nsyms, 0), gs};
-  LLVMValueRef gm = LLVMAddGlobal(m->mod, km_t, TSRT_META_SYMBOL);
-  LLVMSetInitializer(gm, LLVMConstNamedStruct(km_t, kf, 8));
-  LLVMSetGlobalConstant(gm, 1);
-  LLVMSetLinkage(gm, LLVMExternalLinkage);
-  LLVMSetAlignment(gm, 8);
+  cg_lx_global(m->mod, LLVMConstNamedStruct(km_t, kf, 8), TSRT_META_SYMBOL, LLVMExternalLinkage, 8);
   return TS_OK;
 }
 

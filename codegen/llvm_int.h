@@ -73,6 +73,10 @@ int cg_lx_lanes(LLVMValueRef v);
 /* A constant of type ty (scalar or vector; float or integer) with value v. */
 LLVMValueRef cg_lx_constf(LLVMTypeRef ty, double v);
 LLVMValueRef cg_lx_consti(LLVMTypeRef ty, int64_t v);
+/* A constant global name in mod initialized to init (its type), with the
+ * given linkage and alignment (0: the default). */
+LLVMValueRef cg_lx_global(LLVMModuleRef mod, LLVMValueRef init, const char *name, LLVMLinkage link,
+                          unsigned align);
 /* Calls an overloaded intrinsic by name with the given overload types. */
 LLVMValueRef cg_lx_intrin(lx_fn *f, const char *name, LLVMTypeRef *over, int nover,
                           LLVMValueRef *args, int nargs);

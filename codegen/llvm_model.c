@@ -95,12 +95,7 @@ typedef struct pctx {
 } pctx;
 
 static LLVMValueRef pglobal(pctx *c, LLVMValueRef init, const char *name, unsigned align) {
-  LLVMValueRef g = LLVMAddGlobal(c->mod, LLVMTypeOf(init), name);
-  LLVMSetInitializer(g, init);
-  LLVMSetGlobalConstant(g, 1);
-  LLVMSetLinkage(g, LLVMPrivateLinkage);
-  if (align) LLVMSetAlignment(g, align);
-  return g;
+  return cg_lx_global(c->mod, init, name, LLVMPrivateLinkage, align);
 }
 
 static LLVMValueRef pstr(pctx *c, const char *s) {
@@ -214,11 +209,7 @@ static ts_status build_plan_module(pctx *c, const tsrt_model_plan *p, int nkerne
                         LLVMConstInt(c->i32, (unsigned long long)p->noutputs, 0),
                         pstr(c, p->name), pstr(c, p->target), syms, tensors, calls, kernels, inputs,
                         outputs, weights, LLVMConstInt(c->i64, p->weights_bytes, 0)};
-  LLVMValueRef g = LLVMAddGlobal(c->mod, plan_t, TSRT_MODEL_SYMBOL);
-  LLVMSetInitializer(g, LLVMConstNamedStruct(plan_t, f, 17));
-  LLVMSetGlobalConstant(g, 1);
-  LLVMSetLinkage(g, LLVMExternalLinkage);
-  LLVMSetAlignment(g, 8);
+  cg_lx_global(c->mod, LLVMConstNamedStruct(plan_t, f, 17), TSRT_MODEL_SYMBOL, LLVMExternalLinkage, 8);
   return TS_OK;
 }
 
