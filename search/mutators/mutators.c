@@ -30,6 +30,19 @@ static int divisors_above_one(int64_t x, int64_t *out, int cap) {
   return n;
 }
 
+/* A copy of tr whose instruction k takes decision (n values v); NULL on
+ * failure. */
+static sch_trace *with_decision(const sch_trace *tr, int k, int n, int64_t *v) {
+  sch_trace *out = sch_trace_copy(tr);
+  if (!out) return NULL;
+  sch_decision dec = {n, v};
+  if (sch_trace_set_decision(out, k, &dec, NULL)) {
+    sch_trace_free(out);
+    return NULL;
+  }
+  return out;
+}
+
 static sch_trace *mutate_tile_size(const sch_trace *tr, ts_rng *rng) {
   int cands[MAX_CANDS], nc = 0;
   for (int i = 0; i < sch_trace_len(tr) && nc < MAX_CANDS; i++)
@@ -70,14 +83,7 @@ static sch_trace *mutate_tile_size(const sch_trace *tr, ts_rng *rng) {
     int64_t dv = divs[ts_rng_below(rng, (uint64_t)nd)];
     v[x] /= dv;
     v[y] *= dv;
-    sch_trace *out = sch_trace_copy(tr);
-    if (!out) return NULL;
-    sch_decision dec = {n, v};
-    if (sch_trace_set_decision(out, k, &dec, NULL)) {
-      sch_trace_free(out);
-      return NULL;
-    }
-    return out;
+    return with_decision(tr, k, n, v);
   }
   return NULL;
 }
@@ -99,14 +105,7 @@ static sch_trace *mutate_compute_location(const sch_trace *tr, ts_rng *rng) {
   for (int64_t a = -2; a < 12; a++)
     if (a != cur) alts[na++] = a;
   int64_t nv = alts[ts_rng_below(rng, (uint64_t)na)];
-  sch_trace *out = sch_trace_copy(tr);
-  if (!out) return NULL;
-  sch_decision dec = {1, &nv};
-  if (sch_trace_set_decision(out, k, &dec, NULL)) {
-    sch_trace_free(out);
-    return NULL;
-  }
-  return out;
+  return with_decision(tr, k, 1, &nv);
 }
 
 /* ---- unroll -------------------------------------------------------------------- */
@@ -138,14 +137,7 @@ sch_trace *srch_resample_categorical(const sch_trace *tr, int k, ts_rng *rng) {
     if (r < 0) break;
   }
   if (pick < 0) return NULL;
-  sch_trace *out = sch_trace_copy(tr);
-  if (!out) return NULL;
-  sch_decision dec = {1, &pick};
-  if (sch_trace_set_decision(out, k, &dec, NULL)) {
-    sch_trace_free(out);
-    return NULL;
-  }
-  return out;
+  return with_decision(tr, k, 1, &pick);
 }
 
 static sch_trace *mutate_unroll(const sch_trace *tr, ts_rng *rng) {
