@@ -10,25 +10,6 @@
 
 #define MAXL 32
 
-static bool region_uses(const ir_region *rg, const ir_var *v) {
-  for (int k = 0; k < rg->ndim; k++)
-    if (ir_expr_uses_var(rg->ranges[k].min, v) || ir_expr_uses_var(rg->ranges[k].extent, v)) return true;
-  return false;
-}
-
-/* The reuse test of NeedsMultiLevelTiling: a non-unit spatial iter var
- * that some read (other than of the output) does not use. */
-static bool tiling_eligible(const ir_block *b) {
-  if (b->nreads < 1) return false;
-  for (int i = 0; i < b->niter; i++) {
-    int64_t ext;
-    if (b->iters[i].type != IR_ITER_S || !ir_as_int(b->iters[i].dom.extent, &ext) || ext <= 1) continue;
-    for (int j = 0; j < b->nreads; j++)
-      if (b->reads[j].buf != b->writes[0].buf && !region_uses(&b->reads[j], b->iters[i].var)) return true;
-  }
-  return false;
-}
-
 /* Checks the conditions on the concrete state; fills is_red per loop and
  * the spatial/reduction extents' products. */
 static bool eligible(const srch_rule_ctx *c, sch_traced *t, const char *block, int *nl_out, bool *is_red) {
@@ -73,7 +54,7 @@ static bool eligible(const srch_rule_ctx *c, sch_traced *t, const char *block, i
   }
   double max_par = (double)c->num_cores * 16;
   *nl_out = nl;
-  if (tiling_eligible(b)) return !(space >= reduce || space > max_par);
+  if (b->nreads >= 1 && srch_block_has_reuse(b)) return !(space >= reduce || space > max_par);
   return reduce > 1 && reduce > (double)c->num_cores;
 }
 

@@ -16,6 +16,16 @@ static bool region_uses(const ir_region *rg, const ir_var *v) {
   return false;
 }
 
+bool srch_block_has_reuse(const ir_block *b) {
+  for (int i = 0; i < b->niter; i++) {
+    int64_t ext;
+    if (b->iters[i].type != IR_ITER_S || !ir_as_int(b->iters[i].dom.extent, &ext) || ext <= 1) continue;
+    for (int j = 0; j < b->nreads; j++)
+      if (b->reads[j].buf != b->writes[0].buf && !region_uses(&b->reads[j], b->iters[i].var)) return true;
+  }
+  return false;
+}
+
 /* NeedsMultiLevelTiling (shared with the GPU tiling rule); fills the loop
  * var -> iter index map. serial_only: every loop must still be serial. */
 bool srch_needs_multi_level_tiling(const ir_func *f, const ir_stmt *r, int nloops, const ir_var **lv,
@@ -54,15 +64,7 @@ bool srch_needs_multi_level_tiling(const ir_func *f, const ir_stmt *r, int nloop
       if (!ir_as_int(b->reads[i].ranges[k].extent, &e)) return false;
     }
   }
-  /* reuse: some non-unit spatial var is unused by some read */
-  for (int i = 0; i < b->niter; i++) {
-    if (b->iters[i].type != IR_ITER_S) continue;
-    int64_t ext;
-    if (!ir_as_int(b->iters[i].dom.extent, &ext) || ext <= 1) continue;
-    for (int j = 0; j < b->nreads; j++)
-      if (b->reads[j].buf != b->writes[0].buf && !region_uses(&b->reads[j], b->iters[i].var)) return true;
-  }
-  return false;
+  return srch_block_has_reuse(b);
 }
 
 const ir_stmt *srch_block_needs_tiling(sch_traced *t, const char *block, bool serial_only, int *iter_of,
