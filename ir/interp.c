@@ -732,6 +732,58 @@ static ins mkins(int op) {
 }
 
 /* Splits one expression node into tasks. */
+/* An extern call: its row of extern_table (name, then the return type), its
+ * checked arguments, then OP_EXTERN. */
+static bool plan_extern(compiler *c, const ir_expr *e, ins in, const char *ctx) {
+  vm *m = c->m;
+  char b1[24];
+  const char *nm = e->u.ext.name ? e->u.ext.name : "";
+  int k = 0, named = 0;
+  for (; k < N_EXTERN; k++) {
+    if (strcmp(extern_table[k].name, nm)) continue;
+    named++;
+    if (llvm_same_type(e->dtype, extern_table[k].ret)) break;
+  }
+  if (k == N_EXTERN && named) {
+    return fail(m, TS_ETYPE, ctx, "interpreter: call_extern '%s' returning %s is not implemented here", nm,
+                dtstr(e->dtype, b1)),
+           false;
+  }
+  if (k == N_EXTERN) {
+    char known[512];
+    size_t o = 0;
+    for (int j = 0; j < N_EXTERN && o < sizeof known; j++)
+      if (!j || strcmp(extern_table[j].name, extern_table[j - 1].name))
+        o += (size_t)snprintf(known + o, sizeof known - o, "%s%s", j ? ", " : "", extern_table[j].name);
+    return fail(m, TS_EUNSUPPORTED, ctx,
+                "interpreter: call_extern '%s' has no implementation here (known: %s)", nm, known),
+           false;
+  }
+  const struct extern_impl *x = &extern_table[k];
+  char b2[24];
+  if (!llvm_same_type(e->dtype, x->ret))
+    return fail(m, TS_ETYPE, ctx, "call_extern '%s' returns %s, not %s", nm, dtstr(x->ret, b1),
+                dtstr(e->dtype, b2)),
+           false;
+  if (e->u.ext.nargs != x->nargs)
+    return fail(m, TS_EINVAL, ctx, "call_extern '%s' takes %d arguments, got %d", nm, x->nargs,
+                e->u.ext.nargs),
+           false;
+  for (int i = 0; i < x->nargs; i++) {
+    const ir_expr *ai = e->u.ext.args[i];
+    if (!ai) return malformed(m, ctx, "call_extern with a missing argument");
+    if (!llvm_same_type(ai->dtype, x->args[i]))
+      return fail(m, TS_ETYPE, ctx, "argument %d of call_extern '%s' is %s, it needs %s", i, nm,
+                  dtstr(ai->dtype, b1), dtstr(x->args[i], b2)),
+             false;
+    if (!t_expr(c, ai, ctx)) return false;
+  }
+  in.op = OP_EXTERN;
+  in.sub = (uint8_t)k;
+  in.a = x->nargs;
+  return t_emit(c, in, 0, ctx);
+}
+
 static bool plan_expr(compiler *c, const ir_expr *e, const char *ctx) {
   vm *m = c->m;
   ins in = mkins(OP_HALT);
@@ -833,53 +885,8 @@ static bool plan_expr(compiler *c, const ir_expr *e, const char *ctx) {
     in.dt.lanes = (uint16_t)e->u.ramp.lanes;
     return t_expr(c, e->u.ramp.base, ctx) && t_expr(c, e->u.ramp.stride, ctx) &&
            t_emit(c, in, 0, ctx);
-  case IR_CALL_EXTERN: {
-    const char *nm = e->u.ext.name ? e->u.ext.name : "";
-    int k = 0, named = 0;
-    for (; k < N_EXTERN; k++) {
-      if (strcmp(extern_table[k].name, nm)) continue;
-      named++;
-      if (llvm_same_type(e->dtype, extern_table[k].ret)) break;
-    }
-    if (k == N_EXTERN && named) {
-      return fail(m, TS_ETYPE, ctx, "interpreter: call_extern '%s' returning %s is not implemented here", nm,
-                  dtstr(e->dtype, b1)),
-             false;
-    }
-    if (k == N_EXTERN) {
-      char known[512];
-      size_t o = 0;
-      for (int j = 0; j < N_EXTERN && o < sizeof known; j++)
-        if (!j || strcmp(extern_table[j].name, extern_table[j - 1].name))
-          o += (size_t)snprintf(known + o, sizeof known - o, "%s%s", j ? ", " : "", extern_table[j].name);
-      return fail(m, TS_EUNSUPPORTED, ctx,
-                  "interpreter: call_extern '%s' has no implementation here (known: %s)", nm, known),
-             false;
-    }
-    const struct extern_impl *x = &extern_table[k];
-    char b2[24];
-    if (!llvm_same_type(e->dtype, x->ret))
-      return fail(m, TS_ETYPE, ctx, "call_extern '%s' returns %s, not %s", nm, dtstr(x->ret, b1),
-                  dtstr(e->dtype, b2)),
-             false;
-    if (e->u.ext.nargs != x->nargs)
-      return fail(m, TS_EINVAL, ctx, "call_extern '%s' takes %d arguments, got %d", nm, x->nargs,
-                  e->u.ext.nargs),
-             false;
-    for (int i = 0; i < x->nargs; i++) {
-      const ir_expr *ai = e->u.ext.args[i];
-      if (!ai) return malformed(m, ctx, "call_extern with a missing argument");
-      if (!llvm_same_type(ai->dtype, x->args[i]))
-        return fail(m, TS_ETYPE, ctx, "argument %d of call_extern '%s' is %s, it needs %s", i, nm,
-                    dtstr(ai->dtype, b1), dtstr(x->args[i], b2)),
-               false;
-      if (!t_expr(c, ai, ctx)) return false;
-    }
-    in.op = OP_EXTERN;
-    in.sub = (uint8_t)k;
-    in.a = x->nargs;
-    return t_emit(c, in, 0, ctx);
-  }
+  case IR_CALL_EXTERN:
+    return plan_extern(c, e, in, ctx);
   case IR_REINTERPRET: {
     const ir_expr *v = e->u.cast.value;
     if (!v) return malformed(m, ctx, "reinterpret without an operand");

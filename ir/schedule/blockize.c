@@ -98,19 +98,11 @@ static int cmp_coef(const void *x, const void *y) {
   return a[0] < b[0] ? -1 : a[0] > b[0];
 }
 
-ts_status sch_blockize(sch_state *s, sch_loop loop, sch_block *out, ts_diag *d) {
-  ts_arena *a = &s->arena;
-  sch_path p;
-  if (loop.mark != SCH_LOC_LOOP || !loop.var)
-    return ts_diag_set(d, TS_ESCHEDULE, P ": needs a real loop, not a compute-location mark");
-  ts_status st = sch_find_loop(s, loop.var, &p, P, d);
-  if (st) return st;
-  int k = p.n - 1;
-  ir_stmt *top = p.node[k];
-  /* the perfect nest under l */
-  inner_loop loops[64];
-  int nl = 0;
+/* The perfect nest of constant, zero-based, unbound loops under top (the
+ * blockized loop) down to its one block realize, into loops[0..*nl). */
+static ts_status perfect_nest(ir_stmt *top, sch_loop loop, inner_loop loops[64], int *nl, ir_stmt **rz, ts_diag *d) {
   ir_stmt *cur = top;
+  *nl = 0;
   while (cur && cur->kind == IR_FOR) {
     int64_t mn, ex;
     if (!ir_as_int(cur->u.loop.min, &mn) || !ir_as_int(cur->u.loop.extent, &ex))
@@ -122,9 +114,9 @@ ts_status sch_blockize(sch_state *s, sch_loop loop, sch_block *out, ts_diag *d) 
     if (cur->u.loop.kind == IR_FOR_THREAD_BINDING)
       return ts_diag_set(d, TS_ESCHEDULE, P ": loop '%s' under '%s' is bound to a thread", cur->u.loop.var->name,
                          loop.var->name);
-    if (nl == 64) return ts_diag_set(d, TS_ESCHEDULE, P ": more than 64 loops under '%s'", loop.var->name);
-    loops[nl].var = cur->u.loop.var;
-    loops[nl++].ext = ex;
+    if (*nl == 64) return ts_diag_set(d, TS_ESCHEDULE, P ": more than 64 loops under '%s'", loop.var->name);
+    loops[*nl].var = cur->u.loop.var;
+    loops[(*nl)++].ext = ex;
     cur = cur->u.loop.body;
   }
   if (!cur || cur->kind != IR_BLOCK_REALIZE) {
@@ -140,7 +132,24 @@ ts_status sch_blockize(sch_state *s, sch_loop loop, sch_block *out, ts_diag *d) 
                        P ": between loop '%s' and its block there is a statement that is not a loop (%s)",
                        loop.var->name, cur && cur->kind == IR_SEQ ? "a sequence" : cur && cur->kind == IR_IF ? "an if" : "a let or allocation");
   }
-  ir_stmt *rz = cur;
+  *rz = cur;
+  return TS_OK;
+}
+
+ts_status sch_blockize(sch_state *s, sch_loop loop, sch_block *out, ts_diag *d) {
+  ts_arena *a = &s->arena;
+  sch_path p;
+  if (loop.mark != SCH_LOC_LOOP || !loop.var)
+    return ts_diag_set(d, TS_ESCHEDULE, P ": needs a real loop, not a compute-location mark");
+  ts_status st = sch_find_loop(s, loop.var, &p, P, d);
+  if (st) return st;
+  int k = p.n - 1;
+  ir_stmt *top = p.node[k];
+  /* the perfect nest under l */
+  inner_loop loops[64];
+  int nl = 0;
+  ir_stmt *rz = NULL;
+  if ((st = perfect_nest(top, loop, loops, &nl, &rz, d))) return st;
   ir_block *b = rz->u.realize.block;
   /* the predicate may only use loops above l */
   for (int j = 0; j < nl; j++)

@@ -252,23 +252,11 @@ static int bindings_injective(const ir_stmt *const *loops, int nloops, const ir_
   return res;
 }
 
-ts_status sch_decompose_reduction(sch_state *s, sch_block b, sch_loop l, sch_block *out,
-                                  ts_diag *d) {
-  const char *P = "decompose_reduction";
-  ts_arena *a = &s->arena;
-  sch_path p, lp;
-  ts_status st = sch_find_block(s, b.name, &p, P, d);
-  if (st) return st;
-  if (l.mark != SCH_LOC_LOOP || !l.var)
-    return ts_diag_set(d, TS_ESCHEDULE, "%s: needs a loop above block '%s', not a location mark",
-                       P, b.name);
-  st = sch_find_loop(s, l.var, &lp, P, d);
-  if (st) return st;
-  ir_stmt *rz = p.node[p.n - 1];
-  const ir_block *blk = rz->u.realize.block;
-  int sc = sch_path_scope(&p, p.n - 1);
-  if (sc < 0) return ts_diag_set(d, TS_ESCHEDULE, "%s: '%s' is the root block", P, blk->name);
-
+/* decompose_reduction's checks on the block: a reduction (an init, S/R iter
+ * vars, no reduce var indexing an output, affine bindings) whose outputs no
+ * other block of its scope writes. */
+static ts_status check_reduction_block(const sch_path *pp, int sc, const ir_stmt *rz, const ir_block *blk,
+                                       const char *P, ts_diag *d) {
   /* the block is a reduction */
   if (!blk->init)
     return ts_diag_set(d, TS_ESCHEDULE, "%s: block '%s' is not a reduction (it has no init)", P,
@@ -296,7 +284,7 @@ ts_status sch_decompose_reduction(sch_state *s, sch_block b, sch_loop l, sch_blo
   {
     ts_vec kids;
     ts_vec_init(&kids);
-    if (sch_child_realizes(p.node[sc]->u.realize.block->body, &kids)) {
+    if (sch_child_realizes(pp->node[sc]->u.realize.block->body, &kids)) {
       ts_vec_fini(&kids);
       return ts_diag_set(d, TS_ENOMEM, "out of memory");
     }
@@ -316,19 +304,28 @@ ts_status sch_decompose_reduction(sch_state *s, sch_block b, sch_loop l, sch_blo
                          "%s: block '%s' is not a reduction: '%s' also writes its output '%s'", P,
                          blk->name, other, what);
   }
+  return TS_OK;
+}
 
+/* decompose_reduction's checks on the loop l: an ancestor of the block in its
+ * scope (its path index in *kout), at or above every reduction loop, every
+ * non-unit loop below it feeding a binding, and the loops at and below it
+ * visiting each point of the block once. */
+static ts_status check_decompose_loop(const sch_path *pp, int sc, const ir_stmt *rz, const ir_block *blk,
+                                      sch_loop l, int *kout, const char *P, ts_diag *d) {
   /* the loop is an ancestor of the block within its scope */
   int k = -1;
-  for (int i = sc + 1; i < p.n - 1; i++)
-    if (p.node[i]->kind == IR_FOR && p.node[i]->u.loop.var == l.var) k = i;
+  for (int i = sc + 1; i < pp->n - 1; i++)
+    if (pp->node[i]->kind == IR_FOR && pp->node[i]->u.loop.var == l.var) k = i;
   if (k < 0)
     return ts_diag_set(d, TS_ESCHEDULE, "%s: loop '%s' is not an ancestor of block '%s'", P,
                        l.var->name, blk->name);
+  *kout = k;
   /* no loop above it feeds a reduce binding (the loop itself may be the
    * outermost reduction loop: the init then goes right before it) */
   for (int i = sc + 1; i < k; i++) {
-    if (p.node[i]->kind != IR_FOR) continue;
-    const ir_var *v = p.node[i]->u.loop.var;
+    if (pp->node[i]->kind != IR_FOR) continue;
+    const ir_var *v = pp->node[i]->u.loop.var;
     for (int j = 0; j < blk->niter; j++)
       if (blk->iters[j].type == IR_ITER_R && ir_expr_uses_var(rz->u.realize.iter_values[j], v))
         return ts_diag_set(d, TS_ESCHEDULE,
@@ -337,9 +334,9 @@ ts_status sch_decompose_reduction(sch_state *s, sch_block b, sch_loop l, sch_blo
                            P, blk->iters[j].var->name, blk->name, v->name, l.var->name);
   }
   /* every non-unit loop below it feeds some binding */
-  for (int i = k; i < p.n - 1; i++) {
-    if (p.node[i]->kind != IR_FOR) continue;
-    const ir_stmt *lo = p.node[i];
+  for (int i = k; i < pp->n - 1; i++) {
+    if (pp->node[i]->kind != IR_FOR) continue;
+    const ir_stmt *lo = pp->node[i];
     int64_t e;
     if (ir_as_int(lo->u.loop.extent, &e) && e == 1) continue;
     bool used = false;
@@ -355,10 +352,10 @@ ts_status sch_decompose_reduction(sch_state *s, sch_block b, sch_loop l, sch_blo
   {
     const ir_stmt *inner[128], *outer[128];
     int ni = 0, no = 0;
-    for (int i = sc + 1; i < p.n - 1; i++) {
-      if (p.node[i]->kind != IR_FOR) continue;
-      if (i < k && no < 128) outer[no++] = p.node[i];
-      else if (i >= k && ni < 128) inner[ni++] = p.node[i];
+    for (int i = sc + 1; i < pp->n - 1; i++) {
+      if (pp->node[i]->kind != IR_FOR) continue;
+      if (i < k && no < 128) outer[no++] = pp->node[i];
+      else if (i >= k && ni < 128) inner[ni++] = pp->node[i];
     }
     int inj = bindings_injective_affine(inner, ni, rz);
     if (inj < 0) inj = bindings_injective(inner, ni, outer, no, rz);
@@ -377,6 +374,29 @@ ts_status sch_decompose_reduction(sch_state *s, sch_block b, sch_loop l, sch_blo
                              "symbolic space)",
                              P, l.var->name, blk->name, blk->iters[i].var->name);
   }
+  return TS_OK;
+}
+
+ts_status sch_decompose_reduction(sch_state *s, sch_block b, sch_loop l, sch_block *out,
+                                  ts_diag *d) {
+  const char *P = "decompose_reduction";
+  ts_arena *a = &s->arena;
+  sch_path p, lp;
+  ts_status st = sch_find_block(s, b.name, &p, P, d);
+  if (st) return st;
+  if (l.mark != SCH_LOC_LOOP || !l.var)
+    return ts_diag_set(d, TS_ESCHEDULE, "%s: needs a loop above block '%s', not a location mark",
+                       P, b.name);
+  st = sch_find_loop(s, l.var, &lp, P, d);
+  if (st) return st;
+  ir_stmt *rz = p.node[p.n - 1];
+  const ir_block *blk = rz->u.realize.block;
+  int sc = sch_path_scope(&p, p.n - 1);
+  if (sc < 0) return ts_diag_set(d, TS_ESCHEDULE, "%s: '%s' is the root block", P, blk->name);
+
+  if ((st = check_reduction_block(&p, sc, rz, blk, P, d))) return st;
+  int k = -1;
+  if ((st = check_decompose_loop(&p, sc, rz, blk, l, &k, P, d))) return st;
 
   /* chosen loops (S bindings use them) and dropped ones, from k down */
   int nl = p.n - 1 - k;
