@@ -4,6 +4,7 @@
 #include "base/ts.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -327,4 +328,18 @@ bool ts_debug(const char *topic) {
     p += m;
   }
   return false;
+}
+
+bool ts_grow(void **p, int *cap, int need, size_t elem) {
+  if (need <= *cap) return true;
+  int nc = *cap ? *cap : 16;
+  while (nc < need) {
+    if (nc > INT_MAX / 2) return false;
+    nc *= 2;
+  }
+  void *q = ts_realloc(*p, (size_t)nc * elem);
+  if (!q) return false;
+  *p = q;
+  *cap = nc;
+  return true;
 }

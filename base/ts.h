@@ -148,6 +148,11 @@ void ts_vec_init(ts_vec *v);
 void ts_vec_fini(ts_vec *v);
 ts_status ts_vec_push(ts_vec *v, void *item);
 
+/* Grows the heap array *p (elements of elem bytes, capacity *cap) to hold at
+ * least need elements, doubling from 16; false (and *p unchanged) when
+ * out of memory or the size overflows. */
+bool ts_grow(void **p, int *cap, int need, size_t elem);
+
 /* Reads a whole file into a heap string (caller frees). */
 ts_status ts_read_file(const char *path, char **out, size_t *len, ts_diag *d);
 

@@ -38,23 +38,13 @@ int cu_tag_of(const char *t) {
 }
 
 
-static bool growp(void **p, int *cap, int need, size_t elem) {
-  if (need <= *cap) return true;
-  int nc = *cap ? *cap * 2 : 16;
-  while (nc < need) nc *= 2;
-  void *q = ts_realloc(*p, (size_t)nc * elem);
-  if (!q) return false;
-  *p = q;
-  *cap = nc;
-  return true;
-}
 
 /* ---- names ---------------------------------------------------------------- */
 
 static const char *name_of(cctx *c, const void *key, const char *base, uint32_t id, bool keep) {
   for (int i = 0; i < c->nnames; i++)
     if (c->names[i].key == key) return c->names[i].name;
-  if (!growp((void **)&c->names, &c->capnames, c->nnames + 1, sizeof *c->names)) {
+  if (!ts_grow((void **)&c->names, &c->capnames, c->nnames + 1, sizeof *c->names)) {
     failp(c, TS_ENOMEM, "cuda: out of memory");
     return "_";
   }
@@ -91,7 +81,7 @@ static var_mask *find_var(cctx *c, const ir_var *v) {
   return NULL;
 }
 void cu_push_var(cctx *c, const ir_var *v, unsigned mask, int tag, int lanes) {
-  if (!growp((void **)&c->vars, &c->capvars, c->nvars + 1, sizeof *c->vars)) {
+  if (!ts_grow((void **)&c->vars, &c->capvars, c->nvars + 1, sizeof *c->vars)) {
     failp(c, TS_ENOMEM, "cuda: out of memory");
     return;
   }
@@ -980,7 +970,7 @@ static bool glob_cb(void *ctx, const ir_stmt *s) {
   if (s->kind == IR_ALLOCATE) {
     const ir_buffer *b = s->u.alloc.buf;
     if (!b->scope || strcmp(b->scope, "global") == 0) {
-      if (growp((void **)&c->globals, &c->capglobals, c->nglobals + 1, sizeof *c->globals))
+      if (ts_grow((void **)&c->globals, &c->capglobals, c->nglobals + 1, sizeof *c->globals))
         c->globals[c->nglobals++] = b;
       else
         failp(c, TS_ENOMEM, "cuda: out of memory");

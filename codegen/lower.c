@@ -102,16 +102,6 @@ static void *fail(lctx *c, ts_status code, const char *fmt, ...) {
   return NULL;
 }
 
-static bool grow(void **p, int *cap, int need, size_t elem) {
-  if (need <= *cap) return true;
-  int nc = *cap ? *cap * 2 : 16;
-  while (nc < need) nc *= 2;
-  void *q = ts_realloc(*p, (size_t)nc * elem);
-  if (!q) return false;
-  *p = q;
-  *cap = nc;
-  return true;
-}
 
 static bufinfo *find_buf(lctx *c, const ir_buffer *b) {
   for (int i = c->nbuf - 1; i >= 0; i--)
@@ -168,13 +158,13 @@ static cplan *new_plan(lctx *c, const ir_buffer *b) {
   p->buf = b;
   p->depth0 = c->npath;
   p->bad = b->strides != NULL || b->elem_offset != NULL || b->ndim == 0;
-  if (!grow((void **)&c->plans, &c->capplan, c->nplan + 1, sizeof *c->plans)) return NN(c, NULL);
+  if (!ts_grow((void **)&c->plans, &c->capplan, c->nplan + 1, sizeof *c->plans)) return NN(c, NULL);
   c->plans[c->nplan++] = p;
   return p;
 }
 
 static bool record_access(lctx *c, cplan *p, ir_expr **idx) {
-  if (!grow((void **)&p->acc, &p->capacc, p->nacc + 1, sizeof *p->acc)) {
+  if (!ts_grow((void **)&p->acc, &p->capacc, p->nacc + 1, sizeof *p->acc)) {
     NN(c, NULL);
     return false;
   }
@@ -541,7 +531,7 @@ static bufinfo *add_buffer(lctx *c, const ir_buffer *b, bool allocated, ir_expr 
   bi->orig = b;
   bi->flat = flat;
   bi->strides = st;
-  if (!grow((void **)&c->bufs, &c->capbuf, c->nbuf + 1, sizeof *c->bufs)) return NN(c, NULL);
+  if (!ts_grow((void **)&c->bufs, &c->capbuf, c->nbuf + 1, sizeof *c->bufs)) return NN(c, NULL);
   c->bufs[c->nbuf++] = bi;
   return bi;
 }
@@ -569,7 +559,7 @@ static ir_stmt *lower_loop(lctx *c, ir_stmt *s) {
      * is its min, so indices fold without it. */
     ir_var *v = s->u.loop.var;
     ir_expr *val = mn->dtype.code == v->dtype.code ? mn : NN(c, ir_cast(c->a, v->dtype, mn));
-    if (!val || !grow((void **)&c->binds, &c->capbind, c->nbind + 1, sizeof *c->binds)) return NN(c, NULL);
+    if (!val || !ts_grow((void **)&c->binds, &c->capbind, c->nbind + 1, sizeof *c->binds)) return NN(c, NULL);
     int mark = c->nbind;
     c->binds[c->nbind++] = (binding){v, val};
     ir_stmt *body = lower_stmt(c, s->u.loop.body);
@@ -578,7 +568,7 @@ static ir_stmt *lower_loop(lctx *c, ir_stmt *s) {
   }
   int mark = c->an.n;
   if (ir_analyzer_bind(&c->an, s->u.loop.var, mn, ext)) return NN(c, NULL);
-  if (!grow((void **)&c->path, &c->cappath, c->npath + 1, sizeof *c->path)) return NN(c, NULL);
+  if (!ts_grow((void **)&c->path, &c->cappath, c->npath + 1, sizeof *c->path)) return NN(c, NULL);
   c->path[c->npath++] = (pathent){s, s->u.loop.var, mn, ext, s->u.loop.kind, s->u.loop.thread};
   ir_stmt *body = lower_stmt(c, s->u.loop.body);
   c->npath--;
@@ -795,7 +785,7 @@ static ir_stmt *lower_realize(lctx *c, ir_stmt *s) {
   ir_expr *pred = s->u.realize.predicate ? simp(c, lower_expr(c, s->u.realize.predicate)) : NULL;
   if (c->st) return NULL;
   int mark = c->nbind, bmark = c->nbuf;
-  if (!grow((void **)&c->binds, &c->capbind, c->nbind + niter, sizeof *c->binds)) return NN(c, NULL);
+  if (!ts_grow((void **)&c->binds, &c->capbind, c->nbind + niter, sizeof *c->binds)) return NN(c, NULL);
   for (int i = 0; i < niter; i++) c->binds[c->nbind++] = (binding){blk->iters[i].var, vals[i]};
 
   for (int i = 0; i < blk->nalloc; i++) {

@@ -67,16 +67,8 @@ void tg_graph_free(tg_graph *g) {
   g->ninputs = g->noutputs = 0;
 }
 
-/* Grows a heap table of pointers/ints to hold one more element. */
-static bool grow(void **tab, int *cap, int n, size_t elem) {
-  if (n < *cap) return true;
-  int nc = *cap ? *cap * 2 : 16;
-  void *p = ts_realloc(*tab, (size_t)nc * elem);
-  if (!p) return false;
-  *tab = p;
-  *cap = nc;
-  return true;
-}
+/* Grows a heap table of pointers/ints to hold one more element than n. */
+static bool grow(void **tab, int *cap, int n, size_t elem) { return ts_grow(tab, cap, n + 1, elem); }
 
 /* ---- values --------------------------------------------------------------- */
 
