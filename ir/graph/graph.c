@@ -67,8 +67,6 @@ void tg_graph_free(tg_graph *g) {
   g->ninputs = g->noutputs = 0;
 }
 
-/* Grows a heap table of pointers/ints to hold one more element than n. */
-static bool grow(void **tab, int *cap, int n, size_t elem) { return ts_grow(tab, cap, n + 1, elem); }
 
 /* ---- values --------------------------------------------------------------- */
 
@@ -104,7 +102,7 @@ int tg_value_add(tg_graph *g, const char *name, tg_value_kind kind, ir_dtype dt,
     ts_diag_set(d, TS_EINVAL, "graph %s: value name '%s' is already taken", g->name, name);
     return -1;
   }
-  if (!grow((void **)&g->values, &g->capvalues, g->nvalues, sizeof *g->values)) goto oom;
+  if (!ts_grow((void **)&g->values, &g->capvalues, g->nvalues + 1, sizeof *g->values)) goto oom;
   tg_value *v = TS_ANEW(a, tg_value);
   if (!v) goto oom;
   v->id = g->nvalues;
@@ -221,7 +219,7 @@ int tg_node_add(tg_graph *g, tg_op op, const char *name, int nin, const int *inp
     while (node_name_taken(g, tmp));
     name = tmp;
   }
-  if (!grow((void **)&g->nodes, &g->capnodes, g->nnodes, sizeof *g->nodes)) goto oom;
+  if (!ts_grow((void **)&g->nodes, &g->capnodes, g->nnodes + 1, sizeof *g->nodes)) goto oom;
   tg_node *n = TS_ANEW(a, tg_node);
   if (!n) goto oom;
   n->id = g->nnodes;

@@ -38,7 +38,7 @@
 
 static const char *tessel, *models, *root;
 static bool slow;
-static char tmpdir[256], python[512], ort_script[512];
+static char tmpdir[256], python[TR_PATH_MAX], ort_script[TR_PATH_MAX];
 
 static tr_result sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static tr_result sh(const char *fmt, ...) {
@@ -389,14 +389,7 @@ int main(int argc, char **argv) {
   }
   tessel = argv[1];
   slow = argc > 2 && !strcmp(argv[2], "tune");
-  models = getenv("MODELS_DIR");
-  root = getenv("TESSEL_SOURCE_ROOT");
-  if (!models || !root) {
-    fprintf(stderr, "MODELS_DIR and TESSEL_SOURCE_ROOT must be set (meson test sets them)\n");
-    return 2;
-  }
-  snprintf(python, sizeof python, "%s/.venv/bin/python", root);
-  snprintf(ort_script, sizeof ort_script, "%s/tests/models/ort_run.py", root);
+  if (!tr_model_env(&models, &root, python, ort_script)) return 2;
   if (!have_python()) fprintf(stderr, "no %s: the onnxruntime cases are skipped\n", python);
   Suite *su = suite_create("layout_model");
   TCase *tc = tcase_create("layout_model");

@@ -46,7 +46,7 @@
 
 static const char *tessel, *example, *models, *root;
 static const char *server_arm, *qemu; /* the board case: argv[3], argv[4] */
-static char tmpdir[256], python[512], ort_script[512];
+static char tmpdir[256], python[TR_PATH_MAX], ort_script[TR_PATH_MAX];
 
 /* Runs the shell command fmt..., output captured under tmpdir. */
 static tr_result sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -612,14 +612,7 @@ int main(int argc, char **argv) {
   tessel = argv[1];
   example = argv[2];
   if (argc >= 5) server_arm = argv[3], qemu = argv[4];
-  models = getenv("MODELS_DIR");
-  root = getenv("TESSEL_SOURCE_ROOT");
-  if (!models || !root) {
-    fprintf(stderr, "MODELS_DIR and TESSEL_SOURCE_ROOT must be set (meson test does)\n");
-    return 2;
-  }
-  snprintf(python, sizeof python, "%s/.venv/bin/python3", root);
-  snprintf(ort_script, sizeof ort_script, "%s/tests/models/ort_run.py", root);
+  if (!tr_model_env(&models, &root, python, ort_script)) return 2;
   Suite *s = suite_create("model");
   TCase *tc = tcase_create("model");
   tcase_add_checked_fixture(tc, setup, teardown);

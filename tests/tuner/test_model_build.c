@@ -30,7 +30,7 @@
 #include "util/run.h"
 
 static const char *models, *root;
-static char tmpdir[256], python[512], ort_script[512];
+static char tmpdir[256], python[TR_PATH_MAX], ort_script[TR_PATH_MAX];
 
 static void setup(void) {
   snprintf(tmpdir, sizeof tmpdir, "/tmp/tessel_model_build_XXXXXX");
@@ -325,14 +325,7 @@ START_TEST(bad_input) {
 END_TEST
 
 int main(void) {
-  models = getenv("MODELS_DIR");
-  root = getenv("TESSEL_SOURCE_ROOT");
-  if (!models || !root) {
-    fprintf(stderr, "MODELS_DIR and TESSEL_SOURCE_ROOT must be set (meson test does)\n");
-    return 2;
-  }
-  snprintf(python, sizeof python, "%s/.venv/bin/python3", root);
-  snprintf(ort_script, sizeof ort_script, "%s/tests/models/ort_run.py", root);
+  if (!tr_model_env(&models, &root, python, ort_script)) return 2;
   Suite *s = suite_create("model_build");
   TCase *tc = tcase_create("model_build");
   tcase_add_checked_fixture(tc, setup, teardown);

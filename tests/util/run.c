@@ -95,3 +95,15 @@ void tr_ok(tr_result r, const char *what) {
   ck_assert_msg(r.status == 0, "%s: exit %d\nstdout: %s\nstderr: %s", what, r.status, r.out, r.err);
   tr_result_free(&r);
 }
+
+bool tr_model_env(const char **models, const char **root, char *python, char *ort_script) {
+  *models = getenv("MODELS_DIR");
+  *root = getenv("TESSEL_SOURCE_ROOT");
+  if (!*models || !*root) {
+    fprintf(stderr, "MODELS_DIR and TESSEL_SOURCE_ROOT must be set (meson test does)\n");
+    return false;
+  }
+  snprintf(python, TR_PATH_MAX, "%s/.venv/bin/python3", *root);
+  snprintf(ort_script, TR_PATH_MAX, "%s/tests/models/ort_run.py", *root);
+  return true;
+}

@@ -40,4 +40,12 @@ int tr_count_lines(const char *path);
 /* rm -rf dir; a failure is reported on stderr (best effort, for cleanup). */
 void tr_rmtree(const char *dir);
 
+/* The model tests' environment, set by meson test: MODELS_DIR (the generated
+ * ONNX models) and TESSEL_SOURCE_ROOT, and from the root the venv's python3
+ * and tests/models/ort_run.py (each buffer TR_PATH_MAX bytes). False, after
+ * saying so on stderr, when either variable is missing. */
+#define TR_PATH_MAX 512
+#include <stdbool.h>
+bool tr_model_env(const char **models, const char **root, char *python, char *ort_script);
+
 #endif
