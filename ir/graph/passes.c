@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "../interp.h"
+#include "ops.h"
 #include "passes_int.h"
 
 typedef struct pass_def {
@@ -466,14 +467,9 @@ static bool noop_node(const tg_graph *g, const tg_node *n) {
   if (!ir_dtype_eq(x->dtype, y->dtype) || x->ndim != y->ndim) return false;
   for (int i = 0; i < x->ndim; i++)
     if (!tg_dim_eq(x->dims[i], y->dims[i])) return false;
+  const tg_op_def *def = tg_op_def_of(op);
+  if (def && (def->flags & TG_OPF_NOOP_SAME_SHAPE)) return true;
   switch (op) {
-    case TG_OP_IDENTITY:
-    case TG_OP_RESHAPE:
-    case TG_OP_FLATTEN:
-    case TG_OP_SQUEEZE:
-    case TG_OP_UNSQUEEZE:
-    case TG_OP_CAST:
-      return true;
     case TG_OP_TRANSPOSE: {
       int c;
       const int64_t *perm = tg_attr_ints(n, "perm", &c);

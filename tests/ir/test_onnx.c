@@ -4,7 +4,8 @@
  * every per-op model against the output shapes onnxruntime produced
  * (ops/manifest.json), the canonical form of opset-dependent inputs, the
  * refusals (naming node, op and opset), truncated and bit-flipped files
- * (never a crash), and every allocation failing in turn. */
+ * (never a crash), every allocation failing in turn, and the operator
+ * registry (ir/graph/ops.h) holding one consistent row per op. */
 #include <check.h>
 #include <jansson.h>
 #include <stdio.h>
@@ -12,6 +13,7 @@
 #include <string.h>
 
 #include "ir/graph/onnx.h"
+#include "ir/graph/ops.h"
 
 static char path_buf[4096];
 
@@ -472,6 +474,36 @@ START_TEST(test_oom) {
 }
 END_TEST
 
+/* The operator registry has one row for every op of TG_OP_LIST, found by
+ * enum and by ONNX name, and each row is complete. */
+START_TEST(test_registry) {
+  for (int i = 0; i < TG_OP_COUNT; i++) {
+    tg_op op = (tg_op)i;
+    const tg_op_def *def = tg_op_def_of(op);
+    ck_assert_msg(def != NULL, "no registry row for %s (ir/graph/ops.c)", tg_op_name(op));
+    ck_assert_int_eq(def->op, op);
+    ck_assert_str_eq(def->onnx, tg_op_name(op));
+    ck_assert_ptr_eq(tg_op_def_find(def->onnx), def);
+    ck_assert_ptr_nonnull(def->kernel);
+    ck_assert_ptr_nonnull(def->attrs);
+    if (op == TG_OP_CALL) continue;
+    ck_assert_msg(def->import != NULL, "%s has no import handler", def->onnx);
+    ck_assert_msg(def->since >= 1 && def->since <= TG_ONNX_OPSET_MAX && (!def->until || def->until > def->since),
+                  "%s: opsets [%d, %d)", def->onnx, def->since, def->until);
+    ck_assert_msg(def->min_in >= 0 && (def->max_in < 0 || def->max_in >= def->min_in), "%s: inputs", def->onnx);
+    ck_assert_msg(def->min_out >= 1 && (def->max_out < 0 || def->max_out >= def->min_out), "%s: outputs", def->onnx);
+    if (op == TG_OP_CONSTANT) continue; /* folded before legalisation */
+    ck_assert_msg(def->emit != NULL, "%s has no emitter", def->onnx);
+    ck_assert_msg(strcmp(def->kernel, "op") != 0, "%s has no kernel name", def->onnx);
+    ck_assert_msg(def->lg_min_in >= 1 && def->lg_min_in <= def->min_in, "%s: the emitter needs %d inputs", def->onnx,
+                  def->lg_min_in);
+  }
+  ck_assert_ptr_null(tg_op_def_of(TG_OP_COUNT));
+  ck_assert_ptr_null(tg_op_def_find("NoSuchOp"));
+  ck_assert_ptr_null(tg_op_def_find(NULL));
+}
+END_TEST
+
 static Suite *onnx_suite(void) {
   Suite *s = suite_create("ir_onnx");
   TCase *tc = tcase_create("onnx");
@@ -487,6 +519,7 @@ static Suite *onnx_suite(void) {
   tcase_add_test(tc, test_truncated);
   tcase_add_test(tc, test_bitflips);
   tcase_add_test(tc, test_oom);
+  tcase_add_test(tc, test_registry);
   suite_add_tcase(s, tc);
   return s;
 }

@@ -1,0 +1,84 @@
+/* ops.c — the operator registry (ops.h): one row per operator, in one
+ * place. A row names the ONNX op_type, the kernel's short name, the opset
+ * range, the arity, the attribute spec, the import handler and the
+ * legalisation emitter (both in the operator's family file), the inputs
+ * the emitter needs, the fusion pattern and the flags the passes read.
+ * docs/GRAPH.md ("Adding an operator"). */
+#include <string.h>
+
+#include "ops.h"
+
+#define POOL_ATTRS "s:auto_pad i:ceil_mode I:dilations I:kernel_shape I:pads I:strides"
+#define CONV_ATTRS "s:auto_pad I:dilations i:group I:kernel_shape I:pads I:strides"
+#define CONVT_ATTRS "s:auto_pad I:dilations i:group I:kernel_shape I:output_padding I:output_shape I:pads I:strides"
+#define AVGPOOL_ATTRS "s:auto_pad i:ceil_mode i:count_include_pad I:dilations@19 I:kernel_shape I:pads I:strides"
+#define CONST_ATTRS "T:value f:value_float F:value_floats i:value_int I:value_ints"
+
+#define EW TG_PAT_ELEMWISE
+#define BC TG_PAT_BROADCAST
+#define INJ TG_PAT_INJECTIVE
+#define RED TG_PAT_REDUCE
+#define OUT TG_PAT_OUT_EWISE
+#define OPQ TG_PAT_OPAQUE
+#define NOOP TG_OPF_NOOP_SAME_SHAPE
+#define PARAMS TG_OPF_PARAM_INPUTS
+
+/* clang-format off */
+static const tg_op_def defs[TG_OP_COUNT] = {
+/* op                        ONNX                  kernel               since until in    out   attrs                           import           emit                    lg_in pattern fn  flags */
+#define R(op, ...) [op] = {op, __VA_ARGS__}
+R(TG_OP_CONV,                "Conv",               "conv2d",             1, 0, 2, 3,  1, 1, CONV_ATTRS,                     imp_conv,        lg_emit_conv,            2, OUT, NULL, 0),
+R(TG_OP_CONV_TRANSPOSE,      "ConvTranspose",      "conv2d_transpose",   1, 0, 2, 3,  1, 1, CONVT_ATTRS,                    imp_conv,        lg_emit_conv_transpose,  2, OUT, NULL, 0),
+R(TG_OP_GEMM,                "Gemm",               "dense",              1, 0, 2, 3,  1, 1, "f:alpha f:beta i:transA i:transB", imp_gemm,    lg_emit_gemm,            2, OUT, NULL, 0),
+R(TG_OP_MATMUL,              "MatMul",             "matmul",             1, 0, 2, 2,  1, 1, "",                             imp_matmul,      lg_emit_matmul,          2, OUT, NULL, 0),
+R(TG_OP_ADD,                 "Add",                "add",                1, 0, 2, 2,  1, 1, "",                             imp_binary,      lg_emit_binary,          2, BC, lg_pattern_binary, 0),
+R(TG_OP_SUB,                 "Sub",                "subtract",           1, 0, 2, 2,  1, 1, "",                             imp_binary,      lg_emit_binary,          2, BC, lg_pattern_binary, 0),
+R(TG_OP_MUL,                 "Mul",                "multiply",           1, 0, 2, 2,  1, 1, "",                             imp_binary,      lg_emit_binary,          2, BC, lg_pattern_binary, 0),
+R(TG_OP_DIV,                 "Div",                "divide",             1, 0, 2, 2,  1, 1, "",                             imp_binary,      lg_emit_binary,          2, BC, lg_pattern_binary, 0),
+R(TG_OP_RELU,                "Relu",               "relu",               1, 0, 1, 1,  1, 1, "",                             imp_unary,       lg_emit_unary,           1, EW, NULL, 0),
+R(TG_OP_LEAKY_RELU,          "LeakyRelu",          "leaky_relu",         1, 0, 1, 1,  1, 1, "f:alpha",                      imp_leaky,       lg_emit_unary,           1, EW, NULL, 0),
+R(TG_OP_SIGMOID,             "Sigmoid",            "sigmoid",            1, 0, 1, 1,  1, 1, "",                             imp_unary,       lg_emit_unary,           1, EW, NULL, 0),
+R(TG_OP_TANH,                "Tanh",               "tanh",               1, 0, 1, 1,  1, 1, "",                             imp_unary,       lg_emit_unary,           1, EW, NULL, 0),
+R(TG_OP_ERF,                 "Erf",                "erf",                9, 0, 1, 1,  1, 1, "",                             imp_unary,       lg_emit_unary,           1, EW, NULL, 0),
+R(TG_OP_GELU,                "Gelu",               "gelu",              20, 0, 1, 1,  1, 1, "s:approximate",                imp_gelu,        lg_emit_unary,           1, EW, NULL, 0),
+R(TG_OP_CLIP,                "Clip",               "clip",              11, 0, 1, 3,  1, 1, "",                             imp_clip,        lg_emit_unary,           1, EW, NULL, PARAMS),
+R(TG_OP_SOFTMAX,             "Softmax",            "softmax",           13, 0, 1, 1,  1, 1, "i:axis",                       imp_softmax,     lg_emit_softmax,         1, RED, NULL, 0),
+R(TG_OP_LAYER_NORM,          "LayerNormalization", "layer_norm",        17, 0, 2, 3,  1, 3, "i:axis f:epsilon i:stash_type", imp_layernorm,  lg_emit_layernorm,       2, RED, NULL, 0),
+R(TG_OP_BATCH_NORM,          "BatchNormalization", "batch_norm",         1, 0, 5, 5,  1, 3, "f:epsilon f:momentum i:training_mode@14", imp_batchnorm, lg_emit_batchnorm, 5, BC, NULL, 0),
+R(TG_OP_MAX_POOL,            "MaxPool",            "max_pool2d",         1, 0, 1, 1,  1, 2, POOL_ATTRS " i:storage_order",  imp_pool,        lg_emit_pool,            1, OUT, NULL, 0),
+R(TG_OP_AVERAGE_POOL,        "AveragePool",        "avg_pool2d",         1, 0, 1, 1,  1, 1, AVGPOOL_ATTRS,                  imp_pool,        lg_emit_pool,            1, OUT, NULL, 0),
+R(TG_OP_GLOBAL_AVERAGE_POOL, "GlobalAveragePool",  "global_avg_pool2d",  1, 0, 1, 1,  1, 1, "",                             imp_gap,         lg_emit_global_avg,      1, RED, NULL, 0),
+R(TG_OP_FLATTEN,             "Flatten",            "flatten",            1, 0, 1, 1,  1, 1, "i:axis",                       imp_flatten,     lg_emit_reshape,         1, INJ, NULL, NOOP),
+R(TG_OP_RESHAPE,             "Reshape",            "reshape",            5, 0, 2, 2,  1, 1, "i:allowzero@14",               imp_reshape,     lg_emit_reshape,         1, INJ, NULL, NOOP | PARAMS),
+R(TG_OP_TRANSPOSE,           "Transpose",          "transpose",          1, 0, 1, 1,  1, 1, "I:perm",                       imp_transpose,   lg_emit_transpose,       1, INJ, NULL, 0),
+R(TG_OP_CONCAT,              "Concat",             "concat",             1, 0, 1, -1, 1, 1, "i:axis",                       imp_concat,      lg_emit_concat,          1, INJ, NULL, 0),
+R(TG_OP_SPLIT,               "Split",              "split",             13, 0, 1, 2,  1, -1, "i:axis i:num_outputs@18",     imp_split,       lg_emit_split,           1, INJ, NULL, PARAMS | TG_OPF_ANY_OUTPUT),
+R(TG_OP_SLICE,               "Slice",              "slice",             10, 0, 3, 5,  1, 1, "",                             imp_slice,       lg_emit_slice,           1, INJ, NULL, PARAMS),
+R(TG_OP_GATHER,              "Gather",             "take",               1, 0, 2, 2,  1, 1, "i:axis",                       imp_gather,      lg_emit_gather,          2, INJ, NULL, 0),
+R(TG_OP_PAD,                 "Pad",                "pad",               11, 0, 2, 4,  1, 1, "s:mode",                       imp_pad,         lg_emit_pad,             1, INJ, NULL, PARAMS),
+R(TG_OP_REDUCE_MEAN,         "ReduceMean",         "mean",               1, 0, 1, 2,  1, 1, "I:axes<18 i:keepdims i:noop_with_empty_axes@18", imp_reduce, lg_emit_reduce, 1, RED, NULL, PARAMS),
+R(TG_OP_REDUCE_SUM,          "ReduceSum",          "sum",               13, 0, 1, 2,  1, 1, "i:keepdims i:noop_with_empty_axes", imp_reduce,  lg_emit_reduce,          1, RED, NULL, PARAMS),
+R(TG_OP_SQRT,                "Sqrt",               "sqrt",               1, 0, 1, 1,  1, 1, "",                             imp_unary,       lg_emit_unary,           1, EW, NULL, 0),
+R(TG_OP_POW,                 "Pow",                "power",              1, 0, 2, 2,  1, 1, "",                             imp_binary,      lg_emit_binary,          2, BC, lg_pattern_binary, 0),
+R(TG_OP_CAST,                "Cast",               "cast",               1, 0, 1, 1,  1, 1, "i:to i:saturate@19",           imp_cast,        lg_emit_unary,           1, EW, NULL, NOOP),
+R(TG_OP_SQUEEZE,             "Squeeze",            "squeeze",           13, 0, 1, 2,  1, 1, "",                             imp_squeeze,     lg_emit_reshape,         1, INJ, NULL, NOOP | PARAMS),
+R(TG_OP_UNSQUEEZE,           "Unsqueeze",          "expand_dims",       13, 0, 2, 2,  1, 1, "",                             imp_unsqueeze,   lg_emit_reshape,         1, INJ, NULL, NOOP | PARAMS),
+R(TG_OP_SHAPE,               "Shape",              "shape_of",           1, 0, 1, 1,  1, 1, "i:start@15 i:end@15",          imp_shape,       lg_emit_shape,           1, OPQ, NULL, 0),
+R(TG_OP_CONSTANT,            "Constant",           "op",                 1, 0, 0, 0,  1, 1, CONST_ATTRS,                    imp_constant,    NULL,                    0, OPQ, NULL, 0),
+R(TG_OP_IDENTITY,            "Identity",           "copy",               1, 0, 1, 1,  1, 1, "",                             imp_unary,       lg_emit_unary,           1, EW, NULL, NOOP),
+R(TG_OP_CALL,                "tessel.call",        "op",                 0, 0, 0, -1, 0, -1, "",                            NULL,            NULL,                    0, OPQ, NULL, 0),
+#undef R
+};
+/* clang-format on */
+
+const tg_op_def *tg_op_def_of(tg_op op) {
+  if ((int)op < 0 || op >= TG_OP_COUNT || !defs[op].onnx) return NULL;
+  return &defs[op];
+}
+
+const tg_op_def *tg_op_def_find(const char *name) {
+  if (!name) return NULL;
+  for (int i = 0; i < TG_OP_COUNT; i++)
+    if (defs[i].onnx && !strcmp(defs[i].onnx, name)) return &defs[i];
+  return NULL;
+}

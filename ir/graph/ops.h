@@ -1,0 +1,115 @@
+/* ops.h — the operator registry: one row per graph operator (ops.c) saying
+ * everything the importer and the passes need to know about it, so that
+ * adding an operator is one row plus its handler and emitter in a family
+ * file (op_elemwise.c, op_nn.c, op_tensor.c, op_reduce.c). The op enum
+ * stays the X-macro TG_OP_LIST of graph.h; every enum value has a row (a
+ * test checks it). Internal to ir/graph. docs/GRAPH.md ("Adding an
+ * operator"). */
+#ifndef TESSEL_IR_GRAPH_OPS_H
+#define TESSEL_IR_GRAPH_OPS_H
+
+#include "passes_int.h"
+
+typedef struct imp imp;   /* the importer's state (onnx_int.h) */
+typedef struct nctx nctx; /* one node being imported (onnx_int.h) */
+
+/* Flags the passes read. */
+enum {
+  /* a no-op when its output has its input's dtype and dims (simplify drops it) */
+  TG_OPF_NOOP_SAME_SHAPE = 1u << 0,
+  /* inputs from 1 on are compile-time parameters lg_normalize turns into attributes */
+  TG_OPF_PARAM_INPUTS = 1u << 1,
+  /* any output may be unneeded (the emitter is handed NULL names), even output 0 */
+  TG_OPF_ANY_OUTPUT = 1u << 2,
+};
+
+/* Import: checks the node (inputs, attributes) and sets its output dtypes
+ * and dims and its canonical attributes; returns a diagnostic naming the
+ * node on bad input. */
+typedef ts_status (*tg_import_fn)(imp *im, nctx *nc);
+/* Legalisation: appends the statements computing node n to k; in[i] names
+ * n->inputs[i] (NULL for an omitted input), out[i] n->outputs[i] (NULL: not
+ * needed). Errors go to k (lg_fail). */
+typedef void (*tg_emit_fn)(lg_kernel *k, const tg_node *n, const char *const *in, const char *const *out);
+/* Fusion pattern that depends on the node (Add broadcasting or not). */
+typedef tg_pattern (*tg_pattern_fn)(const tg_graph *g, const tg_node *n);
+
+typedef struct tg_op_def {
+  tg_op op;
+  const char *onnx;    /* ONNX op_type (= tg_op_name(op)) */
+  const char *kernel;  /* short kernel name for PrimFuncs: "conv2d", "add" */
+  int since, until;    /* default-domain opsets [since, until); until 0: open */
+  int min_in, max_in;  /* ONNX arity; max -1: unbounded */
+  int min_out, max_out;
+  /* attributes: space-separated "K:name[@since][<until]", K one of i f s I
+   * F T (int, float, string, ints, floats, tensor); @N: from opset N; <N:
+   * only before opset N */
+  const char *attrs;
+  tg_import_fn import;  /* NULL: not importable (tessel.call) */
+  tg_emit_fn emit;      /* NULL: no legalisation (folded before it) */
+  int lg_min_in;        /* inputs the emitter needs present */
+  tg_pattern pattern;   /* fusion pattern, unless pattern_fn */
+  tg_pattern_fn pattern_fn;
+  unsigned flags;       /* TG_OPF_* */
+} tg_op_def;
+
+/* The row of op; NULL for TG_OP_COUNT or a value out of range. */
+const tg_op_def *tg_op_def_of(tg_op op);
+/* The row whose ONNX op_type is name; NULL when there is none. */
+const tg_op_def *tg_op_def_find(const char *name);
+
+/* ---- the handlers and emitters the rows name (family files) ---- */
+/* op_elemwise.c */
+ts_status imp_unary(imp *im, nctx *nc);
+ts_status imp_binary(imp *im, nctx *nc);
+ts_status imp_leaky(imp *im, nctx *nc);
+ts_status imp_gelu(imp *im, nctx *nc);
+ts_status imp_clip(imp *im, nctx *nc);
+ts_status imp_cast(imp *im, nctx *nc);
+void lg_emit_unary(lg_kernel *k, const tg_node *n, const char *const *in, const char *const *out);
+void lg_emit_binary(lg_kernel *k, const tg_node *n, const char *const *in, const char *const *out);
+tg_pattern lg_pattern_binary(const tg_graph *g, const tg_node *n);
+/* op_nn.c */
+ts_status imp_conv(imp *im, nctx *nc);
+ts_status imp_gemm(imp *im, nctx *nc);
+ts_status imp_matmul(imp *im, nctx *nc);
+ts_status imp_batchnorm(imp *im, nctx *nc);
+ts_status imp_pool(imp *im, nctx *nc);
+ts_status imp_gap(imp *im, nctx *nc);
+void lg_emit_conv(lg_kernel *k, const tg_node *n, const char *const *in, const char *const *out);
+void lg_emit_conv_transpose(lg_kernel *k, const tg_node *n, const char *const *in, const char *const *out);
+void lg_emit_gemm(lg_kernel *k, const tg_node *n, const char *const *in, const char *const *out);
+void lg_emit_matmul(lg_kernel *k, const tg_node *n, const char *const *in, const char *const *out);
+void lg_emit_batchnorm(lg_kernel *k, const tg_node *n, const char *const *in, const char *const *out);
+void lg_emit_pool(lg_kernel *k, const tg_node *n, const char *const *in, const char *const *out);
+void lg_emit_global_avg(lg_kernel *k, const tg_node *n, const char *const *in, const char *const *out);
+/* op_tensor.c */
+ts_status imp_flatten(imp *im, nctx *nc);
+ts_status imp_reshape(imp *im, nctx *nc);
+ts_status imp_transpose(imp *im, nctx *nc);
+ts_status imp_concat(imp *im, nctx *nc);
+ts_status imp_split(imp *im, nctx *nc);
+ts_status imp_slice(imp *im, nctx *nc);
+ts_status imp_gather(imp *im, nctx *nc);
+ts_status imp_pad(imp *im, nctx *nc);
+ts_status imp_squeeze(imp *im, nctx *nc);
+ts_status imp_unsqueeze(imp *im, nctx *nc);
+ts_status imp_shape(imp *im, nctx *nc);
+ts_status imp_constant(imp *im, nctx *nc);
+void lg_emit_transpose(lg_kernel *k, const tg_node *n, const char *const *in, const char *const *out);
+void lg_emit_reshape(lg_kernel *k, const tg_node *n, const char *const *in, const char *const *out);
+void lg_emit_concat(lg_kernel *k, const tg_node *n, const char *const *in, const char *const *out);
+void lg_emit_split(lg_kernel *k, const tg_node *n, const char *const *in, const char *const *out);
+void lg_emit_slice(lg_kernel *k, const tg_node *n, const char *const *in, const char *const *out);
+void lg_emit_gather(lg_kernel *k, const tg_node *n, const char *const *in, const char *const *out);
+void lg_emit_pad(lg_kernel *k, const tg_node *n, const char *const *in, const char *const *out);
+void lg_emit_shape(lg_kernel *k, const tg_node *n, const char *const *in, const char *const *out);
+/* op_reduce.c */
+ts_status imp_softmax(imp *im, nctx *nc);
+ts_status imp_layernorm(imp *im, nctx *nc);
+ts_status imp_reduce(imp *im, nctx *nc);
+void lg_emit_softmax(lg_kernel *k, const tg_node *n, const char *const *in, const char *const *out);
+void lg_emit_layernorm(lg_kernel *k, const tg_node *n, const char *const *in, const char *const *out);
+void lg_emit_reduce(lg_kernel *k, const tg_node *n, const char *const *in, const char *const *out);
+
+#endif
