@@ -326,7 +326,7 @@ ts_status imp_param_ints(imp *im, nctx *nc, int i, const char *what, bool *prese
     return imp_nerr(im, nc, TS_ETYPE, "input %d (%s, the %s) must be int64", i, v->name, what);
   if (!imp_kv_ints(im, nc->in[i], vals, n, buf, cap))
     return imp_nerr(im, nc, TS_EUNSUPPORTED, "input %d (%s, the %s) must be a constant (or computable at import)", i,
-                v->name, what);
+                    v->name, what);
   *present = true;
   return TS_OK;
 }
@@ -394,12 +394,12 @@ static ts_status read_attrs(imp *im, nctx *nc, const tg_op_def *sp) {
     char kind = spec_attr(sp->attrs, an, im->opset, &wrong);
     if (!kind)
       return imp_nerr(im, nc, TS_EUNSUPPORTED, "attribute '%s' is not supported%s", an,
-                  wrong ? " at this opset" : " (not an attribute of this op)");
+                      wrong ? " at this opset" : " (not an attribute of this op)");
     int want = kind == 'i' ? 2 : kind == 'f' ? 1 : kind == 's' ? 3 : kind == 'I' ? 7 : kind == 'F' ? 6 : 4;
     int type = ap->has_type ? (int)ap->type : 0;
     if (type != want)
       return imp_nerr(im, nc, TS_EUNSUPPORTED, "attribute '%s' has type %s, expected %s", an, attr_type_name(type),
-                  attr_type_name(want));
+                      attr_type_name(want));
     char *nm = ts_arena_strdup(im->a, an);
     if (!nm) return imp_oom(im);
     if (A(nc, nm)) return imp_nerr(im, nc, TS_EPARSE, "attribute '%s' given twice", an);
@@ -447,7 +447,7 @@ ts_status imp_need_float(imp *im, nctx *nc, int i) {
   char b[16];
   if (v && !is_float(v->dtype))
     return imp_nerr(im, nc, TS_ETYPE, "input %d (%s) is %s; the op takes floating-point tensors", i, v->name,
-                ir_dtype_str(v->dtype, b, sizeof b));
+                    ir_dtype_str(v->dtype, b, sizeof b));
   return TS_OK;
 }
 
@@ -556,7 +556,7 @@ static ts_status import_node(imp *im, const Onnx__NodeProto *np, size_t index) {
   if (nin < sp->min_in || (sp->max_in >= 0 && nin > sp->max_in) || nout < sp->min_out ||
       (sp->max_out >= 0 && nout > sp->max_out)) {
     st = imp_nerr(im, nc, TS_EINVAL, "%d inputs and %d outputs; the op takes %d..%d and %d..%d", nin, nout, sp->min_in,
-              sp->max_in, sp->min_out, sp->max_out);
+                  sp->max_in, sp->min_out, sp->max_out);
     goto done;
   }
   nc->nin = nin;

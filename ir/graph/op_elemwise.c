@@ -33,7 +33,7 @@ ts_status imp_binary(imp *im, nctx *nc) {
   char b1[16], b2[16];
   if (nc->op != TG_OP_POW && !ir_dtype_eq(a->dtype, b->dtype))
     return imp_nerr(im, nc, TS_ETYPE, "inputs %s (%s) and %s (%s) differ in type", a->name,
-                ir_dtype_str(a->dtype, b1, sizeof b1), b->name, ir_dtype_str(b->dtype, b2, sizeof b2));
+                    ir_dtype_str(a->dtype, b1, sizeof b1), b->name, ir_dtype_str(b->dtype, b2, sizeof b2));
   int nd;
   tg_dim dims[MAX_RANK];
   ts_status st = imp_broadcast(im, nc, a, b, &nd, dims);
@@ -90,7 +90,7 @@ ts_status imp_clip(imp *im, nctx *nc) {
     double v;
     if (!imp_const_scalar(im, nc->in[i], &v))
       return imp_nerr(im, nc, TS_EUNSUPPORTED, "input %d (%s, the %s) must be a constant scalar", i,
-                  IN(im, nc, i)->name, i == 1 ? "min" : "max");
+                      IN(im, nc, i)->name, i == 1 ? "min" : "max");
     if (i == 1) lo = v;
     else hi = v;
   }

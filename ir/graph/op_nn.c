@@ -29,7 +29,7 @@ ts_status imp_batchnorm(imp *im, nctx *nc) {
     if (p->ndim != 1) return imp_nerr(im, nc, TS_ESHAPE, "input %d (%s, %s) has rank %d, expected 1", i, pn[i], p->name, p->ndim);
     if (!p->dims[0].sym && !x->dims[1].sym && p->dims[0].value != x->dims[1].value)
       return imp_nerr(im, nc, TS_ESHAPE, "input %d (%s, %s) has %" PRId64 " elements; X has %" PRId64 " channels", i,
-                  pn[i], p->name, p->dims[0].value, x->dims[1].value);
+                      pn[i], p->name, p->dims[0].value, x->dims[1].value);
   }
   if ((st = imp_set_float(im, nc, "epsilon", afloat(nc, "epsilon", 1e-5))) ||
       (st = imp_set_float(im, nc, "momentum", afloat(nc, "momentum", 0.9))) || (st = imp_set_int(im, nc, "training_mode", 0)))
@@ -69,11 +69,11 @@ static ts_status read_spatial(imp *im, nctx *nc, const tg_value *x, const int64_
     if (sp->k[i] < 1 || sp->s[i] < 1 || sp->dl[i] < 1 || sp->pb[i] < 0 || sp->pe[i] < 0 || sp->k[i] > (1 << 20) ||
         sp->s[i] > (1 << 20) || sp->dl[i] > (1 << 20) || sp->pb[i] > (1 << 20) || sp->pe[i] > (1 << 20))
       return imp_nerr(im, nc, TS_EINVAL, "spatial dim %d: kernel %" PRId64 ", stride %" PRId64 ", dilation %" PRId64
-                  ", pads %" PRId64 "/%" PRId64 " (kernel, stride, dilation >= 1, pads >= 0)",
+                      ", pads %" PRId64 "/%" PRId64 " (kernel, stride, dilation >= 1, pads >= 0)",
                   i, sp->k[i], sp->s[i], sp->dl[i], sp->pb[i], sp->pe[i]);
     if (x->dims[2 + i].sym)
       return imp_nerr(im, nc, TS_EUNSUPPORTED, "spatial dim %d of %s is symbolic (%s); only batch and channel dims may be", i,
-                  x->name, x->dims[2 + i].sym);
+                      x->name, x->dims[2 + i].sym);
   }
   sp->auto_pad = astr(nc, "auto_pad", "NOTSET");
   if (strcmp(sp->auto_pad, "NOTSET") && strcmp(sp->auto_pad, "VALID") && strcmp(sp->auto_pad, "SAME_UPPER") &&
@@ -131,7 +131,7 @@ ts_status imp_conv(imp *im, nctx *nc) {
   int64_t cin_w = tr ? w->dims[0].value : w->dims[1].value * group;
   if (!x->dims[1].sym && x->dims[1].value != cin_w)
     return imp_nerr(im, nc, TS_ESHAPE, "X (%s) has %" PRId64 " channels, W (%s) with group %" PRId64 " expects %" PRId64,
-                x->name, x->dims[1].value, w->name, group, cin_w);
+                    x->name, x->dims[1].value, w->name, group, cin_w);
   if (!tr && m % group) return imp_nerr(im, nc, TS_ESHAPE, "%" PRId64 " output channels are not divisible by group %" PRId64, m, group);
   if (b && (b->ndim != 1 || b->dims[0].sym || b->dims[0].value != m))
     return imp_nerr(im, nc, TS_ESHAPE, "B (%s) must be [%" PRId64 "]", b->name, m);
@@ -174,7 +174,7 @@ ts_status imp_conv(imp *im, nctx *nc) {
       int64_t span = in + sp.pb[i] + sp.pe[i] - ek;
       if (span < 0)
         return imp_nerr(im, nc, TS_ESHAPE, "spatial dim %d: input %" PRId64 " (padded %" PRId64 ") is smaller than the kernel extent %" PRId64,
-                    i, in, in + sp.pb[i] + sp.pe[i], ek);
+                        i, in, in + sp.pb[i] + sp.pe[i], ek);
       od[2 + i] = DC(span / sp.s[i] + 1);
     }
   }
