@@ -270,7 +270,7 @@ static ts_status emit_group(fctx *c, int gidv, ts_diag *d) {
   last->outputs = no;
   last->nattr = 0;
   last->attrs = NULL;
-  last->name = ts_arena_strdup(ar, f->name);
+  if (tg_node_rename(g, last, f->name) != TS_OK) return ts_diag_set(d, TS_ENOMEM, "out of memory");
   tg_attr fa = {.name = "tessel.fused", .kind = TG_A_STRING, .s = opsbuf};
   if (tg_node_set_attr(g, last, &fa) != TS_OK) return ts_diag_set(d, TS_ENOMEM, "out of memory");
   for (int i = 0; i < nout; i++) g->values[outs[i]]->producer = last->id;

@@ -5,13 +5,16 @@
  * Memory: the graph struct, its nodes, values, dims, attributes and constant
  * data live in the module's arena; only the id tables (values, nodes, inputs,
  * outputs) are heap arrays, because they grow while a graph is built and are
- * rebuilt by compaction. tg_graph_free releases those tables and is
- * idempotent, so ir_module_free may call it after a user already did. */
+ * rebuilt by compaction, and so are the two name indexes (name -> id hash
+ * tables, graph.h's tg_name_index) that keep lookups by name O(1): import
+ * time grows linearly with the model. tg_graph_free releases those tables
+ * and is idempotent, so ir_module_free may call it after a user already did. */
 #include "graph.h"
 
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
+#include <xxhash.h>
 
 static const char *const op_names[] = {
 #define TG_X(e, n) [e] = n,
@@ -56,6 +59,9 @@ tg_graph *tg_graph_get(const ir_module *m, const char *name) {
 
 void tg_graph_free(tg_graph *g) {
   if (!g) return;
+  ts_free(g->value_index.slots);
+  ts_free(g->node_index.slots);
+  g->value_index = g->node_index = (tg_name_index){0};
   ts_free(g->values);
   ts_free(g->nodes);
   ts_free(g->inputs);
@@ -68,13 +74,73 @@ void tg_graph_free(tg_graph *g) {
 }
 
 
+/* ---- name indexes ----------------------------------------------------------
+ * Entries are ids; a probe compares the name the value or node has now, so
+ * a slot whose node was renamed behind the index's back only misses (the
+ * rename adds the new name). Growth and compaction rehash from the tables. */
+
+/* the name of entry id of the values' (nodes false) or the nodes' index */
+static const char *entry_name(const tg_graph *g, bool nodes, int id) {
+  return nodes ? g->nodes[id]->name : g->values[id]->name;
+}
+
+static size_t home_slot(const char *name, int cap) {
+  return (size_t)(XXH3_64bits(name, strlen(name)) & (uint64_t)(cap - 1));
+}
+
+/* the id of an entry named name, or -1 */
+static int index_find(const tg_graph *g, const tg_name_index *ix, bool nodes, const char *name) {
+  if (!ix->cap || !name) return -1;
+  for (size_t s = home_slot(name, ix->cap);; s = (s + 1) & (size_t)(ix->cap - 1)) {
+    int id = ix->slots[s];
+    if (id < 0) return -1;
+    const char *nm = entry_name(g, nodes, id);
+    if (nm && !strcmp(nm, name)) return id;
+  }
+}
+
+/* Puts id under name; the caller reserved room (index_reserve). */
+static void index_place(tg_name_index *ix, const char *name, int id) {
+  size_t s = home_slot(name, ix->cap);
+  while (ix->slots[s] >= 0) s = (s + 1) & (size_t)(ix->cap - 1);
+  ix->slots[s] = id;
+  ix->used++;
+}
+
+/* slots for n entries at a load of at most one half */
+static int index_cap_for(int n) {
+  int cap = 16;
+  while (cap < 2 * (n + 1)) cap *= 2;
+  return cap;
+}
+
+/* Fills fresh slots (cap of them) with ids 0..n-1 and makes them ix's. */
+static void index_fill(tg_name_index *ix, int *slots, int cap, const tg_graph *g, bool nodes, int n) {
+  for (int i = 0; i < cap; i++) slots[i] = -1;
+  ts_free(ix->slots);
+  *ix = (tg_name_index){.cap = cap, .slots = slots};
+  for (int id = 0; id < n; id++) {
+    const char *nm = entry_name(g, nodes, id);
+    if (nm) index_place(ix, nm, id);
+  }
+}
+
+/* Room for one more entry (rehashing ids 0..n-1 when it grows); false on
+ * OOM, the index unchanged. */
+static bool index_reserve(tg_name_index *ix, const tg_graph *g, bool nodes, int n) {
+  if (2 * (ix->used + 1) <= ix->cap) return true;
+  int cap = index_cap_for(n + 1);
+  int *slots = ts_malloc((size_t)cap * sizeof(int));
+  if (!slots) return false;
+  index_fill(ix, slots, cap, g, nodes, n);
+  return true;
+}
+
 /* ---- values --------------------------------------------------------------- */
 
 int tg_value_find(const tg_graph *g, const char *name) {
-  if (!g || !name) return -1;
-  for (int i = 0; i < g->nvalues; i++)
-    if (!strcmp(g->values[i]->name, name)) return i;
-  return -1;
+  if (!g) return -1;
+  return index_find(g, &g->value_index, false, name);
 }
 
 int tg_value_add(tg_graph *g, const char *name, tg_value_kind kind, ir_dtype dt, int ndim,
@@ -103,6 +169,7 @@ int tg_value_add(tg_graph *g, const char *name, tg_value_kind kind, ir_dtype dt,
     return -1;
   }
   if (!ts_grow((void **)&g->values, &g->capvalues, g->nvalues + 1, sizeof *g->values)) goto oom;
+  if (!index_reserve(&g->value_index, g, false, g->nvalues)) goto oom;
   tg_value *v = TS_ANEW(a, tg_value);
   if (!v) goto oom;
   v->id = g->nvalues;
@@ -121,6 +188,7 @@ int tg_value_add(tg_graph *g, const char *name, tg_value_kind kind, ir_dtype dt,
     }
   }
   g->values[g->nvalues++] = v;
+  index_place(&g->value_index, v->name, v->id);
   return v->id;
 oom:
   ts_diag_set(d, TS_ENOMEM, "graph %s: out of memory adding value %s", g->name, name);
@@ -165,9 +233,7 @@ bool tg_dim_eq(tg_dim a, tg_dim b) {
 /* ---- nodes ---------------------------------------------------------------- */
 
 static bool node_name_taken(const tg_graph *g, const char *name) {
-  for (int i = 0; i < g->nnodes; i++)
-    if (g->nodes[i]->name && !strcmp(g->nodes[i]->name, name)) return true;
-  return false;
+  return index_find(g, &g->node_index, true, name) >= 0;
 }
 
 int tg_node_add(tg_graph *g, tg_op op, const char *name, int nin, const int *inputs, int nout,
@@ -220,6 +286,7 @@ int tg_node_add(tg_graph *g, tg_op op, const char *name, int nin, const int *inp
     name = tmp;
   }
   if (!ts_grow((void **)&g->nodes, &g->capnodes, g->nnodes + 1, sizeof *g->nodes)) goto oom;
+  if (!index_reserve(&g->node_index, g, true, g->nnodes)) goto oom;
   tg_node *n = TS_ANEW(a, tg_node);
   if (!n) goto oom;
   n->id = g->nnodes;
@@ -231,11 +298,21 @@ int tg_node_add(tg_graph *g, tg_op op, const char *name, int nin, const int *inp
   n->outputs = nout ? ts_arena_memdup(a, outputs, (size_t)nout * sizeof(int)) : NULL;
   if (!n->name || (nin && !n->inputs) || (nout && !n->outputs)) goto oom;
   g->nodes[g->nnodes++] = n;
+  index_place(&g->node_index, n->name, n->id);
   for (int i = 0; i < nout; i++) g->values[outputs[i]]->producer = n->id;
   return n->id;
 oom:
   ts_diag_set(d, TS_ENOMEM, "graph %s: out of memory adding node %s", g->name, what);
   return -1;
+}
+
+ts_status tg_node_rename(tg_graph *g, tg_node *n, const char *name) {
+  if (!name) return TS_EINVAL;
+  const char *nm = ts_arena_strdup(g->mod->arena, name);
+  if (!nm || !index_reserve(&g->node_index, g, true, g->nnodes)) return TS_ENOMEM;
+  n->name = nm;
+  index_place(&g->node_index, nm, n->id);
+  return TS_OK;
 }
 
 /* Copies an attribute's payload into arena a. */
@@ -378,7 +455,10 @@ ts_status tg_graph_compact(tg_graph *g, ts_diag *d) {
   bool *placed = ts_calloc((size_t)nn + 1, sizeof(bool));
   tg_value **nvals = ts_malloc(((size_t)nv + 1) * sizeof *nvals);
   tg_node **nnodes = ts_malloc(((size_t)nn + 1) * sizeof *nnodes);
-  if (!keepv || !vmap || !order || !indeg || !placed || !nvals || !nnodes) {
+  /* the rebuilt name indexes, allocated up front: nothing fails once ids move */
+  int vcap = index_cap_for(nv), ncap = index_cap_for(nn);
+  int *vslots = ts_malloc((size_t)vcap * sizeof(int)), *nslots = ts_malloc((size_t)ncap * sizeof(int));
+  if (!keepv || !vmap || !order || !indeg || !placed || !nvals || !nnodes || !vslots || !nslots) {
     ts_diag_set(d, TS_ENOMEM, "graph %s: out of memory compacting", g->name);
     goto done;
   }
@@ -493,8 +573,13 @@ ts_status tg_graph_compact(tg_graph *g, ts_diag *d) {
   if (no) memcpy(g->nodes, nnodes, (size_t)no * sizeof *nnodes);
   g->nvalues = k;
   g->nnodes = no;
+  index_fill(&g->value_index, vslots, vcap, g, false, k);
+  index_fill(&g->node_index, nslots, ncap, g, true, no);
+  vslots = nslots = NULL;
   st = TS_OK;
 done:
+  ts_free(vslots);
+  ts_free(nslots);
   ts_free(keepv);
   ts_free(vmap);
   ts_free(order);
@@ -525,9 +610,13 @@ ts_status tg_graph_verify(const tg_graph *g, ts_diag *d) {
         return ts_diag_set(d, TS_EINVAL, "graph %s: constant %s holds %zu bytes, its type needs %" PRId64, g->name,
                            val->name, val->nbytes, n * ir_dtype_bytes(val->dtype));
     }
-    for (int w = 0; w < v; w++)
-      if (!strcmp(g->values[w]->name, val->name))
-        return ts_diag_set(d, TS_EINVAL, "graph %s: two values are named %s (ids %d and %d)", g->name, val->name, w, v);
+    /* names are unique and indexed: the index answers this value's own id */
+    int w = tg_value_find(g, val->name);
+    if (w < 0)
+      return ts_diag_set(d, TS_EINVAL, "graph %s: value %s (id %d) is missing from the name index", g->name, val->name, v);
+    if (w != v)
+      return ts_diag_set(d, TS_EINVAL, "graph %s: two values are named %s (ids %d and %d)", g->name, val->name,
+                         w < v ? w : v, w < v ? v : w);
   }
   for (int i = 0; i < g->ninputs; i++) {
     int v = g->inputs[i];

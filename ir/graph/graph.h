@@ -127,6 +127,18 @@ typedef struct tg_pass_opts {
   bool polyphase_off; /* strided 2-d convolutions read the padded input in the plain order */
 } tg_pass_opts;
 
+/* A name -> id hash index (open addressing, linear probing, the names hashed
+ * with xxhash) over the values' or the nodes' names, so lookups and the
+ * importer's per-node checks cost O(1) rather than a scan of the graph.
+ * Slots hold ids (-1 empty) and compare against the table's current names.
+ * Kept in step by tg_value_add, tg_node_add, tg_node_rename and
+ * tg_graph_compact; heap memory (ts_malloc), freed by tg_graph_free. */
+typedef struct tg_name_index {
+  int cap;    /* slots: a power of two, or 0 before the first entry */
+  int used;   /* filled slots */
+  int *slots;
+} tg_name_index;
+
 typedef struct tg_graph {
   const char *name;
   tg_pass_opts opts;  /* read by the passes (tg_run_pipeline_opts sets it) */
@@ -139,6 +151,8 @@ typedef struct tg_graph {
   int ninputs, noutputs;
   int *inputs;        /* value ids of the graph inputs, in order */
   int *outputs;       /* value ids of the graph outputs, in order */
+  tg_name_index value_index; /* value names (unique) -> id */
+  tg_name_index node_index;  /* node names -> an id with that name */
 } tg_graph;
 
 /* A new empty graph registered in m under name (an IR_MOD_GRAPH entry). */
@@ -165,6 +179,9 @@ bool tg_value_is_static(const tg_value *v);
  * Returns the id or -1 (d set). */
 int tg_node_add(tg_graph *g, tg_op op, const char *name, int nin, const int *inputs, int nout,
                 const int *outputs, ts_diag *d);
+/* Renames node n (the name copied into the arena), keeping the node-name
+ * index in step. TS_ENOMEM leaves the old name. */
+ts_status tg_node_rename(tg_graph *g, tg_node *n, const char *name);
 ts_status tg_node_set_attr(tg_graph *g, tg_node *n, const tg_attr *a); /* copied; replaces same name */
 const tg_attr *tg_node_attr(const tg_node *n, const char *name);
 int64_t tg_attr_int(const tg_node *n, const char *name, int64_t def);

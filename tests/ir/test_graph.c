@@ -1,8 +1,10 @@
 /* test_graph.c — the graph IR (ir/graph/graph.h): building values and nodes,
  * attributes, the printer's text, consumers and replace_uses, compaction
  * (dead nodes, unreferenced values, renumbering, topological re-sort), the
- * verifier's refusals, calls into PrimFuncs, and the module freeing the
- * graph's tables (run under valgrind with --setup valgrind). */
+ * verifier's refusals, calls into PrimFuncs, the name indexes (100k
+ * values, compaction, node renames, allocation failures while they grow),
+ * and the module freeing the graph's tables (run under valgrind with
+ * --setup valgrind). */
 #include <check.h>
 #include <stdio.h>
 #include <string.h>
@@ -451,6 +453,107 @@ START_TEST(test_oom) {
 }
 END_TEST
 
+/* The name indexes at scale (100k values and nodes: a linear scan per
+ * lookup would take minutes) and across compaction's renumbering. */
+START_TEST(test_name_index_large) {
+  enum { N = 100000 };
+  int prev = val("in", TG_V_INPUT, 1, (tg_dim[]){C(8)});
+  tg_graph_add_input(G, prev);
+  char nm[32];
+  for (int i = 0; i < N; i++) {
+    snprintf(nm, sizeof nm, "t%d", i);
+    int v = val(nm, TG_V_INTER, 1, (tg_dim[]){C(8)});
+    if (i % 2) { /* a dead side branch: its value and node go at compaction */
+      snprintf(nm, sizeof nm, "side%d", i);
+      int sv = val(nm, TG_V_INTER, 1, (tg_dim[]){C(8)});
+      int sn = node(TG_OP_SIGMOID, nm, 1, &prev, 1, &sv);
+      G->nodes[sn]->dead = true;
+    }
+    snprintf(nm, sizeof nm, "n%d", i);
+    node(TG_OP_RELU, i % 3 ? nm : NULL, 1, &prev, 1, &v);
+    prev = v;
+  }
+  tg_graph_add_output(G, prev);
+  ck_assert_int_eq(G->nvalues, 1 + N + N / 2);
+  for (int i = 0; i < G->nvalues; i++) ck_assert_int_eq(tg_value_find(G, G->values[i]->name), i);
+  ck_assert_int_eq(tg_value_find(G, "t100000"), -1);
+  ts_diag d;
+  ts_diag_clear(&d);
+  ck_assert_int_eq(tg_value_add(G, "t777", TG_V_INTER, ir_dt(IR_F32), 0, NULL, &d), -1);
+  ck_assert_ptr_nonnull(strstr(d.msg, "value name 't777' is already taken"));
+  ck_assert_int_eq(tg_graph_compact(G, &d), TS_OK);
+  ck_assert_int_eq(G->nvalues, 1 + N);
+  ck_assert_int_eq(G->nnodes, N);
+  ck_assert_int_eq(tg_graph_verify(G, &d), TS_OK);
+  for (int i = 0; i < N; i += 997) {
+    snprintf(nm, sizeof nm, "t%d", i);
+    int id = tg_value_find(G, nm);
+    ck_assert_int_eq(id, i + 1);
+    ck_assert_str_eq(G->values[id]->name, nm);
+    snprintf(nm, sizeof nm, "side%d", i | 1);
+    ck_assert_int_eq(tg_value_find(G, nm), -1);
+  }
+  /* made-up node names stay unique: compaction reindexed the survivors */
+  prev = tg_value_find(G, "t99999");
+  ck_assert_int_eq(prev, N);
+  int z = val(NULL, TG_V_INTER, 0, NULL);
+  int id = node(TG_OP_RELU, NULL, 1, &prev, 1, &z);
+  for (int i = 0; i < id; i++) ck_assert_str_ne(G->nodes[i]->name, G->nodes[id]->name);
+}
+END_TEST
+
+/* Renaming a node keeps the index in step: the made-up name skips it. */
+START_TEST(test_node_rename) {
+  int x, b, r, y;
+  small_graph(&x, &b, &r, &y);
+  /* nodes relu0, add0; the next made-up Relu name would be Relu_2 */
+  ck_assert_int_eq(tg_node_rename(G, G->nodes[1], "Relu_2"), TS_OK);
+  ck_assert_str_eq(G->nodes[1]->name, "Relu_2");
+  int z = val("z", TG_V_INTER, 2, G->values[y]->dims);
+  int id = node(TG_OP_RELU, NULL, 1, &y, 1, &z);
+  ck_assert_str_eq(G->nodes[id]->name, "Relu_3");
+  ck_assert_int_eq(tg_node_rename(G, G->nodes[1], NULL), TS_EINVAL);
+  /* a value renamed behind the index's back is a broken invariant */
+  ts_diag d;
+  ts_diag_clear(&d);
+  ck_assert_int_eq(tg_graph_verify(G, &d), TS_OK);
+  G->values[r]->name = "elsewhere";
+  ck_assert_int_eq(tg_graph_verify(G, &d), TS_EINVAL);
+  ck_assert_ptr_nonnull(strstr(d.msg, "value elsewhere (id 2) is missing from the name index"));
+}
+END_TEST
+
+/* Failures while the value index grows (16 slots, then 32, 64): whatever
+ * was added stays findable, and the graph stays valid. */
+START_TEST(test_index_oom) {
+  for (long k = 1; k < 80; k++) {
+    ir_module *m = ir_module_new();
+    ck_assert_ptr_nonnull(m);
+    tg_graph *g = tg_graph_new(m, "g");
+    ck_assert_ptr_nonnull(g);
+    int ids[40];
+    ts_diag d;
+    ts_alloc_fail_after(k);
+    for (int i = 0; i < 40; i++) {
+      char nm[16];
+      snprintf(nm, sizeof nm, "v%d", i);
+      ts_diag_clear(&d);
+      ids[i] = tg_value_add(g, nm, TG_V_INPUT, ir_dt(IR_F32), 1, (tg_dim[]){C(3)}, &d);
+      if (ids[i] < 0) ck_assert_int_eq(d.code, TS_ENOMEM);
+    }
+    ts_alloc_fail_after(0);
+    for (int i = 0; i < 40; i++) {
+      char nm[16];
+      snprintf(nm, sizeof nm, "v%d", i);
+      ck_assert_int_eq(tg_value_find(g, nm), ids[i]);
+    }
+    ts_diag_clear(&d);
+    ck_assert_msg(tg_graph_verify(g, &d) == TS_OK, "%s", d.msg);
+    ir_module_free(m);
+  }
+}
+END_TEST
+
 static Suite *graph_suite(void) {
   Suite *s = suite_create("ir_graph");
   TCase *tc = tcase_create("graph");
@@ -469,6 +572,9 @@ static Suite *graph_suite(void) {
   tcase_add_test(tc, test_calls);
   tcase_add_test(tc, test_many_and_free);
   tcase_add_test(tc, test_oom);
+  tcase_add_test(tc, test_name_index_large);
+  tcase_add_test(tc, test_node_rename);
+  tcase_add_test(tc, test_index_oom);
   suite_add_tcase(s, tc);
   return s;
 }
