@@ -1,0 +1,187 @@
+/* test_passes_models.c — the graph passes on the generated models of issue
+ * 15 (tests/models/gen_models.py, conv_bias_models and chain_model):
+ *  - convolutions without a bias (a 3x3 stride-1 one Winograd rewrites, a
+ *    batch norm folded into a bias-less conv, a strided one for polyphase)
+ *    and one with a bias, each with --winograd on, all and off: the
+ *    Winograd pass applies where it should, and both the reference
+ *    interpreter after the whole pipeline and the model built by
+ *    tun_model_build (default schedules, run through the C model API)
+ *    match onnxruntime (tests/models/ort_run.py) on the same seeded input;
+ *  - a 100k-node chain imports (the graph's name lookups are hash lookups;
+ *    a scan per lookup made this take minutes).
+ * MODELS_DIR and TESSEL_SOURCE_ROOT come from meson. */
+#include <check.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "include/tessel/tessel_model.h"
+#include "ir/graph/graph_interp.h"
+#include "ir/graph/onnx.h"
+#include "ir/graph/passes.h"
+#include "tuner/model_build.h"
+#include "tuner/npy.h"
+#include "util/run.h"
+
+static const char *models, *root;
+static char tmpdir[256], python[TR_PATH_MAX], ort_script[TR_PATH_MAX];
+
+/* model, and how many convolutions the Winograd pass rewrites with
+ * --winograd on and all (16 channels, 16x16: over the default thresholds;
+ * the strided conv of nobias_bn_chain never) */
+static const struct {
+  const char *name;
+  int winograd;
+} conv_models[] = {{"wino_nobias", 1}, {"wino_bias", 1}, {"nobias_bn_chain", 2}};
+#define NCONV ((int)(sizeof conv_models / sizeof conv_models[0]))
+static const tg_winograd_mode modes[] = {TG_WINOGRAD_ON, TG_WINOGRAD_ALL, TG_WINOGRAD_OFF};
+static const char *const mode_names[] = {"on", "all", "off"};
+
+static void ref_dirs(int m, char *in, char *ref, size_t n) {
+  snprintf(in, n, "%s/%s/in", tmpdir, conv_models[m].name);
+  snprintf(ref, n, "%s/%s/ref", tmpdir, conv_models[m].name);
+}
+
+/* y against onnxruntime's y: every element within 1e-5 + 1e-4 |ref|. */
+static void compare(const char *what, const float *y, const int64_t *shape, int nd, const tun_npy *ref) {
+  ck_assert_int_eq(nd, ref->ndim);
+  size_t n = 1;
+  for (int j = 0; j < nd; j++) {
+    ck_assert_int_eq(shape[j], ref->shape[j]);
+    n *= (size_t)shape[j];
+  }
+  const float *r = ref->data;
+  for (size_t i = 0; i < n; i++)
+    ck_assert_msg(fabs((double)y[i] - (double)r[i]) <= 1e-5 + 1e-4 * fabs((double)r[i]),
+                  "%s: y[%zu] = %.9g, onnxruntime %.9g", what, i, (double)y[i], (double)r[i]);
+}
+
+static int count_winograd(const tg_graph *g) {
+  int c = 0;
+  for (int i = 0; i < g->nnodes; i++)
+    if (!g->nodes[i]->dead && tg_attr_int(g->nodes[i], "tessel.winograd", 0) == 4) c++;
+  return c;
+}
+
+/* The pipeline up to winograd, the count, then the rest; the interpreter's y. */
+static void check_interp(const char *what, const char *path, const tg_pass_opts *o, int want_wino,
+                         const tun_npy *x, const tun_npy *ref) {
+  ir_module *m = ir_module_new();
+  tg_graph *g = NULL;
+  ts_diag d;
+  ts_diag_clear(&d);
+  ck_assert_msg(tg_onnx_import(path, m, &g, &d) == TS_OK, "%s: %s", what, d.msg);
+  ck_assert_msg(tg_run_pipeline_opts(g, "winograd", o, &d) == TS_OK, "%s: %s", what, d.msg);
+  ck_assert_msg(count_winograd(g) == want_wino, "%s: %d convolutions in the Winograd form, want %d", what,
+                count_winograd(g), want_wino);
+  int np;
+  const char *const *names = tg_pass_names(&np);
+  bool after = false;
+  for (int i = 0; i < np; i++) {
+    if (after) ck_assert_msg(tg_run_pass(g, names[i], &d) == TS_OK, "%s: %s: %s", what, names[i], d.msg);
+    after |= !strcmp(names[i], "winograd");
+  }
+  ir_tensor in = {.dtype = ir_dt(IR_F32), .ndim = x->ndim, .data = x->data}, out;
+  memcpy(in.shape, x->shape, sizeof x->shape);
+  ck_assert_msg(tg_graph_run(g, &in, &out, &d) == TS_OK, "%s: %s", what, d.msg);
+  compare(what, out.data, out.shape, out.ndim, ref);
+  ir_tensor_free(&out);
+  ir_module_free(m);
+}
+
+/* tun_model_build with o, run through the C model API. */
+static void check_built(const char *what, const char *path, const tun_model_opts *o, const tun_npy *x,
+                        const tun_npy *ref) {
+  char so[600], err[600];
+  snprintf(so, sizeof so, "%s/%s.so", tmpdir, what);
+  tun_model_result r;
+  ts_diag d;
+  ts_diag_clear(&d);
+  ck_assert_msg(tun_model_build(path, so, o, &r, &d) == TS_OK, "%s: %s", what, d.msg);
+  tun_model_result_fini(&r);
+  tessel_model *m = tessel_model_load(so, err, sizeof err);
+  ck_assert_msg(m != NULL, "%s: %s", what, err);
+  ck_assert_int_eq(tessel_model_set_input(m, 0, x->data, x->ndim, x->shape), 0);
+  ck_assert_msg(tessel_model_run(m) == 0, "%s: %s", what, tessel_model_error(m));
+  const void *y;
+  int nd;
+  int64_t shape[TESSEL_MODEL_MAX_DIMS];
+  ck_assert_int_eq(tessel_model_get_output(m, tessel_model_output_index(m, "y"), &y, &nd, shape), 0);
+  compare(what, y, shape, nd, ref);
+  tessel_model_free(m);
+}
+
+/* _i: model * 3 + mode */
+START_TEST(test_conv_vs_onnxruntime) {
+  int mi = _i / 3, wi = _i % 3;
+  char what[128], path[600], in[400], ref[400], p[500];
+  snprintf(what, sizeof what, "%s_winograd_%s", conv_models[mi].name, mode_names[wi]);
+  snprintf(path, sizeof path, "%s/conv/%s.onnx", models, conv_models[mi].name);
+  ref_dirs(mi, in, ref, sizeof in);
+  tun_npy x, y;
+  ts_diag d;
+  ts_diag_clear(&d);
+  snprintf(p, sizeof p, "%s/x.npy", in);
+  ck_assert_msg(tun_npy_read(p, &x, &d) == TS_OK, "%s", d.msg);
+  snprintf(p, sizeof p, "%s/y.npy", ref);
+  ck_assert_msg(tun_npy_read(p, &y, &d) == TS_OK, "%s", d.msg);
+  tun_model_opts o;
+  tun_model_opts_init(&o);
+  o.graph.winograd = modes[wi];
+  check_interp(what, path, &o.graph, modes[wi] == TG_WINOGRAD_OFF ? 0 : conv_models[mi].winograd, &x, &y);
+  check_built(what, path, &o, &x, &y);
+  tun_npy_free(&x);
+  tun_npy_free(&y);
+}
+END_TEST
+
+START_TEST(test_import_100k_chain) {
+  char path[600];
+  snprintf(path, sizeof path, "%s/chain_100k.onnx", models);
+  ir_module *m = ir_module_new();
+  tg_graph *g = NULL;
+  ts_diag d;
+  ts_diag_clear(&d);
+  ck_assert_msg(tg_onnx_import(path, m, &g, &d) == TS_OK, "%s", d.msg);
+  ck_assert_int_eq(g->nnodes, 100000);
+  ck_assert_int_eq(g->nvalues, 100002); /* x, c, t0..t99998, y */
+  ck_assert_int_eq(tg_graph_verify(g, &d), TS_OK);
+  int t = tg_value_find(g, "t54321");
+  ck_assert_int_ge(t, 0);
+  const tg_node *n = g->nodes[g->values[t]->producer];
+  ck_assert_int_eq(n->op, TG_OP_RELU); /* odd: an unnamed Relu reading t54320 */
+  ck_assert_int_eq(n->inputs[0], tg_value_find(g, "t54320"));
+  ir_module_free(m);
+}
+END_TEST
+
+int main(void) {
+  if (!tr_model_env(&models, &root, python, ort_script)) return 2;
+  snprintf(tmpdir, sizeof tmpdir, "/tmp/tessel-passes-models-XXXXXX");
+  if (!mkdtemp(tmpdir)) return 2;
+  for (int i = 0; i < NCONV; i++) {
+    char in[400], ref[400];
+    ref_dirs(i, in, ref, sizeof in);
+    char cmd[2400];
+    snprintf(cmd, sizeof cmd, "'%s' '%s' '%s/conv/%s.onnx' '%s' '%s' --random 5", python, ort_script, models,
+             conv_models[i].name, in, ref);
+    if (system(cmd) != 0) {
+      fprintf(stderr, "test_passes_models: onnxruntime failed on %s (%s)\n", conv_models[i].name, cmd);
+      return 1;
+    }
+  }
+  Suite *s = suite_create("passes_models");
+  TCase *tc = tcase_create("models");
+  tcase_set_timeout(tc, 300);
+  tcase_add_loop_test(tc, test_conv_vs_onnxruntime, 0, NCONV * 3);
+  tcase_add_test(tc, test_import_100k_chain);
+  suite_add_tcase(s, tc);
+  SRunner *sr = srunner_create(s);
+  srunner_run_all(sr, CK_NORMAL);
+  int failures = srunner_ntests_failed(sr);
+  srunner_free(sr);
+  if (!failures) tr_rmtree(tmpdir);
+  return failures ? 1 : 0;
+}
