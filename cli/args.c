@@ -93,3 +93,71 @@ int tun_cli_need_model(const char *cmd, const char *path, const char *usage) {
   fprintf(stderr, "tessel %s: no model given\n%s", cmd, usage);
   return 2;
 }
+
+tun_cli_getopt tun_cli_getopt_start(const char *shortopts, const struct option *opts, const char *usage) {
+  optind = 1;
+  return (tun_cli_getopt){shortopts, opts, usage, false, -1};
+}
+
+int tun_cli_getopt_next(tun_cli_getopt *g, int argc, char **argv) {
+  if (g->rc >= 0) return 0;
+  int c = getopt_long(argc, argv, g->shortopts, g->opts, NULL);
+  if (c == -1) return 0;
+  if (c == 'h') {
+    printf("%s", g->usage);
+    g->rc = 0;
+    return 0;
+  }
+  if (c == '?' || c == ':') {
+    if (g->usage_on_error) fprintf(stderr, "%s", g->usage);
+    g->rc = 2;
+    return 0;
+  }
+  return c;
+}
+
+bool tun_cli_options_join(struct option *out, size_t cap, const struct option *const *tables, int ntables) {
+  size_t n = 0;
+  for (int t = 0; t < ntables; t++)
+    for (const struct option *o = tables[t]; o->name; o++) {
+      if (n + 1 >= cap) return false;
+      out[n++] = *o;
+    }
+  if (n >= cap) return false;
+  out[n] = (struct option){0, 0, 0, 0};
+  return true;
+}
+
+enum { OPT_NUMBER = 900, OPT_REPEAT, OPT_MINMS, OPT_TIMEOUT, OPT_FLUSH, OPT_THREADS };
+
+const struct option tun_cli_measure_options[] = {
+    {"number", required_argument, 0, OPT_NUMBER},   {"repeat", required_argument, 0, OPT_REPEAT},
+    {"min-repeat-ms", required_argument, 0, OPT_MINMS}, {"timeout", required_argument, 0, OPT_TIMEOUT},
+    {"cache-flush", no_argument, 0, OPT_FLUSH},     {"threads", required_argument, 0, OPT_THREADS},
+    {0, 0, 0, 0}};
+
+bool tun_cli_measure_option(tsrt_measure_opts *mo, int opt, const char *arg) {
+  switch (opt) {
+  case OPT_NUMBER: mo->number = atoi(arg); break;
+  case OPT_REPEAT: mo->repeat = atoi(arg); break;
+  case OPT_MINMS: mo->min_repeat_ms = atof(arg); break;
+  case OPT_TIMEOUT: mo->timeout_s = atof(arg); break;
+  case OPT_FLUSH: mo->cache_flush = true; break;
+  case OPT_THREADS: mo->num_threads = atoi(arg); break;
+  default: return false;
+  }
+  return true;
+}
+
+int tun_cli_model_tasks(const char *cmd, const char *path, const tun_model_opts *o, ir_module **m, tg_graph **g,
+                        tg_task **tasks, int *ntasks) {
+  *g = NULL;
+  *tasks = NULL;
+  *ntasks = 0;
+  if (!(*m = tun_cli_module(cmd))) return 1;
+  ts_diag d;
+  ts_diag_clear(&d);
+  if (tun_model_tasks(path, o, *m, g, tasks, ntasks, &d) == TS_OK) return 0;
+  fprintf(stderr, "tessel %s: %s\n", cmd, d.msg);
+  return 2;
+}

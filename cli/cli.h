@@ -76,8 +76,45 @@ int tun_cli_other_arg(const char *cmd, const char *a, const char **pos, const ch
 /* 0 when a model path was given, else 2 after "tessel CMD: no model given". */
 int tun_cli_need_model(const char *cmd, const char *path, const char *usage);
 
-/* ---- the options `tessel tune` and `tessel tune-model` share (cmd_tune.c) ---- */
+/* ---- option parsing (args.c) ---- */
 #include <getopt.h>
+
+#include "runtime/runtime.h"
+
+/* A command's getopt_long loop: start it (optind back to 1), then
+ * `for (int c; (c = tun_cli_getopt_next(&g, argc, argv));) switch (c) ...`
+ * sees only the command's own options; after the loop g.rc >= 0 is the exit
+ * status to return (0 after --help/-h printed usage on stdout, 2 after a bad
+ * option, getopt having said which; with usage_on_error usage follows on
+ * stderr). */
+typedef struct tun_cli_getopt {
+  const char *shortopts;
+  const struct option *opts;
+  const char *usage;
+  bool usage_on_error;
+  int rc; /* -1: go on */
+} tun_cli_getopt;
+tun_cli_getopt tun_cli_getopt_start(const char *shortopts, const struct option *opts, const char *usage);
+/* The next option code, or 0 when the loop is over (see g->rc). */
+int tun_cli_getopt_next(tun_cli_getopt *g, int argc, char **argv);
+/* Copies the option tables (each ended by a zero entry) one after another
+ * into out, zero-terminated; false when more than cap entries. */
+bool tun_cli_options_join(struct option *out, size_t cap, const struct option *const *tables, int ntables);
+
+/* The measurement options build, bench, tune and tune-model share (--number,
+ * --repeat, --min-repeat-ms, --timeout, --cache-flush, --threads; codes 900..
+ * 999), ended by a zero entry. */
+extern const struct option tun_cli_measure_options[];
+/* Applies one getopt_long result to mo; false if opt is not a measurement option. */
+bool tun_cli_measure_option(tsrt_measure_opts *mo, int opt, const char *arg);
+
+/* Imports the model at path and lists its tuning tasks (tun_model_tasks)
+ * into a new module *m (ir_module_free, set even on failure); 0, or the exit
+ * status after "tessel CMD: why" (1 out of memory for the module, else 2). */
+int tun_cli_model_tasks(const char *cmd, const char *path, const tun_model_opts *o, ir_module **m, tg_graph **g,
+                        tg_task **tasks, int *ntasks);
+
+/* ---- the options `tessel tune` and `tessel tune-model` share (cmd_tune.c) ---- */
 
 #include "codegen/codegen.h"
 #include "tuner/rpc_runner.h"
@@ -94,9 +131,10 @@ typedef struct tun_tune_cli {
   tun_rpc_runner *rr;       /* tun_tune_cli_start_runner */
 } tun_tune_cli;
 
-/* The shared long options (codes >= 1000; a command's own use < 1000 or
- * >= 2000), terminated by a zero entry. */
-extern const struct option tun_tune_cli_options[];
+/* The long options of a tuning command: its own (codes < 900 or >= 2000,
+ * ended by a zero entry), the shared ones (>= 1000) and
+ * tun_cli_measure_options, into out; false when more than cap entries. */
+bool tun_tune_cli_options(struct option *out, size_t cap, const struct option *own);
 void tun_tune_cli_init(tun_tune_cli *c);
 /* Applies one getopt_long result; false if opt is not a shared option. */
 bool tun_tune_cli_option(tun_tune_cli *c, int opt, const char *arg);

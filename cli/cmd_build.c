@@ -25,27 +25,22 @@ typedef struct build_args {
   bool json, print_ir;
 } build_args;
 
-enum { OPT_TRACE = 1000, OPT_TARGET, OPT_NUMBER, OPT_REPEAT, OPT_MINMS, OPT_TIMEOUT, OPT_FLUSH,
-       OPT_THREADS, OPT_JSON, OPT_SEED, OPT_COOLDOWN, OPT_PRINT, OPT_LOG, OPT_NODEFTILING };
+enum { OPT_TRACE = 1000, OPT_TARGET, OPT_JSON, OPT_SEED, OPT_COOLDOWN, OPT_PRINT, OPT_LOG, OPT_NODEFTILING };
 
 static int parse_args(int argc, char **argv, build_args *a, bool bench, const char *usage) {
-  static const struct option opts[] = {{"help", no_argument, 0, 'h'},
-                                       {"trace", required_argument, 0, OPT_TRACE},
-                                       {"target", required_argument, 0, OPT_TARGET},
-                                       {"log", required_argument, 0, OPT_LOG},
-                                       {"number", required_argument, 0, OPT_NUMBER},
-                                       {"repeat", required_argument, 0, OPT_REPEAT},
-                                       {"min-repeat-ms", required_argument, 0, OPT_MINMS},
-                                       {"timeout", required_argument, 0, OPT_TIMEOUT},
-                                       {"cache-flush", no_argument, 0, OPT_FLUSH},
-                                       {"threads", required_argument, 0, OPT_THREADS},
-                                       {"cooldown-ms", required_argument, 0, OPT_COOLDOWN},
-                                       {"seed", required_argument, 0, OPT_SEED},
-                                       {"json", no_argument, 0, OPT_JSON},
-                                       {"print-ir", no_argument, 0, OPT_PRINT},
-                                       {"no-default-tiling", no_argument, 0, OPT_NODEFTILING},
-                                       {"output", required_argument, 0, 'o'},
-                                       {0, 0, 0, 0}};
+  static const struct option own[] = {{"help", no_argument, 0, 'h'},
+                                      {"trace", required_argument, 0, OPT_TRACE},
+                                      {"target", required_argument, 0, OPT_TARGET},
+                                      {"log", required_argument, 0, OPT_LOG},
+                                      {"cooldown-ms", required_argument, 0, OPT_COOLDOWN},
+                                      {"seed", required_argument, 0, OPT_SEED},
+                                      {"json", no_argument, 0, OPT_JSON},
+                                      {"print-ir", no_argument, 0, OPT_PRINT},
+                                      {"no-default-tiling", no_argument, 0, OPT_NODEFTILING},
+                                      {"output", required_argument, 0, 'o'},
+                                      {0, 0, 0, 0}};
+  struct option opts[32];
+  if (!tun_cli_options_join(opts, 32, (const struct option *const[]){own, tun_cli_measure_options}, 2)) return 2;
   memset(a, 0, sizeof *a);
   a->target = "llvm";
   a->mo.repeat = 5;
@@ -53,29 +48,22 @@ static int parse_args(int argc, char **argv, build_args *a, bool bench, const ch
   a->mo.timeout_s = 60;
   a->mo.seed = 1;
   a->mo.want_outputs = true;
-  int c;
-  optind = 1;
-  while ((c = getopt_long(argc, argv, "ho:", opts, NULL)) != -1) {
+  tun_cli_getopt g = tun_cli_getopt_start("ho:", opts, usage);
+  for (int c; (c = tun_cli_getopt_next(&g, argc, argv));) {
     switch (c) {
-    case 'h': printf("%s", usage); return 0;
     case OPT_TRACE: a->trace = optarg; break;
     case OPT_TARGET: a->target = optarg; break;
     case OPT_LOG: a->log = optarg; break;
     case 'o': a->out = optarg; break;
-    case OPT_NUMBER: a->mo.number = atoi(optarg); break;
-    case OPT_REPEAT: a->mo.repeat = atoi(optarg); break;
-    case OPT_MINMS: a->mo.min_repeat_ms = atof(optarg); break;
-    case OPT_TIMEOUT: a->mo.timeout_s = atof(optarg); break;
-    case OPT_FLUSH: a->mo.cache_flush = true; break;
-    case OPT_THREADS: a->mo.num_threads = atoi(optarg); break;
     case OPT_COOLDOWN: a->mo.cooldown_ms = atof(optarg); break;
     case OPT_SEED: a->mo.seed = strtoull(optarg, NULL, 0); break;
     case OPT_JSON: a->json = true; break;
     case OPT_PRINT: a->print_ir = true; break;
     case OPT_NODEFTILING: a->defaults.no_tiling = true; break;
-    default: return 2;
+    default: tun_cli_measure_option(&a->mo, c, optarg);
     }
   }
+  if (g.rc >= 0) return g.rc;
   if (optind != argc - 1) {
     fprintf(stderr, "tessel %s: expected one SUBJECT (see --help)\n", bench ? "bench" : "build");
     return 2;

@@ -166,6 +166,14 @@ static sch_traced *show_apply_trace(const char *path, const ir_func *f) {
   return t;
 }
 
+static const char show_usage[] =
+    "usage: tessel show SUBJECT [--trace TRACE.json] [--json]\n"
+    "Prints the loop IR of SUBJECT (a workload spec such as matmul:m=64,n=64,k=64, or\n"
+    "a DSL file) as script text that `tessel show` can read back.\n"
+    "--trace applies a schedule trace (JSON, docs/TRACE.md) to SUBJECT first and\n"
+    "prints the scheduled IR; errors name the file and the failing instruction.\n"
+    "--json prints {subject, workload_key, flops, ir} (plus trace with --trace).\n";
+
 int tun_cmd_show(int argc, char **argv) {
   static const struct option opts[] = {{"help", no_argument, 0, 'h'},
                                        {"trace", required_argument, 0, 't'},
@@ -173,28 +181,12 @@ int tun_cmd_show(int argc, char **argv) {
                                        {0, 0, 0, 0}};
   const char *trace = NULL;
   bool as_json = false;
-  int c;
-  optind = 1;
-  while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-    switch (c) {
-    case 'h':
-      printf("usage: tessel show SUBJECT [--trace TRACE.json] [--json]\n"
-             "Prints the loop IR of SUBJECT (a workload spec such as matmul:m=64,n=64,k=64, or\n"
-             "a DSL file) as script text that `tessel show` can read back.\n"
-             "--trace applies a schedule trace (JSON, docs/TRACE.md) to SUBJECT first and\n"
-             "prints the scheduled IR; errors name the file and the failing instruction.\n"
-             "--json prints {subject, workload_key, flops, ir} (plus trace with --trace).\n");
-      return 0;
-    case 't':
-      trace = optarg;
-      break;
-    case 'j':
-      as_json = true;
-      break;
-    default:
-      return 2;
-    }
+  tun_cli_getopt g = tun_cli_getopt_start("h", opts, show_usage);
+  for (int c; (c = tun_cli_getopt_next(&g, argc, argv));) {
+    if (c == 't') trace = optarg;
+    else if (c == 'j') as_json = true;
   }
+  if (g.rc >= 0) return g.rc;
   ts_arena a;
   tun_subject sub;
   sch_traced *sched = NULL;
@@ -238,6 +230,13 @@ static double tensor_sum(const ir_tensor *t) {
   return s;
 }
 
+static const char run_usage[] =
+    "usage: tessel run SUBJECT [--check] [--seed S] [--sym NAME=VALUE ...] [--json]\n"
+    "Runs SUBJECT with the reference interpreter on seeded random inputs.\n"
+    "--check (workloads only) compares every output with the workload's hand-written\n"
+    "C loop; exit status 1 on a mismatch. --sym binds a symbolic size of a DSL file.\n"
+    "--json prints {workload, matched, max_abs_err} (with --check) or output sums.\n";
+
 int tun_cmd_run(int argc, char **argv) {
   /* a model artifact built by `tessel build MODEL.onnx` (cmd_model.c) */
   for (int i = 1; i < argc; i++) {
@@ -255,17 +254,9 @@ int tun_cmd_run(int argc, char **argv) {
   const char *sym_names[16];
   int64_t sym_vals[16];
   int nsym = 0;
-  int c;
-  optind = 1;
-  while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+  tun_cli_getopt g = tun_cli_getopt_start("h", opts, run_usage);
+  for (int c; (c = tun_cli_getopt_next(&g, argc, argv));) {
     switch (c) {
-    case 'h':
-      printf("usage: tessel run SUBJECT [--check] [--seed S] [--sym NAME=VALUE ...] [--json]\n"
-             "Runs SUBJECT with the reference interpreter on seeded random inputs.\n"
-             "--check (workloads only) compares every output with the workload's hand-written\n"
-             "C loop; exit status 1 on a mismatch. --sym binds a symbolic size of a DSL file.\n"
-             "--json prints {workload, matched, max_abs_err} (with --check) or output sums.\n");
-      return 0;
     case 'c':
       check = true;
       break;
@@ -286,10 +277,9 @@ int tun_cmd_run(int argc, char **argv) {
       sym_vals[nsym++] = strtoll(eq + 1, NULL, 0);
       break;
     }
-    default:
-      return 2;
     }
   }
+  if (g.rc >= 0) return g.rc;
   ts_arena a;
   tun_subject sub;
   ir_tensor *args = NULL, *ref = NULL;

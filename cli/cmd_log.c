@@ -153,17 +153,13 @@ static int log_best(int argc, char **argv) {
                                        {0, 0, 0, 0}};
   const char *w = NULL, *t = NULL;
   bool json = false;
-  int c;
-  optind = 1;
-  while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-    switch (c) {
-    case 'h': printf("%s", usage); return 0;
-    case 'w': w = optarg; break;
-    case 't': t = optarg; break;
-    case 'j': json = true; break;
-    default: return 2;
-    }
+  tun_cli_getopt g = tun_cli_getopt_start("h", opts, usage);
+  for (int c; (c = tun_cli_getopt_next(&g, argc, argv));) {
+    if (c == 'w') w = optarg;
+    else if (c == 't') t = optarg;
+    else if (c == 'j') json = true;
   }
+  if (g.rc >= 0) return g.rc;
   if (optind != argc - 1) {
     fprintf(stderr, "tessel log best: expected one LOG\n%s", usage);
     return 2;
@@ -234,16 +230,12 @@ int tun_cmd_plot(int argc, char **argv) {
                                        {"output", required_argument, 0, 'o'},
                                        {0, 0, 0, 0}};
   const char *w = NULL, *out = NULL;
-  int c;
-  optind = 1;
-  while ((c = getopt_long(argc, argv, "ho:", opts, NULL)) != -1) {
-    switch (c) {
-    case 'h': printf("%s", usage); return 0;
-    case 'w': w = optarg; break;
-    case 'o': out = optarg; break;
-    default: return 2;
-    }
+  tun_cli_getopt g = tun_cli_getopt_start("ho:", opts, usage);
+  for (int c; (c = tun_cli_getopt_next(&g, argc, argv));) {
+    if (c == 'w') w = optarg;
+    else if (c == 'o') out = optarg;
   }
+  if (g.rc >= 0) return g.rc;
   int ndb = argc - optind;
   if (ndb < 1 || !out) {
     fprintf(stderr, "tessel plot: need at least one LOG and -o CURVE.svg\n%s", usage);

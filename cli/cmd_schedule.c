@@ -33,6 +33,20 @@ static bool parse_int(const char *s, long long lo, long long hi, long long *out)
   return true;
 }
 
+static const char selfcheck_usage[] =
+    "usage: tessel selfcheck WORKLOAD [--random-traces N] [--seed S] [--steps MIN:MAX]\n"
+    "                        [--json] [--verbose]\n"
+    "Schedules WORKLOAD (a workload spec such as matmul:m=6,n=10,k=7, or a DSL file)\n"
+    "with N random traces (default 100) drawn from every primitive family, each of\n"
+    "MIN..MAX steps (default 1:12). Each trace is written to JSON, read back, applied\n"
+    "to a fresh unscheduled copy, and the result is compared with the unscheduled\n"
+    "function in the reference interpreter on seeded random inputs (rtol 1e-4,\n"
+    "atol 1e-5). A trace with a refused step counts as refused, not checked.\n"
+    "Each mismatch prints its reason and trace JSON to stderr (replay it with\n"
+    "`tessel show WORKLOAD --trace FILE`); --verbose also prints refusals.\n"
+    "--json prints {workload, traces, checked, refused, mismatches}.\n"
+    "Exit status: 0 no mismatch, 1 a mismatch, 2 bad usage or input.\n";
+
 int tun_cmd_selfcheck(int argc, char **argv) {
   static const struct option opts[] = {{"help", no_argument, 0, 'h'},
                                        {"random-traces", required_argument, 0, 'n'},
@@ -43,24 +57,9 @@ int tun_cmd_selfcheck(int argc, char **argv) {
                                        {0, 0, 0, 0}};
   long long ntraces = 100, seed = 1, lo = 1, hi = 12;
   bool as_json = false, verbose = false;
-  int c;
-  optind = 1;
-  while ((c = getopt_long(argc, argv, "hv", opts, NULL)) != -1) {
+  tun_cli_getopt g = tun_cli_getopt_start("hv", opts, selfcheck_usage);
+  for (int c; (c = tun_cli_getopt_next(&g, argc, argv));) {
     switch (c) {
-    case 'h':
-      printf("usage: tessel selfcheck WORKLOAD [--random-traces N] [--seed S] [--steps MIN:MAX]\n"
-             "                        [--json] [--verbose]\n"
-             "Schedules WORKLOAD (a workload spec such as matmul:m=6,n=10,k=7, or a DSL file)\n"
-             "with N random traces (default 100) drawn from every primitive family, each of\n"
-             "MIN..MAX steps (default 1:12). Each trace is written to JSON, read back, applied\n"
-             "to a fresh unscheduled copy, and the result is compared with the unscheduled\n"
-             "function in the reference interpreter on seeded random inputs (rtol 1e-4,\n"
-             "atol 1e-5). A trace with a refused step counts as refused, not checked.\n"
-             "Each mismatch prints its reason and trace JSON to stderr (replay it with\n"
-             "`tessel show WORKLOAD --trace FILE`); --verbose also prints refusals.\n"
-             "--json prints {workload, traces, checked, refused, mismatches}.\n"
-             "Exit status: 0 no mismatch, 1 a mismatch, 2 bad usage or input.\n");
-      return 0;
     case 'n':
       if (!parse_int(optarg, 0, 100000000, &ntraces)) {
         fprintf(stderr, "tessel selfcheck: --random-traces wants a count >= 0, got '%s'\n", optarg);
@@ -91,10 +90,9 @@ int tun_cmd_selfcheck(int argc, char **argv) {
     case 'v':
       verbose = true;
       break;
-    default:
-      return 2;
     }
   }
+  if (g.rc >= 0) return g.rc;
   ts_arena a;
   tun_subject sub;
   ts_diag d;

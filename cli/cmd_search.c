@@ -87,20 +87,19 @@ int tun_cmd_sketches(int argc, char **argv) {
   bool json = false;
   int inst = -1;
   uint64_t seed = 1;
-  int c;
-  optind = 1;
-  while ((c = getopt_long(argc, argv, "ho:", opts, NULL)) != -1) {
+  tun_cli_getopt g = tun_cli_getopt_start("ho:", opts, usage);
+  g.usage_on_error = true;
+  for (int c; (c = tun_cli_getopt_next(&g, argc, argv));) {
     switch (c) {
-    case 'h': printf("%s", usage); return 0;
     case 't': target = optarg; break;
     case 'j': json = true; break;
     case 'i': inst = atoi(optarg); break;
     case 's': seed = strtoull(optarg, NULL, 10); break;
     case 'o': out = optarg; break;
     case 'r': rep = optarg; break;
-    default: fprintf(stderr, "%s", usage); return 2;
     }
   }
+  if (g.rc >= 0) return g.rc;
   if (optind + 1 != argc) {
     fprintf(stderr, "%s", usage);
     return 2;
@@ -113,10 +112,8 @@ int tun_cmd_sketches(int argc, char **argv) {
     return 1;
   }
   ts_arena a;
-  ts_arena_init(&a);
   tun_subject s;
-  if (tun_subject_load(&a, argv[optind], &s, &d)) {
-    fprintf(stderr, "tessel sketches: %s\n", d.msg);
+  if (tun_cli_subject("sketches", "SUBJECT", argc, argv, &a, &s)) {
     ts_arena_fini(&a);
     return 1;
   }

@@ -43,17 +43,13 @@ int tun_cmd_tasks(int argc, char **argv) {
     }
   }
   if (tun_cli_need_model("tasks", path, usage)) return 2;
-  ir_module *m = tun_cli_module("tasks");
-  if (!m) return 1;
-  ts_diag d;
-  ts_diag_clear(&d);
+  ir_module *m = NULL;
   tg_graph *g = NULL;
   tg_task *t = NULL;
-  int n = 0, rc = 2;
-  if (tun_model_tasks(path, &mo, m, &g, &t, &n, &d) != TS_OK) {
-    fprintf(stderr, "tessel tasks: %s\n", d.msg);
-    goto out;
-  }
+  int n = 0;
+  int rc = tun_cli_model_tasks("tasks", path, &mo, &m, &g, &t, &n);
+  if (rc) goto out;
+  rc = 2;
   if (dump) {
     if (mkdir(dump, 0777) != 0 && errno != EEXIST) {
       fprintf(stderr, "tessel tasks: cannot create %s: %s\n", dump, strerror(errno));

@@ -48,45 +48,42 @@ static const char tune_usage[] =
     "--rpc-tries boards, 3); that is never logged as the kernel's error. The secret\n"
     "is --secret-file F or the file named by $TESSEL_RPC_SECRET_FILE.\n";
 
-enum { OPT_TARGET = 1000, OPT_TRIALS, OPT_LOG, OPT_BATCH, OPT_MODEL, OPT_SEED, OPT_NUMBER,
-       OPT_REPEAT, OPT_MINMS, OPT_TIMEOUT, OPT_FLUSH, OPT_THREADS, OPT_JOBS, OPT_JSON,
+enum { OPT_TARGET = 1000, OPT_TRIALS, OPT_LOG, OPT_BATCH, OPT_MODEL, OPT_SEED, OPT_JOBS, OPT_JSON,
        OPT_RUNNER, OPT_TRACKER, OPT_KEY, OPT_PARALLEL, OPT_SECRET, OPT_PRIORITY, OPT_RPCWAIT,
        OPT_RPCTRIES, OPT_SLOWCUT, OPT_FIRSTBATCH, OPT_NOLAYOUT, OPT_NOTENSORIZE, OPT_NOTENSORCORE,
        OPT_REGCHECK, OPT_NODEFTILING, OPT_XGBMIN, OPT_XGBROUNDS };
 
-/* The options `tessel tune` and `tessel tune-model` share (cli.h). */
-const struct option tun_tune_cli_options[] = {{"target", required_argument, 0, OPT_TARGET},
-                                              {"trials", required_argument, 0, OPT_TRIALS},
-                                              {"log", required_argument, 0, OPT_LOG},
-                                              {"batch", required_argument, 0, OPT_BATCH},
-                                              {"model", required_argument, 0, OPT_MODEL},
-                                              {"seed", required_argument, 0, OPT_SEED},
-                                              {"number", required_argument, 0, OPT_NUMBER},
-                                              {"repeat", required_argument, 0, OPT_REPEAT},
-                                              {"min-repeat-ms", required_argument, 0, OPT_MINMS},
-                                              {"timeout", required_argument, 0, OPT_TIMEOUT},
-                                              {"cache-flush", no_argument, 0, OPT_FLUSH},
-                                              {"threads", required_argument, 0, OPT_THREADS},
-                                              {"build-jobs", required_argument, 0, OPT_JOBS},
-                                              {"json", no_argument, 0, OPT_JSON},
-                                              {"runner", required_argument, 0, OPT_RUNNER},
-                                              {"tracker", required_argument, 0, OPT_TRACKER},
-                                              {"key", required_argument, 0, OPT_KEY},
-                                              {"parallel", required_argument, 0, OPT_PARALLEL},
-                                              {"secret-file", required_argument, 0, OPT_SECRET},
-                                              {"priority", required_argument, 0, OPT_PRIORITY},
-                                              {"rpc-wait", required_argument, 0, OPT_RPCWAIT},
-                                              {"rpc-tries", required_argument, 0, OPT_RPCTRIES},
-                                              {"slow-cutoff", required_argument, 0, OPT_SLOWCUT},
-                                              {"first-batch", required_argument, 0, OPT_FIRSTBATCH},
-                                              {"no-layout-rewrite", no_argument, 0, OPT_NOLAYOUT},
-                                              {"no-tensorize", no_argument, 0, OPT_NOTENSORIZE},
-                                              {"no-tensor-core", no_argument, 0, OPT_NOTENSORCORE},
-                                              {"gpu-regcheck", no_argument, 0, OPT_REGCHECK},
-                                              {"no-default-tiling", no_argument, 0, OPT_NODEFTILING},
-                                              {"xgb-min-samples", required_argument, 0, OPT_XGBMIN},
-                                              {"xgb-max-rounds", required_argument, 0, OPT_XGBROUNDS},
-                                              {0, 0, 0, 0}};
+/* The options `tessel tune` and `tessel tune-model` share. */
+static const struct option shared_options[] = {{"target", required_argument, 0, OPT_TARGET},
+                                               {"trials", required_argument, 0, OPT_TRIALS},
+                                               {"log", required_argument, 0, OPT_LOG},
+                                               {"batch", required_argument, 0, OPT_BATCH},
+                                               {"model", required_argument, 0, OPT_MODEL},
+                                               {"seed", required_argument, 0, OPT_SEED},
+                                               {"build-jobs", required_argument, 0, OPT_JOBS},
+                                               {"json", no_argument, 0, OPT_JSON},
+                                               {"runner", required_argument, 0, OPT_RUNNER},
+                                               {"tracker", required_argument, 0, OPT_TRACKER},
+                                               {"key", required_argument, 0, OPT_KEY},
+                                               {"parallel", required_argument, 0, OPT_PARALLEL},
+                                               {"secret-file", required_argument, 0, OPT_SECRET},
+                                               {"priority", required_argument, 0, OPT_PRIORITY},
+                                               {"rpc-wait", required_argument, 0, OPT_RPCWAIT},
+                                               {"rpc-tries", required_argument, 0, OPT_RPCTRIES},
+                                               {"slow-cutoff", required_argument, 0, OPT_SLOWCUT},
+                                               {"first-batch", required_argument, 0, OPT_FIRSTBATCH},
+                                               {"no-layout-rewrite", no_argument, 0, OPT_NOLAYOUT},
+                                               {"no-tensorize", no_argument, 0, OPT_NOTENSORIZE},
+                                               {"no-tensor-core", no_argument, 0, OPT_NOTENSORCORE},
+                                               {"gpu-regcheck", no_argument, 0, OPT_REGCHECK},
+                                               {"no-default-tiling", no_argument, 0, OPT_NODEFTILING},
+                                               {"xgb-min-samples", required_argument, 0, OPT_XGBMIN},
+                                               {"xgb-max-rounds", required_argument, 0, OPT_XGBROUNDS},
+                                               {0, 0, 0, 0}};
+
+bool tun_tune_cli_options(struct option *out, size_t cap, const struct option *own) {
+  return tun_cli_options_join(out, cap, (const struct option *const[]){own, shared_options, tun_cli_measure_options}, 3);
+}
 
 void tun_tune_cli_init(tun_tune_cli *c) {
   memset(c, 0, sizeof *c);
@@ -106,12 +103,6 @@ bool tun_tune_cli_option(tun_tune_cli *c, int opt, const char *arg) {
   case OPT_BATCH: o->batch = atoi(arg); break;
   case OPT_MODEL: o->model = arg; break;
   case OPT_SEED: o->seed = strtoull(arg, NULL, 0); break;
-  case OPT_NUMBER: o->measure.number = atoi(arg); break;
-  case OPT_REPEAT: o->measure.repeat = atoi(arg); break;
-  case OPT_MINMS: o->measure.min_repeat_ms = atof(arg); break;
-  case OPT_TIMEOUT: o->measure.timeout_s = atof(arg); break;
-  case OPT_FLUSH: o->measure.cache_flush = true; break;
-  case OPT_THREADS: o->measure.num_threads = atoi(arg); break;
   case OPT_JOBS: o->build_jobs = atoi(arg); break;
   case OPT_JSON: c->json = true; break;
   case OPT_RUNNER: c->runner = arg; break;
@@ -136,7 +127,7 @@ bool tun_tune_cli_option(tun_tune_cli *c, int opt, const char *arg) {
   case OPT_NODEFTILING: o->defaults.no_tiling = true; break;
   case OPT_XGBMIN: o->xgb_min_samples = atoi(arg) > 0 ? atoi(arg) : 1; break;
   case OPT_XGBROUNDS: o->xgb_max_rounds = atoi(arg); break;
-  default: return false;
+  default: return tun_cli_measure_option(&o->measure, opt, arg);
   }
   return true;
 }
@@ -207,20 +198,16 @@ void tun_tune_cli_stop_runner(tun_tune_cli *c, tun_rpc_stats *rs) {
 }
 
 int tun_cmd_tune(int argc, char **argv) {
-  struct option opts[64] = {{"help", no_argument, 0, 'h'}};
-  memcpy(opts + 1, tun_tune_cli_options, sizeof tun_tune_cli_options);
+  static const struct option help[] = {{"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
+  struct option opts[64];
+  if (!tun_tune_cli_options(opts, 64, help)) return 2;
   tun_tune_cli cli;
   tun_tune_cli_init(&cli);
   tun_tune_opts *po = &cli.o;
-  int c;
-  optind = 1;
-  while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-    if (c == 'h') {
-      printf("%s", tune_usage);
-      return 0;
-    }
+  tun_cli_getopt g = tun_cli_getopt_start("h", opts, tune_usage);
+  for (int c; (c = tun_cli_getopt_next(&g, argc, argv));)
     if (!tun_tune_cli_option(&cli, c, optarg)) return 2;
-  }
+  if (g.rc >= 0) return g.rc;
   if (optind != argc - 1) {
     fprintf(stderr, "tessel tune: expected one SUBJECT (see --help)\n");
     return 2;

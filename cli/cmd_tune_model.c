@@ -125,21 +125,16 @@ static const char *parse_args(int argc, char **argv, tun_tune_cli *cli, tun_tune
                                       {"bind", required_argument, 0, OPT_SYM},
                                       {"no-default", no_argument, 0, OPT_NODEFAULT},
                                       {"winograd", required_argument, 0, OPT_WINOGRAD},
-                                      {"polyphase", required_argument, 0, OPT_POLYPHASE}};
+                                      {"polyphase", required_argument, 0, OPT_POLYPHASE},
+                                      {0, 0, 0, 0}};
   struct option opts[64];
-  size_t nown = sizeof own / sizeof own[0], nshared = 0;
-  while (tun_tune_cli_options[nshared].name) nshared++;
   *rc = 2;
-  if (nown + nshared + 1 > sizeof opts / sizeof opts[0]) return NULL;
-  memcpy(opts, own, sizeof own);
-  memcpy(opts + nown, tun_tune_cli_options, (nshared + 1) * sizeof *opts);
+  if (!tun_tune_cli_options(opts, 64, own)) return NULL;
   ts_diag d;
   ts_diag_clear(&d);
-  int c;
-  optind = 1;
-  while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+  tun_cli_getopt g = tun_cli_getopt_start("h", opts, usage);
+  for (int c; (c = tun_cli_getopt_next(&g, argc, argv));) {
     switch (c) {
-    case 'h': printf("%s", usage); *rc = 0; return NULL;
     case OPT_SCHED:
       if (tun_sched_kind_parse(optarg, &mo->sched.kind, &d)) {
         fprintf(stderr, "tessel tune-model: --task-scheduler: %s\n", d.msg);
@@ -157,6 +152,10 @@ static const char *parse_args(int argc, char **argv, tun_tune_cli *cli, tun_tune
     default:
       if (!tun_tune_cli_option(cli, c, optarg)) return NULL;
     }
+  }
+  if (g.rc >= 0) {
+    *rc = g.rc;
+    return NULL;
   }
   if (optind != argc - 1) {
     fprintf(stderr, "tessel tune-model: expected one MODEL.onnx (see --help)\n");
@@ -190,19 +189,16 @@ int tun_cmd_tune_model(int argc, char **argv) {
   cg_target tg;
   if ((rc = tun_tune_cli_setup(&cli, "tune-model", &tg))) return rc;
 
-  ir_module *m = tun_cli_module("tune-model");
-  if (!m) return 1;
   ts_diag d;
   ts_diag_clear(&d);
+  ir_module *m = NULL;
   tg_graph *g = NULL;
   tg_task *tasks = NULL;
   tun_model_task *mt = NULL;
   int ntasks = 0;
+  rc = tun_cli_model_tasks("tune-model", path, &bo, &m, &g, &tasks, &ntasks);
+  if (rc) goto out;
   rc = 2;
-  if (tun_model_tasks(path, &bo, m, &g, &tasks, &ntasks, &d)) {
-    fprintf(stderr, "tessel tune-model: %s\n", d.msg);
-    goto out;
-  }
   if (ntasks == 0) {
     fprintf(stderr, "tessel tune-model: %s has no kernels to tune (every node folded away)\n", path);
     goto out;
