@@ -82,7 +82,8 @@ static const struct option shared_options[] = {{"target", required_argument, 0, 
                                                {0, 0, 0, 0}};
 
 bool tun_tune_cli_options(struct option *out, size_t cap, const struct option *own) {
-  return tun_cli_options_join(out, cap, (const struct option *const[]){own, shared_options, tun_cli_measure_options}, 3);
+  const struct option *const tables[] = {own, shared_options, tun_cli_measure_options};
+  return tun_cli_options_join(out, cap, tables, 3);
 }
 
 void tun_tune_cli_init(tun_tune_cli *c) {

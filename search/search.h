@@ -24,6 +24,12 @@ int srch_block_names(const ir_func *f, ts_arena *a, const char ***out);
 bool srch_loop_is_reduction(const ir_stmt *s, const ir_var *v);
 /* Is v used by a non-spatial iter binding of realize r? */
 bool srch_realize_uses_in_reduction(const ir_stmt *r, const ir_var *v);
+/* Can MultiLevelTiling tile block b: one write, a read, an init, and only
+ * spatial and reduction iter vars, at least one of them reduction? */
+bool srch_block_is_tileable_reduction(const ir_block *b);
+/* iter_of[l] = the iter var of realize r bound to loop var v itself; false
+ * when none is, or one of iter_of[0..l) is the same. */
+bool srch_bind_loop_iter(const ir_stmt *r, const ir_var *v, int *iter_of, int l);
 
 /* ---- design space ---------------------------------------------------------- */
 /* Rule registry: every rule of every target, one bit each in

@@ -133,6 +133,18 @@ bool srch_block_has_reuse(const ir_block *b);
  * GPU rule). At most 32 loops. In search/rules/multi_level_tiling.c. */
 bool srch_needs_multi_level_tiling(const ir_func *f, const ir_stmt *r, int nloops, const ir_var **lv,
                                    int *iter_of, bool serial_only);
+/* The levels of MultiLevelTiling's "SSRSRS" structure, filled loop by loop
+ * with each loop's tile pieces (outer to inner): the k-th piece of a
+ * spatial loop goes to the k-th 'S' level, of a reduction loop to the k-th
+ * 'R' level. At most 32 loops. In search/rules/multi_level_tiling.c. */
+typedef struct srch_tile_levels {
+  int at[6][32];
+  int n[6];
+} srch_tile_levels;
+void srch_tile_levels_add(srch_tile_levels *lv, bool spatial, const int *pieces);
+/* Appends the pieces level by level, outermost first, at order[no..]; the
+ * new count. */
+int srch_tile_levels_order(const srch_tile_levels *lv, int *order, int no);
 /* The realize of block in t's function when its loops need multi-level
  * tiling (srch_needs_multi_level_tiling on the concrete state), with iter_of
  * and the loop count nl filled; NULL otherwise. */
@@ -149,5 +161,8 @@ ts_status srch_push(ts_vec *out, sch_traced *t, ts_diag *d);
 /* A fork of t: a fresh traced schedule of f replaying t's trace with its
  * decisions. NULL on failure (d set). */
 sch_traced *srch_fork(const srch_rule_ctx *c, sch_traced *t, ts_diag *d);
+/* srch_fork, and block's index in the fork into *b; NULL (nothing kept)
+ * when either fails. */
+sch_traced *srch_fork_block(const srch_rule_ctx *c, sch_traced *t, const char *block, int *b, ts_diag *d);
 
 #endif

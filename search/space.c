@@ -10,13 +10,14 @@
 #include "search/search_int.h"
 
 /* ---- IR helpers ---- */
+/* One walk for the lookups below: what it looks for is what is set. */
 typedef struct walk_ctx {
-  const char *name;
-  const ir_var *var;
+  const char *name;       /* the realize of this block */
+  const ir_var *var;      /* the loop of this var */
+  const ir_var *red_of;   /* a realize binding this var into a reduction iter */
   const ir_stmt *found;
-  ts_arena *a;
-  ts_vec *names;
-  bool red;
+  ts_vec *names;          /* every block name but root */
+  bool red;               /* any non-spatial iter var */
 } walk_ctx;
 
 static bool walk_cb(void *ctx, const ir_stmt *s) {
@@ -26,33 +27,32 @@ static bool walk_cb(void *ctx, const ir_stmt *s) {
   if (s->kind == IR_BLOCK_REALIZE) {
     const ir_block *b = s->u.realize.block;
     if (c->name && !strcmp(b->name, c->name)) c->found = s;
+    if (c->red_of && srch_realize_uses_in_reduction(s, c->red_of)) c->found = s;
     if (c->names && strcmp(b->name, "root")) ts_vec_push(c->names, (void *)b->name);
     for (int i = 0; i < b->niter; i++)
       if (b->iters[i].type != IR_ITER_S) c->red = true;
   }
-  return true;
+  return !c->found;
+}
+
+static walk_ctx walk(walk_ctx c, const ir_stmt *s) {
+  ir_visitor v = {.stmt = walk_cb, .ctx = &c};
+  ir_visit_stmt(&v, s);
+  return c;
 }
 
 const ir_stmt *srch_find_realize(const ir_func *f, const char *name) {
-  walk_ctx c = {.name = name};
-  ir_visitor v = {.stmt = walk_cb, .ctx = &c};
-  ir_visit_stmt(&v, f->body);
-  return c.found;
+  return walk((walk_ctx){.name = name}, f->body).found;
 }
 
 const ir_stmt *srch_find_loop(const ir_func *f, const ir_var *var) {
-  walk_ctx c = {.var = var};
-  ir_visitor v = {.stmt = walk_cb, .ctx = &c};
-  ir_visit_stmt(&v, f->body);
-  return c.found;
+  return walk((walk_ctx){.var = var}, f->body).found;
 }
 
 int srch_block_names(const ir_func *f, ts_arena *a, const char ***out) {
   ts_vec names;
   ts_vec_init(&names);
-  walk_ctx c = {.names = &names};
-  ir_visitor v = {.stmt = walk_cb, .ctx = &c};
-  ir_visit_stmt(&v, f->body);
+  walk((walk_ctx){.names = &names}, f->body);
   const char **o = TS_ANEWN(a, const char *, names.len + 1);
   int n = 0;
   if (o)
@@ -62,12 +62,7 @@ int srch_block_names(const ir_func *f, ts_arena *a, const char ***out) {
   return n;
 }
 
-bool srch_func_has_reduction(const ir_func *f) {
-  walk_ctx c = {0};
-  ir_visitor v = {.stmt = walk_cb, .ctx = &c};
-  ir_visit_stmt(&v, f->body);
-  return c.red;
-}
+bool srch_func_has_reduction(const ir_func *f) { return walk((walk_ctx){0}, f->body).red; }
 
 bool srch_realize_uses_in_reduction(const ir_stmt *r, const ir_var *v) {
   const ir_block *b = r->u.realize.block;
@@ -76,22 +71,29 @@ bool srch_realize_uses_in_reduction(const ir_stmt *r, const ir_var *v) {
   return false;
 }
 
-typedef struct red_ctx {
-  const ir_var *v;
-  bool hit;
-} red_ctx;
+bool srch_loop_is_reduction(const ir_stmt *s, const ir_var *v) { return walk((walk_ctx){.red_of = v}, s).found; }
 
-static bool red_cb(void *ctx, const ir_stmt *s) {
-  red_ctx *c = ctx;
-  if (s->kind == IR_BLOCK_REALIZE && srch_realize_uses_in_reduction(s, c->v)) c->hit = true;
-  return !c->hit;
+bool srch_block_is_tileable_reduction(const ir_block *b) {
+  if (b->nwrites != 1 || b->nreads < 1 || !b->init) return false;
+  bool has_r = false;
+  for (int i = 0; i < b->niter; i++) {
+    if (b->iters[i].type == IR_ITER_R) has_r = true;
+    else if (b->iters[i].type != IR_ITER_S) return false;
+  }
+  return has_r;
 }
 
-bool srch_loop_is_reduction(const ir_stmt *s, const ir_var *v) {
-  red_ctx c = {.v = v};
-  ir_visitor vis = {.stmt = red_cb, .ctx = &c};
-  ir_visit_stmt(&vis, s);
-  return c.hit;
+bool srch_bind_loop_iter(const ir_stmt *r, const ir_var *v, int *iter_of, int l) {
+  const ir_block *b = r->u.realize.block;
+  iter_of[l] = -1;
+  for (int i = 0; i < b->niter; i++) {
+    const ir_expr *e = r->u.realize.iter_values[i];
+    if (e->kind == IR_VAR && e->u.var == v) iter_of[l] = i;
+  }
+  if (iter_of[l] < 0) return false;
+  for (int k = 0; k < l; k++)
+    if (iter_of[k] == iter_of[l]) return false;
+  return true;
 }
 
 const ir_stmt *srch_block_loops(sch_traced *t, const char *block, sch_loop **cl, int *nl) {
@@ -112,6 +114,15 @@ ts_status srch_push(ts_vec *out, sch_traced *t, ts_diag *d) {
 
 sch_traced *srch_fork(const srch_rule_ctx *c, sch_traced *t, ts_diag *d) {
   return sch_trace_replay(sch_traced_trace(t), c->func, c->seed, d);
+}
+
+sch_traced *srch_fork_block(const srch_rule_ctx *c, sch_traced *t, const char *block, int *b, ts_diag *d) {
+  sch_traced *f = srch_fork(c, t, d);
+  if (f && sch_t_get_block(f, block, b, d)) {
+    sch_traced_free(f);
+    return NULL;
+  }
+  return f;
 }
 
 static void free_states(ts_vec *v) {

@@ -172,25 +172,12 @@ static bool region_uses_var(const ir_region *rg, const ir_var *v) {
  * the block's loops lv[0..n): fills iter_of (loop -> iter) and ext. */
 static bool tile_eligible(sch_traced *t, const ir_stmt *r, int n, const int *loops, int *iter_of, int64_t *ext) {
   const ir_block *b = r->u.realize.block;
-  if (b->nwrites != 1 || b->nreads < 1 || !b->init || n != b->niter || n > TILE_MAXL || n == 0) return false;
-  bool has_r = false;
-  for (int i = 0; i < b->niter; i++) {
-    if (b->iters[i].type == IR_ITER_R) has_r = true;
-    else if (b->iters[i].type != IR_ITER_S) return false;
-  }
-  if (!has_r) return false;
+  if (!srch_block_is_tileable_reduction(b) || n != b->niter || n > TILE_MAXL || n == 0) return false;
   for (int l = 0; l < n; l++) {
     const ir_var *v = sch_t_loop(t, loops[l]).var;
     const ir_stmt *ls = v ? find_loop(t, v) : NULL;
     if (!ls || ls->u.loop.kind != IR_FOR_SERIAL || !ir_as_int(ls->u.loop.extent, &ext[l])) return false;
-    iter_of[l] = -1;
-    for (int i = 0; i < b->niter; i++) {
-      const ir_expr *e = r->u.realize.iter_values[i];
-      if (e->kind == IR_VAR && e->u.var == v) iter_of[l] = i;
-    }
-    if (iter_of[l] < 0) return false;
-    for (int k = 0; k < l; k++)
-      if (iter_of[k] == iter_of[l]) return false;
+    if (!srch_bind_loop_iter(r, v, iter_of, l)) return false;
   }
   for (int i = 0; i < b->niter; i++) {
     int64_t e;

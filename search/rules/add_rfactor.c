@@ -65,13 +65,11 @@ static sch_traced *rfactor_fork(const srch_rule_ctx *c, sch_traced *work, const 
                                 int which) {
   ts_diag q;
   ts_diag_clear(&q);
-  sch_traced *f = srch_fork(c, work, &q);
-  if (!f) return NULL;
   int b, nl, rf;
   const int *lp;
-  if (sch_t_get_block(f, block, &b, &q) || sch_t_get_loops(f, b, &lp, &nl, &q) || nl < 2 ||
-      sch_t_rfactor(f, lp[nl - 2 + which], nspatial, &rf, &q) ||
-      sch_t_annotate(f, b, SRCH_ANN_RFACTOR_PRODUCER, sch_arg_int(1), &q)) {
+  sch_traced *f = srch_fork_block(c, work, block, &b, &q);
+  if (f && (sch_t_get_loops(f, b, &lp, &nl, &q) || nl < 2 || sch_t_rfactor(f, lp[nl - 2 + which], nspatial, &rf, &q) ||
+            sch_t_annotate(f, b, SRCH_ANN_RFACTOR_PRODUCER, sch_arg_int(1), &q))) {
     sch_traced_free(f);
     return NULL;
   }

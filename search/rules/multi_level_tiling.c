@@ -32,28 +32,15 @@ bool srch_needs_multi_level_tiling(const ir_func *f, const ir_stmt *r, int nloop
                                    int *iter_of, bool serial_only) {
   const ir_block *b = r->u.realize.block;
   if (ir_annot_find(b->nannot, b->annots, SRCH_ANN_TILING)) return false;
-  if (b->nwrites != 1 || b->nreads < 1 || !b->init) return false;
+  if (!srch_block_is_tileable_reduction(b)) return false;
   if (nloops != b->niter || nloops > MAXL || nloops == 0) return false;
-  bool has_r = false;
-  for (int i = 0; i < b->niter; i++) {
-    if (b->iters[i].type == IR_ITER_R) has_r = true;
-    else if (b->iters[i].type != IR_ITER_S) return false;
-  }
-  if (!has_r) return false;
   /* trivial binding: one loop per block var */
   for (int l = 0; l < nloops; l++) {
-    iter_of[l] = -1;
     const ir_stmt *ls = srch_find_loop(f, lv[l]);
     int64_t ext;
     if (!ls || !ir_as_int(ls->u.loop.extent, &ext)) return false;
     if (serial_only && ls->u.loop.kind != IR_FOR_SERIAL) return false;
-    for (int i = 0; i < b->niter; i++) {
-      const ir_expr *e = r->u.realize.iter_values[i];
-      if (e->kind == IR_VAR && e->u.var == lv[l]) iter_of[l] = i;
-    }
-    if (iter_of[l] < 0) return false;
-    for (int k = 0; k < l; k++)
-      if (iter_of[k] == iter_of[l]) return false;
+    if (!srch_bind_loop_iter(r, lv[l], iter_of, l)) return false;
   }
   /* no duplicate read buffer, constant read extents */
   for (int i = 0; i < b->nreads; i++) {
@@ -91,13 +78,11 @@ ts_status srch_sample_split(sch_traced *t, int loop, int n, int64_t maxin, int *
 static sch_traced *cache_fork(const srch_rule_ctx *c, sch_traced *t, const char *block, int ns, int level) {
   ts_diag q;
   ts_diag_clear(&q);
-  sch_traced *f = srch_fork(c, t, &q);
-  if (!f) return NULL;
   int b, cb, nl;
   const int *lp;
-  if (sch_t_get_block(f, block, &b, &q) || sch_t_cache_write(f, b, 0, "global", 0, NULL, &cb, &q) ||
-      sch_t_get_loops(f, b, &lp, &nl, &q) || nl < level * ns ||
-      sch_t_reverse_compute_at(f, cb, lp[level * ns - 1], true, -1, &q)) {
+  sch_traced *f = srch_fork_block(c, t, block, &b, &q);
+  if (f && (sch_t_cache_write(f, b, 0, "global", 0, NULL, &cb, &q) || sch_t_get_loops(f, b, &lp, &nl, &q) ||
+            nl < level * ns || sch_t_reverse_compute_at(f, cb, lp[level * ns - 1], true, -1, &q))) {
     sch_traced_free(f);
     return NULL;
   }
@@ -128,7 +113,6 @@ static int64_t presplit_factor(const srch_rule_ctx *c, const ir_block *blk, int 
  * the number of spatial loops per slot, or -1 when a step is refused. */
 static int tile_block(const srch_rule_ctx *c, sch_traced *t, int b, const ir_block *blk, const int *iter_of,
                       const int64_t *pre) {
-  static const char structure[] = "SSRSRS";
   ts_diag q;
   int nl;
   const int *lp;
@@ -137,7 +121,8 @@ static int tile_block(const srch_rule_ctx *c, sch_traced *t, int b, const ir_blo
   if (sch_t_get_loops(t, b, &lp, &nl, &q) || nl > MAXL) return -1;
   memcpy(loops, lp, sizeof(int) * (size_t)nl);
   int ns = 0;
-  int slots[6][2 * MAXL], cnt[6] = {0}, tail[MAXL], ntail = 0;
+  srch_tile_levels lvl = {0};
+  int tail[MAXL], ntail = 0;
   for (int l = 0; l < nl; l++) {
     bool sp = blk->iters[iter_of[l]].type == IR_ITER_S;
     if (sp) ns++;
@@ -154,20 +139,30 @@ static int tile_block(const srch_rule_ctx *c, sch_traced *t, int b, const ir_blo
       maxin = maxin / pre[l] > 1 ? maxin / pre[l] : 1;
     }
     if (srch_sample_split(t, loop, n, maxin, o, &q)) return -1;
-    /* the k-th piece of a spatial loop goes to the k-th 'S' slot */
-    int k = 0;
-    for (int s = 0; s < 6; s++)
-      if (structure[s] == (sp ? 'S' : 'R')) slots[s][cnt[s]++] = o[k++];
+    srch_tile_levels_add(&lvl, sp, o);
   }
-  int order[5 * MAXL], no = 0;
-  for (int s = 0; s < 6; s++)
-    for (int k = 0; k < cnt[s]; k++) order[no++] = slots[s][k];
+  int order[5 * MAXL];
+  int no = srch_tile_levels_order(&lvl, order, 0);
   for (int k = 0; k < ntail; k++) order[no++] = tail[k]; /* the pre-split parts, innermost */
   ts_diag_clear(&q);
   if (sch_t_reorder(t, no, order, &q)) return -1;
   ts_diag_clear(&q);
   sch_t_annotate(t, b, SRCH_ANN_TILING, sch_arg_str("SSRSRS"), &q);
   return ns;
+}
+
+static const char tile_structure[] = "SSRSRS";
+
+void srch_tile_levels_add(srch_tile_levels *lv, bool spatial, const int *pieces) {
+  int k = 0;
+  for (int s = 0; s < 6; s++)
+    if (tile_structure[s] == (spatial ? 'S' : 'R')) lv->at[s][lv->n[s]++] = pieces[k++];
+}
+
+int srch_tile_levels_order(const srch_tile_levels *lv, int *order, int no) {
+  for (int s = 0; s < 6; s++)
+    for (int k = 0; k < lv->n[s]; k++) order[no++] = lv->at[s][k];
+  return no;
 }
 
 /* Pushes t tiled (with pre-splits pre, or none) and its two write-cache

@@ -104,8 +104,8 @@ static bool apply(const srch_rule_ctx *c, sch_traced *t, const char *block, cons
    * loop) is unrolled: it multiplies the accumulators kept in registers, so
    * its factors are bounded to at most 16 accumulator vectors: 8/m rows
    * (first spatial iter) times 2 (the others) */
-  static const char structure[] = "SSRSRS";
-  int slots[6][MAXL], cnt[6] = {0}, intrin_loops[MAXL];
+  srch_tile_levels lvl = {0};
+  int intrin_loops[MAXL];
   bool first_s = true;
   for (int l = 0; l < nl; l++) {
     sch_arg f2[2] = {sch_arg_none(), sch_arg_int(ie[l])};
@@ -120,17 +120,14 @@ static bool apply(const srch_rule_ctx *c, sch_traced *t, const char *block, cons
       first_s = false;
     }
     if (srch_sample_split(t, o2[0], n, maxin, o, &q)) return false;
-    int k = 0;
-    for (int s2 = 0; s2 < 6; s2++)
-      if (structure[s2] == (sp ? 'S' : 'R')) slots[s2][cnt[s2]++] = o[k++];
+    srch_tile_levels_add(&lvl, sp, o);
   }
-  int order[7 * MAXL], no = 0;
-  for (int s2 = 0; s2 < 6; s2++)
-    for (int k = 0; k < cnt[s2]; k++) order[no++] = slots[s2][k];
+  int order[7 * MAXL];
+  int no = srch_tile_levels_order(&lvl, order, 0);
   for (int l = 0; l < nl; l++) order[no++] = intrin_loops[l];
   if (sch_t_reorder(t, no, order, &q)) return false;
-  for (int k = 0; k < cnt[5]; k++)
-    if (sch_t_unroll(t, slots[5][k], &q)) return false;
+  for (int k = 0; k < lvl.n[5]; k++)
+    if (sch_t_unroll(t, lvl.at[5][k], &q)) return false;
   int ob;
   if (sch_t_blockize(t, intrin_loops[0], &ob, &q)) return false;
   sch_t_annotate(t, ob, SRCH_ANN_TILING, sch_arg_str("SSRSRS+intrin"), &q);
