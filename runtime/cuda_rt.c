@@ -7,6 +7,7 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <signal.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,39 +36,47 @@ enum {
   ATTR_SHARED_OPTIN = 97,
 };
 
-static struct {
+/* The driver entry points: X(field, parameters, symbol, the symbol an older
+ * driver has instead, or NULL). */
+#define CU_FNS(X)                                                                                                      \
+  X(cuInit, (unsigned), "cuInit", NULL)                                                                                \
+  X(cuDriverGetVersion, (int *), "cuDriverGetVersion", NULL)                                                           \
+  X(cuDeviceGetCount, (int *), "cuDeviceGetCount", NULL)                                                               \
+  X(cuDeviceGet, (CUdevice *, int), "cuDeviceGet", NULL)                                                               \
+  X(cuDeviceGetName, (char *, int, CUdevice), "cuDeviceGetName", NULL)                                                 \
+  X(cuDeviceGetAttribute, (int *, int, CUdevice), "cuDeviceGetAttribute", NULL)                                        \
+  X(cuDeviceTotalMem, (size_t *, CUdevice), "cuDeviceTotalMem_v2", "cuDeviceTotalMem")                                 \
+  X(cuDevicePrimaryCtxRetain, (CUcontext *, CUdevice), "cuDevicePrimaryCtxRetain", NULL)                               \
+  X(cuDevicePrimaryCtxRelease, (CUdevice), "cuDevicePrimaryCtxRelease_v2", "cuDevicePrimaryCtxRelease")                \
+  X(cuCtxSetCurrent, (CUcontext), "cuCtxSetCurrent", NULL)                                                             \
+  X(cuCtxSynchronize, (void), "cuCtxSynchronize", NULL)                                                                \
+  X(cuModuleLoadData, (CUmodule *, const void *), "cuModuleLoadData", NULL)                                            \
+  X(cuModuleUnload, (CUmodule), "cuModuleUnload", NULL)                                                                \
+  X(cuModuleGetFunction, (CUfunction *, CUmodule, const char *), "cuModuleGetFunction", NULL)                          \
+  X(cuModuleGetGlobal, (CUdeviceptr *, size_t *, CUmodule, const char *), "cuModuleGetGlobal_v2", "cuModuleGetGlobal") \
+  X(cuMemAlloc, (CUdeviceptr *, size_t), "cuMemAlloc_v2", "cuMemAlloc")                                                \
+  X(cuMemFree, (CUdeviceptr), "cuMemFree_v2", "cuMemFree")                                                             \
+  X(cuMemcpyHtoD, (CUdeviceptr, const void *, size_t), "cuMemcpyHtoD_v2", "cuMemcpyHtoD")                              \
+  X(cuMemcpyDtoH, (void *, CUdeviceptr, size_t), "cuMemcpyDtoH_v2", "cuMemcpyDtoH")                                    \
+  X(cuMemsetD8, (CUdeviceptr, unsigned char, size_t), "cuMemsetD8_v2", "cuMemsetD8")                                   \
+  X(cuLaunchKernel, (CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,                 \
+                    CUstream, void **, void **), "cuLaunchKernel", NULL)                                               \
+  X(cuEventCreate, (CUevent *, unsigned), "cuEventCreate", NULL)                                                       \
+  X(cuEventDestroy, (CUevent), "cuEventDestroy_v2", "cuEventDestroy")                                                  \
+  X(cuEventRecord, (CUevent, CUstream), "cuEventRecord", NULL)                                                         \
+  X(cuEventSynchronize, (CUevent), "cuEventSynchronize", NULL)                                                         \
+  X(cuEventElapsedTime, (float *, CUevent, CUevent), "cuEventElapsedTime_v2", "cuEventElapsedTime")                    \
+  X(cuGetErrorString, (CUresult, const char **), "cuGetErrorString", NULL)
+
+typedef struct cu_driver {
   void *lib;
   char err[256];
-  CUresult (*cuInit)(unsigned);
-  CUresult (*cuDriverGetVersion)(int *);
-  CUresult (*cuDeviceGetCount)(int *);
-  CUresult (*cuDeviceGet)(CUdevice *, int);
-  CUresult (*cuDeviceGetName)(char *, int, CUdevice);
-  CUresult (*cuDeviceGetAttribute)(int *, int, CUdevice);
-  CUresult (*cuDeviceTotalMem)(size_t *, CUdevice);
-  CUresult (*cuDevicePrimaryCtxRetain)(CUcontext *, CUdevice);
-  CUresult (*cuDevicePrimaryCtxRelease)(CUdevice);
-  CUresult (*cuCtxSetCurrent)(CUcontext);
-  CUresult (*cuCtxSynchronize)(void);
-  CUresult (*cuModuleLoadData)(CUmodule *, const void *);
-  CUresult (*cuModuleUnload)(CUmodule);
-  CUresult (*cuModuleGetFunction)(CUfunction *, CUmodule, const char *);
-  CUresult (*cuModuleGetGlobal)(CUdeviceptr *, size_t *, CUmodule, const char *);
-  CUresult (*cuMemAlloc)(CUdeviceptr *, size_t);
-  CUresult (*cuMemFree)(CUdeviceptr);
-  CUresult (*cuMemcpyHtoD)(CUdeviceptr, const void *, size_t);
-  CUresult (*cuMemcpyDtoH)(void *, CUdeviceptr, size_t);
-  CUresult (*cuMemsetD8)(CUdeviceptr, unsigned char, size_t);
-  CUresult (*cuLaunchKernel)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
-                             unsigned, CUstream, void **, void **);
-  CUresult (*cuEventCreate)(CUevent *, unsigned);
-  CUresult (*cuEventDestroy)(CUevent);
-  CUresult (*cuEventRecord)(CUevent, CUstream);
-  CUresult (*cuEventSynchronize)(CUevent);
-  CUresult (*cuEventElapsedTime)(float *, CUevent, CUevent);
-  CUresult (*cuGetErrorString)(CUresult, const char **);
+#define CU_FIELD(field, params, a, b) CUresult(*field) params;
+  CU_FNS(CU_FIELD)
+#undef CU_FIELD
   int loaded; /* 1 ok, -1 failed */
-} drv;
+} cu_driver;
+static cu_driver drv;
 
 static void *sym(const char *a, const char *b) {
   void *p = dlsym(drv.lib, a);
@@ -92,44 +101,24 @@ static int drv_open(char *err, size_t errn) {
     snprintf(err, errn, "%s", drv.err);
     return -1;
   }
-#define LOAD(field, a, b)                                                                  \
-  do {                                                                                     \
-    *(void **)&drv.field = sym(a, b);                                                      \
-    if (!drv.field) {                                                                      \
-      snprintf(drv.err, sizeof drv.err, "no GPU: %s lacks %s (driver too old?)", path, a); \
-      drv.loaded = -1;                                                                     \
-      snprintf(err, errn, "%s", drv.err);                                                  \
-      return -1;                                                                           \
-    }                                                                                      \
-  } while (0)
-  LOAD(cuInit, "cuInit", NULL);
-  LOAD(cuDriverGetVersion, "cuDriverGetVersion", NULL);
-  LOAD(cuDeviceGetCount, "cuDeviceGetCount", NULL);
-  LOAD(cuDeviceGet, "cuDeviceGet", NULL);
-  LOAD(cuDeviceGetName, "cuDeviceGetName", NULL);
-  LOAD(cuDeviceGetAttribute, "cuDeviceGetAttribute", NULL);
-  LOAD(cuDeviceTotalMem, "cuDeviceTotalMem_v2", "cuDeviceTotalMem");
-  LOAD(cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain", NULL);
-  LOAD(cuDevicePrimaryCtxRelease, "cuDevicePrimaryCtxRelease_v2", "cuDevicePrimaryCtxRelease");
-  LOAD(cuCtxSetCurrent, "cuCtxSetCurrent", NULL);
-  LOAD(cuCtxSynchronize, "cuCtxSynchronize", NULL);
-  LOAD(cuModuleLoadData, "cuModuleLoadData", NULL);
-  LOAD(cuModuleUnload, "cuModuleUnload", NULL);
-  LOAD(cuModuleGetFunction, "cuModuleGetFunction", NULL);
-  LOAD(cuModuleGetGlobal, "cuModuleGetGlobal_v2", "cuModuleGetGlobal");
-  LOAD(cuMemAlloc, "cuMemAlloc_v2", "cuMemAlloc");
-  LOAD(cuMemFree, "cuMemFree_v2", "cuMemFree");
-  LOAD(cuMemcpyHtoD, "cuMemcpyHtoD_v2", "cuMemcpyHtoD");
-  LOAD(cuMemcpyDtoH, "cuMemcpyDtoH_v2", "cuMemcpyDtoH");
-  LOAD(cuMemsetD8, "cuMemsetD8_v2", "cuMemsetD8");
-  LOAD(cuLaunchKernel, "cuLaunchKernel", NULL);
-  LOAD(cuEventCreate, "cuEventCreate", NULL);
-  LOAD(cuEventDestroy, "cuEventDestroy_v2", "cuEventDestroy");
-  LOAD(cuEventRecord, "cuEventRecord", NULL);
-  LOAD(cuEventSynchronize, "cuEventSynchronize", NULL);
-  LOAD(cuEventElapsedTime, "cuEventElapsedTime_v2", "cuEventElapsedTime");
-  LOAD(cuGetErrorString, "cuGetErrorString", NULL);
-#undef LOAD
+  static const struct {
+    size_t off;
+    const char *a, *b;
+  } fns[] = {
+#define CU_SYM(field, params, a, b) {offsetof(cu_driver, field), a, b},
+      CU_FNS(CU_SYM)
+#undef CU_SYM
+  };
+  for (size_t i = 0; i < sizeof fns / sizeof fns[0]; i++) {
+    void *p = sym(fns[i].a, fns[i].b);
+    if (!p) {
+      snprintf(drv.err, sizeof drv.err, "no GPU: %s lacks %s (driver too old?)", path, fns[i].a);
+      drv.loaded = -1;
+      snprintf(err, errn, "%s", drv.err);
+      return -1;
+    }
+    memcpy((char *)&drv + fns[i].off, &p, sizeof p);
+  }
   drv.loaded = 1;
   return 0;
 }
@@ -489,40 +478,17 @@ void tsrt_cuda_measure_forked(const void *image, size_t size, const tsrt_measure
     close(fds[0]);
     tsrt_measure_result r;
     tsrt_cuda_measure_inprocess(image, size, o, &r);
-    void *outs = r.outputs;
-    r.outputs = NULL;
-    if (tsrt_write_all(fds[1], &r, sizeof r) == 0 && outs) tsrt_write_all(fds[1], outs, r.outputs_bytes);
-    _exit(0);
+    tsrt_child_send_result(fds[1], &r);
   }
   close(fds[1]);
-  double deadline = tsrt_now() + timeout + 5; /* context creation takes a moment */
-  int rd = tsrt_read_all(fds[0], res, sizeof *res, deadline);
-  res->outputs = NULL;
-  if (rd == 0 && res->outputs_bytes) {
-    res->outputs = ts_malloc(res->outputs_bytes);
-    if (!res->outputs || tsrt_read_all(fds[0], res->outputs, res->outputs_bytes, deadline) != 0) {
-      ts_free(res->outputs);
-      res->outputs = NULL;
-      res->outputs_bytes = 0;
-    }
-  }
+  int rd = tsrt_read_result(fds[0], res, tsrt_now() + timeout + 5); /* context creation takes a moment */
   if (rd == -2) kill(pid, SIGKILL);
   close(fds[0]);
   int wst = tsrt_reap(pid);
-  if (rd == -2) {
-    tsrt_result_fini(res);
-    memset(res, 0, sizeof *res);
-    res->status = TS_ETIMEOUT;
-    snprintf(res->error, sizeof res->error, "GPU measurement timed out after %.3g s (child killed)", timeout);
-  } else if (WIFSIGNALED(wst)) {
-    tsrt_result_fini(res);
-    memset(res, 0, sizeof *res);
-    res->status = TS_ECRASH;
-    snprintf(res->error, sizeof res->error, "GPU measurement child died: signal %d", WTERMSIG(wst));
-  } else if (rd != 0) {
-    tsrt_result_fini(res);
-    memset(res, 0, sizeof *res);
-    res->status = TS_ESYSTEM;
-    snprintf(res->error, sizeof res->error, "GPU measurement child exited without a result");
-  }
+  if (rd == -2)
+    tsrt_result_fail(res, TS_ETIMEOUT, "GPU measurement timed out after %.3g s (child killed)", timeout);
+  else if (WIFSIGNALED(wst))
+    tsrt_result_fail(res, TS_ECRASH, "GPU measurement child died: signal %d", WTERMSIG(wst));
+  else if (rd != 0)
+    tsrt_result_fail(res, TS_ESYSTEM, "GPU measurement child exited without a result");
 }

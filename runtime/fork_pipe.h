@@ -12,6 +12,8 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -72,38 +74,73 @@ static inline void tsrt_child_threads(int n) {
   }
 }
 
-/* Writes all n bytes (retrying on EINTR). 0 ok, -1 error. */
-static inline int tsrt_write_all(int fd, const void *p, size_t n) {
-  const char *c = p;
+/* Moves all n bytes between fd and p (retrying on EINTR): writes them, or
+ * reads them before the deadline (tsrt_now() seconds). 0 ok, -1 EOF or
+ * error, -2 timeout (reading). */
+static inline int tsrt_move_all(int fd, char *p, size_t n, bool writing, double deadline) {
   while (n) {
-    ssize_t w = write(fd, c, n);
-    if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) return -1;
-    c += w;
-    n -= (size_t)w;
+    if (!writing) {
+      double left = deadline - tsrt_now();
+      if (left <= 0) return -2;
+      struct pollfd pfd = {fd, POLLIN, 0};
+      int pr = poll(&pfd, 1, (int)(left * 1000) + 1);
+      if (pr < 0 && errno == EINTR) continue;
+      if (pr == 0) return -2;
+      if (pr < 0) return -1;
+    }
+    ssize_t r = writing ? write(fd, p, n) : read(fd, p, n);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) return -1;
+    p += r;
+    n -= (size_t)r;
   }
   return 0;
 }
 
-/* Reads n bytes before the deadline (tsrt_now() seconds): 0 ok, -1 EOF or
- * error, -2 timeout. */
+/* Writes all n bytes. 0 ok, -1 error. */
+static inline int tsrt_write_all(int fd, const void *p, size_t n) { return tsrt_move_all(fd, (char *)p, n, true, 0); }
+
+/* Reads n bytes before the deadline: 0 ok, -1 EOF or error, -2 timeout. */
 static inline int tsrt_read_all(int fd, void *p, size_t n, double deadline) {
-  char *c = p;
-  while (n) {
-    double left = deadline - tsrt_now();
-    if (left <= 0) return -2;
-    struct pollfd pfd = {fd, POLLIN, 0};
-    int pr = poll(&pfd, 1, (int)(left * 1000) + 1);
-    if (pr < 0 && errno == EINTR) continue;
-    if (pr == 0) return -2;
-    if (pr < 0) return -1;
-    ssize_t r = read(fd, c, n);
-    if (r < 0 && errno == EINTR) continue;
-    if (r <= 0) return -1;
-    c += r;
-    n -= (size_t)r;
+  return tsrt_move_all(fd, p, n, false, deadline);
+}
+
+/* In a measuring child: sends r, then its output bytes, up the pipe and
+ * exits. */
+static inline void tsrt_child_send_result(int fd, tsrt_measure_result *r) {
+  void *outs = r->outputs;
+  r->outputs = NULL;
+  if (tsrt_write_all(fd, r, sizeof *r) == 0 && outs) tsrt_write_all(fd, outs, r->outputs_bytes);
+  _exit(0);
+}
+
+/* In the parent: reads the child's result and output bytes into res before
+ * the deadline (tsrt_read_all's return; the outputs dropped when they do not
+ * come whole). */
+static inline int tsrt_read_result(int fd, tsrt_measure_result *res, double deadline) {
+  int rd = tsrt_read_all(fd, res, sizeof *res, deadline);
+  res->outputs = NULL;
+  if (rd == 0 && res->outputs_bytes) {
+    res->outputs = ts_malloc(res->outputs_bytes);
+    if (!res->outputs || tsrt_read_all(fd, res->outputs, res->outputs_bytes, deadline) != 0) {
+      ts_free(res->outputs);
+      res->outputs = NULL;
+      res->outputs_bytes = 0;
+    }
   }
-  return 0;
+  return rd;
+}
+
+/* Replaces res by a failed result: status and the printf-style reason. */
+__attribute__((format(printf, 3, 4))) static inline void tsrt_result_fail(tsrt_measure_result *res, ts_status st,
+                                                                          const char *fmt, ...) {
+  tsrt_result_fini(res);
+  memset(res, 0, sizeof *res);
+  res->status = st;
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(res->error, sizeof res->error, fmt, ap);
+  va_end(ap);
 }
 
 /* waitpid(pid) until it is reaped (retrying on EINTR); the wait status. */

@@ -316,24 +316,10 @@ void tsrt_measure_forked(const char *path, const tsrt_measure_opts *o, tsrt_meas
     } else {
       tsrt_measure_inprocess(&m, o, &r);
     }
-    void *outs = r.outputs;
-    r.outputs = NULL;
-    if (tsrt_write_all(fds[1], &r, sizeof r) == 0 && outs) tsrt_write_all(fds[1], outs, r.outputs_bytes);
-    _exit(0);
+    tsrt_child_send_result(fds[1], &r);
   }
   close(fds[1]);
-  double deadline = tsrt_now() + timeout;
-  int rd = tsrt_read_all(fds[0], res, sizeof *res, deadline);
-  if (rd == 0 && res->outputs_bytes) {
-    res->outputs = ts_malloc(res->outputs_bytes);
-    if (!res->outputs || tsrt_read_all(fds[0], res->outputs, res->outputs_bytes, deadline) != 0) {
-      ts_free(res->outputs);
-      res->outputs = NULL;
-      res->outputs_bytes = 0;
-    }
-  } else {
-    res->outputs = NULL;
-  }
+  int rd = tsrt_read_result(fds[0], res, tsrt_now() + timeout);
   if (rd == -2) kill(pid, SIGKILL);
   close(fds[0]);
   /* the child _exits right after its write (or died: EOF); a child that
@@ -341,30 +327,16 @@ void tsrt_measure_forked(const char *path, const tsrt_measure_opts *o, tsrt_meas
   int killed = 0;
   int wst = tsrt_reap_by(pid, tsrt_now() + 5, &killed);
   if (killed && rd == 0) wst = 0; /* the result came; only its exit hung */
-  if (rd == -2) {
-    tsrt_result_fini(res);
-    memset(res, 0, sizeof *res);
-    res->status = TS_ETIMEOUT;
-    snprintf(res->error, sizeof res->error, "timed out after %.3g s (child killed)", timeout);
-  } else if (rd != 0 && killed) {
-    tsrt_result_fini(res);
-    memset(res, 0, sizeof *res);
-    res->status = TS_ESYSTEM;
-    snprintf(res->error, sizeof res->error,
-             "measurement child closed its pipe without a result and did not exit within 5 s (killed)");
-  } else if (WIFSIGNALED(wst)) {
-    tsrt_result_fini(res);
-    memset(res, 0, sizeof *res);
-    res->status = TS_ECRASH;
-    snprintf(res->error, sizeof res->error, "kernel crashed: signal %d (%s)", WTERMSIG(wst),
-             strsignal(WTERMSIG(wst)));
-  } else if (rd != 0) {
-    tsrt_result_fini(res);
-    memset(res, 0, sizeof *res);
-    res->status = TS_ESYSTEM;
-    snprintf(res->error, sizeof res->error, "measurement child exited (status %d) without a result",
-             WIFEXITED(wst) ? WEXITSTATUS(wst) : -1);
-  }
+  if (rd == -2)
+    tsrt_result_fail(res, TS_ETIMEOUT, "timed out after %.3g s (child killed)", timeout);
+  else if (rd != 0 && killed)
+    tsrt_result_fail(res, TS_ESYSTEM,
+                     "measurement child closed its pipe without a result and did not exit within 5 s (killed)");
+  else if (WIFSIGNALED(wst))
+    tsrt_result_fail(res, TS_ECRASH, "kernel crashed: signal %d (%s)", WTERMSIG(wst), strsignal(WTERMSIG(wst)));
+  else if (rd != 0)
+    tsrt_result_fail(res, TS_ESYSTEM, "measurement child exited (status %d) without a result",
+                     WIFEXITED(wst) ? WEXITSTATUS(wst) : -1);
 }
 
 static int cmp_double(const void *a, const void *b) {

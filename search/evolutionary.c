@@ -349,24 +349,19 @@ srch_evo *srch_evo_new(const ir_func *f, const cg_target *t, const srch_evo_opts
   if (so.max_innermost <= 0) so.max_innermost = 64;
   sch_trace **sk = NULL;
   int nsk = 0;
-  if (srch_sketches(f, t, &so, &sk, &nsk, d)) {
-    ts_free(e);
-    return NULL;
-  }
+  ts_status st = srch_sketches(f, t, &so, &sk, &nsk, d);
   /* Sketch traces simplified (dead instructions and postprocs removed). */
-  e->sketches = ts_calloc(nsk > 0 ? (size_t)nsk : 1, sizeof *e->sketches);
+  if (!st && !(e->sketches = ts_calloc(nsk > 0 ? (size_t)nsk : 1, sizeof *e->sketches)))
+    st = ts_diag_set(d, TS_ENOMEM, "evolutionary search: out of memory");
   for (int i = 0; i < nsk; i++) {
-    e->sketches[e->nsk] = e->sketches ? sch_trace_simplified(sk[i], true) : NULL;
-    if (e->sketches && e->sketches[e->nsk]) e->nsk++;
+    if (!st && (e->sketches[e->nsk] = sch_trace_simplified(sk[i], true))) e->nsk++;
     sch_trace_free(sk[i]);
   }
   ts_free(sk);
-  if (!e->nsk) {
-    ts_diag_set(d, TS_EINVAL, "evolutionary search: no sketches for %s", f->name);
-    srch_evo_free(e);
-    return NULL;
-  }
-  return e;
+  if (!st && !e->nsk) st = ts_diag_set(d, TS_EINVAL, "evolutionary search: no sketches for %s", f->name);
+  if (st == TS_OK) return e;
+  srch_evo_free(e); /* one exit for every failure after the mutex exists */
+  return NULL;
 }
 
 void srch_evo_free(srch_evo *e) {

@@ -37,23 +37,23 @@ bool srch_bind_loop_iter(const ir_stmt *r, const ir_var *v, int *iter_of, int l)
  * target runs, and in which order, is its row of the space table
  * (search/targets.c): the CPU rules for llvm, MetaSchedule's CUDA defaults
  * for cuda (search/rules/gpu_*.c, docs/GPU_SEARCH.md); a rule the target
- * does not list is never run. */
-#define SRCH_RULE_LIST(X)                                                 \
-  X(SRCH_RULE_AUTO_INLINE, "auto-inline")                                 \
-  X(SRCH_RULE_ADD_RFACTOR, "add-rfactor")                                 \
-  X(SRCH_RULE_MULTI_LEVEL_TILING_TENSOR, "multi-level-tiling-tensor")     \
-  X(SRCH_RULE_MULTI_LEVEL_TILING, "multi-level-tiling")                   \
-  X(SRCH_RULE_PARALLEL_VECTORIZE_UNROLL, "parallel-vectorize-unroll")     \
-  X(SRCH_RULE_RANDOM_COMPUTE_LOCATION, "random-compute-location")         \
-  X(SRCH_RULE_GPU_TENSOR_CORE, "gpu-tensor-core")                         \
-  X(SRCH_RULE_GPU_MULTI_LEVEL_TILING, "gpu-multi-level-tiling")           \
-  X(SRCH_RULE_GPU_AUTO_INLINE, "gpu-auto-inline")                         \
-  X(SRCH_RULE_CROSS_THREAD_REDUCTION, "cross-thread-reduction")           \
-  X(SRCH_RULE_GPU_UNROLL, "gpu-unroll")                                   \
-  X(SRCH_RULE_AUTO_BIND, "auto-bind")
+ * does not list is never run. X(enum, function (search_int.h), name). */
+#define SRCH_RULE_LIST(X)                                                                                  \
+  X(SRCH_RULE_AUTO_INLINE, srch_rule_auto_inline, "auto-inline")                                           \
+  X(SRCH_RULE_ADD_RFACTOR, srch_rule_add_rfactor, "add-rfactor")                                           \
+  X(SRCH_RULE_MULTI_LEVEL_TILING_TENSOR, srch_rule_multi_level_tiling_tensor, "multi-level-tiling-tensor") \
+  X(SRCH_RULE_MULTI_LEVEL_TILING, srch_rule_multi_level_tiling, "multi-level-tiling")                      \
+  X(SRCH_RULE_PARALLEL_VECTORIZE_UNROLL, srch_rule_parallel_vectorize_unroll, "parallel-vectorize-unroll") \
+  X(SRCH_RULE_RANDOM_COMPUTE_LOCATION, srch_rule_random_compute_location, "random-compute-location")       \
+  X(SRCH_RULE_GPU_TENSOR_CORE, srch_rule_gpu_tensor_core, "gpu-tensor-core")                               \
+  X(SRCH_RULE_GPU_MULTI_LEVEL_TILING, srch_rule_gpu_multi_level_tiling, "gpu-multi-level-tiling")          \
+  X(SRCH_RULE_GPU_AUTO_INLINE, srch_rule_gpu_auto_inline, "gpu-auto-inline")                               \
+  X(SRCH_RULE_CROSS_THREAD_REDUCTION, srch_rule_gpu_cross_thread_reduction, "cross-thread-reduction")      \
+  X(SRCH_RULE_GPU_UNROLL, srch_rule_gpu_unroll, "gpu-unroll")                                              \
+  X(SRCH_RULE_AUTO_BIND, srch_rule_gpu_auto_bind, "auto-bind")
 
 typedef enum {
-#define SRCH_X(e, n) e,
+#define SRCH_X(e, fn, n) e,
   SRCH_RULE_LIST(SRCH_X)
 #undef SRCH_X
   SRCH_RULE_COUNT

@@ -9,34 +9,22 @@
 #include "search/search_int.h"
 
 /* ---- the rule registry ---- */
-static const srch_rule_fn rule_fns[SRCH_RULE_COUNT] = {
-    [SRCH_RULE_AUTO_INLINE] = srch_rule_auto_inline,
-    [SRCH_RULE_ADD_RFACTOR] = srch_rule_add_rfactor,
-    [SRCH_RULE_MULTI_LEVEL_TILING_TENSOR] = srch_rule_multi_level_tiling_tensor,
-    [SRCH_RULE_MULTI_LEVEL_TILING] = srch_rule_multi_level_tiling,
-    [SRCH_RULE_PARALLEL_VECTORIZE_UNROLL] = srch_rule_parallel_vectorize_unroll,
-    [SRCH_RULE_RANDOM_COMPUTE_LOCATION] = srch_rule_random_compute_location,
-    [SRCH_RULE_GPU_TENSOR_CORE] = srch_rule_gpu_tensor_core,
-    [SRCH_RULE_GPU_MULTI_LEVEL_TILING] = srch_rule_gpu_multi_level_tiling,
-    [SRCH_RULE_GPU_AUTO_INLINE] = srch_rule_gpu_auto_inline,
-    [SRCH_RULE_CROSS_THREAD_REDUCTION] = srch_rule_gpu_cross_thread_reduction,
-    [SRCH_RULE_GPU_UNROLL] = srch_rule_gpu_unroll,
-    [SRCH_RULE_AUTO_BIND] = srch_rule_gpu_auto_bind,
-};
-
-static const char *const rule_names[SRCH_RULE_COUNT] = {
-#define SRCH_X(e, n) [e] = n,
+static const struct {
+  const char *name;
+  srch_rule_fn fn;
+} rules[SRCH_RULE_COUNT] = {
+#define SRCH_X(e, fn, n) [e] = {n, fn},
     SRCH_RULE_LIST(SRCH_X)
 #undef SRCH_X
 };
 
-srch_rule_fn srch_rule_fn_of(srch_rule r) { return (int)r >= 0 && r < SRCH_RULE_COUNT ? rule_fns[r] : NULL; }
+srch_rule_fn srch_rule_fn_of(srch_rule r) { return (int)r >= 0 && r < SRCH_RULE_COUNT ? rules[r].fn : NULL; }
 
-const char *srch_rule_name(srch_rule r) { return (int)r >= 0 && r < SRCH_RULE_COUNT ? rule_names[r] : "?"; }
+const char *srch_rule_name(srch_rule r) { return (int)r >= 0 && r < SRCH_RULE_COUNT ? rules[r].name : "?"; }
 
 int srch_rule_by_name(const char *name) {
   for (int r = 0; name && r < SRCH_RULE_COUNT; r++)
-    if (!strcmp(rule_names[r], name)) return r;
+    if (!strcmp(rules[r].name, name)) return r;
   return -1;
 }
 

@@ -148,13 +148,8 @@ static int find_kernel(build_state *b, const ir_func *f) {
 }
 
 static mkernel *new_kernel(build_state *b, ts_diag *d) {
-  if (b->nk == b->capk) {
-    int cap = b->capk ? b->capk * 2 : 16;
-    mkernel *nk = ts_realloc(b->k, sizeof *nk * (size_t)cap);
-    if (!nk) return ts_diag_set(d, TS_ENOMEM, "out of memory"), NULL;
-    b->k = nk;
-    b->capk = cap;
-  }
+  if (!ts_grow((void **)&b->k, &b->capk, b->nk + 1, sizeof *b->k))
+    return ts_diag_set(d, TS_ENOMEM, "out of memory"), NULL;
   mkernel *k = &b->k[b->nk++];
   memset(k, 0, sizeof *k);
   k->spec = -1;
@@ -365,9 +360,6 @@ static ts_status make_plan(build_state *b, tsrt_model_plan *p, ts_diag *d) {
     b->npacked_weights += any;
   }
   int ntensors = g->nvalues + nextra;
-  p->abi_version = TSRT_MODEL_ABI_VERSION;
-  p->name = g->name;
-  p->target = b->tg.text;
   const char **syms = TS_ANEWN(b->arena, const char *, TSRT_MODEL_MAX_SYMS);
   tsrt_model_tensor *ts = TS_ANEWN(b->arena, tsrt_model_tensor, ntensors ? ntensors : 1);
   const sch_layout_map **tmap = TS_ANEWN(b->arena, const sch_layout_map *, ntensors ? ntensors : 1);
@@ -376,6 +368,10 @@ static ts_status make_plan(build_state *b, tsrt_model_plan *p, ts_diag *d) {
   int32_t *ins = TS_ANEWN(b->arena, int32_t, g->ninputs ? g->ninputs : 1);
   int32_t *outs = TS_ANEWN(b->arena, int32_t, g->noutputs ? g->noutputs : 1);
   if (!syms || !ts || !cs || !ins || !outs || !tmap || !tsrc) return ts_diag_set(d, TS_ENOMEM, "out of memory");
+  /* the counts of calls and symbols and the weights come below */
+  *p = (tsrt_model_plan){.abi_version = TSRT_MODEL_ABI_VERSION, .name = g->name, .target = b->tg.text,
+                         .ntensors = ntensors, .ninputs = g->ninputs, .noutputs = g->noutputs, .syms = syms,
+                         .tensors = ts, .calls = cs, .inputs = ins, .outputs = outs};
   int nsyms = 0;
   uint64_t wbytes = 0;
   for (int v = 0; v < g->nvalues; v++) {
@@ -486,16 +482,8 @@ static ts_status make_plan(build_state *b, tsrt_model_plan *p, ts_diag *d) {
   }
   for (int i = 0; i < g->ninputs; i++) ins[i] = g->inputs[i];
   for (int i = 0; i < g->noutputs; i++) outs[i] = g->outputs[i];
-  p->ntensors = ntensors;
   p->ncalls = nc;
   p->nsyms = nsyms;
-  p->syms = syms;
-  p->tensors = ts;
-  p->calls = cs;
-  p->ninputs = g->ninputs;
-  p->inputs = ins;
-  p->noutputs = g->noutputs;
-  p->outputs = outs;
   return TS_OK;
 }
 
