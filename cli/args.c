@@ -66,12 +66,28 @@ int tun_cli_graph_opt(const char *cmd, const char *name, const char *value, tun_
   return 2;
 }
 
+enum { OPT_SYM = 950, OPT_WINOGRAD, OPT_POLYPHASE };
+
+const struct option tun_cli_model_options[] = {{"sym", required_argument, 0, OPT_SYM},
+                                               {"bind", required_argument, 0, OPT_SYM},
+                                               {"winograd", required_argument, 0, OPT_WINOGRAD},
+                                               {"polyphase", required_argument, 0, OPT_POLYPHASE},
+                                               {0, 0, 0, 0}};
+
+int tun_cli_model_option(const char *cmd, int opt, const char *arg, tun_model_opts *o) {
+  switch (opt) {
+  case OPT_SYM: return tun_cli_sym_arg(cmd, arg, o) ? -1 : 1;
+  case OPT_WINOGRAD: return tun_cli_graph_opt(cmd, "winograd", arg, o) ? -1 : 1;
+  case OPT_POLYPHASE: return tun_cli_graph_opt(cmd, "polyphase", arg, o) ? -1 : 1;
+  default: return 0;
+  }
+}
+
 int tun_cli_model_arg(const char *cmd, int argc, char **argv, int *i, tun_model_opts *o) {
   const char *a = argv[*i];
-  if (*i + 1 >= argc) return 0;
-  if (!strcmp(a, "--sym") || !strcmp(a, "--bind")) return tun_cli_sym_arg(cmd, argv[++*i], o) ? -1 : 1;
-  if (!strcmp(a, "--winograd") || !strcmp(a, "--polyphase"))
-    return tun_cli_graph_opt(cmd, a + 2, argv[++*i], o) ? -1 : 1;
+  if (*i + 1 >= argc || strncmp(a, "--", 2)) return 0;
+  for (const struct option *m = tun_cli_model_options; m->name; m++)
+    if (!strcmp(a + 2, m->name)) return tun_cli_model_option(cmd, m->val, argv[++*i], o);
   return 0;
 }
 

@@ -1,7 +1,10 @@
 /* cli.h — the tessel CLI's subcommands (cli/cmd_*.c) and the helpers they
- * share: resolving a SUBJECT argument into a PrimFunc. */
+ * share (args.c): resolving a SUBJECT argument into a PrimFunc, one getopt
+ * loop, and the option tables several commands take. */
 #ifndef TESSEL_TUNER_CLI_H
 #define TESSEL_TUNER_CLI_H
+
+#include <getopt.h>
 
 #include "ir/ir.h"
 #include "ir/workloads/workloads.h"
@@ -66,6 +69,11 @@ ir_module *tun_cli_module(const char *cmd);
 int tun_cli_sym_arg(const char *cmd, const char *spec, tun_model_opts *o);
 /* Sets graph switch name ("winograd", "polyphase") to value; 0 or 2 as above. */
 int tun_cli_graph_opt(const char *cmd, const char *name, const char *value, tun_model_opts *o);
+/* Those four as long options (codes 950..), ended by a zero entry, and
+ * applying one getopt_long result: 1 applied, 0 not one of them, -1 a bad
+ * value (printed). */
+extern const struct option tun_cli_model_options[];
+int tun_cli_model_option(const char *cmd, int opt, const char *arg, tun_model_opts *o);
 /* If argv[*i] is --sym/--bind/--winograd/--polyphase with a value, applies
  * it and steps *i past the value: 1; a bad value: -1 (printed); else 0. */
 int tun_cli_model_arg(const char *cmd, int argc, char **argv, int *i, tun_model_opts *o);
@@ -77,8 +85,6 @@ int tun_cli_other_arg(const char *cmd, const char *a, const char **pos, const ch
 int tun_cli_need_model(const char *cmd, const char *path, const char *usage);
 
 /* ---- option parsing (args.c) ---- */
-#include <getopt.h>
-
 #include "runtime/runtime.h"
 
 /* A command's getopt_long loop: start it (optind back to 1), then

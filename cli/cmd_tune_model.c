@@ -49,7 +49,7 @@ static const char usage[] =
     "[{name, key, weight, flops, best_seconds, gflops, default_seconds, trials}],\n"
     "estimated_latency_seconds, log}.\n";
 
-enum { OPT_SCHED = 2000, OPT_SYM, OPT_NODEFAULT, OPT_WINOGRAD, OPT_POLYPHASE };
+enum { OPT_SCHED = 2000, OPT_NODEFAULT };
 
 static void print_json(const char *path, const cg_target *tg, const tun_tune_model_opts *mo, const tun_tune_cli *cli,
                        const tun_tune_model_result *r, const tun_rpc_stats *rs) {
@@ -121,15 +121,12 @@ static const char *parse_args(int argc, char **argv, tun_tune_cli *cli, tun_tune
                               tun_model_opts *bo, int *rc) {
   static const struct option own[] = {{"help", no_argument, 0, 'h'},
                                       {"task-scheduler", required_argument, 0, OPT_SCHED},
-                                      {"sym", required_argument, 0, OPT_SYM},
-                                      {"bind", required_argument, 0, OPT_SYM},
                                       {"no-default", no_argument, 0, OPT_NODEFAULT},
-                                      {"winograd", required_argument, 0, OPT_WINOGRAD},
-                                      {"polyphase", required_argument, 0, OPT_POLYPHASE},
                                       {0, 0, 0, 0}};
-  struct option opts[64];
+  const struct option *const mine[] = {own, tun_cli_model_options};
+  struct option model_own[8], opts[64];
   *rc = 2;
-  if (!tun_tune_cli_options(opts, 64, own)) return NULL;
+  if (!tun_cli_options_join(model_own, 8, mine, 2) || !tun_tune_cli_options(opts, 64, model_own)) return NULL;
   ts_diag d;
   ts_diag_clear(&d);
   tun_cli_getopt g = tun_cli_getopt_start("h", opts, usage);
@@ -141,16 +138,11 @@ static const char *parse_args(int argc, char **argv, tun_tune_cli *cli, tun_tune
         return NULL;
       }
       break;
-    case OPT_SYM:
-      if (tun_cli_sym_arg("tune-model", optarg, bo)) return NULL;
-      break;
-    case OPT_WINOGRAD:
-    case OPT_POLYPHASE:
-      if (tun_cli_graph_opt("tune-model", c == OPT_WINOGRAD ? "winograd" : "polyphase", optarg, bo)) return NULL;
-      break;
     case OPT_NODEFAULT: mo->measure_defaults = false; break;
-    default:
-      if (!tun_tune_cli_option(cli, c, optarg)) return NULL;
+    default: {
+      int k = tun_cli_model_option("tune-model", c, optarg, bo);
+      if (k < 0 || (k == 0 && !tun_tune_cli_option(cli, c, optarg))) return NULL;
+    }
     }
   }
   if (g.rc >= 0) {

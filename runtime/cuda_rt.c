@@ -472,15 +472,13 @@ void tsrt_cuda_measure_forked(const void *image, size_t size, const tsrt_measure
   memset(res, 0, sizeof *res);
   double timeout = o->timeout_s > 0 ? o->timeout_s : 10;
   int fds[2];
-  pid_t pid = tsrt_fork_pipe(fds, &res->status, res->error, sizeof res->error);
+  pid_t pid = tsrt_fork_measure(fds, res);
   if (pid < 0) return;
   if (pid == 0) {
-    close(fds[0]);
     tsrt_measure_result r;
     tsrt_cuda_measure_inprocess(image, size, o, &r);
     tsrt_child_send_result(fds[1], &r);
   }
-  close(fds[1]);
   int rd = tsrt_read_result(fds[0], res, tsrt_now() + timeout + 5); /* context creation takes a moment */
   if (rd == -2) kill(pid, SIGKILL);
   close(fds[0]);

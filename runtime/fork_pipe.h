@@ -58,6 +58,14 @@ static inline pid_t tsrt_fork_pipe(int fds[2], ts_status *status, char *err, siz
   return pid;
 }
 
+/* tsrt_fork_pipe for a measurement (a failure said in res): the child
+ * keeps only the write end fds[1], the parent only the read end fds[0]. */
+static inline pid_t tsrt_fork_measure(int fds[2], tsrt_measure_result *res) {
+  pid_t pid = tsrt_fork_pipe(fds, &res->status, res->error, sizeof res->error);
+  if (pid >= 0) close(fds[pid == 0 ? 0 : 1]);
+  return pid;
+}
+
 /* After a run: the output checksums (res->noutputs, res->checksums) of the
  * params [ninputs, nparams) in bufs, and, when want, their bytes
  * concatenated in res->outputs. TS_ENOMEM (res->error says so) when the

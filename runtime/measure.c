@@ -300,10 +300,9 @@ void tsrt_measure_forked(const char *path, const tsrt_measure_opts *o, tsrt_meas
   }
   double timeout = o->timeout_s > 0 ? o->timeout_s : 10;
   int fds[2];
-  pid_t pid = tsrt_fork_pipe(fds, &res->status, res->error, sizeof res->error);
+  pid_t pid = tsrt_fork_measure(fds, res);
   if (pid < 0) return;
   if (pid == 0) {
-    close(fds[0]);
     tsrt_child_threads(o->num_threads);
     setenv("TESSEL_PIN_CALLER", "1", 1); /* the pool pins task 0 (this thread) */
     tsrt_measure_result r;
@@ -318,7 +317,6 @@ void tsrt_measure_forked(const char *path, const tsrt_measure_opts *o, tsrt_meas
     }
     tsrt_child_send_result(fds[1], &r);
   }
-  close(fds[1]);
   int rd = tsrt_read_result(fds[0], res, tsrt_now() + timeout);
   if (rd == -2) kill(pid, SIGKILL);
   close(fds[0]);

@@ -27,6 +27,10 @@ bool srch_realize_uses_in_reduction(const ir_stmt *r, const ir_var *v);
 /* Can MultiLevelTiling tile block b: one write, a read, an init, and only
  * spatial and reduction iter vars, at least one of them reduction? */
 bool srch_block_is_tileable_reduction(const ir_block *b);
+/* The reuse test of NeedsMultiLevelTiling: a non-unit spatial iter var of
+ * b that some read (other than of the output) does not use. In
+ * search/rules/multi_level_tiling.c. */
+bool srch_block_has_reuse(const ir_block *b);
 /* iter_of[l] = the iter var of realize r bound to loop var v itself; false
  * when none is, or one of iter_of[0..l) is the same. */
 bool srch_bind_loop_iter(const ir_stmt *r, const ir_var *v, int *iter_of, int l);

@@ -124,9 +124,6 @@ sch_trace *srch_mutate_fetch_lanes(const sch_trace *tr, int inst, ts_rng *rng);
 /* ---- IR helpers (space.c) ---- */
 /* Does any block of f have a reduction iter var? */
 bool srch_func_has_reduction(const ir_func *f);
-/* The reuse test of NeedsMultiLevelTiling: a non-unit spatial iter var of
- * b that some read (other than of the output) does not use. */
-bool srch_block_has_reuse(const ir_block *b);
 /* MetaSchedule's NeedsMultiLevelTiling for block realize r whose nloops
  * loops (vars lv, outer to inner) are all it has; fills iter_of (loop ->
  * iter var index). serial_only: refuse loops that are no longer serial (the

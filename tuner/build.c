@@ -179,13 +179,7 @@ static bool tile_eligible(sch_traced *t, const ir_stmt *r, int n, const int *loo
     if (!ls || ls->u.loop.kind != IR_FOR_SERIAL || !ir_as_int(ls->u.loop.extent, &ext[l])) return false;
     if (!srch_bind_loop_iter(r, v, iter_of, l)) return false;
   }
-  for (int i = 0; i < b->niter; i++) {
-    int64_t e;
-    if (b->iters[i].type != IR_ITER_S || !ir_as_int(b->iters[i].dom.extent, &e) || e <= 1) continue;
-    for (int j = 0; j < b->nreads; j++)
-      if (b->reads[j].buf != b->writes[0].buf && !region_uses_var(&b->reads[j], b->iters[i].var)) return true;
-  }
-  return false;
+  return srch_block_has_reuse(b);
 }
 
 /* Inner split of loop by f (f must divide its extent): *outer, *inner. */
