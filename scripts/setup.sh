@@ -31,11 +31,20 @@ fi
 
 # The Python virtual environment the tests use: tests/models/gen_models.py
 # writes the test ONNX models with `onnx`, onnxruntime gives reference
-# outputs. Installed only when missing.
-if [ ! -x .venv/bin/python3 ] || ! .venv/bin/python3 -c 'import onnx, onnxruntime, numpy' 2>/dev/null; then
-  echo "setup: creating .venv (onnx, onnxruntime, numpy)" >&2
-  python3 -m venv .venv
-  .venv/bin/pip install -q onnx onnxruntime numpy >&2
+# outputs, tests/conformance runs the backend test data the onnx wheel ships.
+# The versions are pinned so that tests/conformance/pass_list.txt means the
+# same on every machine; (re)installed when missing or different.
+PY_PINS=(onnx==1.23.2 onnxruntime==1.32.0 numpy==2.4.6)
+pins_ok() {
+  [ -x .venv/bin/python3 ] || return 1
+  local have
+  have=$(.venv/bin/python3 -m pip freeze 2>/dev/null) || return 1
+  for p in "${PY_PINS[@]}"; do grep -qix "$p" <<<"$have" || return 1; done
+}
+if ! pins_ok; then
+  echo "setup: installing ${PY_PINS[*]} into .venv" >&2
+  [ -x .venv/bin/python3 ] || python3 -m venv .venv
+  .venv/bin/pip install -q "${PY_PINS[@]}" >&2
 fi
 
 if [ ! -f build/build.ninja ]; then
