@@ -212,7 +212,7 @@ def print_report(results, sets, markdown):
         print()
     for m in sorted(results):
         cls, msg, secs = results[m]
-        line = f"{cls:<12} {m}" + (f": {msg}" if msg else "")
+        line = f"{cls:<12} {m} ({secs:.1f} s)" + (f": {msg}" if msg else "")
         print(("    " if markdown else "") + line)
     if not markdown:
         for s, n, c in counts_by_set(results, sets):
