@@ -8,15 +8,18 @@ np.testing.assert_allclose with the model's rtol/atol). Each model gets one clas
 refused (import), build failed, run failed, mismatch, pass.
 
   conformance.py --tessel T [--sets S,...] [--pass-list F] [--jobs N] [--work DIR]
-                 [--report [--markdown]] [--update-pass-list] [--self-test] [--node-dir DIR]
+                 [--report [--markdown] [--convert OPSET]] [--update-pass-list] [--self-test]
+                 [--node-dir DIR] [--only SUBSTRING]
 
 Default: the test. Fails (exit 1) when a model of the pass list does not pass (a
 regression) and prints the models that pass but are not listed. --update-pass-list
 rewrites the list from this run (the sets not run keep their lines). --report prints one
 line per model, the counts per set and the reasons by frequency (--markdown: for
-bench/RESULTS.md); with either, the exit status is 0. --self-test is the negative control: a shipped
-model (simple/test_single_relu_model, converted to opset 17) passes, and the same model
-with a corrupted expected output is a mismatch. Exit 77 (skipped) when a set asked for
+bench/RESULTS.md); with either, the exit status is 0. --report --convert OPSET runs the
+models converted by onnx.version_converter first: which operators stop them once the
+opset does not (a diagnosis; never for the test or the pass list). --self-test is the
+negative control: a shipped model (simple/test_single_relu_model, converted to opset 17)
+passes, and the same model with a corrupted expected output is a mismatch. Exit 77 (skipped) when a set asked for
 has no models, e.g. node/ where neither the wheel nor --node-dir has it.
 
 Docs: docs/CONFORMANCE.md.
@@ -136,21 +139,36 @@ def run_dataset(tessel, case, model, so, ds, k, wd):
     return "pass", ""
 
 
-def run_case(tessel, case, work):
-    """(class, message, seconds) of one model: build, then every data set."""
+def converted(case, opset, wd):
+    """The case's model through onnx.version_converter to opset, saved in wd; its path."""
+    from onnx import version_converter
+    path = os.path.join(wd, os.path.basename(case.model))
+    onnx.save(version_converter.convert_version(onnx.load(case.model), opset), path)
+    return path
+
+
+def run_case(tessel, case, work, convert=None):
+    """(class, message, seconds) of one model: import, build, then every data set; with
+    convert, the model converted to that opset first (a diagnosis, not conformance)."""
     t0 = time.time()
     wd = os.path.join(work, case.set, case.name)
     shutil.rmtree(wd, ignore_errors=True)
     os.makedirs(wd)
     so = os.path.join(wd, "m.so")
     try:
-        ok, msg = tool([tessel, "graph", "show", case.model], BUILD_TIMEOUT, case.model)
+        path = case.model
+        if convert:
+            try:
+                path = converted(case, convert, wd)
+            except Exception as e:  # the converter's own refusals
+                return "refused", f"onnx.version_converter to {convert}: {e}", time.time() - t0
+        ok, msg = tool([tessel, "graph", "show", path], BUILD_TIMEOUT, path)
         if not ok:  # the import alone
             return "refused", msg, time.time() - t0
-        ok, msg = tool([tessel, "build", case.model, "-o", so], BUILD_TIMEOUT, case.model)
+        ok, msg = tool([tessel, "build", path, "-o", so], BUILD_TIMEOUT, path)
         if not ok:
             return "build failed", msg, time.time() - t0
-        model = onnx.load(case.model, load_external_data=False)
+        model = onnx.load(path, load_external_data=False)
         for k, ds in enumerate(case.datasets):
             cls, msg = run_dataset(tessel, case, model, so, ds, k, wd)
             if cls != "pass":
@@ -162,10 +180,10 @@ def run_case(tessel, case, work):
         shutil.rmtree(wd, ignore_errors=True)
 
 
-def run_all(tessel, cases, work, jobs):
+def run_all(tessel, cases, work, jobs, convert=None):
     """{case id: (class, message, seconds)}, models run jobs at a time."""
     with cf.ThreadPoolExecutor(max_workers=jobs) as ex:
-        futs = {c.id: ex.submit(run_case, tessel, c, work) for c in cases}
+        futs = {c.id: ex.submit(run_case, tessel, c, work, convert) for c in cases}
         return {k: f.result() for k, f in futs.items()}
 
 
@@ -227,7 +245,7 @@ def reasons(results):
     c = collections.Counter()
     for cls, msg, _ in results.values():
         if cls != "pass":
-            why = re.sub(r"node (#\d+|'[^']*')", "node", msg)
+            why = re.sub(r"node (#\d+|'[^']*'|[^\s(:']+)(?=[:\s])", "node", msg)
             why = re.sub(r"(operator \S+) \(opset \d+\)", r"\1", why)
             c[(cls, re.sub(r"max abs err \S+ \(\d+ of \d+", "max abs err (N of M", why))] += 1
     return c
@@ -310,6 +328,8 @@ def parse_args(argv):
     p.add_argument("--node-dir", default=None,
                    help="node/ when the wheel lacks it: generated here from onnx's node cases")
     p.add_argument("--only", default=None, help="run only the models whose id contains this")
+    p.add_argument("--convert", type=int, default=None, metavar="OPSET",
+                   help="with --report: convert each model to OPSET first (diagnosis only)")
     p.add_argument("--report", action="store_true")
     p.add_argument("--markdown", action="store_true")
     p.add_argument("--update-pass-list", action="store_true")
@@ -342,6 +362,10 @@ def main(argv):
                 return 77
             cases += got
         listed = read_pass_list(a.pass_list)
+        if a.convert and not a.report or a.convert and a.update_pass_list:
+            print("conformance: --convert diagnoses (--report): converted models are not the "
+                  "shipped ones, so they neither test nor make the pass list")
+            return 2
         if a.only:
             if a.update_pass_list:
                 print("conformance: --update-pass-list runs whole sets (no --only)")
@@ -349,9 +373,9 @@ def main(argv):
             cases = [c for c in cases if a.only in c.id]
             listed = {m for m in listed if a.only in m}
         t0 = time.time()
-        results = run_all(tessel, cases, work, a.jobs)
+        results = run_all(tessel, cases, work, a.jobs, a.convert)
         print(f"# {len(cases)} models, onnx {onnx.__version__}, {a.jobs} jobs, "
-              f"{time.time() - t0:.1f} s")
+              f"{time.time() - t0:.1f} s" + (f", converted to opset {a.convert}" if a.convert else ""))
         if a.report:
             print_report(results, sets, a.markdown)
         if a.update_pass_list:
