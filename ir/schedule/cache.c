@@ -328,14 +328,9 @@ static ts_status install(sch_state *s, const sch_path *p, int sc, rw_ctx *c, int
     nb = ir_seq(a, 2, two);
   }
   ir_stmt *nrz = ir_stmt_clone(a, srz);
-  ir_block *blk = ir_block_clone(a, sb);
-  ir_buffer **allocs = TS_ANEWN(a, ir_buffer *, sb->nalloc + 1);
-  if (c->oom || !nb || !nrz || !blk || !allocs)
+  ir_block *blk = ir_block_with_alloc(a, sb, cache);
+  if (c->oom || !nb || !nrz || !blk)
     return ts_diag_set(d, TS_ENOMEM, "out of memory rewriting scope '%s'", sb->name);
-  if (sb->nalloc) memcpy(allocs, sb->allocs, sizeof *allocs * (size_t)sb->nalloc);
-  allocs[sb->nalloc] = cache;
-  blk->allocs = allocs;
-  blk->nalloc = sb->nalloc + 1;
   blk->body = nb;
   nrz->u.realize.block = blk;
   return sch_replace(s, p, sc, nrz, d);
