@@ -358,6 +358,87 @@ static ts_status find_loc(sch_state *s, const char *prim, const char *writer, co
   return TS_OK;
 }
 
+/* What cache_read and cache_write check first: b's path p and the index sc
+ * of its scope in it, idx a valid index into b's reads (read) or writes
+ * (the buffer: *buf), a valid scope name, a usable consumer list. Appends
+ * the scope's child block realizes to kids (the caller frees it). */
+static ts_status cache_begin(sch_state *s, const char *P, sch_block b, bool read, int idx, const char *scope,
+                             int nconsumers, const sch_block *consumers, sch_path *p, int *sc, ir_buffer **buf,
+                             ts_vec *kids, ts_diag *d) {
+  ts_status st = sch_find_block(s, b.name, p, P, d);
+  if (st) return st;
+  const ir_block *blk = p->node[p->n - 1]->u.realize.block;
+  *sc = sch_path_scope(p, p->n - 1);
+  if (*sc < 0) return ts_diag_set(d, TS_ESCHEDULE, "%s: '%s' is the root block", P, blk->name);
+  int n = read ? blk->nreads : blk->nwrites;
+  if (idx < 0 || idx >= n)
+    return ts_diag_set(d, TS_ESCHEDULE, "%s: block '%s' %s %d buffer(s); %s_index %d is out of range", P,
+                       blk->name, read ? "reads" : "writes", n, read ? "read" : "write", idx);
+  if (!valid_scope(scope))
+    return ts_diag_set(d, TS_ESCHEDULE,
+                       "%s: invalid storage scope \"%s\" (want a name like \"shared\", \"local\" or "
+                       "\"%s\")",
+                       P, scope ? scope : "(null)", read ? "wmma.matrix_a" : "wmma.accumulator");
+  if (nconsumers < 0 || (nconsumers > 0 && !consumers))
+    return ts_diag_set(d, TS_ESCHEDULE, "%s: bad consumer list", P);
+  *buf = read ? blk->reads[idx].buf : blk->writes[idx].buf;
+  if (read && sch_block_writes(blk, *buf))
+    return ts_diag_set(d, TS_ESCHEDULE,
+                       "%s: block '%s' both reads and writes '%s'; cache_write (or a block that "
+                       "only reads it) is needed",
+                       P, blk->name, (*buf)->name);
+  if (sch_child_realizes(p->node[*sc]->u.realize.block->body, kids)) return ts_diag_set(d, TS_ENOMEM, "out of memory");
+  return TS_OK;
+}
+
+/* What both end with: the cache buffer <buf>_<scope>, the copy block of the
+ * same name (buf -> cache for a read, cache -> buf for a write; over dims,
+ * under the loops of loop_path from index from), and the scope rewritten
+ * to use the cache (install). The name of the copy block goes to out. */
+static ts_status cache_install(sch_state *s, const sch_path *p, int sc, rw_ctx *c, int at_end, ir_buffer *buf,
+                               const char *scope, const sch_path *loop_path, int from, const copy_dim *dims,
+                               bool read, sch_block *out, ts_diag *d) {
+  char base[256];
+  snprintf(base, sizeof base, "%s_%s", buf->name, scope);
+  const char *bname = sch_fresh_buffer_name(s, base), *kname = sch_fresh_block_name(s, base);
+  ir_buffer *cache = bname ? cache_buffer(&s->arena, buf, bname, scope) : NULL;
+  if (!cache || !kname) return ts_diag_set(d, TS_ENOMEM, "out of memory");
+  ts_status st = make_copy(s, loop_path, from, kname, read ? buf : cache, read ? cache : buf, dims, &c->insert, d);
+  if (st) return st;
+  c->from = buf;
+  c->to = cache;
+  st = install(s, p, sc, c, at_end, cache, d);
+  if (st) return st;
+  if (out) out->name = kname;
+  return TS_OK;
+}
+
+/* Adds the named consumers to subst (nsub of them so far), once each: child
+ * blocks of the scope (kids) that just read buf and run after its writer,
+ * kid w (-1: none). *first: the lowest kid index added. */
+static ts_status add_consumers(const ts_vec *kids, int nconsumers, const sch_block *consumers, const char *P,
+                               const char *bname, const ir_buffer *buf, int w, ir_stmt **subst, int *nsub,
+                               int *first, ts_diag *d) {
+  for (int k = 0; k < nconsumers; k++) {
+    int i = kid_index(kids, consumers[k].name);
+    if (i < 0)
+      return ts_diag_set(d, TS_ESCHEDULE, "%s: consumer '%s' is not a block in the scope of '%s'", P,
+                         consumers[k].name ? consumers[k].name : "(null)", bname);
+    const ir_block *o = realize_of(kids, (size_t)i)->u.realize.block;
+    if (i == w || !sch_block_reads(o, buf) || sch_block_writes(o, buf))
+      return ts_diag_set(d, TS_ESCHEDULE, "%s: consumer '%s' does not just read '%s'", P, o->name, buf->name);
+    if (i < w)
+      return ts_diag_set(d, TS_ESCHEDULE, "%s: consumer '%s' runs before the writer '%s' of '%s'", P, o->name,
+                         realize_of(kids, (size_t)w)->u.realize.block->name, buf->name);
+    bool dup = false;
+    for (int j = 0; j < *nsub; j++) dup |= subst[j] == realize_of(kids, (size_t)i);
+    if (dup) continue;
+    subst[(*nsub)++] = realize_of(kids, (size_t)i);
+    if (*first < 0 || i < *first) *first = i;
+  }
+  return TS_OK;
+}
+
 /* ---- cache_read ---------------------------------------------------------- */
 
 ts_status sch_cache_read(sch_state *s, sch_block b, int read_index, const char *scope,
@@ -365,37 +446,15 @@ ts_status sch_cache_read(sch_state *s, sch_block b, int read_index, const char *
   const char *P = "cache_read";
   ts_arena *a = &s->arena;
   sch_path p;
-  ts_status st = sch_find_block(s, b.name, &p, P, d);
-  if (st) return st;
-  const ir_block *blk = p.node[p.n - 1]->u.realize.block;
-  int sc = sch_path_scope(&p, p.n - 1);
-  if (sc < 0) return ts_diag_set(d, TS_ESCHEDULE, "%s: '%s' is the root block", P, blk->name);
-  if (read_index < 0 || read_index >= blk->nreads)
-    return ts_diag_set(d, TS_ESCHEDULE,
-                       "%s: block '%s' reads %d buffer(s); read_index %d is out of range", P,
-                       blk->name, blk->nreads, read_index);
-  if (!valid_scope(scope))
-    return ts_diag_set(d, TS_ESCHEDULE,
-                       "%s: invalid storage scope \"%s\" (want a name like \"shared\", \"local\" or "
-                       "\"wmma.matrix_a\")",
-                       P, scope ? scope : "(null)");
-  if (nconsumers < 0 || (nconsumers > 0 && !consumers))
-    return ts_diag_set(d, TS_ESCHEDULE, "%s: bad consumer list", P);
-  ir_buffer *buf = blk->reads[read_index].buf;
-  if (sch_block_writes(blk, buf))
-    return ts_diag_set(d, TS_ESCHEDULE,
-                       "%s: block '%s' both reads and writes '%s'; cache_write (or a block that "
-                       "only reads it) is needed",
-                       P, blk->name, buf->name);
-  const ir_stmt *scope_rz = p.node[sc];
-
+  int sc;
+  ir_buffer *buf;
   ts_vec kids;
   ts_vec_init(&kids);
   ir_stmt **subst = NULL;
-  if (sch_child_realizes(scope_rz->u.realize.block->body, &kids)) {
-    st = ts_diag_set(d, TS_ENOMEM, "out of memory");
-    goto done;
-  }
+  ts_status st = cache_begin(s, P, b, true, read_index, scope, nconsumers, consumers, &p, &sc, &buf, &kids, d);
+  if (st) goto done;
+  const ir_block *blk = p.node[p.n - 1]->u.realize.block;
+  const ir_stmt *scope_rz = p.node[sc];
   /* the writer, if any, must be unique */
   int w = -1, nw = 0;
   for (size_t i = 0; i < kids.len; i++)
@@ -426,32 +485,8 @@ ts_status sch_cache_read(sch_state *s, sch_block b, int read_index, const char *
       }
     }
   } else {
-    for (int k = 0; k < nconsumers; k++) {
-      int i = kid_index(&kids, consumers[k].name);
-      if (i < 0) {
-        st = ts_diag_set(d, TS_ESCHEDULE,
-                         "%s: consumer '%s' is not a block in the scope of '%s'", P,
-                         consumers[k].name ? consumers[k].name : "(null)", blk->name);
-        goto done;
-      }
-      const ir_block *o = realize_of(&kids, (size_t)i)->u.realize.block;
-      if (!sch_block_reads(o, buf) || sch_block_writes(o, buf)) {
-        st = ts_diag_set(d, TS_ESCHEDULE, "%s: consumer '%s' does not just read '%s'", P, o->name,
-                         buf->name);
-        goto done;
-      }
-      if (i <= w) {
-        st = ts_diag_set(d, TS_ESCHEDULE,
-                         "%s: consumer '%s' runs before the writer '%s' of '%s'", P, o->name,
-                         realize_of(&kids, (size_t)w)->u.realize.block->name, buf->name);
-        goto done;
-      }
-      bool dup = false;
-      for (int j = 0; j < nsub; j++) dup |= subst[j] == realize_of(&kids, (size_t)i);
-      if (dup) continue;
-      subst[nsub++] = realize_of(&kids, (size_t)i);
-      if (first < 0 || i < first) first = i;
-    }
+    st = add_consumers(&kids, nconsumers, consumers, P, blk->name, buf, w, subst, &nsub, &first, d);
+    if (st) goto done;
   }
   if (nsub == 0) {
     st = ts_diag_set(d, TS_ESCHEDULE, "%s: no block reads '%s' after its writer '%s'", P,
@@ -493,21 +528,7 @@ ts_status sch_cache_read(sch_state *s, sch_block b, int read_index, const char *
     loop_path = &wp;
   }
 
-  char base[256];
-  snprintf(base, sizeof base, "%s_%s", buf->name, scope);
-  const char *bname = sch_fresh_buffer_name(s, base), *kname = sch_fresh_block_name(s, base);
-  ir_buffer *cache = bname ? cache_buffer(a, buf, bname, scope) : NULL;
-  if (!cache || !kname) {
-    st = ts_diag_set(d, TS_ENOMEM, "out of memory");
-    goto done;
-  }
-  st = make_copy(s, loop_path, from, kname, buf, cache, dims, &c.insert, d);
-  if (st) goto done;
-  c.from = buf;
-  c.to = cache;
-  st = install(s, &p, sc, &c, at_end, cache, d);
-  if (st) goto done;
-  if (out) out->name = kname;
+  st = cache_install(s, &p, sc, &c, at_end, buf, scope, loop_path, from, dims, true, out, d);
 done:
   ts_vec_fini(&kids);
   return st ? st : sch_finish(s, TS_OK, d);
@@ -520,33 +541,15 @@ ts_status sch_cache_write(sch_state *s, sch_block b, int write_index, const char
   const char *P = "cache_write";
   ts_arena *a = &s->arena;
   sch_path p;
-  ts_status st = sch_find_block(s, b.name, &p, P, d);
-  if (st) return st;
-  ir_stmt *rz = p.node[p.n - 1];
-  const ir_block *blk = rz->u.realize.block;
-  int sc = sch_path_scope(&p, p.n - 1);
-  if (sc < 0) return ts_diag_set(d, TS_ESCHEDULE, "%s: '%s' is the root block", P, blk->name);
-  if (write_index < 0 || write_index >= blk->nwrites)
-    return ts_diag_set(d, TS_ESCHEDULE,
-                       "%s: block '%s' writes %d buffer(s); write_index %d is out of range", P,
-                       blk->name, blk->nwrites, write_index);
-  if (!valid_scope(scope))
-    return ts_diag_set(d, TS_ESCHEDULE,
-                       "%s: invalid storage scope \"%s\" (want a name like \"shared\", \"local\" or "
-                       "\"wmma.accumulator\")",
-                       P, scope ? scope : "(null)");
-  if (nconsumers < 0 || (nconsumers > 0 && !consumers))
-    return ts_diag_set(d, TS_ESCHEDULE, "%s: bad consumer list", P);
-  ir_buffer *buf = blk->writes[write_index].buf;
-  const ir_stmt *scope_rz = p.node[sc];
-
+  int sc;
+  ir_buffer *buf;
   ts_vec kids;
   ts_vec_init(&kids);
   ir_stmt **subst = NULL;
-  if (sch_child_realizes(scope_rz->u.realize.block->body, &kids)) {
-    st = ts_diag_set(d, TS_ENOMEM, "out of memory");
-    goto done;
-  }
+  ts_status st = cache_begin(s, P, b, false, write_index, scope, nconsumers, consumers, &p, &sc, &buf, &kids, d);
+  if (st) goto done;
+  ir_stmt *rz = p.node[p.n - 1];
+  const ir_block *blk = rz->u.realize.block;
   int w = kid_index(&kids, blk->name);
   TS_ASSERT(w >= 0);
   for (size_t i = 0; i < kids.len; i++) {
@@ -585,28 +588,9 @@ ts_status sch_cache_write(sch_state *s, sch_block b, int write_index, const char
   }
   int nsub = 0;
   subst[nsub++] = rz;
-  for (int k = 0; k < nconsumers; k++) {
-    int i = kid_index(&kids, consumers[k].name);
-    if (i < 0) {
-      st = ts_diag_set(d, TS_ESCHEDULE, "%s: consumer '%s' is not a block in the scope of '%s'",
-                       P, consumers[k].name ? consumers[k].name : "(null)", blk->name);
-      goto done;
-    }
-    const ir_block *o = realize_of(&kids, (size_t)i)->u.realize.block;
-    if (i == w || !sch_block_reads(o, buf) || sch_block_writes(o, buf)) {
-      st = ts_diag_set(d, TS_ESCHEDULE, "%s: consumer '%s' does not just read '%s'", P, o->name,
-                       buf->name);
-      goto done;
-    }
-    if (i < w) {
-      st = ts_diag_set(d, TS_ESCHEDULE, "%s: consumer '%s' runs before the writer '%s'", P,
-                       o->name, blk->name);
-      goto done;
-    }
-    bool dup = false;
-    for (int j = 0; j < nsub; j++) dup |= subst[j] == realize_of(&kids, (size_t)i);
-    if (!dup) subst[nsub++] = realize_of(&kids, (size_t)i);
-  }
+  int cfirst = -1;
+  st = add_consumers(&kids, nconsumers, consumers, P, blk->name, buf, w, subst, &nsub, &cfirst, d);
+  if (st) goto done;
 
   copy_dim *dims = TS_ANEWN(a, copy_dim, buf->ndim ? buf->ndim : 1);
   if (!dims) {
@@ -627,21 +611,7 @@ ts_status sch_cache_write(sch_state *s, sch_block b, int write_index, const char
     st = ts_diag_set(d, TS_ENOMEM, "out of memory");
     goto done;
   }
-  char base[256];
-  snprintf(base, sizeof base, "%s_%s", buf->name, scope);
-  const char *bname = sch_fresh_buffer_name(s, base), *kname = sch_fresh_block_name(s, base);
-  ir_buffer *cache = bname ? cache_buffer(a, buf, bname, scope) : NULL;
-  if (!cache || !kname) {
-    st = ts_diag_set(d, TS_ENOMEM, "out of memory");
-    goto done;
-  }
-  st = make_copy(s, &wp, from, kname, cache, buf, dims, &c.insert, d);
-  if (st) goto done;
-  c.from = buf;
-  c.to = cache;
-  st = install(s, &p, sc, &c, at_end, cache, d);
-  if (st) goto done;
-  if (out) out->name = kname;
+  st = cache_install(s, &p, sc, &c, at_end, buf, scope, &wp, from, dims, false, out, d);
 done:
   ts_vec_fini(&kids);
   return st ? st : sch_finish(s, TS_OK, d);
