@@ -441,69 +441,61 @@ static ts_status add_consumers(const ts_vec *kids, int nconsumers, const sch_blo
 
 /* ---- cache_read ---------------------------------------------------------- */
 
-ts_status sch_cache_read(sch_state *s, sch_block b, int read_index, const char *scope,
-                         int nconsumers, const sch_block *consumers, sch_block *out, ts_diag *d) {
-  const char *P = "cache_read";
+static ts_status cache_rw(sch_state *s, sch_block b, bool read, int idx, const char *scope, int nconsumers,
+                          const sch_block *consumers, sch_block *out, ts_diag *d);
+
+/* cache_read past the common checks: the writer, the consumers, where the
+ * copy goes and what it covers. */
+static ts_status cache_read_in(sch_state *s, const char *P, const sch_path *p, int sc, ir_buffer *buf,
+                               const ts_vec *kids, const char *scope, int nconsumers, const sch_block *consumers,
+                               sch_block *out, ts_diag *d) {
+  const ir_block *blk = p->node[p->n - 1]->u.realize.block;
+  const ir_stmt *scope_rz = p->node[sc];
   ts_arena *a = &s->arena;
-  sch_path p;
-  int sc;
-  ir_buffer *buf;
-  ts_vec kids;
-  ts_vec_init(&kids);
   ir_stmt **subst = NULL;
-  ts_status st = cache_begin(s, P, b, true, read_index, scope, nconsumers, consumers, &p, &sc, &buf, &kids, d);
-  if (st) goto done;
-  const ir_block *blk = p.node[p.n - 1]->u.realize.block;
-  const ir_stmt *scope_rz = p.node[sc];
+  ts_status st = TS_OK;
   /* the writer, if any, must be unique */
   int w = -1, nw = 0;
-  for (size_t i = 0; i < kids.len; i++)
-    if (sch_block_writes(realize_of(&kids, i)->u.realize.block, buf)) {
-      if (nw++ == 0) w = (int)i;
-      else {
-        st = ts_diag_set(d, TS_ESCHEDULE,
-                         "%s: buffer '%s' has more than one writer in scope '%s' ('%s' and '%s')",
-                         P, buf->name, scope_rz->u.realize.block->name,
-                         realize_of(&kids, (size_t)w)->u.realize.block->name,
-                         realize_of(&kids, i)->u.realize.block->name);
-        goto done;
-      }
+  for (size_t i = 0; i < kids->len; i++)
+    if (sch_block_writes(realize_of(kids, i)->u.realize.block, buf)) {
+      if (nw++ == 0)
+        w = (int)i;
+      else
+        return ts_diag_set(
+            d, TS_ESCHEDULE, "%s: buffer '%s' has more than one writer in scope '%s' ('%s' and '%s')", P,
+            buf->name, scope_rz->u.realize.block->name, realize_of(kids, (size_t)w)->u.realize.block->name,
+            realize_of(kids, i)->u.realize.block->name);
     }
   /* consumers: child blocks reading buf after its writer */
-  subst = TS_ANEWN(a, ir_stmt *, kids.len ? kids.len : 1);
-  if (!subst) {
-    st = ts_diag_set(d, TS_ENOMEM, "out of memory");
-    goto done;
-  }
+  subst = TS_ANEWN(a, ir_stmt *, kids->len ? kids->len : 1);
+  if (!subst) return ts_diag_set(d, TS_ENOMEM, "out of memory");
   int nsub = 0, first = -1;
   if (nconsumers == 0) {
-    for (size_t i = 0; i < kids.len; i++) {
-      const ir_block *o = realize_of(&kids, i)->u.realize.block;
+    for (size_t i = 0; i < kids->len; i++) {
+      const ir_block *o = realize_of(kids, i)->u.realize.block;
       if ((int)i > w && sch_block_reads(o, buf) && !sch_block_writes(o, buf)) {
         if (first < 0) first = (int)i;
-        subst[nsub++] = realize_of(&kids, i);
+        subst[nsub++] = realize_of(kids, i);
       }
     }
   } else {
-    st = add_consumers(&kids, nconsumers, consumers, P, blk->name, buf, w, subst, &nsub, &first, d);
-    if (st) goto done;
+    st = add_consumers(kids, nconsumers, consumers, P, blk->name, buf, w, subst, &nsub, &first, d);
+    if (st) return st;
   }
   if (nsub == 0) {
-    st = ts_diag_set(d, TS_ESCHEDULE, "%s: no block reads '%s' after its writer '%s'", P,
-                     buf->name, realize_of(&kids, (size_t)w)->u.realize.block->name);
-    goto done; /* (w >= 0 here: without a writer, blk itself reads it) */
+    return ts_diag_set(
+        d, TS_ESCHEDULE, "%s: no block reads '%s' after its writer '%s'", P, buf->name,
+        realize_of(kids, (size_t)w)
+            ->u.realize.block->name); /* (w >= 0 here: without a writer, blk itself reads it) */
   }
 
   /* placement and region */
   copy_dim *dims = TS_ANEWN(a, copy_dim, buf->ndim ? buf->ndim : 1);
-  if (!dims) {
-    st = ts_diag_set(d, TS_ENOMEM, "out of memory");
-    goto done;
-  }
+  if (!dims) return ts_diag_set(d, TS_ENOMEM, "out of memory");
   rw_ctx c = {.a = a, .subst = subst, .nsubst = nsub};
   int at_end = -1, from = sc + 1;
   sch_path wp;
-  const sch_path *loop_path = &p;
+  const sch_path *loop_path = p;
   if (w < 0) {
     /* no writer in the scope (a function input): copy at the start of the
      * scope, what the scope reads (or all of it) */
@@ -514,58 +506,49 @@ ts_status sch_cache_read(sch_state *s, sch_block b, int read_index, const char *
     whole_region(s, buf, reg, dims);
     at_end = 0;
   } else {
-    const ir_block *wb = realize_of(&kids, (size_t)w)->u.realize.block;
-    const char *fname = realize_of(&kids, (size_t)first)->u.realize.block->name;
+    const ir_block *wb = realize_of(kids, (size_t)w)->u.realize.block;
+    const char *fname = realize_of(kids, (size_t)first)->u.realize.block->name;
     st = find_loc(s, P, wb->name, fname, &c.loc, &c.pos, &from, &wp, d);
-    if (st) goto done;
+    if (st) return st;
     const ir_region *reg = NULL;
     for (int i = 0; i < wb->nwrites; i++)
       if (wb->writes[i].buf == buf) reg = &wb->writes[i];
-    if (relaxed_region(s, &wp, reg, from, dims)) {
-      st = ts_diag_set(d, TS_ENOMEM, "out of memory");
-      goto done;
-    }
+    if (relaxed_region(s, &wp, reg, from, dims)) return ts_diag_set(d, TS_ENOMEM, "out of memory");
     loop_path = &wp;
   }
 
-  st = cache_install(s, &p, sc, &c, at_end, buf, scope, loop_path, from, dims, true, out, d);
-done:
-  ts_vec_fini(&kids);
-  return st ? st : sch_finish(s, TS_OK, d);
+  return cache_install(s, p, sc, &c, at_end, buf, scope, loop_path, from, dims, true, out, d);
+}
+
+ts_status sch_cache_read(sch_state *s, sch_block b, int read_index, const char *scope, int nconsumers,
+                         const sch_block *consumers, sch_block *out, ts_diag *d) {
+  return cache_rw(s, b, true, read_index, scope, nconsumers, consumers, out, d);
 }
 
 /* ---- cache_write --------------------------------------------------------- */
 
-ts_status sch_cache_write(sch_state *s, sch_block b, int write_index, const char *scope,
-                          int nconsumers, const sch_block *consumers, sch_block *out, ts_diag *d) {
-  const char *P = "cache_write";
+static ts_status cache_write_in(sch_state *s, const char *P, const sch_path *p, int sc, ir_buffer *buf,
+                                const ts_vec *kids, int write_index, const char *scope, int nconsumers,
+                                const sch_block *consumers, sch_block *out, ts_diag *d) {
   ts_arena *a = &s->arena;
-  sch_path p;
-  int sc;
-  ir_buffer *buf;
-  ts_vec kids;
-  ts_vec_init(&kids);
   ir_stmt **subst = NULL;
-  ts_status st = cache_begin(s, P, b, false, write_index, scope, nconsumers, consumers, &p, &sc, &buf, &kids, d);
-  if (st) goto done;
-  ir_stmt *rz = p.node[p.n - 1];
+  ts_status st = TS_OK;
+  ir_stmt *rz = p->node[p->n - 1];
   const ir_block *blk = rz->u.realize.block;
-  int w = kid_index(&kids, blk->name);
+  int w = kid_index(kids, blk->name);
   TS_ASSERT(w >= 0);
-  for (size_t i = 0; i < kids.len; i++) {
-    const ir_block *o = realize_of(&kids, i)->u.realize.block;
-    if ((int)i != w && sch_block_writes(o, buf)) {
-      st = ts_diag_set(d, TS_ESCHEDULE,
-                       "%s: block '%s' is not the only writer of '%s' (block '%s' writes it too)", P,
-                       blk->name, buf->name, o->name);
-      goto done;
-    }
+  for (size_t i = 0; i < kids->len; i++) {
+    const ir_block *o = realize_of(kids, i)->u.realize.block;
+    if ((int)i != w && sch_block_writes(o, buf))
+      return ts_diag_set(d, TS_ESCHEDULE,
+                         "%s: block '%s' is not the only writer of '%s' (block '%s' writes it too)", P,
+                         blk->name, buf->name, o->name);
   }
   /* readers before the writer that share a loop with it would read values
    * the copy-back has not stored yet */
   int first = -1;
-  for (size_t i = 0; i < kids.len; i++) {
-    const ir_block *o = realize_of(&kids, i)->u.realize.block;
+  for (size_t i = 0; i < kids->len; i++) {
+    const ir_block *o = realize_of(kids, i)->u.realize.block;
     if ((int)i == w || !sch_block_reads(o, buf)) continue;
     if ((int)i > w) {
       if (first < 0) first = (int)i;
@@ -573,48 +556,58 @@ ts_status sch_cache_write(sch_state *s, sch_block b, int write_index, const char
     }
     sch_path rp;
     st = sch_find_block(s, o->name, &rp, P, d);
-    if (st) goto done;
-    if (share_loop(&p, &rp, sc)) {
-      st = ts_diag_set(d, TS_ESCHEDULE,
-                       "%s: block '%s' reads '%s' before its writer '%s' inside a shared loop", P,
-                       o->name, buf->name, blk->name);
-      goto done;
-    }
+    if (st) return st;
+    if (share_loop(p, &rp, sc))
+      return ts_diag_set(d, TS_ESCHEDULE,
+                         "%s: block '%s' reads '%s' before its writer '%s' inside a shared loop", P, o->name,
+                         buf->name, blk->name);
   }
-  subst = TS_ANEWN(a, ir_stmt *, kids.len + 1);
-  if (!subst) {
-    st = ts_diag_set(d, TS_ENOMEM, "out of memory");
-    goto done;
-  }
+  subst = TS_ANEWN(a, ir_stmt *, kids->len + 1);
+  if (!subst) return ts_diag_set(d, TS_ENOMEM, "out of memory");
   int nsub = 0;
   subst[nsub++] = rz;
   int cfirst = -1;
-  st = add_consumers(&kids, nconsumers, consumers, P, blk->name, buf, w, subst, &nsub, &cfirst, d);
-  if (st) goto done;
+  st = add_consumers(kids, nconsumers, consumers, P, blk->name, buf, w, subst, &nsub, &cfirst, d);
+  if (st) return st;
 
   copy_dim *dims = TS_ANEWN(a, copy_dim, buf->ndim ? buf->ndim : 1);
-  if (!dims) {
-    st = ts_diag_set(d, TS_ENOMEM, "out of memory");
-    goto done;
-  }
+  if (!dims) return ts_diag_set(d, TS_ENOMEM, "out of memory");
   rw_ctx c = {.a = a, .subst = subst, .nsubst = nsub};
   int at_end = -1, from = sc + 1;
-  sch_path wp = p;
+  sch_path wp = *p;
   if (first < 0) {
     at_end = 1; /* nothing reads it here: copy back at the end of the scope */
   } else {
-    st = find_loc(s, P, blk->name, realize_of(&kids, (size_t)first)->u.realize.block->name, &c.loc,
-                  &c.pos, &from, &wp, d);
-    if (st) goto done;
+    st = find_loc(s, P, blk->name, realize_of(kids, (size_t)first)->u.realize.block->name, &c.loc, &c.pos,
+                  &from, &wp, d);
+    if (st) return st;
   }
-  if (relaxed_region(s, &wp, &blk->writes[write_index], from, dims)) {
-    st = ts_diag_set(d, TS_ENOMEM, "out of memory");
-    goto done;
-  }
-  st = cache_install(s, &p, sc, &c, at_end, buf, scope, &wp, from, dims, false, out, d);
-done:
+  if (relaxed_region(s, &wp, &blk->writes[write_index], from, dims))
+    return ts_diag_set(d, TS_ENOMEM, "out of memory");
+  return cache_install(s, p, sc, &c, at_end, buf, scope, &wp, from, dims, false, out, d);
+}
+
+/* cache_read (read) / cache_write at b: the common checks, then the
+ * primitive's own placement. */
+static ts_status cache_rw(sch_state *s, sch_block b, bool read, int idx, const char *scope, int nconsumers,
+                          const sch_block *consumers, sch_block *out, ts_diag *d) {
+  const char *P = read ? "cache_read" : "cache_write";
+  sch_path p;
+  int sc = -1;
+  ir_buffer *buf = NULL;
+  ts_vec kids;
+  ts_vec_init(&kids);
+  ts_status st = cache_begin(s, P, b, read, idx, scope, nconsumers, consumers, &p, &sc, &buf, &kids, d);
+  if (!st)
+    st = read ? cache_read_in(s, P, &p, sc, buf, &kids, scope, nconsumers, consumers, out, d)
+              : cache_write_in(s, P, &p, sc, buf, &kids, idx, scope, nconsumers, consumers, out, d);
   ts_vec_fini(&kids);
   return st ? st : sch_finish(s, TS_OK, d);
+}
+
+ts_status sch_cache_write(sch_state *s, sch_block b, int write_index, const char *scope, int nconsumers,
+                          const sch_block *consumers, sch_block *out, ts_diag *d) {
+  return cache_rw(s, b, false, write_index, scope, nconsumers, consumers, out, d);
 }
 
 /* ---- set_scope / storage_align ----------------------------------------- */
@@ -630,10 +623,21 @@ static int alloc_site(const sch_path *p, const ir_buffer *buf) {
   return -1;
 }
 
+/* The buffer a block writes (write_index) and the block allocating it: at
+ * p.node[site]. */
+typedef struct written_buf {
+  sch_path p;
+  ir_buffer *buf;
+  int site;
+} written_buf;
+
 /* Common front of set_scope and storage_align: the write_index-th written
  * buffer of b, which must be allocated by a block (its path index in *site). */
-static ts_status written_alloc(sch_state *s, const char *P, sch_block b, int write_index,
-                               sch_path *p, ir_buffer **buf, int *site, ts_diag *d) {
+static ts_status written_alloc(sch_state *s, const char *P, sch_block b, int write_index, written_buf *w,
+                               ts_diag *d) {
+  sch_path *p = &w->p;
+  ir_buffer **buf = &w->buf;
+  int *site = &w->site;
   ts_status st = sch_find_block(s, b.name, p, P, d);
   if (st) return st;
   const ir_block *blk = p->node[p->n - 1]->u.realize.block;
@@ -684,57 +688,53 @@ static ir_buffer *copy_buffer(ts_arena *a, const ir_buffer *buf) {
 
 ts_status sch_set_scope(sch_state *s, sch_block b, int write_index, const char *scope, ts_diag *d) {
   const char *P = "set_scope";
-  sch_path p;
-  ir_buffer *buf;
-  int site;
-  ts_status st = written_alloc(s, P, b, write_index, &p, &buf, &site, d);
+  written_buf w;
+  ts_status st = written_alloc(s, P, b, write_index, &w, d);
   if (st) return st;
   if (!valid_scope(scope))
     return ts_diag_set(d, TS_ESCHEDULE,
                        "%s: invalid storage scope \"%s\" (want a name like \"shared\" or \"local\")",
                        P, scope ? scope : "(null)");
-  if (buf->scope && !strcmp(buf->scope, scope)) return sch_finish(s, TS_OK, d); /* no-op */
+  if (w.buf->scope && !strcmp(w.buf->scope, scope)) return sch_finish(s, TS_OK, d); /* no-op */
   char base[256];
-  snprintf(base, sizeof base, "%s_%s", buf->name, scope);
-  ir_buffer *nb = copy_buffer(&s->arena, buf);
+  snprintf(base, sizeof base, "%s_%s", w.buf->name, scope);
+  ir_buffer *nb = copy_buffer(&s->arena, w.buf);
   const char *name = sch_fresh_buffer_name(s, base);
   const char *sc = ts_arena_strdup(&s->arena, scope);
   if (!nb || !name || !sc) return ts_diag_set(d, TS_ENOMEM, "out of memory");
   nb->name = name;
   nb->scope = sc;
-  st = swap_buffer(s, &p, site, buf, nb, d);
+  st = swap_buffer(s, &w.p, w.site, w.buf, nb, d);
   return st ? st : sch_finish(s, TS_OK, d);
 }
 
 ts_status sch_storage_align(sch_state *s, sch_block b, int write_index, int axis, int64_t factor,
                             int64_t offset, ts_diag *d) {
   const char *P = "storage_align";
-  sch_path p;
-  ir_buffer *buf;
-  int site;
-  ts_status st = written_alloc(s, P, b, write_index, &p, &buf, &site, d);
+  written_buf w;
+  ts_status st = written_alloc(s, P, b, write_index, &w, d);
   if (st) return st;
   if (factor <= 0)
     return ts_diag_set(d, TS_ESCHEDULE, "%s: factor %lld for buffer '%s' must be positive", P,
-                       (long long)factor, buf->name);
-  int nd = buf->ndim;
+                       (long long)factor, w.buf->name);
+  int nd = w.buf->ndim;
   if (axis < -nd || axis >= nd)
     return ts_diag_set(d, TS_ESCHEDULE,
                        "%s: axis %d is out of range [%d, %d) for the %d-d buffer '%s'", P, axis,
-                       -nd, nd, nd, buf->name);
+                       -nd, nd, nd, w.buf->name);
   if (axis < 0) axis += nd;
   ts_arena *a = &s->arena;
-  ir_buffer *nb = copy_buffer(a, buf);
+  ir_buffer *nb = copy_buffer(a, w.buf);
   int64_t *f = TS_ANEWN(a, int64_t, nd), *o = TS_ANEWN(a, int64_t, nd);
   if (!nb || !f || !o) return ts_diag_set(d, TS_ENOMEM, "out of memory");
   for (int i = 0; i < nd; i++) {
-    f[i] = buf->align_factor ? buf->align_factor[i] : 0;
-    o[i] = buf->align_factor && buf->align_offset ? buf->align_offset[i] : 0;
+    f[i] = w.buf->align_factor ? w.buf->align_factor[i] : 0;
+    o[i] = w.buf->align_factor && w.buf->align_offset ? w.buf->align_offset[i] : 0;
   }
   f[axis] = factor;
   o[axis] = offset;
   nb->align_factor = f;
   nb->align_offset = o;
-  st = swap_buffer(s, &p, site, buf, nb, d);
+  st = swap_buffer(s, &w.p, w.site, w.buf, nb, d);
   return st ? st : sch_finish(s, TS_OK, d);
 }
