@@ -734,18 +734,18 @@ ir_stmt *ir_subst_buffer(ts_arena *a, ir_stmt *s, ir_buffer *from, ir_buffer *to
   return subst_done(&m, ir_mutate_stmt(subst_init(&m, a, NULL, from, to), s));
 }
 
-/* What ir_expr_uses_var / ir_expr_loads_buffer look for: a reference to
- * var v, or (v NULL) a load of buf. */
+/* What ir_expr_uses_var / ir_expr_loads_buffer look for: a reference to a
+ * var or a load of a buffer (never the same pointer). */
 typedef struct uses_ctx {
-  const ir_var *v;
-  const ir_buffer *buf;
+  const void *what;
   bool found;
 } uses_ctx;
 
 static bool uses_cb(void *ctx, const ir_expr *e) {
   uses_ctx *u = ctx;
   if (u->found) return false;
-  if (u->v ? e->kind == IR_VAR && e->u.var == u->v : e->kind == IR_LOAD && e->u.load.buf == u->buf) u->found = true;
+  if ((e->kind == IR_VAR && e->u.var == u->what) || (e->kind == IR_LOAD && e->u.load.buf == u->what))
+    u->found = true;
   return !u->found;
 }
 
@@ -756,21 +756,21 @@ static bool uses_stmt_cb(void *ctx, const ir_stmt *s) {
 }
 
 bool ir_expr_uses_var(const ir_expr *e, const ir_var *v) {
-  uses_ctx u = {v, NULL, false};
+  uses_ctx u = {v, false};
   ir_visitor vis = {.expr = uses_cb, .ctx = &u};
   ir_visit_expr(&vis, e);
   return u.found;
 }
 
 bool ir_expr_loads_buffer(const ir_expr *e, const ir_buffer *b) {
-  uses_ctx u = {NULL, b, false};
+  uses_ctx u = {b, false};
   ir_visitor vis = {.expr = uses_cb, .ctx = &u};
   ir_visit_expr(&vis, e);
   return u.found;
 }
 
 bool ir_stmt_uses_var(const ir_stmt *s, const ir_var *v) {
-  uses_ctx u = {v, NULL, false};
+  uses_ctx u = {v, false};
   ir_visitor vis = {.expr = uses_cb, .stmt = uses_stmt_cb, .ctx = &u};
   ir_visit_stmt(&vis, s);
   return u.found;
