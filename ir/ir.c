@@ -499,6 +499,17 @@ ir_func *ir_func_new(ts_arena *a, const char *name) {
 
 ir_stmt *ir_stmt_clone(ts_arena *a, const ir_stmt *s) { return ts_arena_memdup(a, s, sizeof *s); }
 ir_block *ir_block_clone(ts_arena *a, const ir_block *b) { return ts_arena_memdup(a, b, sizeof *b); }
+
+ir_block *ir_block_with_alloc(ts_arena *a, const ir_block *b, ir_buffer *buf) {
+  ir_block *nb = ir_block_clone(a, b);
+  ir_buffer **al = TS_ANEWN(a, ir_buffer *, b->nalloc + 1);
+  if (!nb || !al) return NULL;
+  if (b->nalloc) memcpy(al, b->allocs, sizeof *al * (size_t)b->nalloc);
+  al[b->nalloc] = buf;
+  nb->allocs = al;
+  nb->nalloc = b->nalloc + 1;
+  return nb;
+}
 ir_expr *ir_expr_clone(ts_arena *a, const ir_expr *e) { return ts_arena_memdup(a, e, sizeof *e); }
 
 bool ir_as_int(const ir_expr *e, int64_t *out) {
@@ -723,15 +734,18 @@ ir_stmt *ir_subst_buffer(ts_arena *a, ir_stmt *s, ir_buffer *from, ir_buffer *to
   return subst_done(&m, ir_mutate_stmt(subst_init(&m, a, NULL, from, to), s));
 }
 
+/* What ir_expr_uses_var / ir_expr_loads_buffer look for: a reference to a
+ * var or a load of a buffer (never the same pointer). */
 typedef struct uses_ctx {
-  const ir_var *v;
+  const void *what;
   bool found;
 } uses_ctx;
 
 static bool uses_cb(void *ctx, const ir_expr *e) {
   uses_ctx *u = ctx;
   if (u->found) return false;
-  if (e->kind == IR_VAR && e->u.var == u->v) u->found = true;
+  if ((e->kind == IR_VAR && e->u.var == u->what) || (e->kind == IR_LOAD && e->u.load.buf == u->what))
+    u->found = true;
   return !u->found;
 }
 
@@ -743,6 +757,13 @@ static bool uses_stmt_cb(void *ctx, const ir_stmt *s) {
 
 bool ir_expr_uses_var(const ir_expr *e, const ir_var *v) {
   uses_ctx u = {v, false};
+  ir_visitor vis = {.expr = uses_cb, .ctx = &u};
+  ir_visit_expr(&vis, e);
+  return u.found;
+}
+
+bool ir_expr_loads_buffer(const ir_expr *e, const ir_buffer *b) {
+  uses_ctx u = {b, false};
   ir_visitor vis = {.expr = uses_cb, .ctx = &u};
   ir_visit_expr(&vis, e);
   return u.found;

@@ -365,6 +365,9 @@ ir_func *ir_func_new(ts_arena *a, const char *name);
 /* Shallow copies (new node, same children) for copy-on-write rewrites. */
 ir_stmt *ir_stmt_clone(ts_arena *a, const ir_stmt *s);
 ir_block *ir_block_clone(ts_arena *a, const ir_block *b);
+/* A shallow copy of b that also allocates buf (after b's allocations);
+ * NULL on OOM. */
+ir_block *ir_block_with_alloc(ts_arena *a, const ir_block *b, ir_buffer *buf);
 ir_expr *ir_expr_clone(ts_arena *a, const ir_expr *e);
 
 /* Deep copy of a function into arena a with fresh vars and buffers. */
@@ -405,6 +408,8 @@ ir_stmt *ir_subst_stmt(ts_arena *a, ir_stmt *s, const ir_var_map *m);
 /* True if e (or s) mentions var v. */
 bool ir_expr_uses_var(const ir_expr *e, const ir_var *v);
 bool ir_stmt_uses_var(const ir_stmt *s, const ir_var *v);
+/* True if e loads from buffer b. */
+bool ir_expr_loads_buffer(const ir_expr *e, const ir_buffer *b);
 
 /* Replaces every use (loads, stores, regions, allocs) of buffer from by to. */
 ir_stmt *ir_subst_buffer(ts_arena *a, ir_stmt *s, ir_buffer *from, ir_buffer *to);

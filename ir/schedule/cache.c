@@ -328,14 +328,9 @@ static ts_status install(sch_state *s, const sch_path *p, int sc, rw_ctx *c, int
     nb = ir_seq(a, 2, two);
   }
   ir_stmt *nrz = ir_stmt_clone(a, srz);
-  ir_block *blk = ir_block_clone(a, sb);
-  ir_buffer **allocs = TS_ANEWN(a, ir_buffer *, sb->nalloc + 1);
-  if (c->oom || !nb || !nrz || !blk || !allocs)
+  ir_block *blk = ir_block_with_alloc(a, sb, cache);
+  if (c->oom || !nb || !nrz || !blk)
     return ts_diag_set(d, TS_ENOMEM, "out of memory rewriting scope '%s'", sb->name);
-  if (sb->nalloc) memcpy(allocs, sb->allocs, sizeof *allocs * (size_t)sb->nalloc);
-  allocs[sb->nalloc] = cache;
-  blk->allocs = allocs;
-  blk->nalloc = sb->nalloc + 1;
   blk->body = nb;
   nrz->u.realize.block = blk;
   return sch_replace(s, p, sc, nrz, d);
@@ -363,117 +358,144 @@ static ts_status find_loc(sch_state *s, const char *prim, const char *writer, co
   return TS_OK;
 }
 
-/* ---- cache_read ---------------------------------------------------------- */
-
-ts_status sch_cache_read(sch_state *s, sch_block b, int read_index, const char *scope,
-                         int nconsumers, const sch_block *consumers, sch_block *out, ts_diag *d) {
-  const char *P = "cache_read";
-  ts_arena *a = &s->arena;
-  sch_path p;
-  ts_status st = sch_find_block(s, b.name, &p, P, d);
+/* What cache_read and cache_write check first: b's path p and the index sc
+ * of its scope in it, idx a valid index into b's reads (read) or writes
+ * (the buffer: *buf), a valid scope name, a usable consumer list. Appends
+ * the scope's child block realizes to kids (the caller frees it). */
+static ts_status cache_begin(sch_state *s, const char *P, sch_block b, bool read, int idx, const char *scope,
+                             int nconsumers, const sch_block *consumers, sch_path *p, int *sc, ir_buffer **buf,
+                             ts_vec *kids, ts_diag *d) {
+  ts_status st = sch_find_block(s, b.name, p, P, d);
   if (st) return st;
-  const ir_block *blk = p.node[p.n - 1]->u.realize.block;
-  int sc = sch_path_scope(&p, p.n - 1);
-  if (sc < 0) return ts_diag_set(d, TS_ESCHEDULE, "%s: '%s' is the root block", P, blk->name);
-  if (read_index < 0 || read_index >= blk->nreads)
-    return ts_diag_set(d, TS_ESCHEDULE,
-                       "%s: block '%s' reads %d buffer(s); read_index %d is out of range", P,
-                       blk->name, blk->nreads, read_index);
+  const ir_block *blk = p->node[p->n - 1]->u.realize.block;
+  *sc = sch_path_scope(p, p->n - 1);
+  if (*sc < 0) return ts_diag_set(d, TS_ESCHEDULE, "%s: '%s' is the root block", P, blk->name);
+  int n = read ? blk->nreads : blk->nwrites;
+  if (idx < 0 || idx >= n)
+    return ts_diag_set(d, TS_ESCHEDULE, "%s: block '%s' %s %d buffer(s); %s_index %d is out of range", P,
+                       blk->name, read ? "reads" : "writes", n, read ? "read" : "write", idx);
   if (!valid_scope(scope))
     return ts_diag_set(d, TS_ESCHEDULE,
                        "%s: invalid storage scope \"%s\" (want a name like \"shared\", \"local\" or "
-                       "\"wmma.matrix_a\")",
-                       P, scope ? scope : "(null)");
+                       "\"%s\")",
+                       P, scope ? scope : "(null)", read ? "wmma.matrix_a" : "wmma.accumulator");
   if (nconsumers < 0 || (nconsumers > 0 && !consumers))
     return ts_diag_set(d, TS_ESCHEDULE, "%s: bad consumer list", P);
-  ir_buffer *buf = blk->reads[read_index].buf;
-  if (sch_block_writes(blk, buf))
+  *buf = read ? blk->reads[idx].buf : blk->writes[idx].buf;
+  if (read && sch_block_writes(blk, *buf))
     return ts_diag_set(d, TS_ESCHEDULE,
                        "%s: block '%s' both reads and writes '%s'; cache_write (or a block that "
                        "only reads it) is needed",
-                       P, blk->name, buf->name);
-  const ir_stmt *scope_rz = p.node[sc];
+                       P, blk->name, (*buf)->name);
+  if (sch_child_realizes(p->node[*sc]->u.realize.block->body, kids)) return ts_diag_set(d, TS_ENOMEM, "out of memory");
+  return TS_OK;
+}
 
-  ts_vec kids;
-  ts_vec_init(&kids);
-  ir_stmt **subst = NULL;
-  if (sch_child_realizes(scope_rz->u.realize.block->body, &kids)) {
-    st = ts_diag_set(d, TS_ENOMEM, "out of memory");
-    goto done;
+/* What both end with: the cache buffer <buf>_<scope>, the copy block of the
+ * same name (buf -> cache for a read, cache -> buf for a write; over dims,
+ * under the loops of loop_path from index from), and the scope rewritten
+ * to use the cache (install). The name of the copy block goes to out. */
+static ts_status cache_install(sch_state *s, const sch_path *p, int sc, rw_ctx *c, int at_end, ir_buffer *buf,
+                               const char *scope, const sch_path *loop_path, int from, const copy_dim *dims,
+                               bool read, sch_block *out, ts_diag *d) {
+  char base[256];
+  snprintf(base, sizeof base, "%s_%s", buf->name, scope);
+  const char *bname = sch_fresh_buffer_name(s, base), *kname = sch_fresh_block_name(s, base);
+  ir_buffer *cache = bname ? cache_buffer(&s->arena, buf, bname, scope) : NULL;
+  if (!cache || !kname) return ts_diag_set(d, TS_ENOMEM, "out of memory");
+  ts_status st = make_copy(s, loop_path, from, kname, read ? buf : cache, read ? cache : buf, dims, &c->insert, d);
+  if (st) return st;
+  c->from = buf;
+  c->to = cache;
+  st = install(s, p, sc, c, at_end, cache, d);
+  if (st) return st;
+  if (out) out->name = kname;
+  return TS_OK;
+}
+
+/* Adds the named consumers to subst (nsub of them so far), once each: child
+ * blocks of the scope (kids) that just read buf and run after its writer,
+ * kid w (-1: none). *first: the lowest kid index added. */
+static ts_status add_consumers(const ts_vec *kids, int nconsumers, const sch_block *consumers, const char *P,
+                               const char *bname, const ir_buffer *buf, int w, ir_stmt **subst, int *nsub,
+                               int *first, ts_diag *d) {
+  for (int k = 0; k < nconsumers; k++) {
+    int i = kid_index(kids, consumers[k].name);
+    if (i < 0)
+      return ts_diag_set(d, TS_ESCHEDULE, "%s: consumer '%s' is not a block in the scope of '%s'", P,
+                         consumers[k].name ? consumers[k].name : "(null)", bname);
+    const ir_block *o = realize_of(kids, (size_t)i)->u.realize.block;
+    if (i == w || !sch_block_reads(o, buf) || sch_block_writes(o, buf))
+      return ts_diag_set(d, TS_ESCHEDULE, "%s: consumer '%s' does not just read '%s'", P, o->name, buf->name);
+    if (i < w)
+      return ts_diag_set(d, TS_ESCHEDULE, "%s: consumer '%s' runs before the writer '%s' of '%s'", P, o->name,
+                         realize_of(kids, (size_t)w)->u.realize.block->name, buf->name);
+    bool dup = false;
+    for (int j = 0; j < *nsub; j++) dup |= subst[j] == realize_of(kids, (size_t)i);
+    if (dup) continue;
+    subst[(*nsub)++] = realize_of(kids, (size_t)i);
+    if (*first < 0 || i < *first) *first = i;
   }
+  return TS_OK;
+}
+
+/* ---- cache_read ---------------------------------------------------------- */
+
+static ts_status cache_rw(sch_state *s, sch_block b, bool read, int idx, const char *scope, int nconsumers,
+                          const sch_block *consumers, sch_block *out, ts_diag *d);
+
+/* cache_read past the common checks: the writer, the consumers, where the
+ * copy goes and what it covers. */
+static ts_status cache_read_in(sch_state *s, const char *P, const sch_path *p, int sc, ir_buffer *buf,
+                               const ts_vec *kids, const char *scope, int nconsumers, const sch_block *consumers,
+                               sch_block *out, ts_diag *d) {
+  const ir_block *blk = p->node[p->n - 1]->u.realize.block;
+  const ir_stmt *scope_rz = p->node[sc];
+  ts_arena *a = &s->arena;
+  ir_stmt **subst = NULL;
+  ts_status st = TS_OK;
   /* the writer, if any, must be unique */
   int w = -1, nw = 0;
-  for (size_t i = 0; i < kids.len; i++)
-    if (sch_block_writes(realize_of(&kids, i)->u.realize.block, buf)) {
-      if (nw++ == 0) w = (int)i;
-      else {
-        st = ts_diag_set(d, TS_ESCHEDULE,
-                         "%s: buffer '%s' has more than one writer in scope '%s' ('%s' and '%s')",
-                         P, buf->name, scope_rz->u.realize.block->name,
-                         realize_of(&kids, (size_t)w)->u.realize.block->name,
-                         realize_of(&kids, i)->u.realize.block->name);
-        goto done;
-      }
+  for (size_t i = 0; i < kids->len; i++)
+    if (sch_block_writes(realize_of(kids, i)->u.realize.block, buf)) {
+      if (nw++ == 0)
+        w = (int)i;
+      else
+        return ts_diag_set(
+            d, TS_ESCHEDULE, "%s: buffer '%s' has more than one writer in scope '%s' ('%s' and '%s')", P,
+            buf->name, scope_rz->u.realize.block->name, realize_of(kids, (size_t)w)->u.realize.block->name,
+            realize_of(kids, i)->u.realize.block->name);
     }
   /* consumers: child blocks reading buf after its writer */
-  subst = TS_ANEWN(a, ir_stmt *, kids.len ? kids.len : 1);
-  if (!subst) {
-    st = ts_diag_set(d, TS_ENOMEM, "out of memory");
-    goto done;
-  }
+  subst = TS_ANEWN(a, ir_stmt *, kids->len ? kids->len : 1);
+  if (!subst) return ts_diag_set(d, TS_ENOMEM, "out of memory");
   int nsub = 0, first = -1;
   if (nconsumers == 0) {
-    for (size_t i = 0; i < kids.len; i++) {
-      const ir_block *o = realize_of(&kids, i)->u.realize.block;
+    for (size_t i = 0; i < kids->len; i++) {
+      const ir_block *o = realize_of(kids, i)->u.realize.block;
       if ((int)i > w && sch_block_reads(o, buf) && !sch_block_writes(o, buf)) {
         if (first < 0) first = (int)i;
-        subst[nsub++] = realize_of(&kids, i);
+        subst[nsub++] = realize_of(kids, i);
       }
     }
   } else {
-    for (int k = 0; k < nconsumers; k++) {
-      int i = kid_index(&kids, consumers[k].name);
-      if (i < 0) {
-        st = ts_diag_set(d, TS_ESCHEDULE,
-                         "%s: consumer '%s' is not a block in the scope of '%s'", P,
-                         consumers[k].name ? consumers[k].name : "(null)", blk->name);
-        goto done;
-      }
-      const ir_block *o = realize_of(&kids, (size_t)i)->u.realize.block;
-      if (!sch_block_reads(o, buf) || sch_block_writes(o, buf)) {
-        st = ts_diag_set(d, TS_ESCHEDULE, "%s: consumer '%s' does not just read '%s'", P, o->name,
-                         buf->name);
-        goto done;
-      }
-      if (i <= w) {
-        st = ts_diag_set(d, TS_ESCHEDULE,
-                         "%s: consumer '%s' runs before the writer '%s' of '%s'", P, o->name,
-                         realize_of(&kids, (size_t)w)->u.realize.block->name, buf->name);
-        goto done;
-      }
-      bool dup = false;
-      for (int j = 0; j < nsub; j++) dup |= subst[j] == realize_of(&kids, (size_t)i);
-      if (dup) continue;
-      subst[nsub++] = realize_of(&kids, (size_t)i);
-      if (first < 0 || i < first) first = i;
-    }
+    st = add_consumers(kids, nconsumers, consumers, P, blk->name, buf, w, subst, &nsub, &first, d);
+    if (st) return st;
   }
   if (nsub == 0) {
-    st = ts_diag_set(d, TS_ESCHEDULE, "%s: no block reads '%s' after its writer '%s'", P,
-                     buf->name, realize_of(&kids, (size_t)w)->u.realize.block->name);
-    goto done; /* (w >= 0 here: without a writer, blk itself reads it) */
+    return ts_diag_set(
+        d, TS_ESCHEDULE, "%s: no block reads '%s' after its writer '%s'", P, buf->name,
+        realize_of(kids, (size_t)w)
+            ->u.realize.block->name); /* (w >= 0 here: without a writer, blk itself reads it) */
   }
 
   /* placement and region */
   copy_dim *dims = TS_ANEWN(a, copy_dim, buf->ndim ? buf->ndim : 1);
-  if (!dims) {
-    st = ts_diag_set(d, TS_ENOMEM, "out of memory");
-    goto done;
-  }
+  if (!dims) return ts_diag_set(d, TS_ENOMEM, "out of memory");
   rw_ctx c = {.a = a, .subst = subst, .nsubst = nsub};
   int at_end = -1, from = sc + 1;
   sch_path wp;
-  const sch_path *loop_path = &p;
+  const sch_path *loop_path = p;
   if (w < 0) {
     /* no writer in the scope (a function input): copy at the start of the
      * scope, what the scope reads (or all of it) */
@@ -484,90 +506,49 @@ ts_status sch_cache_read(sch_state *s, sch_block b, int read_index, const char *
     whole_region(s, buf, reg, dims);
     at_end = 0;
   } else {
-    const ir_block *wb = realize_of(&kids, (size_t)w)->u.realize.block;
-    const char *fname = realize_of(&kids, (size_t)first)->u.realize.block->name;
+    const ir_block *wb = realize_of(kids, (size_t)w)->u.realize.block;
+    const char *fname = realize_of(kids, (size_t)first)->u.realize.block->name;
     st = find_loc(s, P, wb->name, fname, &c.loc, &c.pos, &from, &wp, d);
-    if (st) goto done;
+    if (st) return st;
     const ir_region *reg = NULL;
     for (int i = 0; i < wb->nwrites; i++)
       if (wb->writes[i].buf == buf) reg = &wb->writes[i];
-    if (relaxed_region(s, &wp, reg, from, dims)) {
-      st = ts_diag_set(d, TS_ENOMEM, "out of memory");
-      goto done;
-    }
+    if (relaxed_region(s, &wp, reg, from, dims)) return ts_diag_set(d, TS_ENOMEM, "out of memory");
     loop_path = &wp;
   }
 
-  char base[256];
-  snprintf(base, sizeof base, "%s_%s", buf->name, scope);
-  const char *bname = sch_fresh_buffer_name(s, base), *kname = sch_fresh_block_name(s, base);
-  ir_buffer *cache = bname ? cache_buffer(a, buf, bname, scope) : NULL;
-  if (!cache || !kname) {
-    st = ts_diag_set(d, TS_ENOMEM, "out of memory");
-    goto done;
-  }
-  st = make_copy(s, loop_path, from, kname, buf, cache, dims, &c.insert, d);
-  if (st) goto done;
-  c.from = buf;
-  c.to = cache;
-  st = install(s, &p, sc, &c, at_end, cache, d);
-  if (st) goto done;
-  if (out) out->name = kname;
-done:
-  ts_vec_fini(&kids);
-  return st ? st : sch_finish(s, TS_OK, d);
+  return cache_install(s, p, sc, &c, at_end, buf, scope, loop_path, from, dims, true, out, d);
+}
+
+ts_status sch_cache_read(sch_state *s, sch_block b, int read_index, const char *scope, int nconsumers,
+                         const sch_block *consumers, sch_block *out, ts_diag *d) {
+  return cache_rw(s, b, true, read_index, scope, nconsumers, consumers, out, d);
 }
 
 /* ---- cache_write --------------------------------------------------------- */
 
-ts_status sch_cache_write(sch_state *s, sch_block b, int write_index, const char *scope,
-                          int nconsumers, const sch_block *consumers, sch_block *out, ts_diag *d) {
-  const char *P = "cache_write";
+static ts_status cache_write_in(sch_state *s, const char *P, const sch_path *p, int sc, ir_buffer *buf,
+                                const ts_vec *kids, int write_index, const char *scope, int nconsumers,
+                                const sch_block *consumers, sch_block *out, ts_diag *d) {
   ts_arena *a = &s->arena;
-  sch_path p;
-  ts_status st = sch_find_block(s, b.name, &p, P, d);
-  if (st) return st;
-  ir_stmt *rz = p.node[p.n - 1];
-  const ir_block *blk = rz->u.realize.block;
-  int sc = sch_path_scope(&p, p.n - 1);
-  if (sc < 0) return ts_diag_set(d, TS_ESCHEDULE, "%s: '%s' is the root block", P, blk->name);
-  if (write_index < 0 || write_index >= blk->nwrites)
-    return ts_diag_set(d, TS_ESCHEDULE,
-                       "%s: block '%s' writes %d buffer(s); write_index %d is out of range", P,
-                       blk->name, blk->nwrites, write_index);
-  if (!valid_scope(scope))
-    return ts_diag_set(d, TS_ESCHEDULE,
-                       "%s: invalid storage scope \"%s\" (want a name like \"shared\", \"local\" or "
-                       "\"wmma.accumulator\")",
-                       P, scope ? scope : "(null)");
-  if (nconsumers < 0 || (nconsumers > 0 && !consumers))
-    return ts_diag_set(d, TS_ESCHEDULE, "%s: bad consumer list", P);
-  ir_buffer *buf = blk->writes[write_index].buf;
-  const ir_stmt *scope_rz = p.node[sc];
-
-  ts_vec kids;
-  ts_vec_init(&kids);
   ir_stmt **subst = NULL;
-  if (sch_child_realizes(scope_rz->u.realize.block->body, &kids)) {
-    st = ts_diag_set(d, TS_ENOMEM, "out of memory");
-    goto done;
-  }
-  int w = kid_index(&kids, blk->name);
+  ts_status st = TS_OK;
+  ir_stmt *rz = p->node[p->n - 1];
+  const ir_block *blk = rz->u.realize.block;
+  int w = kid_index(kids, blk->name);
   TS_ASSERT(w >= 0);
-  for (size_t i = 0; i < kids.len; i++) {
-    const ir_block *o = realize_of(&kids, i)->u.realize.block;
-    if ((int)i != w && sch_block_writes(o, buf)) {
-      st = ts_diag_set(d, TS_ESCHEDULE,
-                       "%s: block '%s' is not the only writer of '%s' (block '%s' writes it too)", P,
-                       blk->name, buf->name, o->name);
-      goto done;
-    }
+  for (size_t i = 0; i < kids->len; i++) {
+    const ir_block *o = realize_of(kids, i)->u.realize.block;
+    if ((int)i != w && sch_block_writes(o, buf))
+      return ts_diag_set(d, TS_ESCHEDULE,
+                         "%s: block '%s' is not the only writer of '%s' (block '%s' writes it too)", P,
+                         blk->name, buf->name, o->name);
   }
   /* readers before the writer that share a loop with it would read values
    * the copy-back has not stored yet */
   int first = -1;
-  for (size_t i = 0; i < kids.len; i++) {
-    const ir_block *o = realize_of(&kids, i)->u.realize.block;
+  for (size_t i = 0; i < kids->len; i++) {
+    const ir_block *o = realize_of(kids, i)->u.realize.block;
     if ((int)i == w || !sch_block_reads(o, buf)) continue;
     if ((int)i > w) {
       if (first < 0) first = (int)i;
@@ -575,81 +556,58 @@ ts_status sch_cache_write(sch_state *s, sch_block b, int write_index, const char
     }
     sch_path rp;
     st = sch_find_block(s, o->name, &rp, P, d);
-    if (st) goto done;
-    if (share_loop(&p, &rp, sc)) {
-      st = ts_diag_set(d, TS_ESCHEDULE,
-                       "%s: block '%s' reads '%s' before its writer '%s' inside a shared loop", P,
-                       o->name, buf->name, blk->name);
-      goto done;
-    }
+    if (st) return st;
+    if (share_loop(p, &rp, sc))
+      return ts_diag_set(d, TS_ESCHEDULE,
+                         "%s: block '%s' reads '%s' before its writer '%s' inside a shared loop", P, o->name,
+                         buf->name, blk->name);
   }
-  subst = TS_ANEWN(a, ir_stmt *, kids.len + 1);
-  if (!subst) {
-    st = ts_diag_set(d, TS_ENOMEM, "out of memory");
-    goto done;
-  }
+  subst = TS_ANEWN(a, ir_stmt *, kids->len + 1);
+  if (!subst) return ts_diag_set(d, TS_ENOMEM, "out of memory");
   int nsub = 0;
   subst[nsub++] = rz;
-  for (int k = 0; k < nconsumers; k++) {
-    int i = kid_index(&kids, consumers[k].name);
-    if (i < 0) {
-      st = ts_diag_set(d, TS_ESCHEDULE, "%s: consumer '%s' is not a block in the scope of '%s'",
-                       P, consumers[k].name ? consumers[k].name : "(null)", blk->name);
-      goto done;
-    }
-    const ir_block *o = realize_of(&kids, (size_t)i)->u.realize.block;
-    if (i == w || !sch_block_reads(o, buf) || sch_block_writes(o, buf)) {
-      st = ts_diag_set(d, TS_ESCHEDULE, "%s: consumer '%s' does not just read '%s'", P, o->name,
-                       buf->name);
-      goto done;
-    }
-    if (i < w) {
-      st = ts_diag_set(d, TS_ESCHEDULE, "%s: consumer '%s' runs before the writer '%s'", P,
-                       o->name, blk->name);
-      goto done;
-    }
-    bool dup = false;
-    for (int j = 0; j < nsub; j++) dup |= subst[j] == realize_of(&kids, (size_t)i);
-    if (!dup) subst[nsub++] = realize_of(&kids, (size_t)i);
-  }
+  int cfirst = -1;
+  st = add_consumers(kids, nconsumers, consumers, P, blk->name, buf, w, subst, &nsub, &cfirst, d);
+  if (st) return st;
 
   copy_dim *dims = TS_ANEWN(a, copy_dim, buf->ndim ? buf->ndim : 1);
-  if (!dims) {
-    st = ts_diag_set(d, TS_ENOMEM, "out of memory");
-    goto done;
-  }
+  if (!dims) return ts_diag_set(d, TS_ENOMEM, "out of memory");
   rw_ctx c = {.a = a, .subst = subst, .nsubst = nsub};
   int at_end = -1, from = sc + 1;
-  sch_path wp = p;
+  sch_path wp = *p;
   if (first < 0) {
     at_end = 1; /* nothing reads it here: copy back at the end of the scope */
   } else {
-    st = find_loc(s, P, blk->name, realize_of(&kids, (size_t)first)->u.realize.block->name, &c.loc,
-                  &c.pos, &from, &wp, d);
-    if (st) goto done;
+    st = find_loc(s, P, blk->name, realize_of(kids, (size_t)first)->u.realize.block->name, &c.loc, &c.pos,
+                  &from, &wp, d);
+    if (st) return st;
   }
-  if (relaxed_region(s, &wp, &blk->writes[write_index], from, dims)) {
-    st = ts_diag_set(d, TS_ENOMEM, "out of memory");
-    goto done;
-  }
-  char base[256];
-  snprintf(base, sizeof base, "%s_%s", buf->name, scope);
-  const char *bname = sch_fresh_buffer_name(s, base), *kname = sch_fresh_block_name(s, base);
-  ir_buffer *cache = bname ? cache_buffer(a, buf, bname, scope) : NULL;
-  if (!cache || !kname) {
-    st = ts_diag_set(d, TS_ENOMEM, "out of memory");
-    goto done;
-  }
-  st = make_copy(s, &wp, from, kname, cache, buf, dims, &c.insert, d);
-  if (st) goto done;
-  c.from = buf;
-  c.to = cache;
-  st = install(s, &p, sc, &c, at_end, cache, d);
-  if (st) goto done;
-  if (out) out->name = kname;
-done:
+  if (relaxed_region(s, &wp, &blk->writes[write_index], from, dims))
+    return ts_diag_set(d, TS_ENOMEM, "out of memory");
+  return cache_install(s, p, sc, &c, at_end, buf, scope, &wp, from, dims, false, out, d);
+}
+
+/* cache_read (read) / cache_write at b: the common checks, then the
+ * primitive's own placement. */
+static ts_status cache_rw(sch_state *s, sch_block b, bool read, int idx, const char *scope, int nconsumers,
+                          const sch_block *consumers, sch_block *out, ts_diag *d) {
+  const char *P = read ? "cache_read" : "cache_write";
+  sch_path p;
+  int sc = -1;
+  ir_buffer *buf = NULL;
+  ts_vec kids;
+  ts_vec_init(&kids);
+  ts_status st = cache_begin(s, P, b, read, idx, scope, nconsumers, consumers, &p, &sc, &buf, &kids, d);
+  if (!st)
+    st = read ? cache_read_in(s, P, &p, sc, buf, &kids, scope, nconsumers, consumers, out, d)
+              : cache_write_in(s, P, &p, sc, buf, &kids, idx, scope, nconsumers, consumers, out, d);
   ts_vec_fini(&kids);
   return st ? st : sch_finish(s, TS_OK, d);
+}
+
+ts_status sch_cache_write(sch_state *s, sch_block b, int write_index, const char *scope, int nconsumers,
+                          const sch_block *consumers, sch_block *out, ts_diag *d) {
+  return cache_rw(s, b, false, write_index, scope, nconsumers, consumers, out, d);
 }
 
 /* ---- set_scope / storage_align ----------------------------------------- */
@@ -665,10 +623,21 @@ static int alloc_site(const sch_path *p, const ir_buffer *buf) {
   return -1;
 }
 
+/* The buffer a block writes (write_index) and the block allocating it: at
+ * p.node[site]. */
+typedef struct written_buf {
+  sch_path p;
+  ir_buffer *buf;
+  int site;
+} written_buf;
+
 /* Common front of set_scope and storage_align: the write_index-th written
  * buffer of b, which must be allocated by a block (its path index in *site). */
-static ts_status written_alloc(sch_state *s, const char *P, sch_block b, int write_index,
-                               sch_path *p, ir_buffer **buf, int *site, ts_diag *d) {
+static ts_status written_alloc(sch_state *s, const char *P, sch_block b, int write_index, written_buf *w,
+                               ts_diag *d) {
+  sch_path *p = &w->p;
+  ir_buffer **buf = &w->buf;
+  int *site = &w->site;
   ts_status st = sch_find_block(s, b.name, p, P, d);
   if (st) return st;
   const ir_block *blk = p->node[p->n - 1]->u.realize.block;
@@ -719,57 +688,53 @@ static ir_buffer *copy_buffer(ts_arena *a, const ir_buffer *buf) {
 
 ts_status sch_set_scope(sch_state *s, sch_block b, int write_index, const char *scope, ts_diag *d) {
   const char *P = "set_scope";
-  sch_path p;
-  ir_buffer *buf;
-  int site;
-  ts_status st = written_alloc(s, P, b, write_index, &p, &buf, &site, d);
+  written_buf w;
+  ts_status st = written_alloc(s, P, b, write_index, &w, d);
   if (st) return st;
   if (!valid_scope(scope))
     return ts_diag_set(d, TS_ESCHEDULE,
                        "%s: invalid storage scope \"%s\" (want a name like \"shared\" or \"local\")",
                        P, scope ? scope : "(null)");
-  if (buf->scope && !strcmp(buf->scope, scope)) return sch_finish(s, TS_OK, d); /* no-op */
+  if (w.buf->scope && !strcmp(w.buf->scope, scope)) return sch_finish(s, TS_OK, d); /* no-op */
   char base[256];
-  snprintf(base, sizeof base, "%s_%s", buf->name, scope);
-  ir_buffer *nb = copy_buffer(&s->arena, buf);
+  snprintf(base, sizeof base, "%s_%s", w.buf->name, scope);
+  ir_buffer *nb = copy_buffer(&s->arena, w.buf);
   const char *name = sch_fresh_buffer_name(s, base);
   const char *sc = ts_arena_strdup(&s->arena, scope);
   if (!nb || !name || !sc) return ts_diag_set(d, TS_ENOMEM, "out of memory");
   nb->name = name;
   nb->scope = sc;
-  st = swap_buffer(s, &p, site, buf, nb, d);
+  st = swap_buffer(s, &w.p, w.site, w.buf, nb, d);
   return st ? st : sch_finish(s, TS_OK, d);
 }
 
 ts_status sch_storage_align(sch_state *s, sch_block b, int write_index, int axis, int64_t factor,
                             int64_t offset, ts_diag *d) {
   const char *P = "storage_align";
-  sch_path p;
-  ir_buffer *buf;
-  int site;
-  ts_status st = written_alloc(s, P, b, write_index, &p, &buf, &site, d);
+  written_buf w;
+  ts_status st = written_alloc(s, P, b, write_index, &w, d);
   if (st) return st;
   if (factor <= 0)
     return ts_diag_set(d, TS_ESCHEDULE, "%s: factor %lld for buffer '%s' must be positive", P,
-                       (long long)factor, buf->name);
-  int nd = buf->ndim;
+                       (long long)factor, w.buf->name);
+  int nd = w.buf->ndim;
   if (axis < -nd || axis >= nd)
     return ts_diag_set(d, TS_ESCHEDULE,
                        "%s: axis %d is out of range [%d, %d) for the %d-d buffer '%s'", P, axis,
-                       -nd, nd, nd, buf->name);
+                       -nd, nd, nd, w.buf->name);
   if (axis < 0) axis += nd;
   ts_arena *a = &s->arena;
-  ir_buffer *nb = copy_buffer(a, buf);
+  ir_buffer *nb = copy_buffer(a, w.buf);
   int64_t *f = TS_ANEWN(a, int64_t, nd), *o = TS_ANEWN(a, int64_t, nd);
   if (!nb || !f || !o) return ts_diag_set(d, TS_ENOMEM, "out of memory");
   for (int i = 0; i < nd; i++) {
-    f[i] = buf->align_factor ? buf->align_factor[i] : 0;
-    o[i] = buf->align_factor && buf->align_offset ? buf->align_offset[i] : 0;
+    f[i] = w.buf->align_factor ? w.buf->align_factor[i] : 0;
+    o[i] = w.buf->align_factor && w.buf->align_offset ? w.buf->align_offset[i] : 0;
   }
   f[axis] = factor;
   o[axis] = offset;
   nb->align_factor = f;
   nb->align_offset = o;
-  st = swap_buffer(s, &p, site, buf, nb, d);
+  st = swap_buffer(s, &w.p, w.site, w.buf, nb, d);
   return st ? st : sch_finish(s, TS_OK, d);
 }

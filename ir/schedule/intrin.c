@@ -14,23 +14,30 @@
 #define RAMP16 "ramp(0, 1, 16)"
 #define RAMP4 "ramp(0, 1, 4)"
 
-/* C[i, j] += A[i, k] * B[k, j] over rows R, 16 lanes, k = 1 (f32). */
-#define FMA_DESC(R, L)                                                                   \
-  "func desc(A: f32[" #R ", 1], B: f32[1, " #L "]) -> C: f32[" #R ", " #L "] {\n"        \
-  "  block root() {\n"                                                                  \
-  "    for i in serial(0, " #R ") {\n"                                                  \
-  "      for j in serial(0, " #L ") {\n"                                                \
-  "        for k in serial(0, 1) {\n"                                                   \
-  "          block C(vi: S(0, " #R ") = i, vj: S(0, " #L ") = j, vk: R(0, 1) = k) {\n"  \
-  "            reads C[vi, vj], A[vi, vk], B[vk, vj]\n"                                 \
-  "            writes C[vi, vj]\n"                                                      \
-  "            C[vi, vj] = C[vi, vj] + A[vi, vk] * B[vk, vj]\n"                         \
-  "          }\n"                                                                       \
-  "        }\n"                                                                         \
-  "      }\n"                                                                           \
-  "    }\n"                                                                             \
-  "  }\n"                                                                               \
+/* The description of a matmul tile: C[i, j] += CV(A[i, k]) * CV(B[k, j])
+ * over R rows, L columns and depth K (strings). SIG: the parameters and
+ * result; BI: B's index ("vk, vj", or "vj, vk" for B given as [n, k]); CV:
+ * a cast ("" for none). */
+#define MATMUL_DESC(SIG, R, L, K, BI, CV)                                                      \
+  "func desc(" SIG " {\n"                                                                       \
+  "  block root() {\n"                                                                         \
+  "    for i in serial(0, " R ") {\n"                                                          \
+  "      for j in serial(0, " L ") {\n"                                                        \
+  "        for k in serial(0, " K ") {\n"                                                      \
+  "          block C(vi: S(0, " R ") = i, vj: S(0, " L ") = j, vk: R(0, " K ") = k) {\n"        \
+  "            reads C[vi, vj], A[vi, vk], B[" BI "]\n"                                         \
+  "            writes C[vi, vj]\n"                                                             \
+  "            C[vi, vj] = C[vi, vj] + " CV "(A[vi, vk]) * " CV "(B[" BI "])\n"                  \
+  "          }\n"                                                                              \
+  "        }\n"                                                                                \
+  "      }\n"                                                                                  \
+  "    }\n"                                                                                    \
+  "  }\n"                                                                                      \
   "}\n"
+
+/* C[i, j] += A[i, k] * B[k, j] over rows R, L lanes, k = 1 (f32). */
+#define FMA_DESC(R, L) \
+  MATMUL_DESC("A: f32[" #R ", 1], B: f32[1, " #L "]) -> C: f32[" #R ", " #L "]", #R, #L, "1", "vk, vj", "")
 
 /* One broadcast A element times a B row, fused into each C row. */
 #define FMA_IMPL(R, L, RAMP)                                                             \
@@ -43,22 +50,9 @@
   "}\n"
 
 /* C[i, j] += i32(A[i, k]) * i32(B[k, j]) over rows R, lanes L, k = 4. */
-#define DOT_DESC(R, L, AT, BT)                                                                \
-  "func desc(A: " AT "[" #R ", 4], B: " BT "[4, " #L "]) -> C: i32[" #R ", " #L "] {\n"       \
-  "  block root() {\n"                                                                       \
-  "    for i in serial(0, " #R ") {\n"                                                       \
-  "      for j in serial(0, " #L ") {\n"                                                     \
-  "        for k in serial(0, 4) {\n"                                                        \
-  "          block C(vi: S(0, " #R ") = i, vj: S(0, " #L ") = j, vk: R(0, 4) = k) {\n"       \
-  "            reads C[vi, vj], A[vi, vk], B[vk, vj]\n"                                      \
-  "            writes C[vi, vj]\n"                                                           \
-  "            C[vi, vj] = C[vi, vj] + i32(A[vi, vk]) * i32(B[vk, vj])\n"                    \
-  "          }\n"                                                                            \
-  "        }\n"                                                                              \
-  "      }\n"                                                                                \
-  "    }\n"                                                                                  \
-  "  }\n"                                                                                    \
-  "}\n"
+#define DOT_DESC(R, L, AT, BT)                                                                      \
+  MATMUL_DESC("A: " AT "[" #R ", 4], B: " BT "[4, " #L "]) -> C: i32[" #R ", " #L "]", #R, #L, "4", \
+              "vk, vj", "i32")
 
 /* B's rows 0..3 interleaved: byte 4j+k = B[k, j] (i8x64). */
 #define B_PACK16                                                                             \
@@ -119,29 +113,15 @@
  * B's index: "vk, vj" for B[k, n], or "vj, vk" for B given as [n, k]
  * (dense's W[n, k]: C += A . B^T, its matrix_b fragment loaded col_major
  * from the [n, k] tile). */
-#define WMMA_SYNC_DESC_B(T, BI)                                                                 \
-  "func desc(A: " T "[16, 16] scope(\"wmma.matrix_a\"), B: " T "[16, 16] scope(\"wmma.matrix_b\"))" \
-  " -> C: f32[16, 16] scope(\"wmma.accumulator\") {\n"                                         \
-  "  block root() {\n"                                                                         \
-  "    for i in serial(0, 16) {\n"                                                             \
-  "      for j in serial(0, 16) {\n"                                                           \
-  "        for k in serial(0, 16) {\n"                                                         \
-  "          block C(vi: S(0, 16) = i, vj: S(0, 16) = j, vk: R(0, 16) = k) {\n"                \
-  "            reads C[vi, vj], A[vi, vk], B[" BI "]\n"                                        \
-  "            writes C[vi, vj]\n"                                                             \
-  "            C[vi, vj] = C[vi, vj] + f32(A[vi, vk]) * f32(B[" BI "])\n"                      \
-  "          }\n"                                                                              \
-  "        }\n"                                                                                \
-  "      }\n"                                                                                  \
-  "    }\n"                                                                                    \
-  "  }\n"                                                                                      \
-  "}\n"
+#define WMMA_SYNC_SIG(T)                                                                         \
+  "A: " T "[16, 16] scope(\"wmma.matrix_a\"), B: " T "[16, 16] scope(\"wmma.matrix_b\"))"            \
+  " -> C: f32[16, 16] scope(\"wmma.accumulator\")"
+#define WMMA_SYNC_DESC_B(T, BI) MATMUL_DESC(WMMA_SYNC_SIG(T), "16", "16", "16", BI, "f32")
 #define WMMA_SYNC_DESC(T) WMMA_SYNC_DESC_B(T, "vk, vj")
 #define WMMA_SYNC_TRANS_DESC(T) WMMA_SYNC_DESC_B(T, "vj, vk")
 
 #define WMMA_SYNC_IMPL(T)                                                                       \
-  "func impl(A: " T "[16, 16] scope(\"wmma.matrix_a\"), B: " T "[16, 16] scope(\"wmma.matrix_b\"))" \
-  " -> C: f32[16, 16] scope(\"wmma.accumulator\") {\n"                                         \
+  "func impl(" WMMA_SYNC_SIG(T) " {\n"                                                           \
   "  block root() {\n"                                                                         \
   "    eval call_extern(\"tessel.wmma.mma_sync\", handle, access_ptr(C, 0, 3), 0, "            \
   "access_ptr(A, 0, 1), 0, access_ptr(B, 0, 1), 0, access_ptr(C, 0, 3), 0)\n"                  \
@@ -223,6 +203,15 @@
 #define SC_SH " scope(\"shared\")"
 #define SC_ACC " scope(\"wmma.accumulator\")"
 
+/* One table row per WMMA mma_sync (input type T, minimum arch SM, name
+ * suffix SUF, description macro DESC) and per fragment load (WHICH: a, b
+ * or b_trans; SC the fragment's scope; MAJOR its layout in memory). */
+#define WMMA_MMA_ROW(T, SM, SUF, DESC) \
+  {"cuda.wmma.mma_sync." T "f32.16x16x16" SUF, "cuda", SM, 16, 16, 16, DESC(T), WMMA_SYNC_IMPL(T)}
+#define WMMA_LOAD_ROW(WHICH, T, SM, SC, MAJOR)                                                                \
+  {"cuda.wmma.load_matrix_" WHICH "." T ".16x16", "cuda", SM, 16, 16, 0, WMMA_COPY_DESC(T, SC, SC_SH), \
+   WMMA_LOAD_IMPL(T, SC, MAJOR)}
+
 static const sch_intrin table[] = {
     {"x86.avx512.fma.f32.8x16x1", "x86_64", "avx512f", 8, 16, 1, FMA_DESC(8, 16), FMA_IMPL(8, 16, RAMP16)},
     {"x86.avx512.fma.f32.4x16x1", "x86_64", "avx512f", 4, 16, 1, FMA_DESC(4, 16), FMA_IMPL(4, 16, RAMP16)},
@@ -242,27 +231,17 @@ static const sch_intrin table[] = {
      ARM_DOT_IMPL(1, "i8", "sdot")},
     {"arm.dotprod.udot.u8u8.1x4x4", "aarch64", "neon,dotprod", 1, 4, 4, DOT_DESC(1, 4, "u8", "u8"),
      ARM_DOT_IMPL(1, "u8", "udot")},
-    {"cuda.wmma.mma_sync.f16f32.16x16x16", "cuda", "sm_70", 16, 16, 16, WMMA_SYNC_DESC("f16"),
-     WMMA_SYNC_IMPL("f16")},
-    {"cuda.wmma.mma_sync.bf16f32.16x16x16", "cuda", "sm_80", 16, 16, 16, WMMA_SYNC_DESC("bf16"),
-     WMMA_SYNC_IMPL("bf16")},
-    {"cuda.wmma.mma_sync.f16f32.16x16x16.trans_b", "cuda", "sm_70", 16, 16, 16, WMMA_SYNC_TRANS_DESC("f16"),
-     WMMA_SYNC_IMPL("f16")},
-    {"cuda.wmma.mma_sync.bf16f32.16x16x16.trans_b", "cuda", "sm_80", 16, 16, 16, WMMA_SYNC_TRANS_DESC("bf16"),
-     WMMA_SYNC_IMPL("bf16")},
+    WMMA_MMA_ROW("f16", "sm_70", "", WMMA_SYNC_DESC),
+    WMMA_MMA_ROW("bf16", "sm_80", "", WMMA_SYNC_DESC),
+    WMMA_MMA_ROW("f16", "sm_70", ".trans_b", WMMA_SYNC_TRANS_DESC),
+    WMMA_MMA_ROW("bf16", "sm_80", ".trans_b", WMMA_SYNC_TRANS_DESC),
     {"cuda.wmma.fill.f32.16x16", "cuda", "sm_70", 16, 16, 0, WMMA_FILL_DESC, WMMA_FILL_IMPL},
-    {"cuda.wmma.load_matrix_a.f16.16x16", "cuda", "sm_70", 16, 16, 0, WMMA_COPY_DESC("f16", SC_A, SC_SH),
-     WMMA_LOAD_IMPL("f16", SC_A, "row_major")},
-    {"cuda.wmma.load_matrix_b.f16.16x16", "cuda", "sm_70", 16, 16, 0, WMMA_COPY_DESC("f16", SC_B, SC_SH),
-     WMMA_LOAD_IMPL("f16", SC_B, "row_major")},
-    {"cuda.wmma.load_matrix_a.bf16.16x16", "cuda", "sm_80", 16, 16, 0, WMMA_COPY_DESC("bf16", SC_A, SC_SH),
-     WMMA_LOAD_IMPL("bf16", SC_A, "row_major")},
-    {"cuda.wmma.load_matrix_b.bf16.16x16", "cuda", "sm_80", 16, 16, 0, WMMA_COPY_DESC("bf16", SC_B, SC_SH),
-     WMMA_LOAD_IMPL("bf16", SC_B, "row_major")},
-    {"cuda.wmma.load_matrix_b_trans.f16.16x16", "cuda", "sm_70", 16, 16, 0, WMMA_COPY_DESC("f16", SC_B, SC_SH),
-     WMMA_LOAD_IMPL("f16", SC_B, "col_major")},
-    {"cuda.wmma.load_matrix_b_trans.bf16.16x16", "cuda", "sm_80", 16, 16, 0, WMMA_COPY_DESC("bf16", SC_B, SC_SH),
-     WMMA_LOAD_IMPL("bf16", SC_B, "col_major")},
+    WMMA_LOAD_ROW("a", "f16", "sm_70", SC_A, "row_major"),
+    WMMA_LOAD_ROW("b", "f16", "sm_70", SC_B, "row_major"),
+    WMMA_LOAD_ROW("a", "bf16", "sm_80", SC_A, "row_major"),
+    WMMA_LOAD_ROW("b", "bf16", "sm_80", SC_B, "row_major"),
+    WMMA_LOAD_ROW("b_trans", "f16", "sm_70", SC_B, "col_major"),
+    WMMA_LOAD_ROW("b_trans", "bf16", "sm_80", SC_B, "col_major"),
     {"cuda.wmma.store.f32.16x16", "cuda", "sm_70", 16, 16, 0, WMMA_COPY_DESC("f32", "", SC_ACC), WMMA_STORE_IMPL},
 };
 

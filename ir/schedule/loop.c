@@ -592,24 +592,19 @@ ts_status sch_reorder(sch_state *s, int n, const sch_loop *loops, ts_diag *d) {
         if (b->iters[j].type == IR_ITER_R) r_use = true;
         else s_use = true;
       }
-      if (s_use && r_use) {
-        st = ts_diag_set(d, TS_ESCHEDULE,
-                         "reorder: loop '%s' feeds both spatial and reduction iter vars of block "
-                         "'%s'; reordering it would run the reduction's init mid-reduction",
-                         lv->name, b->name);
-        ts_vec_fini(&rz);
-        return st;
-      }
       /* A loop feeding no iter var repeats the block; moved among (or
        * below) the reduction loops, each repeat would accumulate again
        * without the init. Unit loops are harmless. */
       int64_t ext1;
-      if (!s_use && !r_use &&
-          !(ir_as_int(deep->node[i2]->u.loop.extent, &ext1) && ext1 == 1)) {
-        st = ts_diag_set(d, TS_ESCHEDULE,
-                         "reorder: loop '%s' feeds no iter var of reduction block '%s' (it repeats "
-                         "the block); reordering it could repeat the accumulation without the init",
-                         lv->name, b->name);
+      bool unit = ir_as_int(deep->node[i2]->u.loop.extent, &ext1) && ext1 == 1;
+      if ((s_use && r_use) || (!s_use && !r_use && !unit)) {
+        st = ts_diag_set(d, TS_ESCHEDULE, "reorder: loop '%s' %s '%s'%s", lv->name,
+                         s_use ? "feeds both spatial and reduction iter vars of block"
+                               : "feeds no iter var of reduction block",
+                         b->name,
+                         s_use ? "; reordering it would run the reduction's init mid-reduction"
+                               : " (it repeats the block); reordering it could repeat the accumulation "
+                                 "without the init");
         ts_vec_fini(&rz);
         return st;
       }

@@ -212,6 +212,27 @@ static int traced_loops(gen *g, const char *name, int *brv, const int **lrv, int
   return t_loops(g, *brv, lrv, n);
 }
 
+/* The RV of loop k of block name (k < 0: the innermost), with the block's
+ * in *brv; SKIP when the block has no loop k. */
+static int traced_loop(gen *g, const char *name, int k, int *brv, int *lv) {
+  const int *lrv;
+  int nl, r = traced_loops(g, name, brv, &lrv, &nl);
+  if (r != DONE) return r;
+  if (k < 0) k = nl - 1;
+  if (k < 0 || k >= nl) return SKIP;
+  *lv = lrv[k];
+  return DONE;
+}
+
+/* Applies a one-block primitive (compute_inline, reverse_compute_inline)
+ * to block name through the traced schedule. */
+static int on_block(gen *g, const char *name, ts_status (*fn)(sch_traced *, int, ts_diag *)) {
+  int brv, r;
+  if ((r = t_block(g, name, &brv)) != DONE) return r;
+  TRY(fn(g->t, brv, dd));
+  return DONE;
+}
+
 /* ---- families ---------------------------------------------------------------- */
 static int fam_tile(gen *g, const ts_vec *blocks) {
   pick p;
@@ -343,28 +364,32 @@ static int outer_spatial(gen *g, const pick *p, int *cand, int max) {
 /* Applies a one-loop primitive (parallel, vectorize, unroll) to loop k of
  * block name (k < 0: the innermost) through the traced schedule. */
 static int on_loop(gen *g, const char *name, int k, ts_status (*fn)(sch_traced *, int, ts_diag *)) {
-  int brv, nl, r;
-  const int *lrv;
-  if ((r = traced_loops(g, name, &brv, &lrv, &nl)) != DONE) return r;
-  TRY(fn(g->t, lrv[k < 0 ? nl - 1 : k], dd));
+  int brv, lv, r;
+  if ((r = traced_loop(g, name, k, &brv, &lv)) != DONE) return r;
+  TRY(fn(g->t, lv, dd));
   return DONE;
+}
+
+/* Picks a block and one of its outer spatial loops (index *k); false if
+ * there is none. */
+static bool pick_outer_spatial(gen *g, const ts_vec *blocks, pick *p, int *k) {
+  if (!pick_block(g, blocks, p)) return false;
+  int cand[64], nc = outer_spatial(g, p, cand, 64);
+  if (!nc) return false;
+  *k = cand[rnd(g, nc)];
+  return true;
 }
 
 static int fam_parallel(gen *g, const ts_vec *blocks) {
   pick p;
-  if (!pick_block(g, blocks, &p)) return SKIP;
-  int cand[64], nc = outer_spatial(g, &p, cand, 64);
-  if (!nc) return SKIP;
-  int k = cand[rnd(g, nc)];
-  return on_loop(g, p.name, k, sch_t_parallel);
+  int k;
+  return pick_outer_spatial(g, blocks, &p, &k) ? on_loop(g, p.name, k, sch_t_parallel) : SKIP;
 }
 
 static int fam_bind(gen *g, const ts_vec *blocks) {
   pick p;
-  if (!pick_block(g, blocks, &p)) return SKIP;
-  int cand[64], nc = outer_spatial(g, &p, cand, 64);
-  if (!nc) return SKIP;
-  int k = cand[rnd(g, nc)];
+  int k;
+  if (!pick_outer_spatial(g, blocks, &p, &k)) return SKIP;
   /* a tag no enclosing loop carries yet */
   static const char *tags[] = {"blockIdx.x", "blockIdx.y", "threadIdx.x", "threadIdx.y", "vthread"};
   const char *tag = NULL;
@@ -378,10 +403,9 @@ static int fam_bind(gen *g, const ts_vec *blocks) {
     if (!used) tag = t;
   }
   if (!tag) return SKIP;
-  int brv, nl, r;
-  const int *lrv;
-  if ((r = traced_loops(g, p.name, &brv, &lrv, &nl)) != DONE) return r;
-  TRY(sch_t_bind(g->t, lrv[k], tag, dd));
+  int brv, lv, r;
+  if ((r = traced_loop(g, p.name, k, &brv, &lv)) != DONE) return r;
+  TRY(sch_t_bind(g->t, lv, tag, dd));
   return DONE;
 }
 
@@ -404,21 +428,29 @@ static int fam_unroll(gen *g, const ts_vec *blocks) {
   return on_loop(g, p.name, k, sch_t_unroll);
 }
 
+/* The RV of the picked block or, with probability prob when it has loops,
+ * of one of its loops. */
+static int block_or_loop(gen *g, const pick *p, double prob, int *target) {
+  int brv, r;
+  if ((r = t_block(g, p->name, &brv)) != DONE) return r;
+  *target = brv;
+  if (p->nl && coin(g, prob)) {
+    const int *lrv;
+    int nl;
+    if ((r = t_loops(g, brv, &lrv, &nl)) != DONE) return r;
+    *target = lrv[rnd(g, nl)];
+  }
+  return DONE;
+}
+
 static int fam_annotate(gen *g, const ts_vec *blocks) {
   pick p;
   if (!pick_block(g, blocks, &p)) return SKIP;
   static const char *keys[] = {"pragma_auto_unroll_max_step", "pragma_unroll_explicit", "schedule_rule",
                                "software_pipeline_stage"};
   const char *key = keys[rnd(g, 4)];
-  int brv, r;
-  if ((r = t_block(g, p.name, &brv)) != DONE) return r;
-  int target = brv;
-  if (p.nl && coin(g, 0.5)) {
-    const int *lrv;
-    int nl;
-    if ((r = t_loops(g, brv, &lrv, &nl)) != DONE) return r;
-    target = lrv[rnd(g, nl)];
-  }
+  int target, r;
+  if ((r = block_or_loop(g, &p, 0.5, &target)) != DONE) return r;
   sch_arg v;
   switch (rnd(g, 4)) {
   case 0: {
@@ -440,17 +472,19 @@ static int fam_annotate(gen *g, const ts_vec *blocks) {
 static int fam_add_unit_loop(gen *g, const ts_vec *blocks) {
   pick p;
   if (!pick_block(g, blocks, &p)) return SKIP;
-  int brv, r, out;
-  if ((r = t_block(g, p.name, &brv)) != DONE) return r;
-  int target = brv;
-  if (p.nl && coin(g, 0.3)) {
-    const int *lrv;
-    int nl;
-    if ((r = t_loops(g, brv, &lrv, &nl)) != DONE) return r;
-    target = lrv[rnd(g, nl)];
-  }
+  int target, r, out;
+  if ((r = block_or_loop(g, &p, 0.3, &target)) != DONE) return r;
   TRY(sch_t_add_unit_loop(g->t, target, &out, dd));
   return DONE;
+}
+
+/* The realizes in blocks that ok accepts, at most max of them, in order. */
+static int blocks_where(gen *g, const ts_vec *blocks, bool (*ok)(gen *, const ts_vec *, const ir_stmt *),
+                        const ir_stmt **cand, int max) {
+  int nc = 0;
+  for (size_t i = 0; i < blocks->len && nc < max; i++)
+    if (ok(g, blocks, blocks->items[i])) cand[nc++] = blocks->items[i];
+  return nc;
 }
 
 /* Blocks that write only buffers the function allocates (compute_at and
@@ -462,17 +496,23 @@ static bool non_output(gen *g, const ir_block *b) {
   return true;
 }
 
+/* Does the block have producers (or consumers)? */
+static bool has_links(gen *g, const ir_stmt *rz, bool producers) {
+  sch_block *o;
+  int n = 0;
+  sch_block bb = {blk(rz)->name};
+  return (producers ? sch_get_producers : sch_get_consumers)(g->s, bb, &o, &n, NULL) == TS_OK && n;
+}
+
+/* A non-output block with consumers. */
+static bool at_ok(gen *g, const ts_vec *blocks, const ir_stmt *rz) {
+  (void)blocks;
+  return non_output(g, blk(rz)) && has_links(g, rz, false);
+}
+
 static int fam_compute_at(gen *g, const ts_vec *blocks) {
   const ir_stmt *cand[256];
-  int nc = 0;
-  for (size_t i = 0; i < blocks->len && nc < 256; i++) {
-    const ir_block *b = blk(blocks->items[i]);
-    if (!non_output(g, b)) continue;
-    sch_block *cons;
-    int ncons = 0;
-    sch_block bb = {b->name};
-    if (sch_get_consumers(g->s, bb, &cons, &ncons, NULL) == TS_OK && ncons) cand[nc++] = blocks->items[i];
-  }
+  int nc = blocks_where(g, blocks, at_ok, cand, 256);
   if (!nc) return SKIP;
   const char *name = blk(cand[rnd(g, nc)])->name;
   int brv, loc, r;
@@ -493,17 +533,15 @@ static int fam_compute_at(gen *g, const ts_vec *blocks) {
   return DONE;
 }
 
+/* A complete block with producers. */
+static bool reverse_at_ok(gen *g, const ts_vec *blocks, const ir_stmt *rz) {
+  (void)blocks;
+  return sch_is_complete(blk(rz)) && has_links(g, rz, true);
+}
+
 static int fam_reverse_compute_at(gen *g, const ts_vec *blocks) {
   const ir_stmt *cand[256];
-  int nc = 0;
-  for (size_t i = 0; i < blocks->len && nc < 256; i++) {
-    const ir_block *b = blk(blocks->items[i]);
-    if (!sch_is_complete(b)) continue;
-    sch_block *prod;
-    int np = 0;
-    sch_block bb = {b->name};
-    if (sch_get_producers(g->s, bb, &prod, &np, NULL) == TS_OK && np) cand[nc++] = blocks->items[i];
-  }
+  int nc = blocks_where(g, blocks, reverse_at_ok, cand, 256);
   if (!nc) return SKIP;
   const char *name = blk(cand[rnd(g, nc)])->name;
   sch_block bb = {name}, *prod;
@@ -538,21 +576,20 @@ static int fam_reverse_compute_at(gen *g, const ts_vec *blocks) {
   return DONE;
 }
 
+/* A non-output block that compute_inline's checks accept. */
+static bool inline_ok(gen *g, const ts_vec *blocks, const ir_stmt *rz) {
+  (void)blocks;
+  const ir_block *b = blk(rz);
+  ts_diag scratch;
+  ts_diag_clear(&scratch);
+  sch_block bb = {b->name};
+  return non_output(g, b) && sch_compute_inline_check(g->s, bb, &scratch) == TS_OK;
+}
+
 static int fam_compute_inline(gen *g, const ts_vec *blocks) {
-  const char *cand[256];
-  int nc = 0;
-  for (size_t i = 0; i < blocks->len && nc < 256; i++) {
-    const ir_block *b = blk(blocks->items[i]);
-    ts_diag scratch;
-    ts_diag_clear(&scratch);
-    sch_block bb = {b->name};
-    if (non_output(g, b) && sch_compute_inline_check(g->s, bb, &scratch) == TS_OK) cand[nc++] = b->name;
-  }
-  if (!nc) return SKIP;
-  int brv, r;
-  if ((r = t_block(g, cand[rnd(g, nc)], &brv)) != DONE) return r;
-  TRY(sch_t_compute_inline(g->t, brv, dd));
-  return DONE;
+  const ir_stmt *cand[256];
+  int nc = blocks_where(g, blocks, inline_ok, cand, 256);
+  return nc ? on_block(g, blk(cand[rnd(g, nc)])->name, sch_t_compute_inline) : SKIP;
 }
 
 /* A consumer that reads exactly one buffer another block writes, from a
@@ -589,11 +626,7 @@ static int fam_reverse_compute_inline(gen *g, const ts_vec *blocks) {
     if (produced == 1 && readers == 1 && sch_is_complete(prod) && prod->body->kind == IR_STORE)
       cand[nc++] = b->name;
   }
-  if (!nc) return SKIP;
-  int brv, r;
-  if ((r = t_block(g, cand[rnd(g, nc)], &brv)) != DONE) return r;
-  TRY(sch_t_reverse_compute_inline(g->t, brv, dd));
-  return DONE;
+  return nc ? on_block(g, cand[rnd(g, nc)], sch_t_reverse_compute_inline) : SKIP;
 }
 
 static int fam_cache_read(gen *g, const ts_vec *blocks) {
@@ -613,17 +646,20 @@ static int fam_cache_read(gen *g, const ts_vec *blocks) {
   return DONE;
 }
 
+/* The only writer of its one output. */
+static bool sole_writer(gen *g, const ts_vec *blocks, const ir_stmt *rz) {
+  (void)g;
+  const ir_block *b = blk(rz);
+  return b->nwrites == 1 && writers_of(blocks, b->writes[0].buf) == 1;
+}
+
 static int fam_cache_write(gen *g, const ts_vec *blocks) {
-  const char *cand[256];
-  int nc = 0;
-  for (size_t i = 0; i < blocks->len && nc < 256; i++) {
-    const ir_block *b = blk(blocks->items[i]);
-    if (b->nwrites == 1 && writers_of(blocks, b->writes[0].buf) == 1) cand[nc++] = b->name;
-  }
+  const ir_stmt *cand[256];
+  int nc = blocks_where(g, blocks, sole_writer, cand, 256);
   if (!nc) return SKIP;
   int brv, r, out, ncons = 0;
   const int *cons = NULL;
-  if ((r = t_block(g, cand[rnd(g, nc)], &brv)) != DONE) return r;
+  if ((r = t_block(g, blk(cand[rnd(g, nc)])->name, &brv)) != DONE) return r;
   /* sometimes name the consumers that should read the cache */
   if (coin(g, 0.25)) {
     TRY(sch_t_get_consumers(g->t, brv, &cons, &ncons, dd));
@@ -673,11 +709,14 @@ static int fam_storage_align(gen *g, const ts_vec *blocks) {
   return DONE;
 }
 
+static bool reduction_ok(gen *g, const ts_vec *blocks, const ir_stmt *rz) {
+  (void)g, (void)blocks;
+  return sch_is_reduction(blk(rz));
+}
+
 static int fam_decompose(gen *g, const ts_vec *blocks) {
   const ir_stmt *cand[256];
-  int nc = 0;
-  for (size_t i = 0; i < blocks->len && nc < 256; i++)
-    if (sch_is_reduction(blk(blocks->items[i]))) cand[nc++] = blocks->items[i];
+  int nc = blocks_where(g, blocks, reduction_ok, cand, 256);
   if (!nc) return SKIP;
   const ir_stmt *rz = cand[rnd(g, nc)];
   const ir_block *b = blk(rz);
@@ -700,20 +739,21 @@ static int fam_decompose(gen *g, const ts_vec *blocks) {
   }
   if (lowest >= first_r) return SKIP;
   int k = lowest + rnd(g, first_r - lowest);
-  int brv, nl, r, out;
-  const int *lrv;
-  if ((r = traced_loops(g, b->name, &brv, &lrv, &nl)) != DONE) return r;
-  TRY(sch_t_decompose_reduction(g->t, brv, lrv[k], &out, dd));
+  int brv, lv, r, out;
+  if ((r = traced_loop(g, b->name, k, &brv, &lv)) != DONE) return r;
+  TRY(sch_t_decompose_reduction(g->t, brv, lv, &out, dd));
   return DONE;
 }
 
 /* rfactor over a serial loop that only reduce vars of a reduction block
  * use, at a random factor_axis (negative ones included). */
+static bool rfactor_ok(gen *g, const ts_vec *blocks, const ir_stmt *rz) {
+  return reduction_ok(g, blocks, rz) && blk(rz)->nwrites == 1;
+}
+
 static int fam_rfactor(gen *g, const ts_vec *blocks) {
   const ir_stmt *cand[256];
-  int nc = 0;
-  for (size_t i = 0; i < blocks->len && nc < 256; i++)
-    if (sch_is_reduction(blk(blocks->items[i])) && blk(blocks->items[i])->nwrites == 1) cand[nc++] = blocks->items[i];
+  int nc = blocks_where(g, blocks, rfactor_ok, cand, 256);
   if (!nc) return SKIP;
   const ir_block *b = blk(cand[rnd(g, nc)]);
   sch_loop *l;
@@ -726,11 +766,9 @@ static int fam_rfactor(gen *g, const ts_vec *blocks) {
   int k = ks[rnd(g, nk)];
   int ndim = b->writes[0].buf->ndim;
   int axis = rnd(g, 2 * ndim + 2) - (ndim + 1);
-  int brv, nl, r, out;
-  const int *lrv;
-  if ((r = traced_loops(g, b->name, &brv, &lrv, &nl)) != DONE) return r;
-  if (k >= nl) return SKIP;
-  TRY(sch_t_rfactor(g->t, lrv[k], axis, &out, dd));
+  int brv, lv, r, out;
+  if ((r = traced_loop(g, b->name, k, &brv, &lv)) != DONE) return r;
+  TRY(sch_t_rfactor(g->t, lv, axis, &out, dd));
   return DONE;
 }
 
@@ -748,11 +786,9 @@ static int fam_blockize(gen *g, const ts_vec *blocks) {
   }
   if (!nc) return SKIP;
   int k = cand[rnd(g, nc)];
-  int brv, nl, r, out;
-  const int *lrv;
-  if ((r = traced_loops(g, p.name, &brv, &lrv, &nl)) != DONE) return r;
-  if (k >= nl) return SKIP;
-  TRY(sch_t_blockize(g->t, lrv[k], &out, dd));
+  int brv, lv, r, out;
+  if ((r = traced_loop(g, p.name, k, &brv, &lv)) != DONE) return r;
+  TRY(sch_t_blockize(g->t, lv, &out, dd));
   return DONE;
 }
 

@@ -554,27 +554,7 @@ ts_status sch_decompose_reduction(sch_state *s, sch_block b, sch_loop l, sch_blo
   ir_stmt *saved = s->func->body;
   st = sch_replace(s, &p, p.n - 1, nrz, d);
   if (!st) st = sch_find_loop(s, l.var, &lp, P, d);
-  if (!st) {
-    int li = lp.n - 1;
-    ir_stmt *parent = lp.node[li - 1];
-    if (parent->kind == IR_SEQ) {
-      int m = parent->u.seq.n + 1, pos = lp.slot[li];
-      ir_stmt **v = TS_ANEWN(a, ir_stmt *, m);
-      ir_stmt *ns2 = NULL;
-      if (v) {
-        for (int i = 0, q = 0; i < parent->u.seq.n; i++) {
-          if (i == pos) v[q++] = nest;
-          v[q++] = parent->u.seq.stmts[i];
-        }
-        ns2 = ir_seq(a, m, v);
-      }
-      st = ns2 ? sch_replace(s, &lp, li - 1, ns2, d) : ts_diag_set(d, TS_ENOMEM, "out of memory");
-    } else {
-      ir_stmt *two[2] = {nest, lp.node[li]};
-      ir_stmt *ns2 = ir_seq(a, 2, two);
-      st = ns2 ? sch_replace(s, &lp, li, ns2, d) : ts_diag_set(d, TS_ENOMEM, "out of memory");
-    }
-  }
+  if (!st) st = sch_insert_before(s, &lp, lp.n - 1, nest, lp.node[lp.n - 1], d);
   if (st) {
     s->func->body = saved; /* nodes are immutable: the old tree is intact */
     return st;

@@ -38,6 +38,12 @@ ts_status sch_find_loop(sch_state *s, const ir_var *v, sch_path *out, const char
  * not be NULL. Returns TS_ENOMEM on OOM (state unchanged). */
 ts_status sch_replace(sch_state *s, const sch_path *p, int k, ir_stmt *repl, ts_diag *d);
 
+/* Puts first right before node[k] of p and second in node[k]'s place
+ * (second may be node[k] itself): into the SEQ holding node[k], else as a
+ * new SEQ of the two. TS_ENOMEM on OOM. Defined in rfactor.c. */
+ts_status sch_insert_before(sch_state *s, const sch_path *p, int k, ir_stmt *first, ir_stmt *second,
+                            ts_diag *d);
+
 /* Removes the block realize at the end of p: climbs single-child loops to the
  * first SEQ with more than one element and deletes that element (a SEQ left
  * with one element collapses into it). Refuses (TS_ESCHEDULE) if that would
