@@ -85,6 +85,11 @@ ts_status imp_clip(imp *im, nctx *nc) {
   ts_status st = imp_unary(im, nc);
   if (st) return st;
   double lo = -INFINITY, hi = INFINITY;
+  if (im->opset < 11) { /* min and max are attributes */
+    if (nc->nin > 1) return imp_nerr(im, nc, TS_EINVAL, "%d inputs; before opset 11 min and max are attributes", nc->nin);
+    lo = afloat(nc, "min", -INFINITY);
+    hi = afloat(nc, "max", INFINITY);
+  }
   for (int i = 1; i < nc->nin; i++) {
     if (nc->in[i] < 0) continue;
     double v;
