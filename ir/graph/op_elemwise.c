@@ -116,9 +116,10 @@ ts_status imp_cast(imp *im, nctx *nc) {
   set_out(nc, 0, dt, x->ndim, x->dims);
   const known *k = kv_get(im, nc->in[0]);
   if (k && (dt.code == IR_I64 || dt.code == IR_I32)) nc->okv = *k;
-  if (A(nc, "saturate")) {
-    tg_attr *s = A(nc, "saturate");
-    *s = nc->attr[--nc->nattr]; /* only meaningful for float8 targets, which are refused */
+  static const char *const f8_only[] = {"saturate", "round_mode"}; /* float8/4 targets, which are refused */
+  for (int i = 0; i < 2; i++) {
+    tg_attr *s = A(nc, f8_only[i]);
+    if (s) *s = nc->attr[--nc->nattr];
   }
   return imp_set_int(im, nc, "to", to);
 }

@@ -12,7 +12,7 @@
 #define CONV_ATTRS "s:auto_pad I:dilations i:group I:kernel_shape I:pads I:strides"
 #define CONVT_ATTRS "s:auto_pad I:dilations i:group I:kernel_shape I:output_padding I:output_shape I:pads I:strides"
 #define AVGPOOL_ATTRS "s:auto_pad i:ceil_mode@10 i:count_include_pad I:dilations@19 I:kernel_shape I:pads I:strides"
-#define CONST_ATTRS "T:value f:value_float F:value_floats i:value_int I:value_ints"
+#define CONST_ATTRS "T:value f:value_float@12 F:value_floats@12 i:value_int@12 I:value_ints@12"
 
 #define EW TG_PAT_ELEMWISE
 #define BC TG_PAT_BROADCAST
@@ -44,7 +44,7 @@ R(TG_OP_GELU,                "Gelu",               "gelu",              20, 0, 1
 R(TG_OP_CLIP,                "Clip",               "clip",               6, 0, 1, 3,  1, 1, "f:min<11 f:max<11",                             imp_clip,        lg_emit_unary,           1, EW, NULL, PARAMS),
 R(TG_OP_SOFTMAX,             "Softmax",            "softmax",            1, 0, 1, 1,  1, 1, "i:axis",                       imp_softmax,     lg_emit_softmax,         1, RED, NULL, 0),
 R(TG_OP_LAYER_NORM,          "LayerNormalization", "layer_norm",        17, 0, 2, 3,  1, 3, "i:axis f:epsilon i:stash_type", imp_layernorm,  lg_emit_layernorm,       2, RED, NULL, 0),
-R(TG_OP_BATCH_NORM,          "BatchNormalization", "batch_norm",         1, 0, 5, 5,  1, 3, "f:epsilon f:momentum i:spatial<9 i:training_mode@14", imp_batchnorm, lg_emit_batchnorm, 5, BC, NULL, 0),
+R(TG_OP_BATCH_NORM,          "BatchNormalization", "batch_norm",         1, 0, 5, 5,  1, 5, "f:epsilon f:momentum i:spatial<9 i:training_mode@14", imp_batchnorm, lg_emit_batchnorm, 5, BC, NULL, 0),
 R(TG_OP_MAX_POOL,            "MaxPool",            "max_pool2d",         1, 0, 1, 1,  1, 2, POOL_ATTRS " i:storage_order@8",  imp_pool,        lg_emit_pool,            1, OUT, NULL, 0),
 R(TG_OP_AVERAGE_POOL,        "AveragePool",        "avg_pool2d",         1, 0, 1, 1,  1, 1, AVGPOOL_ATTRS,                  imp_pool,        lg_emit_pool,            1, OUT, NULL, 0),
 R(TG_OP_GLOBAL_AVERAGE_POOL, "GlobalAveragePool",  "global_avg_pool2d",  1, 0, 1, 1,  1, 1, "",                             imp_gap,         lg_emit_global_avg,      1, RED, NULL, 0),
@@ -60,7 +60,7 @@ R(TG_OP_REDUCE_MEAN,         "ReduceMean",         "mean",               1, 0, 1
 R(TG_OP_REDUCE_SUM,          "ReduceSum",          "sum",                1, 0, 1, 2,  1, 1, "I:axes<13 i:keepdims i:noop_with_empty_axes@13", imp_reduce,  lg_emit_reduce,          1, RED, NULL, PARAMS),
 R(TG_OP_SQRT,                "Sqrt",               "sqrt",               1, 0, 1, 1,  1, 1, "",                             imp_unary,       lg_emit_unary,           1, EW, NULL, 0),
 R(TG_OP_POW,                 "Pow",                "power",              1, 0, 2, 2,  1, 1, "",                             imp_binary,      lg_emit_binary,          2, BC, lg_pattern_binary, 0),
-R(TG_OP_CAST,                "Cast",               "cast",               1, 0, 1, 1,  1, 1, "i:to i:saturate@19",           imp_cast,        lg_emit_unary,           1, EW, NULL, NOOP),
+R(TG_OP_CAST,                "Cast",               "cast",               1, 0, 1, 1,  1, 1, "i:to i:saturate@19 s:round_mode@24",           imp_cast,        lg_emit_unary,           1, EW, NULL, NOOP),
 R(TG_OP_SQUEEZE,             "Squeeze",            "squeeze",            1, 0, 1, 2,  1, 1, "I:axes<13",                             imp_squeeze,     lg_emit_reshape,         1, INJ, NULL, NOOP | PARAMS),
 R(TG_OP_UNSQUEEZE,           "Unsqueeze",          "expand_dims",        1, 0, 1, 2,  1, 1, "I:axes<13",                             imp_unsqueeze,   lg_emit_reshape,         1, INJ, NULL, NOOP | PARAMS),
 R(TG_OP_SHAPE,               "Shape",              "shape_of",           1, 0, 1, 1,  1, 1, "i:start@15 i:end@15",          imp_shape,       lg_emit_shape,           1, OPQ, NULL, 0),

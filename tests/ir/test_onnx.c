@@ -350,6 +350,9 @@ START_TEST(test_refusals) {
   refused("ops/bad_gelu18.onnx", TS_EUNSUPPORTED, "node g (Gelu, opset 18)", "from opset 20");
   refused("ops/bad_opset6.onnx", TS_EUNSUPPORTED, "opset 6 is not supported", "7 to 28");
   refused("ops/bad_opset29.onnx", TS_EUNSUPPORTED, "opset 29 is not supported", NULL);
+  refused("ops/bad_slice_inputs9.onnx", TS_EINVAL, "node sl (Slice, opset 9)", "before opset 10 the starts are the attribute");
+  refused("ops/bad_dropout_training.onnx", TS_EUNSUPPORTED, "node dr (Dropout, opset 13)", "training_mode is true");
+  refused("ops/bad_bn_spatial0.onnx", TS_EUNSUPPORTED, "node bn (BatchNormalization, opset 7)", "spatial=0");
   refused("ops/bad_domain.onnx", TS_EUNSUPPORTED, "node fg: operator FusedGemm of domain 'com.microsoft'", NULL);
   refused("ops/bad_external.onnx", TS_EUNSUPPORTED, "initializer w: stored as external data", NULL);
   refused("ops/bad_reducemean_axes13.onnx", TS_EUNSUPPORTED, "node rm (ReduceMean, opset 13)", "axes input needs opset 18");

@@ -331,6 +331,8 @@ def op_models():
     add("conv", 22, "Conv", [X, ("w", f32(4, 3, 3, 3)), ("b", f32(4))], attrs=dict(pads=[1, 1, 1, 1], strides=[2, 2]))
     add("reshape", 24, "Reshape", [X, ("s", i64(0, -1))])
     add("averagepool", 22, "AveragePool", [X], attrs=dict(kernel_shape=[2, 2], strides=[2, 2]))
+    add("cast_round", 25, "Cast", [("x", [2, 3])], attrs=dict(to=int(TensorProto.DOUBLE), round_mode="up"), oty=TensorProto.DOUBLE)
+    add("dropout", 22, "Dropout", [("x", [2, 3, 5])])
     return M
 
 
@@ -382,6 +384,16 @@ def bad_models():
                                                      dilations=[2, 2])], [x4], [y], opset=18)
     B["bad_pad_wrap18"] = model([helper.make_node("Pad", ["x", "p"], ["y"], name="pd", mode="wrap")], [x], [y],
                                 [numpy_helper.from_array(np.array([0, 1, 0, 1], np.int64), "p")], opset=18)
+    # -- legacy opsets (op_legacy.c) --
+    B["bad_slice_inputs9"] = model([helper.make_node("Slice", ["x", "s", "e"], ["y"], name="sl")], [x], [y],
+                                   [numpy_helper.from_array(np.array([1], np.int64), "s"),
+                                    numpy_helper.from_array(np.array([2], np.int64), "e")], opset=9)
+    B["bad_dropout_training"] = model([helper.make_node("Dropout", ["x", "r", "t"], ["y"], name="dr")], [x], [y],
+                                      [numpy_helper.from_array(np.array(0.5, np.float32), "r"),
+                                       numpy_helper.from_array(np.array(True), "t")], opset=13)
+    B["bad_bn_spatial0"] = model([helper.make_node("BatchNormalization", ["x4", "p", "p", "p", "p"], ["y"], name="bn",
+                                                   spatial=0)], [helper.make_tensor_value_info("x4", F, [1, 2, 3, 3])], [y],
+                                 [numpy_helper.from_array(np.ones(2, np.float32), "p")], opset=7)
     return B
 
 
