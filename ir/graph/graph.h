@@ -52,6 +52,13 @@
   X(TG_OP_SHAPE, "Shape")                        \
   X(TG_OP_CONSTANT, "Constant")                  \
   X(TG_OP_IDENTITY, "Identity")                  \
+  /* -- legacy opsets (op_legacy.c) -- */        \
+  X(TG_OP_LRN, "LRN")                            \
+  X(TG_OP_DROPOUT, "Dropout")                    \
+  X(TG_OP_SUM, "Sum")                            \
+  X(TG_OP_MEAN, "Mean")                          \
+  X(TG_OP_MAX, "Max")                            \
+  X(TG_OP_MIN, "Min")                            \
   X(TG_OP_CALL, "tessel.call")
 
 typedef enum {

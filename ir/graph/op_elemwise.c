@@ -85,6 +85,11 @@ ts_status imp_clip(imp *im, nctx *nc) {
   ts_status st = imp_unary(im, nc);
   if (st) return st;
   double lo = -INFINITY, hi = INFINITY;
+  if (im->opset < 11) { /* min and max are attributes */
+    if (nc->nin > 1) return imp_nerr(im, nc, TS_EINVAL, "%d inputs; before opset 11 min and max are attributes", nc->nin);
+    lo = afloat(nc, "min", -INFINITY);
+    hi = afloat(nc, "max", INFINITY);
+  }
   for (int i = 1; i < nc->nin; i++) {
     if (nc->in[i] < 0) continue;
     double v;
@@ -111,9 +116,10 @@ ts_status imp_cast(imp *im, nctx *nc) {
   set_out(nc, 0, dt, x->ndim, x->dims);
   const known *k = kv_get(im, nc->in[0]);
   if (k && (dt.code == IR_I64 || dt.code == IR_I32)) nc->okv = *k;
-  if (A(nc, "saturate")) {
-    tg_attr *s = A(nc, "saturate");
-    *s = nc->attr[--nc->nattr]; /* only meaningful for float8 targets, which are refused */
+  static const char *const f8_only[] = {"saturate", "round_mode"}; /* float8/4 targets, which are refused */
+  for (int i = 0; i < 2; i++) {
+    tg_attr *s = A(nc, f8_only[i]);
+    if (s) *s = nc->attr[--nc->nattr];
   }
   return imp_set_int(im, nc, "to", to);
 }

@@ -18,6 +18,10 @@ ts_status imp_batchnorm(imp *im, nctx *nc) {
   ts_status st = imp_unary(im, nc);
   if (st) return st;
   if (aint(nc, "training_mode", 0)) return imp_nerr(im, nc, TS_EUNSUPPORTED, "training_mode=1 (inference only)");
+  if (!aint(nc, "spatial", 1)) /* before 9: per-activation statistics */
+    return imp_nerr(im, nc, TS_EUNSUPPORTED, "spatial=0 (only spatial=1, per-channel statistics)");
+  tg_attr *spa = A(nc, "spatial");
+  if (spa) *spa = nc->attr[--nc->nattr];
   for (int k = 1; k < nc->nout; k++)
     if (nc->outname[k]) return imp_nerr(im, nc, TS_EUNSUPPORTED, "output %d (%s, a running statistic) is not supported", k, nc->outname[k]);
   const tg_value *x = IN(im, nc, 0);
@@ -238,6 +242,7 @@ ts_status imp_gemm(imp *im, nctx *nc) {
   if (a->ndim != 2 || b->ndim != 2) return imp_nerr(im, nc, TS_ESHAPE, "A and B must be matrices (ranks %d and %d)", a->ndim, b->ndim);
   if (!ir_dtype_eq(a->dtype, b->dtype) || (c && !ir_dtype_eq(a->dtype, c->dtype)))
     return imp_nerr(im, nc, TS_ETYPE, "A, B and C must have one type");
+  if (!c && im->opset < 11) return imp_nerr(im, nc, TS_EINVAL, "input 2 (C) is required before opset 11");
   int64_t tA = aint(nc, "transA", 0), tB = aint(nc, "transB", 0);
   tg_dim m = a->dims[tA ? 1 : 0], ka = a->dims[tA ? 0 : 1], kb = b->dims[tB ? 1 : 0], n = b->dims[tB ? 0 : 1];
   if (!ka.sym && !kb.sym && ka.value != kb.value)
@@ -791,7 +796,11 @@ void lg_emit_pool(lg_kernel *k, const tg_node *n, const char *const *in, const c
   int64_t taps = 1;
   for (int s = 0; s < w.ns; s++) taps *= w.kern[s];
   bool pads = false;
-  for (int s = 0; s < w.ns; s++) pads |= w.pb[s] || w.pe[s];
+  for (int s = 0; s < w.ns; s++) {
+    /* ceil_mode's last window can pass the end without any padding */
+    tg_dim H = x->dims[2 + s], P = y->dims[2 + s];
+    pads |= w.pb[s] || w.pe[s] || H.sym || P.sym || (P.value - 1) * w.st[s] + w.kern[s] - w.pb[s] > H.value;
+  }
   if (incl || !pads) {
     char l[48];
     tb_printf(&b, " / %s", lit(y->dtype, (double)taps, l));

@@ -16,9 +16,11 @@
 ts_status imp_softmax(imp *im, nctx *nc) {
   ts_status st = imp_unary(im, nc);
   if (st) return st;
-  int64_t ax = aint(nc, "axis", -1);
+  /* before 13 the default is 1 and the input is coerced to 2-D at axis
+   * (normalised over all dims from axis on: the emitter reads the opset) */
+  int64_t def = im->opset < 13 ? 1 : -1, ax = aint(nc, "axis", def);
   int r = IN(im, nc, 0)->ndim;
-  if (!imp_norm_axis(&ax, r, false)) return imp_nerr(im, nc, TS_EINVAL, "axis %" PRId64 " is out of range for rank %d", aint(nc, "axis", -1), r);
+  if (!imp_norm_axis(&ax, r, false)) return imp_nerr(im, nc, TS_EINVAL, "axis %" PRId64 " is out of range for rank %d", aint(nc, "axis", def), r);
   return imp_set_int(im, nc, "axis", ax);
 }
 
@@ -54,8 +56,9 @@ ts_status imp_reduce(imp *im, nctx *nc) {
   if (st) return st;
   const tg_value *x = IN(im, nc, 0);
   int r = x->ndim;
-  bool axes_input = nc->op == TG_OP_REDUCE_SUM || im->opset >= 18;
-  if (!axes_input && nc->nin > 1) return imp_nerr(im, nc, TS_EUNSUPPORTED, "the axes input needs opset 18 (use the axes attribute)");
+  bool axes_input = (nc->op == TG_OP_REDUCE_SUM && im->opset >= 13) || im->opset >= 18;
+  if (!axes_input && nc->nin > 1) return imp_nerr(im, nc, TS_EUNSUPPORTED, "the axes input needs opset %d (use the axes attribute)",
+                    nc->op == TG_OP_REDUCE_SUM ? 13 : 18);
   int64_t buf[MAX_RANK];
   const int64_t *axes;
   int na;

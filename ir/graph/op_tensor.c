@@ -179,7 +179,7 @@ ts_status imp_split(imp *im, nctx *nc) {
   const int64_t *sv;
   int n;
   bool present;
-  if ((st = imp_param_ints(im, nc, 1, "split", &present, buf, MAX_IO, &sv, &n))) return st;
+  if ((st = imp_param_legacy(im, nc, 1, "split", 13, &present, buf, MAX_IO, &sv, &n))) return st;
   int64_t sizes[MAX_IO];
   int nout = nc->nout;
   if (present) {
@@ -226,10 +226,10 @@ ts_status imp_slice(imp *im, nctx *nc) {
   const int64_t *starts, *ends, *axes, *steps;
   int ns, ne, na, nst;
   bool p0, p1, p2, p3;
-  if ((st = imp_param_ints(im, nc, 1, "starts", &p0, b0, MAX_RANK, &starts, &ns)) ||
-      (st = imp_param_ints(im, nc, 2, "ends", &p1, b1, MAX_RANK, &ends, &ne)) ||
-      (st = imp_param_ints(im, nc, 3, "axes", &p2, b2, MAX_RANK, &axes, &na)) ||
-      (st = imp_param_ints(im, nc, 4, "steps", &p3, b3, MAX_RANK, &steps, &nst)))
+  if ((st = imp_param_legacy(im, nc, 1, "starts", 10, &p0, b0, MAX_RANK, &starts, &ns)) ||
+      (st = imp_param_legacy(im, nc, 2, "ends", 10, &p1, b1, MAX_RANK, &ends, &ne)) ||
+      (st = imp_param_legacy(im, nc, 3, "axes", 10, &p2, b2, MAX_RANK, &axes, &na)) ||
+      (st = imp_param_legacy(im, nc, 4, "steps", 10, &p3, b3, MAX_RANK, &steps, &nst)))
     return st;
   if (!p0 || !p1) return imp_nerr(im, nc, TS_EINVAL, "starts and ends are required");
   if (ns != ne || (p2 && na != ns) || (p3 && nst != ns))
@@ -338,7 +338,7 @@ ts_status imp_pad(imp *im, nctx *nc) {
   const int64_t *pads, *axes;
   int np, na;
   bool pp, pa;
-  if ((st = imp_param_ints(im, nc, 1, "pads", &pp, pb, 2 * MAX_RANK, &pads, &np)) ||
+  if ((st = imp_param_legacy(im, nc, 1, "pads", 11, &pp, pb, 2 * MAX_RANK, &pads, &np)) ||
       (st = imp_param_ints(im, nc, 3, "axes", &pa, ab, MAX_RANK, &axes, &na)))
     return st;
   if (!pp) return imp_nerr(im, nc, TS_EINVAL, "input 1 (pads) is required");
@@ -356,7 +356,7 @@ ts_status imp_pad(imp *im, nctx *nc) {
     full[ax[i]] = pads[i];
     full[r + ax[i]] = pads[nax + i];
   }
-  double value = 0;
+  double value = im->opset < 11 ? afloat(nc, "value", 0) : 0;
   if (nc->nin > 2 && nc->in[2] >= 0 && !imp_const_scalar(im, nc->in[2], &value))
     return imp_nerr(im, nc, TS_EUNSUPPORTED, "input 2 (constant_value) must be a constant scalar");
   tg_dim od[MAX_RANK];
@@ -395,7 +395,7 @@ ts_status imp_squeeze(imp *im, nctx *nc) {
   const int64_t *axes;
   int na;
   bool present;
-  if ((st = imp_param_ints(im, nc, 1, "axes", &present, buf, MAX_RANK, &axes, &na))) return st;
+  if ((st = imp_param_legacy(im, nc, 1, "axes", 13, &present, buf, MAX_RANK, &axes, &na))) return st;
   bool sq[MAX_RANK] = {false};
   if (!present) {
     for (int i = 0; i < r; i++) {
@@ -428,7 +428,7 @@ ts_status imp_unsqueeze(imp *im, nctx *nc) {
   const int64_t *axes;
   int na;
   bool present;
-  if ((st = imp_param_ints(im, nc, 1, "axes", &present, buf, MAX_RANK, &axes, &na))) return st;
+  if ((st = imp_param_legacy(im, nc, 1, "axes", 13, &present, buf, MAX_RANK, &axes, &na))) return st;
   if (!present) return imp_nerr(im, nc, TS_EINVAL, "input 1 (axes) is required");
   int r = x->ndim + na;
   if (r > MAX_RANK) return imp_nerr(im, nc, TS_EUNSUPPORTED, "rank above %d", MAX_RANK);

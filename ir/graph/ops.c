@@ -8,11 +8,11 @@
 
 #include "ops.h"
 
-#define POOL_ATTRS "s:auto_pad i:ceil_mode I:dilations I:kernel_shape I:pads I:strides"
+#define POOL_ATTRS "s:auto_pad i:ceil_mode@10 I:dilations@10 I:kernel_shape I:pads I:strides"
 #define CONV_ATTRS "s:auto_pad I:dilations i:group I:kernel_shape I:pads I:strides"
 #define CONVT_ATTRS "s:auto_pad I:dilations i:group I:kernel_shape I:output_padding I:output_shape I:pads I:strides"
-#define AVGPOOL_ATTRS "s:auto_pad i:ceil_mode i:count_include_pad I:dilations@19 I:kernel_shape I:pads I:strides"
-#define CONST_ATTRS "T:value f:value_float F:value_floats i:value_int I:value_ints"
+#define AVGPOOL_ATTRS "s:auto_pad i:ceil_mode@10 i:count_include_pad I:dilations@19 I:kernel_shape I:pads I:strides"
+#define CONST_ATTRS "T:value f:value_float@12 F:value_floats@12 i:value_int@12 I:value_ints@12"
 
 #define EW TG_PAT_ELEMWISE
 #define BC TG_PAT_BROADCAST
@@ -41,32 +41,39 @@ R(TG_OP_SIGMOID,             "Sigmoid",            "sigmoid",            1, 0, 1
 R(TG_OP_TANH,                "Tanh",               "tanh",               1, 0, 1, 1,  1, 1, "",                             imp_unary,       lg_emit_unary,           1, EW, NULL, 0),
 R(TG_OP_ERF,                 "Erf",                "erf",                9, 0, 1, 1,  1, 1, "",                             imp_unary,       lg_emit_unary,           1, EW, NULL, 0),
 R(TG_OP_GELU,                "Gelu",               "gelu",              20, 0, 1, 1,  1, 1, "s:approximate",                imp_gelu,        lg_emit_unary,           1, EW, NULL, 0),
-R(TG_OP_CLIP,                "Clip",               "clip",              11, 0, 1, 3,  1, 1, "",                             imp_clip,        lg_emit_unary,           1, EW, NULL, PARAMS),
-R(TG_OP_SOFTMAX,             "Softmax",            "softmax",           13, 0, 1, 1,  1, 1, "i:axis",                       imp_softmax,     lg_emit_softmax,         1, RED, NULL, 0),
+R(TG_OP_CLIP,                "Clip",               "clip",               6, 0, 1, 3,  1, 1, "f:min<11 f:max<11",                             imp_clip,        lg_emit_unary,           1, EW, NULL, PARAMS),
+R(TG_OP_SOFTMAX,             "Softmax",            "softmax",            1, 0, 1, 1,  1, 1, "i:axis",                       imp_softmax,     lg_emit_softmax,         1, RED, NULL, 0),
 R(TG_OP_LAYER_NORM,          "LayerNormalization", "layer_norm",        17, 0, 2, 3,  1, 3, "i:axis f:epsilon i:stash_type", imp_layernorm,  lg_emit_layernorm,       2, RED, NULL, 0),
-R(TG_OP_BATCH_NORM,          "BatchNormalization", "batch_norm",         1, 0, 5, 5,  1, 3, "f:epsilon f:momentum i:training_mode@14", imp_batchnorm, lg_emit_batchnorm, 5, BC, NULL, 0),
-R(TG_OP_MAX_POOL,            "MaxPool",            "max_pool2d",         1, 0, 1, 1,  1, 2, POOL_ATTRS " i:storage_order",  imp_pool,        lg_emit_pool,            1, OUT, NULL, 0),
+R(TG_OP_BATCH_NORM,          "BatchNormalization", "batch_norm",         1, 0, 5, 5,  1, 5, "f:epsilon f:momentum i:spatial<9 i:training_mode@14", imp_batchnorm, lg_emit_batchnorm, 5, BC, NULL, 0),
+R(TG_OP_MAX_POOL,            "MaxPool",            "max_pool2d",         1, 0, 1, 1,  1, 2, POOL_ATTRS " i:storage_order@8",  imp_pool,        lg_emit_pool,            1, OUT, NULL, 0),
 R(TG_OP_AVERAGE_POOL,        "AveragePool",        "avg_pool2d",         1, 0, 1, 1,  1, 1, AVGPOOL_ATTRS,                  imp_pool,        lg_emit_pool,            1, OUT, NULL, 0),
 R(TG_OP_GLOBAL_AVERAGE_POOL, "GlobalAveragePool",  "global_avg_pool2d",  1, 0, 1, 1,  1, 1, "",                             imp_gap,         lg_emit_global_avg,      1, RED, NULL, 0),
 R(TG_OP_FLATTEN,             "Flatten",            "flatten",            1, 0, 1, 1,  1, 1, "i:axis",                       imp_flatten,     lg_emit_reshape,         1, INJ, NULL, NOOP),
 R(TG_OP_RESHAPE,             "Reshape",            "reshape",            5, 0, 2, 2,  1, 1, "i:allowzero@14",               imp_reshape,     lg_emit_reshape,         1, INJ, NULL, NOOP | PARAMS),
 R(TG_OP_TRANSPOSE,           "Transpose",          "transpose",          1, 0, 1, 1,  1, 1, "I:perm",                       imp_transpose,   lg_emit_transpose,       1, INJ, NULL, 0),
 R(TG_OP_CONCAT,              "Concat",             "concat",             1, 0, 1, -1, 1, 1, "i:axis",                       imp_concat,      lg_emit_concat,          1, INJ, NULL, 0),
-R(TG_OP_SPLIT,               "Split",              "split",             13, 0, 1, 2,  1, -1, "i:axis i:num_outputs@18",     imp_split,       lg_emit_split,           1, INJ, NULL, PARAMS | TG_OPF_ANY_OUTPUT),
-R(TG_OP_SLICE,               "Slice",              "slice",             10, 0, 3, 5,  1, 1, "",                             imp_slice,       lg_emit_slice,           1, INJ, NULL, PARAMS),
+R(TG_OP_SPLIT,               "Split",              "split",              2, 0, 1, 2,  1, -1, "i:axis I:split<13 i:num_outputs@18",     imp_split,       lg_emit_split,           1, INJ, NULL, PARAMS | TG_OPF_ANY_OUTPUT),
+R(TG_OP_SLICE,               "Slice",              "slice",              1, 0, 1, 5,  1, 1, "I:starts<10 I:ends<10 I:axes<10",                             imp_slice,       lg_emit_slice,           1, INJ, NULL, PARAMS),
 R(TG_OP_GATHER,              "Gather",             "take",               1, 0, 2, 2,  1, 1, "i:axis",                       imp_gather,      lg_emit_gather,          2, INJ, NULL, 0),
-R(TG_OP_PAD,                 "Pad",                "pad",               11, 0, 2, 4,  1, 1, "s:mode",                       imp_pad,         lg_emit_pad,             1, INJ, NULL, PARAMS),
+R(TG_OP_PAD,                 "Pad",                "pad",                2, 0, 1, 4,  1, 1, "s:mode I:pads<11 f:value<11",                       imp_pad,         lg_emit_pad,             1, INJ, NULL, PARAMS),
 R(TG_OP_REDUCE_MEAN,         "ReduceMean",         "mean",               1, 0, 1, 2,  1, 1, "I:axes<18 i:keepdims i:noop_with_empty_axes@18", imp_reduce, lg_emit_reduce, 1, RED, NULL, PARAMS),
-R(TG_OP_REDUCE_SUM,          "ReduceSum",          "sum",               13, 0, 1, 2,  1, 1, "i:keepdims i:noop_with_empty_axes", imp_reduce,  lg_emit_reduce,          1, RED, NULL, PARAMS),
+R(TG_OP_REDUCE_SUM,          "ReduceSum",          "sum",                1, 0, 1, 2,  1, 1, "I:axes<13 i:keepdims i:noop_with_empty_axes@13", imp_reduce,  lg_emit_reduce,          1, RED, NULL, PARAMS),
 R(TG_OP_SQRT,                "Sqrt",               "sqrt",               1, 0, 1, 1,  1, 1, "",                             imp_unary,       lg_emit_unary,           1, EW, NULL, 0),
 R(TG_OP_POW,                 "Pow",                "power",              1, 0, 2, 2,  1, 1, "",                             imp_binary,      lg_emit_binary,          2, BC, lg_pattern_binary, 0),
-R(TG_OP_CAST,                "Cast",               "cast",               1, 0, 1, 1,  1, 1, "i:to i:saturate@19",           imp_cast,        lg_emit_unary,           1, EW, NULL, NOOP),
-R(TG_OP_SQUEEZE,             "Squeeze",            "squeeze",           13, 0, 1, 2,  1, 1, "",                             imp_squeeze,     lg_emit_reshape,         1, INJ, NULL, NOOP | PARAMS),
-R(TG_OP_UNSQUEEZE,           "Unsqueeze",          "expand_dims",       13, 0, 2, 2,  1, 1, "",                             imp_unsqueeze,   lg_emit_reshape,         1, INJ, NULL, NOOP | PARAMS),
+R(TG_OP_CAST,                "Cast",               "cast",               1, 0, 1, 1,  1, 1, "i:to i:saturate@19 s:round_mode@24",           imp_cast,        lg_emit_unary,           1, EW, NULL, NOOP),
+R(TG_OP_SQUEEZE,             "Squeeze",            "squeeze",            1, 0, 1, 2,  1, 1, "I:axes<13",                             imp_squeeze,     lg_emit_reshape,         1, INJ, NULL, NOOP | PARAMS),
+R(TG_OP_UNSQUEEZE,           "Unsqueeze",          "expand_dims",        1, 0, 1, 2,  1, 1, "I:axes<13",                             imp_unsqueeze,   lg_emit_reshape,         1, INJ, NULL, NOOP | PARAMS),
 R(TG_OP_SHAPE,               "Shape",              "shape_of",           1, 0, 1, 1,  1, 1, "i:start@15 i:end@15",          imp_shape,       lg_emit_shape,           1, OPQ, NULL, 0),
 R(TG_OP_CONSTANT,            "Constant",           "op",                 1, 0, 0, 0,  1, 1, CONST_ATTRS,                    imp_constant,    NULL,                    0, OPQ, NULL, 0),
 R(TG_OP_IDENTITY,            "Identity",           "copy",               1, 0, 1, 1,  1, 1, "",                             imp_unary,       lg_emit_unary,           1, EW, NULL, NOOP),
 R(TG_OP_CALL,                "tessel.call",        "op",                 0, 0, 0, -1, 0, -1, "",                            NULL,            NULL,                    0, OPQ, NULL, 0),
+/* -- legacy opsets: LRN, Dropout, variadic Sum/Mean/Max/Min (op_legacy.c) -- */
+R(TG_OP_LRN,                 "LRN",                "lrn",                1, 0, 1, 1,  1, 1, "f:alpha f:beta f:bias i:size", imp_lrn,     lg_emit_lrn,             1, OUT, NULL, 0),
+R(TG_OP_DROPOUT,             "Dropout",            "dropout",            1, 0, 1, 3,  1, 2, "f:ratio<12 i:seed@12",         imp_dropout,     lg_emit_dropout,         1, EW, NULL, 0),
+R(TG_OP_SUM,                 "Sum",                "sum_n",              1, 0, 1, -1, 1, 1, "",                             imp_variadic,    lg_emit_variadic,        1, BC, lg_pattern_binary, 0),
+R(TG_OP_MEAN,                "Mean",               "mean_n",             1, 0, 1, -1, 1, 1, "",                             imp_variadic,    lg_emit_variadic,        1, BC, lg_pattern_binary, 0),
+R(TG_OP_MAX,                 "Max",                "maximum",            1, 0, 1, -1, 1, 1, "",                             imp_variadic,    lg_emit_variadic,        1, BC, lg_pattern_binary, 0),
+R(TG_OP_MIN,                 "Min",                "minimum",            1, 0, 1, -1, 1, 1, "",                             imp_variadic,    lg_emit_variadic,        1, BC, lg_pattern_binary, 0),
 #undef R
 };
 /* clang-format on */

@@ -111,5 +111,16 @@ ts_status imp_reduce(imp *im, nctx *nc);
 void lg_emit_softmax(lg_kernel *k, const tg_node *n, const char *const *in, const char *const *out);
 void lg_emit_layernorm(lg_kernel *k, const tg_node *n, const char *const *in, const char *const *out);
 void lg_emit_reduce(lg_kernel *k, const tg_node *n, const char *const *in, const char *const *out);
+/* op_legacy.c */
+ts_status imp_lrn(imp *im, nctx *nc);
+ts_status imp_dropout(imp *im, nctx *nc);
+ts_status imp_variadic(imp *im, nctx *nc);
+/* Parameter `what` of node nc: the ints attribute of that name before
+ * opset `until`, input i from it on (imp_param_ints). */
+ts_status imp_param_legacy(imp *im, nctx *nc, int i, const char *what, int until, bool *present, int64_t *buf,
+                           int cap, const int64_t **vals, int *n);
+void lg_emit_lrn(lg_kernel *k, const tg_node *n, const char *const *in, const char *const *out);
+void lg_emit_dropout(lg_kernel *k, const tg_node *n, const char *const *in, const char *const *out);
+void lg_emit_variadic(lg_kernel *k, const tg_node *n, const char *const *in, const char *const *out);
 
 #endif

@@ -21,7 +21,7 @@
 #include "ir/graph/passes.h"
 #include "tuner/npy.h"
 
-#define MAX_MODELS 128
+#define MAX_MODELS 1024
 
 static const char *models;
 static char tmpdir[256];

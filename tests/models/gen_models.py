@@ -187,7 +187,7 @@ def op_models():
         gout = [helper.make_tensor_value_info(o, oty, None) for o in outs if o]
         g = helper.make_graph([node], stem, gin, gout, inits)
         m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)], producer_name="tessel-gen")
-        m.ir_version = 8 if opset <= 18 else 9
+        m.ir_version = 8 if opset <= 18 else 9 if opset <= 21 else helper.find_min_ir_version_for([m.opset_import[0]])
         M.append((f"{stem}_op{opset}", opset, m))
 
     X = ("x", [2, 3, 8, 8])
@@ -276,6 +276,63 @@ def op_models():
     m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 21)], producer_name="tessel-gen")
     m.ir_version = 9
     M.append(("constant_floats_op21", 21, m))
+    # -- legacy opsets (7-12) and the ops of op_legacy.c: LRN, Dropout, Sum/Mean/Max/Min --
+    add("softmax_coerce", 11, "Softmax", [("x", [2, 3, 5])], attrs=dict(axis=1))  # over 3*5, not 3
+    add("softmax_default", 9, "Softmax", [("x", [2, 3, 4])])  # axis 1 by default before 13
+    add("clip_attrs", 9, "Clip", [("x", [2, 3, 5])], attrs=dict(min=-0.3, max=0.4))
+    add("clip_attrs_max", 7, "Clip", [("x", [2, 3, 5])], attrs=dict(max=0.2))
+    add("slice_attrs", 9, "Slice", [("x", [10, 8])], attrs=dict(starts=[1, -6], ends=[9, 1000], axes=[0, 1]))
+    add("slice_attrs_noaxes", 7, "Slice", [("x", [5, 7])], attrs=dict(starts=[1, 2], ends=[-1, 6]))
+    add("pad_attrs", 9, "Pad", [X], attrs=dict(pads=[0, 0, 1, 2, 0, 0, 3, 4], value=1.5))
+    add("pad_attrs_edge", 10, "Pad", [X], attrs=dict(pads=[0, 0, 1, 1, 0, 0, 2, 1], mode="edge"))
+    add("split_attr", 11, "Split", [("x", [6, 5])], outs=("y0", "y1", "y2"), attrs=dict(axis=0, split=[1, 2, 3]))
+    add("split_attr_even", 9, "Split", [("x", [4, 6])], outs=("y0", "y1"), attrs=dict(axis=1))
+    add("squeeze_attr", 11, "Squeeze", [("x", [1, 3, 1, 5])], attrs=dict(axes=[0, -2]))
+    add("unsqueeze_attr", 11, "Unsqueeze", [("x", [3, 5])], attrs=dict(axes=[0, -1]))
+    add("unsqueeze_attr", 9, "Unsqueeze", [("x", [3, 5])], attrs=dict(axes=[0, 3]))
+    add("reducesum_attr", 11, "ReduceSum", [X], attrs=dict(axes=[1, -1], keepdims=0))
+    add("reducemean_attr", 9, "ReduceMean", [X], attrs=dict(axes=[2]))
+    add("batchnorm_spatial", 7, "BatchNormalization", [X, ("s", f32(3)), ("b", f32(3)), ("m", f32(3)), ("v", np.abs(f32(3)) + 0.5)], attrs=dict(spatial=1, epsilon=1e-3))
+    add("batchnorm", 9, "BatchNormalization", [X, ("s", f32(3)), ("b", f32(3)), ("m", f32(3)), ("v", np.abs(f32(3)) + 0.5)])
+    add("gemm_bcast", 9, "Gemm", [("a", [5, 7]), ("b", f32(4, 7)), ("c", f32(4))], attrs=dict(transB=1, beta=0.5))
+    add("gemm_bcast", 7, "Gemm", [("a", [7, 5]), ("b", f32(7, 3)), ("c", f32(1, 3))], attrs=dict(transA=1, alpha=2.0))
+    add("maxpool_storage", 8, "MaxPool", [("x", [1, 2, 7, 7])], attrs=dict(kernel_shape=[3, 3], strides=[2, 2], storage_order=0))
+    add("maxpool_ceil", 10, "MaxPool", [("x", [1, 2, 7, 7])], attrs=dict(kernel_shape=[2, 2], strides=[2, 2], ceil_mode=1))
+    add("averagepool_incl", 7, "AveragePool", [X], attrs=dict(kernel_shape=[3, 3], pads=[1, 1, 1, 1], count_include_pad=1))
+    add("averagepool_ceil", 10, "AveragePool", [("x", [1, 2, 7, 7])], attrs=dict(kernel_shape=[2, 2], strides=[2, 2], ceil_mode=1))
+    add("concat", 7, "Concat", [("a", [2, 3]), ("b", [2, 5])], attrs=dict(axis=1))
+    add("flatten", 9, "Flatten", [X], attrs=dict(axis=1))
+    add("gather", 9, "Gather", [("x", [5, 4, 3]), ("i", i64(2, 0, -1))], attrs=dict(axis=-1))
+    add("cast", 9, "Cast", [("x", [2, 3])], attrs=dict(to=int(TensorProto.INT32)), oty=TensorProto.INT32)
+    add("add_bcast", 7, "Add", [("a", [3, 1, 5]), ("b", [4, 1])])
+    add("mul_bcast", 7, "Mul", [("a", [2, 3, 4]), ("b", f32(4))])
+    add("reshape", 7, "Reshape", [X, ("s", i64(2, -1))])
+    add("conv_nobias", 7, "Conv", [X, ("w", f32(4, 3, 3, 3))], attrs=dict(pads=[1, 1, 1, 1]))
+    add("lrn", 9, "LRN", [("x", [2, 7, 5, 5])], attrs=dict(size=5, alpha=1e-2, beta=0.75, bias=2.0))
+    add("lrn_default", 13, "LRN", [("x", [1, 5, 3, 4])], attrs=dict(size=3))  # onnxruntime takes odd sizes only
+    add("dropout", 7, "Dropout", [("x", [2, 3, 5])], attrs=dict(ratio=0.3))
+    # a mask output nothing reads
+    d = helper.make_node("Dropout", ["x"], ["y", "mask"], name="dropout_mask", ratio=0.5)
+    g = helper.make_graph([d], "dropout_mask", [helper.make_tensor_value_info("x", F, [2, 3, 5])],
+                          [helper.make_tensor_value_info("y", F, None)])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 10)], producer_name="tessel-gen")
+    m.ir_version = 8
+    M.append(("dropout_mask_op10", 10, m))
+    add("dropout", 12, "Dropout", [("x", [2, 3, 5]), ("r", np.array(0.2, np.float32))])
+    add("dropout", 13, "Dropout", [("x", [2, 3, 5]), ("r", np.array(0.2, np.float32)), ("t", np.array(False))])
+    add("sum", 8, "Sum", [("a", [2, 3, 4]), ("b", f32(3, 1)), ("c", [4])])
+    add("sum_one", 9, "Sum", [("a", [2, 3])])
+    add("mean", 9, "Mean", [("a", [2, 3, 4]), ("b", f32(4)), ("c", [2, 1, 1])])
+    add("max", 12, "Max", [("a", [2, 3, 4]), ("b", f32(3, 1)), ("c", [4]), ("d", [1, 3, 1])])
+    add("min", 13, "Min", [("a", [3, 5]), ("b", [5])])
+    add("min", 8, "Min", [("a", [3, 5]), ("b", f32(3, 1))])
+    # ops whose opsets 22-28 changed only the types
+    add("relu", 22, "Relu", [("x", [2, 3, 5])])
+    add("conv", 22, "Conv", [X, ("w", f32(4, 3, 3, 3)), ("b", f32(4))], attrs=dict(pads=[1, 1, 1, 1], strides=[2, 2]))
+    add("reshape", 24, "Reshape", [X, ("s", i64(0, -1))])
+    add("averagepool", 22, "AveragePool", [X], attrs=dict(kernel_shape=[2, 2], strides=[2, 2]))
+    add("cast_round", 25, "Cast", [("x", [2, 3])], attrs=dict(to=int(TensorProto.DOUBLE), round_mode="up"), oty=TensorProto.DOUBLE)
+    add("dropout", 22, "Dropout", [("x", [2, 3, 5])])
     return M
 
 
@@ -296,8 +353,8 @@ def bad_models():
     B["bad_op"] = model([helper.make_node("Hardmax", ["x"], ["y"], name="hm")], [x], [y])
     B["bad_attr"] = model([helper.make_node("Relu", ["x"], ["y"], name="r", foo=3)], [x], [y])
     B["bad_gelu18"] = model([helper.make_node("Gelu", ["x"], ["y"], name="g")], [x], [y], opset=18)
-    B["bad_opset12"] = model([helper.make_node("Relu", ["x"], ["y"], name="r")], [x], [y], opset=12)
-    B["bad_opset22"] = model([helper.make_node("Relu", ["x"], ["y"], name="r")], [x], [y], opset=22)
+    B["bad_opset6"] = model([helper.make_node("Relu", ["x"], ["y"], name="r")], [x], [y], opset=6)
+    B["bad_opset29"] = model([helper.make_node("Relu", ["x"], ["y"], name="r")], [x], [y], opset=29)
     B["bad_domain"] = model([helper.make_node("FusedGemm", ["x", "x"], ["y"], name="fg", domain="com.microsoft")],
                             [x], [y], domain_imports=["com.microsoft"])
     w = numpy_helper.from_array(rng.standard_normal((2, 3)).astype(np.float32), "w")
@@ -327,6 +384,16 @@ def bad_models():
                                                      dilations=[2, 2])], [x4], [y], opset=18)
     B["bad_pad_wrap18"] = model([helper.make_node("Pad", ["x", "p"], ["y"], name="pd", mode="wrap")], [x], [y],
                                 [numpy_helper.from_array(np.array([0, 1, 0, 1], np.int64), "p")], opset=18)
+    # -- legacy opsets (op_legacy.c) --
+    B["bad_slice_inputs9"] = model([helper.make_node("Slice", ["x", "s", "e"], ["y"], name="sl")], [x], [y],
+                                   [numpy_helper.from_array(np.array([1], np.int64), "s"),
+                                    numpy_helper.from_array(np.array([2], np.int64), "e")], opset=9)
+    B["bad_dropout_training"] = model([helper.make_node("Dropout", ["x", "r", "t"], ["y"], name="dr")], [x], [y],
+                                      [numpy_helper.from_array(np.array(0.5, np.float32), "r"),
+                                       numpy_helper.from_array(np.array(True), "t")], opset=13)
+    B["bad_bn_spatial0"] = model([helper.make_node("BatchNormalization", ["x4", "p", "p", "p", "p"], ["y"], name="bn",
+                                                   spatial=0)], [helper.make_tensor_value_info("x4", F, [1, 2, 3, 3])], [y],
+                                 [numpy_helper.from_array(np.ones(2, np.float32), "p")], opset=7)
     return B
 
 
