@@ -66,6 +66,21 @@ R(TG_OP_UNSQUEEZE,           "Unsqueeze",          "expand_dims",       13, 0, 2
 R(TG_OP_SHAPE,               "Shape",              "shape_of",           1, 0, 1, 1,  1, 1, "i:start@15 i:end@15",          imp_shape,       lg_emit_shape,           1, OPQ, NULL, 0),
 R(TG_OP_CONSTANT,            "Constant",           "op",                 1, 0, 0, 0,  1, 1, CONST_ATTRS,                    imp_constant,    NULL,                    0, OPQ, NULL, 0),
 R(TG_OP_IDENTITY,            "Identity",           "copy",               1, 0, 1, 1,  1, 1, "",                             imp_unary,       lg_emit_unary,           1, EW, NULL, NOOP),
+/* -- comparison, logic and shape building (bool, int64; op_logic.c) -- */
+R(TG_OP_EQUAL,               "Equal",              "equal",              7, 0, 2, 2,  1, 1, "",                             imp_compare,     lg_emit_logic,           2, BC, lg_pattern_binary, 0),
+R(TG_OP_LESS,                "Less",               "less",               7, 0, 2, 2,  1, 1, "",                             imp_compare,     lg_emit_logic,           2, BC, lg_pattern_binary, 0),
+R(TG_OP_GREATER,             "Greater",            "greater",            7, 0, 2, 2,  1, 1, "",                             imp_compare,     lg_emit_logic,           2, BC, lg_pattern_binary, 0),
+R(TG_OP_LESS_OR_EQUAL,       "LessOrEqual",        "less_equal",        12, 0, 2, 2,  1, 1, "",                             imp_compare,     lg_emit_logic,           2, BC, lg_pattern_binary, 0),
+R(TG_OP_GREATER_OR_EQUAL,    "GreaterOrEqual",     "greater_equal",     12, 0, 2, 2,  1, 1, "",                             imp_compare,     lg_emit_logic,           2, BC, lg_pattern_binary, 0),
+R(TG_OP_NOT,                 "Not",                "logical_not",        1, 0, 1, 1,  1, 1, "",                             imp_not,         lg_emit_logic,           1, EW, NULL, 0),
+R(TG_OP_AND,                 "And",                "logical_and",        7, 0, 2, 2,  1, 1, "",                             imp_compare,     lg_emit_logic,           2, BC, lg_pattern_binary, 0),
+R(TG_OP_OR,                  "Or",                 "logical_or",         7, 0, 2, 2,  1, 1, "",                             imp_compare,     lg_emit_logic,           2, BC, lg_pattern_binary, 0),
+R(TG_OP_XOR,                 "Xor",                "logical_xor",        7, 0, 2, 2,  1, 1, "",                             imp_compare,     lg_emit_logic,           2, BC, lg_pattern_binary, 0),
+R(TG_OP_WHERE,               "Where",              "where",              9, 0, 3, 3,  1, 1, "",                             imp_where,       lg_emit_logic,           3, BC, lg_pattern_binary, 0),
+R(TG_OP_MOD,                 "Mod",                "mod",               10, 0, 2, 2,  1, 1, "i:fmod",                       imp_compare,     lg_emit_logic,           2, BC, lg_pattern_binary, 0),
+R(TG_OP_RANGE,               "Range",              "arange",            11, 0, 3, 3,  1, 1, "",                             imp_range,       lg_emit_range,           0, OPQ, NULL, TG_OPF_NO_INPUTS),
+R(TG_OP_CONSTANT_OF_SHAPE,   "ConstantOfShape",    "full",               9, 0, 1, 1,  1, 1, "T:value",                      imp_constant_of_shape, lg_emit_constant_of_shape, 0, OPQ, NULL, TG_OPF_NO_INPUTS),
+R(TG_OP_EXPAND,              "Expand",             "broadcast_to",       8, 0, 2, 2,  1, 1, "",                             imp_expand,      lg_emit_logic,           1, BC, NULL, 0),
 R(TG_OP_CALL,                "tessel.call",        "op",                 0, 0, 0, -1, 0, -1, "",                            NULL,            NULL,                    0, OPQ, NULL, 0),
 #undef R
 };

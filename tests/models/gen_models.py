@@ -182,6 +182,8 @@ def op_models():
                 continue
             if isinstance(v, np.ndarray):
                 inits.append(numpy_helper.from_array(v, n))
+            elif isinstance(v, tuple):  # (shape, element type)
+                gin.append(helper.make_tensor_value_info(n, v[1], v[0]))
             else:
                 gin.append(helper.make_tensor_value_info(n, F, v))
         gout = [helper.make_tensor_value_info(o, oty, None) for o in outs if o]
@@ -276,6 +278,105 @@ def op_models():
     m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 21)], producer_name="tessel-gen")
     m.ir_version = 9
     M.append(("constant_floats_op21", 21, m))
+    M.extend(logic_op_models())
+    return M
+
+
+# -- comparison, logic and shape building (bool, int64; ir/graph/op_logic.c) --
+def logic_op_models():
+    """Single-node models of the comparison/logic/shape ops, static shapes
+    (the manifest checks their shapes; test_passes_ort their values)."""
+    rng = np.random.default_rng(8)
+    f32 = lambda *s: (rng.standard_normal(s) * 0.5).astype(np.float32)
+    i64 = lambda *v: np.array(v, dtype=np.int64)
+    B, L = TensorProto.BOOL, I64
+    M = []
+
+    def add(stem, opset, op_type, ins, oty, attrs=None):
+        node = helper.make_node(op_type, [n for n, _ in ins], ["y"], name=stem, **(attrs or {}))
+        gin, inits = [], []
+        for n, v in ins:
+            if isinstance(v, np.ndarray):
+                inits.append(numpy_helper.from_array(v, n))
+            else:
+                gin.append(helper.make_tensor_value_info(n, v[1], v[0]))
+        g = helper.make_graph([node], stem, gin, [helper.make_tensor_value_info("y", oty, None)], inits)
+        m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)], producer_name="tessel-gen")
+        m.ir_version = 8 if opset <= 18 else 9
+        M.append((f"{stem}_op{opset}", opset, m))
+
+    add("equal", 13, "Equal", [("a", ([2, 3, 5], L)), ("b", i64(0, 1, -1, 2, 0).reshape(5))], B)
+    add("equal_f", 19, "Equal", [("a", ([3, 5], F)), ("b", np.array([0.25], np.float32))], B)
+    add("less", 13, "Less", [("a", ([2, 3, 5], F)), ("b", f32(3, 1))], B)
+    add("greater", 13, "Greater", [("a", ([2, 3, 5], L)), ("b", i64(0))], B)
+    add("lessorequal", 16, "LessOrEqual", [("a", ([3, 7], L)), ("b", ([7], L))], B)
+    add("greaterorequal", 16, "GreaterOrEqual", [("a", ([3, 7], F)), ("b", f32(7))], B)
+    add("not", 13, "Not", [("x", ([2, 3, 5], B))], B)
+    add("and", 13, "And", [("a", ([3, 5], B)), ("b", ([5], B))], B)
+    add("or", 13, "Or", [("a", ([3, 1], B)), ("b", ([1, 5], B))], B)
+    add("xor", 13, "Xor", [("a", ([3, 5], B)), ("b", ([3, 5], B))], B)
+    add("where", 16, "Where", [("c", ([2, 1, 5], B)), ("x", ([3, 5], F)), ("w", np.array(-1.5, np.float32))], F)
+    add("where_i64", 13, "Where", [("c", ([3, 5], B)), ("x", ([5], L)), ("w", ([3, 1], L))], L)
+    add("mod", 13, "Mod", [("a", ([3, 7], L)), ("b", i64(3, -3, 2, -2, 5, 7, -4))], L)
+    add("mod_fmod", 13, "Mod", [("a", ([3, 7], L)), ("b", i64(3, -3, 2, -2, 5, 7, -4))], L, dict(fmod=1))
+    add("mod_float", 13, "Mod", [("a", ([3, 7], F)), ("b", np.array([0.3, -0.3, 0.7, -1.1, 2.0, 0.45, -0.2], np.float32))], F, dict(fmod=1))
+    add("range", 13, "Range", [("s", i64(2).reshape(())), ("l", i64(17).reshape(())), ("d", i64(3).reshape(()))], L)
+    add("range_f", 21, "Range", [("s", np.array(1.0, np.float32)), ("l", np.array(-2.0, np.float32)), ("d", np.array(-0.7, np.float32))], F)
+    add("constantofshape", 13, "ConstantOfShape", [("s", i64(2, 3, 7))], L,
+        dict(value=numpy_helper.from_array(i64(-3), "v")))
+    add("constantofshape_f", 21, "ConstantOfShape", [("s", i64(3, 5))], F)
+    add("expand", 13, "Expand", [("x", ([3, 1], F)), ("s", i64(2, 1, 5))], F)
+    add("expand_b", 13, "Expand", [("x", ([1, 5], B)), ("s", i64(3, 1))], B)
+    return M
+
+
+def dyn_models():
+    """Multi-node models of the shape logic of transformers exported with a
+    dynamic axis "batch" (test_passes_ort runs them with batch=2): values
+    computed from the symbolic dim fold at import."""
+    M = []
+    i64 = lambda *v: np.array(v, dtype=np.int64)
+
+    def model(stem, nodes, ins, inits, opset=17):
+        g = helper.make_graph(nodes, stem, ins, [helper.make_tensor_value_info("y", F, None)], inits)
+        m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)], producer_name="tessel-gen")
+        m.ir_version = 8
+        M.append((f"dyn_{stem}", m))
+
+    N = helper.make_node
+    # Range(0, batch, 1) as float added to x[batch, 3]; ConstantOfShape(Shape(x)) * x
+    x = helper.make_tensor_value_info("x", F, ["batch", 3])
+    model("range", [N("Shape", ["x"], ["s"]), N("Gather", ["s", "i0"], ["n"], axis=0),
+                    N("Range", ["z", "n", "one"], ["r"]), N("Cast", ["r"], ["rf"], to=F),
+                    N("Unsqueeze", ["rf", "ax1"], ["ru"]), N("ConstantOfShape", ["s"], ["c"], value=numpy_helper.from_array(np.array([2.5], np.float32), "v")),
+                    N("Mul", ["x", "c"], ["xc"]), N("Add", ["xc", "ru"], ["y"])],
+          [x], [numpy_helper.from_array(i64(0).reshape(()), "i0"), numpy_helper.from_array(i64(0).reshape(()), "z"),
+                numpy_helper.from_array(i64(1).reshape(()), "one"), numpy_helper.from_array(i64(1), "ax1")])
+    # position_ids[:, 0:batch] of a constant, the end Unsqueeze(Shape(x)[0]); Expand to [batch, batch]
+    pos = numpy_helper.from_array(np.arange(40, dtype=np.float32).reshape(1, 40) * 0.5, "pos")
+    model("slice_sym", [N("Shape", ["x"], ["s"]), N("Gather", ["s", "i0"], ["n"], axis=0),
+                        N("Unsqueeze", ["n", "ax0"], ["nu"]),
+                        N("Slice", ["pos", "zero1", "nu", "one1", "one1"], ["p"]),
+                        N("Concat", ["nu", "nu"], ["sh"], axis=0), N("Expand", ["p", "sh"], ["pe"]),
+                        N("MatMul", ["pe", "x"], ["y"])],
+          [x], [pos, numpy_helper.from_array(i64(0).reshape(()), "i0"), numpy_helper.from_array(i64(0), "ax0"),
+                numpy_helper.from_array(i64(0), "zero1"), numpy_helper.from_array(i64(1), "one1")])
+    # the HF mask idiom: Where(Equal(shape, -1), ones, shape) as Expand's target; a causal mask from two Ranges
+    model("mask", [N("Shape", ["x"], ["s"]), N("Gather", ["s", "i0"], ["n"], axis=0),
+                   N("Unsqueeze", ["n", "ax0"], ["nu"]), N("Concat", ["nu", "m1"], ["t"], axis=0),
+                   N("ConstantOfShape", ["two"], ["ones"], value=numpy_helper.from_array(i64(1), "v")),
+                   N("Mul", ["ones", "m1s"], ["neg"]), N("Equal", ["t", "neg"], ["eq"]),
+                   N("Where", ["eq", "ones", "t"], ["tw"]), N("Expand", ["col", "tw"], ["colx"]),
+                   N("Range", ["z", "n", "one"], ["r"]), N("Unsqueeze", ["r", "ax1"], ["rc"]),
+                   N("LessOrEqual", ["colx", "rc"], ["le"]), N("Not", ["le"], ["nle"]),
+                   N("And", ["nle", "lebool"], ["msk"]), N("Where", ["msk", "big", "x"], ["y"])],
+          [helper.make_tensor_value_info("x", F, ["batch", 3])],
+          [numpy_helper.from_array(i64(0).reshape(()), "i0"), numpy_helper.from_array(i64(0), "ax0"),
+           numpy_helper.from_array(i64(-1), "m1"), numpy_helper.from_array(i64(2), "two"),
+           numpy_helper.from_array(i64(-1).reshape(()), "m1s"), numpy_helper.from_array(i64(0, 1, 2).reshape(1, 3), "col"),
+           numpy_helper.from_array(i64(0).reshape(()), "z"), numpy_helper.from_array(i64(1).reshape(()), "one"),
+           numpy_helper.from_array(i64(1), "ax1"), numpy_helper.from_array(np.array([True, False, True]), "lebool"),
+           numpy_helper.from_array(np.array(-9.0, np.float32), "big")])
     return M
 
 
@@ -388,6 +489,15 @@ def save_graphfix_models(out):
     onnx.save(chain_model(100000), os.path.join(out, "chain_100k.onnx"))
 
 
+def random_feed(rng, type_str, shape):
+    """A seeded input of onnxruntime's type string: small ints, bools or floats."""
+    if type_str in ("tensor(int64)", "tensor(int32)"):
+        return rng.integers(-4, 5, size=shape).astype(np.int64 if "64" in type_str else np.int32)
+    if type_str == "tensor(bool)":
+        return rng.integers(0, 2, size=shape).astype(bool)
+    return rng.standard_normal(shape).astype(np.float32)
+
+
 def ort_shapes(model):
     """Output shapes onnxruntime produces on seeded inputs (None without onnxruntime)."""
     try:
@@ -401,7 +511,7 @@ def ort_shapes(model):
     feeds = {}
     for i in sess.get_inputs():
         shape = [d if isinstance(d, int) else 3 for d in i.shape]
-        feeds[i.name] = rng.standard_normal(shape).astype(np.float32)
+        feeds[i.name] = random_feed(rng, i.type, shape)
     outs = sess.run(None, feeds)
     return [list(o.shape) for o in outs]
 
@@ -421,6 +531,8 @@ def main():
         onnx.save(m, os.path.join(out, "ops", stem + ".onnx"))
         manifest.append({"file": stem + ".onnx", "opset": opset, "op": m.graph.node[-1 if stem.startswith("reshape") else 0].op_type,
                          "outputs": [o.name for o in m.graph.output], "shapes": ort_shapes(m)})
+    for stem, m in dyn_models():
+        onnx.save(m, os.path.join(out, "ops", stem + ".onnx"))
     with open(os.path.join(out, "ops", "manifest.json"), "w") as f:
         json.dump(manifest, f, indent=1)
     for stem, m in bad_models().items():
