@@ -12,6 +12,9 @@ weights, fixed shapes), built with the onnx helper API:
                     residual adds, an MLP with Gelu; x f32[batch,16,64] -> same
   transformer_erf.onnx  opset 17: the same block with gelu written with Erf
                     and a Shape/Gather/Concat-computed reshape target
+  transformer_dyn.onnx  opset 17: a decoder block with dynamic batch and
+                    sequence axes and the transformers mask/position logic
+                    (int64 inputs input_ids, attention_mask [batch,seq])
   ops/*.onnx        one small model per operator and opset form (import
                     coverage); ops/manifest.json lists each with the output
                     shapes onnxruntime produces, when onnxruntime is present;
@@ -163,6 +166,62 @@ def transformer(opset, erf_gelu):
     b.nodes[-1].output[0] = "y"
     yv = helper.make_tensor_value_info("y", F, ["batch", S, D])
     return b.model("transformer", [x], [yv], opset)
+
+
+def transformer_dyn():
+    """A decoder block exported the way transformers does with dynamic batch
+    AND sequence axes: int64 input_ids/attention_mask [batch, seq], position
+    ids sliced to seq (a symbolic Slice end), token types through the
+    Where(Equal(shape, -1)) + Expand idiom, a causal mask from two Ranges
+    (LessOrEqual) And the padding mask (Cast to bool), Where-masked scores,
+    heads reshaped with targets computed from Shape. d=32, 2 heads, vocab 50."""
+    b = Builder(9)
+    V, P, D, H, DH = 50, 64, 32, 2, 16
+    i64 = lambda *v: np.array(v, dtype=np.int64)
+    sc = lambda v: np.array(v, dtype=np.int64).reshape(())
+    ids = helper.make_tensor_value_info("input_ids", I64, ["batch", "seq"])
+    am = helper.make_tensor_value_info("attention_mask", I64, ["batch", "seq"])
+    shp = b.op("Shape", ["input_ids"])
+    bat = b.op("Unsqueeze", [b.op("Gather", [shp, b.const("i0", sc(0))], axis=0), b.const("a0", i64(0))])
+    seqs = b.op("Gather", [shp, b.const("i1", sc(1))], axis=0)
+    seq = b.op("Unsqueeze", [seqs, b.const("a0", i64(0))])
+    # position ids: a [1, P] buffer sliced to [1, seq]
+    pos = b.op("Slice", [b.const("pos", np.arange(P, dtype=np.int64).reshape(1, P)), b.const("s0", i64(0)), seq,
+                         b.const("ax", i64(1)), b.const("st", i64(1))])
+    # token types: zeros [1, P] sliced and expanded to [batch, seq] through the HF shape idiom
+    tt = b.op("Slice", [b.const("tt", np.zeros((1, P), np.int64)), b.const("s0", i64(0)), seq, b.const("ax", i64(1))])
+    tgt = b.op("Concat", [bat, b.const("m1", i64(-1))], axis=0)
+    ones = b.op("ConstantOfShape", [b.const("two", i64(2))], value=numpy_helper.from_array(i64(1), "v"))
+    eq = b.op("Equal", [tgt, b.op("Mul", [ones, b.const("neg", sc(-1))])])
+    tt = b.op("Expand", [tt, b.op("Where", [eq, ones, tgt])])
+    h = b.op("Add", [b.op("Add", [b.op("Gather", [b.weight("wte", [V, D], 0.5), "input_ids"]),
+                                  b.op("Gather", [b.weight("wpe", [P, D], 0.5), pos])]),
+                     b.op("Gather", [b.weight("tte", [2, D], 0.5), tt])])
+    x = b.op("LayerNormalization", [h, b.const("g", np.ones(D, np.float32)), b.const("bb", np.zeros(D, np.float32))], axis=-1)
+
+    def linear(inp, din, dout):
+        return b.op("Add", [b.op("MatMul", [inp, b.weight("w", [din, dout])]), b.weight("b", [dout], 0.1)])
+
+    heads = b.op("Concat", [bat, seq, b.const("hd", i64(H, DH))], axis=0)
+    q = b.op("Transpose", [b.op("Reshape", [linear(x, D, D), heads])], perm=[0, 2, 1, 3])
+    k = b.op("Transpose", [b.op("Reshape", [linear(x, D, D), heads])], perm=[0, 2, 3, 1])
+    v = b.op("Transpose", [b.op("Reshape", [linear(x, D, D), heads])], perm=[0, 2, 1, 3])
+    s = b.op("Div", [b.op("MatMul", [q, k]), b.const("sc", np.array(np.sqrt(DH), np.float32))])   # [b,H,seq,seq]
+    # causal mask: col <= row, from Range(0, seq, 1); And the padding mask
+    r = b.op("Range", [b.const("z", sc(0)), seqs, b.const("o", sc(1))])
+    causal = b.op("LessOrEqual", [b.op("Unsqueeze", [r, b.const("a0", i64(0))]), b.op("Unsqueeze", [r, b.const("a1", i64(1))])])
+    pad = b.op("Cast", [b.op("Unsqueeze", ["attention_mask", b.const("a12", i64(1, 2))])], to=TensorProto.BOOL)
+    mask = b.op("And", [causal, pad])                                                                 # [b,1,seq,seq]
+    s = b.op("Where", [mask, s, b.const("ninf", np.array(-1e4, np.float32))])
+    a = b.op("Transpose", [b.op("MatMul", [b.op("Softmax", [s], axis=-1), v])], perm=[0, 2, 1, 3])
+    a = b.op("Reshape", [a, b.op("Concat", [bat, seq, b.const("dd", i64(D))], axis=0)])
+    y = b.op("Add", [h, linear(a, D, D)])
+    # a Mod and a Not on the way out: rows of odd position get the residual only
+    odd = b.op("Not", [b.op("Equal", [b.op("Mod", [pos, b.const("two_s", sc(2))]), b.const("zs", sc(0))])])
+    y = b.op("Where", [b.op("Unsqueeze", [odd, b.const("a2", i64(2))]), h, y])
+    b.nodes[-1].output[0] = "y"
+    yv = helper.make_tensor_value_info("y", F, ["batch", "seq", D])
+    return b.model("transformer_dyn", [ids, am], [yv], 17)
 
 
 # ---- one model per op and opset form ---------------------------------------------------------
@@ -525,6 +584,7 @@ def main():
     onnx.save(cnn(), os.path.join(out, "cnn.onnx"))
     onnx.save(transformer(20, False), os.path.join(out, "transformer.onnx"))
     onnx.save(transformer(17, True), os.path.join(out, "transformer_erf.onnx"))
+    onnx.save(transformer_dyn(), os.path.join(out, "transformer_dyn.onnx"))
     manifest = []
     for stem, opset, m in op_models():
         # (no onnx.checker here: the op models' outputs declare no shape, which it wants)
@@ -540,7 +600,7 @@ def main():
     save_graphfix_models(out)
     with open(os.path.join(out, "models.stamp"), "w") as f:
         f.write("generated by gen_models.py\n")
-    print(f"gen_models: wrote 4 models and {len(manifest)} op models to {out}")
+    print(f"gen_models: wrote 5 models and {len(manifest)} op models to {out}")
 
 
 if __name__ == "__main__":
