@@ -15,7 +15,7 @@
 /* ---- import: shape and dtype inference, canonical form ---------------------- */
 
 ts_status imp_flatten(imp *im, nctx *nc) {
-  ts_status st = imp_unary(im, nc);
+  ts_status st = imp_need_input(im, nc, 0, "input"); /* any dtype: data movement (bool masks too) */
   if (st) return st;
   const tg_value *x = IN(im, nc, 0);
   int64_t ax = aint(nc, "axis", 1);

@@ -400,7 +400,7 @@ def dyn_models():
         g = helper.make_graph(nodes, stem, ins, [helper.make_tensor_value_info("y", F, None)], inits)
         m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)], producer_name="tessel-gen")
         m.ir_version = 8
-        M.append((f"dyn_{stem}", m))
+        M.append((stem if stem.startswith("bad_") else f"dyn_{stem}", m))
 
     N = helper.make_node
     # Range(0, batch, 1) as float added to x[batch, 3]; ConstantOfShape(Shape(x)) * x
@@ -436,6 +436,16 @@ def dyn_models():
            numpy_helper.from_array(i64(0).reshape(()), "z"), numpy_helper.from_array(i64(1).reshape(()), "one"),
            numpy_helper.from_array(i64(1), "ax1"), numpy_helper.from_array(np.array([True, False, True]), "lebool"),
            numpy_helper.from_array(np.array(-9.0, np.float32), "big")])
+    # refused: a Range whose length is tensor data (bad_: only test_model_dyn reads it, for the message)
+    model("bad_range_data", [N("Cast", ["x"], ["xi"], to=I64), N("ReduceSum", ["xi"], ["n"], keepdims=0),
+                             N("Range", ["z", "n", "one"], ["r"]), N("Cast", ["r"], ["y"], to=F)],
+          [helper.make_tensor_value_info("x", F, [3])],
+          [numpy_helper.from_array(i64(0).reshape(()), "z"), numpy_helper.from_array(i64(1).reshape(()), "one")])
+    # a bool mask flattened (Flatten moves any dtype)
+    model("flatten_bool", [N("Greater", ["x", "zf"], ["g"]), N("Flatten", ["g"], ["fg"], axis=1),
+                           N("Where", ["fg", "x2", "zf"], ["y"])],
+          [helper.make_tensor_value_info("x", F, ["batch", 2, 3]), helper.make_tensor_value_info("x2", F, ["batch", 6])],
+          [numpy_helper.from_array(np.array(0.0, np.float32), "zf")])
     return M
 
 

@@ -6,7 +6,8 @@
  * from Range + LessOrEqual And the padding mask, Where-masked scores). The
  * shape logic folds at import (docs/GRAPH.md "Known values"); the bool and
  * int64 kernels run through codegen and the runtime. A negative control
- * checks that the comparison can fail. argv[1]: the tessel binary. */
+ * checks that the comparison can fail; a shape that depends on tensor data
+ * is refused clearly. argv[1]: the tessel binary. */
 #include <check.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -72,6 +73,16 @@ START_TEST(transformer_dyn_batch_and_seq) {
 }
 END_TEST
 
+/* A Range whose length is tensor data has no plannable shape: refused,
+ * naming the node, the op and the input. */
+START_TEST(data_dependent_shape_refused) {
+  tr_result r = sh("'%s' build '%s/ops/bad_range_data.onnx' -o '%s/bad.so'", tessel, models, tmpdir);
+  ck_assert_int_ne(r.status, 0);
+  ck_assert_msg(strstr(r.err, "node #2 (Range, opset 17): input 1 (n, the limit) depends on tensor data"), "%s", r.err);
+  tr_result_free(&r);
+}
+END_TEST
+
 int main(int argc, char **argv) {
   if (argc < 2) {
     fprintf(stderr, "usage: %s TESSEL\n", argv[0]);
@@ -89,6 +100,7 @@ int main(int argc, char **argv) {
   TCase *tc = tcase_create("dyn");
   tcase_set_timeout(tc, 600);
   tcase_add_test(tc, transformer_dyn_batch_and_seq);
+  tcase_add_test(tc, data_dependent_shape_refused);
   suite_add_tcase(s, tc);
   SRunner *sr = srunner_create(s);
   srunner_run_all(sr, CK_NORMAL);
