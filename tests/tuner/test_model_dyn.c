@@ -19,19 +19,10 @@
 static const char *tessel, *models, *root;
 static char tmpdir[256], python[TR_PATH_MAX], ort_script[TR_PATH_MAX];
 
-static tr_result sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static tr_result sh(const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  tr_result r = tr_vsh(tmpdir, fmt, ap);
-  va_end(ap);
-  return r;
-}
-
 /* The largest |tessel - onnxruntime| of output y over its largest |reference|
  * (shapes and dtypes must agree), computed by numpy. */
 static double rel_error(const char *dir, const char *sub) {
-  tr_result r = sh("'%s' -c \"import numpy as n; a=n.load('%s/%s/y.npy'); b=n.load('%s/ref/y.npy'); "
+  tr_result r = tr_sh(tmpdir, "'%s' -c \"import numpy as n; a=n.load('%s/%s/y.npy'); b=n.load('%s/ref/y.npy'); "
                    "assert a.shape == b.shape and a.dtype == b.dtype, (a.shape, b.shape, a.dtype, b.dtype); "
                    "print(float(abs(a.astype('f8')-b).max() / max(abs(b).max(), 1e-30)))\"",
                    python, dir, sub, dir);
@@ -44,17 +35,17 @@ static double rel_error(const char *dir, const char *sub) {
 START_TEST(transformer_dyn_batch_and_seq) {
   char so[400];
   snprintf(so, sizeof so, "%s/tdyn.so", tmpdir);
-  tr_ok(sh("'%s' build '%s/transformer_dyn.onnx' -o '%s'", tessel, models, so), "build transformer_dyn");
+  tr_ok(tr_sh(tmpdir, "'%s' build '%s/transformer_dyn.onnx' -o '%s'", tessel, models, so), "build transformer_dyn");
   static const int batches[2] = {1, 3}, seqs[2] = {5, 12};
   char last[400] = "";
   for (int bi = 0; bi < 2; bi++)
     for (int si = 0; si < 2; si++) {
       char dir[400];
       snprintf(dir, sizeof dir, "%s/b%d_s%d", tmpdir, batches[bi], seqs[si]);
-      tr_ok(sh("'%s' '%s' '%s/transformer_dyn.onnx' '%s/in' '%s/ref' --random 5 --sym batch=%d --sym seq=%d", python,
+      tr_ok(tr_sh(tmpdir, "'%s' '%s' '%s/transformer_dyn.onnx' '%s/in' '%s/ref' --random 5 --sym batch=%d --sym seq=%d", python,
                ort_script, models, dir, dir, batches[bi], seqs[si]),
             "ort_run.py");
-      tr_ok(sh("'%s' run '%s' --input 'input_ids=%s/in/input_ids.npy' --input 'attention_mask=%s/in/attention_mask.npy' "
+      tr_ok(tr_sh(tmpdir, "'%s' run '%s' --input 'input_ids=%s/in/input_ids.npy' --input 'attention_mask=%s/in/attention_mask.npy' "
                "--output-dir '%s/out'", tessel, so, dir, dir, dir),
             "tessel run");
       double e = rel_error(dir, "out");
@@ -64,9 +55,9 @@ START_TEST(transformer_dyn_batch_and_seq) {
       snprintf(last, sizeof last, "%s", dir);
     }
   /* negative control: another attention mask gives other outputs */
-  tr_ok(sh("'%s' -c \"import numpy as n; m=n.load('%s/in/attention_mask.npy'); n.save('%s/m0.npy', m*0)\"", python, last,
+  tr_ok(tr_sh(tmpdir, "'%s' -c \"import numpy as n; m=n.load('%s/in/attention_mask.npy'); n.save('%s/m0.npy', m*0)\"", python, last,
            tmpdir), "zero mask");
-  tr_ok(sh("'%s' run '%s' --input 'input_ids=%s/in/input_ids.npy' --input 'attention_mask=%s/m0.npy' "
+  tr_ok(tr_sh(tmpdir, "'%s' run '%s' --input 'input_ids=%s/in/input_ids.npy' --input 'attention_mask=%s/m0.npy' "
            "--output-dir '%s/other'", tessel, so, last, tmpdir, last),
         "tessel run (zero mask)");
   ck_assert_double_gt(rel_error(last, "other"), 1e-3);
@@ -76,7 +67,7 @@ END_TEST
 /* A Range whose length is tensor data has no plannable shape: refused,
  * naming the node, the op and the input. */
 START_TEST(data_dependent_shape_refused) {
-  tr_result r = sh("'%s' build '%s/ops/bad_range_data.onnx' -o '%s/bad.so'", tessel, models, tmpdir);
+  tr_result r = tr_sh(tmpdir, "'%s' build '%s/ops/bad_range_data.onnx' -o '%s/bad.so'", tessel, models, tmpdir);
   ck_assert_int_ne(r.status, 0);
   ck_assert_msg(strstr(r.err, "node #2 (Range, opset 17): input 1 (n, the limit) depends on tensor data"), "%s", r.err);
   tr_result_free(&r);
