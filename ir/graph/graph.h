@@ -59,6 +59,21 @@
   X(TG_OP_MEAN, "Mean")                          \
   X(TG_OP_MAX, "Max")                            \
   X(TG_OP_MIN, "Min")                            \
+  /* -- comparison, logic and shape building (bool, int64; op_logic.c) -- */ \
+  X(TG_OP_EQUAL, "Equal")                        \
+  X(TG_OP_LESS, "Less")                          \
+  X(TG_OP_GREATER, "Greater")                    \
+  X(TG_OP_LESS_OR_EQUAL, "LessOrEqual")          \
+  X(TG_OP_GREATER_OR_EQUAL, "GreaterOrEqual")    \
+  X(TG_OP_NOT, "Not")                            \
+  X(TG_OP_AND, "And")                            \
+  X(TG_OP_OR, "Or")                              \
+  X(TG_OP_XOR, "Xor")                            \
+  X(TG_OP_WHERE, "Where")                        \
+  X(TG_OP_MOD, "Mod")                            \
+  X(TG_OP_RANGE, "Range")                        \
+  X(TG_OP_CONSTANT_OF_SHAPE, "ConstantOfShape")  \
+  X(TG_OP_EXPAND, "Expand")                      \
   X(TG_OP_CALL, "tessel.call")
 
 typedef enum {

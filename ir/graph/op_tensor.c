@@ -15,7 +15,7 @@
 /* ---- import: shape and dtype inference, canonical form ---------------------- */
 
 ts_status imp_flatten(imp *im, nctx *nc) {
-  ts_status st = imp_unary(im, nc);
+  ts_status st = imp_need_input(im, nc, 0, "input"); /* any dtype: data movement (bool masks too) */
   if (st) return st;
   const tg_value *x = IN(im, nc, 0);
   int64_t ax = aint(nc, "axis", 1);
@@ -226,8 +226,22 @@ ts_status imp_slice(imp *im, nctx *nc) {
   const int64_t *starts, *ends, *axes, *steps;
   int ns, ne, na, nst;
   bool p0, p1, p2, p3;
+  /* ends known at import but symbolic (x[:, 0:seq] with seq = Shape(y)[1]) */
+  const char *esym[MAX_RANK] = {NULL};
+  const known *ke = nc->nin > 2 ? kv_get(im, nc->in[2]) : NULL;
+  bool sym_ends = false;
+  for (int i = 0; ke && i < ke->n && ke->n <= MAX_RANK; i++) sym_ends |= ke->d[i].sym != NULL;
+  if (sym_ends) {
+    for (int i = 0; i < ke->n; i++) {
+      esym[i] = ke->d[i].sym;
+      b1[i] = ke->d[i].sym ? INT64_MAX : ke->d[i].value;
+    }
+    p1 = true;
+    ends = b1;
+    ne = ke->n;
+  }
   if ((st = imp_param_legacy(im, nc, 1, "starts", 10, &p0, b0, MAX_RANK, &starts, &ns)) ||
-      (st = imp_param_legacy(im, nc, 2, "ends", 10, &p1, b1, MAX_RANK, &ends, &ne)) ||
+      (!sym_ends && (st = imp_param_legacy(im, nc, 2, "ends", 10, &p1, b1, MAX_RANK, &ends, &ne))) ||
       (st = imp_param_legacy(im, nc, 3, "axes", 10, &p2, b2, MAX_RANK, &axes, &na)) ||
       (st = imp_param_legacy(im, nc, 4, "steps", 10, &p3, b3, MAX_RANK, &steps, &nst)))
     return st;
@@ -250,6 +264,19 @@ ts_status imp_slice(imp *im, nctx *nc) {
     int64_t s = starts[i], e = ends[i];
     AX[i] = a;
     ST[i] = step;
+    if (esym[i]) {
+      /* [0, sym) of a constant dim (sym assumed within it) or the whole symbolic dim */
+      if (s < 0 && !x->dims[a].sym) s += x->dims[a].value;
+      bool whole = x->dims[a].sym && !strcmp(x->dims[a].sym, esym[i]);
+      if (step != 1 || s != 0 || (x->dims[a].sym && !whole))
+        return imp_nerr(im, nc, TS_EUNSUPPORTED, "a symbolic end (%s) on axis %" PRId64 " with start %" PRId64
+                        " and step %" PRId64 " (only [0, %s) of a constant dim or the whole dim)", esym[i], a,
+                        starts[i], step, esym[i]);
+      S[i] = 0;
+      E[i] = x->dims[a].sym ? INT64_MAX : x->dims[a].value;
+      od[a] = (tg_dim){-1, esym[i]};
+      continue;
+    }
     if (x->dims[a].sym) {
       /* a whole symbolic dim is fine; anything else has no symbolic size */
       if (step == 1 && s == 0 && e >= INT32_MAX) {
@@ -278,7 +305,7 @@ ts_status imp_slice(imp *im, nctx *nc) {
   set_out(nc, 0, x->dtype, r, od);
   /* known 1-D contents slice along */
   const known *k = kv_get(im, nc->in[0]);
-  if (k && r == 1 && ns == 1 && !x->dims[0].sym) {
+  if (k && r == 1 && ns == 1 && !x->dims[0].sym && !od[0].sym) {
     int64_t len = od[0].value;
     tg_dim *d = TS_ANEWN(im->a, tg_dim, len ? len : 1);
     if (!d) return imp_oom(im);

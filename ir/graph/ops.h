@@ -21,6 +21,9 @@ enum {
   TG_OPF_PARAM_INPUTS = 1u << 1,
   /* any output may be unneeded (the emitter is handed NULL names), even output 0 */
   TG_OPF_ANY_OUTPUT = 1u << 2,
+  /* a generator: the canonical node has no inputs (its shape is in its
+   * output's dims, its parameters in attributes: Range, ConstantOfShape) */
+  TG_OPF_NO_INPUTS = 1u << 3,
 };
 
 /* Import: checks the node (inputs, attributes) and sets its output dtypes
@@ -122,5 +125,15 @@ ts_status imp_param_legacy(imp *im, nctx *nc, int i, const char *what, int until
 void lg_emit_lrn(lg_kernel *k, const tg_node *n, const char *const *in, const char *const *out);
 void lg_emit_dropout(lg_kernel *k, const tg_node *n, const char *const *in, const char *const *out);
 void lg_emit_variadic(lg_kernel *k, const tg_node *n, const char *const *in, const char *const *out);
+/* op_logic.c */
+ts_status imp_compare(imp *im, nctx *nc);
+ts_status imp_not(imp *im, nctx *nc);
+ts_status imp_where(imp *im, nctx *nc);
+ts_status imp_range(imp *im, nctx *nc);
+ts_status imp_constant_of_shape(imp *im, nctx *nc);
+ts_status imp_expand(imp *im, nctx *nc);
+void lg_emit_logic(lg_kernel *k, const tg_node *n, const char *const *in, const char *const *out);
+void lg_emit_range(lg_kernel *k, const tg_node *n, const char *const *in, const char *const *out);
+void lg_emit_constant_of_shape(lg_kernel *k, const tg_node *n, const char *const *in, const char *const *out);
 
 #endif

@@ -321,7 +321,7 @@ ts_status tg_pass_fold_constants(tg_graph *g, ts_diag *d) {
     } else if (n->op == TG_OP_SHAPE) {
       bool done;
       st = fold_shape(g, n, &done, d);
-    } else if (foldable_op(n->op) && n->nin > 0) {
+    } else if (foldable_op(n->op) && (n->nin > 0 || (tg_op_def_of(n->op)->flags & TG_OPF_NO_INPUTS))) {
       bool all_const = true;
       for (int j = 0; j < n->nin && all_const; j++)
         all_const = n->inputs[j] < 0 || g->values[n->inputs[j]]->kind == TG_V_CONST;

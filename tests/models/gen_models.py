@@ -12,6 +12,9 @@ weights, fixed shapes), built with the onnx helper API:
                     residual adds, an MLP with Gelu; x f32[batch,16,64] -> same
   transformer_erf.onnx  opset 17: the same block with gelu written with Erf
                     and a Shape/Gather/Concat-computed reshape target
+  transformer_dyn.onnx  opset 17: a decoder block with dynamic batch and
+                    sequence axes and the transformers mask/position logic
+                    (int64 inputs input_ids, attention_mask [batch,seq])
   ops/*.onnx        one small model per operator and opset form (import
                     coverage); ops/manifest.json lists each with the output
                     shapes onnxruntime produces, when onnxruntime is present;
@@ -165,6 +168,62 @@ def transformer(opset, erf_gelu):
     return b.model("transformer", [x], [yv], opset)
 
 
+def transformer_dyn():
+    """A decoder block exported the way transformers does with dynamic batch
+    AND sequence axes: int64 input_ids/attention_mask [batch, seq], position
+    ids sliced to seq (a symbolic Slice end), token types through the
+    Where(Equal(shape, -1)) + Expand idiom, a causal mask from two Ranges
+    (LessOrEqual) And the padding mask (Cast to bool), Where-masked scores,
+    heads reshaped with targets computed from Shape. d=32, 2 heads, vocab 50."""
+    b = Builder(9)
+    V, P, D, H, DH = 50, 64, 32, 2, 16
+    i64 = lambda *v: np.array(v, dtype=np.int64)
+    sc = lambda v: np.array(v, dtype=np.int64).reshape(())
+    ids = helper.make_tensor_value_info("input_ids", I64, ["batch", "seq"])
+    am = helper.make_tensor_value_info("attention_mask", I64, ["batch", "seq"])
+    shp = b.op("Shape", ["input_ids"])
+    bat = b.op("Unsqueeze", [b.op("Gather", [shp, b.const("i0", sc(0))], axis=0), b.const("a0", i64(0))])
+    seqs = b.op("Gather", [shp, b.const("i1", sc(1))], axis=0)
+    seq = b.op("Unsqueeze", [seqs, b.const("a0", i64(0))])
+    # position ids: a [1, P] buffer sliced to [1, seq]
+    pos = b.op("Slice", [b.const("pos", np.arange(P, dtype=np.int64).reshape(1, P)), b.const("s0", i64(0)), seq,
+                         b.const("ax", i64(1)), b.const("st", i64(1))])
+    # token types: zeros [1, P] sliced and expanded to [batch, seq] through the HF shape idiom
+    tt = b.op("Slice", [b.const("tt", np.zeros((1, P), np.int64)), b.const("s0", i64(0)), seq, b.const("ax", i64(1))])
+    tgt = b.op("Concat", [bat, b.const("m1", i64(-1))], axis=0)
+    ones = b.op("ConstantOfShape", [b.const("two", i64(2))], value=numpy_helper.from_array(i64(1), "v"))
+    eq = b.op("Equal", [tgt, b.op("Mul", [ones, b.const("neg", sc(-1))])])
+    tt = b.op("Expand", [tt, b.op("Where", [eq, ones, tgt])])
+    h = b.op("Add", [b.op("Add", [b.op("Gather", [b.weight("wte", [V, D], 0.5), "input_ids"]),
+                                  b.op("Gather", [b.weight("wpe", [P, D], 0.5), pos])]),
+                     b.op("Gather", [b.weight("tte", [2, D], 0.5), tt])])
+    x = b.op("LayerNormalization", [h, b.const("g", np.ones(D, np.float32)), b.const("bb", np.zeros(D, np.float32))], axis=-1)
+
+    def linear(inp, din, dout):
+        return b.op("Add", [b.op("MatMul", [inp, b.weight("w", [din, dout])]), b.weight("b", [dout], 0.1)])
+
+    heads = b.op("Concat", [bat, seq, b.const("hd", i64(H, DH))], axis=0)
+    q = b.op("Transpose", [b.op("Reshape", [linear(x, D, D), heads])], perm=[0, 2, 1, 3])
+    k = b.op("Transpose", [b.op("Reshape", [linear(x, D, D), heads])], perm=[0, 2, 3, 1])
+    v = b.op("Transpose", [b.op("Reshape", [linear(x, D, D), heads])], perm=[0, 2, 1, 3])
+    s = b.op("Div", [b.op("MatMul", [q, k]), b.const("sc", np.array(np.sqrt(DH), np.float32))])   # [b,H,seq,seq]
+    # causal mask: col <= row, from Range(0, seq, 1); And the padding mask
+    r = b.op("Range", [b.const("z", sc(0)), seqs, b.const("o", sc(1))])
+    causal = b.op("LessOrEqual", [b.op("Unsqueeze", [r, b.const("a0", i64(0))]), b.op("Unsqueeze", [r, b.const("a1", i64(1))])])
+    pad = b.op("Cast", [b.op("Unsqueeze", ["attention_mask", b.const("a12", i64(1, 2))])], to=TensorProto.BOOL)
+    mask = b.op("And", [causal, pad])                                                                 # [b,1,seq,seq]
+    s = b.op("Where", [mask, s, b.const("ninf", np.array(-1e4, np.float32))])
+    a = b.op("Transpose", [b.op("MatMul", [b.op("Softmax", [s], axis=-1), v])], perm=[0, 2, 1, 3])
+    a = b.op("Reshape", [a, b.op("Concat", [bat, seq, b.const("dd", i64(D))], axis=0)])
+    y = b.op("Add", [h, linear(a, D, D)])
+    # a Mod and a Not on the way out: rows of odd position get the residual only
+    odd = b.op("Not", [b.op("Equal", [b.op("Mod", [pos, b.const("two_s", sc(2))]), b.const("zs", sc(0))])])
+    y = b.op("Where", [b.op("Unsqueeze", [odd, b.const("a2", i64(2))]), h, y])
+    b.nodes[-1].output[0] = "y"
+    yv = helper.make_tensor_value_info("y", F, ["batch", "seq", D])
+    return b.model("transformer_dyn", [ids, am], [yv], 17)
+
+
 # ---- one model per op and opset form ---------------------------------------------------------
 def op_models():
     """(file stem, opset, builder) for every TG_OP_LIST op and opset form."""
@@ -182,6 +241,8 @@ def op_models():
                 continue
             if isinstance(v, np.ndarray):
                 inits.append(numpy_helper.from_array(v, n))
+            elif isinstance(v, tuple):  # (shape, element type)
+                gin.append(helper.make_tensor_value_info(n, v[1], v[0]))
             else:
                 gin.append(helper.make_tensor_value_info(n, F, v))
         gout = [helper.make_tensor_value_info(o, oty, None) for o in outs if o]
@@ -333,6 +394,115 @@ def op_models():
     add("averagepool", 22, "AveragePool", [X], attrs=dict(kernel_shape=[2, 2], strides=[2, 2]))
     add("cast_round", 25, "Cast", [("x", [2, 3])], attrs=dict(to=int(TensorProto.DOUBLE), round_mode="up"), oty=TensorProto.DOUBLE)
     add("dropout", 22, "Dropout", [("x", [2, 3, 5])])
+    M.extend(logic_op_models())
+    return M
+
+
+# -- comparison, logic and shape building (bool, int64; ir/graph/op_logic.c) --
+def logic_op_models():
+    """Single-node models of the comparison/logic/shape ops, static shapes
+    (the manifest checks their shapes; test_passes_ort their values)."""
+    rng = np.random.default_rng(8)
+    f32 = lambda *s: (rng.standard_normal(s) * 0.5).astype(np.float32)
+    i64 = lambda *v: np.array(v, dtype=np.int64)
+    B, L = TensorProto.BOOL, I64
+    M = []
+
+    def add(stem, opset, op_type, ins, oty, attrs=None):
+        node = helper.make_node(op_type, [n for n, _ in ins], ["y"], name=stem, **(attrs or {}))
+        gin, inits = [], []
+        for n, v in ins:
+            if isinstance(v, np.ndarray):
+                inits.append(numpy_helper.from_array(v, n))
+            else:
+                gin.append(helper.make_tensor_value_info(n, v[1], v[0]))
+        g = helper.make_graph([node], stem, gin, [helper.make_tensor_value_info("y", oty, None)], inits)
+        m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)], producer_name="tessel-gen")
+        m.ir_version = 8 if opset <= 18 else 9
+        M.append((f"{stem}_op{opset}", opset, m))
+
+    add("equal", 13, "Equal", [("a", ([2, 3, 5], L)), ("b", i64(0, 1, -1, 2, 0).reshape(5))], B)
+    add("equal_f", 19, "Equal", [("a", ([3, 5], F)), ("b", np.array([0.25], np.float32))], B)
+    add("less", 13, "Less", [("a", ([2, 3, 5], F)), ("b", f32(3, 1))], B)
+    add("greater", 13, "Greater", [("a", ([2, 3, 5], L)), ("b", i64(0))], B)
+    add("lessorequal", 16, "LessOrEqual", [("a", ([3, 7], L)), ("b", ([7], L))], B)
+    add("greaterorequal", 16, "GreaterOrEqual", [("a", ([3, 7], F)), ("b", f32(7))], B)
+    add("not", 13, "Not", [("x", ([2, 3, 5], B))], B)
+    add("and", 13, "And", [("a", ([3, 5], B)), ("b", ([5], B))], B)
+    add("or", 13, "Or", [("a", ([3, 1], B)), ("b", ([1, 5], B))], B)
+    add("xor", 13, "Xor", [("a", ([3, 5], B)), ("b", ([3, 5], B))], B)
+    add("where", 16, "Where", [("c", ([2, 1, 5], B)), ("x", ([3, 5], F)), ("w", np.array(-1.5, np.float32))], F)
+    add("where_i64", 13, "Where", [("c", ([3, 5], B)), ("x", ([5], L)), ("w", ([3, 1], L))], L)
+    add("mod", 13, "Mod", [("a", ([3, 7], L)), ("b", i64(3, -3, 2, -2, 5, 7, -4))], L)
+    add("mod_fmod", 13, "Mod", [("a", ([3, 7], L)), ("b", i64(3, -3, 2, -2, 5, 7, -4))], L, dict(fmod=1))
+    add("mod_float", 13, "Mod", [("a", ([3, 7], F)), ("b", np.array([0.3, -0.3, 0.7, -1.1, 2.0, 0.45, -0.2], np.float32))], F, dict(fmod=1))
+    add("range", 13, "Range", [("s", i64(2).reshape(())), ("l", i64(17).reshape(())), ("d", i64(3).reshape(()))], L)
+    add("range_f", 21, "Range", [("s", np.array(1.0, np.float32)), ("l", np.array(-2.0, np.float32)), ("d", np.array(-0.7, np.float32))], F)
+    add("constantofshape", 13, "ConstantOfShape", [("s", i64(2, 3, 7))], L,
+        dict(value=numpy_helper.from_array(i64(-3), "v")))
+    add("constantofshape_f", 21, "ConstantOfShape", [("s", i64(3, 5))], F)
+    add("expand", 13, "Expand", [("x", ([3, 1], F)), ("s", i64(2, 1, 5))], F)
+    add("expand_b", 13, "Expand", [("x", ([1, 5], B)), ("s", i64(3, 1))], B)
+    return M
+
+
+def dyn_models():
+    """Multi-node models of the shape logic of transformers exported with a
+    dynamic axis "batch" (test_passes_ort runs them with batch=2): values
+    computed from the symbolic dim fold at import."""
+    M = []
+    i64 = lambda *v: np.array(v, dtype=np.int64)
+
+    def model(stem, nodes, ins, inits, opset=17):
+        g = helper.make_graph(nodes, stem, ins, [helper.make_tensor_value_info("y", F, None)], inits)
+        m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)], producer_name="tessel-gen")
+        m.ir_version = 8
+        M.append((stem if stem.startswith("bad_") else f"dyn_{stem}", m))
+
+    N = helper.make_node
+    # Range(0, batch, 1) as float added to x[batch, 3]; ConstantOfShape(Shape(x)) * x
+    x = helper.make_tensor_value_info("x", F, ["batch", 3])
+    model("range", [N("Shape", ["x"], ["s"]), N("Gather", ["s", "i0"], ["n"], axis=0),
+                    N("Range", ["z", "n", "one"], ["r"]), N("Cast", ["r"], ["rf"], to=F),
+                    N("Unsqueeze", ["rf", "ax1"], ["ru"]), N("ConstantOfShape", ["s"], ["c"], value=numpy_helper.from_array(np.array([2.5], np.float32), "v")),
+                    N("Mul", ["x", "c"], ["xc"]), N("Add", ["xc", "ru"], ["y"])],
+          [x], [numpy_helper.from_array(i64(0).reshape(()), "i0"), numpy_helper.from_array(i64(0).reshape(()), "z"),
+                numpy_helper.from_array(i64(1).reshape(()), "one"), numpy_helper.from_array(i64(1), "ax1")])
+    # position_ids[:, 0:batch] of a constant, the end Unsqueeze(Shape(x)[0]); Expand to [batch, batch]
+    pos = numpy_helper.from_array(np.arange(40, dtype=np.float32).reshape(1, 40) * 0.5, "pos")
+    model("slice_sym", [N("Shape", ["x"], ["s"]), N("Gather", ["s", "i0"], ["n"], axis=0),
+                        N("Unsqueeze", ["n", "ax0"], ["nu"]),
+                        N("Slice", ["pos", "zero1", "nu", "one1", "one1"], ["p"]),
+                        N("Concat", ["nu", "nu"], ["sh"], axis=0), N("Expand", ["p", "sh"], ["pe"]),
+                        N("MatMul", ["pe", "x"], ["y"])],
+          [x], [pos, numpy_helper.from_array(i64(0).reshape(()), "i0"), numpy_helper.from_array(i64(0), "ax0"),
+                numpy_helper.from_array(i64(0), "zero1"), numpy_helper.from_array(i64(1), "one1")])
+    # the HF mask idiom: Where(Equal(shape, -1), ones, shape) as Expand's target; a causal mask from two Ranges
+    model("mask", [N("Shape", ["x"], ["s"]), N("Gather", ["s", "i0"], ["n"], axis=0),
+                   N("Unsqueeze", ["n", "ax0"], ["nu"]), N("Concat", ["nu", "m1"], ["t"], axis=0),
+                   N("ConstantOfShape", ["two"], ["ones"], value=numpy_helper.from_array(i64(1), "v")),
+                   N("Mul", ["ones", "m1s"], ["neg"]), N("Equal", ["t", "neg"], ["eq"]),
+                   N("Where", ["eq", "ones", "t"], ["tw"]), N("Expand", ["col", "tw"], ["colx"]),
+                   N("Range", ["z", "n", "one"], ["r"]), N("Unsqueeze", ["r", "ax1"], ["rc"]),
+                   N("LessOrEqual", ["colx", "rc"], ["le"]), N("Not", ["le"], ["nle"]),
+                   N("And", ["nle", "lebool"], ["msk"]), N("Where", ["msk", "big", "x"], ["y"])],
+          [helper.make_tensor_value_info("x", F, ["batch", 3])],
+          [numpy_helper.from_array(i64(0).reshape(()), "i0"), numpy_helper.from_array(i64(0), "ax0"),
+           numpy_helper.from_array(i64(-1), "m1"), numpy_helper.from_array(i64(2), "two"),
+           numpy_helper.from_array(i64(-1).reshape(()), "m1s"), numpy_helper.from_array(i64(0, 1, 2).reshape(1, 3), "col"),
+           numpy_helper.from_array(i64(0).reshape(()), "z"), numpy_helper.from_array(i64(1).reshape(()), "one"),
+           numpy_helper.from_array(i64(1), "ax1"), numpy_helper.from_array(np.array([True, False, True]), "lebool"),
+           numpy_helper.from_array(np.array(-9.0, np.float32), "big")])
+    # refused: a Range whose length is tensor data (bad_: only test_model_dyn reads it, for the message)
+    model("bad_range_data", [N("Cast", ["x"], ["xi"], to=I64), N("ReduceSum", ["xi"], ["n"], keepdims=0),
+                             N("Range", ["z", "n", "one"], ["r"]), N("Cast", ["r"], ["y"], to=F)],
+          [helper.make_tensor_value_info("x", F, [3])],
+          [numpy_helper.from_array(i64(0).reshape(()), "z"), numpy_helper.from_array(i64(1).reshape(()), "one")])
+    # a bool mask flattened (Flatten moves any dtype)
+    model("flatten_bool", [N("Greater", ["x", "zf"], ["g"]), N("Flatten", ["g"], ["fg"], axis=1),
+                           N("Where", ["fg", "x2", "zf"], ["y"])],
+          [helper.make_tensor_value_info("x", F, ["batch", 2, 3]), helper.make_tensor_value_info("x2", F, ["batch", 6])],
+          [numpy_helper.from_array(np.array(0.0, np.float32), "zf")])
     return M
 
 
@@ -455,6 +625,15 @@ def save_graphfix_models(out):
     onnx.save(chain_model(100000), os.path.join(out, "chain_100k.onnx"))
 
 
+def random_feed(rng, type_str, shape):
+    """A seeded input of onnxruntime's type string: small ints, bools or floats."""
+    if type_str in ("tensor(int64)", "tensor(int32)"):
+        return rng.integers(-4, 5, size=shape).astype(np.int64 if "64" in type_str else np.int32)
+    if type_str == "tensor(bool)":
+        return rng.integers(0, 2, size=shape).astype(bool)
+    return rng.standard_normal(shape).astype(np.float32)
+
+
 def ort_shapes(model):
     """Output shapes onnxruntime produces on seeded inputs (None without onnxruntime)."""
     try:
@@ -468,7 +647,7 @@ def ort_shapes(model):
     feeds = {}
     for i in sess.get_inputs():
         shape = [d if isinstance(d, int) else 3 for d in i.shape]
-        feeds[i.name] = rng.standard_normal(shape).astype(np.float32)
+        feeds[i.name] = random_feed(rng, i.type, shape)
     outs = sess.run(None, feeds)
     return [list(o.shape) for o in outs]
 
@@ -482,12 +661,15 @@ def main():
     onnx.save(cnn(), os.path.join(out, "cnn.onnx"))
     onnx.save(transformer(20, False), os.path.join(out, "transformer.onnx"))
     onnx.save(transformer(17, True), os.path.join(out, "transformer_erf.onnx"))
+    onnx.save(transformer_dyn(), os.path.join(out, "transformer_dyn.onnx"))
     manifest = []
     for stem, opset, m in op_models():
         # (no onnx.checker here: the op models' outputs declare no shape, which it wants)
         onnx.save(m, os.path.join(out, "ops", stem + ".onnx"))
         manifest.append({"file": stem + ".onnx", "opset": opset, "op": m.graph.node[-1 if stem.startswith("reshape") else 0].op_type,
                          "outputs": [o.name for o in m.graph.output], "shapes": ort_shapes(m)})
+    for stem, m in dyn_models():
+        onnx.save(m, os.path.join(out, "ops", stem + ".onnx"))
     with open(os.path.join(out, "ops", "manifest.json"), "w") as f:
         json.dump(manifest, f, indent=1)
     for stem, m in bad_models().items():
@@ -495,7 +677,7 @@ def main():
     save_graphfix_models(out)
     with open(os.path.join(out, "models.stamp"), "w") as f:
         f.write("generated by gen_models.py\n")
-    print(f"gen_models: wrote 4 models and {len(manifest)} op models to {out}")
+    print(f"gen_models: wrote 5 models and {len(manifest)} op models to {out}")
 
 
 if __name__ == "__main__":

@@ -9,8 +9,9 @@ operator semantics) and writes every output to OUT_DIR/NAME.npy. Names are
 sanitised the way `tessel run --output-dir` does (characters other than
 letters, digits, '_', '-', '.' become '_').
 
-With --random SEED, inputs missing from IN_DIR are generated (uniform
-[-1, 1) float32 from numpy's default_rng(SEED + input index); symbolic dims
+With --random SEED, inputs missing from IN_DIR are generated (floats uniform
+[-1, 1) float32, ints in [-4, 4], bools, from numpy's default_rng(SEED + input
+index); symbolic dims
 from --sym NAME=V, else 1) and written to IN_DIR first, so the same files can
 be handed to `tessel run --input`.
 
@@ -66,7 +67,12 @@ def main(argv):
                 return 2
             shape = [d if isinstance(d, int) else syms.get(str(d), 1) for d in inp.shape]
             rng = np.random.default_rng(seed + idx)
-            arr = rng.uniform(-1.0, 1.0, size=shape).astype(np.float32)
+            if inp.type in ("tensor(int64)", "tensor(int32)"):  # small ints, both signs
+                arr = rng.integers(-4, 5, size=shape).astype(np.int64 if "64" in inp.type else np.int32)
+            elif inp.type == "tensor(bool)":
+                arr = rng.integers(0, 2, size=shape).astype(bool)
+            else:
+                arr = rng.uniform(-1.0, 1.0, size=shape).astype(np.float32)
             os.makedirs(in_dir, exist_ok=True)
             np.save(path, arr)
         feeds[inp.name] = np.load(path)

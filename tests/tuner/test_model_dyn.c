@@ -1,0 +1,102 @@
+/* test_model_dyn.c — a transformer exported with dynamic batch AND sequence
+ * axes, built ONCE and run at two batch sizes times two sequence lengths
+ * against onnxruntime (tests/models/gen_models.py transformer_dyn: int64
+ * input_ids/attention_mask, a Slice of the position ids to the symbolic
+ * sequence length, the Where(Equal(shape, -1)) + Expand idiom, a causal mask
+ * from Range + LessOrEqual And the padding mask, Where-masked scores). The
+ * shape logic folds at import (docs/GRAPH.md "Known values"); the bool and
+ * int64 kernels run through codegen and the runtime. A negative control
+ * checks that the comparison can fail; a shape that depends on tensor data
+ * is refused clearly. argv[1]: the tessel binary. */
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "util/run.h"
+
+static const char *tessel, *models, *root;
+static char tmpdir[256], python[TR_PATH_MAX], ort_script[TR_PATH_MAX];
+
+/* The largest |tessel - onnxruntime| of output y over its largest |reference|
+ * (shapes and dtypes must agree), computed by numpy. */
+static double rel_error(const char *dir, const char *sub) {
+  tr_result r = tr_sh(tmpdir, "'%s' -c \"import numpy as n; a=n.load('%s/%s/y.npy'); b=n.load('%s/ref/y.npy'); "
+                   "assert a.shape == b.shape and a.dtype == b.dtype, (a.shape, b.shape, a.dtype, b.dtype); "
+                   "print(float(abs(a.astype('f8')-b).max() / max(abs(b).max(), 1e-30)))\"",
+                   python, dir, sub, dir);
+  ck_assert_msg(r.status == 0, "compare %s/%s: %s", dir, sub, r.err);
+  double e = atof(r.out);
+  tr_result_free(&r);
+  return e;
+}
+
+START_TEST(transformer_dyn_batch_and_seq) {
+  char so[400];
+  snprintf(so, sizeof so, "%s/tdyn.so", tmpdir);
+  tr_ok(tr_sh(tmpdir, "'%s' build '%s/transformer_dyn.onnx' -o '%s'", tessel, models, so), "build transformer_dyn");
+  static const int batches[2] = {1, 3}, seqs[2] = {5, 12};
+  char last[400] = "";
+  for (int bi = 0; bi < 2; bi++)
+    for (int si = 0; si < 2; si++) {
+      char dir[400];
+      snprintf(dir, sizeof dir, "%s/b%d_s%d", tmpdir, batches[bi], seqs[si]);
+      tr_ok(tr_sh(tmpdir, "'%s' '%s' '%s/transformer_dyn.onnx' '%s/in' '%s/ref' --random 5 --sym batch=%d --sym seq=%d", python,
+               ort_script, models, dir, dir, batches[bi], seqs[si]),
+            "ort_run.py");
+      tr_ok(tr_sh(tmpdir, "'%s' run '%s' --input 'input_ids=%s/in/input_ids.npy' --input 'attention_mask=%s/in/attention_mask.npy' "
+               "--output-dir '%s/out'", tessel, so, dir, dir, dir),
+            "tessel run");
+      double e = rel_error(dir, "out");
+      fprintf(stderr, "transformer_dyn batch %d seq %d (one build): max abs error / max |ref| %.3g\n", batches[bi],
+              seqs[si], e);
+      ck_assert_msg(e <= 1e-5, "batch %d seq %d: relative error %g", batches[bi], seqs[si], e);
+      snprintf(last, sizeof last, "%s", dir);
+    }
+  /* negative control: another attention mask gives other outputs */
+  tr_ok(tr_sh(tmpdir, "'%s' -c \"import numpy as n; m=n.load('%s/in/attention_mask.npy'); n.save('%s/m0.npy', m*0)\"", python, last,
+           tmpdir), "zero mask");
+  tr_ok(tr_sh(tmpdir, "'%s' run '%s' --input 'input_ids=%s/in/input_ids.npy' --input 'attention_mask=%s/m0.npy' "
+           "--output-dir '%s/other'", tessel, so, last, tmpdir, last),
+        "tessel run (zero mask)");
+  ck_assert_double_gt(rel_error(last, "other"), 1e-3);
+}
+END_TEST
+
+/* A Range whose length is tensor data has no plannable shape: refused,
+ * naming the node, the op and the input. */
+START_TEST(data_dependent_shape_refused) {
+  tr_result r = tr_sh(tmpdir, "'%s' build '%s/ops/bad_range_data.onnx' -o '%s/bad.so'", tessel, models, tmpdir);
+  ck_assert_int_ne(r.status, 0);
+  ck_assert_msg(strstr(r.err, "node #2 (Range, opset 17): input 1 (n, the limit) depends on tensor data"), "%s", r.err);
+  tr_result_free(&r);
+}
+END_TEST
+
+int main(int argc, char **argv) {
+  if (argc < 2) {
+    fprintf(stderr, "usage: %s TESSEL\n", argv[0]);
+    return 2;
+  }
+  tessel = argv[1];
+  if (!tr_model_env(&models, &root, python, ort_script)) return 1;
+  if (access(python, X_OK) != 0) {
+    fprintf(stderr, "test_model_dyn: no python at %s (onnxruntime is needed)\n", python);
+    return 1;
+  }
+  snprintf(tmpdir, sizeof tmpdir, "/tmp/tessel_model_dyn_XXXXXX");
+  if (!mkdtemp(tmpdir)) return 2;
+  Suite *s = suite_create("model_dyn");
+  TCase *tc = tcase_create("dyn");
+  tcase_set_timeout(tc, 600);
+  tcase_add_test(tc, transformer_dyn_batch_and_seq);
+  tcase_add_test(tc, data_dependent_shape_refused);
+  suite_add_tcase(s, tc);
+  SRunner *sr = srunner_create(s);
+  srunner_run_all(sr, CK_NORMAL);
+  int failures = srunner_ntests_failed(sr);
+  srunner_free(sr);
+  if (!failures) tr_rmtree(tmpdir);
+  return failures ? 1 : 0;
+}
