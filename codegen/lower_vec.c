@@ -21,6 +21,7 @@ typedef struct vctx {
   int lanes;
   const char *why; /* first reason the loop cannot be widened */
   bool oom;
+  bool guarded; /* widening under a lane-dependent guard (see widen) */
   access *acc;
   int nacc, capacc;
 } vctx;
@@ -247,6 +248,108 @@ static ir_expr *widen_index(vctx *c, ir_expr *idx, bool guarded, int64_t *stride
   return bcast(c, widen(c, idx, guarded));
 }
 
+/* A binary operation on widened operands: a ramp when the ramp algebra
+ * applies, else the vector operation on broadcast operands. */
+static ir_expr *widen_binop(vctx *c, const ir_expr *e, ir_expr *x, ir_expr *y) {
+  ir_expr *n = fold_ramp(c, e->kind, x, y);
+  if (n || c->oom) return n;
+  n = nn(c, ir_binop(c->a, e->kind, bcast(c, x), bcast(c, y)));
+  if (n) n->dtype = vec_of(c, e->dtype);
+  return n;
+}
+
+static ir_expr *widen_load(vctx *c, ir_expr *e) {
+  ir_expr *ix = e->u.load.idx[0], *idx;
+  int64_t k = 0;
+  bool affine = false;
+  if (c->guarded && hazardous(ix)) idx = bcast(c, widen(c, ix, true));
+  else idx = widen_index(c, ix, c->guarded, &k, &affine);
+  bool scalar = affine && k == 0;
+  if (scalar && c->guarded) {
+    idx = bcast(c, idx);
+    scalar = false;
+  }
+  if (!idx) return NULL;
+  ir_expr *n = nn(c, ir_load(c->a, e->u.load.buf, 1, &idx));
+  if (n) n->dtype = scalar ? e->dtype : vec_of(c, e->dtype);
+  return scalar ? bcast(c, n) : n;
+}
+
+/* The kinds whose children are widened under another guard, or that are
+ * not rebuilt from their widened children: a pre hook of the shared
+ * mutator. Invariant, harmless subtrees stay as they are. */
+static ir_expr *widen_pre(ir_mutator *m, ir_expr *e) {
+  vctx *c = m->ctx;
+  bool guarded = c->guarded;
+  if (!uses(c, e) && !(guarded && hazardous(e))) return e;
+  ir_expr *n = NULL;
+  int64_t cv;
+  switch (e->kind) {
+  case IR_VAR: {
+    ir_expr *mn = c->min;
+    if (mn->dtype.code != c->v->dtype.code) mn = nn(c, ir_cast(c->a, c->v->dtype, mn));
+    n = mn ? nn(c, ir_ramp(c->a, mn, nn(c, ir_int(c->a, c->v->dtype, 1)), c->lanes)) : NULL;
+    break;
+  }
+  case IR_LOAD:
+    n = widen_load(c, e);
+    break;
+  case IR_SELECT: {
+    /* Any undecided condition guards the branches once widened: a
+     * lane-invariant one becomes a broadcast mask, which protects vector
+     * operations only, so scalar loads under it must be guarded too. */
+    bool g = guarded || !ir_as_int(e->u.sel.cond, &cv);
+    n = nn(c, ir_select(c->a, bcast(c, widen(c, e->u.sel.cond, guarded)), bcast(c, widen(c, e->u.sel.t, g)),
+                        bcast(c, widen(c, e->u.sel.f, g))));
+    if (n) n->dtype = vec_of(c, e->dtype);
+    break;
+  }
+  case IR_AND:
+  case IR_OR: { /* the right side runs under the left one */
+    ir_expr *x = widen(c, e->u.bin.a, guarded);
+    ir_expr *y = widen(c, e->u.bin.b, guarded || !ir_as_int(e->u.bin.a, &cv));
+    n = x && y ? widen_binop(c, e, x, y) : NULL;
+    break;
+  }
+  default:
+    return NULL; /* children widened by the default walk, then widen_post */
+  }
+  if (!n) ir_mutator_fail(m);
+  return n;
+}
+
+/* The rest, rebuilt in lanes from their widened children (in e). */
+static ir_expr *widen_post(ir_mutator *m, const ir_expr *orig, ir_expr *e) {
+  vctx *c = m->ctx;
+  ir_expr *n = NULL;
+  switch (orig->kind) {
+  case IR_NOT:
+    n = nn(c, ir_not(c->a, bcast(c, e->u.un.a)));
+    break;
+  case IR_CAST:
+    n = nn(c, ir_cast(c->a, vec_of(c, orig->dtype), bcast(c, e->u.cast.value)));
+    break;
+  case IR_CALL: {
+    int na = e->u.call.nargs;
+    ir_expr **args = nn(c, TS_ANEWN(c->a, ir_expr *, na ? na : 1));
+    for (int i = 0; i < na && args; i++)
+      if (!(args[i] = bcast(c, e->u.call.args[i]))) args = NULL;
+    n = args ? nn(c, ir_call(c->a, e->u.call.op, vec_of(c, orig->dtype), na, args)) : NULL;
+    break;
+  }
+  default:
+    if (!ir_is_binop(orig->kind)) {
+      c->oom = true; /* unreachable after check_expr */
+      break;
+    }
+    if (!(n = widen_binop(c, orig, e->u.bin.a, e->u.bin.b))) ir_mutator_fail(m);
+    return n;
+  }
+  if (n) n->dtype = vec_of(c, orig->dtype);
+  else ir_mutator_fail(m);
+  return n;
+}
+
 /* e in lanes. Under a lane-dependent guard (the branches of a select whose
  * condition depends on the lane, the right side of such an && / ||),
  * nothing that may fault stays scalar: backends evaluate vector code under
@@ -256,107 +359,44 @@ static ir_expr *widen_index(vctx *c, ir_expr *idx, bool guarded, int64_t *stride
  * invariant but hazardous expression is widened too. */
 static ir_expr *widen(vctx *c, ir_expr *e, bool guarded) {
   if (!e || c->oom) return NULL;
-  if (!uses(c, e) && !(guarded && hazardous(e))) return e;
-  ir_expr *n = NULL;
-  switch (e->kind) {
-  case IR_VAR: {
-    ir_expr *mn = c->min;
-    if (mn->dtype.code != c->v->dtype.code) mn = nn(c, ir_cast(c->a, c->v->dtype, mn));
-    return mn ? nn(c, ir_ramp(c->a, mn, nn(c, ir_int(c->a, c->v->dtype, 1)), c->lanes)) : NULL;
-  }
-  case IR_LOAD: {
-    ir_expr *ix = e->u.load.idx[0], *idx;
-    int64_t k = 0;
-    bool affine = false;
-    if (guarded && hazardous(ix)) idx = bcast(c, widen(c, ix, true));
-    else idx = widen_index(c, ix, guarded, &k, &affine);
-    bool scalar = affine && k == 0;
-    if (scalar && guarded) {
-      idx = bcast(c, idx);
-      scalar = false;
-    }
-    if (!idx) return NULL;
-    n = nn(c, ir_load(c->a, e->u.load.buf, 1, &idx));
-    if (n) n->dtype = scalar ? e->dtype : vec_of(c, e->dtype);
-    return scalar ? bcast(c, n) : n;
-  }
-  case IR_NOT:
-    n = nn(c, ir_not(c->a, bcast(c, widen(c, e->u.un.a, guarded))));
-    break;
-  case IR_SELECT: {
-    /* Any undecided condition guards the branches once widened: a
-     * lane-invariant one becomes a broadcast mask, which protects vector
-     * operations only, so scalar loads under it must be guarded too. */
-    int64_t cv;
-    bool g = guarded || !ir_as_int(e->u.sel.cond, &cv);
-    n = nn(c, ir_select(c->a, bcast(c, widen(c, e->u.sel.cond, guarded)), bcast(c, widen(c, e->u.sel.t, g)),
-                        bcast(c, widen(c, e->u.sel.f, g))));
-    break;
-  }
-  case IR_CAST:
-    n = nn(c, ir_cast(c->a, vec_of(c, e->dtype), bcast(c, widen(c, e->u.cast.value, guarded))));
-    break;
-  case IR_CALL: {
-    int na = e->u.call.nargs;
-    ir_expr **args = nn(c, TS_ANEWN(c->a, ir_expr *, na ? na : 1));
-    if (!args) return NULL;
-    for (int i = 0; i < na; i++)
-      if (!(args[i] = bcast(c, widen(c, e->u.call.args[i], guarded)))) return NULL;
-    n = nn(c, ir_call(c->a, e->u.call.op, vec_of(c, e->dtype), na, args));
-    break;
-  }
-  default: {
-    if (!ir_is_binop(e->kind)) {
-      c->oom = true; /* unreachable after check_expr */
-      return NULL;
-    }
-    bool lazy = e->kind == IR_AND || e->kind == IR_OR;
-    ir_expr *x = widen(c, e->u.bin.a, guarded);
-    int64_t av;
-    ir_expr *y = widen(c, e->u.bin.b, guarded || (lazy && !ir_as_int(e->u.bin.a, &av)));
-    if (!x || !y) return NULL;
-    if ((n = fold_ramp(c, e->kind, x, y))) return n;
-    if (c->oom) return NULL;
-    n = nn(c, ir_binop(c->a, e->kind, bcast(c, x), bcast(c, y)));
-    break;
-  }
-  }
-  if (n) n->dtype = vec_of(c, e->dtype);
-  return n;
+  bool outer = c->guarded;
+  c->guarded = guarded;
+  static const ir_mutator_hooks h = {.pre_expr = widen_pre, .post_expr = widen_post};
+  ir_expr *n = ir_rewrite_expr(c->a, &h, c, e, &c->oom);
+  c->guarded = outer;
+  return c->oom ? NULL : n;
 }
 
-static ir_stmt *widen_stmt(vctx *c, ir_stmt *s) {
-  if (c->oom) return NULL;
+/* Stores widened; sequences, ifs and lets (whose conditions and values
+ * check_stmt found lane-invariant) rebuilt around them by the default walk. */
+static ir_stmt *widen_stmt_pre(ir_mutator *m, ir_stmt *s) {
+  vctx *c = m->ctx;
+  ir_stmt *n = NULL;
   switch (s->kind) {
   case IR_STORE: {
     int64_t k = 0;
     bool affine;
     ir_expr *idx = widen_index(c, s->u.store.idx[0], false, &k, &affine);
     ir_expr *v = idx ? bcast(c, widen(c, s->u.store.value, false)) : NULL;
-    return v ? nn(c, ir_store(c->a, s->u.store.buf, 1, &idx, v)) : NULL;
+    n = v ? nn(c, ir_store(c->a, s->u.store.buf, 1, &idx, v)) : NULL;
+    break;
   }
-  case IR_SEQ: {
-    int k = s->u.seq.n;
-    ir_stmt **v = nn(c, TS_ANEWN(c->a, ir_stmt *, k ? k : 1));
-    if (!v) return NULL;
-    for (int i = 0; i < k; i++)
-      if (!(v[i] = widen_stmt(c, s->u.seq.stmts[i]))) return NULL;
-    return nn(c, ir_seq(c->a, k, v));
-  }
-  case IR_IF: {
-    ir_stmt *t = widen_stmt(c, s->u.ifs.then_s);
-    ir_stmt *e = s->u.ifs.else_s ? widen_stmt(c, s->u.ifs.else_s) : NULL;
-    if (!t || (s->u.ifs.else_s && !e)) return NULL;
-    return nn(c, ir_if(c->a, s->u.ifs.cond, t, e));
-  }
-  case IR_LET: {
-    ir_stmt *b = widen_stmt(c, s->u.let.body);
-    return b ? nn(c, ir_let(c->a, s->u.let.var, s->u.let.value, b)) : NULL;
-  }
+  case IR_SEQ:
+  case IR_IF:
+  case IR_LET:
+    return NULL;
   default:
     c->oom = true; /* unreachable after check_stmt */
-    return NULL;
+    break;
   }
+  if (!n) ir_mutator_fail(m);
+  return n;
+}
+
+static ir_stmt *widen_stmt(vctx *c, ir_stmt *s) {
+  static const ir_mutator_hooks h = {.pre_stmt = widen_stmt_pre};
+  ir_stmt *n = ir_rewrite_stmt(c->a, &h, c, s, &c->oom);
+  return c->oom ? NULL : n;
 }
 
 /* Lanes write distinct elements, and read back only their own. */
