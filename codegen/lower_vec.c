@@ -55,95 +55,82 @@ static bool record(vctx *c, const ir_buffer *b, ir_expr *idx, bool store) {
 
 /* True if evaluating e for a lane whose guard is false could fault: a load,
  * or an integer division by something other than a non-zero constant. */
-static bool hazardous(const ir_expr *e) {
-  if (!e) return false;
+static bool hazard_cb(void *ctx, const ir_expr *e) {
+  bool *found = ctx;
+  int64_t k;
   switch (e->kind) {
   case IR_INT_IMM:
   case IR_FLOAT_IMM:
   case IR_VAR:
-    return false;
-  case IR_LOAD:
-    return true;
   case IR_NOT:
-    return hazardous(e->u.un.a);
   case IR_SELECT:
-    return hazardous(e->u.sel.cond) || hazardous(e->u.sel.t) || hazardous(e->u.sel.f);
   case IR_CAST:
-    return hazardous(e->u.cast.value);
   case IR_CALL:
-    for (int i = 0; i < e->u.call.nargs; i++)
-      if (hazardous(e->u.call.args[i])) return true;
-    return false;
   case IR_RAMP:
-    return hazardous(e->u.ramp.base) || hazardous(e->u.ramp.stride);
   case IR_BROADCAST:
-    return hazardous(e->u.bcast.value);
-  default:
-    if (ir_is_binop(e->kind)) {
-      if ((e->kind == IR_DIV || e->kind == IR_FLOORDIV || e->kind == IR_FLOORMOD) &&
-          !ir_dtype_is_float(e->dtype)) {
-        int64_t k;
-        if (!ir_as_int(e->u.bin.b, &k) || k == 0) return true;
-      }
-      return hazardous(e->u.bin.a) || hazardous(e->u.bin.b);
-    }
-    return true;
+    break;
+  default: /* a load, an unknown kind, or a division by a maybe-zero */
+    if (!ir_is_binop(e->kind)) *found = true;
+    else if ((e->kind == IR_DIV || e->kind == IR_FLOORDIV || e->kind == IR_FLOORMOD) && !ir_dtype_is_float(e->dtype))
+      *found |= !ir_as_int(e->u.bin.b, &k) || k == 0;
+    break;
   }
+  return !*found;
+}
+
+static bool hazardous(const ir_expr *e) {
+  bool found = false;
+  ir_visitor v = {.expr = hazard_cb, .ctx = &found};
+  ir_visit_expr(&v, e);
+  return found;
 }
 
 /* ---- legality ------------------------------------------------------------ */
 
-static bool check_expr(vctx *c, ir_expr *e) {
-  if (!e) return refuse(c, "missing expression");
+/* What the widening handles: scalar, flat loads, no vectors yet. Records
+ * every access for independent(). */
+static bool check_expr_cb(void *ctx, const ir_expr *e) {
+  vctx *c = ctx;
+  if (c->why || c->oom) return false;
   if (e->dtype.lanes != 1) return refuse(c, "the body already holds vector expressions");
   switch (e->kind) {
-  case IR_INT_IMM:
-  case IR_FLOAT_IMM:
-  case IR_VAR:
-    return true;
   case IR_LOAD:
     if (e->u.load.nidx != 1) return refuse(c, "a load is not flat");
-    return record(c, e->u.load.buf, e->u.load.idx[0], false) && check_expr(c, e->u.load.idx[0]);
-  case IR_NOT:
-    return check_expr(c, e->u.un.a);
-  case IR_SELECT:
-    return check_expr(c, e->u.sel.cond) && check_expr(c, e->u.sel.t) && check_expr(c, e->u.sel.f);
-  case IR_CAST:
-    return check_expr(c, e->u.cast.value);
-  case IR_CALL:
-    for (int i = 0; i < e->u.call.nargs; i++)
-      if (!check_expr(c, e->u.call.args[i])) return false;
-    return true;
+    return record(c, e->u.load.buf, e->u.load.idx[0], false);
   case IR_RAMP:
   case IR_BROADCAST:
     return refuse(c, "the body already holds vector expressions");
+  case IR_INT_IMM:
+  case IR_FLOAT_IMM:
+  case IR_VAR:
+  case IR_NOT:
+  case IR_SELECT:
+  case IR_CAST:
+  case IR_CALL:
+    return true;
   default:
-    if (!ir_is_binop(e->kind)) return refuse(c, "unknown expression kind");
-    return check_expr(c, e->u.bin.a) && check_expr(c, e->u.bin.b);
+    return ir_is_binop(e->kind) || refuse(c, "unknown expression kind");
   }
 }
 
-static bool check_stmt(vctx *c, ir_stmt *s) {
-  if (!s) return refuse(c, "missing statement");
+/* Stores, sequences, and ifs and lets whose condition or value does not
+ * depend on the lane. */
+static bool check_stmt_cb(void *ctx, const ir_stmt *s) {
+  vctx *c = ctx;
+  if (c->why || c->oom) return false;
   switch (s->kind) {
   case IR_STORE:
     if (s->u.store.nidx != 1) return refuse(c, "a store is not flat");
     if (s->u.store.predicate) return refuse(c, "a store has a predicate");
     if (!uses(c, s->u.store.idx[0]))
       return refuse(c, "a store index does not depend on the lane (a reduction over the vectorized loop)");
-    return record(c, s->u.store.buf, s->u.store.idx[0], true) && check_expr(c, s->u.store.idx[0]) &&
-           check_expr(c, s->u.store.value);
+    return record(c, s->u.store.buf, s->u.store.idx[0], true);
   case IR_SEQ:
-    for (int i = 0; i < s->u.seq.n; i++)
-      if (!check_stmt(c, s->u.seq.stmts[i])) return false;
     return true;
   case IR_IF:
-    if (uses(c, s->u.ifs.cond)) return refuse(c, "an if condition depends on the lane");
-    return check_expr(c, s->u.ifs.cond) && check_stmt(c, s->u.ifs.then_s) &&
-           (!s->u.ifs.else_s || check_stmt(c, s->u.ifs.else_s));
+    return !uses(c, s->u.ifs.cond) || refuse(c, "an if condition depends on the lane");
   case IR_LET:
-    if (uses(c, s->u.let.value)) return refuse(c, "a let value depends on the lane");
-    return check_expr(c, s->u.let.value) && check_stmt(c, s->u.let.body);
+    return !uses(c, s->u.let.value) || refuse(c, "a let value depends on the lane");
   case IR_FOR:
     return refuse(c, "the body holds an inner loop");
   case IR_ALLOCATE:
@@ -153,6 +140,13 @@ static bool check_stmt(vctx *c, ir_stmt *s) {
   default:
     return refuse(c, "the body holds a block or an unknown statement");
   }
+}
+
+static bool check_stmt(vctx *c, ir_stmt *s) {
+  if (!s) return refuse(c, "missing statement");
+  ir_visitor v = {.expr = check_expr_cb, .stmt = check_stmt_cb, .ctx = c};
+  ir_visit_stmt(&v, s);
+  return !c->why && !c->oom;
 }
 
 /* How much idx moves from one lane to the next, when that is a constant.
