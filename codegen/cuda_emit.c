@@ -472,8 +472,10 @@ static void emit_preloads(cctx *c) {
 
 /* ---- launch configuration ---------------------------------------------------- */
 
-static void launch_walk(cctx *c, const ir_stmt *s) {
-  if (!s || c->st) return;
+/* The launch extents: the largest constant extent bound to each tag. */
+static bool launch_cb(void *ctx, const ir_stmt *s) {
+  cctx *c = ctx;
+  if (c->st) return false;
   switch (s->kind) {
   case IR_FOR:
     if (s->u.loop.kind == IR_FOR_THREAD_BINDING) {
@@ -481,30 +483,29 @@ static void launch_walk(cctx *c, const ir_stmt *s) {
       if (tag == TAG_NONE) {
         FAIL(c, "cuda: loop %s is bound to '%s', which is not blockIdx.{x,y,z}, threadIdx.{x,y,z} or vthread",
              s->u.loop.var->name, s->u.loop.thread ? s->u.loop.thread : "?");
-        return;
+        return false;
       }
       int64_t ext;
       if (!ir_as_int(s->u.loop.extent, &ext)) {
         FAIL(c, "cuda: loop %s is bound to %s with a non-constant extent; bind constant extents "
                 "(bind the symbolic sizes first)",
              s->u.loop.var->name, s->u.loop.thread);
-        return;
+        return false;
       }
       if (tag < TAG_VTHREAD && ext > c->launch[tag]) c->launch[tag] = ext;
     }
-    launch_walk(c, s->u.loop.body);
-    return;
+    return true;
   case IR_SEQ:
-    for (int i = 0; i < s->u.seq.n; i++) launch_walk(c, s->u.seq.stmts[i]);
-    return;
   case IR_IF:
-    launch_walk(c, s->u.ifs.then_s);
-    launch_walk(c, s->u.ifs.else_s);
-    return;
-  case IR_LET: launch_walk(c, s->u.let.body); return;
-  case IR_ALLOCATE: launch_walk(c, s->u.alloc.body); return;
-  default: return;
+  case IR_LET:
+  case IR_ALLOCATE: return true;
+  default: return false;
   }
+}
+
+static void launch_walk(cctx *c, const ir_stmt *s) {
+  ir_visitor v = {.stmt = launch_cb, .ctx = c};
+  ir_visit_stmt(&v, s);
 }
 
 /* ---- statements ----------------------------------------------------------------- */

@@ -266,24 +266,19 @@ static void walk_loop(walk *w, const ir_stmt *s) {
   walk_stmt(w, s->u.loop.body);
 }
 
-static void walk_stmt(walk *w, const ir_stmt *s) {
-  if (!s || w->st) return;
+/* Loops walk their own bodies (thread bindings are scoped); the visitor
+ * walks the rest. */
+static bool walk_cb(void *ctx, const ir_stmt *s) {
+  walk *w = ctx;
+  if (w->st) return false;
   switch (s->kind) {
   case IR_FOR:
     walk_loop(w, s);
-    return;
-  case IR_SEQ:
-    for (int i = 0; i < s->u.seq.n; i++) walk_stmt(w, s->u.seq.stmts[i]);
-    return;
+    return false;
   case IR_IF:
-    check_exprs_of(w, s);
-    walk_stmt(w, s->u.ifs.then_s);
-    walk_stmt(w, s->u.ifs.else_s);
-    return;
   case IR_LET:
     check_exprs_of(w, s);
-    walk_stmt(w, s->u.let.body);
-    return;
+    return true;
   case IR_ALLOCATE: {
     const ir_buffer *b = s->u.alloc.buf;
     bool shared = is_scope(b, "shared"), local = is_scope(b, "local");
@@ -293,34 +288,34 @@ static void walk_stmt(walk *w, const ir_stmt *s) {
       bytes = buffer_bytes(b, &ok);
       if (!ok) {
         fail(w, "%s buffer %s has a non-constant size after compaction", shared ? "shared" : "local", b->name);
-        return;
+        return false;
       }
     }
     /* TVM sums every allocation of a kernel (no reuse between them) */
     if (shared) w->shared += bytes;
     if (local) w->local += bytes;
-    walk_stmt(w, s->u.alloc.body);
-    return;
+    return true;
   }
   case IR_STORE:
     if (!w->bound && !w->lim->allow_unbound) {
       fail(w, "the store to %s is outside every blockIdx/threadIdx loop (it would run on a single GPU "
               "thread; bind the loops of the block writing %s)",
            s->u.store.buf ? s->u.store.buf->name : "?", s->u.store.buf ? s->u.store.buf->name : "?");
-      return;
+      return false;
     }
     check_exprs_of(w, s);
-    return;
+    return false;
   case IR_EVALUATE:
     check_exprs_of(w, s);
-    return;
-  case IR_BLOCK_REALIZE: /* not in the lowered form; be safe */
-    walk_stmt(w, s->u.realize.block->init);
-    walk_stmt(w, s->u.realize.block->body);
-    return;
-  default:
-    return;
+    return false;
+  default: /* sequences; blocks (not in the lowered form; be safe) */
+    return true;
   }
+}
+
+static void walk_stmt(walk *w, const ir_stmt *s) {
+  ir_visitor v = {.stmt = walk_cb, .ctx = w};
+  ir_visit_stmt(&v, s);
 }
 
 static int count_kernels(const ir_stmt *s) {

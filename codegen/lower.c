@@ -460,13 +460,10 @@ static ir_expr *lower_expr_pre(ir_mutator *m, ir_expr *e) {
 static ir_expr *lower_expr(lctx *c, ir_expr *e) {
   if (c->st) return NULL;
   if (!e) return fail(c, TS_EINVAL, "lower: missing expression in block %s", c->block ? c->block : "?");
-  ir_mutator m;
-  ir_mutator_init(&m, c->a);
-  m.ctx = c;
-  m.pre_expr = lower_expr_pre;
-  ir_expr *n = ir_mutate_expr(&m, e);
-  if (m.failed) NN(c, NULL);
-  ir_mutator_fini(&m);
+  static const ir_mutator_hooks h = {.pre_expr = lower_expr_pre};
+  bool failed = false;
+  ir_expr *n = ir_rewrite_expr(c->a, &h, c, e, &failed);
+  if (failed) NN(c, NULL);
   return c->st ? NULL : n;
 }
 
@@ -838,63 +835,89 @@ static ir_stmt *lower_realize(lctx *c, ir_stmt *s) {
   return body;
 }
 
+static ir_stmt *lower_if(lctx *c, ir_stmt *s) {
+  ir_expr *cond = simp(c, lower_expr(c, s->u.ifs.cond));
+  if (!cond) return NULL;
+  if (is_true(cond)) return lower_stmt(c, s->u.ifs.then_s);
+  if (is_false(cond)) return s->u.ifs.else_s ? lower_stmt(c, s->u.ifs.else_s) : empty_stmt(c);
+  ir_stmt *t = lower_stmt(c, s->u.ifs.then_s);
+  ir_stmt *e = s->u.ifs.else_s ? lower_stmt(c, s->u.ifs.else_s) : NULL;
+  if (!t || (s->u.ifs.else_s && !e)) return NULL;
+  return NN(c, ir_if(c->a, cond, t, e));
+}
+
+static ir_stmt *lower_alloc(lctx *c, ir_stmt *s) {
+  if (!s->u.alloc.buf) return fail(c, TS_EINVAL, "lower: allocate without a buffer");
+  int bmark = c->nbuf;
+  bufinfo *bi = add_buffer(c, s->u.alloc.buf, true, NULL);
+  ir_stmt *b = bi ? lower_stmt(c, s->u.alloc.body) : NULL;
+  c->nbuf = bmark;
+  return b ? NN(c, ir_allocate(c->a, bi->flat, b)) : NULL;
+}
+
+static ir_stmt *lower_store(lctx *c, ir_stmt *s) {
+  bufinfo *bi = NULL;
+  ir_expr *idx = flatten(c, s->u.store.buf, s->u.store.nidx, s->u.store.idx, &bi);
+  ir_expr *v = idx ? lower_expr(c, s->u.store.value) : NULL;
+  ir_expr *p = s->u.store.predicate && v ? simp(c, lower_expr(c, s->u.store.predicate)) : NULL;
+  if (!v || (s->u.store.predicate && !p)) return NULL;
+  if (p && is_false(p) && p->dtype.lanes == 1) return empty_stmt(c);
+  ir_stmt *n = NN(c, ir_store(c->a, bi->flat, 1, &idx, v));
+  if (n) n->u.store.predicate = p && !is_true(p) ? p : NULL;
+  return n;
+}
+
+/* A missing child is an error here (the shared walk passes NULL children
+ * through): sets it, with the message lower_stmt or lower_expr gives. */
+static bool missing_child(lctx *c, const ir_stmt *s) {
+  const char *what = NULL;
+  if (s->kind == IR_SEQ) {
+    for (int i = 0; i < s->u.seq.n && !what; i++)
+      if (!s->u.seq.stmts || !s->u.seq.stmts[i]) what = "statement";
+  } else if (s->kind == IR_LET) {
+    what = !s->u.let.value ? "expression" : !s->u.let.body ? "statement" : NULL;
+  } else if (s->kind == IR_EVALUATE) {
+    what = !s->u.eval.value ? "expression" : NULL;
+  }
+  if (what) fail(c, TS_EINVAL, "lower: missing %s in block %s", what, c->block ? c->block : "?");
+  return what != NULL;
+}
+
+/* The lowering of each statement kind, as a pre hook of the shared
+ * mutator: loops, blocks, conditions, allocations and stores are rebuilt
+ * here; sequences, lets and evaluates take the default walk, their
+ * expressions going through lower_expr_pre. */
+static ir_stmt *lower_stmt_pre(ir_mutator *m, ir_stmt *s) {
+  lctx *c = m->ctx;
+  ir_stmt *n;
+  switch (s->kind) {
+  case IR_FOR: n = lower_loop(c, s); break;
+  case IR_BLOCK_REALIZE: n = lower_realize(c, s); break;
+  case IR_IF: n = lower_if(c, s); break;
+  case IR_ALLOCATE: n = lower_alloc(c, s); break;
+  case IR_STORE: n = lower_store(c, s); break;
+  case IR_SEQ:
+  case IR_LET:
+  case IR_EVALUATE:
+    if (!missing_child(c, s)) return NULL;
+    n = NULL;
+    break;
+  default:
+    n = fail(c, TS_EINVAL, "lower: unknown statement kind %d", (int)s->kind);
+    break;
+  }
+  if (!n) ir_mutator_fail(m);
+  return n;
+}
+
 static ir_stmt *lower_stmt(lctx *c, ir_stmt *s) {
   if (c->st) return NULL;
   if (!s) return fail(c, TS_EINVAL, "lower: missing statement in block %s", c->block ? c->block : "?");
-  ir_stmt *n;
-  switch (s->kind) {
-  case IR_FOR:
-    return lower_loop(c, s);
-  case IR_BLOCK_REALIZE:
-    return lower_realize(c, s);
-  case IR_SEQ: {
-    int k = s->u.seq.n;
-    ir_stmt **v = k ? NN(c, TS_ANEWN(c->a, ir_stmt *, k)) : NULL;
-    if (k && !v) return NULL;
-    for (int i = 0; i < k; i++)
-      if (!(v[i] = lower_stmt(c, s->u.seq.stmts ? s->u.seq.stmts[i] : NULL))) return NULL;
-    return NN(c, ir_seq(c->a, k, v));
-  }
-  case IR_IF: {
-    ir_expr *cond = simp(c, lower_expr(c, s->u.ifs.cond));
-    if (!cond) return NULL;
-    if (is_true(cond)) return lower_stmt(c, s->u.ifs.then_s);
-    if (is_false(cond)) return s->u.ifs.else_s ? lower_stmt(c, s->u.ifs.else_s) : empty_stmt(c);
-    ir_stmt *t = lower_stmt(c, s->u.ifs.then_s);
-    ir_stmt *e = s->u.ifs.else_s ? lower_stmt(c, s->u.ifs.else_s) : NULL;
-    if (!t || (s->u.ifs.else_s && !e)) return NULL;
-    return NN(c, ir_if(c->a, cond, t, e));
-  }
-  case IR_LET: {
-    ir_expr *v = lower_expr(c, s->u.let.value);
-    ir_stmt *b = v ? lower_stmt(c, s->u.let.body) : NULL;
-    return b ? NN(c, ir_let(c->a, s->u.let.var, v, b)) : NULL;
-  }
-  case IR_ALLOCATE: {
-    if (!s->u.alloc.buf) return fail(c, TS_EINVAL, "lower: allocate without a buffer");
-    int bmark = c->nbuf;
-    bufinfo *bi = add_buffer(c, s->u.alloc.buf, true, NULL);
-    ir_stmt *b = bi ? lower_stmt(c, s->u.alloc.body) : NULL;
-    c->nbuf = bmark;
-    return b ? NN(c, ir_allocate(c->a, bi->flat, b)) : NULL;
-  }
-  case IR_EVALUATE: {
-    ir_expr *v = lower_expr(c, s->u.eval.value);
-    return v ? NN(c, ir_evaluate(c->a, v)) : NULL;
-  }
-  case IR_STORE: {
-    bufinfo *bi = NULL;
-    ir_expr *idx = flatten(c, s->u.store.buf, s->u.store.nidx, s->u.store.idx, &bi);
-    ir_expr *v = idx ? lower_expr(c, s->u.store.value) : NULL;
-    ir_expr *p = s->u.store.predicate && v ? simp(c, lower_expr(c, s->u.store.predicate)) : NULL;
-    if (!v || (s->u.store.predicate && !p)) return NULL;
-    if (p && is_false(p) && p->dtype.lanes == 1) return empty_stmt(c);
-    if ((n = NN(c, ir_store(c->a, bi->flat, 1, &idx, v)))) n->u.store.predicate = p && !is_true(p) ? p : NULL;
-    return n;
-  }
-  default:
-    return fail(c, TS_EINVAL, "lower: unknown statement kind %d", (int)s->kind);
-  }
+  static const ir_mutator_hooks h = {.pre_expr = lower_expr_pre, .pre_stmt = lower_stmt_pre};
+  bool failed = false;
+  ir_stmt *n = ir_rewrite_stmt(c->a, &h, c, s, &failed);
+  if (failed) NN(c, NULL);
+  return c->st ? NULL : n;
 }
 
 /* ---- allocation planning and compaction ------------------------------- */
@@ -1150,98 +1173,102 @@ static void chk_buffer(chk *k, const ir_buffer *b) {
              b->name, k->block ? k->block : "?", b->scope);
 }
 
-static void chk_stmt(chk *k, const ir_stmt *s) {
-  if (!s || k->st) return;
-  switch (s->kind) {
-  case IR_FOR: {
-    const char *name = s->u.loop.var ? s->u.loop.var->name : "?";
-    int64_t ext = -1;
-    bool cext = ir_as_int(s->u.loop.extent, &ext);
-    int saved_depth = k->par_depth;
-    const char *saved_name = k->par_name;
-    int64_t saved_threads = k->threads;
-    int64_t saved_tdim[3] = {k->tdim[0], k->tdim[1], k->tdim[2]};
-    switch (s->u.loop.kind) {
-    case IR_FOR_THREAD_BINDING:
-      if (k->t->kind == CG_TARGET_LLVM) {
-        chk_fail(k, "check: loop %s is bound to %s, but target %s has no GPU threads (use parallel)", name,
-                 s->u.loop.thread ? s->u.loop.thread : "a thread", tname(k->t));
-        return;
-      }
-      if (s->u.loop.thread && strncmp(s->u.loop.thread, "threadIdx.", 10) == 0 && cext) {
-        int dim = s->u.loop.thread[10] - 'x';
-        if (dim >= 0 && dim < 3 && ext > k->tdim[dim]) k->tdim[dim] = ext;
-        k->threads = k->tdim[0] * k->tdim[1] * k->tdim[2];
-        if (k->threads > 1024) {
-          chk_fail(k, "check: loop %s (%s) makes %lld threads per block, over cuda's 1024", name,
-                   s->u.loop.thread, (long long)k->threads);
-          return;
-        }
-      }
-      break;
-    case IR_FOR_PARALLEL:
-      if (cg_target_ops_of(k->t)->gpu) {
-        chk_fail(k, "check: loop %s is parallel, which target cuda cannot run (bind it to blockIdx/threadIdx)",
-                 name);
-        return;
-      }
-      if (k->par_depth > 0) {
-        chk_fail(k, "check: parallel loop %s is nested inside parallel loop %s", name, k->par_name);
-        return;
-      }
-      k->par_depth++;
-      k->par_name = name;
-      break;
-    case IR_FOR_VECTORIZED:
-      if (cext && ext > CG_MAX_LANES) {
-        chk_fail(k, "check: vectorized loop %s has %lld lanes, more than %d", name, (long long)ext,
-                 CG_MAX_LANES);
-        return;
-      }
-      break;
-    default:
-      break;
+static void chk_stmt(chk *k, const ir_stmt *s);
+
+/* A loop's own checks; its body is checked with the loop's thread and
+ * parallel context, restored after. */
+static void chk_loop(chk *k, const ir_stmt *s) {
+  const char *name = s->u.loop.var ? s->u.loop.var->name : "?";
+  int64_t ext = -1;
+  bool cext = ir_as_int(s->u.loop.extent, &ext);
+  int saved_depth = k->par_depth;
+  const char *saved_name = k->par_name;
+  int64_t saved_threads = k->threads;
+  int64_t saved_tdim[3] = {k->tdim[0], k->tdim[1], k->tdim[2]};
+  switch (s->u.loop.kind) {
+  case IR_FOR_THREAD_BINDING:
+    if (k->t->kind == CG_TARGET_LLVM) {
+      chk_fail(k, "check: loop %s is bound to %s, but target %s has no GPU threads (use parallel)", name,
+               s->u.loop.thread ? s->u.loop.thread : "a thread", tname(k->t));
+      return;
     }
-    chk_stmt(k, s->u.loop.body);
-    k->par_depth = saved_depth;
-    k->par_name = saved_name;
-    k->threads = saved_threads;
-    memcpy(k->tdim, saved_tdim, sizeof saved_tdim);
-    return;
+    if (s->u.loop.thread && strncmp(s->u.loop.thread, "threadIdx.", 10) == 0 && cext) {
+      int dim = s->u.loop.thread[10] - 'x';
+      if (dim >= 0 && dim < 3 && ext > k->tdim[dim]) k->tdim[dim] = ext;
+      k->threads = k->tdim[0] * k->tdim[1] * k->tdim[2];
+      if (k->threads > 1024) {
+        chk_fail(k, "check: loop %s (%s) makes %lld threads per block, over cuda's 1024", name,
+                 s->u.loop.thread, (long long)k->threads);
+        return;
+      }
+    }
+    break;
+  case IR_FOR_PARALLEL:
+    if (cg_target_ops_of(k->t)->gpu) {
+      chk_fail(k, "check: loop %s is parallel, which target cuda cannot run (bind it to blockIdx/threadIdx)",
+               name);
+      return;
+    }
+    if (k->par_depth > 0) {
+      chk_fail(k, "check: parallel loop %s is nested inside parallel loop %s", name, k->par_name);
+      return;
+    }
+    k->par_depth++;
+    k->par_name = name;
+    break;
+  case IR_FOR_VECTORIZED:
+    if (cext && ext > CG_MAX_LANES) {
+      chk_fail(k, "check: vectorized loop %s has %lld lanes, more than %d", name, (long long)ext,
+               CG_MAX_LANES);
+      return;
+    }
+    break;
+  default:
+    break;
   }
+  chk_stmt(k, s->u.loop.body);
+  k->par_depth = saved_depth;
+  k->par_name = saved_name;
+  k->threads = saved_threads;
+  memcpy(k->tdim, saved_tdim, sizeof saved_tdim);
+}
+
+/* The checks as a visitor over statements: loops and blocks walk their own
+ * bodies (their context is scoped); the walk stops at the first failure. */
+static bool chk_cb(void *ctx, const ir_stmt *s) {
+  chk *k = ctx;
+  if (k->st) return false;
+  switch (s->kind) {
+  case IR_FOR:
+    chk_loop(k, s);
+    return false;
   case IR_BLOCK_REALIZE: {
     const ir_block *b = s->u.realize.block;
-    if (!b) return;
+    if (!b) return false;
     const char *outer = k->block;
     k->block = b->name;
     for (int i = 0; i < b->nalloc; i++) chk_buffer(k, b->allocs ? b->allocs[i] : NULL);
     chk_stmt(k, b->init);
     chk_stmt(k, b->body);
     k->block = outer;
-    return;
+    return false;
   }
-  case IR_SEQ:
-    for (int i = 0; i < s->u.seq.n; i++) chk_stmt(k, s->u.seq.stmts[i]);
-    return;
-  case IR_IF:
-    chk_stmt(k, s->u.ifs.then_s);
-    chk_stmt(k, s->u.ifs.else_s);
-    return;
-  case IR_LET:
-    chk_stmt(k, s->u.let.body);
-    return;
   case IR_ALLOCATE:
     chk_buffer(k, s->u.alloc.buf);
-    chk_stmt(k, s->u.alloc.body);
-    return;
+    return true;
   case IR_STORE:
     if (s->u.store.value && s->u.store.value->dtype.lanes > CG_MAX_LANES)
       chk_fail(k, "check: a store to %s has %d lanes, more than %d", s->u.store.buf ? s->u.store.buf->name : "?",
                s->u.store.value->dtype.lanes, CG_MAX_LANES);
-    return;
+    return false;
   default:
-    return;
+    return true;
   }
+}
+
+static void chk_stmt(chk *k, const ir_stmt *s) {
+  ir_visitor v = {.stmt = chk_cb, .ctx = k};
+  ir_visit_stmt(&v, s);
 }
 
 ts_status cg_check(const ir_func *f, const cg_target *t, ts_diag *d) {

@@ -21,6 +21,7 @@ typedef struct vctx {
   int lanes;
   const char *why; /* first reason the loop cannot be widened */
   bool oom;
+  bool guarded; /* widening under a lane-dependent guard (see widen) */
   access *acc;
   int nacc, capacc;
 } vctx;
@@ -54,95 +55,82 @@ static bool record(vctx *c, const ir_buffer *b, ir_expr *idx, bool store) {
 
 /* True if evaluating e for a lane whose guard is false could fault: a load,
  * or an integer division by something other than a non-zero constant. */
-static bool hazardous(const ir_expr *e) {
-  if (!e) return false;
+static bool hazard_cb(void *ctx, const ir_expr *e) {
+  bool *found = ctx;
+  int64_t k;
   switch (e->kind) {
   case IR_INT_IMM:
   case IR_FLOAT_IMM:
   case IR_VAR:
-    return false;
-  case IR_LOAD:
-    return true;
   case IR_NOT:
-    return hazardous(e->u.un.a);
   case IR_SELECT:
-    return hazardous(e->u.sel.cond) || hazardous(e->u.sel.t) || hazardous(e->u.sel.f);
   case IR_CAST:
-    return hazardous(e->u.cast.value);
   case IR_CALL:
-    for (int i = 0; i < e->u.call.nargs; i++)
-      if (hazardous(e->u.call.args[i])) return true;
-    return false;
   case IR_RAMP:
-    return hazardous(e->u.ramp.base) || hazardous(e->u.ramp.stride);
   case IR_BROADCAST:
-    return hazardous(e->u.bcast.value);
-  default:
-    if (ir_is_binop(e->kind)) {
-      if ((e->kind == IR_DIV || e->kind == IR_FLOORDIV || e->kind == IR_FLOORMOD) &&
-          !ir_dtype_is_float(e->dtype)) {
-        int64_t k;
-        if (!ir_as_int(e->u.bin.b, &k) || k == 0) return true;
-      }
-      return hazardous(e->u.bin.a) || hazardous(e->u.bin.b);
-    }
-    return true;
+    break;
+  default: /* a load, an unknown kind, or a division by a maybe-zero */
+    if (!ir_is_binop(e->kind)) *found = true;
+    else if ((e->kind == IR_DIV || e->kind == IR_FLOORDIV || e->kind == IR_FLOORMOD) && !ir_dtype_is_float(e->dtype))
+      *found |= !ir_as_int(e->u.bin.b, &k) || k == 0;
+    break;
   }
+  return !*found;
+}
+
+static bool hazardous(const ir_expr *e) {
+  bool found = false;
+  ir_visitor v = {.expr = hazard_cb, .ctx = &found};
+  ir_visit_expr(&v, e);
+  return found;
 }
 
 /* ---- legality ------------------------------------------------------------ */
 
-static bool check_expr(vctx *c, ir_expr *e) {
-  if (!e) return refuse(c, "missing expression");
+/* What the widening handles: scalar, flat loads, no vectors yet. Records
+ * every access for independent(). */
+static bool check_expr_cb(void *ctx, const ir_expr *e) {
+  vctx *c = ctx;
+  if (c->why || c->oom) return false;
   if (e->dtype.lanes != 1) return refuse(c, "the body already holds vector expressions");
   switch (e->kind) {
-  case IR_INT_IMM:
-  case IR_FLOAT_IMM:
-  case IR_VAR:
-    return true;
   case IR_LOAD:
     if (e->u.load.nidx != 1) return refuse(c, "a load is not flat");
-    return record(c, e->u.load.buf, e->u.load.idx[0], false) && check_expr(c, e->u.load.idx[0]);
-  case IR_NOT:
-    return check_expr(c, e->u.un.a);
-  case IR_SELECT:
-    return check_expr(c, e->u.sel.cond) && check_expr(c, e->u.sel.t) && check_expr(c, e->u.sel.f);
-  case IR_CAST:
-    return check_expr(c, e->u.cast.value);
-  case IR_CALL:
-    for (int i = 0; i < e->u.call.nargs; i++)
-      if (!check_expr(c, e->u.call.args[i])) return false;
-    return true;
+    return record(c, e->u.load.buf, e->u.load.idx[0], false);
   case IR_RAMP:
   case IR_BROADCAST:
     return refuse(c, "the body already holds vector expressions");
+  case IR_INT_IMM:
+  case IR_FLOAT_IMM:
+  case IR_VAR:
+  case IR_NOT:
+  case IR_SELECT:
+  case IR_CAST:
+  case IR_CALL:
+    return true;
   default:
-    if (!ir_is_binop(e->kind)) return refuse(c, "unknown expression kind");
-    return check_expr(c, e->u.bin.a) && check_expr(c, e->u.bin.b);
+    return ir_is_binop(e->kind) || refuse(c, "unknown expression kind");
   }
 }
 
-static bool check_stmt(vctx *c, ir_stmt *s) {
-  if (!s) return refuse(c, "missing statement");
+/* Stores, sequences, and ifs and lets whose condition or value does not
+ * depend on the lane. */
+static bool check_stmt_cb(void *ctx, const ir_stmt *s) {
+  vctx *c = ctx;
+  if (c->why || c->oom) return false;
   switch (s->kind) {
   case IR_STORE:
     if (s->u.store.nidx != 1) return refuse(c, "a store is not flat");
     if (s->u.store.predicate) return refuse(c, "a store has a predicate");
     if (!uses(c, s->u.store.idx[0]))
       return refuse(c, "a store index does not depend on the lane (a reduction over the vectorized loop)");
-    return record(c, s->u.store.buf, s->u.store.idx[0], true) && check_expr(c, s->u.store.idx[0]) &&
-           check_expr(c, s->u.store.value);
+    return record(c, s->u.store.buf, s->u.store.idx[0], true);
   case IR_SEQ:
-    for (int i = 0; i < s->u.seq.n; i++)
-      if (!check_stmt(c, s->u.seq.stmts[i])) return false;
     return true;
   case IR_IF:
-    if (uses(c, s->u.ifs.cond)) return refuse(c, "an if condition depends on the lane");
-    return check_expr(c, s->u.ifs.cond) && check_stmt(c, s->u.ifs.then_s) &&
-           (!s->u.ifs.else_s || check_stmt(c, s->u.ifs.else_s));
+    return !uses(c, s->u.ifs.cond) || refuse(c, "an if condition depends on the lane");
   case IR_LET:
-    if (uses(c, s->u.let.value)) return refuse(c, "a let value depends on the lane");
-    return check_expr(c, s->u.let.value) && check_stmt(c, s->u.let.body);
+    return !uses(c, s->u.let.value) || refuse(c, "a let value depends on the lane");
   case IR_FOR:
     return refuse(c, "the body holds an inner loop");
   case IR_ALLOCATE:
@@ -152,6 +140,13 @@ static bool check_stmt(vctx *c, ir_stmt *s) {
   default:
     return refuse(c, "the body holds a block or an unknown statement");
   }
+}
+
+static bool check_stmt(vctx *c, ir_stmt *s) {
+  if (!s) return refuse(c, "missing statement");
+  ir_visitor v = {.expr = check_expr_cb, .stmt = check_stmt_cb, .ctx = c};
+  ir_visit_stmt(&v, s);
+  return !c->why && !c->oom;
 }
 
 /* How much idx moves from one lane to the next, when that is a constant.
@@ -247,6 +242,108 @@ static ir_expr *widen_index(vctx *c, ir_expr *idx, bool guarded, int64_t *stride
   return bcast(c, widen(c, idx, guarded));
 }
 
+/* A binary operation on widened operands: a ramp when the ramp algebra
+ * applies, else the vector operation on broadcast operands. */
+static ir_expr *widen_binop(vctx *c, const ir_expr *e, ir_expr *x, ir_expr *y) {
+  ir_expr *n = fold_ramp(c, e->kind, x, y);
+  if (n || c->oom) return n;
+  n = nn(c, ir_binop(c->a, e->kind, bcast(c, x), bcast(c, y)));
+  if (n) n->dtype = vec_of(c, e->dtype);
+  return n;
+}
+
+static ir_expr *widen_load(vctx *c, ir_expr *e) {
+  ir_expr *ix = e->u.load.idx[0], *idx;
+  int64_t k = 0;
+  bool affine = false;
+  if (c->guarded && hazardous(ix)) idx = bcast(c, widen(c, ix, true));
+  else idx = widen_index(c, ix, c->guarded, &k, &affine);
+  bool scalar = affine && k == 0;
+  if (scalar && c->guarded) {
+    idx = bcast(c, idx);
+    scalar = false;
+  }
+  if (!idx) return NULL;
+  ir_expr *n = nn(c, ir_load(c->a, e->u.load.buf, 1, &idx));
+  if (n) n->dtype = scalar ? e->dtype : vec_of(c, e->dtype);
+  return scalar ? bcast(c, n) : n;
+}
+
+/* The kinds whose children are widened under another guard, or that are
+ * not rebuilt from their widened children: a pre hook of the shared
+ * mutator. Invariant, harmless subtrees stay as they are. */
+static ir_expr *widen_pre(ir_mutator *m, ir_expr *e) {
+  vctx *c = m->ctx;
+  bool guarded = c->guarded;
+  if (!uses(c, e) && !(guarded && hazardous(e))) return e;
+  ir_expr *n = NULL;
+  int64_t cv;
+  switch (e->kind) {
+  case IR_VAR: {
+    ir_expr *mn = c->min;
+    if (mn->dtype.code != c->v->dtype.code) mn = nn(c, ir_cast(c->a, c->v->dtype, mn));
+    n = mn ? nn(c, ir_ramp(c->a, mn, nn(c, ir_int(c->a, c->v->dtype, 1)), c->lanes)) : NULL;
+    break;
+  }
+  case IR_LOAD:
+    n = widen_load(c, e);
+    break;
+  case IR_SELECT: {
+    /* Any undecided condition guards the branches once widened: a
+     * lane-invariant one becomes a broadcast mask, which protects vector
+     * operations only, so scalar loads under it must be guarded too. */
+    bool g = guarded || !ir_as_int(e->u.sel.cond, &cv);
+    n = nn(c, ir_select(c->a, bcast(c, widen(c, e->u.sel.cond, guarded)), bcast(c, widen(c, e->u.sel.t, g)),
+                        bcast(c, widen(c, e->u.sel.f, g))));
+    if (n) n->dtype = vec_of(c, e->dtype);
+    break;
+  }
+  case IR_AND:
+  case IR_OR: { /* the right side runs under the left one */
+    ir_expr *x = widen(c, e->u.bin.a, guarded);
+    ir_expr *y = widen(c, e->u.bin.b, guarded || !ir_as_int(e->u.bin.a, &cv));
+    n = x && y ? widen_binop(c, e, x, y) : NULL;
+    break;
+  }
+  default:
+    return NULL; /* children widened by the default walk, then widen_post */
+  }
+  if (!n) ir_mutator_fail(m);
+  return n;
+}
+
+/* The rest, rebuilt in lanes from their widened children (in e). */
+static ir_expr *widen_post(ir_mutator *m, const ir_expr *orig, ir_expr *e) {
+  vctx *c = m->ctx;
+  ir_expr *n = NULL;
+  switch (orig->kind) {
+  case IR_NOT:
+    n = nn(c, ir_not(c->a, bcast(c, e->u.un.a)));
+    break;
+  case IR_CAST:
+    n = nn(c, ir_cast(c->a, vec_of(c, orig->dtype), bcast(c, e->u.cast.value)));
+    break;
+  case IR_CALL: {
+    int na = e->u.call.nargs;
+    ir_expr **args = nn(c, TS_ANEWN(c->a, ir_expr *, na ? na : 1));
+    for (int i = 0; i < na && args; i++)
+      if (!(args[i] = bcast(c, e->u.call.args[i]))) args = NULL;
+    n = args ? nn(c, ir_call(c->a, e->u.call.op, vec_of(c, orig->dtype), na, args)) : NULL;
+    break;
+  }
+  default:
+    if (!ir_is_binop(orig->kind)) {
+      c->oom = true; /* unreachable after check_expr */
+      break;
+    }
+    if (!(n = widen_binop(c, orig, e->u.bin.a, e->u.bin.b))) ir_mutator_fail(m);
+    return n;
+  }
+  if (n) n->dtype = vec_of(c, orig->dtype);
+  else ir_mutator_fail(m);
+  return n;
+}
+
 /* e in lanes. Under a lane-dependent guard (the branches of a select whose
  * condition depends on the lane, the right side of such an && / ||),
  * nothing that may fault stays scalar: backends evaluate vector code under
@@ -256,107 +353,44 @@ static ir_expr *widen_index(vctx *c, ir_expr *idx, bool guarded, int64_t *stride
  * invariant but hazardous expression is widened too. */
 static ir_expr *widen(vctx *c, ir_expr *e, bool guarded) {
   if (!e || c->oom) return NULL;
-  if (!uses(c, e) && !(guarded && hazardous(e))) return e;
-  ir_expr *n = NULL;
-  switch (e->kind) {
-  case IR_VAR: {
-    ir_expr *mn = c->min;
-    if (mn->dtype.code != c->v->dtype.code) mn = nn(c, ir_cast(c->a, c->v->dtype, mn));
-    return mn ? nn(c, ir_ramp(c->a, mn, nn(c, ir_int(c->a, c->v->dtype, 1)), c->lanes)) : NULL;
-  }
-  case IR_LOAD: {
-    ir_expr *ix = e->u.load.idx[0], *idx;
-    int64_t k = 0;
-    bool affine = false;
-    if (guarded && hazardous(ix)) idx = bcast(c, widen(c, ix, true));
-    else idx = widen_index(c, ix, guarded, &k, &affine);
-    bool scalar = affine && k == 0;
-    if (scalar && guarded) {
-      idx = bcast(c, idx);
-      scalar = false;
-    }
-    if (!idx) return NULL;
-    n = nn(c, ir_load(c->a, e->u.load.buf, 1, &idx));
-    if (n) n->dtype = scalar ? e->dtype : vec_of(c, e->dtype);
-    return scalar ? bcast(c, n) : n;
-  }
-  case IR_NOT:
-    n = nn(c, ir_not(c->a, bcast(c, widen(c, e->u.un.a, guarded))));
-    break;
-  case IR_SELECT: {
-    /* Any undecided condition guards the branches once widened: a
-     * lane-invariant one becomes a broadcast mask, which protects vector
-     * operations only, so scalar loads under it must be guarded too. */
-    int64_t cv;
-    bool g = guarded || !ir_as_int(e->u.sel.cond, &cv);
-    n = nn(c, ir_select(c->a, bcast(c, widen(c, e->u.sel.cond, guarded)), bcast(c, widen(c, e->u.sel.t, g)),
-                        bcast(c, widen(c, e->u.sel.f, g))));
-    break;
-  }
-  case IR_CAST:
-    n = nn(c, ir_cast(c->a, vec_of(c, e->dtype), bcast(c, widen(c, e->u.cast.value, guarded))));
-    break;
-  case IR_CALL: {
-    int na = e->u.call.nargs;
-    ir_expr **args = nn(c, TS_ANEWN(c->a, ir_expr *, na ? na : 1));
-    if (!args) return NULL;
-    for (int i = 0; i < na; i++)
-      if (!(args[i] = bcast(c, widen(c, e->u.call.args[i], guarded)))) return NULL;
-    n = nn(c, ir_call(c->a, e->u.call.op, vec_of(c, e->dtype), na, args));
-    break;
-  }
-  default: {
-    if (!ir_is_binop(e->kind)) {
-      c->oom = true; /* unreachable after check_expr */
-      return NULL;
-    }
-    bool lazy = e->kind == IR_AND || e->kind == IR_OR;
-    ir_expr *x = widen(c, e->u.bin.a, guarded);
-    int64_t av;
-    ir_expr *y = widen(c, e->u.bin.b, guarded || (lazy && !ir_as_int(e->u.bin.a, &av)));
-    if (!x || !y) return NULL;
-    if ((n = fold_ramp(c, e->kind, x, y))) return n;
-    if (c->oom) return NULL;
-    n = nn(c, ir_binop(c->a, e->kind, bcast(c, x), bcast(c, y)));
-    break;
-  }
-  }
-  if (n) n->dtype = vec_of(c, e->dtype);
-  return n;
+  bool outer = c->guarded;
+  c->guarded = guarded;
+  static const ir_mutator_hooks h = {.pre_expr = widen_pre, .post_expr = widen_post};
+  ir_expr *n = ir_rewrite_expr(c->a, &h, c, e, &c->oom);
+  c->guarded = outer;
+  return c->oom ? NULL : n;
 }
 
-static ir_stmt *widen_stmt(vctx *c, ir_stmt *s) {
-  if (c->oom) return NULL;
+/* Stores widened; sequences, ifs and lets (whose conditions and values
+ * check_stmt found lane-invariant) rebuilt around them by the default walk. */
+static ir_stmt *widen_stmt_pre(ir_mutator *m, ir_stmt *s) {
+  vctx *c = m->ctx;
+  ir_stmt *n = NULL;
   switch (s->kind) {
   case IR_STORE: {
     int64_t k = 0;
     bool affine;
     ir_expr *idx = widen_index(c, s->u.store.idx[0], false, &k, &affine);
     ir_expr *v = idx ? bcast(c, widen(c, s->u.store.value, false)) : NULL;
-    return v ? nn(c, ir_store(c->a, s->u.store.buf, 1, &idx, v)) : NULL;
+    n = v ? nn(c, ir_store(c->a, s->u.store.buf, 1, &idx, v)) : NULL;
+    break;
   }
-  case IR_SEQ: {
-    int k = s->u.seq.n;
-    ir_stmt **v = nn(c, TS_ANEWN(c->a, ir_stmt *, k ? k : 1));
-    if (!v) return NULL;
-    for (int i = 0; i < k; i++)
-      if (!(v[i] = widen_stmt(c, s->u.seq.stmts[i]))) return NULL;
-    return nn(c, ir_seq(c->a, k, v));
-  }
-  case IR_IF: {
-    ir_stmt *t = widen_stmt(c, s->u.ifs.then_s);
-    ir_stmt *e = s->u.ifs.else_s ? widen_stmt(c, s->u.ifs.else_s) : NULL;
-    if (!t || (s->u.ifs.else_s && !e)) return NULL;
-    return nn(c, ir_if(c->a, s->u.ifs.cond, t, e));
-  }
-  case IR_LET: {
-    ir_stmt *b = widen_stmt(c, s->u.let.body);
-    return b ? nn(c, ir_let(c->a, s->u.let.var, s->u.let.value, b)) : NULL;
-  }
+  case IR_SEQ:
+  case IR_IF:
+  case IR_LET:
+    return NULL;
   default:
     c->oom = true; /* unreachable after check_stmt */
-    return NULL;
+    break;
   }
+  if (!n) ir_mutator_fail(m);
+  return n;
+}
+
+static ir_stmt *widen_stmt(vctx *c, ir_stmt *s) {
+  static const ir_mutator_hooks h = {.pre_stmt = widen_stmt_pre};
+  ir_stmt *n = ir_rewrite_stmt(c->a, &h, c, s, &c->oom);
+  return c->oom ? NULL : n;
 }
 
 /* Lanes write distinct elements, and read back only their own. */

@@ -807,58 +807,51 @@ static void push_loop(walker *w, loop_ent le) {
   w->loops[w->nloops++] = le;
 }
 
-static void walk(walker *w, const ir_stmt *s) {
-  if (!s || w->oom) return;
+static void walk(walker *w, const ir_stmt *s);
+
+/* Loops and lets walk their own bodies (their entries are scoped); stores
+ * are the feature rows; the visitor walks the rest. */
+static bool walk_cb(void *ctx, const ir_stmt *s) {
+  walker *w = ctx;
+  if (w->oom) return false;
   switch (s->kind) {
   case IR_FOR: {
     int64_t mn = 0, ex = 1;
     if (!ir_as_int(s->u.loop.min, &mn)) mn = 0;
     if (!ir_as_int(s->u.loop.extent, &ex)) ex = 1;
-    if (ex <= 0) return; /* zero-extent loop: dropped */
+    if (ex <= 0) return false; /* zero-extent loop: dropped */
     loop_ent le = {s, s->u.loop.var, (double)mn, (double)ex, s->u.loop.kind, s->u.loop.thread, -1};
     const ir_annot *an = ir_annot_find(s->u.loop.nannot, s->u.loop.annots, "pragma_auto_unroll_max_step");
     if (an && an->kind == IR_ANN_INT) le.unroll_step = an->v.i;
     push_loop(w, le);
     walk(w, s->u.loop.body);
     w->nloops--;
-    return;
+    return false;
   }
-  case IR_SEQ:
-    for (int i = 0; i < s->u.seq.n; i++) walk(w, s->u.seq.stmts[i]);
-    return;
-  case IR_IF:
-    walk(w, s->u.ifs.then_s);
-    walk(w, s->u.ifs.else_s);
-    return;
   case IR_LET:
     GROW(w, w->lets, w->nlets, w->caplets);
-    if (w->oom) return;
+    if (w->oom) return false;
     w->lets[w->nlets++] = (let_ent){s->u.let.var, s->u.let.value};
     walk(w, s->u.let.body);
     w->nlets--;
-    return;
+    return false;
   case IR_ALLOCATE: {
     double op = 1;
     for (int i = 0; i < w->nloops; i++) op *= w->loops[i].ext;
     GROW(w, w->allocs, w->nalloc, w->capalloc);
-    if (w->oom) return;
+    if (w->oom) return false;
     w->allocs[w->nalloc++] = (alloc_ent){s->u.alloc.buf, op};
-    walk(w, s->u.alloc.body);
-    return;
+    return true; /* stays for the rest of the walk */
   }
-  case IR_BLOCK_REALIZE:
-    walk(w, s->u.realize.block->init);
-    walk(w, s->u.realize.block->body);
-    return;
   case IR_STORE: {
-    if (is_literal(s->u.store.value)) return;
+    if (is_literal(s->u.store.value)) return false;
     int lanes = expr_lanes(s->u.store.value);
     for (int i = 0; i < s->u.store.nidx; i++)
       if (expr_lanes(s->u.store.idx[i]) > lanes) lanes = expr_lanes(s->u.store.idx[i]);
     bool pushed = false;
     if (lanes > 1) {
       push_loop(w, (loop_ent){s, NULL, 0, (double)lanes, IR_FOR_VECTORIZED, NULL, -1});
-      if (w->oom) return;
+      if (w->oom) return false;
       pushed = true;
     }
     int r = -1;
@@ -873,10 +866,16 @@ static void walk(walker *w, const ir_stmt *s) {
     }
     if (r >= 0) store_features(w, s, w->rows[r].v);
     if (pushed) w->nloops--;
-    return;
+    return false;
   }
-  default: return;
+  default: /* sequences, ifs, blocks */
+    return true;
   }
+}
+
+static void walk(walker *w, const ir_stmt *s) {
+  ir_visitor v = {.stmt = walk_cb, .ctx = w};
+  ir_visit_stmt(&v, s);
 }
 
 void cm_features_fini(cm_features *f) {

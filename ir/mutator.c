@@ -371,6 +371,35 @@ ir_stmt *ir_mutate_stmt(ir_mutator *m, ir_stmt *s) {
   MUTATE_HOOKED(ir_stmt, s, pre_stmt, post_stmt, ir_mutate_stmt_children);
 }
 
+/* ---- one-shot forms ---- */
+
+static void mutator_with(ir_mutator *m, ts_arena *a, const ir_mutator_hooks *h, void *ctx) {
+  ir_mutator_init(m, a);
+  m->ctx = ctx;
+  m->pre_expr = h->pre_expr;
+  m->post_expr = h->post_expr;
+  m->pre_stmt = h->pre_stmt;
+  m->post_stmt = h->post_stmt;
+}
+
+ir_expr *ir_rewrite_expr(ts_arena *a, const ir_mutator_hooks *h, void *ctx, ir_expr *e, bool *failed) {
+  ir_mutator m;
+  mutator_with(&m, a, h, ctx);
+  ir_expr *n = ir_mutate_expr(&m, e);
+  if (m.failed) *failed = true;
+  ir_mutator_fini(&m);
+  return n;
+}
+
+ir_stmt *ir_rewrite_stmt(ts_arena *a, const ir_mutator_hooks *h, void *ctx, ir_stmt *s, bool *failed) {
+  ir_mutator m;
+  mutator_with(&m, a, h, ctx);
+  ir_stmt *n = ir_mutate_stmt(&m, s);
+  if (m.failed) *failed = true;
+  ir_mutator_fini(&m);
+  return n;
+}
+
 /* ---- functions ---- */
 
 ir_func *ir_mutate_func(ir_mutator *m, const ir_func *f, const ir_var_map *drop) {

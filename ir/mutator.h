@@ -42,6 +42,20 @@ void ir_mutator_init(ir_mutator *m, ts_arena *a);
 void ir_mutator_fini(ir_mutator *m);
 static inline void ir_mutator_fail(ir_mutator *m) { m->failed = true; }
 
+/* A pass's hooks, for the one-shot forms below. */
+typedef struct ir_mutator_hooks {
+  ir_expr *(*pre_expr)(ir_mutator *m, ir_expr *e);
+  ir_expr *(*post_expr)(ir_mutator *m, const ir_expr *orig, ir_expr *e);
+  ir_stmt *(*pre_stmt)(ir_mutator *m, ir_stmt *s);
+  ir_stmt *(*post_stmt)(ir_mutator *m, const ir_stmt *orig, ir_stmt *s);
+} ir_mutator_hooks;
+
+/* One-shot rewrite: a mutator on arena a with hooks h and ctx, over one
+ * tree, then finalised. On failure sets *failed (never clears it) and
+ * returns what ir_mutate_* returned. */
+ir_expr *ir_rewrite_expr(ts_arena *a, const ir_mutator_hooks *h, void *ctx, ir_expr *e, bool *failed);
+ir_stmt *ir_rewrite_stmt(ts_arena *a, const ir_mutator_hooks *h, void *ctx, ir_stmt *s, bool *failed);
+
 /* Rewrite with hooks. On failure m->failed is set and the original (or a
  * partly rewritten) node is returned: check m->failed before using it. */
 ir_expr *ir_mutate_expr(ir_mutator *m, ir_expr *e);

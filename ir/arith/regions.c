@@ -89,54 +89,19 @@ static void access_idx(detector *dt, acc_list *l, ir_buffer *b, int n, ir_expr *
   record(dt, l, b, n, sets);
 }
 
+/* Loads record their accesses; the visitor walks the rest. */
+static bool expr_cb(void *ctx, const ir_expr *e) {
+  detector *dt = ctx;
+  if (dt->st != TS_OK) return false;
+  /* an access_ptr's extent is unknown here: the block's declared regions
+   * carry it; a call_extern's (target intrinsic's) operand loads count */
+  if (e->kind == IR_LOAD) access_idx(dt, &dt->reads, e->u.load.buf, e->u.load.nidx, e->u.load.idx);
+  return true;
+}
+
 static void visit_expr(detector *dt, const ir_expr *e) {
-  if (!e || dt->st != TS_OK) return;
-  switch (e->kind) {
-  case IR_INT_IMM:
-  case IR_FLOAT_IMM:
-  case IR_VAR:
-    return;
-  case IR_NOT:
-    visit_expr(dt, e->u.un.a);
-    return;
-  case IR_SELECT:
-    visit_expr(dt, e->u.sel.cond);
-    visit_expr(dt, e->u.sel.t);
-    visit_expr(dt, e->u.sel.f);
-    return;
-  case IR_CAST:
-    visit_expr(dt, e->u.cast.value);
-    return;
-  case IR_CALL:
-    for (int i = 0; i < e->u.call.nargs; i++) visit_expr(dt, e->u.call.args[i]);
-    return;
-  case IR_LOAD:
-    access_idx(dt, &dt->reads, e->u.load.buf, e->u.load.nidx, e->u.load.idx);
-    for (int i = 0; i < e->u.load.nidx; i++) visit_expr(dt, e->u.load.idx[i]);
-    return;
-  case IR_RAMP:
-    visit_expr(dt, e->u.ramp.base);
-    visit_expr(dt, e->u.ramp.stride);
-    return;
-  case IR_BROADCAST:
-    visit_expr(dt, e->u.bcast.value);
-    return;
-  case IR_CALL_EXTERN: /* target intrinsics: their operands' loads count */
-    for (int i = 0; i < e->u.ext.nargs; i++) visit_expr(dt, e->u.ext.args[i]);
-    return;
-  case IR_REINTERPRET:
-    visit_expr(dt, e->u.cast.value);
-    return;
-  case IR_ACCESS_PTR: /* extent unknown here: the block's declared regions carry it */
-    visit_expr(dt, e->u.ptr.offset);
-    return;
-  default:
-    if (ir_is_binop(e->kind)) {
-      visit_expr(dt, e->u.bin.a);
-      visit_expr(dt, e->u.bin.b);
-    }
-    return;
-  }
+  ir_visitor v = {.expr = expr_cb, .ctx = dt};
+  ir_visit_expr(&v, e);
 }
 
 /* A nested block's region (in its iter vars), seen through its bindings. */
@@ -197,8 +162,11 @@ static bool dom_push(detector *dt, ir_var *v, ir_intset s) {
   return true;
 }
 
-static void visit_stmt(detector *dt, const ir_stmt *s) {
-  if (!s || dt->st != TS_OK) return;
+/* Loops and lets bind their var's range for the accesses below them;
+ * blocks are seen through their declared regions (not walked into). */
+static bool stmt_cb(void *ctx, const ir_stmt *s) {
+  detector *dt = ctx;
+  if (dt->st != TS_OK) return false;
   ts_arena *a = dt->an.arena;
   switch (s->kind) {
   case IR_FOR: {
@@ -210,11 +178,11 @@ static void visit_stmt(detector *dt, const ir_stmt *s) {
     int n0 = dt->dom.n;
     if (!dom_push(dt, s->u.loop.var, (ir_intset){lo.min, hi.max, r.empty})) {
       fail(dt, TS_ENOMEM);
-      return;
+      return false;
     }
     visit_stmt(dt, s->u.loop.body);
     dt->dom.n = n0;
-    return;
+    return false;
   }
   case IR_BLOCK_REALIZE: {
     const ir_block *b = s->u.realize.block;
@@ -230,43 +198,33 @@ static void visit_stmt(detector *dt, const ir_stmt *s) {
     for (int i = 0; i < b->nwrites && dt->st == TS_OK; i++)
       nested_region(dt, &dt->writes, &b->writes[i], &bind);
     ir_var_map_fini(&bind);
-    return;
+    return false;
   }
-  case IR_SEQ:
-    for (int i = 0; i < s->u.seq.n; i++) visit_stmt(dt, s->u.seq.stmts[i]);
-    return;
-  case IR_IF:
-    visit_expr(dt, s->u.ifs.cond);
-    visit_stmt(dt, s->u.ifs.then_s);
-    visit_stmt(dt, s->u.ifs.else_s);
-    return;
   case IR_LET: {
     visit_expr(dt, s->u.let.value);
     int n0 = dt->dom.n;
     if (!dom_push(dt, s->u.let.var, ir_eval_set(&dt->an, s->u.let.value, &dt->dom))) {
       fail(dt, TS_ENOMEM);
-      return;
+      return false;
     }
     visit_stmt(dt, s->u.let.body);
     dt->dom.n = n0;
-    return;
+    return false;
   }
   case IR_ALLOCATE:
     exclude(dt, s->u.alloc.buf);
-    visit_stmt(dt, s->u.alloc.body);
-    return;
-  case IR_EVALUATE:
-    visit_expr(dt, s->u.eval.value);
-    return;
+    return true;
   case IR_STORE:
     access_idx(dt, &dt->writes, s->u.store.buf, s->u.store.nidx, s->u.store.idx);
-    for (int i = 0; i < s->u.store.nidx; i++) visit_expr(dt, s->u.store.idx[i]);
-    visit_expr(dt, s->u.store.value);
-    visit_expr(dt, s->u.store.predicate);
-    return;
-  default:
-    return;
+    return true;
+  default: /* sequences, ifs, evaluates: walked by the visitor */
+    return true;
   }
+}
+
+static void visit_stmt(detector *dt, const ir_stmt *s) {
+  ir_visitor v = {.expr = expr_cb, .stmt = stmt_cb, .ctx = dt};
+  ir_visit_stmt(&v, s);
 }
 
 static bool is_excluded(const detector *dt, const ir_block *b, const ir_buffer *buf) {

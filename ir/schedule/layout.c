@@ -385,23 +385,6 @@ static void lw_analyse(lw_ctx *c, int nidx, ir_expr *const *idx) {
 
 static void lw_scan_expr(lw_ctx *c, const ir_expr *e);
 
-/* Index expressions equal with vars compared by identity (structural
- * equality would match free vars by first use: A[i, j] == A[j, i]). */
-static bool same_index(const ir_expr *a, const ir_expr *b) {
-  if (a == b) return true;
-  if (!a || !b || a->kind != b->kind || !ir_dtype_eq(a->dtype, b->dtype)) return false;
-  switch (a->kind) {
-  case IR_INT_IMM:
-    return a->u.ival == b->u.ival;
-  case IR_VAR:
-    return a->u.var == b->u.var;
-  case IR_CAST:
-    return same_index(a->u.cast.value, b->u.cast.value);
-  default:
-    return ir_is_binop(a->kind) && same_index(a->u.bin.a, b->u.bin.a) && same_index(a->u.bin.b, b->u.bin.b);
-  }
-}
-
 static bool lw_expr_cb(void *ctx, const ir_expr *e) {
   lw_ctx *c = ctx;
   if (c->st) return false;
@@ -428,24 +411,29 @@ static bool lw_expr_cb(void *ctx, const ir_expr *e) {
     return false;
   }
   bool same = e->u.load.nidx == c->nidx;
-  for (int i = 0; same && i < c->nidx; i++) same = same_index(e->u.load.idx[i], c->idx[i]);
+  for (int i = 0; same && i < c->nidx; i++) same = ir_expr_equal(e->u.load.idx[i], c->idx[i]); /* vars by identity */
   if (!same) lw_fail(c, TS_ESCHEDULE, "block %s loads it at two different index tuples", cur->u.realize.block->name, NULL);
   return true;
 }
 
+static void lw_stmt(lw_ctx *c, const ir_stmt *s);
+
 static void lw_scan_expr(lw_ctx *c, const ir_expr *e) {
-  if (!e || c->st) return;
   ir_visitor v = {.expr = lw_expr_cb, .ctx = c};
   ir_visit_expr(&v, e);
 }
 
-static void lw_stmt(lw_ctx *c, const ir_stmt *s) {
-  if (!s || c->st) return;
+/* Loops and blocks push their scope (the loop nest and realizes the loads
+ * are analysed under) and walk their own children; every other statement
+ * is walked by the visitor, its expressions going to lw_expr_cb. */
+static bool lw_stmt_cb(void *ctx, const ir_stmt *s) {
+  lw_ctx *c = ctx;
+  if (c->st) return false;
   switch (s->kind) {
   case IR_FOR: {
     if (c->nloops == LW_MAX_LOOPS) {
       lw_fail(c, TS_EUNSUPPORTED, "the loop nest is too deep", NULL, NULL);
-      return;
+      return false;
     }
     int64_t mn, ext;
     lw_scan_expr(c, s->u.loop.min);
@@ -454,7 +442,7 @@ static void lw_stmt(lw_ctx *c, const ir_stmt *s) {
     c->loops[c->nloops++] = (lw_loop){s->u.loop.var, ok ? ext : -1};
     lw_stmt(c, s->u.loop.body);
     c->nloops--;
-    return;
+    return false;
   }
   case IR_BLOCK_REALIZE: {
     const ir_block *b = s->u.realize.block;
@@ -462,44 +450,25 @@ static void lw_stmt(lw_ctx *c, const ir_stmt *s) {
     lw_scan_expr(c, s->u.realize.predicate);
     if (c->nreal == LW_MAX_REAL) {
       lw_fail(c, TS_EUNSUPPORTED, "blocks nest too deep", NULL, NULL);
-      return;
+      return false;
     }
     c->real[c->nreal++] = s;
     lw_stmt(c, b->init);
     lw_stmt(c, b->body);
     c->nreal--;
-    return;
+    return false;
   }
-  case IR_SEQ:
-    for (int i = 0; i < s->u.seq.n; i++) lw_stmt(c, s->u.seq.stmts[i]);
-    return;
-  case IR_IF:
-    lw_scan_expr(c, s->u.ifs.cond);
-    lw_stmt(c, s->u.ifs.then_s);
-    lw_stmt(c, s->u.ifs.else_s);
-    return;
-  case IR_LET:
-    lw_scan_expr(c, s->u.let.value);
-    lw_stmt(c, s->u.let.body);
-    return;
-  case IR_ALLOCATE:
-    lw_stmt(c, s->u.alloc.body);
-    return;
-  case IR_EVALUATE:
-    lw_scan_expr(c, s->u.eval.value);
-    return;
   case IR_STORE:
-    if (s->u.store.buf == c->buf) {
-      lw_fail(c, TS_ESCHEDULE, "it is stored to", NULL, NULL);
-      return;
-    }
-    for (int i = 0; i < s->u.store.nidx; i++) lw_scan_expr(c, s->u.store.idx[i]);
-    lw_scan_expr(c, s->u.store.value);
-    lw_scan_expr(c, s->u.store.predicate);
-    return;
+    if (s->u.store.buf == c->buf) lw_fail(c, TS_ESCHEDULE, "it is stored to", NULL, NULL);
+    return !c->st;
   default:
-    return;
+    return true;
   }
+}
+
+static void lw_stmt(lw_ctx *c, const ir_stmt *s) {
+  ir_visitor v = {.expr = lw_expr_cb, .stmt = lw_stmt_cb, .ctx = c};
+  ir_visit_stmt(&v, s);
 }
 
 ts_status sch_layout_suggest(const ir_func *f, int param, sch_layout_map *out, ts_diag *d) {

@@ -219,26 +219,28 @@ static ir_stmt *rw_body(rw_ctx *c, ir_stmt *body) {
 /* Does any statement between st and the realizes below it (not inside
  * blocks) need a guard it cannot get? Checked before rewriting so refusals
  * happen before anything is built. */
-static bool has_unblocked_leaf(const ir_stmt *st) {
-  if (!st) return false;
+static bool unblocked_cb(void *ctx, const ir_stmt *st) {
+  bool *found = ctx;
   switch (st->kind) {
-  case IR_FOR:
-    return has_unblocked_leaf(st->u.loop.body);
   case IR_BLOCK_REALIZE:
     return false;
+  case IR_FOR:
   case IR_SEQ:
-    for (int i = 0; i < st->u.seq.n; i++)
-      if (has_unblocked_leaf(st->u.seq.stmts[i])) return true;
-    return false;
   case IR_IF:
-    return has_unblocked_leaf(st->u.ifs.then_s) || has_unblocked_leaf(st->u.ifs.else_s);
   case IR_LET:
-    return has_unblocked_leaf(st->u.let.body);
   case IR_ALLOCATE:
-    return has_unblocked_leaf(st->u.alloc.body);
+    return !*found;
   default:
-    return true;
+    *found = true;
+    return false;
   }
+}
+
+static bool has_unblocked_leaf(const ir_stmt *st) {
+  bool found = false;
+  ir_visitor v = {.stmt = unblocked_cb, .ctx = &found};
+  ir_visit_stmt(&v, st);
+  return found;
 }
 
 /* Checks shared by split and fuse: plain loop, min provably 0. */
@@ -723,47 +725,34 @@ typedef struct kind_ctx {
 
 /* Every realize in the subtree (not inside init): each iter var whose
  * binding uses the loop var is S (or R when allowed) and quasi-affine. */
+static void check_bindings(kind_ctx *c, const ir_stmt *st);
+
+static bool check_bindings_cb(void *ctx, const ir_stmt *st) {
+  kind_ctx *c = ctx;
+  if (c->st) return false;
+  if (st->kind != IR_BLOCK_REALIZE) return true;
+  const ir_block *b = st->u.realize.block;
+  for (int j = 0; j < b->niter && !c->st; j++) {
+    const ir_expr *val = st->u.realize.iter_values[j];
+    if (!ir_expr_uses_var(val, c->v)) continue;
+    ir_iter_type ty = b->iters[j].type;
+    if (ty != IR_ITER_S && !(ty == IR_ITER_R && c->allow_r))
+      c->st = ts_diag_set(c->d, TS_ESCHEDULE,
+                          "%s: loop '%s' carries %s iter var '%s' of block '%s'%s", c->prim,
+                          c->v->name, iter_type_name(ty), b->iters[j].var->name, b->name,
+                          ty == IR_ITER_R ? " (a reduction cannot run in parallel)" : "");
+    else if (!sch_quasi_affine(val))
+      c->st = ts_diag_set(c->d, TS_ESCHEDULE,
+                          "%s: loop '%s': block '%s' binds '%s' to a non-affine expression",
+                          c->prim, c->v->name, b->name, b->iters[j].var->name);
+  }
+  check_bindings(c, b->body); /* not b->init */
+  return false;
+}
+
 static void check_bindings(kind_ctx *c, const ir_stmt *st) {
-  if (!st || c->st) return;
-  switch (st->kind) {
-  case IR_FOR:
-    check_bindings(c, st->u.loop.body);
-    return;
-  case IR_BLOCK_REALIZE: {
-    const ir_block *b = st->u.realize.block;
-    for (int j = 0; j < b->niter && !c->st; j++) {
-      const ir_expr *val = st->u.realize.iter_values[j];
-      if (!ir_expr_uses_var(val, c->v)) continue;
-      ir_iter_type ty = b->iters[j].type;
-      if (ty != IR_ITER_S && !(ty == IR_ITER_R && c->allow_r))
-        c->st = ts_diag_set(c->d, TS_ESCHEDULE,
-                            "%s: loop '%s' carries %s iter var '%s' of block '%s'%s", c->prim,
-                            c->v->name, iter_type_name(ty), b->iters[j].var->name, b->name,
-                            ty == IR_ITER_R ? " (a reduction cannot run in parallel)" : "");
-      else if (!sch_quasi_affine(val))
-        c->st = ts_diag_set(c->d, TS_ESCHEDULE,
-                            "%s: loop '%s': block '%s' binds '%s' to a non-affine expression",
-                            c->prim, c->v->name, b->name, b->iters[j].var->name);
-    }
-    check_bindings(c, b->body); /* not b->init */
-    return;
-  }
-  case IR_SEQ:
-    for (int i = 0; i < st->u.seq.n; i++) check_bindings(c, st->u.seq.stmts[i]);
-    return;
-  case IR_IF:
-    check_bindings(c, st->u.ifs.then_s);
-    check_bindings(c, st->u.ifs.else_s);
-    return;
-  case IR_LET:
-    check_bindings(c, st->u.let.body);
-    return;
-  case IR_ALLOCATE:
-    check_bindings(c, st->u.alloc.body);
-    return;
-  default:
-    return;
-  }
+  ir_visitor v = {.stmt = check_bindings_cb, .ctx = c};
+  ir_visit_stmt(&v, st);
 }
 
 static const char *const thread_tags[] = {

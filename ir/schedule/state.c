@@ -197,33 +197,26 @@ ts_status sch_remove_leaf(sch_state *s, const sch_path *p, const char *prim, ts_
   return sch_replace(s, p, j - 1, repl, d);
 }
 
-static ts_status child_realizes_rec(ir_stmt *st, ts_vec *out) {
-  if (!st) return TS_OK;
-  switch (st->kind) {
-  case IR_BLOCK_REALIZE:
-    return ts_vec_push(out, st);
-  case IR_FOR:
-    return child_realizes_rec(st->u.loop.body, out);
-  case IR_SEQ:
-    for (int i = 0; i < st->u.seq.n; i++) {
-      ts_status r = child_realizes_rec(st->u.seq.stmts[i], out);
-      if (r) return r;
-    }
-    return TS_OK;
-  case IR_IF: {
-    ts_status r = child_realizes_rec(st->u.ifs.then_s, out);
-    return r ? r : child_realizes_rec(st->u.ifs.else_s, out);
-  }
-  case IR_LET:
-    return child_realizes_rec(st->u.let.body, out);
-  case IR_ALLOCATE:
-    return child_realizes_rec(st->u.alloc.body, out);
-  default:
-    return TS_OK;
-  }
+typedef struct realizes_ctx {
+  ts_vec *out;
+  ts_status st;
+} realizes_ctx;
+
+/* The first realizes below, in order; not into their blocks. */
+static bool child_realizes_cb(void *ctx, const ir_stmt *st) {
+  realizes_ctx *c = ctx;
+  if (c->st) return false;
+  if (st->kind != IR_BLOCK_REALIZE) return true;
+  c->st = ts_vec_push(c->out, (void *)st);
+  return false;
 }
 
-ts_status sch_child_realizes(ir_stmt *stmt, ts_vec *out) { return child_realizes_rec(stmt, out); }
+ts_status sch_child_realizes(ir_stmt *stmt, ts_vec *out) {
+  realizes_ctx c = {out, TS_OK};
+  ir_visitor v = {.stmt = child_realizes_cb, .ctx = &c};
+  ir_visit_stmt(&v, stmt);
+  return c.st;
+}
 
 bool sch_block_reads(const ir_block *b, const ir_buffer *buf) {
   for (int i = 0; i < b->nreads; i++)

@@ -2,7 +2,8 @@
  * exact expression equality (ir_expr_equal): the identity walk returns the
  * same pointer for every node kind, a rename rebuilds only the path to the
  * renamed var, a pre hook's replacement is not walked, a post hook sees the
- * rebuilt children, buffer remapping reaches every use, and allocation
+ * rebuilt children, the one-shot forms pass hooks and failure through,
+ * buffer remapping reaches every use, and allocation
  * failures at every point are reported, never crash. */
 #include <check.h>
 #include <math.h>
@@ -230,6 +231,42 @@ START_TEST(post_sees_rebuilt_children) {
 }
 END_TEST
 
+/* ---- one-shot forms ------------------------------------------------------ */
+
+static ir_stmt *fail_on_store(ir_mutator *m, ir_stmt *s) {
+  if (s->kind != IR_STORE) return NULL;
+  ir_mutator_fail(m);
+  return NULL;
+}
+
+static ir_expr *add_to_sub(ir_mutator *m, const ir_expr *orig, ir_expr *e) {
+  if (orig->kind != IR_ADD) return NULL;
+  (*(int *)m->ctx)++;
+  return ir_binop(m->arena, IR_SUB, e->u.bin.a, e->u.bin.b);
+}
+
+START_TEST(rewrite_one_shot) {
+  /* the hooks and ctx reach the walk */
+  ir_expr *e = B2(IR_MUL, B2(IR_ADD, V(VAR("a")), I(1)), I(3));
+  static const ir_mutator_hooks post = {.post_expr = add_to_sub};
+  bool failed = false;
+  int seen = 0;
+  ir_expr *n = ir_rewrite_expr(A, &post, &seen, e, &failed);
+  ck_assert(!failed);
+  ck_assert_int_eq(seen, 1);
+  ck_assert_int_eq(n->kind, IR_MUL);
+  ck_assert_int_eq(n->u.bin.a->kind, IR_SUB);
+  ck_assert_int_eq(e->u.bin.a->kind, IR_ADD); /* the original untouched */
+  /* no hooks: the same tree back; a failing hook sets *failed */
+  ir_stmt *s = every_stmt();
+  static const ir_mutator_hooks none = {0}, bad = {.pre_stmt = fail_on_store};
+  ck_assert_ptr_eq(ir_rewrite_stmt(A, &none, NULL, s, &failed), s);
+  ck_assert(!failed);
+  ir_rewrite_stmt(A, &bad, NULL, s, &failed);
+  ck_assert(failed);
+}
+END_TEST
+
 /* ---- buffer remapping --------------------------------------------------- */
 
 typedef struct buf_count {
@@ -352,6 +389,7 @@ static Suite *suite(void) {
   tcase_add_test(t, rename_rebuilds_only_the_path);
   tcase_add_test(t, pre_replacement_stops_recursion);
   tcase_add_test(t, post_sees_rebuilt_children);
+  tcase_add_test(t, rewrite_one_shot);
   tcase_add_test(t, buffer_remap_every_use);
   tcase_add_test(t, expr_equal_exact);
   tcase_add_test(t, alloc_failures_reported);
