@@ -11,7 +11,8 @@ from). Runs in the bench-only virtual environment that bench/zoo/zoo.sh creates
 
 - Vision models: input `input` float32 [1, 3, 224, 224], output `output`;
   ViT-B/16 with a dynamic `batch` axis (PyTorch's fast attention path off, which
-  the exporter cannot trace).
+  the exporter cannot trace; its classifier head, zero-initialised by
+  torchvision, drawn from N(0, 0.02) so that the output is not all zeros).
 - Transformers (BERT-base, GPT-2, DistilBERT: the full default configs, eager
   attention): inputs `input_ids` and `attention_mask` int64 [batch, sequence]
   with both axes dynamic, output `last_hidden_state`.
@@ -97,6 +98,9 @@ def export_one(name, path, meta_path, opset):
         dyn = None
         shape = [1, 3, 224, 224]
         if name == "vit_b_16":
+            # torchvision zero-initialises the classifier head: the output
+            # would be all zeros, which matches anything
+            torch.nn.init.normal_(model.heads.head.weight, std=0.02)
             torch.backends.mha.set_fastpath_enabled(False)
             dyn = {"input": {0: "batch"}, "output": {0: "batch"}}
             shape[0] = "batch"
@@ -139,7 +143,10 @@ def check_export(name, model, path, meta):
         got = sess.run(None, {i.name: a.numpy() for i, a in zip(sess.get_inputs(), args)})[0]
         if got.shape != want.shape:
             raise RuntimeError("%s: onnxruntime gives %s, torch %s" % (path, got.shape, want.shape))
-        worst = max(worst, float(np.abs(got - want).max() / np.abs(want).max()))
+        scale = float(np.abs(want).max())
+        if not scale > 0:
+            raise RuntimeError("%s: the output is all zeros (a zero-initialised layer?)" % path)
+        worst = max(worst, float(np.abs(got - want).max()) / scale)
     return worst
 
 
