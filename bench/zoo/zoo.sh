@@ -7,7 +7,8 @@
 #   bench/zoo/zoo.sh [OUTDIR] [-- zoo.py options]      (run from the repository root)
 #     OUTDIR  artifacts, inputs, outputs and table.md (default bench/out/zoo)
 #     zoo.py options: --only a,b  --repeat N  --batches 1,2  --seqs 16,64
-#             --threads 1,2  --status FILE  (bench/zoo/zoo.py --help)
+#             --threads 1,2  --rounds N  --status FILE  --no-run (import and
+#             build only)  (bench/zoo/zoo.py --help)
 #   Environment: BUILD (build directory, default build), PY (python with numpy
 #   and onnxruntime for the reference and the timing, default .venv/bin/python:
 #   the test set-up's pinned onnxruntime), MODELS (exported models, default
@@ -21,7 +22,7 @@
 # average, since this 2-core machine is shared and latency alone says little.
 set -euo pipefail
 if [ "${1:-}" = "-h" ] || [ "${1:-}" = "--help" ]; then
-  sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'
+  sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'
   exit 0
 fi
 out=bench/out/zoo
