@@ -394,6 +394,50 @@ def op_models():
     add("averagepool", 22, "AveragePool", [X], attrs=dict(kernel_shape=[2, 2], strides=[2, 2]))
     add("cast_round", 25, "Cast", [("x", [2, 3])], attrs=dict(to=int(TensorProto.DOUBLE), round_mode="up"), oty=TensorProto.DOUBLE)
     add("dropout", 22, "Dropout", [("x", [2, 3, 5])])
+    # -- unary maths, activations, reductions, normalisations (mathops) --
+    XU = ("x", [2, 3, 7])
+    for op in ["Exp", "Log", "Neg", "Abs", "Reciprocal", "Floor", "Ceil", "Round", "Sign", "Sin", "Cos", "Softplus",
+               "Softsign", "Elu", "Selu", "HardSigmoid"]:
+        add(op.lower(), 13, op, [XU])
+    add("elu_alpha", 21, "Elu", [XU], attrs=dict(alpha=0.7))
+    add("selu_attrs", 21, "Selu", [XU], attrs=dict(alpha=1.3, gamma=0.9))
+    add("celu", 13, "Celu", [XU], attrs=dict(alpha=0.6))
+    add("hardsigmoid_attrs", 21, "HardSigmoid", [XU], attrs=dict(alpha=0.9, beta=0.3))
+    add("hardswish", 14, "HardSwish", [XU])
+    add("mish", 18, "Mish", [XU])
+    add("prelu", 13, "PRelu", [("x", [2, 5, 3, 3]), ("s", f32(5, 1, 1))])
+    add("prelu_scalar", 16, "PRelu", [XU, ("s", f32(1))])
+    add("logsoftmax", 13, "LogSoftmax", [XU])
+    add("logsoftmax_axis", 13, "LogSoftmax", [XU], attrs=dict(axis=1))
+    X5 = ("x", [2, 5, 3, 7])
+    for op in ["ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1", "ReduceL2", "ReduceLogSumExp", "ReduceSumSquare"]:
+        add(op.lower(), 13, op, [X5], attrs=dict(axes=[1, 3], keepdims=1))
+        add(op.lower() + "_all", 13, op, [X5], attrs=dict(keepdims=0))
+        add(op.lower(), 18, op, [X5, ("a", i64(-1, 1))], attrs=dict(keepdims=0))
+    add("argmax", 13, "ArgMax", [X5], attrs=dict(axis=1), oty=I64)
+    add("argmax_last", 13, "ArgMax", [("x", np.array([[1, 3, 3, 2], [5, 5, 5, 1], [0, 1, 2, 3]], np.float32))],
+        attrs=dict(axis=1, keepdims=0, select_last_index=1), oty=I64)
+    add("argmin", 13, "ArgMin", [X5], attrs=dict(axis=-1, keepdims=0), oty=I64)
+    add("argmin_first", 13, "ArgMin", [("x", np.array([[1, 0, 0, 2], [5, 5, 5, 1], [0, 1, 0, 3]], np.float32))],
+        attrs=dict(axis=0), oty=I64)
+    add("globalmaxpool", 13, "GlobalMaxPool", [X5])
+    add("lpnormalization", 13, "LpNormalization", [X5], attrs=dict(axis=1))
+    add("lpnormalization_l1", 13, "LpNormalization", [X5], attrs=dict(p=1))
+    add("instancenormalization", 13, "InstanceNormalization", [X5, ("s", f32(5)), ("b", f32(5))], attrs=dict(epsilon=1e-3))
+    X6 = ("x", [2, 6, 5, 3])
+    add("groupnormalization", 18, "GroupNormalization", [X6, ("s", f32(3)), ("b", f32(3))], attrs=dict(num_groups=3))
+    add("groupnormalization", 21, "GroupNormalization", [X6, ("s", f32(6)), ("b", f32(6))],
+        attrs=dict(num_groups=2, epsilon=1e-3))
+    add("meanvariancenormalization", 13, "MeanVarianceNormalization", [X5])
+    add("meanvariancenormalization_axes", 13, "MeanVarianceNormalization", [X5], attrs=dict(axes=[1, 2, 3]))
+    # Round of exact halves (half to even) then a use of x, so the model has an input
+    nodes = [helper.make_node("Round", ["c"], ["r"], name="round"), helper.make_node("Add", ["r", "x"], ["y"], name="add")]
+    c = np.array([-2.5, -1.5, -0.5, 0.5, 1.5, 2.5, 3.5, -3.49], np.float32)
+    g = helper.make_graph(nodes, "round_halves", [helper.make_tensor_value_info("x", F, [8])],
+                          [helper.make_tensor_value_info("y", F, None)], [numpy_helper.from_array(c, "c")])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)], producer_name="tessel-gen")
+    m.ir_version = 8
+    M.append(("round_halves_op13", 13, m))
     M.extend(logic_op_models())
     return M
 
