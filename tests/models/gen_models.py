@@ -678,6 +678,35 @@ def random_feed(rng, type_str, shape):
     return rng.standard_normal(shape).astype(np.float32)
 
 
+def mathops_sym_models():
+    """Models of the unary maths, activation, reduction and normalisation ops
+    with a symbolic batch dim (saved into ops/ beside the per-op models, so
+    test_passes_ort runs them against onnxruntime at batch 2; not in the
+    manifest, whose shapes are constant)."""
+    rng = np.random.default_rng(8)
+    f32 = lambda *s: (rng.standard_normal(s) * 0.5).astype(np.float32)
+    b = Builder(9)
+    b.inits += [numpy_helper.from_array(f32(5, 1, 1), "slope"), numpy_helper.from_array(f32(5), "s5"),
+                numpy_helper.from_array(f32(5), "b5"), numpy_helper.from_array(np.array([2], np.int64), "ax2"),
+                numpy_helper.from_array(np.array(3.0, np.float32), "three")]
+    h = b.op("PRelu", ["x", "slope"])
+    h = b.op("HardSwish", [h])
+    h = b.op("InstanceNormalization", [h, "s5", "b5"], epsilon=1e-4)
+    g = b.op("GroupNormalization", [h, "s5", "b5"], num_groups=5)
+    h = b.op("LogSoftmax", [g], axis=1)
+    y = b.op("ReduceLogSumExp", [h, "ax2"], keepdims=1)
+    z = b.op("ArgMax", [g], axis=3, keepdims=0)
+    w = b.op("Round", [b.op("Mul", ["x", "three"])])
+    w = b.op("GlobalMaxPool", [b.op("Mish", [w])])
+    v = b.op("ReduceL2", [b.op("MeanVarianceNormalization", [g])], keepdims=0)
+    x = helper.make_tensor_value_info("x", F, ["batch", 5, 7, 3])
+    outs = [helper.make_tensor_value_info(n, t, None) for n, t in ((y, F), (z, I64), (w, F), (v, F))]
+    gr = helper.make_graph(b.nodes, "mathops_sym_batch", [x], outs, b.inits)
+    m = helper.make_model(gr, opset_imports=[helper.make_opsetid("", 18)], producer_name="tessel-gen")
+    m.ir_version = 8
+    return [("mathops_sym_batch_op18", m)]
+
+
 def ort_shapes(model):
     """Output shapes onnxruntime produces on seeded inputs (None without onnxruntime)."""
     try:
@@ -716,6 +745,8 @@ def main():
         onnx.save(m, os.path.join(out, "ops", stem + ".onnx"))
     with open(os.path.join(out, "ops", "manifest.json"), "w") as f:
         json.dump(manifest, f, indent=1)
+    for stem, m in mathops_sym_models():
+        onnx.save(m, os.path.join(out, "ops", stem + ".onnx"))
     for stem, m in bad_models().items():
         onnx.save(m, os.path.join(out, "ops", stem + ".onnx"))
     save_graphfix_models(out)
