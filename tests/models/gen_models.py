@@ -608,6 +608,18 @@ def bad_models():
     B["bad_bn_spatial0"] = model([helper.make_node("BatchNormalization", ["x4", "p", "p", "p", "p"], ["y"], name="bn",
                                                    spatial=0)], [helper.make_tensor_value_info("x4", F, [1, 2, 3, 3])], [y],
                                  [numpy_helper.from_array(np.ones(2, np.float32), "p")], opset=7)
+    # -- unary maths, activations, reductions, normalisations (mathops) --
+    x6 = helper.make_tensor_value_info("x", F, [2, 6, 5, 3])
+    vec = lambda n, nm: numpy_helper.from_array(np.ones(n, np.float32), nm)
+    B["bad_lpnorm_p3"] = model([helper.make_node("LpNormalization", ["x"], ["y"], name="lp", p=3)], [x], [y])
+    B["bad_groupnorm_groups"] = model([helper.make_node("GroupNormalization", ["x", "s", "b"], ["y"], name="gn",
+                                                        num_groups=4)], [x6], [y], [vec(6, "s"), vec(6, "b")], opset=21)
+    B["bad_groupnorm18_scale"] = model([helper.make_node("GroupNormalization", ["x", "s", "b"], ["y"], name="gn",
+                                                         num_groups=2)], [x6], [y], [vec(6, "s"), vec(6, "b")], opset=18)
+    B["bad_prelu_slope"] = model([helper.make_node("PRelu", ["x", "s"], ["y"], name="pr")], [x], [y],
+                                 [numpy_helper.from_array(np.ones((4, 1, 3), np.float32), "s")])
+    B["bad_reducel2_int"] = model([helper.make_node("ReduceL2", ["xi"], ["y"], name="rl")],
+                                  [helper.make_tensor_value_info("xi", TensorProto.INT32, [2, 3])], [y])
     return B
 
 
