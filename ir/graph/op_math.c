@@ -210,6 +210,24 @@ static bool one_axis(lg_kernel *k, const tg_node *n, int r, int64_t def, bool *r
   return true;
 }
 
+/* "acc[kept] += rhs for r.." over the axes red[] of x. */
+static void kept_acc(lg_kernel *k, const tg_value *x, const bool *red, const char *acc, const tb *rhs) {
+  tb b;
+  tb_reset(&b);
+  lg_kept_index(&b, acc, x->ndim, red);
+  tb_printf(&b, " += %s", rhs->s);
+  lg_red_for(k, &b, x, red);
+  lg_stmt(k, &b);
+}
+
+/* "o[i0, ..] = X[i0, ..]" into b (reset), to be continued. */
+static void out_is_x(tb *b, const char *o, const char *xin, int r) {
+  tb_reset(b);
+  lg_lhs(b, o, r);
+  tb_printf(b, " = ");
+  lg_lhs(b, xin, r);
+}
+
 void lg_emit_logsoftmax(lg_kernel *k, const tg_node *n, const char *const *in, const char *const *out) {
   const char *o = out[0];
   const tg_value *x = V(k, n->inputs[0]);
@@ -227,14 +245,9 @@ void lg_emit_logsoftmax(lg_kernel *k, const tg_node *n, const char *const *in, c
   lg_red_index(&xr, in[0], r, red);
   lg_kept_index(&mk, mx, r, red);
   tb_reset(&b);
-  lg_kept_index(&b, s, r, red);
-  tb_printf(&b, " += exp(%s - %s)", xr.s, mk.s);
-  lg_red_for(k, &b, x, red);
-  lg_stmt(k, &b);
-  tb_reset(&b);
-  lg_lhs(&b, o, r);
-  tb_printf(&b, " = ");
-  lg_lhs(&b, in[0], r);
+  tb_printf(&b, "exp(%s - %s)", xr.s, mk.s);
+  kept_acc(k, x, red, s, &b);
+  out_is_x(&b, o, in[0], r);
   tb_printf(&b, " - (%s + log(", mk.s);
   lg_kept_index(&b, s, r, red);
   tb_printf(&b, "))");
@@ -284,11 +297,9 @@ void lg_emit_reduce_math(lg_kernel *k, const tg_node *n, const char *const *in, 
       lg_reduce_stmt(k, mx, "max=", in[0], x, red);
       lg_kept_index(&mk, mx, r, red);
     }
-    lg_kept_index(&b, acc, r, red);
-    if (op == TG_OP_REDUCE_L2) tb_printf(&b, " += %s * %s", xr.s, xr.s);
-    else tb_printf(&b, " += exp(%s - %s)", xr.s, mk.s);
-    lg_red_for(k, &b, x, red);
-    lg_stmt(k, &b);
+    if (op == TG_OP_REDUCE_L2) tb_printf(&b, "%s * %s", xr.s, xr.s);
+    else tb_printf(&b, "exp(%s - %s)", xr.s, mk.s);
+    kept_acc(k, x, red, acc, &b);
     tb_reset(&b);
     reduce_lhs(&b, o, r, red, keep);
     tb_printf(&b, op == TG_OP_REDUCE_L2 ? " = sqrt(" : " = log(");
@@ -361,15 +372,10 @@ void lg_emit_lpnorm(lg_kernel *k, const tg_node *n, const char *const *in, const
   tb_reset(&b);
   tb_reset(&xr);
   lg_red_index(&xr, in[0], r, red);
-  lg_kept_index(&b, nm, r, red);
-  if (l1) tb_printf(&b, " += abs(%s)", xr.s);
-  else tb_printf(&b, " += %s * %s", xr.s, xr.s);
-  lg_red_for(k, &b, x, red);
-  lg_stmt(k, &b);
-  tb_reset(&b);
-  lg_lhs(&b, o, r);
-  tb_printf(&b, " = ");
-  lg_lhs(&b, in[0], r);
+  if (l1) tb_printf(&b, "abs(%s)", xr.s);
+  else tb_printf(&b, "%s * %s", xr.s, xr.s);
+  kept_acc(k, x, red, nm, &b);
+  out_is_x(&b, o, in[0], r);
   tb_printf(&b, l1 ? " / " : " / sqrt(");
   lg_kept_index(&b, nm, r, red);
   if (!l1) tb_printf(&b, ")");
