@@ -191,6 +191,11 @@ static void ex_call(cctx *c, const ir_expr *e, int lane) {
   case IR_FMA: fn = f64 ? "fma" : "fmaf"; break;
   case IR_ABS: fn = isint ? "tsl_abs" : f64 ? "fabs" : "fabsf"; break;
   case IR_SIGMOID: fn = NULL; break;
+  case IR_FLOOR: fn = f64 ? "floor" : "floorf"; break;
+  case IR_CEIL: fn = f64 ? "ceil" : "ceilf"; break;
+  case IR_ROUND: fn = f64 ? "rint" : "rintf"; break;
+  case IR_SIN: fn = f64 ? "sin" : fast ? "__sinf" : "sinf"; break;
+  case IR_COS: fn = f64 ? "cos" : fast ? "__cosf" : "cosf"; break;
   default: break;
   }
   if (h) P(c, "%s(", from_f32(t));

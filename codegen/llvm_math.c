@@ -255,6 +255,11 @@ LLVMValueRef cg_lx_math(lx_fn *f, ir_intrin op, LLVMValueRef *args, int nargs,
   case IR_RSQRT: return LLVMBuildFDiv(b, K(x, 1.0), un_intrin(f, "llvm.sqrt", x), "");
   case IR_ABS: return un_intrin(f, "llvm.fabs", x);
   case IR_FMA: return cg_lx_intrin(f, "llvm.fma", &ty, 1, args, 3);
+  case IR_FLOOR: return un_intrin(f, "llvm.floor", x);
+  case IR_CEIL: return un_intrin(f, "llvm.ceil", x);
+  case IR_ROUND: return un_intrin(f, "llvm.roundeven", x);
+  case IR_SIN: return un_intrin(f, "llvm.sin", x); /* libm sinf/sin, lane by lane */
+  case IR_COS: return un_intrin(f, "llvm.cos", x);
   default: break;
   }
   if (op == IR_POW && pow_const) {

@@ -1370,6 +1370,11 @@ static double intrin(int op, double a, double b, double c) {
   case IR_POW: return pow(a, b);
   case IR_FMA: return fma(a, b, c);
   case IR_ABS: return fabs(a);
+  case IR_FLOOR: return floor(a);
+  case IR_CEIL: return ceil(a);
+  case IR_ROUND: return nearbyint(a); /* the default rounding mode: half to even */
+  case IR_SIN: return sin(a);
+  case IR_COS: return cos(a);
   default: return NAN;
   }
 }

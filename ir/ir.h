@@ -111,7 +111,12 @@ typedef struct ir_range {
   X(IR_SIGMOID, "sigmoid", 1) \
   X(IR_POW, "pow", 2)      \
   X(IR_FMA, "fma", 3)      \
-  X(IR_ABS, "abs", 1)
+  X(IR_ABS, "abs", 1)      \
+  X(IR_FLOOR, "floor", 1)  \
+  X(IR_CEIL, "ceil", 1)    \
+  X(IR_ROUND, "round", 1) /* half to even */ \
+  X(IR_SIN, "sin", 1)      \
+  X(IR_COS, "cos", 1)
 
 typedef enum {
   IR_INT_IMM,

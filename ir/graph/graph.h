@@ -74,6 +74,42 @@
   X(TG_OP_RANGE, "Range")                        \
   X(TG_OP_CONSTANT_OF_SHAPE, "ConstantOfShape")  \
   X(TG_OP_EXPAND, "Expand")                      \
+  /* -- unary maths, activations, reductions, normalisations (mathops) -- */\
+  X(TG_OP_EXP, "Exp")                           \
+  X(TG_OP_LOG, "Log")                           \
+  X(TG_OP_NEG, "Neg")                           \
+  X(TG_OP_ABS, "Abs")                           \
+  X(TG_OP_RECIPROCAL, "Reciprocal")             \
+  X(TG_OP_FLOOR, "Floor")                       \
+  X(TG_OP_CEIL, "Ceil")                         \
+  X(TG_OP_ROUND, "Round")                       \
+  X(TG_OP_SIGN, "Sign")                         \
+  X(TG_OP_SIN, "Sin")                           \
+  X(TG_OP_COS, "Cos")                           \
+  X(TG_OP_SOFTPLUS, "Softplus")                 \
+  X(TG_OP_SOFTSIGN, "Softsign")                 \
+  X(TG_OP_ELU, "Elu")                           \
+  X(TG_OP_SELU, "Selu")                         \
+  X(TG_OP_CELU, "Celu")                         \
+  X(TG_OP_HARD_SIGMOID, "HardSigmoid")          \
+  X(TG_OP_HARD_SWISH, "HardSwish")              \
+  X(TG_OP_PRELU, "PRelu")                       \
+  X(TG_OP_MISH, "Mish")                         \
+  X(TG_OP_LOG_SOFTMAX, "LogSoftmax")            \
+  X(TG_OP_REDUCE_MAX, "ReduceMax")              \
+  X(TG_OP_REDUCE_MIN, "ReduceMin")              \
+  X(TG_OP_REDUCE_PROD, "ReduceProd")            \
+  X(TG_OP_REDUCE_L1, "ReduceL1")                \
+  X(TG_OP_REDUCE_L2, "ReduceL2")                \
+  X(TG_OP_REDUCE_LOG_SUM_EXP, "ReduceLogSumExp")\
+  X(TG_OP_REDUCE_SUM_SQUARE, "ReduceSumSquare") \
+  X(TG_OP_ARG_MAX, "ArgMax")                    \
+  X(TG_OP_ARG_MIN, "ArgMin")                    \
+  X(TG_OP_GLOBAL_MAX_POOL, "GlobalMaxPool")     \
+  X(TG_OP_LP_NORM, "LpNormalization")           \
+  X(TG_OP_INSTANCE_NORM, "InstanceNormalization")\
+  X(TG_OP_GROUP_NORM, "GroupNormalization")     \
+  X(TG_OP_MVN, "MeanVarianceNormalization")     \
   X(TG_OP_CALL, "tessel.call")
 
 typedef enum {

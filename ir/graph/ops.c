@@ -12,6 +12,7 @@
 #define CONV_ATTRS "s:auto_pad I:dilations i:group I:kernel_shape I:pads I:strides"
 #define CONVT_ATTRS "s:auto_pad I:dilations i:group I:kernel_shape I:output_padding I:output_shape I:pads I:strides"
 #define AVGPOOL_ATTRS "s:auto_pad i:ceil_mode@10 i:count_include_pad I:dilations@19 I:kernel_shape I:pads I:strides"
+#define RED_ATTRS "I:axes<18 i:keepdims i:noop_with_empty_axes@18"
 #define CONST_ATTRS "T:value f:value_float@12 F:value_floats@12 i:value_int@12 I:value_ints@12"
 
 #define EW TG_PAT_ELEMWISE
@@ -89,6 +90,42 @@ R(TG_OP_SUM,                 "Sum",                "sum_n",              1, 0, 1
 R(TG_OP_MEAN,                "Mean",               "mean_n",             1, 0, 1, -1, 1, 1, "",                             imp_variadic,    lg_emit_variadic,        1, BC, lg_pattern_binary, 0),
 R(TG_OP_MAX,                 "Max",                "maximum",            1, 0, 1, -1, 1, 1, "",                             imp_variadic,    lg_emit_variadic,        1, BC, lg_pattern_binary, 0),
 R(TG_OP_MIN,                 "Min",                "minimum",            1, 0, 1, -1, 1, 1, "",                             imp_variadic,    lg_emit_variadic,        1, BC, lg_pattern_binary, 0),
+/* -- unary maths, activations, reductions, normalisations (mathops: op_math.c, op_norm.c) -- */
+R(TG_OP_EXP,                      "Exp",                "exp",                 1, 0, 1, 1,  1, 1, "",                              imp_math_unary,   lg_emit_math_unary,   1, EW, NULL, 0),
+R(TG_OP_LOG,                      "Log",                "log",                 1, 0, 1, 1,  1, 1, "",                              imp_math_unary,   lg_emit_math_unary,   1, EW, NULL, 0),
+R(TG_OP_NEG,                      "Neg",                "negative",            1, 0, 1, 1,  1, 1, "",                              imp_math_unary,   lg_emit_math_unary,   1, EW, NULL, 0),
+R(TG_OP_ABS,                      "Abs",                "abs",                 1, 0, 1, 1,  1, 1, "",                              imp_math_unary,   lg_emit_math_unary,   1, EW, NULL, 0),
+R(TG_OP_RECIPROCAL,               "Reciprocal",         "reciprocal",          1, 0, 1, 1,  1, 1, "",                              imp_math_unary,   lg_emit_math_unary,   1, EW, NULL, 0),
+R(TG_OP_FLOOR,                    "Floor",              "floor",               1, 0, 1, 1,  1, 1, "",                              imp_math_unary,   lg_emit_math_unary,   1, EW, NULL, 0),
+R(TG_OP_CEIL,                     "Ceil",               "ceil",                1, 0, 1, 1,  1, 1, "",                              imp_math_unary,   lg_emit_math_unary,   1, EW, NULL, 0),
+R(TG_OP_ROUND,                    "Round",              "round",              11, 0, 1, 1,  1, 1, "",                              imp_math_unary,   lg_emit_math_unary,   1, EW, NULL, 0),
+R(TG_OP_SIGN,                     "Sign",               "sign",                9, 0, 1, 1,  1, 1, "",                              imp_math_unary,   lg_emit_math_unary,   1, EW, NULL, 0),
+R(TG_OP_SIN,                      "Sin",                "sin",                 7, 0, 1, 1,  1, 1, "",                              imp_math_unary,   lg_emit_math_unary,   1, EW, NULL, 0),
+R(TG_OP_COS,                      "Cos",                "cos",                 7, 0, 1, 1,  1, 1, "",                              imp_math_unary,   lg_emit_math_unary,   1, EW, NULL, 0),
+R(TG_OP_SOFTPLUS,                 "Softplus",           "softplus",            1, 0, 1, 1,  1, 1, "",                              imp_math_unary,   lg_emit_math_unary,   1, EW, NULL, 0),
+R(TG_OP_SOFTSIGN,                 "Softsign",           "softsign",            1, 0, 1, 1,  1, 1, "",                              imp_math_unary,   lg_emit_math_unary,   1, EW, NULL, 0),
+R(TG_OP_ELU,                      "Elu",                "elu",                 1, 0, 1, 1,  1, 1, "f:alpha",                       imp_math_unary,   lg_emit_math_unary,   1, EW, NULL, 0),
+R(TG_OP_SELU,                     "Selu",               "selu",                1, 0, 1, 1,  1, 1, "f:alpha f:gamma",               imp_math_unary,   lg_emit_math_unary,   1, EW, NULL, 0),
+R(TG_OP_CELU,                     "Celu",               "celu",               12, 0, 1, 1,  1, 1, "f:alpha",                       imp_math_unary,   lg_emit_math_unary,   1, EW, NULL, 0),
+R(TG_OP_HARD_SIGMOID,             "HardSigmoid",        "hard_sigmoid",        1, 0, 1, 1,  1, 1, "f:alpha f:beta",                imp_math_unary,   lg_emit_math_unary,   1, EW, NULL, 0),
+R(TG_OP_HARD_SWISH,               "HardSwish",          "hard_swish",         14, 0, 1, 1,  1, 1, "",                              imp_math_unary,   lg_emit_math_unary,   1, EW, NULL, 0),
+R(TG_OP_PRELU,                    "PRelu",              "prelu",               1, 0, 2, 2,  1, 1, "",                              imp_prelu,        lg_emit_prelu,        2, BC, lg_pattern_binary, 0),
+R(TG_OP_MISH,                     "Mish",               "mish",               18, 0, 1, 1,  1, 1, "",                              imp_math_unary,   lg_emit_math_unary,   1, EW, NULL, 0),
+R(TG_OP_LOG_SOFTMAX,              "LogSoftmax",         "log_softmax",         1, 0, 1, 1,  1, 1, "i:axis",                        imp_logsoftmax,   lg_emit_logsoftmax,   1, RED, NULL, 0),
+R(TG_OP_REDUCE_MAX,               "ReduceMax",          "max",                 1, 0, 1, 2,  1, 1, RED_ATTRS,                       imp_reduce_math,  lg_emit_reduce_math,  1, RED, NULL, 0),
+R(TG_OP_REDUCE_MIN,               "ReduceMin",          "min",                 1, 0, 1, 2,  1, 1, RED_ATTRS,                       imp_reduce_math,  lg_emit_reduce_math,  1, RED, NULL, 0),
+R(TG_OP_REDUCE_PROD,              "ReduceProd",         "prod",                1, 0, 1, 2,  1, 1, RED_ATTRS,                       imp_reduce_math,  lg_emit_reduce_math,  1, RED, NULL, 0),
+R(TG_OP_REDUCE_L1,                "ReduceL1",           "l1_norm",             1, 0, 1, 2,  1, 1, RED_ATTRS,                       imp_reduce_math,  lg_emit_reduce_math,  1, RED, NULL, 0),
+R(TG_OP_REDUCE_L2,                "ReduceL2",           "l2_norm",             1, 0, 1, 2,  1, 1, RED_ATTRS,                       imp_reduce_math,  lg_emit_reduce_math,  1, RED, NULL, 0),
+R(TG_OP_REDUCE_LOG_SUM_EXP,       "ReduceLogSumExp",    "logsumexp",           1, 0, 1, 2,  1, 1, RED_ATTRS,                       imp_reduce_math,  lg_emit_reduce_math,  1, RED, NULL, 0),
+R(TG_OP_REDUCE_SUM_SQUARE,        "ReduceSumSquare",    "sum_square",          1, 0, 1, 2,  1, 1, RED_ATTRS,                       imp_reduce_math,  lg_emit_reduce_math,  1, RED, NULL, 0),
+R(TG_OP_ARG_MAX,                  "ArgMax",             "argmax",              1, 0, 1, 1,  1, 1, "i:axis i:keepdims i:select_last_index@12", imp_argmax,       lg_emit_argmax,       1, RED, NULL, 0),
+R(TG_OP_ARG_MIN,                  "ArgMin",             "argmin",              1, 0, 1, 1,  1, 1, "i:axis i:keepdims i:select_last_index@12", imp_argmax,       lg_emit_argmax,       1, RED, NULL, 0),
+R(TG_OP_GLOBAL_MAX_POOL,          "GlobalMaxPool",      "global_max_pool2d",   1, 0, 1, 1,  1, 1, "",                              imp_gap,          lg_emit_global_max,   1, RED, NULL, 0),
+R(TG_OP_LP_NORM,                  "LpNormalization",    "lp_norm",             1, 0, 1, 1,  1, 1, "i:axis i:p",                    imp_lpnorm,       lg_emit_lpnorm,       1, RED, NULL, 0),
+R(TG_OP_INSTANCE_NORM,            "InstanceNormalization","instance_norm",       1, 0, 3, 3,  1, 1, "f:epsilon",                     imp_instnorm,     lg_emit_instnorm,     3, RED, NULL, 0),
+R(TG_OP_GROUP_NORM,               "GroupNormalization", "group_norm",         18, 0, 3, 3,  1, 1, "f:epsilon i:num_groups i:stash_type@21", imp_groupnorm,    lg_emit_groupnorm,    3, RED, NULL, 0),
+R(TG_OP_MVN,                      "MeanVarianceNormalization","mvn",                 9, 0, 1, 1,  1, 1, "I:axes",                        imp_mvn,          lg_emit_mvn,          1, RED, NULL, 0),
 #undef R
 };
 /* clang-format on */

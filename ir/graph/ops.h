@@ -136,4 +136,26 @@ void lg_emit_logic(lg_kernel *k, const tg_node *n, const char *const *in, const 
 void lg_emit_range(lg_kernel *k, const tg_node *n, const char *const *in, const char *const *out);
 void lg_emit_constant_of_shape(lg_kernel *k, const tg_node *n, const char *const *in, const char *const *out);
 
+/* op_math.c (mathops) */
+ts_status imp_math_unary(imp *im, nctx *nc);
+ts_status imp_prelu(imp *im, nctx *nc);
+ts_status imp_logsoftmax(imp *im, nctx *nc);
+ts_status imp_reduce_math(imp *im, nctx *nc);
+ts_status imp_argmax(imp *im, nctx *nc);
+void lg_emit_math_unary(lg_kernel *k, const tg_node *n, const char *const *in, const char *const *out);
+void lg_emit_prelu(lg_kernel *k, const tg_node *n, const char *const *in, const char *const *out);
+void lg_emit_logsoftmax(lg_kernel *k, const tg_node *n, const char *const *in, const char *const *out);
+void lg_emit_reduce_math(lg_kernel *k, const tg_node *n, const char *const *in, const char *const *out);
+void lg_emit_argmax(lg_kernel *k, const tg_node *n, const char *const *in, const char *const *out);
+void lg_emit_global_max(lg_kernel *k, const tg_node *n, const char *const *in, const char *const *out);
+/* op_norm.c (mathops) */
+ts_status imp_lpnorm(imp *im, nctx *nc);
+ts_status imp_instnorm(imp *im, nctx *nc);
+ts_status imp_groupnorm(imp *im, nctx *nc);
+ts_status imp_mvn(imp *im, nctx *nc);
+void lg_emit_lpnorm(lg_kernel *k, const tg_node *n, const char *const *in, const char *const *out);
+void lg_emit_instnorm(lg_kernel *k, const tg_node *n, const char *const *in, const char *const *out);
+void lg_emit_groupnorm(lg_kernel *k, const tg_node *n, const char *const *in, const char *const *out);
+void lg_emit_mvn(lg_kernel *k, const tg_node *n, const char *const *in, const char *const *out);
+
 #endif

@@ -653,6 +653,11 @@ static double libm_ref(ir_intrin op, double x, double y, double z) {
   case IR_POW: return pow(x, y);
   case IR_FMA: return fma(x, y, z);
   case IR_ABS: return fabs(x);
+  case IR_FLOOR: return floor(x);
+  case IR_CEIL: return ceil(x);
+  case IR_ROUND: return nearbyint(x);
+  case IR_SIN: return sin(x);
+  case IR_COS: return cos(x);
   default: return NAN;
   }
 }
@@ -665,6 +670,9 @@ START_TEST(test_intrinsics) {
       {IR_SIGMOID, -30, 30, 0, 0, 5e-7},  {IR_POW, 1e-3, 10, -3, 3, 3e-6},
       {IR_FMA, -4, 4, 0, 0, 1e-6},        {IR_ABS, -4, 4, 0, 0, 0},
       {IR_LOG, 0.5, 2, 0, 0, 3e-7},       {IR_TANH, -1, 1, 0, 0, 3e-7},
+      {IR_FLOOR, -4, 4, 0, 0, 0},         {IR_CEIL, -4, 4, 0, 0, 0},
+      {IR_ROUND, -4, 4, 0, 0, 0},         {IR_SIN, -10, 10, 0, 0, 3e-7},
+      {IR_COS, -10, 10, 0, 0, 3e-7},
   };
   for (size_t ci = 0; ci < sizeof cases / sizeof *cases; ci++) {
     const intrin_case *c = cur_case = &cases[ci];

@@ -237,6 +237,9 @@ START_TEST(test_intrinsics) {
       {IR_RSQRT, 4, 0, 0, 0.5},       {IR_TANH, 0.5, 0, 0, tanh(0.5)}, {IR_ERF, 0.5, 0, 0, erf(0.5)},
       {IR_SIGMOID, 0, 0, 0, 0.5},     {IR_SIGMOID, 2, 0, 0, 1 / (1 + exp(-2))},
       {IR_POW, 2, 10, 0, 1024},       {IR_FMA, 2, 3, 4, 10},           {IR_ABS, -3.5, 0, 0, 3.5},
+      {IR_FLOOR, -1.5, 0, 0, -2},     {IR_CEIL, -1.5, 0, 0, -1},       {IR_ROUND, 2.5, 0, 0, 2},
+      {IR_ROUND, -0.5, 0, 0, -0.0},   {IR_ROUND, 1.5, 0, 0, 2},        {IR_SIN, 0.5, 0, 0, sin(0.5)},
+      {IR_COS, 0.5, 0, 0, cos(0.5)},
   };
   int n = (int)(sizeof cases / sizeof cases[0]);
   ir_expr **es = TS_ANEWN(A, ir_expr *, n);
@@ -244,7 +247,7 @@ START_TEST(test_intrinsics) {
     ir_expr *args[3] = {cf(cases[k].a), cf(cases[k].b), cf(cases[k].c)};
     es[k] = ir_call(A, cases[k].op, F32, ir_intrin_nargs(cases[k].op), args);
   }
-  double got[16];
+  double got[32];
   eval_ok(F32, n, es, got);
   for (int k = 0; k < n; k++)
     ck_assert_msg(got[k] == (double)(float)cases[k].want, "%s: got %.9g want %.9g", ir_intrin_name(cases[k].op),

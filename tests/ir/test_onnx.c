@@ -364,6 +364,14 @@ START_TEST(test_refusals) {
   refused("ops/bad_avgpool_dil18.onnx", TS_EUNSUPPORTED, "node ap (AveragePool, opset 18)", "attribute 'dilations' is not supported at this opset");
   refused("ops/bad_pad_wrap18.onnx", TS_EUNSUPPORTED, "node pd (Pad, opset 18)", "wrap needs opset 19");
   refused("ops/bad_string.onnx", TS_EUNSUPPORTED, "graph input x: element type STRING", NULL);
+  /* mathops */
+  refused("ops/bad_lpnorm_p3.onnx", TS_EUNSUPPORTED, "node lp (LpNormalization, opset 17)", "p = 3 (1 or 2)");
+  refused("ops/bad_groupnorm_groups.onnx", TS_EINVAL, "node gn (GroupNormalization, opset 21)",
+          "num_groups 4 does not divide the 6 channels");
+  refused("ops/bad_groupnorm18_scale.onnx", TS_ESHAPE, "node gn (GroupNormalization, opset 18)",
+          "must be a vector of num_groups (2)");
+  refused("ops/bad_prelu_slope.onnx", TS_ESHAPE, "node pr (PRelu, opset 17)", "does not broadcast to X's shape");
+  refused("ops/bad_reducel2_int.onnx", TS_ETYPE, "node rl (ReduceL2, opset 17)", "takes floating-point tensors");
   /* not a file / not a model */
   ts_diag d;
   ts_diag_clear(&d);

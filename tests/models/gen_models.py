@@ -394,6 +394,69 @@ def op_models():
     add("averagepool", 22, "AveragePool", [X], attrs=dict(kernel_shape=[2, 2], strides=[2, 2]))
     add("cast_round", 25, "Cast", [("x", [2, 3])], attrs=dict(to=int(TensorProto.DOUBLE), round_mode="up"), oty=TensorProto.DOUBLE)
     add("dropout", 22, "Dropout", [("x", [2, 3, 5])])
+    # -- unary maths, activations, reductions, normalisations (mathops) --
+    XU = ("x", [2, 3, 7])
+    for op in ["Exp", "Log", "Neg", "Abs", "Reciprocal", "Floor", "Ceil", "Round", "Sign", "Sin", "Cos", "Softplus",
+               "Softsign", "Elu", "Selu", "HardSigmoid"]:
+        add(op.lower(), 13, op, [XU])
+    add("elu_alpha", 21, "Elu", [XU], attrs=dict(alpha=0.7))
+    add("selu_attrs", 21, "Selu", [XU], attrs=dict(alpha=1.3, gamma=0.9))
+    add("celu", 13, "Celu", [XU], attrs=dict(alpha=0.6))
+    add("hardsigmoid_attrs", 21, "HardSigmoid", [XU], attrs=dict(alpha=0.9, beta=0.3))
+    add("hardswish", 14, "HardSwish", [XU])
+    add("mish", 18, "Mish", [XU])
+    add("prelu", 13, "PRelu", [("x", [2, 5, 3, 3]), ("s", f32(5, 1, 1))])
+    add("prelu_scalar", 16, "PRelu", [XU, ("s", f32(1))])
+    add("logsoftmax", 13, "LogSoftmax", [XU])
+    add("logsoftmax_axis", 13, "LogSoftmax", [XU], attrs=dict(axis=1))
+    X5 = ("x", [2, 5, 3, 7])
+    for op in ["ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1", "ReduceL2", "ReduceLogSumExp", "ReduceSumSquare"]:
+        add(op.lower(), 13, op, [X5], attrs=dict(axes=[1, 3], keepdims=1))
+        add(op.lower() + "_all", 13, op, [X5], attrs=dict(keepdims=0))
+        add(op.lower(), 18, op, [X5, ("a", i64(-1, 1))], attrs=dict(keepdims=0))
+    add("argmax", 13, "ArgMax", [X5], attrs=dict(axis=1), oty=I64)
+    add("argmax_last", 13, "ArgMax", [("x", np.array([[1, 3, 3, 2], [5, 5, 5, 1], [0, 1, 2, 3]], np.float32))],
+        attrs=dict(axis=1, keepdims=0, select_last_index=1), oty=I64)
+    add("argmin", 13, "ArgMin", [X5], attrs=dict(axis=-1, keepdims=0), oty=I64)
+    add("argmin_first", 13, "ArgMin", [("x", np.array([[1, 0, 0, 2], [5, 5, 5, 1], [0, 1, 0, 3]], np.float32))],
+        attrs=dict(axis=0), oty=I64)
+    add("globalmaxpool", 13, "GlobalMaxPool", [X5])
+    add("lpnormalization", 13, "LpNormalization", [X5], attrs=dict(axis=1))
+    add("lpnormalization_l1", 13, "LpNormalization", [X5], attrs=dict(p=1))
+    add("instancenormalization", 13, "InstanceNormalization", [X5, ("s", f32(5)), ("b", f32(5))], attrs=dict(epsilon=1e-3))
+    X6 = ("x", [2, 6, 5, 3])
+    add("groupnormalization", 18, "GroupNormalization", [X6, ("s", f32(3)), ("b", f32(3))], attrs=dict(num_groups=3))
+    add("groupnormalization", 21, "GroupNormalization", [X6, ("s", f32(6)), ("b", f32(6))],
+        attrs=dict(num_groups=2, epsilon=1e-3))
+    add("meanvariancenormalization", 13, "MeanVarianceNormalization", [X5])
+    add("meanvariancenormalization_axes", 13, "MeanVarianceNormalization", [X5], attrs=dict(axes=[1, 2, 3]))
+    # older and newer opset forms (22+ changed only the types)
+    add("logsoftmax_coerce", 11, "LogSoftmax", [("x", [2, 3, 5, 7])])  # axis 1 by default, over 3*5*7
+    add("logsoftmax_coerce", 9, "LogSoftmax", [("x", [2, 3, 5, 7])], attrs=dict(axis=2))
+    add("reducemax_attr", 11, "ReduceMax", [X5], attrs=dict(axes=[-1, 1], keepdims=0))
+    add("reducel2_all", 7, "ReduceL2", [X5])
+    add("reducelogsumexp_attr", 12, "ReduceLogSumExp", [X5], attrs=dict(axes=[2]))
+    add("argmax", 7, "ArgMax", [X5], attrs=dict(axis=2), oty=I64)
+    add("argmin_last", 12, "ArgMin", [X5], attrs=dict(axis=-1, select_last_index=1, keepdims=0), oty=I64)
+    add("prelu", 7, "PRelu", [("x", [2, 5, 3, 3]), ("s", f32(5, 1, 1))])
+    add("hardsigmoid", 7, "HardSigmoid", [XU], attrs=dict(alpha=0.3))
+    add("sign", 9, "Sign", [XU])
+    add("round", 11, "Round", [XU])
+    add("sin", 7, "Sin", [XU])
+    add("meanvariancenormalization", 9, "MeanVarianceNormalization", [X5])
+    add("instancenormalization", 7, "InstanceNormalization", [X5, ("s", f32(5)), ("b", f32(5))])
+    add("elu", 22, "Elu", [XU])
+    add("mish", 22, "Mish", [XU])
+    add("globalmaxpool", 22, "GlobalMaxPool", [X5])
+    add("reducemax", 20, "ReduceMax", [X5, ("a", i64(1))])
+    # Round of exact halves (half to even) then a use of x, so the model has an input
+    nodes = [helper.make_node("Round", ["c"], ["r"], name="round"), helper.make_node("Add", ["r", "x"], ["y"], name="add")]
+    c = np.array([-2.5, -1.5, -0.5, 0.5, 1.5, 2.5, 3.5, -3.49], np.float32)
+    g = helper.make_graph(nodes, "round_halves", [helper.make_tensor_value_info("x", F, [8])],
+                          [helper.make_tensor_value_info("y", F, None)], [numpy_helper.from_array(c, "c")])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)], producer_name="tessel-gen")
+    m.ir_version = 8
+    M.append(("round_halves_op13", 13, m))
     M.extend(logic_op_models())
     return M
 
@@ -564,6 +627,18 @@ def bad_models():
     B["bad_bn_spatial0"] = model([helper.make_node("BatchNormalization", ["x4", "p", "p", "p", "p"], ["y"], name="bn",
                                                    spatial=0)], [helper.make_tensor_value_info("x4", F, [1, 2, 3, 3])], [y],
                                  [numpy_helper.from_array(np.ones(2, np.float32), "p")], opset=7)
+    # -- unary maths, activations, reductions, normalisations (mathops) --
+    x6 = helper.make_tensor_value_info("x", F, [2, 6, 5, 3])
+    vec = lambda n, nm: numpy_helper.from_array(np.ones(n, np.float32), nm)
+    B["bad_lpnorm_p3"] = model([helper.make_node("LpNormalization", ["x"], ["y"], name="lp", p=3)], [x], [y])
+    B["bad_groupnorm_groups"] = model([helper.make_node("GroupNormalization", ["x", "s", "b"], ["y"], name="gn",
+                                                        num_groups=4)], [x6], [y], [vec(6, "s"), vec(6, "b")], opset=21)
+    B["bad_groupnorm18_scale"] = model([helper.make_node("GroupNormalization", ["x", "s", "b"], ["y"], name="gn",
+                                                         num_groups=2)], [x6], [y], [vec(6, "s"), vec(6, "b")], opset=18)
+    B["bad_prelu_slope"] = model([helper.make_node("PRelu", ["x", "s"], ["y"], name="pr")], [x], [y],
+                                 [numpy_helper.from_array(np.ones((4, 1, 3), np.float32), "s")])
+    B["bad_reducel2_int"] = model([helper.make_node("ReduceL2", ["xi"], ["y"], name="rl")],
+                                  [helper.make_tensor_value_info("xi", TensorProto.INT32, [2, 3])], [y])
     return B
 
 
@@ -634,6 +709,35 @@ def random_feed(rng, type_str, shape):
     return rng.standard_normal(shape).astype(np.float32)
 
 
+def mathops_sym_models():
+    """Models of the unary maths, activation, reduction and normalisation ops
+    with a symbolic batch dim (saved into ops/ beside the per-op models, so
+    test_passes_ort runs them against onnxruntime at batch 2; not in the
+    manifest, whose shapes are constant)."""
+    rng = np.random.default_rng(8)
+    f32 = lambda *s: (rng.standard_normal(s) * 0.5).astype(np.float32)
+    b = Builder(9)
+    b.inits += [numpy_helper.from_array(f32(5, 1, 1), "slope"), numpy_helper.from_array(f32(5), "s5"),
+                numpy_helper.from_array(f32(5), "b5"), numpy_helper.from_array(np.array([2], np.int64), "ax2"),
+                numpy_helper.from_array(np.array(3.0, np.float32), "three")]
+    h = b.op("PRelu", ["x", "slope"])
+    h = b.op("HardSwish", [h])
+    h = b.op("InstanceNormalization", [h, "s5", "b5"], epsilon=1e-4)
+    g = b.op("GroupNormalization", [h, "s5", "b5"], num_groups=5)
+    h = b.op("LogSoftmax", [g], axis=1)
+    y = b.op("ReduceLogSumExp", [h, "ax2"], keepdims=1)
+    z = b.op("ArgMax", [g], axis=3, keepdims=0)
+    w = b.op("Round", [b.op("Mul", ["x", "three"])])
+    w = b.op("GlobalMaxPool", [b.op("Mish", [w])])
+    v = b.op("ReduceL2", [b.op("MeanVarianceNormalization", [g])], keepdims=0)
+    x = helper.make_tensor_value_info("x", F, ["batch", 5, 7, 3])
+    outs = [helper.make_tensor_value_info(n, t, None) for n, t in ((y, F), (z, I64), (w, F), (v, F))]
+    gr = helper.make_graph(b.nodes, "mathops_sym_batch", [x], outs, b.inits)
+    m = helper.make_model(gr, opset_imports=[helper.make_opsetid("", 18)], producer_name="tessel-gen")
+    m.ir_version = 8
+    return [("mathops_sym_batch_op18", m)]
+
+
 def ort_shapes(model):
     """Output shapes onnxruntime produces on seeded inputs (None without onnxruntime)."""
     try:
@@ -672,6 +776,8 @@ def main():
         onnx.save(m, os.path.join(out, "ops", stem + ".onnx"))
     with open(os.path.join(out, "ops", "manifest.json"), "w") as f:
         json.dump(manifest, f, indent=1)
+    for stem, m in mathops_sym_models():
+        onnx.save(m, os.path.join(out, "ops", stem + ".onnx"))
     for stem, m in bad_models().items():
         onnx.save(m, os.path.join(out, "ops", stem + ".onnx"))
     save_graphfix_models(out)
