@@ -110,6 +110,18 @@
   X(TG_OP_INSTANCE_NORM, "InstanceNormalization")\
   X(TG_OP_GROUP_NORM, "GroupNormalization")     \
   X(TG_OP_MVN, "MeanVarianceNormalization")     \
+  /* -- data movement (op_data.c) -- */           \
+  X(TG_OP_GATHER_ELEMENTS, "GatherElements")     \
+  X(TG_OP_TILE, "Tile")                          \
+  X(TG_OP_DEPTH_TO_SPACE, "DepthToSpace")        \
+  X(TG_OP_SPACE_TO_DEPTH, "SpaceToDepth")        \
+  X(TG_OP_TRILU, "Trilu")                        \
+  X(TG_OP_SIZE, "Size")                          \
+  X(TG_OP_CUMSUM, "CumSum")                      \
+  X(TG_OP_ONEHOT, "OneHot")                      \
+  X(TG_OP_GATHER_ND, "GatherND")                 \
+  X(TG_OP_RESIZE, "Resize")                      \
+  X(TG_OP_UPSAMPLE, "Upsample")                  \
   X(TG_OP_CALL, "tessel.call")
 
 typedef enum {

@@ -14,6 +14,8 @@
 #define AVGPOOL_ATTRS "s:auto_pad i:ceil_mode@10 i:count_include_pad I:dilations@19 I:kernel_shape I:pads I:strides"
 #define RED_ATTRS "I:axes<18 i:keepdims i:noop_with_empty_axes@18"
 #define CONST_ATTRS "T:value f:value_float@12 F:value_floats@12 i:value_int@12 I:value_ints@12"
+#define RESIZE_ATTRS "s:mode s:coordinate_transformation_mode@11 f:cubic_coeff_a@11 i:exclude_outside@11 " \
+  "f:extrapolation_value@11 s:nearest_mode@11 i:antialias@18 I:axes@18 s:keep_aspect_ratio_policy@18"
 
 #define EW TG_PAT_ELEMWISE
 #define BC TG_PAT_BROADCAST
@@ -82,6 +84,18 @@ R(TG_OP_MOD,                 "Mod",                "mod",               10, 0, 2
 R(TG_OP_RANGE,               "Range",              "arange",            11, 0, 3, 3,  1, 1, "",                             imp_range,       lg_emit_range,           0, OPQ, NULL, TG_OPF_NO_INPUTS),
 R(TG_OP_CONSTANT_OF_SHAPE,   "ConstantOfShape",    "full",               9, 0, 1, 1,  1, 1, "T:value",                      imp_constant_of_shape, lg_emit_constant_of_shape, 0, OPQ, NULL, TG_OPF_NO_INPUTS),
 R(TG_OP_EXPAND,              "Expand",             "broadcast_to",       8, 0, 2, 2,  1, 1, "",                             imp_expand,      lg_emit_logic,           1, BC, NULL, 0),
+/* -- data movement (op_data.c) -- */
+R(TG_OP_GATHER_ELEMENTS,     "GatherElements",     "gather_elements",   11, 0, 2, 2,  1, 1, "i:axis",                       imp_gather_elements, lg_emit_gather_elements, 2, INJ, NULL, 0),
+R(TG_OP_TILE,                "Tile",               "tile",               6, 0, 2, 2,  1, 1, "",                             imp_tile,        lg_emit_tile,            1, INJ, NULL, NOOP | PARAMS),
+R(TG_OP_DEPTH_TO_SPACE,      "DepthToSpace",       "depth_to_space",     1, 0, 1, 1,  1, 1, "i:blocksize s:mode@11",        imp_depth_space, lg_emit_depth_space,     1, INJ, NULL, 0),
+R(TG_OP_SPACE_TO_DEPTH,      "SpaceToDepth",       "space_to_depth",     1, 0, 1, 1,  1, 1, "i:blocksize",                  imp_depth_space, lg_emit_depth_space,     1, INJ, NULL, 0),
+R(TG_OP_TRILU,               "Trilu",              "trilu",             14, 0, 1, 2,  1, 1, "i:upper",                      imp_trilu,       lg_emit_trilu,           1, INJ, NULL, PARAMS),
+R(TG_OP_SIZE,                "Size",               "size",               1, 0, 1, 1,  1, 1, "",                             imp_size,        lg_emit_size,            1, OPQ, NULL, 0),
+R(TG_OP_CUMSUM,              "CumSum",             "cumsum",            11, 0, 2, 2,  1, 1, "i:exclusive i:reverse",        imp_cumsum,      lg_emit_cumsum,          1, OPQ, NULL, PARAMS),
+R(TG_OP_ONEHOT,              "OneHot",             "one_hot",            9, 0, 3, 3,  1, 1, "i:axis",                       imp_onehot,      lg_emit_onehot,          3, INJ, NULL, 0),
+R(TG_OP_GATHER_ND,           "GatherND",           "gather_nd",         11, 0, 2, 2,  1, 1, "i:batch_dims@12",              imp_gather_nd,   lg_emit_gather_nd,       2, INJ, NULL, 0),
+R(TG_OP_RESIZE,              "Resize",             "resize",            10, 0, 1, 4,  1, 1, RESIZE_ATTRS,                   imp_resize,      lg_emit_resize,          1, INJ, NULL, PARAMS),
+R(TG_OP_UPSAMPLE,            "Upsample",           "upsample",           7, 10, 1, 2, 1, 1, "s:mode F:scales<9",            imp_resize,      lg_emit_resize,          1, INJ, NULL, PARAMS),
 R(TG_OP_CALL,                "tessel.call",        "op",                 0, 0, 0, -1, 0, -1, "",                            NULL,            NULL,                    0, OPQ, NULL, 0),
 /* -- legacy opsets: LRN, Dropout, variadic Sum/Mean/Max/Min (op_legacy.c) -- */
 R(TG_OP_LRN,                 "LRN",                "lrn",                1, 0, 1, 1,  1, 1, "f:alpha f:beta f:bias i:size", imp_lrn,     lg_emit_lrn,             1, OUT, NULL, 0),

@@ -135,6 +135,25 @@ ts_status imp_expand(imp *im, nctx *nc);
 void lg_emit_logic(lg_kernel *k, const tg_node *n, const char *const *in, const char *const *out);
 void lg_emit_range(lg_kernel *k, const tg_node *n, const char *const *in, const char *const *out);
 void lg_emit_constant_of_shape(lg_kernel *k, const tg_node *n, const char *const *in, const char *const *out);
+/* op_data.c */
+ts_status imp_gather_elements(imp *im, nctx *nc);
+ts_status imp_tile(imp *im, nctx *nc);
+ts_status imp_depth_space(imp *im, nctx *nc);
+ts_status imp_trilu(imp *im, nctx *nc);
+ts_status imp_size(imp *im, nctx *nc);
+ts_status imp_cumsum(imp *im, nctx *nc);
+ts_status imp_onehot(imp *im, nctx *nc);
+ts_status imp_gather_nd(imp *im, nctx *nc);
+ts_status imp_resize(imp *im, nctx *nc);
+void lg_emit_gather_elements(lg_kernel *k, const tg_node *n, const char *const *in, const char *const *out);
+void lg_emit_tile(lg_kernel *k, const tg_node *n, const char *const *in, const char *const *out);
+void lg_emit_depth_space(lg_kernel *k, const tg_node *n, const char *const *in, const char *const *out);
+void lg_emit_trilu(lg_kernel *k, const tg_node *n, const char *const *in, const char *const *out);
+void lg_emit_size(lg_kernel *k, const tg_node *n, const char *const *in, const char *const *out);
+void lg_emit_cumsum(lg_kernel *k, const tg_node *n, const char *const *in, const char *const *out);
+void lg_emit_onehot(lg_kernel *k, const tg_node *n, const char *const *in, const char *const *out);
+void lg_emit_gather_nd(lg_kernel *k, const tg_node *n, const char *const *in, const char *const *out);
+void lg_emit_resize(lg_kernel *k, const tg_node *n, const char *const *in, const char *const *out);
 
 /* op_math.c (mathops) */
 ts_status imp_math_unary(imp *im, nctx *nc);
