@@ -359,7 +359,7 @@ void lg_emit_global_max(lg_kernel *k, const tg_node *n, const char *const *in, c
   lg_stmt(k, &b);
 }
 
-/* LpNormalization: x / ||x||_p along axis (p 1 or 2). */
+/* LpNormalization: x / ||x||_p along axis (p 1 or 2); 0 where the norm is 0. */
 void lg_emit_lpnorm(lg_kernel *k, const tg_node *n, const char *const *in, const char *const *out) {
   const char *o = out[0];
   const tg_value *x = V(k, n->inputs[0]);
@@ -375,9 +375,17 @@ void lg_emit_lpnorm(lg_kernel *k, const tg_node *n, const char *const *in, const
   if (l1) tb_printf(&b, "abs(%s)", xr.s);
   else tb_printf(&b, "%s * %s", xr.s, xr.s);
   kept_acc(k, x, red, nm, &b);
-  out_is_x(&b, o, in[0], r);
+  /* a zero norm gives 0, not 0/0 (ONNX's reference: np.where(norm == 0, 0, x / norm)) */
+  char zero[48];
+  lit(x->dtype, 0.0, zero);
+  tb_reset(&b);
+  lg_lhs(&b, o, r);
+  tb_printf(&b, " = select(");
+  lg_kept_index(&b, nm, r, red);
+  tb_printf(&b, " == %s, %s, ", zero, zero);
+  lg_lhs(&b, in[0], r);
   tb_printf(&b, l1 ? " / " : " / sqrt(");
   lg_kept_index(&b, nm, r, red);
-  if (!l1) tb_printf(&b, ")");
+  tb_printf(&b, l1 ? ")" : "))");
   lg_stmt(k, &b);
 }
