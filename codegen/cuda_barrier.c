@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "codegen/cuda_int.h"
+#include "ir/mutator.h"
 
 /* ---- barrier pass ------------------------------------------------------------- */
 
@@ -78,150 +79,193 @@ static ir_stmt *with_barrier(cctx *c, ir_stmt *s) {
   return r;
 }
 
+/* The pass is an ir_mutator whose pre_stmt hook (sync_pre) handles every
+ * statement; this is its state. pend, converged and where describe the walk
+ * at the current node and are saved and restored around children (walk);
+ * in_seq says the node is a direct child of a converged SEQ being walked,
+ * where a conflicting child gets its barrier in front of it. */
+typedef struct sync_ctx {
+  cctx *c;
+  accset *pend;
+  bool converged, in_seq;
+  const char *where;
+} sync_ctx;
+
+/* A failure of the pass (c->st) stops the mutator; an OOM of the mutator
+ * becomes the pass's. */
+static bool sync_failed(ir_mutator *m) {
+  sync_ctx *sc = m->ctx;
+  if (sc->c->st) ir_mutator_fail(m);
+  else if (m->failed) failp(sc->c, TS_ENOMEM, "cuda: out of memory");
+  return m->failed;
+}
+
+/* s walked with pend/converged/where (its own state afterwards): s itself
+ * through ir_mutate_stmt, or with children set, only its children through
+ * the mutator's default rebuild (LET/ALLOCATE/FOR/SEQ, whose children share
+ * one pending set; in_seq for a SEQ's). */
+static ir_stmt *walk_as(ir_mutator *m, ir_stmt *s, accset *pend, bool converged, const char *where, bool children,
+                        bool in_seq) {
+  sync_ctx *sc = m->ctx, saved = *sc;
+  sc->pend = pend;
+  sc->converged = converged;
+  sc->where = where;
+  sc->in_seq = in_seq;
+  ir_stmt *r = children ? ir_mutate_stmt_children(m, s) : ir_mutate_stmt(m, s);
+  *sc = saved;
+  return r;
+}
+static ir_stmt *walk(ir_mutator *m, ir_stmt *s, accset *pend, bool converged, const char *where) {
+  return walk_as(m, s, pend, converged, where, false, false);
+}
+static ir_stmt *walk_children(ir_mutator *m, ir_stmt *s, accset *pend, bool converged, const char *where,
+                              bool in_seq) {
+  return walk_as(m, s, pend, converged, where, true, in_seq);
+}
+
 /* The inside of a divergent statement must not need a barrier: walk its
  * children as not converged (a conflict there is refused). */
-static void check_inside(cctx *c, ir_stmt *s, const char *where) {
+static void check_inside(ir_mutator *m, ir_stmt *s, const char *where) {
   accset p;
   memset(&p, 0, sizeof p);
   switch (s->kind) {
   case IR_FOR:
-    (void)cu_sync_stmt(c, s->u.loop.body, &p, false, where);
-    (void)cu_sync_stmt(c, s->u.loop.body, &p, false, where); /* the next iteration */
+    (void)walk(m, s->u.loop.body, &p, false, where);
+    (void)walk(m, s->u.loop.body, &p, false, where); /* the next iteration */
     return;
   case IR_IF:
-    (void)cu_sync_stmt(c, s->u.ifs.then_s, &p, false, where);
+    (void)walk(m, s->u.ifs.then_s, &p, false, where);
     memset(&p, 0, sizeof p);
-    if (s->u.ifs.else_s) (void)cu_sync_stmt(c, s->u.ifs.else_s, &p, false, where);
+    if (s->u.ifs.else_s) (void)walk(m, s->u.ifs.else_s, &p, false, where);
     return;
   case IR_SEQ:
-    for (int i = 0; i < s->u.seq.n; i++) (void)cu_sync_stmt(c, s->u.seq.stmts[i], &p, false, where);
+    for (int i = 0; i < s->u.seq.n; i++) (void)walk(m, s->u.seq.stmts[i], &p, false, where);
     return;
-  case IR_LET: (void)cu_sync_stmt(c, s->u.let.body, &p, false, where); return;
-  case IR_ALLOCATE: (void)cu_sync_stmt(c, s->u.alloc.body, &p, false, where); return;
+  case IR_LET: (void)walk(m, s->u.let.body, &p, false, where); return;
+  case IR_ALLOCATE: (void)walk(m, s->u.alloc.body, &p, false, where); return;
   default: return;
   }
 }
 
 /* An atomic statement (no barrier may go inside): a barrier before it if it
  * conflicts with pend; its own inside must not need one. */
-static ir_stmt *sync_atomic(cctx *c, ir_stmt *s, accset *pend, bool converged, const char *where) {
-  accset x;
-  cu_accesses(s, &x);
+static ir_stmt *sync_atomic(ir_mutator *m, ir_stmt *s, const accset *x) {
+  sync_ctx *sc = m->ctx;
+  cctx *c = sc->c;
   ir_stmt *r = s;
-  check_inside(c, s, s->kind == IR_FOR ? s->u.loop.var->name : where);
+  check_inside(m, s, s->kind == IR_FOR ? s->u.loop.var->name : sc->where);
   if (c->st) return NULL;
-  if (cu_conflicts(pend, &x)) {
-    if (!converged) {
+  if (cu_conflicts(sc->pend, x)) {
+    if (!sc->converged) {
       FAIL(c, "cuda: a __syncthreads() is needed before %s, which runs in divergent code (%s); "
               "bind the shared-memory stages so every thread reaches the barrier",
-           stmt_what(s), where);
+           stmt_what(s), sc->where);
       return NULL;
     }
     r = with_barrier(c, s);
-    memset(pend, 0, sizeof *pend);
+    memset(sc->pend, 0, sizeof *sc->pend);
   }
-  set_union(pend, &x);
+  set_union(sc->pend, x);
+  return r;
+}
+
+/* A loop: atomic when divergent (guarded thread loop, thread-dependent
+ * bounds), else its body walked twice so that the second pass starts with
+ * what the body leaves pending and a conflict carried to the next iteration
+ * gets its barrier; the first walk's result is discarded. */
+static ir_stmt *sync_for(ir_mutator *m, ir_stmt *s, const accset *x) {
+  sync_ctx *sc = m->ctx;
+  cctx *c = sc->c;
+  int tag = s->u.loop.kind == IR_FOR_THREAD_BINDING ? cu_tag_of(s->u.loop.thread) : TAG_NONE;
+  bool bounds_vary = (cu_expr_mask(c, s->u.loop.min, NULL) | cu_expr_mask(c, s->u.loop.extent, NULL)) &
+                     THREAD_BITS;
+  bool conv = sc->converged && !bounds_vary;
+  if (tag >= TAG_TX && tag <= TAG_TZ) {
+    int64_t ext = 0;
+    ir_as_int(s->u.loop.extent, &ext);
+    if (ext < c->launch[tag]) conv = false; /* guarded: divergent */
+  }
+  if (!conv) return sync_atomic(m, s, x);
+  int nv = c->nvars;
+  cu_push_var(c, s->u.loop.var, tag >= 0 && tag < TAG_VTHREAD ? 1u << tag : 0, tag, 1);
+  accset p0 = *sc->pend;
+  accset p2 = p0;
+  int64_t once = 0;
+  bool single = ir_as_int(s->u.loop.extent, &once) && once == 1;
+  if ((tag < 0 || tag == TAG_VTHREAD) && !single) { /* a real loop (blockIdx/threadIdx ones are not iterated) */
+    accset p1 = *sc->pend;
+    (void)walk(m, s->u.loop.body, &p1, conv, s->u.loop.var->name);
+    set_union(&p2, &p1);
+  }
+  ir_stmt *r = walk_children(m, s, &p2, conv, s->u.loop.var->name, false);
+  c->nvars = nv;
+  if (c->st) return NULL;
+  *sc->pend = p2;
+  set_union(sc->pend, &p0); /* the loop may run zero times */
+  return r;
+}
+
+/* An if: atomic when divergent, else each arm walked from the same pending
+ * set and their leftovers merged. */
+static ir_stmt *sync_if(ir_mutator *m, ir_stmt *s, const accset *x) {
+  sync_ctx *sc = m->ctx;
+  bool load = false;
+  unsigned mask = cu_expr_mask(sc->c, s->u.ifs.cond, &load);
+  if (!sc->converged || (mask & THREAD_BITS) || load) return sync_atomic(m, s, x);
+  accset pe = *sc->pend;
+  ir_stmt *t = walk(m, s->u.ifs.then_s, sc->pend, true, sc->where);
+  ir_stmt *e = s->u.ifs.else_s ? walk(m, s->u.ifs.else_s, &pe, true, sc->where) : NULL;
+  if (sc->c->st) return NULL;
+  set_union(sc->pend, &pe);
+  return ir_stmt_with_child(m, ir_stmt_with_child(m, s, 0, t), 1, e);
+}
+
+/* The per-kind step; the caller has found shared accesses x below s. */
+static ir_stmt *sync_kind(ir_mutator *m, ir_stmt *s, const accset *x) {
+  sync_ctx *sc = m->ctx;
+  cctx *c = sc->c;
+  switch (s->kind) {
+  case IR_SEQ: return walk_children(m, s, sc->pend, sc->converged, sc->where, true);
+  case IR_FOR: return sync_for(m, s, x);
+  case IR_IF: return sync_if(m, s, x);
+  case IR_LET: {
+    int nv = c->nvars;
+    cu_push_var(c, s->u.let.var, cu_expr_mask(c, s->u.let.value, NULL), TAG_NONE, 1);
+    ir_stmt *r = walk_children(m, s, sc->pend, sc->converged, sc->where, false);
+    c->nvars = nv;
+    return r;
+  }
+  case IR_ALLOCATE: return walk_children(m, s, sc->pend, sc->converged, sc->where, false);
+  default: return sync_atomic(m, s, x);
+  }
+}
+
+/* The pre_stmt hook: every statement is handled here (never NULL unless the
+ * pass failed). A child of a converged SEQ that conflicts as a whole gets
+ * its barrier in front of it (hoisted) rather than deep inside its loops. */
+static ir_stmt *sync_pre(ir_mutator *m, ir_stmt *s) {
+  sync_ctx *sc = m->ctx;
+  if (sync_failed(m)) return NULL;
+  accset x;
+  cu_accesses(s, &x);
+  bool front = sc->in_seq && sc->converged && cu_conflicts(sc->pend, &x);
+  if (!x.nr && !x.nw && !x.overflow) return s; /* nothing shared below */
+  if (front) memset(sc->pend, 0, sizeof *sc->pend);
+  bool in_seq = sc->in_seq;
+  sc->in_seq = false;
+  ir_stmt *r = sync_kind(m, s, &x);
+  sc->in_seq = in_seq;
+  if (front && !sc->c->st && !m->failed) r = with_barrier(sc->c, r);
+  if (sync_failed(m)) return NULL;
   return r;
 }
 
 ir_stmt *cu_sync_stmt(cctx *c, ir_stmt *s, accset *pend, bool converged, const char *where) {
   if (c->st || !s) return s;
-  accset x;
-  cu_accesses(s, &x);
-  if (!x.nr && !x.nw && !x.overflow) return s; /* nothing shared below */
-  switch (s->kind) {
-  case IR_SEQ: {
-    ir_stmt **kids = TS_ANEWN(c->a, ir_stmt *, s->u.seq.n);
-    if (!kids) return failp(c, TS_ENOMEM, "cuda: out of memory");
-    bool changed = false;
-    for (int i = 0; i < s->u.seq.n; i++) {
-      /* hoist: a child that conflicts as a whole gets its barrier here, in
-       * front of it, rather than deep inside its loops */
-      accset kx;
-      cu_accesses(s->u.seq.stmts[i], &kx);
-      bool front = converged && cu_conflicts(pend, &kx);
-      if (front) memset(pend, 0, sizeof *pend);
-      kids[i] = cu_sync_stmt(c, s->u.seq.stmts[i], pend, converged, where);
-      if (front && !c->st) kids[i] = with_barrier(c, kids[i]);
-      if (c->st) return NULL;
-      changed |= kids[i] != s->u.seq.stmts[i];
-    }
-    return changed ? ir_seq(c->a, s->u.seq.n, kids) : s;
-  }
-  case IR_FOR: {
-    int tag = s->u.loop.kind == IR_FOR_THREAD_BINDING ? cu_tag_of(s->u.loop.thread) : TAG_NONE;
-    bool bounds_vary = (cu_expr_mask(c, s->u.loop.min, NULL) | cu_expr_mask(c, s->u.loop.extent, NULL)) &
-                       THREAD_BITS;
-    bool conv = converged && !bounds_vary;
-    if (tag >= TAG_TX && tag <= TAG_TZ) {
-      int64_t ext = 0;
-      ir_as_int(s->u.loop.extent, &ext);
-      if (ext < c->launch[tag]) conv = false; /* guarded: divergent */
-    }
-    if (!conv) return sync_atomic(c, s, pend, converged, where);
-    int nv = c->nvars;
-    cu_push_var(c, s->u.loop.var, tag >= 0 && tag < TAG_VTHREAD ? 1u << tag : 0, tag, 1);
-    /* walk twice: the second pass starts with what the body leaves pending,
-     * so a conflict carried to the next iteration gets its barrier */
-    accset p0 = *pend;
-    accset p2 = p0;
-    int64_t once = 0;
-    bool single = ir_as_int(s->u.loop.extent, &once) && once == 1;
-    if ((tag < 0 || tag == TAG_VTHREAD) && !single) { /* a real loop (blockIdx/threadIdx ones are not iterated) */
-      accset p1 = *pend;
-      (void)cu_sync_stmt(c, s->u.loop.body, &p1, conv, s->u.loop.var->name);
-      set_union(&p2, &p1);
-    }
-    ir_stmt *body = cu_sync_stmt(c, s->u.loop.body, &p2, conv, s->u.loop.var->name);
-    c->nvars = nv;
-    if (c->st) return NULL;
-    *pend = p2;
-    set_union(pend, &p0); /* the loop may run zero times */
-    if (body == s->u.loop.body) return s;
-    ir_stmt *r = ir_stmt_clone(c->a, s);
-    if (!r) return failp(c, TS_ENOMEM, "cuda: out of memory");
-    r->u.loop.body = body;
-    return r;
-  }
-  case IR_IF: {
-    bool load = false;
-    unsigned m = cu_expr_mask(c, s->u.ifs.cond, &load);
-    if (!converged || (m & THREAD_BITS) || load) return sync_atomic(c, s, pend, converged, where);
-    accset pe = *pend;
-    ir_stmt *t = cu_sync_stmt(c, s->u.ifs.then_s, pend, true, where);
-    ir_stmt *e = s->u.ifs.else_s ? cu_sync_stmt(c, s->u.ifs.else_s, &pe, true, where) : NULL;
-    if (c->st) return NULL;
-    set_union(pend, &pe);
-    if (t == s->u.ifs.then_s && e == s->u.ifs.else_s) return s;
-    ir_stmt *r = ir_stmt_clone(c->a, s);
-    if (!r) return failp(c, TS_ENOMEM, "cuda: out of memory");
-    r->u.ifs.then_s = t;
-    r->u.ifs.else_s = e;
-    return r;
-  }
-  case IR_LET: {
-    int nv = c->nvars;
-    cu_push_var(c, s->u.let.var, cu_expr_mask(c, s->u.let.value, NULL), TAG_NONE, 1);
-    ir_stmt *b = cu_sync_stmt(c, s->u.let.body, pend, converged, where);
-    c->nvars = nv;
-    if (c->st) return NULL;
-    if (b == s->u.let.body) return s;
-    ir_stmt *r = ir_stmt_clone(c->a, s);
-    if (!r) return failp(c, TS_ENOMEM, "cuda: out of memory");
-    r->u.let.body = b;
-    return r;
-  }
-  case IR_ALLOCATE: {
-    ir_stmt *b = cu_sync_stmt(c, s->u.alloc.body, pend, converged, where);
-    if (c->st) return NULL;
-    if (b == s->u.alloc.body) return s;
-    ir_stmt *r = ir_stmt_clone(c->a, s);
-    if (!r) return failp(c, TS_ENOMEM, "cuda: out of memory");
-    r->u.alloc.body = b;
-    return r;
-  }
-  default:
-    return sync_atomic(c, s, pend, converged, where);
-  }
+  static const ir_mutator_hooks hooks = {.pre_stmt = sync_pre};
+  sync_ctx sc = {c, pend, converged, false, where};
+  bool failed = false;
+  ir_stmt *r = ir_rewrite_stmt(c->a, &hooks, &sc, s, &failed);
+  if (failed && !c->st) failp(c, TS_ENOMEM, "cuda: out of memory");
+  return c->st ? NULL : r;
 }
-

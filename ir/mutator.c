@@ -371,6 +371,39 @@ ir_stmt *ir_mutate_stmt(ir_mutator *m, ir_stmt *s) {
   MUTATE_HOOKED(ir_stmt, s, pre_stmt, post_stmt, ir_mutate_stmt_children);
 }
 
+static ir_stmt **child_slot(ir_stmt *s, int i) {
+  switch (s->kind) {
+  case IR_FOR: return i == 0 ? &s->u.loop.body : NULL;
+  case IR_LET: return i == 0 ? &s->u.let.body : NULL;
+  case IR_ALLOCATE: return i == 0 ? &s->u.alloc.body : NULL;
+  case IR_IF: return i == 0 ? &s->u.ifs.then_s : i == 1 ? &s->u.ifs.else_s : NULL;
+  default: return NULL;
+  }
+}
+
+ir_stmt *ir_stmt_with_child(ir_mutator *m, ir_stmt *s, int i, ir_stmt *child) {
+  if (!s || m->failed) return s;
+  bool seq = s->kind == IR_SEQ;
+  ir_stmt **slot = seq ? (i >= 0 && i < s->u.seq.n ? &s->u.seq.stmts[i] : NULL) : child_slot(s, i);
+  if (!slot) {
+    m->failed = true;
+    return s;
+  }
+  if (*slot == child) return s;
+  ir_stmt *n = ck(m, ir_stmt_clone(m->arena, s));
+  if (!n) return s;
+  if (seq) {
+    ir_stmt **kids = ck(m, TS_ANEWN(m->arena, ir_stmt *, s->u.seq.n));
+    if (!kids) return s;
+    memcpy(kids, s->u.seq.stmts, sizeof *kids * (size_t)s->u.seq.n);
+    kids[i] = child;
+    n->u.seq.stmts = kids;
+  } else {
+    *child_slot(n, i) = child;
+  }
+  return n;
+}
+
 /* ---- one-shot forms ---- */
 
 static void mutator_with(ir_mutator *m, ts_arena *a, const ir_mutator_hooks *h, void *ctx) {

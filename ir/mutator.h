@@ -65,6 +65,11 @@ ir_stmt *ir_mutate_stmt(ir_mutator *m, ir_stmt *s);
  * calling the base class's VisitStmt_ in TVM. */
 ir_expr *ir_mutate_expr_children(ir_mutator *m, ir_expr *e);
 ir_stmt *ir_mutate_stmt_children(ir_mutator *m, ir_stmt *s);
+/* s with its i-th statement child replaced (FOR/LET/ALLOCATE body: 0; IF
+ * then: 0, else: 1; SEQ: element i): s itself when child is already there,
+ * else a clone on m's arena (m->failed on OOM or a bad slot). For a pre hook
+ * that walks children under different state, e.g. the two arms of an if. */
+ir_stmt *ir_stmt_with_child(ir_mutator *m, ir_stmt *s, int i, ir_stmt *child);
 /* Rewrites an array of n expressions; returns src when none changed, else a
  * new array (and sets *changed if changed is not NULL). */
 ir_expr **ir_mutate_exprs(ir_mutator *m, int n, ir_expr **src, bool *changed);

@@ -342,6 +342,41 @@ START_TEST(expr_equal_exact) {
 }
 END_TEST
 
+/* ir_stmt_with_child: one slot replaced in a copy, the original untouched;
+ * the same child gives back the same node; a slot the kind lacks fails. */
+START_TEST(with_child_replaces_one_slot) {
+  ir_expr *ex[64];
+  (void)every_expr(ex); /* X, BC */
+  ir_mutator m;
+  ir_mutator_init(&m, A);
+  ir_stmt *a = ST(BC, F(1), 1, I(0)), *b = ST(BC, F(2), 1, I(1)), *c = ir_evaluate(A, I(0));
+  ir_stmt *ifs = ir_if(A, B2(IR_LT, V(X), I(1)), a, b);
+  ck_assert_ptr_eq(ir_stmt_with_child(&m, ifs, 0, a), ifs);
+  ir_stmt *n = ir_stmt_with_child(&m, ifs, 1, c);
+  ck_assert_ptr_ne(n, ifs);
+  ck_assert_ptr_eq(n->u.ifs.then_s, a);
+  ck_assert_ptr_eq(n->u.ifs.else_s, c);
+  ck_assert_ptr_eq(n->u.ifs.cond, ifs->u.ifs.cond);
+  ck_assert_ptr_eq(ifs->u.ifs.else_s, b);
+  ir_stmt *kids[] = {a, b};
+  ir_stmt *seq = ir_seq(A, 2, kids);
+  n = ir_stmt_with_child(&m, seq, 1, c);
+  ck_assert_int_eq(n->u.seq.n, 2);
+  ck_assert_ptr_eq(n->u.seq.stmts[0], a);
+  ck_assert_ptr_eq(n->u.seq.stmts[1], c);
+  ck_assert_ptr_eq(seq->u.seq.stmts[1], b);
+  ir_stmt *loop = FOR(X, I(4), IR_FOR_SERIAL, a);
+  n = ir_stmt_with_child(&m, loop, 0, c);
+  ck_assert_ptr_eq(n->u.loop.body, c);
+  ck_assert_ptr_eq(n->u.loop.var, X);
+  ck_assert_ptr_eq(loop->u.loop.body, a);
+  ck_assert(!m.failed);
+  ck_assert_ptr_eq(ir_stmt_with_child(&m, loop, 1, c), loop);
+  ck_assert(m.failed);
+  ir_mutator_fini(&m);
+}
+END_TEST
+
 /* ---- fault injection ---------------------------------------------------- */
 
 START_TEST(alloc_failures_reported) {
@@ -392,6 +427,7 @@ static Suite *suite(void) {
   tcase_add_test(t, rewrite_one_shot);
   tcase_add_test(t, buffer_remap_every_use);
   tcase_add_test(t, expr_equal_exact);
+  tcase_add_test(t, with_child_replaces_one_slot);
   tcase_add_test(t, alloc_failures_reported);
   suite_add_tcase(s, t);
   return s;
