@@ -202,6 +202,16 @@ ts_status imp_set_ints(imp *im, nctx *nc, const char *name, const int64_t *v, in
   return TS_OK;
 }
 
+ts_status imp_set_floats(imp *im, nctx *nc, const char *name, const double *v, int n) {
+  double *cp = n ? ts_arena_memdup(im->a, v, (size_t)n * sizeof *v) : NULL;
+  if (n && !cp) return imp_oom(im);
+  tg_attr *a = put_attr(im, nc, name, TG_A_FLOATS);
+  if (!a) return imp_nerr(im, nc, TS_EUNSUPPORTED, "too many attributes");
+  a->n = n;
+  a->floats = cp;
+  return TS_OK;
+}
+
 /* ---- constants -------------------------------------------------------- */
 static bool numel_of(const int64_t *dims, int n, int64_t *out) {
   int64_t e = 1;

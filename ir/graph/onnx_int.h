@@ -132,6 +132,7 @@ ts_status imp_set_int(imp *im, nctx *nc, const char *name, int64_t v);
 ts_status imp_set_float(imp *im, nctx *nc, const char *name, double v);
 ts_status imp_set_str(imp *im, nctx *nc, const char *name, const char *v);
 ts_status imp_set_ints(imp *im, nctx *nc, const char *name, const int64_t *v, int n);
+ts_status imp_set_floats(imp *im, nctx *nc, const char *name, const double *v, int n);
 /* Converts a TensorProto into a new constant value named `name`; `what`
  * names it in messages. */
 ts_status imp_import_tensor(imp *im, const Onnx__TensorProto *t, const char *name, const char *what, int *out_id);

@@ -464,19 +464,10 @@ ts_status imp_resize(imp *im, nctx *nc) {
   if ((st = resize_scales(im, nc, x, S, od))) return st;
   set_out(nc, 0, x->dtype, x->ndim, od);
   drop_inputs(nc, 1);
-  int64_t dummy[MAX_RANK] = {0};
   if ((st = imp_set_str(im, nc, "mode", mode)) || (st = imp_set_str(im, nc, "coordinate_transformation_mode", ctm)) ||
-      (st = imp_set_str(im, nc, "nearest_mode", nm)) || (st = imp_set_ints(im, nc, "scales", dummy, x->ndim)))
+      (st = imp_set_str(im, nc, "nearest_mode", nm)))
     return st;
-  /* the scales as floats (the attribute made as ints above, retyped) */
-  tg_attr *a = A(nc, "scales");
-  double *f = TS_ANEWN(im->a, double, x->ndim ? x->ndim : 1);
-  if (!f) return imp_oom(im);
-  memcpy(f, S, sizeof(double) * (size_t)x->ndim);
-  a->kind = TG_A_FLOATS;
-  a->floats = f;
-  a->ints = NULL;
-  return TS_OK;
+  return imp_set_floats(im, nc, "scales", S, x->ndim);
 }
 
 /* The source coordinate of output index i<a> as f32 text, clamped to [0, in - 1]. */
