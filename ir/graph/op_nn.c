@@ -472,28 +472,27 @@ static void window_where(lg_kernel *k, tb *b, const win *w, const tg_value *x, c
 /* Conv and ConvTranspose with a bias (input 2) accumulate into O_conv (its
  * name written to cv) and add the bias per output channel after; without
  * one they accumulate into o. Returns the accumulator. */
-/* The accumulator: o itself, or a temporary when input bi (the bias) is given. */
-static const char *conv_acc(lg_kernel *k, const tg_node *n, int bi, const char *o, char *cv, size_t ncv) {
-  if (n->nin <= bi || n->inputs[bi] < 0) return o;
+static const char *conv_acc(lg_kernel *k, const tg_node *n, const char *o, char *cv, size_t ncv) {
+  if (n->nin <= 2 || n->inputs[2] < 0) return o;
   lg_tmpname(cv, ncv, o, "conv");
   lg_let(k, cv, n->outputs[0]);
   return cv;
 }
 
 /* o = acc + bias[i1] when conv_acc chose a temporary (rank r). */
-static void conv_bias(lg_kernel *k, const char *bias, const char *o, const char *acc, int r) {
+static void conv_bias(lg_kernel *k, const char *const *in, const char *o, const char *acc, int r) {
   if (acc == o) return;
   tb b;
   tb_reset(&b);
   lg_lhs(&b, o, r);
   tb_printf(&b, " = ");
   lg_lhs(&b, acc, r);
-  tb_printf(&b, " + %s[i1]", bias);
+  tb_printf(&b, " + %s[i1]", in[2]);
   lg_stmt(k, &b);
 }
 
 /* The Winograd F(4x4, 3x3) form the winograd pass prepared (in: x, U[6,6,C,K],
- * BT[6,6], AT[4,6], then the bias when the conv has one): a zero-padded copy of x covering whole
+ * bias or NULL, BT[6,6], AT[4,6]): a zero-padded copy of x covering whole
  * tiles; the input transform in two separable steps (rows, then columns);
  * 36 independent matmuls over the channels, laid out like a matmul with the
  * output channels innermost; the output transform in two steps, the second
@@ -512,7 +511,7 @@ static void emit_conv_winograd(lg_kernel *k, const tg_node *n, const char *const
   int64_t H = x->dims[2].value, W = x->dims[3].value, OH = y->dims[2].value, OW = y->dims[3].value;
   int64_t th = (OH + 3) / 4, tw = (OW + 3) / 4;
   char cv[96], xp[96], t1[96], tv[96], tm[96], to[96];
-  const char *dst = conv_acc(k, n, 4, o, cv, sizeof cv);
+  const char *dst = conv_acc(k, n, o, cv, sizeof cv);
   lg_tmpname(xp, sizeof xp, o, "wpad");
   lg_tmpname(t1, sizeof t1, o, "wrow");
   lg_tmpname(tv, sizeof tv, o, "wv");
@@ -541,23 +540,23 @@ static void emit_conv_winograd(lg_kernel *k, const tg_node *n, const char *const
   /* the input transform, rows then columns (separable: 2 x 6 terms, not 36) */
   tb_reset(&b);
   tb_printf(&b, "%s[i0, i1, i2, i3, i4, i5] += %s[i0, r0] * %s[i2, i3 * 4 + r0, i4 * 4 + i1, i5] for r0 in 0..6", t1,
-            in[2], xp);
+            in[3], xp);
   lg_stmt(k, &b);
   tb_reset(&b);
-  tb_printf(&b, "%s[i0, i1, i2, i3, i4, i5] += %s[i0, r0, i2, i3, i4, i5] * %s[i1, r0] for r0 in 0..6", tv, t1, in[2]);
+  tb_printf(&b, "%s[i0, i1, i2, i3, i4, i5] += %s[i0, r0, i2, i3, i4, i5] * %s[i1, r0] for r0 in 0..6", tv, t1, in[3]);
   lg_stmt(k, &b);
   tb_reset(&b);
   tb_printf(&b, "%s[i0, i1, i2, i3, i4, i5] += %s[i0, i1, i2, i3, i4, r0] * %s[i0, i1, r0, i5] for r0 in 0..%" PRId64,
             tm, tv, in[1], C);
   lg_stmt(k, &b);
   tb_reset(&b);
-  tb_printf(&b, "%s[i0, i1, i2, i3, i4, i5] += %s[i0, r0] * %s[r0, i1, i2, i3, i4, i5] for r0 in 0..6", to, in[3], tm);
+  tb_printf(&b, "%s[i0, i1, i2, i3, i4, i5] += %s[i0, r0] * %s[r0, i1, i2, i3, i4, i5] for r0 in 0..6", to, in[4], tm);
   lg_stmt(k, &b);
   tb_reset(&b);
   lg_lhs(&b, dst, 4);
-  tb_printf(&b, " += %s[i2 %% 4, r0, i0, i2 // 4, i3 // 4, i1] * %s[i3 %% 4, r0] for r0 in 0..6", to, in[3]);
+  tb_printf(&b, " += %s[i2 %% 4, r0, i0, i2 // 4, i3 // 4, i1] * %s[i3 %% 4, r0] for r0 in 0..6", to, in[4]);
   lg_stmt(k, &b);
-  conv_bias(k, n->nin > 4 ? in[4] : NULL, o, dst, 4);
+  conv_bias(k, in, o, dst, 4);
 }
 
 /* "dst[i0, ..] += src[i0, <input channel>": r0 within the output channel's group */
@@ -571,7 +570,7 @@ static void conv_lhs_chan(tb *b, const char *dst, int r, const char *src, int64_
 
 void lg_emit_conv(lg_kernel *k, const tg_node *n, const char *const *in, const char *const *out) {
   const char *o = out[0];
-  if (tg_attr_int(n, "tessel.winograd", 0) == 4 && n->nin >= 4) {
+  if (tg_attr_int(n, "tessel.winograd", 0) == 4 && n->nin >= 5) {
     emit_conv_winograd(k, n, in, o);
     return;
   }
@@ -598,7 +597,7 @@ void lg_emit_conv(lg_kernel *k, const tg_node *n, const char *const *in, const c
     return;
   }
   char cv[96], xp[96];
-  const char *dst = conv_acc(k, n, 2, o, cv, sizeof cv);
+  const char *dst = conv_acc(k, n, o, cv, sizeof cv);
   /* Padding as its own stage (as TVM's data_pad and the built-in conv
    * workloads): the convolution then reads without a guard, and the search
    * places (or keeps) the pad stage. Needs constant spatial sizes; else the
@@ -649,7 +648,7 @@ void lg_emit_conv(lg_kernel *k, const tg_node *n, const char *const *in, const c
     tb_printf(&b, " * %s[i1, r0, r1, r2] for r0 in 0..%" PRId64 ", r1 in 0..%" PRId64 ", r2 in 0..%" PRId64, in[1],
               cg, w.kern[0], w.kern[1]);
     lg_stmt(k, &b);
-    conv_bias(k, in[2], o, dst, r);
+    conv_bias(k, in, o, dst, r);
     return;
   }
   if (pad_stage) {
@@ -689,7 +688,7 @@ void lg_emit_conv(lg_kernel *k, const tg_node *n, const char *const *in, const c
   tb_printf(&b, " for r0 in 0..%" PRId64, cg);
   for (int s = 0; s < w.ns; s++) tb_printf(&b, ", r%d in 0..%" PRId64, 1 + s, w.kern[s]);
   lg_stmt(k, &b);
-  conv_bias(k, in[2], o, dst, r);
+  conv_bias(k, in, o, dst, r);
 }
 
 void lg_emit_conv_transpose(lg_kernel *k, const tg_node *n, const char *const *in, const char *const *out) {
@@ -721,7 +720,7 @@ void lg_emit_conv_transpose(lg_kernel *k, const tg_node *n, const char *const *i
       return;
     }
   char cv[96];
-  const char *dst = conv_acc(k, n, 2, o, cv, sizeof cv);
+  const char *dst = conv_acc(k, n, o, cv, sizeof cv);
   /* output y gets input h when y + pb - rk == h * stride */
   tb b, cond;
   tb_reset(&b);
@@ -746,7 +745,7 @@ void lg_emit_conv_transpose(lg_kernel *k, const tg_node *n, const char *const *i
   tb_printf(&b, "] where %s for r0 in 0..%" PRId64, cond.s, wv->dims[0].value);
   for (int s = 0; s < w.ns; s++) tb_printf(&b, ", r%d in 0..%" PRId64, 1 + s, w.kern[s]);
   lg_stmt(k, &b);
-  conv_bias(k, in[2], o, dst, r);
+  conv_bias(k, in, o, dst, r);
 }
 
 void lg_emit_pool(lg_kernel *k, const tg_node *n, const char *const *in, const char *const *out) {

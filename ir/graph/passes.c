@@ -685,18 +685,29 @@ static ts_status winograd_one(tg_graph *g, tg_node *n, ts_diag *d) {
   }
   if (bid < 0 || aid < 0) return d && d->code ? d->code : TS_ENOMEM;
   g->values[bid]->fixed_layout = g->values[aid]->fixed_layout = true;
-  /* The Winograd form's inputs: (x, U, BT, AT[, bias]), the optional bias
-   * last, so a conv without one passes nothing */
+  /* The Winograd form's inputs are positional (x, U, bias, BT, AT) and a
+   * call takes no omitted argument before a given one (legalize), so a conv
+   * without a bias gets a zero one: K adds per output pixel beside the
+   * transforms' 36 multiply-adds per input channel. */
   int cb = n->nin > 2 ? n->inputs[2] : -1;
+  if (cb < 0) {
+    float *zero = ts_calloc((size_t)K, sizeof(float));
+    if (!zero) return ts_diag_set(d, TS_ENOMEM, "out of memory adding a zero bias to '%s'", n->name);
+    snprintf(base, sizeof base, "%s_winograd_bias", n->name);
+    tg_dim kd = {K, NULL};
+    cb = add_const(g, base, ir_dt(IR_F32), 1, &kd, zero, (size_t)K * sizeof(float), d);
+    ts_free(zero);
+    if (cb < 0) return d && d->code ? d->code : TS_ENOMEM;
+  }
   int *arr = TS_ANEWN(g->mod->arena, int, 5);
   if (!arr) return ts_diag_set(d, TS_ENOMEM, "out of memory");
   arr[0] = n->inputs[0];
   arr[1] = uid;
-  arr[2] = bid;
-  arr[3] = aid;
-  arr[4] = cb;
+  arr[2] = cb;
+  arr[3] = bid;
+  arr[4] = aid;
   n->inputs = arr;
-  n->nin = cb >= 0 ? 5 : 4;
+  n->nin = 5;
   tg_attr a = {.name = "tessel.winograd", .kind = TG_A_INT, .i = 4};
   if (tg_node_set_attr(g, n, &a) != TS_OK) return ts_diag_set(d, TS_ENOMEM, "out of memory");
   return TS_OK;
