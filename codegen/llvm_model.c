@@ -124,10 +124,13 @@ static ts_status build_plan_module(pctx *c, const tsrt_model_plan *p, int nkerne
   LLVMTypeRef kern_f[2] = {c->ptr, c->ptr};
   LLVMTypeRef kern_t = LLVMStructCreateNamed(c->ctx, "tsrt_model_kernel");
   LLVMStructSetBody(kern_t, kern_f, 2, 0);
-  LLVMTypeRef plan_f[17] = {c->i32, c->i32, c->i32, c->i32, c->i32, c->i32, c->i32, c->ptr, c->ptr,
-                            c->ptr, c->ptr, c->ptr, c->ptr, c->ptr, c->ptr, c->ptr, c->i64};
+  LLVMTypeRef sdef_f[4] = {c->i64, c->i32, c->i32, c->ptr};
+  LLVMTypeRef sdef_t = LLVMStructCreateNamed(c->ctx, "tsrt_model_symdef");
+  LLVMStructSetBody(sdef_t, sdef_f, 4, 0);
+  LLVMTypeRef plan_f[18] = {c->i32, c->i32, c->i32, c->i32, c->i32, c->i32, c->i32, c->ptr, c->ptr,
+                            c->ptr, c->ptr, c->ptr, c->ptr, c->ptr, c->ptr, c->ptr, c->i64, c->ptr};
   LLVMTypeRef plan_t = LLVMStructCreateNamed(c->ctx, "tsrt_model_plan");
-  LLVMStructSetBody(plan_t, plan_f, 17, 0);
+  LLVMStructSetBody(plan_t, plan_f, 18, 0);
   int nmax = p->ntensors > p->ncalls ? p->ntensors : p->ncalls;
   if (nkernels > nmax) nmax = nkernels;
   if (p->nsyms > nmax) nmax = p->nsyms;
@@ -137,6 +140,21 @@ static ts_status build_plan_module(pctx *c, const tsrt_model_plan *p, int nkerne
   for (int k = 0; k < p->nsyms; k++) el[k] = pstr(c, p->syms[k]);
   LLVMValueRef syms = p->nsyms ? pglobal(c, LLVMConstArray2(c->ptr, el, (uint64_t)p->nsyms), ".syms", 8)
                                : LLVMConstNull(c->ptr);
+  LLVMValueRef symdefs = LLVMConstNull(c->ptr);
+  if (p->nsyms && p->symdefs) {
+    for (int k = 0; k < p->nsyms; k++) {
+      const tsrt_model_symdef *sd = &p->symdefs[k];
+      LLVMValueRef fs = pi32s(c, sd->factors, sd->nfactors);
+      if (!fs) {
+        ts_free(el);
+        return ts_diag_set(d, TS_ENOMEM, "out of memory building the model plan");
+      }
+      LLVMValueRef f[4] = {LLVMConstInt(c->i64, (unsigned long long)sd->coeff, 1),
+                           LLVMConstInt(c->i32, (unsigned long long)sd->nfactors, 0), LLVMConstInt(c->i32, 0, 0), fs};
+      el[k] = LLVMConstNamedStruct(sdef_t, f, 4);
+    }
+    symdefs = pglobal(c, LLVMConstArray2(sdef_t, el, (uint64_t)p->nsyms), ".symdefs", 8);
+  }
   /* tensors */
   for (int t = 0; t < p->ntensors; t++) {
     const tsrt_model_tensor *x = &p->tensors[t];
@@ -200,7 +218,7 @@ static ts_status build_plan_module(pctx *c, const tsrt_model_plan *p, int nkerne
     LLVMValueRef w = LLVMConstStringInContext2(c->ctx, (const char *)p->weights, (size_t)p->weights_bytes, 1);
     weights = pglobal(c, w, "tessel.weights", 64);
   }
-  LLVMValueRef f[17] = {LLVMConstInt(c->i32, TSRT_MODEL_ABI_VERSION, 0),
+  LLVMValueRef f[18] = {LLVMConstInt(c->i32, TSRT_MODEL_ABI_VERSION, 0),
                         LLVMConstInt(c->i32, (unsigned long long)p->ntensors, 0),
                         LLVMConstInt(c->i32, (unsigned long long)p->ncalls, 0),
                         LLVMConstInt(c->i32, (unsigned long long)nkernels, 0),
@@ -208,8 +226,8 @@ static ts_status build_plan_module(pctx *c, const tsrt_model_plan *p, int nkerne
                         LLVMConstInt(c->i32, (unsigned long long)p->ninputs, 0),
                         LLVMConstInt(c->i32, (unsigned long long)p->noutputs, 0),
                         pstr(c, p->name), pstr(c, p->target), syms, tensors, calls, kernels, inputs,
-                        outputs, weights, LLVMConstInt(c->i64, p->weights_bytes, 0)};
-  cg_lx_global(c->mod, LLVMConstNamedStruct(plan_t, f, 17), TSRT_MODEL_SYMBOL, LLVMExternalLinkage, 8);
+                        outputs, weights, LLVMConstInt(c->i64, p->weights_bytes, 0), symdefs};
+  cg_lx_global(c->mod, LLVMConstNamedStruct(plan_t, f, 18), TSRT_MODEL_SYMBOL, LLVMExternalLinkage, 8);
   return TS_OK;
 }
 

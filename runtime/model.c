@@ -39,8 +39,17 @@ ts_status tsrt_model_plan_check(const tsrt_model_plan *p, ts_diag *d) {
     return ts_diag_set(d, TS_EINVAL, "malformed plan header (%d tensors, %d calls, %d kernels, %d symbols, %d "
                 "inputs, %d outputs)", p->ntensors, p->ncalls, p->nkernels, p->nsyms, p->ninputs,
                 p->noutputs);
-  for (int k = 0; k < p->nsyms; k++)
+  for (int k = 0; k < p->nsyms; k++) {
     if (!p->syms[k]) return ts_diag_set(d, TS_EINVAL, "symbol %d has no name", k);
+    const tsrt_model_symdef *sd = p->symdefs ? &p->symdefs[k] : NULL;
+    if (!sd || sd->nfactors == 0) continue;
+    if (sd->nfactors < 0 || sd->nfactors > TSRT_MODEL_MAX_SYMS || !sd->factors || sd->coeff < 1)
+      return ts_diag_set(d, TS_EINVAL, "symbol %s: malformed definition (%d factors, coefficient %lld)", p->syms[k],
+                         sd->nfactors, (long long)sd->coeff);
+    for (int f = 0; f < sd->nfactors; f++)
+      if (sd->factors[f] < 0 || sd->factors[f] >= p->nsyms || p->symdefs[sd->factors[f]].nfactors != 0)
+        return ts_diag_set(d, TS_EINVAL, "symbol %s: factor %d is not a base symbol", p->syms[k], f);
+  }
   for (int t = 0; t < p->ntensors; t++) {
     const tsrt_model_tensor *x = &p->tensors[t];
     const char *nm = x->name ? x->name : "?";
@@ -426,7 +435,8 @@ int tessel_dtype_bytes(int dtype) { return tsrt_dtype_bytes(dtype); }
 const char *tessel_dtype_name(int dtype) { return tsrt_dtype_name(dtype); }
 
 /* Re-derives the bound symbols from every set input (so replacing an input
- * with another batch size rebinds cleanly). */
+ * with another batch size rebinds cleanly), then the derived ones (products
+ * of base symbols, tsrt_model_symdef). */
 static int bind_symbols(tessel_model *m) {
   const tsrt_model_plan *p = m->p;
   for (int k = 0; k < p->nsyms; k++) m->syms[k] = -1;
@@ -442,6 +452,19 @@ static int bind_symbols(tessel_model *m) {
                     p->syms[k], (long long)v, (long long)m->syms[k]);
       m->syms[k] = v;
     }
+  }
+  for (int k = 0; k < p->nsyms && p->symdefs; k++) {
+    const tsrt_model_symdef *sd = &p->symdefs[k];
+    if (sd->nfactors == 0) continue;
+    int64_t v = sd->coeff;
+    for (int f = 0; f < sd->nfactors && v >= 0; f++) {
+      int64_t s = m->syms[sd->factors[f]];
+      if (s < 0 || __builtin_mul_overflow(v, s, &v)) v = -1; /* unbound (or absurd): planning says which */
+    }
+    if (m->syms[k] >= 0 && v >= 0 && m->syms[k] != v)
+      return merr(m, "an input binds %s = %lld, but its factors make it %lld", p->syms[k], (long long)m->syms[k],
+                  (long long)v);
+    if (v >= 0) m->syms[k] = v;
   }
   return 0;
 }

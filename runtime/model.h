@@ -9,7 +9,7 @@
 
 #include "runtime.h"
 
-#define TSRT_MODEL_ABI_VERSION 1
+#define TSRT_MODEL_ABI_VERSION 2
 #define TSRT_MODEL_SYMBOL "tessel_model_plan"
 #define TSRT_MODEL_MAX_SYMS 32
 
@@ -45,6 +45,17 @@ typedef struct tsrt_model_kernel {
   tsrt_kernel_fn entry;
 } tsrt_model_kernel;
 
+/* How model symbol k gets its value. A base symbol (nfactors 0) is bound
+ * from the inputs' dims; a derived one is coeff times the product of base
+ * symbols factors[] (a Flatten's batch*seq, ViT's 12*batch heads: graph
+ * dims that are products, ir/graph/dim.c), computed once the inputs are set. */
+typedef struct tsrt_model_symdef {
+  int64_t coeff;
+  int32_t nfactors;
+  int32_t reserved;
+  const int32_t *factors;
+} tsrt_model_symdef;
+
 typedef struct tsrt_model_plan {
   int32_t abi_version; /* TSRT_MODEL_ABI_VERSION */
   int32_t ntensors, ncalls, nkernels, nsyms, ninputs, noutputs;
@@ -58,6 +69,7 @@ typedef struct tsrt_model_plan {
   const int32_t *outputs; /* tensor ids */
   const uint8_t *weights;
   uint64_t weights_bytes;
+  const tsrt_model_symdef *symdefs; /* nsyms of them; NULL: every symbol is a base symbol */
 } tsrt_model_plan;
 
 /* Checks a plan's internal consistency (ids in range, kernels' param counts,

@@ -277,6 +277,38 @@ static int sym_index(const char **names, int *n, const char *s) {
   return (*n)++;
 }
 
+/* The plan symbol of graph dim dm: a base symbol, or a product of them
+ * (dim.c) defined in defs over its factors, which are registered first. */
+static int plan_sym(ts_arena *a, const char **names, tsrt_model_symdef *defs, int *n, tg_dim dm, ts_diag *d) {
+  tg_mono m;
+  if (!tg_mono_parse(dm, &m)) {
+    ts_diag_set(d, TS_EINVAL, "symbolic dim '%s' is not a product of symbols", dm.sym);
+    return -1;
+  }
+  if (m.n == 1 && m.coeff == 1) {
+    int k = sym_index(names, n, dm.sym);
+    if (k < 0) ts_diag_set(d, TS_EUNSUPPORTED, "more than %d symbols", TSRT_MODEL_MAX_SYMS);
+    return k;
+  }
+  int32_t *fs = TS_ANEWN(a, int32_t, m.n);
+  if (!fs) {
+    ts_diag_set(d, TS_ENOMEM, "out of memory");
+    return -1;
+  }
+  for (int f = 0; f < m.n; f++) {
+    const char *fn = ts_arena_strdup(a, m.f[f]);
+    if (!fn) {
+      ts_diag_set(d, TS_ENOMEM, "out of memory");
+      return -1;
+    }
+    if ((fs[f] = plan_sym(a, names, defs, n, (tg_dim){-1, fn}, d)) < 0) return -1;
+  }
+  int before = *n, k = sym_index(names, n, dm.sym);
+  if (k < 0) ts_diag_set(d, TS_EUNSUPPORTED, "more than %d symbols", TSRT_MODEL_MAX_SYMS);
+  else if (k == before) defs[k] = (tsrt_model_symdef){.coeff = m.coeff, .nfactors = m.n, .factors = fs};
+  return k;
+}
+
 /* A constant pre-packed for a kernel that re-lays it (docs/LAYOUT.md): the
  * value, the map, and the plan tensor holding the packed copy. */
 typedef struct packed_use {
@@ -361,16 +393,18 @@ static ts_status make_plan(build_state *b, tsrt_model_plan *p, ts_diag *d) {
   }
   int ntensors = g->nvalues + nextra;
   const char **syms = TS_ANEWN(b->arena, const char *, TSRT_MODEL_MAX_SYMS);
+  tsrt_model_symdef *symdefs = TS_ANEWN(b->arena, tsrt_model_symdef, TSRT_MODEL_MAX_SYMS);
   tsrt_model_tensor *ts = TS_ANEWN(b->arena, tsrt_model_tensor, ntensors ? ntensors : 1);
   const sch_layout_map **tmap = TS_ANEWN(b->arena, const sch_layout_map *, ntensors ? ntensors : 1);
   int *tsrc = TS_ANEWN(b->arena, int, ntensors ? ntensors : 1); /* the value a tensor holds */
   tsrt_model_call *cs = TS_ANEWN(b->arena, tsrt_model_call, g->nnodes ? g->nnodes : 1);
   int32_t *ins = TS_ANEWN(b->arena, int32_t, g->ninputs ? g->ninputs : 1);
   int32_t *outs = TS_ANEWN(b->arena, int32_t, g->noutputs ? g->noutputs : 1);
-  if (!syms || !ts || !cs || !ins || !outs || !tmap || !tsrc) return ts_diag_set(d, TS_ENOMEM, "out of memory");
+  if (!syms || !symdefs || !ts || !cs || !ins || !outs || !tmap || !tsrc) return ts_diag_set(d, TS_ENOMEM, "out of memory");
   /* the counts of calls and symbols and the weights come below */
   *p = (tsrt_model_plan){.abi_version = TSRT_MODEL_ABI_VERSION, .name = g->name, .target = b->tg.text,
                          .ntensors = ntensors, .ninputs = g->ninputs, .noutputs = g->noutputs, .syms = syms,
+                         .symdefs = symdefs,
                          .tensors = ts, .calls = cs, .inputs = ins, .outputs = outs};
   int nsyms = 0;
   uint64_t wbytes = 0;
@@ -389,8 +423,8 @@ static ts_status make_plan(build_state *b, tsrt_model_plan *p, ts_diag *d) {
         t->shape[j] = x->dims[j].value;
         continue;
       }
-      int k = sym_index(syms, &nsyms, x->dims[j].sym);
-      if (k < 0) return ts_diag_set(d, TS_EUNSUPPORTED, "more than %d symbols", TSRT_MODEL_MAX_SYMS);
+      int k = plan_sym(b->arena, syms, symdefs, &nsyms, x->dims[j], d);
+      if (k < 0) return d && d->code ? d->code : TS_EINVAL;
       t->shape[j] = TSRT_DIM_SYM(k);
     }
     tsrc[v] = v;

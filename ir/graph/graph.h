@@ -284,6 +284,31 @@ void tg_graph_print(const tg_graph *g, ts_strbuf *out);
 /* ---- additions (gx) ------------------------------------------------------ */
 /* Two dims are equal when both are the same constant or the same symbol. */
 bool tg_dim_eq(tg_dim a, tg_dim b);
+/* ---- symbolic dims as monomials (dim.c) ----------------------------------
+ * A symbolic dim is a coefficient times a product of base symbols (graph
+ * input dim_params), named canonically "12*batch*seq" (factors sorted, the
+ * coefficient first when not 1). docs/GRAPH.md ("Symbolic dims"). */
+#define TG_MONO_MAX 8
+typedef struct tg_mono {
+  int64_t coeff;
+  int n;
+  const char *f[TG_MONO_MAX]; /* factor names, pointing into buf */
+  char buf[256];
+} tg_mono;
+/* Splits d (a constant: coeff = value, no factor) into m; false when the
+ * name is not a monomial or too long. */
+bool tg_mono_parse(tg_dim d, tg_mono *m);
+/* x * y and the exact quotient x / y (false when y does not divide x, on
+ * overflow or too many factors); new names are allocated in a. */
+bool tg_dim_mul(ts_arena *a, tg_dim x, tg_dim y, tg_dim *out);
+bool tg_dim_div(ts_arena *a, tg_dim x, tg_dim y, tg_dim *out);
+/* The product of n dims (1 when n = 0). */
+bool tg_dims_product(ts_arena *a, const tg_dim *d, int n, tg_dim *out);
+/* The value of a symbolic dim, with lookup giving each base symbol's value
+ * (< 0: unbound, an error naming it). */
+ts_status tg_dim_eval(tg_dim d, int64_t (*lookup)(void *ctx, const char *sym), void *ctx, int64_t *out, ts_diag *diag);
+/* A single base symbol (not a product). */
+bool tg_dim_is_base(tg_dim d);
 /* Appends a value's type as the printer writes it, e.g. "f32[batch,64,56,56]". */
 void tg_value_type_str(const tg_value *v, ts_strbuf *out);
 

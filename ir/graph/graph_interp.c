@@ -33,19 +33,28 @@ static ts_status bind_dim(const tg_value *v, int axis, int64_t got, gi_sym *syms
   return TS_OK;
 }
 
+typedef struct gi_syms {
+  const gi_sym *s;
+  int n;
+} gi_syms;
+
+static int64_t gi_lookup(void *ctx, const char *name) {
+  const gi_syms *c = ctx;
+  for (int i = 0; i < c->n; i++)
+    if (!strcmp(c->s[i].name, name)) return c->s[i].value;
+  return -1;
+}
+
+/* A value's shape at the bound symbols (a dim may be a product of them, dim.c). */
 static ts_status value_shape(const tg_value *v, const gi_sym *syms, int nsyms, int64_t *shape, ts_diag *d) {
+  gi_syms c = {syms, nsyms};
   for (int a = 0; a < v->ndim; a++) {
     tg_dim dm = v->dims[a];
-    if (!dm.sym) {
-      shape[a] = dm.value;
-      continue;
-    }
-    int k = -1;
-    for (int i = 0; i < nsyms; i++)
-      if (!strcmp(syms[i].name, dm.sym)) k = i;
-    if (k < 0)
-      return ts_diag_set(d, TS_EINVAL, "value %s: symbol '%s' is not bound by any graph input", v->name, dm.sym);
-    shape[a] = syms[k].value;
+    shape[a] = dm.value;
+    ts_diag why;
+    ts_diag_clear(&why);
+    ts_status st = dm.sym ? tg_dim_eval(dm, gi_lookup, &c, &shape[a], &why) : TS_OK;
+    if (st) return ts_diag_set(d, st, "value %s: %s", v->name, why.msg);
   }
   return TS_OK;
 }

@@ -37,19 +37,47 @@ static int sym_index(lg_kernel *k, const char *sym) {
       k->st = ts_diag_set(k->d, TS_EUNSUPPORTED, "more than %d distinct symbolic dims in one kernel", LG_MAX_SYMS);
     return 0;
   }
-  k->syms[k->nsyms] = sym;
+  char *own = ts_malloc(strlen(sym) + 1);
+  if (!own) {
+    if (k->st == TS_OK) k->st = ts_diag_set(k->d, TS_ENOMEM, "out of memory");
+    return 0;
+  }
+  k->syms[k->nsyms] = strcpy(own, sym);
   return k->nsyms++;
 }
 
-/* A dim as DSL text: the number, or the symbol's DSL name. */
+/* A dim as DSL text: the number, a base symbol's DSL name ("sym0"), or a
+ * product of symbols (dim.c) as the expression "(12 * sym0 * sym1)", so the
+ * kernel's size vars stay the base symbols. */
+static void dim_text(lg_kernel *k, tg_dim d, char *buf, size_t n) {
+  tg_mono m;
+  if (!d.sym) {
+    snprintf(buf, n, "%" PRId64, d.value);
+  } else if (!tg_mono_parse(d, &m)) {
+    if (k->st == TS_OK) k->st = ts_diag_set(k->d, TS_EINVAL, "symbolic dim '%s' is not a product of symbols", d.sym);
+    snprintf(buf, n, "1");
+  } else if (m.n == 1 && m.coeff == 1) {
+    snprintf(buf, n, "sym%d", sym_index(k, m.f[0]));
+  } else {
+    size_t o = (size_t)snprintf(buf, n, "(%" PRId64, m.coeff);
+    for (int i = 0; i < m.n && o < n; i++) o += (size_t)snprintf(buf + o, n - o, " * sym%d", sym_index(k, m.f[i]));
+    if (o < n) snprintf(buf + o, n - o, ")");
+  }
+}
+
 void lg_dim_txt(lg_kernel *k, tg_dim d, tb *b) {
-  if (d.sym) tb_printf(b, "sym%d", sym_index(k, d.sym));
-  else tb_printf(b, "%" PRId64, d.value);
+  char s[192];
+  dim_text(k, d, s, sizeof s);
+  tb_printf(b, "%s", s);
 }
 
 const char *lg_dim_s(lg_kernel *k, tg_dim d, char buf[48]) {
-  if (d.sym) snprintf(buf, 48, "sym%d", sym_index(k, d.sym));
-  else snprintf(buf, 48, "%" PRId64, d.value);
+  if (d.sym && strchr(d.sym, '*')) { /* a product: may not fit buf */
+    char *r = k->dimtxt[k->ndimtxt++ % 8];
+    dim_text(k, d, r, sizeof k->dimtxt[0]);
+    return r;
+  }
+  dim_text(k, d, buf, 48);
   return buf;
 }
 
@@ -101,6 +129,8 @@ void lg_init(lg_kernel *k, const tg_graph *g, ts_diag *d) {
 }
 
 void lg_fini(lg_kernel *k) {
+  for (int i = 0; i < k->nsyms; i++) ts_free((void *)k->syms[i]);
+  k->nsyms = 0;
   ts_strbuf_fini(&k->lets);
   ts_strbuf_fini(&k->body);
 }

@@ -119,22 +119,9 @@ bool imp_norm_axis(int64_t *a, int r, bool inclusive) {
   return true;
 }
 
-/* Product of dims: a constant, a single symbol times 1, or refused. */
-bool imp_dims_product(const tg_dim *d, int n, tg_dim *out) {
-  int64_t c = 1;
-  const char *sym = NULL;
-  for (int i = 0; i < n; i++) {
-    if (d[i].sym) {
-      if (sym) return false;
-      sym = d[i].sym;
-    } else {
-      if (d[i].value != 0 && c > MAX_ELEMS / d[i].value) return false;
-      c *= d[i].value;
-    }
-  }
-  if (sym && c != 1) return false;
-  *out = sym ? (tg_dim){-1, sym} : DC(c);
-  return true;
+/* Product of dims: a constant or a monomial of symbols (dim.c). */
+bool imp_dims_product(imp *im, const tg_dim *d, int n, tg_dim *out) {
+  return tg_dims_product(im->a, d, n, out) && (out->sym || out->value <= MAX_ELEMS);
 }
 
 /* Multidirectional (numpy) broadcasting of two shapes. */

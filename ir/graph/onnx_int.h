@@ -123,8 +123,9 @@ void imp_dims_str(char *buf, size_t n, int nd, const tg_dim *dims);
 /* Normalises axis a for rank r (valid range [-r, r-1], or [-r, r] when
  * inclusive); false when out of range. */
 bool imp_norm_axis(int64_t *a, int r, bool inclusive);
-/* Product of dims: a constant, a single symbol times 1, or refused. */
-bool imp_dims_product(const tg_dim *d, int n, tg_dim *out);
+/* Product of dims: a constant or a monomial of symbols (graph.h, dim.c);
+ * false on overflow or too many factors. */
+bool imp_dims_product(imp *im, const tg_dim *d, int n, tg_dim *out);
 /* Multidirectional (numpy) broadcasting of two shapes. */
 ts_status imp_broadcast(imp *im, nctx *nc, const tg_value *a, const tg_value *b, int *nd, tg_dim *out);
 /* Canonical attributes the handlers write (replacing any the node had). */

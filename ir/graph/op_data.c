@@ -130,8 +130,8 @@ ts_status imp_size(imp *im, nctx *nc) {
   if (st) return st;
   const tg_value *x = IN(im, nc, 0);
   tg_dim p;
-  if (!imp_dims_product(x->dims, x->ndim, &p))
-    return imp_nerr(im, nc, TS_EUNSUPPORTED, "the size of %s is a product of several symbols", x->name);
+  if (!imp_dims_product(im, x->dims, x->ndim, &p))
+    return imp_nerr(im, nc, TS_EUNSUPPORTED, "the size of %s overflows or multiplies more than %d symbols", x->name, TG_MONO_MAX);
   set_out(nc, 0, ir_dt(IR_I64), 0, NULL);
   tg_dim *d = TS_ANEWN(im->a, tg_dim, 1);
   if (!d) return imp_oom(im);

@@ -27,6 +27,31 @@ ts_status imp_unary(imp *im, nctx *nc) {
   return TS_OK;
 }
 
+
+/* One element of Add/Sub/Mul/Div on known shape values; false when it is
+ * not foldable at import (the node then computes it at run time). */
+static bool kv_arith(imp *im, tg_op op, tg_dim x, tg_dim y, tg_dim *r) {
+  if (!x.sym && !y.sym) {
+    int64_t v = 0;
+    bool ok;
+    switch (op) {
+      case TG_OP_ADD: ok = !__builtin_add_overflow(x.value, y.value, &v); break;
+      case TG_OP_SUB: ok = !__builtin_sub_overflow(x.value, y.value, &v); break;
+      case TG_OP_MUL: ok = !__builtin_mul_overflow(x.value, y.value, &v); break;
+      default: ok = y.value != 0 && !(x.value == INT64_MIN && y.value == -1); if (ok) v = x.value / y.value; break;
+    }
+    *r = DC(v);
+    return ok;
+  }
+  bool yzero = !y.sym && y.value == 0, xzero = !x.sym && x.value == 0;
+  switch (op) {
+    case TG_OP_ADD: *r = yzero ? x : y; return yzero || xzero;
+    case TG_OP_SUB: *r = x; return yzero;
+    case TG_OP_MUL: return tg_dim_mul(im->a, x, y, r);
+    default: return !yzero && tg_dim_div(im->a, x, y, r); /* sizes are >= 0: exact quotients truncate alike */
+  }
+}
+
 ts_status imp_binary(imp *im, nctx *nc) {
   const tg_value *a = IN(im, nc, 0), *b = IN(im, nc, 1);
   if (!a || !b) return imp_nerr(im, nc, TS_EINVAL, "both inputs are required");
@@ -39,28 +64,17 @@ ts_status imp_binary(imp *im, nctx *nc) {
   ts_status st = imp_broadcast(im, nc, a, b, &nd, dims);
   if (st) return st;
   set_out(nc, 0, a->dtype, nd, dims);
-  /* shape arithmetic: Add/Sub/Mul/Div of known constant int tensors (a
-   * scalar or 1-D each) is known too; Div truncates toward zero as in C */
-  int64_t ba[64], bb[64];
-  const int64_t *va, *vb;
-  int na, nb;
+  /* shape arithmetic on known int tensors (a scalar or 1-D each): constants
+   * fold as in C (Div truncates toward zero); a symbolic element multiplies
+   * and divides exactly as a monomial (dim.c), adds only 0 */
+  const known *ka = kv_get(im, nc->in[0]), *kb = kv_get(im, nc->in[1]);
   if (nc->op != TG_OP_POW && (a->dtype.code == IR_I64 || a->dtype.code == IR_I32) && a->ndim <= 1 && b->ndim <= 1 &&
-      imp_kv_ints(im, nc->in[0], &va, &na, ba, 64) && imp_kv_ints(im, nc->in[1], &vb, &nb, bb, 64) &&
-      (na == nb || na == 1 || nb == 1)) {
-    int n = na > nb ? na : nb;
+      ka && kb && (ka->n == kb->n || ka->n == 1 || kb->n == 1)) {
+    int n = ka->n > kb->n ? ka->n : kb->n;
     tg_dim *kd = TS_ANEWN(im->a, tg_dim, n ? n : 1);
     if (!kd) return imp_oom(im);
     bool ok = true;
-    for (int i = 0; i < n && ok; i++) {
-      int64_t x = va[na == 1 ? 0 : i], y = vb[nb == 1 ? 0 : i], r = 0;
-      switch (nc->op) {
-      case TG_OP_ADD: ok = !__builtin_add_overflow(x, y, &r); break;
-      case TG_OP_SUB: ok = !__builtin_sub_overflow(x, y, &r); break;
-      case TG_OP_MUL: ok = !__builtin_mul_overflow(x, y, &r); break;
-      default: ok = y != 0 && !(x == INT64_MIN && y == -1); if (ok) r = x / y; break;
-      }
-      kd[i] = DC(r);
-    }
+    for (int i = 0; i < n && ok; i++) ok = kv_arith(im, nc->op, ka->d[ka->n == 1 ? 0 : i], kb->d[kb->n == 1 ? 0 : i], &kd[i]);
     if (ok) nc->okv = (known){n, kd};
   }
   return TS_OK;

@@ -21,11 +21,13 @@ ts_status imp_flatten(imp *im, nctx *nc) {
   int64_t ax = aint(nc, "axis", 1);
   if (!imp_norm_axis(&ax, x->ndim, true)) return imp_nerr(im, nc, TS_EINVAL, "axis %" PRId64 " is out of range for rank %d", aint(nc, "axis", 1), x->ndim);
   tg_dim od[2];
-  if (!imp_dims_product(x->dims, (int)ax, &od[0]) || !imp_dims_product(x->dims + ax, x->ndim - (int)ax, &od[1]))
-    return imp_nerr(im, nc, TS_EUNSUPPORTED, "flattening %s at axis %" PRId64 " multiplies a symbolic dim by others", x->name, ax);
+  if (!imp_dims_product(im, x->dims, (int)ax, &od[0]) || !imp_dims_product(im, x->dims + ax, x->ndim - (int)ax, &od[1]))
+    return imp_nerr(im, nc, TS_EUNSUPPORTED, "flattening %s at axis %" PRId64 " overflows or multiplies more than %d symbols", x->name, ax, TG_MONO_MAX);
   set_out(nc, 0, x->dtype, 2, od);
   return imp_set_int(im, nc, "axis", ax);
 }
+
+static bool dim_is_zero(tg_dim d) { return !d.sym && d.value == 0; }
 
 /* Reshape target with 0 (copy) and -1 (infer) resolved against x's dims. */
 ts_status imp_reshape(imp *im, nctx *nc) {
@@ -54,38 +56,18 @@ ts_status imp_reshape(imp *im, nctx *nc) {
       od[i] = t;
     }
   }
-  /* element count algebra: constants multiply, symbols cancel pairwise */
-  const char *xs[MAX_RANK];
-  int nxs = 0, nos = 0;
-  int64_t xc = 1, oc = 1;
-  for (int i = 0; i < x->ndim; i++) {
-    if (x->dims[i].sym) xs[nxs++] = x->dims[i].sym;
-    else if (__builtin_mul_overflow(xc, x->dims[i].value, &xc)) return imp_nerr(im, nc, TS_ESHAPE, "the input's size overflows");
-  }
-  for (int i = 0; i < k->n; i++) {
-    if (i == infer) continue;
-    if (od[i].sym) {
-      int j;
-      for (j = 0; j < nxs; j++)
-        if (xs[j] && !strcmp(xs[j], od[i].sym)) break;
-      if (j < nxs) xs[j] = NULL;
-      else nos++;
-    } else {
-      if (od[i].value > MAX_ELEMS || __builtin_mul_overflow(oc, od[i].value, &oc) || oc > MAX_ELEMS)
-        return imp_nerr(im, nc, TS_ESHAPE, "the target shape's size is too large");
-    }
-  }
-  int left = 0;
-  const char *lsym = NULL;
-  for (int j = 0; j < nxs; j++)
-    if (xs[j]) { left++; lsym = xs[j]; }
+  /* element counts as monomials (dim.c): the -1 is their exact quotient */
+  tg_dim xn, on = DC(1);
   char b1[256], b2[256];
   imp_dims_str(b1, sizeof b1, x->ndim, x->dims);
+  if (!imp_dims_product(im, x->dims, x->ndim, &xn)) return imp_nerr(im, nc, TS_ESHAPE, "the size of %s (%s) overflows", x->name, b1);
+  for (int i = 0; i < k->n; i++)
+    if (i != infer && (!tg_dim_mul(im->a, on, od[i], &on) || (!on.sym && on.value > MAX_ELEMS)))
+      return imp_nerr(im, nc, TS_ESHAPE, "the target shape's size is too large");
   if (infer >= 0) {
-    if (nos || left > 1 || (left == 1 && (oc == 0 || xc % oc || xc / oc != 1)) || (left == 0 && (oc == 0 || xc % oc)))
+    if (dim_is_zero(on) || !tg_dim_div(im->a, xn, on, &od[infer]))
       return imp_nerr(im, nc, TS_EUNSUPPORTED, "cannot infer the -1 of the target shape from %s (%s)", x->name, b1);
-    od[infer] = left ? (tg_dim){-1, lsym} : DC(xc / oc);
-  } else if (nos || left || xc != oc) {
+  } else if (!tg_dim_eq(xn, on)) {
     imp_dims_str(b2, sizeof b2, k->n, od);
     return imp_nerr(im, nc, TS_ESHAPE, "%s (%s) cannot be reshaped to %s", x->name, b1, b2);
   }

@@ -32,8 +32,10 @@ const char *lg_node_short_name(const tg_node *n);
 typedef struct lg_kernel {
   const tg_graph *g;
   ts_strbuf lets, body;
-  const char *syms[LG_MAX_SYMS];
+  const char *syms[LG_MAX_SYMS]; /* base symbols, in DSL order (sym0, sym1...); owned copies */
   int nsyms;
+  char dimtxt[8][192]; /* a ring for lg_dim_s's text of a product of symbols */
+  int ndimtxt;
   ts_status st; /* first error (sticky) */
   ts_diag *d;
 } lg_kernel;

@@ -554,6 +554,59 @@ START_TEST(test_index_oom) {
 }
 END_TEST
 
+/* Symbolic dims as monomials (dim.c): canonical names, exact division,
+ * evaluation at bound symbols, refusals. */
+static int64_t dim_lookup(void *ctx, const char *sym) {
+  (void)ctx;
+  return !strcmp(sym, "batch") ? 3 : !strcmp(sym, "seq") ? 7 : -1;
+}
+
+START_TEST(test_dim_products) {
+  ts_arena *a = M->arena;
+  tg_dim r, q;
+  /* products are canonical whatever the order: factors sorted, coefficient first */
+  ck_assert(tg_dim_mul(a, S("seq"), S("batch"), &r));
+  ck_assert_str_eq(r.sym, "batch*seq");
+  ck_assert(tg_dim_mul(a, C(12), r, &r));
+  ck_assert_str_eq(r.sym, "12*batch*seq");
+  ck_assert(tg_dim_mul(a, S("batch"), C(12), &q));
+  ck_assert(tg_dim_mul(a, S("seq"), q, &q));
+  ck_assert(tg_dim_eq(r, q));
+  ck_assert(tg_dim_mul(a, S("seq"), S("seq"), &q));
+  ck_assert_str_eq(q.sym, "seq*seq");
+  ck_assert(tg_dim_mul(a, S("seq"), C(1), &q) && !strcmp(q.sym, "seq"));
+  ck_assert(tg_dim_mul(a, S("seq"), C(0), &q) && !q.sym && q.value == 0);
+  ck_assert(!tg_dim_mul(a, C(INT64_MAX), C(2), &q)); /* overflow */
+  /* exact division only */
+  ck_assert(tg_dim_div(a, r, S("seq"), &q));
+  ck_assert_str_eq(q.sym, "12*batch");
+  ck_assert(tg_dim_div(a, q, C(4), &q));
+  ck_assert_str_eq(q.sym, "3*batch");
+  ck_assert(tg_dim_div(a, q, S("batch"), &q) && !q.sym && q.value == 3);
+  ck_assert(!tg_dim_div(a, r, C(5), &q));      /* 12 is not a multiple of 5 */
+  ck_assert(!tg_dim_div(a, S("batch"), S("seq"), &q));
+  ck_assert(!tg_dim_div(a, C(6), C(0), &q));
+  tg_dim dims[3] = {S("batch"), S("seq"), C(768)};
+  ck_assert(tg_dims_product(a, dims, 3, &q));
+  ck_assert_str_eq(q.sym, "768*batch*seq");
+  ck_assert(tg_dims_product(a, dims, 0, &q) && q.value == 1);
+  /* evaluation */
+  ts_diag d;
+  ts_diag_clear(&d);
+  int64_t v = 0;
+  ck_assert_int_eq(tg_dim_eval(r, dim_lookup, NULL, &v, &d), TS_OK);
+  ck_assert_int_eq(v, 12 * 3 * 7);
+  ck_assert_int_eq(tg_dim_eval(S("heads"), dim_lookup, NULL, &v, &d), TS_EINVAL);
+  ck_assert_msg(strstr(d.msg, "'heads'"), "%s", d.msg);
+  ck_assert(tg_dim_is_base(S("batch")) && !tg_dim_is_base(r) && !tg_dim_is_base(C(3)));
+  /* names that are not monomials are refused */
+  tg_mono m;
+  ck_assert(!tg_mono_parse(S("1*batch"), &m));
+  ck_assert(!tg_mono_parse(S("batch**seq"), &m));
+  ck_assert(!tg_mono_parse(S("7"), &m));
+}
+END_TEST
+
 static Suite *graph_suite(void) {
   Suite *s = suite_create("ir_graph");
   TCase *tc = tcase_create("graph");
@@ -575,6 +628,7 @@ static Suite *graph_suite(void) {
   tcase_add_test(tc, test_name_index_large);
   tcase_add_test(tc, test_node_rename);
   tcase_add_test(tc, test_index_oom);
+  tcase_add_test(tc, test_dim_products);
   suite_add_tcase(s, tc);
   return s;
 }

@@ -12,6 +12,8 @@ weights, fixed shapes), built with the onnx helper API:
                     residual adds, an MLP with Gelu; x f32[batch,16,64] -> same
   transformer_erf.onnx  opset 17: the same block with gelu written with Erf
                     and a Shape/Gather/Concat-computed reshape target
+  transformer_flat.onnx opset 17: dims that are products of batch and seq
+                        (Flatten, Reshape -1, heads folded into the batch)
   transformer_dyn.onnx  opset 17: a decoder block with dynamic batch and
                     sequence axes and the transformers mask/position logic
                     (int64 inputs input_ids, attention_mask [batch,seq])
@@ -222,6 +224,50 @@ def transformer_dyn():
     b.nodes[-1].output[0] = "y"
     yv = helper.make_tensor_value_info("y", F, ["batch", "seq", D])
     return b.model("transformer_dyn", [ids, am], [yv], 17)
+
+
+def transformer_flat():
+    """Shape logic whose dims are PRODUCTS of the symbols, as GPT-2, BERT and
+    ViT exports write it (dynamic batch and seq): a Flatten of the hidden
+    states to [batch*seq, D] for a Gemm (GPT-2's Conv1D), a Reshape(-1, D)
+    inferring batch*seq, heads folded into the batch as [batch*H, seq, DH]
+    through Mul(Gather(Shape), H) (ViT's attention), batched MatMuls over
+    batch*H, a Reshape back inferring its -1 by division, and a Flatten of the
+    mask at axis 2 ([batch*seq, 1]). d=24, 3 heads, vocab 40."""
+    b = Builder(11)
+    V, D, H, DH = 40, 24, 3, 8
+    i64 = lambda *v: np.array(v, dtype=np.int64)
+    sc = lambda v: np.array(v, dtype=np.int64).reshape(())
+    ids = helper.make_tensor_value_info("input_ids", I64, ["batch", "seq"])
+    am = helper.make_tensor_value_info("attention_mask", I64, ["batch", "seq"])
+    shp = b.op("Shape", ["input_ids"])
+    bat_s = b.op("Gather", [shp, b.const("i0", sc(0))], axis=0)
+    seq_s = b.op("Gather", [shp, b.const("i1", sc(1))], axis=0)
+    bat = b.op("Unsqueeze", [bat_s, b.const("a0", i64(0))])
+    seq = b.op("Unsqueeze", [seq_s, b.const("a0", i64(0))])
+    h = b.op("Gather", [b.weight("wte", [V, D], 0.5), "input_ids"])                              # [b, s, D]
+    flat = b.op("Flatten", [h], axis=2)                                                             # [b*s, D]
+    qkv = b.op("Gemm", [flat, b.weight("wqkv", [D, 3 * D]), b.weight("bqkv", [3 * D], 0.1)])        # [b*s, 3D]
+    qkv = b.op("Reshape", [qkv, b.op("Concat", [bat, seq, b.const("d3", i64(3 * D))], axis=0)])   # [b, s, 3D]
+    q, k, v = b.op("Split", [qkv, b.const("sp", i64(D, D, D))], 3, axis=2)
+    bh = b.op("Unsqueeze", [b.op("Mul", [bat_s, b.const("nh", sc(H))]), b.const("a0", i64(0))])  # batch*H
+
+    def heads(x):  # [b, s, D] -> [b*H, s, DH]
+        x = b.op("Transpose", [b.op("Reshape", [x, b.op("Concat", [bat, seq, b.const("hd", i64(H, DH))], axis=0)])],
+                 perm=[0, 2, 1, 3])
+        return b.op("Reshape", [x, b.op("Concat", [bh, seq, b.const("dh", i64(DH))], axis=0)])
+    q, k, v = heads(q), heads(k), heads(v)
+    s = b.op("Div", [b.op("MatMul", [q, b.op("Transpose", [k], perm=[0, 2, 1])]), b.const("sq", np.array(np.sqrt(DH), np.float32))])
+    a = b.op("MatMul", [b.op("Softmax", [s], axis=-1), v])                                       # [b*H, s, DH]
+    a = b.op("Reshape", [a, b.op("Concat", [b.const("m1", i64(-1)), b.const("h_", i64(H)), seq, b.const("dh", i64(DH))], axis=0)])
+    a = b.op("Transpose", [a], perm=[0, 2, 1, 3])                                                 # [b, s, H, DH]
+    a = b.op("Reshape", [a, b.const("m1d", i64(-1, D))])                                           # [b*s, D]
+    mask = b.op("Flatten", [b.op("Cast", ["attention_mask"], to=TensorProto.FLOAT)], axis=2)       # [b*s, 1]
+    y = b.op("Add", [flat, b.op("Mul", [b.op("MatMul", [a, b.weight("wo", [D, D])]), mask])])
+    y = b.op("Reshape", [y, b.op("Concat", [bat, b.const("m1", i64(-1)), b.const("dd", i64(D))], axis=0)])
+    b.nodes[-1].output[0] = "y"
+    yv = helper.make_tensor_value_info("y", F, ["batch", "seq", D])
+    return b.model("transformer_flat", [ids, am], [yv], 17)
 
 
 # ---- one model per op and opset form ---------------------------------------------------------
@@ -795,6 +841,7 @@ def main():
     onnx.save(transformer(20, False), os.path.join(out, "transformer.onnx"))
     onnx.save(transformer(17, True), os.path.join(out, "transformer_erf.onnx"))
     onnx.save(transformer_dyn(), os.path.join(out, "transformer_dyn.onnx"))
+    onnx.save(transformer_flat(), os.path.join(out, "transformer_flat.onnx"))
     manifest = []
     for stem, opset, m in op_models():
         # (no onnx.checker here: the op models' outputs declare no shape, which it wants)

@@ -278,6 +278,24 @@ START_TEST(memory_plan_reuse) {
   ts_diag_clear(&err);
   ck_assert_int_ne(tsrt_model_plan_check(&p, &err), 0);
   ck_assert_ptr_nonnull(strstr(err.msg, "symbol"));
+  /* a derived symbol (4*batch) sizes c: planned from batch's value */
+  static const char *syms2[] = {"batch", "4*batch"};
+  static const int32_t f0[] = {0}, f1[] = {1};
+  tsrt_model_symdef defs[2] = {{0, 0, 0, NULL}, {4, 1, 0, f0}};
+  p.syms = syms2;
+  p.nsyms = 2;
+  p.symdefs = defs;
+  t[3].shape[0] = TSRT_DIM_SYM(1);
+  ts_diag_clear(&err);
+  ck_assert_msg(tsrt_model_plan_check(&p, &err) == 0, "%s", err.msg);
+  defs[1].factors = f1; /* a factor that is itself derived */
+  ts_diag_clear(&err);
+  ck_assert_int_ne(tsrt_model_plan_check(&p, &err), 0);
+  ck_assert_msg(strstr(err.msg, "4*batch") && strstr(err.msg, "not a base symbol"), "%s", err.msg);
+  defs[1] = (tsrt_model_symdef){0, 1, 0, f0}; /* coefficient 0 */
+  ts_diag_clear(&err);
+  ck_assert_int_ne(tsrt_model_plan_check(&p, &err), 0);
+  ck_assert_msg(strstr(err.msg, "malformed definition"), "%s", err.msg);
 }
 END_TEST
 

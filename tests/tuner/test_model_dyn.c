@@ -7,7 +7,9 @@
  * shape logic folds at import (docs/GRAPH.md "Known values"); the bool and
  * int64 kernels run through codegen and the runtime. A negative control
  * checks that the comparison can fail; a shape that depends on tensor data
- * is refused clearly. argv[1]: the tessel binary. */
+ * is refused clearly. transformer_flat does the same for dims that are
+ * products of batch and seq (Flatten, Reshape -1, heads folded into the
+ * batch). argv[1]: the tessel binary. */
 #include <check.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,28 +34,34 @@ static double rel_error(const char *dir, const char *sub) {
   return e;
 }
 
-START_TEST(transformer_dyn_batch_and_seq) {
+/* Builds models/NAME.onnx once and runs it at batch {1, 3} x seq {5, 12}
+ * against onnxruntime; the last run's directory goes to last. */
+static void run_dyn(const char *name, char *last, size_t nlast) {
   char so[400];
-  snprintf(so, sizeof so, "%s/tdyn.so", tmpdir);
-  tr_ok(tr_sh(tmpdir, "'%s' build '%s/transformer_dyn.onnx' -o '%s'", tessel, models, so), "build transformer_dyn");
+  snprintf(so, sizeof so, "%s/%s.so", tmpdir, name);
+  tr_ok(tr_sh(tmpdir, "'%s' build '%s/%s.onnx' -o '%s'", tessel, models, name, so), name);
   static const int batches[2] = {1, 3}, seqs[2] = {5, 12};
-  char last[400] = "";
   for (int bi = 0; bi < 2; bi++)
     for (int si = 0; si < 2; si++) {
       char dir[400];
-      snprintf(dir, sizeof dir, "%s/b%d_s%d", tmpdir, batches[bi], seqs[si]);
-      tr_ok(tr_sh(tmpdir, "'%s' '%s' '%s/transformer_dyn.onnx' '%s/in' '%s/ref' --random 5 --sym batch=%d --sym seq=%d", python,
-               ort_script, models, dir, dir, batches[bi], seqs[si]),
+      snprintf(dir, sizeof dir, "%s/%s_b%d_s%d", tmpdir, name, batches[bi], seqs[si]);
+      tr_ok(tr_sh(tmpdir, "'%s' '%s' '%s/%s.onnx' '%s/in' '%s/ref' --random 5 --sym batch=%d --sym seq=%d", python,
+               ort_script, models, name, dir, dir, batches[bi], seqs[si]),
             "ort_run.py");
       tr_ok(tr_sh(tmpdir, "'%s' run '%s' --input 'input_ids=%s/in/input_ids.npy' --input 'attention_mask=%s/in/attention_mask.npy' "
                "--output-dir '%s/out'", tessel, so, dir, dir, dir),
             "tessel run");
       double e = rel_error(dir, "out");
-      fprintf(stderr, "transformer_dyn batch %d seq %d (one build): max abs error / max |ref| %.3g\n", batches[bi],
-              seqs[si], e);
-      ck_assert_msg(e <= 1e-5, "batch %d seq %d: relative error %g", batches[bi], seqs[si], e);
-      snprintf(last, sizeof last, "%s", dir);
+      fprintf(stderr, "%s batch %d seq %d (one build): max abs error / max |ref| %.3g\n", name, batches[bi], seqs[si], e);
+      ck_assert_msg(e <= 1e-5, "%s batch %d seq %d: relative error %g", name, batches[bi], seqs[si], e);
+      snprintf(last, nlast, "%s", dir);
     }
+}
+
+START_TEST(transformer_dyn_batch_and_seq) {
+  char so[400], last[400] = "";
+  run_dyn("transformer_dyn", last, sizeof last);
+  snprintf(so, sizeof so, "%s/transformer_dyn.so", tmpdir);
   /* negative control: another attention mask gives other outputs */
   tr_ok(tr_sh(tmpdir, "'%s' -c \"import numpy as n; m=n.load('%s/in/attention_mask.npy'); n.save('%s/m0.npy', m*0)\"", python, last,
            tmpdir), "zero mask");
@@ -61,6 +69,14 @@ START_TEST(transformer_dyn_batch_and_seq) {
            "--output-dir '%s/other'", tessel, so, last, tmpdir, last),
         "tessel run (zero mask)");
   ck_assert_double_gt(rel_error(last, "other"), 1e-3);
+}
+END_TEST
+
+/* Dims that are products of the symbols (batch*seq rows of a Flatten,
+ * batch*H heads, -1 inferred by division: ir/graph/dim.c), one build. */
+START_TEST(transformer_flat_products) {
+  char last[400] = "";
+  run_dyn("transformer_flat", last, sizeof last);
 }
 END_TEST
 
@@ -91,6 +107,7 @@ int main(int argc, char **argv) {
   TCase *tc = tcase_create("dyn");
   tcase_set_timeout(tc, 600);
   tcase_add_test(tc, transformer_dyn_batch_and_seq);
+  tcase_add_test(tc, transformer_flat_products);
   tcase_add_test(tc, data_dependent_shape_refused);
   suite_add_tcase(s, tc);
   SRunner *sr = srunner_create(s);
