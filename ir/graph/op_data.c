@@ -327,8 +327,8 @@ void lg_emit_onehot(lg_kernel *k, const tg_node *n, const char *const *in, const
   for (int p = 0, j = 0; p < r; p++)
     if (p != a) tb_printf(&all, "%si%d", j++ ? ", " : "", p);
   index_load(&I, in[0], ix->dtype, all.s);
-  char D[48];
-  lg_dim_s(k, y->dims[a], D);
+  char Db[48];
+  const char *D = lg_dim_s(k, y->dims[a], Db);
   lg_lhs(&b, out[0], r);
   /* an index outside [-depth, depth) matches no position (all off) */
   tb_printf(&b, " = select(select(%s < 0, %s + %s, %s) == i%d, %s[1], %s[0])", I.s, I.s, D, I.s, a, in[2], in[2]);

@@ -629,9 +629,8 @@ void lg_emit_conv(lg_kernel *k, const tg_node *n, const char *const *in, const c
     lg_let_dims(k, xp, x->dtype, 6, pd);
     tb p;
     tb_reset(&p);
-    char hs[48], ws[48];
-    lg_dim_s(k, x->dims[2], hs);
-    lg_dim_s(k, x->dims[3], ws);
+    char hb[48], wb[48];
+    const char *hs = lg_dim_s(k, x->dims[2], hb), *ws = lg_dim_s(k, x->dims[3], wb);
     lg_lhs(&p, xp, 6);
     tb_printf(&p,
               " = select(i4 * %" PRId64 " + i2 - %" PRId64 " >= 0 && i4 * %" PRId64 " + i2 - %" PRId64

@@ -628,12 +628,12 @@ void lg_emit_concat(lg_kernel *k, const tg_node *n, const char *const *in, const
   snprintf(off[0], sizeof off[0], "0");
   for (int i = 1; i < cnt; i++) {
     tg_dim dd = V(k, ids[i - 1])->dims[a];
-    lg_dim_s(k, dd, s);
-    if (!strcmp(off[i - 1], "0")) snprintf(off[i], sizeof off[i], "%s", s);
+    const char *ds = lg_dim_s(k, dd, s);
+    if (!strcmp(off[i - 1], "0")) snprintf(off[i], sizeof off[i], "%s", ds);
     else { /* the previous offset, then " + dim" (one buffer: no overlapping snprintf) */
       memcpy(off[i], off[i - 1], sizeof off[i]);
       size_t l = strlen(off[i]);
-      snprintf(off[i] + l, sizeof off[i] - l, " + %s", s);
+      snprintf(off[i] + l, sizeof off[i] - l, " + %s", ds);
     }
   }
   tb e;
@@ -768,8 +768,8 @@ void lg_emit_gather(lg_kernel *k, const tg_node *n, const char *const *in, const
   tb_printf(&idx, "%s%s[", cast ? "i64(" : "", in[1]);
   for (int j = 0; j < q; j++) tb_printf(&idx, "%si%d", j ? ", " : "", a + j);
   tb_printf(&idx, "]%s", cast ? ")" : "");
-  char D[48];
-  lg_dim_s(k, x->dims[a], D);
+  char Db[48];
+  const char *D = lg_dim_s(k, x->dims[a], Db);
   tb b;
   tb_reset(&b);
   lg_lhs(&b, o, r + q - 1);

@@ -233,7 +233,8 @@ def transformer_flat():
     inferring batch*seq, heads folded into the batch as [batch*H, seq, DH]
     through Mul(Gather(Shape), H) (ViT's attention), batched MatMuls over
     batch*H, a Reshape back inferring its -1 by division, and a Flatten of the
-    mask at axis 2 ([batch*seq, 1]). d=24, 3 heads, vocab 40."""
+    mask at axis 2 ([batch*seq, 1]) gathered back by computed row indices
+    (DistilBERT). d=24, 3 heads, vocab 40."""
     b = Builder(11)
     V, D, H, DH = 40, 24, 3, 8
     i64 = lambda *v: np.array(v, dtype=np.int64)
@@ -263,6 +264,11 @@ def transformer_flat():
     a = b.op("Transpose", [a], perm=[0, 2, 1, 3])                                                 # [b, s, H, DH]
     a = b.op("Reshape", [a, b.const("m1d", i64(-1, D))])                                           # [b*s, D]
     mask = b.op("Flatten", [b.op("Cast", ["attention_mask"], to=TensorProto.FLOAT)], axis=2)       # [b*s, 1]
+    # DistilBERT's mask gather: rows batch_i * seq + pos of the flattened mask
+    rows = b.op("Add", [b.op("Mul", [b.op("Unsqueeze", [b.op("Range", [b.const("z", sc(0)), bat_s, b.const("o", sc(1))]),
+                                                         b.const("a1", i64(1))]), seq_s]),
+                        b.op("Unsqueeze", [b.op("Range", [b.const("z", sc(0)), seq_s, b.const("o", sc(1))]), b.const("a0", i64(0))])])
+    mask = b.op("Reshape", [b.op("Gather", [mask, rows], axis=0), b.const("m11", i64(-1, 1))])    # [b*s, 1]
     y = b.op("Add", [flat, b.op("Mul", [b.op("MatMul", [a, b.weight("wo", [D, D])]), mask])])
     y = b.op("Reshape", [y, b.op("Concat", [bat, b.const("m1", i64(-1)), b.const("dd", i64(D))], axis=0)])
     b.nodes[-1].output[0] = "y"
