@@ -170,19 +170,25 @@ static bool region_uses_var(const ir_region *rg, const ir_var *v) {
 
 /* MultiLevelTiling's eligibility (search/rules/multi_level_tiling.c), over
  * the block's loops lv[0..n): fills iter_of (loop -> iter) and ext. */
+/* The extent of a loop over a symbolic size (tile_eligible): it may be the
+ * rows loop (split with a guarded tail) or an outer loop, never the cols. */
+#define EXT_SYM (-1)
+
 static bool tile_eligible(sch_traced *t, const ir_stmt *r, int n, const int *loops, int *iter_of, int64_t *ext) {
   const ir_block *b = r->u.realize.block;
   if (!srch_block_is_tileable_reduction(b) || n != b->niter || n > TILE_MAXL || n == 0) return false;
   for (int l = 0; l < n; l++) {
     const ir_var *v = sch_t_loop(t, loops[l]).var;
     const ir_stmt *ls = v ? find_loop(t, v) : NULL;
-    if (!ls || ls->u.loop.kind != IR_FOR_SERIAL || !ir_as_int(ls->u.loop.extent, &ext[l])) return false;
+    if (!ls || ls->u.loop.kind != IR_FOR_SERIAL) return false;
+    if (!ir_as_int(ls->u.loop.extent, &ext[l])) ext[l] = EXT_SYM; /* a model's batch or sequence */
     if (!srch_bind_loop_iter(r, v, iter_of, l)) return false;
   }
   return srch_block_has_reuse(b);
 }
 
-/* Inner split of loop by f (f must divide its extent): *outer, *inner. */
+/* Inner split of loop by f (f divides its extent, or the extent is symbolic
+ * and the split guards the tail): *outer, *inner. */
 static bool split_inner(sch_traced *t, int loop, int64_t f, int *outer, int *inner) {
   ts_diag d;
   ts_diag_clear(&d);
@@ -237,7 +243,7 @@ static bool tile_block(sch_traced *t, const char *name, const cg_target *tg) {
     red[l] = blk->iters[iter_of[l]].type == IR_ITER_R;
     if (!red[l]) ci = l;
   }
-  if (ci < 0) return false;
+  if (ci < 0 || ext[ci] == EXT_SYM) return false;
   int lanes = vector_lanes(tg, blk);
   if (!lanes) lanes = 4;
   /* cols: two vectors, one, a half or quarter vector (>= 4) dividing the
@@ -254,7 +260,7 @@ static bool tile_block(sch_traced *t, const char *name, const cg_target *tg) {
   const ir_var *cvar = blk->iters[iter_of[ci]].var;
   int ri = -1, ri_any = -1;
   for (int l = ci - 1; l >= 0; l--) {
-    if (red[l] || ext[l] <= 1) continue;
+    if (red[l] || (ext[l] != EXT_SYM && ext[l] <= 1)) continue;
     if (ri_any < 0) ri_any = l;
     const ir_var *v = blk->iters[iter_of[l]].var;
     bool reuse = false;
@@ -275,7 +281,9 @@ static bool tile_block(sch_traced *t, const char *name, const cg_target *tg) {
   int64_t rmax = budget / nvec;
   if (rmax > 8) rmax = 8;
   int64_t rows = 1;
-  if (ri >= 0)
+  if (ri >= 0 && ext[ri] == EXT_SYM)
+    rows = rmax; /* the split guards the tail rows */
+  else if (ri >= 0)
     for (int64_t f = rmax; f >= 2; f--)
       if (ext[ri] % f == 0) {
         rows = f;
@@ -295,7 +303,7 @@ static bool tile_block(sch_traced *t, const char *name, const cg_target *tg) {
     if (red[l]) continue;
     int rv = l == ci ? (c_out != c_in ? c_out : -1) : l == ri ? r_out : loops[l];
     if (rv < 0) continue;
-    int64_t e = l == ci ? ext[l] / cols : l == ri ? ext[l] / rows : ext[l];
+    int64_t e = ext[l] == EXT_SYM ? 2 : l == ci ? ext[l] / cols : l == ri ? ext[l] / rows : ext[l];
     if (first_nonunit < 0 && e > 1) first_nonunit = k;
     order[k++] = rv;
   }
