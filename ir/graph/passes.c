@@ -492,8 +492,68 @@ static bool noop_node(const tg_graph *g, const tg_node *n) {
   }
 }
 
+/* A 1x1 Conv with strides > 1 and no padding (ResNet's downsampling
+ * projections): the kernel would read its input at a stride along the
+ * vectorized W axis, a gather per vector; a Slice with those steps in front
+ * and stride 1 after reads it once and leaves the Conv unit-stride loads. */
+static bool strided_pointwise_conv(const tg_graph *g, const tg_node *n) {
+  if (n->dead || n->op != TG_OP_CONV || n->nin < 2 || n->nout != 1 || n->inputs[0] < 0 || n->inputs[1] < 0)
+    return false;
+  const tg_value *x = g->values[n->inputs[0]], *w = g->values[n->inputs[1]], *y = g->values[n->outputs[0]];
+  if (x->ndim != 4 || w->ndim != 4 || y->ndim != 4 || w->dims[2].sym || w->dims[3].sym || w->dims[2].value != 1 ||
+      w->dims[3].value != 1)
+    return false;
+  int c;
+  const int64_t *st = tg_attr_ints(n, "strides", &c);
+  if (!st || c != 2 || st[0] < 1 || st[1] < 1 || (st[0] == 1 && st[1] == 1)) return false;
+  const int64_t *p = tg_attr_ints(n, "pads", &c);
+  for (int i = 0; p && i < c; i++)
+    if (p[i]) return false;
+  const char *ap = tg_attr_str(n, "auto_pad", "NOTSET");
+  if (strcmp(ap, "NOTSET") && strcmp(ap, "VALID")) return false;
+  /* the output's spatial dims are the Slice's: ceil(H / s) */
+  for (int i = 2; i < 4; i++)
+    if (x->dims[i].sym || y->dims[i].sym || y->dims[i].value != (x->dims[i].value + st[i - 2] - 1) / st[i - 2])
+      return false;
+  return true;
+}
+
+static ts_status subsample_conv_input(tg_graph *g, int i, ts_diag *d) {
+  tg_node *n = g->nodes[i];
+  const int64_t *st = tg_attr_ints(n, "strides", NULL);
+  int64_t s0 = st[0], s1 = st[1];
+  const tg_value *x = g->values[n->inputs[0]], *y = g->values[n->outputs[0]];
+  tg_dim dims[4] = {x->dims[0], x->dims[1], y->dims[2], y->dims[3]};
+  char base[200], nm[256];
+  snprintf(base, sizeof base, "%s_subsampled", n->name);
+  int sv = tg_value_add(g, fresh_value_name(g, base, nm, sizeof nm), TG_V_INTER, x->dtype, 4, dims, d);
+  if (sv < 0) return d && d->code ? d->code : TS_ENOMEM;
+  int xin = g->nodes[i]->inputs[0];
+  int sid = tg_node_add(g, TG_OP_SLICE, base, 1, &xin, 1, &sv, d);
+  if (sid < 0) return d && d->code ? d->code : TS_ENOMEM;
+  tg_node *sl = g->nodes[sid];
+  n = g->nodes[i];
+  int64_t starts[2] = {0, 0}, ends[2] = {INT64_MAX, INT64_MAX}, axes[2] = {2, 3}, steps[2] = {s0, s1}, one[2] = {1, 1};
+  tg_attr at[4] = {{.name = "starts", .kind = TG_A_INTS, .n = 2, .ints = starts},
+                   {.name = "ends", .kind = TG_A_INTS, .n = 2, .ints = ends},
+                   {.name = "axes", .kind = TG_A_INTS, .n = 2, .ints = axes},
+                   {.name = "steps", .kind = TG_A_INTS, .n = 2, .ints = steps}};
+  tg_attr sa = {.name = "strides", .kind = TG_A_INTS, .n = 2, .ints = one};
+  for (int k = 0; k < 4; k++)
+    if (tg_node_set_attr(g, sl, &at[k]) != TS_OK) return ts_diag_set(d, TS_ENOMEM, "out of memory");
+  if (tg_node_set_attr(g, n, &sa) != TS_OK) return ts_diag_set(d, TS_ENOMEM, "out of memory");
+  n->inputs[0] = sv;
+  return TS_OK;
+}
+
 ts_status tg_pass_simplify(tg_graph *g, ts_diag *d) {
   bool changed = false;
+  for (int i = 0, nn = g->nnodes; i < nn; i++) {
+    if (!strided_pointwise_conv(g, g->nodes[i])) continue;
+    ts_status st = subsample_conv_input(g, i, d);
+    if (st != TS_OK) return st;
+    changed = true;
+  }
   for (int i = 0; i < g->nnodes; i++) {
     tg_node *n = g->nodes[i];
     if (n->dead || !noop_node(g, n)) continue;
