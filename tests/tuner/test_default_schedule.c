@@ -80,6 +80,18 @@ static shape_stats check_default_opts(const ir_func *f, const tun_default_opts *
 
 static shape_stats check_default(const ir_func *f) { return check_default_opts(f, NULL); }
 
+/* check_default on a function given as DSL text. */
+static shape_stats check_text(const char *text) {
+  ts_arena a;
+  ts_arena_init(&a);
+  ir_func *f = NULL;
+  sch_state *s = tu_schedule_text(&a, text, &f);
+  sch_free(s);
+  shape_stats st = check_default(f);
+  ts_arena_fini(&a);
+  return st;
+}
+
 static shape_stats check_spec(ts_arena *a, const char *spec) {
   ir_func *f = tu_workload(a, spec);
   return check_default(f);
@@ -156,16 +168,10 @@ static const char *fused_conv =
     "}\n";
 
 START_TEST(test_guarded_conv_epilogue) {
-  ts_arena a;
-  ts_arena_init(&a);
-  ir_func *f = NULL;
-  sch_state *s = tu_schedule_text(&a, fused_conv, &f);
-  sch_free(s);
-  shape_stats st = check_default(f);
+  shape_stats st = check_text(fused_conv);
   ck_assert_int_eq(st.local_allocs, 0);
   /* conv update + its init + the inlined epilogue */
   ck_assert_int_eq(st.blocks, 3);
-  ts_arena_fini(&a);
 }
 END_TEST
 
@@ -197,14 +203,7 @@ static const char *subsample_conv_fmt =
 static shape_stats check_subsample(int h, int w, const char *idx) {
   char text[4096];
   snprintf(text, sizeof text, subsample_conv_fmt, h, w, idx, idx);
-  ts_arena a;
-  ts_arena_init(&a);
-  ir_func *f = NULL;
-  sch_state *s = tu_schedule_text(&a, text, &f);
-  sch_free(s);
-  shape_stats st = check_default(f);
-  ts_arena_fini(&a);
-  return st;
+  return check_text(text);
 }
 
 /* A producer read at a stride along its innermost axis stays its own loop
