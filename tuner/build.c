@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "codegen/llvm.h"
+#include "ir/arith/arith.h"
 #include "search/search.h"
 #include "runtime/runtime.h"
 
@@ -147,9 +148,61 @@ static bool stmt_has_if(void *ctx, const ir_stmt *s) {
   return true;
 }
 
+/* Strided-load search of inlinable: the innermost iter v -> v + 1 moves a
+ * load's last index by a constant other than -1, 0 or 1. */
+typedef struct stride_ctx {
+  ir_analyzer *an;
+  ts_arena *a;
+  ir_var_map *next; /* v -> v + 1 */
+  const ir_var *v;
+  bool strided;
+} stride_ctx;
+
+static bool load_strided(void *ctx, const ir_expr *e) {
+  stride_ctx *c = ctx;
+  if (e->kind != IR_LOAD || e->u.load.nidx < 1) return true;
+  ir_expr *last = e->u.load.idx[e->u.load.nidx - 1];
+  if (!ir_expr_uses_var(last, c->v)) return true;
+  ir_expr *moved = ir_subst_expr(c->a, last, c->next);
+  ir_expr *delta = moved ? ir_simplify(c->an, ir_sub(c->a, moved, last)) : NULL;
+  int64_t k;
+  if (delta && ir_as_int(delta, &k) && (k > 1 || k < -1)) c->strided = true;
+  return true;
+}
+
+/* Does the block read a buffer at a constant stride > 1 along its innermost
+ * iter (a Slice with steps)? Inlined into a consumer that vectorizes that
+ * axis, each vector load becomes a gather in the hot loop; kept as its own
+ * loop nest, the consumer reads a compact buffer. */
+static bool reads_strided(const ir_block *b) {
+  if (b->niter == 0) return false;
+  ts_arena a;
+  ts_arena_init(&a);
+  ir_analyzer an;
+  ir_analyzer_init(&an, &a);
+  ir_var_map m;
+  ir_var_map_init(&m);
+  ir_var *v = b->iters[b->niter - 1].var;
+  stride_ctx c = {.an = &an, .a = &a, .next = &m, .v = v};
+  int64_t lo, ext;
+  for (int i = 0; i < b->niter; i++)
+    if (ir_as_int(b->iters[i].dom.min, &lo) && ir_as_int(b->iters[i].dom.extent, &ext) && ext > 0)
+      ir_analyzer_bind_const(&an, b->iters[i].var, lo, lo + ext - 1);
+  ir_expr *v1 = ir_add(&a, ir_var_ref(&a, v), ir_int(&a, v->dtype, 1));
+  if (v1 && ir_var_map_put(&m, v, v1) == TS_OK) {
+    ir_visitor vis = {.expr = load_strided, .ctx = &c};
+    ir_visit_stmt(&vis, b->body);
+  }
+  ir_var_map_fini(&m);
+  ir_analyzer_fini(&an);
+  ts_arena_fini(&a);
+  return c.strided;
+}
+
 /* A block compute_inline may take: all-spatial, no init, one write, and no
  * select or if (TVM's AutoInline disallows if_then_else on CPU: an inlined
- * pad would guard every load of the hot loop). */
+ * pad would guard every load of the hot loop), and no strided read along
+ * its innermost axis (reads_strided). */
 static bool inlinable(const ir_block *b) {
   if (b->init || b->nwrites != 1 || b->nalloc) return false;
   for (int i = 0; i < b->niter; i++)
@@ -157,7 +210,7 @@ static bool inlinable(const ir_block *b) {
   bool found = false;
   ir_visitor v = {.expr = expr_has_select, .stmt = stmt_has_if, .ctx = &found};
   ir_visit_stmt(&v, b->body);
-  return !found;
+  return !found && !reads_strided(b);
 }
 
 static bool region_uses_var(const ir_region *rg, const ir_var *v) {

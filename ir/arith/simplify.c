@@ -631,6 +631,31 @@ static bool diff_bound(ir_analyzer *an, ir_expr *x, ir_expr *y, ir_const_bound *
 
 /* ---- floordiv / floormod by a positive constant ------------------------ */
 
+/* TVM's factor rules for a sum r (its constant included) and a divisor c: a g
+ * with 1 < g < c dividing c such that the terms g divides form g·X and the
+ * others with the constant a rest R in [0, g). Then floordiv(g·X + R, c) =
+ * floordiv(X, c/g) and floormod(g·X + R, c) = g·floormod(X, c/g) + R: what
+ * a reshape's flat index (i·49 + j·7 + k) // 98 needs to become i // 2.
+ * Returns g and fills x (X) and rest (R), or returns 0 (both freed). */
+static int64_t factor_split(ir_analyzer *an, const sum *r, int64_t c, sum *x, sum *rest) {
+  for (int i = 0; i < r->n; i++) {
+    int64_t g = arith_gcd(r->terms[i].coef, c);
+    if (g <= 1 || g >= c) continue;
+    sum_init(x, r->t);
+    sum_init(rest, r->t);
+    for (int j = 0; j < r->n; j++) {
+      if (r->terms[j].coef % g == 0) sum_push(x, r->terms[j].coef / g, r->terms[j].atom);
+      else sum_push(rest, r->terms[j].coef, r->terms[j].atom);
+    }
+    rest->c = r->c;
+    ir_const_bound b = sum_bound(an, rest);
+    if (!x->bad && !rest->bad && !arith_is_inf(b.lo) && !arith_is_inf(b.hi) && b.lo >= 0 && b.hi < g) return g;
+    sum_fini(x);
+    sum_fini(rest);
+  }
+  return 0;
+}
+
 static ir_expr *simp_floordiv_const(ir_analyzer *an, ir_expr *x, int64_t c, ir_dtype t) {
   ts_arena *a = an->arena;
   TRY(x);
@@ -659,7 +684,7 @@ static ir_expr *simp_floordiv_const(ir_analyzer *an, ir_expr *x, int64_t c, ir_d
     s.c /= g;
     c /= g;
   }
-  sum q, r;
+  sum q, r, fx, fr;
   sum_init(&q, t);
   sum_init(&r, t);
   for (int i = 0; i < s.n; i++) {
@@ -679,6 +704,11 @@ static ir_expr *simp_floordiv_const(ir_analyzer *an, ir_expr *x, int64_t c, ir_d
     if (!arith_is_inf(b.lo) && !arith_is_inf(b.hi) &&
         arith_floordiv(b.lo, c) == arith_floordiv(b.hi, c)) {
       sum_addc(&q, arith_floordiv(b.lo, c));
+    } else if ((g = factor_split(an, &r, c, &fx, &fr)) > 0) {
+      sum_fini(&fr);
+      ir_expr *xx = finish(an, &fx);
+      if (!xx) q.bad = true;
+      sum_push(&q, 1, simp_floordiv_const(an, xx, c / g, t));
     } else {
       settle(an, &r);
       ir_expr *rr = r.bad ? NULL : rebuild(an, &r);
@@ -725,6 +755,16 @@ static ir_expr *simp_floormod_const(ir_analyzer *an, ir_expr *x, int64_t c, ir_d
       arith_floordiv(b.lo, c) == arith_floordiv(b.hi, c)) {
     sum_addc(&s, mul_chk(&s, -arith_floordiv(b.lo, c), c));
     ir_expr *r = finish(an, &s);
+    return r ? r : mk_bin(a, IR_FLOORMOD, t, x, ir_int(a, t, c));
+  }
+  sum fx, fr;
+  int64_t g = factor_split(an, &s, c, &fx, &fr);
+  if (g > 0) {
+    sum_fini(&s);
+    ir_expr *xx = finish(an, &fx);
+    if (!xx) fr.bad = true;
+    sum_push(&fr, g, simp_floormod_const(an, xx, c / g, t));
+    ir_expr *r = finish(an, &fr);
     return r ? r : mk_bin(a, IR_FLOORMOD, t, x, ir_int(a, t, c));
   }
   ir_expr *inner = finish(an, &s);

@@ -492,8 +492,68 @@ static bool noop_node(const tg_graph *g, const tg_node *n) {
   }
 }
 
+/* A 1x1 Conv with strides > 1 and no padding (ResNet's downsampling
+ * projections): the kernel would read its input at a stride along the
+ * vectorized W axis, a gather per vector; a Slice with those steps in front
+ * and stride 1 after reads it once and leaves the Conv unit-stride loads. */
+static bool strided_pointwise_conv(const tg_graph *g, const tg_node *n) {
+  if (n->dead || n->op != TG_OP_CONV || n->nin < 2 || n->nout != 1 || n->inputs[0] < 0 || n->inputs[1] < 0)
+    return false;
+  const tg_value *x = g->values[n->inputs[0]], *w = g->values[n->inputs[1]], *y = g->values[n->outputs[0]];
+  if (x->ndim != 4 || w->ndim != 4 || y->ndim != 4 || w->dims[2].sym || w->dims[3].sym || w->dims[2].value != 1 ||
+      w->dims[3].value != 1)
+    return false;
+  int c;
+  const int64_t *st = tg_attr_ints(n, "strides", &c);
+  if (!st || c != 2 || st[0] < 1 || st[1] < 1 || (st[0] == 1 && st[1] == 1)) return false;
+  const int64_t *p = tg_attr_ints(n, "pads", &c);
+  for (int i = 0; p && i < c; i++)
+    if (p[i]) return false;
+  const char *ap = tg_attr_str(n, "auto_pad", "NOTSET");
+  if (strcmp(ap, "NOTSET") && strcmp(ap, "VALID")) return false;
+  /* the output's spatial dims are the Slice's: ceil(H / s) */
+  for (int i = 2; i < 4; i++)
+    if (x->dims[i].sym || y->dims[i].sym || y->dims[i].value != (x->dims[i].value + st[i - 2] - 1) / st[i - 2])
+      return false;
+  return true;
+}
+
+static ts_status subsample_conv_input(tg_graph *g, int i, ts_diag *d) {
+  tg_node *n = g->nodes[i];
+  const int64_t *st = tg_attr_ints(n, "strides", NULL);
+  int64_t s0 = st[0], s1 = st[1];
+  const tg_value *x = g->values[n->inputs[0]], *y = g->values[n->outputs[0]];
+  tg_dim dims[4] = {x->dims[0], x->dims[1], y->dims[2], y->dims[3]};
+  char base[200], nm[256];
+  snprintf(base, sizeof base, "%s_subsampled", n->name);
+  int sv = tg_value_add(g, fresh_value_name(g, base, nm, sizeof nm), TG_V_INTER, x->dtype, 4, dims, d);
+  if (sv < 0) return d && d->code ? d->code : TS_ENOMEM;
+  int xin = g->nodes[i]->inputs[0];
+  int sid = tg_node_add(g, TG_OP_SLICE, base, 1, &xin, 1, &sv, d);
+  if (sid < 0) return d && d->code ? d->code : TS_ENOMEM;
+  tg_node *sl = g->nodes[sid];
+  n = g->nodes[i];
+  int64_t starts[2] = {0, 0}, ends[2] = {INT64_MAX, INT64_MAX}, axes[2] = {2, 3}, steps[2] = {s0, s1}, one[2] = {1, 1};
+  tg_attr at[4] = {{.name = "starts", .kind = TG_A_INTS, .n = 2, .ints = starts},
+                   {.name = "ends", .kind = TG_A_INTS, .n = 2, .ints = ends},
+                   {.name = "axes", .kind = TG_A_INTS, .n = 2, .ints = axes},
+                   {.name = "steps", .kind = TG_A_INTS, .n = 2, .ints = steps}};
+  tg_attr sa = {.name = "strides", .kind = TG_A_INTS, .n = 2, .ints = one};
+  for (int k = 0; k < 4; k++)
+    if (tg_node_set_attr(g, sl, &at[k]) != TS_OK) return ts_diag_set(d, TS_ENOMEM, "out of memory");
+  if (tg_node_set_attr(g, n, &sa) != TS_OK) return ts_diag_set(d, TS_ENOMEM, "out of memory");
+  n->inputs[0] = sv;
+  return TS_OK;
+}
+
 ts_status tg_pass_simplify(tg_graph *g, ts_diag *d) {
   bool changed = false;
+  for (int i = 0, nn = g->nnodes; i < nn; i++) {
+    if (!strided_pointwise_conv(g, g->nodes[i])) continue;
+    ts_status st = subsample_conv_input(g, i, d);
+    if (st != TS_OK) return st;
+    changed = true;
+  }
   for (int i = 0; i < g->nnodes; i++) {
     tg_node *n = g->nodes[i];
     if (n->dead || !noop_node(g, n)) continue;
@@ -510,10 +570,11 @@ ts_status tg_pass_simplify(tg_graph *g, ts_diag *d) {
 
 /* ---- layout_rewrite ------------------------------------------------------------------ */
 
-/* Transposes a constant 2-d value [K, N] into a new constant [N, K]. */
+/* Transposes a constant 2-d value [N, K] (Gemm's B with transB=1) into a new
+ * constant [K, N]. */
 static int transposed_const(tg_graph *g, int vid, ts_diag *d) {
   const tg_value *v = g->values[vid];
-  int64_t K = v->dims[0].value, N = v->dims[1].value;
+  int64_t N = v->dims[0].value, K = v->dims[1].value;
   size_t es = (size_t)ir_dtype_bytes(v->dtype);
   unsigned char *buf = ts_malloc((size_t)(K * N) * es + 1);
   if (!buf) {
@@ -521,11 +582,11 @@ static int transposed_const(tg_graph *g, int vid, ts_diag *d) {
     return -1;
   }
   const unsigned char *src = v->data;
-  for (int64_t k = 0; k < K; k++)
-    for (int64_t n = 0; n < N; n++) memcpy(buf + (size_t)(n * K + k) * es, src + (size_t)(k * N + n) * es, es);
-  tg_dim dims[2] = {{N, NULL}, {K, NULL}};
+  for (int64_t n = 0; n < N; n++)
+    for (int64_t k = 0; k < K; k++) memcpy(buf + (size_t)(k * N + n) * es, src + (size_t)(n * K + k) * es, es);
+  tg_dim dims[2] = {{K, NULL}, {N, NULL}};
   char base[256];
-  snprintf(base, sizeof base, "%s_packed_nk", v->name);
+  snprintf(base, sizeof base, "%s_packed_kn", v->name);
   int id = add_const(g, base, v->dtype, 2, dims, buf, (size_t)(K * N) * es, d);
   ts_free(buf);
   return id;
@@ -537,20 +598,22 @@ static bool const_2d(const tg_graph *g, int vid) {
   return v->kind == TG_V_CONST && v->data && v->ndim == 2 && tg_value_is_static(v);
 }
 
+/* The layout every CPU schedule here reads best is B [K, N], the output axis
+ * contiguous: the register-tiled default and the plain schedule both
+ * vectorize the innermost output axis, so B's loads are unit-stride vectors
+ * (B [N, K] made them gathers: ConvNeXt-Tiny's pointwise MatMuls ran at a
+ * fifth of the speed). MatMul's B already is [K, N]; a Gemm with transB=1
+ * and a constant B gets it transposed and transB=0. */
 ts_status tg_pass_layout_rewrite(tg_graph *g, ts_diag *d) {
   bool changed = false;
   for (int i = 0; i < g->nnodes; i++) {
     tg_node *n = g->nodes[i];
     if (n->dead || n->nin < 2) continue;
-    tg_op op = lg_node_op(n);
-    bool mm = op == TG_OP_MATMUL && !tg_attr_int(n, "tessel.b_transposed", 0) && const_2d(g, n->inputs[1]) &&
-              g->values[n->inputs[0]]->ndim >= 2;
-    bool gemm = op == TG_OP_GEMM && !tg_attr_int(n, "transB", 0) && const_2d(g, n->inputs[1]);
-    if (!mm && !gemm) continue;
+    if (lg_node_op(n) != TG_OP_GEMM || !tg_attr_int(n, "transB", 0) || !const_2d(g, n->inputs[1])) continue;
     int nb = transposed_const(g, n->inputs[1], d);
     if (nb < 0) return d && d->code ? d->code : TS_ENOMEM;
     n = g->nodes[i];
-    tg_attr a = {.name = mm ? "tessel.b_transposed" : "transB", .kind = TG_A_INT, .i = 1};
+    tg_attr a = {.name = "transB", .kind = TG_A_INT, .i = 0};
     if (tg_node_set_attr(g, n, &a) != TS_OK) return ts_diag_set(d, TS_ENOMEM, "out of memory");
     n->inputs[1] = nb;
     if (n->op == TG_OP_CALL) {

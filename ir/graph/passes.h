@@ -31,8 +31,8 @@
  *                   symbol). The node keeps its ONNX attributes plus
  *                   "tessel.op" (the original op name), which fusion reads.
  *   layout_rewrite  constant weights pre-packed into the layout the kernel
- *                   reads: MatMul's / Gemm's constant B [K,N] becomes [N,K]
- *                   (docs/PASSES.md lists what is covered). Runs on the
+ *                   reads: a Gemm's constant B [N,K] (transB=1) becomes
+ *                   [K,N], as MatMul's already is (docs/PASSES.md). Runs on the
  *                   legalised single-op calls (their PrimFunc is rewritten),
  *                   or on ONNX-level nodes before legalize.
  *   fuse            FuseOps-style grouping (docs/PASSES.md); each group of

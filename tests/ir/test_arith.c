@@ -267,9 +267,17 @@ START_TEST(test_floordiv_rules) {
   /* constant offsets within one period */
   EXPECT_SIMP(FDIV(ADD(V(y), C(16)), C(8)), C(2));
   EXPECT_SIMP(FDIV(ADD(MUL(V(x), C(8)), ADD(V(y), C(8))), C(8)), ADD(V(x), C(1)));
-  /* gcd: (x*4 + 2) // 8 == (x*2 + 1) // 4 */
-  EXPECT_SIMP(FDIV(ADD(MUL(V(x), C(4)), C(2)), C(8)),
-              FDIV(ADD(MUL(V(x), C(2)), C(1)), C(4)));
+  /* gcd: (x*4 + 2) // 8 == (x*2 + 1) // 4, then the factor rule: x // 2 */
+  EXPECT_SIMP(FDIV(ADD(MUL(V(x), C(4)), C(2)), C(8)), FDIV(V(x), C(2)));
+  /* factor rule (a reshape's flat index): (x*49 + j*7 + k) // 98 -> x // 2
+   * when 0 <= j*7 + k < 49; negative: k one too wide */
+  ir_var *j = ivar("j"), *k = ivar("k"), *k8 = ivar("k8");
+  ir_analyzer_bind_const(&an, j, 0, 6);
+  ir_analyzer_bind_const(&an, k, 0, 6);
+  ir_analyzer_bind_const(&an, k8, 0, 7);
+  EXPECT_SIMP(FDIV(ADD(ADD(MUL(V(x), C(49)), MUL(V(j), C(7))), V(k)), C(98)), FDIV(V(x), C(2)));
+  EXPECT_NOT(FDIV(ADD(ADD(MUL(V(x), C(49)), MUL(V(j), C(7))), V(k8)), C(98)), FDIV(V(x), C(2)));
+  EXPECT_NOT(FDIV(ADD(MUL(V(x), C(49)), V(u)), C(98)), FDIV(V(x), C(2)));
   /* nested: (x // 4) // 2 -> x // 8 */
   EXPECT_SIMP(FDIV(FDIV(V(x), C(4)), C(2)), FDIV(V(x), C(8)));
   /* ((x % 16) // 4) stays; under x in [0,16) the mod goes */
@@ -315,6 +323,16 @@ START_TEST(test_floormod_rules) {
   EXPECT_SIMP(FMOD(V(x), C(1)), C(0));
   EXPECT_SIMP(FMOD(C(-7), C(3)), C(2));
   EXPECT_SIMP(FMOD(C(7), C(-3)), C(-2));
+  /* factor rule: (x*49 + j*7 + k) % 98 -> (x % 2)*49 + j*7 + k when
+   * 0 <= j*7 + k < 49; negative: k one too wide */
+  ir_var *j = ivar("j"), *k = ivar("k"), *k8 = ivar("k8");
+  ir_analyzer_bind_const(&an, j, 0, 6);
+  ir_analyzer_bind_const(&an, k, 0, 6);
+  ir_analyzer_bind_const(&an, k8, 0, 7);
+  ir_expr *jk = ADD(MUL(V(j), C(7)), V(k));
+  EXPECT_SIMP(FMOD(ADD(MUL(V(x), C(49)), jk), C(98)), ADD(ADD(MUL(V(j), C(7)), V(k)), MUL(FMOD(V(x), C(2)), C(49))));
+  EXPECT_NOT(FMOD(ADD(ADD(MUL(V(x), C(49)), MUL(V(j), C(7))), V(k8)), C(98)),
+             ADD(ADD(MUL(V(j), C(7)), V(k8)), MUL(FMOD(V(x), C(2)), C(49))));
 }
 END_TEST
 

@@ -1174,27 +1174,39 @@ END_TEST
 
 /* ---- layout rewrite ----------------------------------------------------------------------- */
 
-START_TEST(test_layout_rewrite_matmul) {
+/* Gemm with transB=1 and a constant B [N, K] gets B packed [K, N] (transB=0);
+ * a MatMul's constant B [K, N] stays as it is. Extents odd and prime. */
+START_TEST(test_layout_rewrite_gemm_matmul) {
   int x = input(G, "x", 2, (tg_dim[]){C(3), C(7)});
-  int w = rconst(G, "w", 2, (tg_dim[]){C(7), C(5)}, 71);
+  int w = rconst(G, "w", 2, (tg_dim[]){C(5), C(7)}, 71); /* [N=5, K=7] */
   int y = inter(G, "y", 2, (tg_dim[]){C(3), C(5)});
-  node(G, TG_OP_MATMUL, "mm", 2, (int[]){x, w}, 1, &y);
-  output(G, y);
+  aint(G, node(G, TG_OP_GEMM, "fc", 2, (int[]){x, w}, 1, &y), "transB", 1);
+  int w2 = rconst(G, "w2", 2, (tg_dim[]){C(5), C(11)}, 72); /* [K=5, N=11] */
+  int z = inter(G, "z", 2, (tg_dim[]){C(3), C(11)});
+  node(G, TG_OP_MATMUL, "mm", 2, (int[]){y, w2}, 1, &z);
+  output(G, z);
+  float wv[35], w2v[55];
+  memcpy(wv, G->values[w]->data, sizeof wv);
+  memcpy(w2v, G->values[w2]->data, sizeof w2v);
   run_pipe(G, NULL);
-  int p = tg_value_find(G, "w_packed_nk");
+  int p = tg_value_find(G, "w_packed_kn");
   ck_assert_int_ge(p, 0);
-  ck_assert_int_eq(G->values[p]->dims[0].value, 5);
-  ck_assert_int_eq(G->values[p]->dims[1].value, 7);
+  ck_assert_int_eq(G->values[p]->dims[0].value, 7);
+  ck_assert_int_eq(G->values[p]->dims[1].value, 5);
   ck_assert_int_lt(tg_value_find(G, "w"), 0); /* the unpacked weight is gone */
+  ck_assert_int_ge(tg_value_find(G, "w2"), 0); /* MatMul's B is kept */
   ir_tensor in[1], out[1];
   make_inputs(G, in, 0, 3);
   run(G, in, out);
-  const float *pw = G->values[p]->data;
   for (int i = 0; i < 3; i++)
-    for (int j = 0; j < 5; j++) {
+    for (int j = 0; j < 11; j++) {
       double s = 0;
-      for (int k = 0; k < 7; k++) s += (double)at(&in[0], i * 7 + k) * pw[j * 7 + k];
-      ck_assert(fabs(at(&out[0], i * 5 + j) - s) < 1e-5);
+      for (int n = 0; n < 5; n++) {
+        double yv = 0;
+        for (int k = 0; k < 7; k++) yv += (double)at(&in[0], i * 7 + k) * wv[n * 7 + k];
+        s += yv * w2v[n * 11 + j];
+      }
+      ck_assert_msg(fabs(at(&out[0], i * 11 + j) - s) < 1e-4, "%d,%d", i, j);
     }
   free_tensors(in, 1);
   free_tensors(out, 1);
@@ -1450,7 +1462,7 @@ static Suite *passes_suite(void) {
   tcase_add_test(tc, test_fuse_prologue_and_shared);
   tcase_add_test(tc, test_fuse_pad_prologue_idempotent);
   tcase_add_test(tc, test_fuse_random_dags);
-  tcase_add_test(tc, test_layout_rewrite_matmul);
+  tcase_add_test(tc, test_layout_rewrite_gemm_matmul);
   tcase_add_test(tc, test_tasks_weights_keys_flops);
   tcase_add_test(tc, test_tasks_symbolic_bound);
   tcase_add_test(tc, test_refusals);

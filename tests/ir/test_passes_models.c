@@ -2,7 +2,8 @@
  * 15 (tests/models/gen_models.py, conv_bias_models and chain_model):
  *  - convolutions without a bias (a 3x3 stride-1 one Winograd rewrites, a
  *    batch norm folded into a bias-less conv, a strided one for polyphase)
- *    and one with a bias, each with --winograd on, all and off: the
+ *    and one with a bias, and strided 1x1 ones (subsampled by the
+ *    simplify pass), each with --winograd on, all and off: the
  *    Winograd pass applies where it should, and both the reference
  *    interpreter after the whole pipeline and the model built by
  *    tun_model_build (default schedules, run through the C model API)
@@ -34,7 +35,7 @@ static char tmpdir[256], python[TR_PATH_MAX], ort_script[TR_PATH_MAX];
 static const struct {
   const char *name;
   int winograd;
-} conv_models[] = {{"wino_nobias", 1}, {"wino_bias", 1}, {"nobias_bn_chain", 2}};
+} conv_models[] = {{"wino_nobias", 1}, {"wino_bias", 1}, {"nobias_bn_chain", 2}, {"strided_pointwise", 0}};
 #define NCONV ((int)(sizeof conv_models / sizeof conv_models[0]))
 static const tg_winograd_mode modes[] = {TG_WINOGRAD_ON, TG_WINOGRAD_ALL, TG_WINOGRAD_OFF};
 static const char *const mode_names[] = {"on", "all", "off"};

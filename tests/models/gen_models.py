@@ -733,10 +733,10 @@ def conv_bias_models():
     def conv(b, x, bias, stride=1, name="w"):
         ins = [x, b.weight(name, [C, C, 3, 3])] + ([b.weight("cb", [C], 0.1)] if bias else [])
         return b.op("Conv", ins, kernel_shape=[3, 3], pads=[1, 1, 1, 1], strides=[stride, stride])
-    def finish(b, h, stem, out_hw):
+    def finish(b, h, stem, out_hw, in_shape=None):
         b.nodes[-1].output[0] = "y"
-        x = helper.make_tensor_value_info("x", F, [1, C, HW, HW])
-        y = helper.make_tensor_value_info("y", F, [1, C, out_hw, out_hw])
+        x = helper.make_tensor_value_info("x", F, in_shape or [1, C, HW, HW])
+        y = helper.make_tensor_value_info("y", F, [1, C] + (out_hw if isinstance(out_hw, list) else [out_hw, out_hw]))
         return stem, b.model(stem, [x], [y], 17)
     out = []
     for bias in (False, True):   # one 3x3 stride-1 conv, then Relu
@@ -755,6 +755,13 @@ def conv_bias_models():
     h = b.op("Relu", [conv(b, h, False)])
     h = conv(b, h, False, stride=2)
     out.append(finish(b, h, "nobias_bn_chain", HW // 2))
+    # 1x1 convs with strides (2, 3) and no padding on odd 15x13 maps (the
+    # simplify pass subsamples their input with a Slice), with and without a
+    # bias, the second behind a Relu
+    b = Builder(43)
+    h = b.op("Conv", ["x", b.weight("p1", [C, C, 1, 1]), b.weight("pb", [C], 0.1)], kernel_shape=[1, 1], strides=[2, 3])
+    h = b.op("Conv", [b.op("Relu", [h]), b.weight("p2", [C, C, 1, 1])], kernel_shape=[1, 1], strides=[3, 2])
+    out.append(finish(b, h, "strided_pointwise", [3, 3], [1, C, 15, 13]))
     return out
 
 

@@ -80,6 +80,18 @@ static shape_stats check_default_opts(const ir_func *f, const tun_default_opts *
 
 static shape_stats check_default(const ir_func *f) { return check_default_opts(f, NULL); }
 
+/* check_default on a function given as DSL text. */
+static shape_stats check_text(const char *text) {
+  ts_arena a;
+  ts_arena_init(&a);
+  ir_func *f = NULL;
+  sch_state *s = tu_schedule_text(&a, text, &f);
+  sch_free(s);
+  shape_stats st = check_default(f);
+  ts_arena_fini(&a);
+  return st;
+}
+
 static shape_stats check_spec(ts_arena *a, const char *spec) {
   ir_func *f = tu_workload(a, spec);
   return check_default(f);
@@ -156,16 +168,51 @@ static const char *fused_conv =
     "}\n";
 
 START_TEST(test_guarded_conv_epilogue) {
-  ts_arena a;
-  ts_arena_init(&a);
-  ir_func *f = NULL;
-  sch_state *s = tu_schedule_text(&a, fused_conv, &f);
-  sch_free(s);
-  shape_stats st = check_default(f);
+  shape_stats st = check_text(fused_conv);
   ck_assert_int_eq(st.local_allocs, 0);
   /* conv update + its init + the inlined epilogue */
   ck_assert_int_eq(st.blocks, 3);
-  ts_arena_fini(&a);
+}
+END_TEST
+
+/* A subsampling copy (a Slice with steps 2 and 3) feeding a 1x1
+ * convolution, prime and odd extents: %s is the copy's last two indices. */
+static const char *subsample_conv_fmt =
+    "func sub(in0: f32[1, 6, %d, %d], in1: f32[16, 6]) -> out0: f32[1, 16, 7, 5] {\n"
+    "  block root() {\n"
+    "    alloc t0: f32[1, 6, 7, 5]\n"
+    "    for j0 in serial(0, 1) { for j1 in serial(0, 6) { for j2 in serial(0, 7) { for j3 in serial(0, 5) {\n"
+    "      block t0(v0: S(0, 1) = j0, v1: S(0, 6) = j1, v2: S(0, 7) = j2, v3: S(0, 5) = j3) {\n"
+    "        reads in0[v0, v1, %s]\n"
+    "        writes t0[v0, v1, v2, v3]\n"
+    "        t0[v0, v1, v2, v3] = in0[v0, v1, %s]\n"
+    "      }\n"
+    "    } } } }\n"
+    "    for i0 in serial(0, 1) { for i1 in serial(0, 16) { for i2 in serial(0, 7) { for i3 in serial(0, 5) {\n"
+    "      for r0 in serial(0, 6) {\n"
+    "        block out0(vi0: S(0, 1) = i0, vi1: S(0, 16) = i1, vi2: S(0, 7) = i2, vi3: S(0, 5) = i3, vr0: R(0, 6) = r0) {\n"
+    "          reads t0[vi0, vr0, vi2, vi3], in1[vi1, vr0]\n"
+    "          writes out0[vi0, vi1, vi2, vi3]\n"
+    "          init { out0[vi0, vi1, vi2, vi3] = 0.0 }\n"
+    "          out0[vi0, vi1, vi2, vi3] = out0[vi0, vi1, vi2, vi3] + t0[vi0, vr0, vi2, vi3] * in1[vi1, vr0]\n"
+    "        }\n"
+    "      } } } } }\n"
+    "  }\n"
+    "}\n";
+
+static shape_stats check_subsample(int h, int w, const char *idx) {
+  char text[4096];
+  snprintf(text, sizeof text, subsample_conv_fmt, h, w, idx, idx);
+  return check_text(text);
+}
+
+/* A producer read at a stride along its innermost axis stays its own loop
+ * nest (inlined, every vector load of the hot loop would be a gather); the
+ * same copy at unit stride is inlined into the reduction: one block fewer. */
+START_TEST(test_strided_producer_kept) {
+  shape_stats strided = check_subsample(13, 15, "v2 * 2, v3 * 3");
+  shape_stats unit = check_subsample(7, 5, "v2, v3");
+  ck_assert_int_eq(strided.blocks, unit.blocks + 1);
 }
 END_TEST
 
@@ -190,6 +237,7 @@ int main(void) {
   tcase_add_test(tc, test_fallback_extents);
   tcase_add_test(tc, test_guarded_conv_epilogue);
   tcase_add_test(tc, test_switch_off);
+  tcase_add_test(tc, test_strided_producer_kept);
   suite_add_tcase(s, tc);
   SRunner *r = srunner_create(s);
   srunner_run_all(r, CK_NORMAL);
