@@ -474,6 +474,13 @@ START_TEST(test_prove) {
   ir_var *j = ivar("j");
   ir_analyzer_bind_const(&an, j, 0, 3);
   ck_assert(ir_can_prove_equal(&an, FDIV(ADD(MUL(V(x), C(4)), V(j)), C(4)), V(x)));
+  /* an imperfect split of a symbolic extent covers it: 8*((x + 7) // 8) >= x
+   * (through x + 7 - (x + 7) % 8), and overshoots by at most 7 */
+  ir_expr *cover = MUL(FDIV(ADD(V(x), C(7)), C(8)), C(8));
+  ck_assert(ir_can_prove(&an, B(IR_GE, cover, V(x))));
+  ck_assert(ir_can_prove(&an, B(IR_LE, cover, ADD(V(x), C(7)))));
+  ck_assert(!ir_can_prove(&an, B(IR_LE, cover, ADD(V(x), C(6)))));
+  ck_assert(!ir_can_prove(&an, B(IR_GE, MUL(FDIV(V(x), C(8)), C(8)), V(x)))); /* floor, not ceil */
 }
 END_TEST
 
