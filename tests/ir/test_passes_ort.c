@@ -143,11 +143,17 @@ START_TEST(test_model_vs_onnxruntime) {
     /* NaN where onnxruntime has NaN (sqrt or pow of a negative) is a match */
     int64_t cnt = ir_tensor_numel(&outs[i]), bad = -1;
     double worst = 0;
+    /* float16 models: ONNX leaves the accumulation precision of a float16
+     * MatMul open (tessel accumulates in float16, onnxruntime in float32), so
+     * a few units of float16's last place (2^-11 relative) are a match */
+    bool half = false;
+    for (int j = 0; j < g->nvalues; j++) half |= g->values[j]->dtype.code == IR_F16;
+    double rtol = half ? 4e-3 : 1e-4;
     for (int64_t e = 0; e < cnt; e++) {
       double x = ir_tensor_get(&outs[i], e), r = ir_tensor_get(&rt, e);
       if (isnan(x) && isnan(r)) continue;
       double err = fabs(x - r);
-      if (!(err <= 1e-5 + 1e-4 * fabs(r))) {
+      if (!(err <= 1e-5 + rtol * fabs(r))) {
         if (bad < 0 || !(err <= worst)) worst = err;
         if (bad < 0) bad = e;
       }

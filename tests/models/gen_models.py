@@ -637,6 +637,16 @@ def dyn_models():
            numpy_helper.from_array(i64(0).reshape(()), "z"), numpy_helper.from_array(i64(1).reshape(()), "one"),
            numpy_helper.from_array(i64(1), "ax1"), numpy_helper.from_array(np.array([True, False, True]), "lebool"),
            numpy_helper.from_array(np.array(-9.0, np.float32), "big")])
+    # float16 storage end to end: an f16 input and f16 weights through MatMul, Add, Relu, a Flatten
+    # of [batch, 2, 5] to [batch*2, 5] (a product of the symbol), Cast back to f32
+    rng = np.random.default_rng(16)
+    model("f16", [N("MatMul", ["x16", "w16"], ["h"]), N("Add", ["h", "b16"], ["hb"]), N("Relu", ["hb"], ["hr"]),
+                  N("Reshape", ["hr", "sh3"], ["h3"]), N("Flatten", ["h3"], ["hf"], axis=2),
+                  N("Cast", ["hf"], ["y"], to=F)],
+          [helper.make_tensor_value_info("x16", TensorProto.FLOAT16, ["batch", 7])],
+          [numpy_helper.from_array((rng.standard_normal((7, 10)) * 0.5).astype(np.float16), "w16"),
+           numpy_helper.from_array((rng.standard_normal(10) * 0.1).astype(np.float16), "b16"),
+           numpy_helper.from_array(i64(0, 2, 5), "sh3")])
     # refused: a Range whose length is tensor data (bad_: only test_model_dyn reads it, for the message)
     model("bad_range_data", [N("Cast", ["x"], ["xi"], to=I64), N("ReduceSum", ["xi"], ["n"], keepdims=0),
                              N("Range", ["z", "n", "one"], ["r"]), N("Cast", ["r"], ["y"], to=F)],

@@ -10,7 +10,7 @@ sanitised the way `tessel run --output-dir` does (characters other than
 letters, digits, '_', '-', '.' become '_').
 
 With --random SEED, inputs missing from IN_DIR are generated (floats uniform
-[-1, 1) float32, ints in [-4, 4], bools, from numpy's default_rng(SEED + input
+[-1, 1) float32 (float16 for a float16 input), ints in [-4, 4], bools, from numpy's default_rng(SEED + input
 index); symbolic dims
 from --sym NAME=V, else 1) and written to IN_DIR first, so the same files can
 be handed to `tessel run --input`.
@@ -72,7 +72,7 @@ def main(argv):
             elif inp.type == "tensor(bool)":
                 arr = rng.integers(0, 2, size=shape).astype(bool)
             else:
-                arr = rng.uniform(-1.0, 1.0, size=shape).astype(np.float32)
+                arr = rng.uniform(-1.0, 1.0, size=shape).astype(np.float16 if inp.type == "tensor(float16)" else np.float32)
             os.makedirs(in_dir, exist_ok=True)
             np.save(path, arr)
         feeds[inp.name] = np.load(path)
