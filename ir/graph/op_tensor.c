@@ -551,54 +551,93 @@ void lg_emit_transpose(lg_kernel *k, const tg_node *n, const char *const *in, co
   lg_stmt(k, &b);
 }
 
-/* Reshape and its relatives: when the non-1 dims of input and output are the
- * same sequence, map axes directly; else go through the flat index. */
+/* Reshape's axis groups: x axes [x0, x1) and y axes [y0, y1) with equal
+ * products (dim.c monomials), the smallest such runs from the left, so that
+ * [b, s, 768] -> [b, s, 12, 64] is the groups b | s | 768 -> 12 x 64. */
+typedef struct rs_group {
+  int x0, x1, y0, y1;
+} rs_group;
+
+static int reshape_groups(lg_kernel *k, const tg_value *x, const tg_value *y, rs_group *gs, int cap) {
+  ts_arena *ar = k->g->mod->arena;
+  int ng = 0, i = 0, j = 0;
+  while (i < x->ndim || j < y->ndim) {
+    if (i == x->ndim || j == y->ndim) { /* what is left on one side must be 1s */
+      for (; i < x->ndim; i++)
+        if (!dim_is(x->dims[i], 1)) return -1;
+      for (; j < y->ndim; j++)
+        if (!dim_is(y->dims[j], 1)) return -1;
+      if (ng == 0) return -1;
+      gs[ng - 1].x1 = x->ndim; /* the trailing 1s join the last group */
+      gs[ng - 1].y1 = y->ndim;
+      break;
+    }
+    if (ng == cap) return -1;
+    rs_group g = {i, i + 1, j, j + 1};
+    tg_dim px = x->dims[i], py = y->dims[j], q;
+    while (!tg_dim_eq(px, py)) {
+      if (tg_dim_div(ar, py, px, &q) && g.x1 < x->ndim) {
+        if (!tg_dim_mul(ar, px, x->dims[g.x1++], &px)) return -1;
+      } else if (tg_dim_div(ar, px, py, &q) && g.y1 < y->ndim) {
+        if (!tg_dim_mul(ar, py, y->dims[g.y1++], &py)) return -1;
+      } else {
+        return -1;
+      }
+    }
+    gs[ng++] = g;
+    i = g.x1;
+    j = g.y1;
+  }
+  return ng;
+}
+
+/* Reshape and its relatives: each axis group (reshape_groups) maps directly
+ * when it is one axis on each side, else through the group's flat index;
+ * with no grouping, through the whole flat index. */
 void lg_emit_reshape(lg_kernel *k, const tg_node *n, const char *const *in, const char *const *out) {
   const char *o = out[0];
   const tg_value *x = V(k, n->inputs[0]), *y = OUTV(0);
   int rx = x->ndim, ry = y->ndim;
-  int nx[8], ny[8], cx = 0, cy = 0;
-  for (int a = 0; a < rx; a++)
-    if (!dim_is(x->dims[a], 1)) nx[cx++] = a;
-  for (int a = 0; a < ry; a++)
-    if (!dim_is(y->dims[a], 1)) ny[cy++] = a;
-  bool direct = cx == cy;
-  for (int i = 0; direct && i < cx; i++) direct = tg_dim_eq(x->dims[nx[i]], y->dims[ny[i]]);
+  rs_group gs[16];
+  int ng = reshape_groups(k, x, y, gs, 16);
+  if (ng < 0) { /* one group of everything */
+    ng = 1;
+    gs[0] = (rs_group){0, rx, 0, ry};
+  }
   tb b;
   tb_reset(&b);
   lg_lhs(&b, o, ry);
   tb_printf(&b, " = %s[", in[0]);
   char s[48];
-  if (direct) {
-    int j = 0;
-    for (int a = 0; a < rx; a++) {
-      if (a) tb_printf(&b, ", ");
-      if (j < cx && nx[j] == a) tb_printf(&b, "i%d", ny[j++]);
-      else tb_printf(&b, "0");
-    }
-  } else {
-    /* flat = ((i0 * d1 + i1) * d2 + i2) ... over the output */
+  for (int gi = 0; gi < ng; gi++) {
+    const rs_group *g = &gs[gi];
+    /* flat = ((i0 * d1 + i1) * d2 + i2) ... over the group's output axes */
     tb flat;
     tb_reset(&flat);
-    for (int a = 0; a < ry; a++) {
-      if (a == 0) tb_printf(&flat, "i0");
-      else {
+    for (int a = g->y0; a < g->y1; a++) {
+      if (a == g->y0) {
+        tb_printf(&flat, "i%d", a);
+      } else {
         tb t;
         tb_reset(&t);
         tb_printf(&t, "(%s) * %s + i%d", flat.s, lg_dim_s(k, y->dims[a], s), a);
         flat = t;
       }
     }
-    if (ry == 0) tb_printf(&flat, "0");
-    for (int a = 0; a < rx; a++) {
-      /* stride of axis a = product of dims after it */
+    if (g->y0 == g->y1) tb_printf(&flat, "0");
+    for (int a = g->x0; a < g->x1; a++) {
+      if (a) tb_printf(&b, ", ");
+      if (g->x1 - g->x0 == 1) { /* the whole group's index */
+        tb_printf(&b, "%s", flat.s);
+        continue;
+      }
+      /* stride of axis a = product of the group's dims after it */
       tb st;
       tb_reset(&st);
-      for (int q = a + 1; q < rx; q++) tb_printf(&st, "%s%s", st.n ? " * " : "", lg_dim_s(k, x->dims[q], s));
-      if (a) tb_printf(&b, ", ");
+      for (int q = a + 1; q < g->x1; q++) tb_printf(&st, "%s%s", st.n ? " * " : "", lg_dim_s(k, x->dims[q], s));
       if (st.n) tb_printf(&b, "(%s) // (%s)", flat.s, st.s);
       else tb_printf(&b, "(%s)", flat.s);
-      if (a > 0) tb_printf(&b, " %% %s", lg_dim_s(k, x->dims[a], s));
+      if (a > g->x0) tb_printf(&b, " %% %s", lg_dim_s(k, x->dims[a], s));
     }
   }
   tb_printf(&b, "]");
