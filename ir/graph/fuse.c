@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "ops.h"
 #include "passes_int.h"
 
 #define TG_FUSE_MAX_NODES 24
@@ -126,6 +127,10 @@ static bool can_merge(fctx *c, int a, int b) {
     tg_pattern pt = lg_pattern(g, n);
     if (dn && pt > TG_PAT_BROADCAST) return false;
     if (!dn && pt > TG_PAT_INJECTIVE) return false;
+    const tg_op_def *od = tg_op_def_of(lg_node_op(n));
+    if (!dn && anchor >= 0 && od && (od->flags & TG_OPF_COSTLY) &&
+        lg_pattern(g, g->nodes[anchor]) == TG_PAT_OUT_EWISE)
+      return false; /* recomputed per output tile: stays before the anchor's kernel */
   }
   /* cycle: walk forward from the union through outside nodes, where
    * entering any node of another group reaches all of it (each group runs

@@ -24,6 +24,11 @@ enum {
   /* a generator: the canonical node has no inputs (its shape is in its
    * output's dims, its parameters in attributes: Range, ConstantOfShape) */
   TG_OPF_NO_INPUTS = 1u << 3,
+  /* transcendental (exp, tanh, erf...): many times an FMA's cost, so fusion
+   * never makes it the prologue of a matmul or conv, which would recompute
+   * it for every tile of outputs that reads the element (TVM's FuseOps fuses
+   * elementwise ops after such anchors, not before) */
+  TG_OPF_COSTLY = 1u << 4,
 };
 
 /* Import: checks the node (inputs, attributes) and sets its output dtypes

@@ -1049,6 +1049,39 @@ START_TEST(test_fuse_prologue_and_shared) {
 END_TEST
 
 
+/* A transcendental op (TG_OPF_COSTLY) is never a matmul's prologue, which
+ * would recompute it for every tile of outputs that reads the element
+ * (GPT-2's tanh GELU in front of its second MLP Gemm): tanh and the mul
+ * after it stay a kernel of their own, the cheap transpose still fuses. */
+START_TEST(test_fuse_costly_not_prologue) {
+  int x = input(G, "x", 2, (tg_dim[]){C(6), C(4)});
+  int t = inter(G, "t", 2, (tg_dim[]){C(6), C(4)});
+  node(G, TG_OP_TANH, "tanh", 1, &x, 1, &t);
+  int u = inter(G, "u", 2, (tg_dim[]){C(4), C(6)});
+  aints(G, node(G, TG_OP_TRANSPOSE, "tr", 1, &t, 1, &u), "perm", 2, (int64_t[]){1, 0});
+  int w = rconst(G, "w", 2, (tg_dim[]){C(6), C(3)}, 61);
+  int y = inter(G, "y", 2, (tg_dim[]){C(4), C(3)});
+  node(G, TG_OP_MATMUL, "mm", 2, (int[]){u, w}, 1, &y);
+  output(G, y);
+  float wv[18];
+  memcpy(wv, G->values[w]->data, sizeof wv); /* the passes renumber values */
+  run_pipe(G, NULL);
+  /* {tanh}, {tr, mm} */
+  ck_assert_int_eq(tg_count_called_funcs(G), 2);
+  ir_tensor in[1], out[1];
+  make_inputs(G, in, 0, 1);
+  run(G, in, out);
+  for (int i = 0; i < 4; i++)
+    for (int j = 0; j < 3; j++) {
+      double r = 0;
+      for (int k = 0; k < 6; k++) r += tanh(at(&in[0], k * 4 + i)) * wv[k * 3 + j];
+      ck_assert_msg(fabs(at(&out[0], i * 3 + j) - r) < 1e-5, "y[%d,%d] = %g, want %g", i, j, at(&out[0], i * 3 + j), r);
+    }
+  free_tensors(in, 1);
+  free_tensors(out, 1);
+}
+END_TEST
+
 /* Pad is fused into the convolution that reads it (prologue), the relu
  * after it (epilogue); a second run of the pipeline changes nothing */
 static void pad_conv(tg_graph *g) {
@@ -1460,6 +1493,7 @@ static Suite *passes_suite(void) {
   tcase_add_test(tc, test_fuse_resnetish);
   tcase_add_test(tc, test_fuse_gelu_diamond_symbolic);
   tcase_add_test(tc, test_fuse_prologue_and_shared);
+  tcase_add_test(tc, test_fuse_costly_not_prologue);
   tcase_add_test(tc, test_fuse_pad_prologue_idempotent);
   tcase_add_test(tc, test_fuse_random_dags);
   tcase_add_test(tc, test_layout_rewrite_gemm_matmul);
