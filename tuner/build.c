@@ -311,21 +311,24 @@ static bool tile_block(sch_traced *t, const char *name, const cg_target *tg) {
    * read using the cols var) does not depend on, else the innermost other
    * non-unit spatial loop */
   const ir_var *cvar = blk->iters[iter_of[ci]].var;
+  /* a symbolic loop (a batch that is often 1) only when no constant one
+   * qualifies: the first pass takes constant loops, the second any */
   int ri = -1, ri_any = -1;
-  for (int l = ci - 1; l >= 0; l--) {
-    if (red[l] || (ext[l] != EXT_SYM && ext[l] <= 1)) continue;
-    if (ri_any < 0) ri_any = l;
-    const ir_var *v = blk->iters[iter_of[l]].var;
-    bool reuse = false;
-    for (int j = 0; j < blk->nreads; j++)
-      if (blk->reads[j].buf != blk->writes[0].buf && region_uses_var(&blk->reads[j], cvar) &&
-          !region_uses_var(&blk->reads[j], v))
-        reuse = true;
-    if (reuse) {
-      ri = l;
-      break;
+  for (int pass = 0; pass < 2 && ri < 0; pass++)
+    for (int l = ci - 1; l >= 0; l--) {
+      if (red[l] || (ext[l] != EXT_SYM && ext[l] <= 1) || (pass == 0 && ext[l] == EXT_SYM)) continue;
+      if (ri_any < 0) ri_any = l;
+      const ir_var *v = blk->iters[iter_of[l]].var;
+      bool reuse = false;
+      for (int j = 0; j < blk->nreads; j++)
+        if (blk->reads[j].buf != blk->writes[0].buf && region_uses_var(&blk->reads[j], cvar) &&
+            !region_uses_var(&blk->reads[j], v))
+          reuse = true;
+      if (reuse) {
+        ri = l;
+        break;
+      }
     }
-  }
   if (ri < 0) ri = ri_any;
   /* accumulator budget in vector registers: 32 with 512-bit vectors, else 16,
    * leaving room for the operands */
@@ -342,6 +345,10 @@ static bool tile_block(sch_traced *t, const char *name, const cg_target *tg) {
         rows = f;
         break;
       }
+  /* no divisor worth a tile (ViT's 197 tokens are prime): a full tile with a
+   * guarded tail, as for a symbolic extent, when there are rows enough */
+  bool guarded_rows = ri >= 0 && (ext[ri] == EXT_SYM || (rows * 2 <= rmax && ext[ri] >= 2 * rmax));
+  if (guarded_rows) rows = rmax;
   /* split: cols, then rows (loop RVs stay valid across splits of others) */
   int c_out = loops[ci], c_in = loops[ci], r_out = -1, r_in = -1;
   if (cols < ext[ci] && !split_inner(t, loops[ci], cols, &c_out, &c_in)) return false;
@@ -356,7 +363,7 @@ static bool tile_block(sch_traced *t, const char *name, const cg_target *tg) {
     if (red[l]) continue;
     int rv = l == ci ? (c_out != c_in ? c_out : -1) : l == ri ? r_out : loops[l];
     if (rv < 0) continue;
-    int64_t e = ext[l] == EXT_SYM ? 2 : l == ci ? ext[l] / cols : l == ri ? ext[l] / rows : ext[l];
+    int64_t e = ext[l] == EXT_SYM ? 2 : l == ci ? ext[l] / cols : l == ri ? (ext[l] + rows - 1) / rows : ext[l];
     if (first_nonunit < 0 && e > 1) first_nonunit = k;
     order[k++] = rv;
   }

@@ -176,14 +176,18 @@ START_TEST(test_tiled_symbolic_rows) {
 END_TEST
 
 /* Odd and prime extents: no factor for the cols loop (a prime above two
- * vectors) keeps the plain schedule; prime rows keep one row. Both still
- * compute the right thing. */
+ * vectors) keeps the plain schedule; prime rows (37, ViT's 197 tokens) get a
+ * full unrolled tile with a guarded tail, short prime rows (11) one row. All
+ * still compute the right thing. */
 START_TEST(test_fallback_extents) {
   ts_arena a;
   ts_arena_init(&a);
   shape_stats st = check_spec(&a, "matmul:m=37,n=67,k=29");
   ck_assert_int_eq(st.local_allocs, 0);
-  st = check_spec(&a, "matmul:m=37,n=16,k=29"); /* rows 37: prime, one row */
+  st = check_spec(&a, "matmul:m=37,n=16,k=29"); /* rows 37: prime, guarded tile */
+  ck_assert_int_eq(st.local_allocs, 1);
+  ck_assert_int_ge(st.unrolled, 1);
+  st = check_spec(&a, "matmul:m=11,n=16,k=29"); /* rows 11: prime and short, one row */
   ck_assert_int_eq(st.local_allocs, 1);
   ck_assert_int_eq(st.unrolled, 0);
   ts_arena_fini(&a);
