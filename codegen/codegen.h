@@ -53,8 +53,13 @@ typedef struct cg_lowered {
 } cg_lowered;
 
 /* Lowers f into arena a. Errors: TS_EUNSUPPORTED with a reason naming the
- * block/loop. */
+ * block/loop. On CPU targets the guarded tails of imperfect splits are
+ * partitioned off (lower_part.c). */
 ts_status cg_lower(ts_arena *a, const ir_func *f, const cg_target *t, cg_lowered *out, ts_diag *d);
+/* The same without the tail partitioning: the cost model's features
+ * describe the schedule's loop nest, as TVM extracts them before its
+ * LoopPartition. */
+ts_status cg_lower_unpartitioned(ts_arena *a, const ir_func *f, const cg_target *t, cg_lowered *out, ts_diag *d);
 /* Checks that a scheduled function can be built for t (used by search's
  * postprocessors before spending a build on it). */
 ts_status cg_check(const ir_func *f, const cg_target *t, ts_diag *d);

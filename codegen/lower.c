@@ -1084,8 +1084,17 @@ static ir_stmt *lower_run(lctx *c, const ir_func *f, ir_buffer **params) {
   return c->st ? NULL : lower_stmt(c, f->body);
 }
 
+static ts_status lower(ts_arena *a, const ir_func *f, const cg_target *t, bool partition, cg_lowered *out, ts_diag *d);
+
 ts_status cg_lower(ts_arena *a, const ir_func *f, const cg_target *t, cg_lowered *out, ts_diag *d) {
-  (void)t; /* the lowered form is target-independent today */
+  return lower(a, f, t, true, out, d);
+}
+
+ts_status cg_lower_unpartitioned(ts_arena *a, const ir_func *f, const cg_target *t, cg_lowered *out, ts_diag *d) {
+  return lower(a, f, t, false, out, d);
+}
+
+static ts_status lower(ts_arena *a, const ir_func *f, const cg_target *t, bool partition, cg_lowered *out, ts_diag *d) {
   if (!a || !f || !out) return ts_diag_set(d, TS_EINVAL, "lower: missing argument");
   if (!f->body) return ts_diag_set(d, TS_EINVAL, "lower: function %s has no body", f->name);
   memset(out, 0, sizeof *out);
@@ -1111,6 +1120,9 @@ ts_status cg_lower(ts_arena *a, const ir_func *f, const cg_target *t, cg_lowered
     c.mode = MODE_APPLY;
     body = lower_run(&c, f, params);
   }
+  /* CPU only: a GPU kernel's thread-bound loops and cross-thread reductions
+   * keep one loop nest */
+  if (body && partition && !cg_target_ops_of(t)->gpu) body = cg_partition_tails(a, body);
   if (body && g) {
     g->nparams = f->nparams;
     g->params = params;

@@ -921,7 +921,7 @@ ts_status cm_extract(const ir_func *scheduled, const cg_target *t, cm_features *
   cg_lowered low;
   ts_diag ld;
   ts_diag_clear(&ld);
-  ts_status st = cg_lower(a, scheduled, t, &low, &ld);
+  ts_status st = cg_lower_unpartitioned(a, scheduled, t, &low, &ld);
   if (st != TS_OK) {
     ts_diag_set(d, TS_EUNSUPPORTED, "cm_extract: cannot lower: %s", ld.msg);
     ts_arena_free(a);

@@ -562,8 +562,45 @@ static bool has_sym_var(const ir_analyzer *an, const sum *s) {
 /* Upper (or lower) constant bound of s, substituting each var atom that has
  * a symbolic range by the end that bounds its term, so i - N with
  * i ∈ [0, N-1] bounds to -1. Depth-limited. */
+/* A second view of a settled sum for bounds: k·floordiv(X, c) with c | k is
+ * (k/c)·(X − floormod(X, c)), and floormod ∈ [0, c) is bounded where the
+ * floordiv alone is not: what proves c·floordiv(n + c − 1, c) ≥ n (an
+ * imperfect split of a symbolic extent covers it). False when no term
+ * qualifies (e is then empty). */
+static bool expand_floordiv(ir_analyzer *an, const sum *d, sum *e) {
+  sum_init(e, d->t);
+  bool any = false;
+  for (int i = 0; i < d->n && !any; i++) {
+    int64_t c;
+    any = const_divisor(d->terms[i].atom, IR_FLOORDIV, &c) && c > 1 && d->terms[i].coef % c == 0;
+  }
+  if (!any) return false; /* the common case: nothing to expand, nothing allocated */
+  any = false;
+  sum_addc(e, d->c);
+  for (int i = 0; i < d->n; i++) {
+    ir_expr *m = d->terms[i].atom;
+    int64_t k = d->terms[i].coef, c;
+    if (const_divisor(m, IR_FLOORDIV, &c) && c > 1 && k % c == 0) {
+      linearize(e, m->u.bin.a, k / c);
+      sum_push(e, -(k / c), mk_bin(an->arena, IR_FLOORMOD, d->t, m->u.bin.a, ir_int(an->arena, d->t, c)));
+      any = true;
+    } else {
+      sum_push(e, k, m);
+    }
+  }
+  if (any) settle(an, e);
+  return any && !e->bad;
+}
+
 static int64_t sym_end(ir_analyzer *an, const sum *s, bool upper, int depth) {
   ir_const_bound b = sum_bound(an, s);
+  sum x;
+  if (expand_floordiv(an, s, &x)) { /* both views bound the same value: the tighter end */
+    ir_const_bound bx = sum_bound(an, &x);
+    if (bx.lo > b.lo) b.lo = bx.lo;
+    if (bx.hi < b.hi) b.hi = bx.hi;
+  }
+  sum_fini(&x);
   int64_t plain = upper ? b.hi : b.lo;
   if (depth == 0 || !has_sym_var(an, s)) return plain;
   sum u;
@@ -610,30 +647,6 @@ ir_const_bound ir_arith_sym_bound(ir_analyzer *an, ir_expr *e) {
 }
 
 /* Bound of x - y (both simplified ints); false if it cannot be formed. */
-/* A second view of a settled sum for bounds: k·floordiv(X, c) with c | k is
- * (k/c)·(X − floormod(X, c)), and floormod ∈ [0, c) is bounded where the
- * floordiv alone is not: what proves c·floordiv(n + c − 1, c) ≥ n (an
- * imperfect split of a symbolic extent covers it). False when no term
- * qualifies (e is then empty). */
-static bool expand_floordiv(ir_analyzer *an, const sum *d, sum *e) {
-  sum_init(e, d->t);
-  bool any = false;
-  sum_addc(e, d->c);
-  for (int i = 0; i < d->n; i++) {
-    ir_expr *m = d->terms[i].atom;
-    int64_t k = d->terms[i].coef, c;
-    if (const_divisor(m, IR_FLOORDIV, &c) && c > 1 && k % c == 0) {
-      linearize(e, m->u.bin.a, k / c);
-      sum_push(e, -(k / c), mk_bin(an->arena, IR_FLOORMOD, d->t, m->u.bin.a, ir_int(an->arena, d->t, c)));
-      any = true;
-    } else {
-      sum_push(e, k, m);
-    }
-  }
-  if (any) settle(an, e);
-  return any && !e->bad;
-}
-
 static bool diff_bound(ir_analyzer *an, ir_expr *x, ir_expr *y, ir_const_bound *out,
                        int64_t *gcd_terms) {
   sum d;
@@ -643,14 +656,7 @@ static bool diff_bound(ir_analyzer *an, ir_expr *x, ir_expr *y, ir_const_bound *
   settle(an, &d);
   bool ok = !d.bad;
   if (ok) {
-    *out = sum_bound_sym(an, &d);
-    sum e;
-    if (expand_floordiv(an, &d, &e)) { /* both bounds hold: keep the tighter ends */
-      ir_const_bound b = sum_bound_sym(an, &e);
-      if (b.lo > out->lo) out->lo = b.lo;
-      if (b.hi < out->hi) out->hi = b.hi;
-    }
-    sum_fini(&e);
+    *out = sum_bound_sym(an, &d); /* with the floordiv-expanded view (sym_end) */
     int64_t g = 0;
     for (int i = 0; i < d.n; i++) g = arith_gcd(g, d.terms[i].coef);
     /* -1 flags "x - y = g·k + c with g ∤ c": never zero. */
