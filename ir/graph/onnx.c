@@ -511,6 +511,21 @@ static ts_status import_input(imp *im, const Onnx__ValueInfoProto *vi) {
   return tg_graph_add_input(im->g, id) == TS_OK ? TS_OK : imp_oom(im);
 }
 
+/* Operators whose output shape depends on tensor data: tessel plans every
+ * shape and buffer at build time (symbolic dims only from the inputs), so
+ * these are refused with the reason, not merely as unknown. */
+static const char *data_dependent_shape(const char *op) {
+  static const char *const ops[] = {"NonZero", "Unique", "Compress", "NonMaxSuppression", "StringSplit",
+                                    "Loop", "If", "Scan", "SequenceConstruct", "SplitToSequence"};
+  for (size_t i = 0; i < sizeof ops / sizeof *ops; i++)
+    if (!strcmp(op, ops[i]))
+      return i < 5 ? ": its output shape depends on tensor data, and tessel plans every shape at build time "
+                     "(from the inputs' dims)"
+                   : ": control flow and sequences have shapes only known at run time; tessel plans every shape at "
+                     "build time";
+  return NULL;
+}
+
 static ts_status import_node(imp *im, const Onnx__NodeProto *np, size_t index) {
   nctx *nc = ts_calloc(1, sizeof *nc);
   if (!nc) return imp_oom(im);
@@ -531,8 +546,9 @@ static ts_status import_node(imp *im, const Onnx__NodeProto *np, size_t index) {
   }
   const tg_op_def *sp = tg_op_def_of(nc->op);
   if (!sp || !sp->import) {
-    st = ts_diag_set(im->d, TS_EUNSUPPORTED, "%s: node %s: operator %s (opset %d) is not supported", im->label, nc->name,
-                     opt[0] ? opt : "(empty op_type)", im->opset);
+    const char *why = data_dependent_shape(opt);
+    st = ts_diag_set(im->d, TS_EUNSUPPORTED, "%s: node %s: operator %s (opset %d) is not supported%s", im->label, nc->name,
+                     opt[0] ? opt : "(empty op_type)", im->opset, why ? why : "");
     goto done;
   }
   if (im->opset < sp->since) {

@@ -652,6 +652,9 @@ def dyn_models():
                              N("Range", ["z", "n", "one"], ["r"]), N("Cast", ["r"], ["y"], to=F)],
           [helper.make_tensor_value_info("x", F, [3])],
           [numpy_helper.from_array(i64(0).reshape(()), "z"), numpy_helper.from_array(i64(1).reshape(()), "one")])
+    # refused: NonZero's output length is the count of nonzeros (tensor data)
+    model("bad_nonzero", [N("NonZero", ["x"], ["nz"]), N("Cast", ["nz"], ["y"], to=F)],
+          [helper.make_tensor_value_info("x", F, [3])], [])
     # a bool mask flattened (Flatten moves any dtype)
     model("flatten_bool", [N("Greater", ["x", "zf"], ["g"]), N("Flatten", ["g"], ["fg"], axis=1),
                            N("Where", ["fg", "x2", "zf"], ["y"])],

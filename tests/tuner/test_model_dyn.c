@@ -87,6 +87,11 @@ START_TEST(data_dependent_shape_refused) {
   ck_assert_int_ne(r.status, 0);
   ck_assert_msg(strstr(r.err, "node #2 (Range, opset 17): input 1 (n, the limit) depends on tensor data"), "%s", r.err);
   tr_result_free(&r);
+  r = tr_sh(tmpdir, "'%s' build '%s/ops/bad_nonzero.onnx' -o '%s/bad.so'", tessel, models, tmpdir);
+  ck_assert_int_ne(r.status, 0);
+  ck_assert_msg(strstr(r.err, "operator NonZero (opset 17) is not supported: its output shape depends on tensor data"),
+                "%s", r.err);
+  tr_result_free(&r);
 }
 END_TEST
 
