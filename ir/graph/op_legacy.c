@@ -51,7 +51,8 @@ ts_status imp_lrn(imp *im, nctx *nc) {
  * (irrelevant at inference); from 12 ratio and training_mode are inputs,
  * and training_mode must be a constant false. Without a mask output the
  * node becomes an Identity; with one it stays a Dropout whose emitter
- * refuses the mask if anything reads it. */
+ * writes the mask (nothing is dropped at inference: all true, or zeros for
+ * the old mask of the data's type). */
 ts_status imp_dropout(imp *im, nctx *nc) {
   ts_status st = imp_need_input(im, nc, 0, "data");
   if (st) return st;
@@ -78,7 +79,8 @@ ts_status imp_dropout(imp *im, nctx *nc) {
   const tg_value *x = IN(im, nc, 0);
   tg_dim d[MAX_RANK];
   for (int i = 0; i < x->ndim; i++) d[i] = x->dims[i];
-  set_out(nc, 1, ir_dt(IR_BOOL), x->ndim, d);
+  /* the mask: bool from opset 10, the data's type before */
+  set_out(nc, 1, im->opset >= 10 ? ir_dt(IR_BOOL) : x->dtype, x->ndim, d);
   return TS_OK;
 }
 
@@ -153,12 +155,18 @@ void lg_emit_lrn(lg_kernel *k, const tg_node *n, const char *const *in, const ch
 }
 
 void lg_emit_dropout(lg_kernel *k, const tg_node *n, const char *const *in, const char *const *out) {
+  tb b;
   if (n->nout > 1 && out[1]) {
-    lg_fail(k, TS_EUNSUPPORTED, n, "the mask output of Dropout is used (only the data output is supported)");
-    return;
+    /* at inference nothing is dropped: the bool mask (opset 10+) is all
+     * true; the old mask of the data's type (7-9) is zeros, as onnxruntime
+     * writes it */
+    const tg_value *m = OUTV(1);
+    tb_reset(&b);
+    lg_lhs(&b, out[1], m->ndim);
+    tb_printf(&b, " = %s(%d)", dtn(m->dtype), ir_dtype_is_bool(m->dtype) ? 1 : 0);
+    lg_stmt(k, &b);
   }
   if (!out[0]) return;
-  tb b;
   tb_reset(&b);
   lg_lhs(&b, out[0], OUTV(0)->ndim);
   tb_printf(&b, " = ");

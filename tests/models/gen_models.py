@@ -655,6 +655,11 @@ def dyn_models():
     # refused: NonZero's output length is the count of nonzeros (tensor data)
     model("bad_nonzero", [N("NonZero", ["x"], ["nz"]), N("Cast", ["nz"], ["y"], to=F)],
           [helper.make_tensor_value_info("x", F, [3])], [])
+    # Dropout's mask output read: all true at inference (opset 13), zeros of the data's type (opset 9)
+    model("dropout_mask13", [N("Dropout", ["x"], ["o", "m"]), N("Cast", ["m"], ["mf"], to=F), N("Add", ["o", "mf"], ["y"])],
+          [helper.make_tensor_value_info("x", F, ["batch", 5])], [], 13)
+    model("dropout_mask9", [N("Dropout", ["x"], ["o", "m"]), N("Add", ["o", "m"], ["y"])],
+          [helper.make_tensor_value_info("x", F, ["batch", 5])], [], 9)
     # a bool mask flattened (Flatten moves any dtype)
     model("flatten_bool", [N("Greater", ["x", "zf"], ["g"]), N("Flatten", ["g"], ["fg"], axis=1),
                            N("Where", ["fg", "x2", "zf"], ["y"])],
