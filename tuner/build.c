@@ -357,17 +357,34 @@ static bool tile_block(sch_traced *t, const char *name, const cg_target *tg) {
   } else if (ri >= 0) {
     r_out = loops[ri]; /* rows 1: the loop stays outer */
   }
-  /* order: outer spatial (original order), reduction, rows, cols */
-  int order[2 * TILE_MAXL], k = 0, nouter = 0, first_nonunit = -1;
+  /* order: outer spatial (original order), reduction, rows, cols — except
+   * that the cols tiles go outside the rows loop when the operand they read
+   * (B: K x cols) is the larger one by far (a transformer's MLP, 768 x 3072
+   * against 64 rows of A): each B panel then stays in cache while every row
+   * tile uses it, instead of all of B streaming past once per row tile. A
+   * symbolic rows extent counts as 128. */
+  int64_t rows_est = ri < 0 ? 1 : ext[ri] == EXT_SYM ? 128 : ext[ri];
+  bool cols_outer = ri >= 0 && r_out >= 0 && c_out != c_in && ci > ri && ext[ci] >= 2 * rows_est;
+  int order[2 * TILE_MAXL], k = 0, nouter = 0, first_nonunit = -1, first_sym = -1;
   for (int l = 0; l < n; l++) {
     if (red[l]) continue;
     int rv = l == ci ? (c_out != c_in ? c_out : -1) : l == ri ? r_out : loops[l];
+    if (cols_outer && l == ri) rv = c_out; /* the two swap places */
+    else if (cols_outer && l == ci) rv = r_out;
     if (rv < 0) continue;
-    int64_t e = ext[l] == EXT_SYM ? 2 : l == ci ? ext[l] / cols : l == ri ? (ext[l] + rows - 1) / rows : ext[l];
-    if (first_nonunit < 0 && e > 1) first_nonunit = k;
+    int sl = cols_outer && l == ri ? ci : cols_outer && l == ci ? ri : l; /* the loop at this place */
+    int64_t e = ext[sl] == EXT_SYM ? 2 : sl == ci ? ext[sl] / cols : sl == ri ? (ext[sl] + rows - 1) / rows : ext[sl];
+    /* the parallel loop: the first constant non-unit one; a symbolic one
+     * (a batch, often 1) only when no constant one comes before the tile */
+    if (ext[sl] == EXT_SYM) {
+      if (first_sym < 0) first_sym = k;
+    } else if (first_nonunit < 0 && e > 1) {
+      first_nonunit = k;
+    }
     order[k++] = rv;
   }
   nouter = k;
+  if (first_nonunit < 0) first_nonunit = first_sym;
   int first_red = k;
   for (int l = 0; l < n; l++)
     if (red[l]) order[k++] = loops[l];
