@@ -146,5 +146,7 @@ ts_status imp_param_ints(imp *im, nctx *nc, int i, const char *what, bool *prese
 ts_status imp_need_float(imp *im, nctx *nc, int i);
 /* TS_EINVAL naming input i (`what`) when it is omitted. */
 ts_status imp_need_input(imp *im, nctx *nc, int i, const char *what);
+/* TS_ETYPE naming input i (`what`) unless it is int32 or int64 (op_data.c). */
+ts_status imp_need_index(imp *im, nctx *nc, int i, const char *what);
 
 #endif

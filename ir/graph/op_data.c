@@ -17,7 +17,7 @@
 /* ---- import ------------------------------------------------------------------- */
 
 /* TS_ETYPE naming input i (`what`) unless it is int32 or int64. */
-static ts_status need_index(imp *im, nctx *nc, int i, const char *what) {
+ts_status imp_need_index(imp *im, nctx *nc, int i, const char *what) {
   const tg_value *v = IN(im, nc, i);
   if (!v) return imp_nerr(im, nc, TS_EINVAL, "input %d (%s) is required", i, what);
   if (v->dtype.code != IR_I64 && v->dtype.code != IR_I32)
@@ -41,7 +41,7 @@ static ts_status scalar_param(imp *im, nctx *nc, int i, const char *what, int64_
 
 ts_status imp_gather_elements(imp *im, nctx *nc) {
   ts_status st = imp_need_input(im, nc, 0, "data");
-  if (st || (st = need_index(im, nc, 1, "indices"))) return st;
+  if (st || (st = imp_need_index(im, nc, 1, "indices"))) return st;
   const tg_value *x = IN(im, nc, 0), *ix = IN(im, nc, 1);
   if (x->ndim != ix->ndim || x->ndim < 1)
     return imp_nerr(im, nc, TS_EINVAL, "data (rank %d) and indices (rank %d) must have the same rank, at least 1",
@@ -178,7 +178,7 @@ ts_status imp_onehot(imp *im, nctx *nc) {
 
 ts_status imp_gather_nd(imp *im, nctx *nc) {
   ts_status st = imp_need_input(im, nc, 0, "data");
-  if (st || (st = need_index(im, nc, 1, "indices"))) return st;
+  if (st || (st = imp_need_index(im, nc, 1, "indices"))) return st;
   const tg_value *x = IN(im, nc, 0), *ix = IN(im, nc, 1);
   int64_t bd = aint(nc, "batch_dims", 0);
   int q = ix->ndim, r = x->ndim;
