@@ -881,8 +881,7 @@ def main():
         json.dump(manifest, f, indent=1)
     for stem, m in mathops_sym_models():
         onnx.save(m, os.path.join(out, "ops", stem + ".onnx"))
-    for stem, m in ops2_sym_models():
-        onnx.save(m, os.path.join(out, "ops", stem + ".onnx"))
+    save_ops2_models(os.path.join(out, "ops"))
     for stem, m in bad_models().items():
         onnx.save(m, os.path.join(out, "ops", stem + ".onnx"))
     save_graphfix_models(out)
@@ -968,6 +967,67 @@ def ops2_sym_models():
         m.ir_version = 8
         out.append((stem + "_op13", m))
     return out
+
+
+def save_ops2_models(ops_dir):
+    """The ops2 models outside the manifest: symbolic batch, external data, refusals."""
+    for stem, m in ops2_sym_models():
+        onnx.save(m, os.path.join(ops_dir, stem + ".onnx"))
+    save_ops2_extern_models(ops_dir)
+    x = helper.make_tensor_value_info("x", F, [3, 5])
+    k = helper.make_tensor_value_info("k", I64, [1])
+    v, i = helper.make_tensor_value_info("v", F, None), helper.make_tensor_value_info("i", I64, None)
+    y = helper.make_tensor_value_info("y", F, None)
+    idx = numpy_helper.from_array(np.array([[1]], np.int64), "idx")
+    upd = numpy_helper.from_array(np.ones((1, 5), np.float32), "u")
+    bad = {
+        "bad_topk_dynamic_k": ([helper.make_node("TopK", ["x", "k"], ["v", "i"], name="tk")], [x, k], [v, i], [], 13),
+        "bad_topk_k_large": ([helper.make_node("TopK", ["x"], ["v", "i"], name="tk", k=6)], [x], [v, i], [], 9),
+        "bad_einsum_letters": ([helper.make_node("Einsum", ["x", "x"], ["y"], name="es", equation="ij,jk->ik")], [x], [y], [], 13),
+        "bad_einsum_term": ([helper.make_node("Einsum", ["x"], ["y"], name="es", equation="i2->i")], [x], [y], [], 13),
+        "bad_scatternd_max16": ([helper.make_node("ScatterND", ["x", "idx", "u"], ["y"], name="sc", reduction="max")], [x], [y], [idx, upd], 16),
+    }
+    for stem, (nodes, ins, outs, inits, opset) in bad.items():
+        mm = helper.make_model(helper.make_graph(nodes, stem, ins, outs, inits), opset_imports=[helper.make_opsetid("", opset)])
+        mm.ir_version = 8
+        onnx.save(mm, os.path.join(ops_dir, stem + ".onnx"))
+
+
+def save_ops2_extern_models(ops_dir):
+    """External data (weights beside the model): extern_mm_op17.onnx, every
+    tensor in extern_mm_op17.bin (test_passes_ort runs it against
+    onnxruntime); and the refusals test_onnx checks: a location that leaves
+    the directory ('..', absolute), a missing file, a file too short."""
+    rng = np.random.default_rng(16)
+    b = Builder(16)
+    h = b.op("Conv", ["x", b.weight("k", [2, 1, 2, 3])])
+    h = b.op("MatMul", [h, b.weight("w", [5, 3])])
+    h = b.op("Add", [h, b.weight("b", [3])])
+    b.op("Gather", [h, b.const("g", np.array([2, 0], np.int64))], axis=3)
+    b.nodes[-1].output[0] = "y"
+    m = b.model("extern_mm", [helper.make_tensor_value_info("x", F, [1, 1, 5, 7])], [helper.make_tensor_value_info("y", F, [1, 2, 4, 2])], 17)
+    onnx.save_model(m, os.path.join(ops_dir, "extern_mm_op17.onnx"), save_as_external_data=True,
+                    all_tensors_to_one_file=True, location="extern_mm_op17.bin", size_threshold=0)
+    x = helper.make_tensor_value_info("x", F, [2, 3])
+    y = helper.make_tensor_value_info("y", F, None)
+    for stem, loc, off, length in [("bad_extern_escape", "../weights.bin", None, None),
+                                   ("bad_extern_abs", "/etc/hostname", None, None),
+                                   ("bad_extern_missing", "no_such_weights.bin", None, None),
+                                   ("bad_extern_trunc", "bad_extern_trunc.bin", "8", "24"),
+                                   ("bad_extern_length", "bad_extern_trunc.bin", None, "20")]:
+        w = numpy_helper.from_array(rng.standard_normal((2, 3)).astype(np.float32), "w")
+        w.ClearField("raw_data")
+        w.data_location = TensorProto.EXTERNAL
+        for k, v in (("location", loc), ("offset", off), ("length", length)):
+            if v is not None:
+                e = w.external_data.add()
+                e.key, e.value = k, v
+        g = helper.make_graph([helper.make_node("Add", ["x", "w"], ["y"], name="a")], stem, [x], [y], [w])
+        mm = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], producer_name="tessel-gen")
+        mm.ir_version = 8
+        onnx.save(mm, os.path.join(ops_dir, stem + ".onnx"))
+    with open(os.path.join(ops_dir, "bad_extern_trunc.bin"), "wb") as f:
+        f.write(bytes(30))  # 30 bytes: offset 8 + 24 runs past the end
 
 
 if __name__ == "__main__":
