@@ -116,6 +116,7 @@
   X(TG_OP_SCATTER_ND, "ScatterND")               \
   X(TG_OP_SCATTER_ELEMENTS, "ScatterElements")   \
   X(TG_OP_SCATTER, "Scatter")                    \
+  X(TG_OP_CAST_LIKE, "CastLike")                 \
   /* -- data movement (op_data.c) -- */           \
   X(TG_OP_GATHER_ELEMENTS, "GatherElements")     \
   X(TG_OP_TILE, "Tile")                          \

@@ -146,6 +146,7 @@ R(TG_OP_TOPK,                     "TopK",               "topk",                1
 R(TG_OP_SCATTER_ND,               "ScatterND",          "scatter_nd",         11, 0, 3, 3,  1, 1, "s:reduction@16",                imp_scatter_nd,   lg_emit_scatter_nd,   3, OPQ, NULL, 0),
 R(TG_OP_SCATTER_ELEMENTS,         "ScatterElements",    "scatter_elements",   11, 0, 3, 3,  1, 1, "i:axis s:reduction@16",         imp_scatter_elements, lg_emit_scatter_elements, 3, OPQ, NULL, 0),
 R(TG_OP_SCATTER,                  "Scatter",            "scatter",             9, 11, 3, 3, 1, 1, "i:axis",                        imp_scatter_elements, lg_emit_scatter_elements, 3, OPQ, NULL, 0),
+R(TG_OP_CAST_LIKE,                "CastLike",           "cast",               15, 0, 2, 2,  1, 1, "i:saturate@19 s:round_mode@24", imp_castlike,     lg_emit_unary,        1, EW, NULL, 0),
 #undef R
 };
 /* clang-format on */

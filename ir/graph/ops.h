@@ -184,6 +184,7 @@ void lg_emit_mvn(lg_kernel *k, const tg_node *n, const char *const *in, const ch
 /* op_contract.c (ops2) */
 ts_status imp_einsum(imp *im, nctx *nc);
 void lg_emit_einsum(lg_kernel *k, const tg_node *n, const char *const *in, const char *const *out);
+ts_status imp_castlike(imp *im, nctx *nc); /* op_elemwise.c */
 /* op_scatter.c (ops2) */
 ts_status imp_topk(imp *im, nctx *nc);
 ts_status imp_scatter_nd(imp *im, nctx *nc);

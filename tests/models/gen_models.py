@@ -904,14 +904,10 @@ def ops2_models():
 
     def add(stem, opset, op_type, ins, outs=(("y", F),), attrs=None):
         node = helper.make_node(op_type, [n for n, _ in ins], [o for o, _ in outs], name=stem, **(attrs or {}))
-        gin, inits = [], []
-        for n, v in ins:
-            if isinstance(v, np.ndarray):
-                inits.append(numpy_helper.from_array(v, n))
-            elif isinstance(v, tuple):
-                gin.append(helper.make_tensor_value_info(n, v[1], v[0]))
-            else:
-                gin.append(helper.make_tensor_value_info(n, F, v))
+        # ins: ('name', shape) a float input, ('name', (shape, type)) a typed one, ('name', ndarray) a constant
+        inits = [numpy_helper.from_array(v, n) for n, v in ins if n and isinstance(v, np.ndarray)]
+        gin = [helper.make_tensor_value_info(n, *((v[1], v[0]) if isinstance(v, tuple) else (F, v)))
+               for n, v in ins if n and not isinstance(v, np.ndarray)]
         gout = [helper.make_tensor_value_info(o, t, None) for o, t in outs if t is not None]
         m = helper.make_model(helper.make_graph([node], stem, gin, gout, inits),
                               opset_imports=[helper.make_opsetid("", opset)], producer_name="tessel-gen")
@@ -951,6 +947,24 @@ def ops2_models():
     add("scatterelements_min", 18, "ScatterElements", [("x", [4, 3]), ("i", np.array([[0, 2, 0], [0, 2, 1]], np.int32)), ("u", [2, 3])], attrs=dict(reduction="min"))
     add("scatter", 9, "Scatter", [("x", [3, 5]), ("i", i64(1, 3, 0, 2, 4, 0).reshape(3, 2)), ("u", [3, 2])], attrs=dict(axis=1))
     add("scatter", 10, "Scatter", [("x", [4, 3]), ("i", i64(3, 0, 1).reshape(1, 3)), ("u", [1, 3])])
+    # ConvTranspose groups / dilations / output_shape past the op's reach, AveragePool dilations
+    X = ("x", [2, 4, 5, 7])
+    add("convtranspose_group", 17, "ConvTranspose", [X, ("w", f32(4, 3, 3, 2)), ("b", f32(6))], attrs=dict(group=2, strides=[2, 3], pads=[1, 0, 0, 1], output_padding=[1, 2]))
+    add("convtranspose_dil", 17, "ConvTranspose", [X, ("w", f32(4, 2, 3, 3))], attrs=dict(dilations=[2, 3], strides=[1, 2]))
+    add("convtranspose_group_dil", 22, "ConvTranspose", [X, ("w", f32(4, 1, 2, 3))], attrs=dict(group=4, dilations=[3, 2], strides=[3, 1], output_padding=[2, 0]))
+    add("convtranspose_same_lower", 17, "ConvTranspose", [X, ("w", f32(4, 3, 3, 3))], attrs=dict(auto_pad="SAME_LOWER", strides=[2, 2]))
+    add("convtranspose_oshape_big", 17, "ConvTranspose", [("x", [1, 1, 3, 3]), ("w", f32(1, 2, 3, 3))], attrs=dict(strides=[3, 2], output_shape=[10, 8]))
+    add("averagepool_dil", 19, "AveragePool", [X], attrs=dict(kernel_shape=[2, 3], dilations=[2, 2], pads=[1, 2, 1, 0]))
+    add("averagepool_dil_incl", 19, "AveragePool", [X], attrs=dict(kernel_shape=[3, 2], dilations=[2, 3], pads=[1, 1, 2, 1], count_include_pad=1, strides=[2, 1]))
+    add("averagepool_dil_ceil", 19, "AveragePool", [X], attrs=dict(kernel_shape=[2, 2], dilations=[2, 2], strides=[2, 2], ceil_mode=1))
+    add("castlike", 15, "CastLike", [("x", [2, 3, 5]), ("t", np.array([1], np.int32))], outs=(("y", TensorProto.INT32),))
+    add("castlike_f64", 19, "CastLike", [("x", ([3, 5], L)), ("t", np.array([0.5], np.float64))], outs=(("y", TensorProto.DOUBLE),))
+    sc = lambda *v: np.array(v, np.float32)
+    add("resize_cubic", 13, "Resize", [("x", [1, 2, 5, 7]), ("r", sc()), ("s", sc(1, 1, 2, 1.5))], attrs=dict(mode="cubic"))
+    add("resize_cubic_excl", 19, "Resize", [("x", [2, 3, 6, 5]), ("r", sc()), ("s", sc(1, 1, 0.6, 1.8))], attrs=dict(mode="cubic", exclude_outside=1, cubic_coeff_a=-0.5))
+    add("resize_cubic_ac", 18, "Resize", [("x", [1, 2, 4, 5]), ("r", sc()), ("", None), ("z", i64(7, 3))], attrs=dict(mode="cubic", coordinate_transformation_mode="align_corners", axes=[2, 3]))
+    add("resize_cubic_asym", 13, "Resize", [("x", [1, 1, 5, 4]), ("r", sc()), ("s", sc(1, 1, 1.5, 2.5))], attrs=dict(mode="cubic", coordinate_transformation_mode="asymmetric"))
+    add("resize_cubic_pt", 13, "Resize", [("x", [2, 9]), ("r", sc()), ("", None), ("z", i64(2, 4))], attrs=dict(mode="cubic", coordinate_transformation_mode="pytorch_half_pixel"))
     return M
 
 
