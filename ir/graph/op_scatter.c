@@ -334,10 +334,11 @@ void lg_emit_scatter_nd(lg_kernel *k, const tg_node *n, const char *const *in, c
     tb_printf(&sp.fr, "%s r%d in 0..%s", j ? "," : " for", j, dj);
     tb_printf(&sp.upd_r, "%sr%d", j ? ", " : "", j);
     tb_printf(&sp.flat, "%sr%d", j ? " + " : "", j);
-    for (int l = j + 1; l < q - 1; l++) tb_printf(&sp.flat, " * %s", lg_dim_s(k, ix->dims[l], D));
+    char D2[48]; /* dj stays in D */
+    for (int l = j + 1; l < q - 1; l++) tb_printf(&sp.flat, " * %s", lg_dim_s(k, ix->dims[l], D2));
     /* H // (product of the later dims) % D_j */
     tb_printf(&sp.upd_hit, "%s(@", j ? ", " : "");
-    for (int l = j + 1; l < q - 1; l++) tb_printf(&sp.upd_hit, " // %s", lg_dim_s(k, ix->dims[l], D));
+    for (int l = j + 1; l < q - 1; l++) tb_printf(&sp.upd_hit, " // %s", lg_dim_s(k, ix->dims[l], D2));
     tb_printf(&sp.upd_hit, ") %% %s", dj);
   }
   if (q == 1) tb_printf(&sp.flat, "0");

@@ -935,6 +935,7 @@ def ops2_models():
     add("topk_indices", 11, "TopK", [("x", [5, 7]), ("k", i64(2))], outs=(("v", None), ("i", L)))  # values unused
     add("scatternd", 11, "ScatterND", [("x", [4, 5, 3]), ("i", i64(1, 3, 0).reshape(3, 1)), ("u", [3, 5, 3])])
     add("scatternd_elem", 13, "ScatterND", [("x", [4, 6]), ("i", i64(1, 2, 3, 5, 0, 0).reshape(3, 2)), ("u", [3])])
+    add("scatternd_3d_idx", 13, "ScatterND", [("x", [7, 4]), ("i", i64(5, 0, 3, 6, 1, 2).reshape(3, 2, 1)), ("u", [3, 2, 4])])
     add("scatternd_add", 16, "ScatterND", [("x", [3, 4, 5]), ("i", i64(0, 1, 2, 3, 0, 1).reshape(3, 2)), ("u", [3, 5])], attrs=dict(reduction="add"))
     add("scatternd_mul", 16, "ScatterND", [("x", [3, 4, 5]), ("i", i64(0, 1, 2, 3, 0, 1, 1, 1).reshape(2, 2, 2)), ("u", [2, 2, 5])], attrs=dict(reduction="mul"))
     add("scatternd_max", 18, "ScatterND", [("x", [5, 3]), ("i", i64(4, 1, 4).reshape(3, 1)), ("u", [3, 3])], attrs=dict(reduction="max"))
