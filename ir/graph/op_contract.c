@@ -195,7 +195,9 @@ ts_status imp_einsum(imp *im, nctx *nc) {
   put_term(canon, &m, olab, on);
   canon[m] = '\0';
   set_out(nc, 0, x0->dtype, on, od);
-  return imp_set_str(im, nc, "equation", canon);
+  const char *keep = ts_arena_strdup(im->a, canon); /* attributes hold their strings until the node is made */
+  if (!keep) return imp_oom(im);
+  return imp_set_str(im, nc, "equation", keep);
 }
 
 /* ---- legalisation --------------------------------------------------------------- */
