@@ -381,6 +381,8 @@ START_TEST(test_refusals) {
           "bad_extern_trunc.bin holds 30 bytes; offset 8 + length 24 runs past its end");
   refused("ops/bad_extern_length.onnx", TS_EPARSE,
           "initializer w: external data 'bad_extern_trunc.bin' has length 20, the tensor needs 24 bytes", NULL);
+  refused("ops/bad_extern_link.onnx", TS_EINVAL, "initializer w: external data file",
+          "bad_extern_link.bin resolves outside the model's directory");
   refused("ops/bad_topk_dynamic_k.onnx", TS_EUNSUPPORTED, "node tk (TopK, opset 13)", "K");
   refused("ops/bad_topk_k_large.onnx", TS_EINVAL, "node tk (TopK, opset 9)", "k 6 is out of range for axis 1 of extent 5");
   refused("ops/bad_einsum_letters.onnx", TS_ESHAPE, "node es (Einsum, opset 13)", "letter 'j' is [5] in one operand and [3] in x");

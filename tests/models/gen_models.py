@@ -1029,7 +1029,8 @@ def save_ops2_extern_models(ops_dir):
                                    ("bad_extern_abs", "/etc/hostname", None, None),
                                    ("bad_extern_missing", "no_such_weights.bin", None, None),
                                    ("bad_extern_trunc", "bad_extern_trunc.bin", "8", "24"),
-                                   ("bad_extern_length", "bad_extern_trunc.bin", None, "20")]:
+                                   ("bad_extern_length", "bad_extern_trunc.bin", None, "20"),
+                                   ("bad_extern_link", "bad_extern_link.bin", None, None)]:
         w = numpy_helper.from_array(rng.standard_normal((2, 3)).astype(np.float32), "w")
         w.ClearField("raw_data")
         w.data_location = TensorProto.EXTERNAL
@@ -1043,6 +1044,10 @@ def save_ops2_extern_models(ops_dir):
         onnx.save(mm, os.path.join(ops_dir, stem + ".onnx"))
     with open(os.path.join(ops_dir, "bad_extern_trunc.bin"), "wb") as f:
         f.write(bytes(30))  # 30 bytes: offset 8 + 24 runs past the end
+    link = os.path.join(ops_dir, "bad_extern_link.bin")  # a link out of the model's directory
+    if os.path.lexists(link):
+        os.remove(link)
+    os.symlink("../mlp.onnx", link)
 
 
 if __name__ == "__main__":
