@@ -110,6 +110,13 @@
   X(TG_OP_INSTANCE_NORM, "InstanceNormalization")\
   X(TG_OP_GROUP_NORM, "GroupNormalization")     \
   X(TG_OP_MVN, "MeanVarianceNormalization")     \
+  /* -- ops2: contraction, top-k, scatters (op_contract.c, op_scatter.c) -- */ \
+  X(TG_OP_EINSUM, "Einsum")                      \
+  X(TG_OP_TOPK, "TopK")                          \
+  X(TG_OP_SCATTER_ND, "ScatterND")               \
+  X(TG_OP_SCATTER_ELEMENTS, "ScatterElements")   \
+  X(TG_OP_SCATTER, "Scatter")                    \
+  X(TG_OP_CAST_LIKE, "CastLike")                 \
   /* -- data movement (op_data.c) -- */           \
   X(TG_OP_GATHER_ELEMENTS, "GatherElements")     \
   X(TG_OP_TILE, "Tile")                          \

@@ -219,11 +219,7 @@ ts_status imp_import_tensor(imp *im, const Onnx__TensorProto *t, const char *nam
   if (!tg_onnx_dtype(dtype, &dt))
     return ts_diag_set(im->d, TS_EUNSUPPORTED, "%s: %s: element type %s (%d) is not supported", im->label, what,
                        imp_type_name(dtype), dtype);
-  if (t->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL || t->n_external_data)
-    return ts_diag_set(im->d, TS_EUNSUPPORTED,
-                       "%s: %s: stored as external data; tessel reads only weights inside the model file "
-                       "(re-save with onnx.save_model(..., save_as_external_data=False))",
-                       im->label, what);
+  bool external = t->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL;
   if (t->segment) return ts_diag_set(im->d, TS_EUNSUPPORTED, "%s: %s: segmented tensors are not supported", im->label, what);
   if (t->n_dims > MAX_RANK)
     return ts_diag_set(im->d, TS_EUNSUPPORTED, "%s: %s: rank %zu is above %d", im->label, what, t->n_dims, MAX_RANK);
@@ -235,7 +231,10 @@ ts_status imp_import_tensor(imp *im, const Onnx__TensorProto *t, const char *nam
   tg_dim dims[MAX_RANK];
   for (size_t i = 0; i < t->n_dims; i++) dims[i] = DC(t->dims[i]);
   void *buf = NULL;
-  if (t->has_raw_data) {
+  if (external) {
+    ts_status est = imp_external_data(im, t, what, nbytes, &buf);
+    if (est) return est;
+  } else if (t->has_raw_data) {
     if (t->raw_data.len != nbytes)
       return ts_diag_set(im->d, TS_EPARSE, "%s: %s: raw_data holds %zu bytes, %" PRId64 " %s elements need %zu",
                          im->label, what, t->raw_data.len, numel, imp_type_name(dtype), nbytes);
@@ -275,7 +274,7 @@ ts_status imp_import_tensor(imp *im, const Onnx__TensorProto *t, const char *nam
   int id = tg_value_add(im->g, name, TG_V_CONST, dt, (int)t->n_dims, dims, &tmp);
   ts_status st = TS_OK;
   if (id < 0) st = ts_diag_set(im->d, tmp.code, "%s: %s: %s", im->label, what, tmp.msg);
-  else st = tg_value_set_data(im->g, id, t->has_raw_data ? t->raw_data.data : buf, nbytes, im->d);
+  else st = tg_value_set_data(im->g, id, t->has_raw_data && !external ? t->raw_data.data : buf, nbytes, im->d);
   ts_free(buf);
   if (st != TS_OK) return st;
   if (!imp_kv_grow(im)) return imp_oom(im);
@@ -661,7 +660,10 @@ static ts_status drop_unused(tg_graph *g) {
   return TS_OK;
 }
 
-ts_status tg_onnx_import_mem(const void *buf, size_t len, const char *label, ir_module *m, tg_graph **out, ts_diag *d) {
+/* Imports a serialised model; dir: the model file's directory, for
+ * external data (NULL: none). */
+static ts_status import_model(const void *buf, size_t len, const char *label, const char *dir, ir_module *m,
+                              tg_graph **out, ts_diag *d) {
   if (out) *out = NULL;
   if (!label) label = "<memory>";
   if (!buf && len) return ts_diag_set(d, TS_EINVAL, "%s: no data", label);
@@ -669,7 +671,7 @@ ts_status tg_onnx_import_mem(const void *buf, size_t len, const char *label, ir_
   if (!mp)
     return ts_diag_set(d, TS_EPARSE, "%s: not a valid ONNX model (protobuf ModelProto did not parse: truncated or corrupt, %zu bytes)",
                        label, len);
-  imp im = {.d = d, .label = label, .a = m->arena};
+  imp im = {.d = d, .label = label, .dir = dir, .a = m->arena};
   ts_status st = TS_OK;
   const Onnx__GraphProto *gp = mp->graph;
   if (!gp) {
@@ -763,13 +765,30 @@ done:
   return st;
 }
 
+ts_status tg_onnx_import_mem(const void *buf, size_t len, const char *label, ir_module *m, tg_graph **out, ts_diag *d) {
+  return import_model(buf, len, label, NULL, m, out, d);
+}
+
 ts_status tg_onnx_import(const char *path, ir_module *m, tg_graph **out, ts_diag *d) {
   if (out) *out = NULL;
   char *buf = NULL;
   size_t len = 0;
   ts_status st = ts_read_file(path, &buf, &len, d);
   if (st) return st;
-  st = tg_onnx_import_mem(buf, len, path, m, out, d);
+  /* the directory external data is read from: path up to its last '/' */
+  const char *slash = strrchr(path, '/');
+  size_t dl = slash ? (size_t)(slash - path) : 1;
+  char *dir = ts_malloc(dl + 2);
+  if (!dir) {
+    ts_free(buf);
+    return ts_diag_set(d, TS_ENOMEM, "%s: out of memory", path);
+  }
+  if (slash) memcpy(dir, path, dl);
+  else dir[0] = '.';
+  if (slash && dl == 0) dir[dl++] = '/';
+  dir[dl] = '\0';
+  st = import_model(buf, len, path, dir, m, out, d);
+  ts_free(dir);
   ts_free(buf);
   return st;
 }

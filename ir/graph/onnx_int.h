@@ -30,6 +30,7 @@ typedef struct imp {
   ts_arena *a;
   ts_diag *d;
   const char *label;
+  const char *dir; /* the model file's directory (external data); NULL: imported from memory */
   int opset;
   known *kv; /* by value id */
   int nkv;
@@ -137,6 +138,9 @@ ts_status imp_set_floats(imp *im, nctx *nc, const char *name, const double *v, i
 /* Converts a TensorProto into a new constant value named `name`; `what`
  * names it in messages. */
 ts_status imp_import_tensor(imp *im, const Onnx__TensorProto *t, const char *name, const char *what, int *out_id);
+/* The nbytes of tensor t stored as external data (onnx_extern.c), read
+ * into a new ts_malloc buffer *out. */
+ts_status imp_external_data(imp *im, const Onnx__TensorProto *t, const char *what, size_t nbytes, void **out);
 /* A scalar (or one-element) constant input as a double. */
 bool imp_const_scalar(imp *im, int vid, double *out);
 /* Parameter input i as ints known at import (omitted: *present = false). */
@@ -146,5 +150,7 @@ ts_status imp_param_ints(imp *im, nctx *nc, int i, const char *what, bool *prese
 ts_status imp_need_float(imp *im, nctx *nc, int i);
 /* TS_EINVAL naming input i (`what`) when it is omitted. */
 ts_status imp_need_input(imp *im, nctx *nc, int i, const char *what);
+/* TS_ETYPE naming input i (`what`) unless it is int32 or int64 (op_data.c). */
+ts_status imp_need_index(imp *im, nctx *nc, int i, const char *what);
 
 #endif

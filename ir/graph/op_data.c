@@ -17,7 +17,7 @@
 /* ---- import ------------------------------------------------------------------- */
 
 /* TS_ETYPE naming input i (`what`) unless it is int32 or int64. */
-static ts_status need_index(imp *im, nctx *nc, int i, const char *what) {
+ts_status imp_need_index(imp *im, nctx *nc, int i, const char *what) {
   const tg_value *v = IN(im, nc, i);
   if (!v) return imp_nerr(im, nc, TS_EINVAL, "input %d (%s) is required", i, what);
   if (v->dtype.code != IR_I64 && v->dtype.code != IR_I32)
@@ -41,7 +41,7 @@ static ts_status scalar_param(imp *im, nctx *nc, int i, const char *what, int64_
 
 ts_status imp_gather_elements(imp *im, nctx *nc) {
   ts_status st = imp_need_input(im, nc, 0, "data");
-  if (st || (st = need_index(im, nc, 1, "indices"))) return st;
+  if (st || (st = imp_need_index(im, nc, 1, "indices"))) return st;
   const tg_value *x = IN(im, nc, 0), *ix = IN(im, nc, 1);
   if (x->ndim != ix->ndim || x->ndim < 1)
     return imp_nerr(im, nc, TS_EINVAL, "data (rank %d) and indices (rank %d) must have the same rank, at least 1",
@@ -178,7 +178,7 @@ ts_status imp_onehot(imp *im, nctx *nc) {
 
 ts_status imp_gather_nd(imp *im, nctx *nc) {
   ts_status st = imp_need_input(im, nc, 0, "data");
-  if (st || (st = need_index(im, nc, 1, "indices"))) return st;
+  if (st || (st = imp_need_index(im, nc, 1, "indices"))) return st;
   const tg_value *x = IN(im, nc, 0), *ix = IN(im, nc, 1);
   int64_t bd = aint(nc, "batch_dims", 0);
   int q = ix->ndim, r = x->ndim;
@@ -442,7 +442,7 @@ static ts_status resize_scales(imp *im, nctx *nc, const tg_value *x, double *S, 
 }
 
 ts_status imp_resize(imp *im, nctx *nc) {
-  static const char *const modes[] = {"nearest", "linear", NULL};
+  static const char *const modes[] = {"nearest", "linear", "cubic", NULL};
   static const char *const ctms[] = {"half_pixel", "pytorch_half_pixel", "align_corners", "asymmetric", "tf_half_pixel_for_nn", NULL};
   static const char *const nms[] = {"round_prefer_floor", "round_prefer_ceil", "floor", "ceil", NULL};
   ts_status st = imp_need_input(im, nc, 0, "X");
@@ -452,7 +452,8 @@ ts_status imp_resize(imp *im, nctx *nc) {
   const char *mode = astr(nc, "mode", "nearest");
   const char *ctm = old ? "asymmetric" : astr(nc, "coordinate_transformation_mode", "half_pixel");
   const char *nm = old ? "simple" : astr(nc, "nearest_mode", "round_prefer_floor");
-  if (!in_list(mode, modes)) return imp_nerr(im, nc, TS_EUNSUPPORTED, "mode='%s' (nearest and linear are supported)", mode);
+  if (!in_list(mode, modes) || (old && !strcmp(mode, "cubic")))
+    return imp_nerr(im, nc, TS_EUNSUPPORTED, "mode='%s' (nearest, linear%s are supported)", mode, old ? "" : " and cubic");
   if (!in_list(ctm, ctms)) return imp_nerr(im, nc, TS_EUNSUPPORTED, "coordinate_transformation_mode='%s'", ctm);
   if (!old && !in_list(nm, nms)) return imp_nerr(im, nc, TS_EUNSUPPORTED, "nearest_mode='%s'", nm);
   if (aint(nc, "antialias", 0)) return imp_nerr(im, nc, TS_EUNSUPPORTED, "antialias=1");
@@ -467,11 +468,15 @@ ts_status imp_resize(imp *im, nctx *nc) {
   if ((st = imp_set_str(im, nc, "mode", mode)) || (st = imp_set_str(im, nc, "coordinate_transformation_mode", ctm)) ||
       (st = imp_set_str(im, nc, "nearest_mode", nm)))
     return st;
+  if (!strcmp(mode, "cubic") && ((st = imp_set_float(im, nc, "cubic_coeff_a", afloat(nc, "cubic_coeff_a", -0.75))) ||
+                                 (st = imp_set_int(im, nc, "exclude_outside", aint(nc, "exclude_outside", 0) != 0))))
+    return st;
   return imp_set_floats(im, nc, "scales", S, x->ndim);
 }
 
-/* The source coordinate of output index i<a> as f32 text, clamped to [0, in - 1]. */
-static void resize_coord(tb *b, const char *ctm, int a, double s, int64_t in, int64_t out) {
+/* The source coordinate of output index i<a> as f32 text, clamped to [0,
+ * in - 1] (cubic: unclamped, its taps are clamped instead). */
+static void resize_coord(tb *b, const char *ctm, int a, double s, int64_t in, int64_t out, bool clamp) {
   char sl[48];
   flit(s, sl);
   tb e;
@@ -483,7 +488,8 @@ static void resize_coord(tb *b, const char *ctm, int a, double s, int64_t in, in
   else if (!strcmp(ctm, "tf_half_pixel_for_nn")) tb_printf(&e, "(f32(i%d) + 0.5) / %s", a, sl);
   else if (!strcmp(ctm, "pytorch_half_pixel") && out == 1) tb_printf(&e, "0.0");
   else tb_printf(&e, "(f32(i%d) + 0.5) / %s - 0.5", a, sl);
-  tb_printf(b, "min(max(%s, 0.0), %" PRId64 ".0)", e.s, in - 1);
+  if (clamp) tb_printf(b, "min(max(%s, 0.0), %" PRId64 ".0)", e.s, in - 1);
+  else tb_printf(b, "(%s)", e.s);
 }
 
 /* Nearest source index of axis a (clamped coordinate X >= 0, so i64() is floor). */
@@ -496,6 +502,88 @@ static void resize_nearest(tb *b, const char *nm, const char *X, double s, int64
   else tb_printf(b, "i64(%s)", X);
 }
 
+/* Cubic resize over the resized axes ra[0..nr) with source coordinates
+ (the coordinate as in resize_coord, unclamped): per axis a table of the 4 tap indices
+ * (floor(X) - 1 + t, clamped to the input: edge padding) and their weights
+ * (the cubic kernel with coefficient A; with exclude_outside, taps outside
+ * the input weigh 0 and the rest are renormalised), then one sum over the
+ * 4^nr taps. */
+static void resize_cubic(lg_kernel *k, const tg_node *n, const char *const *in, const char *const *out, int nr,
+                         const int *ra) {
+  const tg_value *x = V(k, n->inputs[0]), *y = OUTV(0);
+  int r = x->ndim;
+  double A = tg_attr_float(n, "cubic_coeff_a", -0.75);
+  bool excl = tg_attr_int(n, "exclude_outside", 0) != 0;
+  char al[48], idx[MAX_RANK][96], wt[MAX_RANK][96], raw[96], sum[96];
+  flit(A, al);
+  for (int j = 0; j < nr; j++) {
+    int a = ra[j];
+    int64_t D = x->dims[a].value;
+    tg_dim td[2] = {y->dims[a], DC(4)};
+    char tag[32];
+    snprintf(tag, sizeof tag, "cidx%d", j);
+    lg_tmpname(idx[j], sizeof idx[j], out[0], tag);
+    snprintf(tag, sizeof tag, "cw%d", j);
+    lg_tmpname(wt[j], sizeof wt[j], out[0], tag);
+    lg_let_dims(k, idx[j], ir_dt(IR_I64), 2, td);
+    lg_let_dims(k, wt[j], ir_dt(IR_F32), 2, td);
+    /* the coordinate text is in i<a>: the tables index it by i0 (output position), i1 (tap) */
+    tb Xs, b;
+    tb_reset(&Xs);
+    tb_reset(&b);
+    resize_coord(&Xs, tg_attr_str(n, "coordinate_transformation_mode", "half_pixel"), 0,
+                 tg_node_attr(n, "scales")->floats[a], D, y->dims[a].value, false);
+    tb_printf(&b, "%s[i0, i1] = min(max(i64(floor(%s)) - 1 + i1, 0), %" PRId64 ")", idx[j], Xs.s, D - 1);
+    lg_stmt(k, &b);
+    /* distance d = |tap - X| in [0, 2]: A|d|^3 - 5A|d|^2 + 8A|d| - 4A for 1 <= d < 2, (A+2)d^3 - (A+3)d^2 + 1 below */
+    tb d;
+    tb_reset(&d);
+    tb_printf(&d, "abs(f32(i64(floor(%s)) - 1 + i1) - %s)", Xs.s, Xs.s);
+    snprintf(tag, sizeof tag, "craw%d", j);
+    lg_tmpname(raw, sizeof raw, out[0], tag);
+    lg_let_dims(k, raw, ir_dt(IR_F32), 2, td);
+    tb_reset(&b);
+    tb_printf(&b, "%s[i0, i1] = select(%s < 1.0, ((%s + 2.0) * %s - (%s + 3.0)) * %s * %s + 1.0, "
+              "((%s * %s - 5.0 * %s) * %s + 8.0 * %s) * %s - 4.0 * %s)",
+              raw, d.s, al, d.s, al, d.s, d.s, al, d.s, al, d.s, al, d.s, al);
+    if (excl) {
+      tb_printf(&b, " * select(i64(floor(%s)) - 1 + i1 >= 0 && i64(floor(%s)) - 1 + i1 < %" PRId64 ", 1.0, 0.0)", Xs.s,
+                Xs.s, D);
+      lg_stmt(k, &b);
+      snprintf(tag, sizeof tag, "csum%d", j);
+      lg_tmpname(sum, sizeof sum, out[0], tag);
+      tb_reset(&b);
+      tb_printf(&b, "%s[i0] += %s[i0, r0] for r0 in 0..4", sum, raw);
+      lg_stmt(k, &b);
+      tb_reset(&b);
+      tb_printf(&b, "%s[i0, i1] = %s[i0, i1] / %s[i0]", wt[j], raw, sum);
+    } else {
+      lg_stmt(k, &b);
+      tb_reset(&b);
+      tb_printf(&b, "%s[i0, i1] = %s[i0, i1]", wt[j], raw);
+    }
+    lg_stmt(k, &b);
+  }
+  bool cast = x->dtype.code != IR_F32;
+  tb b;
+  tb_reset(&b);
+  lg_lhs(&b, out[0], r);
+  tb_printf(&b, " += %s[", in[0]);
+  for (int a = 0, j = 0; a < r; a++) {
+    if (a) tb_printf(&b, ", ");
+    if (j < nr && ra[j] == a) {
+      tb_printf(&b, "%s[i%d, r%d]", idx[j], a, j);
+      j++;
+    }
+    else tb_printf(&b, "i%d", a);
+  }
+  tb_printf(&b, "] * %s(", cast ? dtn(x->dtype) : "");
+  for (int j = 0; j < nr; j++) tb_printf(&b, "%s%s[i%d, r%d]", j ? " * " : "", wt[j], ra[j], j);
+  tb_printf(&b, ")");
+  for (int j = 0; j < nr; j++) tb_printf(&b, "%s r%d in 0..4", j ? "," : " for", j);
+  lg_stmt(k, &b);
+}
+
 void lg_emit_resize(lg_kernel *k, const tg_node *n, const char *const *in, const char *const *out) {
   const tg_value *x = V(k, n->inputs[0]), *y = OUTV(0);
   int r = x->ndim;
@@ -503,6 +591,7 @@ void lg_emit_resize(lg_kernel *k, const tg_node *n, const char *const *in, const
   const char *ctm = tg_attr_str(n, "coordinate_transformation_mode", "half_pixel");
   const char *nm = tg_attr_str(n, "nearest_mode", "round_prefer_floor");
   bool linear = !strcmp(tg_attr_str(n, "mode", "nearest"), "linear");
+  bool cubic = !strcmp(tg_attr_str(n, "mode", "nearest"), "cubic");
   if (!sa || sa->kind != TG_A_FLOATS || sa->n != r) {
     lg_fail(k, TS_EINVAL, n, "no scales for rank %d", r);
     return;
@@ -513,8 +602,12 @@ void lg_emit_resize(lg_kernel *k, const tg_node *n, const char *const *in, const
     if (tg_dim_eq(x->dims[a], y->dims[a]) && sa->floats[a] == 1.0) continue;
     ra[nr] = a;
     tb_reset(&X[nr]);
-    resize_coord(&X[nr], ctm, a, sa->floats[a], x->dims[a].value, y->dims[a].value);
+    resize_coord(&X[nr], ctm, a, sa->floats[a], x->dims[a].value, y->dims[a].value, !cubic);
     nr++;
+  }
+  if (cubic) {
+    resize_cubic(k, n, in, out, nr, ra);
+    return;
   }
   if (linear && nr > 3) {
     lg_fail(k, TS_EUNSUPPORTED, n, "linear resize of %d axes (at most 3)", nr);

@@ -138,6 +138,20 @@ ts_status imp_cast(imp *im, nctx *nc) {
   return imp_set_int(im, nc, "to", to);
 }
 
+/* CastLike (opset 15): a Cast to input 1's element type; imported as that Cast. */
+ts_status imp_castlike(imp *im, nctx *nc) {
+  ts_status st = imp_need_input(im, nc, 1, "target_type");
+  if (st) return st;
+  ir_dtype want = IN(im, nc, 1)->dtype, dt;
+  int to = 1;
+  while (to <= 16 && !(tg_onnx_dtype(to, &dt) && ir_dtype_eq(dt, want))) to++;
+  if (to > 16) return imp_nerr(im, nc, TS_EUNSUPPORTED, "target_type %s has an element type Cast cannot produce", IN(im, nc, 1)->name);
+  drop_inputs(nc, 1);
+  nc->op = TG_OP_CAST;
+  if ((st = imp_set_int(im, nc, "to", to))) return st;
+  return imp_cast(im, nc);
+}
+
 /* ---- legalisation: compute-DSL text ------------------------------------------ */
 
 void lg_emit_unary(lg_kernel *k, const tg_node *n, const char *const *in, const char *const *out) {

@@ -160,9 +160,10 @@ ts_status imp_conv(imp *im, nctx *nc) {
         int64_t want = os ? os[i] : in * sp.s[i];
         if (want < 1 || want > MAX_ELEMS) return imp_nerr(im, nc, TS_EINVAL, "output_shape[%d] = %" PRId64, i, want);
         int64_t total = sp.s[i] * (in - 1) + opad[i] + ek - want;
-        if (total < 0) return imp_nerr(im, nc, TS_ESHAPE, "output_shape[%d] = %" PRId64 " is larger than the op can produce", i, want);
-        /* the spec's split (onnxruntime agrees): the odd element at the end for SAME_UPPER, else at the start */
-        sp.pb[i] = !strcmp(sp.auto_pad, "SAME_UPPER") ? total / 2 : total - total / 2;
+        /* the spec's split (onnxruntime agrees): the odd element at the end for SAME_UPPER, else at the start;
+         * a negative total (output_shape past what the op covers) gives negative pads: zeros at the end */
+        int64_t half = total >= 0 ? total / 2 : -((1 - total) / 2);
+        sp.pb[i] = !strcmp(sp.auto_pad, "SAME_UPPER") ? half : total - half;
         sp.pe[i] = total - sp.pb[i];
       }
       int64_t o = sp.s[i] * (in - 1) + opad[i] + ek - sp.pb[i] - sp.pe[i];
@@ -694,10 +695,7 @@ void lg_emit_conv_transpose(lg_kernel *k, const tg_node *n, const char *const *i
   const char *o = out[0];
   const tg_value *x = V(k, n->inputs[0]), *wv = V(k, n->inputs[1]), *y = OUTV(0);
   int r = x->ndim;
-  if (tg_attr_int(n, "group", 1) != 1) {
-    lg_fail(k, TS_EUNSUPPORTED, n, "group != 1");
-    return;
-  }
+  int64_t group = tg_attr_int(n, "group", 1);
   int64_t kern[3];
   for (int i = 0; i < r - 2 && i < 3; i++) {
     if (wv->dims[2 + i].sym || wv->dims[0].sym) {
@@ -714,22 +712,29 @@ void lg_emit_conv_transpose(lg_kernel *k, const tg_node *n, const char *const *i
     return;
   }
   for (int s = 0; s < w.ns; s++)
-    if (w.dil[s] != 1 || x->dims[2 + s].sym) {
-      lg_fail(k, TS_EUNSUPPORTED, n, "dilation != 1 or a symbolic spatial dim");
+    if (x->dims[2 + s].sym) {
+      lg_fail(k, TS_EUNSUPPORTED, n, "a symbolic spatial dim");
       return;
     }
+  int64_t cg = wv->dims[0].value / group, mg = wv->dims[1].value; /* input and output channels per group */
   char cv[96];
   const char *dst = conv_acc(k, n, o, cv, sizeof cv);
-  /* output y gets input h when y + pb - rk == h * stride */
-  tb b, cond;
+  /* output y gets input h when y + pb - rk * dilation == h * stride; with groups, output
+   * channel i1 reads the input channels of its group (i1 // mg) */
+  tb b, cond, ch;
   tb_reset(&b);
   tb_reset(&cond);
+  tb_reset(&ch);
+  if (group == 1) tb_printf(&ch, "r0");
+  else tb_printf(&ch, "i1 // %" PRId64 " * %" PRId64 " + r0", mg, cg);
   lg_lhs(&b, dst, r);
-  tb_printf(&b, " += %s[i0, r0", in[0]);
+  tb_printf(&b, " += %s[i0, %s", in[0], ch.s);
   for (int s = 0; s < w.ns; s++) {
     int64_t H = x->dims[2 + s].value, st = w.st[s];
-    char t[96];
-    snprintf(t, sizeof t, "i%d + %" PRId64 " - r%d", 2 + s, w.pb[s], 1 + s);
+    char t[96], rk[48];
+    if (w.dil[s] == 1) snprintf(rk, sizeof rk, "r%d", 1 + s);
+    else snprintf(rk, sizeof rk, "r%d * %" PRId64, 1 + s, w.dil[s]);
+    snprintf(t, sizeof t, "i%d + %" PRId64 " - %s", 2 + s, w.pb[s], rk);
     if (st == 1) {
       tb_printf(&b, ", %s", t);
       tb_printf(&cond, "%s%s >= 0 && %s < %" PRId64, s ? " && " : "", t, t, H);
@@ -739,12 +744,42 @@ void lg_emit_conv_transpose(lg_kernel *k, const tg_node *n, const char *const *i
                 H * st);
     }
   }
-  tb_printf(&b, "] * %s[r0, i1", in[1]);
+  if (group == 1) tb_printf(&b, "] * %s[r0, i1", in[1]);
+  else tb_printf(&b, "] * %s[%s, i1 %% %" PRId64, in[1], ch.s, mg);
   for (int s = 0; s < w.ns; s++) tb_printf(&b, ", r%d", 1 + s);
-  tb_printf(&b, "] where %s for r0 in 0..%" PRId64, cond.s, wv->dims[0].value);
+  tb_printf(&b, "] where %s for r0 in 0..%" PRId64, cond.s, cg);
   for (int s = 0; s < w.ns; s++) tb_printf(&b, ", r%d in 0..%" PRId64, 1 + s, w.kern[s]);
   lg_stmt(k, &b);
   conv_bias(k, in, o, dst, r);
+}
+
+/* The count temporary's name for output o, into buf. */
+static const char *pool_count_name(const char *o, char *buf, size_t n) {
+  lg_tmpname(buf, n, o, "count");
+  return buf;
+}
+
+/* A dilated AveragePool's divisor per output, O_count: the window taps
+ * inside the input (count_include_pad=0) or inside the padded input
+ * (count_include_pad=1), counted tap by tap. */
+static void pool_count(lg_kernel *k, const tg_node *n, const win *w, const tg_value *x, const char *o, bool incl) {
+  char cnt[96], s[48];
+  pool_count_name(o, cnt, sizeof cnt);
+  lg_let(k, cnt, n->outputs[0]);
+  tb b;
+  tb_reset(&b);
+  lg_lhs(&b, cnt, x->ndim);
+  tb_printf(&b, " += %s(1) where ", dtn(V(k, n->outputs[0])->dtype));
+  for (int a = 0; a < w->ns; a++) {
+    tb e;
+    tb_reset(&e);
+    win_coord(&e, w, a, a);
+    tb_printf(&b, "%s%s >= %" PRId64 " && %s < %s", a ? " && " : "", e.s, incl ? -w->pb[a] : 0, e.s,
+              lg_dim_s(k, x->dims[2 + a], s));
+    if (incl) tb_printf(&b, " + %" PRId64, w->pe[a]);
+  }
+  for (int a = 0; a < w->ns; a++) tb_printf(&b, "%s r%d in 0..%" PRId64, a ? "," : " for", a, w->kern[a]);
+  lg_stmt(k, &b);
 }
 
 void lg_emit_pool(lg_kernel *k, const tg_node *n, const char *const *in, const char *const *out) {
@@ -768,14 +803,9 @@ void lg_emit_pool(lg_kernel *k, const tg_node *n, const char *const *in, const c
   bool avg = op == TG_OP_AVERAGE_POOL;
   char sm[96];
   lg_tmpname(sm, sizeof sm, o, "sum");
-  if (avg) {
-    for (int s = 0; s < w.ns; s++)
-      if (w.dil[s] != 1) {
-        lg_fail(k, TS_EUNSUPPORTED, n, "dilated AveragePool");
-        return;
-      }
-    lg_let(k, sm, n->outputs[0]);
-  }
+  bool dilated = false;
+  for (int s = 0; s < w.ns; s++) dilated |= w.dil[s] != 1;
+  if (avg) lg_let(k, sm, n->outputs[0]);
   lg_lhs(&b, avg ? sm : o, r);
   tb_printf(&b, " %s %s[i0, i1", avg ? "+=" : "max=", in[0]);
   for (int s = 0; s < w.ns; s++) {
@@ -800,7 +830,11 @@ void lg_emit_pool(lg_kernel *k, const tg_node *n, const char *const *in, const c
     tg_dim H = x->dims[2 + s], P = y->dims[2 + s];
     pads |= w.pb[s] || w.pe[s] || H.sym || P.sym || (P.value - 1) * w.st[s] + w.kern[s] - w.pb[s] > H.value;
   }
-  if (incl || !pads) {
+  if (dilated) {
+    pool_count(k, n, &w, x, o, incl);
+    tb_printf(&b, " / ");
+    lg_lhs(&b, pool_count_name(o, sm, sizeof sm), r);
+  } else if (incl || !pads) {
     char l[48];
     tb_printf(&b, " / %s", lit(y->dtype, (double)taps, l));
   } else {

@@ -140,6 +140,13 @@ R(TG_OP_LP_NORM,                  "LpNormalization",    "lp_norm",             1
 R(TG_OP_INSTANCE_NORM,            "InstanceNormalization","instance_norm",       1, 0, 3, 3,  1, 1, "f:epsilon",                     imp_instnorm,     lg_emit_instnorm,     3, RED, NULL, 0),
 R(TG_OP_GROUP_NORM,               "GroupNormalization", "group_norm",         18, 0, 3, 3,  1, 1, "f:epsilon i:num_groups i:stash_type@21", imp_groupnorm,    lg_emit_groupnorm,    3, RED, NULL, 0),
 R(TG_OP_MVN,                      "MeanVarianceNormalization","mvn",                 9, 0, 1, 1,  1, 1, "I:axes",                        imp_mvn,          lg_emit_mvn,          1, RED, NULL, 0),
+/* -- ops2: contraction, top-k, scatters (op_contract.c, op_scatter.c) -- */
+R(TG_OP_EINSUM,                   "Einsum",             "einsum",             12, 0, 1, -1, 1, 1, "s:equation",                    imp_einsum,       lg_emit_einsum,       1, OUT, NULL, 0),
+R(TG_OP_TOPK,                     "TopK",               "topk",                1, 0, 1, 2,  1, 2, "i:axis i:k<10 i:largest@11 i:sorted@11", imp_topk, lg_emit_topk,        1, OPQ, NULL, TG_OPF_ANY_OUTPUT),
+R(TG_OP_SCATTER_ND,               "ScatterND",          "scatter_nd",         11, 0, 3, 3,  1, 1, "s:reduction@16",                imp_scatter_nd,   lg_emit_scatter_nd,   3, OPQ, NULL, 0),
+R(TG_OP_SCATTER_ELEMENTS,         "ScatterElements",    "scatter_elements",   11, 0, 3, 3,  1, 1, "i:axis s:reduction@16",         imp_scatter_elements, lg_emit_scatter_elements, 3, OPQ, NULL, 0),
+R(TG_OP_SCATTER,                  "Scatter",            "scatter",             9, 11, 3, 3, 1, 1, "i:axis",                        imp_scatter_elements, lg_emit_scatter_elements, 3, OPQ, NULL, 0),
+R(TG_OP_CAST_LIKE,                "CastLike",           "cast",               15, 0, 2, 2,  1, 1, "i:saturate@19 s:round_mode@24", imp_castlike,     lg_emit_unary,        1, EW, NULL, 0),
 #undef R
 };
 /* clang-format on */

@@ -181,5 +181,16 @@ void lg_emit_lpnorm(lg_kernel *k, const tg_node *n, const char *const *in, const
 void lg_emit_instnorm(lg_kernel *k, const tg_node *n, const char *const *in, const char *const *out);
 void lg_emit_groupnorm(lg_kernel *k, const tg_node *n, const char *const *in, const char *const *out);
 void lg_emit_mvn(lg_kernel *k, const tg_node *n, const char *const *in, const char *const *out);
+/* op_contract.c (ops2) */
+ts_status imp_einsum(imp *im, nctx *nc);
+void lg_emit_einsum(lg_kernel *k, const tg_node *n, const char *const *in, const char *const *out);
+ts_status imp_castlike(imp *im, nctx *nc); /* op_elemwise.c */
+/* op_scatter.c (ops2) */
+ts_status imp_topk(imp *im, nctx *nc);
+ts_status imp_scatter_nd(imp *im, nctx *nc);
+ts_status imp_scatter_elements(imp *im, nctx *nc);
+void lg_emit_topk(lg_kernel *k, const tg_node *n, const char *const *in, const char *const *out);
+void lg_emit_scatter_nd(lg_kernel *k, const tg_node *n, const char *const *in, const char *const *out);
+void lg_emit_scatter_elements(lg_kernel *k, const tg_node *n, const char *const *in, const char *const *out);
 
 #endif

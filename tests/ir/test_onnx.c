@@ -224,10 +224,11 @@ START_TEST(test_op_models_vs_onnxruntime) {
     ck_assert_msg(op != TG_OP_COUNT, "%s", file);
     covered[op] = true;
     /* the op is in the graph (a Constant becomes a value) */
-    /* (a Dropout without a mask output becomes an Identity) */
+    /* (a Dropout without a mask output becomes an Identity, a CastLike a Cast) */
     if (op != TG_OP_CONSTANT)
-      ck_assert_msg(count_op(g, op) + (op == TG_OP_DROPOUT ? count_op(g, TG_OP_IDENTITY) : 0) >= 1, "%s: no %s node", file,
-                    tg_op_name(op));
+      ck_assert_msg(count_op(g, op) + (op == TG_OP_DROPOUT ? count_op(g, TG_OP_IDENTITY) : 0) +
+                            (op == TG_OP_CAST_LIKE ? count_op(g, TG_OP_CAST) : 0) >= 1,
+                    "%s: no %s node", file, tg_op_name(op));
     else ck_assert_int_ge(count_kind(g, TG_V_CONST), 1);
     json_t *outs = json_object_get(e, "outputs"), *shapes = json_object_get(e, "shapes");
     if (json_is_array(shapes)) {
@@ -354,7 +355,7 @@ START_TEST(test_refusals) {
   refused("ops/bad_dropout_training.onnx", TS_EUNSUPPORTED, "node dr (Dropout, opset 13)", "training_mode is true");
   refused("ops/bad_bn_spatial0.onnx", TS_EUNSUPPORTED, "node bn (BatchNormalization, opset 7)", "spatial=0");
   refused("ops/bad_domain.onnx", TS_EUNSUPPORTED, "node fg: operator FusedGemm of domain 'com.microsoft'", NULL);
-  refused("ops/bad_external.onnx", TS_EUNSUPPORTED, "initializer w: stored as external data", NULL);
+  refused("ops/bad_external.onnx", TS_EIO, "initializer w: external data file", "weights.bin: no such file");
   refused("ops/bad_reducemean_axes13.onnx", TS_EUNSUPPORTED, "node rm (ReduceMean, opset 13)", "axes input needs opset 18");
   refused("ops/bad_broadcast.onnx", TS_ESHAPE, "node a (Add, opset 17)", "[2,3] (x) and [4,3] (z) do not broadcast");
   refused("ops/bad_unsorted.onnx", TS_EINVAL, "node second (Relu, opset 17)", "topologically sorted");
@@ -372,6 +373,33 @@ START_TEST(test_refusals) {
           "must be a vector of num_groups (2)");
   refused("ops/bad_prelu_slope.onnx", TS_ESHAPE, "node pr (PRelu, opset 17)", "does not broadcast to X's shape");
   refused("ops/bad_reducel2_int.onnx", TS_ETYPE, "node rl (ReduceL2, opset 17)", "takes floating-point tensors");
+  /* ops2: external data, TopK, Einsum, ScatterND */
+  refused("ops/bad_extern_escape.onnx", TS_EINVAL, "initializer w: external data location '../weights.bin' leaves the model's directory", NULL);
+  refused("ops/bad_extern_abs.onnx", TS_EINVAL, "initializer w: external data location '/etc/hostname' leaves", NULL);
+  refused("ops/bad_extern_missing.onnx", TS_EIO, "initializer w: external data file", "no_such_weights.bin: no such file");
+  refused("ops/bad_extern_trunc.onnx", TS_EPARSE, "initializer w: external data file",
+          "bad_extern_trunc.bin holds 30 bytes; offset 8 + length 24 runs past its end");
+  refused("ops/bad_extern_length.onnx", TS_EPARSE,
+          "initializer w: external data 'bad_extern_trunc.bin' has length 20, the tensor needs 24 bytes", NULL);
+  refused("ops/bad_extern_link.onnx", TS_EINVAL, "initializer w: external data file",
+          "bad_extern_link.bin resolves outside the model's directory");
+  refused("ops/bad_topk_dynamic_k.onnx", TS_EUNSUPPORTED, "node tk (TopK, opset 13)", "K");
+  refused("ops/bad_topk_k_large.onnx", TS_EINVAL, "node tk (TopK, opset 9)", "k 6 is out of range for axis 1 of extent 5");
+  refused("ops/bad_einsum_letters.onnx", TS_ESHAPE, "node es (Einsum, opset 13)", "letter 'j' is [5] in one operand and [3] in x");
+  refused("ops/bad_einsum_term.onnx", TS_EINVAL, "node es (Einsum, opset 13)", "bad term 'i2'");
+  refused("ops/bad_scatternd_max16.onnx", TS_EINVAL, "node sc (ScatterND, opset 16)", "reduction 'max' needs opset 18");
+  {
+    /* external data needs the model's directory: from memory it is refused */
+    char *buf;
+    size_t len;
+    ts_diag e;
+    ts_diag_clear(&e);
+    tg_graph *ge = NULL;
+    ck_assert_int_eq(ts_read_file(model_path("ops/extern_mm_op17.onnx"), &buf, &len, &e), TS_OK);
+    ck_assert_int_eq(tg_onnx_import_mem(buf, len, "mem", M, &ge, &e), TS_EUNSUPPORTED);
+    ck_assert_msg(strstr(e.msg, "initializer k1: stored as external data in 'extern_mm_op17.bin', but the model was read from memory"), "%s", e.msg);
+    ts_free(buf);
+  }
   /* not a file / not a model */
   ts_diag d;
   ts_diag_clear(&d);
