@@ -808,6 +808,68 @@ static ir_expr *simp_floormod_const(ir_analyzer *an, ir_expr *x, int64_t c, ir_d
   return mk_bin(a, IR_FLOORMOD, t, inner ? inner : x, ir_int(a, t, c));
 }
 
+/* ---- floordiv / floormod by a symbolic divisor --------------------------- */
+
+/* The other factor of a product atom that has f as one operand (atom == f:
+ * NULL and *unit set). */
+static ir_expr *cofactor(ir_expr *atom, const ir_expr *f, bool *unit) {
+  *unit = false;
+  if (ir_arith_same(atom, f)) {
+    *unit = true;
+    return NULL;
+  }
+  if (atom->kind != IR_MUL) return NULL;
+  if (ir_arith_same(atom->u.bin.a, f)) return atom->u.bin.b;
+  if (ir_arith_same(atom->u.bin.b, f)) return atom->u.bin.a;
+  return NULL;
+}
+
+/* floordiv / floormod of x by a divisor y = c·F (c > 0, F a symbol or a
+ * product): the terms of x that are multiples of y form y·Q, the others R;
+ * when 0 <= R < y is provable (a loop var bounded by the symbolic extent),
+ * floordiv is Q and floormod is R. The index of a Reshape over a symbolic
+ * dim: ((i0·S + i1)·768 + j) // (S·768) -> i0, (..) // 768 % S -> i1. NULL
+ * when the rule does not apply. */
+static ir_expr *simp_divmod_sym(ir_analyzer *an, ir_expr_kind kind, ir_expr *x, ir_expr *y, ir_dtype t) {
+  ts_arena *a = an->arena;
+  sum ds, xs, q, r;
+  sum_init(&ds, t);
+  linearize(&ds, y, 1);
+  settle(an, &ds);
+  bool ok = !ds.bad && ds.n == 1 && ds.c == 0 && ds.terms[0].coef > 0;
+  int64_t c = ok ? ds.terms[0].coef : 0;
+  ir_expr *f = ok ? ds.terms[0].atom : NULL;
+  sum_fini(&ds);
+  if (!ok) return NULL;
+  sum_init(&xs, t);
+  linearize(&xs, x, 1);
+  settle(an, &xs);
+  sum_init(&q, t);
+  sum_init(&r, t);
+  bool any = false;
+  for (int i = 0; i < xs.n; i++) {
+    bool unit;
+    ir_expr *co = xs.terms[i].coef % c == 0 ? cofactor(xs.terms[i].atom, f, &unit) : NULL;
+    if (co || (xs.terms[i].coef % c == 0 && unit)) {
+      any = true;
+      if (co) sum_push(&q, xs.terms[i].coef / c, co);
+      else sum_addc(&q, xs.terms[i].coef / c);
+    } else {
+      sum_push(&r, xs.terms[i].coef, xs.terms[i].atom);
+    }
+  }
+  r.c = xs.c;
+  bool bad = xs.bad || q.bad || r.bad;
+  sum_fini(&xs);
+  ir_expr *rr = bad || !any ? NULL : finish(an, &r);
+  ir_expr *res = NULL;
+  if (rr && ir_can_prove(an, ir_lt(a, ir_int(a, t, -1), rr)) && ir_can_prove(an, ir_lt(a, rr, y)))
+    res = kind == IR_FLOORMOD ? rr : finish(an, &q);
+  sum_fini(&r);
+  sum_fini(&q);
+  return res;
+}
+
 /* ---- the expression simplifier ----------------------------------------- */
 
 /* An operand the canonical form of dtype t can take: same dtype, or an
@@ -859,10 +921,18 @@ static ir_expr *simp_arith(ir_analyzer *an, ir_expr *e) {
   }
   case IR_FLOORDIV:
     if (yc && q > 0) return simp_floordiv_const(an, x, q, t);
+    if (!yc) {
+      ir_expr *sd = simp_divmod_sym(an, IR_FLOORDIV, x, y, t);
+      if (sd) return sd;
+    }
     return with2(a, e, x, y);
   case IR_FLOORMOD:
     if (yc && q > 0) return simp_floormod_const(an, x, q, t);
     if (yc && q == -1) return ir_int(a, t, 0);
+    if (!yc) {
+      ir_expr *sd = simp_divmod_sym(an, IR_FLOORMOD, x, y, t);
+      if (sd) return sd;
+    }
     return with2(a, e, x, y);
   case IR_DIV:
     if (yc && q == 1) return x;

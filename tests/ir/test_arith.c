@@ -336,6 +336,28 @@ START_TEST(test_floormod_rules) {
 }
 END_TEST
 
+/* Symbolic divisors (a Reshape's flat index over a symbolic dim S): with
+ * i1 in [0, S), j in [0, 768): ((i0*S + i1)*768 + j) // (S*768) -> i0,
+ * (..) // 768 % S -> i1, (i0*S + i1) % S -> i1; negatives: a remainder not
+ * provably below the divisor keeps the division. */
+START_TEST(test_divmod_symbolic) {
+  ir_var *S = ivar("S"), *i0 = ivar("i0"), *i1 = ivar("i1"), *j = ivar("j"), *u = ivar("u");
+  ck_assert_int_eq(ir_analyzer_bind(&an, S, C(1), C(1000)), TS_OK);
+  ck_assert_int_eq(ir_analyzer_bind(&an, i0, C(0), C(3)), TS_OK);
+  ck_assert_int_eq(ir_analyzer_bind(&an, i1, C(0), V(S)), TS_OK);
+  ir_analyzer_bind_const(&an, j, 0, 767);
+  ir_expr *flat = ADD(MUL(ADD(MUL(V(i0), V(S)), V(i1)), C(768)), V(j));
+  EXPECT_SIMP(FDIV(flat, MUL(V(S), C(768))), V(i0));
+  EXPECT_SIMP(FMOD(FDIV(flat, C(768)), V(S)), V(i1));
+  EXPECT_SIMP(FMOD(ADD(MUL(V(i0), V(S)), V(i1)), V(S)), V(i1));
+  EXPECT_SIMP(FDIV(ADD(MUL(V(i0), V(S)), V(i1)), V(S)), V(i0));
+  /* u unbounded, j one too wide for S: stay divisions */
+  EXPECT_NOT(FMOD(ADD(MUL(V(i0), V(S)), V(u)), V(S)), V(u));
+  EXPECT_NOT(FDIV(ADD(MUL(V(i0), V(S)), V(j)), V(S)), V(i0));
+  EXPECT_NOT(FMOD(ADD(MUL(V(i0), V(S)), ADD(V(i1), C(1))), V(S)), ADD(V(i1), C(1)));
+}
+END_TEST
+
 START_TEST(test_divmod_merge) {
   ir_var *x = ivar("x"), *y = ivar("y");
   /* (x//c)*c + x%c -> x, for any x */
@@ -947,6 +969,7 @@ static Suite *arith_suite(void) {
   tcase_add_test(tc, test_floordiv_rules);
   tcase_add_test(tc, test_floormod_rules);
   tcase_add_test(tc, test_divmod_merge);
+  tcase_add_test(tc, test_divmod_symbolic);
   tcase_add_test(tc, test_compare_rules);
   tcase_add_test(tc, test_bool_select_minmax);
   tcase_add_test(tc, test_float_untouched);
