@@ -1,7 +1,8 @@
 /* test_symbolic.c — kernels with symbolic sizes (codegen/llvm.h's ABI: the
  * size values follow the tensor pointers in args, the metadata names them).
  * A symbolic-m matmul, an elementwise kernel over [n, 7] and a two-sym
- * kernel are built once — unscheduled and with the default schedule
+ * kernel (and the transformer forms: a projection over symbolic batch and
+ * sequence, attention's P.V) are built once — unscheduled and with the default schedule
  * (splits by the vector width on a symbolic extent leave guarded tails) —
  * JIT-compiled and as shared libraries loaded through the runtime, then run
  * at several sizes (odd and prime among them) and compared with the
@@ -30,6 +31,18 @@ static const char *ELEMWISE =
 static const char *TWO =
     "kernel two(X: f32[rows, cols]) -> Y: f32[rows] {\n"
     "  Y[i] += exp(X[i, j])\n"
+    "}\n";
+
+/* the transformer forms: a projection over symbolic batch and sequence
+ * (no constant rows loop: one row, four vectors of cols), and attention's
+ * P.V with the reduction over the symbolic sequence; K prime */
+static const char *BATCHED =
+    "kernel proj(A: f32[b, s, 13], B: f32[13, 64]) -> C: f32[b, s, 64] {\n"
+    "  C[i, j, n] += A[i, j, k] * B[k, n]\n"
+    "}\n";
+static const char *PV =
+    "kernel pv(P: f32[h, s, s], V: f32[h, s, 48]) -> O: f32[h, s, 48] {\n"
+    "  O[i, j, n] += P[i, j, k] * V[i, k, n]\n"
     "}\n";
 
 static char tmpdir[64];
@@ -104,6 +117,18 @@ static void check_at(const ir_func *f, tsrt_kernel_fn entry, const int64_t *syms
 
 /* Schedules (default schedule or none), lowers, and builds f both ways;
  * runs each at every row of sizes (nsizes x f->nsyms). */
+static bool count_local(void *ctx, const ir_stmt *st) {
+  if (st->kind == IR_BLOCK_REALIZE)
+    for (int i = 0; i < st->u.realize.block->nalloc; i++) {
+      const char *sc = st->u.realize.block->allocs[i]->scope;
+      if (sc && !strcmp(sc, "local")) (*(int *)ctx)++;
+    }
+  return true;
+}
+
+/* local accumulator buffers of the last scheduled function (build_and_check) */
+static int last_local;
+
 static void build_and_check(const char *src, bool schedule, const int64_t *sizes, int nsizes) {
   ts_arena *a = ts_arena_new();
   ir_func *f = parse(a, src);
@@ -118,6 +143,9 @@ static void build_and_check(const char *src, bool schedule, const int64_t *sizes
     ck_assert_msg(tun_schedule(f, NULL, &t, &tr, &d) == TS_OK, "schedule: %s", d.msg);
     sched = sch_traced_func(tr);
   }
+  last_local = 0;
+  ir_visitor lv = {.stmt = count_local, .ctx = &last_local};
+  ir_visit_stmt(&lv, sched->body);
   cg_lowered l;
   ck_assert_msg(cg_lower(a, sched, &t, &l, &d) == TS_OK, "lower: %s", d.msg);
   /* JIT */
@@ -171,6 +199,17 @@ START_TEST(two_syms) {
 }
 END_TEST
 
+/* symbolic outer loops (and a symbolic reduction) keep the register-tiled
+ * default: a local accumulator tile */
+START_TEST(transformer_forms) {
+  static const int64_t bs[] = {1, 1, 2, 7, 3, 33, 1, 128};
+  build_and_check(BATCHED, true, bs, 4);
+  ck_assert_int_eq(last_local, 1);
+  build_and_check(PV, true, bs, 4);
+  ck_assert_int_eq(last_local, 1);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("codegen_symbolic");
   TCase *tc = tcase_create("symbolic");
@@ -180,6 +219,7 @@ int main(void) {
   tcase_add_test(tc, matmul_default_schedule);
   tcase_add_test(tc, elementwise_both);
   tcase_add_test(tc, two_syms);
+  tcase_add_test(tc, transformer_forms);
   suite_add_tcase(s, tc);
   SRunner *sr = srunner_create(s);
   srunner_run_all(sr, CK_NORMAL);
