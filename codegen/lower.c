@@ -1077,6 +1077,9 @@ static bool debug_on(void) {
 static ir_stmt *lower_run(lctx *c, const ir_func *f, ir_buffer **params) {
   c->nbind = c->nbuf = c->npath = 0;
   ir_analyzer_truncate(&c->an, 0);
+  /* size vars are at least 1: an index over a zero size is in a loop that
+   * runs no iteration (lets a symbolic Reshape's divisions fold) */
+  for (int i = 0; i < f->nsyms; i++) ir_analyzer_bind_const(&c->an, f->syms[i], 1, INT64_MAX / 4);
   for (int i = 0; i < f->nparams && !c->st; i++) {
     bufinfo *bi = add_buffer(c, f->params[i], false, NULL);
     if (bi) params[i] = bi->flat;

@@ -443,6 +443,35 @@ static bool tile_block(sch_traced *t, const char *name, const cg_target *tg) {
   return true;
 }
 
+static bool expr_transcendental(void *ctx, const ir_expr *e) {
+  if (e->kind == IR_CALL && e->u.call.op != IR_FMA && e->u.call.op != IR_ABS && e->u.call.op != IR_FLOOR &&
+      e->u.call.op != IR_CEIL && e->u.call.op != IR_ROUND)
+    *(bool *)ctx = true;
+  return true;
+}
+
+/* Block b (blk its current body, with what was inlined into it so far) calls
+ * a transcendental (tanh, erf, exp, pow...) and a reduction reads it: a
+ * GELU in front of GPT-2's projection. Inlined, it would be recomputed for
+ * every use of the operand (once per cols block and reduction step); kept,
+ * it runs once per element. */
+static bool costly_into_reduction(sch_traced *t, int b, const ir_block *blk) {
+  bool costly = false;
+  ir_visitor v = {.expr = expr_transcendental, .ctx = &costly};
+  ir_visit_stmt(&v, blk->body);
+  if (!costly) return false;
+  ts_diag d;
+  ts_diag_clear(&d);
+  const int *cons;
+  int nc;
+  if (sch_t_get_consumers(t, b, &cons, &nc, &d) != TS_OK) return true;
+  for (int i = 0; i < nc; i++) {
+    const ir_stmt *r = find_realize(t, sch_t_block(t, cons[i]).name);
+    if (r && r->u.realize.block->init) return true;
+  }
+  return false;
+}
+
 /* The CPU default schedule (build.h). */
 static ts_status default_schedule_cpu(sch_traced *t, const cg_target *tg, const tun_default_opts *o, ts_diag *d) {
   /* copied names: the blocks are rewritten as we go */
@@ -465,7 +494,7 @@ static ts_status default_schedule_cpu(sch_traced *t, const cg_target *tg, const 
     ts_diag_clear(&q);
     int b;
     if (r && inlinable(r->u.realize.block) && sch_t_get_block(t, copy[i], &b, &q) == TS_OK &&
-        sch_t_compute_inline(t, b, &q) == TS_OK)
+        !costly_into_reduction(t, b, r->u.realize.block) && sch_t_compute_inline(t, b, &q) == TS_OK)
       copy[i] = NULL;
   }
   /* heavy reductions register-tiled; what they absorbed is left alone */

@@ -484,10 +484,31 @@ static bool merge_divmod(ir_analyzer *an, sum *s) {
   return false;
 }
 
+/* The symbolic merge: (X//F)*F·a + (X%F)·a -> X·a for a non-constant F
+ * (a Reshape over a symbolic dim flattened back). True if merged. */
+static bool merge_divmod_sym(sum *s) {
+  for (int i = 0; i < s->n; i++) {
+    ir_expr *m = s->terms[i].atom;
+    if (m->kind != IR_FLOORMOD || m->u.bin.b->kind == IR_INT_IMM) continue;
+    ir_expr *x = m->u.bin.a, *f = m->u.bin.b;
+    for (int j = 0; j < s->n; j++) {
+      ir_expr *p = s->terms[j].atom;
+      if (j == i || s->terms[j].coef != s->terms[i].coef || p->kind != IR_MUL) continue;
+      ir_expr *dv = ir_arith_same(p->u.bin.b, f) ? p->u.bin.a : ir_arith_same(p->u.bin.a, f) ? p->u.bin.b : NULL;
+      if (!dv || dv->kind != IR_FLOORDIV || !ir_arith_same(dv->u.bin.a, x) || !ir_arith_same(dv->u.bin.b, f)) continue;
+      int64_t a = s->terms[i].coef;
+      s->terms[i].coef = s->terms[j].coef = 0;
+      linearize(s, x, a);
+      return true;
+    }
+  }
+  return false;
+}
+
 /* Normalizes and applies the merge rules to a fixed point (bounded). */
 static void settle(ir_analyzer *an, sum *s) {
   normalize(s);
-  for (int it = 0; it < 32 && !s->bad && merge_divmod(an, s); it++) normalize(s);
+  for (int it = 0; it < 32 && !s->bad && (merge_divmod(an, s) || merge_divmod_sym(s)); it++) normalize(s);
 }
 
 static ir_expr *term_expr(ts_arena *a, ir_dtype t, int64_t coef, ir_expr *atom) {
@@ -867,7 +888,14 @@ static ir_expr *simp_divmod_sym(ir_analyzer *an, ir_expr_kind kind, ir_expr *x, 
     res = kind == IR_FLOORMOD ? rr : finish(an, &q);
   sum_fini(&r);
   sum_fini(&q);
-  return res;
+  if (res || c == 1 || !ir_can_prove(an, ir_lt(a, ir_int(a, t, 0), f))) return res;
+  /* by c first: X // (c·F) = (X // c) // F and X % (c·F) = (X // c % F)·c + X % c
+   * for c, F > 0 ((i·768 + j) // (S·768) -> i // S when 0 <= j < 768) */
+  ir_expr *xc = simp_floordiv_const(an, x, c, t);
+  if (!xc) return NULL;
+  if (kind == IR_FLOORDIV) return simp(an, mk_bin(a, IR_FLOORDIV, t, xc, f));
+  ir_expr *hi = mk_bin(a, IR_MUL, t, mk_bin(a, IR_FLOORMOD, t, xc, f), ir_int(a, t, c));
+  return simp(an, mk_bin(a, IR_ADD, t, hi, simp_floormod_const(an, x, c, t)));
 }
 
 /* ---- the expression simplifier ----------------------------------------- */
@@ -904,7 +932,17 @@ static ir_expr *simp_arith(ir_analyzer *an, ir_expr *e) {
   case IR_SUB:
   case IR_MUL: {
     if (e->kind == IR_MUL && !xc && !yc) {
-      /* Nonlinear product: an atom; canonical operand order. */
+      /* Nonlinear product: an atom; canonical operand order; a constant
+       * factor of either side pulled out in front ((i // S) * (S * 768) is
+       * 768 * ((i // S) * S), which merge_divmod can pair) */
+      int64_t cf;
+      ir_expr *in = NULL, *other = NULL;
+      if (x->kind == IR_MUL && const_int(x->u.bin.b, &cf)) in = x->u.bin.a, other = y;
+      else if (y->kind == IR_MUL && const_int(y->u.bin.b, &cf)) in = y->u.bin.a, other = x;
+      if (in) {
+        ir_expr *prod = simp(an, mk_bin(a, IR_MUL, t, in, other));
+        return prod ? simp(an, mk_bin(a, IR_MUL, t, prod, ir_int(a, t, cf))) : with2(a, e, x, y);
+      }
       if (ir_arith_cmp(x, y) > 0) return with2(a, e, y, x);
       return with2(a, e, x, y);
     }

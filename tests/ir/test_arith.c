@@ -351,6 +351,12 @@ START_TEST(test_divmod_symbolic) {
   EXPECT_SIMP(FMOD(FDIV(flat, C(768)), V(S)), V(i1));
   EXPECT_SIMP(FMOD(ADD(MUL(V(i0), V(S)), V(i1)), V(S)), V(i1));
   EXPECT_SIMP(FDIV(ADD(MUL(V(i0), V(S)), V(i1)), V(S)), V(i0));
+  /* by the constant first: (i1*768 + j) // (S*768) -> i1 // S, and the
+   * flat address merges back: (i1//S)*S*768 + (i1%S)*768 + j -> i1*768 + j */
+  EXPECT_SIMP(FDIV(ADD(MUL(V(i1), C(768)), V(j)), MUL(V(S), C(768))), FDIV(V(i1), V(S)));
+  ir_expr *addr = ADD(ADD(MUL(MUL(FDIV(V(i1), V(S)), V(S)), C(768)), MUL(FMOD(V(i1), V(S)), C(768))), V(j));
+  EXPECT_SIMP(addr, ADD(MUL(V(i1), C(768)), V(j)));
+  EXPECT_SIMP(ADD(MUL(FDIV(V(i1), V(S)), MUL(V(S), C(768))), MUL(FMOD(V(i1), V(S)), C(768))), MUL(V(i1), C(768)));
   /* u unbounded, j one too wide for S: stay divisions */
   EXPECT_NOT(FMOD(ADD(MUL(V(i0), V(S)), V(u)), V(S)), V(u));
   EXPECT_NOT(FDIV(ADD(MUL(V(i0), V(S)), V(j)), V(S)), V(i0));

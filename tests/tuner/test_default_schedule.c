@@ -277,6 +277,44 @@ START_TEST(test_strided_producer_kept) {
 }
 END_TEST
 
+/* An elementwise prologue (%s, its body) in front of a matmul's A operand;
+ * prime and odd extents. */
+static const char *prologue_mm_fmt =
+    "func pro(in0: f32[7, 13], in1: f32[13, 32]) -> out0: f32[7, 32] {\n"
+    "  block root() {\n"
+    "    alloc t0: f32[7, 13]\n"
+    "    for j0 in serial(0, 7) { for j1 in serial(0, 13) {\n"
+    "      block t0(v0: S(0, 7) = j0, v1: S(0, 13) = j1) {\n"
+    "        reads in0[v0, v1]\n"
+    "        writes t0[v0, v1]\n"
+    "        t0[v0, v1] = %s\n"
+    "      }\n"
+    "    } }\n"
+    "    for i0 in serial(0, 7) { for i1 in serial(0, 32) { for r0 in serial(0, 13) {\n"
+    "      block out0(vi0: S(0, 7) = i0, vi1: S(0, 32) = i1, vr0: R(0, 13) = r0) {\n"
+    "        reads t0[vi0, vr0], in1[vr0, vi1]\n"
+    "        writes out0[vi0, vi1]\n"
+    "        init { out0[vi0, vi1] = 0.0 }\n"
+    "        out0[vi0, vi1] = out0[vi0, vi1] + t0[vi0, vr0] * in1[vr0, vi1]\n"
+    "      }\n"
+    "    } } }\n"
+    "  }\n"
+    "}\n";
+
+/* A prologue calling a transcendental (GPT-2's tanh GELU in front of its
+ * projection) is computed once as its own loop nest, not inlined into the
+ * reduction (where it would run once per use); a cheap one is inlined: one
+ * block fewer. */
+START_TEST(test_costly_prologue_kept) {
+  char text[4096];
+  snprintf(text, sizeof text, prologue_mm_fmt, "tanh(in0[v0, v1]) * 0.5");
+  shape_stats costly = check_text(text);
+  snprintf(text, sizeof text, prologue_mm_fmt, "in0[v0, v1] * 0.5");
+  shape_stats cheap = check_text(text);
+  ck_assert_int_eq(costly.blocks, cheap.blocks + 1);
+}
+END_TEST
+
 /* tun_default_opts.no_tiling (--no-default-tiling): the plain schedule, for
  * comparisons. */
 START_TEST(test_switch_off) {
@@ -300,6 +338,7 @@ int main(void) {
   tcase_add_test(tc, test_guarded_conv_epilogue);
   tcase_add_test(tc, test_switch_off);
   tcase_add_test(tc, test_strided_producer_kept);
+  tcase_add_test(tc, test_costly_prologue_kept);
   suite_add_tcase(s, tc);
   SRunner *r = srunner_create(s);
   srunner_run_all(r, CK_NORMAL);
