@@ -451,10 +451,11 @@ static bool expr_transcendental(void *ctx, const ir_expr *e) {
 }
 
 /* Block b (blk its current body, with what was inlined into it so far) calls
- * a transcendental (tanh, erf, exp, pow...) and a reduction reads it: a
- * GELU in front of GPT-2's projection. Inlined, it would be recomputed for
- * every use of the operand (once per cols block and reduction step); kept,
- * it runs once per element. */
+ * a transcendental (tanh, erf, exp, pow...) and a reduction that reuses its
+ * operands reads it: a GELU in front of GPT-2's projection. Inlined, it
+ * would be recomputed for every use of the operand (once per cols block
+ * and reduction step); kept, it runs once per element. A reduction reading
+ * each element once (a pool, a mean) takes it inlined. */
 static bool costly_into_reduction(sch_traced *t, int b, const ir_block *blk) {
   bool costly = false;
   ir_visitor v = {.expr = expr_transcendental, .ctx = &costly};
@@ -467,7 +468,7 @@ static bool costly_into_reduction(sch_traced *t, int b, const ir_block *blk) {
   if (sch_t_get_consumers(t, b, &cons, &nc, &d) != TS_OK) return true;
   for (int i = 0; i < nc; i++) {
     const ir_stmt *r = find_realize(t, sch_t_block(t, cons[i]).name);
-    if (r && r->u.realize.block->init) return true;
+    if (r && r->u.realize.block->init && srch_block_has_reuse(r->u.realize.block)) return true;
   }
   return false;
 }

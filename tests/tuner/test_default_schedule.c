@@ -277,19 +277,23 @@ START_TEST(test_strided_producer_kept) {
 }
 END_TEST
 
-/* An elementwise prologue (%s, its body) in front of a matmul's A operand;
- * prime and odd extents. */
+/* The elementwise prologue t0 [7, 13] of the next two cases (%s, its body). */
+#define PROLOGUE_T0                                                  \
+  "    for j0 in serial(0, 7) { for j1 in serial(0, 13) {\n"          \
+  "      block t0(v0: S(0, 7) = j0, v1: S(0, 13) = j1) {\n"          \
+  "        reads in0[v0, v1]\n"                                       \
+  "        writes t0[v0, v1]\n"                                       \
+  "        t0[v0, v1] = %s\n"                                         \
+  "      }\n"                                                         \
+  "    } }\n"
+
+/* An elementwise prologue in front of a matmul's A operand; prime and odd
+ * extents. */
 static const char *prologue_mm_fmt =
     "func pro(in0: f32[7, 13], in1: f32[13, 32]) -> out0: f32[7, 32] {\n"
     "  block root() {\n"
     "    alloc t0: f32[7, 13]\n"
-    "    for j0 in serial(0, 7) { for j1 in serial(0, 13) {\n"
-    "      block t0(v0: S(0, 7) = j0, v1: S(0, 13) = j1) {\n"
-    "        reads in0[v0, v1]\n"
-    "        writes t0[v0, v1]\n"
-    "        t0[v0, v1] = %s\n"
-    "      }\n"
-    "    } }\n"
+    PROLOGUE_T0
     "    for i0 in serial(0, 7) { for i1 in serial(0, 32) { for r0 in serial(0, 13) {\n"
     "      block out0(vi0: S(0, 7) = i0, vi1: S(0, 32) = i1, vr0: R(0, 13) = r0) {\n"
     "        reads t0[vi0, vr0], in1[vr0, vi1]\n"
@@ -312,6 +316,26 @@ START_TEST(test_costly_prologue_kept) {
   snprintf(text, sizeof text, prologue_mm_fmt, "in0[v0, v1] * 0.5");
   shape_stats cheap = check_text(text);
   ck_assert_int_eq(costly.blocks, cheap.blocks + 1);
+  /* a reduction reading each element once (a row sum: no reuse) takes it inlined */
+  static const char *rowsum =
+      "func rs(in0: f32[7, 13]) -> out0: f32[7] {\n"
+      "  block root() {\n"
+      "    alloc t0: f32[7, 13]\n"
+      PROLOGUE_T0
+      "    for i0 in serial(0, 7) { for r0 in serial(0, 13) {\n"
+      "      block out0(vi0: S(0, 7) = i0, vr0: R(0, 13) = r0) {\n"
+      "        reads t0[vi0, vr0]\n"
+      "        writes out0[vi0]\n"
+      "        init { out0[vi0] = 0.0 }\n"
+      "        out0[vi0] = out0[vi0] + t0[vi0, vr0]\n"
+      "      }\n"
+      "    } }\n"
+      "  }\n"
+      "}\n";
+  snprintf(text, sizeof text, rowsum, "tanh(in0[v0, v1]) * 0.5");
+  shape_stats costly_sum = check_text(text);
+  snprintf(text, sizeof text, rowsum, "in0[v0, v1] * 0.5");
+  ck_assert_int_eq(costly_sum.blocks, check_text(text).blocks);
 }
 END_TEST
 
