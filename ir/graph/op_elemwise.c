@@ -217,7 +217,15 @@ void lg_emit_binary(lg_kernel *k, const tg_node *n, const char *const *in, const
   lg_lhs(&b, o, r);
   if (op == TG_OP_POW) {
     if (!ir_dtype_is_float(a->dtype)) {
-      lg_fail(k, TS_EUNSUPPORTED, n, "Pow of %s (only float bases are supported)", dtn(a->dtype));
+      /* an integer base: through f64 (exact below 2^53), rounded to the
+       * nearest integer, which also gives onnxruntime's 0 for |base| >= 2
+       * with a negative exponent (|result| <= 0.5, half to even) */
+      if (!ir_dtype_is_int(a->dtype)) {
+        lg_fail(k, TS_EUNSUPPORTED, n, "Pow of %s", dtn(a->dtype));
+        return;
+      }
+      tb_printf(&b, " = %s(round(pow(f64(%s), f64(%s))))", dtn(a->dtype), A.s, B.s);
+      lg_stmt(k, &b);
       return;
     }
     /* x^2 and x^0.5 are common (layer norms written out); keep them exact and cheap */

@@ -656,6 +656,10 @@ def dyn_models():
     # refused: NonZero's output length is the count of nonzeros (tensor data)
     model("bad_nonzero", [N("NonZero", ["x"], ["nz"]), N("Cast", ["nz"], ["y"], to=F)],
           [helper.make_tensor_value_info("x", F, [3])], [])
+    # Pow of an int64 base (exponents 0..5 and -1), then Cast for the f32 output
+    model("pow_int", [N("Pow", ["xi", "pe"], ["p"]), N("Cast", ["p"], ["y"], to=F)],
+          [helper.make_tensor_value_info("xi", I64, ["batch", 6])],
+          [numpy_helper.from_array(i64(0, 1, 2, 3, 5, -1), "pe")])
     # Dropout's mask output read: all true at inference (opset 13), zeros of the data's type (opset 9)
     model("dropout_mask13", [N("Dropout", ["x"], ["o", "m"]), N("Cast", ["m"], ["mf"], to=F), N("Add", ["o", "mf"], ["y"])],
           [helper.make_tensor_value_info("x", F, ["batch", 5])], [], 13)
@@ -867,7 +871,14 @@ def main():
     if len(sys.argv) != 2:
         sys.exit(__doc__)
     out = sys.argv[1]
-    os.makedirs(os.path.join(out, "ops"), exist_ok=True)
+    # ops/ is rewritten whole: a model an older generator wrote (renamed or
+    # dropped since) would otherwise stay and be tested by directory walks
+    ops = os.path.join(out, "ops")
+    if os.path.isdir(ops):
+        for f in os.listdir(ops):
+            if f.endswith(".onnx") or f == "manifest.json":
+                os.remove(os.path.join(ops, f))
+    os.makedirs(ops, exist_ok=True)
     onnx.save(mlp(), os.path.join(out, "mlp.onnx"))
     onnx.save(cnn(), os.path.join(out, "cnn.onnx"))
     onnx.save(transformer(20, False), os.path.join(out, "transformer.onnx"))
