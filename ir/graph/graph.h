@@ -117,6 +117,11 @@
   X(TG_OP_SCATTER_ELEMENTS, "ScatterElements")   \
   X(TG_OP_SCATTER, "Scatter")                    \
   X(TG_OP_CAST_LIKE, "CastLike")                 \
+  /* -- quantization (op_quant.c) -- */            \
+  X(TG_OP_QUANTIZE_LINEAR, "QuantizeLinear")     \
+  X(TG_OP_DEQUANTIZE_LINEAR, "DequantizeLinear") \
+  X(TG_OP_DYN_QUANTIZE_LINEAR, "DynamicQuantizeLinear") \
+  X(TG_OP_MATMUL_INTEGER, "MatMulInteger")       \
   /* -- data movement (op_data.c) -- */           \
   X(TG_OP_GATHER_ELEMENTS, "GatherElements")     \
   X(TG_OP_TILE, "Tile")                          \

@@ -147,6 +147,11 @@ R(TG_OP_SCATTER_ND,               "ScatterND",          "scatter_nd",         11
 R(TG_OP_SCATTER_ELEMENTS,         "ScatterElements",    "scatter_elements",   11, 0, 3, 3,  1, 1, "i:axis s:reduction@16",         imp_scatter_elements, lg_emit_scatter_elements, 3, OPQ, NULL, 0),
 R(TG_OP_SCATTER,                  "Scatter",            "scatter",             9, 11, 3, 3, 1, 1, "i:axis",                        imp_scatter_elements, lg_emit_scatter_elements, 3, OPQ, NULL, 0),
 R(TG_OP_CAST_LIKE,                "CastLike",           "cast",               15, 0, 2, 2,  1, 1, "i:saturate@19 s:round_mode@24", imp_castlike,     lg_emit_unary,        1, EW, NULL, 0),
+/* -- quantization (op_quant.c) -- */
+R(TG_OP_QUANTIZE_LINEAR,          "QuantizeLinear",     "quantize",           10, 0, 2, 3,  1, 1, "i:axis@13 i:saturate@19 i:block_size@21 i:output_dtype@21 i:precision@23", imp_quantize, lg_emit_quantize, 2, EW, NULL, 0),
+R(TG_OP_DEQUANTIZE_LINEAR,        "DequantizeLinear",   "dequantize",         10, 0, 2, 3,  1, 1, "i:axis@13 i:block_size@21 i:output_dtype@23", imp_dequantize, lg_emit_dequantize, 2, EW, NULL, 0),
+R(TG_OP_DYN_QUANTIZE_LINEAR,      "DynamicQuantizeLinear","dyn_quantize",     11, 0, 1, 1,  3, 3, "",                              imp_dyn_quantize, lg_emit_dyn_quantize, 1, OPQ, NULL, TG_OPF_ANY_OUTPUT),
+R(TG_OP_MATMUL_INTEGER,           "MatMulInteger",      "matmul_integer",     10, 0, 2, 4,  1, 1, "",                              imp_matmul_integer, lg_emit_matmul_integer, 2, OUT, NULL, 0),
 #undef R
 };
 /* clang-format on */

@@ -190,6 +190,15 @@ ts_status imp_topk(imp *im, nctx *nc);
 ts_status imp_scatter_nd(imp *im, nctx *nc);
 ts_status imp_scatter_elements(imp *im, nctx *nc);
 void lg_emit_topk(lg_kernel *k, const tg_node *n, const char *const *in, const char *const *out);
+/* quantization (op_quant.c) */
+ts_status imp_quantize(imp *im, nctx *nc);
+ts_status imp_dequantize(imp *im, nctx *nc);
+ts_status imp_dyn_quantize(imp *im, nctx *nc);
+ts_status imp_matmul_integer(imp *im, nctx *nc);
+void lg_emit_quantize(lg_kernel *k, const tg_node *n, const char *const *in, const char *const *out);
+void lg_emit_dequantize(lg_kernel *k, const tg_node *n, const char *const *in, const char *const *out);
+void lg_emit_dyn_quantize(lg_kernel *k, const tg_node *n, const char *const *in, const char *const *out);
+void lg_emit_matmul_integer(lg_kernel *k, const tg_node *n, const char *const *in, const char *const *out);
 void lg_emit_scatter_nd(lg_kernel *k, const tg_node *n, const char *const *in, const char *const *out);
 void lg_emit_scatter_elements(lg_kernel *k, const tg_node *n, const char *const *in, const char *const *out);
 

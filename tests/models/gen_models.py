@@ -12,6 +12,8 @@ weights, fixed shapes), built with the onnx helper API:
                     residual adds, an MLP with Gelu; x f32[batch,16,64] -> same
   transformer_erf.onnx  opset 17: the same block with gelu written with Erf
                     and a Shape/Gather/Concat-computed reshape target
+  quant_mlp_dyn.onnx, quant_cnn_qdq.onnx  opset 13: made by onnxruntime's
+                        quantization tools (dynamic MLP, per-channel QDQ CNN)
   transformer_flat.onnx opset 17: dims that are products of batch and seq
                         (Flatten, Reshape -1, heads folded into the batch)
   transformer_dyn.onnx  opset 17: a decoder block with dynamic batch and
@@ -656,6 +658,22 @@ def dyn_models():
     # refused: NonZero's output length is the count of nonzeros (tensor data)
     model("bad_nonzero", [N("NonZero", ["x"], ["nz"]), N("Cast", ["nz"], ["y"], to=F)],
           [helper.make_tensor_value_info("x", F, [3])], [])
+    # quantization (op_quant.c): per-axis uint8 and per-tensor int8 Q -> DQ; DynamicQuantizeLinear -> DQ;
+    # MatMulInteger u8 x s8 with a per-tensor a_zero_point and a per-column b_zero_point
+    qs = numpy_helper.from_array(np.array([0.01, 0.02, 0.05, 0.003], np.float32), "qs")
+    model("qdq", [N("QuantizeLinear", ["x", "qs", "qz"], ["q"], axis=1), N("DequantizeLinear", ["q", "qs", "qz"], ["d"], axis=1),
+                  N("QuantizeLinear", ["x", "s1", "z1"], ["q1"]), N("DequantizeLinear", ["q1", "s1", "z1"], ["d1"]),
+                  N("Add", ["d", "d1"], ["y"])],
+          [helper.make_tensor_value_info("x", F, ["batch", 4, 3])],
+          [qs, numpy_helper.from_array(np.array([128, 100, 0, 255], np.uint8), "qz"),
+           numpy_helper.from_array(np.array(0.0078, np.float32), "s1"), numpy_helper.from_array(np.array(-3, np.int8), "z1")], 13)
+    model("dyn_quant", [N("DynamicQuantizeLinear", ["x"], ["q", "qsc", "qzp"]), N("DequantizeLinear", ["q", "qsc", "qzp"], ["y"])],
+          [helper.make_tensor_value_info("x", F, ["batch", 4, 3])], [], 13)
+    model("matmul_integer", [N("Cast", ["x"], ["xi"], to=TensorProto.UINT8), N("MatMulInteger", ["xi", "qb", "qaz", "qbz"], ["mi"]),
+                             N("Cast", ["mi"], ["y"], to=F)],
+          [helper.make_tensor_value_info("x", F, ["batch", 5, 7])],
+          [numpy_helper.from_array(np.random.default_rng(1).integers(-128, 127, (7, 6)).astype(np.int8), "qb"),
+           numpy_helper.from_array(np.array(3, np.uint8), "qaz"), numpy_helper.from_array(np.array([1, -2, 3, 0, 5, -7], np.int8), "qbz")], 13)
     # Pow of an int64 base (exponents 0..5 and -1), then Cast for the f32 output
     model("pow_int", [N("Pow", ["xi", "pe"], ["p"]), N("Cast", ["p"], ["y"], to=F)],
           [helper.make_tensor_value_info("xi", I64, ["batch", 6])],
@@ -867,6 +885,47 @@ def ort_shapes(model):
     return [list(o.shape) for o in outs]
 
 
+def quantized_models(out):
+    """A dynamically quantized MLP (onnxruntime.quantization.quantize_dynamic:
+    DynamicQuantizeLinear, MatMulInteger) and a QDQ CNN (quantize_static with
+    per-channel int8 weights and uint8 activations, 8 seeded calibration
+    inputs): quant_mlp_dyn.onnx, quant_cnn_qdq.onnx."""
+    import tempfile
+    from onnxruntime.quantization import (CalibrationDataReader, QuantFormat, QuantType, quantize_dynamic,
+                                          quantize_static)
+    import logging
+    logging.getLogger().setLevel(logging.ERROR)
+    with tempfile.TemporaryDirectory() as td:
+        b = Builder(3)
+        h = b.op("Relu", [b.op("Add", [b.op("MatMul", ["x", b.weight("w1", [24, 40])]), b.weight("b1", [40], 0.1)])])
+        b.op("Add", [b.op("MatMul", [h, b.weight("w2", [40, 10])]), b.weight("b2", [10], 0.1)])
+        b.nodes[-1].output[0] = "y"
+        f = os.path.join(td, "mlp.onnx")
+        onnx.save(b.model("quant_mlp", [helper.make_tensor_value_info("x", F, ["batch", 24])],
+                          [helper.make_tensor_value_info("y", F, ["batch", 10])], 13), f)
+        quantize_dynamic(f, os.path.join(out, "quant_mlp_dyn.onnx"), weight_type=QuantType.QInt8)
+        b = Builder(4)
+        c = b.op("Relu", [b.op("Conv", ["x", b.weight("w1", [8, 3, 3, 3]), b.weight("b1", [8], 0.1)], pads=[1, 1, 1, 1])])
+        c = b.op("MaxPool", [c], kernel_shape=[2, 2], strides=[2, 2])
+        c = b.op("Relu", [b.op("Conv", [c, b.weight("w2", [16, 8, 3, 3]), b.weight("b2", [16], 0.1)], pads=[1, 1, 1, 1])])
+        c = b.op("Flatten", [b.op("GlobalAveragePool", [c])])
+        b.op("Gemm", [c, b.weight("w3", [10, 16]), b.weight("b3", [10], 0.1)], transB=1)
+        b.nodes[-1].output[0] = "y"
+        f = os.path.join(td, "cnn.onnx")
+        onnx.save(b.model("quant_cnn", [helper.make_tensor_value_info("x", F, [1, 3, 12, 12])],
+                          [helper.make_tensor_value_info("y", F, [1, 10])], 13), f)
+
+        class Reader(CalibrationDataReader):
+            def __init__(self):
+                self.d = iter([{"x": np.random.default_rng(i).standard_normal((1, 3, 12, 12)).astype(np.float32)}
+                               for i in range(8)])
+
+            def get_next(self):
+                return next(self.d, None)
+        quantize_static(f, os.path.join(out, "quant_cnn_qdq.onnx"), Reader(), quant_format=QuantFormat.QDQ,
+                        per_channel=True, activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8)
+
+
 def main():
     if len(sys.argv) != 2:
         sys.exit(__doc__)
@@ -885,6 +944,7 @@ def main():
     onnx.save(transformer(17, True), os.path.join(out, "transformer_erf.onnx"))
     onnx.save(transformer_dyn(), os.path.join(out, "transformer_dyn.onnx"))
     onnx.save(transformer_flat(), os.path.join(out, "transformer_flat.onnx"))
+    quantized_models(out)
     manifest = []
     for stem, opset, m in op_models():
         # (no onnx.checker here: the op models' outputs declare no shape, which it wants)

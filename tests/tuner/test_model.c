@@ -301,6 +301,32 @@ END_TEST
 
 /* ---- parity ------------------------------------------------------------------------ */
 
+/* Models quantized by onnxruntime's own tools (gen_models.py
+ * quantized_models: quantize_dynamic's DynamicQuantizeLinear + MatMulInteger
+ * MLP, quantize_static's per-channel QDQ CNN), built and run against
+ * onnxruntime with its graph optimisations off (the Q/DQ ops as written).
+ * Float outputs within 2e-2: a value on a rounding boundary of a
+ * QuantizeLinear may land one quantization step away when the float sums
+ * before it are added in another order. */
+START_TEST(parity_quantized) {
+  if (!have_python()) {
+    fprintf(stderr, "skipped: %s missing (scripts/setup.sh)\n", python);
+    return;
+  }
+  static const char *ms[] = {"quant_mlp_dyn", "quant_cnn_qdq"};
+  for (int i = 0; i < 2; i++) {
+    char so[400], dir[400];
+    snprintf(so, sizeof so, "%s/%s.so", tmpdir, ms[i]);
+    snprintf(dir, sizeof dir, "%s/%s", tmpdir, ms[i]);
+    tr_ok(sh("'%s' build '%s/%s.onnx' -o '%s'", tessel, models, ms[i], so), ms[i]);
+    ort(ms[i], dir, 3);
+    run_model(so, dir, "out");
+    double e = compare(dir, "out", "y", 0, 2e-2);
+    fprintf(stderr, "%s untuned: max abs error vs onnxruntime %.3g\n", ms[i], e);
+  }
+}
+END_TEST
+
 START_TEST(parity_mlp_cnn) {
   if (!have_python()) {
     fprintf(stderr, "skipped: %s missing (scripts/setup.sh)\n", python);
@@ -642,6 +668,7 @@ int main(int argc, char **argv) {
     tcase_add_test(tc, npy_headers_and_refusals);
     tcase_add_test(tc, memory_plan_reuse);
     tcase_add_test(tc, parity_mlp_cnn);
+  tcase_add_test(tc, parity_quantized);
     tcase_add_test(tc, parity_transformer_two_batches);
     tcase_add_test(tc, parity_tuned);
     tcase_add_test(tc, errors);

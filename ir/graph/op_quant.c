@@ -1,0 +1,235 @@
+/* op_quant.c — the quantization operators that QDQ and dynamically
+ * quantized models hold: QuantizeLinear, DequantizeLinear (per tensor and
+ * per axis, int8 and uint8 with zero points), DynamicQuantizeLinear and
+ * MatMulInteger, with onnxruntime's arithmetic: q = saturate(round half to
+ * even(x / scale) + zp), x = (q - zp) * scale, DynamicQuantizeLinear's
+ * scale (max(x, 0) - min(x, 0)) / 255 (1 when that is 0) and zero point
+ * round(saturate(-min / scale)), MatMulInteger's int32 sums of (a - azp) *
+ * (b - bzp). Each is its own kernel here (the first step of issue 16: QDQ
+ * models import and run); the int8 fusion builds on them. Their rows are in
+ * ops.c. docs/GRAPH.md ("Quantization"). */
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "legalize_int.h"
+#include "onnx_int.h"
+#include "ops.h"
+
+static bool q8(ir_dtype t) { return t.code == IR_U8 || t.code == IR_I8; }
+
+static bool numel_is_one(const tg_value *v) { return tg_value_numel(v) == 1; }
+
+/* A scale (or zero point) input: per tensor (0-d or one element) or per
+ * axis (1-D of x's dim there). Blocked quantization is refused. */
+static ts_status check_param(imp *im, nctx *nc, int i, const char *what, const tg_value *x, int64_t axis) {
+  const tg_value *s = IN(im, nc, i);
+  if (!s) return TS_OK;
+  if (s->ndim == 0 || (s->ndim == 1 && !s->dims[0].sym && s->dims[0].value == 1)) return TS_OK;
+  if (s->ndim == 1 && tg_dim_eq(s->dims[0], x->dims[axis])) return TS_OK;
+  char b1[128], b2[128];
+  imp_dims_str(b1, sizeof b1, s->ndim, s->dims);
+  imp_dims_str(b2, sizeof b2, x->ndim, x->dims);
+  return imp_nerr(im, nc, TS_EUNSUPPORTED, "input %d (%s, %s) of shape %s is neither per tensor nor per axis %" PRId64 " of %s",
+                  i, s->name, what, b1, axis, b2);
+}
+
+/* Shared by QuantizeLinear and DequantizeLinear: axis (13+), no blocks (21+). */
+static ts_status q_common(imp *im, nctx *nc, int64_t *axis) {
+  ts_status st = imp_need_input(im, nc, 0, "x");
+  if (st || (st = imp_need_input(im, nc, 1, "scale"))) return st;
+  const tg_value *x = IN(im, nc, 0);
+  *axis = aint(nc, "axis", 1);
+  if (x->ndim == 0) *axis = 0;
+  else if (!imp_norm_axis(axis, x->ndim, false))
+    return imp_nerr(im, nc, TS_EINVAL, "axis %" PRId64 " is out of range for rank %d", aint(nc, "axis", 1), x->ndim);
+  if (aint(nc, "block_size", 0) != 0) return imp_nerr(im, nc, TS_EUNSUPPORTED, "blocked quantization (block_size %" PRId64 ")", aint(nc, "block_size", 0));
+  if (!is_float(IN(im, nc, 1)->dtype)) return imp_nerr(im, nc, TS_ETYPE, "the scale (%s) is not floating-point", IN(im, nc, 1)->name);
+  if ((st = check_param(im, nc, 1, "scale", x, *axis)) || (st = check_param(im, nc, 2, "zero point", x, *axis))) return st;
+  return imp_set_int(im, nc, "axis", *axis);
+}
+
+ts_status imp_quantize(imp *im, nctx *nc) {
+  int64_t axis;
+  ts_status st = q_common(im, nc, &axis);
+  if (st) return st;
+  const tg_value *x = IN(im, nc, 0), *zp = IN(im, nc, 2);
+  if (!is_float(x->dtype)) return imp_nerr(im, nc, TS_ETYPE, "x (%s) is not floating-point", x->name);
+  ir_dtype out = ir_dt(IR_U8);
+  if (zp) out = zp->dtype;
+  else if (A(nc, "output_dtype") && aint(nc, "output_dtype", 0) != 0 && !tg_onnx_dtype((int)aint(nc, "output_dtype", 0), &out))
+    return imp_nerr(im, nc, TS_EUNSUPPORTED, "output_dtype %" PRId64, aint(nc, "output_dtype", 0));
+  if (!q8(out)) return imp_nerr(im, nc, TS_EUNSUPPORTED, "quantizing to %s (int8 and uint8 only)", ir_dtype_code_name((ir_dtype_code)out.code));
+  set_out(nc, 0, out, x->ndim, x->dims);
+  return TS_OK;
+}
+
+ts_status imp_dequantize(imp *im, nctx *nc) {
+  int64_t axis;
+  ts_status st = q_common(im, nc, &axis);
+  if (st) return st;
+  const tg_value *x = IN(im, nc, 0), *zp = IN(im, nc, 2);
+  if (!q8(x->dtype) && x->dtype.code != IR_I32)
+    return imp_nerr(im, nc, TS_EUNSUPPORTED, "x (%s) is %s (int8, uint8 and int32 only)", x->name,
+                    ir_dtype_code_name((ir_dtype_code)x->dtype.code));
+  if (zp && !ir_dtype_eq(zp->dtype, x->dtype)) return imp_nerr(im, nc, TS_ETYPE, "the zero point (%s) differs in type from x", zp->name);
+  set_out(nc, 0, IN(im, nc, 1)->dtype, x->ndim, x->dims);
+  return TS_OK;
+}
+
+ts_status imp_dyn_quantize(imp *im, nctx *nc) {
+  ts_status st = imp_need_input(im, nc, 0, "x");
+  if (st) return st;
+  const tg_value *x = IN(im, nc, 0);
+  if (x->dtype.code != IR_F32) return imp_nerr(im, nc, TS_ETYPE, "x (%s) is not float32", x->name);
+  set_out(nc, 0, ir_dt(IR_U8), x->ndim, x->dims);
+  set_out(nc, 1, ir_dt(IR_F32), 0, NULL);
+  set_out(nc, 2, ir_dt(IR_U8), 0, NULL);
+  return TS_OK;
+}
+
+/* MatMulInteger: A [..., M, K] against a 2-D B [K, N] (the weights of a
+ * dynamically quantized model); zero points per tensor, B's also per
+ * column. */
+ts_status imp_matmul_integer(imp *im, nctx *nc) {
+  ts_status st = imp_need_input(im, nc, 0, "A");
+  if (st || (st = imp_need_input(im, nc, 1, "B"))) return st;
+  const tg_value *a = IN(im, nc, 0), *b = IN(im, nc, 1), *az = IN(im, nc, 2), *bz = IN(im, nc, 3);
+  if (!q8(a->dtype) || !q8(b->dtype)) return imp_nerr(im, nc, TS_ETYPE, "A and B must be int8 or uint8");
+  if (a->ndim < 2 || b->ndim != 2)
+    return imp_nerr(im, nc, TS_EUNSUPPORTED, "A of rank %d and B of rank %d (A [..., M, K] and a 2-D B only)", a->ndim, b->ndim);
+  if (!tg_dim_eq(a->dims[a->ndim - 1], b->dims[0])) return imp_nerr(im, nc, TS_ESHAPE, "A's K and B's K differ");
+  if (az && !numel_is_one(az)) return imp_nerr(im, nc, TS_EUNSUPPORTED, "a_zero_point per row (per tensor only)");
+  if (bz && !numel_is_one(bz) && !(bz->ndim == 1 && tg_dim_eq(bz->dims[0], b->dims[1])))
+    return imp_nerr(im, nc, TS_EUNSUPPORTED, "b_zero_point (%s) is neither per tensor nor per column", bz->name);
+  if ((az && !ir_dtype_eq(az->dtype, a->dtype)) || (bz && !ir_dtype_eq(bz->dtype, b->dtype)))
+    return imp_nerr(im, nc, TS_ETYPE, "a zero point differs in type from its matrix");
+  tg_dim od[MAX_RANK];
+  for (int i = 0; i < a->ndim - 1; i++) od[i] = a->dims[i];
+  od[a->ndim - 1] = b->dims[1];
+  set_out(nc, 0, ir_dt(IR_I32), a->ndim, od);
+  return TS_OK;
+}
+
+/* ---- legalisation ------------------------------------------------------------ */
+
+/* The load of a scale or zero point for output rank r: in[axis index] per
+ * axis, else its one element. */
+static void param_load(lg_kernel *k, tb *b, const char *name, int vid, int axis) {
+  const tg_value *v = V(k, vid);
+  if (v->ndim == 0) tb_printf(b, "%s[]", name);
+  else if (!v->dims[0].sym && v->dims[0].value == 1) tb_printf(b, "%s[0]", name);
+  else tb_printf(b, "%s[i%d]", name, axis);
+}
+
+static void q_range(ir_dtype t, const char **lo, const char **hi) {
+  *lo = t.code == IR_U8 ? "0.0" : "-128.0";
+  *hi = t.code == IR_U8 ? "255.0" : "127.0";
+}
+
+void lg_emit_quantize(lg_kernel *k, const tg_node *n, const char *const *in, const char *const *out) {
+  const tg_value *x = V(k, n->inputs[0]), *y = OUTV(0);
+  int r = y->ndim, axis = (int)tg_attr_int(n, "axis", 1);
+  const char *lo, *hi;
+  q_range(y->dtype, &lo, &hi);
+  tb b, S, Z;
+  tb_reset(&b);
+  tb_reset(&S);
+  tb_reset(&Z);
+  param_load(k, &S, in[1], n->inputs[1], axis);
+  if (n->nin > 2 && in[2]) {
+    tb_printf(&Z, "f32(");
+    param_load(k, &Z, in[2], n->inputs[2], axis);
+    tb_printf(&Z, ")");
+  } else {
+    tb_printf(&Z, "0.0");
+  }
+  lg_lhs(&b, out[0], r);
+  tb_printf(&b, " = %s(min(max(round(f32(", dtn(y->dtype));
+  lg_lhs(&b, in[0], r);
+  tb_printf(&b, ") / f32(%s)) + %s, %s), %s))", S.s, Z.s, lo, hi);
+  (void)x;
+  lg_stmt(k, &b);
+}
+
+void lg_emit_dequantize(lg_kernel *k, const tg_node *n, const char *const *in, const char *const *out) {
+  const tg_value *y = OUTV(0);
+  int r = y->ndim, axis = (int)tg_attr_int(n, "axis", 1);
+  tb b, S, Z;
+  tb_reset(&b);
+  tb_reset(&S);
+  tb_reset(&Z);
+  param_load(k, &S, in[1], n->inputs[1], axis);
+  if (n->nin > 2 && in[2]) param_load(k, &Z, in[2], n->inputs[2], axis);
+  lg_lhs(&b, out[0], r);
+  tb_printf(&b, " = (f32(");
+  lg_lhs(&b, in[0], r);
+  if (Z.n) tb_printf(&b, ") - f32(%s)) * %s", Z.s, S.s);
+  else tb_printf(&b, ")) * %s", S.s);
+  if (y->dtype.code != IR_F32) { /* a float16 scale: computed in f32, stored in its type */
+    tb c;
+    tb_reset(&c);
+    tb_printf(&c, "%s", b.s);
+    char *eq = strchr(c.s, '=');
+    tb_reset(&b);
+    tb_printf(&b, "%.*s= %s(%s)", (int)(eq - c.s), c.s, dtn(y->dtype), eq + 2);
+  }
+  lg_stmt(k, &b);
+}
+
+void lg_emit_dyn_quantize(lg_kernel *k, const tg_node *n, const char *const *in, const char *const *out) {
+  const tg_value *x = V(k, n->inputs[0]);
+  int r = x->ndim;
+  bool red[MAX_RANK];
+  for (int a = 0; a < r; a++) red[a] = true;
+  char mn[64], mx[64], sc[64], zp[64];
+  lg_tmpname(mn, sizeof mn, out[0], "min");
+  lg_tmpname(mx, sizeof mx, out[0], "max");
+  lg_tmpname(sc, sizeof sc, out[0], "scale");
+  lg_tmpname(zp, sizeof zp, out[0], "zp");
+  lg_let_dims(k, mn, x->dtype, 0, NULL);
+  lg_let_dims(k, mx, x->dtype, 0, NULL);
+  lg_reduce_stmt(k, mn, "min=", in[0], x, red);
+  lg_reduce_stmt(k, mx, "max=", in[0], x, red);
+  tb b;
+  const char *so = out[1] ? out[1] : sc, *zo = out[2] ? out[2] : zp;
+  if (!out[1]) lg_let_dims(k, sc, x->dtype, 0, NULL);
+  if (!out[2]) lg_let_dims(k, zp, ir_dt(IR_U8), 0, NULL);
+  /* scale: the range of [min(x, 0), max(x, 0)] over 255, 1 when empty */
+  tb_reset(&b);
+  tb_printf(&b, "%s[] = select(max(%s[], 0.0) == min(%s[], 0.0), 1.0, (max(%s[], 0.0) - min(%s[], 0.0)) / 255.0)", so, mx,
+            mn, mx, mn);
+  lg_stmt(k, &b);
+  tb_reset(&b);
+  tb_printf(&b, "%s[] = u8(round(min(max(0.0 - min(%s[], 0.0) / %s[], 0.0), 255.0)))", zo, mn, so);
+  lg_stmt(k, &b);
+  tb_reset(&b);
+  lg_lhs(&b, out[0], r);
+  tb_printf(&b, " = u8(min(max(round(");
+  lg_lhs(&b, in[0], r);
+  tb_printf(&b, " / %s[]) + f32(%s[]), 0.0), 255.0))", so, zo);
+  lg_stmt(k, &b);
+}
+
+void lg_emit_matmul_integer(lg_kernel *k, const tg_node *n, const char *const *in, const char *const *out) {
+  const tg_value *y = OUTV(0);
+  int r = y->ndim;
+  tb b;
+  tb_reset(&b);
+  lg_lhs(&b, out[0], r);
+  tb_printf(&b, " += (i32(%s[", in[0]);
+  for (int i = 0; i < r - 1; i++) tb_printf(&b, "i%d, ", i);
+  tb_printf(&b, "r0])");
+  if (n->nin > 2 && in[2]) tb_printf(&b, " - i32(%s%s)", in[2], V(k, n->inputs[2])->ndim ? "[0]" : "[]");
+  tb_printf(&b, ") * (i32(%s[r0, i%d])", in[1], r - 1);
+  if (n->nin > 3 && in[3]) {
+    const tg_value *bz = V(k, n->inputs[3]);
+    if (bz->ndim == 0) tb_printf(&b, " - i32(%s[])", in[3]);
+    else if (!bz->dims[0].sym && bz->dims[0].value == 1 && !(y->dims[r - 1].value == 1 && !y->dims[r - 1].sym))
+      tb_printf(&b, " - i32(%s[0])", in[3]);
+    else tb_printf(&b, " - i32(%s[i%d])", in[3], r - 1);
+  }
+  char s[48];
+  tb_printf(&b, ") for r0 in 0..%s", lg_dim_s(k, V(k, n->inputs[0])->dims[V(k, n->inputs[0])->ndim - 1], s));
+  lg_stmt(k, &b);
+}
