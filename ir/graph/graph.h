@@ -122,6 +122,7 @@
   X(TG_OP_DEQUANTIZE_LINEAR, "DequantizeLinear") \
   X(TG_OP_DYN_QUANTIZE_LINEAR, "DynamicQuantizeLinear") \
   X(TG_OP_MATMUL_INTEGER, "MatMulInteger")       \
+  X(TG_OP_QLINEAR_MATMUL, "QLinearMatMul")       \
   /* -- data movement (op_data.c) -- */           \
   X(TG_OP_GATHER_ELEMENTS, "GatherElements")     \
   X(TG_OP_TILE, "Tile")                          \

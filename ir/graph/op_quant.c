@@ -111,6 +111,36 @@ ts_status imp_matmul_integer(imp *im, nctx *nc) {
   return TS_OK;
 }
 
+/* QLinearMatMul: MatMulInteger's shapes, then the requantize of onnxruntime:
+ * q = saturate(round(acc * (a_scale * b_scale / y_scale)) + y_zp); a's and
+ * y's parameters per tensor, b's per tensor or per column. */
+ts_status imp_qlinear_matmul(imp *im, nctx *nc) {
+  for (int i = 0; i < 8; i++) {
+    static const char *const what[8] = {"a", "a_scale", "a_zero_point", "b", "b_scale", "b_zero_point", "y_scale", "y_zero_point"};
+    ts_status st = imp_need_input(im, nc, i, what[i]);
+    if (st) return st;
+  }
+  const tg_value *a = IN(im, nc, 0), *b = IN(im, nc, 3), *yz = IN(im, nc, 7);
+  if (!q8(a->dtype) || !q8(b->dtype) || !q8(yz->dtype)) return imp_nerr(im, nc, TS_ETYPE, "a, b and y must be int8 or uint8");
+  if (a->ndim < 2 || b->ndim != 2)
+    return imp_nerr(im, nc, TS_EUNSUPPORTED, "a of rank %d and b of rank %d (a [..., M, K] and a 2-D b only)", a->ndim, b->ndim);
+  if (!tg_dim_eq(a->dims[a->ndim - 1], b->dims[0])) return imp_nerr(im, nc, TS_ESHAPE, "a's K and b's K differ");
+  static const int per_tensor[] = {1, 2, 6, 7};
+  for (int i = 0; i < 4; i++)
+    if (!numel_is_one(IN(im, nc, per_tensor[i])))
+      return imp_nerr(im, nc, TS_EUNSUPPORTED, "input %d (%s) is not per tensor", per_tensor[i], IN(im, nc, per_tensor[i])->name);
+  for (int i = 4; i <= 5; i++) {
+    const tg_value *v = IN(im, nc, i);
+    if (!numel_is_one(v) && !(v->ndim == 1 && tg_dim_eq(v->dims[0], b->dims[1])))
+      return imp_nerr(im, nc, TS_EUNSUPPORTED, "input %d (%s) is neither per tensor nor per column", i, v->name);
+  }
+  tg_dim od[MAX_RANK];
+  for (int i = 0; i < a->ndim - 1; i++) od[i] = a->dims[i];
+  od[a->ndim - 1] = b->dims[1];
+  set_out(nc, 0, yz->dtype, a->ndim, od);
+  return TS_OK;
+}
+
 /* ---- legalisation ------------------------------------------------------------ */
 
 /* The load of a scale or zero point for output rank r: in[axis index] per
@@ -211,25 +241,62 @@ void lg_emit_dyn_quantize(lg_kernel *k, const tg_node *n, const char *const *in,
   lg_stmt(k, &b);
 }
 
-void lg_emit_matmul_integer(lg_kernel *k, const tg_node *n, const char *const *in, const char *const *out) {
-  const tg_value *y = OUTV(0);
-  int r = y->ndim;
-  tb b;
-  tb_reset(&b);
-  lg_lhs(&b, out[0], r);
-  tb_printf(&b, " += (i32(%s[", in[0]);
-  for (int i = 0; i < r - 1; i++) tb_printf(&b, "i%d, ", i);
-  tb_printf(&b, "r0])");
-  if (n->nin > 2 && in[2]) tb_printf(&b, " - i32(%s%s)", in[2], V(k, n->inputs[2])->ndim ? "[0]" : "[]");
-  tb_printf(&b, ") * (i32(%s[r0, i%d])", in[1], r - 1);
-  if (n->nin > 3 && in[3]) {
-    const tg_value *bz = V(k, n->inputs[3]);
-    if (bz->ndim == 0) tb_printf(&b, " - i32(%s[])", in[3]);
-    else if (!bz->dims[0].sym && bz->dims[0].value == 1 && !(y->dims[r - 1].value == 1 && !y->dims[r - 1].sym))
-      tb_printf(&b, " - i32(%s[0])", in[3]);
-    else tb_printf(&b, " - i32(%s[i%d])", in[3], r - 1);
+/* "dst[...] += (i32(a[..., r0]) - azp) * (i32(b[r0, n]) - bzp) for r0": the
+ * int32 sums of MatMulInteger and QLinearMatMul (zero points may be absent). */
+static void int_sum(lg_kernel *k, const char *dst, int r, const char *a, int avid, const char *b, const char *az, int azvid,
+                    const char *bz, int bzvid) {
+  tb t;
+  tb_reset(&t);
+  lg_lhs(&t, dst, r);
+  tb_printf(&t, " += (i32(%s[", a);
+  for (int i = 0; i < r - 1; i++) tb_printf(&t, "i%d, ", i);
+  tb_printf(&t, "r0])");
+  if (az) tb_printf(&t, " - i32(%s%s)", az, V(k, azvid)->ndim ? "[0]" : "[]");
+  tb_printf(&t, ") * (i32(%s[r0, i%d])", b, r - 1);
+  if (bz) {
+    const tg_value *v = V(k, bzvid);
+    if (v->ndim == 0) tb_printf(&t, " - i32(%s[])", bz);
+    else if (tg_value_numel(v) == 1) tb_printf(&t, " - i32(%s[0])", bz);
+    else tb_printf(&t, " - i32(%s[i%d])", bz, r - 1);
   }
   char s[48];
-  tb_printf(&b, ") for r0 in 0..%s", lg_dim_s(k, V(k, n->inputs[0])->dims[V(k, n->inputs[0])->ndim - 1], s));
+  const tg_value *av = V(k, avid);
+  tb_printf(&t, ") for r0 in 0..%s", lg_dim_s(k, av->dims[av->ndim - 1], s));
+  lg_stmt(k, &t);
+}
+
+void lg_emit_matmul_integer(lg_kernel *k, const tg_node *n, const char *const *in, const char *const *out) {
+  bool az = n->nin > 2 && in[2], bz = n->nin > 3 && in[3];
+  int_sum(k, out[0], OUTV(0)->ndim, in[0], n->inputs[0], in[1], az ? in[2] : NULL, az ? n->inputs[2] : -1,
+          bz ? in[3] : NULL, bz ? n->inputs[3] : -1);
+}
+
+void lg_emit_qlinear_matmul(lg_kernel *k, const tg_node *n, const char *const *in, const char *const *out) {
+  const tg_value *y = OUTV(0);
+  int r = y->ndim;
+  char acc[64];
+  lg_tmpname(acc, sizeof acc, out[0], "acc");
+  lg_let_dims(k, acc, ir_dt(IR_I32), r, y->dims);
+  int_sum(k, acc, r, in[0], n->inputs[0], in[3], in[2], n->inputs[2], in[5], n->inputs[5]);
+  const char *lo, *hi;
+  q_range(y->dtype, &lo, &hi);
+  tb b, BS;
+  tb_reset(&b);
+  tb_reset(&BS);
+  const tg_value *bs = V(k, n->inputs[4]);
+  if (bs->ndim == 0) tb_printf(&BS, "%s[]", in[4]);
+  else if (tg_value_numel(bs) == 1) tb_printf(&BS, "%s[0]", in[4]);
+  else tb_printf(&BS, "%s[i%d]", in[4], r - 1);
+  tb A, YS, YZ;
+  tb_reset(&A);
+  tb_reset(&YS);
+  tb_reset(&YZ);
+  param_load(k, &A, in[1], n->inputs[1], 0);
+  param_load(k, &YS, in[6], n->inputs[6], 0);
+  param_load(k, &YZ, in[7], n->inputs[7], 0);
+  lg_lhs(&b, out[0], r);
+  tb_printf(&b, " = %s(min(max(round(f32(", dtn(y->dtype));
+  lg_lhs(&b, acc, r);
+  tb_printf(&b, ") * (%s * %s / %s)) + f32(%s), %s), %s))", A.s, BS.s, YS.s, YZ.s, lo, hi);
   lg_stmt(k, &b);
 }

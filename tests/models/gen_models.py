@@ -674,6 +674,16 @@ def dyn_models():
           [helper.make_tensor_value_info("x", F, ["batch", 5, 7])],
           [numpy_helper.from_array(np.random.default_rng(1).integers(-128, 127, (7, 6)).astype(np.int8), "qb"),
            numpy_helper.from_array(np.array(3, np.uint8), "qaz"), numpy_helper.from_array(np.array([1, -2, 3, 0, 5, -7], np.int8), "qbz")], 13)
+    # QLinearMatMul u8 x s8 -> u8, b's scale and zero point per column, then DequantizeLinear
+    model("qlinear_matmul", [N("QuantizeLinear", ["x", "qas", "qaz2"], ["xq"]),
+                             N("QLinearMatMul", ["xq", "qas", "qaz2", "qb", "qbs", "qbz", "qys", "qyz"], ["yq"]),
+                             N("DequantizeLinear", ["yq", "qys", "qyz"], ["y"])],
+          [helper.make_tensor_value_info("x", F, ["batch", 5, 7])],
+          [numpy_helper.from_array(np.array(0.02, np.float32), "qas"), numpy_helper.from_array(np.array(120, np.uint8), "qaz2"),
+           numpy_helper.from_array(np.random.default_rng(2).integers(-128, 127, (7, 6)).astype(np.int8), "qb"),
+           numpy_helper.from_array(np.array([0.01, 0.02, 0.005, 0.03, 0.015, 0.01], np.float32), "qbs"),
+           numpy_helper.from_array(np.array([0, 1, -1, 2, 0, -3], np.int8), "qbz"),
+           numpy_helper.from_array(np.array(0.05, np.float32), "qys"), numpy_helper.from_array(np.array(128, np.uint8), "qyz")], 21)
     # Pow of an int64 base (exponents 0..5 and -1), then Cast for the f32 output
     model("pow_int", [N("Pow", ["xi", "pe"], ["p"]), N("Cast", ["p"], ["y"], to=F)],
           [helper.make_tensor_value_info("xi", I64, ["batch", 6])],
