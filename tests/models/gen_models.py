@@ -845,6 +845,9 @@ def random_feed(rng, type_str, shape):
         return rng.integers(-4, 5, size=shape).astype(np.int64 if "64" in type_str else np.int32)
     if type_str == "tensor(bool)":
         return rng.integers(0, 2, size=shape).astype(bool)
+    if type_str in ("tensor(uint8)", "tensor(int8)"):
+        lo, hi = (0, 256) if "uint" in type_str else (-128, 128)
+        return rng.integers(lo, hi, size=shape).astype(np.uint8 if "uint" in type_str else np.int8)
     return rng.standard_normal(shape).astype(np.float32)
 
 
@@ -1052,6 +1055,21 @@ def ops2_models():
     add("resize_cubic_ac", 18, "Resize", [("x", [1, 2, 4, 5]), ("r", sc()), ("", None), ("z", i64(7, 3))], attrs=dict(mode="cubic", coordinate_transformation_mode="align_corners", axes=[2, 3]))
     add("resize_cubic_asym", 13, "Resize", [("x", [1, 1, 5, 4]), ("r", sc()), ("s", sc(1, 1, 1.5, 2.5))], attrs=dict(mode="cubic", coordinate_transformation_mode="asymmetric"))
     add("resize_cubic_pt", 13, "Resize", [("x", [2, 9]), ("r", sc()), ("", None), ("z", i64(2, 4))], attrs=dict(mode="cubic", coordinate_transformation_mode="pytorch_half_pixel"))
+    # quantization (op_quant.c): one model per op and opset form, shapes checked against onnxruntime
+    U8, I8, I32 = TensorProto.UINT8, TensorProto.INT8, TensorProto.INT32
+    add("quantize_u8", 10, "QuantizeLinear", [("x", [2, 3, 5]), ("s", np.array(0.02, np.float32)), ("z", np.array(128, np.uint8))],
+        outs=(("y", U8),))
+    add("quantize_axis", 13, "QuantizeLinear", [("x", [2, 3, 5]), ("s", np.array([0.1, 0.02, 0.05], np.float32)),
+                                                 ("z", np.array([0, -4, 9], np.int8))], outs=(("y", I8),), attrs=dict(axis=1))
+    add("dequantize_axis", 13, "DequantizeLinear", [("x", ([2, 3, 5], U8)), ("s", np.array([0.1, 0.02, 0.05], np.float32)),
+                                                     ("z", np.array([3, 128, 0], np.uint8))], attrs=dict(axis=1))
+    add("dequantize_i32", 10, "DequantizeLinear", [("x", ([4, 3], I32)), ("s", np.array(0.5, np.float32))])
+    add("dyn_quantize", 11, "DynamicQuantizeLinear", [("x", [3, 7])], outs=(("y", U8), ("ys", F), ("yz", U8)))
+    add("matmul_integer", 10, "MatMulInteger", [("a", ([2, 3, 7], U8)), ("b", ([7, 5], I8)), ("az", np.array(7, np.uint8)),
+                                                 ("bz", np.array([1, 0, -1, 2, 3], np.int8))], outs=(("y", I32),))
+    add("qlinear_matmul", 10, "QLinearMatMul", [("a", ([3, 7], U8)), ("as", np.array(0.03, np.float32)), ("az", np.array(9, np.uint8)),
+                                                 ("b", ([7, 5], I8)), ("bs", np.array(0.02, np.float32)), ("bz", np.array(0, np.int8)),
+                                                 ("ys", np.array(0.1, np.float32)), ("yz", np.array(100, np.uint8))], outs=(("y", U8),))
     return M
 
 

@@ -71,6 +71,9 @@ def main(argv):
                 arr = rng.integers(-4, 5, size=shape).astype(np.int64 if "64" in inp.type else np.int32)
             elif inp.type == "tensor(bool)":
                 arr = rng.integers(0, 2, size=shape).astype(bool)
+            elif inp.type in ("tensor(uint8)", "tensor(int8)"):  # the whole 8-bit range
+                u = inp.type == "tensor(uint8)"
+                arr = rng.integers(0 if u else -128, 256 if u else 128, size=shape).astype(np.uint8 if u else np.int8)
             else:
                 arr = rng.uniform(-1.0, 1.0, size=shape).astype(np.float16 if inp.type == "tensor(float16)" else np.float32)
             os.makedirs(in_dir, exist_ok=True)
