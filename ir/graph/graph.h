@@ -123,6 +123,7 @@
   X(TG_OP_DYN_QUANTIZE_LINEAR, "DynamicQuantizeLinear") \
   X(TG_OP_MATMUL_INTEGER, "MatMulInteger")       \
   X(TG_OP_QLINEAR_MATMUL, "QLinearMatMul")       \
+  X(TG_OP_QLINEAR_CONV, "QLinearConv")           \
   /* -- data movement (op_data.c) -- */           \
   X(TG_OP_GATHER_ELEMENTS, "GatherElements")     \
   X(TG_OP_TILE, "Tile")                          \

@@ -141,6 +141,110 @@ ts_status imp_qlinear_matmul(imp *im, nctx *nc) {
   return TS_OK;
 }
 
+/* ---- QLinearConv as DequantizeLinear -> Conv -> QuantizeLinear -------------------- */
+
+/* Adds the node cc has been imported as (its op, inputs, attributes, one
+ * output named oname); *vid is the output value. */
+static ts_status add_aux(imp *im, nctx *cc, const char *oname, int *vid) {
+  ts_diag tmp;
+  ts_diag_clear(&tmp);
+  if (!oname) return imp_oom(im);
+  *vid = tg_value_add(im->g, oname, TG_V_INTER, cc->odt[0], cc->ondim[0], cc->odims[0], &tmp);
+  if (*vid < 0) return imp_nerr(im, cc, tmp.code, "%s", tmp.msg);
+  if (!imp_kv_grow(im)) return imp_oom(im);
+  int nid = tg_node_add(im->g, cc->op, NULL, cc->nin, cc->in, 1, vid, &tmp);
+  if (nid < 0) return imp_nerr(im, cc, tmp.code, "%s", tmp.msg);
+  for (int i = 0; i < cc->nattr; i++)
+    if (tg_node_set_attr(im->g, im->g->nodes[nid], &cc->attr[i]) != TS_OK) return imp_oom(im);
+  return TS_OK;
+}
+
+/* DequantizeLinear(x, scale[, zp]) along axis as an extra node. */
+static ts_status add_dequant(imp *im, nctx *nc, nctx *cc, int x, int scale, int zp, int64_t axis, const char *tag, int *vid) {
+  memset(cc, 0, sizeof *cc);
+  cc->np = nc->np;
+  cc->name = nc->name;
+  cc->op = TG_OP_DEQUANTIZE_LINEAR;
+  cc->nin = zp >= 0 ? 3 : 2;
+  cc->in[0] = x;
+  cc->in[1] = scale;
+  cc->in[2] = zp;
+  cc->nout = 1;
+  cc->attr[cc->nattr++] = (tg_attr){.name = "axis", .kind = TG_A_INT, .i = axis};
+  ts_status st = imp_dequantize(im, cc);
+  return st ? st : add_aux(im, cc, ts_arena_printf(im->a, "%s:%s", nc->outname[0], tag), vid);
+}
+
+/* The bias scale x_scale * w_scale (per output channel), a constant. */
+static ts_status bias_scale(imp *im, nctx *nc, int64_t m, int *vid) {
+  double xs;
+  const tg_value *ws = IN(im, nc, 4);
+  if (!imp_const_scalar(im, nc->in[1], &xs) || ws->kind != TG_V_CONST || !ws->data || ws->dtype.code != IR_F32)
+    return imp_nerr(im, nc, TS_EUNSUPPORTED, "with a bias, x_scale and w_scale must be float32 constants");
+  int64_t nw = tg_value_numel(ws);
+  float *v = ts_malloc((size_t)m * sizeof *v);
+  if (!v) return imp_oom(im);
+  for (int64_t c = 0; c < m; c++) v[c] = (float)(xs * ((const float *)ws->data)[nw == 1 ? 0 : c]);
+  tg_dim d = DC(m);
+  ts_diag tmp;
+  ts_diag_clear(&tmp);
+  *vid = tg_value_add(im->g, ts_arena_printf(im->a, "%s:bias_scale", nc->outname[0]), TG_V_CONST, ir_dt(IR_F32), 1, &d, &tmp);
+  ts_status st = *vid < 0 ? imp_nerr(im, nc, tmp.code, "%s", tmp.msg) : tg_value_set_data(im->g, *vid, v, (size_t)m * 4, im->d);
+  ts_free(v);
+  if (!st && !imp_kv_grow(im)) st = imp_oom(im);
+  return st;
+}
+
+/* QLinearConv: the float convolution of the dequantized input and weights
+ * (per output channel), the int32 bias dequantized with x_scale * w_scale,
+ * then QuantizeLinear with y's scale and zero point. The same value as
+ * onnxruntime's int32 convolution and requantize, up to the order of the
+ * float sums (a rounding boundary may land one step away). */
+ts_status imp_qlinear_conv(imp *im, nctx *nc) {
+  static const char *const what[8] = {"x", "x_scale", "x_zero_point", "w", "w_scale", "w_zero_point", "y_scale", "y_zero_point"};
+  for (int i = 0; i < 8; i++) {
+    ts_status st = imp_need_input(im, nc, i, what[i]);
+    if (st) return st;
+  }
+  const tg_value *w = IN(im, nc, 3), *b = IN(im, nc, 8);
+  if (w->ndim < 3 || w->dims[0].sym) return imp_nerr(im, nc, TS_ESHAPE, "w (%s) must be [M, C/group, k...]", w->name);
+  if (b && (b->dtype.code != IR_I32 || b->ndim != 1 || !tg_dim_eq(b->dims[0], w->dims[0])))
+    return imp_nerr(im, nc, TS_ETYPE, "B (%s) must be int32 [M]", b->name);
+  nctx *cc = ts_calloc(1, sizeof *cc);
+  if (!cc) return imp_oom(im);
+  int dx = -1, dw = -1, sb = -1, db = -1, conv = -1;
+  ts_status st = add_dequant(im, nc, cc, nc->in[0], nc->in[1], nc->in[2], 1, "x_dq", &dx);
+  if (!st) st = add_dequant(im, nc, cc, nc->in[3], nc->in[4], nc->in[5], 0, "w_dq", &dw);
+  if (!st && b) st = bias_scale(im, nc, w->dims[0].value, &sb);
+  if (!st && b) st = add_dequant(im, nc, cc, nc->in[8], sb, -1, 0, "b_dq", &db);
+  if (!st) { /* the convolution, with QLinearConv's own attributes */
+    memset(cc, 0, sizeof *cc);
+    cc->np = nc->np;
+    cc->name = nc->name;
+    cc->op = TG_OP_CONV;
+    cc->nin = b ? 3 : 2;
+    cc->in[0] = dx;
+    cc->in[1] = dw;
+    cc->in[2] = db;
+    cc->nout = 1;
+    cc->nattr = nc->nattr;
+    memcpy(cc->attr, nc->attr, sizeof nc->attr[0] * (size_t)nc->nattr);
+    st = imp_conv(im, cc);
+    if (!st) st = add_aux(im, cc, ts_arena_printf(im->a, "%s:conv", nc->outname[0]), &conv);
+  }
+  ts_free(cc);
+  if (st) return st;
+  /* this node becomes the QuantizeLinear of the convolution */
+  int ys = nc->in[6], yz = nc->in[7];
+  nc->op = TG_OP_QUANTIZE_LINEAR;
+  nc->nin = 3;
+  nc->in[0] = conv;
+  nc->in[1] = ys;
+  nc->in[2] = yz;
+  nc->nattr = 0;
+  return imp_quantize(im, nc);
+}
+
 /* ---- legalisation ------------------------------------------------------------ */
 
 /* The load of a scale or zero point for output rank r: in[axis index] per

@@ -196,6 +196,7 @@ ts_status imp_dequantize(imp *im, nctx *nc);
 ts_status imp_dyn_quantize(imp *im, nctx *nc);
 ts_status imp_matmul_integer(imp *im, nctx *nc);
 ts_status imp_qlinear_matmul(imp *im, nctx *nc);
+ts_status imp_qlinear_conv(imp *im, nctx *nc);
 void lg_emit_qlinear_matmul(lg_kernel *k, const tg_node *n, const char *const *in, const char *const *out);
 void lg_emit_quantize(lg_kernel *k, const tg_node *n, const char *const *in, const char *const *out);
 void lg_emit_dequantize(lg_kernel *k, const tg_node *n, const char *const *in, const char *const *out);

@@ -902,7 +902,8 @@ def quantized_models(out):
     """A dynamically quantized MLP (onnxruntime.quantization.quantize_dynamic:
     DynamicQuantizeLinear, MatMulInteger) and a QDQ CNN (quantize_static with
     per-channel int8 weights and uint8 activations, 8 seeded calibration
-    inputs): quant_mlp_dyn.onnx, quant_cnn_qdq.onnx."""
+    inputs), and that CNN in the operator format (QLinearConv):
+    quant_mlp_dyn.onnx, quant_cnn_qdq.onnx, quant_cnn_qop.onnx."""
     import tempfile
     from onnxruntime.quantization import (CalibrationDataReader, QuantFormat, QuantType, quantize_dynamic,
                                           quantize_static)
@@ -937,6 +938,10 @@ def quantized_models(out):
                 return next(self.d, None)
         quantize_static(f, os.path.join(out, "quant_cnn_qdq.onnx"), Reader(), quant_format=QuantFormat.QDQ,
                         per_channel=True, activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8)
+        # the same CNN in the operator format: QLinearConv with an int32 bias
+        quantize_static(f, os.path.join(out, "quant_cnn_qop.onnx"), Reader(), quant_format=QuantFormat.QOperator,
+                        per_channel=True, activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8,
+                        op_types_to_quantize=["Conv"])
 
 
 def main():
@@ -1067,6 +1072,12 @@ def ops2_models():
     add("dyn_quantize", 11, "DynamicQuantizeLinear", [("x", [3, 7])], outs=(("y", U8), ("ys", F), ("yz", U8)))
     add("matmul_integer", 10, "MatMulInteger", [("a", ([2, 3, 7], U8)), ("b", ([7, 5], I8)), ("az", np.array(7, np.uint8)),
                                                  ("bz", np.array([1, 0, -1, 2, 3], np.int8))], outs=(("y", I32),))
+    add("qlinear_conv", 10, "QLinearConv", [("x", ([1, 2, 7, 6], U8)), ("xs", np.array(0.03, np.float32)), ("xz", np.array(120, np.uint8)),
+                                             ("w", np.random.default_rng(6).integers(-60, 60, (4, 2, 3, 3)).astype(np.int8)),
+                                             ("ws", np.array([0.01, 0.02, 0.015, 0.03], np.float32)), ("wz", np.array([0, 0, 0, 0], np.int8)),
+                                             ("ys", np.array(0.2, np.float32)), ("yz", np.array(128, np.uint8)),
+                                             ("b", np.array([100, -300, 0, 2000], np.int32))],
+        outs=(("y", U8),), attrs=dict(pads=[1, 1, 1, 1], strides=[2, 1]))
     add("qlinear_matmul", 10, "QLinearMatMul", [("a", ([3, 7], U8)), ("as", np.array(0.03, np.float32)), ("az", np.array(9, np.uint8)),
                                                  ("b", ([7, 5], I8)), ("bs", np.array(0.02, np.float32)), ("bz", np.array(0, np.int8)),
                                                  ("ys", np.array(0.1, np.float32)), ("yz", np.array(100, np.uint8))], outs=(("y", U8),))

@@ -303,7 +303,8 @@ END_TEST
 
 /* Models quantized by onnxruntime's own tools (gen_models.py
  * quantized_models: quantize_dynamic's DynamicQuantizeLinear + MatMulInteger
- * MLP, quantize_static's per-channel QDQ CNN), built and run against
+ * MLP, quantize_static's per-channel QDQ CNN and the same CNN with
+ * QLinearConv), built and run against
  * onnxruntime with its graph optimisations off (the Q/DQ ops as written).
  * Float outputs within 2e-2: a value on a rounding boundary of a
  * QuantizeLinear may land one quantization step away when the float sums
@@ -313,8 +314,8 @@ START_TEST(parity_quantized) {
     fprintf(stderr, "skipped: %s missing (scripts/setup.sh)\n", python);
     return;
   }
-  static const char *ms[] = {"quant_mlp_dyn", "quant_cnn_qdq"};
-  for (int i = 0; i < 2; i++) {
+  static const char *ms[] = {"quant_mlp_dyn", "quant_cnn_qdq", "quant_cnn_qop"};
+  for (int i = 0; i < 3; i++) {
     char so[400], dir[400];
     snprintf(so, sizeof so, "%s/%s.so", tmpdir, ms[i]);
     snprintf(dir, sizeof dir, "%s/%s", tmpdir, ms[i]);
