@@ -1,0 +1,96 @@
+#!/usr/bin/env python3
+"""quant_zoo.py — quantized real models through tessel against onnxruntime
+(issue 16): quantizes the zoo's ResNet-50 with onnxruntime's quantize_static
+(QDQ, per-channel int8 weights, uint8 activations, 4 seeded calibration
+images) and DistilBERT with quantize_dynamic (int8 weights), builds each with
+tessel (untuned), and prints max abs error against onnxruntime (graph
+optimisations off: the Q/DQ ops as written; and on: its int8 kernels) and
+1-thread latency of both, in the same run.
+
+  .venv/bin/python bench/quant/quant_zoo.py MODELS_DIR OUT_DIR [--tessel build/tessel] [--repeat 5]
+
+MODELS_DIR holds resnet50.onnx and distilbert.onnx (bench/zoo/export.py)."""
+import argparse
+import logging
+import os
+import subprocess
+import time
+
+import numpy as np
+import onnxruntime as ort
+from onnxruntime.quantization import (CalibrationDataReader, QuantFormat, QuantType, quantize_dynamic,
+                                      quantize_static)
+from onnxruntime.quantization.shape_inference import quant_pre_process
+
+
+class Images(CalibrationDataReader):
+    def __init__(self, name):
+        self.d = iter([{name: np.random.default_rng(i).standard_normal((1, 3, 224, 224)).astype(np.float32)}
+                       for i in range(4)])
+
+    def get_next(self):
+        return next(self.d, None)
+
+
+def ort_run(path, feeds, opt, repeat):
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = 1
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL if opt else ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    s = ort.InferenceSession(path, so)
+    y = s.run(None, feeds)[0]
+    t = time.perf_counter()
+    for _ in range(repeat):
+        s.run(None, feeds)
+    return y, (time.perf_counter() - t) / repeat * 1e3, s.get_outputs()[0].name
+
+
+def tessel_run(a, so, feeds, out_dir, oname):
+    args = [a.tessel, "run", so, "--output-dir", out_dir, "--threads", "1"]
+    for k in feeds:
+        args += ["--input", f"{k}={out_dir}/{k}.npy"]
+    subprocess.run(args, check=True, capture_output=True)
+    y = np.load(os.path.join(out_dir, oname + ".npy"))
+    r = subprocess.run(args + ["--bench", "--repeat", str(a.repeat)], check=True, capture_output=True, text=True)
+    ms = float([ln for ln in r.stdout.splitlines() if ln.startswith("latency")][0].split("median")[1].split()[0])
+    return y, ms
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("models")
+    ap.add_argument("out")
+    ap.add_argument("--tessel", default="build/tessel")
+    ap.add_argument("--repeat", type=int, default=5)
+    a = ap.parse_args()
+    logging.getLogger().setLevel(logging.ERROR)
+    os.makedirs(a.out, exist_ok=True)
+    rn = os.path.join(a.out, "resnet50_qdq.onnx")
+    pre = os.path.join(a.out, "resnet50_pre.onnx")
+    quant_pre_process(os.path.join(a.models, "resnet50.onnx"), pre, skip_symbolic_shape=True)
+    quantize_static(pre, rn, Images("input"), quant_format=QuantFormat.QDQ, per_channel=True,
+                    activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8)
+    db = os.path.join(a.out, "distilbert_dyn.onnx")
+    quantize_dynamic(os.path.join(a.models, "distilbert.onnx"), db, weight_type=QuantType.QInt8)
+    ids = np.random.default_rng(3).integers(0, 30000, (2, 16)).astype(np.int64)
+    am = np.ones((2, 16), np.int64)
+    am[1, 12:] = 0
+    cases = [("ResNet-50 QDQ", rn, {"input": np.random.default_rng(9).standard_normal((1, 3, 224, 224)).astype(np.float32)}),
+             ("DistilBERT dynamic b2 s16", db, {"input_ids": ids, "attention_mask": am})]
+    print("| model | max abs err / max ref vs ort (no opt) | vs ort int8 | 1 thr: tessel / ort int8 ms |")
+    print("| --- | --- | --- | --- |")
+    for name, path, feeds in cases:
+        d = os.path.join(a.out, os.path.basename(path)[:-5])
+        os.makedirs(d, exist_ok=True)
+        for k, v in feeds.items():
+            np.save(os.path.join(d, k + ".npy"), v)
+        so = os.path.join(a.out, os.path.basename(path)[:-5] + ".so")
+        subprocess.run([a.tessel, "build", path, "-o", so], check=True, capture_output=True)
+        r0, _, oname = ort_run(path, feeds, False, 1)
+        r1, ort_ms, _ = ort_run(path, feeds, True, a.repeat)
+        y, ms = tessel_run(a, so, feeds, d, oname)
+        m = np.abs(r0).max()
+        print(f"| {name} | {np.abs(y - r0).max() / m:.2g} | {np.abs(y - r1).max() / m:.2g} | {ms:.3g} / {ort_ms:.3g} = {ms / ort_ms:.2f}x |")
+
+
+if __name__ == "__main__":
+    main()
