@@ -35,26 +35,31 @@ static bool is_true_imm(const ir_expr *e) {
   return e && ir_as_int(e, &v) && v != 0;
 }
 
+/* Loop s with its children walked while its var is bound to its range (the
+ * facts the guards inside are proven with); then, when revec is set, a
+ * vectorized loop that fell back for a guard per lane and lost the guard
+ * is lowered to lanes again. */
+static ir_stmt *walk_bound(ir_mutator *m, part_ctx *c, ir_stmt *s, bool revec) {
+  int mark = c->an.n;
+  if (ir_analyzer_bind(&c->an, s->u.loop.var, s->u.loop.min, s->u.loop.extent) != TS_OK) {
+    ir_mutator_fail(m);
+    return NULL;
+  }
+  ir_stmt *r = ir_mutate_stmt_children(m, s);
+  if (revec && r && !m->failed && r != s && r->u.loop.kind == IR_FOR_VECTORIZED) {
+    ir_stmt *v = NULL;
+    if (cg_vectorize_loop(c->a, &c->an, r, &v, NULL) != TS_OK) ir_mutator_fail(m);
+    else if (v) r = v;
+  }
+  ir_analyzer_truncate(&c->an, mark);
+  return r;
+}
+
 /* ---- the main part: guards on v proven true are dropped -------------------- */
 
 static ir_stmt *drop_pre(ir_mutator *m, ir_stmt *s) {
   part_ctx *c = m->ctx;
-  if (s->kind == IR_FOR) { /* the loops inside bound while their body is walked */
-    int mark = c->an.n;
-    if (ir_analyzer_bind(&c->an, s->u.loop.var, s->u.loop.min, s->u.loop.extent) != TS_OK) {
-      ir_mutator_fail(m);
-      return NULL;
-    }
-    ir_stmt *r = ir_mutate_stmt_children(m, s);
-    /* a vectorized loop that fell back for a guard per lane may now lower to lanes */
-    if (r && !m->failed && r != s && r->u.loop.kind == IR_FOR_VECTORIZED) {
-      ir_stmt *v = NULL;
-      if (cg_vectorize_loop(c->a, &c->an, r, &v, NULL) != TS_OK) ir_mutator_fail(m);
-      else if (v) r = v;
-    }
-    ir_analyzer_truncate(&c->an, mark);
-    return r;
-  }
+  if (s->kind == IR_FOR) return walk_bound(m, c, s, true);
   if (s->kind == IR_IF && !s->u.ifs.else_s && ir_expr_uses_var(s->u.ifs.cond, c->v) &&
       is_true_imm(ir_simplify(&c->an, s->u.ifs.cond))) {
     c->dropped++;
@@ -167,16 +172,7 @@ static ir_stmt *part_pre(ir_mutator *m, ir_stmt *s) {
     ir_mutator_fail(m);
     return NULL;
   }
-  if (r) return r;
-  /* not partitioned: bind its var for the loops inside, walk on */
-  int mark = c->an.n;
-  if (ir_analyzer_bind(&c->an, s->u.loop.var, s->u.loop.min, s->u.loop.extent) != TS_OK) {
-    ir_mutator_fail(m);
-    return NULL;
-  }
-  r = ir_mutate_stmt_children(m, s);
-  ir_analyzer_truncate(&c->an, mark);
-  return r;
+  return r ? r : walk_bound(m, c, s, false); /* not partitioned: on to the loops inside */
 }
 
 static ir_stmt *part_stmt(part_ctx *c, ir_stmt *s, bool *failed) {

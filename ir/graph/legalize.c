@@ -59,8 +59,8 @@ static void dim_text(lg_kernel *k, tg_dim d, char *buf, size_t n) {
   } else if (m.n == 1 && m.coeff == 1) {
     snprintf(buf, n, "sym%d", sym_index(k, m.f[0]));
   } else {
-    size_t o = (size_t)snprintf(buf, n, "(%" PRId64, m.coeff);
-    for (int i = 0; i < m.n && o < n; i++) o += (size_t)snprintf(buf + o, n - o, " * sym%d", sym_index(k, m.f[i]));
+    size_t o = m.coeff == 1 ? (size_t)snprintf(buf, n, "(") : (size_t)snprintf(buf, n, "(%" PRId64 " * ", m.coeff);
+    for (int i = 0; i < m.n && o < n; i++) o += (size_t)snprintf(buf + o, n - o, "%ssym%d", i ? " * " : "", sym_index(k, m.f[i]));
     if (o < n) snprintf(buf + o, n - o, ")");
   }
 }

@@ -262,7 +262,7 @@ static void q_range(ir_dtype t, const char **lo, const char **hi) {
 }
 
 void lg_emit_quantize(lg_kernel *k, const tg_node *n, const char *const *in, const char *const *out) {
-  const tg_value *x = V(k, n->inputs[0]), *y = OUTV(0);
+  const tg_value *y = OUTV(0);
   int r = y->ndim, axis = (int)tg_attr_int(n, "axis", 1);
   const char *lo, *hi;
   q_range(y->dtype, &lo, &hi);
@@ -282,7 +282,6 @@ void lg_emit_quantize(lg_kernel *k, const tg_node *n, const char *const *in, con
   tb_printf(&b, " = %s(min(max(round(f32(", dtn(y->dtype));
   lg_lhs(&b, in[0], r);
   tb_printf(&b, ") / f32(%s)) + %s, %s), %s))", S.s, Z.s, lo, hi);
-  (void)x;
   lg_stmt(k, &b);
 }
 
@@ -295,19 +294,12 @@ void lg_emit_dequantize(lg_kernel *k, const tg_node *n, const char *const *in, c
   tb_reset(&Z);
   param_load(k, &S, in[1], n->inputs[1], axis);
   if (n->nin > 2 && in[2]) param_load(k, &Z, in[2], n->inputs[2], axis);
+  /* computed in f32, stored in the scale's type (f32, or f16) */
   lg_lhs(&b, out[0], r);
-  tb_printf(&b, " = (f32(");
+  tb_printf(&b, " = %s((f32(", dtn(y->dtype));
   lg_lhs(&b, in[0], r);
-  if (Z.n) tb_printf(&b, ") - f32(%s)) * %s", Z.s, S.s);
-  else tb_printf(&b, ")) * %s", S.s);
-  if (y->dtype.code != IR_F32) { /* a float16 scale: computed in f32, stored in its type */
-    tb c;
-    tb_reset(&c);
-    tb_printf(&c, "%s", b.s);
-    char *eq = strchr(c.s, '=');
-    tb_reset(&b);
-    tb_printf(&b, "%.*s= %s(%s)", (int)(eq - c.s), c.s, dtn(y->dtype), eq + 2);
-  }
+  if (Z.n) tb_printf(&b, ") - f32(%s)) * f32(%s))", Z.s, S.s);
+  else tb_printf(&b, ")) * f32(%s))", S.s);
   lg_stmt(k, &b);
 }
 
@@ -355,13 +347,16 @@ static void int_sum(lg_kernel *k, const char *dst, int r, const char *a, int avi
   tb_printf(&t, " += (i32(%s[", a);
   for (int i = 0; i < r - 1; i++) tb_printf(&t, "i%d, ", i);
   tb_printf(&t, "r0])");
-  if (az) tb_printf(&t, " - i32(%s%s)", az, V(k, azvid)->ndim ? "[0]" : "[]");
+  if (az) {
+    tb_printf(&t, " - i32(");
+    param_load(k, &t, az, azvid, 0); /* per tensor */
+    tb_printf(&t, ")");
+  }
   tb_printf(&t, ") * (i32(%s[r0, i%d])", b, r - 1);
   if (bz) {
-    const tg_value *v = V(k, bzvid);
-    if (v->ndim == 0) tb_printf(&t, " - i32(%s[])", bz);
-    else if (tg_value_numel(v) == 1) tb_printf(&t, " - i32(%s[0])", bz);
-    else tb_printf(&t, " - i32(%s[i%d])", bz, r - 1);
+    tb_printf(&t, " - i32(");
+    param_load(k, &t, bz, bzvid, r - 1); /* per tensor or per column */
+    tb_printf(&t, ")");
   }
   char s[48];
   const tg_value *av = V(k, avid);
@@ -387,10 +382,7 @@ void lg_emit_qlinear_matmul(lg_kernel *k, const tg_node *n, const char *const *i
   tb b, BS;
   tb_reset(&b);
   tb_reset(&BS);
-  const tg_value *bs = V(k, n->inputs[4]);
-  if (bs->ndim == 0) tb_printf(&BS, "%s[]", in[4]);
-  else if (tg_value_numel(bs) == 1) tb_printf(&BS, "%s[0]", in[4]);
-  else tb_printf(&BS, "%s[i%d]", in[4], r - 1);
+  param_load(k, &BS, in[4], n->inputs[4], r - 1); /* per tensor or per column */
   tb A, YS, YZ;
   tb_reset(&A);
   tb_reset(&YS);
