@@ -124,6 +124,7 @@
   X(TG_OP_MATMUL_INTEGER, "MatMulInteger")       \
   X(TG_OP_QLINEAR_MATMUL, "QLinearMatMul")       \
   X(TG_OP_QLINEAR_CONV, "QLinearConv")           \
+  X(TG_OP_CONV_INTEGER, "ConvInteger")           \
   /* -- data movement (op_data.c) -- */           \
   X(TG_OP_GATHER_ELEMENTS, "GatherElements")     \
   X(TG_OP_TILE, "Tile")                          \

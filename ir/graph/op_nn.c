@@ -120,6 +120,11 @@ ts_status imp_conv(imp *im, nctx *nc) {
   if ((st = imp_need_float(im, nc, 0)) || (st = imp_need_float(im, nc, 1))) return st;
   if (!ir_dtype_eq(x->dtype, w->dtype) || (b && !ir_dtype_eq(b->dtype, x->dtype)))
     return imp_nerr(im, nc, TS_ETYPE, "X, W and B must have one type");
+  return imp_conv_shape(im, nc, x, w, b, x->dtype);
+}
+
+ts_status imp_conv_shape(imp *im, nctx *nc, const tg_value *x, const tg_value *w, const tg_value *b, ir_dtype ydt) {
+  ts_status st;
   if (w->ndim != x->ndim) return imp_nerr(im, nc, TS_ESHAPE, "W (%s) has rank %d, X (%s) has %d", w->name, w->ndim, x->name, x->ndim);
   if (!tg_value_is_static(w)) return imp_nerr(im, nc, TS_EUNSUPPORTED, "W (%s) has a symbolic shape", w->name);
   int64_t kdef[MAX_RANK];
@@ -184,7 +189,7 @@ ts_status imp_conv(imp *im, nctx *nc) {
     }
   }
   if ((st = put_spatial(im, nc, &sp)) || (st = imp_set_int(im, nc, "group", group))) return st;
-  set_out(nc, 0, x->dtype, x->ndim, od);
+  set_out(nc, 0, ydt, x->ndim, od);
   return TS_OK;
 }
 
@@ -560,13 +565,158 @@ static void emit_conv_winograd(lg_kernel *k, const tg_node *n, const char *const
   conv_bias(k, in, o, dst, 4);
 }
 
-/* "dst[i0, ..] += src[i0, <input channel>": r0 within the output channel's group */
-static void conv_lhs_chan(tb *b, const char *dst, int r, const char *src, int64_t g, int64_t M, int64_t cg) {
+/* "dst[i0, ..] += PRE src[i0, <input channel>": r0 within the output
+ * channel's group (PRE "i32(" for the integer convolution, else "") */
+static void conv_lhs_chan(tb *b, const char *dst, int r, const char *pre, const char *src, int64_t g, int64_t M,
+                          int64_t cg) {
   tb_reset(b);
   lg_lhs(b, dst, r);
-  tb_printf(b, " += %s[i0, ", src);
+  tb_printf(b, " += %s%s[i0, ", pre, src);
   if (g == 1) tb_printf(b, "r0");
   else tb_printf(b, "(i1 // %" PRId64 ") * %" PRId64 " + r0", M / g, cg);
+}
+
+/* One convolution's geometry and input stage, shared by the float
+ * convolution and the integer one (ConvInteger, QLinearConv: op_quant.c). */
+typedef struct conv_plan {
+  const tg_value *x, *wv, *y;
+  int r;
+  win w;
+  int64_t g, cg, M;
+  bool pad_stage, poly;
+  const char *src; /* what the reduction reads: the input, or its padded copy */
+  char xp[96];
+} conv_plan;
+
+static bool conv_plan_make(lg_kernel *k, const tg_node *n, int xvid, int wvid, conv_plan *p) {
+  p->x = V(k, xvid), p->wv = V(k, wvid), p->y = OUTV(0);
+  p->r = p->x->ndim;
+  int64_t kern[3];
+  for (int i = 0; i < p->r - 2 && i < 3; i++) {
+    if (p->wv->dims[2 + i].sym) {
+      lg_fail(k, TS_EUNSUPPORTED, n, "symbolic kernel size");
+      return false;
+    }
+    kern[i] = p->wv->dims[2 + i].value;
+  }
+  if (!get_win(k, n, p->x, p->y, kern, &p->w)) return false;
+  p->g = tg_attr_int(n, "group", 1);
+  if (p->wv->dims[1].sym || p->wv->dims[0].sym) {
+    lg_fail(k, TS_EUNSUPPORTED, n, "symbolic channel counts");
+    return false;
+  }
+  p->cg = p->wv->dims[1].value, p->M = p->wv->dims[0].value;
+  if (p->g < 1 || p->M % p->g) {
+    lg_fail(k, TS_EINVAL, n, "group=%" PRId64 " does not divide the %" PRId64 " output channels", p->g, p->M);
+    return false;
+  }
+  return true;
+}
+
+/* Padding as its own stage (as TVM's data_pad and the built-in conv
+ * workloads): the convolution then reads without a guard, and the search
+ * places (or keeps) the pad stage. Needs constant spatial sizes; else the
+ * guard stays in the convolution. padval is the padding's value ("0.0", or
+ * the integer convolution's x zero point). Sets p->src. */
+static void conv_input_stage(lg_kernel *k, conv_plan *p, const char *xin, const char *o, const char *padval) {
+  const tg_value *x = p->x, *y = p->y;
+  win *w = &p->w;
+  bool guard = false, konst = true;
+  int64_t pext[3] = {0, 0, 0};
+  for (int s = 0; s < w->ns; s++) {
+    tg_dim H = x->dims[2 + s], P = y->dims[2 + s];
+    if (H.sym || P.sym) {
+      konst = false;
+      continue;
+    }
+    pext[s] = (P.value - 1) * w->st[s] + (w->kern[s] - 1) * w->dil[s] + 1;
+    guard = guard || w->pb[s] > 0 || pext[s] - w->pb[s] > H.value;
+  }
+  p->pad_stage = guard && konst && w->ns <= 3;
+  p->src = xin;
+  /* A strided 2-d convolution reads its padded input in polyphase order,
+   * xp[n, c, p, q, h', w'] = padded x[n, c, h'*sh + p, w'*sw + q]: the output
+   * column i3 then reads xp[.., i3 + s // sw] at unit stride (the plain order
+   * reads x[.., i3*sw + s], a gather once the output width is vectorised). */
+  p->poly = p->pad_stage && w->ns == 2 && (w->st[0] > 1 || w->st[1] > 1) && w->dil[0] == 1 && w->dil[1] == 1 &&
+            !k->g->opts.polyphase_off; /* --polyphase off: the plain order (comparisons) */
+  if (p->poly) {
+    lg_tmpname(p->xp, sizeof p->xp, o, "pad");
+    tg_dim pd[6] = {x->dims[0], x->dims[1], {w->st[0], NULL}, {w->st[1], NULL},
+                    {y->dims[2].value + (w->kern[0] - 1) / w->st[0], NULL},
+                    {y->dims[3].value + (w->kern[1] - 1) / w->st[1], NULL}};
+    lg_let_dims(k, p->xp, x->dtype, 6, pd);
+    tb b;
+    tb_reset(&b);
+    char hb[48], wb[48];
+    const char *hs = lg_dim_s(k, x->dims[2], hb), *ws = lg_dim_s(k, x->dims[3], wb);
+    lg_lhs(&b, p->xp, 6);
+    tb_printf(&b,
+              " = select(i4 * %" PRId64 " + i2 - %" PRId64 " >= 0 && i4 * %" PRId64 " + i2 - %" PRId64
+              " < %s && i5 * %" PRId64 " + i3 - %" PRId64 " >= 0 && i5 * %" PRId64 " + i3 - %" PRId64
+              " < %s, %s[i0, i1, min(max(i4 * %" PRId64 " + i2 - %" PRId64 ", 0), %s - 1), min(max(i5 * %" PRId64
+              " + i3 - %" PRId64 ", 0), %s - 1)], %s)",
+              w->st[0], w->pb[0], w->st[0], w->pb[0], hs, w->st[1], w->pb[1], w->st[1], w->pb[1], ws, xin, w->st[0],
+              w->pb[0], hs, w->st[1], w->pb[1], ws, padval);
+    lg_stmt(k, &b);
+    p->src = p->xp;
+    return;
+  }
+  if (p->pad_stage) {
+    lg_tmpname(p->xp, sizeof p->xp, o, "pad");
+    tg_dim pd[5];
+    pd[0] = x->dims[0];
+    pd[1] = x->dims[1];
+    for (int s = 0; s < w->ns; s++) pd[2 + s] = (tg_dim){pext[s], NULL};
+    lg_let_dims(k, p->xp, x->dtype, 2 + w->ns, pd);
+    tb b;
+    tb_reset(&b);
+    lg_lhs(&b, p->xp, 2 + w->ns);
+    tb_printf(&b, " = select(");
+    char hs[48];
+    for (int s = 0; s < w->ns; s++)
+      tb_printf(&b, "%si%d - %" PRId64 " >= 0 && i%d - %" PRId64 " < %s", s ? " && " : "", 2 + s, w->pb[s], 2 + s,
+                w->pb[s], lg_dim_s(k, x->dims[2 + s], hs));
+    /* the load's indices clamped too: safe even where a select is eager */
+    tb_printf(&b, ", %s[i0, i1", xin);
+    for (int s = 0; s < w->ns; s++)
+      tb_printf(&b, ", min(max(i%d - %" PRId64 ", 0), %s - 1)", 2 + s, w->pb[s], lg_dim_s(k, x->dims[2 + s], hs));
+    tb_printf(&b, "], %s)", padval);
+    lg_stmt(k, &b);
+    p->src = p->xp;
+    for (int s = 0; s < w->ns; s++) w->pb[s] = 0; /* the conv indexes the padded input */
+  }
+}
+
+/* "dst[...] += PRE src[...window...] (* PRE win[i1, r...]) where .. for r..":
+ * the convolution's reduction over the window (with win), or the window sum
+ * of the input per group (win NULL, g groups as dst's axis 1). PRE wraps
+ * each load in an i32 cast when `cast`. */
+static void conv_reduce(lg_kernel *k, const conv_plan *p, const char *dst, int64_t g, int64_t M, const char *win_in,
+                        bool cast) {
+  const char *pre = cast ? "i32(" : "", *post = cast ? ")" : "";
+  const win *w = &p->w;
+  tb b;
+  conv_lhs_chan(&b, dst, p->r, pre, p->src, g, M, p->cg);
+  if (p->poly) {
+    tb_printf(&b, ", r1 %% %" PRId64 ", r2 %% %" PRId64 ", i2 + r1 // %" PRId64 ", i3 + r2 // %" PRId64 "]%s", w->st[0],
+              w->st[1], w->st[0], w->st[1], post);
+  } else {
+    for (int s = 0; s < w->ns; s++) {
+      tb_printf(&b, ", ");
+      win_coord(&b, w, s, 1 + s);
+    }
+    tb_printf(&b, "]%s", post);
+  }
+  if (win_in) {
+    tb_printf(&b, " * %s%s[i1, r0", pre, win_in);
+    for (int s = 0; s < w->ns; s++) tb_printf(&b, ", r%d", 1 + s);
+    tb_printf(&b, "]%s", post);
+  }
+  if (!p->pad_stage) window_where(k, &b, w, p->x, p->y, 1);
+  tb_printf(&b, " for r0 in 0..%" PRId64, p->cg);
+  for (int s = 0; s < w->ns; s++) tb_printf(&b, ", r%d in 0..%" PRId64, 1 + s, w->kern[s]);
+  lg_stmt(k, &b);
 }
 
 void lg_emit_conv(lg_kernel *k, const tg_node *n, const char *const *in, const char *const *out) {
@@ -575,120 +725,39 @@ void lg_emit_conv(lg_kernel *k, const tg_node *n, const char *const *in, const c
     emit_conv_winograd(k, n, in, o);
     return;
   }
-  const tg_value *x = V(k, n->inputs[0]), *wv = V(k, n->inputs[1]), *y = OUTV(0);
-  int r = x->ndim;
-  int64_t kern[3];
-  for (int i = 0; i < r - 2 && i < 3; i++) {
-    if (wv->dims[2 + i].sym) {
-      lg_fail(k, TS_EUNSUPPORTED, n, "symbolic kernel size");
-      return;
-    }
-    kern[i] = wv->dims[2 + i].value;
-  }
-  win w;
-  if (!get_win(k, n, x, y, kern, &w)) return;
-  int64_t g = tg_attr_int(n, "group", 1);
-  if (wv->dims[1].sym || wv->dims[0].sym) {
-    lg_fail(k, TS_EUNSUPPORTED, n, "symbolic channel counts");
-    return;
-  }
-  int64_t cg = wv->dims[1].value, M = wv->dims[0].value;
-  if (g < 1 || M % g) {
-    lg_fail(k, TS_EINVAL, n, "group=%" PRId64 " does not divide the %" PRId64 " output channels", g, M);
-    return;
-  }
-  char cv[96], xp[96];
+  conv_plan p;
+  if (!conv_plan_make(k, n, n->inputs[0], n->inputs[1], &p)) return;
+  char cv[96];
   const char *dst = conv_acc(k, n, o, cv, sizeof cv);
-  /* Padding as its own stage (as TVM's data_pad and the built-in conv
-   * workloads): the convolution then reads without a guard, and the search
-   * places (or keeps) the pad stage. Needs constant spatial sizes; else the
-   * guard stays in the convolution. */
-  bool guard = false, konst = true;
-  int64_t pext[3] = {0, 0, 0};
-  for (int s = 0; s < w.ns; s++) {
-    tg_dim H = x->dims[2 + s], P = y->dims[2 + s];
-    if (H.sym || P.sym) {
-      konst = false;
-      continue;
-    }
-    pext[s] = (P.value - 1) * w.st[s] + (w.kern[s] - 1) * w.dil[s] + 1;
-    guard = guard || w.pb[s] > 0 || pext[s] - w.pb[s] > H.value;
+  conv_input_stage(k, &p, in[0], o, "0.0");
+  conv_reduce(k, &p, dst, p.g, p.M, in[1], false);
+  conv_bias(k, in, o, dst, p.r);
+}
+
+bool lg_conv_int(lg_kernel *k, const tg_node *n, int xi, int wi, const char *const *in, const char *o,
+                 const char *padval, bool zero_pad, const char *acc, const char *xsum, int64_t *groups) {
+  conv_plan p;
+  if (!conv_plan_make(k, n, n->inputs[xi], n->inputs[wi], &p)) return false;
+  conv_input_stage(k, &p, in[xi], o, padval);
+  /* without a pad stage the window's reads outside the input are dropped
+   * (a zero), which is the padding only when the x zero point is 0 */
+  bool leaves = false;
+  for (int s = 0; s < p.w.ns; s++)
+    leaves = leaves || p.w.pb[s] > 0 || p.w.pe[s] > 0 || p.x->dims[2 + s].sym || p.y->dims[2 + s].sym;
+  if (!p.pad_stage && leaves && !zero_pad) {
+    lg_fail(k, TS_EUNSUPPORTED, n, "padding over a symbolic spatial dim with a nonzero x zero point");
+    return false;
   }
-  bool pad_stage = guard && konst && w.ns <= 3;
-  const char *src = in[0];
-  /* A strided 2-d convolution reads its padded input in polyphase order,
-   * xp[n, c, p, q, h', w'] = padded x[n, c, h'*sh + p, w'*sw + q]: the output
-   * column i3 then reads xp[.., i3 + s // sw] at unit stride (the plain order
-   * reads x[.., i3*sw + s], a gather once the output width is vectorised). */
-  bool poly = pad_stage && w.ns == 2 && (w.st[0] > 1 || w.st[1] > 1) && w.dil[0] == 1 && w.dil[1] == 1 &&
-              !k->g->opts.polyphase_off; /* --polyphase off: the plain order (comparisons) */
-  if (poly) {
-    lg_tmpname(xp, sizeof xp, o, "pad");
-    tg_dim pd[6] = {x->dims[0], x->dims[1], {w.st[0], NULL}, {w.st[1], NULL},
-                    {y->dims[2].value + (w.kern[0] - 1) / w.st[0], NULL},
-                    {y->dims[3].value + (w.kern[1] - 1) / w.st[1], NULL}};
-    lg_let_dims(k, xp, x->dtype, 6, pd);
-    tb p;
-    tb_reset(&p);
-    char hb[48], wb[48];
-    const char *hs = lg_dim_s(k, x->dims[2], hb), *ws = lg_dim_s(k, x->dims[3], wb);
-    lg_lhs(&p, xp, 6);
-    tb_printf(&p,
-              " = select(i4 * %" PRId64 " + i2 - %" PRId64 " >= 0 && i4 * %" PRId64 " + i2 - %" PRId64
-              " < %s && i5 * %" PRId64 " + i3 - %" PRId64 " >= 0 && i5 * %" PRId64 " + i3 - %" PRId64
-              " < %s, %s[i0, i1, min(max(i4 * %" PRId64 " + i2 - %" PRId64 ", 0), %s - 1), min(max(i5 * %" PRId64
-              " + i3 - %" PRId64 ", 0), %s - 1)], 0.0)",
-              w.st[0], w.pb[0], w.st[0], w.pb[0], hs, w.st[1], w.pb[1], w.st[1], w.pb[1], ws, in[0], w.st[0],
-              w.pb[0], hs, w.st[1], w.pb[1], ws);
-    lg_stmt(k, &p);
-    tb b;
-    conv_lhs_chan(&b, dst, r, xp, g, M, cg);
-    tb_printf(&b, ", r1 %% %" PRId64 ", r2 %% %" PRId64 ", i2 + r1 // %" PRId64 ", i3 + r2 // %" PRId64 "]", w.st[0],
-              w.st[1], w.st[0], w.st[1]);
-    tb_printf(&b, " * %s[i1, r0, r1, r2] for r0 in 0..%" PRId64 ", r1 in 0..%" PRId64 ", r2 in 0..%" PRId64, in[1],
-              cg, w.kern[0], w.kern[1]);
-    lg_stmt(k, &b);
-    conv_bias(k, in, o, dst, r);
-    return;
+  conv_reduce(k, &p, acc, p.g, p.M, in[wi], true);
+  if (xsum) {
+    tg_dim d[5];
+    for (int i = 0; i < p.r; i++) d[i] = p.y->dims[i];
+    d[1] = (tg_dim){p.g, NULL};
+    lg_let_dims(k, xsum, ir_dt(IR_I32), p.r, d);
+    conv_reduce(k, &p, xsum, p.g, p.g, NULL, true);
   }
-  if (pad_stage) {
-    lg_tmpname(xp, sizeof xp, o, "pad");
-    tg_dim pd[5];
-    pd[0] = x->dims[0];
-    pd[1] = x->dims[1];
-    for (int s = 0; s < w.ns; s++) pd[2 + s] = (tg_dim){pext[s], NULL};
-    lg_let_dims(k, xp, x->dtype, 2 + w.ns, pd);
-    tb p;
-    tb_reset(&p);
-    lg_lhs(&p, xp, 2 + w.ns);
-    tb_printf(&p, " = select(");
-    char hs[48];
-    for (int s = 0; s < w.ns; s++)
-      tb_printf(&p, "%si%d - %" PRId64 " >= 0 && i%d - %" PRId64 " < %s", s ? " && " : "", 2 + s, w.pb[s], 2 + s,
-                w.pb[s], lg_dim_s(k, x->dims[2 + s], hs));
-    /* the load's indices clamped too: safe even where a select is eager */
-    tb_printf(&p, ", %s[i0, i1", in[0]);
-    for (int s = 0; s < w.ns; s++)
-      tb_printf(&p, ", min(max(i%d - %" PRId64 ", 0), %s - 1)", 2 + s, w.pb[s], lg_dim_s(k, x->dims[2 + s], hs));
-    tb_printf(&p, "], 0.0)");
-    lg_stmt(k, &p);
-    src = xp;
-    for (int s = 0; s < w.ns; s++) w.pb[s] = 0; /* the conv indexes the padded input */
-  }
-  tb b;
-  conv_lhs_chan(&b, dst, r, src, g, M, cg);
-  for (int s = 0; s < w.ns; s++) {
-    tb_printf(&b, ", ");
-    win_coord(&b, &w, s, 1 + s);
-  }
-  tb_printf(&b, "] * %s[i1, r0", in[1]);
-  for (int s = 0; s < w.ns; s++) tb_printf(&b, ", r%d", 1 + s);
-  tb_printf(&b, "]");
-  if (!pad_stage) window_where(k, &b, &w, x, y, 1);
-  tb_printf(&b, " for r0 in 0..%" PRId64, cg);
-  for (int s = 0; s < w.ns; s++) tb_printf(&b, ", r%d in 0..%" PRId64, 1 + s, w.kern[s]);
-  lg_stmt(k, &b);
-  conv_bias(k, in, o, dst, r);
+  *groups = p.g;
+  return k->st == TS_OK;
 }
 
 void lg_emit_conv_transpose(lg_kernel *k, const tg_node *n, const char *const *in, const char *const *out) {

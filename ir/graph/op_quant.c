@@ -141,108 +141,62 @@ ts_status imp_qlinear_matmul(imp *im, nctx *nc) {
   return TS_OK;
 }
 
-/* ---- QLinearConv as DequantizeLinear -> Conv -> QuantizeLinear -------------------- */
+/* ---- the integer convolutions ------------------------------------------------ */
 
-/* Adds the node cc has been imported as (its op, inputs, attributes, one
- * output named oname); *vid is the output value. */
-static ts_status add_aux(imp *im, nctx *cc, const char *oname, int *vid) {
-  ts_diag tmp;
-  ts_diag_clear(&tmp);
-  if (!oname) return imp_oom(im);
-  *vid = tg_value_add(im->g, oname, TG_V_INTER, cc->odt[0], cc->ondim[0], cc->odims[0], &tmp);
-  if (*vid < 0) return imp_nerr(im, cc, tmp.code, "%s", tmp.msg);
-  if (!imp_kv_grow(im)) return imp_oom(im);
-  int nid = tg_node_add(im->g, cc->op, NULL, cc->nin, cc->in, 1, vid, &tmp);
-  if (nid < 0) return imp_nerr(im, cc, tmp.code, "%s", tmp.msg);
-  for (int i = 0; i < cc->nattr; i++)
-    if (tg_node_set_attr(im->g, im->g->nodes[nid], &cc->attr[i]) != TS_OK) return imp_oom(im);
+/* A zero point that must be per tensor (input i, optional), of x's type. */
+static ts_status per_tensor_zp(imp *im, nctx *nc, int i, const char *what, const tg_value *x) {
+  const tg_value *z = IN(im, nc, i);
+  if (!z) return TS_OK;
+  if (!numel_is_one(z)) return imp_nerr(im, nc, TS_EUNSUPPORTED, "%s (%s) is not per tensor", what, z->name);
+  if (!ir_dtype_eq(z->dtype, x->dtype)) return imp_nerr(im, nc, TS_ETYPE, "%s (%s) differs in type from its tensor", what, z->name);
   return TS_OK;
 }
 
-/* DequantizeLinear(x, scale[, zp]) along axis as an extra node. */
-static ts_status add_dequant(imp *im, nctx *nc, nctx *cc, int x, int scale, int zp, int64_t axis, const char *tag, int *vid) {
-  memset(cc, 0, sizeof *cc);
-  cc->np = nc->np;
-  cc->name = nc->name;
-  cc->op = TG_OP_DEQUANTIZE_LINEAR;
-  cc->nin = zp >= 0 ? 3 : 2;
-  cc->in[0] = x;
-  cc->in[1] = scale;
-  cc->in[2] = zp;
-  cc->nout = 1;
-  cc->attr[cc->nattr++] = (tg_attr){.name = "axis", .kind = TG_A_INT, .i = axis};
-  ts_status st = imp_dequantize(im, cc);
-  return st ? st : add_aux(im, cc, ts_arena_printf(im->a, "%s:%s", nc->outname[0], tag), vid);
+/* A weight parameter: per tensor or per output channel (w's dim 0). */
+static ts_status per_channel(imp *im, nctx *nc, int i, const char *what, const tg_value *w) {
+  const tg_value *v = IN(im, nc, i);
+  if (!v || numel_is_one(v) || (v->ndim == 1 && tg_dim_eq(v->dims[0], w->dims[0]))) return TS_OK;
+  return imp_nerr(im, nc, TS_EUNSUPPORTED, "%s (%s) is neither per tensor nor per output channel", what, v->name);
 }
 
-/* The bias scale x_scale * w_scale (per output channel), a constant. */
-static ts_status bias_scale(imp *im, nctx *nc, int64_t m, int *vid) {
-  double xs;
-  const tg_value *ws = IN(im, nc, 4);
-  if (!imp_const_scalar(im, nc->in[1], &xs) || ws->kind != TG_V_CONST || !ws->data || ws->dtype.code != IR_F32)
-    return imp_nerr(im, nc, TS_EUNSUPPORTED, "with a bias, x_scale and w_scale must be float32 constants");
-  int64_t nw = tg_value_numel(ws);
-  float *v = ts_malloc((size_t)m * sizeof *v);
-  if (!v) return imp_oom(im);
-  for (int64_t c = 0; c < m; c++) v[c] = (float)(xs * ((const float *)ws->data)[nw == 1 ? 0 : c]);
-  tg_dim d = DC(m);
-  ts_diag tmp;
-  ts_diag_clear(&tmp);
-  *vid = tg_value_add(im->g, ts_arena_printf(im->a, "%s:bias_scale", nc->outname[0]), TG_V_CONST, ir_dt(IR_F32), 1, &d, &tmp);
-  ts_status st = *vid < 0 ? imp_nerr(im, nc, tmp.code, "%s", tmp.msg) : tg_value_set_data(im->g, *vid, v, (size_t)m * 4, im->d);
-  ts_free(v);
-  if (!st && !imp_kv_grow(im)) st = imp_oom(im);
-  return st;
+/* ConvInteger: Conv's shapes and attributes over int8/uint8 x and w, the
+ * exact int32 sums of (x - x_zero_point) * (w - w_zero_point), the padding
+ * being x's zero point (onnxruntime's). */
+ts_status imp_conv_integer(imp *im, nctx *nc) {
+  ts_status st = imp_need_input(im, nc, 0, "x");
+  if (st || (st = imp_need_input(im, nc, 1, "w"))) return st;
+  const tg_value *x = IN(im, nc, 0), *w = IN(im, nc, 1), *wz = IN(im, nc, 3);
+  if (!q8(x->dtype) || !q8(w->dtype)) return imp_nerr(im, nc, TS_ETYPE, "x (%s) and w (%s) must be int8 or uint8", x->name, w->name);
+  if (w->ndim < 3 || !tg_value_is_static(w)) return imp_nerr(im, nc, TS_ESHAPE, "w (%s) must be a static [M, C/group, k...]", w->name);
+  if ((st = per_tensor_zp(im, nc, 2, "x_zero_point", x)) || (st = per_channel(im, nc, 3, "w_zero_point", w))) return st;
+  if (wz && !ir_dtype_eq(wz->dtype, w->dtype)) return imp_nerr(im, nc, TS_ETYPE, "w_zero_point (%s) differs in type from w", wz->name);
+  return imp_conv_shape(im, nc, x, w, NULL, ir_dt(IR_I32));
 }
 
-/* QLinearConv: the float convolution of the dequantized input and weights
- * (per output channel), the int32 bias dequantized with x_scale * w_scale,
- * then QuantizeLinear with y's scale and zero point. The same value as
- * onnxruntime's int32 convolution and requantize, up to the order of the
- * float sums (a rounding boundary may land one step away). */
+/* QLinearConv: ConvInteger's int32 sums (+ the int32 bias), then
+ * onnxruntime's requantize: saturate(round half to even(acc * (x_scale *
+ * w_scale / y_scale)) + y_zero_point), the multiplier in f32, per output
+ * channel with w_scale. Kept as one integer op (lg_emit_qlinear_conv). */
 ts_status imp_qlinear_conv(imp *im, nctx *nc) {
   static const char *const what[8] = {"x", "x_scale", "x_zero_point", "w", "w_scale", "w_zero_point", "y_scale", "y_zero_point"};
   for (int i = 0; i < 8; i++) {
     ts_status st = imp_need_input(im, nc, i, what[i]);
     if (st) return st;
   }
-  const tg_value *w = IN(im, nc, 3), *b = IN(im, nc, 8);
-  if (w->ndim < 3 || w->dims[0].sym) return imp_nerr(im, nc, TS_ESHAPE, "w (%s) must be [M, C/group, k...]", w->name);
+  const tg_value *x = IN(im, nc, 0), *w = IN(im, nc, 3), *wz = IN(im, nc, 5), *yz = IN(im, nc, 7), *b = IN(im, nc, 8);
+  if (!q8(x->dtype) || !q8(w->dtype) || !q8(yz->dtype)) return imp_nerr(im, nc, TS_ETYPE, "x, w and y must be int8 or uint8");
+  if (w->ndim < 3 || !tg_value_is_static(w)) return imp_nerr(im, nc, TS_ESHAPE, "w (%s) must be a static [M, C/group, k...]", w->name);
+  for (int i = 1; i < 8; i += 5) /* x_scale, y_scale */
+    if (!numel_is_one(IN(im, nc, i)) || !is_float(IN(im, nc, i)->dtype))
+      return imp_nerr(im, nc, TS_EUNSUPPORTED, "input %d (%s, %s) is not a float scale per tensor", i, IN(im, nc, i)->name, what[i]);
+  ts_status st;
+  if ((st = per_tensor_zp(im, nc, 2, "x_zero_point", x)) || (st = per_tensor_zp(im, nc, 7, "y_zero_point", yz)) ||
+      (st = per_channel(im, nc, 4, "w_scale", w)) || (st = per_channel(im, nc, 5, "w_zero_point", w)))
+    return st;
+  if (!ir_dtype_eq(wz->dtype, w->dtype)) return imp_nerr(im, nc, TS_ETYPE, "w_zero_point (%s) differs in type from w", wz->name);
   if (b && (b->dtype.code != IR_I32 || b->ndim != 1 || !tg_dim_eq(b->dims[0], w->dims[0])))
     return imp_nerr(im, nc, TS_ETYPE, "B (%s) must be int32 [M]", b->name);
-  nctx *cc = ts_calloc(1, sizeof *cc);
-  if (!cc) return imp_oom(im);
-  int dx = -1, dw = -1, sb = -1, db = -1, conv = -1;
-  ts_status st = add_dequant(im, nc, cc, nc->in[0], nc->in[1], nc->in[2], 1, "x_dq", &dx);
-  if (!st) st = add_dequant(im, nc, cc, nc->in[3], nc->in[4], nc->in[5], 0, "w_dq", &dw);
-  if (!st && b) st = bias_scale(im, nc, w->dims[0].value, &sb);
-  if (!st && b) st = add_dequant(im, nc, cc, nc->in[8], sb, -1, 0, "b_dq", &db);
-  if (!st) { /* the convolution, with QLinearConv's own attributes */
-    memset(cc, 0, sizeof *cc);
-    cc->np = nc->np;
-    cc->name = nc->name;
-    cc->op = TG_OP_CONV;
-    cc->nin = b ? 3 : 2;
-    cc->in[0] = dx;
-    cc->in[1] = dw;
-    cc->in[2] = db;
-    cc->nout = 1;
-    cc->nattr = nc->nattr;
-    memcpy(cc->attr, nc->attr, sizeof nc->attr[0] * (size_t)nc->nattr);
-    st = imp_conv(im, cc);
-    if (!st) st = add_aux(im, cc, ts_arena_printf(im->a, "%s:conv", nc->outname[0]), &conv);
-  }
-  ts_free(cc);
-  if (st) return st;
-  /* this node becomes the QuantizeLinear of the convolution */
-  int ys = nc->in[6], yz = nc->in[7];
-  nc->op = TG_OP_QUANTIZE_LINEAR;
-  nc->nin = 3;
-  nc->in[0] = conv;
-  nc->in[1] = ys;
-  nc->in[2] = yz;
-  nc->nattr = 0;
-  return imp_quantize(im, nc);
+  return imp_conv_shape(im, nc, x, w, NULL, yz->dtype);
 }
 
 /* ---- legalisation ------------------------------------------------------------ */
@@ -337,62 +291,190 @@ void lg_emit_dyn_quantize(lg_kernel *k, const tg_node *n, const char *const *in,
   lg_stmt(k, &b);
 }
 
-/* "dst[...] += (i32(a[..., r0]) - azp) * (i32(b[r0, n]) - bzp) for r0": the
- * int32 sums of MatMulInteger and QLinearMatMul (zero points may be absent). */
-static void int_sum(lg_kernel *k, const char *dst, int r, const char *a, int avid, const char *b, const char *az, int azvid,
-                    const char *bz, int bzvid) {
-  tb t;
+/* ---- the integer contractions ------------------------------------------------
+ * MatMulInteger, QLinearMatMul, ConvInteger and QLinearConv share one form:
+ *   acc  += i32(x[..]) * i32(w[..])                  (the canonical int8 block)
+ *   xsum += i32(x[..])      per output row / pixel and group, when w's zero point is not 0
+ *   wsum += i32(w[..])      per output column / channel, when x's zero point is not 0
+ *   v = acc - wz * xsum - xz * wsum + K * xz * wz + bias
+ * which is the exact sum of (x - xz) * (w - wz) (+ bias) in int32. When the
+ * qdq pass has folded the weight side at build time (constant w and zero
+ * points: attribute tessel.comp), the bias input holds
+ * bias - xz * wsum + K * xz * wz and the wsum block is not written. The
+ * QLinear ops then requantize v as onnxruntime does (MlasRequantizeOutput):
+ * saturate(round half to even(f32(v) * (x_scale * w_scale / y_scale)) +
+ * y_zero_point), the multiplier in f32; tessel.relu raises the lower bound to
+ * y_zero_point (a Relu between the op and its QuantizeLinear, exactly). */
+
+/* Where each operand of an integer contraction is (input indices; -1: none). */
+typedef struct qint_layout {
+  int x, xs, xz, w, ws, wz, ys, yz, bias;
+  bool conv;
+} qint_layout;
+
+static const qint_layout L_MATMUL_INTEGER = {0, -1, 2, 1, -1, 3, -1, -1, 4, false};
+static const qint_layout L_QLINEAR_MATMUL = {0, 1, 2, 3, 4, 5, 6, 7, 8, false};
+static const qint_layout L_CONV_INTEGER = {0, -1, 2, 1, -1, 3, -1, -1, 4, true};
+static const qint_layout L_QLINEAR_CONV = {0, 1, 2, 3, 4, 5, 6, 7, 8, true};
+
+int tg_qint_comp_input(tg_op op) {
+  switch (op) {
+  case TG_OP_MATMUL_INTEGER: return L_MATMUL_INTEGER.bias;
+  case TG_OP_QLINEAR_MATMUL: return L_QLINEAR_MATMUL.bias;
+  case TG_OP_CONV_INTEGER: return L_CONV_INTEGER.bias;
+  case TG_OP_QLINEAR_CONV: return L_QLINEAR_CONV.bias;
+  default: return -1;
+  }
+}
+
+static bool present(const tg_node *n, int i) { return i >= 0 && i < n->nin && n->inputs[i] >= 0; }
+
+/* Input i is omitted or a constant of zeros. */
+static bool known_zero(lg_kernel *k, const tg_node *n, int i) {
+  if (!present(n, i)) return true;
+  const tg_value *v = V(k, n->inputs[i]);
+  if (v->kind != TG_V_CONST || !v->data) return false;
+  const unsigned char *p = v->data;
+  for (size_t j = 0; j < v->nbytes; j++)
+    if (p[j]) return false;
+  return true;
+}
+
+/* "f(load)" of a parameter (axis: the output axis it runs along), or "" . */
+static void param_cast(lg_kernel *k, tb *t, const char *f, const char *const *in, const tg_node *n, int i, int axis) {
+  tb_printf(t, "%s(", f);
+  param_load(k, t, in[i], n->inputs[i], axis);
+  tb_printf(t, ")");
+}
+
+static void emit_qint(lg_kernel *k, const tg_node *n, const char *const *in, const char *const *out, const qint_layout *L) {
+  const tg_value *y = OUTV(0), *xv = V(k, n->inputs[L->x]), *wv = V(k, n->inputs[L->w]);
+  int r = y->ndim, ch = L->conv ? 1 : r - 1; /* the output axis of w's channels / columns */
+  bool requant = L->ys >= 0, folded = tg_attr_int(n, "tessel.comp", 0) != 0;
+  bool xz = !known_zero(k, n, L->xz), wz = !known_zero(k, n, L->wz), bias = present(n, L->bias);
+  bool direct = !requant && !xz && !wz && !bias;
+  char acc[64], xsum[64], wsum[64], s[48];
+  if (direct) {
+    snprintf(acc, sizeof acc, "%s", out[0]);
+  } else {
+    lg_tmpname(acc, sizeof acc, out[0], "acc");
+    lg_let_dims(k, acc, ir_dt(IR_I32), r, y->dims);
+  }
+  lg_tmpname(xsum, sizeof xsum, out[0], "xsum");
+  lg_tmpname(wsum, sizeof wsum, out[0], "wsum");
+  tb K, t;
+  tb_reset(&K);
+  int64_t groups = 1;
+  if (L->conv) {
+    tb pad;
+    tb_reset(&pad);
+    if (xz) param_load(k, &pad, in[L->xz], n->inputs[L->xz], 0);
+    else tb_printf(&pad, "0");
+    if (!lg_conv_int(k, n, L->x, L->w, in, out[0], pad.s, !xz, acc, wz ? xsum : NULL, &groups)) return;
+    int64_t kk = 1;
+    for (int i = 1; i < wv->ndim; i++) kk *= wv->dims[i].value;
+    tb_printf(&K, "%" PRId64, kk);
+  } else {
+    tg_dim kd = xv->dims[xv->ndim - 1];
+    tb_printf(&K, "%s", lg_dim_s(k, kd, s));
+    tb_reset(&t);
+    lg_lhs(&t, acc, r);
+    tb_printf(&t, " += i32(%s[", in[L->x]);
+    for (int i = 0; i < r - 1; i++) tb_printf(&t, "i%d, ", i);
+    tb_printf(&t, "r0]) * i32(%s[r0, i%d]) for r0 in 0..%s", in[L->w], r - 1, K.s);
+    lg_stmt(k, &t);
+    if (wz) { /* the row sums of x */
+      lg_let_dims(k, xsum, ir_dt(IR_I32), r - 1, y->dims);
+      tb_reset(&t);
+      lg_lhs(&t, xsum, r - 1);
+      tb_printf(&t, " += i32(%s[", in[L->x]);
+      for (int i = 0; i < r - 1; i++) tb_printf(&t, "i%d, ", i);
+      tb_printf(&t, "r0]) for r0 in 0..%s", K.s);
+      lg_stmt(k, &t);
+    }
+  }
+  if (xz && !folded) { /* the column (output channel) sums of w */
+    tg_dim md = L->conv ? wv->dims[0] : wv->dims[1];
+    lg_let_dims(k, wsum, ir_dt(IR_I32), 1, &md);
+    tb_reset(&t);
+    tb_printf(&t, "%s[i0] += i32(%s[", wsum, in[L->w]);
+    if (L->conv) {
+      tb_printf(&t, "i0");
+      for (int i = 1; i < wv->ndim; i++) tb_printf(&t, ", r%d", i - 1);
+      tb_printf(&t, "])");
+      for (int i = 1; i < wv->ndim; i++) tb_printf(&t, "%s r%d in 0..%" PRId64, i > 1 ? "," : " for", i - 1, wv->dims[i].value);
+    } else {
+      tb_printf(&t, "r0, i0]) for r0 in 0..%s", K.s);
+    }
+    lg_stmt(k, &t);
+  }
+  if (direct) return;
+  /* v = acc - wz * xsum - xz * wsum + K * xz * wz + bias */
+  tb v;
+  tb_reset(&v);
+  lg_lhs(&v, acc, r);
+  if (wz) {
+    tb_printf(&v, " - ");
+    param_cast(k, &v, "i32", in, n, L->wz, ch);
+    tb_printf(&v, " * %s[", xsum);
+    if (L->conv) {
+      tb_printf(&v, "i0, ");
+      if (groups == 1) tb_printf(&v, "0");
+      else tb_printf(&v, "i1 // %" PRId64, wv->dims[0].value / groups);
+      for (int i = 2; i < r; i++) tb_printf(&v, ", i%d", i);
+    } else {
+      for (int i = 0; i < r - 1; i++) tb_printf(&v, "%si%d", i ? ", " : "", i);
+    }
+    tb_printf(&v, "]");
+  }
+  if (xz && !folded) {
+    tb_printf(&v, " - ");
+    param_cast(k, &v, "i32", in, n, L->xz, 0);
+    tb_printf(&v, " * %s[i%d]", wsum, ch);
+    if (wz) {
+      tb_printf(&v, " + %s * ", K.s);
+      param_cast(k, &v, "i32", in, n, L->xz, 0);
+      tb_printf(&v, " * ");
+      param_cast(k, &v, "i32", in, n, L->wz, ch);
+    }
+  }
+  if (bias) tb_printf(&v, " + %s[i%d]", in[L->bias], ch);
   tb_reset(&t);
-  lg_lhs(&t, dst, r);
-  tb_printf(&t, " += (i32(%s[", a);
-  for (int i = 0; i < r - 1; i++) tb_printf(&t, "i%d, ", i);
-  tb_printf(&t, "r0])");
-  if (az) {
-    tb_printf(&t, " - i32(");
-    param_load(k, &t, az, azvid, 0); /* per tensor */
-    tb_printf(&t, ")");
+  lg_lhs(&t, out[0], r);
+  if (!requant) {
+    tb_printf(&t, " = %s", v.s);
+    lg_stmt(k, &t);
+    return;
   }
-  tb_printf(&t, ") * (i32(%s[r0, i%d])", b, r - 1);
-  if (bz) {
-    tb_printf(&t, " - i32(");
-    param_load(k, &t, bz, bzvid, r - 1); /* per tensor or per column */
-    tb_printf(&t, ")");
-  }
-  char s[48];
-  const tg_value *av = V(k, avid);
-  tb_printf(&t, ") for r0 in 0..%s", lg_dim_s(k, av->dims[av->ndim - 1], s));
+  const char *lo, *hi;
+  q_range(y->dtype, &lo, &hi);
+  tb XS, WS, YS, YZ;
+  tb_reset(&XS);
+  tb_reset(&WS);
+  tb_reset(&YS);
+  tb_reset(&YZ);
+  param_load(k, &XS, in[L->xs], n->inputs[L->xs], 0);
+  param_load(k, &WS, in[L->ws], n->inputs[L->ws], ch);
+  param_load(k, &YS, in[L->ys], n->inputs[L->ys], 0);
+  param_cast(k, &YZ, "f32", in, n, L->yz, 0);
+  /* x_scale * w_scale / y_scale in f32, in that order (onnxruntime's) */
+  tb_printf(&t, " = %s(min(max(round(f32(%s) * (%s * %s / %s)) + %s, %s), %s))", dtn(y->dtype), v.s, XS.s, WS.s, YS.s,
+            YZ.s, tg_attr_int(n, "tessel.relu", 0) ? YZ.s : lo, hi);
   lg_stmt(k, &t);
 }
 
 void lg_emit_matmul_integer(lg_kernel *k, const tg_node *n, const char *const *in, const char *const *out) {
-  bool az = n->nin > 2 && in[2], bz = n->nin > 3 && in[3];
-  int_sum(k, out[0], OUTV(0)->ndim, in[0], n->inputs[0], in[1], az ? in[2] : NULL, az ? n->inputs[2] : -1,
-          bz ? in[3] : NULL, bz ? n->inputs[3] : -1);
+  emit_qint(k, n, in, out, &L_MATMUL_INTEGER);
 }
 
 void lg_emit_qlinear_matmul(lg_kernel *k, const tg_node *n, const char *const *in, const char *const *out) {
-  const tg_value *y = OUTV(0);
-  int r = y->ndim;
-  char acc[64];
-  lg_tmpname(acc, sizeof acc, out[0], "acc");
-  lg_let_dims(k, acc, ir_dt(IR_I32), r, y->dims);
-  int_sum(k, acc, r, in[0], n->inputs[0], in[3], in[2], n->inputs[2], in[5], n->inputs[5]);
-  const char *lo, *hi;
-  q_range(y->dtype, &lo, &hi);
-  tb b, BS;
-  tb_reset(&b);
-  tb_reset(&BS);
-  param_load(k, &BS, in[4], n->inputs[4], r - 1); /* per tensor or per column */
-  tb A, YS, YZ;
-  tb_reset(&A);
-  tb_reset(&YS);
-  tb_reset(&YZ);
-  param_load(k, &A, in[1], n->inputs[1], 0);
-  param_load(k, &YS, in[6], n->inputs[6], 0);
-  param_load(k, &YZ, in[7], n->inputs[7], 0);
-  lg_lhs(&b, out[0], r);
-  tb_printf(&b, " = %s(min(max(round(f32(", dtn(y->dtype));
-  lg_lhs(&b, acc, r);
-  tb_printf(&b, ") * (%s * %s / %s)) + f32(%s), %s), %s))", A.s, BS.s, YS.s, YZ.s, lo, hi);
-  lg_stmt(k, &b);
+  emit_qint(k, n, in, out, &L_QLINEAR_MATMUL);
+}
+
+void lg_emit_conv_integer(lg_kernel *k, const tg_node *n, const char *const *in, const char *const *out) {
+  emit_qint(k, n, in, out, &L_CONV_INTEGER);
+}
+
+void lg_emit_qlinear_conv(lg_kernel *k, const tg_node *n, const char *const *in, const char *const *out) {
+  emit_qint(k, n, in, out, &L_QLINEAR_CONV);
 }

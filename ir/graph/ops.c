@@ -152,8 +152,9 @@ R(TG_OP_QUANTIZE_LINEAR,          "QuantizeLinear",     "quantize",           10
 R(TG_OP_DEQUANTIZE_LINEAR,        "DequantizeLinear",   "dequantize",         10, 0, 2, 3,  1, 1, "i:axis@13 i:block_size@21 i:output_dtype@23", imp_dequantize, lg_emit_dequantize, 2, EW, NULL, 0),
 R(TG_OP_DYN_QUANTIZE_LINEAR,      "DynamicQuantizeLinear","dyn_quantize",     11, 0, 1, 1,  3, 3, "",                              imp_dyn_quantize, lg_emit_dyn_quantize, 1, OPQ, NULL, TG_OPF_ANY_OUTPUT),
 R(TG_OP_MATMUL_INTEGER,           "MatMulInteger",      "matmul_integer",     10, 0, 2, 4,  1, 1, "",                              imp_matmul_integer, lg_emit_matmul_integer, 2, OUT, NULL, 0),
-R(TG_OP_QLINEAR_CONV,             "QLinearConv",        "quantize",           10, 0, 8, 9,  1, 1, CONV_ATTRS,                    imp_qlinear_conv, lg_emit_quantize, 2, EW, NULL, 0),
-R(TG_OP_QLINEAR_MATMUL,           "QLinearMatMul",      "qlinear_matmul",     10, 0, 8, 8,  1, 1, "",                              imp_qlinear_matmul, lg_emit_qlinear_matmul, 8, OPQ, NULL, 0),
+R(TG_OP_QLINEAR_CONV,             "QLinearConv",        "qlinear_conv",       10, 0, 8, 9,  1, 1, CONV_ATTRS,                    imp_qlinear_conv, lg_emit_qlinear_conv, 8, OUT, NULL, 0),
+R(TG_OP_QLINEAR_MATMUL,           "QLinearMatMul",      "qlinear_matmul",     10, 0, 8, 8,  1, 1, "",                              imp_qlinear_matmul, lg_emit_qlinear_matmul, 8, OUT, NULL, 0),
+R(TG_OP_CONV_INTEGER,             "ConvInteger",        "conv2d_integer",     10, 0, 2, 4,  1, 1, CONV_ATTRS,                    imp_conv_integer, lg_emit_conv_integer, 2, OUT, NULL, 0),
 #undef R
 };
 /* clang-format on */

@@ -85,6 +85,18 @@ ts_status imp_batchnorm(imp *im, nctx *nc);
 ts_status imp_pool(imp *im, nctx *nc);
 ts_status imp_gap(imp *im, nctx *nc);
 void lg_emit_conv(lg_kernel *k, const tg_node *n, const char *const *in, const char *const *out);
+/* Conv's checks of W (and B) against X, its canonical attributes and its
+ * output (of dtype ydt): shared with ConvInteger and QLinearConv. */
+ts_status imp_conv_shape(imp *im, nctx *nc, const tg_value *x, const tg_value *w, const tg_value *b, ir_dtype ydt);
+/* The integer convolution's reductions (ConvInteger, QLinearConv): input xi
+ * (u8/i8, padded with padval: its zero point) against input wi into the
+ * i32 tensor acc (declared by the caller, the output's dims) as
+ * "acc += i32(x[..]) * i32(w[..])", the form the int8 sketch rules match;
+ * with xsum, also the window sums of x per group into xsum [N, groups,
+ * spatial...] (declared here). zero_pad: padval is 0 (a guarded
+ * convolution over symbolic spatial dims is then allowed). */
+bool lg_conv_int(lg_kernel *k, const tg_node *n, int xi, int wi, const char *const *in, const char *o,
+                 const char *padval, bool zero_pad, const char *acc, const char *xsum, int64_t *groups);
 void lg_emit_conv_transpose(lg_kernel *k, const tg_node *n, const char *const *in, const char *const *out);
 void lg_emit_gemm(lg_kernel *k, const tg_node *n, const char *const *in, const char *const *out);
 void lg_emit_matmul(lg_kernel *k, const tg_node *n, const char *const *in, const char *const *out);
@@ -197,6 +209,14 @@ ts_status imp_dyn_quantize(imp *im, nctx *nc);
 ts_status imp_matmul_integer(imp *im, nctx *nc);
 ts_status imp_qlinear_matmul(imp *im, nctx *nc);
 ts_status imp_qlinear_conv(imp *im, nctx *nc);
+ts_status imp_conv_integer(imp *im, nctx *nc);
+void lg_emit_conv_integer(lg_kernel *k, const tg_node *n, const char *const *in, const char *const *out);
+void lg_emit_qlinear_conv(lg_kernel *k, const tg_node *n, const char *const *in, const char *const *out);
+/* The input of an integer contraction (MatMulInteger, QLinearMatMul,
+ * ConvInteger, QLinearConv) that holds its int32 bias, or with attribute
+ * tessel.comp the bias with the weight-side zero-point terms folded in
+ * (qdq.c); -1 for any other op. */
+int tg_qint_comp_input(tg_op op);
 void lg_emit_qlinear_matmul(lg_kernel *k, const tg_node *n, const char *const *in, const char *const *out);
 void lg_emit_quantize(lg_kernel *k, const tg_node *n, const char *const *in, const char *const *out);
 void lg_emit_dequantize(lg_kernel *k, const tg_node *n, const char *const *in, const char *const *out);

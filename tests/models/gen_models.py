@@ -1078,6 +1078,28 @@ def ops2_models():
                                              ("ys", np.array(0.2, np.float32)), ("yz", np.array(128, np.uint8)),
                                              ("b", np.array([100, -300, 0, 2000], np.int32))],
         outs=(("y", U8),), attrs=dict(pads=[1, 1, 1, 1], strides=[2, 1]))
+    # QLinearConv as the integer op: groups, odd channel counts, strides and uneven pads, per-channel scales and
+    # a bias; int8 activations with a nonzero weight zero point (the window-sum compensation)
+    rq = np.random.default_rng(16)
+    add("qlinear_conv_group", 10, "QLinearConv", [("x", ([1, 6, 9, 7], U8)), ("xs", np.array(0.021, np.float32)), ("xz", np.array(131, np.uint8)),
+                                                   ("w", rq.integers(-127, 128, (9, 2, 3, 3)).astype(np.int8)),
+                                                   ("ws", rq.uniform(0.002, 0.02, 9).astype(np.float32)), ("wz", np.zeros(9, np.int8)),
+                                                   ("ys", np.array(0.37, np.float32)), ("yz", np.array(117, np.uint8)),
+                                                   ("b", rq.integers(-3000, 3000, 9).astype(np.int32))],
+        outs=(("y", U8),), attrs=dict(group=3, pads=[1, 2, 0, 1], strides=[2, 2]))
+    add("qlinear_conv_s8", 10, "QLinearConv", [("x", ([2, 3, 5, 8], I8)), ("xs", np.array(0.05, np.float32)), ("xz", np.array(-7, np.int8)),
+                                                ("w", rq.integers(-100, 100, (5, 3, 2, 3)).astype(np.int8)),
+                                                ("ws", np.array(0.013, np.float32)), ("wz", np.array(3, np.int8)),
+                                                ("ys", np.array(0.9, np.float32)), ("yz", np.array(-11, np.int8))],
+        outs=(("y", I8),), attrs=dict(pads=[0, 1, 1, 1], dilations=[1, 2]))
+    # ConvInteger (onnxruntime's kernel: uint8 x and w, per-tensor zero points, padded with x's zero point)
+    add("convinteger", 10, "ConvInteger", [("x", ([1, 3, 7, 6], U8)), ("w", rq.integers(0, 256, (5, 3, 3, 2)).astype(np.uint8)),
+                                           ("xz", np.array(113, np.uint8)), ("wz", np.array(97, np.uint8))],
+        outs=(("y", I32),), attrs=dict(pads=[1, 0, 2, 1], strides=[2, 1]))
+    add("convinteger_group", 10, "ConvInteger", [("x", ([2, 4, 5, 5], U8)), ("w", rq.integers(0, 256, (6, 2, 3, 3)).astype(np.uint8)),
+                                                 ("xz", np.array(200, np.uint8))],
+        outs=(("y", I32),), attrs=dict(group=2, dilations=[2, 1], pads=[1, 1, 1, 1]))
+    add("convinteger_nozp", 10, "ConvInteger", [("x", ([1, 2, 6, 6], U8)), ("w", ([3, 2, 1, 1], U8))], outs=(("y", I32),))
     add("qlinear_matmul", 10, "QLinearMatMul", [("a", ([3, 7], U8)), ("as", np.array(0.03, np.float32)), ("az", np.array(9, np.uint8)),
                                                  ("b", ([7, 5], I8)), ("bs", np.array(0.02, np.float32)), ("bz", np.array(0, np.int8)),
                                                  ("ys", np.array(0.1, np.float32)), ("yz", np.array(100, np.uint8))], outs=(("y", U8),))
