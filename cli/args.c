@@ -1,6 +1,6 @@
 /* args.c — argument and output helpers the commands share, with one wording
  * for their errors: the model commands' --sym/--bind NAME=VALUE and graph
- * switches --winograd/--polyphase (into a tun_model_opts,
+ * switches --winograd/--polyphase/--qdq (into a tun_model_opts,
  * tuner/model_build.h), the one SUBJECT of show/run/selfcheck, and printing
  * a JSON result. */
 #include <getopt.h>
@@ -66,12 +66,13 @@ int tun_cli_graph_opt(const char *cmd, const char *name, const char *value, tun_
   return 2;
 }
 
-enum { OPT_SYM = 950, OPT_WINOGRAD, OPT_POLYPHASE };
+enum { OPT_SYM = 950, OPT_WINOGRAD, OPT_POLYPHASE, OPT_QDQ };
 
 const struct option tun_cli_model_options[] = {{"sym", required_argument, 0, OPT_SYM},
                                                {"bind", required_argument, 0, OPT_SYM},
                                                {"winograd", required_argument, 0, OPT_WINOGRAD},
                                                {"polyphase", required_argument, 0, OPT_POLYPHASE},
+                                               {"qdq", required_argument, 0, OPT_QDQ},
                                                {0, 0, 0, 0}};
 
 int tun_cli_model_option(const char *cmd, int opt, const char *arg, tun_model_opts *o) {
@@ -79,6 +80,7 @@ int tun_cli_model_option(const char *cmd, int opt, const char *arg, tun_model_op
   case OPT_SYM: return tun_cli_sym_arg(cmd, arg, o) ? -1 : 1;
   case OPT_WINOGRAD: return tun_cli_graph_opt(cmd, "winograd", arg, o) ? -1 : 1;
   case OPT_POLYPHASE: return tun_cli_graph_opt(cmd, "polyphase", arg, o) ? -1 : 1;
+  case OPT_QDQ: return tun_cli_graph_opt(cmd, "qdq", arg, o) ? -1 : 1;
   default: return 0;
   }
 }

@@ -26,7 +26,7 @@
 typedef struct tun_model_opts {
   const char *target;   /* target text; NULL: "llvm" (the host) */
   const char *log;      /* tuning log whose best records are replayed; NULL: default schedules */
-  tg_pass_opts graph;   /* the graph passes' switches (--winograd, --polyphase) */
+  tg_pass_opts graph;   /* the graph passes' switches (--winograd, --polyphase, --qdq) */
   int nsyms;            /* symbolic dims at the sizes they were tuned at (the task keys' binding) */
   const char *sym_names[TUN_MODEL_MAX_SYMS];
   int64_t sym_values[TUN_MODEL_MAX_SYMS];

@@ -42,6 +42,10 @@ typedef void (*tg_emit_fn)(lg_kernel *k, const tg_node *n, const char *const *in
 /* Fusion pattern that depends on the node (Add broadcasting or not). */
 typedef tg_pattern (*tg_pattern_fn)(const tg_graph *g, const tg_node *n);
 
+/* The qdq pass's rewrite around a node of this op (qdq.c): sets *changed
+ * when it rewrote something. */
+typedef ts_status (*tg_qdq_fn)(tg_graph *g, tg_node *n, bool *changed, ts_diag *d);
+
 typedef struct tg_op_def {
   tg_op op;
   const char *onnx;    /* ONNX op_type (= tg_op_name(op)) */
@@ -59,6 +63,7 @@ typedef struct tg_op_def {
   tg_pattern pattern;   /* fusion pattern, unless pattern_fn */
   tg_pattern_fn pattern_fn;
   unsigned flags;       /* TG_OPF_* */
+  tg_qdq_fn qdq;        /* the qdq pass's rewrite (NULL: none) */
 } tg_op_def;
 
 /* The row of op; NULL for TG_OP_COUNT or a value out of range. */
@@ -202,6 +207,12 @@ ts_status imp_topk(imp *im, nctx *nc);
 ts_status imp_scatter_nd(imp *im, nctx *nc);
 ts_status imp_scatter_elements(imp *im, nctx *nc);
 void lg_emit_topk(lg_kernel *k, const tg_node *n, const char *const *in, const char *const *out);
+/* qdq.c: the qdq pass's rewrites the rows name */
+ts_status tg_qdq_move(tg_graph *g, tg_node *n, bool *changed, ts_diag *d);   /* data movement: the DQ after it */
+ts_status tg_qdq_concat(tg_graph *g, tg_node *n, bool *changed, ts_diag *d); /* the same, inputs of one scale */
+ts_status tg_qdq_pair(tg_graph *g, tg_node *n, bool *changed, ts_diag *d);   /* Q(DQ(x)) with one scale: x */
+ts_status tg_qdq_conv(tg_graph *g, tg_node *n, bool *changed, ts_diag *d);   /* DQ -> Conv -> Q: QLinearConv */
+ts_status tg_qdq_matmul(tg_graph *g, tg_node *n, bool *changed, ts_diag *d); /* DQ -> MatMul/Gemm -> Q: QLinearMatMul */
 /* quantization (op_quant.c) */
 ts_status imp_quantize(imp *im, nctx *nc);
 ts_status imp_dequantize(imp *im, nctx *nc);

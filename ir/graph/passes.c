@@ -20,6 +20,7 @@ typedef struct pass_def {
 } pass_def;
 
 static const pass_def passes[] = {
+    {"qdq", tg_pass_qdq},
     {"fold_constants", tg_pass_fold_constants}, {"fold_batchnorm", tg_pass_fold_batchnorm},
     {"simplify", tg_pass_simplify},             {"winograd", tg_pass_winograd},
     {"legalize", tg_pass_legalize},
@@ -28,8 +29,8 @@ static const pass_def passes[] = {
 };
 #define NPASSES ((int)(sizeof passes / sizeof passes[0]))
 
-static const char *const pass_names[NPASSES] = {"fold_constants", "fold_batchnorm", "simplify", "winograd",
-                                                "legalize",       "layout_rewrite", "fuse",     "dce"};
+static const char *const pass_names[NPASSES] = {"qdq",      "fold_constants", "fold_batchnorm", "simplify", "winograd",
+                                                "legalize", "layout_rewrite", "fuse",           "dce"};
 
 const char *const *tg_pass_names(int *n) {
   if (n) *n = NPASSES;
@@ -96,18 +97,19 @@ ts_status tg_pass_opts_set(tg_pass_opts *o, const char *name, const char *value,
       }
     return ts_diag_set(d, TS_EINVAL, "winograd: '%s' is not on, off or all", value);
   }
-  if (!strcmp(name, "polyphase")) {
+  if (!strcmp(name, "polyphase") || !strcmp(name, "qdq")) {
     if (strcmp(value, "on") && strcmp(value, "off"))
-      return ts_diag_set(d, TS_EINVAL, "polyphase: '%s' is not on or off", value);
-    o->polyphase_off = !strcmp(value, "off");
+      return ts_diag_set(d, TS_EINVAL, "%s: '%s' is not on or off", name, value);
+    *(!strcmp(name, "qdq") ? &o->qdq_off : &o->polyphase_off) = !strcmp(value, "off");
     return TS_OK;
   }
-  return ts_diag_set(d, TS_EINVAL, "unknown graph option '%s' (winograd, polyphase)", name);
+  return ts_diag_set(d, TS_EINVAL, "unknown graph option '%s' (winograd, polyphase, qdq)", name);
 }
 
 const char *tg_pass_opts_str(const tg_pass_opts *o, char *buf, size_t n) {
-  snprintf(buf, n, "%s%s%s", o->winograd ? "winograd=" : "", o->winograd ? winograd_names[o->winograd] : "",
-           o->polyphase_off ? (o->winograd ? ",polyphase=off" : "polyphase=off") : "");
+  snprintf(buf, n, "%s%s%s%s", o->winograd ? "winograd=" : "", o->winograd ? winograd_names[o->winograd] : "",
+           o->polyphase_off ? (o->winograd ? ",polyphase=off" : "polyphase=off") : "",
+           o->qdq_off ? (o->winograd || o->polyphase_off ? ",qdq=off" : "qdq=off") : "");
   return buf;
 }
 
@@ -144,7 +146,7 @@ int tg_count_called_funcs(const tg_graph *g) {
 
 /* ---- helpers -------------------------------------------------------------------- */
 
-static bool is_graph_output(const tg_graph *g, int vid) {
+bool tg_is_graph_output(const tg_graph *g, int vid) {
   for (int i = 0; i < g->noutputs; i++)
     if (g->outputs[i] == vid) return true;
   return false;
@@ -153,17 +155,17 @@ static bool is_graph_output(const tg_graph *g, int vid) {
 static bool all_static(const tg_value *v) { return tg_value_is_static(v); }
 
 /* A value name not yet in g: base, base_1, base_2 ... (stack buffer). */
-static const char *fresh_value_name(const tg_graph *g, const char *base, char *buf, size_t n) {
+const char *tg_fresh_value_name(const tg_graph *g, const char *base, char *buf, size_t n) {
   snprintf(buf, n, "%s", base);
   for (int i = 1; tg_value_find(g, buf) >= 0; i++) snprintf(buf, n, "%s_%d", base, i);
   return buf;
 }
 
 /* Adds a constant value with the given dims and data. Returns its id or -1. */
-static int add_const(tg_graph *g, const char *base, ir_dtype dt, int nd, const tg_dim *dims, const void *data,
+int tg_add_const(tg_graph *g, const char *base, ir_dtype dt, int nd, const tg_dim *dims, const void *data,
                      size_t nbytes, ts_diag *d) {
   char name[256];
-  fresh_value_name(g, base, name, sizeof name);
+  tg_fresh_value_name(g, base, name, sizeof name);
   int id = tg_value_add(g, name, TG_V_CONST, dt, nd, dims, d);
   if (id < 0) return -1;
   if (tg_value_set_data(g, id, data, nbytes, d) != TS_OK) return -1;
@@ -375,7 +377,7 @@ static ts_status fold_bn_with(tg_graph *g, tg_node *bn, int64_t C, double eps, c
   int xp = x->producer;
   tg_node *conv = xp >= 0 ? g->nodes[xp] : NULL;
   bool into_conv = conv && !conv->dead && conv->op == TG_OP_CONV && conv->nout == 1 &&
-                   tg_value_consumers(g, x->id, NULL, 0) == 1 && !is_graph_output(g, x->id);
+                   tg_value_consumers(g, x->id, NULL, 0) == 1 && !tg_is_graph_output(g, x->id);
   const float *w = NULL, *cb = NULL;
   if (into_conv) {
     const tg_value *wv = g->values[conv->inputs[1]];
@@ -398,12 +400,12 @@ static ts_status fold_bn_with(tg_graph *g, tg_node *bn, int64_t C, double eps, c
     for (int64_t o = 0; o < C; o++) nb[o] = (cb ? cb[o] : 0.0f) * s[o] + sh[o];
     char base[200];
     snprintf(base, sizeof base, "%s_bnfolded", wv->name);
-    int wid = add_const(g, base, wv->dtype, wv->ndim, wv->dims, nw, (size_t)wn * sizeof(float), d);
+    int wid = tg_add_const(g, base, wv->dtype, wv->ndim, wv->dims, nw, (size_t)wn * sizeof(float), d);
     ts_free(nw);
     if (wid < 0) return d && d->code ? d->code : TS_ENOMEM;
     tg_dim bd = {C, NULL};
     snprintf(base, sizeof base, "%s_bias", bn->name);
-    int bid = add_const(g, base, ir_dt(IR_F32), 1, &bd, nb, (size_t)C * sizeof(float), d);
+    int bid = tg_add_const(g, base, ir_dt(IR_F32), 1, &bd, nb, (size_t)C * sizeof(float), d);
     if (bid < 0) return d && d->code ? d->code : TS_ENOMEM;
     int ins[3] = {conv->inputs[0], wid, bid};
     int *arr = TS_ANEWN(g->mod->arena, int, 3);
@@ -425,14 +427,14 @@ static ts_status fold_bn_with(tg_graph *g, tg_node *bn, int64_t C, double eps, c
   for (int i = 1; i < r - 1; i++) cd[i] = (tg_dim){1, NULL};
   char base[200];
   snprintf(base, sizeof base, "%s_scale", bn->name);
-  int sid = add_const(g, base, ir_dt(IR_F32), r - 1, cd, s, (size_t)C * sizeof(float), d);
+  int sid = tg_add_const(g, base, ir_dt(IR_F32), r - 1, cd, s, (size_t)C * sizeof(float), d);
   snprintf(base, sizeof base, "%s_shift", bn->name);
-  int hid = sid < 0 ? -1 : add_const(g, base, ir_dt(IR_F32), r - 1, cd, sh, (size_t)C * sizeof(float), d);
+  int hid = sid < 0 ? -1 : tg_add_const(g, base, ir_dt(IR_F32), r - 1, cd, sh, (size_t)C * sizeof(float), d);
   if (hid < 0) return d && d->code ? d->code : TS_ENOMEM;
   const tg_value *xv = g->values[bn->inputs[0]];
   snprintf(base, sizeof base, "%s_scaled", bn->name);
   char nm[256];
-  int tid = tg_value_add(g, fresh_value_name(g, base, nm, sizeof nm), TG_V_INTER, xv->dtype, xv->ndim, xv->dims, d);
+  int tid = tg_value_add(g, tg_fresh_value_name(g, base, nm, sizeof nm), TG_V_INTER, xv->dtype, xv->ndim, xv->dims, d);
   if (tid < 0) return d && d->code ? d->code : TS_ENOMEM;
   int min[2] = {bn->inputs[0], sid}, ain[2] = {tid, hid};
   snprintf(base, sizeof base, "%s_mul", bn->name);
@@ -526,7 +528,7 @@ static ts_status subsample_conv_input(tg_graph *g, int i, ts_diag *d) {
   tg_dim dims[4] = {x->dims[0], x->dims[1], y->dims[2], y->dims[3]};
   char base[200], nm[256];
   snprintf(base, sizeof base, "%s_subsampled", n->name);
-  int sv = tg_value_add(g, fresh_value_name(g, base, nm, sizeof nm), TG_V_INTER, x->dtype, 4, dims, d);
+  int sv = tg_value_add(g, tg_fresh_value_name(g, base, nm, sizeof nm), TG_V_INTER, x->dtype, 4, dims, d);
   if (sv < 0) return d && d->code ? d->code : TS_ENOMEM;
   int xin = g->nodes[i]->inputs[0];
   int sid = tg_node_add(g, TG_OP_SLICE, base, 1, &xin, 1, &sv, d);
@@ -560,7 +562,7 @@ ts_status tg_pass_simplify(tg_graph *g, ts_diag *d) {
     int y = n->outputs[0], x = n->inputs[0];
     /* a graph output keeps its name: replace it only if x is an
      * intermediate nobody else names as an output */
-    if (is_graph_output(g, y)) continue;
+    if (tg_is_graph_output(g, y)) continue;
     tg_replace_uses(g, y, x);
     n->dead = true;
     changed = true;
@@ -587,7 +589,7 @@ static int transposed_const(tg_graph *g, int vid, ts_diag *d) {
   tg_dim dims[2] = {{K, NULL}, {N, NULL}};
   char base[256];
   snprintf(base, sizeof base, "%s_packed_kn", v->name);
-  int id = add_const(g, base, v->dtype, 2, dims, buf, (size_t)(K * N) * es, d);
+  int id = tg_add_const(g, base, v->dtype, 2, dims, buf, (size_t)(K * N) * es, d);
   ts_free(buf);
   return id;
 }
@@ -726,7 +728,7 @@ static ts_status winograd_one(tg_graph *g, tg_node *n, ts_diag *d) {
   char base[200];
   snprintf(base, sizeof base, "%s_winograd", w->name);
   tg_dim ud[4] = {{6, NULL}, {6, NULL}, {C, NULL}, {K, NULL}};
-  int uid = add_const(g, base, ir_dt(IR_F32), 4, ud, u, un * sizeof(float), d);
+  int uid = tg_add_const(g, base, ir_dt(IR_F32), 4, ud, u, un * sizeof(float), d);
   ts_free(u);
   if (uid < 0) return d && d->code ? d->code : TS_ENOMEM;
   /* already the layout the batched matmul reads best (output channels
@@ -740,11 +742,11 @@ static ts_status winograd_one(tg_graph *g, tg_node *n, ts_diag *d) {
   int bid = tg_value_find(g, "winograd_f4x3_BT"), aid = tg_value_find(g, "winograd_f4x3_AT");
   if (bid < 0) {
     tg_dim bd[2] = {{6, NULL}, {6, NULL}};
-    bid = add_const(g, "winograd_f4x3_BT", ir_dt(IR_F32), 2, bd, bt, sizeof bt, d);
+    bid = tg_add_const(g, "winograd_f4x3_BT", ir_dt(IR_F32), 2, bd, bt, sizeof bt, d);
   }
   if (aid < 0 && bid >= 0) {
     tg_dim ad[2] = {{4, NULL}, {6, NULL}};
-    aid = add_const(g, "winograd_f4x3_AT", ir_dt(IR_F32), 2, ad, at, sizeof at, d);
+    aid = tg_add_const(g, "winograd_f4x3_AT", ir_dt(IR_F32), 2, ad, at, sizeof at, d);
   }
   if (bid < 0 || aid < 0) return d && d->code ? d->code : TS_ENOMEM;
   g->values[bid]->fixed_layout = g->values[aid]->fixed_layout = true;
@@ -758,7 +760,7 @@ static ts_status winograd_one(tg_graph *g, tg_node *n, ts_diag *d) {
     if (!zero) return ts_diag_set(d, TS_ENOMEM, "out of memory adding a zero bias to '%s'", n->name);
     snprintf(base, sizeof base, "%s_winograd_bias", n->name);
     tg_dim kd = {K, NULL};
-    cb = add_const(g, base, ir_dt(IR_F32), 1, &kd, zero, (size_t)K * sizeof(float), d);
+    cb = tg_add_const(g, base, ir_dt(IR_F32), 1, &kd, zero, (size_t)K * sizeof(float), d);
     ts_free(zero);
     if (cb < 0) return d && d->code ? d->code : TS_ENOMEM;
   }
@@ -800,7 +802,7 @@ ts_status tg_pass_dce(tg_graph *g, ts_diag *d) {
     for (int j = 0; j < n->nout && !used; j++) {
       int v = n->outputs[j];
       if (v < 0) continue;
-      used = is_graph_output(g, v) || tg_value_consumers(g, v, NULL, 0) > 0;
+      used = tg_is_graph_output(g, v) || tg_value_consumers(g, v, NULL, 0) > 0;
     }
     if (!used) n->dead = true;
   }

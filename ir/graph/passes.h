@@ -3,6 +3,14 @@
  * TG_OP_CALL of a PrimFunc in g->mod, one PrimFunc per fused group.
  *
  * The pipeline, in order (tg_pass_names):
+ *   qdq             QDQ chains become int8 work (qdq.c): DequantizeLinear ->
+ *                   Conv/MatMul/Gemm [-> Relu] -> QuantizeLinear becomes
+ *                   QLinearConv/QLinearMatMul (int32 sums, onnxruntime's
+ *                   requantize), a DequantizeLinear moves past the data
+ *                   movement after it, QuantizeLinear(DequantizeLinear(x))
+ *                   with one scale is x; the integer ops' weight-side
+ *                   zero-point terms are folded into their bias.
+ *                   g->opts.qdq_off (--qdq off) keeps the float path.
  *   fold_constants  Constant nodes become TG_V_CONST values; shape arithmetic
  *                   (Shape of a static value, Gather/Concat/Unsqueeze/Squeeze/
  *                   Cast/Reshape/arithmetic on constants) is evaluated; any op
@@ -67,7 +75,7 @@ ts_status tg_run_pipeline(tg_graph *g, const char *stop_after, ts_diag *d);
 ts_status tg_run_pipeline_opts(tg_graph *g, const char *stop_after, const tg_pass_opts *o, ts_diag *d);
 
 /* Sets one switch by name from its CLI/log spelling: "winograd" = on|off|all,
- * "polyphase" = on|off. TS_EINVAL naming the valid values otherwise. */
+ * "polyphase" = on|off, "qdq" = on|off. TS_EINVAL naming the valid values otherwise. */
 ts_status tg_pass_opts_set(tg_pass_opts *o, const char *name, const char *value, ts_diag *d);
 /* The switches that differ from the defaults as "name=value,..." ("" for
  * the defaults): what the tuning log records. Returns buf. */
@@ -76,6 +84,7 @@ const char *tg_pass_opts_str(const tg_pass_opts *o, char *buf, size_t n);
 ts_status tg_pass_opts_parse(const char *s, tg_pass_opts *o, ts_diag *d);
 
 /* The individual passes (what tg_run_pass dispatches to). */
+ts_status tg_pass_qdq(tg_graph *g, ts_diag *d);
 ts_status tg_pass_fold_constants(tg_graph *g, ts_diag *d);
 ts_status tg_pass_fold_batchnorm(tg_graph *g, ts_diag *d);
 ts_status tg_pass_simplify(tg_graph *g, ts_diag *d);

@@ -68,4 +68,13 @@ ts_status lg_node_func(const tg_graph *g, const tg_node *n, ir_module *m, ir_fun
  * holds only what the passes made). */
 void lg_module_drop_unused(tg_graph *g);
 
+/* ---- shared by the passes (passes.c) ---- */
+bool tg_is_graph_output(const tg_graph *g, int vid);
+/* A value name not yet in g: base, base_1, base_2 ... (written to buf). */
+const char *tg_fresh_value_name(const tg_graph *g, const char *base, char *buf, size_t n);
+/* Adds a constant value (a fresh name from base) with the given dims and
+ * data. Returns its id, or -1 with d set. */
+int tg_add_const(tg_graph *g, const char *base, ir_dtype dt, int nd, const tg_dim *dims, const void *data,
+                 size_t nbytes, ts_diag *d);
+
 #endif
