@@ -51,6 +51,10 @@ static void list_models(void) {
   add_model("cnn");
   add_model("transformer");
   add_model("transformer_erf");
+  /* QDQ chains the qdq pass turns into QLinearConv / QLinearMatMul, against
+   * onnxruntime's own fused int8 kernels (--optimize): uint8 outputs equal */
+  add_model("qdq_conv");
+  add_model("qdq_matmul");
   char dir[600];
   snprintf(dir, sizeof dir, "%s/ops", models);
   DIR *dp = opendir(dir);
@@ -90,7 +94,8 @@ static bool compute_references(void) {
     fprintf(f, "  ('%s/%s.onnx', '%s', '%s'),\n", models, names[i], in, out);
   }
   fprintf(f, "]\nfor m, i, o in jobs:\n"
-             "    rc = ort_run.main(['ort_run.py', m, i, o, '--random', '7', '--sym', 'batch=2'])\n"
+             "    opt = ['--optimize'] if os.path.basename(m).startswith('qdq_') else []\n"
+             "    rc = ort_run.main(['ort_run.py', m, i, o, '--random', '7', '--sym', 'batch=2'] + opt)\n"
              "    if rc:\n"
              "        os.makedirs(o, exist_ok=True)\n"
              "        open(os.path.join(o, 'failed'), 'w').close()\n");
@@ -172,6 +177,55 @@ START_TEST(test_model_vs_onnxruntime) {
 }
 END_TEST
 
+/* The live calls' ONNX ops (tessel.op) after the whole pipeline: how many
+ * of op. */
+static int count_op(const tg_graph *g, const char *op) {
+  int c = 0;
+  for (int i = 0; i < g->nnodes; i++) {
+    const tg_node *n = g->nodes[i];
+    if (n->dead) continue;
+    const char *o = n->op == TG_OP_CALL ? tg_attr_str(n, "tessel.op", "") : tg_op_name(n->op);
+    c += !strcmp(o, op);
+  }
+  return c;
+}
+
+/* The QDQ CNN quantized by onnxruntime's tools (quant_cnn_qdq: two Conv,
+ * a MaxPool, a Gemm between DequantizeLinear and QuantizeLinear) built with
+ * the qdq pass: its convolutions and its Gemm are the integer ops, no float
+ * Conv or Gemm is left, and the MaxPool runs on uint8; with --qdq off
+ * (negative control) they stay float. Legalised only (fusion merges calls). */
+START_TEST(test_qdq_fused) {
+  for (int off = 0; off < 2; off++) {
+    ir_module *m = ir_module_new();
+    tg_graph *g = NULL;
+    ts_diag d;
+    ts_diag_clear(&d);
+    char p[700];
+    snprintf(p, sizeof p, "%s/quant_cnn_qdq.onnx", models);
+    ck_assert_msg(tg_onnx_import(p, m, &g, &d) == TS_OK, "%s", d.msg);
+    tg_pass_opts o = {.qdq_off = off};
+    ck_assert_msg(tg_run_pipeline_opts(g, "legalize", &o, &d) == TS_OK, "%s", d.msg);
+    if (!off) {
+      ck_assert_int_eq(count_op(g, "QLinearConv"), 2);
+      ck_assert_int_eq(count_op(g, "QLinearMatMul"), 1);
+      ck_assert_int_eq(count_op(g, "Conv") + count_op(g, "Gemm") + count_op(g, "MatMul"), 0);
+      bool u8pool = false;
+      for (int i = 0; i < g->nnodes; i++) {
+        const tg_node *n = g->nodes[i];
+        if (!n->dead && n->op == TG_OP_CALL && !strcmp(tg_attr_str(n, "tessel.op", ""), "MaxPool"))
+          u8pool = g->values[n->outputs[0]]->dtype.code == IR_U8;
+      }
+      ck_assert_msg(u8pool, "the MaxPool does not run on uint8");
+    } else {
+      ck_assert_int_eq(count_op(g, "QLinearConv"), 0);
+      ck_assert_int_eq(count_op(g, "Conv"), 2);
+    }
+    ir_module_free(m);
+  }
+}
+END_TEST
+
 int main(void) {
   models = getenv("MODELS_DIR");
   char probe[600];
@@ -191,6 +245,7 @@ int main(void) {
   TCase *tc = tcase_create("models");
   tcase_set_timeout(tc, 120);
   tcase_add_loop_test(tc, test_model_vs_onnxruntime, 0, nmodels);
+  tcase_add_test(tc, test_qdq_fused);
   suite_add_tcase(s, tc);
   SRunner *sr = srunner_create(s);
   srunner_run_all(sr, CK_NORMAL);

@@ -944,6 +944,62 @@ def quantized_models(out):
                         op_types_to_quantize=["Conv"])
 
 
+def qdq_int_models(out):
+    """QDQ models for the integer ops the qdq pass makes (ir/graph/qdq.c),
+    written by hand with odd channel counts, per-channel int8 weights,
+    strides, uneven pads, groups, a Relu before a QuantizeLinear, a MaxPool
+    between DequantizeLinear and QuantizeLinear, int32 biases, and uint8
+    outputs (the QuantizeLinear's, compared bit for bit with onnxruntime's
+    fused QDQ kernels: test_passes_ort runs them with its graph
+    optimisations on): qdq_conv.onnx, qdq_matmul.onnx."""
+    rng = np.random.default_rng(23)
+    U8 = TensorProto.UINT8
+
+    def q(b, x, s, z):
+        sc, zp = b.const("s", np.array(s, np.float32)), b.const("z", np.array(z, np.uint8))
+        return b.op("QuantizeLinear", [x, sc, zp]), sc, zp
+
+    def dq(b, x, sc, zp, axis=1):
+        return b.op("DequantizeLinear", [x, sc, zp] if zp else [x, sc], axis=axis)
+
+    def wdq(b, shape, axis, per_channel=True):
+        w = b.const("w", rng.integers(-127, 128, shape).astype(np.int8))
+        n = shape[axis]
+        ws = rng.uniform(0.002, 0.006, n if per_channel else ()).astype(np.float32)
+        wz = np.zeros(n if per_channel else (), np.int8)
+        return dq(b, w, b.const("ws", ws), b.const("wz", wz), axis), ws
+
+    def bias(b, xs, ws, n):
+        bs = (np.float32(xs) * ws).astype(np.float32)
+        return dq(b, b.const("b", rng.integers(-2000, 2000, n).astype(np.int32)), b.const("bs", bs), None, 0)
+
+    b = Builder(23)
+    xq, xs, xz = q(b, "x", 0.0081, 131)
+    w1, ws1 = wdq(b, [7, 5, 3, 3], 0)
+    c = b.op("Relu", [b.op("Conv", [dq(b, xq, xs, xz), w1, bias(b, 0.0081, ws1, 7)], strides=[2, 1], pads=[1, 0, 2, 1])])
+    c, s1, z1 = q(b, c, 0.02, 0)
+    c, _, _ = q(b, b.op("MaxPool", [dq(b, c, s1, z1)], kernel_shape=[2, 2], pads=[0, 1, 1, 0]), 0.02, 0)
+    w2, ws2 = wdq(b, [7, 1, 3, 3], 0)
+    c, s2, z2 = q(b, b.op("Conv", [dq(b, c, s1, z1), w2, bias(b, 0.02, ws2, 7)], group=7, strides=[2, 2], pads=[1, 1, 1, 1]), 0.012, 128)
+    w3, _ = wdq(b, [3, 7, 1, 1], 0, per_channel=False)
+    b.op("QuantizeLinear", [b.op("Conv", [dq(b, c, s2, z2), w3]), b.const("s", np.array(0.01, np.float32)),
+                            b.const("z", np.array(128, np.uint8))])
+    b.nodes[-1].output[0] = "y"
+    onnx.save(b.model("qdq_conv", [helper.make_tensor_value_info("x", F, [1, 5, 11, 9])],
+                      [helper.make_tensor_value_info("y", U8, [1, 3, 3, 4])], 13), os.path.join(out, "qdq_conv.onnx"))
+
+    b = Builder(24)
+    xq, xs, xz = q(b, "x", 0.0093, 120)
+    w1, _ = wdq(b, [13, 11], 1)
+    h, s1, z1 = q(b, b.op("MatMul", [dq(b, xq, xs, xz), w1]), 0.015, 125)
+    w2, ws2 = wdq(b, [5, 11], 0)
+    b.op("QuantizeLinear", [b.op("Gemm", [dq(b, h, s1, z1), w2, bias(b, 0.015, ws2, 5)], transB=1),
+                            b.const("s", np.array(0.014, np.float32)), b.const("z", np.array(110, np.uint8))])
+    b.nodes[-1].output[0] = "y"
+    onnx.save(b.model("qdq_matmul", [helper.make_tensor_value_info("x", F, [3, 13])],
+                      [helper.make_tensor_value_info("y", U8, [3, 5])], 13), os.path.join(out, "qdq_matmul.onnx"))
+
+
 def main():
     if len(sys.argv) != 2:
         sys.exit(__doc__)
@@ -963,6 +1019,7 @@ def main():
     onnx.save(transformer_dyn(), os.path.join(out, "transformer_dyn.onnx"))
     onnx.save(transformer_flat(), os.path.join(out, "transformer_flat.onnx"))
     quantized_models(out)
+    qdq_int_models(out)
     manifest = []
     for stem, opset, m in op_models():
         # (no onnx.checker here: the op models' outputs declare no shape, which it wants)

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""ort_run.py MODEL IN_DIR OUT_DIR [--random SEED --sym NAME=V ...]
+"""ort_run.py MODEL IN_DIR OUT_DIR [--random SEED --sym NAME=V ... --optimize]
 
 onnxruntime reference outputs for tessel's parity tests (tests/tuner/test_model.c).
 
@@ -14,6 +14,10 @@ With --random SEED, inputs missing from IN_DIR are generated (floats uniform
 index); symbolic dims
 from --sym NAME=V, else 1) and written to IN_DIR first, so the same files can
 be handed to `tessel run --input`.
+
+With --optimize, onnxruntime's graph optimisations are on (ORT_ENABLE_ALL):
+its QDQ fusions run QDQ chains as its int8 kernels (QLinearConv, ...), the
+reference for tessel's integer ops.
 
 Exit status 0 on success, 2 on a usage or model error (message on stderr).
 """
@@ -34,10 +38,13 @@ def main(argv):
         sys.stderr.write(__doc__)
         return 2
     model, in_dir, out_dir = argv[1], argv[2], argv[3]
-    seed, syms = None, {}
+    seed, syms, optimize = None, {}, False
     i = 4
     while i < len(argv):
-        if argv[i] == "--random" and i + 1 < len(argv):
+        if argv[i] == "--optimize":
+            optimize = True
+            i += 1
+        elif argv[i] == "--random" and i + 1 < len(argv):
             seed = int(argv[i + 1])
             i += 2
         elif argv[i] == "--sym" and i + 1 < len(argv) and "=" in argv[i + 1]:
@@ -50,7 +57,8 @@ def main(argv):
     import onnxruntime as ort
 
     so = ort.SessionOptions()
-    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    so.graph_optimization_level = (ort.GraphOptimizationLevel.ORT_ENABLE_ALL if optimize
+                                   else ort.GraphOptimizationLevel.ORT_DISABLE_ALL)
     so.intra_op_num_threads = 1
     try:
         sess = ort.InferenceSession(model, so, providers=["CPUExecutionProvider"])
