@@ -3,9 +3,11 @@
 (issue 16): quantizes the zoo's ResNet-50 with onnxruntime's quantize_static
 (QDQ, per-channel int8 weights, uint8 activations, 4 seeded calibration
 images) and DistilBERT with quantize_dynamic (int8 weights), builds each with
-tessel (untuned), and prints max abs error against onnxruntime (graph
-optimisations off: the Q/DQ ops as written; and on: its int8 kernels) and
-1-thread latency of both, in the same run.
+tessel (untuned) twice, with the qdq pass (--qdq on, the default: QDQ chains
+as integer ops) and without it (--qdq off: the float path), and prints max
+abs error against onnxruntime (graph optimisations off: the Q/DQ ops as
+written; and on: its int8 kernels) and 1-thread latency of each, in the same
+run.
 
   .venv/bin/python bench/quant/quant_zoo.py MODELS_DIR OUT_DIR [--tessel build/tessel] [--repeat 5]
 
@@ -76,20 +78,22 @@ def main():
     am[1, 12:] = 0
     cases = [("ResNet-50 QDQ", rn, {"input": np.random.default_rng(9).standard_normal((1, 3, 224, 224)).astype(np.float32)}),
              ("DistilBERT dynamic b2 s16", db, {"input_ids": ids, "attention_mask": am})]
-    print("| model | max abs err / max ref vs ort (no opt) | vs ort int8 | 1 thr: tessel / ort int8 ms |")
-    print("| --- | --- | --- | --- |")
+    print("| model | tessel --qdq | max abs err / max ref vs ort (no opt) | vs ort int8 | 1 thr: tessel / ort int8 ms |")
+    print("| --- | --- | --- | --- | --- |")
     for name, path, feeds in cases:
         d = os.path.join(a.out, os.path.basename(path)[:-5])
         os.makedirs(d, exist_ok=True)
         for k, v in feeds.items():
             np.save(os.path.join(d, k + ".npy"), v)
-        so = os.path.join(a.out, os.path.basename(path)[:-5] + ".so")
-        subprocess.run([a.tessel, "build", path, "-o", so], check=True, capture_output=True)
         r0, _, oname = ort_run(path, feeds, False, 1)
         r1, ort_ms, _ = ort_run(path, feeds, True, a.repeat)
-        y, ms = tessel_run(a, so, feeds, d, oname)
         m = np.abs(r0).max()
-        print(f"| {name} | {np.abs(y - r0).max() / m:.2g} | {np.abs(y - r1).max() / m:.2g} | {ms:.3g} / {ort_ms:.3g} = {ms / ort_ms:.2f}x |")
+        for qdq in ("on", "off"):
+            so = os.path.join(a.out, os.path.basename(path)[:-5] + "_qdq_" + qdq + ".so")
+            subprocess.run([a.tessel, "build", path, "-o", so, "--qdq", qdq], check=True, capture_output=True)
+            y, ms = tessel_run(a, so, feeds, d, oname)
+            print(f"| {name} | {qdq} | {np.abs(y - r0).max() / m:.2g} | {np.abs(y - r1).max() / m:.2g} | "
+                  f"{ms:.3g} / {ort_ms:.3g} = {ms / ort_ms:.2f}x |", flush=True)
 
 
 if __name__ == "__main__":
