@@ -951,7 +951,8 @@ def qdq_int_models(out):
     between DequantizeLinear and QuantizeLinear, int32 biases, and uint8
     outputs (the QuantizeLinear's, compared bit for bit with onnxruntime's
     fused QDQ kernels: test_passes_ort runs them with its graph
-    optimisations on): qdq_conv.onnx, qdq_matmul.onnx."""
+    optimisations on); and data movement between DequantizeLinear and
+    QuantizeLinear: qdq_conv.onnx, qdq_matmul.onnx, qdq_moves.onnx."""
     rng = np.random.default_rng(23)
     U8 = TensorProto.UINT8
 
@@ -998,6 +999,36 @@ def qdq_int_models(out):
     b.nodes[-1].output[0] = "y"
     onnx.save(b.model("qdq_matmul", [helper.make_tensor_value_info("x", F, [3, 13])],
                       [helper.make_tensor_value_info("y", U8, [3, 5])], 13), os.path.join(out, "qdq_matmul.onnx"))
+
+    # data movement between DequantizeLinear and QuantizeLinear: the pass runs each on the uint8 tensor; one
+    # QuantizeLinear with another scale (a requantize that stays), a Concat of two branches of one scale
+    b = Builder(25)
+    i64 = lambda *v: b.const("i", np.array(v, np.int64))
+    S, Z = 0.0087, 129
+    x, _, _ = q(b, "x", S, Z)
+
+    def mv(x, op, ins=(), s=S, z=Z, **attrs):
+        sc, zp = b.const("s", np.array(S, np.float32)), b.const("z", np.array(Z, np.uint8))
+        return q(b, b.op(op, [dq(b, x, sc, zp)] + list(ins), **attrs), s, z)[0]
+
+    t = mv(x, "Transpose", perm=[0, 2, 3, 1])                       # [2, 5, 4, 6]
+    t = mv(t, "Reshape", [i64(2, 5, 24)])                           # [2, 5, 24]
+    t = mv(t, "Slice", [i64(1), i64(20), i64(2), i64(3)])           # [2, 5, 7]
+    t = mv(t, "Gather", [i64(4, 0, 2)], axis=1)                     # [2, 3, 7]
+    t = mv(t, "Unsqueeze", [i64(1)])                                # [2, 1, 3, 7]
+    u = mv(t, "Resize", ["", b.const("sc", np.array([1, 1, 2, 1.5], np.float32))], mode="nearest")  # [2, 1, 6, 10]
+    u = mv(u, "MaxPool", kernel_shape=[3, 2], strides=[2, 2], pads=[1, 0, 1, 1])  # [2, 1, 3, 5]
+    t = mv(t, "Squeeze", [i64(1)])                                  # [2, 3, 7]
+    t = mv(t, "Flatten", s=0.011, z=120)                            # [2, 21], another scale: stays a requantize
+    v = mv(u, "Flatten")                                            # [2, 15]
+    c = mv(v, "Concat", [dq(b, v, b.const("s", np.array(S, np.float32)), b.const("z", np.array(Z, np.uint8)))], axis=1)
+    b.op("Identity", [c])
+    b.nodes[-1].output[0] = "y"
+    b.op("Identity", [t])
+    b.nodes[-1].output[0] = "y2"
+    onnx.save(b.model("qdq_moves", [helper.make_tensor_value_info("x", F, [2, 6, 5, 4])],
+                      [helper.make_tensor_value_info("y", U8, [2, 30]), helper.make_tensor_value_info("y2", U8, [2, 21])], 13),
+              os.path.join(out, "qdq_moves.onnx"))
 
 
 def main():
