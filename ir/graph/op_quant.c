@@ -4,10 +4,13 @@
  * MatMulInteger, with onnxruntime's arithmetic: q = saturate(round half to
  * even(x / scale) + zp), x = (q - zp) * scale, DynamicQuantizeLinear's
  * scale (max(x, 0) - min(x, 0)) / 255 (1 when that is 0) and zero point
- * round(saturate(-min / scale)), MatMulInteger's int32 sums of (a - azp) *
- * (b - bzp). Each is its own kernel here (the first step of issue 16: QDQ
- * models import and run); the int8 fusion builds on them. Their rows are in
- * ops.c. docs/GRAPH.md ("Quantization"). */
+ * round(saturate(-min / scale)); and the integer contractions MatMulInteger,
+ * QLinearMatMul, ConvInteger and QLinearConv: exact int32 sums of (x - xz) *
+ * (w - wz) written as the canonical int8 block plus zero-point
+ * compensation blocks, and onnxruntime's requantize (emit_qint). The qdq
+ * pass (qdq.c) makes QLinearConv / QLinearMatMul out of a QDQ model's
+ * DequantizeLinear -> Conv/MatMul/Gemm -> QuantizeLinear chains. Their rows
+ * are in ops.c. docs/GRAPH.md ("Quantization"). */
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
