@@ -307,8 +307,18 @@ START_TEST(test_pass_opts_strings) {
   ck_assert_int_eq(tg_pass_opts_parse(buf, &back, &d), TS_OK);
   ck_assert_int_eq(back.winograd, TG_WINOGRAD_ALL);
   ck_assert(back.polyphase_off);
+  ck_assert(!back.qdq_off);
+  ck_assert_int_eq(tg_pass_opts_set(&o, "qdq", "off", &d), TS_OK);
+  ck_assert_str_eq(tg_pass_opts_str(&o, buf, sizeof buf), "winograd=all,polyphase=off,qdq=off");
+  ck_assert_int_eq(tg_pass_opts_parse(buf, &back, &d), TS_OK);
+  ck_assert(back.qdq_off && back.polyphase_off);
+  ck_assert_int_eq(tg_pass_opts_parse("qdq=off", &back, &d), TS_OK);
+  ck_assert(back.qdq_off && !back.polyphase_off && back.winograd == TG_WINOGRAD_ON);
+  ck_assert_int_eq(tg_pass_opts_set(&o, "qdq", "maybe", &d), TS_EINVAL);
+  ck_assert_ptr_nonnull(strstr(d.msg, "qdq: 'maybe' is not on or off"));
+  ts_diag_clear(&d);
   ck_assert_int_eq(tg_pass_opts_parse("", &back, &d), TS_OK);
-  ck_assert(back.winograd == TG_WINOGRAD_ON && !back.polyphase_off);
+  ck_assert(back.winograd == TG_WINOGRAD_ON && !back.polyphase_off && !back.qdq_off);
   ck_assert_int_eq(tg_pass_opts_set(&o, "winograd", "maybe", &d), TS_EINVAL);
   ck_assert_ptr_nonnull(strstr(d.msg, "on, off or all"));
   ck_assert_int_eq(tg_pass_opts_set(&o, "tiling", "on", &d), TS_EINVAL);
@@ -1348,8 +1358,9 @@ END_TEST
 START_TEST(test_pass_names) {
   int n = 0;
   const char *const *names = tg_pass_names(&n);
-  ck_assert_int_eq(n, 8);
-  ck_assert_str_eq(names[0], "fold_constants");
+  ck_assert_int_eq(n, 9);
+  ck_assert_str_eq(names[0], "qdq");
+  ck_assert_str_eq(names[1], "fold_constants");
   ck_assert_str_eq(names[n - 1], "dce");
   for (int i = 0; i < n; i++) {
     ir_module *m = ir_module_new();
