@@ -356,6 +356,9 @@ START_TEST(test_refusals) {
   refused("ops/bad_slice_inputs9.onnx", TS_EINVAL, "node sl (Slice, opset 9)", "before opset 10 the starts are the attribute");
   refused("ops/bad_dropout_training.onnx", TS_EUNSUPPORTED, "node dr (Dropout, opset 13)", "training_mode is true");
   refused("ops/bad_bn_spatial0.onnx", TS_EUNSUPPORTED, "node bn (BatchNormalization, opset 7)", "spatial=0");
+  refused("ops/bad_convinteger_float.onnx", TS_ETYPE, "node ci (ConvInteger, opset 17)", "x (xf) and w (w) must be int8 or uint8");
+  refused("ops/bad_convinteger_wzp.onnx", TS_EUNSUPPORTED, "node ci (ConvInteger, opset 17)",
+          "w_zero_point (wz) is neither per tensor nor per output channel");
   refused("ops/bad_domain.onnx", TS_EUNSUPPORTED, "node fg: operator FusedGemm of domain 'com.microsoft'", NULL);
   refused("ops/bad_external.onnx", TS_EIO, "initializer w: external data file", "weights.bin: no such file");
   refused("ops/bad_reducemean_axes13.onnx", TS_EUNSUPPORTED, "node rm (ReduceMean, opset 13)", "axes input needs opset 18");

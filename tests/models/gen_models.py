@@ -771,6 +771,15 @@ def bad_models():
                                  [numpy_helper.from_array(np.ones((4, 1, 3), np.float32), "s")])
     B["bad_reducel2_int"] = model([helper.make_node("ReduceL2", ["xi"], ["y"], name="rl")],
                                   [helper.make_tensor_value_info("xi", TensorProto.INT32, [2, 3])], [y])
+    # ConvInteger refusals: a float x; a w zero point neither per tensor nor per output channel
+    xi = helper.make_tensor_value_info("x", TensorProto.UINT8, [1, 2, 5, 5])
+    yi = helper.make_tensor_value_info("y", TensorProto.INT32, None)
+    B["bad_convinteger_float"] = model([helper.make_node("ConvInteger", ["xf", "w"], ["y"], name="ci")],
+                                       [helper.make_tensor_value_info("xf", F, [1, 2, 5, 5])], [yi],
+                                       [numpy_helper.from_array(np.ones((3, 2, 3, 3), np.uint8), "w")])
+    B["bad_convinteger_wzp"] = model([helper.make_node("ConvInteger", ["x", "w", "", "wz"], ["y"], name="ci")], [xi], [yi],
+                                     [numpy_helper.from_array(np.ones((3, 2, 3, 3), np.uint8), "w"),
+                                      numpy_helper.from_array(np.ones(2, np.uint8), "wz")])
     return B
 
 
