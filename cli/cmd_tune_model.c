@@ -124,9 +124,12 @@ static const char *parse_args(int argc, char **argv, tun_tune_cli *cli, tun_tune
                                       {"no-default", no_argument, 0, OPT_NODEFAULT},
                                       {0, 0, 0, 0}};
   const struct option *const mine[] = {own, tun_cli_model_options};
-  struct option model_own[8], opts[64];
+  struct option model_own[16], opts[64];
   *rc = 2;
-  if (!tun_cli_options_join(model_own, 8, mine, 2) || !tun_tune_cli_options(opts, 64, model_own)) return NULL;
+  if (!tun_cli_options_join(model_own, 16, mine, 2) || !tun_tune_cli_options(opts, 64, model_own)) {
+    fprintf(stderr, "tessel tune-model: the option tables do not fit (a tessel bug)\n");
+    return NULL;
+  }
   ts_diag d;
   ts_diag_clear(&d);
   tun_cli_getopt g = tun_cli_getopt_start("h", opts, usage);
