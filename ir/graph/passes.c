@@ -494,14 +494,17 @@ static bool noop_node(const tg_graph *g, const tg_node *n) {
   }
 }
 
-/* A 1x1 Conv with strides > 1 and no padding (ResNet's downsampling
+/* A 1x1 Conv (float or integer) with strides > 1 and no padding (ResNet's downsampling
  * projections): the kernel would read its input at a stride along the
  * vectorized W axis, a gather per vector; a Slice with those steps in front
  * and stride 1 after reads it once and leaves the Conv unit-stride loads. */
 static bool strided_pointwise_conv(const tg_graph *g, const tg_node *n) {
-  if (n->dead || n->op != TG_OP_CONV || n->nin < 2 || n->nout != 1 || n->inputs[0] < 0 || n->inputs[1] < 0)
+  /* the float convolution and the integer ones (x input 0, w input 1 or QLinearConv's 3) */
+  int wi = n->op == TG_OP_QLINEAR_CONV ? 3 : 1;
+  if (n->dead || (n->op != TG_OP_CONV && n->op != TG_OP_CONV_INTEGER && n->op != TG_OP_QLINEAR_CONV) ||
+      n->nin <= wi || n->nout != 1 || n->inputs[0] < 0 || n->inputs[wi] < 0)
     return false;
-  const tg_value *x = g->values[n->inputs[0]], *w = g->values[n->inputs[1]], *y = g->values[n->outputs[0]];
+  const tg_value *x = g->values[n->inputs[0]], *w = g->values[n->inputs[wi]], *y = g->values[n->outputs[0]];
   if (x->ndim != 4 || w->ndim != 4 || y->ndim != 4 || w->dims[2].sym || w->dims[3].sym || w->dims[2].value != 1 ||
       w->dims[3].value != 1)
     return false;

@@ -1189,6 +1189,12 @@ def ops2_models():
                                                 ("ws", np.array(0.013, np.float32)), ("wz", np.array(3, np.int8)),
                                                 ("ys", np.array(0.9, np.float32)), ("yz", np.array(-11, np.int8))],
         outs=(("y", I8),), attrs=dict(pads=[0, 1, 1, 1], dilations=[1, 2]))
+    # a strided 1x1 QLinearConv (simplify subsamples its input with a Slice first)
+    add("qlinear_conv_pointwise_stride", 10, "QLinearConv", [("x", ([2, 5, 9, 7], U8)), ("xs", np.array(0.04, np.float32)), ("xz", np.array(77, np.uint8)),
+                                                              ("w", rq.integers(-127, 128, (3, 5, 1, 1)).astype(np.int8)),
+                                                              ("ws", rq.uniform(0.002, 0.02, 3).astype(np.float32)), ("wz", np.zeros(3, np.int8)),
+                                                              ("ys", np.array(0.09, np.float32)), ("yz", np.array(140, np.uint8))],
+        outs=(("y", U8),), attrs=dict(strides=[2, 3]))
     # ConvInteger (onnxruntime's kernel: uint8 x and w, per-tensor zero points, padded with x's zero point)
     add("convinteger", 10, "ConvInteger", [("x", ([1, 3, 7, 6], U8)), ("w", rq.integers(0, 256, (5, 3, 3, 2)).astype(np.uint8)),
                                            ("xz", np.array(113, np.uint8)), ("wz", np.array(97, np.uint8))],
