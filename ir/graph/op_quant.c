@@ -43,9 +43,15 @@ static ts_status q_common(imp *im, nctx *nc, int64_t *axis) {
   if (st || (st = imp_need_input(im, nc, 1, "scale"))) return st;
   const tg_value *x = IN(im, nc, 0);
   *axis = aint(nc, "axis", 1);
+  const tg_value *s = IN(im, nc, 1), *z = IN(im, nc, 2);
+  bool per_tensor = numel_is_one(s) && (!z || numel_is_one(z));
   if (x->ndim == 0) *axis = 0;
-  else if (!imp_norm_axis(axis, x->ndim, false))
-    return imp_nerr(im, nc, TS_EINVAL, "axis %" PRId64 " is out of range for rank %d", aint(nc, "axis", 1), x->ndim);
+  else if (!imp_norm_axis(axis, x->ndim, false)) {
+    /* per tensor the axis is not read (the default 1 on a 1-D bias: DenseNet's QDQ export) */
+    if (!per_tensor)
+      return imp_nerr(im, nc, TS_EINVAL, "axis %" PRId64 " is out of range for rank %d", aint(nc, "axis", 1), x->ndim);
+    *axis = 0;
+  }
   if (aint(nc, "block_size", 0) != 0) return imp_nerr(im, nc, TS_EUNSUPPORTED, "blocked quantization (block_size %" PRId64 ")", aint(nc, "block_size", 0));
   if (!is_float(IN(im, nc, 1)->dtype)) return imp_nerr(im, nc, TS_ETYPE, "the scale (%s) is not floating-point", IN(im, nc, 1)->name);
   if ((st = check_param(im, nc, 1, "scale", x, *axis)) || (st = check_param(im, nc, 2, "zero point", x, *axis))) return st;

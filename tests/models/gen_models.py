@@ -1166,6 +1166,8 @@ def ops2_models():
     add("dequantize_axis", 13, "DequantizeLinear", [("x", ([2, 3, 5], U8)), ("s", np.array([0.1, 0.02, 0.05], np.float32)),
                                                      ("z", np.array([3, 128, 0], np.uint8))], attrs=dict(axis=1))
     add("dequantize_i32", 10, "DequantizeLinear", [("x", ([4, 3], I32)), ("s", np.array(0.5, np.float32))])
+    # per tensor on a 1-D x: the default axis 1 is out of range and not read (a QDQ DenseNet's biases)
+    add("dequantize_1d", 13, "DequantizeLinear", [("x", ([5], U8)), ("s", np.array(0.25, np.float32)), ("z", np.array(3, np.uint8))])
     add("dyn_quantize", 11, "DynamicQuantizeLinear", [("x", [3, 7])], outs=(("y", U8), ("ys", F), ("yz", U8)))
     add("matmul_integer", 10, "MatMulInteger", [("a", ([2, 3, 7], U8)), ("b", ([7, 5], I8)), ("az", np.array(7, np.uint8)),
                                                  ("bz", np.array([1, 0, -1, 2, 3], np.int8))], outs=(("y", I32),))
