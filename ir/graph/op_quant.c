@@ -309,7 +309,9 @@ void lg_emit_dyn_quantize(lg_kernel *k, const tg_node *n, const char *const *in,
  * which is the exact sum of (x - xz) * (w - wz) (+ bias) in int32. When the
  * qdq pass has folded the weight side at build time (constant w and zero
  * points: attribute tessel.comp), the bias input holds
- * bias - xz * wsum + K * xz * wz and the wsum block is not written. The
+ * bias - xz * wsum + K * xz * wz and the wsum block is not written; with a
+ * zero point known only at run time (DynamicQuantizeLinear's) and no bias,
+ * tessel.wsum: the bias input holds the constant wsum instead. The
  * QLinear ops then requantize v as onnxruntime does (MlasRequantizeOutput):
  * saturate(round half to even(f32(v) * (x_scale * w_scale / y_scale)) +
  * y_zero_point), the multiplier in f32; tessel.relu raises the lower bound to
@@ -360,7 +362,8 @@ static void emit_qint(lg_kernel *k, const tg_node *n, const char *const *in, con
   const tg_value *y = OUTV(0), *xv = V(k, n->inputs[L->x]), *wv = V(k, n->inputs[L->w]);
   int r = y->ndim, ch = L->conv ? 1 : r - 1; /* the output axis of w's channels / columns */
   bool requant = L->ys >= 0, folded = tg_attr_int(n, "tessel.comp", 0) != 0;
-  bool xz = !known_zero(k, n, L->xz), wz = !known_zero(k, n, L->wz), bias = present(n, L->bias);
+  bool wsum_in = tg_attr_int(n, "tessel.wsum", 0) != 0 && present(n, L->bias); /* the bias slot holds sum w */
+  bool xz = !known_zero(k, n, L->xz), wz = !known_zero(k, n, L->wz), bias = present(n, L->bias) && !wsum_in;
   bool direct = !requant && !xz && !wz && !bias;
   char acc[64], xsum[64], wsum[64], s[48];
   if (direct) {
@@ -370,7 +373,8 @@ static void emit_qint(lg_kernel *k, const tg_node *n, const char *const *in, con
     lg_let_dims(k, acc, ir_dt(IR_I32), r, y->dims);
   }
   lg_tmpname(xsum, sizeof xsum, out[0], "xsum");
-  lg_tmpname(wsum, sizeof wsum, out[0], "wsum");
+  if (wsum_in) snprintf(wsum, sizeof wsum, "%s", in[L->bias]);
+  else lg_tmpname(wsum, sizeof wsum, out[0], "wsum");
   tb K, t;
   tb_reset(&K);
   int64_t groups = 1;
@@ -402,7 +406,7 @@ static void emit_qint(lg_kernel *k, const tg_node *n, const char *const *in, con
       lg_stmt(k, &t);
     }
   }
-  if (xz && !folded) { /* the column (output channel) sums of w */
+  if (xz && !folded && !wsum_in) { /* the column (output channel) sums of w */
     tg_dim md = L->conv ? wv->dims[0] : wv->dims[1];
     lg_let_dims(k, wsum, ir_dt(IR_I32), 1, &md);
     tb_reset(&t);

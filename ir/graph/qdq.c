@@ -18,7 +18,9 @@
  * Whatever does not match keeps its float path. Last, every integer
  * contraction with constant weights and zero points gets its weight-side
  * zero-point terms folded into its bias (attribute tessel.comp): the kernel
- * then adds one int32 per output channel instead of summing the weights.
+ * then adds one int32 per output channel instead of summing the weights (with
+ * x's zero point known only at run time and no bias, the weight sums alone:
+ * tessel.wsum).
  * g->opts.qdq_off (--qdq off) leaves the Q/DQ chains as they are (the float
  * path); the folding still runs. docs/GRAPH.md ("Quantization"). */
 #include <math.h>
@@ -365,7 +367,10 @@ static ts_status fold_comp(tg_graph *g, tg_node *n, int ci, ts_diag *d) {
   int xz = n->nin > xzi ? n->inputs[xzi] : -1, wz = n->nin > wzi ? n->inputs[wzi] : -1;
   int b = n->nin > ci ? n->inputs[ci] : -1;
   (void)xi;
-  if (xz < 0 || !is_const(g, xz) || int_at(g, xz, 0) == 0 || !is_const(g, n->inputs[wi]) ||
+  /* x's zero point known only at run time (DynamicQuantizeLinear's), no
+   * bias: the sums of w alone become the constant (tessel.wsum) */
+  bool wsum_only = xz >= 0 && !is_const(g, xz) && b < 0;
+  if (xz < 0 || (!wsum_only && (!is_const(g, xz) || int_at(g, xz, 0) == 0)) || !is_const(g, n->inputs[wi]) ||
       (wz >= 0 && !is_const(g, wz)) || (b >= 0 && !is_const(g, b)))
     return TS_OK;
   const tg_value *w = g->values[n->inputs[wi]];
@@ -373,14 +378,14 @@ static ts_status fold_comp(tg_graph *g, tg_node *n, int ci, ts_diag *d) {
   if (wz >= 0 && tg_value_numel(g->values[wz]) != 1 && tg_value_numel(g->values[wz]) != M) return TS_OK;
   int32_t *comp = ts_malloc((size_t)M * sizeof *comp + 1);
   if (!comp) return oom(d);
-  int64_t x0 = int_at(g, xz, 0);
+  int64_t x0 = wsum_only ? 0 : int_at(g, xz, 0);
   for (int64_t m = 0; m < M; m++) {
     int64_t s = 0;
     for (int64_t k = 0; k < K; k++) s += int_at(g, n->inputs[wi], conv ? m * K + k : k * M + m);
-    comp[m] = (int32_t)(int_at(g, b, m) - x0 * s + K * x0 * int_at(g, wz, m));
+    comp[m] = wsum_only ? (int32_t)s : (int32_t)(int_at(g, b, m) - x0 * s + K * x0 * int_at(g, wz, m));
   }
   char base[256];
-  snprintf(base, sizeof base, "%s_comp", n->name);
+  snprintf(base, sizeof base, "%s_%s", n->name, wsum_only ? "wsum" : "comp");
   tg_dim md = {M, NULL};
   int cid = tg_add_const(g, base, ir_dt(IR_I32), 1, &md, comp, (size_t)M * sizeof *comp, d);
   ts_free(comp);
@@ -397,7 +402,7 @@ static ts_status fold_comp(tg_graph *g, tg_node *n, int ci, ts_diag *d) {
   in[ci] = cid;
   n->inputs = in;
   n->nin = nin;
-  tg_attr a = {.name = "tessel.comp", .kind = TG_A_INT, .i = 1};
+  tg_attr a = {.name = wsum_only ? "tessel.wsum" : "tessel.comp", .kind = TG_A_INT, .i = 1};
   return tg_node_set_attr(g, n, &a) == TS_OK ? TS_OK : oom(d);
 }
 
@@ -422,11 +427,11 @@ ts_status tg_pass_qdq(tg_graph *g, ts_diag *d) {
   for (int i = 0; i < g->nnodes; i++) {
     tg_node *n = g->nodes[i];
     int ci = n->dead ? -1 : tg_qint_comp_input(n->op);
-    if (ci < 0 || tg_attr_int(n, "tessel.comp", 0)) continue;
+    if (ci < 0 || tg_attr_int(n, "tessel.comp", 0) || tg_attr_int(n, "tessel.wsum", 0)) continue;
     int before = n->nin;
     ts_status st = fold_comp(g, n, ci, d);
     if (st != TS_OK) return st;
-    any |= n->nin != before || tg_attr_int(n, "tessel.comp", 0);
+    any |= n->nin != before || tg_attr_int(n, "tessel.comp", 0) || tg_attr_int(n, "tessel.wsum", 0);
   }
   return any ? tg_pass_dce(g, d) : TS_OK;
 }
