@@ -7,9 +7,11 @@ tessel (untuned) twice, with the qdq pass (--qdq on, the default: QDQ chains
 as integer ops) and without it (--qdq off: the float path), and prints max
 abs error against onnxruntime (graph optimisations off: the Q/DQ ops as
 written; and on: its int8 kernels) and 1-thread latency of each, in the same
-run.
+run: --rounds rounds of onnxruntime int8, tessel --qdq on and off in turn,
+each the median (tessel) or mean (onnxruntime) of --repeat runs; the table
+has the medians over the rounds.
 
-  .venv/bin/python bench/quant/quant_zoo.py MODELS_DIR OUT_DIR [--tessel build/tessel] [--repeat 5]
+  .venv/bin/python bench/quant/quant_zoo.py MODELS_DIR OUT_DIR [--tessel build/tessel] [--repeat 5] [--rounds 3]
 
 MODELS_DIR holds resnet50.onnx and distilbert.onnx (bench/zoo/export.py)."""
 import argparse
@@ -63,6 +65,7 @@ def main():
     ap.add_argument("out")
     ap.add_argument("--tessel", default="build/tessel")
     ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--rounds", type=int, default=3)
     a = ap.parse_args()
     logging.getLogger().setLevel(logging.ERROR)
     os.makedirs(a.out, exist_ok=True)
@@ -86,14 +89,26 @@ def main():
         for k, v in feeds.items():
             np.save(os.path.join(d, k + ".npy"), v)
         r0, _, oname = ort_run(path, feeds, False, 1)
-        r1, ort_ms, _ = ort_run(path, feeds, True, a.repeat)
         m = np.abs(r0).max()
+        sos = {}
         for qdq in ("on", "off"):
-            so = os.path.join(a.out, os.path.basename(path)[:-5] + "_qdq_" + qdq + ".so")
-            subprocess.run([a.tessel, "build", path, "-o", so, "--qdq", qdq], check=True, capture_output=True)
-            y, ms = tessel_run(a, so, feeds, d, oname)
-            print(f"| {name} | {qdq} | {np.abs(y - r0).max() / m:.2g} | {np.abs(y - r1).max() / m:.2g} | "
-                  f"{ms:.3g} / {ort_ms:.3g} = {ms / ort_ms:.2f}x |", flush=True)
+            sos[qdq] = os.path.join(a.out, os.path.basename(path)[:-5] + "_qdq_" + qdq + ".so")
+            subprocess.run([a.tessel, "build", path, "-o", sos[qdq], "--qdq", qdq], check=True, capture_output=True)
+        # --rounds rounds, each timing onnxruntime int8 and both builds in turn (medians over rounds): a
+        # machine whose load changes shifts all three alike
+        ms = {"ort": [], "on": [], "off": []}
+        ys = {}
+        for _ in range(a.rounds):
+            r1, t, _ = ort_run(path, feeds, True, a.repeat)
+            ms["ort"].append(t)
+            for qdq in ("on", "off"):
+                ys[qdq], t = tessel_run(a, sos[qdq], feeds, d, oname)
+                ms[qdq].append(t)
+        ort_ms = float(np.median(ms["ort"]))
+        for qdq in ("on", "off"):
+            t = float(np.median(ms[qdq]))
+            print(f"| {name} | {qdq} | {np.abs(ys[qdq] - r0).max() / m:.2g} | {np.abs(ys[qdq] - r1).max() / m:.2g} | "
+                  f"{t:.3g} / {ort_ms:.3g} = {t / ort_ms:.2f}x |", flush=True)
 
 
 if __name__ == "__main__":

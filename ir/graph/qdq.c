@@ -183,9 +183,8 @@ ts_status tg_qdq_concat(tg_graph *g, tg_node *n, bool *changed, ts_diag *d) {
     tg_node *dq = act_dq(g, n->inputs[i], &q);
     if (!dq || !same_params(g, &q0, &q) || !ir_dtype_eq(g->values[dq->inputs[0]]->dtype, t)) return TS_OK;
   }
-  for (int i = 0; i < n->nin; i++) n->inputs[i] = g->values[n->inputs[i]]->producer >= 0
-                                                      ? g->nodes[g->values[n->inputs[i]]->producer]->inputs[0]
-                                                      : n->inputs[i];
+  for (int i = 0; i < n->nin; i++) /* each input's DequantizeLinear (checked above) is skipped */
+    n->inputs[i] = g->nodes[g->values[n->inputs[i]]->producer]->inputs[0];
   *changed = true;
   return dq_after(g, n, dq0, d);
 }
