@@ -30,7 +30,10 @@ typedef struct fl_ctx {
   double ops;
 } fl_ctx;
 
-static double expr_flops(const ir_expr *e) {
+/* ops == true: integer +, -, * count too (the int8 contractions' multiply-adds,
+ * as the int8 workloads count them); false inside a select's condition,
+ * whose integer arithmetic is index bounds. */
+static double expr_flops_in(const ir_expr *e, bool ints) {
   if (!e) return 0;
   double s = 0;
   switch (e->kind) {
@@ -41,24 +44,27 @@ static double expr_flops(const ir_expr *e) {
     case IR_LOAD: /* index math is not counted */
       return 0;
     case IR_NOT:
-      return expr_flops(e->u.un.a);
+      return expr_flops_in(e->u.un.a, ints);
     case IR_SELECT:
-      return expr_flops(e->u.sel.t) + expr_flops(e->u.sel.f) + expr_flops(e->u.sel.cond);
+      return expr_flops_in(e->u.sel.t, ints) + expr_flops_in(e->u.sel.f, ints) + expr_flops_in(e->u.sel.cond, false);
     case IR_CAST:
-      return expr_flops(e->u.cast.value);
+      return expr_flops_in(e->u.cast.value, ints);
     case IR_CALL:
-      for (int i = 0; i < e->u.call.nargs; i++) s += expr_flops(e->u.call.args[i]);
+      for (int i = 0; i < e->u.call.nargs; i++) s += expr_flops_in(e->u.call.args[i], ints);
       return s + (ir_dtype_is_float(e->dtype) ? 1 : 0);
     default:
       if (ir_is_binop(e->kind)) {
-        s = expr_flops(e->u.bin.a) + expr_flops(e->u.bin.b);
+        s = expr_flops_in(e->u.bin.a, ints) + expr_flops_in(e->u.bin.b, ints);
         /* float arithmetic counts; comparisons of floats count too */
         bool fl = ir_dtype_is_float(e->u.bin.a->dtype);
-        return s + (fl ? 1 : 0);
+        bool iop = ints && (e->kind == IR_ADD || e->kind == IR_SUB || e->kind == IR_MUL);
+        return s + (fl || iop ? 1 : 0);
       }
       return 0;
   }
 }
+
+static double expr_flops(const ir_expr *e) { return expr_flops_in(e, true); }
 
 /* Sum over statements of (float ops per execution) x (executions). */
 static double stmt_flops(const ir_stmt *s, double trips, bool *ok) {

@@ -49,7 +49,9 @@ ir_func *tg_task_bind(ts_arena *a, const ir_func *f, int nsyms, const char *cons
 
 /* FLOPs of one run of a PrimFunc with constant extents: every float
  * arithmetic op and intrinsic in a store (init included) counts 1 per
- * execution (so a multiply-add counts 2); index arithmetic does not count.
+ * execution (so a multiply-add counts 2), and so does an integer +, - or *
+ * of a stored value (the int8 multiply-adds); index arithmetic does not
+ * count.
  * -1 when a loop extent is not constant. */
 double tg_func_flops(const ir_func *f);
 

@@ -19,6 +19,7 @@
 #include "ir/graph/graph_interp.h"
 #include "ir/graph/onnx.h"
 #include "ir/graph/passes.h"
+#include "ir/graph/tasks.h"
 #include "tuner/npy.h"
 
 #define MAX_MODELS 1024
@@ -218,6 +219,20 @@ START_TEST(test_qdq_fused) {
           u8pool = g->values[n->outputs[0]]->dtype.code == IR_U8;
       }
       ck_assert_msg(u8pool, "the MaxPool does not run on uint8");
+      /* the integer convolution's task counts its multiply-adds (2 per tap
+       * and output: 8 channels of 12x12 from 3x3x3 taps), as float ones do */
+      ck_assert_msg(tg_run_pipeline_opts(g, NULL, &o, &d) == TS_OK, "%s", d.msg);
+      tg_task *t = NULL;
+      int nt = 0;
+      ck_assert_msg(tg_extract_tasks(g, &t, &nt, &d) == TS_OK, "%s", d.msg);
+      bool seen = false;
+      for (int i = 0; i < nt; i++)
+        if (strstr(t[i].name, "qlinear_conv") && !seen) { /* the first: conv 1 */
+          seen = true;
+          ck_assert_msg(t[i].flops >= 2.0 * 8 * 12 * 12 * 27, "%s: %g flops", t[i].name, t[i].flops);
+        }
+      ck_assert(seen);
+      tg_tasks_free(t, nt);
     } else {
       ck_assert_int_eq(count_op(g, "QLinearConv"), 0);
       ck_assert_int_eq(count_op(g, "Conv"), 2);
