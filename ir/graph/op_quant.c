@@ -466,11 +466,12 @@ static void emit_qint(lg_kernel *k, const tg_node *n, const char *const *in, con
   tb_reset(&WS);
   tb_reset(&YS);
   tb_reset(&YZ);
-  param_load(k, &XS, in[L->xs], n->inputs[L->xs], 0);
-  param_load(k, &WS, in[L->ws], n->inputs[L->ws], ch);
-  param_load(k, &YS, in[L->ys], n->inputs[L->ys], 0);
+  param_cast(k, &XS, "f32", in, n, L->xs, 0);
+  param_cast(k, &WS, "f32", in, n, L->ws, ch);
+  param_cast(k, &YS, "f32", in, n, L->ys, 0);
   param_cast(k, &YZ, "f32", in, n, L->yz, 0);
-  /* x_scale * w_scale / y_scale in f32, in that order (onnxruntime's) */
+  /* x_scale * w_scale / y_scale in f32 (f16 scales widened first), in that
+   * order (onnxruntime's) */
   tb_printf(&t, " = %s(min(max(round(f32(%s) * (%s * %s / %s)) + %s, %s), %s))", dtn(y->dtype), v.s, XS.s, WS.s, YS.s,
             YZ.s, tg_attr_int(n, "tessel.relu", 0) ? YZ.s : lo, hi);
   lg_stmt(k, &t);
