@@ -97,26 +97,41 @@ ts_status imp_dyn_quantize(imp *im, nctx *nc) {
   return TS_OK;
 }
 
-/* MatMulInteger: A [..., M, K] against a 2-D B [K, N] (the weights of a
- * dynamically quantized model); zero points per tensor, B's also per
- * column. */
+/* The output dims of an integer matmul: a [..., M, K] x b [..., K, N],
+ * the batch dims broadcast (numpy); *nd and od set. */
+static ts_status qmm_dims(imp *im, nctx *nc, const tg_value *a, const tg_value *b, int *nd, tg_dim *od) {
+  if (a->ndim < 2 || b->ndim < 2)
+    return imp_nerr(im, nc, TS_EUNSUPPORTED, "inputs of rank %d and %d (matrices, or batches of them)", a->ndim, b->ndim);
+  if (!tg_dim_eq(a->dims[a->ndim - 1], b->dims[b->ndim - 2]))
+    return imp_nerr(im, nc, TS_ESHAPE, "the inner dims of %s and %s differ", a->name, b->name);
+  tg_value ba = *a, bb = *b;
+  ba.ndim = a->ndim - 2;
+  bb.ndim = b->ndim - 2;
+  ts_status st = imp_broadcast(im, nc, &ba, &bb, nd, od);
+  if (st) return st;
+  od[(*nd)++] = a->dims[a->ndim - 2];
+  od[(*nd)++] = b->dims[b->ndim - 1];
+  return *nd > MAX_RANK ? imp_nerr(im, nc, TS_EUNSUPPORTED, "rank above %d", MAX_RANK) : TS_OK;
+}
+
+/* MatMulInteger: A [..., M, K] against B [..., K, N] (the weights of a
+ * dynamically quantized model: 2-D), batch dims broadcast; zero points per
+ * tensor, B's also per column. */
 ts_status imp_matmul_integer(imp *im, nctx *nc) {
   ts_status st = imp_need_input(im, nc, 0, "A");
   if (st || (st = imp_need_input(im, nc, 1, "B"))) return st;
   const tg_value *a = IN(im, nc, 0), *b = IN(im, nc, 1), *az = IN(im, nc, 2), *bz = IN(im, nc, 3);
   if (!q8(a->dtype) || !q8(b->dtype)) return imp_nerr(im, nc, TS_ETYPE, "A and B must be int8 or uint8");
-  if (a->ndim < 2 || b->ndim != 2)
-    return imp_nerr(im, nc, TS_EUNSUPPORTED, "A of rank %d and B of rank %d (A [..., M, K] and a 2-D B only)", a->ndim, b->ndim);
-  if (!tg_dim_eq(a->dims[a->ndim - 1], b->dims[0])) return imp_nerr(im, nc, TS_ESHAPE, "A's K and B's K differ");
+  int nd = 0;
+  tg_dim od[MAX_RANK + 2];
+  ts_status st2 = qmm_dims(im, nc, a, b, &nd, od);
+  if (st2) return st2;
   if (az && !numel_is_one(az)) return imp_nerr(im, nc, TS_EUNSUPPORTED, "a_zero_point per row (per tensor only)");
-  if (bz && !numel_is_one(bz) && !(bz->ndim == 1 && tg_dim_eq(bz->dims[0], b->dims[1])))
+  if (bz && !numel_is_one(bz) && !(bz->ndim == 1 && tg_dim_eq(bz->dims[0], b->dims[b->ndim - 1])))
     return imp_nerr(im, nc, TS_EUNSUPPORTED, "b_zero_point (%s) is neither per tensor nor per column", bz->name);
   if ((az && !ir_dtype_eq(az->dtype, a->dtype)) || (bz && !ir_dtype_eq(bz->dtype, b->dtype)))
     return imp_nerr(im, nc, TS_ETYPE, "a zero point differs in type from its matrix");
-  tg_dim od[MAX_RANK];
-  for (int i = 0; i < a->ndim - 1; i++) od[i] = a->dims[i];
-  od[a->ndim - 1] = b->dims[1];
-  set_out(nc, 0, ir_dt(IR_I32), a->ndim, od);
+  set_out(nc, 0, ir_dt(IR_I32), nd, od);
   return TS_OK;
 }
 
@@ -131,22 +146,20 @@ ts_status imp_qlinear_matmul(imp *im, nctx *nc) {
   }
   const tg_value *a = IN(im, nc, 0), *b = IN(im, nc, 3), *yz = IN(im, nc, 7);
   if (!q8(a->dtype) || !q8(b->dtype) || !q8(yz->dtype)) return imp_nerr(im, nc, TS_ETYPE, "a, b and y must be int8 or uint8");
-  if (a->ndim < 2 || b->ndim != 2)
-    return imp_nerr(im, nc, TS_EUNSUPPORTED, "a of rank %d and b of rank %d (a [..., M, K] and a 2-D b only)", a->ndim, b->ndim);
-  if (!tg_dim_eq(a->dims[a->ndim - 1], b->dims[0])) return imp_nerr(im, nc, TS_ESHAPE, "a's K and b's K differ");
+  int nd = 0;
+  tg_dim od[MAX_RANK + 2];
+  ts_status st = qmm_dims(im, nc, a, b, &nd, od);
+  if (st) return st;
   static const int per_tensor[] = {1, 2, 6, 7};
   for (int i = 0; i < 4; i++)
     if (!numel_is_one(IN(im, nc, per_tensor[i])))
       return imp_nerr(im, nc, TS_EUNSUPPORTED, "input %d (%s) is not per tensor", per_tensor[i], IN(im, nc, per_tensor[i])->name);
   for (int i = 4; i <= 5; i++) {
     const tg_value *v = IN(im, nc, i);
-    if (!numel_is_one(v) && !(v->ndim == 1 && tg_dim_eq(v->dims[0], b->dims[1])))
+    if (!numel_is_one(v) && !(v->ndim == 1 && tg_dim_eq(v->dims[0], b->dims[b->ndim - 1])))
       return imp_nerr(im, nc, TS_EUNSUPPORTED, "input %d (%s) is neither per tensor nor per column", i, v->name);
   }
-  tg_dim od[MAX_RANK];
-  for (int i = 0; i < a->ndim - 1; i++) od[i] = a->dims[i];
-  od[a->ndim - 1] = b->dims[1];
-  set_out(nc, 0, yz->dtype, a->ndim, od);
+  set_out(nc, 0, yz->dtype, nd, od);
   return TS_OK;
 }
 
@@ -358,6 +371,25 @@ static void param_cast(lg_kernel *k, tb *t, const char *f, const char *const *in
   tb_printf(t, ")");
 }
 
+/* "name[<v's batch dims broadcast against y's>, " (v [..., R, C], y of rank r). */
+static void batch_load(tb *t, const char *name, const tg_value *v, const tg_value *y) {
+  int nb = v->ndim - 2, off = (y->ndim - 2) - nb;
+  tb_printf(t, "%s[", name);
+  for (int i = 0; i < nb; i++) {
+    bool zero = dim_is(v->dims[i], 1) && !dim_is(y->dims[off + i], 1);
+    if (zero) tb_printf(t, "0, ");
+    else tb_printf(t, "i%d, ", off + i);
+  }
+}
+
+/* The column sums of w as indexed at an output element: "wsum[i(r-1)]" for
+ * a 2-D w, else per output batch "wsum[i0, .., i(r-3), i(r-1)]". */
+static void wsum_index(tb *t, const char *wsum, const tg_value *wv, int r) {
+  tb_printf(t, "%s[", wsum);
+  for (int i = 0; i < r - 2 && wv->ndim > 2; i++) tb_printf(t, "i%d, ", i);
+  tb_printf(t, "i%d]", r - 1);
+}
+
 static void emit_qint(lg_kernel *k, const tg_node *n, const char *const *in, const char *const *out, const qint_layout *L) {
   const tg_value *y = OUTV(0), *xv = V(k, n->inputs[L->x]), *wv = V(k, n->inputs[L->w]);
   int r = y->ndim, ch = L->conv ? 1 : r - 1; /* the output axis of w's channels / columns */
@@ -390,35 +422,43 @@ static void emit_qint(lg_kernel *k, const tg_node *n, const char *const *in, con
   } else {
     tg_dim kd = xv->dims[xv->ndim - 1];
     tb_printf(&K, "%s", lg_dim_s(k, kd, s));
+    tb xa, wb;
+    tb_reset(&xa);
+    tb_reset(&wb);
+    batch_load(&xa, in[L->x], xv, y); /* x[<batch>, i(r-2), r0] */
+    tb_printf(&xa, "i%d, r0]", r - 2);
+    batch_load(&wb, in[L->w], wv, y); /* w[<batch>, r0, i(r-1)] */
+    tb_printf(&wb, "r0, i%d]", r - 1);
     tb_reset(&t);
     lg_lhs(&t, acc, r);
-    tb_printf(&t, " += i32(%s[", in[L->x]);
-    for (int i = 0; i < r - 1; i++) tb_printf(&t, "i%d, ", i);
-    tb_printf(&t, "r0]) * i32(%s[r0, i%d]) for r0 in 0..%s", in[L->w], r - 1, K.s);
+    tb_printf(&t, " += i32(%s) * i32(%s) for r0 in 0..%s", xa.s, wb.s, K.s);
     lg_stmt(k, &t);
     if (wz) { /* the row sums of x */
       lg_let_dims(k, xsum, ir_dt(IR_I32), r - 1, y->dims);
       tb_reset(&t);
       lg_lhs(&t, xsum, r - 1);
-      tb_printf(&t, " += i32(%s[", in[L->x]);
-      for (int i = 0; i < r - 1; i++) tb_printf(&t, "i%d, ", i);
-      tb_printf(&t, "r0]) for r0 in 0..%s", K.s);
+      tb_printf(&t, " += i32(%s) for r0 in 0..%s", xa.s, K.s);
+      lg_stmt(k, &t);
+    }
+    if (xz && !folded && !wsum_in) { /* the column sums of w, per batch of the output */
+      tg_dim wd[MAX_RANK];
+      int nw = 0;
+      for (int i = 0; i < r - 2 && wv->ndim > 2; i++) wd[nw++] = y->dims[i];
+      wd[nw++] = y->dims[r - 1];
+      lg_let_dims(k, wsum, ir_dt(IR_I32), nw, wd);
+      tb_reset(&t);
+      wsum_index(&t, wsum, wv, r);
+      tb_printf(&t, " += i32(%s) for r0 in 0..%s", wb.s, K.s);
       lg_stmt(k, &t);
     }
   }
-  if (xz && !folded && !wsum_in) { /* the column (output channel) sums of w */
-    tg_dim md = L->conv ? wv->dims[0] : wv->dims[1];
-    lg_let_dims(k, wsum, ir_dt(IR_I32), 1, &md);
+  if (L->conv && xz && !folded && !wsum_in) { /* the output channel sums of w */
+    lg_let_dims(k, wsum, ir_dt(IR_I32), 1, &wv->dims[0]);
     tb_reset(&t);
-    tb_printf(&t, "%s[i0] += i32(%s[", wsum, in[L->w]);
-    if (L->conv) {
-      tb_printf(&t, "i0");
-      for (int i = 1; i < wv->ndim; i++) tb_printf(&t, ", r%d", i - 1);
-      tb_printf(&t, "])");
-      for (int i = 1; i < wv->ndim; i++) tb_printf(&t, "%s r%d in 0..%" PRId64, i > 1 ? "," : " for", i - 1, wv->dims[i].value);
-    } else {
-      tb_printf(&t, "r0, i0]) for r0 in 0..%s", K.s);
-    }
+    tb_printf(&t, "%s[i1] += i32(%s[i1", wsum, in[L->w]);
+    for (int i = 1; i < wv->ndim; i++) tb_printf(&t, ", r%d", i - 1);
+    tb_printf(&t, "])");
+    for (int i = 1; i < wv->ndim; i++) tb_printf(&t, "%s r%d in 0..%" PRId64, i > 1 ? "," : " for", i - 1, wv->dims[i].value);
     lg_stmt(k, &t);
   }
   if (direct) return;
@@ -443,7 +483,9 @@ static void emit_qint(lg_kernel *k, const tg_node *n, const char *const *in, con
   if (xz && !folded) {
     tb_printf(&v, " - ");
     param_cast(k, &v, "i32", in, n, L->xz, 0);
-    tb_printf(&v, " * %s[i%d]", wsum, ch);
+    tb_printf(&v, " * ");
+    if (L->conv || wsum_in) tb_printf(&v, "%s[i%d]", wsum, ch);
+    else wsum_index(&v, wsum, wv, r);
     if (wz) {
       tb_printf(&v, " + %s * ", K.s);
       param_cast(k, &v, "i32", in, n, L->xz, 0);

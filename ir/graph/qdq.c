@@ -10,8 +10,9 @@
  *     op copies or compares values, and dequantizing is monotonic);
  *   - QuantizeLinear(DequantizeLinear(x)) with the same scale, zero point and
  *     type is x;
- *   - DequantizeLinear(x) [, DequantizeLinear(w const), DequantizeLinear(bias
- *     const int32, scale x_scale * w_scale)] -> Conv / MatMul / Gemm
+ *   - DequantizeLinear(x) [, DequantizeLinear(w const; for MatMul also an
+ *     activation), DequantizeLinear(bias const int32, scale x_scale *
+ *     w_scale)] -> Conv / MatMul / Gemm
  *     [-> Relu] -> QuantizeLinear becomes one QLinearConv or QLinearMatMul
  *     (the integer op, op_quant.c: int32 sums, onnxruntime's requantize; a
  *     Relu raises the saturation's lower bound to the zero point).
@@ -337,12 +338,16 @@ static ts_status qdq_matmul_like(tg_graph *g, tg_node *c, bool gemm, bool *chang
   if (c->nin < 2 || c->nout != 1 || !(ch.dx = act_dq(g, c->inputs[0], &ch.px))) return TS_OK;
   const tg_value *a = g->values[c->inputs[0]], *bv = g->values[c->inputs[1]];
   bool tb = gemm && tg_attr_int(c, "transB", 0);
-  if (a->ndim < 2 || bv->ndim != 2 || !tg_value_is_static(bv)) return TS_OK;
+  if (a->ndim < 2 || bv->ndim < 2) return TS_OK;
   if (gemm && (a->ndim != 2 || tg_attr_int(c, "transA", 0) || tg_attr_float(c, "alpha", 1.0) != 1.0 ||
                (c->nin > 2 && c->inputs[2] >= 0 && tg_attr_float(c, "beta", 1.0) != 1.0)))
     return TS_OK;
-  int64_t n = bv->dims[tb ? 0 : 1].value;
-  if (!(ch.dw = weight_dq(g, c->inputs[1], tb ? 0 : 1, n, &ch.pw))) return TS_OK;
+  /* B: a constant 2-D weight (per tensor or per column), or for MatMul an
+   * activation per tensor (attention's Q·K^T, batched) */
+  int64_t n = bv->ndim == 2 && tg_value_is_static(bv) ? bv->dims[tb ? 0 : 1].value : -1;
+  if (!(n >= 0 && (ch.dw = weight_dq(g, c->inputs[1], tb ? 0 : 1, n, &ch.pw))) &&
+      (gemm || !(ch.dw = act_dq(g, c->inputs[1], &ch.pw))))
+    return TS_OK;
   if (gemm && c->nin > 2 && c->inputs[2] >= 0 && !(ch.db = bias_dq(g, c->inputs[2], n, &ch, &ch.pb))) return TS_OK;
   if (!find_q(g, c->outputs[0], &ch)) return TS_OK;
   int w = ch.dw->inputs[0];
@@ -373,6 +378,7 @@ static ts_status fold_comp(tg_graph *g, tg_node *n, int ci, ts_diag *d) {
       (wz >= 0 && !is_const(g, wz)) || (b >= 0 && !is_const(g, b)))
     return TS_OK;
   const tg_value *w = g->values[n->inputs[wi]];
+  if (!conv && w->ndim != 2) return TS_OK; /* a batch of weight matrices: summed in the kernel */
   int64_t M = conv ? w->dims[0].value : w->dims[1].value, K = tg_value_numel(w) / M;
   if (wz >= 0 && tg_value_numel(g->values[wz]) != 1 && tg_value_numel(g->values[wz]) != M) return TS_OK;
   int32_t *comp = ts_malloc((size_t)M * sizeof *comp + 1);

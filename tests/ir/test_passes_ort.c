@@ -56,6 +56,7 @@ static void list_models(void) {
    * onnxruntime's own fused int8 kernels (--optimize): uint8 outputs equal */
   add_model("qdq_conv");
   add_model("qdq_matmul");
+  add_model("qdq_matmul_act");
   add_model("qdq_moves");
   char dir[600];
   snprintf(dir, sizeof dir, "%s/ops", models);

@@ -961,7 +961,8 @@ def qdq_int_models(out):
     outputs (the QuantizeLinear's, compared bit for bit with onnxruntime's
     fused QDQ kernels: test_passes_ort runs them with its graph
     optimisations on); and data movement between DequantizeLinear and
-    QuantizeLinear: qdq_conv.onnx, qdq_matmul.onnx, qdq_moves.onnx."""
+    QuantizeLinear: qdq_conv.onnx, qdq_matmul.onnx, qdq_matmul_act.onnx,
+    qdq_moves.onnx."""
     rng = np.random.default_rng(23)
     U8 = TensorProto.UINT8
 
@@ -1010,6 +1011,16 @@ def qdq_int_models(out):
     b.nodes[-1].output[0] = "y"
     onnx.save(b.model("qdq_matmul", [helper.make_tensor_value_info("x", F, [3, 13])],
                       [helper.make_tensor_value_info("y", U8, [3, 5])], 13), os.path.join(out, "qdq_matmul.onnx"))
+
+    # a batched MatMul of two activations (attention's scores): QLinearMatMul with a batched b
+    b = Builder(26)
+    xq, xs, xz = q(b, "x", 0.0079, 128)
+    kq, ks, kz = q(b, b.op("Transpose", [dq(b, xq, xs, xz)], perm=[0, 1, 3, 2]), 0.0079, 128)
+    b.op("QuantizeLinear", [b.op("MatMul", [dq(b, xq, xs, xz), dq(b, kq, ks, kz)]),
+                            b.const("s", np.array(0.011, np.float32)), b.const("z", np.array(101, np.uint8))])
+    b.nodes[-1].output[0] = "y"
+    onnx.save(b.model("qdq_matmul_act", [helper.make_tensor_value_info("x", F, [2, 3, 5, 7])],
+                      [helper.make_tensor_value_info("y", U8, [2, 3, 5, 5])], 13), os.path.join(out, "qdq_matmul_act.onnx"))
 
     # data movement between DequantizeLinear and QuantizeLinear: the pass runs each on the uint8 tensor; one
     # QuantizeLinear with another scale (a requantize that stays), a Concat of two branches of one scale
