@@ -130,15 +130,16 @@ END_TEST
 
 START_TEST(corrupt_lines_reported_and_skipped) {
   const char *p = tmp_path("corrupt.jsonl");
-  tun_record a = mk(KEY_A, "llvm", 0.5, true, NULL, 1);
-  char *good = tun_record_to_json(&a);
+  tun_record a = mk(KEY_A, "llvm", 0.5, true, NULL, 1), a2 = mk(KEY_A, "llvm", 0.5, true, NULL, 2),
+             a3 = mk(KEY_A, "llvm", 0.5, true, NULL, 3), a4 = mk(KEY_A, "llvm", 0.5, true, NULL, 4);
+  char *good = tun_record_to_json(&a), *good2 = tun_record_to_json(&a2), *good3 = tun_record_to_json(&a3);
   char *newer = ts_strdup(good);
   memcpy(strstr(newer, "\"schema\":1"), "\"schema\":9", 10);
   char buf[8192];
   /* line 1 good, 2 garbage, 3 good, 4 blank, 5 newer schema, 6 wrong field type,
    * 7 good, 8 truncated (no newline) */
   snprintf(buf, sizeof buf, "%s\n{not json at all\n%s\n\n%s\n{\"schema\":1,\"workload_key\":5}\n%s\n%.*s", good,
-           good, newer, good, (int)(strlen(good) / 2), good);
+           good2, newer, good3, (int)(strlen(good) / 2), good);
   ck_assert_int_eq(write_file(p, buf), 0);
   char *wbuf = NULL;
   size_t wlen = 0;
@@ -158,20 +159,22 @@ START_TEST(corrupt_lines_reported_and_skipped) {
   ck_assert_msg(strstr(wbuf, want), "%s", wbuf);
   snprintf(want, sizeof want, "%s:6: skipped:", p);
   ck_assert_msg(strstr(wbuf, want), "%s", wbuf);
-  snprintf(want, sizeof want, "%s:8: skipped: truncated last line", p);
+  snprintf(want, sizeof want, "%s:8: skipped: incomplete last line", p);
   ck_assert_msg(strstr(wbuf, want), "%s", wbuf);
   tun_db_close(db);
   free(wbuf);
   /* Appending after a torn line starts a fresh line: the new record loads. */
   db = tun_db_open(p, NULL, &nwarn, &d);
   ck_assert_ptr_nonnull(db);
-  ck_assert_int_eq(tun_db_append(db, &a, &d), TS_OK);
+  ck_assert_int_eq(tun_db_append(db, &a4, &d), TS_OK);
   tun_db_close(db);
   db = tun_db_load(p, NULL, &nwarn, &d);
   ck_assert_int_eq(tun_db_count(db), 4);
   ck_assert_int_eq(nwarn, 4); /* the torn line is now a corrupt middle line */
   tun_db_close(db);
   ts_free(good);
+  ts_free(good2);
+  ts_free(good3);
   ts_free(newer);
 }
 END_TEST
