@@ -264,17 +264,20 @@ int tun_cmd_run(int argc, char **argv) {
       as_json = true;
       break;
     case 's':
-      seed = strtoull(optarg, NULL, 0);
+      if (!tun_cli_seed("run", "--seed", optarg, &seed)) return 2;
       break;
     case 'y': {
       char *eq = strchr(optarg, '=');
-      if (!eq || nsym == 16) {
-        fprintf(stderr, "tessel run: --sym wants NAME=VALUE, got '%s'\n", optarg);
+      const char *why = "no '='";
+      int64_t v = 0;
+      if (!eq || eq == optarg || nsym == 16 || !ts_parse_i64(eq + 1, 1, INT64_MAX, &v, &why)) {
+        fprintf(stderr, "tessel run: --sym wants NAME=VALUE with VALUE an integer >= 1 (at most 16), got '%s' (%s)\n",
+                optarg, nsym == 16 ? "too many" : !eq || eq == optarg ? "not NAME=VALUE" : why);
         return 2;
       }
       *eq = '\0';
       sym_names[nsym] = optarg;
-      sym_vals[nsym++] = strtoll(eq + 1, NULL, 0);
+      sym_vals[nsym++] = v;
       break;
     }
     }

@@ -675,7 +675,7 @@ int tun_cmd_run_model(int argc, char **argv) {
     } else if (!strcmp(a, "--sym") && more) {
       if (tun_cli_sym_arg("run", argv[++i], &syms)) return 2;
     } else if (!strcmp(a, "--seed") && more) {
-      seed = strtoull(argv[++i], NULL, 0);
+      if (!tun_cli_seed("run", "--seed", argv[++i], &seed)) return 2;
     } else if (!strcmp(a, "--output-dir") && more) {
       outdir = argv[++i];
     } else if (!strcmp(a, "--bench")) {
@@ -685,13 +685,10 @@ int tun_cmd_run_model(int argc, char **argv) {
     } else if (!strcmp(a, "--no-mallopt")) {
       run_load_opts.keep_malloc_settings = 1;
     } else if (!strcmp(a, "--repeat") && more) {
-      repeat = atoi(argv[++i]);
+      if (!tun_cli_int("run", "--repeat", argv[++i], 1, 100000, &repeat)) return 2;
     } else if (!strcmp(a, "--threads") && more) {
-      int t = atoi(argv[++i]);
-      if (t < 1) {
-        fprintf(stderr, "tessel run: --threads wants N >= 1\n");
-        return 2;
-      }
+      int t;
+      if (!tun_cli_int("run", "--threads", argv[++i], 1, 4096, &t)) return 2;
       char tv[16];
       snprintf(tv, sizeof tv, "%d", t);
       setenv("TESSEL_NUM_THREADS", tv, 1);
@@ -704,7 +701,7 @@ int tun_cmd_run_model(int argc, char **argv) {
     } else if (!strcmp(a, "--secret-file") && more) {
       secret_file = argv[++i];
     } else if (!strcmp(a, "--rpc-wait") && more) {
-      rpc_wait = atof(argv[++i]);
+      if (!tun_cli_real("run", "--rpc-wait", argv[++i], 0, 1e7, &rpc_wait)) return 2;
     } else {
       int rc = tun_cli_other_arg("run", a, &so, run_usage);
       if (rc >= 0) return rc;

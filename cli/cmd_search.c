@@ -93,8 +93,12 @@ int tun_cmd_sketches(int argc, char **argv) {
     switch (c) {
     case 't': target = optarg; break;
     case 'j': json = true; break;
-    case 'i': inst = atoi(optarg); break;
-    case 's': seed = strtoull(optarg, NULL, 10); break;
+    case 'i':
+      if (!tun_cli_int("sketches", "--instantiate", optarg, 0, 1000000, &inst)) return 2;
+      break;
+    case 's':
+      if (!tun_cli_seed("sketches", "--seed", optarg, &seed)) return 2;
+      break;
     case 'o': out = optarg; break;
     case 'r': rep = optarg; break;
     }

@@ -33,7 +33,7 @@ int tun_cmd_tracker(int argc, char **argv) {
     } else if (!strcmp(argv[i], "--host") && i + 1 < argc) {
       host = argv[++i];
     } else if (!strcmp(argv[i], "--port") && i + 1 < argc) {
-      port = atoi(argv[++i]);
+      if (!tun_cli_int("tracker", "--port", argv[++i], 0, 65535, &port)) return 2; /* 0: the system picks */
     } else if (!strcmp(argv[i], "--secret-file") && i + 1 < argc) {
       secret_file = argv[++i];
     } else if (!strcmp(argv[i], "--verbose") || !strcmp(argv[i], "-v")) {

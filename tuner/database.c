@@ -753,6 +753,23 @@ const tun_record *tun_db_best(const tun_db *db, const char *workload_key, const 
   return best;
 }
 
+static int cmp_mean(const void *a, const void *b) {
+  double x = tun_record_mean(*(const tun_record *const *)a), y = tun_record_mean(*(const tun_record *const *)b);
+  return x < y ? -1 : x > y;
+}
+
+const tun_record **tun_db_ranked(const tun_db *db, const char *workload_key, const char *target, int *n) {
+  *n = 0;
+  const group *g = db ? find_group(db, workload_key, target) : NULL;
+  if (!g) return NULL;
+  const tun_record **out = ts_malloc(sizeof *out * (size_t)(g->n ? g->n : 1));
+  if (!out) return NULL;
+  for (int i = 0; i < g->n; i++)
+    if (usable(db->recs[g->idx[i]])) out[(*n)++] = db->recs[g->idx[i]];
+  qsort(out, (size_t)*n, sizeof *out, cmp_mean); /* ties keep no particular order: the means differ in practice */
+  return out;
+}
+
 bool tun_db_has_trace(const tun_db *db, const char *workload_key, const char *target, uint64_t trace_hash) {
   if (!db) return false;
   const group *g = find_group(db, workload_key, target);

@@ -75,6 +75,11 @@ int tun_db_count_for(const tun_db *db, const char *workload_key, const char *tar
 /* The best verified, error-free record (lowest mean) for workload+target,
  * or NULL. */
 const tun_record *tun_db_best(const tun_db *db, const char *workload_key, const char *target);
+/* The verified, error-free records of workload+target, fastest (lowest
+ * mean) first, as a heap array (ts_free; NULL with *n = 0 when there are
+ * none or out of memory): the best, then what to fall back to when it does
+ * not replay. */
+const tun_record **tun_db_ranked(const tun_db *db, const char *workload_key, const char *target, int *n);
 /* True if a record with this trace_hash exists for workload+target. */
 bool tun_db_has_trace(const tun_db *db, const char *workload_key, const char *target, uint64_t trace_hash);
 
