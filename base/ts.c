@@ -455,7 +455,7 @@ ts_status ts_lines_next(ts_line_reader *r, char **line, size_t *len, bool *compl
     r->end += (size_t)k;
   }
   char b[32];
-  return ts_diag_set(d, TS_ETOOBIG, "%s:%ld: a line longer than %s (not a file of this kind)", r->path, r->lineno + 1,
+  return ts_diag_set(d, TS_ETOOBIG, "%s:%ld: a line longer than %s", r->path, r->lineno + 1,
                      ts_fmt_bytes(r->max, b, sizeof b));
 }
 

@@ -60,7 +60,7 @@ ts_status tun_subject_load(ts_arena *a, const char *arg, tun_subject *out, ts_di
 
   char *src = NULL;
   size_t len = 0;
-  ts_status st = ts_read_file(path, &src, &len, d);
+  ts_status st = ts_read_file_as(path, TS_FILE_DSL, &src, &len, d);
   if (st != TS_OK) return st;
   ir_module *m = ir_module_new();
   if (!m) {
@@ -150,7 +150,7 @@ static sch_traced *show_apply_trace(const char *path, const ir_func *f) {
   ts_diag_clear(&d);
   char *text = NULL;
   size_t len = 0;
-  if (ts_read_file(path, &text, &len, &d) != TS_OK) {
+  if (ts_read_file_as(path, TS_FILE_TRACE, &text, &len, &d) != TS_OK) {
     fprintf(stderr, "tessel show: %s\n", d.msg);
     return NULL;
   }

@@ -233,7 +233,16 @@ static int sig_load(const char *so, model_sig *s, char *err, size_t errn) {
   char side[4200];
   snprintf(side, sizeof side, "%s.json", so);
   json_error_t je;
-  json_t *j = json_load_file(side, 0, &je);
+  char *text = NULL;
+  size_t tlen = 0;
+  ts_diag rd;
+  ts_diag_clear(&rd);
+  if (ts_read_file_as(side, TS_FILE_JSON, &text, &tlen, &rd)) {
+    snprintf(err, errn, "%.250s (and no readable side file: %.300s)", lerr, rd.msg);
+    return -1;
+  }
+  json_t *j = json_loadb(text, tlen, 0, &je);
+  ts_free(text);
   if (!j) {
     snprintf(err, errn, "%.250s (and no readable %.250s: %.60s)", lerr, side, je.text);
     return -1;

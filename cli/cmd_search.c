@@ -37,7 +37,7 @@ static int replay(const tun_subject *s, const cg_target *tg, const char *path, c
   ts_diag d;
   ts_diag_clear(&d);
   char *text = NULL;
-  if (ts_read_file(path, &text, NULL, &d)) {
+  if (ts_read_file_as(path, TS_FILE_TRACE, &text, NULL, &d)) {
     fprintf(stderr, "tessel sketches: %s\n", d.msg);
     return 1;
   }

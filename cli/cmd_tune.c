@@ -27,7 +27,9 @@ static const char tune_usage[] =
     "builds, times (forked child) and verifies each candidate, and appends one record\n"
     "per candidate to LOG (JSONL). Records already in LOG for this workload and\n"
     "target count toward N: rerunning resumes, and a met budget appends nothing.\n"
-    "The default schedule is measured once as the baseline (not logged).\n"
+    "The default schedule is the first candidate: measured as the baseline and logged\n"
+    "like any other (a resumed run reads the baseline back from that record).\n"
+    "LOG is locked while tuning: a second tuner on the same LOG is refused.\n"
     "--slow-cutoff F (10; 0 = off): a candidate whose warm-up call is over F times\n"
     "the best time so far is recorded with that one call, not timed --repeat times.\n"
     "--first-batch N: the search's first batch has at most N candidates (then --batch).\n"
@@ -251,6 +253,10 @@ int tun_cmd_tune(int argc, char **argv) {
   tun_rpc_stats rs;
   tun_tune_cli_stop_runner(&cli, &rs);
   if (st) fprintf(stderr, "tessel tune: %s\n", d.msg);
+  if (st && !r.new_trials) { /* nothing was tuned: no summary to print */
+    ts_arena_fini(&ar);
+    return 1;
+  }
   if (json) {
     json_t *j = json_pack("{s:s, s:s, s:I, s:I, s:f, s:f, s:f, s:s?, s:f}", "workload", sub.label, "target", tg.text,
                           "trials", (json_int_t)r.trials, "errors", (json_int_t)r.errors, "best_seconds",

@@ -457,7 +457,13 @@ static ts_status load_lines(tun_db *db, int fd, FILE *w, int *nwarn, bool *ends_
     char *line;
     size_t len;
     bool complete;
-    if ((st = ts_lines_next(&lr, &line, &len, &complete, d)) || !line) break;
+    ts_diag ld;
+    ts_diag_clear(&ld);
+    if ((st = ts_lines_next(&lr, &line, &len, &complete, &ld))) {
+      ts_diag_set(d, st, "%s%s", ld.msg, st == TS_ETOOBIG ? " (not a tuning log: a record is a few KiB)" : "");
+      break;
+    }
+    if (!line) break;
     long lineno = lr.lineno;
     *ends_nl = complete;
     if (len > 0 && line[len - 1] == '\r') line[--len] = 0;
