@@ -569,6 +569,7 @@ typedef struct held_lock {
   dev_t dev;
   ino_t ino;
   int fd, refs;
+  pid_t pid; /* a forked child inherits the table, not the right to share: it locks anew */
 } held_lock;
 static held_lock held_locks[32];
 
@@ -580,6 +581,7 @@ static ts_status lock_log(tun_db *db, int fd, ts_diag *d) {
   int free_slot = -1;
   for (int i = 0; i < (int)(sizeof held_locks / sizeof held_locks[0]); i++) {
     held_lock *h = &held_locks[i];
+    if (h->refs && h->pid != getpid()) *h = (held_lock){0}; /* the parent's, inherited by fork */
     if (h->refs && h->dev == sb.st_dev && h->ino == sb.st_ino) {
       h->refs++;
       db->lock = i;
@@ -604,7 +606,7 @@ static ts_status lock_log(tun_db *db, int fd, ts_diag *d) {
                          db->path);
     return ts_diag_set(d, TS_EIO, "cannot lock log %s: %s", db->path, strerror(e));
   }
-  held_locks[free_slot] = (held_lock){sb.st_dev, sb.st_ino, lfd, 1};
+  held_locks[free_slot] = (held_lock){sb.st_dev, sb.st_ino, lfd, 1, getpid()};
   db->lock = free_slot;
   return TS_OK;
 }
