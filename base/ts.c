@@ -279,6 +279,7 @@ static const struct {
     [TS_FILE_JSON] = {(size_t)16 << 20, "a JSON side file"},
     [TS_FILE_ONNX] = {((size_t)2 << 30) - 1, "an ONNX model file"},
     [TS_FILE_NPY] = {(size_t)16 << 30, "a .npy file"},
+    [TS_FILE_KERNEL] = {(size_t)1 << 30, "a kernel artifact"},
 };
 
 size_t ts_file_cap(ts_file_kind kind) { return kind < TS_FILE_KIND_COUNT ? file_kinds[kind].cap : 0; }

@@ -168,6 +168,7 @@ typedef enum {
   TS_FILE_JSON,  /* a small JSON side file (16 MiB) */
   TS_FILE_ONNX,  /* an ONNX model file without its external data (2 GiB - 1: protobuf's limit) */
   TS_FILE_NPY,   /* a .npy tensor (16 GiB) */
+  TS_FILE_KERNEL, /* a kernel artifact read whole (a cubin or PTX: 1 GiB) */
   TS_FILE_KIND_COUNT
 } ts_file_kind;
 #define TS_STREAM_CAP ((size_t)256 << 20)

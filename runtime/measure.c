@@ -294,10 +294,11 @@ void tsrt_measure_forked(const char *path, const tsrt_measure_opts *o, tsrt_meas
   memset(res, 0, sizeof *res);
   if (tsrt_is_cuda_artifact(path)) { /* kernel kind "cuda": a cubin/PTX for the GPU (cuda_rt.c) */
     size_t n = 0;
-    void *img = tsrt_read_file(path, &n);
+    ts_diag rd = {0};
+    void *img = tsrt_read_file(path, &n, &rd);
     if (!img) {
       res->status = TS_ELOAD;
-      snprintf(res->error, sizeof res->error, "cannot read %s", path);
+      snprintf(res->error, sizeof res->error, "%.500s", rd.msg);
       return;
     }
     tsrt_cuda_measure_forked(img, n, o, res);
