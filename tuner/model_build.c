@@ -48,6 +48,8 @@ ts_status tun_model_opts_add_sym(tun_model_opts *o, const char *s, ts_diag *d) {
  * so the message is copied and the diag cleared first). */
 static ts_status prefix(ts_diag *d, const char *what) {
   if (!d) return TS_EINTERNAL;
+  size_t n = strlen(what);
+  if (!strncmp(d->msg, what, n) && d->msg[n] == ':') return d->code ? d->code : TS_EINTERNAL; /* already says it */
   ts_diag old = *d;
   ts_diag_clear(d);
   return ts_diag_set(d, old.code ? old.code : TS_EINTERNAL, "%s: %s", what, old.msg);

@@ -379,8 +379,21 @@ START_TEST(strict_numbers) {
     ck_assert_msg(strstr(r.err, bad[i].want), "`tessel %s`: %s", args, r.err);
     tr_result_free(&r);
   }
+  /* rpc-server: a bad --port is refused; --port 0 (a port the system picks,
+   * which the server reports to its tracker) is valid: the server runs */
+  const char *secret = tmp("secret");
+  write_text(secret, "k3Vq9ZpL0wXy7TbN2mRc5sHd8jFa4GeU");
+  chmod(secret, 0600);
+  tr_result r = run("rpc-server --no-tracker --host 127.0.0.1 --port 65536 --secret-file '%s'", secret);
+  ck_assert_int_eq(r.status, 2);
+  ck_assert_msg(strstr(r.err, "--port"), "%s", r.err);
+  tr_result_free(&r);
+  r = tr_sh(tmpdir, "timeout 3 '%s' rpc-server --no-tracker --host 127.0.0.1 --port 0 --secret-file '%s'", tessel,
+            secret);
+  ck_assert_msg(r.status == 124, "status %d: %s", r.status, r.err);
+  tr_result_free(&r);
   /* values at the edge are taken */
-  tr_result r = run("run '%s' --sym M=3 --sym N=5", dsl);
+  r = run("run '%s' --sym M=3 --sym N=5", dsl);
   ck_assert_msg(r.status == 0 && strstr(r.out, "15 elements"), "%s", r.err);
   tr_result_free(&r);
 }
