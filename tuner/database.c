@@ -573,7 +573,7 @@ typedef struct held_lock {
 } held_lock;
 static held_lock held_locks[32];
 
-static ts_status lock_log(tun_db *db, int fd, ts_diag *d) {
+static ts_status lock_log(tun_db *db, int fd, FILE *warn_out, ts_diag *d) {
   struct stat sb;
   db->lock = -1;
   if (fstat(fd, &sb) != 0) return ts_diag_set(d, TS_EIO, "cannot stat log %s: %s", db->path, strerror(errno));
@@ -604,7 +604,9 @@ static ts_status lock_log(tun_db *db, int fd, ts_diag *d) {
                          "log %s is in use: another tuner is appending to it (it holds the log's lock); wait for it "
                          "to finish, or tune into another log",
                          db->path);
-    return ts_diag_set(d, TS_EIO, "cannot lock log %s: %s", db->path, strerror(e));
+    /* a file system without flock (some network mounts): append unlocked, saying so */
+    if (warn_out) fprintf(warn_out, "%s: cannot take the append lock (%s); appending without it\n", db->path, strerror(e));
+    return TS_OK;
   }
   held_locks[free_slot] = (held_lock){sb.st_dev, sb.st_ino, lfd, 1, getpid()};
   db->lock = free_slot;
@@ -630,7 +632,7 @@ tun_db *tun_db_open(const char *path, FILE *warn_out, int *nwarn, ts_diag *d) {
     close(fd);
     return NULL;
   }
-  ts_status st = lock_log(db, fd, d);
+  ts_status st = lock_log(db, fd, warn_out, d);
   struct stat sb;
   if (!st && fstat(fd, &sb) != 0) st = ts_diag_set(d, TS_EIO, "cannot stat log %s: %s", path, strerror(errno));
   /* A log that is not a regular file (/dev/null, /dev/full, a pipe) is only
