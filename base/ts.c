@@ -4,10 +4,14 @@
 #include "base/ts.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <math.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 static const char *const status_msgs[] = {
 #define TS_X(code, msg) msg,
@@ -265,28 +269,257 @@ ts_status ts_vec_push(ts_vec *v, void *item) {
 }
 
 /* ---- files ---- */
-ts_status ts_read_file(const char *path, char **out, size_t *len, ts_diag *d) {
+static const struct {
+  size_t cap;
+  const char *name;
+} file_kinds[TS_FILE_KIND_COUNT] = {
+    [TS_FILE_TEXT] = {(size_t)64 << 20, "a text file"},
+    [TS_FILE_DSL] = {(size_t)16 << 20, "a DSL file"},
+    [TS_FILE_TRACE] = {(size_t)64 << 20, "a trace file"},
+    [TS_FILE_JSON] = {(size_t)16 << 20, "a JSON side file"},
+    [TS_FILE_ONNX] = {((size_t)2 << 30) - 1, "an ONNX model file"},
+    [TS_FILE_NPY] = {(size_t)16 << 30, "a .npy file"},
+    [TS_FILE_KERNEL] = {(size_t)1 << 30, "a kernel artifact"},
+};
+
+size_t ts_file_cap(ts_file_kind kind) { return kind < TS_FILE_KIND_COUNT ? file_kinds[kind].cap : 0; }
+
+const char *ts_file_kind_name(ts_file_kind kind) {
+  return kind < TS_FILE_KIND_COUNT ? file_kinds[kind].name : "a file";
+}
+
+const char *ts_fmt_bytes(uint64_t n, char *buf, size_t cap) {
+  static const char *const units[] = {"KiB", "MiB", "GiB", "TiB"};
+  if (n < 1024) {
+    snprintf(buf, cap, "%llu bytes", (unsigned long long)n);
+    return buf;
+  }
+  double v = (double)n / 1024;
+  int u = 0;
+  while (v >= 1024 && u < 3) {
+    v /= 1024;
+    u++;
+  }
+  snprintf(buf, cap, "%.4g %s", v, units[u]);
+  return buf;
+}
+
+/* read(2) until n bytes or the end; -1 (errno set) on an error. */
+static ssize_t read_some(int fd, char *p, size_t n) {
+  size_t got = 0;
+  while (got < n) {
+    ssize_t k = read(fd, p + got, n - got);
+    if (k < 0 && errno == EINTR) continue;
+    if (k < 0) return -1;
+    if (k == 0) break;
+    got += (size_t)k;
+  }
+  return (ssize_t)got;
+}
+
+ts_status ts_read_file_as(const char *path, ts_file_kind kind, char **out, size_t *len, ts_diag *d) {
   *out = NULL;
-  FILE *f = fopen(path, "rb");
-  if (!f) return ts_diag_set(d, TS_EIO, "%s: cannot open: %s", path, strerror(errno));
-  ts_strbuf sb;
-  ts_strbuf_init(&sb);
-  char buf[65536];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, f)) > 0) ts_strbuf_appendn(&sb, buf, n);
-  bool err = ferror(f);
-  fclose(f);
-  if (err) {
-    ts_strbuf_fini(&sb);
-    return ts_diag_set(d, TS_EIO, "%s: read error", path);
+  if (len) *len = 0;
+  size_t cap = ts_file_cap(kind);
+  const char *what = ts_file_kind_name(kind);
+  char b1[32], b2[32];
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return ts_diag_set(d, TS_EIO, "%s: cannot open: %s", path, strerror(errno));
+  struct stat sb;
+  if (fstat(fd, &sb) != 0) {
+    int e = errno;
+    close(fd);
+    return ts_diag_set(d, TS_EIO, "%s: cannot read: %s", path, strerror(e));
   }
-  if (sb.oom) {
-    ts_strbuf_fini(&sb);
-    return ts_diag_set(d, TS_ENOMEM, "%s: out of memory reading file", path);
+  if (S_ISDIR(sb.st_mode)) {
+    close(fd);
+    return ts_diag_set(d, TS_EIO, "%s: is a directory, not %s", path, what);
   }
-  if (len) *len = sb.len;
-  *out = ts_strbuf_take(&sb);
-  return *out ? TS_OK : ts_diag_set(d, TS_ENOMEM, "out of memory");
+  bool regular = S_ISREG(sb.st_mode);
+  if (!regular && cap > TS_STREAM_CAP) cap = TS_STREAM_CAP;
+  if (regular && (uint64_t)sb.st_size > cap) {
+    close(fd);
+    return ts_diag_set(d, TS_ETOOBIG, "%s: %s is over the %s limit for %s", path,
+                       ts_fmt_bytes((uint64_t)sb.st_size, b1, sizeof b1), ts_fmt_bytes(cap, b2, sizeof b2), what);
+  }
+  /* A regular file is read into one allocation of its size (one more byte
+   * shows it grew); anything else grows its buffer as data arrives. */
+  size_t bufcap = regular ? (size_t)sb.st_size + 2 : 65536;
+  size_t n = 0;
+  char *buf = ts_malloc(bufcap);
+  ts_status st = TS_OK;
+  for (;;) {
+    if (!buf) {
+      st = ts_diag_set(d, TS_ENOMEM, "%s: out of memory reading %s (%s)", path, what, ts_fmt_bytes(bufcap, b1, sizeof b1));
+      break;
+    }
+    if (n == bufcap - 1) {
+      if (n > cap) {
+        st = ts_diag_set(d, TS_ETOOBIG, "%s: over the %s limit for %s%s", path, ts_fmt_bytes(cap, b2, sizeof b2),
+                         what, regular ? "" : " read from a pipe or device");
+        break;
+      }
+      size_t nc = bufcap * 2 > cap + 2 ? cap + 2 : bufcap * 2;
+      char *p = ts_realloc(buf, nc);
+      if (!p) {
+        ts_free(buf);
+        buf = NULL;
+        bufcap = nc;
+        continue;
+      }
+      buf = p;
+      bufcap = nc;
+    }
+    ssize_t k = read_some(fd, buf + n, bufcap - 1 - n);
+    if (k < 0) {
+      st = ts_diag_set(d, TS_EIO, "%s: read error after %zu bytes: %s", path, n, strerror(errno));
+      break;
+    }
+    n += (size_t)k;
+    if (n > cap) {
+      st = ts_diag_set(d, TS_ETOOBIG, "%s: over the %s limit for %s%s", path, ts_fmt_bytes(cap, b2, sizeof b2), what,
+                       regular ? "" : " read from a pipe or device");
+      break;
+    }
+    if (n < bufcap - 1) break; /* the end of the file */
+  }
+  close(fd);
+  if (st) {
+    ts_free(buf);
+    return st;
+  }
+  buf[n] = '\0';
+  if (len) *len = n;
+  *out = buf;
+  return TS_OK;
+}
+
+ts_status ts_read_file(const char *path, char **out, size_t *len, ts_diag *d) {
+  return ts_read_file_as(path, TS_FILE_TEXT, out, len, d);
+}
+
+void ts_lines_init(ts_line_reader *r, int fd, const char *path, size_t max) {
+  memset(r, 0, sizeof *r);
+  r->fd = fd;
+  r->path = path;
+  r->max = max;
+}
+
+void ts_lines_fini(ts_line_reader *r) {
+  ts_free(r->buf);
+  r->buf = NULL;
+  r->cap = r->start = r->end = 0;
+}
+
+ts_status ts_lines_next(ts_line_reader *r, char **line, size_t *len, bool *complete, ts_diag *d) {
+  *line = NULL;
+  *len = 0;
+  *complete = false;
+  size_t scanned = r->start; /* bytes before this hold no '\n' */
+  for (;;) {
+    char *nl = r->end > scanned ? memchr(r->buf + scanned, '\n', r->end - scanned) : NULL;
+    if (nl || (r->eof && r->end > r->start)) {
+      size_t n = nl ? (size_t)(nl - (r->buf + r->start)) : r->end - r->start;
+      if (n > r->max) break;
+      *line = r->buf + r->start;
+      *len = n;
+      *complete = nl != NULL;
+      r->buf[r->start + n] = '\0'; /* the '\n', or the spare byte kept after end */
+      r->start += n + (nl ? 1 : 0);
+      r->lineno++;
+      return TS_OK;
+    }
+    if (r->eof) return TS_OK;
+    if (r->end - r->start > r->max) break;
+    if (r->start > 0) { /* move the partial line to the front */
+      memmove(r->buf, r->buf + r->start, r->end - r->start);
+      r->end -= r->start;
+      r->start = 0;
+    }
+    scanned = r->end;
+    if (r->end + 1 >= r->cap) {
+      size_t want = r->cap ? r->cap * 2 : 65536;
+      if (want > r->max + 2) want = r->max + 2;
+      if (want <= r->cap) want = r->cap + 1;
+      char *p = ts_realloc(r->buf, want);
+      if (!p)
+        return ts_diag_set(d, TS_ENOMEM, "%s:%ld: out of memory reading a line (%zu bytes so far)", r->path,
+                           r->lineno + 1, r->end);
+      r->buf = p;
+      r->cap = want;
+    }
+    ssize_t k;
+    do k = read(r->fd, r->buf + r->end, r->cap - 1 - r->end);
+    while (k < 0 && errno == EINTR);
+    if (k < 0) return ts_diag_set(d, TS_EIO, "%s:%ld: read error: %s", r->path, r->lineno + 1, strerror(errno));
+    if (k == 0) r->eof = true;
+    r->end += (size_t)k;
+  }
+  char b[32];
+  return ts_diag_set(d, TS_ETOOBIG, "%s:%ld: a line longer than %s", r->path, r->lineno + 1,
+                     ts_fmt_bytes(r->max, b, sizeof b));
+}
+
+/* ---- strict numbers ---- */
+static bool num_start_ok(const char *s, bool sign) {
+  if (!s || !*s) return false;
+  if (*s == '-' || *s == '+') return sign && s[1] >= '0' && s[1] <= '9';
+  return (*s >= '0' && *s <= '9') || *s == '.';
+}
+
+bool ts_parse_i64(const char *s, int64_t lo, int64_t hi, int64_t *out, const char **why) {
+  const char *w = "not an integer";
+  if (num_start_ok(s, true) && *s != '.') {
+    char *end;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (*end == '\0') {
+      if (errno == ERANGE || v < lo || v > hi) w = "out of range";
+      else {
+        *out = v;
+        return true;
+      }
+    }
+  }
+  if (why) *why = w;
+  return false;
+}
+
+bool ts_parse_u64(const char *s, uint64_t *out, const char **why) {
+  const char *w = "not a non-negative integer";
+  if (num_start_ok(s, false) && *s != '.') {
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 0);
+    if (*end == '\0') {
+      if (errno == ERANGE) w = "out of range";
+      else {
+        *out = v;
+        return true;
+      }
+    }
+  }
+  if (why) *why = w;
+  return false;
+}
+
+bool ts_parse_f64(const char *s, double lo, double hi, double *out, const char **why) {
+  const char *w = "not a number";
+  if (num_start_ok(s, true)) {
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (*end == '\0') {
+      if (!isfinite(v) || errno == ERANGE) w = "not a finite number";
+      else if (v < lo || v > hi) w = "out of range";
+      else {
+        *out = v;
+        return true;
+      }
+    }
+  }
+  if (why) *why = w;
+  return false;
 }
 
 /* ---- rng ---- */

@@ -153,8 +153,67 @@ ts_status ts_vec_push(ts_vec *v, void *item);
  * out of memory or the size overflows. */
 bool ts_grow(void **p, int *cap, int need, size_t elem);
 
-/* Reads a whole file into a heap string (caller frees). */
+/* ---- bounded file reading ------------------------------------------------
+ * Every file tessel reads has a size cap suited to its kind, so a wrong path
+ * (/dev/zero, a huge file) is a clear error within a second, not unbounded
+ * memory. A regular file's size is checked before anything is allocated; a
+ * file whose size is not known in advance (a pipe, a device) is read up to
+ * min(cap, TS_STREAM_CAP). Read and allocation failures are errors naming the
+ * file, never taken for the end of the file. ONNX external data is read by
+ * the importer from the tensors' declared ranges, not under the model's cap. */
+typedef enum {
+  TS_FILE_TEXT,  /* any other text input (64 MiB) */
+  TS_FILE_DSL,   /* a compute-definition (DSL) file (16 MiB) */
+  TS_FILE_TRACE, /* a trace JSON file (64 MiB) */
+  TS_FILE_JSON,  /* a small JSON side file (16 MiB) */
+  TS_FILE_ONNX,  /* an ONNX model file without its external data (2 GiB - 1: protobuf's limit) */
+  TS_FILE_NPY,   /* a .npy tensor (16 GiB) */
+  TS_FILE_KERNEL, /* a kernel artifact read whole (a cubin or PTX: 1 GiB) */
+  TS_FILE_KIND_COUNT
+} ts_file_kind;
+#define TS_STREAM_CAP ((size_t)256 << 20)
+/* The most bytes a line of the tuning log may hold (a record is a few KiB). */
+#define TS_LOG_LINE_CAP ((size_t)16 << 20)
+size_t ts_file_cap(ts_file_kind kind);
+/* "a trace file", ... for messages. */
+const char *ts_file_kind_name(ts_file_kind kind);
+/* Reads a whole file of that kind into a heap string (NUL-terminated, caller
+ * frees). TS_ETOOBIG over the cap, TS_EIO when it cannot be opened or read,
+ * TS_ENOMEM; every message names the file. */
+ts_status ts_read_file_as(const char *path, ts_file_kind kind, char **out, size_t *len, ts_diag *d);
+/* ts_read_file_as(path, TS_FILE_TEXT, ...). */
 ts_status ts_read_file(const char *path, char **out, size_t *len, ts_diag *d);
+/* "1.5 GiB", "12 KiB", "17 bytes" into buf; returns buf. */
+const char *ts_fmt_bytes(uint64_t n, char *buf, size_t cap);
+
+/* A line reader over a descriptor with a cap on a line's length: a line is
+ * returned without its '\n', NUL-terminated in the reader's buffer (valid
+ * until the next call). */
+typedef struct ts_line_reader {
+  int fd;
+  const char *path; /* for messages (not owned) */
+  size_t max;       /* the longest line accepted, in bytes */
+  char *buf;
+  size_t cap, start, end;
+  bool eof;
+  long lineno;      /* the number of the line last returned (1-based) */
+} ts_line_reader;
+void ts_lines_init(ts_line_reader *r, int fd, const char *path, size_t max);
+void ts_lines_fini(ts_line_reader *r); /* frees the buffer; the descriptor stays the caller's */
+/* The next line into *line (NULL at the end of the file) and *len;
+ * *complete is false for a last line without '\n'. Errors name the file and
+ * line: TS_ETOOBIG for a line longer than max (the file is then not what the
+ * caller reads: nothing after it is read), TS_EIO, TS_ENOMEM. */
+ts_status ts_lines_next(ts_line_reader *r, char **line, size_t *len, bool *complete, ts_diag *d);
+
+/* ---- strict numbers ------------------------------------------------------
+ * The whole of s must be the number (no sign for unsigned, no leading or
+ * trailing blanks, no "12abc"), within [lo, hi] (doubles: finite too).
+ * On failure *why (optional) gets a static phrase ("not an integer",
+ * "out of range", "not a finite number"). */
+bool ts_parse_i64(const char *s, int64_t lo, int64_t hi, int64_t *out, const char **why);
+bool ts_parse_u64(const char *s, uint64_t *out, const char **why);
+bool ts_parse_f64(const char *s, double lo, double hi, double *out, const char **why);
 
 /* Deterministic RNG (xorshift64*), for seeded inputs and sampling. */
 typedef struct ts_rng { uint64_t s; } ts_rng;

@@ -5,6 +5,7 @@
  * a JSON result. */
 #include <getopt.h>
 #include <jansson.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -154,17 +155,45 @@ const struct option tun_cli_measure_options[] = {
     {"cache-flush", no_argument, 0, OPT_FLUSH},     {"threads", required_argument, 0, OPT_THREADS},
     {0, 0, 0, 0}};
 
-bool tun_cli_measure_option(tsrt_measure_opts *mo, int opt, const char *arg) {
-  switch (opt) {
-  case OPT_NUMBER: mo->number = atoi(arg); break;
-  case OPT_REPEAT: mo->repeat = atoi(arg); break;
-  case OPT_MINMS: mo->min_repeat_ms = atof(arg); break;
-  case OPT_TIMEOUT: mo->timeout_s = atof(arg); break;
-  case OPT_FLUSH: mo->cache_flush = true; break;
-  case OPT_THREADS: mo->num_threads = atoi(arg); break;
-  default: return false;
+bool tun_cli_int(const char *cmd, const char *opt, const char *arg, long long lo, long long hi, int *out) {
+  int64_t v;
+  const char *why = "not an integer";
+  if (lo >= INT_MIN && hi <= INT_MAX && ts_parse_i64(arg, lo, hi, &v, &why)) {
+    *out = (int)v;
+    return true;
   }
-  return true;
+  fprintf(stderr, "tessel %s: %s wants an integer in %lld..%lld, got '%s' (%s)\n", cmd, opt, lo, hi, arg, why);
+  return false;
+}
+
+bool tun_cli_real(const char *cmd, const char *opt, const char *arg, double lo, double hi, double *out) {
+  const char *why = "not a number";
+  if (ts_parse_f64(arg, lo, hi, out, &why)) return true;
+  fprintf(stderr, "tessel %s: %s wants a number in %g..%g, got '%s' (%s)\n", cmd, opt, lo, hi, arg, why);
+  return false;
+}
+
+bool tun_cli_seed(const char *cmd, const char *opt, const char *arg, uint64_t *out) {
+  const char *why = "not an integer";
+  if (ts_parse_u64(arg, out, &why)) return true;
+  fprintf(stderr, "tessel %s: %s wants an unsigned 64-bit integer, got '%s' (%s)\n", cmd, opt, arg, why);
+  return false;
+}
+
+int tun_cli_measure_option(const char *cmd, tsrt_measure_opts *mo, int opt, const char *arg) {
+  bool ok = true;
+  switch (opt) {
+  case OPT_NUMBER: ok = tun_cli_int(cmd, "--number", arg, 0, 1 << 24, &mo->number); break;
+  case OPT_REPEAT: ok = tun_cli_int(cmd, "--repeat", arg, 1, TSRT_MAX_REPEAT, &mo->repeat); break;
+  case OPT_MINMS: ok = tun_cli_real(cmd, "--min-repeat-ms", arg, 0, 1e7, &mo->min_repeat_ms); break;
+  case OPT_TIMEOUT:
+    ok = tun_cli_real(cmd, "--timeout", arg, 1e-3, 1e6, &mo->timeout_s);
+    break;
+  case OPT_FLUSH: mo->cache_flush = true; break;
+  case OPT_THREADS: ok = tun_cli_int(cmd, "--threads", arg, 0, 4096, &mo->num_threads); break;
+  default: return 0;
+  }
+  return ok ? 1 : -1;
 }
 
 int tun_cli_model_tasks(const char *cmd, const char *path, const tun_model_opts *o, ir_module **m, tg_graph **g,

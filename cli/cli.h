@@ -107,12 +107,20 @@ int tun_cli_getopt_next(tun_cli_getopt *g, int argc, char **argv);
  * into out, zero-terminated; false when more than cap entries. */
 bool tun_cli_options_join(struct option *out, size_t cap, const struct option *const *tables, int ntables);
 
+/* Strict numeric option values: the whole of arg, within [lo, hi] (a real:
+ * finite too; a seed: any unsigned 64-bit value, decimal or 0x hex). true,
+ * or false after "tessel CMD: OPT wants ..., got 'ARG' (why)". */
+bool tun_cli_int(const char *cmd, const char *opt, const char *arg, long long lo, long long hi, int *out);
+bool tun_cli_real(const char *cmd, const char *opt, const char *arg, double lo, double hi, double *out);
+bool tun_cli_seed(const char *cmd, const char *opt, const char *arg, uint64_t *out);
+
 /* The measurement options build, bench, tune and tune-model share (--number,
  * --repeat, --min-repeat-ms, --timeout, --cache-flush, --threads; codes 900..
  * 999), ended by a zero entry. */
 extern const struct option tun_cli_measure_options[];
-/* Applies one getopt_long result to mo; false if opt is not a measurement option. */
-bool tun_cli_measure_option(tsrt_measure_opts *mo, int opt, const char *arg);
+/* Applies one getopt_long result to mo: 1 applied, 0 not a measurement
+ * option, -1 a bad value (printed, naming cmd and the option). */
+int tun_cli_measure_option(const char *cmd, tsrt_measure_opts *mo, int opt, const char *arg);
 
 /* Imports the model at path and lists its tuning tasks (tun_model_tasks)
  * into a new module *m (ir_module_free, set even on failure); 0, or the exit
@@ -127,6 +135,7 @@ int tun_cli_model_tasks(const char *cmd, const char *path, const tun_model_opts 
 #include "tuner/tune.h"
 
 typedef struct tun_tune_cli {
+  const char *cmd;          /* "tune" (tun_tune_cli_init) or "tune-model": names the command in messages */
   tun_tune_opts o;          /* trials (-1 until given), log, batch, model, seed, measure, build jobs */
   tun_rpc_opts ro;          /* --tracker, --key, --parallel, --secret-file, --priority, --rpc-wait, --rpc-tries */
   const char *target;       /* --target (NULL: the host, or the board's triple with --runner rpc) */
@@ -142,7 +151,8 @@ typedef struct tun_tune_cli {
  * tun_cli_measure_options, into out; false when more than cap entries. */
 bool tun_tune_cli_options(struct option *out, size_t cap, const struct option *own);
 void tun_tune_cli_init(tun_tune_cli *c);
-/* Applies one getopt_long result; false if opt is not a shared option. */
+/* Applies one getopt_long result; false if opt is not a shared option or
+ * its value is bad (printed). */
 bool tun_tune_cli_option(tun_tune_cli *c, int opt, const char *arg);
 /* Checks the options (messages name cmd) and resolves the target (asking
  * the tracker for a board's triple with --runner rpc and no --target).

@@ -48,6 +48,7 @@ static int parse_args(int argc, char **argv, build_args *a, bool bench, const ch
   a->mo.timeout_s = 60;
   a->mo.seed = 1;
   a->mo.want_outputs = true;
+  const char *cmd = bench ? "bench" : "build";
   tun_cli_getopt g = tun_cli_getopt_start("ho:", opts, usage);
   for (int c; (c = tun_cli_getopt_next(&g, argc, argv));) {
     switch (c) {
@@ -55,12 +56,17 @@ static int parse_args(int argc, char **argv, build_args *a, bool bench, const ch
     case OPT_TARGET: a->target = optarg; break;
     case OPT_LOG: a->log = optarg; break;
     case 'o': a->out = optarg; break;
-    case OPT_COOLDOWN: a->mo.cooldown_ms = atof(optarg); break;
-    case OPT_SEED: a->mo.seed = strtoull(optarg, NULL, 0); break;
+    case OPT_COOLDOWN:
+      if (!tun_cli_real(cmd, "--cooldown-ms", optarg, 0, 1e7, &a->mo.cooldown_ms)) return 2;
+      break;
+    case OPT_SEED:
+      if (!tun_cli_seed(cmd, "--seed", optarg, &a->mo.seed)) return 2;
+      break;
     case OPT_JSON: a->json = true; break;
     case OPT_PRINT: a->print_ir = true; break;
     case OPT_NODEFTILING: a->defaults.no_tiling = true; break;
-    default: tun_cli_measure_option(&a->mo, c, optarg);
+    default:
+      if (tun_cli_measure_option(cmd, &a->mo, c, optarg) < 0) return 2;
     }
   }
   if (g.rc >= 0) return g.rc;
@@ -86,7 +92,9 @@ static int parse_args(int argc, char **argv, build_args *a, bool bench, const ch
 }
 
 /* --log: replays the trace of the best verified, error-free record of the
- * log for this subject's workload key on this target. */
+ * log for this subject's workload key on this target; when it does not
+ * replay (a log from another tessel, a hand-edited trace), the next best,
+ * saying so on stderr. */
 static int schedule_from_log(const char *log, const tun_subject *sub, const cg_target *tg, sch_traced **out,
                              const char *cmd) {
   ts_diag d;
@@ -99,29 +107,32 @@ static int schedule_from_log(const char *log, const tun_subject *sub, const cg_t
   }
   char key[17];
   ir_workload_key(sub->func, key);
-  const tun_record *r = tun_db_best(db, key, tg->text);
-  int rc = 0;
-  if (!r) {
+  int n = 0;
+  const tun_record **rs = tun_db_ranked(db, key, tg->text, &n);
+  int rc = 2;
+  if (!n)
     fprintf(stderr,
             "tessel %s: %s has no usable record for %s [%s] on %s (%d records of it on this target, "
             "none verified and error-free)\n",
             cmd, log, sub->label, key, tg->text, tun_db_count_for(db, key, tg->text));
-    rc = 2;
-  } else if (!r->trace) {
-    fprintf(stderr, "tessel %s: %s: the best record for %s has no trace\n", cmd, log, sub->label);
-    rc = 2;
-  } else {
+  for (int i = 0; i < n && rc; i++) {
+    const tun_record *r = rs[i];
+    ts_diag_clear(&d);
     sch_trace *tr = sch_trace_from_json(r->trace, &d);
     if (tr) *out = sch_trace_replay(tr, sub->func, 1, &d);
     sch_trace_free(tr);
     if (!*out) {
-      fprintf(stderr, "tessel %s: %s: replaying the best record's trace: %s\n", cmd, log, d.msg);
-      rc = 2;
-    } else {
-      fprintf(stderr, "using the best record of %s: mean %.6g ms (trace %016llx)\n", log,
-              tun_record_mean(r) * 1e3, (unsigned long long)r->trace_hash);
+      fprintf(stderr, "tessel %s: %s: the %s record (mean %.6g ms, trace %016llx) does not replay: %s%s\n", cmd, log,
+              i ? "next best" : "best", tun_record_mean(r) * 1e3, (unsigned long long)r->trace_hash, d.msg,
+              i + 1 < n ? "; trying the next best" : "");
+      continue;
     }
+    fprintf(stderr, "using the %s record of %s: mean %.6g ms (trace %016llx)\n", i ? "next best replaying" : "best",
+            log, tun_record_mean(r) * 1e3, (unsigned long long)r->trace_hash);
+    rc = 0;
   }
+  if (rc && n) fprintf(stderr, "tessel %s: %s: none of the %d usable records replays\n", cmd, log, n);
+  ts_free(rs);
   tun_db_close(db);
   return rc;
 }

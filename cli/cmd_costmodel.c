@@ -113,8 +113,11 @@ int tun_cmd_costmodel(int argc, char **argv) {
   optind = 1;
   while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
     if (c == OPT_JSON) json = true;
-    else if (c == OPT_SEED) seed = strtoull(optarg, NULL, 10);
-    else if (c == OPT_FRAC) frac = atof(optarg);
+    else if (c == OPT_SEED) {
+      if (!tun_cli_seed("costmodel eval", "--seed", optarg, &seed)) return 2;
+    } else if (c == OPT_FRAC) {
+      if (!tun_cli_real("costmodel eval", "--train-frac", optarg, 0, 1, &frac)) return 2;
+    }
     else if (c == 'h') return usage(stdout);
     else return usage(stderr);
   }

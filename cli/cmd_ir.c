@@ -60,7 +60,7 @@ ts_status tun_subject_load(ts_arena *a, const char *arg, tun_subject *out, ts_di
 
   char *src = NULL;
   size_t len = 0;
-  ts_status st = ts_read_file(path, &src, &len, d);
+  ts_status st = ts_read_file_as(path, TS_FILE_DSL, &src, &len, d);
   if (st != TS_OK) return st;
   ir_module *m = ir_module_new();
   if (!m) {
@@ -150,7 +150,7 @@ static sch_traced *show_apply_trace(const char *path, const ir_func *f) {
   ts_diag_clear(&d);
   char *text = NULL;
   size_t len = 0;
-  if (ts_read_file(path, &text, &len, &d) != TS_OK) {
+  if (ts_read_file_as(path, TS_FILE_TRACE, &text, &len, &d) != TS_OK) {
     fprintf(stderr, "tessel show: %s\n", d.msg);
     return NULL;
   }
@@ -264,17 +264,20 @@ int tun_cmd_run(int argc, char **argv) {
       as_json = true;
       break;
     case 's':
-      seed = strtoull(optarg, NULL, 0);
+      if (!tun_cli_seed("run", "--seed", optarg, &seed)) return 2;
       break;
     case 'y': {
       char *eq = strchr(optarg, '=');
-      if (!eq || nsym == 16) {
-        fprintf(stderr, "tessel run: --sym wants NAME=VALUE, got '%s'\n", optarg);
+      const char *why = "no '='";
+      int64_t v = 0;
+      if (!eq || eq == optarg || nsym == 16 || !ts_parse_i64(eq + 1, 1, INT64_MAX, &v, &why)) {
+        fprintf(stderr, "tessel run: --sym wants NAME=VALUE with VALUE an integer >= 1 (at most 16), got '%s' (%s)\n",
+                optarg, nsym == 16 ? "too many" : !eq || eq == optarg ? "not NAME=VALUE" : why);
         return 2;
       }
       *eq = '\0';
       sym_names[nsym] = optarg;
-      sym_vals[nsym++] = strtoll(eq + 1, NULL, 0);
+      sym_vals[nsym++] = v;
       break;
     }
     }

@@ -233,7 +233,16 @@ static int sig_load(const char *so, model_sig *s, char *err, size_t errn) {
   char side[4200];
   snprintf(side, sizeof side, "%s.json", so);
   json_error_t je;
-  json_t *j = json_load_file(side, 0, &je);
+  char *text = NULL;
+  size_t tlen = 0;
+  ts_diag rd;
+  ts_diag_clear(&rd);
+  if (ts_read_file_as(side, TS_FILE_JSON, &text, &tlen, &rd)) {
+    snprintf(err, errn, "%.250s (and no readable side file: %.300s)", lerr, rd.msg);
+    return -1;
+  }
+  json_t *j = json_loadb(text, tlen, 0, &je);
+  ts_free(text);
   if (!j) {
     snprintf(err, errn, "%.250s (and no readable %.250s: %.60s)", lerr, side, je.text);
     return -1;
@@ -675,7 +684,7 @@ int tun_cmd_run_model(int argc, char **argv) {
     } else if (!strcmp(a, "--sym") && more) {
       if (tun_cli_sym_arg("run", argv[++i], &syms)) return 2;
     } else if (!strcmp(a, "--seed") && more) {
-      seed = strtoull(argv[++i], NULL, 0);
+      if (!tun_cli_seed("run", "--seed", argv[++i], &seed)) return 2;
     } else if (!strcmp(a, "--output-dir") && more) {
       outdir = argv[++i];
     } else if (!strcmp(a, "--bench")) {
@@ -685,13 +694,10 @@ int tun_cmd_run_model(int argc, char **argv) {
     } else if (!strcmp(a, "--no-mallopt")) {
       run_load_opts.keep_malloc_settings = 1;
     } else if (!strcmp(a, "--repeat") && more) {
-      repeat = atoi(argv[++i]);
+      if (!tun_cli_int("run", "--repeat", argv[++i], 1, 100000, &repeat)) return 2;
     } else if (!strcmp(a, "--threads") && more) {
-      int t = atoi(argv[++i]);
-      if (t < 1) {
-        fprintf(stderr, "tessel run: --threads wants N >= 1\n");
-        return 2;
-      }
+      int t;
+      if (!tun_cli_int("run", "--threads", argv[++i], 1, 4096, &t)) return 2;
       char tv[16];
       snprintf(tv, sizeof tv, "%d", t);
       setenv("TESSEL_NUM_THREADS", tv, 1);
@@ -704,7 +710,7 @@ int tun_cmd_run_model(int argc, char **argv) {
     } else if (!strcmp(a, "--secret-file") && more) {
       secret_file = argv[++i];
     } else if (!strcmp(a, "--rpc-wait") && more) {
-      rpc_wait = atof(argv[++i]);
+      if (!tun_cli_real("run", "--rpc-wait", argv[++i], 0, 1e7, &rpc_wait)) return 2;
     } else {
       int rc = tun_cli_other_arg("run", a, &so, run_usage);
       if (rc >= 0) return rc;

@@ -26,9 +26,8 @@ static void report(void *ctx, int index, bool refused, const char *json, const c
 }
 
 static bool parse_int(const char *s, long long lo, long long hi, long long *out) {
-  char *end;
-  long long v = strtoll(s, &end, 0);
-  if (!*s || *end || v < lo || v > hi) return false;
+  int64_t v;
+  if (!ts_parse_i64(s, lo, hi, &v, NULL)) return false;
   *out = v;
   return true;
 }

@@ -37,7 +37,7 @@ static int replay(const tun_subject *s, const cg_target *tg, const char *path, c
   ts_diag d;
   ts_diag_clear(&d);
   char *text = NULL;
-  if (ts_read_file(path, &text, NULL, &d)) {
+  if (ts_read_file_as(path, TS_FILE_TRACE, &text, NULL, &d)) {
     fprintf(stderr, "tessel sketches: %s\n", d.msg);
     return 1;
   }
@@ -93,8 +93,12 @@ int tun_cmd_sketches(int argc, char **argv) {
     switch (c) {
     case 't': target = optarg; break;
     case 'j': json = true; break;
-    case 'i': inst = atoi(optarg); break;
-    case 's': seed = strtoull(optarg, NULL, 10); break;
+    case 'i':
+      if (!tun_cli_int("sketches", "--instantiate", optarg, 0, 1000000, &inst)) return 2;
+      break;
+    case 's':
+      if (!tun_cli_seed("sketches", "--seed", optarg, &seed)) return 2;
+      break;
     case 'o': out = optarg; break;
     case 'r': rep = optarg; break;
     }

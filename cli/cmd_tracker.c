@@ -33,7 +33,7 @@ int tun_cmd_tracker(int argc, char **argv) {
     } else if (!strcmp(argv[i], "--host") && i + 1 < argc) {
       host = argv[++i];
     } else if (!strcmp(argv[i], "--port") && i + 1 < argc) {
-      port = atoi(argv[++i]);
+      if (!tun_cli_int("tracker", "--port", argv[++i], 1, 65535, &port)) return 2; /* clients must know it: not 0 */
     } else if (!strcmp(argv[i], "--secret-file") && i + 1 < argc) {
       secret_file = argv[++i];
     } else if (!strcmp(argv[i], "--verbose") || !strcmp(argv[i], "-v")) {
@@ -42,10 +42,6 @@ int tun_cmd_tracker(int argc, char **argv) {
       fprintf(stderr, "tessel tracker: unknown argument '%s' (see --help)\n", argv[i]);
       return 2;
     }
-  }
-  if (port <= 0 || port > 65535) {
-    fprintf(stderr, "tessel tracker: bad port\n");
-    return 2;
   }
   rpc_secret sec;
   if (tun_cli_secret("tracker", secret_file, &sec)) return 2;

@@ -27,7 +27,9 @@ static const char tune_usage[] =
     "builds, times (forked child) and verifies each candidate, and appends one record\n"
     "per candidate to LOG (JSONL). Records already in LOG for this workload and\n"
     "target count toward N: rerunning resumes, and a met budget appends nothing.\n"
-    "The default schedule is measured once as the baseline (not logged).\n"
+    "The default schedule is the first candidate: measured as the baseline and logged\n"
+    "like any other (a resumed run reads the baseline back from that record).\n"
+    "LOG is locked while tuning: a second tuner on the same LOG is refused.\n"
     "--slow-cutoff F (10; 0 = off): a candidate whose warm-up call is over F times\n"
     "the best time so far is recorded with that one call, not timed --repeat times.\n"
     "--first-batch N: the search's first batch has at most N candidates (then --batch).\n"
@@ -89,6 +91,7 @@ bool tun_tune_cli_options(struct option *out, size_t cap, const struct option *o
 void tun_tune_cli_init(tun_tune_cli *c) {
   memset(c, 0, sizeof *c);
   tun_tune_opts_default(&c->o);
+  c->cmd = "tune";
   c->o.trials = -1;
   c->runner = "local";
   tun_rpc_opts_default(&c->ro);
@@ -97,25 +100,27 @@ void tun_tune_cli_init(tun_tune_cli *c) {
 bool tun_tune_cli_option(tun_tune_cli *c, int opt, const char *arg) {
   tun_tune_opts *o = &c->o;
   tun_rpc_opts *ro = &c->ro;
+  const char *cmd = c->cmd ? c->cmd : "tune";
+  bool ok = true;
   switch (opt) {
   case OPT_TARGET: c->target = arg; break;
-  case OPT_TRIALS: o->trials = atoi(arg); break;
+  case OPT_TRIALS: ok = tun_cli_int(cmd, "--trials", arg, 0, 100000000, &o->trials); break;
   case OPT_LOG: o->log_path = arg; break;
-  case OPT_BATCH: o->batch = atoi(arg); break;
+  case OPT_BATCH: ok = tun_cli_int(cmd, "--batch", arg, 1, 1 << 16, &o->batch); break;
   case OPT_MODEL: o->model = arg; break;
-  case OPT_SEED: o->seed = strtoull(arg, NULL, 0); break;
-  case OPT_JOBS: o->build_jobs = atoi(arg); break;
+  case OPT_SEED: ok = tun_cli_seed(cmd, "--seed", arg, &o->seed); break;
+  case OPT_JOBS: ok = tun_cli_int(cmd, "--build-jobs", arg, 0, 4096, &o->build_jobs); break;
   case OPT_JSON: c->json = true; break;
   case OPT_RUNNER: c->runner = arg; break;
   case OPT_TRACKER: ro->tracker = arg; break;
   case OPT_KEY: ro->key = arg; break;
-  case OPT_PARALLEL: ro->parallel = atoi(arg); break;
+  case OPT_PARALLEL: ok = tun_cli_int(cmd, "--parallel", arg, 1, 256, &ro->parallel); break;
   case OPT_SECRET: ro->secret_file = arg; break;
-  case OPT_PRIORITY: ro->priority = atoi(arg); break;
-  case OPT_RPCWAIT: ro->wait_s = atof(arg); break;
-  case OPT_RPCTRIES: ro->max_tries = atoi(arg); break;
-  case OPT_SLOWCUT: o->slow_cutoff = atof(arg); break;
-  case OPT_FIRSTBATCH: o->first_batch = atoi(arg); break;
+  case OPT_PRIORITY: ok = tun_cli_int(cmd, "--priority", arg, -1000000, 1000000, &ro->priority); break;
+  case OPT_RPCWAIT: ok = tun_cli_real(cmd, "--rpc-wait", arg, 0, 1e7, &ro->wait_s); break;
+  case OPT_RPCTRIES: ok = tun_cli_int(cmd, "--rpc-tries", arg, 1, 1000, &ro->max_tries); break;
+  case OPT_SLOWCUT: ok = tun_cli_real(cmd, "--slow-cutoff", arg, 0, 1e9, &o->slow_cutoff); break;
+  case OPT_FIRSTBATCH: ok = tun_cli_int(cmd, "--first-batch", arg, 0, 1 << 16, &o->first_batch); break;
   /* the RewriteLayout postprocessor reads it (search/postproc/postproc.c, docs/LAYOUT.md) */
   case OPT_NOLAYOUT: o->postproc.no_layout_rewrite = true; break;
   case OPT_NOTENSORIZE:
@@ -126,11 +131,14 @@ bool tun_tune_cli_option(tun_tune_cli *c, int opt, const char *arg) {
     break;
   case OPT_REGCHECK: o->gpu_regcheck = true; break;
   case OPT_NODEFTILING: o->defaults.no_tiling = true; break;
-  case OPT_XGBMIN: o->xgb_min_samples = atoi(arg) > 0 ? atoi(arg) : 1; break;
-  case OPT_XGBROUNDS: o->xgb_max_rounds = atoi(arg); break;
-  default: return tun_cli_measure_option(&o->measure, opt, arg);
+  case OPT_XGBMIN:
+    ok = tun_cli_int(cmd, "--xgb-min-samples", arg, 0, 100000000, &o->xgb_min_samples);
+    if (o->xgb_min_samples < 1) o->xgb_min_samples = 1;
+    break;
+  case OPT_XGBROUNDS: ok = tun_cli_int(cmd, "--xgb-max-rounds", arg, 0, 1000000, &o->xgb_max_rounds); break;
+  default: return tun_cli_measure_option(cmd, &o->measure, opt, arg) > 0;
   }
-  return true;
+  return ok;
 }
 
 int tun_tune_cli_setup(tun_tune_cli *c, const char *cmd, cg_target *tg) {
@@ -245,6 +253,10 @@ int tun_cmd_tune(int argc, char **argv) {
   tun_rpc_stats rs;
   tun_tune_cli_stop_runner(&cli, &rs);
   if (st) fprintf(stderr, "tessel tune: %s\n", d.msg);
+  if (st && !r.new_trials) { /* nothing was tuned: no summary to print */
+    ts_arena_fini(&ar);
+    return 1;
+  }
   if (json) {
     json_t *j = json_pack("{s:s, s:s, s:I, s:I, s:f, s:f, s:f, s:s?, s:f}", "workload", sub.label, "target", tg.text,
                           "trials", (json_int_t)r.trials, "errors", (json_int_t)r.errors, "best_seconds",

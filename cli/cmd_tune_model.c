@@ -174,6 +174,7 @@ static const char *parse_args(int argc, char **argv, tun_tune_cli *cli, tun_tune
 int tun_cmd_tune_model(int argc, char **argv) {
   tun_tune_cli cli;
   tun_tune_cli_init(&cli);
+  cli.cmd = "tune-model";
   tun_tune_model_opts mo;
   tun_tune_model_opts_default(&mo);
   tun_model_opts bo;

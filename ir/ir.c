@@ -786,6 +786,40 @@ ir_func *ir_func_copy(ts_arena *a, const ir_func *f) {
   return nf;
 }
 
+ts_status ir_func_check_sizes(const ir_func *f, ts_diag *d) {
+  for (int i = 0; f && i < f->nparams; i++) {
+    const ir_buffer *b = f->params[i];
+    uint64_t bytes = (uint64_t)ir_dtype_bytes(b->dtype);
+    bool over = false;
+    for (int k = 0; k < b->ndim; k++) {
+      int64_t e;
+      if (!ir_as_int(b->shape[k], &e)) {
+        bytes = 0; /* symbolic: checked when bound */
+        break;
+      }
+      if (e < 0)
+        return ts_diag_set(d, TS_EINVAL, "function '%s': parameter '%s' has a negative extent %lld (dimension %d)",
+                           f->name, b->name, (long long)e, k);
+      if (e && bytes > (uint64_t)INT64_MAX / (uint64_t)e) over = true;
+      else bytes *= (uint64_t)e;
+    }
+    if (over) {
+      char shape[256];
+      size_t n = 0;
+      for (int k = 0; k < b->ndim && n < sizeof shape - 24; k++) {
+        int64_t e = 0;
+        ir_as_int(b->shape[k], &e);
+        n += (size_t)snprintf(shape + n, sizeof shape - n, "%s%lld", k ? ", " : "", (long long)e);
+      }
+      return ts_diag_set(d, TS_EINVAL,
+                         "function '%s': parameter '%s' [%s] of %d-byte elements is over 2^63 bytes (its byte count "
+                         "overflows)",
+                         f->name, b->name, shape, ir_dtype_bytes(b->dtype));
+    }
+  }
+  return TS_OK;
+}
+
 ir_func *ir_func_bind_syms(ts_arena *a, const ir_func *f, int n, const char *const *names,
                            const int64_t *values, ts_diag *d) {
   ir_var_map m;
@@ -819,5 +853,6 @@ ir_func *ir_func_bind_syms(ts_arena *a, const ir_func *f, int n, const char *con
   ir_mutator_fini(&mu);
   ir_var_map_fini(&m);
   if (!nf) ts_diag_set(d, TS_ENOMEM, "out of memory binding symbolic sizes");
+  if (nf && ir_func_check_sizes(nf, d)) return NULL;
   return nf;
 }

@@ -385,6 +385,14 @@ ts_status ir_annot_set(ts_arena *a, int *n, ir_annot **anns, ir_annot ann);
 /* Integer value of an IR_INT_IMM; false if e is not one. */
 bool ir_as_int(const ir_expr *e, int64_t *out);
 
+/* Refuses (TS_EINVAL, naming the function, the parameter and its shape) a
+ * parameter whose constant extents make a byte count that does not fit in
+ * 63 bits: such a size would wrap wherever it is computed, and the kernel
+ * would run on a buffer far smaller than it indexes. Symbolic extents are
+ * checked once bound (ir_func_bind_syms). The parser, the binder and the
+ * tuner's schedule and tuning entries call it. */
+ts_status ir_func_check_sizes(const ir_func *f, ts_diag *d);
+
 /* ---- generic traversal / rewriting -------------------------------------- */
 /* Visits every expression node (pre-order) and statement node. Return false
  * from a callback to stop descending into that node's children. */

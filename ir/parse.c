@@ -836,6 +836,9 @@ static ts_status run(P *p) {
     if (t->kind == IR_TK_IDENT && ps_teq(p, t, "kernel")) f = ps_parse_kernel(p);
     else if (t->kind == IR_TK_IDENT && ps_teq(p, t, "func")) f = ps_parse_func(p);
     else ps_fail(p, t, TS_EPARSE, "expected 'kernel' or 'func' but found %s", ps_describe(p, t));
+    ts_diag sd;
+    ts_diag_clear(&sd);
+    if (ir_func_check_sizes(f, &sd)) ps_fail(p, nt, sd.code, "%s", sd.msg);
     add_func(p, nt, f);
   }
   if (!p->mod && p->nfuncs == 0) ps_fail(p, ps_cur(p), TS_EPARSE, "expected a 'kernel' or 'func'");

@@ -60,7 +60,8 @@ void tsrt_cuda_measure_inprocess(const void *image, size_t size, const tsrt_meas
  * parent never initialises CUDA). */
 void tsrt_cuda_measure_forked(const void *image, size_t size, const tsrt_measure_opts *opts,
                               tsrt_measure_result *result);
-/* Reads a file into a malloc'd buffer (NUL-terminated); NULL on error. */
-void *tsrt_read_file(const char *path, size_t *size);
+/* Reads a kernel artifact into a heap buffer (ts_free; NUL-terminated)
+ * under the base reader's cap; NULL on error, said in d. */
+void *tsrt_read_file(const char *path, size_t *size, ts_diag *d);
 
 #endif

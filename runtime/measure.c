@@ -135,6 +135,7 @@ size_t tsrt_param_bytes(const tsrt_param_meta *p) {
   size_t n = (size_t)tsrt_dtype_bytes(p->dtype);
   for (int i = 0; i < p->ndim && i < TSRT_MAX_DIMS; i++) {
     if (p->shape[i] < 0) return 0; /* symbolic: the size is known only when bound */
+    if (p->shape[i] && n > (SIZE_MAX >> 1) / (size_t)p->shape[i]) return SIZE_MAX; /* overflows */
     n *= (size_t)p->shape[i];
   }
   return n;
@@ -206,6 +207,11 @@ void tsrt_measure_inprocess(const tsrt_module *m, const tsrt_measure_opts *o, ts
   }
   for (int i = 0; i < meta->nparams; i++) {
     bytes[i] = tsrt_param_bytes(&meta->params[i]);
+    if (bytes[i] == SIZE_MAX) {
+      res->status = TS_ESYSTEM;
+      snprintf(res->error, sizeof res->error, "parameter %s: its byte count overflows", meta->params[i].name);
+      goto out;
+    }
     size_t alloc = (bytes[i] + 63) / 64 * 64;
     args[i] = aligned_alloc(64, alloc ? alloc : 64);
     if (!args[i]) {
@@ -288,10 +294,11 @@ void tsrt_measure_forked(const char *path, const tsrt_measure_opts *o, tsrt_meas
   memset(res, 0, sizeof *res);
   if (tsrt_is_cuda_artifact(path)) { /* kernel kind "cuda": a cubin/PTX for the GPU (cuda_rt.c) */
     size_t n = 0;
-    void *img = tsrt_read_file(path, &n);
+    ts_diag rd = {0};
+    void *img = tsrt_read_file(path, &n, &rd);
     if (!img) {
       res->status = TS_ELOAD;
-      snprintf(res->error, sizeof res->error, "cannot read %s", path);
+      snprintf(res->error, sizeof res->error, "%.500s", rd.msg);
       return;
     }
     tsrt_cuda_measure_forked(img, n, o, res);

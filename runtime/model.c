@@ -316,7 +316,17 @@ ts_status tsrt_model_load(const char *path, const tsrt_model_load_opts *o, tsrt_
   static pthread_once_t once = PTHREAD_ONCE_INIT;
   *out = NULL;
   if (!o || !o->keep_malloc_settings) pthread_once(&once, tune_malloc);
-  void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+  /* A name without a slash is a file in the current directory, as for any
+   * other file argument: dlopen alone would search LD_LIBRARY_PATH and the
+   * system's directories for it (and find another model of the same name). */
+  char local[4096];
+  const char *open_path = path;
+  if (!strchr(path, '/')) {
+    if ((size_t)snprintf(local, sizeof local, "./%s", path) >= sizeof local)
+      return ts_diag_set(d, TS_EINVAL, "cannot load %.200s...: the name is too long", path);
+    open_path = local;
+  }
+  void *h = dlopen(open_path, RTLD_NOW | RTLD_LOCAL);
   if (!h) return ts_diag_set(d, TS_ELOAD, "cannot load %s: %s", path, dlerror());
   const tsrt_model_plan *p = dlsym(h, TSRT_MODEL_SYMBOL);
   if (!p) {

@@ -103,7 +103,8 @@ typedef struct tsrt_module {
 /* dlopen + ABI checks. TS_ELOAD with the reason in d on failure. */
 ts_status tsrt_module_load(const char *path, tsrt_module *m, ts_diag *d);
 void tsrt_module_unload(tsrt_module *m);
-/* Total bytes of param i. */
+/* Total bytes of param i; 0 while a dim is symbolic, SIZE_MAX when the
+ * count overflows (the measurer refuses such a kernel). */
 size_t tsrt_param_bytes(const tsrt_param_meta *p);
 
 /* ---- measurement ---------------------------------------------------------- */

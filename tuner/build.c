@@ -553,6 +553,8 @@ ts_status tun_schedule(const ir_func *f, const char *trace_path, const cg_target
 ts_status tun_schedule_opts(const ir_func *f, const char *trace_path, const cg_target *tg,
                             const tun_default_opts *o, sch_traced **out, ts_diag *d) {
   *out = NULL;
+  ts_status cs = ir_func_check_sizes(f, d);
+  if (cs) return cs;
   if (!trace_path) {
     sch_traced *t = sch_traced_new(f, 1, d);
     if (!t) return d ? d->code : TS_ENOMEM;
@@ -565,7 +567,7 @@ ts_status tun_schedule_opts(const ir_func *f, const char *trace_path, const cg_t
     return TS_OK;
   }
   char *text = NULL;
-  ts_status st = ts_read_file(trace_path, &text, NULL, d);
+  ts_status st = ts_read_file_as(trace_path, TS_FILE_TRACE, &text, NULL, d);
   if (st) return st;
   ts_diag pd;
   ts_diag_clear(&pd);

@@ -150,11 +150,12 @@ ts_status tun_cuda_regcheck(const ir_func *scheduled, const cg_target *t, ts_dia
 
 void tun_measure_cuda_file(const char *path, const tsrt_measure_opts *mo, tsrt_measure_result *res) {
   size_t n = 0;
-  void *img = tsrt_read_file(path, &n);
+  ts_diag rd = {0};
+  void *img = tsrt_read_file(path, &n, &rd);
   if (!img) {
     memset(res, 0, sizeof *res);
     res->status = TS_ELOAD;
-    snprintf(res->error, sizeof res->error, "cannot read %s", path);
+    snprintf(res->error, sizeof res->error, "%.500s", rd.msg);
     return;
   }
   tsrt_cuda_measure_forked(img, n, mo, res);

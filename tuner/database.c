@@ -17,6 +17,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <xxhash.h>
@@ -131,10 +132,13 @@ static ts_status get_str(json_t *o, const char *k, bool nullable, char **out, ts
   return *out ? TS_OK : ts_diag_set(d, TS_ENOMEM, "out of memory");
 }
 
+/* A number field that must be finite and at least 0. */
 static ts_status get_num(json_t *o, const char *k, double *out, ts_diag *d) {
   json_t *v = json_object_get(o, k);
   if (!json_is_number(v)) return ts_diag_set(d, TS_EPARSE, "field \"%s\" %s", k, v ? "is not a number" : "missing");
   *out = json_number_value(v);
+  if (!isfinite(*out) || *out < 0)
+    return ts_diag_set(d, TS_EPARSE, "field \"%s\" is %g (a finite number >= 0 expected)", k, *out);
   return TS_OK;
 }
 
@@ -157,14 +161,25 @@ static ts_status record_from_obj(json_t *o, tun_record *r, ts_diag *d) {
   if ((st = get_str(o, "workload", false, &r->workload, d)) || (st = get_str(o, "target", false, &r->target, d)) ||
       (st = get_str(o, "error", true, &r->error, d)) || (st = get_str(o, "version", false, &r->version, d)))
     goto fail;
+  if (!r->target[0] || !r->workload[0]) {
+    st = ts_diag_set(d, TS_EPARSE, "field \"%s\" is empty", r->target[0] ? "workload" : "target");
+    goto fail;
+  }
+  /* The trace is what a record's kernel is rebuilt from: a JSON array; null
+   * only on an error record (nothing to rebuild). */
   json_t *tr = json_object_get(o, "trace");
   if (!tr) {
     st = ts_diag_set(d, TS_EPARSE, "field \"trace\" missing");
     goto fail;
   }
-  if (json_is_string(tr)) {
-    r->trace = ts_strdup(json_string_value(tr));
-  } else if (!json_is_null(tr)) {
+  if (json_is_null(tr) ? !r->error : !json_is_array(tr)) {
+    static const char *const types[] = {"an object", "an array", "a string", "a number", "a number", "true", "false", "null"};
+    int ty = (int)json_typeof(tr);
+    st = ts_diag_set(d, TS_EPARSE, "field \"trace\" is %s, not a JSON array%s",
+                     ty >= 0 && ty < 8 ? types[ty] : "not a JSON value", json_is_null(tr) ? " (only an error record may have no trace)" : "");
+    goto fail;
+  }
+  if (!json_is_null(tr)) {
     char *js = json_dumps(tr, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_ENCODE_ANY);
     r->trace = js ? ts_strdup(js) : NULL;
     free(js);
@@ -186,6 +201,11 @@ static ts_status record_from_obj(json_t *o, tun_record *r, ts_diag *d) {
     json_t *x = json_array_get(runs, i);
     if (!json_is_number(x)) {
       st = ts_diag_set(d, TS_EPARSE, "run_secs[%zu] is not a number", i);
+      goto fail;
+    }
+    double v = json_number_value(x);
+    if (!isfinite(v) || v <= 0) { /* a time of 0 or less would become a best no kernel can beat */
+      st = ts_diag_set(d, TS_EPARSE, "run_secs[%zu] is %g (a positive finite number of seconds expected)", i, v);
       goto fail;
     }
     r->run_secs[r->nruns++] = json_number_value(x);
@@ -232,19 +252,27 @@ ts_status tun_record_from_json(const char *line, tun_record *out, ts_diag *d) {
 
 /* ---- the index ---------------------------------------------------------------- */
 
+/* An open-addressed set of nonzero 64-bit hashes (0 = empty). */
+typedef struct hset {
+  uint64_t *s;
+  int n, cap;
+} hset;
+
 typedef struct group {
   char *key, *target;
   uint64_t h;
   int *idx;        /* record indices, in log order */
   int n, cap;
   int best;        /* record index or -1 */
-  uint64_t *hashes; /* open-addressed set of trace hashes (0 = empty) */
-  int nh, caph;
+  hset traces;     /* structural hashes of the scheduled functions (has_trace) */
+  hset texts;      /* XXH3 of the trace texts: a record repeating one is a duplicate */
 } group;
 
 struct tun_db {
   char *path;
   int fd; /* -1 when read-only */
+  int lock; /* index into held_locks, -1 when none */
+  long nduplicates; /* lines skipped on load as duplicates of an earlier record */
   tun_record **recs;
   int n, cap;
   group **slots; /* open addressing, power-of-two capacity */
@@ -303,39 +331,55 @@ static group *get_group(tun_db *db, const char *key, const char *target) {
   return g;
 }
 
-static bool hashset_has(const group *g, uint64_t h) {
-  if (!g->caph || !h) return false;
-  for (int i = (int)(h & (uint64_t)(g->caph - 1));; i = (i + 1) & (g->caph - 1)) {
-    if (g->hashes[i] == h) return true;
-    if (!g->hashes[i]) return false;
+static bool hset_has(const hset *h, uint64_t x) {
+  if (!h->cap || !x) return false;
+  for (int i = (int)(x & (uint64_t)(h->cap - 1));; i = (i + 1) & (h->cap - 1)) {
+    if (h->s[i] == x) return true;
+    if (!h->s[i]) return false;
   }
 }
 
-static bool hashset_add(group *g, uint64_t h) {
-  if (!h || hashset_has(g, h)) return true;
-  if (2 * (g->nh + 1) > g->caph) {
-    int nc = g->caph ? g->caph * 2 : 16;
+static bool hset_add(hset *h, uint64_t x) {
+  if (!x || hset_has(h, x)) return true;
+  if (2 * (h->n + 1) > h->cap) {
+    int nc = h->cap ? h->cap * 2 : 16;
     uint64_t *s = ts_calloc((size_t)nc, sizeof *s);
     if (!s) return false;
-    for (int i = 0; i < g->caph; i++) {
-      uint64_t x = g->hashes[i];
-      if (!x) continue;
-      int j = (int)(x & (uint64_t)(nc - 1));
+    for (int i = 0; i < h->cap; i++) {
+      uint64_t y = h->s[i];
+      if (!y) continue;
+      int j = (int)(y & (uint64_t)(nc - 1));
       while (s[j]) j = (j + 1) & (nc - 1);
-      s[j] = x;
+      s[j] = y;
     }
-    ts_free(g->hashes);
-    g->hashes = s;
-    g->caph = nc;
+    ts_free(h->s);
+    h->s = s;
+    h->cap = nc;
   }
-  int j = (int)(h & (uint64_t)(g->caph - 1));
-  while (g->hashes[j]) j = (j + 1) & (g->caph - 1);
-  g->hashes[j] = h;
-  g->nh++;
+  int j = (int)(x & (uint64_t)(h->cap - 1));
+  while (h->s[j]) j = (j + 1) & (h->cap - 1);
+  h->s[j] = x;
+  h->n++;
   return true;
 }
 
-static bool usable(const tun_record *r) { return !r->error && r->verified && r->nruns > 0; }
+/* The duplicate key of a record in its group: XXH3 of its trace text (as
+ * loading normalises it) seeded with its trace hash, never 0; 0 for a
+ * record without a trace (never a duplicate). */
+static uint64_t text_hash(const tun_record *r) {
+  if (!r->trace) return 0;
+  uint64_t h = XXH3_64bits_withSeed(r->trace, strlen(r->trace), r->trace_hash);
+  return h ? h : 1;
+}
+
+static bool usable(const tun_record *r) { return !r->error && r->verified && r->nruns > 0 && tun_record_mean(r) > 0; }
+
+/* True if the log already holds a record of r's workload and target with
+ * r's trace. */
+static bool is_duplicate(const tun_db *db, const tun_record *r) {
+  const group *g = find_group(db, r->workload_key, r->target);
+  return g && hset_has(&g->texts, text_hash(r));
+}
 
 /* Takes ownership of r (heap) on success. */
 static ts_status add_record(tun_db *db, tun_record *r, ts_diag *d) {
@@ -355,7 +399,7 @@ static ts_status add_record(tun_db *db, tun_record *r, ts_diag *d) {
     g->idx = p;
     g->cap = nc;
   }
-  if (!hashset_add(g, r->trace_hash)) return ts_diag_set(d, TS_ENOMEM, "out of memory growing the log index");
+  if (!hset_add(&g->traces, r->trace_hash) || !hset_add(&g->texts, text_hash(r))) return ts_diag_set(d, TS_ENOMEM, "out of memory growing the log index");
   int i = db->n++;
   db->recs[i] = r;
   g->idx[g->n++] = i;
@@ -378,7 +422,8 @@ static void db_free(tun_db *db) {
     ts_free(g->key);
     ts_free(g->target);
     ts_free(g->idx);
-    ts_free(g->hashes);
+    ts_free(g->traces.s);
+    ts_free(g->texts.s);
     ts_free(g);
   }
   ts_free(db->slots);
@@ -391,32 +436,45 @@ static void warn(FILE *w, int *nwarn, const char *path, long line, const char *w
   if (w) fprintf(w, "%s:%ld: skipped: %s\n", path, line, why);
 }
 
-/* Reads every line of path into db. *ends_nl says whether the file ended in
+/* What loading says about a last line without its '\n': an append that did
+ * not finish (its writer was killed, or the disk filled up mid-write). */
+static void warn_incomplete(FILE *w, int *nwarn, const char *path, long line, size_t len) {
+  char why[160];
+  snprintf(why, sizeof why, "incomplete last line (%zu bytes without the closing newline: an append that did not finish)",
+           len);
+  warn(w, nwarn, path, line, why);
+}
+
+/* Reads every line of fd into db. *ends_nl says whether the file ended in
  * a newline (or was empty), so the appender can terminate a torn tail. */
-static ts_status load_lines(tun_db *db, FILE *f, FILE *w, int *nwarn, bool *ends_nl, ts_diag *d) {
-  char *line = NULL;
-  size_t cap = 0;
-  ssize_t len;
-  long lineno = 0;
+static ts_status load_lines(tun_db *db, int fd, FILE *w, int *nwarn, bool *ends_nl, ts_diag *d) {
+  ts_line_reader lr;
+  ts_lines_init(&lr, fd, db->path, TS_LOG_LINE_CAP);
   *ends_nl = true;
   ts_status st = TS_OK;
-  while ((len = getline(&line, &cap, f)) != -1) {
-    lineno++;
-    bool complete = len > 0 && line[len - 1] == '\n';
+  long ndup = 0, first_dup = 0;
+  for (;;) {
+    char *line;
+    size_t len;
+    bool complete;
+    ts_diag ld;
+    ts_diag_clear(&ld);
+    if ((st = ts_lines_next(&lr, &line, &len, &complete, &ld))) {
+      ts_diag_set(d, st, "%s%s", ld.msg, st == TS_ETOOBIG ? " (not a tuning log: a record is a few KiB)" : "");
+      break;
+    }
+    if (!line) break;
+    long lineno = lr.lineno;
     *ends_nl = complete;
-    if (complete) line[--len] = 0;
     if (len > 0 && line[len - 1] == '\r') line[--len] = 0;
     bool blank = true;
-    for (ssize_t i = 0; i < len && blank; i++) blank = line[i] == ' ' || line[i] == '\t';
-    if (blank) {
-      if (!complete && len > 0) warn(w, nwarn, db->path, lineno, "truncated last line (the writer was killed?)");
+    for (size_t i = 0; i < len && blank; i++) blank = line[i] == ' ' || line[i] == '\t';
+    if (!complete && !(blank && len == 0)) {
+      warn_incomplete(w, nwarn, db->path, lineno, len);
       continue;
     }
-    if (!complete) {
-      warn(w, nwarn, db->path, lineno, "truncated last line (the writer was killed?)");
-      continue;
-    }
-    if ((size_t)len != strlen(line)) {
+    if (blank) continue;
+    if (len != strlen(line)) {
       warn(w, nwarn, db->path, lineno, "NUL byte in line");
       continue;
     }
@@ -438,14 +496,24 @@ static ts_status load_lines(tun_db *db, FILE *f, FILE *w, int *nwarn, bool *ends
       warn(w, nwarn, db->path, lineno, rd.msg);
       continue;
     }
+    if (is_duplicate(db, r)) { /* the same workload, target and trace again: counted once */
+      if (!ndup++) first_dup = lineno;
+      tun_record_fini(r);
+      ts_free(r);
+      continue;
+    }
     if ((st = add_record(db, r, d))) {
       tun_record_fini(r);
       ts_free(r);
       break;
     }
   }
-  free(line);
-  if (st == TS_OK && ferror(f)) st = ts_diag_set(d, TS_EIO, "reading %s: %s", db->path, strerror(errno));
+  ts_lines_fini(&lr);
+  db->nduplicates = ndup;
+  if (!st && ndup && w)
+    fprintf(w, "%s: %ld duplicate record%s (the workload, target and trace of an earlier record; first at line %ld) "
+               "counted once\n",
+            db->path, ndup, ndup == 1 ? "" : "s", first_dup);
   return st;
 }
 
@@ -457,23 +525,24 @@ static tun_db *db_new(const char *path, ts_diag *d) {
     return NULL;
   }
   db->fd = -1;
+  db->lock = -1;
   return db;
 }
 
 tun_db *tun_db_load(const char *path, FILE *warn_out, int *nwarn, ts_diag *d) {
   if (nwarn) *nwarn = 0;
-  FILE *f = fopen(path, "r");
-  if (!f) {
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
     ts_diag_set(d, errno == ENOENT ? TS_ENOTFOUND : TS_EIO, "cannot read log %s: %s", path, strerror(errno));
     return NULL;
   }
   tun_db *db = db_new(path, d);
   bool ends_nl;
-  if (db && load_lines(db, f, warn_out, nwarn, &ends_nl, d)) {
+  if (db && load_lines(db, fd, warn_out, nwarn, &ends_nl, d)) {
     db_free(db);
     db = NULL;
   }
-  fclose(f);
+  close(fd);
   return db;
 }
 
@@ -490,6 +559,67 @@ static ts_status write_all(int fd, const char *s, size_t n, const char *path, ts
   return TS_OK;
 }
 
+/* ---- the appender's lock -------------------------------------------------------
+ * One tuner appends to a log at a time: tun_db_open takes an exclusive
+ * flock(2) on the log and refuses a log another process holds. Within one
+ * process a log may be open several times (tune-model keeps it open while
+ * each round's tun_tune opens it again): the lock is taken once per file and
+ * held, on a descriptor of its own, until the last of them closes. */
+typedef struct held_lock {
+  dev_t dev;
+  ino_t ino;
+  int fd, refs;
+  pid_t pid; /* a forked child inherits the table, not the right to share: it locks anew */
+} held_lock;
+static held_lock held_locks[32];
+
+static ts_status lock_log(tun_db *db, int fd, FILE *warn_out, ts_diag *d) {
+  struct stat sb;
+  db->lock = -1;
+  if (fstat(fd, &sb) != 0) return ts_diag_set(d, TS_EIO, "cannot stat log %s: %s", db->path, strerror(errno));
+  if (!S_ISREG(sb.st_mode)) return TS_OK; /* a device or a pipe: nothing to share */
+  int free_slot = -1;
+  for (int i = 0; i < (int)(sizeof held_locks / sizeof held_locks[0]); i++) {
+    held_lock *h = &held_locks[i];
+    if (h->refs && h->pid != getpid()) *h = (held_lock){0}; /* the parent's, inherited by fork */
+    if (h->refs && h->dev == sb.st_dev && h->ino == sb.st_ino) {
+      h->refs++;
+      db->lock = i;
+      return TS_OK;
+    }
+    if (!h->refs && free_slot < 0) free_slot = i;
+  }
+  if (free_slot < 0) return ts_diag_set(d, TS_EINVAL, "log %s: too many logs open for appending at once", db->path);
+  int lfd = dup(fd);
+  if (lfd < 0) return ts_diag_set(d, TS_EIO, "log %s: %s", db->path, strerror(errno));
+  (void)fcntl(lfd, F_SETFD, FD_CLOEXEC);
+  int rc;
+  do rc = flock(lfd, LOCK_EX | LOCK_NB);
+  while (rc != 0 && errno == EINTR);
+  if (rc != 0) {
+    int e = errno;
+    close(lfd);
+    if (e == EWOULDBLOCK)
+      return ts_diag_set(d, TS_EPENDING,
+                         "log %s is in use: another tuner is appending to it (it holds the log's lock); wait for it "
+                         "to finish, or tune into another log",
+                         db->path);
+    /* a file system without flock (some network mounts): append unlocked, saying so */
+    if (warn_out) fprintf(warn_out, "%s: cannot take the append lock (%s); appending without it\n", db->path, strerror(e));
+    return TS_OK;
+  }
+  held_locks[free_slot] = (held_lock){sb.st_dev, sb.st_ino, lfd, 1, getpid()};
+  db->lock = free_slot;
+  return TS_OK;
+}
+
+static void unlock_log(tun_db *db) {
+  if (db->lock < 0) return;
+  held_lock *h = &held_locks[db->lock];
+  if (--h->refs == 0) close(h->fd); /* closing the last descriptor drops the flock */
+  db->lock = -1;
+}
+
 tun_db *tun_db_open(const char *path, FILE *warn_out, int *nwarn, ts_diag *d) {
   if (nwarn) *nwarn = 0;
   int fd = open(path, O_RDWR | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
@@ -502,24 +632,27 @@ tun_db *tun_db_open(const char *path, FILE *warn_out, int *nwarn, ts_diag *d) {
     close(fd);
     return NULL;
   }
-  int rfd = dup(fd);
-  FILE *f = rfd >= 0 ? fdopen(rfd, "r") : NULL;
-  if (!f) {
-    if (rfd >= 0) close(rfd);
-    ts_diag_set(d, TS_EIO, "cannot read log %s: %s", path, strerror(errno));
-    close(fd);
-    db_free(db);
-    return NULL;
-  }
-  rewind(f);
+  ts_status st = lock_log(db, fd, warn_out, d);
+  struct stat sb;
+  if (!st && fstat(fd, &sb) != 0) st = ts_diag_set(d, TS_EIO, "cannot stat log %s: %s", path, strerror(errno));
+  /* A log that is not a regular file (/dev/null, /dev/full, a pipe) is only
+   * written to: reading it back would read the device, not records. */
   bool ends_nl = true;
-  ts_status st = load_lines(db, f, warn_out, nwarn, &ends_nl, d);
-  fclose(f);
-  /* A torn last line (a killed writer) is terminated, never rewritten: the
-   * log stays append-only and the next record starts on a line of its own. */
+  if (!st && S_ISREG(sb.st_mode)) {
+    int rfd = open(path, O_RDONLY | O_CLOEXEC);
+    if (rfd < 0) st = ts_diag_set(d, TS_EIO, "cannot read log %s: %s", path, strerror(errno));
+    else {
+      st = load_lines(db, rfd, warn_out, nwarn, &ends_nl, d);
+      close(rfd);
+    }
+  }
+  /* A torn last line (an append that did not finish) is terminated, never
+   * rewritten: the log stays append-only and the next record starts on a
+   * line of its own. */
   if (st == TS_OK && !ends_nl) st = write_all(fd, "\n", 1, path, d);
   if (st) {
     close(fd);
+    unlock_log(db);
     db_free(db);
     return NULL;
   }
@@ -530,8 +663,11 @@ tun_db *tun_db_open(const char *path, FILE *warn_out, int *nwarn, ts_diag *d) {
 void tun_db_close(tun_db *db) {
   if (!db) return;
   if (db->fd >= 0) close(db->fd);
+  unlock_log(db);
   db_free(db);
 }
+
+long tun_db_duplicates(const tun_db *db) { return db ? db->nduplicates : 0; }
 
 ts_status tun_db_append(tun_db *db, const tun_record *r, ts_diag *d) {
   if (!db || !r) return ts_diag_set(d, TS_EINVAL, "tun_db_append: no log or record");
@@ -540,26 +676,43 @@ ts_status tun_db_append(tun_db *db, const tun_record *r, ts_diag *d) {
     return ts_diag_set(d, TS_EINVAL, "record needs a 16-hex-digit workload key, a workload and a target");
   if (r->nruns < 0 || r->nruns > TUN_MAX_RUNS)
     return ts_diag_set(d, TS_EINVAL, "record has %d runs (0..%d)", r->nruns, TUN_MAX_RUNS);
-  tun_record *c = ts_malloc(sizeof *c);
-  if (!c || tun_record_copy(c, r)) {
-    ts_free(c);
-    return ts_diag_set(d, TS_ENOMEM, "out of memory");
-  }
-  c->schema = TUN_LOG_SCHEMA; /* what is written is always the current schema */
-  char *js = tun_record_to_json(c);
+  char *js = tun_record_to_json(r); /* written as the current schema */
   size_t n = js ? strlen(js) : 0;
   char *line = js ? ts_realloc(js, n + 2) : NULL;
   if (!line) {
     ts_free(js);
+    return ts_diag_set(d, TS_ENOMEM, "out of memory serialising a record");
+  }
+  /* What is kept in memory is the line read back, so a record is validated
+   * as loading validates it and reads the same before and after a reload. */
+  tun_record *c = ts_malloc(sizeof *c);
+  ts_diag rd;
+  ts_diag_clear(&rd);
+  ts_status st = c ? tun_record_from_json(line, c, &rd) : TS_ENOMEM;
+  if (st) {
+    ts_free(line);
+    ts_free(c);
+    return st == TS_ENOMEM ? ts_diag_set(d, TS_ENOMEM, "out of memory")
+                           : ts_diag_set(d, TS_EINVAL, "not appending an invalid record to %s: %s", db->path, rd.msg);
+  }
+  if (is_duplicate(db, c)) { /* counted once: nothing to write */
+    ts_free(line);
     tun_record_fini(c);
     ts_free(c);
-    return ts_diag_set(d, TS_ENOMEM, "out of memory serialising a record");
+    return TS_OK;
   }
   line[n] = '\n';
   line[n + 1] = 0;
   /* One write on an O_APPEND descriptor (no stdio buffer to flush), then
-   * fsync: once this returns, the record survives a crash of the process. */
-  ts_status st = write_all(db->fd, line, n + 1, db->path, d);
+   * fsync: once this returns, the record survives a crash of the process. A
+   * write that fails part-way (a full disk) is cut back off when it can be,
+   * so the log keeps whole lines. */
+  struct stat sb;
+  bool regular = fstat(db->fd, &sb) == 0 && S_ISREG(sb.st_mode);
+  st = write_all(db->fd, line, n + 1, db->path, d);
+  if (st && regular && ftruncate(db->fd, sb.st_size) != 0) {
+    /* the partial line stays: loading reports it as an incomplete line */
+  }
   ts_free(line);
   if (st == TS_OK && fsync(db->fd) != 0 && errno != EINVAL && errno != EROFS)
     st = ts_diag_set(d, TS_EIO, "fsync %s: %s", db->path, strerror(errno));
@@ -610,10 +763,27 @@ const tun_record *tun_db_best(const tun_db *db, const char *workload_key, const 
   return best;
 }
 
+static int cmp_mean(const void *a, const void *b) {
+  double x = tun_record_mean(*(const tun_record *const *)a), y = tun_record_mean(*(const tun_record *const *)b);
+  return x < y ? -1 : x > y;
+}
+
+const tun_record **tun_db_ranked(const tun_db *db, const char *workload_key, const char *target, int *n) {
+  *n = 0;
+  const group *g = db ? find_group(db, workload_key, target) : NULL;
+  if (!g) return NULL;
+  const tun_record **out = ts_malloc(sizeof *out * (size_t)(g->n ? g->n : 1));
+  if (!out) return NULL;
+  for (int i = 0; i < g->n; i++)
+    if (usable(db->recs[g->idx[i]])) out[(*n)++] = db->recs[g->idx[i]];
+  qsort(out, (size_t)*n, sizeof *out, cmp_mean); /* ties keep no particular order: the means differ in practice */
+  return out;
+}
+
 bool tun_db_has_trace(const tun_db *db, const char *workload_key, const char *target, uint64_t trace_hash) {
   if (!db) return false;
   const group *g = find_group(db, workload_key, target);
-  return g && hashset_has(g, trace_hash);
+  return g && hset_has(&g->traces, trace_hash);
 }
 
 int tun_db_groups(const tun_db *db, const tun_record **first, int max) {

@@ -50,14 +50,23 @@ typedef struct tun_db tun_db;
 
 /* Opens (creating if absent) the log at path for appending and loads its
  * records. Corrupt lines are skipped; *nwarn (optional) gets their count and
- * each is printed to warn_out (optional) as "LOG:LINE: skipped: why". */
+ * each is printed to warn_out (optional) as "LOG:LINE: skipped: why".
+ * Appending is exclusive: the log is flock'ed until tun_db_close, and a log
+ * another process holds is refused (TS_EPENDING, "log ... is in use"); the
+ * same process may open it again. A log that is not a regular file (a
+ * device, a pipe) is written to but not read. */
 tun_db *tun_db_open(const char *path, FILE *warn_out, int *nwarn, ts_diag *d);
 /* Loads a log read-only (for inspect/best/plot/eval). */
 tun_db *tun_db_load(const char *path, FILE *warn_out, int *nwarn, ts_diag *d);
 void tun_db_close(tun_db *db);
 
-/* Appends (and fsyncs) a record; it is also kept in memory. */
+/* Appends (and fsyncs) a record; it is also kept in memory as it reads
+ * back. A record loading would skip (docs/LOG.md) is refused (TS_EINVAL,
+ * nothing written); one repeating the workload, target and trace of a
+ * record in the log is a duplicate: nothing is written, TS_OK. */
 ts_status tun_db_append(tun_db *db, const tun_record *r, ts_diag *d);
+/* How many lines loading skipped as duplicates (counted once). */
+long tun_db_duplicates(const tun_db *db);
 
 int tun_db_count(const tun_db *db);
 const tun_record *tun_db_get(const tun_db *db, int i);
@@ -66,6 +75,11 @@ int tun_db_count_for(const tun_db *db, const char *workload_key, const char *tar
 /* The best verified, error-free record (lowest mean) for workload+target,
  * or NULL. */
 const tun_record *tun_db_best(const tun_db *db, const char *workload_key, const char *target);
+/* The verified, error-free records of workload+target, fastest (lowest
+ * mean) first, as a heap array (ts_free; NULL with *n = 0 when there are
+ * none or out of memory): the best, then what to fall back to when it does
+ * not replay. */
+const tun_record **tun_db_ranked(const tun_db *db, const char *workload_key, const char *target, int *n);
 /* True if a record with this trace_hash exists for workload+target. */
 bool tun_db_has_trace(const tun_db *db, const char *workload_key, const char *target, uint64_t trace_hash);
 

@@ -31,10 +31,11 @@ void tun_model_opts_init(tun_model_opts *o) {
 
 ts_status tun_model_opts_add_sym(tun_model_opts *o, const char *s, ts_diag *d) {
   const char *eq = strchr(s, '=');
-  char *end = NULL;
-  long long v = eq ? strtoll(eq + 1, &end, 10) : 0;
-  if (!eq || eq == s || !end || *end || end == eq + 1 || v < 1 || (size_t)(eq - s) >= sizeof o->sym_buf[0])
-    return ts_diag_set(d, TS_EINVAL, "--sym wants NAME=VALUE with VALUE >= 1, got '%s'", s);
+  int64_t v = 0;
+  const char *why = "not NAME=VALUE";
+  if (!eq || eq == s || !ts_parse_i64(eq + 1, 1, INT64_MAX, &v, &why) || (size_t)(eq - s) >= sizeof o->sym_buf[0])
+    return ts_diag_set(d, TS_EINVAL, "--sym wants NAME=VALUE with VALUE an integer >= 1, got '%s' (%s)", s,
+                       eq && eq != s && (size_t)(eq - s) >= sizeof o->sym_buf[0] ? "name too long" : why);
   if (o->nsyms == TUN_MODEL_MAX_SYMS) return ts_diag_set(d, TS_EINVAL, "at most %d --sym options", TUN_MODEL_MAX_SYMS);
   memcpy(o->sym_buf[o->nsyms], s, (size_t)(eq - s));
   o->sym_buf[o->nsyms][eq - s] = '\0';
@@ -47,6 +48,8 @@ ts_status tun_model_opts_add_sym(tun_model_opts *o, const char *s, ts_diag *d) {
  * so the message is copied and the diag cleared first). */
 static ts_status prefix(ts_diag *d, const char *what) {
   if (!d) return TS_EINTERNAL;
+  size_t n = strlen(what);
+  if (!strncmp(d->msg, what, n) && d->msg[n] == ':') return d->code ? d->code : TS_EINTERNAL; /* already says it */
   ts_diag old = *d;
   ts_diag_clear(d);
   return ts_diag_set(d, old.code ? old.code : TS_EINTERNAL, "%s: %s", what, old.msg);
@@ -183,7 +186,8 @@ static const char *layout_blocker(const build_state *b, const ir_func *f, const 
   return NULL;
 }
 
-/* Replays the best verified record of key on f; NULL (and no error) when
+/* Replays the best verified record of key on f (when it does not replay, the
+ * next best, saying so on the warning stream); NULL (and no error) when
  * there is none or it does not apply. A record that re-lays weights
  * (TransformLayout) keeps its maps in maps[0..*nmaps) when every call of f
  * (calls_of) feeds those params from constants, which the build then
@@ -195,32 +199,41 @@ static sch_traced *from_log(build_state *b, const char *key, const ir_func *f, c
   *had_record = false;
   *nmaps = 0;
   if (!b->db) return NULL;
-  const tun_record *r = tun_db_best(b->db, key, b->tg.text);
-  if (!r || !r->trace) return NULL;
-  *had_record = true;
-  ts_diag d;
-  ts_diag_clear(&d);
-  sch_trace *tr = sch_trace_from_json(r->trace, &d);
-  int nm = tr ? sch_layout_maps_of_trace(tr, f, maps, 8, &d) : 0;
-  if (nm > 0) {
-    const char *why = calls_of ? layout_blocker(b, calls_of, maps, nm) : "a symbolic kernel shares its calls";
-    if (why) {
-      sch_trace *plain = sch_trace_without_kind(tr, SCH_I_TRANSFORM_LAYOUT);
-      if (b->o->warn)
-        fprintf(b->o->warn, "tessel build: %s [%s]: the record re-lays a weight, but %s%s; kept the original layout\n",
-              f->name ? f->name : "?", key, calls_of ? "it is not a constant in call " : "", why);
-      sch_trace_free(tr);
-      tr = plain;
-      nm = 0;
-      b->nlayout_kept++;
+  int n = 0;
+  const tun_record **rs = tun_db_ranked(b->db, key, b->tg.text, &n);
+  sch_traced *s = NULL;
+  /* the best record; when it does not replay, the next best (saying so) */
+  for (int i = 0; i < n && !s; i++) {
+    const tun_record *r = rs[i];
+    *had_record = true;
+    *nmaps = 0;
+    ts_diag d;
+    ts_diag_clear(&d);
+    sch_trace *tr = sch_trace_from_json(r->trace, &d);
+    int nm = tr ? sch_layout_maps_of_trace(tr, f, maps, 8, &d) : 0;
+    if (nm > 0) {
+      const char *why = calls_of ? layout_blocker(b, calls_of, maps, nm) : "a symbolic kernel shares its calls";
+      if (why) {
+        sch_trace *plain = sch_trace_without_kind(tr, SCH_I_TRANSFORM_LAYOUT);
+        if (b->o->warn)
+          fprintf(b->o->warn, "tessel build: %s [%s]: the record re-lays a weight, but %s%s; kept the original layout\n",
+                f->name ? f->name : "?", key, calls_of ? "it is not a constant in call " : "", why);
+        sch_trace_free(tr);
+        tr = plain;
+        nm = 0;
+        b->nlayout_kept++;
+      }
     }
+    *nmaps = nm > 0 ? nm : 0;
+    s = tr && nm >= 0 ? sch_trace_replay(tr, f, 1, &d) : NULL;
+    sch_trace_free(tr);
+    if (!s && b->o->warn)
+      fprintf(b->o->warn, "tessel build: the %s record for %s [%s] does not replay on it (%s); %s\n",
+              i ? "next best" : "best", f->name ? f->name : "?", key, d.msg,
+              i + 1 < n ? "trying the next best" : "default schedule");
   }
-  *nmaps = nm > 0 ? nm : 0;
-  sch_traced *s = tr && nm >= 0 ? sch_trace_replay(tr, f, 1, &d) : NULL;
-  sch_trace_free(tr);
-  if (!s && b->o->warn)
-    fprintf(b->o->warn, "tessel build: the record for %s [%s] does not replay on it (%s); default schedule\n",
-            f->name ? f->name : "?", key, d.msg);
+  if (!s) *nmaps = 0;
+  ts_free(rs);
   return s;
 }
 

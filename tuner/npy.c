@@ -217,23 +217,11 @@ ts_status tun_npy_parse(const void *buf, size_t len, const char *label, tun_npy 
 
 ts_status tun_npy_read(const char *path, tun_npy *out, ts_diag *d) {
   memset(out, 0, sizeof *out);
-  FILE *f = fopen(path, "rb");
-  if (!f) return ts_diag_set(d, TS_EIO, "cannot open %s: %s", path, strerror(errno));
-  ts_status st = TS_OK;
   char *buf = NULL;
-  long sz = -1;
-  if (fseek(f, 0, SEEK_END) == 0) sz = ftell(f);
-  if (sz < 0 || fseek(f, 0, SEEK_SET) != 0) {
-    st = ts_diag_set(d, TS_EIO, "cannot read %s: %s", path, strerror(errno));
-  } else if (!(buf = ts_malloc((size_t)sz + 1))) {
-    st = ts_diag_set(d, TS_ENOMEM, "out of memory reading %s", path);
-  } else if (fread(buf, 1, (size_t)sz, f) != (size_t)sz) {
-    st = ts_diag_set(d, TS_EIO, "short read on %s", path);
-  } else {
-    st = tun_npy_parse(buf, (size_t)sz, path, out, d);
-  }
+  size_t len = 0;
+  ts_status st = ts_read_file_as(path, TS_FILE_NPY, &buf, &len, d);
+  if (st == TS_OK) st = tun_npy_parse(buf, len, path, out, d);
   ts_free(buf);
-  fclose(f);
   return st;
 }
 

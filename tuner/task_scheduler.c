@@ -497,6 +497,7 @@ ts_status tun_tune_model(const tun_model_task *tasks, int n, const cg_target *t,
   tun_sched s;
   memset(&s, 0, sizeof s);
   ts_status st = TS_OK;
+  tun_db *db = NULL; /* held (and so locked) until the end */
   if (!names || !weights || !flops) {
     st = ts_diag_set(d, TS_ENOMEM, "tune-model: out of memory");
     goto out;
@@ -507,8 +508,10 @@ ts_status tun_tune_model(const tun_model_task *tasks, int n, const cg_target *t,
     flops[i] = tasks[i].flops;
   }
   if ((st = tun_sched_init(&s, &o->sched, n, names, weights, flops, d))) goto out;
+  /* The log stays open (and so locked against other tuners) for the whole
+   * run; each round's tun_tune opens it again within this process. */
   {
-    tun_db *db = tun_db_open(o->tune.log_path, o->progress, NULL, d);
+    db = tun_db_open(o->tune.log_path, o->progress, NULL, d);
     if (!db) {
       st = d && d->code ? d->code : TS_EIO;
       goto out;
@@ -532,7 +535,6 @@ ts_status tun_tune_model(const tun_model_task *tasks, int n, const cg_target *t,
       r->tasks[i].best_seconds = b ? tun_record_mean(b) : 0;
       r->tasks[i].default_seconds = cnt ? logged_default(db, &tasks[i], t, idx, cnt) : 0;
     }
-    tun_db_close(db);
     if (st) goto out;
   }
 
@@ -606,6 +608,7 @@ ts_status tun_tune_model(const tun_model_task *tasks, int n, const cg_target *t,
   sync_result(&c);
 
 out:
+  tun_db_close(db);
   tun_sched_fini(&s);
   ts_free(names);
   ts_free(weights);

@@ -732,6 +732,8 @@ ts_status tun_tune(const ir_func *f, const char *definition, double flops, const
                 .slots = MAP_FAILED};
   if (!o || !o->log_path || o->trials < 0)
     return ts_diag_set(d, TS_EINVAL, "tune: a log path and a trial budget are required");
+  ts_status cs = ir_func_check_sizes(f, d);
+  if (cs) return cs;
   r.batch = o->batch > 0 ? o->batch : 64;
   r.db = tun_db_open(o->log_path, stderr, NULL, d);
   if (!r.db) return d && d->code ? d->code : TS_EIO;

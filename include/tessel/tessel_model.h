@@ -47,7 +47,8 @@ typedef struct tessel_tensor_info {
 } tessel_tensor_info;
 
 /* Loads an artifact (dlopen) and checks its plan. NULL on failure with the
- * reason in err. */
+ * reason in err. A path with a slash is opened as given; a bare name is the
+ * file of that name in the current directory (never dlopen's search path). */
 tessel_model *tessel_model_load(const char *path, char *err, size_t errn);
 /* Loading options; a zeroed struct is the default. */
 typedef struct tessel_model_load_opts {

@@ -773,7 +773,7 @@ ts_status tg_onnx_import(const char *path, ir_module *m, tg_graph **out, ts_diag
   if (out) *out = NULL;
   char *buf = NULL;
   size_t len = 0;
-  ts_status st = ts_read_file(path, &buf, &len, d);
+  ts_status st = ts_read_file_as(path, TS_FILE_ONNX, &buf, &len, d);
   if (st) return st;
   /* the directory external data is read from: path up to its last '/' */
   const char *slash = strrchr(path, '/');

@@ -29,7 +29,7 @@ static ts_status check_param(imp *im, nctx *nc, int i, const char *what, const t
   const tg_value *s = IN(im, nc, i);
   if (!s) return TS_OK;
   if (s->ndim == 0 || (s->ndim == 1 && !s->dims[0].sym && s->dims[0].value == 1)) return TS_OK;
-  if (s->ndim == 1 && tg_dim_eq(s->dims[0], x->dims[axis])) return TS_OK;
+  if (s->ndim == 1 && axis >= 0 && axis < x->ndim && tg_dim_eq(s->dims[0], x->dims[axis])) return TS_OK; /* a 0-d x has no axis */
   char b1[128], b2[128];
   imp_dims_str(b1, sizeof b1, s->ndim, s->dims);
   imp_dims_str(b2, sizeof b2, x->ndim, x->dims);

@@ -587,6 +587,15 @@ ts_status ir_wl_parse(const char *spec, ir_wl_inst *out, ts_diag *d) {
     ts_strbuf_fini(&sb);
     return TS_ENOTFOUND;
   }
+  if (colon && !colon[1]) { /* "matmul:" promises parameters and gives none: a cut-off spec, not the defaults */
+    ts_strbuf sb;
+    ts_strbuf_init(&sb);
+    list_keys(&sb, wl);
+    ts_diag_set(d, TS_EINVAL, "%s: no parameters after ':' (give key=value pairs of %s, or write '%s' alone for the "
+                "defaults)", wl->name, sb.data ? sb.data : "", wl->name);
+    ts_strbuf_fini(&sb);
+    return TS_EINVAL;
+  }
   out->wl = wl;
   for (int i = 0; i < wl->nparams; i++) snprintf(out->values[i], sizeof out->values[i], "%s", wl->params[i].def);
   bool seen[IR_WL_MAX_PARAMS] = {false};

@@ -200,7 +200,10 @@ START_TEST(test_canonical_and_values) {
   ck_assert_str_eq(ir_wl_str(&w, "act"), "gelu");
   ir_wl_canonical(&w, buf, sizeof buf);
   ck_assert_str_eq(buf, "dense:m=16,n=16,k=16,bias=1,act=gelu");
-  ck_assert_int_eq(ir_wl_parse("matmul:", &w, NULL), TS_OK); /* no keys: defaults */
+  ts_diag wd = {0};
+  ck_assert_int_eq(ir_wl_parse("matmul:", &w, &wd), TS_EINVAL); /* a colon promises keys: refused, naming them */
+  ck_assert_msg(strstr(wd.msg, "m, n, k"), "%s", wd.msg);
+  ck_assert_int_eq(ir_wl_parse("matmul", &w, NULL), TS_OK); /* the bare name: defaults */
   /* truncation is safe */
   char small[8];
   ir_wl_canonical(&w, small, sizeof small);

@@ -3,9 +3,17 @@
  * and skipped; schema-0 records load; lookups never cross targets; best
  * ignores error and unverified records; has_trace; a writer SIGKILLed at a
  * random moment leaves a log whose every acknowledged record reloads; the
- * plot is an SVG with one polyline per log. */
+ * plot is an SVG with one polyline per log; invalid records are refused on
+ * append and skipped on load (never best); duplicates count once; appending
+ * is exclusive (flock) across processes, shared within one; a failed write
+ * (a full device, a file size limit) is an error and leaves whole lines;
+ * ranked records for the fallback. */
 #include <check.h>
+#include <fcntl.h>
 #include <signal.h>
+#include <sys/file.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -130,15 +138,16 @@ END_TEST
 
 START_TEST(corrupt_lines_reported_and_skipped) {
   const char *p = tmp_path("corrupt.jsonl");
-  tun_record a = mk(KEY_A, "llvm", 0.5, true, NULL, 1);
-  char *good = tun_record_to_json(&a);
+  tun_record a = mk(KEY_A, "llvm", 0.5, true, NULL, 1), a2 = mk(KEY_A, "llvm", 0.5, true, NULL, 2),
+             a3 = mk(KEY_A, "llvm", 0.5, true, NULL, 3), a4 = mk(KEY_A, "llvm", 0.5, true, NULL, 4);
+  char *good = tun_record_to_json(&a), *good2 = tun_record_to_json(&a2), *good3 = tun_record_to_json(&a3);
   char *newer = ts_strdup(good);
   memcpy(strstr(newer, "\"schema\":1"), "\"schema\":9", 10);
   char buf[8192];
   /* line 1 good, 2 garbage, 3 good, 4 blank, 5 newer schema, 6 wrong field type,
    * 7 good, 8 truncated (no newline) */
   snprintf(buf, sizeof buf, "%s\n{not json at all\n%s\n\n%s\n{\"schema\":1,\"workload_key\":5}\n%s\n%.*s", good,
-           good, newer, good, (int)(strlen(good) / 2), good);
+           good2, newer, good3, (int)(strlen(good) / 2), good);
   ck_assert_int_eq(write_file(p, buf), 0);
   char *wbuf = NULL;
   size_t wlen = 0;
@@ -158,20 +167,22 @@ START_TEST(corrupt_lines_reported_and_skipped) {
   ck_assert_msg(strstr(wbuf, want), "%s", wbuf);
   snprintf(want, sizeof want, "%s:6: skipped:", p);
   ck_assert_msg(strstr(wbuf, want), "%s", wbuf);
-  snprintf(want, sizeof want, "%s:8: skipped: truncated last line", p);
+  snprintf(want, sizeof want, "%s:8: skipped: incomplete last line", p);
   ck_assert_msg(strstr(wbuf, want), "%s", wbuf);
   tun_db_close(db);
   free(wbuf);
   /* Appending after a torn line starts a fresh line: the new record loads. */
   db = tun_db_open(p, NULL, &nwarn, &d);
   ck_assert_ptr_nonnull(db);
-  ck_assert_int_eq(tun_db_append(db, &a, &d), TS_OK);
+  ck_assert_int_eq(tun_db_append(db, &a4, &d), TS_OK);
   tun_db_close(db);
   db = tun_db_load(p, NULL, &nwarn, &d);
   ck_assert_int_eq(tun_db_count(db), 4);
   ck_assert_int_eq(nwarn, 4); /* the torn line is now a corrupt middle line */
   tun_db_close(db);
   ts_free(good);
+  ts_free(good2);
+  ts_free(good3);
   ts_free(newer);
 }
 END_TEST
@@ -380,6 +391,220 @@ START_TEST(plot_svg) {
 }
 END_TEST
 
+START_TEST(invalid_records_refused_and_skipped) {
+  const char *p = tmp_path("invalid.jsonl");
+  ts_diag d;
+  ts_diag_clear(&d);
+  tun_db *db = tun_db_open(p, NULL, NULL, &d);
+  ck_assert_ptr_nonnull(db);
+  tun_record good = mk(KEY_A, "llvm", 0.5, true, NULL, 1);
+  ck_assert_int_eq(tun_db_append(db, &good, &d), TS_OK);
+  /* appending what loading would skip is refused, and nothing is written */
+  tun_record zero = mk(KEY_A, "llvm", 0.0, true, NULL, 2), empty_t = mk(KEY_A, "", 0.1, true, NULL, 3),
+             str_trace = mk(KEY_A, "llvm", 0.1, true, NULL, 4), no_trace = mk(KEY_A, "llvm", 0.1, true, NULL, 5);
+  str_trace.trace = (char *)"not json";
+  no_trace.trace = NULL;
+  tun_record *bad[] = {&zero, &empty_t, &str_trace, &no_trace};
+  static const char *why[] = {"run_secs[0] is 0", "field \"target\" is empty", "field \"trace\" is a string",
+                              "field \"trace\" is null"};
+  for (int i = 0; i < 4; i++) {
+    ts_diag_clear(&d);
+    ck_assert_int_eq(tun_db_append(db, bad[i], &d), TS_EINVAL);
+    ck_assert_msg(strstr(d.msg, why[i]), "%s", d.msg);
+  }
+  /* an error record without a trace is fine */
+  tun_record err = mk(KEY_A, "llvm", 0, false, "build failed", 6);
+  err.trace = NULL;
+  ck_assert_int_eq(tun_db_append(db, &err, &d), TS_OK);
+  ck_assert_int_eq(tun_db_count(db), 2);
+  tun_db_close(db);
+  char *text = NULL;
+  ck_assert_int_eq(ts_read_file(p, &text, NULL, &d), TS_OK);
+  int lines = 0;
+  for (char *c = text; *c; c++) lines += *c == '\n';
+  ck_assert_int_eq(lines, 2);
+  ts_free(text);
+  /* on load: a zero or negative time, a non-finite number (1e999 does not
+   * parse), an object as trace never become records, never the best */
+  char *line = tun_record_to_json(&good);
+  char buf[16384];
+  size_t k = 0;
+  static const char *subst[][2] = {{"\"run_secs\":[0.5", "\"run_secs\":[0.0"},
+                                   {"\"run_secs\":[0.5", "\"run_secs\":[-0.5"},
+                                   {"\"trace\":[", "\"trace\":{\"a\":1},\"x\":["},
+                                   {"\"time\":", "\"time\":-1,\"t\":"}};
+  for (int i = 0; i < 4; i++) {
+    char *v = ts_strdup(line);
+    char *at = strstr(v, subst[i][0]);
+    ck_assert_ptr_nonnull(at);
+    k += (size_t)snprintf(buf + k, sizeof buf - k, "%.*s%s%s\n", (int)(at - v), v, subst[i][1],
+                          at + strlen(subst[i][0]));
+    ts_free(v);
+  }
+  ck_assert_int_eq(write_file(p, buf), 0);
+  char *wbuf = NULL;
+  size_t wlen = 0;
+  FILE *w = open_memstream(&wbuf, &wlen);
+  int nwarn = 0;
+  db = tun_db_load(p, w, &nwarn, &d);
+  fclose(w);
+  ck_assert_ptr_nonnull(db);
+  ck_assert_int_eq(nwarn, 4);
+  ck_assert_int_eq(tun_db_count(db), 0);
+  ck_assert_ptr_null(tun_db_best(db, KEY_A, "llvm"));
+  ck_assert_msg(strstr(wbuf, ":1: skipped: run_secs[0] is 0") && strstr(wbuf, ":2: skipped: run_secs[0] is -0.5") &&
+                    strstr(wbuf, ":3: skipped: field \"trace\" is an object") &&
+                    strstr(wbuf, ":4: skipped: field \"time\" is -1"),
+                "%s", wbuf);
+  tun_db_close(db);
+  free(wbuf);
+  ts_free(line);
+}
+END_TEST
+
+START_TEST(duplicates_once) {
+  const char *p = tmp_path("dups.jsonl");
+  tun_record a = mk(KEY_A, "llvm", 0.5, true, NULL, 1), b = mk(KEY_A, "llvm", 0.25, true, NULL, 2);
+  char *la = tun_record_to_json(&a), *lb = tun_record_to_json(&b);
+  char buf[8192];
+  snprintf(buf, sizeof buf, "%s\n%s\n%s\n%s\n%s\n", la, lb, la, la, lb);
+  ck_assert_int_eq(write_file(p, buf), 0);
+  char *wbuf = NULL;
+  size_t wlen = 0;
+  FILE *w = open_memstream(&wbuf, &wlen);
+  int nwarn = 0;
+  ts_diag d;
+  ts_diag_clear(&d);
+  tun_db *db = tun_db_open(p, w, &nwarn, &d);
+  fclose(w);
+  ck_assert_ptr_nonnull(db);
+  ck_assert_int_eq(tun_db_count(db), 2);
+  ck_assert_int_eq(tun_db_count_for(db, KEY_A, "llvm"), 2);
+  ck_assert_int_eq(tun_db_duplicates(db), 3);
+  ck_assert_int_eq(nwarn, 0); /* duplicates are not bad lines */
+  ck_assert_msg(strstr(wbuf, "3 duplicate records") && strstr(wbuf, "first at line 3"), "%s", wbuf);
+  /* appending a duplicate writes nothing */
+  ck_assert_int_eq(tun_db_append(db, &a, &d), TS_OK);
+  ck_assert_int_eq(tun_db_count(db), 2);
+  tun_db_close(db);
+  char *text = NULL;
+  ck_assert_int_eq(ts_read_file(p, &text, NULL, &d), TS_OK);
+  ck_assert_str_eq(text, buf);
+  ts_free(text);
+  free(wbuf);
+  ts_free(la);
+  ts_free(lb);
+}
+END_TEST
+
+/* Opens p for appending in a child process: its status (0 opened, 1 refused
+ * as in use, 2 other error). */
+static int open_in_child(const char *p) {
+  pid_t pid = fork();
+  ck_assert_int_ge(pid, 0);
+  if (pid == 0) {
+    ts_diag d;
+    ts_diag_clear(&d);
+    tun_db *db = tun_db_open(p, NULL, NULL, &d);
+    if (db) _exit(0);
+    _exit(d.code == TS_EPENDING && strstr(d.msg, "is in use") ? 1 : 2);
+  }
+  int st;
+  waitpid(pid, &st, 0);
+  return WIFEXITED(st) ? WEXITSTATUS(st) : 3;
+}
+
+START_TEST(append_lock) {
+  const char *p = tmp_path("lock.jsonl");
+  ts_diag d;
+  ts_diag_clear(&d);
+  tun_db *a = tun_db_open(p, NULL, NULL, &d);
+  ck_assert_ptr_nonnull(a);
+  ck_assert_int_eq(open_in_child(p), 1); /* another process: refused */
+  /* the same process may open it again (tune-model's rounds) */
+  tun_db *b = tun_db_open(p, NULL, NULL, &d);
+  ck_assert_msg(b != NULL, "%s", d.msg);
+  tun_db_close(a);
+  ck_assert_int_eq(open_in_child(p), 1); /* still held by b */
+  tun_db *ro = tun_db_load(p, NULL, NULL, &d); /* readers never wait */
+  ck_assert_ptr_nonnull(ro);
+  tun_db_close(ro);
+  tun_db_close(b);
+  ck_assert_int_eq(open_in_child(p), 0); /* released */
+  /* a lock held by another program (flock on the file) is honoured too */
+  int fd = open(p, O_RDONLY);
+  ck_assert_int_eq(flock(fd, LOCK_EX), 0);
+  ts_diag_clear(&d);
+  ck_assert_ptr_null(tun_db_open(p, NULL, NULL, &d));
+  ck_assert_int_eq(d.code, TS_EPENDING);
+  ck_assert_msg(strstr(d.msg, p) && strstr(d.msg, "another tuner"), "%s", d.msg);
+  close(fd);
+}
+END_TEST
+
+START_TEST(failed_writes) {
+  /* a full device: opened without reading it, the first append fails */
+  ts_diag d;
+  ts_diag_clear(&d);
+  tun_db *db = tun_db_open("/dev/full", NULL, NULL, &d);
+  ck_assert_msg(db != NULL, "%s", d.msg);
+  tun_record a = mk(KEY_A, "llvm", 0.5, true, NULL, 1);
+  ck_assert_int_eq(tun_db_append(db, &a, &d), TS_EIO);
+  ck_assert_msg(strstr(d.msg, "/dev/full") && strstr(d.msg, "No space left on device"), "%s", d.msg);
+  ck_assert_int_eq(tun_db_count(db), 0);
+  tun_db_close(db);
+  /* a write that fails part-way (a file size limit standing in for a full
+   * disk) is cut back: the log keeps whole lines */
+  const char *p = tmp_path("limit.jsonl");
+  pid_t pid = fork();
+  ck_assert_int_ge(pid, 0);
+  if (pid == 0) {
+    signal(SIGXFSZ, SIG_IGN);
+    ts_diag cd;
+    ts_diag_clear(&cd);
+    tun_db *cdb = tun_db_open(p, NULL, NULL, &cd);
+    if (!cdb || tun_db_append(cdb, &a, &cd)) _exit(2);
+    struct stat sb;
+    if (stat(p, &sb)) _exit(2);
+    struct rlimit rl = {(rlim_t)sb.st_size + 40, (rlim_t)sb.st_size + 40};
+    if (setrlimit(RLIMIT_FSIZE, &rl)) _exit(2);
+    tun_record b = mk(KEY_A, "llvm", 0.25, true, NULL, 2);
+    ts_status st = tun_db_append(cdb, &b, &cd);
+    _exit(st == TS_EIO && strstr(cd.msg, "File too large") ? 0 : 1);
+  }
+  int status;
+  waitpid(pid, &status, 0);
+  ck_assert_int_eq(WEXITSTATUS(status), 0);
+  int nwarn = -1;
+  db = tun_db_load(p, NULL, &nwarn, &d);
+  ck_assert_ptr_nonnull(db);
+  ck_assert_int_eq(nwarn, 0); /* no partial line */
+  ck_assert_int_eq(tun_db_count(db), 1);
+  tun_db_close(db);
+}
+END_TEST
+
+START_TEST(ranked_records) {
+  const char *p = tmp_path("ranked.jsonl");
+  ts_diag d;
+  ts_diag_clear(&d);
+  tun_db *db = tun_db_open(p, NULL, NULL, &d);
+  tun_record rs[] = {mk(KEY_A, "llvm", 0.3, true, NULL, 1), mk(KEY_A, "llvm", 0.1, true, NULL, 2),
+                     mk(KEY_A, "llvm", 0.05, false, NULL, 3), mk(KEY_A, "llvm", 0.2, true, NULL, 4),
+                     mk(KEY_A, "llvm", 0.01, true, "crash", 5), mk(KEY_A, "llvm -mcpu=x", 0.01, true, NULL, 6)};
+  for (size_t i = 0; i < sizeof rs / sizeof rs[0]; i++) ck_assert_int_eq(tun_db_append(db, &rs[i], &d), TS_OK);
+  int n = -1;
+  const tun_record **r = tun_db_ranked(db, KEY_A, "llvm", &n);
+  ck_assert_int_eq(n, 3);
+  ck_assert(r[0]->trace_hash == 2 && r[1]->trace_hash == 4 && r[2]->trace_hash == 1);
+  ck_assert_ptr_eq(r[0], tun_db_best(db, KEY_A, "llvm"));
+  ts_free(r);
+  ck_assert_ptr_null(tun_db_ranked(db, KEY_B, "llvm", &n));
+  ck_assert_int_eq(n, 0);
+  tun_db_close(db);
+}
+END_TEST
+
 static Suite *suite(void) {
   Suite *s = suite_create("tuner_database");
   TCase *tc = tcase_create("log");
@@ -391,6 +616,11 @@ static Suite *suite(void) {
   tcase_add_test(tc, many_groups_and_hashes);
   tcase_add_test(tc, crash_safety);
   tcase_add_test(tc, plot_svg);
+  tcase_add_test(tc, invalid_records_refused_and_skipped);
+  tcase_add_test(tc, duplicates_once);
+  tcase_add_test(tc, append_lock);
+  tcase_add_test(tc, failed_writes);
+  tcase_add_test(tc, ranked_records);
   suite_add_tcase(s, tc);
   return s;
 }
