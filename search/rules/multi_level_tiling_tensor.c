@@ -28,6 +28,7 @@
 #include <string.h>
 #include <sys/utsname.h>
 
+#include "ir/schedule/layout.h"
 #include "ir/schedule/tensorize.h"
 #include "search/search_int.h"
 
@@ -134,28 +135,14 @@ static bool apply(const srch_rule_ctx *c, sch_traced *t, const char *block, cons
   return sch_t_annotate(t, ob, SRCH_ANN_AUTO_TENSORIZE, sch_arg_str(in->name), &q) == TS_OK;
 }
 
-ts_status srch_rule_multi_level_tiling_tensor(const srch_rule_ctx *c, sch_traced *t, const char *block,
-                                              ts_vec *out, ts_diag *d) {
-  if (c->target && c->target->kind != CG_TARGET_LLVM) return srch_push(out, t, d);
-  const ir_func *fn = sch_traced_func(t);
+/* The intrinsics available on the target that match block of t with
+ * extents ext (the largest, m * n * k, first; at most max), their extents
+ * per iter var in cext. Only those whose extents divide (no padding). */
+static int matching(sch_traced *t, const char *block, int nl, const int64_t *ext, const char *arch, const char *cpu,
+                    const char *feats, const sch_intrin **cand, int64_t (*cext)[MAXL], int max) {
   ts_diag q;
-  ts_diag_clear(&q);
-  int nl;
-  sch_loop *cl;
-  int64_t ext[MAXL];
-  const ir_stmt *r = srch_block_loops(t, block, &cl, &nl);
-  if (!r || ir_annot_find(r->u.realize.block->nannot, r->u.realize.block->annots, SRCH_ANN_TILING) ||
-      !trivial_nest(r, cl, nl, ext, fn))
-    return srch_push(out, t, d);
-  const ir_block *blk = r->u.realize.block;
-  char arch[128], feats[600];
-  const char *cpu;
-  target_of(c->target, arch, sizeof arch, &cpu, feats, sizeof feats);
-  /* matching intrinsics, largest (m * n * k) first */
-  const sch_intrin *cand[16];
-  int64_t cext[16][MAXL];
   int nc = 0;
-  for (int i = 0; i < sch_intrin_count() && nc < 16; i++) {
+  for (int i = 0; i < sch_intrin_count() && nc < max; i++) {
     const sch_intrin *in = sch_intrin_at(i);
     if (!sch_intrin_available(in, arch, cpu, feats, NULL)) continue;
     ts_diag_clear(&q);
@@ -176,17 +163,118 @@ ts_status srch_rule_multi_level_tiling_tensor(const srch_rule_ctx *c, sch_traced
       memcpy(cext[j - 1], tmp, sizeof tmp);
     }
   }
+  return nc;
+}
+
+typedef struct vnni_find {
+  const ir_buffer *buf;
+  const ir_block *blk;
+  int kdim, ndim, nloads;
+  bool bad;
+} vnni_find;
+
+static int iter_of(const ir_block *b, const ir_expr *e) {
+  if (e->kind != IR_VAR) return -1;
+  for (int i = 0; i < b->niter; i++)
+    if (b->iters[i].var == e->u.var) return i;
+  return -1;
+}
+
+/* every load of the weight: indices plain iter vars, one the reduction
+ * iter (k), one the block's last spatial iter (the intrinsic's lanes: n) */
+static bool vnni_visit(void *ctx, const ir_expr *e) {
+  vnni_find *v = ctx;
+  if (e->kind != IR_LOAD || e->u.load.buf != v->buf) return true;
+  int last_s = -1, kd = -1, nd = -1;
+  for (int i = 0; i < v->blk->niter; i++)
+    if (v->blk->iters[i].type == IR_ITER_S) last_s = i;
+  for (int d = 0; d < e->u.load.nidx; d++) {
+    int it = iter_of(v->blk, e->u.load.idx[d]);
+    if (it < 0) v->bad = true;
+    else if (v->blk->iters[it].type == IR_ITER_R) kd = kd < 0 ? d : -2;
+    else if (it == last_s) nd = d;
+  }
+  if (kd < 0 || nd < 0 || (v->nloads && (kd != v->kdim || nd != v->ndim))) v->bad = true;
+  v->kdim = kd;
+  v->ndim = nd;
+  v->nloads++;
+  return true;
+}
+
+/* A fork of t whose int8 weight (an input the function marks layout-free,
+ * docs/LAYOUT.md, read by block as W[.., k, .., n, ..]) is re-laid into the
+ * VNNI layout by a traced TransformLayout (sch_layout_vnni: [.., n/16,
+ * k/4, 64]): the packed intrinsics then load vpdpbusd's operand directly.
+ * A model build packs the constant once (docs/LAYOUT.md, "Build"). NULL
+ * when there is no such weight or the layout is refused. */
+static sch_traced *vnni_packed(const srch_rule_ctx *c, sch_traced *t, const ir_block *blk) {
+  const ir_func *f = sch_traced_func(t);
+  const ir_annot *lf = ir_annot_find(f->nannot, f->annots, IR_FUNC_ANN_LAYOUT_FREE);
+  const ir_annot *done = ir_annot_find(f->nannot, f->annots, SCH_ANN_LAYOUT_REWRITTEN);
+  if (!lf || lf->kind != IR_ANN_INT) return NULL;
+  for (int p = 0; p < f->ninputs && p < 63; p++) {
+    const ir_buffer *b = f->params[p];
+    if (!(lf->v.i >> p & 1) || (done && done->kind == IR_ANN_INT && (done->v.i >> p & 1)) ||
+        (b->dtype.code != IR_I8 && b->dtype.code != IR_U8))
+      continue;
+    vnni_find v = {.buf = b, .blk = blk};
+    ir_visit_stmt(&(ir_visitor){.expr = vnni_visit, .ctx = &v}, blk->body);
+    if (v.bad || !v.nloads) continue;
+    sch_layout_map m;
+    ts_diag q;
+    ts_diag_clear(&q);
+    if (sch_layout_vnni(f, p, v.kdim, v.ndim, 16, 4, &m, &q)) continue;
+    sch_traced *fk = srch_fork(c, t, &q);
+    if (fk && sch_t_transform_layout(fk, &m, &q) == TS_OK) return fk;
+    if (fk) sch_traced_free(fk);
+  }
+  return NULL;
+}
+
+ts_status srch_rule_multi_level_tiling_tensor(const srch_rule_ctx *c, sch_traced *t, const char *block,
+                                              ts_vec *out, ts_diag *d) {
+  if (c->target && c->target->kind != CG_TARGET_LLVM) return srch_push(out, t, d);
+  const ir_func *fn = sch_traced_func(t);
+  int nl;
+  sch_loop *cl;
+  int64_t ext[MAXL];
+  const ir_stmt *r = srch_block_loops(t, block, &cl, &nl);
+  if (!r || ir_annot_find(r->u.realize.block->nannot, r->u.realize.block->annots, SRCH_ANN_TILING) ||
+      !trivial_nest(r, cl, nl, ext, fn))
+    return srch_push(out, t, d);
+  const ir_block *blk = r->u.realize.block;
+  char arch[128], feats[600];
+  const char *cpu;
+  target_of(c->target, arch, sizeof arch, &cpu, feats, sizeof feats);
+  /* matching intrinsics: on the weight re-laid for VNNI when the function
+   * lets us (then only those: they dominate the interleaving ones), else on
+   * the layout as it is */
+  const sch_intrin *cand[16];
+  int64_t cext[16][MAXL];
+  sch_traced *base = NULL;
+  int nc = 0;
+  if (sch_intrin_available(sch_intrin_get("x86.avx512.vnni.u8i8.packed.1x16x4"), arch, cpu, feats, NULL) &&
+      (base = vnni_packed(c, t, blk)) != NULL) {
+    nc = matching(base, block, nl, ext, arch, cpu, feats, cand, cext, 16);
+    if (nc == 0) {
+      sch_traced_free(base);
+      base = NULL;
+    }
+  }
+  if (!base) nc = matching(t, block, nl, ext, arch, cpu, feats, cand, cext, 16);
   if (nc > 2) nc = 2;
   sch_traced *forks[2] = {NULL, NULL};
+  ts_diag q;
   for (int i = 0; i < nc; i++) {
     ts_diag_clear(&q);
-    sch_traced *f = srch_fork(c, t, &q);
+    sch_traced *f = srch_fork(c, base ? base : t, &q);
     if (f && !apply(c, f, block, blk, cand[i], cext[i])) {
       sch_traced_free(f);
       f = NULL;
     }
     forks[i] = f;
   }
+  if (base) sch_traced_free(base);
   ts_status st = srch_push(out, t, d);
   for (int i = 0; i < nc; i++) {
     if (forks[i] && !st) st = srch_push(out, forks[i], d);
