@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# int8_vnni.sh — issue #16's int8 kernel bench: tessel's tuned int8 matmuls
+# against oneDNN's in one run.
+#
+#   bench/int8_vnni.sh [TRIALS] [OUTDIR]     (run from the repository root)
+#     TRIALS  tuning budget per kernel (default 192, the issue's cap)
+#     OUTDIR  logs (default bench/out/int8_vnni)
+#   Environment: BUILD (default build), THREADS (list, default "1 2"),
+#   SHAPES (list of MxNxK, default "1024x1024x1024 128x3072x768 1000x768x768"),
+#   WORKLOADS (default "matmul_u8s8 matmul_int8"), SEED (default 1),
+#   CPU (taskset list for the 1-thread runs, default 1).
+#
+# For each workload, shape and thread count: `tessel tune` (generated kernels
+# only: tessel has no library candidates; every figure a kernel verified
+# against the interpreter), then oneDNN's matmul of the same signedness
+# (bench_baselines matmul_u8s8 / matmul_s8, weights in oneDNN's layout,
+# reorder untimed) twice: limited to AVX-512 VNNI (ONEDNN_MAX_CPU_ISA=
+# AVX512_CORE_VNNI: the instruction set tessel's kernels use) and
+# unrestricted (on a CPU with AMX, oneDNN then uses its AMX tiles). Prints
+# the machine's measured VNNI peak (bench_baselines peak_vnni), GOP/s, the
+# ratios, and whether the tuned kernel's code holds vpdpbusd (objdump of
+# `tessel build --log`). The tessel weight is pre-packed (TransformLayout,
+# docs/LAYOUT.md) outside the timed call, as oneDNN's reorder.
+set -euo pipefail
+if [ "${1:-}" = "-h" ] || [ "${1:-}" = "--help" ]; then
+  sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'
+  exit 0
+fi
+trials=${1:-192}
+out=${2:-bench/out/int8_vnni}
+build=${BUILD:-build}
+threads_list=${THREADS:-1 2}
+shapes=${SHAPES:-1024x1024x1024 128x3072x768 1000x768x768}
+workloads=${WORKLOADS:-matmul_u8s8 matmul_int8}
+seed=${SEED:-1}
+cpu=${CPU:-1}
+T=$build/tessel
+B=$build/bench/bench_baselines
+ninja -C "$build" tessel bench/bench_baselines >/dev/null
+mkdir -p "$out"
+
+pin() { # THREADS CMD...: one thread pinned to one core, more unpinned
+  local th=$1
+  shift
+  if [ "$th" = 1 ]; then taskset -c "$cpu" "$@"; else "$@"; fi
+}
+
+peak=$(for i in 1 2 3; do taskset -c "$cpu" "$B" peak_vnni | cut -d' ' -f1; done | sort -n | sed -n 2p)
+echo "== $(date -u '+%Y-%m-%d %H:%M') UTC, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), load $(cut -d' ' -f1 /proc/loadavg)"
+echo "measured AVX-512 VNNI peak, 1 core: $peak GOP/s (median of 3)"
+echo "trials $trials, seed $seed"
+printf '%-12s %-16s %2s %9s %9s %9s %10s %8s %9s\n' workload MxNxK th tessel oneDNN-vnni oneDNN-amx tessel/vnni "of peak" vpdpbusd
+for wl in $workloads; do
+  base=matmul_s8
+  [ "$wl" = matmul_u8s8 ] && base=matmul_u8s8
+  for shp in $shapes; do
+    IFS=x read -r m n k <<<"$shp"
+    for th in $threads_list; do
+      log="$out/${wl}_${shp}_t$th.jsonl"
+      rm -f "$log"
+      spec="$wl:m=$m,n=$n,k=$k"
+      g=$(pin "$th" nice "$T" tune "$spec" --trials "$trials" --log "$log" --threads "$th" --seed "$seed" --json \
+        2>"$log.stderr" | python3 -c 'import json,sys; print("%.2f" % json.load(sys.stdin)["best_gflops"])')
+      "$T" build "$spec" --log "$log" -o "$out/${wl}_${shp}_t$th.so" >/dev/null 2>&1 || true
+      nv=$(objdump -d "$out/${wl}_${shp}_t$th.so" 2>/dev/null | grep -c vpdpbusd || true)
+      dv=$(ONEDNN_MAX_CPU_ISA=AVX512_CORE_VNNI pin "$th" "$B" "$base" "$m" "$n" "$k" "$th" | cut -d' ' -f1)
+      da=$(pin "$th" "$B" "$base" "$m" "$n" "$k" "$th" | cut -d' ' -f1)
+      python3 - "$wl" "$shp" "$th" "$g" "$dv" "$da" "$peak" "$nv" <<'EOF'
+import sys
+wl, shp, th, g, dv, da, peak, nv = sys.argv[1:]
+g, dv, da, peak = map(float, (g, dv, da, peak))
+print("%-12s %-16s %2s %9.1f %11.1f %10.1f %10.2fx %7.0f%% %9s" %
+      (wl, shp, th, g, dv, da, g / dv, 100 * g / (peak * int(th)), "yes (%s)" % nv if int(nv) else "no"))
+EOF
+    done
+  done
+done
