@@ -201,17 +201,22 @@ static bool vnni_visit(void *ctx, const ir_expr *e) {
   return true;
 }
 
-/* A fork of t whose int8 weight (an input the function marks layout-free,
- * docs/LAYOUT.md, read by block as W[.., k, .., n, ..]) is re-laid into the
- * VNNI layout by a traced TransformLayout (sch_layout_vnni: [.., n/16,
- * k/4, 64]): the packed intrinsics then load vpdpbusd's operand directly.
- * A model build packs the constant once (docs/LAYOUT.md, "Build"). NULL
- * when there is no such weight or the layout is refused. */
-static sch_traced *vnni_packed(const srch_rule_ctx *c, sch_traced *t, const ir_block *blk) {
+/* Re-lays t's int8 weight (an input the function marks layout-free,
+ * docs/LAYOUT.md, read by block as W[.., k, .., n, ..]) into the VNNI
+ * layout by a traced TransformLayout (sch_layout_vnni: [.., n/16, k/4,
+ * 64]): the packed intrinsics then load vpdpbusd's operand directly. A
+ * model build packs the constant once (docs/LAYOUT.md, "Build"). False
+ * (t unchanged) when there is no such weight or the layout is refused. */
+static bool vnni_pack(sch_traced *t, const char *block) {
   const ir_func *f = sch_traced_func(t);
+  int nl;
+  sch_loop *cl;
+  const ir_stmt *r = srch_block_loops(t, block, &cl, &nl);
+  if (!r) return false;
+  const ir_block *blk = r->u.realize.block;
   const ir_annot *lf = ir_annot_find(f->nannot, f->annots, IR_FUNC_ANN_LAYOUT_FREE);
   const ir_annot *done = ir_annot_find(f->nannot, f->annots, SCH_ANN_LAYOUT_REWRITTEN);
-  if (!lf || lf->kind != IR_ANN_INT) return NULL;
+  if (!lf || lf->kind != IR_ANN_INT) return false;
   for (int p = 0; p < f->ninputs && p < 63; p++) {
     const ir_buffer *b = f->params[p];
     if (!(lf->v.i >> p & 1) || (done && done->kind == IR_ANN_INT && (done->v.i >> p & 1)) ||
@@ -223,12 +228,10 @@ static sch_traced *vnni_packed(const srch_rule_ctx *c, sch_traced *t, const ir_b
     sch_layout_map m;
     ts_diag q;
     ts_diag_clear(&q);
-    if (sch_layout_vnni(f, p, v.kdim, v.ndim, 16, 4, &m, &q)) continue;
-    sch_traced *fk = srch_fork(c, t, &q);
-    if (fk && sch_t_transform_layout(fk, &m, &q) == TS_OK) return fk;
-    if (fk) sch_traced_free(fk);
+    if (sch_layout_vnni(f, p, v.kdim, v.ndim, 16, 4, &m, &q) == TS_OK && sch_t_transform_layout(t, &m, &q) == TS_OK)
+      return true;
   }
-  return NULL;
+  return false;
 }
 
 ts_status srch_rule_multi_level_tiling_tensor(const srch_rule_ctx *c, sch_traced *t, const char *block,
@@ -253,9 +256,18 @@ ts_status srch_rule_multi_level_tiling_tensor(const srch_rule_ctx *c, sch_traced
   int64_t cext[16][MAXL];
   sch_traced *base = NULL;
   int nc = 0;
-  if (sch_intrin_available(sch_intrin_get("x86.avx512.vnni.u8i8.packed.1x16x4"), arch, cpu, feats, NULL) &&
-      (base = vnni_packed(c, t, blk)) != NULL) {
-    nc = matching(base, block, nl, ext, arch, cpu, feats, cand, cext, 16);
+  ts_diag q;
+  if (sch_intrin_available(sch_intrin_get("x86.avx512.vnni.u8i8.1x16x4"), arch, cpu, feats, NULL) &&
+      (base = srch_fork(c, t, &q)) != NULL) {
+    /* i8 x i8: A shifted to u8 and the compensation hoisted into its own
+     * block (ShiftToUnsigned; a block of another form is left as it is),
+     * then the weight packed */
+    int b, sb[2];
+    ts_diag_clear(&q);
+    bool shifted = sch_t_get_block(base, block, &b, &q) == TS_OK && sch_t_shift_to_unsigned(base, b, sb, &q) == TS_OK;
+    bool packed = sch_intrin_available(sch_intrin_get("x86.avx512.vnni.u8i8.packed.1x16x4"), arch, cpu, feats, NULL) &&
+                  vnni_pack(base, block);
+    if (shifted || packed) nc = matching(base, block, nl, ext, arch, cpu, feats, cand, cext, 16);
     if (nc == 0) {
       sch_traced_free(base);
       base = NULL;
@@ -264,7 +276,6 @@ ts_status srch_rule_multi_level_tiling_tensor(const srch_rule_ctx *c, sch_traced
   if (!base) nc = matching(t, block, nl, ext, arch, cpu, feats, cand, cext, 16);
   if (nc > 2) nc = 2;
   sch_traced *forks[2] = {NULL, NULL};
-  ts_diag q;
   for (int i = 0; i < nc; i++) {
     ts_diag_clear(&q);
     sch_traced *f = srch_fork(c, base ? base : t, &q);
