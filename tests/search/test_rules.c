@@ -10,6 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "ir/schedule/layout.h"
 #include "runtime/runtime.h"
 #include "ir/parse.h"
 #include "ir/print.h"
@@ -95,7 +96,11 @@ START_TEST(test_workload_space) {
         continue;
       }
       char why[512] = "";
-      bool ok = tu_equivalent(f, sch_traced_func(ts), 7, why, sizeof why);
+      /* against f with the candidate's weight re-layouts applied (a
+       * layout-free weight is packed: docs/LAYOUT.md) */
+      const ir_func *ref = sch_layout_reference(&a, f, sch_traced_trace(ts), &d);
+      ck_assert_msg(ref != NULL, "%s: %s", spec, d.msg);
+      bool ok = tu_equivalent(ref, sch_traced_func(ts), 7, why, sizeof why);
       if (!ok) {
         char *js = sch_trace_to_json(sch_traced_trace(ts));
         ck_abort_msg("%s sketch %d seed %d: %s\n%s", spec, s, k, why, js ? js : "");
