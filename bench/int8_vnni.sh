@@ -17,13 +17,15 @@
 # reorder untimed) twice: limited to AVX-512 VNNI (ONEDNN_MAX_CPU_ISA=
 # AVX512_CORE_VNNI: the instruction set tessel's kernels use) and
 # unrestricted (on a CPU with AMX, oneDNN then uses its AMX tiles). Prints
-# the machine's measured VNNI peak (bench_baselines peak_vnni), GOP/s, the
-# ratios, and whether the tuned kernel's code holds vpdpbusd (objdump of
-# `tessel build --log`). The tessel weight is pre-packed (TransformLayout,
+# the machine's measured VNNI peak (bench_baselines peak_vnni), GOP/s: the
+# search's best ("tuned"), then the tuned kernel (`tessel bench --log`,
+# verified) and both oneDNN figures measured in turn, 3 rounds, medians
+# ("tessel", "oneDNN-*": the ratios use these), and whether the tuned
+# kernel's code holds vpdpbusd (objdump of `tessel build --log`). The tessel weight is pre-packed (TransformLayout,
 # docs/LAYOUT.md) outside the timed call, as oneDNN's reorder.
 set -euo pipefail
 if [ "${1:-}" = "-h" ] || [ "${1:-}" = "--help" ]; then
-  sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'
+  sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//'
   exit 0
 fi
 trials=${1:-192}
@@ -49,7 +51,7 @@ peak=$(for i in 1 2 3; do taskset -c "$cpu" "$B" peak_vnni | cut -d' ' -f1; done
 echo "== $(date -u '+%Y-%m-%d %H:%M') UTC, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), load $(cut -d' ' -f1 /proc/loadavg)"
 echo "measured AVX-512 VNNI peak, 1 core: $peak GOP/s (median of 3)"
 echo "trials $trials, seed $seed"
-printf '%-12s %-16s %2s %9s %9s %9s %10s %8s %9s\n' workload MxNxK th tessel oneDNN-vnni oneDNN-amx tessel/vnni "of peak" vpdpbusd
+printf '%-12s %-16s %2s %9s %9s %11s %10s %11s %8s %9s\n' workload MxNxK th tuned tessel oneDNN-vnni oneDNN-amx tessel/vnni "of peak" vpdpbusd
 for wl in $workloads; do
   base=matmul_s8
   [ "$wl" = matmul_u8s8 ] && base=matmul_u8s8
@@ -59,18 +61,27 @@ for wl in $workloads; do
       log="$out/${wl}_${shp}_t$th.jsonl"
       rm -f "$log"
       spec="$wl:m=$m,n=$n,k=$k"
-      g=$(pin "$th" nice "$T" tune "$spec" --trials "$trials" --log "$log" --threads "$th" --seed "$seed" --json \
-        2>"$log.stderr" | python3 -c 'import json,sys; print("%.2f" % json.load(sys.stdin)["best_gflops"])')
+      pin "$th" nice "$T" tune "$spec" --trials "$trials" --log "$log" --threads "$th" --seed "$seed" --json \
+        >"$log.json" 2>"$log.stderr"
       "$T" build "$spec" --log "$log" -o "$out/${wl}_${shp}_t$th.so" >/dev/null 2>&1 || true
       nv=$(objdump -d "$out/${wl}_${shp}_t$th.so" 2>/dev/null | grep -c vpdpbusd || true)
-      dv=$(ONEDNN_MAX_CPU_ISA=AVX512_CORE_VNNI pin "$th" "$B" "$base" "$m" "$n" "$k" "$th" | cut -d' ' -f1)
-      da=$(pin "$th" "$B" "$base" "$m" "$n" "$k" "$th" | cut -d' ' -f1)
-      python3 - "$wl" "$shp" "$th" "$g" "$dv" "$da" "$peak" "$nv" <<'EOF'
-import sys
-wl, shp, th, g, dv, da, peak, nv = sys.argv[1:]
-g, dv, da, peak = map(float, (g, dv, da, peak))
-print("%-12s %-16s %2s %9.1f %11.1f %10.1f %10.2fx %7.0f%% %9s" %
-      (wl, shp, th, g, dv, da, g / dv, 100 * g / (peak * int(th)), "yes (%s)" % nv if int(nv) else "no"))
+      # the tuned kernel and oneDNN measured in turn, 3 rounds, medians
+      : >"$log.rounds"
+      for r in 1 2 3; do
+        g=$(pin "$th" "$T" bench "$spec" --log "$log" --threads "$th" --json 2>/dev/null |
+          python3 -c 'import json,sys; print("%.2f" % json.load(sys.stdin)["gflops"])')
+        dv=$(ONEDNN_MAX_CPU_ISA=AVX512_CORE_VNNI pin "$th" "$B" "$base" "$m" "$n" "$k" "$th" | cut -d' ' -f1)
+        da=$(pin "$th" "$B" "$base" "$m" "$n" "$k" "$th" | cut -d' ' -f1)
+        echo "$g $dv $da" >>"$log.rounds"
+      done
+      python3 - "$wl" "$shp" "$th" "$log.rounds" "$peak" "$nv" "$log.json" <<'EOF'
+import json, statistics, sys
+wl, shp, th, rounds, peak, nv, tj = sys.argv[1:]
+rows = [list(map(float, l.split())) for l in open(rounds) if l.strip()]
+g, dv, da = (statistics.median(r[i] for r in rows) for i in range(3))
+tuned = json.load(open(tj))["best_gflops"]
+print("%-12s %-16s %2s %9.1f %9.1f %11.1f %10.1f %10.2fx %7.0f%% %9s" %
+      (wl, shp, th, tuned, g, dv, da, g / dv, 100 * g / (float(peak) * int(th)), "yes (%s)" % nv if int(nv) else "no"))
 EOF
     done
   done

@@ -106,15 +106,21 @@ static bool apply(const srch_rule_ctx *c, sch_traced *t, const char *block, cons
    * its factors are bounded to at most 16 accumulator vectors: 8/m rows
    * (first spatial iter) times 2 (the others) */
   srch_tile_levels lvl = {0};
-  int intrin_loops[MAXL];
+  int intrin_loops[MAXL], ni = 0;
   bool first_s = true;
   for (int l = 0; l < nl; l++) {
+    bool sp = blk->iters[l].type == IR_ITER_S;
+    int o[4];
+    if (ie[l] == 0) { /* a batch iter var outside the intrinsic: tiled like S */
+      if (srch_sample_split(t, loops[l], 4, 1, o, &q)) return false;
+      srch_tile_levels_add(&lvl, true, o);
+      continue;
+    }
     sch_arg f2[2] = {sch_arg_none(), sch_arg_int(ie[l])};
     int o2[2];
     if (sch_t_split(t, loops[l], 2, f2, o2, &q)) return false;
-    intrin_loops[l] = o2[1];
-    bool sp = blk->iters[l].type == IR_ITER_S;
-    int n = sp ? 4 : 2, o[4];
+    intrin_loops[ni++] = o2[1];
+    int n = sp ? 4 : 2;
     int64_t maxin = c->max_innermost;
     if (sp) {
       maxin = first_s ? (in->m >= 8 ? 1 : 8 / in->m) : 2;
@@ -125,7 +131,7 @@ static bool apply(const srch_rule_ctx *c, sch_traced *t, const char *block, cons
   }
   int order[7 * MAXL];
   int no = srch_tile_levels_order(&lvl, order, 0);
-  for (int l = 0; l < nl; l++) order[no++] = intrin_loops[l];
+  for (int l = 0; l < ni; l++) order[no++] = intrin_loops[l];
   if (sch_t_reorder(t, no, order, &q)) return false;
   for (int k = 0; k < lvl.n[5]; k++)
     if (sch_t_unroll(t, lvl.at[5][k], &q)) return false;
@@ -148,7 +154,7 @@ static int matching(sch_traced *t, const char *block, int nl, const int64_t *ext
     ts_diag_clear(&q);
     if (sch_tensorize_match_block(sch_traced_state(t), (sch_block){.name = block}, in, cext[nc], &q)) continue;
     bool divides = true;
-    for (int l = 0; l < nl; l++) divides = divides && cext[nc][l] > 0 && ext[l] % cext[nc][l] == 0;
+    for (int l = 0; l < nl; l++) divides = divides && (cext[nc][l] == 0 || ext[l] % cext[nc][l] == 0);
     if (!divides) continue;
     cand[nc++] = in;
     for (int j = nc - 1; j > 0 && (int64_t)cand[j]->m * cand[j]->n * cand[j]->k >
