@@ -382,6 +382,56 @@ END_TEST
 /* tensorized candidates instantiate (RewriteTensorize, RewriteReductionBlock,
  * cg_check), compute the right thing, and the tile-size mutator never
  * changes the intrinsic's shape */
+/* a batched int8 matmul (a quantized transformer's [b, s, k] x [k, n]
+ * MatMul: the batch stays outside the intrinsic) and a prime row count (the
+ * 1-row kernel divides it) get tensorized sketches on the packed weight;
+ * their candidates match the layout reference, natively too */
+START_TEST(test_rule_batch_and_odd) {
+  ts_arena a;
+  ts_arena_init(&a);
+  const char *target = "llvm -mattr=+avx512f,+avx512bw,+avx512vnni";
+  cg_target t;
+  ts_diag_clear(&D);
+  ck_assert(cg_target_parse(target, &t, &D) == TS_OK);
+  static const char bmm[] = "kernel bmm(A: i8[2, 5, 12], B: i8[12, 32]) -> C: i32[2, 5, 32] {\n"
+                            "  C[b, i, j] += i32(A[b, i, k]) * i32(B[k, j])\n"
+                            "}\n";
+  ir_func *fs[2] = {NULL, tu_workload(&a, "matmul_u8s8:m=13,n=32,k=12")};
+  ts_diag_clear(&D);
+  ck_assert_msg(ir_parse_func(&a, bmm, strlen(bmm), "bmm.tsl", &fs[0], &D) == TS_OK, "%s", D.msg);
+  ck_assert(!ir_annot_set(&a, &fs[0]->nannot, &fs[0]->annots,
+                          (ir_annot){.key = IR_FUNC_ANN_LAYOUT_FREE, .kind = IR_ANN_INT, .v.i = 2}));
+  for (int w = 0; w < 2; w++) {
+    ir_func *f = fs[w];
+    sch_trace **sk;
+    int n, checked = 0;
+    ck_assert_msg(srch_sketches(f, &t, NULL, &sk, &n, &D) == TS_OK, "%s", D.msg);
+    for (int i = 0; i < n; i++) {
+      char *js = sch_trace_to_json(sk[i]);
+      bool tensor = strstr(js, "meta_schedule.auto_tensorize") != NULL;
+      free(js);
+      if (!tensor) continue;
+      for (uint64_t seed = 1; seed <= 2; seed++) {
+        ts_diag_clear(&D);
+        sch_traced *c = srch_instantiate(sk[i], f, &t, true, seed, &D);
+        ck_assert_msg(c != NULL, "instantiate: %s", D.msg);
+        const char *in = tensorized_with(sch_traced_func(c));
+        ck_assert_msg(in && strstr(in, "u8i8.packed"), "tensorized with %s", in ? in : "nothing");
+        const ir_func *ref = sch_layout_reference(&a, f, sch_traced_trace(c), &D);
+        ck_assert_msg(ref != NULL, "%s", D.msg);
+        tu_assert_equivalent(ref, sch_traced_func(c));
+        if (seed == 1 && cpu_has("avx512_vnni")) parity(ref, sch_traced_func(c), target, false);
+        sch_traced_free(c);
+        checked++;
+      }
+    }
+    ck_assert_msg(checked >= 2, "workload %d: %d tensorized candidates", w, checked);
+    free_sk(sk, n);
+  }
+  ts_arena_fini(&a);
+}
+END_TEST
+
 START_TEST(test_rule_candidates) {
   ts_arena a;
   ts_arena_init(&a);
@@ -459,6 +509,7 @@ int main(int argc, char **argv) {
   tcase_set_timeout(tc, 300);
   tcase_add_test(tc, test_rule_targets);
   tcase_add_test(tc, test_rule_candidates);
+  tcase_add_test(tc, test_rule_batch_and_odd);
   suite_add_tcase(s, tc);
   SRunner *sr = srunner_create(s);
   srunner_run_all(sr, CK_NORMAL);

@@ -56,6 +56,9 @@ static const char *specs[] = {
     "dense:m=7,n=9,k=5,bias=1,act=relu",
     "dense:m=5,n=7,k=3,bias=0,act=gelu",
     "matmul_int8:m=7,n=5,k=9",
+    "matmul_int8:m=5,n=32,k=8", /* shifted, packed and tensorized on a VNNI host */
+    "matmul_u8s8:m=7,n=5,k=9",
+    "matmul_u8s8:m=3,n=16,k=12",
     "conv2d_nchw:n=1,c=3,h=7,w=7,k=5,r=3,s=3,stride=1,pad=1",
     "conv2d_nhwc:n=1,c=3,h=7,w=7,k=5,r=3,s=3,stride=2,pad=1",
     "depthwise_conv2d:n=1,c=3,h=7,w=7,r=3,s=3,stride=1,pad=1",
