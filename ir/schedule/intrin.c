@@ -122,6 +122,32 @@
   "  }\n"                                                                                    \
   "}\n"
 
+/* Column sums of the packed weight (ShiftToUnsigned's B_sum block, k
+ * outer as it makes it): Z[j] += Σk<4 i32(B[0, 0, 4j+k]) for 16 columns,
+ * one vpdpbusd with an all-ones u8 operand. */
+#define VNNI_COLSUM_DESC                                                                       \
+  "func desc(B: i8[1, 1, 64]) -> Z: i32[16] {\n"                                              \
+  "  block root() {\n"                                                                        \
+  "    for j in serial(0, 16) {\n"                                                            \
+  "      for k in serial(0, 4) {\n"                                                           \
+  "        block Z(vk: R(0, 4) = k, vj: S(0, 16) = j) {\n"                                    \
+  "          reads Z[vj], B[0, 0, vj * 4 + vk]\n"                                             \
+  "          writes Z[vj]\n"                                                                  \
+  "          Z[vj] = Z[vj] + i32(B[0, 0, vj * 4 + vk])\n"                                     \
+  "        }\n"                                                                               \
+  "      }\n"                                                                                 \
+  "    }\n"                                                                                   \
+  "  }\n"                                                                                     \
+  "}\n"
+
+#define VNNI_COLSUM_IMPL                                                                       \
+  "func impl(B: i8[1, 1, 64]) -> Z: i32[16] {\n"                                              \
+  "  block root() {\n"                                                                        \
+  "    Z[" RAMP16 "] = call_extern(" VPDPBUSD ", i32x16, Z[" RAMP16 "], broadcast(16843009i32, 16), " \
+  B_PACKED ")\n"                                                                              \
+  "  }\n"                                                                                     \
+  "}\n"
+
 /* ---- AArch64 ------------------------------------------------------------------- */
 
 /* B's rows 0..3 interleaved for 4 lanes: byte 4j+k = B[k, j] (T x16). */
@@ -275,6 +301,8 @@ static const sch_intrin table[] = {
     VNNI_PACKED_ROW("i8i8", 8, "i8", VNNI_I8_PACKED_IMPL),
     VNNI_PACKED_ROW("i8i8", 4, "i8", VNNI_I8_PACKED_IMPL),
     VNNI_PACKED_ROW("i8i8", 1, "i8", VNNI_I8_PACKED_IMPL),
+    {"x86.avx512.vnni.colsum.packed.16x4", "x86_64", "avx512f,avx512vnni", 1, 16, 4, VNNI_COLSUM_DESC,
+     VNNI_COLSUM_IMPL},
     {"arm.neon.fma.f32.4x4x1", "aarch64", "neon", 4, 4, 1, FMA_DESC(4, 4), FMA_IMPL(4, 4, RAMP4)},
     {"arm.dotprod.sdot.i8i8.4x4x4", "aarch64", "neon,dotprod", 4, 4, 4, DOT_DESC(4, 4, "i8", "i8"),
      ARM_DOT_IMPL(4, "i8", "sdot")},

@@ -240,6 +240,24 @@ static bool vnni_pack(sch_traced *t, const char *block) {
   return false;
 }
 
+/* The compensation block of ShiftToUnsigned (B_sum[j] += i32(B[k, j]), k
+ * outer) on the packed weight: 16 columns x 4 k per vpdpbusd with an
+ * all-ones operand (x86.avx512.vnni.colsum.packed.16x4), tensorized here
+ * (no other rule visits the block). Left scalar when a step is refused. */
+static void colsum_vnni(sch_traced *t, int sum) {
+  ts_diag q;
+  ts_diag_clear(&q);
+  const int *lp;
+  int nl, l[2], k[2], j[2];
+  if (sch_t_get_loops(t, sum, &lp, &nl, &q) || nl != 2) return;
+  memcpy(l, lp, sizeof l);
+  sch_arg fk[2] = {sch_arg_none(), sch_arg_int(4)}, fj[2] = {sch_arg_none(), sch_arg_int(16)};
+  if (sch_t_split(t, l[0], 2, fk, k, &q) || sch_t_split(t, l[1], 2, fj, j, &q)) return;
+  int order[4] = {j[0], k[0], j[1], k[1]};
+  if (sch_t_reorder(t, 4, order, &q)) return;
+  sch_t_tensorize(t, j[1], "x86.avx512.vnni.colsum.packed.16x4", &q);
+}
+
 ts_status srch_rule_multi_level_tiling_tensor(const srch_rule_ctx *c, sch_traced *t, const char *block,
                                               ts_vec *out, ts_diag *d) {
   if (c->target && c->target->kind != CG_TARGET_LLVM) return srch_push(out, t, d);
@@ -273,6 +291,7 @@ ts_status srch_rule_multi_level_tiling_tensor(const srch_rule_ctx *c, sch_traced
     bool shifted = sch_t_get_block(base, block, &b, &q) == TS_OK && sch_t_shift_to_unsigned(base, b, sb, &q) == TS_OK;
     bool packed = sch_intrin_available(sch_intrin_get("x86.avx512.vnni.u8i8.packed.1x16x4"), arch, cpu, feats, NULL) &&
                   vnni_pack(base, block);
+    if (shifted && packed) colsum_vnni(base, sb[1]);
     if (shifted || packed) nc = matching(base, block, nl, ext, arch, cpu, feats, cand, cext, 16);
     if (nc == 0) {
       sch_traced_free(base);
