@@ -6,7 +6,7 @@
 #     TRIALS  tuning budget per kernel (default 192, the cap)
 #     OUTDIR  logs (default bench/out/int8_vnni)
 #   Environment: BUILD (default build), THREADS (list, default "1 2"),
-#   SHAPES (list of MxNxK, default "1024x1024x1024 128x3072x768 1000x768x768"),
+#   SHAPES (list of MxNxK, default "1024x1024x1024 128x3072x768 197x768x768"),
 #   WORKLOADS (default "matmul_u8s8 matmul_int8"), SEED (default 1),
 #   CPU (taskset list for the 1-thread runs, default 1).
 #
@@ -32,7 +32,7 @@ trials=${1:-192}
 out=${2:-bench/out/int8_vnni}
 build=${BUILD:-build}
 threads_list=${THREADS:-1 2}
-shapes=${SHAPES:-1024x1024x1024 128x3072x768 1000x768x768}
+shapes=${SHAPES:-1024x1024x1024 128x3072x768 197x768x768}
 workloads=${WORKLOADS:-matmul_u8s8 matmul_int8}
 seed=${SEED:-1}
 cpu=${CPU:-1}
