@@ -461,7 +461,9 @@ START_TEST(test_rule_candidates) {
        * i8 x i8 block shifted to u8 with its compensation hoisted */
       ck_assert_msg(strstr(in, "u8i8.packed"), "tensorized with %s", in);
       char *tj = sch_trace_to_json(sch_traced_trace(c));
-      ck_assert_msg(strstr(tj, "\"ShiftToUnsigned\"") && strstr(tj, "\"TransformLayout\""), "%s", tj);
+      ck_assert_msg(strstr(tj, "\"ShiftToUnsigned\"") && strstr(tj, "\"TransformLayout\"") &&
+                        strstr(tj, "x86.avx512.vnni.colsum.packed.16x4"),
+                    "%s", tj);
       free(tj);
       const ir_func *ref = sch_layout_reference(&a, f, sch_traced_trace(c), &D);
       ck_assert_msg(ref != NULL, "%s", D.msg);
