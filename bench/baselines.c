@@ -9,6 +9,10 @@
  *   bench_baselines matmul_s8 M N K THREADS     oneDNN int8 matmul: s8 A (row-major)
  *                                             x s8 B (layout chosen by oneDNN, its
  *                                             reorder not timed) -> s32 C
+ *   bench_baselines matmul_u8s8 M N K THREADS   the same with u8 A (vpdpbusd's own
+ *                                             signedness; quantized activations)
+ *   bench_baselines peak_vnni                  this core's AVX-512 VNNI peak: independent
+ *                                             vpdpbusd zmm chains (GOP/s, 128 per call)
  *
  * Prints one line: "<GFLOP/s> <median seconds>", FLOPs counted like tessel's
  * workloads (multiply-add = 2; softmax 5 per element). Timing: warm-up, then
@@ -50,6 +54,32 @@ static double median_seconds(run_fn fn, void *ctx) {
   }
   qsort(v, 7, sizeof v[0], cmp);
   return v[3];
+}
+
+/* ---- the machine's VNNI peak: 24 independent vpdpbusd chains (one core;
+ * each vpdpbusd zmm is 64 multiply-adds = 128 ops) ---- */
+#define PEAK_ITERS 4096
+__attribute__((target("avx512f,avx512vnni"))) static void run_peak(void *p) {
+  int *sink = p;
+  __asm__ volatile("vpxord %%zmm0, %%zmm0, %%zmm0\n" ::: "xmm0");
+  for (int i = 0; i < PEAK_ITERS; i++)
+    __asm__ volatile(
+        "vpdpbusd %%zmm30, %%zmm31, %%zmm0\n vpdpbusd %%zmm30, %%zmm31, %%zmm1\n"
+        "vpdpbusd %%zmm30, %%zmm31, %%zmm2\n vpdpbusd %%zmm30, %%zmm31, %%zmm3\n"
+        "vpdpbusd %%zmm30, %%zmm31, %%zmm4\n vpdpbusd %%zmm30, %%zmm31, %%zmm5\n"
+        "vpdpbusd %%zmm30, %%zmm31, %%zmm6\n vpdpbusd %%zmm30, %%zmm31, %%zmm7\n"
+        "vpdpbusd %%zmm30, %%zmm31, %%zmm8\n vpdpbusd %%zmm30, %%zmm31, %%zmm9\n"
+        "vpdpbusd %%zmm30, %%zmm31, %%zmm10\n vpdpbusd %%zmm30, %%zmm31, %%zmm11\n"
+        "vpdpbusd %%zmm30, %%zmm31, %%zmm12\n vpdpbusd %%zmm30, %%zmm31, %%zmm13\n"
+        "vpdpbusd %%zmm30, %%zmm31, %%zmm14\n vpdpbusd %%zmm30, %%zmm31, %%zmm15\n"
+        "vpdpbusd %%zmm30, %%zmm31, %%zmm16\n vpdpbusd %%zmm30, %%zmm31, %%zmm17\n"
+        "vpdpbusd %%zmm30, %%zmm31, %%zmm18\n vpdpbusd %%zmm30, %%zmm31, %%zmm19\n"
+        "vpdpbusd %%zmm30, %%zmm31, %%zmm20\n vpdpbusd %%zmm30, %%zmm31, %%zmm21\n"
+        "vpdpbusd %%zmm30, %%zmm31, %%zmm22\n vpdpbusd %%zmm30, %%zmm31, %%zmm23\n" ::
+            : "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9", "xmm10", "xmm11",
+              "xmm12", "xmm13", "xmm14", "xmm15", "xmm16", "xmm17", "xmm18", "xmm19", "xmm20", "xmm21", "xmm22",
+              "xmm23");
+  *sink += 1;
 }
 
 /* ---- sgemm ---- */
@@ -99,6 +129,12 @@ static dnnl_memory_t make_mem(const dnnl_memory_desc_t *md, dnnl_engine_t eng, u
 
 int main(int argc, char **argv) {
   if (argc < 2) goto usage;
+  if (!strcmp(argv[1], "peak_vnni") && argc == 2) {
+    int sink = 0;
+    double t = median_seconds(run_peak, &sink);
+    printf("%.2f %.6g\n", 24.0 * 128 * PEAK_ITERS / t * 1e-9, t);
+    return 0;
+  }
   if (!strcmp(argv[1], "sgemm") && argc == 6) {
     gemm_ctx c = {atoi(argv[2]), atoi(argv[3]), atoi(argv[4]), NULL, NULL, NULL};
     openblas_set_num_threads(atoi(argv[5]));
@@ -163,7 +199,8 @@ int main(int argc, char **argv) {
     printf("%.2f %.6g\n", 5.0 * m * nn / t * 1e-9, t);
     return 0;
   }
-  if (!strcmp(argv[1], "matmul_s8") && argc == 6) {
+  if ((!strcmp(argv[1], "matmul_s8") || !strcmp(argv[1], "matmul_u8s8")) && argc == 6) {
+    dnnl_data_type_t at = !strcmp(argv[1], "matmul_u8s8") ? dnnl_u8 : dnnl_s8;
     int m = atoi(argv[2]), nn = atoi(argv[3]), k = atoi(argv[4]);
     omp_set_num_threads(atoi(argv[5]));
     dnnl_engine_t eng;
@@ -172,7 +209,7 @@ int main(int argc, char **argv) {
     CHECK(dnnl_stream_create(&stream, eng, dnnl_stream_default_flags));
     dnnl_memory_desc_t src, wei, dst;
     dnnl_dims_t sd = {m, k}, wd = {k, nn}, dd = {m, nn};
-    CHECK(dnnl_memory_desc_init_by_tag(&src, 2, sd, dnnl_s8, dnnl_ab));
+    CHECK(dnnl_memory_desc_init_by_tag(&src, 2, sd, at, dnnl_ab));
     CHECK(dnnl_memory_desc_init_by_tag(&wei, 2, wd, dnnl_s8, dnnl_format_tag_any));
     CHECK(dnnl_memory_desc_init_by_tag(&dst, 2, dd, dnnl_s32, dnnl_ab));
     dnnl_matmul_desc_t md;
@@ -191,6 +228,6 @@ int main(int argc, char **argv) {
   }
 usage:
   fprintf(stderr, "usage: bench_baselines sgemm M N K THREADS | conv N C H W K R S STRIDE PAD THREADS | "
-                  "softmax M N THREADS | matmul_s8 M N K THREADS\n");
+                  "softmax M N THREADS | matmul_s8 M N K THREADS | matmul_u8s8 M N K THREADS | peak_vnni\n");
   return 2;
 }

@@ -86,6 +86,68 @@
   "  }\n"                                                                                   \
   "}\n"
 
+/* Packed B (the VNNI weight layout, TVM's dense_vnni): the weight [k, n]
+ * re-laid as [n/16, k/4, 64] with byte 4j+kk of row (n/16, k/4) = B[4(k/4)+kk,
+ * 16(n/16)+j] (docs/TENSORIZE.md, "Packed weights"), so one 64-byte load is
+ * vpdpbusd's B operand. The description's B is one such row: [1, 1, 64]. */
+#define DOT_PACKED_DESC(R, AT)                                                                  \
+  MATMUL_DESC("A: " AT "[" #R ", 4], B: i8[1, 1, 64]) -> C: i32[" #R ", 16]", #R, "16", "4",   \
+              "0, 0, vj * 4 + vk", "i32")
+
+#define B_PACKED "reinterpret(i32x16, B[0, 0, ramp(0, 1, 64)])"
+
+/* u8 x i8 on packed B: one load of B, one vpdpbusd per row. */
+#define VNNI_U8_PACKED_IMPL(R)                                                                \
+  "func impl(A: u8[" #R ", 4], B: i8[1, 1, 64]) -> C: i32[" #R ", 16] {\n"                    \
+  "  block root() {\n"                                                                       \
+  "    for r in unrolled(0, " #R ") {\n"                                                     \
+  "      C[r, " RAMP16 "] = call_extern(" VPDPBUSD ", i32x16, C[r, " RAMP16 "], "             \
+  "broadcast(reinterpret(i32, A[r, " RAMP4 "]), 16), " B_PACKED ")\n"                        \
+  "    }\n"                                                                                  \
+  "  }\n"                                                                                    \
+  "}\n"
+
+/* i8 x i8 on packed B with the +128 trick inside (for blocks whose A cannot
+ * be shifted ahead: the compensation is subtracted at every call; the search
+ * prefers ShiftToUnsigned + the u8 kernel, which hoists it). */
+#define VNNI_I8_PACKED_IMPL(R)                                                                \
+  "func impl(A: i8[" #R ", 4], B: i8[1, 1, 64]) -> C: i32[" #R ", 16] {\n"                    \
+  "  block root() {\n"                                                                       \
+  "    for r in unrolled(0, " #R ") {\n"                                                     \
+  "      C[r, " RAMP16 "] = call_extern(" VPDPBUSD ", i32x16, C[r, " RAMP16 "], "             \
+  "broadcast(reinterpret(i32, A[r, " RAMP4 "] + broadcast(-128i8, 4)), 16), " B_PACKED       \
+  ") - call_extern(" VPDPBUSD ", i32x16, broadcast(0i32, 16), broadcast(-2139062144i32, 16), " \
+  B_PACKED ")\n"                                                                             \
+  "    }\n"                                                                                  \
+  "  }\n"                                                                                    \
+  "}\n"
+
+/* Column sums of the packed weight (ShiftToUnsigned's B_sum block, k
+ * outer as it makes it): Z[j] += Σk<4 i32(B[0, 0, 4j+k]) for 16 columns,
+ * one vpdpbusd with an all-ones u8 operand. */
+#define VNNI_COLSUM_DESC                                                                       \
+  "func desc(B: i8[1, 1, 64]) -> Z: i32[16] {\n"                                              \
+  "  block root() {\n"                                                                        \
+  "    for j in serial(0, 16) {\n"                                                            \
+  "      for k in serial(0, 4) {\n"                                                           \
+  "        block Z(vk: R(0, 4) = k, vj: S(0, 16) = j) {\n"                                    \
+  "          reads Z[vj], B[0, 0, vj * 4 + vk]\n"                                             \
+  "          writes Z[vj]\n"                                                                  \
+  "          Z[vj] = Z[vj] + i32(B[0, 0, vj * 4 + vk])\n"                                     \
+  "        }\n"                                                                               \
+  "      }\n"                                                                                 \
+  "    }\n"                                                                                   \
+  "  }\n"                                                                                     \
+  "}\n"
+
+#define VNNI_COLSUM_IMPL                                                                       \
+  "func impl(B: i8[1, 1, 64]) -> Z: i32[16] {\n"                                              \
+  "  block root() {\n"                                                                        \
+  "    Z[" RAMP16 "] = call_extern(" VPDPBUSD ", i32x16, Z[" RAMP16 "], broadcast(16843009i32, 16), " \
+  B_PACKED ")\n"                                                                              \
+  "  }\n"                                                                                     \
+  "}\n"
+
 /* ---- AArch64 ------------------------------------------------------------------- */
 
 /* B's rows 0..3 interleaved for 4 lanes: byte 4j+k = B[k, j] (T x16). */
@@ -212,6 +274,11 @@
   {"cuda.wmma.load_matrix_" WHICH "." T ".16x16", "cuda", SM, 16, 16, 0, WMMA_COPY_DESC(T, SC, SC_SH), \
    WMMA_LOAD_IMPL(T, SC, MAJOR)}
 
+/* A VNNI row on packed B: name x86.avx512.vnni.<SIG>.packed.<R>x16x4. */
+#define VNNI_PACKED_ROW(SIG, R, AT, IMPL)                                                          \
+  {"x86.avx512.vnni." SIG ".packed." #R "x16x4", "x86_64", "avx512f,avx512vnni", R, 16, 4, DOT_PACKED_DESC(R, AT), \
+   IMPL(R)}
+
 static const sch_intrin table[] = {
     {"x86.avx512.fma.f32.8x16x1", "x86_64", "avx512f", 8, 16, 1, FMA_DESC(8, 16), FMA_IMPL(8, 16, RAMP16)},
     {"x86.avx512.fma.f32.4x16x1", "x86_64", "avx512f", 4, 16, 1, FMA_DESC(4, 16), FMA_IMPL(4, 16, RAMP16)},
@@ -222,8 +289,20 @@ static const sch_intrin table[] = {
      VNNI_I8_IMPL(4)},
     {"x86.avx512.vnni.i8i8.1x16x4", "x86_64", "avx512f,avx512vnni", 1, 16, 4, DOT_DESC(1, 16, "i8", "i8"),
      VNNI_I8_IMPL(1)},
+    {"x86.avx512.vnni.u8i8.8x16x4", "x86_64", "avx512f,avx512vnni", 8, 16, 4, DOT_DESC(8, 16, "u8", "i8"),
+     VNNI_U8_IMPL(8)},
+    {"x86.avx512.vnni.u8i8.4x16x4", "x86_64", "avx512f,avx512vnni", 4, 16, 4, DOT_DESC(4, 16, "u8", "i8"),
+     VNNI_U8_IMPL(4)},
     {"x86.avx512.vnni.u8i8.1x16x4", "x86_64", "avx512f,avx512vnni", 1, 16, 4, DOT_DESC(1, 16, "u8", "i8"),
      VNNI_U8_IMPL(1)},
+    VNNI_PACKED_ROW("u8i8", 8, "u8", VNNI_U8_PACKED_IMPL),
+    VNNI_PACKED_ROW("u8i8", 4, "u8", VNNI_U8_PACKED_IMPL),
+    VNNI_PACKED_ROW("u8i8", 1, "u8", VNNI_U8_PACKED_IMPL),
+    VNNI_PACKED_ROW("i8i8", 8, "i8", VNNI_I8_PACKED_IMPL),
+    VNNI_PACKED_ROW("i8i8", 4, "i8", VNNI_I8_PACKED_IMPL),
+    VNNI_PACKED_ROW("i8i8", 1, "i8", VNNI_I8_PACKED_IMPL),
+    {"x86.avx512.vnni.colsum.packed.16x4", "x86_64", "avx512f,avx512vnni", 1, 16, 4, VNNI_COLSUM_DESC,
+     VNNI_COLSUM_IMPL},
     {"arm.neon.fma.f32.4x4x1", "aarch64", "neon", 4, 4, 1, FMA_DESC(4, 4), FMA_IMPL(4, 4, RAMP4)},
     {"arm.dotprod.sdot.i8i8.4x4x4", "aarch64", "neon,dotprod", 4, 4, 4, DOT_DESC(4, 4, "i8", "i8"),
      ARM_DOT_IMPL(4, "i8", "sdot")},

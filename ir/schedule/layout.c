@@ -17,6 +17,42 @@
 
 /* ---- maps ------------------------------------------------------------------ */
 
+ts_status sch_layout_vnni(const ir_func *f, int param, int kdim, int ndim, int64_t lanes, int64_t group,
+                          sch_layout_map *out, ts_diag *d) {
+  memset(out, 0, sizeof *out);
+  if (param < 0 || param >= f->ninputs)
+    return ts_diag_set(d, TS_EINVAL, "VNNI layout: param %d is not an input of %s", param, f->name);
+  const ir_buffer *b = f->params[param];
+  if (b->ndim < 2 || b->ndim > SCH_LAYOUT_MAX_DIMS || kdim == ndim || kdim < 0 || ndim < 0 || kdim >= b->ndim ||
+      ndim >= b->ndim)
+    return ts_diag_set(d, TS_EINVAL, "VNNI layout: %s (rank %d) with k dim %d and n dim %d", b->name, b->ndim, kdim,
+                       ndim);
+  out->param = param;
+  out->ndim = b->ndim;
+  for (int k = 0; k < b->ndim; k++)
+    if (!ir_as_int(b->shape[k], &out->shape[k]))
+      return ts_diag_set(d, TS_ESCHEDULE, "VNNI layout: %s has a non-constant dim %d", b->name, k);
+  if (out->shape[ndim] % lanes || out->shape[kdim] % group)
+    return ts_diag_set(d, TS_ESCHEDULE, "VNNI layout: %s's n (%lld) or k (%lld) is not a multiple of %lld / %lld",
+                       b->name, (long long)out->shape[ndim], (long long)out->shape[kdim], (long long)lanes,
+                       (long long)group);
+  for (int k = 0; k < b->ndim; k++)
+    if (k != kdim && k != ndim) {
+      out->comp[out->ncomp++] = (sch_layout_comp){k, 1, out->shape[k]};
+      out->group[out->naxes++] = 1;
+    }
+  if (out->naxes + 3 > SCH_LAYOUT_MAX_AXES)
+    return ts_diag_set(d, TS_EINVAL, "VNNI layout: %s has too many dims", b->name);
+  out->comp[out->ncomp++] = (sch_layout_comp){ndim, lanes, out->shape[ndim] / lanes};
+  out->comp[out->ncomp++] = (sch_layout_comp){kdim, group, out->shape[kdim] / group};
+  out->comp[out->ncomp++] = (sch_layout_comp){ndim, 1, lanes};
+  out->comp[out->ncomp++] = (sch_layout_comp){kdim, 1, group};
+  out->group[out->naxes++] = 1;
+  out->group[out->naxes++] = 1;
+  out->group[out->naxes++] = 2;
+  return sch_layout_check(out, d);
+}
+
 ts_status sch_layout_check(const sch_layout_map *m, ts_diag *d) {
   if (m->ndim < 1 || m->ndim > SCH_LAYOUT_MAX_DIMS)
     return ts_diag_set(d, TS_EINVAL, "layout map: rank %d (want 1..%d)", m->ndim, SCH_LAYOUT_MAX_DIMS);

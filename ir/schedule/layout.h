@@ -57,6 +57,16 @@ void sch_layout_str(const sch_layout_map *m, const char *name, char *buf, size_t
  * split that makes the map no bijection, symbolic sizes). */
 ts_status sch_layout_suggest(const ir_func *f, int param, sch_layout_map *out, ts_diag *d);
 
+/* The VNNI weight layout (TVM's dense_vnni packing, docs/TENSORIZE.md):
+ * input param of f, rank r, with its reduction dim kdim and its output
+ * column dim ndim, re-laid as [lead..., n/lanes, k/group, lanes*group]
+ * (the other dims leading, in order), byte lanes*group-row element
+ * group*j + kk = W[.., k = group*ko + kk, .., n = lanes*no + j]. Refused
+ * (TS_ESCHEDULE) when lanes / group do not divide the dims or the shape is
+ * not constant. */
+ts_status sch_layout_vnni(const ir_func *f, int param, int kdim, int ndim, int64_t lanes, int64_t group,
+                          sch_layout_map *out, ts_diag *d);
+
 /* The primitive: re-lays f's input param m->param (its shape must be
  * m->shape, its layout compact, not rewritten before; no stores or pointer
  * accesses) into the packed buffer (same name and dtype, the packed shape)

@@ -816,7 +816,8 @@ static int fam_tensorize(gen *g, const ts_vec *blocks) {
   for (int i = 0; i < n; i++) {
     const ir_stmt *ls = find_loop(g, l[i].var);
     const ir_expr *bv = rz->u.realize.iter_values[i];
-    if (!plain(ls) || bv->kind != IR_VAR || bv->u.var != l[i].var || const_extent(ls) % ext[i]) return SKIP;
+    if (!plain(ls) || bv->kind != IR_VAR || bv->u.var != l[i].var || ext[i] < 1 || const_extent(ls) % ext[i])
+      return SKIP;
   }
   int brv, nl, r;
   const int *lrv;

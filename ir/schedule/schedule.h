@@ -117,6 +117,16 @@ ts_status sch_decompose_reduction(sch_state *s, sch_block b, sch_loop l, sch_blo
  * its outermost loop; l and the block's spatial loops now hold the
  * write-back. See rfactor.c for the conditions. */
 ts_status sch_rfactor(sch_state *s, sch_loop l, int factor_axis, sch_block *out, ts_diag *d);
+/* (ir/schedule/shift.c) The i8 x i8 -> i32 reduction block b (C = 0; C +=
+ * i32(A) * i32(B), a child of the root block, B indexed by every reduction
+ * iter var, A the operand not indexed by the last spatial iter var) made
+ * u8 x i8: a new block out[0] writes A_u8 = u8(i32(A) + 128) (a new
+ * root-allocated buffer), a new reduction block out[1] writes B_sum[s] = Σ
+ * i32(B) over b's reduction domain (s: B's spatial indices), both before b's
+ * nest; b then reads A_u8 and starts from -128 * B_sum[s]. Same result bit
+ * for bit (wrapping i32); the compensation leaves the reduction (computed
+ * once per output column). TS_ESCHEDULE naming what does not fit. */
+ts_status sch_shift_to_unsigned(sch_state *s, sch_block b, sch_block *out, ts_diag *d);
 
 /* ---- sampling (ir/schedule/sampling.c) ------------------------------------
  * Each takes an optional decision (NULL: sample with the state's RNG) and

@@ -312,14 +312,20 @@ ts_status sch_tensorize_match_block(sch_state *s, sch_block b, const sch_intrin 
   if (!st && !desc_nest(&c, df, dl, &nd, &drz)) st = ts_diag_set(d, TS_EINTERNAL, P ": %s: %s", in->name, c.why);
   if (!st) {
     const ir_block *xb = drz->u.realize.block;
+    /* leading spatial iter vars beyond the description's (a batch) stay
+     * outside the intrinsic: they index only the buffers' leading dims */
+    c.extra = rb->niter > xb->niter ? rb->niter - xb->niter : 0;
+    for (int i = 0; i < c.extra; i++)
+      if (rb->iters[i].type != IR_ITER_S) c.extra = 0;
     if (bind_desc_iters(&c, xb)) st = ts_diag_set(d, TS_ENOMEM, "out of memory");
-    for (int i = 0; !st && i < rb->niter && i < xb->niter; i++)
-      if (ir_var_map_put(&c.sub, rb->iters[i].var, ir_var_ref(&tmp, xb->iters[i].var)))
+    for (int i = 0; !st && i + c.extra < rb->niter && i < xb->niter; i++)
+      if (ir_var_map_put(&c.sub, rb->iters[i + c.extra].var, ir_var_ref(&tmp, xb->iters[i].var)))
         st = ts_diag_set(d, TS_ENOMEM, "out of memory");
     if (!st && !match_block(&c, rb, xb))
       st = ts_diag_set(d, TS_ESCHEDULE, P ": block '%s' does not match %s: %s", rb->name, in->name, c.why);
+    for (int i = 0; !st && desc_ext && i < c.extra; i++) desc_ext[i] = 0;
     for (int i = 0; !st && desc_ext && i < xb->niter; i++)
-      if (!ir_as_int(xb->iters[i].dom.extent, &desc_ext[i])) desc_ext[i] = 1;
+      if (!ir_as_int(xb->iters[i].dom.extent, &desc_ext[i + c.extra])) desc_ext[i + c.extra] = 1;
   }
   mctx_fini(&c);
   ts_arena_fini(&tmp);

@@ -22,7 +22,8 @@ ts_status sch_tensorize_loop(sch_state *s, sch_loop l, const char *intrin, sch_b
  * equal up to a constant offset): what a search rule asks before tiling b
  * to the intrinsic's shape. TS_OK if so, TS_ESCHEDULE with the first
  * difference otherwise. desc_ext (may be NULL) receives, per iter var of b,
- * the extent the intrinsic covers (b->niter entries). */
+ * the extent the intrinsic covers (b->niter entries): 0 for leading spatial
+ * iter vars beyond the description's (a batch, outside every call). */
 ts_status sch_tensorize_match_block(sch_state *s, sch_block b, const sch_intrin *in, int64_t *desc_ext,
                                     ts_diag *d);
 

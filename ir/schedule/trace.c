@@ -492,6 +492,18 @@ ts_status sch_t_decompose_reduction(sch_traced *t, int b, int loop, int *out, ts
   return call1(t, SCH_I_DECOMPOSE_REDUCTION, 2, a, 0, NULL, out, d);
 }
 
+ts_status sch_t_shift_to_unsigned(sch_traced *t, int b, int *out, ts_diag *d) {
+  sch_arg a = sch_arg_rv(b);
+  const int *o;
+  int n;
+  ts_status st = sch_traced_call(t, SCH_I_SHIFT_TO_UNSIGNED, 1, &a, 0, NULL, NULL, &o, &n, d);
+  if (!st && out) {
+    out[0] = n > 0 ? o[0] : -1;
+    out[1] = n > 1 ? o[1] : -1;
+  }
+  return st;
+}
+
 ts_status sch_t_rfactor(sch_traced *t, int loop, int factor_axis, int *out, ts_diag *d) {
   sch_arg a = sch_arg_rv(loop);
   sch_attr at = at_int(factor_axis);

@@ -374,6 +374,12 @@ static ts_status ap_rfactor(sch_apply_ctx *c) {
   return st ? st : out_blocks(c, 1, &out);
 }
 
+static ts_status ap_shift_to_unsigned(sch_apply_ctx *c) {
+  sch_block out[2];
+  ts_status st = sch_shift_to_unsigned(c->s, c->in[0].block, out, c->d);
+  return st ? st : out_blocks(c, 2, out);
+}
+
 static ts_status ap_blockize(sch_apply_ctx *c) {
   ts_status st = real_loop(c, 0, "blockize");
   sch_block out;
@@ -500,6 +506,7 @@ static const sch_inst_kind_info kinds[SCH_INST_KIND_COUNT] = {
                                        ap_sample_compute_location},
     [SCH_I_ENTER_POSTPROC] = {"EnterPostproc", false, "", "", 0, 0, 0, ap_enter_postproc},
     [SCH_I_TRANSFORM_LAYOUT] = {"TransformLayout", false, "", "iII", 0, 0, 0, ap_transform_layout},
+    [SCH_I_SHIFT_TO_UNSIGNED] = {"ShiftToUnsigned", false, "B", "", 'b', 2, 0, ap_shift_to_unsigned},
 };
 
 const sch_inst_kind_info *sch_inst_kind_get(sch_inst_kind k) {

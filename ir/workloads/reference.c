@@ -60,17 +60,25 @@ static void ref_dense(const ir_wl_inst *w, ir_tensor *a) {
     }
 }
 
-static void ref_matmul_int8(const ir_wl_inst *w, ir_tensor *a) {
+/* C = A . B with i32 accumulation; A's bytes are i8 or (u8a) u8, B's i8. */
+static void matmul_8bit(const ir_wl_inst *w, ir_tensor *a, bool u8a) {
   int64_t M = I(w, "m"), N = I(w, "n"), K = I(w, "k");
   const int8_t *A = a[0].data, *B = a[1].data;
+  const uint8_t *Au = a[0].data;
   int32_t *C = a[2].data;
   for (int64_t i = 0; i < M; i++)
     for (int64_t j = 0; j < N; j++) {
       uint32_t acc = 0; /* wraps like the i32 accumulation */
-      for (int64_t k = 0; k < K; k++) acc += (uint32_t)((int32_t)A[i * K + k] * (int32_t)B[k * N + j]);
+      for (int64_t k = 0; k < K; k++) {
+        int32_t av = u8a ? (int32_t)Au[i * K + k] : (int32_t)A[i * K + k];
+        acc += (uint32_t)(av * (int32_t)B[k * N + j]);
+      }
       C[i * N + j] = (int32_t)acc;
     }
 }
+
+static void ref_matmul_int8(const ir_wl_inst *w, ir_tensor *a) { matmul_8bit(w, a, false); }
+static void ref_matmul_u8s8(const ir_wl_inst *w, ir_tensor *a) { matmul_8bit(w, a, true); }
 
 /* IEEE half (bits) to float, exact. */
 static float half_to_float(uint16_t h) {
@@ -266,6 +274,7 @@ static const struct {
     {"batch_matmul", ref_batch_matmul},
     {"dense", ref_dense},
     {"matmul_int8", ref_matmul_int8},
+    {"matmul_u8s8", ref_matmul_u8s8},
     {"matmul_f16", ref_matmul_f16},
     {"conv2d_nchw", ref_conv2d_nchw},
     {"conv2d_nhwc", ref_conv2d_nhwc},

@@ -61,10 +61,11 @@ static bool is(const ir_wl_inst *w, const char *n) { return !strcmp(wname(w), n)
 void ir_wl_signature(const ir_wl_inst *w, wl_sig *s) {
   memset(s, 0, sizeof *s);
   const char *n = wname(w);
-  if (is(w, "matmul") || is(w, "matmul_int8") || is(w, "matmul_f16")) {
+  if (is(w, "matmul") || is(w, "matmul_int8") || is(w, "matmul_u8s8") || is(w, "matmul_f16")) {
+    bool int8 = is(w, "matmul_int8") || is(w, "matmul_u8s8");
     ir_dtype_code in = is(w, "matmul") ? IR_F32 : is(w, "matmul_f16") ? IR_F16 : IR_I8,
-                  out = is(w, "matmul_int8") ? IR_I32 : IR_F32;
-    SIG_IN(s, "A", in, I(w, "m"), I(w, "k"));
+                  out = int8 ? IR_I32 : IR_F32;
+    SIG_IN(s, "A", is(w, "matmul_u8s8") ? IR_U8 : in, I(w, "m"), I(w, "k"));
     SIG_IN(s, "B", in, I(w, "k"), I(w, "n"));
     SIG_OUT(s, "C", out, I(w, "m"), I(w, "n"));
   } else if (is(w, "batch_matmul")) {
@@ -150,7 +151,7 @@ static void bounds_where(ts_strbuf *sb, int64_t pad, const char *e1, int64_t H, 
 }
 
 static void body_matmul(const ir_wl_inst *w, ts_strbuf *sb) {
-  if (is(w, "matmul_int8")) ts_strbuf_append(sb, "  C[i, j] += i32(A[i, k]) * i32(B[k, j])\n");
+  if (is(w, "matmul_int8") || is(w, "matmul_u8s8")) ts_strbuf_append(sb, "  C[i, j] += i32(A[i, k]) * i32(B[k, j])\n");
   else if (is(w, "matmul_f16")) ts_strbuf_append(sb, "  C[i, j] += f32(A[i, k]) * f32(B[k, j])\n");
   else ts_strbuf_append(sb, "  C[i, j] += A[i, k] * B[k, j]\n");
 }
@@ -461,6 +462,9 @@ static const wl_def defs[] = {
     {{"matmul_int8", "C[m,n] = A[m,k] . B[k,n], i8 inputs, i32 accumulation", 3,
       {P("m", "16", "rows"), P("n", "16", "columns"), P("k", "16", "reduction")}},
      {K_POS, K_POS, K_POS}, check_none, body_matmul, flops_matmul},
+    {{"matmul_u8s8", "C[m,n] = A[m,k] . B[k,n], u8 A, i8 B, i32 accumulation (quantized models' form)", 3,
+      {P("m", "16", "rows"), P("n", "16", "columns"), P("k", "16", "reduction")}},
+     {K_POS, K_POS, K_POS}, check_none, body_matmul, flops_matmul},
     {{"conv2d_nchw", "2-d convolution, NCHW input, KCRS weights (f32)", 11, {CONV_KEYS}}, CONV_KINDS,
      check_conv, body_conv, flops_conv},
     {{"conv2d_nhwc", "2-d convolution, NHWC input, RSCK weights (f32)", 11, {CONV_KEYS}}, CONV_KINDS,
@@ -686,6 +690,13 @@ ts_status ir_wl_build(ts_arena *a, const ir_wl_inst *w, ir_func **out, ts_diag *
   snprintf(fname, sizeof fname, "<workload %s>", w->wl->name);
   ts_status st = ir_parse_func(a, src, strlen(src), fname, out, d);
   ts_free(src);
+  /* the int8 matmuls' B is a quantized model's constant weight: layout-free
+   * (docs/LAYOUT.md), so a schedule may pre-pack it (the VNNI layout,
+   * docs/TENSORIZE.md) as a model build does once */
+  if (st == TS_OK && (is(w, "matmul_int8") || is(w, "matmul_u8s8")) &&
+      ir_annot_set(a, &(*out)->nannot, &(*out)->annots,
+                   (ir_annot){.key = IR_FUNC_ANN_LAYOUT_FREE, .kind = IR_ANN_INT, .v.i = 2}))
+    return ts_diag_set(d, TS_ENOMEM, "out of memory marking the workload's weight");
   return st;
 }
 

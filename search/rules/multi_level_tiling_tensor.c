@@ -28,6 +28,7 @@
 #include <string.h>
 #include <sys/utsname.h>
 
+#include "ir/schedule/layout.h"
 #include "ir/schedule/tensorize.h"
 #include "search/search_int.h"
 
@@ -105,15 +106,21 @@ static bool apply(const srch_rule_ctx *c, sch_traced *t, const char *block, cons
    * its factors are bounded to at most 16 accumulator vectors: 8/m rows
    * (first spatial iter) times 2 (the others) */
   srch_tile_levels lvl = {0};
-  int intrin_loops[MAXL];
+  int intrin_loops[MAXL], ni = 0;
   bool first_s = true;
   for (int l = 0; l < nl; l++) {
+    bool sp = blk->iters[l].type == IR_ITER_S;
+    int o[4];
+    if (ie[l] == 0) { /* a batch iter var outside the intrinsic: tiled like S */
+      if (srch_sample_split(t, loops[l], 4, 1, o, &q)) return false;
+      srch_tile_levels_add(&lvl, true, o);
+      continue;
+    }
     sch_arg f2[2] = {sch_arg_none(), sch_arg_int(ie[l])};
     int o2[2];
     if (sch_t_split(t, loops[l], 2, f2, o2, &q)) return false;
-    intrin_loops[l] = o2[1];
-    bool sp = blk->iters[l].type == IR_ITER_S;
-    int n = sp ? 4 : 2, o[4];
+    intrin_loops[ni++] = o2[1];
+    int n = sp ? 4 : 2;
     int64_t maxin = c->max_innermost;
     if (sp) {
       maxin = first_s ? (in->m >= 8 ? 1 : 8 / in->m) : 2;
@@ -124,7 +131,7 @@ static bool apply(const srch_rule_ctx *c, sch_traced *t, const char *block, cons
   }
   int order[7 * MAXL];
   int no = srch_tile_levels_order(&lvl, order, 0);
-  for (int l = 0; l < nl; l++) order[no++] = intrin_loops[l];
+  for (int l = 0; l < ni; l++) order[no++] = intrin_loops[l];
   if (sch_t_reorder(t, no, order, &q)) return false;
   for (int k = 0; k < lvl.n[5]; k++)
     if (sch_t_unroll(t, lvl.at[5][k], &q)) return false;
@@ -134,34 +141,20 @@ static bool apply(const srch_rule_ctx *c, sch_traced *t, const char *block, cons
   return sch_t_annotate(t, ob, SRCH_ANN_AUTO_TENSORIZE, sch_arg_str(in->name), &q) == TS_OK;
 }
 
-ts_status srch_rule_multi_level_tiling_tensor(const srch_rule_ctx *c, sch_traced *t, const char *block,
-                                              ts_vec *out, ts_diag *d) {
-  if (c->target && c->target->kind != CG_TARGET_LLVM) return srch_push(out, t, d);
-  const ir_func *fn = sch_traced_func(t);
+/* The intrinsics available on the target that match block of t with
+ * extents ext (the largest, m * n * k, first; at most max), their extents
+ * per iter var in cext. Only those whose extents divide (no padding). */
+static int matching(sch_traced *t, const char *block, int nl, const int64_t *ext, const char *arch, const char *cpu,
+                    const char *feats, const sch_intrin **cand, int64_t (*cext)[MAXL], int max) {
   ts_diag q;
-  ts_diag_clear(&q);
-  int nl;
-  sch_loop *cl;
-  int64_t ext[MAXL];
-  const ir_stmt *r = srch_block_loops(t, block, &cl, &nl);
-  if (!r || ir_annot_find(r->u.realize.block->nannot, r->u.realize.block->annots, SRCH_ANN_TILING) ||
-      !trivial_nest(r, cl, nl, ext, fn))
-    return srch_push(out, t, d);
-  const ir_block *blk = r->u.realize.block;
-  char arch[128], feats[600];
-  const char *cpu;
-  target_of(c->target, arch, sizeof arch, &cpu, feats, sizeof feats);
-  /* matching intrinsics, largest (m * n * k) first */
-  const sch_intrin *cand[16];
-  int64_t cext[16][MAXL];
   int nc = 0;
-  for (int i = 0; i < sch_intrin_count() && nc < 16; i++) {
+  for (int i = 0; i < sch_intrin_count() && nc < max; i++) {
     const sch_intrin *in = sch_intrin_at(i);
     if (!sch_intrin_available(in, arch, cpu, feats, NULL)) continue;
     ts_diag_clear(&q);
     if (sch_tensorize_match_block(sch_traced_state(t), (sch_block){.name = block}, in, cext[nc], &q)) continue;
     bool divides = true;
-    for (int l = 0; l < nl; l++) divides = divides && cext[nc][l] > 0 && ext[l] % cext[nc][l] == 0;
+    for (int l = 0; l < nl; l++) divides = divides && (cext[nc][l] == 0 || ext[l] % cext[nc][l] == 0);
     if (!divides) continue;
     cand[nc++] = in;
     for (int j = nc - 1; j > 0 && (int64_t)cand[j]->m * cand[j]->n * cand[j]->k >
@@ -176,17 +169,148 @@ ts_status srch_rule_multi_level_tiling_tensor(const srch_rule_ctx *c, sch_traced
       memcpy(cext[j - 1], tmp, sizeof tmp);
     }
   }
+  return nc;
+}
+
+typedef struct vnni_find {
+  const ir_buffer *buf;
+  const ir_block *blk;
+  int kdim, ndim, nloads;
+  bool bad;
+} vnni_find;
+
+static int iter_of(const ir_block *b, const ir_expr *e) {
+  if (e->kind != IR_VAR) return -1;
+  for (int i = 0; i < b->niter; i++)
+    if (b->iters[i].var == e->u.var) return i;
+  return -1;
+}
+
+/* every load of the weight: indices plain iter vars, one the reduction
+ * iter (k), one the block's last spatial iter (the intrinsic's lanes: n) */
+static bool vnni_visit(void *ctx, const ir_expr *e) {
+  vnni_find *v = ctx;
+  if (e->kind != IR_LOAD || e->u.load.buf != v->buf) return true;
+  int last_s = -1, kd = -1, nd = -1;
+  for (int i = 0; i < v->blk->niter; i++)
+    if (v->blk->iters[i].type == IR_ITER_S) last_s = i;
+  for (int d = 0; d < e->u.load.nidx; d++) {
+    int it = iter_of(v->blk, e->u.load.idx[d]);
+    if (it < 0) v->bad = true;
+    else if (v->blk->iters[it].type == IR_ITER_R) kd = kd < 0 ? d : -2;
+    else if (it == last_s) nd = d;
+  }
+  if (kd < 0 || nd < 0 || (v->nloads && (kd != v->kdim || nd != v->ndim))) v->bad = true;
+  v->kdim = kd;
+  v->ndim = nd;
+  v->nloads++;
+  return true;
+}
+
+/* Re-lays t's int8 weight (an input the function marks layout-free,
+ * docs/LAYOUT.md, read by block as W[.., k, .., n, ..]) into the VNNI
+ * layout by a traced TransformLayout (sch_layout_vnni: [.., n/16, k/4,
+ * 64]): the packed intrinsics then load vpdpbusd's operand directly. A
+ * model build packs the constant once (docs/LAYOUT.md, "Build"). False
+ * (t unchanged) when there is no such weight or the layout is refused. */
+static bool vnni_pack(sch_traced *t, const char *block) {
+  const ir_func *f = sch_traced_func(t);
+  int nl;
+  sch_loop *cl;
+  const ir_stmt *r = srch_block_loops(t, block, &cl, &nl);
+  if (!r) return false;
+  const ir_block *blk = r->u.realize.block;
+  const ir_annot *lf = ir_annot_find(f->nannot, f->annots, IR_FUNC_ANN_LAYOUT_FREE);
+  const ir_annot *done = ir_annot_find(f->nannot, f->annots, SCH_ANN_LAYOUT_REWRITTEN);
+  if (!lf || lf->kind != IR_ANN_INT) return false;
+  for (int p = 0; p < f->ninputs && p < 63; p++) {
+    const ir_buffer *b = f->params[p];
+    if (!(lf->v.i >> p & 1) || (done && done->kind == IR_ANN_INT && (done->v.i >> p & 1)) ||
+        (b->dtype.code != IR_I8 && b->dtype.code != IR_U8))
+      continue;
+    vnni_find v = {.buf = b, .blk = blk};
+    ir_visit_stmt(&(ir_visitor){.expr = vnni_visit, .ctx = &v}, blk->body);
+    if (v.bad || !v.nloads) continue;
+    sch_layout_map m;
+    ts_diag q;
+    ts_diag_clear(&q);
+    if (sch_layout_vnni(f, p, v.kdim, v.ndim, 16, 4, &m, &q) == TS_OK && sch_t_transform_layout(t, &m, &q) == TS_OK)
+      return true;
+  }
+  return false;
+}
+
+/* The compensation block of ShiftToUnsigned (B_sum[j] += i32(B[k, j]), k
+ * outer) on the packed weight: 16 columns x 4 k per vpdpbusd with an
+ * all-ones operand (x86.avx512.vnni.colsum.packed.16x4), tensorized here
+ * (no other rule visits the block). Left scalar when a step is refused. */
+static void colsum_vnni(sch_traced *t, int sum) {
+  ts_diag q;
+  ts_diag_clear(&q);
+  const int *lp;
+  int nl, l[2], k[2], j[2];
+  if (sch_t_get_loops(t, sum, &lp, &nl, &q) || nl != 2) return;
+  memcpy(l, lp, sizeof l);
+  sch_arg fk[2] = {sch_arg_none(), sch_arg_int(4)}, fj[2] = {sch_arg_none(), sch_arg_int(16)};
+  if (sch_t_split(t, l[0], 2, fk, k, &q) || sch_t_split(t, l[1], 2, fj, j, &q)) return;
+  int order[4] = {j[0], k[0], j[1], k[1]};
+  if (sch_t_reorder(t, 4, order, &q)) return;
+  sch_t_tensorize(t, j[1], "x86.avx512.vnni.colsum.packed.16x4", &q);
+}
+
+ts_status srch_rule_multi_level_tiling_tensor(const srch_rule_ctx *c, sch_traced *t, const char *block,
+                                              ts_vec *out, ts_diag *d) {
+  if (c->target && c->target->kind != CG_TARGET_LLVM) return srch_push(out, t, d);
+  const ir_func *fn = sch_traced_func(t);
+  int nl;
+  sch_loop *cl;
+  int64_t ext[MAXL];
+  const ir_stmt *r = srch_block_loops(t, block, &cl, &nl);
+  if (!r || ir_annot_find(r->u.realize.block->nannot, r->u.realize.block->annots, SRCH_ANN_TILING) ||
+      !trivial_nest(r, cl, nl, ext, fn))
+    return srch_push(out, t, d);
+  const ir_block *blk = r->u.realize.block;
+  char arch[128], feats[600];
+  const char *cpu;
+  target_of(c->target, arch, sizeof arch, &cpu, feats, sizeof feats);
+  /* matching intrinsics: on the weight re-laid for VNNI when the function
+   * lets us (then only those: they dominate the interleaving ones), else on
+   * the layout as it is */
+  const sch_intrin *cand[16];
+  int64_t cext[16][MAXL];
+  sch_traced *base = NULL;
+  int nc = 0;
+  ts_diag q;
+  if (sch_intrin_available(sch_intrin_get("x86.avx512.vnni.u8i8.1x16x4"), arch, cpu, feats, NULL) &&
+      (base = srch_fork(c, t, &q)) != NULL) {
+    /* i8 x i8: A shifted to u8 and the compensation hoisted into its own
+     * block (ShiftToUnsigned; a block of another form is left as it is),
+     * then the weight packed */
+    int b, sb[2];
+    ts_diag_clear(&q);
+    bool shifted = sch_t_get_block(base, block, &b, &q) == TS_OK && sch_t_shift_to_unsigned(base, b, sb, &q) == TS_OK;
+    bool packed = sch_intrin_available(sch_intrin_get("x86.avx512.vnni.u8i8.packed.1x16x4"), arch, cpu, feats, NULL) &&
+                  vnni_pack(base, block);
+    if (shifted && packed) colsum_vnni(base, sb[1]);
+    if (shifted || packed) nc = matching(base, block, nl, ext, arch, cpu, feats, cand, cext, 16);
+    if (nc == 0) {
+      sch_traced_free(base);
+      base = NULL;
+    }
+  }
+  if (!base) nc = matching(t, block, nl, ext, arch, cpu, feats, cand, cext, 16);
   if (nc > 2) nc = 2;
   sch_traced *forks[2] = {NULL, NULL};
   for (int i = 0; i < nc; i++) {
     ts_diag_clear(&q);
-    sch_traced *f = srch_fork(c, t, &q);
+    sch_traced *f = srch_fork(c, base ? base : t, &q);
     if (f && !apply(c, f, block, blk, cand[i], cext[i])) {
       sch_traced_free(f);
       f = NULL;
     }
     forks[i] = f;
   }
+  if (base) sch_traced_free(base);
   ts_status st = srch_push(out, t, d);
   for (int i = 0; i < nc; i++) {
     if (forks[i] && !st) st = srch_push(out, forks[i], d);

@@ -351,7 +351,7 @@ static bool emu_check(const ir_func *orig, const cg_cuda_module *m, char *why, s
     for (int i = 0; i < orig->nparams; i++) {
       int code = orig->params[i]->dtype.code;
       const char *t = code == IR_F32 ? "float" : code == IR_I32 ? "int" : code == IR_I8 ? "signed char"
-                      : code == IR_F16 ? "__half" : "float";
+                      : code == IR_U8 ? "unsigned char" : code == IR_F16 ? "__half" : "float";
       fprintf(f, "%s(%s%s *)a[%d]", i ? ", " : "", i < orig->ninputs ? "const " : "", t, i);
     }
     fprintf(f, "); }\n");

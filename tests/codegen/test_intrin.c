@@ -17,6 +17,7 @@
 #include "codegen/llvm.h"
 #include "runtime/runtime.h"
 #include "ir/parse.h"
+#include "ir/schedule/layout.h"
 #include "ir/schedule/tensorize.h"
 #include "schedule/util.h"
 #include "search/search.h"
@@ -53,6 +54,35 @@ static sch_state *tensorized(ts_arena *a, const char *spec, const char *intrin, 
   for (int i = 0; i < 3; i++) {
     ts_diag_clear(&D);
     tu_ok(sch_split(s, lp[i], 2, f[i], o[i], &D), &D);
+  }
+  sch_loop order[6] = {o[0][0], o[1][0], o[2][0], o[0][1], o[1][1], o[2][1]};
+  ts_diag_clear(&D);
+  tu_ok(sch_reorder(s, 6, order, &D), &D);
+  ts_diag_clear(&D);
+  tu_ok(sch_tensorize_loop(s, o[0][1], intrin, NULL, &D), &D);
+  return s;
+}
+
+/* spec's B re-laid into the VNNI layout [n/16, k/4, 64] (TransformLayout),
+ * then tiled (ti, 16, 4) and tensorized with a packed intrinsic; *orig is
+ * the unscheduled function on the packed weight (what the kernel computes:
+ * docs/LAYOUT.md) */
+static sch_state *packed_tensorized(ts_arena *a, const char *spec, const char *intrin, int64_t ti, ir_func **orig) {
+  ir_func *f;
+  sch_state *s = tu_schedule(a, spec, &f);
+  sch_layout_map m;
+  ts_diag_clear(&D);
+  tu_ok(sch_layout_vnni(sch_func(s), 1, 0, 1, 16, 4, &m, &D), &D);
+  tu_ok(sch_transform_layout(s, &m, &D), &D);
+  *orig = ir_func_copy(a, sch_func(s));
+  ck_assert_ptr_nonnull(*orig);
+  ck_assert_int_eq((*orig)->params[1]->ndim, 3);
+  sch_loop lp[3], o[3][2];
+  ck_assert_int_eq(tu_loops(s, "C", lp, 3), 3);
+  int64_t fs[3][2] = {{-1, ti}, {-1, 16}, {-1, 4}};
+  for (int i = 0; i < 3; i++) {
+    ts_diag_clear(&D);
+    tu_ok(sch_split(s, lp[i], 2, fs[i], o[i], &D), &D);
   }
   sch_loop order[6] = {o[0][0], o[1][0], o[2][0], o[0][1], o[1][1], o[2][1]};
   ts_diag_clear(&D);
@@ -163,6 +193,44 @@ START_TEST(test_vnni_parity) {
   s = tensorized(&a, "matmul_int8:m=3,n=32,k=8", "x86.avx512.vnni.i8i8.1x16x4", 1, 16, 4, &orig);
   parity(orig, sch_func(s), "llvm", false);
   sch_free(s);
+  ts_arena_fini(&a);
+}
+END_TEST
+
+/* The packed-weight intrinsics: one 64-byte load of B feeds vpdpbusd (no
+ * interleaving shuffles), bit-exact with the interpreter on the packed
+ * function (u8 x i8 and i8 x i8, 1 / 4 / 8 rows) */
+START_TEST(test_vnni_packed) {
+  ts_arena a;
+  ts_arena_init(&a);
+  ir_func *orig;
+  sch_state *s = packed_tensorized(&a, "matmul_u8s8:m=8,n=64,k=32", "x86.avx512.vnni.u8i8.packed.4x16x4", 4, &orig);
+  char *x = asm_of(sch_func(s), "llvm -mtriple=x86_64-linux-gnu -mattr=+avx512f,+avx512bw,+avx512vnni");
+  ck_assert_msg(count(x, "vpdpbusd") >= 2, "no vpdpbusd in:\n%.4000s", x);
+  ck_assert_msg(count(x, "vpermt2b") + count(x, "vpunpck") + count(x, "vpermb") == 0,
+                "the packed kernel still shuffles B:\n%.4000s", x);
+  ts_free(x);
+  sch_free(s);
+  if (!cpu_has("avx512_vnni")) {
+    fprintf(stderr, "test_intrin: this CPU has no avx512_vnni; native packed VNNI parity skipped\n");
+    ts_arena_fini(&a);
+    return;
+  }
+  static const struct {
+    const char *spec, *intrin;
+    int64_t rows;
+  } cases[] = {
+      {"matmul_u8s8:m=16,n=48,k=20", "x86.avx512.vnni.u8i8.packed.8x16x4", 8},
+      {"matmul_u8s8:m=12,n=32,k=12", "x86.avx512.vnni.u8i8.packed.4x16x4", 4},
+      {"matmul_u8s8:m=3,n=16,k=8", "x86.avx512.vnni.u8i8.packed.1x16x4", 1},
+      {"matmul_int8:m=12,n=48,k=20", "x86.avx512.vnni.i8i8.packed.4x16x4", 4},
+      {"matmul_int8:m=5,n=32,k=8", "x86.avx512.vnni.i8i8.packed.1x16x4", 1},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    s = packed_tensorized(&a, cases[i].spec, cases[i].intrin, cases[i].rows, &orig);
+    parity(orig, sch_func(s), "llvm", false);
+    sch_free(s);
+  }
   ts_arena_fini(&a);
 }
 END_TEST
@@ -314,6 +382,56 @@ END_TEST
 /* tensorized candidates instantiate (RewriteTensorize, RewriteReductionBlock,
  * cg_check), compute the right thing, and the tile-size mutator never
  * changes the intrinsic's shape */
+/* a batched int8 matmul (a quantized transformer's [b, s, k] x [k, n]
+ * MatMul: the batch stays outside the intrinsic) and a prime row count (the
+ * 1-row kernel divides it) get tensorized sketches on the packed weight;
+ * their candidates match the layout reference, natively too */
+START_TEST(test_rule_batch_and_odd) {
+  ts_arena a;
+  ts_arena_init(&a);
+  const char *target = "llvm -mattr=+avx512f,+avx512bw,+avx512vnni";
+  cg_target t;
+  ts_diag_clear(&D);
+  ck_assert(cg_target_parse(target, &t, &D) == TS_OK);
+  static const char bmm[] = "kernel bmm(A: i8[2, 5, 12], B: i8[12, 32]) -> C: i32[2, 5, 32] {\n"
+                            "  C[b, i, j] += i32(A[b, i, k]) * i32(B[k, j])\n"
+                            "}\n";
+  ir_func *fs[2] = {NULL, tu_workload(&a, "matmul_u8s8:m=13,n=32,k=12")};
+  ts_diag_clear(&D);
+  ck_assert_msg(ir_parse_func(&a, bmm, strlen(bmm), "bmm.tsl", &fs[0], &D) == TS_OK, "%s", D.msg);
+  ck_assert(!ir_annot_set(&a, &fs[0]->nannot, &fs[0]->annots,
+                          (ir_annot){.key = IR_FUNC_ANN_LAYOUT_FREE, .kind = IR_ANN_INT, .v.i = 2}));
+  for (int w = 0; w < 2; w++) {
+    ir_func *f = fs[w];
+    sch_trace **sk;
+    int n, checked = 0;
+    ck_assert_msg(srch_sketches(f, &t, NULL, &sk, &n, &D) == TS_OK, "%s", D.msg);
+    for (int i = 0; i < n; i++) {
+      char *js = sch_trace_to_json(sk[i]);
+      bool tensor = strstr(js, "meta_schedule.auto_tensorize") != NULL;
+      free(js);
+      if (!tensor) continue;
+      for (uint64_t seed = 1; seed <= 2; seed++) {
+        ts_diag_clear(&D);
+        sch_traced *c = srch_instantiate(sk[i], f, &t, true, seed, &D);
+        ck_assert_msg(c != NULL, "instantiate: %s", D.msg);
+        const char *in = tensorized_with(sch_traced_func(c));
+        ck_assert_msg(in && strstr(in, "u8i8.packed"), "tensorized with %s", in ? in : "nothing");
+        const ir_func *ref = sch_layout_reference(&a, f, sch_traced_trace(c), &D);
+        ck_assert_msg(ref != NULL, "%s", D.msg);
+        tu_assert_equivalent(ref, sch_traced_func(c));
+        if (seed == 1 && cpu_has("avx512_vnni")) parity(ref, sch_traced_func(c), target, false);
+        sch_traced_free(c);
+        checked++;
+      }
+    }
+    ck_assert_msg(checked >= 2, "workload %d: %d tensorized candidates", w, checked);
+    free_sk(sk, n);
+  }
+  ts_arena_fini(&a);
+}
+END_TEST
+
 START_TEST(test_rule_candidates) {
   ts_arena a;
   ts_arena_init(&a);
@@ -339,8 +457,18 @@ START_TEST(test_rule_candidates) {
       ck_assert_msg(c != NULL, "instantiate: %s", D.msg);
       const char *in = tensorized_with(sch_traced_func(c));
       ck_assert_msg(in && strstr(in, "vnni"), "not tensorized");
-      tu_assert_equivalent(f, sch_traced_func(c));
-      if (seed == 1 && cpu_has("avx512_vnni")) parity(f, sch_traced_func(c), target, false);
+      /* the weight is layout-free: packed into the VNNI layout, and the
+       * i8 x i8 block shifted to u8 with its compensation hoisted */
+      ck_assert_msg(strstr(in, "u8i8.packed"), "tensorized with %s", in);
+      char *tj = sch_trace_to_json(sch_traced_trace(c));
+      ck_assert_msg(strstr(tj, "\"ShiftToUnsigned\"") && strstr(tj, "\"TransformLayout\"") &&
+                        strstr(tj, "x86.avx512.vnni.colsum.packed.16x4"),
+                    "%s", tj);
+      free(tj);
+      const ir_func *ref = sch_layout_reference(&a, f, sch_traced_trace(c), &D);
+      ck_assert_msg(ref != NULL, "%s", D.msg);
+      tu_assert_equivalent(ref, sch_traced_func(c));
+      if (seed == 1 && cpu_has("avx512_vnni")) parity(ref, sch_traced_func(c), target, false);
       /* mutate the tile sizes: the intrinsic is still there, same one */
       for (int m = 0; m < 10; m++) {
         sch_trace *mt = srch_mutate(SRCH_MUT_TILE_SIZE, sch_traced_trace(c), f, &rng);
@@ -374,6 +502,7 @@ int main(int argc, char **argv) {
   tcase_set_timeout(tc, 300);
   tcase_add_test(tc, test_vnni_asm);
   tcase_add_test(tc, test_vnni_parity);
+  tcase_add_test(tc, test_vnni_packed);
   tcase_add_test(tc, test_fma_microkernel);
   tcase_add_test(tc, test_sdot);
   tcase_add_test(tc, test_extern_refusals);
@@ -382,6 +511,7 @@ int main(int argc, char **argv) {
   tcase_set_timeout(tc, 300);
   tcase_add_test(tc, test_rule_targets);
   tcase_add_test(tc, test_rule_candidates);
+  tcase_add_test(tc, test_rule_batch_and_odd);
   suite_add_tcase(s, tc);
   SRunner *sr = srunner_create(s);
   srunner_run_all(sr, CK_NORMAL);

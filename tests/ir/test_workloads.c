@@ -16,6 +16,7 @@ static const char *const specs[] = {
     "dense", "dense:m=7,n=5,k=13,bias=0,act=none", "dense:m=3,n=11,k=7,bias=1,act=gelu",
     "dense:m=5,n=3,k=2,bias=0,act=relu", "dense:bias=1,act=none", "dense:bias=0,act=gelu",
     "matmul_int8", "matmul_int8:m=7,n=13,k=5", "matmul_int8:m=3,n=2,k=31",
+    "matmul_u8s8", "matmul_u8s8:m=7,n=13,k=5", "matmul_u8s8:m=3,n=2,k=31", "matmul_u8s8:m=1,n=17,k=19",
     "matmul_f16", "matmul_f16:m=7,n=13,k=5", "matmul_f16:m=3,n=2,k=31",
     "conv2d_nchw", "conv2d_nchw:n=1,c=4,h=7,w=11,k=6,r=3,s=3,stride=2,pad=1,dilation=1,groups=2",
     "conv2d_nchw:n=2,c=6,h=13,w=11,k=4,r=3,s=2,stride=2,pad=1,dilation=2,groups=2",
@@ -115,7 +116,7 @@ START_TEST(test_required_names_and_keys) {
     const char *name, *keys;
   } req[] = {
       {"matmul", "m,n,k"}, {"batch_matmul", "b,m,n,k"}, {"dense", "m,n,k,bias,act"}, {"matmul_int8", "m,n,k"},
-      {"conv2d_nchw", "n,c,h,w,k,r,s,stride,pad,dilation,groups"},
+      {"matmul_u8s8", "m,n,k"}, {"conv2d_nchw", "n,c,h,w,k,r,s,stride,pad,dilation,groups"},
       {"conv2d_nhwc", "n,c,h,w,k,r,s,stride,pad,dilation,groups"},
       {"depthwise_conv2d", "n,c,h,w,r,s,stride,pad,dilation"}, {"conv2d_transpose", "n,c,h,w,k,r,s,stride,pad"},
       {"max_pool2d", "n,c,h,w,r,s,stride,pad"}, {"avg_pool2d", "n,c,h,w,r,s,stride,pad"}, {"softmax", "m,n"},

@@ -244,6 +244,77 @@ START_TEST(test_tensorize_vnni_u8) {
 }
 END_TEST
 
+/* visits the realizes of the block named ctx->name: how many, and their
+ * iteration counts (product of the enclosing loops is not needed: the
+ * block is at the root, so its iter domains are its iterations) */
+typedef struct realize_ctx {
+  const char *name;
+  int n;
+  const ir_block *b;
+} realize_ctx;
+
+static bool realize_cb(void *ctx, const ir_stmt *st) {
+  realize_ctx *c = ctx;
+  if (st->kind == IR_BLOCK_REALIZE && !strcmp(st->u.realize.block->name, c->name)) {
+    c->n++;
+    c->b = st->u.realize.block;
+  }
+  return true;
+}
+
+static const ir_block *only_block(const ir_func *f, const char *name) {
+  realize_ctx c = {name, 0, NULL};
+  ir_visit_stmt(&(ir_visitor){.stmt = realize_cb, .ctx = &c}, f->body);
+  ck_assert_msg(c.n == 1, "%d realizes of block %s", c.n, name);
+  return c.b;
+}
+
+/* ShiftToUnsigned: i8 x i8 made u8 x i8 with the compensation hoisted:
+ * the same results (odd and prime extents), the compensation block reduces
+ * over k only and is indexed by the column (once per output column), C's
+ * init reads it and its update none of it, and the u8 VNNI kernel then
+ * tensorizes C (with its 8-row and 1-row forms) — still equal; refusals */
+START_TEST(test_shift_to_unsigned) {
+  static const char *specs[] = {"matmul_int8:m=7,n=13,k=5", "matmul_int8:m=3,n=17,k=31", "matmul_int8:m=1,n=2,k=3"};
+  for (size_t i = 0; i < sizeof specs / sizeof specs[0]; i++) {
+    ir_func *orig;
+    sch_state *s = tu_open(specs[i], &orig);
+    sch_block out[2];
+    ts_diag_clear(&D);
+    tu_ok(sch_shift_to_unsigned(s, blk("C"), out, &D), &D);
+    tu_assert_equivalent(orig, sch_func(s));
+    ck_assert_str_eq(out[0].name, "A_u8");
+    ck_assert_str_eq(out[1].name, "B_sum");
+    const ir_block *bs = only_block(sch_func(s), "B_sum"), *c = only_block(sch_func(s), "C");
+    ck_assert_int_eq(bs->niter, 2);
+    ck_assert_int_eq(bs->iters[0].type, IR_ITER_R); /* B[k, j]: k reduced */
+    ck_assert_int_eq(bs->iters[1].type, IR_ITER_S);
+    ck_assert_int_eq(bs->writes[0].buf->ndim, 1); /* one value per column */
+    ck_assert(ir_expr_loads_buffer(c->init->u.store.value, bs->writes[0].buf));
+    ck_assert(!ir_expr_loads_buffer(c->body->u.store.value, bs->writes[0].buf));
+    ck_assert_int_eq(c->body->u.store.value->u.bin.b->u.bin.a->u.cast.value->dtype.code, IR_U8);
+  }
+  ir_func *orig;
+  sch_state *s = tu_open("matmul_int8:m=16,n=32,k=12", &orig);
+  ts_diag_clear(&D);
+  tu_ok(sch_shift_to_unsigned(s, blk("C"), NULL, &D), &D);
+  sch_loop l[6];
+  tile3(s, 8, 16, 4, l);
+  ts_diag_clear(&D);
+  tu_ok(sch_tensorize_loop(s, l[3], "x86.avx512.vnni.u8i8.8x16x4", NULL, &D), &D);
+  tu_assert_equivalent(orig, sch_func(s));
+  /* refusals: not i8 x i8, already shifted */
+  s = tu_open("matmul_u8s8:m=4,n=16,k=4", &orig);
+  REFUSED(s, sch_shift_to_unsigned(s, blk("C"), NULL, &D), "two i8 loads");
+  s = tu_open("matmul:m=4,n=16,k=4", &orig);
+  REFUSED(s, sch_shift_to_unsigned(s, blk("C"), NULL, &D), "i32 C");
+  s = tu_open("matmul_int8:m=4,n=16,k=4", &orig);
+  ts_diag_clear(&D);
+  tu_ok(sch_shift_to_unsigned(s, blk("C"), NULL, &D), &D);
+  REFUSED(s, sch_shift_to_unsigned(s, blk("C"), NULL, &D), "is not C = 0");
+}
+END_TEST
+
 START_TEST(test_tensorize_refusals) {
   ir_func *orig;
   sch_state *s = tu_open("matmul_int8:m=4,n=32,k=8", &orig);
@@ -457,6 +528,7 @@ static Suite *suite(void) {
   tcase_add_test(tc, test_tensorize_fma);
   tcase_add_test(tc, test_tensorize_vnni_u8);
   tcase_add_test(tc, test_tensorize_refusals);
+  tcase_add_test(tc, test_shift_to_unsigned);
   tcase_add_test(tc, test_match_block);
   tcase_add_test(tc, test_tensorize_wmma_match);
   tc = tu_tcase(s, "trace", NULL, 120);

@@ -363,6 +363,18 @@ static void d_enter_postproc(sch_state *s, sch_traced *t) {
 }
 
 /* B[k, j] under i j0 j1 k: re-laid [j, k] (docs/LAYOUT.md) */
+static void t_shift_to_unsigned(sch_traced *t) {
+  int out[2];
+  OK(sch_t_shift_to_unsigned(t, tb(t, "C"), out, &D));
+  ck_assert_str_eq(sch_t_block(t, out[0]).name, "A_u8");
+  ck_assert_str_eq(sch_t_block(t, out[1]).name, "B_sum");
+}
+static void d_shift_to_unsigned(sch_state *s, sch_traced *t) {
+  (void)t;
+  sch_block out[2];
+  OK(sch_shift_to_unsigned(s, (sch_block){"C"}, out, &D));
+}
+
 static void t_transform_layout(sch_traced *t) {
   const int *l = tl(t, tb(t, "C"), 3);
   int out[2];
@@ -414,6 +426,7 @@ static const kcase cases[] = {
     {SCH_I_SAMPLE_COMPUTE_LOCATION, DENSE, t_sample_compute_location, d_sample_compute_location},
     {SCH_I_ENTER_POSTPROC, MM, t_enter_postproc, d_enter_postproc},
     {SCH_I_TRANSFORM_LAYOUT, MM, t_transform_layout, d_transform_layout},
+    {SCH_I_SHIFT_TO_UNSIGNED, "matmul_int8:m=3,n=7,k=5", t_shift_to_unsigned, d_shift_to_unsigned},
 };
 #define NCASES ((int)(sizeof cases / sizeof cases[0]))
 

@@ -10,6 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "ir/schedule/layout.h"
 #include "runtime/runtime.h"
 #include "ir/parse.h"
 #include "ir/print.h"
@@ -55,6 +56,9 @@ static const char *specs[] = {
     "dense:m=7,n=9,k=5,bias=1,act=relu",
     "dense:m=5,n=7,k=3,bias=0,act=gelu",
     "matmul_int8:m=7,n=5,k=9",
+    "matmul_int8:m=5,n=32,k=8", /* shifted, packed and tensorized on a VNNI host */
+    "matmul_u8s8:m=7,n=5,k=9",
+    "matmul_u8s8:m=3,n=16,k=12",
     "conv2d_nchw:n=1,c=3,h=7,w=7,k=5,r=3,s=3,stride=1,pad=1",
     "conv2d_nhwc:n=1,c=3,h=7,w=7,k=5,r=3,s=3,stride=2,pad=1",
     "depthwise_conv2d:n=1,c=3,h=7,w=7,r=3,s=3,stride=1,pad=1",
@@ -95,7 +99,11 @@ START_TEST(test_workload_space) {
         continue;
       }
       char why[512] = "";
-      bool ok = tu_equivalent(f, sch_traced_func(ts), 7, why, sizeof why);
+      /* against f with the candidate's weight re-layouts applied (a
+       * layout-free weight is packed: docs/LAYOUT.md) */
+      const ir_func *ref = sch_layout_reference(&a, f, sch_traced_trace(ts), &d);
+      ck_assert_msg(ref != NULL, "%s: %s", spec, d.msg);
+      bool ok = tu_equivalent(ref, sch_traced_func(ts), 7, why, sizeof why);
       if (!ok) {
         char *js = sch_trace_to_json(sch_traced_trace(ts));
         ck_abort_msg("%s sketch %d seed %d: %s\n%s", spec, s, k, why, js ? js : "");
