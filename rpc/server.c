@@ -439,10 +439,12 @@ static int usage(FILE *f) {
           "Measures uploaded kernels for tuners granted a session by the tracker.\n"
           "  --port P        listen port (default: first free of %d..%d; 0: any free\n"
           "                  port the system picks, printed and registered)\n"
-          "  --host H        listen address (default 0.0.0.0)\n"
+          "  --host H        listen address (default 127.0.0.1: loopback only;\n"
+          "                  --host 0.0.0.0 for every interface)\n"
           "  --advertise A   address registered with the tracker (default: the local\n"
           "                  address that reaches the tracker, with the port)\n"
-          "  --secret-file F shared secret (or $" RPC_SECRET_ENV "; >= %d bytes)\n"
+          "  --secret-file F shared secret (or $" RPC_SECRET_ENV "; >= %d bytes, mode 600;\n"
+          "                  umask 077; head -c 32 /dev/urandom > ~/.tessel-secret)\n"
           "  --no-tracker    serve any authenticated client (tests, direct use)\n",
           RPC_SERVER_PORT_FIRST, RPC_SERVER_PORT_LAST, RPC_SECRET_MIN);
   return f == stdout ? 0 : 2;
@@ -452,7 +454,7 @@ int rpc_server_main(int argc, char **argv, const rpc_server_registrar *reg) {
   static server S; /* one server per process (signals) */
   server *s = &S;
   memset(s, 0, sizeof *s);
-  snprintf(s->host, sizeof s->host, "0.0.0.0");
+  snprintf(s->host, sizeof s->host, "127.0.0.1"); /* loopback unless --host */
   const char *secret_file = NULL;
   bool port_given = false;
   for (int i = 1; i < argc; i++) {
@@ -505,7 +507,12 @@ int rpc_server_main(int argc, char **argv, const rpc_server_registrar *reg) {
   rpc_socket_limits(s->sock);
   nng_socket_set_ms(s->sock, NNG_OPT_RECVTIMEO, 100);
   nng_socket_set_ms(s->sock, NNG_OPT_SENDTIMEO, 5000);
-  rpc_authtab_init(&s->auth, s->sock, &s->secret);
+  if (rpc_authtab_init(&s->auth, s->sock, &s->secret) != TS_OK) {
+    fprintf(stderr, "tessel-rpc-server: cannot set up authentication\n");
+    nng_close(s->sock);
+    return 1;
+  }
+  rpc_authtab_bounds(&s->auth, 0, 0, 0, "rpc-server");
   char url[RPC_MAX_ADDR + 32];
   int first = port_given ? s->port : RPC_SERVER_PORT_FIRST;
   int last = port_given ? s->port : RPC_SERVER_PORT_LAST;
@@ -549,16 +556,21 @@ int rpc_server_main(int argc, char **argv, const rpc_server_registrar *reg) {
           s->no_tracker ? ", no tracker" : "");
   if (!s->no_tracker) start_registration(s);
   while (!g_stop) {
-    rpc_msg m;
-    nng_pipe p = NNG_PIPE_INITIALIZER;
-    ts_status st = rpc_recv(s->sock, &m, &p);
-    if (st == TS_ETIMEOUT) continue;
-    rpc_enc rep;
-    if (st == TS_EIO) {
+    nng_msg *in = NULL;
+    rv = nng_recvmsg(s->sock, &in, 0);
+    if (rv == NNG_ETIMEDOUT) continue;
+    if (rv) {
       if (g_stop) break;
       nap_ms(10);
       continue;
     }
+    nng_pipe p = nng_msg_get_pipe(in);
+    rpc_msg m;
+    bool dropped = false;
+    ts_status st = rpc_authtab_open(&s->auth, p, nng_msg_body(in), nng_msg_len(in), &m, &dropped);
+    nng_msg_free(in);
+    if (dropped) continue; /* refused and closed: nothing to answer */
+    rpc_enc rep;
     if (st) {
       /* garbage: an error reply, then on with the next request */
       rpc_enc_error(&rep, st, "%s", m.err);
@@ -566,7 +578,8 @@ int rpc_server_main(int argc, char **argv, const rpc_server_registrar *reg) {
       serve(s, &m, p, &rep);
     }
     rpc_msg_fini(&m);
-    rpc_reply(s->sock, &rep);
+    nng_msg *out = rpc_authtab_seal(&s->auth, p, &rep);
+    if (out && nng_sendmsg(s->sock, out, 0) != 0) nng_msg_free(out);
   }
   fprintf(stderr, "rpc-server: stopping\n");
   if (s->regh) s->reg->stop(s->regh); /* deregisters */
