@@ -2,8 +2,7 @@
  * under a flood of idle unauthenticated connections, while a good client is
  * timed. An attacker thread keeps CONNS connections open to each server
  * (TCP connect, the SP header of a REQ socket, and for every other one a
- * hello; then nothing), reopening each the moment the server closes it
- * (pending caps, handshake deadline). Meanwhile a good client connects,
+ * hello; then nothing); one attacker thread per server. Meanwhile a good client connects,
  * authenticates and makes one request (query / info) every 100 ms, against
  * each server in turn, for SECONDS. Prints per server: the good client's
  * latency (p50, p99, max; every one must come back), how many attacker
@@ -11,9 +10,19 @@
  * process's resident memory idle (after a warm-up client) and at its peak
  * during the flood (VmRSS sampled every 100 ms, and VmHWM).
  *
- * usage: unauth_load TESSEL RPC_SERVER [CONNS=1000] [SECONDS=12]
+ * The servers are pinned to CPU 0, the attackers and the good client to
+ * CPU 1 (when there are two); run it without taskset.
+ *
+ * MODE waves (default): the attacker opens all CONNS again every 5 s (the
+ * issue's idle connections, renewed); churn: it reopens each connection the
+ * moment the server closes it (thousands per second: a stress figure).
+ *
+ * usage: unauth_load TESSEL RPC_SERVER [CONNS=1000] [SECONDS=12] [waves|churn]
  * (build/tessel and build/tessel-rpc-server; `ninja -C build bench/unauth_load`) */
+#define _GNU_SOURCE
 #include <arpa/inet.h>
+#include <sched.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -34,12 +43,24 @@
 #include "tracker/tracker_client.h"
 
 static int conns = 1000, seconds = 12;
+static bool churn; /* reopen each connection the moment it is closed; else waves */
 static volatile int stop;
 
 static double now_s(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static int nfds(pid_t pid) {
+  char p[64];
+  snprintf(p, sizeof p, "/proc/%d/fd", (int)pid);
+  DIR *d = opendir(p);
+  if (!d) return -1;
+  int n = 0;
+  while (readdir(d)) n++;
+  closedir(d);
+  return n - 2;
 }
 
 static long status_kb(pid_t pid, const char *field) {
@@ -55,9 +76,21 @@ static long status_kb(pid_t pid, const char *field) {
   return kb;
 }
 
+/* With two CPUs or more, the servers run on CPU 0 and this process (the
+ * attacker threads and the good client) on CPU 1, so the figures are the
+ * servers', not a scheduler's sharing one core among all three. */
+static void pin(int cpu) {
+  if (sysconf(_SC_NPROCESSORS_ONLN) < 2) return;
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  CPU_SET(cpu, &set);
+  sched_setaffinity(0, sizeof set, &set);
+}
+
 static pid_t spawn(char *const argv[]) {
   pid_t pid = fork();
   if (pid == 0) {
+    pin(0);
     int fd = open("/dev/null", O_WRONLY);
     if (fd >= 0) dup2(fd, 2);
     execv(argv[0], argv);
@@ -72,7 +105,7 @@ typedef struct target {
   int port;
   pid_t pid;
   int *fds;
-  long reopened, open_now;
+  long reopened, closed, open_now;
   long idle_kb, peak_kb, hwm_kb;
   double *lat;
   int nlat, failures;
@@ -90,7 +123,7 @@ static int idle_conn(int port, bool hello) {
     return -1;
   }
   struct pollfd pf = {.fd = fd, .events = POLLOUT};
-  if (poll(&pf, 1, 1000) <= 0) {
+  if (poll(&pf, 1, 200) <= 0) {
     close(fd);
     return -1;
   }
@@ -121,35 +154,38 @@ static int idle_conn(int port, bool hello) {
   return fd;
 }
 
+/* One attacker thread per server. */
 static void *attacker(void *arg) {
-  (void)arg;
-  int total = 2 * conns;
-  struct pollfd *pf = calloc((size_t)total, sizeof *pf);
-  for (int k = 0; k < 2; k++)
-    for (int i = 0; i < conns; i++) tg[k].fds[i] = idle_conn(tg[k].port, i % 2);
+  target *t = arg;
+  struct pollfd *pf = calloc((size_t)conns, sizeof *pf);
+  for (int i = 0; i < conns; i++) t->fds[i] = idle_conn(t->port, i % 2);
+  double next_wave = now_s() + 5;
   while (!stop) {
-    for (int k = 0; k < 2; k++)
-      for (int i = 0; i < conns; i++) pf[k * conns + i] = (struct pollfd){.fd = tg[k].fds[i], .events = POLLIN};
-    poll(pf, (nfds_t)total, 50);
-    for (int k = 0; k < 2; k++) {
-      long open_now = 0;
-      for (int i = 0; i < conns && !stop; i++) {
-        int *fd = &tg[k].fds[i];
-        bool dead = *fd < 0;
-        if (!dead && pf[k * conns + i].revents) {
-          uint8_t b[512];
-          ssize_t r = read(*fd, b, sizeof b);
-          if (r == 0 || (r < 0 && errno != EAGAIN)) dead = true;
-        }
-        if (dead) {
-          if (*fd >= 0) close(*fd);
-          *fd = idle_conn(tg[k].port, i % 2); /* the attacker comes right back */
-          tg[k].reopened++;
-        }
-        open_now += *fd >= 0;
+    bool wave = now_s() >= next_wave; /* waves: all 1,000 open again every 5 s */
+    if (wave) next_wave += 5;
+    for (int i = 0; i < conns; i++) pf[i] = (struct pollfd){.fd = t->fds[i], .events = POLLIN};
+    poll(pf, (nfds_t)conns, 50);
+    long open_now = 0;
+    for (int i = 0; i < conns && !stop; i++) {
+      int *fd = &t->fds[i];
+      bool dead = *fd < 0;
+      if (!dead && pf[i].revents) {
+        uint8_t b[512];
+        ssize_t r = read(*fd, b, sizeof b);
+        if (r == 0 || (r < 0 && errno != EAGAIN)) dead = true;
       }
-      tg[k].open_now = open_now;
+      if (dead && *fd >= 0) {
+        close(*fd);
+        *fd = -1;
+        t->closed++;
+      }
+      if (*fd < 0 && (churn || wave)) {
+        *fd = idle_conn(t->port, i % 2); /* the attacker comes back */
+        t->reopened++;
+      }
+      open_now += *fd >= 0;
     }
+    t->open_now = open_now;
   }
   free(pf);
   return NULL;
@@ -194,6 +230,7 @@ int main(int argc, char **argv) {
   }
   if (argc > 3) conns = atoi(argv[3]);
   if (argc > 4) seconds = atoi(argv[4]);
+  if (argc > 5) churn = !strcmp(argv[5], "churn");
   signal(SIGPIPE, SIG_IGN);
   struct rlimit rl;
   getrlimit(RLIMIT_NOFILE, &rl);
@@ -226,6 +263,7 @@ int main(int argc, char **argv) {
   char *srv_argv[] = {argv[2], "--no-tracker", "--port", p1, "--secret-file", sp, NULL};
   tg[0] = (target){.name = "tracker", .port = base, .pid = spawn(trk_argv)};
   tg[1] = (target){.name = "rpc_server", .port = base + 1, .pid = spawn(srv_argv)};
+  pin(1);
   int nmax = seconds * 10 + 16;
   for (int k = 0; k < 2; k++) {
     tg[k].fds = calloc((size_t)conns, sizeof(int));
@@ -245,8 +283,8 @@ int main(int argc, char **argv) {
     tg[k].idle_kb = status_kb(tg[k].pid, "VmRSS");
     tg[k].peak_kb = tg[k].idle_kb;
   }
-  pthread_t th;
-  pthread_create(&th, NULL, attacker, NULL);
+  pthread_t th[2];
+  for (int k = 0; k < 2; k++) pthread_create(&th[k], NULL, attacker, &tg[k]);
   usleep(1000000); /* the flood is up */
   double end = now_s() + seconds;
   for (int i = 0; now_s() < end; i++) {
@@ -264,9 +302,11 @@ int main(int argc, char **argv) {
   }
   for (int k = 0; k < 2; k++) tg[k].hwm_kb = status_kb(tg[k].pid, "VmHWM");
   long open_end[2] = {tg[0].open_now, tg[1].open_now};
+  int fds_end[2] = {nfds(tg[0].pid), nfds(tg[1].pid)};
   stop = 1;
-  pthread_join(th, NULL);
-  printf("unauth_load: %d idle unauthenticated connections kept open to each server, %d s\n", conns, seconds);
+  for (int k = 0; k < 2; k++) pthread_join(th[k], NULL);
+  printf("unauth_load: %d idle unauthenticated connections to each server, %s, %d s\n", conns,
+         churn ? "each reopened the moment it is closed" : "opened again in a wave every 5 s", seconds);
   int bad = 0;
   for (int k = 0; k < 2; k++) {
     target *t = &tg[k];
@@ -275,8 +315,8 @@ int main(int argc, char **argv) {
            mx = t->nlat ? t->lat[t->nlat - 1] : 0;
     printf("%-10s good client: %d served, %d failed; connect+auth+request p50 %.1f ms, p99 %.1f ms, max %.1f ms\n",
            t->name, t->nlat, t->failures, p50 * 1e3, p99 * 1e3, mx * 1e3);
-    printf("%-10s attacker: %ld connections open at the end, %ld reopened after the server closed them\n", t->name,
-           open_end[k], t->reopened);
+    printf("%-10s attacker: %ld of its connections open at the end (the server holds %d descriptors); the server "
+           "closed %ld, the attacker opened %ld more\n", t->name, open_end[k], fds_end[k], t->closed, t->reopened);
     printf("%-10s memory: idle %.1f MB, peak %.1f MB sampled (VmHWM %.1f MB): +%.1f MB\n", t->name,
            t->idle_kb / 1024.0, t->peak_kb / 1024.0, t->hwm_kb / 1024.0, (t->peak_kb - t->idle_kb) / 1024.0);
     if (t->failures || mx > 0.1 || t->peak_kb - t->idle_kb > 64 * 1024) bad = 1;

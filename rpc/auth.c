@@ -292,7 +292,8 @@ static rpc_authpipe *oldest_pending(rpc_authtab *tab, const char *addr, uint32_t
   *count = 0;
   for (size_t i = 0; i < tab->n; i++) {
     rpc_authpipe *ap = &tab->pipes[i];
-    if (ap->state == 2 || (addr && strcmp(ap->addr, addr) != 0)) continue;
+    /* authenticated ones do not count, nor ones being closed already */
+    if (ap->state == 2 || ap->state == -1 || (addr && strcmp(ap->addr, addr) != 0)) continue;
     ++*count;
     if (ap->pipe_id != except && (!best || ap->added_ms < best->added_ms)) best = ap;
   }
@@ -321,8 +322,7 @@ static void pipe_cb(nng_pipe p, nng_pipe_ev ev, void *arg) {
       rpc_authpipe *o = oldest_pending(tab, addr, id, &n_addr);
       if (o && n_addr > (size_t)tab->pending_per_addr) victims[0] = o->pipe_id, o->state = -1;
       o = oldest_pending(tab, NULL, id, &n_all);
-      if (o && n_all - (victims[0] != 0) > (size_t)tab->pending_max && o->state != -1)
-        victims[1] = o->pipe_id, o->state = -1;
+      if (o && n_all > (size_t)tab->pending_max) victims[1] = o->pipe_id, o->state = -1;
       tab->refused += (victims[0] != 0) + (victims[1] != 0);
     }
     pthread_mutex_unlock(&tab->mu);
@@ -725,8 +725,25 @@ ts_status rpc_chan_call(nng_socket s, rpc_chan *ch, rpc_enc *e, rpc_msg *reply, 
   return TS_OK;
 }
 
+static ts_status auth_client_once(nng_socket s, const rpc_secret *secret, const char *role, rpc_chan *ch,
+                                  ts_diag *d);
+
+/* A server under a flood of unauthenticated connections may close ours
+ * mid-handshake to make room (the oldest pending goes): nng redials, and
+ * the handshake is run again, up to three times in all. */
 ts_status rpc_auth_client(nng_socket s, const rpc_secret *secret, const char *role, rpc_chan *ch,
                           ts_diag *d) {
+  ts_status st = TS_EIO;
+  for (int i = 0; i < 3; i++) {
+    if (i) ts_diag_clear(d);
+    st = auth_client_once(s, secret, role, ch, d);
+    if (st != TS_EIO) break;
+  }
+  return st;
+}
+
+static ts_status auth_client_once(nng_socket s, const rpc_secret *secret, const char *role, rpc_chan *ch,
+                                  ts_diag *d) {
   rpc_chan_wipe(ch);
   if (!sodium_ready()) return TS_ESYSTEM;
   uint8_t cn[RPC_NONCE_BYTES];
@@ -783,6 +800,11 @@ ts_status rpc_auth_client(nng_socket s, const rpc_secret *secret, const char *ro
   p2 = nng_msg_get_pipe(msg);
   const uint8_t *rb = nng_msg_body(msg);
   size_t rn = nng_msg_len(msg);
+  if (nng_pipe_id(p2) != nng_pipe_id(p1)) { /* redialed between hello and auth: start again */
+    nng_msg_free(msg);
+    rpc_chan_wipe(ch);
+    return ts_diag_set(d, TS_EIO, "handshake: the connection was closed and re-established during the handshake");
+  }
   if (rn > 0 && rb[0] != RPC_FRAME_MARK) { /* a plaintext error: wrong key, version, ... */
     rpc_chan_wipe(ch);
     st = rpc_msg_decode(&r, rb, rn);
