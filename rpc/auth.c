@@ -293,7 +293,7 @@ static rpc_authpipe *oldest_pending(rpc_authtab *tab, const char *addr, uint32_t
   for (size_t i = 0; i < tab->n; i++) {
     rpc_authpipe *ap = &tab->pipes[i];
     /* authenticated ones do not count, nor ones being closed already */
-    if (ap->state == 2 || ap->state == -1 || (addr && strcmp(ap->addr, addr) != 0)) continue;
+    if (ap->state == 2 || ap->state < 0 || (addr && strcmp(ap->addr, addr) != 0)) continue;
     ++*count;
     if (ap->pipe_id != except && (!best || ap->added_ms < best->added_ms)) best = ap;
   }
@@ -308,7 +308,7 @@ static void pipe_cb(nng_pipe p, nng_pipe_ev ev, void *arg) {
      * oldest pending pipe of its address, else the oldest of all */
     char addr[48];
     pipe_addr(p, addr, sizeof addr);
-    uint32_t victims[2] = {0, 0};
+    int victims = 0;
     bool refused = false;
     pthread_mutex_lock(&tab->mu);
     rpc_authpipe *ap = find_pipe(tab, id);
@@ -320,15 +320,14 @@ static void pipe_cb(nng_pipe p, nng_pipe_ev ev, void *arg) {
       ap->added_ms = mono_ms();
       size_t n_addr, n_all;
       rpc_authpipe *o = oldest_pending(tab, addr, id, &n_addr);
-      if (o && n_addr > (size_t)tab->pending_per_addr) victims[0] = o->pipe_id, o->state = -1;
+      if (o && n_addr > (size_t)tab->pending_per_addr) o->state = -2, victims++;
       o = oldest_pending(tab, NULL, id, &n_all);
-      if (o && n_all > (size_t)tab->pending_max) victims[1] = o->pipe_id, o->state = -1;
-      tab->refused += (victims[0] != 0) + (victims[1] != 0);
+      if (o && n_all > (size_t)tab->pending_max) o->state = -2, victims++;
+      tab->refused += (uint64_t)victims;
+      /* the reaper thread closes them: never another pipe from inside nng's callback */
+      if (victims) pthread_cond_signal(&tab->cv);
     }
     pthread_mutex_unlock(&tab->mu);
-    /* closed outside the lock: the close's REM_POST comes back here */
-    for (int i = 0; i < 2; i++)
-      if (victims[i]) close_pipe_id(victims[i]);
     if (refused) nng_pipe_close(p);
     return;
   }
@@ -367,10 +366,11 @@ static void *reaper(void *arg) {
     }
     for (size_t i = 0; i < tab->n && nids < capids; i++) {
       rpc_authpipe *ap = &tab->pipes[i];
-      if (ap->state != 2 && ap->state != -1 && now - ap->added_ms > tab->handshake_ms) {
+      bool late = ap->state >= 0 && ap->state != 2 && now - ap->added_ms > tab->handshake_ms;
+      if (late || ap->state == -2) { /* past the deadline, or over a cap */
+        tab->refused += late;
         ap->state = -1; /* being closed */
         ids[nids++] = ap->pipe_id;
-        tab->refused++;
       }
     }
     pthread_mutex_unlock(&tab->mu);

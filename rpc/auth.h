@@ -90,7 +90,7 @@ void rpc_chan_wipe(rpc_chan *c);
 
 typedef struct rpc_authpipe {
   uint32_t pipe_id;
-  int state;               /* 0 none, 1 challenged, 2 authenticated */
+  int state;               /* 0 none, 1 challenged, 2 authenticated, -2 to close, -1 closing */
   uint8_t nonce[RPC_NONCE_BYTES];   /* the server nonce (state 1) */
   uint8_t cnonce[RPC_NONCE_BYTES];  /* the client nonce (state 1) */
   char role[16];

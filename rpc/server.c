@@ -2,6 +2,9 @@
  * artifact storage, forked measurement and device info. Registration with
  * the tracker is the registrar the binary's main passes in (the tracker
  * client, tracker/tracker_client.c); this file does not include tracker/. */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE /* pthread_timedjoin_np */
+#endif
 #include "rpc/server.h"
 
 #include <arpa/inet.h>
@@ -430,6 +433,32 @@ static void start_registration(server *s) {
   msgpack_sbuffer_destroy(&sb);
 }
 
+/* nng 1.5.2's nng_close can wait for good on its pipe reaper after many
+ * pipes were closed under it (a flood of unauthenticated connections; see
+ * docs/RPC.md on nng 1.5.2): close in a thread and give up after 3 s, so a
+ * stopping server always stops. Returns false when it gave up (the pipe
+ * table must then stay: nng may still call back into it). */
+static void *close_thread(void *arg) {
+  server *s = arg;
+  nng_close(s->sock);
+  return NULL;
+}
+
+static bool close_socket(server *s) {
+  pthread_t th;
+  if (pthread_create(&th, NULL, close_thread, s) != 0) {
+    nng_close(s->sock);
+    return true;
+  }
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  ts.tv_sec += 3;
+  if (pthread_timedjoin_np(th, NULL, &ts) == 0) return true;
+  pthread_detach(th);
+  fprintf(stderr, "rpc-server: nng did not close the socket within 3 s (nng 1.5.2's pipe reaper); exiting anyway\n");
+  return false;
+}
+
 /* ---- main ----------------------------------------------------------------- */
 static int usage(FILE *f) {
   fprintf(f,
@@ -583,10 +612,9 @@ int rpc_server_main(int argc, char **argv, const rpc_server_registrar *reg) {
   }
   fprintf(stderr, "rpc-server: stopping\n");
   if (s->regh) s->reg->stop(s->regh); /* deregisters */
-  nng_close(s->sock);
-  rpc_authtab_fini(&s->auth);
   for (int i = s->narts - 1; i >= 0; i--) drop_artifact(s, i);
   rm_dir(s->dir);
+  if (close_socket(s)) rpc_authtab_fini(&s->auth);
   rpc_secret_wipe(&s->secret);
   return 0;
 }
