@@ -20,14 +20,16 @@ static void on_signal(int sig) {
 }
 
 int tun_cmd_tracker(int argc, char **argv) {
-  const char *host = "0.0.0.0", *secret_file = NULL;
+  const char *host = "127.0.0.1", *secret_file = NULL; /* loopback unless --host */
   int port = TRK_DEFAULT_PORT;
   bool verbose = false;
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
       printf("usage: tessel tracker [--host H] [--port P] [--secret-file F] [--verbose]\n"
-             "Runs the tracker (default 0.0.0.0:%d) until interrupted. The secret comes from\n"
-             "--secret-file or TESSEL_RPC_SECRET_FILE (at least 16 bytes). See docs/TRACKER.md.\n",
+             "Runs the tracker (default 127.0.0.1:%d, loopback only: --host 0.0.0.0 for every\n"
+             "interface) until interrupted. The secret comes from --secret-file or\n"
+             "TESSEL_RPC_SECRET_FILE (mode 600, at least 16 bytes: umask 077; head -c 32\n"
+             "/dev/urandom > ~/.tessel-secret). See docs/TRACKER.md.\n",
              TRK_DEFAULT_PORT);
       return 0;
     } else if (!strcmp(argv[i], "--host") && i + 1 < argc) {

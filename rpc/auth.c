@@ -1,13 +1,21 @@
-/* auth.c — the shared secret, the per-pipe challenge–response of auth.h, and
- * the client side of the handshake. Crypto is libsodium's: generichash for
- * the key, crypto_auth (HMAC-SHA512-256) for the macs, randombytes_buf for
+/* auth.c — the shared secret, the per-pipe challenge–response of auth.h,
+ * the secure channel that follows it, the bounds on unauthenticated pipes,
+ * and the client side. Crypto is libsodium's: generichash for the key and
+ * the session key, crypto_kdf for the direction keys, crypto_auth
+ * (HMAC-SHA512-256) for the handshake macs, XChaCha20-Poly1305
+ * (crypto_aead_xchacha20poly1305_ietf) for the frames, randombytes_buf for
  * nonces, crypto_verify_32 for constant-time comparison. */
 #include "rpc/auth.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
 
 #include <sodium.h>
 
@@ -18,9 +26,18 @@ static bool sodium_ready(void) {
   return sodium_init() >= 0;
 }
 
+static int distinct_bytes(const uint8_t *p, size_t n) {
+  uint8_t seen[256] = {0};
+  int k = 0;
+  for (size_t i = 0; i < n; i++)
+    if (!seen[p[i]]) seen[p[i]] = 1, k++;
+  return k;
+}
+
 ts_status rpc_secret_from_bytes(rpc_secret *s, const void *p, size_t n) {
   memset(s, 0, sizeof *s);
-  if (n < RPC_SECRET_MIN || !sodium_ready()) return TS_EAUTH;
+  if (n < RPC_SECRET_MIN || distinct_bytes(p, n) < RPC_SECRET_MIN_DISTINCT || !sodium_ready())
+    return TS_EAUTH;
   static const uint8_t ctx[] = "tessel-rpc-secret-v1";
   /* key = BLAKE2b-256(content) keyed by a fixed context string */
   crypto_generichash(s->key, sizeof s->key, p, n, ctx, sizeof ctx - 1);
@@ -32,6 +49,8 @@ void rpc_secret_wipe(rpc_secret *s) {
   sodium_memzero(s, sizeof *s);
 }
 
+#define SECRET_RECIPE "create one with: umask 077; head -c 32 /dev/urandom > ~/.tessel-secret"
+
 ts_status rpc_secret_load(rpc_secret *s, const char *path, ts_diag *d) {
   memset(s, 0, sizeof *s);
   const char *from = "--secret-file";
@@ -41,26 +60,47 @@ ts_status rpc_secret_load(rpc_secret *s, const char *path, ts_diag *d) {
   }
   if (!path || !*path) {
     return ts_diag_set(d, TS_EAUTH, "no shared secret: pass --secret-file FILE or set " RPC_SECRET_ENV
-             " (a file of at least %d bytes, the same on every host)", RPC_SECRET_MIN);
+             " (the same file on every host; " SECRET_RECIPE ")");
   }
-  FILE *f = fopen(path, "rb");
-  if (!f) {
+  int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+  if (fd < 0) {
     return ts_diag_set(d, TS_EAUTH, "secret file '%s' (%s): %s", path, from, strerror(errno));
+  }
+  struct stat sb;
+  if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
+    close(fd);
+    return ts_diag_set(d, TS_EAUTH, "secret file '%s' (%s) is not a regular file", path, from);
+  }
+  if (sb.st_mode & (S_IRWXG | S_IRWXO)) {
+    close(fd);
+    return ts_diag_set(d, TS_EAUTH, "secret file '%s' (%s) is accessible by group or others (mode %04o): "
+                       "run chmod 600 '%s'", path, from, (unsigned)(sb.st_mode & 07777), path);
   }
   uint8_t *buf = ts_malloc(RPC_SECRET_MAX);
   if (!buf) {
-    fclose(f);
+    close(fd);
     return ts_diag_set(d, TS_ENOMEM, "out of memory");
   }
-  size_t n = fread(buf, 1, RPC_SECRET_MAX, f);
-  bool rd_err = ferror(f);
-  fclose(f);
+  size_t n = 0;
+  bool rd_err = false;
+  while (n < RPC_SECRET_MAX) {
+    ssize_t r = read(fd, buf + n, RPC_SECRET_MAX - n);
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0) rd_err = true;
+    if (r <= 0) break;
+    n += (size_t)r;
+  }
+  close(fd);
   ts_status st = TS_OK;
+  int k = rd_err ? 0 : distinct_bytes(buf, n);
   if (rd_err) {
     st = ts_diag_set(d, TS_EAUTH, "secret file '%s': read error", path);
   } else if (n < RPC_SECRET_MIN) {
-    st = ts_diag_set(d, TS_EAUTH, "secret file '%s' (%s) holds %zu bytes; at least %d are required",
+    st = ts_diag_set(d, TS_EAUTH, "secret file '%s' (%s) holds %zu bytes; at least %d are required (" SECRET_RECIPE ")",
                      path, from, n, RPC_SECRET_MIN);
+  } else if (k < RPC_SECRET_MIN_DISTINCT) {
+    st = ts_diag_set(d, TS_EAUTH, "secret file '%s' (%s) has only %d distinct byte values; at least %d are required "
+                     "(" SECRET_RECIPE ")", path, from, k, RPC_SECRET_MIN_DISTINCT);
   } else if (rpc_secret_from_bytes(s, buf, n)) {
     st = ts_diag_set(d, TS_EAUTH, "libsodium failed to initialise");
   }
@@ -79,45 +119,160 @@ void rpc_auth_mac(const rpc_secret *s, const char *label, const uint8_t nonce[RP
   sodium_memzero(&st, sizeof st);
 }
 
-/* ---- server side ---------------------------------------------------------- */
-static void pipe_cb(nng_pipe p, nng_pipe_ev ev, void *arg) {
-  rpc_authtab *tab = arg;
-  if (ev != NNG_PIPE_EV_REM_POST) return;
-  uint32_t id = nng_pipe_id(p);
-  pthread_mutex_lock(&tab->mu);
-  for (size_t i = 0; i < tab->n; i++)
-    if (tab->pipes[i].pipe_id == id) {
-      sodium_memzero(&tab->pipes[i], sizeof tab->pipes[i]);
-      tab->pipes[i] = tab->pipes[--tab->n];
-      break;
-    }
-  pthread_mutex_unlock(&tab->mu);
-  if (tab->on_close) tab->on_close(tab->on_close_arg, id);
+/* ---- the secure channel ---------------------------------------------------- */
+#define LABEL_SESSION "tessel-rpc-2 session"
+#define KDF_CONTEXT "tsrpc2ch" /* crypto_kdf_CONTEXTBYTES (8) characters */
+#define KDF_C2S 1              /* subkey ids: client-to-server, server-to-client */
+#define KDF_S2C 2
+
+void rpc_chan_derive(rpc_chan *c, const rpc_secret *s, const uint8_t cn[RPC_NONCE_BYTES],
+                     const uint8_t sn[RPC_NONCE_BYTES], bool client) {
+  /* session = BLAKE2b-256(label || client nonce || server nonce) keyed by the key */
+  uint8_t session[crypto_kdf_KEYBYTES];
+  crypto_generichash_state st;
+  crypto_generichash_init(&st, s->key, sizeof s->key, sizeof session);
+  crypto_generichash_update(&st, (const uint8_t *)LABEL_SESSION, strlen(LABEL_SESSION));
+  crypto_generichash_update(&st, cn, RPC_NONCE_BYTES);
+  crypto_generichash_update(&st, sn, RPC_NONCE_BYTES);
+  crypto_generichash_final(&st, session, sizeof session);
+  sodium_memzero(&st, sizeof st);
+  memset(c, 0, sizeof *c);
+  crypto_kdf_derive_from_key(client ? c->tx_key : c->rx_key, 32, KDF_C2S, KDF_CONTEXT, session);
+  crypto_kdf_derive_from_key(client ? c->rx_key : c->tx_key, 32, KDF_S2C, KDF_CONTEXT, session);
+  sodium_memzero(session, sizeof session);
+  c->up = true;
 }
 
-ts_status rpc_authtab_init(rpc_authtab *tab, nng_socket sock, const rpc_secret *secret) {
-  memset(tab, 0, sizeof *tab);
-  if (!sodium_ready()) return TS_ESYSTEM;
-  pthread_mutex_init(&tab->mu, NULL);
-  tab->secret = secret;
-  if (nng_pipe_notify(sock, NNG_PIPE_EV_REM_POST, pipe_cb, tab)) return TS_EIO;
+void rpc_chan_wipe(rpc_chan *c) {
+  sodium_memzero(c, sizeof *c);
+}
+
+/* The frame header (also the AEAD's associated data) and the AEAD nonce of
+ * counter n: the counter as 8 little-endian bytes, then 16 zero bytes. */
+static void frame_header(uint8_t h[RPC_FRAME_HDR], uint64_t n) {
+  h[0] = RPC_FRAME_MARK;
+  for (int i = 0; i < 8; i++) h[1 + i] = (uint8_t)(n >> (56 - 8 * i));
+}
+
+static void frame_nonce(uint8_t npub[crypto_aead_xchacha20poly1305_ietf_NPUBBYTES], uint64_t n) {
+  memset(npub, 0, crypto_aead_xchacha20poly1305_ietf_NPUBBYTES);
+  for (int i = 0; i < 8; i++) npub[i] = (uint8_t)(n >> (8 * i));
+}
+
+/* Seals with an explicit key and counter (the caller reserved the counter). */
+static ts_status seal_with(const uint8_t key[32], uint64_t ctr, const void *p, size_t n, uint8_t **out,
+                           size_t *outn) {
+  *out = NULL;
+  *outn = 0;
+  if (n > RPC_MAX_MSG) return TS_ETOOBIG;
+  size_t total = RPC_FRAME_HDR + n + RPC_FRAME_TAG;
+  uint8_t *f = ts_malloc(total);
+  if (!f) return TS_ENOMEM;
+  uint8_t npub[crypto_aead_xchacha20poly1305_ietf_NPUBBYTES];
+  frame_header(f, ctr);
+  frame_nonce(npub, ctr);
+  unsigned long long clen = 0;
+  crypto_aead_xchacha20poly1305_ietf_encrypt(f + RPC_FRAME_HDR, &clen, p, n, f, RPC_FRAME_HDR, NULL, npub, key);
+  *out = f;
+  *outn = RPC_FRAME_HDR + (size_t)clen;
   return TS_OK;
 }
 
-void rpc_authtab_fini(rpc_authtab *tab) {
-  /* the socket must be closed first (no more callbacks) */
-  if (tab->pipes) sodium_memzero(tab->pipes, tab->cap * sizeof *tab->pipes);
-  ts_free(tab->pipes);
-  tab->pipes = NULL;
-  tab->n = tab->cap = 0;
-  pthread_mutex_destroy(&tab->mu);
+ts_status rpc_chan_seal(rpc_chan *c, const void *p, size_t n, uint8_t **out, size_t *outn) {
+  ts_status st = seal_with(c->tx_key, c->tx_ctr, p, n, out, outn);
+  if (st == TS_OK) c->tx_ctr++;
+  return st;
 }
 
-/* caller holds mu; returns NULL if absent and !create (or OOM) */
-static rpc_authpipe *find_pipe(rpc_authtab *tab, uint32_t id, bool create) {
+/* Checks the frame's form and counter against `want`; 0 or -1 with why. */
+static int frame_check(const uint8_t *f, size_t n, uint64_t want, char *why, size_t whyn) {
+  if (n < RPC_FRAME_HDR + RPC_FRAME_TAG || f[0] != RPC_FRAME_MARK) {
+    snprintf(why, whyn, "an unsealed message (%zu bytes) on the secure channel", n);
+    return -1;
+  }
+  uint64_t got = 0;
+  for (int i = 0; i < 8; i++) got = got << 8 | f[1 + i];
+  if (got != want) {
+    snprintf(why, whyn, "message counter %llu where %llu was due (%s)", (unsigned long long)got,
+             (unsigned long long)want, got < want ? "replayed or reordered" : "a message was dropped or reordered");
+    return -1;
+  }
+  return 0;
+}
+
+static ts_status open_with(const uint8_t key[32], uint64_t ctr, const uint8_t *f, size_t n, uint8_t **out,
+                           size_t *outn, char *why, size_t whyn) {
+  *out = NULL;
+  *outn = 0;
+  if (frame_check(f, n, ctr, why, whyn)) return TS_EAUTH;
+  size_t plen = n - RPC_FRAME_HDR - RPC_FRAME_TAG;
+  uint8_t *pt = ts_malloc(plen ? plen : 1);
+  if (!pt) {
+    snprintf(why, whyn, "out of memory");
+    return TS_ENOMEM;
+  }
+  uint8_t npub[crypto_aead_xchacha20poly1305_ietf_NPUBBYTES];
+  frame_nonce(npub, ctr);
+  unsigned long long mlen = 0;
+  if (crypto_aead_xchacha20poly1305_ietf_decrypt(pt, &mlen, NULL, f + RPC_FRAME_HDR, n - RPC_FRAME_HDR, f,
+                                                 RPC_FRAME_HDR, npub, key) != 0) {
+    ts_free(pt);
+    snprintf(why, whyn, "message %llu failed authentication (altered or forged)", (unsigned long long)ctr);
+    return TS_EAUTH;
+  }
+  *out = pt;
+  *outn = (size_t)mlen;
+  return TS_OK;
+}
+
+ts_status rpc_chan_open(rpc_chan *c, const void *p, size_t n, uint8_t **out, size_t *outn, char *why,
+                        size_t whyn) {
+  ts_status st = open_with(c->rx_key, c->rx_ctr, p, n, out, outn, why, whyn);
+  if (st == TS_OK) c->rx_ctr++;
+  return st;
+}
+
+/* ---- server side ---------------------------------------------------------- */
+static int64_t mono_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void pipe_addr(nng_pipe p, char *out, size_t n) {
+  nng_sockaddr sa;
+  snprintf(out, n, "?");
+  if (nng_pipe_get_addr(p, NNG_OPT_REMADDR, &sa) != 0) return;
+  if (sa.s_family == NNG_AF_INET)
+    inet_ntop(AF_INET, &sa.s_in.sa_addr, out, (socklen_t)n);
+  else if (sa.s_family == NNG_AF_INET6)
+    inet_ntop(AF_INET6, sa.s_in6.sa_addr, out, (socklen_t)n);
+  else if (sa.s_family == NNG_AF_IPC)
+    snprintf(out, n, "ipc");
+  else if (sa.s_family == NNG_AF_INPROC)
+    snprintf(out, n, "inproc");
+}
+
+static void close_pipe_id(uint32_t id) {
+  nng_pipe p = NNG_PIPE_INITIALIZER;
+  p.id = id;
+  nng_pipe_close(p);
+}
+
+static void refuse_log(rpc_authtab *tab, uint32_t id, const char *addr, const char *why) {
+  fprintf(stderr, "%s: connection %u from %s refused: %s; connection closed\n", tab->log ? tab->log : "rpc", id,
+          addr, why);
+}
+
+/* caller holds mu; returns NULL if absent */
+static rpc_authpipe *find_pipe(rpc_authtab *tab, uint32_t id) {
   for (size_t i = 0; i < tab->n; i++)
     if (tab->pipes[i].pipe_id == id) return &tab->pipes[i];
-  if (!create) return NULL;
+  return NULL;
+}
+
+/* caller holds mu */
+static rpc_authpipe *add_pipe(rpc_authtab *tab, uint32_t id) {
   if (tab->n == tab->cap) {
     size_t cap = tab->cap ? tab->cap * 2 : 16;
     rpc_authpipe *np = ts_realloc(tab->pipes, cap * sizeof *np);
@@ -131,9 +286,156 @@ static rpc_authpipe *find_pipe(rpc_authtab *tab, uint32_t id, bool create) {
   return ap;
 }
 
+/* The oldest pending pipe (of addr, when given) other than `except`; caller holds mu. */
+static rpc_authpipe *oldest_pending(rpc_authtab *tab, const char *addr, uint32_t except, size_t *count) {
+  rpc_authpipe *best = NULL;
+  *count = 0;
+  for (size_t i = 0; i < tab->n; i++) {
+    rpc_authpipe *ap = &tab->pipes[i];
+    /* authenticated ones do not count, nor ones being closed already */
+    if (ap->state == 2 || ap->state < 0 || (addr && strcmp(ap->addr, addr) != 0)) continue;
+    ++*count;
+    if (ap->pipe_id != except && (!best || ap->added_ms < best->added_ms)) best = ap;
+  }
+  return best;
+}
+
+static void pipe_cb(nng_pipe p, nng_pipe_ev ev, void *arg) {
+  rpc_authtab *tab = arg;
+  uint32_t id = nng_pipe_id(p);
+  if (ev == NNG_PIPE_EV_ADD_PRE) {
+    /* a new pipe (before it can deliver anything) starts pending; make room under the caps by closing the
+     * oldest pending pipe of its address, else the oldest of all */
+    char addr[48];
+    pipe_addr(p, addr, sizeof addr);
+    int victims = 0;
+    bool refused = false;
+    pthread_mutex_lock(&tab->mu);
+    rpc_authpipe *ap = find_pipe(tab, id);
+    if (!ap) ap = add_pipe(tab, id);
+    if (!ap) {
+      refused = true;
+    } else {
+      snprintf(ap->addr, sizeof ap->addr, "%s", addr);
+      ap->added_ms = mono_ms();
+      size_t n_addr, n_all;
+      rpc_authpipe *o = oldest_pending(tab, addr, id, &n_addr);
+      if (o && n_addr > (size_t)tab->pending_per_addr) o->state = -2, victims++;
+      o = oldest_pending(tab, NULL, id, &n_all);
+      if (o && n_all > (size_t)tab->pending_max) o->state = -2, victims++;
+      tab->refused += (uint64_t)victims;
+      /* the reaper thread closes them: never another pipe from inside nng's callback */
+      if (victims) pthread_cond_signal(&tab->cv);
+    }
+    pthread_mutex_unlock(&tab->mu);
+    if (refused) nng_pipe_close(p);
+    return;
+  }
+  if (ev != NNG_PIPE_EV_REM_POST) return;
+  pthread_mutex_lock(&tab->mu);
+  for (size_t i = 0; i < tab->n; i++)
+    if (tab->pipes[i].pipe_id == id) {
+      sodium_memzero(&tab->pipes[i], sizeof tab->pipes[i]);
+      tab->pipes[i] = tab->pipes[--tab->n];
+      break;
+    }
+  pthread_mutex_unlock(&tab->mu);
+  if (tab->on_close) tab->on_close(tab->on_close_arg, id);
+}
+
+/* Closes pipes that have not authenticated within the deadline. */
+static void *reaper(void *arg) {
+  rpc_authtab *tab = arg;
+  uint32_t *ids = NULL;
+  size_t capids = 0;
+  pthread_mutex_lock(&tab->mu);
+  while (!tab->stopping) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    long step = tab->handshake_ms / 4 < 250 ? tab->handshake_ms / 4 + 1 : 250;
+    ts.tv_nsec += step * 1000000L;
+    ts.tv_sec += ts.tv_nsec / 1000000000L;
+    ts.tv_nsec %= 1000000000L;
+    pthread_cond_timedwait(&tab->cv, &tab->mu, &ts);
+    if (tab->stopping) break;
+    int64_t now = mono_ms();
+    size_t nids = 0;
+    if (capids < tab->n) {
+      uint32_t *ni = ts_realloc(ids, tab->n * sizeof *ni);
+      if (ni) ids = ni, capids = tab->n;
+    }
+    for (size_t i = 0; i < tab->n && nids < capids; i++) {
+      rpc_authpipe *ap = &tab->pipes[i];
+      bool late = ap->state >= 0 && ap->state != 2 && now - ap->added_ms > tab->handshake_ms;
+      if (late || ap->state == -2) { /* past the deadline, or over a cap */
+        tab->refused += late;
+        ap->state = -1; /* being closed */
+        ids[nids++] = ap->pipe_id;
+      }
+    }
+    pthread_mutex_unlock(&tab->mu);
+    for (size_t i = 0; i < nids; i++) close_pipe_id(ids[i]);
+    pthread_mutex_lock(&tab->mu);
+  }
+  pthread_mutex_unlock(&tab->mu);
+  ts_free(ids);
+  return NULL;
+}
+
+ts_status rpc_authtab_init(rpc_authtab *tab, nng_socket sock, const rpc_secret *secret) {
+  memset(tab, 0, sizeof *tab);
+  if (!sodium_ready()) return TS_ESYSTEM;
+  pthread_mutex_init(&tab->mu, NULL);
+  pthread_cond_init(&tab->cv, NULL);
+  tab->secret = secret;
+  rpc_authtab_bounds(tab, 0, 0, 0, NULL);
+  if (nng_pipe_notify(sock, NNG_PIPE_EV_ADD_PRE, pipe_cb, tab) ||
+      nng_pipe_notify(sock, NNG_PIPE_EV_REM_POST, pipe_cb, tab))
+    return TS_EIO;
+  if (pthread_create(&tab->reaper, NULL, reaper, tab) != 0) return TS_ESYSTEM;
+  tab->reaper_on = true;
+  return TS_OK;
+}
+
+void rpc_authtab_bounds(rpc_authtab *tab, int handshake_ms, int pending_max, int pending_per_addr,
+                        const char *log) {
+  pthread_mutex_lock(&tab->mu);
+  tab->handshake_ms = handshake_ms > 0 ? handshake_ms : RPC_HANDSHAKE_MS;
+  tab->pending_max = pending_max > 0 ? pending_max : RPC_PENDING_MAX;
+  tab->pending_per_addr = pending_per_addr > 0 ? pending_per_addr : RPC_PENDING_PER_ADDR;
+  if (log) tab->log = log;
+  pthread_mutex_unlock(&tab->mu);
+}
+
+size_t rpc_authtab_pending(rpc_authtab *tab) {
+  pthread_mutex_lock(&tab->mu);
+  size_t k = 0;
+  for (size_t i = 0; i < tab->n; i++) k += tab->pipes[i].state != 2;
+  pthread_mutex_unlock(&tab->mu);
+  return k;
+}
+
+void rpc_authtab_fini(rpc_authtab *tab) {
+  /* the socket must be closed first (no more callbacks) */
+  if (tab->reaper_on) {
+    pthread_mutex_lock(&tab->mu);
+    tab->stopping = true;
+    pthread_cond_signal(&tab->cv);
+    pthread_mutex_unlock(&tab->mu);
+    pthread_join(tab->reaper, NULL);
+    tab->reaper_on = false;
+  }
+  if (tab->pipes) sodium_memzero(tab->pipes, tab->cap * sizeof *tab->pipes);
+  ts_free(tab->pipes);
+  tab->pipes = NULL;
+  tab->n = tab->cap = 0;
+  pthread_cond_destroy(&tab->cv);
+  pthread_mutex_destroy(&tab->mu);
+}
+
 bool rpc_authtab_authed(rpc_authtab *tab, nng_pipe p) {
   pthread_mutex_lock(&tab->mu);
-  rpc_authpipe *ap = find_pipe(tab, nng_pipe_id(p), false);
+  rpc_authpipe *ap = find_pipe(tab, nng_pipe_id(p));
   bool ok = ap && ap->state == 2;
   pthread_mutex_unlock(&tab->mu);
   return ok;
@@ -141,13 +443,25 @@ bool rpc_authtab_authed(rpc_authtab *tab, nng_pipe p) {
 
 void rpc_authtab_role(rpc_authtab *tab, nng_pipe p, char *role, size_t n) {
   pthread_mutex_lock(&tab->mu);
-  rpc_authpipe *ap = find_pipe(tab, nng_pipe_id(p), false);
+  rpc_authpipe *ap = find_pipe(tab, nng_pipe_id(p));
   snprintf(role, n, "%s", ap && ap->state == 2 ? ap->role : "");
   pthread_mutex_unlock(&tab->mu);
 }
 
 bool rpc_authtab_handle(rpc_authtab *tab, rpc_msg *m, nng_pipe p, rpc_enc *reply) {
   uint32_t id = nng_pipe_id(p);
+  if (m->type == RPC_T_HELLO || m->type == RPC_T_AUTH) {
+    /* the handshake runs once per pipe: an authenticated pipe never sees
+     * these (they would arrive sealed), a closing one is refused */
+    pthread_mutex_lock(&tab->mu);
+    rpc_authpipe *ap = find_pipe(tab, id);
+    bool known = ap && ap->state >= 0 && ap->state != 2;
+    pthread_mutex_unlock(&tab->mu);
+    if (!known) {
+      rpc_enc_error(reply, TS_EAUTH, "connection not accepted (closing, or over the pending limit)");
+      return true;
+    }
+  }
   if (m->type == RPC_T_HELLO) {
     uint64_t ver = 0;
     char role[16];
@@ -173,15 +487,16 @@ bool rpc_authtab_handle(rpc_authtab *tab, rpc_msg *m, nng_pipe p, rpc_enc *reply
     randombytes_buf(nonce, sizeof nonce);
     rpc_auth_mac(tab->secret, LABEL_SERVER, cn, mac);
     pthread_mutex_lock(&tab->mu);
-    rpc_authpipe *ap = find_pipe(tab, id, true);
+    rpc_authpipe *ap = find_pipe(tab, id);
     if (ap) {
       ap->state = 1; /* a new hello restarts the handshake */
       memcpy(ap->nonce, nonce, sizeof nonce);
+      memcpy(ap->cnonce, cn, sizeof nonce);
       snprintf(ap->role, sizeof ap->role, "%s", role);
     }
     pthread_mutex_unlock(&tab->mu);
     if (!ap) {
-      rpc_enc_error(reply, TS_ENOMEM, "out of memory");
+      rpc_enc_error(reply, TS_EAUTH, "connection not accepted");
       return true;
     }
     rpc_enc_begin(reply, RPC_T_CHALLENGE, 3);
@@ -198,21 +513,24 @@ bool rpc_authtab_handle(rpc_authtab *tab, rpc_msg *m, nng_pipe p, rpc_enc *reply
       rpc_enc_error(reply, TS_EPROTO, "auth: %s", st ? m->err : "mac must be 32 bytes");
       return true;
     }
-    bool ok = false;
+    bool ok = false, challenged = false;
     pthread_mutex_lock(&tab->mu);
-    rpc_authpipe *ap = find_pipe(tab, id, false);
+    rpc_authpipe *ap = find_pipe(tab, id);
     if (ap && ap->state == 1) {
+      challenged = true;
       uint8_t want[32];
       rpc_auth_mac(tab->secret, LABEL_CLIENT, ap->nonce, want);
       ok = crypto_verify_32(want, mac) == 0;
       /* one try per challenge: a failed mac needs a new hello */
       ap->state = ok ? 2 : 0;
+      if (ok) rpc_chan_derive(&ap->chan, tab->secret, ap->cnonce, ap->nonce, false);
       sodium_memzero(ap->nonce, sizeof ap->nonce);
+      sodium_memzero(ap->cnonce, sizeof ap->cnonce);
     }
     pthread_mutex_unlock(&tab->mu);
-    if (ok) rpc_enc_begin(reply, RPC_T_OK, 0);
-    else rpc_enc_error(reply, TS_EAUTH, ap ? "authentication failed: wrong key" :
-                                            "auth without hello");
+    if (ok) rpc_enc_begin(reply, RPC_T_OK, 0); /* sealed: the first frame of the channel */
+    else rpc_enc_error(reply, TS_EAUTH, challenged ? "authentication failed: wrong key" :
+                                                     "auth without hello");
     return true;
   }
   if (!rpc_authtab_authed(tab, p)) {
@@ -222,8 +540,211 @@ bool rpc_authtab_handle(rpc_authtab *tab, rpc_msg *m, nng_pipe p, rpc_enc *reply
   return false;
 }
 
+ts_status rpc_authtab_open(rpc_authtab *tab, nng_pipe p, const void *data, size_t len, rpc_msg *m,
+                           bool *dropped) {
+  memset(m, 0, sizeof *m);
+  m->type = RPC_T_COUNT;
+  *dropped = false;
+  uint32_t id = nng_pipe_id(p);
+  const uint8_t *f = data;
+  pthread_mutex_lock(&tab->mu);
+  rpc_authpipe *ap = find_pipe(tab, id);
+  int state = ap ? ap->state : -1;
+  char addr[48];
+  snprintf(addr, sizeof addr, "%s", ap ? ap->addr : "?");
+  uint8_t key[32];
+  uint64_t ctr = 0;
+  if (state == 2) {
+    memcpy(key, ap->chan.rx_key, sizeof key);
+    ctr = ap->chan.rx_ctr++; /* a refused frame closes the pipe: no going back */
+  }
+  pthread_mutex_unlock(&tab->mu);
+  if (state == 2) {
+    uint8_t *pt;
+    size_t ptn;
+    ts_status st = open_with(key, ctr, f, len, &pt, &ptn, m->err, sizeof m->err);
+    sodium_memzero(key, sizeof key);
+    if (st == TS_ENOMEM) return st;
+    if (st) {
+      pthread_mutex_lock(&tab->mu);
+      if ((ap = find_pipe(tab, id))) ap->state = -1;
+      tab->refused++;
+      pthread_mutex_unlock(&tab->mu);
+      refuse_log(tab, id, addr, m->err);
+      nng_pipe_close(p);
+      *dropped = true;
+      return TS_EAUTH;
+    }
+    return rpc_msg_decode_owned(m, pt, ptn);
+  }
+  if (len > 0 && f[0] == RPC_FRAME_MARK) {
+    /* sealed for a channel this pipe does not have: the peer's connection
+     * was re-established underneath; it re-authenticates on "auth" */
+    snprintf(m->err, sizeof m->err, "not authenticated on this connection: run the handshake again");
+    return TS_EAUTH;
+  }
+  if (len > RPC_PREAUTH_MAX || state < 0) {
+    char why[120];
+    if (state < 0) snprintf(why, sizeof why, "message on a connection being closed");
+    else snprintf(why, sizeof why, "a %zu-byte message before authentication (at most %d)", len, RPC_PREAUTH_MAX);
+    snprintf(m->err, sizeof m->err, "%s", why);
+    pthread_mutex_lock(&tab->mu);
+    if ((ap = find_pipe(tab, id))) ap->state = -1;
+    tab->refused++;
+    pthread_mutex_unlock(&tab->mu);
+    if (state >= 0) refuse_log(tab, id, addr, why);
+    nng_pipe_close(p);
+    *dropped = true;
+    return TS_EAUTH;
+  }
+  return rpc_msg_decode(m, data, len);
+}
+
+nng_msg *rpc_authtab_seal(rpc_authtab *tab, nng_pipe p, rpc_enc *e) {
+  ts_status st = rpc_enc_finish(e);
+  const void *body = e->sb.data;
+  size_t n = e->sb.size;
+  if (st != TS_OK) body = rpc_nomem_reply(&n); /* the peer still hears why */
+  uint32_t id = nng_pipe_id(p);
+  pthread_mutex_lock(&tab->mu);
+  rpc_authpipe *ap = find_pipe(tab, id);
+  bool sealed = ap && ap->state == 2;
+  uint8_t key[32];
+  uint64_t ctr = 0;
+  if (sealed) {
+    memcpy(key, ap->chan.tx_key, sizeof key);
+    ctr = ap->chan.tx_ctr++;
+  }
+  pthread_mutex_unlock(&tab->mu);
+  uint8_t *frame = NULL;
+  size_t fn = 0;
+  if (sealed) {
+    if (seal_with(key, ctr, body, n, &frame, &fn) != TS_OK) {
+      /* the counter is spent: seal the small nomem reply instead */
+      body = rpc_nomem_reply(&n);
+      if (seal_with(key, ctr, body, n, &frame, &fn) != TS_OK) frame = NULL;
+    }
+    sodium_memzero(key, sizeof key);
+    if (!frame) {
+      rpc_enc_fini(e);
+      nng_pipe_close(p); /* the channel cannot go on without this counter */
+      return NULL;
+    }
+    body = frame, n = fn;
+  }
+  nng_msg *msg = NULL;
+  if (nng_msg_alloc(&msg, 0) != 0 || nng_msg_append(msg, body, n) != 0) {
+    if (msg) nng_msg_free(msg);
+    msg = NULL;
+    if (sealed) nng_pipe_close(p);
+  }
+  ts_free(frame);
+  rpc_enc_fini(e);
+  return msg;
+}
+
 /* ---- client side ---------------------------------------------------------- */
-ts_status rpc_auth_client(nng_socket s, const rpc_secret *secret, const char *role, ts_diag *d) {
+/* Sends plaintext or (ch up) sealed bytes of e and receives one reply: its
+ * bytes (plaintext, opened) into reply. */
+ts_status rpc_chan_call(nng_socket s, rpc_chan *ch, rpc_enc *e, rpc_msg *reply, nng_pipe *pipe,
+                        ts_diag *d) {
+  memset(reply, 0, sizeof *reply);
+  reply->type = RPC_T_COUNT;
+  ts_status st = rpc_enc_finish(e);
+  if (st) {
+    rpc_enc_fini(e);
+    return ts_diag_set(d, st, "send: %s", ts_strerror(st));
+  }
+  const void *body = e->sb.data;
+  size_t n = e->sb.size;
+  uint8_t *frame = NULL;
+  if (ch && ch->up) {
+    st = rpc_chan_seal(ch, body, n, &frame, &n);
+    if (st) {
+      rpc_enc_fini(e);
+      return ts_diag_set(d, st, "send: %s", ts_strerror(st));
+    }
+    body = frame;
+  }
+  nng_msg *msg = NULL;
+  int rv = nng_msg_alloc(&msg, 0);
+  if (rv == 0) rv = nng_msg_append(msg, body, n);
+  if (rv == 0) rv = nng_sendmsg(s, msg, 0);
+  if (rv && msg) nng_msg_free(msg);
+  ts_free(frame);
+  rpc_enc_fini(e);
+  if (rv) {
+    st = rv == NNG_ENOMEM ? TS_ENOMEM : TS_EIO;
+    return ts_diag_set(d, st, "send: %s", nng_strerror(rv));
+  }
+  rv = nng_recvmsg(s, &msg, 0);
+  if (rv) return ts_diag_set(d, rv == NNG_ETIMEDOUT ? TS_ETIMEOUT : TS_EIO, "receive: %s", nng_strerror(rv));
+  nng_pipe rp = nng_msg_get_pipe(msg);
+  if (pipe) *pipe = rp;
+  const uint8_t *rb = nng_msg_body(msg);
+  size_t rn = nng_msg_len(msg);
+  if (ch && ch->up) {
+    if ((uint32_t)nng_pipe_id(rp) != ch->pipe && !(rn > 0 && rb[0] == RPC_FRAME_MARK)) {
+      /* redialed underneath: the server does not know this pipe */
+      st = rpc_msg_decode(reply, rb, rn);
+      nng_msg_free(msg);
+      rpc_chan_wipe(ch);
+      if (st == TS_OK) rpc_msg_fini(reply);
+      return ts_diag_set(d, TS_EAUTH, "the connection was re-established: authenticate again");
+    }
+    uint8_t *pt = NULL;
+    size_t ptn = 0;
+    char why[160];
+    st = (uint32_t)nng_pipe_id(rp) == ch->pipe ? rpc_chan_open(ch, rb, rn, &pt, &ptn, why, sizeof why) : TS_EAUTH;
+    if ((uint32_t)nng_pipe_id(rp) != ch->pipe) snprintf(why, sizeof why, "a sealed reply from another connection");
+    nng_msg_free(msg);
+    if (st) {
+      rpc_chan_wipe(ch);
+      nng_pipe_close(rp);
+      fprintf(stderr, "rpc: reply refused: %s; connection closed\n", why);
+      return ts_diag_set(d, st == TS_ENOMEM ? st : TS_EAUTH, "reply refused: %s; connection closed", why);
+    }
+    st = rpc_msg_decode_owned(reply, pt, ptn);
+  } else {
+    st = rpc_msg_decode(reply, rb, rn);
+    nng_msg_free(msg);
+  }
+  if (st) {
+    ts_diag_set(d, st, "%s", reply->err);
+    rpc_msg_fini(reply);
+    return st;
+  }
+  if (reply->type == RPC_T_ERROR) {
+    char code[32] = "", emsg[512] = "";
+    rpc_get_str(reply, NULL, "code", code, sizeof code);
+    rpc_get_str(reply, NULL, "message", emsg, sizeof emsg);
+    rpc_msg_fini(reply);
+    st = rpc_status_from_code(code);
+    return ts_diag_set(d, st == TS_OK ? TS_EREMOTE : st, "%s", emsg[0] ? emsg : code);
+  }
+  return TS_OK;
+}
+
+static ts_status auth_client_once(nng_socket s, const rpc_secret *secret, const char *role, rpc_chan *ch,
+                                  ts_diag *d);
+
+/* A server under a flood of unauthenticated connections may close ours
+ * mid-handshake to make room (the oldest pending goes): nng redials, and
+ * the handshake is run again, up to three times in all. */
+ts_status rpc_auth_client(nng_socket s, const rpc_secret *secret, const char *role, rpc_chan *ch,
+                          ts_diag *d) {
+  ts_status st = TS_EIO;
+  for (int i = 0; i < 3; i++) {
+    if (i) ts_diag_clear(d);
+    st = auth_client_once(s, secret, role, ch, d);
+    if (st != TS_EIO) break;
+  }
+  return st;
+}
+
+static ts_status auth_client_once(nng_socket s, const rpc_secret *secret, const char *role, rpc_chan *ch,
+                                  ts_diag *d) {
+  rpc_chan_wipe(ch);
   if (!sodium_ready()) return TS_ESYSTEM;
   uint8_t cn[RPC_NONCE_BYTES];
   randombytes_buf(cn, sizeof cn);
@@ -233,7 +754,8 @@ ts_status rpc_auth_client(nng_socket s, const rpc_secret *secret, const char *ro
   rpc_enc_str(&e, "role", role);
   rpc_enc_bin(&e, "nonce", cn, sizeof cn);
   rpc_msg r;
-  ts_status st = rpc_call(s, &e, &r, d);
+  nng_pipe p1 = NNG_PIPE_INITIALIZER, p2 = NNG_PIPE_INITIALIZER;
+  ts_status st = rpc_chan_call(s, NULL, &e, &r, &p1, d);
   if (st) return st;
   const void *sn, *smac;
   size_t snn = 0, smacn = 0;
@@ -243,22 +765,75 @@ ts_status rpc_auth_client(nng_socket s, const rpc_secret *secret, const char *ro
     rpc_msg_fini(&r);
     return TS_EPROTO;
   }
-  uint8_t want[32], mac[32];
+  uint8_t want[32], mac[32], snonce[RPC_NONCE_BYTES];
   rpc_auth_mac(secret, LABEL_SERVER, cn, want);
   if (crypto_verify_32(want, smac) != 0) {
     ts_diag_set(d, TS_EAUTH, "the peer does not hold our key (server proof failed)");
     rpc_msg_fini(&r);
     return TS_EAUTH;
   }
-  rpc_auth_mac(secret, LABEL_CLIENT, sn, mac);
+  memcpy(snonce, sn, sizeof snonce);
+  rpc_auth_mac(secret, LABEL_CLIENT, snonce, mac);
   rpc_msg_fini(&r);
+  /* the reply to auth is the first sealed frame: set the channel up now */
+  rpc_chan_derive(ch, secret, cn, snonce, true);
+  ch->pipe = (uint32_t)nng_pipe_id(p1);
   rpc_enc_begin(&e, RPC_T_AUTH, 1);
   rpc_enc_bin(&e, "mac", mac, sizeof mac);
-  st = rpc_call(s, &e, &r, d);
-  if (st) return st;
-  bool ok = r.type == RPC_T_OK;
-  rpc_msg_fini(&r);
+  /* send in clear, receive sealed: run the two halves by hand */
+  st = rpc_enc_finish(&e);
+  nng_msg *msg = NULL;
+  int rv = st ? NNG_ENOMEM : nng_msg_alloc(&msg, 0);
+  if (rv == 0) rv = nng_msg_append(msg, e.sb.data, e.sb.size);
+  if (rv == 0) rv = nng_sendmsg(s, msg, 0);
+  if (rv && msg) nng_msg_free(msg);
+  rpc_enc_fini(&e);
+  if (rv) {
+    rpc_chan_wipe(ch);
+    return ts_diag_set(d, TS_EIO, "handshake: send: %s", nng_strerror(rv));
+  }
+  rv = nng_recvmsg(s, &msg, 0);
+  if (rv) {
+    rpc_chan_wipe(ch);
+    return ts_diag_set(d, rv == NNG_ETIMEDOUT ? TS_ETIMEOUT : TS_EIO, "handshake: receive: %s", nng_strerror(rv));
+  }
+  p2 = nng_msg_get_pipe(msg);
+  const uint8_t *rb = nng_msg_body(msg);
+  size_t rn = nng_msg_len(msg);
+  if (nng_pipe_id(p2) != nng_pipe_id(p1)) { /* redialed between hello and auth: start again */
+    nng_msg_free(msg);
+    rpc_chan_wipe(ch);
+    return ts_diag_set(d, TS_EIO, "handshake: the connection was closed and re-established during the handshake");
+  }
+  if (rn > 0 && rb[0] != RPC_FRAME_MARK) { /* a plaintext error: wrong key, version, ... */
+    rpc_chan_wipe(ch);
+    st = rpc_msg_decode(&r, rb, rn);
+    nng_msg_free(msg);
+    if (st) return ts_diag_set(d, st, "handshake: %s", r.err);
+    char code[32] = "", emsg[512] = "";
+    rpc_get_str(&r, NULL, "code", code, sizeof code);
+    rpc_get_str(&r, NULL, "message", emsg, sizeof emsg);
+    bool is_err = r.type == RPC_T_ERROR;
+    rpc_msg_fini(&r);
+    if (!is_err) return ts_diag_set(d, TS_EPROTO, "handshake: unexpected unsealed reply to auth");
+    st = rpc_status_from_code(code);
+    return ts_diag_set(d, st == TS_OK ? TS_EREMOTE : st, "%s", emsg[0] ? emsg : code);
+  }
+  uint8_t *pt = NULL;
+  size_t ptn = 0;
+  char why[160] = "a reply from another connection";
+  st = nng_pipe_id(p2) == nng_pipe_id(p1) ? rpc_chan_open(ch, rb, rn, &pt, &ptn, why, sizeof why) : TS_EAUTH;
+  nng_msg_free(msg);
+  if (st) {
+    rpc_chan_wipe(ch);
+    nng_pipe_close(p2);
+    return ts_diag_set(d, TS_EAUTH, "handshake: reply to auth refused: %s", why);
+  }
+  st = rpc_msg_decode_owned(&r, pt, ptn);
+  bool ok = st == TS_OK && r.type == RPC_T_OK;
+  if (st == TS_OK) rpc_msg_fini(&r);
   if (!ok) {
+    rpc_chan_wipe(ch);
     return ts_diag_set(d, TS_EPROTO, "handshake: unexpected reply to auth");
   }
   return TS_OK;

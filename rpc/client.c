@@ -1,7 +1,8 @@
 /* client.c — rpc_server's client (client.h). Every call is one REQ/REP round
- * trip; if the connection was re-established underneath (nng REQ redials
- * and resends) the new pipe is unauthenticated, so a reply of code "auth"
- * triggers one fresh handshake and one retry. A reply of "pending" (the
+ * trip over the secure channel (auth.h); if the connection was
+ * re-established underneath (nng REQ redials and resends) the new pipe is
+ * unauthenticated, so a reply of code "auth" triggers one fresh handshake
+ * and one retry. A reply of "pending" (the
  * tracker's grant has not reached the server yet) is retried for up to 3 s. */
 #include "rpc/client.h"
 
@@ -29,11 +30,11 @@ static ts_status call(rpc_client *c, build_fn build, const void *arg, double tim
   for (int tries = 0;; tries++) {
     rpc_enc e;
     build(&e, arg);
-    ts_status st = rpc_call(c->sock, &e, reply, d);
-    if (st == TS_EAUTH && !reauthed) {
+    ts_status st = rpc_chan_call(c->sock, &c->chan, &e, reply, NULL, d);
+    if (st == TS_EAUTH && !c->chan.up && !reauthed) {
       reauthed = true;
       nng_socket_set_ms(c->sock, NNG_OPT_RECVTIMEO, (nng_duration)(c->timeout_s * 1000));
-      st = rpc_auth_client(c->sock, &c->secret, "client", d);
+      st = rpc_auth_client(c->sock, &c->secret, "client", &c->chan, d);
       nng_socket_set_ms(c->sock, NNG_OPT_RECVTIMEO, (nng_duration)(timeout_s * 1000));
       if (st) return st;
       continue;
@@ -83,10 +84,11 @@ ts_status rpc_client_open(rpc_client **out, const char *addr, const rpc_secret *
     }
     nap_ms(50);
   }
-  ts_status st = rpc_auth_client(c->sock, &c->secret, "client", d);
+  ts_status st = rpc_auth_client(c->sock, &c->secret, "client", &c->chan, d);
   if (st) {
     nng_close(c->sock);
     rpc_secret_wipe(&c->secret);
+    rpc_chan_wipe(&c->chan);
     ts_free(c);
     return st;
   }
@@ -106,6 +108,7 @@ void rpc_client_close(rpc_client *c) {
   if (call(c, build_close, c, 2, &r, NULL) == TS_OK) rpc_msg_fini(&r);
   nng_close(c->sock);
   rpc_secret_wipe(&c->secret);
+  rpc_chan_wipe(&c->chan);
   ts_free(c);
 }
 

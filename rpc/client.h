@@ -17,6 +17,7 @@
 typedef struct rpc_client {
   nng_socket sock;
   rpc_secret secret;
+  rpc_chan chan;                 /* the secure channel of the current pipe */
   char addr[RPC_MAX_ADDR];
   char token[RPC_TOKEN_LEN + 1]; /* "" when the server runs without a tracker */
   double timeout_s;              /* reply timeout for non-measure calls */

@@ -177,6 +177,9 @@ void rpc_msg_fini(rpc_msg *m) {
   m->len = 0;
 }
 
+/* Decodes buf[0..len), which m owns from here on (freed on failure). */
+static ts_status decode_owned(rpc_msg *m, void *buf, size_t len);
+
 ts_status rpc_msg_decode(rpc_msg *m, const void *data, size_t len) {
   memset(m, 0, sizeof *m);
   m->type = RPC_T_COUNT;
@@ -189,12 +192,37 @@ ts_status rpc_msg_decode(rpc_msg *m, const void *data, size_t len) {
     return TS_EPROTO;
   }
   if (bound_scan(data, len, m->err, sizeof m->err)) return TS_EPROTO;
-  m->buf = ts_malloc(len);
-  if (!m->buf) {
+  void *buf = ts_malloc(len);
+  if (!buf) {
     snprintf(m->err, sizeof m->err, "out of memory");
     return TS_ENOMEM;
   }
-  memcpy(m->buf, data, len);
+  memcpy(buf, data, len);
+  return decode_owned(m, buf, len);
+}
+
+ts_status rpc_msg_decode_owned(rpc_msg *m, void *buf, size_t len) {
+  memset(m, 0, sizeof *m);
+  m->type = RPC_T_COUNT;
+  ts_status st = TS_OK;
+  if (len > RPC_MAX_MSG) {
+    snprintf(m->err, sizeof m->err, "message of %zu bytes exceeds %u", len, RPC_MAX_MSG);
+    st = TS_ETOOBIG;
+  } else if (len == 0 || buf == NULL) {
+    snprintf(m->err, sizeof m->err, "empty message");
+    st = TS_EPROTO;
+  } else if (bound_scan(buf, len, m->err, sizeof m->err)) {
+    st = TS_EPROTO;
+  }
+  if (st) {
+    ts_free(buf);
+    return st;
+  }
+  return decode_owned(m, buf, len);
+}
+
+static ts_status decode_owned(rpc_msg *m, void *buf, size_t len) {
+  m->buf = buf;
   m->len = len;
   msgpack_unpacked up;
   msgpack_unpacked_init(&up);
@@ -481,7 +509,7 @@ ts_status rpc_send(nng_socket s, rpc_enc *e) {
   return st;
 }
 
-/* {"v": 1, "t": "error", "code": "nomem", "message": "out of memory"},
+/* {"v": RPC_PROTO_VERSION, "t": "error", "code": "nomem", "message": "out of memory"},
  * packed by hand: the reply of a server that cannot allocate its reply. */
 static const uint8_t nomem_msg[] = {
     0x84, 0xa1, 'v', RPC_PROTO_VERSION, 0xa1, 't', 0xa5, 'e', 'r', 'r', 'o', 'r',

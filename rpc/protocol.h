@@ -13,7 +13,9 @@
  *
  * Requests get exactly one reply: the typed reply listed in docs/RPC.md, or
  * RPC_T_ERROR {code, message}. A peer must authenticate its pipe first
- * (auth.h): every other request before that gets {"t":"error","code":"auth"}.
+ * (auth.h): every other request before that gets {"t":"error","code":"auth"},
+ * and after it every message travels as a sealed frame (auth.h) whose
+ * plaintext is such a map.
  */
 #ifndef TESSEL_RPC_PROTOCOL_H
 #define TESSEL_RPC_PROTOCOL_H
@@ -27,7 +29,9 @@
 
 #include "base/ts.h"
 
-#define RPC_PROTO_VERSION 1
+/* 2: every message after the handshake is a sealed frame (auth.h). A peer
+ * of version 1 is refused with error{code:"version"} naming both. */
+#define RPC_PROTO_VERSION 2
 #define RPC_MAX_MSG (64u << 20)   /* bytes of one message (NNG_OPT_RECVMAXSZ) */
 #define RPC_MAX_ARTIFACT (48u << 20) /* bytes of one uploaded artifact */
 #define RPC_MAX_DEPTH 8            /* container nesting */
@@ -108,6 +112,9 @@ typedef struct rpc_msg {
  * which) or TS_EPROTO; m->d says why. On failure m owns nothing (fini is
  * still safe). */
 ts_status rpc_msg_decode(rpc_msg *m, const void *data, size_t len);
+/* The same for a ts_malloc'd buffer that m takes over (no copy); it is
+ * freed on failure as well. */
+ts_status rpc_msg_decode_owned(rpc_msg *m, void *buf, size_t len);
 void rpc_msg_fini(rpc_msg *m);
 
 /* Typed getters. `map` is a map object inside m (NULL: the root). They

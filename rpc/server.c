@@ -2,6 +2,9 @@
  * artifact storage, forked measurement and device info. Registration with
  * the tracker is the registrar the binary's main passes in (the tracker
  * client, tracker/tracker_client.c); this file does not include tracker/. */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE /* pthread_timedjoin_np */
+#endif
 #include "rpc/server.h"
 
 #include <arpa/inet.h>
@@ -430,6 +433,32 @@ static void start_registration(server *s) {
   msgpack_sbuffer_destroy(&sb);
 }
 
+/* nng 1.5.2's nng_close can wait for good on its pipe reaper after many
+ * pipes were closed under it (a flood of unauthenticated connections; see
+ * docs/RPC.md on nng 1.5.2): close in a thread and give up after 3 s, so a
+ * stopping server always stops. Returns false when it gave up (the pipe
+ * table must then stay: nng may still call back into it). */
+static void *close_thread(void *arg) {
+  server *s = arg;
+  nng_close(s->sock);
+  return NULL;
+}
+
+static bool close_socket(server *s) {
+  pthread_t th;
+  if (pthread_create(&th, NULL, close_thread, s) != 0) {
+    nng_close(s->sock);
+    return true;
+  }
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  ts.tv_sec += 3;
+  if (pthread_timedjoin_np(th, NULL, &ts) == 0) return true;
+  pthread_detach(th);
+  fprintf(stderr, "rpc-server: nng did not close the socket within 3 s (nng 1.5.2's pipe reaper); exiting anyway\n");
+  return false;
+}
+
 /* ---- main ----------------------------------------------------------------- */
 static int usage(FILE *f) {
   fprintf(f,
@@ -439,10 +468,12 @@ static int usage(FILE *f) {
           "Measures uploaded kernels for tuners granted a session by the tracker.\n"
           "  --port P        listen port (default: first free of %d..%d; 0: any free\n"
           "                  port the system picks, printed and registered)\n"
-          "  --host H        listen address (default 0.0.0.0)\n"
+          "  --host H        listen address (default 127.0.0.1: loopback only;\n"
+          "                  --host 0.0.0.0 for every interface)\n"
           "  --advertise A   address registered with the tracker (default: the local\n"
           "                  address that reaches the tracker, with the port)\n"
-          "  --secret-file F shared secret (or $" RPC_SECRET_ENV "; >= %d bytes)\n"
+          "  --secret-file F shared secret (or $" RPC_SECRET_ENV "; >= %d bytes, mode 600;\n"
+          "                  umask 077; head -c 32 /dev/urandom > ~/.tessel-secret)\n"
           "  --no-tracker    serve any authenticated client (tests, direct use)\n",
           RPC_SERVER_PORT_FIRST, RPC_SERVER_PORT_LAST, RPC_SECRET_MIN);
   return f == stdout ? 0 : 2;
@@ -452,7 +483,7 @@ int rpc_server_main(int argc, char **argv, const rpc_server_registrar *reg) {
   static server S; /* one server per process (signals) */
   server *s = &S;
   memset(s, 0, sizeof *s);
-  snprintf(s->host, sizeof s->host, "0.0.0.0");
+  snprintf(s->host, sizeof s->host, "127.0.0.1"); /* loopback unless --host */
   const char *secret_file = NULL;
   bool port_given = false;
   for (int i = 1; i < argc; i++) {
@@ -505,7 +536,12 @@ int rpc_server_main(int argc, char **argv, const rpc_server_registrar *reg) {
   rpc_socket_limits(s->sock);
   nng_socket_set_ms(s->sock, NNG_OPT_RECVTIMEO, 100);
   nng_socket_set_ms(s->sock, NNG_OPT_SENDTIMEO, 5000);
-  rpc_authtab_init(&s->auth, s->sock, &s->secret);
+  if (rpc_authtab_init(&s->auth, s->sock, &s->secret) != TS_OK) {
+    fprintf(stderr, "tessel-rpc-server: cannot set up authentication\n");
+    nng_close(s->sock);
+    return 1;
+  }
+  rpc_authtab_bounds(&s->auth, 0, 0, 0, "rpc-server");
   char url[RPC_MAX_ADDR + 32];
   int first = port_given ? s->port : RPC_SERVER_PORT_FIRST;
   int last = port_given ? s->port : RPC_SERVER_PORT_LAST;
@@ -549,16 +585,21 @@ int rpc_server_main(int argc, char **argv, const rpc_server_registrar *reg) {
           s->no_tracker ? ", no tracker" : "");
   if (!s->no_tracker) start_registration(s);
   while (!g_stop) {
-    rpc_msg m;
-    nng_pipe p = NNG_PIPE_INITIALIZER;
-    ts_status st = rpc_recv(s->sock, &m, &p);
-    if (st == TS_ETIMEOUT) continue;
-    rpc_enc rep;
-    if (st == TS_EIO) {
+    nng_msg *in = NULL;
+    rv = nng_recvmsg(s->sock, &in, 0);
+    if (rv == NNG_ETIMEDOUT) continue;
+    if (rv) {
       if (g_stop) break;
       nap_ms(10);
       continue;
     }
+    nng_pipe p = nng_msg_get_pipe(in);
+    rpc_msg m;
+    bool dropped = false;
+    ts_status st = rpc_authtab_open(&s->auth, p, nng_msg_body(in), nng_msg_len(in), &m, &dropped);
+    nng_msg_free(in);
+    if (dropped) continue; /* refused and closed: nothing to answer */
+    rpc_enc rep;
     if (st) {
       /* garbage: an error reply, then on with the next request */
       rpc_enc_error(&rep, st, "%s", m.err);
@@ -566,14 +607,14 @@ int rpc_server_main(int argc, char **argv, const rpc_server_registrar *reg) {
       serve(s, &m, p, &rep);
     }
     rpc_msg_fini(&m);
-    rpc_reply(s->sock, &rep);
+    nng_msg *out = rpc_authtab_seal(&s->auth, p, &rep);
+    if (out && nng_sendmsg(s->sock, out, 0) != 0) nng_msg_free(out);
   }
   fprintf(stderr, "rpc-server: stopping\n");
   if (s->regh) s->reg->stop(s->regh); /* deregisters */
-  nng_close(s->sock);
-  rpc_authtab_fini(&s->auth);
   for (int i = s->narts - 1; i >= 0; i--) drop_artifact(s, i);
   rm_dir(s->dir);
+  if (close_socket(s)) rpc_authtab_fini(&s->auth);
   rpc_secret_wipe(&s->secret);
   return 0;
 }

@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 
 #include <nng/nng.h>
@@ -133,24 +134,19 @@ static bool pipe_alive(trk_tracker *t, uint32_t id) {
 
 /* ---- replies --------------------------------------------------------------- */
 
-/* Finishes e and sends it to the peer whose request carried hdr; e is fini'd. */
-static void reply(trk_tracker *t, const uint8_t *hdr, size_t hdr_len, rpc_enc *e) {
-  nng_msg *r;
-  ts_status st = rpc_enc_finish(e);
-  const void *body = e->sb.data;
-  size_t n = e->sb.size;
-  if (st == TS_ENOMEM) body = rpc_nomem_reply(&n); /* the peer still hears why */
-  if ((st == TS_OK || st == TS_ENOMEM) && nng_msg_alloc(&r, 0) == 0) {
-    if (nng_msg_header_append(r, hdr, hdr_len) != 0 || nng_msg_append(r, body, n) != 0 ||
-        nng_sendmsg(t->sock, r, 0) != 0)
-      nng_msg_free(r); /* a peer that is gone: its reply is dropped */
-  }
-  rpc_enc_fini(e);
+/* Finishes e, sealed for the pipe when it has authenticated, and sends it
+ * to the peer whose request carried hdr; e is fini'd. */
+static void reply(trk_tracker *t, uint32_t pipe, const uint8_t *hdr, size_t hdr_len, rpc_enc *e) {
+  nng_pipe p = NNG_PIPE_INITIALIZER;
+  p.id = pipe;
+  nng_msg *r = rpc_authtab_seal(&t->auth, p, e);
+  if (r && (nng_msg_header_append(r, hdr, hdr_len) != 0 || nng_sendmsg(t->sock, r, 0) != 0))
+    nng_msg_free(r); /* a peer that is gone: its reply is dropped */
 }
 
-static void reply_error(trk_tracker *t, const uint8_t *hdr, size_t hdr_len, ts_status st, const char *fmt, ...)
-    __attribute__((format(printf, 5, 6)));
-static void reply_error(trk_tracker *t, const uint8_t *hdr, size_t hdr_len, ts_status st, const char *fmt, ...) {
+static void reply_error(trk_tracker *t, uint32_t pipe, const uint8_t *hdr, size_t hdr_len, ts_status st, const char *fmt, ...)
+    __attribute__((format(printf, 6, 7)));
+static void reply_error(trk_tracker *t, uint32_t pipe, const uint8_t *hdr, size_t hdr_len, ts_status st, const char *fmt, ...) {
   char buf[400];
   va_list ap;
   va_start(ap, fmt);
@@ -158,17 +154,17 @@ static void reply_error(trk_tracker *t, const uint8_t *hdr, size_t hdr_len, ts_s
   va_end(ap);
   rpc_enc e;
   rpc_enc_error(&e, st, "%s", buf);
-  reply(t, hdr, hdr_len, &e);
+  reply(t, pipe, hdr, hdr_len, &e);
 }
 
-static void reply_ok(trk_tracker *t, const uint8_t *hdr, size_t hdr_len) {
+static void reply_ok(trk_tracker *t, uint32_t pipe, const uint8_t *hdr, size_t hdr_len) {
   rpc_enc e;
   rpc_enc_begin(&e, RPC_T_OK, 0);
-  reply(t, hdr, hdr_len, &e);
+  reply(t, pipe, hdr, hdr_len, &e);
 }
 
 /* GRANT {ticket, state, address, token, key, info, session_ms}. */
-static void reply_grant(trk_tracker *t, const uint8_t *hdr, size_t hdr_len, const ticket *k) {
+static void reply_grant(trk_tracker *t, uint32_t pipe, const uint8_t *hdr, size_t hdr_len, const ticket *k) {
   rpc_enc e;
   rpc_enc_begin(&e, RPC_T_GRANT, 7);
   rpc_enc_u64(&e, "ticket", k->id);
@@ -183,7 +179,7 @@ static void reply_grant(trk_tracker *t, const uint8_t *hdr, size_t hdr_len, cons
   else
     msgpack_pack_nil(&e.pk);
   rpc_enc_i64(&e, "session_ms", g ? k->deadline - now_ms() : k->session_ms);
-  reply(t, hdr, hdr_len, &e);
+  reply(t, pipe, hdr, hdr_len, &e);
 }
 
 /* ---- servers, tickets, queues ---------------------------------------------- */
@@ -220,7 +216,7 @@ static void revoke(trk_tracker *t, ticket *k, const char *why) {
   t->stats.revocations++;
   if (k->polling) { /* a held poll hears it now */
     k->polling = false;
-    reply_error(t, k->hdr, k->hdr_len, TS_EDENIED, "session revoked: %s", why);
+    reply_error(t, k->pipe, k->hdr, k->hdr_len, TS_EDENIED, "session revoked: %s", why);
   }
 }
 
@@ -243,7 +239,7 @@ static void grant(trk_tracker *t, server *s, ticket *k) {
   logf_(t, "granted %s (%s) to ticket %llu", s->addr, s->key, (unsigned long long)k->id);
   if (k->polling) {
     k->polling = false;
-    reply_grant(t, k->hdr, k->hdr_len, k);
+    reply_grant(t, k->pipe, k->hdr, k->hdr_len, k);
   }
 }
 
@@ -287,8 +283,19 @@ typedef struct req {
   rpc_msg *m;
 } req;
 
-#define FAIL(st, ...) (reply_error(r->t, r->hdr, r->hdr_len, (st), __VA_ARGS__), (void)0)
+#define FAIL(st, ...) (reply_error(r->t, r->pipe, r->hdr, r->hdr_len, (st), __VA_ARGS__), (void)0)
 #define BAD() FAIL(TS_EPROTO, "%s", r->m->err)
+
+/* A request about a board that another connection registered: refused,
+ * whatever the sender's role (it would get the board's tokens, remove it or
+ * replace it). */
+static void refuse_foreign(req *r, const char *what, const server *s) {
+  r->t->stats.refused++;
+  logf_(r->t, "connection %u refused '%s' of server %llu (%s, %s): registered by connection %u", r->pipe, what,
+        (unsigned long long)s->id, s->key, s->addr, s->pipe);
+  FAIL(TS_EDENIED, "%s: server %llu (%s at %s) is registered by another connection", what,
+       (unsigned long long)s->id, s->key, s->addr);
+}
 
 static void h_register(req *r) {
   trk_tracker *t = r->t;
@@ -323,17 +330,22 @@ static void h_register(req *r) {
     t->servers = ns;
     t->capservers = nc;
   }
+  /* the same board registering again (restarted, or re-registering on its
+   * connection): its old entry goes — unless another live connection holds
+   * it, which is a register-over and refused */
+  size_t old = t->nservers;
+  for (size_t i = 0; i < t->nservers; i++)
+    if (!strcmp(t->servers[i]->addr, addr) && !strcmp(t->servers[i]->key, key)) old = i;
+  if (old < t->nservers && t->servers[old]->pipe != r->pipe && pipe_alive(t, t->servers[old]->pipe)) {
+    msgpack_sbuffer_destroy(&isb);
+    return refuse_foreign(r, "register", t->servers[old]);
+  }
   server *s = ts_calloc(1, sizeof *s);
   if (!s) {
     msgpack_sbuffer_destroy(&isb);
     return FAIL(TS_ENOMEM, "out of memory");
   }
-  /* the same board registering again (restarted): its old entry goes */
-  for (size_t i = 0; i < t->nservers; i++)
-    if (!strcmp(t->servers[i]->addr, addr) && !strcmp(t->servers[i]->key, key)) {
-      server_remove(t, i, "server re-registered");
-      break;
-    }
+  if (old < t->nservers) server_remove(t, old, "server re-registered");
   memcpy(s->key, key, sizeof key);
   memcpy(s->addr, addr, sizeof addr);
   s->info_len = isb.size;
@@ -351,7 +363,7 @@ static void h_register(req *r) {
   rpc_enc_u64(&e, "server_id", s->id);
   rpc_enc_i64(&e, "heartbeat_ms", t->cfg.heartbeat_ms);
   rpc_enc_i64(&e, "evict_ms", t->cfg.evict_ms);
-  reply(t, r->hdr, r->hdr_len, &e);
+  reply(t, r->pipe, r->hdr, r->hdr_len, &e);
   dispatch(t, key);
 }
 
@@ -362,14 +374,14 @@ static void h_heartbeat(req *r) {
   for (size_t i = 0; i < r->t->nservers && !s; i++)
     if (r->t->servers[i]->id == id) s = r->t->servers[i];
   if (!s) return FAIL(TS_ENOTFOUND, "unknown server_id %llu (evicted?): register again", (unsigned long long)id);
+  if (s->pipe != r->pipe) return refuse_foreign(r, "heartbeat", s);
   s->last_hb = now_ms();
-  s->pipe = r->pipe; /* a reconnected server heartbeats on its new connection */
   rpc_enc e;
   rpc_enc_begin(&e, RPC_T_HEARTBEAT_ACK, 1);
   rpc_enc_key(&e, "tokens");
   msgpack_pack_array(&e.pk, s->holder ? 1 : 0);
   if (s->holder) rpc_pack_str(&e.pk, s->holder->token);
-  reply(r->t, r->hdr, r->hdr_len, &e);
+  reply(r->t, r->pipe, r->hdr, r->hdr_len, &e);
 }
 
 static void h_deregister(req *r) {
@@ -377,8 +389,9 @@ static void h_deregister(req *r) {
   if (rpc_need(r->m, rpc_get_u64(r->m, NULL, "server_id", UINT64_MAX, &id), "server_id")) return BAD();
   for (size_t i = 0; i < r->t->nservers; i++)
     if (r->t->servers[i]->id == id) {
+      if (r->t->servers[i]->pipe != r->pipe) return refuse_foreign(r, "deregister", r->t->servers[i]);
       server_remove(r->t, i, "server deregistered");
-      return reply_ok(r->t, r->hdr, r->hdr_len);
+      return reply_ok(r->t, r->pipe, r->hdr, r->hdr_len);
     }
   FAIL(TS_ENOTFOUND, "unknown server_id %llu", (unsigned long long)id);
 }
@@ -412,7 +425,7 @@ static void h_request(req *r) {
   rpc_enc e;
   rpc_enc_begin(&e, RPC_T_TICKET, 1);
   rpc_enc_u64(&e, "ticket", k->id);
-  reply(t, r->hdr, r->hdr_len, &e);
+  reply(t, r->pipe, r->hdr, r->hdr_len, &e);
   dispatch(t, key);
 }
 
@@ -439,7 +452,7 @@ static void h_poll(req *r) {
   ticket *k = own_ticket(r);
   if (!k) return;
   if (k->state == TK_REVOKED) return FAIL(TS_EDENIED, "session revoked: %s", k->why);
-  if (k->state == TK_GRANTED || wait_ms == 0) return reply_grant(r->t, r->hdr, r->hdr_len, k);
+  if (k->state == TK_GRANTED || wait_ms == 0) return reply_grant(r->t, r->pipe, r->hdr, r->hdr_len, k);
   k->polling = true;
   k->poll_deadline = now_ms() + wait_ms;
   memcpy(k->hdr, r->hdr, r->hdr_len);
@@ -463,7 +476,7 @@ static void h_release(req *r) {
   if (state == TK_REVOKED)
     FAIL(TS_EDENIED, "session had been revoked: %s", why);
   else
-    reply_ok(r->t, r->hdr, r->hdr_len);
+    reply_ok(r->t, r->pipe, r->hdr, r->hdr_len);
   if (state == TK_GRANTED) dispatch(r->t, key);
 }
 
@@ -532,7 +545,18 @@ static void h_query(req *r) {
     msgpack_pack_uint32(&e.pk, kc[i].pending);
   }
   ts_free(kc);
-  reply(t, r->hdr, r->hdr_len, &e);
+  reply(t, r->pipe, r->hdr, r->hdr_len, &e);
+}
+
+/* Which role may send which request: a board ("server") registers,
+ * heartbeats and deregisters; a tuner ("client") requests, polls and
+ * releases; anyone authenticated may query. */
+static const char *role_needed(rpc_type t) {
+  switch (t) {
+  case RPC_T_REGISTER: case RPC_T_HEARTBEAT: case RPC_T_DEREGISTER: return "server";
+  case RPC_T_REQUEST: case RPC_T_POLL: case RPC_T_RELEASE: return "client";
+  default: return NULL;
+  }
 }
 
 static void handle(trk_tracker *t, nng_msg *msg) {
@@ -541,21 +565,39 @@ static void handle(trk_tracker *t, nng_msg *msg) {
   req r = {.t = t, .pipe = (uint32_t)nng_pipe_id(np), .hdr = nng_msg_header(msg),
            .hdr_len = nng_msg_header_len(msg)};
   rpc_msg m;
-  ts_status st = rpc_msg_decode(&m, nng_msg_body(msg), nng_msg_len(msg));
+  bool dropped = false;
+  ts_status st = rpc_authtab_open(&t->auth, np, nng_msg_body(msg), nng_msg_len(msg), &m, &dropped);
   r.m = &m;
   /* REQ semantics: a new request from a connection abandons its held poll */
   for (ticket *k = t->tickets; k; k = k->next)
     if (k->pipe == r.pipe) k->polling = false;
+  if (dropped) { /* refused and closed (auth.c logged why) */
+    t->stats.bad_msgs++;
+    t->stats.refused++;
+    return;
+  }
   if (st != TS_OK) {
     t->stats.bad_msgs++;
-    reply_error(t, r.hdr, r.hdr_len, st, "%s", m.err[0] ? m.err : ts_strerror(st));
+    reply_error(t, r.pipe, r.hdr, r.hdr_len, st, "%s", m.err[0] ? m.err : ts_strerror(st));
     rpc_msg_fini(&m);
     return;
   }
   rpc_enc e;
   if (rpc_authtab_handle(&t->auth, &m, np, &e)) { /* handshake, or refused */
     if (m.type != RPC_T_HELLO && m.type != RPC_T_AUTH) t->stats.bad_msgs++;
-    reply(t, r.hdr, r.hdr_len, &e);
+    reply(t, r.pipe, r.hdr, r.hdr_len, &e);
+    rpc_msg_fini(&m);
+    return;
+  }
+  const char *need = role_needed(m.type);
+  char role[16];
+  rpc_authtab_role(&t->auth, np, role, sizeof role);
+  if (need && strcmp(role, need) != 0) {
+    t->stats.bad_msgs++;
+    t->stats.refused++;
+    logf_(t, "connection %u (role '%s') refused '%s': only a %s may send it", r.pipe, role, rpc_type_name(m.type), need);
+    reply_error(t, r.pipe, r.hdr, r.hdr_len, TS_EDENIED, "'%s' needs role '%s'; this connection authenticated as '%s'",
+                rpc_type_name(m.type), need, role);
     rpc_msg_fini(&m);
     return;
   }
@@ -574,7 +616,7 @@ static void handle(trk_tracker *t, nng_msg *msg) {
   case RPC_T_QUERY: h_query(&r); break;
   default:
     t->stats.bad_msgs++;
-    reply_error(t, r.hdr, r.hdr_len, TS_EPROTO, "a tracker does not serve '%s'", rpc_type_name(m.type));
+    reply_error(t, r.pipe, r.hdr, r.hdr_len, TS_EPROTO, "a tracker does not serve '%s'", rpc_type_name(m.type));
   }
   rpc_msg_fini(&m);
 }
@@ -633,7 +675,7 @@ static void tick(trk_tracker *t) {
     }
     if (k->polling && now >= k->poll_deadline) {
       k->polling = false;
-      reply_grant(t, k->hdr, k->hdr_len, k); /* state "pending" */
+      reply_grant(t, k->pipe, k->hdr, k->hdr_len, k); /* state "pending" */
     }
   }
 }
@@ -684,8 +726,19 @@ static void *loop(void *arg) {
   return NULL;
 }
 
+/* Every connection costs a descriptor: take all the hard limit allows, so
+ * that the pending-connection caps, not the descriptor limit, decide. */
+static void raise_nofile(void) {
+  struct rlimit rl;
+  if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+    rl.rlim_cur = rl.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &rl);
+  }
+}
+
 ts_status trk_tracker_start(const trk_config *cfg, trk_tracker **out, ts_diag *d) {
   *out = NULL;
+  raise_nofile();
   if (sodium_init() < 0 || !cfg->secret || !cfg->secret->loaded) {
     ts_diag_set(d, TS_EAUTH, "no secret loaded");
     return TS_EAUTH;
@@ -709,6 +762,7 @@ ts_status trk_tracker_start(const trk_config *cfg, trk_tracker **out, ts_diag *d
     goto fail;
   }
   t->auth_init = true;
+  rpc_authtab_bounds(&t->auth, cfg->handshake_ms, cfg->pending_max, cfg->pending_per_addr, "tracker");
   t->auth.on_close = on_close_cb;
   t->auth.on_close_arg = t;
   nng_socket_set_size(t->sock, NNG_OPT_RECVMAXSZ, TRK_MAX_MSG);
@@ -744,6 +798,10 @@ void trk_tracker_stats(trk_tracker *t, trk_stats *out) {
   pthread_mutex_lock(&t->mu);
   *out = t->stats;
   pthread_mutex_unlock(&t->mu);
+}
+
+size_t trk_tracker_pending(trk_tracker *t) {
+  return rpc_authtab_pending(&t->auth);
 }
 
 void trk_tracker_stop(trk_tracker *t) {

@@ -22,7 +22,7 @@
 #include "rpc/protocol.h"
 
 #define TRK_DEFAULT_PORT 9190
-#define TRK_MAX_MSG (64 * 1024)          /* inbound request bound (tracker side) */
+#define TRK_MAX_MSG (16 * 1024)          /* inbound message bound, checked by nng before allocation */
 #define TRK_MAX_INFO 8192                /* bytes of a server's packed info object */
 #define TRK_HEARTBEAT_MS 1000            /* servers heartbeat this often */
 #define TRK_EVICT_MS 3000                /* ...and are evicted after this much silence */
@@ -37,12 +37,15 @@ typedef struct trk_config {
   int heartbeat_ms;       /* told to servers; 0: TRK_HEARTBEAT_MS */
   int tick_ms;            /* timer granularity; 0: 50 */
   bool verbose;           /* log registrations, grants, evictions to stderr */
+  /* bounds on unauthenticated connections (0: RPC_HANDSHAKE_MS,
+   * RPC_PENDING_MAX, RPC_PENDING_PER_ADDR of rpc/auth.h) */
+  int handshake_ms, pending_max, pending_per_addr;
 } trk_config;
 
 typedef struct trk_tracker trk_tracker;
 
-/* Opens the socket, listens on cfg->url and runs the tracker's loop in a
- * thread. *out is the caller's (trk_tracker_stop frees it). Returns TS_EIO
+/* Raises RLIMIT_NOFILE to its hard limit (once per process), opens the
+ * socket, listens on cfg->url and runs the tracker's loop in a thread. *out is the caller's (trk_tracker_stop frees it). Returns TS_EIO
  * with the reason in d when it cannot listen. */
 ts_status trk_tracker_start(const trk_config *cfg, trk_tracker **out, ts_diag *d);
 /* Stops the loop, closes the socket, frees everything. NULL is a no-op. */
@@ -53,8 +56,11 @@ typedef struct trk_stats {
   uint64_t msgs, bad_msgs;
   uint64_t grants, releases, revocations, disconnect_releases;
   uint64_t registrations, evictions;
+  uint64_t refused;       /* requests refused for role or ownership, refused frames */
   uint32_t servers, busy, pending;
 } trk_stats;
 void trk_tracker_stats(trk_tracker *t, trk_stats *out);
+/* Connections that have not authenticated yet (tests, bench). */
+size_t trk_tracker_pending(trk_tracker *t);
 
 #endif

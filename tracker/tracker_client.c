@@ -17,6 +17,9 @@ struct trk_conn {
   nng_socket sock;
   pthread_mutex_t mu;
   int timeout_ms;
+  rpc_chan chan;        /* the secure channel of the current pipe */
+  rpc_secret secret;    /* to authenticate again after nng redialed */
+  char role[16];
 };
 
 static int64_t now_ms(void) {
@@ -58,9 +61,13 @@ ts_status trk_conn_open(const char *tracker, const rpc_secret *secret, const cha
     ts_free(c);
     return TS_EIO;
   }
-  ts_status st = rpc_auth_client(c->sock, secret, role, d);
+  c->secret = *secret;
+  snprintf(c->role, sizeof c->role, "%s", role);
+  ts_status st = rpc_auth_client(c->sock, secret, role, &c->chan, d);
   if (st != TS_OK) {
     nng_close(c->sock);
+    rpc_secret_wipe(&c->secret);
+    rpc_chan_wipe(&c->chan);
     ts_free(c);
     return st;
   }
@@ -72,14 +79,34 @@ ts_status trk_conn_open(const char *tracker, const rpc_secret *secret, const cha
 void trk_conn_close(trk_conn *c) {
   if (!c) return;
   nng_close(c->sock);
+  rpc_secret_wipe(&c->secret);
+  rpc_chan_wipe(&c->chan);
   pthread_mutex_destroy(&c->mu);
   ts_free(c);
 }
 
-/* One call with a reply timeout of extra_ms beyond the connection's. */
-static ts_status call(trk_conn *c, rpc_enc *e, rpc_msg *reply, int64_t extra_ms, ts_diag *d) {
+/* One call with a reply timeout of extra_ms beyond the connection's, over
+ * the secure channel. When nng redialed underneath (the tracker does not
+ * know the new pipe, or the channel was refused and closed), the request
+ * may not have been served: authenticate again and report the failure, so
+ * the caller decides whether to repeat it. *pipe (optional): the reply's. */
+static ts_status call_pipe(trk_conn *c, rpc_enc *e, rpc_msg *reply, int64_t extra_ms, nng_pipe *pipe, ts_diag *d) {
   nng_socket_set_ms(c->sock, NNG_OPT_RECVTIMEO, (nng_duration)(c->timeout_ms + extra_ms));
-  return rpc_call(c->sock, e, reply, d);
+  if (!c->chan.up) {
+    nng_socket_set_ms(c->sock, NNG_OPT_RECVTIMEO, (nng_duration)c->timeout_ms);
+    ts_status st = rpc_auth_client(c->sock, &c->secret, c->role, &c->chan, d);
+    nng_socket_set_ms(c->sock, NNG_OPT_RECVTIMEO, (nng_duration)(c->timeout_ms + extra_ms));
+    if (st) {
+      rpc_enc_fini(e);
+      memset(reply, 0, sizeof *reply);
+      return st;
+    }
+  }
+  return rpc_chan_call(c->sock, &c->chan, e, reply, pipe, d);
+}
+
+static ts_status call(trk_conn *c, rpc_enc *e, rpc_msg *reply, int64_t extra_ms, ts_diag *d) {
+  return call_pipe(c, e, reply, extra_ms, NULL, d);
 }
 
 static ts_status release_ticket(trk_conn *c, uint64_t ticket, ts_diag *d) {
@@ -230,10 +257,8 @@ static void local_address(trk_conn *c, int port, char *out, size_t n) {
   rpc_enc_begin(&e, RPC_T_QUERY, 0);
   nng_pipe p = NNG_PIPE_INITIALIZER;
   pthread_mutex_lock(&c->mu);
-  if (rpc_send(c->sock, &e) == TS_OK) {
-    rpc_msg r;
-    if (rpc_recv(c->sock, &r, &p) == TS_OK) rpc_msg_fini(&r);
-  }
+  rpc_msg r;
+  if (call_pipe(c, &e, &r, 0, &p, NULL) == TS_OK) rpc_msg_fini(&r);
   pthread_mutex_unlock(&c->mu);
   nng_sockaddr sa;
   if (nng_pipe_id(p) > 0 && nng_pipe_get_addr(p, NNG_OPT_LOCADDR, &sa) == 0 && sa.s_family == NNG_AF_INET)

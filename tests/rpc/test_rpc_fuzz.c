@@ -59,16 +59,16 @@ START_TEST(test_decode_malformed) {
   DEC_FAILS("\x01", TS_EPROTO);                      /* not a map */
   DEC_FAILS("\x80\x80", TS_EPROTO);                  /* trailing bytes */
   DEC_FAILS("\x80", TS_EPROTO);                      /* no v/t */
-  DEC_FAILS("\x81\xa1v\x01", TS_EPROTO);             /* no t */
-  DEC_FAILS("\x82\xa1v\x01\xa1t\x05", TS_EPROTO);    /* t not a string */
-  DEC_FAILS("\x82\xa1v\x01\xa1t\xa3zzz", TS_EPROTO); /* unknown type */
-  DEC_FAILS("\x82\xa1v\x02\xa1t\xa2ok", TS_EVERSION);
+  DEC_FAILS("\x81\xa1v\x02", TS_EPROTO);             /* no t */
+  DEC_FAILS("\x82\xa1v\x02\xa1t\x05", TS_EPROTO);    /* t not a string */
+  DEC_FAILS("\x82\xa1v\x02\xa1t\xa3zzz", TS_EPROTO); /* unknown type */
+  DEC_FAILS("\x82\xa1v\x01\xa1t\xa2ok", TS_EVERSION); /* version 1: before the secure channel */
   DEC_FAILS("\x82\xa1v\xff\xa1t\xa2ok", TS_EPROTO);  /* v negative */
-  DEC_FAILS("\x83\xa1v\x01\xa1t\xa2ok\xa1v\x01", TS_EPROTO); /* duplicate key */
-  DEC_FAILS("\x83\xa1v\x01\xa1t\xa2ok\x01\x01", TS_EPROTO);  /* int key */
+  DEC_FAILS("\x83\xa1v\x02\xa1t\xa2ok\xa1v\x02", TS_EPROTO); /* duplicate key */
+  DEC_FAILS("\x83\xa1v\x02\xa1t\xa2ok\x01\x01", TS_EPROTO);  /* int key */
   /* nested map with a non-string key */
-  DEC_FAILS("\x83\xa1v\x01\xa1t\xa2ok\xa1m\x81\xc0\x01", TS_EPROTO);
-  ck_assert_int_eq(dec("\x82\xa1v\x01\xa1t\xa2ok", 9, &m), TS_OK);
+  DEC_FAILS("\x83\xa1v\x02\xa1t\xa2ok\xa1m\x81\xc0\x01", TS_EPROTO);
+  ck_assert_int_eq(dec("\x82\xa1v\x02\xa1t\xa2ok", 9, &m), TS_OK);
   ck_assert_int_eq(m.type, RPC_T_OK);
   rpc_msg_fini(&m);
   static char big[RPC_MAX_MSG + 1];
@@ -278,9 +278,25 @@ START_TEST(test_fuzz_server) {
       n = rnd() % sizeof buf;
       for (size_t k = 0; k < n; k++) buf[k] = (uint8_t)rnd();
     }
-    ck_assert_int_eq(nng_send(s, buf, n, 0), 0);
     rpc_msg r;
-    ts_status st = rpc_recv(s, &r, NULL);
+    ts_status st;
+    if (i & 1) {
+      ck_assert_int_eq(nng_send(s, buf, n, 0), 0);
+      st = rpc_recv(s, &r, NULL);
+    } else { /* the authenticated peer seals its garbage (unsealed, it would be refused and cut off) */
+      uint8_t *f, *pt;
+      size_t fn, ptn;
+      char why[160] = "";
+      ck_assert_int_eq(rpc_chan_seal(&authed->chan, buf, n, &f, &fn), TS_OK);
+      ck_assert_int_eq(nng_send(s, f, fn, 0), 0);
+      ts_free(f);
+      nng_msg *rm;
+      ck_assert_int_eq(nng_recvmsg(s, &rm, 0), 0);
+      ck_assert_msg(rpc_chan_open(&authed->chan, nng_msg_body(rm), nng_msg_len(rm), &pt, &ptn, why, sizeof why) == TS_OK,
+                    "message %d: %s", i, why);
+      nng_msg_free(rm);
+      st = rpc_msg_decode_owned(&r, pt, ptn);
+    }
     ck_assert_msg(st == TS_OK, "message %d: no valid reply (%d: %s)", i, st, r.err);
     answered++;
     if (r.type == RPC_T_ERROR) errors++;

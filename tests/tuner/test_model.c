@@ -29,6 +29,7 @@
 #include <sys/wait.h>
 #include <signal.h>
 #include <time.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "codegen/llvm.h"
@@ -642,6 +643,7 @@ START_TEST(board_aarch64) {
   ck_assert_ptr_nonnull(f);
   fprintf(f, "model-board-secret-%ld-%d\n", (long)time(NULL), (int)getpid());
   fclose(f);
+  chmod(secret, 0600); /* a secret readable by others is refused */
   srand((unsigned)(getpid() ^ time(NULL)));
   int tport = 20000 + rand() % 12000; /* below the ephemeral range */
   /* exec: the shell's pid is the tracker's / qemu's, so stop() ends them */

@@ -1,0 +1,811 @@
+/* test_attacks.c — the attacks of issue 21 against a tracker on loopback TCP,
+ * each of which succeeded before the secure channel, board ownership and the
+ * bounds on unauthenticated connections:
+ *  - an on-path relay that holds no secret passes a real client's handshake
+ *    through, then substitutes (a plaintext register, a forged frame),
+ *    replays, reorders or alters a message: refused, the connection closed,
+ *    nothing registered; an altered reply is refused by the client;
+ *  - token theft (another connection heartbeats a board's server_id), a
+ *    deregistration and a register-over from another connection, and the
+ *    wrong role (a query client registering, a board requesting): refused;
+ *  - idle unauthenticated connections closed by the handshake deadline; a
+ *    tracker limited to 256 descriptors with 300 idle connections still
+ *    serves a good client (and raised its soft limit to the hard one);
+ *  - an oversize unauthenticated message refused (by nng before allocation
+ *    over TRK_MAX_MSG; by the 4 KiB pre-authentication bound below it);
+ *  - secret files readable by others, too short or of too few distinct
+ *    bytes refused; a version-1 peer refused with a clear message.
+ * Time bounds are generous (the tight figures are bench/tracker_load's). */
+#include <arpa/inet.h>
+#include <check.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <nng/nng.h>
+#include <nng/protocol/reqrep0/req.h>
+
+#include "tracker/tracker.h"
+#include "tracker/tracker_client.h"
+
+static rpc_secret secret;
+static char url[128];
+static int port;
+static trk_tracker *trk;
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static int pick_port(void) {
+  static int n;
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return 20000 + (int)(((unsigned)getpid() * 2654435761u ^ (unsigned)ts.tv_nsec) % 12000u) + n++;
+}
+
+static void start_tracker(int handshake_ms) {
+  port = pick_port();
+  snprintf(url, sizeof url, "tcp://127.0.0.1:%d", port);
+  const char *text = "the attack tests' shared secret";
+  ck_assert(rpc_secret_from_bytes(&secret, text, strlen(text)) == TS_OK);
+  trk_config cfg = {.url = url, .secret = &secret, .tick_ms = 20, .handshake_ms = handshake_ms, .verbose = true};
+  ts_diag err = {0};
+  ck_assert_msg(trk_tracker_start(&cfg, &trk, &err) == TS_OK, "%s", err.msg);
+}
+
+static void setup(void) { start_tracker(1000); }
+
+static void teardown(void) {
+  trk_tracker_stop(trk);
+  trk = NULL;
+}
+
+static trk_stats stats(void) {
+  trk_stats st;
+  trk_tracker_stats(trk, &st);
+  return st;
+}
+
+/* ---- an on-path relay ------------------------------------------------------- */
+/* Plain TCP between one client and the tracker that understands only the SP
+ * framing (an 8-byte header each way, then 8-byte big-endian lengths): it
+ * holds no secret. Client-to-tracker message 0 is hello, 1 auth, 2 and on
+ * sealed requests; tracker-to-client 0 is challenge, 1 ok, 2 and on replies. */
+enum { R_PASS, R_UNSEALED_REGISTER, R_FORGE, R_ALTER, R_REPLAY, R_REORDER, R_ALTER_REPLY };
+
+typedef struct relay {
+  int mode, lfd, port;
+  pthread_t th;
+  volatile bool up_closed, down_closed; /* the tracker / the client closed its end */
+  volatile int c2s, s2c;                /* messages seen */
+} relay;
+
+typedef struct stream {
+  uint8_t *buf;
+  size_t n, cap;
+  bool hdr_done;
+} stream;
+
+static bool write_all(int fd, const void *p, size_t n) {
+  const uint8_t *b = p;
+  while (n) {
+    ssize_t w = write(fd, b, n);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) return false;
+    b += w, n -= (size_t)w;
+  }
+  return true;
+}
+
+static void send_msg(int fd, const uint8_t *payload, size_t n) {
+  uint8_t len[8];
+  for (int i = 0; i < 8; i++) len[i] = (uint8_t)((uint64_t)n >> (56 - 8 * i));
+  write_all(fd, len, 8);
+  write_all(fd, payload, n);
+}
+
+/* Reads what fd has into s; false at EOF/error. */
+static bool fill(int fd, stream *s) {
+  if (s->cap - s->n < 65536) {
+    s->cap = s->cap ? s->cap * 2 : 1 << 17;
+    s->buf = realloc(s->buf, s->cap);
+  }
+  ssize_t r = read(fd, s->buf + s->n, s->cap - s->n);
+  if (r <= 0) return false;
+  s->n += (size_t)r;
+  return true;
+}
+
+/* The next complete unit of s (the SP header first, then messages). */
+static bool next_unit(stream *s, uint8_t **p, size_t *n, bool *is_hdr) {
+  if (!s->hdr_done) {
+    if (s->n < 8) return false;
+    *p = s->buf, *n = 8, *is_hdr = true;
+    return true;
+  }
+  if (s->n < 8) return false;
+  uint64_t len = 0;
+  for (int i = 0; i < 8; i++) len = len << 8 | s->buf[i];
+  if (s->n < 8 + len) return false;
+  *p = s->buf + 8, *n = (size_t)len, *is_hdr = false;
+  return true;
+}
+
+static void consume(stream *s, size_t n) {
+  memmove(s->buf, s->buf + n, s->n - n);
+  s->n -= n;
+}
+
+static void *relay_main(void *arg) {
+  relay *r = arg;
+  int cfd = accept(r->lfd, NULL, NULL);
+  close(r->lfd); /* one connection only: a redial finds nobody */
+  if (cfd < 0) return NULL;
+  int ufd = socket(AF_INET, SOCK_STREAM, 0);
+  struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (connect(ufd, (struct sockaddr *)&sa, sizeof sa) != 0) {
+    close(cfd);
+    return NULL;
+  }
+  stream cs = {0}, us = {0};
+  uint8_t *held = NULL, *prev = NULL;
+  size_t heldn = 0, prevn = 0;
+  for (;;) {
+    struct pollfd pf[2] = {{.fd = cfd, .events = POLLIN}, {.fd = ufd, .events = POLLIN}};
+    if (poll(pf, 2, 20000) <= 0) break;
+    if (pf[1].revents) {
+      if (!fill(ufd, &us)) {
+        r->up_closed = true;
+        break;
+      }
+      uint8_t *p;
+      size_t n;
+      bool hdr;
+      while (next_unit(&us, &p, &n, &hdr)) {
+        if (hdr) {
+          write_all(cfd, p, 8);
+          us.hdr_done = true;
+          consume(&us, 8);
+          continue;
+        }
+        int k = r->s2c++;
+        if (r->mode == R_ALTER_REPLY && k == 2 && n > 20) p[n - 3] ^= 0x40;
+        send_msg(cfd, p, n);
+        consume(&us, 8 + n);
+      }
+    }
+    if (pf[0].revents) {
+      if (!fill(cfd, &cs)) {
+        r->down_closed = true;
+        break;
+      }
+      uint8_t *p;
+      size_t n;
+      bool hdr;
+      while (next_unit(&cs, &p, &n, &hdr)) {
+        if (hdr) {
+          write_all(ufd, p, 8);
+          cs.hdr_done = true;
+          consume(&cs, 8);
+          continue;
+        }
+        int k = r->c2s++;
+        /* p[0..4) is the REQ request id, then the body */
+        if (k >= 2 && r->mode == R_UNSEALED_REGISTER && k == 2) {
+          rpc_enc e;
+          rpc_enc_begin(&e, RPC_T_REGISTER, 3);
+          rpc_enc_str(&e, "key", "stolen");
+          rpc_enc_str(&e, "address", "tcp://6.6.6.6:9090");
+          rpc_enc_key(&e, "info");
+          msgpack_pack_nil(&e.pk);
+          ck_assert(rpc_enc_finish(&e) == TS_OK);
+          uint8_t *m = malloc(4 + e.sb.size);
+          memcpy(m, p, 4);
+          memcpy(m + 4, e.sb.data, e.sb.size);
+          send_msg(ufd, m, 4 + e.sb.size);
+          free(m);
+          rpc_enc_fini(&e);
+        } else if (r->mode == R_FORGE && k == 2) {
+          for (size_t i = 4 + RPC_FRAME_HDR; i < n; i++) p[i] = (uint8_t)rand();
+          send_msg(ufd, p, n);
+        } else if (r->mode == R_ALTER && k == 2) {
+          p[n - 1] ^= 0x01; /* one bit of the tag */
+          send_msg(ufd, p, n);
+        } else if (r->mode == R_REPLAY && k == 3) {
+          /* the previous sealed request again, under this request's id */
+          memcpy(prev, p, 4);
+          send_msg(ufd, prev, prevn);
+        } else if (r->mode == R_REORDER && k == 2) {
+          held = malloc(n), heldn = n; /* withheld: the client times out and sends the next */
+          memcpy(held, p, n);
+        } else if (r->mode == R_REORDER && k == 3) {
+          send_msg(ufd, p, n); /* the later message first ... */
+          send_msg(ufd, held, heldn); /* ... then the earlier one */
+        } else {
+          send_msg(ufd, p, n);
+        }
+        if (k == 2) {
+          prev = malloc(n), prevn = n;
+          memcpy(prev, p, n);
+        }
+        consume(&cs, 8 + n);
+      }
+    }
+  }
+  close(cfd);
+  close(ufd);
+  free(cs.buf), free(us.buf), free(held), free(prev);
+  return NULL;
+}
+
+static void relay_start(relay *r, int mode) {
+  memset(r, 0, sizeof *r);
+  r->mode = mode;
+  r->lfd = socket(AF_INET, SOCK_STREAM, 0);
+  int one = 1;
+  setsockopt(r->lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  struct sockaddr_in sa = {.sin_family = AF_INET};
+  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ck_assert(bind(r->lfd, (struct sockaddr *)&sa, sizeof sa) == 0);
+  socklen_t sl = sizeof sa;
+  getsockname(r->lfd, (struct sockaddr *)&sa, &sl);
+  r->port = ntohs(sa.sin_port);
+  ck_assert(listen(r->lfd, 4) == 0);
+  ck_assert(pthread_create(&r->th, NULL, relay_main, r) == 0);
+}
+
+static void relay_url(const relay *r, char *out, size_t n) {
+  snprintf(out, n, "tcp://127.0.0.1:%d", r->port);
+}
+
+static bool wait_for(volatile bool *flag, double secs) {
+  for (double t0 = now_s(); now_s() - t0 < secs;) {
+    if (*flag) return true;
+    usleep(10000);
+  }
+  return *flag;
+}
+
+/* The tracker's server count, asked directly (not through the relay). */
+static uint32_t nservers(void) {
+  trk_conn *c;
+  ts_diag err = {0};
+  ck_assert_msg(trk_conn_open(url, &secret, "query", 5000, &c, &err) == TS_OK, "%s", err.msg);
+  rpc_msg m;
+  ck_assert_msg(trk_query(c, &m, &err) == TS_OK, "%s", err.msg);
+  const msgpack_object *items;
+  uint32_t n = 0;
+  ck_assert(rpc_get_array(&m, NULL, "servers", 100000, &items, &n) == TS_OK);
+  rpc_msg_fini(&m);
+  trk_conn_close(c);
+  return n;
+}
+
+/* One relay run: a client with role `role` connects through the relay and
+ * sends `queries` queries (timeout_ms each); returns the last status. */
+static ts_status through_relay(relay *r, int mode, const char *role, int queries, int timeout_ms) {
+  relay_start(r, mode);
+  char ru[64];
+  relay_url(r, ru, sizeof ru);
+  trk_conn *c;
+  ts_diag err = {0};
+  ck_assert_msg(trk_conn_open(ru, &secret, role, timeout_ms, &c, &err) == TS_OK, "handshake through the relay: %s",
+                err.msg);
+  ts_status st = TS_OK;
+  for (int i = 0; i < queries; i++) {
+    rpc_msg m;
+    st = trk_query(c, &m, &err);
+    if (st == TS_OK) rpc_msg_fini(&m);
+  }
+  trk_conn_close(c);
+  pthread_join(r->th, NULL);
+  return st;
+}
+
+START_TEST(relay_passes_honest_traffic) {
+  /* the control: the relay itself breaks nothing */
+  relay r;
+  ck_assert_int_eq(through_relay(&r, R_PASS, "query", 3, 5000), TS_OK);
+  ck_assert_int_eq(r.c2s, 5);
+  ck_assert(!r.up_closed);
+}
+END_TEST
+
+START_TEST(relay_unsealed_register_refused) {
+  /* the issue's attack: the client's first request replaced by a plaintext
+   * register after a genuine handshake */
+  relay r;
+  ts_status st = through_relay(&r, R_UNSEALED_REGISTER, "server", 1, 1500);
+  ck_assert_int_ne(st, TS_OK);
+  ck_assert_msg(r.up_closed, "the tracker kept the connection open");
+  ck_assert_uint_eq(stats().registrations, 0);
+  ck_assert_uint_eq(nservers(), 0);
+  ck_assert_uint_ge(stats().refused, 1);
+}
+END_TEST
+
+START_TEST(relay_forged_frame_refused) {
+  relay r;
+  ck_assert_int_ne(through_relay(&r, R_FORGE, "client", 1, 1500), TS_OK);
+  ck_assert(r.up_closed);
+  ck_assert_uint_ge(stats().refused, 1);
+}
+END_TEST
+
+START_TEST(relay_altered_refused) {
+  relay r;
+  ck_assert_int_ne(through_relay(&r, R_ALTER, "client", 1, 1500), TS_OK);
+  ck_assert(r.up_closed);
+  ck_assert_uint_ge(stats().refused, 1);
+}
+END_TEST
+
+START_TEST(relay_replay_refused) {
+  relay r;
+  /* the first query passes, the second is replaced by a replay of the first */
+  ck_assert_int_ne(through_relay(&r, R_REPLAY, "client", 2, 1500), TS_OK);
+  ck_assert(r.up_closed);
+  ck_assert_uint_ge(stats().refused, 1);
+}
+END_TEST
+
+START_TEST(relay_reorder_refused) {
+  relay r;
+  /* the first query withheld (the client times out), the second delivered
+   * before it: the tracker expects counter 0 and sees 1 */
+  ck_assert_int_ne(through_relay(&r, R_REORDER, "client", 2, 800), TS_OK);
+  ck_assert(r.up_closed);
+  ck_assert_uint_ge(stats().refused, 1);
+}
+END_TEST
+
+START_TEST(relay_altered_reply_refused) {
+  relay r;
+  relay_start(&r, R_ALTER_REPLY);
+  char ru[64];
+  relay_url(&r, ru, sizeof ru);
+  trk_conn *c;
+  ts_diag err = {0};
+  ck_assert(trk_conn_open(ru, &secret, "query", 1500, &c, &err) == TS_OK);
+  rpc_msg m;
+  ts_status st = trk_query(c, &m, &err);
+  ck_assert_msg(st == TS_EAUTH, "an altered reply was accepted (%s)", ts_strerror(st));
+  ck_assert_msg(strstr(err.msg, "failed authentication"), "%s", err.msg);
+  ck_assert_msg(wait_for(&r.down_closed, 10), "the client kept the connection open");
+  trk_conn_close(c);
+  pthread_join(r.th, NULL);
+}
+END_TEST
+
+/* ---- ownership and roles ------------------------------------------------------ */
+/* A raw authenticated connection that sends what it likes. */
+typedef struct raw {
+  nng_socket s;
+  rpc_chan ch;
+} raw;
+
+static void raw_open(raw *r, const char *role) {
+  ck_assert(nng_req0_open(&r->s) == 0);
+  nng_socket_set_ms(r->s, NNG_OPT_RECVTIMEO, 5000);
+  nng_socket_set_ms(r->s, NNG_OPT_REQ_RESENDTIME, NNG_DURATION_INFINITE);
+  ck_assert(nng_dial(r->s, url, NULL, 0) == 0);
+  ts_diag err = {0};
+  ck_assert_msg(rpc_auth_client(r->s, &secret, role, &r->ch, &err) == TS_OK, "%s", err.msg);
+}
+
+static ts_status raw_call(raw *r, rpc_enc *e, rpc_msg *m, ts_diag *err) {
+  return rpc_chan_call(r->s, &r->ch, e, m, NULL, err);
+}
+
+static ts_status raw_heartbeat(raw *r, uint64_t id, rpc_msg *m, ts_diag *err) {
+  rpc_enc e;
+  rpc_enc_begin(&e, RPC_T_HEARTBEAT, 2);
+  rpc_enc_u64(&e, "server_id", id);
+  rpc_enc_bool(&e, "busy", false);
+  return raw_call(r, &e, m, err);
+}
+
+static ts_status raw_register(raw *r, const char *key, const char *addr, ts_diag *err) {
+  rpc_enc e;
+  rpc_msg m;
+  rpc_enc_begin(&e, RPC_T_REGISTER, 3);
+  rpc_enc_str(&e, "key", key);
+  rpc_enc_str(&e, "address", addr);
+  rpc_enc_key(&e, "info");
+  msgpack_pack_nil(&e.pk);
+  ts_status st = raw_call(r, &e, &m, err);
+  if (st == TS_OK) rpc_msg_fini(&m);
+  return st;
+}
+
+START_TEST(token_theft_refused) {
+  /* a board, granted to a tuner */
+  trk_server_reg *board;
+  ts_diag err = {0};
+  ck_assert_msg(trk_server_register(url, &secret, "pi", "tcp://10.0.0.1:9090", NULL, 0, true, &board, &err) == TS_OK,
+                "%s", err.msg);
+  trk_conn *tuner;
+  ck_assert(trk_conn_open(url, &secret, "client", 5000, &tuner, &err) == TS_OK);
+  trk_grant g;
+  ck_assert_msg(trk_request(tuner, "pi", 0, 5000, 0, &g, &err) == TS_OK, "%s", err.msg);
+  uint64_t id = trk_server_id(board);
+  /* another authenticated connection heartbeats the board's id, as a
+   * board and as a client: no token comes back */
+  const char *roles[] = {"server", "client", "query"};
+  for (int i = 0; i < 3; i++) {
+    raw thief;
+    raw_open(&thief, roles[i]);
+    rpc_msg m;
+    ts_status st = raw_heartbeat(&thief, id, &m, &err);
+    if (st == TS_OK) {
+      const msgpack_object *items;
+      uint32_t n = 0;
+      rpc_get_array(&m, NULL, "tokens", 64, &items, &n);
+      rpc_msg_fini(&m);
+      ck_abort_msg("role %s: heartbeat of another board's id answered with %u token(s)", roles[i], n);
+    }
+    ck_assert_msg(st == TS_EDENIED, "role %s: %s", roles[i], ts_strerror(st));
+    nng_close(thief.s);
+  }
+  /* the grant still holds, the board still has its token */
+  ck_assert(trk_check(tuner, &g, &err) == TS_OK);
+  ck_assert(trk_server_heartbeat(board, &err) == TS_OK);
+  ck_assert(trk_server_token_check(board, g.token) == TS_OK);
+  ck_assert_uint_ge(stats().refused, 3);
+  trk_release(tuner, &g, NULL);
+  trk_conn_close(tuner);
+  trk_server_deregister(board);
+}
+END_TEST
+
+START_TEST(deregister_and_register_over_refused) {
+  trk_server_reg *board;
+  ts_diag err = {0};
+  ck_assert(trk_server_register(url, &secret, "pi", "tcp://10.0.0.2:9090", NULL, 0, true, &board, &err) == TS_OK);
+  trk_conn *tuner;
+  ck_assert(trk_conn_open(url, &secret, "client", 5000, &tuner, &err) == TS_OK);
+  trk_grant g;
+  ck_assert(trk_request(tuner, "pi", 0, 5000, 0, &g, &err) == TS_OK);
+  raw evil;
+  raw_open(&evil, "server");
+  /* deregister another connection's board */
+  rpc_enc e;
+  rpc_msg m;
+  rpc_enc_begin(&e, RPC_T_DEREGISTER, 1);
+  rpc_enc_u64(&e, "server_id", trk_server_id(board));
+  ck_assert_int_eq(raw_call(&evil, &e, &m, &err), TS_EDENIED);
+  /* register over its key and address */
+  ck_assert_int_eq(raw_register(&evil, "pi", "tcp://10.0.0.2:9090", &err), TS_EDENIED);
+  ck_assert_msg(strstr(err.msg, "another connection"), "%s", err.msg);
+  ck_assert_uint_eq(nservers(), 1);
+  /* closing that connection takes nothing with it */
+  nng_close(evil.s);
+  usleep(300000);
+  ck_assert_uint_eq(nservers(), 1);
+  ck_assert(trk_check(tuner, &g, &err) == TS_OK);
+  ck_assert(trk_server_heartbeat(board, &err) == TS_OK);
+  ck_assert(trk_server_token_check(board, g.token) == TS_OK);
+  /* the owner itself may deregister */
+  trk_release(tuner, &g, NULL);
+  trk_conn_close(tuner);
+  trk_server_deregister(board);
+  usleep(200000);
+  ck_assert_uint_eq(nservers(), 0);
+}
+END_TEST
+
+START_TEST(roles_enforced) {
+  ts_diag err = {0};
+  raw q;
+  raw_open(&q, "query");
+  ck_assert_int_eq(raw_register(&q, "fake", "tcp://6.6.6.6:1", &err), TS_EDENIED);
+  nng_close(q.s);
+  raw c;
+  raw_open(&c, "client");
+  ck_assert_int_eq(raw_register(&c, "fake", "tcp://6.6.6.6:1", &err), TS_EDENIED);
+  nng_close(c.s);
+  ck_assert_uint_eq(nservers(), 0);
+  /* a board cannot take grants */
+  trk_server_reg *board;
+  ck_assert(trk_server_register(url, &secret, "pi", "tcp://10.0.0.3:9090", NULL, 0, true, &board, &err) == TS_OK);
+  trk_conn *b;
+  ck_assert(trk_conn_open(url, &secret, "server", 5000, &b, &err) == TS_OK);
+  trk_grant g;
+  ck_assert_int_eq(trk_request(b, "pi", 0, 1000, 0, &g, &err), TS_EDENIED);
+  trk_conn_close(b);
+  trk_server_deregister(board);
+}
+END_TEST
+
+/* ---- unauthenticated connections -------------------------------------------------- */
+/* A TCP connection that sends the SP header of a REQ socket (and, with
+ * hello, a hello) and then nothing. */
+static int idle_conn(int tport, bool hello) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return -1;
+  struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)tport)};
+  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (connect(fd, (struct sockaddr *)&sa, sizeof sa) != 0) {
+    close(fd);
+    return -1;
+  }
+  static const uint8_t sp[8] = {0, 'S', 'P', 0, 0, 0x30, 0, 0}; /* REQ v0 (48) */
+  write_all(fd, sp, 8);
+  if (hello) {
+    uint8_t nonce[RPC_NONCE_BYTES] = {7};
+    rpc_enc e;
+    rpc_enc_begin(&e, RPC_T_HELLO, 3);
+    rpc_enc_u64(&e, "version", RPC_PROTO_VERSION);
+    rpc_enc_str(&e, "role", "client");
+    rpc_enc_bin(&e, "nonce", nonce, sizeof nonce);
+    rpc_enc_finish(&e);
+    uint8_t *m = malloc(4 + e.sb.size);
+    m[0] = 0x80, m[1] = m[2] = 0, m[3] = 1; /* request id */
+    memcpy(m + 4, e.sb.data, e.sb.size);
+    send_msg(fd, m, 4 + e.sb.size);
+    free(m);
+    rpc_enc_fini(&e);
+  }
+  return fd;
+}
+
+/* True when the peer closed fd (reads to EOF/reset within secs). */
+static bool closed_by_peer(int fd, double secs) {
+  for (double t0 = now_s(); now_s() - t0 < secs;) {
+    struct pollfd pf = {.fd = fd, .events = POLLIN};
+    if (poll(&pf, 1, 100) > 0) {
+      uint8_t b[4096];
+      ssize_t r = read(fd, b, sizeof b);
+      if (r <= 0) return true;
+    }
+  }
+  return false;
+}
+
+START_TEST(idle_unauthenticated_closed_by_deadline) {
+  /* the tracker of this test case closes unauthenticated connections after 1 s */
+  int fds[20];
+  for (int i = 0; i < 20; i++) ck_assert_int_ge(fds[i] = idle_conn(port, i % 2), 0);
+  usleep(200000);
+  ck_assert_uint_ge(trk_tracker_pending(trk), 15);
+  double t0 = now_s();
+  for (int i = 0; i < 20; i++) {
+    ck_assert_msg(closed_by_peer(fds[i], 10), "idle connection %d still open after %.1f s", i, now_s() - t0);
+    close(fds[i]);
+  }
+  for (double t1 = now_s(); trk_tracker_pending(trk) && now_s() - t1 < 10;) usleep(20000);
+  ck_assert_uint_eq(trk_tracker_pending(trk), 0);
+  /* an authenticated connection is not subject to the deadline */
+  trk_conn *c;
+  ts_diag err = {0};
+  ck_assert(trk_conn_open(url, &secret, "query", 5000, &c, &err) == TS_OK);
+  usleep(1800000);
+  rpc_msg m;
+  ck_assert_msg(trk_query(c, &m, &err) == TS_OK, "%s", err.msg);
+  rpc_msg_fini(&m);
+  trk_conn_close(c);
+}
+END_TEST
+
+START_TEST(oversize_unauthenticated_refused) {
+  /* over TRK_MAX_MSG: nng refuses the length before allocating, drops the
+   * connection; between 4 KiB and that: refused by the pre-authentication
+   * bound before it is decoded, the connection closed */
+  size_t sizes[] = {TRK_MAX_MSG * 64, RPC_PREAUTH_MAX + 100};
+  for (int k = 0; k < 2; k++) {
+    int fd = idle_conn(port, false);
+    ck_assert_int_ge(fd, 0);
+    size_t n = sizes[k];
+    uint8_t *m = calloc(1, n);
+    m[0] = 0x80, m[3] = 2;
+    m[4] = 0x81; /* a msgpack map: plaintext */
+    uint8_t len[8];
+    for (int i = 0; i < 8; i++) len[i] = (uint8_t)((uint64_t)n >> (56 - 8 * i));
+    write_all(fd, len, 8);
+    (void)!write(fd, m, n); /* may fail: the peer closes */
+    free(m);
+    ck_assert_msg(closed_by_peer(fd, 10), "a %zu-byte unauthenticated message left the connection open", n);
+    close(fd);
+  }
+  ck_assert_uint_eq(nservers(), 0); /* and the tracker serves on */
+}
+END_TEST
+
+START_TEST(version_one_refused) {
+  nng_socket s;
+  ck_assert(nng_req0_open(&s) == 0);
+  nng_socket_set_ms(s, NNG_OPT_RECVTIMEO, 5000);
+  ck_assert(nng_dial(s, url, NULL, 0) == 0);
+  /* {"v":1,"t":"hello","version":1,"role":"client","nonce":bin 32}, as a
+   * version-1 peer packs it */
+  uint8_t m[128];
+  size_t n = 0;
+  const uint8_t head[] = {0x85, 0xa1, 'v', 0x01, 0xa1, 't', 0xa5, 'h', 'e', 'l', 'l', 'o',
+                          0xa7, 'v', 'e', 'r', 's', 'i', 'o', 'n', 0x01,
+                          0xa4, 'r', 'o', 'l', 'e', 0xa6, 'c', 'l', 'i', 'e', 'n', 't',
+                          0xa5, 'n', 'o', 'n', 'c', 'e', 0xc4, 32};
+  memcpy(m, head, sizeof head);
+  n = sizeof head;
+  memset(m + n, 9, 32);
+  n += 32;
+  ck_assert(nng_send(s, m, n, 0) == 0);
+  rpc_msg r;
+  ck_assert_int_eq(rpc_recv(s, &r, NULL), TS_OK);
+  ck_assert_int_eq(r.type, RPC_T_ERROR);
+  char code[32], msg[300];
+  ck_assert(rpc_get_str(&r, NULL, "code", code, sizeof code) == TS_OK);
+  ck_assert(rpc_get_str(&r, NULL, "message", msg, sizeof msg) == TS_OK);
+  ck_assert_str_eq(code, "version");
+  ck_assert_msg(strstr(msg, "1") && strstr(msg, "2"), "%s", msg);
+  rpc_msg_fini(&r);
+  nng_close(s);
+}
+END_TEST
+
+/* A tracker in a child process limited to 256 descriptors (soft and hard),
+ * 300 idle unauthenticated connections, then a good client: served. The
+ * child also reports the soft limit it ran with after raising it from 64
+ * to the hard limit. */
+START_TEST(descriptor_exhaustion) {
+  int tport = pick_port();
+  int pfd[2];
+  ck_assert(pipe(pfd) == 0);
+  pid_t pid = fork();
+  ck_assert_int_ge(pid, 0);
+  if (pid == 0) { /* a fresh process (nng does not survive a fork): this binary re-executed */
+    char ps[16];
+    snprintf(ps, sizeof ps, "%d", tport);
+    dup2(pfd[1], 1);
+    execl("/proc/self/exe", "test_attacks", "--tracker-child", ps, (char *)NULL);
+    _exit(127);
+  }
+  close(pfd[1]);
+  long cur = 0;
+  ck_assert_int_eq(read(pfd[0], &cur, sizeof cur), sizeof cur);
+  close(pfd[0]);
+  ck_assert_int_eq(cur, 256);
+  static int fds[300];
+  int opened = 0;
+  for (int i = 0; i < 300; i++)
+    if ((fds[i] = idle_conn(tport, i % 2)) >= 0) opened++;
+  ck_assert_int_ge(opened, 290);
+  char u[64];
+  snprintf(u, sizeof u, "tcp://127.0.0.1:%d", tport);
+  double t0 = now_s();
+  trk_conn *c;
+  ts_diag err = {0};
+  ts_status st = trk_conn_open(u, &secret, "query", 10000, &c, &err);
+  rpc_msg m;
+  if (st == TS_OK) {
+    st = trk_query(c, &m, &err);
+    if (st == TS_OK) rpc_msg_fini(&m);
+    trk_conn_close(c);
+  }
+  double dt = now_s() - t0;
+  for (int i = 0; i < 300; i++)
+    if (fds[i] >= 0) close(fds[i]);
+  kill(pid, SIGKILL);
+  waitpid(pid, NULL, 0);
+  ck_assert_msg(st == TS_OK, "good client not served with 300 idle connections: %s", err.msg);
+  ck_assert_msg(dt < 5, "good client served only after %.2f s", dt);
+}
+END_TEST
+
+/* ---- secret files --------------------------------------------------------------------- */
+static void secret_file(char *path, size_t n, const void *content, size_t len, mode_t mode) {
+  snprintf(path, n, "/tmp/tessel-attack-secret-%d-XXXXXX", (int)getpid());
+  int fd = mkstemp(path);
+  ck_assert_int_ge(fd, 0);
+  ck_assert(write(fd, content, len) == (ssize_t)len);
+  close(fd);
+  chmod(path, mode);
+}
+
+START_TEST(bad_secret_files_refused) {
+  char p[128];
+  rpc_secret s;
+  ts_diag err = {0};
+  uint8_t good[32];
+  for (int i = 0; i < 32; i++) good[i] = (uint8_t)(i * 37 + 11);
+  secret_file(p, sizeof p, good, sizeof good, 0600);
+  ck_assert_msg(rpc_secret_load(&s, p, &err) == TS_OK, "%s", err.msg);
+  unlink(p);
+  secret_file(p, sizeof p, good, sizeof good, 0400);
+  ck_assert_msg(rpc_secret_load(&s, p, &err) == TS_OK, "%s", err.msg);
+  unlink(p);
+  /* readable by group or others: refused, saying how to fix it */
+  mode_t modes[] = {0644, 0640, 0604, 0620};
+  for (int i = 0; i < 4; i++) {
+    secret_file(p, sizeof p, good, sizeof good, modes[i]);
+    ts_diag_clear(&err);
+    ck_assert_int_eq(rpc_secret_load(&s, p, &err), TS_EAUTH);
+    ck_assert_msg(strstr(err.msg, "chmod 600") && strstr(err.msg, p), "%s", err.msg);
+    unlink(p);
+  }
+  /* 15 bytes */
+  secret_file(p, sizeof p, good, 15, 0600);
+  ts_diag_clear(&err);
+  ck_assert_int_eq(rpc_secret_load(&s, p, &err), TS_EAUTH);
+  ck_assert_msg(strstr(err.msg, "15 bytes"), "%s", err.msg);
+  unlink(p);
+  /* 16 bytes of 'a'; 64 bytes of 7 distinct values */
+  secret_file(p, sizeof p, "aaaaaaaaaaaaaaaa", 16, 0600);
+  ts_diag_clear(&err);
+  ck_assert_int_eq(rpc_secret_load(&s, p, &err), TS_EAUTH);
+  ck_assert_msg(strstr(err.msg, "distinct"), "%s", err.msg);
+  unlink(p);
+  char seven[64];
+  for (int i = 0; i < 64; i++) seven[i] = (char)('a' + i % 7);
+  secret_file(p, sizeof p, seven, sizeof seven, 0600);
+  ck_assert_int_eq(rpc_secret_load(&s, p, &err), TS_EAUTH);
+  unlink(p);
+  /* the same rules in memory */
+  ck_assert_int_eq(rpc_secret_from_bytes(&s, "aaaaaaaaaaaaaaaaaaaa", 20), TS_EAUTH);
+  ck_assert_int_eq(rpc_secret_from_bytes(&s, good, sizeof good), TS_OK);
+  /* a directory is not a secret */
+  ck_assert_int_eq(rpc_secret_load(&s, "/tmp", &err), TS_EAUTH);
+}
+END_TEST
+
+/* --tracker-child PORT: descriptor_exhaustion's tracker. */
+static int tracker_child(int tport) {
+  struct rlimit rl = {.rlim_cur = 64, .rlim_max = 256};
+  if (setrlimit(RLIMIT_NOFILE, &rl) != 0) return 3;
+  const char *text = "the attack tests' shared secret";
+  if (rpc_secret_from_bytes(&secret, text, strlen(text)) != TS_OK) return 4;
+  char u[64];
+  snprintf(u, sizeof u, "tcp://127.0.0.1:%d", tport);
+  trk_config cfg = {.url = u, .secret = &secret, .handshake_ms = 5000};
+  trk_tracker *t;
+  if (trk_tracker_start(&cfg, &t, NULL) != TS_OK) return 5;
+  getrlimit(RLIMIT_NOFILE, &rl);
+  long cur = (long)rl.rlim_cur;
+  if (write(1, &cur, sizeof cur) != sizeof cur) return 6;
+  for (;;) pause();
+}
+
+int main(int argc, char **argv) {
+  if (argc == 3 && !strcmp(argv[1], "--tracker-child")) return tracker_child(atoi(argv[2]));
+  signal(SIGPIPE, SIG_IGN);
+  Suite *s = suite_create("tracker_attacks");
+  TCase *tc = tcase_create("attacks");
+  tcase_add_checked_fixture(tc, setup, teardown);
+  tcase_set_timeout(tc, 60);
+  tcase_add_test(tc, relay_passes_honest_traffic);
+  tcase_add_test(tc, relay_unsealed_register_refused);
+  tcase_add_test(tc, relay_forged_frame_refused);
+  tcase_add_test(tc, relay_altered_refused);
+  tcase_add_test(tc, relay_replay_refused);
+  tcase_add_test(tc, relay_reorder_refused);
+  tcase_add_test(tc, relay_altered_reply_refused);
+  tcase_add_test(tc, token_theft_refused);
+  tcase_add_test(tc, deregister_and_register_over_refused);
+  tcase_add_test(tc, roles_enforced);
+  tcase_add_test(tc, idle_unauthenticated_closed_by_deadline);
+  tcase_add_test(tc, oversize_unauthenticated_refused);
+  tcase_add_test(tc, version_one_refused);
+  tcase_add_test(tc, descriptor_exhaustion);
+  tcase_add_test(tc, bad_secret_files_refused);
+  suite_add_tcase(s, tc);
+  SRunner *sr = srunner_create(s);
+  srunner_run_all(sr, CK_NORMAL);
+  int nf = srunner_ntests_failed(sr);
+  srunner_free(sr);
+  return nf ? 1 : 0;
+}
