@@ -15,6 +15,7 @@
 #include <fcntl.h>
 #include <jansson.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
@@ -564,7 +565,10 @@ static ts_status write_all(int fd, const char *s, size_t n, const char *path, ts
  * flock(2) on the log and refuses a log another process holds. Within one
  * process a log may be open several times (tune-model keeps it open while
  * each round's tun_tune opens it again): the lock is taken once per file and
- * held, on a descriptor of its own, until the last of them closes. */
+ * held, on a descriptor of its own (a separate open of the file, so that the
+ * log's append descriptor does not carry it), until the last of them closes.
+ * A forked child (builder, measurer) closes its copies at once: otherwise a
+ * child outliving a killed tuner would keep the log locked. */
 typedef struct held_lock {
   dev_t dev;
   ino_t ino;
@@ -572,6 +576,15 @@ typedef struct held_lock {
   pid_t pid; /* a forked child inherits the table, not the right to share: it locks anew */
 } held_lock;
 static held_lock held_locks[32];
+
+static void locks_after_fork_child(void) {
+  for (int i = 0; i < (int)(sizeof held_locks / sizeof held_locks[0]); i++)
+    if (held_locks[i].refs) close(held_locks[i].fd); /* the parent's descriptor keeps the lock */
+  memset(held_locks, 0, sizeof held_locks);
+}
+
+static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
+static void register_atfork(void) { (void)pthread_atfork(NULL, NULL, locks_after_fork_child); }
 
 static ts_status lock_log(tun_db *db, int fd, FILE *warn_out, ts_diag *d) {
   struct stat sb;
@@ -590,9 +603,9 @@ static ts_status lock_log(tun_db *db, int fd, FILE *warn_out, ts_diag *d) {
     if (!h->refs && free_slot < 0) free_slot = i;
   }
   if (free_slot < 0) return ts_diag_set(d, TS_EINVAL, "log %s: too many logs open for appending at once", db->path);
-  int lfd = dup(fd);
+  pthread_once(&atfork_once, register_atfork);
+  int lfd = open(db->path, O_RDONLY | O_CLOEXEC);
   if (lfd < 0) return ts_diag_set(d, TS_EIO, "log %s: %s", db->path, strerror(errno));
-  (void)fcntl(lfd, F_SETFD, FD_CLOEXEC);
   int rc;
   do rc = flock(lfd, LOCK_EX | LOCK_NB);
   while (rc != 0 && errno == EINTR);
