@@ -1,19 +1,24 @@
 #!/usr/bin/env python3
 """quant_zoo.py — quantized real models through tessel against onnxruntime
-(issue 16): quantizes the zoo's ResNet-50 with onnxruntime's quantize_static
-(QDQ, per-channel int8 weights, uint8 activations, 4 seeded calibration
-images) and DistilBERT with quantize_dynamic (int8 weights), builds each with
+(issue 16): quantizes the zoo's ResNet-50 and EfficientNet-B0 with
+onnxruntime's quantize_static (QDQ, per-channel int8 weights, uint8
+activations, 4 seeded calibration images) and DistilBERT with quantize_dynamic (int8 weights), builds each with
 tessel (untuned) twice, with the qdq pass (--qdq on, the default: QDQ chains
 as integer ops) and without it (--qdq off: the float path), and prints max
 abs error against onnxruntime (graph optimisations off: the Q/DQ ops as
-written; and on: its int8 kernels) and 1-thread latency of each, in the same
+written; and on: its int8 kernels; and onnxruntime's int8 kernels against
+its own unoptimised graph, and that graph on the input plus N(0, 1e-6): the
+spread rounding alone makes in that model)
+and 1-thread latency of each, in the same
 run: --rounds rounds of onnxruntime int8, tessel --qdq on and off in turn,
 each the median (tessel) or mean (onnxruntime) of --repeat runs; the table
 has the medians over the rounds.
 
   .venv/bin/python bench/quant/quant_zoo.py MODELS_DIR OUT_DIR [--tessel build/tessel] [--repeat 5] [--rounds 3]
 
-MODELS_DIR holds resnet50.onnx and distilbert.onnx (bench/zoo/export.py)."""
+MODELS_DIR holds resnet50.onnx, efficientnet_b0.onnx and distilbert.onnx
+(bench/zoo/export.py). bench/quant/qdq_nodes.py checks a QDQ model node by
+node where the whole model's figure is large."""
 import argparse
 import logging
 import os
@@ -69,20 +74,24 @@ def main():
     a = ap.parse_args()
     logging.getLogger().setLevel(logging.ERROR)
     os.makedirs(a.out, exist_ok=True)
-    rn = os.path.join(a.out, "resnet50_qdq.onnx")
-    pre = os.path.join(a.out, "resnet50_pre.onnx")
-    quant_pre_process(os.path.join(a.models, "resnet50.onnx"), pre, skip_symbolic_shape=True)
-    quantize_static(pre, rn, Images("input"), quant_format=QuantFormat.QDQ, per_channel=True,
-                    activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8)
+    qm = {}
+    for m in ("resnet50", "efficientnet_b0"):
+        qm[m] = os.path.join(a.out, m + "_qdq.onnx")
+        pre = os.path.join(a.out, m + "_pre.onnx")
+        quant_pre_process(os.path.join(a.models, m + ".onnx"), pre, skip_symbolic_shape=True)
+        quantize_static(pre, qm[m], Images("input"), quant_format=QuantFormat.QDQ, per_channel=True,
+                        activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8)
     db = os.path.join(a.out, "distilbert_dyn.onnx")
     quantize_dynamic(os.path.join(a.models, "distilbert.onnx"), db, weight_type=QuantType.QInt8)
     ids = np.random.default_rng(3).integers(0, 30000, (2, 16)).astype(np.int64)
     am = np.ones((2, 16), np.int64)
     am[1, 12:] = 0
-    cases = [("ResNet-50 QDQ", rn, {"input": np.random.default_rng(9).standard_normal((1, 3, 224, 224)).astype(np.float32)}),
+    img = {"input": np.random.default_rng(9).standard_normal((1, 3, 224, 224)).astype(np.float32)}
+    cases = [("ResNet-50 QDQ", qm["resnet50"], img), ("EfficientNet-B0 QDQ", qm["efficientnet_b0"], img),
              ("DistilBERT dynamic b2 s16", db, {"input_ids": ids, "attention_mask": am})]
-    print("| model | tessel --qdq | max abs err / max ref vs ort (no opt) | vs ort int8 | 1 thr: tessel / ort int8 ms |")
-    print("| --- | --- | --- | --- | --- |")
+    print("| model | tessel --qdq | max abs err / max ref vs ort (no opt) | vs ort int8 | ort int8 vs ort (no opt) | "
+          "ort (no opt): input + N(0, 1e-6) | 1 thr: tessel / ort int8 ms |")
+    print("| --- | --- | --- | --- | --- | --- | --- |")
     for name, path, feeds in cases:
         d = os.path.join(a.out, os.path.basename(path)[:-5])
         os.makedirs(d, exist_ok=True)
@@ -90,6 +99,10 @@ def main():
             np.save(os.path.join(d, k + ".npy"), v)
         r0, _, oname = ort_run(path, feeds, False, 1)
         m = np.abs(r0).max()
+        # the model's own sensitivity: its float inputs moved far below one quantization step
+        moved = {k: v + np.random.default_rng(1).standard_normal(v.shape).astype(np.float32) * np.float32(1e-6)
+                 if v.dtype == np.float32 else v for k, v in feeds.items()}
+        spread = np.abs(ort_run(path, moved, False, 1)[0] - r0).max() / m
         sos = {}
         for qdq in ("on", "off"):
             sos[qdq] = os.path.join(a.out, os.path.basename(path)[:-5] + "_qdq_" + qdq + ".so")
@@ -108,7 +121,7 @@ def main():
         for qdq in ("on", "off"):
             t = float(np.median(ms[qdq]))
             print(f"| {name} | {qdq} | {np.abs(ys[qdq] - r0).max() / m:.2g} | {np.abs(ys[qdq] - r1).max() / m:.2g} | "
-                  f"{t:.3g} / {ort_ms:.3g} = {t / ort_ms:.2f}x |", flush=True)
+                  f"{np.abs(r1 - r0).max() / m:.2g} | {spread:.2g} | {t:.3g} / {ort_ms:.3g} = {t / ort_ms:.2f}x |", flush=True)
 
 
 if __name__ == "__main__":

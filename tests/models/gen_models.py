@@ -12,8 +12,9 @@ weights, fixed shapes), built with the onnx helper API:
                     residual adds, an MLP with Gelu; x f32[batch,16,64] -> same
   transformer_erf.onnx  opset 17: the same block with gelu written with Erf
                     and a Shape/Gather/Concat-computed reshape target
-  quant_mlp_dyn.onnx, quant_cnn_qdq.onnx  opset 13: made by onnxruntime's
-                        quantization tools (dynamic MLP, per-channel QDQ CNN)
+  quant_mlp_dyn.onnx, quant_cnn_qdq.onnx, quant_mbconv_qdq.onnx  opset 13:
+                        made by onnxruntime's quantization tools (dynamic
+                        MLP, per-channel QDQ CNN, QDQ EfficientNet block)
   transformer_flat.onnx opset 17: dims that are products of batch and seq
                         (Flatten, Reshape -1, heads folded into the batch)
   transformer_dyn.onnx  opset 17: a decoder block with dynamic batch and
@@ -911,8 +912,9 @@ def quantized_models(out):
     """A dynamically quantized MLP (onnxruntime.quantization.quantize_dynamic:
     DynamicQuantizeLinear, MatMulInteger) and a QDQ CNN (quantize_static with
     per-channel int8 weights and uint8 activations, 8 seeded calibration
-    inputs), and that CNN in the operator format (QLinearConv):
-    quant_mlp_dyn.onnx, quant_cnn_qdq.onnx, quant_cnn_qop.onnx."""
+    inputs), and that CNN in the operator format (QLinearConv), and an
+    EfficientNet block quantized like the CNN: quant_mlp_dyn.onnx,
+    quant_cnn_qdq.onnx, quant_cnn_qop.onnx, quant_mbconv_qdq.onnx."""
     import tempfile
     from onnxruntime.quantization import (CalibrationDataReader, QuantFormat, QuantType, quantize_dynamic,
                                           quantize_static)
@@ -951,6 +953,35 @@ def quantized_models(out):
         quantize_static(f, os.path.join(out, "quant_cnn_qop.onnx"), Reader(), quant_format=QuantFormat.QOperator,
                         per_channel=True, activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8,
                         op_types_to_quantize=["Conv"])
+        # an EfficientNet block (MBConv) the way quantize_static writes EfficientNet-B0: a 1x1 expansion,
+        # SiLU as Sigmoid and a Mul of two dequantized tensors, a depthwise 3x3 conv (per-channel weights
+        # on axis 0 of a group-15 conv), squeeze-excitation (GlobalAveragePool, two 1x1 convs, a Sigmoid
+        # broadcast over H x W by a Mul), a 1x1 projection and the residual Add, each between
+        # DequantizeLinear and QuantizeLinear; odd channels and extents
+        b = Builder(5)
+
+        def silu(t):
+            return b.op("Mul", [t, b.op("Sigmoid", [t])])
+        c = silu(b.op("Conv", ["x", b.weight("w1", [15, 5, 1, 1]), b.weight("b1", [15], 0.1)]))
+        c = silu(b.op("Conv", [c, b.weight("w2", [15, 1, 3, 3]), b.weight("b2", [15], 0.1)], group=15, pads=[1, 1, 1, 1]))
+        e = silu(b.op("Conv", [b.op("GlobalAveragePool", [c]), b.weight("w3", [4, 15, 1, 1]), b.weight("b3", [4], 0.1)]))
+        e = b.op("Sigmoid", [b.op("Conv", [e, b.weight("w4", [15, 4, 1, 1]), b.weight("b4", [15], 0.1)])])
+        c = b.op("Conv", [b.op("Mul", [c, e]), b.weight("w5", [5, 15, 1, 1]), b.weight("b5", [5], 0.1)])
+        b.op("Add", [c, "x"])
+        b.nodes[-1].output[0] = "y"
+        f = os.path.join(td, "mbconv.onnx")
+        onnx.save(b.model("quant_mbconv", [helper.make_tensor_value_info("x", F, [1, 5, 13, 11])],
+                          [helper.make_tensor_value_info("y", F, [1, 5, 13, 11])], 13), f)
+
+        class Reader2(CalibrationDataReader):
+            def __init__(self):
+                self.d = iter([{"x": np.random.default_rng(i).standard_normal((1, 5, 13, 11)).astype(np.float32)}
+                               for i in range(8)])
+
+            def get_next(self):
+                return next(self.d, None)
+        quantize_static(f, os.path.join(out, "quant_mbconv_qdq.onnx"), Reader2(), quant_format=QuantFormat.QDQ,
+                        per_channel=True, activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8)
 
 
 def qdq_int_models(out):

@@ -346,19 +346,24 @@ static double output_step(const char *model) {
  * scale, read from the model). The operator-format CNN's QLinearConv is an
  * integer kernel in onnxruntime too (equal), followed by float ops: 1e-4.
  * The MLP's output is float (MatMulInteger, then a float scale and bias):
- * within 2e-2, as before. */
+ * within 2e-2, as before. The QDQ EfficientNet block (quant_mbconv_qdq:
+ * SiLU as Sigmoid and a Mul of two dequantized tensors, a depthwise conv
+ * with per-channel weights, squeeze-excitation's GlobalAveragePool and
+ * broadcast Mul, a residual Add, all between DequantizeLinear and
+ * QuantizeLinear) with and without the qdq pass: within one step of y. */
 START_TEST(parity_quantized) {
   if (!have_python()) {
     fprintf(stderr, "skipped: %s missing (scripts/setup.sh)\n", python);
     return;
   }
-  static const char *ms[] = {"quant_mlp_dyn", "quant_cnn_qdq", "quant_cnn_qop"};
-  for (int i = 0; i < 3; i++) {
+  static const char *ms[] = {"quant_mlp_dyn", "quant_cnn_qdq", "quant_cnn_qop", "quant_mbconv_qdq", "quant_mbconv_qdq"};
+  for (int i = 0; i < 5; i++) {
     char so[400], dir[400];
-    snprintf(so, sizeof so, "%s/%s.so", tmpdir, ms[i]);
-    snprintf(dir, sizeof dir, "%s/%s", tmpdir, ms[i]);
-    tr_ok(sh("'%s' build '%s/%s.onnx' -o '%s'", tessel, models, ms[i], so), ms[i]);
-    if (i == 1) against_ort(ms[i], so, dir, 0, output_step(ms[i]) * 1.001);
+    const char *qdq = i == 4 ? "off" : "on";
+    snprintf(so, sizeof so, "%s/%s_%s.so", tmpdir, ms[i], qdq);
+    snprintf(dir, sizeof dir, "%s/%s_%s", tmpdir, ms[i], qdq);
+    tr_ok(sh("'%s' build '%s/%s.onnx' -o '%s' --qdq %s", tessel, models, ms[i], so, qdq), ms[i]);
+    if (i == 1 || i >= 3) against_ort(ms[i], so, dir, 0, output_step(ms[i]) * 1.001);
     else against_ort(ms[i], so, dir, i ? 1e-4 : 0, i ? 1e-5 : 2e-2);
   }
 }
