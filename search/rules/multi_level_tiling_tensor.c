@@ -143,9 +143,10 @@ static bool apply(const srch_rule_ctx *c, sch_traced *t, const char *block, cons
 
 /* The intrinsics available on the target that match block of t with
  * extents ext (the largest, m * n * k, first; at most max), their extents
- * per iter var in cext. Only those whose extents divide (no padding). */
+ * per iter var in cext. pad false: only those whose extents divide; true:
+ * only those whose extents do not (the block is padded for them). */
 static int matching(sch_traced *t, const char *block, int nl, const int64_t *ext, const char *arch, const char *cpu,
-                    const char *feats, const sch_intrin **cand, int64_t (*cext)[MAXL], int max) {
+                    const char *feats, bool pad, const sch_intrin **cand, int64_t (*cext)[MAXL], int max) {
   ts_diag q;
   int nc = 0;
   for (int i = 0; i < sch_intrin_count() && nc < max; i++) {
@@ -155,7 +156,7 @@ static int matching(sch_traced *t, const char *block, int nl, const int64_t *ext
     if (sch_tensorize_match_block(sch_traced_state(t), (sch_block){.name = block}, in, cext[nc], &q)) continue;
     bool divides = true;
     for (int l = 0; l < nl; l++) divides = divides && (cext[nc][l] == 0 || ext[l] % cext[nc][l] == 0);
-    if (!divides) continue;
+    if (divides == pad) continue;
     cand[nc++] = in;
     for (int j = nc - 1; j > 0 && (int64_t)cand[j]->m * cand[j]->n * cand[j]->k >
                                       (int64_t)cand[j - 1]->m * cand[j - 1]->n * cand[j - 1]->k;
@@ -258,6 +259,17 @@ static void colsum_vnni(sch_traced *t, int sum) {
   sch_t_tensorize(t, j[1], "x86.avx512.vnni.colsum.packed.16x4", &q);
 }
 
+/* PadEinsum of block up to the intrinsic's extents ie (0: an iter var
+ * outside the intrinsic, not padded). */
+static bool pad_for(sch_traced *t, const char *block, int nl, const int64_t *ie) {
+  ts_diag q;
+  ts_diag_clear(&q);
+  int64_t mult[MAXL];
+  for (int l = 0; l < nl; l++) mult[l] = ie[l] ? ie[l] : 1;
+  int b, ob;
+  return sch_t_get_block(t, block, &b, &q) == TS_OK && sch_t_pad_einsum(t, b, nl, mult, &ob, &q) == TS_OK;
+}
+
 ts_status srch_rule_multi_level_tiling_tensor(const srch_rule_ctx *c, sch_traced *t, const char *block,
                                               ts_vec *out, ts_diag *d) {
   if (c->target && c->target->kind != CG_TARGET_LLVM) return srch_push(out, t, d);
@@ -292,18 +304,38 @@ ts_status srch_rule_multi_level_tiling_tensor(const srch_rule_ctx *c, sch_traced
     bool packed = sch_intrin_available(sch_intrin_get("x86.avx512.vnni.u8i8.packed.1x16x4"), arch, cpu, feats, NULL) &&
                   vnni_pack(base, block);
     if (shifted && packed) colsum_vnni(base, sb[1]);
-    if (shifted || packed) nc = matching(base, block, nl, ext, arch, cpu, feats, cand, cext, 16);
+    if (shifted || packed) nc = matching(base, block, nl, ext, arch, cpu, feats, false, cand, cext, 16);
     if (nc == 0) {
       sch_traced_free(base);
       base = NULL;
     }
   }
-  if (!base) nc = matching(t, block, nl, ext, arch, cpu, feats, cand, cext, 16);
+  if (!base) nc = matching(t, block, nl, ext, arch, cpu, feats, false, cand, cext, 16);
+  /* no intrinsic divides the extents: VNNI on the block padded up to the
+   * intrinsic's tile (PadEinsum: zero-filled input copies, the output's
+   * padding computed and dropped), after ShiftToUnsigned for i8 x i8 */
+  bool pad = false;
+  if (nc == 0 && sch_intrin_available(sch_intrin_get("x86.avx512.vnni.u8i8.1x16x4"), arch, cpu, feats, NULL) &&
+      (base = srch_fork(c, t, &q)) != NULL) {
+    int b, sb[2];
+    ts_diag_clear(&q);
+    if (sch_t_get_block(base, block, &b, &q) == TS_OK) sch_t_shift_to_unsigned(base, b, sb, &q);
+    nc = matching(base, block, nl, ext, arch, cpu, feats, true, cand, cext, 16);
+    pad = nc > 0;
+    if (!pad) {
+      sch_traced_free(base);
+      base = NULL;
+    }
+  }
   if (nc > 2) nc = 2;
   sch_traced *forks[2] = {NULL, NULL};
   for (int i = 0; i < nc; i++) {
     ts_diag_clear(&q);
     sch_traced *f = srch_fork(c, base ? base : t, &q);
+    if (f && pad && !pad_for(f, block, nl, cext[i])) {
+      sch_traced_free(f);
+      f = NULL;
+    }
     if (f && !apply(c, f, block, blk, cand[i], cext[i])) {
       sch_traced_free(f);
       f = NULL;
