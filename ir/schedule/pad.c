@@ -9,8 +9,9 @@
  *   C_pad[i, j] = init;  C_pad[i, j] += f(A_pad[i, k]) * g(B_pad[k, j])
  *   C[i, j] = C_pad[i, j]                                     (i < M, j < N)
  *
- * Exact: a padded reduction step multiplies by a zero read from a padded
- * input indexed by every padded reduction iter var, and the padded output
+ * Exact: a padded reduction step adds a product (or a bare load) with a
+ * factor that is a zero read from a padded input indexed by every padded
+ * reduction iter var, and the padded output
  * rows and columns are computed and dropped (never written to C). The
  * padded loads are clamped so that no read leaves the original buffer,
  * whatever the code generator does with a select. docs/TENSORIZE.md
@@ -64,9 +65,9 @@ static bool load_cb(void *ctx, const ir_expr *e) {
   return true;
 }
 
-/* Whether e (the update's added term) is zero when any load of a buffer
- * indexed by every padded reduction iter var reads zero: a product (through
- * casts) one factor of which is such a load. */
+/* Whether e (the update's added term) is zero when the loads of buffers
+ * indexed by every padded reduction iter var read zero: such a load, or a
+ * product (through casts) one factor of which is such a load. */
 static bool zero_on_pad(const ir_expr *e, const load_ctx *lc, const bool *rpad) {
   while (e->kind == IR_CAST) e = e->u.cast.value;
   if (e->kind == IR_MUL) return zero_on_pad(e->u.bin.a, lc, rpad) || zero_on_pad(e->u.bin.b, lc, rpad);

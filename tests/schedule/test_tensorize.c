@@ -371,6 +371,30 @@ START_TEST(test_pad_einsum) {
   sch_loop l[6];
   tile3(s, 1, 1, 1, l);
   REFUSED(s, sch_pad_einsum(s, blk("C"), 3, m16, NULL, &D), "already scheduled");
+  /* a sum of A + 1: padding its reduction would add ones (refused);
+   * padding its rows only is exact; a plain sum of A pads its reduction */
+  static const char rsum1[] = "kernel rsum1(A: f32[5, 7]) -> C: f32[5] {\n"
+                              "  C[i] += A[i, k] + 1.0\n"
+                              "}\n";
+  static const char rsum[] = "kernel rsum(A: f32[5, 7]) -> C: f32[5] {\n"
+                             "  C[i] += A[i, k]\n"
+                             "}\n";
+  int64_t mk[2] = {1, 4}, mi[2] = {4, 1};
+  s = tu_open_text(rsum1, &orig);
+  REFUSED(s, sch_pad_einsum(s, blk("C"), 2, mk, NULL, &D), "would not add zeros");
+  ts_diag_clear(&D);
+  tu_ok(sch_pad_einsum(s, blk("C"), 2, mi, NULL, &D), &D);
+  tu_assert_equivalent(orig, sch_func(s));
+  s = tu_open_text(rsum, &orig);
+  ts_diag_clear(&D);
+  tu_ok(sch_pad_einsum(s, blk("C"), 2, mk, NULL, &D), &D);
+  tu_assert_equivalent(orig, sch_func(s));
+  /* f32: a matmul pads like the int8 ones */
+  s = tu_open("matmul:m=3,n=5,k=7", &orig);
+  int64_t m3[3] = {2, 4, 4};
+  ts_diag_clear(&D);
+  tu_ok(sch_pad_einsum(s, blk("C"), 3, m3, NULL, &D), &D);
+  tu_assert_equivalent(orig, sch_func(s));
 }
 END_TEST
 
