@@ -39,9 +39,11 @@ typedef struct pad_load {
 
 typedef struct load_ctx {
   const ir_block *b;
+  ir_analyzer *an; /* the iter vars over the padded domain */
   pad_load l[PAD_MAX];
   int n;
   const char *bad; /* a buffer whose loads are not plain iter vars / differ */
+  bool oob;        /* ... read outside its shape over the padded domain */
   bool overflow;
 } load_ctx;
 
@@ -53,8 +55,19 @@ static bool load_cb(void *ctx, const ir_expr *e) {
     c->bad = x.buf->name;
     return true;
   }
-  for (int k = 0; k < x.nidx; k++)
-    if ((x.it[k] = iter_of(c->b, e->u.load.idx[k])) < 0) c->bad = x.buf->name;
+  bool plain = true;
+  for (int k = 0; k < x.nidx; k++) plain = plain && (x.it[k] = iter_of(c->b, e->u.load.idx[k])) >= 0;
+  if (!plain) { /* read as it is (a packed weight): in bounds over the padded domain */
+    for (int k = 0; k < x.nidx; k++) {
+      ir_const_bound cb = ir_analyzer_const_bound(c->an, e->u.load.idx[k]);
+      int64_t sd;
+      if (!ir_as_int(x.buf->shape[k], &sd) || cb.lo < 0 || cb.hi >= sd) {
+        c->bad = x.buf->name;
+        c->oob = true;
+      }
+      x.it[k] = -2;
+    }
+  }
   for (int i = 0; i < c->n; i++)
     if (c->l[i].buf == x.buf) {
       if (memcmp(c->l[i].it, x.it, sizeof x.it)) c->bad = x.buf->name;
@@ -183,14 +196,20 @@ ts_status sch_pad_einsum(sch_state *s, sch_block b, int n, const int64_t *mult, 
   if (!pad_any)
     return ts_diag_set(d, TS_ESCHEDULE, P ": the multiples divide every extent of '%s' (nothing to pad)", blk->name);
   /* the loads: each buffer at one index tuple of plain iter vars */
-  load_ctx lc = {.b = blk};
+  ir_analyzer an;
+  ir_analyzer_init(&an, a);
+  for (int i = 0; i < n; i++) ir_analyzer_bind_const(&an, blk->iters[i].var, 0, pext[i] - 1);
+  load_ctx lc = {.b = blk, .an = &an};
   ir_visitor vis = {.expr = load_cb, .ctx = &lc};
   ir_visit_stmt(&vis, init);
   ir_visit_stmt(&vis, body);
+  ir_analyzer_fini(&an);
   if (lc.overflow) return ts_diag_set(d, TS_ESCHEDULE, P ": block '%s' reads more than %d buffers", blk->name, PAD_MAX);
   if (lc.bad)
-    return ts_diag_set(d, TS_ESCHEDULE, P ": %s is not read at one tuple of plain iter vars in '%s'", lc.bad,
-                       blk->name);
+    return ts_diag_set(d, TS_ESCHEDULE,
+                       lc.oob ? P ": %s would be read outside its shape over the padded domain of '%s'"
+                              : P ": %s is not read at one tuple of index expressions in '%s'",
+                       lc.bad, blk->name);
   const ir_expr *sum = body->u.store.value;
   const ir_expr *term = ir_expr_loads_buffer(sum->u.bin.a, C) ? sum->u.bin.b : sum->u.bin.a;
   bool any_r = false;
@@ -217,7 +236,7 @@ ts_status sch_pad_einsum(sch_state *s, sch_block b, int n, const int64_t *mult, 
   for (int r = 0; r < blk->nreads; r++) nc->reads[r] = blk->reads[r];
   for (int i = 0; i < lc.n; i++) {
     const pad_load *l = &lc.l[i];
-    if (l->buf == C) continue;
+    if (l->buf == C || (l->nidx && l->it[0] == -2)) continue; /* read as it is */
     int64_t bext[PAD_MAX], bdim[PAD_MAX];
     bool grows = false;
     ir_expr *shape[PAD_MAX];

@@ -252,6 +252,13 @@ static void colsum_vnni(sch_traced *t, int sum) {
   int nl, l[2], k[2], j[2];
   if (sch_t_get_loops(t, sum, &lp, &nl, &q) || nl != 2) return;
   memcpy(l, lp, sizeof l);
+  /* k and n the colsum tile divides (a padded weight's sums stay scalar:
+   * they must not add its padding) */
+  const ir_stmt *lk = srch_find_loop(sch_traced_func(t), sch_t_loop(t, l[0]).var),
+                *lj = srch_find_loop(sch_traced_func(t), sch_t_loop(t, l[1]).var);
+  int64_t ek, ej;
+  if (!lk || !lj || !ir_as_int(lk->u.loop.extent, &ek) || !ir_as_int(lj->u.loop.extent, &ej) || ek % 4 || ej % 16)
+    return;
   sch_arg fk[2] = {sch_arg_none(), sch_arg_int(4)}, fj[2] = {sch_arg_none(), sch_arg_int(16)};
   if (sch_t_split(t, l[0], 2, fk, k, &q) || sch_t_split(t, l[1], 2, fj, j, &q)) return;
   int order[4] = {j[0], k[0], j[1], k[1]};
@@ -319,7 +326,13 @@ ts_status srch_rule_multi_level_tiling_tensor(const srch_rule_ctx *c, sch_traced
       (base = srch_fork(c, t, &q)) != NULL) {
     int b, sb[2];
     ts_diag_clear(&q);
-    if (sch_t_get_block(base, block, &b, &q) == TS_OK) sch_t_shift_to_unsigned(base, b, sb, &q);
+    bool shifted = sch_t_get_block(base, block, &b, &q) == TS_OK && sch_t_shift_to_unsigned(base, b, sb, &q) == TS_OK;
+    /* the weight packed with its n and k padded (zeros in a model build;
+     * the padded block's A reads zeros in the k tail and drops the n tail, so
+     * the kernel never depends on them) */
+    bool packed = sch_intrin_available(sch_intrin_get("x86.avx512.vnni.u8i8.packed.1x16x4"), arch, cpu, feats, NULL) &&
+                  vnni_pack(base, block);
+    if (shifted && packed) colsum_vnni(base, sb[1]);
     nc = matching(base, block, nl, ext, arch, cpu, feats, true, cand, cext, 16);
     pad = nc > 0;
     if (!pad) {
