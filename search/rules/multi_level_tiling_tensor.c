@@ -144,7 +144,7 @@ static bool apply(const srch_rule_ctx *c, sch_traced *t, const char *block, cons
 /* The intrinsics available on the target that match block of t with
  * extents ext (the largest, m * n * k, first; at most max), their extents
  * per iter var in cext. pad false: only those whose extents divide; true:
- * only those whose extents do not (the block is padded for them). */
+ * only VNNI ones whose extents do not (the block is padded for them). */
 static int matching(sch_traced *t, const char *block, int nl, const int64_t *ext, const char *arch, const char *cpu,
                     const char *feats, bool pad, const sch_intrin **cand, int64_t (*cext)[MAXL], int max) {
   ts_diag q;
@@ -152,6 +152,7 @@ static int matching(sch_traced *t, const char *block, int nl, const int64_t *ext
   for (int i = 0; i < sch_intrin_count() && nc < max; i++) {
     const sch_intrin *in = sch_intrin_at(i);
     if (!sch_intrin_available(in, arch, cpu, feats, NULL)) continue;
+    if (pad && strncmp(in->name, "x86.avx512.vnni.", 16)) continue; /* padding: the VNNI kernels only */
     ts_diag_clear(&q);
     if (sch_tensorize_match_block(sch_traced_state(t), (sch_block){.name = block}, in, cext[nc], &q)) continue;
     bool divides = true;
