@@ -7,8 +7,10 @@
  *  - every loop is split [ceil, t] with t the intrinsic's extent for that
  *    iter var (a fixed integer, not a sampled decision, so the tile-size
  *    mutator can never change the intrinsic's shape); an extent that t does
- *    not divide is refused for that intrinsic (no padding here: the untiled
- *    state stays in the space and MultiLevelTiling handles it);
+ *    not divide is refused for that intrinsic, except that when no matching
+ *    intrinsic divides the block's extents, the VNNI ones get the block
+ *    padded first (PadEinsum, ir/schedule/pad.c; the packed weight padded
+ *    by its layout map);
  *  - the outer parts are tiled SSRSRS (spatial 4 ways, reduction 2 ways, by
  *    SamplePerfectTile) and reordered S0 S1 R0 S2 R1 S3, with the
  *    intrinsic's loops innermost in its own order; S3 is unrolled and bounded
