@@ -389,6 +389,17 @@ START_TEST(test_pad_einsum) {
   ts_diag_clear(&D);
   tu_ok(sch_pad_einsum(s, blk("C"), 2, mk, NULL, &D), &D);
   tu_assert_equivalent(orig, sch_func(s));
+  /* a buffer read at an index expression (not plain iter vars) is read as it
+   * is: refused when the padded domain would read it outside its shape */
+  static const char half[] = "kernel half(A: f32[3, 5], B: f32[3, 4]) -> C: f32[3, 4] {\n"
+                             "  C[i, j] += A[i, k] * B[k // 2, j]\n"
+                             "}\n";
+  int64_t m8[3] = {1, 1, 8}, m6[3] = {1, 1, 6};
+  s = tu_open_text(half, &orig);
+  REFUSED(s, sch_pad_einsum(s, blk("C"), 3, m8, NULL, &D), "outside its shape");
+  ts_diag_clear(&D);
+  tu_ok(sch_pad_einsum(s, blk("C"), 3, m6, NULL, &D), &D); /* k < 6: k // 2 < 3 */
+  tu_assert_equivalent(orig, sch_func(s));
   /* f32: a matmul pads like the int8 ones */
   s = tu_open("matmul:m=3,n=5,k=7", &orig);
   int64_t m3[3] = {2, 4, 4};
