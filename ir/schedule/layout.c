@@ -32,10 +32,8 @@ ts_status sch_layout_vnni(const ir_func *f, int param, int kdim, int ndim, int64
   for (int k = 0; k < b->ndim; k++)
     if (!ir_as_int(b->shape[k], &out->shape[k]))
       return ts_diag_set(d, TS_ESCHEDULE, "VNNI layout: %s has a non-constant dim %d", b->name, k);
-  if (out->shape[ndim] % lanes || out->shape[kdim] % group)
-    return ts_diag_set(d, TS_ESCHEDULE, "VNNI layout: %s's n (%lld) or k (%lld) is not a multiple of %lld / %lld",
-                       b->name, (long long)out->shape[ndim], (long long)out->shape[kdim], (long long)lanes,
-                       (long long)group);
+  if (lanes < 1 || group < 1)
+    return ts_diag_set(d, TS_EINVAL, "VNNI layout: %lld lanes of %lld", (long long)lanes, (long long)group);
   for (int k = 0; k < b->ndim; k++)
     if (k != kdim && k != ndim) {
       out->comp[out->ncomp++] = (sch_layout_comp){k, 1, out->shape[k]};
@@ -43,8 +41,9 @@ ts_status sch_layout_vnni(const ir_func *f, int param, int kdim, int ndim, int64
     }
   if (out->naxes + 3 > SCH_LAYOUT_MAX_AXES)
     return ts_diag_set(d, TS_EINVAL, "VNNI layout: %s has too many dims", b->name);
-  out->comp[out->ncomp++] = (sch_layout_comp){ndim, lanes, out->shape[ndim] / lanes};
-  out->comp[out->ncomp++] = (sch_layout_comp){kdim, group, out->shape[kdim] / group};
+  /* n and k padded up to multiples of lanes and group (zeros, sch_layout_pack) */
+  out->comp[out->ncomp++] = (sch_layout_comp){ndim, lanes, (out->shape[ndim] + lanes - 1) / lanes};
+  out->comp[out->ncomp++] = (sch_layout_comp){kdim, group, (out->shape[kdim] + group - 1) / group};
   out->comp[out->ncomp++] = (sch_layout_comp){ndim, 1, lanes};
   out->comp[out->ncomp++] = (sch_layout_comp){kdim, 1, group};
   out->group[out->naxes++] = 1;
@@ -76,7 +75,7 @@ ts_status sch_layout_check(const sch_layout_map *m, ts_diag *d) {
   /* per dim: strides 1, e0, e0*e1, ... with the extents' product the dim */
   for (int k = 0; k < m->ndim; k++) {
     if (m->shape[k] < 1) return ts_diag_set(d, TS_EINVAL, "layout map: dim %d has extent %lld", k, (long long)m->shape[k]);
-    int64_t want = 1;
+    int64_t want = 1, below = 0; /* below: the product without the top component */
     for (;;) {
       int found = -1;
       for (int j = 0; j < m->ncomp; j++)
@@ -87,19 +86,22 @@ ts_status sch_layout_check(const sch_layout_map *m, ts_diag *d) {
           found = j;
         }
       if (found < 0) break;
-      if (m->comp[found].extent > m->shape[k] / want + 1) break; /* overflow guard; caught below */
+      if (want >= m->shape[k] || m->comp[found].extent > m->shape[k] / want + 1) break; /* caught below */
+      below = want;
       want *= m->comp[found].extent;
     }
     int64_t prod = 1;
     for (int j = 0; j < m->ncomp; j++)
       if (m->comp[j].dim == k && m->comp[j].extent > 1) {
         prod *= m->comp[j].extent;
-        if (prod > m->shape[k]) break;
+        if (prod > 2 * m->shape[k]) break;
       }
-    if (want != m->shape[k] || prod != m->shape[k])
+    /* a perfect mixed radix of the dim, or one whose top component covers
+     * it with padding (ceil: the dim below the top digit's stride is whole) */
+    if (want < m->shape[k] || (want > m->shape[k] && below >= m->shape[k]) || prod != want)
       return ts_diag_set(d, TS_EINVAL,
-                         "layout map: dim %d (extent %lld) is not a perfect mixed radix of its components (the map "
-                         "would be no bijection)",
+                         "layout map: dim %d (extent %lld) is not a mixed radix of its components, perfect or padded "
+                         "in its top digit (the map would be no bijection)",
                          k, (long long)m->shape[k]);
   }
   return TS_OK;
@@ -851,6 +853,9 @@ void sch_layout_pack(const sch_layout_map *m, size_t eb, const void *src, void *
   int64_t x[SCH_LAYOUT_MAX_DIMS] = {0};
   const char *s = src;
   char *o = dst;
+  int64_t ptotal = 1; /* a padded map: the padding is zeros */
+  for (int j = 0; j < m->ncomp; j++) ptotal *= m->comp[j].extent;
+  if (ptotal > total) memset(o, 0, (size_t)ptotal * eb);
   for (int64_t i = 0; i < total; i++) {
     int64_t off = 0;
     for (int j = 0; j < m->ncomp; j++) {

@@ -33,7 +33,9 @@ typedef struct sch_layout_map {
 
 /* Checks a map against the original shape it holds: ranks and counts in
  * range, every component's dim valid, each dim's components a perfect mixed
- * radix of it, groups summing to the components. TS_EINVAL naming the fault. */
+ * radix of it or one padded in its top digit (which then covers the dim
+ * rounded up: ceil), groups summing to the components. TS_EINVAL naming the
+ * fault. */
 ts_status sch_layout_check(const sch_layout_map *m, ts_diag *d);
 /* The packed shape (m->naxes extents); returns naxes. */
 int sch_layout_packed_shape(const sch_layout_map *m, int64_t *shape);
@@ -61,9 +63,10 @@ ts_status sch_layout_suggest(const ir_func *f, int param, sch_layout_map *out, t
  * input param of f, rank r, with its reduction dim kdim and its output
  * column dim ndim, re-laid as [lead..., n/lanes, k/group, lanes*group]
  * (the other dims leading, in order), byte lanes*group-row element
- * group*j + kk = W[.., k = group*ko + kk, .., n = lanes*no + j]. Refused
- * (TS_ESCHEDULE) when lanes / group do not divide the dims or the shape is
- * not constant. */
+ * group*j + kk = W[.., k = group*ko + kk, .., n = lanes*no + j]. n and k
+ * that lanes / group do not divide are padded (the top digit covers
+ * ceil(n / lanes), ceil(k / group); sch_layout_pack writes zeros there).
+ * Refused (TS_ESCHEDULE) when the shape is not constant. */
 ts_status sch_layout_vnni(const ir_func *f, int param, int kdim, int ndim, int64_t lanes, int64_t group,
                           sch_layout_map *out, ts_diag *d);
 
@@ -89,7 +92,8 @@ int sch_layout_maps_of_trace(const sch_trace *tr, const ir_func *f, sch_layout_m
  * arena a; NULL on failure (d set). */
 const ir_func *sch_layout_reference(ts_arena *a, const ir_func *f, const sch_trace *tr, ts_diag *d);
 /* Host-side packing: dst[packed offset of x] = src[row-major offset of x]
- * for every index x of the original shape; elements of elem_bytes. */
+ * for every index x of the original shape; elements of elem_bytes. A padded
+ * map's padding (dst is its packed shape) is written as zeros. */
 void sch_layout_pack(const sch_layout_map *m, size_t elem_bytes, const void *src, void *dst);
 
 #endif

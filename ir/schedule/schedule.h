@@ -128,6 +128,18 @@ ts_status sch_rfactor(sch_state *s, sch_loop l, int factor_axis, sch_block *out,
  * once per output column). TS_ESCHEDULE naming what does not fit. */
 ts_status sch_shift_to_unsigned(sch_state *s, sch_block b, sch_block *out, ts_diag *d);
 
+/* PadEinsum (pad.c, docs/TENSORIZE.md "Padding"): pads the iteration domain
+ * of root-level reduction block b (C = init; C = C + f(..) * g(..), one loop
+ * per iter var, every buffer read and C written at plain iter vars) up to
+ * mult[i] per iter var (n = its iter var count): every buffer it reads that
+ * grows gets a zero-filled copy X_pad before it, C is computed into C_pad
+ * over the padded domain and a C_unpad block after it copies the original
+ * extent back to C (out, may be NULL). The padded reduction steps add zero
+ * (the update must multiply by a load indexed by every padded reduction
+ * iter var). TS_ESCHEDULE naming what does not fit; nothing to pad is
+ * refused too. */
+ts_status sch_pad_einsum(sch_state *s, sch_block b, int n, const int64_t *mult, sch_block *out, ts_diag *d);
+
 /* ---- sampling (ir/schedule/sampling.c) ------------------------------------
  * Each takes an optional decision (NULL: sample with the state's RNG) and
  * returns the decision actually used (repaired if the stored one no longer

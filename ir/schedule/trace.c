@@ -504,6 +504,12 @@ ts_status sch_t_shift_to_unsigned(sch_traced *t, int b, int *out, ts_diag *d) {
   return st;
 }
 
+ts_status sch_t_pad_einsum(sch_traced *t, int b, int n, const int64_t *mult, int *out, ts_diag *d) {
+  sch_arg a = sch_arg_rv(b);
+  sch_attr at = {.kind = SCH_ATTR_INTS, .n = n, .ints = (int64_t *)mult};
+  return call1(t, SCH_I_PAD_EINSUM, 1, &a, 1, &at, out, d);
+}
+
 ts_status sch_t_rfactor(sch_traced *t, int loop, int factor_axis, int *out, ts_diag *d) {
   sch_arg a = sch_arg_rv(loop);
   sch_attr at = at_int(factor_axis);

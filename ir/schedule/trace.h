@@ -120,7 +120,8 @@ typedef struct sch_decision {
   X(SCH_I_SAMPLE_COMPUTE_LOCATION, "SampleComputeLocation", true) \
   X(SCH_I_ENTER_POSTPROC, "EnterPostproc", false)          \
   X(SCH_I_TRANSFORM_LAYOUT, "TransformLayout", false)     \
-  X(SCH_I_SHIFT_TO_UNSIGNED, "ShiftToUnsigned", false)
+  X(SCH_I_SHIFT_TO_UNSIGNED, "ShiftToUnsigned", false)   \
+  X(SCH_I_PAD_EINSUM, "PadEinsum", false)
 
 typedef enum {
 #define SCH_X(e, n, p) e,
@@ -271,6 +272,8 @@ ts_status sch_t_decompose_reduction(sch_traced *t, int b, int loop, int *out, ts
 ts_status sch_t_rfactor(sch_traced *t, int loop, int factor_axis, int *out, ts_diag *d);
 /* out: the A_u8 and B_sum block RVs (sch_shift_to_unsigned) */
 ts_status sch_t_shift_to_unsigned(sch_traced *t, int b, int *out, ts_diag *d);
+/* out: the copy-out block RV (sch_pad_einsum: n multiples, one per iter var) */
+ts_status sch_t_pad_einsum(sch_traced *t, int b, int n, const int64_t *mult, int *out, ts_diag *d);
 /* out: the outer block RV (blockize.h) */
 ts_status sch_t_blockize(sch_traced *t, int loop, int *out, ts_diag *d);
 /* target: a block RV (tensorize the block) or a loop RV (blockize it, then

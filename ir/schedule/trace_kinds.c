@@ -380,6 +380,12 @@ static ts_status ap_shift_to_unsigned(sch_apply_ctx *c) {
   return st ? st : out_blocks(c, 2, out);
 }
 
+static ts_status ap_pad_einsum(sch_apply_ctx *c) {
+  sch_block out;
+  ts_status st = sch_pad_einsum(c->s, c->in[0].block, c->attrs[0].n, c->attrs[0].ints, &out, c->d);
+  return st ? (st == TS_EINVAL ? TS_ESCHEDULE : st) : out_blocks(c, 1, &out);
+}
+
 static ts_status ap_blockize(sch_apply_ctx *c) {
   ts_status st = real_loop(c, 0, "blockize");
   sch_block out;
@@ -507,6 +513,7 @@ static const sch_inst_kind_info kinds[SCH_INST_KIND_COUNT] = {
     [SCH_I_ENTER_POSTPROC] = {"EnterPostproc", false, "", "", 0, 0, 0, ap_enter_postproc},
     [SCH_I_TRANSFORM_LAYOUT] = {"TransformLayout", false, "", "iII", 0, 0, 0, ap_transform_layout},
     [SCH_I_SHIFT_TO_UNSIGNED] = {"ShiftToUnsigned", false, "B", "", 'b', 2, 0, ap_shift_to_unsigned},
+    [SCH_I_PAD_EINSUM] = {"PadEinsum", false, "B", "I", 'b', 1, 0, ap_pad_einsum},
 };
 
 const sch_inst_kind_info *sch_inst_kind_get(sch_inst_kind k) {

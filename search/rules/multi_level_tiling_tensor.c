@@ -7,8 +7,10 @@
  *  - every loop is split [ceil, t] with t the intrinsic's extent for that
  *    iter var (a fixed integer, not a sampled decision, so the tile-size
  *    mutator can never change the intrinsic's shape); an extent that t does
- *    not divide is refused for that intrinsic (no padding here: the untiled
- *    state stays in the space and MultiLevelTiling handles it);
+ *    not divide is refused for that intrinsic, except that when no matching
+ *    intrinsic divides the block's extents, the VNNI ones get the block
+ *    padded first (PadEinsum, ir/schedule/pad.c; the packed weight padded
+ *    by its layout map);
  *  - the outer parts are tiled SSRSRS (spatial 4 ways, reduction 2 ways, by
  *    SamplePerfectTile) and reordered S0 S1 R0 S2 R1 S3, with the
  *    intrinsic's loops innermost in its own order; S3 is unrolled and bounded
@@ -143,19 +145,21 @@ static bool apply(const srch_rule_ctx *c, sch_traced *t, const char *block, cons
 
 /* The intrinsics available on the target that match block of t with
  * extents ext (the largest, m * n * k, first; at most max), their extents
- * per iter var in cext. Only those whose extents divide (no padding). */
+ * per iter var in cext. pad false: only those whose extents divide; true:
+ * only VNNI ones whose extents do not (the block is padded for them). */
 static int matching(sch_traced *t, const char *block, int nl, const int64_t *ext, const char *arch, const char *cpu,
-                    const char *feats, const sch_intrin **cand, int64_t (*cext)[MAXL], int max) {
+                    const char *feats, bool pad, const sch_intrin **cand, int64_t (*cext)[MAXL], int max) {
   ts_diag q;
   int nc = 0;
   for (int i = 0; i < sch_intrin_count() && nc < max; i++) {
     const sch_intrin *in = sch_intrin_at(i);
     if (!sch_intrin_available(in, arch, cpu, feats, NULL)) continue;
+    if (pad && strncmp(in->name, "x86.avx512.vnni.", 16)) continue; /* padding: the VNNI kernels only */
     ts_diag_clear(&q);
     if (sch_tensorize_match_block(sch_traced_state(t), (sch_block){.name = block}, in, cext[nc], &q)) continue;
     bool divides = true;
     for (int l = 0; l < nl; l++) divides = divides && (cext[nc][l] == 0 || ext[l] % cext[nc][l] == 0);
-    if (!divides) continue;
+    if (divides == pad) continue;
     cand[nc++] = in;
     for (int j = nc - 1; j > 0 && (int64_t)cand[j]->m * cand[j]->n * cand[j]->k >
                                       (int64_t)cand[j - 1]->m * cand[j - 1]->n * cand[j - 1]->k;
@@ -251,11 +255,29 @@ static void colsum_vnni(sch_traced *t, int sum) {
   int nl, l[2], k[2], j[2];
   if (sch_t_get_loops(t, sum, &lp, &nl, &q) || nl != 2) return;
   memcpy(l, lp, sizeof l);
+  /* k and n the colsum tile divides (a padded weight's sums stay scalar:
+   * they must not add its padding) */
+  const ir_stmt *lk = srch_find_loop(sch_traced_func(t), sch_t_loop(t, l[0]).var),
+                *lj = srch_find_loop(sch_traced_func(t), sch_t_loop(t, l[1]).var);
+  int64_t ek, ej;
+  if (!lk || !lj || !ir_as_int(lk->u.loop.extent, &ek) || !ir_as_int(lj->u.loop.extent, &ej) || ek % 4 || ej % 16)
+    return;
   sch_arg fk[2] = {sch_arg_none(), sch_arg_int(4)}, fj[2] = {sch_arg_none(), sch_arg_int(16)};
   if (sch_t_split(t, l[0], 2, fk, k, &q) || sch_t_split(t, l[1], 2, fj, j, &q)) return;
   int order[4] = {j[0], k[0], j[1], k[1]};
   if (sch_t_reorder(t, 4, order, &q)) return;
   sch_t_tensorize(t, j[1], "x86.avx512.vnni.colsum.packed.16x4", &q);
+}
+
+/* PadEinsum of block up to the intrinsic's extents ie (0: an iter var
+ * outside the intrinsic, not padded). */
+static bool pad_for(sch_traced *t, const char *block, int nl, const int64_t *ie) {
+  ts_diag q;
+  ts_diag_clear(&q);
+  int64_t mult[MAXL];
+  for (int l = 0; l < nl; l++) mult[l] = ie[l] ? ie[l] : 1;
+  int b, ob;
+  return sch_t_get_block(t, block, &b, &q) == TS_OK && sch_t_pad_einsum(t, b, nl, mult, &ob, &q) == TS_OK;
 }
 
 ts_status srch_rule_multi_level_tiling_tensor(const srch_rule_ctx *c, sch_traced *t, const char *block,
@@ -292,18 +314,44 @@ ts_status srch_rule_multi_level_tiling_tensor(const srch_rule_ctx *c, sch_traced
     bool packed = sch_intrin_available(sch_intrin_get("x86.avx512.vnni.u8i8.packed.1x16x4"), arch, cpu, feats, NULL) &&
                   vnni_pack(base, block);
     if (shifted && packed) colsum_vnni(base, sb[1]);
-    if (shifted || packed) nc = matching(base, block, nl, ext, arch, cpu, feats, cand, cext, 16);
+    if (shifted || packed) nc = matching(base, block, nl, ext, arch, cpu, feats, false, cand, cext, 16);
     if (nc == 0) {
       sch_traced_free(base);
       base = NULL;
     }
   }
-  if (!base) nc = matching(t, block, nl, ext, arch, cpu, feats, cand, cext, 16);
+  if (!base) nc = matching(t, block, nl, ext, arch, cpu, feats, false, cand, cext, 16);
+  /* no intrinsic divides the extents: VNNI on the block padded up to the
+   * intrinsic's tile (PadEinsum: zero-filled input copies, the output's
+   * padding computed and dropped), after ShiftToUnsigned for i8 x i8 */
+  bool pad = false;
+  if (nc == 0 && sch_intrin_available(sch_intrin_get("x86.avx512.vnni.u8i8.1x16x4"), arch, cpu, feats, NULL) &&
+      (base = srch_fork(c, t, &q)) != NULL) {
+    int b, sb[2];
+    ts_diag_clear(&q);
+    bool shifted = sch_t_get_block(base, block, &b, &q) == TS_OK && sch_t_shift_to_unsigned(base, b, sb, &q) == TS_OK;
+    /* the weight packed with its n and k padded (zeros in a model build;
+     * the padded block's A reads zeros in the k tail and drops the n tail, so
+     * the kernel never depends on them) */
+    bool packed = sch_intrin_available(sch_intrin_get("x86.avx512.vnni.u8i8.packed.1x16x4"), arch, cpu, feats, NULL) &&
+                  vnni_pack(base, block);
+    if (shifted && packed) colsum_vnni(base, sb[1]);
+    nc = matching(base, block, nl, ext, arch, cpu, feats, true, cand, cext, 16);
+    pad = nc > 0;
+    if (!pad) {
+      sch_traced_free(base);
+      base = NULL;
+    }
+  }
   if (nc > 2) nc = 2;
   sch_traced *forks[2] = {NULL, NULL};
   for (int i = 0; i < nc; i++) {
     ts_diag_clear(&q);
     sch_traced *f = srch_fork(c, base ? base : t, &q);
+    if (f && pad && !pad_for(f, block, nl, cext[i])) {
+      sch_traced_free(f);
+      f = NULL;
+    }
     if (f && !apply(c, f, block, blk, cand[i], cext[i])) {
       sch_traced_free(f);
       f = NULL;

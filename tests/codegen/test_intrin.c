@@ -367,9 +367,12 @@ START_TEST(test_rule_targets) {
   free_sk(sk, n);
   ck_assert_int_eq(tensor_sketches(f, "llvm -mtriple=aarch64-linux-gnu -mcpu=cortex-a72", &sk, &n), 0);
   free_sk(sk, n);
-  /* an extent the intrinsic does not divide: no tensorized sketch */
+  /* an extent the intrinsic does not divide: the block padded (PadEinsum)
+   * for the two largest VNNI kernels; without VNNI still none */
   ir_func *g = tu_workload(&a, "matmul_int8:m=64,n=60,k=64");
-  ck_assert_int_eq(tensor_sketches(g, "llvm -mtriple=x86_64-linux-gnu -mattr=+avx512f,+avx512vnni", &sk, &n), 0);
+  ck_assert_int_eq(tensor_sketches(g, "llvm -mtriple=x86_64-linux-gnu -mattr=+avx512f,+avx512vnni", &sk, &n), 2);
+  free_sk(sk, n);
+  ck_assert_int_eq(tensor_sketches(g, "llvm -mtriple=x86_64-linux-gnu -mcpu=skylake-avx512", &sk, &n), 0);
   free_sk(sk, n);
   /* sgemm: the FMA micro-kernels */
   ir_func *h = tu_workload(&a, "matmul:m=64,n=64,k=64");
@@ -426,6 +429,57 @@ START_TEST(test_rule_batch_and_odd) {
       }
     }
     ck_assert_msg(checked >= 2, "workload %d: %d tensorized candidates", w, checked);
+    free_sk(sk, n);
+  }
+  ts_arena_fini(&a);
+}
+END_TEST
+
+/* extents no VNNI kernel divides (prime and odd n and k, and m): the rule
+ * pads the block (PadEinsum) and tensorizes it; the candidates equal the
+ * workload in the interpreter (the small ones), natively against the
+ * interpreter, and their code holds vpdpbusd */
+START_TEST(test_rule_padded) {
+  ts_arena a;
+  ts_arena_init(&a);
+  const char *target = "llvm -mattr=+avx512f,+avx512bw,+avx512vnni";
+  cg_target t;
+  ts_diag_clear(&D);
+  ck_assert(cg_target_parse(target, &t, &D) == TS_OK);
+  static const char *specs[] = {"matmul_u8s8:m=1,n=17,k=5", "matmul_u8s8:m=7,n=31,k=13", "matmul_int8:m=3,n=17,k=31",
+                                "matmul_u8s8:m=197,n=1000,k=333"};
+  for (size_t w = 0; w < sizeof specs / sizeof specs[0]; w++) {
+    bool big = w == 3;
+    ir_func *f = tu_workload(&a, specs[w]);
+    sch_trace **sk;
+    int n, checked = 0;
+    ck_assert_msg(srch_sketches(f, &t, NULL, &sk, &n, &D) == TS_OK, "%s", D.msg);
+    for (int i = 0; i < n; i++) {
+      char *js = sch_trace_to_json(sk[i]);
+      bool tensor = strstr(js, "meta_schedule.auto_tensorize") != NULL;
+      ck_assert(!tensor || strstr(js, "\"PadEinsum\""));
+      free(js);
+      if (!tensor) continue;
+      ts_diag_clear(&D);
+      sch_traced *c = srch_instantiate(sk[i], f, &t, true, 1, &D);
+      ck_assert_msg(c != NULL, "%s: instantiate: %s", specs[w], D.msg);
+      const char *in = tensorized_with(sch_traced_func(c));
+      /* the layout-free weight packed with its padding */
+      ck_assert_msg(in && strstr(in, "x86.avx512.vnni.u8i8.packed."), "%s: tensorized with %s", specs[w],
+                    in ? in : "nothing");
+      const ir_func *ref = sch_layout_reference(&a, f, sch_traced_trace(c), &D);
+      ck_assert_msg(ref != NULL && ref != f, "%s", D.msg);
+      if (!big) tu_assert_equivalent(ref, sch_traced_func(c));
+      if (!big || checked == 0) {
+        char *s = asm_of(sch_traced_func(c), target);
+        ck_assert_msg(count(s, "vpdpbusd") >= 1, "%s: no vpdpbusd", specs[w]);
+        ts_free(s);
+        if (cpu_has("avx512_vnni")) parity(ref, sch_traced_func(c), target, false);
+      }
+      sch_traced_free(c);
+      checked++;
+    }
+    ck_assert_msg(checked == 2, "%s: %d tensorized candidates", specs[w], checked);
     free_sk(sk, n);
   }
   ts_arena_fini(&a);
@@ -512,6 +566,7 @@ int main(int argc, char **argv) {
   tcase_add_test(tc, test_rule_targets);
   tcase_add_test(tc, test_rule_candidates);
   tcase_add_test(tc, test_rule_batch_and_odd);
+  tcase_add_test(tc, test_rule_padded);
   suite_add_tcase(s, tc);
   SRunner *sr = srunner_create(s);
   srunner_run_all(sr, CK_NORMAL);

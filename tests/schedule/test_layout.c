@@ -161,6 +161,23 @@ START_TEST(pack_on_host) {
   sch_layout_pack(&m, sizeof(float), src, dst);
   for (int i = 0; i < 4; i++)
     for (int j = 0; j < 6; j++) ck_assert(dst[(j / 3) * 12 + i * 3 + j % 3] == src[i * 6 + j]);
+  /* a padded map (dim 1: 5 covered by 2 x 4): the padding packs as zeros */
+  sch_layout_map pm = {.param = 0, .ndim = 2, .shape = {3, 5}, .ncomp = 3,
+                       .comp = {{1, 4, 2}, {0, 1, 3}, {1, 1, 4}}, .naxes = 2, .group = {1, 2}};
+  tu_ok(sch_layout_check(&pm, &D), &D);
+  float psrc[15], pdst[24];
+  for (int i = 0; i < 15; i++) psrc[i] = (float)(i + 1);
+  for (int i = 0; i < 24; i++) pdst[i] = -1.0f;
+  sch_layout_pack(&pm, sizeof(float), psrc, pdst);
+  for (int i = 0; i < 3; i++)
+    for (int j = 0; j < 8; j++)
+      ck_assert(pdst[(j / 4) * 12 + i * 4 + j % 4] == (j < 5 ? psrc[i * 5 + j] : 0.0f));
+  /* a top digit larger than the cover needs (3 x 4 for 5) is no map */
+  sch_layout_map over = pm;
+  over.comp[0].extent = 3;
+  ts_diag_clear(&D);
+  ck_assert_int_eq(sch_layout_check(&over, &D), TS_EINVAL);
+  ck_assert(strstr(D.msg, "no bijection"));
   /* invalid maps name their fault */
   sch_layout_map bad = m;
   bad.comp[2].extent = 2; /* dim 1: 2 * 2 != 6 */

@@ -315,6 +315,100 @@ START_TEST(test_shift_to_unsigned) {
 }
 END_TEST
 
+/* PadEinsum: odd and prime extents padded to the VNNI tile (rows by 1 or 8,
+ * columns by 16, k by 4): equal to the original, C written only inside its
+ * extent (the copy-out block), the padded inputs zero-filled; the padded
+ * block then splits evenly and tensorizes with the u8 x i8 kernels (plain
+ * and after ShiftToUnsigned), still equal; refusals named */
+START_TEST(test_pad_einsum) {
+  static const struct {
+    const char *spec;
+    int64_t rows;
+    const char *intrin;
+    bool shift;
+  } cases[] = {
+      {"matmul_u8s8:m=1,n=17,k=5", 1, "x86.avx512.vnni.u8i8.1x16x4", false},
+      {"matmul_u8s8:m=7,n=31,k=13", 8, "x86.avx512.vnni.u8i8.8x16x4", false},
+      {"matmul_u8s8:m=5,n=32,k=7", 4, "x86.avx512.vnni.u8i8.4x16x4", false},
+      {"matmul_int8:m=3,n=17,k=31", 1, "x86.avx512.vnni.u8i8.1x16x4", true},
+      {"matmul_int8:m=7,n=13,k=5", 8, "x86.avx512.vnni.i8i8.8x16x4", false},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    ir_func *orig;
+    sch_state *s = tu_open(cases[i].spec, &orig);
+    if (cases[i].shift) {
+      ts_diag_clear(&D);
+      tu_ok(sch_shift_to_unsigned(s, blk("C"), NULL, &D), &D);
+    }
+    int64_t mult[3] = {cases[i].rows, 16, 4};
+    sch_block ob;
+    ts_diag_clear(&D);
+    tu_ok(sch_pad_einsum(s, blk("C"), 3, mult, &ob, &D), &D);
+    ck_assert_str_eq(ob.name, "C_unpad");
+    tu_assert_equivalent(orig, sch_func(s));
+    const ir_block *c = only_block(sch_func(s), "C"), *u = only_block(sch_func(s), "C_unpad");
+    for (int k = 0; k < 3; k++) {
+      int64_t e;
+      ck_assert(ir_as_int(c->iters[k].dom.extent, &e));
+      ck_assert_int_eq(e % mult[k], 0);
+    }
+    ck_assert_str_ne(c->writes[0].buf->name, "C");
+    ck_assert_str_eq(u->writes[0].buf->name, "C");
+    sch_loop l[6];
+    tile3(s, cases[i].rows, 16, 4, l);
+    ts_diag_clear(&D);
+    tu_ok(sch_tensorize_loop(s, l[3], cases[i].intrin, NULL, &D), &D);
+    tu_assert_equivalent(orig, sch_func(s));
+  }
+  ir_func *orig;
+  int64_t m16[3] = {1, 16, 4};
+  sch_state *s = tu_open("matmul_u8s8:m=4,n=16,k=4", &orig);
+  REFUSED(s, sch_pad_einsum(s, blk("C"), 3, m16, NULL, &D), "nothing to pad");
+  s = tu_open("matmul_u8s8:m=4,n=17,k=4", &orig);
+  ts_diag_clear(&D);
+  ck_assert_int_eq(sch_pad_einsum(s, blk("C"), 2, m16, NULL, &D), TS_EINVAL);
+  ck_assert(strstr(D.msg, "2 multiples"));
+  sch_loop l[6];
+  tile3(s, 1, 1, 1, l);
+  REFUSED(s, sch_pad_einsum(s, blk("C"), 3, m16, NULL, &D), "already scheduled");
+  /* a sum of A + 1: padding its reduction would add ones (refused);
+   * padding its rows only is exact; a plain sum of A pads its reduction */
+  static const char rsum1[] = "kernel rsum1(A: f32[5, 7]) -> C: f32[5] {\n"
+                              "  C[i] += A[i, k] + 1.0\n"
+                              "}\n";
+  static const char rsum[] = "kernel rsum(A: f32[5, 7]) -> C: f32[5] {\n"
+                             "  C[i] += A[i, k]\n"
+                             "}\n";
+  int64_t mk[2] = {1, 4}, mi[2] = {4, 1};
+  s = tu_open_text(rsum1, &orig);
+  REFUSED(s, sch_pad_einsum(s, blk("C"), 2, mk, NULL, &D), "would not add zeros");
+  ts_diag_clear(&D);
+  tu_ok(sch_pad_einsum(s, blk("C"), 2, mi, NULL, &D), &D);
+  tu_assert_equivalent(orig, sch_func(s));
+  s = tu_open_text(rsum, &orig);
+  ts_diag_clear(&D);
+  tu_ok(sch_pad_einsum(s, blk("C"), 2, mk, NULL, &D), &D);
+  tu_assert_equivalent(orig, sch_func(s));
+  /* a buffer read at an index expression (not plain iter vars) is read as it
+   * is: refused when the padded domain would read it outside its shape */
+  static const char half[] = "kernel half(A: f32[3, 5], B: f32[3, 4]) -> C: f32[3, 4] {\n"
+                             "  C[i, j] += A[i, k] * B[k // 2, j]\n"
+                             "}\n";
+  int64_t m8[3] = {1, 1, 8}, m6[3] = {1, 1, 6};
+  s = tu_open_text(half, &orig);
+  REFUSED(s, sch_pad_einsum(s, blk("C"), 3, m8, NULL, &D), "outside its shape");
+  ts_diag_clear(&D);
+  tu_ok(sch_pad_einsum(s, blk("C"), 3, m6, NULL, &D), &D); /* k < 6: k // 2 < 3 */
+  tu_assert_equivalent(orig, sch_func(s));
+  /* f32: a matmul pads like the int8 ones */
+  s = tu_open("matmul:m=3,n=5,k=7", &orig);
+  int64_t m3[3] = {2, 4, 4};
+  ts_diag_clear(&D);
+  tu_ok(sch_pad_einsum(s, blk("C"), 3, m3, NULL, &D), &D);
+  tu_assert_equivalent(orig, sch_func(s));
+}
+END_TEST
+
 START_TEST(test_tensorize_refusals) {
   ir_func *orig;
   sch_state *s = tu_open("matmul_int8:m=4,n=32,k=8", &orig);
@@ -529,6 +623,7 @@ static Suite *suite(void) {
   tcase_add_test(tc, test_tensorize_vnni_u8);
   tcase_add_test(tc, test_tensorize_refusals);
   tcase_add_test(tc, test_shift_to_unsigned);
+  tcase_add_test(tc, test_pad_einsum);
   tcase_add_test(tc, test_match_block);
   tcase_add_test(tc, test_tensorize_wmma_match);
   tc = tu_tcase(s, "trace", NULL, 120);

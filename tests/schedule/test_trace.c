@@ -375,6 +375,17 @@ static void d_shift_to_unsigned(sch_state *s, sch_traced *t) {
   OK(sch_shift_to_unsigned(s, (sch_block){"C"}, out, &D));
 }
 
+static const int64_t pad_mult[3] = {4, 16, 4};
+static void t_pad_einsum(sch_traced *t) {
+  int out;
+  OK(sch_t_pad_einsum(t, tb(t, "C"), 3, pad_mult, &out, &D));
+  ck_assert_str_eq(sch_t_block(t, out).name, "C_unpad");
+}
+static void d_pad_einsum(sch_state *s, sch_traced *t) {
+  (void)t;
+  OK(sch_pad_einsum(s, (sch_block){"C"}, 3, pad_mult, NULL, &D));
+}
+
 static void t_transform_layout(sch_traced *t) {
   const int *l = tl(t, tb(t, "C"), 3);
   int out[2];
@@ -427,6 +438,7 @@ static const kcase cases[] = {
     {SCH_I_ENTER_POSTPROC, MM, t_enter_postproc, d_enter_postproc},
     {SCH_I_TRANSFORM_LAYOUT, MM, t_transform_layout, d_transform_layout},
     {SCH_I_SHIFT_TO_UNSIGNED, "matmul_int8:m=3,n=7,k=5", t_shift_to_unsigned, d_shift_to_unsigned},
+    {SCH_I_PAD_EINSUM, "matmul_u8s8:m=3,n=7,k=5", t_pad_einsum, d_pad_einsum},
 };
 #define NCASES ((int)(sizeof cases / sizeof cases[0]))
 
