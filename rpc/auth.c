@@ -709,20 +709,7 @@ ts_status rpc_chan_call(nng_socket s, rpc_chan *ch, rpc_enc *e, rpc_msg *reply, 
     st = rpc_msg_decode(reply, rb, rn);
     nng_msg_free(msg);
   }
-  if (st) {
-    ts_diag_set(d, st, "%s", reply->err);
-    rpc_msg_fini(reply);
-    return st;
-  }
-  if (reply->type == RPC_T_ERROR) {
-    char code[32] = "", emsg[512] = "";
-    rpc_get_str(reply, NULL, "code", code, sizeof code);
-    rpc_get_str(reply, NULL, "message", emsg, sizeof emsg);
-    rpc_msg_fini(reply);
-    st = rpc_status_from_code(code);
-    return ts_diag_set(d, st == TS_OK ? TS_EREMOTE : st, "%s", emsg[0] ? emsg : code);
-  }
-  return TS_OK;
+  return rpc_reply_check(reply, st, d);
 }
 
 static ts_status auth_client_once(nng_socket s, const rpc_secret *secret, const char *role, rpc_chan *ch,

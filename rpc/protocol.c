@@ -548,18 +548,21 @@ ts_status rpc_call(nng_socket s, rpc_enc *e, rpc_msg *reply, ts_diag *d) {
     memset(reply, 0, sizeof *reply);
     return ts_diag_set(d, st, "send: %s", ts_strerror(st));
   }
-  st = rpc_recv(s, reply, NULL);
-  if (st) {
-    ts_diag_set(d, st, "%s", reply->err);
+  return rpc_reply_check(reply, rpc_recv(s, reply, NULL), d);
+}
+
+ts_status rpc_reply_check(rpc_msg *reply, ts_status decoded, ts_diag *d) {
+  if (decoded) {
+    ts_diag_set(d, decoded, "%s", reply->err);
     rpc_msg_fini(reply);
-    return st;
+    return decoded;
   }
   if (reply->type == RPC_T_ERROR) {
     char code[32] = "", msg[512] = "";
     rpc_get_str(reply, NULL, "code", code, sizeof code);
     rpc_get_str(reply, NULL, "message", msg, sizeof msg);
     rpc_msg_fini(reply);
-    st = rpc_status_from_code(code);
+    ts_status st = rpc_status_from_code(code);
     return ts_diag_set(d, st == TS_OK ? TS_EREMOTE : st, "%s", msg[0] ? msg : code);
   }
   return TS_OK;

@@ -192,6 +192,10 @@ ts_status rpc_recv(nng_socket s, rpc_msg *m, nng_pipe *pipe);
  * reply is RPC_T_ERROR, returns its status (code) with its message in d
  * (TS_EREMOTE if the code is unknown); reply then holds nothing. */
 ts_status rpc_call(nng_socket s, rpc_enc *e, rpc_msg *reply, ts_diag *d);
+/* The reply's verdict: a decode failure (decoded != TS_OK, reply->err says
+ * why) or an `error` reply becomes the status and message in d, the reply
+ * freed; TS_OK leaves the reply to the caller. */
+ts_status rpc_reply_check(rpc_msg *reply, ts_status decoded, ts_diag *d);
 
 /* Random session tokens (RPC_TOKEN_LEN hex chars + NUL). */
 void rpc_token_new(char out[RPC_TOKEN_LEN + 1]);
