@@ -44,6 +44,17 @@ typedef struct tun_tune_opts {
   tun_default_opts defaults;   /* --no-default-tiling (the baseline candidate) */
   int xgb_min_samples;         /* --xgb-min-samples N: random scores until N samples (0: the model's 50) */
   int xgb_max_rounds;          /* --xgb-max-rounds N: boosting rounds per update (0: the model's 150) */
+  /* Embedding hooks (the C API's tessel_tune, include/tessel/tessel.h).
+   * on_progress (NULL: none) is called in the calling thread before the
+   * first batch, after every batch, and once at the end, with the records of
+   * this workload+target so far, the budget and the best verified mean (0:
+   * none). A nonzero return, or *cancel (NULL: none; another thread may set
+   * it) becoming nonzero, ends the run before the next batch: the result's
+   * cancelled is set and the status stays TS_OK (what was measured is
+   * logged, so a rerun resumes). */
+  int (*on_progress)(void *ctx, int done, int total, double best_seconds);
+  void *progress_ctx;
+  const volatile int *cancel;
 } tun_tune_opts;
 void tun_tune_opts_default(tun_tune_opts *o);
 
@@ -70,6 +81,7 @@ typedef struct tun_tune_result {
   double baseline_seconds_wall, resume_seconds;
   double search_replay_seconds, search_predict_seconds;
   long search_replays, search_cache_hits; /* replays done / served by the search's cache */
+  bool cancelled;          /* on_progress or *cancel stopped the run (tun_tune_opts) */
 } tun_tune_result;
 
 /* Tunes f (workload definition text `definition`, FLOPs `flops`) for t. */
