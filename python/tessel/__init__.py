@@ -26,7 +26,7 @@ from . import _lib
 from ._lib import dec, enc, lib
 
 __all__ = ["TesselError", "Kernel", "CompiledKernel", "Model", "Log", "Record", "TuneResult", "TuneModelResult",
-           "kernel", "einsum", "tune", "tune_model", "build", "build_model", "load", "version"]
+           "kernel", "einsum", "tune", "tune_model", "build", "build_model", "load", "version", "aligned_empty"]
 __version__ = dec(lib.tessel_version())
 
 # TESSEL_DT_* codes (tessel_model.h) and NumPy dtypes; bf16 has no NumPy type.
@@ -69,9 +69,9 @@ def _info_shape(info):
     return tuple(int(info.shape[j]) for j in range(info.ndim))
 
 
-def _aligned_empty(shape, dtype):
+def aligned_empty(shape, dtype=np.float32):
     """An uninitialised C-contiguous array whose data is 64-byte aligned (the
-    kernels' buffer alignment)."""
+    kernels' buffer alignment): a model reads such an input in place."""
     dtype = np.dtype(dtype)
     n = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
     raw = np.empty(n + 64, dtype=np.uint8)
@@ -195,11 +195,11 @@ class CompiledKernel:
             if x.shape != shape:
                 raise TesselError(f"input {name}: shape {shape} expected, got {x.shape}", 6)
             if x.dtype != dt or not x.flags.c_contiguous or x.ctypes.data % 64:
-                y = _aligned_empty(shape, dt)
+                y = aligned_empty(shape, dt)
                 y[...] = x
                 x = y
             bufs.append(x)
-        outs = [_aligned_empty(shape, dt) for _, dt, shape in self.params[self.ninputs:]]
+        outs = [aligned_empty(shape, dt) for _, dt, shape in self.params[self.ninputs:]]
         args = (_lib.ctypes.c_void_p * len(self.params))(*[a.ctypes.data for a in bufs + outs])
         err = _lib.Error()
         _check(lib.tessel_kernel_run(self._h, args, err), err)
