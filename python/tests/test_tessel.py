@@ -206,3 +206,27 @@ def test_model_errors(tmp_path):
     bad.write_bytes(b"not a model")
     with pytest.raises(tessel.TesselError, match="bad.onnx"):
         tessel.build_model(bad, output=tmp_path / "bad.so")
+
+
+def test_c_api_details(tmp_path):
+    """What the Python layer does not reach: options read back, the cancel
+    flag set before a run, a misaligned buffer refused by tessel_kernel_run."""
+    import ctypes
+    from tessel import _lib
+    lib, err = _lib.lib, _lib.Error()
+    o = tessel._Opts(trials=5, log=tmp_path / "f.jsonl", repeat=2)
+    assert lib.tessel_opts_get(o._h, b"--repeat") == b"2" and lib.tessel_opts_get(o._h, b"winograd") is None
+    flag = ctypes.c_int(1)
+    lib.tessel_opts_set_cancel(o._h, ctypes.byref(flag))
+    k = tessel.kernel("add:m=4,n=4")
+    r = _lib.TuneResult(size=ctypes.sizeof(_lib.TuneResult))
+    assert lib.tessel_tune(k._h, o._h, ctypes.byref(r), err) == _lib.ECANCELED
+    assert b"cancelled at 1 of 5 trials" in err.msg and r.new_trials <= 1  # the baseline comes first
+    small = _lib.TuneResult(size=ctypes.sizeof(ctypes.c_size_t) + 4)  # an older caller's struct: trials only
+    lib.tessel_tune(k._h, o._h, ctypes.byref(small), err)
+    assert small.trials == r.trials and small.new_trials == 0 and small.best_seconds == 0
+    ck = tessel.build(k)
+    a = tessel.aligned_empty(64, np.uint8)
+    args = (ctypes.c_void_p * 3)(a.ctypes.data + 4, a.ctypes.data, a.ctypes.data)
+    assert lib.tessel_kernel_run(ck._h, args, err) == 2
+    assert b"not 64-byte aligned" in err.msg
