@@ -151,8 +151,8 @@ tessel_status tessel_opts_set(tessel_opts *o, const char *name, const char *valu
   int i = find_row(name);
   if (i < 0) return capi_err(err, TESSEL_EINVAL, "unknown option '%s' (the CLI's long option names, docs/API.md)", name);
   const opt_row *r = &rows[i];
-  char *copy = value ? ts_strdup(value) : NULL;
-  if (value && !copy) return capi_err(err, TESSEL_ENOMEM, "out of memory");
+  char *copy = value ? ts_strdup(value) : r->kind == K_FLAG ? ts_strdup("1") : NULL; /* a bare switch reads "1" */
+  if ((value || r->kind == K_FLAG) && !copy) return capi_err(err, TESSEL_ENOMEM, "out of memory");
   void *field = (char *)o + r->off;
   const char *why = "not a number";
   tessel_status st = TESSEL_OK;

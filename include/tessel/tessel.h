@@ -5,8 +5,10 @@
  * Running a built model is tessel_model.h (included here; it is also all of
  * the runtime-only libtessel_runtime). The header is self-contained: it
  * declares only opaque handles and plain structs, so a program needs
- * nothing but `pkg-config --cflags --libs tessel`. docs/API.md has the
- * whole story; examples/c/ shows it in use.
+ * nothing but `pkg-config --cflags --libs tessel`. (The IR, parser,
+ * interpreter and workload headers are installed beside it, under
+ * tessel/ir/ and tessel/base/, for programs that work on the IR itself.)
+ * docs/API.md has the whole story; examples/c/ shows it in use.
  *
  * Errors: every call that can fail returns a tessel_status (TESSEL_OK = 0)
  * and, when err is not NULL, fills it with the status and a message naming

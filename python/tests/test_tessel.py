@@ -89,6 +89,37 @@ def test_progress_line_without_tqdm(tmp_path, capsys, monkeypatch):
     assert "tune add:m=8,n=8: 2/2 trials" in err
 
 
+def test_progress_bar_with_tqdm(tmp_path, monkeypatch):
+    import sys
+    import types
+    bars = []
+
+    class FakeBar:  # the part of tqdm's interface the package uses
+        def __init__(self, desc=None, unit=None):
+            self.desc, self.n, self.total, self.seen, self.closed = desc, 0, None, [], False
+            bars.append(self)
+
+        def set_postfix_str(self, s, refresh=True):
+            self.postfix = s
+
+        def refresh(self):
+            self.seen.append((self.n, self.total))
+
+        def close(self):
+            self.closed = True
+
+    mod = types.ModuleType("tqdm.auto")
+    mod.tqdm = FakeBar
+    monkeypatch.setitem(sys.modules, "tqdm", types.ModuleType("tqdm"))
+    monkeypatch.setitem(sys.modules, "tqdm.auto", mod)
+    tessel.tune("matmul:m=8,n=8,k=8", trials=3, log=tmp_path / "b.jsonl", batch=1)
+    (bar,) = bars
+    assert bar.desc == "tune matmul:m=8,n=8,k=8" and bar.closed
+    assert bar.seen[-1] == (len(tessel.Log(tmp_path / "b.jsonl")), 3) and all(t == 3 for _, t in bar.seen)
+    assert [n for n, _ in bar.seen] == sorted(n for n, _ in bar.seen)
+    assert bar.postfix.startswith("best ")
+
+
 def test_cancel_stops_after_a_batch(tmp_path, monkeypatch):
     calls = []
 
