@@ -274,6 +274,7 @@ tessel_status tessel_tune(const tessel_func *f, const tessel_opts *o, tessel_tun
   snprintf(out.target, sizeof out.target, "%s", tg.text);
   if (res) result_out(res, res->size, &out, sizeof out);
   if (st) return capi_fail(err, &d);
+  if (o->fn && !r.cancelled) o->fn(o->fn_ctx, r.trials, o->tune.trials, r.best_seconds); /* also when the log met the budget */
   if (r.cancelled)
     return capi_err(err, TESSEL_ECANCELED, "tune: cancelled at %d of %d trials (the log %s keeps them)", r.trials,
                     o->tune.trials, o->tune.log_path);
@@ -339,6 +340,7 @@ tessel_status tessel_tune_model(const char *path, const tessel_opts *o, tessel_t
   tun_rpc_runner_free(rr);
   model_result_out(res, &r, &tg);
   bool cancelled = r.cancelled;
+  if (!st && !cancelled && o->fn) o->fn(o->fn_ctx, r.trials, o->tune.trials, 0); /* the final state, always */
   tun_tune_model_result_fini(&r);
   ts_free(mt);
   if (tasks) tg_tasks_free(tasks, ntasks);

@@ -114,7 +114,9 @@ tessel_status tessel_opts_set(tessel_opts *o, const char *name, const char *valu
 const char *tessel_opts_get(const tessel_opts *o, const char *name);
 
 /* Progress: called in the tuning thread before the first batch, after each
- * batch and at the end, with the log's records counted against the trial
+ * batch, and at the end of a run that was not stopped (also when the log
+ * met the budget already: at least one call), with the log's records
+ * counted against the trial
  * budget (the whole model's for tessel_tune_model) and the best verified
  * mean in seconds so far (0: none, and always 0 for a model). A nonzero
  * return stops the run before the next batch (TESSEL_ECANCELED). */

@@ -118,6 +118,9 @@ def test_progress_bar_with_tqdm(tmp_path, monkeypatch):
     assert bar.seen[-1] == (len(tessel.Log(tmp_path / "b.jsonl")), 3) and all(t == 3 for _, t in bar.seen)
     assert [n for n, _ in bar.seen] == sorted(n for n, _ in bar.seen)
     assert bar.postfix.startswith("best ")
+    bars.clear()
+    tessel.tune("matmul:m=8,n=8,k=8", trials=2, log=tmp_path / "b.jsonl")  # the log already has them
+    assert bars[0].seen[-1] == (len(tessel.Log(tmp_path / "b.jsonl")), 2)
 
 
 def test_cancel_stops_after_a_batch(tmp_path, monkeypatch):
