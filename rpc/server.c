@@ -57,6 +57,7 @@ typedef struct server {
   rpc_secret secret;
   /* state */
   nng_socket sock;
+  nng_listener listener;
   rpc_authtab auth;
   char dir[256];
   artifact arts[RPC_SERVER_MAX_ARTIFACTS];
@@ -555,11 +556,14 @@ static void start_registration(server *s) {
 
 /* nng 1.5.2's nng_close can wait for good on its pipe reaper after many
  * pipes were closed under it (a flood of unauthenticated connections; see
- * docs/RPC.md on nng 1.5.2): close in a thread and give up after 3 s, so a
- * stopping server always stops. Returns false when it gave up (the pipe
- * table must then stay: nng may still call back into it). */
+ * docs/RPC.md on nng 1.5.2): the listener is closed first, so that a flood
+ * stops adding pipes, then the socket, in a thread; the server gives up
+ * after CLOSE_WAIT_S and exits all the same. Returns false when it gave up
+ * (the pipe table must then stay: nng may still call back into it). */
+#define CLOSE_WAIT_S 2
 static void *close_thread(void *arg) {
   server *s = arg;
+  nng_listener_close(s->listener);
   nng_close(s->sock);
   return NULL;
 }
@@ -572,10 +576,11 @@ static bool close_socket(server *s) {
   }
   struct timespec ts;
   clock_gettime(CLOCK_REALTIME, &ts);
-  ts.tv_sec += 3;
+  ts.tv_sec += CLOSE_WAIT_S;
   if (pthread_timedjoin_np(th, NULL, &ts) == 0) return true;
   pthread_detach(th);
-  fprintf(stderr, "rpc-server: nng did not close the socket within 3 s (nng 1.5.2's pipe reaper); exiting anyway\n");
+  fprintf(stderr, "rpc-server: nng did not close the socket within %d s (nng 1.5.2's pipe reaper); exiting anyway\n",
+          CLOSE_WAIT_S);
   return false;
 }
 
@@ -673,6 +678,7 @@ int rpc_server_main(int argc, char **argv, const rpc_server_registrar *reg) {
     snprintf(url, sizeof url, "tcp://%.200s:%d", s->host, p);
     rv = nng_listen(s->sock, url, &l, 0);
     if (rv == 0) {
+      s->listener = l;
       /* port 0: the system picked one; read it back so the tracker gets it */
       int bound = p;
       if (p == 0 && nng_listener_get_int(l, NNG_OPT_TCP_BOUND_PORT, &bound) != 0) bound = 0;
