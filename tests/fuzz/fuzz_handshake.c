@@ -216,13 +216,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   }
   peer peers[NPIPE];
   memset(peers, 0, sizeof peers);
-  size_t i = 0;
-  while (i + 2 <= size) {
-    uint8_t sel = data[i], len = data[i + 1];
-    i += 2;
-    size_t n = size - i < len ? size - i : len;
-    const uint8_t *p = data + i;
-    i += n;
+  size_t i = 0, n;
+  uint8_t sel;
+  const uint8_t *p;
+  while (fuzz_next_record(data, size, &i, &sel, &p, &n)) {
     int k = sel & 3;
     uint32_t id = 0x7f000001u + (uint32_t)k;
     peer *pe = &peers[k];

@@ -149,13 +149,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   t->ndead = 0;
   t->next_id = t->next_ticket = t->next_seq = t->free_counter = 0;
   static const uint8_t hdr[4] = {0x80, 0, 0, 1}; /* a REQ request id */
-  size_t i = 0;
-  while (i + 2 <= size) {
-    uint8_t sel = data[i], len = data[i + 1];
-    i += 2;
-    size_t n = size - i < len ? size - i : len;
-    const uint8_t *p = data + i;
-    i += n;
+  size_t i = 0, n;
+  uint8_t sel;
+  const uint8_t *p;
+  while (fuzz_next_record(data, size, &i, &sel, &p, &n)) {
     int c = (sel & 7) % NCONN;
     int kind = (sel >> 3) & 3;
     if (kind == 2) {

@@ -357,30 +357,14 @@ static volatile long flood_conns;
  * pending per address); each thread holds up to 250. */
 static void *flood(void *arg) {
   (void)arg;
-  uint8_t hello[200];
-  size_t hn = 0;
-  uint8_t nonce[RPC_NONCE_BYTES] = {7};
-  rpc_enc e;
-  rpc_enc_begin(&e, RPC_T_HELLO, 3);
-  rpc_enc_u64(&e, "version", RPC_PROTO_VERSION);
-  rpc_enc_str(&e, "role", "client");
-  rpc_enc_bin(&e, "nonce", nonce, sizeof nonce);
-  ck_assert(rpc_enc_finish(&e) == TS_OK);
-  uint64_t len = 4 + e.sb.size;
-  memcpy(hello, sp_req_hdr, 8), hn = 8;
-  for (int i = 0; i < 8; i++) hello[hn++] = (uint8_t)(len >> (56 - 8 * i));
-  hello[hn++] = 0x80, hello[hn++] = 0, hello[hn++] = 0, hello[hn++] = 1;
-  memcpy(hello + hn, e.sb.data, e.sb.size), hn += e.sb.size;
-  rpc_enc_fini(&e);
   int fds[250];
   int n = 0;
   for (long k = 0; !flood_stop; k++) {
-    int fd = tcp_connect(port);
+    int fd = relay_idle_conn(port, k % 2);
     if (fd < 0) {
       usleep(1000);
       continue;
     }
-    relay_write_all(fd, hello, k % 2 ? hn : 8);
     __atomic_add_fetch(&flood_conns, 1, __ATOMIC_RELAXED);
     if (n == 250) {
       close(fds[0]);

@@ -351,37 +351,6 @@ START_TEST(roles_enforced) {
 END_TEST
 
 /* ---- unauthenticated connections -------------------------------------------------- */
-/* A TCP connection that sends the SP header of a REQ socket (and, with
- * hello, a hello) and then nothing. */
-static int idle_conn(int tport, bool hello) {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0) return -1;
-  struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)tport)};
-  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (connect(fd, (struct sockaddr *)&sa, sizeof sa) != 0) {
-    close(fd);
-    return -1;
-  }
-  static const uint8_t sp[8] = {0, 'S', 'P', 0, 0, 0x30, 0, 0}; /* REQ v0 (48) */
-  relay_write_all(fd, sp, 8);
-  if (hello) {
-    uint8_t nonce[RPC_NONCE_BYTES] = {7};
-    rpc_enc e;
-    rpc_enc_begin(&e, RPC_T_HELLO, 3);
-    rpc_enc_u64(&e, "version", RPC_PROTO_VERSION);
-    rpc_enc_str(&e, "role", "client");
-    rpc_enc_bin(&e, "nonce", nonce, sizeof nonce);
-    rpc_enc_finish(&e);
-    uint8_t *m = malloc(4 + e.sb.size);
-    m[0] = 0x80, m[1] = m[2] = 0, m[3] = 1; /* request id */
-    memcpy(m + 4, e.sb.data, e.sb.size);
-    relay_send_msg(fd, m, 4 + e.sb.size);
-    free(m);
-    rpc_enc_fini(&e);
-  }
-  return fd;
-}
-
 /* True when the peer closed fd (reads to EOF/reset within secs). */
 static bool closed_by_peer(int fd, double secs) {
   for (double t0 = now_s(); now_s() - t0 < secs;) {
@@ -398,7 +367,7 @@ static bool closed_by_peer(int fd, double secs) {
 START_TEST(idle_unauthenticated_closed_by_deadline) {
   /* the tracker of this test case closes unauthenticated connections after 1 s */
   int fds[20];
-  for (int i = 0; i < 20; i++) ck_assert_int_ge(fds[i] = idle_conn(port, i % 2), 0);
+  for (int i = 0; i < 20; i++) ck_assert_int_ge(fds[i] = relay_idle_conn(port, i % 2), 0);
   usleep(200000);
   ck_assert_uint_ge(trk_tracker_pending(trk), 15);
   double t0 = now_s();
@@ -426,7 +395,7 @@ START_TEST(oversize_unauthenticated_refused) {
    * bound before it is decoded, the connection closed */
   size_t sizes[] = {TRK_MAX_MSG * 64, RPC_PREAUTH_MAX + 100};
   for (int k = 0; k < 2; k++) {
-    int fd = idle_conn(port, false);
+    int fd = relay_idle_conn(port, false);
     ck_assert_int_ge(fd, 0);
     size_t n = sizes[k];
     uint8_t *m = calloc(1, n);
@@ -500,7 +469,7 @@ START_TEST(descriptor_exhaustion) {
   static int fds[300];
   int opened = 0;
   for (int i = 0; i < 300; i++)
-    if ((fds[i] = idle_conn(tport, i % 2)) >= 0) opened++;
+    if ((fds[i] = relay_idle_conn(tport, i % 2)) >= 0) opened++;
   ck_assert_int_ge(opened, 290);
   char u[64];
   snprintf(u, sizeof u, "tcp://127.0.0.1:%d", tport);

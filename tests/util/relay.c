@@ -185,3 +185,32 @@ bool relay_start(relay *r, int mode, int target, const void *sub, size_t subn) {
 void relay_url(const relay *r, char *out, size_t n) {
   snprintf(out, n, "tcp://127.0.0.1:%d", r->port);
 }
+
+int relay_idle_conn(int tport, bool hello) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return -1;
+  struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)tport)};
+  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (connect(fd, (struct sockaddr *)&sa, sizeof sa) != 0) {
+    close(fd);
+    return -1;
+  }
+  static const uint8_t sp[8] = {0, 'S', 'P', 0, 0, 0x30, 0, 0}; /* REQ v0 (48) */
+  relay_write_all(fd, sp, 8);
+  if (hello) {
+    uint8_t nonce[RPC_NONCE_BYTES] = {7};
+    rpc_enc e;
+    rpc_enc_begin(&e, RPC_T_HELLO, 3);
+    rpc_enc_u64(&e, "version", RPC_PROTO_VERSION);
+    rpc_enc_str(&e, "role", "client");
+    rpc_enc_bin(&e, "nonce", nonce, sizeof nonce);
+    rpc_enc_finish(&e);
+    uint8_t *m = malloc(4 + e.sb.size);
+    m[0] = 0x80, m[1] = m[2] = 0, m[3] = 1; /* request id */
+    memcpy(m + 4, e.sb.data, e.sb.size);
+    relay_send_msg(fd, m, 4 + e.sb.size);
+    free(m);
+    rpc_enc_fini(&e);
+  }
+  return fd;
+}

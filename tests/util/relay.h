@@ -35,5 +35,9 @@ void relay_url(const relay *r, char *out, size_t n);
  * message (its 8-byte length, then the payload). */
 bool relay_write_all(int fd, const void *p, size_t n);
 void relay_send_msg(int fd, const uint8_t *payload, size_t n);
+/* A TCP connection to 127.0.0.1:port that sends the SP header of a REQ
+ * socket (and, with hello, a hello) and then nothing; -1 if it cannot
+ * connect. */
+int relay_idle_conn(int port, bool hello);
 
 #endif
