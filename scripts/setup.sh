@@ -41,6 +41,20 @@ if [ ${#missing[@]} -gt 0 ]; then
     "${missing[@]}" >/dev/null
 fi
 
+# --fuzz: the libFuzzer build only (it needs no virtual environment)
+if [ $FUZZ = 1 ]; then
+  if [ ! -f build-fuzz/build.ninja ]; then
+    CC=clang-19 CXX=clang++-19 meson setup build-fuzz --native-file native-llvm19.ini -Dfuzz=true "$@" >&2
+  fi
+  harnesses=()
+  for f in tests/fuzz/fuzz_*.c; do
+    n=$(basename "$f" .c)
+    [ "$n" = fuzz_seeds ] || harnesses+=("tests/fuzz/$n")
+  done
+  ninja -C build-fuzz "${harnesses[@]}" >&2
+  exit 0
+fi
+
 # The Python virtual environment the tests use: tests/models/gen_models.py
 # writes the test ONNX models with `onnx`, onnxruntime gives reference
 # outputs, tests/conformance runs the backend test data the onnx wheel ships.
@@ -57,19 +71,6 @@ if ! pins_ok; then
   echo "setup: installing ${PY_PINS[*]} into .venv" >&2
   [ -x .venv/bin/python3 ] || python3 -m venv .venv
   .venv/bin/pip install -q "${PY_PINS[@]}" >&2
-fi
-
-if [ $FUZZ = 1 ]; then
-  if [ ! -f build-fuzz/build.ninja ]; then
-    CC=clang-19 CXX=clang++-19 meson setup build-fuzz --native-file native-llvm19.ini -Dfuzz=true "$@" >&2
-  fi
-  harnesses=()
-  for f in tests/fuzz/fuzz_*.c; do
-    n=$(basename "$f" .c)
-    [ "$n" = fuzz_seeds ] || harnesses+=("tests/fuzz/$n")
-  done
-  ninja -C build-fuzz "${harnesses[@]}" >&2
-  exit 0
 fi
 
 if [ ! -f build/build.ninja ]; then
