@@ -16,7 +16,8 @@
  * Invariants after every record: the ticket list and its count agree; a
  * busy server's holder is a granted ticket that points back at it; a
  * granted ticket's server is registered; servers belong to live board
- * connections, tickets to live tuner connections. After the input every
+ * connections, tickets to live tuner connections; a server stays with the
+ * connection that registered it. After the input every
  * connection closes and the tracker must be empty.
  * The default suite replays tests/fuzz/corpus/tracker_msg (gcc); libFuzzer
  * builds: tests/fuzz/README.md. */
@@ -68,7 +69,18 @@ static bool live_role(uint32_t pipe, const char *role) {
   return false;
 }
 
+/* The connection that registered each server id of this input: a board
+ * never changes hands (ids are never reused within an input). */
+#define NOWNERS 256
+static uint32_t owner[NOWNERS];
+
 static void check(trk_tracker *t) {
+  for (size_t i = 0; i < t->nservers; i++) {
+    uint64_t id = t->servers[i]->id;
+    if (id >= NOWNERS) continue;
+    if (!owner[id]) owner[id] = t->servers[i]->pipe;
+    if (owner[id] != t->servers[i]->pipe) fail("a server passed to another connection");
+  }
   size_t n = 0;
   for (ticket *k = t->tickets; k; k = k->next) {
     n++;
@@ -148,6 +160,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   for (int i = 0; i < NCONN; i++) conn_id[i] = next_pipe++;
   t->ndead = 0;
   t->next_id = t->next_ticket = t->next_seq = t->free_counter = 0;
+  memset(owner, 0, sizeof owner);
   static const uint8_t hdr[4] = {0x80, 0, 0, 1}; /* a REQ request id */
   size_t i = 0, n;
   uint8_t sel;
