@@ -644,26 +644,17 @@ nng_msg *rpc_authtab_seal(rpc_authtab *tab, nng_pipe p, rpc_enc *e) {
 }
 
 /* ---- client side ---------------------------------------------------------- */
-/* Sends plaintext or (ch up) sealed bytes of e and receives one reply: its
- * bytes (plaintext, opened) into reply. */
-ts_status rpc_chan_call(nng_socket s, rpc_chan *ch, rpc_enc *e, rpc_msg *reply, nng_pipe *pipe,
-                        ts_diag *d) {
+/* Sends n bytes of plaintext (sealed when ch is up) and receives one reply:
+ * its bytes (plaintext, opened) into reply. */
+static ts_status chan_send_recv(nng_socket s, rpc_chan *ch, const void *body, size_t n, rpc_msg *reply,
+                                nng_pipe *pipe, ts_diag *d) {
   memset(reply, 0, sizeof *reply);
   reply->type = RPC_T_COUNT;
-  ts_status st = rpc_enc_finish(e);
-  if (st) {
-    rpc_enc_fini(e);
-    return ts_diag_set(d, st, "send: %s", ts_strerror(st));
-  }
-  const void *body = e->sb.data;
-  size_t n = e->sb.size;
+  ts_status st;
   uint8_t *frame = NULL;
   if (ch && ch->up) {
     st = rpc_chan_seal(ch, body, n, &frame, &n);
-    if (st) {
-      rpc_enc_fini(e);
-      return ts_diag_set(d, st, "send: %s", ts_strerror(st));
-    }
+    if (st) return ts_diag_set(d, st, "send: %s", ts_strerror(st));
     body = frame;
   }
   nng_msg *msg = NULL;
@@ -672,7 +663,6 @@ ts_status rpc_chan_call(nng_socket s, rpc_chan *ch, rpc_enc *e, rpc_msg *reply, 
   if (rv == 0) rv = nng_sendmsg(s, msg, 0);
   if (rv && msg) nng_msg_free(msg);
   ts_free(frame);
-  rpc_enc_fini(e);
   if (rv) {
     st = rv == NNG_ENOMEM ? TS_ENOMEM : TS_EIO;
     return ts_diag_set(d, st, "send: %s", nng_strerror(rv));
@@ -710,6 +700,48 @@ ts_status rpc_chan_call(nng_socket s, rpc_chan *ch, rpc_enc *e, rpc_msg *reply, 
     nng_msg_free(msg);
   }
   return rpc_reply_check(reply, st, d);
+}
+
+/* A request of n > RPC_PART_MAX bytes as `part` messages {seq, total,
+ * data}: every part but the last is answered `ok`, the last one by the
+ * whole request's reply (docs/RPC.md, "Parts"). */
+static ts_status chan_send_parts(nng_socket s, rpc_chan *ch, const uint8_t *body, size_t n, rpc_msg *reply,
+                                 nng_pipe *pipe, ts_diag *d) {
+  for (size_t off = 0, seq = 0;; seq++) {
+    size_t k = n - off < RPC_PART_MAX ? n - off : RPC_PART_MAX;
+    rpc_enc pe;
+    rpc_enc_begin(&pe, RPC_T_PART, 3);
+    rpc_enc_u64(&pe, "seq", seq);
+    rpc_enc_u64(&pe, "total", n);
+    rpc_enc_bin(&pe, "data", body + off, k);
+    ts_status st = rpc_enc_finish(&pe);
+    if (st == TS_OK) st = chan_send_recv(s, ch, pe.sb.data, pe.sb.size, reply, pipe, d);
+    else ts_diag_set(d, st, "send: %s", ts_strerror(st));
+    rpc_enc_fini(&pe);
+    off += k;
+    if (st || off == n) return st;
+    bool ok = reply->type == RPC_T_OK;
+    rpc_type got = reply->type;
+    rpc_msg_fini(reply);
+    if (!ok) return ts_diag_set(d, TS_EPROTO, "part %zu: unexpected reply '%s'", seq, rpc_type_name(got));
+  }
+}
+
+ts_status rpc_chan_call(nng_socket s, rpc_chan *ch, rpc_enc *e, rpc_msg *reply, nng_pipe *pipe,
+                        ts_diag *d) {
+  memset(reply, 0, sizeof *reply);
+  reply->type = RPC_T_COUNT;
+  ts_status st = rpc_enc_finish(e);
+  if (st) {
+    rpc_enc_fini(e);
+    return ts_diag_set(d, st, "send: %s", ts_strerror(st));
+  }
+  if (ch && ch->up && e->sb.size > RPC_PART_MAX)
+    st = chan_send_parts(s, ch, (const uint8_t *)e->sb.data, e->sb.size, reply, pipe, d);
+  else
+    st = chan_send_recv(s, ch, e->sb.data, e->sb.size, reply, pipe, d);
+  rpc_enc_fini(e);
+  return st;
 }
 
 static ts_status auth_client_once(nng_socket s, const rpc_secret *secret, const char *role, rpc_chan *ch,

@@ -162,7 +162,8 @@ ts_status rpc_auth_client(nng_socket s, const rpc_secret *secret, const char *ro
  * reply that is not the next sealed frame of ch's pipe is refused: the
  * pipe is closed and TS_EAUTH returned with ch down. A plaintext auth error
  * from a new pipe (nng redialed underneath) returns TS_EAUTH with ch down:
- * run rpc_auth_client again. *pipe (optional) gets the reply's pipe. */
+ * run rpc_auth_client again. *pipe (optional) gets the reply's pipe. A
+ * request over RPC_PART_MAX bytes goes as `part` messages (protocol.h). */
 ts_status rpc_chan_call(nng_socket s, rpc_chan *ch, rpc_enc *e, rpc_msg *reply, nng_pipe *pipe,
                         ts_diag *d);
 

@@ -34,6 +34,12 @@
 #define RPC_PROTO_VERSION 2
 #define RPC_MAX_MSG (64u << 20)   /* bytes of one message (NNG_OPT_RECVMAXSZ) */
 #define RPC_MAX_ARTIFACT (48u << 20) /* bytes of one uploaded artifact */
+/* A request whose plaintext is over RPC_PART_MAX bytes travels as `part`
+ * messages of at most RPC_PART_MAX bytes of it each (rpc_chan_call does it),
+ * so that rpc_server can set nng's receive limit to RPC_SERVER_RECV_MAX:
+ * nng allocates a message's declared size before anyone has authenticated. */
+#define RPC_PART_MAX (128u << 10)
+#define RPC_SERVER_RECV_MAX (RPC_PART_MAX + 4096u) /* a sealed part and its envelope */
 #define RPC_MAX_DEPTH 8            /* container nesting */
 #define RPC_MAX_STR 4096           /* bytes of a string field (except bins) */
 #define RPC_MAX_KEY 64             /* bytes of a tracker key, e.g. "rasp4b" */
@@ -82,7 +88,9 @@ ts_status rpc_status_from_code(const char *code);
   X(RPC_T_RESULT, "result")         /* {status, error, number, secs, checksums, outputs?} */ \
   X(RPC_T_CLOSE, "close")           /* {token?} -> ok: drop this session's artifacts */ \
   X(RPC_T_RUN_MODEL, "run_model")   /* {token?, artifact, inputs: [{name, dtype, shape, data}], repeat, timeout_s, num_threads} -> model_result */ \
-  X(RPC_T_MODEL_RESULT, "model_result") /* {status, error, secs, outputs: [{name, dtype, shape, data}]} */
+  X(RPC_T_MODEL_RESULT, "model_result") /* {status, error, secs, outputs: [{name, dtype, shape, data}]} */ \
+  /* a request over RPC_PART_MAX bytes, sent in order in parts (sealed) */  \
+  X(RPC_T_PART, "part")             /* {seq, total, data} -> ok | the whole request's reply */
 
 typedef enum {
 #define RPC_X_ENUM(e, s) e,

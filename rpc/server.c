@@ -35,6 +35,17 @@ typedef struct artifact {
   char token[RPC_TOKEN_LEN + 1];
 } artifact;
 
+/* A request arriving in parts (protocol.h, RPC_T_PART) on one connection. */
+typedef struct assembly {
+  uint32_t pipe;     /* 0: a free slot */
+  uint8_t *buf;
+  size_t len, total;
+  uint64_t next;     /* the part expected next */
+  int64_t last_ms;
+} assembly;
+#define MAX_ASSEMBLIES 4      /* requests in parts at once (the connections of distinct clients) */
+#define ASSEMBLY_IDLE_MS 60000 /* a request left half-sent this long makes room */
+
 typedef struct server {
   /* options */
   char tracker[RPC_MAX_ADDR];
@@ -46,6 +57,7 @@ typedef struct server {
   rpc_secret secret;
   /* state */
   nng_socket sock;
+  nng_listener listener;
   rpc_authtab auth;
   char dir[256];
   artifact arts[RPC_SERVER_MAX_ARTIFACTS];
@@ -53,6 +65,7 @@ typedef struct server {
   uint64_t next_art;
   const rpc_server_registrar *reg;
   void *regh; /* the registration (NULL with --no-tracker) */
+  assembly parts[MAX_ASSEMBLIES];
 } server;
 
 static volatile sig_atomic_t g_stop;
@@ -394,8 +407,116 @@ static void serve_close(server *s, rpc_msg *m, rpc_enc *rep) {
   rpc_enc_begin(rep, RPC_T_OK, 0);
 }
 
+static int64_t mono_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void assembly_free(assembly *a) {
+  ts_free(a->buf);
+  memset(a, 0, sizeof *a);
+}
+
+/* The slot for a new request in parts from pipe p: its own (restarted), a
+ * free one, or one whose connection is gone or idle; NULL when all are busy. */
+static assembly *assembly_slot(server *s, nng_pipe p, int64_t now) {
+  assembly *freeslot = NULL;
+  for (int i = 0; i < MAX_ASSEMBLIES; i++) {
+    assembly *a = &s->parts[i];
+    if (a->pipe == (uint32_t)nng_pipe_id(p)) {
+      assembly_free(a);
+      return a;
+    }
+    if (a->pipe) {
+      nng_pipe q = NNG_PIPE_INITIALIZER;
+      q.id = a->pipe;
+      if (!rpc_authtab_authed(&s->auth, q) || now - a->last_ms > ASSEMBLY_IDLE_MS) assembly_free(a);
+    }
+    if (!a->pipe && !freeslot) freeslot = a;
+  }
+  return freeslot;
+}
+
+/* One part of a request (only an authenticated pipe gets here). Returns
+ * true with the whole request decoded into *whole after its last part;
+ * false with rep begun: ok (more parts to come) or an error. */
+static bool take_part(server *s, rpc_msg *m, nng_pipe p, rpc_enc *rep, rpc_msg *whole) {
+  uint64_t seq, total;
+  const void *data;
+  size_t n;
+  ts_status st;
+  if ((st = rpc_need(m, rpc_get_u64(m, NULL, "seq", UINT64_MAX, &seq), "seq")) ||
+      (st = rpc_need(m, rpc_get_u64(m, NULL, "total", RPC_MAX_MSG, &total), "total")) ||
+      (st = rpc_need(m, rpc_get_bin(m, NULL, "data", RPC_PART_MAX, &data, &n), "data"))) {
+    rpc_enc_error(rep, st, "part: %s", m->err);
+    return false;
+  }
+  int64_t now = mono_ms();
+  assembly *a = NULL;
+  for (int i = 0; i < MAX_ASSEMBLIES && !a; i++)
+    if (s->parts[i].pipe == (uint32_t)nng_pipe_id(p)) a = &s->parts[i];
+  if (seq == 0) {
+    if (!(a = assembly_slot(s, p, now))) {
+      rpc_enc_error(rep, TS_ETOOBIG, "part: %d requests in parts are being received already; retry", MAX_ASSEMBLIES);
+      return false;
+    }
+    if (total <= RPC_PART_MAX || !(a->buf = ts_malloc(total))) {
+      rpc_enc_error(rep, total <= RPC_PART_MAX ? TS_EPROTO : TS_ENOMEM,
+                    total <= RPC_PART_MAX ? "part: a request of %llu bytes is sent whole" : "part: no memory for %llu bytes",
+                    (unsigned long long)total);
+      return false;
+    }
+    a->pipe = (uint32_t)nng_pipe_id(p);
+    a->total = (size_t)total;
+  } else if (!a || seq != a->next || total != a->total) {
+    if (a) assembly_free(a);
+    rpc_enc_error(rep, TS_EPROTO, "part %llu of %llu bytes out of order: start again with part 0",
+                  (unsigned long long)seq, (unsigned long long)total);
+    return false;
+  }
+  if (n > a->total - a->len) {
+    assembly_free(a);
+    rpc_enc_error(rep, TS_EPROTO, "part %llu: %zu bytes do not fit the %llu announced", (unsigned long long)seq, n,
+                  (unsigned long long)total);
+    return false;
+  }
+  memcpy(a->buf + a->len, data, n);
+  a->len += n;
+  a->next++;
+  a->last_ms = now;
+  if (a->len < a->total) {
+    rpc_enc_begin(rep, RPC_T_OK, 0);
+    return false;
+  }
+  st = rpc_msg_decode_owned(whole, a->buf, a->len); /* takes the buffer, also on failure */
+  a->buf = NULL;
+  assembly_free(a);
+  if (st != TS_OK) {
+    rpc_enc_error(rep, st, "%s", whole->err);
+    rpc_msg_fini(whole);
+    return false;
+  }
+  return true;
+}
+
+static void serve_request(server *s, rpc_msg *m, rpc_enc *rep);
+
 static void serve(server *s, rpc_msg *m, nng_pipe p, rpc_enc *rep) {
   if (rpc_authtab_handle(&s->auth, m, p, rep)) return;
+  if (m->type != RPC_T_PART) {
+    serve_request(s, m, rep);
+    return;
+  }
+  rpc_msg whole;
+  if (!take_part(s, m, p, rep, &whole)) return;
+  if (whole.type == RPC_T_PART) rpc_enc_error(rep, TS_EPROTO, "a part inside a part");
+  else serve_request(s, &whole, rep);
+  rpc_msg_fini(&whole);
+}
+
+/* An authenticated, whole request. */
+static void serve_request(server *s, rpc_msg *m, rpc_enc *rep) {
   switch (m->type) {
   case RPC_T_INFO:
     rpc_enc_begin(rep, RPC_T_INFO_REPLY, 2);
@@ -435,11 +556,14 @@ static void start_registration(server *s) {
 
 /* nng 1.5.2's nng_close can wait for good on its pipe reaper after many
  * pipes were closed under it (a flood of unauthenticated connections; see
- * docs/RPC.md on nng 1.5.2): close in a thread and give up after 3 s, so a
- * stopping server always stops. Returns false when it gave up (the pipe
- * table must then stay: nng may still call back into it). */
+ * docs/RPC.md on nng 1.5.2): the listener is closed first, so that a flood
+ * stops adding pipes, then the socket, in a thread; the server gives up
+ * after CLOSE_WAIT_S and exits all the same. Returns false when it gave up
+ * (the pipe table must then stay: nng may still call back into it). */
+#define CLOSE_WAIT_S 2
 static void *close_thread(void *arg) {
   server *s = arg;
+  nng_listener_close(s->listener);
   nng_close(s->sock);
   return NULL;
 }
@@ -452,10 +576,11 @@ static bool close_socket(server *s) {
   }
   struct timespec ts;
   clock_gettime(CLOCK_REALTIME, &ts);
-  ts.tv_sec += 3;
+  ts.tv_sec += CLOSE_WAIT_S;
   if (pthread_timedjoin_np(th, NULL, &ts) == 0) return true;
   pthread_detach(th);
-  fprintf(stderr, "rpc-server: nng did not close the socket within 3 s (nng 1.5.2's pipe reaper); exiting anyway\n");
+  fprintf(stderr, "rpc-server: nng did not close the socket within %d s (nng 1.5.2's pipe reaper); exiting anyway\n",
+          CLOSE_WAIT_S);
   return false;
 }
 
@@ -533,7 +658,9 @@ int rpc_server_main(int argc, char **argv, const rpc_server_registrar *reg) {
     fprintf(stderr, "tessel-rpc-server: nng_rep0_open: %s\n", nng_strerror(rv));
     return 1;
   }
-  rpc_socket_limits(s->sock);
+  /* nng allocates a message's declared size before authentication could
+   * refuse it: whole requests are small, big ones come in parts */
+  nng_socket_set_size(s->sock, NNG_OPT_RECVMAXSZ, RPC_SERVER_RECV_MAX);
   nng_socket_set_ms(s->sock, NNG_OPT_RECVTIMEO, 100);
   nng_socket_set_ms(s->sock, NNG_OPT_SENDTIMEO, 5000);
   if (rpc_authtab_init(&s->auth, s->sock, &s->secret) != TS_OK) {
@@ -551,6 +678,7 @@ int rpc_server_main(int argc, char **argv, const rpc_server_registrar *reg) {
     snprintf(url, sizeof url, "tcp://%.200s:%d", s->host, p);
     rv = nng_listen(s->sock, url, &l, 0);
     if (rv == 0) {
+      s->listener = l;
       /* port 0: the system picked one; read it back so the tracker gets it */
       int bound = p;
       if (p == 0 && nng_listener_get_int(l, NNG_OPT_TCP_BOUND_PORT, &bound) != 0) bound = 0;
@@ -613,6 +741,7 @@ int rpc_server_main(int argc, char **argv, const rpc_server_registrar *reg) {
   fprintf(stderr, "rpc-server: stopping\n");
   if (s->regh) s->reg->stop(s->regh); /* deregisters */
   for (int i = s->narts - 1; i >= 0; i--) drop_artifact(s, i);
+  for (int i = 0; i < MAX_ASSEMBLIES; i++) assembly_free(&s->parts[i]);
   rm_dir(s->dir);
   if (close_socket(s)) rpc_authtab_fini(&s->auth);
   rpc_secret_wipe(&s->secret);

@@ -3,8 +3,16 @@
 # `apt-get update` runs once, and only when something is missing), then
 # configures and builds into build/. Idempotent: a second run only rebuilds.
 # Usage: scripts/setup.sh [extra meson setup options]
+#        scripts/setup.sh --fuzz [extra meson setup options]: the libFuzzer
+#        build instead (build-fuzz, clang-19 with ASan+UBSan; docs/FUZZING.md),
+#        which alone needs clang-19 and its runtimes (installed only then).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+FUZZ=0
+if [ "${1:-}" = "--fuzz" ]; then
+  FUZZ=1
+  shift
+fi
 
 PKGS=(meson ninja-build pkg-config cmake gcc g++ git python3 python3-venv valgrind
       libnng-dev libxgboost-dev libmsgpack-dev check libprotobuf-c-dev protobuf-c-compiler
@@ -12,9 +20,13 @@ PKGS=(meson ninja-build pkg-config cmake gcc g++ git python3 python3-venv valgri
       libjansson-dev libxxhash-dev
       gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user)
 ARM_PKGS=(libnng-dev:arm64 libmsgpack-dev:arm64 libsodium-dev:arm64)
+# --fuzz only: clang-19 and compiler-rt (libFuzzer, ASan, UBSan runtimes)
+FUZZ_PKGS=(clang-19 libclang-rt-19-dev)
+want=("${PKGS[@]}" "${ARM_PKGS[@]}")
+[ $FUZZ = 1 ] && want+=("${FUZZ_PKGS[@]}")
 
 missing=()
-for p in "${PKGS[@]}" "${ARM_PKGS[@]}"; do
+for p in "${want[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
 if [ ${#missing[@]} -gt 0 ]; then
@@ -27,6 +39,20 @@ if [ ${#missing[@]} -gt 0 ]; then
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends \
     "${missing[@]}" >/dev/null
+fi
+
+# --fuzz: the libFuzzer build only (it needs no virtual environment)
+if [ $FUZZ = 1 ]; then
+  if [ ! -f build-fuzz/build.ninja ]; then
+    CC=clang-19 CXX=clang++-19 meson setup build-fuzz --native-file native-llvm19.ini -Dfuzz=true "$@" >&2
+  fi
+  harnesses=()
+  for f in tests/fuzz/fuzz_*.c; do
+    n=$(basename "$f" .c)
+    [ "$n" = fuzz_seeds ] || harnesses+=("tests/fuzz/$n")
+  done
+  ninja -C build-fuzz "${harnesses[@]}" >&2
+  exit 0
 fi
 
 # The Python virtual environment the tests use: tests/models/gen_models.py

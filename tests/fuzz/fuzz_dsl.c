@@ -3,12 +3,8 @@
  * printed and the printed text must parse again (print.h's promise). Any
  * input either parses or is refused with a message; nothing may crash.
  *
- * libFuzzer: a build of the ir and base libraries with
- *   -fsanitize=fuzzer-no-link,address,undefined, then
- *   clang -fsanitize=fuzzer,address,undefined -DTESSEL_LIBFUZZER -I. -Ibuild \
- *     tests/fuzz/fuzz_dsl.c <those libraries> -ljansson -lxxhash -lprotobuf-c -lm -o fuzz_dsl
- *   ./fuzz_dsl -max_len=4096 tests/fuzz/corpus/dsl
- * The default suite replays tests/fuzz/corpus/dsl (gcc). */
+ * The default suite replays tests/fuzz/corpus/dsl (gcc); libFuzzer
+ * builds and campaigns: docs/FUZZING.md. */
 #include "fuzz_main.h"
 
 #include "base/ts.h"

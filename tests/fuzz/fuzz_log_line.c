@@ -4,9 +4,8 @@
  * on an error record, a non-empty target) and that writes back to a line
  * which loads again to the same record. Nothing may crash.
  *
- * libFuzzer: as fuzz_dsl.c, with the tuner library as well, then
- *   ./fuzz_log_line -max_len=16384 tests/fuzz/corpus/log_line
- * The default suite replays tests/fuzz/corpus/log_line (gcc). */
+ * The default suite replays tests/fuzz/corpus/log_line (gcc); libFuzzer
+ * builds and campaigns: docs/FUZZING.md. */
 #include "fuzz_main.h"
 
 #include <math.h>

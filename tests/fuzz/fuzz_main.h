@@ -8,6 +8,7 @@
 #define TESSEL_TESTS_FUZZ_MAIN_H
 
 #include <dirent.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,6 +16,21 @@
 #include <sys/stat.h>
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+/* The record lists of fuzz_handshake.c and fuzz_tracker_msg.c: a selector
+ * byte, a length byte, then that many bytes (fewer at the input's end).
+ * Returns false when no record is left; else the record, *i past it. */
+static inline bool fuzz_next_record(const uint8_t *data, size_t size, size_t *i, uint8_t *sel, const uint8_t **p,
+                                    size_t *n) {
+  if (*i + 2 > size) return false;
+  *sel = data[*i];
+  size_t len = data[*i + 1];
+  *i += 2;
+  *n = size - *i < len ? size - *i : len;
+  *p = data + *i;
+  *i += *n;
+  return true;
+}
 
 #ifndef TESSEL_LIBFUZZER
 static int fuzz_run_file(const char *path) {

@@ -3,9 +3,8 @@
  * the data size). A parsed tensor's bytes are its shape times its element
  * size; a refusal carries a message; nothing may crash.
  *
- * libFuzzer: as fuzz_dsl.c, with the tuner library as well, then
- *   ./fuzz_npy -max_len=4096 tests/fuzz/corpus/npy
- * The default suite replays tests/fuzz/corpus/npy (gcc). */
+ * The default suite replays tests/fuzz/corpus/npy (gcc); libFuzzer
+ * builds and campaigns: docs/FUZZING.md. */
 #include "fuzz_main.h"
 
 #include "base/ts.h"

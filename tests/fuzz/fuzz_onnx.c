@@ -3,9 +3,8 @@
  * input is imported or refused with a message; nothing may crash. External
  * data is not followed (no directory is given).
  *
- * libFuzzer: as fuzz_dsl.c, then
- *   ./fuzz_onnx -max_len=65536 tests/fuzz/corpus/onnx
- * The default suite replays tests/fuzz/corpus/onnx (gcc). */
+ * The default suite replays tests/fuzz/corpus/onnx (gcc); libFuzzer
+ * builds and campaigns: docs/FUZZING.md. */
 #include "fuzz_main.h"
 
 #include "base/ts.h"

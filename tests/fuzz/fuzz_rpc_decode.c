@@ -1,20 +1,11 @@
-/* fuzz_rpc_decode.c — a libFuzzer / AFL++ harness for rpc_msg_decode and the
- * typed getters (every field name the server reads, every getter kind).
- *
- * libFuzzer (clang):
- *   clang -g -O1 -fsanitize=fuzzer,address,undefined -DTESSEL_LIBFUZZER -I. -Ibuild \
- *     tests/fuzz/fuzz_rpc_decode.c rpc/protocol.c -lmsgpackc -lsodium -lnng -o fuzz_rpc
- *   ./fuzz_rpc -max_len=4096 -runs=1000000 corpus/
- * AFL++: afl-clang-fast ... (without -DTESSEL_LIBFUZZER: main() reads stdin
- * or each file named on the command line). The meson target
- * `ninja -C build tests/fuzz/fuzz_rpc_decode` builds the file-driven version
- * (not part of the default build or test run). */
-#include <stdio.h>
-#include <stdlib.h>
+/* fuzz_rpc_decode.c — rpc_msg_decode and the typed getters on arbitrary
+ * bytes (every field name the server and tracker read, every getter kind).
+ * The default suite replays tests/fuzz/corpus/rpc_decode (gcc); libFuzzer
+ * builds: tests/fuzz/README.md. */
+#include "fuzz_main.h"
 
 #include "rpc/protocol.h"
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   rpc_msg m;
   if (rpc_msg_decode(&m, data, size) == TS_OK) {
@@ -45,35 +36,3 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   rpc_msg_fini(&m);
   return 0;
 }
-
-#ifndef TESSEL_LIBFUZZER
-static void run_file(FILE *f) {
-  size_t cap = 1 << 16, n = 0;
-  uint8_t *buf = malloc(cap);
-  size_t r;
-  while (buf && (r = fread(buf + n, 1, cap - n, f)) > 0) {
-    n += r;
-    if (n == cap) {
-      uint8_t *nb = realloc(buf, cap *= 2);
-      if (!nb) break;
-      buf = nb;
-    }
-  }
-  if (buf) LLVMFuzzerTestOneInput(buf, n);
-  free(buf);
-}
-
-int main(int argc, char **argv) {
-  if (argc < 2) run_file(stdin);
-  for (int i = 1; i < argc; i++) {
-    FILE *f = fopen(argv[i], "rb");
-    if (!f) {
-      perror(argv[i]);
-      return 1;
-    }
-    run_file(f);
-    fclose(f);
-  }
-  return 0;
-}
-#endif

@@ -3,10 +3,8 @@
  * written back to JSON, which must load again. Refusals carry a message;
  * nothing may crash.
  *
- * libFuzzer: as fuzz_dsl.c (the ir and base libraries built with
- * -fsanitize=fuzzer-no-link,address,undefined), then
- *   ./fuzz_trace -max_len=8192 tests/fuzz/corpus/trace
- * The default suite replays tests/fuzz/corpus/trace (gcc). */
+ * The default suite replays tests/fuzz/corpus/trace (gcc); libFuzzer
+ * builds and campaigns: docs/FUZZING.md. */
 #include "fuzz_main.h"
 
 #include "base/ts.h"

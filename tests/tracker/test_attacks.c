@@ -39,6 +39,7 @@
 
 #include "tracker/tracker.h"
 #include "tracker/tracker_client.h"
+#include "util/relay.h"
 
 static rpc_secret secret;
 static char url[128];
@@ -81,199 +82,6 @@ static trk_stats stats(void) {
   return st;
 }
 
-/* ---- an on-path relay ------------------------------------------------------- */
-/* Plain TCP between one client and the tracker that understands only the SP
- * framing (an 8-byte header each way, then 8-byte big-endian lengths): it
- * holds no secret. Client-to-tracker message 0 is hello, 1 auth, 2 and on
- * sealed requests; tracker-to-client 0 is challenge, 1 ok, 2 and on replies. */
-enum { R_PASS, R_UNSEALED_REGISTER, R_FORGE, R_ALTER, R_REPLAY, R_REORDER, R_ALTER_REPLY };
-
-typedef struct relay {
-  int mode, lfd, port;
-  pthread_t th;
-  volatile bool up_closed, down_closed; /* the tracker / the client closed its end */
-  volatile int c2s, s2c;                /* messages seen */
-} relay;
-
-typedef struct stream {
-  uint8_t *buf;
-  size_t n, cap;
-  bool hdr_done;
-} stream;
-
-static bool write_all(int fd, const void *p, size_t n) {
-  const uint8_t *b = p;
-  while (n) {
-    ssize_t w = write(fd, b, n);
-    if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) return false;
-    b += w, n -= (size_t)w;
-  }
-  return true;
-}
-
-static void send_msg(int fd, const uint8_t *payload, size_t n) {
-  uint8_t len[8];
-  for (int i = 0; i < 8; i++) len[i] = (uint8_t)((uint64_t)n >> (56 - 8 * i));
-  write_all(fd, len, 8);
-  write_all(fd, payload, n);
-}
-
-/* Reads what fd has into s; false at EOF/error. */
-static bool fill(int fd, stream *s) {
-  if (s->cap - s->n < 65536) {
-    s->cap = s->cap ? s->cap * 2 : 1 << 17;
-    s->buf = realloc(s->buf, s->cap);
-  }
-  ssize_t r = read(fd, s->buf + s->n, s->cap - s->n);
-  if (r <= 0) return false;
-  s->n += (size_t)r;
-  return true;
-}
-
-/* The next complete unit of s (the SP header first, then messages). */
-static bool next_unit(stream *s, uint8_t **p, size_t *n, bool *is_hdr) {
-  if (!s->hdr_done) {
-    if (s->n < 8) return false;
-    *p = s->buf, *n = 8, *is_hdr = true;
-    return true;
-  }
-  if (s->n < 8) return false;
-  uint64_t len = 0;
-  for (int i = 0; i < 8; i++) len = len << 8 | s->buf[i];
-  if (s->n < 8 + len) return false;
-  *p = s->buf + 8, *n = (size_t)len, *is_hdr = false;
-  return true;
-}
-
-static void consume(stream *s, size_t n) {
-  memmove(s->buf, s->buf + n, s->n - n);
-  s->n -= n;
-}
-
-static void *relay_main(void *arg) {
-  relay *r = arg;
-  int cfd = accept(r->lfd, NULL, NULL);
-  close(r->lfd); /* one connection only: a redial finds nobody */
-  if (cfd < 0) return NULL;
-  int ufd = socket(AF_INET, SOCK_STREAM, 0);
-  struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
-  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (connect(ufd, (struct sockaddr *)&sa, sizeof sa) != 0) {
-    close(cfd);
-    return NULL;
-  }
-  stream cs = {0}, us = {0};
-  uint8_t *held = NULL, *prev = NULL;
-  size_t heldn = 0, prevn = 0;
-  for (;;) {
-    struct pollfd pf[2] = {{.fd = cfd, .events = POLLIN}, {.fd = ufd, .events = POLLIN}};
-    if (poll(pf, 2, 20000) <= 0) break;
-    if (pf[1].revents) {
-      if (!fill(ufd, &us)) {
-        r->up_closed = true;
-        break;
-      }
-      uint8_t *p;
-      size_t n;
-      bool hdr;
-      while (next_unit(&us, &p, &n, &hdr)) {
-        if (hdr) {
-          write_all(cfd, p, 8);
-          us.hdr_done = true;
-          consume(&us, 8);
-          continue;
-        }
-        int k = r->s2c++;
-        if (r->mode == R_ALTER_REPLY && k == 2 && n > 20) p[n - 3] ^= 0x40;
-        send_msg(cfd, p, n);
-        consume(&us, 8 + n);
-      }
-    }
-    if (pf[0].revents) {
-      if (!fill(cfd, &cs)) {
-        r->down_closed = true;
-        break;
-      }
-      uint8_t *p;
-      size_t n;
-      bool hdr;
-      while (next_unit(&cs, &p, &n, &hdr)) {
-        if (hdr) {
-          write_all(ufd, p, 8);
-          cs.hdr_done = true;
-          consume(&cs, 8);
-          continue;
-        }
-        int k = r->c2s++;
-        /* p[0..4) is the REQ request id, then the body */
-        if (k >= 2 && r->mode == R_UNSEALED_REGISTER && k == 2) {
-          rpc_enc e;
-          rpc_enc_begin(&e, RPC_T_REGISTER, 3);
-          rpc_enc_str(&e, "key", "stolen");
-          rpc_enc_str(&e, "address", "tcp://6.6.6.6:9090");
-          rpc_enc_key(&e, "info");
-          msgpack_pack_nil(&e.pk);
-          ck_assert(rpc_enc_finish(&e) == TS_OK);
-          uint8_t *m = malloc(4 + e.sb.size);
-          memcpy(m, p, 4);
-          memcpy(m + 4, e.sb.data, e.sb.size);
-          send_msg(ufd, m, 4 + e.sb.size);
-          free(m);
-          rpc_enc_fini(&e);
-        } else if (r->mode == R_FORGE && k == 2) {
-          for (size_t i = 4 + RPC_FRAME_HDR; i < n; i++) p[i] = (uint8_t)rand();
-          send_msg(ufd, p, n);
-        } else if (r->mode == R_ALTER && k == 2) {
-          p[n - 1] ^= 0x01; /* one bit of the tag */
-          send_msg(ufd, p, n);
-        } else if (r->mode == R_REPLAY && k == 3) {
-          /* the previous sealed request again, under this request's id */
-          memcpy(prev, p, 4);
-          send_msg(ufd, prev, prevn);
-        } else if (r->mode == R_REORDER && k == 2) {
-          held = malloc(n), heldn = n; /* withheld: the client times out and sends the next */
-          memcpy(held, p, n);
-        } else if (r->mode == R_REORDER && k == 3) {
-          send_msg(ufd, p, n); /* the later message first ... */
-          send_msg(ufd, held, heldn); /* ... then the earlier one */
-        } else {
-          send_msg(ufd, p, n);
-        }
-        if (k == 2) {
-          prev = malloc(n), prevn = n;
-          memcpy(prev, p, n);
-        }
-        consume(&cs, 8 + n);
-      }
-    }
-  }
-  close(cfd);
-  close(ufd);
-  free(cs.buf), free(us.buf), free(held), free(prev);
-  return NULL;
-}
-
-static void relay_start(relay *r, int mode) {
-  memset(r, 0, sizeof *r);
-  r->mode = mode;
-  r->lfd = socket(AF_INET, SOCK_STREAM, 0);
-  int one = 1;
-  setsockopt(r->lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-  struct sockaddr_in sa = {.sin_family = AF_INET};
-  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ck_assert(bind(r->lfd, (struct sockaddr *)&sa, sizeof sa) == 0);
-  socklen_t sl = sizeof sa;
-  getsockname(r->lfd, (struct sockaddr *)&sa, &sl);
-  r->port = ntohs(sa.sin_port);
-  ck_assert(listen(r->lfd, 4) == 0);
-  ck_assert(pthread_create(&r->th, NULL, relay_main, r) == 0);
-}
-
-static void relay_url(const relay *r, char *out, size_t n) {
-  snprintf(out, n, "tcp://127.0.0.1:%d", r->port);
-}
-
 static bool wait_for(volatile bool *flag, double secs) {
   for (double t0 = now_s(); now_s() - t0 < secs;) {
     if (*flag) return true;
@@ -300,7 +108,15 @@ static uint32_t nservers(void) {
 /* One relay run: a client with role `role` connects through the relay and
  * sends `queries` queries (timeout_ms each); returns the last status. */
 static ts_status through_relay(relay *r, int mode, const char *role, int queries, int timeout_ms) {
-  relay_start(r, mode);
+  /* R_UNSEALED: a plaintext register in place of the first sealed request */
+  rpc_enc e;
+  rpc_enc_begin(&e, RPC_T_REGISTER, 3);
+  rpc_enc_str(&e, "key", "stolen");
+  rpc_enc_str(&e, "address", "tcp://6.6.6.6:9090");
+  rpc_enc_key(&e, "info");
+  msgpack_pack_nil(&e.pk);
+  ck_assert(rpc_enc_finish(&e) == TS_OK);
+  ck_assert(relay_start(r, mode, port, e.sb.data, e.sb.size));
   char ru[64];
   relay_url(r, ru, sizeof ru);
   trk_conn *c;
@@ -315,6 +131,7 @@ static ts_status through_relay(relay *r, int mode, const char *role, int queries
   }
   trk_conn_close(c);
   pthread_join(r->th, NULL);
+  rpc_enc_fini(&e);
   return st;
 }
 
@@ -331,7 +148,7 @@ START_TEST(relay_unsealed_register_refused) {
   /* the issue's attack: the client's first request replaced by a plaintext
    * register after a genuine handshake */
   relay r;
-  ts_status st = through_relay(&r, R_UNSEALED_REGISTER, "server", 1, 1500);
+  ts_status st = through_relay(&r, R_UNSEALED, "server", 1, 1500);
   ck_assert_int_ne(st, TS_OK);
   ck_assert_msg(r.up_closed, "the tracker kept the connection open");
   ck_assert_uint_eq(stats().registrations, 0);
@@ -377,7 +194,7 @@ END_TEST
 
 START_TEST(relay_altered_reply_refused) {
   relay r;
-  relay_start(&r, R_ALTER_REPLY);
+  ck_assert(relay_start(&r, R_ALTER_REPLY, port, NULL, 0));
   char ru[64];
   relay_url(&r, ru, sizeof ru);
   trk_conn *c;
@@ -534,37 +351,6 @@ START_TEST(roles_enforced) {
 END_TEST
 
 /* ---- unauthenticated connections -------------------------------------------------- */
-/* A TCP connection that sends the SP header of a REQ socket (and, with
- * hello, a hello) and then nothing. */
-static int idle_conn(int tport, bool hello) {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0) return -1;
-  struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)tport)};
-  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (connect(fd, (struct sockaddr *)&sa, sizeof sa) != 0) {
-    close(fd);
-    return -1;
-  }
-  static const uint8_t sp[8] = {0, 'S', 'P', 0, 0, 0x30, 0, 0}; /* REQ v0 (48) */
-  write_all(fd, sp, 8);
-  if (hello) {
-    uint8_t nonce[RPC_NONCE_BYTES] = {7};
-    rpc_enc e;
-    rpc_enc_begin(&e, RPC_T_HELLO, 3);
-    rpc_enc_u64(&e, "version", RPC_PROTO_VERSION);
-    rpc_enc_str(&e, "role", "client");
-    rpc_enc_bin(&e, "nonce", nonce, sizeof nonce);
-    rpc_enc_finish(&e);
-    uint8_t *m = malloc(4 + e.sb.size);
-    m[0] = 0x80, m[1] = m[2] = 0, m[3] = 1; /* request id */
-    memcpy(m + 4, e.sb.data, e.sb.size);
-    send_msg(fd, m, 4 + e.sb.size);
-    free(m);
-    rpc_enc_fini(&e);
-  }
-  return fd;
-}
-
 /* True when the peer closed fd (reads to EOF/reset within secs). */
 static bool closed_by_peer(int fd, double secs) {
   for (double t0 = now_s(); now_s() - t0 < secs;) {
@@ -581,7 +367,7 @@ static bool closed_by_peer(int fd, double secs) {
 START_TEST(idle_unauthenticated_closed_by_deadline) {
   /* the tracker of this test case closes unauthenticated connections after 1 s */
   int fds[20];
-  for (int i = 0; i < 20; i++) ck_assert_int_ge(fds[i] = idle_conn(port, i % 2), 0);
+  for (int i = 0; i < 20; i++) ck_assert_int_ge(fds[i] = relay_idle_conn(port, i % 2), 0);
   usleep(200000);
   ck_assert_uint_ge(trk_tracker_pending(trk), 15);
   double t0 = now_s();
@@ -609,7 +395,7 @@ START_TEST(oversize_unauthenticated_refused) {
    * bound before it is decoded, the connection closed */
   size_t sizes[] = {TRK_MAX_MSG * 64, RPC_PREAUTH_MAX + 100};
   for (int k = 0; k < 2; k++) {
-    int fd = idle_conn(port, false);
+    int fd = relay_idle_conn(port, false);
     ck_assert_int_ge(fd, 0);
     size_t n = sizes[k];
     uint8_t *m = calloc(1, n);
@@ -617,7 +403,7 @@ START_TEST(oversize_unauthenticated_refused) {
     m[4] = 0x81; /* a msgpack map: plaintext */
     uint8_t len[8];
     for (int i = 0; i < 8; i++) len[i] = (uint8_t)((uint64_t)n >> (56 - 8 * i));
-    write_all(fd, len, 8);
+    relay_write_all(fd, len, 8);
     (void)!write(fd, m, n); /* may fail: the peer closes */
     free(m);
     ck_assert_msg(closed_by_peer(fd, 10), "a %zu-byte unauthenticated message left the connection open", n);
@@ -683,7 +469,7 @@ START_TEST(descriptor_exhaustion) {
   static int fds[300];
   int opened = 0;
   for (int i = 0; i < 300; i++)
-    if ((fds[i] = idle_conn(tport, i % 2)) >= 0) opened++;
+    if ((fds[i] = relay_idle_conn(tport, i % 2)) >= 0) opened++;
   ck_assert_int_ge(opened, 290);
   char u[64];
   snprintf(u, sizeof u, "tcp://127.0.0.1:%d", tport);
