@@ -23,13 +23,16 @@
 /* ==== build ================================================================================ */
 
 static const char *build_usage =
-    "usage: tessel build MODEL.onnx -o MODEL.so [--log LOG] [--target T] [--sym NAME=VALUE]... [--json]\n"
+    "usage: tessel build MODEL.onnx -o MODEL.so [--log LOG [--threads N]] [--target T] [--sym NAME=VALUE]... [--json]\n"
     "                    [--winograd on|off|all] [--polyphase on|off] [--qdq on|off]\n"
     "Imports the model, runs the graph passes and builds one shared library holding a kernel per\n"
     "distinct fused PrimFunc, the execution plan and the weights (docs/MODEL.md); run it with\n"
     "`tessel run MODEL.so` or the C API (include/tessel/tessel_model.h).\n"
     "  --log LOG          replay the best verified record per task key on this target (tasks without\n"
     "                     one get the default schedule; the build says how many)\n"
+    "  --threads N        the thread count the build is for (default TESSEL_NUM_THREADS or all cores):\n"
+    "                     per task the best record measured at N threads, else the best of any count\n"
+    "                     (said per task)\n"
     "  --target T         llvm (host, default), \"llvm -mtriple=aarch64-linux-gnu\", ...\n"
     "  --sym NAME=VALUE   (or --bind, as tune-model) the size a symbolic dim was tuned at (the task\n"
     "                     keys' binding, default 1);\n"
@@ -49,7 +52,8 @@ static void build_json(const char *path, const char *out, const tun_model_result
                 {"default", r->ndefault},         {"specialised", r->nspec},
                 {"calls", r->ncalls},             {"tensors", r->ntensors},
                 {"weights_bytes", (json_int_t)r->weights_bytes},
-                {"prepacked_weights", r->npacked_weights}, {"packed_copies", r->npacked_copies}};
+                {"prepacked_weights", r->npacked_weights}, {"packed_copies", r->npacked_copies},
+                {"threads", r->threads},          {"other_thread_records", r->nother_threads}};
   for (size_t i = 0; i < sizeof counts / sizeof counts[0]; i++)
     json_object_set_new(o, counts[i].name, json_integer(counts[i].v));
   json_object_set_new(o, "build_s", json_real(r->build_seconds));
@@ -79,6 +83,9 @@ static void build_text(const char *path, const char *out, const char *log, const
   if (r->nspec)
     printf("; %d of the default ones are symbolic and carry a tuned specialisation for the tuned sizes", r->nspec);
   printf("), %d calls, %d tensors, %.1f KiB of weights", r->ncalls, r->ntensors, (double)r->weights_bytes / 1024.0);
+  if (log)
+    printf("; records for %d thread%s (%d kernel(s) from another thread count's best)", r->threads,
+           r->threads == 1 ? "" : "s", r->nother_threads);
   if (r->npacked_weights)
     printf(" (%d pre-packed into the layout their kernels read, %d packed copies)", r->npacked_weights,
            r->npacked_copies);
@@ -102,6 +109,8 @@ int tun_cmd_build_model(int argc, char **argv) {
       o.log = argv[++i];
     } else if (!strcmp(a, "--target") && i + 1 < argc) {
       o.target = argv[++i];
+    } else if (!strcmp(a, "--threads") && i + 1 < argc) {
+      if (!tun_cli_int("build", "--threads", argv[++i], 1, 4096, &o.threads)) return 2;
     } else if (!strcmp(a, "--json")) {
       json = true;
     } else if ((m = tun_cli_other_arg("build", a, &path, build_usage)) >= 0) {

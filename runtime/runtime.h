@@ -78,6 +78,10 @@ typedef int32_t (*tsrt_task_fn)(int32_t task_id, int32_t num_tasks, void *closur
  * cores), pinned one per core; idle workers spin briefly, then sleep. */
 int32_t tsrt_parallel_launch(tsrt_task_fn fn, void *closure, int32_t num_tasks);
 int tsrt_num_threads(void);
+/* The size a pool started now would have (TESSEL_NUM_THREADS, else the
+ * online cores), without starting one: what a tuner records and a build
+ * selects for when no --threads is given. */
+int tsrt_default_num_threads(void);
 /* Pins the calling thread to the slot-th CPU of the process's CPU set (as
  * captured when the pool started). The pool pins its workers to slots
  * 1..n-1; with TESSEL_PIN_CALLER=1 (set in measuring children) it also pins

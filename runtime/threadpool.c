@@ -139,6 +139,8 @@ static int pool_size_from_env(void) {
   return n >= 1 ? (int)n : 1;
 }
 
+int tsrt_default_num_threads(void) { return pool_size_from_env(); }
+
 static void pool_start(void) {
   static bool atfork_registered;
   if (!atfork_registered) {
