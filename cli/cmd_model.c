@@ -147,7 +147,7 @@ typedef struct run_input {
 static const char *run_usage =
     "usage: tessel run MODEL.so [--input NAME=FILE.npy]... [--sym NAME=VALUE]... [--seed S]\n"
     "                  [--output-dir DIR] [--bench] [--repeat N] [--profile] [--threads N] [--json]\n"
-    "                  [--no-mallopt] [--tracker HOST:PORT --key KEY [--secret-file F] [--rpc-wait SEC]]\n"
+    "                  [--tracker HOST:PORT --key KEY [--secret-file F] [--rpc-wait SEC]]\n"
     "Runs a model built by `tessel build MODEL.onnx` with the graph executor.\n"
     "  --input NAME=FILE.npy  an input (.npy: C order, little-endian); inputs not given are seeded\n"
     "                         random values (uniform [-1, 1) floats), shaped with --sym (default 1)\n"
@@ -158,15 +158,11 @@ static const char *run_usage =
     "                         largest first, and their sum (local runs only)\n"
     "  --threads N            thread pool size (default TESSEL_NUM_THREADS or all cores)\n"
     "  --json                 print {outputs: [{name, dtype, shape, file, checksum}], latency_ms, ...}\n"
-    "  --no-mallopt           leave malloc's settings alone (default: keep blocks up to 32 MiB in the\n"
-    "                         heap and the heap untrimmed, docs/MODEL.md)\n"
     "  --tracker H:P --key K  run on a board the tracker grants (the artifact built for its triple;\n"
     "                         inputs described by MODEL.so.json when this host cannot load it);\n"
     "                         the secret from --secret-file or $TESSEL_RPC_SECRET_FILE; wait up to\n"
     "                         --rpc-wait seconds (60) for a free board\n";
 
-/* How `tessel run` loads the model in this process (--no-mallopt). */
-static tessel_model_load_opts run_load_opts;
 
 typedef struct loaded_input {
   char name[256];
@@ -227,7 +223,7 @@ static void sig_set(model_sig *s, int i, const char *name, int dtype, int ndim, 
 static int sig_load(const char *so, model_sig *s, char *err, size_t errn) {
   memset(s, 0, sizeof *s);
   char lerr[600];
-  tessel_model *m = tessel_model_load_with(so, &run_load_opts, lerr, sizeof lerr);
+  tessel_model *m = tessel_model_load_with(so, NULL, lerr, sizeof lerr);
   if (m) {
     s->ni = tessel_model_num_inputs(m);
     if (s->ni > SIG_MAX) s->ni = SIG_MAX;
@@ -498,7 +494,7 @@ out:
 static int run_local(const char *so, loaded_input *ins, const char *outdir, bool bench, int repeat, bool json,
                      bool profile) {
   char err[600];
-  tessel_model *m = tessel_model_load_with(so, &run_load_opts, err, sizeof err);
+  tessel_model *m = tessel_model_load_with(so, NULL, err, sizeof err);
   if (!m) {
     fprintf(stderr, "tessel run: %s\n", err);
     return 2;
@@ -700,8 +696,6 @@ int tun_cmd_run_model(int argc, char **argv) {
       bench = true;
     } else if (!strcmp(a, "--profile")) {
       profile = true;
-    } else if (!strcmp(a, "--no-mallopt")) {
-      run_load_opts.keep_malloc_settings = 1;
     } else if (!strcmp(a, "--repeat") && more) {
       if (!tun_cli_int("run", "--repeat", argv[++i], 1, 100000, &repeat)) return 2;
     } else if (!strcmp(a, "--threads") && more) {

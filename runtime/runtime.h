@@ -90,6 +90,26 @@ void tsrt_pin_current_thread(int slot);
 /* Stops the pool's threads (tests; also safe to never call). */
 void tsrt_pool_shutdown(void);
 
+/* ---- kernel scratch (scratch.c) -------------------------------------------- */
+/* What generated kernels call for a heap buffer (too large for the stack)
+ * and free before they return: a 64-byte aligned block of at least bytes,
+ * NULL when out of memory. Each thread keeps the blocks it freed (up to 16,
+ * 1 GiB) and hands the smallest that fits back out, so a kernel called again
+ * on the same thread reuses its already faulted scratch instead of reaching
+ * malloc. A block may be freed on any thread (it joins that one's cache). */
+void *tsrt_scratch_alloc(uint64_t bytes);
+void tsrt_scratch_free(void *p);
+typedef struct tsrt_scratch_stats {
+  uint64_t allocs, reuses; /* calls, and those served from a thread's kept blocks (all threads) */
+  uint64_t mallocs;        /* calls that reached malloc (all threads) */
+  uint64_t frees, releases;/* frees, and blocks handed back to malloc (all threads) */
+  int kept_blocks;         /* the calling thread's kept blocks and their bytes */
+  uint64_t kept_bytes;
+} tsrt_scratch_stats;
+void tsrt_scratch_get_stats(tsrt_scratch_stats *out);
+/* Hands the calling thread's kept blocks back to malloc. */
+void tsrt_scratch_trim(void);
+
 /* ---- inputs --------------------------------------------------------------- */
 /* Fills n elements of dtype with seeded values: floats uniform in [-1, 1),
  * signed ints in [-4, 4], unsigned in [0, 8], bool 0/1. The host verifier

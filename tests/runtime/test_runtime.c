@@ -10,6 +10,7 @@
 #include <sched.h>
 #include <unistd.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -267,6 +268,87 @@ START_TEST(test_pool_pinning) {
 }
 END_TEST
 
+
+/* The kernel scratch pool: 64-byte aligned blocks; a freed block comes back
+ * for the next request it fits (no malloc in a steady state); a thread's
+ * blocks are its own and go back to malloc when it exits; the cache keeps
+ * at most 16 blocks (the largest); an allocation failure is NULL. */
+static void *scratch_thread(void *arg) {
+  tsrt_scratch_stats *out = arg;
+  void *p = tsrt_scratch_alloc(1 << 20); /* not the main thread's kept block */
+  tsrt_scratch_get_stats(&out[0]);
+  tsrt_scratch_free(p);
+  tsrt_scratch_get_stats(&out[1]);
+  return NULL;
+}
+
+START_TEST(test_scratch_pool) {
+  tsrt_scratch_trim();
+  tsrt_scratch_stats a, b;
+  tsrt_scratch_get_stats(&a);
+  ck_assert_int_eq(a.kept_blocks, 0);
+  /* a Winograd-like call pattern: three buffers of different sizes per call */
+  static const uint64_t sizes[3] = {3 << 20, 100000, 7};
+  for (int call = 0; call < 10; call++) {
+    if (call == 1) tsrt_scratch_get_stats(&a);
+    void *p[3];
+    for (int k = 0; k < 3; k++) {
+      p[k] = tsrt_scratch_alloc(sizes[k]);
+      ck_assert_ptr_nonnull(p[k]);
+      ck_assert_uint_eq((uintptr_t)p[k] % 64, 0);
+      memset(p[k], call, sizes[k]); /* the whole block is usable */
+    }
+    for (int k = 2; k >= 0; k--) tsrt_scratch_free(p[k]);
+  }
+  tsrt_scratch_get_stats(&b);
+  ck_assert_uint_eq(b.mallocs, a.mallocs); /* calls 2..10: no malloc */
+  ck_assert_uint_eq(b.allocs - a.allocs, 27);
+  ck_assert_uint_eq(b.reuses - a.reuses, 27);
+  ck_assert_int_eq(b.kept_blocks, 3);
+  ck_assert_uint_ge(b.kept_bytes, (3 << 20) + 100000 + 7);
+  /* the smallest block that fits is the one handed out */
+  void *q = tsrt_scratch_alloc(90000);
+  tsrt_scratch_get_stats(&a);
+  ck_assert_uint_eq(a.mallocs, b.mallocs);
+  ck_assert_uint_lt(a.kept_bytes, b.kept_bytes - 90000);
+  ck_assert_uint_gt(a.kept_bytes, 3 << 20);
+  tsrt_scratch_free(q);
+  /* another thread has its own blocks (a malloc there), released at its exit */
+  tsrt_scratch_stats t[2];
+  pthread_t th;
+  ck_assert_int_eq(pthread_create(&th, NULL, scratch_thread, t), 0);
+  ck_assert_int_eq(pthread_join(th, NULL), 0);
+  ck_assert_uint_eq(t[0].mallocs, a.mallocs + 1);
+  ck_assert_int_eq(t[1].kept_blocks, 1);
+  tsrt_scratch_get_stats(&b);
+  ck_assert_int_eq(b.kept_blocks, 3); /* this thread's cache is untouched */
+  ck_assert_uint_eq(b.releases, t[1].releases + 1); /* the thread's block went back at its exit */
+  /* at most 16 blocks kept: the smallest go */
+  void *many[20];
+  for (int k = 0; k < 20; k++) ck_assert_ptr_nonnull(many[k] = tsrt_scratch_alloc(4096 * (uint64_t)(k + 1)));
+  for (int k = 0; k < 20; k++) tsrt_scratch_free(many[k]);
+  tsrt_scratch_get_stats(&b);
+  ck_assert_int_eq(b.kept_blocks, 16);
+  void *big = tsrt_scratch_alloc(3 << 20); /* still kept */
+  tsrt_scratch_get_stats(&a);
+  ck_assert_uint_eq(a.reuses, b.reuses + 1);
+  tsrt_scratch_free(big);
+  /* out of memory: NULL, and the pool still works after */
+  tsrt_scratch_trim();
+  ts_alloc_fail_after(1);
+  ck_assert_ptr_null(tsrt_scratch_alloc(1 << 16));
+  ts_alloc_fail_after(0);
+  void *ok = tsrt_scratch_alloc(1 << 16);
+  ck_assert_ptr_nonnull(ok);
+  tsrt_scratch_free(ok);
+  tsrt_scratch_free(NULL);
+  tsrt_scratch_trim();
+  tsrt_scratch_get_stats(&a);
+  ck_assert_int_eq(a.kept_blocks, 0);
+  ck_assert_uint_eq(a.kept_bytes, 0);
+}
+END_TEST
+
 int main(int argc, char **argv) {
   if (argc < 4) return 2;
   ok_so = argv[1];
@@ -283,6 +365,7 @@ int main(int argc, char **argv) {
   tcase_add_test(tc, test_measure_crash_and_hang);
   tcase_add_test(tc, test_measure_slow_stop);
   tcase_add_test(tc, test_enomem);
+  tcase_add_test(tc, test_scratch_pool);
   suite_add_tcase(s, tc);
   SRunner *sr = srunner_create(s);
   srunner_run_all(sr, CK_NORMAL);
