@@ -515,6 +515,8 @@ static int ensure_plan(tessel_model *m) {
   return 0;
 }
 
+static int run_calls(tessel_model *m);
+
 int tessel_model_run(tessel_model *m) {
   const tsrt_model_plan *p = m->p;
   m->ran = false;
@@ -529,6 +531,19 @@ int tessel_model_run(tessel_model *m) {
     else if (x->kind == TSRT_T_INTER) m->targs[t] = m->offsets[t] >= 0 ? m->ws + m->offsets[t] : NULL;
   }
   for (int i = 0; i < p->ninputs; i++) m->targs[p->inputs[i]] = m->in_data[i];
+  tsrt_affinity aff;
+  tsrt_caller_pin(&aff);
+  int rc = run_calls(m);
+  tsrt_caller_restore(&aff);
+  if (rc) return rc;
+  m->ran = true;
+  if (m->prof_secs) m->prof_runs++;
+  return 0;
+}
+
+/* The calls in order (tessel_model_run, with the caller pinned). */
+static int run_calls(tessel_model *m) {
+  const tsrt_model_plan *p = m->p;
   for (int c = 0; c < p->ncalls; c++) {
     const tsrt_model_call *call = &p->calls[c];
     const tsrt_model_kernel *k = &p->kernels[call->kernel];
@@ -547,8 +562,6 @@ int tessel_model_run(tessel_model *m) {
       return merr(m, "kernel %s (call %d of %d) returned %d", k->meta->name ? k->meta->name : "?", c,
                   p->ncalls, rc);
   }
-  m->ran = true;
-  if (m->prof_secs) m->prof_runs++;
   return 0;
 }
 

@@ -87,6 +87,17 @@ int tsrt_default_num_threads(void);
  * 1..n-1; with TESSEL_PIN_CALLER=1 (set in measuring children) it also pins
  * the launching thread, which runs task 0, to slot 0. */
 void tsrt_pin_current_thread(int slot);
+/* For the span of a model run: pins the calling thread to slot 0 (the
+ * workers have 1..n-1), so the thread that launches and runs its share of
+ * every parallel loop never shares a CPU with a worker, and
+ * tsrt_caller_restore gives it back the affinity it had. Nothing happens
+ * with one thread or one CPU. */
+typedef struct tsrt_affinity {
+  unsigned char mask[128]; /* the thread's cpu_set_t before */
+  bool pinned;
+} tsrt_affinity;
+bool tsrt_caller_pin(tsrt_affinity *saved);
+void tsrt_caller_restore(const tsrt_affinity *saved);
 /* Stops the pool's threads (tests; also safe to never call). */
 void tsrt_pool_shutdown(void);
 
