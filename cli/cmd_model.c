@@ -415,9 +415,12 @@ static int emit_output(const char *name, int dtype, int nd, const int64_t *shape
   return 0;
 }
 
-/* Median/mean/min/max of times (sorted in place) into root (and printed). */
+/* Median/mean/min/max of times (sorted in place) into root (and printed),
+ * with every run's time in run order ("each"). */
 static void report_latency(double *times, int ntimes, bool json, json_t *root) {
   if (ntimes <= 0) return;
+  json_t *each = json_array(); /* in run order, before the sort */
+  for (int r = 0; r < ntimes; r++) json_array_append_new(each, json_real(times[r] * 1e3));
   double sum = 0;
   for (int r = 0; r < ntimes; r++) sum += times[r];
   qsort(times, (size_t)ntimes, sizeof *times, cmp_double);
@@ -428,6 +431,7 @@ static void report_latency(double *times, int ntimes, bool json, json_t *root) {
   json_object_set_new(lat, "mean", json_real(sum / ntimes * 1e3));
   json_object_set_new(lat, "min", json_real(times[0] * 1e3));
   json_object_set_new(lat, "max", json_real(times[ntimes - 1] * 1e3));
+  json_object_set_new(lat, "each", each);
   json_object_set_new(root, "latency_ms", lat);
   if (!json)
     printf("latency over %d runs: median %.4f ms, mean %.4f ms, min %.4f ms, max %.4f ms\n", ntimes, med * 1e3,
