@@ -71,11 +71,14 @@ typedef int32_t (*tsrt_kernel_fn)(void **args);
 /* A parallel task: called once per task_id in [0, num_tasks); returns 0 on
  * success. */
 typedef int32_t (*tsrt_task_fn)(int32_t task_id, int32_t num_tasks, void *closure);
-/* Runs fn for every task id on the pool (the caller runs task 0) and waits.
- * num_tasks <= 0 means one per pool thread. Nested calls run serially in the
+/* Runs fn for every task id in [0, num_tasks) on the pool and waits: the
+ * caller and the workers claim tasks as they come (any thread may run any
+ * task; each runs exactly once). num_tasks <= 0 means one per pool thread;
+ * more than 2^20 - 1 tasks run serially. Nested calls run serially in the
  * calling thread. Returns the first non-zero task result, else 0. The pool
  * starts on first use with TESSEL_NUM_THREADS threads (default: all online
- * cores), pinned one per core; idle workers spin briefly, then sleep. */
+ * cores), its workers pinned one per CPU; idle workers spin briefly, then
+ * sleep. */
 int32_t tsrt_parallel_launch(tsrt_task_fn fn, void *closure, int32_t num_tasks);
 int tsrt_num_threads(void);
 /* The size a pool started now would have (TESSEL_NUM_THREADS, else the

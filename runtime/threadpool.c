@@ -1,14 +1,23 @@
 /* threadpool.c — the persistent thread pool behind tsrt_parallel_launch.
  *
  * Generated code outlines each parallel loop into a task function and calls
- * tsrt_parallel_launch once per loop execution, so the launch path must be
- * cheap: workers wait on a generation counter, spinning for a short while
- * (a few tens of microseconds) before sleeping on a futex, and the caller runs
- * task 0 itself. Worker i is pinned to its own core so that sleeping threads
- * are not packed onto one vCPU. Task t runs on thread t mod n (static
- * assignment: the loop's chunks are balanced by the code generator). A nested
- * launch (from inside a task) runs serially. After fork() the child starts
- * with no pool and builds its own on first use. */
+ * tsrt_parallel_launch once per loop execution (a model makes dozens per
+ * run), so the launch path must be cheap and must not depend on when a
+ * worker happens to get a CPU. A launch publishes its tasks in one claim
+ * word (generation | count | next); the caller and the workers take tasks
+ * with a CAS on it, and the caller waits only for tasks that others claimed
+ * and are still running. A worker that wakes late, or whose CPU is busy with
+ * another process, claims nothing and delays nothing: the caller runs what
+ * is left (with the static assignment this replaced, the caller waited for
+ * every worker, spinning for a millisecond before yielding). Idle workers
+ * spin for 50 us, then sleep on a futex. Worker i is pinned to the i-th CPU
+ * of the process's set; the launching thread is pinned to the 0-th for the
+ * span of a model run (tsrt_caller_pin) and, with TESSEL_PIN_CALLER=1, in
+ * measuring children, so it never shares a CPU with a worker (unpinned, it
+ * often did: TESSEL_DEBUG=pool counts such launches; docs/MODEL.md
+ * "Threads", bench/RESULTS.md). A nested launch (from
+ * inside a task) runs serially. After fork() the child starts with no pool
+ * and builds its own on first use. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <linux/futex.h>
@@ -70,8 +79,6 @@ static void print_stats(void) {
           (unsigned long long)atomic_load(&pstats.wakes));
 }
 
-/* EXPERIMENT knobs (to be settled) */
-static int pool_split = 1, pool_pin = 1; /* pin: 0 none, 1 workers, 2 workers + caller */
 static pthread_mutex_t pool_lock = PTHREAD_MUTEX_INITIALIZER;
 static bool pool_started;
 static __thread int in_task;
@@ -147,11 +154,11 @@ static bool run_claimed(uint64_t c, bool worker) {
   return ran;
 }
 
-static double spin_seconds = 50e-6;
+#define SPIN_SECONDS 50e-6
 
 static void *worker(void *arg) {
   int tid = (int)(intptr_t)arg;
-  if (pool_pin) tsrt_pin_current_thread(tid);
+  tsrt_pin_current_thread(tid);
   in_task = 1;
   double t0 = tsrt_now();
   for (int spins = 0; !atomic_load_explicit(&pool.stop, memory_order_acquire);) {
@@ -163,7 +170,7 @@ static void *worker(void *arg) {
       continue;
     }
     cpu_relax();
-    if (++spins % 256 || tsrt_now() - t0 <= spin_seconds) continue;
+    if (++spins % 256 || tsrt_now() - t0 <= SPIN_SECONDS) continue;
     /* idle for a while: sleep until the next launch bumps `wake` (a launch
      * published between the check below and the wait changes `wake`, so
      * the wait returns at once) */
@@ -208,12 +215,6 @@ static void pool_start(void) {
     pool_debug = debug_registered = true;
     atexit(print_stats);
   }
-  const char *ev = getenv("TESSEL_POOL_SPLIT");
-  pool_split = ev && atoi(ev) > 0 ? atoi(ev) : 1;
-  ev = getenv("TESSEL_POOL_PIN");
-  pool_pin = ev ? atoi(ev) : 1;
-  ev = getenv("TESSEL_POOL_SPIN_US");
-  spin_seconds = ev ? atoi(ev) * 1e-6 : 50e-6;
   pool_cpus_valid = sched_getaffinity(0, sizeof pool_cpus, &pool_cpus) == 0;
   atomic_store(&pool.claim, CLAIM_WORD(0, 0));
   pool.gen = 0;
@@ -226,7 +227,7 @@ static void pool_start(void) {
   /* a measuring process pins task 0 (this thread) too, after the workers
    * captured the full CPU set */
   const char *pc = getenv("TESSEL_PIN_CALLER");
-  if (((pc && *pc == '1') || pool_pin == 2) && pool.n > 1) tsrt_pin_current_thread(0);
+  if (pc && *pc == '1' && pool.n > 1) tsrt_pin_current_thread(0);
   pool_started = true;
 }
 
@@ -234,7 +235,7 @@ bool tsrt_caller_pin(tsrt_affinity *saved) {
   saved->pinned = false;
   pthread_mutex_lock(&pool_lock);
   if (!pool_started) pool_start();
-  bool want = pool.n > 1 && pool_pin && pool_cpus_valid && CPU_COUNT(&pool_cpus) > 1;
+  bool want = pool.n > 1 && pool_cpus_valid && CPU_COUNT(&pool_cpus) > 1;
   pthread_mutex_unlock(&pool_lock);
   _Static_assert(sizeof saved->mask >= sizeof(cpu_set_t), "the saved mask holds a cpu_set_t");
   if (!want || pthread_getaffinity_np(pthread_self(), sizeof(cpu_set_t), (cpu_set_t *)saved->mask) != 0)
@@ -272,7 +273,7 @@ int32_t tsrt_parallel_launch(tsrt_task_fn fn, void *closure, int32_t num_tasks) 
   if (in_task) return run_serially(fn, closure, num_tasks > 0 ? num_tasks : 1);
   pthread_mutex_lock(&pool_lock);
   if (!pool_started) pool_start();
-  if (num_tasks <= 0) num_tasks = pool.n * pool_split;
+  if (num_tasks <= 0) num_tasks = pool.n;
   if (pool.n == 1 || num_tasks == 1 || (uint32_t)num_tasks > CLAIM_MAX) {
     in_task = 1;
     int32_t r = run_serially(fn, closure, num_tasks);
