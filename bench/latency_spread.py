@@ -7,7 +7,7 @@ optimisations, intra_op_num_threads = the same count) in the same run.
 
 For each thread count and each of --rounds rounds, one fresh `tessel run
 MODEL.so --bench --repeat R --threads T --json` process and one fresh
-onnxruntime process (5 warm-ups, then R timed runs) alternate, so both sides
+onnxruntime process (bench/resnet18_ort.py: 5 warm-ups, then R timed runs) alternate, so both sides
 see the same machine. Per side and thread count it prints:
   - the median of all R x rounds runs;
   - spread over runs: (p90 - p10) / median of the runs of each process, the
@@ -25,7 +25,7 @@ import os
 import statistics
 import subprocess
 import sys
-import time
+import tempfile
 
 
 def pct(xs, q):
@@ -33,24 +33,6 @@ def pct(xs, q):
     k = (len(xs) - 1) * q
     lo, hi = int(k), min(int(k) + 1, len(xs) - 1)
     return xs[lo] + (xs[hi] - xs[lo]) * (k - lo)
-
-
-def ort_child(model, inp, threads, repeat):
-    import numpy as np
-    import onnxruntime as ort
-    so = ort.SessionOptions()
-    so.intra_op_num_threads = threads
-    so.inter_op_num_threads = 1
-    sess = ort.InferenceSession(model, so, providers=["CPUExecutionProvider"])
-    feeds = {sess.get_inputs()[0].name: np.load(inp)}
-    for _ in range(5):
-        sess.run(None, feeds)
-    each = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        sess.run(None, feeds)
-        each.append((time.perf_counter() - t0) * 1e3)
-    print(json.dumps(each))
 
 
 def run_tessel(tessel, so, inp_name, inp, threads, repeat):
@@ -62,9 +44,12 @@ def run_tessel(tessel, so, inp_name, inp, threads, repeat):
 
 
 def run_ort(model, inp, threads, repeat):
-    out = subprocess.run([sys.executable, __file__, "--ort-child", model, inp, str(threads), str(repeat)],
-                         capture_output=True, text=True, check=True).stdout
-    return json.loads(out)
+    # bench/resnet18_ort.py: one session, default optimisations, 5 warm-ups (any one-input model)
+    ort_py = os.path.join(os.path.dirname(os.path.abspath(__file__)), "resnet18_ort.py")
+    with tempfile.TemporaryDirectory() as out_dir:
+        out = subprocess.run([sys.executable, ort_py, model, inp, out_dir, str(threads), str(repeat)],
+                             capture_output=True, text=True, check=True).stdout
+    return json.loads(out)["each_ms"]
 
 
 def loadavg():
@@ -73,9 +58,6 @@ def loadavg():
 
 
 def main():
-    if len(sys.argv) > 1 and sys.argv[1] == "--ort-child":
-        ort_child(sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5]))
-        return 0
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("so")
     ap.add_argument("onnx")
