@@ -524,6 +524,7 @@ static ts_status local_batch(batch_ctx *c, int nc, const char *dir, ts_diag *d) 
 static void fill_result(const tun_db *db, const char *key, const char *target, int threads, double flops,
                         tun_tune_result *res) {
   res->trials = tun_db_count_at(db, key, target, threads);
+  res->threads = threads;
   count_group(db, key, target, threads, &res->errors);
   const tun_record *b = tun_db_best_at(db, key, target, threads);
   res->best_seconds = b ? tun_record_mean(b) : 0;
