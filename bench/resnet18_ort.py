@@ -4,7 +4,8 @@
 onnxruntime side of bench/resnet18.sh: one CPU session with
 intra_op_num_threads=THREADS and default graph optimisations (ORT_ENABLE_ALL,
 what a user gets), 5 warm-up runs, then REPEAT timed runs (default 20).
-Writes OUT_DIR/logits.npy and prints JSON {threads, median_ms, min_ms, runs}.
+Writes OUT_DIR/logits.npy and prints JSON {threads, median_ms, min_ms, runs,
+each_ms} (each_ms: every timed run in order; bench/latency_spread.py reads it).
 """
 import json
 import os
@@ -35,9 +36,10 @@ def main(argv):
         times.append(time.perf_counter() - t0)
     os.makedirs(out_dir, exist_ok=True)
     np.save(os.path.join(out_dir, "logits.npy"), out[0])
+    each = [t * 1e3 for t in times]
     times.sort()
     print(json.dumps({"threads": threads, "median_ms": times[len(times) // 2] * 1e3,
-                      "min_ms": times[0] * 1e3, "runs": repeat}))
+                      "min_ms": times[0] * 1e3, "runs": repeat, "each_ms": each}))
     return 0
 
 

@@ -95,8 +95,8 @@ static int parse_args(int argc, char **argv, build_args *a, bool bench, const ch
  * log for this subject's workload key on this target; when it does not
  * replay (a log from another tessel, a hand-edited trace), the next best,
  * saying so on stderr. */
-static int schedule_from_log(const char *log, const tun_subject *sub, const cg_target *tg, sch_traced **out,
-                             const char *cmd) {
+static int schedule_from_log(const char *log, const tun_subject *sub, const cg_target *tg, int threads,
+                             sch_traced **out, const char *cmd) {
   ts_diag d;
   ts_diag_clear(&d);
   int nwarn = 0;
@@ -108,8 +108,12 @@ static int schedule_from_log(const char *log, const tun_subject *sub, const cg_t
   char key[17];
   ir_workload_key(sub->func, key);
   int n = 0;
-  const tun_record **rs = tun_db_ranked(db, key, tg->text, &n);
+  bool other = false;
+  const tun_record **rs = tun_db_ranked_for_build(db, key, tg->text, threads, &n, &other);
   int rc = 2;
+  if (other)
+    fprintf(stderr, "tessel %s: %s has no record of %s [%s] measured at %d thread%s; using the best of any thread count\n",
+            cmd, log, sub->label, key, threads, threads == 1 ? "" : "s");
   if (!n)
     fprintf(stderr,
             "tessel %s: %s has no usable record for %s [%s] on %s (%d records of it on this target, "
@@ -127,8 +131,10 @@ static int schedule_from_log(const char *log, const tun_subject *sub, const cg_t
               i + 1 < n ? "; trying the next best" : "");
       continue;
     }
-    fprintf(stderr, "using the %s record of %s: mean %.6g ms (trace %016llx)\n", i ? "next best replaying" : "best",
-            log, tun_record_mean(r) * 1e3, (unsigned long long)r->trace_hash);
+    char thr[32] = "an unknown thread count";
+    if (r->threads > 0) snprintf(thr, sizeof thr, "%d thread%s", r->threads, r->threads == 1 ? "" : "s");
+    fprintf(stderr, "using the %s record of %s: mean %.6g ms at %s (trace %016llx)\n",
+            i ? "next best replaying" : "best", log, tun_record_mean(r) * 1e3, thr, (unsigned long long)r->trace_hash);
     rc = 0;
   }
   if (rc && n) fprintf(stderr, "tessel %s: %s: none of the %d usable records replays\n", cmd, log, n);
@@ -157,7 +163,7 @@ static int build_to(const build_args *a, ts_arena *ar, tun_subject *sub, cg_targ
   }
   sch_traced *t = NULL;
   if (a->log) {
-    if (schedule_from_log(a->log, sub, tg, &t, cmd)) return 2;
+    if (schedule_from_log(a->log, sub, tg, tun_device_threads(tg, a->mo.num_threads, false), &t, cmd)) return 2;
   } else if (tun_schedule_opts(sub->func, a->trace, tg, &a->defaults, &t, &d)) {
     fprintf(stderr, "tessel %s: %s\n", cmd, d.msg);
     return 2;
@@ -212,12 +218,13 @@ int tun_cmd_build(int argc, char **argv) {
       return tun_cmd_build_model(argc, argv);
   build_args a;
   int rc = parse_args(argc, argv, &a, false,
-                      "usage: tessel build SUBJECT [--trace TRACE.json | --log LOG] [--target T] -o OUT.so [--print-ir]\n"
+                      "usage: tessel build SUBJECT [--trace TRACE.json | --log LOG [--threads N]] [--target T] -o OUT.so [--print-ir]\n"
                       "Schedules SUBJECT with the trace (default: the default schedule: reduction\n"
                       "decomposed, inner spatial loop vectorized, outer loop parallel), lowers it and\n"
                       "builds a shared library exporting tessel_kernel_entry/tessel_kernel_meta.\n"
                       "--log LOG replays the best verified record of the tuning log for SUBJECT\n"
-                      "on the target. --no-default-tiling: the plain default schedule (no\n"
+                      "on the target measured at --threads N threads (default TESSEL_NUM_THREADS or\n"
+                      "all cores), else the best of any thread count. --no-default-tiling: the plain default schedule (no\n"
                       "register-tiled micro-kernel, no inlining), for comparisons.\n"
                       "Targets: llvm (host), llvm -mtriple=aarch64-linux-gnu, llvm -mcpu=... -mattr=...\n"
                       "cuda -arch=sm_90 (default arch): OUT is a cubin; OUT ending .ptx gets PTX, .cu the\n"

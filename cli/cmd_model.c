@@ -23,13 +23,16 @@
 /* ==== build ================================================================================ */
 
 static const char *build_usage =
-    "usage: tessel build MODEL.onnx -o MODEL.so [--log LOG] [--target T] [--sym NAME=VALUE]... [--json]\n"
+    "usage: tessel build MODEL.onnx -o MODEL.so [--log LOG [--threads N]] [--target T] [--sym NAME=VALUE]... [--json]\n"
     "                    [--winograd on|off|all] [--polyphase on|off] [--qdq on|off]\n"
     "Imports the model, runs the graph passes and builds one shared library holding a kernel per\n"
     "distinct fused PrimFunc, the execution plan and the weights (docs/MODEL.md); run it with\n"
     "`tessel run MODEL.so` or the C API (include/tessel/tessel_model.h).\n"
     "  --log LOG          replay the best verified record per task key on this target (tasks without\n"
     "                     one get the default schedule; the build says how many)\n"
+    "  --threads N        the thread count the build is for (default TESSEL_NUM_THREADS or all cores):\n"
+    "                     per task the best record measured at N threads, else the best of any count\n"
+    "                     (said per task)\n"
     "  --target T         llvm (host, default), \"llvm -mtriple=aarch64-linux-gnu\", ...\n"
     "  --sym NAME=VALUE   (or --bind, as tune-model) the size a symbolic dim was tuned at (the task\n"
     "                     keys' binding, default 1);\n"
@@ -49,7 +52,8 @@ static void build_json(const char *path, const char *out, const tun_model_result
                 {"default", r->ndefault},         {"specialised", r->nspec},
                 {"calls", r->ncalls},             {"tensors", r->ntensors},
                 {"weights_bytes", (json_int_t)r->weights_bytes},
-                {"prepacked_weights", r->npacked_weights}, {"packed_copies", r->npacked_copies}};
+                {"prepacked_weights", r->npacked_weights}, {"packed_copies", r->npacked_copies},
+                {"threads", r->threads},          {"other_thread_records", r->nother_threads}};
   for (size_t i = 0; i < sizeof counts / sizeof counts[0]; i++)
     json_object_set_new(o, counts[i].name, json_integer(counts[i].v));
   json_object_set_new(o, "build_s", json_real(r->build_seconds));
@@ -79,6 +83,9 @@ static void build_text(const char *path, const char *out, const char *log, const
   if (r->nspec)
     printf("; %d of the default ones are symbolic and carry a tuned specialisation for the tuned sizes", r->nspec);
   printf("), %d calls, %d tensors, %.1f KiB of weights", r->ncalls, r->ntensors, (double)r->weights_bytes / 1024.0);
+  if (log)
+    printf("; records for %d thread%s (%d kernel(s) from another thread count's best)", r->threads,
+           r->threads == 1 ? "" : "s", r->nother_threads);
   if (r->npacked_weights)
     printf(" (%d pre-packed into the layout their kernels read, %d packed copies)", r->npacked_weights,
            r->npacked_copies);
@@ -102,6 +109,8 @@ int tun_cmd_build_model(int argc, char **argv) {
       o.log = argv[++i];
     } else if (!strcmp(a, "--target") && i + 1 < argc) {
       o.target = argv[++i];
+    } else if (!strcmp(a, "--threads") && i + 1 < argc) {
+      if (!tun_cli_int("build", "--threads", argv[++i], 1, 4096, &o.threads)) return 2;
     } else if (!strcmp(a, "--json")) {
       json = true;
     } else if ((m = tun_cli_other_arg("build", a, &path, build_usage)) >= 0) {
@@ -138,7 +147,7 @@ typedef struct run_input {
 static const char *run_usage =
     "usage: tessel run MODEL.so [--input NAME=FILE.npy]... [--sym NAME=VALUE]... [--seed S]\n"
     "                  [--output-dir DIR] [--bench] [--repeat N] [--profile] [--threads N] [--json]\n"
-    "                  [--no-mallopt] [--tracker HOST:PORT --key KEY [--secret-file F] [--rpc-wait SEC]]\n"
+    "                  [--tracker HOST:PORT --key KEY [--secret-file F] [--rpc-wait SEC]]\n"
     "Runs a model built by `tessel build MODEL.onnx` with the graph executor.\n"
     "  --input NAME=FILE.npy  an input (.npy: C order, little-endian); inputs not given are seeded\n"
     "                         random values (uniform [-1, 1) floats), shaped with --sym (default 1)\n"
@@ -149,15 +158,11 @@ static const char *run_usage =
     "                         largest first, and their sum (local runs only)\n"
     "  --threads N            thread pool size (default TESSEL_NUM_THREADS or all cores)\n"
     "  --json                 print {outputs: [{name, dtype, shape, file, checksum}], latency_ms, ...}\n"
-    "  --no-mallopt           leave malloc's settings alone (default: keep blocks up to 32 MiB in the\n"
-    "                         heap and the heap untrimmed, docs/MODEL.md)\n"
     "  --tracker H:P --key K  run on a board the tracker grants (the artifact built for its triple;\n"
     "                         inputs described by MODEL.so.json when this host cannot load it);\n"
     "                         the secret from --secret-file or $TESSEL_RPC_SECRET_FILE; wait up to\n"
     "                         --rpc-wait seconds (60) for a free board\n";
 
-/* How `tessel run` loads the model in this process (--no-mallopt). */
-static tessel_model_load_opts run_load_opts;
 
 typedef struct loaded_input {
   char name[256];
@@ -218,7 +223,7 @@ static void sig_set(model_sig *s, int i, const char *name, int dtype, int ndim, 
 static int sig_load(const char *so, model_sig *s, char *err, size_t errn) {
   memset(s, 0, sizeof *s);
   char lerr[600];
-  tessel_model *m = tessel_model_load_with(so, &run_load_opts, lerr, sizeof lerr);
+  tessel_model *m = tessel_model_load_with(so, NULL, lerr, sizeof lerr);
   if (m) {
     s->ni = tessel_model_num_inputs(m);
     if (s->ni > SIG_MAX) s->ni = SIG_MAX;
@@ -410,9 +415,12 @@ static int emit_output(const char *name, int dtype, int nd, const int64_t *shape
   return 0;
 }
 
-/* Median/mean/min/max of times (sorted in place) into root (and printed). */
+/* Median/mean/min/max of times (sorted in place) into root (and printed),
+ * with every run's time in run order ("each"). */
 static void report_latency(double *times, int ntimes, bool json, json_t *root) {
   if (ntimes <= 0) return;
+  json_t *each = json_array(); /* in run order, before the sort */
+  for (int r = 0; r < ntimes; r++) json_array_append_new(each, json_real(times[r] * 1e3));
   double sum = 0;
   for (int r = 0; r < ntimes; r++) sum += times[r];
   qsort(times, (size_t)ntimes, sizeof *times, cmp_double);
@@ -423,6 +431,7 @@ static void report_latency(double *times, int ntimes, bool json, json_t *root) {
   json_object_set_new(lat, "mean", json_real(sum / ntimes * 1e3));
   json_object_set_new(lat, "min", json_real(times[0] * 1e3));
   json_object_set_new(lat, "max", json_real(times[ntimes - 1] * 1e3));
+  json_object_set_new(lat, "each", each);
   json_object_set_new(root, "latency_ms", lat);
   if (!json)
     printf("latency over %d runs: median %.4f ms, mean %.4f ms, min %.4f ms, max %.4f ms\n", ntimes, med * 1e3,
@@ -489,7 +498,7 @@ out:
 static int run_local(const char *so, loaded_input *ins, const char *outdir, bool bench, int repeat, bool json,
                      bool profile) {
   char err[600];
-  tessel_model *m = tessel_model_load_with(so, &run_load_opts, err, sizeof err);
+  tessel_model *m = tessel_model_load_with(so, NULL, err, sizeof err);
   if (!m) {
     fprintf(stderr, "tessel run: %s\n", err);
     return 2;
@@ -691,8 +700,6 @@ int tun_cmd_run_model(int argc, char **argv) {
       bench = true;
     } else if (!strcmp(a, "--profile")) {
       profile = true;
-    } else if (!strcmp(a, "--no-mallopt")) {
-      run_load_opts.keep_malloc_settings = 1;
     } else if (!strcmp(a, "--repeat") && more) {
       if (!tun_cli_int("run", "--repeat", argv[++i], 1, 100000, &repeat)) return 2;
     } else if (!strcmp(a, "--threads") && more) {

@@ -269,6 +269,7 @@ int tun_cmd_tune(int argc, char **argv) {
                   "baseline", r.baseline_seconds_wall, "resume", r.resume_seconds, "search_replay_thread_s",
                   r.search_replay_seconds, "search_predict", r.search_predict_seconds, "search_replays",
                   (json_int_t)r.search_replays, "search_cache_hits", (json_int_t)r.search_cache_hits));
+    json_object_set_new(j, "threads", json_integer(r.threads));
     if (rpc)
       json_object_set_new(j, "rpc",
                           json_pack("{s:I, s:I, s:I, s:I, s:I, s:I}", "parallel", (json_int_t)ro.parallel, "sessions",
@@ -280,8 +281,10 @@ int tun_cmd_tune(int argc, char **argv) {
     free(s);
     json_decref(j);
   } else {
-    printf("%s on %s: %d trials (%d new, %d errors) in %.1f s, log %s\n", sub.label, tg.text, r.trials,
+    printf("%s on %s: %d trials (%d new, %d errors) in %.1f s, log %s", sub.label, tg.text, r.trials,
            r.new_trials, r.errors, r.wall_seconds, po->log_path);
+    if (r.threads > 0) printf(" (measured at %d thread%s)", r.threads, r.threads == 1 ? "" : "s");
+    printf("\n");
     if (r.best_seconds > 0 && r.baseline_seconds > 0 && flops > 0)
       printf("best %.2f GFLOP/s vs default schedule %.2f GFLOP/s (%.2fx %s)\n", r.best_gflops,
              r.baseline_gflops, r.baseline_seconds / r.best_seconds,

@@ -39,6 +39,8 @@ extern char **environ;
  * in; without it, the process search below must find the symbol. */
 extern int32_t tsrt_parallel_launch(tsrt_task_fn fn, void *closure, int32_t num_tasks)
     __attribute__((weak));
+extern void *tsrt_scratch_alloc(uint64_t bytes) __attribute__((weak));
+extern void tsrt_scratch_free(void *p) __attribute__((weak));
 
 /* ---- initialisation and targets ---------------------------------------------- */
 
@@ -330,7 +332,7 @@ ts_status cg_llvm_jit(const cg_lowered *l, const cg_target *tin, cg_jit **out, t
     LLVMOrcDisposeThreadSafeModule(tsm);
     return orc_fail(d, e, "creating the LLJIT");
   }
-  /* tsrt_parallel_launch, aligned_alloc, libm ...: from this process */
+  /* libc, libm ...: from this process */
   LLVMOrcDefinitionGeneratorRef gen;
   e = LLVMOrcCreateDynamicLibrarySearchGeneratorForProcess(&gen, LLVMOrcLLJITGetGlobalPrefix(j->jit),
                                                            NULL, NULL);
@@ -341,10 +343,18 @@ ts_status cg_llvm_jit(const cg_lowered *l, const cg_target *tin, cg_jit **out, t
   }
   LLVMOrcJITDylibRef jd = LLVMOrcLLJITGetMainJITDylib(j->jit);
   LLVMOrcJITDylibAddGenerator(jd, gen);
-  if (tsrt_parallel_launch) {
+  /* the runtime's entries (thread pool, kernel scratch) when linked */
+  const struct {
+    const char *name;
+    void *addr;
+  } rt[] = {{"tsrt_parallel_launch", (void *)(uintptr_t)tsrt_parallel_launch},
+            {"tsrt_scratch_alloc", (void *)(uintptr_t)tsrt_scratch_alloc},
+            {"tsrt_scratch_free", (void *)(uintptr_t)tsrt_scratch_free}};
+  for (size_t i = 0; i < sizeof rt / sizeof rt[0]; i++) {
+    if (!rt[i].addr) continue;
     LLVMOrcCSymbolMapPair sym = {
-        LLVMOrcLLJITMangleAndIntern(j->jit, "tsrt_parallel_launch"),
-        {(LLVMOrcExecutorAddress)(uintptr_t)tsrt_parallel_launch,
+        LLVMOrcLLJITMangleAndIntern(j->jit, rt[i].name),
+        {(LLVMOrcExecutorAddress)(uintptr_t)rt[i].addr,
          {LLVMJITSymbolGenericFlagsExported | LLVMJITSymbolGenericFlagsCallable, 0}}};
     LLVMOrcMaterializationUnitRef mu = LLVMOrcAbsoluteSymbols(&sym, 1);
     e = LLVMOrcJITDylibDefine(jd, mu);
@@ -352,7 +362,7 @@ ts_status cg_llvm_jit(const cg_lowered *l, const cg_target *tin, cg_jit **out, t
       LLVMOrcDisposeMaterializationUnit(mu);
       LLVMOrcDisposeThreadSafeModule(tsm);
       cg_jit_free(j);
-      return orc_fail(d, e, "defining tsrt_parallel_launch in the JIT");
+      return orc_fail(d, e, "defining the runtime's entries in the JIT");
     }
   }
   e = LLVMOrcLLJITAddLLVMIRModule(j->jit, jd, tsm);
@@ -474,7 +484,7 @@ ts_status cg_llvm_build_shared(const cg_lowered *l, const cg_target *t, const ch
   close(fd);
   ts_status st = cg_llvm_emit_object(l, t, obj, d);
   if (st == TS_OK) {
-    /* tsrt_parallel_launch and libc stay undefined: the loader resolves
+    /* tsrt_parallel_launch, tsrt_scratch_* and libc stay undefined: the loader resolves
      * them from the process that dlopens the artifact */
     char *argv[] = {(char *)TESSEL_LLD, "-shared", "-o", (char *)path, obj,
                     "-z", "noexecstack", "--hash-style=both", NULL};

@@ -1379,7 +1379,7 @@ static bool st_alloc(lx_fn *f, const ir_stmt *s) {
     f->nbinds = nb;
     return true;
   }
-  /* heap: aligned_alloc(64, bytes rounded up to 64); NULL -> return -1 */
+  /* heap: tsrt_scratch_alloc(bytes rounded up to 64), 64-byte aligned; NULL -> return -1 */
   LLVMBuilderRef b = f->b;
   LLVMValueRef bytes;
   if (n >= 0) {
@@ -1396,8 +1396,7 @@ static bool st_alloc(lx_fn *f, const ir_stmt *s) {
                        LLVMConstInt(m->t_i64, ~63ull, 0), "");
   bytes = LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntEQ, bytes, LLVMConstInt(m->t_i64, 0, 0), ""),
                           LLVMConstInt(m->t_i64, 64, 0), bytes, "");
-  LLVMValueRef aa[2] = {LLVMConstInt(m->t_i64, 64, 0), bytes};
-  LLVMValueRef p = LLVMBuildCall2(b, LLVMGlobalGetValueType(m->fn_alloc), m->fn_alloc, aa, 2, buf->name);
+  LLVMValueRef p = LLVMBuildCall2(b, LLVMGlobalGetValueType(m->fn_alloc), m->fn_alloc, &bytes, 1, buf->name);
   LLVMBasicBlockRef ok_bb = LLVMAppendBasicBlockInContext(m->ctx, f->fn, "alloc.ok");
   LLVMBuildCondBr(b, LLVMBuildIsNull(b, p, ""), oom_block(f), ok_bb);
   LLVMPositionBuilderAtEnd(b, ok_bb);
@@ -1597,9 +1596,10 @@ static ts_status emit_meta(lx_mod *m, const cg_lowered *l) {
 static void declare_externals(lx_mod *m) {
   LLVMTypeRef lp[3] = {m->t_ptr, m->t_ptr, m->t_i32};
   m->fn_launch = LLVMAddFunction(m->mod, "tsrt_parallel_launch", LLVMFunctionType(m->t_i32, lp, 3, 0));
-  LLVMTypeRef ap[2] = {m->t_i64, m->t_i64};
-  m->fn_alloc = LLVMAddFunction(m->mod, "aligned_alloc", LLVMFunctionType(m->t_ptr, ap, 2, 0));
-  m->fn_free = LLVMAddFunction(m->mod, "free", LLVMFunctionType(m->t_void, &m->t_ptr, 1, 0));
+  /* heap scratch from the runtime's per-thread pool (runtime/scratch.c),
+   * which keeps a freed block faulted in for the next call */
+  m->fn_alloc = LLVMAddFunction(m->mod, "tsrt_scratch_alloc", LLVMFunctionType(m->t_ptr, &m->t_i64, 1, 0));
+  m->fn_free = LLVMAddFunction(m->mod, "tsrt_scratch_free", LLVMFunctionType(m->t_void, &m->t_ptr, 1, 0));
   add_param_attr(m, m->fn_alloc, LLVMAttributeReturnIndex, "noalias", 0);
   add_param_attr(m, m->fn_alloc, LLVMAttributeFunctionIndex, "nounwind", 0);
   add_param_attr(m, m->fn_free, LLVMAttributeFunctionIndex, "nounwind", 0);

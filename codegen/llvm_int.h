@@ -32,8 +32,8 @@ typedef struct lx_mod {
   ts_status st;
   LLVMTypeRef t_void, t_i1, t_i8, t_i16, t_i32, t_i64, t_half, t_f32, t_f64, t_ptr;
   LLVMValueRef fn_launch;  /* tsrt_parallel_launch (external) */
-  LLVMValueRef fn_alloc;   /* aligned_alloc (external) */
-  LLVMValueRef fn_free;    /* free (external) */
+  LLVMValueRef fn_alloc;   /* tsrt_scratch_alloc (the runtime's) */
+  LLVMValueRef fn_free;    /* tsrt_scratch_free (the runtime's) */
   unsigned md_loop;        /* kind id of !llvm.loop */
   int noutlined;           /* counter for outlined function names */
   char vec_bits_str[16];   /* "512": min-legal/prefer-vector-width */

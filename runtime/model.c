@@ -6,7 +6,6 @@
 
 #include <dlfcn.h>
 #include <errno.h>
-#include <malloc.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
@@ -300,23 +299,9 @@ static int merr(tessel_model *m, const char *fmt, ...) {
 
 static void *aligned_or_null(size_t bytes) { return aligned_alloc(64, (bytes + 63) / 64 * 64 + 64); }
 
-/* Kernels allocate their larger scratch buffers (a Winograd kernel's
- * transformed tiles: megabytes) with aligned_alloc and free them before
- * returning. With glibc's defaults, a model whose kernels allocate different
- * sizes gets those from mmap, or has the heap trimmed, on most calls: every
- * call then page-faults its scratch in again (ResNet-18: 38.7 ms instead of
- * 30.7 on one thread). So a loaded model keeps blocks up to 32 MiB in the
- * heap and the heap untrimmed below 256 MiB, unless the load options say
- * keep_malloc_settings (`tessel run --no-mallopt`). Once per process. */
-static void tune_malloc(void) {
-  mallopt(M_MMAP_THRESHOLD, 32 << 20);
-  mallopt(M_TRIM_THRESHOLD, 256 << 20);
-}
-
 ts_status tsrt_model_load(const char *path, const tsrt_model_load_opts *o, tsrt_model **out, ts_diag *d) {
-  static pthread_once_t once = PTHREAD_ONCE_INIT;
+  (void)o; /* keep_malloc_settings: nothing to keep since kernels use the scratch pool */
   *out = NULL;
-  if (!o || !o->keep_malloc_settings) pthread_once(&once, tune_malloc);
   /* A name without a slash is a file in the current directory, as for any
    * other file argument: dlopen alone would search LD_LIBRARY_PATH and the
    * system's directories for it (and find another model of the same name). */
@@ -556,6 +541,8 @@ static int ensure_plan(tessel_model *m) {
   return 0;
 }
 
+static int run_calls(tessel_model *m);
+
 int tessel_model_run(tessel_model *m) {
   const tsrt_model_plan *p = m->p;
   m->ran = false;
@@ -570,6 +557,19 @@ int tessel_model_run(tessel_model *m) {
     else if (x->kind == TSRT_T_INTER) m->targs[t] = m->offsets[t] >= 0 ? m->ws + m->offsets[t] : NULL;
   }
   for (int i = 0; i < p->ninputs; i++) m->targs[p->inputs[i]] = m->in_ext[i] ? (void *)m->in_ext[i] : m->in_data[i];
+  tsrt_affinity aff;
+  tsrt_caller_pin(&aff);
+  int rc = run_calls(m);
+  tsrt_caller_restore(&aff);
+  if (rc) return rc;
+  m->ran = true;
+  if (m->prof_secs) m->prof_runs++;
+  return 0;
+}
+
+/* The calls in order (tessel_model_run, with the caller pinned). */
+static int run_calls(tessel_model *m) {
+  const tsrt_model_plan *p = m->p;
   for (int c = 0; c < p->ncalls; c++) {
     const tsrt_model_call *call = &p->calls[c];
     const tsrt_model_kernel *k = &p->kernels[call->kernel];
@@ -588,8 +588,6 @@ int tessel_model_run(tessel_model *m) {
       return merr(m, "kernel %s (call %d of %d) returned %d", k->meta->name ? k->meta->name : "?", c,
                   p->ncalls, rc);
   }
-  m->ran = true;
-  if (m->prof_secs) m->prof_runs++;
   return 0;
 }
 

@@ -96,9 +96,9 @@ ts_status tsrt_model_memory_plan(const tsrt_model_plan *p, const int64_t *sym_va
 
 /* Loading options (the public tessel_model_load_opts). */
 typedef struct tsrt_model_load_opts {
-  /* false (default): the first load keeps blocks up to 32 MiB in the heap
-   * and the heap untrimmed below 256 MiB (docs/MODEL.md); true: leave the
-   * process's malloc settings alone. */
+  /* No effect: the runtime never changes the process's malloc settings
+   * (kernel scratch comes from the per-thread pool, runtime/scratch.c).
+   * Kept so that callers setting it still build. */
   bool keep_malloc_settings;
 } tsrt_model_load_opts;
 /* Loads the model artifact at path (o may be NULL: defaults). Errors:

@@ -71,20 +71,58 @@ typedef int32_t (*tsrt_kernel_fn)(void **args);
 /* A parallel task: called once per task_id in [0, num_tasks); returns 0 on
  * success. */
 typedef int32_t (*tsrt_task_fn)(int32_t task_id, int32_t num_tasks, void *closure);
-/* Runs fn for every task id on the pool (the caller runs task 0) and waits.
- * num_tasks <= 0 means one per pool thread. Nested calls run serially in the
+/* Runs fn for every task id in [0, num_tasks) on the pool and waits: the
+ * caller and the workers claim tasks as they come (any thread may run any
+ * task; each runs exactly once). num_tasks <= 0 means one per pool thread;
+ * more than 2^20 - 1 tasks run serially. Nested calls run serially in the
  * calling thread. Returns the first non-zero task result, else 0. The pool
  * starts on first use with TESSEL_NUM_THREADS threads (default: all online
- * cores), pinned one per core; idle workers spin briefly, then sleep. */
+ * cores), its workers pinned one per CPU; idle workers spin briefly, then
+ * sleep. */
 int32_t tsrt_parallel_launch(tsrt_task_fn fn, void *closure, int32_t num_tasks);
 int tsrt_num_threads(void);
+/* The size a pool started now would have (TESSEL_NUM_THREADS, else the
+ * online cores), without starting one: what a tuner records and a build
+ * selects for when no --threads is given. */
+int tsrt_default_num_threads(void);
 /* Pins the calling thread to the slot-th CPU of the process's CPU set (as
  * captured when the pool started). The pool pins its workers to slots
  * 1..n-1; with TESSEL_PIN_CALLER=1 (set in measuring children) it also pins
  * the launching thread, which runs task 0, to slot 0. */
 void tsrt_pin_current_thread(int slot);
+/* For the span of a model run: pins the calling thread to slot 0 (the
+ * workers have 1..n-1), so the thread that launches and runs its share of
+ * every parallel loop never shares a CPU with a worker, and
+ * tsrt_caller_restore gives it back the affinity it had. Nothing happens
+ * with one thread or one CPU. */
+typedef struct tsrt_affinity {
+  unsigned char mask[128]; /* the thread's cpu_set_t before */
+  bool pinned;
+} tsrt_affinity;
+bool tsrt_caller_pin(tsrt_affinity *saved);
+void tsrt_caller_restore(const tsrt_affinity *saved);
 /* Stops the pool's threads (tests; also safe to never call). */
 void tsrt_pool_shutdown(void);
+
+/* ---- kernel scratch (scratch.c) -------------------------------------------- */
+/* What generated kernels call for a heap buffer (too large for the stack)
+ * and free before they return: a 64-byte aligned block of at least bytes,
+ * NULL when out of memory. Each thread keeps the blocks it freed (up to 16,
+ * 1 GiB) and hands the smallest that fits back out, so a kernel called again
+ * on the same thread reuses its already faulted scratch instead of reaching
+ * malloc. A block may be freed on any thread (it joins that one's cache). */
+void *tsrt_scratch_alloc(uint64_t bytes);
+void tsrt_scratch_free(void *p);
+typedef struct tsrt_scratch_stats {
+  uint64_t allocs, reuses; /* calls, and those served from a thread's kept blocks (all threads) */
+  uint64_t mallocs;        /* calls that reached malloc (all threads) */
+  uint64_t frees, releases;/* frees, and blocks handed back to malloc (all threads) */
+  int kept_blocks;         /* the calling thread's kept blocks and their bytes */
+  uint64_t kept_bytes;
+} tsrt_scratch_stats;
+void tsrt_scratch_get_stats(tsrt_scratch_stats *out);
+/* Hands the calling thread's kept blocks back to malloc. */
+void tsrt_scratch_trim(void);
 
 /* ---- inputs --------------------------------------------------------------- */
 /* Fills n elements of dtype with seeded values: floats uniform in [-1, 1),

@@ -611,7 +611,8 @@ static const tun_device devices[] = {
                         .resolve = cg_llvm_resolve_target,
                         .default_schedule = default_schedule_cpu,
                         .build = build_llvm,
-                        .measure = measure_so},
+                        .measure = measure_so,
+                        .thread_pool = true},
     [CG_TARGET_CUDA] = {.name = "cuda",
                         .artifact_ext = "cubin",
                         .kernel_report = true,
@@ -622,6 +623,12 @@ static const tun_device devices[] = {
 };
 
 const tun_device *tun_device_of(const cg_target *t) { return &devices[t ? t->kind : CG_TARGET_LLVM]; }
+
+int tun_device_threads(const cg_target *t, int requested, bool remote) {
+  if (!tun_device_of(t)->thread_pool) return 0;
+  if (requested > 0) return requested;
+  return remote ? 0 : tsrt_default_num_threads();
+}
 
 ts_status tun_resolve_target(cg_target *t, ts_diag *d) {
   const tun_device *dv = tun_device_of(t);

@@ -64,6 +64,7 @@ typedef struct tun_device {
   const char *name;         /* "cpu", "cuda" */
   const char *artifact_ext; /* file extension of a built artifact: "so", "cubin" */
   bool kernel_report;       /* tessel build describes each kernel (launch, registers) */
+  bool thread_pool;         /* its kernels run on the runtime's thread pool: records carry the count */
   /* fills in what the string left to the machine (NULL: nothing) */
   ts_status (*resolve)(cg_target *t, ts_diag *d);
   ts_status (*default_schedule)(sch_traced *t, const cg_target *tg, const tun_default_opts *o, ts_diag *d);
@@ -77,6 +78,12 @@ typedef struct tun_device {
 } tun_device;
 /* The row of t's kind. */
 const tun_device *tun_device_of(const cg_target *t);
+/* The thread count kernels for t run with when asked for `requested`
+ * (--threads; 0: the default, TESSEL_NUM_THREADS or all cores of this
+ * machine): requested itself, the default resolved here, or 0 (unknown)
+ * for a device without a thread pool or when remote (a board picks its own
+ * default). */
+int tun_device_threads(const cg_target *t, int requested, bool remote);
 /* t's device's resolve (TS_OK when it has none). */
 ts_status tun_resolve_target(cg_target *t, ts_diag *d);
 

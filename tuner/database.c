@@ -107,6 +107,8 @@ char *tun_record_to_json(const tun_record *r) {
   json_object_set_new(o, "trace_hash", json_string(hex));
   if (r->graph_opts && r->graph_opts[0]) /* only where it is not the defaults: old logs read the same */
     json_object_set_new(o, "graph_opts", json_string(r->graph_opts));
+  if (r->threads > 0) /* 0 (unknown) is written as an older tessel wrote it: no field */
+    json_object_set_new(o, "threads", json_integer(r->threads));
   char *js = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER);
   json_decref(o);
   if (!js) return NULL;
@@ -233,6 +235,12 @@ static ts_status record_from_obj(json_t *o, tun_record *r, ts_diag *d) {
   }
   json_t *go = json_object_get(o, "graph_opts"); /* optional: absent means the defaults */
   if (go && (st = get_str(o, "graph_opts", false, &r->graph_opts, d))) goto fail;
+  json_t *th = json_object_get(o, "threads"); /* optional: absent means unknown (0) */
+  if (th && (!json_is_integer(th) || json_integer_value(th) < 1 || json_integer_value(th) > TUN_MAX_THREADS)) {
+    st = ts_diag_set(d, TS_EPARSE, "field \"threads\" is not an integer in 1..%d", TUN_MAX_THREADS);
+    goto fail;
+  }
+  r->threads = th ? (int)json_integer_value(th) : 0;
   return TS_OK;
 fail:
   tun_record_fini(r);
@@ -267,6 +275,7 @@ typedef struct group {
   int best;        /* record index or -1 */
   hset traces;     /* structural hashes of the scheduled functions (has_trace) */
   hset texts;      /* XXH3 of the trace texts: a record repeating one is a duplicate */
+  hset thr_traces; /* the trace hashes mixed with their thread counts (has_trace_at) */
 } group;
 
 struct tun_db {
@@ -364,12 +373,22 @@ static bool hset_add(hset *h, uint64_t x) {
   return true;
 }
 
+/* A trace hash at a thread count: the hash itself for an unknown count (0),
+ * so the keys of records without a count are what they were before records
+ * carried one; else mixed with the count, never 0 for a nonzero hash. */
+static uint64_t thread_hash(uint64_t h, int threads) {
+  if (!h || threads <= 0) return h;
+  uint64_t x = XXH3_64bits_withSeed(&h, sizeof h, (uint64_t)threads);
+  return x ? x : 1;
+}
+
 /* The duplicate key of a record in its group: XXH3 of its trace text (as
- * loading normalises it) seeded with its trace hash, never 0; 0 for a
- * record without a trace (never a duplicate). */
+ * loading normalises it) seeded with its trace hash at its thread count,
+ * never 0; 0 for a record without a trace (never a duplicate). The same
+ * trace measured at another thread count is another measurement. */
 static uint64_t text_hash(const tun_record *r) {
   if (!r->trace) return 0;
-  uint64_t h = XXH3_64bits_withSeed(r->trace, strlen(r->trace), r->trace_hash);
+  uint64_t h = XXH3_64bits_withSeed(r->trace, strlen(r->trace), thread_hash(r->trace_hash, r->threads));
   return h ? h : 1;
 }
 
@@ -400,7 +419,9 @@ static ts_status add_record(tun_db *db, tun_record *r, ts_diag *d) {
     g->idx = p;
     g->cap = nc;
   }
-  if (!hset_add(&g->traces, r->trace_hash) || !hset_add(&g->texts, text_hash(r))) return ts_diag_set(d, TS_ENOMEM, "out of memory growing the log index");
+  if (!hset_add(&g->traces, r->trace_hash) || !hset_add(&g->texts, text_hash(r)) ||
+      !hset_add(&g->thr_traces, thread_hash(r->trace_hash, r->threads)))
+    return ts_diag_set(d, TS_ENOMEM, "out of memory growing the log index");
   int i = db->n++;
   db->recs[i] = r;
   g->idx[g->n++] = i;
@@ -425,6 +446,7 @@ static void db_free(tun_db *db) {
     ts_free(g->idx);
     ts_free(g->traces.s);
     ts_free(g->texts.s);
+    ts_free(g->thr_traces.s);
     ts_free(g);
   }
   ts_free(db->slots);
@@ -797,6 +819,60 @@ bool tun_db_has_trace(const tun_db *db, const char *workload_key, const char *ta
   if (!db) return false;
   const group *g = find_group(db, workload_key, target);
   return g && hset_has(&g->traces, trace_hash);
+}
+
+static bool at_threads(const tun_record *r, int threads) { return threads == TUN_ANY_THREADS || r->threads == threads; }
+
+int tun_db_count_at(const tun_db *db, const char *workload_key, const char *target, int threads) {
+  if (threads == TUN_ANY_THREADS) return tun_db_count_for(db, workload_key, target);
+  const group *g = db ? find_group(db, workload_key, target) : NULL;
+  int c = 0;
+  for (int i = 0; g && i < g->n; i++) c += at_threads(db->recs[g->idx[i]], threads);
+  return c;
+}
+
+const tun_record *tun_db_best_at(const tun_db *db, const char *workload_key, const char *target, int threads) {
+  if (threads == TUN_ANY_THREADS) return tun_db_best(db, workload_key, target);
+  const group *g = db ? find_group(db, workload_key, target) : NULL;
+  const tun_record *best = NULL;
+  for (int i = 0; g && i < g->n; i++) {
+    const tun_record *r = db->recs[g->idx[i]];
+    if (at_threads(r, threads) && usable(r) && (!best || tun_record_mean(r) < tun_record_mean(best))) best = r;
+  }
+  return best;
+}
+
+const tun_record **tun_db_ranked_at(const tun_db *db, const char *workload_key, const char *target, int threads,
+                                    int *n) {
+  const tun_record **out = tun_db_ranked(db, workload_key, target, n);
+  int k = 0;
+  for (int i = 0; i < *n; i++) /* a filter keeps the order */
+    if (at_threads(out[i], threads)) out[k++] = out[i];
+  *n = k;
+  return out;
+}
+
+bool tun_db_has_trace_at(const tun_db *db, const char *workload_key, const char *target, uint64_t trace_hash,
+                         int threads) {
+  if (threads == TUN_ANY_THREADS) return tun_db_has_trace(db, workload_key, target, trace_hash);
+  const group *g = db ? find_group(db, workload_key, target) : NULL;
+  return g && hset_has(&g->thr_traces, thread_hash(trace_hash, threads));
+}
+
+const tun_record **tun_db_ranked_for_build(const tun_db *db, const char *workload_key, const char *target,
+                                           int threads, int *n, bool *fallback) {
+  const tun_record **rs = tun_db_ranked(db, workload_key, target, n);
+  int k = 0;
+  for (int i = 0; i < *n; i++)
+    if (at_threads(rs[i], threads)) rs[k++] = rs[i];
+  *fallback = k == 0 && *n > 0;
+  if (*fallback) { /* none at this count: the whole ranking again */
+    ts_free(rs);
+    rs = tun_db_ranked(db, workload_key, target, n);
+  } else {
+    *n = k;
+  }
+  return rs;
 }
 
 int tun_db_groups(const tun_db *db, const tun_record **first, int max) {

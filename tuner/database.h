@@ -21,6 +21,7 @@
 
 #define TUN_LOG_SCHEMA 1
 #define TUN_MAX_RUNS 64
+#define TUN_MAX_THREADS 4096 /* the largest thread count a record may carry (--threads' bound) */
 
 typedef struct tun_record {
   int schema;
@@ -37,7 +38,12 @@ typedef struct tun_record {
   char *version;
   uint64_t trace_hash; /* structural hash of the scheduled function (dedup), 0 if unknown */
   char *graph_opts; /* the graph switches that made a model task (tg_pass_opts_str); NULL: defaults */
+  int threads;      /* thread pool size it was measured with; 0: unknown (a record written before
+                     * records carried it, or measured on a board that chose its own) */
 } tun_record;
+
+/* A lookup's thread count that matches records of every count. */
+#define TUN_ANY_THREADS (-1)
 
 /* Mean of run_secs, or 1e10 for error records / no runs. */
 double tun_record_mean(const tun_record *r);
@@ -82,6 +88,22 @@ const tun_record *tun_db_best(const tun_db *db, const char *workload_key, const 
 const tun_record **tun_db_ranked(const tun_db *db, const char *workload_key, const char *target, int *n);
 /* True if a record with this trace_hash exists for workload+target. */
 bool tun_db_has_trace(const tun_db *db, const char *workload_key, const char *target, uint64_t trace_hash);
+
+/* The same four lookups restricted to the records measured with `threads`
+ * pool threads (0: the records of unknown count; TUN_ANY_THREADS: all, as
+ * above). A tuner for N threads counts, resumes and deduplicates its own
+ * count's records; a build for N threads replays the best of them. */
+int tun_db_count_at(const tun_db *db, const char *workload_key, const char *target, int threads);
+const tun_record *tun_db_best_at(const tun_db *db, const char *workload_key, const char *target, int threads);
+const tun_record **tun_db_ranked_at(const tun_db *db, const char *workload_key, const char *target, int threads,
+                                    int *n);
+bool tun_db_has_trace_at(const tun_db *db, const char *workload_key, const char *target, uint64_t trace_hash,
+                         int threads);
+/* What a build for `threads` threads replays, best first (heap array,
+ * ts_free): the usable records measured at that count; when there are
+ * none, those of every count, with *fallback set (the caller says so). */
+const tun_record **tun_db_ranked_for_build(const tun_db *db, const char *workload_key, const char *target,
+                                           int threads, int *n, bool *fallback);
 
 /* Listing helpers (for inspect/plot): the first record of each (workload
  * key, target) pair in log order — returns how many pairs there are and

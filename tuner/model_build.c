@@ -140,6 +140,8 @@ typedef struct build_state {
   int ntuned, ndefault, nspec, nrecord_unused;
   int nlayout_kept;     /* records whose layout rewrite was dropped (a non-constant input) */
   int npacked_weights, npacked_copies;
+  int threads;          /* the thread count the build is for (records at it first) */
+  int nother_threads;   /* kernels whose records were all of other thread counts */
 } build_state;
 
 static int find_kernel(build_state *b, const ir_func *f) {
@@ -200,7 +202,14 @@ static sch_traced *from_log(build_state *b, const char *key, const ir_func *f, c
   *nmaps = 0;
   if (!b->db) return NULL;
   int n = 0;
-  const tun_record **rs = tun_db_ranked(b->db, key, b->tg.text, &n);
+  bool other = false;
+  const tun_record **rs = tun_db_ranked_for_build(b->db, key, b->tg.text, b->threads, &n, &other);
+  if (other) {
+    b->nother_threads++;
+    if (b->o->warn)
+      fprintf(b->o->warn, "tessel build: %s [%s]: no record measured at %d thread%s; using the best of any thread count\n",
+              f->name ? f->name : "?", key, b->threads, b->threads == 1 ? "" : "s");
+  }
   sch_traced *s = NULL;
   /* the best record; when it does not replay, the next best (saying so) */
   for (int i = 0; i < n && !s; i++) {
@@ -601,6 +610,8 @@ static ts_status fill_result(const build_state *b, const tsrt_model_plan *plan, 
   r->ndefault = b->ndefault;
   r->nspec = b->nspec;
   r->nrecord_unused = b->nrecord_unused;
+  r->threads = b->threads;
+  r->nother_threads = b->nother_threads;
   r->nlayout_kept = b->nlayout_kept;
   r->ncalls = plan->ncalls;
   r->ntensors = plan->ntensors;
@@ -664,6 +675,7 @@ ts_status tun_model_build(const char *path, const char *out, const tun_model_opt
     st = d && d->code ? d->code : TS_EINVAL;
     goto out;
   }
+  b.threads = tun_device_threads(&b.tg, o->threads, false);
   if (o->log) {
     int nwarn = 0;
     b.db = tun_db_load(o->log, o->warn, &nwarn, d);

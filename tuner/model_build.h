@@ -26,6 +26,8 @@
 typedef struct tun_model_opts {
   const char *target;   /* target text; NULL: "llvm" (the host) */
   const char *log;      /* tuning log whose best records are replayed; NULL: default schedules */
+  int threads;          /* the thread count the build is for: the log's records at it first, else
+                         * the best of any count (said on warn); 0: TESSEL_NUM_THREADS or all cores */
   tg_pass_opts graph;   /* the graph passes' switches (--winograd, --polyphase, --qdq) */
   int nsyms;            /* symbolic dims at the sizes they were tuned at (the task keys' binding) */
   const char *sym_names[TUN_MODEL_MAX_SYMS];
@@ -73,6 +75,8 @@ typedef struct tun_model_result {
   int kernels;           /* distinct kernels, specialisations not counted */
   int ntuned, ndefault, nspec;
   int nrecord_unused;    /* kernels whose log record did not replay (default schedule instead) */
+  int threads;           /* the thread count the build selected records for */
+  int nother_threads;    /* kernels with no record at that count, built from another count's best */
   int nlayout_kept;      /* records whose weight re-layout was dropped */
   int ncalls, ntensors;
   uint64_t weights_bytes;

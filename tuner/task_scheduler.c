@@ -537,24 +537,32 @@ ts_status tun_tune_model(const tun_model_task *tasks, int n, const cg_target *t,
       st = d && d->code ? d->code : TS_EIO;
       goto out;
     }
+    /* only the records of the thread count this run tunes for (as tun_tune counts them) */
+    int thr = tun_device_threads(t, o->tune.measure.num_threads, o->tune.rpc != NULL);
     for (int i = 0; i < n && !st; i++) {
-      int cnt = 0;
-      const int *idx = tun_db_indices_for(db, r->tasks[i].key, t->text, &cnt);
-      double *costs = ts_calloc((size_t)(cnt > 0 ? cnt : 1), sizeof *costs);
-      if (!costs) {
+      int all = 0, cnt = 0;
+      const int *aidx = tun_db_indices_for(db, r->tasks[i].key, t->text, &all);
+      double *costs = ts_calloc((size_t)(all > 0 ? all : 1), sizeof *costs);
+      int *idx = ts_calloc((size_t)(all > 0 ? all : 1), sizeof *idx);
+      if (!costs || !idx) {
+        ts_free(costs);
+        ts_free(idx);
         st = ts_diag_set(d, TS_ENOMEM, "tune-model: out of memory");
         break;
       }
-      for (int k = 0; k < cnt; k++) {
-        const tun_record *rec = tun_db_get(db, idx[k]);
-        costs[k] = !rec->error && rec->verified ? tun_record_mean(rec) : TUN_SCHED_NONE;
+      for (int k = 0; k < all; k++) {
+        const tun_record *rec = tun_db_get(db, aidx[k]);
+        if (rec->threads != thr) continue;
+        idx[cnt] = aidx[k];
+        costs[cnt++] = !rec->error && rec->verified ? tun_record_mean(rec) : TUN_SCHED_NONE;
       }
       st = tun_sched_restore(&s, i, costs, cnt, batch, d);
       ts_free(costs);
       r->tasks[i].trials = cnt;
-      const tun_record *b = tun_db_best(db, r->tasks[i].key, t->text);
+      const tun_record *b = tun_db_best_at(db, r->tasks[i].key, t->text, thr);
       r->tasks[i].best_seconds = b ? tun_record_mean(b) : 0;
       r->tasks[i].default_seconds = cnt ? logged_default(db, &tasks[i], t, idx, cnt) : 0;
+      ts_free(idx);
     }
     if (st) goto out;
   }

@@ -183,11 +183,11 @@ static void build_all(ir_func **funcs, int n, const cg_target *t, const char *di
 }
 
 /* ---- records ----------------------------------------------------------------------- */
-static void count_group(const tun_db *db, const char *key, const char *target, int *errors) {
+static void count_group(const tun_db *db, const char *key, const char *target, int threads, int *errors) {
   *errors = 0;
   for (int i = 0; i < tun_db_count(db); i++) {
     const tun_record *r = tun_db_get(db, i);
-    if (strcmp(r->workload_key, key) || !r->target || strcmp(r->target, target)) continue;
+    if (strcmp(r->workload_key, key) || !r->target || strcmp(r->target, target) || r->threads != threads) continue;
     if (r->error) (*errors)++;
   }
 }
@@ -307,6 +307,7 @@ typedef struct tune_run {
   char dir[32];
   build_slot *slots;
   int batch;
+  int threads;          /* the pool size its kernels are measured with (0: unknown, a board's own) */
 } tune_run;
 
 /* One batch of candidates (n of them, index-aligned arrays). */
@@ -349,6 +350,7 @@ static ts_status log_candidate(batch_ctx *c, int i, tun_record *rec, const char 
   rec->version = (char *)TESSEL_VERSION;
   rec->trace_hash = c->cands[i].hash;
   rec->graph_opts = (char *)c->r->o->graph_opts;
+  rec->threads = c->r->threads;
   rec->error = err && err[0] ? (char *)err : NULL;
   if (rec->error) rec->verified = false;
   ts_diag ad;
@@ -519,11 +521,12 @@ static ts_status local_batch(batch_ctx *c, int nc, const char *dir, ts_diag *d) 
 }
 
 /* ---- the loop ---------------------------------------------------------------------------- */
-static void fill_result(const tun_db *db, const char *key, const char *target, double flops,
+static void fill_result(const tun_db *db, const char *key, const char *target, int threads, double flops,
                         tun_tune_result *res) {
-  res->trials = tun_db_count_for(db, key, target);
-  count_group(db, key, target, &res->errors);
-  const tun_record *b = tun_db_best(db, key, target);
+  res->trials = tun_db_count_at(db, key, target, threads);
+  res->threads = threads;
+  count_group(db, key, target, threads, &res->errors);
+  const tun_record *b = tun_db_best_at(db, key, target, threads);
   res->best_seconds = b ? tun_record_mean(b) : 0;
   res->best_gflops = res->best_seconds > 0 && flops > 0 ? flops / res->best_seconds * 1e-9 : 0;
 }
@@ -560,7 +563,8 @@ static void run_resume(tune_run *r) {
   cm_features *fe = ts_calloc((size_t)(n > 0 ? n : 1), sizeof *fe);
   for (int i = 0; i < n && smp && fe; i++) {
     const tun_record *rec = tun_db_get(r->db, i);
-    if (strcmp(rec->workload_key, r->key) || !rec->target || strcmp(rec->target, r->target) || !rec->trace)
+    if (strcmp(rec->workload_key, r->key) || !rec->target || strcmp(rec->target, r->target) || !rec->trace ||
+        rec->threads != r->threads) /* another thread count's times would mislead the model */
       continue;
     sch_trace *tr = NULL;
     sch_traced *ts = replay_json(rec->trace, r->f, &tr);
@@ -612,12 +616,12 @@ static sch_traced *run_baseline_lookup(tune_run *r, uint64_t *hash) {
   const int *idx = tun_db_indices_for(r->db, r->key, r->target, &cnt);
   for (int k = 0; k < cnt; k++) {
     const tun_record *rec = tun_db_get(r->db, idx[k]);
-    if (rec->trace_hash == *hash && !rec->error && rec->verified) {
+    if (rec->trace_hash == *hash && !rec->error && rec->verified && rec->threads == r->threads) {
       set_baseline(r, tun_record_mean(rec));
       break;
     }
   }
-  if (r->res->baseline_seconds > 0 || tun_db_has_trace(r->db, r->key, r->target, *hash)) {
+  if (r->res->baseline_seconds > 0 || tun_db_has_trace_at(r->db, r->key, r->target, *hash, r->threads)) {
     sch_traced_free(def); /* logged before (maybe as an error): not again */
     return NULL;
   }
@@ -748,7 +752,8 @@ ts_status tun_tune(const ir_func *f, const char *definition, double flops, const
   r.db = tun_db_open(o->log_path, stderr, NULL, d);
   if (!r.db) return d && d->code ? d->code : TS_EIO;
   ir_workload_key(f, r.key);
-  r.have = tun_db_count_for(r.db, r.key, r.target);
+  r.threads = tun_device_threads(t, o->measure.num_threads, o->rpc != NULL);
+  r.have = tun_db_count_at(r.db, r.key, r.target, r.threads);
   ts_status st = TS_OK;
   sch_traced *def = NULL; /* the default schedule, measured first unless logged */
   bool have_dir = false;
@@ -770,7 +775,7 @@ ts_status tun_tune(const ir_func *f, const char *definition, double flops, const
     goto out;
   }
   r.run_t0 = tsrt_now();
-  const tun_record *bst = tun_db_best(r.db, r.key, r.target);
+  const tun_record *bst = tun_db_best_at(r.db, r.key, r.target, r.threads);
   r.best_s = bst ? tun_record_mean(bst) : 0;
   progress(o, r.have, o->trials, r.best_s, flops, r.t0, r.run_t0, 0, false);
   if (def) st = run_default(&r, def, def_hash, d);
@@ -779,7 +784,7 @@ ts_status tun_tune(const ir_func *f, const char *definition, double flops, const
   if (o->progress_tty) progress(o, r.have, o->trials, r.best_s, flops, r.t0, r.run_t0, r.run_done, true);
 
 out:
-  fill_result(r.db, r.key, r.target, flops, res);
+  fill_result(r.db, r.key, r.target, r.threads, flops, res);
   res->wall_seconds = tsrt_now() - r.t0;
   if (r.evo) run_stats(&r);
   if (r.slots != MAP_FAILED) munmap(r.slots, (size_t)r.batch * sizeof(build_slot));

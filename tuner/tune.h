@@ -59,7 +59,8 @@ typedef struct tun_tune_opts {
 void tun_tune_opts_default(tun_tune_opts *o);
 
 typedef struct tun_tune_result {
-  int trials;              /* records for this workload+target in the log after the run */
+  int trials;              /* records for this workload+target at `threads` in the log after the run */
+  int threads;             /* the thread count it tuned for (0: unknown, a board's default; GPU) */
   int new_trials;          /* measured in this run */
   int errors;              /* error records for this workload+target */
   double best_seconds;     /* best verified mean; 0 if none */

@@ -53,10 +53,10 @@ typedef struct tessel_tensor_info {
 tessel_model *tessel_model_load(const char *path, char *err, size_t errn);
 /* Loading options; a zeroed struct is the default. */
 typedef struct tessel_model_load_opts {
-  /* 0 (default): the first load in a process keeps malloc blocks up to
-   * 32 MiB in the heap and the heap untrimmed below 256 MiB, so kernels'
-   * scratch buffers are not page-faulted in again on every call
-   * (docs/MODEL.md); 1: leave the process's malloc settings alone. */
+  /* No effect: the runtime leaves the process's malloc settings alone
+   * (kernels' scratch buffers come from a per-thread pool that keeps them
+   * faulted in between calls, docs/MODEL.md "Kernel scratch"). Kept so
+   * that callers setting it still build. */
   int keep_malloc_settings;
 } tessel_model_load_opts;
 /* tessel_model_load with options (opts NULL: defaults). */

@@ -270,6 +270,81 @@ START_TEST(build_falls_back_to_next_best) {
 }
 END_TEST
 
+
+/* Each record carries the thread count it was measured with; a tune at
+ * another count has its own budget; build --log picks the records of its
+ * --threads, else the best of any count, saying so (kernels and models). */
+static void assert_threads(const char *log, int from_line, int threads) {
+  char *text = tr_slurp(log);
+  int line = 0;
+  for (char *l = strtok(text, "\n"); l; l = strtok(NULL, "\n")) {
+    if (++line < from_line) continue;
+    json_t *j = json_loads(l, 0, NULL);
+    ck_assert_ptr_nonnull(j);
+    json_t *t = json_object_get(j, "threads");
+    ck_assert_msg(json_is_integer(t) && json_integer_value(t) == threads, "line %d: %s", line, l);
+    json_decref(j);
+  }
+  free(text);
+}
+
+START_TEST(threads_in_records_and_build) {
+  const char *log = tmp("threads.jsonl");
+  unlink(log);
+  tr_result r = run("tune matmul:m=8,n=8,k=8 --trials 3 --batch 3 --log '%s' --model random --threads 2", log);
+  ck_assert_msg(r.status == 0, "%s", r.err);
+  tr_result_free(&r);
+  ck_assert_int_eq(tr_count_lines(log), 3);
+  assert_threads(log, 1, 2);
+  /* one thread: its own 3 trials (the 2-thread ones do not count), its own default */
+  r = run("tune matmul:m=8,n=8,k=8 --trials 3 --batch 3 --log '%s' --model random --threads 1", log);
+  ck_assert_msg(r.status == 0, "%s", r.err);
+  tr_result_free(&r);
+  ck_assert_int_eq(tr_count_lines(log), 6);
+  assert_threads(log, 4, 1);
+  const char *so = tmp("threads.so");
+  r = run("build matmul:m=8,n=8,k=8 --log '%s' --threads 2 -o '%s'", log, so);
+  ck_assert_msg(r.status == 0, "%s", r.err);
+  ck_assert_msg(strstr(r.err, "using the best record of") && strstr(r.err, "at 2 threads") &&
+                    !strstr(r.err, "any thread count"), "%s", r.err);
+  tr_result_free(&r);
+  r = run("build matmul:m=8,n=8,k=8 --log '%s' --threads 3 -o '%s'", log, so);
+  ck_assert_msg(r.status == 0, "%s", r.err);
+  ck_assert_msg(strstr(r.err, "has no record of matmul:m=8,n=8,k=8") &&
+                    strstr(r.err, "measured at 3 threads; using the best of any thread count"), "%s", r.err);
+  tr_result_free(&r);
+  const char *models = getenv("MODELS_DIR");
+  if (!models) return;
+  const char *mlog = tmp("threads_model.jsonl");
+  unlink(mlog);
+  r = run("tune-model '%s/mlp.onnx' --trials 4 --log '%s' --model random --threads 2", models, mlog);
+  ck_assert_msg(r.status == 0, "%s", r.err);
+  tr_result_free(&r);
+  assert_threads(mlog, 1, 2);
+  const char *mso = tmp("threads_model.so");
+  r = run("build '%s/mlp.onnx' --log '%s' --threads 2 -o '%s' --json", models, mlog, mso);
+  ck_assert_msg(r.status == 0, "%s", r.err);
+  json_t *j = json_loads(r.out, 0, NULL);
+  ck_assert_msg(j != NULL, "%s", r.out);
+  ck_assert_int_eq(json_integer_value(json_object_get(j, "threads")), 2);
+  ck_assert_int_eq(json_integer_value(json_object_get(j, "other_thread_records")), 0);
+  int tuned = (int)json_integer_value(json_object_get(j, "tuned"));
+  ck_assert_int_ge(tuned, 1);
+  json_decref(j);
+  ck_assert_msg(!strstr(r.err, "any thread count"), "%s", r.err);
+  tr_result_free(&r);
+  r = run("build '%s/mlp.onnx' --log '%s' --threads 1 -o '%s' --json", models, mlog, mso);
+  ck_assert_msg(r.status == 0, "%s", r.err);
+  j = json_loads(r.out, 0, NULL);
+  ck_assert_msg(j != NULL, "%s", r.out);
+  ck_assert_int_eq(json_integer_value(json_object_get(j, "other_thread_records")), tuned);
+  ck_assert_int_eq(json_integer_value(json_object_get(j, "tuned")), tuned); /* the fallback still tunes them */
+  json_decref(j);
+  ck_assert_msg(strstr(r.err, "no record measured at 1 thread; using the best of any thread count"), "%s", r.err);
+  tr_result_free(&r);
+}
+END_TEST
+
 START_TEST(second_tuner_refused) {
   const char *log = tmp("locked.jsonl");
   make_log(log);
@@ -503,6 +578,7 @@ int main(int argc, char **argv) {
   tcase_add_test(tc, readers_dev_zero_and_oversize);
   tcase_add_test(tc, poisoned_records_skipped);
   tcase_add_test(tc, build_falls_back_to_next_best);
+  tcase_add_test(tc, threads_in_records_and_build);
   tcase_add_test(tc, second_tuner_refused);
   tcase_add_test(tc, duplicates_counted_once);
   tcase_add_test(tc, incomplete_last_line_named);

@@ -905,9 +905,27 @@ START_TEST(test_allocate) {
   char *ir = cg_llvm_dump_ir(&l, &T, false, &d);
   ck_assert_ptr_nonnull(ir);
   ck_assert(strstr(ir, "alloca [64 x float], align 64") != NULL);
-  ck_assert(strstr(ir, "@aligned_alloc(i64 64, i64 4194304)") != NULL);
-  ck_assert(strstr(ir, "@free(") != NULL);
+  /* heap scratch from the runtime's per-thread pool */
+  ck_assert(strstr(ir, "@tsrt_scratch_alloc(i64 4194304)") != NULL);
+  ck_assert(strstr(ir, "@tsrt_scratch_free(") != NULL);
   ts_free(ir);
+  /* in a steady state the heap scratch reaches no malloc: the second and
+   * later calls get the block the first one freed back from the pool */
+  cg_jit *jit = NULL;
+  tu_ok(cg_llvm_jit(&l, &T, &jit, &d), &d);
+  size_t bytes[5] = {(size_t)big * 4, (size_t)n * 4, (size_t)big * 4, (size_t)16 * n * 4, (size_t)n};
+  void *args[5];
+  for (int k2 = 0; k2 < 5; k2++) ck_assert_ptr_nonnull(args[k2] = calloc(1, bytes[k2]));
+  ck_assert_int_eq(cg_jit_entry(jit)(args), 0);
+  tsrt_scratch_stats st0, st1;
+  tsrt_scratch_get_stats(&st0);
+  for (int rep = 0; rep < 3; rep++) ck_assert_int_eq(cg_jit_entry(jit)(args), 0);
+  tsrt_scratch_get_stats(&st1);
+  ck_assert_uint_eq(st1.mallocs, st0.mallocs);
+  ck_assert_uint_ge(st1.reuses, st0.reuses + 3);
+  ck_assert_uint_eq(st1.allocs - st0.allocs, st1.reuses - st0.reuses);
+  for (int k2 = 0; k2 < 5; k2++) free(args[k2]);
+  cg_jit_free(jit);
 }
 END_TEST
 

@@ -8,8 +8,10 @@
 #define _GNU_SOURCE
 #include <check.h>
 #include <sched.h>
+#include <stdio.h>
 #include <unistd.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -175,13 +177,26 @@ END_TEST
 
 
 static int cpu_of_task[2];
+static _Atomic int started;
+static _Atomic int tally[64];
+
+/* Records the count the pool chose for a default launch. */
+static int32_t count_default_task(int32_t t, int32_t n, void *p) {
+  _Atomic int32_t *seen = p;
+  int32_t none = -1;
+  atomic_compare_exchange_strong(seen, &none, n);
+  if (t >= 0 && t < 64) atomic_fetch_add(&tally[t], 1);
+  return 0;
+}
 
 static int32_t where_task(int32_t t, int32_t n, void *p) {
   (void)n;
   (void)p;
-  /* stay busy long enough that both tasks run at once */
-  volatile double x = 0;
-  for (int i = 0; i < 2000000; i++) x += i;
+  /* both tasks run at once: each waits (up to 5 s) for the other to start,
+   * so the thread that claimed one cannot claim the other too */
+  atomic_fetch_add(&started, 1);
+  double t0 = tsrt_now();
+  while (atomic_load(&started) < 2 && tsrt_now() - t0 < 5) sched_yield();
   cpu_of_task[t] = sched_getcpu();
   return 0;
 }
@@ -256,14 +271,168 @@ END_TEST
 START_TEST(test_pool_pinning) {
   if (sysconf(_SC_NPROCESSORS_ONLN) < 2) return;
   tsrt_pool_shutdown();
+  cpu_set_t mine;
+  ck_assert_int_eq(pthread_getaffinity_np(pthread_self(), sizeof mine, &mine), 0);
   setenv("TESSEL_NUM_THREADS", "2", 1);
   setenv("TESSEL_PIN_CALLER", "1", 1);
   for (int rep = 0; rep < 5; rep++) {
+    atomic_store(&started, 0);
     ck_assert_int_eq(tsrt_parallel_launch(where_task, NULL, 2), 0);
     ck_assert_int_ne(cpu_of_task[0], cpu_of_task[1]);
   }
   tsrt_pool_shutdown();
   unsetenv("TESSEL_PIN_CALLER");
+  ck_assert_int_eq(pthread_setaffinity_np(pthread_self(), sizeof mine, &mine), 0); /* unpinned again */
+  /* a model run pins its calling thread to slot 0 for the run only: the
+   * same holds, and the thread's own affinity comes back after */
+  cpu_set_t before, during, after;
+  ck_assert_int_eq(pthread_getaffinity_np(pthread_self(), sizeof before, &before), 0);
+  tsrt_affinity aff;
+  ck_assert(tsrt_caller_pin(&aff));
+  ck_assert_int_eq(pthread_getaffinity_np(pthread_self(), sizeof during, &during), 0);
+  ck_assert_int_eq(CPU_COUNT(&during), 1);
+  for (int rep = 0; rep < 5; rep++) {
+    atomic_store(&started, 0);
+    ck_assert_int_eq(tsrt_parallel_launch(where_task, NULL, 2), 0);
+    ck_assert_int_ne(cpu_of_task[0], cpu_of_task[1]);
+  }
+  tsrt_caller_restore(&aff);
+  ck_assert_int_eq(pthread_getaffinity_np(pthread_self(), sizeof after, &after), 0);
+  ck_assert(CPU_EQUAL(&before, &after));
+  tsrt_pool_shutdown();
+  unsetenv("TESSEL_NUM_THREADS");
+}
+END_TEST
+
+/* The pool at 1..5 threads (more than this machine's CPUs included): every
+ * task of every launch runs exactly once with its own id and the launch's
+ * count, for counts below, at and above the pool size and the default (0:
+ * one or more per thread); the first failing task's result comes back; a
+ * nested launch runs serially; thousands of back-to-back launches of tiny
+ * tasks (workers waking late for a launch that is already over) lose or
+ * repeat nothing. */
+static _Atomic int wrong_count;
+
+static int32_t tally_task(int32_t t, int32_t n, void *p) {
+  if (n != *(int32_t *)p) atomic_fetch_add(&wrong_count, 1);
+  if (t >= 0 && t < 64) atomic_fetch_add(&tally[t], 1);
+  return 0;
+}
+
+START_TEST(test_pool_sizes) {
+  for (int th = 1; th <= 5; th++) {
+    tsrt_pool_shutdown();
+    char v[8];
+    snprintf(v, sizeof v, "%d", th);
+    setenv("TESSEL_NUM_THREADS", v, 1);
+    ck_assert_int_eq(tsrt_num_threads(), th);
+    for (int rep = 0; rep < 3000; rep++) {
+      int32_t n = rep % 11 == 10 ? 0 : 1 + rep % 11 * 5 % 23; /* 1..23, and the default */
+      int32_t expect = n;
+      if (n == 0) {
+        /* the default: the pool picks the count; every id below it once */
+        memset(tally, 0, sizeof tally);
+        _Atomic int32_t seen = -1;
+        ck_assert_int_eq(tsrt_parallel_launch(count_default_task, (void *)&seen, 0), 0);
+        ck_assert_int_ge(seen, th);
+        ck_assert_int_le(seen, 64);
+        for (int i = 0; i < seen; i++) ck_assert_int_eq(atomic_load(&tally[i]), 1);
+        continue;
+      }
+      memset(tally, 0, sizeof tally);
+      ck_assert_int_eq(tsrt_parallel_launch(tally_task, &expect, n), 0);
+      for (int i = 0; i < 64; i++) ck_assert_int_eq(atomic_load(&tally[i]), i < n ? 1 : 0);
+    }
+    ck_assert_int_eq(atomic_load(&wrong_count), 0);
+    ck_assert_int_eq(tsrt_parallel_launch(fail_task, NULL, 8), 42);
+    ck_assert_int_eq(tsrt_parallel_launch(fail_task, NULL, 3), 0);
+    _Atomic int sum = 0;
+    ck_assert_int_eq(tsrt_parallel_launch(outer_task, &sum, 5), 0);
+    ck_assert_int_eq(atomic_load(&sum), 5 * (0 + 1 + 2 + 3));
+  }
+  tsrt_pool_shutdown();
+  unsetenv("TESSEL_NUM_THREADS");
+}
+END_TEST
+
+
+/* The kernel scratch pool: 64-byte aligned blocks; a freed block comes back
+ * for the next request it fits (no malloc in a steady state); a thread's
+ * blocks are its own and go back to malloc when it exits; the cache keeps
+ * at most 16 blocks (the largest); an allocation failure is NULL. */
+static void *scratch_thread(void *arg) {
+  tsrt_scratch_stats *out = arg;
+  void *p = tsrt_scratch_alloc(1 << 20); /* not the main thread's kept block */
+  tsrt_scratch_get_stats(&out[0]);
+  tsrt_scratch_free(p);
+  tsrt_scratch_get_stats(&out[1]);
+  return NULL;
+}
+
+START_TEST(test_scratch_pool) {
+  tsrt_scratch_trim();
+  tsrt_scratch_stats a, b;
+  tsrt_scratch_get_stats(&a);
+  ck_assert_int_eq(a.kept_blocks, 0);
+  /* a Winograd-like call pattern: three buffers of different sizes per call */
+  static const uint64_t sizes[3] = {3 << 20, 100000, 7};
+  for (int call = 0; call < 10; call++) {
+    if (call == 1) tsrt_scratch_get_stats(&a);
+    void *p[3];
+    for (int k = 0; k < 3; k++) {
+      p[k] = tsrt_scratch_alloc(sizes[k]);
+      ck_assert_ptr_nonnull(p[k]);
+      ck_assert_uint_eq((uintptr_t)p[k] % 64, 0);
+      memset(p[k], call, sizes[k]); /* the whole block is usable */
+    }
+    for (int k = 2; k >= 0; k--) tsrt_scratch_free(p[k]);
+  }
+  tsrt_scratch_get_stats(&b);
+  ck_assert_uint_eq(b.mallocs, a.mallocs); /* calls 2..10: no malloc */
+  ck_assert_uint_eq(b.allocs - a.allocs, 27);
+  ck_assert_uint_eq(b.reuses - a.reuses, 27);
+  ck_assert_int_eq(b.kept_blocks, 3);
+  ck_assert_uint_ge(b.kept_bytes, (3 << 20) + 100000 + 7);
+  /* the smallest block that fits is the one handed out */
+  void *q = tsrt_scratch_alloc(90000);
+  tsrt_scratch_get_stats(&a);
+  ck_assert_uint_eq(a.mallocs, b.mallocs);
+  ck_assert_uint_lt(a.kept_bytes, b.kept_bytes - 90000);
+  ck_assert_uint_gt(a.kept_bytes, 3 << 20);
+  tsrt_scratch_free(q);
+  /* another thread has its own blocks (a malloc there), released at its exit */
+  tsrt_scratch_stats t[2];
+  pthread_t th;
+  ck_assert_int_eq(pthread_create(&th, NULL, scratch_thread, t), 0);
+  ck_assert_int_eq(pthread_join(th, NULL), 0);
+  ck_assert_uint_eq(t[0].mallocs, a.mallocs + 1);
+  ck_assert_int_eq(t[1].kept_blocks, 1);
+  tsrt_scratch_get_stats(&b);
+  ck_assert_int_eq(b.kept_blocks, 3); /* this thread's cache is untouched */
+  ck_assert_uint_eq(b.releases, t[1].releases + 1); /* the thread's block went back at its exit */
+  /* at most 16 blocks kept: the smallest go */
+  void *many[20];
+  for (int k = 0; k < 20; k++) ck_assert_ptr_nonnull(many[k] = tsrt_scratch_alloc(4096 * (uint64_t)(k + 1)));
+  for (int k = 0; k < 20; k++) tsrt_scratch_free(many[k]);
+  tsrt_scratch_get_stats(&b);
+  ck_assert_int_eq(b.kept_blocks, 16);
+  void *big = tsrt_scratch_alloc(3 << 20); /* still kept */
+  tsrt_scratch_get_stats(&a);
+  ck_assert_uint_eq(a.reuses, b.reuses + 1);
+  tsrt_scratch_free(big);
+  /* out of memory: NULL, and the pool still works after */
+  tsrt_scratch_trim();
+  ts_alloc_fail_after(1);
+  ck_assert_ptr_null(tsrt_scratch_alloc(1 << 16));
+  ts_alloc_fail_after(0);
+  void *ok = tsrt_scratch_alloc(1 << 16);
+  ck_assert_ptr_nonnull(ok);
+  tsrt_scratch_free(ok);
+  tsrt_scratch_free(NULL);
+  tsrt_scratch_trim();
+  tsrt_scratch_get_stats(&a);
+  ck_assert_int_eq(a.kept_blocks, 0);
+  ck_assert_uint_eq(a.kept_bytes, 0);
 }
 END_TEST
 
@@ -277,12 +446,14 @@ int main(int argc, char **argv) {
   tcase_set_timeout(tc, 120);
   tcase_add_test(tc, test_pool);
   tcase_add_test(tc, test_pool_pinning);
+  tcase_add_test(tc, test_pool_sizes);
   tcase_add_test(tc, test_fill_random);
   tcase_add_test(tc, test_load_errors);
   tcase_add_test(tc, test_measure_ok);
   tcase_add_test(tc, test_measure_crash_and_hang);
   tcase_add_test(tc, test_measure_slow_stop);
   tcase_add_test(tc, test_enomem);
+  tcase_add_test(tc, test_scratch_pool);
   suite_add_tcase(s, tc);
   SRunner *sr = srunner_create(s);
   srunner_run_all(sr, CK_NORMAL);

@@ -7,7 +7,10 @@
  * append and skipped on load (never best); duplicates count once; appending
  * is exclusive (flock) across processes, shared within one; a failed write
  * (a full device, a file size limit) is an error and leaves whole lines;
- * ranked records for the fallback. */
+ * ranked records for the fallback; thread counts (written, reloaded, an
+ * older record without one reads as unknown, a bad one is skipped; lookups
+ * at one count; the same trace at another count is no duplicate; a build's
+ * selection falls back to any count only when its own has none). */
 #include <check.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -605,6 +608,103 @@ START_TEST(ranked_records) {
 }
 END_TEST
 
+
+/* Records carry the thread count they were measured with. */
+START_TEST(thread_counts) {
+  const char *p = tmp_path("threads.jsonl");
+  ts_diag d;
+  ts_diag_clear(&d);
+  tun_db *db = tun_db_open(p, NULL, NULL, &d);
+  ck_assert_ptr_nonnull(db);
+  /* the same trace (hash 7) at 1 and 2 threads: two measurements, not a duplicate */
+  tun_record r1 = mk(KEY_A, "llvm", 0.4, true, NULL, 7), r2 = mk(KEY_A, "llvm", 0.25, true, NULL, 7),
+             r2b = mk(KEY_A, "llvm", 0.3, true, NULL, 8), r0 = mk(KEY_A, "llvm", 0.1, true, NULL, 9),
+             only1 = mk(KEY_B, "llvm", 0.5, true, NULL, 10);
+  r1.threads = 1;
+  r2.threads = 2;
+  r2b.threads = 2;
+  only1.threads = 1;
+  tun_record *all[] = {&r1, &r2, &r2b, &r0, &only1};
+  for (int i = 0; i < 5; i++) ck_assert_int_eq(tun_db_append(db, all[i], &d), TS_OK);
+  ck_assert_int_eq(tun_db_count(db), 5);
+  /* appending the 2-thread measurement again is the duplicate */
+  ck_assert_int_eq(tun_db_append(db, &r2, &d), TS_OK);
+  ck_assert_int_eq(tun_db_count(db), 5);
+  tun_db_close(db);
+
+  /* reloaded: the field round trips; the record without it is unknown (0) */
+  int nwarn = -1;
+  db = tun_db_load(p, NULL, &nwarn, &d);
+  ck_assert_ptr_nonnull(db);
+  ck_assert_int_eq(nwarn, 0);
+  ck_assert_int_eq(tun_db_get(db, 0)->threads, 1);
+  ck_assert_int_eq(tun_db_get(db, 1)->threads, 2);
+  ck_assert_int_eq(tun_db_get(db, 3)->threads, 0);
+  ck_assert_int_eq(tun_db_count_for(db, KEY_A, "llvm"), 4);
+  ck_assert_int_eq(tun_db_count_at(db, KEY_A, "llvm", 2), 2);
+  ck_assert_int_eq(tun_db_count_at(db, KEY_A, "llvm", 1), 1);
+  ck_assert_int_eq(tun_db_count_at(db, KEY_A, "llvm", 0), 1);
+  ck_assert_int_eq(tun_db_count_at(db, KEY_A, "llvm", 4), 0);
+  ck_assert_int_eq(tun_db_count_at(db, KEY_A, "llvm", TUN_ANY_THREADS), 4);
+  /* best at a count, and of any count (the unknown-count record is fastest) */
+  ck_assert_ptr_eq(tun_db_best_at(db, KEY_A, "llvm", 2), tun_db_get(db, 1));
+  ck_assert_ptr_eq(tun_db_best_at(db, KEY_A, "llvm", 1), tun_db_get(db, 0));
+  ck_assert_ptr_null(tun_db_best_at(db, KEY_A, "llvm", 3));
+  ck_assert_ptr_eq(tun_db_best_at(db, KEY_A, "llvm", TUN_ANY_THREADS), tun_db_get(db, 3));
+  ck_assert(tun_db_has_trace_at(db, KEY_A, "llvm", 7, 1) && tun_db_has_trace_at(db, KEY_A, "llvm", 7, 2));
+  ck_assert(!tun_db_has_trace_at(db, KEY_A, "llvm", 7, 4) && !tun_db_has_trace_at(db, KEY_A, "llvm", 8, 1));
+  ck_assert(tun_db_has_trace_at(db, KEY_A, "llvm", 9, 0) && !tun_db_has_trace_at(db, KEY_A, "llvm", 9, 1));
+  int n = -1;
+  const tun_record **rs = tun_db_ranked_at(db, KEY_A, "llvm", 2, &n);
+  ck_assert_int_eq(n, 2);
+  ck_assert(rs[0]->run_secs[0] == 0.25 && rs[1]->run_secs[0] == 0.3);
+  ts_free(rs);
+  /* a build's selection: its own count when it has records ... */
+  bool other = true;
+  rs = tun_db_ranked_for_build(db, KEY_A, "llvm", 2, &n, &other);
+  ck_assert(!other);
+  ck_assert_int_eq(n, 2);
+  ck_assert(rs[0] == tun_db_get(db, 1));
+  ts_free(rs);
+  /* ... else every count's, best first, saying it fell back */
+  rs = tun_db_ranked_for_build(db, KEY_A, "llvm", 8, &n, &other);
+  ck_assert(other);
+  ck_assert_int_eq(n, 4);
+  ck_assert(rs[0] == tun_db_get(db, 3));
+  ts_free(rs);
+  rs = tun_db_ranked_for_build(db, KEY_B, "llvm", 2, &n, &other);
+  ck_assert(other);
+  ck_assert_int_eq(n, 1);
+  ck_assert_int_eq(rs[0]->threads, 1);
+  ts_free(rs);
+  rs = tun_db_ranked_for_build(db, "00000000000000aa", "llvm", 2, &n, &other);
+  ck_assert(!other);
+  ck_assert_int_eq(n, 0);
+  ts_free(rs);
+  tun_db_close(db);
+
+  /* the line itself: "threads" written when known, absent when not */
+  char *js = tun_record_to_json(&r2);
+  ck_assert_ptr_nonnull(strstr(js, "\"threads\":2"));
+  ts_free(js);
+  js = tun_record_to_json(&r0);
+  ck_assert_ptr_null(strstr(js, "\"threads\""));
+  ts_free(js);
+  /* a bad count is skipped with its reason */
+  static const char *bad[] = {"0", "-3", "1.5", "\"2\"", "5000"};
+  for (int i = 0; i < 5; i++) {
+    char line[1024];
+    js = tun_record_to_json(&r0);
+    snprintf(line, sizeof line, "%.*s,\"threads\":%s}", (int)strlen(js) - 1, js, bad[i]);
+    ts_free(js);
+    tun_record out;
+    ts_diag_clear(&d);
+    ck_assert_int_eq(tun_record_from_json(line, &out, &d), TS_EPARSE);
+    ck_assert_msg(strstr(d.msg, "field \"threads\" is not an integer in 1..4096"), "%s", d.msg);
+  }
+}
+END_TEST
+
 static Suite *suite(void) {
   Suite *s = suite_create("tuner_database");
   TCase *tc = tcase_create("log");
@@ -621,6 +721,7 @@ static Suite *suite(void) {
   tcase_add_test(tc, append_lock);
   tcase_add_test(tc, failed_writes);
   tcase_add_test(tc, ranked_records);
+  tcase_add_test(tc, thread_counts);
   suite_add_tcase(s, tc);
   return s;
 }
