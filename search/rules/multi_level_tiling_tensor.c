@@ -113,9 +113,9 @@ static bool apply(const srch_rule_ctx *c, sch_traced *t, const char *block, cons
   for (int l = 0; l < nl; l++) {
     bool sp = blk->iters[l].type == IR_ITER_S;
     int o[4];
-    if (ie[l] == 0) { /* a batch iter var outside the intrinsic: tiled like S */
-      if (srch_sample_split(t, loops[l], 4, 1, o, &q)) return false;
-      srch_tile_levels_add(&lvl, true, o);
+    if (ie[l] == 0) { /* outside the intrinsic (a batch, a conv's output row or window taps): tiled as its type */
+      if (srch_sample_split(t, loops[l], sp ? 4 : 2, 1, o, &q)) return false;
+      srch_tile_levels_add(&lvl, sp, o);
       continue;
     }
     sch_arg f2[2] = {sch_arg_none(), sch_arg_int(ie[l])};
@@ -190,18 +190,21 @@ static int iter_of(const ir_block *b, const ir_expr *e) {
   return -1;
 }
 
-/* every load of the weight: indices plain iter vars, one the reduction
- * iter (k), one the block's last spatial iter (the intrinsic's lanes: n) */
+/* every load of the weight: indices plain iter vars, one the block's last
+ * reduction iter (the intrinsic's k: a conv's input channel, its window taps
+ * leading), one the block's last spatial iter (the intrinsic's lanes: n) */
 static bool vnni_visit(void *ctx, const ir_expr *e) {
   vnni_find *v = ctx;
   if (e->kind != IR_LOAD || e->u.load.buf != v->buf) return true;
-  int last_s = -1, kd = -1, nd = -1;
-  for (int i = 0; i < v->blk->niter; i++)
+  int last_s = -1, last_r = -1, kd = -1, nd = -1;
+  for (int i = 0; i < v->blk->niter; i++) {
     if (v->blk->iters[i].type == IR_ITER_S) last_s = i;
+    else last_r = i;
+  }
   for (int d = 0; d < e->u.load.nidx; d++) {
     int it = iter_of(v->blk, e->u.load.idx[d]);
     if (it < 0) v->bad = true;
-    else if (v->blk->iters[it].type == IR_ITER_R) kd = kd < 0 ? d : -2;
+    else if (it == last_r) kd = kd < 0 ? d : -2;
     else if (it == last_s) nd = d;
   }
   if (kd < 0 || nd < 0 || (v->nloads && (kd != v->kdim || nd != v->ndim))) v->bad = true;
@@ -343,9 +346,11 @@ ts_status srch_rule_multi_level_tiling_tensor(const srch_rule_ctx *c, sch_traced
       base = NULL;
     }
   }
-  if (nc > 2) nc = 2;
+  /* the two largest that apply (a padding a conv's window rows would read
+   * out of bounds is refused: the next, smaller kernel is tried) */
   sch_traced *forks[2] = {NULL, NULL};
-  for (int i = 0; i < nc; i++) {
+  int nf = 0;
+  for (int i = 0; i < nc && nf < 2; i++) {
     ts_diag_clear(&q);
     sch_traced *f = srch_fork(c, base ? base : t, &q);
     if (f && pad && !pad_for(f, block, nl, cext[i])) {
@@ -356,13 +361,13 @@ ts_status srch_rule_multi_level_tiling_tensor(const srch_rule_ctx *c, sch_traced
       sch_traced_free(f);
       f = NULL;
     }
-    forks[i] = f;
+    if (f) forks[nf++] = f;
   }
   if (base) sch_traced_free(base);
   ts_status st = srch_push(out, t, d);
-  for (int i = 0; i < nc; i++) {
-    if (forks[i] && !st) st = srch_push(out, forks[i], d);
-    else if (forks[i]) sch_traced_free(forks[i]);
+  for (int i = 0; i < nf; i++) {
+    if (!st) st = srch_push(out, forks[i], d);
+    else sch_traced_free(forks[i]);
   }
   return st;
 }
