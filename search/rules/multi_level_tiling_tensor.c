@@ -283,6 +283,143 @@ static bool pad_for(sch_traced *t, const char *block, int nl, const int64_t *ie)
   return sch_t_get_block(t, block, &b, &q) == TS_OK && sch_t_pad_einsum(t, b, nl, mult, &ob, &q) == TS_OK;
 }
 
+/* ---- the default schedule's int8 kernel (tuner/build.c) ---- */
+
+typedef struct int8_find {
+  int n8;
+} int8_find;
+
+static bool int8_visit(void *ctx, const ir_expr *e) {
+  if (e->kind == IR_LOAD && (e->u.load.buf->dtype.code == IR_U8 || e->u.load.buf->dtype.code == IR_I8))
+    ((int8_find *)ctx)->n8++;
+  return true;
+}
+
+/* The sketch's steps with fixed tiles: the intrinsic's loops innermost, the
+ * unrolled tile of intrinsic calls (up to 8 rows x 2 column vectors of
+ * accumulators: S3) around them inside every reduction loop (the block's
+ * other reductions, then k's outer part), every other spatial loop outside
+ * (fused and parallel). */
+static bool apply_fixed(sch_traced *t, const char *block, const ir_block *blk, const sch_intrin *in, const int64_t *ie,
+                        const int64_t *ext) {
+  ts_diag q;
+  ts_diag_clear(&q);
+  int b, nl;
+  const int *lp;
+  int loops[MAXL];
+  if (sch_t_get_block(t, block, &b, &q) || sch_t_get_loops(t, b, &lp, &nl, &q) || nl != blk->niter) return false;
+  memcpy(loops, lp, sizeof(int) * (size_t)nl);
+  int outer[MAXL], red[MAXL], tile[MAXL], intr[MAXL], no = 0, nr = 0, nt = 0, ni = 0;
+  bool first_s = true;
+  for (int l = 0; l < nl; l++) {
+    bool sp = blk->iters[l].type == IR_ITER_S;
+    if (ie[l] == 0) {
+      if (sp) outer[no++] = loops[l];
+      else red[nr++] = loops[l];
+      continue;
+    }
+    sch_arg f2[2] = {sch_arg_none(), sch_arg_int(ie[l])};
+    int o2[2];
+    if (sch_t_split(t, loops[l], 2, f2, o2, &q)) return false;
+    intr[ni++] = o2[1];
+    if (!sp) {
+      red[nr++] = o2[0];
+      continue;
+    }
+    int64_t rest = ext[l] / ie[l], cap = first_s ? (in->m >= 8 ? 1 : 8 / in->m) : 2, f = 1;
+    first_s = false;
+    for (int64_t c = cap; c >= 1 && f == 1; c--)
+      if (rest % c == 0) f = c;
+    if (f == 1) {
+      outer[no++] = o2[0];
+      continue;
+    }
+    sch_arg f3[2] = {sch_arg_none(), sch_arg_int(f)};
+    int o3[2];
+    if (sch_t_split(t, o2[0], 2, f3, o3, &q)) return false;
+    outer[no++] = o3[0];
+    tile[nt++] = o3[1];
+  }
+  int order[4 * MAXL], n = 0;
+  for (int i = 0; i < no; i++) order[n++] = outer[i];
+  for (int i = 0; i < nr; i++) order[n++] = red[i];
+  for (int i = 0; i < nt; i++) order[n++] = tile[i];
+  for (int i = 0; i < ni; i++) order[n++] = intr[i];
+  if (sch_t_reorder(t, n, order, &q)) return false;
+  for (int i = 0; i < nt; i++) sch_t_unroll(t, tile[i], &q);
+  int ob;
+  if (sch_t_blockize(t, intr[0], &ob, &q) || sch_t_tensorize(t, ob, in->name, &q)) return false;
+  ts_diag_clear(&q);
+  int init, fused = outer[0];
+  if (nr > 0) sch_t_decompose_reduction(t, ob, red[0], &init, &q);
+  ts_diag_clear(&q);
+  if (no > 1 && sch_t_fuse(t, no, outer, &fused, &q)) return true; /* tensorized, serial */
+  ts_diag_clear(&q);
+  if (no > 0) sch_t_parallel(t, fused, &q);
+  return true;
+}
+
+bool srch_tensor_default(sch_traced *t, const char *block, const cg_target *tg) {
+  if (tg && tg->kind != CG_TARGET_LLVM) return false;
+  const ir_func *fn = sch_traced_func(t);
+  if (fn->nsyms) return false; /* a symbolic kernel's build keeps its weights' layout */
+  int nl;
+  sch_loop *cl;
+  int64_t ext[MAXL];
+  const ir_stmt *r = srch_block_loops(t, block, &cl, &nl);
+  if (!r || !trivial_nest(r, cl, nl, ext, fn)) return false;
+  const ir_block *blk = r->u.realize.block;
+  const ir_stmt *body = blk->body;
+  int8_find f8 = {0};
+  if (!blk->init || !body || body->kind != IR_STORE || body->u.store.buf->dtype.code != IR_I32) return false;
+  ir_visit_stmt(&(ir_visitor){.expr = int8_visit, .ctx = &f8}, body);
+  if (f8.n8 < 2) return false;
+  char arch[128], feats[600];
+  const char *cpu;
+  target_of(tg, arch, sizeof arch, &cpu, feats, sizeof feats);
+  if (!sch_intrin_available(sch_intrin_get("x86.avx512.vnni.u8i8.packed.1x16x4"), arch, cpu, feats, NULL))
+    return false;
+  /* the rule's preparation: shifted to u8, the weight packed, its column
+   * sums tensorized; then the largest kernel that divides, or the block
+   * padded for one */
+  ts_diag q;
+  ts_diag_clear(&q);
+  int b, sb[2];
+  bool shifted = sch_t_get_block(t, block, &b, &q) == TS_OK && sch_t_shift_to_unsigned(t, b, sb, &q) == TS_OK;
+  bool packed = vnni_pack(t, block);
+  if (shifted && packed) colsum_vnni(t, sb[1]);
+  const sch_intrin *cand[16];
+  int64_t cext[16][MAXL];
+  int nc = matching(t, block, nl, ext, arch, cpu, feats, false, cand, cext, 16);
+  int pick = nc > 0 ? 0 : -1;
+  if (nc == 0) {
+    nc = matching(t, block, nl, ext, arch, cpu, feats, true, cand, cext, 16);
+    for (int i = 0; i < nc && pick < 0; i++)
+      if (pad_for(t, block, nl, cext[i])) pick = i;
+  }
+  if (pick < 0) return false;
+  /* padded: the iteration domain grew */
+  r = srch_block_loops(t, block, &cl, &nl);
+  if (!r || !trivial_nest(r, cl, nl, ext, sch_traced_func(t))) return false;
+  return apply_fixed(t, block, r->u.realize.block, cand[pick], cext[pick], ext);
+}
+
+bool srch_feeds_tensorized(sch_traced *t, const char *block) {
+  sch_block *cons;
+  int nc = 0;
+  ts_diag q;
+  ts_diag_clear(&q);
+  if (sch_get_consumers(sch_traced_state(t), (sch_block){.name = block}, &cons, &nc, &q) != TS_OK) return false;
+  for (int i = 0; i < nc; i++) {
+    const ir_stmt *cr = srch_find_realize(sch_traced_func(t), cons[i].name);
+    const ir_block *cb = cr ? cr->u.realize.block : NULL;
+    if (cb && (ir_annot_find(cb->nannot, cb->annots, SRCH_ANN_AUTO_TENSORIZE) ||
+               ir_annot_find(cb->nannot, cb->annots, "tessel.tensorized")))
+      return true;
+  }
+  return false;
+}
+
 ts_status srch_rule_multi_level_tiling_tensor(const srch_rule_ctx *c, sch_traced *t, const char *block,
                                               ts_vec *out, ts_diag *d) {
   if (c->target && c->target->kind != CG_TARGET_LLVM) return srch_push(out, t, d);

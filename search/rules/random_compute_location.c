@@ -39,12 +39,7 @@ static bool eligible(sch_traced *t, const char *block) {
   /* a producer of a block to be tensorized (an int8 conv's padded input)
    * stays at root: inlined, its select would no longer match the
    * intrinsic's load and RewriteTensorize would reject the candidate */
-  for (int i = 0; i < nc; i++) {
-    const ir_stmt *cr = srch_find_realize(f, cons[i].name);
-    if (cr && ir_annot_find(cr->u.realize.block->nannot, cr->u.realize.block->annots, SRCH_ANN_AUTO_TENSORIZE))
-      return false;
-  }
-  return true;
+  return !srch_feeds_tensorized(t, b->name);
 }
 
 ts_status srch_rule_random_compute_location(const srch_rule_ctx *c, sch_traced *t, const char *block,
