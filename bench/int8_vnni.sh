@@ -33,7 +33,7 @@
 # docs/LAYOUT.md) outside the timed call, as oneDNN's reorder.
 set -euo pipefail
 if [ "${1:-}" = "-h" ] || [ "${1:-}" = "--help" ]; then
-  sed -n '2,31p' "$0" | sed 's/^# \{0,1\}//'
+  sed -n '2,33p' "$0" | sed 's/^# \{0,1\}//'
   exit 0
 fi
 trials=${1:-192}
