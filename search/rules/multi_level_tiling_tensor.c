@@ -24,7 +24,12 @@
  * The untensorized state is kept as well (MultiLevelTiling tiles it next),
  * so the search weighs tensorized candidates against plain ones. At most the
  * two largest matching intrinsics fork sketches. Off without its rule bit
- * (tessel tune --no-tensorize, for A/B measurements, bench/int8.sh). */
+ * (tessel tune --no-tensorize, for A/B measurements, bench/int8.sh).
+ * A channels-last int8 conv matches too (tensorize pairs the intrinsic's
+ * iter vars with the block's last ones: the output row, channel and input
+ * channel; the batch, output row and window taps stay outside, the taps
+ * tiled as reductions). srch_tensor_default is the same preparation with
+ * fixed tiles for the default schedule (docs/TENSORIZE.md). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
