@@ -83,11 +83,12 @@ ts_status srch_sketches(const ir_func *f, const cg_target *t, const srch_space_o
 /* The default schedule's int8 kernel (tuner/build.c): block of t, an i32
  * sum of 8-bit products (an int8 matmul or channels-last conv) with no
  * symbolic size, gets MultiLevelTilingTensor's preparation (ShiftToUnsigned,
- * the VNNI weight packing, padding) and fixed tiles around the largest VNNI
- * kernel, tensorized and parallel. False when the target has no VNNI or the
- * block is not of that form (t unchanged), or a later step was refused (t
- * then holds the legal schedule built so far). */
-bool srch_tensor_default(sch_traced *t, const char *block, const cg_target *tg);
+ * with pack the VNNI weight packing of a layout-free weight — the caller
+ * must then pack it, as a model build does —, padding) and fixed tiles
+ * around the largest VNNI kernel, tensorized and parallel. False when the
+ * target has no VNNI or the block is not of that form (t unchanged), or a
+ * later step was refused (t then holds the legal schedule built so far). */
+bool srch_tensor_default(sch_traced *t, const char *block, const cg_target *tg, bool pack);
 
 /* Whether a consumer of block is to be tensorized (annotated for
  * RewriteTensorize, or tensorized): its producers (an int8 conv's padded,

@@ -511,7 +511,7 @@ static ts_status default_schedule_cpu(sch_traced *t, const cg_target *tg, const 
    * blocks that adds (shifted / padded copies, column sums) are scheduled
    * below like the others, what sits in the kernel's loops is done */
   bool any8 = false;
-  for (size_t i = 0; tiling && i < n; i++) any8 = srch_tensor_default(t, copy[i], tg) || any8;
+  for (size_t i = 0; tiling && i < n; i++) any8 = srch_tensor_default(t, copy[i], tg, o && o->pack_weights) || any8;
   if (any8) {
     n = (size_t)srch_block_names(sch_traced_func(t), &a, &copy);
     if (!copy) {

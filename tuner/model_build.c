@@ -291,7 +291,7 @@ static ts_status schedule_kernel(build_state *b, mkernel *k, ts_diag *d) {
                         (ir_annot){.key = IR_FUNC_ANN_LAYOUT_FREE, .kind = IR_ANN_INT, .v.i = mask}))
         df = mf;
     }
-    ts_status st = tun_schedule(df, NULL, &b->tg, &k->sched, d);
+    ts_status st = tun_schedule_opts(df, NULL, &b->tg, &(tun_default_opts){.pack_weights = df != k->func}, &k->sched, d);
     if (st != TS_OK) return st;
     ts_diag q;
     ts_diag_clear(&q);

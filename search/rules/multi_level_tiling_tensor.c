@@ -364,7 +364,7 @@ static bool apply_fixed(sch_traced *t, const char *block, const ir_block *blk, c
   return true;
 }
 
-bool srch_tensor_default(sch_traced *t, const char *block, const cg_target *tg) {
+bool srch_tensor_default(sch_traced *t, const char *block, const cg_target *tg, bool pack) {
   if (tg && tg->kind != CG_TARGET_LLVM) return false;
   const ir_func *fn = sch_traced_func(t);
   if (fn->nsyms) return false; /* a symbolic kernel's build keeps its weights' layout */
@@ -391,7 +391,7 @@ bool srch_tensor_default(sch_traced *t, const char *block, const cg_target *tg) 
   ts_diag_clear(&q);
   int b, sb[2];
   bool shifted = sch_t_get_block(t, block, &b, &q) == TS_OK && sch_t_shift_to_unsigned(t, b, sb, &q) == TS_OK;
-  bool packed = vnni_pack(t, block);
+  bool packed = pack && vnni_pack(t, block);
   if (shifted && packed) colsum_vnni(t, sb[1]);
   const sch_intrin *cand[16];
   int64_t cext[16][MAXL];
