@@ -14,7 +14,9 @@ before=$1 after=$2 cpu=${CPU:-1} rounds=${ROUNDS:-3}
 gops() { taskset -c "$cpu" "$1/tessel" bench "$2" --threads 1 --json 2>/dev/null |
   python3 -c 'import json,sys; print("%.1f" % json.load(sys.stdin)["gflops"])'; }
 date -u '+%Y-%m-%d %H:%M UTC'; echo "load $(cut -d' ' -f1 /proc/loadavg)"
-echo "peak_vnni $(for i in 1 2 3; do taskset -c "$cpu" "$after/bench/bench_baselines" peak_vnni | cut -d' ' -f1; done | sort -n | tail -1)"
+bb=$after/bench/bench_baselines
+[ -x "$bb" ] || bb=$before/bench/bench_baselines
+echo "peak_vnni $(for i in 1 2 3; do taskset -c "$cpu" "$bb" peak_vnni | cut -d' ' -f1; done | sort -n | tail -1)"
 for sp in "conv2d_nhwc_u8s8:n=1,c=64,h=56,w=56,k=64,r=3,s=3,stride=1,pad=1" \
   "conv2d_nhwc_u8s8:n=1,c=256,h=56,w=56,k=64,r=1,s=1,stride=1,pad=0" \
   "conv2d_nhwc_u8s8:n=1,c=128,h=56,w=56,k=128,r=3,s=3,stride=2,pad=1" "matmul_u8s8:m=197,n=1000,k=333"; do
