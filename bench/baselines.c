@@ -11,6 +11,11 @@
  *                                             reorder not timed) -> s32 C
  *   bench_baselines matmul_u8s8 M N K THREADS   the same with u8 A (vpdpbusd's own
  *                                             signedness; quantized activations)
+ *   bench_baselines conv_u8s8 N C H W K R S STRIDE PAD THREADS
+ *                                             oneDNN int8 convolution: u8 NHWC src x s8
+ *                                             weights (layout chosen by oneDNN, reorder
+ *                                             not timed) -> s32 NHWC dst (the int8
+ *                                             conv tessel's conv2d_nhwc_u8s8 computes)
  *   bench_baselines peak_vnni                  this core's AVX-512 VNNI peak: independent
  *                                             vpdpbusd zmm chains (GOP/s, 128 per call)
  *
@@ -177,6 +182,36 @@ int main(int argc, char **argv) {
     printf("%.2f %.6g\n", 2.0 * n * k * p * q * ch * r * s / t * 1e-9, t);
     return 0;
   }
+  if (!strcmp(argv[1], "conv_u8s8") && argc == 12) {
+    int n = atoi(argv[2]), ch = atoi(argv[3]), h = atoi(argv[4]), w = atoi(argv[5]), k = atoi(argv[6]);
+    int r = atoi(argv[7]), s = atoi(argv[8]), stride = atoi(argv[9]), pad = atoi(argv[10]);
+    omp_set_num_threads(atoi(argv[11]));
+    int p = (h + 2 * pad - r) / stride + 1, q = (w + 2 * pad - s) / stride + 1;
+    dnnl_engine_t eng;
+    dnnl_stream_t stream;
+    CHECK(dnnl_engine_create(&eng, dnnl_cpu, 0));
+    CHECK(dnnl_stream_create(&stream, eng, dnnl_stream_default_flags));
+    dnnl_memory_desc_t src, wei, dst;
+    dnnl_dims_t sd = {n, ch, h, w}, wd = {k, ch, r, s}, dd = {n, k, p, q};
+    CHECK(dnnl_memory_desc_init_by_tag(&src, 4, sd, dnnl_u8, dnnl_nhwc));
+    CHECK(dnnl_memory_desc_init_by_tag(&wei, 4, wd, dnnl_s8, dnnl_format_tag_any));
+    CHECK(dnnl_memory_desc_init_by_tag(&dst, 4, dd, dnnl_s32, dnnl_nhwc));
+    dnnl_dims_t st = {stride, stride}, pl = {pad, pad}, pr = {pad, pad};
+    dnnl_convolution_desc_t cd;
+    CHECK(dnnl_convolution_forward_desc_init(&cd, dnnl_forward_inference, dnnl_convolution_direct, &src, &wei,
+                                             NULL, &dst, st, pl, pr));
+    dnnl_primitive_desc_t pd;
+    CHECK(dnnl_primitive_desc_create(&pd, &cd, NULL, eng, NULL));
+    dnnl_ctx c = {.stream = stream, .nargs = 3};
+    c.args[0] = (dnnl_exec_arg_t){DNNL_ARG_SRC, make_mem(&src, eng, 1)};
+    c.args[1] = (dnnl_exec_arg_t){DNNL_ARG_WEIGHTS,
+                                  make_mem(dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0), eng, 2)};
+    c.args[2] = (dnnl_exec_arg_t){DNNL_ARG_DST, make_mem(&dst, eng, 3)};
+    CHECK(dnnl_primitive_create(&c.prim, pd));
+    double t = median_seconds(run_dnnl, &c);
+    printf("%.2f %.6g\n", 2.0 * n * k * p * q * ch * r * s / t * 1e-9, t);
+    return 0;
+  }
   if (!strcmp(argv[1], "softmax") && argc == 5) {
     int m = atoi(argv[2]), nn = atoi(argv[3]);
     omp_set_num_threads(atoi(argv[4]));
@@ -228,6 +263,7 @@ int main(int argc, char **argv) {
   }
 usage:
   fprintf(stderr, "usage: bench_baselines sgemm M N K THREADS | conv N C H W K R S STRIDE PAD THREADS | "
-                  "softmax M N THREADS | matmul_s8 M N K THREADS | matmul_u8s8 M N K THREADS | peak_vnni\n");
+                  "softmax M N THREADS | matmul_s8 M N K THREADS | matmul_u8s8 M N K THREADS | "
+                  "conv_u8s8 N C H W K R S STRIDE PAD THREADS | peak_vnni\n");
   return 2;
 }

@@ -80,6 +80,22 @@ typedef struct srch_space_opts {
 ts_status srch_sketches(const ir_func *f, const cg_target *t, const srch_space_opts *o,
                         sch_trace ***out, int *n, ts_diag *d);
 
+/* The default schedule's int8 kernel (tuner/build.c): block of t, an i32
+ * sum of 8-bit products (an int8 matmul or channels-last conv) with no
+ * symbolic size, gets MultiLevelTilingTensor's preparation (ShiftToUnsigned,
+ * with pack the VNNI weight packing of a layout-free weight — the caller
+ * must then pack it, as a model build does —, padding) and fixed tiles
+ * around the largest VNNI kernel, tensorized and parallel. False when the
+ * target has no VNNI or the block is not of that form (t unchanged), or a
+ * later step was refused (t then holds the legal schedule built so far). */
+bool srch_tensor_default(sch_traced *t, const char *block, const cg_target *tg, bool pack);
+
+/* Whether a consumer of block is to be tensorized (annotated for
+ * RewriteTensorize, or tensorized): its producers (an int8 conv's padded,
+ * channels-last input) are then neither inlined nor moved into it, where
+ * they would no longer match the intrinsic's loads. */
+bool srch_feeds_tensorized(sch_traced *t, const char *block);
+
 /* ---- candidates -------------------------------------------------------------- */
 /* What the postprocessors may be told (zero: the defaults). */
 typedef struct srch_postproc_opts {

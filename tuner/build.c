@@ -473,6 +473,25 @@ static bool costly_into_reduction(sch_traced *t, int b, const ir_block *blk) {
   return false;
 }
 
+/* Whether block name is tensorized or already under a parallel (or other
+ * non-serial) loop: the default schedule leaves it as it is. */
+static bool placed(sch_traced *t, const char *name) {
+  const ir_stmt *r = find_realize(t, name);
+  if (!r) return true;
+  const ir_block *b = r->u.realize.block;
+  if (ir_annot_find(b->nannot, b->annots, "tessel.tensorized")) return true;
+  ts_diag q;
+  ts_diag_clear(&q);
+  int bi, nl;
+  const int *lp;
+  if (sch_t_get_block(t, name, &bi, &q) || sch_t_get_loops(t, bi, &lp, &nl, &q)) return true;
+  for (int l = 0; l < nl; l++) {
+    const ir_stmt *ls = find_loop(t, sch_t_loop(t, lp[l]).var);
+    if (ls && ls->u.loop.kind != IR_FOR_SERIAL) return true;
+  }
+  return false;
+}
+
 /* The CPU default schedule (build.h). */
 static ts_status default_schedule_cpu(sch_traced *t, const cg_target *tg, const tun_default_opts *o, ts_diag *d) {
   /* copied names: the blocks are rewritten as we go */
@@ -487,24 +506,39 @@ static ts_status default_schedule_cpu(sch_traced *t, const cg_target *tg, const 
   /* no_tiling: the plain per-block schedule only, as before the tiled
    * default (for before/after comparisons) */
   bool tiling = !(o && o->no_tiling);
-  /* elementwise blocks inlined into their consumers (AutoInline; a refused
-   * one, e.g. an output, stays) */
-  for (size_t i = 0; tiling && i < n; i++) {
-    const ir_stmt *r = find_realize(t, copy[i]);
-    ts_diag q;
-    ts_diag_clear(&q);
-    int b;
-    if (r && inlinable(r->u.realize.block) && sch_t_get_block(t, copy[i], &b, &q) == TS_OK &&
-        !costly_into_reduction(t, b, r->u.realize.block) && sch_t_compute_inline(t, b, &q) == TS_OK)
-      copy[i] = NULL;
+  /* int8 sums (matmuls, channels-last convs) tensorized with VNNI where
+   * the target has it (the search's int8 tiling with fixed tiles); the
+   * blocks that adds (shifted / padded copies, column sums) are scheduled
+   * below like the others, what sits in the kernel's loops is done */
+  bool any8 = false;
+  for (size_t i = 0; tiling && i < n; i++) any8 = srch_tensor_default(t, copy[i], tg, o && o->pack_weights) || any8;
+  if (any8) {
+    n = (size_t)srch_block_names(sch_traced_func(t), &a, &copy);
+    if (!copy) {
+      ts_arena_fini(&a);
+      return ts_diag_set(d, TS_ENOMEM, "out of memory");
+    }
   }
-  /* heavy reductions register-tiled; what they absorbed is left alone */
   bool *done = TS_ANEWN(&a, bool, n + 1);
   if (!done) {
     ts_arena_fini(&a);
     return ts_diag_set(d, TS_ENOMEM, "out of memory");
   }
-  for (size_t i = 0; i < n; i++) done[i] = copy[i] == NULL;
+  for (size_t i = 0; i < n; i++) done[i] = any8 && placed(t, copy[i]);
+  /* elementwise blocks inlined into their consumers (AutoInline; a refused
+   * one, e.g. an output, stays; not into a tensorized block) */
+  for (size_t i = 0; tiling && i < n; i++) {
+    const ir_stmt *r = done[i] ? NULL : find_realize(t, copy[i]);
+    ts_diag q;
+    ts_diag_clear(&q);
+    int b;
+    if (r && inlinable(r->u.realize.block) && !srch_feeds_tensorized(t, copy[i]) &&
+        sch_t_get_block(t, copy[i], &b, &q) == TS_OK && !costly_into_reduction(t, b, r->u.realize.block) &&
+        sch_t_compute_inline(t, b, &q) == TS_OK)
+      copy[i] = NULL;
+  }
+  /* heavy reductions register-tiled; what they absorbed is left alone */
+  for (size_t i = 0; i < n; i++) done[i] = done[i] || copy[i] == NULL;
   for (size_t i = 0; i < n; i++)
     if (tiling && !done[i] && tile_block(t, copy[i], tg)) {
       done[i] = true;

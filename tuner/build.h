@@ -30,6 +30,9 @@ ts_status tun_default_schedule(sch_traced *t, const cg_target *tg, ts_diag *d);
 /* The default schedule's options (zero: the defaults). */
 typedef struct tun_default_opts {
   bool no_tiling; /* the plain per-block schedule only (before/after comparisons) */
+  bool pack_weights; /* int8 kernels may re-lay their layout-free weights (VNNI packing):
+                        set by a model build, which packs them; otherwise a kernel keeps
+                        its inputs' layout and uses the interleaving VNNI entries */
 } tun_default_opts;
 /* tun_default_schedule with options (NULL: the defaults). */
 ts_status tun_default_schedule_opts(sch_traced *t, const cg_target *tg, const tun_default_opts *o, ts_diag *d);

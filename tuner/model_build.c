@@ -283,8 +283,29 @@ static ts_status schedule_kernel(build_state *b, mkernel *k, ts_diag *d) {
   }
   if (had && !k->tuned && k->spec < 0) b->nrecord_unused++;
   if (!k->sched) {
-    ts_status st = tun_schedule(k->func, NULL, &b->tg, &k->sched, d);
+    /* the default schedule may re-lay a weight too (an int8 kernel's VNNI
+     * packing, search.h srch_tensor_default): the params every call feeds
+     * from a constant are marked layout-free, as a task's are, and what it
+     * re-lays is packed at build time like a record's */
+    const ir_func *df = k->func;
+    int64_t mask = 0;
+    for (int p = 0; !k->func->nsyms && p < k->func->ninputs && p < 63; p++) {
+      sch_layout_map one = {.param = p};
+      if (!layout_blocker(b, k->func, &one, 1)) mask |= INT64_C(1) << p;
+    }
+    ir_func *mf = mask ? TS_ANEW(b->arena, ir_func) : NULL;
+    if (mf) {
+      *mf = *k->func;
+      if (!ir_annot_set(b->arena, &mf->nannot, &mf->annots,
+                        (ir_annot){.key = IR_FUNC_ANN_LAYOUT_FREE, .kind = IR_ANN_INT, .v.i = mask}))
+        df = mf;
+    }
+    ts_status st = tun_schedule_opts(df, NULL, &b->tg, &(tun_default_opts){.pack_weights = df != k->func}, &k->sched, d);
     if (st != TS_OK) return st;
+    ts_diag q;
+    ts_diag_clear(&q);
+    int nm = df == k->func ? 0 : sch_layout_maps_of_trace(sch_traced_trace(k->sched), df, k->layout, 8, &q);
+    k->nlayout = nm > 0 ? nm : 0;
   }
   if (k->tuned) b->ntuned++;
   else b->ndefault++;
@@ -463,16 +484,24 @@ static ts_status make_plan(build_state *b, tsrt_model_plan *p, ts_diag *d) {
     int id = uses[u].tensor, v = uses[u].value;
     const tg_value *x = g->values[v];
     tsrt_model_tensor *t = &ts[id];
+    int64_t shape[SCH_LAYOUT_MAX_AXES];
+    int pnd = sch_layout_packed_shape(uses[u].map, shape);
+    /* a padded layout (n, k rounded up to the VNNI tile) is larger than
+     * the constant: its own space then, zeros in the padding */
+    uint64_t pbytes = (uint64_t)ir_dtype_bytes(x->dtype);
+    for (int j = 0; j < pnd; j++) pbytes *= (uint64_t)shape[j];
     if (id >= g->nvalues) {
       *t = ts[v];
       t->name = ts_arena_printf(b->arena, "%s.packed%d", x->name, id - g->nvalues);
       if (!t->name) return ts_diag_set(d, TS_ENOMEM, "out of memory");
+    }
+    if (id >= g->nvalues || pbytes > x->nbytes) {
       wbytes = (wbytes + 63) / 64 * 64;
       t->offset = wbytes;
-      wbytes += x->nbytes;
+      wbytes += pbytes > x->nbytes ? pbytes : x->nbytes;
     }
-    int64_t shape[SCH_LAYOUT_MAX_AXES];
-    t->ndim = sch_layout_packed_shape(uses[u].map, shape);
+    if (pbytes > x->nbytes) t->nbytes = pbytes;
+    t->ndim = pnd;
     for (int j = 0; j < t->ndim; j++) t->shape[j] = shape[j];
     tmap[id] = uses[u].map;
     tsrc[id] = v;

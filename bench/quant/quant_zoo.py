@@ -15,6 +15,7 @@ each the median (tessel) or mean (onnxruntime) of --repeat runs; the table
 has the medians over the rounds.
 
   .venv/bin/python bench/quant/quant_zoo.py MODELS_DIR OUT_DIR [--tessel build/tessel] [--repeat 5] [--rounds 3]
+      [--only NAME]   (only the models whose name contains NAME, e.g. resnet)
 
 MODELS_DIR holds resnet50.onnx, efficientnet_b0.onnx and distilbert.onnx
 (bench/zoo/export.py). bench/quant/qdq_nodes.py checks a QDQ model node by
@@ -71,18 +72,22 @@ def main():
     ap.add_argument("--tessel", default="build/tessel")
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--only", default="", help="run the models whose name contains this (e.g. ResNet)")
     a = ap.parse_args()
     logging.getLogger().setLevel(logging.ERROR)
     os.makedirs(a.out, exist_ok=True)
     qm = {}
     for m in ("resnet50", "efficientnet_b0"):
         qm[m] = os.path.join(a.out, m + "_qdq.onnx")
+        if a.only and a.only.lower() not in m.replace("_", "-"):
+            continue
         pre = os.path.join(a.out, m + "_pre.onnx")
         quant_pre_process(os.path.join(a.models, m + ".onnx"), pre, skip_symbolic_shape=True)
         quantize_static(pre, qm[m], Images("input"), quant_format=QuantFormat.QDQ, per_channel=True,
                         activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8)
     db = os.path.join(a.out, "distilbert_dyn.onnx")
-    quantize_dynamic(os.path.join(a.models, "distilbert.onnx"), db, weight_type=QuantType.QInt8)
+    if not a.only or a.only.lower() in "distilbert":
+        quantize_dynamic(os.path.join(a.models, "distilbert.onnx"), db, weight_type=QuantType.QInt8)
     ids = np.random.default_rng(3).integers(0, 30000, (2, 16)).astype(np.int64)
     am = np.ones((2, 16), np.int64)
     am[1, 12:] = 0
@@ -92,6 +97,7 @@ def main():
     print("| model | tessel --qdq | max abs err / max ref vs ort (no opt) | vs ort int8 | ort int8 vs ort (no opt) | "
           "ort (no opt): input + N(0, 1e-6) | 1 thr: tessel / ort int8 ms |")
     print("| --- | --- | --- | --- | --- | --- | --- |")
+    cases = [c for c in cases if not a.only or a.only.lower() in c[0].lower()]
     for name, path, feeds in cases:
         d = os.path.join(a.out, os.path.basename(path)[:-5])
         os.makedirs(d, exist_ok=True)

@@ -760,6 +760,63 @@ bool lg_conv_int(lg_kernel *k, const tg_node *n, int xi, int wi, const char *con
   return k->st == TS_OK;
 }
 
+bool lg_conv_int_nhwc_ok(lg_kernel *k, const tg_node *n, int xi, int wi) {
+  const tg_value *x = V(k, n->inputs[xi]), *wv = V(k, n->inputs[wi]), *y = OUTV(0);
+  if (x->ndim != 4 || wv->ndim != 4 || y->ndim != 4 || tg_attr_int(n, "group", 1) != 1 ||
+      !strcmp(tg_attr_str(n, "auto_pad", "NOTSET"), "SAME_UPPER") ||
+      !strcmp(tg_attr_str(n, "auto_pad", "NOTSET"), "SAME_LOWER"))
+    return false;
+  for (int i = 0; i < 4; i++)
+    if (x->dims[i].sym || wv->dims[i].sym || y->dims[i].sym) return false;
+  return true;
+}
+
+bool lg_conv_int_nhwc(lg_kernel *k, const tg_node *n, int xi, int wi, const char *const *in, const char *o,
+                      const char *padval, const char *acc) {
+  conv_plan p;
+  if (!conv_plan_make(k, n, n->inputs[xi], n->inputs[wi], &p)) return false;
+  const win *w = &p.w;
+  const tg_value *x = p.x, *y = p.y;
+  int64_t N = x->dims[0].value, C = x->dims[1].value, H = x->dims[2].value, W = x->dims[3].value;
+  int64_t ph = (y->dims[2].value - 1) * w->st[0] + (w->kern[0] - 1) * w->dil[0] + 1;
+  int64_t pw = (y->dims[3].value - 1) * w->st[1] + (w->kern[1] - 1) * w->dil[1] + 1;
+  bool guard = w->pb[0] > 0 || w->pb[1] > 0 || ph - w->pb[0] > H || pw - w->pb[1] > W;
+  /* x channels-last and padded, one byte stage */
+  char xt[96];
+  lg_tmpname(xt, sizeof xt, o, "nhwc");
+  tg_dim td[4] = {{N, NULL}, {ph, NULL}, {pw, NULL}, {C, NULL}};
+  lg_let_dims(k, xt, x->dtype, 4, td);
+  tb b;
+  tb_reset(&b);
+  lg_lhs(&b, xt, 4);
+  if (guard)
+    tb_printf(&b,
+              " = select(i1 - %" PRId64 " >= 0 && i1 - %" PRId64 " < %" PRId64 " && i2 - %" PRId64 " >= 0 && i2 - %" PRId64
+              " < %" PRId64 ", %s[i0, i3, min(max(i1 - %" PRId64 ", 0), %" PRId64 "), min(max(i2 - %" PRId64
+              ", 0), %" PRId64 ")], %s)",
+              w->pb[0], w->pb[0], H, w->pb[1], w->pb[1], W, in[xi], w->pb[0], H - 1, w->pb[1], W - 1, padval);
+  else
+    tb_printf(&b, " = %s[i0, i3, i1, i2]", in[xi]);
+  lg_stmt(k, &b);
+  /* acc[n, p, q, m]: the window taps, then the channel, innermost */
+  tg_dim ad[4] = {y->dims[0], y->dims[2], y->dims[3], y->dims[1]};
+  lg_let_dims(k, acc, ir_dt(IR_I32), 4, ad);
+  tb_reset(&b);
+  lg_lhs(&b, acc, 4);
+  tb_printf(&b, " += i32(%s[i0, i1", xt);
+  if (w->st[0] != 1) tb_printf(&b, " * %" PRId64, w->st[0]);
+  tb_printf(&b, " + r0");
+  if (w->dil[0] != 1) tb_printf(&b, " * %" PRId64, w->dil[0]);
+  tb_printf(&b, ", i2");
+  if (w->st[1] != 1) tb_printf(&b, " * %" PRId64, w->st[1]);
+  tb_printf(&b, " + r1");
+  if (w->dil[1] != 1) tb_printf(&b, " * %" PRId64, w->dil[1]);
+  tb_printf(&b, ", r2]) * i32(%s[i3, r2, r0, r1]) for r0 in 0..%" PRId64 ", r1 in 0..%" PRId64 ", r2 in 0..%" PRId64,
+            in[wi], w->kern[0], w->kern[1], C);
+  lg_stmt(k, &b);
+  return k->st == TS_OK;
+}
+
 void lg_emit_conv_transpose(lg_kernel *k, const tg_node *n, const char *const *in, const char *const *out) {
   const char *o = out[0];
   const tg_value *x = V(k, n->inputs[0]), *wv = V(k, n->inputs[1]), *y = OUTV(0);

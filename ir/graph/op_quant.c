@@ -396,13 +396,17 @@ static void emit_qint(lg_kernel *k, const tg_node *n, const char *const *in, con
   bool requant = L->ys >= 0, folded = tg_attr_int(n, "tessel.comp", 0) != 0;
   bool wsum_in = tg_attr_int(n, "tessel.wsum", 0) != 0 && present(n, L->bias); /* the bias slot holds sum w */
   bool xz = !known_zero(k, n, L->xz), wz = !known_zero(k, n, L->wz), bias = present(n, L->bias) && !wsum_in;
-  bool direct = !requant && !xz && !wz && !bias;
+  /* a 2-D ungrouped conv with w's zero point 0 (a QDQ model's symmetric
+   * weights) sums channels-last, the form the VNNI rule tensorizes; its
+   * epilogue reads acc back in NCHW order */
+  bool nhwc = L->conv && !wz && lg_conv_int_nhwc_ok(k, n, L->x, L->w);
+  bool direct = !nhwc && !requant && !xz && !wz && !bias;
   char acc[64], xsum[64], wsum[64], s[48];
   if (direct) {
     snprintf(acc, sizeof acc, "%s", out[0]);
   } else {
     lg_tmpname(acc, sizeof acc, out[0], "acc");
-    lg_let_dims(k, acc, ir_dt(IR_I32), r, y->dims);
+    if (!nhwc) lg_let_dims(k, acc, ir_dt(IR_I32), r, y->dims);
   }
   lg_tmpname(xsum, sizeof xsum, out[0], "xsum");
   if (wsum_in) snprintf(wsum, sizeof wsum, "%s", in[L->bias]);
@@ -415,7 +419,9 @@ static void emit_qint(lg_kernel *k, const tg_node *n, const char *const *in, con
     tb_reset(&pad);
     if (xz) param_load(k, &pad, in[L->xz], n->inputs[L->xz], 0);
     else tb_printf(&pad, "0");
-    if (!lg_conv_int(k, n, L->x, L->w, in, out[0], pad.s, !xz, acc, wz ? xsum : NULL, &groups)) return;
+    if (nhwc ? !lg_conv_int_nhwc(k, n, L->x, L->w, in, out[0], pad.s, acc)
+             : !lg_conv_int(k, n, L->x, L->w, in, out[0], pad.s, !xz, acc, wz ? xsum : NULL, &groups))
+      return;
     int64_t kk = 1;
     for (int i = 1; i < wv->ndim; i++) kk *= wv->dims[i].value;
     tb_printf(&K, "%" PRId64, kk);
@@ -465,7 +471,8 @@ static void emit_qint(lg_kernel *k, const tg_node *n, const char *const *in, con
   /* v = acc - wz * xsum - xz * wsum + K * xz * wz + bias */
   tb v;
   tb_reset(&v);
-  lg_lhs(&v, acc, r);
+  if (nhwc) tb_printf(&v, "%s[i0, i2, i3, i1]", acc);
+  else lg_lhs(&v, acc, r);
   if (wz) {
     tb_printf(&v, " - ");
     param_cast(k, &v, "i32", in, n, L->wz, ch);

@@ -102,6 +102,15 @@ ts_status imp_conv_shape(imp *im, nctx *nc, const tg_value *x, const tg_value *w
  * convolution over symbolic spatial dims is then allowed). */
 bool lg_conv_int(lg_kernel *k, const tg_node *n, int xi, int wi, const char *const *in, const char *o,
                  const char *padval, bool zero_pad, const char *acc, const char *xsum, int64_t *groups);
+/* The same channels-last (2-D, ungrouped, constant sizes: _ok says whether
+ * it applies, emitting nothing): x transposed to NHWC and padded with
+ * padval in one byte stage, then acc [N, P, Q, M] (declared here) +=
+ * i32(xt[n, p*sh + kh*dh, q*sw + kw*dw, c]) * i32(w[m, c, kh, kw]) over
+ * kh, kw, c: the implicit GEMM the VNNI rule tensorizes (4 consecutive
+ * input channels per lane, 16 output channels per vector). */
+bool lg_conv_int_nhwc_ok(lg_kernel *k, const tg_node *n, int xi, int wi);
+bool lg_conv_int_nhwc(lg_kernel *k, const tg_node *n, int xi, int wi, const char *const *in, const char *o,
+                      const char *padval, const char *acc);
 void lg_emit_conv_transpose(lg_kernel *k, const tg_node *n, const char *const *in, const char *const *out);
 void lg_emit_gemm(lg_kernel *k, const tg_node *n, const char *const *in, const char *const *out);
 void lg_emit_matmul(lg_kernel *k, const tg_node *n, const char *const *in, const char *const *out);

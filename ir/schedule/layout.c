@@ -86,7 +86,9 @@ ts_status sch_layout_check(const sch_layout_map *m, ts_diag *d) {
           found = j;
         }
       if (found < 0) break;
-      if (want >= m->shape[k] || m->comp[found].extent > m->shape[k] / want + 1) break; /* caught below */
+      /* a top digit over what the cover needs is caught below; at stride 1 a
+       * single digit may exceed the dim (16 VNNI lanes for 13 channels) */
+      if (want >= m->shape[k] || (want > 1 && m->comp[found].extent > m->shape[k] / want + 1)) break;
       below = want;
       want *= m->comp[found].extent;
     }

@@ -9,6 +9,11 @@
  *   C_pad[i, j] = init;  C_pad[i, j] += f(A_pad[i, k]) * g(B_pad[k, j])
  *   C[i, j] = C_pad[i, j]                                     (i < M, j < N)
  *
+ * A buffer may also be read at index expressions in some dims (a
+ * convolution's window rows p * stride + r, a packed weight): those dims
+ * keep their size and must stay in bounds over the padded domain; the
+ * dims read at a padded iter var are padded as above.
+ *
  * Exact: a padded reduction step adds a product (or a bare load) with a
  * factor that is a zero read from a padded input indexed by every padded
  * reduction iter var, and the padded output
@@ -55,18 +60,17 @@ static bool load_cb(void *ctx, const ir_expr *e) {
     c->bad = x.buf->name;
     return true;
   }
-  bool plain = true;
-  for (int k = 0; k < x.nidx; k++) plain = plain && (x.it[k] = iter_of(c->b, e->u.load.idx[k])) >= 0;
-  if (!plain) { /* read as it is (a packed weight): in bounds over the padded domain */
-    for (int k = 0; k < x.nidx; k++) {
-      ir_const_bound cb = ir_analyzer_const_bound(c->an, e->u.load.idx[k]);
-      int64_t sd;
-      if (!ir_as_int(x.buf->shape[k], &sd) || cb.lo < 0 || cb.hi >= sd) {
-        c->bad = x.buf->name;
-        c->oob = true;
-      }
-      x.it[k] = -2;
+  for (int k = 0; k < x.nidx; k++) {
+    if ((x.it[k] = iter_of(c->b, e->u.load.idx[k])) >= 0) continue;
+    /* an index expression (a packed weight, a conv's window row p * st + r)
+     * is read as it is: in bounds over the padded domain */
+    ir_const_bound cb = ir_analyzer_const_bound(c->an, e->u.load.idx[k]);
+    int64_t sd;
+    if (!ir_as_int(x.buf->shape[k], &sd) || cb.lo < 0 || cb.hi >= sd) {
+      c->bad = x.buf->name;
+      c->oob = true;
     }
+    x.it[k] = -2;
   }
   for (int i = 0; i < c->n; i++)
     if (c->l[i].buf == x.buf) {
@@ -236,15 +240,18 @@ ts_status sch_pad_einsum(sch_state *s, sch_block b, int n, const int64_t *mult, 
   for (int r = 0; r < blk->nreads; r++) nc->reads[r] = blk->reads[r];
   for (int i = 0; i < lc.n; i++) {
     const pad_load *l = &lc.l[i];
-    if (l->buf == C || (l->nidx && l->it[0] == -2)) continue; /* read as it is */
+    if (l->buf == C) continue;
+    /* padded along the dims read at a padded iter var; a dim read at an
+     * index expression keeps its size (a packed weight is read as it is) */
     int64_t bext[PAD_MAX], bdim[PAD_MAX];
     bool grows = false;
     ir_expr *shape[PAD_MAX];
     for (int k = 0; k < l->nidx; k++) {
-      bdim[k] = ext[l->it[k]];
-      bext[k] = pext[l->it[k]];
       int64_t sd;
-      if (!ir_as_int(l->buf->shape[k], &sd) || sd != bdim[k])
+      bool known = ir_as_int(l->buf->shape[k], &sd);
+      bdim[k] = l->it[k] >= 0 ? ext[l->it[k]] : sd;
+      bext[k] = l->it[k] >= 0 ? pext[l->it[k]] : sd;
+      if (!known || sd != bdim[k])
         return ts_diag_set(d, TS_ESCHEDULE, P ": dim %d of %s is not the extent of its iter var in '%s'", k,
                            l->buf->name, blk->name);
       shape[k] = ir_int(a, it, bext[k]);

@@ -1,7 +1,11 @@
 /* tensorize.c — the tensorize primitive (TVM's Tensorize; see tensorize.h).
  *
  * The matcher walks the schedule's block body and the description's block
- * body together. Iter vars are identified positionally; every real iter var
+ * body together. The description's iter vars are paired, in order, with a
+ * subsequence of the real ones (chosen from the last: the same S/R type
+ * and, on a tile, the same inner binding); the real iter vars left over
+ * (a batch, a convolution's window taps and output row) stay outside the
+ * intrinsic and must be constant over the tile. Every paired real iter var
  * v_i is replaced by outer_i + w_i, where w_i is the description's iter var
  * and outer_i the tile's position (vo_i * E_i after blockize; 0 when only
  * the form is asked). An index f of a real access then splits into
@@ -28,7 +32,8 @@ typedef struct mctx {
   ir_var_map sub;   /* real iter var -> outer + desc iter var */
   ir_var_map zero;  /* desc iter var -> 0 */
   int nb;
-  int extra; /* leading real iter vars / buffer dims outside the intrinsic (a batch): tile-invariant */
+  int extra; /* real iter vars outside the intrinsic (a batch, window taps): tile-invariant */
+  int map[16]; /* description iter var -> the real iter var it stands for */
   const ir_buffer *real[MAXB], *desc[MAXB];
   ir_expr **base[MAXB];
   char why[600];
@@ -236,10 +241,9 @@ static bool match_block(mctx *c, const ir_block *rb, const ir_block *xb) {
     return false;
   }
   for (int i = 0; i < xb->niter; i++)
-    if (rb->iters[i + c->extra].type != xb->iters[i].type) {
-      why(c, "iter var %d (%s) of block %s is %s, the intrinsic's is %s", i + c->extra,
-          rb->iters[i + c->extra].var->name, rb->name,
-          rb->iters[i + c->extra].type == IR_ITER_R ? "a reduction" : "spatial",
+    if (rb->iters[c->map[i]].type != xb->iters[i].type) {
+      why(c, "iter var %d (%s) of block %s is %s, the intrinsic's is %s", c->map[i], rb->iters[c->map[i]].var->name,
+          rb->name, rb->iters[c->map[i]].type == IR_ITER_R ? "a reduction" : "spatial",
           xb->iters[i].type == IR_ITER_R ? "a reduction" : "spatial");
       return false;
     }
@@ -256,6 +260,36 @@ static bool match_block(mctx *c, const ir_block *rb, const ir_block *xb) {
                     xs->u.store.idx))
     return false;
   return match_expr(c, rs->u.store.value, xs->u.store.value);
+}
+
+/* Pairs the description's iter vars with real ones, from the last: each
+ * with the latest real iter var before the previous pick that has its S/R
+ * type and, when ok is given, for which ok(ctx, real, desc) holds. Sets
+ * c->map and c->extra; false when some description iter var finds none. */
+static bool map_iters(mctx *c, const ir_block *rb, const ir_block *xb, bool (*ok)(void *, int, int), void *ctx) {
+  if (xb->niter > 16 || rb->niter < xb->niter) {
+    why(c, "block %s has %d iter vars, the intrinsic's %d", rb->name, rb->niter, xb->niter);
+    return false;
+  }
+  int j = rb->niter;
+  for (int i = xb->niter - 1; i >= 0; i--) {
+    do j--;
+    while (j >= 0 && (rb->iters[j].type != xb->iters[i].type || (ok && !ok(ctx, j, i))));
+    if (j < 0) {
+      why(c, "no iter var of block %s stands for the intrinsic's %s %s (in order, from the last)", rb->name,
+          xb->iters[i].type == IR_ITER_R ? "reduction" : "spatial", xb->iters[i].var->name);
+      return false;
+    }
+    c->map[i] = j;
+  }
+  c->extra = rb->niter - xb->niter;
+  return true;
+}
+
+static bool is_mapped(const mctx *c, int nx, int j) {
+  for (int i = 0; i < nx; i++)
+    if (c->map[i] == j) return true;
+  return false;
 }
 
 static void mctx_init(mctx *c, ts_arena *a) {
@@ -312,20 +346,21 @@ ts_status sch_tensorize_match_block(sch_state *s, sch_block b, const sch_intrin 
   if (!st && !desc_nest(&c, df, dl, &nd, &drz)) st = ts_diag_set(d, TS_EINTERNAL, P ": %s: %s", in->name, c.why);
   if (!st) {
     const ir_block *xb = drz->u.realize.block;
-    /* leading spatial iter vars beyond the description's (a batch) stay
-     * outside the intrinsic: they index only the buffers' leading dims */
-    c.extra = rb->niter > xb->niter ? rb->niter - xb->niter : 0;
-    for (int i = 0; i < c.extra; i++)
-      if (rb->iters[i].type != IR_ITER_S) c.extra = 0;
-    if (bind_desc_iters(&c, xb)) st = ts_diag_set(d, TS_ENOMEM, "out of memory");
-    for (int i = 0; !st && i + c.extra < rb->niter && i < xb->niter; i++)
-      if (ir_var_map_put(&c.sub, rb->iters[i + c.extra].var, ir_var_ref(&tmp, xb->iters[i].var)))
+    /* real iter vars beyond the description's (a batch, a convolution's
+     * window taps and output row) stay outside the intrinsic: paired by
+     * type from the last (map_iters); they index only the buffers' leading
+     * dims or the tile's base */
+    if (!map_iters(&c, rb, xb, NULL, NULL))
+      st = ts_diag_set(d, TS_ESCHEDULE, P ": block '%s' does not match %s: %s", rb->name, in->name, c.why);
+    if (!st && bind_desc_iters(&c, xb)) st = ts_diag_set(d, TS_ENOMEM, "out of memory");
+    for (int i = 0; !st && i < xb->niter; i++)
+      if (ir_var_map_put(&c.sub, rb->iters[c.map[i]].var, ir_var_ref(&tmp, xb->iters[i].var)))
         st = ts_diag_set(d, TS_ENOMEM, "out of memory");
     if (!st && !match_block(&c, rb, xb))
       st = ts_diag_set(d, TS_ESCHEDULE, P ": block '%s' does not match %s: %s", rb->name, in->name, c.why);
-    for (int i = 0; !st && desc_ext && i < c.extra; i++) desc_ext[i] = 0;
+    for (int i = 0; !st && desc_ext && i < rb->niter; i++) desc_ext[i] = 0;
     for (int i = 0; !st && desc_ext && i < xb->niter; i++)
-      if (!ir_as_int(xb->iters[i].dom.extent, &desc_ext[i + c.extra])) desc_ext[i + c.extra] = 1;
+      if (!ir_as_int(xb->iters[i].dom.extent, &desc_ext[c.map[i]])) desc_ext[c.map[i]] = 1;
   }
   mctx_fini(&c);
   ts_arena_fini(&tmp);
@@ -453,6 +488,18 @@ static bool bind_body(bctx *c, ir_stmt *body, ir_stmt **out) {
 
 /* ---- the primitive ---------------------------------------------------------------- */
 
+/* The tile's bindings for map_iters: real iter var j may stand for
+ * description iter var i when its inner part equals i's binding. */
+typedef struct bmap {
+  mctx *c;
+  ir_expr *outer[16], *inner[16], *xv[16];
+} bmap;
+
+static bool bmap_ok(void *ctx, int j, int i) {
+  bmap *m = ctx;
+  return ir_can_prove_equal(&m->c->an, m->inner[j], m->xv[i]);
+}
+
 ts_status sch_tensorize_block(sch_state *s, sch_block b, const char *name, ts_diag *d) {
   const sch_intrin *in = lookup_intrin(name, d);
   if (!in) return TS_ENOTFOUND;
@@ -507,43 +554,49 @@ ts_status sch_tensorize_block(sch_state *s, sch_block b, const char *name, ts_di
     st = ts_diag_set(d, TS_ESCHEDULE,
                      P ": block '%s' still has its init inside (the whole reduction would be one call of %s)",
                      rb->name, in->name);
-  /* leading real iter vars beyond the intrinsic's (a batch) are allowed when
-   * spatial and constant over the tile (checked with the bindings below) */
-  c.extra = rb->niter > xb->niter ? rb->niter - xb->niter : 0;
-  for (int i = 0; !st && i < c.extra; i++)
-    if (rb->iters[i].type != IR_ITER_S) c.extra = 0;
-  if (!st && rb->niter != xb->niter + c.extra)
-    st = ts_diag_set(d, TS_ESCHEDULE, P ": block '%s' has %d iter vars, intrinsic %s's has %d", rb->name, rb->niter,
-                     in->name, xb->niter);
-  /* bindings: inner parts equal the description's; sub: v_i -> outer_i + w_i */
+  /* bindings: each real iter var's tile position (outer) and its part in
+   * the tile's loops (inner) */
   ir_var_map lzero;
   ir_var_map_init(&lzero);
   for (int j = 0; j < nr && !st; j++)
     if (ir_var_map_put(&lzero, rl[j]->u.loop.var, ir_int(a, rl[j]->u.loop.var->dtype, 0)))
       st = ts_diag_set(d, TS_ENOMEM, "out of memory");
+  if (!st && (rb->niter > 16 || xb->niter > 16))
+    st = ts_diag_set(d, TS_ESCHEDULE, P ": block '%s' has %d iter vars (at most 16)", rb->name, rb->niter);
+  bmap bm = {.c = &c};
   for (int i = 0; i < rb->niter && !st; i++) {
     ir_expr *rv = as_i64(a, rrz->u.realize.iter_values[i]);
-    ir_expr *outer = ir_simplify(&c.an, ir_subst_expr(a, rv, &lzero));
-    ir_expr *inner = ir_simplify(&c.an, ir_sub(a, ir_subst_expr(a, rv, &l2d), outer));
-    int xi = i - c.extra;
-    ir_expr *xv = xi < 0 ? ir_i64(a, 0) : ir_simplify(&c.an, as_i64(a, drz->u.realize.iter_values[xi]));
-    if (!outer || !inner || !xv || !ir_can_prove_equal(&c.an, inner, xv)) {
-      char *rs = ir_expr_to_string(rrz->u.realize.iter_values[i]),
-           *xs = xi < 0 ? NULL : ir_expr_to_string(drz->u.realize.iter_values[xi]);
-      st = ts_diag_set(d, TS_ESCHEDULE, P ": binding of iter var %s of block '%s' is %s, intrinsic %s binds %s",
-                       rb->iters[i].var->name, rb->name, rs ? rs : "?", in->name,
-                       xs ? xs : "nothing (a leading iter var must be constant over the tile)");
+    bm.outer[i] = ir_simplify(&c.an, ir_subst_expr(a, rv, &lzero));
+    bm.inner[i] = bm.outer[i] ? ir_simplify(&c.an, ir_sub(a, ir_subst_expr(a, rv, &l2d), bm.outer[i])) : NULL;
+    if (!bm.inner[i]) st = ts_diag_set(d, TS_ENOMEM, "out of memory");
+  }
+  for (int i = 0; i < xb->niter && !st; i++)
+    if (!(bm.xv[i] = ir_simplify(&c.an, as_i64(a, drz->u.realize.iter_values[i]))))
+      st = ts_diag_set(d, TS_ENOMEM, "out of memory");
+  /* the description's iter vars paired with real ones whose inner part is
+   * theirs; every other real iter var (a batch, window taps) must be
+   * constant over the tile */
+  if (!st && !map_iters(&c, rb, xb, bmap_ok, &bm))
+    st = ts_diag_set(d, TS_ESCHEDULE, P ": block '%s' does not match %s: %s", rb->name, in->name, c.why);
+  for (int i = 0; i < rb->niter && !st; i++) {
+    if (is_mapped(&c, xb->niter, i)) continue;
+    if (!ir_can_prove_equal(&c.an, bm.inner[i], ir_i64(a, 0))) {
+      char *rs = ir_expr_to_string(rrz->u.realize.iter_values[i]);
+      st = ts_diag_set(d, TS_ESCHEDULE,
+                       P ": binding of iter var %s of block '%s' is %s, intrinsic %s binds nothing there (an iter var "
+                         "outside the intrinsic must be constant over the tile)",
+                       rb->iters[i].var->name, rb->name, rs ? rs : "?", in->name);
       ts_free(rs);
-      ts_free(xs);
       break;
     }
-    if (xi < 0) { /* a batch iter var: the tile's position only */
-      if (ir_var_map_put(&c.sub, rb->iters[i].var, outer)) st = ts_diag_set(d, TS_ENOMEM, "out of memory");
-      continue;
-    }
-    ir_var *w = xb->iters[xi].var;
-    ir_expr *wref = as_i64(a, ir_var_ref(a, w));
-    if (ir_var_map_put(&c.sub, rb->iters[i].var, ir_add(a, outer, wref)))
+    /* outside the intrinsic: the tile's position only */
+    if (ir_var_map_put(&c.sub, rb->iters[i].var, bm.outer[i])) st = ts_diag_set(d, TS_ENOMEM, "out of memory");
+  }
+  /* sub: v_i -> outer_i + w_i */
+  for (int xi = 0; xi < xb->niter && !st; xi++) {
+    int i = c.map[xi];
+    ir_expr *wref = as_i64(a, ir_var_ref(a, xb->iters[xi].var));
+    if (ir_var_map_put(&c.sub, rb->iters[i].var, ir_add(a, bm.outer[i], wref)))
       st = ts_diag_set(d, TS_ENOMEM, "out of memory");
   }
   ir_var_map_fini(&lzero);

@@ -144,6 +144,33 @@ static void conv_common(const ir_wl_inst *w, ir_tensor *a, bool nhwc, bool depth
         }
 }
 
+/* conv2d_nhwc_u8s8: u8 NHWC input (padding reads 0), i8 RSCK weights,
+ * wrapping i32 accumulation */
+static void ref_conv2d_nhwc_u8s8(const ir_wl_inst *w, ir_tensor *a) {
+  int64_t N = I(w, "n"), C = I(w, "c"), H = I(w, "h"), Wd = I(w, "w"), R = I(w, "r"), S = I(w, "s");
+  int64_t K = I(w, "k"), G = I(w, "groups"), st = I(w, "stride"), pad = I(w, "pad"), dil = I(w, "dilation");
+  int64_t P = ir_wl_conv_out(H, R, st, pad, dil), Q = ir_wl_conv_out(Wd, S, st, pad, dil);
+  int64_t CG = C / G, KG = K / G;
+  const uint8_t *X = a[0].data;
+  const int8_t *Wt = a[1].data;
+  int32_t *Y = a[2].data;
+  for (int64_t b = 0; b < N; b++)
+    for (int64_t p = 0; p < P; p++)
+      for (int64_t q = 0; q < Q; q++)
+        for (int64_t o = 0; o < K; o++) {
+          uint32_t acc = 0;
+          for (int64_t ri = 0; ri < R; ri++)
+            for (int64_t si = 0; si < S; si++) {
+              int64_t h = p * st + ri * dil - pad, x = q * st + si * dil - pad;
+              if (h < 0 || h >= H || x < 0 || x >= Wd) continue;
+              for (int64_t ci = 0; ci < CG; ci++)
+                acc += (uint32_t)((int32_t)X[((b * H + h) * Wd + x) * C + o / KG * CG + ci] *
+                                  (int32_t)Wt[((ri * S + si) * CG + ci) * K + o]);
+            }
+          Y[((b * P + p) * Q + q) * K + o] = (int32_t)acc;
+        }
+}
+
 static void ref_conv2d_nchw(const ir_wl_inst *w, ir_tensor *a) { conv_common(w, a, false, false); }
 static void ref_conv2d_nhwc(const ir_wl_inst *w, ir_tensor *a) { conv_common(w, a, true, false); }
 static void ref_depthwise(const ir_wl_inst *w, ir_tensor *a) { conv_common(w, a, false, true); }
@@ -278,6 +305,7 @@ static const struct {
     {"matmul_f16", ref_matmul_f16},
     {"conv2d_nchw", ref_conv2d_nchw},
     {"conv2d_nhwc", ref_conv2d_nhwc},
+    {"conv2d_nhwc_u8s8", ref_conv2d_nhwc_u8s8},
     {"depthwise_conv2d", ref_depthwise},
     {"conv2d_transpose", ref_conv2d_transpose},
     {"max_pool2d", ref_max_pool},

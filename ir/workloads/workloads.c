@@ -77,7 +77,7 @@ void ir_wl_signature(const ir_wl_inst *w, wl_sig *s) {
     SIG_IN(s, "W", IR_F32, I(w, "n"), I(w, "k"));
     if (I(w, "bias")) SIG_IN(s, "bias", IR_F32, I(w, "n"));
     SIG_OUT(s, "Y", IR_F32, I(w, "m"), I(w, "n"));
-  } else if (is(w, "conv2d_nchw") || is(w, "conv2d_nhwc")) {
+  } else if (is(w, "conv2d_nchw") || is(w, "conv2d_nhwc") || is(w, "conv2d_nhwc_u8s8")) {
     int64_t N = I(w, "n"), C = I(w, "c"), H = I(w, "h"), W = I(w, "w"), K = I(w, "k"), R = I(w, "r"),
             S = I(w, "s"), G = I(w, "groups");
     int64_t P = ir_wl_conv_out(H, R, I(w, "stride"), I(w, "pad"), I(w, "dilation"));
@@ -87,9 +87,10 @@ void ir_wl_signature(const ir_wl_inst *w, wl_sig *s) {
       SIG_IN(s, "W", IR_F32, K, C / G, R, S);
       SIG_OUT(s, "Y", IR_F32, N, K, P, Q);
     } else {
-      SIG_IN(s, "X", IR_F32, N, H, W, C);
-      SIG_IN(s, "W", IR_F32, R, S, C / G, K);
-      SIG_OUT(s, "Y", IR_F32, N, P, Q, K);
+      bool q8 = is(w, "conv2d_nhwc_u8s8");
+      SIG_IN(s, "X", q8 ? IR_U8 : IR_F32, N, H, W, C);
+      SIG_IN(s, "W", q8 ? IR_I8 : IR_F32, R, S, C / G, K);
+      SIG_OUT(s, "Y", q8 ? IR_I32 : IR_F32, N, P, Q, K);
     }
   } else if (is(w, "depthwise_conv2d")) {
     int64_t P = ir_wl_conv_out(I(w, "h"), I(w, "r"), I(w, "stride"), I(w, "pad"), I(w, "dilation"));
@@ -195,7 +196,8 @@ static void body_dense(const ir_wl_inst *w, ts_strbuf *sb) {
  * X[...], 0.0)" over the padded extents, so the convolution itself reads Xp
  * without a guard and the stage can be placed (or inlined) by the schedule.
  * nchw: channel axis 1, spatial axes 2, 3; nhwc: spatial 1, 2, channel 3. */
-static void pad_stage(ts_strbuf *sb, bool nchw, int64_t N, int64_t C, int64_t H, int64_t W, int64_t pad) {
+static void pad_stage(ts_strbuf *sb, bool nchw, int64_t N, int64_t C, int64_t H, int64_t W, int64_t pad,
+                      bool u8) {
   int64_t HP = H + 2 * pad, WP = W + 2 * pad;
   const char *cond_fmt = "hh - %" PRId64 " >= 0 && hh - %" PRId64 " < %" PRId64 " && ww - %" PRId64
                          " >= 0 && ww - %" PRId64 " < %" PRId64;
@@ -206,9 +208,10 @@ static void pad_stage(ts_strbuf *sb, bool nchw, int64_t N, int64_t C, int64_t H,
     ts_strbuf_printf(sb, "  Xp[b, cc, hh, ww] = select(%s, X[b, cc, hh - %" PRId64 ", ww - %" PRId64 "], 0.0)\n",
                      cond, pad, pad);
   } else {
-    ts_strbuf_printf(sb, "  let Xp: f32[%" PRId64 ", %" PRId64 ", %" PRId64 ", %" PRId64 "]\n", N, HP, WP, C);
-    ts_strbuf_printf(sb, "  Xp[b, hh, ww, cc] = select(%s, X[b, hh - %" PRId64 ", ww - %" PRId64 ", cc], 0.0)\n",
-                     cond, pad, pad);
+    ts_strbuf_printf(sb, "  let Xp: %s[%" PRId64 ", %" PRId64 ", %" PRId64 ", %" PRId64 "]\n", u8 ? "u8" : "f32", N,
+                     HP, WP, C);
+    ts_strbuf_printf(sb, "  Xp[b, hh, ww, cc] = select(%s, X[b, hh - %" PRId64 ", ww - %" PRId64 ", cc], %s)\n",
+                     cond, pad, pad, u8 ? "u8(0)" : "0.0");
   }
 }
 
@@ -216,17 +219,19 @@ static void pad_stage(ts_strbuf *sb, bool nchw, int64_t N, int64_t C, int64_t H,
 static void body_conv(const ir_wl_inst *w, ts_strbuf *sb) {
   int64_t C = I(w, "c"), H = I(w, "h"), W = I(w, "w"), K = I(w, "k"), G = I(w, "groups");
   int64_t st = I(w, "stride"), pad = I(w, "pad"), dil = I(w, "dilation");
-  bool nchw = is(w, "conv2d_nchw");
+  bool nchw = is(w, "conv2d_nchw"), q8 = is(w, "conv2d_nhwc_u8s8");
   char eh[128], ew[128], ch[128];
   /* with a pad stage the conv indexes the padded input: no "- pad", no guard */
   axis(eh, sizeof eh, "p", st, "ri", dil, 0);
   axis(ew, sizeof ew, "q", st, "si", dil, 0);
-  if (pad) pad_stage(sb, nchw, I(w, "n"), C, H, W, pad);
+  if (pad) pad_stage(sb, nchw, I(w, "n"), C, H, W, pad, q8);
   const char *src = pad ? "Xp" : "X";
   if (G == 1) snprintf(ch, sizeof ch, "ci");
   else snprintf(ch, sizeof ch, "(o // %" PRId64 ") * %" PRId64 " + ci", K / G, C / G);
   if (nchw)
     ts_strbuf_printf(sb, "  Y[b, o, p, q] += %s[b, %s, %s, %s] * W[o, ci, ri, si]\n", src, ch, eh, ew);
+  else if (q8) /* the canonical int8 form the VNNI rule tensorizes (docs/TENSORIZE.md) */
+    ts_strbuf_printf(sb, "  Y[b, p, q, o] += i32(%s[b, %s, %s, %s]) * i32(W[ri, si, ci, o])\n", src, eh, ew, ch);
   else
     ts_strbuf_printf(sb, "  Y[b, p, q, o] += %s[b, %s, %s, %s] * W[ri, si, ci, o]\n", src, eh, ew, ch);
 }
@@ -236,7 +241,7 @@ static void body_depthwise(const ir_wl_inst *w, ts_strbuf *sb) {
   char eh[128], ew[128];
   axis(eh, sizeof eh, "p", st, "ri", dil, 0);
   axis(ew, sizeof ew, "q", st, "si", dil, 0);
-  if (pad) pad_stage(sb, true, I(w, "n"), I(w, "c"), I(w, "h"), I(w, "w"), pad);
+  if (pad) pad_stage(sb, true, I(w, "n"), I(w, "c"), I(w, "h"), I(w, "w"), pad, false);
   ts_strbuf_printf(sb, "  Y[b, ch, p, q] += %s[b, ch, %s, %s] * W[ch, 0, ri, si]\n", pad ? "Xp" : "X", eh, ew);
 }
 
@@ -469,6 +474,9 @@ static const wl_def defs[] = {
      check_conv, body_conv, flops_conv},
     {{"conv2d_nhwc", "2-d convolution, NHWC input, RSCK weights (f32)", 11, {CONV_KEYS}}, CONV_KINDS,
      check_conv, body_conv, flops_conv},
+    {{"conv2d_nhwc_u8s8",
+      "int8 2-d convolution: NHWC u8 input (padding reads 0), RSCK i8 weights, i32 accumulation", 11, {CONV_KEYS}},
+     CONV_KINDS, check_conv, body_conv, flops_conv},
     {{"depthwise_conv2d", "depthwise 2-d convolution, NCHW input, weights [c,1,r,s] (f32)", 9,
       {P("n", "1", "batch"), P("c", "4", "channels"), P("h", "10", "input height"),
        P("w", "10", "input width"), P("r", "3", "kernel height"), P("s", "3", "kernel width"),
@@ -690,10 +698,10 @@ ts_status ir_wl_build(ts_arena *a, const ir_wl_inst *w, ir_func **out, ts_diag *
   snprintf(fname, sizeof fname, "<workload %s>", w->wl->name);
   ts_status st = ir_parse_func(a, src, strlen(src), fname, out, d);
   ts_free(src);
-  /* the int8 matmuls' B is a quantized model's constant weight: layout-free
+  /* the int8 matmuls' B and the int8 conv's W are a quantized model's constant weight: layout-free
    * (docs/LAYOUT.md), so a schedule may pre-pack it (the VNNI layout,
    * docs/TENSORIZE.md) as a model build does once */
-  if (st == TS_OK && (is(w, "matmul_int8") || is(w, "matmul_u8s8")) &&
+  if (st == TS_OK && (is(w, "matmul_int8") || is(w, "matmul_u8s8") || is(w, "conv2d_nhwc_u8s8")) &&
       ir_annot_set(a, &(*out)->nannot, &(*out)->annots,
                    (ir_annot){.key = IR_FUNC_ANN_LAYOUT_FREE, .kind = IR_ANN_INT, .v.i = 2}))
     return ts_diag_set(d, TS_ENOMEM, "out of memory marking the workload's weight");

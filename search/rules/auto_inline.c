@@ -64,7 +64,9 @@ ts_status srch_rule_auto_inline(const srch_rule_ctx *c, sch_traced *t, const cha
                                 ts_diag *d) {
   (void)c;
   const ir_stmt *r = srch_find_realize(sch_traced_func(t), block);
-  if (r && should_inline(sch_traced_func(t), r->u.realize.block)) {
+  /* not into a block to be tensorized (an int8 conv's channels-last copy
+   * of its input: inlined, the transposed read would not match) */
+  if (r && should_inline(sch_traced_func(t), r->u.realize.block) && !srch_feeds_tensorized(t, block)) {
     /* only into consumers: an output written by no later block stays */
     sch_block sb = {.name = r->u.realize.block->name};
     sch_block *cons;

@@ -24,7 +24,12 @@
  * The untensorized state is kept as well (MultiLevelTiling tiles it next),
  * so the search weighs tensorized candidates against plain ones. At most the
  * two largest matching intrinsics fork sketches. Off without its rule bit
- * (tessel tune --no-tensorize, for A/B measurements, bench/int8.sh). */
+ * (tessel tune --no-tensorize, for A/B measurements, bench/int8.sh).
+ * A channels-last int8 conv matches too (tensorize pairs the intrinsic's
+ * iter vars with the block's last ones: the output row, channel and input
+ * channel; the batch, output row and window taps stay outside, the taps
+ * tiled as reductions). srch_tensor_default is the same preparation with
+ * fixed tiles for the default schedule (docs/TENSORIZE.md). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -113,9 +118,9 @@ static bool apply(const srch_rule_ctx *c, sch_traced *t, const char *block, cons
   for (int l = 0; l < nl; l++) {
     bool sp = blk->iters[l].type == IR_ITER_S;
     int o[4];
-    if (ie[l] == 0) { /* a batch iter var outside the intrinsic: tiled like S */
-      if (srch_sample_split(t, loops[l], 4, 1, o, &q)) return false;
-      srch_tile_levels_add(&lvl, true, o);
+    if (ie[l] == 0) { /* outside the intrinsic (a batch, a conv's output row or window taps): tiled as its type */
+      if (srch_sample_split(t, loops[l], sp ? 4 : 2, 1, o, &q)) return false;
+      srch_tile_levels_add(&lvl, sp, o);
       continue;
     }
     sch_arg f2[2] = {sch_arg_none(), sch_arg_int(ie[l])};
@@ -190,18 +195,21 @@ static int iter_of(const ir_block *b, const ir_expr *e) {
   return -1;
 }
 
-/* every load of the weight: indices plain iter vars, one the reduction
- * iter (k), one the block's last spatial iter (the intrinsic's lanes: n) */
+/* every load of the weight: indices plain iter vars, one the block's last
+ * reduction iter (the intrinsic's k: a conv's input channel, its window taps
+ * leading), one the block's last spatial iter (the intrinsic's lanes: n) */
 static bool vnni_visit(void *ctx, const ir_expr *e) {
   vnni_find *v = ctx;
   if (e->kind != IR_LOAD || e->u.load.buf != v->buf) return true;
-  int last_s = -1, kd = -1, nd = -1;
-  for (int i = 0; i < v->blk->niter; i++)
+  int last_s = -1, last_r = -1, kd = -1, nd = -1;
+  for (int i = 0; i < v->blk->niter; i++) {
     if (v->blk->iters[i].type == IR_ITER_S) last_s = i;
+    else last_r = i;
+  }
   for (int d = 0; d < e->u.load.nidx; d++) {
     int it = iter_of(v->blk, e->u.load.idx[d]);
     if (it < 0) v->bad = true;
-    else if (v->blk->iters[it].type == IR_ITER_R) kd = kd < 0 ? d : -2;
+    else if (it == last_r) kd = kd < 0 ? d : -2;
     else if (it == last_s) nd = d;
   }
   if (kd < 0 || nd < 0 || (v->nloads && (kd != v->kdim || nd != v->ndim))) v->bad = true;
@@ -280,6 +288,143 @@ static bool pad_for(sch_traced *t, const char *block, int nl, const int64_t *ie)
   return sch_t_get_block(t, block, &b, &q) == TS_OK && sch_t_pad_einsum(t, b, nl, mult, &ob, &q) == TS_OK;
 }
 
+/* ---- the default schedule's int8 kernel (tuner/build.c) ---- */
+
+typedef struct int8_find {
+  int n8;
+} int8_find;
+
+static bool int8_visit(void *ctx, const ir_expr *e) {
+  if (e->kind == IR_LOAD && (e->u.load.buf->dtype.code == IR_U8 || e->u.load.buf->dtype.code == IR_I8))
+    ((int8_find *)ctx)->n8++;
+  return true;
+}
+
+/* The sketch's steps with fixed tiles: the intrinsic's loops innermost, the
+ * unrolled tile of intrinsic calls (up to 8 rows x 2 column vectors of
+ * accumulators: S3) around them inside every reduction loop (the block's
+ * other reductions, then k's outer part), every other spatial loop outside
+ * (fused and parallel). */
+static bool apply_fixed(sch_traced *t, const char *block, const ir_block *blk, const sch_intrin *in, const int64_t *ie,
+                        const int64_t *ext) {
+  ts_diag q;
+  ts_diag_clear(&q);
+  int b, nl;
+  const int *lp;
+  int loops[MAXL];
+  if (sch_t_get_block(t, block, &b, &q) || sch_t_get_loops(t, b, &lp, &nl, &q) || nl != blk->niter) return false;
+  memcpy(loops, lp, sizeof(int) * (size_t)nl);
+  int outer[MAXL], red[MAXL], tile[MAXL], intr[MAXL], no = 0, nr = 0, nt = 0, ni = 0;
+  bool first_s = true;
+  for (int l = 0; l < nl; l++) {
+    bool sp = blk->iters[l].type == IR_ITER_S;
+    if (ie[l] == 0) {
+      if (sp) outer[no++] = loops[l];
+      else red[nr++] = loops[l];
+      continue;
+    }
+    sch_arg f2[2] = {sch_arg_none(), sch_arg_int(ie[l])};
+    int o2[2];
+    if (sch_t_split(t, loops[l], 2, f2, o2, &q)) return false;
+    intr[ni++] = o2[1];
+    if (!sp) {
+      red[nr++] = o2[0];
+      continue;
+    }
+    int64_t rest = ext[l] / ie[l], cap = first_s ? (in->m >= 8 ? 1 : 8 / in->m) : 2, f = 1;
+    first_s = false;
+    for (int64_t c = cap; c >= 1 && f == 1; c--)
+      if (rest % c == 0) f = c;
+    if (f == 1) {
+      outer[no++] = o2[0];
+      continue;
+    }
+    sch_arg f3[2] = {sch_arg_none(), sch_arg_int(f)};
+    int o3[2];
+    if (sch_t_split(t, o2[0], 2, f3, o3, &q)) return false;
+    outer[no++] = o3[0];
+    tile[nt++] = o3[1];
+  }
+  int order[4 * MAXL], n = 0;
+  for (int i = 0; i < no; i++) order[n++] = outer[i];
+  for (int i = 0; i < nr; i++) order[n++] = red[i];
+  for (int i = 0; i < nt; i++) order[n++] = tile[i];
+  for (int i = 0; i < ni; i++) order[n++] = intr[i];
+  if (sch_t_reorder(t, n, order, &q)) return false;
+  for (int i = 0; i < nt; i++) sch_t_unroll(t, tile[i], &q);
+  int ob;
+  if (sch_t_blockize(t, intr[0], &ob, &q) || sch_t_tensorize(t, ob, in->name, &q)) return false;
+  ts_diag_clear(&q);
+  int init, fused = outer[0];
+  if (nr > 0) sch_t_decompose_reduction(t, ob, red[0], &init, &q);
+  ts_diag_clear(&q);
+  if (no > 1 && sch_t_fuse(t, no, outer, &fused, &q)) return true; /* tensorized, serial */
+  ts_diag_clear(&q);
+  if (no > 0) sch_t_parallel(t, fused, &q);
+  return true;
+}
+
+bool srch_tensor_default(sch_traced *t, const char *block, const cg_target *tg, bool pack) {
+  if (tg && tg->kind != CG_TARGET_LLVM) return false;
+  const ir_func *fn = sch_traced_func(t);
+  if (fn->nsyms) return false; /* a symbolic kernel's build keeps its weights' layout */
+  int nl;
+  sch_loop *cl;
+  int64_t ext[MAXL];
+  const ir_stmt *r = srch_block_loops(t, block, &cl, &nl);
+  if (!r || !trivial_nest(r, cl, nl, ext, fn)) return false;
+  const ir_block *blk = r->u.realize.block;
+  const ir_stmt *body = blk->body;
+  int8_find f8 = {0};
+  if (!blk->init || !body || body->kind != IR_STORE || body->u.store.buf->dtype.code != IR_I32) return false;
+  ir_visit_stmt(&(ir_visitor){.expr = int8_visit, .ctx = &f8}, body);
+  if (f8.n8 < 2) return false;
+  char arch[128], feats[600];
+  const char *cpu;
+  target_of(tg, arch, sizeof arch, &cpu, feats, sizeof feats);
+  if (!sch_intrin_available(sch_intrin_get("x86.avx512.vnni.u8i8.packed.1x16x4"), arch, cpu, feats, NULL))
+    return false;
+  /* the rule's preparation: shifted to u8, the weight packed, its column
+   * sums tensorized; then the largest kernel that divides, or the block
+   * padded for one */
+  ts_diag q;
+  ts_diag_clear(&q);
+  int b, sb[2];
+  bool shifted = sch_t_get_block(t, block, &b, &q) == TS_OK && sch_t_shift_to_unsigned(t, b, sb, &q) == TS_OK;
+  bool packed = pack && vnni_pack(t, block);
+  if (shifted && packed) colsum_vnni(t, sb[1]);
+  const sch_intrin *cand[16];
+  int64_t cext[16][MAXL];
+  int nc = matching(t, block, nl, ext, arch, cpu, feats, false, cand, cext, 16);
+  int pick = nc > 0 ? 0 : -1;
+  if (nc == 0) {
+    nc = matching(t, block, nl, ext, arch, cpu, feats, true, cand, cext, 16);
+    for (int i = 0; i < nc && pick < 0; i++)
+      if (pad_for(t, block, nl, cext[i])) pick = i;
+  }
+  if (pick < 0) return false;
+  /* padded: the iteration domain grew */
+  r = srch_block_loops(t, block, &cl, &nl);
+  if (!r || !trivial_nest(r, cl, nl, ext, sch_traced_func(t))) return false;
+  return apply_fixed(t, block, r->u.realize.block, cand[pick], cext[pick], ext);
+}
+
+bool srch_feeds_tensorized(sch_traced *t, const char *block) {
+  sch_block *cons;
+  int nc = 0;
+  ts_diag q;
+  ts_diag_clear(&q);
+  if (sch_get_consumers(sch_traced_state(t), (sch_block){.name = block}, &cons, &nc, &q) != TS_OK) return false;
+  for (int i = 0; i < nc; i++) {
+    const ir_stmt *cr = srch_find_realize(sch_traced_func(t), cons[i].name);
+    const ir_block *cb = cr ? cr->u.realize.block : NULL;
+    if (cb && (ir_annot_find(cb->nannot, cb->annots, SRCH_ANN_AUTO_TENSORIZE) ||
+               ir_annot_find(cb->nannot, cb->annots, "tessel.tensorized")))
+      return true;
+  }
+  return false;
+}
+
 ts_status srch_rule_multi_level_tiling_tensor(const srch_rule_ctx *c, sch_traced *t, const char *block,
                                               ts_vec *out, ts_diag *d) {
   if (c->target && c->target->kind != CG_TARGET_LLVM) return srch_push(out, t, d);
@@ -343,9 +488,11 @@ ts_status srch_rule_multi_level_tiling_tensor(const srch_rule_ctx *c, sch_traced
       base = NULL;
     }
   }
-  if (nc > 2) nc = 2;
+  /* the two largest that apply (a padding a conv's window rows would read
+   * out of bounds is refused: the next, smaller kernel is tried) */
   sch_traced *forks[2] = {NULL, NULL};
-  for (int i = 0; i < nc; i++) {
+  int nf = 0;
+  for (int i = 0; i < nc && nf < 2; i++) {
     ts_diag_clear(&q);
     sch_traced *f = srch_fork(c, base ? base : t, &q);
     if (f && pad && !pad_for(f, block, nl, cext[i])) {
@@ -356,13 +503,13 @@ ts_status srch_rule_multi_level_tiling_tensor(const srch_rule_ctx *c, sch_traced
       sch_traced_free(f);
       f = NULL;
     }
-    forks[i] = f;
+    if (f) forks[nf++] = f;
   }
   if (base) sch_traced_free(base);
   ts_status st = srch_push(out, t, d);
-  for (int i = 0; i < nc; i++) {
-    if (forks[i] && !st) st = srch_push(out, forks[i], d);
-    else if (forks[i]) sch_traced_free(forks[i]);
+  for (int i = 0; i < nf; i++) {
+    if (!st) st = srch_push(out, forks[i], d);
+    else sch_traced_free(forks[i]);
   }
   return st;
 }

@@ -36,7 +36,10 @@ static bool eligible(sch_traced *t, const char *block) {
   sch_block *cons;
   int nc;
   if (sch_get_consumers(s, sb, &cons, &nc, &q) || nc == 0) return false;
-  return true;
+  /* a producer of a block to be tensorized (an int8 conv's padded input)
+   * stays at root: inlined, its select would no longer match the
+   * intrinsic's load and RewriteTensorize would reject the candidate */
+  return !srch_feeds_tensorized(t, b->name);
 }
 
 ts_status srch_rule_random_compute_location(const srch_rule_ctx *c, sch_traced *t, const char *block,

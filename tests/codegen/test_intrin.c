@@ -486,6 +486,70 @@ START_TEST(test_rule_padded) {
 }
 END_TEST
 
+/* int8 NHWC convolutions (issue 16): an implicit GEMM over (output row q,
+ * output channel o, input channel ci) with the batch, the output row p and
+ * the window taps outside the intrinsic; the weight packed as
+ * [r, s, k/16, c/4, 64] (padded where 16 and 4 do not divide). Stride 1 and
+ * 2, dilation, a batch, odd and prime channel counts (padded: PadEinsum on
+ * the padded input's channels): every tensorized candidate equals the
+ * layout reference in the interpreter, natively too, and holds vpdpbusd */
+START_TEST(test_rule_conv) {
+  ts_arena a;
+  ts_arena_init(&a);
+  const char *target = "llvm -mattr=+avx512f,+avx512bw,+avx512vnni";
+  cg_target t;
+  ts_diag_clear(&D);
+  ck_assert(cg_target_parse(target, &t, &D) == TS_OK);
+  static const struct {
+    const char *spec;
+    bool padded;
+    int min_sketches;
+  } cases[] = {
+      {"conv2d_nhwc_u8s8:n=1,c=8,h=4,w=8,k=32,r=3,s=3,stride=1,pad=1", false, 2}, /* 8- and 4-row kernels */
+      {"conv2d_nhwc_u8s8:n=2,c=8,h=7,w=7,k=16,r=3,s=3,stride=2,pad=1", false, 1}, /* stride 2: 1 row */
+      {"conv2d_nhwc_u8s8:n=1,c=5,h=5,w=7,k=17,r=3,s=2,stride=1,pad=1,dilation=2", true, 1},
+      {"conv2d_nhwc_u8s8:n=1,c=3,h=5,w=5,k=13,r=1,s=1,stride=1,pad=0", true, 1},
+      {"conv2d_nhwc_u8s8:n=1,c=3,h=9,w=9,k=16,r=7,s=7,stride=2,pad=3", true, 1}, /* a stem conv */
+  };
+  for (size_t w = 0; w < sizeof cases / sizeof cases[0]; w++) {
+    const char *spec = cases[w].spec;
+    ir_func *f = tu_workload(&a, spec);
+    sch_trace **sk;
+    int n, sketches = 0;
+    ck_assert_msg(srch_sketches(f, &t, NULL, &sk, &n, &D) == TS_OK, "%s", D.msg);
+    for (int i = 0; i < n; i++) {
+      char *js = sch_trace_to_json(sk[i]);
+      bool tensor = strstr(js, "meta_schedule.auto_tensorize") != NULL;
+      ck_assert_msg(!tensor || cases[w].padded == (strstr(js, "\"PadEinsum\"") != NULL), "%s: %s", spec, js);
+      free(js);
+      if (!tensor) continue;
+      sketches++;
+      for (uint64_t seed = 1; seed <= 2; seed++) {
+        ts_diag_clear(&D);
+        sch_traced *c = srch_instantiate(sk[i], f, &t, true, seed, &D);
+        ck_assert_msg(c != NULL, "%s: instantiate: %s", spec, D.msg);
+        const char *in = tensorized_with(sch_traced_func(c));
+        ck_assert_msg(in && strstr(in, "x86.avx512.vnni.u8i8.packed."), "%s: tensorized with %s", spec,
+                      in ? in : "nothing");
+        const ir_func *ref = sch_layout_reference(&a, f, sch_traced_trace(c), &D);
+        ck_assert_msg(ref != NULL && ref != f, "%s", D.msg);
+        tu_assert_equivalent(ref, sch_traced_func(c));
+        if (seed == 1) {
+          char *as = asm_of(sch_traced_func(c), target);
+          ck_assert_msg(count(as, "vpdpbusd") >= 1, "%s: no vpdpbusd", spec);
+          ts_free(as);
+          if (cpu_has("avx512_vnni")) parity(ref, sch_traced_func(c), target, false);
+        }
+        sch_traced_free(c);
+      }
+    }
+    ck_assert_msg(sketches >= cases[w].min_sketches, "%s: %d tensorized sketches", spec, sketches);
+    free_sk(sk, n);
+  }
+  ts_arena_fini(&a);
+}
+END_TEST
+
 START_TEST(test_rule_candidates) {
   ts_arena a;
   ts_arena_init(&a);
@@ -567,6 +631,7 @@ int main(int argc, char **argv) {
   tcase_add_test(tc, test_rule_candidates);
   tcase_add_test(tc, test_rule_batch_and_odd);
   tcase_add_test(tc, test_rule_padded);
+  tcase_add_test(tc, test_rule_conv);
   suite_add_tcase(s, tc);
   SRunner *sr = srunner_create(s);
   srunner_run_all(sr, CK_NORMAL);

@@ -20,6 +20,7 @@
 #include "ir/graph/onnx.h"
 #include "ir/graph/passes.h"
 #include "ir/graph/tasks.h"
+#include "search/search.h"
 #include "tuner/npy.h"
 
 #define MAX_MODELS 1024
@@ -227,12 +228,39 @@ START_TEST(test_qdq_fused) {
       int nt = 0;
       ck_assert_msg(tg_extract_tasks(g, &t, &nt, &d) == TS_OK, "%s", d.msg);
       bool seen = false;
-      for (int i = 0; i < nt; i++)
-        if (strstr(t[i].name, "qlinear_conv") && !seen) { /* the first: conv 1 */
+      cg_target vt;
+      ck_assert(cg_target_parse("llvm -mattr=+avx512f,+avx512bw,+avx512vnni", &vt, &d) == TS_OK);
+      int nconv = 0;
+      for (int i = 0; i < nt; i++) {
+        if (!strstr(t[i].name, "qlinear_conv")) continue;
+        if (!seen) { /* the first: conv 1 */
           seen = true;
           ck_assert_msg(t[i].flops >= 2.0 * 8 * 12 * 12 * 27, "%s: %g flops", t[i].name, t[i].flops);
         }
+        /* channels-last (a byte transpose + pad stage, the sum over NHWC)
+         * and tensorized by the VNNI rule on the packed weight: its
+         * candidates pass RewriteTensorize */
+        ck_assert_msg(strstr(t[i].definition, "_nhwc(") && strstr(t[i].definition, "_acc("), "%s", t[i].definition);
+        sch_trace **sk;
+        int ns, tensor = 0;
+        ck_assert_msg(srch_sketches(t[i].func, &vt, NULL, &sk, &ns, &d) == TS_OK, "%s", d.msg);
+        for (int j = 0; j < ns; j++) {
+          char *js = sch_trace_to_json(sk[j]);
+          if (strstr(js, "x86.avx512.vnni.u8i8.packed.")) {
+            sch_traced *c = srch_instantiate(sk[j], t[i].func, &vt, true, 1, &d);
+            ck_assert_msg(c != NULL, "%s: %s", t[i].name, d.msg);
+            sch_traced_free(c);
+            tensor++;
+          }
+          free(js);
+          sch_trace_free(sk[j]);
+        }
+        ts_free(sk);
+        ck_assert_msg(tensor >= 1, "%s: no tensorized sketch", t[i].name);
+        nconv++;
+      }
       ck_assert(seen);
+      ck_assert_int_eq(nconv, 2);
       tg_tasks_free(t, nt);
     } else {
       ck_assert_int_eq(count_op(g, "QLinearConv"), 0);

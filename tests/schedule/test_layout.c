@@ -178,6 +178,16 @@ START_TEST(pack_on_host) {
   ts_diag_clear(&D);
   ck_assert_int_eq(sch_layout_check(&over, &D), TS_EINVAL);
   ck_assert(strstr(D.msg, "no bijection"));
+  /* one digit wider than its dim (16 lanes for 13): padded, a map */
+  sch_layout_map wide = {.param = 0, .ndim = 2, .shape = {3, 13}, .ncomp = 3,
+                         .comp = {{1, 16, 1}, {0, 1, 3}, {1, 1, 16}}, .naxes = 2, .group = {1, 2}};
+  tu_ok(sch_layout_check(&wide, &D), &D);
+  float wsrc[39], wdst[48];
+  for (int i = 0; i < 39; i++) wsrc[i] = (float)(i + 1);
+  for (int i = 0; i < 48; i++) wdst[i] = -1.0f;
+  sch_layout_pack(&wide, sizeof(float), wsrc, wdst);
+  for (int i = 0; i < 3; i++)
+    for (int j = 0; j < 16; j++) ck_assert(wdst[i * 16 + j] == (j < 13 ? wsrc[i * 13 + j] : 0.0f));
   /* invalid maps name their fault */
   sch_layout_map bad = m;
   bad.comp[2].extent = 2; /* dim 1: 2 * 2 != 6 */

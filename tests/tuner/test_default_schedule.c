@@ -14,6 +14,7 @@
 #include "codegen/llvm.h"
 #include "runtime/runtime.h"
 #include "ir/parse.h"
+#include "ir/schedule/layout.h"
 #include "ir/workloads/workloads.h"
 #include "tests/schedule/util.h"
 #include "tuner/build.h"
@@ -341,6 +342,69 @@ END_TEST
 
 /* tun_default_opts.no_tiling (--no-default-tiling): the plain schedule, for
  * comparisons. */
+static bool tensorized_cb(void *ctx, const ir_stmt *s) {
+  if (s->kind == IR_BLOCK_REALIZE) {
+    const ir_block *b = s->u.realize.block;
+    const ir_annot *an = ir_annot_find(b->nannot, b->annots, "tessel.tensorized");
+    if (an && an->kind == IR_ANN_STR && strstr(an->v.s, "x86.avx512.vnni.u8i8.")) (*(int *)ctx)++;
+  }
+  return true;
+}
+
+/* On a target with AVX-512 VNNI the int8 matmuls and channels-last convs
+ * (odd and prime extents, strides, padded channels) get the tensorized
+ * default (srch_tensor_default): with pack_weights (a model build's) on the
+ * packed weight, equal to the layout reference in the interpreter; without
+ * (the default) in the inputs' own layout, equal to the function; float
+ * blocks keep the tiled default. */
+START_TEST(test_int8_tensorized) {
+  static const char *specs[] = {
+      "matmul_u8s8:m=13,n=32,k=12",
+      "matmul_int8:m=7,n=31,k=13",
+      "conv2d_nhwc_u8s8:n=1,c=8,h=6,w=8,k=32,r=3,s=3,stride=1,pad=1",
+      "conv2d_nhwc_u8s8:n=2,c=5,h=7,w=7,k=17,r=3,s=3,stride=2,pad=1",
+      "conv2d_nhwc_u8s8:n=1,c=3,h=5,w=5,k=13,r=1,s=1,stride=1,pad=0",
+  };
+  ts_diag d;
+  ts_diag_clear(&d);
+  cg_target tg;
+  ck_assert_int_eq(cg_target_parse("llvm -mattr=+avx512f,+avx512bw,+avx512vnni", &tg, &d), TS_OK);
+  for (size_t i = 0; i < 2 * (sizeof specs / sizeof specs[0]); i++) {
+    bool pack = i % 2 == 0;
+    const char *spec = specs[i / 2];
+    ts_arena a;
+    ts_arena_init(&a);
+    ir_func *f = tu_workload(&a, spec);
+    sch_traced *t = NULL;
+    ck_assert_msg(tun_schedule_opts(f, NULL, &tg, &(tun_default_opts){.pack_weights = pack}, &t, &d) == TS_OK, "%s: %s",
+                  spec, d.msg);
+    int n = 0;
+    ir_visitor v = {.stmt = tensorized_cb, .ctx = &n};
+    ir_visit_stmt(&v, sch_traced_func(t)->body);
+    ck_assert_msg(n >= 1, "%s: %d tensorized blocks", spec, n);
+    char *js = sch_trace_to_json(sch_traced_trace(t));
+    ck_assert_msg(pack == (strstr(js, "TransformLayout") != NULL), "%s: %s", spec, js);
+    free(js);
+    const ir_func *ref = pack ? sch_layout_reference(&a, f, sch_traced_trace(t), &d) : f;
+    ck_assert_msg(ref != NULL && (ref != f) == pack, "%s: %s", spec, d.msg);
+    tu_assert_equivalent(ref, sch_traced_func(t));
+    sch_traced_free(t);
+    ts_arena_fini(&a);
+  }
+  /* a float matmul is not int8: the tiled default, no intrinsic */
+  ts_arena a;
+  ts_arena_init(&a);
+  sch_traced *t = NULL;
+  ck_assert(tun_schedule(tu_workload(&a, "matmul:m=16,n=32,k=8"), NULL, &tg, &t, &d) == TS_OK);
+  int n = 0;
+  ir_visitor v = {.stmt = tensorized_cb, .ctx = &n};
+  ir_visit_stmt(&v, sch_traced_func(t)->body);
+  ck_assert_int_eq(n, 0);
+  sch_traced_free(t);
+  ts_arena_fini(&a);
+}
+END_TEST
+
 START_TEST(test_switch_off) {
   ts_arena a;
   ts_arena_init(&a);
@@ -363,6 +427,7 @@ int main(void) {
   tcase_add_test(tc, test_switch_off);
   tcase_add_test(tc, test_strided_producer_kept);
   tcase_add_test(tc, test_costly_prologue_kept);
+  tcase_add_test(tc, test_int8_tensorized);
   suite_add_tcase(s, tc);
   SRunner *r = srunner_create(s);
   srunner_run_all(r, CK_NORMAL);
