@@ -74,6 +74,7 @@ typedef struct tun_model_result {
   int ntuned, ndefault, nspec;
   int nrecord_unused;    /* kernels whose log record did not replay (default schedule instead) */
   int nlayout_kept;      /* records whose weight re-layout was dropped */
+  int nlibrary;          /* kernels that call a library (library records); the model links it */
   int ncalls, ntensors;
   uint64_t weights_bytes;
   int npacked_weights, npacked_copies;

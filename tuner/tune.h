@@ -44,6 +44,10 @@ typedef struct tun_tune_opts {
   tun_default_opts defaults;   /* --no-default-tiling (the baseline candidate) */
   int xgb_min_samples;         /* --xgb-min-samples N: random scores until N samples (0: the model's 50) */
   int xgb_max_rounds;          /* --xgb-max-rounds N: boosting rounds per update (0: the model's 150) */
+  /* --no-library: no library candidates (tuner/library.h). Off by default:
+   * a task a library covers gets each found library's call as a candidate
+   * after the default schedule, on a host llvm target and never through RPC. */
+  bool no_library;
 } tun_tune_opts;
 void tun_tune_opts_default(tun_tune_opts *o);
 
