@@ -78,6 +78,7 @@ static void build_text(const char *path, const char *out, const char *log, const
          r->target, r->kernels, r->ntuned, log ? log : "no log", r->ndefault);
   if (r->nspec)
     printf("; %d of the default ones are symbolic and carry a tuned specialisation for the tuned sizes", r->nspec);
+  if (r->nlibrary) printf("; %d of the tuned ones call a library, which the model links", r->nlibrary);
   printf("), %d calls, %d tensors, %.1f KiB of weights", r->ncalls, r->ntensors, (double)r->weights_bytes / 1024.0);
   if (r->npacked_weights)
     printf(" (%d pre-packed into the layout their kernels read, %d packed copies)", r->npacked_weights,

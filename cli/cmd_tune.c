@@ -12,6 +12,7 @@
 #include "cli/cli.h"
 #include "tuner/build.h"
 #include "tuner/rpc_runner.h"
+#include "tuner/library.h"
 #include "tuner/tune.h"
 
 static const char tune_usage[] =
@@ -275,6 +276,9 @@ int tun_cmd_tune(int argc, char **argv) {
                   "baseline", r.baseline_seconds_wall, "resume", r.resume_seconds, "search_replay_thread_s",
                   r.search_replay_seconds, "search_predict", r.search_predict_seconds, "search_replays",
                   (json_int_t)r.search_replays, "search_cache_hits", (json_int_t)r.search_cache_hits));
+    if (r.lib_seconds > 0) /* library candidates: the best call and the best generated kernel */
+      json_object_set_new(j, "library", json_pack("{s:s, s:f, s:f}", "lib", r.lib, "seconds", r.lib_seconds,
+                                                  "kernel_seconds", r.kernel_seconds));
     if (rpc)
       json_object_set_new(j, "rpc",
                           json_pack("{s:I, s:I, s:I, s:I, s:I, s:I}", "parallel", (json_int_t)ro.parallel, "sessions",
@@ -299,6 +303,12 @@ int tun_cmd_tune(int argc, char **argv) {
       printf("best %.2f GFLOP/s (%.6g ms)\n", r.best_gflops, r.best_seconds * 1e3);
     else
       printf("no valid candidate yet\n");
+    if (r.lib_seconds > 0) {
+      char cell[40];
+      tun_library_cell(r.lib_seconds, r.lib, r.kernel_seconds, cell, sizeof cell);
+      printf("library %s: %.6g ms, best generated kernel %.6g ms (%s)\n", r.lib, r.lib_seconds * 1e3,
+             r.kernel_seconds * 1e3, cell);
+    }
     if (rpc)
       printf("rpc: %d boards at once, %d sessions, %d measured, %d board failures, %d retried, %d lost\n",
              ro.parallel, rs.sessions, rs.measured, rs.board_failures, rs.retries, rs.lost);

@@ -50,7 +50,8 @@ static const char usage[] =
     "covers gets the library's call as a candidate; the table's lib column says which\n"
     "tasks went to a library and by how much.\n"
     "--json prints {model, target, task_scheduler, trials, new_trials, rounds, tasks:\n"
-    "[{name, key, weight, flops, best_seconds, gflops, default_seconds, trials}],\n"
+    "[{name, key, weight, flops, best_seconds, gflops, default_seconds, trials, and with a\n"
+    "library record library, library_seconds, kernel_seconds}],\n"
     "estimated_latency_seconds, log}.\n";
 
 enum { OPT_SCHED = 2000, OPT_NODEFAULT };
@@ -81,6 +82,11 @@ static void print_json(const char *path, const cg_target *tg, const tun_tune_mod
     json_object_set_new(jt, "trials", json_integer(t->trials));
     json_object_set_new(jt, "rounds", json_integer(t->rounds));
     json_object_set_new(jt, "search_exhausted", json_boolean(t->dead));
+    if (t->lib_seconds > 0) { /* library candidates: the best call, the best generated kernel */
+      json_object_set_new(jt, "library", json_string(t->lib));
+      json_object_set_new(jt, "library_seconds", json_real(t->lib_seconds));
+      json_object_set_new(jt, "kernel_seconds", json_real(t->kernel_seconds));
+    }
     json_array_append_new(ja, jt);
   }
   json_object_set_new(j, "tasks", ja);

@@ -21,9 +21,12 @@
 #include "ir/print.h"
 #include "ir/struct.h"
 #include "ir/workloads/workloads.h"
+#include "tuner/build.h"
 
 typedef struct mm_match {
   const ir_func *f;
+  int slot;      /* the root body's statement that computes the product (root_slot) */
+  int nrest;     /* other blocks of f (an epilogue, producers): kept, default schedule */
   ir_buffer *A, *B, *C;
   int nbatch;    /* leading batch dims of C */
   bool fold;     /* B has no batch dims: the batch folds into A's rows */
@@ -38,17 +41,50 @@ bool tun_library_target_ok(const cg_target *t) {
 /* ---- matching ------------------------------------------------------------------ */
 typedef struct blocks_seen {
   const ir_stmt *root;
-  const ir_block *blk;
-  int n;
+  const ir_block *blk; /* the reduction block (the last one with an init) */
+  int n, nreduce;
 } blocks_seen;
 
 static bool see_block(void *ctx, const ir_stmt *s) {
   blocks_seen *b = ctx;
   if (s->kind == IR_BLOCK_REALIZE && s != b->root) {
-    b->blk = s->u.realize.block;
     b->n++;
+    if (s->u.realize.block->init) {
+      b->blk = s->u.realize.block;
+      b->nreduce++;
+    }
   }
   return true;
+}
+
+typedef struct holds_block {
+  const ir_block *blk;
+  bool found;
+} holds_block;
+
+static bool see_holds(void *ctx, const ir_stmt *s) {
+  holds_block *h = ctx;
+  if (s->kind == IR_BLOCK_REALIZE && s->u.realize.block == h->blk) h->found = true;
+  return !h->found;
+}
+
+/* The index in the root block's body (a sequence, or one statement: 0) of the
+ * statement holding blk alone, or -1. */
+static int root_slot(const ir_block *root, const ir_block *blk) {
+  const ir_stmt *b = root->body;
+  int n = b->kind == IR_SEQ ? b->u.seq.n : 1;
+  for (int i = 0; i < n; i++) {
+    const ir_stmt *s = b->kind == IR_SEQ ? b->u.seq.stmts[i] : b;
+    holds_block h = {blk, false};
+    ir_visitor v = {NULL, see_holds, &h};
+    ir_visit_stmt(&v, s);
+    if (!h.found) continue;
+    blocks_seen bs = {NULL, NULL, 0, 0};
+    ir_visitor v2 = {NULL, see_block, &bs};
+    ir_visit_stmt(&v2, s);
+    return bs.n == 1 ? i : -1;
+  }
+  return -1;
 }
 
 static bool is_var(const ir_expr *e, const ir_var *v) { return e && e->kind == IR_VAR && e->u.var == v; }
@@ -56,6 +92,15 @@ static bool is_var(const ir_expr *e, const ir_var *v) { return e && e->kind == I
 static bool is_param(const ir_func *f, const ir_buffer *b, int first, int last) {
   for (int i = first; i < last; i++)
     if (f->params[i] == b) return true;
+  return false;
+}
+
+/* A whole tensor of f: a parameter in the range, or an allocation of the root block. */
+static bool is_tensor(const ir_func *f, const ir_buffer *b, int first, int last) {
+  if (is_param(f, b, first, last)) return true;
+  const ir_block *root = f->body->u.realize.block;
+  for (int i = 0; i < root->nalloc; i++)
+    if (root->allocs[i] == b) return !root->allocs[i]->scope || !strcmp(root->allocs[i]->scope, "global");
   return false;
 }
 
@@ -95,7 +140,7 @@ static bool match_operands(mm_match *m, const ir_expr *la, const ir_expr *lb, co
   if (la->kind != IR_LOAD || lb->kind != IR_LOAD) return false;
   m->A = la->u.load.buf;
   m->B = lb->u.load.buf;
-  if (!is_param(m->f, m->A, 0, m->f->ninputs) || !is_param(m->f, m->B, 0, m->f->ninputs) || m->A == m->B ||
+  if (!is_tensor(m->f, m->A, 0, m->f->ninputs) || !is_tensor(m->f, m->B, 0, m->f->ninputs) || m->A == m->B ||
       !compact_f32(m->A) || !compact_f32(m->B))
     return false;
   if (m->A->ndim != nd || la->u.load.nidx != nd || !idx_is(la, nb, ci, vi, r)) return false;
@@ -137,19 +182,21 @@ static bool match_shapes(mm_match *m, ts_arena *a) {
 static bool match_matmul(const ir_func *f, ts_arena *a, mm_match *m) {
   memset(m, 0, sizeof *m);
   m->f = f;
-  if (!f->body || f->body->kind != IR_BLOCK_REALIZE || f->nparams != 3 || f->ninputs != 2) return false;
-  blocks_seen bs = {f->body, NULL, 0};
+  if (!f->body || f->body->kind != IR_BLOCK_REALIZE) return false;
+  blocks_seen bs = {f->body, NULL, 0, 0};
   ir_visitor v = {NULL, see_block, &bs};
   ir_visit_stmt(&v, f->body);
   const ir_block *blk = bs.blk;
-  if (bs.n != 1 || !blk->init || !blk->body || f->body->u.realize.block->nalloc) return false;
+  if (bs.nreduce != 1 || !blk->body) return false;
+  m->nrest = bs.n - 1;
+  if ((m->slot = root_slot(f->body->u.realize.block, blk)) < 0) return false;
   const ir_var *r = reduce_var(blk);
   const ir_stmt *st = blk->body, *in = blk->init;
   if (!r || st->kind != IR_STORE || in->kind != IR_STORE || st->u.store.predicate || in->u.store.predicate)
     return false;
   m->C = st->u.store.buf;
   int nd = m->C->ndim;
-  if (!is_param(f, m->C, f->ninputs, f->nparams) || !compact_f32(m->C) || st->u.store.nidx != nd ||
+  if (!is_tensor(f, m->C, f->ninputs, f->nparams) || !compact_f32(m->C) || st->u.store.nidx != nd ||
       blk->niter != nd + 1 || in->u.store.buf != m->C || in->u.store.nidx != nd)
     return false;
   for (int i = 0; i < nd; i++) {
@@ -196,6 +243,7 @@ static bool fill_cand(const mm_match *m, const char *lib, const char *fn, tun_li
   json_object_set_new(o, "batch", m->batch ? extent_json(m->batch) : json_integer(1));
   json_object_set_new(o, "batch_mode", json_string(!m->batch ? "none" : m->fold ? "rows" : "loop"));
   json_object_set_new(o, "trans_b", json_boolean(m->trans_b));
+  json_object_set_new(o, "other_blocks", json_integer(m->nrest));
   char *js = json_dumps(o, JSON_COMPACT | JSON_SORT_KEYS);
   json_decref(o);
   if (!js || strlen(js) >= sizeof c->params) {
@@ -298,7 +346,7 @@ static ir_stmt *call_body(ts_arena *a, const tun_lib_cand *c, const mm_match *m)
   return ir_for(a, bi, zero, m->batch, IR_FOR_SERIAL, ir_evaluate(a, call));
 }
 
-sch_traced *tun_library_schedule(const ir_func *f, const tun_lib_cand *c, ts_diag *d) {
+sch_traced *tun_library_schedule(const ir_func *f, const cg_target *t, const tun_lib_cand *c, ts_diag *d) {
   ts_arena a;
   ts_arena_init(&a);
   sch_traced *out = NULL;
@@ -321,16 +369,37 @@ sch_traced *tun_library_schedule(const ir_func *f, const tun_lib_cand *c, ts_dia
   }
   ir_block *root = ir_block_clone(&a, g->body->u.realize.block);
   ir_stmt *rs = root ? ir_stmt_clone(&a, g->body) : NULL;
-  ir_stmt *body = call_body(&a, c, &m);
+  ir_stmt *call = call_body(&a, c, &m);
+  ir_stmt *body = call;
+  if (root && call && root->body->kind == IR_SEQ) { /* the product's statement becomes the call */
+    body = ir_stmt_clone(&a, root->body);
+    ir_stmt **ss = body ? ts_arena_alloc(&a, sizeof *ss * (size_t)body->u.seq.n) : NULL;
+    if (ss) {
+      memcpy(ss, body->u.seq.stmts, sizeof *ss * (size_t)body->u.seq.n);
+      ss[m.slot] = call;
+      body->u.seq.stmts = ss;
+    } else {
+      body = NULL;
+    }
+  }
   if (!root || !rs || !body) {
     ts_diag_set(d, TS_ENOMEM, "out of memory");
     goto done;
   }
   root->body = body;
-  root->init = NULL;
   rs->u.realize.block = root;
   g->body = rs;
   out = sch_traced_new(g, 1, d);
+  if (out && m.nrest > 0) {
+    /* the other blocks (an epilogue reading the product) get the default
+     * schedule, best effort: a refusal leaves them plain */
+    ts_diag sd;
+    ts_diag_clear(&sd);
+    if (tun_default_schedule(out, t, &sd) != TS_OK) {
+      sch_traced_free(out);
+      out = sch_traced_new(g, 1, d);
+    }
+  }
 done:
   ts_arena_fini(&a);
   return out;
@@ -360,10 +429,43 @@ sch_traced *tun_record_schedule(const tun_record *r, const ir_func *f, const cg_
   tun_lib_cand cs[TUN_LIB_MAX_CANDS];
   int n = tun_library_candidates(f, t, cs, TUN_LIB_MAX_CANDS);
   for (int i = 0; i < n; i++)
-    if (r->params && !strcmp(cs[i].params, r->params)) return tun_library_schedule(f, &cs[i], d);
+    if (r->params && !strcmp(cs[i].params, r->params)) return tun_library_schedule(f, t, &cs[i], d);
   ts_diag_set(d, TS_EUNSUPPORTED, "library record %s: %s", r->params ? r->params : "(no parameters)",
               !tun_library_target_ok(t) ? "the target cannot call libraries (not an llvm target of this host)"
               : n ? "no call of the task has these parameters"
                   : "no library call covers the task here (or the library was not found when tessel was built)");
   return NULL;
+}
+
+void tun_library_split(const tun_db *db, const char *key, const char *target, double *lib_s, char *lib, size_t n,
+                       double *kernel_s) {
+  *lib_s = *kernel_s = 0;
+  if (lib && n) lib[0] = 0;
+  int cnt = 0;
+  const int *idx = db ? tun_db_indices_for(db, key, target, &cnt) : NULL;
+  for (int i = 0; i < cnt; i++) {
+    const tun_record *r = tun_db_get(db, idx[i]);
+    if (r->error || !r->verified || r->nruns <= 0) continue;
+    double m = tun_record_mean(r);
+    char name[32];
+    if (tun_record_is_library(r, name, sizeof name)) {
+      if (*lib_s <= 0 || m < *lib_s) {
+        *lib_s = m;
+        if (lib && n) snprintf(lib, n, "%s", name);
+      }
+    } else if (*kernel_s <= 0 || m < *kernel_s) {
+      *kernel_s = m;
+    }
+  }
+}
+
+void tun_library_cell(double lib_s, const char *lib, double kernel_s, char *buf, size_t n) {
+  if (lib_s <= 0)
+    snprintf(buf, n, "-");
+  else if (kernel_s <= 0)
+    snprintf(buf, n, "%s", lib);
+  else if (lib_s < kernel_s)
+    snprintf(buf, n, "%s %.2fx", lib, kernel_s / lib_s);
+  else
+    snprintf(buf, n, "kernel %.2fx", lib_s / kernel_s);
 }

@@ -1,9 +1,10 @@
 /* library.h — library candidates: a task a vendor library covers (an f32
  * matrix product, batched or not, B plain or transposed: OpenBLAS's
  * cblas_sgemm / cblas_sgemv and oneDNN's dnnl_sgemm) gets the library call as
- * one more candidate kernel. The kernel is the task's function with its body
- * replaced by the call (call_extern of the C function on the task's buffers,
- * a loop over the batch when A and B both carry it), so it is built, measured
+ * one more candidate kernel. The kernel is the task's function with the
+ * product's loop nest replaced by the call (call_extern of the C function on
+ * the task's buffers, a loop over the batch when A and B both carry it; a
+ * fused epilogue stays, default-scheduled), so it is built, measured
  * and verified like any schedule, and an artifact or model holding it links
  * the library (codegen/llvm.c) — nothing else does. Its record has kind
  * "library" and the call's parameters in place of a trace (docs/LOG.md);
@@ -33,9 +34,12 @@ bool tun_library_target_ok(const cg_target *t);
  * matrix product, or no library was found when tessel was built), at most
  * max of them in out. */
 int tun_library_candidates(const ir_func *f, const cg_target *t, tun_lib_cand *out, int max);
-/* The kernel of candidate c for f as a schedule (no trace): NULL with d set
- * when f does not match c's parameters (TS_EINVAL). */
-sch_traced *tun_library_schedule(const ir_func *f, const tun_lib_cand *c, ts_diag *d);
+/* The kernel of candidate c for f on t as a schedule: the statement that
+ * computes the product replaced by the call; f's other blocks (an epilogue
+ * such as a bias add, which reads the product) keep their computation under
+ * the default schedule for t. NULL with d set when f does not match c's
+ * parameters (TS_EINVAL). */
+sch_traced *tun_library_schedule(const ir_func *f, const cg_target *t, const tun_lib_cand *c, ts_diag *d);
 /* The kernel of record r for f: a trace record's trace replayed, or a
  * library record's call rebuilt (its parameters must match one of f's
  * candidates on t). NULL with d set when it does not apply. */
@@ -43,5 +47,17 @@ sch_traced *tun_record_schedule(const tun_record *r, const ir_func *f, const cg_
 /* True for a record of kind "library"; its library's name ("openblas") in
  * lib (n bytes) when asked. */
 bool tun_record_is_library(const tun_record *r, char *lib, size_t n);
+
+/* The best verified library record of (key, target) and the best verified
+ * trace record: their mean seconds (0: none) and the library's name (lib, n
+ * bytes; "" when none). What the per-task tables say: which tasks went to a
+ * library and by how much. */
+void tun_library_split(const tun_db *db, const char *key, const char *target, double *lib_s, char *lib, size_t n,
+                       double *kernel_s);
+/* The table cell for that split: "dnnl 1.31x" (the library is the task's
+ * kernel, 1.31x faster than the best generated one), "kernel 1.15x" (a
+ * generated kernel won, 1.15x faster than the best library call), "dnnl"
+ * (nothing to compare), "-" (no library record). */
+void tun_library_cell(double lib_s, const char *lib, double kernel_s, char *buf, size_t n);
 
 #endif

@@ -530,6 +530,7 @@ static void fill_result(const tun_db *db, const char *key, const char *target, d
   const tun_record *b = tun_db_best(db, key, target);
   res->best_seconds = b ? tun_record_mean(b) : 0;
   res->best_gflops = res->best_seconds > 0 && flops > 0 ? flops / res->best_seconds * 1e-9 : 0;
+  tun_library_split(db, key, target, &res->lib_seconds, res->lib, sizeof res->lib, &res->kernel_seconds);
 }
 
 /* The cost model and the search of a run (r->model, r->evo). */
@@ -676,7 +677,7 @@ static ts_status run_library_one(tune_run *r, const tun_lib_cand *c, ts_diag *d)
   ts_diag ld;
   ts_diag_clear(&ld);
   double bt0 = tsrt_now();
-  sch_traced *s = tun_library_schedule(r->f, c, &ld);
+  sch_traced *s = tun_library_schedule(r->f, r->t, c, &ld);
   if (!s)
     snprintf(err, sizeof err, "replay: library: %.600s", ld.msg);
   else if (tun_build_shared_isolated(sch_traced_func(s), r->t, path, BUILD_TIMEOUT_S, &ld))

@@ -74,6 +74,10 @@ typedef struct tun_tune_result {
   double baseline_seconds_wall, resume_seconds;
   double search_replay_seconds, search_predict_seconds;
   long search_replays, search_cache_hits; /* replays done / served by the search's cache */
+  /* library candidates: the best library record's and the best trace
+   * record's mean seconds (0: none) and the library (tun_library_split) */
+  double lib_seconds, kernel_seconds;
+  char lib[16];
 } tun_tune_result;
 
 /* Tunes f (workload definition text `definition`, FLOPs `flops`) for t. */
