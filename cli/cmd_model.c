@@ -49,7 +49,8 @@ static void build_json(const char *path, const char *out, const tun_model_result
                 {"default", r->ndefault},         {"specialised", r->nspec},
                 {"calls", r->ncalls},             {"tensors", r->ntensors},
                 {"weights_bytes", (json_int_t)r->weights_bytes},
-                {"prepacked_weights", r->npacked_weights}, {"packed_copies", r->npacked_copies}};
+                {"prepacked_weights", r->npacked_weights}, {"packed_copies", r->npacked_copies},
+                {"library", r->nlibrary}};
   for (size_t i = 0; i < sizeof counts / sizeof counts[0]; i++)
     json_object_set_new(o, counts[i].name, json_integer(counts[i].v));
   json_object_set_new(o, "build_s", json_real(r->build_seconds));
