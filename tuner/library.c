@@ -4,7 +4,9 @@
  * The match is structural and strict: one reduction block under the root,
  * C[b.., i, j] = C[b.., i, j] + A[b.., i, k] * B[b.., k, j] (or B[.., j, k])
  * with C initialised to 0, every index a bare iteration variable, all three
- * buffers f32 parameters in their compact row-major layout. A B without the
+ * buffers whole tensors in their compact row-major layout: f32, or u8/i8 A
+ * and i8 B cast to i32 into an i32 C (oneDNN's integer gemm, zero points 0
+ * and a zero offset vector the kernel allocates). A B without the
  * batch dimensions (a weight) folds the batch into A's rows: one call of
  * batch*M rows. What the match misses (a fused epilogue, a cast) simply has
  * no library candidate; a candidate is still verified against the
@@ -31,6 +33,7 @@ typedef struct mm_match {
   int nbatch;    /* leading batch dims of C */
   bool fold;     /* B has no batch dims: the batch folds into A's rows */
   bool trans_b;  /* B is [n, k] */
+  bool int8;     /* u8 or i8 A, i8 B, i32 C (i32(A) * i32(B)): oneDNN's integer gemm */
   ir_expr *M, *N, *K, *batch; /* batch: the product of the batch extents (NULL: none) */
 } mm_match;
 
@@ -108,6 +111,17 @@ static bool compact_f32(const ir_buffer *b) {
   return b->dtype.code == IR_F32 && b->dtype.lanes == 1 && !b->strides && !b->elem_offset && b->ndim >= 2;
 }
 
+/* A compact tensor of dtype code c. */
+static bool compact_of(const ir_buffer *b, int c) {
+  return b->dtype.code == c && b->dtype.lanes == 1 && !b->strides && !b->elem_offset && b->ndim >= 2;
+}
+
+/* The load under an i32 cast (int8 products), else e itself. */
+static const ir_expr *uncast(const ir_expr *e, bool int8) {
+  if (!int8) return e;
+  return e->kind == IR_CAST && e->dtype.code == IR_I32 && e->dtype.lanes == 1 ? e->u.cast.value : NULL;
+}
+
 static bool same_expr(const ir_expr *a, const ir_expr *b) {
   int64_t x, y;
   if (ir_as_int(a, &x) && ir_as_int(b, &y)) return x == y;
@@ -137,11 +151,15 @@ static bool match_operands(mm_match *m, const ir_expr *la, const ir_expr *lb, co
   int nd = m->C->ndim, nb = nd - 2;
   ir_expr *const *ci = st->u.store.idx;
   const ir_var *vi = ci[nb]->u.var, *vj = ci[nb + 1]->u.var;
-  if (la->kind != IR_LOAD || lb->kind != IR_LOAD) return false;
+  la = uncast(la, m->int8);
+  lb = uncast(lb, m->int8);
+  if (!la || !lb || la->kind != IR_LOAD || lb->kind != IR_LOAD) return false;
   m->A = la->u.load.buf;
   m->B = lb->u.load.buf;
-  if (!is_tensor(m->f, m->A, 0, m->f->ninputs) || !is_tensor(m->f, m->B, 0, m->f->ninputs) || m->A == m->B ||
-      !compact_f32(m->A) || !compact_f32(m->B))
+  if (!is_tensor(m->f, m->A, 0, m->f->ninputs) || !is_tensor(m->f, m->B, 0, m->f->ninputs) || m->A == m->B)
+    return false;
+  if (m->int8 ? !(compact_of(m->A, IR_U8) || compact_of(m->A, IR_I8)) || !compact_of(m->B, IR_I8)
+              : !compact_f32(m->A) || !compact_f32(m->B))
     return false;
   if (m->A->ndim != nd || la->u.load.nidx != nd || !idx_is(la, nb, ci, vi, r)) return false;
   int bnb = m->B->ndim - 2;
@@ -196,7 +214,8 @@ static bool match_matmul(const ir_func *f, ts_arena *a, mm_match *m) {
     return false;
   m->C = st->u.store.buf;
   int nd = m->C->ndim;
-  if (!is_tensor(f, m->C, f->ninputs, f->nparams) || !compact_f32(m->C) || st->u.store.nidx != nd ||
+  m->int8 = compact_of(m->C, IR_I32);
+  if (!is_tensor(f, m->C, f->ninputs, f->nparams) || !(compact_f32(m->C) || m->int8) || st->u.store.nidx != nd ||
       blk->niter != nd + 1 || in->u.store.buf != m->C || in->u.store.nidx != nd)
     return false;
   for (int i = 0; i < nd; i++) {
@@ -205,7 +224,8 @@ static bool match_matmul(const ir_func *f, ts_arena *a, mm_match *m) {
     for (int j = 0; j < i; j++)
       if (st->u.store.idx[j]->u.var == x->u.var) return false;
   }
-  if (in->u.store.value->kind != IR_FLOAT_IMM || in->u.store.value->u.fval != 0) return false;
+  const ir_expr *z = in->u.store.value;
+  if (m->int8 ? z->kind != IR_INT_IMM || z->u.ival != 0 : z->kind != IR_FLOAT_IMM || z->u.fval != 0) return false;
   const ir_expr *val = st->u.store.value;
   if (val->kind != IR_ADD) return false;
   const ir_expr *acc = val->u.bin.a, *prod = val->u.bin.b;
@@ -272,10 +292,13 @@ int tun_library_candidates(const ir_func *f, const cg_target *t, tun_lib_cand *o
   int n = 0;
   if (match_matmul(f, &a, &m)) {
     bool vec = !m.batch && (is_one(m.M) || is_one(m.N));
-    if (n < max && cg_llvm_have_library("openblas") &&
+    if (m.int8) { /* oneDNN's integer gemm; OpenBLAS has none */
+      const char *fn = m.A->dtype.code == IR_U8 ? "dnnl_gemm_u8s8s32" : "dnnl_gemm_s8s8s32";
+      if (n < max && cg_llvm_have_library("dnnl") && fill_cand(&m, "dnnl", fn, &out[n])) n++;
+    } else if (n < max && cg_llvm_have_library("openblas") &&
         fill_cand(&m, "openblas", vec ? "cblas_sgemv" : "cblas_sgemm", &out[n]))
       n++;
-    if (n < max && cg_llvm_have_library("dnnl") && fill_cand(&m, "dnnl", "dnnl_sgemm", &out[n])) n++;
+    if (!m.int8 && n < max && cg_llvm_have_library("dnnl") && fill_cand(&m, "dnnl", "dnnl_sgemm", &out[n])) n++;
   }
   ts_arena_fini(&a);
   return n;
@@ -305,7 +328,7 @@ static ir_expr *mul(ts_arena *a, ir_expr *x, ir_expr *y) {
 
 /* The call for one product of M x K by K x N (or N x K) at element offsets. */
 static ir_expr *the_call(call_b *b, const tun_lib_cand *c, const mm_match *m, ir_expr *M, ir_expr *oa, ir_expr *ob,
-                         ir_expr *oc) {
+                         ir_expr *oc, ir_buffer *zero) {
   ts_arena *a = b->a;
   ir_expr *A = ir_access_ptr(a, m->A, oa, IR_ACCESS_READ), *B = ir_access_ptr(a, m->B, ob, IR_ACCESS_READ);
   ir_expr *C = ir_access_ptr(a, m->C, oc, IR_ACCESS_WRITE);
@@ -327,23 +350,41 @@ static ir_expr *the_call(call_b *b, const tun_lib_cand *c, const mm_match *m, ir
                        sz(b, cols), x, i32c(b, 1), f32c(b, 0), C, i32c(b, 1)};
     return ir_call_extern(a, c->fn, ir_dt(IR_HANDLE), 12, args);
   }
-  b->i64 = true; /* dnnl_sgemm: row-major, status returned (ignored: it fails only on bad sizes) */
+  b->i64 = true;
+  if (m->int8) { /* dnnl_gemm_[us]8s8s32: zero points 0, a fixed offset C += co[0] = 0 */
+    ir_expr *co = ir_access_ptr(a, zero, ir_i64(a, 0), IR_ACCESS_READ);
+    ir_expr *args[] = {chr(b, 'N'), chr(b, m->trans_b ? 'T' : 'N'), chr(b, 'F'), sz(b, M), sz(b, N), sz(b, K),
+                       f32c(b, 1), A, sz(b, K), ir_int(a, ir_dt(m->A->dtype.code), 0), B, sz(b, ldb),
+                       ir_int(a, ir_dt(IR_I8), 0), f32c(b, 0), C, sz(b, N), co};
+    return ir_call_extern(a, c->fn, ir_dt(IR_I32), 17, args);
+  }
+  /* dnnl_sgemm: row-major, status returned (ignored: it fails only on bad sizes) */
   ir_expr *args[] = {chr(b, 'N'), chr(b, m->trans_b ? 'T' : 'N'), sz(b, M), sz(b, N), sz(b, K), f32c(b, 1), A,
                      sz(b, K), B, sz(b, ldb), f32c(b, 0), C, sz(b, N)};
   return ir_call_extern(a, c->fn, ir_dt(IR_I32), 13, args);
 }
 
-static ir_stmt *call_body(ts_arena *a, const tun_lib_cand *c, const mm_match *m) {
+static ir_stmt *call_body(ts_arena *a, const tun_lib_cand *c, const mm_match *m, ir_buffer *zero) {
   call_b b = {a, false};
-  ir_expr *zero = ir_i64(a, 0);
-  if (!m->batch) return ir_evaluate(a, the_call(&b, c, m, m->M, zero, zero, zero));
-  if (m->fold) return ir_evaluate(a, the_call(&b, c, m, mul(a, m->batch, m->M), zero, zero, zero));
-  ir_var *bi = ir_var_new(a, "lib_b", ir_dt(IR_I64));
-  if (!bi) return NULL;
-  ir_expr *bv = ir_var_ref(a, bi);
-  ir_expr *call = the_call(&b, c, m, m->M, mul(a, bv, mul(a, m->M, m->K)), mul(a, bv, mul(a, m->K, m->N)),
-                           mul(a, bv, mul(a, m->M, m->N)));
-  return ir_for(a, bi, zero, m->batch, IR_FOR_SERIAL, ir_evaluate(a, call));
+  ir_expr *z = ir_i64(a, 0);
+  ir_stmt *call;
+  if (!m->batch)
+    call = ir_evaluate(a, the_call(&b, c, m, m->M, z, z, z, zero));
+  else if (m->fold)
+    call = ir_evaluate(a, the_call(&b, c, m, mul(a, m->batch, m->M), z, z, z, zero));
+  else {
+    ir_var *bi = ir_var_new(a, "lib_b", ir_dt(IR_I64));
+    if (!bi) return NULL;
+    ir_expr *bv = ir_var_ref(a, bi);
+    ir_expr *e = the_call(&b, c, m, m->M, mul(a, bv, mul(a, m->M, m->K)), mul(a, bv, mul(a, m->K, m->N)),
+                          mul(a, bv, mul(a, m->M, m->N)), zero);
+    call = ir_for(a, bi, z, m->batch, IR_FOR_SERIAL, ir_evaluate(a, e));
+  }
+  if (!zero || !call) return call;
+  /* the integer gemm's offset vector: one i32 0 */
+  ir_expr *idx0 = ir_i64(a, 0);
+  ir_stmt *st[2] = {ir_store(a, zero, 1, &idx0, ir_int(a, ir_dt(IR_I32), 0)), call};
+  return st[0] ? ir_seq(a, 2, st) : NULL;
 }
 
 sch_traced *tun_library_schedule(const ir_func *f, const cg_target *t, const tun_lib_cand *c, ts_diag *d) {
@@ -369,7 +410,12 @@ sch_traced *tun_library_schedule(const ir_func *f, const cg_target *t, const tun
   }
   ir_block *root = ir_block_clone(&a, g->body->u.realize.block);
   ir_stmt *rs = root ? ir_stmt_clone(&a, g->body) : NULL;
-  ir_stmt *call = call_body(&a, c, &m);
+  ir_buffer *zero = NULL;
+  if (m.int8) {
+    ir_expr *one = ir_i64(&a, 1);
+    zero = ir_buffer_new(&a, "lib_zero", ir_dt(IR_I32), 1, &one, "global");
+  }
+  ir_stmt *call = call_body(&a, c, &m, zero);
   ir_stmt *body = call;
   if (root && call && root->body->kind == IR_SEQ) { /* the product's statement becomes the call */
     body = ir_stmt_clone(&a, root->body);
@@ -387,6 +433,10 @@ sch_traced *tun_library_schedule(const ir_func *f, const cg_target *t, const tun
     goto done;
   }
   root->body = body;
+  if (zero && !(root = ir_block_with_alloc(&a, root, zero))) {
+    ts_diag_set(d, TS_ENOMEM, "out of memory");
+    goto done;
+  }
   rs->u.realize.block = root;
   g->body = rs;
   out = sch_traced_new(g, 1, d);

@@ -1,6 +1,7 @@
 /* library.h — library candidates: a task a vendor library covers (an f32
  * matrix product, batched or not, B plain or transposed: OpenBLAS's
- * cblas_sgemm / cblas_sgemv and oneDNN's dnnl_sgemm) gets the library call as
+ * cblas_sgemm / cblas_sgemv and oneDNN's dnnl_sgemm; an int8 one, u8 or i8
+ * times i8 into i32: oneDNN's dnnl_gemm_u8s8s32 / s8s8s32) gets the library call as
  * one more candidate kernel. The kernel is the task's function with the
  * product's loop nest replaced by the call (call_extern of the C function on
  * the task's buffers, a loop over the batch when A and B both carry it; a
@@ -22,7 +23,7 @@
 /* One library call for a task. */
 typedef struct tun_lib_cand {
   const char *lib;  /* "openblas", "dnnl" */
-  const char *fn;   /* "cblas_sgemm", "cblas_sgemv", "dnnl_sgemm" */
+  const char *fn;   /* "cblas_sgemm", "cblas_sgemv", "dnnl_sgemm", "dnnl_gemm_u8s8s32", ... */
   char params[512]; /* the record's "params": a JSON object's text, keys sorted */
   uint64_t hash;    /* the record's trace_hash (XXH3 of params, never 0) */
 } tun_lib_cand;

@@ -3,8 +3,9 @@
  * a matrix product as candidates, verified against the interpreter, and logs
  * them as library records (schema 2, kind "library", the call's parameters,
  * no trace); odd and prime extents, a batched product (a loop of calls), a
- * matrix-vector product (sgemv) and a fused epilogue (dense: bias and
- * activation after the call). A log whose library record is the best (the
+ * matrix-vector product (sgemv), a fused epilogue (dense: bias and
+ * activation after the call) and the int8 products (oneDNN's u8s8s32 and
+ * s8s8s32 gemm). A log whose library record is the best (the
  * other records' times scaled up by a script, so the winner does not depend
  * on the machine's noise) is replayed by `tessel build --log` into an
  * artifact that links the library (readelf: NEEDED), and by `tessel bench
@@ -118,12 +119,15 @@ END_TEST
  * a fused epilogue, odd and prime extents; each candidate verified. */
 START_TEST(library_shapes_verified) {
   static const char *const specs[] = {"batch_matmul:b=3,m=17,n=19,k=23", "matmul:m=1,n=67,k=53",
-                                      "matmul:m=61,n=1,k=47", "dense:m=5,n=7,k=11"};
-  for (int i = 0; i < 4; i++) {
+                                      "matmul:m=61,n=1,k=47", "dense:m=5,n=7,k=11",
+                                      "matmul_u8s8:m=37,n=29,k=41", "matmul_int8:m=13,n=31,k=7"};
+  int dnnl = TESSEL_HAVE_DNNL ? 1 : 0;
+  const int want[] = {nlibs(), nlibs(), nlibs(), nlibs(), dnnl, dnnl}; /* int8: oneDNN only */
+  for (int i = 0; i < 6; i++) {
     char log[400];
     snprintf(log, sizeof log, "%s/shape%d.jsonl", tmpdir, i);
-    int n = tune_spec(specs[i], 1 + nlibs(), log, "");
-    ck_assert_msg(n == nlibs(), "%s: %d library records, %d expected", specs[i], n, nlibs());
+    int n = tune_spec(specs[i], 1 + want[i], log, "");
+    ck_assert_msg(n == want[i], "%s: %d library records, %d expected", specs[i], n, want[i]);
   }
   /* the vector products call sgemv */
   char log[400];
