@@ -273,6 +273,7 @@ struct tessel_model {
   int64_t planned[TSRT_MODEL_MAX_SYMS];  /* the values the current plan was made for */
   bool have_plan;
   void **in_data;                        /* per input: model-owned aligned copy */
+  const void **in_ext;                   /* per input: the caller's buffer (bind_input), else NULL */
   size_t *in_cap;
   int64_t (*in_shape)[TSRT_MAX_DIMS];
   bool *in_set;
@@ -346,6 +347,7 @@ ts_status tsrt_model_load(const char *path, const tsrt_model_load_opts *o, tsrt_
     if (p->calls[c].nargs + p->calls[c].nsyms > maxargs) maxargs = p->calls[c].nargs + p->calls[c].nsyms;
   if (m) {
     m->in_data = ts_calloc((size_t)ni, sizeof *m->in_data);
+    m->in_ext = ts_calloc((size_t)ni, sizeof *m->in_ext);
     m->in_cap = ts_calloc((size_t)ni, sizeof *m->in_cap);
     m->in_shape = ts_calloc((size_t)ni, sizeof *m->in_shape);
     m->in_set = ts_calloc((size_t)ni, sizeof *m->in_set);
@@ -354,7 +356,7 @@ ts_status tsrt_model_load(const char *path, const tsrt_model_load_opts *o, tsrt_
     m->args = ts_calloc((size_t)maxargs, sizeof *m->args);
     m->argsyms = ts_calloc((size_t)maxargs, sizeof *m->argsyms);
   }
-  if (!m || !m->in_data || !m->in_cap || !m->in_shape || !m->in_set || !m->offsets || !m->targs ||
+  if (!m || !m->in_data || !m->in_ext || !m->in_cap || !m->in_shape || !m->in_set || !m->offsets || !m->targs ||
       !m->args || !m->argsyms) {
     if (m) {
       m->handle = h;
@@ -390,6 +392,7 @@ void tessel_model_free(tessel_model *m) {
   if (m->in_data && m->p)
     for (int i = 0; i < m->p->ninputs; i++) ts_free(m->in_data[i]);
   ts_free(m->in_data);
+  ts_free(m->in_ext);
   ts_free(m->in_cap);
   ts_free(m->in_shape);
   ts_free(m->in_set);
@@ -479,20 +482,28 @@ static int bind_symbols(tessel_model *m) {
   return 0;
 }
 
-int tessel_model_set_input(tessel_model *m, int i, const void *data, int ndim, const int64_t *shape) {
+/* Checks input i's shape against the declared one; its size in *bytes. */
+static int check_input(tessel_model *m, int i, int ndim, const int64_t *shape, int64_t *bytes) {
   const tsrt_model_plan *p = m->p;
   if (i < 0 || i >= p->ninputs) return merr(m, "no input %d (the model has %d)", i, p->ninputs);
   const tsrt_model_tensor *x = &p->tensors[p->inputs[i]];
   if (ndim != x->ndim) return merr(m, "input %s has %d dims, got %d", x->name, x->ndim, ndim);
-  int64_t bytes = tsrt_dtype_bytes(x->dtype);
+  *bytes = tsrt_dtype_bytes(x->dtype);
   for (int j = 0; j < ndim; j++) {
     if (shape[j] < 0) return merr(m, "input %s: dim %d is negative (%lld)", x->name, j, (long long)shape[j]);
     if (x->shape[j] >= 0 && shape[j] != x->shape[j])
       return merr(m, "input %s: dim %d must be %lld, got %lld", x->name, j, (long long)x->shape[j],
                   (long long)shape[j]);
-    if (shape[j] && bytes > INT64_MAX / 2 / shape[j]) return merr(m, "input %s is too large", x->name);
-    bytes *= shape[j];
+    if (shape[j] && *bytes > INT64_MAX / 2 / shape[j]) return merr(m, "input %s is too large", x->name);
+    *bytes *= shape[j];
   }
+  return 0;
+}
+
+int tessel_model_set_input(tessel_model *m, int i, const void *data, int ndim, const int64_t *shape) {
+  int64_t bytes;
+  if (check_input(m, i, ndim, shape, &bytes)) return -1;
+  const tsrt_model_tensor *x = &m->p->tensors[m->p->inputs[i]];
   if ((size_t)bytes > m->in_cap[i] || !m->in_data[i]) {
     void *nd = aligned_or_null((size_t)bytes);
     if (!nd) return merr(m, "out of memory for input %s (%lld bytes)", x->name, (long long)bytes);
@@ -502,8 +513,23 @@ int tessel_model_set_input(tessel_model *m, int i, const void *data, int ndim, c
   }
   if (bytes) memcpy(m->in_data[i], data, (size_t)bytes);
   for (int j = 0; j < ndim; j++) m->in_shape[i][j] = shape[j];
+  m->in_ext[i] = NULL;
   m->in_set[i] = true;
   m->ran = false;
+  return bind_symbols(m);
+}
+
+int tessel_model_bind_input(tessel_model *m, int i, const void *data, int ndim, const int64_t *shape,
+                            int *borrowed) {
+  if (borrowed) *borrowed = 0;
+  if ((uintptr_t)data % 64) return tessel_model_set_input(m, i, data, ndim, shape);
+  int64_t bytes;
+  if (check_input(m, i, ndim, shape, &bytes)) return -1;
+  for (int j = 0; j < ndim; j++) m->in_shape[i][j] = shape[j];
+  m->in_ext[i] = data;
+  m->in_set[i] = true;
+  m->ran = false;
+  if (borrowed) *borrowed = 1;
   return bind_symbols(m);
 }
 
@@ -543,7 +569,7 @@ int tessel_model_run(tessel_model *m) {
     if (x->kind == TSRT_T_CONST) m->targs[t] = (void *)(p->weights + x->offset);
     else if (x->kind == TSRT_T_INTER) m->targs[t] = m->offsets[t] >= 0 ? m->ws + m->offsets[t] : NULL;
   }
-  for (int i = 0; i < p->ninputs; i++) m->targs[p->inputs[i]] = m->in_data[i];
+  for (int i = 0; i < p->ninputs; i++) m->targs[p->inputs[i]] = m->in_ext[i] ? (void *)m->in_ext[i] : m->in_data[i];
   for (int c = 0; c < p->ncalls; c++) {
     const tsrt_model_call *call = &p->calls[c];
     const tsrt_model_kernel *k = &p->kernels[call->kernel];
@@ -598,6 +624,21 @@ int tessel_model_get_output(const tessel_model *m, int i, const void **data, int
   *data = m->targs[t];
   *ndim = x->ndim;
   for (int j = 0; j < x->ndim; j++) shape[j] = sh[j];
+  return 0;
+}
+
+int tessel_model_copy_output(const tessel_model *m, int i, void *dst, size_t dst_bytes) {
+  const void *data;
+  int nd;
+  int64_t shape[TESSEL_MODEL_MAX_DIMS];
+  if (tessel_model_get_output(m, i, &data, &nd, shape)) return -1;
+  const tsrt_model_tensor *x = &m->p->tensors[m->p->outputs[i]];
+  uint64_t bytes = (uint64_t)tsrt_dtype_bytes(x->dtype);
+  for (int j = 0; j < nd; j++) bytes *= (uint64_t)shape[j];
+  if (bytes > dst_bytes)
+    return merr((tessel_model *)m, "output %s needs %llu bytes, the buffer has %zu", x->name,
+                (unsigned long long)bytes, dst_bytes);
+  if (bytes) memcpy(dst, data, (size_t)bytes);
   return 0;
 }
 

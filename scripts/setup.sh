@@ -33,8 +33,9 @@ fi
 # writes the test ONNX models with `onnx`, onnxruntime gives reference
 # outputs, tests/conformance runs the backend test data the onnx wheel ships.
 # The versions are pinned so that tests/conformance/pass_list.txt means the
-# same on every machine; (re)installed when missing or different.
-PY_PINS=(onnx==1.23.2 onnxruntime==1.32.0 numpy==2.4.6)
+# same on every machine; (re)installed when missing or different. pytest runs
+# the Python package's tests (python/tests, meson test's "python" suite).
+PY_PINS=(onnx==1.23.2 onnxruntime==1.32.0 numpy==2.4.6 pytest==9.0.3)
 pins_ok() {
   [ -x .venv/bin/python3 ] || return 1
   local have
@@ -46,6 +47,11 @@ if ! pins_ok; then
   [ -x .venv/bin/python3 ] || python3 -m venv .venv
   .venv/bin/pip install -q "${PY_PINS[@]}" >&2
 fi
+
+# The Python package (python/tessel: ctypes over build/tuner/libtessel.so):
+# importable as `tessel` in .venv through a .pth file naming python/.
+site=$(.venv/bin/python3 -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+echo "$(pwd)/python" > "$site/tessel.pth"
 
 if [ ! -f build/build.ninja ]; then
   meson setup build --native-file native-llvm19.ini "$@" >&2

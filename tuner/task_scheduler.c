@@ -414,6 +414,27 @@ typedef struct tm_ctx {
   double t0;
 } tm_ctx;
 
+/* A round's tun_tune reports its task's records; the model's hook gets the
+ * whole model's (the other tasks' records plus this one's). */
+typedef struct tm_progress {
+  const tun_tune_opts *outer;
+  int others;   /* records of the other tasks */
+  int total;    /* the model's budget */
+} tm_progress;
+
+static int tm_on_progress(void *ctx, int done, int total, double best_seconds) {
+  const tm_progress *p = ctx;
+  (void)total;
+  (void)best_seconds; /* a task's best is not the model's */
+  return p->outer->on_progress(p->outer->progress_ctx, p->others + done, p->total, 0);
+}
+
+static bool tm_cancelled(const tun_tune_model_opts *o, const tun_tune_model_result *r) {
+  bool stop = o->tune.cancel && *o->tune.cancel;
+  if (o->tune.on_progress && o->tune.on_progress(o->tune.progress_ctx, r->trials, o->tune.trials, 0)) stop = true;
+  return stop;
+}
+
 static void sync_result(tm_ctx *c) {
   for (int i = 0; i < c->r->ntasks; i++) {
     c->r->tasks[i].rounds = c->s->tasks[i].rounds;
@@ -556,6 +577,10 @@ ts_status tun_tune_model(const tun_model_task *tasks, int n, const cg_target *t,
   char what[320];
   while (!st) {
     sync_result(&c);
+    if (tm_cancelled(o, r)) {
+      r->cancelled = r->trials < o->tune.trials;
+      break;
+    }
     if (r->trials >= o->tune.trials) break;
     int i = tun_sched_next(&s);
     if (i < 0) {
@@ -568,6 +593,11 @@ ts_status tun_tune_model(const tun_model_task *tasks, int n, const cg_target *t,
     to.batch = want;
     to.progress = round_progress;
     to.progress_tty = o->progress_tty;
+    tm_progress tp = {&o->tune, r->trials - r->tasks[i].trials, o->tune.trials};
+    if (o->tune.on_progress) {
+      to.on_progress = tm_on_progress;
+      to.progress_ctx = &tp;
+    }
     if (o->progress && !o->progress_tty)
       fprintf(o->progress, "round %d: task %d %s (%d trials%s)\n", r->rounds + 1, i, tasks[i].name, want,
               s.last_random ? ", random pick" : "");
@@ -584,6 +614,11 @@ ts_status tun_tune_model(const tun_model_task *tasks, int n, const cg_target *t,
     snprintf(r->tasks[i].lib, sizeof r->tasks[i].lib, "%s", tr.lib);
     r->new_trials += tr.new_trials;
     r->rounds++;
+    if (tr.cancelled) {
+      r->cancelled = true;
+      sync_result(&c);
+      break;
+    }
     if (ts) {
       st = ts_diag_set(d, ts, "tune-model: task %d (%s): %s", i, tasks[i].name, td.msg);
       break;
@@ -598,7 +633,7 @@ ts_status tun_tune_model(const tun_model_task *tasks, int n, const cg_target *t,
     show(&c, what);
   }
 
-  if (!st && o->measure_defaults) {
+  if (!st && o->measure_defaults && !r->cancelled) {
     int done = 0;
     for (int i = 0; i < n; i++) {
       if (r->tasks[i].best_seconds > 0 || r->tasks[i].default_seconds > 0) continue;

@@ -134,6 +134,7 @@ typedef struct tun_tune_model_result {
   double estimated_seconds;
   int from_default, missing;
   double wall_seconds;
+  bool cancelled;               /* tune.on_progress or tune.cancel stopped the run */
 } tun_tune_model_result;
 void tun_tune_model_result_fini(tun_tune_model_result *r);
 
@@ -145,7 +146,11 @@ void tun_tune_model_estimate(tun_tune_model_result *r);
  * trials) and the estimated end-to-end latency. */
 void tun_tune_model_print(FILE *out, const tun_tune_model_result *r, const char *title);
 
-/* Tunes the n tasks for t until their records in the log reach
+/* The embedding hooks of o->tune (on_progress, cancel) see the whole
+ * model: done and total count the records of all tasks against the total
+ * budget, and a stop ends the run after the current round (the default
+ * schedules of untuned tasks are then not measured).
+ * Tunes the n tasks for t until their records in the log reach
  * o->tune.trials or every task's search is exhausted. Resumable: records
  * already in the log count toward the budget and restore each task's
  * rounds and history (so a rerun with a met budget appends nothing and

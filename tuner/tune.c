@@ -784,6 +784,16 @@ static ts_status run_batch(tune_run *r, bool *done, ts_diag *d) {
   return st;
 }
 
+/* Reports progress to the embedding hook and says whether to stop (the
+ * hook's verdict or the cancel flag). */
+static bool run_cancelled(tune_run *r) {
+  const tun_tune_opts *o = r->o;
+  bool stop = o->cancel && *o->cancel;
+  if (o->on_progress && o->on_progress(o->progress_ctx, r->have, o->trials, r->best_s)) stop = true;
+  if (stop && r->have < o->trials) r->res->cancelled = true;
+  return stop;
+}
+
 static void run_stats(const tune_run *r) {
   srch_evo_stats ss;
   srch_evo_get_stats(r->evo, &ss);
@@ -835,7 +845,7 @@ ts_status tun_tune(const ir_func *f, const char *definition, double flops, const
   if (def) st = run_default(&r, def, def_hash, d);
   if (!st) st = run_library(&r, d);
   bool done = false;
-  while (r.have < o->trials && !st && !done) st = run_batch(&r, &done, d);
+  while (!st && !done && !run_cancelled(&r) && r.have < o->trials) st = run_batch(&r, &done, d);
   if (o->progress_tty) progress(o, r.have, o->trials, r.best_s, flops, r.t0, r.run_t0, r.run_done, true);
 
 out:

@@ -48,6 +48,17 @@ typedef struct tun_tune_opts {
    * a task a library covers gets each found library's call as a candidate
    * after the default schedule, on a host llvm target and never through RPC. */
   bool no_library;
+  /* Embedding hooks (the C API's tessel_tune, include/tessel/tessel.h).
+   * on_progress (NULL: none) is called in the calling thread before the
+   * first batch, after every batch, and once at the end, with the records of
+   * this workload+target so far, the budget and the best verified mean (0:
+   * none). A nonzero return, or *cancel (NULL: none; another thread may set
+   * it) becoming nonzero, ends the run before the next batch: the result's
+   * cancelled is set and the status stays TS_OK (what was measured is
+   * logged, so a rerun resumes). */
+  int (*on_progress)(void *ctx, int done, int total, double best_seconds);
+  void *progress_ctx;
+  const volatile int *cancel;
 } tun_tune_opts;
 void tun_tune_opts_default(tun_tune_opts *o);
 
@@ -78,6 +89,7 @@ typedef struct tun_tune_result {
    * record's mean seconds (0: none) and the library (tun_library_split) */
   double lib_seconds, kernel_seconds;
   char lib[16];
+  bool cancelled;          /* on_progress or *cancel stopped the run (tun_tune_opts) */
 } tun_tune_result;
 
 /* Tunes f (workload definition text `definition`, FLOPs `flops`) for t. */

@@ -1,9 +1,10 @@
 /* tessel_model.h — load and run a model built by `tessel build MODEL.onnx -o
- * MODEL.so`. The implementation is tessel's runtime (libtessel_runtime:
- * libc, pthreads and libdl only); a program using it must export the
- * runtime's symbols to the artifact it loads (link libtessel_runtime whole
- * and with -rdynamic / export_dynamic), because the kernels call the
- * runtime's thread pool. See docs/MODEL.md and examples/model/.
+ * MODEL.so` (or tessel_build_model, tessel.h). The implementation is
+ * tessel's runtime (libc, pthreads and libdl only), in both libtessel and the
+ * runtime-only libtessel_runtime (pkg-config tessel-runtime): the kernels
+ * call the runtime's thread pool, which they find in the process's global
+ * symbols (a program linked with either shared library has them; a static
+ * link needs -rdynamic). See docs/API.md, docs/MODEL.md, examples/c/.
  *
  * Typical use:
  *   char err[512];
@@ -81,6 +82,13 @@ const char *tessel_dtype_name(int dtype);
  * shape: constant dims must match, symbolic dims bind the model's symbols
  * (every input naming a symbol must agree). */
 int tessel_model_set_input(tessel_model *m, int i, const void *data, int ndim, const int64_t *shape);
+/* tessel_model_set_input without the copy where it can: data (the caller's,
+ * dense row-major, of the declared dtype) is used in place when it is
+ * 64-byte aligned (the kernels' buffer alignment) and must then stay valid
+ * and unchanged until the input is set again or the model is freed; else it
+ * is copied. *borrowed (optional) says which. */
+int tessel_model_bind_input(tessel_model *m, int i, const void *data, int ndim, const int64_t *shape,
+                            int *borrowed);
 /* Runs every kernel in order. Needs every input set; the memory plan is
  * recomputed when the bound sizes change. */
 int tessel_model_run(tessel_model *m);
@@ -93,6 +101,11 @@ int tessel_model_get_call_profile(const tessel_model *m, int call, const char **
 /* Output i of the last run: *data stays valid until the next run or free. */
 int tessel_model_get_output(const tessel_model *m, int i, const void **data, int *ndim,
                             int64_t shape[TESSEL_MODEL_MAX_DIMS]);
+
+/* Copies output i of the last run into the caller's buffer dst of dst_bytes
+ * (at least the output's size: tessel_dtype_bytes x its shape's product from
+ * tessel_model_get_output). */
+int tessel_model_copy_output(const tessel_model *m, int i, void *dst, size_t dst_bytes);
 
 /* Facts about the artifact and the last memory plan. */
 typedef struct tessel_model_stats {
