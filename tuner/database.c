@@ -397,11 +397,12 @@ static bool hset_add(hset *h, uint64_t x) {
 }
 
 /* The duplicate key of a record in its group: XXH3 of its trace text (as
- * loading normalises it) seeded with its trace hash, never 0; 0 for a
- * record without a trace (never a duplicate). */
+ * loading normalises it; a library record's parameters) seeded with its
+ * trace hash, never 0; 0 for a record with neither (never a duplicate). */
 static uint64_t text_hash(const tun_record *r) {
-  if (!r->trace) return 0;
-  uint64_t h = XXH3_64bits_withSeed(r->trace, strlen(r->trace), r->trace_hash);
+  const char *t = r->trace ? r->trace : r->params;
+  if (!t) return 0;
+  uint64_t h = XXH3_64bits_withSeed(t, strlen(t), r->trace_hash);
   return h ? h : 1;
 }
 

@@ -440,9 +440,13 @@ sch_traced *tun_library_schedule(const ir_func *f, const cg_target *t, const tun
   rs->u.realize.block = root;
   g->body = rs;
   out = sch_traced_new(g, 1, d);
-  if (out && m.nrest > 0) {
+  bool operands_are_params = is_param(g, m.A, 0, g->ninputs) && is_param(g, m.B, 0, g->ninputs);
+  if (out && m.nrest > 0 && operands_are_params) {
     /* the other blocks (an epilogue reading the product) get the default
-     * schedule, best effort: a refusal leaves them plain */
+     * schedule, best effort: a refusal leaves them plain. Not when an
+     * operand is computed in the task (a transpose of the attention's
+     * matmuls): the schedule's inlining does not see the call's reads
+     * (access_ptr) and would drop that buffer; those blocks stay plain */
     ts_diag sd;
     ts_diag_clear(&sd);
     if (tun_default_schedule(out, t, &sd) != TS_OK) {

@@ -129,6 +129,29 @@ START_TEST(library_shapes_verified) {
     int n = tune_spec(specs[i], 1 + want[i], log, "");
     ck_assert_msg(n == want[i], "%s: %d library records, %d expected", specs[i], n, want[i]);
   }
+  /* an operand computed in the task (a transpose into an allocation, as
+   * BERT's attention products): the call reads the allocation */
+  char dsl[400], log6[400];
+  snprintf(dsl, sizeof dsl, "%s/tp_mm.tsl", tmpdir);
+  snprintf(log6, sizeof log6, "%s/shape6.jsonl", tmpdir);
+  FILE *f = fopen(dsl, "w");
+  ck_assert_ptr_nonnull(f);
+  fputs("func tp_mm(in0: f32[6, 9], in1: f32[6, 5]) -> out0: f32[9, 5] {\n"
+        "  block root() {\n"
+        "    alloc t0: f32[9, 6]\n"
+        "    for i in serial(0, 9) { for j in serial(0, 6) {\n"
+        "      block t0(vi: S(0, 9) = i, vj: S(0, 6) = j) {\n"
+        "        reads in0[vj, vi]\n        writes t0[vi, vj]\n"
+        "        t0[vi, vj] = in0[vj, vi]\n      } } }\n"
+        "    for i in serial(0, 9) { for j in serial(0, 5) { for r in serial(0, 6) {\n"
+        "      block out0(vi: S(0, 9) = i, vj: S(0, 5) = j, vr: R(0, 6) = r) {\n"
+        "        reads t0[vi, vr], in1[vr, vj]\n        writes out0[vi, vj]\n"
+        "        init { out0[vi, vj] = 0.0 }\n"
+        "        out0[vi, vj] = out0[vi, vj] + t0[vi, vr] * in1[vr, vj]\n      } } } }\n"
+        "  }\n}\n",
+        f);
+  fclose(f);
+  ck_assert_int_eq(tune_spec(dsl, 1 + nlibs(), log6, ""), nlibs());
   /* the vector products call sgemv */
   char log[400];
   snprintf(log, sizeof log, "%s/shape1.jsonl", tmpdir);
