@@ -703,6 +703,10 @@ int tun_cmd_run_model(int argc, char **argv) {
       char tv[16];
       snprintf(tv, sizeof tv, "%d", t);
       setenv("TESSEL_NUM_THREADS", tv, 1);
+      /* library kernels (docs/TUNING.md "Library candidates") get as many:
+       * OpenBLAS and oneDNN's OpenMP read these when the model loads them */
+      setenv("OPENBLAS_NUM_THREADS", tv, 1);
+      setenv("OMP_NUM_THREADS", tv, 1);
     } else if (!strcmp(a, "--json")) {
       json = true;
     } else if (!strcmp(a, "--tracker") && more) {
