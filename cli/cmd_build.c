@@ -15,6 +15,7 @@
 #include "tuner/build.h"
 #include "cli/cli.h"
 #include "tuner/database.h"
+#include "tuner/library.h"
 #include "ir/struct.h"
 #include "tuner/verify.h"
 
@@ -122,9 +123,7 @@ static int schedule_from_log(const char *log, const tun_subject *sub, const cg_t
   for (int i = 0; i < n && rc; i++) {
     const tun_record *r = rs[i];
     ts_diag_clear(&d);
-    sch_trace *tr = sch_trace_from_json(r->trace, &d);
-    if (tr) *out = sch_trace_replay(tr, sub->func, 1, &d);
-    sch_trace_free(tr);
+    *out = tun_record_schedule(r, sub->func, tg, &d); /* a trace replayed, or a library call */
     if (!*out) {
       fprintf(stderr, "tessel %s: %s: the %s record (mean %.6g ms, trace %016llx) does not replay: %s%s\n", cmd, log,
               i ? "next best" : "best", tun_record_mean(r) * 1e3, (unsigned long long)r->trace_hash, d.msg,
@@ -133,8 +132,13 @@ static int schedule_from_log(const char *log, const tun_subject *sub, const cg_t
     }
     char thr[32] = "an unknown thread count";
     if (r->threads > 0) snprintf(thr, sizeof thr, "%d thread%s", r->threads, r->threads == 1 ? "" : "s");
-    fprintf(stderr, "using the %s record of %s: mean %.6g ms at %s (trace %016llx)\n",
-            i ? "next best replaying" : "best", log, tun_record_mean(r) * 1e3, thr, (unsigned long long)r->trace_hash);
+    char lib[32];
+    if (tun_record_is_library(r, lib, sizeof lib))
+      fprintf(stderr, "using the %s record of %s: mean %.6g ms at %s (library %s: %s)\n", i ? "next best replaying" : "best",
+              log, tun_record_mean(r) * 1e3, thr, lib, r->params);
+    else
+      fprintf(stderr, "using the %s record of %s: mean %.6g ms at %s (trace %016llx)\n", i ? "next best replaying" : "best",
+              log, tun_record_mean(r) * 1e3, thr, (unsigned long long)r->trace_hash);
     rc = 0;
   }
   if (rc && n) fprintf(stderr, "tessel %s: %s: none of the %d usable records replays\n", cmd, log, n);

@@ -105,7 +105,10 @@ static int log_inspect(int argc, char **argv) {
       if (b) {
         printf("  best: mean %.6g ms", secs * 1e3);
         if (gf > 0) printf(", %.2f GFLOP/s", gf);
-        printf(" (trace %016llx)\n", (unsigned long long)b->trace_hash);
+        if (b->kind) /* a library record (docs/LOG.md, schema 2) */
+          printf(" (%s call %s)\n", b->kind, b->params ? b->params : "?");
+        else
+          printf(" (trace %016llx)\n", (unsigned long long)b->trace_hash);
       } else {
         printf("  best: none (no verified, error-free record)\n");
       }
@@ -196,7 +199,7 @@ static int log_best(int argc, char **argv) {
     double gf = gflops_of(b);
     if (gf > 0) printf(", %.2f GFLOP/s", gf);
     printf("\n  trace %016llx, built in %.3g s, tessel %s\n  %s\n", (unsigned long long)b->trace_hash, b->build_secs,
-           b->version, b->trace ? b->trace : "(no trace)");
+           b->version, b->trace ? b->trace : b->params ? b->params : "(no trace)");
   }
   tun_db_close(db);
   return rc;

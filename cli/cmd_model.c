@@ -53,7 +53,8 @@ static void build_json(const char *path, const char *out, const tun_model_result
                 {"calls", r->ncalls},             {"tensors", r->ntensors},
                 {"weights_bytes", (json_int_t)r->weights_bytes},
                 {"prepacked_weights", r->npacked_weights}, {"packed_copies", r->npacked_copies},
-                {"threads", r->threads},          {"other_thread_records", r->nother_threads}};
+                {"threads", r->threads},          {"other_thread_records", r->nother_threads},
+                {"library", r->nlibrary}};
   for (size_t i = 0; i < sizeof counts / sizeof counts[0]; i++)
     json_object_set_new(o, counts[i].name, json_integer(counts[i].v));
   json_object_set_new(o, "build_s", json_real(r->build_seconds));
@@ -82,6 +83,7 @@ static void build_text(const char *path, const char *out, const char *log, const
          r->target, r->kernels, r->ntuned, log ? log : "no log", r->ndefault);
   if (r->nspec)
     printf("; %d of the default ones are symbolic and carry a tuned specialisation for the tuned sizes", r->nspec);
+  if (r->nlibrary) printf("; %d of the tuned ones call a library, which the model links", r->nlibrary);
   printf("), %d calls, %d tensors, %.1f KiB of weights", r->ncalls, r->ntensors, (double)r->weights_bytes / 1024.0);
   if (log)
     printf("; records for %d thread%s (%d kernel(s) from another thread count's best)", r->threads,
@@ -708,6 +710,10 @@ int tun_cmd_run_model(int argc, char **argv) {
       char tv[16];
       snprintf(tv, sizeof tv, "%d", t);
       setenv("TESSEL_NUM_THREADS", tv, 1);
+      /* library kernels (docs/TUNING.md "Library candidates") get as many:
+       * OpenBLAS and oneDNN's OpenMP read these when the model loads them */
+      setenv("OPENBLAS_NUM_THREADS", tv, 1);
+      setenv("OMP_NUM_THREADS", tv, 1);
     } else if (!strcmp(a, "--json")) {
       json = true;
     } else if (!strcmp(a, "--tracker") && more) {

@@ -12,6 +12,7 @@
 #include "cli/cli.h"
 #include "tuner/build.h"
 #include "tuner/rpc_runner.h"
+#include "tuner/library.h"
 #include "tuner/tune.h"
 
 static const char tune_usage[] =
@@ -20,7 +21,7 @@ static const char tune_usage[] =
     "         [--min-repeat-ms MS] [--timeout S] [--cache-flush] [--threads N]\n"
     "         [--build-jobs N] [--slow-cutoff F] [--first-batch N] [--json]\n"
     "         [--no-layout-rewrite] [--no-tensorize] [--no-tensor-core] [--gpu-regcheck]\n"
-    "         [--no-default-tiling] [--xgb-min-samples N] [--xgb-max-rounds N]\n"
+    "         [--no-default-tiling] [--xgb-min-samples N] [--xgb-max-rounds N] [--no-library]\n"
     "         [--runner local|rpc --tracker H:P --key K [--parallel N]\n"
     "          [--secret-file F] [--priority P] [--rpc-wait S] [--rpc-tries N]]\n"
     "Searches schedules of SUBJECT (evolutionary search ranked by the cost model),\n"
@@ -39,6 +40,10 @@ static const char tune_usage[] =
     "--no-tensor-core (cuda WMMA rule off), --no-default-tiling (plain default schedule),\n"
     "--gpu-regcheck (VerifyGPUCode compiles each candidate and checks registers, docs/CUDA.md),\n"
     "--xgb-min-samples N (50), --xgb-max-rounds N (150) (docs/COSTMODEL.md).\n"
+    "Library candidates: a task OpenBLAS or oneDNN covers (an f32 matrix product) gets\n"
+    "each library's call measured as one more candidate, logged as a library record,\n"
+    "on a host llvm target and never through RPC; --no-library turns them off\n"
+    "(docs/TUNING.md, \"Library candidates\").\n"
     "--json prints {workload, target, trials, errors, best_seconds, best_gflops,\n"
     "baseline_gflops, log, wall_seconds, phases}; phases gives the wall seconds of\n"
     "search, train, build, measure, verify, baseline and resume (docs/COSTMODEL.md).\n"
@@ -53,7 +58,7 @@ static const char tune_usage[] =
 enum { OPT_TARGET = 1000, OPT_TRIALS, OPT_LOG, OPT_BATCH, OPT_MODEL, OPT_SEED, OPT_JOBS, OPT_JSON,
        OPT_RUNNER, OPT_TRACKER, OPT_KEY, OPT_PARALLEL, OPT_SECRET, OPT_PRIORITY, OPT_RPCWAIT,
        OPT_RPCTRIES, OPT_SLOWCUT, OPT_FIRSTBATCH, OPT_NOLAYOUT, OPT_NOTENSORIZE, OPT_NOTENSORCORE,
-       OPT_REGCHECK, OPT_NODEFTILING, OPT_XGBMIN, OPT_XGBROUNDS };
+       OPT_REGCHECK, OPT_NODEFTILING, OPT_XGBMIN, OPT_XGBROUNDS, OPT_NOLIBRARY };
 
 /* The options `tessel tune` and `tessel tune-model` share. */
 static const struct option shared_options[] = {{"target", required_argument, 0, OPT_TARGET},
@@ -81,6 +86,7 @@ static const struct option shared_options[] = {{"target", required_argument, 0, 
                                                {"no-default-tiling", no_argument, 0, OPT_NODEFTILING},
                                                {"xgb-min-samples", required_argument, 0, OPT_XGBMIN},
                                                {"xgb-max-rounds", required_argument, 0, OPT_XGBROUNDS},
+                                               {"no-library", no_argument, 0, OPT_NOLIBRARY},
                                                {0, 0, 0, 0}};
 
 bool tun_tune_cli_options(struct option *out, size_t cap, const struct option *own) {
@@ -131,6 +137,7 @@ bool tun_tune_cli_option(tun_tune_cli *c, int opt, const char *arg) {
     break;
   case OPT_REGCHECK: o->gpu_regcheck = true; break;
   case OPT_NODEFTILING: o->defaults.no_tiling = true; break;
+  case OPT_NOLIBRARY: o->no_library = true; break; /* tuner/library.h */
   case OPT_XGBMIN:
     ok = tun_cli_int(cmd, "--xgb-min-samples", arg, 0, 100000000, &o->xgb_min_samples);
     if (o->xgb_min_samples < 1) o->xgb_min_samples = 1;
@@ -270,6 +277,9 @@ int tun_cmd_tune(int argc, char **argv) {
                   r.search_replay_seconds, "search_predict", r.search_predict_seconds, "search_replays",
                   (json_int_t)r.search_replays, "search_cache_hits", (json_int_t)r.search_cache_hits));
     json_object_set_new(j, "threads", json_integer(r.threads));
+    if (r.lib_seconds > 0) /* library candidates: the best call and the best generated kernel */
+      json_object_set_new(j, "library", json_pack("{s:s, s:f, s:f}", "lib", r.lib, "seconds", r.lib_seconds,
+                                                  "kernel_seconds", r.kernel_seconds));
     if (rpc)
       json_object_set_new(j, "rpc",
                           json_pack("{s:I, s:I, s:I, s:I, s:I, s:I}", "parallel", (json_int_t)ro.parallel, "sessions",
@@ -296,6 +306,12 @@ int tun_cmd_tune(int argc, char **argv) {
       printf("best %.2f GFLOP/s (%.6g ms)\n", r.best_gflops, r.best_seconds * 1e3);
     else
       printf("no valid candidate yet\n");
+    if (r.lib_seconds > 0) {
+      char cell[40];
+      tun_library_cell(r.lib_seconds, r.lib, r.kernel_seconds, cell, sizeof cell);
+      printf("library %s: %.6g ms, best generated kernel %.6g ms (%s)\n", r.lib, r.lib_seconds * 1e3,
+             r.kernel_seconds * 1e3, cell);
+    }
     if (rpc)
       printf("rpc: %d boards at once, %d sessions, %d measured, %d board failures, %d retried, %d lost\n",
              ro.parallel, rs.sessions, rs.measured, rs.board_failures, rs.retries, rs.lost);

@@ -22,6 +22,7 @@ static const char usage[] =
     "         [--batch N] [--model xgb|random] [--seed S] [--number N] [--repeat N]\n"
     "         [--min-repeat-ms MS] [--timeout S] [--cache-flush] [--threads N]\n"
     "         [--build-jobs N] [--no-default] [--json] [--winograd on|off|all] [--polyphase on|off] [--qdq on|off]\n"
+    "         [--no-library]\n"
     "         [--runner local|rpc --tracker H:P --key K [--parallel N]\n"
     "          [--secret-file F] [--priority P] [--rpc-wait S] [--rpc-tries N]]\n"
     "Imports MODEL, runs the graph passes, and tunes its tasks (the distinct fused\n"
@@ -45,8 +46,12 @@ static const char usage[] =
     "find the records.\n"
     "--winograd, --polyphase and --qdq switch graph passes that change the kernels (and keys):\n"
     "build with the same values.\n"
+    "Library candidates (as `tessel tune`; --no-library: off): a task OpenBLAS or oneDNN\n"
+    "covers gets the library's call as a candidate; the table's lib column says which\n"
+    "tasks went to a library and by how much.\n"
     "--json prints {model, target, task_scheduler, trials, new_trials, rounds, tasks:\n"
-    "[{name, key, weight, flops, best_seconds, gflops, default_seconds, trials}],\n"
+    "[{name, key, weight, flops, best_seconds, gflops, default_seconds, trials, and with a\n"
+    "library record library, library_seconds, kernel_seconds}],\n"
     "estimated_latency_seconds, log}.\n";
 
 enum { OPT_SCHED = 2000, OPT_NODEFAULT };
@@ -77,6 +82,11 @@ static void print_json(const char *path, const cg_target *tg, const tun_tune_mod
     json_object_set_new(jt, "trials", json_integer(t->trials));
     json_object_set_new(jt, "rounds", json_integer(t->rounds));
     json_object_set_new(jt, "search_exhausted", json_boolean(t->dead));
+    if (t->lib_seconds > 0) { /* library candidates: the best call, the best generated kernel */
+      json_object_set_new(jt, "library", json_string(t->lib));
+      json_object_set_new(jt, "library_seconds", json_real(t->lib_seconds));
+      json_object_set_new(jt, "kernel_seconds", json_real(t->kernel_seconds));
+    }
     json_array_append_new(ja, jt);
   }
   json_object_set_new(j, "tasks", ja);

@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include "llvm_int.h"
+#include "tessel_config.h"
 
 #ifndef TESSEL_LLD
 #define TESSEL_LLD "ld.lld-19"
@@ -419,6 +420,59 @@ ts_status cg_llvm_emit_object(const cg_lowered *l, const cg_target *tin, const c
   return st;
 }
 
+/* ---- C libraries a kernel may call (library candidates) ---------------------------- */
+/* A call_extern whose name starts with a prefix below is a call of that C
+ * library's function (tuner/library.c makes them); the artifact then links
+ * the library from the directory this build of tessel found it in. */
+static const struct {
+  const char *prefix, *lib, *dir;
+  bool have;
+} extern_libs[] = {
+    {"cblas_", "openblas", TESSEL_OPENBLAS_LIBDIR, TESSEL_HAVE_OPENBLAS},
+    {"dnnl_", "dnnl", TESSEL_DNNL_LIBDIR, TESSEL_HAVE_DNNL},
+};
+#define N_EXTERN_LIBS ((int)(sizeof extern_libs / sizeof extern_libs[0]))
+
+int cg_lx_extern_lib(const char *name) {
+  for (int i = 0; name && i < N_EXTERN_LIBS; i++)
+    if (!strncmp(name, extern_libs[i].prefix, strlen(extern_libs[i].prefix))) return extern_libs[i].have ? i : -1;
+  return -1;
+}
+
+bool cg_llvm_have_library(const char *lib) {
+  for (int i = 0; lib && i < N_EXTERN_LIBS; i++)
+    if (!strcmp(lib, extern_libs[i].lib)) return extern_libs[i].have;
+  return false;
+}
+
+typedef struct libs_seen {
+  bool used[N_EXTERN_LIBS];
+} libs_seen;
+
+static bool see_extern(void *ctx, const ir_expr *e) {
+  if (e->kind == IR_CALL_EXTERN) {
+    int k = cg_lx_extern_lib(e->u.ext.name);
+    if (k >= 0) ((libs_seen *)ctx)->used[k] = true;
+  }
+  return true;
+}
+
+int cg_lx_link_libs(const cg_lowered *const *ls, int n, char **argv, int max) {
+  libs_seen seen = {{false}};
+  ir_visitor v = {see_extern, NULL, &seen};
+  for (int i = 0; i < n; i++)
+    if (ls[i] && ls[i]->func && ls[i]->func->body) ir_visit_stmt(&v, ls[i]->func->body);
+  int k = 0;
+  for (int i = 0; i < N_EXTERN_LIBS; i++)
+    if (seen.used[i] && k + 4 <= max) {
+      argv[k++] = "-L";
+      argv[k++] = (char *)extern_libs[i].dir;
+      argv[k++] = "-l";
+      argv[k++] = (char *)extern_libs[i].lib;
+    }
+  return k;
+}
+
 /* Runs argv (argv[0] a path or a name on PATH), capturing stdout+stderr into
  * out (truncated); returns the exit status, or -1 if it could not run. */
 static int run_capture(char *const argv[], char *out, size_t n) {
@@ -486,8 +540,11 @@ ts_status cg_llvm_build_shared(const cg_lowered *l, const cg_target *t, const ch
   if (st == TS_OK) {
     /* tsrt_parallel_launch, tsrt_scratch_* and libc stay undefined: the loader resolves
      * them from the process that dlopens the artifact */
-    char *argv[] = {(char *)TESSEL_LLD, "-shared", "-o", (char *)path, obj,
-                    "-z", "noexecstack", "--hash-style=both", NULL};
+    char *argv[16] = {(char *)TESSEL_LLD, "-shared", "-o", (char *)path, obj,
+                      "-z", "noexecstack", "--hash-style=both", NULL};
+    int na = 8; /* plus the C libraries it calls, if any (library candidates) */
+    na += cg_lx_link_libs(&l, 1, argv + na, 16 - 1 - na);
+    argv[na] = NULL;
     char out[1536];
     int rc = run_capture(argv, out, sizeof out);
     if (rc != 0)

@@ -49,6 +49,11 @@ ts_status cg_llvm_build_shared(const cg_lowered *l, const cg_target *t, const ch
 struct tsrt_model_plan;
 ts_status cg_llvm_build_model(const struct tsrt_model_plan *plan, const cg_lowered *const *kernels,
                               int nkernels, const cg_target *t, const char *path, ts_diag *d);
+/* True when this build of tessel links kernels against the C library lib
+ * ("openblas": call_extern("cblas_*"), "dnnl": call_extern("dnnl_*")): such
+ * a kernel's artifact (and a model holding one) links the library, found in
+ * the directory the build found it in; nothing else does. */
+bool cg_llvm_have_library(const char *lib);
 /* Textual LLVM IR (after optimisation when opt is true): a heap string the
  * caller frees with ts_free, or NULL with d set. */
 char *cg_llvm_dump_ir(const cg_lowered *l, const cg_target *t, bool opt, ts_diag *d);

@@ -793,11 +793,42 @@ static LLVMValueRef fit_type(lx_fn *f, LLVMValueRef v, LLVMTypeRef want) {
 /* call_extern("llvm.<name>", dtype, args): an LLVM intrinsic call. An
  * overloaded intrinsic is overloaded on its result type (interleave2,
  * ...). Arguments of another type with the same size are bit cast. */
+/* A call of a C library function (cblas_*, dnnl_*: cg_lx_extern_lib): declared
+ * from the operands' types (pointers from access_ptr, scalars as they are)
+ * and the call's (handle: void); the artifact links the library. */
+static LLVMValueRef ex_c_extern(lx_fn *f, const ir_expr *e, LLVMValueRef mask) {
+  const char *nm = e->u.ext.name;
+  int na = e->u.ext.nargs;
+  char b1[24];
+  if (na > 24) return fail(f, TS_EUNSUPPORTED, "call_extern '%s' with %d arguments", nm, na);
+  if (e->dtype.lanes != 1 || e->dtype.code == IR_F16 || e->dtype.code == IR_BF16 || e->dtype.code == IR_BOOL)
+    return fail(f, TS_EUNSUPPORTED, "call_extern '%s' returning %s", nm, dts(e->dtype, b1));
+  LLVMValueRef a[24];
+  LLVMTypeRef pt[24];
+  for (int i = 0; i < na; i++) {
+    if (!e->u.ext.args[i]) return fail(f, TS_EINVAL, "call_extern '%s' with a missing argument", nm);
+    if (e->u.ext.args[i]->dtype.lanes != 1)
+      return fail(f, TS_EUNSUPPORTED, "call_extern '%s': argument %d is a vector", nm, i);
+    if (!(a[i] = ex(f, e->u.ext.args[i], mask))) return NULL;
+    pt[i] = LLVMTypeOf(a[i]);
+  }
+  bool is_void = e->dtype.code == IR_HANDLE;
+  LLVMTypeRef rt = is_void ? LLVMVoidTypeInContext(f->m->ctx) : reg_elem(f->m, e->dtype.code);
+  LLVMTypeRef fty = LLVMFunctionType(rt, pt, (unsigned)na, 0);
+  LLVMValueRef fn = LLVMGetNamedFunction(f->m->mod, nm);
+  if (!fn) fn = LLVMAddFunction(f->m->mod, nm, fty);
+  LLVMValueRef r = LLVMBuildCall2(f->b, fty, fn, a, (unsigned)na, "");
+  return is_void ? LLVMConstNull(f->m->t_ptr) : r;
+}
+
 static LLVMValueRef ex_extern(lx_fn *f, const ir_expr *e, LLVMValueRef mask) {
   const char *nm = e->u.ext.name ? e->u.ext.name : "";
   int na = e->u.ext.nargs;
+  if (cg_lx_extern_lib(nm) >= 0) return ex_c_extern(f, e, mask);
   if (strncmp(nm, "llvm.", 5) != 0)
-    return fail(f, TS_EUNSUPPORTED, "call_extern '%s': the LLVM back end calls only llvm.* intrinsics", nm);
+    return fail(f, TS_EUNSUPPORTED,
+                "call_extern '%s': the LLVM back end calls only llvm.* intrinsics and the C libraries it links "
+                "(cblas_*, dnnl_*, when found at build time)", nm);
   unsigned id = LLVMLookupIntrinsicID(nm, strlen(nm));
   if (!id) return fail(f, TS_EUNSUPPORTED, "call_extern '%s': LLVM has no such intrinsic", nm);
   if (na > 8) return fail(f, TS_EUNSUPPORTED, "call_extern '%s' with %d arguments", nm, na);

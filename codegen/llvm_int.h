@@ -60,6 +60,15 @@ typedef struct lx_fn {
   int64_t unroll_budget;    /* pragma_auto_unroll_max_step in force (0: none) */
 } lx_fn;
 
+/* ---- llvm.c: C libraries kernels may call ---------------------------------- */
+/* The index of the C library whose functions' names start like name
+ * (cblas_: OpenBLAS, dnnl_: oneDNN), or -1 (not one, or this build of tessel
+ * did not find it). */
+int cg_lx_extern_lib(const char *name);
+/* Appends "-L DIR -l NAME" to argv (at most max entries) for each library the
+ * lowered kernels call; returns how many entries it wrote. */
+int cg_lx_link_libs(const cg_lowered *const *ls, int n, char **argv, int max);
+
 /* ---- llvm_emit.c ---------------------------------------------------------- */
 /* Builds the whole kernel (entry, body, outlined tasks, metadata global) for
  * l into m->mod. Errors: TS_EUNSUPPORTED (blocks, thread bindings,

@@ -284,7 +284,7 @@ ts_status cg_llvm_build_model(const tsrt_model_plan *plan, const cg_lowered *con
   snprintf(dir, sizeof dir, "%s.objs.XXXXXX", path);
   if (!mkdtemp(dir)) return ts_diag_set(d, TS_EIO, "temporary directory next to %s: %s", path, strerror(errno));
   kjob *jobs = ts_calloc((size_t)(nkernels ? nkernels : 1), sizeof *jobs);
-  char **argv = ts_calloc((size_t)nkernels + 12, sizeof *argv);
+  char **argv = ts_calloc((size_t)nkernels + 12 + 16, sizeof *argv);
   char plan_obj[600];
   snprintf(plan_obj, sizeof plan_obj, "%s/plan.o", dir);
   if (!jobs || !argv) {
@@ -324,6 +324,7 @@ ts_status cg_llvm_build_model(const tsrt_model_plan *plan, const cg_lowered *con
   argv[n++] = "-z";
   argv[n++] = "noexecstack";
   argv[n++] = "--hash-style=both";
+  n += cg_lx_link_libs(kernels, nkernels, argv + n, 16); /* only when a kernel calls one */
   argv[n] = NULL;
   char lout[1536];
   int rc = cg_lx_run_capture(argv, lout, sizeof lout);

@@ -73,12 +73,17 @@ static inline pid_t tsrt_fork_measure(int fds[2], tsrt_measure_result *res) {
 ts_status tsrt_collect_outputs(tsrt_measure_result *res, void *const *bufs, const size_t *bytes, int ninputs,
                                int nparams, bool want);
 
-/* In the child: TESSEL_NUM_THREADS=n for the thread pool when n > 0. */
+/* In the child: TESSEL_NUM_THREADS=n for the thread pool when n > 0, and the
+ * same count for the libraries library kernels call. */
 static inline void tsrt_child_threads(int n) {
   if (n > 0) {
     char buf[16];
     snprintf(buf, sizeof buf, "%d", n);
     setenv("TESSEL_NUM_THREADS", buf, 1);
+    /* a library kernel (tuner/library.h) gets as many threads as the pool:
+     * OpenBLAS and oneDNN's OpenMP read these when the artifact loads them */
+    setenv("OPENBLAS_NUM_THREADS", buf, 1);
+    setenv("OMP_NUM_THREADS", buf, 1);
   }
 }
 

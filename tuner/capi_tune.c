@@ -69,6 +69,7 @@ static const opt_row rows[] = {
     {"no-layout-rewrite", K_FLAG, F(tune.postproc.no_layout_rewrite), 0, 0},
     {"gpu-regcheck", K_FLAG, F(tune.gpu_regcheck), 0, 0},
     {"no-default-tiling", K_FLAG, F(tune.defaults.no_tiling), 0, 0},
+    {"no-library", K_FLAG, F(tune.no_library), 0, 0}, /* tuner/library.h */
     {"no-tensorize", K_SPECIAL, 0, 0, 0},
     {"no-tensor-core", K_SPECIAL, 0, 0, 0},
     {"runner", K_STR, F(runner), 0, 0},

@@ -57,9 +57,11 @@ static bool dup_str(char **dst, const char *src) {
 ts_status tun_record_copy(tun_record *dst, const tun_record *src) {
   *dst = *src;
   dst->workload = dst->target = dst->trace = dst->error = dst->version = NULL;
+  dst->graph_opts = dst->kind = dst->params = NULL;
   if (!dup_str(&dst->workload, src->workload) || !dup_str(&dst->target, src->target) ||
       !dup_str(&dst->trace, src->trace) || !dup_str(&dst->error, src->error) ||
-      !dup_str(&dst->version, src->version) || !dup_str(&dst->graph_opts, src->graph_opts)) {
+      !dup_str(&dst->version, src->version) || !dup_str(&dst->graph_opts, src->graph_opts) ||
+      !dup_str(&dst->kind, src->kind) || !dup_str(&dst->params, src->params)) {
     tun_record_fini(dst);
     return TS_ENOMEM;
   }
@@ -67,7 +69,7 @@ ts_status tun_record_copy(tun_record *dst, const tun_record *src) {
 }
 
 void tun_record_fini(tun_record *r) {
-  char **owned[] = {&r->workload, &r->target, &r->trace, &r->error, &r->version, &r->graph_opts};
+  char **owned[] = {&r->workload, &r->target, &r->trace, &r->error, &r->version, &r->graph_opts, &r->kind, &r->params};
   for (size_t i = 0; i < sizeof owned / sizeof owned[0]; i++) {
     ts_free(*owned[i]);
     *owned[i] = NULL;
@@ -81,7 +83,8 @@ static json_t *str_or_null(const char *s) { return s ? json_string(s) : json_nul
 char *tun_record_to_json(const tun_record *r) {
   json_t *o = json_object();
   if (!o) return NULL;
-  json_object_set_new(o, "schema", json_integer(TUN_LOG_SCHEMA));
+  bool lib = r->kind && !strcmp(r->kind, TUN_KIND_LIBRARY);
+  json_object_set_new(o, "schema", json_integer(lib ? TUN_LOG_SCHEMA : TUN_LOG_SCHEMA_TRACE));
   json_object_set_new(o, "workload_key", json_string(r->workload_key));
   json_object_set_new(o, "workload", str_or_null(r->workload));
   json_object_set_new(o, "target", str_or_null(r->target));
@@ -109,6 +112,12 @@ char *tun_record_to_json(const tun_record *r) {
     json_object_set_new(o, "graph_opts", json_string(r->graph_opts));
   if (r->threads > 0) /* 0 (unknown) is written as an older tessel wrote it: no field */
     json_object_set_new(o, "threads", json_integer(r->threads));
+  if (r->kind) { /* schema 2: a library record, its call's parameters in place of a trace */
+    json_object_set_new(o, "kind", json_string(r->kind));
+    json_error_t e;
+    json_t *pv = r->params ? json_loads(r->params, 0, &e) : NULL;
+    json_object_set_new(o, "params", pv ? pv : json_null());
+  }
   char *js = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER);
   json_decref(o);
   if (!js) return NULL;
@@ -175,7 +184,30 @@ static ts_status record_from_obj(json_t *o, tun_record *r, ts_diag *d) {
     st = ts_diag_set(d, TS_EPARSE, "field \"trace\" missing");
     goto fail;
   }
-  if (json_is_null(tr) ? !r->error : !json_is_array(tr)) {
+  /* schema 2: a library record (kind "library", an object of parameters)
+   * has no trace: its kernel is rebuilt from the parameters */
+  json_t *kv2 = r->schema >= 2 ? json_object_get(o, "kind") : NULL;
+  if (kv2) {
+    if (!json_is_string(kv2) || strcmp(json_string_value(kv2), TUN_KIND_LIBRARY)) {
+      st = ts_diag_set(d, TS_EUNSUPPORTED, "record kind %s is unknown to this tessel (it reads \"%s\")",
+                       json_is_string(kv2) ? json_string_value(kv2) : "(not a string)", TUN_KIND_LIBRARY);
+      goto fail;
+    }
+    json_t *pv = json_object_get(o, "params");
+    if (!json_is_object(pv) || !json_is_null(tr)) {
+      st = ts_diag_set(d, TS_EPARSE, "a library record needs an object \"params\" and a null \"trace\"");
+      goto fail;
+    }
+    char *js = json_dumps(pv, JSON_COMPACT | JSON_SORT_KEYS);
+    r->params = js ? ts_strdup(js) : NULL;
+    free(js);
+    r->kind = ts_strdup(TUN_KIND_LIBRARY);
+    if (!r->params || !r->kind) {
+      st = ts_diag_set(d, TS_ENOMEM, "out of memory");
+      goto fail;
+    }
+  }
+  if (json_is_null(tr) ? !r->error && !r->kind : !json_is_array(tr)) {
     static const char *const types[] = {"an object", "an array", "a string", "a number", "a number", "true", "false", "null"};
     int ty = (int)json_typeof(tr);
     st = ts_diag_set(d, TS_EPARSE, "field \"trace\" is %s, not a JSON array%s",
@@ -383,12 +415,14 @@ static uint64_t thread_hash(uint64_t h, int threads) {
 }
 
 /* The duplicate key of a record in its group: XXH3 of its trace text (as
- * loading normalises it) seeded with its trace hash at its thread count,
- * never 0; 0 for a record without a trace (never a duplicate). The same
- * trace measured at another thread count is another measurement. */
+ * loading normalises it; a library record's parameters) seeded with its
+ * trace hash at its thread count, never 0; 0 for a record with neither
+ * (never a duplicate). The same trace measured at another thread count is
+ * another measurement. */
 static uint64_t text_hash(const tun_record *r) {
-  if (!r->trace) return 0;
-  uint64_t h = XXH3_64bits_withSeed(r->trace, strlen(r->trace), thread_hash(r->trace_hash, r->threads));
+  const char *t = r->trace ? r->trace : r->params;
+  if (!t) return 0;
+  uint64_t h = XXH3_64bits_withSeed(t, strlen(t), thread_hash(r->trace_hash, r->threads));
   return h ? h : 1;
 }
 

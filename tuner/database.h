@@ -19,7 +19,14 @@
 
 #include "base/ts.h"
 
-#define TUN_LOG_SCHEMA 1
+/* The newest record schema this tessel reads and writes: 2 adds library
+ * records (kind "library", docs/LOG.md). A trace record is still written as
+ * schema 1 (TUN_LOG_SCHEMA_TRACE), which is all it needs, so a log without
+ * library records stays readable by a tessel that reads only schema 1, and
+ * such a tessel skips just the library records. */
+#define TUN_LOG_SCHEMA 2
+#define TUN_LOG_SCHEMA_TRACE 1
+#define TUN_KIND_LIBRARY "library"
 #define TUN_MAX_RUNS 64
 #define TUN_MAX_THREADS 4096 /* the largest thread count a record may carry (--threads' bound) */
 
@@ -40,6 +47,11 @@ typedef struct tun_record {
   char *graph_opts; /* the graph switches that made a model task (tg_pass_opts_str); NULL: defaults */
   int threads;      /* thread pool size it was measured with; 0: unknown (a record written before
                      * records carried it, or measured on a board that chose its own) */
+  /* NULL: a trace record (the kernel is the trace replayed). TUN_KIND_LIBRARY:
+   * a library call (tuner/library.h) whose parameters, a JSON object's text,
+   * are in params; such a record has no trace and is written as schema 2. */
+  char *kind;
+  char *params;
 } tun_record;
 
 /* A lookup's thread count that matches records of every count. */

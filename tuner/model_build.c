@@ -19,6 +19,7 @@
 #include "ir/struct.h"
 #include "tuner/build.h"
 #include "tuner/database.h"
+#include "tuner/library.h"
 #include "tuner/model_build.h"
 #include "tuner/task_scheduler.h"
 
@@ -139,6 +140,7 @@ typedef struct build_state {
   int nk, capk;
   int ntuned, ndefault, nspec, nrecord_unused;
   int nlayout_kept;     /* records whose layout rewrite was dropped (a non-constant input) */
+  int nlibrary;         /* kernels that are library calls (library records) */
   int npacked_weights, npacked_copies;
   int threads;          /* the thread count the build is for (records at it first) */
   int nother_threads;   /* kernels whose records were all of other thread counts */
@@ -218,6 +220,15 @@ static sch_traced *from_log(build_state *b, const char *key, const ir_func *f, c
     *nmaps = 0;
     ts_diag d;
     ts_diag_clear(&d);
+    if (tun_record_is_library(r, NULL, 0)) { /* a library call: no trace, no layout rewrite */
+      s = tun_record_schedule(r, f, &b->tg, &d);
+      if (s) b->nlibrary++;
+      if (!s && b->o->warn)
+        fprintf(b->o->warn, "tessel build: the %s record for %s [%s] (a library call) does not apply: %s; %s\n",
+                i ? "next best" : "best", f->name ? f->name : "?", key, d.msg,
+                i + 1 < n ? "trying the next best" : "default schedule");
+      continue;
+    }
     sch_trace *tr = sch_trace_from_json(r->trace, &d);
     int nm = tr ? sch_layout_maps_of_trace(tr, f, maps, 8, &d) : 0;
     if (nm > 0) {
@@ -642,6 +653,7 @@ static ts_status fill_result(const build_state *b, const tsrt_model_plan *plan, 
   r->threads = b->threads;
   r->nother_threads = b->nother_threads;
   r->nlayout_kept = b->nlayout_kept;
+  r->nlibrary = b->nlibrary;
   r->ncalls = plan->ncalls;
   r->ntensors = plan->ntensors;
   r->weights_bytes = plan->weights_bytes;

@@ -22,6 +22,7 @@
 #include "tuner/build.h"
 #include "tuner/rpc_runner.h"
 #include "tuner/task_scheduler.h"
+#include "tuner/library.h"
 
 /* ---- the scheduling state ------------------------------------------------------- */
 
@@ -295,8 +296,8 @@ void tun_tune_model_estimate(tun_tune_model_result *r) {
 void tun_tune_model_print(FILE *out, const tun_tune_model_result *r, const char *title) {
   if (!out) return;
   if (title) fprintf(out, "%s\n", title);
-  fprintf(out, "%3s  %-44s %6s %10s %12s %10s %7s\n", "ID", "task", "weight", "MFLOP", "best (ms)", "GFLOP/s",
-          "trials");
+  fprintf(out, "%3s  %-44s %6s %10s %12s %10s %7s %-14s\n", "ID", "task", "weight", "MFLOP", "best (ms)", "GFLOP/s",
+          "trials", "library");
   for (int i = 0; i < r->ntasks; i++) {
     const tun_model_task_status *t = &r->tasks[i];
     char lat[32], gf[32];
@@ -311,8 +312,10 @@ void tun_tune_model_print(FILE *out, const tun_tune_model_result *r, const char 
       snprintf(lat, sizeof lat, "-");
       snprintf(gf, sizeof gf, "-");
     }
-    fprintf(out, "%3d  %-44.44s %6d %10.3f %12s %10s %7d%s\n", i, t->name ? t->name : "?", t->weight,
-            t->flops * 1e-6, lat, gf, t->trials, t->dead ? "  (search exhausted)" : "");
+    char lib[40];
+    tun_library_cell(t->lib_seconds, t->lib, t->kernel_seconds, lib, sizeof lib);
+    fprintf(out, "%3d  %-44.44s %6d %10.3f %12s %10s %7d %-14s%s\n", i, t->name ? t->name : "?", t->weight,
+            t->flops * 1e-6, lat, gf, t->trials, lib, t->dead ? "  (search exhausted)" : "");
   }
   if (r->missing == r->ntasks)
     fprintf(out, "estimated end-to-end latency: - (no task measured yet)");
@@ -562,6 +565,8 @@ ts_status tun_tune_model(const tun_model_task *tasks, int n, const cg_target *t,
       const tun_record *b = tun_db_best_at(db, r->tasks[i].key, t->text, thr);
       r->tasks[i].best_seconds = b ? tun_record_mean(b) : 0;
       r->tasks[i].default_seconds = cnt ? logged_default(db, &tasks[i], t, idx, cnt) : 0;
+      tun_library_split(db, r->tasks[i].key, t->text, &r->tasks[i].lib_seconds, r->tasks[i].lib,
+                        sizeof r->tasks[i].lib, &r->tasks[i].kernel_seconds);
       ts_free(idx);
     }
     if (st) goto out;
@@ -612,6 +617,9 @@ ts_status tun_tune_model(const tun_model_task *tasks, int n, const cg_target *t,
     r->tasks[i].trials = tr.trials;
     if (tr.best_seconds > 0) r->tasks[i].best_seconds = tr.best_seconds;
     if (tr.baseline_seconds > 0 && r->tasks[i].default_seconds <= 0) r->tasks[i].default_seconds = tr.baseline_seconds;
+    r->tasks[i].lib_seconds = tr.lib_seconds;
+    r->tasks[i].kernel_seconds = tr.kernel_seconds;
+    snprintf(r->tasks[i].lib, sizeof r->tasks[i].lib, "%s", tr.lib);
     r->new_trials += tr.new_trials;
     r->rounds++;
     if (tr.cancelled) {

@@ -116,6 +116,10 @@ typedef struct tun_model_task_status {
   double best_seconds;    /* best verified latency; 0: none */
   double default_seconds; /* the default schedule's latency; 0: not measured */
   bool dead;
+  /* library candidates (tuner/library.h): the best library call's and the
+   * best generated kernel's latency (0: none), the library's name */
+  double lib_seconds, kernel_seconds;
+  char lib[16];
 } tun_model_task_status;
 
 typedef struct tun_tune_model_result {

@@ -16,7 +16,10 @@
  * tuning: measured, verified and logged like the others (one trial of the
  * budget), so the search starts from it and the log's best is never worse
  * than the default. A rerun finds it in the log by its scheduled-function
- * hash and takes the baseline from that record instead of measuring again. */
+ * hash and takes the baseline from that record instead of measuring again.
+ * Next come the library candidates (tuner/library.h): each library call
+ * that covers the task, one trial each, logged as a library record (a rerun
+ * finds it by its parameters' hash and does not measure it again). */
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,6 +34,7 @@
 #include "search/search.h"
 #include "tessel_config.h"
 #include "tuner/build.h"
+#include "tuner/library.h"
 #include "tuner/rpc_runner.h"
 #include "tuner/tune.h"
 #include "tuner/verify.h"
@@ -529,6 +533,7 @@ static void fill_result(const tun_db *db, const char *key, const char *target, i
   const tun_record *b = tun_db_best_at(db, key, target, threads);
   res->best_seconds = b ? tun_record_mean(b) : 0;
   res->best_gflops = res->best_seconds > 0 && flops > 0 ? flops / res->best_seconds * 1e-9 : 0;
+  tun_library_split(db, key, target, &res->lib_seconds, res->lib, sizeof res->lib, &res->kernel_seconds);
 }
 
 /* The cost model and the search of a run (r->model, r->evo). */
@@ -666,6 +671,71 @@ static ts_status run_default(tune_run *r, sch_traced *def, uint64_t def_hash, ts
   return st;
 }
 
+/* Library candidate c: built, measured and verified here, logged as a
+ * library record (an error record when any step fails). */
+static ts_status run_library_one(tune_run *r, const tun_lib_cand *c, ts_diag *d) {
+  char err[700] = "", path[96];
+  tun_record rec;
+  memset(&rec, 0, sizeof rec);
+  snprintf(path, sizeof path, "%s/lib.%s", r->dir, r->dev->artifact_ext);
+  ts_diag ld;
+  ts_diag_clear(&ld);
+  double bt0 = tsrt_now();
+  sch_traced *s = tun_library_schedule(r->f, r->t, c, &ld);
+  if (!s)
+    snprintf(err, sizeof err, "replay: library: %.600s", ld.msg);
+  else if (tun_build_shared_isolated(sch_traced_func(s), r->t, path, BUILD_TIMEOUT_S, &ld))
+    snprintf(err, sizeof err, "build: %.600s", ld.msg);
+  rec.build_secs = tsrt_now() - bt0;
+  sch_traced_free(s);
+  if (!err[0]) {
+    tsrt_measure_opts mo = cand_measure_opts(r);
+    mo.slow_stop_s = 0; /* the library is timed in full: it is what the table compares against */
+    measure_one(r->dev, path, &mo, r->f, &rec, err, sizeof err, r->res);
+  }
+  unlink(path);
+  rec.schema = TUN_LOG_SCHEMA;
+  memcpy(rec.workload_key, r->key, 17);
+  rec.workload = (char *)r->definition;
+  rec.target = (char *)r->target;
+  rec.time = (double)time(NULL);
+  rec.version = (char *)TESSEL_VERSION;
+  rec.trace_hash = c->hash;
+  rec.graph_opts = (char *)r->o->graph_opts;
+  rec.threads = r->threads;
+  rec.kind = (char *)TUN_KIND_LIBRARY;
+  rec.params = (char *)c->params;
+  rec.error = err[0] ? err : NULL;
+  if (rec.error) {
+    rec.verified = false;
+    rec.nruns = 0;
+  }
+  ts_diag ad;
+  ts_diag_clear(&ad);
+  ts_status as = tun_db_append(r->db, &rec, &ad);
+  if (as) return ts_diag_set(d, as, "tune: appending to %s: %s", r->o->log_path, ad.msg);
+  double mean = tun_record_mean(&rec);
+  r->have++;
+  r->run_done++;
+  r->res->new_trials++;
+  if (!rec.error && (r->best_s <= 0 || mean < r->best_s)) r->best_s = mean;
+  if (r->o->progress)
+    fprintf(r->o->progress, "%stune: library %s (%s): %s\n", r->o->progress_tty ? "\n" : "", c->fn, c->lib,
+            rec.error ? rec.error : "measured");
+  return TS_OK;
+}
+
+/* The library candidates not yet in the log, while the budget lasts. */
+static ts_status run_library(tune_run *r, ts_diag *d) {
+  if (r->o->no_library || r->o->rpc) return TS_OK;
+  tun_lib_cand cs[TUN_LIB_MAX_CANDS];
+  int n = tun_library_candidates(r->f, r->t, cs, TUN_LIB_MAX_CANDS);
+  ts_status st = TS_OK;
+  for (int i = 0; i < n && !st && r->have < r->o->trials; i++)
+    if (!tun_db_has_trace_at(r->db, r->key, r->target, cs[i].hash, r->threads)) st = run_library_one(r, &cs[i], d);
+  return st;
+}
+
 /* One batch of the search: proposed, replayed, measured, logged. *done is
  * set when the space is exhausted. */
 static ts_status run_batch(tune_run *r, bool *done, ts_diag *d) {
@@ -779,6 +849,7 @@ ts_status tun_tune(const ir_func *f, const char *definition, double flops, const
   r.best_s = bst ? tun_record_mean(bst) : 0;
   progress(o, r.have, o->trials, r.best_s, flops, r.t0, r.run_t0, 0, false);
   if (def) st = run_default(&r, def, def_hash, d);
+  if (!st) st = run_library(&r, d);
   bool done = false;
   while (!st && !done && !run_cancelled(&r) && r.have < o->trials) st = run_batch(&r, &done, d);
   if (o->progress_tty) progress(o, r.have, o->trials, r.best_s, flops, r.t0, r.run_t0, r.run_done, true);

@@ -44,6 +44,10 @@ typedef struct tun_tune_opts {
   tun_default_opts defaults;   /* --no-default-tiling (the baseline candidate) */
   int xgb_min_samples;         /* --xgb-min-samples N: random scores until N samples (0: the model's 50) */
   int xgb_max_rounds;          /* --xgb-max-rounds N: boosting rounds per update (0: the model's 150) */
+  /* --no-library: no library candidates (tuner/library.h). Off by default:
+   * a task a library covers gets each found library's call as a candidate
+   * after the default schedule, on a host llvm target and never through RPC. */
+  bool no_library;
   /* Embedding hooks (the C API's tessel_tune, include/tessel/tessel.h).
    * on_progress (NULL: none) is called in the calling thread before the
    * first batch, after every batch, and once at the end, with the records of
@@ -82,6 +86,10 @@ typedef struct tun_tune_result {
   double baseline_seconds_wall, resume_seconds;
   double search_replay_seconds, search_predict_seconds;
   long search_replays, search_cache_hits; /* replays done / served by the search's cache */
+  /* library candidates: the best library record's and the best trace
+   * record's mean seconds (0: none) and the library (tun_library_split) */
+  double lib_seconds, kernel_seconds;
+  char lib[16];
   bool cancelled;          /* on_progress or *cancel stopped the run (tun_tune_opts) */
 } tun_tune_result;
 

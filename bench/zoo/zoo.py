@@ -196,7 +196,7 @@ def model_rows(a, name):
         return [one]
     so = os.path.join(a.out_dir, name + ".so")
     t0 = time.time()
-    rc, _, err = sh([a.tessel, "build", model, "-o", so], a.build_timeout)
+    rc, _, err = sh([a.tessel, "build", model, "-o", so] + a.build_arg, a.build_timeout)
     build_s = time.time() - t0
     if rc != 0:
         one["imports"], one["builds"], one["note"] = True, False, "build: " + first_line(err, model)
@@ -257,6 +257,8 @@ def main():
     ap.add_argument("--no-run", action="store_true", help="import and build only (a quick status)")
     ap.add_argument("--status", help="also write each model's first refusal here")
     ap.add_argument("--context", default="", help="a line printed above the table (machine, peak)")
+    ap.add_argument("--build-arg", action="append", default=[],
+                    help="one more argument of `tessel build` (repeat it: --build-arg=--log --build-arg=LOG)")
     a = ap.parse_args()
     a.threads = [int(x) for x in a.threads.split(",")]
     a.batches = [int(x) for x in a.batches.split(",")]

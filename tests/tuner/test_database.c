@@ -104,7 +104,7 @@ START_TEST(round_trip_every_field) {
   ck_assert_int_eq(nwarn, 0);
   ck_assert_int_eq(tun_db_count(db), 2);
   const tun_record *r = tun_db_get(db, 0);
-  ck_assert_int_eq(r->schema, TUN_LOG_SCHEMA);
+  ck_assert_int_eq(r->schema, TUN_LOG_SCHEMA_TRACE); /* a trace record is written as schema 1 */
   ck_assert_str_eq(r->workload_key, KEY_A);
   ck_assert_str_eq(r->workload, a.workload);
   ck_assert_str_eq(r->target, a.target);

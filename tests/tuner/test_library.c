@@ -1,0 +1,278 @@
+/* test_library.c — library candidates (tuner/library.h, docs/TUNING.md
+ * "Library candidates"): `tessel tune` measures the OpenBLAS / oneDNN call of
+ * a matrix product as candidates, verified against the interpreter, and logs
+ * them as library records (schema 2, kind "library", the call's parameters,
+ * no trace); odd and prime extents, a batched product (a loop of calls), a
+ * matrix-vector product (sgemv), a fused epilogue (dense: bias and
+ * activation after the call) and the int8 products (oneDNN's u8s8s32 and
+ * s8s8s32 gemm). A log whose library record is the best (the
+ * other records' times scaled up by a script, so the winner does not depend
+ * on the machine's noise) is replayed by `tessel build --log` into an
+ * artifact that links the library (readelf: NEEDED), and by `tessel bench
+ * --log`, whose output matches the interpreter; --no-library logs none and
+ * its build links nothing. A model (mlp.onnx) tuned the same way builds into
+ * a library that links the library and equals onnxruntime; built without
+ * the log it has no such dependency. The database's side: a library record
+ * round-trips, a trace record is still written as schema 1, an unknown kind
+ * is skipped with its name. argv[1]: the tessel binary. */
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "tessel_config.h"
+#include "tuner/database.h"
+#include "util/run.h"
+
+static const char *tessel, *models, *root;
+static char tmpdir[256], python[TR_PATH_MAX], ort_script[TR_PATH_MAX];
+
+/* Lines of path containing needle. */
+static int count_in(const char *path, const char *needle) {
+  char *s = tr_slurp(path);
+  ck_assert_msg(s != NULL, "read %s", path);
+  int n = 0;
+  for (char *p = s; (p = strstr(p, needle)); p += strlen(needle)) n++;
+  free(s);
+  return n;
+}
+
+/* The NEEDED entries of a shared library, as readelf prints them. */
+static char *needed(const char *so) {
+  tr_result r = tr_sh(tmpdir, "readelf -d '%s'", so);
+  ck_assert_msg(r.status == 0, "readelf %s: %s", so, r.err);
+  char *s = strdup(r.out ? r.out : "");
+  tr_result_free(&r);
+  return s;
+}
+
+/* Rewrites log so every non-library record is 1000x slower: the best
+ * record is then a library call whatever the machine's noise did. */
+static void make_library_win(const char *log) {
+  tr_ok(tr_sh(tmpdir,
+              "'%s' -c \"import json,sys; p='%s'; L=[json.loads(l) for l in open(p)]; "
+              "[r.__setitem__('run_secs', [x*1000 for x in r['run_secs']]) for r in L if r.get('kind') != 'library']; "
+              "open(p,'w').write(''.join(json.dumps(r)+chr(10) for r in L))\"",
+              python, log),
+        "scaling the log");
+}
+
+/* Tunes spec with `trials` trials into log; each library candidate must be
+ * logged verified and error-free. Returns the number of library records. */
+static int tune_spec(const char *spec, int trials, const char *log, const char *extra) {
+  tr_ok(tr_sh(tmpdir, "'%s' tune '%s' --trials %d --log '%s' --repeat 2 --min-repeat-ms 1 --threads 1 %s", tessel, spec,
+              trials, log, extra),
+        spec);
+  int lib = count_in(log, "\"kind\":\"library\"");
+  int libbad = 0;
+  char *s = tr_slurp(log);
+  for (char *l = s; l && *l;) {
+    char *e = strchr(l, '\n');
+    if (e) *e = 0;
+    if (strstr(l, "\"kind\":\"library\"") && (!strstr(l, "\"error\":null") || !strstr(l, "\"verified\":true") ||
+                                             !strstr(l, "\"schema\":2") || !strstr(l, "\"trace\":null"))) {
+      fprintf(stderr, "bad library record: %.600s\n", l);
+      libbad++;
+    }
+    l = e ? e + 1 : NULL;
+  }
+  free(s);
+  ck_assert_msg(libbad == 0, "%s: %d library records with an error or unverified", spec, libbad);
+  return lib;
+}
+
+static int nlibs(void) { return (TESSEL_HAVE_OPENBLAS ? 1 : 0) + (TESSEL_HAVE_DNNL ? 1 : 0); }
+
+START_TEST(library_record_wins_and_links) {
+  char log[400], so[400], so0[400], log0[400];
+  snprintf(log, sizeof log, "%s/mm.jsonl", tmpdir);
+  snprintf(so, sizeof so, "%s/mm.so", tmpdir);
+  const char *spec = "matmul:m=37,n=29,k=41";
+  ck_assert_int_eq(tune_spec(spec, 1 + nlibs(), log, ""), nlibs());
+  ck_assert_int_eq(count_in(log, "\"schema\":1"), 1); /* the default schedule: a trace record, schema 1 */
+  make_library_win(log);
+  tr_result r = tr_sh(tmpdir, "'%s' build '%s' --log '%s' -o '%s'", tessel, spec, log, so);
+  ck_assert_msg(r.status == 0, "build: %s", r.err);
+  ck_assert_msg(strstr(r.err, "(library "), "the build did not use the library record: %s", r.err);
+  bool blas = strstr(r.err, "cblas_") != NULL;
+  tr_result_free(&r);
+  char *ne = needed(so);
+  ck_assert_msg(strstr(ne, blas ? "libopenblas" : "libdnnl"), "the artifact does not link the library: %s", ne);
+  free(ne);
+  r = tr_sh(tmpdir, "'%s' bench '%s' --log '%s' --repeat 1 --min-repeat-ms 1", tessel, spec, log);
+  ck_assert_msg(r.status == 0 && strstr(r.out, "output matches the reference interpreter"), "bench: %s %s", r.out,
+                r.err);
+  tr_result_free(&r);
+  /* --no-library: no library record, and the build links no library */
+  snprintf(log0, sizeof log0, "%s/mm0.jsonl", tmpdir);
+  snprintf(so0, sizeof so0, "%s/mm0.so", tmpdir);
+  ck_assert_int_eq(tune_spec(spec, 2, log0, "--no-library"), 0);
+  tr_ok(tr_sh(tmpdir, "'%s' build '%s' --log '%s' -o '%s'", tessel, spec, log0, so0), "build without library");
+  ne = needed(so0);
+  ck_assert_msg(!strstr(ne, "openblas") && !strstr(ne, "dnnl"), "a build without library records links: %s", ne);
+  free(ne);
+}
+END_TEST
+
+/* The general case: batched (a loop of calls at offsets), a vector product,
+ * a fused epilogue, odd and prime extents; each candidate verified. */
+START_TEST(library_shapes_verified) {
+  static const char *const specs[] = {"batch_matmul:b=3,m=17,n=19,k=23", "matmul:m=1,n=67,k=53",
+                                      "matmul:m=61,n=1,k=47", "dense:m=5,n=7,k=11",
+                                      "matmul_u8s8:m=37,n=29,k=41", "matmul_int8:m=13,n=31,k=7"};
+  int dnnl = TESSEL_HAVE_DNNL ? 1 : 0;
+  const int want[] = {nlibs(), nlibs(), nlibs(), nlibs(), dnnl, dnnl}; /* int8: oneDNN only */
+  for (int i = 0; i < 6; i++) {
+    char log[400];
+    snprintf(log, sizeof log, "%s/shape%d.jsonl", tmpdir, i);
+    int n = tune_spec(specs[i], 1 + want[i], log, "");
+    ck_assert_msg(n == want[i], "%s: %d library records, %d expected", specs[i], n, want[i]);
+  }
+  /* an operand computed in the task (a transpose into an allocation, as
+   * BERT's attention products): the call reads the allocation */
+  char dsl[400], log6[400];
+  snprintf(dsl, sizeof dsl, "%s/tp_mm.tsl", tmpdir);
+  snprintf(log6, sizeof log6, "%s/shape6.jsonl", tmpdir);
+  FILE *f = fopen(dsl, "w");
+  ck_assert_ptr_nonnull(f);
+  fputs("func tp_mm(in0: f32[6, 9], in1: f32[6, 5]) -> out0: f32[9, 5] {\n"
+        "  block root() {\n"
+        "    alloc t0: f32[9, 6]\n"
+        "    for i in serial(0, 9) { for j in serial(0, 6) {\n"
+        "      block t0(vi: S(0, 9) = i, vj: S(0, 6) = j) {\n"
+        "        reads in0[vj, vi]\n        writes t0[vi, vj]\n"
+        "        t0[vi, vj] = in0[vj, vi]\n      } } }\n"
+        "    for i in serial(0, 9) { for j in serial(0, 5) { for r in serial(0, 6) {\n"
+        "      block out0(vi: S(0, 9) = i, vj: S(0, 5) = j, vr: R(0, 6) = r) {\n"
+        "        reads t0[vi, vr], in1[vr, vj]\n        writes out0[vi, vj]\n"
+        "        init { out0[vi, vj] = 0.0 }\n"
+        "        out0[vi, vj] = out0[vi, vj] + t0[vi, vr] * in1[vr, vj]\n      } } } }\n"
+        "  }\n}\n",
+        f);
+  fclose(f);
+  ck_assert_int_eq(tune_spec(dsl, 1 + nlibs(), log6, ""), nlibs());
+  /* the vector products call sgemv */
+  char log[400];
+  snprintf(log, sizeof log, "%s/shape1.jsonl", tmpdir);
+  if (TESSEL_HAVE_OPENBLAS) ck_assert_int_eq(count_in(log, "cblas_sgemv"), 1);
+}
+END_TEST
+
+/* A model: tuned with library candidates, built from a log where they win,
+ * equal to onnxruntime; built without a log, no library dependency. */
+START_TEST(model_links_library_only_with_records) {
+  char log[400], so[400], so0[400], dir[400];
+  snprintf(log, sizeof log, "%s/mlp.jsonl", tmpdir);
+  snprintf(so, sizeof so, "%s/mlp.so", tmpdir);
+  snprintf(so0, sizeof so0, "%s/mlp0.so", tmpdir);
+  snprintf(dir, sizeof dir, "%s/mlp_run", tmpdir);
+  tr_ok(tr_sh(tmpdir, "'%s' tune-model '%s/mlp.onnx' --trials %d --log '%s' --repeat 2 --min-repeat-ms 1 --threads 1",
+              tessel, models, 3 * (1 + nlibs()), log),
+        "tune-model");
+  ck_assert_int_eq(count_in(log, "\"kind\":\"library\""), 3 * nlibs());
+  make_library_win(log);
+  tr_result r = tr_sh(tmpdir, "'%s' build '%s/mlp.onnx' --log '%s' -o '%s'", tessel, models, log, so);
+  ck_assert_msg(r.status == 0 && strstr(r.out, "3 of the tuned ones call a library"), "model build: %s %s", r.out,
+                r.err);
+  tr_result_free(&r);
+  char *ne = needed(so);
+  ck_assert_msg(strstr(ne, "openblas") || strstr(ne, "dnnl"), "the model does not link the library: %s", ne);
+  free(ne);
+  tr_ok(tr_sh(tmpdir, "'%s' '%s' '%s/mlp.onnx' '%s/in' '%s/ref' --random 3", python, ort_script, models, dir, dir),
+        "ort_run.py");
+  tr_ok(tr_sh(tmpdir, "'%s' run '%s' --input 'x=%s/in/x.npy' --output-dir '%s/out'", tessel, so, dir, dir),
+        "tessel run");
+  r = tr_sh(tmpdir, "'%s' -c \"import numpy as n; a=n.load('%s/out/y.npy'); b=n.load('%s/ref/y.npy'); "
+            "print(float(abs(a.astype('f8')-b).max() / max(abs(b).max(), 1e-30)))\"", python, dir, dir);
+  ck_assert_msg(r.status == 0, "compare: %s", r.err);
+  double e = atof(r.out);
+  tr_result_free(&r);
+  fprintf(stderr, "mlp with library kernels vs onnxruntime: max abs error / max |ref| %.3g\n", e);
+  ck_assert_msg(e <= 1e-5, "relative error %g", e);
+  tr_ok(tr_sh(tmpdir, "'%s' build '%s/mlp.onnx' -o '%s'", tessel, models, so0), "model build without a log");
+  ne = needed(so0);
+  ck_assert_msg(!strstr(ne, "openblas") && !strstr(ne, "dnnl"), "a model without library records links: %s", ne);
+  free(ne);
+}
+END_TEST
+
+START_TEST(library_record_roundtrip) {
+  tun_record r;
+  memset(&r, 0, sizeof r);
+  memcpy(r.workload_key, "0123456789abcdef", 17);
+  r.workload = "matmul:m=2,n=2,k=2";
+  r.target = "llvm";
+  r.nruns = 1;
+  r.run_secs[0] = 1e-6;
+  r.verified = true;
+  r.version = "0.1.0";
+  r.trace_hash = 0x1234;
+  r.kind = TUN_KIND_LIBRARY;
+  r.params = "{\"call\":\"cblas_sgemm\",\"lib\":\"openblas\"}";
+  char *js = tun_record_to_json(&r);
+  ck_assert_ptr_nonnull(js);
+  ck_assert_ptr_nonnull(strstr(js, "\"schema\":2"));
+  ck_assert_ptr_nonnull(strstr(js, "\"trace\":null"));
+  tun_record back;
+  ts_diag d;
+  ts_diag_clear(&d);
+  ck_assert_int_eq(tun_record_from_json(js, &back, &d), TS_OK);
+  ck_assert_str_eq(back.kind, TUN_KIND_LIBRARY);
+  ck_assert_str_eq(back.params, r.params);
+  ck_assert_ptr_null(back.trace);
+  tun_record_fini(&back);
+  /* an unknown kind is refused, naming it; a library record without params too */
+  char *bad = strdup(js);
+  char *k = strstr(bad, "\"kind\":\"library\"");
+  memcpy(k, "\"kind\":\"libxxxx\"", 16);
+  ts_diag_clear(&d);
+  ck_assert_int_eq(tun_record_from_json(bad, &back, &d), TS_EUNSUPPORTED);
+  ck_assert_ptr_nonnull(strstr(d.msg, "libxxxx"));
+  free(bad);
+  ts_diag_clear(&d);
+  ck_assert_int_eq(tun_record_from_json("{\"schema\":2,\"workload_key\":\"0123456789abcdef\",\"workload\":\"w\","
+                                        "\"target\":\"llvm\",\"trace\":null,\"run_secs\":[1e-6],\"build_secs\":0,"
+                                        "\"error\":null,\"verified\":true,\"time\":0,\"version\":\"v\","
+                                        "\"trace_hash\":\"0000000000000001\",\"kind\":\"library\"}",
+                                        &back, &d),
+                   TS_EPARSE);
+  /* a trace record is written as schema 1 */
+  r.kind = r.params = NULL;
+  r.trace = "[[],[]]";
+  ts_free(js);
+  js = tun_record_to_json(&r);
+  ck_assert_ptr_nonnull(strstr(js, "\"schema\":1"));
+  ck_assert_ptr_null(strstr(js, "\"kind\""));
+  ts_free(js);
+}
+END_TEST
+
+int main(int argc, char **argv) {
+  if (argc < 2) {
+    fprintf(stderr, "usage: %s TESSEL\n", argv[0]);
+    return 2;
+  }
+  tessel = argv[1];
+  if (!tr_model_env(&models, &root, python, ort_script)) return 1;
+  snprintf(tmpdir, sizeof tmpdir, "/tmp/tessel_library_XXXXXX");
+  if (!mkdtemp(tmpdir)) return 2;
+  Suite *s = suite_create("library");
+  TCase *tc = tcase_create("library");
+  tcase_set_timeout(tc, 600);
+  tcase_add_test(tc, library_record_roundtrip);
+  if (nlibs() > 0) { /* a tessel built without OpenBLAS and oneDNN has no library candidates */
+    tcase_add_test(tc, library_record_wins_and_links);
+    tcase_add_test(tc, library_shapes_verified);
+    tcase_add_test(tc, model_links_library_only_with_records);
+  } else {
+    fprintf(stderr, "test_library: built without OpenBLAS and oneDNN: only the record format is tested\n");
+  }
+  suite_add_tcase(s, tc);
+  SRunner *sr = srunner_create(s);
+  srunner_run_all(sr, CK_NORMAL);
+  int failures = srunner_ntests_failed(sr);
+  srunner_free(sr);
+  if (!failures) tr_rmtree(tmpdir);
+  return failures ? 1 : 0;
+}
