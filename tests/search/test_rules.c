@@ -37,6 +37,23 @@ static sch_trace **sketches_with(const ir_func *f, const srch_space_opts *o, int
   return sk;
 }
 
+/* Builds candidate ts of f into path, runs it in a fork and verifies its
+ * outputs against the interpreter on f. */
+static void build_run_verify(const ir_func *f, sch_traced *ts, const char *path, const char *what) {
+  cg_target t = host();
+  ts_diag d;
+  ts_diag_clear(&d);
+  ck_assert_msg(tun_build_shared(sch_traced_func(ts), &t, path, &d) == TS_OK, "%s: %s", what, d.msg);
+  tsrt_measure_opts mo = {.repeat = 1, .number = 1, .timeout_s = 30, .seed = 3, .want_outputs = true};
+  tsrt_measure_result res;
+  tsrt_measure_forked(path, &mo, &res);
+  ck_assert_msg(res.status == TS_OK, "%s: %s", what, res.error);
+  tun_verify_result vr;
+  ck_assert_int_eq(tun_verify(f, 3, res.outputs, res.outputs_bytes, &vr, &d), TS_OK);
+  ck_assert_msg(vr.matched, "%s: %s", what, vr.detail);
+  tsrt_result_fini(&res);
+}
+
 /* The host target's f32 vector lanes. */
 static int64_t lanes(void) {
   cg_target t = host();
@@ -362,17 +379,7 @@ START_TEST(test_vector_block) {
           sch_traced_free(ts);
           continue;
         }
-        if (vectorized++ == 0) { /* build one, run it, verify it */
-          ck_assert_msg(tun_build_shared(sch_traced_func(ts), &t, path, &d) == TS_OK, "%s", d.msg);
-          tsrt_measure_opts mo = {.repeat = 1, .number = 1, .timeout_s = 30, .seed = 3, .want_outputs = true};
-          tsrt_measure_result res;
-          tsrt_measure_forked(path, &mo, &res);
-          ck_assert_msg(res.status == TS_OK, "%s", res.error);
-          tun_verify_result vr;
-          ck_assert_int_eq(tun_verify(f, 3, res.outputs, res.outputs_bytes, &vr, &d), TS_OK);
-          ck_assert_msg(vr.matched, "%s: %s", cases[c], vr.detail);
-          tsrt_result_fini(&res);
-        }
+        if (vectorized++ == 0) build_run_verify(f, ts, path, cases[c]); /* one of them */
         sch_traced_free(ts);
       }
     }
@@ -412,15 +419,7 @@ START_TEST(test_build_candidate) {
     sch_traced *ts = NULL;
     for (int k = 0; k < 20 && !ts; k++) ts = srch_instantiate(sk[s], f, &t, true, (uint64_t)(k + 11), &d);
     ck_assert_msg(ts != NULL, "sketch %d: %s", s, d.msg);
-    ck_assert_msg(tun_build_shared(sch_traced_func(ts), &t, path, &d) == TS_OK, "%s", d.msg);
-    tsrt_measure_opts mo = {.repeat = 1, .number = 1, .timeout_s = 30, .seed = 3, .want_outputs = true};
-    tsrt_measure_result res;
-    tsrt_measure_forked(path, &mo, &res);
-    ck_assert_msg(res.status == TS_OK, "%s", res.error);
-    tun_verify_result vr;
-    ck_assert_int_eq(tun_verify(f, 3, res.outputs, res.outputs_bytes, &vr, &d), TS_OK);
-    ck_assert_msg(vr.matched, "sketch %d: %s", s, vr.detail);
-    tsrt_result_fini(&res);
+    build_run_verify(f, ts, path, "matmul:m=67,n=45,k=33");
     sch_traced_free(ts);
     built++;
   }
