@@ -124,6 +124,11 @@ static bool last_index_only(const ir_block *blk, const ir_var *v) {
   return true;
 }
 
+static bool count_tileable(void *ctx, const ir_stmt *s) {
+  if (s->kind == IR_BLOCK_REALIZE && srch_block_is_tileable_reduction(s->u.realize.block)) ++*(int *)ctx;
+  return true;
+}
+
 /* The vector-block variant's candidate widths for iter `iter` (the innermost
  * spatial one): multiples of the vector lanes dividing its extent, at most
  * max_innermost, when it is last-index-only (a channel block). Returns the
@@ -136,6 +141,13 @@ static int vector_block_widths(const srch_rule_ctx *c, const ir_block *blk, int 
   int vbits = c->target && c->target->vector_bits ? c->target->vector_bits : 128;
   int64_t lanes = bits > 0 && bits <= vbits ? vbits / bits : 1;
   if (lanes <= 1 || ext % lanes || !last_index_only(blk, it->var)) return 0;
+  /* one tileable reduction in the function only: with several (Winograd's
+   * transforms and batched matmul) the variant would double the sketches
+   * per block, multiplying the space */
+  int ntile = 0;
+  ir_visitor vis = {.stmt = count_tileable, .ctx = &ntile};
+  ir_visit_stmt(&vis, c->func->body);
+  if (ntile > 1) return 0;
   int n = 0;
   for (int64_t f = lanes; f <= c->max_innermost && f <= ext && n < cap; f += lanes)
     if (ext % f == 0) w[n++] = f;
