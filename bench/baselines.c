@@ -18,12 +18,24 @@
  *                                             conv tessel's conv2d_nhwc_u8s8 computes)
  *   bench_baselines peak_vnni                  this core's AVX-512 VNNI peak: independent
  *                                             vpdpbusd zmm chains (GOP/s, 128 per call)
+ *   bench_baselines peak_fma THREADS           the fp32 FMA peak: 16 independent vfmadd231ps
+ *                                             zmm chains per thread (GFLOP/s, 32 per FMA)
+ *   bench_baselines read_bw THREADS            DRAM read bandwidth: each thread streams its
+ *                                             slice of a 1 GiB buffer with zmm loads (GB/s)
+ *   bench_baselines dwconv N C H W R S STRIDE PAD THREADS
+ *                                             oneDNN depthwise convolution (groups = C),
+ *                                             layouts chosen by oneDNN (format any)
+ *   bench_baselines sgemv K N THREADS          OpenBLAS y[N] = x[K] . B[K,N] (cblas_sgemv,
+ *                                             B row-major); prints GB/s of B read, seconds
  *
- * Prints one line: "<GFLOP/s> <median seconds>", FLOPs counted like tessel's
+ * Prints one line: "<GFLOP/s> <median seconds>" (GB/s for read_bw and sgemv), FLOPs counted like tessel's
  * workloads (multiply-add = 2; softmax 5 per element). Timing: warm-up, then
  * the median of 7 repeats of at least 100 ms. Threads: openblas_set_num_threads
  * and omp_set_num_threads (oneDNN's OpenMP runtime). Never part of the tests. */
 #include <cblas.h>
+#include <immintrin.h>
+#include <pthread.h>
+#include <stdbool.h>
 #include <oneapi/dnnl/dnnl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -87,6 +99,75 @@ __attribute__((target("avx512f,avx512vnni"))) static void run_peak(void *p) {
   *sink += 1;
 }
 
+/* ---- the fp32 FMA peak and the read bandwidth, on THREADS pthreads ---- */
+#define FMA_ITERS 4096
+#define FMA_CALLS 64 /* per thread and call: about 2 ms */
+__attribute__((target("avx512f"))) static void fma_loop(int *sink) {
+  __asm__ volatile("vpxord %%zmm0, %%zmm0, %%zmm0\n" ::: "xmm0");
+  for (int i = 0; i < FMA_ITERS; i++)
+    __asm__ volatile(
+        "vfmadd231ps %%zmm30, %%zmm31, %%zmm0\n vfmadd231ps %%zmm30, %%zmm31, %%zmm1\n"
+        "vfmadd231ps %%zmm30, %%zmm31, %%zmm2\n vfmadd231ps %%zmm30, %%zmm31, %%zmm3\n"
+        "vfmadd231ps %%zmm30, %%zmm31, %%zmm4\n vfmadd231ps %%zmm30, %%zmm31, %%zmm5\n"
+        "vfmadd231ps %%zmm30, %%zmm31, %%zmm6\n vfmadd231ps %%zmm30, %%zmm31, %%zmm7\n"
+        "vfmadd231ps %%zmm30, %%zmm31, %%zmm8\n vfmadd231ps %%zmm30, %%zmm31, %%zmm9\n"
+        "vfmadd231ps %%zmm30, %%zmm31, %%zmm10\n vfmadd231ps %%zmm30, %%zmm31, %%zmm11\n"
+        "vfmadd231ps %%zmm30, %%zmm31, %%zmm12\n vfmadd231ps %%zmm30, %%zmm31, %%zmm13\n"
+        "vfmadd231ps %%zmm30, %%zmm31, %%zmm14\n vfmadd231ps %%zmm30, %%zmm31, %%zmm15\n" ::
+            : "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9", "xmm10", "xmm11",
+              "xmm12", "xmm13", "xmm14", "xmm15");
+  *sink += 1;
+}
+
+#define BW_BYTES ((size_t)1 << 30)
+typedef struct par_ctx {
+  int threads, mode; /* mode 0: FMA loop, 1: read stream */
+  const float *buf;
+  float sums[64];
+  int sink[64];
+} par_ctx;
+typedef struct par_arg {
+  par_ctx *c;
+  int t;
+} par_arg;
+
+__attribute__((target("avx512f"))) static float read_slice(const float *p, size_t n) {
+  __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+  for (size_t i = 0; i + 64 <= n; i += 64) {
+    a0 = _mm512_add_ps(a0, _mm512_load_ps(p + i));
+    a1 = _mm512_add_ps(a1, _mm512_load_ps(p + i + 16));
+    a2 = _mm512_add_ps(a2, _mm512_load_ps(p + i + 32));
+    a3 = _mm512_add_ps(a3, _mm512_load_ps(p + i + 48));
+  }
+  return _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)));
+}
+
+static void *par_worker(void *p) {
+  par_arg *a = p;
+  par_ctx *c = a->c;
+  if (c->mode == 0) {
+    for (int k = 0; k < FMA_CALLS; k++) fma_loop(&c->sink[a->t]);
+  } else {
+    size_t n = BW_BYTES / sizeof(float) / (size_t)c->threads;
+    c->sums[a->t] += read_slice(c->buf + n * (size_t)a->t, n);
+  }
+  return NULL;
+}
+
+/* One call: every thread runs its part once (threads started per call, as
+ * a fork-join pool's cost is not what is measured: each part is >= 1 ms). */
+static void run_par(void *p) {
+  par_ctx *c = p;
+  pthread_t th[64];
+  par_arg args[64];
+  for (int t = 0; t < c->threads; t++) {
+    args[t] = (par_arg){c, t};
+    if (t && pthread_create(&th[t], NULL, par_worker, &args[t])) exit(2);
+  }
+  par_worker(&args[0]);
+  for (int t = 1; t < c->threads; t++) pthread_join(th[t], NULL);
+}
+
 /* ---- sgemm ---- */
 typedef struct gemm_ctx {
   int M, N, K;
@@ -97,6 +178,16 @@ static void run_gemm(void *p) {
   gemm_ctx *c = p;
   cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, c->M, c->N, c->K, 1.0f, c->A, c->K, c->B, c->N,
               0.0f, c->C, c->N);
+}
+
+typedef struct gemv_ctx {
+  int K, N;
+  float *x, *B, *y;
+} gemv_ctx;
+
+static void run_gemv(void *p) {
+  gemv_ctx *c = p;
+  cblas_sgemv(CblasRowMajor, CblasTrans, c->K, c->N, 1.0f, c->B, c->N, c->x, 1, 0.0f, c->y, 1);
 }
 
 /* ---- oneDNN ---- */
@@ -140,6 +231,32 @@ int main(int argc, char **argv) {
     printf("%.2f %.6g\n", 24.0 * 128 * PEAK_ITERS / t * 1e-9, t);
     return 0;
   }
+  if ((!strcmp(argv[1], "peak_fma") || !strcmp(argv[1], "read_bw")) && argc == 3) {
+    par_ctx c = {.threads = atoi(argv[2]), .mode = !strcmp(argv[1], "read_bw")};
+    if (c.threads < 1 || c.threads > 64) goto usage;
+    if (c.mode) {
+      float *b = aligned_alloc(64, BW_BYTES);
+      if (!b) return 2;
+      tsrt_fill_random(TSRT_F32, b, (int64_t)(BW_BYTES / sizeof(float)), 1);
+      c.buf = b;
+    }
+    double t = median_seconds(run_par, &c);
+    if (c.mode) printf("%.2f %.6g\n", (double)BW_BYTES / t * 1e-9, t);
+    else printf("%.2f %.6g\n", c.threads * 16.0 * 32 * FMA_ITERS * FMA_CALLS / t * 1e-9, t);
+    return 0;
+  }
+  if (!strcmp(argv[1], "sgemv") && argc == 5) {
+    int K = atoi(argv[2]), N = atoi(argv[3]);
+    openblas_set_num_threads(atoi(argv[4]));
+    gemv_ctx c = {K, N, aligned_alloc(64, sizeof(float) * (size_t)K + 64),
+                  aligned_alloc(64, sizeof(float) * (size_t)K * (size_t)N + 64),
+                  aligned_alloc(64, sizeof(float) * (size_t)N + 64)};
+    tsrt_fill_random(TSRT_F32, c.x, K, 1);
+    tsrt_fill_random(TSRT_F32, c.B, (int64_t)K * N, 2);
+    double t = median_seconds(run_gemv, &c);
+    printf("%.2f %.6g\n", 4.0 * K * N / t * 1e-9, t);
+    return 0;
+  }
   if (!strcmp(argv[1], "sgemm") && argc == 6) {
     gemm_ctx c = {atoi(argv[2]), atoi(argv[3]), atoi(argv[4]), NULL, NULL, NULL};
     openblas_set_num_threads(atoi(argv[5]));
@@ -152,19 +269,23 @@ int main(int argc, char **argv) {
     printf("%.2f %.6g\n", 2.0 * c.M * c.N * c.K / t * 1e-9, t);
     return 0;
   }
-  if (!strcmp(argv[1], "conv") && argc == 12) {
-    int n = atoi(argv[2]), ch = atoi(argv[3]), h = atoi(argv[4]), w = atoi(argv[5]), k = atoi(argv[6]);
-    int r = atoi(argv[7]), s = atoi(argv[8]), stride = atoi(argv[9]), pad = atoi(argv[10]);
-    omp_set_num_threads(atoi(argv[11]));
+  bool dw = !strcmp(argv[1], "dwconv") && argc == 11;
+  if ((!strcmp(argv[1], "conv") && argc == 12) || dw) {
+    char **v = argv + 2; /* dwconv has no K: the channel count */
+    int n = atoi(v[0]), ch = atoi(v[1]), h = atoi(v[2]), w = atoi(v[3]), k = dw ? ch : atoi(v[4]);
+    if (dw) v--;
+    int r = atoi(v[5]), s = atoi(v[6]), stride = atoi(v[7]), pad = atoi(v[8]);
+    omp_set_num_threads(atoi(v[9]));
     int p = (h + 2 * pad - r) / stride + 1, q = (w + 2 * pad - s) / stride + 1;
     dnnl_engine_t eng;
     dnnl_stream_t stream;
     CHECK(dnnl_engine_create(&eng, dnnl_cpu, 0));
     CHECK(dnnl_stream_create(&stream, eng, dnnl_stream_default_flags));
     dnnl_memory_desc_t src, wei, dst;
-    dnnl_dims_t sd = {n, ch, h, w}, wd = {k, ch, r, s}, dd = {n, k, p, q};
+    dnnl_dims_t sd = {n, ch, h, w}, wd = {k, ch, r, s}, dd = {n, k, p, q}, gwd = {ch, 1, 1, r, s};
     CHECK(dnnl_memory_desc_init_by_tag(&src, 4, sd, dnnl_f32, dnnl_format_tag_any));
-    CHECK(dnnl_memory_desc_init_by_tag(&wei, 4, wd, dnnl_f32, dnnl_format_tag_any));
+    if (dw) CHECK(dnnl_memory_desc_init_by_tag(&wei, 5, gwd, dnnl_f32, dnnl_format_tag_any));
+    else CHECK(dnnl_memory_desc_init_by_tag(&wei, 4, wd, dnnl_f32, dnnl_format_tag_any));
     CHECK(dnnl_memory_desc_init_by_tag(&dst, 4, dd, dnnl_f32, dnnl_format_tag_any));
     dnnl_dims_t st = {stride, stride}, pl = {pad, pad}, pr = {pad, pad};
     dnnl_convolution_desc_t cd;
@@ -179,7 +300,7 @@ int main(int argc, char **argv) {
     c.args[2] = (dnnl_exec_arg_t){DNNL_ARG_DST, make_mem(dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0), eng, 3)};
     CHECK(dnnl_primitive_create(&c.prim, pd));
     double t = median_seconds(run_dnnl, &c);
-    printf("%.2f %.6g\n", 2.0 * n * k * p * q * ch * r * s / t * 1e-9, t);
+    printf("%.2f %.6g\n", 2.0 * n * k * p * q * (dw ? 1 : ch) * r * s / t * 1e-9, t);
     return 0;
   }
   if (!strcmp(argv[1], "conv_u8s8") && argc == 12) {
@@ -264,6 +385,7 @@ int main(int argc, char **argv) {
 usage:
   fprintf(stderr, "usage: bench_baselines sgemm M N K THREADS | conv N C H W K R S STRIDE PAD THREADS | "
                   "softmax M N THREADS | matmul_s8 M N K THREADS | matmul_u8s8 M N K THREADS | "
-                  "conv_u8s8 N C H W K R S STRIDE PAD THREADS | peak_vnni\n");
+                  "conv_u8s8 N C H W K R S STRIDE PAD THREADS | peak_vnni | "
+                  "peak_fma THREADS | read_bw THREADS | dwconv N C H W R S STRIDE PAD THREADS | sgemv K N THREADS\n");
   return 2;
 }

@@ -171,6 +171,38 @@ static void ref_conv2d_nhwc_u8s8(const ir_wl_inst *w, ir_tensor *a) {
         }
 }
 
+/* conv2d_nchwc and depthwise_conv2d_nchwc (layouts in workloads.c,
+ * wl_sig_blocked); the DSL's reduction order: co, ri, si, cv. */
+static void ref_conv_blocked(const ir_wl_inst *w, ir_tensor *a) {
+  bool dw = !strcmp(w->wl->name, "depthwise_conv2d_nchwc");
+  int64_t N = I(w, "n"), C = I(w, "c"), H = I(w, "h"), Wd = I(w, "w"), R = I(w, "r"), S = I(w, "s");
+  int64_t st = I(w, "stride"), pad = I(w, "pad"), dil = I(w, "dilation"), cb = I(w, "cb");
+  int64_t K = dw ? C : I(w, "k"), kb = dw ? cb : I(w, "kb");
+  int64_t P = ir_wl_conv_out(H, R, st, pad, dil), Q = ir_wl_conv_out(Wd, S, st, pad, dil);
+  int64_t CB = C / cb;
+  const float *X = F(a, 0), *Wt = F(a, 1);
+  float *Y = F(a, 2);
+  for (int64_t b = 0; b < N; b++)
+    for (int64_t o = 0; o < K; o++)
+      for (int64_t p = 0; p < P; p++)
+        for (int64_t q = 0; q < Q; q++) {
+          int64_t ko = o / kb, kv = o % kb;
+          float acc = 0;
+          for (int64_t co = dw ? ko : 0; co < (dw ? ko + 1 : CB); co++)
+            for (int64_t ri = 0; ri < R; ri++)
+              for (int64_t si = 0; si < S; si++)
+                for (int64_t cv = dw ? kv : 0; cv < (dw ? kv + 1 : cb); cv++) {
+                  int64_t h = p * st + ri * dil - pad, x = q * st + si * dil - pad;
+                  if (h < 0 || h >= H || x < 0 || x >= Wd) continue;
+                  float xv = X[(((b * CB + co) * H + h) * Wd + x) * cb + cv];
+                  float wv = dw ? Wt[((co * R + ri) * S + si) * cb + cv]
+                                : Wt[((((ko * CB + co) * R + ri) * S + si) * cb + cv) * kb + kv];
+                  acc += xv * wv;
+                }
+          Y[(((b * (K / kb) + ko) * P + p) * Q + q) * kb + kv] = acc;
+        }
+}
+
 static void ref_conv2d_nchw(const ir_wl_inst *w, ir_tensor *a) { conv_common(w, a, false, false); }
 static void ref_conv2d_nhwc(const ir_wl_inst *w, ir_tensor *a) { conv_common(w, a, true, false); }
 static void ref_depthwise(const ir_wl_inst *w, ir_tensor *a) { conv_common(w, a, false, true); }
@@ -321,6 +353,8 @@ static const struct {
     {"transpose", ref_transpose},
     {"reduce_sum", ref_reduce},
     {"reduce_mean", ref_reduce},
+    {"conv2d_nchwc", ref_conv_blocked},
+    {"depthwise_conv2d_nchwc", ref_conv_blocked},
 };
 
 ts_status ir_wl_reference(const ir_wl_inst *w, ir_tensor *args, ts_diag *d) {

@@ -58,6 +58,29 @@ static void sig_add(wl_sig *s, const char *name, ir_dtype_code dt, int ndim, con
 static const char *wname(const ir_wl_inst *w) { return w->wl->name; }
 static bool is(const ir_wl_inst *w, const char *n) { return !strcmp(wname(w), n); }
 
+/* ---- channel-blocked convolutions (NCHW[x]c) --------------------------------
+ * The layouts oneDNN and MLAS vectorise over output channels with: activations
+ * [n, c/cb, h, w, cb] (cb = 1 is plain NCHW), conv weights
+ * [k/kb, c/cb, r, s, cb, kb], depthwise weights [c/cb, r, s, cb]; the output
+ * [n, k/kb, p, q, kb]. The innermost block is contiguous in the output and the
+ * weight and a broadcast for the input, so a schedule vectorises it whatever
+ * the stride (docs/SEARCH.md, "Channel-blocked convolution"). */
+static void wl_sig_blocked(const ir_wl_inst *w, wl_sig *s) {
+  int64_t N = ir_wl_int(w, "n"), C = ir_wl_int(w, "c"), H = ir_wl_int(w, "h"), W = ir_wl_int(w, "w"),
+          R = ir_wl_int(w, "r"), S = ir_wl_int(w, "s"), cb = ir_wl_int(w, "cb");
+  int64_t P = ir_wl_conv_out(H, R, ir_wl_int(w, "stride"), ir_wl_int(w, "pad"), ir_wl_int(w, "dilation"));
+  int64_t Q = ir_wl_conv_out(W, S, ir_wl_int(w, "stride"), ir_wl_int(w, "pad"), ir_wl_int(w, "dilation"));
+  SIG_IN(s, "X", IR_F32, N, C / cb, H, W, cb);
+  if (!strcmp(w->wl->name, "depthwise_conv2d_nchwc")) {
+    SIG_IN(s, "W", IR_F32, C / cb, R, S, cb);
+    SIG_OUT(s, "Y", IR_F32, N, C / cb, P, Q, cb);
+  } else {
+    int64_t K = ir_wl_int(w, "k"), kb = ir_wl_int(w, "kb");
+    SIG_IN(s, "W", IR_F32, K / kb, C / cb, R, S, cb, kb);
+    SIG_OUT(s, "Y", IR_F32, N, K / kb, P, Q, kb);
+  }
+}
+
 void ir_wl_signature(const ir_wl_inst *w, wl_sig *s) {
   memset(s, 0, sizeof *s);
   const char *n = wname(w);
@@ -92,6 +115,8 @@ void ir_wl_signature(const ir_wl_inst *w, wl_sig *s) {
       SIG_IN(s, "W", q8 ? IR_I8 : IR_F32, R, S, C / G, K);
       SIG_OUT(s, "Y", q8 ? IR_I32 : IR_F32, N, P, Q, K);
     }
+  } else if (is(w, "conv2d_nchwc") || is(w, "depthwise_conv2d_nchwc")) {
+    wl_sig_blocked(w, s);
   } else if (is(w, "depthwise_conv2d")) {
     int64_t P = ir_wl_conv_out(I(w, "h"), I(w, "r"), I(w, "stride"), I(w, "pad"), I(w, "dilation"));
     int64_t Q = ir_wl_conv_out(I(w, "w"), I(w, "s"), I(w, "stride"), I(w, "pad"), I(w, "dilation"));
@@ -243,6 +268,33 @@ static void body_depthwise(const ir_wl_inst *w, ts_strbuf *sb) {
   axis(ew, sizeof ew, "q", st, "si", dil, 0);
   if (pad) pad_stage(sb, true, I(w, "n"), I(w, "c"), I(w, "h"), I(w, "w"), pad, false);
   ts_strbuf_printf(sb, "  Y[b, ch, p, q] += %s[b, ch, %s, %s] * W[ch, 0, ri, si]\n", pad ? "Xp" : "X", eh, ew);
+}
+
+/* conv2d_nchwc / depthwise_conv2d_nchwc: the pad stage on the blocked input,
+ * then the convolution (layouts: wl_sig_blocked). */
+static void body_conv_blocked(const ir_wl_inst *w, ts_strbuf *sb) {
+  int64_t H = I(w, "h"), W = I(w, "w"), st = I(w, "stride"), pad = I(w, "pad"), dil = I(w, "dilation");
+  int64_t cb = I(w, "cb");
+  char eh[128], ew[128];
+  axis(eh, sizeof eh, "p", st, "ri", dil, 0);
+  axis(ew, sizeof ew, "q", st, "si", dil, 0);
+  const char *src = pad ? "Xp" : "X";
+  if (pad) {
+    char cond[256];
+    snprintf(cond, sizeof cond,
+             "hh - %" PRId64 " >= 0 && hh - %" PRId64 " < %" PRId64 " && ww - %" PRId64 " >= 0 && ww - %" PRId64
+             " < %" PRId64,
+             pad, pad, H, pad, pad, W);
+    ts_strbuf_printf(sb, "  let Xp: f32[%" PRId64 ", %" PRId64 ", %" PRId64 ", %" PRId64 ", %" PRId64 "]\n",
+                     I(w, "n"), I(w, "c") / cb, H + 2 * pad, W + 2 * pad, cb);
+    ts_strbuf_printf(sb, "  Xp[b, cc, hh, ww, cv] = select(%s, X[b, cc, hh - %" PRId64 ", ww - %" PRId64 ", cv], 0.0)\n",
+                     cond, pad, pad);
+  }
+  if (is(w, "depthwise_conv2d_nchwc"))
+    ts_strbuf_printf(sb, "  Y[b, co, p, q, cv] += %s[b, co, %s, %s, cv] * W[co, ri, si, cv]\n", src, eh, ew);
+  else
+    ts_strbuf_printf(sb, "  Y[b, ko, p, q, kv] += %s[b, co, %s, %s, cv] * W[ko, co, ri, si, cv, kv]\n", src, eh,
+                     ew);
 }
 
 static void body_conv_transpose(const ir_wl_inst *w, ts_strbuf *sb) {
@@ -434,6 +486,24 @@ static ts_status check_pool(const ir_wl_inst *w, ts_diag *d) {
                    ir_wl_conv_out(I(w, "w"), I(w, "s"), I(w, "stride"), pad, 1), d);
 }
 
+static double flops_conv_blocked(const ir_wl_inst *w) {
+  double taps = D(w, "r") * D(w, "s");
+  return 2 * out_numel(w) * taps * (is(w, "depthwise_conv2d_nchwc") ? 1 : D(w, "c"));
+}
+
+static ts_status check_conv_blocked(const ir_wl_inst *w, ts_diag *d) {
+  bool dw = is(w, "depthwise_conv2d_nchwc");
+  if (I(w, "c") % I(w, "cb"))
+    return ts_diag_set(d, TS_EINVAL, "%s: cb=%" PRId64 " must divide c=%" PRId64 " (the input channel block)",
+                       wname(w), I(w, "cb"), I(w, "c"));
+  if (!dw && I(w, "k") % I(w, "kb"))
+    return ts_diag_set(d, TS_EINVAL, "%s: kb=%" PRId64 " must divide k=%" PRId64 " (the output channel block)",
+                       wname(w), I(w, "kb"), I(w, "k"));
+  int64_t st = I(w, "stride"), pad = I(w, "pad"), dil = I(w, "dilation");
+  return check_out(w, ir_wl_conv_out(I(w, "h"), I(w, "r"), st, pad, dil),
+                   ir_wl_conv_out(I(w, "w"), I(w, "s"), st, pad, dil), d);
+}
+
 /* ---- the table ------------------------------------------------------------------ */
 
 #define P(k, def, help) {k, def, help}
@@ -512,6 +582,23 @@ static const wl_def defs[] = {
     {{"matmul_f16", "C[m,n] = A[m,k] . B[k,n], f16 inputs, f32 accumulation (tensor-core GEMM)", 3,
       {P("m", "16", "rows"), P("n", "16", "columns"), P("k", "16", "reduction")}},
      {K_POS, K_POS, K_POS}, check_none, body_matmul, flops_matmul},
+    /* channel-blocked convolutions (wl_sig_blocked) */
+    {{"conv2d_nchwc", "2-d convolution, NCHW[cb]c input, [k/kb,c/cb,r,s,cb,kb] weights, NCHW[kb]c output (f32)", 12,
+      {P("n", "1", "batch"), P("c", "8", "input channels"), P("h", "10", "input height"),
+       P("w", "10", "input width"), P("k", "8", "output channels"), P("r", "3", "kernel height"),
+       P("s", "3", "kernel width"), P("stride", "1", "stride (both axes)"),
+       P("pad", "1", "zero padding (both sides, both axes)"), P("dilation", "1", "dilation"),
+       P("cb", "4", "input channel block (divides c; 1: plain NCHW input)"),
+       P("kb", "8", "output channel block (divides k)")}},
+     {K_POS, K_POS, K_POS, K_POS, K_POS, K_POS, K_POS, K_POS, K_NONNEG, K_POS, K_POS, K_POS}, check_conv_blocked,
+     body_conv_blocked, flops_conv_blocked},
+    {{"depthwise_conv2d_nchwc", "depthwise 2-d convolution, NCHW[cb]c input and output, [c/cb,r,s,cb] weights (f32)",
+      10,
+      {P("n", "1", "batch"), P("c", "8", "channels"), P("h", "10", "input height"), P("w", "10", "input width"),
+       P("r", "3", "kernel height"), P("s", "3", "kernel width"), P("stride", "1", "stride"),
+       P("pad", "1", "zero padding"), P("dilation", "1", "dilation"), P("cb", "8", "channel block (divides c)")}},
+     {K_POS, K_POS, K_POS, K_POS, K_POS, K_POS, K_POS, K_NONNEG, K_POS, K_POS}, check_conv_blocked,
+     body_conv_blocked, flops_conv_blocked},
 };
 #define NDEFS ((int)(sizeof defs / sizeof defs[0]))
 

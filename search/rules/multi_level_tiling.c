@@ -2,7 +2,11 @@
  * (MetaSchedule's multi_level_tiling.cc): spatial loops split four ways,
  * reduction loops two, reordered S0 S1 R0 S2 R1 S3, and three write-cache
  * sketches; beyond MetaSchedule, a padded variant for extents that tile badly
- * (a ceil split whose overhang lowering turns into masked loads).
+ * (a ceil split whose overhang lowering turns into masked loads), and a
+ * vector-block variant for a block whose innermost spatial axis is a channel
+ * block (NCHW[x]c convolutions, depthwise, GEMV): that axis, contiguous in
+ * every buffer that uses it, stays whole and innermost under the register
+ * tile, so it is what gets vectorised whatever the other loops' strides.
  * docs/SEARCH.md ("CPU rules"). */
 #include <string.h>
 
@@ -108,11 +112,53 @@ static int64_t presplit_factor(const srch_rule_ctx *c, const ir_block *blk, int 
   return 8;
 }
 
+/* Does iter var v appear in no index but the last of every access of blk
+ * (its write and its reads)? Then a loop over it is unit-stride (or a
+ * broadcast) everywhere. */
+static bool last_index_only(const ir_block *blk, const ir_var *v) {
+  for (int j = 0; j < blk->nreads + blk->nwrites; j++) {
+    const ir_region *rg = j < blk->nreads ? &blk->reads[j] : &blk->writes[j - blk->nreads];
+    for (int k = 0; k + 1 < rg->ndim; k++)
+      if (ir_expr_uses_var(rg->ranges[k].min, v) || ir_expr_uses_var(rg->ranges[k].extent, v)) return false;
+  }
+  return true;
+}
+
+static bool count_tileable(void *ctx, const ir_stmt *s) {
+  if (s->kind == IR_BLOCK_REALIZE && srch_block_is_tileable_reduction(s->u.realize.block)) ++*(int *)ctx;
+  return true;
+}
+
+/* The vector-block variant's candidate widths for iter `iter` (the innermost
+ * spatial one): multiples of the vector lanes dividing its extent, at most
+ * max_innermost, when it is last-index-only (a channel block). Returns the
+ * count (0: no variant). */
+static int vector_block_widths(const srch_rule_ctx *c, const ir_block *blk, int iter, int64_t *w, int cap) {
+  int64_t ext;
+  const ir_iter_var *it = &blk->iters[iter];
+  if (it->type != IR_ITER_S || !ir_as_int(it->dom.extent, &ext)) return 0;
+  int bits = ir_dtype_bits(blk->writes[0].buf->dtype);
+  int vbits = c->target && c->target->vector_bits ? c->target->vector_bits : 128;
+  int64_t lanes = bits > 0 && bits <= vbits ? vbits / bits : 1;
+  if (lanes <= 1 || ext % lanes || !last_index_only(blk, it->var)) return 0;
+  /* one tileable reduction in the function only: with several (Winograd's
+   * transforms and batched matmul) the variant would double the sketches
+   * per block, multiplying the space */
+  int ntile = 0;
+  ir_visitor vis = {.stmt = count_tileable, .ctx = &ntile};
+  ir_visit_stmt(&vis, c->func->body);
+  if (ntile > 1) return 0;
+  int n = 0;
+  for (int64_t f = lanes; f <= c->max_innermost && f <= ext && n < cap; f += lanes)
+    if (ext % f == 0) w[n++] = f;
+  return n;
+}
+
 /* Tiles block b of t as SSRSRS; pre[l] > 0 first splits loop l by pre[l]
  * (ceil) and tiles its outer part, the inner part going innermost. Returns
  * the number of spatial loops per slot, or -1 when a step is refused. */
 static int tile_block(const srch_rule_ctx *c, sch_traced *t, int b, const ir_block *blk, const int *iter_of,
-                      const int64_t *pre) {
+                      const int64_t *pre, const int64_t *vbw, int nvbw) {
   ts_diag q;
   int nl;
   const int *lp;
@@ -130,13 +176,23 @@ static int tile_block(const srch_rule_ctx *c, sch_traced *t, int b, const ir_blo
     int o[4], loop = loops[l];
     int64_t maxin = c->max_innermost;
     ts_diag_clear(&q);
-    if (pre[l] > 0) {
+    if (pre[l] != 0) {
+      /* pre[l] < 0: the vector-block width, a sampled decision among vbw */
       sch_arg pf[2] = {sch_arg_none(), sch_arg_int(pre[l])};
+      int64_t minw = pre[l];
+      if (pre[l] < 0) {
+        double probs[8];
+        for (int k = 0; k < nvbw; k++) probs[k] = 1.0 / nvbw;
+        int v;
+        if (sch_t_sample_categorical(t, nvbw, vbw, probs, NULL, &v, &q)) return -1;
+        pf[1] = sch_arg_rv(v);
+        minw = vbw[0];
+      }
       int po[2];
       if (sch_t_split(t, loop, 2, pf, po, &q)) return -1;
       loop = po[0];
       tail[ntail++] = po[1];
-      maxin = maxin / pre[l] > 1 ? maxin / pre[l] : 1;
+      maxin = maxin / minw > 1 ? maxin / minw : 1;
     }
     if (srch_sample_split(t, loop, n, maxin, o, &q)) return -1;
     srch_tile_levels_add(&lvl, sp, o);
@@ -168,12 +224,13 @@ int srch_tile_levels_order(const srch_tile_levels *lv, int *order, int no) {
 /* Pushes t tiled (with pre-splits pre, or none) and its two write-cache
  * forks; t untouched by a refused tiling is pushed as is. */
 static ts_status tile_and_fork(const srch_rule_ctx *c, sch_traced *t, const char *block, const ir_block *blk,
-                               const int *iter_of, const int64_t *pre, ts_vec *out, ts_diag *d) {
+                               const int *iter_of, const int64_t *pre, const int64_t *vbw, int nvbw, ts_vec *out,
+                               ts_diag *d) {
   ts_diag q;
   ts_diag_clear(&q);
   int b;
   if (sch_t_get_block(t, block, &b, &q)) return srch_push(out, t, d);
-  int ns = tile_block(c, t, b, blk, iter_of, pre);
+  int ns = tile_block(c, t, b, blk, iter_of, pre, vbw, nvbw);
   if (ns < 0) return srch_push(out, t, d);
   /* write cache: none, level 1, level 2 (with pre-splits, the level-2 slot
    * ends before the pre-split tails, which stay inside with the compute) */
@@ -208,13 +265,24 @@ ts_status srch_rule_multi_level_tiling(const srch_rule_ctx *c, sch_traced *t, co
     pre[l] = presplit_factor(c, blk, iter_of[l], l == last_s);
     any = any || pre[l] > 0;
   }
-  sch_traced *padded = NULL;
+  sch_traced *padded = NULL, *vblock = NULL;
   if (any) {
     ts_diag_clear(&q);
     padded = srch_fork(c, t, &q);
   }
-  ts_status st = tile_and_fork(c, t, block, blk, iter_of, none, out, d);
-  if (padded && !st) st = tile_and_fork(c, padded, block, blk, iter_of, pre, out, d);
+  /* the vector-block variant: the channel block whole and innermost, its
+   * vector width sampled (a single candidate: a fixed split) */
+  int64_t vbw[8], vpre[MAXL] = {0};
+  int nvbw = last_s >= 0 ? vector_block_widths(c, blk, iter_of[last_s], vbw, 8) : 0;
+  if (nvbw > 0) {
+    vpre[last_s] = nvbw == 1 ? vbw[0] : -1;
+    ts_diag_clear(&q);
+    vblock = srch_fork(c, t, &q);
+  }
+  ts_status st = tile_and_fork(c, t, block, blk, iter_of, none, NULL, 0, out, d);
+  if (padded && !st) st = tile_and_fork(c, padded, block, blk, iter_of, pre, NULL, 0, out, d);
   else if (padded) sch_traced_free(padded);
+  if (vblock && !st) st = tile_and_fork(c, vblock, block, blk, iter_of, vpre, vbw, nvbw, out, d);
+  else if (vblock) sch_traced_free(vblock);
   return st;
 }

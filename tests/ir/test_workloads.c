@@ -47,6 +47,13 @@ static const char *const specs[] = {
     "transpose", "transpose:m=3,n=17", "transpose:m=13,n=5",
     "reduce_sum", "reduce_sum:m=3,n=17", "reduce_sum:m=1,n=29",
     "reduce_mean", "reduce_mean:m=3,n=17", "reduce_mean:m=1,n=29",
+    /* channel-blocked: odd sizes, stride 2, plain input (cb=1), 7x7, dilation */
+    "conv2d_nchwc", "conv2d_nchwc:n=1,c=3,h=11,w=13,k=10,r=7,s=7,stride=2,pad=3,dilation=1,cb=1,kb=5",
+    "conv2d_nchwc:n=2,c=6,h=7,w=9,k=6,r=3,s=3,stride=2,pad=1,dilation=1,cb=3,kb=2",
+    "conv2d_nchwc:n=1,c=4,h=9,w=5,k=7,r=1,s=1,stride=2,pad=0,dilation=1,cb=4,kb=7",
+    "conv2d_nchwc:n=1,c=4,h=9,w=11,k=4,r=3,s=2,stride=1,pad=2,dilation=2,cb=2,kb=4",
+    "depthwise_conv2d_nchwc", "depthwise_conv2d_nchwc:n=2,c=6,h=7,w=5,r=3,s=3,stride=2,pad=1,dilation=1,cb=3",
+    "depthwise_conv2d_nchwc:n=1,c=5,h=11,w=13,r=5,s=3,stride=1,pad=2,dilation=2,cb=5",
 };
 #define NSPECS ((int)(sizeof specs / sizeof specs[0]))
 

@@ -37,6 +37,46 @@ static sch_trace **sketches_with(const ir_func *f, const srch_space_opts *o, int
   return sk;
 }
 
+/* Builds candidate ts of f into path, runs it in a fork and verifies its
+ * outputs against the interpreter on f. */
+static void build_run_verify(const ir_func *f, sch_traced *ts, const char *path, const char *what) {
+  cg_target t = host();
+  ts_diag d;
+  ts_diag_clear(&d);
+  ck_assert_msg(tun_build_shared(sch_traced_func(ts), &t, path, &d) == TS_OK, "%s: %s", what, d.msg);
+  tsrt_measure_opts mo = {.repeat = 1, .number = 1, .timeout_s = 30, .seed = 3, .want_outputs = true};
+  tsrt_measure_result res;
+  tsrt_measure_forked(path, &mo, &res);
+  ck_assert_msg(res.status == TS_OK, "%s: %s", what, res.error);
+  tun_verify_result vr;
+  ck_assert_int_eq(tun_verify(f, 3, res.outputs, res.outputs_bytes, &vr, &d), TS_OK);
+  ck_assert_msg(vr.matched, "%s: %s", what, vr.detail);
+  tsrt_result_fini(&res);
+}
+
+/* The host target's f32 vector lanes. */
+static int64_t lanes(void) {
+  cg_target t = host();
+  return t.vector_bits >= 32 ? t.vector_bits / 32 : 1;
+}
+
+/* The loop of var v in f (a walk; NULL if none). */
+typedef struct loop_find {
+  const ir_var *v;
+  const ir_stmt *found;
+} loop_find;
+static bool loop_find_cb(void *ctx, const ir_stmt *s) {
+  loop_find *c = ctx;
+  if (s->kind == IR_FOR && s->u.loop.var == c->v) c->found = s;
+  return !c->found;
+}
+static const ir_stmt *srch_test_loop(const ir_func *f, const ir_var *v) {
+  loop_find c = {v, NULL};
+  ir_visitor vis = {.stmt = loop_find_cb, .ctx = &c};
+  ir_visit_stmt(&vis, f->body);
+  return c.found;
+}
+
 static sch_trace **sketches(const ir_func *f, int *n) { return sketches_with(f, NULL, n); }
 
 static void free_sketches(sch_trace **sk, int n) {
@@ -62,6 +102,9 @@ static const char *specs[] = {
     "conv2d_nchw:n=1,c=3,h=7,w=7,k=5,r=3,s=3,stride=1,pad=1",
     "conv2d_nhwc:n=1,c=3,h=7,w=7,k=5,r=3,s=3,stride=2,pad=1",
     "depthwise_conv2d:n=1,c=3,h=7,w=7,r=3,s=3,stride=1,pad=1",
+    "conv2d_nchwc:n=1,c=6,h=7,w=9,k=32,r=3,s=3,stride=2,pad=1,dilation=1,cb=3,kb=32",
+    "conv2d_nchwc:n=1,c=3,h=13,w=11,k=16,r=7,s=7,stride=2,pad=3,dilation=1,cb=1,kb=16",
+    "depthwise_conv2d_nchwc:n=1,c=32,h=9,w=7,r=3,s=3,stride=2,pad=1,dilation=1,cb=16",
     "conv2d_transpose:n=1,c=3,h=5,w=5,k=3,r=3,s=3,stride=2,pad=1",
     "max_pool2d:n=1,c=3,h=9,w=9,r=3,s=3,stride=2,pad=1",
     "avg_pool2d:n=1,c=3,h=9,w=9,r=3,s=3,stride=2,pad=1",
@@ -122,7 +165,10 @@ START_TEST(test_workload_space) {
 }
 END_TEST
 
-/* matmul: three sketches, SSRSRS (10 loops on C), write cache none / level 1 / level 2. */
+/* matmul: SSRSRS (10 loops on C), write cache none / level 1 / level 2;
+ * n = 48 is a multiple of the 16 lanes and last-index-only, so three more
+ * vector-block sketches (one more loop: the width split, sampled among the
+ * multiples of the target's lanes that divide 48). */
 START_TEST(test_matmul_sketches) {
   ts_arena a;
   ts_arena_init(&a);
@@ -131,12 +177,13 @@ START_TEST(test_matmul_sketches) {
   /* the plain sketches (the FMA micro-kernel ones: test_intrin): --no-tensorize */
   srch_space_opts so = {.rule_mask = srch_rule_mask_without(0, SRCH_RULE_MULTI_LEVEL_TILING_TENSOR)};
   sch_trace **sk = sketches_with(f, &so, &n);
-  ck_assert_int_eq(n, 3);
-  for (int s = 0; s < 3; s++) {
+  ck_assert_int_eq(n, 6);
+  for (int s = 0; s < 6; s++) {
+    bool vb = s >= 3;
     ck_assert_int_eq(count_kind(sk[s], SCH_I_SAMPLE_PERFECT_TILE), 3);
     ck_assert_int_eq(count_kind(sk[s], SCH_I_REORDER), 1);
-    ck_assert_int_eq(count_kind(sk[s], SCH_I_CACHE_WRITE), s == 0 ? 0 : 1);
-    ck_assert_int_eq(count_kind(sk[s], SCH_I_SAMPLE_CATEGORICAL), 1);
+    ck_assert_int_eq(count_kind(sk[s], SCH_I_CACHE_WRITE), s % 3 == 0 ? 0 : 1);
+    ck_assert_int_eq(count_kind(sk[s], SCH_I_SAMPLE_CATEGORICAL), vb ? 2 : 1);
     for (int i = 0; i < sch_trace_len(sk[s]); i++)
       ck_assert_int_eq(sch_trace_inst(sk[s], i)->decision.n, 0);
     /* structure of a replay: C has 10 loops, the reduction ones at 4 and 7 */
@@ -149,15 +196,23 @@ START_TEST(test_matmul_sketches) {
     int nl;
     tu_ok(sch_get_block(sch_traced_state(ts), "C", &b, &d), &d);
     tu_ok(sch_get_loops(sch_traced_state(ts), b, &loops, &nl, &d), &d);
-    ck_assert_int_eq(nl, 10);
-    if (s > 0) {
-      /* the copy-back sits under loop level s (index 2s-1) */
+    ck_assert_int_eq(nl, vb ? 11 : 10);
+    int lv = s % 3;
+    if (lv > 0) {
+      /* the copy-back sits under loop level lv (index 2lv-1) */
       sch_block *kids;
       int nk;
-      tu_ok(sch_get_child_blocks_of_loop(sch_traced_state(ts), loops[2 * s - 1], &kids, &nk, &d), &d);
+      tu_ok(sch_get_child_blocks_of_loop(sch_traced_state(ts), loops[2 * lv - 1], &kids, &nk, &d), &d);
       ck_assert_int_eq(nk, 2);
-      tu_ok(sch_get_child_blocks_of_loop(sch_traced_state(ts), loops[2 * s], &kids, &nk, &d), &d);
+      tu_ok(sch_get_child_blocks_of_loop(sch_traced_state(ts), loops[2 * lv], &kids, &nk, &d), &d);
       ck_assert_int_eq(nk, 1);
+    }
+    if (vb) { /* the width loop is innermost: a multiple of the lanes dividing 48 */
+      tu_ok(sch_get_loops(sch_traced_state(ts), b, &loops, &nl, &d), &d);
+      const ir_stmt *in = srch_test_loop(sch_traced_func(ts), loops[nl - 1].var);
+      int64_t e = 0;
+      ck_assert(in && ir_as_int(in->u.loop.extent, &e));
+      ck_assert_msg(e % lanes() == 0 && 48 % e == 0, "width %lld", (long long)e);
     }
     sch_traced_free(ts);
   }
@@ -274,6 +329,78 @@ START_TEST(test_auto_inline) {
 END_TEST
 
 /* The instantiated matmul candidate builds, runs and verifies. */
+/* The innermost loop of block `name` in ts's function (NULL if none). */
+static const ir_stmt *innermost_loop_of(sch_traced *ts, const char *name) {
+  ts_diag d;
+  ts_diag_clear(&d);
+  sch_loop *loops;
+  int nl;
+  if (sch_get_loops(sch_traced_state(ts), (sch_block){.name = name}, &loops, &nl, &d) != TS_OK || nl == 0)
+    return NULL;
+  return srch_test_loop(sch_traced_func(ts), loops[nl - 1].var);
+}
+
+/* Channel-blocked convolutions: the vector-block sketches put the output
+ * channel block innermost (a width dividing the block), and their candidates
+ * vectorise it, build, and match the interpreter; the plain NCHW conv, whose
+ * output channel is no last index, gets no such sketch. */
+START_TEST(test_vector_block) {
+  static const char *const cases[] = {
+      "conv2d_nchwc:n=1,c=6,h=7,w=9,k=32,r=3,s=3,stride=2,pad=1,dilation=1,cb=3,kb=32",
+      "depthwise_conv2d_nchwc:n=1,c=16,h=9,w=7,r=3,s=3,stride=2,pad=1,dilation=1,cb=16",
+  };
+  srch_space_opts so = {.rule_mask = srch_rule_mask_without(0, SRCH_RULE_MULTI_LEVEL_TILING_TENSOR)};
+  cg_target t = host();
+  char path[] = "/tmp/tessel_rules_vb_XXXXXX.so";
+  int fd = mkstemps(path, 3);
+  ck_assert_int_ge(fd, 0);
+  close(fd);
+  for (int c = 0; c < 2; c++) {
+    ts_arena a;
+    ts_arena_init(&a);
+    ir_func *f = tu_workload(&a, cases[c]);
+    int n;
+    sch_trace **sk = sketches_with(f, &so, &n);
+    ck_assert_int_eq(n, 6); /* write cache x {plain, vector-block} */
+    for (int s = 0; s < n; s++) ck_assert_int_eq(count_kind(sk[s], SCH_I_SAMPLE_CATEGORICAL), s < 3 ? 1 : 2);
+    int vectorized = 0;
+    for (int s = 3; s < 6; s++) {
+      for (int k = 0; k < 8; k++) {
+        ts_diag d;
+        ts_diag_clear(&d);
+        sch_traced *ts = srch_instantiate(sk[s], f, &t, true, (uint64_t)(100 * s + k + 1), &d);
+        if (!ts) continue;
+        const ir_stmt *in = innermost_loop_of(ts, "Y");
+        int64_t e = 0;
+        ck_assert(in && ir_as_int(in->u.loop.extent, &e));
+        ck_assert_msg(e % lanes() == 0 && (c == 1 ? 16 : 32) % e == 0, "%s: innermost extent %lld", cases[c],
+                      (long long)e);
+        if (in->u.loop.kind != IR_FOR_VECTORIZED) {
+          sch_traced_free(ts);
+          continue;
+        }
+        if (vectorized++ == 0) build_run_verify(f, ts, path, cases[c]); /* one of them */
+        sch_traced_free(ts);
+      }
+    }
+    ck_assert_msg(vectorized > 0, "%s: no vector-block candidate vectorised its channel block", cases[c]);
+    free_sketches(sk, n);
+    ts_arena_fini(&a);
+  }
+  /* negative control: NCHW's output channel is no last index */
+  ts_arena a;
+  ts_arena_init(&a);
+  ir_func *f = tu_workload(&a, "conv2d_nchw:n=1,c=6,h=7,w=9,k=32,r=3,s=3,stride=2,pad=1");
+  int n;
+  sch_trace **sk = sketches_with(f, &so, &n);
+  for (int s = 0; s < n; s++) /* the unroll categorical only: no width decision */
+    ck_assert_int_eq(count_kind(sk[s], SCH_I_SAMPLE_CATEGORICAL), 1);
+  free_sketches(sk, n);
+  ts_arena_fini(&a);
+  unlink(path);
+}
+END_TEST
+
 START_TEST(test_build_candidate) {
   ts_arena a;
   ts_arena_init(&a);
@@ -292,15 +419,7 @@ START_TEST(test_build_candidate) {
     sch_traced *ts = NULL;
     for (int k = 0; k < 20 && !ts; k++) ts = srch_instantiate(sk[s], f, &t, true, (uint64_t)(k + 11), &d);
     ck_assert_msg(ts != NULL, "sketch %d: %s", s, d.msg);
-    ck_assert_msg(tun_build_shared(sch_traced_func(ts), &t, path, &d) == TS_OK, "%s", d.msg);
-    tsrt_measure_opts mo = {.repeat = 1, .number = 1, .timeout_s = 30, .seed = 3, .want_outputs = true};
-    tsrt_measure_result res;
-    tsrt_measure_forked(path, &mo, &res);
-    ck_assert_msg(res.status == TS_OK, "%s", res.error);
-    tun_verify_result vr;
-    ck_assert_int_eq(tun_verify(f, 3, res.outputs, res.outputs_bytes, &vr, &d), TS_OK);
-    ck_assert_msg(vr.matched, "sketch %d: %s", s, vr.detail);
-    tsrt_result_fini(&res);
+    build_run_verify(f, ts, path, "matmul:m=67,n=45,k=33");
     sch_traced_free(ts);
     built++;
   }
@@ -323,6 +442,7 @@ int main(void) {
   tcase_add_test(tc, test_sgemm_expressible);
   tcase_add_test(tc, test_auto_inline);
   tcase_add_test(tc, test_build_candidate);
+  tcase_add_test(tc, test_vector_block);
   suite_add_tcase(s, tc);
   SRunner *sr = srunner_create(s);
   srunner_run_all(sr, CK_NORMAL);
