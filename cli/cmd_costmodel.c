@@ -94,6 +94,7 @@ int tun_cmd_costmodel(int argc, char **argv) {
       printf("| %d | `%s` | %s |\n", i, cm_feature_name(i), cm_feature_desc(i));
     return 0;
   }
+  if (!strcmp(argv[1], "dataset")) return tun_cmd_costmodel_dataset(argc - 1, argv + 1);
   if (strcmp(argv[1], "eval")) {
     fprintf(stderr, "tessel costmodel: unknown subcommand '%s' (valid: eval, features)\n", argv[1]);
     return 2;

@@ -86,4 +86,16 @@ void cm_xgb_set_max_rounds(cm_model *m, int n);
 /* Rounds run by the last training (0 if none). */
 int cm_xgb_last_rounds(const cm_model *m);
 
+
+/* ---- training corpus (corpus.c) ------------------------------------------- */
+/* Spec i of the dataset corpus: the first cm_corpus_fixed_count() are layers
+ * of ResNet-50, MobileNetV2 and BERT-base, the rest seeded random instances
+ * of the same families (the same seed and i give the same spec). Never one
+ * of the cm_corpus_heldout() workloads. */
+void cm_corpus_spec(uint64_t seed, int i, char *buf, size_t n);
+int cm_corpus_fixed_count(void);
+/* The benchmark's held-out workloads (specs), i < cm_corpus_heldout_count(). */
+int cm_corpus_heldout_count(void);
+const char *cm_corpus_heldout(int i);
+
 #endif
