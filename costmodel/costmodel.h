@@ -12,6 +12,8 @@
 #ifndef TESSEL_COSTMODEL_H
 #define TESSEL_COSTMODEL_H
 
+#include <stdio.h>
+
 #include "codegen/codegen.h"
 #include "ir/ir.h"
 
@@ -86,6 +88,49 @@ void cm_xgb_set_max_rounds(cm_model *m, int n);
 /* Rounds run by the last training (0 if none). */
 int cm_xgb_last_rounds(const cm_model *m);
 
+
+/* ---- pre-trained models (xgb.c) -------------------------------------------- */
+/* The version of the feature vector cm_extract produces: a pre-trained model
+ * records it and one of another version is refused. Bump it with any change
+ * to the features' meaning, order or count. */
+#define CM_FEATURE_SCHEMA 1
+
+/* The family a pre-trained model is tied to: target kind, ISA and widest
+ * vector ("llvm x86_64 v512"), for a resolved target. */
+void cm_target_family(const cg_target *t, char *buf, size_t n);
+/* Pairwise objective (a logistic loss on score differences within each
+ * workload) instead of the pack-sum regression. */
+void cm_xgb_set_objective(cm_model *m, bool rank);
+
+/* Writes the trained booster in XGBoost's own JSON model format with the
+ * attributes tessel_feature_schema, tessel_target_family, tessel_objective,
+ * tessel_trained_records and tessel_trained_workloads. */
+ts_status cm_xgb_export(const cm_model *m, const char *path, const char *family, int nworkloads, ts_diag *d);
+
+typedef struct cm_pretrained_info {
+  char family[96];       /* the target family it was trained for ("" unknown) */
+  char objective[16];    /* "packsum" or "rank" */
+  int trained_records;
+} cm_pretrained_info;
+
+/* Loads an exported model as an xgb model that ranks with it from the first
+ * call and, as samples arrive, keeps training online: each training starts
+ * from the pre-trained booster and adds trees for the new data. A model
+ * without this tessel's CM_FEATURE_SCHEMA is refused (TS_EINVAL, naming
+ * both versions); a file that is not an XGBoost model is TS_EPARSE. */
+cm_model *cm_xgb_load_pretrained(const char *path, int nthread, uint64_t seed, cm_pretrained_info *info,
+                                 ts_diag *d);
+
+/* The committed pre-trained model's path (costmodel/pretrained/default.json). */
+const char *cm_pretrained_default_path(void);
+/* The model a tuning run starts from, for spec (--cost-model): NULL or "":
+ * the default pre-trained model when it exists and its schema and target
+ * family match t, else none; "default": that model always (a family
+ * mismatch is warned about on warn, another schema is an error); "none":
+ * none; else the model file spec (errors are errors). *out NULL: none, the
+ * caller makes a fresh model. */
+ts_status cm_pretrained_open(const char *spec, const cg_target *t, uint64_t seed, FILE *warn, cm_model **out,
+                             ts_diag *d);
 
 /* ---- training corpus (corpus.c) ------------------------------------------- */
 /* Spec i of the dataset corpus: the first cm_corpus_fixed_count() are layers

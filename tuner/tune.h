@@ -44,6 +44,10 @@ typedef struct tun_tune_opts {
   tun_default_opts defaults;   /* --no-default-tiling (the baseline candidate) */
   int xgb_min_samples;         /* --xgb-min-samples N: random scores until N samples (0: the model's 50) */
   int xgb_max_rounds;          /* --xgb-max-rounds N: boosting rounds per update (0: the model's 150) */
+  /* --cost-model FILE|default|none: the xgb model starts from this
+   * pre-trained model (cm_pretrained_open; NULL: the default one when it
+   * matches the target) and keeps training online */
+  const char *cost_model;
 } tun_tune_opts;
 void tun_tune_opts_default(tun_tune_opts *o);
 
