@@ -25,9 +25,10 @@ static const char data_usage[] =
     "         --threads, --runner rpc ...]\n"
     "Tunes each of the first W corpus workloads (default: the fixed ResNet/MobileNet/BERT\n"
     "layers, then random ones up to W) for N trials into LOG (--model defaults to random).\n"
-    "Rerunning resumes. --list prints the corpus specs and exits.\n";
+    "Rerunning resumes. --list prints the corpus specs and exits (--list --heldout: the\n"
+    "benchmark's held-out workloads, which the corpus never holds).\n";
 
-enum { OPT_NWL = 2100, OPT_CSEED, OPT_TLIMIT, OPT_LIST };
+enum { OPT_NWL = 2100, OPT_CSEED, OPT_TLIMIT, OPT_LIST, OPT_HELDOUT };
 
 /* Tunes one corpus spec; 0 or 1 (printed). */
 static int tune_spec(tun_tune_cli *cli, const char *spec, const cg_target *tg, int *new_trials) {
@@ -63,6 +64,7 @@ int tun_cmd_costmodel_dataset(int argc, char **argv) {
                                       {"corpus-seed", required_argument, 0, OPT_CSEED},
                                       {"time-limit", required_argument, 0, OPT_TLIMIT},
                                       {"list", no_argument, 0, OPT_LIST},
+                                      {"heldout", no_argument, 0, OPT_HELDOUT},
                                       {"help", no_argument, 0, 'h'},
                                       {0, 0, 0, 0}};
   struct option opts[80];
@@ -74,7 +76,7 @@ int tun_cmd_costmodel_dataset(int argc, char **argv) {
   int nwl = cm_corpus_fixed_count();
   uint64_t cseed = 1;
   double tlimit = 0;
-  bool list = false;
+  bool list = false, heldout = false;
   tun_cli_getopt g = tun_cli_getopt_start("h", opts, data_usage);
   for (int c; (c = tun_cli_getopt_next(&g, argc, argv));) {
     bool ok = true;
@@ -82,6 +84,7 @@ int tun_cmd_costmodel_dataset(int argc, char **argv) {
     else if (c == OPT_CSEED) ok = tun_cli_seed("costmodel dataset", "--corpus-seed", optarg, &cseed);
     else if (c == OPT_TLIMIT) ok = tun_cli_real("costmodel dataset", "--time-limit", optarg, 0, 1e9, &tlimit);
     else if (c == OPT_LIST) list = true;
+    else if (c == OPT_HELDOUT) heldout = true;
     else ok = tun_tune_cli_option(&cli, c, optarg);
     if (!ok) return 2;
   }
@@ -91,6 +94,10 @@ int tun_cmd_costmodel_dataset(int argc, char **argv) {
     return 2;
   }
   char spec[512];
+  if (list && heldout) { /* the benchmark's workloads, never in the corpus */
+    for (int i = 0; i < cm_corpus_heldout_count(); i++) printf("%s\n", cm_corpus_heldout(i));
+    return 0;
+  }
   if (list) {
     for (int i = 0; i < nwl; i++) {
       cm_corpus_spec(cseed, i, spec, sizeof spec);

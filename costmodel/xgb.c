@@ -522,7 +522,8 @@ cm_model *cm_xgb_load_pretrained(const char *path, int nthread, uint64_t seed, c
   cm_pretrained_info tmp, *pi = info ? info : &tmp;
   memset(pi, 0, sizeof *pi);
   if (XGBoosterCreate(NULL, 0, &x->bst) || XGBoosterLoadModelFromBuffer(x->bst, buf, (bst_ulong)len)) {
-    ts_diag_set(d, TS_EPARSE, "%s is not an XGBoost model: %s", path, xgb_err());
+    const char *e = xgb_err();
+    ts_diag_set(d, TS_EPARSE, "%s is not an XGBoost model: %.*s", path, (int)strcspn(e, "\n"), e);
     goto fail;
   }
   get_attr(x->bst, "tessel_feature_schema", schema, sizeof schema);
