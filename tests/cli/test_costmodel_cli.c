@@ -72,8 +72,8 @@ START_TEST(test_train_and_eval_with_model) {
   tr_ok(run("tune softmax:m=8,n=16 --trials 3 --batch 2 --log '%s/t2.json' --cost-model none --threads 1", tmpdir),
         "tune --cost-model none");
   /* another feature schema is refused, by eval and by tune */
-  tr_result r = tr_sh(tmpdir, "sed 's/\"tessel_feature_schema\":\"[0-9]*\"/\"tessel_feature_schema\":\"999\"/' "
-                              "'%s' > '%s/old.json'", path, tmpdir);
+  tr_result r = tr_sh(tmpdir, "cp '%s' '%s/old.json' && sed -i 's/\"tessel_feature_schema\":\"[0-9]*\"/"
+                              "\"tessel_feature_schema\":\"999\"/' '%s/old.json'", path, tmpdir, tmpdir);
   tr_ok(r, "sed");
   r = run("costmodel eval '%s' --cost-model '%s/old.json'", fx_mm, tmpdir);
   ck_assert_int_eq(r.status, 2);
