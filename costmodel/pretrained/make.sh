@@ -11,7 +11,7 @@
 #
 #   costmodel/pretrained/make.sh [DATA]     (DATA default: bench/out/dataset)
 #   Environment: BUILD (build), TRIALS (32 per workload), BATCH (32),
-#   WORKLOADS (150), TIME_LIMIT (2400 s; 0: none), OBJECTIVE (packsum),
+#   WORKLOADS (150), TIME_LIMIT (2400 s; 0: none), OBJECTIVE (rank), ROUNDS (50),
 #   CPU (taskset -c 1 nice -n 10), SKIP_DATASET=1 (train on DATA as it is).
 set -euo pipefail
 if [ "${1:-}" = "-h" ] || [ "${1:-}" = "--help" ]; then
@@ -34,4 +34,4 @@ for obj in packsum rank; do
       --objective "$obj" --json
   done
 done
-$cpu "$T" costmodel train "$data/dataset.jsonl" --objective "${OBJECTIVE:-packsum}" -o "$here/default.json" --json
+$cpu "$T" costmodel train "$data/dataset.jsonl" --objective "${OBJECTIVE:-rank}" --max-rounds "${ROUNDS:-50}" -o "$here/default.json" --json
