@@ -12,7 +12,10 @@
 #               N samples), "xgb:rounds=N" caps boosting rounds
 #               (--xgb-max-rounds N), "first=N" makes the search's first
 #               batch N candidates (tune --first-batch N); they may be
-#               combined ("xgb:min=12:first=16", "random:first=16").
+#               combined ("xgb:min=12:first=16", "random:first=16");
+#               "xgb:cm=FILE|default|none" starts from a pre-trained model
+#               (tune --cost-model; none: online only, the pre-trained
+#               default is not loaded).
 #     BUILD     build directory holding tessel (default build)
 #     THREADS   --threads of every run (default 1)
 #     BATCH     the runs' batch size, for the "later/first" column (default 64)
@@ -74,6 +77,7 @@ for v in $variants; do
       min=*) vargs+=(--xgb-min-samples "${kv#min=}") ;;
       rounds=*) vargs+=(--xgb-max-rounds "${kv#rounds=}") ;;
       first=*) vargs+=(--first-batch "${kv#first=}") ;;
+      cm=*) vargs+=(--cost-model "${kv#cm=}") ;;
       "") ;;
       *) echo "cost_model_curve.sh: unknown variant option '$kv' in '$v'" >&2; exit 2 ;;
     esac

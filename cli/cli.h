@@ -17,6 +17,7 @@ int tun_cmd_selfcheck(int argc, char **argv); /* cmd_schedule.c */
 int tun_cmd_build(int argc, char **argv);     /* cmd_build.c */
 int tun_cmd_bench(int argc, char **argv);
 int tun_cmd_costmodel(int argc, char **argv); /* cmd_costmodel.c */
+int tun_cmd_costmodel_dataset(int argc, char **argv); /* cmd_costmodel_data.c: argv[0] = "dataset" */
 int tun_cmd_tune(int argc, char **argv);     /* cmd_tune.c */
 int tun_cmd_tracker(int argc, char **argv);  /* cmd_tracker.c */
 int tun_cmd_query(int argc, char **argv);

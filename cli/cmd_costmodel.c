@@ -1,24 +1,32 @@
-/* cmd_costmodel.c — `tessel costmodel eval LOG [--json] [--seed N]
- * [--train-frac F]`: how well the XGBoost cost model ranks a tuning log.
+/* cmd_costmodel.c — `tessel costmodel eval|train|features` (and `dataset`,
+ * cmd_costmodel_data.c): how well the XGBoost cost model ranks tuning logs,
+ * and training a model to keep.
  *
  * Each record's trace is replayed on its workload (canonical spec through
  * ir_workload_from_spec, else DSL text) and its features extracted for the
- * record's target. Per workload, records are shuffled (seeded) and split
- * into train and held-out parts; the model trains on every workload's
- * train part (failures included at cost 1e10, as the tuner does) and is
- * scored on each held-out part (error-free records only): pairwise accuracy
- * and recall@30, averaged over workloads weighted by held-out size. The
- * random model's numbers are printed beside it for comparison.
- * `tessel costmodel features` prints the table of docs/FEATURES.md. */
+ * record's target. `eval` has three modes:
+ *  - records (default): per workload a seeded split of the records; the model
+ *    trains on every workload's train part and is scored on the held-out
+ *    records of the same workloads;
+ *  - `--split workloads`: a seeded split of the workloads themselves; the
+ *    model never sees a record of a scored workload;
+ *  - `--cost-model FILE|default`: an existing model ranks every record of
+ *    the logs, trained on none of them (trained_records 0).
+ * Scores: pairwise accuracy and recall@30 on error-free records, averaged
+ * over workloads weighted by their scored records, beside the random
+ * model's. Training includes failures at cost 1e10, as the tuner does.
+ * `train` fits a model on all records and writes it in XGBoost's JSON format
+ * with the feature schema and target family (cm_xgb_export). */
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli/cli.h"
 #include "costmodel/costmodel.h"
 #include "ir/parse.h"
 #include "ir/schedule/trace.h"
-#include "cli/cli.h"
+#include "tuner/build.h"
 #include "tuner/database.h"
 
 typedef struct wl_ent {
@@ -35,6 +43,18 @@ typedef struct rec_ent {
   bool train;
 } rec_ent;
 
+/* The records of one or more logs with their features. */
+typedef struct rec_set {
+  ts_arena *a;
+  tun_db **dbs;
+  int ndb;
+  rec_ent *r;
+  int nr, nrec, nskip;
+  wl_ent *wl;
+  int nwl;
+  const char *target; /* the first used record's target string */
+} rec_set;
+
 static ir_func *workload_func(ts_arena *a, const char *text) {
   ir_func *f = NULL;
   ts_diag d;
@@ -45,20 +65,133 @@ static ir_func *workload_func(ts_arena *a, const char *text) {
   return NULL;
 }
 
-static void eval_model(cm_model *m, rec_ent *r, int n, int nwl, double *acc, double *rec,
-                       int *nscored) {
+static void set_free(rec_set *s) {
+  for (int i = 0; i < s->nr; i++) cm_features_fini(&s->r[i].feat);
+  ts_free(s->r);
+  ts_free(s->wl);
+  for (int i = 0; i < s->ndb; i++) tun_db_close(s->dbs[i]);
+  ts_free(s->dbs);
+  if (s->a) ts_arena_free(s->a);
+}
+
+/* Adds record rec of a loaded log to s (or counts it skipped). */
+static void set_add(rec_set *s, const tun_record *rec) {
+  if (!rec->workload || !rec->trace || !rec->target) {
+    s->nskip++;
+    return;
+  }
+  int w = -1;
+  for (int j = 0; j < s->nwl && w < 0; j++)
+    if (!strcmp(s->wl[j].text, rec->workload)) w = j;
+  if (w < 0) {
+    w = s->nwl++;
+    s->wl[w].text = rec->workload;
+    s->wl[w].func = workload_func(s->a, rec->workload);
+  }
+  cg_target tg;
+  if (!s->wl[w].func || cg_target_parse(rec->target, &tg, NULL) != TS_OK) {
+    s->nskip++;
+    return;
+  }
+  sch_trace *tr = sch_trace_from_json(rec->trace, NULL);
+  sch_traced *t = tr ? sch_trace_replay(tr, s->wl[w].func, 1, NULL) : NULL;
+  sch_trace_free(tr);
+  rec_ent *e = &s->r[s->nr];
+  memset(e, 0, sizeof *e);
+  if (!t || cm_extract(sch_traced_func(t), &tg, &e->feat, NULL) != TS_OK || e->feat.nrows == 0) {
+    cm_features_fini(&e->feat);
+    sch_traced_free(t);
+    s->nskip++;
+    return;
+  }
+  sch_traced_free(t);
+  e->wl = w;
+  e->group = strtoull(rec->workload_key, NULL, 16);
+  e->valid = !rec->error && rec->nruns > 0;
+  e->cost = e->valid ? tun_record_median(rec) : 1e10;
+  if (!(e->cost > 0)) {
+    cm_features_fini(&e->feat);
+    s->nskip++;
+    return;
+  }
+  if (!s->target) s->target = rec->target;
+  s->nr++;
+}
+
+/* Loads the logs paths[0..n) into s; 0 or the exit status (printed). */
+static int set_load(rec_set *s, char **paths, int n) {
+  memset(s, 0, sizeof *s);
+  s->a = ts_arena_new();
+  s->dbs = ts_calloc((size_t)n, sizeof *s->dbs);
+  if (!s->a || !s->dbs) return fprintf(stderr, "tessel costmodel: out of memory\n"), 1;
+  for (int k = 0; k < n; k++) {
+    ts_diag d;
+    ts_diag_clear(&d);
+    int nwarn = 0;
+    if (!(s->dbs[k] = tun_db_load(paths[k], stderr, &nwarn, &d)))
+      return fprintf(stderr, "tessel costmodel: %s\n", d.msg), 2;
+    s->ndb++;
+    s->nrec += tun_db_count(s->dbs[k]);
+  }
+  s->r = ts_calloc((size_t)(s->nrec ? s->nrec : 1), sizeof *s->r);
+  s->wl = ts_calloc((size_t)(s->nrec ? s->nrec : 1), sizeof *s->wl);
+  if (!s->r || !s->wl) return fprintf(stderr, "tessel costmodel: out of memory\n"), 1;
+  for (int k = 0; k < s->ndb; k++)
+    for (int i = 0; i < tun_db_count(s->dbs[k]); i++) set_add(s, tun_db_get(s->dbs[k], i));
+  return 0;
+}
+
+static void shuffle(ts_rng *rng, int *idx, int k) {
+  for (int i = k - 1; i > 0; i--) {
+    int j = (int)ts_rng_below(rng, (uint64_t)i + 1), tmp = idx[i];
+    idx[i] = idx[j];
+    idx[j] = tmp;
+  }
+}
+
+/* Marks the train records: by_workload, a seeded frac of the workloads (at
+ * least one held out), else a seeded frac of each workload's records. */
+static void split(rec_set *s, uint64_t seed, double frac, bool by_workload) {
+  ts_rng rng;
+  ts_rng_seed(&rng, seed);
+  int *idx = ts_malloc((size_t)(s->nr > s->nwl ? s->nr : s->nwl) * sizeof *idx + 1);
+  if (!idx) return;
+  if (by_workload) {
+    for (int w = 0; w < s->nwl; w++) idx[w] = w;
+    shuffle(&rng, idx, s->nwl);
+    int kt = (int)(s->nwl * frac + 0.5);
+    if (kt >= s->nwl) kt = s->nwl - 1;
+    for (int i = 0; i < s->nr; i++)
+      for (int j = 0; j < kt; j++)
+        if (s->r[i].wl == idx[j]) s->r[i].train = true;
+  } else {
+    for (int w = 0; w < s->nwl; w++) {
+      int k = 0;
+      for (int i = 0; i < s->nr; i++)
+        if (s->r[i].wl == w) idx[k++] = i;
+      shuffle(&rng, idx, k);
+      int kt = (int)(k * frac + 0.5);
+      for (int i = 0; i < kt; i++) s->r[idx[i]].train = true;
+    }
+  }
+  ts_free(idx);
+}
+
+/* Scores model m on the records that are not train (scored_all: all). */
+static void eval_model(cm_model *m, const rec_set *s, bool scored_all, double *acc, double *rec, int *nscored,
+                       int *nwl_scored) {
   double wacc = 0, wrec = 0;
-  int tot = 0;
+  int tot = 0, nw = 0, n = s->nr;
   cm_features *c = ts_malloc((size_t)(n ? n : 1) * sizeof *c);
   double *sc = ts_malloc((size_t)(n ? n : 1) * sizeof *sc);
   double *co = ts_malloc((size_t)(n ? n : 1) * sizeof *co);
   if (!c || !sc || !co) goto out;
-  for (int w = 0; w < nwl; w++) {
+  for (int w = 0; w < s->nwl; w++) {
     int k = 0;
     for (int i = 0; i < n; i++)
-      if (r[i].wl == w && !r[i].train && r[i].valid) {
-        c[k] = r[i].feat;
-        co[k] = r[i].cost;
+      if (s->r[i].wl == w && (scored_all || !s->r[i].train) && s->r[i].valid) {
+        c[k] = s->r[i].feat;
+        co[k] = s->r[i].cost;
         k++;
       }
     if (k < 2) continue;
@@ -66,23 +199,218 @@ static void eval_model(cm_model *m, rec_ent *r, int n, int nwl, double *acc, dou
     wacc += cm_pairwise_accuracy(sc, co, k) * k;
     wrec += cm_recall_at_k(sc, co, k, 30) * k;
     tot += k;
+    nw++;
   }
 out:
   *acc = tot ? wacc / tot : 0;
   *rec = tot ? wrec / tot : 0;
   *nscored = tot;
+  *nwl_scored = nw;
   ts_free(c);
   ts_free(sc);
   ts_free(co);
 }
 
+/* A new xgb model trained on s's train records; NULL (printed) on error. */
+static cm_model *train_on(const rec_set *s, uint64_t seed, bool rank, int rounds, int *ntrain) {
+  ts_diag d;
+  ts_diag_clear(&d);
+  cm_sample *smp = ts_malloc((size_t)(s->nr ? s->nr : 1) * sizeof *smp);
+  cm_model *m = cm_xgb_new(0, seed, &d);
+  *ntrain = 0;
+  if (!smp || !m) {
+    fprintf(stderr, "tessel costmodel: %s\n", m ? "out of memory" : d.msg);
+    ts_free(smp);
+    cm_model_free(m);
+    return NULL;
+  }
+  for (int i = 0; i < s->nr; i++)
+    if (s->r[i].train) smp[(*ntrain)++] = (cm_sample){s->r[i].group, &s->r[i].feat, s->r[i].cost};
+  cm_xgb_set_min_samples(m, 1); /* evaluate the booster even on small logs */
+  cm_xgb_set_objective(m, rank);
+  if (rounds > 0) cm_xgb_set_max_rounds(m, rounds);
+  if (*ntrain > 0 && cm_update(m, smp, *ntrain, &d) != TS_OK) {
+    fprintf(stderr, "tessel costmodel: training: %s\n", d.msg);
+    cm_model_free(m);
+    m = NULL;
+  }
+  ts_free(smp);
+  return m;
+}
+
+/* The resolved target of s's records (the first one's), for families. */
+static bool set_target(const rec_set *s, cg_target *tg) {
+  if (!s->target || cg_target_parse(s->target, tg, NULL) != TS_OK) return false;
+  return tun_resolve_target(tg, NULL) == TS_OK;
+}
+
 static int usage(FILE *f) {
-  fprintf(f, "usage: tessel costmodel eval LOG [--json] [--seed N] [--train-frac F]\n"
-             "       tessel costmodel features   (the feature table, markdown)\n"
-             "  Replays each record's trace, extracts features, trains the XGBoost model on\n"
-             "  a per-workload train split and reports pairwise accuracy and recall@30 on\n"
-             "  the held-out records, beside the random model's.\n");
+  fprintf(f,
+          "usage: tessel costmodel eval LOG... [--json] [--seed N] [--train-frac F]\n"
+          "                         [--split records|workloads] [--objective packsum|rank]\n"
+          "       tessel costmodel eval LOG... --cost-model FILE|default [--json]\n"
+          "       tessel costmodel train LOG... -o MODEL [--seed N] [--objective packsum|rank]\n"
+          "                         [--max-rounds N] [--json]\n"
+          "       tessel costmodel dataset --log LOG --trials N [...]  (see dataset --help)\n"
+          "       tessel costmodel features   (the feature table, markdown)\n"
+          "  eval replays each record's trace and extracts features, trains the XGBoost model\n"
+          "  on a seeded split (of each workload's records, or --split workloads: of the\n"
+          "  workloads, so scored workloads are never seen in training) and reports\n"
+          "  pairwise accuracy and recall@30 on the held-out records beside the random\n"
+          "  model's; with --cost-model it ranks every record with that model, training on\n"
+          "  none. train fits a model on all records of the logs and writes it in XGBoost's\n"
+          "  JSON format with the feature schema and target family (tune --cost-model).\n");
   return f == stdout ? 0 : 2;
+}
+
+typedef struct cm_args {
+  bool json, rank, by_workload;
+  uint64_t seed;
+  double frac;
+  int rounds;
+  const char *cost_model, *out;
+} cm_args;
+
+/* Parses the options of eval and train; 0 to go on, else 1 + exit status. */
+static int parse_args(int argc, char **argv, const char *cmd, cm_args *o) {
+  enum { OPT_JSON = 256, OPT_SEED, OPT_FRAC, OPT_SPLIT, OPT_OBJ, OPT_CM, OPT_ROUNDS };
+  static const struct option opts[] = {
+      {"json", no_argument, 0, OPT_JSON},          {"seed", required_argument, 0, OPT_SEED},
+      {"train-frac", required_argument, 0, OPT_FRAC}, {"split", required_argument, 0, OPT_SPLIT},
+      {"objective", required_argument, 0, OPT_OBJ}, {"cost-model", required_argument, 0, OPT_CM},
+      {"max-rounds", required_argument, 0, OPT_ROUNDS}, {"output", required_argument, 0, 'o'},
+      {"help", no_argument, 0, 'h'},                {0, 0, 0, 0}};
+  *o = (cm_args){.seed = 1, .frac = 0.7};
+  optind = 1;
+  for (int c; (c = getopt_long(argc, argv, "ho:", opts, NULL)) != -1;) {
+    bool ok = true;
+    if (c == OPT_JSON) o->json = true;
+    else if (c == OPT_SEED) ok = tun_cli_seed(cmd, "--seed", optarg, &o->seed);
+    else if (c == OPT_FRAC) ok = tun_cli_real(cmd, "--train-frac", optarg, 0, 1, &o->frac);
+    else if (c == OPT_ROUNDS) ok = tun_cli_int(cmd, "--max-rounds", optarg, 1, 100000, &o->rounds);
+    else if (c == OPT_CM) o->cost_model = optarg;
+    else if (c == 'o') o->out = optarg;
+    else if (c == OPT_SPLIT && (!strcmp(optarg, "records") || !strcmp(optarg, "workloads")))
+      o->by_workload = !strcmp(optarg, "workloads");
+    else if (c == OPT_OBJ && (!strcmp(optarg, "packsum") || !strcmp(optarg, "rank")))
+      o->rank = !strcmp(optarg, "rank");
+    else if (c == OPT_SPLIT || c == OPT_OBJ) {
+      fprintf(stderr, "tessel %s: --%s: unknown value '%s' (valid: %s)\n", cmd,
+              c == OPT_SPLIT ? "split" : "objective", optarg,
+              c == OPT_SPLIT ? "records, workloads" : "packsum, rank");
+      ok = false;
+    } else if (c == 'h') return 1 + usage(stdout);
+    else return 1 + usage(stderr);
+    if (!ok) return 1 + 2;
+  }
+  if (optind >= argc || o->frac <= 0 || o->frac >= 1) return 1 + usage(stderr);
+  return 0;
+}
+
+/* eval with --cost-model: rank every record with an existing model. */
+static int eval_existing(const rec_set *s, const cm_args *o) {
+  cg_target tg;
+  if (!set_target(s, &tg)) {
+    fprintf(stderr, "tessel costmodel eval: the logs hold no usable record\n");
+    return 2;
+  }
+  ts_diag d;
+  ts_diag_clear(&d);
+  cm_model *m = NULL;
+  ts_status st = cm_pretrained_open(o->cost_model, &tg, o->seed, stderr, &m, &d);
+  if (st || !m) {
+    fprintf(stderr, "tessel costmodel eval: %s\n", st ? d.msg : "--cost-model none: no model to evaluate");
+    return 2;
+  }
+  const char *path = strcmp(o->cost_model, "default") ? o->cost_model : cm_pretrained_default_path();
+  cm_model *rm = cm_random_new(o->seed);
+  double xa, xr, ra, rr;
+  int scored, nws;
+  eval_model(m, s, true, &xa, &xr, &scored, &nws);
+  eval_model(rm, s, true, &ra, &rr, &scored, &nws);
+  if (o->json)
+    printf("{\"records\": %d, \"used\": %d, \"skipped\": %d, \"workloads\": %d, \"scored\": %d, "
+           "\"pairwise_accuracy\": %.4f, \"recall_at_30\": %.4f, \"model\": \"%s\", \"trained_records\": 0, "
+           "\"random\": {\"pairwise_accuracy\": %.4f, \"recall_at_30\": %.4f}}\n",
+           s->nrec, s->nr, s->nskip, nws, scored, xa, xr, path, ra, rr);
+  else {
+    printf("records %d (used %d, skipped %d), workloads %d, scored %d, model %s (trained on none)\n", s->nrec,
+           s->nr, s->nskip, nws, scored, path);
+    printf("  model   pairwise accuracy %.4f  recall@30 %.4f\n", xa, xr);
+    printf("  random  pairwise accuracy %.4f  recall@30 %.4f\n", ra, rr);
+  }
+  cm_model_free(m);
+  cm_model_free(rm);
+  return 0;
+}
+
+static int cmd_eval(const rec_set *s, const cm_args *o) {
+  if (o->cost_model) return eval_existing(s, o);
+  split((rec_set *)s, o->seed, o->frac, o->by_workload);
+  int ntrain = 0, scored = 0, nws = 0;
+  cm_model *xm = train_on(s, o->seed, o->rank, o->rounds, &ntrain);
+  cm_model *rm = cm_random_new(o->seed);
+  if (!xm || !rm) {
+    cm_model_free(xm);
+    cm_model_free(rm);
+    return 1;
+  }
+  double xa, xr, ra, rr;
+  eval_model(xm, s, false, &xa, &xr, &scored, &nws);
+  eval_model(rm, s, false, &ra, &rr, &scored, &nws);
+  const char *sp = o->by_workload ? "workloads" : "records";
+  if (o->json)
+    printf("{\"records\": %d, \"used\": %d, \"skipped\": %d, \"workloads\": %d, \"split\": \"%s\", "
+           "\"train\": %d, \"heldout\": %d, \"heldout_workloads\": %d, \"pairwise_accuracy\": %.4f, "
+           "\"recall_at_30\": %.4f, \"model\": \"xgb\", \"objective\": \"%s\", \"trained_records\": %d, "
+           "\"rounds\": %d, \"random\": {\"pairwise_accuracy\": %.4f, \"recall_at_30\": %.4f}}\n",
+           s->nrec, s->nr, s->nskip, s->nwl, sp, ntrain, scored, nws, xa, xr, o->rank ? "rank" : "packsum",
+           ntrain, cm_xgb_last_rounds(xm), ra, rr);
+  else {
+    printf("records %d (used %d, skipped %d), workloads %d, split by %s: train %d, held-out scored %d "
+           "(%d workloads)\n", s->nrec, s->nr, s->nskip, s->nwl, sp, ntrain, scored, nws);
+    printf("  xgb     pairwise accuracy %.4f  recall@30 %.4f  (%s, %d rounds)\n", xa, xr,
+           o->rank ? "rank" : "packsum", cm_xgb_last_rounds(xm));
+    printf("  random  pairwise accuracy %.4f  recall@30 %.4f\n", ra, rr);
+  }
+  cm_model_free(xm);
+  cm_model_free(rm);
+  return 0;
+}
+
+static int cmd_train(const rec_set *s, const cm_args *o) {
+  if (!o->out) {
+    fprintf(stderr, "tessel costmodel train: -o MODEL is required\n");
+    return 2;
+  }
+  cg_target tg;
+  if (!set_target(s, &tg)) {
+    fprintf(stderr, "tessel costmodel train: the logs hold no usable record\n");
+    return 2;
+  }
+  for (int i = 0; i < s->nr; i++) s->r[i].train = true;
+  int ntrain = 0;
+  cm_model *m = train_on(s, o->seed, o->rank, o->rounds, &ntrain);
+  if (!m) return 1;
+  char fam[96];
+  cm_target_family(&tg, fam, sizeof fam);
+  ts_diag d;
+  ts_diag_clear(&d);
+  int rc = 0;
+  if (cm_xgb_export(m, o->out, fam, s->nwl, &d) != TS_OK) {
+    fprintf(stderr, "tessel costmodel train: %s\n", d.msg);
+    rc = 1;
+  } else if (o->json)
+    printf("{\"model\": \"%s\", \"records\": %d, \"trained_records\": %d, \"workloads\": %d, "
+           "\"family\": \"%s\", \"schema\": %d, \"objective\": \"%s\", \"rounds\": %d}\n",
+           o->out, s->nrec, ntrain, s->nwl, fam, CM_FEATURE_SCHEMA, o->rank ? "rank" : "packsum",
+           cm_xgb_last_rounds(m));
+  else
+    printf("%s: trained on %d records of %d workloads (%d skipped), %s, %d rounds, schema %d, for '%s'\n",
+           o->out, ntrain, s->nwl, s->nskip, o->rank ? "rank" : "packsum", cm_xgb_last_rounds(m),
+           CM_FEATURE_SCHEMA, fam);
+  cm_model_free(m);
+  return rc;
 }
 
 int tun_cmd_costmodel(int argc, char **argv) {
@@ -94,166 +422,24 @@ int tun_cmd_costmodel(int argc, char **argv) {
       printf("| %d | `%s` | %s |\n", i, cm_feature_name(i), cm_feature_desc(i));
     return 0;
   }
-  if (strcmp(argv[1], "eval")) {
-    fprintf(stderr, "tessel costmodel: unknown subcommand '%s' (valid: eval, features)\n", argv[1]);
+  if (!strcmp(argv[1], "dataset")) return tun_cmd_costmodel_dataset(argc - 1, argv + 1);
+  bool train = !strcmp(argv[1], "train");
+  if (!train && strcmp(argv[1], "eval")) {
+    fprintf(stderr, "tessel costmodel: unknown subcommand '%s' (valid: eval, train, dataset, features)\n",
+            argv[1]);
     return 2;
   }
-  argc--;
-  argv++;
-  bool json = false;
-  uint64_t seed = 1;
-  double frac = 0.7;
-  enum { OPT_JSON = 256, OPT_SEED, OPT_FRAC };
-  static const struct option opts[] = {{"json", no_argument, 0, OPT_JSON},
-                                       {"seed", required_argument, 0, OPT_SEED},
-                                       {"train-frac", required_argument, 0, OPT_FRAC},
-                                       {"help", no_argument, 0, 'h'},
-                                       {0, 0, 0, 0}};
-  int c;
-  optind = 1;
-  while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-    if (c == OPT_JSON) json = true;
-    else if (c == OPT_SEED) {
-      if (!tun_cli_seed("costmodel eval", "--seed", optarg, &seed)) return 2;
-    } else if (c == OPT_FRAC) {
-      if (!tun_cli_real("costmodel eval", "--train-frac", optarg, 0, 1, &frac)) return 2;
-    }
-    else if (c == 'h') return usage(stdout);
-    else return usage(stderr);
-  }
-  if (optind != argc - 1 || frac <= 0 || frac >= 1) return usage(stderr);
-  const char *path = argv[optind];
-  ts_diag d;
-  ts_diag_clear(&d);
-  int nwarn = 0;
-  tun_db *db = tun_db_load(path, stderr, &nwarn, &d);
-  if (!db) {
-    fprintf(stderr, "tessel costmodel: %s\n", d.msg);
+  const char *cmd = train ? "costmodel train" : "costmodel eval";
+  cm_args o;
+  int rc = parse_args(argc - 1, argv + 1, cmd, &o);
+  if (rc) return rc - 1;
+  if (train && o.cost_model) {
+    fprintf(stderr, "tessel costmodel train: --cost-model is for eval\n");
     return 2;
   }
-  int n = tun_db_count(db);
-  ts_arena *a = ts_arena_new();
-  rec_ent *r = ts_calloc((size_t)(n ? n : 1), sizeof *r);
-  wl_ent *wl = ts_calloc((size_t)(n ? n : 1), sizeof *wl);
-  int nwl = 0, nr = 0, nskip = 0, rc = 0;
-  if (!a || !r || !wl) {
-    fprintf(stderr, "tessel costmodel: out of memory\n");
-    rc = 1;
-    goto out;
-  }
-  for (int i = 0; i < n; i++) {
-    const tun_record *rec = tun_db_get(db, i);
-    if (!rec->workload || !rec->trace || !rec->target) {
-      nskip++;
-      continue;
-    }
-    int w = -1;
-    for (int j = 0; j < nwl; j++)
-      if (!strcmp(wl[j].text, rec->workload)) w = j;
-    if (w < 0) {
-      w = nwl++;
-      wl[w].text = rec->workload;
-      wl[w].func = workload_func(a, rec->workload);
-    }
-    cg_target tg;
-    if (!wl[w].func || cg_target_parse(rec->target, &tg, NULL) != TS_OK) {
-      nskip++;
-      continue;
-    }
-    sch_trace *tr = sch_trace_from_json(rec->trace, NULL);
-    sch_traced *t = tr ? sch_trace_replay(tr, wl[w].func, 1, NULL) : NULL;
-    sch_trace_free(tr);
-    if (!t) {
-      nskip++;
-      continue;
-    }
-    rec_ent *e = &r[nr];
-    if (cm_extract(sch_traced_func(t), &tg, &e->feat, NULL) != TS_OK || e->feat.nrows == 0) {
-      cm_features_fini(&e->feat);
-      sch_traced_free(t);
-      nskip++;
-      continue;
-    }
-    sch_traced_free(t);
-    e->wl = w;
-    e->group = strtoull(rec->workload_key, NULL, 16);
-    e->valid = !rec->error && rec->nruns > 0;
-    e->cost = e->valid ? tun_record_median(rec) : 1e10;
-    if (!(e->cost > 0)) {
-      cm_features_fini(&e->feat);
-      nskip++;
-      continue;
-    }
-    nr++;
-  }
-  /* per-workload seeded split */
-  ts_rng rng;
-  ts_rng_seed(&rng, seed);
-  int *idx = ts_malloc((size_t)(nr ? nr : 1) * sizeof *idx);
-  cm_sample *s = ts_malloc((size_t)(nr ? nr : 1) * sizeof *s);
-  if (!idx || !s) {
-    ts_free(idx);
-    ts_free(s);
-    rc = 1;
-    goto out;
-  }
-  int ntrain = 0;
-  for (int w = 0; w < nwl; w++) {
-    int k = 0;
-    for (int i = 0; i < nr; i++)
-      if (r[i].wl == w) idx[k++] = i;
-    for (int i = k - 1; i > 0; i--) {
-      int j = (int)ts_rng_below(&rng, (uint64_t)i + 1), tmp = idx[i];
-      idx[i] = idx[j];
-      idx[j] = tmp;
-    }
-    int kt = (int)(k * frac + 0.5);
-    for (int i = 0; i < kt; i++) {
-      r[idx[i]].train = true;
-      s[ntrain++] = (cm_sample){r[idx[i]].group, &r[idx[i]].feat, r[idx[i]].cost};
-    }
-  }
-  cm_model *xm = cm_xgb_new(0, seed, &d);
-  cm_model *rm = cm_random_new(seed);
-  double xa = 0, xr = 0, ra = 0, rr = 0;
-  int scored = 0;
-  if (!xm || !rm) {
-    fprintf(stderr, "tessel costmodel: %s\n", d.msg);
-    rc = 1;
-  } else {
-    cm_xgb_set_min_samples(xm, 1); /* evaluate the booster even on small logs */
-    if (ntrain > 0 && cm_update(xm, s, ntrain, &d) != TS_OK) {
-      fprintf(stderr, "tessel costmodel: training: %s\n", d.msg);
-      rc = 1;
-    } else {
-      eval_model(xm, r, nr, nwl, &xa, &xr, &scored);
-      eval_model(rm, r, nr, nwl, &ra, &rr, &scored);
-    }
-  }
-  if (rc == 0) {
-    if (json)
-      printf("{\"records\": %d, \"used\": %d, \"skipped\": %d, \"workloads\": %d, \"train\": %d, "
-             "\"heldout\": %d, \"pairwise_accuracy\": %.4f, \"recall_at_30\": %.4f, "
-             "\"model\": \"xgb\", \"rounds\": %d, \"random\": {\"pairwise_accuracy\": %.4f, "
-             "\"recall_at_30\": %.4f}}\n",
-             n, nr, nskip, nwl, ntrain, scored, xa, xr, cm_xgb_last_rounds(xm), ra, rr);
-    else {
-      printf("records %d (used %d, skipped %d), workloads %d, train %d, held-out scored %d\n", n,
-             nr, nskip, nwl, ntrain, scored);
-      printf("  xgb     pairwise accuracy %.4f  recall@30 %.4f  (%d rounds)\n", xa, xr,
-             cm_xgb_last_rounds(xm));
-      printf("  random  pairwise accuracy %.4f  recall@30 %.4f\n", ra, rr);
-    }
-  }
-  cm_model_free(xm);
-  cm_model_free(rm);
-  ts_free(idx);
-  ts_free(s);
-out:
-  for (int i = 0; i < nr; i++) cm_features_fini(&r[i].feat);
-  ts_free(r);
-  ts_free(wl);
-  if (a) ts_arena_free(a);
-  tun_db_close(db);
+  rec_set s;
+  rc = set_load(&s, argv + 1 + optind, argc - 1 - optind);
+  if (!rc) rc = train ? cmd_train(&s, &o) : cmd_eval(&s, &o);
+  set_free(&s);
   return rc;
 }

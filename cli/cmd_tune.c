@@ -22,6 +22,7 @@ static const char tune_usage[] =
     "         [--build-jobs N] [--slow-cutoff F] [--first-batch N] [--json]\n"
     "         [--no-layout-rewrite] [--no-tensorize] [--no-tensor-core] [--gpu-regcheck]\n"
     "         [--no-default-tiling] [--xgb-min-samples N] [--xgb-max-rounds N] [--no-library]\n"
+    "         [--cost-model FILE|default|none]\n"
     "         [--runner local|rpc --tracker H:P --key K [--parallel N]\n"
     "          [--secret-file F] [--priority P] [--rpc-wait S] [--rpc-tries N]]\n"
     "Searches schedules of SUBJECT (evolutionary search ranked by the cost model),\n"
@@ -44,6 +45,9 @@ static const char tune_usage[] =
     "each library's call measured as one more candidate, logged as a library record,\n"
     "on a host llvm target and never through RPC; --no-library turns them off\n"
     "(docs/TUNING.md, \"Library candidates\").\n"
+    "--cost-model FILE|default|none (--model xgb): start from a pre-trained model and keep\n"
+    "training it online; default: the committed one (warning on a target mismatch);\n"
+    "none (also without the option): online only.\n"
     "--json prints {workload, target, trials, errors, best_seconds, best_gflops,\n"
     "baseline_gflops, log, wall_seconds, phases}; phases gives the wall seconds of\n"
     "search, train, build, measure, verify, baseline and resume (docs/COSTMODEL.md).\n"
@@ -58,7 +62,7 @@ static const char tune_usage[] =
 enum { OPT_TARGET = 1000, OPT_TRIALS, OPT_LOG, OPT_BATCH, OPT_MODEL, OPT_SEED, OPT_JOBS, OPT_JSON,
        OPT_RUNNER, OPT_TRACKER, OPT_KEY, OPT_PARALLEL, OPT_SECRET, OPT_PRIORITY, OPT_RPCWAIT,
        OPT_RPCTRIES, OPT_SLOWCUT, OPT_FIRSTBATCH, OPT_NOLAYOUT, OPT_NOTENSORIZE, OPT_NOTENSORCORE,
-       OPT_REGCHECK, OPT_NODEFTILING, OPT_XGBMIN, OPT_XGBROUNDS, OPT_NOLIBRARY };
+       OPT_REGCHECK, OPT_NODEFTILING, OPT_XGBMIN, OPT_XGBROUNDS, OPT_NOLIBRARY, OPT_COSTMODEL };
 
 /* The options `tessel tune` and `tessel tune-model` share. */
 static const struct option shared_options[] = {{"target", required_argument, 0, OPT_TARGET},
@@ -87,6 +91,7 @@ static const struct option shared_options[] = {{"target", required_argument, 0, 
                                                {"xgb-min-samples", required_argument, 0, OPT_XGBMIN},
                                                {"xgb-max-rounds", required_argument, 0, OPT_XGBROUNDS},
                                                {"no-library", no_argument, 0, OPT_NOLIBRARY},
+                                               {"cost-model", required_argument, 0, OPT_COSTMODEL},
                                                {0, 0, 0, 0}};
 
 bool tun_tune_cli_options(struct option *out, size_t cap, const struct option *own) {
@@ -143,6 +148,7 @@ bool tun_tune_cli_option(tun_tune_cli *c, int opt, const char *arg) {
     if (o->xgb_min_samples < 1) o->xgb_min_samples = 1;
     break;
   case OPT_XGBROUNDS: ok = tun_cli_int(cmd, "--xgb-max-rounds", arg, 0, 1000000, &o->xgb_max_rounds); break;
+  case OPT_COSTMODEL: o->cost_model = arg; break; /* FILE|default|none (docs/COSTMODEL.md) */
   default: return tun_cli_measure_option(cmd, &o->measure, opt, arg) > 0;
   }
   return ok;

@@ -19,7 +19,8 @@
 static const char usage[] =
     "usage: tessel tune-model MODEL.onnx --trials N --log LOG [--target T]\n"
     "         [--task-scheduler gradient|round-robin] [--sym NAME=VALUE ...]\n"
-    "         [--batch N] [--model xgb|random] [--seed S] [--number N] [--repeat N]\n"
+    "         [--batch N] [--model xgb|random] [--cost-model FILE|default|none] [--seed S]\n"
+    "         [--number N] [--repeat N]\n"
     "         [--min-repeat-ms MS] [--timeout S] [--cache-flush] [--threads N]\n"
     "         [--build-jobs N] [--no-default] [--json] [--winograd on|off|all] [--polyphase on|off] [--qdq on|off]\n"
     "         [--no-library]\n"

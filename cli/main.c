@@ -26,7 +26,7 @@ static const command commands[] = {
     {"sketches", tun_cmd_sketches, "print the design space: the traced sketches of the schedule rules"},
     {"log", tun_cmd_log, "inspect a tuning log, or print its best record (log inspect|best LOG)"},
     {"plot", tun_cmd_plot, "draw tuning curves (best-so-far GFLOP/s per trial) of logs as SVG"},
-    {"costmodel", tun_cmd_costmodel, "evaluate the cost model on a tuning log (eval LOG [--json])"},
+    {"costmodel", tun_cmd_costmodel, "cost model: dataset, train, eval (eval LOG... [--json])"},
     {"tracker", tun_cmd_tracker, "run the tracker: boards register, tuners get exclusive sessions (--port 9190)"},
     {"query", tun_cmd_query, "print a tracker's keys (free/busy/pending) and servers (--tracker H:P [--json])"},
     {"rpc-server", tun_cmd_rpc_server, "serve measurements for a tracker (--tracker H:P --key K [--port P])"},

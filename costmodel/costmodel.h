@@ -12,6 +12,8 @@
 #ifndef TESSEL_COSTMODEL_H
 #define TESSEL_COSTMODEL_H
 
+#include <stdio.h>
+
 #include "codegen/codegen.h"
 #include "ir/ir.h"
 
@@ -85,5 +87,59 @@ ts_status cm_extract_lowered(const ir_func *lowered, const cg_target *t, cm_feat
 void cm_xgb_set_max_rounds(cm_model *m, int n);
 /* Rounds run by the last training (0 if none). */
 int cm_xgb_last_rounds(const cm_model *m);
+
+
+/* ---- pre-trained models (xgb.c) -------------------------------------------- */
+/* The version of the feature vector cm_extract produces: a pre-trained model
+ * records it and one of another version is refused. Bump it with any change
+ * to the features' meaning, order or count. */
+#define CM_FEATURE_SCHEMA 1
+
+/* The family a pre-trained model is tied to: target kind, ISA and widest
+ * vector ("llvm x86_64 v512"), for a resolved target. */
+void cm_target_family(const cg_target *t, char *buf, size_t n);
+/* Pairwise objective (a logistic loss on score differences within each
+ * workload) instead of the pack-sum regression. */
+void cm_xgb_set_objective(cm_model *m, bool rank);
+
+/* Writes the trained booster in XGBoost's own JSON model format with the
+ * attributes tessel_feature_schema, tessel_target_family, tessel_objective,
+ * tessel_trained_records and tessel_trained_workloads. */
+ts_status cm_xgb_export(const cm_model *m, const char *path, const char *family, int nworkloads, ts_diag *d);
+
+typedef struct cm_pretrained_info {
+  char family[96];       /* the target family it was trained for ("" unknown) */
+  char objective[16];    /* "packsum" or "rank" */
+  int trained_records;
+} cm_pretrained_info;
+
+/* Loads an exported model as an xgb model that ranks with it from the first
+ * call and, as samples arrive, keeps training online: each training starts
+ * from the pre-trained booster and adds trees for the new data. A model
+ * without this tessel's CM_FEATURE_SCHEMA is refused (TS_EINVAL, naming
+ * both versions); a file that is not an XGBoost model is TS_EPARSE. */
+cm_model *cm_xgb_load_pretrained(const char *path, int nthread, uint64_t seed, cm_pretrained_info *info,
+                                 ts_diag *d);
+
+/* The committed pre-trained model's path (costmodel/pretrained/default.json). */
+const char *cm_pretrained_default_path(void);
+/* The model a tuning run starts from, for spec (--cost-model): NULL, "" or
+ * "none": none; "default": the committed pre-trained model (a family
+ * mismatch is warned about on warn, another schema is an error); else the
+ * model file spec (errors are errors). *out NULL: none, the
+ * caller makes a fresh model. */
+ts_status cm_pretrained_open(const char *spec, const cg_target *t, uint64_t seed, FILE *warn, cm_model **out,
+                             ts_diag *d);
+
+/* ---- training corpus (corpus.c) ------------------------------------------- */
+/* Spec i of the dataset corpus: the first cm_corpus_fixed_count() are layers
+ * of ResNet-50, MobileNetV2 and BERT-base, the rest seeded random instances
+ * of the same families (the same seed and i give the same spec). Never one
+ * of the cm_corpus_heldout() workloads. */
+void cm_corpus_spec(uint64_t seed, int i, char *buf, size_t n);
+int cm_corpus_fixed_count(void);
+/* The benchmark's held-out workloads (specs), i < cm_corpus_heldout_count(). */
+int cm_corpus_heldout_count(void);
+const char *cm_corpus_heldout(int i);
 
 #endif

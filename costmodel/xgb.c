@@ -34,6 +34,12 @@ typedef struct xgb_model {
   float *rows;
   int last_train_size;
   BoosterHandle bst;
+  /* a pre-trained model (cm_xgb_load_pretrained): its serialised booster,
+   * the start of every training, and predicting from the first call */
+  char *base_buf;
+  bst_ulong base_len;
+  int base_records;
+  bool rank; /* pairwise objective (cm_xgb_set_objective) */
 } xgb_model;
 
 static const char *xgb_err(void) {
@@ -49,6 +55,7 @@ static void xgb_free(cm_model *m) {
   ts_free(x->row_start);
   ts_free(x->row_count);
   ts_free(x->rows);
+  ts_free(x->base_buf);
   ts_free(x);
 }
 
@@ -67,31 +74,99 @@ static ts_status set_params(BoosterHandle b, int nthread, uint64_t seed, ts_diag
   return TS_OK;
 }
 
+/* Sample indices ordered by group (ties by index): ord[0..ns). */
+static const uint64_t *sort_groups;
+static int cmp_group(const void *pa, const void *pb) {
+  int a = *(const int *)pa, b = *(const int *)pb;
+  if (sort_groups[a] != sort_groups[b]) return sort_groups[a] < sort_groups[b] ? -1 : 1;
+  return a - b;
+}
+static void group_order(const xgb_model *x, int *ord) {
+  for (int i = 0; i < x->nsamp; i++) ord[i] = i;
+  sort_groups = x->group;
+  qsort(ord, (size_t)x->nsamp, sizeof *ord, cmp_group);
+}
+/* The end of the run of ord starting at lo that holds one group. */
+static int group_end(const xgb_model *x, const int *ord, int lo) {
+  int hi = lo + 1;
+  while (hi < x->nsamp && x->group[ord[hi]] == x->group[ord[lo]]) hi++;
+  return hi;
+}
+
 /* Labels per sample: min cost of the group / cost. */
-static void labels(const xgb_model *x, double *y) {
-  for (int i = 0; i < x->nsamp; i++) {
-    double mn = x->cost[i];
-    for (int j = 0; j < x->nsamp; j++)
-      if (x->group[j] == x->group[i] && x->cost[j] < mn) mn = x->cost[j];
-    y[i] = x->cost[i] > 0 ? mn / x->cost[i] : 0;
+static void labels(const xgb_model *x, const int *ord, double *y) {
+  for (int lo = 0, hi; lo < x->nsamp; lo = hi) {
+    hi = group_end(x, ord, lo);
+    double mn = INFINITY;
+    for (int i = lo; i < hi; i++)
+      if (x->cost[ord[i]] < mn) mn = x->cost[ord[i]];
+    for (int i = lo; i < hi; i++) y[ord[i]] = x->cost[ord[i]] > 0 ? mn / x->cost[ord[i]] : 0;
   }
+}
+
+/* Per-candidate gradients of the pack-sum regression (MetaSchedule's):
+ * g = y (P - y), h = y; returns the p-rmse over rows. */
+static double grad_packsum(const xgb_model *x, const double *y, const double *P, double *gc, double *hc) {
+  double se = 0;
+  for (int s = 0; s < x->nsamp; s++) {
+    gc[s] = y[s] * (P[s] - y[s]);
+    hc[s] = y[s];
+    se += (P[s] - y[s]) * (P[s] - y[s]) * x->row_count[s];
+  }
+  return sqrt(se / (x->nrows ? x->nrows : 1));
+}
+
+/* Per-candidate gradients of a pairwise logistic loss within each group
+ * (XGBoost's rank:pairwise on pack-sum scores): for every pair with
+ * cost_i < cost_j, loss log(1 + exp(-(P_i - P_j))). Returns the mean loss. */
+static double grad_rank(const xgb_model *x, const int *ord, const double *P, double *gc, double *hc) {
+  double loss = 0;
+  long npairs = 0;
+  for (int s = 0; s < x->nsamp; s++) gc[s] = hc[s] = 0;
+  for (int lo = 0, hi; lo < x->nsamp; lo = hi) {
+    hi = group_end(x, ord, lo);
+    for (int a = lo; a < hi; a++)
+      for (int b = a + 1; b < hi; b++) {
+        int i = ord[a], j = ord[b];
+        if (x->cost[i] == x->cost[j]) continue;
+        if (x->cost[i] > x->cost[j]) { int t = i; i = j; j = t; }
+        double z = P[i] - P[j], p = 1 / (1 + exp(-z)); /* p: P(i ranked above j) */
+        loss += z > 30 ? 0 : (z < -30 ? -z : log1p(exp(-z)));
+        npairs++;
+        gc[i] += p - 1;
+        gc[j] += 1 - p;
+        hc[i] += p * (1 - p);
+        hc[j] += p * (1 - p);
+      }
+  }
+  for (int s = 0; s < x->nsamp; s++) hc[s] = hc[s] > 1e-6 ? hc[s] : 1e-6;
+  return npairs ? loss / (double)npairs : 0;
+}
+
+/* A booster for training on dm: the pre-trained one's copy, else new. */
+static ts_status new_booster(const xgb_model *x, DMatrixHandle dm, BoosterHandle *b, ts_diag *d) {
+  if (XGBoosterCreate(&dm, 1, b) ||
+      (x->base_buf && XGBoosterLoadModelFromBuffer(*b, x->base_buf, x->base_len)))
+    return ts_diag_set(d, TS_EINTERNAL, "xgboost: %s", xgb_err());
+  return set_params(*b, x->nthread, x->seed, d);
 }
 
 static ts_status train(xgb_model *x, ts_diag *d) {
   int nr = x->nrows, ns = x->nsamp;
   ts_status st = TS_OK;
-  double *y = ts_malloc((size_t)ns * sizeof *y);
-  double *P = ts_malloc((size_t)ns * sizeof *P);
+  double *y = ts_malloc((size_t)ns * sizeof *y), *P = ts_malloc((size_t)ns * sizeof *P);
+  double *gc = ts_malloc((size_t)ns * sizeof *gc), *hc = ts_malloc((size_t)ns * sizeof *hc);
   float *yr = ts_malloc((size_t)nr * sizeof *yr);
   float *g = ts_malloc((size_t)nr * sizeof *g), *h = ts_malloc((size_t)nr * sizeof *h);
-  int *sid = ts_malloc((size_t)nr * sizeof *sid);
+  int *sid = ts_malloc((size_t)nr * sizeof *sid), *ord = ts_malloc((size_t)ns * sizeof *ord);
   DMatrixHandle dm = NULL;
   BoosterHandle b = NULL;
-  if (!y || !P || !yr || !g || !h || !sid) {
+  if (!y || !P || !gc || !hc || !yr || !g || !h || !sid || !ord) {
     st = ts_diag_set(d, TS_ENOMEM, "cm_update: out of memory");
     goto out;
   }
-  labels(x, y);
+  group_order(x, ord);
+  labels(x, ord, y);
   for (int s = 0; s < ns; s++)
     for (int r = 0; r < x->row_count[s]; r++) {
       sid[x->row_start[s] + r] = s;
@@ -99,13 +174,13 @@ static ts_status train(xgb_model *x, ts_diag *d) {
     }
   if (XGDMatrixCreateFromMat(x->rows, (bst_ulong)nr, CM_NUM_FEATURES, NAN, &dm) ||
       XGDMatrixSetFloatInfo(dm, "label", yr, (bst_ulong)nr) ||
-      XGDMatrixSetFloatInfo(dm, "weight", yr, (bst_ulong)nr) || XGBoosterCreate(&dm, 1, &b)) {
+      XGDMatrixSetFloatInfo(dm, "weight", yr, (bst_ulong)nr)) {
     st = ts_diag_set(d, TS_EINTERNAL, "xgboost: %s", xgb_err());
     goto out;
   }
-  if ((st = set_params(b, x->nthread, x->seed, d))) goto out;
+  if ((st = new_booster(x, dm, &b, d))) goto out;
   /* The margins predicted before round it+1 are those after round it, so one
-   * prediction per round serves both the gradients and the p-rmse. */
+   * prediction per round serves both the gradients and the loss. */
   double best = INFINITY;
   int best_it = 0, it;
   for (it = 0;; it++) {
@@ -117,15 +192,10 @@ static ts_status train(xgb_model *x, ts_diag *d) {
     }
     for (int s = 0; s < ns; s++) P[s] = 0;
     for (int r = 0; r < nr; r++) P[sid[r]] += pred[r];
+    double loss = x->rank ? grad_rank(x, ord, P, gc, hc) : grad_packsum(x, y, P, gc, hc);
     if (it > 0) {
-      double se = 0;
-      for (int r = 0; r < nr; r++) {
-        double e = P[sid[r]] - y[sid[r]];
-        se += e * e;
-      }
-      double prmse = sqrt(se / (nr ? nr : 1));
-      if (prmse < best) {
-        best = prmse;
+      if (loss < best) {
+        best = loss;
         best_it = it;
       } else if (it - best_it >= 50) {
         break;
@@ -133,9 +203,8 @@ static ts_status train(xgb_model *x, ts_diag *d) {
     }
     if (it >= x->max_rounds) break;
     for (int r = 0; r < nr; r++) {
-      double yc = y[sid[r]];
-      g[r] = (float)(yc * (P[sid[r]] - yc));
-      h[r] = (float)yc;
+      g[r] = (float)gc[sid[r]];
+      h[r] = (float)hc[sid[r]];
     }
     if (XGBoosterBoostOneIter(b, dm, g, h, (bst_ulong)nr)) {
       st = ts_diag_set(d, TS_EINTERNAL, "xgboost boost: %s", xgb_err());
@@ -152,10 +221,13 @@ out:
   if (dm) XGDMatrixFree(dm);
   ts_free(y);
   ts_free(P);
+  ts_free(gc);
+  ts_free(hc);
   ts_free(yr);
   ts_free(g);
   ts_free(h);
   ts_free(sid);
+  ts_free(ord);
   return st;
 }
 
@@ -204,7 +276,7 @@ static ts_status xgb_update(cm_model *m, const cm_sample *s, int n, ts_diag *d) 
 static ts_status xgb_predict(cm_model *m, const cm_features *c, int n, double *scores,
                              ts_diag *d) {
   xgb_model *x = (xgb_model *)m;
-  if (!x->bst || x->nsamp < x->min_samples) {
+  if (!x->bst || (!x->base_buf && x->nsamp < x->min_samples)) {
     for (int i = 0; i < n; i++) scores[i] = ts_rng_unit(&x->rng);
     return TS_OK;
   }
@@ -370,5 +442,112 @@ fail:
   ts_free(bbuf);
   if (x) xgb_free(&x->base);
   fclose(f);
+  return NULL;
+}
+
+/* ---- pre-trained models: XGBoost's own JSON format ------------------------ */
+
+void cm_xgb_set_objective(cm_model *m, bool rank) {
+  if (m && m->ops == &xgb_ops) ((xgb_model *)m)->rank = rank;
+}
+
+void cm_target_family(const cg_target *t, char *buf, size_t n) {
+  const char *arch = t->triple;
+  size_t alen = strcspn(arch, "-");
+  if (!arch[0]) {
+#if defined(__x86_64__)
+    arch = "x86_64";
+#elif defined(__aarch64__)
+    arch = "aarch64";
+#else
+    arch = "unknown";
+#endif
+    alen = strlen(arch);
+  }
+  snprintf(buf, n, "%s %.*s v%d", cg_target_ops_of(t)->name, (int)alen, arch, t->vector_bits);
+}
+
+static ts_status set_attr(BoosterHandle b, const char *k, const char *v, ts_diag *d) {
+  if (XGBoosterSetAttr(b, k, v)) return ts_diag_set(d, TS_EINTERNAL, "xgboost: set attribute %s: %s", k, xgb_err());
+  return TS_OK;
+}
+
+ts_status cm_xgb_export(const cm_model *m, const char *path, const char *family, int nworkloads, ts_diag *d) {
+  if (!m || m->ops != &xgb_ops || !((const xgb_model *)m)->bst)
+    return ts_diag_set(d, TS_EINVAL, "cm_xgb_export: no trained xgb model to save");
+  const xgb_model *x = (const xgb_model *)m;
+  char v[64], nw[32], nrec[32];
+  snprintf(v, sizeof v, "%d", CM_FEATURE_SCHEMA);
+  snprintf(nw, sizeof nw, "%d", nworkloads);
+  snprintf(nrec, sizeof nrec, "%d", x->nsamp + x->base_records);
+  ts_status st;
+  if ((st = set_attr(x->bst, "tessel_feature_schema", v, d)) ||
+      (st = set_attr(x->bst, "tessel_target_family", family ? family : "", d)) ||
+      (st = set_attr(x->bst, "tessel_objective", x->rank ? "rank" : "packsum", d)) ||
+      (st = set_attr(x->bst, "tessel_trained_records", nrec, d)) ||
+      (st = set_attr(x->bst, "tessel_trained_workloads", nw, d)))
+    return st;
+  bst_ulong len = 0;
+  const char *buf = NULL;
+  if (XGBoosterSaveModelToBuffer(x->bst, "{\"format\":\"json\"}", &len, &buf))
+    return ts_diag_set(d, TS_EINTERNAL, "xgboost save: %s", xgb_err());
+  FILE *f = fopen(path, "wb");
+  if (!f) return ts_diag_set(d, TS_EIO, "cannot write %s", path);
+  bool ok = fwrite(buf, 1, (size_t)len, f) == (size_t)len;
+  if (fclose(f) != 0) ok = false;
+  return ok ? TS_OK : ts_diag_set(d, TS_EIO, "write error on %s", path);
+}
+
+/* Attribute k of b into out (empty when absent). */
+static void get_attr(BoosterHandle b, const char *k, char *out, size_t n) {
+  const char *v = NULL;
+  int ok = 0;
+  out[0] = '\0';
+  if (!XGBoosterGetAttr(b, k, &v, &ok) && ok && v) snprintf(out, n, "%s", v);
+}
+
+cm_model *cm_xgb_load_pretrained(const char *path, int nthread, uint64_t seed, cm_pretrained_info *info,
+                                 ts_diag *d) {
+  char *buf = NULL;
+  size_t len = 0;
+  if (ts_read_file_as(path, TS_FILE_TEXT, &buf, &len, d) != TS_OK) return NULL;
+  xgb_model *x = (xgb_model *)cm_xgb_new(nthread, seed, d);
+  if (!x) {
+    ts_free(buf);
+    return NULL;
+  }
+  x->base_buf = buf;
+  x->base_len = (bst_ulong)len;
+  char schema[32], obj[32], nrec[32];
+  cm_pretrained_info tmp, *pi = info ? info : &tmp;
+  memset(pi, 0, sizeof *pi);
+  if (XGBoosterCreate(NULL, 0, &x->bst) || XGBoosterLoadModelFromBuffer(x->bst, buf, (bst_ulong)len)) {
+    const char *e = xgb_err();
+    ts_diag_set(d, TS_EPARSE, "%s is not an XGBoost model: %.*s", path, (int)strcspn(e, "\n"), e);
+    goto fail;
+  }
+  get_attr(x->bst, "tessel_feature_schema", schema, sizeof schema);
+  get_attr(x->bst, "tessel_target_family", pi->family, sizeof pi->family);
+  get_attr(x->bst, "tessel_objective", obj, sizeof obj);
+  get_attr(x->bst, "tessel_trained_records", nrec, sizeof nrec);
+  int64_t sv = 0, nr = 0;
+  const char *why;
+  if (!schema[0] || !ts_parse_i64(schema, 0, INT32_MAX, &sv, &why) || sv != CM_FEATURE_SCHEMA) {
+    ts_diag_set(d, TS_EINVAL,
+                "%s: feature schema %s, but this tessel extracts schema %d: retrain it "
+                "(tessel costmodel train LOG... -o MODEL)",
+                path, schema[0] ? schema : "missing", CM_FEATURE_SCHEMA);
+    goto fail;
+  }
+  if (nrec[0] && ts_parse_i64(nrec, 0, INT32_MAX, &nr, &why)) x->base_records = (int)nr;
+  pi->trained_records = x->base_records;
+  x->rank = !strcmp(obj, "rank");
+  snprintf(pi->objective, sizeof pi->objective, "%s", x->rank ? "rank" : "packsum");
+  char nt[32];
+  snprintf(nt, sizeof nt, "%d", x->nthread);
+  XGBoosterSetParam(x->bst, "nthread", nt);
+  return &x->base;
+fail:
+  xgb_free(&x->base);
   return NULL;
 }

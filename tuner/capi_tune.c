@@ -70,6 +70,7 @@ static const opt_row rows[] = {
     {"gpu-regcheck", K_FLAG, F(tune.gpu_regcheck), 0, 0},
     {"no-default-tiling", K_FLAG, F(tune.defaults.no_tiling), 0, 0},
     {"no-library", K_FLAG, F(tune.no_library), 0, 0}, /* tuner/library.h */
+    {"cost-model", K_STR, F(tune.cost_model), 0, 0},
     {"no-tensorize", K_SPECIAL, 0, 0, 0},
     {"no-tensor-core", K_SPECIAL, 0, 0, 0},
     {"runner", K_STR, F(runner), 0, 0},

@@ -542,7 +542,9 @@ static ts_status run_setup(tune_run *r, ts_diag *d) {
   if (o->model && !strcmp(o->model, "random")) {
     r->model = cm_random_new(o->seed);
   } else {
-    r->model = cm_xgb_new(0, o->seed, d);
+    if (cm_pretrained_open(o->cost_model, r->t, o->seed, o->progress ? o->progress : stderr, &r->model, d))
+      return d && d->code ? d->code : TS_EINVAL;
+    if (!r->model) r->model = cm_xgb_new(0, o->seed, d);
     if (r->model && o->xgb_min_samples > 0) cm_xgb_set_min_samples(r->model, o->xgb_min_samples);
     if (r->model && o->xgb_max_rounds > 0) cm_xgb_set_max_rounds(r->model, o->xgb_max_rounds);
   }

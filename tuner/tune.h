@@ -59,6 +59,10 @@ typedef struct tun_tune_opts {
   int (*on_progress)(void *ctx, int done, int total, double best_seconds);
   void *progress_ctx;
   const volatile int *cancel;
+  /* --cost-model FILE|default|none: the xgb model starts from this
+   * pre-trained model (cm_pretrained_open; NULL: the default one when it
+   * matches the target) and keeps training online */
+  const char *cost_model;
 } tun_tune_opts;
 void tun_tune_opts_default(tun_tune_opts *o);
 
