@@ -11,7 +11,7 @@
 
 #include "workloads_int.h"
 
-typedef void (*ref_fn)(const ir_wl_inst *w, ir_tensor *a);
+typedef ir_wl_ref_fn ref_fn;
 
 static int64_t I(const ir_wl_inst *w, const char *k) { return ir_wl_int(w, k); }
 static float *F(ir_tensor *a, int i) { return (float *)a[i].data; }
@@ -300,6 +300,7 @@ ts_status ir_wl_reference(const ir_wl_inst *w, ir_tensor *args, ts_diag *d) {
   ref_fn fn = NULL;
   for (size_t i = 0; i < sizeof refs / sizeof refs[0]; i++)
     if (!strcmp(refs[i].name, w->wl->name)) fn = refs[i].fn;
+  if (!fn) fn = ir_wl_tvm_reference(w->wl->name);
   if (!fn) return ts_diag_set(d, TS_ENOTFOUND, "reference: no C loop for workload %s", w->wl->name);
   wl_sig s;
   ir_wl_signature(w, &s);
