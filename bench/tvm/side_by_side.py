@@ -106,6 +106,11 @@ def run(cmd, env=None, check=True):
     return r
 
 
+def json_of(text):
+    """The JSON object a --json command printed (possibly over several lines)."""
+    return json.loads(text[text.index("{"):])
+
+
 def log_records(path):
     with open(path) as f:
         return [json.loads(line) for line in f if line.strip()]
@@ -119,7 +124,7 @@ def tune_tessel(spec, trials, threads, work, env):
     t0 = time.time()
     r = run([TESSEL, "tune", spec, "--trials", str(trials), "--log", log, "--threads", str(threads), "--json"], env=env)
     wall = time.time() - t0
-    summary = json.loads(r.stdout.strip().splitlines()[-1])
+    summary = json_of(r.stdout)
     trace = []  # (seconds since start, mean run seconds) of every usable record
     for rec in log_records(log):
         if rec.get("error") is None and rec.get("verified") and rec.get("run_secs"):
@@ -127,7 +132,7 @@ def tune_tessel(spec, trials, threads, work, env):
     return {"log": log, "wall": wall, "trace": trace, "summary": summary}
 
 
-def tune_tvm(name, idx, trials, threads, work):
+def tune_tvm(name, idx, trials, threads, work, build_timeout):
     import tvm
     from tvm.s_tir import meta_schedule as ms
     from tvm.s_tir.meta_schedule.testing import te_workload
@@ -138,7 +143,7 @@ def tune_tvm(name, idx, trials, threads, work):
     trace = []
     t0 = time.time()
 
-    @ms.utils.derived_object
+    @tvm.ir.utils.derived_object
     class Stamp(ms.measure_callback.PyMeasureCallback):
         def apply(self, task_scheduler, task_id, measure_candidates, builder_results, runner_results):
             now = time.time() - t0
@@ -149,7 +154,7 @@ def tune_tvm(name, idx, trials, threads, work):
     callbacks = ms.measure_callback.MeasureCallback.create("default") + [Stamp()]
     db = ms.tir_integration.tune_tir(
         mod, target, os.path.join(work, "tvm"), max_trials_global=trials, num_trials_per_iter=64,
-        builder=ms.builder.LocalBuilder(timeout_sec=120), runner=ms.runner.LocalRunner(timeout_sec=60),
+        builder=ms.builder.LocalBuilder(timeout_sec=build_timeout), runner=ms.runner.LocalRunner(timeout_sec=60),
         measure_callbacks=callbacks, cost_model="xgb")
     wall = time.time() - t0
     sch = ms.tir_integration.compile_tir(db, mod, target)
@@ -182,7 +187,7 @@ def worker(a):
     res["flops"] = flops
 
     ts = tune_tessel(spec, trials, threads, work, env)
-    tv = tune_tvm(name, idx, trials, threads, work)
+    tv = tune_tvm(name, idx, trials, threads, work, a.tvm_build_timeout)
     res.update(tessel_wall=ts["wall"], tvm_wall=tv["wall"], tvm_mcpu=tv["target"],
                tessel_trials=len(ts["trace"]), tvm_trials=len(tv["trace"]))
 
@@ -196,8 +201,8 @@ def worker(a):
     ev = mod.time_evaluator("main", dev, number=1, repeat=5, min_repeat_ms=100)
     t_tessel, t_tvm = [], []
     for _ in range(3):
-        b = json.loads(run([TESSEL, "bench", spec, "--log", ts["log"], "--threads", str(threads), "--json"],
-                           env=env).stdout.strip().splitlines()[-1])
+        b = json_of(run([TESSEL, "bench", spec, "--log", ts["log"], "--threads", str(threads), "--json"],
+                        env=env).stdout)
         t_tessel.append(b["seconds_median"])
         res["tessel_verified"] = bool(b.get("matched", b.get("verified")))
         t_tvm.append(statistics.median(ev(*tv_args).results))
@@ -279,6 +284,9 @@ def main():
     ap.add_argument("--idx", type=int, default=None, help="te_workload CONFIGS index (default: 0; C3D 1)")
     ap.add_argument("--out", default=None, help="folder for the per-row JSON (default: a new temporary one)")
     ap.add_argument("--keep", action="store_true", help="keep the logs and TVM work folders")
+    ap.add_argument("--tvm-build-timeout", type=float, default=600,
+                    help="seconds per MetaSchedule build (its workers start by loading TVM and its tensor "
+                         "intrinsics, which on a loaded machine takes minutes; 600)")
     ap.add_argument("--worker", help=argparse.SUPPRESS)
     ap.add_argument("--threads-one", type=int, help=argparse.SUPPRESS)
     a = ap.parse_args()
@@ -298,7 +306,7 @@ def main():
         for n in (names if t == 1 else multi):
             env = dict(os.environ, TVM_NUM_THREADS=str(t), TESSEL_NUM_THREADS=str(t))
             cmd = [sys.executable, os.path.abspath(__file__), "--worker", n, "--threads-one", str(t),
-                   "--trials", str(a.trials), "--out", a.out] + (["--idx", str(a.idx)] if a.idx is not None else []) + \
+                   "--trials", str(a.trials), "--out", a.out, "--tvm-build-timeout", str(a.tvm_build_timeout)] + (["--idx", str(a.idx)] if a.idx is not None else []) + \
                   (["--keep"] if a.keep else [])
             t0 = time.time()
             r = subprocess.run(cmd, capture_output=True, text=True, env=env)
