@@ -135,29 +135,8 @@ static void ref_capsule(const ir_wl_inst *w, ir_tensor *a) {
             }
 }
 
-/* Gather form: output y takes input row hi through tap ri when
- * y + pad - ri == hi * stride (TVM's dilate-and-flip reads the same taps). */
-static void ref_convt_nhwc(const ir_wl_inst *w, ir_tensor *a) {
-  int64_t N = I(w, "n"), H = I(w, "h"), Wd = I(w, "w"), C = I(w, "c"), K = I(w, "k"), R = I(w, "r"), S = I(w, "s"),
-          st = I(w, "stride"), pad = I(w, "pad");
-  int64_t OH = ir_wl_convt_out(H, R, st, pad), OW = ir_wl_convt_out(Wd, S, st, pad);
-  const float *X = F(a, 0), *Wt = F(a, 1);
-  float *Y = F(a, 2);
-  for (int64_t b = 0; b < N; b++)
-    for (int64_t y = 0; y < OH; y++)
-      for (int64_t x = 0; x < OW; x++)
-        for (int64_t o = 0; o < K; o++) {
-          float acc = 0;
-          for (int64_t ri = 0; ri < R; ri++)
-            for (int64_t si = 0; si < S; si++) {
-              int64_t th = y + pad - ri, tw = x + pad - si;
-              if (th < 0 || tw < 0 || th % st || tw % st || th / st >= H || tw / st >= Wd) continue;
-              for (int64_t c = 0; c < C; c++)
-                acc += X[((b * H + th / st) * Wd + tw / st) * C + c] * Wt[((ri * S + si) * C + c) * K + o];
-            }
-          Y[((b * OH + y) * OW + x) * K + o] = acc;
-        }
-}
+/* Gather form (reference.c); TVM's dilate-and-flip reads the same taps. */
+static void ref_convt_nhwc(const ir_wl_inst *w, ir_tensor *a) { ir_wl_ref_conv2d_transpose(w, a, true); }
 
 static void ref_tbg(const ir_wl_inst *w, ir_tensor *a) {
   int64_t B = I(w, "b"), L = I(w, "l"), Hh = I(w, "heads"), Dd = I(w, "d");

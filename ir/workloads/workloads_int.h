@@ -63,5 +63,7 @@ bool ir_wl_tvm_signature(const ir_wl_inst *w, wl_sig *s);
 /* reference_tvm.c: the C loop of one of its workloads, or NULL. */
 typedef void (*ir_wl_ref_fn)(const ir_wl_inst *w, ir_tensor *a);
 ir_wl_ref_fn ir_wl_tvm_reference(const char *name);
+/* reference.c: the transposed convolution, NCHW or (nhwc) TVM's NHWC form. */
+void ir_wl_ref_conv2d_transpose(const ir_wl_inst *w, ir_tensor *a, bool nhwc);
 
 #endif
