@@ -294,6 +294,8 @@ def main():
     ap.add_argument("--tvm-build-timeout", type=float, default=600,
                     help="seconds per MetaSchedule build (its workers start by loading TVM and its tensor "
                          "intrinsics, which on a loaded machine takes minutes; 600)")
+    ap.add_argument("--report", nargs="+", metavar="DIR",
+                    help="print the table of the rows already in these --out folders (the peak measured now)")
     ap.add_argument("--worker", help=argparse.SUPPRESS)
     ap.add_argument("--threads-one", type=int, help=argparse.SUPPRESS)
     a = ap.parse_args()
@@ -301,6 +303,14 @@ def main():
         os.environ["TVM_NUM_THREADS"] = str(a.threads_one)
         os.environ["TESSEL_NUM_THREADS"] = str(a.threads_one)
         return worker(a)
+    if a.report:
+        rows = []
+        for d in a.report:
+            rows += [json.load(open(os.path.join(d, f))) for f in sorted(os.listdir(d)) if f.endswith(".json")]
+        order = {n: i for i, n in enumerate(SUITE)}
+        rows.sort(key=lambda r: (r["threads"], order.get(r["name"], 99)))
+        print(table(rows, {t: peak(t) for t in sorted({r["threads"] for r in rows})}))
+        return 0
     a.out = a.out or tempfile.mkdtemp(prefix="tessel-vs-tvm-")
     os.makedirs(a.out, exist_ok=True)
     names = [n for n in a.workloads.split(",") if n]
@@ -310,6 +320,7 @@ def main():
     rows, peaks = [], {}
     for t in threads:
         peaks[t] = peak(t)
+        print(f"# peak, {t} thread(s): OpenBLAS sgemm 1024^3 {peaks[t]} GFLOP/s", flush=True)
         for n in (names if t == 1 else multi):
             env = dict(os.environ, TVM_NUM_THREADS=str(t), TESSEL_NUM_THREADS=str(t))
             cmd = [sys.executable, os.path.abspath(__file__), "--worker", n, "--threads-one", str(t),
