@@ -260,7 +260,7 @@ def fmt_s(x):
     return "—" if x is None else "%.0f" % x
 
 
-def table(rows, peaks):
+def table(rows, peaks, when="best of 3 before and 3 after the rows, this run"):
     hdr = ("| workload | tessel spec | thr | tessel GFLOP/s | TVM GFLOP/s | ratio | tessel tune s | TVM tune s "
            "| tessel reaches TVM best at s (90 % of it) | TVM reaches it at s | NumPy tessel/TVM |")
     lines = [hdr, "|" + "---|" * 11]
@@ -275,8 +275,7 @@ def table(rows, peaks):
                      f"| {fmt_s(r.get('tessel_reach'))} ({fmt_s(r.get('tessel_reach90'))}) "
                      f"| {fmt_s(r.get('tvm_reach'))} | {ok} |")
     for t, p in sorted(peaks.items()):
-        lines.append(f"\nmachine peak, {t} thread(s): OpenBLAS sgemm 1024^3 {p:.1f} GFLOP/s (bench_baselines, best of "
-                     "3 before and 3 after the rows, this run)"
+        lines.append(f"\nmachine peak, {t} thread(s): OpenBLAS sgemm 1024^3 {p:.1f} GFLOP/s (bench_baselines, {when})"
                      if p else f"\nmachine peak, {t} thread(s): bench_baselines not built (ninja -C build bench/bench_baselines)")
     return "\n".join(lines)
 
@@ -309,7 +308,8 @@ def main():
             rows += [json.load(open(os.path.join(d, f))) for f in sorted(os.listdir(d)) if f.endswith(".json")]
         order = {n: i for i, n in enumerate(SUITE)}
         rows.sort(key=lambda r: (r["threads"], order.get(r["name"], 99)))
-        print(table(rows, {t: peak(t) for t in sorted({r["threads"] for r in rows})}))
+        print(table(rows, {t: peak(t) for t in sorted({r["threads"] for r in rows})},
+                    "best of 3, measured by this --report, after the rows"))
         return 0
     a.out = a.out or tempfile.mkdtemp(prefix="tessel-vs-tvm-")
     os.makedirs(a.out, exist_ok=True)
