@@ -173,12 +173,33 @@ static void body_depthwise_nhwc(const ir_wl_inst *w, ts_strbuf *sb) {
   ts_strbuf_printf(sb, "  Y[b, p, q, ch] += %s[b, %s, %s, ch] * W[0, ri, si, ch]\n", x, eh, ew);
 }
 
-/* Gather form, as conv2d_transpose in workloads.c: output y takes input row
- * hi through tap ri when y + pad - ri == hi * stride. TVM writes the same sum
- * as a correlation of the zero-dilated, (r-1-pad)-padded input with the
- * flipped kernel, over (rh, rw, rc) = (r-1-ri, s-1-si, ci). */
+/* TVM's form when pad <= r-1 and s-1: the correlation of the zero-dilated,
+ * (r-1-pad)-padded input (its own stage) with the flipped kernel. Otherwise
+ * the gather form, as conv2d_transpose in workloads.c: output y takes input
+ * row hi through tap ri when y + pad - ri == hi * stride (the same sum). The
+ * gather form's guard and divisions sit in the reduction, where no sketch
+ * moves them: 4x slower on TVM's T2D shape (bench/RESULTS.md). */
 static void body_convt_nhwc(const ir_wl_inst *w, ts_strbuf *sb) {
-  int64_t H = I(w, "h"), W = I(w, "w"), st = I(w, "stride"), pad = I(w, "pad");
+  int64_t H = I(w, "h"), W = I(w, "w"), st = I(w, "stride"), pad = I(w, "pad"), R = I(w, "r"), S = I(w, "s");
+  if (pad <= R - 1 && pad <= S - 1) {
+    /* TVM's own form: a stage holding the zero-dilated input padded by
+     * r-1-pad (s-1-pad), then an unguarded correlation with the flipped
+     * kernel, so no guard or division sits in the reduction */
+    int64_t ph = R - 1 - pad, pw = S - 1 - pad, HD = (H - 1) * st + 1, WD = (W - 1) * st + 1;
+    ts_strbuf_printf(sb, "  let Xd: f32[%" PRId64 ", %" PRId64 ", %" PRId64 ", %" PRId64 "]\n", I(w, "n"), HD + 2 * ph,
+                     WD + 2 * pw, I(w, "c"));
+    ts_strbuf_printf(sb,
+                     "  Xd[b, hh, ww, cc] = select(hh - %" PRId64 " >= 0 && hh - %" PRId64 " < %" PRId64 " && (hh - %" PRId64
+                     ") %% %" PRId64 " == 0 && ww - %" PRId64 " >= 0 && ww - %" PRId64 " < %" PRId64 " && (ww - %" PRId64
+                     ") %% %" PRId64 " == 0, X[b, (hh - %" PRId64 ") // %" PRId64 ", (ww - %" PRId64 ") // %" PRId64
+                     ", cc], 0.0)\n",
+                     ph, ph, HD, ph, st, pw, pw, WD, pw, st, ph, st, pw, st);
+    ts_strbuf_printf(sb,
+                     "  Y[b, y, x, o] += Xd[b, y + ri, x + si, ci] * W[%" PRId64 " - ri, %" PRId64
+                     " - si, ci, o] for ri in 0..%" PRId64 ", si in 0..%" PRId64 "\n",
+                     R - 1, S - 1, R, S);
+    return;
+  }
   char th[64], tw[64];
   snprintf(th, sizeof th, pad ? "y + %" PRId64 " - ri" : "y - ri", pad);
   snprintf(tw, sizeof tw, pad ? "x + %" PRId64 " - si" : "x - si", pad);
