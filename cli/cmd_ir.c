@@ -134,7 +134,7 @@ int tun_cmd_workloads(int argc, char **argv) {
       json_object_set_new(o, "description", json_string(w->desc ? w->desc : ""));
       json_array_append_new(arr, o);
     } else {
-      printf("%-18s", w->name);
+      printf("%-18s%s", w->name, strlen(w->name) >= 18 ? " " : ""); /* a long name keeps a gap */
       for (int k = 0; k < w->nparams; k++) printf("%s%s=%s", k ? "," : "", w->params[k].key, w->params[k].def);
       printf("  (%.4g FLOPs)\n", flops);
       if (w->desc) printf("%18s  %s\n", "", w->desc);

@@ -11,7 +11,7 @@
 
 #include "workloads_int.h"
 
-typedef void (*ref_fn)(const ir_wl_inst *w, ir_tensor *a);
+typedef ir_wl_ref_fn ref_fn;
 
 static int64_t I(const ir_wl_inst *w, const char *k) { return ir_wl_int(w, k); }
 static float *F(ir_tensor *a, int i) { return (float *)a[i].data; }
@@ -208,8 +208,9 @@ static void ref_conv2d_nhwc(const ir_wl_inst *w, ir_tensor *a) { conv_common(w, 
 static void ref_depthwise(const ir_wl_inst *w, ir_tensor *a) { conv_common(w, a, false, true); }
 
 /* Gather form: output (y, x) takes input (hi, wi) through tap (ri, si) when
- * y + pad - ri == hi * stride (and likewise for x). */
-static void ref_conv2d_transpose(const ir_wl_inst *w, ir_tensor *a) {
+ * y + pad - ri == hi * stride (and likewise for x). NCHW with [c,k,r,s]
+ * weights, or (nhwc) NHWC with [r,s,c,k] weights. */
+void ir_wl_ref_conv2d_transpose(const ir_wl_inst *w, ir_tensor *a, bool nhwc) {
   int64_t N = I(w, "n"), C = I(w, "c"), H = I(w, "h"), Wd = I(w, "w"), K = I(w, "k"), R = I(w, "r"),
           S = I(w, "s"), st = I(w, "stride"), pad = I(w, "pad");
   int64_t OH = ir_wl_convt_out(H, R, st, pad), OW = ir_wl_convt_out(Wd, S, st, pad);
@@ -227,11 +228,17 @@ static void ref_conv2d_transpose(const ir_wl_inst *w, ir_tensor *a) {
                 if (th < 0 || tw < 0 || th % st || tw % st) continue;
                 int64_t hi = th / st, wi = tw / st;
                 if (hi >= H || wi >= Wd) continue;
-                acc += X[((b * C + ci) * H + hi) * Wd + wi] * Wt[((ci * K + o) * R + ri) * S + si];
+                if (nhwc)
+                  acc += X[((b * H + hi) * Wd + wi) * C + ci] * Wt[((ri * S + si) * C + ci) * K + o];
+                else
+                  acc += X[((b * C + ci) * H + hi) * Wd + wi] * Wt[((ci * K + o) * R + ri) * S + si];
               }
-          Y[((b * K + o) * OH + y) * OW + x] = acc;
+          if (nhwc) Y[((b * OH + y) * OW + x) * K + o] = acc;
+          else Y[((b * K + o) * OH + y) * OW + x] = acc;
         }
 }
+
+static void ref_conv2d_transpose(const ir_wl_inst *w, ir_tensor *a) { ir_wl_ref_conv2d_transpose(w, a, false); }
 
 static void pool_common(const ir_wl_inst *w, ir_tensor *a, bool avg) {
   int64_t N = I(w, "n"), C = I(w, "c"), H = I(w, "h"), Wd = I(w, "w"), R = I(w, "r"), S = I(w, "s"),
@@ -362,6 +369,7 @@ ts_status ir_wl_reference(const ir_wl_inst *w, ir_tensor *args, ts_diag *d) {
   ref_fn fn = NULL;
   for (size_t i = 0; i < sizeof refs / sizeof refs[0]; i++)
     if (!strcmp(refs[i].name, w->wl->name)) fn = refs[i].fn;
+  if (!fn) fn = ir_wl_tvm_reference(w->wl->name);
   if (!fn) return ts_diag_set(d, TS_ENOTFOUND, "reference: no C loop for workload %s", w->wl->name);
   wl_sig s;
   ir_wl_signature(w, &s);

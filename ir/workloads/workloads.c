@@ -15,16 +15,6 @@
 
 #define MAX_DIM_VALUE (INT64_C(1) << 30)
 
-typedef enum { K_POS, K_NONNEG, K_BOOL, K_ACT } key_kind;
-
-typedef struct wl_def {
-  ir_workload pub; /* first: ir_workload pointers are wl_def pointers */
-  key_kind kinds[IR_WL_MAX_PARAMS];
-  ts_status (*check)(const ir_wl_inst *w, ts_diag *d);
-  void (*body)(const ir_wl_inst *w, ts_strbuf *sb);
-  double (*flops)(const ir_wl_inst *w);
-} wl_def;
-
 static int64_t I(const ir_wl_inst *w, const char *key) { return ir_wl_int(w, key); }
 
 int64_t ir_wl_conv_out(int64_t in, int64_t k, int64_t stride, int64_t pad, int64_t dil) {
@@ -38,22 +28,13 @@ int64_t ir_wl_convt_out(int64_t in, int64_t k, int64_t stride, int64_t pad) {
 
 /* ---- signatures ----------------------------------------------------------- */
 
-static void sig_add(wl_sig *s, const char *name, ir_dtype_code dt, int ndim, const int64_t *shape) {
+void ir_wl_sig_add(wl_sig *s, const char *name, ir_dtype_code dt, int ndim, const int64_t *shape) {
   wl_tensor_sig *t = &s->t[s->nin + s->nout];
   t->name = name;
   t->dt = dt;
   t->ndim = ndim;
   for (int i = 0; i < ndim; i++) t->shape[i] = shape[i];
 }
-/* count is the field the tensor adds to: nin or nout */
-#define SIG_ADD(s, count, name, dt, ...)                                           \
-  do {                                                                             \
-    const int64_t shp_[] = {__VA_ARGS__};                                          \
-    sig_add(s, name, dt, (int)(sizeof shp_ / sizeof shp_[0]), shp_);               \
-    (s)->count++;                                                                  \
-  } while (0)
-#define SIG_IN(s, name, dt, ...) SIG_ADD(s, nin, name, dt, __VA_ARGS__)
-#define SIG_OUT(s, name, dt, ...) SIG_ADD(s, nout, name, dt, __VA_ARGS__)
 
 static const char *wname(const ir_wl_inst *w) { return w->wl->name; }
 static bool is(const ir_wl_inst *w, const char *n) { return !strcmp(wname(w), n); }
@@ -149,6 +130,8 @@ void ir_wl_signature(const ir_wl_inst *w, wl_sig *s) {
   } else if (is(w, "reduce_sum") || is(w, "reduce_mean")) {
     SIG_IN(s, "X", IR_F32, I(w, "m"), I(w, "n"));
     SIG_OUT(s, "Y", IR_F32, I(w, "m"));
+  } else if (ir_wl_tvm_signature(w, s)) {
+    /* MetaSchedule's single-operator suite (workloads_tvm.c) */
   } else { /* softmax and the unary elementwise ops */
     (void)n;
     SIG_IN(s, "X", IR_F32, I(w, "m"), I(w, "n"));
@@ -447,7 +430,7 @@ static double flops_reduce(const ir_wl_inst *w) {
 
 static ts_status check_none(const ir_wl_inst *w, ts_diag *d) { (void)w; (void)d; return TS_OK; }
 
-static ts_status check_out(const ir_wl_inst *w, int64_t p, int64_t q, ts_diag *d) {
+ts_status ir_wl_check_out(const ir_wl_inst *w, int64_t p, int64_t q, ts_diag *d) {
   if (p <= 0 || q <= 0)
     return ts_diag_set(d, TS_EINVAL,
                        "%s: the output would be %" PRId64 "x%" PRId64
@@ -466,13 +449,13 @@ static ts_status check_conv(const ir_wl_inst *w, ts_diag *d) {
                          wname(w), g, I(w, "c"), I(w, "k"));
   }
   int64_t st = I(w, "stride"), pad = I(w, "pad"), dil = I(w, "dilation");
-  return check_out(w, ir_wl_conv_out(I(w, "h"), I(w, "r"), st, pad, dil),
+  return ir_wl_check_out(w, ir_wl_conv_out(I(w, "h"), I(w, "r"), st, pad, dil),
                    ir_wl_conv_out(I(w, "w"), I(w, "s"), st, pad, dil), d);
 }
 
 static ts_status check_conv_transpose(const ir_wl_inst *w, ts_diag *d) {
   int64_t st = I(w, "stride"), pad = I(w, "pad");
-  return check_out(w, ir_wl_convt_out(I(w, "h"), I(w, "r"), st, pad),
+  return ir_wl_check_out(w, ir_wl_convt_out(I(w, "h"), I(w, "r"), st, pad),
                    ir_wl_convt_out(I(w, "w"), I(w, "s"), st, pad), d);
 }
 
@@ -482,7 +465,7 @@ static ts_status check_pool(const ir_wl_inst *w, ts_diag *d) {
     return ts_diag_set(d, TS_EINVAL, "%s: pad=%" PRId64 " must be smaller than r=%" PRId64 " and s=%" PRId64
                        " (else a window can lie wholly in the padding)",
                        wname(w), pad, I(w, "r"), I(w, "s"));
-  return check_out(w, ir_wl_conv_out(I(w, "h"), I(w, "r"), I(w, "stride"), pad, 1),
+  return ir_wl_check_out(w, ir_wl_conv_out(I(w, "h"), I(w, "r"), I(w, "stride"), pad, 1),
                    ir_wl_conv_out(I(w, "w"), I(w, "s"), I(w, "stride"), pad, 1), d);
 }
 
@@ -500,7 +483,7 @@ static ts_status check_conv_blocked(const ir_wl_inst *w, ts_diag *d) {
     return ts_diag_set(d, TS_EINVAL, "%s: kb=%" PRId64 " must divide k=%" PRId64 " (the output channel block)",
                        wname(w), I(w, "kb"), I(w, "k"));
   int64_t st = I(w, "stride"), pad = I(w, "pad"), dil = I(w, "dilation");
-  return check_out(w, ir_wl_conv_out(I(w, "h"), I(w, "r"), st, pad, dil),
+  return ir_wl_check_out(w, ir_wl_conv_out(I(w, "h"), I(w, "r"), st, pad, dil),
                    ir_wl_conv_out(I(w, "w"), I(w, "s"), st, pad, dil), d);
 }
 
@@ -602,11 +585,15 @@ static const wl_def defs[] = {
 };
 #define NDEFS ((int)(sizeof defs / sizeof defs[0]))
 
-int ir_workload_count(void) { return NDEFS; }
-const ir_workload *ir_workload_at(int i) { return i >= 0 && i < NDEFS ? &defs[i].pub : NULL; }
+/* The two tables (this file's and workloads_tvm.c's) read as one list. */
+static int ndefs_all(void) { return NDEFS + ir_wl_tvm_ndefs; }
+static const wl_def *def_at(int i) { return i < NDEFS ? &defs[i] : &ir_wl_tvm_defs[i - NDEFS]; }
+
+int ir_workload_count(void) { return ndefs_all(); }
+const ir_workload *ir_workload_at(int i) { return i >= 0 && i < ndefs_all() ? &def_at(i)->pub : NULL; }
 const ir_workload *ir_workload_find(const char *name) {
-  for (int i = 0; i < NDEFS; i++)
-    if (!strcmp(defs[i].pub.name, name)) return &defs[i].pub;
+  for (int i = 0; i < ndefs_all(); i++)
+    if (!strcmp(def_at(i)->pub.name, name)) return &def_at(i)->pub;
   return NULL;
 }
 
@@ -629,7 +616,7 @@ const char *ir_wl_str(const ir_wl_inst *w, const char *key) {
 }
 
 static void list_names(ts_strbuf *sb) {
-  for (int i = 0; i < NDEFS; i++) ts_strbuf_printf(sb, "%s%s", i ? ", " : "", defs[i].pub.name);
+  for (int i = 0; i < ndefs_all(); i++) ts_strbuf_printf(sb, "%s%s", i ? ", " : "", def_at(i)->pub.name);
 }
 
 static void list_keys(ts_strbuf *sb, const ir_workload *wl) {
@@ -675,8 +662,8 @@ ts_status ir_wl_parse(const char *spec, ir_wl_inst *out, ts_diag *d) {
   const char *colon = strchr(spec, ':');
   size_t nlen = colon ? (size_t)(colon - spec) : strlen(spec);
   const ir_workload *wl = NULL;
-  for (int i = 0; i < NDEFS; i++)
-    if (strlen(defs[i].pub.name) == nlen && !strncmp(defs[i].pub.name, spec, nlen)) wl = &defs[i].pub;
+  for (int i = 0; i < ndefs_all(); i++)
+    if (strlen(def_at(i)->pub.name) == nlen && !strncmp(def_at(i)->pub.name, spec, nlen)) wl = &def_at(i)->pub;
   if (!wl) {
     ts_strbuf sb;
     ts_strbuf_init(&sb);

@@ -54,6 +54,23 @@ static const char *const specs[] = {
     "conv2d_nchwc:n=1,c=4,h=9,w=11,k=4,r=3,s=2,stride=1,pad=2,dilation=2,cb=2,kb=4",
     "depthwise_conv2d_nchwc", "depthwise_conv2d_nchwc:n=2,c=6,h=7,w=5,r=3,s=3,stride=2,pad=1,dilation=1,cb=3",
     "depthwise_conv2d_nchwc:n=1,c=5,h=11,w=13,r=5,s=3,stride=1,pad=2,dilation=2,cb=5",
+    /* MetaSchedule's suite in TVM's layouts (workloads_tvm.c) */
+    "conv1d_nlc", "conv1d_nlc:n=1,l=13,c=6,k=4,r=3,stride=2,pad=1,dilation=1,groups=2",
+    "conv1d_nlc:n=2,l=17,c=5,k=7,r=5,stride=1,pad=2,dilation=2,groups=1",
+    "conv3d_ndhwc", "conv3d_ndhwc:n=1,d=5,h=7,w=6,c=3,k=5,t=3,r=3,s=3,stride=2,pad=1,dilation=1,groups=1",
+    "conv3d_ndhwc:n=1,d=4,h=5,w=5,c=4,k=6,t=1,r=3,s=2,stride=1,pad=0,dilation=2,groups=2",
+    "conv2d_capsule", "conv2d_capsule:n=1,h=7,w=5,c=3,k=5,r=3,s=3,cap=3,stride=2,pad=1",
+    "conv2d_capsule:n=2,h=5,w=5,c=2,k=3,r=1,s=3,cap=2,stride=1,pad=0",
+    "depthwise_conv2d_nhwc", "depthwise_conv2d_nhwc:n=1,h=11,w=9,c=7,r=3,s=3,stride=2,pad=1,dilation=1",
+    "depthwise_conv2d_nhwc:n=2,h=9,w=13,c=5,r=5,s=3,stride=1,pad=2,dilation=2",
+    "conv2d_transpose_nhwc", "conv2d_transpose_nhwc:n=1,h=4,w=5,c=3,k=2,r=3,s=5,stride=3,pad=2",
+    "conv2d_transpose_nhwc:n=2,h=3,w=3,c=2,k=3,r=3,s=3,stride=1,pad=0",
+    "conv2d_transpose_nhwc:n=1,h=5,w=4,c=3,k=2,r=2,s=3,stride=3,pad=2", /* pad > r-1: the gather form */
+    "conv2d_nhwc_bn_relu", "conv2d_nhwc_bn_relu:n=1,h=11,w=9,c=5,k=7,r=3,s=3,stride=2,pad=1,dilation=1",
+    "conv2d_nhwc_bn_relu:n=1,h=9,w=9,c=3,k=4,r=3,s=3,stride=1,pad=2,dilation=2",
+    "transpose_batch_matmul", "transpose_batch_matmul:b=2,l=13,heads=3,d=7",
+    "transpose_batch_matmul:b=1,l=5,heads=1,d=17",
+    "norm", "norm:b=3,m=7,n=13", "norm:b=1,m=1,n=31",
 };
 #define NSPECS ((int)(sizeof specs / sizeof specs[0]))
 
@@ -133,6 +150,13 @@ START_TEST(test_required_names_and_keys) {
       {"max_pool2d", "n,c,h,w,r,s,stride,pad"}, {"avg_pool2d", "n,c,h,w,r,s,stride,pad"}, {"softmax", "m,n"},
       {"layernorm", "m,n"}, {"add", "m,n"}, {"mul", "m,n"}, {"relu", "m,n"}, {"gelu", "m,n"},
       {"transpose", "m,n"}, {"reduce_sum", "m,n"}, {"reduce_mean", "m,n"},
+      {"conv1d_nlc", "n,l,c,k,r,stride,pad,dilation,groups"},
+      {"conv3d_ndhwc", "n,d,h,w,c,k,t,r,s,stride,pad,dilation,groups"},
+      {"conv2d_capsule", "n,h,w,c,k,r,s,cap,stride,pad"},
+      {"depthwise_conv2d_nhwc", "n,h,w,c,r,s,stride,pad,dilation"},
+      {"conv2d_transpose_nhwc", "n,h,w,c,k,r,s,stride,pad"},
+      {"conv2d_nhwc_bn_relu", "n,h,w,c,k,r,s,stride,pad,dilation"},
+      {"transpose_batch_matmul", "b,l,heads,d"}, {"norm", "b,m,n"},
   };
   for (size_t i = 0; i < sizeof req / sizeof req[0]; i++) {
     const ir_workload *w = ir_workload_find(req[i].name);
@@ -184,6 +208,12 @@ START_TEST(test_spec_errors) {
   expect_err("avg_pool2d:h=2,w=2,r=3,s=3,pad=0", TS_EINVAL, (const char *[]){"output", NULL});
   expect_err("dense:act=tanh", TS_EINVAL, (const char *[]){"act", "none", "relu", "gelu", "tanh", NULL});
   expect_err("dense:bias=2", TS_EINVAL, (const char *[]){"bias", "0 or 1", NULL});
+  expect_err("conv1d_nlc:c=6,k=4,groups=4", TS_EINVAL, (const char *[]){"groups=4", "c=6", NULL});
+  expect_err("conv1d_nlc:l=2,r=5,pad=0", TS_EINVAL, (const char *[]){"output", NULL});
+  expect_err("conv3d_ndhwc:d=2,t=3,pad=0", TS_EINVAL, (const char *[]){"depth", NULL});
+  expect_err("conv2d_capsule:cap=0", TS_EINVAL, (const char *[]){"cap", "positive", NULL});
+  expect_err("conv2d_transpose_nhwc:h=1,w=1,r=1,s=1,pad=1", TS_EINVAL, (const char *[]){"output", NULL});
+  expect_err("norm:heads=2", TS_ENOTFOUND, (const char *[]){"heads", "b, m, n", NULL});
   /* ir_workload_from_spec passes the error through */
   ts_arena *a = ts_arena_new();
   ir_func *f = (ir_func *)1;
@@ -251,6 +281,15 @@ START_TEST(test_flops) {
   ck_assert(flops_of("add:m=2,n=3") == 6);
   ck_assert(flops_of("gelu:m=2,n=3") == 30);
   ck_assert(flops_of("reduce_mean:m=2,n=3") == 8);
+  /* TVM's suite: 2 * outputs * taps * channels per group */
+  ck_assert(flops_of("conv1d_nlc:n=1,l=13,c=6,k=4,r=3,stride=2,pad=1,dilation=1,groups=2") == 2.0 * 7 * 4 * 3 * 3);
+  ck_assert(flops_of("conv3d_ndhwc") == 2.0 * (5 * 6 * 6 * 6) * 27 * 4);
+  ck_assert(flops_of("conv2d_capsule") == 2.0 * (6 * 6 * 16 * 5) * 9 * 4 * 3);
+  ck_assert(flops_of("depthwise_conv2d_nhwc") == 2.0 * 400 * 9);
+  ck_assert(flops_of("conv2d_transpose_nhwc") == 2.0 * 16 * 4 * 6 * 16);
+  ck_assert(flops_of("conv2d_nhwc_bn_relu") == 64 * 6 * (2.0 * 36 + 4));
+  ck_assert(flops_of("transpose_batch_matmul") == 2.0 * 2 * 16 * 16 * 8);
+  ck_assert(flops_of("norm") == 2 * (2.0 * 256 + 1));
   for (int i = 0; i < ir_workload_count(); i++)
     ck_assert_msg(flops_of(ir_workload_at(i)->name) > 0, "%s", ir_workload_at(i)->name);
 }
