@@ -69,9 +69,10 @@ int main(int argc, char **argv) {
     K = atoi(argv[4]);
   }
   tsrt_module m;
-  char err[512];
-  if (tsrt_module_load(argv[1], &m, err, sizeof err)) {
-    fprintf(stderr, "bench_sgemm: %s\n", err);
+  ts_diag d;
+  ts_diag_clear(&d);
+  if (tsrt_module_load(argv[1], &m, &d)) {
+    fprintf(stderr, "bench_sgemm: %s\n", d.msg);
     return 2;
   }
   const tsrt_kernel_meta *meta = m.meta;
