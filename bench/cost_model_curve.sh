@@ -85,7 +85,7 @@ for v in $variants; do
   for s in $seeds; do
     log=$dir/${v//[:=]/-}_s$s.json
     t0=$(date +%s)
-    "$T" tune "$wl" --trials "$trials" --log "$log" --model "$model" --seed "$s" \
+    "$T" tune "$wl" --no-library --trials "$trials" --log "$log" --model "$model" --seed "$s" \
       --threads "$threads" "${vargs[@]}" "${extra[@]}" --json >"$log.summary" 2>"$log.err" ||
       { echo "cost_model_curve.sh: tune failed for $v seed $s (see $log.err)" >&2; exit 1; }
     echo "  $v seed $s: $(( $(date +%s) - t0 )) s" >&2

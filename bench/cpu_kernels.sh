@@ -44,7 +44,7 @@ cases=(
 
 for c in "${cases[@]}"; do
   IFS='|' read -r name spec lib unit <<<"$c"
-  $T tune "$spec" --trials "$trials" --threads 1 --log "$out/$name.json" --json >"$out/$name.summary" 2>"$out/$name.err"
+  $T tune "$spec" --no-library --trials "$trials" --threads 1 --log "$out/$name.json" --json >"$out/$name.summary" 2>"$out/$name.err"
 done
 
 printf '%-20s %3s %10s %10s %7s %s\n' case thr tessel library ratio unit

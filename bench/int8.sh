@@ -37,7 +37,7 @@ mkdir -p "$out"
 tune() { # LOG WORKLOAD [TUNE-FLAGS...]
   local log=$1 wl=$2
   shift 2
-  nice "$T" tune "$wl" --trials "$trials" --log "$log" --threads "$threads" --seed "$seed" --json "$@" \
+  nice "$T" tune "$wl" --no-library --trials "$trials" --log "$log" --threads "$threads" --seed "$seed" --json "$@" \
     2>"$log.stderr" | python3 -c 'import json,sys; print("%.2f" % json.load(sys.stdin)["best_gflops"])'
 }
 

@@ -15,8 +15,8 @@
 #   CPU (taskset list for the 1-thread runs, default 1), ROUNDS (default 5),
 #   MEASURE_ONLY=1 (keep OUTDIR's tuning logs, measure again).
 #
-# For each workload, shape and thread count: `tessel tune` (generated kernels
-# only: tessel has no library candidates; every figure a kernel verified
+# For each workload, shape and thread count: `tessel tune --no-library` (generated
+# kernels only, no library candidates; every figure a kernel verified
 # against the interpreter), then oneDNN's matmul of the same signedness
 # (bench_baselines matmul_u8s8 / matmul_s8, weights in oneDNN's layout,
 # reorder untimed) or its int8 convolution (bench_baselines conv_u8s8: u8
@@ -82,7 +82,7 @@ for wl in $workloads; do
       log="$out/${wl}_${shp}_t$th.jsonl"
       if [ "$measure_only" != 1 ]; then
         rm -f "$log"
-        pin "$th" nice "$T" tune "$spec" --trials "$trials" --log "$log" --threads "$th" --seed "$seed" --json \
+        pin "$th" nice "$T" tune "$spec" --no-library --trials "$trials" --log "$log" --threads "$th" --seed "$seed" --json \
           >"$log.json" 2>"$log.stderr"
       fi
       "$T" build "$spec" --log "$log" -o "$out/${wl}_${shp}_t$th.so" >/dev/null 2>&1 || true

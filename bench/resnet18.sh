@@ -55,7 +55,7 @@ echo "== build untuned"
 "$T" build "$M" -o "$out/untuned.so" 2>&1 | tail -1
 echo "== tune-model: $trials trials (log $out/tune.log)"
 t0=$(date +%s.%N)
-nice "$T" tune-model "$M" --trials "$trials" --batch "$batch" --log "$out/tune.log" --seed "$seed" --threads "$tthreads" \
+nice "$T" tune-model "$M" --no-library --trials "$trials" --batch "$batch" --log "$out/tune.log" --seed "$seed" --threads "$tthreads" \
   --json >"$out/tune.json" 2>"$out/tune.stderr"
 t1=$(date +%s.%N)
 tune_s=$(python3 -c "print('%.0f' % ($t1 - $t0))")

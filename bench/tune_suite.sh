@@ -19,7 +19,7 @@ gflops() { python3 -c 'import json,sys; print("%.1f" % json.load(sys.stdin)["bes
 row() { # name spec threads baseline-args...
   local name=$1 spec=$2 th=$3; shift 3
   local t0=$(date +%s)
-  local g=$($T tune "$spec" --trials "$trials" --log "$out/$name.json" --threads "$th" --json 2>"$out/$name.err" | tee "$out/$name.summary" | gflops)
+  local g=$($T tune "$spec" --no-library --trials "$trials" --log "$out/$name.json" --threads "$th" --json 2>"$out/$name.err" | tee "$out/$name.summary" | gflops)
   local t1=$(date +%s)
   local b=$($B "$@" | cut -d' ' -f1)
   printf '%-28s %3s %9s %9s %7.2f %6ss\n' "$name" "$th" "$g" "$b" "$(python3 -c "print($g/$b)")" "$((t1 - t0))"

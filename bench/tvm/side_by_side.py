@@ -122,7 +122,7 @@ def log_records(path):
 def tune_tessel(spec, trials, threads, work, env):
     log = os.path.join(work, "tessel.jsonl")
     t0 = time.time()
-    r = run([TESSEL, "tune", spec, "--trials", str(trials), "--log", log, "--threads", str(threads), "--json"], env=env)
+    r = run([TESSEL, "tune", spec, "--no-library", "--trials", str(trials), "--log", log, "--threads", str(threads), "--json"], env=env)
     wall = time.time() - t0
     summary = json_of(r.stdout)
     trace = []  # (seconds since start, mean run seconds) of every usable record
