@@ -10,6 +10,7 @@
  * session lease, poll expiry). The mutex guards the state only against
  * trk_tracker_stats. */
 #include <pthread.h>
+#include <stdatomic.h>
 #include <sodium.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -75,6 +76,7 @@ struct trk_tracker {
   bool auth_init;
   pthread_t thread;
   bool started;
+  atomic_bool stopping; /* trk_tracker_stop: the loop ends at its next wake-up */
   pthread_mutex_t mu;
   /* pipe closes, from nng's threads */
   pthread_mutex_t evmu;
@@ -699,6 +701,10 @@ static void *loop(void *arg) {
     nng_msg *m = NULL;
     int rv = nng_recvmsg(t->sock, &m, 0);
     if (rv == NNG_ECLOSED) break;
+    if (atomic_load(&t->stopping)) {
+      if (rv == 0) nng_msg_free(m);
+      break;
+    }
     pthread_mutex_lock(&t->mu);
     if (rv == 0) {
       handle(t, m);
@@ -817,8 +823,13 @@ size_t trk_tracker_pending(trk_tracker *t) {
 
 void trk_tracker_stop(trk_tracker *t) {
   if (!t) return;
-  nng_close(t->sock);
+  /* The loop thread ends first (it wakes at least every tick_ms), and only then
+   * is the socket closed: nng 1.5.2 can free a raw socket's receive queue
+   * while its aio-expire thread still times out the recv that a close
+   * interrupted, and panics in nni_msgq_cancel on the freed queue's mutex. */
+  atomic_store(&t->stopping, true);
   if (t->started) pthread_join(t->thread, NULL);
+  nng_close(t->sock);
   rpc_authtab_fini(&t->auth);
   for (size_t i = 0; i < t->nservers; i++) {
     ts_free(t->servers[i]->info);
