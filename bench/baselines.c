@@ -223,6 +223,30 @@ static dnnl_memory_t make_mem(const dnnl_memory_desc_t *md, dnnl_engine_t eng, u
   return m;
 }
 
+/* oneDNN's direct convolution of the given descriptors (format any is chosen
+ * by oneDNN; the buffers take the primitive's own layouts, reorders untimed):
+ * the median seconds of one run. */
+static double time_conv(const dnnl_memory_desc_t *src, const dnnl_memory_desc_t *wei, const dnnl_memory_desc_t *dst,
+                        int stride, int pad) {
+  dnnl_engine_t eng;
+  dnnl_stream_t stream;
+  CHECK(dnnl_engine_create(&eng, dnnl_cpu, 0));
+  CHECK(dnnl_stream_create(&stream, eng, dnnl_stream_default_flags));
+  dnnl_dims_t st = {stride, stride}, pl = {pad, pad}, pr = {pad, pad};
+  dnnl_convolution_desc_t cd;
+  CHECK(dnnl_convolution_forward_desc_init(&cd, dnnl_forward_inference, dnnl_convolution_direct, src, wei, NULL,
+                                           dst, st, pl, pr));
+  dnnl_primitive_desc_t pd;
+  CHECK(dnnl_primitive_desc_create(&pd, &cd, NULL, eng, NULL));
+  dnnl_ctx c = {.stream = stream, .nargs = 3};
+  c.args[0] = (dnnl_exec_arg_t){DNNL_ARG_SRC, make_mem(dnnl_primitive_desc_query_md(pd, dnnl_query_src_md, 0), eng, 1)};
+  c.args[1] = (dnnl_exec_arg_t){DNNL_ARG_WEIGHTS,
+                                make_mem(dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0), eng, 2)};
+  c.args[2] = (dnnl_exec_arg_t){DNNL_ARG_DST, make_mem(dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0), eng, 3)};
+  CHECK(dnnl_primitive_create(&c.prim, pd));
+  return median_seconds(run_dnnl, &c);
+}
+
 int main(int argc, char **argv) {
   if (argc < 2) goto usage;
   if (!strcmp(argv[1], "peak_vnni") && argc == 2) {
@@ -277,29 +301,13 @@ int main(int argc, char **argv) {
     int r = atoi(v[5]), s = atoi(v[6]), stride = atoi(v[7]), pad = atoi(v[8]);
     omp_set_num_threads(atoi(v[9]));
     int p = (h + 2 * pad - r) / stride + 1, q = (w + 2 * pad - s) / stride + 1;
-    dnnl_engine_t eng;
-    dnnl_stream_t stream;
-    CHECK(dnnl_engine_create(&eng, dnnl_cpu, 0));
-    CHECK(dnnl_stream_create(&stream, eng, dnnl_stream_default_flags));
     dnnl_memory_desc_t src, wei, dst;
     dnnl_dims_t sd = {n, ch, h, w}, wd = {k, ch, r, s}, dd = {n, k, p, q}, gwd = {ch, 1, 1, r, s};
     CHECK(dnnl_memory_desc_init_by_tag(&src, 4, sd, dnnl_f32, dnnl_format_tag_any));
     if (dw) CHECK(dnnl_memory_desc_init_by_tag(&wei, 5, gwd, dnnl_f32, dnnl_format_tag_any));
     else CHECK(dnnl_memory_desc_init_by_tag(&wei, 4, wd, dnnl_f32, dnnl_format_tag_any));
     CHECK(dnnl_memory_desc_init_by_tag(&dst, 4, dd, dnnl_f32, dnnl_format_tag_any));
-    dnnl_dims_t st = {stride, stride}, pl = {pad, pad}, pr = {pad, pad};
-    dnnl_convolution_desc_t cd;
-    CHECK(dnnl_convolution_forward_desc_init(&cd, dnnl_forward_inference, dnnl_convolution_direct, &src, &wei,
-                                             NULL, &dst, st, pl, pr));
-    dnnl_primitive_desc_t pd;
-    CHECK(dnnl_primitive_desc_create(&pd, &cd, NULL, eng, NULL));
-    dnnl_ctx c = {.stream = stream, .nargs = 3};
-    c.args[0] = (dnnl_exec_arg_t){DNNL_ARG_SRC, make_mem(dnnl_primitive_desc_query_md(pd, dnnl_query_src_md, 0), eng, 1)};
-    c.args[1] = (dnnl_exec_arg_t){DNNL_ARG_WEIGHTS,
-                                  make_mem(dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0), eng, 2)};
-    c.args[2] = (dnnl_exec_arg_t){DNNL_ARG_DST, make_mem(dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0), eng, 3)};
-    CHECK(dnnl_primitive_create(&c.prim, pd));
-    double t = median_seconds(run_dnnl, &c);
+    double t = time_conv(&src, &wei, &dst, stride, pad);
     printf("%.2f %.6g\n", 2.0 * n * k * p * q * (dw ? 1 : ch) * r * s / t * 1e-9, t);
     return 0;
   }
@@ -308,28 +316,12 @@ int main(int argc, char **argv) {
     int r = atoi(argv[7]), s = atoi(argv[8]), stride = atoi(argv[9]), pad = atoi(argv[10]);
     omp_set_num_threads(atoi(argv[11]));
     int p = (h + 2 * pad - r) / stride + 1, q = (w + 2 * pad - s) / stride + 1;
-    dnnl_engine_t eng;
-    dnnl_stream_t stream;
-    CHECK(dnnl_engine_create(&eng, dnnl_cpu, 0));
-    CHECK(dnnl_stream_create(&stream, eng, dnnl_stream_default_flags));
     dnnl_memory_desc_t src, wei, dst;
     dnnl_dims_t sd = {n, ch, h, w}, wd = {k, ch, r, s}, dd = {n, k, p, q};
     CHECK(dnnl_memory_desc_init_by_tag(&src, 4, sd, dnnl_u8, dnnl_nhwc));
     CHECK(dnnl_memory_desc_init_by_tag(&wei, 4, wd, dnnl_s8, dnnl_format_tag_any));
     CHECK(dnnl_memory_desc_init_by_tag(&dst, 4, dd, dnnl_s32, dnnl_nhwc));
-    dnnl_dims_t st = {stride, stride}, pl = {pad, pad}, pr = {pad, pad};
-    dnnl_convolution_desc_t cd;
-    CHECK(dnnl_convolution_forward_desc_init(&cd, dnnl_forward_inference, dnnl_convolution_direct, &src, &wei,
-                                             NULL, &dst, st, pl, pr));
-    dnnl_primitive_desc_t pd;
-    CHECK(dnnl_primitive_desc_create(&pd, &cd, NULL, eng, NULL));
-    dnnl_ctx c = {.stream = stream, .nargs = 3};
-    c.args[0] = (dnnl_exec_arg_t){DNNL_ARG_SRC, make_mem(&src, eng, 1)};
-    c.args[1] = (dnnl_exec_arg_t){DNNL_ARG_WEIGHTS,
-                                  make_mem(dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0), eng, 2)};
-    c.args[2] = (dnnl_exec_arg_t){DNNL_ARG_DST, make_mem(&dst, eng, 3)};
-    CHECK(dnnl_primitive_create(&c.prim, pd));
-    double t = median_seconds(run_dnnl, &c);
+    double t = time_conv(&src, &wei, &dst, stride, pad);
     printf("%.2f %.6g\n", 2.0 * n * k * p * q * ch * r * s / t * 1e-9, t);
     return 0;
   }
