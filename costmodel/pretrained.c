@@ -7,7 +7,6 @@
  * "Defaults and why"). */
 #include <stdio.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "costmodel/costmodel.h"
 #include "tessel_config.h"
