@@ -491,8 +491,8 @@ sch_traced *tun_record_schedule(const tun_record *r, const ir_func *f, const cg_
   return NULL;
 }
 
-void tun_library_split(const tun_db *db, const char *key, const char *target, double *lib_s, char *lib, size_t n,
-                       double *kernel_s) {
+void tun_library_split(const tun_db *db, const char *key, const char *target, int threads, double *lib_s, char *lib,
+                       size_t n, double *kernel_s) {
   *lib_s = *kernel_s = 0;
   if (lib && n) lib[0] = 0;
   int cnt = 0;
@@ -500,6 +500,7 @@ void tun_library_split(const tun_db *db, const char *key, const char *target, do
   for (int i = 0; i < cnt; i++) {
     const tun_record *r = tun_db_get(db, idx[i]);
     if (r->error || !r->verified || r->nruns <= 0) continue;
+    if (threads != TUN_ANY_THREADS && r->threads != threads) continue;
     double m = tun_record_mean(r);
     char name[32];
     if (tun_record_is_library(r, name, sizeof name)) {

@@ -49,12 +49,13 @@ sch_traced *tun_record_schedule(const tun_record *r, const ir_func *f, const cg_
  * lib (n bytes) when asked. */
 bool tun_record_is_library(const tun_record *r, char *lib, size_t n);
 
-/* The best verified library record of (key, target) and the best verified
- * trace record: their mean seconds (0: none) and the library's name (lib, n
+/* The best verified library record of (key, target) at `threads` threads
+ * (TUN_ANY_THREADS: any count) and the best verified trace record at the
+ * same count: their mean seconds (0: none) and the library's name (lib, n
  * bytes; "" when none). What the per-task tables say: which tasks went to a
  * library and by how much. */
-void tun_library_split(const tun_db *db, const char *key, const char *target, double *lib_s, char *lib, size_t n,
-                       double *kernel_s);
+void tun_library_split(const tun_db *db, const char *key, const char *target, int threads, double *lib_s, char *lib,
+                       size_t n, double *kernel_s);
 /* The table cell for that split: "dnnl 1.31x" (the library is the task's
  * kernel, 1.31x faster than the best generated one), "kernel 1.15x" (a
  * generated kernel won, 1.15x faster than the best library call), "dnnl"

@@ -565,7 +565,7 @@ ts_status tun_tune_model(const tun_model_task *tasks, int n, const cg_target *t,
       const tun_record *b = tun_db_best_at(db, r->tasks[i].key, t->text, thr);
       r->tasks[i].best_seconds = b ? tun_record_mean(b) : 0;
       r->tasks[i].default_seconds = cnt ? logged_default(db, &tasks[i], t, idx, cnt) : 0;
-      tun_library_split(db, r->tasks[i].key, t->text, &r->tasks[i].lib_seconds, r->tasks[i].lib,
+      tun_library_split(db, r->tasks[i].key, t->text, thr, &r->tasks[i].lib_seconds, r->tasks[i].lib,
                         sizeof r->tasks[i].lib, &r->tasks[i].kernel_seconds);
       ts_free(idx);
     }

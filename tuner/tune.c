@@ -533,7 +533,7 @@ static void fill_result(const tun_db *db, const char *key, const char *target, i
   const tun_record *b = tun_db_best_at(db, key, target, threads);
   res->best_seconds = b ? tun_record_mean(b) : 0;
   res->best_gflops = res->best_seconds > 0 && flops > 0 ? flops / res->best_seconds * 1e-9 : 0;
-  tun_library_split(db, key, target, &res->lib_seconds, res->lib, sizeof res->lib, &res->kernel_seconds);
+  tun_library_split(db, key, target, threads, &res->lib_seconds, res->lib, sizeof res->lib, &res->kernel_seconds);
 }
 
 /* The cost model and the search of a run (r->model, r->evo). */
