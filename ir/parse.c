@@ -123,6 +123,20 @@ ir_expr *ps_fold_add(P *p, ir_expr *x, ir_expr *y) {
   return CK(ir_binop(p->a, IR_ADD, x, y));
 }
 
+/* A shape extent, loop or domain bound made only of constants (`1 * 128`, as
+ * the graph's legalizer writes a flattened dim) becomes the constant itself:
+ * every consumer (kernel metadata, buffer sizes, step counts, the workload
+ * key) then sees one integer, as it would for `128`. Expressions with size
+ * vars or loop vars are kept as written. */
+ir_expr *ps_fold_const(P *p, ir_expr *e) {
+  if (!e || e->kind == IR_INT_IMM) return e;
+  ir_analyzer an;
+  ir_analyzer_init(&an, p->a);
+  ir_expr *f = CK(ir_simplify(&an, e));
+  ir_analyzer_fini(&an);
+  return f && f->kind == IR_INT_IMM ? f : e;
+}
+
 ir_expr *ps_fold_sub(P *p, ir_expr *x, ir_expr *y) {
   int64_t a, b;
   if (ir_as_int(x, &a) && ir_as_int(y, &b) && ir_dtype_eq(x->dtype, y->dtype))

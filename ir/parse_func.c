@@ -36,7 +36,7 @@ static ir_buffer *parse_bufdecl(P *p) {
   ir_expr **shape = n ? CK(TS_ANEWN(p->a, ir_expr *, n)) : NULL;
   for (int i = 0; i < n; i++) {
     ps_need_int(p, t, a[i], "a shape extent");
-    shape[i] = a[i].e;
+    shape[i] = ps_fold_const(p, a[i].e);
   }
   const char *scope = "global";
   const ir_token *sct = NULL;
@@ -114,8 +114,8 @@ static void parse_region(P *p, ir_region *r) {
   if (!ps_accept(p, "]")) {
     for (;;) {
       ir_range rg;
-      rg.min = ps_parse_int_expr(p, "a region bound");
-      if (ps_accept(p, ":+")) rg.extent = ps_parse_int_expr(p, "a region extent");
+      rg.min = ps_fold_const(p, ps_parse_int_expr(p, "a region bound"));
+      if (ps_accept(p, ":+")) rg.extent = ps_fold_const(p, ps_parse_int_expr(p, "a region extent"));
       else rg.extent = CK(ir_i64(p->a, 1));
       PUSH(v, n, cap, rg);
       if (ps_accept(p, "]")) break;
@@ -168,9 +168,9 @@ static ir_stmt *parse_for(P *p) {
             ps_describe(p, kt));
   ps_next(p);
   ps_expect(p, "(");
-  ir_expr *mn = ps_parse_int_expr(p, "a loop bound");
+  ir_expr *mn = ps_fold_const(p, ps_parse_int_expr(p, "a loop bound"));
   ps_expect(p, ",");
-  ir_expr *ext = ps_parse_int_expr(p, "a loop extent");
+  ir_expr *ext = ps_fold_const(p, ps_parse_int_expr(p, "a loop extent"));
   const char *tag = NULL;
   if (ps_accept(p, ",")) {
     const ir_token *st = ps_cur(p);
@@ -228,9 +228,9 @@ static ir_stmt *parse_block(P *p) {
       ps_next(p);
       ps_expect(p, "(");
       ir_iter_var iv;
-      iv.dom.min = ps_parse_int_expr(p, "a domain bound");
+      iv.dom.min = ps_fold_const(p, ps_parse_int_expr(p, "a domain bound"));
       ps_expect(p, ",");
-      iv.dom.extent = ps_parse_int_expr(p, "a domain extent");
+      iv.dom.extent = ps_fold_const(p, ps_parse_int_expr(p, "a domain extent"));
       ps_expect(p, ")");
       ps_expect(p, "=");
       ir_expr *val = ps_parse_expr(p).e;

@@ -126,6 +126,7 @@ bool ps_tok_dtype(P *p, const ir_token *t, ir_dtype *out);
 ir_dtype ps_expect_dtype(P *p);
 ir_expr *ps_fold_add(P *p, ir_expr *x, ir_expr *y);
 ir_expr *ps_fold_sub(P *p, ir_expr *x, ir_expr *y);
+ir_expr *ps_fold_const(P *p, ir_expr *e);
 bool ps_same_expr(const ir_expr *x, const ir_expr *y);
 ir_expr *ps_retype(P *p, const ir_token *t, ir_expr *e, ir_dtype dt);
 void ps_need_bool(P *p, const ir_token *t, pv x, const char *what);

@@ -16,7 +16,7 @@ static ir_expr **parse_shape(P *p, int *ndim) {
   p->m = M_SHAPE;
   if (!ps_accept(p, "]")) {
     for (;;) {
-      ir_expr *e = ps_parse_int_expr(p, "a shape extent");
+      ir_expr *e = ps_fold_const(p, ps_parse_int_expr(p, "a shape extent"));
       PUSH(v, n, cap, e);
       if (ps_accept(p, "]")) break;
       ps_expect(p, ",");
@@ -109,9 +109,9 @@ static void dsl_for_clause(P *p) {
     ps_next(p);
     p->m = M_RANGE;
     const ir_token *lot = ps_cur(p);
-    ir_expr *lo = ps_parse_int_expr(p, "a range bound");
+    ir_expr *lo = ps_fold_const(p, ps_parse_int_expr(p, "a range bound"));
     ps_expect(p, "..");
-    ir_expr *hi = ps_parse_int_expr(p, "a range bound");
+    ir_expr *hi = ps_fold_const(p, ps_parse_int_expr(p, "a range bound"));
     p->m = M_BODY;
     ir_expr *ext = ps_fold_sub(p, hi, lo);
     int64_t ev;

@@ -206,6 +206,13 @@ void tsrt_measure_inprocess(const tsrt_module *m, const tsrt_measure_opts *o, ts
     return;
   }
   for (int i = 0; i < meta->nparams; i++) {
+    for (int j = 0; j < meta->params[i].ndim && j < TSRT_MAX_DIMS; j++)
+      if (meta->params[i].shape[j] < 0) { /* an extent the artifact cannot size: never guess */
+        res->status = TS_ELOAD;
+        snprintf(res->error, sizeof res->error, "parameter %s: dim %d has no constant size in the kernel's metadata",
+                 meta->params[i].name, j);
+        goto out;
+      }
     bytes[i] = tsrt_param_bytes(&meta->params[i]);
     if (bytes[i] == SIZE_MAX) {
       res->status = TS_ESYSTEM;

@@ -737,6 +737,61 @@ START_TEST(lexer_numbers) {
 }
 END_TEST
 
+/* A constant-only extent (`1 * 128`, as the graph legalizer writes a
+ * flattened dim) is folded where shapes, loop and domain bounds are read: the
+ * function is the one written with `128` (same workload key), so the kernel
+ * metadata and buffer sizes see a constant. A size var's product stays. */
+START_TEST(script_constant_extents) {
+  static const char *folded =
+      "func f(A: f32[1 * 128]) -> B: f32[2 * 64, 1], C: f32[n * 2] syms(n) {\n"
+      "  block root() {\n"
+      "    for i in serial(0, 4 * 32) {\n"
+      "      block B(vi: S(0, 1 * 128) = i) {\n"
+      "        reads A[vi]\n"
+      "        writes B[vi, 0]\n"
+      "        B[vi, 0] = A[vi]\n"
+      "      }\n"
+      "    }\n"
+      "    for j in serial(0, n * 2) {\n"
+      "      block C(vj: S(0, n * 2) = j) {\n"
+      "        writes C[vj]\n"
+      "        C[vj] = 1.0\n"
+      "      }\n"
+      "    }\n"
+      "  }\n"
+      "}\n";
+  static const char *plain =
+      "func f(A: f32[128]) -> B: f32[128, 1], C: f32[n * 2] syms(n) {\n"
+      "  block root() {\n"
+      "    for i in serial(0, 128) {\n"
+      "      block B(vi: S(0, 128) = i) {\n"
+      "        reads A[vi]\n"
+      "        writes B[vi, 0]\n"
+      "        B[vi, 0] = A[vi]\n"
+      "      }\n"
+      "    }\n"
+      "    for j in serial(0, n * 2) {\n"
+      "      block C(vj: S(0, n * 2) = j) {\n"
+      "        writes C[vj]\n"
+      "        C[vj] = 1.0\n"
+      "      }\n"
+      "    }\n"
+      "  }\n"
+      "}\n";
+  ir_func *f = parse_ok(folded), *g = parse_ok(plain);
+  int64_t v = 0;
+  ck_assert(ir_as_int(f->params[0]->shape[0], &v));
+  ck_assert_int_eq(v, 128);
+  ck_assert(ir_as_int(f->params[1]->shape[0], &v));
+  ck_assert_int_eq(v, 128);
+  ck_assert(!ir_as_int(f->params[2]->shape[0], NULL)); /* n * 2 is not a constant */
+  ck_assert_int_eq(ir_buffer_const_size(f->params[0]), 128);
+  char k1[17], k2[17];
+  ck_assert_str_eq(ir_workload_key(f, k1), ir_workload_key(g, k2));
+  roundtrip(f);
+}
+END_TEST
+
 static Suite *parse_suite(void) {
   Suite *s = suite_create("ir_parse");
   TCase *tc = tcase_create("dsl");
@@ -751,6 +806,7 @@ static Suite *parse_suite(void) {
   tcase_add_checked_fixture(tc, setup, teardown);
   tcase_add_test(tc, script_full);
   tcase_add_test(tc, script_scoping);
+  tcase_add_test(tc, script_constant_extents);
   tcase_add_test(tc, lexer_numbers);
   suite_add_tcase(s, tc);
   tc = tcase_create("errors");
