@@ -6,6 +6,7 @@
  * (crypto_aead_xchacha20poly1305_ietf) for the frames, randombytes_buf for
  * nonces, crypto_verify_32 for constant-time comparison. */
 #include "rpc/auth.h"
+#include "rpc/pipe_drop.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -253,10 +254,11 @@ static void pipe_addr(nng_pipe p, char *out, size_t n) {
     snprintf(out, n, "inproc");
 }
 
-static void close_pipe_id(uint32_t id) {
-  nng_pipe p = NNG_PIPE_INITIALIZER;
-  p.id = id;
-  nng_pipe_close(p);
+/* Marks a pipe as being closed (caller holds mu); the first mark dates it,
+ * so that a pipe nng never releases shows (reaper). */
+static void mark_closing(rpc_authpipe *ap) {
+  if (ap->state != -1) ap->closing_ms = mono_ms();
+  ap->state = -1;
 }
 
 static void refuse_log(rpc_authtab *tab, uint32_t id, const char *addr, const char *why) {
@@ -311,9 +313,9 @@ static void pipe_cb(nng_pipe p, nng_pipe_ev ev, void *arg) {
     int victims = 0;
     bool refused = false;
     pthread_mutex_lock(&tab->mu);
-    rpc_authpipe *ap = find_pipe(tab, id);
-    if (!ap) ap = add_pipe(tab, id);
-    if (!ap) {
+    rpc_authpipe *ap = tab->closing ? NULL : find_pipe(tab, id);
+    if (!ap && !tab->closing) ap = add_pipe(tab, id);
+    if (!ap) { /* out of memory, or the socket is about to close (rpc_authtab_drop_all) */
       refused = true;
     } else {
       snprintf(ap->addr, sizeof ap->addr, "%s", addr);
@@ -328,7 +330,7 @@ static void pipe_cb(nng_pipe p, nng_pipe_ev ev, void *arg) {
       if (victims) pthread_cond_signal(&tab->cv);
     }
     pthread_mutex_unlock(&tab->mu);
-    if (refused) nng_pipe_close(p);
+    if (refused) nng_pipe_close(p); /* not started yet: nothing is being received on it */
     return;
   }
   if (ev != NNG_PIPE_EV_REM_POST) return;
@@ -369,12 +371,19 @@ static void *reaper(void *arg) {
       bool late = ap->state >= 0 && ap->state != 2 && now - ap->added_ms > tab->handshake_ms;
       if (late || ap->state == -2) { /* past the deadline, or over a cap */
         tab->refused += late;
-        ap->state = -1; /* being closed */
+        mark_closing(ap);
         ids[nids++] = ap->pipe_id;
+      } else if (ap->state == -1 && now - ap->closing_ms > RPC_RELEASE_STUCK_MS && !tab->nng_stuck) {
+        tab->nng_stuck = true;
+        fprintf(stderr,
+                "%s: nng has not released connection %u %d s after it was closed: nng's pipe reaper is stuck "
+                "(nng 1.5.2, docs/RPC.md); connections closed from now on keep their descriptors: restart this "
+                "process\n",
+                tab->log ? tab->log : "rpc", ap->pipe_id, RPC_RELEASE_STUCK_MS / 1000);
       }
     }
     pthread_mutex_unlock(&tab->mu);
-    for (size_t i = 0; i < nids; i++) close_pipe_id(ids[i]);
+    rpc_pipes_drop(ids, nids);
     pthread_mutex_lock(&tab->mu);
   }
   pthread_mutex_unlock(&tab->mu);
@@ -413,6 +422,38 @@ size_t rpc_authtab_pending(rpc_authtab *tab) {
   for (size_t i = 0; i < tab->n; i++) k += tab->pipes[i].state != 2;
   pthread_mutex_unlock(&tab->mu);
   return k;
+}
+
+size_t rpc_authtab_drop_all(rpc_authtab *tab, int wait_ms) {
+  pthread_mutex_lock(&tab->mu);
+  tab->closing = true; /* new pipes are closed before they start (pipe_cb) */
+  size_t n = tab->n;
+  uint32_t *ids = ts_malloc((n ? n : 1) * sizeof *ids);
+  for (size_t i = 0; ids && i < n; i++) {
+    mark_closing(&tab->pipes[i]);
+    ids[i] = tab->pipes[i].pipe_id;
+  }
+  pthread_mutex_unlock(&tab->mu);
+  if (!ids) return n; /* the socket's close closes them */
+  rpc_pipes_drop(ids, n);
+  size_t left = n;
+  for (int64_t end = mono_ms() + (wait_ms > 0 ? wait_ms : RPC_DROP_WAIT_MS);;) {
+    left = 0;
+    pthread_mutex_lock(&tab->mu);
+    for (size_t i = 0; i < n; i++) left += find_pipe(tab, ids[i]) != NULL;
+    pthread_mutex_unlock(&tab->mu);
+    if (!left || mono_ms() >= end) break;
+    usleep(2000);
+  }
+  ts_free(ids);
+  return left;
+}
+
+bool rpc_authtab_stuck(rpc_authtab *tab) {
+  pthread_mutex_lock(&tab->mu);
+  bool stuck = tab->nng_stuck;
+  pthread_mutex_unlock(&tab->mu);
+  return stuck;
 }
 
 void rpc_authtab_fini(rpc_authtab *tab) {
@@ -567,11 +608,11 @@ ts_status rpc_authtab_open(rpc_authtab *tab, nng_pipe p, const void *data, size_
     if (st == TS_ENOMEM) return st;
     if (st) {
       pthread_mutex_lock(&tab->mu);
-      if ((ap = find_pipe(tab, id))) ap->state = -1;
+      if ((ap = find_pipe(tab, id))) mark_closing(ap);
       tab->refused++;
       pthread_mutex_unlock(&tab->mu);
       refuse_log(tab, id, addr, m->err);
-      nng_pipe_close(p);
+      rpc_pipe_drop(p);
       *dropped = true;
       return TS_EAUTH;
     }
@@ -589,11 +630,11 @@ ts_status rpc_authtab_open(rpc_authtab *tab, nng_pipe p, const void *data, size_
     else snprintf(why, sizeof why, "a %zu-byte message before authentication (at most %d)", len, RPC_PREAUTH_MAX);
     snprintf(m->err, sizeof m->err, "%s", why);
     pthread_mutex_lock(&tab->mu);
-    if ((ap = find_pipe(tab, id))) ap->state = -1;
+    if ((ap = find_pipe(tab, id))) mark_closing(ap);
     tab->refused++;
     pthread_mutex_unlock(&tab->mu);
     if (state >= 0) refuse_log(tab, id, addr, why);
-    nng_pipe_close(p);
+    rpc_pipe_drop(p);
     *dropped = true;
     return TS_EAUTH;
   }
@@ -627,7 +668,7 @@ nng_msg *rpc_authtab_seal(rpc_authtab *tab, nng_pipe p, rpc_enc *e) {
     sodium_memzero(key, sizeof key);
     if (!frame) {
       rpc_enc_fini(e);
-      nng_pipe_close(p); /* the channel cannot go on without this counter */
+      rpc_pipe_drop(p); /* the channel cannot go on without this counter */
       return NULL;
     }
     body = frame, n = fn;
@@ -636,7 +677,7 @@ nng_msg *rpc_authtab_seal(rpc_authtab *tab, nng_pipe p, rpc_enc *e) {
   if (nng_msg_alloc(&msg, 0) != 0 || nng_msg_append(msg, body, n) != 0) {
     if (msg) nng_msg_free(msg);
     msg = NULL;
-    if (sealed) nng_pipe_close(p);
+    if (sealed) rpc_pipe_drop(p);
   }
   ts_free(frame);
   rpc_enc_fini(e);
@@ -690,7 +731,7 @@ static ts_status chan_send_recv(nng_socket s, rpc_chan *ch, const void *body, si
     nng_msg_free(msg);
     if (st) {
       rpc_chan_wipe(ch);
-      nng_pipe_close(rp);
+      rpc_pipe_drop(rp);
       fprintf(stderr, "rpc: reply refused: %s; connection closed\n", why);
       return ts_diag_set(d, st == TS_ENOMEM ? st : TS_EAUTH, "reply refused: %s; connection closed", why);
     }
@@ -845,7 +886,7 @@ static ts_status auth_client_once(nng_socket s, const rpc_secret *secret, const 
   nng_msg_free(msg);
   if (st) {
     rpc_chan_wipe(ch);
-    nng_pipe_close(p2);
+    rpc_pipe_drop(p2);
     return ts_diag_set(d, TS_EAUTH, "handshake: reply to auth refused: %s", why);
   }
   st = rpc_msg_decode_owned(&r, pt, ptn);
