@@ -261,6 +261,15 @@ static void mark_closing(rpc_authpipe *ap) {
   ap->state = -1;
 }
 
+/* Has the reaper thread drop pipe id soon (caller holds mu): a drop scans
+ * the process's descriptors (rpc/pipe_drop.h), which the thread serving
+ * requests should not do once per refused message. */
+static void drop_soon(rpc_authtab *tab, rpc_authpipe *ap) {
+  if (!ap || ap->state == -1 || ap->state == -2) return;
+  ap->state = -2;
+  pthread_cond_signal(&tab->cv);
+}
+
 static void refuse_log(rpc_authtab *tab, uint32_t id, const char *addr, const char *why) {
   fprintf(stderr, "%s: connection %u from %s refused: %s; connection closed\n", tab->log ? tab->log : "rpc", id,
           addr, why);
@@ -345,7 +354,10 @@ static void pipe_cb(nng_pipe p, nng_pipe_ev ev, void *arg) {
   if (tab->on_close) tab->on_close(tab->on_close_arg, id);
 }
 
-/* Closes pipes that have not authenticated within the deadline. */
+/* Drops pipes that have not authenticated within the deadline, that are
+ * over a cap or that were refused (state -2), in one batch per wake-up
+ * (rpc/pipe_drop.h); says so once when one of them is not released in
+ * RPC_RELEASE_STUCK_MS. */
 static void *reaper(void *arg) {
   rpc_authtab *tab = arg;
   uint32_t *ids = NULL;
@@ -608,11 +620,10 @@ ts_status rpc_authtab_open(rpc_authtab *tab, nng_pipe p, const void *data, size_
     if (st == TS_ENOMEM) return st;
     if (st) {
       pthread_mutex_lock(&tab->mu);
-      if ((ap = find_pipe(tab, id))) mark_closing(ap);
+      drop_soon(tab, find_pipe(tab, id));
       tab->refused++;
       pthread_mutex_unlock(&tab->mu);
       refuse_log(tab, id, addr, m->err);
-      rpc_pipe_drop(p);
       *dropped = true;
       return TS_EAUTH;
     }
@@ -630,11 +641,10 @@ ts_status rpc_authtab_open(rpc_authtab *tab, nng_pipe p, const void *data, size_
     else snprintf(why, sizeof why, "a %zu-byte message before authentication (at most %d)", len, RPC_PREAUTH_MAX);
     snprintf(m->err, sizeof m->err, "%s", why);
     pthread_mutex_lock(&tab->mu);
-    if ((ap = find_pipe(tab, id))) mark_closing(ap);
+    drop_soon(tab, find_pipe(tab, id));
     tab->refused++;
     pthread_mutex_unlock(&tab->mu);
     if (state >= 0) refuse_log(tab, id, addr, why);
-    rpc_pipe_drop(p);
     *dropped = true;
     return TS_EAUTH;
   }
@@ -668,7 +678,9 @@ nng_msg *rpc_authtab_seal(rpc_authtab *tab, nng_pipe p, rpc_enc *e) {
     sodium_memzero(key, sizeof key);
     if (!frame) {
       rpc_enc_fini(e);
-      rpc_pipe_drop(p); /* the channel cannot go on without this counter */
+      pthread_mutex_lock(&tab->mu);
+      drop_soon(tab, find_pipe(tab, id)); /* the channel cannot go on without this counter */
+      pthread_mutex_unlock(&tab->mu);
       return NULL;
     }
     body = frame, n = fn;
@@ -677,7 +689,11 @@ nng_msg *rpc_authtab_seal(rpc_authtab *tab, nng_pipe p, rpc_enc *e) {
   if (nng_msg_alloc(&msg, 0) != 0 || nng_msg_append(msg, body, n) != 0) {
     if (msg) nng_msg_free(msg);
     msg = NULL;
-    if (sealed) rpc_pipe_drop(p);
+    if (sealed) {
+      pthread_mutex_lock(&tab->mu);
+      drop_soon(tab, find_pipe(tab, id));
+      pthread_mutex_unlock(&tab->mu);
+    }
   }
   ts_free(frame);
   rpc_enc_fini(e);

@@ -29,8 +29,9 @@
  * (the oldest pending pipe is closed to make room), each closed when it has
  * not authenticated within the handshake deadline, and a plaintext message
  * over RPC_PREAUTH_MAX bytes closes it before it is decoded. The pipes it
- * closes are dropped by TCP disconnect (rpc/pipe_drop.h), never with a
- * plain nng_pipe_close under a message that is arriving. */
+ * closes (refused, late, over a cap) are dropped by TCP disconnect
+ * (rpc/pipe_drop.h) in batches from its own thread, never with a plain
+ * nng_pipe_close under a message that is arriving. */
 #ifndef TESSEL_RPC_AUTH_H
 #define TESSEL_RPC_AUTH_H
 

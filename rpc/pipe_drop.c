@@ -21,37 +21,83 @@ static int64_t mono_ms(void) {
 }
 
 /* ---- finding a pipe's socket --------------------------------------------- */
+/* An address in a form that sorts and compares cheaply. */
+typedef struct addr {
+  uint16_t fam, port; /* AF_INET / AF_INET6, port in network order */
+  uint8_t ip[16];
+} addr;
+
 typedef struct want {
-  nng_sockaddr loc, rem;
+  addr rem, loc;
+  uint32_t id;
   bool tcp, done;
 } want;
 
-static bool same_addr(const struct sockaddr_storage *a, const nng_sockaddr *b) {
-  if (a->ss_family == AF_INET && b->s_family == NNG_AF_INET) {
-    const struct sockaddr_in *x = (const struct sockaddr_in *)a;
-    return x->sin_port == b->s_in.sa_port && x->sin_addr.s_addr == b->s_in.sa_addr;
+static bool from_nng(const nng_sockaddr *a, addr *out) {
+  memset(out, 0, sizeof *out);
+  if (a->s_family == NNG_AF_INET) {
+    out->fam = AF_INET, out->port = a->s_in.sa_port;
+    memcpy(out->ip, &a->s_in.sa_addr, 4);
+    return true;
   }
-  if (a->ss_family == AF_INET6 && b->s_family == NNG_AF_INET6) {
-    const struct sockaddr_in6 *x = (const struct sockaddr_in6 *)a;
-    return x->sin6_port == b->s_in6.sa_port && memcmp(&x->sin6_addr, b->s_in6.sa_addr, 16) == 0;
+  if (a->s_family == NNG_AF_INET6) {
+    out->fam = AF_INET6, out->port = a->s_in6.sa_port;
+    memcpy(out->ip, a->s_in6.sa_addr, 16);
+    return true;
   }
   return false;
 }
 
-/* The index in w[0..n) of the pipe whose connection fd is, or -1. */
-static int match(int fd, const want *w, size_t n) {
-  struct sockaddr_storage rem, loc;
-  socklen_t rl = sizeof rem, ll = sizeof loc;
-  if (getpeername(fd, (struct sockaddr *)&rem, &rl) != 0) return -1;
-  if (rem.ss_family != AF_INET && rem.ss_family != AF_INET6) return -1;
+static bool from_sys(const struct sockaddr_storage *a, addr *out) {
+  memset(out, 0, sizeof *out);
+  if (a->ss_family == AF_INET) {
+    const struct sockaddr_in *x = (const struct sockaddr_in *)a;
+    out->fam = AF_INET, out->port = x->sin_port;
+    memcpy(out->ip, &x->sin_addr, 4);
+    return true;
+  }
+  if (a->ss_family == AF_INET6) {
+    const struct sockaddr_in6 *x = (const struct sockaddr_in6 *)a;
+    out->fam = AF_INET6, out->port = x->sin6_port;
+    memcpy(out->ip, &x->sin6_addr, 16);
+    return true;
+  }
+  return false;
+}
+
+static int addr_cmp(const addr *a, const addr *b) {
+  if (a->port != b->port) return a->port < b->port ? -1 : 1;
+  if (a->fam != b->fam) return a->fam < b->fam ? -1 : 1;
+  return memcmp(a->ip, b->ip, sizeof a->ip);
+}
+
+static int want_cmp(const void *a, const void *b) {
+  return addr_cmp(&((const want *)a)->rem, &((const want *)b)->rem);
+}
+
+/* The index in w[0..n) (sorted by remote address) of the pipe whose
+ * connection fd is, or -1: a binary search on the peer's address, then the
+ * local one among the pipes with that peer. */
+static long match(int fd, const want *w, size_t n) {
+  struct sockaddr_storage ss;
+  socklen_t sl = sizeof ss;
+  addr rem, loc;
+  if (getpeername(fd, (struct sockaddr *)&ss, &sl) != 0 || !from_sys(&ss, &rem)) return -1;
+  size_t lo = 0, hi = n;
+  while (lo < hi) {
+    size_t mid = lo + (hi - lo) / 2;
+    if (addr_cmp(&w[mid].rem, &rem) < 0) lo = mid + 1;
+    else hi = mid;
+  }
   bool have_loc = false;
-  for (size_t i = 0; i < n; i++) {
-    if (!w[i].tcp || w[i].done || !same_addr(&rem, &w[i].rem)) continue;
+  for (size_t i = lo; i < n && addr_cmp(&w[i].rem, &rem) == 0; i++) {
+    if (!w[i].tcp || w[i].done) continue;
     if (!have_loc) {
-      if (getsockname(fd, (struct sockaddr *)&loc, &ll) != 0) return -1;
+      sl = sizeof ss;
+      if (getsockname(fd, (struct sockaddr *)&ss, &sl) != 0 || !from_sys(&ss, &loc)) return -1;
       have_loc = true;
     }
-    if (same_addr(&loc, &w[i].loc)) return (int)i;
+    if (addr_cmp(&w[i].loc, &loc) == 0) return (long)i;
   }
   return -1;
 }
@@ -59,7 +105,7 @@ static int match(int fd, const want *w, size_t n) {
 /* Disconnects the socket at fd if it still is the connection of w[0..n)'s
  * pipe i: through a duplicate, checked again, so that a descriptor that nng
  * closed and the system reused meanwhile is left alone. */
-static bool disconnect(int fd, const want *w, size_t n, int i) {
+static bool disconnect(int fd, const want *w, size_t n, long i) {
   int dup = fcntl(fd, F_DUPFD_CLOEXEC, 0);
   if (dup < 0) return false;
   bool ok = match(dup, w, n) == i;
@@ -73,24 +119,21 @@ static bool disconnect(int fd, const want *w, size_t n, int i) {
   return ok;
 }
 
-#define CHUNK 64
-
-/* One pass over /proc/self/fd for up to CHUNK pipes. */
-static size_t drop_chunk(const uint32_t *ids, size_t n) {
-  want w[CHUNK];
+/* One pass over /proc/self/fd for the pipes ids[0..n), with w room for n. */
+static size_t drop_with(const uint32_t *ids, size_t n, want *w) {
   size_t ntcp = 0, found = 0;
   for (size_t i = 0; i < n; i++) {
     nng_pipe p = NNG_PIPE_INITIALIZER;
+    nng_sockaddr rem, loc;
     p.id = ids[i];
     memset(&w[i], 0, sizeof w[i]);
-    if (nng_pipe_get_addr(p, NNG_OPT_REMADDR, &w[i].rem) != 0 ||
-        nng_pipe_get_addr(p, NNG_OPT_LOCADDR, &w[i].loc) != 0) {
-      continue; /* gone already (nng_pipe_close below is then harmless), or no addresses */
-    }
-    w[i].tcp = (w[i].rem.s_family == NNG_AF_INET || w[i].rem.s_family == NNG_AF_INET6) &&
-               w[i].loc.s_family == w[i].rem.s_family;
+    w[i].id = ids[i];
+    /* gone already (nng_pipe_close below is then harmless), or not TCP */
+    w[i].tcp = nng_pipe_get_addr(p, NNG_OPT_REMADDR, &rem) == 0 && nng_pipe_get_addr(p, NNG_OPT_LOCADDR, &loc) == 0 &&
+               from_nng(&rem, &w[i].rem) && from_nng(&loc, &w[i].loc) && w[i].rem.fam == w[i].loc.fam;
     ntcp += w[i].tcp;
   }
+  qsort(w, n, sizeof *w, want_cmp);
   DIR *dir = ntcp ? opendir("/proc/self/fd") : NULL;
   if (dir) {
     int self = dirfd(dir);
@@ -99,27 +142,37 @@ static size_t drop_chunk(const uint32_t *ids, size_t n) {
       if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
       int fd = atoi(e->d_name);
       if (fd == self) continue;
-      int i = match(fd, w, n);
+      long i = match(fd, w, n);
       if (i >= 0 && disconnect(fd, w, n, i)) {
         w[i].done = true;
-        w[i].tcp = false;
         found++;
       }
     }
     closedir(dir);
   }
   for (size_t i = 0; i < n; i++)
-    if (w[i].tcp || !w[i].done) { /* not TCP, or its socket not found */
+    if (!w[i].done) { /* not TCP, or its socket not found */
       nng_pipe p = NNG_PIPE_INITIALIZER;
-      p.id = ids[i];
+      p.id = w[i].id;
       nng_pipe_close(p);
     }
   return found;
 }
 
+#define CHUNK 16
+
 size_t rpc_pipes_drop(const uint32_t *ids, size_t n) {
+  if (n > CHUNK) { /* one pass for the lot */
+    want *w = ts_malloc(n * sizeof *w);
+    if (w) {
+      size_t found = drop_with(ids, n, w);
+      ts_free(w);
+      return found;
+    }
+  }
+  want w[CHUNK];
   size_t found = 0;
-  for (size_t off = 0; off < n; off += CHUNK) found += drop_chunk(ids + off, n - off < CHUNK ? n - off : CHUNK);
+  for (size_t off = 0; off < n; off += CHUNK) found += drop_with(ids + off, n - off < CHUNK ? n - off : CHUNK, w);
   return found;
 }
 
