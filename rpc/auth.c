@@ -6,6 +6,7 @@
  * (crypto_aead_xchacha20poly1305_ietf) for the frames, randombytes_buf for
  * nonces, crypto_verify_32 for constant-time comparison. */
 #include "rpc/auth.h"
+#include "rpc/pipe_drop.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -253,10 +254,20 @@ static void pipe_addr(nng_pipe p, char *out, size_t n) {
     snprintf(out, n, "inproc");
 }
 
-static void close_pipe_id(uint32_t id) {
-  nng_pipe p = NNG_PIPE_INITIALIZER;
-  p.id = id;
-  nng_pipe_close(p);
+/* Marks a pipe as being closed (caller holds mu); the first mark dates it,
+ * so that a pipe nng never releases shows (reaper). */
+static void mark_closing(rpc_authpipe *ap) {
+  if (ap->state != -1) ap->closing_ms = mono_ms();
+  ap->state = -1;
+}
+
+/* Has the reaper thread drop pipe id soon (caller holds mu): a drop scans
+ * the process's descriptors (rpc/pipe_drop.h), which the thread serving
+ * requests should not do once per refused message. */
+static void drop_soon(rpc_authtab *tab, rpc_authpipe *ap) {
+  if (!ap || ap->state == -1 || ap->state == -2) return;
+  ap->state = -2;
+  pthread_cond_signal(&tab->cv);
 }
 
 static void refuse_log(rpc_authtab *tab, uint32_t id, const char *addr, const char *why) {
@@ -311,9 +322,9 @@ static void pipe_cb(nng_pipe p, nng_pipe_ev ev, void *arg) {
     int victims = 0;
     bool refused = false;
     pthread_mutex_lock(&tab->mu);
-    rpc_authpipe *ap = find_pipe(tab, id);
-    if (!ap) ap = add_pipe(tab, id);
-    if (!ap) {
+    rpc_authpipe *ap = tab->closing ? NULL : find_pipe(tab, id);
+    if (!ap && !tab->closing) ap = add_pipe(tab, id);
+    if (!ap) { /* out of memory, or the socket is about to close (rpc_authtab_drop_all) */
       refused = true;
     } else {
       snprintf(ap->addr, sizeof ap->addr, "%s", addr);
@@ -328,7 +339,7 @@ static void pipe_cb(nng_pipe p, nng_pipe_ev ev, void *arg) {
       if (victims) pthread_cond_signal(&tab->cv);
     }
     pthread_mutex_unlock(&tab->mu);
-    if (refused) nng_pipe_close(p);
+    if (refused) nng_pipe_close(p); /* not started yet: nothing is being received on it */
     return;
   }
   if (ev != NNG_PIPE_EV_REM_POST) return;
@@ -343,7 +354,10 @@ static void pipe_cb(nng_pipe p, nng_pipe_ev ev, void *arg) {
   if (tab->on_close) tab->on_close(tab->on_close_arg, id);
 }
 
-/* Closes pipes that have not authenticated within the deadline. */
+/* Drops pipes that have not authenticated within the deadline, that are
+ * over a cap or that were refused (state -2), in one batch per wake-up
+ * (rpc/pipe_drop.h); says so once when one of them is not released in
+ * RPC_RELEASE_STUCK_MS. */
 static void *reaper(void *arg) {
   rpc_authtab *tab = arg;
   uint32_t *ids = NULL;
@@ -369,12 +383,19 @@ static void *reaper(void *arg) {
       bool late = ap->state >= 0 && ap->state != 2 && now - ap->added_ms > tab->handshake_ms;
       if (late || ap->state == -2) { /* past the deadline, or over a cap */
         tab->refused += late;
-        ap->state = -1; /* being closed */
+        mark_closing(ap);
         ids[nids++] = ap->pipe_id;
+      } else if (ap->state == -1 && now - ap->closing_ms > RPC_RELEASE_STUCK_MS && !tab->nng_stuck) {
+        tab->nng_stuck = true;
+        fprintf(stderr,
+                "%s: nng has not released connection %u %d s after it was closed: nng's pipe reaper is stuck "
+                "(nng 1.5.2, docs/RPC.md); connections closed from now on keep their descriptors: restart this "
+                "process\n",
+                tab->log ? tab->log : "rpc", ap->pipe_id, RPC_RELEASE_STUCK_MS / 1000);
       }
     }
     pthread_mutex_unlock(&tab->mu);
-    for (size_t i = 0; i < nids; i++) close_pipe_id(ids[i]);
+    rpc_pipes_drop(ids, nids);
     pthread_mutex_lock(&tab->mu);
   }
   pthread_mutex_unlock(&tab->mu);
@@ -413,6 +434,38 @@ size_t rpc_authtab_pending(rpc_authtab *tab) {
   for (size_t i = 0; i < tab->n; i++) k += tab->pipes[i].state != 2;
   pthread_mutex_unlock(&tab->mu);
   return k;
+}
+
+size_t rpc_authtab_drop_all(rpc_authtab *tab, int wait_ms) {
+  pthread_mutex_lock(&tab->mu);
+  tab->closing = true; /* new pipes are closed before they start (pipe_cb) */
+  size_t n = tab->n;
+  uint32_t *ids = ts_malloc((n ? n : 1) * sizeof *ids);
+  for (size_t i = 0; ids && i < n; i++) {
+    mark_closing(&tab->pipes[i]);
+    ids[i] = tab->pipes[i].pipe_id;
+  }
+  pthread_mutex_unlock(&tab->mu);
+  if (!ids) return n; /* the socket's close closes them */
+  rpc_pipes_drop(ids, n);
+  size_t left = n;
+  for (int64_t end = mono_ms() + (wait_ms > 0 ? wait_ms : RPC_DROP_WAIT_MS);;) {
+    left = 0;
+    pthread_mutex_lock(&tab->mu);
+    for (size_t i = 0; i < n; i++) left += find_pipe(tab, ids[i]) != NULL;
+    pthread_mutex_unlock(&tab->mu);
+    if (!left || mono_ms() >= end) break;
+    usleep(2000);
+  }
+  ts_free(ids);
+  return left;
+}
+
+bool rpc_authtab_stuck(rpc_authtab *tab) {
+  pthread_mutex_lock(&tab->mu);
+  bool stuck = tab->nng_stuck;
+  pthread_mutex_unlock(&tab->mu);
+  return stuck;
 }
 
 void rpc_authtab_fini(rpc_authtab *tab) {
@@ -567,11 +620,10 @@ ts_status rpc_authtab_open(rpc_authtab *tab, nng_pipe p, const void *data, size_
     if (st == TS_ENOMEM) return st;
     if (st) {
       pthread_mutex_lock(&tab->mu);
-      if ((ap = find_pipe(tab, id))) ap->state = -1;
+      drop_soon(tab, find_pipe(tab, id));
       tab->refused++;
       pthread_mutex_unlock(&tab->mu);
       refuse_log(tab, id, addr, m->err);
-      nng_pipe_close(p);
       *dropped = true;
       return TS_EAUTH;
     }
@@ -589,11 +641,10 @@ ts_status rpc_authtab_open(rpc_authtab *tab, nng_pipe p, const void *data, size_
     else snprintf(why, sizeof why, "a %zu-byte message before authentication (at most %d)", len, RPC_PREAUTH_MAX);
     snprintf(m->err, sizeof m->err, "%s", why);
     pthread_mutex_lock(&tab->mu);
-    if ((ap = find_pipe(tab, id))) ap->state = -1;
+    drop_soon(tab, find_pipe(tab, id));
     tab->refused++;
     pthread_mutex_unlock(&tab->mu);
     if (state >= 0) refuse_log(tab, id, addr, why);
-    nng_pipe_close(p);
     *dropped = true;
     return TS_EAUTH;
   }
@@ -627,7 +678,9 @@ nng_msg *rpc_authtab_seal(rpc_authtab *tab, nng_pipe p, rpc_enc *e) {
     sodium_memzero(key, sizeof key);
     if (!frame) {
       rpc_enc_fini(e);
-      nng_pipe_close(p); /* the channel cannot go on without this counter */
+      pthread_mutex_lock(&tab->mu);
+      drop_soon(tab, find_pipe(tab, id)); /* the channel cannot go on without this counter */
+      pthread_mutex_unlock(&tab->mu);
       return NULL;
     }
     body = frame, n = fn;
@@ -636,7 +689,11 @@ nng_msg *rpc_authtab_seal(rpc_authtab *tab, nng_pipe p, rpc_enc *e) {
   if (nng_msg_alloc(&msg, 0) != 0 || nng_msg_append(msg, body, n) != 0) {
     if (msg) nng_msg_free(msg);
     msg = NULL;
-    if (sealed) nng_pipe_close(p);
+    if (sealed) {
+      pthread_mutex_lock(&tab->mu);
+      drop_soon(tab, find_pipe(tab, id));
+      pthread_mutex_unlock(&tab->mu);
+    }
   }
   ts_free(frame);
   rpc_enc_fini(e);
@@ -690,7 +747,7 @@ static ts_status chan_send_recv(nng_socket s, rpc_chan *ch, const void *body, si
     nng_msg_free(msg);
     if (st) {
       rpc_chan_wipe(ch);
-      nng_pipe_close(rp);
+      rpc_pipe_drop(rp);
       fprintf(stderr, "rpc: reply refused: %s; connection closed\n", why);
       return ts_diag_set(d, st == TS_ENOMEM ? st : TS_EAUTH, "reply refused: %s; connection closed", why);
     }
@@ -845,7 +902,7 @@ static ts_status auth_client_once(nng_socket s, const rpc_secret *secret, const 
   nng_msg_free(msg);
   if (st) {
     rpc_chan_wipe(ch);
-    nng_pipe_close(p2);
+    rpc_pipe_drop(p2);
     return ts_diag_set(d, TS_EAUTH, "handshake: reply to auth refused: %s", why);
   }
   st = rpc_msg_decode_owned(&r, pt, ptn);

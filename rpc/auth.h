@@ -28,7 +28,10 @@
  * RPC_PENDING_MAX per socket and RPC_PENDING_PER_ADDR per source address
  * (the oldest pending pipe is closed to make room), each closed when it has
  * not authenticated within the handshake deadline, and a plaintext message
- * over RPC_PREAUTH_MAX bytes closes it before it is decoded. */
+ * over RPC_PREAUTH_MAX bytes closes it before it is decoded. The pipes it
+ * closes (refused, late, over a cap) are dropped by TCP disconnect
+ * (rpc/pipe_drop.h) in batches from its own thread, never with a plain
+ * nng_pipe_close under a message that is arriving. */
 #ifndef TESSEL_RPC_AUTH_H
 #define TESSEL_RPC_AUTH_H
 
@@ -43,6 +46,7 @@
 #define RPC_PENDING_MAX 256        /* unauthenticated pipes per socket (listener) */
 #define RPC_PENDING_PER_ADDR 32    /* ... and per source address */
 #define RPC_PREAUTH_MAX 4096       /* bytes of a message before authentication */
+#define RPC_RELEASE_STUCK_MS 10000 /* a closed pipe nng has not released by then: its reaper is stuck */
 #define RPC_FRAME_MARK 0xC1        /* first byte of a sealed frame (never msgpack) */
 #define RPC_FRAME_HDR 9            /* mark + 8-byte counter */
 #define RPC_FRAME_TAG 16           /* Poly1305 tag */
@@ -96,6 +100,7 @@ typedef struct rpc_authpipe {
   char role[16];
   char addr[48];           /* source address ("ipc" for ipc://) */
   int64_t added_ms;        /* when the pipe was added (deadline) */
+  int64_t closing_ms;      /* when it was first marked closing (state -1) */
   rpc_chan chan;           /* state 2 */
 } rpc_authpipe;
 
@@ -114,6 +119,8 @@ typedef struct rpc_authtab {
   pthread_t reaper;
   pthread_cond_t cv;
   bool reaper_on, stopping;
+  bool nng_stuck;          /* a closed pipe was not released in RPC_RELEASE_STUCK_MS */
+  bool closing;            /* rpc_authtab_drop_all ran: new pipes are refused */
 } rpc_authtab;
 
 /* Registers pipe notifications on sock and starts the thread that closes
@@ -125,6 +132,17 @@ void rpc_authtab_bounds(rpc_authtab *tab, int handshake_ms, int pending_max, int
                         const char *log);
 /* Number of pipes not authenticated yet (tests, bench). */
 size_t rpc_authtab_pending(rpc_authtab *tab);
+/* For a socket about to close: refuses new pipes from now on (closed as
+ * nng adds them, before anything is received on them), drops every pipe of
+ * the table (rpc/pipe_drop.h: by TCP disconnect, so that nng 1.5.2's reaper
+ * does not wedge) and waits up to wait_ms (<= 0: RPC_DROP_WAIT_MS) for nng
+ * to release them. Returns how many were not released in time. */
+size_t rpc_authtab_drop_all(rpc_authtab *tab, int wait_ms);
+/* True once a pipe this table closed went unreleased for
+ * RPC_RELEASE_STUCK_MS: nng's pipe reaper is stuck, and pipes closed from
+ * then on keep their descriptors (the reaper thread said so on stderr). */
+bool rpc_authtab_stuck(rpc_authtab *tab);
+/* The socket must be closed first (no more callbacks). */
 void rpc_authtab_fini(rpc_authtab *tab);
 bool rpc_authtab_authed(rpc_authtab *tab, nng_pipe p);
 /* Role the pipe authenticated as ("" if none); copies into role. */

@@ -5,6 +5,7 @@
  * and one retry. A reply of "pending" (the
  * tracker's grant has not reached the server yet) is retried for up to 3 s. */
 #include "rpc/client.h"
+#include "rpc/pipe_drop.h"
 
 #include <nng/protocol/reqrep0/req.h>
 
@@ -64,6 +65,11 @@ ts_status rpc_client_open(rpc_client **out, const char *addr, const rpc_secret *
     ts_free(c);
     return TS_EIO;
   }
+  if (!(c->pipes = rpc_pipeset_watch(c->sock, d))) {
+    nng_close(c->sock); /* no pipe yet */
+    ts_free(c);
+    return TS_EIO;
+  }
   rpc_socket_limits(c->sock);
   /* measurements may take long: never resend a request behind our back */
   nng_socket_set_ms(c->sock, NNG_OPT_REQ_RESENDTIME, NNG_DURATION_INFINITE);
@@ -77,7 +83,7 @@ ts_status rpc_client_open(rpc_client **out, const char *addr, const rpc_secret *
     if (rv == 0) break;
     if ((rv != NNG_ECONNREFUSED && rv != NNG_ETIMEDOUT && rv != NNG_ECONNRESET) ||
         tsrt_now() - t0 > c->timeout_s) {
-      nng_close(c->sock);
+      rpc_pipeset_close(c->pipes, c->sock, RPC_DROP_WAIT_MS, "rpc client");
       ts_free(c);
       return ts_diag_set(d, rv == NNG_EADDRINVAL || rv == NNG_ENOTSUP ? TS_EPROTO : TS_EIO, "dial %s: %s",
                          addr, nng_strerror(rv));
@@ -86,7 +92,7 @@ ts_status rpc_client_open(rpc_client **out, const char *addr, const rpc_secret *
   }
   ts_status st = rpc_auth_client(c->sock, &c->secret, "client", &c->chan, d);
   if (st) {
-    nng_close(c->sock);
+    rpc_pipeset_close(c->pipes, c->sock, RPC_DROP_WAIT_MS, "rpc client");
     rpc_secret_wipe(&c->secret);
     rpc_chan_wipe(&c->chan);
     ts_free(c);
@@ -106,7 +112,8 @@ void rpc_client_close(rpc_client *c) {
   if (!c) return;
   rpc_msg r;
   if (call(c, build_close, c, 2, &r, NULL) == TS_OK) rpc_msg_fini(&r);
-  nng_close(c->sock);
+  /* pipes dropped first, the close bounded (rpc/pipe_drop.h) */
+  rpc_pipeset_close(c->pipes, c->sock, RPC_DROP_WAIT_MS, "rpc client");
   rpc_secret_wipe(&c->secret);
   rpc_chan_wipe(&c->chan);
   ts_free(c);

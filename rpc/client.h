@@ -14,8 +14,11 @@
 #include "rpc/auth.h"
 #include "rpc/protocol.h"
 
+struct rpc_pipeset;
+
 typedef struct rpc_client {
   nng_socket sock;
+  struct rpc_pipeset *pipes;     /* its pipes, dropped before the socket closes (rpc/pipe_drop.h) */
   rpc_secret secret;
   rpc_chan chan;                 /* the secure channel of the current pipe */
   char addr[RPC_MAX_ADDR];

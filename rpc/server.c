@@ -2,9 +2,6 @@
  * artifact storage, forked measurement and device info. Registration with
  * the tracker is the registrar the binary's main passes in (the tracker
  * client, tracker/tracker_client.c); this file does not include tracker/. */
-#ifndef _GNU_SOURCE
-#define _GNU_SOURCE /* pthread_timedjoin_np */
-#endif
 #include "rpc/server.h"
 
 #include <arpa/inet.h>
@@ -23,6 +20,7 @@
 #include "runtime/model.h"
 #include "runtime/runtime.h"
 #include "rpc/auth.h"
+#include "rpc/pipe_drop.h"
 #include "rpc/protocol.h"
 
 #include <nng/protocol/reqrep0/rep.h>
@@ -554,34 +552,16 @@ static void start_registration(server *s) {
   msgpack_sbuffer_destroy(&sb);
 }
 
-/* nng 1.5.2's nng_close can wait for good on its pipe reaper after many
- * pipes were closed under it (a flood of unauthenticated connections; see
- * docs/RPC.md on nng 1.5.2): the listener is closed first, so that a flood
- * stops adding pipes, then the socket, in a thread; the server gives up
- * after CLOSE_WAIT_S and exits all the same. Returns false when it gave up
- * (the pipe table must then stay: nng may still call back into it). */
-#define CLOSE_WAIT_S 2
-static void *close_thread(void *arg) {
-  server *s = arg;
-  nng_listener_close(s->listener);
-  nng_close(s->sock);
-  return NULL;
-}
-
+/* nng 1.5.2's reaper wedges when a pipe is closed under a message that is
+ * arriving (docs/RPC.md on nng 1.5.2, rpc/pipe_drop.h), as a close of the
+ * socket under a flood of connections does: new pipes are refused and every
+ * pipe is dropped by TCP disconnect first, then the listener and the socket
+ * close in a thread; the server gives up after RPC_CLOSE_WAIT_MS and exits
+ * all the same. Returns false when it gave up (the pipe table must then
+ * stay: nng may still call back into it). */
 static bool close_socket(server *s) {
-  pthread_t th;
-  if (pthread_create(&th, NULL, close_thread, s) != 0) {
-    nng_close(s->sock);
-    return true;
-  }
-  struct timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  ts.tv_sec += CLOSE_WAIT_S;
-  if (pthread_timedjoin_np(th, NULL, &ts) == 0) return true;
-  pthread_detach(th);
-  fprintf(stderr, "rpc-server: nng did not close the socket within %d s (nng 1.5.2's pipe reaper); exiting anyway\n",
-          CLOSE_WAIT_S);
-  return false;
+  rpc_authtab_drop_all(&s->auth, RPC_DROP_WAIT_MS);
+  return rpc_socket_close(s->sock, s->listener, RPC_CLOSE_WAIT_MS, "rpc-server");
 }
 
 /* ---- main ----------------------------------------------------------------- */

@@ -22,6 +22,7 @@
 #include <nng/nng.h>
 #include <nng/protocol/reqrep0/rep.h>
 
+#include "rpc/pipe_drop.h"
 #include "tracker/tracker.h"
 
 static int64_t now_ms(void) {
@@ -815,6 +816,7 @@ void trk_tracker_stats(trk_tracker *t, trk_stats *out) {
   pthread_mutex_lock(&t->mu);
   *out = t->stats;
   pthread_mutex_unlock(&t->mu);
+  out->nng_stuck = rpc_authtab_stuck(&t->auth);
 }
 
 size_t trk_tracker_pending(trk_tracker *t) {
@@ -826,21 +828,30 @@ void trk_tracker_stop(trk_tracker *t) {
   /* The loop thread ends first (it wakes at least every tick_ms), and only then
    * is the socket closed: nng 1.5.2 can free a raw socket's receive queue
    * while its aio-expire thread still times out the recv that a close
-   * interrupted, and panics in nni_msgq_cancel on the freed queue's mutex. */
+   * interrupted, and panics in nni_msgq_cancel on the freed queue's mutex.
+   * Then every connection is dropped by TCP disconnect and released by nng
+   * before the socket closes, so that the close does not close pipes under
+   * arriving messages (rpc/pipe_drop.h); the close itself is bounded all the
+   * same. When it gives up, nng may still call on_close_cb and the pipe
+   * table's callback: those (t, its event list, the table) stay allocated. */
   atomic_store(&t->stopping, true);
   if (t->started) pthread_join(t->thread, NULL);
-  nng_close(t->sock);
-  rpc_authtab_fini(&t->auth);
+  rpc_authtab_drop_all(&t->auth, RPC_DROP_WAIT_MS);
+  bool closed = rpc_socket_close(t->sock, t->listener, RPC_CLOSE_WAIT_MS, "tracker");
+  if (closed) rpc_authtab_fini(&t->auth);
   for (size_t i = 0; i < t->nservers; i++) {
     ts_free(t->servers[i]->info);
     ts_free(t->servers[i]);
   }
   ts_free(t->servers);
+  t->servers = NULL;
+  t->nservers = 0;
   while (t->tickets) {
     ticket *k = t->tickets;
     t->tickets = k->next;
     ts_free(k);
   }
+  if (!closed) return;
   ts_free(t->ev);
   pthread_mutex_destroy(&t->mu);
   pthread_mutex_destroy(&t->evmu);

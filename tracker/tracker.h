@@ -48,7 +48,10 @@ typedef struct trk_tracker trk_tracker;
  * socket, listens on cfg->url and runs the tracker's loop in a thread. *out is the caller's (trk_tracker_stop frees it). Returns TS_EIO
  * with the reason in d when it cannot listen. */
 ts_status trk_tracker_start(const trk_config *cfg, trk_tracker **out, ts_diag *d);
-/* Stops the loop, closes the socket, frees everything. NULL is a no-op. */
+/* Stops the loop, drops every connection, closes the socket (waiting at
+ * most RPC_CLOSE_WAIT_MS for nng: past that it says so on stderr and leaves
+ * what nng may still call back into allocated), frees the rest. NULL is a
+ * no-op. */
 void trk_tracker_stop(trk_tracker *t);
 
 /* Counters (tests, bench, the CLI's exit summary). */
@@ -58,6 +61,7 @@ typedef struct trk_stats {
   uint64_t registrations, evictions;
   uint64_t refused;       /* requests refused for role or ownership, refused frames */
   uint32_t servers, busy, pending;
+  bool nng_stuck;         /* nng's pipe reaper is stuck (rpc_authtab_stuck): restart the tracker */
 } trk_stats;
 void trk_tracker_stats(trk_tracker *t, trk_stats *out);
 /* Connections that have not authenticated yet (tests, bench). */

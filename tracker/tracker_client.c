@@ -11,10 +11,12 @@
 #include <nng/protocol/reqrep0/req.h>
 #include <arpa/inet.h>
 
+#include "rpc/pipe_drop.h"
 #include "tracker/tracker_client.h"
 
 struct trk_conn {
   nng_socket sock;
+  rpc_pipeset *pipes;   /* its pipes, dropped before the socket closes (rpc/pipe_drop.h) */
   pthread_mutex_t mu;
   int timeout_ms;
   rpc_chan chan;        /* the secure channel of the current pipe */
@@ -49,6 +51,11 @@ ts_status trk_conn_open(const char *tracker, const rpc_secret *secret, const cha
     ts_free(c);
     return TS_EIO;
   }
+  if (!(c->pipes = rpc_pipeset_watch(c->sock, d))) {
+    nng_close(c->sock); /* no pipe yet */
+    ts_free(c);
+    return TS_EIO;
+  }
   rpc_socket_limits(c->sock);
   nng_socket_set_ms(c->sock, NNG_OPT_REQ_RESENDTIME, NNG_DURATION_INFINITE);
   nng_socket_set_ms(c->sock, NNG_OPT_RECVTIMEO, c->timeout_ms);
@@ -57,7 +64,7 @@ ts_status trk_conn_open(const char *tracker, const rpc_secret *secret, const cha
   nng_socket_set_ms(c->sock, NNG_OPT_RECONNMAXT, 1000);
   if ((rv = nng_dial(c->sock, url, NULL, 0)) != 0) {
     ts_diag_set(d, TS_EIO, "cannot connect to tracker %s: %s", url, nng_strerror(rv));
-    nng_close(c->sock);
+    rpc_pipeset_close(c->pipes, c->sock, RPC_DROP_WAIT_MS, "tracker client");
     ts_free(c);
     return TS_EIO;
   }
@@ -65,7 +72,7 @@ ts_status trk_conn_open(const char *tracker, const rpc_secret *secret, const cha
   snprintf(c->role, sizeof c->role, "%s", role);
   ts_status st = rpc_auth_client(c->sock, secret, role, &c->chan, d);
   if (st != TS_OK) {
-    nng_close(c->sock);
+    rpc_pipeset_close(c->pipes, c->sock, RPC_DROP_WAIT_MS, "tracker client");
     rpc_secret_wipe(&c->secret);
     rpc_chan_wipe(&c->chan);
     ts_free(c);
@@ -76,9 +83,13 @@ ts_status trk_conn_open(const char *tracker, const rpc_secret *secret, const cha
   return TS_OK;
 }
 
+/* The connection's pipes are dropped first and the close is bounded: a
+ * reply arriving as the socket closes must not wedge nng 1.5.2's reaper,
+ * and a reaper wedged all the same must not hang the caller (it says so on
+ * stderr and goes on). */
 void trk_conn_close(trk_conn *c) {
   if (!c) return;
-  nng_close(c->sock);
+  rpc_pipeset_close(c->pipes, c->sock, RPC_DROP_WAIT_MS, "tracker client");
   rpc_secret_wipe(&c->secret);
   rpc_chan_wipe(&c->chan);
   pthread_mutex_destroy(&c->mu);
