@@ -268,7 +268,7 @@ typedef struct build_state {
   int nk, capk;
   int ntuned, ndefault, nspec, nrecord_unused;
   int ncovering;        /* specialisations padded to their bucket */
-  char padded_why[300]; /* why the last record did not replay on a padded function */
+  char padded_why[2048]; /* why the last record did not replay on a padded function */
   int nlayout_kept;     /* records whose layout rewrite was dropped (a non-constant input) */
   int nlibrary;         /* kernels that are library calls (library records) */
   int npacked_weights, npacked_copies;
