@@ -353,7 +353,10 @@ static sch_traced *from_log(build_state *b, const char *key, const ir_func *f, c
     ts_diag d;
     ts_diag_clear(&d);
     if (tun_record_is_library(r, NULL, 0)) { /* a library call: no trace, no layout rewrite */
-      if (padded) continue;
+      if (padded) {
+        snprintf(b->padded_why, sizeof b->padded_why, "it is a library call, made for these sizes");
+        continue;
+      }
       s = tun_record_schedule(r, f, &b->tg, &d);
       if (s) b->nlibrary++;
       if (!s && b->o->warn)
