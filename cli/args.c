@@ -1,5 +1,6 @@
 /* args.c — argument and output helpers the commands share, with one wording
- * for their errors: the model commands' --sym/--bind NAME=VALUE and graph
+ * for their errors: the model commands' --sym/--bind NAME=VALUE, --buckets
+ * NAME=V1,V2,... and graph
  * switches --winograd/--polyphase/--qdq (into a tun_model_opts,
  * tuner/model_build.h), the one SUBJECT of show/run/selfcheck, and printing
  * a JSON result. */
@@ -67,13 +68,22 @@ int tun_cli_graph_opt(const char *cmd, const char *name, const char *value, tun_
   return 2;
 }
 
-enum { OPT_SYM = 950, OPT_WINOGRAD, OPT_POLYPHASE, OPT_QDQ };
+enum { OPT_SYM = 950, OPT_WINOGRAD, OPT_POLYPHASE, OPT_QDQ, OPT_BUCKETS };
+
+static int buckets_arg(const char *cmd, const char *spec, tun_model_opts *o) {
+  ts_diag d;
+  ts_diag_clear(&d);
+  if (tun_model_opts_add_buckets(o, spec, &d) == TS_OK) return 0;
+  fprintf(stderr, "tessel %s: %s\n", cmd, d.msg);
+  return 2;
+}
 
 const struct option tun_cli_model_options[] = {{"sym", required_argument, 0, OPT_SYM},
                                                {"bind", required_argument, 0, OPT_SYM},
                                                {"winograd", required_argument, 0, OPT_WINOGRAD},
                                                {"polyphase", required_argument, 0, OPT_POLYPHASE},
                                                {"qdq", required_argument, 0, OPT_QDQ},
+                                               {"buckets", required_argument, 0, OPT_BUCKETS},
                                                {0, 0, 0, 0}};
 
 int tun_cli_model_option(const char *cmd, int opt, const char *arg, tun_model_opts *o) {
@@ -82,6 +92,7 @@ int tun_cli_model_option(const char *cmd, int opt, const char *arg, tun_model_op
   case OPT_WINOGRAD: return tun_cli_graph_opt(cmd, "winograd", arg, o) ? -1 : 1;
   case OPT_POLYPHASE: return tun_cli_graph_opt(cmd, "polyphase", arg, o) ? -1 : 1;
   case OPT_QDQ: return tun_cli_graph_opt(cmd, "qdq", arg, o) ? -1 : 1;
+  case OPT_BUCKETS: return buckets_arg(cmd, arg, o) ? -1 : 1;
   default: return 0;
   }
 }

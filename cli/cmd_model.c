@@ -37,6 +37,10 @@ static const char *build_usage =
     "  --sym NAME=VALUE   (or --bind, as tune-model) the size a symbolic dim was tuned at (the task\n"
     "                     keys' binding, default 1);\n"
     "                     the artifact still runs at any size\n"
+    "  --buckets NAME=V1,V2,...  shape buckets (as tune-model): per symbolic kernel, the record of\n"
+    "                     every combination of bucket values becomes a specialisation padded to it;\n"
+    "                     a run takes the smallest bucket covering its sizes, the symbolic kernel\n"
+    "                     beyond the last (docs/MODEL.md \"Shape buckets\")\n"
     TUN_CLI_GRAPH_USAGE
     "  --json             print a JSON summary on stdout\n";
 
@@ -54,7 +58,7 @@ static void build_json(const char *path, const char *out, const tun_model_result
                 {"weights_bytes", (json_int_t)r->weights_bytes},
                 {"prepacked_weights", r->npacked_weights}, {"packed_copies", r->npacked_copies},
                 {"threads", r->threads},          {"other_thread_records", r->nother_threads},
-                {"library", r->nlibrary}};
+                {"library", r->nlibrary},         {"covering", r->ncovering}};
   for (size_t i = 0; i < sizeof counts / sizeof counts[0]; i++)
     json_object_set_new(o, counts[i].name, json_integer(counts[i].v));
   json_object_set_new(o, "build_s", json_real(r->build_seconds));
@@ -68,6 +72,7 @@ static void build_json(const char *path, const char *out, const tun_model_result
     json_object_set_new(jk, "tuned", json_boolean(k->tuned));
     json_object_set_new(jk, "symbolic", json_boolean(k->symbolic));
     json_object_set_new(jk, "specialisation", json_boolean(k->specialisation));
+    json_object_set_new(jk, "covers", json_boolean(k->covers));
     json_t *pp = json_array();
     for (int m = 0; m < k->npacked; m++) json_array_append_new(pp, json_integer(k->packed_params[m]));
     json_object_set_new(jk, "packed_params", pp);
@@ -83,6 +88,7 @@ static void build_text(const char *path, const char *out, const char *log, const
          r->target, r->kernels, r->ntuned, log ? log : "no log", r->ndefault);
   if (r->nspec)
     printf("; %d of the default ones are symbolic and carry a tuned specialisation for the tuned sizes", r->nspec);
+  if (r->ncovering) printf(" (%d padded to cover every size up to their bucket)", r->ncovering);
   if (r->nlibrary) printf("; %d of the tuned ones call a library, which the model links", r->nlibrary);
   printf("), %d calls, %d tensors, %.1f KiB of weights", r->ncalls, r->ntensors, (double)r->weights_bytes / 1024.0);
   if (log)
@@ -478,14 +484,21 @@ static void report_profile(tessel_model *m, bool json, json_t *root) {
   if (!json) printf("%-5s %-40s %10s %7s\n", "call", "kernel", "ms", "%");
   for (int i = 0; i < n; i++) {
     int c = order[i];
+    int spec = -1, nspecs = 0, covers = 0;
+    tessel_model_get_call_spec(m, c, &spec, &nspecs, NULL, &covers);
     if (json) {
       json_t *o = json_object();
       json_object_set_new(o, "call", json_integer(c));
       json_object_set_new(o, "kernel", json_string(name[c]));
       json_object_set_new(o, "ms", json_real(sec[c] * 1e3));
+      /* which specialisation ran (-1: the symbolic kernel), of how many */
+      json_object_set_new(o, "spec", json_integer(spec));
+      json_object_set_new(o, "nspecs", json_integer(nspecs));
+      json_object_set_new(o, "covers", json_boolean(covers));
       json_array_append_new(jp, o);
     } else {
-      printf("%-5d %-40s %10.4f %6.1f%%\n", c, name[c], sec[c] * 1e3, total > 0 ? 100 * sec[c] / total : 0);
+      printf("%-5d %-40s %10.4f %6.1f%%%s\n", c, name[c], sec[c] * 1e3, total > 0 ? 100 * sec[c] / total : 0,
+             spec >= 0 ? (covers ? "  (bucket)" : "  (exact)") : "");
     }
   }
   if (!json) printf("%-5s %-40s %10.4f\n", "", "sum of calls", total * 1e3);

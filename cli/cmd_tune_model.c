@@ -18,7 +18,7 @@
 
 static const char usage[] =
     "usage: tessel tune-model MODEL.onnx --trials N --log LOG [--target T]\n"
-    "         [--task-scheduler gradient|round-robin] [--sym NAME=VALUE ...]\n"
+    "         [--task-scheduler gradient|round-robin] [--sym NAME=VALUE ...] [--buckets NAME=V1,V2,... ...]\n"
     "         [--batch N] [--model xgb|random] [--cost-model FILE|default|none] [--seed S]\n"
     "         [--number N] [--repeat N]\n"
     "         [--min-repeat-ms MS] [--timeout S] [--cache-flush] [--threads N]\n"
@@ -45,6 +45,10 @@ static const char usage[] =
     "(--no-default: left out). Symbolic dims (e.g. batch) are bound at 1 for tuning,\n"
     "or at --sym NAME=VALUE (as `tessel tasks`); build with the same --sym values to\n"
     "find the records.\n"
+    "--buckets NAME=V1,V2,... (shape buckets, repeatable): every task with a symbolic dim is tuned\n"
+    "once per combination of the bucket symbols' values (named TASK@NAME=V,...), each its own task\n"
+    "under the one budget; build with the same --buckets to get a kernel per bucket, which runs\n"
+    "every size up to it (docs/MODEL.md \"Shape buckets\").\n"
     "--winograd, --polyphase and --qdq switch graph passes that change the kernels (and keys):\n"
     "build with the same values.\n"
     "Library candidates (as `tessel tune`; --no-library: off): a task OpenBLAS or oneDNN\n"

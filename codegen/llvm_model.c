@@ -113,6 +113,26 @@ static LLVMValueRef pi32s(pctx *c, const int32_t *v, int n) {
   return g;
 }
 
+/* A call's specialisations (tsrt_model_spec: kernel, covers, values), or a
+ * null pointer when it has none; NULL on OOM. */
+static LLVMValueRef pspecs(pctx *c, LLVMTypeRef spec_t, const tsrt_model_call *x) {
+  if (x->nspecs <= 0 || !x->specs) return LLVMConstNull(c->ptr);
+  LLVMValueRef *e = ts_malloc(sizeof *e * (size_t)x->nspecs);
+  if (!e) return NULL;
+  for (int i = 0; i < x->nspecs; i++) {
+    LLVMValueRef vals[TSRT_MODEL_MAX_SYMS];
+    for (int k = 0; k < x->nsyms && k < TSRT_MODEL_MAX_SYMS; k++)
+      vals[k] = LLVMConstInt(c->i64, (unsigned long long)x->specs[i].values[k], 1);
+    LLVMValueRef sv = pglobal(c, LLVMConstArray2(c->i64, vals, (uint64_t)x->nsyms), ".spec", 8);
+    LLVMValueRef f[3] = {LLVMConstInt(c->i32, (unsigned long long)x->specs[i].kernel, 0),
+                         LLVMConstInt(c->i32, (unsigned long long)x->specs[i].covers, 0), sv};
+    e[i] = LLVMConstNamedStruct(spec_t, f, 3);
+  }
+  LLVMValueRef g = pglobal(c, LLVMConstArray2(spec_t, e, (uint64_t)x->nspecs), ".specs", 8);
+  ts_free(e);
+  return g;
+}
+
 static ts_status build_plan_module(pctx *c, const tsrt_model_plan *p, int nkernels, ts_diag *d) {
   LLVMTypeRef shape_t = LLVMArrayType2(c->i64, TSRT_MAX_DIMS);
   LLVMTypeRef tens_f[8] = {c->ptr, c->i32, c->i32, c->i32, c->i32, shape_t, c->i64, c->i64};
@@ -121,6 +141,9 @@ static ts_status build_plan_module(pctx *c, const tsrt_model_plan *p, int nkerne
   LLVMTypeRef call_f[8] = {c->i32, c->i32, c->ptr, c->i32, c->ptr, c->i32, c->i32, c->ptr};
   LLVMTypeRef call_t = LLVMStructCreateNamed(c->ctx, "tsrt_model_call");
   LLVMStructSetBody(call_t, call_f, 8, 0);
+  LLVMTypeRef spec_f[3] = {c->i32, c->i32, c->ptr};
+  LLVMTypeRef spec_t = LLVMStructCreateNamed(c->ctx, "tsrt_model_spec");
+  LLVMStructSetBody(spec_t, spec_f, 3, 0);
   LLVMTypeRef kern_f[2] = {c->ptr, c->ptr};
   LLVMTypeRef kern_t = LLVMStructCreateNamed(c->ctx, "tsrt_model_kernel");
   LLVMStructSetBody(kern_t, kern_f, 2, 0);
@@ -179,17 +202,15 @@ static ts_status build_plan_module(pctx *c, const tsrt_model_plan *p, int nkerne
       ts_free(el);
       return ts_diag_set(d, TS_ENOMEM, "out of memory building the model plan");
     }
-    LLVMValueRef sv = LLVMConstNull(c->ptr);
-    if (x->spec_kernel >= 0) {
-      LLVMValueRef vals[TSRT_MODEL_MAX_SYMS];
-      for (int k = 0; k < x->nsyms && k < TSRT_MODEL_MAX_SYMS; k++)
-        vals[k] = LLVMConstInt(c->i64, (unsigned long long)x->spec_values[k], 1);
-      sv = pglobal(c, LLVMConstArray2(c->i64, vals, (uint64_t)x->nsyms), ".spec", 8);
+    LLVMValueRef sv = pspecs(c, spec_t, x);
+    if (!sv) {
+      ts_free(el);
+      return ts_diag_set(d, TS_ENOMEM, "out of memory building the model plan");
     }
     LLVMValueRef f[8] = {LLVMConstInt(c->i32, (unsigned long long)x->kernel, 0),
                          LLVMConstInt(c->i32, (unsigned long long)x->nargs, 0), a,
                          LLVMConstInt(c->i32, (unsigned long long)x->nsyms, 0), s,
-                         LLVMConstInt(c->i32, (unsigned long long)(int64_t)x->spec_kernel, 1),
+                         LLVMConstInt(c->i32, (unsigned long long)x->nspecs, 0),
                          LLVMConstInt(c->i32, (unsigned long long)x->ninputs, 0), sv};
     el[i] = LLVMConstNamedStruct(call_t, f, 8);
   }

@@ -59,6 +59,10 @@ typedef struct ir_var {
   const char *name;
   ir_dtype dtype; /* i32/i64 for loop and size vars; handle for pointers */
   uint32_t id;    /* unique per process, for stable printing/debug only */
+  /* A size var known to be at most this (> 0), e.g. a function padded to a
+   * shape bucket (tg_task_bind_upto): the analyzer bounds the var by
+   * [0, upper] where it has no fact. 0: unknown. Deep copies keep it. */
+  int64_t upper;
 } ir_var;
 
 struct ir_expr;

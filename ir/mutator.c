@@ -31,6 +31,7 @@ static void *ck(ir_mutator *m, void *p) {
 static ir_var *def_var(ir_mutator *m, ir_var *v) {
   if (!m->deep || !v) return v;
   ir_var *nv = ir_var_new(m->arena, v->name, v->dtype);
+  if (nv) nv->upper = v->upper;
   ir_expr *ref = nv ? ir_var_ref(m->arena, nv) : NULL;
   if (!ref || ir_var_map_put(&m->defs_, v, ref) != TS_OK) {
     m->failed = true;

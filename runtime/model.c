@@ -26,11 +26,37 @@ _Static_assert(TESSEL_MODEL_MAX_DIMS == TSRT_MAX_DIMS, "max dims drift");
 
 /* ---- plan checks ------------------------------------------------------------ */
 
+/* Call c's specialisations: kernels in range taking the call's tensors, an
+ * exact one without sizes, a covering one with the call's sizes, values for
+ * every size var (>= 1). */
+static ts_status check_specs(const tsrt_model_plan *p, int c, const tsrt_model_call *call, ts_diag *d) {
+  if (call->nspecs < 0 || (call->nspecs && (!call->specs || call->nsyms == 0)))
+    return ts_diag_set(d, TS_EINVAL, "call %d: %d specialisations of a kernel with %d sizes", c, call->nspecs,
+                       call->nsyms);
+  for (int i = 0; i < call->nspecs; i++) {
+    const tsrt_model_spec *sp = &call->specs[i];
+    if (sp->kernel < 0 || sp->kernel >= p->nkernels || !sp->values || (sp->covers != 0 && sp->covers != 1))
+      return ts_diag_set(d, TS_EINVAL, "call %d: bad specialisation %d (kernel %d of %d)", c, i, sp->kernel,
+                         p->nkernels);
+    for (int k = 0; k < call->nsyms; k++)
+      if (sp->values[k] < 1)
+        return ts_diag_set(d, TS_EINVAL, "call %d: specialisation %d is for size %lld", c, i,
+                           (long long)sp->values[k]);
+    if (!p->kernels) continue;
+    const tsrt_kernel_meta *sm = p->kernels[sp->kernel].meta;
+    int want = sp->covers ? call->nsyms : 0;
+    if (!sm || !p->kernels[sp->kernel].entry || sm->nparams != call->nargs || sm->nsyms != want)
+      return ts_diag_set(d, TS_EINVAL, "call %d: specialised kernel %d does not take the call's %d tensors and %d sizes",
+                         c, sp->kernel, call->nargs, want);
+  }
+  return TS_OK;
+}
+
 ts_status tsrt_model_plan_check(const tsrt_model_plan *p, ts_diag *d) {
   if (!p) return ts_diag_set(d, TS_EINVAL, "no plan");
   if (p->abi_version != TSRT_MODEL_ABI_VERSION)
-    return ts_diag_set(d, TS_EINVAL, "model ABI version %d (this runtime reads %d)", p->abi_version,
-                TSRT_MODEL_ABI_VERSION);
+    return ts_diag_set(d, TS_EINVAL, "model ABI version %d (this runtime reads %d: rebuild the model with this "
+                "tessel)", p->abi_version, TSRT_MODEL_ABI_VERSION);
   if (p->ntensors < 0 || p->ncalls < 0 || p->nkernels < 0 || p->nsyms < 0 ||
       p->nsyms > TSRT_MODEL_MAX_SYMS || p->ninputs < 0 || p->noutputs < 1 ||
       (p->ntensors && !p->tensors) || (p->ncalls && !p->calls) || (p->ninputs && !p->inputs) ||
@@ -106,15 +132,7 @@ ts_status tsrt_model_plan_check(const tsrt_model_plan *p, ts_diag *d) {
     for (int k = 0; k < call->nsyms && !rc; k++)
       if (call->syms[k] < 0 || call->syms[k] >= p->nsyms)
         rc = ts_diag_set(d, TS_EINVAL, "call %d: size %d names no model symbol", c, k);
-    if (!rc && call->spec_kernel >= 0) {
-      const tsrt_kernel_meta *sm = p->kernels ? p->kernels[call->spec_kernel < p->nkernels ? call->spec_kernel : 0].meta : NULL;
-      if (call->spec_kernel >= p->nkernels || call->nsyms == 0 || !call->spec_values)
-        rc = ts_diag_set(d, TS_EINVAL, "call %d: bad specialisation (kernel %d of %d)", c, call->spec_kernel, p->nkernels);
-      else if (p->kernels && (!sm || !p->kernels[call->spec_kernel].entry || sm->nparams != call->nargs ||
-                              sm->nsyms != 0))
-        rc = ts_diag_set(d, TS_EINVAL, "call %d: specialised kernel %d does not take the call's %d tensors without sizes",
-                  c, call->spec_kernel, call->nargs);
-    }
+    if (!rc) rc = check_specs(p, c, call, d);
     if (call->ninputs < 0 || call->ninputs > call->nargs || (km && km->ninputs != call->ninputs)) {
       rc = ts_diag_set(d, TS_EINVAL, "call %d: %d inputs of %d arguments (the kernel reads %d)", c, call->ninputs,
                 call->nargs, km ? km->ninputs : -1);
@@ -284,6 +302,7 @@ struct tessel_model {
   int64_t *argsyms;
   int maxargs;
   bool ran;
+  int *last_spec;                        /* per call: the specialisation its last run used (-1: symbolic) */
   double *prof_secs;                     /* per call, summed over profiled runs (NULL: off) */
   int prof_runs;
 };
@@ -340,9 +359,11 @@ ts_status tsrt_model_load(const char *path, const tsrt_model_load_opts *o, tsrt_
     m->targs = ts_calloc((size_t)nt, sizeof *m->targs);
     m->args = ts_calloc((size_t)maxargs, sizeof *m->args);
     m->argsyms = ts_calloc((size_t)maxargs, sizeof *m->argsyms);
+    m->last_spec = ts_calloc((size_t)(p->ncalls > 0 ? p->ncalls : 1), sizeof *m->last_spec);
+    for (int c = 0; m->last_spec && c < p->ncalls; c++) m->last_spec[c] = -1;
   }
   if (!m || !m->in_data || !m->in_ext || !m->in_cap || !m->in_shape || !m->in_set || !m->offsets || !m->targs ||
-      !m->args || !m->argsyms) {
+      !m->args || !m->argsyms || !m->last_spec) {
     if (m) {
       m->handle = h;
       tessel_model_free(m);
@@ -385,6 +406,7 @@ void tessel_model_free(tessel_model *m) {
   ts_free(m->targs);
   ts_free(m->args);
   ts_free(m->argsyms);
+  ts_free(m->last_spec);
   ts_free(m->ws);
   ts_free(m->prof_secs);
   if (m->handle) dlclose(m->handle);
@@ -567,17 +589,33 @@ int tessel_model_run(tessel_model *m) {
   return 0;
 }
 
+/* The specialisation call runs at the bound sizes: the first (smallest
+ * bucket) that fits, -1 for the symbolic kernel. */
+static int pick_spec(const tessel_model *m, const tsrt_model_call *call) {
+  for (int i = 0; i < call->nspecs; i++) {
+    const tsrt_model_spec *sp = &call->specs[i];
+    bool fits = true;
+    for (int s = 0; s < call->nsyms && fits; s++) {
+      int64_t v = m->syms[call->syms[s]];
+      fits = sp->covers ? v <= sp->values[s] : v == sp->values[s];
+    }
+    if (fits) return i;
+  }
+  return -1;
+}
+
 /* The calls in order (tessel_model_run, with the caller pinned). */
 static int run_calls(tessel_model *m) {
   const tsrt_model_plan *p = m->p;
   for (int c = 0; c < p->ncalls; c++) {
     const tsrt_model_call *call = &p->calls[c];
     const tsrt_model_kernel *k = &p->kernels[call->kernel];
-    bool spec = call->spec_kernel >= 0;
-    for (int s = 0; s < call->nsyms && spec; s++) spec = m->syms[call->syms[s]] == call->spec_values[s];
-    if (spec) k = &p->kernels[call->spec_kernel];
+    int spec = pick_spec(m, call);
+    if (spec >= 0) k = &p->kernels[call->specs[spec].kernel];
+    bool sizes = spec < 0 || call->specs[spec].covers;
+    if (m->last_spec) m->last_spec[c] = spec;
     for (int a = 0; a < call->nargs; a++) m->args[a] = m->targs[call->args[a]];
-    for (int s = 0; s < call->nsyms && !spec; s++) {
+    for (int s = 0; s < call->nsyms && sizes; s++) {
       m->argsyms[s] = m->syms[call->syms[s]];
       m->args[call->nargs + s] = &m->argsyms[s];
     }
@@ -604,9 +642,24 @@ int tessel_model_get_call_profile(const tessel_model *m, int call, const char **
   if (!m->prof_secs) return merr((tessel_model *)m, "profiling is off (tessel_model_set_profiling)");
   if (call < 0 || call >= m->p->ncalls)
     return merr((tessel_model *)m, "no call %d (the model makes %d)", call, m->p->ncalls);
-  const tsrt_model_kernel *k = &m->p->kernels[m->p->calls[call].kernel];
+  const tsrt_model_call *cl = &m->p->calls[call];
+  int sp = m->last_spec[call];
+  const tsrt_model_kernel *k = &m->p->kernels[sp >= 0 ? cl->specs[sp].kernel : cl->kernel]; /* the one that ran */
   *kernel = k->meta && k->meta->name ? k->meta->name : "?";
   *mean_secs = m->prof_runs > 0 ? m->prof_secs[call] / m->prof_runs : 0;
+  return 0;
+}
+
+int tessel_model_get_call_spec(const tessel_model *m, int call, int *spec, int *nspecs, const int64_t **values,
+                               int *covers) {
+  if (call < 0 || call >= m->p->ncalls)
+    return merr((tessel_model *)m, "no call %d (the model makes %d)", call, m->p->ncalls);
+  const tsrt_model_call *c = &m->p->calls[call];
+  int s = m->last_spec[call];
+  if (spec) *spec = s;
+  if (nspecs) *nspecs = c->nspecs;
+  if (values) *values = s >= 0 ? c->specs[s].values : NULL;
+  if (covers) *covers = s >= 0 ? c->specs[s].covers : 0;
   return 0;
 }
 

@@ -9,7 +9,7 @@
 
 #include "runtime.h"
 
-#define TSRT_MODEL_ABI_VERSION 2
+#define TSRT_MODEL_ABI_VERSION 3 /* 3: a call's specialisations are a list (shape buckets) */
 #define TSRT_MODEL_SYMBOL "tessel_model_plan"
 #define TSRT_MODEL_MAX_SYMS 32
 
@@ -26,18 +26,30 @@ typedef struct tsrt_model_tensor {
   uint64_t nbytes;              /* TSRT_T_CONST: byte size */
 } tsrt_model_tensor;
 
+/* A specialisation of a call's symbolic kernel (docs/MODEL.md "Shape
+ * buckets"): kernel `kernel` runs the call instead of the symbolic one when
+ * the call's sizes fit. covers 0: exactly when every size var k is bound to
+ * values[k]; the kernel takes no sizes (a schedule tuned at those sizes).
+ * covers 1: when every size var k is at most values[k]; the kernel takes the
+ * sizes like the symbolic one (the tuned schedule on the function padded to
+ * the bucket, guarded to the call's own sizes). */
+typedef struct tsrt_model_spec {
+  int32_t kernel;
+  int32_t covers;
+  const int64_t *values; /* the call's nsyms values */
+} tsrt_model_spec;
+
 typedef struct tsrt_model_call {
   int32_t kernel;      /* index into kernels */
   int32_t nargs;       /* == the kernel's nparams */
   const int32_t *args; /* tensor ids: the kernel's params in order */
   int32_t nsyms;       /* == the kernel's nsyms */
   const int32_t *syms; /* model symbol index for each kernel size var */
-  /* A specialisation: when every size var of the call is bound to
-   * spec_values[k], kernel spec_kernel (no size vars; e.g. the tuned
-   * schedule of the task at those sizes) runs instead. -1: none. */
-  int32_t spec_kernel;
+  /* The specialisations, smallest bucket first: the first that fits the
+   * bound sizes runs; none fits: the symbolic kernel. */
+  int32_t nspecs;
   int32_t ninputs;     /* args[0..ninputs) are read, the rest written */
-  const int64_t *spec_values;
+  const tsrt_model_spec *specs;
 } tsrt_model_call;
 
 typedef struct tsrt_model_kernel {

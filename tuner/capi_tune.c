@@ -83,6 +83,7 @@ static const opt_row rows[] = {
     {"rpc-tries", K_INT, F(ro.max_tries), 1, 1000},
     {"sym", K_SPECIAL, 0, 0, 0},
     {"bind", K_SPECIAL, 0, 0, 0},
+    {"buckets", K_SPECIAL, 0, 0, 0},
     {"winograd", K_SPECIAL, 0, 0, 0},
     {"polyphase", K_SPECIAL, 0, 0, 0},
     {"qdq", K_SPECIAL, 0, 0, 0},
@@ -141,6 +142,7 @@ static tessel_status set_special(tessel_opts *o, const opt_row *r, const char *v
   if (!v) return capi_err(err, TESSEL_EINVAL, "option %s needs a value", r->name);
   ts_status st;
   if (!strcmp(r->name, "sym") || !strcmp(r->name, "bind")) st = tun_model_opts_add_sym(&o->model, v, &d);
+  else if (!strcmp(r->name, "buckets")) st = tun_model_opts_add_buckets(&o->model, v, &d);
   else if (!strcmp(r->name, "task-scheduler")) st = tun_sched_kind_parse(v, &o->sched, &d);
   else st = tg_pass_opts_set(&o->model.graph, r->name, v, &d);
   if (st) return capi_err(err, (tessel_status)st, "option %s: %.1900s", r->name, d.msg);

@@ -45,6 +45,77 @@ ts_status tun_model_opts_add_sym(tun_model_opts *o, const char *s, ts_diag *d) {
   return TS_OK;
 }
 
+static int cmp_i64(const void *a, const void *b) {
+  int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+  return x < y ? -1 : x > y;
+}
+
+ts_status tun_model_opts_add_buckets(tun_model_opts *o, const char *s, ts_diag *d) {
+  const char *eq = strchr(s, '=');
+  if (!eq || eq == s || (size_t)(eq - s) >= sizeof o->bucket_names[0] || !eq[1])
+    return ts_diag_set(d, TS_EINVAL, "--buckets wants NAME=V1,V2,... with integer values >= 1, got '%s'", s);
+  if (o->nbuckets == TUN_MODEL_MAX_BUCKET_SYMS)
+    return ts_diag_set(d, TS_EINVAL, "--buckets: at most %d symbols", TUN_MODEL_MAX_BUCKET_SYMS);
+  int b = o->nbuckets;
+  memcpy(o->bucket_names[b], s, (size_t)(eq - s));
+  o->bucket_names[b][eq - s] = '\0';
+  for (int i = 0; i < b; i++)
+    if (!strcmp(o->bucket_names[i], o->bucket_names[b]))
+      return ts_diag_set(d, TS_EINVAL, "--buckets %s: the symbol has buckets already", o->bucket_names[b]);
+  for (int i = 0; i < o->nsyms; i++)
+    if (!strcmp(o->sym_names[i], o->bucket_names[b]))
+      return ts_diag_set(d, TS_EINVAL, "--buckets %s: the symbol has a --sym value too (give one of them)",
+                         o->bucket_names[b]);
+  int n = 0;
+  for (const char *p = eq + 1; *p;) {
+    const char *c = strchr(p, ',');
+    size_t len = c ? (size_t)(c - p) : strlen(p);
+    char num[32];
+    int64_t v = 0;
+    const char *why = "not an integer";
+    if (len == 0 || len >= sizeof num) return ts_diag_set(d, TS_EINVAL, "--buckets '%s': an empty or overlong value", s);
+    memcpy(num, p, len);
+    num[len] = '\0';
+    if (!ts_parse_i64(num, 1, INT64_MAX / 4096, &v, &why))
+      return ts_diag_set(d, TS_EINVAL, "--buckets '%s': value '%s' (%s; want an integer >= 1)", s, num, why);
+    if (n == TUN_MODEL_MAX_BUCKETS)
+      return ts_diag_set(d, TS_EINVAL, "--buckets '%s': at most %d values", s, TUN_MODEL_MAX_BUCKETS);
+    o->bucket_values[b][n++] = v;
+    p = c ? c + 1 : p + len;
+  }
+  qsort(o->bucket_values[b], (size_t)n, sizeof o->bucket_values[b][0], cmp_i64);
+  int m = 0;
+  for (int i = 0; i < n; i++)
+    if (!m || o->bucket_values[b][m - 1] != o->bucket_values[b][i]) o->bucket_values[b][m++] = o->bucket_values[b][i];
+  o->nbucket_values[b] = m;
+  o->nbuckets++;
+  if (tun_model_bucket_count(o) > TUN_MODEL_MAX_COMBOS) {
+    o->nbuckets--;
+    return ts_diag_set(d, TS_EINVAL, "--buckets: over %d combinations of bucket values", TUN_MODEL_MAX_COMBOS);
+  }
+  return TS_OK;
+}
+
+int tun_model_bucket_count(const tun_model_opts *o) {
+  int n = 1;
+  for (int b = 0; b < o->nbuckets; b++) n *= o->nbucket_values[b];
+  return n;
+}
+
+int tun_model_bucket_binding(const tun_model_opts *o, int i, const char **names, int64_t *values) {
+  int n = 0;
+  for (int s = 0; s < o->nsyms; s++) {
+    names[n] = o->sym_names[s];
+    values[n++] = o->sym_values[s];
+  }
+  for (int b = o->nbuckets - 1; b >= 0; b--) { /* the last symbol varies fastest */
+    names[n] = o->bucket_names[b];
+    values[n++] = o->bucket_values[b][i % o->nbucket_values[b]];
+    i /= o->nbucket_values[b];
+  }
+  return n;
+}
+
 /* d's message prefixed with "what: " (the first error wins in ts_diag_set,
  * so the message is copied and the diag cleared first). */
 static ts_status prefix(ts_diag *d, const char *what) {
@@ -65,6 +136,14 @@ static ts_status check_syms(const tg_graph *g, const char *path, const tun_model
         found = g->values[v]->dims[a].sym && !strcmp(g->values[v]->dims[a].sym, o->sym_names[s]);
     if (!found) return ts_diag_set(d, TS_EINVAL, "%s has no symbolic dim named '%s'", path, o->sym_names[s]);
   }
+  for (int b = 0; b < o->nbuckets; b++) {
+    bool found = false;
+    for (int v = 0; v < g->nvalues && !found; v++)
+      for (int a = 0; a < g->values[v]->ndim && !found; a++)
+        found = g->values[v]->dims[a].sym && !strcmp(g->values[v]->dims[a].sym, o->bucket_names[b]);
+    if (!found)
+      return ts_diag_set(d, TS_EINVAL, "%s has no symbolic dim named '%s' (--buckets)", path, o->bucket_names[b]);
+  }
   return TS_OK;
 }
 
@@ -78,14 +157,59 @@ ts_status tun_model_import(const char *path, const tun_model_opts *o, const char
   return check_syms(*g, path, o, d);
 }
 
+/* Appends the tasks of binding i not in *all yet; a symbolic one is named
+ * after its bucket values (NAME@seq=128). */
+static ts_status add_bucket_tasks(tg_graph *g, const tun_model_opts *o, int i, tg_task **all, int *n, int *cap,
+                                  ts_diag *d) {
+  const char *names[TUN_MODEL_MAX_SYMS + TUN_MODEL_MAX_BUCKET_SYMS];
+  int64_t values[TUN_MODEL_MAX_SYMS + TUN_MODEL_MAX_BUCKET_SYMS];
+  int nb = tun_model_bucket_binding(o, i, names, values);
+  tg_task *t = NULL;
+  int nt = 0;
+  ts_status st = tg_extract_tasks_at(g, nb, names, values, &t, &nt, d);
+  for (int k = 0; k < nt && !st; k++) {
+    bool dup = false;
+    for (int j = 0; j < *n && !dup; j++) dup = (*all)[j].key == t[k].key && ir_struct_equal_func((*all)[j].func, t[k].func);
+    if (dup) continue;
+    const ir_func *f = ir_module_get(g->mod, t[k].name);
+    if (f && f->nsyms) { /* the bucket values of the symbols it has */
+      char nm[512];
+      int len = snprintf(nm, sizeof nm, "%s@", t[k].name), first = 1;
+      for (int b = 0; b < o->nbuckets; b++)
+        for (int y = 0; y < f->nsyms; y++)
+          if (!strcmp(f->syms[y]->name, o->bucket_names[b]) && len < (int)sizeof nm) {
+            len += snprintf(nm + len, sizeof nm - (size_t)len, "%s%s=%lld", first ? "" : ",", o->bucket_names[b],
+                            (long long)values[nb - o->nbuckets + (o->nbuckets - 1 - b)]);
+            first = 0;
+          }
+      if (!first && !(t[k].name = ts_arena_strdup(g->mod->arena, nm))) st = ts_diag_set(d, TS_ENOMEM, "out of memory");
+    }
+    if (!st && !ts_grow((void **)all, cap, *n + 1, sizeof **all)) st = ts_diag_set(d, TS_ENOMEM, "out of memory");
+    if (!st) (*all)[(*n)++] = t[k];
+  }
+  if (t) tg_tasks_free(t, nt);
+  return st;
+}
+
 ts_status tun_model_tasks(const char *path, const tun_model_opts *o, ir_module *m, tg_graph **g, tg_task **tasks,
                           int *ntasks, ts_diag *d) {
   *tasks = NULL;
   *ntasks = 0;
   ts_status st = tun_model_import(path, o, NULL, m, g, d);
   if (st != TS_OK) return st;
-  if (tg_extract_tasks_at(*g, o->nsyms, o->sym_names, o->sym_values, tasks, ntasks, d) != TS_OK)
+  if (!o->nbuckets) {
+    if (tg_extract_tasks_at(*g, o->nsyms, o->sym_names, o->sym_values, tasks, ntasks, d) != TS_OK)
+      return prefix(d, path);
+    return TS_OK;
+  }
+  int cap = 0;
+  for (int i = 0; i < tun_model_bucket_count(o) && !st; i++) st = add_bucket_tasks(*g, o, i, tasks, ntasks, &cap, d);
+  if (st != TS_OK) {
+    ts_free(*tasks);
+    *tasks = NULL;
+    *ntasks = 0;
     return prefix(d, path);
+  }
   return TS_OK;
 }
 
@@ -109,20 +233,24 @@ tun_model_task *tun_model_sched_tasks(const tg_task *tasks, int ntasks, FILE *wa
   return mt;
 }
 
-static int64_t sym_value(const tun_model_opts *o, const char *name) {
-  for (int i = 0; i < o->nsyms; i++)
-    if (!strcmp(o->sym_names[i], name)) return o->sym_values[i];
-  return TG_TASK_DEFAULT_SYM;
-}
 
 /* ==== kernels ============================================================================== */
+/* A specialisation of a symbolic kernel: kernel index, padded (covers every
+ * size up to vals) or exact, and the sizes per size var of the kernel. */
+typedef struct mspec {
+  int kernel;
+  bool covers;
+  int64_t vals[TSRT_MODEL_MAX_SYMS];
+} mspec;
+
 typedef struct mkernel {
   ir_func *func;        /* the PrimFunc (maybe symbolic) */
   sch_traced *sched;    /* its schedule */
   cg_lowered low;
   bool tuned;           /* the log's record was replayed on it */
-  int spec;             /* kernel index of its tuned specialisation, or -1 */
-  int64_t spec_vals[TSRT_MODEL_MAX_SYMS];
+  bool covers;          /* a specialisation padded to its bucket (takes the sizes) */
+  int nspecs;           /* its specialisations, smallest bucket first */
+  struct mspec *specs;
   char key[17];         /* task key (bound as tasks bind) */
   int nlayout;          /* the schedule's weight layout rewrites (docs/LAYOUT.md) */
   sch_layout_map layout[8];
@@ -139,6 +267,8 @@ typedef struct build_state {
   mkernel *k;
   int nk, capk;
   int ntuned, ndefault, nspec, nrecord_unused;
+  int ncovering;        /* specialisations padded to their bucket */
+  char padded_why[2048]; /* why the last record did not replay on a padded function */
   int nlayout_kept;     /* records whose layout rewrite was dropped (a non-constant input) */
   int nlibrary;         /* kernels that are library calls (library records) */
   int npacked_weights, npacked_copies;
@@ -159,7 +289,6 @@ static mkernel *new_kernel(build_state *b, ts_diag *d) {
     return ts_diag_set(d, TS_ENOMEM, "out of memory"), NULL;
   mkernel *k = &b->k[b->nk++];
   memset(k, 0, sizeof *k);
-  k->spec = -1;
   return k;
 }
 
@@ -199,14 +328,14 @@ static const char *layout_blocker(const build_state *b, const ir_func *f, const 
  * pass the same tensors to the symbolic kernel) the rewrite is dropped and
  * the kernel reads the original layout. */
 static sch_traced *from_log(build_state *b, const char *key, const ir_func *f, const ir_func *calls_of,
-                            bool *had_record, sch_layout_map *maps, int *nmaps) {
+                            bool *had_record, sch_layout_map *maps, int *nmaps, bool padded) {
   *had_record = false;
   *nmaps = 0;
   if (!b->db) return NULL;
   int n = 0;
   bool other = false;
   const tun_record **rs = tun_db_ranked_for_build(b->db, key, b->tg.text, b->threads, &n, &other);
-  if (other) {
+  if (other && !padded) {
     b->nother_threads++;
     if (b->o->warn)
       fprintf(b->o->warn, "tessel build: %s [%s]: no record measured at %d thread%s; using the best of any thread count\n",
@@ -214,13 +343,20 @@ static sch_traced *from_log(build_state *b, const char *key, const ir_func *f, c
   }
   sch_traced *s = NULL;
   /* the best record; when it does not replay, the next best (saying so) */
-  for (int i = 0; i < n && !s; i++) {
+  /* padded (a bucket's function padded to it): the best record only, a
+   * trace only (a library call is made for the bound sizes); quiet, as the
+   * caller falls back to the bound function */
+  for (int i = 0; i < n && !s && (!padded || i == 0); i++) {
     const tun_record *r = rs[i];
     *had_record = true;
     *nmaps = 0;
     ts_diag d;
     ts_diag_clear(&d);
     if (tun_record_is_library(r, NULL, 0)) { /* a library call: no trace, no layout rewrite */
+      if (padded) {
+        snprintf(b->padded_why, sizeof b->padded_why, "it is a library call, made for these sizes");
+        continue;
+      }
       s = tun_record_schedule(r, f, &b->tg, &d);
       if (s) b->nlibrary++;
       if (!s && b->o->warn)
@@ -247,7 +383,8 @@ static sch_traced *from_log(build_state *b, const char *key, const ir_func *f, c
     *nmaps = nm > 0 ? nm : 0;
     s = tr && nm >= 0 ? sch_trace_replay(tr, f, 1, &d) : NULL;
     sch_trace_free(tr);
-    if (!s && b->o->warn)
+    if (!s && padded) snprintf(b->padded_why, sizeof b->padded_why, "%s", d.msg);
+    if (!s && b->o->warn && !padded)
       fprintf(b->o->warn, "tessel build: the %s record for %s [%s] does not replay on it (%s); %s\n",
               i ? "next best" : "best", f->name ? f->name : "?", key, d.msg,
               i + 1 < n ? "trying the next best" : "default schedule");
@@ -257,42 +394,113 @@ static sch_traced *from_log(build_state *b, const char *key, const ir_func *f, c
   return s;
 }
 
+/* Adds to symbolic kernel ki the specialisation for one binding (names,
+ * values) when the log has a record for the bound function: with buckets,
+ * the record replayed on the function padded to the bucket (covers every
+ * size up to it, tg_task_bind_upto), else, or when that does not replay,
+ * on the bound function (exactly those sizes). *had: a record was found. */
+static ts_status add_spec(build_state *b, int ki, int nn, const char **names, const int64_t *values, bool *had,
+                          ts_diag *d) {
+  const ir_func *f = b->k[ki].func;
+  mspec sp = {.kernel = -1};
+  for (int s = 0; s < f->nsyms; s++) {
+    sp.vals[s] = TG_TASK_DEFAULT_SYM;
+    for (int j = 0; j < nn; j++)
+      if (!strcmp(names[j], f->syms[s]->name)) sp.vals[s] = values[j];
+  }
+  for (int i = 0; i < b->k[ki].nspecs; i++) /* a binding of symbols it lacks: the same sizes */
+    if (!memcmp(b->k[ki].specs[i].vals, sp.vals, sizeof sp.vals)) return TS_OK;
+  ir_func *bound = tg_task_bind(b->arena, f, nn, names, values, d);
+  if (!bound) return d->code ? d->code : TS_EINTERNAL;
+  char key[17];
+  ir_workload_key(bound, key);
+  sch_layout_map unused[8];
+  int nunused;
+  bool h = false;
+  sch_traced *ss = NULL;
+  if (b->o->nbuckets) {
+    ts_diag q;
+    ts_diag_clear(&q);
+    b->padded_why[0] = '\0';
+    ir_func *padded = tg_task_bind_upto(b->arena, f, nn, names, values, &q);
+    ss = padded ? from_log(b, key, padded, NULL, &h, unused, &nunused, true) : NULL;
+    sp.covers = ss != NULL;
+    if (!ss && padded && h && b->o->warn)
+      fprintf(b->o->warn, "tessel build: %s [%s]: the record does not replay on the function padded to its bucket "
+                          "(%s); used at exactly those sizes\n", f->name ? f->name : "?", key, b->padded_why);
+    else if (!padded && b->o->warn)
+      fprintf(b->o->warn, "tessel build: %s; its bucket [%s] is used at exactly those sizes\n", q.msg, key);
+  }
+  if (!ss) ss = from_log(b, key, bound, NULL, &h, unused, &nunused, false);
+  *had |= h;
+  if (!ss) return TS_OK;
+  mkernel *sk = new_kernel(b, d);
+  if (!sk) {
+    sch_traced_free(ss);
+    return TS_ENOMEM;
+  }
+  sk->func = NULL; /* never matched by find_kernel */
+  sk->sched = ss;
+  sk->tuned = true;
+  sk->covers = sp.covers;
+  memcpy(sk->key, key, 17);
+  ts_status st = cg_lower(b->arena, sch_traced_func(ss), &b->tg, &sk->low, d);
+  if (st != TS_OK) return st;
+  sp.kernel = (int)(sk - b->k);
+  mkernel *k = &b->k[ki];
+  int cap = tun_model_bucket_count(b->o);
+  if (!k->specs && !(k->specs = TS_ANEWN(b->arena, mspec, cap))) return ts_diag_set(d, TS_ENOMEM, "out of memory");
+  if (k->nspecs == cap) return ts_diag_set(d, TS_EINTERNAL, "more specialisations than bindings");
+  /* smallest bucket (product of its sizes) first: the runtime takes the first that fits */
+  double vol = 1;
+  for (int s = 0; s < f->nsyms; s++) vol *= (double)sp.vals[s];
+  int at = k->nspecs;
+  while (at > 0) {
+    double v = 1;
+    for (int s = 0; s < f->nsyms; s++) v *= (double)k->specs[at - 1].vals[s];
+    if (v <= vol) break;
+    k->specs[at] = k->specs[at - 1];
+    at--;
+  }
+  k->specs[at] = sp;
+  k->nspecs++;
+  b->nspec++;
+  b->ncovering += sp.covers;
+  return TS_OK;
+}
+
+/* Symbolic kernel ki's specialisations: one per binding (the --sym values,
+ * or every combination of bucket values). */
+static ts_status specialise(build_state *b, int ki, bool *had, ts_diag *d) {
+  const char *names[TUN_MODEL_MAX_SYMS + TUN_MODEL_MAX_BUCKET_SYMS];
+  int64_t values[TUN_MODEL_MAX_SYMS + TUN_MODEL_MAX_BUCKET_SYMS];
+  for (int i = 0; i < tun_model_bucket_count(b->o); i++) {
+    int nn = tun_model_bucket_binding(b->o, i, names, values);
+    ts_status st = add_spec(b, ki, nn, names, values, had, d);
+    if (st != TS_OK) return st;
+  }
+  return TS_OK;
+}
+
 static ts_status schedule_kernel(build_state *b, mkernel *k, ts_diag *d) {
   ir_func *bound = tg_task_bind(b->arena, k->func, b->o->nsyms, b->o->sym_names, b->o->sym_values, d);
   if (!bound) return d->code ? d->code : TS_EINTERNAL;
   ir_workload_key(bound, k->key);
   bool had = false;
   if (k->func->nsyms == 0) {
-    k->sched = from_log(b, k->key, k->func, k->func, &had, k->layout, &k->nlayout);
+    k->sched = from_log(b, k->key, k->func, k->func, &had, k->layout, &k->nlayout, false);
     k->tuned = k->sched != NULL;
     if (!k->tuned) k->nlayout = 0;
   } else {
-    /* symbolic: the default schedule serves every size; the record (tuned
-     * at the bound sizes) becomes a specialisation used when they match
-     * (in the original layout: both kernels take the same tensors) */
-    sch_layout_map unused[8];
-    int nunused;
-    sch_traced *ss = from_log(b, k->key, bound, NULL, &had, unused, &nunused);
-    if (ss) {
-      int idx = (int)(k - b->k);
-      mkernel *sk = new_kernel(b, d);
-      if (!sk) {
-        sch_traced_free(ss);
-        return TS_ENOMEM;
-      }
-      k = &b->k[idx]; /* new_kernel may move the array */
-      sk->func = NULL; /* never matched by find_kernel */
-      sk->sched = ss;
-      sk->tuned = true;
-      memcpy(sk->key, k->key, 17);
-      ts_status st = cg_lower(b->arena, sch_traced_func(ss), &b->tg, &sk->low, d);
-      if (st != TS_OK) return st;
-      k->spec = (int)(sk - b->k);
-      for (int s = 0; s < k->func->nsyms; s++) k->spec_vals[s] = sym_value(b->o, k->func->syms[s]->name);
-      b->nspec++;
-    }
+    /* symbolic: the default schedule serves every size; the records (tuned
+     * at the bound sizes: the --sym values, or each bucket) become
+     * specialisations (in the original layout: all take the same tensors) */
+    int ki = (int)(k - b->k);
+    ts_status st = specialise(b, ki, &had, d);
+    if (st != TS_OK) return st;
+    k = &b->k[ki]; /* new_kernel may have moved the array */
   }
-  if (had && !k->tuned && k->spec < 0) b->nrecord_unused++;
+  if (had && !k->tuned && k->nspecs == 0) b->nrecord_unused++;
   if (!k->sched) {
     /* the default schedule may re-lay a weight too (an int8 kernel's VNNI
      * packing, search.h srch_tensor_default): the params every call feeds
@@ -549,8 +757,8 @@ static ts_status make_plan(build_state *b, tsrt_model_plan *p, ts_diag *d) {
                          n->name, n->nin, n->nout, n->callee, f->ninputs, f->nparams - f->ninputs);
     int32_t *args = TS_ANEWN(b->arena, int32_t, c->nargs);
     int32_t *cs_syms = TS_ANEWN(b->arena, int32_t, f->nsyms ? f->nsyms : 1);
-    int64_t *sv = TS_ANEWN(b->arena, int64_t, f->nsyms ? f->nsyms : 1);
-    if (!args || !cs_syms || !sv) return ts_diag_set(d, TS_ENOMEM, "out of memory");
+    tsrt_model_spec *sps = TS_ANEWN(b->arena, tsrt_model_spec, k->nspecs ? k->nspecs : 1);
+    if (!args || !cs_syms || !sps) return ts_diag_set(d, TS_ENOMEM, "out of memory");
     for (int a = 0; a < n->nin; a++) {
       if (n->inputs[a] < 0)
         return ts_diag_set(d, TS_EINVAL, "node %s (call of %s): input %d is omitted", n->name, n->callee, a);
@@ -570,11 +778,13 @@ static ts_status make_plan(build_state *b, tsrt_model_plan *p, ts_diag *d) {
         return ts_diag_set(d, TS_EINVAL, "node %s: %s's size var %s is no symbolic dim of the graph", n->name,
                            n->callee, sn);
       cs_syms[s] = sym_index(syms, &nsyms, sn);
-      sv[s] = k->spec_vals[s];
     }
     c->syms = cs_syms;
-    c->spec_kernel = k->spec;
-    c->spec_values = k->spec >= 0 ? sv : NULL;
+    for (int q = 0; q < k->nspecs; q++) /* the sizes in the kernel's size-var order, as the call's syms */
+      sps[q] = (tsrt_model_spec){.kernel = k->specs[q].kernel, .covers = k->specs[q].covers,
+                                 .values = k->specs[q].vals};
+    c->nspecs = k->nspecs;
+    c->specs = k->nspecs ? sps : NULL;
   }
   for (int i = 0; i < g->ninputs; i++) ins[i] = g->inputs[i];
   for (int i = 0; i < g->noutputs; i++) outs[i] = g->outputs[i];
@@ -649,6 +859,7 @@ static ts_status fill_result(const build_state *b, const tsrt_model_plan *plan, 
   r->ntuned = b->ntuned;
   r->ndefault = b->ndefault;
   r->nspec = b->nspec;
+  r->ncovering = b->ncovering;
   r->nrecord_unused = b->nrecord_unused;
   r->threads = b->threads;
   r->nother_threads = b->nother_threads;
@@ -671,6 +882,7 @@ static ts_status fill_result(const build_state *b, const tsrt_model_plan *plan, 
     o->tuned = k->tuned;
     o->symbolic = k->func && k->func->nsyms > 0;
     o->specialisation = !k->func;
+    o->covers = k->covers;
     o->npacked = k->nlayout;
     for (int m = 0; m < k->nlayout; m++) o->packed_params[m] = k->layout[m].param;
   }

@@ -20,6 +20,9 @@
 #include "ir/graph/tasks.h"
 
 #define TUN_MODEL_MAX_SYMS 16
+#define TUN_MODEL_MAX_BUCKET_SYMS 4 /* symbols with --buckets */
+#define TUN_MODEL_MAX_BUCKETS 16    /* values per symbol */
+#define TUN_MODEL_MAX_COMBOS 64     /* combinations of them */
 
 /* What to build and how. Plain data the caller owns; strings it points to
  * must outlive the calls (the sym names are copied into sym_buf). */
@@ -34,12 +37,31 @@ typedef struct tun_model_opts {
   int64_t sym_values[TUN_MODEL_MAX_SYMS];
   char sym_buf[TUN_MODEL_MAX_SYMS][128];
   FILE *warn;           /* notes on records that do not replay or lose their layout; NULL: quiet */
+  /* Shape buckets (--buckets NAME=V1,V2,..., docs/MODEL.md "Shape buckets"):
+   * tasks are bound at every combination of the bucket symbols' values (the
+   * other symbols at their --sym values) and a build emits a specialisation
+   * per combination. nbuckets 0: the one binding of the --sym values. */
+  int nbuckets;
+  char bucket_names[TUN_MODEL_MAX_BUCKET_SYMS][128];
+  int nbucket_values[TUN_MODEL_MAX_BUCKET_SYMS];
+  int64_t bucket_values[TUN_MODEL_MAX_BUCKET_SYMS][TUN_MODEL_MAX_BUCKETS]; /* ascending, distinct */
 } tun_model_opts;
 
 void tun_model_opts_init(tun_model_opts *o);
 /* Adds "NAME=VALUE" (VALUE >= 1) to o's symbols. TS_EINVAL saying what is
  * expected, or that there are more than TUN_MODEL_MAX_SYMS. */
 ts_status tun_model_opts_add_sym(tun_model_opts *o, const char *spec, ts_diag *d);
+/* Adds "NAME=V1,V2,..." (values >= 1, sorted and deduplicated) to o's
+ * buckets. TS_EINVAL saying what is expected: a bad value, a NAME given
+ * twice or also with --sym, over TUN_MODEL_MAX_BUCKET_SYMS names, over
+ * TUN_MODEL_MAX_BUCKETS values, over TUN_MODEL_MAX_COMBOS combinations. */
+ts_status tun_model_opts_add_buckets(tun_model_opts *o, const char *spec, ts_diag *d);
+/* How many bindings o's buckets make (1 without buckets). */
+int tun_model_bucket_count(const tun_model_opts *o);
+/* Binding i (0 <= i < tun_model_bucket_count) as names/values (arrays of
+ * TUN_MODEL_MAX_SYMS + TUN_MODEL_MAX_BUCKET_SYMS): the --sym values, then
+ * the bucket symbols' values of combination i. Returns how many. */
+int tun_model_bucket_binding(const tun_model_opts *o, int i, const char **names, int64_t *values);
 
 /* Imports the ONNX model at path into m and runs the graph pass pipeline
  * with o->graph up to and including stop_after (NULL: all of it; "" : none).
@@ -48,7 +70,9 @@ ts_status tun_model_opts_add_sym(tun_model_opts *o, const char *spec, ts_diag *d
 ts_status tun_model_import(const char *path, const tun_model_opts *o, const char *stop_after, ir_module *m,
                            tg_graph **g, ts_diag *d);
 /* tun_model_import and the model's tuning tasks bound at o's symbols
- * (tg_extract_tasks_at). *tasks is a heap array (tg_tasks_free); what it
+ * (tg_extract_tasks_at); with buckets, the tasks of every binding, each
+ * distinct bound function once, a symbolic one named NAME@SYM=V,... after
+ * its bucket values. *tasks is a heap array (tg_tasks_free); what it
  * points to lives in m. */
 ts_status tun_model_tasks(const char *path, const tun_model_opts *o, ir_module *m, tg_graph **g, tg_task **tasks,
                           int *ntasks, ts_diag *d);
@@ -65,6 +89,7 @@ typedef struct tun_model_kernel {
   bool tuned;            /* the log's record was replayed on it */
   bool symbolic;         /* it serves every size of a symbolic dim */
   bool specialisation;   /* a tuned copy of a symbolic kernel for the tuned sizes */
+  bool covers;           /* a specialisation padded to its bucket: runs every size up to it */
   int npacked;           /* params whose constant was pre-packed into the kernel's layout */
   int packed_params[8];
 } tun_model_kernel;
@@ -74,6 +99,7 @@ typedef struct tun_model_result {
   char target[700];      /* canonical target text */
   int kernels;           /* distinct kernels, specialisations not counted */
   int ntuned, ndefault, nspec;
+  int ncovering;         /* specialisations that cover every size up to their bucket (nspec counts them) */
   int nrecord_unused;    /* kernels whose log record did not replay (default schedule instead) */
   int threads;           /* the thread count the build selected records for */
   int nother_threads;    /* kernels with no record at that count, built from another count's best */

@@ -98,7 +98,8 @@ double tessel_func_flops(const tessel_func *f);
  *   "0"/"false"/"off" off);
  *   the runner: runner local|rpc, tracker H:P, key K, parallel N,
  *   secret-file F, priority P, rpc-wait S, rpc-tries N;
- *   models: sym NAME=VALUE (also bind; repeatable), winograd on|off|all,
+ *   models: sym NAME=VALUE (also bind; repeatable), buckets NAME=V1,V2,...
+ *   (repeatable: shape buckets, docs/MODEL.md), winograd on|off|all,
  *   polyphase on|off, qdq ..., task-scheduler gradient|round-robin,
  *   no-default (flag);
  *   verbose (flag): the CLI's progress lines and notes on stderr (default

@@ -98,6 +98,14 @@ int tessel_model_run(tessel_model *m);
  * resets). The timer costs ~2 clock reads per call. */
 int tessel_model_set_profiling(tessel_model *m, int on);
 int tessel_model_get_call_profile(const tessel_model *m, int call, const char **kernel, double *mean_secs);
+/* Which kernel call c's last run used (docs/MODEL.md "Shape buckets"): *spec
+ * the index of its specialisation (smallest bucket first), -1 for the
+ * symbolic kernel (also before any run); *nspecs how many it has; *values
+ * (the call's size vars' bucket values) and *covers (1: a padded bucket
+ * kernel running any sizes up to values, 0: exactly values) for the one used.
+ * Any out pointer may be NULL. */
+int tessel_model_get_call_spec(const tessel_model *m, int call, int *spec, int *nspecs, const int64_t **values,
+                               int *covers);
 /* Output i of the last run: *data stays valid until the next run or free. */
 int tessel_model_get_output(const tessel_model *m, int i, const void **data, int *ndim,
                             int64_t shape[TESSEL_MODEL_MAX_DIMS]);

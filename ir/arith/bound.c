@@ -183,6 +183,7 @@ static ir_const_bound bound_of(const ir_analyzer *an, const ir_expr *e) {
   case IR_VAR: {
     int i = ir_arith_find_fact(an, e->u.var);
     if (i >= 0) return an->bounds[i];
+    if (e->u.var->upper > 0) return (ir_const_bound){0, e->u.var->upper}; /* a size var padded to a bucket */
     return unknown_of(e->dtype);
   }
   case IR_ADD: {

@@ -2,6 +2,7 @@
  * graph calls, keyed by structural hash, with weights and FLOP counts. */
 #include <string.h>
 
+#include "../mutator.h"
 #include "../print.h"
 #include "../struct.h"
 #include "tasks.h"
@@ -233,4 +234,164 @@ ts_status tg_extract_tasks_at(tg_graph *g, int nsyms, const char *const *names, 
 
 ts_status tg_extract_tasks(tg_graph *g, tg_task **out, int *n, ts_diag *d) {
   return tg_extract_tasks_at(g, 0, NULL, NULL, out, n, d);
+}
+
+/* ---- buckets: a function padded up to given sizes ------------------------------------- */
+
+typedef struct pad_ctx {
+  const ir_func *f;
+  const int64_t *bound; /* per f->syms */
+  ir_var **padded;      /* loop vars whose extent was padded */
+  int npadded, cap;
+  ir_var **guarded;     /* loop vars an iter's predicate guards */
+  int nguarded, capg;
+  const char *why;      /* the first refusal */
+} pad_ctx;
+
+/* e's value with every size var at its bound, when e is nondecreasing in the
+ * size vars (+, *, floordiv by a positive constant, min, max of non-negative
+ * constants and size vars): then e at smaller sizes is at most that value. */
+static bool eval_upto(const pad_ctx *c, const ir_expr *e, int64_t *v) {
+  int64_t x, y;
+  switch (e->kind) {
+    case IR_INT_IMM:
+      *v = e->u.ival;
+      return *v >= 0;
+    case IR_VAR:
+      for (int i = 0; i < c->f->nsyms; i++)
+        if (c->f->syms[i] == e->u.var) return *v = c->bound[i], true;
+      return false;
+    case IR_CAST:
+      return eval_upto(c, e->u.cast.value, v);
+    case IR_ADD: case IR_MUL: case IR_FLOORDIV: case IR_MIN: case IR_MAX:
+      if (!eval_upto(c, e->u.bin.a, &x) || !eval_upto(c, e->u.bin.b, &y)) return false;
+      if (e->kind == IR_ADD) return !__builtin_add_overflow(x, y, v);
+      if (e->kind == IR_MUL) return !__builtin_mul_overflow(x, y, v);
+      if (e->kind == IR_FLOORDIV) return e->u.bin.b->kind == IR_INT_IMM && y > 0 && (*v = x / y, true);
+      *v = e->kind == IR_MIN ? (x < y ? x : y) : (x > y ? x : y);
+      return true;
+    default:
+      return false;
+  }
+}
+
+static bool uses_sym(const ir_func *f, const ir_expr *e) {
+  for (int i = 0; e && i < f->nsyms; i++)
+    if (ir_expr_uses_var(e, f->syms[i])) return true;
+  return false;
+}
+
+static bool push_var(ir_var ***arr, int *n, int *cap, ir_var *v) {
+  for (int i = 0; i < *n; i++)
+    if ((*arr)[i] == v) return true;
+  if (!ts_grow((void **)arr, cap, *n + 1, sizeof **arr)) return false;
+  (*arr)[(*n)++] = v;
+  return true;
+}
+
+static ir_stmt *pad_post(ir_mutator *m, const ir_stmt *orig, ir_stmt *s) {
+  (void)orig;
+  pad_ctx *c = m->ctx;
+  ts_arena *a = m->arena;
+  if (c->why) return NULL;
+  if (s->kind == IR_FOR && uses_sym(c->f, s->u.loop.extent)) {
+    int64_t e;
+    if (uses_sym(c->f, s->u.loop.min) || !eval_upto(c, s->u.loop.extent, &e)) {
+      c->why = "a loop's extent is no nondecreasing expression of the sizes";
+      return NULL;
+    }
+    ir_stmt *n = ir_stmt_clone(a, s);
+    if (!n || !(n->u.loop.extent = ir_int(a, s->u.loop.extent->dtype, e)) ||
+        !push_var(&c->padded, &c->npadded, &c->cap, s->u.loop.var)) {
+      ir_mutator_fail(m);
+      return NULL;
+    }
+    return n;
+  }
+  if (s->kind != IR_BLOCK_REALIZE) return NULL;
+  const ir_block *b = s->u.realize.block;
+  bool any = false;
+  for (int i = 0; i < b->niter; i++) any |= uses_sym(c->f, b->iters[i].dom.extent) || uses_sym(c->f, b->iters[i].dom.min);
+  if (!any) return NULL;
+  ir_block *nb = ir_block_clone(a, b);
+  ir_stmt *n = ir_stmt_clone(a, s);
+  ir_iter_var *its = nb ? TS_ANEWN(a, ir_iter_var, b->niter) : NULL;
+  if (!n || !its) {
+    ir_mutator_fail(m);
+    return NULL;
+  }
+  memcpy(its, b->iters, (size_t)b->niter * sizeof *its);
+  ir_expr *pred = s->u.realize.predicate;
+  for (int i = 0; i < b->niter; i++) {
+    ir_expr *ext = b->iters[i].dom.extent, *val = s->u.realize.iter_values[i];
+    if (!uses_sym(c->f, ext)) continue;
+    int64_t e;
+    if (uses_sym(c->f, b->iters[i].dom.min) || !eval_upto(c, ext, &e) || val->kind != IR_VAR) {
+      c->why = "a block's iteration domain is no nondecreasing expression of the sizes bound to a loop";
+      return NULL;
+    }
+    its[i].dom.extent = ir_int(a, ext->dtype, e);
+    /* the instance runs only inside the call's own sizes */
+    ir_expr *lim = ir_dtype_eq(ext->dtype, val->dtype) ? ext : ir_cast(a, val->dtype, ext);
+    ir_expr *lt = lim ? ir_binop(a, IR_LT, val, lim) : NULL;
+    pred = pred && lt ? ir_binop(a, IR_AND, pred, lt) : NULL;
+    if (!its[i].dom.extent || !pred || !push_var(&c->guarded, &c->nguarded, &c->capg, val->u.var)) {
+      ir_mutator_fail(m);
+      return NULL;
+    }
+  }
+  nb->iters = its;
+  n->u.realize.block = nb;
+  n->u.realize.predicate = pred;
+  return n;
+}
+
+ir_func *tg_task_bind_upto(ts_arena *a, const ir_func *f, int nsyms, const char *const *names,
+                           const int64_t *values, ts_diag *d) {
+  if (f->nsyms == 0) return (ir_func *)f;
+  int64_t *bound = TS_ANEWN(a, int64_t, f->nsyms);
+  if (!bound) {
+    ts_diag_set(d, TS_ENOMEM, "out of memory");
+    return NULL;
+  }
+  for (int i = 0; i < f->nsyms; i++) {
+    bound[i] = TG_TASK_DEFAULT_SYM;
+    for (int j = 0; j < nsyms; j++)
+      if (!strcmp(names[j], f->syms[i]->name)) bound[i] = values[j];
+  }
+  pad_ctx c = {.f = f, .bound = bound};
+  ir_mutator mu;
+  ir_mutator_init(&mu, a);
+  mu.ctx = &c;
+  mu.post_stmt = pad_post;
+  ir_func *nf = ir_mutate_func(&mu, f, NULL);
+  bool failed = mu.failed;
+  ir_mutator_fini(&mu);
+  /* every padded loop must run a guarded instance: a loop over a size no
+   * block iterates (its body repeated) is not padded safely */
+  for (int i = 0; !c.why && i < c.npadded; i++) {
+    bool g = false;
+    for (int j = 0; j < c.nguarded && !g; j++) g = c.guarded[j] == c.padded[i];
+    if (!g) c.why = "a loop over a size binds no block iteration";
+  }
+  ts_free(c.padded);
+  ts_free(c.guarded);
+  if (failed || !nf) {
+    ts_diag_set(d, TS_ENOMEM, "out of memory padding %s", f->name);
+    return NULL;
+  }
+  if (c.why) {
+    ts_diag_set(d, TS_EUNSUPPORTED, "%s cannot be padded to its bucket: %s", f->name, c.why);
+    return NULL;
+  }
+  /* fresh size vars that carry their bound, so the schedule primitives'
+   * analyzer proves what holds below the bucket (a padded tile covers the
+   * buffer's symbolic extent) */
+  ir_func *cf = ir_func_copy(a, nf);
+  if (!cf) {
+    ts_diag_set(d, TS_ENOMEM, "out of memory padding %s", f->name);
+    return NULL;
+  }
+  for (int i = 0; i < cf->nsyms; i++) cf->syms[i]->upper = bound[i];
+  return cf;
 }

@@ -47,6 +47,20 @@ void tg_tasks_free(tg_task *t, int n);
 ir_func *tg_task_bind(ts_arena *a, const ir_func *f, int nsyms, const char *const *names,
                       const int64_t *values, ts_diag *d);
 
+/* f padded up to the sizes (named values first, else TG_TASK_DEFAULT_SYM),
+ * for a shape bucket (docs/MODEL.md "Shape buckets"): every loop and block
+ * iteration domain whose extent is a nondecreasing expression of the size
+ * vars runs to its value at those sizes, and every block instance is
+ * predicated off outside the call's own extents. Buffer shapes, index
+ * arithmetic and the size vars stay, so the function takes the sizes at
+ * run time and computes exactly what f does at any sizes up to the given
+ * ones (a reduction over a padded axis skips the padded instances: softmax
+ * and layer norm stay exact). Its loops match f bound at those sizes, so a
+ * schedule tuned there replays on it. f itself when it has no size vars.
+ * NULL with TS_EUNSUPPORTED naming f when an extent is not such an
+ * expression or a padded loop binds no block iteration; TS_ENOMEM. */
+ir_func *tg_task_bind_upto(ts_arena *a, const ir_func *f, int nsyms, const char *const *names,
+                           const int64_t *values, ts_diag *d);
 /* FLOPs of one run of a PrimFunc with constant extents: every float
  * arithmetic op and intrinsic in a store (init included) counts 1 per
  * execution (so a multiply-add counts 2), and so does an integer +, - or *

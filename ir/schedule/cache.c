@@ -201,7 +201,15 @@ static ts_status make_copy(sch_state *s, const sch_path *p, int k, const char *n
       st = TS_ENOMEM;
       break;
     }
-    blk->iters[i] = (ir_iter_var){iv, {zero, src->shape[i]}, IR_ITER_S};
+    /* a symbolic extent with a known bound (a size var padded to a shape
+     * bucket, ir_var.upper) gets the padded domain, as the padded blocks
+     * around it have; the predicate below keeps the copy inside */
+    ir_expr *dext = src->shape[i];
+    int64_t ce;
+    ir_const_bound cb = ir_analyzer_const_bound(&an, dext);
+    if (!ir_as_int(dext, &ce) && cb.hi > 0 && cb.hi < INT64_MAX / 2 && !(dext = ir_int(a, dext->dtype, cb.hi)))
+      st = TS_ENOMEM;
+    blk->iters[i] = (ir_iter_var){iv, {zero, dext}, IR_ITER_S};
     idx[i] = ir_var_ref(a, iv);
     if (ir_analyzer_bind(&an, loops[i], zero, dims[i].ext)) st = TS_ENOMEM;
   }

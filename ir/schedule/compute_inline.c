@@ -338,8 +338,19 @@ static ts_status rci_find(rci *c) {
     if (cb->iters[i].type != IR_ITER_S)
       return ts_diag_set(d, TS_ESCHEDULE, "%s: block '%s' is not complete (iter var '%s' is not spatial)",
                        prim, cb->name, cb->iters[i].var->name);
-  if (!(ir_as_int(crz->u.realize.predicate, &t) && t))
-    return ts_diag_set(d, TS_ESCHEDULE, "%s: block '%s' has a predicate", prim, cb->name);
+  if (!(ir_as_int(crz->u.realize.predicate, &t) && t)) {
+    /* a predicate over loops that are C's distinct iter values (a block
+     * padded to a shape bucket) moves to the producer's points (rci_map) */
+    for (int i = 0; i < cb->niter; i++) {
+      const ir_expr *v = crz->u.realize.iter_values[i];
+      bool dup = v->kind != IR_VAR;
+      for (int j = 0; j < i && !dup; j++) dup = crz->u.realize.iter_values[j]->kind == IR_VAR &&
+                                               crz->u.realize.iter_values[j]->u.var == v->u.var;
+      if (dup)
+        return ts_diag_set(d, TS_ESCHEDULE, "%s: block '%s' has a predicate and iter values that are not distinct loops",
+                           prim, cb->name);
+    }
+  }
   const ir_stmt *cst = c->cst = cb->body;
   if (cst->kind != IR_STORE || cst->u.store.predicate || cb->nwrites != 1 ||
       cst->u.store.buf != cb->writes[0].buf || cb->nalloc)
@@ -511,6 +522,30 @@ static ts_status rci_map(rci *c) {
     if (!(ir_as_int(hi, &t) && t)) pred = ir_and(a, pred, hi);
     if (!pred)
       return oom(d);
+  }
+  /* C's own predicate (over its loops, each one of its iter values: rci_find)
+   * at the producer's points: loop -> C's iter var -> P's store index -> P's
+   * iter value. The new block runs where both P and C ran. */
+  if (!(ir_as_int(c->crz->u.realize.predicate, &t) && t)) {
+    ir_var_map lm;
+    ir_var_map_init(&lm);
+    ts_status e = TS_OK;
+    for (int v = 0; v < cb->niter && !e; v++) {
+      ir_expr *u = ir_var_map_get(&c->m, cb->iters[v].var);
+      int pu = u && u->kind == IR_VAR ? iter_index(pbk, u->u.var) : -1;
+      ir_expr *pval = pu >= 0 ? prz->u.realize.iter_values[pu] : u;
+      if (!pval || ir_var_map_put(&lm, c->crz->u.realize.iter_values[v]->u.var, pval)) e = TS_ENOMEM;
+    }
+    ir_expr *cp = e ? NULL : ir_subst_expr(a, c->crz->u.realize.predicate, &lm);
+    bool left = false; /* a loop of C's nest that is none of its iter values */
+    for (int k = 0; cp && k < c->pc->n; k++)
+      if (c->pc->node[k]->kind == IR_FOR) left |= ir_expr_uses_var(cp, c->pc->node[k]->u.loop.var);
+    ir_var_map_fini(&lm);
+    if (!cp) return oom(d);
+    if (left)
+      return ts_diag_set(d, TS_ESCHEDULE, "%s: block '%s' has a predicate over loops its iter values do not name",
+                         prim, cb->name);
+    if (!(pred = ir_and(a, pred, cp))) return oom(d);
   }
   c->ld = ld;
   c->pred = pred;

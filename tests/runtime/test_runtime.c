@@ -221,8 +221,8 @@ START_TEST(test_enomem) {
     t[i].shape[1] = 10 + i;
   }
   static const int32_t a0[] = {0, 1}, a1[] = {1, 2}, a2[] = {2, 3};
-  tsrt_model_call c[3] = {{0, 2, a0, 0, NULL, -1, 1, NULL}, {0, 2, a1, 0, NULL, -1, 1, NULL},
-                          {0, 2, a2, 0, NULL, -1, 1, NULL}};
+  tsrt_model_call c[3] = {{0, 2, a0, 0, NULL, 0, 1, NULL}, {0, 2, a1, 0, NULL, 0, 1, NULL},
+                          {0, 2, a2, 0, NULL, 0, 1, NULL}};
   static const int32_t ins[] = {0}, outs[] = {3};
   static const char *syms[] = {"batch"};
   tsrt_model_plan p = {TSRT_MODEL_ABI_VERSION, 4, 3, 1, 1, 1, 1, "chain", "llvm", syms, t, c, NULL,

@@ -234,6 +234,45 @@ START_TEST(test_reverse_inline_transpose_with_predicate) {
 }
 END_TEST
 
+/* A predicated consumer (a block padded to a shape bucket runs only inside
+ * the call's sizes, docs/MODEL.md "Shape buckets"): its predicate moves to
+ * the producer's points, so the points C skipped stay unwritten. */
+static const char *GUARDED =
+    "func gd(A: f32[6, 5]) -> C: f32[6, 5] {\n"
+    "  block root() {\n"
+    "    alloc B: f32[6, 5]\n"
+    "    for i in serial(0, 6) {\n"
+    "      for j in serial(0, 5) {\n"
+    "        block B(vi: S(0, 6) = i, vj: S(0, 5) = j) where i < 4 {\n"
+    "          reads A[vi, vj]\n"
+    "          writes B[vi, vj]\n"
+    "          B[vi, vj] = A[vi, vj] * 2.0\n"
+    "        }\n"
+    "      }\n"
+    "    }\n"
+    "    for i in serial(0, 6) {\n"
+    "      for j in serial(0, 5) {\n"
+    "        block C(vi: S(0, 6) = i, vj: S(0, 5) = j) where i < 4 && j < 3 {\n"
+    "          reads B[vi, vj]\n"
+    "          writes C[vi, vj]\n"
+    "          C[vi, vj] = B[vi, vj] + 1.0\n"
+    "        }\n"
+    "      }\n"
+    "    }\n"
+    "  }\n"
+    "}\n";
+
+START_TEST(test_reverse_inline_predicated_consumer) {
+  ir_func *orig;
+  sch_state *s = tu_open_text(GUARDED, &orig);
+  OK(sch_reverse_compute_inline(s, BLK("C"), &D));
+  equiv(s, orig);
+  ck_assert(!tu_find_realize(s, "C"));
+  tu_assert_has(s, "where i < 4 && (i < 4 && j < 3)");
+  tu_assert_has(s, "C[vi, vj] = A[vi, vj] * 2.0 + 1.0");
+}
+END_TEST
+
 START_TEST(test_reverse_inline_refusals) {
   ir_func *orig;
   sch_state *s = tu_open("softmax:m=3,n=7", &orig);
@@ -286,6 +325,7 @@ static Suite *inline_suite(void) {
   tcase_add_test(tc, test_reverse_inline_dense_relu);
   tcase_add_test(tc, test_reverse_inline_transpose_with_predicate);
   tcase_add_test(tc, test_reverse_inline_refusals);
+  tcase_add_test(tc, test_reverse_inline_predicated_consumer);
   tcase_add_test(tc, test_trace_roundtrip);
   return su;
 }

@@ -231,8 +231,8 @@ START_TEST(memory_plan_reuse) {
   }
   static const int32_t a0[] = {0, 1}, a1[] = {1, 2}, a2[] = {2, 3}, a3[] = {3, 4}, a4[] = {4, 1, 5};
   tsrt_model_call c[5] = {
-      {0, 2, a0, 0, NULL, -1, 1, NULL}, {0, 2, a1, 0, NULL, -1, 1, NULL}, {0, 2, a2, 0, NULL, -1, 1, NULL},
-      {0, 2, a3, 0, NULL, -1, 1, NULL}, {0, 3, a4, 0, NULL, -1, 2, NULL}};
+      {0, 2, a0, 0, NULL, 0, 1, NULL}, {0, 2, a1, 0, NULL, 0, 1, NULL}, {0, 2, a2, 0, NULL, 0, 1, NULL},
+      {0, 2, a3, 0, NULL, 0, 1, NULL}, {0, 3, a4, 0, NULL, 0, 2, NULL}};
   static const int32_t ins[] = {0}, outs[] = {5};
   static const char *syms[] = {"batch"};
   tsrt_model_plan p = {TSRT_MODEL_ABI_VERSION, 6, 5, 1, 1, 1, 1, "chain", "llvm", syms, t, c, NULL,

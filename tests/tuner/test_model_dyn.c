@@ -9,7 +9,12 @@
  * checks that the comparison can fail; a shape that depends on tensor data
  * is refused clearly. transformer_flat does the same for dims that are
  * products of batch and seq (Flatten, Reshape -1, heads folded into the
- * batch). argv[1]: the tessel binary. */
+ * batch). transformer_dyn tuned with shape buckets (seq 8 and 16 at batch
+ * 2, a few trials), built ONCE, runs at the bucket sizes, between them,
+ * below the first and beyond the last (and at a batch beyond its bound)
+ * against onnxruntime, and `tessel run --profile --json` says which calls
+ * ran a bucket kernel: some at every size inside a bucket, none beyond the
+ * last (docs/MODEL.md "Shape buckets"). argv[1]: the tessel binary. */
 #include <check.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -80,6 +85,70 @@ START_TEST(transformer_flat_products) {
 }
 END_TEST
 
+/* Calls of the last `tessel run --profile --json` (in dir/run.json) that
+ * ran a padded bucket kernel, and all calls. */
+static int bucket_calls(const char *dir, int *ncalls) {
+  tr_result r = tr_sh(tmpdir, "'%s' -c \"import json; p=json.load(open('%s/run.json'))['profile']; "
+                              "print(sum(1 for c in p if c['spec'] >= 0 and c['covers']), len(p))\"", python, dir);
+  ck_assert_msg(r.status == 0, "profile of %s: %s", dir, r.err);
+  int nb = -1;
+  ck_assert_int_eq(sscanf(r.out, "%d %d", &nb, ncalls), 2);
+  tr_result_free(&r);
+  return nb;
+}
+
+/* Library candidates are off (--no-library): a library call is made for
+ * its exact sizes, and the point here is the padded generated kernels. */
+START_TEST(transformer_buckets_one_build) {
+  char log[400], so[400];
+  snprintf(log, sizeof log, "%s/buckets.jsonl", tmpdir);
+  snprintf(so, sizeof so, "%s/buckets.so", tmpdir);
+  tr_result r = tr_sh(tmpdir, "'%s' tune-model '%s/transformer_dyn.onnx' --sym batch=2 --buckets seq=16,8 --trials 14 "
+                              "--no-default --no-library --threads 1 --log '%s' --json", tessel, models, log);
+  ck_assert_msg(r.status == 0, "tune-model: %s", r.err);
+  ck_assert_msg(strstr(r.out, "\"softmax_0@seq=8\"") && strstr(r.out, "\"softmax_0@seq=16\""), "%s", r.out);
+  tr_result_free(&r);
+  r = tr_sh(tmpdir, "'%s' build '%s/transformer_dyn.onnx' -o '%s' --log '%s' --threads 1 --sym batch=2 "
+                    "--buckets seq=8,16 --json", tessel, models, so, log);
+  ck_assert_msg(r.status == 0, "build: %s", r.err);
+  const char *cov = strstr(r.out, "\"covering\":");
+  ck_assert_msg(cov && atoi(cov + 11) >= 4, "%s", r.out);
+  tr_result_free(&r);
+  static const struct { int batch, seq, inside; } runs[] = {
+      {2, 8, 1}, {2, 16, 1}, {1, 3, 1}, {2, 12, 1}, {1, 9, 1}, {2, 20, 0}, {3, 12, 1}};
+  int nb[7];
+  for (int i = 0; i < 7; i++) {
+    char dir[400];
+    snprintf(dir, sizeof dir, "%s/bk_b%d_s%d", tmpdir, runs[i].batch, runs[i].seq);
+    tr_ok(tr_sh(tmpdir, "'%s' '%s' '%s/transformer_dyn.onnx' '%s/in' '%s/ref' --random 5 --sym batch=%d --sym seq=%d",
+                python, ort_script, models, dir, dir, runs[i].batch, runs[i].seq),
+          "ort_run.py");
+    tr_result rr = tr_sh(tmpdir, "'%s' run '%s' --input 'input_ids=%s/in/input_ids.npy' --input "
+                                 "'attention_mask=%s/in/attention_mask.npy' --output-dir '%s/out' --profile --json",
+                         tessel, so, dir, dir, dir);
+    ck_assert_msg(rr.status == 0, "tessel run: %s", rr.err);
+    char js[460];
+    snprintf(js, sizeof js, "%s/run.json", dir);
+    FILE *jf = fopen(js, "w");
+    ck_assert_ptr_nonnull(jf);
+    fputs(rr.out, jf);
+    fclose(jf);
+    tr_result_free(&rr);
+    double e = rel_error(dir, "out");
+    int ncalls = 0;
+    nb[i] = bucket_calls(dir, &ncalls);
+    fprintf(stderr, "buckets: batch %d seq %d: max abs error / max |ref| %.3g; %d of %d calls on a bucket kernel\n",
+            runs[i].batch, runs[i].seq, e, nb[i], ncalls);
+    ck_assert_msg(e <= 1e-5, "batch %d seq %d: relative error %g", runs[i].batch, runs[i].seq, e);
+    if (runs[i].inside) ck_assert_int_ge(nb[i], 1);
+    else ck_assert_int_eq(nb[i], 0); /* beyond the last bucket: the symbolic kernels */
+  }
+  /* batch 3 is beyond the batch every bucket was padded to: only the kernels
+   * without a batch size (the position ids) keep a bucket */
+  ck_assert_int_lt(nb[6], nb[3]);
+}
+END_TEST
+
 /* A Range whose length is tensor data has no plannable shape: refused,
  * naming the node, the op and the input. */
 START_TEST(data_dependent_shape_refused) {
@@ -114,6 +183,7 @@ int main(int argc, char **argv) {
   tcase_add_test(tc, transformer_dyn_batch_and_seq);
   tcase_add_test(tc, transformer_flat_products);
   tcase_add_test(tc, data_dependent_shape_refused);
+  tcase_add_test(tc, transformer_buckets_one_build);
   suite_add_tcase(s, tc);
   SRunner *sr = srunner_create(s);
   srunner_run_all(sr, CK_NORMAL);
