@@ -63,23 +63,24 @@ static sch_state *tensorized(ts_arena *a, const char *spec, const char *intrin, 
   return s;
 }
 
-/* spec's B re-laid into the VNNI layout [n/16, k/4, 64] (TransformLayout),
- * then tiled (ti, 16, 4) and tensorized with a packed intrinsic; *orig is
- * the unscheduled function on the packed weight (what the kernel computes:
- * docs/LAYOUT.md) */
-static sch_state *packed_tensorized(ts_arena *a, const char *spec, const char *intrin, int64_t ti, ir_func **orig) {
+/* spec's B re-laid into the packed layout [n/lanes, k/depth, lanes*depth]
+ * (TransformLayout; VNNI's is 16 x 4), then tiled (ti, lanes, depth) and
+ * tensorized with a packed intrinsic; *orig is the unscheduled function on
+ * the packed weight (what the kernel computes: docs/LAYOUT.md) */
+static sch_state *packed_tensorized_ld(ts_arena *a, const char *spec, const char *intrin, int64_t ti, int64_t lanes,
+                                       int64_t depth, ir_func **orig) {
   ir_func *f;
   sch_state *s = tu_schedule(a, spec, &f);
   sch_layout_map m;
   ts_diag_clear(&D);
-  tu_ok(sch_layout_vnni(sch_func(s), 1, 0, 1, 16, 4, &m, &D), &D);
+  tu_ok(sch_layout_vnni(sch_func(s), 1, 0, 1, lanes, depth, &m, &D), &D);
   tu_ok(sch_transform_layout(s, &m, &D), &D);
   *orig = ir_func_copy(a, sch_func(s));
   ck_assert_ptr_nonnull(*orig);
   ck_assert_int_eq((*orig)->params[1]->ndim, 3);
   sch_loop lp[3], o[3][2];
   ck_assert_int_eq(tu_loops(s, "C", lp, 3), 3);
-  int64_t fs[3][2] = {{-1, ti}, {-1, 16}, {-1, 4}};
+  int64_t fs[3][2] = {{-1, ti}, {-1, lanes}, {-1, depth}};
   for (int i = 0; i < 3; i++) {
     ts_diag_clear(&D);
     tu_ok(sch_split(s, lp[i], 2, fs[i], o[i], &D), &D);
@@ -90,6 +91,11 @@ static sch_state *packed_tensorized(ts_arena *a, const char *spec, const char *i
   ts_diag_clear(&D);
   tu_ok(sch_tensorize_loop(s, o[0][1], intrin, NULL, &D), &D);
   return s;
+}
+
+/* The VNNI layout [n/16, k/4, 64], tiled (ti, 16, 4). */
+static sch_state *packed_tensorized(ts_arena *a, const char *spec, const char *intrin, int64_t ti, ir_func **orig) {
+  return packed_tensorized_ld(a, spec, intrin, ti, 16, 4, orig);
 }
 
 static char *asm_of(const ir_func *f, const char *target) {
@@ -229,6 +235,43 @@ START_TEST(test_vnni_packed) {
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     s = packed_tensorized(&a, cases[i].spec, cases[i].intrin, cases[i].rows, &orig);
     parity(orig, sch_func(s), "llvm", false);
+    sch_free(s);
+  }
+  ts_arena_fini(&a);
+}
+END_TEST
+
+/* The AVX2 int8 kernels (no VNNI): vpmaddwd on the weight packed 8 lanes x
+ * 2 deep, sign-extended; bit-exact with the interpreter natively (u8 x i8
+ * and i8 x i8, 1 / 4 / 8 rows) */
+START_TEST(test_pmaddwd_packed) {
+  ts_arena a;
+  ts_arena_init(&a);
+  ir_func *orig;
+  sch_state *s =
+      packed_tensorized_ld(&a, "matmul_u8s8:m=8,n=32,k=16", "x86.avx2.pmaddwd.u8i8.packed.4x8x2", 4, 8, 2, &orig);
+  char *x = asm_of(sch_func(s), "llvm -mtriple=x86_64-linux-gnu -mattr=+avx2,+fma");
+  ck_assert_msg(count(x, "vpmaddwd") >= 2, "no vpmaddwd in:\n%.4000s", x);
+  ts_free(x);
+  sch_free(s);
+  if (!cpu_has("avx2")) {
+    fprintf(stderr, "test_intrin: this CPU has no avx2; native vpmaddwd parity skipped\n");
+    ts_arena_fini(&a);
+    return;
+  }
+  static const struct {
+    const char *spec, *intrin;
+    int64_t rows;
+  } cases[] = {
+      {"matmul_u8s8:m=16,n=24,k=20", "x86.avx2.pmaddwd.u8i8.packed.8x8x2", 8},
+      {"matmul_u8s8:m=12,n=16,k=6", "x86.avx2.pmaddwd.u8i8.packed.4x8x2", 4},
+      {"matmul_u8s8:m=3,n=8,k=4", "x86.avx2.pmaddwd.u8i8.packed.1x8x2", 1},
+      {"matmul_int8:m=12,n=24,k=20", "x86.avx2.pmaddwd.i8i8.packed.4x8x2", 4},
+      {"matmul_int8:m=5,n=16,k=8", "x86.avx2.pmaddwd.i8i8.packed.1x8x2", 1},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    s = packed_tensorized_ld(&a, cases[i].spec, cases[i].intrin, cases[i].rows, 8, 2, &orig);
+    parity(orig, sch_func(s), "llvm -mattr=+avx2,+fma", false);
     sch_free(s);
   }
   ts_arena_fini(&a);
@@ -623,6 +666,7 @@ int main(int argc, char **argv) {
   tcase_add_test(tc, test_vnni_asm);
   tcase_add_test(tc, test_vnni_parity);
   tcase_add_test(tc, test_vnni_packed);
+  tcase_add_test(tc, test_pmaddwd_packed);
   tcase_add_test(tc, test_fma_microkernel);
   tcase_add_test(tc, test_sdot);
   tcase_add_test(tc, test_extern_refusals);
