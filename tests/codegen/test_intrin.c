@@ -406,18 +406,21 @@ START_TEST(test_rule_targets) {
   ck_assert_int_eq(tensor_sketches(f, "llvm -mtriple=x86_64-linux-gnu -mattr=+avx512f,+avx512vnni", &sk, &n), 2);
   ck_assert_int_eq(n, 8);
   free_sk(sk, n);
-  ck_assert_int_eq(tensor_sketches(f, "llvm -mtriple=x86_64-linux-gnu -mcpu=skylake-avx512", &sk, &n), 0);
+  /* without VNNI (skylake-avx512 has AVX2): the AVX2 vpmaddwd kernels; without AVX2 none */
+  ck_assert_int_eq(tensor_sketches(f, "llvm -mtriple=x86_64-linux-gnu -mcpu=skylake-avx512", &sk, &n), 2);
+  free_sk(sk, n);
+  ck_assert_int_eq(tensor_sketches(f, "llvm -mtriple=x86_64-linux-gnu -mcpu=x86-64 -mattr=+sse4.2", &sk, &n), 0);
   free_sk(sk, n);
   ck_assert_int_eq(tensor_sketches(f, "llvm -mtriple=aarch64-linux-gnu -mattr=+dotprod", &sk, &n), 2);
   free_sk(sk, n);
   ck_assert_int_eq(tensor_sketches(f, "llvm -mtriple=aarch64-linux-gnu -mcpu=cortex-a72", &sk, &n), 0);
   free_sk(sk, n);
   /* an extent the intrinsic does not divide: the block padded (PadEinsum)
-   * for the two largest VNNI kernels; without VNNI still none */
+   * for the two largest VNNI kernels; with AVX2 only, for its kernels */
   ir_func *g = tu_workload(&a, "matmul_int8:m=64,n=60,k=64");
   ck_assert_int_eq(tensor_sketches(g, "llvm -mtriple=x86_64-linux-gnu -mattr=+avx512f,+avx512vnni", &sk, &n), 2);
   free_sk(sk, n);
-  ck_assert_int_eq(tensor_sketches(g, "llvm -mtriple=x86_64-linux-gnu -mcpu=skylake-avx512", &sk, &n), 0);
+  ck_assert_int_eq(tensor_sketches(g, "llvm -mtriple=x86_64-linux-gnu -mcpu=skylake-avx512", &sk, &n), 2);
   free_sk(sk, n);
   /* sgemm: the FMA micro-kernels */
   ir_func *h = tu_workload(&a, "matmul:m=64,n=64,k=64");
@@ -538,10 +541,13 @@ END_TEST
  * 2, dilation, a batch, odd and prime channel counts (padded: PadEinsum on
  * the padded input's channels): every tensorized candidate equals the
  * layout reference in the interpreter, natively too, and holds vpdpbusd */
-START_TEST(test_rule_conv) {
+/* The int8 rule on channels-last convolutions for target: every tensorized
+ * sketch uses the family's packed kernels (prefix), whose instruction (insn)
+ * is in the asm, equal to the layout reference in the interpreter and, when
+ * the CPU has cpuflag, natively. */
+static void rule_conv(const char *target, const char *prefix, const char *insn, const char *cpuflag) {
   ts_arena a;
   ts_arena_init(&a);
-  const char *target = "llvm -mattr=+avx512f,+avx512bw,+avx512vnni";
   cg_target t;
   ts_diag_clear(&D);
   ck_assert(cg_target_parse(target, &t, &D) == TS_OK);
@@ -574,16 +580,15 @@ START_TEST(test_rule_conv) {
         sch_traced *c = srch_instantiate(sk[i], f, &t, true, seed, &D);
         ck_assert_msg(c != NULL, "%s: instantiate: %s", spec, D.msg);
         const char *in = tensorized_with(sch_traced_func(c));
-        ck_assert_msg(in && strstr(in, "x86.avx512.vnni.u8i8.packed."), "%s: tensorized with %s", spec,
-                      in ? in : "nothing");
+        ck_assert_msg(in && strstr(in, prefix), "%s: tensorized with %s", spec, in ? in : "nothing");
         const ir_func *ref = sch_layout_reference(&a, f, sch_traced_trace(c), &D);
         ck_assert_msg(ref != NULL && ref != f, "%s", D.msg);
         tu_assert_equivalent(ref, sch_traced_func(c));
         if (seed == 1) {
           char *as = asm_of(sch_traced_func(c), target);
-          ck_assert_msg(count(as, "vpdpbusd") >= 1, "%s: no vpdpbusd", spec);
+          ck_assert_msg(count(as, insn) >= 1, "%s: no %s", spec, insn);
           ts_free(as);
-          if (cpu_has("avx512_vnni")) parity(ref, sch_traced_func(c), target, false);
+          if (cpu_has(cpuflag)) parity(ref, sch_traced_func(c), target, false);
         }
         sch_traced_free(c);
       }
@@ -592,6 +597,16 @@ START_TEST(test_rule_conv) {
     free_sk(sk, n);
   }
   ts_arena_fini(&a);
+}
+
+START_TEST(test_rule_conv) {
+  rule_conv("llvm -mattr=+avx512f,+avx512bw,+avx512vnni", "x86.avx512.vnni.u8i8.packed.", "vpdpbusd", "avx512_vnni");
+}
+END_TEST
+
+/* Without VNNI (AVX2 only) the same convolutions take the vpmaddwd kernels. */
+START_TEST(test_rule_conv_avx2) {
+  rule_conv("llvm -mtriple=x86_64-linux-gnu -mattr=+avx2,+fma", "x86.avx2.pmaddwd.u8i8.packed.", "vpmaddwd", "avx2");
 }
 END_TEST
 
@@ -678,6 +693,7 @@ int main(int argc, char **argv) {
   tcase_add_test(tc, test_rule_batch_and_odd);
   tcase_add_test(tc, test_rule_padded);
   tcase_add_test(tc, test_rule_conv);
+  tcase_add_test(tc, test_rule_conv_avx2);
   suite_add_tcase(s, tc);
   SRunner *sr = srunner_create(s);
   srunner_run_all(sr, CK_NORMAL);
