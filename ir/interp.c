@@ -579,6 +579,23 @@ static void ext_vpdpbusd(const uint8_t *const *x, uint8_t *out, int lanes, int e
   }
 }
 
+/* vpmaddwd (AVX2): out[i] = a16[2i] * b16[2i] + a16[2i+1] * b16[2i+1], i16
+ * operands, the i32 sum wrapping (only -32768^2 * 2 overflows). */
+static void ext_pmaddwd(const uint8_t *const *x, uint8_t *out, int lanes, int ebytes) {
+  (void)ebytes;
+  for (int i = 0; i < lanes; i++) {
+    int64_t acc = 0;
+    for (int k = 0; k < 2; k++) {
+      int16_t a, b;
+      memcpy(&a, x[0] + 2 * (2 * i + k), 2);
+      memcpy(&b, x[1] + 2 * (2 * i + k), 2);
+      acc += (int64_t)a * b;
+    }
+    int32_t r = (int32_t)(uint32_t)(uint64_t)acc;
+    memcpy(out + 4 * i, &r, 4);
+  }
+}
+
 /* sdot / udot: out[i] = acc[i] + sum_k a[4i+k] * b[4i+k], both signed or
  * both unsigned bytes, wrapping. */
 static void dot4(const uint8_t *const *x, uint8_t *out, int lanes, bool sgn) {
@@ -620,6 +637,7 @@ static const struct extern_impl {
     {"llvm.x86.avx512.vpdpbusd.512", {IR_I32, 16}, 3, {{IR_I32, 16}, {IR_I32, 16}, {IR_I32, 16}}, ext_vpdpbusd},
     {"llvm.x86.avx512.vpdpbusd.256", {IR_I32, 8}, 3, {{IR_I32, 8}, {IR_I32, 8}, {IR_I32, 8}}, ext_vpdpbusd},
     {"llvm.x86.avx512.vpdpbusd.128", {IR_I32, 4}, 3, {{IR_I32, 4}, {IR_I32, 4}, {IR_I32, 4}}, ext_vpdpbusd},
+    {"llvm.x86.avx2.pmadd.wd", {IR_I32, 8}, 2, {{IR_I16, 16}, {IR_I16, 16}}, ext_pmaddwd},
     {"llvm.aarch64.neon.sdot.v4i32.v16i8", {IR_I32, 4}, 3, {{IR_I32, 4}, {IR_I8, 16}, {IR_I8, 16}}, ext_sdot},
     {"llvm.aarch64.neon.udot.v4i32.v16i8", {IR_I32, 4}, 3, {{IR_I32, 4}, {IR_I8, 16}, {IR_I8, 16}}, ext_udot},
     {"llvm.aarch64.neon.sdot.v2i32.v8i8", {IR_I32, 2}, 3, {{IR_I32, 2}, {IR_I8, 8}, {IR_I8, 8}}, ext_sdot},

@@ -16,6 +16,9 @@ has the medians over the rounds.
 
   .venv/bin/python bench/quant/quant_zoo.py MODELS_DIR OUT_DIR [--tessel build/tessel] [--repeat 5] [--rounds 3]
       [--only NAME]   (only the models whose name contains NAME, e.g. resnet)
+      [--modes on,off] (the builds to time: on, off, nchw (--qdq nchw: no channels-last region),
+                        tuned (--qdq on --log LOG))
+      [--log LOG]      (the tune-model log of the tuned build)
 
 MODELS_DIR holds resnet50.onnx, efficientnet_b0.onnx and distilbert.onnx
 (bench/zoo/export.py). bench/quant/qdq_nodes.py checks a QDQ model node by
@@ -73,7 +76,10 @@ def main():
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--only", default="", help="run the models whose name contains this (e.g. ResNet)")
+    ap.add_argument("--modes", default="on,off", help="builds: on, off, nchw, tuned (--qdq on --log LOG)")
+    ap.add_argument("--log", default="", help="the tune-model log for the tuned build")
     a = ap.parse_args()
+    modes = a.modes.split(",")
     logging.getLogger().setLevel(logging.ERROR)
     os.makedirs(a.out, exist_ok=True)
     qm = {}
@@ -110,21 +116,22 @@ def main():
                  if v.dtype == np.float32 else v for k, v in feeds.items()}
         spread = np.abs(ort_run(path, moved, False, 1)[0] - r0).max() / m
         sos = {}
-        for qdq in ("on", "off"):
+        for qdq in modes:
             sos[qdq] = os.path.join(a.out, os.path.basename(path)[:-5] + "_qdq_" + qdq + ".so")
-            subprocess.run([a.tessel, "build", path, "-o", sos[qdq], "--qdq", qdq], check=True, capture_output=True)
+            flags = ["--qdq", "on", "--log", a.log] if qdq == "tuned" else ["--qdq", qdq]
+            subprocess.run([a.tessel, "build", path, "-o", sos[qdq]] + flags, check=True, capture_output=True)
         # --rounds rounds, each timing onnxruntime int8 and both builds in turn (medians over rounds): a
         # machine whose load changes shifts all three alike
-        ms = {"ort": [], "on": [], "off": []}
+        ms = {"ort": [], **{q: [] for q in modes}}
         ys = {}
         for _ in range(a.rounds):
             r1, t, _ = ort_run(path, feeds, True, a.repeat)
             ms["ort"].append(t)
-            for qdq in ("on", "off"):
+            for qdq in modes:
                 ys[qdq], t = tessel_run(a, sos[qdq], feeds, d, oname)
                 ms[qdq].append(t)
         ort_ms = float(np.median(ms["ort"]))
-        for qdq in ("on", "off"):
+        for qdq in modes:
             t = float(np.median(ms[qdq]))
             print(f"| {name} | {qdq} | {np.abs(ys[qdq] - r0).max() / m:.2g} | {np.abs(ys[qdq] - r1).max() / m:.2g} | "
                   f"{np.abs(r1 - r0).max() / m:.2g} | {spread:.2g} | {t:.3g} / {ort_ms:.3g} = {t / ort_ms:.2f}x |", flush=True)

@@ -211,6 +211,7 @@ typedef struct tg_pass_opts {
   tg_winograd_mode winograd;
   bool polyphase_off; /* strided 2-d convolutions read the padded input in the plain order */
   bool qdq_off;       /* the qdq pass leaves QuantizeLinear/DequantizeLinear chains as float ops */
+  bool qdq_nchw;      /* the integer ops keep the NCHW layout (no channels-last region; --qdq nchw) */
 } tg_pass_opts;
 
 /* A name -> id hash index (open addressing, linear probing, the names hashed

@@ -777,29 +777,41 @@ bool lg_conv_int_nhwc(lg_kernel *k, const tg_node *n, int xi, int wi, const char
   if (!conv_plan_make(k, n, n->inputs[xi], n->inputs[wi], &p)) return false;
   const win *w = &p.w;
   const tg_value *x = p.x, *y = p.y;
-  int64_t N = x->dims[0].value, C = x->dims[1].value, H = x->dims[2].value, W = x->dims[3].value;
-  int64_t ph = (y->dims[2].value - 1) * w->st[0] + (w->kern[0] - 1) * w->dil[0] + 1;
-  int64_t pw = (y->dims[3].value - 1) * w->st[1] + (w->kern[1] - 1) * w->dil[1] + 1;
+  /* tessel.nhwc (the qdq pass's channels-last region): x and y are already
+   * [N, H, W, C]; else both are NCHW and x is transposed here */
+  bool cl = tg_attr_int(n, "tessel.nhwc", 0) != 0;
+  int hx = cl ? 1 : 2, cx = cl ? 3 : 1;
+  int64_t N = x->dims[0].value, C = x->dims[cx].value, H = x->dims[hx].value, W = x->dims[hx + 1].value;
+  int64_t ph = (y->dims[hx].value - 1) * w->st[0] + (w->kern[0] - 1) * w->dil[0] + 1;
+  int64_t pw = (y->dims[hx + 1].value - 1) * w->st[1] + (w->kern[1] - 1) * w->dil[1] + 1;
   bool guard = w->pb[0] > 0 || w->pb[1] > 0 || ph - w->pb[0] > H || pw - w->pb[1] > W;
-  /* x channels-last and padded, one byte stage */
+  /* x channels-last and padded, one byte stage (none for a channels-last x
+   * the window never leaves) */
   char xt[96];
-  lg_tmpname(xt, sizeof xt, o, "nhwc");
-  tg_dim td[4] = {{N, NULL}, {ph, NULL}, {pw, NULL}, {C, NULL}};
-  lg_let_dims(k, xt, x->dtype, 4, td);
   tb b;
-  tb_reset(&b);
-  lg_lhs(&b, xt, 4);
-  if (guard)
-    tb_printf(&b,
-              " = select(i1 - %" PRId64 " >= 0 && i1 - %" PRId64 " < %" PRId64 " && i2 - %" PRId64 " >= 0 && i2 - %" PRId64
-              " < %" PRId64 ", %s[i0, i3, min(max(i1 - %" PRId64 ", 0), %" PRId64 "), min(max(i2 - %" PRId64
-              ", 0), %" PRId64 ")], %s)",
-              w->pb[0], w->pb[0], H, w->pb[1], w->pb[1], W, in[xi], w->pb[0], H - 1, w->pb[1], W - 1, padval);
-  else
-    tb_printf(&b, " = %s[i0, i3, i1, i2]", in[xi]);
-  lg_stmt(k, &b);
+  if (cl && !guard) {
+    snprintf(xt, sizeof xt, "%s", in[xi]);
+  } else {
+    lg_tmpname(xt, sizeof xt, o, "nhwc");
+    tg_dim td[4] = {{N, NULL}, {ph, NULL}, {pw, NULL}, {C, NULL}};
+    lg_let_dims(k, xt, x->dtype, 4, td);
+    tb_reset(&b);
+    lg_lhs(&b, xt, 4);
+    if (guard) {
+      tb_printf(&b,
+                " = select(i1 - %" PRId64 " >= 0 && i1 - %" PRId64 " < %" PRId64 " && i2 - %" PRId64
+                " >= 0 && i2 - %" PRId64 " < %" PRId64 ", %s[i0, ",
+                w->pb[0], w->pb[0], H, w->pb[1], w->pb[1], W, in[xi]);
+      if (!cl) tb_printf(&b, "i3, ");
+      tb_printf(&b, "min(max(i1 - %" PRId64 ", 0), %" PRId64 "), min(max(i2 - %" PRId64 ", 0), %" PRId64 ")%s], %s)",
+                w->pb[0], H - 1, w->pb[1], W - 1, cl ? ", i3" : "", padval);
+    } else {
+      tb_printf(&b, " = %s[i0, i3, i1, i2]", in[xi]);
+    }
+    lg_stmt(k, &b);
+  }
   /* acc[n, p, q, m]: the window taps, then the channel, innermost */
-  tg_dim ad[4] = {y->dims[0], y->dims[2], y->dims[3], y->dims[1]};
+  tg_dim ad[4] = {y->dims[0], y->dims[hx], y->dims[hx + 1], y->dims[cx]};
   lg_let_dims(k, acc, ir_dt(IR_I32), 4, ad);
   tb_reset(&b);
   lg_lhs(&b, acc, 4);
@@ -908,6 +920,40 @@ static void pool_count(lg_kernel *k, const tg_node *n, const win *w, const tg_va
   lg_stmt(k, &b);
 }
 
+/* A 2-D MaxPool channels-last (tessel.nhwc, the qdq pass's int8 region):
+ * x and y [N, H, W, C], the window over axes 1 and 2. */
+static void emit_max_pool_nhwc(lg_kernel *k, const tg_node *n, const win *w, const tg_value *x, const tg_value *y,
+                               const char *xin, const char *o) {
+  if (w->ns != 2 || x->ndim != 4) {
+    lg_fail(k, TS_EUNSUPPORTED, n, "tessel.nhwc on a pool that is not 2-D");
+    return;
+  }
+  tb b, e[2];
+  for (int s = 0; s < 2; s++) {
+    tb_reset(&e[s]);
+    tb_printf(&e[s], "i%d", 1 + s);
+    if (w->st[s] != 1) tb_printf(&e[s], " * %" PRId64, w->st[s]);
+    tb_printf(&e[s], " + r%d", s);
+    if (w->dil[s] != 1) tb_printf(&e[s], " * %" PRId64, w->dil[s]);
+    if (w->pb[s]) tb_printf(&e[s], " - %" PRId64, w->pb[s]);
+  }
+  tb_reset(&b);
+  lg_lhs(&b, o, 4);
+  tb_printf(&b, " max= %s[i0, %s, %s, i3]", xin, e[0].s, e[1].s);
+  bool any = false;
+  char sz[48];
+  for (int s = 0; s < 2; s++) {
+    tg_dim H = x->dims[1 + s], P = y->dims[1 + s];
+    bool may = w->pb[s] > 0 || H.sym || P.sym ||
+               (P.value - 1) * w->st[s] + (w->kern[s] - 1) * w->dil[s] - w->pb[s] >= H.value;
+    if (!may) continue;
+    tb_printf(&b, "%s%s >= 0 && %s < %s", any ? " && " : " where ", e[s].s, e[s].s, lg_dim_s(k, H, sz));
+    any = true;
+  }
+  tb_printf(&b, " for r0 in 0..%" PRId64 ", r1 in 0..%" PRId64, w->kern[0], w->kern[1]);
+  lg_stmt(k, &b);
+}
+
 void lg_emit_pool(lg_kernel *k, const tg_node *n, const char *const *in, const char *const *out) {
   tg_op op = lg_node_op(n);
   const char *o = out[0];
@@ -920,6 +966,11 @@ void lg_emit_pool(lg_kernel *k, const tg_node *n, const char *const *in, const c
   }
   win w;
   if (!get_win(k, n, x, y, ks, &w)) return;
+  if (tg_attr_int(n, "tessel.nhwc", 0)) {
+    if (op != TG_OP_MAX_POOL || (n->nout > 1 && n->outputs[1] >= 0)) lg_fail(k, TS_EUNSUPPORTED, n, "tessel.nhwc on this pool");
+    else emit_max_pool_nhwc(k, n, &w, x, y, in[0], o);
+    return;
+  }
   if (n->nout > 1 && n->outputs[1] >= 0) {
     lg_fail(k, TS_EUNSUPPORTED, n, "the Indices output of MaxPool");
     return;

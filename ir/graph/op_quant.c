@@ -392,7 +392,9 @@ static void wsum_index(tb *t, const char *wsum, const tg_value *wv, int r) {
 
 static void emit_qint(lg_kernel *k, const tg_node *n, const char *const *in, const char *const *out, const qint_layout *L) {
   const tg_value *y = OUTV(0), *xv = V(k, n->inputs[L->x]), *wv = V(k, n->inputs[L->w]);
-  int r = y->ndim, ch = L->conv ? 1 : r - 1; /* the output axis of w's channels / columns */
+  /* tessel.nhwc: a channels-last conv (the qdq pass's int8 region), x and y [N, H, W, C] */
+  bool cl = L->conv && tg_attr_int(n, "tessel.nhwc", 0) != 0;
+  int r = y->ndim, ch = L->conv ? (cl ? 3 : 1) : r - 1; /* the output axis of w's channels / columns */
   bool requant = L->ys >= 0, folded = tg_attr_int(n, "tessel.comp", 0) != 0;
   bool wsum_in = tg_attr_int(n, "tessel.wsum", 0) != 0 && present(n, L->bias); /* the bias slot holds sum w */
   bool xz = !known_zero(k, n, L->xz), wz = !known_zero(k, n, L->wz), bias = present(n, L->bias) && !wsum_in;
@@ -400,6 +402,10 @@ static void emit_qint(lg_kernel *k, const tg_node *n, const char *const *in, con
    * weights) sums channels-last, the form the VNNI rule tensorizes; its
    * epilogue reads acc back in NCHW order */
   bool nhwc = L->conv && !wz && lg_conv_int_nhwc_ok(k, n, L->x, L->w);
+  if (cl && !nhwc) {
+    lg_fail(k, TS_EUNSUPPORTED, n, "tessel.nhwc on a convolution that cannot sum channels-last");
+    return;
+  }
   bool direct = !nhwc && !requant && !xz && !wz && !bias;
   char acc[64], xsum[64], wsum[64], s[48];
   if (direct) {
@@ -471,7 +477,7 @@ static void emit_qint(lg_kernel *k, const tg_node *n, const char *const *in, con
   /* v = acc - wz * xsum - xz * wsum + K * xz * wz + bias */
   tb v;
   tb_reset(&v);
-  if (nhwc) tb_printf(&v, "%s[i0, i2, i3, i1]", acc);
+  if (nhwc && !cl) tb_printf(&v, "%s[i0, i2, i3, i1]", acc);
   else lg_lhs(&v, acc, r);
   if (wz) {
     tb_printf(&v, " - ");

@@ -107,7 +107,10 @@ bool lg_conv_int(lg_kernel *k, const tg_node *n, int xi, int wi, const char *con
  * padval in one byte stage, then acc [N, P, Q, M] (declared here) +=
  * i32(xt[n, p*sh + kh*dh, q*sw + kw*dw, c]) * i32(w[m, c, kh, kw]) over
  * kh, kw, c: the implicit GEMM the VNNI rule tensorizes (4 consecutive
- * input channels per lane, 16 output channels per vector). */
+ * input channels per lane, 16 output channels per vector). With the node
+ * attribute tessel.nhwc (the qdq pass's channels-last int8 region) x and y
+ * are already [N, H, W, C]: the byte stage only pads (none when the window
+ * stays inside x). */
 bool lg_conv_int_nhwc_ok(lg_kernel *k, const tg_node *n, int xi, int wi);
 bool lg_conv_int_nhwc(lg_kernel *k, const tg_node *n, int xi, int wi, const char *const *in, const char *o,
                       const char *padval, const char *acc);
@@ -222,6 +225,9 @@ ts_status tg_qdq_concat(tg_graph *g, tg_node *n, bool *changed, ts_diag *d); /* 
 ts_status tg_qdq_pair(tg_graph *g, tg_node *n, bool *changed, ts_diag *d);   /* Q(DQ(x)) with one scale: x */
 ts_status tg_qdq_conv(tg_graph *g, tg_node *n, bool *changed, ts_diag *d);   /* DQ -> Conv -> Q: QLinearConv */
 ts_status tg_qdq_matmul(tg_graph *g, tg_node *n, bool *changed, ts_diag *d); /* DQ -> MatMul/Gemm -> Q: QLinearMatMul */
+/* qdq_layout.c: the channels-last int8 region (QLinearConv, MaxPool and the
+ * elementwise ops between them NHWC; back-to-back Transposes cancelled). */
+ts_status tg_qdq_layout(tg_graph *g, ts_diag *d);
 /* quantization (op_quant.c) */
 ts_status imp_quantize(imp *im, nctx *nc);
 ts_status imp_dequantize(imp *im, nctx *nc);

@@ -97,9 +97,16 @@ ts_status tg_pass_opts_set(tg_pass_opts *o, const char *name, const char *value,
       }
     return ts_diag_set(d, TS_EINVAL, "winograd: '%s' is not on, off or all", value);
   }
+  if (!strcmp(name, "qdq") && !strcmp(value, "nchw")) {
+    o->qdq_off = false;
+    o->qdq_nchw = true;
+    return TS_OK;
+  }
+  if (!strcmp(name, "qdq")) o->qdq_nchw = false;
   if (!strcmp(name, "polyphase") || !strcmp(name, "qdq")) {
     if (strcmp(value, "on") && strcmp(value, "off"))
-      return ts_diag_set(d, TS_EINVAL, "%s: '%s' is not on or off", name, value);
+      return ts_diag_set(d, TS_EINVAL, "%s: '%s' is not on or off%s", name, value,
+                         strcmp(name, "qdq") ? "" : " (or nchw)");
     *(!strcmp(name, "qdq") ? &o->qdq_off : &o->polyphase_off) = !strcmp(value, "off");
     return TS_OK;
   }
@@ -107,9 +114,10 @@ ts_status tg_pass_opts_set(tg_pass_opts *o, const char *name, const char *value,
 }
 
 const char *tg_pass_opts_str(const tg_pass_opts *o, char *buf, size_t n) {
-  snprintf(buf, n, "%s%s%s%s", o->winograd ? "winograd=" : "", o->winograd ? winograd_names[o->winograd] : "",
+  snprintf(buf, n, "%s%s%s%s%s", o->winograd ? "winograd=" : "", o->winograd ? winograd_names[o->winograd] : "",
            o->polyphase_off ? (o->winograd ? ",polyphase=off" : "polyphase=off") : "",
-           o->qdq_off ? (o->winograd || o->polyphase_off ? ",qdq=off" : "qdq=off") : "");
+           o->qdq_off ? (o->winograd || o->polyphase_off ? ",qdq=off" : "qdq=off") : "",
+           o->qdq_nchw ? (o->winograd || o->polyphase_off ? ",qdq=nchw" : "qdq=nchw") : "");
   return buf;
 }
 

@@ -429,6 +429,12 @@ ts_status tg_pass_qdq(tg_graph *g, ts_diag *d) {
     ts_status st = tg_pass_dce(g, d); /* re-sorts topologically: new nodes were appended */
     if (st != TS_OK) return st;
   }
+  if (!g->opts.qdq_off && !g->opts.qdq_nchw) {
+    int before = g->nnodes;
+    ts_status st = tg_qdq_layout(g, d);
+    if (st != TS_OK) return st;
+    any |= g->nnodes != before;
+  }
   for (int i = 0; i < g->nnodes; i++) {
     tg_node *n = g->nodes[i];
     int ci = n->dead ? -1 : tg_qint_comp_input(n->op);

@@ -274,6 +274,33 @@
   {"cuda.wmma.load_matrix_" WHICH "." T ".16x16", "cuda", SM, 16, 16, 0, WMMA_COPY_DESC(T, SC, SC_SH), \
    WMMA_LOAD_IMPL(T, SC, MAJOR)}
 
+/* ---- x86 AVX2 (no VNNI): int8 through vpmaddwd ------------------------------------- *
+ * Packed B as VNNI's with 8 lanes and depth 2: the weight [k, n] re-laid as
+ * [n/8, k/2, 16] with byte 2j+kk of row (n/8, k/2) = B[2(k/2)+kk, 8(n/8)+j].
+ * One 16-byte load, sign-extended to i16x16, is vpmaddwd's B operand; A's
+ * two bytes of a row, widened to i16 (zero- or sign-extended by A's type)
+ * and broadcast as one i32 to the 8 lanes, its A operand. vpmaddwd sums
+ * each lane's two i16 products into an i32: exact (|a*b| <= 255*128, two of
+ * them fit an i16 pair's i32 sum), 16 multiply-adds per instruction. */
+#define PMADDWD_PACKED_DESC(R, AT)                                                               \
+  MATMUL_DESC("A: " AT "[" #R ", 2], B: i8[1, 1, 16]) -> C: i32[" #R ", 8]", #R, "8", "2",      \
+              "0, 0, vj * 2 + vk", "i32")
+
+#define PMADDWD_PACKED_IMPL(R, AT)                                                               \
+  "func impl(A: " AT "[" #R ", 2], B: i8[1, 1, 16]) -> C: i32[" #R ", 8] {\n"                     \
+  "  block root() {\n"                                                                         \
+  "    for r in unrolled(0, " #R ") {\n"                                                       \
+  "      C[r, ramp(0, 1, 8)] = C[r, ramp(0, 1, 8)] + call_extern(\"llvm.x86.avx2.pmadd.wd\", i32x8, " \
+  "reinterpret(i16x16, broadcast(reinterpret(i32, i16x2(A[r, ramp(0, 1, 2)])), 8)), "             \
+  "i16x16(B[0, 0, ramp(0, 1, 16)]))\n"                                                             \
+  "    }\n"                                                                                     \
+  "  }\n"                                                                                       \
+  "}\n"
+
+#define PMADDWD_PACKED_ROW(SIG, R, AT)                                                           \
+  {"x86.avx2.pmaddwd." SIG ".packed." #R "x8x2", "x86_64", "avx2", R, 8, 2, PMADDWD_PACKED_DESC(R, AT), \
+   PMADDWD_PACKED_IMPL(R, AT)}
+
 /* A VNNI row on packed B: name x86.avx512.vnni.<SIG>.packed.<R>x16x4. */
 #define VNNI_PACKED_ROW(SIG, R, AT, IMPL)                                                          \
   {"x86.avx512.vnni." SIG ".packed." #R "x16x4", "x86_64", "avx512f,avx512vnni", R, 16, 4, DOT_PACKED_DESC(R, AT), \
@@ -303,6 +330,12 @@ static const sch_intrin table[] = {
     VNNI_PACKED_ROW("i8i8", 1, "i8", VNNI_I8_PACKED_IMPL),
     {"x86.avx512.vnni.colsum.packed.16x4", "x86_64", "avx512f,avx512vnni", 1, 16, 4, VNNI_COLSUM_DESC,
      VNNI_COLSUM_IMPL},
+    PMADDWD_PACKED_ROW("u8i8", 8, "u8"),
+    PMADDWD_PACKED_ROW("u8i8", 4, "u8"),
+    PMADDWD_PACKED_ROW("u8i8", 1, "u8"),
+    PMADDWD_PACKED_ROW("i8i8", 8, "i8"),
+    PMADDWD_PACKED_ROW("i8i8", 4, "i8"),
+    PMADDWD_PACKED_ROW("i8i8", 1, "i8"),
     {"arm.neon.fma.f32.4x4x1", "aarch64", "neon", 4, 4, 1, FMA_DESC(4, 4), FMA_IMPL(4, 4, RAMP4)},
     {"arm.dotprod.sdot.i8i8.4x4x4", "aarch64", "neon,dotprod", 4, 4, 4, DOT_DESC(4, 4, "i8", "i8"),
      ARM_DOT_IMPL(4, "i8", "sdot")},

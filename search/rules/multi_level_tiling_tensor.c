@@ -64,7 +64,8 @@ static void target_of(const cg_target *t, char *arch, size_t na, const char **cp
   static const struct {
     const char *flag, *feat;
   } map[] = {{"avx512f", "+avx512f"}, {"avx512_vnni", "+avx512vnni"}, {"avx512bw", "+avx512bw"},
-             {"asimd", "+neon"},      {"asimddp", "+dotprod"},         {"fma", "+fma"}};
+             {"asimd", "+neon"},      {"asimddp", "+dotprod"},         {"fma", "+fma"},
+             {"avx2", "+avx2"}};
   char line[8192];
   while (fgets(line, sizeof line, f)) {
     if (strncmp(line, "flags", 5) && strncmp(line, "Features", 8)) continue;
@@ -80,6 +81,30 @@ static void target_of(const cg_target *t, char *arch, size_t na, const char **cp
     break;
   }
   fclose(f);
+}
+
+/* The x86 int8 kernel families on a packed weight, best first: VNNI
+ * (vpdpbusd, 16 lanes x 4 deep; i8 x i8 shifted to u8 first, the
+ * compensation's column sums tensorized) and, without VNNI, AVX2 (vpmaddwd,
+ * 8 lanes x 2 deep, both signs as they are). packed: the family's packed
+ * kernel (its availability is the family's); prefix: the names padding may
+ * use. docs/TENSORIZE.md. */
+typedef struct i8_family {
+  const char *packed, *prefix;
+  int lanes, depth;
+  bool shift;
+} i8_family;
+
+static const i8_family i8_families[] = {
+    {"x86.avx512.vnni.u8i8.packed.1x16x4", "x86.avx512.vnni.", 16, 4, true},
+    {"x86.avx2.pmaddwd.u8i8.packed.1x8x2", "x86.avx2.pmaddwd.", 8, 2, false},
+};
+
+/* The best int8 family the target has, or NULL. */
+static const i8_family *i8_family_of(const char *arch, const char *cpu, const char *feats) {
+  for (size_t i = 0; i < sizeof i8_families / sizeof i8_families[0]; i++)
+    if (sch_intrin_available(sch_intrin_get(i8_families[i].packed), arch, cpu, feats, NULL)) return &i8_families[i];
+  return NULL;
 }
 
 /* One loop per iter var, in iter order (loop l binds iter l). */
@@ -151,15 +176,17 @@ static bool apply(const srch_rule_ctx *c, sch_traced *t, const char *block, cons
 /* The intrinsics available on the target that match block of t with
  * extents ext (the largest, m * n * k, first; at most max), their extents
  * per iter var in cext. pad false: only those whose extents divide; true:
- * only VNNI ones whose extents do not (the block is padded for them). */
+ * only the int8 family's (prefix) whose extents do not (the block is padded
+ * for them). */
 static int matching(sch_traced *t, const char *block, int nl, const int64_t *ext, const char *arch, const char *cpu,
-                    const char *feats, bool pad, const sch_intrin **cand, int64_t (*cext)[MAXL], int max) {
+                    const char *feats, bool pad, const char *prefix, const sch_intrin **cand, int64_t (*cext)[MAXL],
+                    int max) {
   ts_diag q;
   int nc = 0;
   for (int i = 0; i < sch_intrin_count() && nc < max; i++) {
     const sch_intrin *in = sch_intrin_at(i);
     if (!sch_intrin_available(in, arch, cpu, feats, NULL)) continue;
-    if (pad && strncmp(in->name, "x86.avx512.vnni.", 16)) continue; /* padding: the VNNI kernels only */
+    if (pad && (!prefix || strncmp(in->name, prefix, strlen(prefix)))) continue; /* padding: the int8 family only */
     ts_diag_clear(&q);
     if (sch_tensorize_match_block(sch_traced_state(t), (sch_block){.name = block}, in, cext[nc], &q)) continue;
     bool divides = true;
@@ -225,7 +252,7 @@ static bool vnni_visit(void *ctx, const ir_expr *e) {
  * 64]): the packed intrinsics then load vpdpbusd's operand directly. A
  * model build packs the constant once (docs/LAYOUT.md, "Build"). False
  * (t unchanged) when there is no such weight or the layout is refused. */
-static bool vnni_pack(sch_traced *t, const char *block) {
+static bool vnni_pack(sch_traced *t, const char *block, const i8_family *fm) {
   const ir_func *f = sch_traced_func(t);
   int nl;
   sch_loop *cl;
@@ -246,7 +273,8 @@ static bool vnni_pack(sch_traced *t, const char *block) {
     sch_layout_map m;
     ts_diag q;
     ts_diag_clear(&q);
-    if (sch_layout_vnni(f, p, v.kdim, v.ndim, 16, 4, &m, &q) == TS_OK && sch_t_transform_layout(t, &m, &q) == TS_OK)
+    if (sch_layout_vnni(f, p, v.kdim, v.ndim, fm->lanes, fm->depth, &m, &q) == TS_OK &&
+        sch_t_transform_layout(t, &m, &q) == TS_OK)
       return true;
   }
   return false;
@@ -331,7 +359,9 @@ static bool apply_fixed(sch_traced *t, const char *block, const ir_block *blk, c
       red[nr++] = o2[0];
       continue;
     }
-    int64_t rest = ext[l] / ie[l], cap = first_s ? (in->m >= 8 ? 1 : 8 / in->m) : 2, f = 1;
+    /* column vectors: 2 on 32 zmm registers, 1 on AVX2's 16 ymm (8 rows of
+     * accumulators, the weight's vector and A's broadcast) */
+    int64_t rest = ext[l] / ie[l], cap = first_s ? (in->m >= 8 ? 1 : 8 / in->m) : (in->n >= 16 ? 2 : 1), f = 1;
     first_s = false;
     for (int64_t c = cap; c >= 1 && f == 1; c--)
       if (rest % c == 0) f = c;
@@ -382,23 +412,24 @@ bool srch_tensor_default(sch_traced *t, const char *block, const cg_target *tg, 
   char arch[128], feats[600];
   const char *cpu;
   target_of(tg, arch, sizeof arch, &cpu, feats, sizeof feats);
-  if (!sch_intrin_available(sch_intrin_get("x86.avx512.vnni.u8i8.packed.1x16x4"), arch, cpu, feats, NULL))
-    return false;
+  const i8_family *fm = i8_family_of(arch, cpu, feats);
+  if (!fm) return false;
   /* the rule's preparation: shifted to u8, the weight packed, its column
    * sums tensorized; then the largest kernel that divides, or the block
    * padded for one */
   ts_diag q;
   ts_diag_clear(&q);
   int b, sb[2];
-  bool shifted = sch_t_get_block(t, block, &b, &q) == TS_OK && sch_t_shift_to_unsigned(t, b, sb, &q) == TS_OK;
-  bool packed = pack && vnni_pack(t, block);
+  bool shifted =
+      fm->shift && sch_t_get_block(t, block, &b, &q) == TS_OK && sch_t_shift_to_unsigned(t, b, sb, &q) == TS_OK;
+  bool packed = pack && vnni_pack(t, block, fm);
   if (shifted && packed) colsum_vnni(t, sb[1]);
   const sch_intrin *cand[16];
   int64_t cext[16][MAXL];
-  int nc = matching(t, block, nl, ext, arch, cpu, feats, false, cand, cext, 16);
+  int nc = matching(t, block, nl, ext, arch, cpu, feats, false, NULL, cand, cext, 16);
   int pick = nc > 0 ? 0 : -1;
   if (nc == 0) {
-    nc = matching(t, block, nl, ext, arch, cpu, feats, true, cand, cext, 16);
+    nc = matching(t, block, nl, ext, arch, cpu, feats, true, fm->prefix, cand, cext, 16);
     for (int i = 0; i < nc && pick < 0; i++)
       if (pad_for(t, block, nl, cext[i])) pick = i;
   }
@@ -448,40 +479,39 @@ ts_status srch_rule_multi_level_tiling_tensor(const srch_rule_ctx *c, sch_traced
   sch_traced *base = NULL;
   int nc = 0;
   ts_diag q;
-  if (sch_intrin_available(sch_intrin_get("x86.avx512.vnni.u8i8.1x16x4"), arch, cpu, feats, NULL) &&
-      (base = srch_fork(c, t, &q)) != NULL) {
-    /* i8 x i8: A shifted to u8 and the compensation hoisted into its own
-     * block (ShiftToUnsigned; a block of another form is left as it is),
+  const i8_family *fm = i8_family_of(arch, cpu, feats);
+  if (fm && (base = srch_fork(c, t, &q)) != NULL) {
+    /* i8 x i8 (VNNI): A shifted to u8 and the compensation hoisted into its
+     * own block (ShiftToUnsigned; a block of another form is left as it is),
      * then the weight packed */
     int b, sb[2];
     ts_diag_clear(&q);
-    bool shifted = sch_t_get_block(base, block, &b, &q) == TS_OK && sch_t_shift_to_unsigned(base, b, sb, &q) == TS_OK;
-    bool packed = sch_intrin_available(sch_intrin_get("x86.avx512.vnni.u8i8.packed.1x16x4"), arch, cpu, feats, NULL) &&
-                  vnni_pack(base, block);
+    bool shifted = fm->shift && sch_t_get_block(base, block, &b, &q) == TS_OK &&
+                   sch_t_shift_to_unsigned(base, b, sb, &q) == TS_OK;
+    bool packed = vnni_pack(base, block, fm);
     if (shifted && packed) colsum_vnni(base, sb[1]);
-    if (shifted || packed) nc = matching(base, block, nl, ext, arch, cpu, feats, false, cand, cext, 16);
+    if (shifted || packed) nc = matching(base, block, nl, ext, arch, cpu, feats, false, NULL, cand, cext, 16);
     if (nc == 0) {
       sch_traced_free(base);
       base = NULL;
     }
   }
-  if (!base) nc = matching(t, block, nl, ext, arch, cpu, feats, false, cand, cext, 16);
+  if (!base) nc = matching(t, block, nl, ext, arch, cpu, feats, false, NULL, cand, cext, 16);
   /* no intrinsic divides the extents: VNNI on the block padded up to the
    * intrinsic's tile (PadEinsum: zero-filled input copies, the output's
    * padding computed and dropped), after ShiftToUnsigned for i8 x i8 */
   bool pad = false;
-  if (nc == 0 && sch_intrin_available(sch_intrin_get("x86.avx512.vnni.u8i8.1x16x4"), arch, cpu, feats, NULL) &&
-      (base = srch_fork(c, t, &q)) != NULL) {
+  if (nc == 0 && fm && (base = srch_fork(c, t, &q)) != NULL) {
     int b, sb[2];
     ts_diag_clear(&q);
-    bool shifted = sch_t_get_block(base, block, &b, &q) == TS_OK && sch_t_shift_to_unsigned(base, b, sb, &q) == TS_OK;
+    bool shifted = fm->shift && sch_t_get_block(base, block, &b, &q) == TS_OK &&
+                   sch_t_shift_to_unsigned(base, b, sb, &q) == TS_OK;
     /* the weight packed with its n and k padded (zeros in a model build;
      * the padded block's A reads zeros in the k tail and drops the n tail, so
      * the kernel never depends on them) */
-    bool packed = sch_intrin_available(sch_intrin_get("x86.avx512.vnni.u8i8.packed.1x16x4"), arch, cpu, feats, NULL) &&
-                  vnni_pack(base, block);
+    bool packed = vnni_pack(base, block, fm);
     if (shifted && packed) colsum_vnni(base, sb[1]);
-    nc = matching(base, block, nl, ext, arch, cpu, feats, true, cand, cext, 16);
+    nc = matching(base, block, nl, ext, arch, cpu, feats, true, fm->prefix, cand, cext, 16);
     pad = nc > 0;
     if (!pad) {
       sch_traced_free(base);

@@ -63,23 +63,24 @@ static sch_state *tensorized(ts_arena *a, const char *spec, const char *intrin, 
   return s;
 }
 
-/* spec's B re-laid into the VNNI layout [n/16, k/4, 64] (TransformLayout),
- * then tiled (ti, 16, 4) and tensorized with a packed intrinsic; *orig is
- * the unscheduled function on the packed weight (what the kernel computes:
- * docs/LAYOUT.md) */
-static sch_state *packed_tensorized(ts_arena *a, const char *spec, const char *intrin, int64_t ti, ir_func **orig) {
+/* spec's B re-laid into the packed layout [n/lanes, k/depth, lanes*depth]
+ * (TransformLayout; VNNI's is 16 x 4), then tiled (ti, lanes, depth) and
+ * tensorized with a packed intrinsic; *orig is the unscheduled function on
+ * the packed weight (what the kernel computes: docs/LAYOUT.md) */
+static sch_state *packed_tensorized_ld(ts_arena *a, const char *spec, const char *intrin, int64_t ti, int64_t lanes,
+                                       int64_t depth, ir_func **orig) {
   ir_func *f;
   sch_state *s = tu_schedule(a, spec, &f);
   sch_layout_map m;
   ts_diag_clear(&D);
-  tu_ok(sch_layout_vnni(sch_func(s), 1, 0, 1, 16, 4, &m, &D), &D);
+  tu_ok(sch_layout_vnni(sch_func(s), 1, 0, 1, lanes, depth, &m, &D), &D);
   tu_ok(sch_transform_layout(s, &m, &D), &D);
   *orig = ir_func_copy(a, sch_func(s));
   ck_assert_ptr_nonnull(*orig);
   ck_assert_int_eq((*orig)->params[1]->ndim, 3);
   sch_loop lp[3], o[3][2];
   ck_assert_int_eq(tu_loops(s, "C", lp, 3), 3);
-  int64_t fs[3][2] = {{-1, ti}, {-1, 16}, {-1, 4}};
+  int64_t fs[3][2] = {{-1, ti}, {-1, lanes}, {-1, depth}};
   for (int i = 0; i < 3; i++) {
     ts_diag_clear(&D);
     tu_ok(sch_split(s, lp[i], 2, fs[i], o[i], &D), &D);
@@ -90,6 +91,11 @@ static sch_state *packed_tensorized(ts_arena *a, const char *spec, const char *i
   ts_diag_clear(&D);
   tu_ok(sch_tensorize_loop(s, o[0][1], intrin, NULL, &D), &D);
   return s;
+}
+
+/* The VNNI layout [n/16, k/4, 64], tiled (ti, 16, 4). */
+static sch_state *packed_tensorized(ts_arena *a, const char *spec, const char *intrin, int64_t ti, ir_func **orig) {
+  return packed_tensorized_ld(a, spec, intrin, ti, 16, 4, orig);
 }
 
 static char *asm_of(const ir_func *f, const char *target) {
@@ -235,6 +241,43 @@ START_TEST(test_vnni_packed) {
 }
 END_TEST
 
+/* The AVX2 int8 kernels (no VNNI): vpmaddwd on the weight packed 8 lanes x
+ * 2 deep, sign-extended; bit-exact with the interpreter natively (u8 x i8
+ * and i8 x i8, 1 / 4 / 8 rows) */
+START_TEST(test_pmaddwd_packed) {
+  ts_arena a;
+  ts_arena_init(&a);
+  ir_func *orig;
+  sch_state *s =
+      packed_tensorized_ld(&a, "matmul_u8s8:m=8,n=32,k=16", "x86.avx2.pmaddwd.u8i8.packed.4x8x2", 4, 8, 2, &orig);
+  char *x = asm_of(sch_func(s), "llvm -mtriple=x86_64-linux-gnu -mattr=+avx2,+fma");
+  ck_assert_msg(count(x, "vpmaddwd") >= 2, "no vpmaddwd in:\n%.4000s", x);
+  ts_free(x);
+  sch_free(s);
+  if (!cpu_has("avx2")) {
+    fprintf(stderr, "test_intrin: this CPU has no avx2; native vpmaddwd parity skipped\n");
+    ts_arena_fini(&a);
+    return;
+  }
+  static const struct {
+    const char *spec, *intrin;
+    int64_t rows;
+  } cases[] = {
+      {"matmul_u8s8:m=16,n=24,k=20", "x86.avx2.pmaddwd.u8i8.packed.8x8x2", 8},
+      {"matmul_u8s8:m=12,n=16,k=6", "x86.avx2.pmaddwd.u8i8.packed.4x8x2", 4},
+      {"matmul_u8s8:m=3,n=8,k=4", "x86.avx2.pmaddwd.u8i8.packed.1x8x2", 1},
+      {"matmul_int8:m=12,n=24,k=20", "x86.avx2.pmaddwd.i8i8.packed.4x8x2", 4},
+      {"matmul_int8:m=5,n=16,k=8", "x86.avx2.pmaddwd.i8i8.packed.1x8x2", 1},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    s = packed_tensorized_ld(&a, cases[i].spec, cases[i].intrin, cases[i].rows, 8, 2, &orig);
+    parity(orig, sch_func(s), "llvm -mattr=+avx2,+fma", false);
+    sch_free(s);
+  }
+  ts_arena_fini(&a);
+}
+END_TEST
+
 START_TEST(test_fma_microkernel) {
   ts_arena a;
   ts_arena_init(&a);
@@ -363,18 +406,21 @@ START_TEST(test_rule_targets) {
   ck_assert_int_eq(tensor_sketches(f, "llvm -mtriple=x86_64-linux-gnu -mattr=+avx512f,+avx512vnni", &sk, &n), 2);
   ck_assert_int_eq(n, 8);
   free_sk(sk, n);
-  ck_assert_int_eq(tensor_sketches(f, "llvm -mtriple=x86_64-linux-gnu -mcpu=skylake-avx512", &sk, &n), 0);
+  /* without VNNI (skylake-avx512 has AVX2): the AVX2 vpmaddwd kernels; without AVX2 none */
+  ck_assert_int_eq(tensor_sketches(f, "llvm -mtriple=x86_64-linux-gnu -mcpu=skylake-avx512", &sk, &n), 2);
+  free_sk(sk, n);
+  ck_assert_int_eq(tensor_sketches(f, "llvm -mtriple=x86_64-linux-gnu -mcpu=x86-64 -mattr=+sse4.2", &sk, &n), 0);
   free_sk(sk, n);
   ck_assert_int_eq(tensor_sketches(f, "llvm -mtriple=aarch64-linux-gnu -mattr=+dotprod", &sk, &n), 2);
   free_sk(sk, n);
   ck_assert_int_eq(tensor_sketches(f, "llvm -mtriple=aarch64-linux-gnu -mcpu=cortex-a72", &sk, &n), 0);
   free_sk(sk, n);
   /* an extent the intrinsic does not divide: the block padded (PadEinsum)
-   * for the two largest VNNI kernels; without VNNI still none */
+   * for the two largest VNNI kernels; with AVX2 only, for its kernels */
   ir_func *g = tu_workload(&a, "matmul_int8:m=64,n=60,k=64");
   ck_assert_int_eq(tensor_sketches(g, "llvm -mtriple=x86_64-linux-gnu -mattr=+avx512f,+avx512vnni", &sk, &n), 2);
   free_sk(sk, n);
-  ck_assert_int_eq(tensor_sketches(g, "llvm -mtriple=x86_64-linux-gnu -mcpu=skylake-avx512", &sk, &n), 0);
+  ck_assert_int_eq(tensor_sketches(g, "llvm -mtriple=x86_64-linux-gnu -mcpu=skylake-avx512", &sk, &n), 2);
   free_sk(sk, n);
   /* sgemm: the FMA micro-kernels */
   ir_func *h = tu_workload(&a, "matmul:m=64,n=64,k=64");
@@ -495,10 +541,13 @@ END_TEST
  * 2, dilation, a batch, odd and prime channel counts (padded: PadEinsum on
  * the padded input's channels): every tensorized candidate equals the
  * layout reference in the interpreter, natively too, and holds vpdpbusd */
-START_TEST(test_rule_conv) {
+/* The int8 rule on channels-last convolutions for target: every tensorized
+ * sketch uses the family's packed kernels (prefix), whose instruction (insn)
+ * is in the asm, equal to the layout reference in the interpreter and, when
+ * the CPU has cpuflag, natively. */
+static void rule_conv(const char *target, const char *prefix, const char *insn, const char *cpuflag) {
   ts_arena a;
   ts_arena_init(&a);
-  const char *target = "llvm -mattr=+avx512f,+avx512bw,+avx512vnni";
   cg_target t;
   ts_diag_clear(&D);
   ck_assert(cg_target_parse(target, &t, &D) == TS_OK);
@@ -531,16 +580,15 @@ START_TEST(test_rule_conv) {
         sch_traced *c = srch_instantiate(sk[i], f, &t, true, seed, &D);
         ck_assert_msg(c != NULL, "%s: instantiate: %s", spec, D.msg);
         const char *in = tensorized_with(sch_traced_func(c));
-        ck_assert_msg(in && strstr(in, "x86.avx512.vnni.u8i8.packed."), "%s: tensorized with %s", spec,
-                      in ? in : "nothing");
+        ck_assert_msg(in && strstr(in, prefix), "%s: tensorized with %s", spec, in ? in : "nothing");
         const ir_func *ref = sch_layout_reference(&a, f, sch_traced_trace(c), &D);
         ck_assert_msg(ref != NULL && ref != f, "%s", D.msg);
         tu_assert_equivalent(ref, sch_traced_func(c));
         if (seed == 1) {
           char *as = asm_of(sch_traced_func(c), target);
-          ck_assert_msg(count(as, "vpdpbusd") >= 1, "%s: no vpdpbusd", spec);
+          ck_assert_msg(count(as, insn) >= 1, "%s: no %s", spec, insn);
           ts_free(as);
-          if (cpu_has("avx512_vnni")) parity(ref, sch_traced_func(c), target, false);
+          if (cpu_has(cpuflag)) parity(ref, sch_traced_func(c), target, false);
         }
         sch_traced_free(c);
       }
@@ -549,6 +597,16 @@ START_TEST(test_rule_conv) {
     free_sk(sk, n);
   }
   ts_arena_fini(&a);
+}
+
+START_TEST(test_rule_conv) {
+  rule_conv("llvm -mattr=+avx512f,+avx512bw,+avx512vnni", "x86.avx512.vnni.u8i8.packed.", "vpdpbusd", "avx512_vnni");
+}
+END_TEST
+
+/* Without VNNI (AVX2 only) the same convolutions take the vpmaddwd kernels. */
+START_TEST(test_rule_conv_avx2) {
+  rule_conv("llvm -mtriple=x86_64-linux-gnu -mattr=+avx2,+fma", "x86.avx2.pmaddwd.u8i8.packed.", "vpmaddwd", "avx2");
 }
 END_TEST
 
@@ -623,6 +681,7 @@ int main(int argc, char **argv) {
   tcase_add_test(tc, test_vnni_asm);
   tcase_add_test(tc, test_vnni_parity);
   tcase_add_test(tc, test_vnni_packed);
+  tcase_add_test(tc, test_pmaddwd_packed);
   tcase_add_test(tc, test_fma_microkernel);
   tcase_add_test(tc, test_sdot);
   tcase_add_test(tc, test_extern_refusals);
@@ -634,6 +693,7 @@ int main(int argc, char **argv) {
   tcase_add_test(tc, test_rule_batch_and_odd);
   tcase_add_test(tc, test_rule_padded);
   tcase_add_test(tc, test_rule_conv);
+  tcase_add_test(tc, test_rule_conv_avx2);
   suite_add_tcase(s, tc);
   SRunner *sr = srunner_create(s);
   srunner_run_all(sr, CK_NORMAL);

@@ -271,6 +271,68 @@ START_TEST(test_qdq_fused) {
 }
 END_TEST
 
+/* The nodes of op (or any op: NULL) whose attribute attr is set, and of op. */
+static void count_attr(const tg_graph *g, tg_op op, const char *attr, int *with, int *all) {
+  *with = *all = 0;
+  for (int i = 0; i < g->nnodes; i++) {
+    const tg_node *n = g->nodes[i];
+    if (n->dead || n->op != op) continue;
+    (*all)++;
+    *with += tg_attr_int(n, attr, 0) != 0;
+  }
+}
+
+/* The QDQ small ResNet (quant_resnet_qdq: a 7x7 stride-2 stem, a padded
+ * MaxPool, two bottlenecks with residual Adds, GlobalAveragePool, Gemm)
+ * after the qdq pass is one channels-last int8 region: every QLinearConv and
+ * the MaxPool carry tessel.nhwc, the elementwise DequantizeLinear -> Add ->
+ * QuantizeLinear chains run on NHWC tensors, and only two Transposes are
+ * left (the stem's input, the float tail's GlobalAveragePool); with --qdq
+ * nchw none. The whole pipeline on the reference interpreter gives the same
+ * output both ways, bit for bit (the layout changes no arithmetic). */
+START_TEST(test_qdq_nhwc) {
+  ir_tensor out[2];
+  for (int nchw = 0; nchw < 2; nchw++) {
+    ir_module *m = ir_module_new();
+    tg_graph *g = NULL;
+    ts_diag d;
+    ts_diag_clear(&d);
+    char p[700];
+    snprintf(p, sizeof p, "%s/quant_resnet_qdq.onnx", models);
+    ck_assert_msg(tg_onnx_import(p, m, &g, &d) == TS_OK, "%s", d.msg);
+    tg_pass_opts o = {.qdq_nchw = nchw};
+    ck_assert_msg(tg_run_pipeline_opts(g, "qdq", &o, &d) == TS_OK, "%s", d.msg);
+    int with, all;
+    count_attr(g, TG_OP_QLINEAR_CONV, "tessel.nhwc", &with, &all);
+    ck_assert_int_eq(all, 8);
+    ck_assert_int_eq(with, nchw ? 0 : 8);
+    count_attr(g, TG_OP_MAX_POOL, "tessel.nhwc", &with, &all);
+    ck_assert_int_eq(all, 1);
+    ck_assert_int_eq(with, nchw ? 0 : 1);
+    count_attr(g, TG_OP_TRANSPOSE, "perm", &with, &all);
+    ck_assert_int_eq(all, nchw ? 0 : 2);
+    count_attr(g, TG_OP_ADD, "", &with, &all);
+    ck_assert_int_eq(all, 2);
+    for (int i = 0; i < g->nnodes; i++) /* the residual Adds read and write NHWC: [1, 5, 5, 20] */
+      if (!g->nodes[i]->dead && g->nodes[i]->op == TG_OP_ADD && !nchw)
+        ck_assert_int_eq(g->values[g->nodes[i]->outputs[0]]->dims[3].value, 20);
+    ck_assert_msg(tg_run_pipeline_opts(g, NULL, &o, &d) == TS_OK, "%s", d.msg);
+    ir_tensor in = {.dtype = ir_dt(IR_F32), .ndim = 4, .shape = {1, 3, 37, 35}};
+    float *x = malloc(sizeof(float) * 3 * 37 * 35);
+    ck_assert_ptr_nonnull(x);
+    for (int i = 0; i < 3 * 37 * 35; i++) x[i] = (float)((i * 7919) % 1000) / 250.0f - 2.0f;
+    in.data = x;
+    ck_assert_msg(tg_graph_run(g, &in, &out[nchw], &d) == TS_OK, "%s", d.msg);
+    free(x);
+    ir_module_free(m);
+  }
+  ck_assert_int_eq(ir_tensor_numel(&out[0]), 10);
+  for (int64_t e = 0; e < 10; e++) ck_assert_double_eq(ir_tensor_get(&out[0], e), ir_tensor_get(&out[1], e));
+  ir_tensor_free(&out[0]);
+  ir_tensor_free(&out[1]);
+}
+END_TEST
+
 int main(void) {
   models = getenv("MODELS_DIR");
   char probe[600];
@@ -291,6 +353,7 @@ int main(void) {
   tcase_set_timeout(tc, 120);
   tcase_add_loop_test(tc, test_model_vs_onnxruntime, 0, nmodels);
   tcase_add_test(tc, test_qdq_fused);
+  tcase_add_test(tc, test_qdq_nhwc);
   suite_add_tcase(s, tc);
   SRunner *sr = srunner_create(s);
   srunner_run_all(sr, CK_NORMAL);

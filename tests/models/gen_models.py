@@ -12,9 +12,11 @@ weights, fixed shapes), built with the onnx helper API:
                     residual adds, an MLP with Gelu; x f32[batch,16,64] -> same
   transformer_erf.onnx  opset 17: the same block with gelu written with Erf
                     and a Shape/Gather/Concat-computed reshape target
-  quant_mlp_dyn.onnx, quant_cnn_qdq.onnx, quant_mbconv_qdq.onnx  opset 13:
+  quant_mlp_dyn.onnx, quant_cnn_qdq.onnx, quant_mbconv_qdq.onnx,
+  quant_resnet_qdq.onnx  opset 13:
                         made by onnxruntime's quantization tools (dynamic
-                        MLP, per-channel QDQ CNN, QDQ EfficientNet block)
+                        MLP, per-channel QDQ CNN, QDQ EfficientNet block,
+                        QDQ small ResNet)
   transformer_flat.onnx opset 17: dims that are products of batch and seq
                         (Flatten, Reshape -1, heads folded into the batch)
   transformer_dyn.onnx  opset 17: a decoder block with dynamic batch and
@@ -913,8 +915,9 @@ def quantized_models(out):
     DynamicQuantizeLinear, MatMulInteger) and a QDQ CNN (quantize_static with
     per-channel int8 weights and uint8 activations, 8 seeded calibration
     inputs), and that CNN in the operator format (QLinearConv), and an
-    EfficientNet block quantized like the CNN: quant_mlp_dyn.onnx,
-    quant_cnn_qdq.onnx, quant_cnn_qop.onnx, quant_mbconv_qdq.onnx."""
+    EfficientNet block and a small ResNet quantized like the CNN:
+    quant_mlp_dyn.onnx, quant_cnn_qdq.onnx, quant_cnn_qop.onnx,
+    quant_mbconv_qdq.onnx, quant_resnet_qdq.onnx."""
     import tempfile
     from onnxruntime.quantization import (CalibrationDataReader, QuantFormat, QuantType, quantize_dynamic,
                                           quantize_static)
@@ -981,6 +984,42 @@ def quantized_models(out):
             def get_next(self):
                 return next(self.d, None)
         quantize_static(f, os.path.join(out, "quant_mbconv_qdq.onnx"), Reader2(), quant_format=QuantFormat.QDQ,
+                        per_channel=True, activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8)
+        # a small ResNet the way quantize_static writes ResNet-50 (the qdq pass's channels-last region):
+        # a 7x7 stride-2 stem with Relu, a padded 3x3 stride-2 MaxPool, a bottleneck with a strided 1x1
+        # projection and one with the identity shortcut, each ending in Add -> Relu, GlobalAveragePool
+        # and a Gemm; odd channels and extents
+        b = Builder(6)
+
+        def cv(t, m, c, k, s=1, relu=True):
+            p = k // 2
+            t = b.op("Conv", [t, b.weight("w", [m, c, k, k]), b.weight("b", [m], 0.1)], kernel_shape=[k, k],
+                     strides=[s, s], pads=[p, p, p, p])
+            return b.op("Relu", [t]) if relu else t
+
+        def bottleneck(t, c, mid, m, s):
+            y = cv(cv(cv(t, mid, c, 1), mid, mid, 3, s), m, mid, 1, relu=False)
+            sc = cv(t, m, c, 1, s, relu=False) if s != 1 or c != m else t
+            return b.op("Relu", [b.op("Add", [y, sc])])
+        c = cv("x", 12, 3, 7, 2)
+        c = b.op("MaxPool", [c], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1])
+        c = bottleneck(c, 12, 8, 20, 2)
+        c = bottleneck(c, 20, 8, 20, 1)
+        c = b.op("Flatten", [b.op("GlobalAveragePool", [c])])
+        b.op("Gemm", [c, b.weight("wf", [10, 20]), b.weight("bf", [10], 0.1)], transB=1)
+        b.nodes[-1].output[0] = "y"
+        f = os.path.join(td, "resnet.onnx")
+        onnx.save(b.model("quant_resnet", [helper.make_tensor_value_info("x", F, [1, 3, 37, 35])],
+                          [helper.make_tensor_value_info("y", F, [1, 10])], 13), f)
+
+        class Reader3(CalibrationDataReader):
+            def __init__(self):
+                self.d = iter([{"x": np.random.default_rng(i).standard_normal((1, 3, 37, 35)).astype(np.float32)}
+                               for i in range(8)])
+
+            def get_next(self):
+                return next(self.d, None)
+        quantize_static(f, os.path.join(out, "quant_resnet_qdq.onnx"), Reader3(), quant_format=QuantFormat.QDQ,
                         per_channel=True, activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8)
 
 

@@ -350,22 +350,34 @@ static double output_step(const char *model) {
  * SiLU as Sigmoid and a Mul of two dequantized tensors, a depthwise conv
  * with per-channel weights, squeeze-excitation's GlobalAveragePool and
  * broadcast Mul, a residual Add, all between DequantizeLinear and
- * QuantizeLinear) with and without the qdq pass: within one step of y. */
+ * QuantizeLinear) with and without the qdq pass: within one step of y. The
+ * QDQ small ResNet (quant_resnet_qdq: a stem, a MaxPool, two bottlenecks
+ * with residual Adds) with the channels-last int8 region (--qdq on) and
+ * without it (--qdq nchw): within one step of y, and equal to each other. */
 START_TEST(parity_quantized) {
   if (!have_python()) {
     fprintf(stderr, "skipped: %s missing (scripts/setup.sh)\n", python);
     return;
   }
-  static const char *ms[] = {"quant_mlp_dyn", "quant_cnn_qdq", "quant_cnn_qop", "quant_mbconv_qdq", "quant_mbconv_qdq"};
-  for (int i = 0; i < 5; i++) {
+  static const char *ms[] = {"quant_mlp_dyn",    "quant_cnn_qdq",    "quant_cnn_qop",   "quant_mbconv_qdq",
+                             "quant_mbconv_qdq", "quant_resnet_qdq", "quant_resnet_qdq"};
+  static const char *qdqs[] = {"on", "on", "on", "on", "off", "on", "nchw"};
+  for (int i = 0; i < 7; i++) {
     char so[400], dir[400];
-    const char *qdq = i == 4 ? "off" : "on";
+    const char *qdq = qdqs[i];
     snprintf(so, sizeof so, "%s/%s_%s.so", tmpdir, ms[i], qdq);
     snprintf(dir, sizeof dir, "%s/%s_%s", tmpdir, ms[i], qdq);
     tr_ok(sh("'%s' build '%s/%s.onnx' -o '%s' --qdq %s", tessel, models, ms[i], so, qdq), ms[i]);
     if (i == 1 || i >= 3) against_ort(ms[i], so, dir, 0, output_step(ms[i]) * 1.001);
     else against_ort(ms[i], so, dir, i ? 1e-4 : 0, i ? 1e-5 : 2e-2);
   }
+  /* the channels-last region changes no arithmetic: --qdq on and nchw agree bit for bit */
+  tr_result r = sh("'%s' -c \"import numpy as n; a=n.load('%s/quant_resnet_qdq_on/out/y.npy'); "
+                   "b=n.load('%s/quant_resnet_qdq_nchw/out/y.npy'); print(int((a != b).sum()))\"",
+                   python, tmpdir, tmpdir);
+  ck_assert_msg(r.status == 0, "%s", r.err);
+  ck_assert_int_eq(atoi(r.out), 0);
+  tr_result_free(&r);
 }
 END_TEST
 
