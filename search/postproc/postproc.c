@@ -276,7 +276,7 @@ ts_status srch_pp_rewrite_reduction_block(sch_traced *t, const cg_target *tg, co
 
 /* ---- VerifyRegisterTile ----
  * The accumulator tile of a block MultiLevelTiling tiled (annotation
- * "SSRSRS") is what runs under its innermost reduction loop: the spatial
+ * "SSRSRS" or "SSRRS") is what runs under its innermost reduction loop: the spatial
  * loops below that loop, the vectorized one counted in vector registers.
  * LLVM keeps it in registers across the reduction only while it fits with
  * the operands of one step (a broadcast input and a weight vector or two);
@@ -327,7 +327,8 @@ static ts_status register_tile_block(sch_traced *t, const char *name, const ir_s
                                      ts_diag *d) {
   const ir_block *blk = r->u.realize.block;
   const ir_annot *an = ir_annot_find(blk->nannot, blk->annots, SRCH_ANN_TILING);
-  if (!an || an->kind != IR_ANN_STR || strcmp(an->v.s, "SSRSRS") || !blk->init) return TS_OK;
+  if (!an || an->kind != IR_ANN_STR || (strcmp(an->v.s, "SSRSRS") && strcmp(an->v.s, "SSRRS")) || !blk->init)
+    return TS_OK;
   int64_t regs = srch_register_tile(t, name, tg);
   int budget = srch_vector_regs(tg) - SRCH_TILE_SPARE_REGS;
   if (regs > budget)

@@ -169,7 +169,8 @@ END_TEST
  * n = 48 is a multiple of the lanes and last-index-only, so the sketches are
  * the vector-block ones (one more loop: the width split, sampled among the
  * multiples of the target's lanes that divide 48), which replace the plain
- * ones. */
+ * ones, and a fourth, register-resident one ("SSRRS": spatial loops split
+ * three ways, both reduction pieces above the register tile, no cache). */
 START_TEST(test_matmul_sketches) {
   ts_arena a;
   ts_arena_init(&a);
@@ -178,9 +179,9 @@ START_TEST(test_matmul_sketches) {
   /* the plain sketches (the FMA micro-kernel ones: test_intrin): --no-tensorize */
   srch_space_opts so = {.rule_mask = srch_rule_mask_without(0, SRCH_RULE_MULTI_LEVEL_TILING_TENSOR)};
   sch_trace **sk = sketches_with(f, &so, &n);
-  ck_assert_int_eq(n, 3);
-  for (int s = 0; s < 3; s++) {
-    bool vb = true;
+  ck_assert_int_eq(n, 4);
+  for (int s = 0; s < 4; s++) {
+    bool vb = true, rr = s == 3;
     ck_assert_int_eq(count_kind(sk[s], SCH_I_SAMPLE_PERFECT_TILE), 3);
     ck_assert_int_eq(count_kind(sk[s], SCH_I_REORDER), 1);
     ck_assert_int_eq(count_kind(sk[s], SCH_I_CACHE_WRITE), s % 3 == 0 ? 0 : 1);
@@ -197,7 +198,14 @@ START_TEST(test_matmul_sketches) {
     int nl;
     tu_ok(sch_get_block(sch_traced_state(ts), "C", &b, &d), &d);
     tu_ok(sch_get_loops(sch_traced_state(ts), b, &loops, &nl, &d), &d);
-    ck_assert_int_eq(nl, vb ? 11 : 10);
+    ck_assert_int_eq(nl, rr ? 9 : vb ? 11 : 10);
+    if (rr) { /* S0 S1 R0 R1 S3 w: m 3 + n 3 + k 2 + the width */
+      const ir_stmt *l4 = srch_test_loop(sch_traced_func(ts), loops[4].var);
+      const ir_stmt *l5 = srch_test_loop(sch_traced_func(ts), loops[5].var);
+      ck_assert(srch_loop_is_reduction(l4, loops[4].var) && srch_loop_is_reduction(l5, loops[5].var));
+      for (int k = 6; k < 9; k++)
+        ck_assert(!srch_loop_is_reduction(srch_test_loop(sch_traced_func(ts), loops[k].var), loops[k].var));
+    }
     int lv = s % 3;
     if (lv > 0) {
       /* the copy-back sits under loop level lv (index 2lv-1) */
@@ -322,7 +330,7 @@ START_TEST(test_register_tile) {
     ts_diag d;
     ts_diag_clear(&d);
     ck_assert_msg(srch_sketches(f, &t, &so, &sk, &n, &d) == TS_OK, "%s", d.msg);
-    ck_assert_int_eq(n, 3);
+    ck_assert_int_eq(n, 4);
     sch_trace *tr = sch_trace_copy(sk[0]);
     int64_t tiles[3][4] = {{64 / cases[c].rows, 1, 1, cases[c].rows}, {3, 1, 1, 1},
                            {1, 32}};
@@ -438,10 +446,13 @@ START_TEST(test_vector_block) {
     ir_func *f = tu_workload(&a, cases[c]);
     int n;
     sch_trace **sk = sketches_with(f, &so, &n);
-    ck_assert_int_eq(n, 3); /* write cache x vector-block (which replaces the plain sketches) */
+    /* write cache x vector-block (which replaces the plain sketches), and the
+     * register-resident vector-block sketch */
+    ck_assert_int_eq(n, 4);
     for (int s = 0; s < n; s++) ck_assert_int_eq(count_kind(sk[s], SCH_I_SAMPLE_CATEGORICAL), 2);
     int vectorized = 0;
-    for (int s = 0; s < 3; s++) {
+    for (int s = 0; s < 4; s++) {
+      bool built = false; /* one candidate per sketch built, run and verified */
       for (int k = 0; k < 8; k++) {
         ts_diag d;
         ts_diag_clear(&d);
@@ -456,7 +467,9 @@ START_TEST(test_vector_block) {
           sch_traced_free(ts);
           continue;
         }
-        if (vectorized++ == 0) build_run_verify(f, ts, path, cases[c]); /* one of them */
+        vectorized++;
+        if (!built) build_run_verify(f, ts, path, cases[c]);
+        built = true;
         sch_traced_free(ts);
       }
     }
