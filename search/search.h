@@ -75,6 +75,14 @@ typedef struct srch_space_opts {
   unsigned rule_mask;     /* bit per srch_rule; 0: all */
 } srch_space_opts;
 
+/* The vector registers of t's widest SIMD kind (32 for AVX-512 and
+ * AArch64, 16 otherwise). */
+int srch_vector_regs(const cg_target *t);
+/* Vector registers the accumulator tile of block `name` needs: the product
+ * of the loops below its innermost reduction loop, a vectorized loop counted
+ * in registers of t's width; 0 when no vectorized loop is there or no
+ * reduction loop encloses it. */
+int64_t srch_register_tile(sch_traced *t, const char *name, const cg_target *tg);
 /* The sketches of f for target t: *out is a heap array of *n traces (free
  * each with sch_trace_free, then ts_free the array). */
 ts_status srch_sketches(const ir_func *f, const cg_target *t, const srch_space_opts *o,

@@ -102,6 +102,12 @@ ts_status srch_pp_rewrite_tensorize(sch_traced *ts, const cg_target *t, const sr
 ts_status srch_pp_rewrite_reduction_block(sch_traced *ts, const cg_target *t, const srch_postproc_opts *o,
                                           ts_diag *d);
 ts_status srch_pp_rewrite_layout(sch_traced *ts, const cg_target *t, const srch_postproc_opts *o, ts_diag *d);
+/* VerifyRegisterTile: refuses a candidate whose "SSRSRS" block keeps more
+ * vector accumulators under its innermost reduction loop than the register
+ * file less SRCH_TILE_SPARE_REGS (TS_ESCHEDULE naming the block and counts). */
+#define SRCH_TILE_SPARE_REGS 3
+ts_status srch_pp_verify_register_tile(sch_traced *ts, const cg_target *t, const srch_postproc_opts *o,
+                                       ts_diag *d);
 ts_status srch_pp_verify_target(sch_traced *ts, const cg_target *t, const srch_postproc_opts *o, ts_diag *d);
 /* The cuda postprocessors (postproc_gpu.c). */
 ts_status srch_pp_gpu_cooperative_fetch(sch_traced *ts, const cg_target *t, const srch_postproc_opts *o,

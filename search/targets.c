@@ -46,6 +46,7 @@ static const srch_rule cpu_rules[] = {
 static const srch_postproc cpu_postprocs[] = {
     {"DisallowDynamicLoop", srch_pp_disallow_dynamic_loop},
     {"RewriteParallelVectorizeUnroll", srch_pp_rewrite_parallel_vectorize_unroll},
+    {"VerifyRegisterTile", srch_pp_verify_register_tile},
     {"RewriteTensorize", srch_pp_rewrite_tensorize},
     {"RewriteReductionBlock", srch_pp_rewrite_reduction_block},
     {"RewriteLayout", srch_pp_rewrite_layout},

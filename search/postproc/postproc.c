@@ -3,6 +3,7 @@
  * RewriteTensorize, RewriteReductionBlock, RewriteLayout, then VerifyTarget
  * (cg_check). They run on the traced schedule after an EnterPostproc
  * instruction, so the candidate's trace replays to the exact schedule. */
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -271,6 +272,87 @@ static ts_status reduction_block(sch_traced *t, const char *name, const ir_stmt 
 ts_status srch_pp_rewrite_reduction_block(sch_traced *t, const cg_target *tg, const srch_postproc_opts *o,
                                           ts_diag *d) {
   return srch_each_block(t, reduction_block, d);
+}
+
+/* ---- VerifyRegisterTile ----
+ * The accumulator tile of a block MultiLevelTiling tiled (annotation
+ * "SSRSRS" or "SSRRS") is what runs under its innermost reduction loop: the spatial
+ * loops below that loop, the vectorized one counted in vector registers.
+ * LLVM keeps it in registers across the reduction only while it fits with
+ * the operands of one step (a broadcast input and a weight vector or two);
+ * a larger tile spills every accumulator on every step (measured on the
+ * channel-blocked convolutions: 14 ymm accumulators with two weight vectors
+ * spill on AVX2, and such candidates run at a quarter of the 8- and
+ * 12-accumulator ones). A candidate whose tile needs more than the vector
+ * register file less SRCH_TILE_SPARE_REGS is refused, so the search spends
+ * no measurements on it. Blocks without a vectorized innermost loop (scalar
+ * accumulators) are not checked. docs/SEARCH.md ("CPU postprocessors"). */
+int srch_vector_regs(const cg_target *t) {
+  int bits = t && t->vector_bits ? t->vector_bits : 128;
+  /* AVX-512: 32 zmm; AArch64 NEON/SVE: 32; SSE/AVX/AVX2: 16 */
+  bool arm = t && (strstr(t->triple, "aarch64") || strstr(t->triple, "arm"));
+  return bits >= 512 || arm ? 32 : 16;
+}
+
+int64_t srch_register_tile(sch_traced *t, const char *name, const cg_target *tg) {
+  ts_diag q;
+  ts_diag_clear(&q);
+  int b, nl;
+  const int *lp;
+  if (sch_t_get_block(t, name, &b, &q) || sch_t_get_loops(t, b, &lp, &nl, &q)) return 0;
+  const ir_func *f = sch_traced_func(t);
+  const ir_stmt *r = srch_find_realize(f, name);
+  if (!r) return 0;
+  int bits = ir_dtype_bits(r->u.realize.block->writes[0].buf->dtype);
+  int vbits = tg && tg->vector_bits ? tg->vector_bits : 128;
+  int64_t regs = 1;
+  bool vec = false;
+  for (int k = nl - 1; k >= 0; k--) {
+    const ir_stmt *l = srch_find_loop(f, sch_t_loop(t, lp[k]).var);
+    int64_t ext;
+    if (!l || !ir_as_int(l->u.loop.extent, &ext)) return 0;
+    if (srch_realize_uses_in_reduction(r, l->u.loop.var)) return vec ? regs : 0;
+    if (l->u.loop.kind == IR_FOR_VECTORIZED) {
+      vec = true;
+      int64_t per = bits > 0 && bits < vbits ? vbits / bits : 1;
+      regs *= (ext + per - 1) / per;
+    } else {
+      regs *= ext;
+    }
+  }
+  return 0; /* no reduction loop: nothing accumulates across loops */
+}
+
+static ts_status register_tile_block(sch_traced *t, const char *name, const ir_stmt *r, const cg_target *tg,
+                                     ts_diag *d) {
+  const ir_block *blk = r->u.realize.block;
+  const ir_annot *an = ir_annot_find(blk->nannot, blk->annots, SRCH_ANN_TILING);
+  if (!an || an->kind != IR_ANN_STR || (strcmp(an->v.s, "SSRSRS") && strcmp(an->v.s, "SSRRS")) || !blk->init)
+    return TS_OK;
+  int64_t regs = srch_register_tile(t, name, tg);
+  int budget = srch_vector_regs(tg) - SRCH_TILE_SPARE_REGS;
+  if (regs > budget)
+    return ts_diag_set(d, TS_ESCHEDULE,
+                       "VerifyRegisterTile: block %s keeps %" PRId64 " vector accumulators under its innermost "
+                       "reduction loop, more than the %d a %d-register file leaves",
+                       name, regs, budget, srch_vector_regs(tg));
+  return TS_OK;
+}
+
+ts_status srch_pp_verify_register_tile(sch_traced *t, const cg_target *tg, const srch_postproc_opts *o,
+                                       ts_diag *d) {
+  (void)o;
+  ts_arena a;
+  ts_arena_init(&a);
+  const char **names;
+  int n = srch_block_names(sch_traced_func(t), &a, &names);
+  ts_status st = n > 0 && !names ? ts_diag_set(d, TS_ENOMEM, "out of memory") : TS_OK;
+  for (int i = 0; i < n && !st; i++) {
+    const ir_stmt *r = srch_find_realize(sch_traced_func(t), names[i]);
+    if (r) st = register_tile_block(t, names[i], r, tg, d);
+  }
+  ts_arena_fini(&a);
+  return st;
 }
 
 /* ---- RewriteLayout ----

@@ -6,7 +6,10 @@
  * vector-block variant for a block whose innermost spatial axis is a channel
  * block (NCHW[x]c convolutions, depthwise, GEMV): that axis, contiguous in
  * every buffer that uses it, stays whole and innermost under the register
- * tile, so it is what gets vectorised whatever the other loops' strides.
+ * tile, so it is what gets vectorised whatever the other loops' strides
+ * (where it applies, it replaces the plain variant, and adds a
+ * register-resident sketch, "SSRRS", whose accumulators live across the
+ * whole reduction).
  * docs/SEARCH.md ("CPU rules"). */
 #include <string.h>
 
@@ -154,11 +157,14 @@ static int vector_block_widths(const srch_rule_ctx *c, const ir_block *blk, int 
   return n;
 }
 
-/* Tiles block b of t as SSRSRS; pre[l] > 0 first splits loop l by pre[l]
- * (ceil) and tiles its outer part, the inner part going innermost. Returns
- * the number of spatial loops per slot, or -1 when a step is refused. */
+static void levels_add(srch_tile_levels *lv, const char *structure, bool spatial, const int *pieces);
+
+/* Tiles block b of t as `structure` ("SSRSRS", or the register-resident
+ * "SSRRS"); pre[l] > 0 first splits loop l by pre[l] (ceil) and tiles its
+ * outer part, the inner part going innermost. Returns the number of spatial
+ * loops per slot, or -1 when a step is refused. */
 static int tile_block(const srch_rule_ctx *c, sch_traced *t, int b, const ir_block *blk, const int *iter_of,
-                      const int64_t *pre, const int64_t *vbw, int nvbw) {
+                      const int64_t *pre, const int64_t *vbw, int nvbw, const char *structure) {
   ts_diag q;
   int nl;
   const int *lp;
@@ -172,7 +178,8 @@ static int tile_block(const srch_rule_ctx *c, sch_traced *t, int b, const ir_blo
   for (int l = 0; l < nl; l++) {
     bool sp = blk->iters[iter_of[l]].type == IR_ITER_S;
     if (sp) ns++;
-    int n = sp ? 4 : 2;
+    int n = 0;
+    for (const char *k = structure; *k; k++) n += *k == (sp ? 'S' : 'R');
     int o[4], loop = loops[l];
     int64_t maxin = c->max_innermost;
     ts_diag_clear(&q);
@@ -195,7 +202,7 @@ static int tile_block(const srch_rule_ctx *c, sch_traced *t, int b, const ir_blo
       maxin = maxin / minw > 1 ? maxin / minw : 1;
     }
     if (srch_sample_split(t, loop, n, maxin, o, &q)) return -1;
-    srch_tile_levels_add(&lvl, sp, o);
+    levels_add(&lvl, structure, sp, o);
   }
   int order[5 * MAXL];
   int no = srch_tile_levels_order(&lvl, order, 0);
@@ -203,16 +210,18 @@ static int tile_block(const srch_rule_ctx *c, sch_traced *t, int b, const ir_blo
   ts_diag_clear(&q);
   if (sch_t_reorder(t, no, order, &q)) return -1;
   ts_diag_clear(&q);
-  sch_t_annotate(t, b, SRCH_ANN_TILING, sch_arg_str("SSRSRS"), &q);
+  sch_t_annotate(t, b, SRCH_ANN_TILING, sch_arg_str(structure), &q);
   return ns;
 }
 
-static const char tile_structure[] = "SSRSRS";
+static void levels_add(srch_tile_levels *lv, const char *structure, bool spatial, const int *pieces) {
+  int k = 0;
+  for (int s = 0; s < 6 && structure[s]; s++)
+    if (structure[s] == (spatial ? 'S' : 'R')) lv->at[s][lv->n[s]++] = pieces[k++];
+}
 
 void srch_tile_levels_add(srch_tile_levels *lv, bool spatial, const int *pieces) {
-  int k = 0;
-  for (int s = 0; s < 6; s++)
-    if (tile_structure[s] == (spatial ? 'S' : 'R')) lv->at[s][lv->n[s]++] = pieces[k++];
+  levels_add(lv, "SSRSRS", spatial, pieces);
 }
 
 int srch_tile_levels_order(const srch_tile_levels *lv, int *order, int no) {
@@ -224,14 +233,15 @@ int srch_tile_levels_order(const srch_tile_levels *lv, int *order, int no) {
 /* Pushes t tiled (with pre-splits pre, or none) and its two write-cache
  * forks; t untouched by a refused tiling is pushed as is. */
 static ts_status tile_and_fork(const srch_rule_ctx *c, sch_traced *t, const char *block, const ir_block *blk,
-                               const int *iter_of, const int64_t *pre, const int64_t *vbw, int nvbw, ts_vec *out,
-                               ts_diag *d) {
+                               const int *iter_of, const int64_t *pre, const int64_t *vbw, int nvbw,
+                               const char *structure, ts_vec *out, ts_diag *d) {
   ts_diag q;
   ts_diag_clear(&q);
   int b;
   if (sch_t_get_block(t, block, &b, &q)) return srch_push(out, t, d);
-  int ns = tile_block(c, t, b, blk, iter_of, pre, vbw, nvbw);
-  if (ns < 0) return srch_push(out, t, d);
+  int ns = tile_block(c, t, b, blk, iter_of, pre, vbw, nvbw, structure);
+  /* SSRRS writes each output tile once, after its whole reduction: no cache */
+  if (ns < 0 || strcmp(structure, "SSRSRS")) return srch_push(out, t, d);
   /* write cache: none, level 1, level 2 (with pre-splits, the level-2 slot
    * ends before the pre-split tails, which stay inside with the compute) */
   sch_traced *f1 = cache_fork(c, t, block, ns, 1);
@@ -265,24 +275,41 @@ ts_status srch_rule_multi_level_tiling(const srch_rule_ctx *c, sch_traced *t, co
     pre[l] = presplit_factor(c, blk, iter_of[l], l == last_s);
     any = any || pre[l] > 0;
   }
-  sch_traced *padded = NULL, *vblock = NULL;
+  sch_traced *padded = NULL;
   if (any) {
     ts_diag_clear(&q);
     padded = srch_fork(c, t, &q);
   }
   /* the vector-block variant: the channel block whole and innermost, its
-   * vector width sampled (a single candidate: a fixed split) */
+   * vector width sampled (a single candidate: a fixed split). Where it
+   * applies it replaces the plain variant: the plain perfect tiles of that
+   * axis that vectorize well are its own tiles (a vector width w times
+   * outer tiles), and the rest split the block across the vector position
+   * (measured on the channel-blocked 3x3 convolution, 64 trials: 28 of 64
+   * went to the plain sketches, the best of them at 0.4x the vector-block
+   * best). The padded variant stays: it pre-splits the other loops. */
   int64_t vbw[8], vpre[MAXL] = {0};
   int nvbw = last_s >= 0 ? vector_block_widths(c, blk, iter_of[last_s], vbw, 8) : 0;
+  /* ... and, beside its three SSRSRS sketches, a register-resident one,
+   * "SSRRS": the spatial loops split three ways, every reduction piece above
+   * the register tile, so the accumulators stay in registers across the
+   * whole reduction, the loop order of oneDNN's direct and 1x1 kernels (in
+   * SSRSRS that is the point where every S2 piece is 1, which the sampler
+   * rarely draws: on the 1x1 stride-2 convolution the search's best after
+   * 64 trials had S2 = 7 x 28 and ran 25 % slower than the same tile with
+   * S2 = 1). */
+  ts_status st;
   if (nvbw > 0) {
     vpre[last_s] = nvbw == 1 ? vbw[0] : -1;
     ts_diag_clear(&q);
-    vblock = srch_fork(c, t, &q);
+    sch_traced *rr = srch_fork(c, t, &q);
+    st = tile_and_fork(c, t, block, blk, iter_of, vpre, vbw, nvbw, "SSRSRS", out, d);
+    if (rr && !st) st = tile_and_fork(c, rr, block, blk, iter_of, vpre, vbw, nvbw, "SSRRS", out, d);
+    else if (rr) sch_traced_free(rr);
+  } else {
+    st = tile_and_fork(c, t, block, blk, iter_of, none, NULL, 0, "SSRSRS", out, d);
   }
-  ts_status st = tile_and_fork(c, t, block, blk, iter_of, none, NULL, 0, out, d);
-  if (padded && !st) st = tile_and_fork(c, padded, block, blk, iter_of, pre, NULL, 0, out, d);
+  if (padded && !st) st = tile_and_fork(c, padded, block, blk, iter_of, pre, NULL, 0, "SSRSRS", out, d);
   else if (padded) sch_traced_free(padded);
-  if (vblock && !st) st = tile_and_fork(c, vblock, block, blk, iter_of, vpre, vbw, nvbw, out, d);
-  else if (vblock) sch_traced_free(vblock);
   return st;
 }

@@ -2,7 +2,7 @@
  * small odd sizes, random instantiations either rejected by a postprocessor
  * (with a reason) or equivalent to the unscheduled function in the
  * interpreter; matmul's three SSRSRS sketches and the expressiveness of the
- * hand-written sgemm schedule; AutoInline of a pad stage and an elementwise
+ * hand-written sgemm schedule; VerifyRegisterTile's budget; AutoInline of a pad stage and an elementwise
  * chain; a candidate built, run and verified. */
 #include <check.h>
 #include <stdio.h>
@@ -166,9 +166,11 @@ START_TEST(test_workload_space) {
 END_TEST
 
 /* matmul: SSRSRS (10 loops on C), write cache none / level 1 / level 2;
- * n = 48 is a multiple of the 16 lanes and last-index-only, so three more
- * vector-block sketches (one more loop: the width split, sampled among the
- * multiples of the target's lanes that divide 48). */
+ * n = 48 is a multiple of the lanes and last-index-only, so the sketches are
+ * the vector-block ones (one more loop: the width split, sampled among the
+ * multiples of the target's lanes that divide 48), which replace the plain
+ * ones, and a fourth, register-resident one ("SSRRS": spatial loops split
+ * three ways, both reduction pieces above the register tile, no cache). */
 START_TEST(test_matmul_sketches) {
   ts_arena a;
   ts_arena_init(&a);
@@ -177,16 +179,16 @@ START_TEST(test_matmul_sketches) {
   /* the plain sketches (the FMA micro-kernel ones: test_intrin): --no-tensorize */
   srch_space_opts so = {.rule_mask = srch_rule_mask_without(0, SRCH_RULE_MULTI_LEVEL_TILING_TENSOR)};
   sch_trace **sk = sketches_with(f, &so, &n);
-  ck_assert_int_eq(n, 6);
-  for (int s = 0; s < 6; s++) {
-    bool vb = s >= 3;
+  ck_assert_int_eq(n, 4);
+  for (int s = 0; s < 4; s++) {
+    bool vb = true, rr = s == 3;
     ck_assert_int_eq(count_kind(sk[s], SCH_I_SAMPLE_PERFECT_TILE), 3);
     ck_assert_int_eq(count_kind(sk[s], SCH_I_REORDER), 1);
     ck_assert_int_eq(count_kind(sk[s], SCH_I_CACHE_WRITE), s % 3 == 0 ? 0 : 1);
     ck_assert_int_eq(count_kind(sk[s], SCH_I_SAMPLE_CATEGORICAL), vb ? 2 : 1);
     for (int i = 0; i < sch_trace_len(sk[s]); i++)
       ck_assert_int_eq(sch_trace_inst(sk[s], i)->decision.n, 0);
-    /* structure of a replay: C has 10 loops, the reduction ones at 4 and 7 */
+    /* structure of a replay: C has 10 loops and the width loop, the reduction ones at 4 and 7 */
     ts_diag d;
     ts_diag_clear(&d);
     sch_traced *ts = sch_traced_new(f, 5, &d);
@@ -196,7 +198,14 @@ START_TEST(test_matmul_sketches) {
     int nl;
     tu_ok(sch_get_block(sch_traced_state(ts), "C", &b, &d), &d);
     tu_ok(sch_get_loops(sch_traced_state(ts), b, &loops, &nl, &d), &d);
-    ck_assert_int_eq(nl, vb ? 11 : 10);
+    ck_assert_int_eq(nl, rr ? 9 : vb ? 11 : 10);
+    if (rr) { /* S0 S1 R0 R1 S3 w: m 3 + n 3 + k 2 + the width */
+      const ir_stmt *l4 = srch_test_loop(sch_traced_func(ts), loops[4].var);
+      const ir_stmt *l5 = srch_test_loop(sch_traced_func(ts), loops[5].var);
+      ck_assert(srch_loop_is_reduction(l4, loops[4].var) && srch_loop_is_reduction(l5, loops[5].var));
+      for (int k = 6; k < 9; k++)
+        ck_assert(!srch_loop_is_reduction(srch_test_loop(sch_traced_func(ts), loops[k].var), loops[k].var));
+    }
     int lv = s % 3;
     if (lv > 0) {
       /* the copy-back sits under loop level lv (index 2lv-1) */
@@ -221,24 +230,43 @@ START_TEST(test_matmul_sketches) {
 }
 END_TEST
 
-/* The sgemm schedule of examples/sgemm_1024.json is a point of sketch 1. */
-static sch_traced *sgemm_candidate(const ir_func *f, sch_trace *sketch, ts_diag *d) {
-  sch_trace *tr = sch_trace_copy(sketch);
-  int k = 0;
+static cg_target target(const char *text) {
+  cg_target t;
+  ts_diag d;
+  ts_diag_clear(&d);
+  ck_assert_msg(cg_target_parse(text, &t, &d) == TS_OK, "%s", d.msg);
+  return t;
+}
+
+/* Sets the decisions of tr's samplers in order: perfect tiles from tiles[]
+ * (n pieces each), categoricals from cats[]. */
+static void set_decisions(sch_trace *tr, const int64_t (*tiles)[4], const int *ntile, const int64_t *cats,
+                          ts_diag *d) {
+  int k = 0, c = 0;
   for (int i = 0; i < sch_trace_len(tr); i++) {
     const sch_inst *x = sch_trace_inst(tr, i);
     if (x->kind == SCH_I_SAMPLE_PERFECT_TILE) {
-      static int64_t tiles[3][4] = {{128, 1, 1, 8}, {32, 1, 2, 16}, {1024, 1}};
-      sch_decision dec = {.n = k == 2 ? 2 : 4, .v = tiles[k]};
+      sch_decision dec = {.n = ntile[k], .v = (int64_t *)tiles[k]};
       ck_assert_int_eq(sch_trace_set_decision(tr, i, &dec, d), TS_OK);
       k++;
     } else if (x->kind == SCH_I_SAMPLE_CATEGORICAL) {
-      int64_t v = 3; /* 512 */
-      sch_decision dec = {.n = 1, .v = &v};
+      sch_decision dec = {.n = 1, .v = (int64_t *)&cats[c++]};
       ck_assert_int_eq(sch_trace_set_decision(tr, i, &dec, d), TS_OK);
     }
   }
-  cg_target t = host();
+}
+
+/* The sgemm schedule of examples/sgemm_1024.json (C tiled 8 x 16 in registers,
+ * one zmm per row) is a point of sketch 1 (vector-block, write cache at level
+ * 1) on an AVX-512 target: width 16 (the first multiple of its 16 lanes),
+ * the rest of n tiled [32, 1, 2, 1]. */
+static sch_traced *sgemm_candidate(const ir_func *f, sch_trace *sketch, ts_diag *d) {
+  sch_trace *tr = sch_trace_copy(sketch);
+  static const int64_t tiles[3][4] = {{128, 1, 1, 8}, {32, 1, 2, 1}, {1024, 1}};
+  static const int ntile[3] = {4, 4, 2};
+  static const int64_t cats[2] = {0, 3}; /* width 16, unroll 512 */
+  set_decisions(tr, tiles, ntile, cats, d);
+  cg_target t = target("llvm -mcpu=skylake-avx512");
   sch_traced *ts = srch_instantiate(tr, f, &t, false, 1, d);
   sch_trace_free(tr);
   return ts;
@@ -249,7 +277,12 @@ START_TEST(test_sgemm_expressible) {
   ts_arena_init(&a);
   ir_func *f = tu_workload(&a, "matmul:m=1024,n=1024,k=1024");
   int n;
-  sch_trace **sk = sketches(f, &n);
+  cg_target skx = target("llvm -mcpu=skylake-avx512");
+  sch_trace **sk;
+  ts_diag d0;
+  ts_diag_clear(&d0);
+  srch_space_opts so = {.rule_mask = srch_rule_mask_without(0, SRCH_RULE_MULTI_LEVEL_TILING_TENSOR)};
+  ck_assert_msg(srch_sketches(f, &skx, &so, &sk, &n, &d0) == TS_OK, "%s", d0.msg);
   ts_diag d;
   ts_diag_clear(&d);
   sch_traced *ts = sgemm_candidate(f, sk[1], &d);
@@ -265,6 +298,58 @@ START_TEST(test_sgemm_expressible) {
   ts_free(text);
   sch_traced_free(ts);
   free_sketches(sk, n);
+  ts_arena_fini(&a);
+}
+END_TEST
+
+/* VerifyRegisterTile: the accumulator tile under the innermost reduction loop
+ * (rows x vector registers per row) must leave SRCH_TILE_SPARE_REGS (3) of the
+ * register file. matmul 64x48x32, vector-block sketch without write cache,
+ * width 16 (the second of the widths 8, 16, 24, 48 on AVX2; the first of 16,
+ * 48 on AVX-512), k tiled [1, 32]: 8 rows need 16 ymm (refused on AVX2's 16
+ * registers) or 8 zmm (kept on AVX-512's 32), 4 rows 8 ymm (kept). */
+START_TEST(test_register_tile) {
+  static const struct {
+    const char *target;
+    int64_t rows, width_idx, regs; /* regs 0: refused */
+  } cases[] = {
+      {"llvm -mattr=+avx2,+fma", 8, 1, 0},
+      {"llvm -mattr=+avx2,+fma", 4, 1, 8},
+      {"llvm -mcpu=skylake-avx512", 8, 0, 8},
+      {"llvm -mcpu=skylake-avx512", 32, 0, 0},
+  };
+  ts_arena a;
+  ts_arena_init(&a);
+  ir_func *f = tu_workload(&a, "matmul:m=64,n=48,k=32");
+  srch_space_opts so = {.rule_mask = srch_rule_mask_without(0, SRCH_RULE_MULTI_LEVEL_TILING_TENSOR)};
+  for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+    cg_target t = target(cases[c].target);
+    ck_assert_int_eq(srch_vector_regs(&t), t.vector_bits >= 512 ? 32 : 16);
+    sch_trace **sk;
+    int n;
+    ts_diag d;
+    ts_diag_clear(&d);
+    ck_assert_msg(srch_sketches(f, &t, &so, &sk, &n, &d) == TS_OK, "%s", d.msg);
+    ck_assert_int_eq(n, 4);
+    sch_trace *tr = sch_trace_copy(sk[0]);
+    int64_t tiles[3][4] = {{64 / cases[c].rows, 1, 1, cases[c].rows}, {3, 1, 1, 1},
+                           {1, 32}};
+    static const int ntile[3] = {4, 4, 2};
+    int64_t cats[2] = {cases[c].width_idx, 0};
+    set_decisions(tr, (const int64_t(*)[4])tiles, ntile, cats, &d);
+    ts_diag_clear(&d);
+    sch_traced *ts = srch_instantiate(tr, f, &t, false, 1, &d);
+    if (cases[c].regs == 0) {
+      ck_assert_msg(ts == NULL, "%s, %lld rows: not refused", cases[c].target, (long long)cases[c].rows);
+      ck_assert_msg(strstr(d.msg, "VerifyRegisterTile: block C keeps") != NULL, "%s", d.msg);
+    } else {
+      ck_assert_msg(ts != NULL, "%s, %lld rows: %s", cases[c].target, (long long)cases[c].rows, d.msg);
+      ck_assert_int_eq(srch_register_tile(ts, "C", &t), cases[c].regs);
+      sch_traced_free(ts);
+    }
+    sch_trace_free(tr);
+    free_sketches(sk, n);
+  }
   ts_arena_fini(&a);
 }
 END_TEST
@@ -361,10 +446,13 @@ START_TEST(test_vector_block) {
     ir_func *f = tu_workload(&a, cases[c]);
     int n;
     sch_trace **sk = sketches_with(f, &so, &n);
-    ck_assert_int_eq(n, 6); /* write cache x {plain, vector-block} */
-    for (int s = 0; s < n; s++) ck_assert_int_eq(count_kind(sk[s], SCH_I_SAMPLE_CATEGORICAL), s < 3 ? 1 : 2);
+    /* write cache x vector-block (which replaces the plain sketches), and the
+     * register-resident vector-block sketch */
+    ck_assert_int_eq(n, 4);
+    for (int s = 0; s < n; s++) ck_assert_int_eq(count_kind(sk[s], SCH_I_SAMPLE_CATEGORICAL), 2);
     int vectorized = 0;
-    for (int s = 3; s < 6; s++) {
+    for (int s = 0; s < 4; s++) {
+      bool built = false; /* one candidate per sketch built, run and verified */
       for (int k = 0; k < 8; k++) {
         ts_diag d;
         ts_diag_clear(&d);
@@ -379,7 +467,9 @@ START_TEST(test_vector_block) {
           sch_traced_free(ts);
           continue;
         }
-        if (vectorized++ == 0) build_run_verify(f, ts, path, cases[c]); /* one of them */
+        vectorized++;
+        if (!built) build_run_verify(f, ts, path, cases[c]);
+        built = true;
         sch_traced_free(ts);
       }
     }
@@ -443,6 +533,7 @@ int main(void) {
   tcase_add_test(tc, test_auto_inline);
   tcase_add_test(tc, test_build_candidate);
   tcase_add_test(tc, test_vector_block);
+  tcase_add_test(tc, test_register_tile);
   suite_add_tcase(s, tc);
   SRunner *sr = srunner_create(s);
   srunner_run_all(sr, CK_NORMAL);
