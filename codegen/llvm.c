@@ -166,6 +166,15 @@ ts_status cg_llvm_resolve_target(cg_target *t, ts_diag *d) {
     host_features(t->attrs, sizeof t->attrs);
     filled = true;
   }
+  /* LLVM 19 gives AVX-512 its 512-bit registers only with "evex512", which
+   * a CPU without AVX-512 (znver3 as the host, say) does not imply: an explicit
+   * +avx512f on such a CPU would otherwise abort the backend on zmm code. */
+  if (has_feature(t->attrs, "avx512f") && !strstr(t->attrs, "evex512")) {
+    size_t n = strlen(t->attrs);
+    if (n + sizeof ",+evex512" > sizeof t->attrs)
+      return ts_diag_set(d, TS_EINVAL, "target %s: its feature list is too long", t->text[0] ? t->text : "?");
+    memcpy(t->attrs + n, ",+evex512", sizeof ",+evex512");
+  }
   /* Widest vectors: from the features when we know them (the host's, or
    * explicit -mattr); a guess from the target string (cg_target_parse
    * knows CPU names) is kept only when the features say nothing. */
