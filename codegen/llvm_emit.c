@@ -468,7 +468,7 @@ static LLVMValueRef ex_binop(lx_fn *f, const ir_expr *e, LLVMValueRef mask) {
     case IR_GE: return LLVMBuildFCmp(b, LLVMRealOGE, x, y, "");
     default: return fail(f, TS_EINTERNAL, "float binop %s", ir_binop_name(k));
     }
-    set_contract(r);
+    if (!f->no_contract) set_contract(r);
     return round_to(f, code, r);
   }
   if (code == IR_HANDLE) return fail(f, TS_EUNSUPPORTED, "arithmetic on handles");
@@ -529,7 +529,14 @@ static LLVMValueRef ex_select(lx_fn *f, const ir_expr *e, LLVMValueRef mask) {
 static LLVMValueRef ex_cast(lx_fn *f, const ir_expr *e, LLVMValueRef mask) {
   const ir_expr *ve = e->u.cast.value;
   if (!ve) return fail(f, TS_EINVAL, "cast with a missing operand");
+  /* A float value converted to an integer (a quantize: round, zero point,
+   * clamp, cast) is computed without `contract`: it must round once per
+   * operation as the interpreter does, since a multiply-add fused into one FMA
+   * can move a value across a .5 tie and change the integer by one step. */
+  bool exact = code_float(ve->dtype.code) && !code_float(e->dtype.code) && e->dtype.code != IR_BOOL;
+  f->no_contract += exact;
   LLVMValueRef v = ex(f, ve, mask);
+  f->no_contract -= exact;
   if (!v) return NULL;
   LLVMBuilderRef b = f->b;
   int from = ve->dtype.code, to = e->dtype.code, n = cg_lx_lanes(v);

@@ -53,6 +53,7 @@ typedef struct lx_fn {
   LLVMBuilderRef b;
   LLVMBasicBlockRef entry;  /* allocas go before its terminator */
   LLVMBasicBlockRef oom_bb; /* lazily created: returns -1 */
+  int no_contract;          /* > 0: float ops get no `contract` (inside a float-to-integer cast) */
   lx_bind *binds;
   int nbinds, capbinds;
   int par_depth;            /* > 0 inside an outlined parallel body */

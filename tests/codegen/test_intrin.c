@@ -313,6 +313,48 @@ START_TEST(test_sdot) {
 }
 END_TEST
 
+/* A float value converted to an integer (a quantize's round, zero point and
+ * cast) is computed without `contract`, so LLVM cannot fuse its multiply-add
+ * into an FMA that moves a .5 tie (the interpreter rounds each operation);
+ * the same expression stored as float keeps `contract`. */
+START_TEST(test_quantize_not_contracted) {
+  ts_arena a;
+  ts_arena_init(&a);
+  const char *srcs[2] = {"func q(A: f32[16], B: f32[16], D: f32[16]) -> C: i32[16] {\n"
+                         "  block root() {\n"
+                         "    for i in serial(0, 16) {\n"
+                         "      C[i] = i32(round(A[i] * B[i] + D[i]))\n"
+                         "    }\n"
+                         "  }\n"
+                         "}\n",
+                         "func g(A: f32[16], B: f32[16], D: f32[16]) -> C: f32[16] {\n"
+                         "  block root() {\n"
+                         "    for i in serial(0, 16) {\n"
+                         "      C[i] = A[i] * B[i] + D[i]\n"
+                         "    }\n"
+                         "  }\n"
+                         "}\n"};
+  cg_target t;
+  ts_diag_clear(&D);
+  ck_assert(cg_target_parse("llvm -mtriple=x86_64-linux-gnu -mattr=+avx2,+fma", &t, &D) == TS_OK);
+  for (int k = 0; k < 2; k++) {
+    ir_func *f;
+    ts_diag_clear(&D);
+    tu_ok(ir_parse_func(&a, srcs[k], strlen(srcs[k]), "q.tsl", &f, &D), &D);
+    cg_lowered l;
+    ts_diag_clear(&D);
+    tu_ok(cg_lower(&a, f, &t, &l, &D), &D);
+    char *ir = cg_llvm_dump_ir(&l, &t, false, &D);
+    ck_assert_msg(ir != NULL, "%s", D.msg);
+    ck_assert_msg(strstr(ir, "fmul") != NULL, "no fmul in:\n%.3000s", ir);
+    if (k == 0) ck_assert_msg(!strstr(ir, "contract"), "quantize contracted:\n%.3000s", ir);
+    else ck_assert_msg(strstr(ir, "contract") != NULL, "float kernel lost contract:\n%.3000s", ir);
+    ts_free(ir);
+  }
+  ts_arena_fini(&a);
+}
+END_TEST
+
 START_TEST(test_extern_refusals) {
   ts_arena a;
   ts_arena_init(&a);
@@ -686,6 +728,7 @@ int main(int argc, char **argv) {
   tcase_add_test(tc, test_fma_microkernel);
   tcase_add_test(tc, test_sdot);
   tcase_add_test(tc, test_extern_refusals);
+  tcase_add_test(tc, test_quantize_not_contracted);
   suite_add_tcase(s, tc);
   tc = tcase_create("search");
   tcase_set_timeout(tc, 300);
