@@ -297,16 +297,26 @@ static rpc_authpipe *add_pipe(rpc_authtab *tab, uint32_t id) {
   return ap;
 }
 
-/* The oldest pending pipe (of addr, when given) other than `except`; caller holds mu. */
+/* The pending pipe (of addr, when given) other than `except` to close first
+ * under a cap: the oldest of those that have sent no hello for
+ * RPC_SILENT_GRACE_MS, else the oldest of all. A good client sends its hello
+ * as it connects and answers its challenge within a round trip, so a flood
+ * of silent connections from its own address goes before it; within the
+ * grace a new connection is not yet taken for silent. Caller holds mu. */
 static rpc_authpipe *oldest_pending(rpc_authtab *tab, const char *addr, uint32_t except, size_t *count) {
   rpc_authpipe *best = NULL;
+  bool best_silent = false;
+  int64_t now = mono_ms();
   *count = 0;
   for (size_t i = 0; i < tab->n; i++) {
     rpc_authpipe *ap = &tab->pipes[i];
     /* authenticated ones do not count, nor ones being closed already */
     if (ap->state == 2 || ap->state < 0 || (addr && strcmp(ap->addr, addr) != 0)) continue;
     ++*count;
-    if (ap->pipe_id != except && (!best || ap->added_ms < best->added_ms)) best = ap;
+    if (ap->pipe_id == except) continue;
+    bool silent = ap->state == 0 && now - ap->added_ms >= RPC_SILENT_GRACE_MS;
+    if (!best || (silent && !best_silent) || (silent == best_silent && ap->added_ms < best->added_ms))
+      best = ap, best_silent = silent;
   }
   return best;
 }
@@ -315,8 +325,8 @@ static void pipe_cb(nng_pipe p, nng_pipe_ev ev, void *arg) {
   rpc_authtab *tab = arg;
   uint32_t id = nng_pipe_id(p);
   if (ev == NNG_PIPE_EV_ADD_PRE) {
-    /* a new pipe (before it can deliver anything) starts pending; make room under the caps by closing the
-     * oldest pending pipe of its address, else the oldest of all */
+    /* a new pipe (before it can deliver anything) starts pending; make room under the caps by closing a
+     * pending pipe of its address, else one of all (oldest_pending says which) */
     char addr[48];
     pipe_addr(p, addr, sizeof addr);
     int victims = 0;

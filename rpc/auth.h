@@ -45,6 +45,7 @@
 #define RPC_HANDSHAKE_MS 5000      /* an unauthenticated pipe is closed after this */
 #define RPC_PENDING_MAX 256        /* unauthenticated pipes per socket (listener) */
 #define RPC_PENDING_PER_ADDR 32    /* ... and per source address */
+#define RPC_SILENT_GRACE_MS 50     /* a pending pipe without a hello this long goes first under a cap */
 #define RPC_PREAUTH_MAX 4096       /* bytes of a message before authentication */
 #define RPC_RELEASE_STUCK_MS 10000 /* a closed pipe nng has not released by then: its reaper is stuck */
 #define RPC_FRAME_MARK 0xC1        /* first byte of a sealed frame (never msgpack) */

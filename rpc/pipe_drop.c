@@ -181,6 +181,31 @@ void rpc_pipe_drop(nng_pipe p) {
   if (nng_pipe_id(p) > 0) rpc_pipes_drop(&id, 1);
 }
 
+/* ---- listen backlog --------------------------------------------------------- */
+int rpc_listener_backlog(nng_listener l, int backlog) {
+  nng_sockaddr na;
+  addr want_loc, loc;
+  if (nng_listener_id(l) <= 0 || nng_listener_get_addr(l, NNG_OPT_LOCADDR, &na) != 0 || !from_nng(&na, &want_loc))
+    return 0;
+  DIR *dir = opendir("/proc/self/fd");
+  if (!dir) return 0;
+  int self = dirfd(dir), done = 0;
+  struct dirent *e;
+  while (!done && (e = readdir(dir)) != NULL) {
+    if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
+    int fd = atoi(e->d_name), on = 0;
+    socklen_t ol = sizeof on;
+    struct sockaddr_storage ss;
+    socklen_t sl = sizeof ss;
+    if (fd == self || getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &on, &ol) != 0 || !on ||
+        getsockname(fd, (struct sockaddr *)&ss, &sl) != 0 || !from_sys(&ss, &loc) || addr_cmp(&loc, &want_loc) != 0)
+      continue;
+    done = listen(fd, backlog) == 0 ? backlog : 0;
+  }
+  closedir(dir);
+  return done;
+}
+
 /* ---- bounded close --------------------------------------------------------- */
 typedef struct closer {
   nng_socket sock;

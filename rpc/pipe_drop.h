@@ -38,6 +38,7 @@
 
 #define RPC_CLOSE_WAIT_MS 2000   /* rpc_socket_close's bound */
 #define RPC_DROP_WAIT_MS 1000    /* how long closers wait for dropped pipes to be released */
+#define RPC_LISTEN_BACKLOG 4096  /* rpc_listener_backlog's backlog for the servers (nng: 128) */
 
 /* Disconnects the TCP connections of the pipes ids[0..n) (one pass over the
  * descriptors); the ones not found (gone already, not TCP) are closed with
@@ -70,5 +71,14 @@ rpc_pipeset *rpc_pipeset_watch(nng_socket sock, ts_diag *d);
  * closed (the set is nng's until then); returns what rpc_socket_close did.
  * ps NULL: only the close. */
 bool rpc_pipeset_close(rpc_pipeset *ps, nng_socket sock, int wait_ms, const char *who);
+
+/* nng 1.5.2 listens with a backlog of 128: a burst of connects (an attacker's
+ * wave) fills the accept queue, the kernel drops the handshakes that arrive
+ * then, and a good client's connect waits for its 1 s retransmit. This calls
+ * listen() again on the started TCP listener l's socket (found among the
+ * descriptors by its bound address; Linux then takes the new backlog, capped
+ * by net.core.somaxconn). Returns the backlog asked for, or 0 when l is not a
+ * started TCP listener or its socket was not found (nothing changed). */
+int rpc_listener_backlog(nng_listener l, int backlog);
 
 #endif

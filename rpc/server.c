@@ -664,6 +664,8 @@ int rpc_server_main(int argc, char **argv, const rpc_server_registrar *reg) {
       if (p == 0 && nng_listener_get_int(l, NNG_OPT_TCP_BOUND_PORT, &bound) != 0) bound = 0;
       s->port = bound;
       if (!bound) rv = NNG_EINTERNAL;
+      if (!rv && !rpc_listener_backlog(l, RPC_LISTEN_BACKLOG))
+        fprintf(stderr, "tessel-rpc-server: could not raise the listen backlog of %s above nng's 128\n", url);
     } else if (rv != NNG_EADDRINUSE) break;
   }
   if (rv) {

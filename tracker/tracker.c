@@ -794,6 +794,8 @@ ts_status trk_tracker_start(const trk_config *cfg, trk_tracker **out, ts_diag *d
     nng_close(t->sock);
     goto fail;
   }
+  if (!strncmp(cfg->url, "tcp", 3) && !rpc_listener_backlog(t->listener, RPC_LISTEN_BACKLOG))
+    fprintf(stderr, "tessel tracker: could not raise the listen backlog of %s above nng's 128\n", cfg->url);
   t->last_tick = now_ms();
   if (pthread_create(&t->thread, NULL, loop, t) != 0) {
     ts_diag_set(d, TS_EIO, "cannot start the tracker thread");
