@@ -28,6 +28,10 @@
 void tun_model_opts_init(tun_model_opts *o) {
   memset(o, 0, sizeof *o);
   o->target = "llvm";
+  /* float convolutions channel-blocked by the target's vector width (the
+   * nchwc pass; --conv-layout nchw turns it off): faster untuned on both
+   * ResNet-50 and MobileNetV2 (bench/RESULTS.md) */
+  o->graph.conv_block = -1;
 }
 
 ts_status tun_model_opts_add_sym(tun_model_opts *o, const char *s, ts_diag *d) {

@@ -91,7 +91,7 @@ static const char *const winograd_names[] = {"on", "off", "all"};
 
 /* "conv_layout" = nchw | nchwc (the block from the target) | nchwc<B> (B in
  * 1..64, a power of two). */
-static ts_status conv_layout_set(tg_pass_opts *o, const char *value, ts_diag *d) {
+static ts_status conv_layout_set(tg_pass_opts *o, const char *name, const char *value, ts_diag *d) {
   if (!strcmp(value, "nchw") || !strcmp(value, "nchwc")) {
     o->conv_block = value[4] ? -1 : 0;
     return TS_OK;
@@ -101,7 +101,7 @@ static ts_status conv_layout_set(tg_pass_opts *o, const char *value, ts_diag *d)
     o->conv_block = (int)b;
     return TS_OK;
   }
-  return ts_diag_set(d, TS_EINVAL, "conv_layout: '%s' is not nchw, nchwc or nchwc<B> (B a power of two up to 64)", value);
+  return ts_diag_set(d, TS_EINVAL, "%s: '%s' is not nchw, nchwc or nchwc<B> (B a power of two up to 64)", name, value);
 }
 
 ts_status tg_pass_opts_set(tg_pass_opts *o, const char *name, const char *value, ts_diag *d) {
@@ -126,7 +126,7 @@ ts_status tg_pass_opts_set(tg_pass_opts *o, const char *name, const char *value,
     *(!strcmp(name, "qdq") ? &o->qdq_off : &o->polyphase_off) = !strcmp(value, "off");
     return TS_OK;
   }
-  if (!strcmp(name, "conv_layout") || !strcmp(name, "conv-layout")) return conv_layout_set(o, value, d);
+  if (!strcmp(name, "conv_layout") || !strcmp(name, "conv-layout")) return conv_layout_set(o, name, value, d);
   return ts_diag_set(d, TS_EINVAL, "unknown graph option '%s' (winograd, polyphase, qdq, conv_layout)", name);
 }
 
@@ -143,9 +143,10 @@ const char *tg_pass_opts_str(const tg_pass_opts *o, char *buf, size_t n) {
   if (o->polyphase_off) opt_put(buf, n, "polyphase", "off");
   if (o->qdq_off) opt_put(buf, n, "qdq", "off");
   if (o->qdq_nchw) opt_put(buf, n, "qdq", "nchw");
-  if (o->conv_block) {
+  /* the model compiler's default is nchwc with the target's block (-1) */
+  if (o->conv_block >= 0) {
     char v[32];
-    if (o->conv_block < 0) snprintf(v, sizeof v, "nchwc");
+    if (o->conv_block == 0) snprintf(v, sizeof v, "nchw");
     else snprintf(v, sizeof v, "nchwc%d", o->conv_block);
     opt_put(buf, n, "conv_layout", v);
   }
@@ -154,6 +155,7 @@ const char *tg_pass_opts_str(const tg_pass_opts *o, char *buf, size_t n) {
 
 ts_status tg_pass_opts_parse(const char *s, tg_pass_opts *o, ts_diag *d) {
   memset(o, 0, sizeof *o);
+  o->conv_block = -1; /* the model compiler's default, which the string leaves out */
   while (s && *s) {
     const char *comma = strchr(s, ','), *end = comma ? comma : s + strlen(s), *eq = memchr(s, '=', (size_t)(end - s));
     char name[32], value[32];

@@ -87,10 +87,13 @@ ts_status tg_run_pipeline_opts(tg_graph *g, const char *stop_after, const tg_pas
  * "polyphase" = on|off, "qdq" = on|off|nchw,
  * "conv_layout" = nchw|nchwc|nchwc<B>. TS_EINVAL naming the valid values otherwise. */
 ts_status tg_pass_opts_set(tg_pass_opts *o, const char *name, const char *value, ts_diag *d);
-/* The switches that differ from the defaults as "name=value,..." ("" for
- * the defaults): what the tuning log records. Returns buf. */
+/* The switches that differ from the model compiler's defaults
+ * (tun_model_opts_init: every switch 0 but conv_block -1, nchwc with the
+ * target's block) as "name=value,..." ("" for the defaults): what the
+ * tuning log records. Returns buf. */
 const char *tg_pass_opts_str(const tg_pass_opts *o, char *buf, size_t n);
-/* Parses tg_pass_opts_str's form back ("" or NULL: the defaults). */
+/* Parses tg_pass_opts_str's form back ("" or NULL: the model compiler's
+ * defaults, conv_block -1). */
 ts_status tg_pass_opts_parse(const char *s, tg_pass_opts *o, ts_diag *d);
 
 /* The individual passes (what tg_run_pass dispatches to). */

@@ -295,11 +295,27 @@ END_TEST
 
 /* The switches' spellings: set, the log's string and its parse round trip. */
 START_TEST(test_pass_opts_strings) {
-  tg_pass_opts o = {0}, back;
+  tg_pass_opts o = {.conv_block = -1}, back; /* the model compiler's defaults */
   ts_diag d;
   ts_diag_clear(&d);
   char buf[64];
   ck_assert_str_eq(tg_pass_opts_str(&o, buf, sizeof buf), "");
+  /* --conv-layout: nchw (0), nchwc (-1, the default: not written), nchwc<B> */
+  ck_assert_int_eq(tg_pass_opts_set(&o, "conv-layout", "nchw", &d), TS_OK);
+  ck_assert_str_eq(tg_pass_opts_str(&o, buf, sizeof buf), "conv_layout=nchw");
+  ck_assert_int_eq(tg_pass_opts_parse(buf, &back, &d), TS_OK);
+  ck_assert_int_eq(back.conv_block, 0);
+  ck_assert_int_eq(tg_pass_opts_set(&o, "conv_layout", "nchwc16", &d), TS_OK);
+  ck_assert_str_eq(tg_pass_opts_str(&o, buf, sizeof buf), "conv_layout=nchwc16");
+  ck_assert_int_eq(tg_pass_opts_parse(buf, &back, &d), TS_OK);
+  ck_assert_int_eq(back.conv_block, 16);
+  ck_assert_int_eq(tg_pass_opts_set(&o, "conv_layout", "nchwc12", &d), TS_EINVAL);
+  ck_assert_ptr_nonnull(strstr(d.msg, "conv_layout: 'nchwc12' is not nchw, nchwc or nchwc<B>"));
+  ts_diag_clear(&d);
+  ck_assert_int_eq(tg_pass_opts_set(&o, "conv_layout", "nchwc", &d), TS_OK);
+  ck_assert_str_eq(tg_pass_opts_str(&o, buf, sizeof buf), "");
+  ck_assert_int_eq(tg_pass_opts_parse("", &back, &d), TS_OK);
+  ck_assert_int_eq(back.conv_block, -1);
   ck_assert_int_eq(tg_pass_opts_set(&o, "winograd", "all", &d), TS_OK);
   ck_assert_str_eq(tg_pass_opts_str(&o, buf, sizeof buf), "winograd=all");
   ck_assert_int_eq(tg_pass_opts_set(&o, "polyphase", "off", &d), TS_OK);
@@ -1358,7 +1374,7 @@ END_TEST
 START_TEST(test_pass_names) {
   int n = 0;
   const char *const *names = tg_pass_names(&n);
-  ck_assert_int_eq(n, 9);
+  ck_assert_int_eq(n, 10);
   ck_assert_str_eq(names[0], "qdq");
   ck_assert_str_eq(names[1], "fold_constants");
   ck_assert_str_eq(names[n - 1], "dce");
