@@ -20,8 +20,10 @@
  *     out"); its blocked input is the twin of x, made by Reshape +
  *     Transpose [0,1,3,4,2] (the "border in") when x has none yet;
  *   - an elementwise or broadcasting node (the registry's pattern) whose
- *     4-D inputs of its output's shape have twins, the rest single elements,
- *     runs on the twins (elementwise ops do not see the layout);
+ *     4-D inputs have its output's channels (the other dims its output's or
+ *     1), one of them with a twin, the rest single elements, runs on the
+ *     twins (elementwise ops do not see the layout; a [N, C, 1, 1] twin
+ *     broadcasts as its plain form does), the others crossing in;
  *   - a 2-D MaxPool of a value with a twin pools the twin ("tessel.nchwc").
  * A border out that nothing reads any more is dropped by dce, so the
  * conversions left are the region's borders (the stem's input, the pooled
@@ -238,10 +240,13 @@ static ts_status ewise_step(nc_state *s, tg_node *n) {
   for (int i = 0; i < n->nin; i++) {
     if (n->inputs[i] < 0) continue;
     const tg_value *v = g->values[n->inputs[i]];
-    bool same = v->ndim == 4;
-    for (int j = 0; same && j < 4; j++) same = tg_dim_eq(v->dims[j], y->dims[j]);
-    if (same && twin_of(s, n->inputs[i]) >= 0) with++;
-    else if (tg_value_numel(v) != 1 && !(same && v->dtype.code == IR_F32)) return TS_OK;
+    /* y's channels, the other dims y's or 1 (a squeeze-excite scale
+     * [N, C, 1, 1]): the blocked forms broadcast the same way */
+    bool fits = v->ndim == 4 && tg_dim_eq(v->dims[1], y->dims[1]);
+    for (int j = 0; fits && j < 4; j++)
+      fits = tg_dim_eq(v->dims[j], y->dims[j]) || (!v->dims[j].sym && v->dims[j].value == 1);
+    if (fits && twin_of(s, n->inputs[i]) >= 0) with++;
+    else if (tg_value_numel(v) != 1 && !(fits && static_f32(v, 4))) return TS_OK;
   }
   if (!with) return TS_OK;
   /* the other full-size inputs cross the border in */

@@ -867,7 +867,8 @@ def nchwc_models():
     b.op("Gemm", [h, b.weight("fc", [10, 12]), b.weight("fb", [10], 0.1)], transB=1)
     out.append(finish(b, "nchwc_resnet", [35, 33], [1, 10]))
     # MobileNetV2: 3x3/2 stem, ReLU6; an inverted residual (1x1 expand,
-    # depthwise 3x3, 1x1 project, Add); a strided one to 24 channels; a
+    # depthwise 3x3, 1x1 project, Add); a strided one to 24 channels with a
+    # squeeze-excite scale (pool, 1x1 to 8, 1x1 back, Sigmoid, Mul); a
     # 20-channel 1x1 (fallback); the pooled output
     b = Builder(61)
     h = relu6(b, conv(b, "x", 3, 16, 3, 2))
@@ -876,6 +877,8 @@ def nchwc_models():
     h = b.op("Add", [conv(b, t, 48, 16, 1), h])
     t = relu6(b, conv(b, h, 16, 48, 1))
     t = relu6(b, conv(b, t, 48, 48, 3, 2, group=48))
+    se = b.op("Relu", [conv(b, b.op("GlobalAveragePool", [t]), 48, 8, 1)])
+    t = b.op("Mul", [t, b.op("Sigmoid", [conv(b, se, 8, 48, 1)])])
     h = conv(b, t, 48, 24, 1)
     h = relu6(b, conv(b, h, 24, 20, 1))
     b.op("GlobalAveragePool", [h])
