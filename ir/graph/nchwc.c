@@ -2,8 +2,9 @@
  *
  * With g->opts.conv_block = b (--conv-layout nchwc; the model compiler sets b
  * from the target's vector width, 8 floats on AVX2, 16 with AVX-512), every
- * float 2-D Conv with constant sizes and constant weights, groups 1 or
- * depthwise (group = C = K), whose output channels are a multiple of b,
+ * float 2-D Conv with constant channel and spatial sizes and constant weights, groups 1 or
+ * depthwise (group = C = K), whose output channels are a multiple of b
+ * (the batch may be symbolic),
  * computes in the layout oneDNN and MLAS use (docs/SEARCH.md,
  * "Channel-blocked convolution"):
  *   x [N, C/cb, H, W, cb], w [K/b, C/cb, R, S, cb, b] (depthwise
@@ -28,7 +29,7 @@
  * A border out that nothing reads any more is dropped by dce, so the
  * conversions left are the region's borders (the stem's input, the pooled
  * tail). A convolution whose output channels the block does not divide, a
- * grouped one, or one with symbolic sizes stays NCHW (the fallback: no
+ * grouped one, or one with a symbolic channel or spatial size stays NCHW (the fallback: no
  * padding of channels); so does a Winograd one (the winograd pass runs
  * first; --winograd off leaves every 3x3 to this pass). docs/PASSES.md. */
 #include <stdio.h>
@@ -68,6 +69,20 @@ static ts_status set_twin(nc_state *s, int vid, int tw) {
 
 static bool static_f32(const tg_value *v, int nd) {
   return v->ndim == nd && v->dtype.code == IR_F32 && v->dtype.lanes == 1 && tg_value_is_static(v);
+}
+
+/* An f32 activation [N, C, H, W]: N may be symbolic (a batch), the rest not. */
+static bool act_f32(const tg_value *v) {
+  if (v->ndim != 4 || v->dtype.code != IR_F32 || v->dtype.lanes != 1) return false;
+  for (int i = 1; i < 4; i++)
+    if (v->dims[i].sym) return false;
+  return true;
+}
+
+/* A Reshape's shape attribute for dims: a symbolic dim is 0 (copied from
+ * the input's, which is the same symbol). */
+static void shape_attr(const tg_dim *dims, int nd, int64_t *out) {
+  for (int i = 0; i < nd; i++) out[i] = dims[i].sym ? 0 : dims[i].value;
 }
 
 /* A new intermediate value named after vid's with the given dims. */
@@ -119,7 +134,8 @@ static int twin_in(nc_state *s, int x) {
   if (r < 0) return -1;
   int u = new_value(g, x, "nchwc", 5, bd, s->d);
   if (u < 0) return -1;
-  int64_t shape[5] = {rd[0].value, rd[1].value, rd[2].value, rd[3].value, rd[4].value};
+  int64_t shape[5];
+  shape_attr(rd, 5, shape);
   if (add_conv_node(g, TG_OP_RESHAPE, x, r, "shape", shape, 5, s->d) != TS_OK ||
       add_conv_node(g, TG_OP_TRANSPOSE, r, u, "perm", TO_BLOCKED, 5, s->d) != TS_OK || set_twin(s, x, u) != TS_OK)
     return -1;
@@ -142,7 +158,8 @@ static ts_status blocked_after(nc_state *s, tg_node *n) {
   n->outputs[0] = u;
   g->values[u]->producer = n->id;
   g->values[y]->producer = -1;
-  int64_t shape[4] = {yv->dims[0].value, yv->dims[1].value, yv->dims[2].value, yv->dims[3].value};
+  int64_t shape[4];
+  shape_attr(yv->dims, 4, shape);
   ts_status st = add_conv_node(g, TG_OP_TRANSPOSE, u, t, "perm", FROM_BLOCKED, 5, s->d);
   if (st == TS_OK) st = add_conv_node(g, TG_OP_RESHAPE, t, y, "shape", shape, 4, s->d);
   return st == TS_OK ? set_twin(s, y, u) : st;
@@ -200,7 +217,7 @@ static int conv_kind(const nc_state *s, const tg_node *n) {
       strcmp(tg_attr_str(n, "auto_pad", "NOTSET"), "NOTSET"))
     return 0;
   const tg_value *x = g->values[n->inputs[0]], *w = g->values[n->inputs[1]], *y = g->values[n->outputs[0]];
-  if (!static_f32(x, 4) || !static_f32(w, 4) || !static_f32(y, 4) || w->kind != TG_V_CONST || !w->data) return 0;
+  if (!act_f32(x) || !static_f32(w, 4) || !act_f32(y) || w->kind != TG_V_CONST || !w->data) return 0;
   if (n->nin > 2 && n->inputs[2] >= 0 && !static_f32(g->values[n->inputs[2]], 1)) return 0;
   int64_t K = y->dims[1].value, C = x->dims[1].value, grp = tg_attr_int(n, "group", 1);
   if (K % s->b) return 0;
@@ -235,7 +252,7 @@ static ts_status ewise_step(nc_state *s, tg_node *n) {
   tg_pattern p = lg_pattern(g, n);
   if ((p != TG_PAT_ELEMWISE && p != TG_PAT_BROADCAST) || n->nout != 1 || n->nin < 1) return TS_OK;
   const tg_value *y = g->values[n->outputs[0]];
-  if (!static_f32(y, 4) || y->dims[1].value % s->b) return TS_OK;
+  if (!act_f32(y) || y->dims[1].value % s->b) return TS_OK;
   int with = 0;
   for (int i = 0; i < n->nin; i++) {
     if (n->inputs[i] < 0) continue;
@@ -246,7 +263,7 @@ static ts_status ewise_step(nc_state *s, tg_node *n) {
     for (int j = 0; fits && j < 4; j++)
       fits = tg_dim_eq(v->dims[j], y->dims[j]) || (!v->dims[j].sym && v->dims[j].value == 1);
     if (fits && twin_of(s, n->inputs[i]) >= 0) with++;
-    else if (tg_value_numel(v) != 1 && !(fits && static_f32(v, 4))) return TS_OK;
+    else if (tg_value_numel(v) != 1 && !(fits && act_f32(v))) return TS_OK;
   }
   if (!with) return TS_OK;
   /* the other full-size inputs cross the border in */
@@ -267,7 +284,7 @@ static ts_status pool_step(nc_state *s, tg_node *n) {
       (n->nout > 1 && n->outputs[1] >= 0) || strcmp(tg_attr_str(n, "auto_pad", "NOTSET"), "NOTSET"))
     return TS_OK;
   int t = twin_of(s, n->inputs[0]);
-  if (t < 0 || !static_f32(g->values[n->outputs[0]], 4)) return TS_OK;
+  if (t < 0 || !act_f32(g->values[n->outputs[0]])) return TS_OK;
   n->inputs[0] = t;
   n->nout = 1;
   ts_status st = set_int(g, n, "tessel.nchwc", s->b, s->d);

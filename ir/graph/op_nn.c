@@ -738,8 +738,11 @@ static void emit_conv_nchwc(lg_kernel *k, const tg_node *n, const char *const *i
   const tg_value *x = V(k, n->inputs[0]), *wv = V(k, n->inputs[1]), *y = OUTV(0);
   int64_t b = tg_attr_int(n, "tessel.nchwc", 0), cb = tg_attr_int(n, "tessel.nchwc_cb", b);
   bool dw = wv->ndim == 4, plain = x->ndim == 4;
+  bool konst = tg_value_is_static(wv);
+  for (int i = 1; i < x->ndim; i++) konst = konst && !x->dims[i].sym;
+  for (int i = 1; i < y->ndim; i++) konst = konst && !y->dims[i].sym;
   if (y->ndim != 5 || (wv->ndim != 4 && wv->ndim != 6) || (plain && (cb != 1 || dw)) || (!plain && x->ndim != 5) ||
-      !tg_value_is_static(x) || !tg_value_is_static(wv) || !tg_value_is_static(y)) {
+      !konst) {
     lg_fail(k, TS_EINVAL, n, "tessel.nchwc convolution with unexpected shapes");
     return;
   }
@@ -751,7 +754,7 @@ static void emit_conv_nchwc(lg_kernel *k, const tg_node *n, const char *const *i
     lg_fail(k, TS_EUNSUPPORTED, n, "tessel.nchwc on a convolution that is not 2-D");
     return;
   }
-  int64_t N = x->dims[0].value, CB = x->dims[1].value, H = x->dims[2].value, W = x->dims[3].value;
+  int64_t CB = x->dims[1].value, H = x->dims[2].value, W = x->dims[3].value; /* the batch may be symbolic */
   int64_t ph = (y->dims[2].value - 1) * w.st[0] + (w.kern[0] - 1) * w.dil[0] + 1;
   int64_t pw = (y->dims[3].value - 1) * w.st[1] + (w.kern[1] - 1) * w.dil[1] + 1;
   bool guard = w.pb[0] > 0 || w.pb[1] > 0 || ph - w.pb[0] > H || pw - w.pb[1] > W;
@@ -760,7 +763,7 @@ static void emit_conv_nchwc(lg_kernel *k, const tg_node *n, const char *const *i
   tb bb;
   if (guard) {
     lg_tmpname(xp, sizeof xp, o, "pad");
-    tg_dim pd[5] = {{N, NULL}, {CB, NULL}, {ph, NULL}, {pw, NULL}, {plain ? 1 : cb, NULL}};
+    tg_dim pd[5] = {x->dims[0], {CB, NULL}, {ph, NULL}, {pw, NULL}, {plain ? 1 : cb, NULL}};
     lg_let_dims(k, xp, x->dtype, 5, pd);
     tb_reset(&bb);
     lg_lhs(&bb, xp, 5);
