@@ -1,7 +1,7 @@
 /* args.c — argument and output helpers the commands share, with one wording
  * for their errors: the model commands' --sym/--bind NAME=VALUE, --buckets
  * NAME=V1,V2,... and graph
- * switches --winograd/--polyphase/--qdq (into a tun_model_opts,
+ * switches --winograd/--polyphase/--qdq/--conv-layout (into a tun_model_opts,
  * tuner/model_build.h), the one SUBJECT of show/run/selfcheck, and printing
  * a JSON result. */
 #include <getopt.h>
@@ -68,7 +68,7 @@ int tun_cli_graph_opt(const char *cmd, const char *name, const char *value, tun_
   return 2;
 }
 
-enum { OPT_SYM = 950, OPT_WINOGRAD, OPT_POLYPHASE, OPT_QDQ, OPT_BUCKETS };
+enum { OPT_SYM = 950, OPT_WINOGRAD, OPT_POLYPHASE, OPT_QDQ, OPT_BUCKETS, OPT_CONV_LAYOUT };
 
 static int buckets_arg(const char *cmd, const char *spec, tun_model_opts *o) {
   ts_diag d;
@@ -84,6 +84,7 @@ const struct option tun_cli_model_options[] = {{"sym", required_argument, 0, OPT
                                                {"polyphase", required_argument, 0, OPT_POLYPHASE},
                                                {"qdq", required_argument, 0, OPT_QDQ},
                                                {"buckets", required_argument, 0, OPT_BUCKETS},
+                                               {"conv-layout", required_argument, 0, OPT_CONV_LAYOUT},
                                                {0, 0, 0, 0}};
 
 int tun_cli_model_option(const char *cmd, int opt, const char *arg, tun_model_opts *o) {
@@ -93,6 +94,7 @@ int tun_cli_model_option(const char *cmd, int opt, const char *arg, tun_model_op
   case OPT_POLYPHASE: return tun_cli_graph_opt(cmd, "polyphase", arg, o) ? -1 : 1;
   case OPT_QDQ: return tun_cli_graph_opt(cmd, "qdq", arg, o) ? -1 : 1;
   case OPT_BUCKETS: return buckets_arg(cmd, arg, o) ? -1 : 1;
+  case OPT_CONV_LAYOUT: return tun_cli_graph_opt(cmd, "conv-layout", arg, o) ? -1 : 1;
   default: return 0;
   }
 }

@@ -24,7 +24,7 @@
 
 static const char *build_usage =
     "usage: tessel build MODEL.onnx -o MODEL.so [--log LOG [--threads N]] [--target T] [--sym NAME=VALUE]... [--json]\n"
-    "                    [--winograd on|off|all] [--polyphase on|off] [--qdq on|off]\n"
+    "                    [--winograd on|off|all] [--polyphase on|off] [--qdq on|off] [--conv-layout nchw|nchwc]\n"
     "Imports the model, runs the graph passes and builds one shared library holding a kernel per\n"
     "distinct fused PrimFunc, the execution plan and the weights (docs/MODEL.md); run it with\n"
     "`tessel run MODEL.so` or the C API (include/tessel/tessel_model.h).\n"

@@ -17,7 +17,7 @@
 
 static const char *usage =
     "usage: tessel tasks MODEL.onnx [--json] [--sym NAME=VALUE]... [--dump DIR]\n"
-    "                    [--winograd on|off|all] [--polyphase on|off] [--qdq on|off]\n"
+    "                    [--winograd on|off|all] [--polyphase on|off] [--qdq on|off] [--conv-layout nchw|nchwc]\n"
     "Imports the model, runs the graph passes (fold, legalize, fuse, ...) and lists its tuning\n"
     "tasks: the distinct fused kernels, their workload keys, weights (calls per inference) and FLOPs.\n"
     "  --json             print {tasks: [{name, key, weight, flops}], ...} on stdout\n"

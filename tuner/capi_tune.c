@@ -87,6 +87,7 @@ static const opt_row rows[] = {
     {"winograd", K_SPECIAL, 0, 0, 0},
     {"polyphase", K_SPECIAL, 0, 0, 0},
     {"qdq", K_SPECIAL, 0, 0, 0},
+    {"conv-layout", K_SPECIAL, 0, 0, 0},
     {"task-scheduler", K_SPECIAL, 0, 0, 0},
     {"no-default", K_FLAG, F(no_default), 0, 0},
     {"verbose", K_FLAG, F(verbose), 0, 0},

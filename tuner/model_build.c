@@ -28,6 +28,10 @@
 void tun_model_opts_init(tun_model_opts *o) {
   memset(o, 0, sizeof *o);
   o->target = "llvm";
+  /* float convolutions channel-blocked by the target's vector width (the
+   * nchwc pass; --conv-layout nchw turns it off): faster untuned on both
+   * ResNet-50 and MobileNetV2 (bench/RESULTS.md) */
+  o->graph.conv_block = -1;
 }
 
 ts_status tun_model_opts_add_sym(tun_model_opts *o, const char *s, ts_diag *d) {
@@ -147,13 +151,30 @@ static ts_status check_syms(const tg_graph *g, const char *path, const tun_model
   return TS_OK;
 }
 
+/* --conv-layout nchwc: the channel block is the target's vector width in
+ * floats (8 with AVX2, 16 with AVX-512); a GPU target keeps NCHW. */
+static ts_status resolve_conv_block(const tun_model_opts *o, tg_pass_opts *go, ts_diag *d) {
+  if (go->conv_block >= 0) return TS_OK;
+  cg_target t;
+  if (cg_target_parse(o->target ? o->target : "llvm", &t, d) != TS_OK) return d && d->code ? d->code : TS_EINVAL;
+  if (t.kind != CG_TARGET_LLVM) {
+    go->conv_block = 0;
+    return TS_OK;
+  }
+  if (cg_llvm_resolve_target(&t, d) != TS_OK) return d && d->code ? d->code : TS_EINVAL;
+  go->conv_block = t.vector_bits >= 64 ? t.vector_bits / 32 : 4;
+  return TS_OK;
+}
+
 ts_status tun_model_import(const char *path, const tun_model_opts *o, const char *stop_after, ir_module *m,
                            tg_graph **g, ts_diag *d) {
   *g = NULL;
+  tg_pass_opts go = o->graph;
+  if (resolve_conv_block(o, &go, d) != TS_OK) return prefix(d, path);
   if (tg_onnx_import(path, m, g, d) != TS_OK) return prefix(d, path);
-  if (!(stop_after && !*stop_after) && tg_run_pipeline_opts(*g, stop_after, &o->graph, d) != TS_OK)
+  if (!(stop_after && !*stop_after) && tg_run_pipeline_opts(*g, stop_after, &go, d) != TS_OK)
     return prefix(d, path);
-  (*g)->opts = o->graph;
+  (*g)->opts = go;
   return check_syms(*g, path, o, d);
 }
 

@@ -31,7 +31,8 @@ typedef struct tun_model_opts {
   const char *log;      /* tuning log whose best records are replayed; NULL: default schedules */
   int threads;          /* the thread count the build is for: the log's records at it first, else
                          * the best of any count (said on warn); 0: TESSEL_NUM_THREADS or all cores */
-  tg_pass_opts graph;   /* the graph passes' switches (--winograd, --polyphase, --qdq) */
+  tg_pass_opts graph;   /* the graph passes' switches (--winograd, --polyphase, --qdq, --conv-layout;
+                         * tun_model_opts_init sets conv_block -1: nchwc, the block from the target) */
   int nsyms;            /* symbolic dims at the sizes they were tuned at (the task keys' binding) */
   const char *sym_names[TUN_MODEL_MAX_SYMS];
   int64_t sym_values[TUN_MODEL_MAX_SYMS];

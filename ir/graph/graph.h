@@ -212,6 +212,11 @@ typedef struct tg_pass_opts {
   bool polyphase_off; /* strided 2-d convolutions read the padded input in the plain order */
   bool qdq_off;       /* the qdq pass leaves QuantizeLinear/DequantizeLinear chains as float ops */
   bool qdq_nchw;      /* the integer ops keep the NCHW layout (no channels-last region; --qdq nchw) */
+  /* --conv-layout: 0 NCHW (the float convolutions as imported); > 0 the
+   * nchwc pass blocks channels by this many (NCHW[x]c); -1 nchwc with the
+   * block from the target's vector width (the model compiler resolves it;
+   * the pass alone reads it as 8) */
+  int conv_block;
 } tg_pass_opts;
 
 /* A name -> id hash index (open addressing, linear probing, the names hashed

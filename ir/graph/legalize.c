@@ -180,6 +180,8 @@ tg_pattern lg_pattern(const tg_graph *g, const tg_node *n) {
 const char *lg_node_short_name(const tg_node *n) {
   tg_op op = lg_node_op(n);
   if (op == TG_OP_CONV && tg_attr_int(n, "tessel.winograd", 0)) return "conv2d_winograd";
+  if (op == TG_OP_CONV && tg_attr_int(n, "tessel.nchwc", 0)) return "conv2d_nchwc";
+  if (op == TG_OP_MAX_POOL && tg_attr_int(n, "tessel.nchwc", 0)) return "max_pool2d_nchwc";
   return lg_short_name(op);
 }
 

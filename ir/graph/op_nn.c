@@ -719,10 +719,122 @@ static void conv_reduce(lg_kernel *k, const conv_plan *p, const char *dst, int64
   lg_stmt(k, &b);
 }
 
+/* ---- the channel-blocked forms (the nchwc pass, nchwc.c) ---- */
+
+/* A 4-D view [N, C, H, W] of a blocked [N, C/b, H, W, b] value (the
+ * window helpers read only the spatial dims). */
+static tg_value plain_view(const tg_value *v) {
+  tg_value t = *v;
+  if (v->ndim == 5) t.ndim = 4;
+  return t;
+}
+
+/* The blocked convolution (tessel.nchwc = b, tessel.nchwc_cb = cb): x
+ * [N, C/cb, H, W, cb] (or plain [N, C, H, W] when cb = 1), w
+ * [K/b, C/cb, R, S, cb, b] (depthwise [C/b, R, S, b]), bias [K], y
+ * [N, K/b, P, Q, b]. A padded copy of x when the window leaves it, then the
+ * sum with the output-channel block innermost, as the conv2d_nchwc workload. */
+static void emit_conv_nchwc(lg_kernel *k, const tg_node *n, const char *const *in, const char *o) {
+  const tg_value *x = V(k, n->inputs[0]), *wv = V(k, n->inputs[1]), *y = OUTV(0);
+  int64_t b = tg_attr_int(n, "tessel.nchwc", 0), cb = tg_attr_int(n, "tessel.nchwc_cb", b);
+  bool dw = wv->ndim == 4, plain = x->ndim == 4;
+  bool konst = tg_value_is_static(wv);
+  for (int i = 1; i < x->ndim; i++) konst = konst && !x->dims[i].sym;
+  for (int i = 1; i < y->ndim; i++) konst = konst && !y->dims[i].sym;
+  if (y->ndim != 5 || (wv->ndim != 4 && wv->ndim != 6) || (plain && (cb != 1 || dw)) || (!plain && x->ndim != 5) ||
+      !konst) {
+    lg_fail(k, TS_EINVAL, n, "tessel.nchwc convolution with unexpected shapes");
+    return;
+  }
+  tg_value x4 = plain_view(x), y4 = plain_view(y);
+  int64_t kern[2] = {wv->dims[dw ? 1 : 2].value, wv->dims[dw ? 2 : 3].value};
+  win w;
+  if (!get_win(k, n, &x4, &y4, kern, &w)) return;
+  if (w.ns != 2) {
+    lg_fail(k, TS_EUNSUPPORTED, n, "tessel.nchwc on a convolution that is not 2-D");
+    return;
+  }
+  int64_t CB = x->dims[1].value, H = x->dims[2].value, W = x->dims[3].value; /* the batch may be symbolic */
+  int64_t ph = (y->dims[2].value - 1) * w.st[0] + (w.kern[0] - 1) * w.dil[0] + 1;
+  int64_t pw = (y->dims[3].value - 1) * w.st[1] + (w.kern[1] - 1) * w.dil[1] + 1;
+  bool guard = w.pb[0] > 0 || w.pb[1] > 0 || ph - w.pb[0] > H || pw - w.pb[1] > W;
+  char xp[96], cv[96];
+  const char *src = in[0];
+  tb bb;
+  if (guard) {
+    lg_tmpname(xp, sizeof xp, o, "pad");
+    tg_dim pd[5] = {x->dims[0], {CB, NULL}, {ph, NULL}, {pw, NULL}, {plain ? 1 : cb, NULL}};
+    lg_let_dims(k, xp, x->dtype, 5, pd);
+    tb_reset(&bb);
+    lg_lhs(&bb, xp, 5);
+    tb_printf(&bb,
+              " = select(i2 - %" PRId64 " >= 0 && i2 - %" PRId64 " < %" PRId64 " && i3 - %" PRId64
+              " >= 0 && i3 - %" PRId64 " < %" PRId64 ", %s[i0, i1, min(max(i2 - %" PRId64 ", 0), %" PRId64
+              "), min(max(i3 - %" PRId64 ", 0), %" PRId64 ")%s], 0.0)",
+              w.pb[0], w.pb[0], H, w.pb[1], w.pb[1], W, in[0], w.pb[0], H - 1, w.pb[1], W - 1, plain ? "" : ", i4");
+    lg_stmt(k, &bb);
+    src = xp;
+    plain = false; /* the padded copy is 5-D */
+  }
+  /* without a guard there is no padding: the window starts at i * stride */
+  char eh[96], ew[96];
+  int rv = dw ? 0 : 1;
+  snprintf(eh, sizeof eh, "i2 * %" PRId64 " + r%d * %" PRId64, w.st[0], rv, w.dil[0]);
+  snprintf(ew, sizeof ew, "i3 * %" PRId64 " + r%d * %" PRId64, w.st[1], rv + 1, w.dil[1]);
+  const char *dst = conv_acc(k, n, o, cv, sizeof cv);
+  tb_reset(&bb);
+  lg_lhs(&bb, dst, 5);
+  if (dw)
+    tb_printf(&bb, " += %s[i0, i1, %s, %s, i4] * %s[i1, r0, r1, i4] for r0 in 0..%" PRId64 ", r1 in 0..%" PRId64, src,
+              eh, ew, in[1], w.kern[0], w.kern[1]);
+  else if (plain)
+    tb_printf(&bb, " += %s[i0, r0, %s, %s] * %s[i1, r0, r1, r2, 0, i4] for r0 in 0..%" PRId64 ", r1 in 0..%" PRId64
+              ", r2 in 0..%" PRId64,
+              src, eh, ew, in[1], CB, w.kern[0], w.kern[1]);
+  else
+    tb_printf(&bb, " += %s[i0, r0, %s, %s, r3] * %s[i1, r0, r1, r2, r3, i4] for r0 in 0..%" PRId64
+              ", r1 in 0..%" PRId64 ", r2 in 0..%" PRId64 ", r3 in 0..%" PRId64,
+              src, eh, ew, in[1], CB, w.kern[0], w.kern[1], cb);
+  lg_stmt(k, &bb);
+  if (dst == o) return;
+  tb_reset(&bb);
+  lg_lhs(&bb, o, 5);
+  tb_printf(&bb, " = ");
+  lg_lhs(&bb, dst, 5);
+  tb_printf(&bb, " + %s[i1 * %" PRId64 " + i4]", in[2], b);
+  lg_stmt(k, &bb);
+}
+
+/* A 2-D MaxPool of a blocked value (tessel.nchwc): x and y [N, C/b, H, W, b]. */
+static void emit_max_pool_nchwc(lg_kernel *k, const tg_node *n, const int64_t *ks, const char *xin, const char *o) {
+  const tg_value *x = V(k, n->inputs[0]), *y = OUTV(0);
+  tg_value x4 = plain_view(x), y4 = plain_view(y);
+  win w;
+  if (x->ndim != 5 || y->ndim != 5 || !get_win(k, n, &x4, &y4, ks, &w) || w.ns != 2) {
+    if (k->st == TS_OK) lg_fail(k, TS_EUNSUPPORTED, n, "tessel.nchwc on a pool that is not 2-D");
+    return;
+  }
+  tb b;
+  tb_reset(&b);
+  lg_lhs(&b, o, 5);
+  tb_printf(&b, " max= %s[i0, i1, ", xin);
+  win_coord(&b, &w, 0, 0);
+  tb_printf(&b, ", ");
+  win_coord(&b, &w, 1, 1);
+  tb_printf(&b, ", i4]");
+  window_where(k, &b, &w, &x4, &y4, 0);
+  tb_printf(&b, " for r0 in 0..%" PRId64 ", r1 in 0..%" PRId64, w.kern[0], w.kern[1]);
+  lg_stmt(k, &b);
+}
+
 void lg_emit_conv(lg_kernel *k, const tg_node *n, const char *const *in, const char *const *out) {
   const char *o = out[0];
   if (tg_attr_int(n, "tessel.winograd", 0) == 4 && n->nin >= 5) {
     emit_conv_winograd(k, n, in, o);
+    return;
+  }
+  if (tg_attr_int(n, "tessel.nchwc", 0)) {
+    emit_conv_nchwc(k, n, in, o);
     return;
   }
   conv_plan p;
@@ -958,10 +1070,16 @@ void lg_emit_pool(lg_kernel *k, const tg_node *n, const char *const *in, const c
   tg_op op = lg_node_op(n);
   const char *o = out[0];
   const tg_value *x = V(k, n->inputs[0]), *y = OUTV(0);
-  int r = x->ndim, c;
+  int r = x->ndim - (tg_attr_int(n, "tessel.nchwc", 0) ? 1 : 0), c; /* a blocked x has 2 + 3 dims */
   const int64_t *ks = tg_attr_ints(n, "kernel_shape", &c);
   if (!ks || c != r - 2) {
     lg_fail(k, TS_EINVAL, n, "kernel_shape missing or of the wrong length");
+    return;
+  }
+  if (tg_attr_int(n, "tessel.nchwc", 0)) {
+    if (op != TG_OP_MAX_POOL || (n->nout > 1 && n->outputs[1] >= 0) || c != 2)
+      lg_fail(k, TS_EUNSUPPORTED, n, "tessel.nchwc on this pool");
+    else emit_max_pool_nchwc(k, n, ks, in[0], o);
     return;
   }
   win w;

@@ -23,14 +23,15 @@ static const pass_def passes[] = {
     {"qdq", tg_pass_qdq},
     {"fold_constants", tg_pass_fold_constants}, {"fold_batchnorm", tg_pass_fold_batchnorm},
     {"simplify", tg_pass_simplify},             {"winograd", tg_pass_winograd},
-    {"legalize", tg_pass_legalize},
+    {"nchwc", tg_pass_nchwc},                   {"legalize", tg_pass_legalize},
     {"layout_rewrite", tg_pass_layout_rewrite}, {"fuse", tg_pass_fuse},
     {"dce", tg_pass_dce},
 };
 #define NPASSES ((int)(sizeof passes / sizeof passes[0]))
 
-static const char *const pass_names[NPASSES] = {"qdq",      "fold_constants", "fold_batchnorm", "simplify", "winograd",
-                                                "legalize", "layout_rewrite", "fuse",           "dce"};
+static const char *const pass_names[NPASSES] = {"qdq",      "fold_constants", "fold_batchnorm", "simplify",
+                                                "winograd", "nchwc",          "legalize",       "layout_rewrite",
+                                                "fuse",     "dce"};
 
 const char *const *tg_pass_names(int *n) {
   if (n) *n = NPASSES;
@@ -88,6 +89,21 @@ ts_status tg_run_pipeline_opts(tg_graph *g, const char *stop_after, const tg_pas
 
 static const char *const winograd_names[] = {"on", "off", "all"};
 
+/* "conv_layout" = nchw | nchwc (the block from the target) | nchwc<B> (B in
+ * 1..64, a power of two). */
+static ts_status conv_layout_set(tg_pass_opts *o, const char *name, const char *value, ts_diag *d) {
+  if (!strcmp(value, "nchw") || !strcmp(value, "nchwc")) {
+    o->conv_block = value[4] ? -1 : 0;
+    return TS_OK;
+  }
+  int64_t b;
+  if (!strncmp(value, "nchwc", 5) && ts_parse_i64(value + 5, 1, 64, &b, NULL) && !(b & (b - 1))) {
+    o->conv_block = (int)b;
+    return TS_OK;
+  }
+  return ts_diag_set(d, TS_EINVAL, "%s: '%s' is not nchw, nchwc or nchwc<B> (B a power of two up to 64)", name, value);
+}
+
 ts_status tg_pass_opts_set(tg_pass_opts *o, const char *name, const char *value, ts_diag *d) {
   if (!strcmp(name, "winograd")) {
     for (int i = 0; i < 3; i++)
@@ -110,19 +126,36 @@ ts_status tg_pass_opts_set(tg_pass_opts *o, const char *name, const char *value,
     *(!strcmp(name, "qdq") ? &o->qdq_off : &o->polyphase_off) = !strcmp(value, "off");
     return TS_OK;
   }
-  return ts_diag_set(d, TS_EINVAL, "unknown graph option '%s' (winograd, polyphase, qdq)", name);
+  if (!strcmp(name, "conv_layout") || !strcmp(name, "conv-layout")) return conv_layout_set(o, name, value, d);
+  return ts_diag_set(d, TS_EINVAL, "unknown graph option '%s' (winograd, polyphase, qdq, conv_layout)", name);
+}
+
+/* Appends ",name=value" (no comma first) to buf. */
+static void opt_put(char *buf, size_t n, const char *name, const char *value) {
+  size_t l = strlen(buf);
+  if (l < n) snprintf(buf + l, n - l, "%s%s=%s", l ? "," : "", name, value);
 }
 
 const char *tg_pass_opts_str(const tg_pass_opts *o, char *buf, size_t n) {
-  snprintf(buf, n, "%s%s%s%s%s", o->winograd ? "winograd=" : "", o->winograd ? winograd_names[o->winograd] : "",
-           o->polyphase_off ? (o->winograd ? ",polyphase=off" : "polyphase=off") : "",
-           o->qdq_off ? (o->winograd || o->polyphase_off ? ",qdq=off" : "qdq=off") : "",
-           o->qdq_nchw ? (o->winograd || o->polyphase_off ? ",qdq=nchw" : "qdq=nchw") : "");
+  if (!n) return buf;
+  buf[0] = 0;
+  if (o->winograd) opt_put(buf, n, "winograd", winograd_names[o->winograd]);
+  if (o->polyphase_off) opt_put(buf, n, "polyphase", "off");
+  if (o->qdq_off) opt_put(buf, n, "qdq", "off");
+  if (o->qdq_nchw) opt_put(buf, n, "qdq", "nchw");
+  /* the model compiler's default is nchwc with the target's block (-1) */
+  if (o->conv_block >= 0) {
+    char v[32];
+    if (o->conv_block == 0) snprintf(v, sizeof v, "nchw");
+    else snprintf(v, sizeof v, "nchwc%d", o->conv_block);
+    opt_put(buf, n, "conv_layout", v);
+  }
   return buf;
 }
 
 ts_status tg_pass_opts_parse(const char *s, tg_pass_opts *o, ts_diag *d) {
   memset(o, 0, sizeof *o);
+  o->conv_block = -1; /* the model compiler's default, which the string leaves out */
   while (s && *s) {
     const char *comma = strchr(s, ','), *end = comma ? comma : s + strlen(s), *eq = memchr(s, '=', (size_t)(end - s));
     char name[32], value[32];
@@ -524,6 +557,10 @@ static bool strided_pointwise_conv(const tg_graph *g, const tg_node *n) {
     if (p[i]) return false;
   const char *ap = tg_attr_str(n, "auto_pad", "NOTSET");
   if (strcmp(ap, "NOTSET") && strcmp(ap, "VALID")) return false;
+  /* the nchwc pass's convolutions read the strided input as broadcast
+   * scalars of contiguous rows: no Slice (it would be a layout border) */
+  int blk = g->opts.conv_block < 0 ? 8 : g->opts.conv_block;
+  if (n->op == TG_OP_CONV && blk && !y->dims[1].sym && y->dims[1].value % blk == 0) return false;
   /* the output's spatial dims are the Slice's: ceil(H / s) */
   for (int i = 2; i < 4; i++)
     if (x->dims[i].sym || y->dims[i].sym || y->dims[i].value != (x->dims[i].value + st[i - 2] - 1) / st[i - 2])

@@ -33,6 +33,15 @@
  *                   and the batched matmul as one kernel. g->opts.winograd
  *                   (--winograd off|all) switches it off or drops the
  *                   channel thresholds.
+ *   nchwc           with g->opts.conv_block (--conv-layout nchwc) the float
+ *                   2-D convolutions (groups 1 and depthwise, the output
+ *                   channels a multiple of the block) compute in the
+ *                   channel-blocked layout [N, C/b, H, W, b] (attribute
+ *                   "tessel.nchwc" = b, weights re-laid at compile time),
+ *                   and the elementwise ops and MaxPools between them run on
+ *                   the blocked tensors, so that layout conversions (a
+ *                   Reshape and a Transpose) sit only at the region's
+ *                   borders (nchwc.c).
  *   legalize        every remaining op becomes a TG_OP_CALL of its own
  *                   PrimFunc (DSL text generated per op and parsed; symbolic
  *                   dims become PrimFunc size vars named after the graph
@@ -75,12 +84,16 @@ ts_status tg_run_pipeline(tg_graph *g, const char *stop_after, ts_diag *d);
 ts_status tg_run_pipeline_opts(tg_graph *g, const char *stop_after, const tg_pass_opts *o, ts_diag *d);
 
 /* Sets one switch by name from its CLI/log spelling: "winograd" = on|off|all,
- * "polyphase" = on|off, "qdq" = on|off. TS_EINVAL naming the valid values otherwise. */
+ * "polyphase" = on|off, "qdq" = on|off|nchw,
+ * "conv_layout" = nchw|nchwc|nchwc<B>. TS_EINVAL naming the valid values otherwise. */
 ts_status tg_pass_opts_set(tg_pass_opts *o, const char *name, const char *value, ts_diag *d);
-/* The switches that differ from the defaults as "name=value,..." ("" for
- * the defaults): what the tuning log records. Returns buf. */
+/* The switches that differ from the model compiler's defaults
+ * (tun_model_opts_init: every switch 0 but conv_block -1, nchwc with the
+ * target's block) as "name=value,..." ("" for the defaults): what the
+ * tuning log records. Returns buf. */
 const char *tg_pass_opts_str(const tg_pass_opts *o, char *buf, size_t n);
-/* Parses tg_pass_opts_str's form back ("" or NULL: the defaults). */
+/* Parses tg_pass_opts_str's form back ("" or NULL: the model compiler's
+ * defaults, conv_block -1). */
 ts_status tg_pass_opts_parse(const char *s, tg_pass_opts *o, ts_diag *d);
 
 /* The individual passes (what tg_run_pass dispatches to). */
@@ -89,6 +102,7 @@ ts_status tg_pass_fold_constants(tg_graph *g, ts_diag *d);
 ts_status tg_pass_fold_batchnorm(tg_graph *g, ts_diag *d);
 ts_status tg_pass_simplify(tg_graph *g, ts_diag *d);
 ts_status tg_pass_winograd(tg_graph *g, ts_diag *d);
+ts_status tg_pass_nchwc(tg_graph *g, ts_diag *d);
 ts_status tg_pass_legalize(tg_graph *g, ts_diag *d);
 ts_status tg_pass_fuse(tg_graph *g, ts_diag *d);
 ts_status tg_pass_layout_rewrite(tg_graph *g, ts_diag *d);

@@ -104,11 +104,19 @@ START_TEST(test_graph_show_after) {
 }
 END_TEST
 
-/* --winograd off and --polyphase off change cnn's kernels, so its task
- * keys; graph show --after takes the same switches; a bad value is exit 2. */
+/* --winograd off and --polyphase off change cnn's kernels with plain NCHW
+ * convolutions (--conv-layout nchw), so its task keys; the default nchwc
+ * layout makes conv2d_nchwc tasks; graph show --after takes the same
+ * switches; a bad value is exit 2. */
 START_TEST(test_tasks_graph_switches) {
-  tr_result a = run("tasks '%s/cnn.onnx'", models), b = run("tasks '%s/cnn.onnx' --winograd off", models),
-            c = run("tasks '%s/cnn.onnx' --polyphase off --winograd on", models);
+  tr_result a = run("tasks '%s/cnn.onnx' --conv-layout nchw", models),
+            b = run("tasks '%s/cnn.onnx' --winograd off --conv-layout nchw", models),
+            c = run("tasks '%s/cnn.onnx' --polyphase off --winograd on --conv-layout nchw", models),
+            e = run("tasks '%s/cnn.onnx'", models);
+  ck_assert_int_eq(e.status, 0);
+  ck_assert_ptr_nonnull(strstr(e.out, "conv2d_nchwc"));
+  ck_assert_ptr_null(strstr(a.out, "conv2d_nchwc"));
+  tr_result_free(&e);
   ck_assert_int_eq(a.status, 0);
   ck_assert_int_eq(b.status, 0);
   ck_assert_int_eq(c.status, 0);
@@ -125,6 +133,10 @@ START_TEST(test_tasks_graph_switches) {
   a = run("tasks '%s/cnn.onnx' --winograd maybe", models);
   ck_assert_int_eq(a.status, 2);
   ck_assert_msg(strstr(a.err, "--winograd: 'maybe' is not on, off or all"), "%s", a.err);
+  tr_result_free(&a);
+  a = run("tasks '%s/cnn.onnx' --conv-layout nhwc", models);
+  ck_assert_int_eq(a.status, 2);
+  ck_assert_msg(strstr(a.err, "--conv-layout: 'nhwc' is not nchw, nchwc or nchwc<B>"), "%s", a.err);
   tr_result_free(&a);
   a = run("build '%s/cnn.onnx' -o x.so --polyphase sometimes", models);
   ck_assert_int_eq(a.status, 2);

@@ -295,11 +295,27 @@ END_TEST
 
 /* The switches' spellings: set, the log's string and its parse round trip. */
 START_TEST(test_pass_opts_strings) {
-  tg_pass_opts o = {0}, back;
+  tg_pass_opts o = {.conv_block = -1}, back; /* the model compiler's defaults */
   ts_diag d;
   ts_diag_clear(&d);
   char buf[64];
   ck_assert_str_eq(tg_pass_opts_str(&o, buf, sizeof buf), "");
+  /* --conv-layout: nchw (0), nchwc (-1, the default: not written), nchwc<B> */
+  ck_assert_int_eq(tg_pass_opts_set(&o, "conv-layout", "nchw", &d), TS_OK);
+  ck_assert_str_eq(tg_pass_opts_str(&o, buf, sizeof buf), "conv_layout=nchw");
+  ck_assert_int_eq(tg_pass_opts_parse(buf, &back, &d), TS_OK);
+  ck_assert_int_eq(back.conv_block, 0);
+  ck_assert_int_eq(tg_pass_opts_set(&o, "conv_layout", "nchwc16", &d), TS_OK);
+  ck_assert_str_eq(tg_pass_opts_str(&o, buf, sizeof buf), "conv_layout=nchwc16");
+  ck_assert_int_eq(tg_pass_opts_parse(buf, &back, &d), TS_OK);
+  ck_assert_int_eq(back.conv_block, 16);
+  ck_assert_int_eq(tg_pass_opts_set(&o, "conv_layout", "nchwc12", &d), TS_EINVAL);
+  ck_assert_ptr_nonnull(strstr(d.msg, "conv_layout: 'nchwc12' is not nchw, nchwc or nchwc<B>"));
+  ts_diag_clear(&d);
+  ck_assert_int_eq(tg_pass_opts_set(&o, "conv_layout", "nchwc", &d), TS_OK);
+  ck_assert_str_eq(tg_pass_opts_str(&o, buf, sizeof buf), "");
+  ck_assert_int_eq(tg_pass_opts_parse("", &back, &d), TS_OK);
+  ck_assert_int_eq(back.conv_block, -1);
   ck_assert_int_eq(tg_pass_opts_set(&o, "winograd", "all", &d), TS_OK);
   ck_assert_str_eq(tg_pass_opts_str(&o, buf, sizeof buf), "winograd=all");
   ck_assert_int_eq(tg_pass_opts_set(&o, "polyphase", "off", &d), TS_OK);
@@ -373,6 +389,45 @@ START_TEST(test_winograd_odd) { winograd_case(false, 5, 11, 13, 7, (int64_t[]){1
 END_TEST
 
 START_TEST(test_winograd_symbolic_batch) { winograd_case(true, 3, 9, 6, 4, (int64_t[]){1, 1, 1, 1}); }
+END_TEST
+
+static bool calls_nchwc(const tg_graph *g) {
+  for (int i = 0; i < g->nnodes; i++)
+    if (!g->nodes[i]->dead && g->nodes[i]->callee && strstr(g->nodes[i]->callee, "conv2d_nchwc")) return true;
+  return false;
+}
+
+/* The nchwc pass (block 8) against the NCHW convolution: asymmetric padding,
+ * a plain input of 5 channels (cb 1) or 16 (blocked), and a symbolic batch
+ * run at two sizes from one graph. */
+static void nchwc_case(bool sym, int64_t Cc, int64_t K, const int64_t *pads) {
+  ir_module *m2 = ir_module_new();
+  tg_graph *g2 = tg_graph_new(m2, "plain");
+  G->opts.winograd = g2->opts.winograd = TG_WINOGRAD_OFF;
+  G->opts.conv_block = 8;
+  wg_graph(G, sym, Cc, 11, 13, K, pads);
+  run_pipe(G, NULL);
+  wg_graph(g2, sym, Cc, 11, 13, K, pads);
+  run_pipe(g2, NULL);
+  ck_assert_msg(calls_nchwc(G), "the conv was not blocked");
+  ck_assert(!calls_nchwc(g2));
+  for (int b = 1; b <= (sym ? 3 : 1); b += 2) same_outputs(G, g2, b, 50 + (uint64_t)b, 1e-4);
+  ir_module_free(m2);
+}
+
+START_TEST(test_nchwc_plain_input) { nchwc_case(false, 5, 16, (int64_t[]){1, 0, 2, 1}); }
+END_TEST
+
+START_TEST(test_nchwc_symbolic_batch) { nchwc_case(true, 16, 8, (int64_t[]){0, 2, 1, 0}); }
+END_TEST
+
+/* Output channels the block does not divide: the convolution stays NCHW. */
+START_TEST(test_nchwc_fallback) {
+  G->opts.conv_block = 8;
+  wg_graph(G, false, 16, 9, 9, 12, (int64_t[]){1, 1, 1, 1});
+  run_pipe(G, NULL);
+  ck_assert(!calls_nchwc(G));
+}
 END_TEST
 
 /* By default only convolutions with 16+ channels each way and 8+ output
@@ -1358,7 +1413,7 @@ END_TEST
 START_TEST(test_pass_names) {
   int n = 0;
   const char *const *names = tg_pass_names(&n);
-  ck_assert_int_eq(n, 9);
+  ck_assert_int_eq(n, 10);
   ck_assert_str_eq(names[0], "qdq");
   ck_assert_str_eq(names[1], "fold_constants");
   ck_assert_str_eq(names[n - 1], "dce");
@@ -1479,6 +1534,9 @@ static Suite *passes_suite(void) {
   tcase_add_test(tc, test_pass_opts_strings);
   tcase_add_test(tc, test_winograd_symbolic_batch);
   tcase_add_test(tc, test_winograd_thresholds);
+  tcase_add_test(tc, test_nchwc_plain_input);
+  tcase_add_test(tc, test_nchwc_symbolic_batch);
+  tcase_add_test(tc, test_nchwc_fallback);
   tcase_add_test(tc, test_max_pool);
   tcase_add_test(tc, test_avg_pool_include_pad);
   tcase_add_test(tc, test_avg_pool_exclude_pad);

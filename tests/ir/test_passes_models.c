@@ -8,6 +8,11 @@
  *    interpreter after the whole pipeline and the model built by
  *    tun_model_build (default schedules, run through the C model API)
  *    match onnxruntime (tests/models/ort_run.py) on the same seeded input;
+ *  - a ResNet-style and a MobileNet-style network (nchwc_resnet,
+ *    nchwc_mobilenet) through the nchwc pass with blocks 8 and 16: the
+ *    convolutions it blocks (those whose output channels the block divides),
+ *    the layout borders it leaves, and the interpreted and built models
+ *    against onnxruntime;
  *  - a 100k-node chain imports (the graph's name lookups are hash lookups;
  *    a scan per lookup made this take minutes).
  * MODELS_DIR and TESSEL_SOURCE_ROOT come from meson. */
@@ -40,10 +45,31 @@ static const struct {
 static const tg_winograd_mode modes[] = {TG_WINOGRAD_ON, TG_WINOGRAD_ALL, TG_WINOGRAD_OFF};
 static const char *const mode_names[] = {"on", "all", "off"};
 
-static void ref_dirs(int m, char *in, char *ref, size_t n) {
-  snprintf(in, n, "%s/%s/in", tmpdir, conv_models[m].name);
-  snprintf(ref, n, "%s/%s/ref", tmpdir, conv_models[m].name);
+/* the nchwc pass's models: per block and Winograd mode, the convolutions
+ * it blocks and the border Transposes it leaves (into the blocked layout,
+ * out of it). With --winograd all the basic block's two 3x3s stay NCHW
+ * Winograd ones: a border out in front of them, one in behind them. The
+ * MobileNet's squeeze-excite: its pooled input crosses in (block 8), its
+ * [1, 48, 1, 1] scale multiplies blocked. */
+static const struct {
+  const char *name;
+  int block;
+  tg_winograd_mode wino;
+  int convs, in, out;
+} nchwc_cases[] = {
+    {"nchwc_resnet", 8, TG_WINOGRAD_OFF, 7, 0, 1},    {"nchwc_resnet", 16, TG_WINOGRAD_OFF, 5, 0, 2},
+    {"nchwc_resnet", 8, TG_WINOGRAD_ALL, 5, 1, 2},    {"nchwc_mobilenet", 8, TG_WINOGRAD_OFF, 9, 1, 2},
+    {"nchwc_mobilenet", 16, TG_WINOGRAD_OFF, 7, 0, 2},
+};
+#define NNCHWC ((int)(sizeof nchwc_cases / sizeof nchwc_cases[0]))
+static const char *const ref_models[] = {"nchwc_resnet", "nchwc_mobilenet"};
+
+static void ref_dirs_of(const char *name, char *in, char *ref, size_t n) {
+  snprintf(in, n, "%s/%s/in", tmpdir, name);
+  snprintf(ref, n, "%s/%s/ref", tmpdir, name);
 }
+
+static void ref_dirs(int m, char *in, char *ref, size_t n) { ref_dirs_of(conv_models[m].name, in, ref, n); }
 
 /* y against onnxruntime's y: every element within 1e-5 + 1e-4 |ref|. */
 static void compare(const char *what, const float *y, const int64_t *shape, int nd, const tun_npy *ref) {
@@ -138,6 +164,67 @@ START_TEST(test_conv_vs_onnxruntime) {
 }
 END_TEST
 
+static int count_transposes(const tg_graph *g, const int64_t *perm) {
+  int c = 0, np;
+  for (int i = 0; i < g->nnodes; i++) {
+    const tg_node *n = g->nodes[i];
+    const int64_t *p = n->dead || n->op != TG_OP_TRANSPOSE ? NULL : tg_attr_ints(n, "perm", &np);
+    if (p && np == 5 && !memcmp(p, perm, 5 * sizeof *p)) c++;
+  }
+  return c;
+}
+
+/* The pipeline up to nchwc: the blocked convolutions and borders counted;
+ * then the rest, interpreted, against onnxruntime; then built. */
+START_TEST(test_nchwc_vs_onnxruntime) {
+  char what[128], path[600], in[400], ref[400], p[500];
+  snprintf(what, sizeof what, "%s_nchwc%d_winograd_%s", nchwc_cases[_i].name, nchwc_cases[_i].block,
+           nchwc_cases[_i].wino == TG_WINOGRAD_OFF ? "off" : "all");
+  snprintf(path, sizeof path, "%s/conv/%s.onnx", models, nchwc_cases[_i].name);
+  ref_dirs_of(nchwc_cases[_i].name, in, ref, sizeof in);
+  tun_npy x, y;
+  ts_diag d;
+  ts_diag_clear(&d);
+  snprintf(p, sizeof p, "%s/x.npy", in);
+  ck_assert_msg(tun_npy_read(p, &x, &d) == TS_OK, "%s", d.msg);
+  snprintf(p, sizeof p, "%s/y.npy", ref);
+  ck_assert_msg(tun_npy_read(p, &y, &d) == TS_OK, "%s", d.msg);
+  tun_model_opts o;
+  tun_model_opts_init(&o);
+  o.graph.conv_block = nchwc_cases[_i].block;
+  o.graph.winograd = nchwc_cases[_i].wino;
+  ir_module *m = ir_module_new();
+  tg_graph *g = NULL;
+  ck_assert_msg(tg_onnx_import(path, m, &g, &d) == TS_OK, "%s: %s", what, d.msg);
+  ck_assert_msg(tg_run_pipeline_opts(g, "nchwc", &o.graph, &d) == TS_OK, "%s: %s", what, d.msg);
+  int convs = 0;
+  for (int i = 0; i < g->nnodes; i++)
+    convs += !g->nodes[i]->dead && g->nodes[i]->op == TG_OP_CONV && tg_attr_int(g->nodes[i], "tessel.nchwc", 0);
+  static const int64_t to_blocked[5] = {0, 1, 3, 4, 2}, from_blocked[5] = {0, 1, 4, 2, 3};
+  ck_assert_msg(convs == nchwc_cases[_i].convs, "%s: %d blocked convolutions", what, convs);
+  ck_assert_msg(count_transposes(g, to_blocked) == nchwc_cases[_i].in, "%s: %d borders in", what,
+                count_transposes(g, to_blocked));
+  ck_assert_msg(count_transposes(g, from_blocked) == nchwc_cases[_i].out, "%s: %d borders out", what,
+                count_transposes(g, from_blocked));
+  int np;
+  const char *const *names = tg_pass_names(&np);
+  bool after = false;
+  for (int i = 0; i < np; i++) {
+    if (after) ck_assert_msg(tg_run_pass(g, names[i], &d) == TS_OK, "%s: %s: %s", what, names[i], d.msg);
+    after |= !strcmp(names[i], "nchwc");
+  }
+  ir_tensor tin = {.dtype = ir_dt(IR_F32), .ndim = x.ndim, .data = x.data}, out;
+  memcpy(tin.shape, x.shape, sizeof x.shape);
+  ck_assert_msg(tg_graph_run(g, &tin, &out, &d) == TS_OK, "%s: %s", what, d.msg);
+  compare(what, out.data, out.shape, out.ndim, &y);
+  ir_tensor_free(&out);
+  ir_module_free(m);
+  check_built(what, path, &o, &x, &y);
+  tun_npy_free(&x);
+  tun_npy_free(&y);
+}
+END_TEST
+
 START_TEST(test_import_100k_chain) {
   char path[600];
   snprintf(path, sizeof path, "%s/chain_100k.onnx", models);
@@ -162,14 +249,15 @@ int main(void) {
   if (!tr_model_env(&models, &root, python, ort_script)) return 2;
   snprintf(tmpdir, sizeof tmpdir, "/tmp/tessel-passes-models-XXXXXX");
   if (!mkdtemp(tmpdir)) return 2;
-  for (int i = 0; i < NCONV; i++) {
+  for (int i = 0; i < NCONV + 2; i++) {
+    const char *name = i < NCONV ? conv_models[i].name : ref_models[i - NCONV];
     char in[400], ref[400];
-    ref_dirs(i, in, ref, sizeof in);
+    ref_dirs_of(name, in, ref, sizeof in);
     char cmd[2400];
-    snprintf(cmd, sizeof cmd, "'%s' '%s' '%s/conv/%s.onnx' '%s' '%s' --random 5", python, ort_script, models,
-             conv_models[i].name, in, ref);
+    snprintf(cmd, sizeof cmd, "'%s' '%s' '%s/conv/%s.onnx' '%s' '%s' --random 5", python, ort_script, models, name,
+             in, ref);
     if (system(cmd) != 0) {
-      fprintf(stderr, "test_passes_models: onnxruntime failed on %s (%s)\n", conv_models[i].name, cmd);
+      fprintf(stderr, "test_passes_models: onnxruntime failed on %s (%s)\n", name, cmd);
       return 1;
     }
   }
@@ -177,6 +265,7 @@ int main(void) {
   TCase *tc = tcase_create("models");
   tcase_set_timeout(tc, 300);
   tcase_add_loop_test(tc, test_conv_vs_onnxruntime, 0, NCONV * 3);
+  tcase_add_loop_test(tc, test_nchwc_vs_onnxruntime, 0, NNCHWC);
   tcase_add_test(tc, test_import_100k_chain);
   suite_add_tcase(s, tc);
   SRunner *sr = srunner_create(s);

@@ -828,6 +828,64 @@ def conv_bias_models():
     return out
 
 
+# ---- issue 17 (nchwc): a ResNet-style and a MobileNet-style network for the
+# nchwc pass (--conv-layout nchwc), odd spatial sizes and channel counts the
+# block does not divide (those convolutions fall back to NCHW).
+# tests/ir/test_passes_models.c runs them against onnxruntime.
+def nchwc_models():
+    def conv(b, x, cin, cout, k, s=1, group=1, bias=True):
+        ins = [x, b.weight("w", [cout, cin // group, k, k])] + ([b.weight("cb", [cout], 0.1)] if bias else [])
+        return b.op("Conv", ins, kernel_shape=[k, k], pads=[k // 2] * 4, strides=[s, s], group=group)
+    def relu6(b, h):
+        return b.op("Clip", [h, b.const("lo", np.array(0, np.float32)), b.const("hi", np.array(6, np.float32))])
+    def finish(b, stem, hw, y_shape):
+        b.nodes[-1].output[0] = "y"
+        x = helper.make_tensor_value_info("x", F, [1, 3] + hw)
+        y = helper.make_tensor_value_info("y", F, y_shape)
+        return stem, b.model(stem, [x], [y], 17)
+    out = []
+    # ResNet: 7x7/2 stem (3 input channels: read plain), batch norm, Relu,
+    # 3x3/2 MaxPool; a bottleneck with a strided 3x3 and a strided 1x1
+    # projection, the residual Add and Relu; a basic block of two 3x3s at 16
+    # channels (Winograd's thresholds); a 12-channel 1x1 (fallback); the
+    # pooled head
+    b = Builder(60)
+    h = conv(b, "x", 3, 16, 7, 2, bias=False)
+    h = b.op("BatchNormalization", [h, b.const("g", (1 + 0.1 * b.rng.standard_normal(16)).astype(np.float32)),
+                                    b.const("be", (0.1 * b.rng.standard_normal(16)).astype(np.float32)),
+                                    b.const("mu", (0.1 * b.rng.standard_normal(16)).astype(np.float32)),
+                                    b.const("var", (0.5 + b.rng.random(16)).astype(np.float32))], epsilon=1e-5)
+    h = b.op("MaxPool", [b.op("Relu", [h])], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1])
+    t = b.op("Relu", [conv(b, h, 16, 8, 1)])
+    t = b.op("Relu", [conv(b, t, 8, 8, 3, 2)])
+    t = conv(b, t, 8, 16, 1)
+    h = b.op("Relu", [b.op("Add", [t, conv(b, h, 16, 16, 1, 2)])])
+    t = b.op("Relu", [conv(b, h, 16, 16, 3)])
+    h = b.op("Relu", [b.op("Add", [conv(b, t, 16, 16, 3), h])])
+    h = conv(b, h, 16, 12, 1)
+    h = b.op("Flatten", [b.op("GlobalAveragePool", [h])])
+    b.op("Gemm", [h, b.weight("fc", [10, 12]), b.weight("fb", [10], 0.1)], transB=1)
+    out.append(finish(b, "nchwc_resnet", [35, 33], [1, 10]))
+    # MobileNetV2: 3x3/2 stem, ReLU6; an inverted residual (1x1 expand,
+    # depthwise 3x3, 1x1 project, Add); a strided one to 24 channels with a
+    # squeeze-excite scale (pool, 1x1 to 8, 1x1 back, Sigmoid, Mul); a
+    # 20-channel 1x1 (fallback); the pooled output
+    b = Builder(61)
+    h = relu6(b, conv(b, "x", 3, 16, 3, 2))
+    t = relu6(b, conv(b, h, 16, 48, 1))
+    t = relu6(b, conv(b, t, 48, 48, 3, group=48))
+    h = b.op("Add", [conv(b, t, 48, 16, 1), h])
+    t = relu6(b, conv(b, h, 16, 48, 1))
+    t = relu6(b, conv(b, t, 48, 48, 3, 2, group=48))
+    se = b.op("Relu", [conv(b, b.op("GlobalAveragePool", [t]), 48, 8, 1)])
+    t = b.op("Mul", [t, b.op("Sigmoid", [conv(b, se, 8, 48, 1)])])
+    h = conv(b, t, 48, 24, 1)
+    h = relu6(b, conv(b, h, 24, 20, 1))
+    b.op("GlobalAveragePool", [h])
+    out.append(finish(b, "nchwc_mobilenet", [29, 27], [1, 20, 1, 1]))
+    return out
+
+
 def chain_model(n):
     """n nodes: Add of a shared [1,8] initializer on even nodes, an unnamed Relu on odd ones."""
     nodes, h = [], "x"
@@ -846,7 +904,7 @@ def chain_model(n):
 
 def save_graphfix_models(out):
     os.makedirs(os.path.join(out, "conv"), exist_ok=True)
-    for stem, m in conv_bias_models():
+    for stem, m in conv_bias_models() + nchwc_models():
         onnx.save(m, os.path.join(out, "conv", stem + ".onnx"))
     onnx.save(chain_model(100000), os.path.join(out, "chain_100k.onnx"))
 

@@ -15,6 +15,8 @@
  *    distinct map, outputs match;
  *  - (argv[2] == "tune", the slow suite) `tessel tune-model` on the cnn for
  *    a few trials, then build + run against onnxruntime.
+ * The builds take --conv-layout nchw: the tasks here come from the graph
+ * passes' defaults (tg_run_pipeline), plain NCHW convolutions.
  * argv[1]: the tessel binary. Models from MODELS_DIR, python from
  * TESSEL_SOURCE_ROOT/.venv. */
 #include <check.h>
@@ -93,7 +95,9 @@ static void run_and_compare(const char *so, const char *model, const char *sub, 
 }
 
 static json_t *build_json(const char *model, const char *log, const char *so) {
-  tr_result b = sh("'%s' build '%s' --log '%s' -o '%s' --json", tessel, model_path(model), log, so);
+  /* the tasks as load_tasks extracts them: the graph passes' defaults, plain
+   * NCHW convolutions (the model compiler's default is nchwc) */
+  tr_result b = sh("'%s' build '%s' --log '%s' -o '%s' --json --conv-layout nchw", tessel, model_path(model), log, so);
   ck_assert_msg(b.status == 0, "build %s: %s", model, b.err);
   json_t *j = json_loads(b.out, 0, NULL);
   ck_assert_msg(j != NULL, "build --json: %s", b.out);
@@ -264,7 +268,7 @@ START_TEST(cnn_prepacked_matches_ort) {
   ck_assert_int_eq(npacked, nl);
   json_decref(j);
   /* the text report says it too */
-  tr_result b = sh("'%s' build '%s/cnn.onnx' --log '%s' -o '%s'", tessel, models, log, so);
+  tr_result b = sh("'%s' build '%s/cnn.onnx' --log '%s' -o '%s' --conv-layout nchw", tessel, models, log, so);
   ck_assert_msg(b.status == 0 && strstr(b.out, "pre-packed"), "%s%s", b.out, b.err);
   tr_result_free(&b);
   run_and_compare(so, "cnn", "rw", 1);

@@ -157,13 +157,18 @@ START_TEST(graph_switches) {
   char dir[400];
   snprintf(dir, sizeof dir, "%s/cnn", tmpdir);
   ort("cnn", dir);
-  static const char *const sw[][2] = {{"winograd", "off"}, {"winograd", "all"}, {"polyphase", "off"}};
+  /* against plain NCHW convolutions (--conv-layout nchw), where polyphase
+   * applies; nchwc (the default) changes every conv's kernel */
+  static const char *const sw[][2] = {
+      {"winograd", "off"}, {"winograd", "all"}, {"polyphase", "off"}, {"conv_layout", "nchwc"}};
   uint64_t base[64], other[64];
   tun_model_opts o;
   tun_model_opts_init(&o);
+  o.graph.conv_block = 0;
   int nbase = task_keys(&o, base, 64);
-  for (int i = 0; i < 3; i++) {
+  for (int i = 0; i < 4; i++) {
     tun_model_opts_init(&o);
+    o.graph.conv_block = 0;
     ts_diag d;
     ts_diag_clear(&d);
     ck_assert_int_eq(tg_pass_opts_set(&o.graph, sw[i][0], sw[i][1], &d), TS_OK);
