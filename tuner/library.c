@@ -491,6 +491,37 @@ sch_traced *tun_record_schedule(const tun_record *r, const ir_func *f, const cg_
   return NULL;
 }
 
+/* The structure of a candidate's parameters: lib, batch_mode, trans_b,
+ * other_blocks (the extents and the call left out: they follow the sizes). */
+static bool same_structure(const char *pa, const char *pb) {
+  json_error_t e;
+  json_t *a = pa ? json_loads(pa, 0, &e) : NULL, *b = pb ? json_loads(pb, 0, &e) : NULL;
+  static const char *const keys[] = {"lib", "batch_mode", "trans_b", "other_blocks"};
+  bool same = a && b;
+  for (size_t i = 0; same && i < sizeof keys / sizeof keys[0]; i++) {
+    json_t *x = json_object_get(a, keys[i]), *y = json_object_get(b, keys[i]);
+    same = x && y && json_equal(x, y);
+  }
+  json_decref(a);
+  json_decref(b);
+  return same;
+}
+
+sch_traced *tun_record_schedule_any_size(const tun_record *r, const ir_func *f, const cg_target *t, ts_diag *d) {
+  if (!tun_record_is_library(r, NULL, 0))
+    return ts_diag_set(d, TS_EINVAL, "not a library record (a trace is made for its sizes)"), NULL;
+  tun_lib_cand cs[TUN_LIB_MAX_CANDS];
+  int n = tun_library_candidates(f, t, cs, TUN_LIB_MAX_CANDS);
+  for (int i = 0; i < n; i++)
+    if (same_structure(cs[i].params, r->params)) return tun_library_schedule(f, t, &cs[i], d);
+  ts_diag_set(d, TS_EUNSUPPORTED, "library record %s: %s %s", r->params ? r->params : "(no parameters)",
+              f->name ? f->name : "?",
+              !tun_library_target_ok(t) ? "is built for a target that cannot call libraries"
+              : n ? "has no call of that library and structure"
+                  : "has no library call (or the library was not found when tessel was built)");
+  return NULL;
+}
+
 void tun_library_split(const tun_db *db, const char *key, const char *target, int threads, double *lib_s, char *lib,
                        size_t n, double *kernel_s) {
   *lib_s = *kernel_s = 0;
