@@ -12,7 +12,11 @@
  * --log`, whose output matches the interpreter; --no-library logs none and
  * its build links nothing. A model (mlp.onnx) tuned the same way builds into
  * a library that links the library and equals onnxruntime; built without
- * the log it has no such dependency. The database's side: a library record
+ * the log it has no such dependency. A transformer with dynamic batch and
+ * sequence tuned at two sequence buckets, its library records made to win,
+ * built once: the library calls cover their buckets and serve as the generic
+ * kernels, and the model equals onnxruntime below, between and beyond the
+ * buckets (docs/TUNING.md "Any size"). The database's side: a library record
  * round-trips, a trace record is still written as schema 1, an unknown kind
  * is skipped with its name. argv[1]: the tessel binary. */
 #include <check.h>
