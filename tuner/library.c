@@ -440,16 +440,18 @@ sch_traced *tun_library_schedule(const ir_func *f, const cg_target *t, const tun
   rs->u.realize.block = root;
   g->body = rs;
   out = sch_traced_new(g, 1, d);
-  bool operands_are_params = is_param(g, m.A, 0, g->ninputs) && is_param(g, m.B, 0, g->ninputs);
-  if (out && m.nrest > 0 && operands_are_params) {
-    /* the other blocks (an epilogue reading the product) get the default
-     * schedule, best effort: a refusal leaves them plain. Not when an
-     * operand is computed in the task (a transpose of the attention's
-     * matmuls): the schedule's inlining does not see the call's reads
-     * (access_ptr) and would drop that buffer; those blocks stay plain */
+  if (out && m.nrest > 0) {
+    /* the other blocks (an epilogue reading the product, the producers of
+     * an operand computed in the task: attention's transposes) get the
+     * default schedule, best effort: a refusal leaves them plain. The
+     * blocks writing the call's operands are never inlined: the call reads
+     * them through pointers (access_ptr) the inlining does not see, so it
+     * would drop them; what feeds them is inlined into them */
+    const char *keep[3] = {m.A->name, m.B->name, m.C->name};
+    tun_default_opts o = {.keep = keep, .nkeep = 3};
     ts_diag sd;
     ts_diag_clear(&sd);
-    if (tun_default_schedule(out, t, &sd) != TS_OK) {
+    if (tun_default_schedule_opts(out, t, &o, &sd) != TS_OK) {
       sch_traced_free(out);
       out = sch_traced_new(g, 1, d);
     }
