@@ -12,6 +12,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "runtime/fork_pipe.h"
 #include "runtime/model.h"
 #include "include/tessel/tessel_model.h"
 #include "cli/cli.h"
@@ -725,10 +726,9 @@ int tun_cmd_run_model(int argc, char **argv) {
       char tv[16];
       snprintf(tv, sizeof tv, "%d", t);
       setenv("TESSEL_NUM_THREADS", tv, 1);
-      /* library kernels (docs/TUNING.md "Library candidates") get as many:
-       * OpenBLAS and oneDNN's OpenMP read these when the model loads them */
-      setenv("OPENBLAS_NUM_THREADS", tv, 1);
-      setenv("OMP_NUM_THREADS", tv, 1);
+      /* library kernels (docs/TUNING.md "Library candidates") get as many
+       * (the OpenMP runtime tessel has loaded already included) */
+      tsrt_library_threads(t);
     } else if (!strcmp(a, "--json")) {
       json = true;
     } else if (!strcmp(a, "--tracker") && more) {
