@@ -1541,25 +1541,6 @@ static bool emit_stmt(lx_fn *f, const ir_stmt *s) {
 
 /* ---- the metadata global ------------------------------------------------------ */
 
-/* A param dim that folds to a constant: a bound task's shape keeps the
- * expression it had with the sizes substituted (`1 * 64` of a Flatten at
- * batch 1, sequence 64), whose value the metadata records as the constant
- * it is. Sums, differences, products and floor division / modulo by a
- * positive constant of constants. */
-static bool const_dim(const ir_expr *e, int64_t *v) {
-  if (ir_as_int(e, v)) return true;
-  if (e->kind == IR_CAST) return ir_dtype_is_int(e->dtype) && const_dim(e->u.cast.value, v);
-  int64_t a, b;
-  if (!ir_is_binop(e->kind) || !const_dim(e->u.bin.a, &a) || !const_dim(e->u.bin.b, &b)) return false;
-  if (e->kind == IR_ADD) *v = a + b;
-  else if (e->kind == IR_SUB) *v = a - b;
-  else if (e->kind == IR_MUL) *v = a * b;
-  else if (e->kind == IR_FLOORDIV && b > 0) *v = a >= 0 ? a / b : -((-a + b - 1) / b);
-  else if (e->kind == IR_FLOORMOD && b > 0) *v = ((a % b) + b) % b;
-  else return false;
-  return true;
-}
-
 static LLVMValueRef cstr(lx_mod *m, const char *s) {
   LLVMValueRef init = LLVMConstStringInContext(m->ctx, s, (unsigned)strlen(s), 0);
   LLVMValueRef g = LLVMAddGlobal(m->mod, LLVMTypeOf(init), ".str");
@@ -1595,7 +1576,7 @@ static ts_status emit_meta(lx_mod *m, const cg_lowered *l) {
     LLVMValueRef dims[TSRT_MAX_DIMS];
     for (int j = 0; j < TSRT_MAX_DIMS; j++) {
       int64_t v = 0;
-      if (j < p->ndim && !const_dim(p->shape[j], &v)) {
+      if (j < p->ndim && !ir_fold_int(p->shape[j], &v)) { /* a bound task's `1 * 64` is 64 */
         /* symbolic: the size var's index, or "an expression of them" */
         v = TSRT_DIM_EXPR;
         if (p->shape[j]->kind == IR_VAR) {
