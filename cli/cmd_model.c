@@ -12,6 +12,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "runtime/fork_pipe.h"
 #include "runtime/model.h"
 #include "include/tessel/tessel_model.h"
 #include "cli/cli.h"
@@ -58,7 +59,8 @@ static void build_json(const char *path, const char *out, const tun_model_result
                 {"weights_bytes", (json_int_t)r->weights_bytes},
                 {"prepacked_weights", r->npacked_weights}, {"packed_copies", r->npacked_copies},
                 {"threads", r->threads},          {"other_thread_records", r->nother_threads},
-                {"library", r->nlibrary},         {"covering", r->ncovering}};
+                {"library", r->nlibrary},         {"covering", r->ncovering},
+                {"library_generic", r->nlib_generic}};
   for (size_t i = 0; i < sizeof counts / sizeof counts[0]; i++)
     json_object_set_new(o, counts[i].name, json_integer(counts[i].v));
   json_object_set_new(o, "build_s", json_real(r->build_seconds));
@@ -90,6 +92,7 @@ static void build_text(const char *path, const char *out, const char *log, const
     printf("; %d of the default ones are symbolic and carry a tuned specialisation for the tuned sizes", r->nspec);
   if (r->ncovering) printf(" (%d padded to cover every size up to their bucket)", r->ncovering);
   if (r->nlibrary) printf("; %d of the tuned ones call a library, which the model links", r->nlibrary);
+  if (r->nlib_generic) printf(" (%d of them symbolic kernels: the call serves every size)", r->nlib_generic);
   printf("), %d calls, %d tensors, %.1f KiB of weights", r->ncalls, r->ntensors, (double)r->weights_bytes / 1024.0);
   if (log)
     printf("; records for %d thread%s (%d kernel(s) from another thread count's best)", r->threads,
@@ -723,10 +726,9 @@ int tun_cmd_run_model(int argc, char **argv) {
       char tv[16];
       snprintf(tv, sizeof tv, "%d", t);
       setenv("TESSEL_NUM_THREADS", tv, 1);
-      /* library kernels (docs/TUNING.md "Library candidates") get as many:
-       * OpenBLAS and oneDNN's OpenMP read these when the model loads them */
-      setenv("OPENBLAS_NUM_THREADS", tv, 1);
-      setenv("OMP_NUM_THREADS", tv, 1);
+      /* library kernels (docs/TUNING.md "Library candidates") get as many
+       * (the OpenMP runtime tessel has loaded already included) */
+      tsrt_library_threads(t);
     } else if (!strcmp(a, "--json")) {
       json = true;
     } else if (!strcmp(a, "--tracker") && more) {

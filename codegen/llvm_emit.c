@@ -1576,7 +1576,7 @@ static ts_status emit_meta(lx_mod *m, const cg_lowered *l) {
     LLVMValueRef dims[TSRT_MAX_DIMS];
     for (int j = 0; j < TSRT_MAX_DIMS; j++) {
       int64_t v = 0;
-      if (j < p->ndim && !ir_as_int(p->shape[j], &v)) {
+      if (j < p->ndim && !ir_fold_int(p->shape[j], &v)) { /* a bound task's `1 * 64` is 64 */
         /* symbolic: the size var's index, or "an expression of them" */
         v = TSRT_DIM_EXPR;
         if (p->shape[j]->kind == IR_VAR) {

@@ -518,11 +518,27 @@ bool ir_as_int(const ir_expr *e, int64_t *out) {
   return true;
 }
 
+bool ir_fold_int(const ir_expr *e, int64_t *out) {
+  int64_t a, b, v;
+  if (ir_as_int(e, out)) return true;
+  if (!e) return false;
+  if (e->kind == IR_CAST) return ir_dtype_is_int(e->dtype) && ir_fold_int(e->u.cast.value, out);
+  if (!ir_is_binop(e->kind) || !ir_fold_int(e->u.bin.a, &a) || !ir_fold_int(e->u.bin.b, &b)) return false;
+  if (e->kind == IR_ADD) v = a + b;
+  else if (e->kind == IR_SUB) v = a - b;
+  else if (e->kind == IR_MUL) v = a * b;
+  else if (e->kind == IR_FLOORDIV && b > 0) v = a >= 0 ? a / b : -((-a + b - 1) / b);
+  else if (e->kind == IR_FLOORMOD && b > 0) v = ((a % b) + b) % b;
+  else return false;
+  if (out) *out = v;
+  return true;
+}
+
 int64_t ir_buffer_const_size(const ir_buffer *b) {
   int64_t n = 1;
   for (int i = 0; i < b->ndim; i++) {
     int64_t v;
-    if (!ir_as_int(b->shape[i], &v) || v < 0) return -1;
+    if (!ir_fold_int(b->shape[i], &v) || v < 0) return -1;
     if (v && n > INT64_MAX / v) return -1;
     n *= v;
   }

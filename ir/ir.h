@@ -388,6 +388,10 @@ ts_status ir_annot_set(ts_arena *a, int *n, ir_annot **anns, ir_annot ann);
 
 /* Integer value of an IR_INT_IMM; false if e is not one. */
 bool ir_as_int(const ir_expr *e, int64_t *out);
+/* Value of an integer expression of constants only (a bound shape's `1 * 64`:
+ * sums, differences, products, floor division and modulo by a positive
+ * constant, integer casts); false when it has a variable or another node. */
+bool ir_fold_int(const ir_expr *e, int64_t *out);
 
 /* Refuses (TS_EINVAL, naming the function, the parameter and its shape) a
  * parameter whose constant extents make a byte count that does not fit in

@@ -8,6 +8,7 @@
 #ifndef TESSEL_RUNTIME_FORK_PIPE_H
 #define TESSEL_RUNTIME_FORK_PIPE_H
 
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -73,6 +74,24 @@ static inline pid_t tsrt_fork_measure(int fds[2], tsrt_measure_result *res) {
 ts_status tsrt_collect_outputs(tsrt_measure_result *res, void *const *bufs, const size_t *bytes, int ninputs,
                                int nparams, bool want);
 
+/* The libraries that library kernels call (tuner/library.h) get n threads:
+ * OPENBLAS_NUM_THREADS and OMP_NUM_THREADS, which OpenBLAS and an OpenMP
+ * runtime read when they load with the artifact; and, when an OpenMP runtime
+ * is loaded already (tessel links libgomp through xgboost, so libgomp read
+ * OMP_NUM_THREADS when tessel started: oneDNN would take a thread per core
+ * and, under load, wait on the descheduled ones for tens of ms per call), its
+ * omp_set_num_threads for the calling thread, the one that runs the kernels
+ * the executor or the measurement launches itself. */
+static inline void tsrt_library_threads(int n) {
+  if (n <= 0) return;
+  char buf[16];
+  snprintf(buf, sizeof buf, "%d", n);
+  setenv("OPENBLAS_NUM_THREADS", buf, 1);
+  setenv("OMP_NUM_THREADS", buf, 1);
+  void (*set)(int) = (void (*)(int))dlsym(RTLD_DEFAULT, "omp_set_num_threads");
+  if (set) set(n);
+}
+
 /* In the child: TESSEL_NUM_THREADS=n for the thread pool when n > 0, and the
  * same count for the libraries library kernels call. */
 static inline void tsrt_child_threads(int n) {
@@ -80,10 +99,7 @@ static inline void tsrt_child_threads(int n) {
     char buf[16];
     snprintf(buf, sizeof buf, "%d", n);
     setenv("TESSEL_NUM_THREADS", buf, 1);
-    /* a library kernel (tuner/library.h) gets as many threads as the pool:
-     * OpenBLAS and oneDNN's OpenMP read these when the artifact loads them */
-    setenv("OPENBLAS_NUM_THREADS", buf, 1);
-    setenv("OMP_NUM_THREADS", buf, 1);
+    tsrt_library_threads(n);
   }
 }
 

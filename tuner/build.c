@@ -199,6 +199,14 @@ static bool reads_strided(const ir_block *b) {
   return c.strided;
 }
 
+/* Block b writes a buffer o keeps (never inlined). */
+static bool writes_kept(const ir_block *b, const tun_default_opts *o) {
+  for (int w = 0; o && w < b->nwrites; w++)
+    for (int k = 0; k < o->nkeep; k++)
+      if (b->writes[w].buf->name && !strcmp(b->writes[w].buf->name, o->keep[k])) return true;
+  return false;
+}
+
 /* A block compute_inline may take: all-spatial, no init, one write, and no
  * select or if (TVM's AutoInline disallows if_then_else on CPU: an inlined
  * pad would guard every load of the hot loop), and no strided read along
@@ -526,9 +534,11 @@ static ts_status default_schedule_cpu(sch_traced *t, const cg_target *tg, const 
   }
   for (size_t i = 0; i < n; i++) done[i] = any8 && placed(t, copy[i]);
   /* elementwise blocks inlined into their consumers (AutoInline; a refused
-   * one, e.g. an output, stays; not into a tensorized block) */
+   * one, e.g. an output, stays; not into a tensorized block; not one
+   * writing a buffer the options keep) */
   for (size_t i = 0; tiling && i < n; i++) {
     const ir_stmt *r = done[i] ? NULL : find_realize(t, copy[i]);
+    if (r && writes_kept(r->u.realize.block, o)) r = NULL;
     ts_diag q;
     ts_diag_clear(&q);
     int b;

@@ -33,6 +33,9 @@ typedef struct tun_default_opts {
   bool pack_weights; /* int8 kernels may re-lay their layout-free weights (VNNI packing):
                         set by a model build, which packs them; otherwise a kernel keeps
                         its inputs' layout and uses the interleaving VNNI entries */
+  const char *const *keep; /* blocks writing the buffers of these names are never inlined: a
+                              library call reads them through pointers the inlining does not see */
+  int nkeep;
 } tun_default_opts;
 /* tun_default_schedule with options (NULL: the defaults). */
 ts_status tun_default_schedule_opts(sch_traced *t, const cg_target *tg, const tun_default_opts *o, ts_diag *d);

@@ -440,16 +440,18 @@ sch_traced *tun_library_schedule(const ir_func *f, const cg_target *t, const tun
   rs->u.realize.block = root;
   g->body = rs;
   out = sch_traced_new(g, 1, d);
-  bool operands_are_params = is_param(g, m.A, 0, g->ninputs) && is_param(g, m.B, 0, g->ninputs);
-  if (out && m.nrest > 0 && operands_are_params) {
-    /* the other blocks (an epilogue reading the product) get the default
-     * schedule, best effort: a refusal leaves them plain. Not when an
-     * operand is computed in the task (a transpose of the attention's
-     * matmuls): the schedule's inlining does not see the call's reads
-     * (access_ptr) and would drop that buffer; those blocks stay plain */
+  if (out && m.nrest > 0) {
+    /* the other blocks (an epilogue reading the product, the producers of
+     * an operand computed in the task: attention's transposes) get the
+     * default schedule, best effort: a refusal leaves them plain. The
+     * blocks writing the call's operands are never inlined: the call reads
+     * them through pointers (access_ptr) the inlining does not see, so it
+     * would drop them; what feeds them is inlined into them */
+    const char *keep[3] = {m.A->name, m.B->name, m.C->name};
+    tun_default_opts o = {.keep = keep, .nkeep = 3};
     ts_diag sd;
     ts_diag_clear(&sd);
-    if (tun_default_schedule(out, t, &sd) != TS_OK) {
+    if (tun_default_schedule_opts(out, t, &o, &sd) != TS_OK) {
       sch_traced_free(out);
       out = sch_traced_new(g, 1, d);
     }
@@ -488,6 +490,37 @@ sch_traced *tun_record_schedule(const tun_record *r, const ir_func *f, const cg_
               !tun_library_target_ok(t) ? "the target cannot call libraries (not an llvm target of this host)"
               : n ? "no call of the task has these parameters"
                   : "no library call covers the task here (or the library was not found when tessel was built)");
+  return NULL;
+}
+
+/* The structure of a candidate's parameters: lib, batch_mode, trans_b,
+ * other_blocks (the extents and the call left out: they follow the sizes). */
+static bool same_structure(const char *pa, const char *pb) {
+  json_error_t e;
+  json_t *a = pa ? json_loads(pa, 0, &e) : NULL, *b = pb ? json_loads(pb, 0, &e) : NULL;
+  static const char *const keys[] = {"lib", "batch_mode", "trans_b", "other_blocks"};
+  bool same = a && b;
+  for (size_t i = 0; same && i < sizeof keys / sizeof keys[0]; i++) {
+    json_t *x = json_object_get(a, keys[i]), *y = json_object_get(b, keys[i]);
+    same = x && y && json_equal(x, y);
+  }
+  json_decref(a);
+  json_decref(b);
+  return same;
+}
+
+sch_traced *tun_record_schedule_any_size(const tun_record *r, const ir_func *f, const cg_target *t, ts_diag *d) {
+  if (!tun_record_is_library(r, NULL, 0))
+    return ts_diag_set(d, TS_EINVAL, "not a library record (a trace is made for its sizes)"), NULL;
+  tun_lib_cand cs[TUN_LIB_MAX_CANDS];
+  int n = tun_library_candidates(f, t, cs, TUN_LIB_MAX_CANDS);
+  for (int i = 0; i < n; i++)
+    if (same_structure(cs[i].params, r->params)) return tun_library_schedule(f, t, &cs[i], d);
+  ts_diag_set(d, TS_EUNSUPPORTED, "library record %s: %s %s", r->params ? r->params : "(no parameters)",
+              f->name ? f->name : "?",
+              !tun_library_target_ok(t) ? "is built for a target that cannot call libraries"
+              : n ? "has no call of that library and structure"
+                  : "has no library call (or the library was not found when tessel was built)");
   return NULL;
 }
 

@@ -45,6 +45,16 @@ sch_traced *tun_library_schedule(const ir_func *f, const cg_target *t, const tun
  * library record's call rebuilt (its parameters must match one of f's
  * candidates on t). NULL with d set when it does not apply. */
 sch_traced *tun_record_schedule(const tun_record *r, const ir_func *f, const cg_target *t, ts_diag *d);
+/* The kernel of library record r, measured on some binding of f's size
+ * vars (a bucket, the --sym values), as a call on f at any size: the
+ * candidate of f with the record's library and the same structure (batch
+ * mode, transposed B, other blocks), its extents f's own (symbolic ones
+ * pass into the call at run time); the call is cblas_sgemv or cblas_sgemm
+ * as f's extents say. NULL with d set when f has no such candidate
+ * (TS_EUNSUPPORTED) or r is no library record (TS_EINVAL). What the model
+ * build replays as a bucket's covering kernel and as the generic kernel
+ * (docs/TUNING.md "Library candidates", "Any size"). */
+sch_traced *tun_record_schedule_any_size(const tun_record *r, const ir_func *f, const cg_target *t, ts_diag *d);
 /* True for a record of kind "library"; its library's name ("openblas") in
  * lib (n bytes) when asked. */
 bool tun_record_is_library(const tun_record *r, char *lib, size_t n);

@@ -273,6 +273,8 @@ typedef struct mkernel {
   int nspecs;           /* its specialisations, smallest bucket first */
   struct mspec *specs;
   char key[17];         /* task key (bound as tasks bind) */
+  const tun_record *widest; /* symbolic: the best record of its largest binding that has one */
+  double widest_vol;    /* that binding's product of sizes */
   int nlayout;          /* the schedule's weight layout rewrites (docs/LAYOUT.md) */
   sch_layout_map layout[8];
 } mkernel;
@@ -292,6 +294,7 @@ typedef struct build_state {
   char padded_why[2048]; /* why the last record did not replay on a padded function */
   int nlayout_kept;     /* records whose layout rewrite was dropped (a non-constant input) */
   int nlibrary;         /* kernels that are library calls (library records) */
+  int nlib_generic;     /* generic (symbolic) kernels that are a library call */
   int npacked_weights, npacked_copies;
   int threads;          /* the thread count the build is for (records at it first) */
   int nother_threads;   /* kernels whose records were all of other thread counts */
@@ -415,6 +418,32 @@ static sch_traced *from_log(build_state *b, const char *key, const ir_func *f, c
   return s;
 }
 
+/* The best record of key the build would replay first (NULL: none). */
+static const tun_record *best_record(const build_state *b, const char *key) {
+  if (!b->db) return NULL;
+  int n = 0;
+  bool other = false;
+  const tun_record **rs = tun_db_ranked_for_build(b->db, key, b->tg.text, b->threads, &n, &other);
+  const tun_record *r = n > 0 ? rs[0] : NULL;
+  ts_free(rs);
+  return r;
+}
+
+/* A bucket whose best record is a library call: the call on the symbolic
+ * function f, which takes the sizes at run time, covers the bucket (and
+ * every other size; docs/TUNING.md "Library candidates"). NULL when the
+ * record is no library call or has no call on f (said). */
+static sch_traced *library_any_size(build_state *b, const tun_record *r, const ir_func *f, const char *key) {
+  if (!r || !tun_record_is_library(r, NULL, 0)) return NULL;
+  ts_diag q;
+  ts_diag_clear(&q);
+  sch_traced *s = tun_record_schedule_any_size(r, f, &b->tg, &q);
+  if (!s && b->o->warn)
+    fprintf(b->o->warn, "tessel build: %s [%s]: the library record does not apply at every size (%s); "
+                        "used at exactly its sizes\n", f->name ? f->name : "?", key, q.msg);
+  return s;
+}
+
 /* Adds to symbolic kernel ki the specialisation for one binding (names,
  * values) when the log has a record for the bound function: with buckets,
  * the record replayed on the function padded to the bucket (covers every
@@ -439,7 +468,18 @@ static ts_status add_spec(build_state *b, int ki, int nn, const char **names, co
   int nunused;
   bool h = false;
   sch_traced *ss = NULL;
-  if (b->o->nbuckets) {
+  const tun_record *best = best_record(b, key);
+  double vol = 1;
+  for (int s = 0; s < f->nsyms; s++) vol *= (double)sp.vals[s];
+  if (best && vol >= b->k[ki].widest_vol) {
+    b->k[ki].widest = best;
+    b->k[ki].widest_vol = vol;
+  }
+  if (b->o->nbuckets && (ss = library_any_size(b, best, f, key))) {
+    h = true;
+    sp.covers = true;
+    b->nlibrary++;
+  } else if (b->o->nbuckets) {
     ts_diag q;
     ts_diag_clear(&q);
     b->padded_why[0] = '\0';
@@ -473,8 +513,6 @@ static ts_status add_spec(build_state *b, int ki, int nn, const char **names, co
   if (!k->specs && !(k->specs = TS_ANEWN(b->arena, mspec, cap))) return ts_diag_set(d, TS_ENOMEM, "out of memory");
   if (k->nspecs == cap) return ts_diag_set(d, TS_EINTERNAL, "more specialisations than bindings");
   /* smallest bucket (product of its sizes) first: the runtime takes the first that fits */
-  double vol = 1;
-  for (int s = 0; s < f->nsyms; s++) vol *= (double)sp.vals[s];
   int at = k->nspecs;
   while (at > 0) {
     double v = 1;
@@ -520,6 +558,13 @@ static ts_status schedule_kernel(build_state *b, mkernel *k, ts_diag *d) {
     ts_status st = specialise(b, ki, &had, d);
     if (st != TS_OK) return st;
     k = &b->k[ki]; /* new_kernel may have moved the array */
+    /* the generic kernel: the library call when the largest binding with a
+     * record chose one (it takes the sizes at run time) */
+    if ((k->sched = library_any_size(b, k->widest, k->func, k->key))) {
+      k->tuned = true;
+      b->nlibrary++;
+      b->nlib_generic++;
+    }
   }
   if (had && !k->tuned && k->nspecs == 0) b->nrecord_unused++;
   if (!k->sched) {
@@ -886,6 +931,7 @@ static ts_status fill_result(const build_state *b, const tsrt_model_plan *plan, 
   r->nother_threads = b->nother_threads;
   r->nlayout_kept = b->nlayout_kept;
   r->nlibrary = b->nlibrary;
+  r->nlib_generic = b->nlib_generic;
   r->ncalls = plan->ncalls;
   r->ntensors = plan->ntensors;
   r->weights_bytes = plan->weights_bytes;

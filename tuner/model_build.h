@@ -106,6 +106,7 @@ typedef struct tun_model_result {
   int nother_threads;    /* kernels with no record at that count, built from another count's best */
   int nlayout_kept;      /* records whose weight re-layout was dropped */
   int nlibrary;          /* kernels that call a library (library records); the model links it */
+  int nlib_generic;      /* of those, symbolic (generic) kernels: the call serves every size */
   int ncalls, ntensors;
   uint64_t weights_bytes;
   int npacked_weights, npacked_copies;

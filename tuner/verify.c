@@ -31,7 +31,7 @@ static double work(const ir_stmt *s, double mult) {
   int64_t e;
   switch (s->kind) {
   case IR_FOR:
-    if (!ir_as_int(s->u.loop.extent, &e)) return INFINITY;
+    if (!ir_fold_int(s->u.loop.extent, &e)) return INFINITY;
     return work(s->u.loop.body, mult * (double)(e > 0 ? e : 0));
   case IR_SEQ: {
     double t = 0;
@@ -73,7 +73,7 @@ static ir_tensor output_view(const ir_func *f, int p, const void *outputs, size_
   const ir_buffer *b = f->params[p];
   t.dtype = b->dtype;
   t.ndim = b->ndim;
-  for (int i = 0; i < b->ndim && i < 8; i++) ir_as_int(b->shape[i], &t.shape[i]);
+  for (int i = 0; i < b->ndim && i < 8; i++) ir_fold_int(b->shape[i], &t.shape[i]);
   t.data = (char *)outputs + *offset;
   *offset += (size_t)ir_tensor_numel(&t) * (size_t)ir_dtype_bytes(b->dtype);
   return t;

@@ -12,7 +12,11 @@
  * --log`, whose output matches the interpreter; --no-library logs none and
  * its build links nothing. A model (mlp.onnx) tuned the same way builds into
  * a library that links the library and equals onnxruntime; built without
- * the log it has no such dependency. The database's side: a library record
+ * the log it has no such dependency. A transformer with dynamic batch and
+ * sequence tuned at two sequence buckets, its library records made to win,
+ * built once: the library calls cover their buckets and serve as the generic
+ * kernels, and the model equals onnxruntime below, between and beyond the
+ * buckets (docs/TUNING.md "Any size"). The database's side: a library record
  * round-trips, a trace record is still written as schema 1, an unknown kind
  * is skipped with its name. argv[1]: the tessel binary. */
 #include <check.h>
@@ -28,7 +32,14 @@
 static const char *tessel, *models, *root;
 static char tmpdir[256], python[TR_PATH_MAX], ort_script[TR_PATH_MAX];
 
-/* Lines of path containing needle. */
+/* Occurrences of needle in text. */
+static int count_in_text(const char *text, const char *needle) {
+  int n = 0;
+  for (const char *p = text; p && (p = strstr(p, needle)); p += strlen(needle)) n++;
+  return n;
+}
+
+/* Occurrences of needle in the file at path. */
 static int count_in(const char *path, const char *needle) {
   char *s = tr_slurp(path);
   ck_assert_msg(s != NULL, "read %s", path);
@@ -197,6 +208,66 @@ START_TEST(model_links_library_only_with_records) {
 }
 END_TEST
 
+/* Shape buckets with library records (docs/TUNING.md "Library candidates",
+ * "Any size"): the transformer with dynamic batch and sequence, tuned at
+ * sequence buckets 8 and 16 with the library calls measured, the log scaled
+ * so they win, built ONCE: each bucket's library record is the call on the
+ * symbolic function (covering), and the generic kernel of each product task
+ * is the library call too (the largest bucket chose it). Run against
+ * onnxruntime below the first bucket, between the buckets, beyond the last
+ * and at a batch beyond the one tuned: the call takes every size. */
+START_TEST(library_generic_every_size) {
+  char log[400], so[400];
+  snprintf(log, sizeof log, "%s/dyn.jsonl", tmpdir);
+  snprintf(so, sizeof so, "%s/dyn.so", tmpdir);
+  tr_result r = tr_sh(tmpdir, "'%s' tasks '%s/transformer_dyn.onnx' --sym batch=2 --buckets seq=8,16 --json", tessel,
+                      models);
+  ck_assert_msg(r.status == 0, "tasks: %s", r.err);
+  int ntasks = count_in_text(r.out, "\"key\"");
+  tr_result_free(&r);
+  ck_assert_int_gt(ntasks, 0);
+  /* each task's first round: the default schedule and every library call */
+  tr_ok(tr_sh(tmpdir, "'%s' tune-model '%s/transformer_dyn.onnx' --sym batch=2 --buckets seq=8,16 --trials %d "
+                      "--repeat 2 --min-repeat-ms 1 --threads 1 --log '%s'",
+              tessel, models, ntasks * (1 + nlibs()), log),
+        "tune-model");
+  ck_assert_int_gt(count_in(log, "\"kind\":\"library\""), 0);
+  make_library_win(log);
+  r = tr_sh(tmpdir, "'%s' build '%s/transformer_dyn.onnx' -o '%s' --log '%s' --threads 1 --sym batch=2 "
+                    "--buckets seq=8,16 --json", tessel, models, so, log);
+  ck_assert_msg(r.status == 0, "build: %s", r.err);
+  const char *g = strstr(r.out, "\"library_generic\":");
+  ck_assert_msg(g && atoi(g + 18) >= 1, "no generic kernel is a library call: %s", r.out);
+  const char *cov = strstr(r.out, "\"covering\":");
+  ck_assert_msg(cov && atoi(cov + 11) >= 2, "no covering library kernels: %s", r.out);
+  tr_result_free(&r);
+  char *ne = needed(so);
+  ck_assert_msg(strstr(ne, "openblas") || strstr(ne, "dnnl"), "the model does not link the library: %s", ne);
+  free(ne);
+  static const struct { int batch, seq; } runs[] = {{2, 3}, {2, 12}, {2, 16}, {2, 29}, {3, 21}};
+  for (size_t i = 0; i < sizeof runs / sizeof runs[0]; i++) {
+    char dir[400];
+    snprintf(dir, sizeof dir, "%s/dyn_b%d_s%d", tmpdir, runs[i].batch, runs[i].seq);
+    tr_ok(tr_sh(tmpdir, "'%s' '%s' '%s/transformer_dyn.onnx' '%s/in' '%s/ref' --random 5 --sym batch=%d --sym seq=%d",
+                python, ort_script, models, dir, dir, runs[i].batch, runs[i].seq),
+          "ort_run.py");
+    tr_ok(tr_sh(tmpdir, "'%s' run '%s' --input 'input_ids=%s/in/input_ids.npy' --input "
+                        "'attention_mask=%s/in/attention_mask.npy' --output-dir '%s/out' --threads 1",
+                tessel, so, dir, dir, dir),
+          "tessel run");
+    r = tr_sh(tmpdir, "'%s' -c \"import numpy as n; a=n.load('%s/out/y.npy'); b=n.load('%s/ref/y.npy'); "
+              "assert a.shape == b.shape, (a.shape, b.shape); "
+              "print(float(abs(a.astype('f8')-b).max() / max(abs(b).max(), 1e-30)))\"", python, dir, dir);
+    ck_assert_msg(r.status == 0, "compare: %s", r.err);
+    double e = atof(r.out);
+    tr_result_free(&r);
+    fprintf(stderr, "library kernels at every size: batch %d seq %d: max abs error / max |ref| %.3g\n",
+            runs[i].batch, runs[i].seq, e);
+    ck_assert_msg(e <= 1e-5, "batch %d seq %d: relative error %g", runs[i].batch, runs[i].seq, e);
+  }
+}
+END_TEST
+
 START_TEST(library_record_roundtrip) {
   tun_record r;
   memset(&r, 0, sizeof r);
@@ -265,6 +336,7 @@ int main(int argc, char **argv) {
     tcase_add_test(tc, library_record_wins_and_links);
     tcase_add_test(tc, library_shapes_verified);
     tcase_add_test(tc, model_links_library_only_with_records);
+    tcase_add_test(tc, library_generic_every_size);
   } else {
     fprintf(stderr, "test_library: built without OpenBLAS and oneDNN: only the record format is tested\n");
   }
