@@ -364,7 +364,7 @@ START_TEST(tune_model_cnn) {
   if (!slow || !have_python()) return;
   char log[400], so[400];
   snprintf(log, sizeof log, "%s/tuned.log", tmpdir);
-  tr_ok(sh("'%s' tune-model '%s/cnn.onnx' --trials 14 --batch 2 --log '%s'", tessel, models, log), "tune-model");
+  tr_ok(sh("'%s' tune-model '%s/cnn.onnx' --trials 14 --batch 2 --log '%s' --conv-layout nchw", tessel, models, log), "tune-model");
   /* some measured, verified records re-lay a weight */
   ts_diag d;
   ts_diag_clear(&d);
