@@ -614,7 +614,12 @@ static sch_traced *run_baseline_lookup(tune_run *r, uint64_t *hash) {
   sch_traced *def = NULL;
   ts_diag bd;
   ts_diag_clear(&bd);
-  if (tun_schedule_opts(r->f, NULL, r->t, &r->o->defaults, &def, &bd) != TS_OK) {
+  /* the default a model build makes of this kernel: its layout-free
+   * weights packed where the int8 kernel wants them (as the search's
+   * candidates do), not the unpacked one a plain `tessel build` makes */
+  tun_default_opts dop = r->o->defaults;
+  dop.pack_weights = true;
+  if (tun_schedule_opts(r->f, NULL, r->t, &dop, &def, &bd) != TS_OK) {
     if (r->o->progress) fprintf(r->o->progress, "tune: default schedule: %s\n", bd.msg);
     return NULL;
   }
