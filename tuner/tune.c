@@ -12,10 +12,11 @@
  * (the log fsyncs each) before the next one is measured; then the model is
  * updated with the batch.
  *
- * The default schedule (tun_schedule) is the first candidate of a workload's
- * tuning: measured, verified and logged like the others (one trial of the
- * budget), so the search starts from it and the log's best is never worse
- * than the default. A rerun finds it in the log by its scheduled-function
+ * The default schedule (tun_schedule_opts with pack_weights: a model
+ * build's, int8 weights packed for their kernel) is the first candidate of a
+ * workload's tuning: measured, verified and logged like the others (one
+ * trial of the budget), so the search starts from it and the log's best is
+ * never worse than the default. A rerun finds it in the log by its scheduled-function
  * hash and takes the baseline from that record instead of measuring again.
  * Next come the library candidates (tuner/library.h): each library call
  * that covers the task, one trial each, logged as a library record (a rerun
