@@ -450,7 +450,8 @@ static void find_tile(const ir_stmt *s, int64_t prod, int nunrolled, avx2_tile *
  * with the register tile that widens least per multiply: rows x column
  * vectors with at most 12 accumulators (the weight's vectors and A's pair
  * in the rest), two or more column vectors where the channels allow (one
- * widening of A serves each), equal to the packed reference. */
+ * widening of A serves each), rows from a conv's output rows h where its w
+ * is short (7), equal to the packed reference. */
 START_TEST(test_int8_avx2_tile) {
   static const struct {
     const char *spec;
@@ -460,6 +461,7 @@ START_TEST(test_int8_avx2_tile) {
       {"matmul_u8s8:m=14,n=256,k=4", 8},                                     /* 2 x 4 */
       {"matmul_u8s8:m=7,n=8,k=4", 7},                                        /* one column: 7 rows */
       {"conv2d_nhwc_u8s8:n=1,c=8,h=4,w=8,k=32,r=3,s=3,stride=1,pad=1", 8},  /* 4 x 2 (or 2 x 4) */
+      {"conv2d_nhwc_u8s8:n=1,c=8,h=4,w=7,k=32,r=3,s=3,stride=1,pad=1", 8},  /* rows from h too: not 7 x 1 */
   };
   ts_diag d;
   ts_diag_clear(&d);
