@@ -18,6 +18,9 @@
  *                                             conv tessel's conv2d_nhwc_u8s8 computes)
  *   bench_baselines peak_vnni                  this core's AVX-512 VNNI peak: independent
  *                                             vpdpbusd zmm chains (GOP/s, 128 per call)
+ *   bench_baselines peak_pmaddwd               this core's AVX2 int8 peak through vpmaddwd (what
+ *                                             tessel's x86.avx2.pmaddwd kernels issue): 7 chains
+ *                                             of vpmaddwd ymm + vpaddd (GOP/s, 32 per vpmaddwd)
  *   bench_baselines peak_fma THREADS           the fp32 FMA peak: 16 independent vfmadd231ps
  *                                             zmm chains per thread (GFLOP/s, 32 per FMA); on a
  *                                             CPU without AVX-512, 14 ymm chains (16 per FMA)
@@ -111,6 +114,28 @@ __attribute__((target("avx512f,avx512vnni"))) static void run_peak(void *p) {
             : "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9", "xmm10", "xmm11",
               "xmm12", "xmm13", "xmm14", "xmm15", "xmm16", "xmm17", "xmm18", "xmm19", "xmm20", "xmm21", "xmm22",
               "xmm23");
+  *sink += 1;
+}
+
+/* ---- the AVX2 int8 peak through vpmaddwd: without VNNI a multiply-accumulate
+ * is vpmaddwd (16 i16 products summed in pairs into 8 i32) then vpaddd into the
+ * accumulator, so the loop is 7 independent accumulator chains of that pair
+ * (14 + 2 operand registers); each pair is 16 multiply-adds = 32 ops ---- */
+#define PMADDWD_ITERS 4096
+__attribute__((target("avx2"))) static void run_peak_pmaddwd(void *p) {
+  int *sink = p;
+  __asm__ volatile("vpxor %%ymm0, %%ymm0, %%ymm0\n" ::: "xmm0");
+  for (int i = 0; i < PMADDWD_ITERS; i++)
+    __asm__ volatile(
+        "vpmaddwd %%ymm14, %%ymm15, %%ymm7\n vpaddd %%ymm7, %%ymm0, %%ymm0\n"
+        "vpmaddwd %%ymm14, %%ymm15, %%ymm8\n vpaddd %%ymm8, %%ymm1, %%ymm1\n"
+        "vpmaddwd %%ymm14, %%ymm15, %%ymm9\n vpaddd %%ymm9, %%ymm2, %%ymm2\n"
+        "vpmaddwd %%ymm14, %%ymm15, %%ymm10\n vpaddd %%ymm10, %%ymm3, %%ymm3\n"
+        "vpmaddwd %%ymm14, %%ymm15, %%ymm11\n vpaddd %%ymm11, %%ymm4, %%ymm4\n"
+        "vpmaddwd %%ymm14, %%ymm15, %%ymm12\n vpaddd %%ymm12, %%ymm5, %%ymm5\n"
+        "vpmaddwd %%ymm14, %%ymm15, %%ymm13\n vpaddd %%ymm13, %%ymm6, %%ymm6\n" ::
+            : "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9", "xmm10", "xmm11",
+              "xmm12", "xmm13");
   *sink += 1;
 }
 
@@ -321,6 +346,16 @@ int main(int argc, char **argv) {
     printf("%.2f %.6g\n", 24.0 * 128 * PEAK_ITERS / t * 1e-9, t);
     return 0;
   }
+  if (!strcmp(argv[1], "peak_pmaddwd") && argc == 2) {
+    if (!__builtin_cpu_supports("avx2")) {
+      fprintf(stderr, "peak_pmaddwd: this CPU has no AVX2\n");
+      return 2;
+    }
+    int sink = 0;
+    double t = median_seconds(run_peak_pmaddwd, &sink);
+    printf("%.2f %.6g\n", 7.0 * 32 * PMADDWD_ITERS / t * 1e-9, t);
+    return 0;
+  }
   if ((!strcmp(argv[1], "peak_fma") || !strcmp(argv[1], "read_bw")) && argc == 3) {
     par_ctx c = {.threads = atoi(argv[2]), .mode = !strcmp(argv[1], "read_bw")};
     if (c.threads < 1 || c.threads > 64) goto usage;
@@ -443,7 +478,7 @@ int main(int argc, char **argv) {
 usage:
   fprintf(stderr, "usage: bench_baselines [--cpu-time] sgemm M N K THREADS | conv N C H W K R S STRIDE PAD THREADS | "
                   "softmax M N THREADS | matmul_s8 M N K THREADS | matmul_u8s8 M N K THREADS | "
-                  "conv_u8s8 N C H W K R S STRIDE PAD THREADS | peak_vnni | "
+                  "conv_u8s8 N C H W K R S STRIDE PAD THREADS | peak_vnni | peak_pmaddwd | "
                   "peak_fma THREADS | read_bw THREADS | dwconv N C H W R S STRIDE PAD THREADS | sgemv K N THREADS\n");
   return 2;
 }

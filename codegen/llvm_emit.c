@@ -3,6 +3,7 @@
  * and the metadata; lazy selects as masks, nsw index arithmetic, `contract`
  * as the only float flag so results match the interpreter to rounding.
  * docs/TUNING.md ("Notes by file: codegen/"). */
+#include <math.h>
 #include <llvm-c/DebugInfo.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -526,6 +527,34 @@ static LLVMValueRef ex_select(lx_fn *f, const ir_expr *e, LLVMValueRef mask) {
   return LLVMBuildSelect(f->b, c, tv, fv, "");
 }
 
+/* A float constant (or its broadcast), in *v. */
+static bool float_const(const ir_expr *e, double *v) {
+  if (e && e->kind == IR_BROADCAST) e = e->u.bcast.value;
+  if (!e || e->kind != IR_FLOAT_IMM) return false;
+  *v = e->u.fval;
+  return true;
+}
+
+/* Whether float e is a clamp min(max(x, lo), hi) (either nesting, constant
+ * bounds) into the i32 range: a quantize's saturation. Its conversion to an
+ * integer of at most 32 bits is then the same through i32 as through i64
+ * (NaN to 0 in both, no other value out of range), and AVX2 converts 8
+ * floats to i32 in one instruction where it has none to i64. */
+static bool clamped_to_i32(const ir_expr *e) {
+  double lo = -INFINITY, hi = INFINITY, c;
+  for (int depth = 0; depth < 2 && e && (e->kind == IR_MIN || e->kind == IR_MAX); depth++) {
+    const ir_expr *x = e->u.bin.a;
+    if (!float_const(e->u.bin.b, &c)) {
+      if (!float_const(e->u.bin.a, &c)) return false;
+      x = e->u.bin.b;
+    }
+    if (e->kind == IR_MIN) hi = c < hi ? c : hi;
+    else lo = c > lo ? c : lo;
+    e = x;
+  }
+  return lo > -2147483648.0 && hi < 2147483647.0;
+}
+
 static LLVMValueRef ex_cast(lx_fn *f, const ir_expr *e, LLVMValueRef mask) {
   const ir_expr *ve = e->u.cast.value;
   if (!ve) return fail(f, TS_EINVAL, "cast with a missing operand");
@@ -556,7 +585,18 @@ static LLVMValueRef ex_cast(lx_fn *f, const ir_expr *e, LLVMValueRef mask) {
   }
   /* to an integer */
   if (code_float(from)) {
-    /* truncation toward zero, NaN -> 0, saturating to i64, then wrapping */
+    /* truncation toward zero, NaN -> 0, saturating to i64, then wrapping
+     * (through i32 where a clamp keeps the value in its range) */
+    unsigned tw = LLVMGetIntTypeWidth(reg_elem(f->m, to));
+    if (tw <= 32 && clamped_to_i32(ve)) {
+      /* NaN (the clamp passes it on) to 0, then a plain conversion: no
+       * value left is out of range (llvm.fptosi.sat to i32 would be exact
+       * too, but AVX2 lowers it lane by lane) */
+      LLVMValueRef nan = LLVMBuildFCmp(b, LLVMRealUNO, v, v, "");
+      v = LLVMBuildSelect(b, nan, LLVMConstNull(LLVMTypeOf(v)), v, "");
+      LLVMValueRef r = LLVMBuildFPToSI(b, v, cg_lx_vec(f->m->t_i32, n), "");
+      return tw == 32 ? r : LLVMBuildTrunc(b, r, tt, "");
+    }
     LLVMTypeRef i64t = cg_lx_vec(f->m->t_i64, n);
     LLVMTypeRef over[2] = {i64t, LLVMTypeOf(v)};
     LLVMValueRef r = cg_lx_intrin(f, "llvm.fptosi.sat", over, 2, &v, 1);

@@ -470,7 +470,8 @@ static double logged_default(const tun_db *db, const tun_model_task *k, const cg
   sch_traced *def = NULL;
   ts_diag d;
   ts_diag_clear(&d);
-  if (tun_schedule(k->func, NULL, t, &def, &d) != TS_OK) return 0;
+  /* as tune.c's first candidate: the model build's default (weights packed) */
+  if (tun_schedule_opts(k->func, NULL, t, &(tun_default_opts){.pack_weights = true}, &def, &d) != TS_OK) return 0;
   uint64_t h = ir_struct_hash_func(sch_traced_func(def));
   sch_traced_free(def);
   for (int j = 0; j < cnt; j++) {

@@ -12,10 +12,11 @@
  * (the log fsyncs each) before the next one is measured; then the model is
  * updated with the batch.
  *
- * The default schedule (tun_schedule) is the first candidate of a workload's
- * tuning: measured, verified and logged like the others (one trial of the
- * budget), so the search starts from it and the log's best is never worse
- * than the default. A rerun finds it in the log by its scheduled-function
+ * The default schedule (tun_schedule_opts with pack_weights: a model
+ * build's, int8 weights packed for their kernel) is the first candidate of a
+ * workload's tuning: measured, verified and logged like the others (one
+ * trial of the budget), so the search starts from it and the log's best is
+ * never worse than the default. A rerun finds it in the log by its scheduled-function
  * hash and takes the baseline from that record instead of measuring again.
  * Next come the library candidates (tuner/library.h): each library call
  * that covers the task, one trial each, logged as a library record (a rerun
@@ -614,7 +615,12 @@ static sch_traced *run_baseline_lookup(tune_run *r, uint64_t *hash) {
   sch_traced *def = NULL;
   ts_diag bd;
   ts_diag_clear(&bd);
-  if (tun_schedule_opts(r->f, NULL, r->t, &r->o->defaults, &def, &bd) != TS_OK) {
+  /* the default a model build makes of this kernel: its layout-free
+   * weights packed where the int8 kernel wants them (as the search's
+   * candidates do), not the unpacked one a plain `tessel build` makes */
+  tun_default_opts dop = r->o->defaults;
+  dop.pack_weights = true;
+  if (tun_schedule_opts(r->f, NULL, r->t, &dop, &def, &bd) != TS_OK) {
     if (r->o->progress) fprintf(r->o->progress, "tune: default schedule: %s\n", bd.msg);
     return NULL;
   }

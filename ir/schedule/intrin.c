@@ -278,8 +278,11 @@
  * Packed B as VNNI's with 8 lanes and depth 2: the weight [k, n] re-laid as
  * [n/8, k/2, 16] with byte 2j+kk of row (n/8, k/2) = B[2(k/2)+kk, 8(n/8)+j].
  * One 16-byte load, sign-extended to i16x16, is vpmaddwd's B operand; A's
- * two bytes of a row, widened to i16 (zero- or sign-extended by A's type)
- * and broadcast as one i32 to the 8 lanes, its A operand. vpmaddwd sums
+ * two bytes of a row, broadcast as one i16 to 8 pairs (one vpbroadcastw from
+ * memory) and then widened to i16 (zero- or sign-extended by A's type: one
+ * vpmovzxbw / vpmovsxbw), its A operand (widening first, then broadcasting
+ * the pair as an i32, made LLVM move it through a general register: movzwl,
+ * vmovd, vpmovzxbw, vpbroadcastd per row and k pair). vpmaddwd sums
  * each lane's two i16 products into an i32: exact (|a*b| <= 255*128, two of
  * them fit an i16 pair's i32 sum), 16 multiply-adds per instruction. */
 #define PMADDWD_PACKED_DESC(R, AT)                                                               \
@@ -291,7 +294,7 @@
   "  block root() {\n"                                                                         \
   "    for r in unrolled(0, " #R ") {\n"                                                       \
   "      C[r, ramp(0, 1, 8)] = C[r, ramp(0, 1, 8)] + call_extern(\"llvm.x86.avx2.pmadd.wd\", i32x8, " \
-  "reinterpret(i16x16, broadcast(reinterpret(i32, i16x2(A[r, ramp(0, 1, 2)])), 8)), "             \
+  "i16x16(reinterpret(" AT "x16, broadcast(reinterpret(i16, A[r, ramp(0, 1, 2)]), 8))), "         \
   "i16x16(B[0, 0, ramp(0, 1, 16)]))\n"                                                             \
   "    }\n"                                                                                     \
   "  }\n"                                                                                       \

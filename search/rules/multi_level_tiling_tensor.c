@@ -328,13 +328,84 @@ static bool int8_visit(void *ctx, const ir_expr *e) {
   return true;
 }
 
+/* The register tile of the default int8 kernel: fr calls of the intrinsic
+ * stacked on its row iter (the first spatial one it covers), fh more rows
+ * from the spatial iter before it that it does not cover (a conv's output
+ * rows h, where w alone is short: 7 or 14), and fc column vectors on its
+ * column iter (the last), each dividing what the intrinsic leaves of its
+ * extent. */
+typedef struct i8_tile {
+  int64_t fr, fc, fh;
+} i8_tile;
+
+/* The largest divisor of n that is at most cap (at least 1). */
+static int64_t divisor_upto(int64_t n, int64_t cap) {
+  for (int64_t c = cap; c > 1; c--)
+    if (n % c == 0) return c;
+  return 1;
+}
+
+/* What is left of the row and column iters' extents ext once the
+ * intrinsic's extents ie take their part (0 when in covers no such iter),
+ * and *rh the extent of the spatial iter the intrinsic does not cover just
+ * before the row iter (1: none). */
+static void tile_rest(const ir_block *blk, const int64_t *ie, const int64_t *ext, int nl, int64_t *rr, int64_t *rc,
+                      int64_t *rh) {
+  *rr = *rc = 0;
+  *rh = 1;
+  bool first = true;
+  for (int l = 0; l < nl; l++) {
+    if (blk->iters[l].type != IR_ITER_S) continue;
+    if (ie[l] == 0) {
+      if (first) *rh = ext[l];
+      continue;
+    }
+    if (first) *rr = ext[l] / ie[l];
+    else *rc = ext[l] / ie[l];
+    first = false;
+  }
+}
+
+/* AVX-512 (32 zmm): up to 8 rows x 2 column vectors of accumulators. */
+static i8_tile tile_wide(const sch_intrin *in, int64_t rr, int64_t rc) {
+  return (i8_tile){divisor_upto(rr, in->m >= 8 ? 1 : 8 / in->m), divisor_upto(rc, 2), 1};
+}
+
+/* AVX2 (16 ymm): per k pair an R x C tile issues R·C vpmaddwd and vpaddd,
+ * R widenings of A's pair (vpmovzxbw) and C of the weight's (vpmovsxbw), so
+ * the shape with the fewest widenings per multiply (1/R + 1/C) that holds R·C
+ * accumulators, C weight vectors and A's pair in 16 registers (R·C + C < 16)
+ * wins, the larger tile on a tie; rows from the iter before (fh) only where
+ * the row iter's own do not reach it. *cost: 1/R + 1/C of the pick. */
+static i8_tile tile_avx2(const sch_intrin *in, int64_t rr, int64_t rc, int64_t rh, double *cost) {
+  i8_tile best = {1, 1, 1};
+  double bc = 1e9;
+  for (int64_t fh = 1; fh <= 12 && fh <= rh; fh++) {
+    if (rh % fh) continue;
+    for (int64_t fc = 1; fc <= 4; fc++) {
+      if (rc % fc) continue;
+      for (int64_t fr = 1; fr * in->m * fh <= 12; fr++) {
+        int64_t r = fr * in->m * fh, br = best.fr * in->m * best.fh;
+        if (rr % fr || r * fc + fc >= 16) continue;
+        double c = 1.0 / (double)r + 1.0 / (double)fc;
+        if (c < bc - 1e-9 || (c < bc + 1e-9 && r * fc > br * best.fc)) {
+          bc = c;
+          best = (i8_tile){fr, fc, fh};
+        }
+      }
+    }
+  }
+  *cost = bc;
+  return best;
+}
+
 /* The sketch's steps with fixed tiles: the intrinsic's loops innermost, the
- * unrolled tile of intrinsic calls (up to 8 rows x 2 column vectors of
- * accumulators: S3) around them inside every reduction loop (the block's
+ * unrolled tile of intrinsic calls (tl: rows x column vectors of
+ * accumulators) around them inside every reduction loop (the block's
  * other reductions, then k's outer part), every other spatial loop outside
  * (fused and parallel). */
 static bool apply_fixed(sch_traced *t, const char *block, const ir_block *blk, const sch_intrin *in, const int64_t *ie,
-                        const int64_t *ext) {
+                        i8_tile tl) {
   ts_diag q;
   ts_diag_clear(&q);
   int b, nl;
@@ -344,8 +415,23 @@ static bool apply_fixed(sch_traced *t, const char *block, const ir_block *blk, c
   memcpy(loops, lp, sizeof(int) * (size_t)nl);
   int outer[MAXL], red[MAXL], tile[MAXL], intr[MAXL], no = 0, nr = 0, nt = 0, ni = 0;
   bool first_s = true;
+  int hl = -1; /* the spatial iter before the row iter that the intrinsic does not cover */
+  for (int l = 0; l < nl && first_s; l++) {
+    if (blk->iters[l].type != IR_ITER_S) continue;
+    if (ie[l] != 0) break;
+    hl = l;
+  }
   for (int l = 0; l < nl; l++) {
     bool sp = blk->iters[l].type == IR_ITER_S;
+    if (ie[l] == 0 && l == hl && tl.fh > 1) {
+      /* fh rows of the tile from this iter */
+      sch_arg fh[2] = {sch_arg_none(), sch_arg_int(tl.fh)};
+      int oh[2];
+      if (sch_t_split(t, loops[l], 2, fh, oh, &q)) return false;
+      outer[no++] = oh[0];
+      tile[nt++] = oh[1];
+      continue;
+    }
     if (ie[l] == 0) {
       if (sp) outer[no++] = loops[l];
       else red[nr++] = loops[l];
@@ -359,12 +445,8 @@ static bool apply_fixed(sch_traced *t, const char *block, const ir_block *blk, c
       red[nr++] = o2[0];
       continue;
     }
-    /* column vectors: 2 on 32 zmm registers, 1 on AVX2's 16 ymm (8 rows of
-     * accumulators, the weight's vector and A's broadcast) */
-    int64_t rest = ext[l] / ie[l], cap = first_s ? (in->m >= 8 ? 1 : 8 / in->m) : (in->n >= 16 ? 2 : 1), f = 1;
+    int64_t f = first_s ? tl.fr : tl.fc;
     first_s = false;
-    for (int64_t c = cap; c >= 1 && f == 1; c--)
-      if (rest % c == 0) f = c;
     if (f == 1) {
       outer[no++] = o2[0];
       continue;
@@ -428,6 +510,7 @@ bool srch_tensor_default(sch_traced *t, const char *block, const cg_target *tg, 
   int64_t cext[16][MAXL];
   int nc = matching(t, block, nl, ext, arch, cpu, feats, false, NULL, cand, cext, 16);
   int pick = nc > 0 ? 0 : -1;
+  bool padded = nc == 0;
   if (nc == 0) {
     nc = matching(t, block, nl, ext, arch, cpu, feats, true, fm->prefix, cand, cext, 16);
     for (int i = 0; i < nc && pick < 0; i++)
@@ -437,7 +520,27 @@ bool srch_tensor_default(sch_traced *t, const char *block, const cg_target *tg, 
   /* padded: the iteration domain grew */
   r = srch_block_loops(t, block, &cl, &nl);
   if (!r || !trivial_nest(r, cl, nl, ext, sch_traced_func(t))) return false;
-  return apply_fixed(t, block, r->u.realize.block, cand[pick], cext[pick], ext);
+  const ir_block *pb = r->u.realize.block;
+  int64_t rr, rc, rh;
+  tile_rest(pb, cext[pick], ext, nl, &rr, &rc, &rh);
+  i8_tile tl = tile_wide(cand[pick], rr, rc);
+  if (fm->lanes == 8) {
+    /* AVX2: the intrinsic and tile with the fewest widenings, among those
+     * that divide (a padded block keeps the one it was padded for) */
+    double best = 1e9;
+    for (int i = 0; i < (padded ? 1 : nc); i++) {
+      int j = padded ? pick : i;
+      double c;
+      tile_rest(pb, cext[j], ext, nl, &rr, &rc, &rh);
+      i8_tile x = tile_avx2(cand[j], rr, rc, rh, &c);
+      if (c < best - 1e-9) {
+        best = c;
+        tl = x;
+        pick = j;
+      }
+    }
+  }
+  return apply_fixed(t, block, pb, cand[pick], cext[pick], tl);
 }
 
 bool srch_feeds_tensorized(sch_traced *t, const char *block) {

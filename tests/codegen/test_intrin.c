@@ -252,6 +252,9 @@ START_TEST(test_pmaddwd_packed) {
       packed_tensorized_ld(&a, "matmul_u8s8:m=8,n=32,k=16", "x86.avx2.pmaddwd.u8i8.packed.4x8x2", 4, 8, 2, &orig);
   char *x = asm_of(sch_func(s), "llvm -mtriple=x86_64-linux-gnu -mattr=+avx2,+fma");
   ck_assert_msg(count(x, "vpmaddwd") >= 2, "no vpmaddwd in:\n%.4000s", x);
+  /* A's byte pair broadcast from memory as one i16, then widened: not moved
+   * through a general register (movzwl + vmovd) row by row */
+  ck_assert_msg(count(x, "vpbroadcastw") >= 1 && count(x, "vmovd\t") == 0, "A's pair through a GPR in:\n%.4000s", x);
   ts_free(x);
   sch_free(s);
   if (!cpu_has("avx2")) {
@@ -352,6 +355,42 @@ START_TEST(test_quantize_not_contracted) {
     ts_free(ir);
   }
   ts_arena_fini(&a);
+}
+END_TEST
+
+/* A float clamped into the i32 range (a quantize's saturation) converts to
+ * u8 / i8 / i32 through i32: vectorized on AVX2 (vcvttps2dq, not a scalar
+ * vcvttss2si per lane through i64) and equal to the interpreter, NaN (which
+ * the clamp passes on) to 0, fractions truncated, both bounds reached. */
+START_TEST(test_clamped_cast_vectorized) {
+  static const char *fmt = "func q(A: f32[128]) -> C: %s[128] {\n"
+                           "  block root() {\n"
+                           "    for i0 in serial(0, 4) {\n"
+                           "      for i1 in vectorized(0, 32) {\n"
+                           "        C[i0 * 32 + i1] = %s(min(max(select((i0 * 32 + i1) %% 5 == 0, "
+                           "sqrt(-1.0f32 - f32(i0 * 32 + i1)), (f32(i0 * 32 + i1) - 30.0f32) * 3.7f32 + A[i0 * 32 + i1]), "
+                           "%s), %s))\n"
+                           "      }\n"
+                           "    }\n"
+                           "  }\n"
+                           "}\n";
+  static const char *cases[][3] = {{"u8", "0.0f32", "255.0f32"}, {"i8", "-128.0f32", "127.0f32"},
+                                   {"i32", "-1000.0f32", "200.0f32"}};
+  for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+    ts_arena a;
+    ts_arena_init(&a);
+    char src[1024];
+    snprintf(src, sizeof src, fmt, cases[k][0], cases[k][0], cases[k][1], cases[k][2]);
+    ir_func *f;
+    ts_diag_clear(&D);
+    tu_ok(ir_parse_func(&a, src, strlen(src), "q.tsl", &f, &D), &D);
+    char *x = asm_of(f, "llvm -mtriple=x86_64-linux-gnu -mattr=+avx2,+fma");
+    ck_assert_msg(count(x, "vcvttps2dq") >= 1 && count(x, "cvttss2si") == 0, "%s: conversion lane by lane:\n%.3000s",
+                  cases[k][0], x);
+    ts_free(x);
+    parity(f, f, cpu_has("avx2") ? "llvm -mattr=+avx2,+fma" : "llvm", false);
+    ts_arena_fini(&a);
+  }
 }
 END_TEST
 
@@ -725,6 +764,7 @@ int main(int argc, char **argv) {
   tcase_add_test(tc, test_vnni_parity);
   tcase_add_test(tc, test_vnni_packed);
   tcase_add_test(tc, test_pmaddwd_packed);
+  tcase_add_test(tc, test_clamped_cast_vectorized);
   tcase_add_test(tc, test_fma_microkernel);
   tcase_add_test(tc, test_sdot);
   tcase_add_test(tc, test_extern_refusals);

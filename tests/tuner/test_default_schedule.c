@@ -405,6 +405,89 @@ START_TEST(test_int8_tensorized) {
 }
 END_TEST
 
+/* The register tile around the AVX2 pmaddwd kernel: the product of the
+ * unrolled loops' extents above the tensorized block times its intrinsic's
+ * rows (from its name), and how many of those loops there are. */
+typedef struct avx2_tile {
+  int64_t acc;
+  int rows, nested;
+} avx2_tile;
+
+static void find_tile(const ir_stmt *s, int64_t prod, int nunrolled, avx2_tile *out) {
+  if (!s) return;
+  switch (s->kind) {
+  case IR_FOR: {
+    int64_t e = 1;
+    bool u = s->u.loop.kind == IR_FOR_UNROLLED && ir_as_int(s->u.loop.extent, &e);
+    find_tile(s->u.loop.body, u ? prod * e : prod, nunrolled + u, out);
+    return;
+  }
+  case IR_SEQ:
+    for (int i = 0; i < s->u.seq.n; i++) find_tile(s->u.seq.stmts[i], prod, nunrolled, out);
+    return;
+  case IR_BLOCK_REALIZE: {
+    const ir_block *b = s->u.realize.block;
+    const ir_annot *an = ir_annot_find(b->nannot, b->annots, "tessel.tensorized");
+    if (an && an->kind == IR_ANN_STR && strstr(an->v.s, "x86.avx2.pmaddwd.")) {
+      int r = atoi(strstr(an->v.s, ".packed.") + 8);
+      out->acc = prod * r;
+      out->rows = r;
+      out->nested = nunrolled;
+      return;
+    }
+    find_tile(b->init, prod, nunrolled, out);
+    find_tile(b->body, prod, nunrolled, out);
+    return;
+  }
+  case IR_IF: find_tile(s->u.ifs.then_s, prod, nunrolled, out); find_tile(s->u.ifs.else_s, prod, nunrolled, out); return;
+  case IR_LET: find_tile(s->u.let.body, prod, nunrolled, out); return;
+  case IR_ALLOCATE: find_tile(s->u.alloc.body, prod, nunrolled, out); return;
+  default: return;
+  }
+}
+
+/* On AVX2 without VNNI (16 ymm) the int8 default takes the vpmaddwd kernel
+ * with the register tile that widens least per multiply: rows x column
+ * vectors with at most 12 accumulators (the weight's vectors and A's pair
+ * in the rest), two or more column vectors where the channels allow (one
+ * widening of A serves each), rows from a conv's output rows h where its w
+ * is short (7), equal to the packed reference. */
+START_TEST(test_int8_avx2_tile) {
+  static const struct {
+    const char *spec;
+    int64_t acc;
+  } cases[] = {
+      {"matmul_u8s8:m=56,n=64,k=8", 8},                                      /* 4 rows x 2 vectors */
+      {"matmul_u8s8:m=14,n=256,k=4", 8},                                     /* 2 x 4 */
+      {"matmul_u8s8:m=7,n=8,k=4", 7},                                        /* one column: 7 rows */
+      {"conv2d_nhwc_u8s8:n=1,c=8,h=4,w=8,k=32,r=3,s=3,stride=1,pad=1", 8},  /* 4 x 2 (or 2 x 4) */
+      {"conv2d_nhwc_u8s8:n=1,c=8,h=4,w=7,k=32,r=3,s=3,stride=1,pad=1", 8},  /* rows from h too: not 7 x 1 */
+  };
+  ts_diag d;
+  ts_diag_clear(&d);
+  cg_target tg;
+  ck_assert_int_eq(cg_target_parse("llvm -mtriple=x86_64-linux-gnu -mattr=+avx2,+fma", &tg, &d), TS_OK);
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    ts_arena a;
+    ts_arena_init(&a);
+    ir_func *f = tu_workload(&a, cases[i].spec);
+    sch_traced *t = NULL;
+    ck_assert_msg(tun_schedule_opts(f, NULL, &tg, &(tun_default_opts){.pack_weights = true}, &t, &d) == TS_OK,
+                  "%s: %s", cases[i].spec, d.msg);
+    avx2_tile tl = {0, 0, 0};
+    find_tile(sch_traced_func(t)->body, 1, 0, &tl);
+    ck_assert_msg(tl.rows > 0, "%s: no pmaddwd kernel", cases[i].spec);
+    ck_assert_msg(tl.acc == cases[i].acc, "%s: %lld accumulators (kernel rows %d, %d unrolled loops)", cases[i].spec,
+                  (long long)tl.acc, tl.rows, tl.nested);
+    const ir_func *ref = sch_layout_reference(&a, f, sch_traced_trace(t), &d);
+    ck_assert_msg(ref != NULL, "%s: %s", cases[i].spec, d.msg);
+    tu_assert_equivalent(ref, sch_traced_func(t));
+    sch_traced_free(t);
+    ts_arena_fini(&a);
+  }
+}
+END_TEST
+
 START_TEST(test_switch_off) {
   ts_arena a;
   ts_arena_init(&a);
@@ -428,6 +511,7 @@ int main(void) {
   tcase_add_test(tc, test_strided_producer_kept);
   tcase_add_test(tc, test_costly_prologue_kept);
   tcase_add_test(tc, test_int8_tensorized);
+  tcase_add_test(tc, test_int8_avx2_tile);
   suite_add_tcase(s, tc);
   SRunner *r = srunner_create(s);
   srunner_run_all(r, CK_NORMAL);

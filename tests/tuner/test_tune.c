@@ -148,6 +148,49 @@ START_TEST(default_is_first_record) {
 }
 END_TEST
 
+/* An int8 kernel with a layout-free weight: the first candidate is the
+ * default a model build makes (the weight packed for the int8 kernel,
+ * pack_weights), not the unpacked one of a plain build, so a tuned model
+ * build never falls below the untuned one. */
+START_TEST(default_int8_packed) {
+  static const char *spec = "matmul_u8s8:m=16,n=32,k=16";
+  if (!__builtin_cpu_supports("avx2")) {
+    fprintf(stderr, "test_tune: no avx2 on this CPU (no int8 kernel family); default_int8_packed skipped\n");
+    return;
+  }
+  char log[256];
+  tmp_log(log, sizeof log, "int8");
+  ts_arena a;
+  ts_arena_init(&a);
+  ir_func *f = tu_workload(&a, spec);
+  cg_target t = host();
+  tun_tune_opts o;
+  opts(&o, log, 2);
+  tun_tune_result r;
+  ts_diag d;
+  ts_diag_clear(&d);
+  ck_assert_msg(tun_tune(f, spec, 2.0 * 16 * 32 * 16, &t, &o, &r, &d) == TS_OK, "%s", d.msg);
+  sch_traced *def = NULL;
+  ck_assert_msg(tun_schedule_opts(f, NULL, &t, &(tun_default_opts){.pack_weights = true}, &def, &d) == TS_OK, "%s",
+                d.msg);
+  uint64_t h = ir_struct_hash_func(sch_traced_func(def));
+  sch_traced_free(def);
+  int nwarn = 0;
+  tun_db *db = tun_db_load(log, NULL, &nwarn, NULL);
+  ck_assert_ptr_nonnull(db);
+  const tun_record *first = tun_db_get(db, 0);
+  ck_assert_msg(first->trace_hash == h, "first record %016llx is not the packed default %016llx",
+                (unsigned long long)first->trace_hash, (unsigned long long)h);
+  ck_assert_msg(first->trace && strstr(first->trace, "TransformLayout"), "default not packed: %s",
+                first->trace ? first->trace : "(no trace)");
+  ck_assert(first->verified);
+  ck_assert(r.baseline_seconds == tun_record_mean(first));
+  tun_db_close(db);
+  ts_arena_fini(&a);
+  unlink(log);
+}
+END_TEST
+
 START_TEST(killed_and_resumed) {
   char log[256];
   tmp_log(log, sizeof log, "kill");
@@ -206,6 +249,7 @@ int main(void) {
   tcase_set_timeout(tc, 300);
   tcase_add_test(tc, budget_and_rerun);
   tcase_add_test(tc, default_is_first_record);
+  tcase_add_test(tc, default_int8_packed);
   tcase_add_test(tc, killed_and_resumed);
   tcase_add_test(tc, corrupt_line_skipped);
   suite_add_tcase(s, tc);
