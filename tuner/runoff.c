@@ -179,7 +179,7 @@ static void report(runoff_cand *c, int n, tun_runoff_result *res, FILE *progress
   fprintf(progress, "run-off%s%s: %d rounds:", task ? " " : "", task ? task : "", TUN_RUNOFF_ROUNDS);
   for (int i = 0; i < n; i++)
     if (c[i].ok)
-      fprintf(progress, " %s %.4f ms (logged %.4f)%s", c[i].what, cand_time(&c[i]) * 1e3,
+      fprintf(progress, " %s %.4g ms (logged %.4g)%s", c[i].what, cand_time(&c[i]) * 1e3,
               tun_record_mean(c[i].src) * 1e3, i + 1 < n ? "," : "");
   fprintf(progress, " -> %s%s%s\n", c[w].what, res->changed ? ", choice changed from " : " stays",
           res->changed ? c[0].what : "");
