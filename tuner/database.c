@@ -1061,7 +1061,7 @@ ts_status tun_plot_svg(tun_db *const *dbs, const char *const *labels, int ndb, c
     double best = -1;
     for (int i = 0; i < db->n; i++) {
       const tun_record *r = db->recs[i];
-      if (!tun_record_matches(r, workload)) continue;
+      if (!tun_record_matches(r, workload) || r->runoff > 0) continue; /* trials only: x is the trial index */
       if (!first) first = r;
       if (strcmp(r->workload_key, first->workload_key) || strcmp(r->target, first->target)) continue;
       if (usable(r)) {
