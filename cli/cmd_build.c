@@ -132,13 +132,16 @@ static int schedule_from_log(const char *log, const tun_subject *sub, const cg_t
     }
     char thr[32] = "an unknown thread count";
     if (r->threads > 0) snprintf(thr, sizeof thr, "%d thread%s", r->threads, r->threads == 1 ? "" : "s");
-    char lib[32];
+    char lib[32], ro[48] = "";
+    if (r->runoff > 0) /* re-timed back to back with the task's other best candidates (tuner/runoff.h) */
+      snprintf(ro, sizeof ro, ", median of run-off %d", r->runoff);
     if (tun_record_is_library(r, lib, sizeof lib))
-      fprintf(stderr, "using the %s record of %s: mean %.6g ms at %s (library %s: %s)\n", i ? "next best replaying" : "best",
-              log, tun_record_mean(r) * 1e3, thr, lib, r->params);
+      fprintf(stderr, "using the %s record of %s: mean %.6g ms at %s (library %s: %s)%s\n",
+              i ? "next best replaying" : "best", log, tun_record_mean(r) * 1e3, thr, lib, r->params, ro);
     else
-      fprintf(stderr, "using the %s record of %s: mean %.6g ms at %s (trace %016llx)\n", i ? "next best replaying" : "best",
-              log, tun_record_mean(r) * 1e3, thr, (unsigned long long)r->trace_hash);
+      fprintf(stderr, "using the %s record of %s: mean %.6g ms at %s (trace %016llx)%s\n",
+              i ? "next best replaying" : "best", log, tun_record_mean(r) * 1e3, thr, (unsigned long long)r->trace_hash,
+              ro);
     rc = 0;
   }
   if (rc && n) fprintf(stderr, "tessel %s: %s: none of the %d usable records replays\n", cmd, log, n);

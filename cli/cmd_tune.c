@@ -13,6 +13,7 @@
 #include "tuner/build.h"
 #include "tuner/rpc_runner.h"
 #include "tuner/library.h"
+#include "tuner/runoff.h"
 #include "tuner/tune.h"
 
 static const char tune_usage[] =
@@ -22,7 +23,7 @@ static const char tune_usage[] =
     "         [--build-jobs N] [--slow-cutoff F] [--first-batch N] [--json]\n"
     "         [--no-layout-rewrite] [--no-tensorize] [--no-tensor-core] [--gpu-regcheck]\n"
     "         [--no-default-tiling] [--xgb-min-samples N] [--xgb-max-rounds N] [--no-library]\n"
-    "         [--cost-model FILE|default|none]\n"
+    "         [--cost-model FILE|default|none] [--no-runoff]\n"
     "         [--runner local|rpc --tracker H:P --key K [--parallel N]\n"
     "          [--secret-file F] [--priority P] [--rpc-wait S] [--rpc-tries N]]\n"
     "Searches schedules of SUBJECT (evolutionary search ranked by the cost model),\n"
@@ -45,6 +46,10 @@ static const char tune_usage[] =
     "each library's call measured as one more candidate, logged as a library record,\n"
     "on a host llvm target and never through RPC; --no-library turns them off\n"
     "(docs/TUNING.md, \"Library candidates\").\n"
+    "Run-off: at the end, the best trial, the default schedule's record and the best\n"
+    "library call are timed again back to back, interleaved, 5 rounds (median), and\n"
+    "the winner is what `build --log` replays (logged as run-off records, no trials;\n"
+    "docs/TUNING.md, \"Run-off\"); --no-runoff: off, the best single measurement wins.\n"
     "--cost-model FILE|default|none (--model xgb): start from a pre-trained model and keep\n"
     "training it online; default: the committed one (warning on a target mismatch);\n"
     "none (also without the option): online only.\n"
@@ -62,7 +67,8 @@ static const char tune_usage[] =
 enum { OPT_TARGET = 1000, OPT_TRIALS, OPT_LOG, OPT_BATCH, OPT_MODEL, OPT_SEED, OPT_JOBS, OPT_JSON,
        OPT_RUNNER, OPT_TRACKER, OPT_KEY, OPT_PARALLEL, OPT_SECRET, OPT_PRIORITY, OPT_RPCWAIT,
        OPT_RPCTRIES, OPT_SLOWCUT, OPT_FIRSTBATCH, OPT_NOLAYOUT, OPT_NOTENSORIZE, OPT_NOTENSORCORE,
-       OPT_REGCHECK, OPT_NODEFTILING, OPT_XGBMIN, OPT_XGBROUNDS, OPT_NOLIBRARY, OPT_COSTMODEL };
+       OPT_REGCHECK, OPT_NODEFTILING, OPT_XGBMIN, OPT_XGBROUNDS, OPT_NOLIBRARY, OPT_COSTMODEL,
+       OPT_NORUNOFF };
 
 /* The options `tessel tune` and `tessel tune-model` share. */
 static const struct option shared_options[] = {{"target", required_argument, 0, OPT_TARGET},
@@ -92,6 +98,7 @@ static const struct option shared_options[] = {{"target", required_argument, 0, 
                                                {"xgb-max-rounds", required_argument, 0, OPT_XGBROUNDS},
                                                {"no-library", no_argument, 0, OPT_NOLIBRARY},
                                                {"cost-model", required_argument, 0, OPT_COSTMODEL},
+                                               {"no-runoff", no_argument, 0, OPT_NORUNOFF},
                                                {0, 0, 0, 0}};
 
 bool tun_tune_cli_options(struct option *out, size_t cap, const struct option *own) {
@@ -143,6 +150,7 @@ bool tun_tune_cli_option(tun_tune_cli *c, int opt, const char *arg) {
   case OPT_REGCHECK: o->gpu_regcheck = true; break;
   case OPT_NODEFTILING: o->defaults.no_tiling = true; break;
   case OPT_NOLIBRARY: o->no_library = true; break; /* tuner/library.h */
+  case OPT_NORUNOFF: o->no_runoff = true; break;   /* tuner/runoff.h */
   case OPT_XGBMIN:
     ok = tun_cli_int(cmd, "--xgb-min-samples", arg, 0, 100000000, &o->xgb_min_samples);
     if (o->xgb_min_samples < 1) o->xgb_min_samples = 1;
@@ -265,6 +273,22 @@ int tun_cmd_tune(int argc, char **argv) {
   ts_status st = tun_tune(sub.func, sub.label, flops, &tg, po, &r, &d);
   tun_rpc_stats rs;
   tun_tune_cli_stop_runner(&cli, &rs);
+  tun_runoff_result ror;
+  memset(&ror, 0, sizeof ror);
+  ror.skipped = po->no_runoff ? "--no-runoff" : "not run";
+  if (!st && !r.cancelled && !po->no_runoff && !(st = tun_runoff(sub.func, &tg, po, NULL, &ror, &d)) &&
+      ror.best_seconds > 0) { /* the run-off's winner is the log's best now */
+    r.best_seconds = ror.best_seconds;
+    r.best_gflops = flops > 0 ? flops / ror.best_seconds * 1e-9 : 0;
+    if (ror.default_seconds > 0) { /* timed with the others: the fair baseline */
+      r.baseline_seconds = ror.default_seconds;
+      r.baseline_gflops = flops > 0 ? flops / ror.default_seconds * 1e-9 : 0;
+    }
+    if (ror.lib_seconds > 0) {
+      r.lib_seconds = ror.lib_seconds;
+      r.kernel_seconds = ror.kernel_seconds;
+    }
+  }
   if (st) fprintf(stderr, "tessel tune: %s\n", d.msg);
   if (st && !r.new_trials) { /* nothing was tuned: no summary to print */
     ts_arena_fini(&ar);
@@ -283,6 +307,14 @@ int tun_cmd_tune(int argc, char **argv) {
                   r.search_replay_seconds, "search_predict", r.search_predict_seconds, "search_replays",
                   (json_int_t)r.search_replays, "search_cache_hits", (json_int_t)r.search_cache_hits));
     json_object_set_new(j, "threads", json_integer(r.threads));
+    if (ror.ncands)
+      json_object_set_new(j, "runoff", json_pack("{s:I, s:s, s:s, s:b, s:f, s:f, s:f}", "candidates",
+                                                 (json_int_t)ror.ncands, "winner", ror.winner, "was", ror.was,
+                                                 "changed", ror.changed, "seconds", ror.best_seconds,
+                                                 "trial_seconds", ror.trial_seconds, "wall_seconds",
+                                                 ror.wall_seconds));
+    else
+      json_object_set_new(j, "runoff", json_pack("{s:s}", "skipped", ror.skipped));
     if (r.lib_seconds > 0) /* library candidates: the best call and the best generated kernel */
       json_object_set_new(j, "library", json_pack("{s:s, s:f, s:f}", "lib", r.lib, "seconds", r.lib_seconds,
                                                   "kernel_seconds", r.kernel_seconds));
@@ -312,6 +344,9 @@ int tun_cmd_tune(int argc, char **argv) {
       printf("best %.2f GFLOP/s (%.6g ms)\n", r.best_gflops, r.best_seconds * 1e3);
     else
       printf("no valid candidate yet\n");
+    if (ror.ncands)
+      printf("run-off: %d candidates in %.1f s, %s %s%s\n", ror.ncands, ror.wall_seconds, ror.winner,
+             ror.changed ? "chosen over " : "stays the choice", ror.changed ? ror.was : "");
     if (r.lib_seconds > 0) {
       char cell[40];
       tun_library_cell(r.lib_seconds, r.lib, r.kernel_seconds, cell, sizeof cell);

@@ -23,7 +23,7 @@ static const char usage[] =
     "         [--number N] [--repeat N]\n"
     "         [--min-repeat-ms MS] [--timeout S] [--cache-flush] [--threads N]\n"
     "         [--build-jobs N] [--no-default] [--json] [--winograd on|off|all] [--polyphase on|off] [--qdq on|off] [--conv-layout nchw|nchwc]\n"
-    "         [--no-library]\n"
+    "         [--no-library] [--no-runoff]\n"
     "         [--runner local|rpc --tracker H:P --key K [--parallel N]\n"
     "          [--secret-file F] [--priority P] [--rpc-wait S] [--rpc-tries N]]\n"
     "Imports MODEL, runs the graph passes, and tunes its tasks (the distinct fused\n"
@@ -38,7 +38,7 @@ static const char usage[] =
     "  round-robin  every task in turn.\n"
     "Every record goes to LOG; records already there (these tasks, this target) count\n"
     "toward N and restore each task's history: rerunning resumes, a met budget\n"
-    "appends nothing. After every round a table (id, task, weight, MFLOP, best\n"
+    "measures no trial. After every round a table (id, task, weight, MFLOP, best\n"
     "latency, GFLOP/s, trials) and the estimated end-to-end latency, the sum of\n"
     "weight x best latency, are printed to stderr (redrawn in place on a terminal).\n"
     "Tasks never tuned are estimated by their default schedule, measured once\n"
@@ -54,10 +54,16 @@ static const char usage[] =
     "Library candidates (as `tessel tune`; --no-library: off): a task OpenBLAS or oneDNN\n"
     "covers gets the library's call as a candidate; the table's lib column says which\n"
     "tasks went to a library and by how much.\n"
+    "Run-off (--no-runoff: off): at the end each task's best trial, default schedule and\n"
+    "best library call are timed again back to back, interleaved, 5 rounds (median), and\n"
+    "the winner is what `build --log` replays; the table says \"(run-off: WINNER, not\n"
+    "WAS)\" where that changed the choice. Run-off records are no trials; a task whose\n"
+    "latest run-off timed the same candidates is not run off again (docs/TUNING.md).\n"
     "--json prints {model, target, task_scheduler, trials, new_trials, rounds, tasks:\n"
     "[{name, key, weight, flops, best_seconds, gflops, default_seconds, trials, and with a\n"
-    "library record library, library_seconds, kernel_seconds}],\n"
-    "estimated_latency_seconds, log}.\n";
+    "library record library, library_seconds, kernel_seconds, after a run-off\n"
+    "runoff: {candidates, changed, winner, was}}], estimated_latency_seconds, log,\n"
+    "runoff: {tasks, changed, wall_seconds}}.\n";
 
 enum { OPT_SCHED = 2000, OPT_NODEFAULT };
 
@@ -92,6 +98,14 @@ static void print_json(const char *path, const cg_target *tg, const tun_tune_mod
       json_object_set_new(jt, "library_seconds", json_real(t->lib_seconds));
       json_object_set_new(jt, "kernel_seconds", json_real(t->kernel_seconds));
     }
+    if (t->runoff_cands) { /* the run-off (tuner/runoff.h): best_seconds is its winner's time */
+      json_t *jr = json_pack("{s:i, s:b}", "candidates", t->runoff_cands, "changed", t->runoff_changed);
+      if (t->runoff_changed) {
+        json_object_set_new(jr, "winner", json_string(t->runoff_winner));
+        json_object_set_new(jr, "was", json_string(t->runoff_was));
+      }
+      json_object_set_new(jt, "runoff", jr);
+    }
     json_array_append_new(ja, jt);
   }
   json_object_set_new(j, "tasks", ja);
@@ -101,6 +115,8 @@ static void print_json(const char *path, const cg_target *tg, const tun_tune_mod
   json_object_set_new(j, "estimated_missing", json_integer(r->missing));
   json_object_set_new(j, "log", json_string(mo->tune.log_path));
   json_object_set_new(j, "wall_seconds", json_real(r->wall_seconds));
+  json_object_set_new(j, "runoff", json_pack("{s:i, s:i, s:f}", "tasks", r->runoffs, "changed", r->runoff_changes,
+                                             "wall_seconds", r->runoff_seconds));
   if (cli->rpc) {
     json_t *jr = json_object();
     json_object_set_new(jr, "parallel", json_integer(cli->ro.parallel));
@@ -125,6 +141,9 @@ static void print_text(const char *path, const cg_target *tg, const tun_tune_mod
     printf("estimated end-to-end latency: %.4f ms (sum of weight x best latency%s%s)\n",
            r->estimated_seconds * 1e3, r->from_default ? "; default schedule for untuned tasks" : "",
            r->missing ? "; some tasks left out" : "");
+  if (r->runoffs)
+    printf("run-off: %d tasks in %.1f s, %d choices changed (the table's \"run-off:\" marks)\n", r->runoffs,
+           r->runoff_seconds, r->runoff_changes);
   if (cli->rpc)
     printf("rpc: %d boards at once, %d sessions, %d measured, %d board failures, %d retried, %d lost\n",
            cli->ro.parallel, rs->sessions, rs->measured, rs->board_failures, rs->retries, rs->lost);

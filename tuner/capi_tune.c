@@ -18,6 +18,7 @@
 #include "tuner/model_build.h"
 #include "tuner/rpc_runner.h"
 #include "tuner/task_scheduler.h"
+#include "tuner/runoff.h"
 #include "tuner/tune.h"
 
 /* ---- options ------------------------------------------------------------------------ */
@@ -70,6 +71,7 @@ static const opt_row rows[] = {
     {"gpu-regcheck", K_FLAG, F(tune.gpu_regcheck), 0, 0},
     {"no-default-tiling", K_FLAG, F(tune.defaults.no_tiling), 0, 0},
     {"no-library", K_FLAG, F(tune.no_library), 0, 0}, /* tuner/library.h */
+    {"no-runoff", K_FLAG, F(tune.no_runoff), 0, 0},   /* tuner/runoff.h (tune-model's run-off) */
     {"cost-model", K_STR, F(tune.cost_model), 0, 0},
     {"no-tensorize", K_SPECIAL, 0, 0, 0},
     {"no-tensor-core", K_SPECIAL, 0, 0, 0},
@@ -271,6 +273,12 @@ tessel_status tessel_tune(const tessel_func *f, const tessel_opts *o, tessel_tun
   if (tune_opts_for(o, &to, &rr, &d)) return capi_fail(err, &d);
   tun_tune_result r;
   ts_status st = tun_tune(f->func, f->definition, f->flops, &tg, &to, &r, &d);
+  tun_runoff_result ro; /* as `tessel tune`: the run-off's winner is the log's best */
+  if (!st && !r.cancelled && !to.no_runoff && !(st = tun_runoff(f->func, &tg, &to, NULL, &ro, &d)) &&
+      ro.best_seconds > 0) {
+    r.best_seconds = ro.best_seconds;
+    r.best_gflops = f->flops > 0 ? f->flops / ro.best_seconds * 1e-9 : 0;
+  }
   tun_rpc_runner_free(rr);
   tessel_tune_result out = {.size = sizeof out, .trials = r.trials, .new_trials = r.new_trials, .errors = r.errors,
                             .best_seconds = r.best_seconds, .best_gflops = r.best_gflops,

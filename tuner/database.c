@@ -14,6 +14,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
+#include <limits.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -29,6 +30,7 @@
 
 double tun_record_mean(const tun_record *r) {
   if (r->error || r->nruns <= 0) return 1e10;
+  if (r->runoff > 0) return tun_record_median(r); /* one run per round: a loaded round is an outlier */
   double s = 0;
   for (int i = 0; i < r->nruns; i++) s += r->run_secs[i];
   return s / r->nruns;
@@ -118,6 +120,8 @@ char *tun_record_to_json(const tun_record *r) {
     json_t *pv = r->params ? json_loads(r->params, 0, &e) : NULL;
     json_object_set_new(o, "params", pv ? pv : json_null());
   }
+  if (r->runoff > 0) /* a run-off's re-timing (tuner/runoff.h); absent on a trial */
+    json_object_set_new(o, "runoff", json_integer(r->runoff));
   char *js = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER);
   json_decref(o);
   if (!js) return NULL;
@@ -273,6 +277,12 @@ static ts_status record_from_obj(json_t *o, tun_record *r, ts_diag *d) {
     goto fail;
   }
   r->threads = th ? (int)json_integer_value(th) : 0;
+  json_t *ro = json_object_get(o, "runoff"); /* optional: absent means a trial (0) */
+  if (ro && (!json_is_integer(ro) || json_integer_value(ro) < 1 || json_integer_value(ro) > INT_MAX)) {
+    st = ts_diag_set(d, TS_EPARSE, "field \"runoff\" is not a positive integer (a run-off's number)");
+    goto fail;
+  }
+  r->runoff = ro ? (int)json_integer_value(ro) : 0;
   return TS_OK;
 fail:
   tun_record_fini(r);
@@ -304,7 +314,9 @@ typedef struct group {
   uint64_t h;
   int *idx;        /* record indices, in log order */
   int n, cap;
-  int best;        /* record index or -1 */
+  int best;        /* record index or -1 (rank_before: the latest run-off's fastest, else the fastest trial) */
+  int *ro;         /* the run-off records' indices, in log order (not in idx: no trials) */
+  int nro, capro;
   hset traces;     /* structural hashes of the scheduled functions (has_trace) */
   hset texts;      /* XXH3 of the trace texts: a record repeating one is a duplicate */
   hset thr_traces; /* the trace hashes mixed with their thread counts (has_trace_at) */
@@ -423,10 +435,29 @@ static uint64_t text_hash(const tun_record *r) {
   const char *t = r->trace ? r->trace : r->params;
   if (!t) return 0;
   uint64_t h = XXH3_64bits_withSeed(t, strlen(t), thread_hash(r->trace_hash, r->threads));
+  if (r->runoff > 0) /* a re-timing is no duplicate of its trial, only of a copy of itself */
+    h = XXH3_64bits_withSeed(&h, sizeof h, (uint64_t)r->runoff);
   return h ? h : 1;
 }
 
 static bool usable(const tun_record *r) { return !r->error && r->verified && r->nruns > 0 && tun_record_mean(r) > 0; }
+
+/* The best-of order: a later run-off's records before an earlier one's,
+ * run-off records before trials (run-off 0), then the lower time. */
+static bool rank_before(const tun_record *a, const tun_record *b) {
+  if (a->runoff != b->runoff) return a->runoff > b->runoff;
+  return tun_record_mean(a) < tun_record_mean(b);
+}
+
+static bool grow_ints(int **v, int *cap, int need) {
+  if (need <= *cap) return true;
+  int nc = *cap ? *cap * 2 : 16;
+  int *p = ts_realloc(*v, sizeof *p * (size_t)nc);
+  if (!p) return false;
+  *v = p;
+  *cap = nc;
+  return true;
+}
 
 /* True if the log already holds a record of r's workload and target with
  * r's trace. */
@@ -446,20 +477,20 @@ static ts_status add_record(tun_db *db, tun_record *r, ts_diag *d) {
   }
   group *g = get_group(db, r->workload_key, r->target ? r->target : "");
   if (!g) return ts_diag_set(d, TS_ENOMEM, "out of memory growing the log index");
-  if (g->n == g->cap) {
-    int nc = g->cap ? g->cap * 2 : 16;
-    int *p = ts_realloc(g->idx, sizeof *p * (size_t)nc);
-    if (!p) return ts_diag_set(d, TS_ENOMEM, "out of memory growing the log index");
-    g->idx = p;
-    g->cap = nc;
-  }
-  if (!hset_add(&g->traces, r->trace_hash) || !hset_add(&g->texts, text_hash(r)) ||
-      !hset_add(&g->thr_traces, thread_hash(r->trace_hash, r->threads)))
+  bool ro = r->runoff > 0; /* a run-off's re-timing: kept apart from the trials */
+  if (!(ro ? grow_ints(&g->ro, &g->capro, g->nro + 1) : grow_ints(&g->idx, &g->cap, g->n + 1)))
+    return ts_diag_set(d, TS_ENOMEM, "out of memory growing the log index");
+  if (!hset_add(&g->texts, text_hash(r)) ||
+      (!ro && (!hset_add(&g->traces, r->trace_hash) ||
+               !hset_add(&g->thr_traces, thread_hash(r->trace_hash, r->threads)))))
     return ts_diag_set(d, TS_ENOMEM, "out of memory growing the log index");
   int i = db->n++;
   db->recs[i] = r;
-  g->idx[g->n++] = i;
-  if (usable(r) && (g->best < 0 || tun_record_mean(r) < tun_record_mean(db->recs[g->best]))) g->best = i;
+  if (ro)
+    g->ro[g->nro++] = i;
+  else
+    g->idx[g->n++] = i;
+  if (usable(r) && (g->best < 0 || rank_before(r, db->recs[g->best]))) g->best = i;
   return TS_OK;
 }
 
@@ -478,6 +509,7 @@ static void db_free(tun_db *db) {
     ts_free(g->key);
     ts_free(g->target);
     ts_free(g->idx);
+    ts_free(g->ro);
     ts_free(g->traces.s);
     ts_free(g->texts.s);
     ts_free(g->thr_traces.s);
@@ -810,6 +842,7 @@ int tun_db_count_for(const tun_db *db, const char *workload_key, const char *tar
   int c = 0;
   for (int i = 0; i < db->n; i++) {
     const tun_record *r = db->recs[i];
+    if (r->runoff > 0) continue; /* a re-timing, no trial */
     if ((!workload_key || !strcmp(r->workload_key, workload_key)) && (!target || !strcmp(r->target, target))) c++;
   }
   return c;
@@ -827,25 +860,27 @@ const tun_record *tun_db_best(const tun_db *db, const char *workload_key, const 
     if (!g || g->best < 0) continue;
     if ((workload_key && strcmp(g->key, workload_key)) || (target && strcmp(g->target, target))) continue;
     const tun_record *r = db->recs[g->best];
-    if (!best || tun_record_mean(r) < tun_record_mean(best)) best = r;
+    if (!best || rank_before(r, best)) best = r;
   }
   return best;
 }
 
-static int cmp_mean(const void *a, const void *b) {
-  double x = tun_record_mean(*(const tun_record *const *)a), y = tun_record_mean(*(const tun_record *const *)b);
-  return x < y ? -1 : x > y;
+static int cmp_rank(const void *a, const void *b) {
+  const tun_record *x = *(const tun_record *const *)a, *y = *(const tun_record *const *)b;
+  return rank_before(x, y) ? -1 : rank_before(y, x);
 }
 
 const tun_record **tun_db_ranked(const tun_db *db, const char *workload_key, const char *target, int *n) {
   *n = 0;
   const group *g = db ? find_group(db, workload_key, target) : NULL;
   if (!g) return NULL;
-  const tun_record **out = ts_malloc(sizeof *out * (size_t)(g->n ? g->n : 1));
+  const tun_record **out = ts_malloc(sizeof *out * (size_t)(g->n + g->nro ? g->n + g->nro : 1));
   if (!out) return NULL;
-  for (int i = 0; i < g->n; i++)
-    if (usable(db->recs[g->idx[i]])) out[(*n)++] = db->recs[g->idx[i]];
-  qsort(out, (size_t)*n, sizeof *out, cmp_mean); /* ties keep no particular order: the means differ in practice */
+  for (int i = 0; i < g->n + g->nro; i++) {
+    const tun_record *r = db->recs[i < g->n ? g->idx[i] : g->ro[i - g->n]];
+    if (usable(r)) out[(*n)++] = r;
+  }
+  qsort(out, (size_t)*n, sizeof *out, cmp_rank); /* ties keep no particular order: the means differ in practice */
   return out;
 }
 
@@ -869,11 +904,34 @@ const tun_record *tun_db_best_at(const tun_db *db, const char *workload_key, con
   if (threads == TUN_ANY_THREADS) return tun_db_best(db, workload_key, target);
   const group *g = db ? find_group(db, workload_key, target) : NULL;
   const tun_record *best = NULL;
-  for (int i = 0; g && i < g->n; i++) {
-    const tun_record *r = db->recs[g->idx[i]];
-    if (at_threads(r, threads) && usable(r) && (!best || tun_record_mean(r) < tun_record_mean(best))) best = r;
+  for (int i = 0; g && i < g->n + g->nro; i++) {
+    const tun_record *r = db->recs[i < g->n ? g->idx[i] : g->ro[i - g->n]];
+    if (at_threads(r, threads) && usable(r) && (!best || rank_before(r, best))) best = r;
   }
   return best;
+}
+
+int tun_db_runoff_last(const tun_db *db, const char *workload_key, const char *target, int threads,
+                       const tun_record **out, int max, int *n) {
+  const group *g = db ? find_group(db, workload_key, target) : NULL;
+  int id = 0;
+  *n = 0;
+  for (int i = 0; g && i < g->nro; i++) {
+    const tun_record *r = db->recs[g->ro[i]];
+    if (!at_threads(r, threads) || r->runoff < id) continue;
+    if (r->runoff > id) *n = 0;
+    id = r->runoff;
+    if (*n < max) out[(*n)++] = r;
+  }
+  return id;
+}
+
+int tun_db_runoff_next(const tun_db *db, const char *workload_key, const char *target) {
+  const group *g = db ? find_group(db, workload_key, target) : NULL;
+  int id = 0;
+  for (int i = 0; g && i < g->nro; i++)
+    if (db->recs[g->ro[i]]->runoff > id) id = db->recs[g->ro[i]]->runoff;
+  return id + 1;
 }
 
 const tun_record **tun_db_ranked_at(const tun_db *db, const char *workload_key, const char *target, int threads,
@@ -916,7 +974,7 @@ int tun_db_groups(const tun_db *db, const tun_record **first, int max) {
   for (int i = 0; i < db->n; i++) {
     const tun_record *r = db->recs[i];
     const group *g = find_group(db, r->workload_key, r->target);
-    if (!g || g->idx[0] != i) continue;
+    if (!g || (g->n ? g->idx[0] : g->ro[0]) != i) continue;
     if (k < max) first[k] = r;
     k++;
   }
@@ -1003,7 +1061,7 @@ ts_status tun_plot_svg(tun_db *const *dbs, const char *const *labels, int ndb, c
     double best = -1;
     for (int i = 0; i < db->n; i++) {
       const tun_record *r = db->recs[i];
-      if (!tun_record_matches(r, workload)) continue;
+      if (!tun_record_matches(r, workload) || r->runoff > 0) continue; /* trials only: x is the trial index */
       if (!first) first = r;
       if (strcmp(r->workload_key, first->workload_key) || strcmp(r->target, first->target)) continue;
       if (usable(r)) {

@@ -52,12 +52,21 @@ typedef struct tun_record {
    * are in params; such a record has no trace and is written as schema 2. */
   char *kind;
   char *params;
+  /* 0: a trial (one measurement taken while tuning). N > 0: a re-timing in
+   * the task's N-th run-off (tuner/runoff.h): its few best candidates timed
+   * back to back, interleaved, one run per round. Run-off records are no
+   * trials (they count against no budget), are no duplicates of the trial
+   * they re-time, and are preferred over trials when choosing the best:
+   * the latest run-off's fastest wins (docs/LOG.md, "Run-offs"). */
+  int runoff;
 } tun_record;
 
 /* A lookup's thread count that matches records of every count. */
 #define TUN_ANY_THREADS (-1)
 
-/* Mean of run_secs, or 1e10 for error records / no runs. */
+/* A record's time: the mean of run_secs (for a run-off record, their
+ * median: one run per interleaved round), or 1e10 for error records / no
+ * runs. */
 double tun_record_mean(const tun_record *r);
 double tun_record_median(const tun_record *r);
 /* Deep copy / free of the strings inside a record. */
@@ -83,18 +92,28 @@ void tun_db_close(tun_db *db);
  * nothing written); one repeating the workload, target and trace of a
  * record in the log is a duplicate: nothing is written, TS_OK. */
 ts_status tun_db_append(tun_db *db, const tun_record *r, ts_diag *d);
+/* The latest run-off of workload+target at `threads` (as the _at lookups):
+ * its id (0: none) and up to max of its records in *out. */
+int tun_db_runoff_last(const tun_db *db, const char *workload_key, const char *target, int threads,
+                       const tun_record **out, int max, int *n);
+/* The id the next run-off of workload+target takes (1 + the largest). */
+int tun_db_runoff_next(const tun_db *db, const char *workload_key, const char *target);
 /* How many lines loading skipped as duplicates (counted once). */
 long tun_db_duplicates(const tun_db *db);
 
+/* All records, run-off records included (tun_db_get's range). The per
+ * workload counts, tun_db_indices_for and has_trace see trials only. */
 int tun_db_count(const tun_db *db);
 const tun_record *tun_db_get(const tun_db *db, int i);
 /* Records of one workload on one target (NULL key or target: any). */
 int tun_db_count_for(const tun_db *db, const char *workload_key, const char *target);
-/* The best verified, error-free record (lowest mean) for workload+target,
- * or NULL. */
+/* The best verified, error-free record for workload+target, or NULL: of
+ * the latest run-off when there is one (its lowest time), else the trial
+ * with the lowest mean. */
 const tun_record *tun_db_best(const tun_db *db, const char *workload_key, const char *target);
-/* The verified, error-free records of workload+target, fastest (lowest
- * mean) first, as a heap array (ts_free; NULL with *n = 0 when there are
+/* The verified, error-free records of workload+target, the latest
+ * run-off's first (then older run-offs'), each fastest first, then the
+ * trials fastest (lowest mean) first, as a heap array (ts_free; NULL with *n = 0 when there are
  * none or out of memory): the best, then what to fall back to when it does
  * not replay. */
 const tun_record **tun_db_ranked(const tun_db *db, const char *workload_key, const char *target, int *n);

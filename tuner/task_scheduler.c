@@ -23,6 +23,7 @@
 #include "tuner/rpc_runner.h"
 #include "tuner/task_scheduler.h"
 #include "tuner/library.h"
+#include "tuner/runoff.h"
 
 /* ---- the scheduling state ------------------------------------------------------- */
 
@@ -314,8 +315,10 @@ void tun_tune_model_print(FILE *out, const tun_tune_model_result *r, const char 
     }
     char lib[40];
     tun_library_cell(t->lib_seconds, t->lib, t->kernel_seconds, lib, sizeof lib);
-    fprintf(out, "%3d  %-44.44s %6d %10.3f %12s %10s %7d %-14s%s\n", i, t->name ? t->name : "?", t->weight,
+    fprintf(out, "%3d  %-44.44s %6d %10.3f %12s %10s %7d %-14s%s", i, t->name ? t->name : "?", t->weight,
             t->flops * 1e-6, lat, gf, t->trials, lib, t->dead ? "  (search exhausted)" : "");
+    if (t->runoff_changed) fprintf(out, "  (run-off: %s, not %s)", t->runoff_winner, t->runoff_was);
+    fprintf(out, "\n");
   }
   if (r->missing == r->ntasks)
     fprintf(out, "estimated end-to-end latency: - (no task measured yet)");
@@ -481,6 +484,35 @@ static double logged_default(const tun_db *db, const tun_model_task *k, const cg
   return 0;
 }
 
+/* The run-off of every task (tuner/runoff.h): its winner becomes the
+ * task's best, and the table says when it changed the choice. */
+static ts_status run_runoffs(const tun_model_task *tasks, const cg_target *t, const tun_tune_opts *to,
+                             tun_tune_model_result *r, ts_diag *d) {
+  for (int i = 0; i < r->ntasks; i++) {
+    tun_runoff_result ro;
+    ts_diag rd;
+    ts_diag_clear(&rd);
+    ts_status st = tun_runoff(tasks[i].func, t, to, tasks[i].name, &ro, &rd);
+    if (st) return ts_diag_set(d, st, "tune-model: task %d (%s): %s", i, tasks[i].name, rd.msg);
+    r->runoff_seconds += ro.wall_seconds;
+    tun_model_task_status *ts = &r->tasks[i];
+    if (!ro.ncands || ro.best_seconds <= 0) continue;
+    r->runoffs++;
+    ts->runoff_cands = ro.ncands;
+    ts->best_seconds = ro.best_seconds;
+    if (ro.lib_seconds > 0) {
+      ts->lib_seconds = ro.lib_seconds;
+      ts->kernel_seconds = ro.kernel_seconds;
+    }
+    if ((ts->runoff_changed = ro.changed)) {
+      r->runoff_changes++;
+      snprintf(ts->runoff_winner, sizeof ts->runoff_winner, "%s", ro.winner);
+      snprintf(ts->runoff_was, sizeof ts->runoff_was, "%s", ro.was);
+    }
+  }
+  return TS_OK;
+}
+
 ts_status tun_tune_model(const tun_model_task *tasks, int n, const cg_target *t,
                          const tun_tune_model_opts *o, tun_tune_model_result *r, ts_diag *d) {
   memset(r, 0, sizeof *r);
@@ -642,6 +674,15 @@ ts_status tun_tune_model(const tun_model_task *tasks, int n, const cg_target *t,
     show(&c, what);
   }
 
+  if (!st && !r->cancelled && !o->tune.no_runoff) {
+    tun_tune_opts to = o->tune;
+    to.progress = round_progress;
+    if ((st = run_runoffs(tasks, t, &to, r, d)) == TS_OK && r->runoffs) {
+      snprintf(what, sizeof what, "run-off of %d task%s in %.1f s: %d choice%s changed", r->runoffs,
+               r->runoffs == 1 ? "" : "s", r->runoff_seconds, r->runoff_changes, r->runoff_changes == 1 ? "" : "s");
+      show(&c, what);
+    }
+  }
   if (!st && o->measure_defaults && !r->cancelled) {
     int done = 0;
     for (int i = 0; i < n; i++) {

@@ -120,6 +120,11 @@ typedef struct tun_model_task_status {
    * best generated kernel's latency (0: none), the library's name */
   double lib_seconds, kernel_seconds;
   char lib[16];
+  /* the run-off at the end (tuner/runoff.h): its candidates (0: none run),
+   * and when its winner is not the best single trial, both their names */
+  int runoff_cands;
+  bool runoff_changed;
+  char runoff_winner[24], runoff_was[24];
 } tun_model_task_status;
 
 typedef struct tun_tune_model_result {
@@ -134,6 +139,8 @@ typedef struct tun_tune_model_result {
   double estimated_seconds;
   int from_default, missing;
   double wall_seconds;
+  double runoff_seconds;        /* wall seconds of the run-offs (tuner/runoff.h) */
+  int runoffs, runoff_changes;  /* tasks run off, and those whose choice it changed */
   bool cancelled;               /* tune.on_progress or tune.cancel stopped the run */
 } tun_tune_model_result;
 void tun_tune_model_result_fini(tun_tune_model_result *r);

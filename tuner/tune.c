@@ -572,7 +572,8 @@ static void run_resume(tune_run *r) {
   for (int i = 0; i < n && smp && fe; i++) {
     const tun_record *rec = tun_db_get(r->db, i);
     if (strcmp(rec->workload_key, r->key) || !rec->target || strcmp(rec->target, r->target) || !rec->trace ||
-        rec->threads != r->threads) /* another thread count's times would mislead the model */
+        rec->threads != r->threads || /* another thread count's times would mislead the model */
+        rec->runoff > 0)              /* a re-timing of a trial the model has */
       continue;
     sch_trace *tr = NULL;
     sch_traced *ts = replay_json(rec->trace, r->f, &tr);

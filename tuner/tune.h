@@ -48,6 +48,9 @@ typedef struct tun_tune_opts {
    * a task a library covers gets each found library's call as a candidate
    * after the default schedule, on a host llvm target and never through RPC. */
   bool no_library;
+  /* --no-runoff: no run-off at the end of `tessel tune` / `tune-model`
+   * (tuner/runoff.h; the callers run it, not tun_tune, which is one round) */
+  bool no_runoff;
   /* Embedding hooks (the C API's tessel_tune, include/tessel/tessel.h).
    * on_progress (NULL: none) is called in the calling thread before the
    * first batch, after every batch, and once at the end, with the records of

@@ -118,7 +118,8 @@ static void make_log(const char *path) {
   const char *master = tmp("master.jsonl");
   if (tr_count_lines(master) != 3) {
     unlink(master);
-    tr_result r = run("tune matmul:m=8,n=8,k=8 --trials 3 --batch 3 --log '%s' --model random", master);
+    /* trials only (no run-off records): the tests count its lines */
+    tr_result r = run("tune matmul:m=8,n=8,k=8 --trials 3 --batch 3 --log '%s' --model random --no-runoff", master);
     ck_assert_msg(r.status == 0, "tune: %s", r.err);
     tr_result_free(&r);
   }
@@ -291,13 +292,14 @@ static void assert_threads(const char *log, int from_line, int threads) {
 START_TEST(threads_in_records_and_build) {
   const char *log = tmp("threads.jsonl");
   unlink(log);
-  tr_result r = run("tune matmul:m=8,n=8,k=8 --trials 3 --batch 3 --log '%s' --model random --threads 2", log);
+  tr_result r =
+      run("tune matmul:m=8,n=8,k=8 --trials 3 --batch 3 --log '%s' --model random --threads 2 --no-runoff", log);
   ck_assert_msg(r.status == 0, "%s", r.err);
   tr_result_free(&r);
   ck_assert_int_eq(tr_count_lines(log), 3);
   assert_threads(log, 1, 2);
   /* one thread: its own 3 trials (the 2-thread ones do not count), its own default */
-  r = run("tune matmul:m=8,n=8,k=8 --trials 3 --batch 3 --log '%s' --model random --threads 1", log);
+  r = run("tune matmul:m=8,n=8,k=8 --trials 3 --batch 3 --log '%s' --model random --threads 1 --no-runoff", log);
   ck_assert_msg(r.status == 0, "%s", r.err);
   tr_result_free(&r);
   ck_assert_int_eq(tr_count_lines(log), 6);
@@ -366,7 +368,7 @@ START_TEST(second_tuner_refused) {
     tr_result_free(&r);
   }
   close(fd); /* released: the next tuner runs */
-  r = run("tune matmul:m=8,n=8,k=8 --trials 5 --batch 2 --log '%s' --model random", log);
+  r = run("tune matmul:m=8,n=8,k=8 --trials 5 --batch 2 --log '%s' --model random --no-runoff", log);
   ck_assert_msg(r.status == 0, "%s", r.err);
   tr_result_free(&r);
   ck_assert_int_eq(tr_count_lines(log), 5);

@@ -70,9 +70,12 @@ static void make_library_win(const char *log) {
 }
 
 /* Tunes spec with `trials` trials into log; each library candidate must be
- * logged verified and error-free. Returns the number of library records. */
+ * logged verified and error-free. Returns the number of library records.
+ * Without the run-off: these tests count the log's records and decide the
+ * winner by editing the trials' times (make_library_win); the run-off's
+ * choice is test_runoff's. */
 static int tune_spec(const char *spec, int trials, const char *log, const char *extra) {
-  tr_ok(tr_sh(tmpdir, "'%s' tune '%s' --trials %d --log '%s' --repeat 2 --min-repeat-ms 1 --threads 1 %s", tessel, spec,
+  tr_ok(tr_sh(tmpdir, "'%s' tune '%s' --trials %d --log '%s' --repeat 2 --min-repeat-ms 1 --threads 1 --no-runoff %s", tessel, spec,
               trials, log, extra),
         spec);
   int lib = count_in(log, "\"kind\":\"library\"");
@@ -178,7 +181,7 @@ START_TEST(model_links_library_only_with_records) {
   snprintf(so, sizeof so, "%s/mlp.so", tmpdir);
   snprintf(so0, sizeof so0, "%s/mlp0.so", tmpdir);
   snprintf(dir, sizeof dir, "%s/mlp_run", tmpdir);
-  tr_ok(tr_sh(tmpdir, "'%s' tune-model '%s/mlp.onnx' --trials %d --log '%s' --repeat 2 --min-repeat-ms 1 --threads 1",
+  tr_ok(tr_sh(tmpdir, "'%s' tune-model '%s/mlp.onnx' --trials %d --log '%s' --repeat 2 --min-repeat-ms 1 --threads 1 --no-runoff",
               tessel, models, 3 * (1 + nlibs()), log),
         "tune-model");
   ck_assert_int_eq(count_in(log, "\"kind\":\"library\""), 3 * nlibs());
