@@ -47,7 +47,8 @@ typedef struct cm_model cm_model;
 /* XGBoost pack-sum model (max_depth 10, eta 0.2, gamma 0.001,
  * min_child_weight 0, early stopping on training p-rmse after 50 rounds).
  * Until it has seen min_samples (default 50; MetaSchedule's is 100, see
- * docs/COSTMODEL.md) samples it predicts uniform random scores. nthread 0: all cores. */
+ * docs/COSTMODEL.md) samples it predicts uniform random scores. nthread 0: one
+ * thread (an OpenMP pool in the tuner hangs forked children that use OpenMP). */
 cm_model *cm_xgb_new(int nthread, uint64_t seed, ts_diag *d);
 /* Uniform random scores (the baseline). */
 cm_model *cm_random_new(uint64_t seed);

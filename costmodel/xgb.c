@@ -322,7 +322,11 @@ cm_model *cm_xgb_new(int nthread, uint64_t seed, ts_diag *d) {
     return NULL;
   }
   x->base.ops = &xgb_ops;
-  x->nthread = nthread > 0 ? nthread : 0;
+  /* 0 means one thread, not XGBoost's all cores: an OpenMP pool started in
+   * the tuner makes every forked measuring child that enters OpenMP again
+   * (oneDNN, OpenBLAS built with it) hang in libgomp, so a library call
+   * measured after the model trained timed out */
+  x->nthread = nthread > 0 ? nthread : 1;
   x->seed = seed;
   ts_rng_seed(&x->rng, seed);
   /* MetaSchedule waits for 100 samples; with 64-candidate batches that

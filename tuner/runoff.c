@@ -40,12 +40,14 @@ static bool usable_trial(const tun_record *r, int threads) {
   return !r->error && r->verified && r->nruns > 0 && r->threads == threads;
 }
 
-/* The candidates: the best trial, the default schedule's (the task's first
- * record at this count), the best library call; distinct. */
+/* The candidates: the best generated kernel (a trial that is no library
+ * call: when a library call is the best trial, the generated runner-up must
+ * still run against it), the default schedule's (the task's first record at
+ * this count), the best library call; distinct. */
 static int pick(const tun_db *db, const char *key, const char *target, int threads, runoff_cand *c) {
   int cnt = 0, n = 0;
   const int *idx = tun_db_indices_for(db, key, target, &cnt);
-  const tun_record *best = NULL, *def = NULL, *lib = NULL;
+  const tun_record *best = NULL, *def = NULL, *lib = NULL, *top = NULL; /* top: the best trial of all, first */
   bool first = true;
   for (int i = 0; i < cnt; i++) {
     const tun_record *r = tun_db_get(db, idx[i]);
@@ -53,11 +55,13 @@ static int pick(const tun_db *db, const char *key, const char *target, int threa
     if (first && !r->kind && usable_trial(r, threads)) def = r;
     first = false;
     if (!usable_trial(r, threads)) continue;
-    if (!best || tun_record_mean(r) < tun_record_mean(best)) best = r;
+    if (!top || tun_record_mean(r) < tun_record_mean(top)) top = r;
+    if (!r->kind && (!best || tun_record_mean(r) < tun_record_mean(best))) best = r;
     if (r->kind && (!lib || tun_record_mean(r) < tun_record_mean(lib))) lib = r;
   }
-  const tun_record *want[TUN_RUNOFF_MAX] = {best, def, lib};
-  for (int k = 0; k < TUN_RUNOFF_MAX; k++) {
+  /* top is one of the other three: c[0] is the choice before the run-off */
+  const tun_record *want[TUN_RUNOFF_MAX + 1] = {top, best, def, lib};
+  for (int k = 0; k <= TUN_RUNOFF_MAX && n < TUN_RUNOFF_MAX; k++) {
     if (!want[k]) continue;
     bool dup = false;
     for (int j = 0; j < n; j++) dup |= same_cand(c[j].src, want[k]);

@@ -1,5 +1,5 @@
 /* runoff.h — the run-off at the end of a tuning run: a task's few best
- * distinct candidates (its best trial, its default schedule's record, its
+ * distinct candidates (its best generated trial, its default schedule's record, its
  * best library call: at most TUN_RUNOFF_MAX) are built again and timed back
  * to back, interleaved, TUN_RUNOFF_ROUNDS rounds of one run each, through
  * the run's measuring device; each is logged as a run-off record (runs = the

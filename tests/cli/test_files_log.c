@@ -565,6 +565,21 @@ START_TEST(tune_help_tells_the_truth) {
 }
 END_TEST
 
+/* A library call measured after the cost model trained (the run-off at the
+ * end of a tune) runs: the tuner's XGBoost must not leave an OpenMP pool that
+ * makes a forked measuring child entering OpenMP (oneDNN) hang. */
+START_TEST(library_measured_after_model_trained) {
+  tr_result r = run("tune matmul:m=96,n=80,k=72 --trials 24 --batch 8 --xgb-min-samples 8 --log %s",
+                    tmp("lib_after_xgb.json"));
+  ck_assert_msg(r.status == 0, "%s%s", r.out, r.err);
+  if (strstr(r.out, "library") || strstr(r.err, "library")) { /* built with a library */
+    ck_assert_msg(strstr(r.err, "run-off") || strstr(r.out, "run-off"), "%s%s", r.out, r.err);
+    ck_assert_msg(!strstr(r.err, "drops out") && !strstr(r.out, "drops out"), "%s%s", r.out, r.err);
+  }
+  tr_result_free(&r);
+}
+END_TEST
+
 int main(int argc, char **argv) {
   if (argc < 2) {
     fprintf(stderr, "usage: test_files_log PATH-TO-TESSEL\n");
@@ -589,6 +604,7 @@ int main(int argc, char **argv) {
   tcase_add_test(tc, byte_count_overflow_refused);
   tcase_add_test(tc, run_bare_model_name);
   tcase_add_test(tc, tune_help_tells_the_truth);
+  tcase_add_test(tc, library_measured_after_model_trained);
   suite_add_tcase(s, tc);
   SRunner *sr = srunner_create(s);
   srunner_run_all(sr, CK_NORMAL);
