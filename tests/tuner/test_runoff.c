@@ -228,12 +228,77 @@ START_TEST(test_runoff_record_rules) {
 }
 END_TEST
 
+/* When a library call is the best trial, the best generated kernel still
+ * runs against it: a log with the default schedule (first), a faster library
+ * call and a generated record timed between them gets a run-off of all three
+ * (it had two: the library call was taken as the best trial and the best
+ * library both). */
+START_TEST(test_runoff_keeps_generated_beside_library) {
+  char path[96];
+  snprintf(path, sizeof path, "/tmp/tessel-test-runoff-lib-%d.json", (int)getpid());
+  unlink(path);
+  ts_arena a;
+  ts_arena_init(&a);
+  ir_func *f = tu_workload(&a, SPEC);
+  cg_target t = host();
+  tun_tune_opts o;
+  opts(&o, path, 4);
+  o.no_library = false;
+  o.no_runoff = true;
+  tun_tune_result r;
+  ts_diag d;
+  ts_diag_clear(&d);
+  ck_assert_msg(tun_tune(f, SPEC, FLOPS, &t, &o, &r, &d) == TS_OK, "%s", d.msg);
+  tun_db *db = tun_db_open(path, stderr, NULL, &d);
+  ck_assert_ptr_nonnull(db);
+  const tun_record *lib = NULL, *def = tun_db_get(db, 0);
+  for (int i = 0; i < tun_db_count(db); i++)
+    if (tun_db_get(db, i)->kind && tun_db_get(db, i)->verified) lib = tun_db_get(db, i);
+  if (!lib) { /* built without a library: nothing to check */
+    tun_db_close(db);
+    unlink(path);
+    ts_arena_fini(&a);
+    return;
+  }
+  /* a generated record timed between the library call and the default */
+  double tl = tun_record_mean(lib), td = tun_record_mean(def);
+  if (tl >= td) { /* the library lost to the default here: not this case */
+    tun_db_close(db);
+    unlink(path);
+    ts_arena_fini(&a);
+    return;
+  }
+  sch_traced *naive = sch_traced_new(f, 1, &d);
+  ck_assert_ptr_nonnull(naive);
+  char *tj = sch_trace_to_json(sch_traced_trace(naive));
+  tun_record gen = *def;
+  gen.trace = tj;
+  gen.trace_hash = ir_struct_hash_func(sch_traced_func(naive));
+  gen.nruns = 1;
+  gen.run_secs[0] = (tl + td) / 2;
+  gen.time = (double)time(NULL);
+  ck_assert_msg(tun_db_append(db, &gen, &d) == TS_OK, "%s", d.msg);
+  ts_free(tj);
+  sch_traced_free(naive);
+  tun_db_close(db);
+  o.no_runoff = false;
+  tun_runoff_result rr;
+  ck_assert_msg(tun_runoff(f, &t, &o, "matmul", &rr, &d) == TS_OK, "%s", d.msg);
+  ck_assert_msg(rr.ncands == 3, "%d candidates (%s)", rr.ncands, rr.skipped ? rr.skipped : "run");
+  ck_assert(rr.lib[0] && rr.kernel_seconds > 0 && rr.default_seconds > 0);
+  ck_assert_msg(!strncmp(rr.was, "library ", 8), "the choice before the run-off: %s", rr.was); /* listed first */
+  unlink(path);
+  ts_arena_fini(&a);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("runoff");
   TCase *tc = tcase_create("core");
   tcase_set_timeout(tc, 600);
   tcase_add_test(tc, test_runoff_record_rules);
   tcase_add_test(tc, test_runoff_corrects_lucky_record);
+  tcase_add_test(tc, test_runoff_keeps_generated_beside_library);
   suite_add_tcase(s, tc);
   SRunner *sr = srunner_create(s);
   srunner_run_all(sr, CK_NORMAL);
