@@ -19,6 +19,7 @@
 #include "tests/schedule/util.h"
 #include "tuner/build.h"
 #include "tuner/verify.h"
+#include "util/host_target.h"
 
 typedef struct shape_stats {
   int local_allocs, vectorized, unrolled, parallel, blocks;
@@ -40,21 +41,13 @@ static bool stats_cb(void *ctx, const ir_stmt *s) {
   return true;
 }
 
-static cg_target host(void) {
-  ts_diag d;
-  ts_diag_clear(&d);
-  cg_target tg;
-  ck_assert_int_eq(cg_target_parse("llvm", &tg, &d), TS_OK);
-  ck_assert_msg(cg_llvm_resolve_target(&tg, &d) == TS_OK, "%s", d.msg);
-  return tg;
-}
 
 /* Default-schedules f, checks it in the interpreter and built; returns the
  * scheduled function's shape. */
 static shape_stats check_default_opts(const ir_func *f, const tun_default_opts *dopts) {
   ts_diag d;
   ts_diag_clear(&d);
-  cg_target tg = host();
+  cg_target tg = tu_host_target();
   sch_traced *t = NULL;
   ck_assert_msg(tun_schedule_opts(f, NULL, &tg, dopts, &t, &d) == TS_OK, "%s", d.msg);
   const ir_func *s = sch_traced_func(t);
@@ -138,7 +131,7 @@ START_TEST(test_tiled_symbolic_rows) {
   ts_diag_clear(&d);
   ck_assert_msg(ir_parse_func(&a, text, strlen(text), "lin", &f, &d) == TS_OK, "%s", d.msg);
   ck_assert_int_eq(f->nsyms, 2);
-  cg_target tg = host();
+  cg_target tg = tu_host_target();
   sch_traced *t = NULL;
   ck_assert_msg(tun_schedule_opts(f, NULL, &tg, NULL, &t, &d) == TS_OK, "%s", d.msg);
   const ir_func *sf = sch_traced_func(t);

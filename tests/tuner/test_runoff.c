@@ -21,18 +21,11 @@
 #include "tuner/runoff.h"
 #include "tuner/task_scheduler.h"
 #include "tuner/tune.h"
+#include "util/host_target.h"
 
 #define SPEC "matmul:m=64,n=64,k=64"
 #define FLOPS (2.0 * 64 * 64 * 64)
 
-static cg_target host(void) {
-  cg_target t;
-  ts_diag d;
-  ts_diag_clear(&d);
-  ck_assert_msg(cg_target_parse("llvm", &t, &d) == TS_OK, "%s", d.msg);
-  ck_assert_msg(cg_llvm_resolve_target(&t, &d) == TS_OK, "%s", d.msg);
-  return t;
-}
 
 static void opts(tun_tune_opts *o, const char *log, int trials) {
   tun_tune_opts_default(o);
@@ -54,7 +47,7 @@ static void opts(tun_tune_opts *o, const char *log, int trials) {
  * *def the default's. */
 static void planted_log(const char *path, const ir_func *f, uint64_t *slow, uint64_t *def) {
   unlink(path);
-  cg_target t = host();
+  cg_target t = tu_host_target();
   tun_tune_opts o;
   opts(&o, path, 1);
   tun_tune_result r;
@@ -106,7 +99,7 @@ static tun_tune_model_result run_model(const char *path, const ir_func *f, bool 
   opts(&mo.tune, path, 2); /* the budget is met: the run goes straight to the run-off */
   mo.tune.no_runoff = no_runoff;
   mo.progress = stderr;
-  cg_target t = host();
+  cg_target t = tu_host_target();
   tun_tune_model_result r;
   ts_diag d;
   ts_diag_clear(&d);
@@ -152,7 +145,7 @@ START_TEST(test_runoff_corrects_lucky_record) {
   ck_assert_uint_eq(first, def);
 
   /* the same candidates again: already run off, nothing measured or appended */
-  cg_target t = host();
+  cg_target t = tu_host_target();
   tun_tune_opts o;
   opts(&o, path, 2);
   tun_runoff_result ro;
@@ -240,7 +233,7 @@ START_TEST(test_runoff_keeps_generated_beside_library) {
   ts_arena a;
   ts_arena_init(&a);
   ir_func *f = tu_workload(&a, SPEC);
-  cg_target t = host();
+  cg_target t = tu_host_target();
   tun_tune_opts o;
   opts(&o, path, 4);
   o.no_library = false;

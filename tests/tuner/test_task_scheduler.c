@@ -32,6 +32,7 @@
 #include "schedule/util.h"
 #include "tuner/task_scheduler.h"
 #include "util/run.h"
+#include "util/host_target.h"
 
 /* ---- synthetic ----------------------------------------------------------------------- */
 
@@ -320,14 +321,6 @@ static void model_init(model *m) {
   }
 }
 
-static cg_target host(void) {
-  cg_target t;
-  ts_diag d;
-  ts_diag_clear(&d);
-  ck_assert_msg(cg_target_parse("llvm", &t, &d) == TS_OK, "%s", d.msg);
-  ck_assert_msg(cg_llvm_resolve_target(&t, &d) == TS_OK, "%s", d.msg);
-  return t;
-}
 
 static void opts(tun_tune_model_opts *o, const char *log, int trials, tun_sched_kind kind) {
   tun_tune_model_opts_default(o);
@@ -352,7 +345,7 @@ static void opts(tun_tune_model_opts *o, const char *log, int trials, tun_sched_
 static ts_status run_model(const char *log, int trials, tun_sched_kind kind, tun_tune_model_result *r) {
   model m;
   model_init(&m);
-  cg_target t = host();
+  cg_target t = tu_host_target();
   tun_tune_model_opts o;
   opts(&o, log, trials, kind);
   ts_diag d;
@@ -494,7 +487,7 @@ END_TEST
 START_TEST(refuses_bad_tasks) {
   model m;
   model_init(&m);
-  cg_target t = host();
+  cg_target t = tu_host_target();
   tun_tune_model_opts o;
   char log[256];
   tmp_log(log, sizeof log, "bad");

@@ -18,17 +18,10 @@
 #include "ir/struct.h"
 #include "tuner/database.h"
 #include "util/run.h"
+#include "util/host_target.h"
 
 #define SPEC "matmul:m=64,n=64,k=64"
 
-static cg_target host(void) {
-  cg_target t;
-  ts_diag d;
-  ts_diag_clear(&d);
-  ck_assert_msg(cg_target_parse("llvm", &t, &d) == TS_OK, "%s", d.msg);
-  ck_assert_msg(cg_llvm_resolve_target(&t, &d) == TS_OK, "%s", d.msg);
-  return t;
-}
 
 static void opts(tun_tune_opts *o, const char *log, int trials) {
   tun_tune_opts_default(o);
@@ -47,7 +40,7 @@ static int run_tune(const char *log, int trials, tun_tune_result *r) {
   ts_arena a;
   ts_arena_init(&a);
   ir_func *f = tu_workload(&a, SPEC);
-  cg_target t = host();
+  cg_target t = tu_host_target();
   tun_tune_opts o;
   opts(&o, log, trials);
   ts_diag d;
@@ -118,7 +111,7 @@ START_TEST(default_is_first_record) {
   ts_arena a;
   ts_arena_init(&a);
   ir_func *f = tu_workload(&a, SPEC);
-  cg_target t = host();
+  cg_target t = tu_host_target();
   sch_traced *def = NULL;
   ts_diag d;
   ts_diag_clear(&d);
@@ -163,7 +156,7 @@ START_TEST(default_int8_packed) {
   ts_arena a;
   ts_arena_init(&a);
   ir_func *f = tu_workload(&a, spec);
-  cg_target t = host();
+  cg_target t = tu_host_target();
   tun_tune_opts o;
   opts(&o, log, 2);
   tun_tune_result r;
