@@ -524,12 +524,15 @@ bool ir_fold_int(const ir_expr *e, int64_t *out) {
   if (!e) return false;
   if (e->kind == IR_CAST) return ir_dtype_is_int(e->dtype) && ir_fold_int(e->u.cast.value, out);
   if (!ir_is_binop(e->kind) || !ir_fold_int(e->u.bin.a, &a) || !ir_fold_int(e->u.bin.b, &b)) return false;
-  if (e->kind == IR_ADD) v = a + b;
-  else if (e->kind == IR_SUB) v = a - b;
-  else if (e->kind == IR_MUL) v = a * b;
+  bool ovf = false; /* a constant that does not fit is not folded (a hostile shape, 2^62 * 4) */
+  if (e->kind == IR_ADD) ovf = __builtin_add_overflow(a, b, &v);
+  else if (e->kind == IR_SUB) ovf = __builtin_sub_overflow(a, b, &v);
+  else if (e->kind == IR_MUL) ovf = __builtin_mul_overflow(a, b, &v);
+  else if (e->kind == IR_FLOORDIV && b > 0 && a == INT64_MIN) return false;
   else if (e->kind == IR_FLOORDIV && b > 0) v = a >= 0 ? a / b : -((-a + b - 1) / b);
   else if (e->kind == IR_FLOORMOD && b > 0) v = ((a % b) + b) % b;
   else return false;
+  if (ovf) return false;
   if (out) *out = v;
   return true;
 }

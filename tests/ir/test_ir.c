@@ -105,6 +105,24 @@ START_TEST(test_constructor_types) {
 }
 END_TEST
 
+/* ir_fold_int: constant-only integer expressions fold; a variable, or a value
+ * that overflows int64 (a hostile shape), does not. */
+START_TEST(test_fold_int) {
+  ts_arena a;
+  ts_arena_init(&a);
+  int64_t v = 0;
+  ir_expr *x = ir_var_ref(&a, ir_var_new(&a, "x", ir_dt(IR_I64)));
+  ck_assert(ir_fold_int(ir_binop(&a, IR_MUL, ir_i64(&a, 1), ir_i64(&a, 64)), &v) && v == 64);
+  ck_assert(ir_fold_int(ir_binop(&a, IR_FLOORDIV, ir_i64(&a, -7), ir_i64(&a, 2)), &v) && v == -4);
+  ck_assert(ir_fold_int(ir_binop(&a, IR_FLOORMOD, ir_i64(&a, -7), ir_i64(&a, 2)), &v) && v == 1);
+  ck_assert(!ir_fold_int(ir_binop(&a, IR_MUL, ir_i64(&a, 2), x), &v));
+  ck_assert(!ir_fold_int(ir_binop(&a, IR_MUL, ir_i64(&a, INT64_C(1) << 62), ir_i64(&a, 4)), &v));
+  ck_assert(!ir_fold_int(ir_binop(&a, IR_ADD, ir_i64(&a, INT64_MAX), ir_i64(&a, 1)), &v));
+  ck_assert(!ir_fold_int(ir_binop(&a, IR_SUB, ir_i64(&a, INT64_MIN), ir_i64(&a, 1)), &v));
+  ts_arena_fini(&a);
+}
+END_TEST
+
 START_TEST(test_module) {
   ir_module *m = ir_module_new();
   for (int i = 0; i < 10; i++) {
@@ -254,6 +272,7 @@ int main(void) {
   tcase_add_test(tc, test_subst_buffer);
   tcase_add_test(tc, test_annots);
   tcase_add_test(tc, test_oom_constructors);
+  tcase_add_test(tc, test_fold_int);
   suite_add_tcase(s, tc);
   SRunner *sr = srunner_create(s);
   srunner_run_all(sr, CK_NORMAL);
