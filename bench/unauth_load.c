@@ -16,7 +16,15 @@
  * The attacker opens all CONNS again every 5 s, in a wave (the issue's idle
  * connections, renewed as the servers close them).
  *
- * usage: unauth_load TESSEL RPC_SERVER [CONNS=1000] [SECONDS=12]
+ * Where the attacker connects from (the good client is always 127.0.0.1):
+ * "other", one other address (127.0.0.2), which the servers' per-address
+ * cap meets; "spread", 250 addresses (127.0.1.1-250, 4 connections each),
+ * which only the per-socket cap meets; "same", the good client's own
+ * address (a client behind the attacker's NAT: its per-address cap is the
+ * attacker's). "all" (the default) runs the three one after the other, each
+ * against fresh servers.
+ *
+ * usage: unauth_load TESSEL RPC_SERVER [CONNS=1000] [SECONDS=12] [other|spread|same|all]
  * (build/tessel and build/tessel-rpc-server; `ninja -C build bench/unauth_load`) */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -42,6 +50,9 @@
 #include "tracker/tracker_client.h"
 
 static int conns = 1000, seconds = 12;
+typedef enum { FROM_OTHER, FROM_SPREAD, FROM_SAME } from_mode;
+static const char *const from_names[] = {"other", "spread", "same"};
+static from_mode from;
 /* Reopening each connection the moment it is closed (thousands a second)
  * is not offered: under it nng 1.5.2's close of the server's socket waited
  * for good, and the tracker grew past 100 MB (bench/RESULTS.md). */
@@ -116,9 +127,24 @@ typedef struct target {
 
 static target tg[2];
 
-static int idle_conn(int port, bool hello) {
+/* The source address of the attacker's connection i (from). */
+static void attacker_src(int i, struct sockaddr_in *src) {
+  uint32_t a = INADDR_LOOPBACK;
+  if (from == FROM_OTHER) a = (127u << 24) | 2;
+  if (from == FROM_SPREAD) a = (127u << 24) | (1u << 8) | (uint32_t)(1 + (i / 4) % 250);
+  *src = (struct sockaddr_in){.sin_family = AF_INET, .sin_addr.s_addr = htonl(a)};
+}
+
+static int idle_conn(int port, int i) {
+  bool hello = i % 2;
   int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
   if (fd < 0) return -1;
+  struct sockaddr_in src;
+  attacker_src(i, &src);
+  if (from != FROM_SAME && bind(fd, (struct sockaddr *)&src, sizeof src) != 0) {
+    close(fd);
+    return -1;
+  }
   struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
   sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   if (connect(fd, (struct sockaddr *)&sa, sizeof sa) != 0 && errno != EINPROGRESS) {
@@ -144,7 +170,7 @@ static int idle_conn(int port, bool hello) {
     rpc_enc_bin(&e, "nonce", nonce, sizeof nonce);
     rpc_enc_finish(&e);
     uint64_t len = 4 + e.sb.size;
-    for (int i = 0; i < 8; i++) buf[n++] = (uint8_t)(len >> (56 - 8 * i));
+    for (int b = 0; b < 8; b++) buf[n++] = (uint8_t)(len >> (56 - 8 * b));
     buf[n++] = 0x80, buf[n++] = 0, buf[n++] = 0, buf[n++] = 1;
     memcpy(buf + n, e.sb.data, e.sb.size);
     n += e.sb.size;
@@ -161,7 +187,7 @@ static int idle_conn(int port, bool hello) {
 static void *attacker(void *arg) {
   target *t = arg;
   struct pollfd *pf = calloc((size_t)conns, sizeof *pf);
-  for (int i = 0; i < conns; i++) t->fds[i] = idle_conn(t->port, i % 2);
+  for (int i = 0; i < conns; i++) t->fds[i] = idle_conn(t->port, i);
   double next_wave = now_s() + 5;
   while (!stop) {
     bool wave = now_s() >= next_wave; /* waves: all 1,000 open again every 5 s */
@@ -183,7 +209,7 @@ static void *attacker(void *arg) {
         t->closed++;
       }
       if (*fd < 0 && (churn || wave)) {
-        *fd = idle_conn(t->port, i % 2); /* the attacker comes back */
+        *fd = idle_conn(t->port, i); /* the attacker comes back */
         t->reopened++;
       }
       open_now += *fd >= 0;
@@ -249,13 +275,115 @@ static long listen_overflows(void) {
   return r;
 }
 
+/* One flood against fresh servers, attacker connecting from `from`:
+ * prints its lines; returns 1 when a good request failed or took over
+ * 100 ms or a server grew past 64 MB. */
+static int run_flood(const char *tessel, const char *rpc_server, const char *secret_path, const rpc_secret *sec) {
+  int base = 20000 + rand() % 10000;
+  char p0[16], p1[16];
+  snprintf(p0, sizeof p0, "%d", base);
+  snprintf(p1, sizeof p1, "%d", base + 1);
+  char *trk_argv[] = {(char *)tessel, "tracker", "--port", p0, "--secret-file", (char *)secret_path, NULL};
+  char *srv_argv[] = {(char *)rpc_server, "--no-tracker", "--port", p1, "--secret-file", (char *)secret_path, NULL};
+  stop = 0;
+  tg[0] = (target){.name = "tracker", .port = base, .pid = spawn(trk_argv)};
+  tg[1] = (target){.name = "rpc_server", .port = base + 1, .pid = spawn(srv_argv)};
+  int nmax = seconds * 10 + 16;
+  for (int k = 0; k < 2; k++) {
+    tg[k].fds = calloc((size_t)conns, sizeof(int));
+    tg[k].lat = calloc((size_t)nmax, sizeof(double));
+  }
+  usleep(500000);
+  /* warm-up: a few good clients, then the idle size */
+  for (int k = 0; k < 2; k++) {
+    double s;
+    int ok = 0;
+    for (int i = 0; i < 50 && !ok; i++) {
+      ok = good_request(&tg[k], sec, &s);
+      if (!ok) usleep(100000);
+    }
+    for (int i = 0; i < 5; i++) good_request(&tg[k], sec, &s);
+    usleep(200000);
+    tg[k].idle_kb = status_kb(tg[k].pid, "VmRSS");
+    tg[k].peak_kb = tg[k].idle_kb;
+    tg[k].max_open = tg[k].max_req = 0; /* the flood's only */
+  }
+  pthread_t th[2];
+  long ovf0 = listen_overflows();
+  for (int k = 0; k < 2; k++) pthread_create(&th[k], NULL, attacker, &tg[k]);
+  usleep(1000000); /* the flood is up */
+  double end = now_s() + seconds;
+  for (int i = 0; now_s() < end; i++) {
+    target *t = &tg[i % 2];
+    double s;
+    if (good_request(t, sec, &s) && t->nlat < nmax)
+      t->lat[t->nlat++] = s;
+    else
+      t->failures++;
+    for (int k = 0; k < 2; k++) {
+      long kb = status_kb(tg[k].pid, "VmRSS");
+      if (kb > tg[k].peak_kb) tg[k].peak_kb = kb;
+    }
+    usleep(100000);
+  }
+  for (int k = 0; k < 2; k++) tg[k].hwm_kb = status_kb(tg[k].pid, "VmHWM");
+  long open_end[2] = {tg[0].open_now, tg[1].open_now};
+  int fds_end[2] = {nfds(tg[0].pid), nfds(tg[1].pid)};
+  stop = 1;
+  for (int k = 0; k < 2; k++) pthread_join(th[k], NULL);
+  printf("unauth_load: %d idle unauthenticated connections to each server from %s, %s, %d s\n", conns,
+         from == FROM_OTHER ? "another address (127.0.0.2)" : from == FROM_SPREAD ? "250 other addresses" :
+                                                                "the good client's own address",
+         churn ? "each reopened the moment it is closed" : "opened again in a wave every 5 s", seconds);
+  int bad = 0;
+  for (int k = 0; k < 2; k++) {
+    target *t = &tg[k];
+    qsort(t->lat, (size_t)t->nlat, sizeof *t->lat, cmp_d);
+    double p50 = t->nlat ? t->lat[t->nlat / 2] : 0, p99 = t->nlat ? t->lat[(t->nlat * 99) / 100] : 0,
+           mx = t->nlat ? t->lat[t->nlat - 1] : 0;
+    printf("%-10s good client: %d served, %d failed; connect+auth+request p50 %.1f ms, p99 %.1f ms, max %.1f ms\n",
+           t->name, t->nlat, t->failures, p50 * 1e3, p99 * 1e3, mx * 1e3);
+    printf("%-10s good client: slowest connect+authenticate %.1f ms, slowest request after it %.1f ms\n", t->name,
+           t->max_open * 1e3, t->max_req * 1e3);
+    printf("%-10s attacker: %ld of its connections open at the end (the server holds %d descriptors); the server "
+           "closed %ld, the attacker opened %ld more\n", t->name, open_end[k], fds_end[k], t->closed, t->reopened);
+    printf("%-10s memory: idle %.1f MB, peak %.1f MB sampled (VmHWM %.1f MB): +%.1f MB\n", t->name,
+           t->idle_kb / 1024.0, t->peak_kb / 1024.0, t->hwm_kb / 1024.0, (t->peak_kb - t->idle_kb) / 1024.0);
+    if (t->failures || mx > 0.1 || t->peak_kb - t->idle_kb > 64 * 1024) bad = 1;
+  }
+  long ovf1 = listen_overflows();
+  printf("unauth_load: %ld connects dropped by a full accept queue during the flood (system-wide "
+         "TcpExt ListenOverflows; each costs its client a 1 s retransmit)\n", ovf0 < 0 || ovf1 < 0 ? -1 : ovf1 - ovf0);
+  printf("unauth_load: %s: %s (every good request within 100 ms, growth under 64 MB)\n", from_names[from],
+         bad ? "FAIL" : "ok");
+  for (int k = 0; k < 2; k++) {
+    for (int i = 0; i < conns; i++)
+      if (tg[k].fds[i] >= 0) close(tg[k].fds[i]);
+    kill(tg[k].pid, SIGTERM);
+    waitpid(tg[k].pid, NULL, 0);
+    free(tg[k].fds);
+    free(tg[k].lat);
+  }
+  fflush(stdout);
+  return bad;
+}
+
 int main(int argc, char **argv) {
   if (argc < 3) {
-    fprintf(stderr, "usage: %s TESSEL RPC_SERVER [CONNS=1000] [SECONDS=12]\n", argv[0]);
+    fprintf(stderr, "usage: %s TESSEL RPC_SERVER [CONNS=1000] [SECONDS=12] [other|spread|same|all]\n", argv[0]);
     return 2;
   }
   if (argc > 3) conns = atoi(argv[3]);
   if (argc > 4) seconds = atoi(argv[4]);
+  int first = 0, last = 2;
+  if (argc > 5 && strcmp(argv[5], "all") != 0) {
+    for (first = 0; first < 3 && strcmp(argv[5], from_names[first]) != 0; first++) {}
+    if (first == 3) {
+      fprintf(stderr, "unauth_load: attacker address '%s': want other, spread, same or all\n", argv[5]);
+      return 2;
+    }
+    last = first;
+  }
   signal(SIGPIPE, SIG_IGN);
   struct rlimit rl;
   getrlimit(RLIMIT_NOFILE, &rl);
@@ -280,85 +408,11 @@ int main(int argc, char **argv) {
     return 1;
   }
   srand((unsigned)getpid());
-  int base = 20000 + rand() % 10000;
-  char p0[16], p1[16];
-  snprintf(p0, sizeof p0, "%d", base);
-  snprintf(p1, sizeof p1, "%d", base + 1);
-  char *trk_argv[] = {argv[1], "tracker", "--port", p0, "--secret-file", sp, NULL};
-  char *srv_argv[] = {argv[2], "--no-tracker", "--port", p1, "--secret-file", sp, NULL};
-  tg[0] = (target){.name = "tracker", .port = base, .pid = spawn(trk_argv)};
-  tg[1] = (target){.name = "rpc_server", .port = base + 1, .pid = spawn(srv_argv)};
   pin(1);
-  int nmax = seconds * 10 + 16;
-  for (int k = 0; k < 2; k++) {
-    tg[k].fds = calloc((size_t)conns, sizeof(int));
-    tg[k].lat = calloc((size_t)nmax, sizeof(double));
-  }
-  usleep(500000);
-  /* warm-up: a few good clients, then the idle size */
-  for (int k = 0; k < 2; k++) {
-    double s;
-    int ok = 0;
-    for (int i = 0; i < 50 && !ok; i++) {
-      ok = good_request(&tg[k], &sec, &s);
-      if (!ok) usleep(100000);
-    }
-    for (int i = 0; i < 5; i++) good_request(&tg[k], &sec, &s);
-    usleep(200000);
-    tg[k].idle_kb = status_kb(tg[k].pid, "VmRSS");
-    tg[k].peak_kb = tg[k].idle_kb;
-    tg[k].max_open = tg[k].max_req = 0; /* the flood's only */
-  }
-  pthread_t th[2];
-  long ovf0 = listen_overflows();
-  for (int k = 0; k < 2; k++) pthread_create(&th[k], NULL, attacker, &tg[k]);
-  usleep(1000000); /* the flood is up */
-  double end = now_s() + seconds;
-  for (int i = 0; now_s() < end; i++) {
-    target *t = &tg[i % 2];
-    double s;
-    if (good_request(t, &sec, &s) && t->nlat < nmax)
-      t->lat[t->nlat++] = s;
-    else
-      t->failures++;
-    for (int k = 0; k < 2; k++) {
-      long kb = status_kb(tg[k].pid, "VmRSS");
-      if (kb > tg[k].peak_kb) tg[k].peak_kb = kb;
-    }
-    usleep(100000);
-  }
-  for (int k = 0; k < 2; k++) tg[k].hwm_kb = status_kb(tg[k].pid, "VmHWM");
-  long open_end[2] = {tg[0].open_now, tg[1].open_now};
-  int fds_end[2] = {nfds(tg[0].pid), nfds(tg[1].pid)};
-  stop = 1;
-  for (int k = 0; k < 2; k++) pthread_join(th[k], NULL);
-  printf("unauth_load: %d idle unauthenticated connections to each server, %s, %d s\n", conns,
-         churn ? "each reopened the moment it is closed" : "opened again in a wave every 5 s", seconds);
   int bad = 0;
-  for (int k = 0; k < 2; k++) {
-    target *t = &tg[k];
-    qsort(t->lat, (size_t)t->nlat, sizeof *t->lat, cmp_d);
-    double p50 = t->nlat ? t->lat[t->nlat / 2] : 0, p99 = t->nlat ? t->lat[(t->nlat * 99) / 100] : 0,
-           mx = t->nlat ? t->lat[t->nlat - 1] : 0;
-    printf("%-10s good client: %d served, %d failed; connect+auth+request p50 %.1f ms, p99 %.1f ms, max %.1f ms\n",
-           t->name, t->nlat, t->failures, p50 * 1e3, p99 * 1e3, mx * 1e3);
-    printf("%-10s good client: slowest connect+authenticate %.1f ms, slowest request after it %.1f ms\n", t->name,
-           t->max_open * 1e3, t->max_req * 1e3);
-    printf("%-10s attacker: %ld of its connections open at the end (the server holds %d descriptors); the server "
-           "closed %ld, the attacker opened %ld more\n", t->name, open_end[k], fds_end[k], t->closed, t->reopened);
-    printf("%-10s memory: idle %.1f MB, peak %.1f MB sampled (VmHWM %.1f MB): +%.1f MB\n", t->name,
-           t->idle_kb / 1024.0, t->peak_kb / 1024.0, t->hwm_kb / 1024.0, (t->peak_kb - t->idle_kb) / 1024.0);
-    if (t->failures || mx > 0.1 || t->peak_kb - t->idle_kb > 64 * 1024) bad = 1;
-  }
-  long ovf1 = listen_overflows();
-  printf("unauth_load: %ld connects dropped by a full accept queue during the flood (system-wide "
-         "TcpExt ListenOverflows; each costs its client a 1 s retransmit)\n", ovf0 < 0 || ovf1 < 0 ? -1 : ovf1 - ovf0);
-  printf("unauth_load: %s (every good request within 100 ms, growth under 64 MB)\n", bad ? "FAIL" : "ok");
-  for (int k = 0; k < 2; k++) {
-    for (int i = 0; i < conns; i++)
-      if (tg[k].fds[i] >= 0) close(tg[k].fds[i]);
-    kill(tg[k].pid, SIGTERM);
-    waitpid(tg[k].pid, NULL, 0);
+  for (int m = first; m <= last; m++) {
+    from = (from_mode)m;
+    bad |= run_flood(argv[1], argv[2], sp, &sec);
   }
   unlink(sp);
   return bad;

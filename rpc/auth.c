@@ -297,27 +297,72 @@ static rpc_authpipe *add_pipe(rpc_authtab *tab, uint32_t id) {
   return ap;
 }
 
-/* The pending pipe (of addr, when given) other than `except` to close first
- * under a cap: the oldest of those that have sent no hello for
- * RPC_SILENT_GRACE_MS, else the oldest of all. A good client sends its hello
- * as it connects and answers its challenge within a round trip, so a flood
- * of silent connections from its own address goes before it; within the
- * grace a new connection is not yet taken for silent. Caller holds mu. */
-static rpc_authpipe *oldest_pending(rpc_authtab *tab, const char *addr, uint32_t except, size_t *count) {
+/* Pending pipes per source address, counted by addr_key in an open-addressing
+ * table of a power-of-two size (slots). */
+typedef struct addr_count {
+  uint64_t *key;
+  uint32_t *n;
+  size_t slots;
+} addr_count;
+
+static uint32_t *addr_slot(addr_count *ac, uint64_t key) {
+  size_t i = (size_t)key & (ac->slots - 1);
+  while (ac->n[i] && ac->key[i] != key) i = (i + 1) & (ac->slots - 1);
+  ac->key[i] = key;
+  return &ac->n[i];
+}
+
+static bool pending(const rpc_authpipe *ap) {
+  return ap->state == 0 || ap->state == 1; /* not authenticated, not being closed */
+}
+
+static bool same_addr(const rpc_authpipe *a, const rpc_authpipe *b) {
+  return a->addr_key == b->addr_key && strcmp(a->addr, b->addr) == 0;
+}
+
+/* When more than cap pipes are pending (of nw's address when by_addr, nw
+ * included), the pending pipe other than nw to close to make room for it,
+ * or NULL when none may go; *over says whether the cap is passed. Only a stalled pipe may go: first one that has sent no hello
+ * for the grace (RPC_SILENT_GRACE_MS), then one challenged that long ago without an
+ * answer. A good client sends its hello as it connects and answers its
+ * challenge within a round trip, so a flood from its own address goes
+ * before it, and a burst of new connections cannot push out one still in
+ * its handshake: nw is refused instead (pipe_cb). Under the per-socket cap
+ * (by_addr false) the pipes of the address with the most pending go first,
+ * and a young pipe may go for nw when its address has more pending than
+ * nw's: a flood from many addresses does not shut out a client with one
+ * connection. Ties go to the oldest. Caller holds mu. */
+static rpc_authpipe *pick_victim(rpc_authtab *tab, const rpc_authpipe *nw, bool by_addr, size_t cap, bool *over) {
+  size_t count = 0;
+  for (size_t i = 0; i < tab->n; i++)
+    count += pending(&tab->pipes[i]) && (!by_addr || same_addr(&tab->pipes[i], nw));
+  *over = count > cap;
+  if (!*over) return NULL;
+  addr_count ac = {0};
+  if (!by_addr) {
+    for (ac.slots = 16; ac.slots < 2 * tab->n + 2; ac.slots *= 2) {}
+    ac.key = ts_malloc(ac.slots * sizeof *ac.key);
+    ac.n = ts_calloc(ac.slots, sizeof *ac.n);
+    if (!ac.key || !ac.n) ts_free(ac.key), ts_free(ac.n), ac.key = NULL, ac.n = NULL; /* counts of 1 */
+    for (size_t i = 0; ac.n && i < tab->n; i++)
+      if (pending(&tab->pipes[i])) ++*addr_slot(&ac, tab->pipes[i].addr_key);
+  }
+  uint32_t nw_count = ac.n ? *addr_slot(&ac, nw->addr_key) : 1;
   rpc_authpipe *best = NULL;
-  bool best_silent = false;
+  int best_rank = -1; /* 2: silent, 1: challenge unanswered, 0: young */
+  uint32_t best_count = 0;
   int64_t now = mono_ms();
-  *count = 0;
   for (size_t i = 0; i < tab->n; i++) {
     rpc_authpipe *ap = &tab->pipes[i];
-    /* authenticated ones do not count, nor ones being closed already */
-    if (ap->state == 2 || ap->state < 0 || (addr && strcmp(ap->addr, addr) != 0)) continue;
-    ++*count;
-    if (ap->pipe_id == except) continue;
-    bool silent = ap->state == 0 && now - ap->added_ms >= RPC_SILENT_GRACE_MS;
-    if (!best || (silent && !best_silent) || (silent == best_silent && ap->added_ms < best->added_ms))
-      best = ap, best_silent = silent;
+    if (!pending(ap) || ap == nw || (by_addr && !same_addr(ap, nw))) continue;
+    int rank = ap->state == 0 ? 2 * (now - ap->added_ms >= tab->grace_ms) : now - ap->challenged_ms >= tab->grace_ms;
+    uint32_t c = ac.n ? *addr_slot(&ac, ap->addr_key) : 1;
+    if (rank == 0 && (by_addr || c <= nw_count)) continue; /* young, and not of a busier address */
+    if (rank > best_rank || (rank == best_rank && (c > best_count || (c == best_count && ap->added_ms < best->added_ms))))
+      best = ap, best_rank = rank, best_count = c;
   }
+  ts_free(ac.key);
+  ts_free(ac.n);
   return best;
 }
 
@@ -325,8 +370,9 @@ static void pipe_cb(nng_pipe p, nng_pipe_ev ev, void *arg) {
   rpc_authtab *tab = arg;
   uint32_t id = nng_pipe_id(p);
   if (ev == NNG_PIPE_EV_ADD_PRE) {
-    /* a new pipe (before it can deliver anything) starts pending; make room under the caps by closing a
-     * pending pipe of its address, else one of all (oldest_pending says which) */
+    /* a new pipe (before it can deliver anything) starts pending; over a cap, a stalled pending pipe of its
+     * address, else one of all, is closed to make room (stalled_pending), and when none has stalled the new
+     * pipe is refused */
     char addr[48];
     pipe_addr(p, addr, sizeof addr);
     int victims = 0;
@@ -338,13 +384,19 @@ static void pipe_cb(nng_pipe p, nng_pipe_ev ev, void *arg) {
       refused = true;
     } else {
       snprintf(ap->addr, sizeof ap->addr, "%s", addr);
+      uint8_t h[crypto_shorthash_BYTES];
+      crypto_shorthash(h, (const uint8_t *)addr, strlen(addr), tab->addr_hkey);
+      memcpy(&ap->addr_key, h, sizeof ap->addr_key);
       ap->added_ms = mono_ms();
-      size_t n_addr, n_all;
-      rpc_authpipe *o = oldest_pending(tab, addr, id, &n_addr);
-      if (o && n_addr > (size_t)tab->pending_per_addr) o->state = -2, victims++;
-      o = oldest_pending(tab, NULL, id, &n_all);
-      if (o && n_all > (size_t)tab->pending_max) o->state = -2, victims++;
-      tab->refused += (uint64_t)victims;
+      bool over;
+      rpc_authpipe *o = pick_victim(tab, ap, true, (size_t)tab->pending_per_addr, &over);
+      if (o) o->state = -2, victims++;
+      if (!over || o) {
+        o = pick_victim(tab, ap, false, (size_t)tab->pending_max, &over);
+        if (o) o->state = -2, victims++, over = false;
+      }
+      if (over) mark_closing(ap), refused = true;
+      tab->refused += (uint64_t)victims + refused;
       /* the reaper thread closes them: never another pipe from inside nng's callback */
       if (victims) pthread_cond_signal(&tab->cv);
     }
@@ -419,7 +471,9 @@ ts_status rpc_authtab_init(rpc_authtab *tab, nng_socket sock, const rpc_secret *
   pthread_mutex_init(&tab->mu, NULL);
   pthread_cond_init(&tab->cv, NULL);
   tab->secret = secret;
+  randombytes_buf(tab->addr_hkey, sizeof tab->addr_hkey);
   rpc_authtab_bounds(tab, 0, 0, 0, NULL);
+  rpc_authtab_grace(tab, 0);
   if (nng_pipe_notify(sock, NNG_PIPE_EV_ADD_PRE, pipe_cb, tab) ||
       nng_pipe_notify(sock, NNG_PIPE_EV_REM_POST, pipe_cb, tab))
     return TS_EIO;
@@ -435,6 +489,12 @@ void rpc_authtab_bounds(rpc_authtab *tab, int handshake_ms, int pending_max, int
   tab->pending_max = pending_max > 0 ? pending_max : RPC_PENDING_MAX;
   tab->pending_per_addr = pending_per_addr > 0 ? pending_per_addr : RPC_PENDING_PER_ADDR;
   if (log) tab->log = log;
+  pthread_mutex_unlock(&tab->mu);
+}
+
+void rpc_authtab_grace(rpc_authtab *tab, int grace_ms) {
+  pthread_mutex_lock(&tab->mu);
+  tab->grace_ms = grace_ms > 0 ? grace_ms : RPC_SILENT_GRACE_MS;
   pthread_mutex_unlock(&tab->mu);
 }
 
@@ -553,6 +613,7 @@ bool rpc_authtab_handle(rpc_authtab *tab, rpc_msg *m, nng_pipe p, rpc_enc *reply
     rpc_authpipe *ap = find_pipe(tab, id);
     if (ap) {
       ap->state = 1; /* a new hello restarts the handshake */
+      ap->challenged_ms = mono_ms();
       memcpy(ap->nonce, nonce, sizeof nonce);
       memcpy(ap->cnonce, cn, sizeof nonce);
       snprintf(ap->role, sizeof ap->role, "%s", role);
@@ -814,16 +875,17 @@ ts_status rpc_chan_call(nng_socket s, rpc_chan *ch, rpc_enc *e, rpc_msg *reply, 
 static ts_status auth_client_once(nng_socket s, const rpc_secret *secret, const char *role, rpc_chan *ch,
                                   ts_diag *d);
 
-/* A server under a flood of unauthenticated connections may close ours
- * mid-handshake to make room (the oldest pending goes): nng redials, and
- * the handshake is run again, up to three times in all. */
+/* A server under a flood of unauthenticated connections may refuse ours,
+ * or close it when its handshake stalls: nng redials, and the handshake is
+ * run again while the connection keeps being lost, for up to
+ * RPC_AUTH_RETRY_MS (each try is bounded by the socket's own timeouts). */
 ts_status rpc_auth_client(nng_socket s, const rpc_secret *secret, const char *role, rpc_chan *ch,
                           ts_diag *d) {
   ts_status st = TS_EIO;
-  for (int i = 0; i < 3; i++) {
+  int64_t t0 = mono_ms();
+  for (int i = 0; i == 0 || (st == TS_EIO && mono_ms() - t0 < RPC_AUTH_RETRY_MS); i++) {
     if (i) ts_diag_clear(d);
     st = auth_client_once(s, secret, role, ch, d);
-    if (st != TS_EIO) break;
   }
   return st;
 }

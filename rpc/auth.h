@@ -26,7 +26,12 @@
  * the pipe is added (nng_pipe_notify ADD_PRE) until it closes (REM_POST),
  * and bounds the pipes that have not authenticated: at most
  * RPC_PENDING_MAX per socket and RPC_PENDING_PER_ADDR per source address
- * (the oldest pending pipe is closed to make room), each closed when it has
+ * (to make room, a pending pipe that has stalled for RPC_SILENT_GRACE_MS is
+ * closed: one without a hello, else one that has not answered its
+ * challenge; under the per-socket cap, from the address with the most
+ * pending pipes, which may take a young one of a busier address than the
+ * new pipe's; when no pipe may go the new one is refused instead), each
+ * closed when it has
  * not authenticated within the handshake deadline, and a plaintext message
  * over RPC_PREAUTH_MAX bytes closes it before it is decoded. The pipes it
  * closes (refused, late, over a cap) are dropped by TCP disconnect
@@ -45,7 +50,8 @@
 #define RPC_HANDSHAKE_MS 5000      /* an unauthenticated pipe is closed after this */
 #define RPC_PENDING_MAX 256        /* unauthenticated pipes per socket (listener) */
 #define RPC_PENDING_PER_ADDR 32    /* ... and per source address */
-#define RPC_SILENT_GRACE_MS 50     /* a pending pipe without a hello this long goes first under a cap */
+#define RPC_SILENT_GRACE_MS 50     /* a pending pipe idle this long may be closed under a cap */
+#define RPC_AUTH_RETRY_MS 5000    /* a client re-runs a handshake whose connection was lost this long */
 #define RPC_PREAUTH_MAX 4096       /* bytes of a message before authentication */
 #define RPC_RELEASE_STUCK_MS 10000 /* a closed pipe nng has not released by then: its reaper is stuck */
 #define RPC_FRAME_MARK 0xC1        /* first byte of a sealed frame (never msgpack) */
@@ -100,7 +106,9 @@ typedef struct rpc_authpipe {
   uint8_t cnonce[RPC_NONCE_BYTES];  /* the client nonce (state 1) */
   char role[16];
   char addr[48];           /* source address ("ipc" for ipc://) */
+  uint64_t addr_key;       /* its keyed hash (rpc_authtab.addr_hkey) */
   int64_t added_ms;        /* when the pipe was added (deadline) */
+  int64_t challenged_ms;   /* when its hello was answered (state 1) */
   int64_t closing_ms;      /* when it was first marked closing (state -1) */
   rpc_chan chan;           /* state 2 */
 } rpc_authpipe;
@@ -110,11 +118,13 @@ typedef struct rpc_authtab {
   rpc_authpipe *pipes;
   size_t n, cap;
   const rpc_secret *secret;
+  uint8_t addr_hkey[16];   /* random key of the address hash (crypto_shorthash) */
   /* optional hook called (from an nng thread) when a pipe closes */
   void (*on_close)(void *arg, uint32_t pipe_id);
   void *on_close_arg;
   /* bounds on unauthenticated pipes (0: the RPC_ defaults) */
   int handshake_ms, pending_max, pending_per_addr;
+  int grace_ms;            /* RPC_SILENT_GRACE_MS unless rpc_authtab_grace set it */
   const char *log;         /* prefix of the refusal lines on stderr */
   uint64_t refused;        /* pipes closed: refused frames, deadlines, caps */
   pthread_t reaper;
@@ -131,6 +141,9 @@ ts_status rpc_authtab_init(rpc_authtab *tab, nng_socket sock, const rpc_secret *
 /* Overrides the bounds (0 keeps a default) and names the log prefix. */
 void rpc_authtab_bounds(rpc_authtab *tab, int handshake_ms, int pending_max, int pending_per_addr,
                         const char *log);
+/* How long a pending pipe may sit without a hello, or with its challenge
+ * unanswered, before a cap may close it (ms; 0: RPC_SILENT_GRACE_MS). */
+void rpc_authtab_grace(rpc_authtab *tab, int grace_ms);
 /* Number of pipes not authenticated yet (tests, bench). */
 size_t rpc_authtab_pending(rpc_authtab *tab);
 /* For a socket about to close: refuses new pipes from now on (closed as

@@ -75,7 +75,7 @@ ts_status rpc_client_open(rpc_client **out, const char *addr, const rpc_secret *
   nng_socket_set_ms(c->sock, NNG_OPT_REQ_RESENDTIME, NNG_DURATION_INFINITE);
   nng_socket_set_ms(c->sock, NNG_OPT_SENDTIMEO, (nng_duration)(c->timeout_s * 1000));
   nng_socket_set_ms(c->sock, NNG_OPT_RECVTIMEO, (nng_duration)(c->timeout_s * 1000));
-  nng_socket_set_ms(c->sock, NNG_OPT_RECONNMINT, 50);
+  nng_socket_set_ms(c->sock, NNG_OPT_RECONNMINT, 10);
   nng_socket_set_ms(c->sock, NNG_OPT_RECONNMAXT, 1000);
   double t0 = tsrt_now();
   for (;;) {

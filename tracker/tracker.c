@@ -781,6 +781,7 @@ ts_status trk_tracker_start(const trk_config *cfg, trk_tracker **out, ts_diag *d
   }
   t->auth_init = true;
   rpc_authtab_bounds(&t->auth, cfg->handshake_ms, cfg->pending_max, cfg->pending_per_addr, "tracker");
+  rpc_authtab_grace(&t->auth, cfg->pending_grace_ms);
   t->auth.on_close = on_close_cb;
   t->auth.on_close_arg = t;
   nng_socket_set_size(t->sock, NNG_OPT_RECVMAXSZ, TRK_MAX_MSG);

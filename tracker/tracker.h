@@ -38,8 +38,9 @@ typedef struct trk_config {
   int tick_ms;            /* timer granularity; 0: 50 */
   bool verbose;           /* log registrations, grants, evictions to stderr */
   /* bounds on unauthenticated connections (0: RPC_HANDSHAKE_MS,
-   * RPC_PENDING_MAX, RPC_PENDING_PER_ADDR of rpc/auth.h) */
-  int handshake_ms, pending_max, pending_per_addr;
+   * RPC_PENDING_MAX, RPC_PENDING_PER_ADDR, RPC_SILENT_GRACE_MS of
+   * rpc/auth.h) */
+  int handshake_ms, pending_max, pending_per_addr, pending_grace_ms;
 } trk_config;
 
 typedef struct trk_tracker trk_tracker;

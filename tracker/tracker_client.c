@@ -60,7 +60,7 @@ ts_status trk_conn_open(const char *tracker, const rpc_secret *secret, const cha
   nng_socket_set_ms(c->sock, NNG_OPT_REQ_RESENDTIME, NNG_DURATION_INFINITE);
   nng_socket_set_ms(c->sock, NNG_OPT_RECVTIMEO, c->timeout_ms);
   nng_socket_set_ms(c->sock, NNG_OPT_SENDTIMEO, c->timeout_ms);
-  nng_socket_set_ms(c->sock, NNG_OPT_RECONNMINT, 50);
+  nng_socket_set_ms(c->sock, NNG_OPT_RECONNMINT, 10);
   nng_socket_set_ms(c->sock, NNG_OPT_RECONNMAXT, 1000);
   if ((rv = nng_dial(c->sock, url, NULL, 0)) != 0) {
     ts_diag_set(d, TS_EIO, "cannot connect to tracker %s: %s", url, nng_strerror(rv));

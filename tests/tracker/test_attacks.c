@@ -63,14 +63,21 @@ static int pick_port(void) {
   return 20000 + (int)(((unsigned)getpid() * 2654435761u ^ (unsigned)ts.tv_nsec) % 12000u) + n++;
 }
 
-static void start_tracker(int handshake_ms) {
+/* A tracker with the given bounds on unauthenticated connections (0: the
+ * defaults of rpc/auth.h). */
+static void start_tracker_bounds(int handshake_ms, int pending_max, int per_addr, int grace_ms) {
   port = pick_port();
   snprintf(url, sizeof url, "tcp://127.0.0.1:%d", port);
   const char *text = "the attack tests' shared secret";
   ck_assert(rpc_secret_from_bytes(&secret, text, strlen(text)) == TS_OK);
-  trk_config cfg = {.url = url, .secret = &secret, .tick_ms = 20, .handshake_ms = handshake_ms, .verbose = true};
+  trk_config cfg = {.url = url, .secret = &secret, .tick_ms = 20, .handshake_ms = handshake_ms, .verbose = true,
+                    .pending_max = pending_max, .pending_per_addr = per_addr, .pending_grace_ms = grace_ms};
   ts_diag err = {0};
   ck_assert_msg(trk_tracker_start(&cfg, &trk, &err) == TS_OK, "%s", err.msg);
+}
+
+static void start_tracker(int handshake_ms) {
+  start_tracker_bounds(handshake_ms, 0, 0, 0);
 }
 
 static void setup(void) { start_tracker(1000); }
@@ -545,6 +552,71 @@ START_TEST(silent_connections_evicted_first) {
 }
 END_TEST
 
+/* Whether the peer has closed fd (within secs). */
+static bool peer_closed(int fd, double secs) {
+  return read_upto(fd, 1 << 20, secs) < 0;
+}
+
+/* A burst of new connections over the per-address cap cannot push out one
+ * still in its handshake (challenged within the grace): the newcomers are
+ * refused instead. A challenged connection, 31 silent ones (32: the cap),
+ * then 10 more: the 10 are closed, none of the 32. */
+START_TEST(burst_refused_not_pushing_out_handshake) {
+  trk_tracker_stop(trk);
+  start_tracker_bounds(20000, 0, 32, 10000); /* no deadline and nothing stalled within the test */
+  int a = relay_idle_conn(port, true), old[31], nw[10];
+  ck_assert_int_ge(a, 0);
+  ck_assert_msg(read_upto(a, 8 + 8 + 4 + 16, 10) >= 8 + 8 + 4 + 16, "not challenged");
+  for (int i = 0; i < 31; i++) ck_assert_int_ge(old[i] = relay_idle_conn(port, false), 0);
+  usleep(300000); /* the server has added them before the newcomers */
+  for (int i = 0; i < 10; i++) ck_assert_int_ge(nw[i] = relay_idle_conn(port, false), 0);
+  for (int i = 0; i < 10; i++) ck_assert_msg(peer_closed(nw[i], 5), "newcomer %d over the cap not refused", i);
+  usleep(200000);
+  ck_assert_msg(!peer_closed(a, 0.05), "the connection in its handshake was closed");
+  for (int i = 0; i < 31; i++) ck_assert_msg(!peer_closed(old[i], 0.01), "older connection %d closed", i);
+  close(a);
+  for (int i = 0; i < 31; i++) close(old[i]);
+  for (int i = 0; i < 10; i++) close(nw[i]);
+}
+END_TEST
+
+/* Under the per-socket cap, a flood from many addresses makes room from
+ * the address with the most pending connections, not the oldest: 10
+ * connections from 127.0.0.3, then 30 from 127.0.0.2 (40: the cap); a
+ * client from 127.0.0.4 takes the place of one of 127.0.0.2's; one more
+ * from 127.0.0.2 finds none busier than its own address and is refused. */
+START_TEST(flood_of_many_addresses_makes_room_from_busiest) {
+  trk_tracker_stop(trk);
+  start_tracker_bounds(20000, 40, 32, 10000);
+  int three[10], two[30];
+  for (int i = 0; i < 10; i++)
+    ck_assert_msg((three[i] = relay_idle_conn_from(port, false, 3)) >= 0, "connect from 127.0.0.3: %s",
+                  strerror(errno));
+  usleep(100000);
+  for (int i = 0; i < 30; i++) ck_assert_int_ge(two[i] = relay_idle_conn_from(port, false, 2), 0);
+  usleep(300000);
+  int g = relay_idle_conn_from(port, false, 4);
+  ck_assert_int_ge(g, 0);
+  bool gone[30] = {false};
+  int closed = 0;
+  for (double t0 = now_s(); closed < 1 && now_s() - t0 < 5;)
+    for (int i = 0; i < 30; i++)
+      if (!gone[i] && peer_closed(two[i], 0.01)) gone[i] = true, closed++;
+  ck_assert_int_eq(closed, 1);
+  usleep(300000);
+  int x = relay_idle_conn_from(port, false, 2);
+  ck_assert_int_ge(x, 0);
+  ck_assert_msg(peer_closed(x, 5), "a newcomer of the busiest address was not refused");
+  ck_assert_msg(!peer_closed(g, 0.05), "the client of its own address was closed");
+  for (int i = 0; i < 10; i++) ck_assert_msg(!peer_closed(three[i], 0.01), "127.0.0.3's connection %d closed", i);
+  for (int i = 0; i < 30; i++)
+    ck_assert_msg(gone[i] || !peer_closed(two[i], 0.01), "a second connection of 127.0.0.2 closed (%d)", i);
+  close(g), close(x);
+  for (int i = 0; i < 10; i++) close(three[i]);
+  for (int i = 0; i < 30; i++) close(two[i]);
+}
+END_TEST
+
 /* The listening socket's accept backlog is the one rpc_listener_backlog
  * set, not nng's 128 (Linux reports a listener's maximum backlog in
  * tcpi_sacked). */
@@ -723,6 +795,8 @@ int main(int argc, char **argv) {
   tcase_add_test(tc, version_one_refused);
   tcase_add_test(tc, descriptor_exhaustion);
   tcase_add_test(tc, silent_connections_evicted_first);
+  tcase_add_test(tc, burst_refused_not_pushing_out_handshake);
+  tcase_add_test(tc, flood_of_many_addresses_makes_room_from_busiest);
   tcase_add_test(tc, listen_backlog_raised);
   tcase_add_test(tc, bad_secret_files_refused);
   suite_add_tcase(s, tc);

@@ -187,8 +187,18 @@ void relay_url(const relay *r, char *out, size_t n) {
 }
 
 int relay_idle_conn(int tport, bool hello) {
+  return relay_idle_conn_from(tport, hello, 1);
+}
+
+int relay_idle_conn_from(int tport, bool hello, int src) {
   int fd = socket(AF_INET, SOCK_STREAM, 0);
   if (fd < 0) return -1;
+  struct sockaddr_in from = {.sin_family = AF_INET};
+  from.sin_addr.s_addr = htonl((127u << 24) | (uint32_t)src);
+  if (src != 1 && bind(fd, (struct sockaddr *)&from, sizeof from) != 0) {
+    close(fd);
+    return -1;
+  }
   struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)tport)};
   sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   if (connect(fd, (struct sockaddr *)&sa, sizeof sa) != 0) {

@@ -39,5 +39,7 @@ void relay_send_msg(int fd, const uint8_t *payload, size_t n);
  * socket (and, with hello, a hello) and then nothing; -1 if it cannot
  * connect. */
 int relay_idle_conn(int port, bool hello);
+/* The same from source address 127.0.0.src (any of 127/8 is this host's). */
+int relay_idle_conn_from(int port, bool hello, int src);
 
 #endif
