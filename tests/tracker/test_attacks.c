@@ -580,6 +580,30 @@ START_TEST(burst_refused_not_pushing_out_handshake) {
 }
 END_TEST
 
+/* A client refused because its address's pending connections are all
+ * young (a burst from its own address) runs its handshake again until one
+ * of them stalls: per-address cap 4, grace 1.5 s, 4 silent connections,
+ * then a good client: served, no sooner than the burst stalled. */
+START_TEST(client_refused_in_burst_gets_in_later) {
+  trk_tracker_stop(trk);
+  start_tracker_bounds(20000, 0, 4, 1500);
+  int fds[4];
+  for (int i = 0; i < 4; i++) ck_assert_int_ge(fds[i] = relay_idle_conn(port, false), 0);
+  usleep(200000);
+  double t0 = now_s();
+  trk_conn *c = NULL;
+  ts_diag err = {0};
+  ck_assert_msg(trk_conn_open(url, &secret, "query", 10000, &c, &err) == TS_OK, "%s", err.msg);
+  double took = now_s() - t0;
+  rpc_msg m;
+  ck_assert_msg(trk_query(c, &m, &err) == TS_OK, "%s", err.msg);
+  rpc_msg_fini(&m);
+  trk_conn_close(c);
+  ck_assert_msg(took > 1.0, "served after %.2f s, before the silent connections stalled", took);
+  for (int i = 0; i < 4; i++) close(fds[i]);
+}
+END_TEST
+
 /* Under the per-socket cap, a flood from many addresses makes room from
  * the address with the most pending connections, not the oldest: 10
  * connections from 127.0.0.3, then 30 from 127.0.0.2 (40: the cap); a
@@ -796,6 +820,7 @@ int main(int argc, char **argv) {
   tcase_add_test(tc, descriptor_exhaustion);
   tcase_add_test(tc, silent_connections_evicted_first);
   tcase_add_test(tc, burst_refused_not_pushing_out_handshake);
+  tcase_add_test(tc, client_refused_in_burst_gets_in_later);
   tcase_add_test(tc, flood_of_many_addresses_makes_room_from_busiest);
   tcase_add_test(tc, listen_backlog_raised);
   tcase_add_test(tc, bad_secret_files_refused);
