@@ -18,7 +18,7 @@
  *
  * Where the attacker connects from (the good client is always 127.0.0.1):
  * "other", one other address (127.0.0.2), which the servers' per-address
- * cap meets; "spread", 250 addresses (127.0.1.1-250, 4 connections each),
+ * cap meets; "spread", one address per connection (127.0.1.1 onwards),
  * which only the per-socket cap meets; "same", the good client's own
  * address (a client behind the attacker's NAT: its per-address cap is the
  * attacker's). "all" (the default) runs the three one after the other, each
@@ -131,7 +131,7 @@ static target tg[2];
 static void attacker_src(int i, struct sockaddr_in *src) {
   uint32_t a = INADDR_LOOPBACK;
   if (from == FROM_OTHER) a = (127u << 24) | 2;
-  if (from == FROM_SPREAD) a = (127u << 24) | (1u << 8) | (uint32_t)(1 + (i / 4) % 250);
+  if (from == FROM_SPREAD) a = (127u << 24) | (uint32_t)(1 + i / 250) << 8 | (uint32_t)(1 + i % 250);
   *src = (struct sockaddr_in){.sin_family = AF_INET, .sin_addr.s_addr = htonl(a)};
 }
 
@@ -332,7 +332,7 @@ static int run_flood(const char *tessel, const char *rpc_server, const char *sec
   stop = 1;
   for (int k = 0; k < 2; k++) pthread_join(th[k], NULL);
   printf("unauth_load: %d idle unauthenticated connections to each server from %s, %s, %d s\n", conns,
-         from == FROM_OTHER ? "another address (127.0.0.2)" : from == FROM_SPREAD ? "250 other addresses" :
+         from == FROM_OTHER ? "another address (127.0.0.2)" : from == FROM_SPREAD ? "one other address each" :
                                                                 "the good client's own address",
          churn ? "each reopened the moment it is closed" : "opened again in a wave every 5 s", seconds);
   int bad = 0;
