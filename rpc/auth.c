@@ -322,16 +322,17 @@ static bool same_addr(const rpc_authpipe *a, const rpc_authpipe *b) {
 
 /* When more than cap pipes are pending (of nw's address when by_addr, nw
  * included), the pending pipe other than nw to close to make room for it,
- * or NULL when none may go; *over says whether the cap is passed. Only a stalled pipe may go: first one that has sent no hello
- * for the grace (RPC_SILENT_GRACE_MS), then one challenged that long ago without an
- * answer. A good client sends its hello as it connects and answers its
- * challenge within a round trip, so a flood from its own address goes
- * before it, and a burst of new connections cannot push out one still in
- * its handshake: nw is refused instead (pipe_cb). Under the per-socket cap
- * (by_addr false) the pipes of the address with the most pending go first,
- * and a young pipe may go for nw when its address has more pending than
- * nw's: a flood from many addresses does not shut out a client with one
- * connection. Ties go to the oldest. Caller holds mu. */
+ * or NULL when none may go; *over says whether the cap is passed. Only a
+ * stalled pipe may go: first one that has sent no hello for the grace
+ * (tab->grace_ms), then one challenged that long ago without an answer. A
+ * good client sends its hello as it connects and answers its challenge
+ * within a round trip, so a flood from its own address goes before it, and
+ * a burst of new connections cannot push out one still in its handshake: nw
+ * is refused instead (pipe_cb). Under the per-socket cap (by_addr false),
+ * among equally stalled pipes those of the address with the most pending go
+ * first, and a young pipe may go for nw when its address has more pending
+ * than nw's: a flood from many addresses does not shut out a client with
+ * one connection. Then the oldest goes. Caller holds mu. */
 static rpc_authpipe *pick_victim(rpc_authtab *tab, const rpc_authpipe *nw, bool by_addr, size_t cap, bool *over) {
   size_t count = 0;
   for (size_t i = 0; i < tab->n; i++)
