@@ -504,10 +504,10 @@ static bool is_bucket_sym(const tun_model_opts *o, const char *name) {
  * L * (sizes / bucket) (L: the call's time measured at the bucket, the same
  * log). So where the log has both, the call goes in as one more covering
  * specialisation up to the sizes where it is the cheaper: each bucket symbol
- * scaled by (T / L)^(1 / number of bucket symbols), so that in the whole box
- * the call does at most T / L of the bucket's work. Only when that box
- * reaches beyond the next smaller specialisation (else the sizes it would
- * take go there anyway). */
+ * above 1 (a bucket of 1 cannot shrink) scaled by (T / L)^(1 / their number),
+ * so that in the whole box the call does at most T / L of the bucket's work.
+ * Only when that box reaches beyond the next smaller specialisation (else
+ * the sizes it would take go there anyway). */
 static ts_status library_below(build_state *b, int ki, ts_diag *d) {
   const ir_func *f = b->k[ki].func;
   int n0 = b->k[ki].nspecs;
@@ -515,11 +515,12 @@ static ts_status library_below(build_state *b, int ki, ts_diag *d) {
   mspec *orig = TS_ANEWN(b->arena, mspec, n0);
   if (!orig) return ts_diag_set(d, TS_ENOMEM, "out of memory");
   memcpy(orig, b->k[ki].specs, (size_t)n0 * sizeof *orig);
-  int nb = 0;
-  for (int s = 0; s < f->nsyms; s++) nb += is_bucket_sym(b->o, f->syms[s]->name);
-  for (int j = 0; j < n0 && nb > 0; j++) {
+  for (int j = 0; j < n0; j++) {
     const mspec *sp = &orig[j];
     if (!sp->covers || sp->library || !sp->rec) continue;
+    int nb = 0; /* the bucket symbols that can shrink (a bucket of 1 cannot) */
+    for (int s = 0; s < f->nsyms; s++) nb += is_bucket_sym(b->o, f->syms[s]->name) && sp->vals[s] > 1;
+    if (nb == 0) continue;
     const tun_record *lib = best_library_record(b, sp->key);
     double t = tun_record_mean(sp->rec), l = lib ? tun_record_mean(lib) : 0;
     if (!lib || !(t > 0) || !(l > t) || l >= 1e9) continue;
@@ -527,7 +528,7 @@ static ts_status library_below(build_state *b, int ki, ts_diag *d) {
     double scale = pow(t / l, 1.0 / nb);
     bool empty = false;
     for (int s = 0; s < f->nsyms; s++)
-      if (is_bucket_sym(b->o, f->syms[s]->name)) {
+      if (is_bucket_sym(b->o, f->syms[s]->name) && sp->vals[s] > 1) {
         below.vals[s] = (int64_t)floor((double)sp->vals[s] * scale);
         empty |= below.vals[s] < 1;
       }
