@@ -506,8 +506,8 @@ static bool is_bucket_sym(const tun_model_opts *o, const char *name) {
  * specialisation up to the sizes where it is the cheaper: each bucket symbol
  * above 1 (a bucket of 1 cannot shrink) scaled by (T / L)^(1 / their number),
  * so that in the whole box the call does at most T / L of the bucket's work.
- * Only when that box reaches beyond the next smaller specialisation (else
- * the sizes it would take go there anyway). */
+ * Only when that box reaches beyond the next smaller covering specialisation
+ * (else the sizes it would take go there anyway). */
 static ts_status library_below(build_state *b, int ki, ts_diag *d) {
   const ir_func *f = b->k[ki].func;
   int n0 = b->k[ki].nspecs;
@@ -535,7 +535,8 @@ static ts_status library_below(build_state *b, int ki, ts_diag *d) {
     double vol = spec_volume(f, &below), prev = 0;
     for (int i = 0; i < n0; i++) {
       double v = spec_volume(f, &orig[i]);
-      if (i != j && v < spec_volume(f, sp) && v > prev) prev = v;
+      /* an exact specialisation takes no sizes below it */
+      if (i != j && orig[i].covers && v < spec_volume(f, sp) && v > prev) prev = v;
     }
     if (empty || vol <= prev) continue;
     sch_traced *ss = library_any_size(b, lib, f, sp->key);
