@@ -60,7 +60,7 @@ static void build_json(const char *path, const char *out, const tun_model_result
                 {"prepacked_weights", r->npacked_weights}, {"packed_copies", r->npacked_copies},
                 {"threads", r->threads},          {"other_thread_records", r->nother_threads},
                 {"library", r->nlibrary},         {"covering", r->ncovering},
-                {"library_generic", r->nlib_generic}};
+                {"library_generic", r->nlib_generic}, {"library_below", r->nlib_below}};
   for (size_t i = 0; i < sizeof counts / sizeof counts[0]; i++)
     json_object_set_new(o, counts[i].name, json_integer(counts[i].v));
   json_object_set_new(o, "build_s", json_real(r->build_seconds));
@@ -93,6 +93,7 @@ static void build_text(const char *path, const char *out, const char *log, const
   if (r->ncovering) printf(" (%d padded to cover every size up to their bucket)", r->ncovering);
   if (r->nlibrary) printf("; %d of the tuned ones call a library, which the model links", r->nlibrary);
   if (r->nlib_generic) printf(" (%d of them symbolic kernels: the call serves every size)", r->nlib_generic);
+  if (r->nlib_below) printf(" (%d below a padded bucket, where padding costs more)", r->nlib_below);
   printf("), %d calls, %d tensors, %.1f KiB of weights", r->ncalls, r->ntensors, (double)r->weights_bytes / 1024.0);
   if (log)
     printf("; records for %d thread%s (%d kernel(s) from another thread count's best)", r->threads,

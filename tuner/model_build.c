@@ -6,6 +6,7 @@
  * plus its MODEL.so.json signature. docs/MODEL.md, docs/LAYOUT.md. */
 #include <inttypes.h>
 #include <jansson.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -261,6 +262,9 @@ tun_model_task *tun_model_sched_tasks(const tg_task *tasks, int ntasks, FILE *wa
 typedef struct mspec {
   int kernel;
   bool covers;
+  bool library;             /* the kernel is a library call on the symbolic function */
+  const tun_record *rec;    /* the record it replays (NULL: none) */
+  char key[17];             /* the bound function's task key */
   int64_t vals[TSRT_MODEL_MAX_SYMS];
 } mspec;
 
@@ -295,6 +299,7 @@ typedef struct build_state {
   int nlayout_kept;     /* records whose layout rewrite was dropped (a non-constant input) */
   int nlibrary;         /* kernels that are library calls (library records) */
   int nlib_generic;     /* generic (symbolic) kernels that are a library call */
+  int nlib_below;       /* library calls placed below a padded bucket (library_below) */
   int npacked_weights, npacked_copies;
   int threads;          /* the thread count the build is for (records at it first) */
   int nother_threads;   /* kernels whose records were all of other thread counts */
@@ -444,6 +449,121 @@ static sch_traced *library_any_size(build_state *b, const tun_record *r, const i
   return s;
 }
 
+/* The product of a specialisation's sizes over f's size vars. */
+static double spec_volume(const ir_func *f, const mspec *sp) {
+  double v = 1;
+  for (int s = 0; s < f->nsyms; s++) v *= (double)sp->vals[s];
+  return v;
+}
+
+/* Puts sp into symbolic kernel ki's list, smallest (product of its sizes)
+ * first: the runtime takes the first that fits. Room for two per binding
+ * (a bucket's and a library call below it, library_below). */
+static ts_status insert_spec(build_state *b, int ki, const mspec *sp, ts_diag *d) {
+  mkernel *k = &b->k[ki];
+  const ir_func *f = k->func;
+  int cap = 2 * tun_model_bucket_count(b->o);
+  if (!k->specs && !(k->specs = TS_ANEWN(b->arena, mspec, cap))) return ts_diag_set(d, TS_ENOMEM, "out of memory");
+  if (k->nspecs == cap) return ts_diag_set(d, TS_EINTERNAL, "more specialisations than bindings");
+  double vol = spec_volume(f, sp);
+  int at = k->nspecs;
+  while (at > 0 && spec_volume(f, &k->specs[at - 1]) > vol) {
+    k->specs[at] = k->specs[at - 1];
+    at--;
+  }
+  k->specs[at] = *sp;
+  k->nspecs++;
+  b->nspec++;
+  b->ncovering += sp->covers;
+  return TS_OK;
+}
+
+/* The fastest library record of key at the build's thread count (the
+ * latest run-off's first, as tun_db_ranked_for_build ranks), or NULL. */
+static const tun_record *best_library_record(build_state *b, const char *key) {
+  int n = 0;
+  bool other = false;
+  const tun_record **rs = tun_db_ranked_for_build(b->db, key, b->tg.text, b->threads, &n, &other);
+  const tun_record *lib = NULL;
+  for (int i = 0; i < n && !lib; i++)
+    if (tun_record_is_library(rs[i], NULL, 0)) lib = rs[i];
+  ts_free(rs);
+  return lib;
+}
+
+/* Is size var name one of the bucket symbols? */
+static bool is_bucket_sym(const tun_model_opts *o, const char *name) {
+  for (int i = 0; i < o->nbuckets; i++)
+    if (!strcmp(o->bucket_names[i], name)) return true;
+  return false;
+}
+
+/* Padding waste (docs/MODEL.md "Shape buckets", "Below a padded bucket"): a
+ * bucket's generated kernel, padded, costs its bucket's time T at every size
+ * it covers, while a library call on the symbolic function costs about
+ * L * (sizes / bucket) (L: the call's time measured at the bucket, the same
+ * log). So where the log has both, the call goes in as one more covering
+ * specialisation up to the sizes where it is the cheaper: each bucket symbol
+ * above 1 (a bucket of 1 cannot shrink) scaled by (T / L)^(1 / their number),
+ * so that in the whole box the call does at most T / L of the bucket's work.
+ * Only when that box reaches beyond the next smaller covering specialisation
+ * (else the sizes it would take go there anyway). */
+static ts_status library_below(build_state *b, int ki, ts_diag *d) {
+  const ir_func *f = b->k[ki].func;
+  int n0 = b->k[ki].nspecs;
+  if (n0 == 0) return TS_OK;
+  mspec *orig = TS_ANEWN(b->arena, mspec, n0);
+  if (!orig) return ts_diag_set(d, TS_ENOMEM, "out of memory");
+  memcpy(orig, b->k[ki].specs, (size_t)n0 * sizeof *orig);
+  for (int j = 0; j < n0; j++) {
+    const mspec *sp = &orig[j];
+    if (!sp->covers || sp->library || !sp->rec) continue;
+    int nb = 0; /* the bucket symbols that can shrink (a bucket of 1 cannot) */
+    for (int s = 0; s < f->nsyms; s++) nb += is_bucket_sym(b->o, f->syms[s]->name) && sp->vals[s] > 1;
+    if (nb == 0) continue;
+    const tun_record *lib = best_library_record(b, sp->key);
+    double t = tun_record_mean(sp->rec), l = lib ? tun_record_mean(lib) : 0;
+    if (!lib || !(t > 0) || !(l > t) || l >= 1e9) continue;
+    mspec below = *sp;
+    double scale = pow(t / l, 1.0 / nb);
+    bool empty = false;
+    for (int s = 0; s < f->nsyms; s++)
+      if (is_bucket_sym(b->o, f->syms[s]->name) && sp->vals[s] > 1) {
+        below.vals[s] = (int64_t)floor((double)sp->vals[s] * scale);
+        empty |= below.vals[s] < 1;
+      }
+    double vol = spec_volume(f, &below), prev = 0;
+    for (int i = 0; i < n0; i++) {
+      double v = spec_volume(f, &orig[i]);
+      /* an exact specialisation takes no sizes below it */
+      if (i != j && orig[i].covers && v < spec_volume(f, sp) && v > prev) prev = v;
+    }
+    if (empty || vol <= prev) continue;
+    sch_traced *ss = library_any_size(b, lib, f, sp->key);
+    if (!ss) continue;
+    mkernel *lk = new_kernel(b, d);
+    if (!lk) {
+      sch_traced_free(ss);
+      return TS_ENOMEM;
+    }
+    lk->func = NULL; /* never matched by find_kernel */
+    lk->sched = ss;
+    lk->tuned = true;
+    lk->covers = true;
+    memcpy(lk->key, sp->key, 17);
+    ts_status st = cg_lower(b->arena, sch_traced_func(ss), &b->tg, &lk->low, d);
+    if (st != TS_OK) return st;
+    below.kernel = (int)(lk - b->k);
+    below.library = true;
+    below.rec = lib;
+    if ((st = insert_spec(b, ki, &below, d)) != TS_OK) return st;
+    f = b->k[ki].func; /* new_kernel may have moved the array */
+    b->nlibrary++;
+    b->nlib_below++;
+  }
+  return TS_OK;
+}
+
 /* Adds to symbolic kernel ki the specialisation for one binding (names,
  * values) when the log has a record for the bound function: with buckets,
  * the record replayed on the function padded to the bucket (covers every
@@ -475,9 +595,12 @@ static ts_status add_spec(build_state *b, int ki, int nn, const char **names, co
     b->k[ki].widest = best;
     b->k[ki].widest_vol = vol;
   }
+  sp.rec = best;
+  memcpy(sp.key, key, sizeof sp.key);
   if (b->o->nbuckets && (ss = library_any_size(b, best, f, key))) {
     h = true;
     sp.covers = true;
+    sp.library = true;
     b->nlibrary++;
   } else if (b->o->nbuckets) {
     ts_diag q;
@@ -508,24 +631,7 @@ static ts_status add_spec(build_state *b, int ki, int nn, const char **names, co
   ts_status st = cg_lower(b->arena, sch_traced_func(ss), &b->tg, &sk->low, d);
   if (st != TS_OK) return st;
   sp.kernel = (int)(sk - b->k);
-  mkernel *k = &b->k[ki];
-  int cap = tun_model_bucket_count(b->o);
-  if (!k->specs && !(k->specs = TS_ANEWN(b->arena, mspec, cap))) return ts_diag_set(d, TS_ENOMEM, "out of memory");
-  if (k->nspecs == cap) return ts_diag_set(d, TS_EINTERNAL, "more specialisations than bindings");
-  /* smallest bucket (product of its sizes) first: the runtime takes the first that fits */
-  int at = k->nspecs;
-  while (at > 0) {
-    double v = 1;
-    for (int s = 0; s < f->nsyms; s++) v *= (double)k->specs[at - 1].vals[s];
-    if (v <= vol) break;
-    k->specs[at] = k->specs[at - 1];
-    at--;
-  }
-  k->specs[at] = sp;
-  k->nspecs++;
-  b->nspec++;
-  b->ncovering += sp.covers;
-  return TS_OK;
+  return insert_spec(b, ki, &sp, d);
 }
 
 /* Symbolic kernel ki's specialisations: one per binding (the --sym values,
@@ -538,7 +644,7 @@ static ts_status specialise(build_state *b, int ki, bool *had, ts_diag *d) {
     ts_status st = add_spec(b, ki, nn, names, values, had, d);
     if (st != TS_OK) return st;
   }
-  return TS_OK;
+  return b->o->nbuckets ? library_below(b, ki, d) : TS_OK;
 }
 
 static ts_status schedule_kernel(build_state *b, mkernel *k, ts_diag *d) {
@@ -932,6 +1038,7 @@ static ts_status fill_result(const build_state *b, const tsrt_model_plan *plan, 
   r->nlayout_kept = b->nlayout_kept;
   r->nlibrary = b->nlibrary;
   r->nlib_generic = b->nlib_generic;
+  r->nlib_below = b->nlib_below;
   r->ncalls = plan->ncalls;
   r->ntensors = plan->ntensors;
   r->weights_bytes = plan->weights_bytes;

@@ -107,6 +107,7 @@ typedef struct tun_model_result {
   int nlayout_kept;      /* records whose weight re-layout was dropped */
   int nlibrary;          /* kernels that call a library (library records); the model links it */
   int nlib_generic;      /* of those, symbolic (generic) kernels: the call serves every size */
+  int nlib_below;        /* of those, calls below a padded bucket, where padding costs more (docs/MODEL.md) */
   int ncalls, ntensors;
   uint64_t weights_bytes;
   int npacked_weights, npacked_copies;

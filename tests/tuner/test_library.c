@@ -16,7 +16,10 @@
  * sequence tuned at two sequence buckets, its library records made to win,
  * built once: the library calls cover their buckets and serve as the generic
  * kernels, and the model equals onnxruntime below, between and beyond the
- * buckets (docs/TUNING.md "Any size"). The database's side: a library record
+ * buckets (docs/TUNING.md "Any size"). The same transformer with its
+ * generated kernels made the best and the calls 2x slower: the call runs
+ * below the first padded bucket, the padded kernels above (docs/MODEL.md
+ * "Shape buckets"). The database's side: a library record
  * round-trips, a trace record is still written as schema 1, an unknown kind
  * is skipped with its name. argv[1]: the tessel binary. */
 #include <check.h>
@@ -271,6 +274,102 @@ START_TEST(library_generic_every_size) {
 }
 END_TEST
 
+/* Rewrites log so every library record of a task takes `factor` times its
+ * fastest trace record: the generated kernel is then the best whatever the
+ * machine's noise did, and the call `factor` times slower at the bucket. */
+static void make_library_slower(const char *log, double factor) {
+  tr_ok(tr_sh(tmpdir,
+              "'%s' -c \"import json; p='%s'; L=[json.loads(l) for l in open(p)]; m={}; "
+              "[m.__setitem__(r['workload_key'], min(m.get(r['workload_key'], 1e9), sum(r['run_secs'])/len(r['run_secs']))) "
+              "for r in L if r.get('kind') != 'library' and r.get('run_secs')]; "
+              "[r.__setitem__('run_secs', [m[r['workload_key']] * %g] * 3) for r in L "
+              "if r.get('kind') == 'library' and r['workload_key'] in m]; "
+              "open(p,'w').write(''.join(json.dumps(r)+chr(10) for r in L))\"",
+              python, log, factor),
+        "rewriting the log");
+}
+
+/* Calls of a `tessel run --profile --json` output that ran specialisation
+ * spec of a kernel with nspecs of them. */
+static int calls_on_spec(const char *json, int spec, int nspecs) {
+  char a[64], b[64];
+  snprintf(a, sizeof a, "\"spec\": %d,", spec);
+  snprintf(b, sizeof b, "\"nspecs\": %d,", nspecs);
+  int n = 0;
+  for (const char *p = json; (p = strstr(p, a)); p += strlen(a)) {
+    const char *e = strchr(p, '}');
+    const char *q = strstr(p, b);
+    n += q && e && q < e;
+  }
+  return n;
+}
+
+/* Padding waste (docs/MODEL.md "Shape buckets", "Below a padded bucket"):
+ * the transformer tuned at buckets batch 1 (which cannot shrink) and
+ * sequence 8 and 16, its generated kernels
+ * made the best and every library call 2x slower than them at its bucket.
+ * The build puts the call below bucket 8's padded kernel, up to sequence 4
+ * (8 x 1/2: there it does at most the bucket's work), and not below bucket
+ * 16 (up to 8: bucket 8 takes those sizes). A run at sequence 3 takes the
+ * call, one at 6 the padded bucket-8 kernel, one at 12 bucket 16's; all
+ * equal onnxruntime. */
+START_TEST(library_below_padded_bucket) {
+  char log[400], so[400];
+  snprintf(log, sizeof log, "%s/below.jsonl", tmpdir);
+  snprintf(so, sizeof so, "%s/below.so", tmpdir);
+  tr_result r = tr_sh(tmpdir, "'%s' tasks '%s/transformer_dyn.onnx' --buckets batch=1 --buckets seq=8,16 --json", tessel,
+                      models);
+  ck_assert_msg(r.status == 0, "tasks: %s", r.err);
+  int ntasks = count_in_text(r.out, "\"key\"");
+  tr_result_free(&r);
+  tr_ok(tr_sh(tmpdir, "'%s' tune-model '%s/transformer_dyn.onnx' --buckets batch=1 --buckets seq=8,16 --trials %d "
+                      "--repeat 2 --min-repeat-ms 1 --threads 1 --no-runoff --log '%s'",
+              tessel, models, ntasks * (1 + nlibs()), log),
+        "tune-model");
+  ck_assert_int_gt(count_in(log, "\"kind\":\"library\""), 0);
+  make_library_slower(log, 2.0);
+  r = tr_sh(tmpdir, "'%s' build '%s/transformer_dyn.onnx' -o '%s' --log '%s' --threads 1 --buckets batch=1 "
+                    "--buckets seq=8,16 --json", tessel, models, so, log);
+  ck_assert_msg(r.status == 0, "build: %s", r.err);
+  const char *lb = strstr(r.out, "\"library_below\":");
+  const char *lg = strstr(r.out, "\"library_generic\":");
+  const char *li = strstr(r.out, "\"library\":");
+  ck_assert_msg(lb && atoi(lb + 16) >= 1, "no library call below a padded bucket: %.400s", r.out);
+  ck_assert_msg(lg && atoi(lg + 18) == 0, "a generic kernel is a library call though no bucket chose one: %.400s", r.out);
+  ck_assert_msg(li && atoi(li + 10) == atoi(lb + 16), "library kernels other than those below a bucket: %.400s", r.out);
+  tr_result_free(&r);
+  static const struct { int seq, spec; } runs[] = {{3, 0}, {6, 1}, {12, 2}};
+  for (size_t i = 0; i < sizeof runs / sizeof runs[0]; i++) {
+    char dir[400];
+    snprintf(dir, sizeof dir, "%s/below_s%d", tmpdir, runs[i].seq);
+    tr_ok(tr_sh(tmpdir, "'%s' '%s' '%s/transformer_dyn.onnx' '%s/in' '%s/ref' --random 5 --sym batch=1 --sym seq=%d",
+                python, ort_script, models, dir, dir, runs[i].seq),
+          "ort_run.py");
+    r = tr_sh(tmpdir, "'%s' run '%s' --input 'input_ids=%s/in/input_ids.npy' --input "
+                      "'attention_mask=%s/in/attention_mask.npy' --output-dir '%s/out' --threads 1 --profile --json",
+              tessel, so, dir, dir, dir);
+    ck_assert_msg(r.status == 0, "tessel run at seq %d: %s", runs[i].seq, r.err);
+    int on = calls_on_spec(r.out, runs[i].spec, 3);
+    ck_assert_msg(on > 0, "seq %d: no call of a kernel with 3 specialisations ran the %d-th: %.300s", runs[i].seq,
+                  runs[i].spec, r.out);
+    for (int sp = 0; sp < 3; sp++)
+      if (sp != runs[i].spec)
+        ck_assert_msg(calls_on_spec(r.out, sp, 3) == 0, "seq %d: a call ran specialisation %d, not %d",
+                      runs[i].seq, sp, runs[i].spec);
+    tr_result_free(&r);
+    r = tr_sh(tmpdir, "'%s' -c \"import numpy as n; a=n.load('%s/out/y.npy'); b=n.load('%s/ref/y.npy'); "
+              "assert a.shape == b.shape, (a.shape, b.shape); "
+              "print(float(abs(a.astype('f8')-b).max() / max(abs(b).max(), 1e-30)))\"", python, dir, dir);
+    ck_assert_msg(r.status == 0, "compare: %s", r.err);
+    double e = atof(r.out);
+    tr_result_free(&r);
+    fprintf(stderr, "library below a padded bucket: seq %d (specialisation %d): max abs error / max |ref| %.3g\n",
+            runs[i].seq, runs[i].spec, e);
+    ck_assert_msg(e <= 1e-5, "seq %d: relative error %g", runs[i].seq, e);
+  }
+}
+END_TEST
+
 START_TEST(library_record_roundtrip) {
   tun_record r;
   memset(&r, 0, sizeof r);
@@ -340,6 +439,7 @@ int main(int argc, char **argv) {
     tcase_add_test(tc, library_shapes_verified);
     tcase_add_test(tc, model_links_library_only_with_records);
     tcase_add_test(tc, library_generic_every_size);
+    tcase_add_test(tc, library_below_padded_bucket);
   } else {
     fprintf(stderr, "test_library: built without OpenBLAS and oneDNN: only the record format is tested\n");
   }
