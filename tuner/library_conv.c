@@ -193,10 +193,19 @@ static int count_loads(const ir_stmt *s, const ir_buffer *b) {
 }
 
 /* min(max(e, 0), hi) -> e (the model compiler's clamped pad-stage load). */
+static bool is_const(const ir_expr *e, int64_t *v) {
+  aff a = {0};
+  if (!affine(e, 1, &a)) return false;
+  for (int i = 0; i < a.n; i++)
+    if (a.c[i]) return false;
+  *v = a.k;
+  return true;
+}
+
 static const ir_expr *unclamp(const ir_expr *e) {
   int64_t v;
-  if (e->kind == IR_MIN && konst(e->u.bin.b, &v)) e = e->u.bin.a;
-  if (e->kind == IR_MAX && konst(e->u.bin.b, &v) && v == 0) e = e->u.bin.a;
+  if (e->kind == IR_MIN && is_const(e->u.bin.b, &v)) e = e->u.bin.a;
+  if (e->kind == IR_MAX && is_const(e->u.bin.b, &v) && v == 0) e = e->u.bin.a;
   return e;
 }
 
