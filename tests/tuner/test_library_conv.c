@@ -1,0 +1,195 @@
+/* test_library_conv.c — the convolution library candidate
+ * (tuner/library_conv.h, runtime/dnnl_conv.c; docs/TUNING.md "Library
+ * candidates"): `tessel tune` of a conv2d_nchw task measures oneDNN's
+ * convolution (tsrt_dnnl_conv2d_f32) as a candidate, verified against the
+ * interpreter, and logs a library record with the call's parameters; odd
+ * and prime extents, stride 2, padding, dilation, groups, depthwise and an
+ * unpadded 1x1 stride-2 convolution (a negative far padding) each get one,
+ * verified. A log whose library record wins (the others' times scaled up)
+ * is replayed by `tessel build --log` into an artifact that links libdnnl
+ * (readelf) and by `tessel bench --log`, matching the interpreter; a small
+ * CNN (cnn.onnx: bias, batch norm, relu, a residual add, a stride-2
+ * convolution) tuned with the plain NCHW convolutions (--winograd off
+ * --polyphase off --conv-layout nchw) builds from its conv library records
+ * into a model that links libdnnl and equals onnxruntime. Skipped (77)
+ * when tessel was built without oneDNN. argv[1]: the tessel binary. */
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "tessel_config.h"
+#include "util/run.h"
+
+static const char *tessel, *models, *root;
+static char tmpdir[256], python[TR_PATH_MAX], ort_script[TR_PATH_MAX];
+
+static int count_in(const char *path, const char *needle) {
+  char *s = tr_slurp(path);
+  ck_assert_msg(s != NULL, "read %s", path);
+  int n = 0;
+  for (char *p = s; (p = strstr(p, needle)); p += strlen(needle)) n++;
+  free(s);
+  return n;
+}
+
+static char *needed(const char *so) {
+  tr_result r = tr_sh(tmpdir, "readelf -d '%s'", so);
+  ck_assert_msg(r.status == 0, "readelf %s: %s", so, r.err);
+  char *s = strdup(r.out ? r.out : "");
+  tr_result_free(&r);
+  return s;
+}
+
+/* Every non-library record 1000x slower: the library record wins. */
+static void make_library_win(const char *log) {
+  tr_ok(tr_sh(tmpdir,
+              "'%s' -c \"import json,sys; p='%s'; L=[json.loads(l) for l in open(p)]; "
+              "[r.__setitem__('run_secs', [x*1000 for x in r['run_secs']]) for r in L if r.get('kind') != 'library']; "
+              "open(p,'w').write(''.join(json.dumps(r)+chr(10) for r in L))\"",
+              python, log),
+        "scaling the log");
+}
+
+/* The log's conv library records; each must be verified and error-free. */
+static int conv_records(const char *log) {
+  char *s = tr_slurp(log);
+  ck_assert_ptr_nonnull(s);
+  int n = 0;
+  for (char *l = s; l && *l;) {
+    char *e = strchr(l, '\n');
+    if (e) *e = 0;
+    if (strstr(l, "\"call\":\"tsrt_dnnl_conv2d_f32\"")) {
+      ck_assert_msg(strstr(l, "\"error\":null") && strstr(l, "\"verified\":true") && strstr(l, "\"kind\":\"library\""),
+                    "bad conv library record: %.600s", l);
+      n++;
+    }
+    l = e ? e + 1 : NULL;
+  }
+  free(s);
+  return n;
+}
+
+static void tune_spec(const char *spec, int trials, const char *log) {
+  tr_ok(tr_sh(tmpdir, "'%s' tune '%s' --trials %d --log '%s' --repeat 2 --min-repeat-ms 1 --threads 1 --no-runoff",
+              tessel, spec, trials, log),
+        spec);
+}
+
+START_TEST(conv_record_wins_and_links) {
+  char log[400], so[400];
+  snprintf(log, sizeof log, "%s/conv.jsonl", tmpdir);
+  snprintf(so, sizeof so, "%s/conv.so", tmpdir);
+  const char *spec = "conv2d_nchw:n=2,c=7,h=13,w=12,k=5,r=3,s=3,stride=2,pad=1,dilation=1";
+  tune_spec(spec, 2, log);
+  ck_assert_int_eq(conv_records(log), 1);
+  ck_assert_int_eq(count_in(log, "\"pad\":[1,1,1,0]"), 1); /* columns: (6-1)*2+3 = 13 = 12 + 1 left: none right */
+  make_library_win(log);
+  tr_result r = tr_sh(tmpdir, "'%s' build '%s' --log '%s' -o '%s'", tessel, spec, log, so);
+  ck_assert_msg(r.status == 0 && strstr(r.err, "(library "), "build: %s", r.err);
+  tr_result_free(&r);
+  char *ne = needed(so);
+  ck_assert_msg(strstr(ne, "libdnnl"), "the artifact does not link libdnnl: %s", ne);
+  free(ne);
+  r = tr_sh(tmpdir, "'%s' bench '%s' --log '%s' --repeat 1 --min-repeat-ms 1", tessel, spec, log);
+  ck_assert_msg(r.status == 0 && strstr(r.out, "output matches the reference interpreter"), "bench: %s %s", r.out,
+                r.err);
+  tr_result_free(&r);
+  /* --no-library: none, and the default build links nothing */
+  char log0[400], so0[400];
+  snprintf(log0, sizeof log0, "%s/conv0.jsonl", tmpdir);
+  snprintf(so0, sizeof so0, "%s/conv0.so", tmpdir);
+  tr_ok(tr_sh(tmpdir, "'%s' tune '%s' --trials 2 --log '%s' --repeat 2 --min-repeat-ms 1 --threads 1 --no-runoff "
+              "--no-library", tessel, spec, log0), "tune --no-library");
+  ck_assert_int_eq(conv_records(log0), 0);
+  tr_ok(tr_sh(tmpdir, "'%s' build '%s' --log '%s' -o '%s'", tessel, spec, log0, so0), "build");
+  ne = needed(so0);
+  ck_assert_msg(!strstr(ne, "dnnl"), "a build without library records links: %s", ne);
+  free(ne);
+}
+END_TEST
+
+/* Odd and prime extents, stride, dilation, groups, depthwise, no padding
+ * with a negative far padding: one verified candidate each. */
+START_TEST(conv_shapes_verified) {
+  static const char *const specs[] = {
+      "conv2d_nchw:n=1,c=6,h=17,w=13,k=9,r=3,s=5,stride=1,pad=2,dilation=2",
+      "conv2d_nchw:n=1,c=8,h=12,w=12,k=12,r=3,s=3,stride=1,pad=1,dilation=1,groups=4",
+      "depthwise_conv2d:n=1,c=12,h=15,w=15,r=3,s=3,stride=2,pad=1,dilation=1",
+      "conv2d_nchw:n=3,c=16,h=14,w=14,k=8,r=1,s=1,stride=2,pad=0,dilation=1",
+      "conv2d_nchw:n=1,c=3,h=31,w=29,k=7,r=7,s=7,stride=2,pad=3,dilation=1",
+  };
+  for (int i = 0; i < 5; i++) {
+    char log[400];
+    snprintf(log, sizeof log, "%s/shape%d.jsonl", tmpdir, i);
+    tune_spec(specs[i], 2, log);
+    ck_assert_msg(conv_records(log) == 1, "%s: no conv library record", specs[i]);
+  }
+  /* what is not a plain NCHW convolution has none */
+  char log[400];
+  snprintf(log, sizeof log, "%s/nhwc.jsonl", tmpdir);
+  tune_spec("conv2d_nhwc:n=1,c=4,h=8,w=8,k=4,r=3,s=3,stride=1,pad=1,dilation=1", 2, log);
+  ck_assert_int_eq(conv_records(log), 0);
+}
+END_TEST
+
+/* A CNN built from conv library records equals onnxruntime and links libdnnl. */
+START_TEST(cnn_from_conv_records) {
+  char log[400], so[400], dir[400];
+  const char *passes = "--winograd off --polyphase off --conv-layout nchw";
+  snprintf(log, sizeof log, "%s/cnn.jsonl", tmpdir);
+  snprintf(so, sizeof so, "%s/cnn.so", tmpdir);
+  snprintf(dir, sizeof dir, "%s/cnn_run", tmpdir);
+  tr_ok(tr_sh(tmpdir, "'%s' tune-model '%s/cnn.onnx' %s --trials 16 --log '%s' --repeat 2 --min-repeat-ms 1 "
+              "--threads 1 --no-runoff", tessel, models, passes, log),
+        "tune-model");
+  ck_assert_int_eq(conv_records(log), 4); /* its four convolutions */
+  make_library_win(log);
+  tr_result r = tr_sh(tmpdir, "'%s' build '%s/cnn.onnx' %s --log '%s' -o '%s'", tessel, models, passes, log, so);
+  ck_assert_msg(r.status == 0 && strstr(r.out, "call a library"), "model build: %s %s", r.out, r.err);
+  tr_result_free(&r);
+  char *ne = needed(so);
+  ck_assert_msg(strstr(ne, "libdnnl"), "the model does not link libdnnl: %s", ne);
+  free(ne);
+  tr_ok(tr_sh(tmpdir, "'%s' '%s' '%s/cnn.onnx' '%s/in' '%s/ref' --random 3", python, ort_script, models, dir, dir),
+        "ort_run.py");
+  tr_ok(tr_sh(tmpdir, "'%s' run '%s' --input 'x=%s/in/x.npy' --output-dir '%s/out'", tessel, so, dir, dir),
+        "tessel run");
+  r = tr_sh(tmpdir, "'%s' -c \"import numpy as n; a=n.load('%s/out/y.npy'); b=n.load('%s/ref/y.npy'); "
+            "print(float(abs(a.astype('f8')-b).max() / max(abs(b).max(), 1e-30)))\"", python, dir, dir);
+  ck_assert_msg(r.status == 0, "compare: %s", r.err);
+  double e = atof(r.out);
+  tr_result_free(&r);
+  fprintf(stderr, "cnn with oneDNN convolutions vs onnxruntime: max abs error / max |ref| %.3g\n", e);
+  ck_assert_msg(e <= 1e-5, "relative error %g", e);
+}
+END_TEST
+
+int main(int argc, char **argv) {
+  if (argc < 2) {
+    fprintf(stderr, "usage: %s TESSEL\n", argv[0]);
+    return 2;
+  }
+  if (!TESSEL_HAVE_DNNL) {
+    fprintf(stderr, "test_library_conv: tessel was built without oneDNN: no convolution candidates\n");
+    return 77;
+  }
+  tessel = argv[1];
+  if (!tr_model_env(&models, &root, python, ort_script)) return 1;
+  snprintf(tmpdir, sizeof tmpdir, "/tmp/tessel_libconv_XXXXXX");
+  if (!mkdtemp(tmpdir)) return 2;
+  Suite *s = suite_create("library_conv");
+  TCase *tc = tcase_create("library_conv");
+  tcase_set_timeout(tc, 600);
+  tcase_add_test(tc, conv_record_wins_and_links);
+  tcase_add_test(tc, conv_shapes_verified);
+  tcase_add_test(tc, cnn_from_conv_records);
+  suite_add_tcase(s, tc);
+  SRunner *sr = srunner_create(s);
+  srunner_run_all(sr, CK_NORMAL);
+  int failures = srunner_ntests_failed(sr);
+  srunner_free(sr);
+  if (!failures) tr_rmtree(tmpdir);
+  return failures ? 1 : 0;
+}
