@@ -48,6 +48,7 @@ typedef struct dnnl_api {
                              dnnl_engine_t, const_dnnl_primitive_desc_t);
   dnnl_status_t (*pd_destroy)(dnnl_primitive_desc_t);
   dnnl_status_t (*prim_create)(dnnl_primitive_t *, const_dnnl_primitive_desc_t);
+  dnnl_status_t (*prim_destroy)(dnnl_primitive_t);
   dnnl_status_t (*prim_execute)(const_dnnl_primitive_t, dnnl_stream_t, int, const dnnl_exec_arg_t *);
   dnnl_status_t (*mem_create)(dnnl_memory_t *, const dnnl_memory_desc_t *, dnnl_engine_t, void *);
   dnnl_status_t (*mem_destroy)(dnnl_memory_t);
@@ -78,6 +79,7 @@ static void api_open(void) {
       {"dnnl_primitive_desc_create", (void **)&api.pd_create},
       {"dnnl_primitive_desc_destroy", (void **)&api.pd_destroy},
       {"dnnl_primitive_create", (void **)&api.prim_create},
+      {"dnnl_primitive_destroy", (void **)&api.prim_destroy},
       {"dnnl_primitive_execute", (void **)&api.prim_execute},
       {"dnnl_memory_create", (void **)&api.mem_create},
       {"dnnl_memory_destroy", (void **)&api.mem_destroy},
@@ -96,7 +98,9 @@ static void api_open(void) {
 
 /* ---- primitives, one per parameter set --------------------------------------------- */
 #define CONV_NPARAM 17
+#ifndef CONV_CACHE
 #define CONV_CACHE 128
+#endif
 
 typedef struct conv_prim {
   int64_t key[CONV_NPARAM];
@@ -152,21 +156,29 @@ static bool conv_make(const int64_t *p, conv_prim *out) {
   return st == dnnl_success;
 }
 
-static conv_prim *conv_get(const int64_t *p) {
+/* The cached primitive for p, made on first use; when the cache is full
+ * (a symbolic batch seen at many sizes), one made in *tmp for this call
+ * only (*own set: the caller destroys it). NULL when oneDNN has none. */
+static conv_prim *conv_get(const int64_t *p, conv_prim *tmp, bool *own) {
+  *own = false;
   pthread_mutex_lock(&cache_mu);
   conv_prim *e = NULL;
   for (int i = 0; i < ncache && !e; i++)
     if (!memcmp(cache[i].key, p, sizeof cache[i].key)) e = &cache[i];
-  if (!e && ncache < CONV_CACHE) {
+  bool made = false, full = !e && ncache == CONV_CACHE;
+  if (!e && !full) {
     conv_prim *c = &cache[ncache];
     memset(c, 0, sizeof *c);
     memcpy(c->key, p, sizeof c->key);
-    if (conv_make(p, c))
-      e = &cache[ncache++];
-    else
-      fprintf(stderr, "tsrt_dnnl_conv2d_f32: oneDNN has no convolution for these parameters\n");
+    if ((made = conv_make(p, c))) e = &cache[ncache++];
   }
   pthread_mutex_unlock(&cache_mu);
+  if (full) {
+    memset(tmp, 0, sizeof *tmp);
+    if ((made = conv_make(p, tmp))) e = tmp, *own = true;
+  }
+  if (!e && !made)
+    fprintf(stderr, "tsrt_dnnl_conv2d_f32: oneDNN has no convolution for these parameters\n");
   return e;
 }
 
@@ -178,8 +190,9 @@ int32_t tsrt_dnnl_conv2d_f32(int64_t n, int64_t c, int64_t h, int64_t w, int64_t
   if (!api_ok) return -1;
   int64_t p[CONV_NPARAM] = {n,     c,     h,     w,     k,     r,     s,      stride_h, stride_w,
                             pad_t, pad_l, pad_b, pad_r, dil_h, dil_w, groups, layout};
-  conv_prim *e = conv_get(p);
-  if (!e) return -2;
+  conv_prim tmp, *e;
+  bool own;
+  if (!(e = conv_get(p, &tmp, &own))) return -2;
   dnnl_memory_t ms = NULL, mw = NULL, md = NULL;
   dnnl_stream_t stream = NULL;
   int32_t rc = -3;
@@ -194,6 +207,7 @@ int32_t tsrt_dnnl_conv2d_f32(int64_t n, int64_t c, int64_t h, int64_t w, int64_t
   if (ms) api.mem_destroy(ms);
   if (mw) api.mem_destroy(mw);
   if (md) api.mem_destroy(md);
+  if (own) api.prim_destroy(tmp.prim);
   return rc;
 }
 

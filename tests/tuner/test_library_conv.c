@@ -11,7 +11,9 @@
  * CNN (cnn.onnx: bias, batch norm, relu, a residual add, a stride-2
  * convolution) tuned with the plain NCHW convolutions (--winograd off
  * --polyphase off --conv-layout nchw) builds from its conv library records
- * into a model that links libdnnl and equals onnxruntime. Skipped (77)
+ * into a model that links libdnnl and equals onnxruntime; a CNN with a
+ * symbolic batch, tuned at one batch, built once, equals onnxruntime at
+ * three (the calls take the batch at run time). Skipped (77)
  * when tessel was built without oneDNN. argv[1]: the tessel binary. */
 #include <check.h>
 #include <stdio.h>
@@ -166,6 +168,71 @@ START_TEST(cnn_from_conv_records) {
 }
 END_TEST
 
+/* A CNN with a symbolic batch N (generated with the onnx package: a conv
+ * with bias and relu, a dilated depthwise one, a 1x1 stride-2 one, a
+ * grouped one), tuned at N=2 with its conv records made to win, built once:
+ * the calls serve every batch (the records replayed on the symbolic
+ * functions), equal to onnxruntime at N = 1, 2 and 3. */
+static const char gen_convdyn[] =
+  "import sys, numpy as np, onnx\n"
+  "from onnx import helper, TensorProto as T, numpy_helper as nh\n"
+  "rng = np.random.default_rng(5)\n"
+  "def w(name, shape): return nh.from_array((rng.standard_normal(shape) * 0.3).astype(np.float32), name)\n"
+  "inits = [w(\"w1\", [8, 3, 3, 3]), w(\"b1\", [8]), w(\"w2\", [8, 1, 3, 3]), w(\"w3\", [16, 8, 1, 1]), w(\"w4\", [16, 4, 3, 3])]\n"
+  "nodes = [helper.make_node(\"Conv\", [\"x\", \"w1\", \"b1\"], [\"c1\"], pads=[1, 1, 1, 1]),\n"
+  "         helper.make_node(\"Relu\", [\"c1\"], [\"r1\"]),\n"
+  "         helper.make_node(\"Conv\", [\"r1\", \"w2\"], [\"c2\"], pads=[2, 2, 2, 2], dilations=[2, 2], group=8),\n"
+  "         helper.make_node(\"Conv\", [\"c2\", \"w3\"], [\"c3\"], strides=[2, 2]),\n"
+  "         helper.make_node(\"Conv\", [\"c3\", \"w4\"], [\"y\"], pads=[1, 1, 1, 1], group=4)]\n"
+  "g = helper.make_graph(nodes, \"convdyn\", [helper.make_tensor_value_info(\"x\", T.FLOAT, [\"N\", 3, 14, 13])],\n"
+  "                      [helper.make_tensor_value_info(\"y\", T.FLOAT, [\"N\", 16, 7, 7])], inits)\n"
+  "m = helper.make_model(g, opset_imports=[helper.make_opsetid(\"\", 13)])\n"
+  "onnx.checker.check_model(m)\n"
+  "onnx.save(m, sys.argv[1])\n"
+;
+
+START_TEST(cnn_symbolic_batch) {
+  char gen[400], onnx[400], log[400], so[400];
+  const char *passes = "--winograd off --polyphase off --conv-layout nchw";
+  snprintf(gen, sizeof gen, "%s/gen_convdyn.py", tmpdir);
+  snprintf(onnx, sizeof onnx, "%s/convdyn.onnx", tmpdir);
+  snprintf(log, sizeof log, "%s/convdyn.jsonl", tmpdir);
+  snprintf(so, sizeof so, "%s/convdyn.so", tmpdir);
+  FILE *f = fopen(gen, "w");
+  ck_assert_ptr_nonnull(f);
+  fputs(gen_convdyn, f);
+  fclose(f);
+  tr_ok(tr_sh(tmpdir, "'%s' '%s' '%s'", python, gen, onnx), "generating convdyn.onnx");
+  tr_ok(tr_sh(tmpdir, "'%s' tune-model '%s' %s --sym N=2 --trials 12 --log '%s' --repeat 2 --min-repeat-ms 1 "
+              "--threads 1 --no-runoff", tessel, onnx, passes, log),
+        "tune-model");
+  ck_assert_int_ge(conv_records(log), 3); /* the 1x1 stride 2 becomes a slice and a conv: none */
+  make_library_win(log);
+  tr_result r = tr_sh(tmpdir, "'%s' build '%s' %s --log '%s' --threads 1 --sym N=2 -o '%s'", tessel, onnx, passes,
+                      log, so);
+  ck_assert_msg(r.status == 0 && strstr(r.out, "symbolic kernels: the call serves every size"), "model build: %s %s",
+                r.out, r.err);
+  tr_result_free(&r);
+  char *ne = needed(so);
+  ck_assert_msg(strstr(ne, "libdnnl"), "the model does not link libdnnl: %s", ne);
+  free(ne);
+  for (int n = 1; n <= 3; n++) {
+    r = tr_sh(tmpdir,
+              "'%s' -c \"import numpy as np; np.save('x%d.npy', np.random.default_rng(%d).standard_normal((%d, 3, 14, "
+              "13)).astype(np.float32))\" && '%s' run '%s' --threads 1 --input x=x%d.npy --output-dir out%d >/dev/null && "
+              "'%s' -c \"import numpy as np, onnxruntime as ort; x = np.load('x%d.npy'); "
+              "ref = ort.InferenceSession('%s').run(None, {'x': x})[0]; a = np.load('out%d/y.npy'); "
+              "assert a.shape == ref.shape, (a.shape, ref.shape); print(float(abs(a - ref).max() / abs(ref).max()))\"",
+              python, n, n, n, tessel, so, n, n, python, n, onnx, n);
+    ck_assert_msg(r.status == 0, "batch %d: %s %s", n, r.out, r.err);
+    double e = atof(r.out);
+    tr_result_free(&r);
+    fprintf(stderr, "convdyn at N=%d vs onnxruntime: max abs error / max |ref| %.3g\n", n, e);
+    ck_assert_msg(e <= 1e-5, "N=%d: relative error %g", n, e);
+  }
+}
+END_TEST
+
 int main(int argc, char **argv) {
   if (argc < 2) {
     fprintf(stderr, "usage: %s TESSEL\n", argv[0]);
@@ -185,6 +252,7 @@ int main(int argc, char **argv) {
   tcase_add_test(tc, conv_record_wins_and_links);
   tcase_add_test(tc, conv_shapes_verified);
   tcase_add_test(tc, cnn_from_conv_records);
+  tcase_add_test(tc, cnn_symbolic_batch);
   suite_add_tcase(s, tc);
   SRunner *sr = srunner_create(s);
   srunner_run_all(sr, CK_NORMAL);
