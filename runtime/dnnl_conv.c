@@ -112,10 +112,16 @@ static conv_prim cache[CONV_CACHE];
 static int ncache;
 static pthread_mutex_t cache_mu = PTHREAD_MUTEX_INITIALIZER;
 
-/* Source and destination tags by layout code (tsrt_dnnl_conv2d_f32): 0 is
- * NCHW with OIHW weights (GOIHW grouped), the only one so far. */
-static const dnnl_format_tag_t act_tags[] = {dnnl_nchw};
-#define N_LAYOUTS ((int64_t)(sizeof act_tags / sizeof act_tags[0]))
+/* Tags by layout code (tsrt_dnnl_conv2d_f32): source and destination, the
+ * weights (groups 1), the depthwise weights (groups = c = k; 0: none). */
+static const struct {
+  dnnl_format_tag_t act, wei, dw;
+} tags[] = {
+    {dnnl_nchw, dnnl_oihw, dnnl_goihw},            /* 0: NCHW, OIHW (GOIHW grouped) */
+    {dnnl_nChw8c, dnnl_OIhw8i8o, dnnl_Goihw8g},     /* 1: [n, c/8, h, w, 8], [k/8, c/8, r, s, 8i, 8o] */
+    {dnnl_nChw16c, dnnl_OIhw16i16o, dnnl_Goihw16g}, /* 2: the same with blocks of 16 */
+};
+#define N_LAYOUTS ((int64_t)(sizeof tags / sizeof tags[0]))
 
 /* The primitive for key p[] (see tsrt_dnnl_conv2d_f32 for the order). A
  * negative bottom/right padding (the last rows of the input never read, as
@@ -128,19 +134,19 @@ static bool conv_make(const int64_t *p, conv_prim *out) {
   int64_t oh = (h + p[9] + pb - ((r - 1) * p[13] + 1)) / p[7] + 1;
   int64_t ow = (w + p[10] + pr - ((s - 1) * p[14] + 1)) / p[8] + 1;
   if (oh <= 0 || ow <= 0 || g < 1 || c % g || k % g || lay < 0 || lay >= N_LAYOUTS) return false;
-  if (lay && (he != h || we != w)) return false; /* a blocked input: padding >= 0 only */
+  if (lay && (he != h || we != w || (g != 1 && !(g == c && g == k)))) return false; /* blocked: no cut, dense or depthwise */
   dnnl_dims_t sd = {n, c, he, we}, dd = {n, k, oh, ow};
   dnnl_dims_t ss = {c * h * w, h * w, w, 1};
-  dnnl_status_t st = lay || (he == h && we == w) ? api.md_init_by_tag(&out->src, 4, sd, dnnl_f32, act_tags[lay])
+  dnnl_status_t st = lay || (he == h && we == w) ? api.md_init_by_tag(&out->src, 4, sd, dnnl_f32, tags[lay].act)
                                                  : api.md_init_by_strides(&out->src, 4, sd, dnnl_f32, ss);
   if (st != dnnl_success) return false;
-  if (api.md_init_by_tag(&out->dst, 4, dd, dnnl_f32, act_tags[lay]) != dnnl_success) return false;
+  if (api.md_init_by_tag(&out->dst, 4, dd, dnnl_f32, tags[lay].act) != dnnl_success) return false;
   if (g == 1) {
     dnnl_dims_t wd = {k, c, r, s};
-    st = api.md_init_by_tag(&out->wei, 4, wd, dnnl_f32, dnnl_oihw);
+    st = api.md_init_by_tag(&out->wei, 4, wd, dnnl_f32, tags[lay].wei);
   } else {
     dnnl_dims_t wd = {g, k / g, c / g, r, s};
-    st = api.md_init_by_tag(&out->wei, 5, wd, dnnl_f32, dnnl_goihw);
+    st = api.md_init_by_tag(&out->wei, 5, wd, dnnl_f32, tags[lay].dw);
   }
   if (st != dnnl_success) return false;
   dnnl_dims_t strides = {p[7], p[8]}, dil = {p[13] - 1, p[14] - 1};

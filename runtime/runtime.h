@@ -107,7 +107,8 @@ void tsrt_pool_shutdown(void);
 /* ---- oneDNN's convolution (dnnl_conv.c) ------------------------------------- */
 /* dst = conv2d(src, wei), f32: src [n, c, h, w], wei [k, c/groups, r, s], dst
  * [n, k, (h + pad_t + pad_b - (r-1)*dil_h - 1) / stride_h + 1, likewise w]
- * (layout 0: NCHW, OIHW; the only one). Dilation 1 is none; a negative
+ * (layout 0: NCHW, OIHW; 1 and 2: [n, c/b, h, w, b] with [k/b, c/b, r, s, b, b] weights,
+ * depthwise [c/b, r, s, b], b = 8 or 16). Dilation 1 is none; a negative
  * bottom/right padding leaves the input's last rows/columns unread. What a
  * convolution task's library candidate calls (tuner/library_conv.c). The
  * primitive is made on the first call with these parameters and reused;

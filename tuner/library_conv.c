@@ -42,6 +42,8 @@ typedef struct conv_match {
   ir_buffer *X, *Xp, *W, *Y;
   ir_expr *N;         /* the batch (may be symbolic) */
   int64_t C, H, Wd, K, R, S, st[2], pad[4], dil[2], G;
+  int nd;        /* 4: NCHW; 5: channel-blocked [n, c/b, h, w, b] (the nchwc pass's) */
+  int64_t blk;   /* the channel block b (nd 5): 8 or 16 */
 } conv_match;
 
 /* ---- affine index expressions -------------------------------------------------- */
@@ -167,9 +169,10 @@ static bool is_root_alloc(const ir_func *f, const ir_buffer *b) {
   return false;
 }
 
-static bool compact4(const ir_buffer *b) {
-  return b->dtype.code == IR_F32 && b->dtype.lanes == 1 && !b->strides && !b->elem_offset && b->ndim == 4;
+static bool compactn(const ir_buffer *b, int nd) {
+  return b->dtype.code == IR_F32 && b->dtype.lanes == 1 && !b->strides && !b->elem_offset && b->ndim == nd;
 }
+static bool compact4(const ir_buffer *b) { return compactn(b, 4); }
 
 static bool konst(const ir_expr *e, int64_t *v) { return e && ir_as_int(e, v); }
 
@@ -212,23 +215,25 @@ static const ir_expr *unclamp(const ir_expr *e) {
 /* The pad stage: blk writes Xp[i0..i3] = select(_, X[i0, i1, i2 - pt, i3 - pl], 0.0). */
 static bool match_pad(conv_match *m, const ir_block *blk) {
   const ir_stmt *st = blk->body;
-  if (!st || st->kind != IR_STORE || st->u.store.buf != m->Xp || st->u.store.predicate || st->u.store.nidx != 4)
+  int nd = m->nd;
+  if (!st || st->kind != IR_STORE || st->u.store.buf != m->Xp || st->u.store.predicate || st->u.store.nidx != nd)
     return false;
   const ir_expr *v = st->u.store.value;
   if (v->kind != IR_SELECT || v->u.sel.f->kind != IR_FLOAT_IMM || v->u.sel.f->u.fval != 0) return false;
   const ir_expr *ld = v->u.sel.t;
-  if (ld->kind != IR_LOAD || ld->u.load.nidx != 4) return false;
+  if (ld->kind != IR_LOAD || ld->u.load.nidx != nd) return false;
   m->X = ld->u.load.buf;
-  if (!is_param(m->f, m->X, 0, m->f->ninputs) || !compact4(m->X)) return false;
-  for (int i = 0; i < 4; i++) {
+  if (!is_param(m->f, m->X, 0, m->f->ninputs) || !compactn(m->X, nd)) return false;
+  for (int i = 0; i < nd; i++) {
     const ir_expr *x = st->u.store.idx[i];
     if (x->kind != IR_VAR) return false;
     aff a = {0};
-    if (!affine(i < 2 ? ld->u.load.idx[i] : unclamp(ld->u.load.idx[i]), 1, &a)) return false;
+    bool sp = i == 2 || i == 3;
+    if (!affine(sp ? unclamp(ld->u.load.idx[i]) : ld->u.load.idx[i], 1, &a)) return false;
     const ir_var *vv = x->u.var;
     int64_t one = 1;
-    if (!aff_only(&a, 1, &vv, &one) || (i < 2 && a.k) || (i >= 2 && a.k > 0)) return false;
-    if (i >= 2) m->pad[i - 2] = -a.k; /* top, left */
+    if (!aff_only(&a, 1, &vv, &one) || (!sp && a.k) || (sp && a.k > 0)) return false;
+    if (sp) m->pad[i - 2] = -a.k; /* top, left */
   }
   return true;
 }
@@ -340,6 +345,86 @@ static bool match_geometry(conv_match *m, const conv_loads *c, const ir_var *con
   return true;
 }
 
+/* The channel-blocked form (the conv2d_nchwc workloads', the nchwc pass's),
+ * blocks of b = 8 or 16 on both sides (oneDNN's nChw8c / nChw16c):
+ *   Y[n, ko, p, q, kv] += S[n, co, h, w, cv] * W[ko, co, r, s, cv, kv]   (W [K/b, C/b, R, S, b, b])
+ *   Y[n, c, p, q, v] += S[n, c, h, w, v] * W[c, r, s, v]                  (depthwise, W [C/b, R, S, b]) */
+static bool match_loads_blocked(conv_match *m, const ir_block *blk, conv_loads *c, const ir_var *const *o) {
+  const ir_expr *ls = c->ls, *lw = c->lw;
+  if (ls->kind != IR_LOAD || lw->kind != IR_LOAD || ls->u.load.nidx != 5) return false;
+  m->W = lw->u.load.buf;
+  int wd = m->W->ndim;
+  if (!is_param(m->f, m->W, 0, m->f->ninputs) || !(wd == 6 || wd == 4) || !compactn(m->W, wd) ||
+      lw->u.load.nidx != wd || !konst(m->Y->shape[4], &m->blk) || (m->blk != 8 && m->blk != 16))
+    return false;
+  ir_expr *const *wi = lw->u.load.idx, *const *si = ls->u.load.idx;
+  int64_t e, b2, ko, co = 0;
+  bool dw = wd == 4;
+  int kr = dw ? 1 : 2;
+  if (!konst(m->W->shape[kr], &m->R) || !konst(m->W->shape[kr + 1], &m->S) || !konst(m->W->shape[0], &ko) ||
+      !konst(m->W->shape[wd - 1], &b2) || b2 != m->blk || !is_var(wi[0], o[1]))
+    return false;
+  if (!dw && (!konst(m->W->shape[1], &co) || !konst(m->W->shape[4], &b2) || b2 != m->blk)) return false;
+  if (wi[kr]->kind != IR_VAR || wi[kr + 1]->kind != IR_VAR ||
+      !(c->rr = iter_of(blk, wi[kr]->u.var, IR_ITER_R, &e)) || e != m->R ||
+      !(c->rs = iter_of(blk, wi[kr + 1]->u.var, IR_ITER_R, &e)) || e != m->S || c->rr == c->rs)
+    return false;
+  m->K = ko * m->blk;
+  if (dw) {
+    c->rc = NULL;
+    if (!is_var(wi[3], o[4]) || !is_var(si[1], o[1]) || !is_var(si[4], o[4])) return false;
+    m->C = m->K;
+    m->G = m->C;
+  } else {
+    const ir_var *cv;
+    if (wi[1]->kind != IR_VAR || wi[4]->kind != IR_VAR || !is_var(wi[5], o[4]) ||
+        !(c->rc = iter_of(blk, wi[1]->u.var, IR_ITER_R, &e)) || e != co ||
+        !(cv = iter_of(blk, wi[4]->u.var, IR_ITER_R, &e)) || e != m->blk || !is_var(si[1], c->rc) ||
+        !is_var(si[4], cv) || cv == c->rc || cv == c->rr || cv == c->rs || c->rc == c->rr || c->rc == c->rs)
+      return false;
+    m->C = co * m->blk;
+    m->G = 1;
+  }
+  ir_buffer *src = ls->u.load.buf;
+  if (!compactn(src, 5) || src == m->W || src == m->Y || !is_var(si[0], o[0])) return false;
+  if (is_param(m->f, src, 0, m->f->ninputs)) {
+    m->X = src;
+    m->Xp = NULL;
+  } else if (is_root_alloc(m->f, src)) {
+    m->Xp = src;
+  } else {
+    return false;
+  }
+  return true;
+}
+
+static bool match_geometry_blocked(conv_match *m, const conv_loads *c, const ir_var *const *o) {
+  int64_t n, cb, xb, yk, P[2];
+  m->N = m->Y->shape[0];
+  if (!ir_struct_equal_expr(m->X->shape[0], m->N) && !(konst(m->X->shape[0], &n) && konst(m->N, &n)))
+    return false;
+  if (!konst(m->X->shape[1], &cb) || cb * m->blk != m->C || !konst(m->X->shape[4], &xb) || xb != m->blk ||
+      !konst(m->X->shape[2], &m->H) || !konst(m->X->shape[3], &m->Wd) || !konst(m->Y->shape[1], &yk) ||
+      yk * m->blk != m->K || !konst(m->Y->shape[2], &P[0]) || !konst(m->Y->shape[3], &P[1]))
+    return false;
+  const ir_var *rv[2] = {c->rr, c->rs};
+  int64_t ext[2] = {m->H, m->Wd}, ker[2] = {m->R, m->S};
+  for (int i = 0; i < 2; i++) {
+    aff a = {0};
+    if (!affine(c->ls->u.load.idx[2 + i], 1, &a) || a.k) return false;
+    m->st[i] = aff_coef(&a, o[2 + i]);
+    m->dil[i] = aff_coef(&a, rv[i]);
+    const ir_var *vs[2] = {o[2 + i], rv[i]};
+    int64_t cs[2] = {m->st[i], m->dil[i]};
+    if (m->st[i] < 1 || m->dil[i] < 1 || !aff_only(&a, 2, vs, cs)) return false;
+    if (!m->Xp) m->pad[i] = 0;
+    m->pad[2 + i] = (P[i] - 1) * m->st[i] + (ker[i] - 1) * m->dil[i] + 1 - ext[i] - m->pad[i];
+    /* a blocked input cannot be cut short (the runtime's strided view is plain) */
+    if (m->pad[2 + i] < 0 || m->pad[2 + i] > m->pad[i] + m->st[i] + ker[i] * m->dil[i]) return false;
+  }
+  return true;
+}
+
 /* Matches f (the reduction block, then the pad stage when there is one). */
 static bool match_conv(const ir_func *f, conv_match *m) {
   memset(m, 0, sizeof *m);
@@ -356,11 +441,14 @@ static bool match_conv(const ir_func *f, conv_match *m) {
   const ir_stmt *st = blk->body, *in = blk->init;
   if (st->kind != IR_STORE || in->kind != IR_STORE || st->u.store.predicate || in->u.store.predicate) return false;
   m->Y = st->u.store.buf;
-  if (!(is_param(f, m->Y, f->ninputs, f->nparams) || is_root_alloc(f, m->Y)) || !compact4(m->Y) ||
-      st->u.store.nidx != 4 || in->u.store.buf != m->Y || in->u.store.nidx != 4 || blk->niter > 7)
+  m->nd = m->Y->ndim;
+  int nd = m->nd;
+  if (!(is_param(f, m->Y, f->ninputs, f->nparams) || is_root_alloc(f, m->Y)) || !(nd == 4 || nd == 5) ||
+      !compactn(m->Y, nd) || st->u.store.nidx != nd || in->u.store.buf != m->Y || in->u.store.nidx != nd ||
+      blk->niter > 9)
     return false;
-  const ir_var *o[4];
-  for (int i = 0; i < 4; i++) {
+  const ir_var *o[5];
+  for (int i = 0; i < nd; i++) {
     const ir_expr *x = st->u.store.idx[i];
     if (x->kind != IR_VAR || !iter_of(blk, x->u.var, IR_ITER_S, NULL) || !is_var(in->u.store.idx[i], x->u.var))
       return false;
@@ -375,14 +463,16 @@ static bool match_conv(const ir_func *f, conv_match *m) {
     acc = val->u.bin.b;
     prod = val->u.bin.a;
   }
-  if (acc->kind != IR_LOAD || acc->u.load.buf != m->Y || acc->u.load.nidx != 4 || prod->kind != IR_MUL) return false;
-  for (int i = 0; i < 4; i++)
+  if (acc->kind != IR_LOAD || acc->u.load.buf != m->Y || acc->u.load.nidx != nd || prod->kind != IR_MUL) return false;
+  for (int i = 0; i < nd; i++)
     if (!is_var(acc->u.load.idx[i], o[i])) return false;
   conv_loads c = {prod->u.bin.a, prod->u.bin.b, NULL, NULL, NULL, 0};
-  if (!match_loads(m, blk, &c, o)) {
+  bool (*loads)(conv_match *, const ir_block *, conv_loads *, const ir_var *const *) =
+      nd == 4 ? match_loads : match_loads_blocked;
+  if (!loads(m, blk, &c, o)) {
     c.ls = prod->u.bin.b;
     c.lw = prod->u.bin.a;
-    if (!match_loads(m, blk, &c, o)) return false;
+    if (!loads(m, blk, &c, o)) return false;
   }
   m->nrest = bs.n - 1;
   if (m->Xp) { /* its one writer, read by the convolution only */
@@ -395,12 +485,12 @@ static bool match_conv(const ir_func *f, conv_match *m) {
     if (!pad || !match_pad(m, pad) || (m->pad_slot = root_slot(root, pad)) < 0) return false;
     if (count_loads(f->body, m->Xp) != 1) return false;
     m->nrest--;
-    int64_t e;
-    if (!konst(m->Xp->shape[1], &e) || !konst(m->X->shape[1], &m->C) || e != m->C ||
+    int64_t e, xc;
+    if (!konst(m->Xp->shape[1], &e) || !konst(m->X->shape[1], &xc) || e != xc ||
         !(ir_struct_equal_expr(m->Xp->shape[0], m->X->shape[0])))
       return false;
   }
-  return match_geometry(m, &c, o);
+  return nd == 4 ? match_geometry(m, &c, o) : match_geometry_blocked(m, &c, o);
 }
 
 /* ---- parameters ------------------------------------------------------------------- */
@@ -424,7 +514,7 @@ static bool fill_cand(const conv_match *m, tun_lib_cand *c) {
   if (!o) return false;
   json_object_set_new(o, "lib", json_string("dnnl"));
   json_object_set_new(o, "call", json_string(CONV_FN));
-  json_object_set_new(o, "layout", json_string("nchw"));
+  json_object_set_new(o, "layout", json_string(m->nd == 4 ? "nchw" : m->blk == 8 ? "nchw8c" : "nchw16c"));
   json_object_set_new(o, "n", extent_json(m->N));
   int64_t sz[6] = {m->C, m->H, m->Wd, m->K, m->R, m->S};
   static const char *const keys[6] = {"c", "h", "w", "k", "r", "s"};
@@ -484,7 +574,7 @@ static ir_expr *i64c(ts_arena *a, int64_t v) { return ir_i64(a, v); }
 static ir_expr *the_call(ts_arena *a, const conv_match *m) {
   ir_expr *n = m->N->dtype.code == IR_I64 ? m->N : ir_cast(a, ir_dt(IR_I64), m->N);
   int64_t v[16] = {m->C,      m->H,      m->Wd,     m->K,      m->R,      m->S,      m->st[0], m->st[1],
-                   m->pad[0], m->pad[1], m->pad[2], m->pad[3], m->dil[0], m->dil[1], m->G,     0};
+                   m->pad[0], m->pad[1], m->pad[2], m->pad[3], m->dil[0], m->dil[1], m->G,     m->nd == 4 ? 0 : m->blk == 8 ? 1 : 2};
   ir_expr *args[20];
   args[0] = n;
   for (int i = 0; i < 16; i++) args[1 + i] = i64c(a, v[i]);

@@ -4,14 +4,17 @@
  * convolution (tsrt_dnnl_conv2d_f32) as a candidate, verified against the
  * interpreter, and logs a library record with the call's parameters; odd
  * and prime extents, stride 2, padding, dilation, groups, depthwise and an
- * unpadded 1x1 stride-2 convolution (a negative far padding) each get one,
- * verified. A log whose library record wins (the others' times scaled up)
+ * unpadded 1x1 stride-2 convolution (a negative far padding), and the
+ * channel-blocked conv2d_nchwc / depthwise_conv2d_nchwc (blocks of 8 and
+ * 16) each get one, verified; NHWC and other blocks none. A log whose library record wins (the others' times scaled up)
  * is replayed by `tessel build --log` into an artifact that links libdnnl
  * (readelf) and by `tessel bench --log`, matching the interpreter; a small
  * CNN (cnn.onnx: bias, batch norm, relu, a residual add, a stride-2
  * convolution) tuned with the plain NCHW convolutions (--winograd off
  * --polyphase off --conv-layout nchw) builds from its conv library records
- * into a model that links libdnnl and equals onnxruntime; a CNN with a
+ * into a model that links libdnnl and equals onnxruntime, and so does the
+ * same CNN through the nchwc pass (channel-blocked convolutions, oneDNN's
+ * nChw8c layout, --winograd off); a CNN with a
  * symbolic batch, tuned at one batch, built once, equals onnxruntime at
  * three (the calls take the batch at run time). Skipped (77)
  * when tessel was built without oneDNN. argv[1]: the tessel binary. */
@@ -121,32 +124,45 @@ START_TEST(conv_shapes_verified) {
       "depthwise_conv2d:n=1,c=12,h=15,w=15,r=3,s=3,stride=2,pad=1,dilation=1",
       "conv2d_nchw:n=3,c=16,h=14,w=14,k=8,r=1,s=1,stride=2,pad=0,dilation=1",
       "conv2d_nchw:n=1,c=3,h=31,w=29,k=7,r=7,s=7,stride=2,pad=3,dilation=1",
+      /* channel-blocked (oneDNN's nChw8c / nChw16c) */
+      "conv2d_nchwc:n=2,c=16,h=13,w=11,k=24,r=3,s=3,stride=2,pad=1,dilation=2,cb=8,kb=8",
+      "conv2d_nchwc:n=1,c=16,h=9,w=9,k=16,r=1,s=1,stride=1,pad=0,dilation=1,cb=16,kb=16",
+      "depthwise_conv2d_nchwc:n=1,c=16,h=11,w=10,r=3,s=3,stride=2,pad=1,dilation=1,cb=8",
   };
-  for (int i = 0; i < 5; i++) {
+  for (int i = 0; i < 8; i++) {
     char log[400];
     snprintf(log, sizeof log, "%s/shape%d.jsonl", tmpdir, i);
     tune_spec(specs[i], 2, log);
     ck_assert_msg(conv_records(log) == 1, "%s: no conv library record", specs[i]);
   }
-  /* what is not a plain NCHW convolution has none */
-  char log[400];
-  snprintf(log, sizeof log, "%s/nhwc.jsonl", tmpdir);
-  tune_spec("conv2d_nhwc:n=1,c=4,h=8,w=8,k=4,r=3,s=3,stride=1,pad=1,dilation=1", 2, log);
-  ck_assert_int_eq(conv_records(log), 0);
+  /* what is not a covered layout has none: NHWC, blocks other than 8/16, unequal blocks */
+  static const char *const none[] = {"conv2d_nhwc:n=1,c=4,h=8,w=8,k=4,r=3,s=3,stride=1,pad=1,dilation=1",
+                                     "conv2d_nchwc:n=1,c=8,h=8,w=8,k=8,r=3,s=3,stride=1,pad=1,dilation=1,cb=4,kb=4",
+                                     "conv2d_nchwc:n=1,c=8,h=8,w=8,k=16,r=3,s=3,stride=1,pad=1,dilation=1,cb=8,kb=16"};
+  for (int i = 0; i < 3; i++) {
+    char log[400];
+    snprintf(log, sizeof log, "%s/none%d.jsonl", tmpdir, i);
+    tune_spec(none[i], 2, log);
+    ck_assert_msg(conv_records(log) == 0, "%s has a conv library record", none[i]);
+  }
 }
 END_TEST
 
 /* A CNN built from conv library records equals onnxruntime and links libdnnl. */
+/* _i 0: plain NCHW convolutions (all four covered); 1: the nchwc pass's
+ * channel-blocked ones (the three with a blocked input; the first reads the
+ * plain 3-channel input: none). */
 START_TEST(cnn_from_conv_records) {
   char log[400], so[400], dir[400];
-  const char *passes = "--winograd off --polyphase off --conv-layout nchw";
-  snprintf(log, sizeof log, "%s/cnn.jsonl", tmpdir);
-  snprintf(so, sizeof so, "%s/cnn.so", tmpdir);
-  snprintf(dir, sizeof dir, "%s/cnn_run", tmpdir);
+  const char *passes = _i == 0 ? "--winograd off --polyphase off --conv-layout nchw" : "--winograd off";
+  snprintf(log, sizeof log, "%s/cnn%d.jsonl", tmpdir, _i);
+  snprintf(so, sizeof so, "%s/cnn%d.so", tmpdir, _i);
+  snprintf(dir, sizeof dir, "%s/cnn_run%d", tmpdir, _i);
   tr_ok(tr_sh(tmpdir, "'%s' tune-model '%s/cnn.onnx' %s --trials 16 --log '%s' --repeat 2 --min-repeat-ms 1 "
               "--threads 1 --no-runoff", tessel, models, passes, log),
         "tune-model");
-  ck_assert_int_eq(conv_records(log), 4); /* its four convolutions */
+  ck_assert_int_eq(conv_records(log), _i == 0 ? 4 : 3);
+  if (_i == 1) ck_assert_int_eq(count_in(log, "\"layout\":\"nchw8c\""), 3);
   make_library_win(log);
   tr_result r = tr_sh(tmpdir, "'%s' build '%s/cnn.onnx' %s --log '%s' -o '%s'", tessel, models, passes, log, so);
   ck_assert_msg(r.status == 0 && strstr(r.out, "call a library"), "model build: %s %s", r.out, r.err);
@@ -163,7 +179,7 @@ START_TEST(cnn_from_conv_records) {
   ck_assert_msg(r.status == 0, "compare: %s", r.err);
   double e = atof(r.out);
   tr_result_free(&r);
-  fprintf(stderr, "cnn with oneDNN convolutions vs onnxruntime: max abs error / max |ref| %.3g\n", e);
+  fprintf(stderr, "cnn (%s) with oneDNN convolutions vs onnxruntime: max abs error / max |ref| %.3g\n", passes, e);
   ck_assert_msg(e <= 1e-5, "relative error %g", e);
 }
 END_TEST
@@ -251,7 +267,7 @@ int main(int argc, char **argv) {
   tcase_set_timeout(tc, 600);
   tcase_add_test(tc, conv_record_wins_and_links);
   tcase_add_test(tc, conv_shapes_verified);
-  tcase_add_test(tc, cnn_from_conv_records);
+  tcase_add_loop_test(tc, cnn_from_conv_records, 0, 2);
   tcase_add_test(tc, cnn_symbolic_batch);
   suite_add_tcase(s, tc);
   SRunner *sr = srunner_create(s);
