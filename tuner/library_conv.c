@@ -1,6 +1,6 @@
 /* library_conv.c — the convolution library candidate (library_conv.h):
  * recognise a task whose reduction block is a plain f32 2-d convolution in
- * NCHW with OIHW weights and write oneDNN's convolution (through the
+ * NCHW with OIHW weights (or channel-blocked) and write oneDNN's convolution (through the
  * runtime's tsrt_dnnl_conv2d_f32, runtime/dnnl_conv.c) as its kernel.
  *
  * The match is structural and strict. The reduction block:
@@ -16,7 +16,9 @@
  * and read by the convolution only: the kernel then drops that block and
  * gives the padding to oneDNN. Both forms are the built-in conv2d_nchw and
  * depthwise_conv2d workloads' and the model compiler's (ir/graph/op_nn.c)
- * without its polyphase stage. The batch may be symbolic; every other
+ * without its polyphase stage; and the channel-blocked form (the nchwc
+ * pass's and conv2d_nchwc workloads', blocks of 8 or 16 on both sides:
+ * match_loads_blocked). The batch may be symbolic; every other
  * extent is a constant. What does not match (a `where` guard, the polyphase
  * or channel-blocked forms, a cast) has no candidate; a candidate is
  * verified against the interpreter like every kernel. docs/TUNING.md,

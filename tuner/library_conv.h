@@ -1,6 +1,7 @@
 /* library_conv.h — the convolution library candidate: a task whose
  * reduction block is a plain f32 2-d convolution (NCHW input, OIHW weights,
- * groups and depthwise; zero padding by a pad stage the kernel drops) gets
+ * groups and depthwise, or channel-blocked by 8 or 16 as the nchwc pass
+ * writes it; zero padding by a pad stage the kernel drops) gets
  * oneDNN's convolution, through the runtime's tsrt_dnnl_conv2d_f32
  * (runtime/dnnl_conv.c), as one more candidate; its epilogue stays,
  * default-scheduled. tuner/library.c asks these functions beside its
