@@ -234,12 +234,12 @@ START_TEST(cnn_symbolic_batch) {
   free(ne);
   for (int n = 1; n <= 3; n++) {
     r = tr_sh(tmpdir,
-              "'%s' -c \"import numpy as np; np.save('x%d.npy', np.random.default_rng(%d).standard_normal((%d, 3, 14, "
-              "13)).astype(np.float32))\" && '%s' run '%s' --threads 1 --input x=x%d.npy --output-dir out%d >/dev/null && "
-              "'%s' -c \"import numpy as np, onnxruntime as ort; x = np.load('x%d.npy'); "
+              "cd '%s' && '%s' -c \"import numpy as np; np.save('x%d.npy', np.random.default_rng(%d).standard_normal((%d, "
+              "3, 14, 13)).astype(np.float32))\" && '%s' run '%s' --threads 1 --input x=x%d.npy --output-dir out%d "
+              ">/dev/null && '%s' -c \"import numpy as np, onnxruntime as ort; x = np.load('x%d.npy'); "
               "ref = ort.InferenceSession('%s').run(None, {'x': x})[0]; a = np.load('out%d/y.npy'); "
               "assert a.shape == ref.shape, (a.shape, ref.shape); print(float(abs(a - ref).max() / abs(ref).max()))\"",
-              python, n, n, n, tessel, so, n, n, python, n, onnx, n);
+              tmpdir, python, n, n, n, tessel, so, n, n, python, n, onnx, n);
     ck_assert_msg(r.status == 0, "batch %d: %s %s", n, r.out, r.err);
     double e = atof(r.out);
     tr_result_free(&r);
