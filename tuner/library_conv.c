@@ -109,6 +109,7 @@ static bool aff_only(const aff *a, int n, const ir_var *const *v, const int64_t 
 /* ---- blocks -------------------------------------------------------------------- */
 typedef struct blocks_seen {
   const ir_stmt *root;
+  const ir_expr *red_pred; /* the reduction block's realize predicate */
   const ir_block *red, *other[8];
   int n, nreduce, nother;
 } blocks_seen;
@@ -119,6 +120,7 @@ static bool see_block(void *ctx, const ir_stmt *s) {
     b->n++;
     if (s->u.realize.block->init) {
       b->red = s->u.realize.block;
+      b->red_pred = s->u.realize.predicate;
       b->nreduce++;
     } else if (b->nother < 8) {
       b->other[b->nother++] = s->u.realize.block;
@@ -148,7 +150,7 @@ static int root_slot(const ir_block *root, const ir_block *blk) {
     ir_visitor v = {NULL, see_holds, &h};
     ir_visit_stmt(&v, s);
     if (!h.found) continue;
-    blocks_seen bs = {NULL, NULL, {NULL}, 0, 0, 0};
+    blocks_seen bs = {NULL, NULL, NULL, {NULL}, 0, 0, 0};
     ir_visitor v2 = {NULL, see_block, &bs};
     ir_visit_stmt(&v2, s);
     return bs.n == 1 ? i : -1;
@@ -433,11 +435,13 @@ static bool match_conv(const ir_func *f, conv_match *m) {
   m->f = f;
   m->pad_slot = -1;
   if (!f->body || f->body->kind != IR_BLOCK_REALIZE) return false;
-  blocks_seen bs = {f->body, NULL, {NULL}, 0, 0, 0};
+  blocks_seen bs = {f->body, NULL, NULL, {NULL}, 0, 0, 0};
   ir_visitor v = {NULL, see_block, &bs};
   ir_visit_stmt(&v, f->body);
   const ir_block *blk = bs.red;
+  int64_t pv;
   if (bs.nreduce != 1 || !blk->body || bs.n > 8) return false;
+  if (bs.red_pred && !(ir_as_int(bs.red_pred, &pv) && pv == 1)) return false; /* a guard (`where`) */
   const ir_block *root = f->body->u.realize.block;
   if ((m->slot = root_slot(root, blk)) < 0) return false;
   const ir_stmt *st = blk->body, *in = blk->init;
