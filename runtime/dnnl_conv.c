@@ -130,9 +130,13 @@ static const struct {
 static bool conv_make(const int64_t *p, conv_prim *out) {
   int64_t n = p[0], c = p[1], h = p[2], w = p[3], k = p[4], r = p[5], s = p[6], g = p[15], lay = p[16];
   int64_t pb = p[11], pr = p[12];
-  int64_t he = pb < 0 ? h + pb : h, we = pr < 0 ? w + pr : w;
   int64_t oh = (h + p[9] + pb - ((r - 1) * p[13] + 1)) / p[7] + 1;
   int64_t ow = (w + p[10] + pr - ((s - 1) * p[14] + 1)) / p[8] + 1;
+  /* a negative far padding that oneDNN's floor division absorbs (fewer
+   * unread rows than the stride) becomes 0; else the input is cut short */
+  if (pb < 0 && (h + p[9] - ((r - 1) * p[13] + 1)) / p[7] + 1 == oh) pb = 0;
+  if (pr < 0 && (w + p[10] - ((s - 1) * p[14] + 1)) / p[8] + 1 == ow) pr = 0;
+  int64_t he = pb < 0 ? h + pb : h, we = pr < 0 ? w + pr : w;
   if (oh <= 0 || ow <= 0 || g < 1 || c % g || k % g || lay < 0 || lay >= N_LAYOUTS) return false;
   if (lay && (he != h || we != w || (g != 1 && !(g == c && g == k)))) return false; /* blocked: no cut, dense or depthwise */
   dnnl_dims_t sd = {n, c, he, we}, dd = {n, k, oh, ow};

@@ -423,10 +423,29 @@ static bool match_geometry_blocked(conv_match *m, const conv_loads *c, const ir_
     if (m->st[i] < 1 || m->dil[i] < 1 || !aff_only(&a, 2, vs, cs)) return false;
     if (!m->Xp) m->pad[i] = 0;
     m->pad[2 + i] = (P[i] - 1) * m->st[i] + (ker[i] - 1) * m->dil[i] + 1 - ext[i] - m->pad[i];
-    /* a blocked input cannot be cut short (the runtime's strided view is plain) */
-    if (m->pad[2 + i] < 0 || m->pad[2 + i] > m->pad[i] + m->st[i] + ker[i] * m->dil[i]) return false;
+    /* a blocked input cannot be cut short (the runtime's strided view is
+     * plain): fewer unread rows than the stride only (oneDNN's floor division) */
+    if (m->pad[2 + i] <= -m->st[i] || m->pad[2 + i] > m->pad[i] + m->st[i] + ker[i] * m->dil[i]) return false;
   }
   return true;
+}
+
+/* A source computed in the task: written whole by one block of its own
+ * (every index a bare iteration variable, no reduction), before the
+ * convolution in the root's sequence (root_slot of both). */
+static bool match_computed(conv_match *m, const ir_block *wr) {
+  const ir_stmt *st = wr->body;
+  if (!is_root_alloc(m->f, m->X) || st->u.store.predicate || st->u.store.nidx != m->X->ndim) return false;
+  for (int i = 0; i < st->u.store.nidx; i++) {
+    const ir_expr *x = st->u.store.idx[i];
+    int64_t e, d;
+    if (x->kind != IR_VAR || !iter_of(wr, x->u.var, IR_ITER_S, &e) || !konst(m->X->shape[i], &d) || e != d)
+      return false;
+    for (int j = 0; j < i; j++)
+      if (is_var(st->u.store.idx[j], x->u.var)) return false;
+  }
+  int ws = root_slot(m->f->body->u.realize.block, wr);
+  return ws >= 0 && ws < m->slot;
 }
 
 /* Matches f (the reduction block, then the pad stage when there is one). */
@@ -488,8 +507,16 @@ static bool match_conv(const ir_func *f, conv_match *m) {
         if (pad) return false;
         pad = bs.other[i];
       }
-    if (!pad || !match_pad(m, pad) || (m->pad_slot = root_slot(root, pad)) < 0) return false;
-    if (count_loads(f->body, m->Xp) != 1) return false;
+    if (!pad) return false;
+    if (!match_pad(m, pad)) {
+      /* an input computed in the task (a layout transform into the blocked
+       * form): the call reads the allocation, its writer stays */
+      m->X = m->Xp;
+      m->Xp = NULL;
+      m->pad[0] = m->pad[1] = 0;
+      return match_computed(m, pad) && (nd == 4 ? match_geometry(m, &c, o) : match_geometry_blocked(m, &c, o));
+    }
+    if ((m->pad_slot = root_slot(root, pad)) < 0 || count_loads(f->body, m->Xp) != 1) return false;
     m->nrest--;
     int64_t e, xc;
     if (!konst(m->Xp->shape[1], &e) || !konst(m->X->shape[1], &xc) || e != xc ||
