@@ -42,6 +42,9 @@ extern int32_t tsrt_parallel_launch(tsrt_task_fn fn, void *closure, int32_t num_
     __attribute__((weak));
 extern void *tsrt_scratch_alloc(uint64_t bytes) __attribute__((weak));
 extern void tsrt_scratch_free(void *p) __attribute__((weak));
+extern int32_t tsrt_dnnl_conv2d_f32(int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,
+                                    int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,
+                                    const float *, const float *, float *) __attribute__((weak));
 
 /* ---- initialisation and targets ---------------------------------------------- */
 
@@ -359,7 +362,8 @@ ts_status cg_llvm_jit(const cg_lowered *l, const cg_target *tin, cg_jit **out, t
     void *addr;
   } rt[] = {{"tsrt_parallel_launch", (void *)(uintptr_t)tsrt_parallel_launch},
             {"tsrt_scratch_alloc", (void *)(uintptr_t)tsrt_scratch_alloc},
-            {"tsrt_scratch_free", (void *)(uintptr_t)tsrt_scratch_free}};
+            {"tsrt_scratch_free", (void *)(uintptr_t)tsrt_scratch_free},
+            {"tsrt_dnnl_conv2d_f32", (void *)(uintptr_t)tsrt_dnnl_conv2d_f32}};
   for (size_t i = 0; i < sizeof rt / sizeof rt[0]; i++) {
     if (!rt[i].addr) continue;
     LLVMOrcCSymbolMapPair sym = {
@@ -439,6 +443,9 @@ static const struct {
 } extern_libs[] = {
     {"cblas_", "openblas", TESSEL_OPENBLAS_LIBDIR, TESSEL_HAVE_OPENBLAS},
     {"dnnl_", "dnnl", TESSEL_DNNL_LIBDIR, TESSEL_HAVE_DNNL},
+    /* the runtime's oneDNN convolution (runtime/dnnl_conv.c): resolved from the
+     * loading process like tsrt_parallel_launch; the artifact links libdnnl */
+    {"tsrt_dnnl_", "dnnl", TESSEL_DNNL_LIBDIR, TESSEL_HAVE_DNNL},
 };
 #define N_EXTERN_LIBS ((int)(sizeof extern_libs / sizeof extern_libs[0]))
 
@@ -472,6 +479,9 @@ int cg_lx_link_libs(const cg_lowered *const *ls, int n, char **argv, int max) {
   for (int i = 0; i < n; i++)
     if (ls[i] && ls[i]->func && ls[i]->func->body) ir_visit_stmt(&v, ls[i]->func->body);
   int k = 0;
+  for (int i = 0; i < N_EXTERN_LIBS; i++)
+    for (int j = 0; j < i; j++) /* one -l per library (two prefixes may name one) */
+      if (seen.used[i] && seen.used[j] && !strcmp(extern_libs[i].lib, extern_libs[j].lib)) seen.used[i] = false;
   for (int i = 0; i < N_EXTERN_LIBS; i++)
     if (seen.used[i] && k + 4 <= max) {
       argv[k++] = "-L";

@@ -875,7 +875,7 @@ static LLVMValueRef ex_extern(lx_fn *f, const ir_expr *e, LLVMValueRef mask) {
   if (strncmp(nm, "llvm.", 5) != 0)
     return fail(f, TS_EUNSUPPORTED,
                 "call_extern '%s': the LLVM back end calls only llvm.* intrinsics and the C libraries it links "
-                "(cblas_*, dnnl_*, when found at build time)", nm);
+                "(cblas_*, dnnl_*, tsrt_dnnl_*, when found at build time)", nm);
   unsigned id = LLVMLookupIntrinsicID(nm, strlen(nm));
   if (!id) return fail(f, TS_EUNSUPPORTED, "call_extern '%s': LLVM has no such intrinsic", nm);
   if (na > 8) return fail(f, TS_EUNSUPPORTED, "call_extern '%s' with %d arguments", nm, na);

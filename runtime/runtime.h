@@ -104,6 +104,21 @@ void tsrt_caller_restore(const tsrt_affinity *saved);
 /* Stops the pool's threads (tests; also safe to never call). */
 void tsrt_pool_shutdown(void);
 
+/* ---- oneDNN's convolution (dnnl_conv.c) ------------------------------------- */
+/* dst = conv2d(src, wei), f32: src [n, c, h, w], wei [k, c/groups, r, s], dst
+ * [n, k, (h + pad_t + pad_b - (r-1)*dil_h - 1) / stride_h + 1, likewise w]
+ * (layout 0: NCHW, OIHW; 1 and 2: [n, c/b, h, w, b] with [k/b, c/b, r, s, b, b] weights,
+ * depthwise [c/b, r, s, b], b = 8 or 16). Dilation 1 is none; a negative
+ * bottom/right padding leaves the input's last rows/columns unread. What a
+ * convolution task's library candidate calls (tuner/library_conv.c). The
+ * primitive is made on the first call with these parameters and reused;
+ * libdnnl is opened with dlopen (the runtime does not link it). 0 on
+ * success; negative when oneDNN is missing or has no such convolution. */
+int32_t tsrt_dnnl_conv2d_f32(int64_t n, int64_t c, int64_t h, int64_t w, int64_t k, int64_t r, int64_t s,
+                             int64_t stride_h, int64_t stride_w, int64_t pad_t, int64_t pad_l, int64_t pad_b,
+                             int64_t pad_r, int64_t dil_h, int64_t dil_w, int64_t groups, int64_t layout,
+                             const float *src, const float *wei, float *dst);
+
 /* ---- kernel scratch (scratch.c) -------------------------------------------- */
 /* What generated kernels call for a heap buffer (too large for the stack)
  * and free before they return: a 64-byte aligned block of at least bytes,

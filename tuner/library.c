@@ -24,6 +24,7 @@
 #include "ir/struct.h"
 #include "ir/workloads/workloads.h"
 #include "tuner/build.h"
+#include "tuner/library_conv.h"
 
 typedef struct mm_match {
   const ir_func *f;
@@ -299,6 +300,8 @@ int tun_library_candidates(const ir_func *f, const cg_target *t, tun_lib_cand *o
         fill_cand(&m, "openblas", vec ? "cblas_sgemv" : "cblas_sgemm", &out[n]))
       n++;
     if (!m.int8 && n < max && cg_llvm_have_library("dnnl") && fill_cand(&m, "dnnl", "dnnl_sgemm", &out[n])) n++;
+  } else {
+    n += tun_conv_candidates(f, out, max); /* a convolution: oneDNN's (library_conv.c) */
   }
   ts_arena_fini(&a);
   return n;
@@ -388,6 +391,7 @@ static ir_stmt *call_body(ts_arena *a, const tun_lib_cand *c, const mm_match *m,
 }
 
 sch_traced *tun_library_schedule(const ir_func *f, const cg_target *t, const tun_lib_cand *c, ts_diag *d) {
+  if (tun_conv_is_cand(c)) return tun_conv_schedule(f, t, c, d);
   ts_arena a;
   ts_arena_init(&a);
   sch_traced *out = NULL;
@@ -496,6 +500,7 @@ sch_traced *tun_record_schedule(const tun_record *r, const ir_func *f, const cg_
 /* The structure of a candidate's parameters: lib, batch_mode, trans_b,
  * other_blocks (the extents and the call left out: they follow the sizes). */
 static bool same_structure(const char *pa, const char *pb) {
+  if (pa && pb && strstr(pa, "tsrt_dnnl_conv") && strstr(pb, "tsrt_dnnl_conv")) return tun_conv_same_structure(pa, pb);
   json_error_t e;
   json_t *a = pa ? json_loads(pa, 0, &e) : NULL, *b = pb ? json_loads(pb, 0, &e) : NULL;
   static const char *const keys[] = {"lib", "batch_mode", "trans_b", "other_blocks"};
