@@ -441,6 +441,51 @@ static const ir_stmt *innermost_loop_of(sch_traced *ts, const char *name) {
   return srch_test_loop(sch_traced_func(ts), loops[nl - 1].var);
 }
 
+
+/* A grouped convolution (TVM's GRP: the input channel (o // 16) * 2 + ci):
+ * no candidate vectorises its output channel across a group of 16, where the
+ * grouped read would be a gather: the vector-block widths divide the group
+ * and RewriteParallelVectorizeUnroll fuses no loop past it; the candidates
+ * that vectorise it build, run and match the interpreter. */
+START_TEST(test_grouped_vector_span) {
+  const char *spec = "conv2d_nhwc:n=1,c=8,h=6,w=5,k=64,r=3,s=3,stride=1,pad=1,dilation=1,groups=4";
+  srch_space_opts so = {.rule_mask = srch_rule_mask_without(0, SRCH_RULE_MULTI_LEVEL_TILING_TENSOR)};
+  cg_target t = host();
+  char path[] = "/tmp/tessel_rules_grp_XXXXXX.so";
+  int fd = mkstemps(path, 3);
+  ck_assert_int_ge(fd, 0);
+  close(fd);
+  ts_arena a;
+  ts_arena_init(&a);
+  ir_func *f = tu_workload(&a, spec);
+  int n;
+  sch_trace **sk = sketches_with(f, &so, &n);
+  int vectorized = 0, built = 0;
+  for (int s = 0; s < n; s++)
+    for (int k = 0; k < 24; k++) {
+      ts_diag d;
+      ts_diag_clear(&d);
+      sch_traced *ts = srch_instantiate(sk[s], f, &t, true, (uint64_t)(100 * s + k + 1), &d);
+      if (!ts) continue;
+      const ir_stmt *in = innermost_loop_of(ts, "Y");
+      int64_t e = 0;
+      if (in && in->u.loop.kind == IR_FOR_VECTORIZED) {
+        ck_assert(ir_as_int(in->u.loop.extent, &e));
+        ck_assert_msg(16 % e == 0, "sketch %d seed %d: a vector of %lld output channels crosses a group of 16", s, k,
+                      (long long)e);
+        vectorized++;
+        if (built < 2) build_run_verify(f, ts, path, spec);
+        built++;
+      }
+      sch_traced_free(ts);
+    }
+  ck_assert_int_gt(vectorized, 0);
+  free_sketches(sk, n);
+  ts_arena_fini(&a);
+  unlink(path);
+}
+END_TEST
+
 /* Channel-blocked convolutions: the vector-block sketches put the output
  * channel block innermost (a width dividing the block), and their candidates
  * vectorise it, build, and match the interpreter; the plain NCHW conv, whose
@@ -547,6 +592,7 @@ int main(void) {
   tcase_add_test(tc, test_matmul_sketches);
   tcase_add_test(tc, test_sgemm_expressible);
   tcase_add_test(tc, test_auto_inline);
+  tcase_add_test(tc, test_grouped_vector_span);
   tcase_add_test(tc, test_build_candidate);
   tcase_add_test(tc, test_vector_block);
   tcase_add_test(tc, test_register_tile);
