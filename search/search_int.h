@@ -128,6 +128,13 @@ int srch_fetch_lane_candidates(const sch_trace *tr, int *out, int cap);
 sch_trace *srch_mutate_fetch_lanes(const sch_trace *tr, int inst, ts_rng *rng);
 
 /* ---- IR helpers (space.c) ---- */
+/* The vector span of iter var v in block b: the gcd of the constant divisors
+ * d of every floordiv, floormod or div of an expression of v inside the last
+ * index of an access of b (a grouped convolution's input channel
+ * (o // 32) * 16 + ci: 32); 0 when there is none. A vector loop over v
+ * keeps every last index unit-stride or uniform only when its length (and
+ * alignment) divides the span; across it the read is a gather. */
+int64_t srch_vector_span(const ir_block *b, const ir_var *v);
 /* Does any block of f have a reduction iter var? */
 bool srch_func_has_reduction(const ir_func *f);
 /* MetaSchedule's NeedsMultiLevelTiling for block realize r whose nloops

@@ -73,6 +73,56 @@ bool srch_realize_uses_in_reduction(const ir_stmt *r, const ir_var *v) {
 
 bool srch_loop_is_reduction(const ir_stmt *s, const ir_var *v) { return walk((walk_ctx){.red_of = v}, s).found; }
 
+/* ---- the vector span of an iter var ---- */
+typedef struct span_ctx {
+  const ir_var *v;
+  int64_t span; /* gcd of the divisors seen; 0: none */
+} span_ctx;
+
+static int64_t gcd64(int64_t a, int64_t b) {
+  while (b) {
+    int64_t t = a % b;
+    a = b;
+    b = t;
+  }
+  return a;
+}
+
+/* A division or modulo of an expression of v by a constant d in a last
+ * index: the index stays affine in v only over aligned runs of d. */
+static bool span_expr(void *ctx, const ir_expr *e) {
+  span_ctx *c = ctx;
+  int64_t d;
+  if ((e->kind == IR_FLOORDIV || e->kind == IR_FLOORMOD || e->kind == IR_DIV) && ir_as_int(e->u.bin.b, &d) && d > 0 &&
+      ir_expr_uses_var(e->u.bin.a, c->v))
+    c->span = gcd64(c->span, d);
+  return true;
+}
+
+static void span_last(span_ctx *c, int n, ir_expr *const *idx) {
+  if (n < 1) return;
+  ir_visitor v = {.expr = span_expr, .ctx = c};
+  ir_visit_expr(&v, idx[n - 1]);
+}
+
+static bool span_load(void *ctx, const ir_expr *e) {
+  if (e->kind == IR_LOAD) span_last(ctx, e->u.load.nidx, e->u.load.idx);
+  return true;
+}
+
+static bool span_store(void *ctx, const ir_stmt *s) {
+  if (s->kind == IR_STORE) span_last(ctx, s->u.store.nidx, s->u.store.idx);
+  return true;
+}
+
+int64_t srch_vector_span(const ir_block *b, const ir_var *v) {
+  span_ctx c = {v, 0};
+  ir_visitor vis = {.expr = span_load, .stmt = span_store, .ctx = &c};
+  if (b->body) ir_visit_stmt(&vis, b->body);
+  if (b->init) ir_visit_stmt(&vis, b->init);
+  return c.span;
+}
+
 bool srch_block_is_tileable_reduction(const ir_block *b) {
   if (b->nwrites != 1 || b->nreads < 1 || !b->init) return false;
   bool has_r = false;

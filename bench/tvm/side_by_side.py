@@ -257,7 +257,8 @@ def peak(threads, best=None):
 
 
 def fmt_s(x):
-    return "—" if x is None else "%.0f" % x
+    # a log record stamped a moment before the wall clock started reads as 0, not "-0"
+    return "—" if x is None else "%.0f" % max(0.0, x)
 
 
 def table(rows, peaks, when="best of 3 before and 3 after the rows, this run"):

@@ -232,9 +232,20 @@ static void body_cbr(const ir_wl_inst *w, ts_strbuf *sb) {
   ts_strbuf_append(sb, "  Y[b, p, q, o] = max((cv[b, p, q, o] + bias[o]) * bn_scale[o] + bn_offset[o], 0.0)\n");
 }
 
+/* TVM's form: the two transposes are stages (query_T[b,h,l,d], value_T[b,h,d,l])
+ * and the product reads them with j contiguous, so the search can vectorise j
+ * and place the transposes as packed tiles (RandomComputeLocation; AutoInline
+ * keeps reordered reads). Folded into the reads, V[b, j, h, k] is a gather
+ * across j in the innermost loop of every sketch. */
 static void body_tbg(const ir_wl_inst *w, ts_strbuf *sb) {
-  (void)w;
-  ts_strbuf_append(sb, "  C[b, h, i, j] += Q[b, i, h, k] * V[b, j, h, k]\n");
+  int64_t B = I(w, "b"), L = I(w, "l"), H = I(w, "heads"), Dd = I(w, "d");
+  ts_strbuf_printf(sb,
+                   "  let QT: f32[%" PRId64 ", %" PRId64 ", %" PRId64 ", %" PRId64 "]\n"
+                   "  let VT: f32[%" PRId64 ", %" PRId64 ", %" PRId64 ", %" PRId64 "]\n"
+                   "  QT[b, h, l, d] = Q[b, l, h, d]\n"
+                   "  VT[b, h, d, l] = V[b, l, h, d]\n"
+                   "  C[b, h, i, j] += QT[b, h, i, k] * VT[b, h, k, j]\n",
+                   B, H, L, Dd, B, H, Dd, L);
 }
 
 static void body_norm(const ir_wl_inst *w, ts_strbuf *sb) {

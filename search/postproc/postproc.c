@@ -77,8 +77,10 @@ static bool contig_stmt(void *ctx, const ir_stmt *s) {
 }
 
 /* Loop var lv is contiguous for every buffer of realize r: each iter var
- * bound to an expression of lv is used only in last indices. */
-static bool loop_contiguous(const ir_stmt *r, const ir_var *lv) {
+ * bound to an expression of lv is used only in last indices, and a vector of
+ * len lanes over it stays within their vector span (srch_vector_span: one
+ * group of a grouped convolution; across it the read is a gather). */
+static bool loop_contiguous(const ir_stmt *r, const ir_var *lv, int64_t len) {
   const ir_block *b = r->u.realize.block;
   for (int i = 0; i < b->niter; i++) {
     if (!ir_expr_uses_var(r->u.realize.iter_values[i], lv)) continue;
@@ -87,6 +89,8 @@ static bool loop_contiguous(const ir_stmt *r, const ir_var *lv) {
     ir_visit_stmt(&v, b->body);
     if (b->init) ir_visit_stmt(&v, b->init);
     if (!c.ok) return false;
+    int64_t span = srch_vector_span(b, b->iters[i].var);
+    if (span && span % len) return false;
   }
   return true;
 }
@@ -124,7 +128,8 @@ static ts_status rewrite_block_pvu(sch_traced *t, const char *name, int64_t par,
   int64_t vprod = 1;
   if (vec > 1) {
     for (int i = nl - 1; i >= 0; i--) {
-      if (!plain[i] || !spatial[i] || !single_child(ls[i]) || !loop_contiguous(r, ls[i]->u.loop.var)) break;
+      if (!plain[i] || !spatial[i] || !single_child(ls[i]) || !loop_contiguous(r, ls[i]->u.loop.var, vprod * ext[i]))
+        break;
       if (vprod * ext[i] > vec) break;
       vprod *= ext[i];
       vfirst = i;

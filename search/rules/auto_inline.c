@@ -1,7 +1,8 @@
 /* auto_inline.c — AutoInline for CPU (MetaSchedule's auto_inline.cc):
  * compute_inline of a block into its consumers when legal; in a function with
- * a reduction, blocks with exp, if-then-else, a padding select or a
- * non-identity store stay. docs/SEARCH.md ("CPU rules"). */
+ * a reduction, blocks with exp, if-then-else, a padding select, a
+ * non-identity store or a reordered read (a transpose: MetaSchedule's
+ * require_ordered) stay. docs/SEARCH.md ("CPU rules"). */
 #include <string.h>
 
 #include "search/search_int.h"
@@ -46,6 +47,49 @@ static bool identity_store(const ir_block *b) {
   return true;
 }
 
+/* The position of e in the store of b when e is an iter var of b, or one
+ * plus or minus a constant (TVM's AnalyzeVarWithShift); -1 otherwise. */
+static int store_pos(const ir_block *b, const ir_expr *e) {
+  if ((e->kind == IR_ADD || e->kind == IR_SUB) && e->u.bin.b->kind == IR_INT_IMM) e = e->u.bin.a;
+  if (e->kind != IR_VAR) return -1;
+  for (int i = 0; i < b->niter; i++)
+    if (b->iters[i].var == e->u.var) return i;
+  return -1;
+}
+
+typedef struct order_ctx {
+  const ir_block *b;
+  bool reordered;
+} order_ctx;
+
+/* A load whose iter-var indices name the store's axes out of their order
+ * (X[j, i] stored at [i, j]): the block transposes. */
+static bool order_cb(void *ctx, const ir_expr *e) {
+  order_ctx *c = ctx;
+  if (e->kind != IR_LOAD) return true;
+  int last = -1;
+  for (int i = 0; i < e->u.load.nidx; i++) {
+    int p = store_pos(c->b, e->u.load.idx[i]);
+    if (p < 0) continue;
+    if (p < last) c->reordered = true;
+    last = p;
+  }
+  return true;
+}
+
+/* MetaSchedule's require_ordered (auto_inline.cc, AnalyzeReadWritePattern):
+ * a block reading its input in another axis order than it writes is a
+ * layout change the consumer's schedule should see as a stage of its own
+ * (placed by RandomComputeLocation: a packed tile), not a strided read
+ * folded into the consumer's innermost loop. Called for blocks with an
+ * identity store. */
+static bool reordered_read(const ir_block *b) {
+  order_ctx c = {b, false};
+  ir_visitor v = {.expr = order_cb, .ctx = &c};
+  ir_visit_stmt(&v, b->body);
+  return c.reordered;
+}
+
 static bool should_inline(const ir_func *f, const ir_block *b) {
   if (b->init) return false;
   if (b->nwrites != 1) return false;
@@ -57,7 +101,7 @@ static bool should_inline(const ir_func *f, const ir_block *b) {
   ir_visitor v = {.expr = scan_expr, .stmt = scan_stmt, .ctx = &c};
   ir_visit_stmt(&v, b->body);
   if (c.has_exp || c.has_if) return false;
-  return identity_store(b);
+  return identity_store(b) && !reordered_read(b);
 }
 
 ts_status srch_rule_auto_inline(const srch_rule_ctx *c, sch_traced *t, const char *block, ts_vec *out,

@@ -134,8 +134,9 @@ static bool count_tileable(void *ctx, const ir_stmt *s) {
 
 /* The vector-block variant's candidate widths for iter `iter` (the innermost
  * spatial one): multiples of the vector lanes dividing its extent, at most
- * max_innermost, when it is last-index-only (a channel block). Returns the
- * count (0: no variant). */
+ * max_innermost, and dividing its vector span (srch_vector_span: within one
+ * group of a grouped convolution), when it is last-index-only (a channel
+ * block). Returns the count (0: no variant). */
 static int vector_block_widths(const srch_rule_ctx *c, const ir_block *blk, int iter, int64_t *w, int cap) {
   int64_t ext;
   const ir_iter_var *it = &blk->iters[iter];
@@ -151,9 +152,11 @@ static int vector_block_widths(const srch_rule_ctx *c, const ir_block *blk, int 
   ir_visitor vis = {.stmt = count_tileable, .ctx = &ntile};
   ir_visit_stmt(&vis, c->func->body);
   if (ntile > 1) return 0;
+  /* a width across a group boundary makes the grouped read a gather */
+  int64_t span = srch_vector_span(blk, it->var);
   int n = 0;
   for (int64_t f = lanes; f <= c->max_innermost && f <= ext && n < cap; f += lanes)
-    if (ext % f == 0) w[n++] = f;
+    if (ext % f == 0 && (!span || span % f == 0)) w[n++] = f;
   return n;
 }
 
