@@ -285,10 +285,24 @@ rpc_pipeset *rpc_pipeset_watch(nng_socket sock, ts_diag *d) {
   return ps;
 }
 
-/* Whether any of ids[0..n) is still in the set. */
+/* Whether nng still holds pipe id (its id leaves nng's table right after
+ * REM_POST). */
+static bool nng_holds(uint32_t id) {
+  nng_pipe p = NNG_PIPE_INITIALIZER;
+  p.id = id;
+  return nng_socket_id(nng_pipe_socket(p)) > 0;
+}
+
+/* Whether any of ids[0..n) is still in the set. An id nng no longer holds
+ * is dropped from the set: a pipe the peer closes as it is added can have
+ * its REM_POST run before its ADD_POST (nng 1.5.2 calls them from different
+ * threads), which would leave it in the set for good. */
 static bool any_left(rpc_pipeset *ps, const uint32_t *ids, size_t n) {
   bool left = false;
   pthread_mutex_lock(&ps->mu);
+  for (size_t j = 0; j < ps->n;)
+    if (!nng_holds(ps->ids[j])) ps->ids[j] = ps->ids[--ps->n];
+    else j++;
   for (size_t i = 0; i < n && !left; i++)
     for (size_t j = 0; j < ps->n && !left; j++) left = ps->ids[j] == ids[i];
   pthread_mutex_unlock(&ps->mu);
