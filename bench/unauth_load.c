@@ -4,7 +4,7 @@
  * (TCP connect, the SP header of a REQ socket, and for every other one a
  * hello; then nothing); one attacker thread per server. Meanwhile a good client connects,
  * authenticates and makes one request (query / info) every 100 ms, against
- * each server in turn, for SECONDS. Prints per server: the good client's
+ * a server picked at random each time, for SECONDS. Prints per server: the good client's
  * latency (p50, p99, max; every one must come back), how many attacker
  * connections were open at the end and were reopened in all, and the
  * process's resident memory idle (after a warm-up client) and at its peak
@@ -313,8 +313,10 @@ static int run_flood(const char *tessel, const char *rpc_server, const char *sec
   for (int k = 0; k < 2; k++) pthread_create(&th[k], NULL, attacker, &tg[k]);
   usleep(1000000); /* the flood is up */
   double end = now_s() + seconds;
-  for (int i = 0; now_s() < end; i++) {
-    target *t = &tg[i % 2];
+  for (; now_s() < end;) {
+    /* the server at random: alternating, with the 5 s waves a near multiple of the
+     * ~104 ms period, had the waves meet the same server every time */
+    target *t = &tg[rand() % 2];
     double s;
     if (good_request(t, sec, &s) && t->nlat < nmax)
       t->lat[t->nlat++] = s;
