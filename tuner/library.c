@@ -28,7 +28,7 @@
 
 typedef struct mm_match {
   const ir_func *f;
-  int slot;      /* the root body's statement that computes the product (root_slot) */
+  int slot;      /* the root body's statement that computes the product (tun_library_root_slot) */
   int nrest;     /* other blocks of f (an epilogue, producers): kept, default schedule */
   ir_buffer *A, *B, *C;
   int nbatch;    /* leading batch dims of C */
@@ -72,9 +72,12 @@ static bool see_holds(void *ctx, const ir_stmt *s) {
   return !h->found;
 }
 
-/* The index in the root block's body (a sequence, or one statement: 0) of the
- * statement holding blk alone, or -1. */
-static int root_slot(const ir_block *root, const ir_block *blk) {
+static bool count_blocks(void *ctx, const ir_stmt *s) {
+  if (s->kind == IR_BLOCK_REALIZE) ++*(int *)ctx;
+  return true;
+}
+
+int tun_library_root_slot(const ir_block *root, const ir_block *blk) {
   const ir_stmt *b = root->body;
   int n = b->kind == IR_SEQ ? b->u.seq.n : 1;
   for (int i = 0; i < n; i++) {
@@ -83,10 +86,10 @@ static int root_slot(const ir_block *root, const ir_block *blk) {
     ir_visitor v = {NULL, see_holds, &h};
     ir_visit_stmt(&v, s);
     if (!h.found) continue;
-    blocks_seen bs = {NULL, NULL, 0, 0};
-    ir_visitor v2 = {NULL, see_block, &bs};
+    int nblocks = 0;
+    ir_visitor v2 = {NULL, count_blocks, &nblocks};
     ir_visit_stmt(&v2, s);
-    return bs.n == 1 ? i : -1;
+    return nblocks == 1 ? i : -1;
   }
   return -1;
 }
@@ -208,7 +211,7 @@ static bool match_matmul(const ir_func *f, ts_arena *a, mm_match *m) {
   const ir_block *blk = bs.blk;
   if (bs.nreduce != 1 || !blk->body) return false;
   m->nrest = bs.n - 1;
-  if ((m->slot = root_slot(f->body->u.realize.block, blk)) < 0) return false;
+  if ((m->slot = tun_library_root_slot(f->body->u.realize.block, blk)) < 0) return false;
   const ir_var *r = reduce_var(blk);
   const ir_stmt *st = blk->body, *in = blk->init;
   if (!r || st->kind != IR_STORE || in->kind != IR_STORE || st->u.store.predicate || in->u.store.predicate)

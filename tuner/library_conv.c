@@ -129,35 +129,6 @@ static bool see_block(void *ctx, const ir_stmt *s) {
   return true;
 }
 
-typedef struct holds_block {
-  const ir_block *blk;
-  bool found;
-} holds_block;
-
-static bool see_holds(void *ctx, const ir_stmt *s) {
-  holds_block *h = ctx;
-  if (s->kind == IR_BLOCK_REALIZE && s->u.realize.block == h->blk) h->found = true;
-  return !h->found;
-}
-
-/* The index of the root body's statement holding blk alone, or -1. */
-static int root_slot(const ir_block *root, const ir_block *blk) {
-  const ir_stmt *b = root->body;
-  int n = b->kind == IR_SEQ ? b->u.seq.n : 1;
-  for (int i = 0; i < n; i++) {
-    const ir_stmt *s = b->kind == IR_SEQ ? b->u.seq.stmts[i] : b;
-    holds_block h = {blk, false};
-    ir_visitor v = {NULL, see_holds, &h};
-    ir_visit_stmt(&v, s);
-    if (!h.found) continue;
-    blocks_seen bs = {NULL, NULL, NULL, {NULL}, 0, 0, 0};
-    ir_visitor v2 = {NULL, see_block, &bs};
-    ir_visit_stmt(&v2, s);
-    return bs.n == 1 ? i : -1;
-  }
-  return -1;
-}
-
 static bool is_var(const ir_expr *e, const ir_var *v) { return e && e->kind == IR_VAR && e->u.var == v; }
 
 static bool is_param(const ir_func *f, const ir_buffer *b, int first, int last) {
@@ -171,6 +142,20 @@ static bool is_root_alloc(const ir_func *f, const ir_buffer *b) {
   for (int i = 0; i < root->nalloc; i++)
     if (root->allocs[i] == b) return !b->scope || !strcmp(b->scope, "global");
   return false;
+}
+
+/* The convolution's input: a parameter (X), or a root allocation a block of
+ * the task writes (Xp, the pad stage or a computed input). */
+static bool set_source(conv_match *m, ir_buffer *src) {
+  if (is_param(m->f, src, 0, m->f->ninputs)) {
+    m->X = src;
+    m->Xp = NULL;
+  } else if (is_root_alloc(m->f, src)) {
+    m->Xp = src;
+  } else {
+    return false;
+  }
+  return true;
 }
 
 static bool compactn(const ir_buffer *b, int nd) {
@@ -306,15 +291,7 @@ static bool match_loads(conv_match *m, const ir_block *blk, conv_loads *c, const
     return false;
   ir_buffer *src = ls->u.load.buf;
   if (!compact4(src) || src == m->W || src == m->Y || !is_var(ls->u.load.idx[0], o[0])) return false;
-  if (is_param(m->f, src, 0, m->f->ninputs)) {
-    m->X = src;
-    m->Xp = NULL;
-  } else if (is_root_alloc(m->f, src)) {
-    m->Xp = src;
-  } else {
-    return false;
-  }
-  return true;
+  return set_source(m, src);
 }
 
 /* The source's spatial indices p*st + r*dil (no offset: the padding, if
@@ -391,15 +368,7 @@ static bool match_loads_blocked(conv_match *m, const ir_block *blk, conv_loads *
   }
   ir_buffer *src = ls->u.load.buf;
   if (!compactn(src, 5) || src == m->W || src == m->Y || !is_var(si[0], o[0])) return false;
-  if (is_param(m->f, src, 0, m->f->ninputs)) {
-    m->X = src;
-    m->Xp = NULL;
-  } else if (is_root_alloc(m->f, src)) {
-    m->Xp = src;
-  } else {
-    return false;
-  }
-  return true;
+  return set_source(m, src);
 }
 
 static bool match_geometry_blocked(conv_match *m, const conv_loads *c, const ir_var *const *o) {
@@ -432,7 +401,7 @@ static bool match_geometry_blocked(conv_match *m, const conv_loads *c, const ir_
 
 /* A source computed in the task: written whole by one block of its own
  * (every index a bare iteration variable, no reduction), before the
- * convolution in the root's sequence (root_slot of both). */
+ * convolution in the root's sequence (tun_library_root_slot of both). */
 static bool match_computed(conv_match *m, const ir_block *wr) {
   const ir_stmt *st = wr->body;
   if (!is_root_alloc(m->f, m->X) || st->u.store.predicate || st->u.store.nidx != m->X->ndim) return false;
@@ -444,7 +413,7 @@ static bool match_computed(conv_match *m, const ir_block *wr) {
     for (int j = 0; j < i; j++)
       if (is_var(st->u.store.idx[j], x->u.var)) return false;
   }
-  int ws = root_slot(m->f->body->u.realize.block, wr);
+  int ws = tun_library_root_slot(m->f->body->u.realize.block, wr);
   return ws >= 0 && ws < m->slot;
 }
 
@@ -462,7 +431,7 @@ static bool match_conv(const ir_func *f, conv_match *m) {
   if (bs.nreduce != 1 || !blk->body || bs.n > 8) return false;
   if (bs.red_pred && !(ir_as_int(bs.red_pred, &pv) && pv == 1)) return false; /* a guard (`where`) */
   const ir_block *root = f->body->u.realize.block;
-  if ((m->slot = root_slot(root, blk)) < 0) return false;
+  if ((m->slot = tun_library_root_slot(root, blk)) < 0) return false;
   const ir_stmt *st = blk->body, *in = blk->init;
   if (st->kind != IR_STORE || in->kind != IR_STORE || st->u.store.predicate || in->u.store.predicate) return false;
   m->Y = st->u.store.buf;
@@ -516,7 +485,7 @@ static bool match_conv(const ir_func *f, conv_match *m) {
       m->pad[0] = m->pad[1] = 0;
       return match_computed(m, pad) && (nd == 4 ? match_geometry(m, &c, o) : match_geometry_blocked(m, &c, o));
     }
-    if ((m->pad_slot = root_slot(root, pad)) < 0 || count_loads(f->body, m->Xp) != 1) return false;
+    if ((m->pad_slot = tun_library_root_slot(root, pad)) < 0 || count_loads(f->body, m->Xp) != 1) return false;
     m->nrest--;
     int64_t e, xc;
     if (!konst(m->Xp->shape[1], &e) || !konst(m->X->shape[1], &xc) || e != xc ||

@@ -26,5 +26,8 @@ sch_traced *tun_conv_schedule(const ir_func *f, const cg_target *t, const tun_li
 /* True when two convolution candidates' parameters differ at most in the
  * batch (what a record measured at one batch replays on a symbolic one). */
 bool tun_conv_same_structure(const char *pa, const char *pb);
+/* The index in the root block's body (a sequence, or one statement: 0) of
+ * the statement holding blk alone, or -1 (tuner/library.c). */
+int tun_library_root_slot(const ir_block *root, const ir_block *blk);
 
 #endif
