@@ -368,6 +368,22 @@ static const char *packed_blocker(const build_state *b, const tun_record *r, con
  * pre-packs; otherwise (or with calls_of NULL: a specialisation, whose calls
  * pass the same tensors to the symbolic kernel) the rewrite is dropped and
  * the kernel reads the original layout. */
+/* A trace that re-lays a weight (TransformLayout): a specialisation cannot
+ * keep that (the symbolic kernel's calls pass the weight in its original
+ * layout) and replays it without, reading the weight in a layout it was never
+ * timed in (a BERT projection padded to its bucket: 6.9 ms a call against the
+ * 1.3 ms the record was timed at). */
+static bool relays_weight(const tun_record *r) {
+  return r && !tun_record_is_library(r, NULL, 0) && r->trace && strstr(r->trace, "\"TransformLayout\"");
+}
+
+/* Of ranked records rs[0..n): the best that re-lays no weight (NULL: none). */
+static const tun_record *best_not_relaid(const tun_record **rs, int n) {
+  for (int i = 0; i < n; i++)
+    if (!relays_weight(rs[i])) return rs[i];
+  return NULL;
+}
+
 static sch_traced *from_log(build_state *b, const char *key, const ir_func *f, const ir_func *calls_of,
                             bool *had_record, sch_layout_map *maps, int *nmaps, bool padded) {
   *had_record = false;
@@ -387,8 +403,16 @@ static sch_traced *from_log(build_state *b, const char *key, const ir_func *f, c
   /* padded (a bucket's function padded to it): the best record only, a
    * trace only (a library call is made for the bound sizes); quiet, as the
    * caller falls back to the bound function */
-  for (int i = 0; i < n && !s && (!padded || i == 0); i++) {
+  /* a specialisation (no calls_of) skips the records that re-lay a weight
+   * while a record that does not is left */
+  bool skip_relaid = !calls_of && relays_weight(n > 0 ? rs[0] : NULL) && best_not_relaid(rs, n);
+  if (skip_relaid && b->o->warn)
+    fprintf(b->o->warn, "tessel build: %s [%s]: the best record re-lays a weight, which a specialisation cannot keep; "
+                        "took the best record that does not\n", f->name ? f->name : "?", key);
+  for (int i = 0, tried = 0; i < n && !s && (!padded || tried == 0); i++) {
     const tun_record *r = rs[i];
+    if (skip_relaid && relays_weight(r)) continue;
+    tried++;
     *had_record = true;
     *nmaps = 0;
     ts_diag d;
@@ -443,13 +467,16 @@ static sch_traced *from_log(build_state *b, const char *key, const ir_func *f, c
   return s;
 }
 
-/* The best record of key the build would replay first (NULL: none). */
+/* The best record of key the build would replay first for a specialisation
+ * (NULL: none): the best that re-lays no weight when there is one
+ * (relays_weight), else the best. */
 static const tun_record *best_record(const build_state *b, const char *key) {
   if (!b->db) return NULL;
   int n = 0;
   bool other = false;
   const tun_record **rs = tun_db_ranked_for_build(b->db, key, b->tg.text, b->threads, &n, &other);
-  const tun_record *r = n > 0 ? rs[0] : NULL;
+  const tun_record *r = best_not_relaid(rs, n);
+  if (!r && n > 0) r = rs[0];
   ts_free(rs);
   return r;
 }
