@@ -55,7 +55,7 @@ static const char usage[] =
     "covers gets the library's call as a candidate; the table's lib column says which\n"
     "tasks went to a library and by how much.\n"
     "Run-off (--no-runoff: off): at the end each task's best trial, default schedule and\n"
-    "best library call are timed again back to back, interleaved, 5 rounds (median), and\n"
+    "each library call's best are timed again back to back, interleaved, 5 rounds (median), and\n"
     "the winner is what `build --log` replays; the table says \"(run-off: WINNER, not\n"
     "WAS)\" where that changed the choice. Run-off records are no trials; a task whose\n"
     "latest run-off timed the same candidates is not run off again (docs/TUNING.md).\n"

@@ -45,6 +45,8 @@ extern void tsrt_scratch_free(void *p) __attribute__((weak));
 extern int32_t tsrt_dnnl_conv2d_f32(int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,
                                     int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,
                                     const float *, const float *, float *) __attribute__((weak));
+extern int32_t tsrt_dnnl_sgemm_packed(int64_t, int64_t, int64_t, int64_t, const float *, const float *, float *)
+    __attribute__((weak));
 
 /* ---- initialisation and targets ---------------------------------------------- */
 
@@ -363,7 +365,8 @@ ts_status cg_llvm_jit(const cg_lowered *l, const cg_target *tin, cg_jit **out, t
   } rt[] = {{"tsrt_parallel_launch", (void *)(uintptr_t)tsrt_parallel_launch},
             {"tsrt_scratch_alloc", (void *)(uintptr_t)tsrt_scratch_alloc},
             {"tsrt_scratch_free", (void *)(uintptr_t)tsrt_scratch_free},
-            {"tsrt_dnnl_conv2d_f32", (void *)(uintptr_t)tsrt_dnnl_conv2d_f32}};
+            {"tsrt_dnnl_conv2d_f32", (void *)(uintptr_t)tsrt_dnnl_conv2d_f32},
+            {"tsrt_dnnl_sgemm_packed", (void *)(uintptr_t)tsrt_dnnl_sgemm_packed}};
   for (size_t i = 0; i < sizeof rt / sizeof rt[0]; i++) {
     if (!rt[i].addr) continue;
     LLVMOrcCSymbolMapPair sym = {

@@ -119,6 +119,19 @@ int32_t tsrt_dnnl_conv2d_f32(int64_t n, int64_t c, int64_t h, int64_t w, int64_t
                              int64_t pad_r, int64_t dil_h, int64_t dil_w, int64_t groups, int64_t layout,
                              const float *src, const float *wei, float *dst);
 
+/* ---- oneDNN's gemm on a packed weight (dnnl_packed.c) ----------------------- */
+/* c[m, n] = a[m, k] . b (b [k, n], or [n, k] when trans_b), f32, row-major,
+ * b packed by oneDNN on the first call with that weight (its address, sizes
+ * and a fingerprint of its values) and the pack reused by every later call:
+ * for weights that do not change between calls (model constants). What a
+ * matrix product's "packed" library candidate calls (tuner/library.c).
+ * libdnnl is opened with dlopen. 0 on success; negative when oneDNN or its
+ * pack entries are missing or refuse the sizes. */
+int32_t tsrt_dnnl_sgemm_packed(int64_t m, int64_t n, int64_t k, int64_t trans_b, const float *a, const float *b,
+                               float *c);
+/* Whether this process's libdnnl has the pack entries the call needs. */
+bool tsrt_dnnl_packed_available(void);
+
 /* ---- kernel scratch (scratch.c) -------------------------------------------- */
 /* What generated kernels call for a heap buffer (too large for the stack)
  * and free before they return: a 64-byte aligned block of at least bytes,

@@ -23,8 +23,12 @@
 #include "ir/print.h"
 #include "ir/struct.h"
 #include "ir/workloads/workloads.h"
+#include "runtime/runtime.h"
 #include "tuner/build.h"
 #include "tuner/library_conv.h"
+
+/* oneDNN's gemm on a weight it packs once (runtime/dnnl_packed.c) */
+#define PACKED_FN "tsrt_dnnl_sgemm_packed"
 
 typedef struct mm_match {
   const ir_func *f;
@@ -259,6 +263,9 @@ static json_t *extent_json(const ir_expr *e) {
 static bool fill_cand(const mm_match *m, const char *lib, const char *fn, tun_lib_cand *c) {
   json_t *o = json_object();
   if (!o) return false;
+  if (!strcmp(fn, PACKED_FN)) /* the weight the call packs once: which parameter (model_build.c) */
+    for (int i = 0; i < m->f->ninputs; i++)
+      if (m->f->params[i] == m->B) json_object_set_new(o, "b_param", json_integer(i));
   json_object_set_new(o, "lib", json_string(lib));
   json_object_set_new(o, "call", json_string(fn));
   json_object_set_new(o, "m", extent_json(m->M));
@@ -303,6 +310,10 @@ int tun_library_candidates(const ir_func *f, const cg_target *t, tun_lib_cand *o
         fill_cand(&m, "openblas", vec ? "cblas_sgemv" : "cblas_sgemm", &out[n]))
       n++;
     if (!m.int8 && n < max && cg_llvm_have_library("dnnl") && fill_cand(&m, "dnnl", "dnnl_sgemm", &out[n])) n++;
+    /* a weight (B without batch dimensions, an input of the task) packed once */
+    if (!m.int8 && m.B->ndim == 2 && is_param(f, m.B, 0, f->ninputs) && n < max && cg_llvm_have_library("dnnl") &&
+        tsrt_dnnl_packed_available() && fill_cand(&m, "dnnl", PACKED_FN, &out[n]))
+      n++;
   } else {
     n += tun_conv_candidates(f, out, max); /* a convolution: oneDNN's (library_conv.c) */
   }
@@ -357,6 +368,10 @@ static ir_expr *the_call(call_b *b, const tun_lib_cand *c, const mm_match *m, ir
     return ir_call_extern(a, c->fn, ir_dt(IR_HANDLE), 12, args);
   }
   b->i64 = true;
+  if (!strcmp(c->fn, PACKED_FN)) { /* (m, n, k, trans_b, a, b, c): row-major, B packed once */
+    ir_expr *args[] = {sz(b, M), sz(b, N), sz(b, K), ir_i64(a, m->trans_b), A, B, C};
+    return ir_call_extern(a, c->fn, ir_dt(IR_I32), 7, args);
+  }
   if (m->int8) { /* dnnl_gemm_[us]8s8s32: zero points 0, a fixed offset C += co[0] = 0 */
     ir_expr *co = ir_access_ptr(a, zero, ir_i64(a, 0), IR_ACCESS_READ);
     ir_expr *args[] = {chr(b, 'N'), chr(b, m->trans_b ? 'T' : 'N'), chr(b, 'F'), sz(b, M), sz(b, N), sz(b, K),
@@ -482,6 +497,17 @@ bool tun_record_is_library(const tun_record *r, char *lib, size_t n) {
   return true;
 }
 
+int tun_library_packed_param(const tun_record *r) {
+  if (!tun_record_is_library(r, NULL, 0) || !r->params || !strstr(r->params, PACKED_FN)) return -1;
+  json_error_t e;
+  json_t *o = json_loads(r->params, 0, &e);
+  const char *fn = json_string_value(json_object_get(o, "call"));
+  json_t *p = json_object_get(o, "b_param");
+  int i = fn && !strcmp(fn, PACKED_FN) && json_is_integer(p) ? (int)json_integer_value(p) : -1;
+  json_decref(o);
+  return i;
+}
+
 sch_traced *tun_record_schedule(const tun_record *r, const ir_func *f, const cg_target *t, ts_diag *d) {
   if (!tun_record_is_library(r, NULL, 0)) {
     sch_trace *tr = sch_trace_from_json(r->trace, d);
@@ -508,6 +534,9 @@ static bool same_structure(const char *pa, const char *pb) {
   json_t *a = pa ? json_loads(pa, 0, &e) : NULL, *b = pb ? json_loads(pb, 0, &e) : NULL;
   static const char *const keys[] = {"lib", "batch_mode", "trans_b", "other_blocks"};
   bool same = a && b;
+  /* the packed call is its own structure (a plain call of the same library is not it) */
+  const char *ca = json_string_value(json_object_get(a, "call")), *cb = json_string_value(json_object_get(b, "call"));
+  if (same && ca && cb && (!strcmp(ca, PACKED_FN)) != (!strcmp(cb, PACKED_FN))) same = false;
   for (size_t i = 0; same && i < sizeof keys / sizeof keys[0]; i++) {
     json_t *x = json_object_get(a, keys[i]), *y = json_object_get(b, keys[i]);
     same = x && y && json_equal(x, y);

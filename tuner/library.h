@@ -55,6 +55,11 @@ sch_traced *tun_record_schedule(const tun_record *r, const ir_func *f, const cg_
  * build replays as a bucket's covering kernel and as the generic kernel
  * (docs/TUNING.md "Library candidates", "Any size"). */
 sch_traced *tun_record_schedule_any_size(const tun_record *r, const ir_func *f, const cg_target *t, ts_diag *d);
+/* A record of the packed call (tsrt_dnnl_sgemm_packed: oneDNN packs the
+ * weight once and reuses the pack, so the weight must not change between
+ * calls): the index of the weight's parameter; -1 for any other record. */
+int tun_library_packed_param(const tun_record *r);
+
 /* True for a record of kind "library"; its library's name ("openblas") in
  * lib (n bytes) when asked. */
 bool tun_record_is_library(const tun_record *r, char *lib, size_t n);

@@ -296,6 +296,7 @@ typedef struct build_state {
   int ntuned, ndefault, nspec, nrecord_unused;
   int ncovering;        /* specialisations padded to their bucket */
   char padded_why[2048]; /* why the last record did not replay on a padded function */
+  const ir_func *spec_of; /* the symbolic function whose specialisation is being made (add_spec) */
   int nlayout_kept;     /* records whose layout rewrite was dropped (a non-constant input) */
   int nlibrary;         /* kernels that are library calls (library records) */
   int nlib_generic;     /* generic (symbolic) kernels that are a library call */
@@ -348,6 +349,17 @@ static const char *layout_blocker(const build_state *b, const ir_func *f, const 
   return NULL;
 }
 
+/* A record of the packed call (the weight packed once, tun_library_packed_param)
+ * applies only where every call of f (or a structurally equal function)
+ * feeds that weight from a constant: why not, or NULL. */
+static const char *packed_blocker(const build_state *b, const tun_record *r, const ir_func *f) {
+  int p = tun_library_packed_param(r);
+  if (p < 0 || !tun_record_is_library(r, NULL, 0)) return NULL;
+  if (!f) return "no calls to check";
+  sch_layout_map map = {.param = p};
+  return layout_blocker(b, f, &map, 1);
+}
+
 /* Replays the best verified record of key on f (when it does not replay, the
  * next best, saying so on the warning stream); NULL (and no error) when
  * there is none or it does not apply. A record that re-lays weights
@@ -356,6 +368,22 @@ static const char *layout_blocker(const build_state *b, const ir_func *f, const 
  * pre-packs; otherwise (or with calls_of NULL: a specialisation, whose calls
  * pass the same tensors to the symbolic kernel) the rewrite is dropped and
  * the kernel reads the original layout. */
+/* A trace that re-lays a weight (TransformLayout): a specialisation cannot
+ * keep that (the symbolic kernel's calls pass the weight in its original
+ * layout) and replays it without, reading the weight in a layout it was never
+ * timed in (a BERT projection padded to its bucket: 6.9 ms a call against the
+ * 1.3 ms the record was timed at). */
+static bool relays_weight(const tun_record *r) {
+  return r && !tun_record_is_library(r, NULL, 0) && r->trace && strstr(r->trace, "\"TransformLayout\"");
+}
+
+/* Of ranked records rs[0..n): the best that re-lays no weight (NULL: none). */
+static const tun_record *best_not_relaid(const tun_record **rs, int n) {
+  for (int i = 0; i < n; i++)
+    if (!relays_weight(rs[i])) return rs[i];
+  return NULL;
+}
+
 static sch_traced *from_log(build_state *b, const char *key, const ir_func *f, const ir_func *calls_of,
                             bool *had_record, sch_layout_map *maps, int *nmaps, bool padded) {
   *had_record = false;
@@ -375,8 +403,16 @@ static sch_traced *from_log(build_state *b, const char *key, const ir_func *f, c
   /* padded (a bucket's function padded to it): the best record only, a
    * trace only (a library call is made for the bound sizes); quiet, as the
    * caller falls back to the bound function */
-  for (int i = 0; i < n && !s && (!padded || i == 0); i++) {
+  /* a specialisation (no calls_of) skips the records that re-lay a weight
+   * while a record that does not is left */
+  bool skip_relaid = !calls_of && relays_weight(n > 0 ? rs[0] : NULL) && best_not_relaid(rs, n);
+  if (skip_relaid && b->o->warn)
+    fprintf(b->o->warn, "tessel build: %s [%s]: the best record re-lays a weight, which a specialisation cannot keep; "
+                        "took the best record that does not\n", f->name ? f->name : "?", key);
+  for (int i = 0, tried = 0; i < n && !s && (!padded || tried == 0); i++) {
     const tun_record *r = rs[i];
+    if (skip_relaid && relays_weight(r)) continue;
+    tried++;
     *had_record = true;
     *nmaps = 0;
     ts_diag d;
@@ -384,6 +420,14 @@ static sch_traced *from_log(build_state *b, const char *key, const ir_func *f, c
     if (tun_record_is_library(r, NULL, 0)) { /* a library call: no trace, no layout rewrite */
       if (padded) {
         snprintf(b->padded_why, sizeof b->padded_why, "it is a library call, made for these sizes");
+        continue;
+      }
+      const char *why = packed_blocker(b, r, calls_of ? calls_of : b->spec_of);
+      if (why) {
+        if (b->o->warn)
+          fprintf(b->o->warn, "tessel build: %s [%s]: the %s record packs its weight once, which is no constant in %s; %s\n",
+                  f->name ? f->name : "?", key, i ? "next best" : "best", why,
+                  i + 1 < n ? "trying the next best" : "default schedule");
         continue;
       }
       s = tun_record_schedule(r, f, &b->tg, &d);
@@ -423,13 +467,16 @@ static sch_traced *from_log(build_state *b, const char *key, const ir_func *f, c
   return s;
 }
 
-/* The best record of key the build would replay first (NULL: none). */
+/* The best record of key the build would replay first for a specialisation
+ * (NULL: none): the best that re-lays no weight when there is one
+ * (relays_weight), else the best. */
 static const tun_record *best_record(const build_state *b, const char *key) {
   if (!b->db) return NULL;
   int n = 0;
   bool other = false;
   const tun_record **rs = tun_db_ranked_for_build(b->db, key, b->tg.text, b->threads, &n, &other);
-  const tun_record *r = n > 0 ? rs[0] : NULL;
+  const tun_record *r = best_not_relaid(rs, n);
+  if (!r && n > 0) r = rs[0];
   ts_free(rs);
   return r;
 }
@@ -440,6 +487,13 @@ static const tun_record *best_record(const build_state *b, const char *key) {
  * record is no library call or has no call on f (said). */
 static sch_traced *library_any_size(build_state *b, const tun_record *r, const ir_func *f, const char *key) {
   if (!r || !tun_record_is_library(r, NULL, 0)) return NULL;
+  const char *why = packed_blocker(b, r, f);
+  if (why) {
+    if (b->o->warn)
+      fprintf(b->o->warn, "tessel build: %s [%s]: the library record packs its weight once, which is no constant "
+                          "in %s; not used at every size\n", f->name ? f->name : "?", key, why);
+    return NULL;
+  }
   ts_diag q;
   ts_diag_clear(&q);
   sch_traced *s = tun_record_schedule_any_size(r, f, &b->tg, &q);
@@ -615,7 +669,9 @@ static ts_status add_spec(build_state *b, int ki, int nn, const char **names, co
     else if (!padded && b->o->warn)
       fprintf(b->o->warn, "tessel build: %s; its bucket [%s] is used at exactly those sizes\n", q.msg, key);
   }
+  b->spec_of = f;
   if (!ss) ss = from_log(b, key, bound, NULL, &h, unused, &nunused, false);
+  b->spec_of = NULL;
   *had |= h;
   if (!ss) return TS_OK;
   mkernel *sk = new_kernel(b, d);

@@ -1,6 +1,6 @@
 /* runoff.h — the run-off at the end of a tuning run: a task's few best
- * distinct candidates (its best generated trial, its default schedule's record, its
- * best library call: at most TUN_RUNOFF_MAX) are built again and timed back
+ * distinct candidates (its best generated trial, its default schedule's record, the
+ * best record of each library call: at most TUN_RUNOFF_MAX) are built again and timed back
  * to back, interleaved, TUN_RUNOFF_ROUNDS rounds of one run each, through
  * the run's measuring device; each is logged as a run-off record (runs = the
  * rounds' times, time = their median; docs/LOG.md, "Run-offs"), and the log's
@@ -12,7 +12,7 @@
 
 #include "tuner/tune.h"
 
-#define TUN_RUNOFF_MAX 3
+#define TUN_RUNOFF_MAX 7 /* 3 + one per library call (TUN_LIB_MAX_CANDS) */
 #define TUN_RUNOFF_ROUNDS 5
 
 typedef struct tun_runoff_result {

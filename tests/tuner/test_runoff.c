@@ -277,7 +277,8 @@ START_TEST(test_runoff_keeps_generated_beside_library) {
   o.no_runoff = false;
   tun_runoff_result rr;
   ck_assert_msg(tun_runoff(f, &t, &o, "matmul", &rr, &d) == TS_OK, "%s", d.msg);
-  ck_assert_msg(rr.ncands == 3, "%d candidates (%s)", rr.ncands, rr.skipped ? rr.skipped : "run");
+  /* the default, the generated record and each library call's best (one or more) */
+  ck_assert_msg(rr.ncands >= 3, "%d candidates (%s)", rr.ncands, rr.skipped ? rr.skipped : "run");
   ck_assert(rr.lib[0] && rr.kernel_seconds > 0 && rr.default_seconds > 0);
   ck_assert_msg(!strncmp(rr.was, "library ", 8), "the choice before the run-off: %s", rr.was); /* listed first */
   unlink(path);
