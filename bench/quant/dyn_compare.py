@@ -5,7 +5,7 @@ scales) through tessel against onnxruntime's int8 kernels at 1 thread, in the
 same run (issue 16; the sibling of qdq_compare.py for token inputs).
 
   .venv/bin/python bench/quant/dyn_compare.py MODEL.onnx A.so [B.so ...] [--tessel build/tessel]
-      [--batch 2] [--seq 16] [--rounds 3] [--repeat 5] [--make SRC.onnx]
+      [--batch 2] [--seq 16] [--rounds 3] [--repeat 5] [--make SRC.onnx] [--cpu-time]
 
 --make SRC.onnx first writes MODEL.onnx with quantize_dynamic(SRC, int8
 weights) (onnxruntime's defaults: per-tensor weights, u8 activations). The
@@ -23,6 +23,7 @@ int16), with `uptime`."""
 import argparse
 import logging
 import os
+import resource
 import subprocess
 import tempfile
 import time
@@ -64,6 +65,38 @@ def exact_matmul_integer(m):
     return m
 
 
+def child_cpu_ms(cmd):
+    """The CPU time (user + sys, ms) of running cmd to its end."""
+    r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    subprocess.run(cmd, check=True, capture_output=True)
+    r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return (r1.ru_utime - r0.ru_utime + r1.ru_stime - r0.ru_stime) * 1e3
+
+
+def time_round(a, run_ort, tessel_cmd, builds, ms):
+    """One round: the median of --repeat onnxruntime runs (wall ms), or with
+    --cpu-time their CPU ms each (this process's), then each build's
+    `tessel run --bench` median (wall) or CPU ms per inference (the
+    --repeat N+1 run minus a --repeat 1 run, over N: start-up, loading and
+    the warm-up cancel)."""
+    ts = []
+    for _ in range(a.repeat):
+        t, c = time.perf_counter(), time.process_time()
+        run_ort()
+        ts.append((time.process_time() - c if a.cpu_time else time.perf_counter() - t) * 1e3)
+    ms["ort"].append(float(np.median(ts)))
+    for b in builds:
+        if a.cpu_time:
+            one = child_cpu_ms(tessel_cmd(b) + ["--bench", "--repeat", "1"])
+            n = child_cpu_ms(tessel_cmd(b) + ["--bench", "--repeat", str(a.repeat + 1)])
+            ms[b].append((n - one) / a.repeat)
+            continue
+        r = subprocess.run(tessel_cmd(b) + ["--bench", "--repeat", str(a.repeat)], check=True, capture_output=True,
+                           text=True)
+        line = [ln for ln in r.stdout.splitlines() if ln.startswith("latency")][0]
+        ms[b].append(float(line.split("median")[1].split()[0]))
+
+
 def feeds_for(s, batch, seq):
     feeds = {}
     for i in s.get_inputs():
@@ -88,6 +121,9 @@ def main():
     ap.add_argument("--seq", type=int, default=16)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--cpu-time", action="store_true",
+                    help="time in CPU ms per inference (this process's for onnxruntime, the child's for tessel: "
+                         "its --repeat N+1 run minus a --repeat 1 run, over N): a loaded machine's waits left out")
     ap.add_argument("--make", default="", help="quantize_dynamic this float model into MODEL first")
     a = ap.parse_args()
     if a.make:
@@ -113,19 +149,12 @@ def main():
           f"that graph against its exact form (MatMulInteger as int32 MatMul): {np.abs(r0 - rx).max() / m:.2g}")
     ms = {k: [] for k in ["ort"] + a.builds}
     for _ in range(a.rounds):
-        ts = []
-        for _ in range(a.repeat):
-            t = time.perf_counter()
-            s.run(None, feeds)
-            ts.append((time.perf_counter() - t) * 1e3)
-        ms["ort"].append(float(np.median(ts)))
-        for b in a.builds:
-            r = subprocess.run([a.tessel, "run", b, "--threads", "1", "--output-dir", d] + args +
-                               ["--bench", "--repeat", str(a.repeat)], check=True, capture_output=True, text=True)
-            line = [ln for ln in r.stdout.splitlines() if ln.startswith("latency")][0]
-            ms[b].append(float(line.split("median")[1].split()[0]))
+        time_round(a, lambda: s.run(None, feeds),
+                   lambda b: [a.tessel, "run", b, "--threads", "1", "--output-dir", d] + args, a.builds, ms)
     print(os.popen("uptime").read().strip())
     o = float(np.median(ms["ort"]))
+    if a.cpu_time:
+        print("CPU ms per inference (--cpu-time)")
     print(f"onnxruntime int8, 1 thread, b{a.batch} s{a.seq}: {o:.1f} ms (rounds {', '.join(f'{v:.1f}' for v in ms['ort'])})")
     for b in a.builds:
         subprocess.run([a.tessel, "run", b, "--threads", "1", "--output-dir", d] + args, check=True,
