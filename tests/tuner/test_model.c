@@ -349,7 +349,8 @@ static double output_step(const char *model) {
  * compared with onnxruntime on the MLP with its MatMulIntegers written as
  * int32 MatMuls (quant_mlp_dyn_exact: exact sums, as tessel's; onnxruntime's
  * AVX2 MatMulInteger saturates pairs of products in int16 and was 0.019 off
- * here, 0.08 at other inputs): within 1e-5 (float rounding of the scales). The QDQ EfficientNet block (quant_mbconv_qdq:
+ * here, 0.08 at other inputs): within 1e-5 (float rounding of the scales).
+ * The QDQ EfficientNet block (quant_mbconv_qdq:
  * SiLU as Sigmoid and a Mul of two dequantized tensors, a depthwise conv
  * with per-channel weights, squeeze-excitation's GlobalAveragePool and
  * broadcast Mul, a residual Add, all between DequantizeLinear and
