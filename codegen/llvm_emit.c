@@ -258,32 +258,105 @@ static LLVMValueRef and_mask(lx_fn *f, LLVMValueRef mask, LLVMValueRef c) {
 
 /* True if evaluating e could fault when its guard is false: a load, or an
  * integer division by a non-constant. */
-static bool may_trap(const ir_expr *e) {
+/* Bounds [*lo, *hi] of integer e (over all its lanes) from the enclosing loops' constant
+ * ranges (f->rvar); false when e is of another form or its values may leave
+ * +-2^40 (no overflow in the arithmetic below). */
+static bool ibound(const lx_fn *f, const ir_expr *e, int64_t *lo, int64_t *hi) {
+  const int64_t lim = INT64_C(1) << 40;
+  if (!e || !ir_dtype_is_int(e->dtype)) return false;
+  int64_t a0, a1, b0, b1;
+  switch (e->kind) {
+  case IR_BROADCAST:
+    if (!ibound(f, e->u.bcast.value, lo, hi)) return false;
+    break;
+  case IR_RAMP: /* base + stride * [0, lanes) */
+    if (!ibound(f, e->u.ramp.base, &a0, &a1) || !ibound(f, e->u.ramp.stride, &b0, &b1) || e->u.ramp.lanes < 1)
+      return false;
+    *lo = a0 + (b0 < 0 ? b0 * (e->u.ramp.lanes - 1) : 0);
+    *hi = a1 + (b1 > 0 ? b1 * (e->u.ramp.lanes - 1) : 0);
+    break;
+  case IR_INT_IMM:
+    if (!ir_as_int(e, lo)) return false;
+    *hi = *lo;
+    break;
+  case IR_VAR: {
+    int i = f->nrange - 1;
+    while (i >= 0 && f->rvar[i] != e->u.var) i--;
+    if (i < 0) return false;
+    *lo = f->rlo[i];
+    *hi = f->rhi[i];
+    break;
+  }
+  case IR_CAST:
+    if (!ir_dtype_is_int(e->u.cast.value->dtype) || !ibound(f, e->u.cast.value, lo, hi)) return false;
+    break;
+  case IR_ADD: case IR_SUB: case IR_MUL: case IR_MIN: case IR_MAX:
+    if (!ibound(f, e->u.bin.a, &a0, &a1) || !ibound(f, e->u.bin.b, &b0, &b1)) return false;
+    if (e->kind == IR_ADD) *lo = a0 + b0, *hi = a1 + b1;
+    else if (e->kind == IR_SUB) *lo = a0 - b1, *hi = a1 - b0;
+    else if (e->kind == IR_MIN) *lo = a0 < b0 ? a0 : b0, *hi = a1 < b1 ? a1 : b1;
+    else if (e->kind == IR_MAX) *lo = a0 > b0 ? a0 : b0, *hi = a1 > b1 ? a1 : b1;
+    else {
+      int64_t p[4] = {a0 * b0, a0 * b1, a1 * b0, a1 * b1};
+      *lo = *hi = p[0];
+      for (int i = 1; i < 4; i++) {
+        if (p[i] < *lo) *lo = p[i];
+        if (p[i] > *hi) *hi = p[i];
+      }
+    }
+    break;
+  default: return false;
+  }
+  return *lo > -lim && *hi < lim;
+}
+
+static bool may_trap(const lx_fn *f, const ir_expr *e);
+
+/* A load whose index (every lane) the enclosing loops' ranges keep inside its
+ * buffer (compact, constant shape): it reads memory in every case, so under
+ * a select it needs no guard (a padded copy's clamped index: LLVM then
+ * vectorizes the select of a plain load instead of a masked load, which
+ * AVX2 has not for bytes). */
+static bool safe_load(const lx_fn *f, const ir_expr *e) {
+  const ir_buffer *b = e->u.load.buf;
+  if (!f || !b || e->u.load.nidx != 1 || b->strides || b->elem_offset) return false;
+  int64_t n = 1, lo, hi;
+  for (int d = 0; d < b->ndim; d++) {
+    int64_t x;
+    if (!ir_as_int(b->shape[d], &x) || x <= 0 || x > (INT64_C(1) << 40) / n) return false;
+    n *= x;
+  }
+  return !may_trap(f, e->u.load.idx[0]) && ibound(f, e->u.load.idx[0], &lo, &hi) && lo >= 0 && hi < n;
+}
+
+/* f: the emitting function, whose loop ranges may prove a load safe (NULL:
+ * every load may trap). */
+static bool may_trap(const lx_fn *f, const ir_expr *e) {
   if (!e) return false;
   switch (e->kind) {
   case IR_INT_IMM: case IR_FLOAT_IMM: case IR_VAR: return false;
-  case IR_LOAD: return true;
-  case IR_NOT: return may_trap(e->u.un.a);
-  case IR_SELECT: return may_trap(e->u.sel.cond) || may_trap(e->u.sel.t) || may_trap(e->u.sel.f);
-  case IR_CAST: return may_trap(e->u.cast.value);
+  case IR_LOAD: return !safe_load(f, e);
+  case IR_NOT: return may_trap(f, e->u.un.a);
+  case IR_SELECT: return may_trap(f, e->u.sel.cond) || may_trap(f, e->u.sel.t) || may_trap(f, e->u.sel.f);
+  case IR_CAST: return may_trap(f, e->u.cast.value);
   case IR_CALL:
     for (int i = 0; i < e->u.call.nargs; i++)
-      if (may_trap(e->u.call.args[i])) return true;
+      if (may_trap(f, e->u.call.args[i])) return true;
     return false;
-  case IR_RAMP: return may_trap(e->u.ramp.base) || may_trap(e->u.ramp.stride);
-  case IR_BROADCAST: return may_trap(e->u.bcast.value);
+  case IR_RAMP: return may_trap(f, e->u.ramp.base) || may_trap(f, e->u.ramp.stride);
+  case IR_BROADCAST: return may_trap(f, e->u.bcast.value);
   case IR_CALL_EXTERN:
     for (int i = 0; i < e->u.ext.nargs; i++)
-      if (may_trap(e->u.ext.args[i])) return true;
+      if (may_trap(f, e->u.ext.args[i])) return true;
     return false;
-  case IR_REINTERPRET: return may_trap(e->u.cast.value);
-  case IR_ACCESS_PTR: return may_trap(e->u.ptr.offset);
+  case IR_REINTERPRET: return may_trap(f, e->u.cast.value);
+  case IR_ACCESS_PTR: return may_trap(f, e->u.ptr.offset);
   default:
     if (ir_is_binop(e->kind)) {
       if ((e->kind == IR_DIV || e->kind == IR_FLOORDIV || e->kind == IR_FLOORMOD) &&
           !code_float(e->dtype.code) && e->u.bin.b->kind != IR_INT_IMM)
         return true;
-      return may_trap(e->u.bin.a) || may_trap(e->u.bin.b);
+      return may_trap(f, e->u.bin.a) || may_trap(f, e->u.bin.b);
     }
     return false;
   }
@@ -389,7 +462,7 @@ static LLVMValueRef ex_binop(lx_fn *f, const ir_expr *e, LLVMValueRef mask) {
   int code = xe->dtype.code;
   LLVMValueRef x = ex(f, xe, mask);
   if (!x) return NULL;
-  if ((k == IR_AND || k == IR_OR) && may_trap(ye)) {
+  if ((k == IR_AND || k == IR_OR) && may_trap(NULL, ye)) {
     x = to_bool(f, code, x);
     if (cg_lx_lanes(x) == 1) {
       LLVMValueRef tv = LLVMConstInt(f->m->t_i1, 1, 0), fv = LLVMConstInt(f->m->t_i1, 0, 0);
@@ -502,7 +575,7 @@ static LLVMValueRef ex_select(lx_fn *f, const ir_expr *e, LLVMValueRef mask) {
   LLVMValueRef c = ex(f, ce, mask);
   if (!c) return NULL;
   c = to_bool(f, ce->dtype.code, c);
-  if (may_trap(te) || may_trap(fe)) {
+  if (may_trap(f, te) || may_trap(f, fe)) {
     if (cg_lx_lanes(c) == 1) return lazy_branch(f, c, te, NULL, fe, NULL, mask);
     LLVMValueRef tv = ex(f, te, and_mask(f, mask, c));
     if (!tv) return NULL;
@@ -1335,6 +1408,14 @@ static bool st_for(lx_fn *f, const ir_stmt *s) {
   if (au && au->kind == IR_ANN_INT) f->unroll_budget = au->v.i;
   bool ok;
   int64_t inner = ext_const ? trips(s->u.loop.body) : -1;
+  /* the loop's range while its body is emitted (safe_load) */
+  int64_t min_c;
+  int saved_nrange = f->nrange;
+  if (ext_const && ext_c > 0 && ir_as_int(s->u.loop.min, &min_c) && f->nrange < 32) {
+    f->rvar[f->nrange] = v;
+    f->rlo[f->nrange] = min_c;
+    f->rhi[f->nrange++] = min_c + ext_c - 1;
+  }
   bool copy = ext_const && ext_c >= 0 && inner >= 0 &&
               ((s->u.loop.kind == IR_FOR_UNROLLED && ext_c <= UNROLL_COPY_MAX &&
                 ext_c * inner <= UNROLL_TOTAL_MAX) ||
@@ -1359,6 +1440,7 @@ static bool st_for(lx_fn *f, const ir_stmt *s) {
     ok = serial_loop(f, v, minv, hi, s->u.loop.body, md);
   }
   f->unroll_budget = saved_budget;
+  f->nrange = saved_nrange;
   return ok;
 }
 
@@ -1514,12 +1596,12 @@ static bool init_guard(const ir_stmt *g, const ir_stmt *next) {
   if (!g || !next || g->kind != IR_IF || g->u.ifs.else_s || !g->u.ifs.cond) return false;
   const ir_stmt *t = g->u.ifs.then_s;
   if (!t || t->kind != IR_STORE || next->kind != IR_STORE) return false;
-  if (g->u.ifs.cond->dtype.lanes != 1 || may_trap(g->u.ifs.cond)) return false;
+  if (g->u.ifs.cond->dtype.lanes != 1 || may_trap(NULL, g->u.ifs.cond)) return false;
   if (t->u.store.predicate || next->u.store.predicate || t->u.store.buf != next->u.store.buf ||
       t->u.store.nidx != 1 || next->u.store.nidx != 1 || !t->u.store.idx || !next->u.store.idx)
     return false;
   const ir_expr *v = t->u.store.value;
-  if (!v || may_trap(v) || v->dtype.lanes != next->u.store.value->dtype.lanes) return false;
+  if (!v || may_trap(NULL, v) || v->dtype.lanes != next->u.store.value->dtype.lanes) return false;
   return same_index(t->u.store.idx[0], next->u.store.idx[0]);
 }
 

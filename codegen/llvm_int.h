@@ -59,6 +59,12 @@ typedef struct lx_fn {
   int par_depth;            /* > 0 inside an outlined parallel body */
   int in_index;             /* > 0 while emitting a load/store index (nsw math) */
   int64_t unroll_budget;    /* pragma_auto_unroll_max_step in force (0: none) */
+  /* the enclosing loops with constant bounds: var, first and last value
+   * (a load under a select whose index they bound inside its buffer needs no
+   * guard: llvm_emit.c safe_load) */
+  const struct ir_var *rvar[32];
+  int64_t rlo[32], rhi[32];
+  int nrange;
 } lx_fn;
 
 /* ---- llvm.c: C libraries kernels may call ---------------------------------- */

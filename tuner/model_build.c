@@ -736,7 +736,9 @@ static ts_status schedule_kernel(build_state *b, mkernel *k, ts_diag *d) {
      * re-lays is packed at build time like a record's */
     const ir_func *df = k->func;
     int64_t mask = 0;
-    for (int p = 0; !k->func->nsyms && p < k->func->ninputs && p < 63; p++) {
+    /* (a symbolic kernel only without specialisations: they take the
+     * tensors its calls pass, in the original layout) */
+    for (int p = 0; (!k->func->nsyms || k->nspecs == 0) && p < k->func->ninputs && p < 63; p++) {
       sch_layout_map one = {.param = p};
       if (!layout_blocker(b, k->func, &one, 1)) mask |= INT64_C(1) << p;
     }

@@ -8,13 +8,14 @@ against onnxruntime without optimisations (the Q/DQ ops as written) and with,
 over the reference's max |value|, with `uptime` (the machine's load).
 
   .venv/bin/python bench/quant/qdq_compare.py MODEL.onnx A.so [B.so ...] [--tessel build/tessel]
-      [--rounds 3] [--repeat 5] [--input NAME]
+      [--rounds 3] [--repeat 5] [--input NAME] [--cpu-time]
 
 The builds come from `tessel build MODEL.onnx -o A.so` (untuned) or with
 `--log LOG` (tuned); the input is N(0, 1) of the model's input shape, seed 9
 (as quant_zoo.py)."""
 import argparse
 import os
+import resource
 import subprocess
 import tempfile
 import time
@@ -31,6 +32,38 @@ def session(model, opt):
     return ort.InferenceSession(model, so)
 
 
+def child_cpu_ms(cmd):
+    """The CPU time (user + sys, ms) of running cmd to its end."""
+    r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    subprocess.run(cmd, check=True, capture_output=True)
+    r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return (r1.ru_utime - r0.ru_utime + r1.ru_stime - r0.ru_stime) * 1e3
+
+
+def time_round(a, run_ort, tessel_cmd, builds, ms):
+    """One round: the median of --repeat onnxruntime runs (wall ms), or with
+    --cpu-time their CPU ms each (this process's), then each build's
+    `tessel run --bench` median (wall) or CPU ms per inference (the
+    --repeat N+1 run minus a --repeat 1 run, over N: start-up, loading and
+    the warm-up cancel)."""
+    ts = []
+    for _ in range(a.repeat):
+        t, c = time.perf_counter(), time.process_time()
+        run_ort()
+        ts.append((time.process_time() - c if a.cpu_time else time.perf_counter() - t) * 1e3)
+    ms["ort"].append(float(np.median(ts)))
+    for b in builds:
+        if a.cpu_time:
+            one = child_cpu_ms(tessel_cmd(b) + ["--bench", "--repeat", "1"])
+            n = child_cpu_ms(tessel_cmd(b) + ["--bench", "--repeat", str(a.repeat + 1)])
+            ms[b].append((n - one) / a.repeat)
+            continue
+        r = subprocess.run(tessel_cmd(b) + ["--bench", "--repeat", str(a.repeat)], check=True, capture_output=True,
+                           text=True)
+        line = [ln for ln in r.stdout.splitlines() if ln.startswith("latency")][0]
+        ms[b].append(float(line.split("median")[1].split()[0]))
+
+
 def tessel_args(a, so, inp, d):
     return [a.tessel, "run", so, "--threads", "1", "--input", f"{a.input}={inp}", "--output-dir", d]
 
@@ -42,6 +75,9 @@ def main():
     ap.add_argument("--tessel", default="build/tessel")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--cpu-time", action="store_true",
+                    help="time in CPU ms per inference (this process's for onnxruntime, the child's for tessel: "
+                         "its --repeat N+1 run minus a --repeat 1 run, over N): a loaded machine's waits left out")
     ap.add_argument("--input", default="input")
     a = ap.parse_args()
     s = session(a.model, True)
@@ -55,20 +91,12 @@ def main():
     oname = s.get_outputs()[0].name
     ms = {k: [] for k in ["ort"] + a.builds}
     for _ in range(a.rounds):
-        ts = []
-        for _ in range(a.repeat):
-            t = time.perf_counter()
-            s.run(None, {a.input: x})
-            ts.append((time.perf_counter() - t) * 1e3)
-        ms["ort"].append(float(np.median(ts)))
-        for b in a.builds:
-            r = subprocess.run(tessel_args(a, b, inp, d) + ["--bench", "--repeat", str(a.repeat)], check=True,
-                               capture_output=True, text=True)
-            line = [ln for ln in r.stdout.splitlines() if ln.startswith("latency")][0]
-            ms[b].append(float(line.split("median")[1].split()[0]))
+        time_round(a, lambda: s.run(None, {a.input: x}), lambda b: tessel_args(a, b, inp, d), a.builds, ms)
     print(os.popen("uptime").read().strip())
     o = float(np.median(ms["ort"]))
     m = float(np.abs(r0).max())
+    if a.cpu_time:
+        print("CPU ms per inference (--cpu-time)")
     print(f"onnxruntime int8, 1 thread: {o:.1f} ms (rounds {', '.join(f'{v:.1f}' for v in ms['ort'])})")
     for b in a.builds:
         subprocess.run(tessel_args(a, b, inp, d), check=True, capture_output=True)

@@ -212,7 +212,11 @@ ts_status sch_blockize(sch_state *s, sch_loop loop, sch_block *out, ts_diag *d) 
     }
     if (st) break;
     int64_t dmin, dext;
-    if (!ir_as_int(iv->dom.min, &dmin) || !ir_as_int(iv->dom.extent, &dext) || dmin != 0) {
+    /* a symbolic extent (a model's batch or sequence) only where the loops
+     * under `loop` leave it whole (E = 1): the outer iter var takes it as it is */
+    bool symx = E == 1 && ir_as_int(iv->dom.min, &dmin) && dmin == 0 && !ir_as_int(iv->dom.extent, &dext);
+    if (symx) dext = INT64_MAX;
+    if (!symx && (!ir_as_int(iv->dom.min, &dmin) || !ir_as_int(iv->dom.extent, &dext) || dmin != 0)) {
       st = ts_diag_set(d, TS_ESCHEDULE, P ": iter var %s of block '%s' has a non-constant or non-zero-based domain",
                        iv->var->name, b->name);
       break;
@@ -244,7 +248,9 @@ ts_status sch_blockize(sch_state *s, sch_loop loop, sch_block *out, ts_diag *d) 
         st = ts_diag_set(d, TS_ENOMEM, "out of memory");
         break;
       }
-      oiters[no] = (ir_iter_var){vo, {ir_int(a, iv->dom.min->dtype, 0), ir_int(a, iv->dom.extent->dtype, dext / E)},
+      oiters[no] = (ir_iter_var){vo,
+                                 {ir_int(a, iv->dom.min->dtype, 0),
+                                  symx ? iv->dom.extent : ir_int(a, iv->dom.extent->dtype, dext / E)},
                                  iv->type};
       ovals[no++] = lin_build(a, &l, t, E, outer_mask, true);
       if (iv->type == IR_ITER_R) outer_reduce = true;

@@ -107,17 +107,26 @@ static const i8_family *i8_family_of(const char *arch, const char *cpu, const ch
   return NULL;
 }
 
-/* One loop per iter var, in iter order (loop l binds iter l). */
-static bool trivial_nest(const ir_stmt *r, const sch_loop *cl, int nl, int64_t *ext, const ir_func *f) {
+/* One loop per iter var, in iter order (loop l binds iter l). sym (the
+ * default schedule of a symbolic kernel): a spatial loop whose extent is not
+ * a constant is accepted with ext 1 and its bit set in *symmask; otherwise
+ * (sym NULL) every extent must be a constant. */
+static bool trivial_nest(const ir_stmt *r, const sch_loop *cl, int nl, int64_t *ext, const ir_func *f,
+                         uint32_t *sym) {
   const ir_block *b = r->u.realize.block;
   if (nl != b->niter || nl == 0 || nl > MAXL) return false;
+  if (sym) *sym = 0;
   for (int l = 0; l < nl; l++) {
     const ir_expr *e = r->u.realize.iter_values[l];
     const ir_stmt *ls = srch_find_loop(f, cl[l].var);
     int64_t mn;
-    if (e->kind != IR_VAR || e->u.var != cl[l].var || !ls || !ir_as_int(ls->u.loop.extent, &ext[l]) ||
-        !ir_as_int(ls->u.loop.min, &mn) || mn != 0 || ls->u.loop.kind != IR_FOR_SERIAL)
+    if (e->kind != IR_VAR || e->u.var != cl[l].var || !ls || !ir_as_int(ls->u.loop.min, &mn) || mn != 0 ||
+        ls->u.loop.kind != IR_FOR_SERIAL)
       return false;
+    if (ir_as_int(ls->u.loop.extent, &ext[l])) continue;
+    if (!sym || b->iters[l].type != IR_ITER_S) return false;
+    ext[l] = 1;
+    *sym |= 1u << l;
   }
   return true;
 }
@@ -405,7 +414,7 @@ static i8_tile tile_avx2(const sch_intrin *in, int64_t rr, int64_t rc, int64_t r
  * other reductions, then k's outer part), every other spatial loop outside
  * (fused and parallel). */
 static bool apply_fixed(sch_traced *t, const char *block, const ir_block *blk, const sch_intrin *in, const int64_t *ie,
-                        i8_tile tl) {
+                        i8_tile tl, uint32_t sym) {
   ts_diag q;
   ts_diag_clear(&q);
   int b, nl;
@@ -457,8 +466,18 @@ static bool apply_fixed(sch_traced *t, const char *block, const ir_block *blk, c
     outer[no++] = o3[0];
     tile[nt++] = o3[1];
   }
-  int order[4 * MAXL], n = 0;
-  for (int i = 0; i < no; i++) order[n++] = outer[i];
+  /* the symbolic (row) loops inside the others: each column tile's packed
+   * weight stays in cache while every row of the call passes over it */
+  int order[4 * MAXL], n = 0, ns = 0, symo[MAXL];
+  for (int i = 0; i < no; i++) {
+    const ir_stmt *ls = srch_find_loop(sch_traced_func(t), sch_t_loop(t, outer[i]).var);
+    int64_t e;
+    if (sym && ls && !ir_as_int(ls->u.loop.extent, &e)) symo[ns++] = outer[i];
+    else order[n++] = outer[i];
+  }
+  memcpy(order + n, symo, sizeof(int) * (size_t)ns);
+  memcpy(outer, order, sizeof(int) * (size_t)no);
+  n += ns;
   for (int i = 0; i < nr; i++) order[n++] = red[i];
   for (int i = 0; i < nt; i++) order[n++] = tile[i];
   for (int i = 0; i < ni; i++) order[n++] = intr[i];
@@ -466,25 +485,29 @@ static bool apply_fixed(sch_traced *t, const char *block, const ir_block *blk, c
   for (int i = 0; i < nt; i++) sch_t_unroll(t, tile[i], &q);
   int ob;
   if (sch_t_blockize(t, intr[0], &ob, &q) || sch_t_tensorize(t, ob, in->name, &q)) return false;
+  /* the outer loops fused and parallel before the reduction is decomposed
+   * (as MetaSchedule's postprocessors: parallel wants the block the only
+   * writer of its output under the loop, which the init block is not) */
   ts_diag_clear(&q);
   int init, fused = outer[0];
+  int nf = no - ns > 0 ? no - ns : no; /* the symbolic loops stay serial inside (their fused index is not affine) */
+  bool fuse_ok = nf <= 1 || sch_t_fuse(t, nf, outer, &fused, &q) == TS_OK;
+  ts_diag_clear(&q);
+  if (fuse_ok && no > 0) sch_t_parallel(t, fused, &q);
+  ts_diag_clear(&q);
   if (nr > 0) sch_t_decompose_reduction(t, ob, red[0], &init, &q);
-  ts_diag_clear(&q);
-  if (no > 1 && sch_t_fuse(t, no, outer, &fused, &q)) return true; /* tensorized, serial */
-  ts_diag_clear(&q);
-  if (no > 0) sch_t_parallel(t, fused, &q);
   return true;
 }
 
 bool srch_tensor_default(sch_traced *t, const char *block, const cg_target *tg, bool pack) {
   if (tg && tg->kind != CG_TARGET_LLVM) return false;
   const ir_func *fn = sch_traced_func(t);
-  if (fn->nsyms) return false; /* a symbolic kernel's build keeps its weights' layout */
   int nl;
   sch_loop *cl;
   int64_t ext[MAXL];
+  uint32_t sym = 0;
   const ir_stmt *r = srch_block_loops(t, block, &cl, &nl);
-  if (!r || !trivial_nest(r, cl, nl, ext, fn)) return false;
+  if (!r || !trivial_nest(r, cl, nl, ext, fn, &sym)) return false;
   const ir_block *blk = r->u.realize.block;
   const ir_stmt *body = blk->body;
   int8_find f8 = {0};
@@ -502,8 +525,10 @@ bool srch_tensor_default(sch_traced *t, const char *block, const cg_target *tg, 
   ts_diag q;
   ts_diag_clear(&q);
   int b, sb[2];
-  bool shifted =
-      fm->shift && sch_t_get_block(t, block, &b, &q) == TS_OK && sch_t_shift_to_unsigned(t, b, sb, &q) == TS_OK;
+  /* a symbolic kernel (sym: its rows' extents known at run time) takes a
+   * kernel of one row per call on those iters, as it is: no shift, no padding */
+  bool shifted = fm->shift && !sym && sch_t_get_block(t, block, &b, &q) == TS_OK &&
+                 sch_t_shift_to_unsigned(t, b, sb, &q) == TS_OK;
   bool packed = pack && vnni_pack(t, block, fm);
   if (shifted && packed) colsum_vnni(t, sb[1]);
   const sch_intrin *cand[16];
@@ -511,6 +536,7 @@ bool srch_tensor_default(sch_traced *t, const char *block, const cg_target *tg, 
   int nc = matching(t, block, nl, ext, arch, cpu, feats, false, NULL, cand, cext, 16);
   int pick = nc > 0 ? 0 : -1;
   bool padded = nc == 0;
+  if (nc == 0 && sym) return false;
   if (nc == 0) {
     nc = matching(t, block, nl, ext, arch, cpu, feats, true, fm->prefix, cand, cext, 16);
     for (int i = 0; i < nc && pick < 0; i++)
@@ -519,7 +545,7 @@ bool srch_tensor_default(sch_traced *t, const char *block, const cg_target *tg, 
   if (pick < 0) return false;
   /* padded: the iteration domain grew */
   r = srch_block_loops(t, block, &cl, &nl);
-  if (!r || !trivial_nest(r, cl, nl, ext, sch_traced_func(t))) return false;
+  if (!r || !trivial_nest(r, cl, nl, ext, sch_traced_func(t), &sym)) return false;
   const ir_block *pb = r->u.realize.block;
   int64_t rr, rc, rh;
   tile_rest(pb, cext[pick], ext, nl, &rr, &rc, &rh);
@@ -540,7 +566,9 @@ bool srch_tensor_default(sch_traced *t, const char *block, const cg_target *tg, 
       }
     }
   }
-  return apply_fixed(t, block, pb, cand[pick], cext[pick], tl);
+  for (int l = 0; l < nl; l++)
+    if ((sym >> l & 1) && cext[pick][l] > 1) return false;
+  return apply_fixed(t, block, pb, cand[pick], cext[pick], tl, sym);
 }
 
 bool srch_feeds_tensorized(sch_traced *t, const char *block) {
@@ -568,7 +596,7 @@ ts_status srch_rule_multi_level_tiling_tensor(const srch_rule_ctx *c, sch_traced
   int64_t ext[MAXL];
   const ir_stmt *r = srch_block_loops(t, block, &cl, &nl);
   if (!r || ir_annot_find(r->u.realize.block->nannot, r->u.realize.block->annots, SRCH_ANN_TILING) ||
-      !trivial_nest(r, cl, nl, ext, fn))
+      !trivial_nest(r, cl, nl, ext, fn, NULL))
     return srch_push(out, t, d);
   const ir_block *blk = r->u.realize.block;
   char arch[128], feats[600];

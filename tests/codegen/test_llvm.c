@@ -386,6 +386,35 @@ START_TEST(test_masked_and_gather) {
 }
 END_TEST
 
+/* A load under a select whose index the loops keep inside its buffer (a
+ * padded copy's clamped index: max(i - 1, 0), i < 96, into 100 elements) is
+ * safe whatever the condition: a plain load and a select instruction, which
+ * LLVM's loop vectorizer turns into a vector load and a blend (guarded by a
+ * branch, the load becomes a masked load, which AVX2 has not for bytes); the
+ * same load unclamped keeps its branch. */
+START_TEST(test_clamped_select_load) {
+  int n = 100;
+  ir_buffer *a = buf("A", IR_F32, n), *h = buf("H", IR_F32, 96), *h2 = buf("H2", IR_F32, 96);
+  for (int k = 0; k < 2; k++) {
+    ir_var *i = var("i");
+    ir_expr *x = bin(IR_SUB, V(i), I(1));
+    ir_stmt *st = stv(k ? h2 : h, V(i),
+                      ir_select(A, bin(IR_GE, V(i), I(1)), ld(a, k ? x : bin(IR_MAX, x, I(0))), F(0)));
+    ir_buffer *ps[] = {a, k ? h2 : h};
+    ir_func *f = func(k ? "unclamped" : "clamped", 1, 2, ps, loop(i, 96, IR_FOR_VECTORIZED, st));
+    check_kernel(f, 0, 0);
+    cg_lowered l = {f, f};
+    ts_diag d;
+    ts_diag_clear(&d);
+    char *ir = cg_llvm_dump_ir(&l, &T, false, &d);
+    ck_assert_ptr_nonnull(ir);
+    ck_assert_msg((strstr(ir, "select i1") != NULL) == (k == 0), "%s: the load %s", f->name,
+                  k ? "is not guarded" : "is guarded");
+    ts_free(ir);
+  }
+}
+END_TEST
+
 START_TEST(test_int8_accumulate) {
   int M = 8, N = 32, K = 16;
   ir_buffer *a = buf("A", IR_I8, M * K), *b = buf("B", IR_I8, K * N), *c = buf("C", IR_I32, M * N);
@@ -1277,6 +1306,7 @@ static Suite *suite(void) {
   tcase_add_test(tc, test_vector_fma_ir);
   tcase_add_test(tc, test_parallel);
   tcase_add_test(tc, test_masked_and_gather);
+  tcase_add_test(tc, test_clamped_select_load);
   tcase_add_test(tc, test_int8_accumulate);
   tcase_add_test(tc, test_floordiv_floormod);
   tcase_add_test(tc, test_register_tile);

@@ -13,10 +13,12 @@ weights, fixed shapes), built with the onnx helper API:
   transformer_erf.onnx  opset 17: the same block with gelu written with Erf
                     and a Shape/Gather/Concat-computed reshape target
   quant_mlp_dyn.onnx, quant_cnn_qdq.onnx, quant_mbconv_qdq.onnx,
-  quant_resnet_qdq.onnx  opset 13:
+  quant_resnet_qdq.onnx, quant_transformer_dyn.onnx  opset 13 (17):
                         made by onnxruntime's quantization tools (dynamic
                         MLP, per-channel QDQ CNN, QDQ EfficientNet block,
-                        QDQ small ResNet)
+                        QDQ small ResNet, dynamic transformer_erf block; and
+                        quant_transformer_dyn_exact.onnx, its MatMulIntegers
+                        as int32 MatMuls: the exact reference)
   transformer_flat.onnx opset 17: dims that are products of batch and seq
                         (Flatten, Reshape -1, heads folded into the batch)
   transformer_dyn.onnx  opset 17: a decoder block with dynamic batch and
@@ -975,7 +977,10 @@ def quantized_models(out):
     inputs), and that CNN in the operator format (QLinearConv), and an
     EfficientNet block and a small ResNet quantized like the CNN:
     quant_mlp_dyn.onnx, quant_cnn_qdq.onnx, quant_cnn_qop.onnx,
-    quant_mbconv_qdq.onnx, quant_resnet_qdq.onnx."""
+    quant_mbconv_qdq.onnx, quant_resnet_qdq.onnx (and quant_mlp_dyn_exact.onnx,
+    the MLP's exact reference, as below); and the encoder block
+    transformer_erf quantized dynamically, quant_transformer_dyn.onnx, with
+    its exact reference quant_transformer_dyn_exact.onnx."""
     import tempfile
     from onnxruntime.quantization import (CalibrationDataReader, QuantFormat, QuantType, quantize_dynamic,
                                           quantize_static)
@@ -990,6 +995,8 @@ def quantized_models(out):
         onnx.save(b.model("quant_mlp", [helper.make_tensor_value_info("x", F, ["batch", 24])],
                           [helper.make_tensor_value_info("y", F, ["batch", 10])], 13), f)
         quantize_dynamic(f, os.path.join(out, "quant_mlp_dyn.onnx"), weight_type=QuantType.QInt8)
+        onnx.save(exact_matmul_integer(onnx.load(os.path.join(out, "quant_mlp_dyn.onnx"))),
+                  os.path.join(out, "quant_mlp_dyn_exact.onnx"))
         b = Builder(4)
         c = b.op("Relu", [b.op("Conv", ["x", b.weight("w1", [8, 3, 3, 3]), b.weight("b1", [8], 0.1)], pads=[1, 1, 1, 1])])
         c = b.op("MaxPool", [c], kernel_shape=[2, 2], strides=[2, 2])
@@ -1079,6 +1086,40 @@ def quantized_models(out):
                 return next(self.d, None)
         quantize_static(f, os.path.join(out, "quant_resnet_qdq.onnx"), Reader3(), quant_format=QuantFormat.QDQ,
                         per_channel=True, activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8)
+        # the encoder block (transformer_erf: LayerNormalization, q/k/v, attention, Erf gelu, symbolic batch)
+        # quantized the way quantize_dynamic writes BERT: DynamicQuantizeLinear -> MatMulInteger -> Cast ->
+        # Mul by the scales, per-tensor int8 weights; and the same with each MatMulInteger written as an
+        # int32 MatMul (exact_matmul_integer), onnxruntime's exact reference for it
+        f = os.path.join(td, "transformer_erf.onnx")
+        onnx.save(transformer(17, True), f)
+        quantize_dynamic(f, os.path.join(out, "quant_transformer_dyn.onnx"), weight_type=QuantType.QInt8)
+        m = onnx.load(os.path.join(out, "quant_transformer_dyn.onnx"))
+        onnx.save(exact_matmul_integer(m), os.path.join(out, "quant_transformer_dyn_exact.onnx"))
+
+
+def exact_matmul_integer(m):
+    """m with every MatMulInteger(a, b, a_zp, b_zp) as MatMul(i32(a) - i32(a_zp), i32(b) - i32(b_zp)):
+    onnxruntime's int32 MatMul sums exactly, where its AVX2 MatMulInteger kernel adds pairs of u8 x s8
+    products in a saturating int16 (vpmaddubsw), off by up to 2^15 where both products of a pair are
+    large (VNNI machines are exact either way)."""
+    nodes = []
+    for n in m.graph.node:
+        if n.op_type != "MatMulInteger":
+            nodes.append(n)
+            continue
+        ins = []
+        for j in (0, 1):
+            c = n.output[0] + "_exact_in%d" % j
+            nodes.append(helper.make_node("Cast", [n.input[j]], [c], to=TensorProto.INT32))
+            if len(n.input) > j + 2 and n.input[j + 2]:
+                nodes.append(helper.make_node("Cast", [n.input[j + 2]], [c + "_zp"], to=TensorProto.INT32))
+                nodes.append(helper.make_node("Sub", [c, c + "_zp"], [c + "_c"]))
+                c += "_c"
+            ins.append(c)
+        nodes.append(helper.make_node("MatMul", ins, [n.output[0]]))
+    del m.graph.node[:]
+    m.graph.node.extend(nodes)
+    return m
 
 
 def qdq_int_models(out):

@@ -472,12 +472,63 @@ START_TEST(test_int8_avx2_tile) {
     ck_assert_msg(tl.rows > 0, "%s: no pmaddwd kernel", cases[i].spec);
     ck_assert_msg(tl.acc == cases[i].acc, "%s: %lld accumulators (kernel rows %d, %d unrolled loops)", cases[i].spec,
                   (long long)tl.acc, tl.rows, tl.nested);
+    shape_stats st = {0};
+    ir_visitor v = {.stmt = stats_cb, .ctx = &st};
+    ir_visit_stmt(&v, sch_traced_func(t)->body);
+    ck_assert_msg(st.parallel >= 1, "%s: no parallel loop", cases[i].spec);
     const ir_func *ref = sch_layout_reference(&a, f, sch_traced_trace(t), &d);
     ck_assert_msg(ref != NULL, "%s: %s", cases[i].spec, d.msg);
     tu_assert_equivalent(ref, sch_traced_func(t));
     sch_traced_free(t);
     ts_arena_fini(&a);
   }
+}
+END_TEST
+
+/* A u8 x i8 matmul over a model's symbolic rows ([batch, seq, K] x [K, N],
+ * a dynamically quantized transformer's MatMulInteger) with its weight
+ * layout-free (a model build's constant) gets the AVX2 pmaddwd kernel on the
+ * packed weight too: one row per call on the symbolic iters (their extent is
+ * known only at run time), the column tiles outside them and parallel; equal
+ * to the packed reference at several sizes of the size vars. */
+START_TEST(test_int8_avx2_symbolic_rows) {
+  static const char *text = "kernel linq(x: u8[bs, sq, 36], w: i8[36, 48]) -> y: i32[bs, sq, 48] {\n"
+                            "  y[i, j, n] += i32(x[i, j, k]) * i32(w[k, n])\n"
+                            "}\n";
+  ts_arena a;
+  ts_arena_init(&a);
+  ir_func *f = NULL;
+  ts_diag d;
+  ts_diag_clear(&d);
+  ck_assert_msg(ir_parse_func(&a, text, strlen(text), "linq", &f, &d) == TS_OK, "%s", d.msg);
+  ck_assert_int_eq(f->nsyms, 2);
+  ck_assert(ir_annot_set(&a, &f->nannot, &f->annots,
+                         (ir_annot){.key = IR_FUNC_ANN_LAYOUT_FREE, .kind = IR_ANN_INT, .v.i = 2}) == TS_OK);
+  cg_target tg;
+  ck_assert_int_eq(cg_target_parse("llvm -mtriple=x86_64-linux-gnu -mattr=+avx2,+fma", &tg, &d), TS_OK);
+  sch_traced *t = NULL;
+  ck_assert_msg(tun_schedule_opts(f, NULL, &tg, &(tun_default_opts){.pack_weights = true}, &t, &d) == TS_OK, "%s",
+                d.msg);
+  avx2_tile tl = {0, 0, 0};
+  find_tile(sch_traced_func(t)->body, 1, 0, &tl);
+  ck_assert_msg(tl.rows == 1, "no one-row pmaddwd kernel (rows %d)", tl.rows);
+  ck_assert_msg(tl.acc >= 2, "%lld accumulators", (long long)tl.acc);
+  shape_stats st = {0};
+  ir_visitor v = {.stmt = stats_cb, .ctx = &st};
+  ir_visit_stmt(&v, sch_traced_func(t)->body);
+  ck_assert_msg(st.parallel >= 1, "no parallel loop");
+  const ir_func *ref = sch_layout_reference(&a, f, sch_traced_trace(t), &d);
+  ck_assert_msg(ref != NULL, "%s", d.msg);
+  static const char *names[2] = {"bs", "sq"};
+  static const int64_t sizes[][2] = {{1, 1}, {2, 13}, {3, 5}};
+  for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++) {
+    const ir_func *rb = ir_func_bind_syms(&a, ref, 2, names, sizes[i], &d),
+                  *sb = ir_func_bind_syms(&a, sch_traced_func(t), 2, names, sizes[i], &d);
+    ck_assert_msg(rb && sb, "%s", d.msg);
+    tu_assert_equivalent(rb, sb);
+  }
+  sch_traced_free(t);
+  ts_arena_fini(&a);
 }
 END_TEST
 
@@ -498,6 +549,7 @@ int main(void) {
   tcase_set_timeout(tc, 300);
   tcase_add_test(tc, test_tiled);
   tcase_add_test(tc, test_tiled_symbolic_rows);
+  tcase_add_test(tc, test_int8_avx2_symbolic_rows);
   tcase_add_test(tc, test_fallback_extents);
   tcase_add_test(tc, test_guarded_conv_epilogue);
   tcase_add_test(tc, test_switch_off);

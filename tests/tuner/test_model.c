@@ -345,8 +345,12 @@ static double output_step(const char *model) {
  * CNN's output y, dequantized uint8, within one quantization step of y (its
  * scale, read from the model). The operator-format CNN's QLinearConv is an
  * integer kernel in onnxruntime too (equal), followed by float ops: 1e-4.
- * The MLP's output is float (MatMulInteger, then a float scale and bias):
- * within 2e-2, as before. The QDQ EfficientNet block (quant_mbconv_qdq:
+ * The MLP's output is float (MatMulInteger, then a float scale and bias),
+ * compared with onnxruntime on the MLP with its MatMulIntegers written as
+ * int32 MatMuls (quant_mlp_dyn_exact: exact sums, as tessel's; onnxruntime's
+ * AVX2 MatMulInteger saturates pairs of products in int16 and was 0.019 off
+ * here, 0.08 at other inputs): within 1e-5 (float rounding of the scales).
+ * The QDQ EfficientNet block (quant_mbconv_qdq:
  * SiLU as Sigmoid and a Mul of two dequantized tensors, a depthwise conv
  * with per-channel weights, squeeze-excitation's GlobalAveragePool and
  * broadcast Mul, a residual Add, all between DequantizeLinear and
@@ -369,7 +373,8 @@ START_TEST(parity_quantized) {
     snprintf(dir, sizeof dir, "%s/%s_%s", tmpdir, ms[i], qdq);
     tr_ok(sh("'%s' build '%s/%s.onnx' -o '%s' --qdq %s", tessel, models, ms[i], so, qdq), ms[i]);
     if (i == 1 || i >= 3) against_ort(ms[i], so, dir, 0, output_step(ms[i]) * 1.001);
-    else against_ort(ms[i], so, dir, i ? 1e-4 : 0, i ? 1e-5 : 2e-2);
+    else if (i == 0) against_ort("quant_mlp_dyn_exact", so, dir, 1e-5, 1e-5);
+    else against_ort(ms[i], so, dir, 1e-4, 1e-5);
   }
   /* the channels-last region changes no arithmetic: --qdq on and nchw agree bit for bit */
   tr_result r = sh("'%s' -c \"import numpy as n; a=n.load('%s/quant_resnet_qdq_on/out/y.npy'); "
@@ -378,6 +383,42 @@ START_TEST(parity_quantized) {
   ck_assert_msg(r.status == 0, "%s", r.err);
   ck_assert_int_eq(atoi(r.out), 0);
   tr_result_free(&r);
+}
+END_TEST
+
+/* The encoder block (transformer_erf: LayerNormalization, q/k/v, attention,
+ * Erf gelu, symbolic batch) quantized by onnxruntime's quantize_dynamic, as
+ * it writes BERT: DynamicQuantizeLinear -> MatMulInteger (u8 x s8, per-tensor
+ * weights) -> Cast -> Mul by the scales. Its MatMulIntegers run on the
+ * symbolic rows' int8 kernel (packed weight, vpmaddwd on AVX2). The reference
+ * is onnxruntime on the same model with each MatMulInteger written as an
+ * int32 MatMul (gen_models.py exact_matmul_integer): exact sums, as tessel's.
+ * onnxruntime's own MatMulInteger is not a usable reference on an AVX2 CPU:
+ * it adds pairs of u8 x s8 products in a saturating int16 (vpmaddubsw), which
+ * moves this block's output by 0.5-3 % of its max against the exact sums
+ * (and a 12-layer BERT's by 1.7 %, bench/RESULTS.md). Against the exact
+ * reference the integer sums are equal and only the float ops (layer norm,
+ * softmax, erf, the scale products) round differently, a few ulp: 1e-5
+ * (measured 2-10e-7 at batch 1-3). A quantized activation that a few ulp
+ * moved across a rounding tie of DynamicQuantizeLinear would show as ~1e-3
+ * (one step times a weight): none at this seed. At batch 1 and 3 (one
+ * build: the kernels take the batch at run time). */
+START_TEST(parity_quantized_transformer_dyn) {
+  if (!have_python()) {
+    fprintf(stderr, "skipped: %s missing (scripts/setup.sh)\n", python);
+    return;
+  }
+  char so[400];
+  snprintf(so, sizeof so, "%s/quant_transformer_dyn.so", tmpdir);
+  tr_ok(sh("'%s' build '%s/quant_transformer_dyn.onnx' -o '%s'", tessel, models, so), "build quant_transformer_dyn");
+  for (int batch = 1; batch <= 3; batch += 2) {
+    char dir[400];
+    snprintf(dir, sizeof dir, "%s/qtr%d", tmpdir, batch);
+    ort("quant_transformer_dyn_exact", dir, batch);
+    run_model(so, dir, "out");
+    double e = compare(dir, "out", "y", 1e-5, 1e-5);
+    fprintf(stderr, "quant_transformer_dyn batch %d: max abs error vs onnxruntime (exact sums) %.3g\n", batch, e);
+  }
 }
 END_TEST
 
@@ -720,7 +761,8 @@ int main(int argc, char **argv) {
     tcase_add_test(tc, npy_headers_and_refusals);
     tcase_add_test(tc, memory_plan_reuse);
     tcase_add_test(tc, parity_mlp_cnn);
-  tcase_add_test(tc, parity_quantized);
+    tcase_add_test(tc, parity_quantized);
+    tcase_add_test(tc, parity_quantized_transformer_dyn);
     tcase_add_test(tc, parity_transformer_two_batches);
     tcase_add_test(tc, parity_tuned);
     tcase_add_test(tc, errors);
