@@ -88,8 +88,14 @@ static void schedule_block(sch_traced *t, const char *name, const cg_target *tg)
           break;
         }
     if (l && ir_as_int(l->u.loop.extent, &ext) && ext >= w && ext % w == 0) {
+      /* the width a sampled decision (as split_sampled's): the search's
+       * tile-size mutator may widen it to a few vectors */
+      int64_t dec[2] = {ext / w, w};
+      int rv[2], out[2];
+      ts_diag_clear(&d);
       sch_arg f[2] = {sch_arg_none(), sch_arg_int(w)};
-      int out[2];
+      if (sch_t_sample_perfect_tile(t, loops[nl - 1], 2, 4 * (int64_t)lanes, dec, rv, &d) == TS_OK)
+        f[0] = sch_arg_rv(rv[0]), f[1] = sch_arg_rv(rv[1]);
       ts_diag_clear(&d);
       if (sch_t_split(t, loops[nl - 1], 2, f, out, &d) == TS_OK) {
         ts_diag_clear(&d);
@@ -261,6 +267,29 @@ static bool split_inner(sch_traced *t, int loop, int64_t f, int *outer, int *inn
   return true;
 }
 
+/* split_inner with the factor a sampled decision: a constant extent ext
+ * that f divides is split by SamplePerfectTile with the decision
+ * [ext / f, f] (at most maxin innermost), so the default schedule's trace
+ * carries the tile sizes it chose as decisions that the evolutionary
+ * search's tile-size mutator can move (a Winograd kernel's five reductions
+ * and batched matmul start from the default and need it, docs/SEARCH.md
+ * "The default schedule's decisions"); the scheduled function is the same
+ * as with the literal factor. Other extents take the literal split. */
+static bool split_sampled(sch_traced *t, int loop, int64_t ext, int64_t f, int64_t maxin, int *outer, int *inner) {
+  if (ext == EXT_SYM || ext < 2 || f < 1 || ext % f) return split_inner(t, loop, f, outer, inner);
+  ts_diag d;
+  ts_diag_clear(&d);
+  int64_t dec[2] = {ext / f, f};
+  int rv[2], out[2];
+  if (sch_t_sample_perfect_tile(t, loop, 2, maxin > f ? maxin : f, dec, rv, &d) != TS_OK)
+    return split_inner(t, loop, f, outer, inner);
+  sch_arg fa[2] = {sch_arg_rv(rv[0]), sch_arg_rv(rv[1])};
+  if (sch_t_split(t, loop, 2, fa, out, &d) != TS_OK) return false;
+  *outer = out[0];
+  *inner = out[1];
+  return true;
+}
+
 /* Vectorizes the innermost loop of block name if its extent is at most
  * max_ext (best effort). */
 static void vectorize_innermost(sch_traced *t, const char *name, int64_t max_ext) {
@@ -359,9 +388,9 @@ static bool tile_block(sch_traced *t, const char *name, const cg_target *tg) {
   if (guarded_rows) rows = rmax;
   /* split: cols, then rows (loop RVs stay valid across splits of others) */
   int c_out = loops[ci], c_in = loops[ci], r_out = -1, r_in = -1;
-  if (cols < ext[ci] && !split_inner(t, loops[ci], cols, &c_out, &c_in)) return false;
+  if (cols < ext[ci] && !split_sampled(t, loops[ci], ext[ci], cols, 4 * (int64_t)lanes, &c_out, &c_in)) return false;
   if (ri >= 0 && rows > 1) {
-    if (!split_inner(t, loops[ri], rows, &r_out, &r_in)) return false;
+    if (!split_sampled(t, loops[ri], guarded_rows ? EXT_SYM : ext[ri], rows, 2 * rmax, &r_out, &r_in)) return false;
   } else if (ri >= 0) {
     r_out = loops[ri]; /* rows 1: the loop stays outer */
   }
