@@ -518,7 +518,8 @@ static void emit_conv_winograd(lg_kernel *k, const tg_node *n, const char *const
   /* the form: output tiles m x m from alpha x alpha input tiles */
   int64_t m = tg_attr_int(n, "tessel.winograd", 4), al = m + 2;
   if (uv->dims[0].sym || uv->dims[0].value != al) {
-    lg_fail(k, TS_EINVAL, n, "winograd form F(%" PRId64 "x%" PRId64 ", 3x3) with transformed weights not %" PRId64 " wide", m, m, al);
+    lg_fail(k, TS_EINVAL, n, "winograd form F(%" PRId64 "x%" PRId64 ", 3x3) with transformed weights not %" PRId64 " wide",
+            m, m, al);
     return;
   }
   int64_t C = uv->dims[2].value, K = uv->dims[3].value;

@@ -133,7 +133,8 @@ ts_status tg_pass_opts_set(tg_pass_opts *o, const char *name, const char *value,
     return TS_OK;
   }
   if (!strcmp(name, "conv_layout") || !strcmp(name, "conv-layout")) return conv_layout_set(o, name, value, d);
-  return ts_diag_set(d, TS_EINVAL, "unknown graph option '%s' (winograd, winograd_tile, polyphase, qdq, conv_layout)", name);
+  return ts_diag_set(d, TS_EINVAL, "unknown graph option '%s' (winograd, winograd_tile, polyphase, qdq, conv_layout)",
+                     name);
 }
 
 /* Appends ",name=value" (no comma first) to buf. */
