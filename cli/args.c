@@ -68,7 +68,7 @@ int tun_cli_graph_opt(const char *cmd, const char *name, const char *value, tun_
   return 2;
 }
 
-enum { OPT_SYM = 950, OPT_WINOGRAD, OPT_POLYPHASE, OPT_QDQ, OPT_BUCKETS, OPT_CONV_LAYOUT };
+enum { OPT_SYM = 950, OPT_WINOGRAD, OPT_POLYPHASE, OPT_QDQ, OPT_BUCKETS, OPT_CONV_LAYOUT, OPT_WINOGRAD_TILE };
 
 static int buckets_arg(const char *cmd, const char *spec, tun_model_opts *o) {
   ts_diag d;
@@ -81,6 +81,7 @@ static int buckets_arg(const char *cmd, const char *spec, tun_model_opts *o) {
 const struct option tun_cli_model_options[] = {{"sym", required_argument, 0, OPT_SYM},
                                                {"bind", required_argument, 0, OPT_SYM},
                                                {"winograd", required_argument, 0, OPT_WINOGRAD},
+                                               {"winograd-tile", required_argument, 0, OPT_WINOGRAD_TILE},
                                                {"polyphase", required_argument, 0, OPT_POLYPHASE},
                                                {"qdq", required_argument, 0, OPT_QDQ},
                                                {"buckets", required_argument, 0, OPT_BUCKETS},
@@ -91,6 +92,7 @@ int tun_cli_model_option(const char *cmd, int opt, const char *arg, tun_model_op
   switch (opt) {
   case OPT_SYM: return tun_cli_sym_arg(cmd, arg, o) ? -1 : 1;
   case OPT_WINOGRAD: return tun_cli_graph_opt(cmd, "winograd", arg, o) ? -1 : 1;
+  case OPT_WINOGRAD_TILE: return tun_cli_graph_opt(cmd, "winograd_tile", arg, o) ? -1 : 1;
   case OPT_POLYPHASE: return tun_cli_graph_opt(cmd, "polyphase", arg, o) ? -1 : 1;
   case OPT_QDQ: return tun_cli_graph_opt(cmd, "qdq", arg, o) ? -1 : 1;
   case OPT_BUCKETS: return buckets_arg(cmd, arg, o) ? -1 : 1;

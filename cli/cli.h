@@ -55,6 +55,7 @@ int tun_cli_subject(const char *cmd, const char *what, int argc, char **argv, ts
 #define TUN_CLI_GRAPH_USAGE                                                                        \
   "  --winograd on|off|all  the Winograd rewrite of 3x3 convolutions: where it gains (on, default),\n" \
   "                     nowhere, or on every eligible one (docs/PASSES.md)\n"                   \
+  "  --winograd-tile 4|2 the Winograd form's output tile: F(4x4, 3x3) (default) or F(2x2, 3x3)\n" \
   "  --polyphase on|off strided convolutions read their padded input in polyphase order (on)\n"
 /* Prints j (json_dumps flags) and a newline on stdout; 0, or 1 after saying
  * "tessel CMD: out of memory" (j NULL too). j stays the caller's. */

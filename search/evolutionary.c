@@ -532,10 +532,58 @@ static ts_status predict(cm_model *m, cand *v, int n, ts_diag *d) {
   return st;
 }
 
+/* The local share of a batch: 1 in LOCAL_SHARE of its candidates (at least
+ * one) are mutants of the best measured candidates (the first
+ * LOCAL_PARENTS seeds, which are the measured ones best first), ranked
+ * among themselves by the model. The population's children of a measured
+ * seed compete with hundreds of random samples on the model's score, and
+ * an untrained or mistrained model seldom puts them in a batch: a
+ * Winograd kernel's default, the best point its tuning knew, then never
+ * had a neighbour measured. Here they do, each batch, whatever the model
+ * says of the rest. *kids (freed and replaced) gets up to
+ * 4 * n / LOCAL_SHARE + 4 of them, *nk their count. */
+#define LOCAL_SHARE 8
+#define LOCAL_PARENTS 4
+static ts_status local_kids(srch_evo *e, cm_model *m, const cand *seeds, int ndbseed, const double *mprob, double mtot,
+                            uint64_t bseed, int n, cand **kids, int *nk, ts_diag *d) {
+  int np = ndbseed < LOCAL_PARENTS ? ndbseed : LOCAL_PARENTS, want = 4 * (n / LOCAL_SHARE) + 4;
+  cand *out = ts_calloc((size_t)want, sizeof *out);
+  double *cum = ts_calloc((size_t)np, sizeof *cum); /* all zero: parents drawn uniformly */
+  unsigned char *copied = ts_calloc((size_t)np, 1);
+  if (!out || !cum || !copied) {
+    ts_free(out);
+    ts_free(cum);
+    ts_free(copied);
+    return ts_diag_set(d, TS_ENOMEM, "evolutionary search: out of memory");
+  }
+  child_ctx cc = {.e = e, .parents = seeds, .nparents = np, .cum = cum, .copied = copied, .out = out,
+                  .seed = mix(bseed, 9000), .none_prob = 0};
+  double a = 0;
+  for (int k = 0; k < SRCH_MUT_COUNT; k++) {
+    a += mtot > 0 ? mprob[k] / mtot : 0;
+    cc.mut_cum[k] = a;
+  }
+  run_parallel(e, want, child_one, &cc);
+  int got = compact(out, want);
+  ts_free(cum);
+  ts_free(copied);
+  ts_status st = predict(m, out, got, d);
+  if (st) {
+    for (int i = 0; i < got; i++) cand_fini(&out[i]);
+    ts_free(out);
+    return st;
+  }
+  qsort(out, (size_t)got, sizeof *out, cmp_score_desc);
+  ts_free(*kids);
+  *kids = out;
+  *nk = got;
+  return TS_OK;
+}
+
 /* One attempt at a batch; *nout may be 0. */
 static ts_status one_batch(srch_evo *e, cm_model *m, int n, srch_candidate *out, int *nout, ts_diag *d) {
   *nout = 0;
-  int pop = e->o.population;
+  int pop = e->o.population, nlc = 0;
   int ndb = (int)(pop * e->o.init_measured_ratio);
   if (ndb > e->ndb) ndb = e->ndb;
   uint64_t bseed = mix(e->seed, (uint64_t)(++e->batches));
@@ -637,9 +685,15 @@ static ts_status one_batch(srch_evo *e, cm_model *m, int n, srch_candidate *out,
   if (st) goto done;
   qsort(best, (size_t)nbest, sizeof *best, cmp_score_desc);
 
-  /* 3. the batch: bests first, then eps-greedy random seeds */
+  /* 3. the batch: mutants of the best measured first (local_share), then
+   * the bests, then eps-greedy random seeds */
+  if (n >= 2 && ndbseed > 0) {
+    st = local_kids(e, m, seeds, ndbseed, mprob, mtot, bseed, n, &kids, &nlc, d);
+    if (st) goto done;
+  }
   {
     int neps = (int)(n * e->o.eps_greedy);
+    int nloc = n / LOCAL_SHARE > 0 ? n / LOCAL_SHARE : 1, li = 0;
     int nfirst = n - neps;
     int bi = 0;
     ts_rng r;
@@ -658,6 +712,10 @@ static ts_status one_batch(srch_evo *e, cm_model *m, int n, srch_candidate *out,
     int ri = 0;
     while (*nout < n) {
       cand *pick = NULL;
+      while (!pick && li < nlc && *nout < nloc) {
+        if (!hset_has(&e->measured, kids[li].hash)) pick = &kids[li];
+        li++;
+      }
       bool from_best = *nout < nfirst;
       for (int pass = 0; pass < 2 && !pick; pass++, from_best = !from_best) {
         if (from_best) {
@@ -680,6 +738,7 @@ static ts_status one_batch(srch_evo *e, cm_model *m, int n, srch_candidate *out,
   }
 
 done:
+  for (int i = 0; i < nlc; i++) cand_fini(&kids[i]);
   for (int i = 0; i < nseed; i++) cand_fini(&seeds[i]);
   ts_free(seeds);
   for (int i = 0; i < nbest; i++) cand_fini(&best[i]);

@@ -88,8 +88,14 @@ static void schedule_block(sch_traced *t, const char *name, const cg_target *tg)
           break;
         }
     if (l && ir_as_int(l->u.loop.extent, &ext) && ext >= w && ext % w == 0) {
+      /* the width a sampled decision (as split_sampled's): the search's
+       * tile-size mutator may widen it to a few vectors */
+      int64_t dec[2] = {ext / w, w};
+      int rv[2], out[2];
+      ts_diag_clear(&d);
       sch_arg f[2] = {sch_arg_none(), sch_arg_int(w)};
-      int out[2];
+      if (sch_t_sample_perfect_tile(t, loops[nl - 1], 2, 4 * (int64_t)lanes, dec, rv, &d) == TS_OK)
+        f[0] = sch_arg_rv(rv[0]), f[1] = sch_arg_rv(rv[1]);
       ts_diag_clear(&d);
       if (sch_t_split(t, loops[nl - 1], 2, f, out, &d) == TS_OK) {
         ts_diag_clear(&d);
@@ -261,6 +267,29 @@ static bool split_inner(sch_traced *t, int loop, int64_t f, int *outer, int *inn
   return true;
 }
 
+/* split_inner with the factor a sampled decision: a constant extent ext
+ * that f divides is split by SamplePerfectTile with the decision
+ * [ext / f, f] (at most maxin innermost), so the default schedule's trace
+ * carries the tile sizes it chose as decisions that the evolutionary
+ * search's tile-size mutator can move (a Winograd kernel's five reductions
+ * and batched matmul start from the default and need it, docs/SEARCH.md
+ * "The default schedule's decisions"); the scheduled function is the same
+ * as with the literal factor. Other extents take the literal split. */
+static bool split_sampled(sch_traced *t, int loop, int64_t ext, int64_t f, int64_t maxin, int *outer, int *inner) {
+  if (ext == EXT_SYM || ext < 2 || f < 1 || ext % f) return split_inner(t, loop, f, outer, inner);
+  ts_diag d;
+  ts_diag_clear(&d);
+  int64_t dec[2] = {ext / f, f};
+  int rv[2], out[2];
+  if (sch_t_sample_perfect_tile(t, loop, 2, maxin > f ? maxin : f, dec, rv, &d) != TS_OK)
+    return split_inner(t, loop, f, outer, inner);
+  sch_arg fa[2] = {sch_arg_rv(rv[0]), sch_arg_rv(rv[1])};
+  if (sch_t_split(t, loop, 2, fa, out, &d) != TS_OK) return false;
+  *outer = out[0];
+  *inner = out[1];
+  return true;
+}
+
 /* Vectorizes the innermost loop of block name if its extent is at most
  * max_ext (best effort). */
 static void vectorize_innermost(sch_traced *t, const char *name, int64_t max_ext) {
@@ -273,6 +302,129 @@ static void vectorize_innermost(sch_traced *t, const char *name, int64_t max_ext
   int64_t e;
   if (!l || l->u.loop.kind != IR_FOR_SERIAL || !ir_as_int(l->u.loop.extent, &e) || e < 2 || e > max_ext) return;
   sch_t_vectorize(t, lp[n - 1], &d);
+}
+
+/* The end of the register tile (tile_block, tile_gemv): the loops in
+ * order[0..k) (nouter outer spatial loops, the reductions from first_red),
+ * the innermost c_in vectorized, r_in (or -1) unrolled, order[first_nonunit]
+ * (or -1) parallel, the accumulator in "local" written back at the last
+ * outer loop with elementwise consumers inlined there, the init decomposed in
+ * front of the reductions. A refused reorder keeps the (legal) splits. */
+static bool tile_finish(sch_traced *t, const char *name, int b, const int *order, int k, int nouter, int first_red,
+                        int first_nonunit, int r_in, int c_in, int lanes) {
+  ts_diag d;
+  ts_diag_clear(&d);
+  if (sch_t_reorder(t, k, order, &d) != TS_OK) return true; /* split but legal: keep */
+  /* the innermost cols loop vectorized, the rows loop unrolled */
+  ts_diag_clear(&d);
+  sch_t_vectorize(t, c_in, &d);
+  if (r_in >= 0) {
+    ts_diag_clear(&d);
+    sch_t_unroll(t, r_in, &d);
+  }
+  /* the first non-unit outer loop parallel (unit loops above it are free) */
+  if (first_nonunit >= 0) {
+    ts_diag_clear(&d);
+    sch_t_parallel(t, order[first_nonunit], &d);
+  }
+  /* accumulator tile in "local", written back at the last outer loop */
+  if (nouter > 0) {
+    int cb;
+    ts_diag_clear(&d);
+    if (sch_t_cache_write(t, b, 0, "local", 0, NULL, &cb, &d) == TS_OK) {
+      int at = order[nouter - 1];
+      ts_diag_clear(&d);
+      if (sch_t_reverse_compute_at(t, cb, at, true, -1, &d) == TS_OK) {
+        /* elementwise consumers of the copy-back: inline into it, else
+         * compute them at the same loop */
+        for (int round = 0; round < 8; round++) {
+          const int *cons;
+          int nc;
+          ts_diag_clear(&d);
+          if (sch_t_get_consumers(t, cb, &cons, &nc, &d) || nc != 1) break;
+          int c = cons[0];
+          ts_diag_clear(&d);
+          if (sch_t_reverse_compute_inline(t, c, &d) == TS_OK) continue;
+          ts_diag_clear(&d);
+          if (sch_t_reverse_compute_at(t, c, at, true, -1, &d) == TS_OK) {
+            vectorize_innermost(t, sch_t_block(t, c).name, 2 * lanes);
+          }
+          break;
+        }
+        vectorize_innermost(t, sch_t_block(t, cb).name, 2 * lanes);
+      }
+    }
+  }
+  /* the init in front of the reduction loops */
+  if (first_red < k) {
+    int init;
+    ts_diag_clear(&d);
+    if (sch_t_get_block(t, name, &b, &d) == TS_OK &&
+        sch_t_decompose_reduction(t, b, order[first_red], &init, &d) == TS_OK)
+      vectorize_innermost(t, sch_t_block(t, init).name, 2 * lanes);
+  }
+  return true;
+}
+
+/* A GEMV (tile_block's tile has no rows: every spatial loop but the cols
+ * is a unit one, and a read uses both the cols and the one reduction: the
+ * matrix, streamed once): no register reuse to gain, the time is the
+ * matrix's read. The cols split three ways [chunks, m, w] (w two vectors,
+ * m*w <= 2048 floats, at least 2 chunks), the reduction by ku = 8 (or
+ * the largest of 4, 2 dividing it): chunks (parallel) | k0 | m | k1
+ * (unrolled) | w (vectorized), so each step reads ku rows of a chunk as ku
+ * long contiguous streams (OpenBLAS's sgemv_n reads 4-8 columns at once),
+ * accumulated into the chunk's local sums (L1) ku rows at a time.
+ * Both splits are sampled decisions the search may move. False when the
+ * block is not a GEMV (nothing done). */
+static bool tile_gemv(sch_traced *t, const char *name, int b, const ir_block *blk, int n, const int *loops,
+                      const int *iter_of, const bool *red, const int64_t *ext, int ci, int lanes) {
+  int kl = -1, nred = 0;
+  for (int l = 0; l < n; l++)
+    if (red[l]) kl = l, nred++;
+  if (nred != 1 || ext[kl] == EXT_SYM || ext[ci] == EXT_SYM) return false;
+  const ir_var *cvar = blk->iters[iter_of[ci]].var, *kvar = blk->iters[iter_of[kl]].var;
+  bool matrix = false;
+  for (int j = 0; j < blk->nreads; j++)
+    if (blk->reads[j].buf != blk->writes[0].buf && region_uses_var(&blk->reads[j], cvar) &&
+        region_uses_var(&blk->reads[j], kvar))
+      matrix = true;
+  int64_t N = ext[ci], K = ext[kl], w = 2 * (int64_t)lanes;
+  if (!matrix || N % w || N / w < 2) return false;
+  int64_t m = 1;
+  for (int64_t c = 2048 / w; c >= 1; c--)
+    if ((N / w) % c == 0 && (N / (c * w) >= 2 || c == 1)) {
+      m = c;
+      break;
+    }
+  int64_t ku = K % 8 == 0 ? 8 : K % 4 == 0 ? 4 : K % 2 == 0 ? 2 : 1;
+  ts_diag d;
+  ts_diag_clear(&d);
+  int64_t cdec[3] = {N / (m * w), m, w}, kdec[2] = {K / ku, ku};
+  int crv[3], kr[2], cl[3], kls[2] = {loops[kl], -1};
+  if (sch_t_sample_perfect_tile(t, loops[ci], 3, 4 * (int64_t)lanes, cdec, crv, &d) != TS_OK) return false;
+  sch_arg cf[3] = {sch_arg_rv(crv[0]), sch_arg_rv(crv[1]), sch_arg_rv(crv[2])};
+  if (sch_t_split(t, loops[ci], 3, cf, cl, &d) != TS_OK) return false;
+  if (ku > 1) {
+    ts_diag_clear(&d);
+    if (sch_t_sample_perfect_tile(t, loops[kl], 2, 16, kdec, kr, &d) == TS_OK) {
+      sch_arg kf[2] = {sch_arg_rv(kr[0]), sch_arg_rv(kr[1])};
+      int ko[2];
+      ts_diag_clear(&d);
+      if (sch_t_split(t, loops[kl], 2, kf, ko, &d) == TS_OK) kls[0] = ko[0], kls[1] = ko[1];
+    }
+  }
+  int order[TILE_MAXL + 4], k = 0;
+  for (int l = 0; l < n; l++)
+    if (!red[l] && l != ci) order[k++] = loops[l];
+  int par = N / (m * w) > 1 ? k : -1;
+  order[k++] = cl[0];
+  int nouter = k, first_red = k;
+  order[k++] = kls[0];
+  order[k++] = cl[1];
+  if (kls[1] >= 0) order[k++] = kls[1];
+  order[k++] = cl[2];
+  return tile_finish(t, name, b, order, k, nouter, first_red, par, kls[1], cl[2], lanes);
 }
 
 /* Returns true when block `name` got the tiled schedule (the caller then
@@ -338,6 +490,7 @@ static bool tile_block(sch_traced *t, const char *name, const cg_target *tg) {
       }
     }
   if (ri < 0) ri = ri_any;
+  if (ri < 0 && tile_gemv(t, name, b, blk, n, loops, iter_of, red, ext, ci, lanes)) return true;
   /* accumulator budget in vector registers: 32 with 512-bit vectors, else 16,
    * leaving room for the operands */
   int64_t nvec = (cols + lanes - 1) / lanes;
@@ -359,9 +512,9 @@ static bool tile_block(sch_traced *t, const char *name, const cg_target *tg) {
   if (guarded_rows) rows = rmax;
   /* split: cols, then rows (loop RVs stay valid across splits of others) */
   int c_out = loops[ci], c_in = loops[ci], r_out = -1, r_in = -1;
-  if (cols < ext[ci] && !split_inner(t, loops[ci], cols, &c_out, &c_in)) return false;
+  if (cols < ext[ci] && !split_sampled(t, loops[ci], ext[ci], cols, 4 * (int64_t)lanes, &c_out, &c_in)) return false;
   if (ri >= 0 && rows > 1) {
-    if (!split_inner(t, loops[ri], rows, &r_out, &r_in)) return false;
+    if (!split_sampled(t, loops[ri], guarded_rows ? EXT_SYM : ext[ri], rows, 2 * rmax, &r_out, &r_in)) return false;
   } else if (ri >= 0) {
     r_out = loops[ri]; /* rows 1: the loop stays outer */
   }
@@ -398,57 +551,7 @@ static bool tile_block(sch_traced *t, const char *name, const cg_target *tg) {
     if (red[l]) order[k++] = loops[l];
   if (r_in >= 0) order[k++] = r_in;
   order[k++] = c_in;
-  ts_diag_clear(&d);
-  if (sch_t_reorder(t, k, order, &d) != TS_OK) return true; /* split but legal: keep */
-  /* the innermost cols loop vectorized, the rows loop unrolled */
-  ts_diag_clear(&d);
-  sch_t_vectorize(t, c_in, &d);
-  if (r_in >= 0) {
-    ts_diag_clear(&d);
-    sch_t_unroll(t, r_in, &d);
-  }
-  /* the first non-unit outer loop parallel (unit loops above it are free) */
-  if (first_nonunit >= 0) {
-    ts_diag_clear(&d);
-    sch_t_parallel(t, order[first_nonunit], &d);
-  }
-  /* accumulator tile in "local", written back at the last outer loop */
-  if (nouter > 0) {
-    int cb;
-    ts_diag_clear(&d);
-    if (sch_t_cache_write(t, b, 0, "local", 0, NULL, &cb, &d) == TS_OK) {
-      int at = order[nouter - 1];
-      ts_diag_clear(&d);
-      if (sch_t_reverse_compute_at(t, cb, at, true, -1, &d) == TS_OK) {
-        /* elementwise consumers of the copy-back: inline into it, else
-         * compute them at the same loop */
-        for (int round = 0; round < 8; round++) {
-          const int *cons;
-          int nc;
-          ts_diag_clear(&d);
-          if (sch_t_get_consumers(t, cb, &cons, &nc, &d) || nc != 1) break;
-          int c = cons[0];
-          ts_diag_clear(&d);
-          if (sch_t_reverse_compute_inline(t, c, &d) == TS_OK) continue;
-          ts_diag_clear(&d);
-          if (sch_t_reverse_compute_at(t, c, at, true, -1, &d) == TS_OK) {
-            vectorize_innermost(t, sch_t_block(t, c).name, 2 * lanes);
-          }
-          break;
-        }
-        vectorize_innermost(t, sch_t_block(t, cb).name, 2 * lanes);
-      }
-    }
-  }
-  /* the init in front of the reduction loops */
-  if (first_red < k) {
-    int init;
-    ts_diag_clear(&d);
-    if (sch_t_get_block(t, name, &b, &d) == TS_OK &&
-        sch_t_decompose_reduction(t, b, order[first_red], &init, &d) == TS_OK)
-      vectorize_innermost(t, sch_t_block(t, init).name, 2 * lanes);
-  }
-  return true;
+  return tile_finish(t, name, b, order, k, nouter, first_red, first_nonunit, r_in, c_in, lanes);
 }
 
 static bool expr_transcendental(void *ctx, const ir_expr *e) {

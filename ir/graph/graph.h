@@ -209,6 +209,7 @@ typedef enum {
 
 typedef struct tg_pass_opts {
   tg_winograd_mode winograd;
+  int winograd_tile; /* the output tile m of F(m x m, 3x3): 4 (0, the default) or 2 (--winograd-tile) */
   bool polyphase_off; /* strided 2-d convolutions read the padded input in the plain order */
   bool qdq_off;       /* the qdq pass leaves QuantizeLinear/DequantizeLinear chains as float ops */
   bool qdq_nchw;      /* the integer ops keep the NCHW layout (no channels-last region; --qdq nchw) */

@@ -497,12 +497,14 @@ static void conv_bias(lg_kernel *k, const char *const *in, const char *o, const 
   lg_stmt(k, &b);
 }
 
-/* The Winograd F(4x4, 3x3) form the winograd pass prepared (in: x, U[6,6,C,K],
- * bias or NULL, BT[6,6], AT[4,6]): a zero-padded copy of x covering whole
- * tiles; the input transform in two separable steps (rows, then columns);
- * 36 independent matmuls over the channels, laid out like a matmul with the
- * output channels innermost; the output transform in two steps, the second
- * writing the NCHW output. Tiles t = (n, th, tw) of 4x4 outputs each. */
+/* The Winograd F(m x m, 3x3) form the winograd pass prepared (m the node's
+ * tessel.winograd, 4 or 2; alpha = m + 2; in: x, U[alpha,alpha,C,K], bias or
+ * NULL, BT[alpha,alpha], AT[m,alpha]): a zero-padded copy of x covering
+ * whole tiles; the input transform in two separable steps (rows, then
+ * columns); alpha^2 independent matmuls over the channels, laid out like a
+ * matmul with the output channels innermost; the output transform in two
+ * steps, the second writing the NCHW output. Tiles t = (n, th, tw) of m x m
+ * outputs each. */
 static void emit_conv_winograd(lg_kernel *k, const tg_node *n, const char *const *in, const char *o) {
   const tg_value *x = V(k, n->inputs[0]), *uv = V(k, n->inputs[1]), *y = OUTV(0);
   win w;
@@ -513,9 +515,16 @@ static void emit_conv_winograd(lg_kernel *k, const tg_node *n, const char *const
     lg_fail(k, TS_EINVAL, n, "winograd form with unexpected shapes");
     return;
   }
+  /* the form: output tiles m x m from alpha x alpha input tiles */
+  int64_t m = tg_attr_int(n, "tessel.winograd", 4), al = m + 2;
+  if (uv->dims[0].sym || uv->dims[0].value != al) {
+    lg_fail(k, TS_EINVAL, n, "winograd form F(%" PRId64 "x%" PRId64 ", 3x3) with transformed weights not %" PRId64 " wide",
+            m, m, al);
+    return;
+  }
   int64_t C = uv->dims[2].value, K = uv->dims[3].value;
   int64_t H = x->dims[2].value, W = x->dims[3].value, OH = y->dims[2].value, OW = y->dims[3].value;
-  int64_t th = (OH + 3) / 4, tw = (OW + 3) / 4;
+  int64_t th = (OH + m - 1) / m, tw = (OW + m - 1) / m;
   char cv[96], xp[96], t1[96], tv[96], tm[96], to[96];
   const char *dst = conv_acc(k, n, o, cv, sizeof cv);
   lg_tmpname(xp, sizeof xp, o, "wpad");
@@ -526,14 +535,14 @@ static void emit_conv_winograd(lg_kernel *k, const tg_node *n, const char *const
   tg_dim N = x->dims[0];
   /* the padded input channels-last, so that every transform reads and
    * writes whole channel vectors */
-  tg_dim pd[4] = {N, {th * 4 + 2, NULL}, {tw * 4 + 2, NULL}, {C, NULL}};
+  tg_dim pd[4] = {N, {th * m + 2, NULL}, {tw * m + 2, NULL}, {C, NULL}};
   lg_let_dims(k, xp, x->dtype, 4, pd);
-  tg_dim vd[6] = {{6, NULL}, {6, NULL}, N, {th, NULL}, {tw, NULL}, {C, NULL}};
+  tg_dim vd[6] = {{al, NULL}, {al, NULL}, N, {th, NULL}, {tw, NULL}, {C, NULL}};
   lg_let_dims(k, t1, x->dtype, 6, vd);
   lg_let_dims(k, tv, x->dtype, 6, vd);
   vd[5] = (tg_dim){K, NULL};
   lg_let_dims(k, tm, x->dtype, 6, vd);
-  vd[0] = (tg_dim){4, NULL};
+  vd[0] = (tg_dim){m, NULL};
   lg_let_dims(k, to, x->dtype, 6, vd);
   tb b;
   tb_reset(&b);
@@ -545,22 +554,29 @@ static void emit_conv_winograd(lg_kernel *k, const tg_node *n, const char *const
   lg_stmt(k, &b);
   /* the input transform, rows then columns (separable: 2 x 6 terms, not 36) */
   tb_reset(&b);
-  tb_printf(&b, "%s[i0, i1, i2, i3, i4, i5] += %s[i0, r0] * %s[i2, i3 * 4 + r0, i4 * 4 + i1, i5] for r0 in 0..6", t1,
-            in[3], xp);
+  tb_printf(&b,
+            "%s[i0, i1, i2, i3, i4, i5] += %s[i0, r0] * %s[i2, i3 * %" PRId64 " + r0, i4 * %" PRId64
+            " + i1, i5] for r0 in 0..%" PRId64,
+            t1, in[3], xp, m, m, al);
   lg_stmt(k, &b);
   tb_reset(&b);
-  tb_printf(&b, "%s[i0, i1, i2, i3, i4, i5] += %s[i0, r0, i2, i3, i4, i5] * %s[i1, r0] for r0 in 0..6", tv, t1, in[3]);
+  tb_printf(&b, "%s[i0, i1, i2, i3, i4, i5] += %s[i0, r0, i2, i3, i4, i5] * %s[i1, r0] for r0 in 0..%" PRId64, tv, t1,
+            in[3], al);
   lg_stmt(k, &b);
   tb_reset(&b);
   tb_printf(&b, "%s[i0, i1, i2, i3, i4, i5] += %s[i0, i1, i2, i3, i4, r0] * %s[i0, i1, r0, i5] for r0 in 0..%" PRId64,
             tm, tv, in[1], C);
   lg_stmt(k, &b);
   tb_reset(&b);
-  tb_printf(&b, "%s[i0, i1, i2, i3, i4, i5] += %s[i0, r0] * %s[r0, i1, i2, i3, i4, i5] for r0 in 0..6", to, in[4], tm);
+  tb_printf(&b, "%s[i0, i1, i2, i3, i4, i5] += %s[i0, r0] * %s[r0, i1, i2, i3, i4, i5] for r0 in 0..%" PRId64, to,
+            in[4], tm, al);
   lg_stmt(k, &b);
   tb_reset(&b);
   lg_lhs(&b, dst, 4);
-  tb_printf(&b, " += %s[i2 %% 4, r0, i0, i2 // 4, i3 // 4, i1] * %s[i3 %% 4, r0] for r0 in 0..6", to, in[4]);
+  tb_printf(&b,
+            " += %s[i2 %% %" PRId64 ", r0, i0, i2 // %" PRId64 ", i3 // %" PRId64 ", i1] * %s[i3 %% %" PRId64
+            ", r0] for r0 in 0..%" PRId64,
+            to, m, m, m, in[4], m, al);
   lg_stmt(k, &b);
   conv_bias(k, in, o, dst, 4);
 }
@@ -829,7 +845,8 @@ static void emit_max_pool_nchwc(lg_kernel *k, const tg_node *n, const int64_t *k
 
 void lg_emit_conv(lg_kernel *k, const tg_node *n, const char *const *in, const char *const *out) {
   const char *o = out[0];
-  if (tg_attr_int(n, "tessel.winograd", 0) == 4 && n->nin >= 5) {
+  int64_t wm = tg_attr_int(n, "tessel.winograd", 0);
+  if ((wm == 4 || wm == 2) && n->nin >= 5) {
     emit_conv_winograd(k, n, in, o);
     return;
   }

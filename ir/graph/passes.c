@@ -113,6 +113,12 @@ ts_status tg_pass_opts_set(tg_pass_opts *o, const char *name, const char *value,
       }
     return ts_diag_set(d, TS_EINVAL, "winograd: '%s' is not on, off or all", value);
   }
+  if (!strcmp(name, "winograd_tile") || !strcmp(name, "winograd-tile")) {
+    if (strcmp(value, "2") && strcmp(value, "4"))
+      return ts_diag_set(d, TS_EINVAL, "%s: '%s' is not 2 or 4 (F(2x2, 3x3) or F(4x4, 3x3))", name, value);
+    o->winograd_tile = value[0] == '4' ? 0 : 2;
+    return TS_OK;
+  }
   if (!strcmp(name, "qdq") && !strcmp(value, "nchw")) {
     o->qdq_off = false;
     o->qdq_nchw = true;
@@ -127,7 +133,8 @@ ts_status tg_pass_opts_set(tg_pass_opts *o, const char *name, const char *value,
     return TS_OK;
   }
   if (!strcmp(name, "conv_layout") || !strcmp(name, "conv-layout")) return conv_layout_set(o, name, value, d);
-  return ts_diag_set(d, TS_EINVAL, "unknown graph option '%s' (winograd, polyphase, qdq, conv_layout)", name);
+  return ts_diag_set(d, TS_EINVAL, "unknown graph option '%s' (winograd, winograd_tile, polyphase, qdq, conv_layout)",
+                     name);
 }
 
 /* Appends ",name=value" (no comma first) to buf. */
@@ -140,6 +147,7 @@ const char *tg_pass_opts_str(const tg_pass_opts *o, char *buf, size_t n) {
   if (!n) return buf;
   buf[0] = 0;
   if (o->winograd) opt_put(buf, n, "winograd", winograd_names[o->winograd]);
+  if (o->winograd_tile == 2) opt_put(buf, n, "winograd_tile", "2");
   if (o->polyphase_off) opt_put(buf, n, "polyphase", "off");
   if (o->qdq_off) opt_put(buf, n, "qdq", "off");
   if (o->qdq_nchw) opt_put(buf, n, "qdq", "nchw");
@@ -681,18 +689,43 @@ ts_status tg_pass_layout_rewrite(tg_graph *g, ts_diag *d) {
 
 /* ---- winograd ------------------------------------------------------------------------- */
 
-/* F(4x4, 3x3) (Lavin & Gray): Y = AT [(G g GT) . (BT d B)] A over 6x6 input
- * tiles that overlap by 2, giving 4x4 outputs each: 36 multiplies per 16
- * outputs and input channel where the direct 3x3 convolution needs 144. */
-static const double wg_bt[6][6] = {{4, 0, -5, 0, 1, 0},  {0, -4, -4, 1, 1, 0}, {0, 4, -4, -1, 1, 0},
-                                   {0, -2, -1, 2, 1, 0}, {0, 2, -1, -2, 1, 0}, {0, 4, 0, -5, 0, 1}};
-static const double wg_g[6][3] = {{1.0 / 4, 0, 0},
-                                  {-1.0 / 6, -1.0 / 6, -1.0 / 6},
-                                  {-1.0 / 6, 1.0 / 6, -1.0 / 6},
-                                  {1.0 / 24, 1.0 / 12, 1.0 / 6},
-                                  {1.0 / 24, -1.0 / 12, 1.0 / 6},
-                                  {0, 0, 1}};
-static const double wg_at[4][6] = {{1, 1, 1, 1, 1, 0}, {0, 1, -1, 2, -2, 0}, {0, 1, 1, 4, 4, 0}, {0, 1, -1, 8, -8, 1}};
+/* F(m x m, 3x3) (Lavin & Gray): Y = AT [(G g GT) . (BT d B)] A over
+ * alpha x alpha input tiles (alpha = m + 2) that overlap by 2, giving m x m
+ * outputs each. F(4x4): 36 multiplies per 16 outputs and input channel where
+ * the direct 3x3 convolution needs 144 (4x fewer); F(2x2): 16 per 4 (2.25x
+ * fewer) with smaller transforms and exact small coefficients. Rows of a
+ * form's matrices are stored at the F(4x4) width (6). */
+typedef struct wg_form {
+  int m, alpha;
+  const char *bt_name, *at_name;
+  double bt[6][6], g[6][3], at[4][6];
+} wg_form;
+
+static const wg_form wg_forms[] = {
+    {4,
+     6,
+     "winograd_f4x3_BT",
+     "winograd_f4x3_AT",
+     {{4, 0, -5, 0, 1, 0}, {0, -4, -4, 1, 1, 0}, {0, 4, -4, -1, 1, 0}, {0, -2, -1, 2, 1, 0}, {0, 2, -1, -2, 1, 0},
+      {0, 4, 0, -5, 0, 1}},
+     {{1.0 / 4, 0, 0},
+      {-1.0 / 6, -1.0 / 6, -1.0 / 6},
+      {-1.0 / 6, 1.0 / 6, -1.0 / 6},
+      {1.0 / 24, 1.0 / 12, 1.0 / 6},
+      {1.0 / 24, -1.0 / 12, 1.0 / 6},
+      {0, 0, 1}},
+     {{1, 1, 1, 1, 1, 0}, {0, 1, -1, 2, -2, 0}, {0, 1, 1, 4, 4, 0}, {0, 1, -1, 8, -8, 1}}},
+    {2,
+     4,
+     "winograd_f2x3_BT",
+     "winograd_f2x3_AT",
+     {{1, 0, -1, 0}, {0, 1, 1, 0}, {0, -1, 1, 0}, {0, 1, 0, -1}},
+     {{1, 0, 0}, {0.5, 0.5, 0.5}, {0.5, -0.5, 0.5}, {0, 0, 1}},
+     {{1, 1, 1, 0}, {0, 1, -1, -1}}},
+};
+
+/* The form of g->opts.winograd_tile. */
+static const wg_form *wg_form_of(const tg_graph *g) { return &wg_forms[g->opts.winograd_tile == 2 ? 1 : 0]; }
 
 /* g->opts.winograd as winograd_ok's mode: 0 off, 1 on for the convolutions
  * that gain from it, 2 without the size thresholds (tests). */
@@ -749,16 +782,18 @@ static bool winograd_ok(const tg_graph *g, const tg_node *n, int mode) {
    * output tiles per image (ResNet-18's 7x7 layers: 4 tiles, 30 % of them
    * padding) the 4x larger transformed weights and the skinny matmuls do:
    * measured 4.9 ms against the direct convolution's 2.8. */
-  int64_t tiles = ((y->dims[2].value + 3) / 4) * ((y->dims[3].value + 3) / 4);
+  int64_t tiles = ((y->dims[2].value + 3) / 4) * ((y->dims[3].value + 3) / 4); /* of 4x4, for either form */
   if (mode == 1 && (w->dims[0].value < 16 || w->dims[1].value < 16 || tiles < 8)) return false;
   return true;
 }
 
 static ts_status winograd_one(tg_graph *g, tg_node *n, ts_diag *d) {
+  const wg_form *fm = wg_form_of(g);
+  int al = fm->alpha, mo = fm->m;
   const tg_value *w = g->values[n->inputs[1]];
   int64_t K = w->dims[0].value, C = w->dims[1].value;
   const float *wd = w->data;
-  size_t un = (size_t)36 * (size_t)C * (size_t)K;
+  size_t un = (size_t)(al * al) * (size_t)C * (size_t)K;
   float *u = ts_malloc(un * sizeof(float));
   if (!u) return ts_diag_set(d, TS_ENOMEM, "out of memory transforming the weights of '%s'", n->name);
   /* U[e][v][c][k] = sum_ij G[e][i] w[k][c][i][j] G[v][j] */
@@ -766,16 +801,16 @@ static ts_status winograd_one(tg_graph *g, tg_node *n, ts_diag *d) {
     for (int64_t ci = 0; ci < C; ci++) {
       const float *gk = wd + (k * C + ci) * 9;
       double t[6][3];
-      for (int e = 0; e < 6; e++)
-        for (int j = 0; j < 3; j++) t[e][j] = wg_g[e][0] * gk[j] + wg_g[e][1] * gk[3 + j] + wg_g[e][2] * gk[6 + j];
-      for (int e = 0; e < 6; e++)
-        for (int v = 0; v < 6; v++)
-          u[(((size_t)e * 6 + (size_t)v) * (size_t)C + (size_t)ci) * (size_t)K + (size_t)k] =
-              (float)(t[e][0] * wg_g[v][0] + t[e][1] * wg_g[v][1] + t[e][2] * wg_g[v][2]);
+      for (int e = 0; e < al; e++)
+        for (int j = 0; j < 3; j++) t[e][j] = fm->g[e][0] * gk[j] + fm->g[e][1] * gk[3 + j] + fm->g[e][2] * gk[6 + j];
+      for (int e = 0; e < al; e++)
+        for (int v = 0; v < al; v++)
+          u[(((size_t)e * (size_t)al + (size_t)v) * (size_t)C + (size_t)ci) * (size_t)K + (size_t)k] =
+              (float)(t[e][0] * fm->g[v][0] + t[e][1] * fm->g[v][1] + t[e][2] * fm->g[v][2]);
     }
   char base[200];
   snprintf(base, sizeof base, "%s_winograd", w->name);
-  tg_dim ud[4] = {{6, NULL}, {6, NULL}, {C, NULL}, {K, NULL}};
+  tg_dim ud[4] = {{al, NULL}, {al, NULL}, {C, NULL}, {K, NULL}};
   int uid = tg_add_const(g, base, ir_dt(IR_F32), 4, ud, u, un * sizeof(float), d);
   ts_free(u);
   if (uid < 0) return d && d->code ? d->code : TS_ENOMEM;
@@ -784,17 +819,17 @@ static ts_status winograd_one(tg_graph *g, tg_node *n, ts_diag *d) {
    * every candidate's verification reference a new full interpretation */
   g->values[uid]->fixed_layout = true;
   float bt[36], at[24];
-  for (int i = 0; i < 36; i++) bt[i] = (float)wg_bt[i / 6][i % 6];
-  for (int i = 0; i < 24; i++) at[i] = (float)wg_at[i / 6][i % 6];
+  for (int i = 0; i < al * al; i++) bt[i] = (float)fm->bt[i / al][i % al];
+  for (int i = 0; i < mo * al; i++) at[i] = (float)fm->at[i / al][i % al];
   /* the transform matrices: one constant each per graph (shared by every rewritten conv) */
-  int bid = tg_value_find(g, "winograd_f4x3_BT"), aid = tg_value_find(g, "winograd_f4x3_AT");
+  int bid = tg_value_find(g, fm->bt_name), aid = tg_value_find(g, fm->at_name);
   if (bid < 0) {
-    tg_dim bd[2] = {{6, NULL}, {6, NULL}};
-    bid = tg_add_const(g, "winograd_f4x3_BT", ir_dt(IR_F32), 2, bd, bt, sizeof bt, d);
+    tg_dim bd[2] = {{al, NULL}, {al, NULL}};
+    bid = tg_add_const(g, fm->bt_name, ir_dt(IR_F32), 2, bd, bt, sizeof(float) * (size_t)(al * al), d);
   }
   if (aid < 0 && bid >= 0) {
-    tg_dim ad[2] = {{4, NULL}, {6, NULL}};
-    aid = tg_add_const(g, "winograd_f4x3_AT", ir_dt(IR_F32), 2, ad, at, sizeof at, d);
+    tg_dim ad[2] = {{mo, NULL}, {al, NULL}};
+    aid = tg_add_const(g, fm->at_name, ir_dt(IR_F32), 2, ad, at, sizeof(float) * (size_t)(mo * al), d);
   }
   if (bid < 0 || aid < 0) return d && d->code ? d->code : TS_ENOMEM;
   g->values[bid]->fixed_layout = g->values[aid]->fixed_layout = true;
@@ -821,7 +856,7 @@ static ts_status winograd_one(tg_graph *g, tg_node *n, ts_diag *d) {
   arr[4] = aid;
   n->inputs = arr;
   n->nin = 5;
-  tg_attr a = {.name = "tessel.winograd", .kind = TG_A_INT, .i = 4};
+  tg_attr a = {.name = "tessel.winograd", .kind = TG_A_INT, .i = mo};
   if (tg_node_set_attr(g, n, &a) != TS_OK) return ts_diag_set(d, TS_ENOMEM, "out of memory");
   return TS_OK;
 }

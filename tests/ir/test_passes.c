@@ -328,6 +328,18 @@ START_TEST(test_pass_opts_strings) {
   ck_assert_str_eq(tg_pass_opts_str(&o, buf, sizeof buf), "winograd=all,polyphase=off,qdq=off");
   ck_assert_int_eq(tg_pass_opts_parse(buf, &back, &d), TS_OK);
   ck_assert(back.qdq_off && back.polyphase_off);
+  {
+    tg_pass_opts t = {0}, tb;
+    ck_assert_int_eq(tg_pass_opts_set(&t, "winograd_tile", "2", &d), TS_OK);
+    ck_assert_str_eq(tg_pass_opts_str(&t, buf, sizeof buf), "winograd_tile=2,conv_layout=nchw");
+    ck_assert_int_eq(tg_pass_opts_parse(buf, &tb, &d), TS_OK);
+    ck_assert_int_eq(tb.winograd_tile, 2);
+    ck_assert_int_eq(tg_pass_opts_set(&t, "winograd-tile", "4", &d), TS_OK);
+    ck_assert_int_eq(t.winograd_tile, 0);
+    ck_assert_int_eq(tg_pass_opts_set(&t, "winograd_tile", "6", &d), TS_EINVAL);
+    ck_assert_ptr_nonnull(strstr(d.msg, "winograd_tile: '6' is not 2 or 4"));
+    ts_diag_clear(&d);
+  }
   ck_assert_int_eq(tg_pass_opts_parse("qdq=off", &back, &d), TS_OK);
   ck_assert(back.qdq_off && !back.polyphase_off && back.winograd == TG_WINOGRAD_ON);
   ck_assert_int_eq(tg_pass_opts_set(&o, "qdq", "maybe", &d), TS_EINVAL);
@@ -369,10 +381,11 @@ static bool calls_winograd(const tg_graph *g) {
 /* The Winograd F(4x4, 3x3) form against the direct convolution, on odd sizes
  * (tiles that overhang the output on both axes, asymmetric padding) and a
  * symbolic batch run at two sizes from one graph. */
-static void winograd_case(bool sym, int64_t Cc, int64_t H, int64_t W, int64_t K, const int64_t *pads) {
+static void winograd_tile_case(int tile, bool sym, int64_t Cc, int64_t H, int64_t W, int64_t K, const int64_t *pads) {
   ir_module *m2 = ir_module_new();
   tg_graph *g2 = tg_graph_new(m2, "direct");
   G->opts.winograd = TG_WINOGRAD_ALL;
+  G->opts.winograd_tile = tile;
   wg_graph(G, sym, Cc, H, W, K, pads);
   run_pipe(G, NULL);
   g2->opts.winograd = TG_WINOGRAD_OFF;
@@ -381,14 +394,33 @@ static void winograd_case(bool sym, int64_t Cc, int64_t H, int64_t W, int64_t K,
   ck_assert_msg(calls_winograd(G), "the conv was not rewritten");
   ck_assert(!calls_winograd(g2));
   ck_assert_int_lt(tg_value_find(G, "w"), 0); /* the original weights are gone */
+  /* the form's transform matrices: alpha x alpha input tiles, alpha = m + 2 */
+  int bt = tg_value_find(G, tile == 2 ? "winograd_f2x3_BT" : "winograd_f4x3_BT");
+  ck_assert_int_ge(bt, 0);
+  ck_assert_int_eq(G->values[bt]->dims[0].value, tile == 2 ? 4 : 6);
   for (int b = 1; b <= (sym ? 3 : 1); b += 2) same_outputs(G, g2, b, 40 + (uint64_t)b, 1e-4);
   ir_module_free(m2);
+}
+
+static void winograd_case(bool sym, int64_t Cc, int64_t H, int64_t W, int64_t K, const int64_t *pads) {
+  winograd_tile_case(0, sym, Cc, H, W, K, pads);
 }
 
 START_TEST(test_winograd_odd) { winograd_case(false, 5, 11, 13, 7, (int64_t[]){1, 0, 2, 1}); }
 END_TEST
 
 START_TEST(test_winograd_symbolic_batch) { winograd_case(true, 3, 9, 6, 4, (int64_t[]){1, 1, 1, 1}); }
+END_TEST
+
+/* F(2x2, 3x3) (--winograd-tile 2): odd sizes, tiles overhanging an odd
+ * output, asymmetric pads, and a symbolic batch, against the direct conv. */
+START_TEST(test_winograd_f2) {
+  winograd_tile_case(2, false, 5, 11, 13, 7, (int64_t[]){1, 0, 2, 1});
+  ir_module_free(M);
+  M = ir_module_new();
+  G = tg_graph_new(M, "g");
+  winograd_tile_case(2, true, 3, 9, 6, 4, (int64_t[]){1, 1, 1, 1});
+}
 END_TEST
 
 static bool calls_nchwc(const tg_graph *g) {
@@ -1533,6 +1565,7 @@ static Suite *passes_suite(void) {
   tcase_add_test(tc, test_conv_polyphase_off);
   tcase_add_test(tc, test_pass_opts_strings);
   tcase_add_test(tc, test_winograd_symbolic_batch);
+  tcase_add_test(tc, test_winograd_f2);
   tcase_add_test(tc, test_winograd_thresholds);
   tcase_add_test(tc, test_nchwc_plain_input);
   tcase_add_test(tc, test_nchwc_symbolic_batch);

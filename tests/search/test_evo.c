@@ -1,6 +1,7 @@
 /* test_evo.c — mutators and the evolutionary search: a mutant differs from
  * its parent in exactly one decision (or, for parallel, one annotation
- * limit) and replays; a batch never repeats a measured candidate nor itself;
+ * limit) and replays; a batch never repeats a measured candidate nor itself,
+ * and holds mutants of the best measured one (the local share);
  * proposed candidates replay and compute what the unscheduled function
  * computes (matmul and conv2d at small sizes). */
 #include <check.h>
@@ -201,6 +202,65 @@ START_TEST(measured_never_proposed) {
 }
 END_TEST
 
+/* Whether b is a one-step neighbour of a: the same instructions, one of
+ * them with another decision or literal. */
+static bool one_step(const sch_trace *a, const sch_trace *b) {
+  if (sch_trace_len(a) != sch_trace_len(b)) return false;
+  int n = 0;
+  for (int i = 0; i < sch_trace_len(a); i++) {
+    const sch_inst *x = sch_trace_inst(a, i), *y = sch_trace_inst(b, i);
+    if (x->kind != y->kind || x->nin != y->nin) return false;
+    bool dec = x->decision.n != y->decision.n ||
+               (x->decision.n && memcmp(x->decision.v, y->decision.v, sizeof(int64_t) * (size_t)x->decision.n));
+    for (int k = 0; k < x->nin; k++)
+      if (x->in[k].kind == SCH_ARG_INT && x->in[k].i != y->in[k].i) dec = true;
+    n += dec;
+  }
+  return n == 1;
+}
+
+START_TEST(local_share_mutates_the_best) {
+  /* One measured candidate, a model that knows nothing (random): a batch of
+   * 16 still holds at least 16 / 8 one-step mutants of it (the local share),
+   * none of them the measured one. */
+  ts_arena a;
+  ts_arena_init(&a);
+  ir_func *f = tu_workload(&a, "matmul:m=64,n=64,k=64");
+  cg_target t = host();
+  srch_evo_opts o;
+  srch_evo_opts_default(&o);
+  o.population = 64;
+  o.init_min_unmeasured = 16;
+  ts_diag d;
+  ts_diag_clear(&d);
+  srch_evo *e = srch_evo_new(f, &t, &o, 9, &d);
+  ck_assert_ptr_nonnull(e);
+  sch_trace *best = random_bare(f, &t, 21);
+  sch_traced *bt = srch_instantiate(best, f, &t, false, 1, &d);
+  ck_assert_msg(bt, "%s", d.msg);
+  uint64_t bh = ir_struct_hash_func(sch_traced_func(bt));
+  ck_assert_int_eq(srch_evo_notify(e, sch_traced_trace(bt), bh, 1e-4, &d), TS_OK);
+  cm_model *m = cm_random_new(3);
+  srch_candidate *c = NULL;
+  int nc = 0, near = 0;
+  ck_assert_int_eq(srch_evo_next_batch(e, m, 16, &c, &nc, &d), TS_OK);
+  for (int i = 0; i < nc; i++) {
+    ck_assert(c[i].hash != bh);
+    sch_trace *bare = sch_trace_simplified(c[i].trace, true);
+    near += one_step(best, bare);
+    sch_trace_free(bare);
+  }
+  ck_assert_msg(near >= 2, "%d of %d candidates are neighbours of the measured one", near, nc);
+  for (int i = 0; i < nc; i++) srch_candidate_fini(&c[i]);
+  ts_free(c);
+  sch_traced_free(bt);
+  sch_trace_free(best);
+  cm_model_free(m);
+  srch_evo_free(e);
+  ts_arena_fini(&a);
+}
+END_TEST
+
 START_TEST(replay_cache_is_transparent) {
   /* The replay cache changes nothing but the cost: a search with it and one
    * without, same seed, same measured records, propose the same candidates
@@ -291,6 +351,7 @@ int main(void) {
   tcase_add_test(tc, mutators_change_one_decision);
   tcase_add_test(tc, batches_never_repeat);
   tcase_add_test(tc, measured_never_proposed);
+  tcase_add_test(tc, local_share_mutates_the_best);
   tcase_add_test(tc, valid_matmul);
   tcase_add_test(tc, valid_conv2d);
   tcase_add_test(tc, replay_cache_is_transparent);

@@ -15,6 +15,8 @@
 #include "runtime/runtime.h"
 #include "ir/parse.h"
 #include "ir/schedule/layout.h"
+#include "ir/struct.h"
+#include "search/search.h"
 #include "ir/workloads/workloads.h"
 #include "tests/schedule/util.h"
 #include "tuner/build.h"
@@ -91,6 +93,110 @@ static shape_stats check_spec(ts_arena *a, const char *spec) {
   ir_func *f = tu_workload(a, spec);
   return check_default(f);
 }
+
+/* A Winograd F(4x4, 3x3) kernel as legalize writes it (op_nn.c
+ * emit_conv_winograd; 16 -> 32 channels, 8x8, pad 1): a padded channels-last
+ * copy, the input transform in two reductions over 6, 36 channel matmuls,
+ * the inverse transform in two reductions over 6. */
+static const char *winograd_text =
+    "kernel wg(x: f32[1, 16, 8, 8], u: f32[6, 6, 16, 32], bt: f32[6, 6], at: f32[4, 6]) -> y: f32[1, 32, 8, 8] {\n"
+    "  let xp: f32[1, 10, 10, 16]\n"
+    "  let t1: f32[6, 6, 1, 2, 2, 16]\n"
+    "  let tv: f32[6, 6, 1, 2, 2, 16]\n"
+    "  let tm: f32[6, 6, 1, 2, 2, 32]\n"
+    "  let to: f32[4, 6, 1, 2, 2, 32]\n"
+    "  xp[i0, i1, i2, i3] = select(i1 - 1 >= 0 && i1 - 1 < 8 && i2 - 1 >= 0 && i2 - 1 < 8, "
+    "x[i0, i3, min(max(i1 - 1, 0), 7), min(max(i2 - 1, 0), 7)], 0.0)\n"
+    "  t1[i0, i1, i2, i3, i4, i5] += bt[i0, r0] * xp[i2, i3 * 4 + r0, i4 * 4 + i1, i5] for r0 in 0..6\n"
+    "  tv[i0, i1, i2, i3, i4, i5] += t1[i0, r0, i2, i3, i4, i5] * bt[i1, r0] for r0 in 0..6\n"
+    "  tm[i0, i1, i2, i3, i4, i5] += tv[i0, i1, i2, i3, i4, r0] * u[i0, i1, r0, i5] for r0 in 0..16\n"
+    "  to[i0, i1, i2, i3, i4, i5] += at[i0, r0] * tm[r0, i1, i2, i3, i4, i5] for r0 in 0..6\n"
+    "  y[i0, i1, i2, i3] += to[i2 % 4, r0, i0, i2 // 4, i3 // 4, i1] * at[i3 % 4, r0] for r0 in 0..6\n"
+    "}\n";
+
+/* Builds scheduled function s and checks its outputs against the
+ * interpreter's for f. */
+static void check_built(const ir_func *f, const ir_func *s) {
+  ts_diag d;
+  ts_diag_clear(&d);
+  cg_target tg = tu_host_target();
+  char path[] = "/tmp/tessel-defsched-XXXXXX";
+  int fd = mkstemp(path);
+  ck_assert_int_ge(fd, 0);
+  close(fd);
+  ck_assert_msg(tun_build_shared(s, &tg, path, &d) == TS_OK, "%s", d.msg);
+  tsrt_measure_opts o = {.repeat = 1, .seed = 11, .want_outputs = true, .timeout_s = 60};
+  tsrt_measure_result r;
+  tsrt_measure_forked(path, &o, &r);
+  ck_assert_msg(r.status == TS_OK, "%s", r.error);
+  tun_verify_result vr;
+  ck_assert_int_eq(tun_verify(f, 11, r.outputs, r.outputs_bytes, &vr, &d), TS_OK);
+  ck_assert_msg(vr.matched, "%s", vr.detail);
+  tsrt_result_fini(&r);
+  unlink(path);
+}
+
+/* The default schedule's tile sizes are sampled decisions: a Winograd
+ * kernel's default trace holds SamplePerfectTile instructions for its
+ * stages, survives a JSON round trip (replayed: the same function), and the
+ * search's tile-size mutator moves it to other points of the space, each of
+ * which replays, computes the same as the unscheduled function and builds
+ * to the interpreter's outputs. */
+START_TEST(test_winograd_default_decisions) {
+  ts_arena a;
+  ts_arena_init(&a);
+  ir_func *f = NULL;
+  ts_diag d;
+  ts_diag_clear(&d);
+  ck_assert_msg(ir_parse_func(&a, winograd_text, strlen(winograd_text), "wg", &f, &d) == TS_OK, "%s", d.msg);
+  cg_target tg = tu_host_target();
+  sch_traced *t = NULL;
+  ck_assert_msg(tun_schedule_opts(f, NULL, &tg, NULL, &t, &d) == TS_OK, "%s", d.msg);
+  const sch_trace *tr = sch_traced_trace(t);
+  int nsample = 0;
+  for (int i = 0; i < sch_trace_len(tr); i++) nsample += sch_trace_inst(tr, i)->kind == SCH_I_SAMPLE_PERFECT_TILE;
+  ck_assert_msg(nsample >= 3, "%d tile decisions in the default trace", nsample);
+  uint64_t h0 = ir_struct_hash_func(sch_traced_func(t));
+  /* round trip: JSON out and back, replayed on the unscheduled function */
+  char *js = sch_trace_to_json(tr);
+  ck_assert_ptr_nonnull(js);
+  sch_trace *back = sch_trace_from_json(js, &d);
+  ck_assert_msg(back, "%s", d.msg);
+  ts_free(js);
+  sch_traced *r = sch_traced_new(f, 1, &d);
+  ck_assert_msg(r && sch_trace_apply(back, r, false, NULL, &d) == TS_OK, "%s", d.msg);
+  ck_assert(ir_struct_hash_func(sch_traced_func(r)) == h0);
+  sch_traced_free(r);
+  sch_trace_free(back);
+  /* the mutator's neighbours: distinct functions, each replayed and checked */
+  uint64_t seen[8] = {h0};
+  int nseen = 1;
+  ts_rng rng;
+  ts_rng_seed(&rng, 7);
+  for (int k = 0; k < 200 && nseen < 4; k++) {
+    sch_trace *m = srch_mutate(SRCH_MUT_TILE_SIZE, tr, sch_traced_func(t), &rng);
+    if (!m) continue;
+    sch_traced *mt = sch_traced_new(f, 1, &d);
+    ck_assert(mt);
+    ts_diag_clear(&d);
+    if (sch_trace_apply(m, mt, false, NULL, &d) == TS_OK) {
+      uint64_t h = ir_struct_hash_func(sch_traced_func(mt));
+      bool dup = false;
+      for (int j = 0; j < nseen; j++) dup |= seen[j] == h;
+      if (!dup) {
+        seen[nseen++] = h;
+        tu_assert_equivalent(f, sch_traced_func(mt));
+        check_built(f, sch_traced_func(mt));
+      }
+    }
+    sch_traced_free(mt);
+    sch_trace_free(m);
+  }
+  ck_assert_msg(nseen >= 4, "only %d points around the default", nseen);
+  sch_traced_free(t);
+  ts_arena_fini(&a);
+}
+END_TEST
 
 /* matmul, dense, batch_matmul and a padded conv get the tiled micro-kernel:
  * a local accumulator, an unrolled rows loop, vectorized loops, a parallel
@@ -550,6 +656,7 @@ int main(void) {
   tcase_add_test(tc, test_tiled);
   tcase_add_test(tc, test_tiled_symbolic_rows);
   tcase_add_test(tc, test_int8_avx2_symbolic_rows);
+  tcase_add_test(tc, test_winograd_default_decisions);
   tcase_add_test(tc, test_fallback_extents);
   tcase_add_test(tc, test_guarded_conv_epilogue);
   tcase_add_test(tc, test_switch_off);
