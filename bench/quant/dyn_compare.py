@@ -23,21 +23,15 @@ int16), with `uptime`."""
 import argparse
 import logging
 import os
-import resource
 import subprocess
+import sys
 import tempfile
-import time
 
 import numpy as np
 import onnxruntime as ort
 
-
-def session(model, opt):
-    so = ort.SessionOptions()
-    so.intra_op_num_threads = 1
-    so.graph_optimization_level = (ort.GraphOptimizationLevel.ORT_ENABLE_ALL if opt
-                                   else ort.GraphOptimizationLevel.ORT_DISABLE_ALL)
-    return ort.InferenceSession(model, so)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from qdq_compare import session, time_round  # noqa: E402 (its sibling: one copy of the timing)
 
 
 def exact_matmul_integer(m):
@@ -63,38 +57,6 @@ def exact_matmul_integer(m):
     del m.graph.node[:]
     m.graph.node.extend(nodes)
     return m
-
-
-def child_cpu_ms(cmd):
-    """The CPU time (user + sys, ms) of running cmd to its end."""
-    r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
-    subprocess.run(cmd, check=True, capture_output=True)
-    r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return (r1.ru_utime - r0.ru_utime + r1.ru_stime - r0.ru_stime) * 1e3
-
-
-def time_round(a, run_ort, tessel_cmd, builds, ms):
-    """One round: the median of --repeat onnxruntime runs (wall ms), or with
-    --cpu-time their CPU ms each (this process's), then each build's
-    `tessel run --bench` median (wall) or CPU ms per inference (the
-    --repeat N+1 run minus a --repeat 1 run, over N: start-up, loading and
-    the warm-up cancel)."""
-    ts = []
-    for _ in range(a.repeat):
-        t, c = time.perf_counter(), time.process_time()
-        run_ort()
-        ts.append((time.process_time() - c if a.cpu_time else time.perf_counter() - t) * 1e3)
-    ms["ort"].append(float(np.median(ts)))
-    for b in builds:
-        if a.cpu_time:
-            one = child_cpu_ms(tessel_cmd(b) + ["--bench", "--repeat", "1"])
-            n = child_cpu_ms(tessel_cmd(b) + ["--bench", "--repeat", str(a.repeat + 1)])
-            ms[b].append((n - one) / a.repeat)
-            continue
-        r = subprocess.run(tessel_cmd(b) + ["--bench", "--repeat", str(a.repeat)], check=True, capture_output=True,
-                           text=True)
-        line = [ln for ln in r.stdout.splitlines() if ln.startswith("latency")][0]
-        ms[b].append(float(line.split("median")[1].split()[0]))
 
 
 def feeds_for(s, batch, seq):

@@ -50,6 +50,9 @@ import subprocess
 import sys
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from side_by_side import json_of, run  # noqa: E402 (the single-operator script's helpers, one copy)
+
 ROOT = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 TESSEL = os.path.join(ROOT, "build", "tessel")
 BASELINES = os.path.join(ROOT, "build", "bench", "bench_baselines")
@@ -60,17 +63,6 @@ ORT_RUN = os.path.join(ROOT, "bench", "resnet18_ort.py")
 def loadavg():
     with open("/proc/loadavg") as f:
         return " ".join(f.read().split()[:3])
-
-
-def run(cmd, env=None, check=True):
-    r = subprocess.run(cmd, capture_output=True, text=True, env=env)
-    if check and r.returncode:
-        raise RuntimeError("%s failed (%d): %s%s" % (" ".join(cmd), r.returncode, r.stdout[-3000:], r.stderr[-3000:]))
-    return r
-
-
-def json_of(text):
-    return json.loads(text[text.index("{"):])
 
 
 def env_threads(threads):
