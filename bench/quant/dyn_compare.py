@@ -32,31 +32,8 @@ import onnxruntime as ort
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from qdq_compare import session, time_round  # noqa: E402 (its sibling: one copy of the timing)
-
-
-def exact_matmul_integer(m):
-    """m with every MatMulInteger as an int32 MatMul of the zero-point-shifted operands: onnxruntime's
-    exact reference (its AVX2 MatMulInteger adds pairs of u8 x s8 products in a saturating int16,
-    vpmaddubsw; tests/models/gen_models.py has the same function for the suite)."""
-    from onnx import TensorProto, helper
-    nodes = []
-    for n in m.graph.node:
-        if n.op_type != "MatMulInteger":
-            nodes.append(n)
-            continue
-        ins = []
-        for j in (0, 1):
-            c = n.output[0] + "_exact_in%d" % j
-            nodes.append(helper.make_node("Cast", [n.input[j]], [c], to=TensorProto.INT32))
-            if len(n.input) > j + 2 and n.input[j + 2]:
-                nodes.append(helper.make_node("Cast", [n.input[j + 2]], [c + "_zp"], to=TensorProto.INT32))
-                nodes.append(helper.make_node("Sub", [c, c + "_zp"], [c + "_c"]))
-                c += "_c"
-            ins.append(c)
-        nodes.append(helper.make_node("MatMul", ins, [n.output[0]]))
-    del m.graph.node[:]
-    m.graph.node.extend(nodes)
-    return m
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tests", "models"))
+from gen_models import exact_matmul_integer  # noqa: E402 (the suite's exact reference, one copy)
 
 
 def feeds_for(s, batch, seq):

@@ -51,7 +51,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from side_by_side import json_of, run  # noqa: E402 (the single-operator script's helpers, one copy)
+from side_by_side import json_of, peak, run  # noqa: E402 (the single-operator script's helpers, one copy)
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 TESSEL = os.path.join(ROOT, "build", "tessel")
@@ -218,18 +218,6 @@ def worker_tvm_time(a):
 
 
 # ---- the driver ---------------------------------------------------------------------------
-
-
-def peak(threads):
-    best = None
-    for _ in range(3):
-        r = run([BASELINES, "sgemm", "1024", "1024", "1024", str(threads)], check=False)
-        try:
-            g = float(r.stdout.split()[0])
-        except (IndexError, ValueError):
-            continue
-        best = g if best is None else max(best, g)
-    return best
 
 
 def tune_tvm(a, meta):
