@@ -497,10 +497,24 @@ bool tun_record_is_library(const tun_record *r, char *lib, size_t n) {
   return true;
 }
 
-int tun_library_packed_param(const tun_record *r) {
-  if (!tun_record_is_library(r, NULL, 0) || !r->params || !strstr(r->params, PACKED_FN)) return -1;
+/* The parsed parameters of a library record (NULL for any other); the
+ * caller json_decref()s them. */
+static json_t *library_params(const tun_record *r) {
+  if (!tun_record_is_library(r, NULL, 0) || !r->params) return NULL;
   json_error_t e;
-  json_t *o = json_loads(r->params, 0, &e);
+  return json_loads(r->params, 0, &e);
+}
+
+bool tun_record_library_call(const tun_record *r, char *call, size_t n) {
+  json_t *o = library_params(r);
+  const char *fn = json_string_value(json_object_get(o, "call"));
+  if (call && n) snprintf(call, n, "%s", fn ? fn : "");
+  json_decref(o);
+  return fn != NULL;
+}
+
+int tun_library_packed_param(const tun_record *r) {
+  json_t *o = library_params(r);
   const char *fn = json_string_value(json_object_get(o, "call"));
   json_t *p = json_object_get(o, "b_param");
   int i = fn && !strcmp(fn, PACKED_FN) && json_is_integer(p) ? (int)json_integer_value(p) : -1;

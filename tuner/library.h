@@ -59,6 +59,9 @@ sch_traced *tun_record_schedule_any_size(const tun_record *r, const ir_func *f, 
  * weight once and reuses the pack, so the weight must not change between
  * calls): the index of the weight's parameter; -1 for any other record. */
 int tun_library_packed_param(const tun_record *r);
+/* A library record's call ("cblas_sgemm", "tsrt_dnnl_sgemm_packed") in call
+ * (n bytes; "" when none); false for any other record. */
+bool tun_record_library_call(const tun_record *r, char *call, size_t n);
 
 /* True for a record of kind "library"; its library's name ("openblas") in
  * lib (n bytes) when asked. */

@@ -48,18 +48,6 @@ static bool usable_trial(const tun_record *r, int threads) {
  * noise on a loaded machine: each gets its back-to-back rounds); distinct. */
 #define RUNOFF_LIBS (TUN_RUNOFF_MAX - 3)
 
-/* The library call's name in a record's parameters ("" when none). */
-static void call_of(const tun_record *r, char *buf, size_t n) {
-  buf[0] = 0;
-  const char *p = r->params ? strstr(r->params, "\"call\":\"") : NULL;
-  if (!p) return;
-  p += 8;
-  size_t k = 0;
-  while (p[k] && p[k] != '"' && k + 1 < n) k++;
-  memcpy(buf, p, k);
-  buf[k] = 0;
-}
-
 static int pick(const tun_db *db, const char *key, const char *target, int threads, runoff_cand *c) {
   int cnt = 0, n = 0, nlib = 0;
   const int *idx = tun_db_indices_for(db, key, target, &cnt);
@@ -77,7 +65,7 @@ static int pick(const tun_db *db, const char *key, const char *target, int threa
     if (!r->kind && (!best || tun_record_mean(r) < tun_record_mean(best))) best = r;
     if (!r->kind) continue;
     char call[40];
-    call_of(r, call, sizeof call);
+    tun_record_library_call(r, call, sizeof call);
     int j = 0;
     while (j < nlib && strcmp(calls[j], call)) j++;
     if (j == nlib && nlib < RUNOFF_LIBS) snprintf(calls[nlib++], sizeof calls[0], "%s", call);
