@@ -353,8 +353,8 @@ static const char *layout_blocker(const build_state *b, const ir_func *f, const 
  * applies only where every call of f (or a structurally equal function)
  * feeds that weight from a constant: why not, or NULL. */
 static const char *packed_blocker(const build_state *b, const tun_record *r, const ir_func *f) {
-  int p = tun_library_packed_param(r);
-  if (p < 0 || !tun_record_is_library(r, NULL, 0)) return NULL;
+  int p = tun_library_packed_param(r); /* -1 for every other record */
+  if (p < 0) return NULL;
   if (!f) return "no calls to check";
   sch_layout_map map = {.param = p};
   return layout_blocker(b, f, &map, 1);
