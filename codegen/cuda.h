@@ -61,6 +61,8 @@
 #include "codegen/gpu_check.h"
 
 #define CG_CUDA_MAX_KERNELS 32
+/* words per step of tessel_steps (runtime/cublas.h TSRT_STEP_WORDS) */
+#define CG_CUDA_STEP_WORDS 12
 
 typedef struct cg_cuda_opts {
   bool precise_math; /* expf/logf instead of __expf/__logf */
@@ -76,6 +78,9 @@ typedef struct cg_cuda_module {
   char *source; /* the CUDA C translation unit (ts_malloc; cg_cuda_module_fini frees) */
   int nkernels;
   cg_cuda_launch kernels[CG_CUDA_MAX_KERNELS];
+  int nlibrary; /* library steps (cuBLAS calls) in the launch sequence */
+  int nsteps;   /* 0: the kernels run in order; else the launch sequence (tessel_steps) */
+  long long steps[CG_CUDA_MAX_KERNELS][CG_CUDA_STEP_WORDS];
   int nsyncs;   /* total over kernels */
   int nvector;  /* vector loads/stores emitted (float2/float4/half2 ...) */
   int nshuffle; /* warp-shuffle all-reduces emitted */

@@ -1000,6 +1000,37 @@ static bool bigloop_cb(void *ctx, const ir_stmt *s) {
   return true;
 }
 
+/* The words of a library step when stage x is one (1), else 0; -1 when it
+ * names a call it cannot make (c->st set). `tessel.cublas.sgemm(trans_b, m,
+ * n, k, batch, A, B, C)`, constants and access_ptr of params at offset 0,
+ * is runtime/cublas.h's TSRT_STEP_SGEMM (kind 1). */
+static int library_step(cctx *c, const ir_stmt *x, long long *w) {
+  if (x->kind != IR_EVALUATE || x->u.eval.value->kind != IR_CALL_EXTERN ||
+      strcmp(x->u.eval.value->u.ext.name, "tessel.cublas.sgemm") != 0)
+    return 0;
+  const ir_expr *e = x->u.eval.value;
+  if (e->u.ext.nargs != 8) return FAIL(c, "cuda: tessel.cublas.sgemm takes 8 arguments, not %d", e->u.ext.nargs), -1;
+  w[0] = 1;
+  for (int i = 0; i < 5; i++) {
+    int64_t v;
+    if (!ir_as_int(e->u.ext.args[i], &v))
+      return FAIL(c, "cuda: tessel.cublas.sgemm: argument %d is not a constant", i), -1;
+    w[1 + i] = v;
+  }
+  for (int i = 0; i < 3; i++) {
+    const ir_expr *p = e->u.ext.args[5 + i];
+    int64_t off = -1;
+    int idx = -1;
+    if (p->kind == IR_ACCESS_PTR && ir_as_int(p->u.ptr.offset, &off) && off == 0)
+      for (int j = 0; j < c->f->nparams; j++)
+        if (c->f->params[j] == p->u.ptr.buf) idx = j;
+    if (idx < 0)
+      return FAIL(c, "cuda: tessel.cublas.sgemm: operand %d is not a parameter of the function at offset 0", i), -1;
+    w[6 + i] = idx;
+  }
+  return 1;
+}
+
 static void emit_kernel(cctx *c, int k, ir_stmt *body, cg_cuda_launch *L) {
   memset(c->launch, 0, sizeof c->launch);
   launch_walk(c, body);
@@ -1140,7 +1171,29 @@ ts_status cg_cuda_emit(const ir_func *f, const cg_target *t, const cg_cuda_opts 
     }
   }
   P(&c, "\n");
-  for (int k = 0; k < nst && !c.st; k++) emit_kernel(&c, k, stages[k], &out->kernels[k]);
+  /* a library step (cuBLAS) is a stage of the launch sequence, not a kernel */
+  int nk = 0;
+  for (int k = 0; k < nst && !c.st; k++) {
+    long long *w = out->steps[k];
+    memset(w, 0, sizeof out->steps[k]);
+    int lib = library_step(&c, stages[k], w);
+    if (lib > 0) {
+      out->nlibrary++;
+    } else if (lib == 0) {
+      w[1] = nk; /* kind 0: the kernel's index */
+      emit_kernel(&c, nk, stages[k], &out->kernels[nk]);
+      nk++;
+    }
+  }
+  if (!c.st && out->nlibrary) { /* the launch sequence: kernels and library calls in program order */
+    out->nsteps = nst;
+    P(&c, "extern \"C\" __device__ const int tessel_nsteps = %d;\n", nst);
+    P(&c, "extern \"C\" __device__ const long long tessel_steps[%d] = {", nst * CG_CUDA_STEP_WORDS);
+    for (int k = 0; k < nst; k++)
+      for (int w = 0; w < CG_CUDA_STEP_WORDS; w++) P(&c, "%s%lld", k || w ? ", " : "", out->steps[k][w]);
+    P(&c, "};\n");
+  }
+  nst = nk;
   if (!c.st) {
     out->nkernels = nst;
     /* self-describing metadata (read by runtime/cuda_rt.c) */

@@ -14,6 +14,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "cublas.h"
 #include "fork_pipe.h"
 
 typedef int CUresult; /* 0 = CUDA_SUCCESS */
@@ -248,6 +249,8 @@ void *tsrt_read_file(const char *path, size_t *size, ts_diag *d) {
 
 typedef struct kmeta {
   int nkernels, nparams, ninputs;
+  int nsteps; /* 0: the kernels in order; else tessel_steps (library calls among them) */
+  long long steps[MAXK * TSRT_STEP_WORDS];
   long long launch[MAXK * 7];
   int dtype[MAXP], ndim[MAXP];
   long long shape[MAXP * 8];
@@ -271,6 +274,30 @@ static int get_global(CUmodule m, const char *name, void *dst, size_t want, char
   return 0;
 }
 
+/* The launch sequence, when the artifact has one (a library step among the
+ * kernels, cublas.h); an artifact without it launches its kernels in order. */
+static int read_steps(CUmodule m, kmeta *k, char *err, size_t errn) {
+  CUdeviceptr p;
+  size_t sz = 0;
+  if (drv.cuModuleGetGlobal(&p, &sz, m, "tessel_nsteps") != 0) return 0;
+  if (get_global(m, "tessel_nsteps", &k->nsteps, sizeof(int), err, errn)) return -1;
+  if (k->nsteps < 0 || k->nsteps > MAXK) {
+    snprintf(err, errn, "artifact metadata out of range (%d steps)", k->nsteps);
+    return -1;
+  }
+  if (get_global(m, "tessel_steps", k->steps, sizeof(long long) * TSRT_STEP_WORDS * (size_t)k->nsteps, err, errn))
+    return -1;
+  for (int i = 0; i < k->nsteps; i++) {
+    const long long *s = &k->steps[i * TSRT_STEP_WORDS];
+    if ((s[0] == TSRT_STEP_KERNEL && (s[1] < 0 || s[1] >= k->nkernels)) ||
+        (s[0] != TSRT_STEP_KERNEL && s[0] != TSRT_STEP_SGEMM)) {
+      snprintf(err, errn, "artifact step %d is malformed (kind %lld, %lld)", i, s[0], s[1]);
+      return -1;
+    }
+  }
+  return 0;
+}
+
 static int read_meta(CUmodule m, kmeta *k, char *err, size_t errn) {
   memset(k, 0, sizeof *k);
   if (get_global(m, "tessel_nkernels", &k->nkernels, sizeof(int), err, errn) ||
@@ -288,6 +315,7 @@ static int read_meta(CUmodule m, kmeta *k, char *err, size_t errn) {
       get_global(m, "tessel_param_ndim", k->ndim, sizeof(int) * (size_t)k->nparams, err, errn) ||
       get_global(m, "tessel_param_shape", k->shape, sizeof(long long) * 8 * (size_t)k->nparams, err, errn))
     return -1;
+  if (read_steps(m, k, err, errn)) return -1;
   for (int i = 0; i < k->nkernels; i++) {
     char name[32];
     snprintf(name, sizeof name, "tessel_kernel%d", i);
@@ -306,12 +334,29 @@ static size_t param_bytes(const kmeta *k, int i) {
   return n;
 }
 
-static CUresult launch_all(const kmeta *k, void **params) {
-  for (int i = 0; i < k->nkernels; i++) {
-    const long long *L = &k->launch[i * 7];
-    CUresult r = drv.cuLaunchKernel(k->fn[i], (unsigned)L[0], (unsigned)L[1], (unsigned)L[2], (unsigned)L[3],
-                                    (unsigned)L[4], (unsigned)L[5], 0, NULL, params, NULL);
-    if (r != 0) return r;
+static CUresult launch_one(const kmeta *k, int i, void **params) {
+  const long long *L = &k->launch[i * 7];
+  return drv.cuLaunchKernel(k->fn[i], (unsigned)L[0], (unsigned)L[1], (unsigned)L[2], (unsigned)L[3],
+                            (unsigned)L[4], (unsigned)L[5], 0, NULL, params, NULL);
+}
+
+/* CUDA_ERROR_UNKNOWN (999) for a failed library step, its words in err. */
+static CUresult launch_all(const kmeta *k, void **params, const CUdeviceptr *dptr, char *err, size_t errn) {
+  if (!k->nsteps) {
+    for (int i = 0; i < k->nkernels; i++) {
+      CUresult r = launch_one(k, i, params);
+      if (r != 0) return r;
+    }
+    return 0;
+  }
+  for (int i = 0; i < k->nsteps; i++) {
+    const long long *s = &k->steps[i * TSRT_STEP_WORDS];
+    if (s[0] == TSRT_STEP_KERNEL) {
+      CUresult r = launch_one(k, (int)s[1], params);
+      if (r != 0) return r;
+    } else if (tsrt_cublas_step(s, dptr, k->nparams, err, errn) != 0) {
+      return 999;
+    }
   }
   return 0;
 }
@@ -341,13 +386,17 @@ void tsrt_cuda_measure_inprocess(const void *image, size_t size, const tsrt_meas
     snprintf(res->error, sizeof res->error, "out of memory");
     return;
   }
-#define CU(call, what)                                                                         \
-  do {                                                                                         \
-    if ((r = (call)) != 0) {                                                                   \
-      res->status = TS_EKERNEL;                                                              \
-      snprintf(res->error, sizeof res->error, "%s: %s (CUDA error %d)", what, cu_str(r), r); \
-      goto out;                                                                                \
-    }                                                                                          \
+  char lib_err[300] = ""; /* a library step's own words */
+#define CU(call, what)                                                                              \
+  do {                                                                                              \
+    if ((r = (call)) != 0) {                                                                        \
+      res->status = TS_EKERNEL;                                                                     \
+      if (lib_err[0])                                                                               \
+        snprintf(res->error, sizeof res->error, "%s: %s", what, lib_err);                           \
+      else                                                                                          \
+        snprintf(res->error, sizeof res->error, "%s: %s (CUDA error %d)", what, cu_str(r), r);      \
+      goto out;                                                                                     \
+    }                                                                                               \
   } while (0)
   if ((r = drv.cuDeviceGet(&dev, info.device)) != 0 || (r = drv.cuDevicePrimaryCtxRetain(&ctx, dev)) != 0 ||
       (r = drv.cuCtxSetCurrent(ctx)) != 0) {
@@ -390,7 +439,7 @@ void tsrt_cuda_measure_inprocess(const void *image, size_t size, const tsrt_meas
   CU(drv.cuEventCreate(&e0, 0), "cuEventCreate");
   CU(drv.cuEventCreate(&e1, 0), "cuEventCreate");
   /* warm-up: the run whose outputs we keep */
-  CU(launch_all(k, params), "launching the kernel");
+  CU(launch_all(k, params, dptr, lib_err, sizeof lib_err), "launching the kernel");
   CU(drv.cuCtxSynchronize(), "running the kernel");
   for (int i = k->ninputs; i < k->nparams; i++)
     CU(drv.cuMemcpyDtoH(host[i], dptr[i], bytes[i]), "copying an output back");
@@ -401,7 +450,7 @@ void tsrt_cuda_measure_inprocess(const void *image, size_t size, const tsrt_meas
   if (o->min_repeat_ms > 0) {
     for (int tries = 0; tries < 20; tries++) {
       CU(drv.cuEventRecord(e0, NULL), "cuEventRecord");
-      for (int j = 0; j < number; j++) CU(launch_all(k, params), "launching the kernel");
+      for (int j = 0; j < number; j++) CU(launch_all(k, params, dptr, lib_err, sizeof lib_err), "launching the kernel");
       CU(drv.cuEventRecord(e1, NULL), "cuEventRecord");
       CU(drv.cuEventSynchronize(e1), "running the kernel");
       CU(drv.cuEventElapsedTime(&ms, e0, e1), "cuEventElapsedTime");
@@ -416,7 +465,7 @@ void tsrt_cuda_measure_inprocess(const void *image, size_t size, const tsrt_meas
   for (int rep = 0; rep < repeat; rep++) {
     if (flush) CU(drv.cuMemsetD8(flush, (unsigned char)rep, flush_bytes), "cache flush");
     CU(drv.cuEventRecord(e0, NULL), "cuEventRecord");
-    for (int j = 0; j < number; j++) CU(launch_all(k, params), "launching the kernel");
+    for (int j = 0; j < number; j++) CU(launch_all(k, params, dptr, lib_err, sizeof lib_err), "launching the kernel");
     CU(drv.cuEventRecord(e1, NULL), "cuEventRecord");
     CU(drv.cuEventSynchronize(e1), "running the kernel");
     CU(drv.cuEventElapsedTime(&ms, e0, e1), "cuEventElapsedTime");
@@ -434,6 +483,7 @@ out:
     if (dptr[i]) drv.cuMemFree(dptr[i]);
     ts_free(host[i]);
   }
+  tsrt_cublas_release();
   if (mod) drv.cuModuleUnload(mod);
   if (ctx) drv.cuDevicePrimaryCtxRelease(dev);
   ts_free(k);

@@ -131,6 +131,11 @@ int32_t tsrt_dnnl_sgemm_packed(int64_t m, int64_t n, int64_t k, int64_t trans_b,
                                float *c);
 /* Whether this process's libdnnl has the pack entries the call needs. */
 bool tsrt_dnnl_packed_available(void);
+/* True when cuBLAS (libcublas.so.13, .12 or .so; TESSEL_LIBCUBLAS names
+ * another path) can be opened here: what a CUDA target's library candidate
+ * needs (runtime/cuda_rt.c calls it as a step of the artifact). Opens the
+ * library only, never the driver, so it is safe before a fork. */
+bool tsrt_cublas_available(void);
 
 /* ---- kernel scratch (scratch.c) -------------------------------------------- */
 /* What generated kernels call for a heap buffer (too large for the stack)

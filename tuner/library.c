@@ -29,6 +29,9 @@
 
 /* oneDNN's gemm on a weight it packs once (runtime/dnnl_packed.c) */
 #define PACKED_FN "tsrt_dnnl_sgemm_packed"
+/* cuBLAS's sgemm on a CUDA target: a step of the CUDA artifact's launch
+ * sequence (codegen/cuda_emit.c), called by runtime/cuda_rt.c */
+#define CUBLAS_FN "cublasSgemm"
 
 typedef struct mm_match {
   const ir_func *f;
@@ -42,8 +45,12 @@ typedef struct mm_match {
   ir_expr *M, *N, *K, *batch; /* batch: the product of the batch extents (NULL: none) */
 } mm_match;
 
+/* A CUDA target whose runtime can open cuBLAS here (the tuner's process
+ * opens libcublas, never the driver). */
+static bool cuda_with_cublas(const cg_target *t) { return t && t->kind == CG_TARGET_CUDA && tsrt_cublas_available(); }
+
 bool tun_library_target_ok(const cg_target *t) {
-  return t && t->kind == CG_TARGET_LLVM && cg_target_is_host(t);
+  return t && ((t->kind == CG_TARGET_LLVM && cg_target_is_host(t)) || cuda_with_cublas(t));
 }
 
 /* ---- matching ------------------------------------------------------------------ */
@@ -295,13 +302,30 @@ static bool is_one(const ir_expr *e) {
   return e && ir_as_int(e, &v) && v == 1;
 }
 
+/* What cuBLAS's step takes: an f32 product alone in its task (no other
+ * block: the step reads and writes the artifact's parameters, never a
+ * module buffer), constant extents within cuBLAS's int. */
+static bool cublas_fits(const ir_func *f, const mm_match *m) {
+  if (m->int8 || m->nrest || !is_param(f, m->A, 0, f->ninputs) || !is_param(f, m->B, 0, f->ninputs) ||
+      !is_param(f, m->C, f->ninputs, f->nparams))
+    return false;
+  const ir_expr *ext[] = {m->M, m->N, m->K, m->batch};
+  for (int i = 0; i < 4; i++) {
+    int64_t v = 1;
+    if (ext[i] && (!ir_as_int(ext[i], &v) || v <= 0 || v > INT32_MAX)) return false;
+  }
+  return true;
+}
+
 int tun_library_candidates(const ir_func *f, const cg_target *t, tun_lib_cand *out, int max) {
   if (!tun_library_target_ok(t) || !f) return 0;
   ts_arena a;
   ts_arena_init(&a);
   mm_match m;
   int n = 0;
-  if (match_matmul(f, &a, &m)) {
+  if (t->kind == CG_TARGET_CUDA) {
+    if (max > 0 && match_matmul(f, &a, &m) && cublas_fits(f, &m) && fill_cand(&m, "cublas", CUBLAS_FN, &out[0])) n = 1;
+  } else if (match_matmul(f, &a, &m)) {
     bool vec = !m.batch && (is_one(m.M) || is_one(m.N));
     if (m.int8) { /* oneDNN's integer gemm; OpenBLAS has none */
       const char *fn = m.A->dtype.code == IR_U8 ? "dnnl_gemm_u8s8s32" : "dnnl_gemm_s8s8s32";
@@ -367,6 +391,17 @@ static ir_expr *the_call(call_b *b, const tun_lib_cand *c, const mm_match *m, ir
                        sz(b, cols), x, i32c(b, 1), f32c(b, 0), C, i32c(b, 1)};
     return ir_call_extern(a, c->fn, ir_dt(IR_HANDLE), 12, args);
   }
+  if (!strcmp(c->fn, CUBLAS_FN)) { /* (trans_b, m, n, k, batch, a, b, c): row-major, batch strided */
+    int64_t nb = 1, rows = 1, cols = 1, depth = 1; /* constants (cublas_fits) */
+    if (m->batch) ir_as_int(m->batch, &nb);
+    ir_as_int(m->M, &rows);
+    ir_as_int(m->N, &cols);
+    ir_as_int(m->K, &depth);
+    if (m->fold) rows *= nb, nb = 1;
+    ir_expr *args[] = {ir_i64(a, m->trans_b), ir_i64(a, rows), ir_i64(a, cols), ir_i64(a, depth), ir_i64(a, nb),
+                       A, B, C};
+    return ir_call_extern(a, "tessel.cublas.sgemm", ir_dt(IR_I32), 8, args);
+  }
   b->i64 = true;
   if (!strcmp(c->fn, PACKED_FN)) { /* (m, n, k, trans_b, a, b, c): row-major, B packed once */
     ir_expr *args[] = {sz(b, M), sz(b, N), sz(b, K), ir_i64(a, m->trans_b), A, B, C};
@@ -389,7 +424,7 @@ static ir_stmt *call_body(ts_arena *a, const tun_lib_cand *c, const mm_match *m,
   call_b b = {a, false};
   ir_expr *z = ir_i64(a, 0);
   ir_stmt *call;
-  if (!m->batch)
+  if (!m->batch || (!m->fold && !strcmp(c->fn, CUBLAS_FN))) /* cuBLAS's strided batch: one call */
     call = ir_evaluate(a, the_call(&b, c, m, m->M, z, z, z, zero));
   else if (m->fold)
     call = ir_evaluate(a, the_call(&b, c, m, mul(a, m->batch, m->M), z, z, z, zero));

@@ -12,6 +12,7 @@
 #include <check.h>
 #include <dlfcn.h>
 #include <jansson.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,13 +24,16 @@
 #include "cuda_rt.h"
 #include "ir/interp.h"
 #include "ir/ir.h"
+#include "ir/parse.h"
 #include "ir/schedule/schedule.h"
 #include "ir/workloads/workloads.h"
 #include "ir/schedule/trace.h"
 #include "schedule/util.h"
 #include "util/f16_funcs.h"
 #include "search/search.h"
+#include "cublas.h"
 #include "tuner/build.h"
+#include "tuner/library.h"
 
 static ts_diag D;
 
@@ -62,7 +66,7 @@ static void emit_compile(const ir_func *f, cg_cuda_module *m, const char *what) 
   ck_assert(bin.ptx && bin.ptx_size > 0);
   ck_assert(bin.cubin && bin.cubin_size > 16);
   ck_assert(memcmp(bin.cubin, "\x7f" "ELF", 4) == 0);
-  ck_assert(strstr(bin.ptx, ".entry tessel_kernel0") != NULL);
+  if (m->nkernels) ck_assert(strstr(bin.ptx, ".entry tessel_kernel0") != NULL);
   cg_cuda_binary_fini(&bin);
 }
 
@@ -1512,6 +1516,103 @@ START_TEST(test_cross_thread_reduction_dtypes) {
 }
 END_TEST
 
+/* ---- cuBLAS as a library step ------------------------------------------------------ */
+static const char *fake_cublas; /* argv: the stand-in libcublas (TESSEL_LIBCUBLAS) */
+
+/* f's cuBLAS candidate built for cuda: one library step, no kernel, NVRTC
+ * accepts the module, and the step run through runtime/cublas.c (on the
+ * stand-in cuBLAS, host pointers) equals the interpreter. */
+static void cublas_case(const ir_func *f, const char *what) {
+  cg_target t = cuda_target();
+  tun_lib_cand cs[TUN_LIB_MAX_CANDS];
+  ck_assert_msg(tun_library_candidates(f, &t, cs, TUN_LIB_MAX_CANDS) == 1, "%s: one cuBLAS candidate", what);
+  ck_assert_str_eq(cs[0].lib, "cublas");
+  ck_assert_str_eq(cs[0].fn, "cublasSgemm");
+  ts_diag_clear(&D);
+  sch_traced *s = tun_library_schedule(f, &t, &cs[0], &D);
+  ck_assert_msg(s != NULL, "%s: %s", what, D.msg);
+  cg_cuda_module m;
+  emit_compile(sch_traced_func(s), &m, what);
+  ck_assert_int_eq(m.nkernels, 0);
+  ck_assert_int_eq(m.nlibrary, 1);
+  ck_assert_int_eq(m.nsteps, 1);
+  ck_assert_int_eq(m.steps[0][0], TSRT_STEP_SGEMM);
+  ck_assert_msg(strstr(m.source, "tessel_steps[12]") != NULL, "%s", m.source);
+  int np = f->nparams;
+  ir_tensor ref[4], got[4];
+  ck_assert(np == 3);
+  ck_assert(ir_tensors_for_func(f, NULL, ref, &D) == TS_OK);
+  ck_assert(ir_tensors_for_func(f, NULL, got, &D) == TS_OK);
+  unsigned long long ptr[4];
+  for (int i = 0; i < np; i++) {
+    if (i < f->ninputs) {
+      ir_tensor_fill_random(&ref[i], 11 + (uint64_t)i);
+      ir_tensor_fill_random(&got[i], 11 + (uint64_t)i);
+    }
+    ptr[i] = (unsigned long long)(uintptr_t)got[i].data;
+  }
+  ck_assert(ir_interp_run(f, ref, &D) == TS_OK);
+  void *h = dlopen(fake_cublas, RTLD_NOW | RTLD_LOCAL);
+  ck_assert_msg(h != NULL, "%s", dlerror());
+  int *calls = dlsym(h, "fake_cublas_calls");
+  ck_assert(calls != NULL);
+  int before = *calls;
+  char err[300] = "";
+  ck_assert_msg(tsrt_cublas_step(m.steps[0], ptr, np, err, sizeof err) == 0, "%s: %s", what, err);
+  ck_assert_msg(*calls > before, "%s: the step called no cuBLAS product", what);
+  double e = 0;
+  ck_assert_msg(ir_tensor_allclose(&got[2], &ref[2], 1e-4, 1e-5, &e), "%s: differs from the interpreter by %g", what,
+                e);
+  fprintf(stderr, "[cuda] cuBLAS step %-34s equals the interpreter (max err %.2g)\n", what, e);
+  tsrt_cublas_release();
+  dlclose(h);
+  for (int i = 0; i < np; i++) {
+    ir_tensor_free(&ref[i]);
+    ir_tensor_free(&got[i]);
+  }
+  cg_cuda_module_fini(&m);
+  sch_traced_free(s);
+}
+
+START_TEST(test_cublas_library_step) {
+  if (!fake_cublas) {
+    fprintf(stderr, "[cuda] SKIP cuBLAS step: no stand-in libcublas given\n");
+    return;
+  }
+  static const char *const specs[] = {"matmul:m=37,n=29,k=41", "dense:m=13,n=31,k=17,bias=0,act=none",
+                                      "batch_matmul:b=3,m=7,n=5,k=11"};
+  static const char *const dsl[] = {
+      /* a weight without the batch: the batch folds into A's rows */
+      "kernel fold(A: f32[3, 5, 7], B: f32[7, 11]) -> C: f32[3, 5, 11] { C[b, i, j] += A[b, i, k] * B[k, j] }",
+      /* batched, B transposed */
+      "kernel bt(A: f32[2, 9, 6], B: f32[2, 13, 6]) -> C: f32[2, 9, 13] { C[b, i, j] += A[b, i, k] * B[b, j, k] }"};
+  for (size_t i = 0; i < sizeof specs / sizeof specs[0]; i++) {
+    ts_arena *a = ts_arena_new();
+    ir_func *f = NULL;
+    ts_diag_clear(&D);
+    ck_assert_msg(ir_workload_from_spec(a, specs[i], &f, &D) == TS_OK, "%s: %s", specs[i], D.msg);
+    cublas_case(f, specs[i]);
+    ts_arena_free(a);
+  }
+  for (size_t i = 0; i < sizeof dsl / sizeof dsl[0]; i++) {
+    ts_arena *a = ts_arena_new();
+    ir_func *f = NULL;
+    ts_diag_clear(&D);
+    ck_assert_msg(ir_parse_func(a, dsl[i], strlen(dsl[i]), "test", &f, &D) == TS_OK, "%s", D.msg);
+    cublas_case(f, dsl[i][7] == 'f' ? "fold (batch into rows)" : "batched, B transposed");
+    ts_arena_free(a);
+  }
+  /* no candidate where the step could not stand alone: a fused epilogue */
+  ts_arena *a = ts_arena_new();
+  ir_func *f = NULL;
+  ck_assert(ir_workload_from_spec(a, "dense:m=8,n=8,k=8,bias=1,act=relu", &f, &D) == TS_OK);
+  cg_target t = cuda_target();
+  tun_lib_cand cs[TUN_LIB_MAX_CANDS];
+  ck_assert_int_eq(tun_library_candidates(f, &t, cs, TUN_LIB_MAX_CANDS), 0);
+  ts_arena_free(a);
+}
+END_TEST
+
 static Suite *suite_slow(void) {
   Suite *s = suite_create("cuda_slow");
   TCase *tc = tcase_create("cuda_slow");
@@ -1555,6 +1656,7 @@ static Suite *suite(void) {
   tcase_add_test(rt, test_cubin_reader_refusals);
   tcase_add_test(rt, test_build_report_registers);
   tcase_add_test(rt, test_verify_gpu_code_registers);
+  tcase_add_test(rt, test_cublas_library_step);
   suite_add_tcase(s, rt);
   return s;
 }
@@ -1563,6 +1665,10 @@ int main(int argc, char **argv) {
   if (!cg_nvrtc_available())
     fprintf(stderr, "[cuda] SKIP NVRTC compilation: tessel was built without CUDA (emission still tested)\n");
   bool slow = argc > 1 && strcmp(argv[1], "slow") == 0;
+  if (argc > 1 && strstr(argv[1], "cublas")) { /* before anything opens cuBLAS: the choice is made once */
+    fake_cublas = argv[1];
+    setenv("TESSEL_LIBCUBLAS", fake_cublas, 1);
+  }
   SRunner *r = srunner_create(slow ? suite_slow() : suite());
   srunner_run_all(r, CK_NORMAL);
   int nf = srunner_ntests_failed(r);
