@@ -274,6 +274,31 @@ static int get_global(CUmodule m, const char *name, void *dst, size_t want, char
   return 0;
 }
 
+static size_t param_elems(const kmeta *k, int i) {
+  size_t n = 1;
+  for (int j = 0; j < k->ndim[i] && j < 8; j++) n *= (size_t)k->shape[i * 8 + j];
+  return n;
+}
+
+/* A cuBLAS step reads and writes within its params: f32, A and B inputs, C
+ * an output, each at least the product's extent (a corrupt or hostile
+ * artifact is refused before anything runs). */
+static bool sgemm_fits(const kmeta *k, const long long *s) {
+  const long long lim = 1LL << 31;
+  if (s[2] <= 0 || s[3] <= 0 || s[4] <= 0 || s[5] <= 0 || s[2] >= lim || s[3] >= lim || s[4] >= lim ||
+      s[5] >= lim)
+    return false;
+  double need[3] = {(double)s[5] * (double)s[2] * (double)s[4], (double)s[5] * (double)s[4] * (double)s[3],
+                    (double)s[5] * (double)s[2] * (double)s[3]};
+  for (int o = 0; o < 3; o++) {
+    long long p = s[6 + o];
+    if (p < 0 || p >= k->nparams || k->dtype[p] != TSRT_F32 || (o < 2) != (p < k->ninputs) ||
+        (double)param_elems(k, (int)p) < need[o])
+      return false;
+  }
+  return true;
+}
+
 /* The launch sequence, when the artifact has one (a library step among the
  * kernels, cublas.h); an artifact without it launches its kernels in order. */
 static int read_steps(CUmodule m, kmeta *k, char *err, size_t errn) {
@@ -292,6 +317,11 @@ static int read_steps(CUmodule m, kmeta *k, char *err, size_t errn) {
     if ((s[0] == TSRT_STEP_KERNEL && (s[1] < 0 || s[1] >= k->nkernels)) ||
         (s[0] != TSRT_STEP_KERNEL && s[0] != TSRT_STEP_SGEMM)) {
       snprintf(err, errn, "artifact step %d is malformed (kind %lld, %lld)", i, s[0], s[1]);
+      return -1;
+    }
+    if (s[0] == TSRT_STEP_SGEMM && !sgemm_fits(k, s)) {
+      snprintf(err, errn, "artifact step %d: the cuBLAS product (m %lld, n %lld, k %lld, batch %lld, params %lld, "
+               "%lld, %lld) does not fit the artifact's f32 params", i, s[2], s[3], s[4], s[5], s[6], s[7], s[8]);
       return -1;
     }
   }
@@ -315,7 +345,6 @@ static int read_meta(CUmodule m, kmeta *k, char *err, size_t errn) {
       get_global(m, "tessel_param_ndim", k->ndim, sizeof(int) * (size_t)k->nparams, err, errn) ||
       get_global(m, "tessel_param_shape", k->shape, sizeof(long long) * 8 * (size_t)k->nparams, err, errn))
     return -1;
-  if (read_steps(m, k, err, errn)) return -1;
   for (int i = 0; i < k->nkernels; i++) {
     char name[32];
     snprintf(name, sizeof name, "tessel_kernel%d", i);
@@ -325,14 +354,10 @@ static int read_meta(CUmodule m, kmeta *k, char *err, size_t errn) {
       return -1;
     }
   }
-  return 0;
+  return read_steps(m, k, err, errn);
 }
 
-static size_t param_bytes(const kmeta *k, int i) {
-  size_t n = (size_t)tsrt_dtype_bytes(k->dtype[i]);
-  for (int j = 0; j < k->ndim[i] && j < 8; j++) n *= (size_t)k->shape[i * 8 + j];
-  return n;
-}
+static size_t param_bytes(const kmeta *k, int i) { return (size_t)tsrt_dtype_bytes(k->dtype[i]) * param_elems(k, i); }
 
 static CUresult launch_one(const kmeta *k, int i, void **params) {
   const long long *L = &k->launch[i * 7];
