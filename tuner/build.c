@@ -107,14 +107,18 @@ static void schedule_block(sch_traced *t, const char *name, const cg_target *tg)
       sch_t_vectorize(t, loops[nl - 1], &d);
     }
   }
-  /* parallelize the outermost spatial loop */
-  if (!red[0]) {
-    const ir_stmt *l = find_loop(t, sch_t_loop(t, loops[0]).var);
+  /* parallelize the outermost spatial loop, past leading unit loops (a
+   * batch of 1: TVM CAP's padded copy [1, 18, 18, 4, 4, 32] ran on one
+   * thread); a loop already parallel (the block sits under a tile's
+   * parallel loop) leaves it alone */
+  for (int i = 0; i < nl && !red[i]; i++) {
+    const ir_stmt *l = find_loop(t, sch_t_loop(t, loops[i]).var);
     int64_t ext;
-    if (l && l->u.loop.kind == IR_FOR_SERIAL && ir_as_int(l->u.loop.extent, &ext) && ext > 1) {
-      ts_diag_clear(&d);
-      sch_t_parallel(t, loops[0], &d);
-    }
+    if (!l || l->u.loop.kind != IR_FOR_SERIAL || !ir_as_int(l->u.loop.extent, &ext)) break;
+    if (ext == 1) continue;
+    ts_diag_clear(&d);
+    sch_t_parallel(t, loops[i], &d);
+    break;
   }
   /* decompose last: parallel/vectorize refuse once init and update are two blocks */
   if (r->u.realize.block->init && first_r >= 0) {
