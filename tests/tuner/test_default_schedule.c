@@ -14,7 +14,6 @@
 #include "codegen/llvm.h"
 #include "runtime/runtime.h"
 #include "ir/parse.h"
-#include "ir/print.h"
 #include "ir/schedule/layout.h"
 #include "ir/struct.h"
 #include "search/search.h"
@@ -505,11 +504,6 @@ static shape_stats check_symbolic(ts_arena *a, const ir_func *f, const char *sym
   sch_traced *t = NULL;
   ck_assert_msg(tun_schedule_opts(f, NULL, &tg, NULL, &t, &d) == TS_OK, "%s", d.msg);
   const ir_func *sf = sch_traced_func(t);
-  if (getenv("TESSEL_TEST_DUMP")) {
-    char *txt = ir_func_to_string(sf);
-    fprintf(stderr, "%s\n", txt);
-    ts_free(txt);
-  }
   shape_stats st = {0};
   ir_visitor v = {.stmt = stats_cb, .ctx = &st};
   ir_visit_stmt(&v, sf->body);
