@@ -7,7 +7,8 @@
  * in v is proven true (the analyzer, with the loops inside bound) and
  * dropped (a vectorized loop that had fallen back for a guard per lane is
  * lowered to lanes again), and the tail [floordiv(n, c), E) with the guards
- * kept. Only
+ * kept. A guard that is an && of such tests (a tile split on rows and
+ * cols) partitions on each conjunct, each loop dropping its own. Only
  * serial and parallel loops starting at 0 are split, and only when the
  * main part provably fits in E. docs/TUNING.md (cg_lower). */
 #include <string.h>
