@@ -494,6 +494,29 @@ START_TEST(test_transposed_operand_kept) {
 }
 END_TEST
 
+/* The plain schedule parallelizes past leading unit loops: TVM CAP's padded
+ * copy Xp [1, h, w, cap, cap, c] (batch 1) runs its rows in parallel (it
+ * ran on one thread when only the outermost loop was considered), and
+ * the whole kernel still computes the same. */
+START_TEST(test_plain_parallel_past_unit) {
+  ts_arena a;
+  ts_arena_init(&a);
+  static const char *spec = "conv2d_capsule:n=1,h=6,w=6,c=3,k=5,r=3,s=3,cap=4,stride=1,pad=1";
+  ir_func *f = tu_workload(&a, spec);
+  check_default(f);
+  ts_diag d;
+  ts_diag_clear(&d);
+  cg_target tg = tu_host_target();
+  sch_traced *t = NULL;
+  ck_assert_msg(tun_schedule_opts(f, NULL, &tg, NULL, &t, &d) == TS_OK, "%s", d.msg);
+  char kinds[64];
+  ck_assert_int_ge(block_loop_kinds(t, "Xp", kinds, sizeof kinds), 2);
+  ck_assert_msg(kinds[0] == 's' && kinds[1] == 'p', "Xp under loops %s", kinds);
+  sch_traced_free(t);
+  ts_arena_fini(&a);
+}
+END_TEST
+
 /* Checks the default schedule of symbolic function f at the sizes of its
  * one size var sq (names) against the interpreter, built; returns its
  * shape. */
@@ -772,6 +795,7 @@ int main(void) {
   tcase_add_test(tc, test_tiled_symbolic_rows);
   tcase_add_test(tc, test_transposed_operand_kept);
   tcase_add_test(tc, test_attention_symbolic);
+  tcase_add_test(tc, test_plain_parallel_past_unit);
   tcase_add_test(tc, test_int8_avx2_symbolic_rows);
   tcase_add_test(tc, test_winograd_default_decisions);
   tcase_add_test(tc, test_fallback_extents);
