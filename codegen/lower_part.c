@@ -7,7 +7,8 @@
  * in v is proven true (the analyzer, with the loops inside bound) and
  * dropped (a vectorized loop that had fallen back for a guard per lane is
  * lowered to lanes again), and the tail [floordiv(n, c), E) with the guards
- * kept. Only
+ * kept. A guard that is an && of such tests (a tile split on rows and
+ * cols) partitions on each conjunct, each loop dropping its own. Only
  * serial and parallel loops starting at 0 are split, and only when the
  * main part provably fits in E. docs/TUNING.md (cg_lower). */
 #include <string.h>
@@ -57,15 +58,39 @@ static ir_stmt *walk_bound(ir_mutator *m, part_ctx *c, ir_stmt *s, bool revec) {
 
 /* ---- the main part: guards on v proven true are dropped -------------------- */
 
+/* cond without its conjuncts on v proven true (NULL: none left; cond
+ * itself: none dropped). A tile guarded on two tails (rows and cols both
+ * symbolic: attention's scores, `j0*16 + j1 < n && i0*6 + i1 < n`) loses
+ * the one of the loop being partitioned here and keeps the other for the
+ * loop that partitions it. */
+static ir_expr *drop_conjuncts(part_ctx *c, ir_expr *cond, bool *any) {
+  if (cond->kind == IR_AND) {
+    ir_expr *x = drop_conjuncts(c, cond->u.bin.a, any), *y = drop_conjuncts(c, cond->u.bin.b, any);
+    if (x == cond->u.bin.a && y == cond->u.bin.b) return cond;
+    if (!x || !y) return x ? x : y;
+    ir_expr *r = ir_binop(c->a, IR_AND, x, y);
+    return r ? r : cond;
+  }
+  if (ir_expr_uses_var(cond, c->v) && is_true_imm(ir_simplify(&c->an, cond))) {
+    *any = true;
+    return NULL;
+  }
+  return cond;
+}
+
 static ir_stmt *drop_pre(ir_mutator *m, ir_stmt *s) {
   part_ctx *c = m->ctx;
   if (s->kind == IR_FOR) return walk_bound(m, c, s, true);
-  if (s->kind == IR_IF && !s->u.ifs.else_s && ir_expr_uses_var(s->u.ifs.cond, c->v) &&
-      is_true_imm(ir_simplify(&c->an, s->u.ifs.cond))) {
-    c->dropped++;
-    return ir_mutate_stmt(m, s->u.ifs.then_s);
-  }
-  return NULL;
+  if (s->kind != IR_IF || s->u.ifs.else_s || !ir_expr_uses_var(s->u.ifs.cond, c->v)) return NULL;
+  bool any = false;
+  ir_expr *rest = drop_conjuncts(c, s->u.ifs.cond, &any);
+  if (!any) return NULL;
+  c->dropped++;
+  ir_stmt *then_s = ir_mutate_stmt(m, s->u.ifs.then_s);
+  if (!rest || !then_s) return then_s;
+  ir_stmt *r = ir_if(c->a, rest, then_s, NULL);
+  if (!r) ir_mutator_fail(m);
+  return r;
 }
 
 /* ---- candidates: `x < B` with x linear in v (stride c > 0), B loop-invariant */
@@ -76,12 +101,27 @@ static bool uses_inner(const part_ctx *c, const ir_expr *e) {
   return false;
 }
 
+static void find_cond(part_ctx *c, const ir_expr *cond);
+
 static bool find_stmt(void *ctx, const ir_stmt *s) {
   part_ctx *c = ctx;
   if (s->kind == IR_FOR && c->ninner < PART_MAX_INNER) c->inner[c->ninner++] = s->u.loop.var;
-  if (c->cand || s->kind != IR_IF || s->u.ifs.else_s || s->u.ifs.cond->kind != IR_LT) return true;
-  ir_expr *x = s->u.ifs.cond->u.bin.a, *b = s->u.ifs.cond->u.bin.b;
-  if (!ir_expr_uses_var(x, c->v) || ir_expr_uses_var(b, c->v)) return true;
+  if (c->cand || s->kind != IR_IF || s->u.ifs.else_s) return true;
+  find_cond(c, s->u.ifs.cond);
+  return true;
+}
+
+/* A candidate from guard cond (`x < B`, or a conjunct of an && of guards). */
+static void find_cond(part_ctx *c, const ir_expr *cond) {
+  if (c->cand) return;
+  if (cond->kind == IR_AND) {
+    find_cond(c, cond->u.bin.a);
+    find_cond(c, cond->u.bin.b);
+    return;
+  }
+  if (cond->kind != IR_LT) return;
+  ir_expr *x = cond->u.bin.a, *b = cond->u.bin.b;
+  if (!ir_expr_uses_var(x, c->v) || ir_expr_uses_var(b, c->v)) return;
   /* the stride of x in v: x[v := v + 1] - x, a positive constant */
   ir_var_map vm;
   ir_var_map_init(&vm);
@@ -97,7 +137,6 @@ static bool find_stmt(void *ctx, const ir_stmt *s) {
     }
   }
   ir_var_map_fini(&vm);
-  return true;
 }
 
 /* The candidate main extent of loop s, or NULL. Its B may not use a var of

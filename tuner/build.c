@@ -107,14 +107,18 @@ static void schedule_block(sch_traced *t, const char *name, const cg_target *tg)
       sch_t_vectorize(t, loops[nl - 1], &d);
     }
   }
-  /* parallelize the outermost spatial loop */
-  if (!red[0]) {
-    const ir_stmt *l = find_loop(t, sch_t_loop(t, loops[0]).var);
+  /* parallelize the outermost spatial loop, past leading unit loops (a
+   * batch of 1: TVM CAP's padded copy [1, 18, 18, 4, 4, 32] ran on one
+   * thread); a loop already parallel (the block sits under a tile's
+   * parallel loop) leaves it alone */
+  for (int i = 0; i < nl && !red[i]; i++) {
+    const ir_stmt *l = find_loop(t, sch_t_loop(t, loops[i]).var);
     int64_t ext;
-    if (l && l->u.loop.kind == IR_FOR_SERIAL && ir_as_int(l->u.loop.extent, &ext) && ext > 1) {
-      ts_diag_clear(&d);
-      sch_t_parallel(t, loops[0], &d);
-    }
+    if (!l || l->u.loop.kind != IR_FOR_SERIAL || !ir_as_int(l->u.loop.extent, &ext)) break;
+    if (ext == 1) continue;
+    ts_diag_clear(&d);
+    sch_t_parallel(t, loops[i], &d);
+    break;
   }
   /* decompose last: parallel/vectorize refuse once init and update are two blocks */
   if (r->u.realize.block->init && first_r >= 0) {
@@ -143,6 +147,9 @@ static void schedule_block(sch_traced *t, const char *name, const cg_target *tg)
  * keeps the plain schedule of schedule_block. Every step is checked: a
  * refused step before the reorder leaves the block to schedule_block, one
  * after it keeps the (legal) schedule built so far. */
+
+static bool placed(sch_traced *t, const char *name);
+static bool has_reuse_sym(const ir_block *b);
 
 static bool expr_has_select(void *ctx, const ir_expr *e) {
   if (e->kind == IR_SELECT) *(bool *)ctx = true;
@@ -233,7 +240,90 @@ static bool region_uses_var(const ir_region *rg, const ir_var *v) {
   return false;
 }
 
+/* Transpose search of transposes_innermost: a load of a buffer whose last
+ * extent is not 1 uses v in an index other than its last. */
+typedef struct transp_ctx {
+  const ir_var *v;
+  bool found;
+} transp_ctx;
+
+static bool load_transposed(void *ctx, const ir_expr *e) {
+  transp_ctx *c = ctx;
+  if (e->kind != IR_LOAD || e->u.load.nidx < 2) return true;
+  const ir_buffer *buf = e->u.load.buf;
+  int64_t last;
+  if (buf->ndim > 0 && ir_as_int(buf->shape[buf->ndim - 1], &last) && last == 1) return true;
+  for (int k = 0; k + 1 < e->u.load.nidx; k++)
+    if (ir_expr_uses_var(e->u.load.idx[k], c->v)) c->found = true;
+  return true;
+}
+
+/* Does the block's innermost iter move a load along one of the loaded
+ * buffer's outer axes (a transpose that moves the contiguous axis, as K^T
+ * in attention: VT[b, h, d, l] = V[b, l, h, d])? */
+static bool transposes_innermost(const ir_block *b) {
+  if (b->niter == 0) return false;
+  transp_ctx c = {.v = b->iters[b->niter - 1].var};
+  ir_visitor vis = {.expr = load_transposed, .ctx = &c};
+  ir_visit_stmt(&vis, b->body);
+  return c.found;
+}
+
+/* The innermost spatial iter of a block (NULL: none). */
+static const ir_var *innermost_spatial(const ir_block *b) {
+  for (int i = b->niter - 1; i >= 0; i--)
+    if (b->iters[i].type == IR_ITER_S) return b->iters[i].var;
+  return NULL;
+}
+
+/* Block b (body blk) transposes its innermost axis (transposes_innermost)
+ * and a reduction that reuses its operands (the register tile's candidate)
+ * reads what b writes along its own innermost spatial axis: the tile's
+ * vectorized cols. Inlined, each vector load of that operand would be a
+ * gather (TBG's V, BERT's K^T: 8 loads 3 KB apart per vector); kept, it is
+ * one transposing copy (computed at the tile's parallel loop by
+ * keep_transposed_at) and the hot loop reads it contiguously. tiled: the
+ * consumer already has its tile (its init decomposed away): any consumer
+ * reading it along its innermost spatial axis counts. */
+static bool transposed_into_tile(sch_traced *t, int b, const ir_block *blk, bool tiled) {
+  if (blk->nwrites != 1 || !transposes_innermost(blk)) return false;
+  const ir_buffer *out = blk->writes[0].buf;
+  ts_diag d;
+  ts_diag_clear(&d);
+  const int *cons;
+  int nc;
+  if (sch_t_get_consumers(t, b, &cons, &nc, &d) != TS_OK) return false;
+  for (int i = 0; i < nc; i++) {
+    const ir_stmt *r = find_realize(t, sch_t_block(t, cons[i]).name);
+    const ir_block *cb = r ? r->u.realize.block : NULL;
+    if (!cb || (!tiled && (!cb->init || !has_reuse_sym(cb)))) continue;
+    const ir_var *cv = innermost_spatial(cb);
+    for (int j = 0; cv && j < cb->nreads; j++) {
+      const ir_region *rg = &cb->reads[j];
+      if (rg->buf != out || rg->ndim == 0) continue;
+      const ir_range *lr = &rg->ranges[rg->ndim - 1];
+      if (ir_expr_uses_var(lr->min, cv) || ir_expr_uses_var(lr->extent, cv)) return true;
+    }
+  }
+  return false;
+}
+
 #define TILE_MAXL 32
+
+/* srch_block_has_reuse with a symbolic extent counted as non-unit: some
+ * read (not of the output) leaves out a spatial iter whose extent is not
+ * the constant 1 (attention's Q.K^T over a run-time sequence: K is reused
+ * across the query rows, Q across the keys). */
+static bool has_reuse_sym(const ir_block *b) {
+  if (b->nwrites != 1) return false;
+  for (int i = 0; i < b->niter; i++) {
+    int64_t ext;
+    if (b->iters[i].type != IR_ITER_S || (ir_as_int(b->iters[i].dom.extent, &ext) && ext <= 1)) continue;
+    for (int j = 0; j < b->nreads; j++)
+      if (b->reads[j].buf != b->writes[0].buf && !region_uses_var(&b->reads[j], b->iters[i].var)) return true;
+  }
+  return false;
+}
 
 /* MultiLevelTiling's eligibility (search/rules/multi_level_tiling.c), over
  * the block's loops lv[0..n): fills iter_of (loop -> iter) and ext. */
@@ -251,7 +341,7 @@ static bool tile_eligible(sch_traced *t, const ir_stmt *r, int n, const int *loo
     if (!ir_as_int(ls->u.loop.extent, &ext[l])) ext[l] = EXT_SYM; /* a model's batch or sequence */
     if (!srch_bind_loop_iter(r, v, iter_of, l)) return false;
   }
-  return srch_block_has_reuse(b);
+  return has_reuse_sym(b);
 }
 
 /* Inner split of loop by f (f divides its extent, or the extent is symbolic
@@ -456,16 +546,20 @@ static bool tile_block(sch_traced *t, const char *name, const cg_target *tg) {
     red[l] = blk->iters[iter_of[l]].type == IR_ITER_R;
     if (!red[l]) ci = l;
   }
-  if (ci < 0 || ext[ci] == EXT_SYM) return false;
+  if (ci < 0) return false;
   int lanes = vector_lanes(tg, blk);
   if (!lanes) lanes = 4;
   /* cols: two vectors, one, a half or quarter vector (>= 4) dividing the
-   * extent; else the whole loop when it is short */
+   * extent; else the whole loop when it is short. A symbolic cols extent
+   * (attention's scores over a run-time key length) takes two vectors with a
+   * guarded tail, which lowering partitions off (codegen/lower_part.c) so
+   * the main part stays vectorized. */
   int64_t cols = 0;
   int64_t cand[4] = {2 * (int64_t)lanes, lanes, lanes / 2, lanes / 4};
   for (int k = 0; k < 4 && !cols; k++)
     if (cand[k] >= 4 && ext[ci] >= cand[k] && ext[ci] % cand[k] == 0) cols = cand[k];
   if (!cols && ext[ci] >= 2 && ext[ci] <= 2 * lanes) cols = ext[ci];
+  if (ext[ci] == EXT_SYM) cols = 2 * (int64_t)lanes;
   if (!cols) return false;
   /* rows: the innermost non-unit spatial loop that the vector operand (a
    * read using the cols var) does not depend on, else the innermost other
@@ -512,7 +606,8 @@ static bool tile_block(sch_traced *t, const char *name, const cg_target *tg) {
   if (guarded_rows) rows = rmax;
   /* split: cols, then rows (loop RVs stay valid across splits of others) */
   int c_out = loops[ci], c_in = loops[ci], r_out = -1, r_in = -1;
-  if (cols < ext[ci] && !split_sampled(t, loops[ci], ext[ci], cols, 4 * (int64_t)lanes, &c_out, &c_in)) return false;
+  if ((cols < ext[ci] || ext[ci] == EXT_SYM) && !split_sampled(t, loops[ci], ext[ci], cols, 4 * (int64_t)lanes, &c_out, &c_in))
+    return false;
   if (ri >= 0 && rows > 1) {
     if (!split_sampled(t, loops[ri], guarded_rows ? EXT_SYM : ext[ri], rows, 2 * rmax, &r_out, &r_in)) return false;
   } else if (ri >= 0) {
@@ -552,6 +647,71 @@ static bool tile_block(sch_traced *t, const char *name, const cg_target *tg) {
   if (r_in >= 0) order[k++] = r_in;
   order[k++] = c_in;
   return tile_finish(t, name, b, order, k, nouter, first_red, first_nonunit, r_in, c_in, lanes);
+}
+
+/* Loop var v feeds an iter of realize r that region rg uses. */
+static bool loop_reaches_region(const ir_stmt *r, const ir_var *v, const ir_region *rg) {
+  const ir_block *b = r->u.realize.block;
+  for (int i = 0; i < b->niter; i++)
+    if (ir_expr_uses_var(r->u.realize.iter_values[i], v) && region_uses_var(rg, b->iters[i].var)) return true;
+  return false;
+}
+
+/* After tile_block gave block name its tile: a producer kept by
+ * transposed_into_tile (still at the root) is computed at the tile's
+ * parallel loop, when every non-unit loop from the outermost down to that
+ * one selects a distinct part of what the tile reads of it (TBG and BERT's
+ * K^T: one head's transposed block per iteration of the parallel heads
+ * loop, 32 KB that stays in cache, no element copied twice); its own loops
+ * then get the plain schedule (vectorized innermost). Best effort: a
+ * refused step leaves the producer at the root for schedule_block. Returns
+ * how many producers it placed (their names in placed_names). */
+static int keep_transposed_at(sch_traced *t, const char *name, const cg_target *tg, const char **placed_names,
+                              int maxp) {
+  ts_diag d;
+  ts_diag_clear(&d);
+  int b, n;
+  const int *lp;
+  if (sch_t_get_block(t, name, &b, &d) || sch_t_get_loops(t, b, &lp, &n, &d)) return 0;
+  int par = -1;
+  for (int l = 0; l < n && par < 0; l++) {
+    const ir_stmt *ls = find_loop(t, sch_t_loop(t, lp[l]).var);
+    if (ls && ls->u.loop.kind == IR_FOR_PARALLEL) par = l;
+  }
+  if (par < 0) return 0;
+  int outer[TILE_MAXL];
+  int nouter = par + 1 < TILE_MAXL ? par + 1 : TILE_MAXL;
+  memcpy(outer, lp, sizeof(int) * (size_t)nouter);
+  const int *prod;
+  int np;
+  if (sch_t_get_producers(t, b, &prod, &np, &d) != TS_OK) return 0;
+  int pb[8], npb = 0;
+  for (int i = 0; i < np && npb < 8; i++) pb[npb++] = prod[i];
+  int placed_n = 0;
+  for (int i = 0; i < npb && placed_n < maxp; i++) {
+    const char *pn = sch_t_block(t, pb[i]).name;
+    const ir_stmt *pr = find_realize(t, pn);
+    const ir_stmt *cr = find_realize(t, name);
+    if (!pr || !cr || placed(t, pn) || !transposed_into_tile(t, pb[i], pr->u.realize.block, true)) continue;
+    const ir_buffer *buf = pr->u.realize.block->writes[0].buf;
+    const ir_block *cb = cr->u.realize.block;
+    const ir_region *rg = NULL;
+    for (int j = 0; j < cb->nreads && !rg; j++)
+      if (cb->reads[j].buf == buf) rg = &cb->reads[j];
+    bool distinct = rg != NULL;
+    for (int l = 0; l < nouter && distinct; l++) {
+      const ir_var *v = sch_t_loop(t, outer[l]).var;
+      const ir_stmt *ls = find_loop(t, v);
+      int64_t e;
+      if (!ls || (ir_as_int(ls->u.loop.extent, &e) && e == 1)) continue;
+      distinct = loop_reaches_region(cr, v, rg);
+    }
+    ts_diag_clear(&d);
+    if (!distinct || sch_t_compute_at(t, pb[i], outer[nouter - 1], true, -1, &d) != TS_OK) continue;
+    schedule_block(t, pn, tg);
+    placed_names[placed_n++] = pn;
+  }
+  return placed_n;
 }
 
 static bool expr_transcendental(void *ctx, const ir_expr *e) {
@@ -647,6 +807,7 @@ static ts_status default_schedule_cpu(sch_traced *t, const cg_target *tg, const 
     int b;
     if (r && inlinable(r->u.realize.block) && !srch_feeds_tensorized(t, copy[i]) &&
         sch_t_get_block(t, copy[i], &b, &q) == TS_OK && !costly_into_reduction(t, b, r->u.realize.block) &&
+        !transposed_into_tile(t, b, r->u.realize.block, false) &&
         sch_t_compute_inline(t, b, &q) == TS_OK)
       copy[i] = NULL;
   }
@@ -655,6 +816,11 @@ static ts_status default_schedule_cpu(sch_traced *t, const cg_target *tg, const 
   for (size_t i = 0; i < n; i++)
     if (tiling && !done[i] && tile_block(t, copy[i], tg)) {
       done[i] = true;
+      const char *kept[8];
+      int nkept = keep_transposed_at(t, copy[i], tg, kept, 8);
+      for (int k = 0; k < nkept; k++)
+        for (size_t j = 0; j < n; j++)
+          if (copy[j] && !strcmp(copy[j], kept[k])) done[j] = true;
       /* blocks now nested under the tiled one's loops are scheduled */
       for (size_t j = 0; j < n; j++) {
         if (done[j]) continue;

@@ -622,6 +622,30 @@ START_TEST(lower_nondivisible_split) {
 }
 END_TEST
 
+/* Both loops of a block split with tails (13 = 3*4 + 1 rows and cols): one
+ * guard `i0*4 + i1 < 13 && j0*4 + j1 < 13`. The rows loop partitions on
+ * its conjunct and the cols loop inside its main part on the other, so the
+ * main x main part has no guard and its vectorized cols loop lowers to
+ * lanes (before, the && hid both tails and every lane stayed guarded). */
+START_TEST(lower_two_tails) {
+  ts_arena *a = ts_arena_new();
+  ir_func *orig;
+  sch_state *s = tu_schedule(a, "add:m=13,n=13", &orig);
+  sch_loop rows[2], cols[2];
+  split2(s, LP(s, "C", 0), 4, rows);
+  split2(s, LP(s, "C", 2), 4, cols);
+  tu_ok(sch_vectorize(s, cols[1], &D), &D);
+  census c;
+  cg_lowered l = lower_checked(a, orig, sch_func(s), &c);
+  if (c.vec_stores < 1 || c.ramp1_stores < 1) {
+    char *t = ftext(l.func);
+    ck_abort_msg("two tails: no contiguous vector store in the main part:\n%s", t);
+  }
+  sch_free(s);
+  ts_arena_free(a);
+}
+END_TEST
+
 /* The init rule after reorder: k outermost, the init runs at k == 0 for
  * every (i, j) before its first update. */
 START_TEST(lower_reduction_reordered) {
@@ -1430,6 +1454,7 @@ static Suite *suite(void) {
   tcase_add_test(t, lower_vectorized_fallback_reduction);
   tcase_add_test(t, lower_transpose_strided);
   tcase_add_test(t, lower_nondivisible_split);
+  tcase_add_test(t, lower_two_tails);
   tcase_add_test(t, lower_reduction_reordered);
   tcase_add_test(t, lower_kinds_and_annotations);
   tcase_add_test(t, lower_fused);

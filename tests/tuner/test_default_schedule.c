@@ -439,6 +439,144 @@ START_TEST(test_costly_prologue_kept) {
 }
 END_TEST
 
+/* Where block name sits: its loops' kinds (outermost first, 'p' parallel,
+ * 'v' vectorized, 'u' unrolled, 's' serial) in kinds, their count. */
+static int block_loop_kinds(sch_traced *t, const char *name, char *kinds, int max) {
+  ts_diag d;
+  ts_diag_clear(&d);
+  int b, n;
+  const int *lp;
+  if (sch_t_get_block(t, name, &b, &d) || sch_t_get_loops(t, b, &lp, &n, &d)) return -1;
+  int k = 0;
+  for (int l = 0; l < n && k + 1 < max; l++) {
+    const ir_stmt *ls = srch_find_loop(sch_traced_func(t), sch_t_loop(t, lp[l]).var);
+    ck_assert_ptr_nonnull(ls);
+    kinds[k++] = ls->u.loop.kind == IR_FOR_PARALLEL     ? 'p'
+                 : ls->u.loop.kind == IR_FOR_VECTORIZED ? 'v'
+                 : ls->u.loop.kind == IR_FOR_UNROLLED   ? 'u'
+                                                        : 's';
+  }
+  kinds[k] = '\0';
+  return n;
+}
+
+/* TVM's TBG (C[b,h,i,j] = sum_k Q[b,i,h,k] V[b,j,h,k]): the transpose of V
+ * moves the axis the tile vectorizes (j) off V's contiguous one, so it is
+ * not inlined (every vector load would be a gather) but computed, one
+ * head at a time, under the tile's parallel heads loop, its own innermost
+ * loop vectorized; Q's transpose keeps the contiguous axis and is inlined.
+ * The matmul keeps its register tile (local accumulator, unrolled rows,
+ * vectorized cols). Odd sizes too (5 heads, 24 rows, 20-wide head). */
+START_TEST(test_transposed_operand_kept) {
+  static const char *specs[] = {"transpose_batch_matmul:b=1,l=32,heads=4,d=16",
+                                "transpose_batch_matmul:b=2,l=24,heads=5,d=20"};
+  for (size_t i = 0; i < sizeof specs / sizeof *specs; i++) {
+    ts_arena a;
+    ts_arena_init(&a);
+    ir_func *f = tu_workload(&a, specs[i]);
+    shape_stats st = check_default(f);
+    ck_assert_msg(st.local_allocs == 1, "%s: %d local buffers", specs[i], st.local_allocs);
+    ck_assert_msg(st.unrolled >= 1, "%s: no unrolled rows loop", specs[i]);
+    /* VT, the tile's init, update and copy-back; QT inlined */
+    ck_assert_msg(st.blocks == 4, "%s: %d blocks", specs[i], st.blocks);
+    ts_diag d;
+    ts_diag_clear(&d);
+    cg_target tg = tu_host_target();
+    sch_traced *t = NULL;
+    ck_assert_msg(tun_schedule_opts(f, NULL, &tg, NULL, &t, &d) == TS_OK, "%s", d.msg);
+    char kinds[64];
+    ck_assert_int_ge(block_loop_kinds(t, "VT", kinds, sizeof kinds), 1);
+    ck_assert_msg(strchr(kinds, 'p') && kinds[strlen(kinds) - 1] == 'v', "%s: VT under loops %s", specs[i], kinds);
+    ck_assert_msg(srch_find_realize(sch_traced_func(t), "QT") == NULL, "%s: QT not inlined", specs[i]);
+    sch_traced_free(t);
+    ts_arena_fini(&a);
+  }
+}
+END_TEST
+
+/* The plain schedule parallelizes past leading unit loops: TVM CAP's padded
+ * copy Xp [1, h, w, cap, cap, c] (batch 1) runs its rows in parallel (it
+ * ran on one thread when only the outermost loop was considered), and
+ * the whole kernel still computes the same. */
+START_TEST(test_plain_parallel_past_unit) {
+  ts_arena a;
+  ts_arena_init(&a);
+  static const char *spec = "conv2d_capsule:n=1,h=6,w=6,c=3,k=5,r=3,s=3,cap=4,stride=1,pad=1";
+  ir_func *f = tu_workload(&a, spec);
+  check_default(f);
+  ts_diag d;
+  ts_diag_clear(&d);
+  cg_target tg = tu_host_target();
+  sch_traced *t = NULL;
+  ck_assert_msg(tun_schedule_opts(f, NULL, &tg, NULL, &t, &d) == TS_OK, "%s", d.msg);
+  char kinds[64];
+  ck_assert_int_ge(block_loop_kinds(t, "Xp", kinds, sizeof kinds), 2);
+  ck_assert_msg(kinds[0] == 's' && kinds[1] == 'p', "Xp under loops %s", kinds);
+  sch_traced_free(t);
+  ts_arena_fini(&a);
+}
+END_TEST
+
+/* Checks the default schedule of symbolic function f at the sizes of its
+ * one size var sq (names) against the interpreter, built; returns its
+ * shape. */
+static shape_stats check_symbolic(ts_arena *a, const ir_func *f, const char *sym) {
+  ts_diag d;
+  ts_diag_clear(&d);
+  cg_target tg = tu_host_target();
+  sch_traced *t = NULL;
+  ck_assert_msg(tun_schedule_opts(f, NULL, &tg, NULL, &t, &d) == TS_OK, "%s", d.msg);
+  const ir_func *sf = sch_traced_func(t);
+  shape_stats st = {0};
+  ir_visitor v = {.stmt = stats_cb, .ctx = &st};
+  ir_visit_stmt(&v, sf->body);
+  const char *names[1] = {sym};
+  static const int64_t sizes[] = {1, 13, 16, 40};
+  for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++) {
+    const ir_func *fb = ir_func_bind_syms(a, f, 1, names, &sizes[i], &d), *sb = ir_func_bind_syms(a, sf, 1, names, &sizes[i], &d);
+    ck_assert_msg(fb && sb, "%s", d.msg);
+    tu_assert_equivalent(fb, sb);
+    check_built(fb, sb);
+  }
+  sch_traced_free(t);
+  return st;
+}
+
+/* BERT's attention products over a run-time sequence length sq (the two
+ * kernels of a dynamic export, 2 heads of 16): Q.K^T with K's transpose
+ * kept out of the hot loop and the scale and mask in the epilogue, and
+ * P.V; both compute the same as the unscheduled function at sequence
+ * lengths with and without tails. */
+START_TEST(test_attention_symbolic) {
+  static const char *qk =
+      "kernel qk(q: f32[1, sq, 32], k: f32[1, sq, 32], m: f32[1, 1, sq, sq]) -> o: f32[1, 2, sq, sq] {\n"
+      "  let kt: f32[1, 2, 16, sq]\n"
+      "  let s: f32[1, 2, sq, sq]\n"
+      "  kt[b, h, d, j] = k[b, j, h * 16 + d]\n"
+      "  s[b, h, i, j] += q[b, i, h * 16 + r] * kt[b, h, r, j]\n"
+      "  o[b, h, i, j] = s[b, h, i, j] * 0.25 + m[b, 0, i, j]\n"
+      "}\n";
+  static const char *pv =
+      "kernel pv(p: f32[1, 2, sq, sq], v: f32[1, sq, 32]) -> o: f32[1, 2, sq, 16] {\n"
+      "  o[b, h, i, d] += p[b, h, i, r] * v[b, r, h * 16 + d]\n"
+      "}\n";
+  const char *texts[2] = {qk, pv}, *names[2] = {"qk", "pv"};
+  for (int i = 0; i < 2; i++) {
+    ts_arena a;
+    ts_arena_init(&a);
+    ir_func *f = NULL;
+    ts_diag d;
+    ts_diag_clear(&d);
+    ck_assert_msg(ir_parse_func(&a, texts[i], strlen(texts[i]), names[i], &f, &d) == TS_OK, "%s", d.msg);
+    ck_assert_int_eq(f->nsyms, 1);
+    shape_stats st = check_symbolic(&a, f, "sq");
+    ck_assert_msg(st.parallel >= 1, "%s: no parallel loop", names[i]);
+    ck_assert_msg(st.vectorized >= 1, "%s: no vectorized loop", names[i]);
+    ts_arena_fini(&a);
+  }
+}
+END_TEST
+
 /* tun_default_opts.no_tiling (--no-default-tiling): the plain schedule, for
  * comparisons. */
 static bool tensorized_cb(void *ctx, const ir_stmt *s) {
@@ -655,6 +793,9 @@ int main(void) {
   tcase_set_timeout(tc, 300);
   tcase_add_test(tc, test_tiled);
   tcase_add_test(tc, test_tiled_symbolic_rows);
+  tcase_add_test(tc, test_transposed_operand_kept);
+  tcase_add_test(tc, test_attention_symbolic);
+  tcase_add_test(tc, test_plain_parallel_past_unit);
   tcase_add_test(tc, test_int8_avx2_symbolic_rows);
   tcase_add_test(tc, test_winograd_default_decisions);
   tcase_add_test(tc, test_fallback_extents);
