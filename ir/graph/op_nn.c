@@ -555,13 +555,15 @@ static void emit_conv_winograd(lg_kernel *k, const tg_node *n, const char *const
    * writes whole channel vectors */
   tg_dim pd[4] = {N, {th * m + 2, NULL}, {tw * m + 2, NULL}, {C, NULL}};
   lg_let_dims(k, xp, x->dtype, 4, pd);
-  tg_dim vd[6] = {{al, NULL}, {al, NULL}, N, {th, NULL}, {tw, NULL}, {C, NULL}};
-  lg_let_dims(k, t1, x->dtype, 6, vd);
-  lg_let_dims(k, tv, x->dtype, 6, vd);
-  vd[5] = (tg_dim){K, NULL};
-  lg_let_dims(k, tm, x->dtype, 6, vd);
+  /* an image's tiles on one axis t = th_i * tw + tw_i: the matmuls' rows,
+   * which the register tile splits (7 x 7 tiles have a divisor that 7 has not) */
+  tg_dim vd[5] = {{al, NULL}, {al, NULL}, N, {th * tw, NULL}, {C, NULL}};
+  lg_let_dims(k, t1, x->dtype, 5, vd);
+  lg_let_dims(k, tv, x->dtype, 5, vd);
+  vd[4] = (tg_dim){K, NULL};
+  lg_let_dims(k, tm, x->dtype, 5, vd);
   vd[0] = (tg_dim){m, NULL};
-  lg_let_dims(k, to, x->dtype, 6, vd);
+  lg_let_dims(k, to, x->dtype, 5, vd);
   tb b;
   tb_reset(&b);
   char xc[64];
@@ -578,21 +580,21 @@ static void emit_conv_winograd(lg_kernel *k, const tg_node *n, const char *const
   /* the input transform, rows then columns (separable: 2 x 6 terms, not 36) */
   tb_reset(&b);
   tb_printf(&b,
-            "%s[i0, i1, i2, i3, i4, i5] += %s[i0, r0] * %s[i2, i3 * %" PRId64 " + r0, i4 * %" PRId64
-            " + i1, i5] for r0 in 0..%" PRId64,
-            t1, in[3], xp, m, m, al);
+            "%s[i0, i1, i2, i3, i4] += %s[i0, r0] * %s[i2, (i3 // %" PRId64 ") * %" PRId64 " + r0, (i3 %% %" PRId64
+            ") * %" PRId64 " + i1, i4] for r0 in 0..%" PRId64,
+            t1, in[3], xp, tw, m, tw, m, al);
   lg_stmt(k, &b);
   tb_reset(&b);
-  tb_printf(&b, "%s[i0, i1, i2, i3, i4, i5] += %s[i0, r0, i2, i3, i4, i5] * %s[i1, r0] for r0 in 0..%" PRId64, tv, t1,
-            in[3], al);
+  tb_printf(&b, "%s[i0, i1, i2, i3, i4] += %s[i0, r0, i2, i3, i4] * %s[i1, r0] for r0 in 0..%" PRId64, tv, t1, in[3],
+            al);
   lg_stmt(k, &b);
   tb_reset(&b);
-  tb_printf(&b, "%s[i0, i1, i2, i3, i4, i5] += %s[i0, i1, i2, i3, i4, r0] * %s[i0, i1, r0, i5] for r0 in 0..%" PRId64,
-            tm, tv, in[1], C);
+  tb_printf(&b, "%s[i0, i1, i2, i3, i4] += %s[i0, i1, i2, i3, r0] * %s[i0, i1, r0, i4] for r0 in 0..%" PRId64, tm, tv,
+            in[1], C);
   lg_stmt(k, &b);
   tb_reset(&b);
-  tb_printf(&b, "%s[i0, i1, i2, i3, i4, i5] += %s[i0, r0] * %s[r0, i1, i2, i3, i4, i5] for r0 in 0..%" PRId64, to,
-            in[4], tm, al);
+  tb_printf(&b, "%s[i0, i1, i2, i3, i4] += %s[i0, r0] * %s[r0, i1, i2, i3, i4] for r0 in 0..%" PRId64, to, in[4], tm,
+            al);
   lg_stmt(k, &b);
   tb_reset(&b);
   lg_lhs(&b, dst, bk > 0 ? 5 : 4);
@@ -600,9 +602,9 @@ static void emit_conv_winograd(lg_kernel *k, const tg_node *n, const char *const
   if (bk > 0) snprintf(kc, sizeof kc, "i1 * %" PRId64 " + i4", bk);
   else snprintf(kc, sizeof kc, "i1");
   tb_printf(&b,
-            " += %s[i2 %% %" PRId64 ", r0, i0, i2 // %" PRId64 ", i3 // %" PRId64 ", %s] * %s[i3 %% %" PRId64
+            " += %s[i2 %% %" PRId64 ", r0, i0, (i2 // %" PRId64 ") * %" PRId64 " + i3 // %" PRId64 ", %s] * %s[i3 %% %" PRId64
             ", r0] for r0 in 0..%" PRId64,
-            to, m, m, m, kc, in[4], m, al);
+            to, m, m, tw, m, kc, in[4], m, al);
   lg_stmt(k, &b);
   if (bk <= 0 || dst == o) {
     conv_bias(k, in, o, dst, 4);
