@@ -511,8 +511,8 @@ static tg_value plain_view(const tg_value *v) {
  * whole tiles; the input transform in two separable steps (rows, then
  * columns); alpha^2 independent matmuls over the channels, laid out like a
  * matmul with the output channels innermost; the output transform in two
- * steps, the second writing the NCHW output. Tiles t = (n, th, tw) of m x m
- * outputs each. With tessel.nchwc = b (the nchwc pass), x and y are the
+ * steps, the second writing the NCHW output. Tiles of m x m outputs each,
+ * an image's on one axis t = th_i * tw + tw_i (the matmuls' rows). With tessel.nchwc = b (the nchwc pass), x and y are the
  * blocked [N, C/b, H, W, b] and [N, K/b, OH, OW, b]: the padded copy reads
  * x's blocks and the last step writes y's, the output-channel block
  * innermost (contiguous in the matmul's result). */
