@@ -96,22 +96,23 @@ static shape_stats check_spec(ts_arena *a, const char *spec) {
 
 /* A Winograd F(4x4, 3x3) kernel as legalize writes it (op_nn.c
  * emit_conv_winograd; 16 -> 32 channels, 8x8, pad 1): a padded channels-last
- * copy, the input transform in two reductions over 6, 36 channel matmuls,
- * the inverse transform in two reductions over 6. */
+ * copy, the input transform in two reductions over 6, 36 channel matmuls
+ * whose rows are an image's 2 x 2 tiles on one axis, the inverse transform
+ * in two reductions over 6. */
 static const char *winograd_text =
     "kernel wg(x: f32[1, 16, 8, 8], u: f32[6, 6, 16, 32], bt: f32[6, 6], at: f32[4, 6]) -> y: f32[1, 32, 8, 8] {\n"
     "  let xp: f32[1, 10, 10, 16]\n"
-    "  let t1: f32[6, 6, 1, 2, 2, 16]\n"
-    "  let tv: f32[6, 6, 1, 2, 2, 16]\n"
-    "  let tm: f32[6, 6, 1, 2, 2, 32]\n"
-    "  let to: f32[4, 6, 1, 2, 2, 32]\n"
+    "  let t1: f32[6, 6, 1, 4, 16]\n"
+    "  let tv: f32[6, 6, 1, 4, 16]\n"
+    "  let tm: f32[6, 6, 1, 4, 32]\n"
+    "  let to: f32[4, 6, 1, 4, 32]\n"
     "  xp[i0, i1, i2, i3] = select(i1 - 1 >= 0 && i1 - 1 < 8 && i2 - 1 >= 0 && i2 - 1 < 8, "
     "x[i0, i3, min(max(i1 - 1, 0), 7), min(max(i2 - 1, 0), 7)], 0.0)\n"
-    "  t1[i0, i1, i2, i3, i4, i5] += bt[i0, r0] * xp[i2, i3 * 4 + r0, i4 * 4 + i1, i5] for r0 in 0..6\n"
-    "  tv[i0, i1, i2, i3, i4, i5] += t1[i0, r0, i2, i3, i4, i5] * bt[i1, r0] for r0 in 0..6\n"
-    "  tm[i0, i1, i2, i3, i4, i5] += tv[i0, i1, i2, i3, i4, r0] * u[i0, i1, r0, i5] for r0 in 0..16\n"
-    "  to[i0, i1, i2, i3, i4, i5] += at[i0, r0] * tm[r0, i1, i2, i3, i4, i5] for r0 in 0..6\n"
-    "  y[i0, i1, i2, i3] += to[i2 % 4, r0, i0, i2 // 4, i3 // 4, i1] * at[i3 % 4, r0] for r0 in 0..6\n"
+    "  t1[i0, i1, i2, i3, i4] += bt[i0, r0] * xp[i2, (i3 // 2) * 4 + r0, (i3 % 2) * 4 + i1, i4] for r0 in 0..6\n"
+    "  tv[i0, i1, i2, i3, i4] += t1[i0, r0, i2, i3, i4] * bt[i1, r0] for r0 in 0..6\n"
+    "  tm[i0, i1, i2, i3, i4] += tv[i0, i1, i2, i3, r0] * u[i0, i1, r0, i4] for r0 in 0..16\n"
+    "  to[i0, i1, i2, i3, i4] += at[i0, r0] * tm[r0, i1, i2, i3, i4] for r0 in 0..6\n"
+    "  y[i0, i1, i2, i3] += to[i2 % 4, r0, i0, (i2 // 4) * 2 + i3 // 4, i1] * at[i3 % 4, r0] for r0 in 0..6\n"
     "}\n";
 
 /* Builds scheduled function s and checks its outputs against the
