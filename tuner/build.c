@@ -517,6 +517,16 @@ static bool tile_gemv(sch_traced *t, const char *name, int b, const ir_block *bl
   return tile_finish(t, name, b, order, k, nouter, first_red, par, kls[1], cl[2], lanes);
 }
 
+/* The register tile's most rows for nvec accumulator vectors a row. */
+static int64_t tile_rmax(int64_t budget, int64_t nvec) { return budget / nvec > 8 ? 8 : budget / nvec; }
+
+/* The largest rows count up to rmax that divides ext (1 when none does). */
+static int64_t tile_rows(int64_t ext, int64_t rmax) {
+  for (int64_t f = rmax; f >= 2; f--)
+    if (ext % f == 0) return f;
+  return 1;
+}
+
 /* Returns true when block `name` got the tiled schedule (the caller then
  * leaves it and the blocks it absorbed alone). */
 static bool tile_block(sch_traced *t, const char *name, const cg_target *tg) {
@@ -587,19 +597,21 @@ static bool tile_block(sch_traced *t, const char *name, const cg_target *tg) {
   if (ri < 0 && tile_gemv(t, name, b, blk, n, loops, iter_of, red, ext, ci, lanes)) return true;
   /* accumulator budget in vector registers: 32 with 512-bit vectors, else 16,
    * leaving room for the operands */
-  int64_t nvec = (cols + lanes - 1) / lanes;
   int64_t budget = (tg && tg->vector_bits >= 512) ? 24 : 12;
-  int64_t rmax = budget / nvec;
-  if (rmax > 8) rmax = 8;
-  int64_t rows = 1;
-  if (ri >= 0 && ext[ri] == EXT_SYM)
-    rows = rmax; /* the split guards the tail rows */
-  else if (ri >= 0)
-    for (int64_t f = rmax; f >= 2; f--)
-      if (ext[ri] % f == 0) {
-        rows = f;
-        break;
-      }
+  int64_t nvec = (cols + lanes - 1) / lanes, rmax = tile_rmax(budget, nvec);
+  int64_t rows = ri < 0 ? 1 : ext[ri] == EXT_SYM ? rmax /* the split guards the tail rows */ : tile_rows(ext[ri], rmax);
+  /* two vectors of cols whose rows find no divisor (a Winograd matmul's 7
+   * tiles a row: a 1 x 2 tile) against one vector with the rows its larger
+   * budget divides (7 x 1): the tile with more accumulators */
+  if (ri >= 0 && ext[ri] != EXT_SYM && cols == 2 * (int64_t)lanes) {
+    int64_t rows1 = tile_rows(ext[ri], tile_rmax(budget, 1));
+    if (rows1 > 2 * rows) {
+      cols = lanes;
+      nvec = 1;
+      rmax = tile_rmax(budget, 1);
+      rows = rows1;
+    }
+  }
   /* no divisor worth a tile (ViT's 197 tokens are prime): a full tile with a
    * guarded tail, as for a symbolic extent, when there are rows enough */
   bool guarded_rows = ri >= 0 && (ext[ri] == EXT_SYM || (rows * 2 <= rmax && ext[ri] >= 2 * rmax));

@@ -30,8 +30,10 @@
  * conversions left are the region's borders (the stem's input, the pooled
  * tail). A convolution whose output channels the block does not divide, a
  * grouped one, or one with a symbolic channel or spatial size stays NCHW (the fallback: no
- * padding of channels); so does a Winograd one (the winograd pass runs
- * first; --winograd off leaves every 3x3 to this pass). docs/PASSES.md. */
+ * padding of channels). A Winograd one (the winograd pass runs first;
+ * --winograd off leaves every 3x3 to this pass) keeps its transformed
+ * weights and reads and writes the blocked forms when the block divides
+ * both its channel counts (winograd_step). docs/PASSES.md. */
 #include <stdio.h>
 #include <string.h>
 
@@ -225,7 +227,24 @@ static int conv_kind(const nc_state *s, const tg_node *n) {
   return grp == C && K == C && w->dims[1].value == 1 ? 2 : 0;
 }
 
+/* A Winograd convolution (the winograd pass's form, op_nn.c) whose input
+ * and output channels the block divides reads the twin of x and writes a
+ * blocked output: its kernel's padded copy and inverse transform index the
+ * blocked forms, so no border surrounds it; its transformed weights stay. */
+static ts_status winograd_step(nc_state *s, tg_node *n) {
+  tg_graph *g = s->g;
+  if (n->nin < 5 || n->nout != 1 || tg_node_attr(n, "tessel.nchwc")) return TS_OK;
+  const tg_value *x = g->values[n->inputs[0]], *y = g->values[n->outputs[0]];
+  if (!act_f32(x) || !act_f32(y) || x->dims[1].value % s->b || y->dims[1].value % s->b) return TS_OK;
+  int t = twin_in(s, n->inputs[0]);
+  if (t < 0) return fail_code(s->d);
+  n->inputs[0] = t;
+  ts_status st = set_int(g, n, "tessel.nchwc", s->b, s->d);
+  return st == TS_OK ? blocked_after(s, n) : st;
+}
+
 static ts_status conv_step(nc_state *s, tg_node *n) {
+  if (tg_attr_int(n, "tessel.winograd", 0)) return winograd_step(s, n);
   int kind = conv_kind(s, n);
   if (!kind) return TS_OK;
   tg_graph *g = s->g;

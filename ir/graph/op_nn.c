@@ -497,18 +497,36 @@ static void conv_bias(lg_kernel *k, const char *const *in, const char *o, const 
   lg_stmt(k, &b);
 }
 
+/* A 4-D view [N, C, H, W] of a blocked [N, C/b, H, W, b] value (the
+ * window helpers read only the spatial dims). */
+static tg_value plain_view(const tg_value *v) {
+  tg_value t = *v;
+  if (v->ndim == 5) t.ndim = 4;
+  return t;
+}
+
 /* The Winograd F(m x m, 3x3) form the winograd pass prepared (m the node's
  * tessel.winograd, 4 or 2; alpha = m + 2; in: x, U[alpha,alpha,C,K], bias or
  * NULL, BT[alpha,alpha], AT[m,alpha]): a zero-padded copy of x covering
  * whole tiles; the input transform in two separable steps (rows, then
  * columns); alpha^2 independent matmuls over the channels, laid out like a
  * matmul with the output channels innermost; the output transform in two
- * steps, the second writing the NCHW output. Tiles t = (n, th, tw) of m x m
- * outputs each. */
+ * steps, the second writing the NCHW output. Tiles of m x m outputs each,
+ * an image's on one axis t = th_i * tw + tw_i (the matmuls' rows). With tessel.nchwc = b (the nchwc pass), x and y are the
+ * blocked [N, C/b, H, W, b] and [N, K/b, OH, OW, b]: the padded copy reads
+ * x's blocks and the last step writes y's, the output-channel block
+ * innermost (contiguous in the matmul's result). */
 static void emit_conv_winograd(lg_kernel *k, const tg_node *n, const char *const *in, const char *o) {
   const tg_value *x = V(k, n->inputs[0]), *uv = V(k, n->inputs[1]), *y = OUTV(0);
+  int64_t bk = tg_attr_int(n, "tessel.nchwc", 0);
+  if (bk > 0 && (x->ndim != 5 || y->ndim != 5 || x->dims[4].sym || x->dims[4].value != bk || y->dims[4].sym ||
+                 y->dims[4].value != bk)) {
+    lg_fail(k, TS_EINVAL, n, "blocked winograd form whose input or output is not blocked by %" PRId64, bk);
+    return;
+  }
+  tg_value x4 = plain_view(x), y4 = plain_view(y);
   win w;
-  if (!get_win(k, n, x, y, (const int64_t[]){3, 3}, &w)) return;
+  if (!get_win(k, n, &x4, &y4, (const int64_t[]){3, 3}, &w)) return;
   int64_t pt = w.pb[0], pl = w.pb[1];
   if (uv->ndim != 4 || uv->dims[2].sym || uv->dims[3].sym || x->dims[2].sym || x->dims[3].sym || y->dims[2].sym ||
       y->dims[3].sym) {
@@ -537,48 +555,67 @@ static void emit_conv_winograd(lg_kernel *k, const tg_node *n, const char *const
    * writes whole channel vectors */
   tg_dim pd[4] = {N, {th * m + 2, NULL}, {tw * m + 2, NULL}, {C, NULL}};
   lg_let_dims(k, xp, x->dtype, 4, pd);
-  tg_dim vd[6] = {{al, NULL}, {al, NULL}, N, {th, NULL}, {tw, NULL}, {C, NULL}};
-  lg_let_dims(k, t1, x->dtype, 6, vd);
-  lg_let_dims(k, tv, x->dtype, 6, vd);
-  vd[5] = (tg_dim){K, NULL};
-  lg_let_dims(k, tm, x->dtype, 6, vd);
+  /* an image's tiles on one axis t = th_i * tw + tw_i: the matmuls' rows,
+   * which the register tile splits (7 x 7 tiles have a divisor that 7 has not) */
+  tg_dim vd[5] = {{al, NULL}, {al, NULL}, N, {th * tw, NULL}, {C, NULL}};
+  lg_let_dims(k, t1, x->dtype, 5, vd);
+  lg_let_dims(k, tv, x->dtype, 5, vd);
+  vd[4] = (tg_dim){K, NULL};
+  lg_let_dims(k, tm, x->dtype, 5, vd);
   vd[0] = (tg_dim){m, NULL};
-  lg_let_dims(k, to, x->dtype, 6, vd);
+  lg_let_dims(k, to, x->dtype, 5, vd);
   tb b;
   tb_reset(&b);
+  char xc[64];
+  if (bk > 0) snprintf(xc, sizeof xc, "i3 // %" PRId64, bk);
+  else snprintf(xc, sizeof xc, "i3");
   tb_printf(&b,
             "%s[i0, i1, i2, i3] = select(i1 - %" PRId64 " >= 0 && i1 - %" PRId64 " < %" PRId64 " && i2 - %" PRId64
-            " >= 0 && i2 - %" PRId64 " < %" PRId64 ", %s[i0, i3, min(max(i1 - %" PRId64 ", 0), %" PRId64
-            "), min(max(i2 - %" PRId64 ", 0), %" PRId64 ")], 0.0)",
-            xp, pt, pt, H, pl, pl, W, in[0], pt, H - 1, pl, W - 1);
+            " >= 0 && i2 - %" PRId64 " < %" PRId64 ", %s[i0, %s, min(max(i1 - %" PRId64 ", 0), %" PRId64
+            "), min(max(i2 - %" PRId64 ", 0), %" PRId64 ")",
+            xp, pt, pt, H, pl, pl, W, in[0], xc, pt, H - 1, pl, W - 1);
+  if (bk > 0) tb_printf(&b, ", i3 %% %" PRId64, bk);
+  tb_printf(&b, "], 0.0)");
   lg_stmt(k, &b);
   /* the input transform, rows then columns (separable: 2 x 6 terms, not 36) */
   tb_reset(&b);
   tb_printf(&b,
-            "%s[i0, i1, i2, i3, i4, i5] += %s[i0, r0] * %s[i2, i3 * %" PRId64 " + r0, i4 * %" PRId64
-            " + i1, i5] for r0 in 0..%" PRId64,
-            t1, in[3], xp, m, m, al);
+            "%s[i0, i1, i2, i3, i4] += %s[i0, r0] * %s[i2, (i3 // %" PRId64 ") * %" PRId64 " + r0, (i3 %% %" PRId64
+            ") * %" PRId64 " + i1, i4] for r0 in 0..%" PRId64,
+            t1, in[3], xp, tw, m, tw, m, al);
   lg_stmt(k, &b);
   tb_reset(&b);
-  tb_printf(&b, "%s[i0, i1, i2, i3, i4, i5] += %s[i0, r0, i2, i3, i4, i5] * %s[i1, r0] for r0 in 0..%" PRId64, tv, t1,
-            in[3], al);
+  tb_printf(&b, "%s[i0, i1, i2, i3, i4] += %s[i0, r0, i2, i3, i4] * %s[i1, r0] for r0 in 0..%" PRId64, tv, t1, in[3],
+            al);
   lg_stmt(k, &b);
   tb_reset(&b);
-  tb_printf(&b, "%s[i0, i1, i2, i3, i4, i5] += %s[i0, i1, i2, i3, i4, r0] * %s[i0, i1, r0, i5] for r0 in 0..%" PRId64,
-            tm, tv, in[1], C);
+  tb_printf(&b, "%s[i0, i1, i2, i3, i4] += %s[i0, i1, i2, i3, r0] * %s[i0, i1, r0, i4] for r0 in 0..%" PRId64, tm, tv,
+            in[1], C);
   lg_stmt(k, &b);
   tb_reset(&b);
-  tb_printf(&b, "%s[i0, i1, i2, i3, i4, i5] += %s[i0, r0] * %s[r0, i1, i2, i3, i4, i5] for r0 in 0..%" PRId64, to,
-            in[4], tm, al);
+  tb_printf(&b, "%s[i0, i1, i2, i3, i4] += %s[i0, r0] * %s[r0, i1, i2, i3, i4] for r0 in 0..%" PRId64, to, in[4], tm,
+            al);
   lg_stmt(k, &b);
   tb_reset(&b);
-  lg_lhs(&b, dst, 4);
+  lg_lhs(&b, dst, bk > 0 ? 5 : 4);
+  char kc[64];
+  if (bk > 0) snprintf(kc, sizeof kc, "i1 * %" PRId64 " + i4", bk);
+  else snprintf(kc, sizeof kc, "i1");
   tb_printf(&b,
-            " += %s[i2 %% %" PRId64 ", r0, i0, i2 // %" PRId64 ", i3 // %" PRId64 ", i1] * %s[i3 %% %" PRId64
+            " += %s[i2 %% %" PRId64 ", r0, i0, (i2 // %" PRId64 ") * %" PRId64 " + i3 // %" PRId64 ", %s] * %s[i3 %% %" PRId64
             ", r0] for r0 in 0..%" PRId64,
-            to, m, m, m, in[4], m, al);
+            to, m, m, tw, m, kc, in[4], m, al);
   lg_stmt(k, &b);
-  conv_bias(k, in, o, dst, 4);
+  if (bk <= 0 || dst == o) {
+    conv_bias(k, in, o, dst, 4);
+    return;
+  }
+  tb_reset(&b);
+  lg_lhs(&b, o, 5);
+  tb_printf(&b, " = ");
+  lg_lhs(&b, dst, 5);
+  tb_printf(&b, " + %s[%s]", in[2], kc);
+  lg_stmt(k, &b);
 }
 
 /* "dst[i0, ..] += PRE src[i0, <input channel>": r0 within the output
@@ -736,14 +773,6 @@ static void conv_reduce(lg_kernel *k, const conv_plan *p, const char *dst, int64
 }
 
 /* ---- the channel-blocked forms (the nchwc pass, nchwc.c) ---- */
-
-/* A 4-D view [N, C, H, W] of a blocked [N, C/b, H, W, b] value (the
- * window helpers read only the spatial dims). */
-static tg_value plain_view(const tg_value *v) {
-  tg_value t = *v;
-  if (v->ndim == 5) t.ndim = 4;
-  return t;
-}
 
 /* The blocked convolution (tessel.nchwc = b, tessel.nchwc_cb = cb): x
  * [N, C/cb, H, W, cb] (or plain [N, C, H, W] when cb = 1), w
