@@ -178,9 +178,16 @@ static void split(rec_set *s, uint64_t seed, double frac, bool by_workload) {
 }
 
 /* Scores model m on the records that are not train (scored_all: all). */
-static void eval_model(cm_model *m, const rec_set *s, bool scored_all, double *acc, double *rec, int *nscored,
-                       int *nwl_scored) {
-  double wacc = 0, wrec = 0;
+/* Scores of one model on a record set (weighted over workloads by their
+ * scored records): pairwise accuracy over all pairs (acc) and over the
+ * pairs beyond the noise margin (acc_n), recall@30 (rec). */
+typedef struct score {
+  double acc, acc_n, rec;
+  int nscored, nwl;
+} score;
+
+static void eval_model(cm_model *m, const rec_set *s, bool scored_all, double noise, score *out) {
+  double wacc = 0, wacn = 0, wrec = 0;
   int tot = 0, nw = 0, n = s->nr;
   cm_features *c = ts_malloc((size_t)(n ? n : 1) * sizeof *c);
   double *sc = ts_malloc((size_t)(n ? n : 1) * sizeof *sc);
@@ -197,15 +204,17 @@ static void eval_model(cm_model *m, const rec_set *s, bool scored_all, double *a
     if (k < 2) continue;
     if (cm_predict(m, c, k, sc, NULL) != TS_OK) continue;
     wacc += cm_pairwise_accuracy(sc, co, k) * k;
+    wacn += cm_pairwise_accuracy_margin(sc, co, k, noise) * k;
     wrec += cm_recall_at_k(sc, co, k, 30) * k;
     tot += k;
     nw++;
   }
 out:
-  *acc = tot ? wacc / tot : 0;
-  *rec = tot ? wrec / tot : 0;
-  *nscored = tot;
-  *nwl_scored = nw;
+  out->acc = tot ? wacc / tot : 0;
+  out->acc_n = tot ? wacn / tot : 0;
+  out->rec = tot ? wrec / tot : 0;
+  out->nscored = tot;
+  out->nwl = nw;
   ts_free(c);
   ts_free(sc);
   ts_free(co);
@@ -246,11 +255,12 @@ static bool set_target(const rec_set *s, cg_target *tg) {
 
 static int usage(FILE *f) {
   fprintf(f,
-          "usage: tessel costmodel eval LOG... [--json] [--seed N] [--train-frac F]\n"
+          "usage: tessel costmodel eval LOG... [--json] [--seed N] [--seeds K] [--train-frac F]\n"
           "                         [--split records|workloads] [--objective packsum|rank]\n"
-          "       tessel costmodel eval LOG... --cost-model FILE|default [--json]\n"
+          "                         [--max-rounds N] [--noise F] [--drop-features LIST]\n"
+          "       tessel costmodel eval LOG... --cost-model FILE|default [--json] [--noise F]\n"
           "       tessel costmodel train LOG... -o MODEL [--seed N] [--objective packsum|rank]\n"
-          "                         [--max-rounds N] [--json]\n"
+          "                         [--max-rounds N] [--drop-features LIST] [--json]\n"
           "       tessel costmodel dataset --log LOG --trials N [...]  (see dataset --help)\n"
           "       tessel costmodel features   (the feature table, markdown)\n"
           "  eval replays each record's trace and extracts features, trains the XGBoost model\n"
@@ -258,37 +268,49 @@ static int usage(FILE *f) {
           "  workloads, so scored workloads are never seen in training) and reports\n"
           "  pairwise accuracy and recall@30 on the held-out records beside the random\n"
           "  model's; with --cost-model it ranks every record with that model, training on\n"
-          "  none. train fits a model on all records of the logs and writes it in XGBoost's\n"
-          "  JSON format with the feature schema and target family (tune --cost-model).\n");
+          "  none. --seeds K repeats the split for seeds N..N+K-1 (features extracted once)\n"
+          "  and adds the mean. pairwise_accuracy counts every pair with different costs;\n"
+          "  pairwise_accuracy_beyond_noise only pairs whose costs differ by more than F\n"
+          "  (--noise, default 0.02 = 2%%). --drop-features LIST (e.g. 164-181,60) zeroes those\n"
+          "  feature columns before training and scoring (ablation). train fits a model on all\n"
+          "  records of the logs and writes it in XGBoost's JSON format with the feature\n"
+          "  schema and target family (tune --cost-model).\n");
   return f == stdout ? 0 : 2;
 }
 
 typedef struct cm_args {
   bool json, rank, by_workload;
   uint64_t seed;
-  double frac;
+  int seeds;
+  double frac, noise;
   int rounds;
-  const char *cost_model, *out;
+  const char *cost_model, *out, *drop;
 } cm_args;
 
 /* Parses the options of eval and train; 0 to go on, else 1 + exit status. */
 static int parse_args(int argc, char **argv, const char *cmd, cm_args *o) {
-  enum { OPT_JSON = 256, OPT_SEED, OPT_FRAC, OPT_SPLIT, OPT_OBJ, OPT_CM, OPT_ROUNDS };
+  enum { OPT_JSON = 256, OPT_SEED, OPT_FRAC, OPT_SPLIT, OPT_OBJ, OPT_CM, OPT_ROUNDS, OPT_SEEDS, OPT_NOISE,
+         OPT_DROP };
   static const struct option opts[] = {
       {"json", no_argument, 0, OPT_JSON},          {"seed", required_argument, 0, OPT_SEED},
       {"train-frac", required_argument, 0, OPT_FRAC}, {"split", required_argument, 0, OPT_SPLIT},
       {"objective", required_argument, 0, OPT_OBJ}, {"cost-model", required_argument, 0, OPT_CM},
       {"max-rounds", required_argument, 0, OPT_ROUNDS}, {"output", required_argument, 0, 'o'},
+      {"seeds", required_argument, 0, OPT_SEEDS},  {"noise", required_argument, 0, OPT_NOISE},
+      {"drop-features", required_argument, 0, OPT_DROP},
       {"help", no_argument, 0, 'h'},                {0, 0, 0, 0}};
-  *o = (cm_args){.seed = 1, .frac = 0.7};
+  *o = (cm_args){.seed = 1, .seeds = 1, .frac = 0.7, .noise = 0.02};
   optind = 1;
   for (int c; (c = getopt_long(argc, argv, "ho:", opts, NULL)) != -1;) {
     bool ok = true;
     if (c == OPT_JSON) o->json = true;
     else if (c == OPT_SEED) ok = tun_cli_seed(cmd, "--seed", optarg, &o->seed);
+    else if (c == OPT_SEEDS) ok = tun_cli_int(cmd, "--seeds", optarg, 1, 1000, &o->seeds);
     else if (c == OPT_FRAC) ok = tun_cli_real(cmd, "--train-frac", optarg, 0, 1, &o->frac);
+    else if (c == OPT_NOISE) ok = tun_cli_real(cmd, "--noise", optarg, 0, 10, &o->noise);
     else if (c == OPT_ROUNDS) ok = tun_cli_int(cmd, "--max-rounds", optarg, 1, 100000, &o->rounds);
     else if (c == OPT_CM) o->cost_model = optarg;
+    else if (c == OPT_DROP) o->drop = optarg;
     else if (c == 'o') o->out = optarg;
     else if (c == OPT_SPLIT && (!strcmp(optarg, "records") || !strcmp(optarg, "workloads")))
       o->by_workload = !strcmp(optarg, "workloads");
@@ -305,6 +327,41 @@ static int parse_args(int argc, char **argv, const char *cmd, cm_args *o) {
   }
   if (optind >= argc || o->frac <= 0 || o->frac >= 1) return 1 + usage(stderr);
   return 0;
+}
+
+/* Zeroes the feature columns of list ("164-181,60") in every record of s;
+ * false (printed) on a malformed list. */
+static bool drop_features(rec_set *s, const char *list, const char *cmd) {
+  bool mask[CM_NUM_FEATURES] = {0};
+  for (const char *p = list; *p;) {
+    char *end;
+    long a = strtol(p, &end, 10), b = a;
+    if (end == p) goto bad;
+    if (*end == '-') {
+      const char *q = end + 1;
+      b = strtol(q, &end, 10);
+      if (end == q) goto bad;
+    }
+    if (a < 0 || b >= CM_NUM_FEATURES || a > b) goto bad;
+    for (long i = a; i <= b; i++) mask[i] = true;
+    if (*end == ',') end++;
+    else if (*end) goto bad;
+    p = end;
+  }
+  for (int i = 0; i < s->nr; i++)
+    for (int r = 0; r < s->r[i].feat.nrows; r++)
+      for (int k = 0; k < CM_NUM_FEATURES; k++)
+        if (mask[k]) s->r[i].feat.rows[(size_t)r * CM_NUM_FEATURES + k] = 0;
+  return true;
+bad:
+  fprintf(stderr, "tessel %s: --drop-features: '%s' is not a list of feature indices or ranges in 0..%d\n",
+          cmd, list, CM_NUM_FEATURES - 1);
+  return false;
+}
+
+static void print_score_json(const char *key, const score *x) {
+  printf("\"%s\": {\"pairwise_accuracy\": %.4f, \"pairwise_accuracy_beyond_noise\": %.4f, "
+         "\"recall_at_30\": %.4f}", key, x->acc, x->acc_n, x->rec);
 }
 
 /* eval with --cost-model: rank every record with an existing model. */
@@ -324,61 +381,98 @@ static int eval_existing(const rec_set *s, const cm_args *o) {
   }
   const char *path = strcmp(o->cost_model, "default") ? o->cost_model : cm_pretrained_default_path();
   cm_model *rm = cm_random_new(o->seed);
-  double xa, xr, ra, rr;
-  int scored, nws;
-  eval_model(m, s, true, &xa, &xr, &scored, &nws);
-  eval_model(rm, s, true, &ra, &rr, &scored, &nws);
-  if (o->json)
+  score x, r;
+  eval_model(m, s, true, o->noise, &x);
+  eval_model(rm, s, true, o->noise, &r);
+  if (o->json) {
     printf("{\"records\": %d, \"used\": %d, \"skipped\": %d, \"workloads\": %d, \"scored\": %d, "
-           "\"pairwise_accuracy\": %.4f, \"recall_at_30\": %.4f, \"model\": \"%s\", \"trained_records\": 0, "
-           "\"random\": {\"pairwise_accuracy\": %.4f, \"recall_at_30\": %.4f}}\n",
-           s->nrec, s->nr, s->nskip, nws, scored, xa, xr, path, ra, rr);
-  else {
+           "\"pairwise_accuracy\": %.4f, \"pairwise_accuracy_beyond_noise\": %.4f, \"noise\": %g, "
+           "\"recall_at_30\": %.4f, \"model\": \"%s\", \"trained_records\": 0, ",
+           s->nrec, s->nr, s->nskip, x.nwl, x.nscored, x.acc, x.acc_n, o->noise, x.rec, path);
+    print_score_json("random", &r);
+    printf("}\n");
+  } else {
     printf("records %d (used %d, skipped %d), workloads %d, scored %d, model %s (trained on none)\n", s->nrec,
-           s->nr, s->nskip, nws, scored, path);
-    printf("  model   pairwise accuracy %.4f  recall@30 %.4f\n", xa, xr);
-    printf("  random  pairwise accuracy %.4f  recall@30 %.4f\n", ra, rr);
+           s->nr, s->nskip, x.nwl, x.nscored, path);
+    printf("  model   pairwise accuracy %.4f (pairs beyond %g: %.4f)  recall@30 %.4f\n", x.acc, o->noise,
+           x.acc_n, x.rec);
+    printf("  random  pairwise accuracy %.4f (pairs beyond %g: %.4f)  recall@30 %.4f\n", r.acc, o->noise,
+           r.acc_n, r.rec);
   }
   cm_model_free(m);
   cm_model_free(rm);
   return 0;
 }
 
-static int cmd_eval(const rec_set *s, const cm_args *o) {
-  if (o->cost_model) return eval_existing(s, o);
-  split((rec_set *)s, o->seed, o->frac, o->by_workload);
-  int ntrain = 0, scored = 0, nws = 0;
-  cm_model *xm = train_on(s, o->seed, o->rank, o->rounds, &ntrain);
-  cm_model *rm = cm_random_new(o->seed);
-  if (!xm || !rm) {
-    cm_model_free(xm);
-    cm_model_free(rm);
-    return 1;
-  }
-  double xa, xr, ra, rr;
-  eval_model(xm, s, false, &xa, &xr, &scored, &nws);
-  eval_model(rm, s, false, &ra, &rr, &scored, &nws);
-  const char *sp = o->by_workload ? "workloads" : "records";
-  if (o->json)
-    printf("{\"records\": %d, \"used\": %d, \"skipped\": %d, \"workloads\": %d, \"split\": \"%s\", "
-           "\"train\": %d, \"heldout\": %d, \"heldout_workloads\": %d, \"pairwise_accuracy\": %.4f, "
-           "\"recall_at_30\": %.4f, \"model\": \"xgb\", \"objective\": \"%s\", \"trained_records\": %d, "
-           "\"rounds\": %d, \"random\": {\"pairwise_accuracy\": %.4f, \"recall_at_30\": %.4f}}\n",
-           s->nrec, s->nr, s->nskip, s->nwl, sp, ntrain, scored, nws, xa, xr, o->rank ? "rank" : "packsum",
-           ntrain, cm_xgb_last_rounds(xm), ra, rr);
-  else {
-    printf("records %d (used %d, skipped %d), workloads %d, split by %s: train %d, held-out scored %d "
-           "(%d workloads)\n", s->nrec, s->nr, s->nskip, s->nwl, sp, ntrain, scored, nws);
-    printf("  xgb     pairwise accuracy %.4f  recall@30 %.4f  (%s, %d rounds)\n", xa, xr,
-           o->rank ? "rank" : "packsum", cm_xgb_last_rounds(xm));
-    printf("  random  pairwise accuracy %.4f  recall@30 %.4f\n", ra, rr);
+/* One seeded split, training and scoring; false on a training error. */
+static bool eval_split(rec_set *s, const cm_args *o, uint64_t seed, score *x, score *r, int *ntrain,
+                       int *rounds) {
+  for (int i = 0; i < s->nr; i++) s->r[i].train = false;
+  split(s, seed, o->frac, o->by_workload);
+  cm_model *xm = train_on(s, seed, o->rank, o->rounds, ntrain);
+  cm_model *rm = cm_random_new(seed);
+  bool ok = xm && rm;
+  if (ok) {
+    eval_model(xm, s, false, o->noise, x);
+    eval_model(rm, s, false, o->noise, r);
+    *rounds = cm_xgb_last_rounds(xm);
   }
   cm_model_free(xm);
   cm_model_free(rm);
+  return ok;
+}
+
+static int cmd_eval(rec_set *s, const cm_args *o) {
+  if (o->cost_model) return eval_existing(s, o);
+  const char *sp = o->by_workload ? "workloads" : "records", *obj = o->rank ? "rank" : "packsum";
+  score mx = {0}, mr = {0};
+  for (int k = 0; k < o->seeds; k++) {
+    uint64_t seed = o->seed + (uint64_t)k;
+    score x, r;
+    int ntrain = 0, rounds = 0;
+    if (!eval_split(s, o, seed, &x, &r, &ntrain, &rounds)) return 1;
+    mx.acc += x.acc / o->seeds;
+    mx.acc_n += x.acc_n / o->seeds;
+    mx.rec += x.rec / o->seeds;
+    mr.acc += r.acc / o->seeds;
+    mr.acc_n += r.acc_n / o->seeds;
+    mr.rec += r.rec / o->seeds;
+    if (o->json) {
+      printf("{\"records\": %d, \"used\": %d, \"skipped\": %d, \"workloads\": %d, \"split\": \"%s\", "
+             "\"seed\": %llu, \"train\": %d, \"heldout\": %d, \"heldout_workloads\": %d, "
+             "\"pairwise_accuracy\": %.4f, \"pairwise_accuracy_beyond_noise\": %.4f, \"noise\": %g, "
+             "\"recall_at_30\": %.4f, \"model\": \"xgb\", \"objective\": \"%s\", \"trained_records\": %d, "
+             "\"rounds\": %d, ",
+             s->nrec, s->nr, s->nskip, s->nwl, sp, (unsigned long long)seed, ntrain, x.nscored, x.nwl, x.acc,
+             x.acc_n, o->noise, x.rec, obj, ntrain, rounds);
+      print_score_json("random", &r);
+      printf("}\n");
+    } else {
+      printf("records %d (used %d, skipped %d), workloads %d, split by %s, seed %llu: train %d, held-out "
+             "scored %d (%d workloads)\n", s->nrec, s->nr, s->nskip, s->nwl, sp, (unsigned long long)seed,
+             ntrain, x.nscored, x.nwl);
+      printf("  xgb     pairwise accuracy %.4f (pairs beyond %g: %.4f)  recall@30 %.4f  (%s, %d rounds)\n",
+             x.acc, o->noise, x.acc_n, x.rec, obj, rounds);
+      printf("  random  pairwise accuracy %.4f (pairs beyond %g: %.4f)  recall@30 %.4f\n", r.acc, o->noise,
+             r.acc_n, r.rec);
+    }
+  }
+  if (o->seeds > 1) {
+    if (o->json) {
+      printf("{\"mean_of_seeds\": %d, \"split\": \"%s\", \"objective\": \"%s\", \"pairwise_accuracy\": %.4f, "
+             "\"pairwise_accuracy_beyond_noise\": %.4f, \"recall_at_30\": %.4f, ",
+             o->seeds, sp, obj, mx.acc, mx.acc_n, mx.rec);
+      print_score_json("random", &mr);
+      printf("}\n");
+    } else {
+      printf("mean of %d seeds: xgb pairwise %.4f (beyond noise %.4f) recall@30 %.4f; random %.4f (%.4f) %.4f\n",
+             o->seeds, mx.acc, mx.acc_n, mx.rec, mr.acc, mr.acc_n, mr.rec);
+    }
+  }
   return 0;
 }
 
-static int cmd_train(const rec_set *s, const cm_args *o) {
+static int cmd_train(rec_set *s, const cm_args *o) {
   if (!o->out) {
     fprintf(stderr, "tessel costmodel train: -o MODEL is required\n");
     return 2;
@@ -439,6 +533,7 @@ int tun_cmd_costmodel(int argc, char **argv) {
   }
   rec_set s;
   rc = set_load(&s, argv + 1 + optind, argc - 1 - optind);
+  if (!rc && o.drop && !drop_features(&s, o.drop, cmd)) rc = 2;
   if (!rc) rc = train ? cmd_train(&s, &o) : cmd_eval(&s, &o);
   set_free(&s);
   return rc;
