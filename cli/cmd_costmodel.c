@@ -32,6 +32,7 @@
 typedef struct wl_ent {
   const char *text;
   ir_func *func; /* NULL if it could not be built */
+  bool main;     /* has a record of a main log (not only --extra ones) */
 } wl_ent;
 
 typedef struct rec_ent {
@@ -41,6 +42,7 @@ typedef struct rec_ent {
   double cost;
   bool valid;     /* error-free with runs */
   bool train;
+  bool extra;     /* from an --extra log: always trains, never scored */
 } rec_ent;
 
 /* The records of one or more logs with their features. */
@@ -75,7 +77,7 @@ static void set_free(rec_set *s) {
 }
 
 /* Adds record rec of a loaded log to s (or counts it skipped). */
-static void set_add(rec_set *s, const tun_record *rec) {
+static void set_add(rec_set *s, const tun_record *rec, bool extra) {
   if (!rec->workload || !rec->trace || !rec->target) {
     s->nskip++;
     return;
@@ -106,6 +108,8 @@ static void set_add(rec_set *s, const tun_record *rec) {
   }
   sch_traced_free(t);
   e->wl = w;
+  e->extra = extra;
+  if (!extra) s->wl[w].main = true;
   e->group = strtoull(rec->workload_key, NULL, 16);
   e->valid = !rec->error && rec->nruns > 0;
   e->cost = e->valid ? tun_record_median(rec) : 1e10;
@@ -118,8 +122,9 @@ static void set_add(rec_set *s, const tun_record *rec) {
   s->nr++;
 }
 
-/* Loads the logs paths[0..n) into s; 0 or the exit status (printed). */
-static int set_load(rec_set *s, char **paths, int n) {
+/* Loads the logs paths[0..n) into s, the last nextra of them as --extra
+ * logs; 0 or the exit status (printed). */
+static int set_load(rec_set *s, char **paths, int n, int nextra) {
   memset(s, 0, sizeof *s);
   s->a = ts_arena_new();
   s->dbs = ts_calloc((size_t)n, sizeof *s->dbs);
@@ -137,7 +142,7 @@ static int set_load(rec_set *s, char **paths, int n) {
   s->wl = ts_calloc((size_t)(s->nrec ? s->nrec : 1), sizeof *s->wl);
   if (!s->r || !s->wl) return fprintf(stderr, "tessel costmodel: out of memory\n"), 1;
   for (int k = 0; k < s->ndb; k++)
-    for (int i = 0; i < tun_db_count(s->dbs[k]); i++) set_add(s, tun_db_get(s->dbs[k], i));
+    for (int i = 0; i < tun_db_count(s->dbs[k]); i++) set_add(s, tun_db_get(s->dbs[k], i), k >= n - nextra);
   return 0;
 }
 
@@ -149,18 +154,24 @@ static void shuffle(ts_rng *rng, int *idx, int k) {
   }
 }
 
-/* Marks the train records: by_workload, a seeded frac of the workloads (at
- * least one held out), else a seeded frac of each workload's records. */
+/* Marks the train records: by_workload, a seeded frac of the workloads of
+ * the main logs (at least one held out), else a seeded frac of each
+ * workload's records; records of --extra logs train unless their workload
+ * is held out. */
 static void split(rec_set *s, uint64_t seed, double frac, bool by_workload) {
   ts_rng rng;
   ts_rng_seed(&rng, seed);
   int *idx = ts_malloc((size_t)(s->nr > s->nwl ? s->nr : s->nwl) * sizeof *idx + 1);
   if (!idx) return;
+  /* extra records of a held-out workload neither train nor score */
+  for (int i = 0; i < s->nr; i++) s->r[i].train = !s->wl[s->r[i].wl].main || (!by_workload && s->r[i].extra);
   if (by_workload) {
-    for (int w = 0; w < s->nwl; w++) idx[w] = w;
-    shuffle(&rng, idx, s->nwl);
-    int kt = (int)(s->nwl * frac + 0.5);
-    if (kt >= s->nwl) kt = s->nwl - 1;
+    int nm = 0;
+    for (int w = 0; w < s->nwl; w++)
+      if (s->wl[w].main) idx[nm++] = w;
+    shuffle(&rng, idx, nm);
+    int kt = (int)(nm * frac + 0.5);
+    if (kt >= nm) kt = nm - 1;
     for (int i = 0; i < s->nr; i++)
       for (int j = 0; j < kt; j++)
         if (s->r[i].wl == idx[j]) s->r[i].train = true;
@@ -168,7 +179,7 @@ static void split(rec_set *s, uint64_t seed, double frac, bool by_workload) {
     for (int w = 0; w < s->nwl; w++) {
       int k = 0;
       for (int i = 0; i < s->nr; i++)
-        if (s->r[i].wl == w) idx[k++] = i;
+        if (s->r[i].wl == w && !s->r[i].extra) idx[k++] = i;
       shuffle(&rng, idx, k);
       int kt = (int)(k * frac + 0.5);
       for (int i = 0; i < kt; i++) s->r[idx[i]].train = true;
@@ -186,7 +197,7 @@ typedef struct score {
   int nscored, nwl;
 } score;
 
-static void eval_model(cm_model *m, const rec_set *s, bool scored_all, double noise, score *out) {
+static void eval_model(cm_model *m, const rec_set *s, bool scored_all, double noise, FILE *per, score *out) {
   double wacc = 0, wacn = 0, wrec = 0;
   int tot = 0, nw = 0, n = s->nr;
   cm_features *c = ts_malloc((size_t)(n ? n : 1) * sizeof *c);
@@ -196,13 +207,22 @@ static void eval_model(cm_model *m, const rec_set *s, bool scored_all, double no
   for (int w = 0; w < s->nwl; w++) {
     int k = 0;
     for (int i = 0; i < n; i++)
-      if (s->r[i].wl == w && (scored_all || !s->r[i].train) && s->r[i].valid) {
+      if (s->r[i].wl == w && (scored_all || !s->r[i].train) && !s->r[i].extra && s->r[i].valid) {
         c[k] = s->r[i].feat;
         co[k] = s->r[i].cost;
         k++;
       }
     if (k < 2) continue;
     if (cm_predict(m, c, k, sc, NULL) != TS_OK) continue;
+    if (per) {
+      double lo = co[0], hi = co[0];
+      for (int i = 1; i < k; i++) {
+        lo = co[i] < lo ? co[i] : lo;
+        hi = co[i] > hi ? co[i] : hi;
+      }
+      fprintf(per, "    %-70.70s %3d records, slowest/fastest %7.2f: pairwise %.3f (beyond noise %.3f)\n",
+              s->wl[w].text, k, hi / lo, cm_pairwise_accuracy(sc, co, k), cm_pairwise_accuracy_margin(sc, co, k, noise));
+    }
     wacc += cm_pairwise_accuracy(sc, co, k) * k;
     wacn += cm_pairwise_accuracy_margin(sc, co, k, noise) * k;
     wrec += cm_recall_at_k(sc, co, k, 30) * k;
@@ -257,7 +277,8 @@ static int usage(FILE *f) {
   fprintf(f,
           "usage: tessel costmodel eval LOG... [--json] [--seed N] [--seeds K] [--train-frac F]\n"
           "                         [--split records|workloads] [--objective packsum|rank]\n"
-          "                         [--max-rounds N] [--noise F] [--drop-features LIST]\n"
+          "                         [--max-rounds N] [--noise F] [--drop-features LIST] [--per-workload]\n"
+          "                         [--extra LOG]...\n"
           "       tessel costmodel eval LOG... --cost-model FILE|default [--json] [--noise F]\n"
           "       tessel costmodel train LOG... -o MODEL [--seed N] [--objective packsum|rank]\n"
           "                         [--max-rounds N] [--drop-features LIST] [--json]\n"
@@ -272,32 +293,37 @@ static int usage(FILE *f) {
           "  and adds the mean. pairwise_accuracy counts every pair with different costs;\n"
           "  pairwise_accuracy_beyond_noise only pairs whose costs differ by more than F\n"
           "  (--noise, default 0.02 = 2%%). --drop-features LIST (e.g. 164-181,60) zeroes those\n"
-          "  feature columns before training and scoring (ablation). train fits a model on all\n"
+          "  feature columns before training and scoring (ablation); --per-workload prints each\n"
+          "  scored workload's figures (text output); --extra LOG (repeatable) adds a log whose\n"
+          "  records always train and are never scored (e.g. logs of another machine). train fits a model on all\n"
           "  records of the logs and writes it in XGBoost's JSON format with the feature\n"
           "  schema and target family (tune --cost-model).\n");
   return f == stdout ? 0 : 2;
 }
 
 typedef struct cm_args {
-  bool json, rank, by_workload;
+  bool json, rank, by_workload, per_workload;
   uint64_t seed;
   int seeds;
   double frac, noise;
   int rounds;
   const char *cost_model, *out, *drop;
+  char *extra[64]; /* --extra LOG: always training data, never scored */
+  int nextra;
 } cm_args;
 
 /* Parses the options of eval and train; 0 to go on, else 1 + exit status. */
 static int parse_args(int argc, char **argv, const char *cmd, cm_args *o) {
   enum { OPT_JSON = 256, OPT_SEED, OPT_FRAC, OPT_SPLIT, OPT_OBJ, OPT_CM, OPT_ROUNDS, OPT_SEEDS, OPT_NOISE,
-         OPT_DROP };
+         OPT_DROP, OPT_PER, OPT_EXTRA };
   static const struct option opts[] = {
       {"json", no_argument, 0, OPT_JSON},          {"seed", required_argument, 0, OPT_SEED},
       {"train-frac", required_argument, 0, OPT_FRAC}, {"split", required_argument, 0, OPT_SPLIT},
       {"objective", required_argument, 0, OPT_OBJ}, {"cost-model", required_argument, 0, OPT_CM},
       {"max-rounds", required_argument, 0, OPT_ROUNDS}, {"output", required_argument, 0, 'o'},
       {"seeds", required_argument, 0, OPT_SEEDS},  {"noise", required_argument, 0, OPT_NOISE},
-      {"drop-features", required_argument, 0, OPT_DROP},
+      {"drop-features", required_argument, 0, OPT_DROP}, {"per-workload", no_argument, 0, OPT_PER},
+      {"extra", required_argument, 0, OPT_EXTRA},
       {"help", no_argument, 0, 'h'},                {0, 0, 0, 0}};
   *o = (cm_args){.seed = 1, .seeds = 1, .frac = 0.7, .noise = 0.02};
   optind = 1;
@@ -311,6 +337,12 @@ static int parse_args(int argc, char **argv, const char *cmd, cm_args *o) {
     else if (c == OPT_ROUNDS) ok = tun_cli_int(cmd, "--max-rounds", optarg, 1, 100000, &o->rounds);
     else if (c == OPT_CM) o->cost_model = optarg;
     else if (c == OPT_DROP) o->drop = optarg;
+    else if (c == OPT_PER) o->per_workload = true;
+    else if (c == OPT_EXTRA && o->nextra < 64) o->extra[o->nextra++] = optarg;
+    else if (c == OPT_EXTRA) {
+      fprintf(stderr, "tessel %s: --extra: at most 64 logs\n", cmd);
+      ok = false;
+    }
     else if (c == 'o') o->out = optarg;
     else if (c == OPT_SPLIT && (!strcmp(optarg, "records") || !strcmp(optarg, "workloads")))
       o->by_workload = !strcmp(optarg, "workloads");
@@ -382,8 +414,8 @@ static int eval_existing(const rec_set *s, const cm_args *o) {
   const char *path = strcmp(o->cost_model, "default") ? o->cost_model : cm_pretrained_default_path();
   cm_model *rm = cm_random_new(o->seed);
   score x, r;
-  eval_model(m, s, true, o->noise, &x);
-  eval_model(rm, s, true, o->noise, &r);
+  eval_model(m, s, true, o->noise, o->per_workload ? stdout : NULL, &x);
+  eval_model(rm, s, true, o->noise, NULL, &r);
   if (o->json) {
     printf("{\"records\": %d, \"used\": %d, \"skipped\": %d, \"workloads\": %d, \"scored\": %d, "
            "\"pairwise_accuracy\": %.4f, \"pairwise_accuracy_beyond_noise\": %.4f, \"noise\": %g, "
@@ -407,14 +439,13 @@ static int eval_existing(const rec_set *s, const cm_args *o) {
 /* One seeded split, training and scoring; false on a training error. */
 static bool eval_split(rec_set *s, const cm_args *o, uint64_t seed, score *x, score *r, int *ntrain,
                        int *rounds) {
-  for (int i = 0; i < s->nr; i++) s->r[i].train = false;
   split(s, seed, o->frac, o->by_workload);
   cm_model *xm = train_on(s, seed, o->rank, o->rounds, ntrain);
   cm_model *rm = cm_random_new(seed);
   bool ok = xm && rm;
   if (ok) {
-    eval_model(xm, s, false, o->noise, x);
-    eval_model(rm, s, false, o->noise, r);
+    eval_model(xm, s, false, o->noise, o->per_workload ? stdout : NULL, x);
+    eval_model(rm, s, false, o->noise, NULL, r);
     *rounds = cm_xgb_last_rounds(xm);
   }
   cm_model_free(xm);
@@ -532,7 +563,13 @@ int tun_cmd_costmodel(int argc, char **argv) {
     return 2;
   }
   rec_set s;
-  rc = set_load(&s, argv + 1 + optind, argc - 1 - optind);
+  int nmain = argc - 1 - optind;
+  char **paths = ts_malloc((size_t)(nmain + o.nextra) * sizeof *paths);
+  if (!paths) return fprintf(stderr, "tessel %s: out of memory\n", cmd), 1;
+  for (int i = 0; i < nmain; i++) paths[i] = argv[1 + optind + i];
+  for (int i = 0; i < o.nextra; i++) paths[nmain + i] = o.extra[i];
+  rc = set_load(&s, paths, nmain + o.nextra, o.nextra);
+  ts_free(paths);
   if (!rc && o.drop && !drop_features(&s, o.drop, cmd)) rc = 2;
   if (!rc) rc = train ? cmd_train(&s, &o) : cmd_eval(&s, &o);
   set_free(&s);

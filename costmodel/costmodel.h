@@ -17,7 +17,7 @@
 #include "codegen/codegen.h"
 #include "ir/ir.h"
 
-#define CM_NUM_FEATURES 164
+#define CM_NUM_FEATURES 182
 
 /* Feature rows of one candidate: nrows x CM_NUM_FEATURES floats, row-major,
  * heap (cm_features_fini frees). */
@@ -99,7 +99,7 @@ int cm_xgb_last_rounds(const cm_model *m);
 /* The version of the feature vector cm_extract produces: a pre-trained model
  * records it and one of another version is refused. Bump it with any change
  * to the features' meaning, order or count. */
-#define CM_FEATURE_SCHEMA 1
+#define CM_FEATURE_SCHEMA 2
 
 /* The family a pre-trained model is tied to: target kind, ISA and widest
  * vector ("llvm x86_64 v512"), for a resolved target. */
