@@ -1,6 +1,7 @@
 /* costmodel.h — the cost model: per-store feature extraction from a
  * scheduled, lowered function (the 164 features of MetaSchedule's
- * PerStoreFeature, documented one by one in docs/FEATURES.md), and models
+ * PerStoreFeature and tessel's 18 size-free ratios, documented one by one in
+ * docs/FEATURES.md), and models
  * that score candidates: XGBoost with the pack-sum objective (trained online,
  * saved and loaded), and a random model for comparison.
  *
