@@ -241,7 +241,7 @@ out:
 }
 
 /* A new xgb model trained on s's train records; NULL (printed) on error. */
-static cm_model *train_on(const rec_set *s, uint64_t seed, bool rank, int rounds, int *ntrain) {
+static cm_model *train_on(const rec_set *s, uint64_t seed, bool rank, int rounds, int depth, int *ntrain) {
   ts_diag d;
   ts_diag_clear(&d);
   cm_sample *smp = ts_malloc((size_t)(s->nr ? s->nr : 1) * sizeof *smp);
@@ -258,6 +258,7 @@ static cm_model *train_on(const rec_set *s, uint64_t seed, bool rank, int rounds
   cm_xgb_set_min_samples(m, 1); /* evaluate the booster even on small logs */
   cm_xgb_set_objective(m, rank);
   if (rounds > 0) cm_xgb_set_max_rounds(m, rounds);
+  if (depth > 0) cm_xgb_set_max_depth(m, depth);
   if (*ntrain > 0 && cm_update(m, smp, *ntrain, &d) != TS_OK) {
     fprintf(stderr, "tessel costmodel: training: %s\n", d.msg);
     cm_model_free(m);
@@ -277,11 +278,12 @@ static int usage(FILE *f) {
   fprintf(f,
           "usage: tessel costmodel eval LOG... [--json] [--seed N] [--seeds K] [--train-frac F]\n"
           "                         [--split records|workloads] [--objective packsum|rank]\n"
-          "                         [--max-rounds N] [--noise F] [--drop-features LIST] [--per-workload]\n"
-          "                         [--extra LOG]...\n"
+          "                         [--max-rounds N] [--max-depth N] [--noise F] [--drop-features LIST]\n"
+          "                         [--per-workload] [--extra LOG]...\n"
           "       tessel costmodel eval LOG... --cost-model FILE|default [--json] [--noise F]\n"
           "       tessel costmodel train LOG... -o MODEL [--seed N] [--objective packsum|rank]\n"
-          "                         [--max-rounds N] [--drop-features LIST] [--json]\n"
+          "                         [--max-rounds N] [--max-depth N] [--extra LOG]... [--drop-features LIST]\n"
+          "                         [--json]\n"
           "       tessel costmodel dataset --log LOG --trials N [...]  (see dataset --help)\n"
           "       tessel costmodel features   (the feature table, markdown)\n"
           "  eval replays each record's trace and extracts features, trains the XGBoost model\n"
@@ -306,7 +308,7 @@ typedef struct cm_args {
   uint64_t seed;
   int seeds;
   double frac, noise;
-  int rounds;
+  int rounds, depth;
   const char *cost_model, *out, *drop;
   char *extra[64]; /* --extra LOG: always training data, never scored */
   int nextra;
@@ -315,7 +317,7 @@ typedef struct cm_args {
 /* Parses the options of eval and train; 0 to go on, else 1 + exit status. */
 static int parse_args(int argc, char **argv, const char *cmd, cm_args *o) {
   enum { OPT_JSON = 256, OPT_SEED, OPT_FRAC, OPT_SPLIT, OPT_OBJ, OPT_CM, OPT_ROUNDS, OPT_SEEDS, OPT_NOISE,
-         OPT_DROP, OPT_PER, OPT_EXTRA };
+         OPT_DROP, OPT_PER, OPT_EXTRA, OPT_DEPTH };
   static const struct option opts[] = {
       {"json", no_argument, 0, OPT_JSON},          {"seed", required_argument, 0, OPT_SEED},
       {"train-frac", required_argument, 0, OPT_FRAC}, {"split", required_argument, 0, OPT_SPLIT},
@@ -323,7 +325,7 @@ static int parse_args(int argc, char **argv, const char *cmd, cm_args *o) {
       {"max-rounds", required_argument, 0, OPT_ROUNDS}, {"output", required_argument, 0, 'o'},
       {"seeds", required_argument, 0, OPT_SEEDS},  {"noise", required_argument, 0, OPT_NOISE},
       {"drop-features", required_argument, 0, OPT_DROP}, {"per-workload", no_argument, 0, OPT_PER},
-      {"extra", required_argument, 0, OPT_EXTRA},
+      {"extra", required_argument, 0, OPT_EXTRA},    {"max-depth", required_argument, 0, OPT_DEPTH},
       {"help", no_argument, 0, 'h'},                {0, 0, 0, 0}};
   *o = (cm_args){.seed = 1, .seeds = 1, .frac = 0.7, .noise = 0.02};
   optind = 1;
@@ -335,6 +337,7 @@ static int parse_args(int argc, char **argv, const char *cmd, cm_args *o) {
     else if (c == OPT_FRAC) ok = tun_cli_real(cmd, "--train-frac", optarg, 0, 1, &o->frac);
     else if (c == OPT_NOISE) ok = tun_cli_real(cmd, "--noise", optarg, 0, 10, &o->noise);
     else if (c == OPT_ROUNDS) ok = tun_cli_int(cmd, "--max-rounds", optarg, 1, 100000, &o->rounds);
+    else if (c == OPT_DEPTH) ok = tun_cli_int(cmd, "--max-depth", optarg, 1, 30, &o->depth);
     else if (c == OPT_CM) o->cost_model = optarg;
     else if (c == OPT_DROP) o->drop = optarg;
     else if (c == OPT_PER) o->per_workload = true;
@@ -440,7 +443,7 @@ static int eval_existing(const rec_set *s, const cm_args *o) {
 static bool eval_split(rec_set *s, const cm_args *o, uint64_t seed, score *x, score *r, int *ntrain,
                        int *rounds) {
   split(s, seed, o->frac, o->by_workload);
-  cm_model *xm = train_on(s, seed, o->rank, o->rounds, ntrain);
+  cm_model *xm = train_on(s, seed, o->rank, o->rounds, o->depth, ntrain);
   cm_model *rm = cm_random_new(seed);
   bool ok = xm && rm;
   if (ok) {
@@ -515,7 +518,7 @@ static int cmd_train(rec_set *s, const cm_args *o) {
   }
   for (int i = 0; i < s->nr; i++) s->r[i].train = true;
   int ntrain = 0;
-  cm_model *m = train_on(s, o->seed, o->rank, o->rounds, &ntrain);
+  cm_model *m = train_on(s, o->seed, o->rank, o->rounds, o->depth, &ntrain);
   if (!m) return 1;
   char fam[96];
   cm_target_family(&tg, fam, sizeof fam);

@@ -92,6 +92,9 @@ ts_status cm_extract_lowered(const ir_func *lowered, const cg_target *t, cm_feat
 /* Cap on boosting rounds per training (default 150; early stopping usually
  * ends sooner). */
 void cm_xgb_set_max_rounds(cm_model *m, int n);
+/* Tree depth of the trees trained from now on (default 10, MetaSchedule's;
+ * `costmodel train --max-depth` makes a smaller pre-trained model). */
+void cm_xgb_set_max_depth(cm_model *m, int n);
 /* Rounds run by the last training (0 if none). */
 int cm_xgb_last_rounds(const cm_model *m);
 

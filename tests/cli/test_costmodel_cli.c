@@ -65,6 +65,23 @@ START_TEST(test_train_and_eval_with_model) {
   ck_assert_ptr_nonnull(json_object_get(attrs, "tessel_feature_schema"));
   ck_assert_ptr_nonnull(json_object_get(attrs, "tessel_target_family"));
   json_decref(m);
+  /* --max-depth 2: every tree has at most 7 nodes */
+  json_decref(run_json("train depth 2",
+                       run("costmodel train '%s' -o '%s/d2.json' --max-rounds 10 --max-depth 2 --objective rank --json",
+                           fx_sm, tmpdir)));
+  char d2[400];
+  snprintf(d2, sizeof d2, "%s/d2.json", tmpdir);
+  json_t *md = json_load_file(d2, 0, NULL);
+  ck_assert_ptr_nonnull(md);
+  json_t *trees = json_object_get(json_object_get(json_object_get(json_object_get(md, "learner"), "gradient_booster"),
+                                                  "model"), "trees");
+  ck_assert_int_gt(json_array_size(trees), 0);
+  for (size_t i = 0; i < json_array_size(trees); i++) {
+    const char *nn = json_string_value(json_object_get(json_object_get(json_array_get(trees, i), "tree_param"),
+                                                       "num_nodes"));
+    ck_assert_msg(nn && atoi(nn) >= 1 && atoi(nn) <= 7, "tree %zu has %s nodes", i, nn ? nn : "?");
+  }
+  json_decref(md);
   json_t *e = run_json("eval --cost-model", run("costmodel eval '%s' --cost-model '%s' --json", fx_mm, path));
   ck_assert_int_eq(json_integer_value(json_object_get(e, "trained_records")), 0);
   ck_assert_str_eq(json_string_value(json_object_get(e, "model")), path);
