@@ -2,6 +2,8 @@
 # make.sh — produces costmodel/pretrained/default.json, the pre-trained cost
 # model `tessel tune --cost-model default` loads (docs/COSTMODEL.md,
 # "Training set", "Training, saving and loading"):
+#   0. DATA/dataset.jsonl starts as the committed dataset.jsonl.xz (the
+#      measurements the committed model was trained on) if it does not exist;
 #   1. `tessel costmodel dataset` measures the corpus into DATA/dataset.jsonl
 #      on one core: families in round robin, each family's smallest workloads
 #      first (--order small-first), WORKLOADS x TRIALS candidates sampled by
@@ -15,7 +17,8 @@
 #
 #   costmodel/pretrained/make.sh [DATA]     (DATA default: bench/out/dataset)
 #   Environment: BUILD (build), TRIALS (48 per workload), BATCH (48),
-#   WORKLOADS (400), TIME_LIMIT (3600 s; 0: none), OBJECTIVE (rank), ROUNDS (50),
+#   WORKLOADS (400), TIME_LIMIT (3600 s; 0: none), OBJECTIVE (rank), ROUNDS (100),
+#   DEPTH (6),
 #   CPU (taskset -c 1 nice -n 10), SKIP_DATASET=1 (train on DATA as it is),
 #   EXTRA ("LOG ...": more tuning logs to train on, e.g. earlier tuning runs of
 #   this machine; they never enter the held-out evaluation's scores).
@@ -29,6 +32,9 @@ T=${BUILD:-build}/tessel
 cpu=${CPU:-taskset -c 1 nice -n 10}
 here=$(dirname "$0")
 mkdir -p "$data"
+if [ ! -f "$data/dataset.jsonl" ] && [ -f "$here/dataset.jsonl.xz" ]; then
+  xz -dc "$here/dataset.jsonl.xz" > "$data/dataset.jsonl"
+fi
 if [ "${SKIP_DATASET:-0}" != 1 ]; then
   $cpu "$T" costmodel dataset --log "$data/dataset.jsonl" --trials "${TRIALS:-48}" --batch "${BATCH:-48}" \
     --workloads "${WORKLOADS:-400}" --order small-first --threads 1 --no-library --no-runoff \
@@ -39,7 +45,7 @@ for x in ${EXTRA:-}; do extra+=(--extra "$x"); done
 for obj in packsum rank; do
   printf '%s: ' "$obj"
   $cpu "$T" costmodel eval "$data/dataset.jsonl" "${extra[@]}" --split workloads --train-frac 0.75 --seed 1 \
-    --seeds 5 --objective "$obj" --json | tail -1
+    --seeds 5 --objective "$obj" --max-depth "${DEPTH:-6}" --max-rounds "${ROUNDS:-100}" --json | tail -1
 done
 $cpu "$T" costmodel train "$data/dataset.jsonl" "${extra[@]}" --objective "${OBJECTIVE:-rank}" \
-  --max-rounds "${ROUNDS:-50}" -o "$here/default.json" --json
+  --max-rounds "${ROUNDS:-100}" --max-depth "${DEPTH:-6}" -o "$here/default.json" --json
