@@ -77,9 +77,9 @@ cm_model *cm_load(const char *path, ts_diag *d);
  * recall@k (fraction of the true top-k found in the predicted top-k). */
 double cm_pairwise_accuracy(const double *scores, const double *costs, int n);
 /* As cm_pairwise_accuracy over the pairs whose costs differ by more than
- * margin (relative: the slower over margin x the faster; 0.02 leaves out
- * pairs within 2 %, about the timing noise of a loaded machine); 0.5 if no
- * pair qualifies. margin 0 is cm_pairwise_accuracy. */
+ * margin (relative: the slower at least (1 + margin) x the faster; 0.02
+ * leaves out pairs within 2 %, about the timing noise of CPU-time
+ * measurements); 0.5 if no pair qualifies. margin 0 is cm_pairwise_accuracy. */
 double cm_pairwise_accuracy_margin(const double *scores, const double *costs, int n, double margin);
 double cm_recall_at_k(const double *scores, const double *costs, int n, int k);
 
