@@ -162,13 +162,13 @@ bool tun_cli_options_join(struct option *out, size_t cap, const struct option *c
   return true;
 }
 
-enum { OPT_NUMBER = 900, OPT_REPEAT, OPT_MINMS, OPT_TIMEOUT, OPT_FLUSH, OPT_THREADS };
+enum { OPT_NUMBER = 900, OPT_REPEAT, OPT_MINMS, OPT_TIMEOUT, OPT_FLUSH, OPT_THREADS, OPT_CPUTIME };
 
 const struct option tun_cli_measure_options[] = {
     {"number", required_argument, 0, OPT_NUMBER},   {"repeat", required_argument, 0, OPT_REPEAT},
     {"min-repeat-ms", required_argument, 0, OPT_MINMS}, {"timeout", required_argument, 0, OPT_TIMEOUT},
     {"cache-flush", no_argument, 0, OPT_FLUSH},     {"threads", required_argument, 0, OPT_THREADS},
-    {0, 0, 0, 0}};
+    {"cpu-time", no_argument, 0, OPT_CPUTIME},      {0, 0, 0, 0}};
 
 bool tun_cli_int(const char *cmd, const char *opt, const char *arg, long long lo, long long hi, int *out) {
   int64_t v;
@@ -205,6 +205,7 @@ int tun_cli_measure_option(const char *cmd, tsrt_measure_opts *mo, int opt, cons
     ok = tun_cli_real(cmd, "--timeout", arg, 1e-3, 1e6, &mo->timeout_s);
     break;
   case OPT_FLUSH: mo->cache_flush = true; break;
+  case OPT_CPUTIME: mo->cpu_time = true; break;
   case OPT_THREADS: ok = tun_cli_int(cmd, "--threads", arg, 0, 4096, &mo->num_threads); break;
   default: return 0;
   }

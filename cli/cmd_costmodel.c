@@ -32,6 +32,7 @@
 typedef struct wl_ent {
   const char *text;
   ir_func *func; /* NULL if it could not be built */
+  bool main;     /* has a record of a main log (not only --extra ones) */
 } wl_ent;
 
 typedef struct rec_ent {
@@ -41,6 +42,7 @@ typedef struct rec_ent {
   double cost;
   bool valid;     /* error-free with runs */
   bool train;
+  bool extra;     /* from an --extra log: always trains, never scored */
 } rec_ent;
 
 /* The records of one or more logs with their features. */
@@ -75,7 +77,7 @@ static void set_free(rec_set *s) {
 }
 
 /* Adds record rec of a loaded log to s (or counts it skipped). */
-static void set_add(rec_set *s, const tun_record *rec) {
+static void set_add(rec_set *s, const tun_record *rec, bool extra) {
   if (!rec->workload || !rec->trace || !rec->target) {
     s->nskip++;
     return;
@@ -106,6 +108,8 @@ static void set_add(rec_set *s, const tun_record *rec) {
   }
   sch_traced_free(t);
   e->wl = w;
+  e->extra = extra;
+  if (!extra) s->wl[w].main = true;
   e->group = strtoull(rec->workload_key, NULL, 16);
   e->valid = !rec->error && rec->nruns > 0;
   e->cost = e->valid ? tun_record_median(rec) : 1e10;
@@ -118,8 +122,9 @@ static void set_add(rec_set *s, const tun_record *rec) {
   s->nr++;
 }
 
-/* Loads the logs paths[0..n) into s; 0 or the exit status (printed). */
-static int set_load(rec_set *s, char **paths, int n) {
+/* Loads the logs paths[0..n) into s, the last nextra of them as --extra
+ * logs; 0 or the exit status (printed). */
+static int set_load(rec_set *s, char **paths, int n, int nextra) {
   memset(s, 0, sizeof *s);
   s->a = ts_arena_new();
   s->dbs = ts_calloc((size_t)n, sizeof *s->dbs);
@@ -137,7 +142,7 @@ static int set_load(rec_set *s, char **paths, int n) {
   s->wl = ts_calloc((size_t)(s->nrec ? s->nrec : 1), sizeof *s->wl);
   if (!s->r || !s->wl) return fprintf(stderr, "tessel costmodel: out of memory\n"), 1;
   for (int k = 0; k < s->ndb; k++)
-    for (int i = 0; i < tun_db_count(s->dbs[k]); i++) set_add(s, tun_db_get(s->dbs[k], i));
+    for (int i = 0; i < tun_db_count(s->dbs[k]); i++) set_add(s, tun_db_get(s->dbs[k], i), k >= n - nextra);
   return 0;
 }
 
@@ -149,18 +154,24 @@ static void shuffle(ts_rng *rng, int *idx, int k) {
   }
 }
 
-/* Marks the train records: by_workload, a seeded frac of the workloads (at
- * least one held out), else a seeded frac of each workload's records. */
+/* Marks the train records: by_workload, a seeded frac of the workloads of
+ * the main logs (at least one held out), else a seeded frac of each
+ * workload's records; records of --extra logs train unless their workload
+ * is held out. */
 static void split(rec_set *s, uint64_t seed, double frac, bool by_workload) {
   ts_rng rng;
   ts_rng_seed(&rng, seed);
   int *idx = ts_malloc((size_t)(s->nr > s->nwl ? s->nr : s->nwl) * sizeof *idx + 1);
   if (!idx) return;
+  /* extra records of a held-out workload neither train nor score */
+  for (int i = 0; i < s->nr; i++) s->r[i].train = !s->wl[s->r[i].wl].main || (!by_workload && s->r[i].extra);
   if (by_workload) {
-    for (int w = 0; w < s->nwl; w++) idx[w] = w;
-    shuffle(&rng, idx, s->nwl);
-    int kt = (int)(s->nwl * frac + 0.5);
-    if (kt >= s->nwl) kt = s->nwl - 1;
+    int nm = 0;
+    for (int w = 0; w < s->nwl; w++)
+      if (s->wl[w].main) idx[nm++] = w;
+    shuffle(&rng, idx, nm);
+    int kt = (int)(nm * frac + 0.5);
+    if (kt >= nm) kt = nm - 1;
     for (int i = 0; i < s->nr; i++)
       for (int j = 0; j < kt; j++)
         if (s->r[i].wl == idx[j]) s->r[i].train = true;
@@ -168,7 +179,7 @@ static void split(rec_set *s, uint64_t seed, double frac, bool by_workload) {
     for (int w = 0; w < s->nwl; w++) {
       int k = 0;
       for (int i = 0; i < s->nr; i++)
-        if (s->r[i].wl == w) idx[k++] = i;
+        if (s->r[i].wl == w && !s->r[i].extra) idx[k++] = i;
       shuffle(&rng, idx, k);
       int kt = (int)(k * frac + 0.5);
       for (int i = 0; i < kt; i++) s->r[idx[i]].train = true;
@@ -178,9 +189,16 @@ static void split(rec_set *s, uint64_t seed, double frac, bool by_workload) {
 }
 
 /* Scores model m on the records that are not train (scored_all: all). */
-static void eval_model(cm_model *m, const rec_set *s, bool scored_all, double *acc, double *rec, int *nscored,
-                       int *nwl_scored) {
-  double wacc = 0, wrec = 0;
+/* Scores of one model on a record set (weighted over workloads by their
+ * scored records): pairwise accuracy over all pairs (acc) and over the
+ * pairs beyond the noise margin (acc_n), recall@30 (rec). */
+typedef struct score {
+  double acc, acc_n, rec;
+  int nscored, nwl;
+} score;
+
+static void eval_model(cm_model *m, const rec_set *s, bool scored_all, double noise, FILE *per, score *out) {
+  double wacc = 0, wacn = 0, wrec = 0;
   int tot = 0, nw = 0, n = s->nr;
   cm_features *c = ts_malloc((size_t)(n ? n : 1) * sizeof *c);
   double *sc = ts_malloc((size_t)(n ? n : 1) * sizeof *sc);
@@ -189,30 +207,41 @@ static void eval_model(cm_model *m, const rec_set *s, bool scored_all, double *a
   for (int w = 0; w < s->nwl; w++) {
     int k = 0;
     for (int i = 0; i < n; i++)
-      if (s->r[i].wl == w && (scored_all || !s->r[i].train) && s->r[i].valid) {
+      if (s->r[i].wl == w && (scored_all || !s->r[i].train) && !s->r[i].extra && s->r[i].valid) {
         c[k] = s->r[i].feat;
         co[k] = s->r[i].cost;
         k++;
       }
     if (k < 2) continue;
     if (cm_predict(m, c, k, sc, NULL) != TS_OK) continue;
+    if (per) {
+      double lo = co[0], hi = co[0];
+      for (int i = 1; i < k; i++) {
+        lo = co[i] < lo ? co[i] : lo;
+        hi = co[i] > hi ? co[i] : hi;
+      }
+      fprintf(per, "    %-70.70s %3d records, slowest/fastest %7.2f: pairwise %.3f (beyond noise %.3f)\n",
+              s->wl[w].text, k, hi / lo, cm_pairwise_accuracy(sc, co, k), cm_pairwise_accuracy_margin(sc, co, k, noise));
+    }
     wacc += cm_pairwise_accuracy(sc, co, k) * k;
+    wacn += cm_pairwise_accuracy_margin(sc, co, k, noise) * k;
     wrec += cm_recall_at_k(sc, co, k, 30) * k;
     tot += k;
     nw++;
   }
 out:
-  *acc = tot ? wacc / tot : 0;
-  *rec = tot ? wrec / tot : 0;
-  *nscored = tot;
-  *nwl_scored = nw;
+  out->acc = tot ? wacc / tot : 0;
+  out->acc_n = tot ? wacn / tot : 0;
+  out->rec = tot ? wrec / tot : 0;
+  out->nscored = tot;
+  out->nwl = nw;
   ts_free(c);
   ts_free(sc);
   ts_free(co);
 }
 
 /* A new xgb model trained on s's train records; NULL (printed) on error. */
-static cm_model *train_on(const rec_set *s, uint64_t seed, bool rank, int rounds, int *ntrain) {
+static cm_model *train_on(const rec_set *s, uint64_t seed, bool rank, int rounds, int depth, int *ntrain) {
   ts_diag d;
   ts_diag_clear(&d);
   cm_sample *smp = ts_malloc((size_t)(s->nr ? s->nr : 1) * sizeof *smp);
@@ -229,6 +258,7 @@ static cm_model *train_on(const rec_set *s, uint64_t seed, bool rank, int rounds
   cm_xgb_set_min_samples(m, 1); /* evaluate the booster even on small logs */
   cm_xgb_set_objective(m, rank);
   if (rounds > 0) cm_xgb_set_max_rounds(m, rounds);
+  if (depth > 0) cm_xgb_set_max_depth(m, depth);
   if (*ntrain > 0 && cm_update(m, smp, *ntrain, &d) != TS_OK) {
     fprintf(stderr, "tessel costmodel: training: %s\n", d.msg);
     cm_model_free(m);
@@ -246,11 +276,14 @@ static bool set_target(const rec_set *s, cg_target *tg) {
 
 static int usage(FILE *f) {
   fprintf(f,
-          "usage: tessel costmodel eval LOG... [--json] [--seed N] [--train-frac F]\n"
+          "usage: tessel costmodel eval LOG... [--json] [--seed N] [--seeds K] [--train-frac F]\n"
           "                         [--split records|workloads] [--objective packsum|rank]\n"
-          "       tessel costmodel eval LOG... --cost-model FILE|default [--json]\n"
+          "                         [--max-rounds N] [--max-depth N] [--noise F] [--drop-features LIST]\n"
+          "                         [--per-workload] [--extra LOG]...\n"
+          "       tessel costmodel eval LOG... --cost-model FILE|default [--json] [--noise F]\n"
           "       tessel costmodel train LOG... -o MODEL [--seed N] [--objective packsum|rank]\n"
-          "                         [--max-rounds N] [--json]\n"
+          "                         [--max-rounds N] [--max-depth N] [--extra LOG]... [--drop-features LIST]\n"
+          "                         [--json]\n"
           "       tessel costmodel dataset --log LOG --trials N [...]  (see dataset --help)\n"
           "       tessel costmodel features   (the feature table, markdown)\n"
           "  eval replays each record's trace and extracts features, trains the XGBoost model\n"
@@ -258,37 +291,61 @@ static int usage(FILE *f) {
           "  workloads, so scored workloads are never seen in training) and reports\n"
           "  pairwise accuracy and recall@30 on the held-out records beside the random\n"
           "  model's; with --cost-model it ranks every record with that model, training on\n"
-          "  none. train fits a model on all records of the logs and writes it in XGBoost's\n"
-          "  JSON format with the feature schema and target family (tune --cost-model).\n");
+          "  none. --seeds K repeats the split for seeds N..N+K-1 (features extracted once)\n"
+          "  and adds the mean. pairwise_accuracy counts every pair with different costs;\n"
+          "  pairwise_accuracy_beyond_noise only pairs whose costs differ by more than F\n"
+          "  (--noise, default 0.02 = 2%%). --drop-features LIST (e.g. 164-181,60) zeroes those\n"
+          "  feature columns before training and scoring (ablation); --per-workload prints each\n"
+          "  scored workload's figures (text output); --extra LOG (repeatable) adds a log whose\n"
+          "  records always train and are never scored (e.g. logs of another machine). train fits a model on all\n"
+          "  records of the logs and writes it in XGBoost's JSON format with the feature\n"
+          "  schema and target family (tune --cost-model).\n");
   return f == stdout ? 0 : 2;
 }
 
 typedef struct cm_args {
-  bool json, rank, by_workload;
+  bool json, rank, by_workload, per_workload;
   uint64_t seed;
-  double frac;
-  int rounds;
-  const char *cost_model, *out;
+  int seeds;
+  double frac, noise;
+  int rounds, depth;
+  const char *cost_model, *out, *drop;
+  char *extra[64]; /* --extra LOG: always training data, never scored */
+  int nextra;
 } cm_args;
 
 /* Parses the options of eval and train; 0 to go on, else 1 + exit status. */
 static int parse_args(int argc, char **argv, const char *cmd, cm_args *o) {
-  enum { OPT_JSON = 256, OPT_SEED, OPT_FRAC, OPT_SPLIT, OPT_OBJ, OPT_CM, OPT_ROUNDS };
+  enum { OPT_JSON = 256, OPT_SEED, OPT_FRAC, OPT_SPLIT, OPT_OBJ, OPT_CM, OPT_ROUNDS, OPT_SEEDS, OPT_NOISE,
+         OPT_DROP, OPT_PER, OPT_EXTRA, OPT_DEPTH };
   static const struct option opts[] = {
       {"json", no_argument, 0, OPT_JSON},          {"seed", required_argument, 0, OPT_SEED},
       {"train-frac", required_argument, 0, OPT_FRAC}, {"split", required_argument, 0, OPT_SPLIT},
       {"objective", required_argument, 0, OPT_OBJ}, {"cost-model", required_argument, 0, OPT_CM},
       {"max-rounds", required_argument, 0, OPT_ROUNDS}, {"output", required_argument, 0, 'o'},
+      {"seeds", required_argument, 0, OPT_SEEDS},  {"noise", required_argument, 0, OPT_NOISE},
+      {"drop-features", required_argument, 0, OPT_DROP}, {"per-workload", no_argument, 0, OPT_PER},
+      {"extra", required_argument, 0, OPT_EXTRA},    {"max-depth", required_argument, 0, OPT_DEPTH},
       {"help", no_argument, 0, 'h'},                {0, 0, 0, 0}};
-  *o = (cm_args){.seed = 1, .frac = 0.7};
+  *o = (cm_args){.seed = 1, .seeds = 1, .frac = 0.7, .noise = 0.02};
   optind = 1;
   for (int c; (c = getopt_long(argc, argv, "ho:", opts, NULL)) != -1;) {
     bool ok = true;
     if (c == OPT_JSON) o->json = true;
     else if (c == OPT_SEED) ok = tun_cli_seed(cmd, "--seed", optarg, &o->seed);
+    else if (c == OPT_SEEDS) ok = tun_cli_int(cmd, "--seeds", optarg, 1, 1000, &o->seeds);
     else if (c == OPT_FRAC) ok = tun_cli_real(cmd, "--train-frac", optarg, 0, 1, &o->frac);
+    else if (c == OPT_NOISE) ok = tun_cli_real(cmd, "--noise", optarg, 0, 10, &o->noise);
     else if (c == OPT_ROUNDS) ok = tun_cli_int(cmd, "--max-rounds", optarg, 1, 100000, &o->rounds);
+    else if (c == OPT_DEPTH) ok = tun_cli_int(cmd, "--max-depth", optarg, 1, 30, &o->depth);
     else if (c == OPT_CM) o->cost_model = optarg;
+    else if (c == OPT_DROP) o->drop = optarg;
+    else if (c == OPT_PER) o->per_workload = true;
+    else if (c == OPT_EXTRA && o->nextra < 64) o->extra[o->nextra++] = optarg;
+    else if (c == OPT_EXTRA) {
+      fprintf(stderr, "tessel %s: --extra: at most 64 logs\n", cmd);
+      ok = false;
+    }
     else if (c == 'o') o->out = optarg;
     else if (c == OPT_SPLIT && (!strcmp(optarg, "records") || !strcmp(optarg, "workloads")))
       o->by_workload = !strcmp(optarg, "workloads");
@@ -305,6 +362,41 @@ static int parse_args(int argc, char **argv, const char *cmd, cm_args *o) {
   }
   if (optind >= argc || o->frac <= 0 || o->frac >= 1) return 1 + usage(stderr);
   return 0;
+}
+
+/* Zeroes the feature columns of list ("164-181,60") in every record of s;
+ * false (printed) on a malformed list. */
+static bool drop_features(rec_set *s, const char *list, const char *cmd) {
+  bool mask[CM_NUM_FEATURES] = {0};
+  for (const char *p = list; *p;) {
+    char *end;
+    long a = strtol(p, &end, 10), b = a;
+    if (end == p) goto bad;
+    if (*end == '-') {
+      const char *q = end + 1;
+      b = strtol(q, &end, 10);
+      if (end == q) goto bad;
+    }
+    if (a < 0 || b >= CM_NUM_FEATURES || a > b) goto bad;
+    for (long i = a; i <= b; i++) mask[i] = true;
+    if (*end == ',') end++;
+    else if (*end) goto bad;
+    p = end;
+  }
+  for (int i = 0; i < s->nr; i++)
+    for (int r = 0; r < s->r[i].feat.nrows; r++)
+      for (int k = 0; k < CM_NUM_FEATURES; k++)
+        if (mask[k]) s->r[i].feat.rows[(size_t)r * CM_NUM_FEATURES + k] = 0;
+  return true;
+bad:
+  fprintf(stderr, "tessel %s: --drop-features: '%s' is not a list of feature indices or ranges in 0..%d\n",
+          cmd, list, CM_NUM_FEATURES - 1);
+  return false;
+}
+
+static void print_score_json(const char *key, const score *x) {
+  printf("\"%s\": {\"pairwise_accuracy\": %.4f, \"pairwise_accuracy_beyond_noise\": %.4f, "
+         "\"recall_at_30\": %.4f}", key, x->acc, x->acc_n, x->rec);
 }
 
 /* eval with --cost-model: rank every record with an existing model. */
@@ -324,61 +416,97 @@ static int eval_existing(const rec_set *s, const cm_args *o) {
   }
   const char *path = strcmp(o->cost_model, "default") ? o->cost_model : cm_pretrained_default_path();
   cm_model *rm = cm_random_new(o->seed);
-  double xa, xr, ra, rr;
-  int scored, nws;
-  eval_model(m, s, true, &xa, &xr, &scored, &nws);
-  eval_model(rm, s, true, &ra, &rr, &scored, &nws);
-  if (o->json)
+  score x, r;
+  eval_model(m, s, true, o->noise, o->per_workload ? stdout : NULL, &x);
+  eval_model(rm, s, true, o->noise, NULL, &r);
+  if (o->json) {
     printf("{\"records\": %d, \"used\": %d, \"skipped\": %d, \"workloads\": %d, \"scored\": %d, "
-           "\"pairwise_accuracy\": %.4f, \"recall_at_30\": %.4f, \"model\": \"%s\", \"trained_records\": 0, "
-           "\"random\": {\"pairwise_accuracy\": %.4f, \"recall_at_30\": %.4f}}\n",
-           s->nrec, s->nr, s->nskip, nws, scored, xa, xr, path, ra, rr);
-  else {
+           "\"pairwise_accuracy\": %.4f, \"pairwise_accuracy_beyond_noise\": %.4f, \"noise\": %g, "
+           "\"recall_at_30\": %.4f, \"model\": \"%s\", \"trained_records\": 0, ",
+           s->nrec, s->nr, s->nskip, x.nwl, x.nscored, x.acc, x.acc_n, o->noise, x.rec, path);
+    print_score_json("random", &r);
+    printf("}\n");
+  } else {
     printf("records %d (used %d, skipped %d), workloads %d, scored %d, model %s (trained on none)\n", s->nrec,
-           s->nr, s->nskip, nws, scored, path);
-    printf("  model   pairwise accuracy %.4f  recall@30 %.4f\n", xa, xr);
-    printf("  random  pairwise accuracy %.4f  recall@30 %.4f\n", ra, rr);
+           s->nr, s->nskip, x.nwl, x.nscored, path);
+    printf("  model   pairwise accuracy %.4f (pairs beyond %g: %.4f)  recall@30 %.4f\n", x.acc, o->noise,
+           x.acc_n, x.rec);
+    printf("  random  pairwise accuracy %.4f (pairs beyond %g: %.4f)  recall@30 %.4f\n", r.acc, o->noise,
+           r.acc_n, r.rec);
   }
   cm_model_free(m);
   cm_model_free(rm);
   return 0;
 }
 
-static int cmd_eval(const rec_set *s, const cm_args *o) {
-  if (o->cost_model) return eval_existing(s, o);
-  split((rec_set *)s, o->seed, o->frac, o->by_workload);
-  int ntrain = 0, scored = 0, nws = 0;
-  cm_model *xm = train_on(s, o->seed, o->rank, o->rounds, &ntrain);
-  cm_model *rm = cm_random_new(o->seed);
-  if (!xm || !rm) {
-    cm_model_free(xm);
-    cm_model_free(rm);
-    return 1;
-  }
-  double xa, xr, ra, rr;
-  eval_model(xm, s, false, &xa, &xr, &scored, &nws);
-  eval_model(rm, s, false, &ra, &rr, &scored, &nws);
-  const char *sp = o->by_workload ? "workloads" : "records";
-  if (o->json)
-    printf("{\"records\": %d, \"used\": %d, \"skipped\": %d, \"workloads\": %d, \"split\": \"%s\", "
-           "\"train\": %d, \"heldout\": %d, \"heldout_workloads\": %d, \"pairwise_accuracy\": %.4f, "
-           "\"recall_at_30\": %.4f, \"model\": \"xgb\", \"objective\": \"%s\", \"trained_records\": %d, "
-           "\"rounds\": %d, \"random\": {\"pairwise_accuracy\": %.4f, \"recall_at_30\": %.4f}}\n",
-           s->nrec, s->nr, s->nskip, s->nwl, sp, ntrain, scored, nws, xa, xr, o->rank ? "rank" : "packsum",
-           ntrain, cm_xgb_last_rounds(xm), ra, rr);
-  else {
-    printf("records %d (used %d, skipped %d), workloads %d, split by %s: train %d, held-out scored %d "
-           "(%d workloads)\n", s->nrec, s->nr, s->nskip, s->nwl, sp, ntrain, scored, nws);
-    printf("  xgb     pairwise accuracy %.4f  recall@30 %.4f  (%s, %d rounds)\n", xa, xr,
-           o->rank ? "rank" : "packsum", cm_xgb_last_rounds(xm));
-    printf("  random  pairwise accuracy %.4f  recall@30 %.4f\n", ra, rr);
+/* One seeded split, training and scoring; false on a training error. */
+static bool eval_split(rec_set *s, const cm_args *o, uint64_t seed, score *x, score *r, int *ntrain,
+                       int *rounds) {
+  split(s, seed, o->frac, o->by_workload);
+  cm_model *xm = train_on(s, seed, o->rank, o->rounds, o->depth, ntrain);
+  cm_model *rm = cm_random_new(seed);
+  bool ok = xm && rm;
+  if (ok) {
+    eval_model(xm, s, false, o->noise, o->per_workload ? stdout : NULL, x);
+    eval_model(rm, s, false, o->noise, NULL, r);
+    *rounds = cm_xgb_last_rounds(xm);
   }
   cm_model_free(xm);
   cm_model_free(rm);
+  return ok;
+}
+
+static int cmd_eval(rec_set *s, const cm_args *o) {
+  if (o->cost_model) return eval_existing(s, o);
+  const char *sp = o->by_workload ? "workloads" : "records", *obj = o->rank ? "rank" : "packsum";
+  score mx = {0}, mr = {0};
+  for (int k = 0; k < o->seeds; k++) {
+    uint64_t seed = o->seed + (uint64_t)k;
+    score x, r;
+    int ntrain = 0, rounds = 0;
+    if (!eval_split(s, o, seed, &x, &r, &ntrain, &rounds)) return 1;
+    mx.acc += x.acc / o->seeds;
+    mx.acc_n += x.acc_n / o->seeds;
+    mx.rec += x.rec / o->seeds;
+    mr.acc += r.acc / o->seeds;
+    mr.acc_n += r.acc_n / o->seeds;
+    mr.rec += r.rec / o->seeds;
+    if (o->json) {
+      printf("{\"records\": %d, \"used\": %d, \"skipped\": %d, \"workloads\": %d, \"split\": \"%s\", "
+             "\"seed\": %llu, \"train\": %d, \"heldout\": %d, \"heldout_workloads\": %d, "
+             "\"pairwise_accuracy\": %.4f, \"pairwise_accuracy_beyond_noise\": %.4f, \"noise\": %g, "
+             "\"recall_at_30\": %.4f, \"model\": \"xgb\", \"objective\": \"%s\", \"trained_records\": %d, "
+             "\"rounds\": %d, ",
+             s->nrec, s->nr, s->nskip, s->nwl, sp, (unsigned long long)seed, ntrain, x.nscored, x.nwl, x.acc,
+             x.acc_n, o->noise, x.rec, obj, ntrain, rounds);
+      print_score_json("random", &r);
+      printf("}\n");
+    } else {
+      printf("records %d (used %d, skipped %d), workloads %d, split by %s, seed %llu: train %d, held-out "
+             "scored %d (%d workloads)\n", s->nrec, s->nr, s->nskip, s->nwl, sp, (unsigned long long)seed,
+             ntrain, x.nscored, x.nwl);
+      printf("  xgb     pairwise accuracy %.4f (pairs beyond %g: %.4f)  recall@30 %.4f  (%s, %d rounds)\n",
+             x.acc, o->noise, x.acc_n, x.rec, obj, rounds);
+      printf("  random  pairwise accuracy %.4f (pairs beyond %g: %.4f)  recall@30 %.4f\n", r.acc, o->noise,
+             r.acc_n, r.rec);
+    }
+  }
+  if (o->seeds > 1) {
+    if (o->json) {
+      printf("{\"mean_of_seeds\": %d, \"split\": \"%s\", \"objective\": \"%s\", \"pairwise_accuracy\": %.4f, "
+             "\"pairwise_accuracy_beyond_noise\": %.4f, \"recall_at_30\": %.4f, ",
+             o->seeds, sp, obj, mx.acc, mx.acc_n, mx.rec);
+      print_score_json("random", &mr);
+      printf("}\n");
+    } else {
+      printf("mean of %d seeds: xgb pairwise %.4f (beyond noise %.4f) recall@30 %.4f; random %.4f (%.4f) %.4f\n",
+             o->seeds, mx.acc, mx.acc_n, mx.rec, mr.acc, mr.acc_n, mr.rec);
+    }
+  }
   return 0;
 }
 
-static int cmd_train(const rec_set *s, const cm_args *o) {
+static int cmd_train(rec_set *s, const cm_args *o) {
   if (!o->out) {
     fprintf(stderr, "tessel costmodel train: -o MODEL is required\n");
     return 2;
@@ -390,7 +518,7 @@ static int cmd_train(const rec_set *s, const cm_args *o) {
   }
   for (int i = 0; i < s->nr; i++) s->r[i].train = true;
   int ntrain = 0;
-  cm_model *m = train_on(s, o->seed, o->rank, o->rounds, &ntrain);
+  cm_model *m = train_on(s, o->seed, o->rank, o->rounds, o->depth, &ntrain);
   if (!m) return 1;
   char fam[96];
   cm_target_family(&tg, fam, sizeof fam);
@@ -438,7 +566,14 @@ int tun_cmd_costmodel(int argc, char **argv) {
     return 2;
   }
   rec_set s;
-  rc = set_load(&s, argv + 1 + optind, argc - 1 - optind);
+  int nmain = argc - 1 - optind;
+  char **paths = ts_malloc((size_t)(nmain + o.nextra) * sizeof *paths);
+  if (!paths) return fprintf(stderr, "tessel %s: out of memory\n", cmd), 1;
+  for (int i = 0; i < nmain; i++) paths[i] = argv[1 + optind + i];
+  for (int i = 0; i < o.nextra; i++) paths[nmain + i] = o.extra[i];
+  rc = set_load(&s, paths, nmain + o.nextra, o.nextra);
+  ts_free(paths);
+  if (!rc && o.drop && !drop_features(&s, o.drop, cmd)) rc = 2;
   if (!rc) rc = train ? cmd_train(&s, &o) : cmd_eval(&s, &o);
   set_free(&s);
   return rc;

@@ -19,7 +19,7 @@
 static const char tune_usage[] =
     "usage: tessel tune SUBJECT --trials N --log LOG [--target T] [--batch N]\n"
     "         [--model xgb|random] [--seed S] [--number N] [--repeat N]\n"
-    "         [--min-repeat-ms MS] [--timeout S] [--cache-flush] [--threads N]\n"
+    "         [--min-repeat-ms MS] [--timeout S] [--cache-flush] [--cpu-time] [--threads N]\n"
     "         [--build-jobs N] [--slow-cutoff F] [--first-batch N] [--json]\n"
     "         [--no-layout-rewrite] [--no-tensorize] [--no-tensor-core] [--gpu-regcheck]\n"
     "         [--no-default-tiling] [--xgb-min-samples N] [--xgb-max-rounds N] [--no-library]\n"
@@ -36,6 +36,8 @@ static const char tune_usage[] =
     "--slow-cutoff F (10; 0 = off): a candidate whose warm-up call is over F times\n"
     "the best time so far is recorded with that one call, not timed --repeat times.\n"
     "--first-batch N: the search's first batch has at most N candidates (then --batch).\n"
+    "--cpu-time: time kernels with the process's CPU clock, not wall time (with --threads 1\n"
+    "the time other processes took from the kernel on a shared machine does not count).\n"
     "--no-layout-rewrite: keep the layout of weights (inputs a model feeds from constants,\n"
     "marked layout_free_buffers) instead of re-laying them (docs/LAYOUT.md).\n"
     "A/B switches: --no-tensorize (CPU intrinsic rule off, docs/TENSORIZE.md),\n"

@@ -1,6 +1,7 @@
 /* costmodel.h — the cost model: per-store feature extraction from a
  * scheduled, lowered function (the 164 features of MetaSchedule's
- * PerStoreFeature, documented one by one in docs/FEATURES.md), and models
+ * PerStoreFeature and tessel's 18 size-free ratios, documented one by one in
+ * docs/FEATURES.md), and models
  * that score candidates: XGBoost with the pack-sum objective (trained online,
  * saved and loaded), and a random model for comparison.
  *
@@ -17,7 +18,7 @@
 #include "codegen/codegen.h"
 #include "ir/ir.h"
 
-#define CM_NUM_FEATURES 164
+#define CM_NUM_FEATURES 182
 
 /* Feature rows of one candidate: nrows x CM_NUM_FEATURES floats, row-major,
  * heap (cm_features_fini frees). */
@@ -75,6 +76,11 @@ cm_model *cm_load(const char *path, ts_diag *d);
  * pairwise accuracy (fraction of pairs ordered like their true costs) and
  * recall@k (fraction of the true top-k found in the predicted top-k). */
 double cm_pairwise_accuracy(const double *scores, const double *costs, int n);
+/* As cm_pairwise_accuracy over the pairs whose costs differ by more than
+ * margin (relative: the slower at least (1 + margin) x the faster; 0.02
+ * leaves out pairs within 2 %, about the timing noise of CPU-time
+ * measurements); 0.5 if no pair qualifies. margin 0 is cm_pairwise_accuracy. */
+double cm_pairwise_accuracy_margin(const double *scores, const double *costs, int n, double margin);
 double cm_recall_at_k(const double *scores, const double *costs, int n, int k);
 
 /* ---- additions ------------------------------------------------------------ */
@@ -86,6 +92,9 @@ ts_status cm_extract_lowered(const ir_func *lowered, const cg_target *t, cm_feat
 /* Cap on boosting rounds per training (default 150; early stopping usually
  * ends sooner). */
 void cm_xgb_set_max_rounds(cm_model *m, int n);
+/* Tree depth of the trees trained from now on (default 10, MetaSchedule's;
+ * `costmodel train --max-depth` makes a smaller pre-trained model). */
+void cm_xgb_set_max_depth(cm_model *m, int n);
 /* Rounds run by the last training (0 if none). */
 int cm_xgb_last_rounds(const cm_model *m);
 
@@ -94,7 +103,7 @@ int cm_xgb_last_rounds(const cm_model *m);
 /* The version of the feature vector cm_extract produces: a pre-trained model
  * records it and one of another version is refused. Bump it with any change
  * to the features' meaning, order or count. */
-#define CM_FEATURE_SCHEMA 1
+#define CM_FEATURE_SCHEMA 2
 
 /* The family a pre-trained model is tied to: target kind, ISA and widest
  * vector ("llvm x86_64 v512"), for a resolved target. */

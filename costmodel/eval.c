@@ -1,15 +1,23 @@
 /* eval.c — ranking metrics for a model's scores on held-out candidates of
- * one workload: pairwise accuracy and recall@k (lower cost = better; higher
+ * one workload: pairwise accuracy (over all pairs with different costs, or
+ * only over pairs whose costs differ by more than a relative margin, i.e.
+ * beyond measurement noise) and recall@k (lower cost = better; higher
  * score = predicted better). */
 #include <stdlib.h>
 
 #include "costmodel/cm_int.h"
 
 double cm_pairwise_accuracy(const double *scores, const double *costs, int n) {
+  return cm_pairwise_accuracy_margin(scores, costs, n, 0);
+}
+
+double cm_pairwise_accuracy_margin(const double *scores, const double *costs, int n, double margin) {
   double good = 0, total = 0;
   for (int i = 0; i < n; i++)
     for (int j = i + 1; j < n; j++) {
       if (costs[i] == costs[j]) continue; /* ties carry no order */
+      double lo = costs[i] < costs[j] ? costs[i] : costs[j], hi = costs[i] < costs[j] ? costs[j] : costs[i];
+      if (margin > 0 && hi < lo * (1 + margin)) continue; /* within noise: no order */
       total++;
       bool ti = costs[i] < costs[j];
       if (scores[i] == scores[j]) good += 0.5;

@@ -1,5 +1,7 @@
 /* features.c — MetaSchedule's per-store features (164 per stored buffer) on
- * the lowered function (docs/FEATURES.md lists them).
+ * the lowered function, plus tessel's group 6 of 18 size-free ratios that
+ * help a model rank workloads it was not trained on (docs/FEATURES.md lists
+ * them all).
  *
  * The walk keeps a stack of enclosing loops. Lowering turns a vectorized
  * loop into lanes (ramp/broadcast), so a store whose index or value has
@@ -20,6 +22,9 @@
 #define G2 57
 #define G3 (G2 + NBUF * BUFF) /* 147 */
 #define G4 (G3 + 10)          /* 157 */
+#define G6 (G4 + 7)           /* 164: tessel's transfer features */
+#define NG6 18
+#define NB6 3 /* buffers with per-buffer transfer features */
 
 /* ---- names ---------------------------------------------------------------- */
 static const char *g1_names[57] = {
@@ -75,6 +80,27 @@ static const char *buf_desc[BUFF] = {
 static const char *tail_names[7] = {"alloc_size", "alloc_prod", "alloc_outer_prod",
                                     "alloc_inner_prod", "outer_prod", "num_loops",
                                     "auto_unroll_max_step"};
+static const char *g6_names[NG6] = {
+    "rel_flops", "rel_prod", "cand_flops", "cand_rows", "inner_extent", "vec_bytes", "vec_contig",
+    "flops_per_line", "flops_per_ubyte", "B0.lines_per_iter", "B1.lines_per_iter", "B2.lines_per_iter",
+    "B0.reuse_factor", "B1.reuse_factor", "B2.reuse_factor", "B0.lines_share", "B1.lines_share",
+    "B2.lines_share"};
+static const char *g6_desc[NG6] = {
+    "this row's float ops / the candidate's (raw, 0..1)",
+    "prod / the largest prod of the candidate's rows (raw, 0..1)",
+    "float ops of the whole candidate (about the workload's FLOPs)",
+    "number of rows (stored buffers) of the candidate (raw)",
+    "extent of the innermost loop (vector lanes excluded)",
+    "bytes per vector store: lanes x element bytes (0 if scalar)",
+    "raw 1 if the store is vectorised and every buffer's lane stride is 0 or 1",
+    "float ops / cache lines of all buffers (lines, group 2)",
+    "float ops / unique bytes of all buffers",
+    "B0 lines / prod (raw): share of iterations that touch a new cache line",
+    "B1 lines / prod (raw)", "B2 lines / prod (raw)",
+    "B0 bytes / unique_bytes: accesses per distinct byte (temporal reuse)",
+    "B1 bytes / unique_bytes", "B2 bytes / unique_bytes",
+    "B0 lines / the lines of every buffer of every row of the candidate (raw, 0..1)",
+    "B1 lines share (raw)", "B2 lines share (raw)"};
 static const char *tail_desc[7] = {
     "bytes of the stored buffer's allocation (0 if none: a parameter)",
     "alloc_size x alloc_outer_prod (0 if none)",
@@ -104,6 +130,10 @@ static void init_names(void) {
   for (int i = 0; i < 7; i++) {
     snprintf(name_store[G4 + i], 48, "%s", tail_names[i]);
     name_desc[G4 + i] = tail_desc[i];
+  }
+  for (int i = 0; i < NG6; i++) {
+    snprintf(name_store[G6 + i], 48, "%s", g6_names[i]);
+    name_desc[G6 + i] = g6_desc[i];
   }
   names_ready = 1;
 }
@@ -151,6 +181,7 @@ typedef struct alloc_ent {
 typedef struct row_ent {
   const ir_buffer *buf;
   float v[CM_NUM_FEATURES];
+  double flops, prod, lines[NB6]; /* raw, for the candidate-level features */
 } row_ent;
 
 typedef struct walker {
@@ -465,7 +496,7 @@ static bool uses_var_let(const walker *w, const ir_expr *e, const ir_var *v, int
 typedef struct bufinfo {
   const ir_buffer *buf;
   float f[BUFF];
-  double lines, bytes;
+  double lines, bytes, ubytes, inner_stride;
 } bufinfo;
 
 static int cmp_buf(const void *pa, const void *pb) {
@@ -679,6 +710,8 @@ static void buffer_features(walker *w, acc_set *as, int b, double prod, const do
   o[17] = (float)slog(innermost_stride);
   out->lines = lines;
   out->bytes = bytes;
+  out->ubytes = ubytes;
+  out->inner_stride = innermost_stride;
 }
 
 /* Group 3: the arithmetic intensity curve. */
@@ -750,7 +783,44 @@ static void alloc_features(walker *w, const ir_stmt *st, double prod, float *v) 
 
 }
 
-static void store_features(walker *w, const ir_stmt *st, float *v) {
+/* Group 6 (tessel's, for ranking across workloads): ratios that do not grow
+ * with the workload's size. The candidate-level ones (rel_flops, rel_prod,
+ * cand_flops, cand_rows, lines_share) are filled by candidate_features. */
+static void transfer_features(walker *w, const ir_stmt *st, const double *f, double prod, const bufinfo *bi,
+                              int nb, row_ent *row) {
+  float *v = row->v;
+  int n = w->nloops;
+  double fl = 0, lines = 0, ub = 0;
+  for (int i = 0; i < 7; i++) fl += f[i];
+  for (int b = 0; b < nb; b++) {
+    lines += bi[b].lines;
+    ub += bi[b].ubytes;
+  }
+  int li = lane_loop(w);
+  double lanes = li >= 0 ? w->loops[li].ext : 1, inner = 1;
+  for (int i = n - 1; i >= 0; i--)
+    if (w->loops[i].var) {
+      inner = w->loops[i].ext;
+      break;
+    }
+  bool contig = lanes > 1;
+  for (int b = 0; b < nb && contig; b++) contig = bi[b].inner_stride <= 1;
+  v[G6 + 4] = (float)slog(inner);
+  v[G6 + 5] = (float)(lanes > 1 ? slog(lanes * ir_dtype_bytes(st->u.store.buf->dtype)) : 0);
+  v[G6 + 6] = contig ? 1.0f : 0.0f;
+  v[G6 + 7] = (float)slog(lines > 0 ? fl / lines : 0);
+  v[G6 + 8] = (float)slog(ub > 0 ? fl / ub : 0);
+  for (int b = 0; b < NB6; b++) {
+    v[G6 + 9 + b] = b < nb && prod > 0 ? (float)(bi[b].lines / prod) : 0.0f;
+    v[G6 + 12 + b] = b < nb && bi[b].ubytes > 0 ? (float)slog(bi[b].bytes / bi[b].ubytes) : 0.0f;
+    row->lines[b] = b < nb ? bi[b].lines : 0;
+  }
+  row->flops = fl;
+  row->prod = prod;
+}
+
+static void store_features(walker *w, const ir_stmt *st, row_ent *row) {
+  float *v = row->v;
   double f[CM_NUM_FEATURES];
   memset(f, 0, sizeof f);
   int n = w->nloops;
@@ -784,6 +854,7 @@ static void store_features(walker *w, const ir_stmt *st, float *v) {
 
   intensity_features(w, f, prod, touched, v);
   alloc_features(w, st, prod, v);
+  transfer_features(w, st, f, prod, bi, nb, row);
 
   for (int i = 0; i < CM_NUM_FEATURES; i++)
     if (!isfinite(v[i])) v[i] = 0;
@@ -864,7 +935,7 @@ static bool walk_cb(void *ctx, const ir_stmt *s) {
         w->rows[r].buf = s->u.store.buf;
       }
     }
-    if (r >= 0) store_features(w, s, w->rows[r].v);
+    if (r >= 0) store_features(w, s, &w->rows[r]);
     if (pushed) w->nloops--;
     return false;
   }
@@ -885,6 +956,24 @@ void cm_features_fini(cm_features *f) {
   f->nrows = 0;
 }
 
+/* The candidate-level part of group 6, once every row is known. */
+static void candidate_features(walker *w) {
+  double fl = 0, pmax = 0, lines = 0;
+  for (int i = 0; i < w->nrows; i++) {
+    fl += w->rows[i].flops;
+    if (w->rows[i].prod > pmax) pmax = w->rows[i].prod;
+    for (int b = 0; b < NB6; b++) lines += w->rows[i].lines[b];
+  }
+  for (int i = 0; i < w->nrows; i++) {
+    float *v = w->rows[i].v;
+    v[G6 + 0] = fl > 0 ? (float)(w->rows[i].flops / fl) : 0.0f;
+    v[G6 + 1] = pmax > 0 ? (float)(w->rows[i].prod / pmax) : 0.0f;
+    v[G6 + 2] = (float)slog(fl);
+    v[G6 + 3] = (float)w->nrows;
+    for (int b = 0; b < NB6; b++) v[G6 + 15 + b] = lines > 0 ? (float)(w->rows[i].lines[b] / lines) : 0.0f;
+  }
+}
+
 ts_status cm_extract_lowered(const ir_func *lowered, const cg_target *t, cm_features *out,
                              ts_diag *d) {
   out->nrows = 0;
@@ -894,6 +983,7 @@ ts_status cm_extract_lowered(const ir_func *lowered, const cg_target *t, cm_feat
   w.t = t;
   w.bump = -1;
   walk(&w, lowered->body);
+  if (!w.oom) candidate_features(&w);
   ts_status st = TS_OK;
   if (w.oom) st = ts_diag_set(d, TS_ENOMEM, "cm_extract: out of memory");
   else if (w.nrows > 0) {

@@ -24,7 +24,7 @@ typedef struct xgb_model {
   int nthread;
   uint64_t seed;
   ts_rng rng;
-  int min_samples, max_rounds, last_rounds;
+  int min_samples, max_rounds, last_rounds, max_depth;
   /* data */
   int nsamp, capsamp;
   uint64_t *group;
@@ -61,11 +61,12 @@ static void xgb_free(cm_model *m) {
 
 static int xgb_num(const cm_model *m) { return ((const xgb_model *)m)->nsamp; }
 
-static ts_status set_params(BoosterHandle b, int nthread, uint64_t seed, ts_diag *d) {
-  char nt[32], sd[32];
+static ts_status set_params(BoosterHandle b, int nthread, uint64_t seed, int depth, ts_diag *d) {
+  char nt[32], sd[32], dp[32];
   snprintf(nt, sizeof nt, "%d", nthread);
   snprintf(sd, sizeof sd, "%llu", (unsigned long long)seed);
-  const char *kv[][2] = {{"max_depth", "10"},   {"gamma", "0.001"},  {"min_child_weight", "0"},
+  snprintf(dp, sizeof dp, "%d", depth);
+  const char *kv[][2] = {{"max_depth", dp},   {"gamma", "0.001"},  {"min_child_weight", "0"},
                          {"eta", "0.2"},        {"seed", sd},        {"nthread", nt},
                          {"tree_method", "hist"}, {"max_bin", "64"}, {"verbosity", "0"}};
   for (size_t i = 0; i < sizeof kv / sizeof kv[0]; i++)
@@ -148,7 +149,7 @@ static ts_status new_booster(const xgb_model *x, DMatrixHandle dm, BoosterHandle
   if (XGBoosterCreate(&dm, 1, b) ||
       (x->base_buf && XGBoosterLoadModelFromBuffer(*b, x->base_buf, x->base_len)))
     return ts_diag_set(d, TS_EINTERNAL, "xgboost: %s", xgb_err());
-  return set_params(*b, x->nthread, x->seed, d);
+  return set_params(*b, x->nthread, x->seed, x->max_depth, d);
 }
 
 static ts_status train(xgb_model *x, ts_diag *d) {
@@ -336,6 +337,7 @@ cm_model *cm_xgb_new(int nthread, uint64_t seed, ts_diag *d) {
    * slower (docs/COSTMODEL.md, bench/RESULTS.md). */
   x->min_samples = 50;
   x->max_rounds = 150;
+  x->max_depth = 10;
   /* experiment knobs: the setters below (tessel tune --xgb-min-samples,
    * --xgb-max-rounds; bench/cost_model_curve.sh variants) */
   return &x->base;
@@ -346,6 +348,9 @@ void cm_xgb_set_min_samples(cm_model *m, int n) {
 }
 void cm_xgb_set_max_rounds(cm_model *m, int n) {
   if (m && m->ops == &xgb_ops && n > 0) ((xgb_model *)m)->max_rounds = n;
+}
+void cm_xgb_set_max_depth(cm_model *m, int n) {
+  if (m && m->ops == &xgb_ops && n > 0) ((xgb_model *)m)->max_depth = n;
 }
 int cm_xgb_last_rounds(const cm_model *m) {
   return m && m->ops == &xgb_ops ? ((const xgb_model *)m)->last_rounds : 0;

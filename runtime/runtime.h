@@ -195,6 +195,10 @@ typedef struct tsrt_measure_opts {
    * (tun_tune_opts.slow_cutoff), so hopeless candidates cost one call, not
    * warm-up + calibration + repeat. 0: off (always `repeat` repeats). */
   double slow_stop_s;
+  /* Time with the process's CPU clock (CLOCK_PROCESS_CPUTIME_ID) instead of
+   * wall time: with one thread, time the kernel lost to other processes on a
+   * shared machine does not count (with several threads it sums them). */
+  bool cpu_time;
 } tsrt_measure_opts;
 
 #define TSRT_MAX_REPEAT 64

@@ -4,17 +4,24 @@
  * schema and target family; eval --cost-model ranks with it without
  * training (trained_records 0, the file named); --split workloads never
  * scores a workload it trained on; a model of another schema and bad values
- * are refused with exit status 2 and a message naming the problem; dataset
- * lists a deterministic corpus without the held-out workloads, measures
- * through the tuner into a log, and resumes. argv[1] is the tessel binary. */
+ * are refused with exit status 2 and a message naming the problem; eval's
+ * --seeds, --noise, --extra, --drop-features and --per-workload; dataset
+ * lists a deterministic corpus without the held-out workloads (also in
+ * --order small-first), measures through the tuner into a log, and resumes.
+ * argv[1] is the tessel binary. */
 #include <check.h>
 #include <jansson.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "util/run.h"
+
+#include "costmodel/costmodel.h"
+#define CM_SCHEMA CM_FEATURE_SCHEMA
+#define CM_NFEAT CM_NUM_FEATURES
 
 static const char *tessel;
 static char tmpdir[256];
@@ -58,6 +65,23 @@ START_TEST(test_train_and_eval_with_model) {
   ck_assert_ptr_nonnull(json_object_get(attrs, "tessel_feature_schema"));
   ck_assert_ptr_nonnull(json_object_get(attrs, "tessel_target_family"));
   json_decref(m);
+  /* --max-depth 2: every tree has at most 7 nodes */
+  json_decref(run_json("train depth 2",
+                       run("costmodel train '%s' -o '%s/d2.json' --max-rounds 10 --max-depth 2 --objective rank --json",
+                           fx_sm, tmpdir)));
+  char d2[400];
+  snprintf(d2, sizeof d2, "%s/d2.json", tmpdir);
+  json_t *md = json_load_file(d2, 0, NULL);
+  ck_assert_ptr_nonnull(md);
+  json_t *trees = json_object_get(json_object_get(json_object_get(json_object_get(md, "learner"), "gradient_booster"),
+                                                  "model"), "trees");
+  ck_assert_int_gt(json_array_size(trees), 0);
+  for (size_t i = 0; i < json_array_size(trees); i++) {
+    const char *nn = json_string_value(json_object_get(json_object_get(json_array_get(trees, i), "tree_param"),
+                                                       "num_nodes"));
+    ck_assert_msg(nn && atoi(nn) >= 1 && atoi(nn) <= 7, "tree %zu has %s nodes", i, nn ? nn : "?");
+  }
+  json_decref(md);
   json_t *e = run_json("eval --cost-model", run("costmodel eval '%s' --cost-model '%s' --json", fx_mm, path));
   ck_assert_int_eq(json_integer_value(json_object_get(e, "trained_records")), 0);
   ck_assert_str_eq(json_string_value(json_object_get(e, "model")), path);
@@ -78,6 +102,16 @@ START_TEST(test_train_and_eval_with_model) {
   r = run("costmodel eval '%s' --cost-model '%s/old.json'", fx_mm, tmpdir);
   ck_assert_int_eq(r.status, 2);
   ck_assert_msg(strstr(r.err, "feature schema 999"), "%s", r.err);
+  tr_result_free(&r);
+  /* the schema-1 models of before group 6 name both versions */
+  r = tr_sh(tmpdir, "sed -i 's/\"tessel_feature_schema\":\"999\"/\"tessel_feature_schema\":\"1\"/' '%s/old.json'",
+            tmpdir);
+  tr_ok(r, "sed");
+  r = run("costmodel eval '%s' --cost-model '%s/old.json'", fx_mm, tmpdir);
+  ck_assert_int_eq(r.status, 2);
+  char want[64];
+  snprintf(want, sizeof want, "feature schema 1, but this tessel extracts schema %d", CM_SCHEMA);
+  ck_assert_msg(strstr(r.err, want) && strstr(r.err, "costmodel train"), "%s", r.err);
   tr_result_free(&r);
   r = run("tune softmax:m=8,n=16 --trials 2 --log '%s/t3.json' --cost-model '%s/old.json'", tmpdir, tmpdir);
   ck_assert_int_ne(r.status, 0);
@@ -120,6 +154,70 @@ START_TEST(test_eval_modes) {
 }
 END_TEST
 
+/* The JSON object on line i (0-based) of out. */
+static json_t *json_line(const char *out, int i) {
+  const char *p = out;
+  for (int k = 0; k < i && p; k++) {
+    p = strchr(p, '\n');
+    if (p) p++;
+  }
+  ck_assert_msg(p && *p, "no line %d in %s", i, out);
+  json_error_t e;
+  json_t *j = json_loadb(p, strcspn(p, "\n"), 0, &e);
+  ck_assert_msg(j != NULL, "line %d not JSON (%s): %s", i, e.text, out);
+  return j;
+}
+
+START_TEST(test_eval_options) {
+  /* --seeds 2: one line per seed, then their mean */
+  tr_result r = run("costmodel eval '%s' '%s' --split workloads --train-frac 0.5 --seeds 2 --max-rounds 10 --json",
+                    fx_mm, fx_sm);
+  ck_assert_msg(r.status == 0, "%s", r.err);
+  json_t *s1 = json_line(r.out, 0), *s2 = json_line(r.out, 1), *mean = json_line(r.out, 2);
+  ck_assert_int_eq(json_integer_value(json_object_get(s1, "seed")), 1);
+  ck_assert_int_eq(json_integer_value(json_object_get(s2, "seed")), 2);
+  ck_assert_int_eq(json_integer_value(json_object_get(mean, "mean_of_seeds")), 2);
+  ck_assert(fabs(num(mean, "pairwise_accuracy") - (num(s1, "pairwise_accuracy") + num(s2, "pairwise_accuracy")) / 2) <
+            1e-3);
+  ck_assert(num(s1, "pairwise_accuracy_beyond_noise") >= 0 && num(s1, "pairwise_accuracy_beyond_noise") <= 1);
+  json_decref(s1);
+  json_decref(s2);
+  json_decref(mean);
+  tr_result_free(&r);
+  /* --noise 0 counts the same pairs as pairwise_accuracy */
+  json_t *n = run_json("noise 0", run("costmodel eval '%s' --noise 0 --max-rounds 10 --json", fx_sm));
+  ck_assert(fabs(num(n, "pairwise_accuracy") - num(n, "pairwise_accuracy_beyond_noise")) < 1e-9);
+  json_decref(n);
+  /* --extra: its records train, only the main log's workload is scored */
+  json_t *a = run_json("records", run("costmodel eval '%s' --max-rounds 10 --json", fx_mm));
+  json_t *x = run_json("extra", run("costmodel eval '%s' --extra '%s' --max-rounds 10 --json", fx_mm, fx_sm));
+  ck_assert_int_eq(json_integer_value(json_object_get(x, "heldout_workloads")), 1);
+  ck_assert_int_eq(json_integer_value(json_object_get(x, "heldout")), json_integer_value(json_object_get(a, "heldout")));
+  ck_assert_int_gt(json_integer_value(json_object_get(x, "train")), json_integer_value(json_object_get(a, "train")));
+  json_decref(a);
+  json_decref(x);
+  /* every feature dropped: a row's margin is one constant, so a candidate's
+   * (pack-sum) score is a function of its row count only: the ranking
+   * changes, the random model's does not */
+  char all[32];
+  snprintf(all, sizeof all, "0-%d", CM_NFEAT - 1);
+  json_t *y = run_json("drop none", run("costmodel eval '%s' --max-rounds 10 --json", fx_sm));
+  json_t *z = run_json("drop all", run("costmodel eval '%s' --drop-features %s --max-rounds 10 --json", fx_sm, all));
+  ck_assert(fabs(num(z, "pairwise_accuracy") - num(y, "pairwise_accuracy")) > 1e-6);
+  ck_assert(fabs(num(json_object_get(z, "random"), "pairwise_accuracy") -
+                 num(json_object_get(y, "random"), "pairwise_accuracy")) < 1e-12);
+  json_decref(y);
+  json_decref(z);
+  r = run("costmodel eval '%s' --drop-features 5-x", fx_sm);
+  ck_assert_int_eq(r.status, 2);
+  ck_assert_msg(strstr(r.err, "--drop-features") && strstr(r.err, "5-x"), "%s", r.err);
+  tr_result_free(&r);
+  r = run("costmodel eval '%s' --per-workload --max-rounds 10", fx_sm);
+  ck_assert_msg(r.status == 0 && strstr(r.out, "softmax") && strstr(r.out, "slowest/fastest"), "%s %s", r.out, r.err);
+  tr_result_free(&r);
+}
+END_TEST
+
 START_TEST(test_dataset) {
   tr_result l1 = run("costmodel dataset --list --workloads 60"), l2 = run("costmodel dataset --list --workloads 60");
   ck_assert_int_eq(l1.status, 0);
@@ -131,6 +229,21 @@ START_TEST(test_dataset) {
     snprintf(needle, sizeof needle, "%s\n", line);
     ck_assert_msg(!strstr(l1.out, needle), "held-out %s is in the corpus", line);
   }
+  /* small-first: the same workloads, another order, families in turn */
+  tr_result l3 = run("costmodel dataset --list --workloads 60 --order small-first");
+  ck_assert_int_eq(l3.status, 0);
+  ck_assert_str_ne(l1.out, l3.out);
+  ck_assert_int_eq(strlen(l1.out), strlen(l3.out));
+  for (char *line = strtok(l3.out, "\n"); line; line = strtok(NULL, "\n")) {
+    char needle[300];
+    snprintf(needle, sizeof needle, "%s\n", line);
+    ck_assert_msg(strstr(l1.out, needle), "%s is not in the corpus order", line);
+  }
+  tr_result_free(&l3);
+  tr_result r0 = run("costmodel dataset --list --order largest");
+  ck_assert_int_eq(r0.status, 2);
+  ck_assert_msg(strstr(r0.err, "--order") && strstr(r0.err, "small-first"), "%s", r0.err);
+  tr_result_free(&r0);
   tr_result_free(&l1);
   tr_result_free(&l2);
   tr_result_free(&h);
@@ -173,6 +286,7 @@ int main(int argc, char **argv) {
   tcase_set_timeout(tc, 600);
   tcase_add_test(tc, test_train_and_eval_with_model);
   tcase_add_test(tc, test_eval_modes);
+  tcase_add_test(tc, test_eval_options);
   tcase_add_test(tc, test_dataset);
   suite_add_tcase(s, tc);
   SRunner *sr = srunner_create(s);

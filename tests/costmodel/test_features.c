@@ -1,7 +1,7 @@
 /* test_features.c — per-store features on hand-checkable kernels: counts and
  * bytes of an elementwise add, vectorize/parallel counters after the default
  * schedule, one row per stored buffer, a reduction's rows, stability and
- * sensitivity to the tiling. */
+ * sensitivity to the tiling, and group 6 (size-free ratios) by hand. */
 #include <check.h>
 #include <math.h>
 #include <stdio.h>
@@ -197,6 +197,75 @@ START_TEST(rows_per_stored_buffer) {
 }
 END_TEST
 
+START_TEST(transfer_features) {
+  ts_arena *a = ts_arena_new();
+  /* unscheduled add: one row, 3 buffers of 2048 floats, stride 1, no reuse */
+  ir_func *f = tu_workload(a, "add:m=64,n=32");
+  cm_features ft;
+  extract(f, &ft);
+  ck_assert_int_eq(ft.nrows, 1);
+  ck_assert_int_eq(fidx("rel_flops"), 164);
+  near(F(&ft, 0, "rel_flops"), 1);
+  near(F(&ft, 0, "rel_prod"), 1);
+  near(F(&ft, 0, "cand_flops"), slog(2048));
+  near(F(&ft, 0, "cand_rows"), 1);
+  near(F(&ft, 0, "inner_extent"), slog(32));
+  near(F(&ft, 0, "vec_bytes"), 0);
+  near(F(&ft, 0, "vec_contig"), 0);
+  /* lines per buffer: 2048 accesses x 4 bytes / 64-byte lines = 128 */
+  near(F(&ft, 0, "flops_per_line"), slog(2048.0 / (3 * 128)));
+  near(F(&ft, 0, "flops_per_ubyte"), slog(2048.0 / (3 * 4 * 2048)));
+  for (int b = 0; b < 3; b++) {
+    char n[64];
+    snprintf(n, sizeof n, "B%d.lines_per_iter", b);
+    near(F(&ft, 0, n), 128.0 / 2048);
+    snprintf(n, sizeof n, "B%d.reuse_factor", b);
+    near(F(&ft, 0, n), slog(1));
+    snprintf(n, sizeof n, "B%d.lines_share", b);
+    near(F(&ft, 0, n), 1.0 / 3);
+  }
+  cm_features_fini(&ft);
+  /* the default schedule vectorises the add: stride-1 lanes */
+  cg_target t = target();
+  sch_traced *tr = NULL;
+  ck_assert_msg(tun_schedule(f, NULL, &t, &tr, &D) == TS_OK, "%s", D.msg);
+  extract(sch_traced_func(tr), &ft);
+  ck_assert(F(&ft, 0, "vec_bytes") >= slog(4 * 4));
+  near(F(&ft, 0, "vec_contig"), 1);
+  cm_features_fini(&ft);
+  sch_traced_free(tr);
+  /* matmul with a cache_write: two rows; the float ops are all C_global's,
+   * rel_flops sums to 1, and B reuse shows in reuse_factor */
+  f = tu_workload(a, "matmul:m=32,n=16,k=8");
+  tr = sch_traced_new(f, 1, &D);
+  ck_assert_ptr_nonnull(tr);
+  int b, cw = -1;
+  ck_assert_int_eq(sch_t_get_block(tr, "C", &b, &D), TS_OK);
+  ck_assert_msg(sch_t_cache_write(tr, b, 0, "global", 0, NULL, &cw, &D) == TS_OK, "%s", D.msg);
+  extract(sch_traced_func(tr), &ft);
+  ck_assert_int_eq(ft.nrows, 2);
+  double rel = 0, share = 0, reuse = 0;
+  for (int r = 0; r < 2; r++) {
+    rel += F(&ft, r, "rel_flops");
+    near(F(&ft, r, "cand_rows"), 2);
+    near(F(&ft, r, "cand_flops"), F(&ft, 0, "cand_flops"));
+    for (int k = 0; k < 3; k++) {
+      char n[64];
+      snprintf(n, sizeof n, "B%d.lines_share", k);
+      share += F(&ft, r, n);
+      snprintf(n, sizeof n, "B%d.reuse_factor", k);
+      reuse = fmax(reuse, F(&ft, r, n));
+    }
+  }
+  near(rel, 1);
+  near(share, 1);
+  ck_assert(reuse >= slog(16)); /* A[i,k] read for each of 16 j */
+  cm_features_fini(&ft);
+  sch_traced_free(tr);
+  ts_arena_free(a);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("costmodel_features");
   TCase *tc = tcase_create("features");
@@ -207,6 +276,7 @@ int main(void) {
   tcase_add_test(tc, reduction_rows);
   tcase_add_test(tc, stability_and_sensitivity);
   tcase_add_test(tc, rows_per_stored_buffer);
+  tcase_add_test(tc, transfer_features);
   suite_add_tcase(s, tc);
   SRunner *sr = srunner_create(s);
   srunner_run_all(sr, CK_NORMAL);

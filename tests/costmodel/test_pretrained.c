@@ -175,6 +175,32 @@ START_TEST(open_choices) {
 }
 END_TEST
 
+/* The committed model (costmodel/pretrained/default.json) loads with this
+ * tessel's feature schema: changing the features without retraining it
+ * (costmodel/pretrained/make.sh) fails here. */
+START_TEST(committed_default) {
+  dataset();
+  cm_pretrained_info info;
+  ts_diag_clear(&D);
+  cm_model *m = cm_xgb_load_pretrained(cm_pretrained_default_path(), 1, 1, &info, &D);
+  ck_assert_msg(m != NULL, "%s", D.msg);
+  ck_assert_str_eq(info.objective, "rank");
+  ck_assert_msg(!strncmp(info.family, "llvm x86_64 v", 13), "family %s", info.family);
+  ck_assert_int_gt(info.trained_records, 1000);
+  double s[8];
+  ck_assert_int_eq(cm_predict(m, F, 8, s, &D), TS_OK);
+  for (int i = 0; i < 8; i++) ck_assert(isfinite(s[i]));
+  cm_model_free(m);
+  cg_target t;
+  ck_assert_int_eq(cg_target_parse("llvm -mtriple=x86_64-linux-gnu -mattr=+avx2", &t, &D), TS_OK);
+  t.vector_bits = 256;
+  cm_model *o = NULL;
+  ck_assert_int_eq(cm_pretrained_open("default", &t, 1, NULL, &o, &D), TS_OK);
+  ck_assert_ptr_nonnull(o);
+  cm_model_free(o);
+}
+END_TEST
+
 START_TEST(rank_objective_orders) {
   cm_model *m = trained(true, 180);
   double s[60], c[60];
@@ -226,6 +252,7 @@ int main(void) {
   tcase_add_test(tc, refusals);
   tcase_add_test(tc, open_choices);
   tcase_add_test(tc, rank_objective_orders);
+  tcase_add_test(tc, committed_default);
   tcase_add_test(tc, corpus);
   suite_add_tcase(s, tc);
   SRunner *sr = srunner_create(s);

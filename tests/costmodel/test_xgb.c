@@ -182,6 +182,13 @@ START_TEST(metrics) {
   ck_assert(fabs(cm_pairwise_accuracy(bad, c, 4)) < 1e-12);
   ck_assert(fabs(cm_recall_at_k(good, c, 4, 2) - 1) < 1e-12);
   ck_assert(fabs(cm_recall_at_k(bad, c, 4, 2)) < 1e-12);
+  /* beyond a noise margin: costs 1 and 1.01 (and 3 and 3.02) are within 2 %,
+   * so their swapped order is not counted; the 4 other pairs are right */
+  double cn[4] = {1, 1.01, 3, 3.02}, sn[4] = {3, 4, 1, 2};
+  ck_assert(fabs(cm_pairwise_accuracy(sn, cn, 4) - 4.0 / 6) < 1e-12);
+  ck_assert(fabs(cm_pairwise_accuracy_margin(sn, cn, 4, 0.02) - 1) < 1e-12);
+  ck_assert(fabs(cm_pairwise_accuracy_margin(sn, cn, 4, 0) - 4.0 / 6) < 1e-12);
+  ck_assert(fabs(cm_pairwise_accuracy_margin(sn, cn, 4, 10) - 0.5) < 1e-12); /* no pair left */
 }
 END_TEST
 

@@ -155,6 +155,27 @@ START_TEST(test_measure_slow_stop) {
 }
 END_TEST
 
+/* cpu_time: the same protocol on the process CPU clock; calibration grows
+ * number until one repeat lasts min_repeat_ms of CPU time, outputs intact. */
+START_TEST(test_measure_cpu_time) {
+  tsrt_measure_opts o = {.repeat = 3, .min_repeat_ms = 20, .timeout_s = 20, .seed = 9,
+                         .want_outputs = true, .cpu_time = true};
+  tsrt_measure_result r;
+  tsrt_measure_forked(ok_so, &o, &r);
+  ck_assert_msg(r.status == TS_OK, "%s", r.error);
+  ck_assert_int_eq(r.repeat, 3);
+  ck_assert_int_gt(r.number, 1);
+  ck_assert_msg(r.secs[0] * r.number * 1e3 >= 20.0, "first repeat %g ms", r.secs[0] * r.number * 1e3);
+  for (int i = 0; i < 3; i++) ck_assert(r.secs[i] > 0);
+  float a[1000], b[1000];
+  tsrt_fill_random(TSRT_F32, a, 1000, 9);
+  tsrt_fill_random(TSRT_F32, b, 1000, 10);
+  const float *c = r.outputs;
+  for (int i = 0; i < 1000; i++) ck_assert_float_eq(c[i], a[i] + b[i]);
+  tsrt_result_fini(&r);
+}
+END_TEST
+
 START_TEST(test_measure_crash_and_hang) {
   tsrt_measure_opts o = {.repeat = 1, .timeout_s = 1, .seed = 1};
   tsrt_measure_result r;
@@ -445,6 +466,7 @@ int main(int argc, char **argv) {
   TCase *tc = tcase_create("runtime");
   tcase_set_timeout(tc, 120);
   tcase_add_test(tc, test_pool);
+  tcase_add_test(tc, test_measure_cpu_time);
   tcase_add_test(tc, test_pool_pinning);
   tcase_add_test(tc, test_pool_sizes);
   tcase_add_test(tc, test_fill_random);
