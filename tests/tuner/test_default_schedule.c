@@ -44,6 +44,16 @@ static bool stats_cb(void *ctx, const ir_stmt *s) {
 }
 
 
+/* f's default schedule for this host (asserted to succeed). */
+static sch_traced *host_default(const ir_func *f) {
+  ts_diag d;
+  ts_diag_clear(&d);
+  cg_target tg = tu_host_target();
+  sch_traced *t = NULL;
+  ck_assert_msg(tun_schedule_opts(f, NULL, &tg, NULL, &t, &d) == TS_OK, "%s", d.msg);
+  return t;
+}
+
 /* Default-schedules f, checks it in the interpreter and built; returns the
  * scheduled function's shape. */
 static shape_stats check_default_opts(const ir_func *f, const tun_default_opts *dopts) {
@@ -150,9 +160,7 @@ START_TEST(test_winograd_default_decisions) {
   ts_diag d;
   ts_diag_clear(&d);
   ck_assert_msg(ir_parse_func(&a, winograd_text, strlen(winograd_text), "wg", &f, &d) == TS_OK, "%s", d.msg);
-  cg_target tg = tu_host_target();
-  sch_traced *t = NULL;
-  ck_assert_msg(tun_schedule_opts(f, NULL, &tg, NULL, &t, &d) == TS_OK, "%s", d.msg);
+  sch_traced *t = host_default(f);
   const sch_trace *tr = sch_traced_trace(t);
   int nsample = 0;
   for (int i = 0; i < sch_trace_len(tr); i++) nsample += sch_trace_inst(tr, i)->kind == SCH_I_SAMPLE_PERFECT_TILE;
@@ -238,9 +246,7 @@ START_TEST(test_tiled_symbolic_rows) {
   ts_diag_clear(&d);
   ck_assert_msg(ir_parse_func(&a, text, strlen(text), "lin", &f, &d) == TS_OK, "%s", d.msg);
   ck_assert_int_eq(f->nsyms, 2);
-  cg_target tg = tu_host_target();
-  sch_traced *t = NULL;
-  ck_assert_msg(tun_schedule_opts(f, NULL, &tg, NULL, &t, &d) == TS_OK, "%s", d.msg);
+  sch_traced *t = host_default(f);
   const ir_func *sf = sch_traced_func(t);
   shape_stats st = {0};
   ir_visitor v = {.stmt = stats_cb, .ctx = &st};
@@ -256,6 +262,7 @@ START_TEST(test_tiled_symbolic_rows) {
     int fd = mkstemp(path);
     ck_assert_int_ge(fd, 0);
     close(fd);
+    cg_target tg = tu_host_target();
     ck_assert_msg(tun_build_shared(sb, &tg, path, &d) == TS_OK, "%s", d.msg);
     tsrt_measure_opts o = {.repeat = 1, .seed = 11, .want_outputs = true, .timeout_s = 60};
     tsrt_measure_result r;
@@ -313,9 +320,7 @@ START_TEST(test_rows_from_one_vector) {
   ts_diag d;
   ts_diag_clear(&d);
   ir_func *f = tu_workload(&a, "matmul:m=7,n=64,k=29");
-  cg_target tg = tu_host_target();
-  sch_traced *t = NULL;
-  ck_assert_msg(tun_schedule_opts(f, NULL, &tg, NULL, &t, &d) == TS_OK, "%s", d.msg);
+  sch_traced *t = host_default(f);
   int64_t rows = 0;
   ir_visitor v = {.stmt = unrolled_cb, .ctx = &rows};
   ir_visit_stmt(&v, sch_traced_func(t)->body);
@@ -514,9 +519,7 @@ START_TEST(test_transposed_operand_kept) {
     ck_assert_msg(st.blocks == 4, "%s: %d blocks", specs[i], st.blocks);
     ts_diag d;
     ts_diag_clear(&d);
-    cg_target tg = tu_host_target();
-    sch_traced *t = NULL;
-    ck_assert_msg(tun_schedule_opts(f, NULL, &tg, NULL, &t, &d) == TS_OK, "%s", d.msg);
+    sch_traced *t = host_default(f);
     char kinds[64];
     ck_assert_int_ge(block_loop_kinds(t, "VT", kinds, sizeof kinds), 1);
     ck_assert_msg(strchr(kinds, 'p') && kinds[strlen(kinds) - 1] == 'v', "%s: VT under loops %s", specs[i], kinds);
@@ -539,9 +542,7 @@ START_TEST(test_plain_parallel_past_unit) {
   check_default(f);
   ts_diag d;
   ts_diag_clear(&d);
-  cg_target tg = tu_host_target();
-  sch_traced *t = NULL;
-  ck_assert_msg(tun_schedule_opts(f, NULL, &tg, NULL, &t, &d) == TS_OK, "%s", d.msg);
+  sch_traced *t = host_default(f);
   char kinds[64];
   ck_assert_int_ge(block_loop_kinds(t, "Xp", kinds, sizeof kinds), 2);
   ck_assert_msg(kinds[0] == 's' && kinds[1] == 'p', "Xp under loops %s", kinds);
@@ -556,9 +557,7 @@ END_TEST
 static shape_stats check_symbolic(ts_arena *a, const ir_func *f, const char *sym) {
   ts_diag d;
   ts_diag_clear(&d);
-  cg_target tg = tu_host_target();
-  sch_traced *t = NULL;
-  ck_assert_msg(tun_schedule_opts(f, NULL, &tg, NULL, &t, &d) == TS_OK, "%s", d.msg);
+  sch_traced *t = host_default(f);
   const ir_func *sf = sch_traced_func(t);
   shape_stats st = {0};
   ir_visitor v = {.stmt = stats_cb, .ctx = &st};
