@@ -179,8 +179,61 @@ static void body_depthwise_nhwc(const ir_wl_inst *w, ts_strbuf *sb) {
  * row hi through tap ri when y + pad - ri == hi * stride (the same sum). The
  * gather form's guard and divisions sit in the reduction, where no sketch
  * moves them: 4x slower on TVM's T2D shape (bench/RESULTS.md). */
+/* One axis of the zero-free form: output y = st*yq + yr takes the taps
+ * ri = m + st*t (t < r/st), m = (ph - yr) mod st, ph = r-1-pad, of the flipped
+ * kernel, reading input row yq + (yr + m - ph)/st + t. The input is padded
+ * by lo before and hi after so every such row is in range; the expressions
+ * are the padded input's index and the kernel's, for output var v and tap
+ * var t. */
+typedef struct convt_axis {
+  int64_t lo, hi;
+  char in[256], tap[160];
+} convt_axis;
+
+static void convt_phase_axis(int64_t n, int64_t r, int64_t st, int64_t pad, const char *v, const char *t,
+                             convt_axis *a) {
+  int64_t ph = r - 1 - pad, out = (n - 1) * st + r - 2 * pad, mn = 0, mx = n - 1;
+  for (int64_t y = 0; y < out; y++) {
+    int64_t yr = y % st, m = (ph - yr + st * r) % st, row = y / st + (yr + m - ph) / st; /* exact division */
+    if (row < mn) mn = row;
+    if (row + r / st - 1 > mx) mx = row + r / st - 1;
+  }
+  a->lo = -mn;
+  a->hi = mx - (n - 1);
+  /* m with a non-negative left operand: ph + st - v % st > 0 */
+  char m[96];
+  snprintf(m, sizeof m, "(%" PRId64 " - %s %% %" PRId64 ") %% %" PRId64, ph + st, v, st, st);
+  snprintf(a->in, sizeof a->in, "%s // %" PRId64 " + (%s %% %" PRId64 " + %s + %" PRId64 ") // %" PRId64 " + %s",
+           v, st, v, st, m, a->lo * st - ph, st, t); /* an exact multiple of st */
+  snprintf(a->tap, sizeof a->tap, "%" PRId64 " - %s - %" PRId64 " * %s", r - 1, m, st, t);
+}
+
+/* The zero-free form (r and s multiples of the stride): each output phase
+ * convolves the input padded once with its own taps of the kernel, so no
+ * product with an inserted zero is ever computed (the dilated form computes
+ * stride^2 times the useful products). The same sums in the same order. */
+static void body_convt_phases(const ir_wl_inst *w, ts_strbuf *sb) {
+  int64_t H = I(w, "h"), W = I(w, "w"), st = I(w, "stride"), pad = I(w, "pad"), R = I(w, "r"), S = I(w, "s");
+  convt_axis ah, aw;
+  convt_phase_axis(H, R, st, pad, "y", "t", &ah);
+  convt_phase_axis(W, S, st, pad, "x", "u", &aw);
+  ts_strbuf_printf(sb, "  let Xp: f32[%" PRId64 ", %" PRId64 ", %" PRId64 ", %" PRId64 "]\n", I(w, "n"), H + ah.lo + ah.hi,
+                   W + aw.lo + aw.hi, I(w, "c"));
+  ts_strbuf_printf(sb,
+                   "  Xp[b, hh, ww, cc] = select(hh >= %" PRId64 " && hh < %" PRId64 " && ww >= %" PRId64 " && ww < %" PRId64
+                   ", X[b, hh - %" PRId64 ", ww - %" PRId64 ", cc], 0.0)\n",
+                   ah.lo, ah.lo + H, aw.lo, aw.lo + W, ah.lo, aw.lo);
+  ts_strbuf_printf(sb,
+                   "  Y[b, y, x, o] += Xp[b, %s, %s, ci] * W[%s, %s, ci, o] for t in 0..%" PRId64 ", u in 0..%" PRId64 "\n",
+                   ah.in, aw.in, ah.tap, aw.tap, R / st, S / st);
+}
+
 static void body_convt_nhwc(const ir_wl_inst *w, ts_strbuf *sb) {
   int64_t H = I(w, "h"), W = I(w, "w"), st = I(w, "stride"), pad = I(w, "pad"), R = I(w, "r"), S = I(w, "s");
+  if (st > 1 && R % st == 0 && S % st == 0 && pad <= R - 1 && pad <= S - 1) {
+    body_convt_phases(w, sb);
+    return;
+  }
   if (pad <= R - 1 && pad <= S - 1) {
     /* TVM's own form: a stage holding the zero-dilated input padded by
      * r-1-pad (s-1-pad), then an unguarded correlation with the flipped

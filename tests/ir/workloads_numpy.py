@@ -32,6 +32,8 @@ SPECS = [
     "conv2d_transpose_nhwc:n=1,h=5,w=3,c=7,k=5,r=4,s=4,stride=2,pad=1",
     "conv2d_transpose_nhwc:n=1,h=4,w=5,c=3,k=2,r=3,s=5,stride=3,pad=2",
     "conv2d_transpose_nhwc:n=2,h=3,w=3,c=2,k=3,r=3,s=3,stride=1,pad=0",
+    "conv2d_transpose_nhwc:n=1,h=3,w=4,c=3,k=2,r=6,s=3,stride=3,pad=2",  # zero-free phases, odd pads
+    "conv2d_transpose_nhwc:n=1,h=3,w=5,c=2,k=3,r=2,s=4,stride=2,pad=0",
     "conv2d_nhwc_bn_relu:n=1,h=11,w=9,c=5,k=7,r=3,s=3,stride=2,pad=1,dilation=1",
     "conv2d_nhwc_bn_relu:n=1,h=7,w=7,c=3,k=4,r=1,s=1,stride=1,pad=0,dilation=1",
     "transpose_batch_matmul:b=2,l=13,heads=3,d=7",
