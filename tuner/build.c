@@ -581,7 +581,7 @@ static int tile_channel_blocks(const ir_block *blk, const int *iter_of, const bo
     long fr, fm;
     if (ev && sscanf(ev, "%ld,%ld", &fr, &fm) == 2 && ext[bi] % fm == 0 && ext[ri] % fr == 0) best_rows = fr, best_m = fm;
   }
-  if (best_m == 1) { *rows = best_rows; return -1; }
+  if (best_m == 1) return -1;
   *m = best_m;
   *rows = best_rows;
   return bi;
