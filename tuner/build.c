@@ -539,10 +539,12 @@ static int64_t tile_rows(int64_t ext, int64_t rmax) {
  * MLAS's NCHWc kernels (pixels x 2-4 channel blocks) instead of a row of
  * pixels against one weight vector (a load for every FMA). m divides ko's
  * extent (at most 4), rows the pixels' (at most 8); the pair with the most
- * accumulators within the register file less two (14 of AVX2's 16: the
- * broadcast and one weight operand, which FMA can read from memory), ties
- * going to the fewer loads (rows + m) per FMA. ResNet's and MobileNet's
- * widths 112/56/28/14/7 all take 7 pixels x 2 blocks. Float blocks only
+ * accumulators such that they, the m weight vectors and the broadcast fit
+ * the register file (16 on AVX2: LLVM keeps the weights in registers, and
+ * 7 x 2 = 14 accumulators spilled one on every step and ran 1.4x slower
+ * than the old 7 x 1, bench/RESULTS.md), ties going to the fewer loads
+ * (rows + m) per FMA: 4 x 2 at widths 56 and 28 (and 112), 2 x 4 at 14,
+ * 4 x 3 where ko is 3, 7 x 1 (one block) at 7. Float blocks only
  * (the integer kernels have their own tile). Returns bi and sets *m,
  * *rows; -1 when there is no such loop or one block is best. */
 static int tile_channel_blocks(const ir_block *blk, const int *iter_of, const bool *red, const int64_t *ext, int ci,
@@ -567,19 +569,16 @@ static int tile_channel_blocks(const ir_block *blk, const int *iter_of, const bo
     if (ok && weights && bcast) bi = l;
   }
   if (bi < 0) return -1;
-  int64_t budget = regs - 2, best_acc = 0, best_m = 1, best_rows = 1;
+  int64_t best_acc = 0, best_m = 1, best_rows = 1;
   for (int64_t mm = 1; mm <= 4; mm++) {
-    if (ext[bi] % mm || mm * nvec > budget) continue;
-    int64_t rmax = budget / (mm * nvec) > 8 ? 8 : budget / (mm * nvec);
+    /* accumulators + the m weight vectors + the broadcast within the file */
+    int64_t room = regs - 1 - mm * nvec;
+    if (ext[bi] % mm || room < mm * nvec) continue;
+    int64_t rmax = room / (mm * nvec) > 8 ? 8 : room / (mm * nvec);
     int64_t rw = tile_rows(ext[ri], rmax), acc = rw * mm * nvec;
     /* loads per FMA (rw + mm * nvec) / acc, compared without division */
     bool fewer = acc == best_acc && (rw + mm * nvec) * best_acc < (best_rows + best_m * nvec) * acc;
     if (acc > best_acc || fewer) best_acc = acc, best_m = mm, best_rows = rw;
-  }
-  {
-    const char *ev = getenv("TESSEL_NCHWC_FORCE"); /* EXPERIMENT: remove */
-    long fr, fm;
-    if (ev && sscanf(ev, "%ld,%ld", &fr, &fm) == 2 && ext[bi] % fm == 0 && ext[ri] % fr == 0) best_rows = fr, best_m = fm;
   }
   if (best_m == 1) return -1;
   *m = best_m;
