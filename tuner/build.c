@@ -527,6 +527,65 @@ static int64_t tile_rows(int64_t ext, int64_t rmax) {
   return 1;
 }
 
+/* The channel blocks of a blocked convolution's register tile (the nchwc
+ * pass's conv2d_nchwc: Y[n, ko, p, q, kv] += X[n, co, h, w, cv] · W[ko, co,
+ * r, s, cv, kv]). When the cols are one channel block whole (cols equal to
+ * the extent of kv), a constant spatial loop bi other than the rows that
+ * every read using the cols also uses (the weights' ko) and no other read
+ * uses (a broadcast input, which never depends on it, there is: not the
+ * depthwise form, whose input is a vector too) gives the tile a second
+ * dimension: m blocks of ko beside the rows, so each broadcast input value
+ * feeds m FMAs and each weight vector `rows` of them, the tile shape of
+ * MLAS's NCHWc kernels (pixels x 2-4 channel blocks) instead of a row of
+ * pixels against one weight vector (a load for every FMA). m divides ko's
+ * extent (at most 4), rows the pixels' (at most 8); the pair with the most
+ * accumulators such that they, the m weight vectors and the broadcast fit
+ * the register file (16 on AVX2: LLVM keeps the weights in registers, and
+ * 7 x 2 = 14 accumulators spilled one on every step and ran 1.4x slower
+ * than the old 7 x 1, bench/RESULTS.md), ties going to the fewer loads
+ * (rows + m) per FMA: 4 x 2 at widths 56 and 28 (and 112), 2 x 4 at 14,
+ * 4 x 3 where ko is 3, 7 x 1 (one block) at 7. Float blocks only
+ * (the integer kernels have their own tile). Returns bi and sets *m,
+ * *rows; -1 when there is no such loop or one block is best. */
+static int tile_channel_blocks(const ir_block *blk, const int *iter_of, const bool *red, const int64_t *ext, int ci,
+                               int ri, int64_t nvec, int64_t regs, int64_t *m, int64_t *rows) {
+  *m = 1;
+  if (ri < 0 || ext[ri] == EXT_SYM || blk->nwrites != 1 || !ir_dtype_is_float(blk->writes[0].buf->dtype))
+    return -1;
+  const ir_var *cvar = blk->iters[iter_of[ci]].var;
+  int bi = -1;
+  for (int l = ci - 1; l >= 0 && bi < 0; l--) {
+    if (red[l] || l == ri || ext[l] == EXT_SYM || ext[l] <= 1) continue;
+    const ir_var *v = blk->iters[iter_of[l]].var;
+    bool ok = true, weights = false, bcast = false;
+    for (int j = 0; j < blk->nreads && ok; j++) {
+      const ir_region *rg = &blk->reads[j];
+      if (rg->buf == blk->writes[0].buf) continue;
+      bool uc = region_uses_var(rg, cvar), uv = region_uses_var(rg, v);
+      if (uc != uv) ok = false;
+      weights = weights || uc;
+      bcast = bcast || !uc;
+    }
+    if (ok && weights && bcast) bi = l;
+  }
+  if (bi < 0) return -1;
+  int64_t best_acc = 0, best_m = 1, best_rows = 1;
+  for (int64_t mm = 1; mm <= 4; mm++) {
+    /* accumulators + the m weight vectors + the broadcast within the file */
+    int64_t room = regs - 1 - mm * nvec;
+    if (ext[bi] % mm || room < mm * nvec) continue;
+    int64_t rmax = room / (mm * nvec) > 8 ? 8 : room / (mm * nvec);
+    int64_t rw = tile_rows(ext[ri], rmax), acc = rw * mm * nvec;
+    /* loads per FMA (rw + mm * nvec) / acc, compared without division */
+    bool fewer = acc == best_acc && (rw + mm * nvec) * best_acc < (best_rows + best_m * nvec) * acc;
+    if (acc > best_acc || fewer) best_acc = acc, best_m = mm, best_rows = rw;
+  }
+  if (best_m == 1) return -1;
+  *m = best_m;
+  *rows = best_rows;
+  return bi;
+}
+
 /* Returns true when block `name` got the tiled schedule (the caller then
  * leaves it and the blocks it absorbed alone). */
 static bool tile_block(sch_traced *t, const char *name, const cg_target *tg) {
@@ -616,6 +675,12 @@ static bool tile_block(sch_traced *t, const char *name, const cg_target *tg) {
    * guarded tail, as for a symbolic extent, when there are rows enough */
   bool guarded_rows = ri >= 0 && (ext[ri] == EXT_SYM || (rows * 2 <= rmax && ext[ri] >= 2 * rmax));
   if (guarded_rows) rows = rmax;
+  /* a blocked convolution: m output-channel blocks beside the rows */
+  int64_t mblk = 1;
+  int bi = guarded_rows || cols != ext[ci]
+               ? -1
+               : tile_channel_blocks(blk, iter_of, red, ext, ci, ri, nvec, (tg && tg->vector_bits >= 512) ? 32 : 16,
+                                     &mblk, &rows);
   /* split: cols, then rows (loop RVs stay valid across splits of others) */
   int c_out = loops[ci], c_in = loops[ci], r_out = -1, r_in = -1;
   if ((cols < ext[ci] || ext[ci] == EXT_SYM) && !split_sampled(t, loops[ci], ext[ci], cols, 4 * (int64_t)lanes, &c_out, &c_in))
@@ -625,6 +690,8 @@ static bool tile_block(sch_traced *t, const char *name, const cg_target *tg) {
   } else if (ri >= 0) {
     r_out = loops[ri]; /* rows 1: the loop stays outer */
   }
+  int b_out = -1, b_in = -1;
+  if (bi >= 0 && !split_sampled(t, loops[bi], ext[bi], mblk, 4, &b_out, &b_in)) return false;
   /* order: outer spatial (original order), reduction, rows, cols — except
    * that the cols tiles go outside the rows loop when the operand they read
    * (B: K x cols) is the larger one by far (a transformer's MLP, 768 x 3072
@@ -636,12 +703,16 @@ static bool tile_block(sch_traced *t, const char *name, const cg_target *tg) {
   int order[2 * TILE_MAXL], k = 0, nouter = 0, first_nonunit = -1, first_sym = -1;
   for (int l = 0; l < n; l++) {
     if (red[l]) continue;
-    int rv = l == ci ? (c_out != c_in ? c_out : -1) : l == ri ? r_out : loops[l];
+    int rv = l == ci ? (c_out != c_in ? c_out : -1) : l == ri ? r_out : l == bi ? b_out : loops[l];
     if (cols_outer && l == ri) rv = c_out; /* the two swap places */
     else if (cols_outer && l == ci) rv = r_out;
     if (rv < 0) continue;
     int sl = cols_outer && l == ri ? ci : cols_outer && l == ci ? ri : l; /* the loop at this place */
-    int64_t e = ext[sl] == EXT_SYM ? 2 : sl == ci ? ext[sl] / cols : sl == ri ? (ext[sl] + rows - 1) / rows : ext[sl];
+    int64_t e = ext[sl] == EXT_SYM ? 2
+                : sl == ci  ? ext[sl] / cols
+                : sl == ri  ? (ext[sl] + rows - 1) / rows
+                : sl == bi  ? ext[sl] / mblk
+                            : ext[sl];
     /* the parallel loop: the first constant non-unit one; a symbolic one
      * (a batch, often 1) only when no constant one comes before the tile */
     if (ext[sl] == EXT_SYM) {
@@ -657,6 +728,12 @@ static bool tile_block(sch_traced *t, const char *name, const cg_target *tg) {
   for (int l = 0; l < n; l++)
     if (red[l]) order[k++] = loops[l];
   if (r_in >= 0) order[k++] = r_in;
+  if (b_in >= 0) {
+    /* the blocks inside the pixels: a pixel's broadcast feeds m FMAs */
+    order[k++] = b_in;
+    ts_diag_clear(&d);
+    sch_t_unroll(t, b_in, &d);
+  }
   order[k++] = c_in;
   return tile_finish(t, name, b, order, k, nouter, first_red, first_nonunit, r_in, c_in, lanes);
 }

@@ -233,6 +233,33 @@ int srch_tile_levels_order(const srch_tile_levels *lv, int *order, int no) {
   return no;
 }
 
+/* SSRRS: block b's one consumer, when it is elementwise (no reduction
+ * iter: the bias, activation and residual add fused behind a convolution,
+ * inlined into one block by AutoInline), goes under the last S1 loop, after
+ * the tile's whole reduction: each output tile is then finished and written
+ * once, as MLAS's and oneDNN's kernels write theirs with the epilogue, and
+ * the intermediate the block writes shrinks to the tile (lowering compacts
+ * it), instead of a full pass over a tensor-sized buffer after the
+ * convolution. Float blocks only (the integer ones tile elsewhere). Best
+ * effort: a refused step leaves t as it was. */
+static void fuse_consumer_at_tile(sch_traced *t, int b, const ir_block *blk, int ns) {
+  if (ns <= 0 || blk->nwrites != 1 || !ir_dtype_is_float(blk->writes[0].buf->dtype)) return;
+  ts_diag q;
+  ts_diag_clear(&q);
+  const int *cons, *lp;
+  int nc, nl;
+  if (sch_t_get_consumers(t, b, &cons, &nc, &q) || nc != 1) return;
+  int c = cons[0];
+  const ir_stmt *cr = srch_find_realize(sch_traced_func(t), sch_t_block(t, c).name);
+  if (!cr) return;
+  const ir_block *cb = cr->u.realize.block;
+  for (int i = 0; i < cb->niter; i++)
+    if (cb->iters[i].type != IR_ITER_S) return;
+  if (sch_t_get_loops(t, b, &lp, &nl, &q) || nl < 2 * ns) return;
+  ts_diag_clear(&q);
+  sch_t_reverse_compute_at(t, c, lp[2 * ns - 1], true, -1, &q);
+}
+
 /* Pushes t tiled (with pre-splits pre, or none) and its two write-cache
  * forks; t untouched by a refused tiling is pushed as is. */
 static ts_status tile_and_fork(const srch_rule_ctx *c, sch_traced *t, const char *block, const ir_block *blk,
@@ -243,7 +270,9 @@ static ts_status tile_and_fork(const srch_rule_ctx *c, sch_traced *t, const char
   int b;
   if (sch_t_get_block(t, block, &b, &q)) return srch_push(out, t, d);
   int ns = tile_block(c, t, b, blk, iter_of, pre, vbw, nvbw, structure);
-  /* SSRRS writes each output tile once, after its whole reduction: no cache */
+  /* SSRRS writes each output tile once, after its whole reduction: no
+   * cache; its elementwise epilogue follows each tile */
+  if (ns > 0 && !strcmp(structure, "SSRRS")) fuse_consumer_at_tile(t, b, blk, ns);
   if (ns < 0 || strcmp(structure, "SSRSRS")) return srch_push(out, t, d);
   /* write cache: none, level 1, level 2 (with pre-splits, the level-2 slot
    * ends before the pre-split tails, which stay inside with the compute) */

@@ -490,6 +490,68 @@ END_TEST
  * channel block innermost (a width dividing the block), and their candidates
  * vectorise it, build, and match the interpreter; the plain NCHW conv, whose
  * output channel is no last index, gets no such sketch. */
+/* The register-resident sketch ("SSRRS") of a channel-blocked convolution
+ * with a fused epilogue (bias + Relu, as the model compiler fuses them):
+ * the epilogue block goes under the tile's last S1 loop, after the whole
+ * reduction (one ReverseComputeAt, no cache), so each output tile is
+ * written once with its epilogue as MLAS's kernels write it; every
+ * candidate equal to the unscheduled function, one built and verified. */
+START_TEST(test_ssrrs_epilogue) {
+  static const char *src =
+      "kernel bconv(X: f32[1, 2, 5, 7, 8], W: f32[4, 2, 1, 1, 8, 8], B: f32[32]) -> Y: f32[1, 4, 5, 7, 8] {\n"
+      "  let C: f32[1, 4, 5, 7, 8]\n"
+      "  C[n, ko, p, q, kv] += X[n, co, p + ri, q + si, cv] * W[ko, co, ri, si, cv, kv]\n"
+      "  Y[n, ko, p, q, kv] = max(C[n, ko, p, q, kv] + B[ko * 8 + kv], 0.0)\n"
+      "}\n";
+  ts_arena a;
+  ts_arena_init(&a);
+  ir_func *f;
+  ts_diag d;
+  ts_diag_clear(&d);
+  ck_assert_msg(ir_parse_func(&a, src, strlen(src), "test.tsl", &f, &d) == TS_OK, "%s", d.msg);
+  srch_space_opts so = {.rule_mask = srch_rule_mask_without(0, SRCH_RULE_MULTI_LEVEL_TILING_TENSOR)};
+  int n;
+  sch_trace **sk = sketches_with(f, &so, &n);
+  cg_target t = host();
+  char path[] = "/tmp/tessel_rules_ep_XXXXXX.so";
+  int fd = mkstemps(path, 3);
+  ck_assert_int_ge(fd, 0);
+  close(fd);
+  int fused = 0, passed = 0;
+  for (int s = 0; s < n; s++) {
+    if (count_kind(sk[s], SCH_I_REVERSE_COMPUTE_AT) != 1 || count_kind(sk[s], SCH_I_CACHE_WRITE) != 0) continue;
+    fused++;
+    for (int k = 0; k < 8; k++) {
+      ts_diag_clear(&d);
+      sch_traced *ts = srch_instantiate(sk[s], f, &t, true, (uint64_t)(k + 1), &d);
+      if (!ts) continue;
+      /* Y under C's tile loops (the postprocessor fuses the outer ones):
+       * both under the same outermost loop, Y below more than its own 5 */
+      sch_block b, cb;
+      sch_loop *loops, *cloops;
+      int nl, ncl;
+      tu_ok(sch_get_block(sch_traced_state(ts), "Y", &b, &d), &d);
+      tu_ok(sch_get_loops(sch_traced_state(ts), b, &loops, &nl, &d), &d);
+      const ir_var *outer = loops[0].var;
+      tu_ok(sch_get_block(sch_traced_state(ts), "C", &cb, &d), &d);
+      tu_ok(sch_get_loops(sch_traced_state(ts), cb, &cloops, &ncl, &d), &d);
+      ck_assert_msg(nl > 5 && cloops[0].var == outer, "Y (%d loops) is not under C's tile", nl);
+      const ir_func *ref = sch_layout_reference(&a, f, sch_traced_trace(ts), &d);
+      ck_assert_msg(ref != NULL, "%s", d.msg);
+      tu_assert_equivalent(ref, sch_traced_func(ts));
+      if (!passed) build_run_verify(ref, ts, path, "bconv");
+      passed++;
+      sch_traced_free(ts);
+    }
+  }
+  ck_assert_int_eq(fused, 1);
+  ck_assert_int_gt(passed, 0);
+  free_sketches(sk, n);
+  unlink(path);
+  ts_arena_fini(&a);
+}
+END_TEST
+
 START_TEST(test_vector_block) {
   static const char *const cases[] = {
       "conv2d_nchwc:n=1,c=6,h=7,w=9,k=32,r=3,s=3,stride=2,pad=1,dilation=1,cb=3,kb=32",
@@ -595,6 +657,7 @@ int main(void) {
   tcase_add_test(tc, test_grouped_vector_span);
   tcase_add_test(tc, test_build_candidate);
   tcase_add_test(tc, test_vector_block);
+  tcase_add_test(tc, test_ssrrs_epilogue);
   tcase_add_test(tc, test_register_tile);
   suite_add_tcase(s, tc);
   SRunner *sr = srunner_create(s);

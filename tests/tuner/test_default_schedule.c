@@ -332,6 +332,100 @@ START_TEST(test_rows_from_one_vector) {
 }
 END_TEST
 
+/* The product of the unrolled loops' extents above block `name`'s body
+ * (its register tile less the vector) and how many there are. */
+typedef struct unrolled_tile {
+  const char *name;
+  int64_t acc;
+  int nested;
+} unrolled_tile;
+
+static void find_unrolled(const ir_stmt *s, int64_t prod, int n, unrolled_tile *out) {
+  if (!s) return;
+  switch (s->kind) {
+  case IR_FOR: {
+    int64_t e = 1;
+    bool u = s->u.loop.kind == IR_FOR_UNROLLED && ir_as_int(s->u.loop.extent, &e);
+    find_unrolled(s->u.loop.body, u ? prod * e : prod, n + u, out);
+    return;
+  }
+  case IR_SEQ:
+    for (int i = 0; i < s->u.seq.n; i++) find_unrolled(s->u.seq.stmts[i], prod, n, out);
+    return;
+  case IR_BLOCK_REALIZE:
+    if (!strcmp(s->u.realize.block->name, out->name)) {
+      out->acc = prod;
+      out->nested = n;
+      return;
+    }
+    find_unrolled(s->u.realize.block->body, prod, n, out);
+    return;
+  case IR_IF: find_unrolled(s->u.ifs.then_s, prod, n, out); find_unrolled(s->u.ifs.else_s, prod, n, out); return;
+  case IR_LET: find_unrolled(s->u.let.body, prod, n, out); return;
+  case IR_ALLOCATE: find_unrolled(s->u.alloc.body, prod, n, out); return;
+  default: return;
+  }
+}
+
+/* A channel-blocked convolution (the nchwc pass's conv2d_nchwc) on AVX2
+ * gets MLAS's register tile: output pixels x output-channel blocks, each a
+ * vector of 8 (m blocks of ko unrolled inside the pixels, so one broadcast
+ * input feeds m FMAs), the accumulators, the m weight vectors and the
+ * broadcast within the 16 ymm registers: 4 x 2 at widths 28 and 56 (1x1,
+ * 3x3 s2, the 7x7 stem reading plain NCHW), 2 x 4 at 14, 4 x 3 where ko is
+ * 3 (24 channels), 1 x 4 at a prime width, where before they were a row of
+ * 7 or 8 pixels against one weight vector; at 7 no such pair beats 7 x 1,
+ * which stays, and so does the depthwise form's one block (its input is a
+ * vector too). Each also built for this host at odd and prime sizes and
+ * checked against the interpreter. */
+START_TEST(test_nchwc_channel_blocks) {
+  static const struct {
+    const char *spec;
+    int64_t acc;
+    int nested; /* unrolled loops: rows and blocks, or one of them */
+  } cases[] = {
+      {"conv2d_nchwc:n=1,c=16,h=28,w=28,k=64,r=1,s=1,stride=1,pad=0,cb=8,kb=8", 8, 2},    /* 1x1: 4 x 2 */
+      {"conv2d_nchwc:n=1,c=16,h=56,w=56,k=16,r=3,s=3,stride=2,pad=1,cb=8,kb=8", 8, 2},    /* 3x3 s2: 4 x 2 */
+      {"conv2d_nchwc:n=1,c=64,h=56,w=56,k=64,r=1,s=1,stride=1,pad=0,cb=8,kb=8", 8, 2},    /* 56: 4 x 2, not 8 x 1 */
+      {"conv2d_nchwc:n=1,c=16,h=14,w=14,k=64,r=1,s=1,stride=1,pad=0,cb=8,kb=8", 8, 2},    /* 14: 2 x 4, not 7 x 1 */
+      {"conv2d_nchwc:n=1,c=16,h=7,w=7,k=32,r=3,s=3,stride=1,pad=1,cb=8,kb=8", 7, 1},      /* 7: 7 x 1 stays */
+      {"conv2d_nchwc:n=1,c=3,h=56,w=56,k=16,r=7,s=7,stride=2,pad=3,cb=1,kb=8", 8, 2},     /* stem, plain input */
+      {"conv2d_nchwc:n=1,c=16,h=28,w=28,k=24,r=1,s=1,stride=1,pad=0,cb=8,kb=8", 12, 2},   /* ko 3: 4 x 3 */
+      {"conv2d_nchwc:n=1,c=8,h=13,w=13,k=32,r=3,s=3,stride=1,pad=1,cb=8,kb=8", 4, 1},     /* prime 13: 1 x 4 */
+      {"depthwise_conv2d_nchwc:n=1,c=32,h=28,w=28,r=3,s=3,stride=1,pad=1,cb=8", 7, 1},    /* one block */
+  };
+  ts_diag d;
+  ts_diag_clear(&d);
+  cg_target tg;
+  ck_assert_int_eq(cg_target_parse("llvm -mtriple=x86_64-linux-gnu -mattr=+avx2,+fma", &tg, &d), TS_OK);
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    ts_arena a;
+    ts_arena_init(&a);
+    ir_func *f = tu_workload(&a, cases[i].spec);
+    sch_traced *t = NULL;
+    ck_assert_msg(tun_schedule(f, NULL, &tg, &t, &d) == TS_OK, "%s: %s", cases[i].spec, d.msg);
+    unrolled_tile tl = {.name = "Y"}; /* the workloads' reduction block */
+    find_unrolled(sch_traced_func(t)->body, 1, 0, &tl);
+    ck_assert_msg(tl.acc == cases[i].acc && tl.nested == cases[i].nested, "%s: %lld accumulators in %d unrolled loops", cases[i].spec,
+                  (long long)tl.acc, tl.nested);
+    tu_assert_equivalent(f, sch_traced_func(t));
+    sch_traced_free(t);
+    ts_arena_fini(&a);
+  }
+  /* built for this host (AVX-512 or not), odd and prime sizes, against the
+   * interpreter */
+  ts_arena a;
+  ts_arena_init(&a);
+  shape_stats st = check_spec(&a, "conv2d_nchwc:n=1,c=8,h=13,w=13,k=32,r=3,s=3,stride=1,pad=1,cb=8,kb=8");
+  ck_assert_int_eq(st.local_allocs, 1);
+  check_spec(&a, "conv2d_nchwc:n=1,c=16,h=14,w=14,k=64,r=3,s=3,stride=2,pad=1,cb=8,kb=8");
+  check_spec(&a, "conv2d_nchwc:n=1,c=3,h=23,w=23,k=24,r=7,s=7,stride=2,pad=3,cb=1,kb=8");
+  check_spec(&a, "conv2d_nchwc:n=1,c=16,h=7,w=7,k=16,r=1,s=1,stride=1,pad=0,cb=8,kb=8");
+  check_spec(&a, "conv2d_nchwc:n=1,c=16,h=11,w=7,k=24,r=3,s=3,stride=1,pad=1,cb=8,kb=8");
+  ts_arena_fini(&a);
+}
+END_TEST
+
 /* A legalized convolution (padding as a select, as the ONNX import emits
  * it) with a bias + residual + relu epilogue: the conv keeps the plain
  * schedule (guarded body), the elementwise chain is inlined into one block. */
@@ -832,6 +926,7 @@ int main(void) {
   tcase_add_test(tc, test_winograd_default_decisions);
   tcase_add_test(tc, test_fallback_extents);
   tcase_add_test(tc, test_rows_from_one_vector);
+  tcase_add_test(tc, test_nchwc_channel_blocks);
   tcase_add_test(tc, test_guarded_conv_epilogue);
   tcase_add_test(tc, test_switch_off);
   tcase_add_test(tc, test_strided_producer_kept);
