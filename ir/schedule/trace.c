@@ -578,10 +578,13 @@ ts_status sch_t_transform_layout(sch_traced *t, const sch_layout_map *m, ts_diag
     comps[3 * j + 2] = m->comp[j].extent;
   }
   for (int a = 0; a < m->naxes; a++) groups[a] = m->group[a];
-  sch_attr at[3] = {{.kind = SCH_ATTR_INT, .i = m->param},
+  char dt[16];
+  if (m->dtype.lanes) ir_dtype_str(m->dtype, dt, sizeof dt);
+  sch_attr at[4] = {{.kind = SCH_ATTR_INT, .i = m->param},
                     {.kind = SCH_ATTR_INTS, .n = 3 * m->ncomp, .ints = comps},
-                    {.kind = SCH_ATTR_INTS, .n = m->naxes, .ints = groups}};
-  return sch_traced_call(t, SCH_I_TRANSFORM_LAYOUT, 0, NULL, 3, at, NULL, NULL, NULL, d);
+                    {.kind = SCH_ATTR_INTS, .n = m->naxes, .ints = groups},
+                    {.kind = SCH_ATTR_STR, .s = dt}};
+  return sch_traced_call(t, SCH_I_TRANSFORM_LAYOUT, 0, NULL, m->dtype.lanes ? 4 : 3, at, NULL, NULL, NULL, d);
 }
 
 ts_status sch_t_enter_postproc(sch_traced *t, ts_diag *d) {

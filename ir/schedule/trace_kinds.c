@@ -124,14 +124,29 @@ ts_status trc_check_sig(const sch_inst_kind_info *info, int nin, const sch_arg *
     if (in[i].kind == SCH_ARG_STR && !in[i].s)
       return ts_diag_set(d, code, "%s: input %d is a NULL string", prefix, i);
   }
-  int na = (int)strlen(info->attrs);
-  if (nattr != na)
-    return ts_diag_set(d, code, "%s: %s takes %d attr%s, got %d", prefix, info->name, na, na == 1 ? "" : "s",
-                       nattr);
+  int nmin, na = trc_attr_count(info, &nmin);
+  if (nattr < nmin || nattr > na) {
+    if (nmin == na)
+      return ts_diag_set(d, code, "%s: %s takes %d attr%s, got %d", prefix, info->name, na, na == 1 ? "" : "s",
+                         nattr);
+    return ts_diag_set(d, code, "%s: %s takes %d to %d attrs, got %d", prefix, info->name, nmin, na, nattr);
+  }
   for (int i = 0; i < nattr; i++)
-    if (!attr_fits(info->attrs[i], &attrs[i]))
-      return ts_diag_set(d, code, "%s: attr %d should be %s", prefix, i, trc_sig_name(info->attrs[i]));
+    if (!attr_fits(trc_attr_sig(info, i), &attrs[i]))
+      return ts_diag_set(d, code, "%s: attr %d should be %s", prefix, i, trc_sig_name(trc_attr_sig(info, i)));
   return TS_OK;
+}
+
+int trc_attr_count(const sch_inst_kind_info *info, int *min) {
+  const char *q = strchr(info->attrs, '?');
+  int n = (int)strlen(info->attrs);
+  *min = q ? (int)(q - info->attrs) : n;
+  return q ? n - 1 : n;
+}
+
+char trc_attr_sig(const sch_inst_kind_info *info, int j) {
+  const char *q = strchr(info->attrs, '?');
+  return q && j >= (int)(q - info->attrs) ? info->attrs[j + 1] : info->attrs[j];
 }
 
 /* The number of outputs a kind's signature fixes, or -1 if the primitive
@@ -511,7 +526,7 @@ static const sch_inst_kind_info kinds[SCH_INST_KIND_COUNT] = {
     [SCH_I_SAMPLE_COMPUTE_LOCATION] = {"SampleComputeLocation", true, "B", "", 'l', 1, 's',
                                        ap_sample_compute_location},
     [SCH_I_ENTER_POSTPROC] = {"EnterPostproc", false, "", "", 0, 0, 0, ap_enter_postproc},
-    [SCH_I_TRANSFORM_LAYOUT] = {"TransformLayout", false, "", "iII", 0, 0, 0, ap_transform_layout},
+    [SCH_I_TRANSFORM_LAYOUT] = {"TransformLayout", false, "", "iII?s", 0, 0, 0, ap_transform_layout},
     [SCH_I_SHIFT_TO_UNSIGNED] = {"ShiftToUnsigned", false, "B", "", 'b', 2, 0, ap_shift_to_unsigned},
     [SCH_I_PAD_EINSUM] = {"PadEinsum", false, "B", "I", 'b', 1, 0, ap_pad_einsum},
 };

@@ -86,18 +86,19 @@ static void target_of(const cg_target *t, char *arch, size_t na, const char **cp
 /* The x86 int8 kernel families on a packed weight, best first: VNNI
  * (vpdpbusd, 16 lanes x 4 deep; i8 x i8 shifted to u8 first, the
  * compensation's column sums tensorized) and, without VNNI, AVX2 (vpmaddwd,
- * 8 lanes x 2 deep, both signs as they are). packed: the family's packed
- * kernel (its availability is the family's); prefix: the names padding may
- * use. docs/TENSORIZE.md. */
+ * 8 lanes x 2 deep, both signs as they are, the weight stored as i16 by the
+ * packing: the .packed16 kernels). packed: the family's packed kernel (its
+ * availability is the family's); prefix: the names padding may use; wide16:
+ * the packing widens the weight to i16. docs/TENSORIZE.md. */
 typedef struct i8_family {
   const char *packed, *prefix;
   int lanes, depth;
-  bool shift;
+  bool shift, wide16;
 } i8_family;
 
 static const i8_family i8_families[] = {
-    {"x86.avx512.vnni.u8i8.packed.1x16x4", "x86.avx512.vnni.", 16, 4, true},
-    {"x86.avx2.pmaddwd.u8i8.packed.1x8x2", "x86.avx2.pmaddwd.", 8, 2, false},
+    {"x86.avx512.vnni.u8i8.packed.1x16x4", "x86.avx512.vnni.", 16, 4, true, false},
+    {"x86.avx2.pmaddwd.u8i8.packed16.1x8x2", "x86.avx2.pmaddwd.", 8, 2, false, true},
 };
 
 /* The best int8 family the target has, or NULL. */
@@ -282,9 +283,9 @@ static bool vnni_pack(sch_traced *t, const char *block, const i8_family *fm) {
     sch_layout_map m;
     ts_diag q;
     ts_diag_clear(&q);
-    if (sch_layout_vnni(f, p, v.kdim, v.ndim, fm->lanes, fm->depth, &m, &q) == TS_OK &&
-        sch_t_transform_layout(t, &m, &q) == TS_OK)
-      return true;
+    if (sch_layout_vnni(f, p, v.kdim, v.ndim, fm->lanes, fm->depth, &m, &q) != TS_OK) continue;
+    if (fm->wide16) m.dtype = ir_dt(IR_I16);
+    if (sch_t_transform_layout(t, &m, &q) == TS_OK) return true;
   }
   return false;
 }
@@ -381,22 +382,29 @@ static i8_tile tile_wide(const sch_intrin *in, int64_t rr, int64_t rc) {
 }
 
 /* AVX2 (16 ymm): per k pair an R x C tile issues R·C vpmaddwd and vpaddd,
- * R widenings of A's pair (vpmovzxbw) and C of the weight's (vpmovsxbw), so
- * the shape with the fewest widenings per multiply (1/R + 1/C) that holds R·C
- * accumulators, C weight vectors and A's pair in 16 registers (R·C + C < 16)
- * wins, the larger tile on a tie; rows from the iter before (fh) only where
- * the row iter's own do not reach it. *cost: 1/R + 1/C of the pick. */
+ * R widenings of A's pair (vpmovzxbw) and, on a byte weight, C of the
+ * weight's (vpmovsxbw). Byte weight: the shape with the fewest widenings per
+ * multiply (1/R + 1/C) that holds R·C accumulators, C weight vectors and A's
+ * pair in 16 registers (R·C + C < 16) wins. Weight stored as i16
+ * (.packed16): no weight widening, the weight vectors may be vpmaddwd's
+ * memory operand (R·C accumulators, A's pair and one product: R·C + 2 <= 16),
+ * and the cost is 1/C (A's widenings per multiply) + 1/(2R) (the weight
+ * panel re-read per row: a one-row tile streams 32 bytes of weight per
+ * vpmaddwd, what the caches cannot feed on big layers). The larger tile wins
+ * a tie; rows from the iter before (fh) only where the row iter's own do not
+ * reach it. *cost: that of the pick. */
 static i8_tile tile_avx2(const sch_intrin *in, int64_t rr, int64_t rc, int64_t rh, double *cost) {
+  bool w16 = strstr(in->name, ".packed16.") != NULL;
   i8_tile best = {1, 1, 1};
   double bc = 1e9;
   for (int64_t fh = 1; fh <= 12 && fh <= rh; fh++) {
     if (rh % fh) continue;
-    for (int64_t fc = 1; fc <= 4; fc++) {
+    for (int64_t fc = 1; fc <= (w16 ? 14 : 4); fc++) {
       if (rc % fc) continue;
       for (int64_t fr = 1; fr * in->m * fh <= 12; fr++) {
         int64_t r = fr * in->m * fh, br = best.fr * in->m * best.fh;
-        if (rr % fr || r * fc + fc >= 16) continue;
-        double c = 1.0 / (double)r + 1.0 / (double)fc;
+        if (rr % fr || (w16 ? r * fc + 2 > 16 : r * fc + fc >= 16)) continue;
+        double c = w16 ? 1.0 / (double)fc + 0.5 / (double)r : 1.0 / (double)r + 1.0 / (double)fc;
         if (c < bc - 1e-9 || (c < bc + 1e-9 && r * fc > br * best.fc)) {
           bc = c;
           best = (i8_tile){fr, fc, fh};

@@ -686,9 +686,10 @@ START_TEST(test_rule_conv) {
 }
 END_TEST
 
-/* Without VNNI (AVX2 only) the same convolutions take the vpmaddwd kernels. */
+/* Without VNNI (AVX2 only) the same convolutions take the vpmaddwd kernels
+ * on the weight packed as i16 (.packed16). */
 START_TEST(test_rule_conv_avx2) {
-  rule_conv("llvm -mtriple=x86_64-linux-gnu -mattr=+avx2,+fma", "x86.avx2.pmaddwd.u8i8.packed.", "vpmaddwd", "avx2");
+  rule_conv("llvm -mtriple=x86_64-linux-gnu -mattr=+avx2,+fma", "x86.avx2.pmaddwd.u8i8.packed16.", "vpmaddwd", "avx2");
 }
 END_TEST
 

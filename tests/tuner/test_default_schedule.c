@@ -680,6 +680,7 @@ END_TEST
 typedef struct avx2_tile {
   int64_t acc;
   int rows, nested;
+  bool wide16; /* a .packed16 kernel: the weight stored as i16 */
 } avx2_tile;
 
 static void find_tile(const ir_stmt *s, int64_t prod, int nunrolled, avx2_tile *out) {
@@ -698,7 +699,9 @@ static void find_tile(const ir_stmt *s, int64_t prod, int nunrolled, avx2_tile *
     const ir_block *b = s->u.realize.block;
     const ir_annot *an = ir_annot_find(b->nannot, b->annots, "tessel.tensorized");
     if (an && an->kind == IR_ANN_STR && strstr(an->v.s, "x86.avx2.pmaddwd.")) {
-      int r = atoi(strstr(an->v.s, ".packed.") + 8);
+      const char *pk = strstr(an->v.s, ".packed16.");
+      int r = pk ? atoi(pk + 10) : atoi(strstr(an->v.s, ".packed.") + 8);
+      out->wide16 = pk != NULL;
       out->acc = prod * r;
       out->rows = r;
       out->nested = nunrolled;
