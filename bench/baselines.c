@@ -28,7 +28,8 @@
  *                                             (GOP/s, 64 per group of three)
  *   bench_baselines peak_i8_tile TILE          an exact int8 register tile over L1-resident operands,
  *                                             TILE = b8_4x2 (bytes widened in the kernel, as .packed)
- *                                             or w16_RxC (weight stored as i16, as .packed16): GOP/s
+ *                                             or w16_RxC (weight stored as i16, as .packed16), or
+ *                                             a16_RxC (that with A widened to u16 beforehand): GOP/s
  *   bench_baselines peak_fma THREADS           the fp32 FMA peak: 16 independent vfmadd231ps
  *                                             zmm chains per thread (GFLOP/s, 32 per FMA); on a
  *                                             CPU without AVX-512, 14 ymm chains (16 per FMA)
@@ -194,27 +195,52 @@ __attribute__((target("avx2"))) static void run_peak_pmaddwd_mem(void *p) {
 static uint8_t tile_a[8][2 * TILE_KP] __attribute__((aligned(64)));
 static int16_t tile_w[TILE_KP * 8 * 16] __attribute__((aligned(64)));
 
+static uint16_t tile_a16[8][2 * TILE_KP] __attribute__((aligned(64)));
+
+/* The .packed16 tile with A already widened to u16 (a stage writes the
+ * activation once as u16): A's pair is one vpbroadcastd from memory. */
+#define TILE16_FN(NAME, R, C)                                                                     \
+  __attribute__((target("avx2"))) static void NAME(void *p) {                                      \
+    int *sink = p;                                                                                 \
+    __m256i acc[R][C];                                                                             \
+    _Pragma("GCC unroll 16") for (int r = 0; r < R; r++)                                                                    \
+      _Pragma("GCC unroll 16") for (int c = 0; c < C; c++) acc[r][c] = _mm256_setzero_si256();                              \
+    for (int it = 0; it < PMADDWD_ITERS / TILE_KP; it++)                                          \
+      for (int k = 0; k < TILE_KP; k++) {                                                          \
+        __m256i b[C];                                                                              \
+        _Pragma("GCC unroll 16") for (int c = 0; c < C; c++) b[c] = _mm256_load_si256((const __m256i *)(tile_w + (k * C + c) * 16)); \
+        _Pragma("GCC unroll 16") for (int r = 0; r < R; r++) {                                                              \
+          __m256i a = _mm256_set1_epi32(*(const int32_t *)&tile_a16[r][2 * k]);                    \
+          _Pragma("GCC unroll 16") for (int c = 0; c < C; c++) acc[r][c] = _mm256_add_epi32(acc[r][c], _mm256_madd_epi16(a, b[c])); \
+        }                                                                                          \
+      }                                                                                            \
+    __m256i s = _mm256_setzero_si256();                                                            \
+    _Pragma("GCC unroll 16") for (int r = 0; r < R; r++)                                                                    \
+      _Pragma("GCC unroll 16") for (int c = 0; c < C; c++) s = _mm256_xor_si256(s, acc[r][c]);                              \
+    *sink += _mm256_extract_epi32(s, 0);                                                           \
+  }
+
 #define TILE_FN(NAME, R, C, W16)                                                                   \
   __attribute__((target("avx2"))) static void NAME(void *p) {                                      \
     int *sink = p;                                                                                 \
     __m256i acc[R][C];                                                                             \
-    for (int r = 0; r < R; r++)                                                                    \
-      for (int c = 0; c < C; c++) acc[r][c] = _mm256_setzero_si256();                              \
+    _Pragma("GCC unroll 16") for (int r = 0; r < R; r++)                                                                    \
+      _Pragma("GCC unroll 16") for (int c = 0; c < C; c++) acc[r][c] = _mm256_setzero_si256();                              \
     for (int it = 0; it < PMADDWD_ITERS / TILE_KP; it++)                                          \
       for (int k = 0; k < TILE_KP; k++) {                                                          \
         __m256i b[C];                                                                              \
-        for (int c = 0; c < C; c++)                                                                \
+        _Pragma("GCC unroll 16") for (int c = 0; c < C; c++)                                                                \
           b[c] = W16 ? _mm256_load_si256((const __m256i *)(tile_w + (k * C + c) * 16))             \
                      : _mm256_cvtepi8_epi16(_mm_load_si128((const __m128i *)((const int8_t *)tile_w + \
                                                                                (k * C + c) * 16))); \
-        for (int r = 0; r < R; r++) {                                                              \
+        _Pragma("GCC unroll 16") for (int r = 0; r < R; r++) {                                                              \
           __m256i a = _mm256_cvtepu8_epi16(_mm_set1_epi16(*(const int16_t *)&tile_a[r][2 * k]));    \
-          for (int c = 0; c < C; c++) acc[r][c] = _mm256_add_epi32(acc[r][c], _mm256_madd_epi16(a, b[c])); \
+          _Pragma("GCC unroll 16") for (int c = 0; c < C; c++) acc[r][c] = _mm256_add_epi32(acc[r][c], _mm256_madd_epi16(a, b[c])); \
         }                                                                                          \
       }                                                                                            \
     __m256i s = _mm256_setzero_si256();                                                            \
-    for (int r = 0; r < R; r++)                                                                    \
-      for (int c = 0; c < C; c++) s = _mm256_xor_si256(s, acc[r][c]);                              \
+    _Pragma("GCC unroll 16") for (int r = 0; r < R; r++)                                                                    \
+      _Pragma("GCC unroll 16") for (int c = 0; c < C; c++) s = _mm256_xor_si256(s, acc[r][c]);                              \
     *sink += _mm256_extract_epi32(s, 0);                                                           \
   }
 TILE_FN(run_tile_b8_4x2, 4, 2, 0)
@@ -223,6 +249,8 @@ TILE_FN(run_tile_w16_2x4, 2, 4, 1)
 TILE_FN(run_tile_w16_3x4, 3, 4, 1)
 TILE_FN(run_tile_w16_1x8, 1, 8, 1)
 TILE_FN(run_tile_w16_6x2, 6, 2, 1)
+TILE16_FN(run_tile_a16_2x4, 2, 4)
+TILE16_FN(run_tile_a16_4x2, 4, 2)
 
 typedef struct tile_entry {
   const char *name;
@@ -232,6 +260,7 @@ typedef struct tile_entry {
 static const tile_entry tile_entries[] = {
     {"b8_4x2", run_tile_b8_4x2, 4, 2},   {"w16_4x2", run_tile_w16_4x2, 4, 2}, {"w16_2x4", run_tile_w16_2x4, 2, 4},
     {"w16_3x4", run_tile_w16_3x4, 3, 4}, {"w16_1x8", run_tile_w16_1x8, 1, 8}, {"w16_6x2", run_tile_w16_6x2, 6, 2},
+    {"a16_2x4", run_tile_a16_2x4, 2, 4}, {"a16_4x2", run_tile_a16_4x2, 4, 2},
 };
 
 /* ---- the fp32 FMA peak and the read bandwidth, on THREADS pthreads ---- */
@@ -474,7 +503,7 @@ int main(int argc, char **argv) {
       printf("%.2f %.6g\n", 32.0 * tile_entries[i].r * tile_entries[i].c * PMADDWD_ITERS / t * 1e-9, t);
       return 0;
     }
-    fprintf(stderr, "peak_i8_tile: unknown tile '%s' (b8_4x2, w16_4x2, w16_2x4, w16_3x4, w16_1x8, w16_6x2)\n", argv[2]);
+    fprintf(stderr, "peak_i8_tile: unknown tile '%s' (b8_4x2, w16_4x2, w16_2x4, w16_3x4, w16_1x8, w16_6x2, a16_2x4, a16_4x2)\n", argv[2]);
     return 2;
   }
   if ((!strcmp(argv[1], "peak_fma") || !strcmp(argv[1], "read_bw")) && argc == 3) {
