@@ -546,9 +546,7 @@ ts_status sch_layout_suggest(const ir_func *f, int param, sch_layout_map *out, t
 
 /* ---- the packed dtype ------------------------------------------------------------ */
 
-/* from -> to keeps every value: an 8-bit integer into a 16- or 32-bit one
- * (i8 into a signed one, u8 into either). */
-static bool layout_widens(ir_dtype from, ir_dtype to) {
+bool sch_dtype_widens(ir_dtype from, ir_dtype to) {
   if (from.lanes != 1 || to.lanes != 1 || !ir_dtype_is_int(from) || !ir_dtype_is_int(to) || ir_dtype_bits(from) != 8)
     return false;
   int tb = ir_dtype_bits(to);
@@ -778,7 +776,7 @@ ts_status sch_transform_layout(sch_state *s, const sch_layout_map *m, ts_diag *d
   if (old->strides || old->elem_offset)
     return ts_diag_set(d, TS_ESCHEDULE, "transform_layout of %s in %s: it has explicit strides or an offset",
                        old->name, fn);
-  if (m->dtype.lanes && !layout_widens(old->dtype, m->dtype)) {
+  if (m->dtype.lanes && !sch_dtype_widens(old->dtype, m->dtype)) {
     char f1[16], f2[16];
     return ts_diag_set(d, TS_ESCHEDULE,
                        "transform_layout of %s in %s: %s to %s is no widening of an 8-bit integer to 16 or 32 bits",
@@ -932,7 +930,7 @@ ts_status sch_layout_pack_as(const sch_layout_map *m, ir_dtype from, const void 
     sch_layout_pack(m, (size_t)ir_dtype_bytes(from), src, dst);
     return TS_OK;
   }
-  if (!layout_widens(from, to)) {
+  if (!sch_dtype_widens(from, to)) {
     char f1[16], f2[16];
     return ts_diag_set(d, TS_EINVAL, "layout pack: %s to %s is no widening of an 8-bit integer",
                        ir_dtype_str(from, f1, sizeof f1), ir_dtype_str(to, f2, sizeof f2));

@@ -473,6 +473,14 @@ ts_status sch_t_cache_write(sch_traced *t, int b, int write_index, const char *s
   return call_cache(t, SCH_I_CACHE_WRITE, b, write_index, scope, nconsumers, consumers, out, d);
 }
 
+ts_status sch_t_set_dtype(sch_traced *t, int b, int write_index, ir_dtype dtype, ts_diag *d) {
+  char dt[16];
+  ir_dtype_str(dtype, dt, sizeof dt);
+  sch_arg a = sch_arg_rv(b);
+  sch_attr at[2] = {at_int(write_index), at_str(dt)};
+  return call1(t, SCH_I_SET_DTYPE, 1, &a, 2, at, NULL, d);
+}
+
 ts_status sch_t_set_scope(sch_traced *t, int b, int write_index, const char *scope, ts_diag *d) {
   if (!scope) return ts_diag_set(d, TS_EINVAL, "SetScope: NULL scope");
   sch_arg a = sch_arg_rv(b);

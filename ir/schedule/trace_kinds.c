@@ -365,6 +365,13 @@ static ts_status ap_cache(sch_apply_ctx *c, bool write) {
 static ts_status ap_cache_read(sch_apply_ctx *c) { return ap_cache(c, false); }
 static ts_status ap_cache_write(sch_apply_ctx *c) { return ap_cache(c, true); }
 
+static ts_status ap_set_dtype(sch_apply_ctx *c) {
+  ir_dtype dt;
+  if (!ir_dtype_parse(c->attrs[1].s, &dt) || dt.lanes != 1)
+    return ts_diag_set(c->d, TS_ESCHEDULE, "SetDType: '%s' is no scalar dtype", c->attrs[1].s);
+  return sch_set_dtype(c->s, c->in[0].block, (int)c->attrs[0].i, dt, c->d);
+}
+
 static ts_status ap_set_scope(sch_apply_ctx *c) {
   const char *scope = sstr(c, c->attrs[1].s);
   return scope ? sch_set_scope(c->s, c->in[0].block, (int)c->attrs[0].i, scope, c->d) : oom(c);
@@ -529,6 +536,7 @@ static const sch_inst_kind_info kinds[SCH_INST_KIND_COUNT] = {
     [SCH_I_TRANSFORM_LAYOUT] = {"TransformLayout", false, "", "iII?s", 0, 0, 0, ap_transform_layout},
     [SCH_I_SHIFT_TO_UNSIGNED] = {"ShiftToUnsigned", false, "B", "", 'b', 2, 0, ap_shift_to_unsigned},
     [SCH_I_PAD_EINSUM] = {"PadEinsum", false, "B", "I", 'b', 1, 0, ap_pad_einsum},
+    [SCH_I_SET_DTYPE] = {"SetDType", false, "B", "is", 0, 0, 0, ap_set_dtype},
 };
 
 const sch_inst_kind_info *sch_inst_kind_get(sch_inst_kind k) {

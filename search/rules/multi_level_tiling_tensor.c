@@ -326,6 +326,68 @@ static bool pad_for(sch_traced *t, const char *block, int nl, const int64_t *ie)
   return sch_t_get_block(t, block, &b, &q) == TS_OK && sch_t_pad_einsum(t, b, nl, mult, &ob, &q) == TS_OK;
 }
 
+/* The block that writes buf at root level (a pad stage), or NULL. */
+static const ir_block *writer_of(const ir_func *f, const ir_buffer *buf) {
+  const ir_stmt *body = f->body && f->body->kind == IR_BLOCK_REALIZE ? f->body->u.realize.block->body : f->body;
+  int n = body && body->kind == IR_SEQ ? body->u.seq.n : 1;
+  for (int i = 0; i < n; i++) {
+    const ir_stmt *x = body->kind == IR_SEQ ? body->u.seq.stmts[i] : body;
+    while (x && x->kind == IR_FOR) x = x->u.loop.body;
+    if (!x || x->kind != IR_BLOCK_REALIZE) continue;
+    const ir_block *b = x->u.realize.block;
+    for (int w = 0; w < b->nwrites; w++)
+      if (b->writes[w].buf == buf) return b;
+  }
+  return NULL;
+}
+
+/* The operand the i16 weight multiplies (A, the block's one 8-bit read)
+ * widened once to i16 (SetDType; docs/TENSORIZE.md "Activations widened
+ * once"), so the kernel broadcasts its pair with no widening: the buffer of
+ * the root block that writes it (a pad stage: the same pass, wider), else a
+ * copy (CacheRead), the latter only where each element of A feeds at least
+ * 128 multiply-adds (the copy is one pass over A). False (t unchanged
+ * where nothing was applied) when it does not fit. */
+static bool widen_a(sch_traced *t, const char *block) {
+  const ir_stmt *r = srch_find_realize(sch_traced_func(t), block);
+  if (!r) return false;
+  const ir_block *blk = r->u.realize.block;
+  int ai = -1;
+  for (int i = 0; i < blk->nreads; i++) {
+    ir_dtype_code c = blk->reads[i].buf->dtype.code;
+    if (c != IR_U8 && c != IR_I8) continue;
+    if (ai >= 0) return false;
+    ai = i;
+  }
+  if (ai < 0) return false;
+  const ir_buffer *a = blk->reads[ai].buf;
+  const ir_func *f = sch_traced_func(t);
+  ts_diag q;
+  ts_diag_clear(&q);
+  const ir_block *w = writer_of(f, a);
+  if (w) {
+    int wb, wi = -1;
+    for (int i = 0; i < w->nwrites; i++)
+      if (w->writes[i].buf == a) wi = i;
+    return w->nwrites == 1 && !w->init && sch_t_get_block(t, w->name, &wb, &q) == TS_OK &&
+           sch_t_set_dtype(t, wb, wi, ir_dt(IR_I16), &q) == TS_OK;
+  }
+  /* a param: copied, where the reuse pays for the pass */
+  int64_t iters = 1, elems = 1, e;
+  for (int i = 0; i < blk->niter; i++) {
+    if (!ir_as_int(blk->iters[i].dom.extent, &e)) return false;
+    iters *= e;
+  }
+  for (int k = 0; k < a->ndim; k++) {
+    if (!ir_as_int(a->shape[k], &e)) return false;
+    elems *= e;
+  }
+  if (iters < 128 * elems) return false;
+  int b, cb;
+  return sch_t_get_block(t, block, &b, &q) == TS_OK && sch_t_cache_read(t, b, ai, "global", 0, NULL, &cb, &q) == TS_OK &&
+         sch_t_set_dtype(t, cb, 0, ir_dt(IR_I16), &q) == TS_OK;
+}
+
 /* ---- the default schedule's int8 kernel (tuner/build.c) ---- */
 
 typedef struct int8_find {
@@ -394,7 +456,7 @@ static i8_tile tile_wide(const sch_intrin *in, int64_t rr, int64_t rc) {
  * a tie; rows from the iter before (fh) only where the row iter's own do not
  * reach it. *cost: that of the pick. */
 static i8_tile tile_avx2(const sch_intrin *in, int64_t rr, int64_t rc, int64_t rh, double *cost) {
-  bool w16 = strstr(in->name, ".packed16.") != NULL;
+  bool w16 = strstr(in->name, ".packed16.") != NULL, a16 = strstr(in->name, ".i16i16.") != NULL;
   i8_tile best = {1, 1, 1};
   double bc = 1e9;
   for (int64_t fh = 1; fh <= 12 && fh <= rh; fh++) {
@@ -403,8 +465,8 @@ static i8_tile tile_avx2(const sch_intrin *in, int64_t rr, int64_t rc, int64_t r
       if (rc % fc) continue;
       for (int64_t fr = 1; fr * in->m * fh <= 12; fr++) {
         int64_t r = fr * in->m * fh, br = best.fr * in->m * best.fh;
-        if (rr % fr || (w16 ? r * fc + 2 > 16 : r * fc + fc >= 16)) continue;
-        double c = w16 ? 1.0 / (double)fc + 0.5 / (double)r : 1.0 / (double)r + 1.0 / (double)fc;
+        if (rr % fr || (a16 ? r * fc + fc + 1 > 16 : w16 ? r * fc + 2 > 16 : r * fc + fc >= 16)) continue;
+        double c = w16 && !a16 ? 1.0 / (double)fc + 0.5 / (double)r : 1.0 / (double)r + 1.0 / (double)fc;
         if (c < bc - 1e-9 || (c < bc + 1e-9 && r * fc > br * best.fc)) {
           bc = c;
           best = (i8_tile){fr, fc, fh};
@@ -539,6 +601,7 @@ bool srch_tensor_default(sch_traced *t, const char *block, const cg_target *tg, 
                  sch_t_shift_to_unsigned(t, b, sb, &q) == TS_OK;
   bool packed = pack && vnni_pack(t, block, fm);
   if (shifted && packed) colsum_vnni(t, sb[1]);
+  if (packed && fm->wide16 && !sym) widen_a(t, block);
   const sch_intrin *cand[16];
   int64_t cext[16][MAXL];
   int nc = matching(t, block, nl, ext, arch, cpu, feats, false, NULL, cand, cext, 16);
