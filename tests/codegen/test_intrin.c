@@ -751,6 +751,50 @@ START_TEST(test_rule_conv_avx2) {
 }
 END_TEST
 
+/* The AVX2 int8 default with the weight packed as i16: a conv's pad stage
+ * and a matmul's A where each element feeds >= 128 multiply-adds are
+ * widened once to i16 (SetDType) and the kernel is the .i16i16 one (A's
+ * pair one vpbroadcastd, no vpbroadcastw); a matmul with less reuse keeps
+ * its u8 A (.u8i8.packed16); each equal to the layout reference natively. */
+START_TEST(test_default_widened_a) {
+  static const struct {
+    const char *spec, *kernel;
+  } cases[] = {
+      {"conv2d_nhwc_u8s8:n=1,c=8,h=4,w=8,k=32,r=3,s=3,stride=1,pad=1", "x86.avx2.pmaddwd.i16i16.packed16."},
+      {"conv2d_nhwc_u8s8:n=1,c=6,h=5,w=7,k=16,r=3,s=3,stride=2,pad=1", "x86.avx2.pmaddwd.i16i16.packed16."},
+      {"matmul_u8s8:m=4,n=256,k=16", "x86.avx2.pmaddwd.i16i16.packed16."},
+      {"matmul_int8:m=4,n=256,k=16", "x86.avx2.pmaddwd.i16i16.packed16."},
+      {"matmul_u8s8:m=56,n=64,k=8", "x86.avx2.pmaddwd.u8i8.packed16."},
+  };
+  const char *target = "llvm -mtriple=x86_64-linux-gnu -mattr=+avx2,+fma";
+  cg_target tg;
+  ts_diag_clear(&D);
+  ck_assert_int_eq(cg_target_parse(target, &tg, &D), TS_OK);
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    ts_arena a;
+    ts_arena_init(&a);
+    ir_func *f = tu_workload(&a, cases[i].spec);
+    sch_traced *t = NULL;
+    ts_diag_clear(&D);
+    ck_assert_msg(tun_schedule_opts(f, NULL, &tg, &(tun_default_opts){.pack_weights = true}, &t, &D) == TS_OK, "%s: %s",
+                  cases[i].spec, D.msg);
+    const char *in = tensorized_with(sch_traced_func(t));
+    ck_assert_msg(in && strstr(in, cases[i].kernel), "%s: tensorized with %s", cases[i].spec, in ? in : "nothing");
+    const ir_func *ref = sch_layout_reference(&a, f, sch_traced_trace(t), &D);
+    ck_assert_msg(ref != NULL, "%s: %s", cases[i].spec, D.msg);
+    tu_assert_equivalent(ref, sch_traced_func(t));
+    char *x = asm_of(sch_traced_func(t), target);
+    bool a16 = strstr(cases[i].kernel, "i16i16") != NULL;
+    ck_assert_msg(count(x, "vpmaddwd") >= 1 && (a16 ? count(x, "vpbroadcastw") == 0 : count(x, "vpbroadcastw") >= 1),
+                  "%s:\n%.4000s", cases[i].spec, x);
+    ts_free(x);
+    if (cpu_has("avx2")) parity(ref, sch_traced_func(t), "llvm -mattr=+avx2,+fma", false);
+    sch_traced_free(t);
+    ts_arena_fini(&a);
+  }
+}
+END_TEST
+
 START_TEST(test_rule_candidates) {
   ts_arena a;
   ts_arena_init(&a);
@@ -824,6 +868,7 @@ int main(int argc, char **argv) {
   tcase_add_test(tc, test_vnni_packed);
   tcase_add_test(tc, test_pmaddwd_packed);
   tcase_add_test(tc, test_pmaddwd_packed16);
+  tcase_add_test(tc, test_default_widened_a);
   tcase_add_test(tc, test_clamped_cast_vectorized);
   tcase_add_test(tc, test_fma_microkernel);
   tcase_add_test(tc, test_sdot);
