@@ -452,9 +452,12 @@ static i8_tile tile_wide(const sch_intrin *in, int64_t rr, int64_t rc) {
  * memory operand (R·C accumulators, A's pair and one product: R·C + 2 <= 16),
  * and the cost is 1/C (A's widenings per multiply) + 1/(2R) (the weight
  * panel re-read per row: a one-row tile streams 32 bytes of weight per
- * vpmaddwd, what the caches cannot feed on big layers). The larger tile wins
- * a tie; rows from the iter before (fh) only where the row iter's own do not
- * reach it. *cost: that of the pick. */
+ * vpmaddwd, what the caches cannot feed on big layers). A widened once to
+ * i16 as well (.i16i16.packed16): no widening at all, so the cost counts
+ * loads per multiply, 1/C of A's pairs and 1/R of the weight's vectors
+ * (1/R + 1/C), with R·C accumulators, C weight vectors and A's pair in 16
+ * registers. The larger tile wins a tie; rows from the iter before (fh)
+ * only where the row iter's own do not reach it. *cost: that of the pick. */
 static i8_tile tile_avx2(const sch_intrin *in, int64_t rr, int64_t rc, int64_t rh, double *cost) {
   bool w16 = strstr(in->name, ".packed16.") != NULL, a16 = strstr(in->name, ".i16i16.") != NULL;
   i8_tile best = {1, 1, 1};
@@ -692,6 +695,7 @@ ts_status srch_rule_multi_level_tiling_tensor(const srch_rule_ctx *c, sch_traced
                    sch_t_shift_to_unsigned(base, b, sb, &q) == TS_OK;
     bool packed = vnni_pack(base, block, fm);
     if (shifted && packed) colsum_vnni(base, sb[1]);
+    if (packed && fm->wide16) widen_a(base, block); /* AVX2: A widened once to i16, as the default */
     if (shifted || packed) nc = matching(base, block, nl, ext, arch, cpu, feats, false, NULL, cand, cext, 16);
     if (nc == 0) {
       sch_traced_free(base);
@@ -713,6 +717,7 @@ ts_status srch_rule_multi_level_tiling_tensor(const srch_rule_ctx *c, sch_traced
      * the kernel never depends on them) */
     bool packed = vnni_pack(base, block, fm);
     if (shifted && packed) colsum_vnni(base, sb[1]);
+    if (packed && fm->wide16) widen_a(base, block);
     nc = matching(base, block, nl, ext, arch, cpu, feats, true, fm->prefix, cand, cext, 16);
     pad = nc > 0;
     if (!pad) {
