@@ -259,10 +259,11 @@ static bool vnni_visit(void *ctx, const ir_expr *e) {
 /* Re-lays t's int8 weight (an input the function marks layout-free,
  * docs/LAYOUT.md, read by block as W[.., k, .., n, ..]) into the VNNI
  * layout by a traced TransformLayout (sch_layout_vnni: [.., n/16, k/4,
- * 64]): the packed intrinsics then load vpdpbusd's operand directly. A
+ * 64]; AVX2's [.., n/8, k/2, 16], stored as i16 when the family widens and
+ * wide is set): the packed intrinsics then load their operand directly. A
  * model build packs the constant once (docs/LAYOUT.md, "Build"). False
  * (t unchanged) when there is no such weight or the layout is refused. */
-static bool vnni_pack(sch_traced *t, const char *block, const i8_family *fm) {
+static bool vnni_pack(sch_traced *t, const char *block, const i8_family *fm, bool wide) {
   const ir_func *f = sch_traced_func(t);
   int nl;
   sch_loop *cl;
@@ -284,7 +285,7 @@ static bool vnni_pack(sch_traced *t, const char *block, const i8_family *fm) {
     ts_diag q;
     ts_diag_clear(&q);
     if (sch_layout_vnni(f, p, v.kdim, v.ndim, fm->lanes, fm->depth, &m, &q) != TS_OK) continue;
-    if (fm->wide16) m.dtype = ir_dt(IR_I16);
+    if (fm->wide16 && wide) m.dtype = ir_dt(IR_I16);
     if (sch_t_transform_layout(t, &m, &q) == TS_OK) return true;
   }
   return false;
@@ -602,7 +603,9 @@ bool srch_tensor_default(sch_traced *t, const char *block, const cg_target *tg, 
    * kernel of one row per call on those iters, as it is: no shift, no padding */
   bool shifted = fm->shift && !sym && sch_t_get_block(t, block, &b, &q) == TS_OK &&
                  sch_t_shift_to_unsigned(t, b, sb, &q) == TS_OK;
-  bool packed = pack && vnni_pack(t, block, fm);
+  /* a symbolic kernel's one-row tile streams its weight once per row: it
+   * keeps the byte weight (half the bytes; widened in the kernel) */
+  bool packed = pack && vnni_pack(t, block, fm, !sym);
   if (shifted && packed) colsum_vnni(t, sb[1]);
   if (packed && fm->wide16 && !sym) widen_a(t, block);
   const sch_intrin *cand[16];
@@ -693,7 +696,7 @@ ts_status srch_rule_multi_level_tiling_tensor(const srch_rule_ctx *c, sch_traced
     ts_diag_clear(&q);
     bool shifted = fm->shift && sch_t_get_block(base, block, &b, &q) == TS_OK &&
                    sch_t_shift_to_unsigned(base, b, sb, &q) == TS_OK;
-    bool packed = vnni_pack(base, block, fm);
+    bool packed = vnni_pack(base, block, fm, true);
     if (shifted && packed) colsum_vnni(base, sb[1]);
     if (packed && fm->wide16) widen_a(base, block); /* AVX2: A widened once to i16, as the default */
     if (shifted || packed) nc = matching(base, block, nl, ext, arch, cpu, feats, false, NULL, cand, cext, 16);
@@ -715,7 +718,7 @@ ts_status srch_rule_multi_level_tiling_tensor(const srch_rule_ctx *c, sch_traced
     /* the weight packed with its n and k padded (zeros in a model build;
      * the padded block's A reads zeros in the k tail and drops the n tail, so
      * the kernel never depends on them) */
-    bool packed = vnni_pack(base, block, fm);
+    bool packed = vnni_pack(base, block, fm, true);
     if (shifted && packed) colsum_vnni(base, sb[1]);
     if (packed && fm->wide16) widen_a(base, block);
     nc = matching(base, block, nl, ext, arch, cpu, feats, true, fm->prefix, cand, cext, 16);
