@@ -166,7 +166,8 @@ __attribute__((target("avx2"))) static void run_peak_pmaddubsw(void *p) {
         "vpmaddubsw %%ymm15, %%ymm14, %%ymm8\n vpmaddwd %%ymm13, %%ymm8, %%ymm8\n vpaddd %%ymm8, %%ymm2, %%ymm2\n"
         "vpmaddubsw %%ymm15, %%ymm14, %%ymm9\n vpmaddwd %%ymm13, %%ymm9, %%ymm9\n vpaddd %%ymm9, %%ymm3, %%ymm3\n"
         "vpmaddubsw %%ymm15, %%ymm14, %%ymm10\n vpmaddwd %%ymm13, %%ymm10, %%ymm10\n vpaddd %%ymm10, %%ymm4, %%ymm4\n"
-        "vpmaddubsw %%ymm15, %%ymm14, %%ymm11\n vpmaddwd %%ymm13, %%ymm11, %%ymm11\n vpaddd %%ymm11, %%ymm5, %%ymm5\n" ::
+        "vpmaddubsw %%ymm15, %%ymm14, %%ymm11\n vpmaddwd %%ymm13, %%ymm11, %%ymm11\n"
+        "vpaddd %%ymm11, %%ymm5, %%ymm5\n" ::
             : "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9", "xmm10", "xmm11");
   *sink += 1;
 }
@@ -195,53 +196,54 @@ __attribute__((target("avx2"))) static void run_peak_pmaddwd_mem(void *p) {
 static uint8_t tile_a[8][2 * TILE_KP] __attribute__((aligned(64)));
 static int16_t tile_w[TILE_KP * 8 * 16] __attribute__((aligned(64)));
 
+#define UNROLL _Pragma("GCC unroll 16")
 static uint16_t tile_a16[8][2 * TILE_KP] __attribute__((aligned(64)));
 
 /* The .packed16 tile with A already widened to u16 (a stage writes the
  * activation once as u16): A's pair is one vpbroadcastd from memory. */
-#define TILE16_FN(NAME, R, C)                                                                     \
-  __attribute__((target("avx2"))) static void NAME(void *p) {                                      \
-    int *sink = p;                                                                                 \
-    __m256i acc[R][C];                                                                             \
-    _Pragma("GCC unroll 16") for (int r = 0; r < R; r++)                                                                    \
-      _Pragma("GCC unroll 16") for (int c = 0; c < C; c++) acc[r][c] = _mm256_setzero_si256();                              \
-    for (int it = 0; it < PMADDWD_ITERS / TILE_KP; it++)                                          \
-      for (int k = 0; k < TILE_KP; k++) {                                                          \
-        __m256i b[C];                                                                              \
-        _Pragma("GCC unroll 16") for (int c = 0; c < C; c++) b[c] = _mm256_load_si256((const __m256i *)(tile_w + (k * C + c) * 16)); \
-        _Pragma("GCC unroll 16") for (int r = 0; r < R; r++) {                                                              \
-          __m256i a = _mm256_set1_epi32(*(const int32_t *)&tile_a16[r][2 * k]);                    \
-          _Pragma("GCC unroll 16") for (int c = 0; c < C; c++) acc[r][c] = _mm256_add_epi32(acc[r][c], _mm256_madd_epi16(a, b[c])); \
-        }                                                                                          \
-      }                                                                                            \
-    __m256i s = _mm256_setzero_si256();                                                            \
-    _Pragma("GCC unroll 16") for (int r = 0; r < R; r++)                                                                    \
-      _Pragma("GCC unroll 16") for (int c = 0; c < C; c++) s = _mm256_xor_si256(s, acc[r][c]);                              \
-    *sink += _mm256_extract_epi32(s, 0);                                                           \
+#define TILE16_FN(NAME, R, C)                                                                                    \
+  __attribute__((target("avx2"))) static void NAME(void *p) {                                                    \
+    int *sink = p;                                                                                               \
+    __m256i acc[R][C];                                                                                           \
+    UNROLL for (int r = 0; r < R; r++)                                                                           \
+      UNROLL for (int c = 0; c < C; c++) acc[r][c] = _mm256_setzero_si256();                                     \
+    for (int it = 0; it < PMADDWD_ITERS / TILE_KP; it++)                                                         \
+      for (int k = 0; k < TILE_KP; k++) {                                                                        \
+        __m256i b[C];                                                                                            \
+        UNROLL for (int c = 0; c < C; c++) b[c] = _mm256_load_si256((const __m256i *)(tile_w + (k * C + c) * 16)); \
+        UNROLL for (int r = 0; r < R; r++) {                                                                     \
+          __m256i a = _mm256_set1_epi32(*(const int32_t *)&tile_a16[r][2 * k]);                                  \
+          UNROLL for (int c = 0; c < C; c++) acc[r][c] = _mm256_add_epi32(acc[r][c], _mm256_madd_epi16(a, b[c])); \
+        }                                                                                                        \
+      }                                                                                                          \
+    __m256i s = _mm256_setzero_si256();                                                                          \
+    UNROLL for (int r = 0; r < R; r++)                                                                           \
+      UNROLL for (int c = 0; c < C; c++) s = _mm256_xor_si256(s, acc[r][c]);                                     \
+    *sink += _mm256_extract_epi32(s, 0);                                                                         \
   }
 
-#define TILE_FN(NAME, R, C, W16)                                                                   \
-  __attribute__((target("avx2"))) static void NAME(void *p) {                                      \
-    int *sink = p;                                                                                 \
-    __m256i acc[R][C];                                                                             \
-    _Pragma("GCC unroll 16") for (int r = 0; r < R; r++)                                                                    \
-      _Pragma("GCC unroll 16") for (int c = 0; c < C; c++) acc[r][c] = _mm256_setzero_si256();                              \
-    for (int it = 0; it < PMADDWD_ITERS / TILE_KP; it++)                                          \
-      for (int k = 0; k < TILE_KP; k++) {                                                          \
-        __m256i b[C];                                                                              \
-        _Pragma("GCC unroll 16") for (int c = 0; c < C; c++)                                                                \
-          b[c] = W16 ? _mm256_load_si256((const __m256i *)(tile_w + (k * C + c) * 16))             \
-                     : _mm256_cvtepi8_epi16(_mm_load_si128((const __m128i *)((const int8_t *)tile_w + \
-                                                                               (k * C + c) * 16))); \
-        _Pragma("GCC unroll 16") for (int r = 0; r < R; r++) {                                                              \
-          __m256i a = _mm256_cvtepu8_epi16(_mm_set1_epi16(*(const int16_t *)&tile_a[r][2 * k]));    \
-          _Pragma("GCC unroll 16") for (int c = 0; c < C; c++) acc[r][c] = _mm256_add_epi32(acc[r][c], _mm256_madd_epi16(a, b[c])); \
-        }                                                                                          \
-      }                                                                                            \
-    __m256i s = _mm256_setzero_si256();                                                            \
-    _Pragma("GCC unroll 16") for (int r = 0; r < R; r++)                                                                    \
-      _Pragma("GCC unroll 16") for (int c = 0; c < C; c++) s = _mm256_xor_si256(s, acc[r][c]);                              \
-    *sink += _mm256_extract_epi32(s, 0);                                                           \
+#define TILE_FN(NAME, R, C, W16)                                                                                 \
+  __attribute__((target("avx2"))) static void NAME(void *p) {                                                    \
+    int *sink = p;                                                                                               \
+    __m256i acc[R][C];                                                                                           \
+    UNROLL for (int r = 0; r < R; r++)                                                                           \
+      UNROLL for (int c = 0; c < C; c++) acc[r][c] = _mm256_setzero_si256();                                     \
+    for (int it = 0; it < PMADDWD_ITERS / TILE_KP; it++)                                                         \
+      for (int k = 0; k < TILE_KP; k++) {                                                                        \
+        __m256i b[C];                                                                                            \
+        UNROLL for (int c = 0; c < C; c++)                                                                       \
+          b[c] = W16 ? _mm256_load_si256((const __m256i *)(tile_w + (k * C + c) * 16))                           \
+                     : _mm256_cvtepi8_epi16(_mm_load_si128((const __m128i *)((const int8_t *)tile_w +            \
+                                                                               (k * C + c) * 16)));              \
+        UNROLL for (int r = 0; r < R; r++) {                                                                     \
+          __m256i a = _mm256_cvtepu8_epi16(_mm_set1_epi16(*(const int16_t *)&tile_a[r][2 * k]));                 \
+          UNROLL for (int c = 0; c < C; c++) acc[r][c] = _mm256_add_epi32(acc[r][c], _mm256_madd_epi16(a, b[c])); \
+        }                                                                                                        \
+      }                                                                                                          \
+    __m256i s = _mm256_setzero_si256();                                                                          \
+    UNROLL for (int r = 0; r < R; r++)                                                                           \
+      UNROLL for (int c = 0; c < C; c++) s = _mm256_xor_si256(s, acc[r][c]);                                     \
+    *sink += _mm256_extract_epi32(s, 0);                                                                         \
   }
 TILE_FN(run_tile_b8_4x2, 4, 2, 0)
 TILE_FN(run_tile_w16_4x2, 4, 2, 1)
@@ -503,7 +505,8 @@ int main(int argc, char **argv) {
       printf("%.2f %.6g\n", 32.0 * tile_entries[i].r * tile_entries[i].c * PMADDWD_ITERS / t * 1e-9, t);
       return 0;
     }
-    fprintf(stderr, "peak_i8_tile: unknown tile '%s' (b8_4x2, w16_4x2, w16_2x4, w16_3x4, w16_1x8, w16_6x2, a16_2x4, a16_4x2)\n", argv[2]);
+    fprintf(stderr, "peak_i8_tile: unknown tile '%s' (b8_4x2, w16_4x2, w16_2x4, w16_3x4, w16_1x8, w16_6x2, "
+                    "a16_2x4, a16_4x2)\n", argv[2]);
     return 2;
   }
   if ((!strcmp(argv[1], "peak_fma") || !strcmp(argv[1], "read_bw")) && argc == 3) {
