@@ -24,8 +24,8 @@ def main():
     mflop = {}
     for ln in tasks.splitlines()[1:]:
         f = ln.split()
-        if len(f) >= 5 and f[0].isdigit():
-            mflop[f[1]] = float(f[-1])
+        if len(f) == 5 and f[0].isdigit():
+            mflop[f[1]] = float(f[4])
     r = subprocess.run([a.tessel, "run", a.build, "--threads", "1", "--input", a.input, "--bench", "--repeat",
                         str(a.repeat), "--profile", "--json"], check=True, capture_output=True, text=True)
     js = json.loads(r.stdout)
