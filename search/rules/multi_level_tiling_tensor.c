@@ -471,7 +471,10 @@ static i8_tile tile_avx2(const sch_intrin *in, int64_t rr, int64_t rc, int64_t r
         int64_t r = fr * in->m * fh, br = best.fr * in->m * best.fh;
         if (rr % fr || (a16 ? r * fc + fc + 1 > 16 : w16 ? r * fc + 2 > 16 : r * fc + fc >= 16)) continue;
         double c = w16 && !a16 ? 1.0 / (double)fc + 0.5 / (double)r : 1.0 / (double)r + 1.0 / (double)fc;
-        if (c < bc - 1e-9 || (c < bc + 1e-9 && r * fc > br * best.fc)) {
+        /* a tie: the larger tile, then (A widened) more rows: the weight's
+         * vectors reused from registers, A's pairs reloaded (L1) */
+        bool more = r * fc > br * best.fc || (a16 && r * fc == br * best.fc && r > br);
+        if (c < bc - 1e-9 || (c < bc + 1e-9 && more)) {
           bc = c;
           best = (i8_tile){fr, fc, fh};
         }
