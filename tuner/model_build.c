@@ -922,13 +922,16 @@ static ts_status make_plan(build_state *b, tsrt_model_plan *p, ts_diag *d) {
     tsrc[v] = v;
     if (x->kind == TG_V_CONST) {
       if (!x->data && x->nbytes) return ts_diag_set(d, TS_EINVAL, "constant %s has no data", x->name);
+      t->nbytes = x->nbytes;
+      if (taken[v]) continue; /* replaced by its packing: its space comes below, in the packed size */
       wbytes = (wbytes + 63) / 64 * 64;
       t->offset = wbytes;
-      t->nbytes = x->nbytes;
       wbytes += x->nbytes;
     }
   }
-  /* packed constants: in place, or extra tensors after the graph's values */
+  /* packed constants: the value's own tensor (nobody reads its original
+   * layout), or extra tensors after the graph's values; each its packed size
+   * (a padded layout or an int8 weight stored as i16 is larger) */
   for (int u = 0; u < nuse; u++) {
     int id = uses[u].tensor, v = uses[u].value;
     const tg_value *x = g->values[v];
@@ -945,12 +948,10 @@ static ts_status make_plan(build_state *b, tsrt_model_plan *p, ts_diag *d) {
       t->name = ts_arena_printf(b->arena, "%s.packed%d", x->name, id - g->nvalues);
       if (!t->name) return ts_diag_set(d, TS_ENOMEM, "out of memory");
     }
-    if (id >= g->nvalues || pbytes > x->nbytes) {
-      wbytes = (wbytes + 63) / 64 * 64;
-      t->offset = wbytes;
-      wbytes += pbytes > x->nbytes ? pbytes : x->nbytes;
-    }
-    if (pbytes > x->nbytes) t->nbytes = pbytes;
+    wbytes = (wbytes + 63) / 64 * 64;
+    t->offset = wbytes;
+    t->nbytes = pbytes > x->nbytes ? pbytes : x->nbytes;
+    wbytes += t->nbytes;
     t->dtype = pdt.code;
     t->ndim = pnd;
     for (int j = 0; j < t->ndim; j++) t->shape[j] = shape[j];
