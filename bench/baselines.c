@@ -21,6 +21,15 @@
  *   bench_baselines peak_pmaddwd               this core's AVX2 int8 peak through vpmaddwd (what
  *                                             tessel's x86.avx2.pmaddwd kernels issue): 7 chains
  *                                             of vpmaddwd ymm + vpaddd (GOP/s, 32 per vpmaddwd)
+ *   bench_baselines peak_pmaddwd_mem           the same with vpmaddwd's i16 operand from memory (L1):
+ *                                             what a .packed16 kernel's weight load costs
+ *   bench_baselines peak_pmaddubsw             onnxruntime's (MLAS) AVX2 u8 x s8 sequence: 6 chains of
+ *                                             vpmaddubsw (saturating i16 pairs) + vpmaddwd ones + vpaddd
+ *                                             (GOP/s, 64 per group of three)
+ *   bench_baselines peak_i8_tile TILE          an exact int8 register tile over L1-resident operands,
+ *                                             TILE = b8_4x2 (bytes widened in the kernel, as .packed)
+ *                                             or w16_RxC (weight stored as i16, as .packed16), or
+ *                                             a16_RxC (that with A widened to u16 beforehand): GOP/s
  *   bench_baselines peak_fma THREADS           the fp32 FMA peak: 16 independent vfmadd231ps
  *                                             zmm chains per thread (GFLOP/s, 32 per FMA); on a
  *                                             CPU without AVX-512, 14 ymm chains (16 per FMA)
@@ -138,6 +147,123 @@ __attribute__((target("avx2"))) static void run_peak_pmaddwd(void *p) {
               "xmm12", "xmm13");
   *sink += 1;
 }
+
+/* ---- what each AVX2 int8 kernel form can reach on this core (no VNNI):
+ * onnxruntime's MLAS sequence (vpmaddubsw u8 x s8 pairs into a SATURATING
+ * i16, vpmaddwd against ones, vpaddd: 32 multiply-adds per group, 64 ops),
+ * vpmaddwd with its i16 operand from memory (the packed16 kernel's weight),
+ * and register tiles of the two exact kernel forms over L1-resident
+ * operands: R rows x C column vectors per k pair, the weight as bytes
+ * widened in the kernel (vpmovsxbw, the .packed kernels) or stored as i16
+ * (the .packed16 ones), A's pair broadcast and zero-extended per row. ---- */
+__attribute__((target("avx2"))) static void run_peak_pmaddubsw(void *p) {
+  int *sink = p;
+  __asm__ volatile("vpcmpeqw %%ymm13, %%ymm13, %%ymm13\n vpsrlw $15, %%ymm13, %%ymm13\n" ::: "xmm13");
+  for (int i = 0; i < PMADDWD_ITERS; i++)
+    __asm__ volatile(
+        "vpmaddubsw %%ymm15, %%ymm14, %%ymm6\n vpmaddwd %%ymm13, %%ymm6, %%ymm6\n vpaddd %%ymm6, %%ymm0, %%ymm0\n"
+        "vpmaddubsw %%ymm15, %%ymm14, %%ymm7\n vpmaddwd %%ymm13, %%ymm7, %%ymm7\n vpaddd %%ymm7, %%ymm1, %%ymm1\n"
+        "vpmaddubsw %%ymm15, %%ymm14, %%ymm8\n vpmaddwd %%ymm13, %%ymm8, %%ymm8\n vpaddd %%ymm8, %%ymm2, %%ymm2\n"
+        "vpmaddubsw %%ymm15, %%ymm14, %%ymm9\n vpmaddwd %%ymm13, %%ymm9, %%ymm9\n vpaddd %%ymm9, %%ymm3, %%ymm3\n"
+        "vpmaddubsw %%ymm15, %%ymm14, %%ymm10\n vpmaddwd %%ymm13, %%ymm10, %%ymm10\n vpaddd %%ymm10, %%ymm4, %%ymm4\n"
+        "vpmaddubsw %%ymm15, %%ymm14, %%ymm11\n vpmaddwd %%ymm13, %%ymm11, %%ymm11\n"
+        "vpaddd %%ymm11, %%ymm5, %%ymm5\n" ::
+            : "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9", "xmm10", "xmm11");
+  *sink += 1;
+}
+
+static int16_t peak_mem[256] __attribute__((aligned(64)));
+__attribute__((target("avx2"))) static void run_peak_pmaddwd_mem(void *p) {
+  int *sink = p;
+  const int16_t *w = peak_mem;
+  for (int i = 0; i < PMADDWD_ITERS; i++)
+    __asm__ volatile(
+        "vpmaddwd 0(%0), %%ymm15, %%ymm7\n vpaddd %%ymm7, %%ymm0, %%ymm0\n"
+        "vpmaddwd 32(%0), %%ymm15, %%ymm8\n vpaddd %%ymm8, %%ymm1, %%ymm1\n"
+        "vpmaddwd 64(%0), %%ymm15, %%ymm9\n vpaddd %%ymm9, %%ymm2, %%ymm2\n"
+        "vpmaddwd 96(%0), %%ymm15, %%ymm10\n vpaddd %%ymm10, %%ymm3, %%ymm3\n"
+        "vpmaddwd 128(%0), %%ymm15, %%ymm11\n vpaddd %%ymm11, %%ymm4, %%ymm4\n"
+        "vpmaddwd 160(%0), %%ymm15, %%ymm12\n vpaddd %%ymm12, %%ymm5, %%ymm5\n"
+        "vpmaddwd 192(%0), %%ymm15, %%ymm13\n vpaddd %%ymm13, %%ymm6, %%ymm6\n" ::"r"(w)
+        : "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9", "xmm10", "xmm11",
+          "xmm12", "xmm13", "memory");
+  *sink += 1;
+}
+
+/* The register-tile kernels: KP k pairs over an L1-resident weight panel
+ * (C vectors per k pair; bytes or i16) and A rows (KP pairs each). */
+#define TILE_KP 64
+static uint8_t tile_a[8][2 * TILE_KP] __attribute__((aligned(64)));
+static int16_t tile_w[TILE_KP * 8 * 16] __attribute__((aligned(64)));
+
+#define UNROLL _Pragma("GCC unroll 16")
+static uint16_t tile_a16[8][2 * TILE_KP] __attribute__((aligned(64)));
+
+/* The .packed16 tile with A already widened to u16 (a stage writes the
+ * activation once as u16): A's pair is one vpbroadcastd from memory. */
+#define TILE16_FN(NAME, R, C)                                                                                    \
+  __attribute__((target("avx2"))) static void NAME(void *p) {                                                    \
+    int *sink = p;                                                                                               \
+    __m256i acc[R][C];                                                                                           \
+    UNROLL for (int r = 0; r < R; r++)                                                                           \
+      UNROLL for (int c = 0; c < C; c++) acc[r][c] = _mm256_setzero_si256();                                     \
+    for (int it = 0; it < PMADDWD_ITERS / TILE_KP; it++)                                                         \
+      for (int k = 0; k < TILE_KP; k++) {                                                                        \
+        __m256i b[C];                                                                                            \
+        UNROLL for (int c = 0; c < C; c++) b[c] = _mm256_load_si256((const __m256i *)(tile_w + (k * C + c) * 16)); \
+        UNROLL for (int r = 0; r < R; r++) {                                                                     \
+          __m256i a = _mm256_set1_epi32(*(const int32_t *)&tile_a16[r][2 * k]);                                  \
+          UNROLL for (int c = 0; c < C; c++) acc[r][c] = _mm256_add_epi32(acc[r][c], _mm256_madd_epi16(a, b[c])); \
+        }                                                                                                        \
+      }                                                                                                          \
+    __m256i s = _mm256_setzero_si256();                                                                          \
+    UNROLL for (int r = 0; r < R; r++)                                                                           \
+      UNROLL for (int c = 0; c < C; c++) s = _mm256_xor_si256(s, acc[r][c]);                                     \
+    *sink += _mm256_extract_epi32(s, 0);                                                                         \
+  }
+
+#define TILE_FN(NAME, R, C, W16)                                                                                 \
+  __attribute__((target("avx2"))) static void NAME(void *p) {                                                    \
+    int *sink = p;                                                                                               \
+    __m256i acc[R][C];                                                                                           \
+    UNROLL for (int r = 0; r < R; r++)                                                                           \
+      UNROLL for (int c = 0; c < C; c++) acc[r][c] = _mm256_setzero_si256();                                     \
+    for (int it = 0; it < PMADDWD_ITERS / TILE_KP; it++)                                                         \
+      for (int k = 0; k < TILE_KP; k++) {                                                                        \
+        __m256i b[C];                                                                                            \
+        UNROLL for (int c = 0; c < C; c++)                                                                       \
+          b[c] = W16 ? _mm256_load_si256((const __m256i *)(tile_w + (k * C + c) * 16))                           \
+                     : _mm256_cvtepi8_epi16(_mm_load_si128((const __m128i *)((const int8_t *)tile_w +            \
+                                                                               (k * C + c) * 16)));              \
+        UNROLL for (int r = 0; r < R; r++) {                                                                     \
+          __m256i a = _mm256_cvtepu8_epi16(_mm_set1_epi16(*(const int16_t *)&tile_a[r][2 * k]));                 \
+          UNROLL for (int c = 0; c < C; c++) acc[r][c] = _mm256_add_epi32(acc[r][c], _mm256_madd_epi16(a, b[c])); \
+        }                                                                                                        \
+      }                                                                                                          \
+    __m256i s = _mm256_setzero_si256();                                                                          \
+    UNROLL for (int r = 0; r < R; r++)                                                                           \
+      UNROLL for (int c = 0; c < C; c++) s = _mm256_xor_si256(s, acc[r][c]);                                     \
+    *sink += _mm256_extract_epi32(s, 0);                                                                         \
+  }
+TILE_FN(run_tile_b8_4x2, 4, 2, 0)
+TILE_FN(run_tile_w16_4x2, 4, 2, 1)
+TILE_FN(run_tile_w16_2x4, 2, 4, 1)
+TILE_FN(run_tile_w16_3x4, 3, 4, 1)
+TILE_FN(run_tile_w16_1x8, 1, 8, 1)
+TILE_FN(run_tile_w16_6x2, 6, 2, 1)
+TILE16_FN(run_tile_a16_2x4, 2, 4)
+TILE16_FN(run_tile_a16_4x2, 4, 2)
+
+typedef struct tile_entry {
+  const char *name;
+  run_fn fn;
+  int r, c;
+} tile_entry;
+static const tile_entry tile_entries[] = {
+    {"b8_4x2", run_tile_b8_4x2, 4, 2},   {"w16_4x2", run_tile_w16_4x2, 4, 2}, {"w16_2x4", run_tile_w16_2x4, 2, 4},
+    {"w16_3x4", run_tile_w16_3x4, 3, 4}, {"w16_1x8", run_tile_w16_1x8, 1, 8}, {"w16_6x2", run_tile_w16_6x2, 6, 2},
+    {"a16_2x4", run_tile_a16_2x4, 2, 4}, {"a16_4x2", run_tile_a16_4x2, 4, 2},
+};
 
 /* ---- the fp32 FMA peak and the read bandwidth, on THREADS pthreads ---- */
 #define FMA_ITERS 4096
@@ -356,6 +482,33 @@ int main(int argc, char **argv) {
     printf("%.2f %.6g\n", 7.0 * 32 * PMADDWD_ITERS / t * 1e-9, t);
     return 0;
   }
+  if ((!strcmp(argv[1], "peak_pmaddubsw") || !strcmp(argv[1], "peak_pmaddwd_mem")) && argc == 2) {
+    if (!__builtin_cpu_supports("avx2")) {
+      fprintf(stderr, "%s: this CPU has no AVX2\n", argv[1]);
+      return 2;
+    }
+    int sink = 0;
+    bool ub = !strcmp(argv[1], "peak_pmaddubsw");
+    double t = median_seconds(ub ? run_peak_pmaddubsw : run_peak_pmaddwd_mem, &sink);
+    printf("%.2f %.6g\n", (ub ? 6.0 * 64 : 7.0 * 32) * PMADDWD_ITERS / t * 1e-9, t);
+    return 0;
+  }
+  if (!strcmp(argv[1], "peak_i8_tile") && argc == 3) {
+    if (!__builtin_cpu_supports("avx2")) {
+      fprintf(stderr, "peak_i8_tile: this CPU has no AVX2\n");
+      return 2;
+    }
+    for (size_t i = 0; i < sizeof tile_entries / sizeof tile_entries[0]; i++) {
+      if (strcmp(argv[2], tile_entries[i].name)) continue;
+      int sink = 0;
+      double t = median_seconds(tile_entries[i].fn, &sink);
+      printf("%.2f %.6g\n", 32.0 * tile_entries[i].r * tile_entries[i].c * PMADDWD_ITERS / t * 1e-9, t);
+      return 0;
+    }
+    fprintf(stderr, "peak_i8_tile: unknown tile '%s' (b8_4x2, w16_4x2, w16_2x4, w16_3x4, w16_1x8, w16_6x2, "
+                    "a16_2x4, a16_4x2)\n", argv[2]);
+    return 2;
+  }
   if ((!strcmp(argv[1], "peak_fma") || !strcmp(argv[1], "read_bw")) && argc == 3) {
     par_ctx c = {.threads = atoi(argv[2]), .mode = !strcmp(argv[1], "read_bw")};
     if (c.threads < 1 || c.threads > 64) goto usage;
@@ -478,7 +631,8 @@ int main(int argc, char **argv) {
 usage:
   fprintf(stderr, "usage: bench_baselines [--cpu-time] sgemm M N K THREADS | conv N C H W K R S STRIDE PAD THREADS | "
                   "softmax M N THREADS | matmul_s8 M N K THREADS | matmul_u8s8 M N K THREADS | "
-                  "conv_u8s8 N C H W K R S STRIDE PAD THREADS | peak_vnni | peak_pmaddwd | "
+                  "conv_u8s8 N C H W K R S STRIDE PAD THREADS | peak_vnni | peak_pmaddwd | peak_pmaddwd_mem | "
+                  "peak_pmaddubsw | peak_i8_tile TILE | "
                   "peak_fma THREADS | read_bw THREADS | dwconv N C H W R S STRIDE PAD THREADS | sgemv K N THREADS\n");
   return 2;
 }

@@ -817,7 +817,7 @@ static bool same_map(const sch_layout_map *a, const sch_layout_map *c) {
       return false;
   for (int i = 0; i < a->naxes; i++)
     if (a->group[i] != c->group[i]) return false;
-  return true;
+  return a->dtype.lanes == c->dtype.lanes && (!a->dtype.lanes || a->dtype.code == c->dtype.code);
 }
 
 /* The kernel's map for param a, or NULL (reads the original layout). */
@@ -922,13 +922,16 @@ static ts_status make_plan(build_state *b, tsrt_model_plan *p, ts_diag *d) {
     tsrc[v] = v;
     if (x->kind == TG_V_CONST) {
       if (!x->data && x->nbytes) return ts_diag_set(d, TS_EINVAL, "constant %s has no data", x->name);
+      t->nbytes = x->nbytes;
+      if (taken[v]) continue; /* replaced by its packing: its space comes below, in the packed size */
       wbytes = (wbytes + 63) / 64 * 64;
       t->offset = wbytes;
-      t->nbytes = x->nbytes;
       wbytes += x->nbytes;
     }
   }
-  /* packed constants: in place, or extra tensors after the graph's values */
+  /* packed constants: the value's own tensor (nobody reads its original
+   * layout), or extra tensors after the graph's values; each its packed size
+   * (a padded layout or an int8 weight stored as i16 is larger) */
   for (int u = 0; u < nuse; u++) {
     int id = uses[u].tensor, v = uses[u].value;
     const tg_value *x = g->values[v];
@@ -937,19 +940,19 @@ static ts_status make_plan(build_state *b, tsrt_model_plan *p, ts_diag *d) {
     int pnd = sch_layout_packed_shape(uses[u].map, shape);
     /* a padded layout (n, k rounded up to the VNNI tile) is larger than
      * the constant: its own space then, zeros in the padding */
-    uint64_t pbytes = (uint64_t)ir_dtype_bytes(x->dtype);
+    ir_dtype pdt = sch_layout_packed_dtype(uses[u].map, x->dtype); /* an int8 weight stored as i16: twice the bytes */
+    uint64_t pbytes = (uint64_t)ir_dtype_bytes(pdt);
     for (int j = 0; j < pnd; j++) pbytes *= (uint64_t)shape[j];
     if (id >= g->nvalues) {
       *t = ts[v];
       t->name = ts_arena_printf(b->arena, "%s.packed%d", x->name, id - g->nvalues);
       if (!t->name) return ts_diag_set(d, TS_ENOMEM, "out of memory");
     }
-    if (id >= g->nvalues || pbytes > x->nbytes) {
-      wbytes = (wbytes + 63) / 64 * 64;
-      t->offset = wbytes;
-      wbytes += pbytes > x->nbytes ? pbytes : x->nbytes;
-    }
-    if (pbytes > x->nbytes) t->nbytes = pbytes;
+    wbytes = (wbytes + 63) / 64 * 64;
+    t->offset = wbytes;
+    t->nbytes = pbytes > x->nbytes ? pbytes : x->nbytes;
+    wbytes += t->nbytes;
+    t->dtype = pdt.code;
     t->ndim = pnd;
     for (int j = 0; j < t->ndim; j++) t->shape[j] = shape[j];
     tmap[id] = uses[u].map;
@@ -962,9 +965,13 @@ static ts_status make_plan(build_state *b, tsrt_model_plan *p, ts_diag *d) {
   for (int t = 0; t < ntensors; t++) {
     const tg_value *x = g->values[tsrc[t]];
     if (x->kind != TG_V_CONST || !x->nbytes) continue;
-    if (tmap[t]) /* host-side evaluation of the kernel's map */
-      sch_layout_pack(tmap[t], (size_t)ir_dtype_bytes(x->dtype), x->data, w + ts[t].offset);
-    else
+    if (tmap[t]) { /* host-side evaluation of the kernel's map */
+      ts_status st = sch_layout_pack_as(tmap[t], x->dtype, x->data, w + ts[t].offset, d);
+      if (st) {
+        ts_free(w);
+        return st;
+      }
+    } else
       memcpy(w + ts[t].offset, x->data, x->nbytes);
   }
   p->weights = w;

@@ -746,3 +746,90 @@ ts_status sch_storage_align(sch_state *s, sch_block b, int write_index, int axis
   st = swap_buffer(s, &w.p, w.site, w.buf, nb, d);
   return st ? st : sch_finish(s, TS_OK, d);
 }
+
+/* ---- set_dtype ----------------------------------------------------------- */
+
+typedef struct sd_ctx {
+  ir_buffer *from, *to;
+} sd_ctx;
+
+/* Loads of the buffer read the wide one cast back to the old dtype (every
+ * value fits both); a cast of that to a type at least as wide reads the
+ * wide load directly (i32(u8(w16)) = i32(w16) where w16 holds a u8). */
+static ir_expr *sd_expr(ir_mutator *m, const ir_expr *orig, ir_expr *e) {
+  (void)orig;
+  const sd_ctx *c = m->ctx;
+  if (e->kind == IR_CAST) {
+    const ir_expr *x = e->u.cast.value;
+    bool narrowed = x->kind == IR_CAST && x->dtype.code == c->from->dtype.code && x->u.cast.value->kind == IR_LOAD &&
+                    x->u.cast.value->u.load.buf == c->to;
+    if (!narrowed || !(ir_dtype_is_float(e->dtype) ||
+                       (ir_dtype_is_int(e->dtype) && ir_dtype_bits(e->dtype) >= ir_dtype_bits(c->to->dtype))))
+      return NULL;
+    ir_expr *n = ir_expr_clone(m->arena, e);
+    if (!n) {
+      ir_mutator_fail(m);
+      return NULL;
+    }
+    n->u.cast.value = x->u.cast.value;
+    return n;
+  }
+  if (e->kind != IR_LOAD || e->u.load.buf != c->from) return NULL;
+  ir_expr *n = ir_expr_clone(m->arena, e);
+  ir_expr *back = n ? ir_cast(m->arena, e->dtype, n) : NULL;
+  if (!back) {
+    ir_mutator_fail(m);
+    return NULL;
+  }
+  n->u.load.buf = c->to;
+  n->dtype = (ir_dtype){c->to->dtype.code, e->dtype.lanes};
+  return back;
+}
+
+/* Stores to the buffer store their value widened. */
+static ir_stmt *sd_stmt(ir_mutator *m, const ir_stmt *orig, ir_stmt *s) {
+  (void)orig;
+  const sd_ctx *c = m->ctx;
+  if (s->kind != IR_STORE || s->u.store.buf != c->from) return NULL;
+  ir_stmt *n = ir_stmt_clone(m->arena, s);
+  ir_expr *v = n ? ir_cast(m->arena, (ir_dtype){c->to->dtype.code, s->u.store.value->dtype.lanes}, s->u.store.value)
+                 : NULL;
+  if (!v) {
+    ir_mutator_fail(m);
+    return NULL;
+  }
+  n->u.store.buf = c->to;
+  n->u.store.value = v;
+  return n;
+}
+
+ts_status sch_set_dtype(sch_state *s, sch_block b, int write_index, ir_dtype dtype, ts_diag *d) {
+  const char *P = "set_dtype";
+  written_buf w;
+  ts_status st = written_alloc(s, P, b, write_index, &w, d);
+  if (st) return st;
+  if (ir_dtype_eq(w.buf->dtype, dtype)) return sch_finish(s, TS_OK, d); /* no-op */
+  if (!sch_dtype_widens(w.buf->dtype, dtype)) {
+    char f1[16], f2[16];
+    return ts_diag_set(d, TS_ESCHEDULE, "%s: buffer '%s' (%s) to %s is no widening of an 8-bit integer to 16 or 32 bits",
+                       P, w.buf->name, ir_dtype_str(w.buf->dtype, f1, sizeof f1), ir_dtype_str(dtype, f2, sizeof f2));
+  }
+  ts_arena *a = &s->arena;
+  ir_buffer *nb = copy_buffer(a, w.buf);
+  if (!nb) return ts_diag_set(d, TS_ENOMEM, "out of memory");
+  nb->dtype = dtype;
+  sd_ctx c = {.from = w.buf, .to = nb};
+  bool failed = false;
+  ir_stmt *n = ir_rewrite_stmt(a, &(ir_mutator_hooks){.post_expr = sd_expr, .post_stmt = sd_stmt}, &c,
+                               (ir_stmt *)w.p.node[w.site], &failed);
+  if (failed || !n) return ts_diag_set(d, TS_ENOMEM, "out of memory widening buffer '%s'", w.buf->name);
+  if (n != w.p.node[w.site]) {
+    st = sch_replace(s, &w.p, w.site, n, d);
+    if (st) return st;
+    st = sch_find_block(s, b.name, &w.p, P, d);
+    if (st) return st;
+  }
+  /* the regions and the allocation */
+  st = swap_buffer(s, &w.p, w.site, w.buf, nb, d);
+  return st ? st : sch_finish(s, TS_OK, d);
+}

@@ -120,6 +120,7 @@ int sch_layout_packed_shape(const sch_layout_map *m, int64_t *shape) {
 }
 
 bool sch_layout_is_identity(const sch_layout_map *m) {
+  if (m->dtype.lanes) return false; /* a dtype change packs */
   /* the non-unit components must be each dim whole, in dim order */
   int j = 0;
   for (int k = 0; k < m->ndim; k++) {
@@ -157,6 +158,8 @@ void sch_layout_str(const sch_layout_map *m, const char *name, char *buf, size_t
     }
   }
   ts_strbuf_printf(&sb, "]");
+  char dt[16];
+  if (m->dtype.lanes) ts_strbuf_printf(&sb, " as %s", ir_dtype_str(m->dtype, dt, sizeof dt));
   snprintf(buf, n, "%s", sb.data ? sb.data : "");
   ts_strbuf_fini(&sb);
 }
@@ -541,6 +544,20 @@ ts_status sch_layout_suggest(const ir_func *f, int param, sch_layout_map *out, t
   return c.st;
 }
 
+/* ---- the packed dtype ------------------------------------------------------------ */
+
+bool sch_dtype_widens(ir_dtype from, ir_dtype to) {
+  if (from.lanes != 1 || to.lanes != 1 || !ir_dtype_is_int(from) || !ir_dtype_is_int(to) || ir_dtype_bits(from) != 8)
+    return false;
+  int tb = ir_dtype_bits(to);
+  if (tb != 16 && tb != 32) return false;
+  return ir_dtype_is_signed(to) || !ir_dtype_is_signed(from);
+}
+
+ir_dtype sch_layout_packed_dtype(const sch_layout_map *m, ir_dtype from) {
+  return m->dtype.lanes ? (ir_dtype){m->dtype.code, 1} : from;
+}
+
 /* ---- the primitive --------------------------------------------------------------- */
 
 typedef struct tl_ctx {
@@ -584,11 +601,31 @@ static ir_expr **tl_index(tl_ctx *c, ir_expr *const *idx) {
   return out;
 }
 
+/* True when x (a cast's operand, rewritten) is a widened packed load cast
+ * back to the original dtype: cast(from, load to[...]). */
+static bool tl_narrowed(const tl_ctx *c, const ir_expr *x) {
+  return x->kind == IR_CAST && ir_dtype_eq(x->dtype, c->from->dtype) && x->u.cast.value->kind == IR_LOAD &&
+         x->u.cast.value->u.load.buf == c->to;
+}
+
 /* A load of the original buffer (indices already rewritten) becomes a
- * load of the packed one. */
+ * load of the packed one. With a widening map it is cast back to the
+ * original dtype (every value fits both), and a cast of that to a type at
+ * least the packed one's width reads the packed load directly (the same
+ * value: i32(i8(w16)) = i32(w16) where w16 holds an i8). */
 static ir_expr *tl_load(ir_mutator *mu, const ir_expr *orig, ir_expr *e) {
   (void)orig;
   tl_ctx *c = mu->ctx;
+  if (e->kind == IR_CAST && tl_narrowed(c, e->u.cast.value) &&
+      (ir_dtype_is_float(e->dtype) || (ir_dtype_is_int(e->dtype) && ir_dtype_bits(e->dtype) >= ir_dtype_bits(c->to->dtype)))) {
+    ir_expr *n = ir_expr_clone(c->a, e);
+    if (!n) {
+      ir_mutator_fail(mu);
+      return NULL;
+    }
+    n->u.cast.value = e->u.cast.value->u.cast.value;
+    return n;
+  }
   if (e->kind != IR_LOAD || e->u.load.buf != c->from) return NULL;
   ir_expr **idx = tl_index(c, e->u.load.idx);
   ir_expr *n = idx ? ir_expr_clone(c->a, e) : NULL;
@@ -599,7 +636,11 @@ static ir_expr *tl_load(ir_mutator *mu, const ir_expr *orig, ir_expr *e) {
   n->u.load.buf = c->to;
   n->u.load.nidx = c->to->ndim;
   n->u.load.idx = idx;
-  return n;
+  if (ir_dtype_eq(c->to->dtype, c->from->dtype)) return n;
+  n->dtype = (ir_dtype){c->to->dtype.code, e->dtype.lanes};
+  ir_expr *back = ir_cast(c->a, e->dtype, n);
+  if (!back) ir_mutator_fail(mu);
+  return back;
 }
 
 /* A region of the original buffer as a region of the packed one: an axis
@@ -735,6 +776,12 @@ ts_status sch_transform_layout(sch_state *s, const sch_layout_map *m, ts_diag *d
   if (old->strides || old->elem_offset)
     return ts_diag_set(d, TS_ESCHEDULE, "transform_layout of %s in %s: it has explicit strides or an offset",
                        old->name, fn);
+  if (m->dtype.lanes && !sch_dtype_widens(old->dtype, m->dtype)) {
+    char f1[16], f2[16];
+    return ts_diag_set(d, TS_ESCHEDULE,
+                       "transform_layout of %s in %s: %s to %s is no widening of an 8-bit integer to 16 or 32 bits",
+                       old->name, fn, ir_dtype_str(old->dtype, f1, sizeof f1), ir_dtype_str(m->dtype, f2, sizeof f2));
+  }
   tl_scan sc = {.buf = old};
   ir_visitor v = {.expr = tl_scan_expr, .stmt = tl_scan_stmt, .ctx = &sc};
   ir_visit_stmt(&v, f->body);
@@ -749,7 +796,7 @@ ts_status sch_transform_layout(sch_state *s, const sch_layout_map *m, ts_diag *d
   ir_dtype st = old->shape[0]->dtype;
   for (int i = 0; i < m->naxes; i++)
     if (!(dims[i] = ir_int(a, st, shape[i]))) return ts_diag_set(d, TS_ENOMEM, "out of memory");
-  ir_buffer *nb = ir_buffer_new(a, old->name, old->dtype, m->naxes, dims, old->scope);
+  ir_buffer *nb = ir_buffer_new(a, old->name, sch_layout_packed_dtype(m, old->dtype), m->naxes, dims, old->scope);
   ir_buffer **params = TS_ANEWN(a, ir_buffer *, f->nparams);
   if (!nb || !params) return ts_diag_set(d, TS_ENOMEM, "out of memory");
   nb->align = old->align;
@@ -792,8 +839,13 @@ ts_status sch_transform_layout(sch_state *s, const sch_layout_map *m, ts_diag *d
 
 ts_status sch_layout_from_attrs(const ir_func *f, int nattr, const sch_attr *at, sch_layout_map *m, ts_diag *d) {
   memset(m, 0, sizeof *m);
-  if (nattr != 3 || at[0].kind != SCH_ATTR_INT || at[1].kind != SCH_ATTR_INTS || at[2].kind != SCH_ATTR_INTS)
-    return ts_diag_set(d, TS_EINVAL, "TransformLayout: want attrs [param, [dim, stride, extent, ...], [group, ...]]");
+  if ((nattr != 3 && nattr != 4) || at[0].kind != SCH_ATTR_INT || at[1].kind != SCH_ATTR_INTS ||
+      at[2].kind != SCH_ATTR_INTS || (nattr == 4 && (at[3].kind != SCH_ATTR_STR || !at[3].s)))
+    return ts_diag_set(d, TS_EINVAL,
+                       "TransformLayout: want attrs [param, [dim, stride, extent, ...], [group, ...]] and optionally "
+                       "the packed dtype");
+  if (nattr == 4 && (!ir_dtype_parse(at[3].s, &m->dtype) || m->dtype.lanes != 1))
+    return ts_diag_set(d, TS_EINVAL, "TransformLayout: packed dtype '%s' is no scalar type", at[3].s);
   int64_t p = at[0].i;
   if (p < 0 || p >= f->ninputs)
     return ts_diag_set(d, TS_EINVAL, "TransformLayout: param %lld is not an input of %s (%d inputs)", (long long)p,
@@ -870,4 +922,32 @@ void sch_layout_pack(const sch_layout_map *m, size_t eb, const void *src, void *
       x[k] = 0;
     }
   }
+}
+
+ts_status sch_layout_pack_as(const sch_layout_map *m, ir_dtype from, const void *src, void *dst, ts_diag *d) {
+  ir_dtype to = sch_layout_packed_dtype(m, from);
+  if (ir_dtype_eq(to, from)) {
+    sch_layout_pack(m, (size_t)ir_dtype_bytes(from), src, dst);
+    return TS_OK;
+  }
+  if (!sch_dtype_widens(from, to)) {
+    char f1[16], f2[16];
+    return ts_diag_set(d, TS_EINVAL, "layout pack: %s to %s is no widening of an 8-bit integer",
+                       ir_dtype_str(from, f1, sizeof f1), ir_dtype_str(to, f2, sizeof f2));
+  }
+  int64_t total = 1;
+  for (int k = 0; k < m->ndim; k++) total *= m->shape[k];
+  int32_t *wide = ts_malloc((size_t)(total ? total : 1) * sizeof(int32_t));
+  if (!wide) return ts_diag_set(d, TS_ENOMEM, "out of memory packing %lld elements", (long long)total);
+  const uint8_t *s = src;
+  bool sgn = ir_dtype_is_signed(from);
+  for (int64_t i = 0; i < total; i++) wide[i] = sgn ? (int32_t)(int8_t)s[i] : (int32_t)s[i];
+  int tb = ir_dtype_bytes(to);
+  if (tb == 2) { /* narrowed in place: every value fits 16 bits */
+    int16_t *h = (int16_t *)wide;
+    for (int64_t i = 0; i < total; i++) h[i] = (int16_t)wide[i];
+  }
+  sch_layout_pack(m, (size_t)tb, wide, dst);
+  ts_free(wide);
+  return TS_OK;
 }

@@ -25,6 +25,12 @@ typedef struct sch_layout_map {
   sch_layout_comp comp[SCH_LAYOUT_MAX_COMPS];
   int naxes;                            /* packed rank */
   int group[SCH_LAYOUT_MAX_AXES];       /* components per packed axis */
+  /* The packed buffer's element type; lanes 0 (a zeroed map): the param's
+   * own. Otherwise an 8-bit integer param widened to a 16- or 32-bit
+   * integer (the AVX2 int8 kernels' weight stored as i16, docs/TENSORIZE.md):
+   * every value is kept, so a load the program casts to a type at least as
+   * wide reads the wide element directly, any other reads it cast back. */
+  ir_dtype dtype;
 } sch_layout_map;
 
 /* The scheduled function's annotation marking the params a TransformLayout
@@ -39,8 +45,8 @@ typedef struct sch_layout_map {
 ts_status sch_layout_check(const sch_layout_map *m, ts_diag *d);
 /* The packed shape (m->naxes extents); returns naxes. */
 int sch_layout_packed_shape(const sch_layout_map *m, int64_t *shape);
-/* True when the map keeps the row-major order of the original (nothing to
- * pack). */
+/* True when the map keeps the row-major order and the dtype of the
+ * original (nothing to pack). */
 bool sch_layout_is_identity(const sch_layout_map *m);
 /* Human form, e.g. "W[d0, d1, d2, d3] -> [d0//16, d1//8, d2, d3, d1%8, d0%16]". */
 void sch_layout_str(const sch_layout_map *m, const char *name, char *buf, size_t n);
@@ -72,13 +78,17 @@ ts_status sch_layout_vnni(const ir_func *f, int param, int kdim, int ndim, int64
 
 /* The primitive: re-lays f's input param m->param (its shape must be
  * m->shape, its layout compact, not rewritten before; no stores or pointer
- * accesses) into the packed buffer (same name and dtype, the packed shape)
- * and rewrites every load and region. TS_ESCHEDULE when refused. */
+ * accesses) into the packed buffer (same name, the packed shape, the map's
+ * dtype when it sets one) and rewrites every load and region.
+ * TS_ESCHEDULE when refused (a dtype change other than an 8-bit integer
+ * param widened to a 16- or 32-bit integer). */
 ts_status sch_transform_layout(sch_state *s, const sch_layout_map *m, ts_diag *d);
-/* Traced: records TransformLayout [param, comps, groups] (trace.c). */
+/* Traced: records TransformLayout [param, comps, groups] (trace.c), and the
+ * packed dtype's name as a fourth attr when the map sets one. */
 ts_status sch_t_transform_layout(sch_traced *t, const sch_layout_map *m, ts_diag *d);
 /* The map of a TransformLayout instruction's attrs (param i, comps I,
- * groups I) for original function f. TS_EINVAL when malformed. */
+ * groups I, optionally the packed dtype s) for original function f.
+ * TS_EINVAL when malformed. */
 ts_status sch_layout_from_attrs(const ir_func *f, int nattr, const sch_attr *attrs, sch_layout_map *m,
                                 ts_diag *d);
 
@@ -95,5 +105,12 @@ const ir_func *sch_layout_reference(ts_arena *a, const ir_func *f, const sch_tra
  * for every index x of the original shape; elements of elem_bytes. A padded
  * map's padding (dst is its packed shape) is written as zeros. */
 void sch_layout_pack(const sch_layout_map *m, size_t elem_bytes, const void *src, void *dst);
+/* The same for a source of dtype `from` (m->param's own), converting each
+ * element to the map's dtype when it sets one (an 8-bit integer widened,
+ * sign- or zero-extended by `from`). TS_EINVAL naming the pair for another
+ * conversion. */
+ts_status sch_layout_pack_as(const sch_layout_map *m, ir_dtype from, const void *src, void *dst, ts_diag *d);
+/* The packed buffer's dtype for a param of dtype `from`. */
+ir_dtype sch_layout_packed_dtype(const sch_layout_map *m, ir_dtype from);
 
 #endif

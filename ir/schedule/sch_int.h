@@ -103,4 +103,9 @@ ts_status sch_compute_at_check(sch_state *s, sch_block b, sch_loop l, bool rever
 /* The checks of compute_inline only; the state is unchanged. */
 ts_status sch_compute_inline_check(sch_state *s, sch_block b, ts_diag *d);
 
+/* from -> to keeps every value: an 8-bit integer into a 16- or 32-bit one
+ * (i8 into a signed one, u8 into either); scalars. (layout.c: the packed
+ * dtype of TransformLayout, cache.c: SetDType) */
+bool sch_dtype_widens(ir_dtype from, ir_dtype to);
+
 #endif

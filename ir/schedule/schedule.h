@@ -101,6 +101,14 @@ ts_status sch_cache_write(sch_state *s, sch_block b, int write_index, const char
 ts_status sch_set_scope(sch_state *s, sch_block b, int write_index, const char *scope, ts_diag *d);
 ts_status sch_storage_align(sch_state *s, sch_block b, int write_index, int axis, int64_t factor,
                             int64_t offset, ts_diag *d);
+/* The write_index-th buffer b writes (allocated by a block, not a param)
+ * widened to dtype: an 8-bit integer to a 16- or 32-bit one (every value
+ * kept; docs/TENSORIZE.md "Activations widened once"). Every store to it
+ * stores its value cast to dtype; every load reads the wide element cast
+ * back, except under a cast to a type at least as wide, which reads it
+ * directly (the int8 kernels' i32(A16[..])). TS_ESCHEDULE for another
+ * dtype change. */
+ts_status sch_set_dtype(sch_state *s, sch_block b, int write_index, ir_dtype dtype, ts_diag *d);
 
 /* ---- reductions (ir/schedule/reduction.c) --------------------------------- */
 /* Splits the reduction block's init into its own block placed just before

@@ -473,6 +473,14 @@ ts_status sch_t_cache_write(sch_traced *t, int b, int write_index, const char *s
   return call_cache(t, SCH_I_CACHE_WRITE, b, write_index, scope, nconsumers, consumers, out, d);
 }
 
+ts_status sch_t_set_dtype(sch_traced *t, int b, int write_index, ir_dtype dtype, ts_diag *d) {
+  char dt[16];
+  ir_dtype_str(dtype, dt, sizeof dt);
+  sch_arg a = sch_arg_rv(b);
+  sch_attr at[2] = {at_int(write_index), at_str(dt)};
+  return call1(t, SCH_I_SET_DTYPE, 1, &a, 2, at, NULL, d);
+}
+
 ts_status sch_t_set_scope(sch_traced *t, int b, int write_index, const char *scope, ts_diag *d) {
   if (!scope) return ts_diag_set(d, TS_EINVAL, "SetScope: NULL scope");
   sch_arg a = sch_arg_rv(b);
@@ -578,10 +586,13 @@ ts_status sch_t_transform_layout(sch_traced *t, const sch_layout_map *m, ts_diag
     comps[3 * j + 2] = m->comp[j].extent;
   }
   for (int a = 0; a < m->naxes; a++) groups[a] = m->group[a];
-  sch_attr at[3] = {{.kind = SCH_ATTR_INT, .i = m->param},
+  char dt[16];
+  if (m->dtype.lanes) ir_dtype_str(m->dtype, dt, sizeof dt);
+  sch_attr at[4] = {{.kind = SCH_ATTR_INT, .i = m->param},
                     {.kind = SCH_ATTR_INTS, .n = 3 * m->ncomp, .ints = comps},
-                    {.kind = SCH_ATTR_INTS, .n = m->naxes, .ints = groups}};
-  return sch_traced_call(t, SCH_I_TRANSFORM_LAYOUT, 0, NULL, 3, at, NULL, NULL, NULL, d);
+                    {.kind = SCH_ATTR_INTS, .n = m->naxes, .ints = groups},
+                    {.kind = SCH_ATTR_STR, .s = dt}};
+  return sch_traced_call(t, SCH_I_TRANSFORM_LAYOUT, 0, NULL, m->dtype.lanes ? 4 : 3, at, NULL, NULL, NULL, d);
 }
 
 ts_status sch_t_enter_postproc(sch_traced *t, ts_diag *d) {

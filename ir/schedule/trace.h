@@ -121,7 +121,8 @@ typedef struct sch_decision {
   X(SCH_I_ENTER_POSTPROC, "EnterPostproc", false)          \
   X(SCH_I_TRANSFORM_LAYOUT, "TransformLayout", false)     \
   X(SCH_I_SHIFT_TO_UNSIGNED, "ShiftToUnsigned", false)   \
-  X(SCH_I_PAD_EINSUM, "PadEinsum", false)
+  X(SCH_I_PAD_EINSUM, "PadEinsum", false)                 \
+  X(SCH_I_SET_DTYPE, "SetDType", false)
 
 typedef enum {
 #define SCH_X(e, n, p) e,
@@ -265,6 +266,8 @@ ts_status sch_t_cache_read(sch_traced *t, int b, int read_index, const char *sco
 ts_status sch_t_cache_write(sch_traced *t, int b, int write_index, const char *scope,
                             int nconsumers, const int *consumers, int *out, ts_diag *d);
 ts_status sch_t_set_scope(sch_traced *t, int b, int write_index, const char *scope, ts_diag *d);
+/* SetDType [write_index, dtype name] (sch_set_dtype). */
+ts_status sch_t_set_dtype(sch_traced *t, int b, int write_index, ir_dtype dtype, ts_diag *d);
 ts_status sch_t_storage_align(sch_traced *t, int b, int write_index, int axis, int64_t factor,
                               int64_t offset, ts_diag *d);
 ts_status sch_t_decompose_reduction(sch_traced *t, int b, int loop, int *out, ts_diag *d);

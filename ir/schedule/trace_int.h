@@ -65,5 +65,10 @@ ts_status trc_check_sig(const sch_inst_kind_info *info, int nin, const sch_arg *
                         int nrv, int nattr, const sch_attr *attrs, ts_status code, const char *prefix,
                         ts_diag *d);
 int trc_fixed_nout(const sch_inst_kind_info *info, int nin, const sch_attr *attrs);
+/* A kind's attr signature: those after a '?' are optional (a trailing
+ * group an instruction may leave out). *min gets the required count;
+ * returns the most; trc_attr_sig is attr j's signature character. */
+int trc_attr_count(const sch_inst_kind_info *info, int *min);
+char trc_attr_sig(const sch_inst_kind_info *info, int j);
 
 #endif

@@ -276,11 +276,13 @@ static ts_status parse_inst(parse_ctx *p, int i, json_t *row) {
   ts_status st;
   for (int j = 0; j < nin; j++)
     if ((st = parse_arg(p, i, kn, j, json_array_get(jin, (size_t)j), &in[j], a))) return st;
-  int na = (int)strlen(info->attrs);
-  if (nattr != na)
-    return perr(p, i, kn, "takes %d attr%s, got %d", na, na == 1 ? "" : "s", nattr);
+  int nmin, na = trc_attr_count(info, &nmin);
+  if (nattr < nmin || nattr > na) {
+    if (nmin == na) return perr(p, i, kn, "takes %d attr%s, got %d", na, na == 1 ? "" : "s", nattr);
+    return perr(p, i, kn, "takes %d to %d attrs, got %d", nmin, na, nattr);
+  }
   for (int j = 0; j < nattr; j++)
-    if ((st = parse_attr(p, i, kn, j, info->attrs[j], json_array_get(jat, (size_t)j), &at[j], a))) return st;
+    if ((st = parse_attr(p, i, kn, j, trc_attr_sig(info, j), json_array_get(jat, (size_t)j), &at[j], a))) return st;
   /* signature (arity and RV kinds) */
   ts_diag sd;
   ts_diag_clear(&sd);

@@ -124,14 +124,29 @@ ts_status trc_check_sig(const sch_inst_kind_info *info, int nin, const sch_arg *
     if (in[i].kind == SCH_ARG_STR && !in[i].s)
       return ts_diag_set(d, code, "%s: input %d is a NULL string", prefix, i);
   }
-  int na = (int)strlen(info->attrs);
-  if (nattr != na)
-    return ts_diag_set(d, code, "%s: %s takes %d attr%s, got %d", prefix, info->name, na, na == 1 ? "" : "s",
-                       nattr);
+  int nmin, na = trc_attr_count(info, &nmin);
+  if (nattr < nmin || nattr > na) {
+    if (nmin == na)
+      return ts_diag_set(d, code, "%s: %s takes %d attr%s, got %d", prefix, info->name, na, na == 1 ? "" : "s",
+                         nattr);
+    return ts_diag_set(d, code, "%s: %s takes %d to %d attrs, got %d", prefix, info->name, nmin, na, nattr);
+  }
   for (int i = 0; i < nattr; i++)
-    if (!attr_fits(info->attrs[i], &attrs[i]))
-      return ts_diag_set(d, code, "%s: attr %d should be %s", prefix, i, trc_sig_name(info->attrs[i]));
+    if (!attr_fits(trc_attr_sig(info, i), &attrs[i]))
+      return ts_diag_set(d, code, "%s: attr %d should be %s", prefix, i, trc_sig_name(trc_attr_sig(info, i)));
   return TS_OK;
+}
+
+int trc_attr_count(const sch_inst_kind_info *info, int *min) {
+  const char *q = strchr(info->attrs, '?');
+  int n = (int)strlen(info->attrs);
+  *min = q ? (int)(q - info->attrs) : n;
+  return q ? n - 1 : n;
+}
+
+char trc_attr_sig(const sch_inst_kind_info *info, int j) {
+  const char *q = strchr(info->attrs, '?');
+  return q && j >= (int)(q - info->attrs) ? info->attrs[j + 1] : info->attrs[j];
 }
 
 /* The number of outputs a kind's signature fixes, or -1 if the primitive
@@ -350,6 +365,13 @@ static ts_status ap_cache(sch_apply_ctx *c, bool write) {
 static ts_status ap_cache_read(sch_apply_ctx *c) { return ap_cache(c, false); }
 static ts_status ap_cache_write(sch_apply_ctx *c) { return ap_cache(c, true); }
 
+static ts_status ap_set_dtype(sch_apply_ctx *c) {
+  ir_dtype dt;
+  if (!ir_dtype_parse(c->attrs[1].s, &dt) || dt.lanes != 1)
+    return ts_diag_set(c->d, TS_ESCHEDULE, "SetDType: '%s' is no scalar dtype", c->attrs[1].s);
+  return sch_set_dtype(c->s, c->in[0].block, (int)c->attrs[0].i, dt, c->d);
+}
+
 static ts_status ap_set_scope(sch_apply_ctx *c) {
   const char *scope = sstr(c, c->attrs[1].s);
   return scope ? sch_set_scope(c->s, c->in[0].block, (int)c->attrs[0].i, scope, c->d) : oom(c);
@@ -511,9 +533,10 @@ static const sch_inst_kind_info kinds[SCH_INST_KIND_COUNT] = {
     [SCH_I_SAMPLE_COMPUTE_LOCATION] = {"SampleComputeLocation", true, "B", "", 'l', 1, 's',
                                        ap_sample_compute_location},
     [SCH_I_ENTER_POSTPROC] = {"EnterPostproc", false, "", "", 0, 0, 0, ap_enter_postproc},
-    [SCH_I_TRANSFORM_LAYOUT] = {"TransformLayout", false, "", "iII", 0, 0, 0, ap_transform_layout},
+    [SCH_I_TRANSFORM_LAYOUT] = {"TransformLayout", false, "", "iII?s", 0, 0, 0, ap_transform_layout},
     [SCH_I_SHIFT_TO_UNSIGNED] = {"ShiftToUnsigned", false, "B", "", 'b', 2, 0, ap_shift_to_unsigned},
     [SCH_I_PAD_EINSUM] = {"PadEinsum", false, "B", "I", 'b', 1, 0, ap_pad_einsum},
+    [SCH_I_SET_DTYPE] = {"SetDType", false, "B", "is", 0, 0, 0, ap_set_dtype},
 };
 
 const sch_inst_kind_info *sch_inst_kind_get(sch_inst_kind k) {

@@ -86,18 +86,19 @@ static void target_of(const cg_target *t, char *arch, size_t na, const char **cp
 /* The x86 int8 kernel families on a packed weight, best first: VNNI
  * (vpdpbusd, 16 lanes x 4 deep; i8 x i8 shifted to u8 first, the
  * compensation's column sums tensorized) and, without VNNI, AVX2 (vpmaddwd,
- * 8 lanes x 2 deep, both signs as they are). packed: the family's packed
- * kernel (its availability is the family's); prefix: the names padding may
- * use. docs/TENSORIZE.md. */
+ * 8 lanes x 2 deep, both signs as they are, the weight stored as i16 by the
+ * packing: the .packed16 kernels). packed: the family's packed kernel (its
+ * availability is the family's); prefix: the names padding may use; wide16:
+ * the packing widens the weight to i16. docs/TENSORIZE.md. */
 typedef struct i8_family {
   const char *packed, *prefix;
   int lanes, depth;
-  bool shift;
+  bool shift, wide16;
 } i8_family;
 
 static const i8_family i8_families[] = {
-    {"x86.avx512.vnni.u8i8.packed.1x16x4", "x86.avx512.vnni.", 16, 4, true},
-    {"x86.avx2.pmaddwd.u8i8.packed.1x8x2", "x86.avx2.pmaddwd.", 8, 2, false},
+    {"x86.avx512.vnni.u8i8.packed.1x16x4", "x86.avx512.vnni.", 16, 4, true, false},
+    {"x86.avx2.pmaddwd.u8i8.packed16.1x8x2", "x86.avx2.pmaddwd.", 8, 2, false, true},
 };
 
 /* The best int8 family the target has, or NULL. */
@@ -258,10 +259,11 @@ static bool vnni_visit(void *ctx, const ir_expr *e) {
 /* Re-lays t's int8 weight (an input the function marks layout-free,
  * docs/LAYOUT.md, read by block as W[.., k, .., n, ..]) into the VNNI
  * layout by a traced TransformLayout (sch_layout_vnni: [.., n/16, k/4,
- * 64]): the packed intrinsics then load vpdpbusd's operand directly. A
+ * 64]; AVX2's [.., n/8, k/2, 16], stored as i16 when the family widens and
+ * wide is set): the packed intrinsics then load their operand directly. A
  * model build packs the constant once (docs/LAYOUT.md, "Build"). False
  * (t unchanged) when there is no such weight or the layout is refused. */
-static bool vnni_pack(sch_traced *t, const char *block, const i8_family *fm) {
+static bool vnni_pack(sch_traced *t, const char *block, const i8_family *fm, bool wide) {
   const ir_func *f = sch_traced_func(t);
   int nl;
   sch_loop *cl;
@@ -282,9 +284,9 @@ static bool vnni_pack(sch_traced *t, const char *block, const i8_family *fm) {
     sch_layout_map m;
     ts_diag q;
     ts_diag_clear(&q);
-    if (sch_layout_vnni(f, p, v.kdim, v.ndim, fm->lanes, fm->depth, &m, &q) == TS_OK &&
-        sch_t_transform_layout(t, &m, &q) == TS_OK)
-      return true;
+    if (sch_layout_vnni(f, p, v.kdim, v.ndim, fm->lanes, fm->depth, &m, &q) != TS_OK) continue;
+    if (fm->wide16 && wide) m.dtype = ir_dt(IR_I16);
+    if (sch_t_transform_layout(t, &m, &q) == TS_OK) return true;
   }
   return false;
 }
@@ -323,6 +325,68 @@ static bool pad_for(sch_traced *t, const char *block, int nl, const int64_t *ie)
   for (int l = 0; l < nl; l++) mult[l] = ie[l] ? ie[l] : 1;
   int b, ob;
   return sch_t_get_block(t, block, &b, &q) == TS_OK && sch_t_pad_einsum(t, b, nl, mult, &ob, &q) == TS_OK;
+}
+
+/* The block that writes buf at root level (a pad stage), or NULL. */
+static const ir_block *writer_of(const ir_func *f, const ir_buffer *buf) {
+  const ir_stmt *body = f->body && f->body->kind == IR_BLOCK_REALIZE ? f->body->u.realize.block->body : f->body;
+  int n = body && body->kind == IR_SEQ ? body->u.seq.n : 1;
+  for (int i = 0; i < n; i++) {
+    const ir_stmt *x = body->kind == IR_SEQ ? body->u.seq.stmts[i] : body;
+    while (x && x->kind == IR_FOR) x = x->u.loop.body;
+    if (!x || x->kind != IR_BLOCK_REALIZE) continue;
+    const ir_block *b = x->u.realize.block;
+    for (int w = 0; w < b->nwrites; w++)
+      if (b->writes[w].buf == buf) return b;
+  }
+  return NULL;
+}
+
+/* The operand the i16 weight multiplies (A, the block's one 8-bit read)
+ * widened once to i16 (SetDType; docs/TENSORIZE.md "Activations widened
+ * once"), so the kernel broadcasts its pair with no widening: the buffer of
+ * the root block that writes it (a pad stage: the same pass, wider), else a
+ * copy (CacheRead), the latter only where each element of A feeds at least
+ * 128 multiply-adds (the copy is one pass over A). False (t unchanged
+ * where nothing was applied) when it does not fit. */
+static bool widen_a(sch_traced *t, const char *block) {
+  const ir_stmt *r = srch_find_realize(sch_traced_func(t), block);
+  if (!r) return false;
+  const ir_block *blk = r->u.realize.block;
+  int ai = -1;
+  for (int i = 0; i < blk->nreads; i++) {
+    ir_dtype_code c = blk->reads[i].buf->dtype.code;
+    if (c != IR_U8 && c != IR_I8) continue;
+    if (ai >= 0) return false;
+    ai = i;
+  }
+  if (ai < 0) return false;
+  const ir_buffer *a = blk->reads[ai].buf;
+  const ir_func *f = sch_traced_func(t);
+  ts_diag q;
+  ts_diag_clear(&q);
+  const ir_block *w = writer_of(f, a);
+  if (w) {
+    int wb, wi = -1;
+    for (int i = 0; i < w->nwrites; i++)
+      if (w->writes[i].buf == a) wi = i;
+    return w->nwrites == 1 && !w->init && sch_t_get_block(t, w->name, &wb, &q) == TS_OK &&
+           sch_t_set_dtype(t, wb, wi, ir_dt(IR_I16), &q) == TS_OK;
+  }
+  /* a param: copied, where the reuse pays for the pass */
+  int64_t iters = 1, elems = 1, e;
+  for (int i = 0; i < blk->niter; i++) {
+    if (!ir_as_int(blk->iters[i].dom.extent, &e)) return false;
+    iters *= e;
+  }
+  for (int k = 0; k < a->ndim; k++) {
+    if (!ir_as_int(a->shape[k], &e)) return false;
+    elems *= e;
+  }
+  if (iters < 128 * elems) return false;
+  int b, cb;
+  return sch_t_get_block(t, block, &b, &q) == TS_OK && sch_t_cache_read(t, b, ai, "global", 0, NULL, &cb, &q) == TS_OK &&
+         sch_t_set_dtype(t, cb, 0, ir_dt(IR_I16), &q) == TS_OK;
 }
 
 /* ---- the default schedule's int8 kernel (tuner/build.c) ---- */
@@ -381,23 +445,36 @@ static i8_tile tile_wide(const sch_intrin *in, int64_t rr, int64_t rc) {
 }
 
 /* AVX2 (16 ymm): per k pair an R x C tile issues R·C vpmaddwd and vpaddd,
- * R widenings of A's pair (vpmovzxbw) and C of the weight's (vpmovsxbw), so
- * the shape with the fewest widenings per multiply (1/R + 1/C) that holds R·C
- * accumulators, C weight vectors and A's pair in 16 registers (R·C + C < 16)
- * wins, the larger tile on a tie; rows from the iter before (fh) only where
- * the row iter's own do not reach it. *cost: 1/R + 1/C of the pick. */
+ * R widenings of A's pair (vpmovzxbw) and, on a byte weight, C of the
+ * weight's (vpmovsxbw). Byte weight: the shape with the fewest widenings per
+ * multiply (1/R + 1/C) that holds R·C accumulators, C weight vectors and A's
+ * pair in 16 registers (R·C + C < 16) wins. Weight stored as i16
+ * (.packed16): no weight widening, the weight vectors may be vpmaddwd's
+ * memory operand (R·C accumulators, A's pair and one product: R·C + 2 <= 16),
+ * and the cost is 1/C (A's widenings per multiply) + 1/(2R) (the weight
+ * panel re-read per row: a one-row tile streams 32 bytes of weight per
+ * vpmaddwd, what the caches cannot feed on big layers). A widened once to
+ * i16 as well (.i16i16.packed16): no widening at all, so the cost counts
+ * loads per multiply, 1/C of A's pairs and 1/R of the weight's vectors
+ * (1/R + 1/C), with R·C accumulators, C weight vectors and A's pair in 16
+ * registers. The larger tile wins a tie; rows from the iter before (fh)
+ * only where the row iter's own do not reach it. *cost: that of the pick. */
 static i8_tile tile_avx2(const sch_intrin *in, int64_t rr, int64_t rc, int64_t rh, double *cost) {
+  bool w16 = strstr(in->name, ".packed16.") != NULL, a16 = strstr(in->name, ".i16i16.") != NULL;
   i8_tile best = {1, 1, 1};
   double bc = 1e9;
   for (int64_t fh = 1; fh <= 12 && fh <= rh; fh++) {
     if (rh % fh) continue;
-    for (int64_t fc = 1; fc <= 4; fc++) {
+    for (int64_t fc = 1; fc <= (w16 ? 14 : 4); fc++) {
       if (rc % fc) continue;
       for (int64_t fr = 1; fr * in->m * fh <= 12; fr++) {
         int64_t r = fr * in->m * fh, br = best.fr * in->m * best.fh;
-        if (rr % fr || r * fc + fc >= 16) continue;
-        double c = 1.0 / (double)r + 1.0 / (double)fc;
-        if (c < bc - 1e-9 || (c < bc + 1e-9 && r * fc > br * best.fc)) {
+        if (rr % fr || (a16 ? r * fc + fc + 1 > 16 : w16 ? r * fc + 2 > 16 : r * fc + fc >= 16)) continue;
+        double c = w16 && !a16 ? 1.0 / (double)fc + 0.5 / (double)r : 1.0 / (double)r + 1.0 / (double)fc;
+        /* a tie: the larger tile, then (A widened) more rows: the weight's
+         * vectors reused from registers, A's pairs reloaded (L1) */
+        bool more = r * fc > br * best.fc || (a16 && r * fc == br * best.fc && r > br);
+        if (c < bc - 1e-9 || (c < bc + 1e-9 && more)) {
           bc = c;
           best = (i8_tile){fr, fc, fh};
         }
@@ -529,8 +606,11 @@ bool srch_tensor_default(sch_traced *t, const char *block, const cg_target *tg, 
    * kernel of one row per call on those iters, as it is: no shift, no padding */
   bool shifted = fm->shift && !sym && sch_t_get_block(t, block, &b, &q) == TS_OK &&
                  sch_t_shift_to_unsigned(t, b, sb, &q) == TS_OK;
-  bool packed = pack && vnni_pack(t, block, fm);
+  /* a symbolic kernel's one-row tile streams its weight once per row: it
+   * keeps the byte weight (half the bytes; widened in the kernel) */
+  bool packed = pack && vnni_pack(t, block, fm, !sym);
   if (shifted && packed) colsum_vnni(t, sb[1]);
+  if (packed && fm->wide16 && !sym) widen_a(t, block);
   const sch_intrin *cand[16];
   int64_t cext[16][MAXL];
   int nc = matching(t, block, nl, ext, arch, cpu, feats, false, NULL, cand, cext, 16);
@@ -619,8 +699,9 @@ ts_status srch_rule_multi_level_tiling_tensor(const srch_rule_ctx *c, sch_traced
     ts_diag_clear(&q);
     bool shifted = fm->shift && sch_t_get_block(base, block, &b, &q) == TS_OK &&
                    sch_t_shift_to_unsigned(base, b, sb, &q) == TS_OK;
-    bool packed = vnni_pack(base, block, fm);
+    bool packed = vnni_pack(base, block, fm, true);
     if (shifted && packed) colsum_vnni(base, sb[1]);
+    if (packed && fm->wide16) widen_a(base, block); /* AVX2: A widened once to i16, as the default */
     if (shifted || packed) nc = matching(base, block, nl, ext, arch, cpu, feats, false, NULL, cand, cext, 16);
     if (nc == 0) {
       sch_traced_free(base);
@@ -640,8 +721,9 @@ ts_status srch_rule_multi_level_tiling_tensor(const srch_rule_ctx *c, sch_traced
     /* the weight packed with its n and k padded (zeros in a model build;
      * the padded block's A reads zeros in the k tail and drops the n tail, so
      * the kernel never depends on them) */
-    bool packed = vnni_pack(base, block, fm);
+    bool packed = vnni_pack(base, block, fm, true);
     if (shifted && packed) colsum_vnni(base, sb[1]);
+    if (packed && fm->wide16) widen_a(base, block);
     nc = matching(base, block, nl, ext, arch, cpu, feats, true, fm->prefix, cand, cext, 16);
     pad = nc > 0;
     if (!pad) {

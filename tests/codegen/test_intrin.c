@@ -67,13 +67,14 @@ static sch_state *tensorized(ts_arena *a, const char *spec, const char *intrin, 
  * (TransformLayout; VNNI's is 16 x 4), then tiled (ti, lanes, depth) and
  * tensorized with a packed intrinsic; *orig is the unscheduled function on
  * the packed weight (what the kernel computes: docs/LAYOUT.md) */
-static sch_state *packed_tensorized_ld(ts_arena *a, const char *spec, const char *intrin, int64_t ti, int64_t lanes,
-                                       int64_t depth, ir_func **orig) {
+static sch_state *packed_tensorized_dt(ts_arena *a, const char *spec, const char *intrin, int64_t ti, int64_t lanes,
+                                       int64_t depth, bool wide16, ir_func **orig) {
   ir_func *f;
   sch_state *s = tu_schedule(a, spec, &f);
   sch_layout_map m;
   ts_diag_clear(&D);
   tu_ok(sch_layout_vnni(sch_func(s), 1, 0, 1, lanes, depth, &m, &D), &D);
+  if (wide16) m.dtype = ir_dt(IR_I16); /* the weight stored as i16 (.packed16) */
   tu_ok(sch_transform_layout(s, &m, &D), &D);
   *orig = ir_func_copy(a, sch_func(s));
   ck_assert_ptr_nonnull(*orig);
@@ -91,6 +92,11 @@ static sch_state *packed_tensorized_ld(ts_arena *a, const char *spec, const char
   ts_diag_clear(&D);
   tu_ok(sch_tensorize_loop(s, o[0][1], intrin, NULL, &D), &D);
   return s;
+}
+
+static sch_state *packed_tensorized_ld(ts_arena *a, const char *spec, const char *intrin, int64_t ti, int64_t lanes,
+                                       int64_t depth, ir_func **orig) {
+  return packed_tensorized_dt(a, spec, intrin, ti, lanes, depth, false, orig);
 }
 
 /* The VNNI layout [n/16, k/4, 64], tiled (ti, 16, 4). */
@@ -274,6 +280,58 @@ START_TEST(test_pmaddwd_packed) {
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     s = packed_tensorized_ld(&a, cases[i].spec, cases[i].intrin, cases[i].rows, 8, 2, &orig);
+    parity(orig, sch_func(s), "llvm -mattr=+avx2,+fma", false);
+    sch_free(s);
+  }
+  ts_arena_fini(&a);
+}
+END_TEST
+
+/* The same kernels on the weight stored as i16 (.packed16): the weight is
+ * vpmaddwd's operand as loaded (no vpmovsxbw), A's pair still broadcast
+ * from memory and widened; bit-exact with the interpreter natively on any
+ * i16 weight (the verification's random packed inputs span all of i16) */
+START_TEST(test_pmaddwd_packed16) {
+  ts_arena a;
+  ts_arena_init(&a);
+  ir_func *orig;
+  sch_state *s = packed_tensorized_dt(&a, "matmul_u8s8:m=8,n=32,k=16", "x86.avx2.pmaddwd.u8i8.packed16.4x8x2", 4, 8,
+                                      2, true, &orig);
+  ck_assert_int_eq(orig->params[1]->dtype.code, IR_I16);
+  char *x = asm_of(sch_func(s), "llvm -mtriple=x86_64-linux-gnu -mattr=+avx2,+fma");
+  ck_assert_msg(count(x, "vpmaddwd") >= 4, "no vpmaddwd in:\n%.4000s", x);
+  ck_assert_msg(count(x, "vpmovsxbw") == 0, "the i16 weight is widened in:\n%.4000s", x);
+  ck_assert_msg(count(x, "vpbroadcastw") >= 1 && count(x, "vmovd\t") == 0, "A's pair through a GPR in:\n%.4000s", x);
+  ts_free(x);
+  sch_free(s);
+  /* a byte weight does not match the i16 kernel */
+  ir_func *of;
+  s = tu_schedule(&a, "matmul_u8s8:m=4,n=8,k=2", &of);
+  sch_layout_map m;
+  ts_diag_clear(&D);
+  tu_ok(sch_layout_vnni(sch_func(s), 1, 0, 1, 8, 2, &m, &D), &D);
+  tu_ok(sch_transform_layout(s, &m, &D), &D);
+  sch_loop lp[3];
+  ck_assert_int_eq(tu_loops(s, "C", lp, 3), 3);
+  ts_diag_clear(&D);
+  ck_assert_int_ne(sch_tensorize_loop(s, lp[0], "x86.avx2.pmaddwd.u8i8.packed16.4x8x2", NULL, &D), TS_OK);
+  sch_free(s);
+  if (!cpu_has("avx2")) {
+    fprintf(stderr, "test_intrin: this CPU has no avx2; native packed16 parity skipped\n");
+    ts_arena_fini(&a);
+    return;
+  }
+  static const struct {
+    const char *spec, *intrin;
+    int64_t rows;
+  } cases[] = {
+      {"matmul_u8s8:m=12,n=16,k=6", "x86.avx2.pmaddwd.u8i8.packed16.4x8x2", 4},
+      {"matmul_u8s8:m=3,n=8,k=4", "x86.avx2.pmaddwd.u8i8.packed16.1x8x2", 1},
+      {"matmul_int8:m=12,n=24,k=20", "x86.avx2.pmaddwd.i8i8.packed16.4x8x2", 4},
+      {"matmul_int8:m=5,n=16,k=8", "x86.avx2.pmaddwd.i8i8.packed16.1x8x2", 1},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    s = packed_tensorized_dt(&a, cases[i].spec, cases[i].intrin, cases[i].rows, 8, 2, true, &orig);
     parity(orig, sch_func(s), "llvm -mattr=+avx2,+fma", false);
     sch_free(s);
   }
@@ -686,9 +744,55 @@ START_TEST(test_rule_conv) {
 }
 END_TEST
 
-/* Without VNNI (AVX2 only) the same convolutions take the vpmaddwd kernels. */
+/* Without VNNI (AVX2 only) the same convolutions take the vpmaddwd kernels
+ * on the weight packed as i16 (.packed16; the padded input widened once to
+ * i16 too where the conv has a pad stage or enough reuse: .i16i16). */
 START_TEST(test_rule_conv_avx2) {
-  rule_conv("llvm -mtriple=x86_64-linux-gnu -mattr=+avx2,+fma", "x86.avx2.pmaddwd.u8i8.packed.", "vpmaddwd", "avx2");
+  rule_conv("llvm -mtriple=x86_64-linux-gnu -mattr=+avx2,+fma", ".packed16.", "vpmaddwd", "avx2");
+}
+END_TEST
+
+/* The AVX2 int8 default with the weight packed as i16: a conv's pad stage
+ * and a matmul's A where each element feeds >= 128 multiply-adds are
+ * widened once to i16 (SetDType) and the kernel is the .i16i16 one (A's
+ * pair one vpbroadcastd, no vpbroadcastw); a matmul with less reuse keeps
+ * its u8 A (.u8i8.packed16); each equal to the layout reference natively. */
+START_TEST(test_default_widened_a) {
+  static const struct {
+    const char *spec, *kernel;
+  } cases[] = {
+      {"conv2d_nhwc_u8s8:n=1,c=8,h=4,w=8,k=32,r=3,s=3,stride=1,pad=1", "x86.avx2.pmaddwd.i16i16.packed16."},
+      {"conv2d_nhwc_u8s8:n=1,c=6,h=5,w=7,k=16,r=3,s=3,stride=2,pad=1", "x86.avx2.pmaddwd.i16i16.packed16."},
+      {"matmul_u8s8:m=4,n=256,k=16", "x86.avx2.pmaddwd.i16i16.packed16."},
+      {"matmul_int8:m=4,n=256,k=16", "x86.avx2.pmaddwd.i16i16.packed16."},
+      {"matmul_u8s8:m=56,n=64,k=8", "x86.avx2.pmaddwd.u8i8.packed16."},
+  };
+  const char *target = "llvm -mtriple=x86_64-linux-gnu -mattr=+avx2,+fma";
+  cg_target tg;
+  ts_diag_clear(&D);
+  ck_assert_int_eq(cg_target_parse(target, &tg, &D), TS_OK);
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    ts_arena a;
+    ts_arena_init(&a);
+    ir_func *f = tu_workload(&a, cases[i].spec);
+    sch_traced *t = NULL;
+    ts_diag_clear(&D);
+    ck_assert_msg(tun_schedule_opts(f, NULL, &tg, &(tun_default_opts){.pack_weights = true}, &t, &D) == TS_OK, "%s: %s",
+                  cases[i].spec, D.msg);
+    const char *in = tensorized_with(sch_traced_func(t));
+    ck_assert_msg(in && strstr(in, cases[i].kernel), "%s: tensorized with %s", cases[i].spec, in ? in : "nothing");
+    const ir_func *ref = sch_layout_reference(&a, f, sch_traced_trace(t), &D);
+    ck_assert_msg(ref != NULL, "%s: %s", cases[i].spec, D.msg);
+    tu_assert_equivalent(ref, sch_traced_func(t));
+    char *x = asm_of(sch_traced_func(t), target);
+    bool a16 = strstr(cases[i].kernel, "i16i16") != NULL;
+    ck_assert_msg(count(x, "vpmaddwd") >= 1 && (a16 ? count(x, "vpbroadcastw") == 0 : count(x, "vpbroadcastw") >= 1),
+                  "%s:\n%.4000s", cases[i].spec, x);
+    ts_free(x);
+    if (cpu_has("avx2")) parity(ref, sch_traced_func(t), "llvm -mattr=+avx2,+fma", false);
+    sch_traced_free(t);
+    ts_arena_fini(&a);
+  }
 }
 END_TEST
 
@@ -764,6 +868,8 @@ int main(int argc, char **argv) {
   tcase_add_test(tc, test_vnni_parity);
   tcase_add_test(tc, test_vnni_packed);
   tcase_add_test(tc, test_pmaddwd_packed);
+  tcase_add_test(tc, test_pmaddwd_packed16);
+  tcase_add_test(tc, test_default_widened_a);
   tcase_add_test(tc, test_clamped_cast_vectorized);
   tcase_add_test(tc, test_fma_microkernel);
   tcase_add_test(tc, test_sdot);

@@ -1,4 +1,4 @@
-/* test_cache.c — cache_read, cache_write, set_scope, storage_align:
+/* test_cache.c — cache_read, cache_write, set_scope, storage_align, set_dtype:
  * placement and names of the copy blocks and cache buffers, consumers
  * rewritten, results unchanged in the reference interpreter (matmul,
  * batch_matmul, conv2d_nchw, softmax and hand-written loop nests where the
@@ -461,6 +461,37 @@ START_TEST(set_scope_after_cache) {
 }
 END_TEST
 
+/* set_dtype: an int8 conv's pad stage (Xp, u8) stored as i16: the pad
+ * block stores its value widened, the conv reads i32(Xp) of the wide
+ * buffer directly, results unchanged; a copy of a param (cache_read) the
+ * same for an i8 matmul's A; refusals (a param, a narrowing, a float)
+ * leave the schedule as it was. */
+START_TEST(set_dtype_widens) {
+  ir_func *orig;
+  sch_state *s = tu_open("conv2d_nhwc_u8s8:n=1,c=3,h=4,w=5,k=8,r=3,s=3,stride=1,pad=1", &orig);
+  ts_diag_clear(&D);
+  tu_ok(sch_set_dtype(s, blk("Xp"), 0, ir_dt(IR_I16), &D), &D);
+  ck_assert_int_eq(root_alloc(s, "Xp")->dtype.code, IR_I16);
+  char *text = ir_func_to_string(sch_func(s));
+  ck_assert_msg(strstr(text, "i16(select(") && strstr(text, "i32(Xp[") && !strstr(text, "u8(Xp["), "%s", text);
+  ts_free(text);
+  tu_assert_equivalent(orig, sch_func(s));
+  /* the same dtype again: nothing changes */
+  ir_stmt *body = sch_func(s)->body;
+  tu_ok(sch_set_dtype(s, blk("Xp"), 0, ir_dt(IR_I16), &D), &D);
+  ck_assert_ptr_eq(sch_func(s)->body, body);
+  REFUSED(s, sch_set_dtype(s, blk("Xp"), 0, ir_dt(IR_I8), &D), "set_dtype", "no widening");
+  REFUSED(s, sch_set_dtype(s, blk("Y"), 0, ir_dt(IR_I64), &D), "set_dtype", "function parameter");
+  s = tu_open("matmul_int8:m=5,n=7,k=6", &orig);
+  sch_block out;
+  tu_ok(sch_cache_read(s, blk("C"), 0, "global", 0, NULL, &out, &D), &D);
+  tu_ok(sch_set_dtype(s, out, 0, ir_dt(IR_I32), &D), &D);
+  tu_assert_equivalent(orig, sch_func(s));
+  s = tu_open("softmax:m=3,n=7", &orig);
+  REFUSED(s, sch_set_dtype(s, blk("e"), 0, ir_dt(IR_F64), &D), "set_dtype", "no widening");
+}
+END_TEST
+
 START_TEST(storage_align_records) {
   ir_func *orig;
   sch_state *s = tu_open("softmax:m=3,n=7", &orig);
@@ -564,6 +595,7 @@ static Suite *suite(void) {
   tcase_add_test(tb, set_scope_intermediate);
   tcase_add_test(tb, set_scope_after_cache);
   tcase_add_test(tb, storage_align_records);
+  tcase_add_test(tb, set_dtype_widens);
   tcase_add_test(tb, refuse_params_and_bad_align);
   tcase_add_test(tb, trace_roundtrip);
   return su;

@@ -4,8 +4,8 @@
  * interpreter on unpacked ones, the trace round trip and replay without
  * the rewrite, the reference function verification uses, the refusals
  * (guarded split, two readers, two index tuples, outputs, invalid maps,
- * a second rewrite), and the layout-free mark that the structural hash
- * ignores. */
+ * a second rewrite), the layout-free mark that the structural hash
+ * ignores, and a weight widened to i16 by the map. */
 #include <check.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,7 +32,7 @@ static bool packed_equivalent(const ir_func *orig, const ir_func *sched, const s
     ir_tensor_fill_random(&a[i], seed + (uint64_t)i);
     ck_assert_int_eq(ir_tensor_numel(&a[i]), ir_tensor_numel(&b[i]));
     if (i == m->param)
-      sch_layout_pack(m, (size_t)ir_dtype_bytes(a[i].dtype), a[i].data, b[i].data);
+      tu_ok(sch_layout_pack_as(m, a[i].dtype, a[i].data, b[i].data, &D), &D);
     else
       memcpy(b[i].data, a[i].data, (size_t)ir_tensor_numel(&a[i]) * (size_t)ir_dtype_bytes(a[i].dtype));
   }
@@ -348,6 +348,93 @@ START_TEST(trace_roundtrip_and_reference) {
 }
 END_TEST
 
+/* The AVX2 int8 weight layout stored as i16 (a widening map): the packed
+ * param is i16 in the packed shape, the block reads i32(B) of it directly
+ * (no cast back to i8), results equal the original's on every u8 / i8
+ * input packed on the host (values kept, signs extended), the trace carries
+ * the dtype through JSON and replay, and a dtype change that is no widening
+ * of an 8-bit integer is refused. */
+START_TEST(widened_to_i16) {
+  static const char *specs[] = {"matmul_u8s8:m=5,n=16,k=6", "matmul_int8:m=3,n=24,k=8"};
+  for (size_t w = 0; w < 2; w++) {
+    ts_arena a;
+    ts_arena_init(&a);
+    ir_func *f = tu_workload(&a, specs[w]);
+    sch_layout_map m;
+    tu_ok(sch_layout_vnni(f, 1, 0, 1, 8, 2, &m, &D), &D);
+    m.dtype = ir_dt(IR_I16);
+    ck_assert(!sch_layout_is_identity(&m));
+    char buf[256];
+    sch_layout_str(&m, "B", buf, sizeof buf);
+    ck_assert_msg(strstr(buf, " as i16"), "%s", buf);
+    sch_traced *t = sch_traced_new(f, 1, &D);
+    ck_assert_ptr_nonnull(t);
+    tu_ok(sch_t_transform_layout(t, &m, &D), &D);
+    const ir_func *g = sch_traced_func(t);
+    ck_assert_int_eq(g->params[1]->dtype.code, IR_I16);
+    ck_assert_int_eq(g->params[1]->ndim, 3);
+    char *text = ir_func_to_string(g);
+    ck_assert_msg(!strstr(text, "i8(B["), "the weight is cast back: %s", text);
+    ck_assert_msg(strstr(text, "i32(B["), "%s", text);
+    ts_free(text);
+    for (uint64_t seed = 1; seed <= 3; seed++) ck_assert(packed_equivalent(f, g, &m, seed));
+    char *js = sch_trace_to_json(sch_traced_trace(t));
+    ck_assert_msg(strstr(js, "\"i16\""), "%s", js);
+    sch_trace *tr = sch_trace_from_json(js, &D);
+    ck_assert_msg(tr != NULL, "%s", D.msg);
+    sch_traced *r = sch_trace_replay(tr, f, 1, &D);
+    ck_assert_msg(r != NULL, "%s", D.msg);
+    char why[512];
+    ck_assert_msg(ir_struct_equal_func_explain(g, sch_traced_func(r), why, sizeof why), "%s", why);
+    sch_layout_map got;
+    ck_assert_int_eq(sch_layout_maps_of_trace(tr, f, &got, 1, &D), 1);
+    ck_assert(got.dtype.lanes == 1 && got.dtype.code == IR_I16);
+    const ir_func *ref = sch_layout_reference(&a, f, tr, &D);
+    ck_assert_msg(ref != NULL && ref->params[1]->dtype.code == IR_I16, "%s", D.msg);
+    /* refused: an 8-bit weight narrowed or kept 8-bit, a float one widened */
+    sch_layout_map bad = m;
+    bad.dtype = ir_dt(IR_U8);
+    sch_traced *t2 = sch_traced_new(f, 1, &D);
+    ts_diag_clear(&D);
+    ck_assert_int_eq(sch_t_transform_layout(t2, &bad, &D), TS_ESCHEDULE);
+    ck_assert_msg(strstr(D.msg, "no widening"), "%s", D.msg);
+    sch_traced_free(t2);
+    sch_traced_free(r);
+    sch_trace_free(tr);
+    ts_free(js);
+    sch_traced_free(t);
+    ts_arena_fini(&a);
+  }
+  ts_arena a;
+  ts_arena_init(&a);
+  ir_func *f = tu_workload(&a, "matmul:m=4,n=16,k=4");
+  sch_layout_map m;
+  tu_ok(sch_layout_vnni(f, 1, 0, 1, 8, 2, &m, &D), &D);
+  m.dtype = ir_dt(IR_I16);
+  sch_traced *t = sch_traced_new(f, 1, &D);
+  ts_diag_clear(&D);
+  ck_assert_int_eq(sch_t_transform_layout(t, &m, &D), TS_ESCHEDULE);
+  sch_traced_free(t);
+  /* host packing: i8 sign-extended, u8 zero-extended, padding zeros */
+  sch_layout_map pm = {.param = 0, .ndim = 2, .shape = {3, 2}, .ncomp = 3,
+                       .comp = {{1, 1, 2}, {0, 2, 2}, {0, 1, 2}}, .naxes = 2, .group = {1, 2}};
+  pm.dtype = ir_dt(IR_I16);
+  tu_ok(sch_layout_check(&pm, &D), &D);
+  const uint8_t src[6] = {0x80, 0x7f, 0xff, 0x01, 0x00, 0xfe};
+  int16_t dst[8];
+  tu_ok(sch_layout_pack_as(&pm, ir_dt(IR_I8), src, dst, &D), &D);
+  /* [n=2][k/2=2][k%2=2]: dst[n][ko][kk] = src[2ko+kk][n] */
+  const int16_t want_s[8] = {-128, -1, 0, 0, 127, 1, -2, 0};
+  for (int i = 0; i < 8; i++) ck_assert_int_eq(dst[i], want_s[i]);
+  tu_ok(sch_layout_pack_as(&pm, ir_dt(IR_U8), src, dst, &D), &D);
+  const int16_t want_u[8] = {128, 255, 0, 0, 127, 1, 254, 0};
+  for (int i = 0; i < 8; i++) ck_assert_int_eq(dst[i], want_u[i]);
+  ts_diag_clear(&D);
+  ck_assert_int_eq(sch_layout_pack_as(&pm, ir_dt(IR_F32), src, dst, &D), TS_EINVAL);
+  ts_arena_fini(&a);
+}
+END_TEST
+
 START_TEST(layout_free_mark_keeps_the_key) {
   ts_arena a;
   ts_arena_init(&a);
@@ -380,6 +467,7 @@ static Suite *suite(void) {
   tcase_add_test(tc, refusals);
   tcase_add_test(tc, trace_roundtrip_and_reference);
   tcase_add_test(tc, layout_free_mark_keeps_the_key);
+  tcase_add_test(tc, widened_to_i16);
   suite_add_tcase(su, tc);
   return su;
 }

@@ -386,6 +386,17 @@ static void d_pad_einsum(sch_state *s, sch_traced *t) {
   OK(sch_pad_einsum(s, (sch_block){"C"}, 3, pad_mult, NULL, &D));
 }
 
+static void t_set_dtype(sch_traced *t) {
+  int out;
+  OK(sch_t_cache_read(t, tb(t, "C"), 0 /* A */, "global", 0, NULL, &out, &D));
+  OK(sch_t_set_dtype(t, out, 0, ir_dt(IR_I16), &D));
+}
+static void d_set_dtype(sch_state *s, sch_traced *t) {
+  sch_block out;
+  OK(sch_cache_read(s, (sch_block){"C"}, 0 /* A */, "global", 0, NULL, &out, &D));
+  OK(sch_set_dtype(s, out, 0, ir_dt(IR_I16), &D));
+}
+
 static void t_transform_layout(sch_traced *t) {
   const int *l = tl(t, tb(t, "C"), 3);
   int out[2];
@@ -439,6 +450,7 @@ static const kcase cases[] = {
     {SCH_I_TRANSFORM_LAYOUT, MM, t_transform_layout, d_transform_layout},
     {SCH_I_SHIFT_TO_UNSIGNED, "matmul_int8:m=3,n=7,k=5", t_shift_to_unsigned, d_shift_to_unsigned},
     {SCH_I_PAD_EINSUM, "matmul_u8s8:m=3,n=7,k=5", t_pad_einsum, d_pad_einsum},
+    {SCH_I_SET_DTYPE, "matmul_u8s8:m=3,n=7,k=5", t_set_dtype, d_set_dtype},
 };
 #define NCASES ((int)(sizeof cases / sizeof cases[0]))
 

@@ -774,6 +774,7 @@ END_TEST
 typedef struct avx2_tile {
   int64_t acc;
   int rows, nested;
+  bool wide16; /* a .packed16 kernel: the weight stored as i16 */
 } avx2_tile;
 
 static void find_tile(const ir_stmt *s, int64_t prod, int nunrolled, avx2_tile *out) {
@@ -792,7 +793,9 @@ static void find_tile(const ir_stmt *s, int64_t prod, int nunrolled, avx2_tile *
     const ir_block *b = s->u.realize.block;
     const ir_annot *an = ir_annot_find(b->nannot, b->annots, "tessel.tensorized");
     if (an && an->kind == IR_ANN_STR && strstr(an->v.s, "x86.avx2.pmaddwd.")) {
-      int r = atoi(strstr(an->v.s, ".packed.") + 8);
+      const char *pk = strstr(an->v.s, ".packed16.");
+      int r = pk ? atoi(pk + 10) : atoi(strstr(an->v.s, ".packed.") + 8);
+      out->wide16 = pk != NULL;
       out->acc = prod * r;
       out->rows = r;
       out->nested = nunrolled;
@@ -810,21 +813,23 @@ static void find_tile(const ir_stmt *s, int64_t prod, int nunrolled, avx2_tile *
 }
 
 /* On AVX2 without VNNI (16 ymm) the int8 default takes the vpmaddwd kernel
- * with the register tile that widens least per multiply: rows x column
- * vectors with at most 12 accumulators (the weight's vectors and A's pair
- * in the rest), two or more column vectors where the channels allow (one
- * widening of A serves each), rows from a conv's output rows h where its w
- * is short (7), equal to the packed reference. */
+ * on the weight packed as i16 (.packed16: the packed param is i16) with the
+ * register tile of least cost (1/C widenings of A per multiply + 1/(2R) for
+ * the weight re-read per row): rows x column vectors with at most 14
+ * accumulators (A's pair and a product in the rest), 2 x 4 where the
+ * channels and rows allow, rows from a conv's output rows h where its w is
+ * short (7), equal to the packed reference. */
 START_TEST(test_int8_avx2_tile) {
   static const struct {
     const char *spec;
     int64_t acc;
   } cases[] = {
-      {"matmul_u8s8:m=56,n=64,k=8", 8},                                      /* 4 rows x 2 vectors */
+      {"matmul_u8s8:m=56,n=64,k=8", 8},                                      /* 2 rows x 4 vectors */
       {"matmul_u8s8:m=14,n=256,k=4", 8},                                     /* 2 x 4 */
       {"matmul_u8s8:m=7,n=8,k=4", 7},                                        /* one column: 7 rows */
-      {"conv2d_nhwc_u8s8:n=1,c=8,h=4,w=8,k=32,r=3,s=3,stride=1,pad=1", 8},  /* 4 x 2 (or 2 x 4) */
-      {"conv2d_nhwc_u8s8:n=1,c=8,h=4,w=7,k=32,r=3,s=3,stride=1,pad=1", 8},  /* rows from h too: not 7 x 1 */
+      {"matmul_u8s8:m=7,n=16,k=4", 14},                                      /* 7 x 2 */
+      {"conv2d_nhwc_u8s8:n=1,c=8,h=4,w=8,k=32,r=3,s=3,stride=1,pad=1", 8},  /* 2 x 4 */
+      {"conv2d_nhwc_u8s8:n=1,c=8,h=4,w=7,k=32,r=3,s=3,stride=1,pad=1", 8},  /* rows from h too: 2 x 4, not 7 x 2 */
   };
   ts_diag d;
   ts_diag_clear(&d);
@@ -840,6 +845,8 @@ START_TEST(test_int8_avx2_tile) {
     avx2_tile tl = {0, 0, 0};
     find_tile(sch_traced_func(t)->body, 1, 0, &tl);
     ck_assert_msg(tl.rows > 0, "%s: no pmaddwd kernel", cases[i].spec);
+    ck_assert_msg(tl.wide16, "%s: the kernel is not the i16-weight one", cases[i].spec);
+    ck_assert_int_eq(sch_traced_func(t)->params[1]->dtype.code, IR_I16);
     ck_assert_msg(tl.acc == cases[i].acc, "%s: %lld accumulators (kernel rows %d, %d unrolled loops)", cases[i].spec,
                   (long long)tl.acc, tl.rows, tl.nested);
     shape_stats st = {0};
