@@ -190,8 +190,23 @@ __attribute__((target("avx2"))) static void run_peak_pmaddwd_mem(void *p) {
   *sink += 1;
 }
 
+/* The AVX2 register-loop peaks by subcommand, with the ops (2 per
+ * multiply-add) of one loop iteration. */
+typedef struct avx2_peak {
+  const char *name;
+  run_fn fn;
+  double ops;
+} avx2_peak;
+static const avx2_peak avx2_peaks[] = {
+    {"peak_pmaddwd", run_peak_pmaddwd, 7.0 * 32},
+    {"peak_pmaddwd_mem", run_peak_pmaddwd_mem, 7.0 * 32},
+    {"peak_pmaddubsw", run_peak_pmaddubsw, 6.0 * 64},
+};
+
 /* The register-tile kernels: KP k pairs over an L1-resident weight panel
- * (C vectors per k pair; bytes or i16) and A rows (KP pairs each). */
+ * (C vectors per k pair; bytes widened in the kernel, or i16: W16) and A rows
+ * (KP pairs each; bytes broadcast and zero-extended per row, or already
+ * widened to u16 by a stage of their own, one vpbroadcastd: A16). */
 #define TILE_KP 64
 static uint8_t tile_a[8][2 * TILE_KP] __attribute__((aligned(64)));
 static int16_t tile_w[TILE_KP * 8 * 16] __attribute__((aligned(64)));
@@ -199,30 +214,7 @@ static int16_t tile_w[TILE_KP * 8 * 16] __attribute__((aligned(64)));
 #define UNROLL _Pragma("GCC unroll 16")
 static uint16_t tile_a16[8][2 * TILE_KP] __attribute__((aligned(64)));
 
-/* The .packed16 tile with A already widened to u16 (a stage writes the
- * activation once as u16): A's pair is one vpbroadcastd from memory. */
-#define TILE16_FN(NAME, R, C)                                                                                    \
-  __attribute__((target("avx2"))) static void NAME(void *p) {                                                    \
-    int *sink = p;                                                                                               \
-    __m256i acc[R][C];                                                                                           \
-    UNROLL for (int r = 0; r < R; r++)                                                                           \
-      UNROLL for (int c = 0; c < C; c++) acc[r][c] = _mm256_setzero_si256();                                     \
-    for (int it = 0; it < PMADDWD_ITERS / TILE_KP; it++)                                                         \
-      for (int k = 0; k < TILE_KP; k++) {                                                                        \
-        __m256i b[C];                                                                                            \
-        UNROLL for (int c = 0; c < C; c++) b[c] = _mm256_load_si256((const __m256i *)(tile_w + (k * C + c) * 16)); \
-        UNROLL for (int r = 0; r < R; r++) {                                                                     \
-          __m256i a = _mm256_set1_epi32(*(const int32_t *)&tile_a16[r][2 * k]);                                  \
-          UNROLL for (int c = 0; c < C; c++) acc[r][c] = _mm256_add_epi32(acc[r][c], _mm256_madd_epi16(a, b[c])); \
-        }                                                                                                        \
-      }                                                                                                          \
-    __m256i s = _mm256_setzero_si256();                                                                          \
-    UNROLL for (int r = 0; r < R; r++)                                                                           \
-      UNROLL for (int c = 0; c < C; c++) s = _mm256_xor_si256(s, acc[r][c]);                                     \
-    *sink += _mm256_extract_epi32(s, 0);                                                                         \
-  }
-
-#define TILE_FN(NAME, R, C, W16)                                                                                 \
+#define TILE_FN(NAME, R, C, W16, A16)                                                                            \
   __attribute__((target("avx2"))) static void NAME(void *p) {                                                    \
     int *sink = p;                                                                                               \
     __m256i acc[R][C];                                                                                           \
@@ -236,7 +228,8 @@ static uint16_t tile_a16[8][2 * TILE_KP] __attribute__((aligned(64)));
                      : _mm256_cvtepi8_epi16(_mm_load_si128((const __m128i *)((const int8_t *)tile_w +            \
                                                                                (k * C + c) * 16)));              \
         UNROLL for (int r = 0; r < R; r++) {                                                                     \
-          __m256i a = _mm256_cvtepu8_epi16(_mm_set1_epi16(*(const int16_t *)&tile_a[r][2 * k]));                 \
+          __m256i a = A16 ? _mm256_set1_epi32(*(const int32_t *)&tile_a16[r][2 * k])                             \
+                          : _mm256_cvtepu8_epi16(_mm_set1_epi16(*(const int16_t *)&tile_a[r][2 * k]));           \
           UNROLL for (int c = 0; c < C; c++) acc[r][c] = _mm256_add_epi32(acc[r][c], _mm256_madd_epi16(a, b[c])); \
         }                                                                                                        \
       }                                                                                                          \
@@ -245,14 +238,14 @@ static uint16_t tile_a16[8][2 * TILE_KP] __attribute__((aligned(64)));
       UNROLL for (int c = 0; c < C; c++) s = _mm256_xor_si256(s, acc[r][c]);                                     \
     *sink += _mm256_extract_epi32(s, 0);                                                                         \
   }
-TILE_FN(run_tile_b8_4x2, 4, 2, 0)
-TILE_FN(run_tile_w16_4x2, 4, 2, 1)
-TILE_FN(run_tile_w16_2x4, 2, 4, 1)
-TILE_FN(run_tile_w16_3x4, 3, 4, 1)
-TILE_FN(run_tile_w16_1x8, 1, 8, 1)
-TILE_FN(run_tile_w16_6x2, 6, 2, 1)
-TILE16_FN(run_tile_a16_2x4, 2, 4)
-TILE16_FN(run_tile_a16_4x2, 4, 2)
+TILE_FN(run_tile_b8_4x2, 4, 2, 0, 0)
+TILE_FN(run_tile_w16_4x2, 4, 2, 1, 0)
+TILE_FN(run_tile_w16_2x4, 2, 4, 1, 0)
+TILE_FN(run_tile_w16_3x4, 3, 4, 1, 0)
+TILE_FN(run_tile_w16_1x8, 1, 8, 1, 0)
+TILE_FN(run_tile_w16_6x2, 6, 2, 1, 0)
+TILE_FN(run_tile_a16_2x4, 2, 4, 1, 1)
+TILE_FN(run_tile_a16_4x2, 4, 2, 1, 1)
 
 typedef struct tile_entry {
   const char *name;
@@ -472,25 +465,15 @@ int main(int argc, char **argv) {
     printf("%.2f %.6g\n", 24.0 * 128 * PEAK_ITERS / t * 1e-9, t);
     return 0;
   }
-  if (!strcmp(argv[1], "peak_pmaddwd") && argc == 2) {
-    if (!__builtin_cpu_supports("avx2")) {
-      fprintf(stderr, "peak_pmaddwd: this CPU has no AVX2\n");
-      return 2;
-    }
-    int sink = 0;
-    double t = median_seconds(run_peak_pmaddwd, &sink);
-    printf("%.2f %.6g\n", 7.0 * 32 * PMADDWD_ITERS / t * 1e-9, t);
-    return 0;
-  }
-  if ((!strcmp(argv[1], "peak_pmaddubsw") || !strcmp(argv[1], "peak_pmaddwd_mem")) && argc == 2) {
+  for (size_t i = 0; i < sizeof avx2_peaks / sizeof avx2_peaks[0]; i++) {
+    if (strcmp(argv[1], avx2_peaks[i].name) || argc != 2) continue;
     if (!__builtin_cpu_supports("avx2")) {
       fprintf(stderr, "%s: this CPU has no AVX2\n", argv[1]);
       return 2;
     }
     int sink = 0;
-    bool ub = !strcmp(argv[1], "peak_pmaddubsw");
-    double t = median_seconds(ub ? run_peak_pmaddubsw : run_peak_pmaddwd_mem, &sink);
-    printf("%.2f %.6g\n", (ub ? 6.0 * 64 : 7.0 * 32) * PMADDWD_ITERS / t * 1e-9, t);
+    double t = median_seconds(avx2_peaks[i].fn, &sink);
+    printf("%.2f %.6g\n", avx2_peaks[i].ops * PMADDWD_ITERS / t * 1e-9, t);
     return 0;
   }
   if (!strcmp(argv[1], "peak_i8_tile") && argc == 3) {
@@ -505,8 +488,10 @@ int main(int argc, char **argv) {
       printf("%.2f %.6g\n", 32.0 * tile_entries[i].r * tile_entries[i].c * PMADDWD_ITERS / t * 1e-9, t);
       return 0;
     }
-    fprintf(stderr, "peak_i8_tile: unknown tile '%s' (b8_4x2, w16_4x2, w16_2x4, w16_3x4, w16_1x8, w16_6x2, "
-                    "a16_2x4, a16_4x2)\n", argv[2]);
+    fprintf(stderr, "peak_i8_tile: unknown tile '%s'; one of:", argv[2]);
+    for (size_t i = 0; i < sizeof tile_entries / sizeof tile_entries[0]; i++)
+      fprintf(stderr, " %s", tile_entries[i].name);
+    fputc('\n', stderr);
     return 2;
   }
   if ((!strcmp(argv[1], "peak_fma") || !strcmp(argv[1], "read_bw")) && argc == 3) {
