@@ -285,68 +285,47 @@
  * vmovd, vpmovzxbw, vpbroadcastd per row and k pair). vpmaddwd sums
  * each lane's two i16 products into an i32: exact (|a*b| <= 255*128, two of
  * them fit an i16 pair's i32 sum), 16 multiply-adds per instruction. */
-#define PMADDWD_PACKED_DESC(R, AT)                                                               \
-  MATMUL_DESC("A: " AT "[" #R ", 2], B: i8[1, 1, 16]) -> C: i32[" #R ", 8]", #R, "8", "2",      \
+/* One vpmaddwd kernel per row of the tile: A (AT, its pair as the i16x16
+ * operand AVAL) against B (BT, the operand BVAL), R rows by 8 columns. */
+#define PMADDWD_DESC(R, AT, BT)                                                                  \
+  MATMUL_DESC("A: " AT "[" #R ", 2], B: " BT "[1, 1, 16]) -> C: i32[" #R ", 8]", #R, "8", "2",  \
               "0, 0, vj * 2 + vk", "i32")
 
-#define PMADDWD_PACKED_IMPL(R, AT)                                                               \
-  "func impl(A: " AT "[" #R ", 2], B: i8[1, 1, 16]) -> C: i32[" #R ", 8] {\n"                     \
+#define PMADDWD_IMPL(R, AT, BT, AVAL, BVAL)                                                      \
+  "func impl(A: " AT "[" #R ", 2], B: " BT "[1, 1, 16]) -> C: i32[" #R ", 8] {\n"                \
   "  block root() {\n"                                                                         \
   "    for r in unrolled(0, " #R ") {\n"                                                       \
   "      C[r, ramp(0, 1, 8)] = C[r, ramp(0, 1, 8)] + call_extern(\"llvm.x86.avx2.pmadd.wd\", i32x8, " \
-  "i16x16(reinterpret(" AT "x16, broadcast(reinterpret(i16, A[r, ramp(0, 1, 2)]), 8))), "         \
-  "i16x16(B[0, 0, ramp(0, 1, 16)]))\n"                                                             \
+  AVAL ", " BVAL ")\n"                                                                         \
   "    }\n"                                                                                     \
   "  }\n"                                                                                       \
   "}\n"
 
+/* A's two bytes broadcast as one i16, then widened by A's type. */
+#define PMADDWD_A8(AT) "i16x16(reinterpret(" AT "x16, broadcast(reinterpret(i16, A[r, ramp(0, 1, 2)]), 8)))"
+
 #define PMADDWD_PACKED_ROW(SIG, R, AT)                                                           \
-  {"x86.avx2.pmaddwd." SIG ".packed." #R "x8x2", "x86_64", "avx2", R, 8, 2, PMADDWD_PACKED_DESC(R, AT), \
-   PMADDWD_PACKED_IMPL(R, AT)}
+  {"x86.avx2.pmaddwd." SIG ".packed." #R "x8x2", "x86_64", "avx2", R, 8, 2, PMADDWD_DESC(R, AT, "i8"), \
+   PMADDWD_IMPL(R, AT, "i8", PMADDWD_A8(AT), "i16x16(B[0, 0, ramp(0, 1, 16)])")}
 
 /* The same kernels on the weight stored as i16 at build time (.packed16:
  * the layout map widens it, docs/TENSORIZE.md "Packed weights"): B's 16
  * values are one plain 32-byte load, vpmaddwd's operand as it is (or its
  * memory operand), so per k pair an R-row tile widens only A's R pairs.
  * Exact for every i16 weight: |a·b| <= 255 * 32768, two of them fit an i32. */
-#define PMADDWD_PACKED16_DESC(R, AT)                                                             \
-  MATMUL_DESC("A: " AT "[" #R ", 2], B: i16[1, 1, 16]) -> C: i32[" #R ", 8]", #R, "8", "2",     \
-              "0, 0, vj * 2 + vk", "i32")
-
-#define PMADDWD_PACKED16_IMPL(R, AT)                                                             \
-  "func impl(A: " AT "[" #R ", 2], B: i16[1, 1, 16]) -> C: i32[" #R ", 8] {\n"                    \
-  "  block root() {\n"                                                                         \
-  "    for r in unrolled(0, " #R ") {\n"                                                       \
-  "      C[r, ramp(0, 1, 8)] = C[r, ramp(0, 1, 8)] + call_extern(\"llvm.x86.avx2.pmadd.wd\", i32x8, " \
-  "i16x16(reinterpret(" AT "x16, broadcast(reinterpret(i16, A[r, ramp(0, 1, 2)]), 8))), "         \
-  "B[0, 0, ramp(0, 1, 16)])\n"                                                                  \
-  "    }\n"                                                                                     \
-  "  }\n"                                                                                       \
-  "}\n"
-
 #define PMADDWD_PACKED16_ROW(SIG, R, AT)                                                         \
-  {"x86.avx2.pmaddwd." SIG ".packed16." #R "x8x2", "x86_64", "avx2", R, 8, 2, PMADDWD_PACKED16_DESC(R, AT), \
-   PMADDWD_PACKED16_IMPL(R, AT)}
+  {"x86.avx2.pmaddwd." SIG ".packed16." #R "x8x2", "x86_64", "avx2", R, 8, 2, PMADDWD_DESC(R, AT, "i16"), \
+   PMADDWD_IMPL(R, AT, "i16", PMADDWD_A8(AT), "B[0, 0, ramp(0, 1, 16)]")}
 
 /* And with A widened once to i16 beforehand (a u8 or i8 activation stored
  * as i16 by a stage of its own: SetDType, docs/TENSORIZE.md "Activations
  * widened once"): A's pair is one i32 broadcast from memory (vpbroadcastd),
  * no widening in the kernel at all: per k pair an R x C tile is R·C
  * vpmaddwd + vpaddd and loads. */
-#define PMADDWD_W16_IMPL(R)                                                                      \
-  "func impl(A: i16[" #R ", 2], B: i16[1, 1, 16]) -> C: i32[" #R ", 8] {\n"                      \
-  "  block root() {\n"                                                                         \
-  "    for r in unrolled(0, " #R ") {\n"                                                       \
-  "      C[r, ramp(0, 1, 8)] = C[r, ramp(0, 1, 8)] + call_extern(\"llvm.x86.avx2.pmadd.wd\", i32x8, " \
-  "reinterpret(i16x16, broadcast(reinterpret(i32, A[r, ramp(0, 1, 2)]), 8)), "                    \
-  "B[0, 0, ramp(0, 1, 16)])\n"                                                                  \
-  "    }\n"                                                                                     \
-  "  }\n"                                                                                       \
-  "}\n"
-
 #define PMADDWD_W16_ROW(R)                                                                       \
-  {"x86.avx2.pmaddwd.i16i16.packed16." #R "x8x2", "x86_64", "avx2", R, 8, 2, PMADDWD_PACKED16_DESC(R, "i16"), \
-   PMADDWD_W16_IMPL(R)}
+  {"x86.avx2.pmaddwd.i16i16.packed16." #R "x8x2", "x86_64", "avx2", R, 8, 2, PMADDWD_DESC(R, "i16", "i16"), \
+   PMADDWD_IMPL(R, "i16", "i16", "reinterpret(i16x16, broadcast(reinterpret(i32, A[r, ramp(0, 1, 2)]), 8))", \
+                "B[0, 0, ramp(0, 1, 16)]")}
 
 /* A VNNI row on packed B: name x86.avx512.vnni.<SIG>.packed.<R>x16x4. */
 #define VNNI_PACKED_ROW(SIG, R, AT, IMPL)                                                          \
