@@ -137,6 +137,13 @@ sch_trace *srch_mutate_fetch_lanes(const sch_trace *tr, int inst, ts_rng *rng);
 int64_t srch_vector_span(const ir_block *b, const ir_var *v);
 /* Does any block of f have a reduction iter var? */
 bool srch_func_has_reduction(const ir_func *f);
+/* The sum over f's blocks (root excluded) of their iteration-domain volumes;
+ * a symbolic extent counts as 1e18. */
+double srch_func_volume(const ir_func *f);
+/* Below this volume a kernel is a few microseconds: the fork and join of a
+ * parallel loop can cost more than a second thread saves, so the CPU space
+ * also offers it serial (ParallelizeVectorizeUnroll, MutateParallel). */
+#define SRCH_SMALL_VOLUME (1 << 19)
 /* MetaSchedule's NeedsMultiLevelTiling for block realize r whose nloops
  * loops (vars lv, outer to inner) are all it has; fills iter_of (loop ->
  * iter var index). serial_only: refuse loops that are no longer serial (the

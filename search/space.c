@@ -64,6 +64,26 @@ int srch_block_names(const ir_func *f, ts_arena *a, const char ***out) {
 
 bool srch_func_has_reduction(const ir_func *f) { return walk((walk_ctx){0}, f->body).red; }
 
+static bool volume_cb(void *ctx, const ir_stmt *s) {
+  double *v = ctx;
+  if (s->kind != IR_BLOCK_REALIZE || !strcmp(s->u.realize.block->name, "root")) return true;
+  const ir_block *b = s->u.realize.block;
+  double p = 1;
+  for (int i = 0; i < b->niter; i++) {
+    int64_t e;
+    p *= ir_as_int(b->iters[i].dom.extent, &e) && e > 0 ? (double)e : 1e18; /* symbolic: never small */
+  }
+  *v += p;
+  return true;
+}
+
+double srch_func_volume(const ir_func *f) {
+  double v = 0;
+  ir_visitor vis = {.stmt = volume_cb, .ctx = &v};
+  ir_visit_stmt(&vis, f->body);
+  return v;
+}
+
 bool srch_realize_uses_in_reduction(const ir_stmt *r, const ir_var *v) {
   const ir_block *b = r->u.realize.block;
   for (int i = 0; i < b->niter; i++)

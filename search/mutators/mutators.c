@@ -223,10 +223,15 @@ static sch_trace *mutate_parallel(const sch_trace *tr, const ir_func *f, ts_rng 
   if (cur > cap) cap = cur;
   nests ns;
   collect_nests(f, cap, &ns);
-  uint64_t cur_plan = plan_of(&ns, cur);
+  /* plan 0: serial (limit 1), a choice only a small kernel's space has */
+  uint64_t cur_plan = cur <= 1 ? 0 : plan_of(&ns, cur);
   int64_t limits[256];
   uint64_t plans[256];
   int nl = 0;
+  if (cur > 1 && cap > 16 && srch_func_volume(f) < SRCH_SMALL_VOLUME) {
+    limits[nl] = 1;
+    plans[nl++] = 0;
+  }
   for (int c = 0; c < ns.n; c++)
     for (int j = 0; j < ns.len[c] && nl < 256; j++) {
       int64_t lim = ns.prod[c][j];

@@ -2,7 +2,8 @@
  * small odd sizes, random instantiations either rejected by a postprocessor
  * (with a reason) or equivalent to the unscheduled function in the
  * interpreter; matmul's three SSRSRS sketches and the expressiveness of the
- * hand-written sgemm schedule; VerifyRegisterTile's budget; AutoInline of a pad stage, an elementwise
+ * hand-written sgemm schedule; VerifyRegisterTile's budget; the serial
+ * sketch of a small kernel on two cores; AutoInline of a pad stage, an elementwise
  * chain and a transpose; a candidate built, run and verified. */
 #include <check.h>
 #include <stdio.h>
@@ -78,6 +79,12 @@ static const ir_stmt *srch_test_loop(const ir_func *f, const ir_var *v) {
 }
 
 static sch_trace **sketches(const ir_func *f, int *n) { return sketches_with(f, NULL, n); }
+/* One core: the sketches without a small kernel's serial twins
+ * (test_serial_sketch_small), so their number does not depend on the machine. */
+static sch_trace **sketches1(const ir_func *f, int *n) {
+  srch_space_opts o = {.num_cores = 1};
+  return sketches_with(f, &o, n);
+}
 
 static void free_sketches(sch_trace **sk, int n) {
   for (int i = 0; i < n; i++) sch_trace_free(sk[i]);
@@ -178,7 +185,8 @@ START_TEST(test_matmul_sketches) {
   ir_func *f = tu_workload(&a, "matmul:m=64,n=48,k=32");
   int n;
   /* the plain sketches (the FMA micro-kernel ones: test_intrin): --no-tensorize */
-  srch_space_opts so = {.rule_mask = srch_rule_mask_without(0, SRCH_RULE_MULTI_LEVEL_TILING_TENSOR)};
+  srch_space_opts so = {.num_cores = 1, /* no serial twins (test_serial_sketch_small) */
+                        .rule_mask = srch_rule_mask_without(0, SRCH_RULE_MULTI_LEVEL_TILING_TENSOR)};
   sch_trace **sk = sketches_with(f, &so, &n);
   ck_assert_int_eq(n, 4);
   for (int s = 0; s < 4; s++) {
@@ -282,7 +290,8 @@ START_TEST(test_sgemm_expressible) {
   sch_trace **sk;
   ts_diag d0;
   ts_diag_clear(&d0);
-  srch_space_opts so = {.rule_mask = srch_rule_mask_without(0, SRCH_RULE_MULTI_LEVEL_TILING_TENSOR)};
+  srch_space_opts so = {.num_cores = 1, /* no serial twins (test_serial_sketch_small) */
+                        .rule_mask = srch_rule_mask_without(0, SRCH_RULE_MULTI_LEVEL_TILING_TENSOR)};
   ck_assert_msg(srch_sketches(f, &skx, &so, &sk, &n, &d0) == TS_OK, "%s", d0.msg);
   ts_diag d;
   ts_diag_clear(&d);
@@ -322,7 +331,8 @@ START_TEST(test_register_tile) {
   ts_arena a;
   ts_arena_init(&a);
   ir_func *f = tu_workload(&a, "matmul:m=64,n=48,k=32");
-  srch_space_opts so = {.rule_mask = srch_rule_mask_without(0, SRCH_RULE_MULTI_LEVEL_TILING_TENSOR)};
+  srch_space_opts so = {.num_cores = 1, /* no serial twins (test_serial_sketch_small) */
+                        .rule_mask = srch_rule_mask_without(0, SRCH_RULE_MULTI_LEVEL_TILING_TENSOR)};
   for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
     cg_target t = target(cases[c].target);
     ck_assert_int_eq(srch_vector_regs(&t), t.vector_bits >= 512 ? 32 : 16);
@@ -449,7 +459,8 @@ static const ir_stmt *innermost_loop_of(sch_traced *ts, const char *name) {
  * that vectorise it build, run and match the interpreter. */
 START_TEST(test_grouped_vector_span) {
   const char *spec = "conv2d_nhwc:n=1,c=8,h=6,w=5,k=64,r=3,s=3,stride=1,pad=1,dilation=1,groups=4";
-  srch_space_opts so = {.rule_mask = srch_rule_mask_without(0, SRCH_RULE_MULTI_LEVEL_TILING_TENSOR)};
+  srch_space_opts so = {.num_cores = 1, /* no serial twins (test_serial_sketch_small) */
+                        .rule_mask = srch_rule_mask_without(0, SRCH_RULE_MULTI_LEVEL_TILING_TENSOR)};
   cg_target t = host();
   char path[] = "/tmp/tessel_rules_grp_XXXXXX.so";
   int fd = mkstemps(path, 3);
@@ -509,7 +520,8 @@ START_TEST(test_ssrrs_epilogue) {
   ts_diag d;
   ts_diag_clear(&d);
   ck_assert_msg(ir_parse_func(&a, src, strlen(src), "test.tsl", &f, &d) == TS_OK, "%s", d.msg);
-  srch_space_opts so = {.rule_mask = srch_rule_mask_without(0, SRCH_RULE_MULTI_LEVEL_TILING_TENSOR)};
+  srch_space_opts so = {.num_cores = 1, /* no serial twins (test_serial_sketch_small) */
+                        .rule_mask = srch_rule_mask_without(0, SRCH_RULE_MULTI_LEVEL_TILING_TENSOR)};
   int n;
   sch_trace **sk = sketches_with(f, &so, &n);
   cg_target t = host();
@@ -557,7 +569,8 @@ START_TEST(test_vector_block) {
       "conv2d_nchwc:n=1,c=6,h=7,w=9,k=32,r=3,s=3,stride=2,pad=1,dilation=1,cb=3,kb=32",
       "depthwise_conv2d_nchwc:n=1,c=16,h=9,w=7,r=3,s=3,stride=2,pad=1,dilation=1,cb=16",
   };
-  srch_space_opts so = {.rule_mask = srch_rule_mask_without(0, SRCH_RULE_MULTI_LEVEL_TILING_TENSOR)};
+  srch_space_opts so = {.num_cores = 1, /* no serial twins (test_serial_sketch_small) */
+                        .rule_mask = srch_rule_mask_without(0, SRCH_RULE_MULTI_LEVEL_TILING_TENSOR)};
   cg_target t = host();
   char path[] = "/tmp/tessel_rules_vb_XXXXXX.so";
   int fd = mkstemps(path, 3);
@@ -619,7 +632,7 @@ START_TEST(test_build_candidate) {
   ts_arena_init(&a);
   ir_func *f = tu_workload(&a, "matmul:m=67,n=45,k=33");
   int n;
-  sch_trace **sk = sketches(f, &n);
+  sch_trace **sk = sketches1(f, &n);
   cg_target t = host();
   char path[] = "/tmp/tessel_rules_XXXXXX.so";
   int fd = mkstemps(path, 3);
@@ -646,6 +659,67 @@ START_TEST(test_build_candidate) {
 }
 END_TEST
 
+/* The parallel limit the root block of sketch tr is annotated with (-1: none). */
+static int64_t sketch_parallel(const sch_trace *tr) {
+  for (int i = 0; i < sch_trace_len(tr); i++) {
+    const sch_inst *in = sch_trace_inst(tr, i);
+    if (in->kind == SCH_I_ANNOTATE && in->nin >= 2 && in->nattr >= 1 && in->attrs[0].s &&
+        !strcmp(in->attrs[0].s, "meta_schedule.parallel") && in->in[1].kind == SCH_ARG_INT)
+      return in->in[1].i;
+  }
+  return -1;
+}
+
+/* A kernel of a few microseconds on two cores gets a serial sketch beside
+ * the parallel ones, and a serial candidate of it has no parallel loop and
+ * computes the right thing; a large kernel, or one core, gets none. */
+START_TEST(test_serial_sketch_small) {
+  ts_arena a;
+  ts_arena_init(&a);
+  struct {
+    const char *spec;
+    int cores;
+    bool serial;
+  } cases[] = {{"norm:b=1,m=256,n=256", 2, true},   {"softmax:m=37,n=211", 2, true},
+               {"norm:b=1,m=256,n=256", 1, false},  {"matmul:m=256,n=256,k=256", 2, false}};
+  cg_target t = host();
+  for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+    ir_func *f = tu_workload(&a, cases[c].spec);
+    srch_space_opts o = {.num_cores = cases[c].cores};
+    int n, nser = 0, npar = 0;
+    sch_trace **sk = sketches_with(f, &o, &n);
+    for (int s = 0; s < n; s++) {
+      int64_t p = sketch_parallel(sk[s]);
+      if (p == 1) {
+        nser++;
+        ts_diag d;
+        ts_diag_clear(&d);
+        sch_traced *ts = NULL;
+        for (int k = 0; k < 20 && !ts; k++) ts = srch_instantiate(sk[s], f, &t, true, (uint64_t)(k + 5), &d);
+        ck_assert_msg(ts != NULL, "%s sketch %d: %s", cases[c].spec, s, d.msg);
+        char *txt = ir_func_to_string(sch_traced_func(ts));
+        ck_assert_msg(!strstr(txt, "parallel("), "%s: serial candidate has a parallel loop:\n%s", cases[c].spec, txt);
+        ts_free(txt);
+        char path[] = "/tmp/tessel_serial_XXXXXX.so";
+        int fd = mkstemps(path, 3);
+        ck_assert_int_ge(fd, 0);
+        close(fd);
+        build_run_verify(f, ts, path, cases[c].spec);
+        unlink(path);
+        sch_traced_free(ts);
+      } else if (p == 16 * cases[c].cores) {
+        npar++;
+      }
+    }
+    ck_assert_msg(npar > 0, "%s: no parallel sketch", cases[c].spec);
+    ck_assert_msg(cases[c].serial ? nser == npar : nser == 0, "%s at %d cores: %d serial sketches beside %d parallel",
+                  cases[c].spec, cases[c].cores, nser, npar);
+    free_sketches(sk, n);
+  }
+  ts_arena_fini(&a);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("search_rules");
   TCase *tc = tcase_create("rules");
@@ -659,6 +733,7 @@ int main(void) {
   tcase_add_test(tc, test_vector_block);
   tcase_add_test(tc, test_ssrrs_epilogue);
   tcase_add_test(tc, test_register_tile);
+  tcase_add_test(tc, test_serial_sketch_small);
   suite_add_tcase(s, tc);
   SRunner *sr = srunner_create(s);
   srunner_run_all(sr, CK_NORMAL);
