@@ -3,7 +3,8 @@
  * vectorized cols, unrolled rows, parallel outer loop, elementwise
  * epilogue inlined into the copy-back); extents without a usable factor,
  * guarded (select) bodies and --no-default-tiling keep the plain
- * schedule. Every schedule is checked against the unscheduled function in
+ * schedule; a long reduction into few outputs is rfactored by vector
+ * lanes. Every schedule is checked against the unscheduled function in
  * the interpreter and, built through LLVM, against the interpreter's
  * outputs (tun_verify). */
 #include <check.h>
@@ -920,6 +921,52 @@ START_TEST(test_switch_off) {
 }
 END_TEST
 
+/* The RFactor instructions in f's default trace on this host. */
+static int default_rfactors(const ir_func *f) {
+  sch_traced *t = host_default(f);
+  const sch_trace *tr = sch_traced_trace(t);
+  int n = 0;
+  for (int i = 0; i < sch_trace_len(tr); i++) n += sch_trace_inst(tr, i)->kind == SCH_I_RFACTOR;
+  sch_traced_free(t);
+  return n;
+}
+
+/* A long reduction into few outputs, read contiguously along the reduction
+ * (a norm to a scalar, row sums, a softmax's max and sum, a layer norm's
+ * mean and variance), is rfactored by vector lanes and stays equal to the
+ * interpreter; one that is too short or not contiguous, or a column sum
+ * whose output axis is the contiguous one, is not. Extents are multiples of
+ * 128 so AVX2 and AVX-512 hosts both split them. */
+START_TEST(test_rfactor_long_reduction) {
+  static const char *colsum =
+      "kernel colsum(X: f32[96, 64]) -> Y: f32[64] {\n"
+      "  Y[j] += X[i, j]\n"
+      "}\n";
+  static const struct {
+    const char *spec;
+    int rfactors;
+  } cases[] = {{"norm:b=1,m=8,n=128", 1},  {"norm:b=3,m=5,n=256", 1}, {"reduce_sum:m=6,n=128", 1},
+               {"softmax:m=5,n=128", 2},   {"layernorm:m=3,n=256", 2}, {"reduce_sum:m=6,n=7", 0},
+               {"norm:b=2,m=16,n=5", 0}};
+  ts_arena a;
+  ts_arena_init(&a);
+  for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+    ir_func *f = tu_workload(&a, cases[c].spec);
+    ck_assert_msg(default_rfactors(f) >= cases[c].rfactors && (cases[c].rfactors || default_rfactors(f) == 0),
+                  "%s: %d rfactors in the default trace, want %d", cases[c].spec, default_rfactors(f),
+                  cases[c].rfactors);
+    shape_stats st = check_default(f);
+    if (cases[c].rfactors) ck_assert_msg(st.vectorized > 0, "%s: nothing vectorized", cases[c].spec);
+  }
+  ir_func *f = NULL;
+  sch_state *ss = tu_schedule_text(&a, colsum, &f);
+  sch_free(ss);
+  ck_assert_int_eq(default_rfactors(f), 0);
+  check_default(f);
+  ts_arena_fini(&a);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("default_schedule");
   TCase *tc = tcase_create("default_schedule");
@@ -936,6 +983,7 @@ int main(void) {
   tcase_add_test(tc, test_nchwc_channel_blocks);
   tcase_add_test(tc, test_guarded_conv_epilogue);
   tcase_add_test(tc, test_switch_off);
+  tcase_add_test(tc, test_rfactor_long_reduction);
   tcase_add_test(tc, test_strided_producer_kept);
   tcase_add_test(tc, test_costly_prologue_kept);
   tcase_add_test(tc, test_int8_tensorized);
