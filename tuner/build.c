@@ -863,7 +863,8 @@ static bool placed(sch_traced *t, const char *name) {
  * loop by w (4, 2 or 1 vectors, dividing its extent at least twice) and
  * rfactor at the inner piece: the rf block keeps w partial sums per output
  * in a vector loop over contiguous input, and the write-back block adds the
- * w of them. The split is a sampled decision the search can mutate. */
+ * w of them, when the reduction is at least 4w long. The split is a
+ * sampled decision the search can mutate. */
 typedef struct unit_ctx {
   ir_analyzer *an;
   ts_arena *a;
@@ -970,7 +971,15 @@ static const char *rfactor_lanes(sch_traced *t, const char *name, const cg_targe
   int64_t w = 0;
   for (int m = 4; m >= 1 && !w; m /= 2)
     if (ext % (m * lanes) == 0 && ext / (m * lanes) >= 2) w = m * lanes;
-  if (!w) return NULL;
+  /* the rf buffer (w per output) at most a quarter of what is summed: a
+   * short reduction into many outputs (a matmul with k = 64) would write
+   * as much as it reads */
+  double reduce = 1;
+  for (int i = 0; i < blk->niter; i++) {
+    int64_t e;
+    if (blk->iters[i].type == IR_ITER_R) reduce *= ir_as_int(blk->iters[i].dom.extent, &e) && e > 0 ? (double)e : 1;
+  }
+  if (!w || reduce < 4.0 * (double)w) return NULL;
   int64_t dec[2] = {ext / w, w};
   int rv[2], out[2];
   sch_arg f[2] = {sch_arg_int(ext / w), sch_arg_int(w)};
