@@ -514,11 +514,16 @@ static const char *tensorized_with(const ir_func *f) {
   return c.val;
 }
 
+/* One core: no serial twins of a small kernel's sketches (search/rules/
+ * parallel_vectorize_unroll.c), so the counts below do not depend on the
+ * machine. */
+static const srch_space_opts ONE_CORE = {.num_cores = 1};
+
 static int tensor_sketches(const ir_func *f, const char *target, sch_trace ***sk, int *n) {
   cg_target t;
   ts_diag_clear(&D);
   ck_assert(cg_target_parse(target, &t, &D) == TS_OK);
-  ck_assert_msg(srch_sketches(f, &t, NULL, sk, n, &D) == TS_OK, "%s", D.msg);
+  ck_assert_msg(srch_sketches(f, &t, &ONE_CORE, sk, n, &D) == TS_OK, "%s", D.msg);
   int k = 0;
   for (int i = 0; i < *n; i++) {
     char *js = sch_trace_to_json((*sk)[i]);
@@ -596,7 +601,7 @@ START_TEST(test_rule_batch_and_odd) {
     ir_func *f = fs[w];
     sch_trace **sk;
     int n, checked = 0;
-    ck_assert_msg(srch_sketches(f, &t, NULL, &sk, &n, &D) == TS_OK, "%s", D.msg);
+    ck_assert_msg(srch_sketches(f, &t, &ONE_CORE, &sk, &n, &D) == TS_OK, "%s", D.msg);
     for (int i = 0; i < n; i++) {
       char *js = sch_trace_to_json(sk[i]);
       bool tensor = strstr(js, "meta_schedule.auto_tensorize") != NULL;
@@ -641,7 +646,7 @@ START_TEST(test_rule_padded) {
     ir_func *f = tu_workload(&a, specs[w]);
     sch_trace **sk;
     int n, checked = 0;
-    ck_assert_msg(srch_sketches(f, &t, NULL, &sk, &n, &D) == TS_OK, "%s", D.msg);
+    ck_assert_msg(srch_sketches(f, &t, &ONE_CORE, &sk, &n, &D) == TS_OK, "%s", D.msg);
     for (int i = 0; i < n; i++) {
       char *js = sch_trace_to_json(sk[i]);
       bool tensor = strstr(js, "meta_schedule.auto_tensorize") != NULL;
@@ -707,7 +712,7 @@ static void rule_conv(const char *target, const char *prefix, const char *insn, 
     ir_func *f = tu_workload(&a, spec);
     sch_trace **sk;
     int n, sketches = 0;
-    ck_assert_msg(srch_sketches(f, &t, NULL, &sk, &n, &D) == TS_OK, "%s", D.msg);
+    ck_assert_msg(srch_sketches(f, &t, &ONE_CORE, &sk, &n, &D) == TS_OK, "%s", D.msg);
     for (int i = 0; i < n; i++) {
       char *js = sch_trace_to_json(sk[i]);
       bool tensor = strstr(js, "meta_schedule.auto_tensorize") != NULL;
@@ -806,7 +811,7 @@ START_TEST(test_rule_candidates) {
   ck_assert(cg_target_parse(target, &t, &D) == TS_OK);
   sch_trace **sk;
   int n;
-  ck_assert_msg(srch_sketches(f, &t, NULL, &sk, &n, &D) == TS_OK, "%s", D.msg);
+  ck_assert_msg(srch_sketches(f, &t, &ONE_CORE, &sk, &n, &D) == TS_OK, "%s", D.msg);
   int checked = 0;
   ts_rng rng;
   ts_rng_seed(&rng, 3);
