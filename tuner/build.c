@@ -161,25 +161,57 @@ static bool stmt_has_if(void *ctx, const ir_stmt *s) {
   return true;
 }
 
-/* Strided-load search of inlinable: the innermost iter v -> v + 1 moves a
- * load's last index by a constant other than -1, 0 or 1. */
+/* The step of a block's accesses along iter var v: v -> v + 1 moves an
+ * index by a constant (the analyzer knows the iters' ranges). One walk for
+ * inlinable's strided-load search and rfactor_lanes' contiguity test. */
 typedef struct stride_ctx {
   ir_analyzer *an;
   ts_arena *a;
   ir_var_map *next; /* v -> v + 1 */
   const ir_var *v;
-  bool strided;
+  bool strided; /* a load's last index moves by a constant other than -1, 0 or 1 */
+  bool unit;    /* every access uses v in its last index only, moving it by 1 */
 } stride_ctx;
+
+/* The constant step of index e along v (false: not a constant). */
+static bool index_step(stride_ctx *c, ir_expr *e, int64_t *k) {
+  ir_expr *moved = ir_subst_expr(c->a, e, c->next);
+  ir_expr *delta = moved ? ir_simplify(c->an, ir_sub(c->a, moved, e)) : NULL;
+  return delta && ir_as_int(delta, k);
+}
+
+/* Walks b's body with vis (its ctx c set up here); false when v + 1 could
+ * not be built. */
+static bool walk_steps(const ir_block *b, ir_var *v, ir_visitor vis, stride_ctx *c) {
+  ts_arena a;
+  ts_arena_init(&a);
+  ir_analyzer an;
+  ir_analyzer_init(&an, &a);
+  ir_var_map m;
+  ir_var_map_init(&m);
+  c->an = &an, c->a = &a, c->next = &m, c->v = v;
+  int64_t lo, ext;
+  for (int i = 0; i < b->niter; i++)
+    if (ir_as_int(b->iters[i].dom.min, &lo) && ir_as_int(b->iters[i].dom.extent, &ext) && ext > 0)
+      ir_analyzer_bind_const(&an, b->iters[i].var, lo, lo + ext - 1);
+  ir_expr *v1 = ir_add(&a, ir_var_ref(&a, v), ir_int(&a, v->dtype, 1));
+  bool ok = v1 && ir_var_map_put(&m, v, v1) == TS_OK;
+  if (ok) {
+    vis.ctx = c;
+    ir_visit_stmt(&vis, b->body);
+  }
+  ir_var_map_fini(&m);
+  ir_analyzer_fini(&an);
+  ts_arena_fini(&a);
+  return ok;
+}
 
 static bool load_strided(void *ctx, const ir_expr *e) {
   stride_ctx *c = ctx;
   if (e->kind != IR_LOAD || e->u.load.nidx < 1) return true;
   ir_expr *last = e->u.load.idx[e->u.load.nidx - 1];
-  if (!ir_expr_uses_var(last, c->v)) return true;
-  ir_expr *moved = ir_subst_expr(c->a, last, c->next);
-  ir_expr *delta = moved ? ir_simplify(c->an, ir_sub(c->a, moved, last)) : NULL;
   int64_t k;
-  if (delta && ir_as_int(delta, &k) && (k > 1 || k < -1)) c->strided = true;
+  if (ir_expr_uses_var(last, c->v) && index_step(c, last, &k) && (k > 1 || k < -1)) c->strided = true;
   return true;
 }
 
@@ -189,26 +221,8 @@ static bool load_strided(void *ctx, const ir_expr *e) {
  * loop nest, the consumer reads a compact buffer. */
 static bool reads_strided(const ir_block *b) {
   if (b->niter == 0) return false;
-  ts_arena a;
-  ts_arena_init(&a);
-  ir_analyzer an;
-  ir_analyzer_init(&an, &a);
-  ir_var_map m;
-  ir_var_map_init(&m);
-  ir_var *v = b->iters[b->niter - 1].var;
-  stride_ctx c = {.an = &an, .a = &a, .next = &m, .v = v};
-  int64_t lo, ext;
-  for (int i = 0; i < b->niter; i++)
-    if (ir_as_int(b->iters[i].dom.min, &lo) && ir_as_int(b->iters[i].dom.extent, &ext) && ext > 0)
-      ir_analyzer_bind_const(&an, b->iters[i].var, lo, lo + ext - 1);
-  ir_expr *v1 = ir_add(&a, ir_var_ref(&a, v), ir_int(&a, v->dtype, 1));
-  if (v1 && ir_var_map_put(&m, v, v1) == TS_OK) {
-    ir_visitor vis = {.expr = load_strided, .ctx = &c};
-    ir_visit_stmt(&vis, b->body);
-  }
-  ir_var_map_fini(&m);
-  ir_analyzer_fini(&an);
-  ts_arena_fini(&a);
+  stride_ctx c = {0};
+  walk_steps(b, b->iters[b->niter - 1].var, (ir_visitor){.expr = load_strided}, &c);
   return c.strided;
 }
 
@@ -865,61 +879,30 @@ static bool placed(sch_traced *t, const char *name) {
  * in a vector loop over contiguous input, and the write-back block adds the
  * w of them, when the reduction is at least 4w long. The split is a
  * sampled decision the search can mutate. */
-typedef struct unit_ctx {
-  ir_analyzer *an;
-  ts_arena *a;
-  ir_var_map *next; /* v -> v + 1 */
-  const ir_var *v;
-  bool ok;
-} unit_ctx;
-
-static bool idx_unit(unit_ctx *c, int n, ir_expr *const *idx) {
+static bool idx_unit(stride_ctx *c, int n, ir_expr *const *idx) {
   for (int k = 0; k + 1 < n; k++)
     if (ir_expr_uses_var(idx[k], c->v)) return false;
-  if (n < 1 || !ir_expr_uses_var(idx[n - 1], c->v)) return true;
-  ir_expr *moved = ir_subst_expr(c->a, idx[n - 1], c->next);
-  ir_expr *delta = moved ? ir_simplify(c->an, ir_sub(c->a, moved, idx[n - 1])) : NULL;
   int64_t k;
-  return delta && ir_as_int(delta, &k) && k == 1;
+  return n < 1 || !ir_expr_uses_var(idx[n - 1], c->v) || (index_step(c, idx[n - 1], &k) && k == 1);
 }
 
 static bool unit_expr(void *ctx, const ir_expr *e) {
-  unit_ctx *c = ctx;
-  if (e->kind == IR_LOAD && !idx_unit(c, e->u.load.nidx, e->u.load.idx)) c->ok = false;
-  return c->ok;
+  stride_ctx *c = ctx;
+  if (e->kind == IR_LOAD && !idx_unit(c, e->u.load.nidx, e->u.load.idx)) c->unit = false;
+  return c->unit;
 }
 
 static bool unit_stmt(void *ctx, const ir_stmt *s) {
-  unit_ctx *c = ctx;
-  if (s->kind == IR_STORE && !idx_unit(c, s->u.store.nidx, s->u.store.idx)) c->ok = false;
-  return c->ok;
+  stride_ctx *c = ctx;
+  if (s->kind == IR_STORE && !idx_unit(c, s->u.store.nidx, s->u.store.idx)) c->unit = false;
+  return c->unit;
 }
 
 /* Does iter var v of b move every access of b's body by 0 or 1 element,
  * in its last index only (a vector over v is contiguous)? */
 static bool iter_unit_stride(const ir_block *b, ir_var *v) {
-  ts_arena a;
-  ts_arena_init(&a);
-  ir_analyzer an;
-  ir_analyzer_init(&an, &a);
-  ir_var_map m;
-  ir_var_map_init(&m);
-  unit_ctx c = {.an = &an, .a = &a, .next = &m, .v = v, .ok = true};
-  int64_t lo, ext;
-  for (int i = 0; i < b->niter; i++)
-    if (ir_as_int(b->iters[i].dom.min, &lo) && ir_as_int(b->iters[i].dom.extent, &ext) && ext > 0)
-      ir_analyzer_bind_const(&an, b->iters[i].var, lo, lo + ext - 1);
-  ir_expr *v1 = ir_add(&a, ir_var_ref(&a, v), ir_int(&a, v->dtype, 1));
-  if (v1 && ir_var_map_put(&m, v, v1) == TS_OK) {
-    ir_visitor vis = {.expr = unit_expr, .stmt = unit_stmt, .ctx = &c};
-    ir_visit_stmt(&vis, b->body);
-  } else {
-    c.ok = false;
-  }
-  ir_var_map_fini(&m);
-  ir_analyzer_fini(&an);
-  ts_arena_fini(&a);
-  return c.ok;
+  stride_ctx c = {.unit = true};
+  return walk_steps(b, v, (ir_visitor){.expr = unit_expr, .stmt = unit_stmt}, &c) && c.unit;
 }
 
 /* The iter var of b bound to exactly loop var lv (none: NULL). */
