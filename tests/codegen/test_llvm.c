@@ -392,6 +392,18 @@ END_TEST
  * LLVM's loop vectorizer turns into a vector load and a blend (guarded by a
  * branch, the load becomes a masked load, which AVX2 has not for bytes); the
  * same load unclamped keeps its branch. */
+/* f checked against the interpreter, then its unoptimised LLVM IR (the
+ * caller frees it). */
+static char *checked_ir(ir_func *f) {
+  check_kernel(f, 0, 0);
+  cg_lowered l = {f, f};
+  ts_diag d;
+  ts_diag_clear(&d);
+  char *ir = cg_llvm_dump_ir(&l, &T, false, &d);
+  ck_assert_msg(ir != NULL, "%s: %s", f->name, d.msg);
+  return ir;
+}
+
 START_TEST(test_clamped_select_load) {
   int n = 100;
   ir_buffer *a = buf("A", IR_F32, n), *h = buf("H", IR_F32, 96), *h2 = buf("H2", IR_F32, 96);
@@ -402,12 +414,7 @@ START_TEST(test_clamped_select_load) {
                       ir_select(A, bin(IR_GE, V(i), I(1)), ld(a, k ? x : bin(IR_MAX, x, I(0))), F(0)));
     ir_buffer *ps[] = {a, k ? h2 : h};
     ir_func *f = func(k ? "unclamped" : "clamped", 1, 2, ps, loop(i, 96, IR_FOR_VECTORIZED, st));
-    check_kernel(f, 0, 0);
-    cg_lowered l = {f, f};
-    ts_diag d;
-    ts_diag_clear(&d);
-    char *ir = cg_llvm_dump_ir(&l, &T, false, &d);
-    ck_assert_ptr_nonnull(ir);
+    char *ir = checked_ir(f);
     ck_assert_msg((strstr(ir, "select i1") != NULL) == (k == 0), "%s: the load %s", f->name,
                   k ? "is not guarded" : "is guarded");
     ts_free(ir);
@@ -430,12 +437,7 @@ START_TEST(test_uniform_guard_branch) {
     ir_stmt *st = stv(k ? h2 : h, x, ir_select(A, cond, ld(a, xm), bc(F(0), 16)));
     ir_buffer *ps[] = {a, k ? h2 : h};
     ir_func *f = func(k ? "lanewise" : "uniform", 1, 2, ps, loop(i, n / 16, IR_FOR_SERIAL, st));
-    check_kernel(f, 0, 0);
-    cg_lowered l = {f, f};
-    ts_diag d;
-    ts_diag_clear(&d);
-    char *ir = cg_llvm_dump_ir(&l, &T, false, &d);
-    ck_assert_ptr_nonnull(ir);
+    char *ir = checked_ir(f);
     ck_assert_msg((strstr(ir, "llvm.masked.") != NULL) == (k == 1), "%s guard: %s", f->name,
                   k ? "no masked load" : "a masked load");
     if (!k) ck_assert_msg(strstr(ir, "load <16 x float>") != NULL, "uniform guard: no plain vector load");
