@@ -333,6 +333,37 @@ START_TEST(test_rows_from_one_vector) {
 }
 END_TEST
 
+/* Walks s down to every block realize, carrying the product of the unrolled
+ * loops' extents above it and how many there are; a block for which hit
+ * returns true is not descended into. */
+typedef bool (*unrolled_hit)(const ir_block *b, int64_t prod, int n, void *ctx);
+
+static void walk_unrolled(const ir_stmt *s, int64_t prod, int n, unrolled_hit hit, void *ctx) {
+  if (!s) return;
+  switch (s->kind) {
+  case IR_FOR: {
+    int64_t e = 1;
+    bool u = s->u.loop.kind == IR_FOR_UNROLLED && ir_as_int(s->u.loop.extent, &e);
+    walk_unrolled(s->u.loop.body, u ? prod * e : prod, n + u, hit, ctx);
+    return;
+  }
+  case IR_SEQ:
+    for (int i = 0; i < s->u.seq.n; i++) walk_unrolled(s->u.seq.stmts[i], prod, n, hit, ctx);
+    return;
+  case IR_BLOCK_REALIZE: {
+    const ir_block *b = s->u.realize.block;
+    if (hit(b, prod, n, ctx)) return;
+    walk_unrolled(b->init, prod, n, hit, ctx);
+    walk_unrolled(b->body, prod, n, hit, ctx);
+    return;
+  }
+  case IR_IF: walk_unrolled(s->u.ifs.then_s, prod, n, hit, ctx); walk_unrolled(s->u.ifs.else_s, prod, n, hit, ctx); return;
+  case IR_LET: walk_unrolled(s->u.let.body, prod, n, hit, ctx); return;
+  case IR_ALLOCATE: walk_unrolled(s->u.alloc.body, prod, n, hit, ctx); return;
+  default: return;
+  }
+}
+
 /* The product of the unrolled loops' extents above block `name`'s body
  * (its register tile less the vector) and how many there are. */
 typedef struct unrolled_tile {
@@ -341,31 +372,16 @@ typedef struct unrolled_tile {
   int nested;
 } unrolled_tile;
 
+static bool named_hit(const ir_block *b, int64_t prod, int n, void *ctx) {
+  unrolled_tile *out = ctx;
+  if (strcmp(b->name, out->name)) return false;
+  out->acc = prod;
+  out->nested = n;
+  return true;
+}
+
 static void find_unrolled(const ir_stmt *s, int64_t prod, int n, unrolled_tile *out) {
-  if (!s) return;
-  switch (s->kind) {
-  case IR_FOR: {
-    int64_t e = 1;
-    bool u = s->u.loop.kind == IR_FOR_UNROLLED && ir_as_int(s->u.loop.extent, &e);
-    find_unrolled(s->u.loop.body, u ? prod * e : prod, n + u, out);
-    return;
-  }
-  case IR_SEQ:
-    for (int i = 0; i < s->u.seq.n; i++) find_unrolled(s->u.seq.stmts[i], prod, n, out);
-    return;
-  case IR_BLOCK_REALIZE:
-    if (!strcmp(s->u.realize.block->name, out->name)) {
-      out->acc = prod;
-      out->nested = n;
-      return;
-    }
-    find_unrolled(s->u.realize.block->body, prod, n, out);
-    return;
-  case IR_IF: find_unrolled(s->u.ifs.then_s, prod, n, out); find_unrolled(s->u.ifs.else_s, prod, n, out); return;
-  case IR_LET: find_unrolled(s->u.let.body, prod, n, out); return;
-  case IR_ALLOCATE: find_unrolled(s->u.alloc.body, prod, n, out); return;
-  default: return;
-  }
+  walk_unrolled(s, prod, n, named_hit, out);
 }
 
 /* A channel-blocked convolution (the nchwc pass's conv2d_nchwc) on AVX2
@@ -778,39 +794,23 @@ typedef struct avx2_tile {
   bool wide16; /* a .packed16 kernel: the weight stored as i16 */
 } avx2_tile;
 
+static bool pmaddwd_hit(const ir_block *b, int64_t prod, int nunrolled, void *ctx) {
+  avx2_tile *out = ctx;
+  const ir_annot *an = ir_annot_find(b->nannot, b->annots, "tessel.tensorized");
+  if (an && an->kind == IR_ANN_STR && strstr(an->v.s, "x86.avx2.pmaddwd.")) {
+    const char *pk = strstr(an->v.s, ".packed16.");
+    int r = pk ? atoi(pk + 10) : atoi(strstr(an->v.s, ".packed.") + 8);
+    out->wide16 = pk != NULL;
+    out->acc = prod * r;
+    out->rows = r;
+    out->nested = nunrolled;
+    return true;
+  }
+  return false;
+}
+
 static void find_tile(const ir_stmt *s, int64_t prod, int nunrolled, avx2_tile *out) {
-  if (!s) return;
-  switch (s->kind) {
-  case IR_FOR: {
-    int64_t e = 1;
-    bool u = s->u.loop.kind == IR_FOR_UNROLLED && ir_as_int(s->u.loop.extent, &e);
-    find_tile(s->u.loop.body, u ? prod * e : prod, nunrolled + u, out);
-    return;
-  }
-  case IR_SEQ:
-    for (int i = 0; i < s->u.seq.n; i++) find_tile(s->u.seq.stmts[i], prod, nunrolled, out);
-    return;
-  case IR_BLOCK_REALIZE: {
-    const ir_block *b = s->u.realize.block;
-    const ir_annot *an = ir_annot_find(b->nannot, b->annots, "tessel.tensorized");
-    if (an && an->kind == IR_ANN_STR && strstr(an->v.s, "x86.avx2.pmaddwd.")) {
-      const char *pk = strstr(an->v.s, ".packed16.");
-      int r = pk ? atoi(pk + 10) : atoi(strstr(an->v.s, ".packed.") + 8);
-      out->wide16 = pk != NULL;
-      out->acc = prod * r;
-      out->rows = r;
-      out->nested = nunrolled;
-      return;
-    }
-    find_tile(b->init, prod, nunrolled, out);
-    find_tile(b->body, prod, nunrolled, out);
-    return;
-  }
-  case IR_IF: find_tile(s->u.ifs.then_s, prod, nunrolled, out); find_tile(s->u.ifs.else_s, prod, nunrolled, out); return;
-  case IR_LET: find_tile(s->u.let.body, prod, nunrolled, out); return;
-  case IR_ALLOCATE: find_tile(s->u.alloc.body, prod, nunrolled, out); return;
-  default: return;
-  }
+  walk_unrolled(s, prod, nunrolled, pmaddwd_hit, out);
 }
 
 /* On AVX2 without VNNI (16 ymm) the int8 default takes the vpmaddwd kernel
