@@ -279,7 +279,7 @@ static int usage(FILE *f) {
           "usage: tessel costmodel eval LOG... [--json] [--seed N] [--seeds K] [--train-frac F]\n"
           "                         [--split records|workloads] [--objective packsum|rank]\n"
           "                         [--max-rounds N] [--max-depth N] [--noise F] [--drop-features LIST]\n"
-          "                         [--per-workload] [--extra LOG]...\n"
+          "                         [--per-workload] [--extra LOG]... [--dump-features FILE]\n"
           "       tessel costmodel eval LOG... --cost-model FILE|default [--json] [--noise F]\n"
           "       tessel costmodel train LOG... -o MODEL [--seed N] [--objective packsum|rank]\n"
           "                         [--max-rounds N] [--max-depth N] [--extra LOG]... [--drop-features LIST]\n"
@@ -296,7 +296,9 @@ static int usage(FILE *f) {
           "  pairwise_accuracy_beyond_noise only pairs whose costs differ by more than F\n"
           "  (--noise, default 0.02 = 2%%). --drop-features LIST (e.g. 164-181,60) zeroes those\n"
           "  feature columns before training and scoring (ablation); --per-workload prints each\n"
-          "  scored workload's figures (text output); --extra LOG (repeatable) adds a log whose\n"
+          "  scored workload's figures (text output); --dump-features FILE writes every record's\n"
+          "  feature rows as tab-separated lines (workload, record, cost, row, features); --extra\n"
+          "  LOG (repeatable) adds a log whose\n"
           "  records always train and are never scored (e.g. logs of another machine). train fits a model on all\n"
           "  records of the logs and writes it in XGBoost's JSON format with the feature\n"
           "  schema and target family (tune --cost-model).\n");
@@ -309,7 +311,7 @@ typedef struct cm_args {
   int seeds;
   double frac, noise;
   int rounds, depth;
-  const char *cost_model, *out, *drop;
+  const char *cost_model, *out, *drop, *dump;
   char *extra[64]; /* --extra LOG: always training data, never scored */
   int nextra;
 } cm_args;
@@ -317,7 +319,7 @@ typedef struct cm_args {
 /* Parses the options of eval and train; 0 to go on, else 1 + exit status. */
 static int parse_args(int argc, char **argv, const char *cmd, cm_args *o) {
   enum { OPT_JSON = 256, OPT_SEED, OPT_FRAC, OPT_SPLIT, OPT_OBJ, OPT_CM, OPT_ROUNDS, OPT_SEEDS, OPT_NOISE,
-         OPT_DROP, OPT_PER, OPT_EXTRA, OPT_DEPTH };
+         OPT_DROP, OPT_PER, OPT_EXTRA, OPT_DEPTH, OPT_DUMP };
   static const struct option opts[] = {
       {"json", no_argument, 0, OPT_JSON},          {"seed", required_argument, 0, OPT_SEED},
       {"train-frac", required_argument, 0, OPT_FRAC}, {"split", required_argument, 0, OPT_SPLIT},
@@ -326,6 +328,7 @@ static int parse_args(int argc, char **argv, const char *cmd, cm_args *o) {
       {"seeds", required_argument, 0, OPT_SEEDS},  {"noise", required_argument, 0, OPT_NOISE},
       {"drop-features", required_argument, 0, OPT_DROP}, {"per-workload", no_argument, 0, OPT_PER},
       {"extra", required_argument, 0, OPT_EXTRA},    {"max-depth", required_argument, 0, OPT_DEPTH},
+      {"dump-features", required_argument, 0, OPT_DUMP},
       {"help", no_argument, 0, 'h'},                {0, 0, 0, 0}};
   *o = (cm_args){.seed = 1, .seeds = 1, .frac = 0.7, .noise = 0.02};
   optind = 1;
@@ -340,6 +343,7 @@ static int parse_args(int argc, char **argv, const char *cmd, cm_args *o) {
     else if (c == OPT_DEPTH) ok = tun_cli_int(cmd, "--max-depth", optarg, 1, 30, &o->depth);
     else if (c == OPT_CM) o->cost_model = optarg;
     else if (c == OPT_DROP) o->drop = optarg;
+    else if (c == OPT_DUMP) o->dump = optarg;
     else if (c == OPT_PER) o->per_workload = true;
     else if (c == OPT_EXTRA && o->nextra < 64) o->extra[o->nextra++] = optarg;
     else if (c == OPT_EXTRA) {
@@ -362,6 +366,29 @@ static int parse_args(int argc, char **argv, const char *cmd, cm_args *o) {
   }
   if (optind >= argc || o->frac <= 0 || o->frac >= 1) return 1 + usage(stderr);
   return 0;
+}
+
+/* Writes every used record's features as tab-separated lines "workload
+ * record cost row f0 ... fN-1" (one line per feature row; cost 1e10 for a
+ * failure), for analysis outside tessel; false (printed) if it cannot. */
+static bool dump_features(const rec_set *s, const char *path, const char *cmd) {
+  FILE *f = fopen(path, "w");
+  if (!f) {
+    fprintf(stderr, "tessel %s: --dump-features: cannot write %s\n", cmd, path);
+    return false;
+  }
+  for (int i = 0; i < s->nr; i++)
+    for (int r = 0; r < s->r[i].feat.nrows; r++) {
+      fprintf(f, "%d\t%d\t%.9g\t%d", s->r[i].wl, i, s->r[i].valid ? s->r[i].cost : 1e10, r);
+      for (int k = 0; k < CM_NUM_FEATURES; k++) fprintf(f, "\t%.6g", s->r[i].feat.rows[(size_t)r * CM_NUM_FEATURES + k]);
+      fputc('\n', f);
+    }
+  bool ok = !ferror(f);
+  if (fclose(f) || !ok) {
+    fprintf(stderr, "tessel %s: --dump-features: writing %s failed\n", cmd, path);
+    return false;
+  }
+  return true;
 }
 
 /* Zeroes the feature columns of list ("164-181,60") in every record of s;
@@ -574,6 +601,7 @@ int tun_cmd_costmodel(int argc, char **argv) {
   rc = set_load(&s, paths, nmain + o.nextra, o.nextra);
   ts_free(paths);
   if (!rc && o.drop && !drop_features(&s, o.drop, cmd)) rc = 2;
+  if (!rc && o.dump && !dump_features(&s, o.dump, cmd)) rc = 2;
   if (!rc) rc = train ? cmd_train(&s, &o) : cmd_eval(&s, &o);
   set_free(&s);
   return rc;

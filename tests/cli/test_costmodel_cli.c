@@ -5,7 +5,8 @@
  * training (trained_records 0, the file named); --split workloads never
  * scores a workload it trained on; a model of another schema and bad values
  * are refused with exit status 2 and a message naming the problem; eval's
- * --seeds, --noise, --extra, --drop-features and --per-workload; dataset
+ * --seeds, --noise, --extra, --drop-features, --per-workload and
+ * --dump-features; dataset
  * lists a deterministic corpus without the held-out workloads (also in
  * --order small-first), measures through the tuner into a log, and resumes.
  * argv[1] is the tessel binary. */
@@ -214,6 +215,36 @@ START_TEST(test_eval_options) {
   tr_result_free(&r);
   r = run("costmodel eval '%s' --per-workload --max-rounds 10", fx_sm);
   ck_assert_msg(r.status == 0 && strstr(r.out, "softmax") && strstr(r.out, "slowest/fastest"), "%s %s", r.out, r.err);
+  tr_result_free(&r);
+  /* --dump-features: one tab-separated line per feature row, workload,
+   * record, cost, row, then every feature, after --drop-features */
+  char dump[400];
+  snprintf(dump, sizeof dump, "%s/feats.tsv", tmpdir);
+  r = run("costmodel eval '%s' --drop-features 1-2 --max-rounds 3 --dump-features '%s'", fx_sm, dump);
+  ck_assert_msg(r.status == 0, "%s", r.err);
+  tr_result_free(&r);
+  FILE *f = fopen(dump, "r");
+  ck_assert_ptr_nonnull(f);
+  static char line[65536];
+  int lines = 0, first_rows = 0;
+  while (fgets(line, sizeof line, f)) {
+    int fields = 1;
+    for (const char *c = line; *c; c++) fields += *c == '\t';
+    ck_assert_int_eq(fields, 4 + CM_NFEAT);
+    int wl, rec, row;
+    double cost, f0, f1, f2;
+    ck_assert_int_eq(sscanf(line, "%d\t%d\t%lf\t%d\t%lf\t%lf\t%lf", &wl, &rec, &cost, &row, &f0, &f1, &f2), 7);
+    ck_assert(wl == 0 && rec >= 0 && cost > 0 && row >= 0);
+    ck_assert(f1 == 0 && f2 == 0); /* dropped */
+    first_rows += row == 0;
+    lines++;
+  }
+  fclose(f);
+  ck_assert_int_gt(first_rows, 10); /* one per record of the softmax log */
+  ck_assert_int_ge(lines, first_rows);
+  r = run("costmodel eval '%s' --max-rounds 3 --dump-features '%s/no/such/dir/f.tsv'", fx_sm, tmpdir);
+  ck_assert_int_eq(r.status, 2);
+  ck_assert_msg(strstr(r.err, "--dump-features") && strstr(r.err, "no/such/dir"), "%s", r.err);
   tr_result_free(&r);
 }
 END_TEST
