@@ -2,8 +2,9 @@
  * reduction block with little spatial parallelism (TVM's
  * NeedsRFactorOrCrossThreadReduction), fuse the reduction loops, split them
  * by SamplePerfectTile and rfactor at each piece, so partial results run in
- * vector lanes (inner piece) or in parallel (outer piece); the original stays
- * as the last sketch. docs/RFACTOR.md ("AddRFactor"). */
+ * vector lanes (inner piece) or in parallel (outer piece), and on several
+ * cores in both (threads' shares, each summed in vector lanes); the
+ * original stays as the last sketch. docs/RFACTOR.md ("AddRFactor"). */
 #include <string.h>
 
 #include "search/search_int.h"
@@ -76,6 +77,49 @@ static sch_traced *rfactor_fork(const srch_rule_ctx *c, sch_traced *work, const 
   return f;
 }
 
+/* In a fork of work (whose last loop of block is the fused reduction
+ * loop): split it in three sampled pieces (p0, p1, p2), rfactor at p0 and
+ * p2 fused, and in the rfactor block put p1 between them, so each of the p0
+ * pieces (a thread's share) sums into p2 partials held as vector lanes:
+ * loops (p0, p1, p2) with p0 parallel and p2 vectorised by the later rules.
+ * With only the outer piece rfactored a thread's sum runs in one scalar
+ * chain; with only the inner one no thread has a share of its own. NULL if
+ * refused. */
+static sch_traced *rfactor_threads_lanes_fork(const srch_rule_ctx *c, sch_traced *work, const char *block,
+                                              int nspatial) {
+  ts_diag q;
+  ts_diag_clear(&q);
+  int b, nl, rf, v[3], p[3], fz = -1, ab[2];
+  const int *lp;
+  sch_traced *f = srch_fork_block(c, work, block, &b, &q);
+  bool ok = f && !sch_t_get_loops(f, b, &lp, &nl, &q) && nl >= 1 &&
+            !sch_t_sample_perfect_tile(f, lp[nl - 1], 3, c->max_innermost, NULL, v, &q);
+  if (ok) {
+    sch_arg fa[3] = {sch_arg_rv(v[0]), sch_arg_rv(v[1]), sch_arg_rv(v[2])};
+    ok = !sch_t_split(f, lp[nl - 1], 3, fa, p, &q);
+  }
+  if (ok) {
+    int ord[3] = {p[0], p[2], p[1]}, two[2] = {p[0], p[2]};
+    ok = !sch_t_reorder(f, 3, ord, &q) && !sch_t_fuse(f, 2, two, &fz, &q) && !sch_t_rfactor(f, fz, nspatial, &rf, &q);
+  }
+  if (ok) ok = !sch_t_get_loops(f, rf, &lp, &nl, &q) && nl >= 2;
+  if (ok) {
+    int red = lp[nl - 1];
+    sch_arg fa[2] = {sch_arg_rv(v[0]), sch_arg_rv(v[2])};
+    ok = !sch_t_split(f, lp[nl - 2], 2, fa, ab, &q);
+    if (ok) {
+      int ord[3] = {ab[0], red, ab[1]};
+      ok = !sch_t_reorder(f, 3, ord, &q);
+    }
+  }
+  if (ok) ok = !sch_t_annotate(f, b, SRCH_ANN_RFACTOR_PRODUCER, sch_arg_int(1), &q);
+  if (!ok) {
+    sch_traced_free(f);
+    return NULL;
+  }
+  return f;
+}
+
 ts_status srch_rule_add_rfactor(const srch_rule_ctx *c, sch_traced *t, const char *block, ts_vec *out,
                                 ts_diag *d) {
   int nl = 0;
@@ -101,6 +145,8 @@ ts_status srch_rule_add_rfactor(const srch_rule_ctx *c, sch_traced *t, const cha
   }
   int fused = red[0], v[2], sp[2];
   if (ok && nred > 1) ok = !sch_t_fuse(w, nred, red, &fused, &q);
+  /* on several cores, threads' shares summed in vector lanes as well */
+  sch_traced *f2 = ok && c->num_cores > 1 ? rfactor_threads_lanes_fork(c, w, block, nsp) : NULL;
   if (ok) ok = !sch_t_sample_perfect_tile(w, fused, 2, c->max_innermost, NULL, v, &q);
   if (ok) {
     sch_arg f[2] = {sch_arg_rv(v[0]), sch_arg_rv(v[1])};
@@ -113,6 +159,8 @@ ts_status srch_rule_add_rfactor(const srch_rule_ctx *c, sch_traced *t, const cha
   if (f0) st = srch_push(out, f0, d);
   if (f1 && !st) st = srch_push(out, f1, d);
   else if (f1) sch_traced_free(f1);
+  if (f2 && !st) st = srch_push(out, f2, d);
+  else if (f2) sch_traced_free(f2);
   if (!st) st = srch_push(out, t, d);
   else sch_traced_free(t);
   return st;

@@ -2,13 +2,13 @@
  * reductions with a long reduction, a tiling-eligible block with little
  * spatial parallelism) and where it does not (a tiling-eligible block with
  * enough spatial work, a short reduction, no reduction); its sketches
- * (rfactor at the outer and at the inner piece of the split, plus the
- * original); sampled candidates equal to the unscheduled function in the
+ * (rfactor at the outer and at the inner piece of the split, on several
+ * cores also threads' shares summed in vector lanes, plus the original); sampled candidates equal to the unscheduled function in the
  * interpreter at small odd sizes; the tile-size mutator on the split;
  * rfactor'd reduce_sum and softmax candidates with vectorized partial
  * reductions built through LLVM, run and verified; and a two-level rfactor
  * (parallel tasks of vector partial sums) written as a trace, lowered,
- * built and verified. */
+ * built and verified, and the same shape sampled from the rule's sketch. */
 #include <check.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -87,8 +87,11 @@ static int rf_sketches(const char *spec, int cores, int *total) {
 
 START_TEST(test_applies_where_claimed) {
   int n;
-  /* one row reduction of 512 > 4 cores: rfactor outer, inner, original */
-  ck_assert_int_eq(rf_sketches("reduce_sum:m=2,n=512", 4, &n), 2);
+  /* one row reduction of 512 > 4 cores: rfactor outer, inner, threads'
+   * shares in lanes (several cores only), original */
+  ck_assert_int_eq(rf_sketches("reduce_sum:m=2,n=512", 4, &n), 3);
+  ck_assert_int_eq(n, 4);
+  ck_assert_int_eq(rf_sketches("reduce_sum:m=2,n=512", 1, &n), 2);
   ck_assert_int_eq(n, 3);
   /* a reduction no longer than the core count: nothing */
   ck_assert_int_eq(rf_sketches("reduce_sum:m=2,n=8", 16, &n), 0);
@@ -101,8 +104,11 @@ START_TEST(test_applies_where_claimed) {
   ck_assert_int_eq(rf_sketches("matmul:m=16,n=16,k=4096", 4, &n), 0);
   /* no reduction */
   ck_assert_int_eq(rf_sketches("add:m=64,n=64", 4, &n), 0);
-  /* softmax: both row reductions, each with two rfactor choices */
-  ck_assert_int_eq(rf_sketches("softmax:m=8,n=256", 2, &n), 8);
+  /* softmax: both row reductions, each with three rfactor choices on 2
+   * cores (4 x 4 sketches, all but one with an rfactor), two on 1 */
+  ck_assert_int_eq(rf_sketches("softmax:m=8,n=256", 2, &n), 15);
+  ck_assert_int_eq(n, 16);
+  ck_assert_int_eq(rf_sketches("softmax:m=8,n=256", 1, &n), 8);
   ck_assert_int_eq(n, 9);
 }
 END_TEST
@@ -287,6 +293,93 @@ START_TEST(test_build_parallel_vector_partials) {
 }
 END_TEST
 
+/* Is there a vectorized loop inside a parallel one above a block whose
+ * name ends in "_rf"? */
+static void scan_par_vec(const ir_stmt *s, int par, int vec, bool *found) {
+  if (!s || *found) return;
+  switch (s->kind) {
+  case IR_FOR:
+    scan_par_vec(s->u.loop.body, par + (s->u.loop.kind == IR_FOR_PARALLEL),
+                 vec + (par && s->u.loop.kind == IR_FOR_VECTORIZED), found);
+    return;
+  case IR_SEQ:
+    for (int i = 0; i < s->u.seq.n; i++) scan_par_vec(s->u.seq.stmts[i], par, vec, found);
+    return;
+  case IR_BLOCK_REALIZE: {
+    const char *nm = s->u.realize.block->name;
+    size_t l = strlen(nm);
+    if (par && vec && l > 3 && !strcmp(nm + l - 3, "_rf")) *found = true;
+    scan_par_vec(s->u.realize.block->body, par, vec, found);
+    return;
+  }
+  case IR_IF:
+    scan_par_vec(s->u.ifs.then_s, par, vec, found);
+    scan_par_vec(s->u.ifs.else_s, par, vec, found);
+    return;
+  default:
+    return;
+  }
+}
+
+/* On 2 cores the rule's threads-and-lanes sketch gives one long row (odd
+ * length 3 x 5 x 7 x 16) a candidate whose rf block runs each thread's
+ * share in vector partial sums: sampled, built through LLVM, verified. On 1
+ * core no sketch has that shape. */
+START_TEST(test_build_threads_lanes) {
+  ts_arena a;
+  ts_arena_init(&a);
+  ir_func *f = tu_workload(&a, "reduce_sum:m=1,n=1680");
+  cg_target t = host();
+  for (int cores = 1; cores <= 2; cores++) {
+    int n;
+    sch_trace **sk = sketches(f, cores, &n);
+    sch_traced *ts = NULL;
+    for (int s = 0; s < n && !ts; s++) {
+      if (!count_kind(sk[s], SCH_I_RFACTOR) || serial_twin(sk[s])) continue;
+      for (int k = 0; k < 40 && !ts; k++) {
+        ts_diag d;
+        ts_diag_clear(&d);
+        ts = srch_instantiate(sk[s], f, &t, true, (uint64_t)(11 * k + s + 1), &d);
+        if (!ts) continue;
+        bool found = false;
+        scan_par_vec(sch_traced_func(ts)->body, 0, 0, &found);
+        if (!found) {
+          sch_traced_free(ts);
+          ts = NULL;
+        }
+      }
+    }
+    if (cores == 1) {
+      ck_assert_msg(ts == NULL, "1 core: a parallel vectorised rf block");
+      free_sketches(sk, n);
+      continue;
+    }
+    ck_assert_msg(ts != NULL, "2 cores: no candidate with a parallel vectorised rf block");
+    tu_assert_equivalent(f, sch_traced_func(ts));
+    char path[] = "/tmp/tessel_rftl_XXXXXX.so";
+    int fd = mkstemps(path, 3);
+    ck_assert_int_ge(fd, 0);
+    close(fd);
+    ts_diag d;
+    ts_diag_clear(&d);
+    ck_assert_msg(tun_build_shared(sch_traced_func(ts), &t, path, &d) == TS_OK, "%s", d.msg);
+    tsrt_measure_opts mo = {.repeat = 1, .number = 1, .timeout_s = 30, .seed = 9, .want_outputs = true,
+                            .num_threads = 2};
+    tsrt_measure_result res;
+    tsrt_measure_forked(path, &mo, &res);
+    ck_assert_msg(res.status == TS_OK, "%s", res.error);
+    tun_verify_result vr;
+    ck_assert_int_eq(tun_verify(f, 9, res.outputs, res.outputs_bytes, &vr, &d), TS_OK);
+    ck_assert_msg(vr.matched, "%s", vr.detail);
+    tsrt_result_fini(&res);
+    unlink(path);
+    sch_traced_free(ts);
+    free_sketches(sk, n);
+  }
+  ts_arena_fini(&a);
+}
+END_TEST
+
 START_TEST(test_build_reduce_sum) { build_vectorized_rf("reduce_sum:m=7,n=96"); }
 END_TEST
 
@@ -300,6 +393,7 @@ int main(void) {
   tcase_add_test(tc, test_applies_where_claimed);
   tcase_add_loop_test(tc, test_candidates_equivalent, 0, (int)(sizeof specs / sizeof specs[0]));
   tcase_add_test(tc, test_build_parallel_vector_partials);
+  tcase_add_test(tc, test_build_threads_lanes);
   tcase_add_test(tc, test_build_reduce_sum);
   tcase_add_test(tc, test_build_softmax);
   suite_add_tcase(s, tc);
