@@ -195,6 +195,56 @@ static void scan(const ir_stmt *s, int vec, bool *found) {
   }
 }
 
+static bool has_vec_rf(const ir_func *f) {
+  bool found = false;
+  scan(f->body, 0, &found);
+  return found;
+}
+
+/* The first candidate (40 seeds per sketch with an rfactor, serial twins
+ * left out when asked) whose function has `want`, or NULL. */
+static sch_traced *find_candidate(const ir_func *f, sch_trace **sk, int n, bool skip_serial, uint64_t mul,
+                                  bool (*want)(const ir_func *)) {
+  cg_target t = host();
+  sch_traced *ts = NULL;
+  for (int s = 0; s < n && !ts; s++) {
+    if (!count_kind(sk[s], SCH_I_RFACTOR) || (skip_serial && serial_twin(sk[s]))) continue;
+    for (int k = 0; k < 40 && !ts; k++) {
+      ts_diag d;
+      ts_diag_clear(&d);
+      ts = srch_instantiate(sk[s], f, &t, true, mul * (uint64_t)k + (uint64_t)s + 1, &d);
+      if (ts && !want(sch_traced_func(ts))) {
+        sch_traced_free(ts);
+        ts = NULL;
+      }
+    }
+  }
+  return ts;
+}
+
+/* Builds scheduled through LLVM, runs it on `threads` threads with inputs
+ * of seed and verifies its outputs against the interpreter on f. */
+static void build_and_verify(const ir_func *f, const ir_func *scheduled, uint64_t seed, int threads, const char *what) {
+  cg_target t = host();
+  char path[] = "/tmp/tessel_rfrule_XXXXXX.so";
+  int fd = mkstemps(path, 3);
+  ck_assert_int_ge(fd, 0);
+  close(fd);
+  ts_diag d;
+  ts_diag_clear(&d);
+  ck_assert_msg(tun_build_shared(scheduled, &t, path, &d) == TS_OK, "%s: %s", what, d.msg);
+  tsrt_measure_opts mo = {.repeat = 1, .number = 1, .timeout_s = 30, .seed = seed, .want_outputs = true,
+                          .num_threads = threads};
+  tsrt_measure_result res;
+  tsrt_measure_forked(path, &mo, &res);
+  ck_assert_msg(res.status == TS_OK, "%s: %s", what, res.error);
+  tun_verify_result vr;
+  ck_assert_int_eq(tun_verify(f, seed, res.outputs, res.outputs_bytes, &vr, &d), TS_OK);
+  ck_assert_msg(vr.matched, "%s: %s", what, vr.detail);
+  tsrt_result_fini(&res);
+  unlink(path);
+}
+
 /* Finds a candidate whose rf block is vectorized, builds it through LLVM,
  * runs it and verifies its outputs against the interpreter. */
 static void build_vectorized_rf(const char *spec) {
@@ -203,43 +253,10 @@ static void build_vectorized_rf(const char *spec) {
   ir_func *f = tu_workload(&a, spec);
   int n;
   sch_trace **sk = sketches(f, 2, &n);
-  cg_target t = host();
-  sch_traced *ts = NULL;
-  for (int s = 0; s < n && !ts; s++) {
-    if (!count_kind(sk[s], SCH_I_RFACTOR)) continue;
-    for (int k = 0; k < 40 && !ts; k++) {
-      ts_diag d;
-      ts_diag_clear(&d);
-      ts = srch_instantiate(sk[s], f, &t, true, (uint64_t)(7 * k + s + 1), &d);
-      if (!ts) continue;
-      bool found = false;
-      scan(sch_traced_func(ts)->body, 0, &found);
-      if (!found) {
-        sch_traced_free(ts);
-        ts = NULL;
-      }
-    }
-  }
+  sch_traced *ts = find_candidate(f, sk, n, false, 7, has_vec_rf);
   ck_assert_msg(ts != NULL, "%s: no candidate with a vectorized rf block", spec);
-  char path[] = "/tmp/tessel_rfrule_XXXXXX.so";
-  int fd = mkstemps(path, 3);
-  ck_assert_int_ge(fd, 0);
-  close(fd);
-  ts_diag d;
-  ts_diag_clear(&d);
-  ck_assert_msg(tun_build_shared(sch_traced_func(ts), &t, path, &d) == TS_OK, "%s", d.msg);
-  tsrt_measure_opts mo = {.repeat = 1, .number = 1, .timeout_s = 30, .seed = 3, .want_outputs = true};
-  tsrt_measure_result res;
-  tsrt_measure_forked(path, &mo, &res);
-  ck_assert_msg(res.status == TS_OK, "%s", res.error);
-  tun_verify_result vr;
-  ck_assert_int_eq(tun_verify(f, 3, res.outputs, res.outputs_bytes, &vr, &d), TS_OK);
-  char *js = sch_trace_to_json(sch_traced_trace(ts));
-  ck_assert_msg(vr.matched, "%s: %s\n%s", spec, vr.detail, js ? js : "");
-  ts_free(js);
-  tsrt_result_fini(&res);
+  build_and_verify(f, sch_traced_func(ts), 3, 0, spec);
   sch_traced_free(ts);
-  unlink(path);
   free_sketches(sk, n);
   ts_arena_fini(&a);
 }
@@ -273,20 +290,7 @@ START_TEST(test_build_parallel_vector_partials) {
   ck_assert_ptr_nonnull(txt);
   ck_assert_msg(strstr(txt, "in parallel(0, 2)") && strstr(txt, "ramp(") && strstr(txt, ", 1, 16)"), "%s", txt);
   ts_free(txt);
-  char path[] = "/tmp/tessel_rfpar_XXXXXX.so";
-  int fd = mkstemps(path, 3);
-  ck_assert_int_ge(fd, 0);
-  close(fd);
-  ck_assert_msg(tun_build_shared(sch_traced_func(ts), &t, path, &d) == TS_OK, "%s", d.msg);
-  tsrt_measure_opts mo = {.repeat = 1, .number = 1, .timeout_s = 30, .seed = 5, .want_outputs = true};
-  tsrt_measure_result res;
-  tsrt_measure_forked(path, &mo, &res);
-  ck_assert_msg(res.status == TS_OK, "%s", res.error);
-  tun_verify_result vr;
-  ck_assert_int_eq(tun_verify(f, 5, res.outputs, res.outputs_bytes, &vr, &d), TS_OK);
-  ck_assert_msg(vr.matched, "%s", vr.detail);
-  tsrt_result_fini(&res);
-  unlink(path);
+  build_and_verify(f, sch_traced_func(ts), 5, 0, "two-level rfactor");
   sch_traced_free(ts);
   sch_trace_free(tr);
   ts_arena_fini(&a);
@@ -325,55 +329,28 @@ static void scan_par_vec(const ir_stmt *s, int par, int vec, bool *found) {
  * length 3 x 5 x 7 x 16) a candidate whose rf block runs each thread's
  * share in vector partial sums: sampled, built through LLVM, verified. On 1
  * core no sketch has that shape. */
+static bool has_par_vec_rf(const ir_func *f) {
+  bool found = false;
+  scan_par_vec(f->body, 0, 0, &found);
+  return found;
+}
+
 START_TEST(test_build_threads_lanes) {
   ts_arena a;
   ts_arena_init(&a);
   ir_func *f = tu_workload(&a, "reduce_sum:m=1,n=1680");
-  cg_target t = host();
   for (int cores = 1; cores <= 2; cores++) {
     int n;
     sch_trace **sk = sketches(f, cores, &n);
-    sch_traced *ts = NULL;
-    for (int s = 0; s < n && !ts; s++) {
-      if (!count_kind(sk[s], SCH_I_RFACTOR) || serial_twin(sk[s])) continue;
-      for (int k = 0; k < 40 && !ts; k++) {
-        ts_diag d;
-        ts_diag_clear(&d);
-        ts = srch_instantiate(sk[s], f, &t, true, (uint64_t)(11 * k + s + 1), &d);
-        if (!ts) continue;
-        bool found = false;
-        scan_par_vec(sch_traced_func(ts)->body, 0, 0, &found);
-        if (!found) {
-          sch_traced_free(ts);
-          ts = NULL;
-        }
-      }
-    }
+    sch_traced *ts = find_candidate(f, sk, n, true, 11, has_par_vec_rf);
     if (cores == 1) {
       ck_assert_msg(ts == NULL, "1 core: a parallel vectorised rf block");
-      free_sketches(sk, n);
-      continue;
+    } else {
+      ck_assert_msg(ts != NULL, "2 cores: no candidate with a parallel vectorised rf block");
+      tu_assert_equivalent(f, sch_traced_func(ts));
+      build_and_verify(f, sch_traced_func(ts), 9, 2, "threads and lanes");
+      sch_traced_free(ts);
     }
-    ck_assert_msg(ts != NULL, "2 cores: no candidate with a parallel vectorised rf block");
-    tu_assert_equivalent(f, sch_traced_func(ts));
-    char path[] = "/tmp/tessel_rftl_XXXXXX.so";
-    int fd = mkstemps(path, 3);
-    ck_assert_int_ge(fd, 0);
-    close(fd);
-    ts_diag d;
-    ts_diag_clear(&d);
-    ck_assert_msg(tun_build_shared(sch_traced_func(ts), &t, path, &d) == TS_OK, "%s", d.msg);
-    tsrt_measure_opts mo = {.repeat = 1, .number = 1, .timeout_s = 30, .seed = 9, .want_outputs = true,
-                            .num_threads = 2};
-    tsrt_measure_result res;
-    tsrt_measure_forked(path, &mo, &res);
-    ck_assert_msg(res.status == TS_OK, "%s", res.error);
-    tun_verify_result vr;
-    ck_assert_int_eq(tun_verify(f, 9, res.outputs, res.outputs_bytes, &vr, &d), TS_OK);
-    ck_assert_msg(vr.matched, "%s", vr.detail);
-    tsrt_result_fini(&res);
-    unlink(path);
-    sch_traced_free(ts);
     free_sketches(sk, n);
   }
   ts_arena_fini(&a);
