@@ -78,7 +78,8 @@ static sch_traced *rfactor_fork(const srch_rule_ctx *c, sch_traced *work, const 
 }
 
 /* In a fork of work (whose last loop of block is the fused reduction
- * loop): split it in three sampled pieces (p0, p1, p2), rfactor at p0 and
+ * loop): split it in three sampled pieces (p0, p1, p2; p0 a small multiple
+ * of the core count where one divides), rfactor at p0 and
  * p2 fused, and in the rfactor block put p1 between them, so each of the p0
  * pieces (a thread's share) sums into p2 partials held as vector lanes:
  * loops (p0, p1, p2) with p0 parallel and p2 vectorised by the later rules.
@@ -92,11 +93,42 @@ static sch_traced *rfactor_threads_lanes_fork(const srch_rule_ctx *c, sch_traced
   int b, nl, rf, v[3], p[3], fz = -1, ab[2];
   const int *lp;
   sch_traced *f = srch_fork_block(c, work, block, &b, &q);
-  bool ok = f && !sch_t_get_loops(f, b, &lp, &nl, &q) && nl >= 1 &&
-            !sch_t_sample_perfect_tile(f, lp[nl - 1], 3, c->max_innermost, NULL, v, &q);
-  if (ok) {
-    sch_arg fa[3] = {sch_arg_rv(v[0]), sch_arg_rv(v[1]), sch_arg_rv(v[2])};
-    ok = !sch_t_split(f, lp[nl - 1], 3, fa, p, &q);
+  bool ok = f && !sch_t_get_loops(f, b, &lp, &nl, &q) && nl >= 1;
+  int fl = ok ? lp[nl - 1] : -1;
+  /* the thread piece p0: a small multiple of the core count that divides
+   * the reduction, sampled (few long shares keep the write-back short);
+   * without one, a third piece of a perfect tile */
+  int64_t ext = 0, cand[4];
+  double pr[4];
+  int nc = 0;
+  const ir_stmt *ls = ok ? srch_find_loop(sch_traced_func(f), sch_t_loop(f, fl).var) : NULL;
+  if (ls && ir_as_int(ls->u.loop.extent, &ext))
+    for (int64_t k = 1; k <= 8; k *= 2) {
+      int64_t pc = (int64_t)c->num_cores * k;
+      if (ext % pc == 0 && ext / pc >= 2) cand[nc++] = pc;
+    }
+  if (ok && nc > 0) {
+    for (int i = 0; i < nc; i++) pr[i] = 1.0 / nc;
+    int pp[2], w2[2];
+    ok = !sch_t_sample_categorical(f, nc, cand, pr, NULL, &v[0], &q);
+    sch_arg fa[2] = {sch_arg_rv(v[0]), sch_arg_none()};
+    ok = ok && !sch_t_split(f, fl, 2, fa, pp, &q) &&
+         !sch_t_sample_perfect_tile(f, pp[1], 2, c->max_innermost, NULL, w2, &q);
+    if (ok) {
+      sch_arg fb[2] = {sch_arg_rv(w2[0]), sch_arg_rv(w2[1])};
+      int qq[2];
+      ok = !sch_t_split(f, pp[1], 2, fb, qq, &q);
+      v[2] = w2[1];
+      p[0] = pp[0];
+      p[1] = qq[0];
+      p[2] = qq[1];
+    }
+  } else if (ok) {
+    ok = !sch_t_sample_perfect_tile(f, fl, 3, c->max_innermost, NULL, v, &q);
+    if (ok) {
+      sch_arg fa[3] = {sch_arg_rv(v[0]), sch_arg_rv(v[1]), sch_arg_rv(v[2])};
+      ok = !sch_t_split(f, fl, 3, fa, p, &q);
+    }
   }
   if (ok) {
     int ord[3] = {p[0], p[2], p[1]}, two[2] = {p[0], p[2]};
