@@ -298,8 +298,8 @@ static int usage(FILE *f) {
           "  feature columns before training and scoring (ablation); --per-workload prints each\n"
           "  scored workload's figures (text output); --dump-features FILE writes every record's\n"
           "  feature rows as tab-separated lines (workload, record, cost, row, features); --extra\n"
-          "  LOG (repeatable) adds a log whose\n"
-          "  records always train and are never scored (e.g. logs of another machine). train fits a model on all\n"
+          "  LOG (repeatable) adds a log whose records always train and are never scored (e.g.\n"
+          "  logs of another machine). train fits a model on all\n"
           "  records of the logs and writes it in XGBoost's JSON format with the feature\n"
           "  schema and target family (tune --cost-model).\n");
   return f == stdout ? 0 : 2;

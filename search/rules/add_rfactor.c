@@ -77,6 +77,40 @@ static sch_traced *rfactor_fork(const srch_rule_ctx *c, sch_traced *work, const 
   return f;
 }
 
+/* Splits the fused reduction loop fl of f in three: (p0, p1, p2) into p,
+ * their sampled factors into v. p0, the
+ * thread piece, is a small multiple of the core count that divides the
+ * reduction, sampled (few long shares keep the write-back short), and
+ * (p1, p2) a perfect tile; without such a multiple, all three are a
+ * perfect tile. */
+static bool split_thread_pieces(const srch_rule_ctx *c, sch_traced *f, int fl, int *v, int *p, ts_diag *q) {
+  int64_t ext = 0, cand[4];
+  double pr[4];
+  int nc = 0;
+  const ir_stmt *ls = srch_find_loop(sch_traced_func(f), sch_t_loop(f, fl).var);
+  if (ls && ir_as_int(ls->u.loop.extent, &ext))
+    for (int64_t k = 1; k <= 8; k *= 2) {
+      int64_t pc = (int64_t)c->num_cores * k;
+      if (ext % pc == 0 && ext / pc >= 2) cand[nc++] = pc;
+    }
+  if (nc == 0) {
+    if (sch_t_sample_perfect_tile(f, fl, 3, c->max_innermost, NULL, v, q)) return false;
+    sch_arg fa[3] = {sch_arg_rv(v[0]), sch_arg_rv(v[1]), sch_arg_rv(v[2])};
+    return !sch_t_split(f, fl, 3, fa, p, q);
+  }
+  for (int i = 0; i < nc; i++) pr[i] = 1.0 / nc;
+  int rest[2], w[2];
+  if (sch_t_sample_categorical(f, nc, cand, pr, NULL, &v[0], q)) return false;
+  sch_arg fa[2] = {sch_arg_rv(v[0]), sch_arg_none()};
+  if (sch_t_split(f, fl, 2, fa, rest, q) || sch_t_sample_perfect_tile(f, rest[1], 2, c->max_innermost, NULL, w, q))
+    return false;
+  sch_arg fb[2] = {sch_arg_rv(w[0]), sch_arg_rv(w[1])};
+  p[0] = rest[0];
+  v[1] = w[0];
+  v[2] = w[1];
+  return !sch_t_split(f, rest[1], 2, fb, p + 1, q);
+}
+
 /* In a fork of work (whose last loop of block is the fused reduction
  * loop): split it in three sampled pieces (p0, p1, p2; p0 a small multiple
  * of the core count where one divides), rfactor at p0 and
@@ -94,42 +128,7 @@ static sch_traced *rfactor_threads_lanes_fork(const srch_rule_ctx *c, sch_traced
   const int *lp;
   sch_traced *f = srch_fork_block(c, work, block, &b, &q);
   bool ok = f && !sch_t_get_loops(f, b, &lp, &nl, &q) && nl >= 1;
-  int fl = ok ? lp[nl - 1] : -1;
-  /* the thread piece p0: a small multiple of the core count that divides
-   * the reduction, sampled (few long shares keep the write-back short);
-   * without one, a third piece of a perfect tile */
-  int64_t ext = 0, cand[4];
-  double pr[4];
-  int nc = 0;
-  const ir_stmt *ls = ok ? srch_find_loop(sch_traced_func(f), sch_t_loop(f, fl).var) : NULL;
-  if (ls && ir_as_int(ls->u.loop.extent, &ext))
-    for (int64_t k = 1; k <= 8; k *= 2) {
-      int64_t pc = (int64_t)c->num_cores * k;
-      if (ext % pc == 0 && ext / pc >= 2) cand[nc++] = pc;
-    }
-  if (ok && nc > 0) {
-    for (int i = 0; i < nc; i++) pr[i] = 1.0 / nc;
-    int pp[2], w2[2];
-    ok = !sch_t_sample_categorical(f, nc, cand, pr, NULL, &v[0], &q);
-    sch_arg fa[2] = {sch_arg_rv(v[0]), sch_arg_none()};
-    ok = ok && !sch_t_split(f, fl, 2, fa, pp, &q) &&
-         !sch_t_sample_perfect_tile(f, pp[1], 2, c->max_innermost, NULL, w2, &q);
-    if (ok) {
-      sch_arg fb[2] = {sch_arg_rv(w2[0]), sch_arg_rv(w2[1])};
-      int qq[2];
-      ok = !sch_t_split(f, pp[1], 2, fb, qq, &q);
-      v[2] = w2[1];
-      p[0] = pp[0];
-      p[1] = qq[0];
-      p[2] = qq[1];
-    }
-  } else if (ok) {
-    ok = !sch_t_sample_perfect_tile(f, fl, 3, c->max_innermost, NULL, v, &q);
-    if (ok) {
-      sch_arg fa[3] = {sch_arg_rv(v[0]), sch_arg_rv(v[1]), sch_arg_rv(v[2])};
-      ok = !sch_t_split(f, fl, 3, fa, p, &q);
-    }
-  }
+  if (ok) ok = split_thread_pieces(c, f, lp[nl - 1], v, p, &q);
   if (ok) {
     int ord[3] = {p[0], p[2], p[1]}, two[2] = {p[0], p[2]};
     ok = !sch_t_reorder(f, 3, ord, &q) && !sch_t_fuse(f, 2, two, &fz, &q) && !sch_t_rfactor(f, fz, nspatial, &rf, &q);

@@ -3,8 +3,9 @@
  * spatial parallelism) and where it does not (a tiling-eligible block with
  * enough spatial work, a short reduction, no reduction); its sketches
  * (rfactor at the outer and at the inner piece of the split, on several
- * cores also threads' shares summed in vector lanes, plus the original); sampled candidates equal to the unscheduled function in the
- * interpreter at small odd sizes; the tile-size mutator on the split;
+ * cores also threads' shares summed in vector lanes, plus the original);
+ * sampled candidates equal to the unscheduled function in the interpreter
+ * at small odd sizes; the tile-size mutator on the split;
  * rfactor'd reduce_sum and softmax candidates with vectorized partial
  * reductions built through LLVM, run and verified; and a two-level rfactor
  * (parallel tasks of vector partial sums) written as a trace, lowered,
@@ -169,26 +170,28 @@ START_TEST(test_candidates_equivalent) {
 }
 END_TEST
 
-/* Is there a vectorized loop above a block whose name ends in "_rf"? */
-static void scan(const ir_stmt *s, int vec, bool *found) {
+/* Is there a vectorized loop above a block whose name ends in "_rf" (with
+ * want_par, a vectorized loop inside a parallel one)? */
+static void scan(const ir_stmt *s, bool want_par, int par, int vec, bool *found) {
   if (!s || *found) return;
   switch (s->kind) {
   case IR_FOR:
-    scan(s->u.loop.body, vec + (s->u.loop.kind == IR_FOR_VECTORIZED), found);
+    scan(s->u.loop.body, want_par, par + (s->u.loop.kind == IR_FOR_PARALLEL),
+         vec + ((par || !want_par) && s->u.loop.kind == IR_FOR_VECTORIZED), found);
     return;
   case IR_SEQ:
-    for (int i = 0; i < s->u.seq.n; i++) scan(s->u.seq.stmts[i], vec, found);
+    for (int i = 0; i < s->u.seq.n; i++) scan(s->u.seq.stmts[i], want_par, par, vec, found);
     return;
   case IR_BLOCK_REALIZE: {
     const char *nm = s->u.realize.block->name;
     size_t l = strlen(nm);
     if (vec && l > 3 && !strcmp(nm + l - 3, "_rf")) *found = true;
-    scan(s->u.realize.block->body, vec, found);
+    scan(s->u.realize.block->body, want_par, par, vec, found);
     return;
   }
   case IR_IF:
-    scan(s->u.ifs.then_s, vec, found);
-    scan(s->u.ifs.else_s, vec, found);
+    scan(s->u.ifs.then_s, want_par, par, vec, found);
+    scan(s->u.ifs.else_s, want_par, par, vec, found);
     return;
   default:
     return;
@@ -197,7 +200,13 @@ static void scan(const ir_stmt *s, int vec, bool *found) {
 
 static bool has_vec_rf(const ir_func *f) {
   bool found = false;
-  scan(f->body, 0, &found);
+  scan(f->body, false, 0, 0, &found);
+  return found;
+}
+
+static bool has_par_vec_rf(const ir_func *f) {
+  bool found = false;
+  scan(f->body, true, 0, 0, &found);
   return found;
 }
 
@@ -297,44 +306,10 @@ START_TEST(test_build_parallel_vector_partials) {
 }
 END_TEST
 
-/* Is there a vectorized loop inside a parallel one above a block whose
- * name ends in "_rf"? */
-static void scan_par_vec(const ir_stmt *s, int par, int vec, bool *found) {
-  if (!s || *found) return;
-  switch (s->kind) {
-  case IR_FOR:
-    scan_par_vec(s->u.loop.body, par + (s->u.loop.kind == IR_FOR_PARALLEL),
-                 vec + (par && s->u.loop.kind == IR_FOR_VECTORIZED), found);
-    return;
-  case IR_SEQ:
-    for (int i = 0; i < s->u.seq.n; i++) scan_par_vec(s->u.seq.stmts[i], par, vec, found);
-    return;
-  case IR_BLOCK_REALIZE: {
-    const char *nm = s->u.realize.block->name;
-    size_t l = strlen(nm);
-    if (par && vec && l > 3 && !strcmp(nm + l - 3, "_rf")) *found = true;
-    scan_par_vec(s->u.realize.block->body, par, vec, found);
-    return;
-  }
-  case IR_IF:
-    scan_par_vec(s->u.ifs.then_s, par, vec, found);
-    scan_par_vec(s->u.ifs.else_s, par, vec, found);
-    return;
-  default:
-    return;
-  }
-}
-
-/* On 2 cores the rule's threads-and-lanes sketch gives one long row (odd
- * length 3 x 5 x 7 x 16) a candidate whose rf block runs each thread's
+/* On 2 cores the rule's threads-and-lanes sketch gives one long row (a
+ * length of 3 x 5 x 7 x 16) a candidate whose rf block runs each thread's
  * share in vector partial sums: sampled, built through LLVM, verified. On 1
  * core no sketch has that shape. */
-static bool has_par_vec_rf(const ir_func *f) {
-  bool found = false;
-  scan_par_vec(f->body, 0, 0, &found);
-  return found;
-}
-
 START_TEST(test_build_threads_lanes) {
   ts_arena a;
   ts_arena_init(&a);
