@@ -445,7 +445,7 @@ typedef struct child_ctx {
   const double *cum; /* cumulative scores */
   double none_prob;             /* [0, none_prob): copy the parent */
   double mut_cum[SRCH_MUT_COUNT]; /* then mutator k up to mut_cum[k] */
-  unsigned char *copied; /* per parent: already copied unchanged this generation */
+  unsigned char *owns_copy; /* per child: its first draw copies its parent unchanged (NULL: none does) */
   cand *out;
   uint64_t seed;
 } child_ctx;
@@ -478,6 +478,22 @@ static void copy_cand(const cand *src, cand *dst) {
   if (!dst->ok) cand_fini(dst);
 }
 
+/* Which of n children copy their parent unchanged: each parent once per
+ * generation, to the lowest-numbered child whose first draw (the same draw
+ * child_one makes) is "no mutation" for it. Decided here, in order, so
+ * that the children and the replays they cost do not depend on which
+ * worker ran first. copied: scratch, one per parent. */
+static void plan_copies(child_ctx *c, int n, unsigned char *copied) {
+  memset(copied, 0, (size_t)c->nparents);
+  for (int i = 0; i < n; i++) {
+    ts_rng r;
+    ts_rng_seed(&r, mix(c->seed, (uint64_t)i));
+    int pi = pick_parent(c, &r);
+    c->owns_copy[i] = ts_rng_unit(&r) < c->none_prob && !copied[pi];
+    if (c->owns_copy[i]) copied[pi] = 1;
+  }
+}
+
 static void child_one(void *p, int i) {
   child_ctx *c = p;
   ts_rng r;
@@ -494,8 +510,8 @@ static void child_one(void *p, int i) {
         break;
       }
     if (m < 0) {
-      /* no mutation: copy the parent once per generation */
-      if (__atomic_exchange_n(&c->copied[pi], 1, __ATOMIC_RELAXED)) continue;
+      /* no mutation: only the copy plan_copies gave this child */
+      if (t > 0 || !c->owns_copy || !c->owns_copy[i]) continue;
       copy_cand(&c->parents[pi], &c->out[i]);
       if (c->out[i].ok) return;
       continue;
@@ -549,14 +565,12 @@ static ts_status local_kids(srch_evo *e, cm_model *m, const cand *seeds, int ndb
   int np = ndbseed < LOCAL_PARENTS ? ndbseed : LOCAL_PARENTS, want = 4 * (n / LOCAL_SHARE) + 4;
   cand *out = ts_calloc((size_t)want, sizeof *out);
   double *cum = ts_calloc((size_t)np, sizeof *cum); /* all zero: parents drawn uniformly */
-  unsigned char *copied = ts_calloc((size_t)np, 1);
-  if (!out || !cum || !copied) {
+  if (!out || !cum) {
     ts_free(out);
     ts_free(cum);
-    ts_free(copied);
     return ts_diag_set(d, TS_ENOMEM, "evolutionary search: out of memory");
   }
-  child_ctx cc = {.e = e, .parents = seeds, .nparents = np, .cum = cum, .copied = copied, .out = out,
+  child_ctx cc = {.e = e, .parents = seeds, .nparents = np, .cum = cum, .out = out, /* no copies */
                   .seed = mix(bseed, 9000), .none_prob = 0};
   double a = 0;
   for (int k = 0; k < SRCH_MUT_COUNT; k++) {
@@ -566,7 +580,6 @@ static ts_status local_kids(srch_evo *e, cm_model *m, const cand *seeds, int ndb
   run_parallel(e, want, child_one, &cc);
   int got = compact(out, want);
   ts_free(cum);
-  ts_free(copied);
   ts_status st = predict(m, out, got, d);
   if (st) {
     for (int i = 0; i < got; i++) cand_fini(&out[i]);
@@ -619,7 +632,7 @@ static ts_status one_batch(srch_evo *e, cm_model *m, int n, srch_candidate *out,
     goto done;
   }
   kids = ts_calloc((size_t)pop, sizeof *kids);
-  copied = ts_malloc((size_t)(pop > nseed ? pop : nseed));
+  copied = ts_malloc((size_t)pop + (size_t)(pop > nseed ? pop : nseed)); /* per child, then per parent */
   cum = ts_malloc((size_t)(pop > nseed ? pop : nseed) * sizeof *cum);
   if (!kids || !copied || !cum) {
     st = ts_diag_set(d, TS_ENOMEM, "evolutionary search: out of memory");
@@ -665,8 +678,7 @@ static ts_status one_batch(srch_evo *e, cm_model *m, int n, srch_candidate *out,
     if (st || it >= e->o.genetic_iters || npop == 0) break;
     double acc = 0;
     for (int i = 0; i < npop; i++) cum[i] = acc += popv[i].score;
-    memset(copied, 0, (size_t)npop);
-    child_ctx cc = {.e = e, .parents = popv, .nparents = npop, .cum = cum, .copied = copied,
+    child_ctx cc = {.e = e, .parents = popv, .nparents = npop, .cum = cum, .owns_copy = copied,
                     .out = kids, .seed = mix(bseed, 5000 + (uint64_t)it)};
     double a2 = 1.0 - e->o.mutate_prob;
     cc.none_prob = a2;
@@ -674,6 +686,7 @@ static ts_status one_batch(srch_evo *e, cm_model *m, int n, srch_candidate *out,
       a2 += e->o.mutate_prob * mprob[k] / mtot;
       cc.mut_cum[k] = a2;
     }
+    plan_copies(&cc, pop, copied + pop);
     run_parallel(e, pop, child_one, &cc);
     for (int i = 0; i < npop; i++) cand_fini(&popv[i]);
     npop = compact(kids, pop);

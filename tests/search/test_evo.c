@@ -3,7 +3,8 @@
  * limit) and replays; a batch never repeats a measured candidate nor itself,
  * and holds mutants of the best measured one (the local share);
  * proposed candidates replay and compute what the unscheduled function
- * computes (matmul and conv2d at small sizes). */
+ * computes (matmul and conv2d at small sizes); the replay cache and the
+ * worker count change nothing but the cost. */
 #include <check.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -315,6 +316,61 @@ START_TEST(replay_cache_is_transparent) {
 }
 END_TEST
 
+START_TEST(thread_count_changes_nothing) {
+  /* One worker or six, same seed, same measured records: the same
+   * candidates in the same order, at the same replay cost, batch after
+   * batch. (The unchanged copies of a parent were once given to whichever
+   * child got there first, so the children, and the replays they cost,
+   * varied with the workers' timing.) */
+  ts_arena a;
+  ts_arena_init(&a);
+  ir_func *f = tu_workload(&a, "matmul:m=48,n=36,k=20");
+  cg_target t = host();
+  srch_evo_opts o;
+  srch_evo_opts_default(&o);
+  o.population = 96;
+  o.init_min_unmeasured = 16;
+  o.no_replay_cache = true;
+  o.mutate_prob = 0.3; /* most children draw an unchanged copy: many draw the same parent */
+  srch_evo_opts o1 = o, o6 = o;
+  o1.num_threads = 1;
+  o6.num_threads = 6;
+  ts_diag d;
+  ts_diag_clear(&d);
+  srch_evo *e1 = srch_evo_new(f, &t, &o1, 5, &d), *e6 = srch_evo_new(f, &t, &o6, 5, &d);
+  ck_assert_ptr_nonnull(e1);
+  ck_assert_ptr_nonnull(e6);
+  cm_model *m1 = cm_random_new(4), *m6 = cm_random_new(4);
+  for (int b = 0; b < 3; b++) {
+    srch_candidate *c1 = NULL, *c6 = NULL;
+    int n1 = 0, n6 = 0;
+    ck_assert_int_eq(srch_evo_next_batch(e1, m1, 12, &c1, &n1, &d), TS_OK);
+    ck_assert_int_eq(srch_evo_next_batch(e6, m6, 12, &c6, &n6, &d), TS_OK);
+    ck_assert_int_gt(n1, 0);
+    ck_assert_int_eq(n1, n6);
+    srch_evo_stats s1, s6;
+    srch_evo_get_stats(e1, &s1);
+    srch_evo_get_stats(e6, &s6);
+    ck_assert_msg(s1.replays == s6.replays, "batch %d: %ld replays on 1 worker, %ld on 6", b, s1.replays, s6.replays);
+    for (int i = 0; i < n1; i++) {
+      ck_assert_msg(c1[i].hash == c6[i].hash, "batch %d, candidate %d differs between 1 and 6 workers", b, i);
+      double secs = 1e-3 * (1 + (double)((c1[i].hash >> 9) % 89)); /* a made-up time */
+      srch_evo_notify(e1, c1[i].trace, c1[i].hash, secs, &d);
+      srch_evo_notify(e6, c6[i].trace, c6[i].hash, secs, &d);
+      srch_candidate_fini(&c1[i]);
+      srch_candidate_fini(&c6[i]);
+    }
+    ts_free(c1);
+    ts_free(c6);
+  }
+  cm_model_free(m1);
+  cm_model_free(m6);
+  srch_evo_free(e1);
+  srch_evo_free(e6);
+  ts_arena_fini(&a);
+}
+END_TEST
+
 START_TEST(full_population_speed) {
   /* One batch at the default population of 512 stays in seconds. */
   ts_arena a;
@@ -355,6 +411,7 @@ int main(void) {
   tcase_add_test(tc, valid_matmul);
   tcase_add_test(tc, valid_conv2d);
   tcase_add_test(tc, replay_cache_is_transparent);
+  tcase_add_test(tc, thread_count_changes_nothing);
   tcase_add_test(tc, full_population_speed);
   suite_add_tcase(s, tc);
   SRunner *sr = srunner_create(s);
