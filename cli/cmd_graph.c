@@ -13,7 +13,7 @@
 
 static const char *usage =
     "usage: tessel graph show MODEL.onnx [--after PASS] [--json] [--winograd on|off|all] [--polyphase on|off] [--qdq on|off] [--conv-layout nchw|nchwc]\n"
-    "Imports an ONNX model (opsets 7-28) into tessel's graph IR and prints it: one line per\n"
+    "Imports an ONNX model (opsets 1-28) into tessel's graph IR and prints it: one line per\n"
     "constant and per node, with every value's dtype and shape (symbolic dims by name).\n"
     "  --after PASS  run the graph passes up to and including PASS first\n"
     "  --json        print the graph as JSON instead of text\n"

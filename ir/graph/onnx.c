@@ -386,6 +386,9 @@ static ts_status read_attrs(imp *im, nctx *nc, const tg_op_def *sp) {
     const char *an = ap->name ? ap->name : "";
     if (ap->ref_attr_name && ap->ref_attr_name[0])
       return imp_nerr(im, nc, TS_EUNSUPPORTED, "attribute %s refers to a function attribute", an);
+    /* before opset 6 (5 for Reshape) many ops carried consumed_inputs, a
+     * hint for in-place buffers that means nothing to the result */
+    if (im->opset < 7 && !strcmp(an, "consumed_inputs")) continue;
     bool wrong;
     char kind = spec_attr(sp->attrs, an, im->opset, &wrong);
     if (!kind)

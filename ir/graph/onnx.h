@@ -1,5 +1,5 @@
 /* onnx.h — ONNX model import into the graph IR (graph.h) through protobuf-c
- * and tessel's own subset of onnx.proto: opsets 7 to 28, every op of
+ * and tessel's own subset of onnx.proto: opsets 1 to 28, every op of
  * TG_OP_LIST, written in one canonical form (full shapes, defaults filled,
  * parameter inputs known at import moved into attributes). Refusals name the
  * node, op and opset. docs/GRAPH.md, docs/IR.md ("Notes by file"). */
@@ -8,7 +8,7 @@
 
 #include "graph.h"
 
-#define TG_ONNX_OPSET_MIN 7
+#define TG_ONNX_OPSET_MIN 1
 #define TG_ONNX_OPSET_MAX 28
 
 /* Reads an .onnx file and imports it (label for messages: the path). */

@@ -105,6 +105,12 @@ static inline const int64_t *aints(nctx *nc, const char *name, int *n) {
   return a ? a->ints : NULL;
 }
 
+/* Drops attribute name from the node, if it has it. */
+static inline void drop_attr(nctx *nc, const char *name) {
+  tg_attr *a = A(nc, name);
+  if (a) *a = nc->attr[--nc->nattr];
+}
+
 /* Drops inputs from index `from` on (their contents became attributes). */
 static inline void drop_inputs(nctx *nc, int from) {
   if (nc->nin > from) nc->nin = from;

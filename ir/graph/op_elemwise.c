@@ -53,6 +53,8 @@ static bool kv_arith(imp *im, tg_op op, tg_dim x, tg_dim y, tg_dim *r) {
 }
 
 ts_status imp_binary(imp *im, nctx *nc) {
+  ts_status lst = imp_legacy_broadcast(im, nc);
+  if (lst) return lst;
   const tg_value *a = IN(im, nc, 0), *b = IN(im, nc, 1);
   if (!a || !b) return imp_nerr(im, nc, TS_EINVAL, "both inputs are required");
   char b1[16], b2[16];

@@ -4,6 +4,9 @@
  * Sum, Mean, Max and Min with numpy broadcasting, and the helper the
  * handlers of other families call for a parameter that was an attribute
  * before some opset (Slice, Pad, Split, Squeeze, Unsqueeze, ReduceSum).
+ * Also the forms of opsets 1 to 6 (PyTorch's first exporter) that other
+ * handlers turn into the opset-7 form: the broadcast/axis attributes of
+ * binary ops, PRelu's per-channel slope, is_test.
  * Each operator's import handler and its legalisation emitter; their rows
  * are in ops.c. docs/GRAPH.md ("Adding an operator", "Opsets"). */
 #include <inttypes.h>
@@ -31,6 +34,76 @@ ts_status imp_param_legacy(imp *im, nctx *nc, int i, const char *what, int until
   return TS_OK;
 }
 
+/* Adds, before the node, an Unsqueeze of input i that appends `ones`
+ * trailing dims of 1, and makes the node read it. */
+static ts_status unsqueeze_input(imp *im, nctx *nc, int i, int ones) {
+  const tg_value *v = IN(im, nc, i);
+  if (v->ndim + ones > MAX_RANK) return imp_nerr(im, nc, TS_EUNSUPPORTED, "rank above %d", MAX_RANK);
+  tg_dim dims[MAX_RANK];
+  int64_t axes[MAX_RANK];
+  for (int k = 0; k < v->ndim; k++) dims[k] = v->dims[k];
+  for (int k = 0; k < ones; k++) dims[v->ndim + k] = DC(1), axes[k] = v->ndim + k;
+  char nm[300];
+  snprintf(nm, sizeof nm, "%s:legacy_in%d", nc->outname[0], i); /* outputs are unique, so is this */
+  ts_diag tmp;
+  ts_diag_clear(&tmp);
+  int vid = tg_value_add(im->g, nm, TG_V_INTER, v->dtype, v->ndim + ones, dims, &tmp);
+  int nid = vid < 0 ? -1 : tg_node_add(im->g, TG_OP_UNSQUEEZE, nm, 1, &nc->in[i], 1, &vid, &tmp);
+  if (nid < 0) return imp_nerr(im, nc, tmp.code, "%s", tmp.msg);
+  tg_attr ax = {.name = "axes", .kind = TG_A_INTS, .n = ones, .ints = axes};
+  if (tg_node_set_attr(im->g, im->g->nodes[nid], &ax) != TS_OK || !imp_kv_grow(im)) return imp_oom(im);
+  nc->in[i] = vid;
+  return TS_OK;
+}
+
+ts_status imp_legacy_broadcast(imp *im, nctx *nc) {
+  if (im->opset >= 7) return TS_OK;
+  const tg_value *a = IN(im, nc, 0), *b = IN(im, nc, 1);
+  bool bc = aint(nc, "broadcast", 0) != 0, has_axis = A(nc, "axis") != NULL;
+  int64_t axis = aint(nc, "axis", 0);
+  drop_attr(nc, "broadcast");
+  drop_attr(nc, "axis");
+  if (!bc || !a || !b) return TS_OK; /* equal shapes: numpy broadcasting agrees */
+  int ra = a->ndim, rb = b->ndim;
+  if (rb > ra)
+    return imp_nerr(im, nc, TS_ESHAPE, "broadcast=1 with B (%s) of rank %d above A's (%s) %d", b->name, rb, a->name, ra);
+  if (!has_axis) axis = ra - rb; /* suffix matching */
+  if (axis < 0 || axis > ra - rb)
+    return imp_nerr(im, nc, TS_EINVAL, "axis=%" PRId64 ": B (%s) of rank %d does not fit in A (%s) of rank %d from there",
+                    aint(nc, "axis", 0), b->name, rb, a->name, ra);
+  for (int k = 0; k < rb; k++) {
+    tg_dim x = a->dims[axis + k], y = b->dims[k];
+    if (!tg_dim_eq(x, y) && !(!y.sym && y.value == 1)) {
+      char s1[256], s2[256];
+      imp_dims_str(s1, sizeof s1, ra, a->dims);
+      imp_dims_str(s2, sizeof s2, rb, b->dims);
+      return imp_nerr(im, nc, TS_ESHAPE, "broadcast=1, axis=%" PRId64 ": B %s does not match A %s from axis %" PRId64,
+                      axis, s2, s1, axis);
+    }
+  }
+  return axis + rb == ra ? TS_OK : unsqueeze_input(im, nc, 1, (int)(ra - rb - axis));
+}
+
+ts_status imp_legacy_slope(imp *im, nctx *nc) {
+  if (im->opset >= 7) return TS_OK;
+  const tg_value *x = IN(im, nc, 0), *s = IN(im, nc, 1);
+  if (!x || !s || s->ndim != 1 || x->ndim < 3 || (!s->dims[0].sym && s->dims[0].value == 1) ||
+      !tg_dim_eq(s->dims[0], x->dims[1]))
+    return TS_OK;
+  return unsqueeze_input(im, nc, 1, x->ndim - 2);
+}
+
+ts_status imp_legacy_is_test(imp *im, nctx *nc) {
+  if (im->opset >= 7) return TS_OK;
+  if (!aint(nc, "is_test", 0))
+    return imp_nerr(im, nc, TS_EUNSUPPORTED,
+                    "is_test is %s: before opset 7 that is training mode (batch statistics, random drops); tessel runs "
+                    "inference only (export the model in eval mode: is_test=1)",
+                    A(nc, "is_test") ? "0" : "absent (default 0)");
+  drop_attr(nc, "is_test");
+  return TS_OK;
+}
+
 /* LRN: y = x / (bias + alpha / size * sum of x^2 over the channel window)^beta. */
 ts_status imp_lrn(imp *im, nctx *nc) {
   ts_status st = imp_unary(im, nc);
@@ -55,7 +128,7 @@ ts_status imp_lrn(imp *im, nctx *nc) {
  * the old mask of the data's type). */
 ts_status imp_dropout(imp *im, nctx *nc) {
   ts_status st = imp_need_input(im, nc, 0, "data");
-  if (st) return st;
+  if (st || (st = imp_legacy_is_test(im, nc))) return st;
   if (im->opset < 12 && nc->nin > 1)
     return imp_nerr(im, nc, TS_EINVAL, "%d inputs; before opset 12 Dropout takes one (ratio is an attribute)", nc->nin);
   if ((st = imp_need_float(im, nc, 0))) return st;

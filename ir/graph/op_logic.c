@@ -130,6 +130,8 @@ static ts_status need_dtype(imp *im, nctx *nc, int i, bool ok, const char *what)
 /* Equal, Less, Greater, LessOrEqual, GreaterOrEqual, And, Or, Xor, Mod:
  * two inputs of one dtype, numpy broadcasting. */
 ts_status imp_compare(imp *im, nctx *nc) {
+  ts_status lst = imp_legacy_broadcast(im, nc);
+  if (lst) return lst;
   const tg_value *a = IN(im, nc, 0), *b = IN(im, nc, 1);
   if (!a || !b) return imp_nerr(im, nc, TS_EINVAL, "both inputs are required");
   char b1[16], b2[16];

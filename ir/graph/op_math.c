@@ -49,7 +49,7 @@ ts_status imp_math_unary(imp *im, nctx *nc) {
 /* PRelu: slope broadcasts to X's shape (unidirectionally). */
 ts_status imp_prelu(imp *im, nctx *nc) {
   ts_status st = imp_math_unary(im, nc);
-  if (st) return st;
+  if (st || (st = imp_legacy_slope(im, nc))) return st;
   const tg_value *x = IN(im, nc, 0), *s = IN(im, nc, 1);
   if (!s) return imp_nerr(im, nc, TS_EINVAL, "input 1 (slope) is required");
   char b1[16], b2[16];

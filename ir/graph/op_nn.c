@@ -16,7 +16,7 @@
 
 ts_status imp_batchnorm(imp *im, nctx *nc) {
   ts_status st = imp_unary(im, nc);
-  if (st) return st;
+  if (st || (st = imp_legacy_is_test(im, nc))) return st;
   if (aint(nc, "training_mode", 0)) return imp_nerr(im, nc, TS_EUNSUPPORTED, "training_mode=1 (inference only)");
   if (!aint(nc, "spatial", 1)) /* before 9: per-activation statistics */
     return imp_nerr(im, nc, TS_EUNSUPPORTED, "spatial=0 (only spatial=1, per-channel statistics)");
@@ -243,6 +243,7 @@ ts_status imp_gap(imp *im, nctx *nc) {
 ts_status imp_gemm(imp *im, nctx *nc) {
   const tg_value *a = IN(im, nc, 0), *b = IN(im, nc, 1), *c = IN(im, nc, 2);
   if (!a || !b) return imp_nerr(im, nc, TS_EINVAL, "inputs A and B are required");
+  drop_attr(nc, "broadcast"); /* before opset 7: whether C broadcasts; numpy's rule covers both */
   ts_status st;
   if ((st = imp_need_float(im, nc, 0))) return st;
   if (a->ndim != 2 || b->ndim != 2) return imp_nerr(im, nc, TS_ESHAPE, "A and B must be matrices (ranks %d and %d)", a->ndim, b->ndim);

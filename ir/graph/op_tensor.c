@@ -32,10 +32,28 @@ static bool dim_is_zero(tg_dim d) { return !d.sym && d.value == 0; }
 /* Reshape target with 0 (copy) and -1 (infer) resolved against x's dims. */
 ts_status imp_reshape(imp *im, nctx *nc) {
   ts_status st = imp_need_input(im, nc, 0, "data");
-  if (st || (st = imp_need_input(im, nc, 1, "shape"))) return st;
-  const tg_value *x = IN(im, nc, 0), *s = IN(im, nc, 1);
-  const known *k = kv_get(im, nc->in[1]);
-  if (!k) return imp_nerr(im, nc, TS_EUNSUPPORTED, "the shape input (%s) must be a constant or computable at import", s->name);
+  if (st) return st;
+  const tg_value *x = IN(im, nc, 0);
+  const known *k;
+  known legacy;
+  if (im->opset < 5) { /* the shape is an attribute */
+    int n;
+    const int64_t *v = aints(nc, "shape", &n);
+    if (!v && n == 0 && !A(nc, "shape")) return imp_nerr(im, nc, TS_EINVAL, "before opset 5 the attribute shape is required");
+    if (nc->nin > 1) return imp_nerr(im, nc, TS_EINVAL, "%d inputs; before opset 5 Reshape takes one (shape is an attribute)", nc->nin);
+    if (n > MAX_RANK) return imp_nerr(im, nc, TS_EUNSUPPORTED, "target rank %d above %d", n, MAX_RANK);
+    legacy.n = n;
+    legacy.d = TS_ANEWN(im->a, tg_dim, n ? n : 1);
+    if (!legacy.d) return imp_oom(im);
+    for (int i = 0; i < n; i++) legacy.d[i] = DC(v[i]);
+    drop_attr(nc, "shape");
+    k = &legacy;
+  } else {
+    if ((st = imp_need_input(im, nc, 1, "shape"))) return st;
+    const tg_value *s = IN(im, nc, 1);
+    k = kv_get(im, nc->in[1]);
+    if (!k) return imp_nerr(im, nc, TS_EUNSUPPORTED, "the shape input (%s) must be a constant or computable at import", s->name);
+  }
   if (k->n > MAX_RANK) return imp_nerr(im, nc, TS_EUNSUPPORTED, "target rank %d above %d", k->n, MAX_RANK);
   int64_t allowzero = aint(nc, "allowzero", 0);
   tg_dim od[MAX_RANK];
@@ -108,9 +126,9 @@ ts_status imp_transpose(imp *im, nctx *nc) {
 ts_status imp_concat(imp *im, nctx *nc) {
   const tg_value *x = IN(im, nc, 0);
   if (!x) return imp_nerr(im, nc, TS_EINVAL, "input 0 is required");
-  if (!A(nc, "axis")) return imp_nerr(im, nc, TS_EINVAL, "attribute axis is required");
-  int64_t ax = aint(nc, "axis", 0);
-  if (!imp_norm_axis(&ax, x->ndim, false)) return imp_nerr(im, nc, TS_EINVAL, "axis %" PRId64 " is out of range for rank %d", aint(nc, "axis", 0), x->ndim);
+  if (!A(nc, "axis") && im->opset >= 4) return imp_nerr(im, nc, TS_EINVAL, "attribute axis is required");
+  int64_t ax = aint(nc, "axis", 1); /* before opset 4 it defaulted to 1 */
+  if (!imp_norm_axis(&ax, x->ndim, false)) return imp_nerr(im, nc, TS_EINVAL, "axis %" PRId64 " is out of range for rank %d", aint(nc, "axis", 1), x->ndim);
   tg_dim od[MAX_RANK];
   for (int i = 0; i < x->ndim; i++) od[i] = x->dims[i];
   bool all_known = true;

@@ -156,6 +156,15 @@ ts_status imp_variadic(imp *im, nctx *nc);
  * opset `until`, input i from it on (imp_param_ints). */
 ts_status imp_param_legacy(imp *im, nctx *nc, int i, const char *what, int until, bool *present, int64_t *buf,
                            int cap, const int64_t **vals, int *n);
+/* Opsets 1 to 6, each a no-op from opset 7 on. imp_legacy_broadcast: a
+ * binary op's broadcast and axis attributes (B aligned with A's dims from
+ * axis on) become numpy broadcasting, with an Unsqueeze of B where the two
+ * differ. imp_legacy_slope: PRelu's 1-D slope of C elements is per channel
+ * (dim 1), made so by an Unsqueeze. imp_legacy_is_test: BatchNormalization
+ * and Dropout need is_test=1 (0, the default, is training mode). */
+ts_status imp_legacy_broadcast(imp *im, nctx *nc);
+ts_status imp_legacy_slope(imp *im, nctx *nc);
+ts_status imp_legacy_is_test(imp *im, nctx *nc);
 void lg_emit_lrn(lg_kernel *k, const tg_node *n, const char *const *in, const char *const *out);
 void lg_emit_dropout(lg_kernel *k, const tg_node *n, const char *const *in, const char *const *out);
 void lg_emit_variadic(lg_kernel *k, const tg_node *n, const char *const *in, const char *const *out);

@@ -9,7 +9,7 @@ refused (import), build failed, run failed, mismatch, pass.
 
   conformance.py --tessel T [--sets S,...] [--pass-list F] [--jobs N] [--work DIR]
                  [--report [--markdown] [--convert OPSET]] [--update-pass-list] [--self-test]
-                 [--node-dir DIR] [--only SUBSTRING]
+                 [--node-dir DIR] [--legacy-dir DIR] [--only SUBSTRING]
 
 Default: the test. Fails (exit 1) when a model of the pass list does not pass (a
 regression) and prints the models that pass but are not listed. --update-pass-list
@@ -327,6 +327,8 @@ def parse_args(argv):
     p.add_argument("--work", default=None, help="scratch folder (default: a temporary one)")
     p.add_argument("--node-dir", default=None,
                    help="node/ when the wheel lacks it: generated here from onnx's node cases")
+    p.add_argument("--legacy-dir", default=None,
+                   help="legacy/: the opset 1-6 cases tests/models/gen_models.py writes")
     p.add_argument("--only", default=None, help="run only the models whose id contains this")
     p.add_argument("--convert", type=int, default=None, metavar="OPSET",
                    help="with --report: convert each model to OPSET first (diagnosis only)")
@@ -356,7 +358,7 @@ def main(argv):
             print(f"node/: {n} cases from onnx.backend.test.case.node in {a.node_dir}")
         cases = []
         for s in sets:
-            got = onnx_cases.load_cases(s, a.node_dir)
+            got = onnx_cases.load_cases(s, a.node_dir, a.legacy_dir)
             if not got:
                 print(f"conformance: set {s!r} has no models here (skipped)")
                 return 77

@@ -12,6 +12,8 @@ runner (read there, not invented here):
   light_X_output_I.pb beside the model.
 - pytorch-converted/, pytorch-operator/, simple/, node/: test_X/model.onnx with
   test_data_set_K/input_I.pb and output_I.pb.
+- legacy/ is tessel's own (tests/models/gen_models.py, opsets 1 to 6, NumPy
+  expected outputs from the operator texts), in the same layout.
 - node/ is not shipped in every wheel: when absent, `generate_node` writes it in that
   layout from onnx.backend.test.case.node (the cases onnx's runner runs for kind "node").
 
@@ -26,7 +28,7 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
-SETS = ["light", "pytorch-converted", "pytorch-operator", "simple", "node"]
+SETS = ["light", "pytorch-converted", "pytorch-operator", "simple", "node", "legacy"]
 RTOL, ATOL = 1e-3, 1e-7  # onnx/backend/test/loader's defaults
 
 
@@ -110,8 +112,12 @@ def dir_cases(set_name, set_dir):
     return cases
 
 
-def load_cases(set_name, node_dir=None):
-    """The cases of one set; node/ from node_dir when the wheel lacks it (None: none)."""
+def load_cases(set_name, node_dir=None, legacy_dir=None):
+    """The cases of one set; node/ from node_dir when the wheel lacks it (None: none);
+    legacy/ (not onnx's: tests/models/gen_models.py writes it, opsets 1 to 6) from
+    legacy_dir."""
+    if set_name == "legacy":
+        return dir_cases("legacy", legacy_dir) if legacy_dir and os.path.isdir(legacy_dir) else []
     root = data_dir()
     if set_name == "light":
         return light_cases(root)

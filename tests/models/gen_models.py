@@ -28,6 +28,8 @@ weights, fixed shapes), built with the onnx helper API:
                     coverage); ops/manifest.json lists each with the output
                     shapes onnxruntime produces, when onnxruntime is present;
                     ops/bad_*.onnx models the importer must refuse.
+  legacy/test_*/    models of opsets 1 to 6 with NumPy-computed expected
+                    outputs, in the onnx backend-test layout (conformance).
   models.stamp      written last (the meson custom_target's output).
 
 Needs the `onnx` and `numpy` packages (scripts/setup.sh installs them into
@@ -35,6 +37,7 @@ Needs the `onnx` and `numpy` packages (scripts/setup.sh installs them into
 """
 import json
 import os
+import shutil
 import sys
 
 import numpy as np
@@ -723,7 +726,14 @@ def bad_models():
     B["bad_op"] = model([helper.make_node("Hardmax", ["x"], ["y"], name="hm")], [x], [y])
     B["bad_attr"] = model([helper.make_node("Relu", ["x"], ["y"], name="r", foo=3)], [x], [y])
     B["bad_gelu18"] = model([helper.make_node("Gelu", ["x"], ["y"], name="g")], [x], [y], opset=18)
-    B["bad_opset6"] = model([helper.make_node("Relu", ["x"], ["y"], name="r")], [x], [y], opset=6)
+    B["bad_opset0"] = model([helper.make_node("Relu", ["x"], ["y"], name="r")], [x], [y], opset=0)
+    # opsets 1-6: training mode (is_test absent: 0), a B that does not fit A from axis
+    bn_in = [numpy_helper.from_array(np.ones(3, np.float32), n) for n in ("s", "b", "m", "v")]
+    B["bad_bn_training6"] = model([helper.make_node("BatchNormalization", ["x", "s", "b", "m", "v"], ["y"], name="bn")],
+                                  [helper.make_tensor_value_info("x", F, [2, 3, 4])], [y], bn_in, opset=6)
+    B["bad_legacy_axis6"] = model([helper.make_node("Add", ["x", "z"], ["y"], name="a", broadcast=1, axis=1)],
+                                  [helper.make_tensor_value_info("x", F, [2, 3, 4]),
+                                   helper.make_tensor_value_info("z", F, [4, 3])], [y], opset=6)
     B["bad_opset29"] = model([helper.make_node("Relu", ["x"], ["y"], name="r")], [x], [y], opset=29)
     B["bad_domain"] = model([helper.make_node("FusedGemm", ["x", "x"], ["y"], name="fg", domain="com.microsoft")],
                             [x], [y], domain_imports=["com.microsoft"])
@@ -950,6 +960,75 @@ def mathops_sym_models():
     m = helper.make_model(gr, opset_imports=[helper.make_opsetid("", 18)], producer_name="tessel-gen")
     m.ir_version = 8
     return [("mathops_sym_batch_op18", m)]
+
+
+def legacy_cases(out):
+    """out/legacy/test_X: models of opsets 1 to 6 in the onnx backend-test layout
+    (model.onnx, test_data_set_0/input_I.pb, output_I.pb), run by
+    tests/conformance (`conformance_legacy`). Neither onnxruntime (opset 7 on)
+    nor onnx's reference evaluator or version converter implements the old
+    broadcast with an axis, so the expected outputs are NumPy written from the
+    operator texts of onnx.defs (Add-6: B matches A's dims from axis on; PRelu-6:
+    a slope per channel; Reshape-1's shape and Concat-1's axis attributes;
+    consumed_inputs, a hint with no effect)."""
+    rng = np.random.default_rng(61)
+    f32 = lambda *s: rng.standard_normal(s).astype(np.float32)
+    root = os.path.join(out, "legacy")
+    if os.path.isdir(root):
+        shutil.rmtree(root)
+
+    def case(name, opset, node, ins, outs):
+        """ins: (name, array) graph inputs; outs: (name, expected array)."""
+        vi = lambda n, a: helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(a.dtype), list(a.shape))
+        g = helper.make_graph([node], name, [vi(n, a) for n, a in ins], [vi(n, a) for n, a in outs])
+        m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)], producer_name="tessel-gen")
+        m.ir_version = 3
+        d = os.path.join(root, "test_" + name)
+        os.makedirs(os.path.join(d, "test_data_set_0"))
+        onnx.save(m, os.path.join(d, "model.onnx"))
+        for kind, vals in (("input", ins), ("output", outs)):
+            for i, (n, a) in enumerate(vals):
+                with open(os.path.join(d, "test_data_set_0", f"{kind}_{i}.pb"), "wb") as f:
+                    f.write(numpy_helper.from_array(a, n).SerializeToString())
+
+    a, b = f32(2, 3, 4, 5), f32(3, 4)
+    case("add_axis1_op6", 6, helper.make_node("Add", ["a", "b"], ["y"], broadcast=1, axis=1),
+         [("a", a), ("b", b)], [("y", a + b[:, :, None])])
+    a, b = f32(2, 3, 4), f32(2)
+    case("mul_axis0_op6", 6, helper.make_node("Mul", ["a", "b"], ["y"], broadcast=1, axis=0),
+         [("a", a), ("b", b)], [("y", a * b[:, None, None])])
+    a, b = f32(2, 3, 4), f32(4)
+    case("sub_suffix_op6", 6, helper.make_node("Sub", ["a", "b"], ["y"], broadcast=1),
+         [("a", a), ("b", b)], [("y", a - b)])
+    a, b = f32(2, 3, 4), f32(1, 1)
+    case("div_one_element_op6", 6, helper.make_node("Div", ["a", "b"], ["y"], broadcast=1),
+         [("a", a), ("b", b)], [("y", a / b)])
+    a, b = f32(2, 3, 4), f32(2, 3)
+    case("greater_axis0_op6", 6, helper.make_node("Greater", ["a", "b"], ["y"], broadcast=1, axis=0),
+         [("a", a), ("b", b)], [("y", a > b[:, :, None])])
+    a, b = f32(3, 5), f32(3, 5)
+    case("add_same_shape_op6", 6, helper.make_node("Add", ["a", "b"], ["y"]), [("a", a), ("b", b)], [("y", a + b)])
+    x, sl = f32(2, 3, 4, 5), f32(3)
+    case("prelu_channel_op6", 6, helper.make_node("PRelu", ["x", "s"], ["y"]),
+         [("x", x), ("s", sl)], [("y", np.where(x > 0, x, x * sl[:, None, None]))])
+    x = f32(2, 3, 4)
+    case("reshape_attr_op4", 4, helper.make_node("Reshape", ["x"], ["y"], shape=[6, -1], consumed_inputs=[0]),
+         [("x", x)], [("y", x.reshape(6, -1))])
+    a, b = f32(2, 3), f32(2, 5)
+    case("concat_default_axis_op3", 3, helper.make_node("Concat", ["a", "b"], ["y"]),
+         [("a", a), ("b", b)], [("y", np.concatenate([a, b], axis=1))])
+    x = f32(2, 3)
+    case("relu_consumed_op1", 1, helper.make_node("Relu", ["x"], ["y"], consumed_inputs=[0]),
+         [("x", x)], [("y", np.maximum(x, 0))])
+    x, sc, bi, mu = f32(2, 3, 4), f32(3), f32(3), f32(3)
+    var = np.abs(f32(3)) + 0.5
+    y = (x - mu[:, None]) / np.sqrt(var[:, None] + np.float32(1e-3)) * sc[:, None] + bi[:, None]
+    case("batchnorm_is_test_op5", 5, helper.make_node("BatchNormalization", ["x", "s", "b", "m", "v"], ["y"],
+                                                      is_test=1, epsilon=1e-3, consumed_inputs=[0, 0, 0, 1, 1]),
+         [("x", x), ("s", sc), ("b", bi), ("m", mu), ("v", var)], [("y", y.astype(np.float32))])
+    x = f32(2, 3, 5)
+    case("dropout_is_test_op6", 6, helper.make_node("Dropout", ["x"], ["y"], is_test=1, ratio=0.4),
+         [("x", x)], [("y", x)])
 
 
 def ort_shapes(model):
@@ -1258,6 +1337,7 @@ def main():
     for stem, m in bad_models().items():
         onnx.save(m, os.path.join(out, "ops", stem + ".onnx"))
     save_graphfix_models(out)
+    legacy_cases(out)
     with open(os.path.join(out, "models.stamp"), "w") as f:
         f.write("generated by gen_models.py\n")
     print(f"gen_models: wrote 5 models and {len(manifest)} op models to {out}")
