@@ -33,6 +33,21 @@ ts_status imp_math_unary(imp *im, nctx *nc) {
     return st;
   }
   same_as_input(im, nc, 0, 0);
+  /* shape arithmetic: Neg and Abs of a known int tensor of constants (an
+   * axis counted from the end, as LayerNormalization's function body does) */
+  const known *kx = kv_get(im, nc->in[0]);
+  if ((nc->op == TG_OP_NEG || nc->op == TG_OP_ABS) && kx && x->ndim <= 1 &&
+      (x->dtype.code == IR_I64 || x->dtype.code == IR_I32)) {
+    bool ok = true;
+    for (int i = 0; i < kx->n && ok; i++) ok = !kx->d[i].sym && kx->d[i].value > INT64_MIN;
+    tg_dim *kd = ok ? TS_ANEWN(im->a, tg_dim, kx->n ? kx->n : 1) : NULL;
+    if (ok && !kd) return imp_oom(im);
+    for (int i = 0; ok && i < kx->n; i++) {
+      int64_t v = kx->d[i].value;
+      kd[i] = DC(nc->op == TG_OP_NEG || v < 0 ? -v : v);
+    }
+    if (ok) nc->okv = (known){kx->n, kd};
+  }
   switch (nc->op) {
   case TG_OP_ELU:
   case TG_OP_CELU: return imp_set_float(im, nc, "alpha", afloat(nc, "alpha", 1.0));

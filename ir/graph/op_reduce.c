@@ -1,5 +1,6 @@
 /* op_reduce.c — the reductions: ReduceMean, ReduceSum, Softmax,
- * LayerNormalization. Each operator's import handler (shape inference,
+ * LayerNormalization and RMSNormalization (one handler and one emitter:
+ * RMS is LayerNorm without the mean and the bias). Each operator's import handler (shape inference,
  * canonical axes) and its legalisation emitter; their rows are in ops.c.
  * docs/GRAPH.md ("Adding an operator"). */
 #include <inttypes.h>
@@ -27,11 +28,24 @@ ts_status imp_softmax(imp *im, nctx *nc) {
 ts_status imp_layernorm(imp *im, nctx *nc) {
   ts_status st = imp_unary(im, nc);
   if (st) return st;
-  for (int k = 1; k < nc->nout; k++)
-    if (nc->outname[k]) return imp_nerr(im, nc, TS_EUNSUPPORTED, "output %d (%s, a training statistic) is not supported", k, nc->outname[k]);
   const tg_value *x = IN(im, nc, 0);
   int64_t ax = aint(nc, "axis", -1);
   if (!imp_norm_axis(&ax, x->ndim, false)) return imp_nerr(im, nc, TS_EINVAL, "axis %" PRId64 " is out of range for rank %d", aint(nc, "axis", -1), x->ndim);
+  /* Mean and InvStdDev (LayerNormalization's outputs 1 and 2): X's dims
+   * before axis, ones after, in the stash type; the emitter computes them
+   * in X's type, so they are taken where the two agree */
+  bool stats = false;
+  for (int k = 1; k < nc->nout; k++) stats |= nc->outname[k] != NULL;
+  if (stats) {
+    int64_t stash = aint(nc, "stash_type", 1);
+    char b1[16];
+    if (!(stash == 1 && x->dtype.code == IR_F32 && x->dtype.lanes == 1))
+      return imp_nerr(im, nc, TS_EUNSUPPORTED, "outputs Mean/InvStdDev of %s X with stash_type %" PRId64 " (float32 X only)",
+                      ir_dtype_str(x->dtype, b1, sizeof b1), stash);
+    tg_dim sd[MAX_RANK];
+    for (int i = 0; i < x->ndim; i++) sd[i] = i < ax ? x->dims[i] : DC(1);
+    for (int k = 1; k < nc->nout; k++) set_out(nc, k, x->dtype, x->ndim, sd);
+  }
   for (int i = 1; i < nc->nin; i++) {
     const tg_value *s = IN(im, nc, i);
     if (!s) continue;
@@ -47,7 +61,7 @@ ts_status imp_layernorm(imp *im, nctx *nc) {
   if ((st = imp_set_int(im, nc, "axis", ax)) || (st = imp_set_float(im, nc, "epsilon", afloat(nc, "epsilon", 1e-5))) ||
       (st = imp_set_int(im, nc, "stash_type", aint(nc, "stash_type", 1))))
     return st;
-  nc->nout = 1;
+  if (!stats) nc->nout = 1;
   return TS_OK;
 }
 
@@ -171,8 +185,11 @@ void lg_emit_layernorm(lg_kernel *k, const tg_node *n, const char *const *in, co
   lg_tmpname(mean, sizeof mean, o, "mean");
   lg_tmpname(sq, sizeof sq, o, "sqsum");
   lg_tmpname(rstd, sizeof rstd, o, "rstd");
-  lg_let_dims(k, sm, x->dtype, nk, kd);
-  lg_let_dims(k, mean, x->dtype, nk, kd);
+  bool rms = lg_node_op(n) == TG_OP_RMS_NORM;
+  if (!rms) {
+    lg_let_dims(k, sm, x->dtype, nk, kd);
+    lg_let_dims(k, mean, x->dtype, nk, kd);
+  }
   lg_let_dims(k, sq, x->dtype, nk, kd);
   lg_let_dims(k, rstd, x->dtype, nk, kd);
   tb c;
@@ -186,21 +203,28 @@ void lg_emit_layernorm(lg_kernel *k, const tg_node *n, const char *const *in, co
   tb_reset(&mk);
   lg_kept_index(&mk, mean, r, red);
   tb_reset(&b);
-  lg_kept_index(&b, sm, r, red);
-  tb_printf(&b, " += %s", xr.s);
-  lg_red_for(k, &b, x, red);
-  lg_stmt(k, &b);
-  tb_reset(&b);
-  lg_kept_index(&b, mean, r, red);
-  tb_printf(&b, " = ");
-  lg_kept_index(&b, sm, r, red);
-  tb_printf(&b, " / %s", cnt);
-  lg_stmt(k, &b);
-  tb_reset(&b);
-  lg_kept_index(&b, sq, r, red);
-  tb_printf(&b, " += (%s - %s) * (%s - %s)", xr.s, mk.s, xr.s, mk.s);
-  lg_red_for(k, &b, x, red);
-  lg_stmt(k, &b);
+  if (rms) { /* RMSNormalization: no mean */
+    lg_kept_index(&b, sq, r, red);
+    tb_printf(&b, " += %s * %s", xr.s, xr.s);
+    lg_red_for(k, &b, x, red);
+    lg_stmt(k, &b);
+  } else {
+    lg_kept_index(&b, sm, r, red);
+    tb_printf(&b, " += %s", xr.s);
+    lg_red_for(k, &b, x, red);
+    lg_stmt(k, &b);
+    tb_reset(&b);
+    lg_kept_index(&b, mean, r, red);
+    tb_printf(&b, " = ");
+    lg_kept_index(&b, sm, r, red);
+    tb_printf(&b, " / %s", cnt);
+    lg_stmt(k, &b);
+    tb_reset(&b);
+    lg_kept_index(&b, sq, r, red);
+    tb_printf(&b, " += (%s - %s) * (%s - %s)", xr.s, mk.s, xr.s, mk.s);
+    lg_red_for(k, &b, x, red);
+    lg_stmt(k, &b);
+  }
   tb_reset(&b);
   lg_kept_index(&b, rstd, r, red);
   tb_printf(&b, " = rsqrt(");
@@ -211,7 +235,8 @@ void lg_emit_layernorm(lg_kernel *k, const tg_node *n, const char *const *in, co
   tb_reset(&xk);
   lg_lhs(&xk, in[0], r);
   lg_lhs(&b, o, r);
-  tb_printf(&b, " = (%s - %s) * ", xk.s, mk.s);
+  if (rms) tb_printf(&b, " = %s * ", xk.s);
+  else tb_printf(&b, " = (%s - %s) * ", xk.s, mk.s);
   lg_kept_index(&b, rstd, r, red);
   tb_printf(&b, " * ");
   lg_load_bcast(k, &b, in[1], n->inputs[1], r, x->dims);

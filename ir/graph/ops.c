@@ -47,6 +47,7 @@ R(TG_OP_GELU,                "Gelu",               "gelu",              20, 0, 1
 R(TG_OP_CLIP,                "Clip",               "clip",               6, 0, 1, 3,  1, 1, "f:min<11 f:max<11",                             imp_clip,        lg_emit_unary,           1, EW, NULL, PARAMS),
 R(TG_OP_SOFTMAX,             "Softmax",            "softmax",            1, 0, 1, 1,  1, 1, "i:axis",                       imp_softmax,     lg_emit_softmax,         1, RED, NULL, 0),
 R(TG_OP_LAYER_NORM,          "LayerNormalization", "layer_norm",        17, 0, 2, 3,  1, 3, "i:axis f:epsilon i:stash_type", imp_layernorm,  lg_emit_layernorm,       2, RED, NULL, 0),
+R(TG_OP_RMS_NORM,            "RMSNormalization",   "rms_norm",          23, 0, 2, 2,  1, 1, "i:axis f:epsilon i:stash_type", imp_layernorm,  lg_emit_layernorm,       2, RED, NULL, 0),
 R(TG_OP_BATCH_NORM,          "BatchNormalization", "batch_norm",         1, 0, 5, 5,  1, 5, "f:epsilon f:momentum i:spatial<9 i:training_mode@14 i:is_test<7", imp_batchnorm, lg_emit_batchnorm, 5, BC, NULL, 0),
 R(TG_OP_MAX_POOL,            "MaxPool",            "max_pool2d",         1, 0, 1, 1,  1, 2, POOL_ATTRS " i:storage_order@8",  imp_pool,        lg_emit_pool,            1, OUT, NULL, 0, tg_qdq_move),
 R(TG_OP_AVERAGE_POOL,        "AveragePool",        "avg_pool2d",         1, 0, 1, 1,  1, 1, AVGPOOL_ATTRS,                  imp_pool,        lg_emit_pool,            1, OUT, NULL, 0),

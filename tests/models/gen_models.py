@@ -335,6 +335,8 @@ def op_models():
     add("clip_max", 21, "Clip", [("x", [2, 3, 5]), ("", None), ("hi", np.array(6.0, np.float32))])
     add("softmax", 13, "Softmax", [("x", [2, 3, 5])], attrs=dict(axis=1))
     add("layernorm", 17, "LayerNormalization", [("x", [2, 3, 8]), ("s", f32(8)), ("b", f32(8))], attrs=dict(axis=-1, epsilon=1e-3))
+    add("layernorm_stats", 17, "LayerNormalization", [("x", [2, 3, 5]), ("s", f32(3, 5))], outs=("y", "mean", "istd"),
+        attrs=dict(axis=1))
     add("batchnorm", 15, "BatchNormalization", [X, ("s", f32(3)), ("b", f32(3)), ("m", f32(3)), ("v", np.abs(f32(3)) + 0.5)])
     add("maxpool", 13, "MaxPool", [X], attrs=dict(kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1]))
     add("maxpool_ceil", 18, "MaxPool", [("x", [1, 2, 7, 7])], attrs=dict(kernel_shape=[2, 2], strides=[2, 2], ceil_mode=1))
@@ -399,6 +401,8 @@ def op_models():
     m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 21)], producer_name="tessel-gen")
     m.ir_version = 9
     M.append(("constant_floats_op21", 21, m))
+    add("rmsnorm", 23, "RMSNormalization", [("x", [2, 3, 5]), ("s", f32(5))], attrs=dict(epsilon=1e-4))
+    add("rmsnorm_axis", 23, "RMSNormalization", [("x", [2, 3, 5]), ("s", f32(3, 1))], attrs=dict(axis=1))
     # -- legacy opsets (7-12) and the ops of op_legacy.c: LRN, Dropout, Sum/Mean/Max/Min --
     add("softmax_coerce", 11, "Softmax", [("x", [2, 3, 5])], attrs=dict(axis=1))  # over 3*5, not 3
     add("softmax_default", 9, "Softmax", [("x", [2, 3, 4])])  # axis 1 by default before 13
