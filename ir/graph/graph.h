@@ -138,6 +138,7 @@
   X(TG_OP_RESIZE, "Resize")                      \
   X(TG_OP_UPSAMPLE, "Upsample")                  \
   X(TG_OP_RMS_NORM, "RMSNormalization")          \
+  X(TG_OP_SHRINK, "Shrink")                      \
   X(TG_OP_CALL, "tessel.call")
 
 typedef enum {

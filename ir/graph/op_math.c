@@ -54,6 +54,9 @@ ts_status imp_math_unary(imp *im, nctx *nc) {
   case TG_OP_SELU:
     if ((st = imp_set_float(im, nc, "alpha", afloat(nc, "alpha", 1.67326319217681884765625)))) return st;
     return imp_set_float(im, nc, "gamma", afloat(nc, "gamma", 1.05070102214813232421875));
+  case TG_OP_SHRINK:
+    if ((st = imp_set_float(im, nc, "lambd", afloat(nc, "lambd", 0.5)))) return st;
+    return imp_set_float(im, nc, "bias", afloat(nc, "bias", 0.0));
   case TG_OP_HARD_SIGMOID:
     if ((st = imp_set_float(im, nc, "alpha", afloat(nc, "alpha", 0.2)))) return st;
     return imp_set_float(im, nc, "beta", afloat(nc, "beta", 0.5));
@@ -171,6 +174,15 @@ static void unary_expr(lg_kernel *k, const tg_node *n, tg_op op, ir_dtype t, con
     tb_printf(b, "max(0.0, min(1.0, %s * %s + %s))", flit(tg_attr_float(n, "alpha", 0.2), a), X,
               flit(tg_attr_float(n, "beta", 0.5), c));
     break;
+  case TG_OP_SHRINK: { /* x + bias below -lambd, x - bias above lambd, 0 between */
+    char l[48], nl[48];
+    double lam = tg_attr_float(n, "lambd", 0.5);
+    flit(lam, l);
+    flit(-lam, nl);
+    flit(tg_attr_float(n, "bias", 0.0), c);
+    tb_printf(b, "select(%s < %s, %s + %s, select(%s > %s, %s - %s, 0.0))", X, nl, X, c, X, l, X, c);
+    break;
+  }
   case TG_OP_HARD_SWISH: tb_printf(b, "%s * max(0.0, min(1.0, %s * 0.166666672 + 0.5))", X, X); break;
   case TG_OP_MISH: tb_printf(b, "%s * tanh(max(%s, 0.0) + log(1.0 + exp(0.0 - abs(%s))))", X, X, X); break;
   default: lg_fail(k, TS_EINTERNAL, n, "not a unary maths op"); break;

@@ -401,6 +401,8 @@ def op_models():
     m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 21)], producer_name="tessel-gen")
     m.ir_version = 9
     M.append(("constant_floats_op21", 21, m))
+    add("shrink", 9, "Shrink", [("x", [2, 3, 5])], attrs=dict(lambd=0.3, bias=0.1))
+    add("shrink_default", 9, "Shrink", [("x", [4, 7])])
     add("rmsnorm", 23, "RMSNormalization", [("x", [2, 3, 5]), ("s", f32(5))], attrs=dict(epsilon=1e-4))
     add("rmsnorm_axis", 23, "RMSNormalization", [("x", [2, 3, 5]), ("s", f32(3, 1))], attrs=dict(axis=1))
     # -- legacy opsets (7-12) and the ops of op_legacy.c: LRN, Dropout, Sum/Mean/Max/Min --
