@@ -262,112 +262,87 @@ START_TEST(local_share_mutates_the_best) {
 }
 END_TEST
 
-START_TEST(replay_cache_is_transparent) {
-  /* The replay cache changes nothing but the cost: a search with it and one
-   * without, same seed, same measured records, propose the same candidates
-   * in the same order over two batches, and the cached one serves replays
-   * from the cache (the measured seeds at least) in the second. */
+/* Two searches of workload spec, same seed, options o1 and o2, each fed
+ * the same made-up times for the candidates they propose: over nb batches
+ * of 8 they must propose the same candidates in the same order. With
+ * same_replays, after each batch they must also have replayed as often.
+ * Their stats at the end go to s1 and s2. */
+static void twin_searches(const char *spec, const srch_evo_opts *o1, const srch_evo_opts *o2, uint64_t seed, int nb,
+                          bool same_replays, srch_evo_stats *s1, srch_evo_stats *s2) {
   ts_arena a;
   ts_arena_init(&a);
-  ir_func *f = tu_workload(&a, "matmul:m=24,n=40,k=12");
+  ir_func *f = tu_workload(&a, spec);
   cg_target t = host();
-  srch_evo_opts o;
-  srch_evo_opts_default(&o);
-  o.population = 48;
-  o.init_min_unmeasured = 12;
-  srch_evo_opts on = o;
-  o.no_replay_cache = true;
   ts_diag d;
   ts_diag_clear(&d);
-  srch_evo *ec = srch_evo_new(f, &t, &on, 11, &d), *eu = srch_evo_new(f, &t, &o, 11, &d);
-  ck_assert_ptr_nonnull(ec);
-  ck_assert_ptr_nonnull(eu);
-  cm_model *mc = cm_random_new(2), *mu = cm_random_new(2);
-  srch_evo_stats st;
-  for (int b = 0; b < 2; b++) {
+  srch_evo *e1 = srch_evo_new(f, &t, o1, seed, &d), *e2 = srch_evo_new(f, &t, o2, seed, &d);
+  ck_assert_ptr_nonnull(e1);
+  ck_assert_ptr_nonnull(e2);
+  cm_model *m1 = cm_random_new(seed), *m2 = cm_random_new(seed);
+  for (int b = 0; b < nb; b++) {
     srch_candidate *c1 = NULL, *c2 = NULL;
     int n1 = 0, n2 = 0;
-    ck_assert_int_eq(srch_evo_next_batch(ec, mc, 8, &c1, &n1, &d), TS_OK);
-    ck_assert_int_eq(srch_evo_next_batch(eu, mu, 8, &c2, &n2, &d), TS_OK);
+    ck_assert_int_eq(srch_evo_next_batch(e1, m1, 8, &c1, &n1, &d), TS_OK);
+    ck_assert_int_eq(srch_evo_next_batch(e2, m2, 8, &c2, &n2, &d), TS_OK);
     ck_assert_int_gt(n1, 0);
     ck_assert_int_eq(n1, n2);
+    srch_evo_get_stats(e1, s1);
+    srch_evo_get_stats(e2, s2);
+    if (same_replays) ck_assert_msg(s1->replays == s2->replays, "batch %d: %ld replays against %ld", b, s1->replays, s2->replays);
     for (int i = 0; i < n1; i++) {
-      ck_assert_uint_eq(c1[i].hash, c2[i].hash);
+      ck_assert_msg(c1[i].hash == c2[i].hash, "batch %d, candidate %d differs between the two searches", b, i);
       double secs = 1e-3 * (1 + (double)((c1[i].hash >> 7) % 97)); /* a made-up time */
-      srch_evo_notify(ec, c1[i].trace, c1[i].hash, secs, &d);
-      srch_evo_notify(eu, c2[i].trace, c2[i].hash, secs, &d);
+      srch_evo_notify(e1, c1[i].trace, c1[i].hash, secs, &d);
+      srch_evo_notify(e2, c2[i].trace, c2[i].hash, secs, &d);
       srch_candidate_fini(&c1[i]);
       srch_candidate_fini(&c2[i]);
     }
     ts_free(c1);
     ts_free(c2);
   }
-  srch_evo_get_stats(ec, &st);
+  cm_model_free(m1);
+  cm_model_free(m2);
+  srch_evo_free(e1);
+  srch_evo_free(e2);
+  ts_arena_fini(&a);
+}
+
+START_TEST(replay_cache_is_transparent) {
+  /* The replay cache changes nothing but the cost: a search with it and one
+   * without propose the same candidates in the same order over two
+   * batches, and the cached one serves replays from the cache (the
+   * measured seeds at least) in the second. */
+  srch_evo_opts on;
+  srch_evo_opts_default(&on);
+  on.population = 48;
+  on.init_min_unmeasured = 12;
+  srch_evo_opts off = on;
+  off.no_replay_cache = true;
+  srch_evo_stats st, su;
+  twin_searches("matmul:m=24,n=40,k=12", &on, &off, 11, 2, false, &st, &su);
   ck_assert_int_gt(st.cache_hits, 0);
-  srch_evo_stats su;
-  srch_evo_get_stats(eu, &su);
   ck_assert_int_eq(su.cache_hits, 0);
   ck_assert_int_eq(st.replays + st.cache_hits, su.replays);
-  cm_model_free(mc);
-  cm_model_free(mu);
-  srch_evo_free(ec);
-  srch_evo_free(eu);
-  ts_arena_fini(&a);
 }
 END_TEST
 
 START_TEST(thread_count_changes_nothing) {
-  /* One worker or six, same seed, same measured records: the same
-   * candidates in the same order, at the same replay cost, batch after
-   * batch. (The unchanged copies of a parent were once given to whichever
-   * child got there first, so the children, and the replays they cost,
-   * varied with the workers' timing.) */
-  ts_arena a;
-  ts_arena_init(&a);
-  ir_func *f = tu_workload(&a, "matmul:m=48,n=36,k=20");
-  cg_target t = host();
-  srch_evo_opts o;
-  srch_evo_opts_default(&o);
-  o.population = 96;
-  o.init_min_unmeasured = 16;
-  o.no_replay_cache = true;
-  o.mutate_prob = 0.3; /* most children draw an unchanged copy: many draw the same parent */
-  srch_evo_opts o1 = o, o6 = o;
+  /* One worker or six: the same candidates in the same order, at the same
+   * replay cost, batch after batch. (The unchanged copies of a parent were
+   * once given to whichever child got there first, so the children, and
+   * the replays they cost, varied with the workers' timing: 3 runs in 8
+   * failed.) */
+  srch_evo_opts o1;
+  srch_evo_opts_default(&o1);
+  o1.population = 96;
+  o1.init_min_unmeasured = 16;
+  o1.no_replay_cache = true;
+  o1.mutate_prob = 0.3; /* most children draw an unchanged copy: many draw the same parent */
+  srch_evo_opts o6 = o1;
   o1.num_threads = 1;
   o6.num_threads = 6;
-  ts_diag d;
-  ts_diag_clear(&d);
-  srch_evo *e1 = srch_evo_new(f, &t, &o1, 5, &d), *e6 = srch_evo_new(f, &t, &o6, 5, &d);
-  ck_assert_ptr_nonnull(e1);
-  ck_assert_ptr_nonnull(e6);
-  cm_model *m1 = cm_random_new(4), *m6 = cm_random_new(4);
-  for (int b = 0; b < 3; b++) {
-    srch_candidate *c1 = NULL, *c6 = NULL;
-    int n1 = 0, n6 = 0;
-    ck_assert_int_eq(srch_evo_next_batch(e1, m1, 12, &c1, &n1, &d), TS_OK);
-    ck_assert_int_eq(srch_evo_next_batch(e6, m6, 12, &c6, &n6, &d), TS_OK);
-    ck_assert_int_gt(n1, 0);
-    ck_assert_int_eq(n1, n6);
-    srch_evo_stats s1, s6;
-    srch_evo_get_stats(e1, &s1);
-    srch_evo_get_stats(e6, &s6);
-    ck_assert_msg(s1.replays == s6.replays, "batch %d: %ld replays on 1 worker, %ld on 6", b, s1.replays, s6.replays);
-    for (int i = 0; i < n1; i++) {
-      ck_assert_msg(c1[i].hash == c6[i].hash, "batch %d, candidate %d differs between 1 and 6 workers", b, i);
-      double secs = 1e-3 * (1 + (double)((c1[i].hash >> 9) % 89)); /* a made-up time */
-      srch_evo_notify(e1, c1[i].trace, c1[i].hash, secs, &d);
-      srch_evo_notify(e6, c6[i].trace, c6[i].hash, secs, &d);
-      srch_candidate_fini(&c1[i]);
-      srch_candidate_fini(&c6[i]);
-    }
-    ts_free(c1);
-    ts_free(c6);
-  }
-  cm_model_free(m1);
-  cm_model_free(m6);
-  srch_evo_free(e1);
-  srch_evo_free(e6);
-  ts_arena_fini(&a);
+  srch_evo_stats s1, s6;
+  twin_searches("matmul:m=48,n=36,k=20", &o1, &o6, 5, 3, true, &s1, &s6);
 }
 END_TEST
 
