@@ -70,7 +70,7 @@ ts_status imp_legacy_broadcast(imp *im, nctx *nc) {
   if (!has_axis) axis = ra - rb; /* suffix matching */
   if (axis < 0 || axis > ra - rb)
     return imp_nerr(im, nc, TS_EINVAL, "axis=%" PRId64 ": B (%s) of rank %d does not fit in A (%s) of rank %d from there",
-                    aint(nc, "axis", 0), b->name, rb, a->name, ra);
+                    axis, b->name, rb, a->name, ra);
   for (int k = 0; k < rb; k++) {
     tg_dim x = a->dims[axis + k], y = b->dims[k];
     if (!tg_dim_eq(x, y) && !(!y.sym && y.value == 1)) {

@@ -38,12 +38,12 @@ ts_status imp_math_unary(imp *im, nctx *nc) {
   const known *kx = kv_get(im, nc->in[0]);
   if ((nc->op == TG_OP_NEG || nc->op == TG_OP_ABS) && kx && x->ndim <= 1 &&
       (x->dtype.code == IR_I64 || x->dtype.code == IR_I32)) {
+    tg_dim *kd = TS_ANEWN(im->a, tg_dim, kx->n ? kx->n : 1);
+    if (!kd) return imp_oom(im);
     bool ok = true;
-    for (int i = 0; i < kx->n && ok; i++) ok = !kx->d[i].sym && kx->d[i].value > INT64_MIN;
-    tg_dim *kd = ok ? TS_ANEWN(im->a, tg_dim, kx->n ? kx->n : 1) : NULL;
-    if (ok && !kd) return imp_oom(im);
-    for (int i = 0; ok && i < kx->n; i++) {
+    for (int i = 0; i < kx->n && ok; i++) {
       int64_t v = kx->d[i].value;
+      ok = !kx->d[i].sym && v > INT64_MIN;
       kd[i] = DC(nc->op == TG_OP_NEG || v < 0 ? -v : v);
     }
     if (ok) nc->okv = (known){kx->n, kd};

@@ -203,12 +203,7 @@ void lg_emit_layernorm(lg_kernel *k, const tg_node *n, const char *const *in, co
   tb_reset(&mk);
   lg_kept_index(&mk, mean, r, red);
   tb_reset(&b);
-  if (rms) { /* RMSNormalization: no mean */
-    lg_kept_index(&b, sq, r, red);
-    tb_printf(&b, " += %s * %s", xr.s, xr.s);
-    lg_red_for(k, &b, x, red);
-    lg_stmt(k, &b);
-  } else {
+  if (!rms) { /* the mean first; RMSNormalization has none */
     lg_kept_index(&b, sm, r, red);
     tb_printf(&b, " += %s", xr.s);
     lg_red_for(k, &b, x, red);
@@ -220,11 +215,12 @@ void lg_emit_layernorm(lg_kernel *k, const tg_node *n, const char *const *in, co
     tb_printf(&b, " / %s", cnt);
     lg_stmt(k, &b);
     tb_reset(&b);
-    lg_kept_index(&b, sq, r, red);
-    tb_printf(&b, " += (%s - %s) * (%s - %s)", xr.s, mk.s, xr.s, mk.s);
-    lg_red_for(k, &b, x, red);
-    lg_stmt(k, &b);
   }
+  lg_kept_index(&b, sq, r, red);
+  if (rms) tb_printf(&b, " += %s * %s", xr.s, xr.s);
+  else tb_printf(&b, " += (%s - %s) * (%s - %s)", xr.s, mk.s, xr.s, mk.s);
+  lg_red_for(k, &b, x, red);
+  lg_stmt(k, &b);
   tb_reset(&b);
   lg_kept_index(&b, rstd, r, red);
   tb_printf(&b, " = rsqrt(");

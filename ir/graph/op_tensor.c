@@ -39,7 +39,7 @@ ts_status imp_reshape(imp *im, nctx *nc) {
   if (im->opset < 5) { /* the shape is an attribute */
     int n;
     const int64_t *v = aints(nc, "shape", &n);
-    if (!v && n == 0 && !A(nc, "shape")) return imp_nerr(im, nc, TS_EINVAL, "before opset 5 the attribute shape is required");
+    if (!A(nc, "shape")) return imp_nerr(im, nc, TS_EINVAL, "before opset 5 the attribute shape is required");
     if (nc->nin > 1) return imp_nerr(im, nc, TS_EINVAL, "%d inputs; before opset 5 Reshape takes one (shape is an attribute)", nc->nin);
     if (n > MAX_RANK) return imp_nerr(im, nc, TS_EUNSUPPORTED, "target rank %d above %d", n, MAX_RANK);
     legacy.n = n;
