@@ -18,7 +18,8 @@
 ts_status imp_unary(imp *im, nctx *nc) {
   ts_status st = imp_need_input(im, nc, 0, "X");
   if (st) return st;
-  if (nc->op != TG_OP_IDENTITY && nc->op != TG_OP_RELU && (st = imp_need_float(im, nc, 0))) return st;
+  if (nc->op != TG_OP_IDENTITY && nc->op != TG_OP_RELU && nc->op != TG_OP_TRANSPOSE && (st = imp_need_float(im, nc, 0)))
+    return st;
   same_as_input(im, nc, 0, 0);
   if (nc->op == TG_OP_IDENTITY) {
     const known *k = kv_get(im, nc->in[0]);
@@ -46,7 +47,10 @@ static bool kv_arith(imp *im, tg_op op, tg_dim x, tg_dim y, tg_dim *r) {
   bool yzero = !y.sym && y.value == 0, xzero = !x.sym && x.value == 0;
   switch (op) {
     case TG_OP_ADD: *r = yzero ? x : y; return yzero || xzero;
-    case TG_OP_SUB: *r = x; return yzero;
+    case TG_OP_SUB: /* x - 0, or a size minus itself (key length - query length) */
+      if (tg_dim_eq(x, y)) *r = DC(0);
+      else *r = x;
+      return yzero || tg_dim_eq(x, y);
     case TG_OP_MUL: return tg_dim_mul(im->a, x, y, r);
     default: return !yzero && tg_dim_div(im->a, x, y, r); /* sizes are >= 0: exact quotients truncate alike */
   }
@@ -68,7 +72,8 @@ ts_status imp_binary(imp *im, nctx *nc) {
   set_out(nc, 0, a->dtype, nd, dims);
   /* shape arithmetic on known int tensors (a scalar or 1-D each): constants
    * fold as in C (Div truncates toward zero); a symbolic element multiplies
-   * and divides exactly as a monomial (dim.c), adds only 0 */
+   * and divides exactly as a monomial (dim.c), adds only 0, and subtracts
+   * 0 or itself */
   const known *ka = kv_get(im, nc->in[0]), *kb = kv_get(im, nc->in[1]);
   if (nc->op != TG_OP_POW && (a->dtype.code == IR_I64 || a->dtype.code == IR_I32) && a->ndim <= 1 && b->ndim <= 1 &&
       ka && kb && (ka->n == kb->n || ka->n == 1 || kb->n == 1)) {

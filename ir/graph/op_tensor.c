@@ -102,6 +102,37 @@ ts_status imp_reshape(imp *im, nctx *nc) {
   return TS_OK;
 }
 
+/* Known contents of a data movement: output element (j_0, .., j_r-1) of
+ * shape od reads x at index start[a] + j_b * step[a] on each axis a, where b
+ * = a, or the output axis that perm (output axis -> input axis) maps to a.
+ * Sets nc->okv when x's contents are known, every dim is a constant and
+ * the result is small; otherwise leaves it unset (the node runs). */
+static ts_status known_gather(imp *im, nctx *nc, const tg_value *x, int r, const tg_dim *od, const int64_t *start,
+                              const int64_t *step, const int64_t *perm) {
+  const known *k = kv_get(im, nc->in[0]);
+  if (!k || r > MAX_RANK) return TS_OK;
+  int64_t n = 1, xs[MAX_RANK] = {0};
+  for (int a = r - 1; a >= 0; a--) {
+    if (x->dims[a].sym || od[a].sym) return TS_OK;
+    xs[a] = a == r - 1 ? 1 : xs[a + 1] * x->dims[a + 1].value;
+  }
+  for (int a = 0; a < r; a++) n *= od[a].value;
+  if (n > MAX_KNOWN || (r ? xs[0] * x->dims[0].value : 1) != k->n) return TS_OK;
+  tg_dim *d = TS_ANEWN(im->a, tg_dim, n ? n : 1);
+  if (!d) return imp_oom(im);
+  for (int64_t j = 0; j < n; j++) {
+    int64_t rest = j, src = 0;
+    for (int b = r - 1; b >= 0; b--) {
+      int64_t jb = rest % od[b].value, a = perm ? perm[b] : b;
+      rest /= od[b].value;
+      src += (start[a] + jb * step[a]) * xs[a];
+    }
+    d[j] = k->d[src];
+  }
+  nc->okv = (known){(int)n, d};
+  return TS_OK;
+}
+
 ts_status imp_transpose(imp *im, nctx *nc) {
   ts_status st = imp_unary(im, nc);
   if (st) return st;
@@ -120,6 +151,9 @@ ts_status imp_transpose(imp *im, nctx *nc) {
     od[i] = x->dims[perm[i]];
   }
   set_out(nc, 0, x->dtype, x->ndim, od);
+  int64_t zero[MAX_RANK] = {0}, one[MAX_RANK];
+  for (int i = 0; i < x->ndim; i++) one[i] = 1;
+  if ((st = known_gather(im, nc, x, x->ndim, od, zero, one, perm))) return st;
   return imp_set_ints(im, nc, "perm", perm, x->ndim);
 }
 
@@ -303,15 +337,11 @@ ts_status imp_slice(imp *im, nctx *nc) {
     od[a] = DC(len);
   }
   set_out(nc, 0, x->dtype, r, od);
-  /* known 1-D contents slice along */
-  const known *k = kv_get(im, nc->in[0]);
-  if (k && r == 1 && ns == 1 && !x->dims[0].sym && !od[0].sym) {
-    int64_t len = od[0].value;
-    tg_dim *d = TS_ANEWN(im->a, tg_dim, len ? len : 1);
-    if (!d) return imp_oom(im);
-    for (int64_t j = 0; j < len; j++) d[j] = k->d[S[0] + j * ST[0]];
-    nc->okv = (known){(int)len, d};
-  }
+  /* known contents slice along: output element j reads x at start + j * step per axis */
+  int64_t ast[MAX_RANK], astep[MAX_RANK];
+  for (int a = 0; a < r; a++) ast[a] = 0, astep[a] = 1;
+  for (int i = 0; i < ns; i++) ast[AX[i]] = S[i], astep[AX[i]] = ST[i];
+  if ((st = known_gather(im, nc, x, r, od, ast, astep, NULL))) return st;
   drop_inputs(nc, 1);
   if ((st = imp_set_ints(im, nc, "starts", S, ns)) || (st = imp_set_ints(im, nc, "ends", E, ns)) ||
       (st = imp_set_ints(im, nc, "axes", AX, ns)) || (st = imp_set_ints(im, nc, "steps", ST, ns)))

@@ -707,6 +707,33 @@ def dyn_models():
           [helper.make_tensor_value_info("x", F, ["batch", 5])], [], 13)
     model("dropout_mask9", [N("Dropout", ["x"], ["o", "m"]), N("Add", ["o", "m"], ["y"])],
           [helper.make_tensor_value_info("x", F, ["batch", 5])], [], 9)
+    # torch's F.pad through the TorchScript exporter (swin_t): the pads list reversed pairwise
+    # at import, Concat -> Reshape [-1, 2] -> Slice step -1 -> Transpose -> Reshape [-1], with
+    # a pad width computed from the shape ((4 - 5 % 4) % 4 = 3 on the last axis)
+    model("pad_reversed", [N("Shape", ["x"], ["s"]), N("Gather", ["s", "i2"], ["w"], axis=0),
+                           N("Mod", ["w", "four"], ["wm"]), N("Sub", ["four", "wm"], ["ws"]), N("Mod", ["ws", "four"], ["pw"]),
+                           N("Unsqueeze", ["pw", "ax0"], ["pwu"]), N("Concat", ["zero1", "pwu", "zeros4"], ["p6"], axis=0),
+                           N("Reshape", ["p6", "m12"], ["p32"]),
+                           N("Slice", ["p32", "m1", "mbig", "ax0", "m1"], ["prev"]),
+                           N("Transpose", ["prev"], ["pt"], perm=[1, 0]), N("Reshape", ["pt", "m1"], ["pads"]),
+                           N("Cast", ["pads"], ["pads64"], to=I64), N("Pad", ["x", "pads64", "cval"], ["y"])],
+          [helper.make_tensor_value_info("x", F, ["batch", 3, 5])],
+          [numpy_helper.from_array(i64(2).reshape(()), "i2"), numpy_helper.from_array(i64(4).reshape(()), "four"),
+           numpy_helper.from_array(i64(0), "ax0"), numpy_helper.from_array(i64(0), "zero1"),
+           numpy_helper.from_array(i64(0, 0, 0, 0), "zeros4"), numpy_helper.from_array(i64(-1, 2), "m12"),
+           numpy_helper.from_array(i64(-1), "m1"), numpy_helper.from_array(i64(-(2**62)), "mbig"),
+           numpy_helper.from_array(np.array(0.5, np.float32), "cval")])
+    # GPT-Neo's causal-mask slice: the start is key length - query length, a size minus itself
+    model("slice_sub_self", [N("Shape", ["x"], ["s"]), N("Gather", ["s", "i0"], ["n"], axis=0),
+                             N("Sub", ["n", "n"], ["st"]), N("Unsqueeze", ["st", "ax0"], ["stu"]),
+                             N("Slice", ["x", "stu", "three", "one1"], ["y"])],
+          [helper.make_tensor_value_info("x", F, ["batch", 3, 5])],
+          [numpy_helper.from_array(i64(0).reshape(()), "i0"), numpy_helper.from_array(i64(0), "ax0"),
+           numpy_helper.from_array(i64(3), "three"), numpy_helper.from_array(i64(1), "one1")])
+    # an int64 tensor transposed at run time (Transpose moves any dtype)
+    model("transpose_i64", [N("Cast", ["x"], ["xi"], to=I64), N("Transpose", ["xi"], ["t"], perm=[2, 0, 1]),
+                            N("Cast", ["t"], ["y"], to=F)],
+          [helper.make_tensor_value_info("x", F, ["batch", 3, 5])], [])
     # a bool mask flattened (Flatten moves any dtype)
     model("flatten_bool", [N("Greater", ["x", "zf"], ["g"]), N("Flatten", ["g"], ["fg"], axis=1),
                            N("Where", ["fg", "x2", "zf"], ["y"])],
