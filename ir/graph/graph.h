@@ -139,6 +139,9 @@
   X(TG_OP_UPSAMPLE, "Upsample")                  \
   X(TG_OP_RMS_NORM, "RMSNormalization")          \
   X(TG_OP_SHRINK, "Shrink")                      \
+  X(TG_OP_IS_NAN, "IsNaN")                       \
+  X(TG_OP_IS_INF, "IsInf")                       \
+  X(TG_OP_ATTENTION, "Attention")                \
   X(TG_OP_CALL, "tessel.call")
 
 typedef enum {

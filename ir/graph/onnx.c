@@ -528,7 +528,7 @@ static const char *data_dependent_shape(const char *op) {
   return NULL;
 }
 
-static ts_status import_node(imp *im, const Onnx__NodeProto *np, size_t index) {
+ts_status imp_import_node(imp *im, const Onnx__NodeProto *np, size_t index) {
   nctx *nc = ts_calloc(1, sizeof *nc);
   if (!nc) return imp_oom(im);
   ts_status st = TS_OK;
@@ -601,7 +601,7 @@ static ts_status import_node(imp *im, const Onnx__NodeProto *np, size_t index) {
   }
   if ((st = read_attrs(im, nc, sp))) goto done;
   if ((st = sp->import(im, nc))) goto done;
-  if (nc->to_const) goto done;
+  if (nc->to_const || nc->expanded) goto done;
   /* outputs */
   int outs[MAX_IO];
   for (int i = 0; i < nc->nout; i++) {
@@ -715,7 +715,7 @@ static ts_status import_model(const void *buf, size_t len, const char *label, co
     }
   }
   for (size_t i = 0; i < gp->n_input && !st; i++) st = import_input(&im, gp->input[i]);
-  for (size_t i = 0; i < gp->n_node && !st; i++) st = import_node(&im, gp->node[i], i);
+  for (size_t i = 0; i < gp->n_node && !st; i++) st = imp_import_node(&im, gp->node[i], i);
   if (st) goto fail;
   if (gp->n_output == 0) {
     st = ts_diag_set(d, TS_EINVAL, "%s: the graph has no outputs", label);

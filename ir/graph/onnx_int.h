@@ -53,6 +53,7 @@ typedef struct nctx {
   tg_attr attr[MAX_ATTRS];
   /* set by handlers */
   bool to_const;     /* Constant: becomes a constant value */
+  bool expanded;     /* the handler imported the node's function body instead (op_attention.c) */
   int const_value;   /* its value id */
   known okv;         /* known contents of output 0 (n = -1 if none) */
 } nctx;
@@ -156,6 +157,10 @@ ts_status imp_param_ints(imp *im, nctx *nc, int i, const char *what, bool *prese
 ts_status imp_need_float(imp *im, nctx *nc, int i);
 /* TS_EINVAL naming input i (`what`) when it is omitted. */
 ts_status imp_need_input(imp *im, nctx *nc, int i, const char *what);
+/* Imports one node (a synthesised one too: op_attention.c builds its
+ * function body's nodes and imports each); index names it in messages when
+ * it has no name. */
+ts_status imp_import_node(imp *im, const Onnx__NodeProto *np, size_t index);
 /* TS_ETYPE naming input i (`what`) unless it is int32 or int64 (op_data.c). */
 ts_status imp_need_index(imp *im, nctx *nc, int i, const char *what);
 

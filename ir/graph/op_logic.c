@@ -167,6 +167,21 @@ ts_status imp_not(imp *im, nctx *nc) {
   return kv_fold2(im, nc, IN(im, nc, 0), NULL, 0);
 }
 
+/* IsNaN, IsInf: a float tensor to a bool one of its shape. */
+ts_status imp_is_special(imp *im, nctx *nc) {
+  ts_status st = imp_need_input(im, nc, 0, "X");
+  if (st || (st = imp_need_float(im, nc, 0))) return st;
+  const tg_value *x = IN(im, nc, 0);
+  set_out(nc, 0, ir_dt(IR_BOOL), x->ndim, x->dims);
+  if (nc->op == TG_OP_IS_INF) {
+    int64_t neg = aint(nc, "detect_negative", 1), pos = aint(nc, "detect_positive", 1);
+    if ((neg != 0 && neg != 1) || (pos != 0 && pos != 1))
+      return imp_nerr(im, nc, TS_EINVAL, "detect_negative=%" PRId64 ", detect_positive=%" PRId64 " (each 0 or 1)", neg, pos);
+    if ((st = imp_set_int(im, nc, "detect_negative", neg)) || (st = imp_set_int(im, nc, "detect_positive", pos))) return st;
+  }
+  return TS_OK;
+}
+
 ts_status imp_where(imp *im, nctx *nc) {
   const tg_value *c = IN(im, nc, 0), *x = IN(im, nc, 1), *y = IN(im, nc, 2);
   if (!c || !x || !y) return imp_nerr(im, nc, TS_EINVAL, "inputs condition, X and Y are required");
@@ -337,7 +352,7 @@ ts_status imp_expand(imp *im, nctx *nc) {
 /* ---- legalisation: compute-DSL text ------------------------------------------ */
 
 /* Elementwise over the inputs broadcast to the output: comparisons, logic,
- * Mod, Where, Not, Expand. */
+ * Mod, Where, Not, Expand, IsNaN, IsInf. */
 void lg_emit_logic(lg_kernel *k, const tg_node *n, const char *const *in, const char *const *out) {
   tg_op op = lg_node_op(n);
   const tg_value *y = OUTV(0);
@@ -358,6 +373,15 @@ void lg_emit_logic(lg_kernel *k, const tg_node *n, const char *const *in, const 
   case TG_OP_OR: tb_printf(&b, " = %s || %s", A, B); break;
   case TG_OP_XOR: tb_printf(&b, " = %s != %s", A, B); break;
   case TG_OP_NOT: tb_printf(&b, " = !%s", A); break;
+  case TG_OP_IS_NAN: tb_printf(&b, " = %s != %s", A, A); break; /* codegen keeps NaN semantics (only `contract`) */
+  case TG_OP_IS_INF: {
+    bool neg = tg_attr_int(n, "detect_negative", 1), pos = tg_attr_int(n, "detect_positive", 1);
+    if (neg && pos) tb_printf(&b, " = %s == inf || %s == -inf", A, A);
+    else if (pos) tb_printf(&b, " = %s == inf", A);
+    else if (neg) tb_printf(&b, " = %s == -inf", A);
+    else tb_printf(&b, " = %s != %s && false", A, A);
+    break;
+  }
   case TG_OP_WHERE: tb_printf(&b, " = select(%s, %s, %s)", A, B, X[2].s); break;
   case TG_OP_MOD:
     if (ir_dtype_is_float(y->dtype)) /* C fmod: x - y * trunc(x / y), trunc through i64 */

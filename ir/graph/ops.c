@@ -123,6 +123,10 @@ R(TG_OP_ELU,                      "Elu",                "elu",                 1
 R(TG_OP_SELU,                     "Selu",               "selu",                1, 0, 1, 1,  1, 1, "f:alpha f:gamma",               imp_math_unary,   lg_emit_math_unary,   1, EW, NULL, TG_OPF_COSTLY),
 R(TG_OP_CELU,                     "Celu",               "celu",               12, 0, 1, 1,  1, 1, "f:alpha",                       imp_math_unary,   lg_emit_math_unary,   1, EW, NULL, TG_OPF_COSTLY),
 R(TG_OP_HARD_SIGMOID,             "HardSigmoid",        "hard_sigmoid",        1, 0, 1, 1,  1, 1, "f:alpha f:beta",                imp_math_unary,   lg_emit_math_unary,   1, EW, NULL, 0),
+R(TG_OP_IS_NAN,                   "IsNaN",              "isnan",               9, 0, 1, 1,  1, 1, "",                              imp_is_special,   lg_emit_logic,        1, EW, NULL, 0),
+R(TG_OP_IS_INF,                   "IsInf",              "isinf",              10, 0, 1, 1,  1, 1, "i:detect_negative i:detect_positive", imp_is_special, lg_emit_logic, 1, EW, NULL, 0),
+/* expanded at import into the subgraph of its function body (op_attention.c): no node of its own */
+R(TG_OP_ATTENTION,                "Attention",          "attention",          23, 0, 3, 6,  1, 4, "i:is_causal i:kv_num_heads i:q_num_heads i:qk_matmul_output_mode f:scale f:softcap i:softmax_precision", imp_attention, NULL, 0, OPQ, NULL, 0),
 R(TG_OP_SHRINK,                   "Shrink",             "shrink",              9, 0, 1, 1,  1, 1, "f:bias f:lambd",                imp_math_unary,   lg_emit_math_unary,   1, EW, NULL, 0),
 R(TG_OP_HARD_SWISH,               "HardSwish",          "hard_swish",         14, 0, 1, 1,  1, 1, "",                              imp_math_unary,   lg_emit_math_unary,   1, EW, NULL, 0),
 R(TG_OP_PRELU,                    "PRelu",              "prelu",               1, 0, 2, 2,  1, 1, "",                              imp_prelu,        lg_emit_prelu,        2, BC, lg_pattern_binary, 0),

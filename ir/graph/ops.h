@@ -171,6 +171,8 @@ void lg_emit_variadic(lg_kernel *k, const tg_node *n, const char *const *in, con
 /* op_logic.c */
 ts_status imp_compare(imp *im, nctx *nc);
 ts_status imp_not(imp *im, nctx *nc);
+ts_status imp_is_special(imp *im, nctx *nc);
+ts_status imp_attention(imp *im, nctx *nc);
 ts_status imp_where(imp *im, nctx *nc);
 ts_status imp_range(imp *im, nctx *nc);
 ts_status imp_constant_of_shape(imp *im, nctx *nc);

@@ -403,6 +403,11 @@ def op_models():
     M.append(("constant_floats_op21", 21, m))
     add("shrink", 9, "Shrink", [("x", [2, 3, 5])], attrs=dict(lambd=0.3, bias=0.1))
     add("shrink_default", 9, "Shrink", [("x", [4, 7])])
+    add("isnan", 13, "IsNaN", [("x", [2, 3, 5])], oty=TensorProto.BOOL)
+    add("isinf", 10, "IsInf", [("x", [2, 3, 5])], attrs=dict(detect_positive=0), oty=TensorProto.BOOL)
+    add("attention", 23, "Attention", [("q", [2, 3, 4, 8]), ("k", [2, 3, 6, 8]), ("v", [2, 3, 6, 5])], attrs=dict(is_causal=1))
+    add("attention_3d", 23, "Attention", [("q", [2, 4, 12]), ("k", [2, 6, 6]), ("v", [2, 6, 10])],
+        outs=("y", "pk", "pv", "qk"), attrs=dict(q_num_heads=4, kv_num_heads=2, qk_matmul_output_mode=2))
     add("rmsnorm", 23, "RMSNormalization", [("x", [2, 3, 5]), ("s", f32(5))], attrs=dict(epsilon=1e-4))
     add("rmsnorm_axis", 23, "RMSNormalization", [("x", [2, 3, 5]), ("s", f32(3, 1))], attrs=dict(axis=1))
     # -- legacy opsets (7-12) and the ops of op_legacy.c: LRN, Dropout, Sum/Mean/Max/Min --
@@ -730,6 +735,37 @@ def dyn_models():
           [helper.make_tensor_value_info("x", F, ["batch", 3, 5])],
           [numpy_helper.from_array(i64(0).reshape(()), "i0"), numpy_helper.from_array(i64(0), "ax0"),
            numpy_helper.from_array(i64(3), "three"), numpy_helper.from_array(i64(1), "one1")])
+    # Attention (opset 23, torch's export of scaled_dot_product_attention; op_attention.c expands it):
+    # 4-D grouped-query (4 query heads on 2 key/value heads) with a past cache, causal, a bool mask,
+    # every output (present key/value, the softmax probabilities) summed into y
+    rng = np.random.default_rng(23)
+    def attn(stem, nodes, ins, inits):
+        g = helper.make_graph(nodes, stem, ins, [helper.make_tensor_value_info("y", F, None)], inits)
+        m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 23)], producer_name="tessel-gen")
+        m.ir_version = 10
+        M.append((f"dyn_{stem}", m))
+    bmask = rng.random((1, 1, 5, 8)) > 0.3
+    bmask[0, 0, 3, :] = False  # a fully masked row: zeros, not NaN
+    attn("attention_gqa_past", [
+        N("Attention", ["q", "k", "v", "mask", "pk", "pv"], ["a", "prk", "prv", "p"], is_causal=1, qk_matmul_output_mode=3),
+        N("ReduceSum", ["prk", "ax12"], ["sk"]), N("ReduceSum", ["prv", "ax12"], ["sv"]), N("ReduceSum", ["p", "ax3"], ["sp"]),
+        N("Add", ["a", "sp"], ["a2"]), N("Mul", ["a2", "sk"], ["a3"]), N("Add", ["a3", "sv"], ["y"])],
+        [helper.make_tensor_value_info("q", F, ["batch", 4, 5, 6]), helper.make_tensor_value_info("k", F, ["batch", 2, 5, 6]),
+         helper.make_tensor_value_info("v", F, ["batch", 2, 5, 6]), helper.make_tensor_value_info("pk", F, ["batch", 2, 3, 6]),
+         helper.make_tensor_value_info("pv", F, ["batch", 2, 3, 6])],
+        [numpy_helper.from_array(bmask, "mask"), numpy_helper.from_array(i64(1, 2), "ax12"), numpy_helper.from_array(i64(3), "ax3")])
+    # 3-D (heads split from the hidden axis), an explicit scale, softcap, a float mask
+    attn("attention_3d_softcap", [
+        N("Attention", ["q", "k", "v", "fmask"], ["y"], q_num_heads=3, kv_num_heads=3, scale=0.3, softcap=2.0)],
+        [helper.make_tensor_value_info("q", F, ["batch", 7, 12]), helper.make_tensor_value_info("k", F, ["batch", 9, 12]),
+         helper.make_tensor_value_info("v", F, ["batch", 9, 15])],
+        [numpy_helper.from_array((rng.standard_normal((7, 9)) * 0.5).astype(np.float32), "fmask")])
+    # IsNaN and IsInf (torch writes IsNaN into its SDPA decomposition before opset 23)
+    model("isnan_isinf", [N("Add", ["x", "special"], ["d"]), N("IsNaN", ["d"], ["n"]), N("IsInf", ["d"], ["i"], detect_negative=0),
+                          N("IsInf", ["d"], ["i2"]), N("Where", ["n", "x", "x2"], ["w"]), N("Where", ["i", "x2", "w"], ["w2"]),
+                          N("Cast", ["i2"], ["i2f"], to=F), N("Add", ["w2", "i2f"], ["y"])],
+          [helper.make_tensor_value_info("x", F, ["batch", 6]), helper.make_tensor_value_info("x2", F, ["batch", 6])],
+          [numpy_helper.from_array(np.array([np.nan, np.inf, -np.inf, 0, 1, -2], np.float32), "special")])
     # an int64 tensor transposed at run time (Transpose moves any dtype)
     model("transpose_i64", [N("Cast", ["x"], ["xi"], to=I64), N("Transpose", ["xi"], ["t"], perm=[2, 0, 1]),
                             N("Cast", ["t"], ["y"], to=F)],
@@ -767,6 +803,12 @@ def bad_models():
     B["bad_legacy_axis6"] = model([helper.make_node("Add", ["x", "z"], ["y"], name="a", broadcast=1, axis=1)],
                                   [helper.make_tensor_value_info("x", F, [2, 3, 4]),
                                    helper.make_tensor_value_info("z", F, [4, 3])], [y], opset=6)
+    # Attention: 3-D inputs without head counts; 6 query heads on 4 key/value heads
+    B["bad_attention_heads"] = model([helper.make_node("Attention", ["q", "q", "q"], ["y"], name="at")],
+                                     [helper.make_tensor_value_info("q", F, [2, 5, 12])], [y], opset=23)
+    B["bad_attention_gqa"] = model([helper.make_node("Attention", ["q", "k", "k"], ["y"], name="at")],
+                                   [helper.make_tensor_value_info("q", F, [2, 6, 5, 8]),
+                                    helper.make_tensor_value_info("k", F, [2, 4, 5, 8])], [y], opset=23)
     B["bad_opset29"] = model([helper.make_node("Relu", ["x"], ["y"], name="r")], [x], [y], opset=29)
     B["bad_domain"] = model([helper.make_node("FusedGemm", ["x", "x"], ["y"], name="fg", domain="com.microsoft")],
                             [x], [y], domain_imports=["com.microsoft"])

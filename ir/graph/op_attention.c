@@ -1,0 +1,288 @@
+/* op_attention.c — ONNX Attention (opset 23; what torch's exporter writes for
+ * scaled_dot_product_attention from opset 23 on) imported as the subgraph of
+ * its function body: the 3-D forms split into heads, the past key and value
+ * concatenated, Q and K scaled by sqrt(scale), grouped-query heads repeated,
+ * MatMul, softcap, the additive bias of the mask (bool or float, shorter
+ * masks padded) and of the bottom-right causal frontier, Softmax, the
+ * fully-masked-row guard (such a row is zeros, not NaN), MatMul with V. Each
+ * step is an ordinary node built here as a NodeProto and imported through
+ * the normal path (imp_import_node), so shapes, symbolic sizes and known
+ * values follow the ordinary handlers, and fusion sees plain operators.
+ * docs/GRAPH.md ("Expanded operators"). */
+#include <math.h>
+#include <stdio.h>
+
+#include "onnx_int.h"
+#include "ops.h"
+
+/* The subgraph being built: names derive from the Attention node's name. */
+typedef struct xb {
+  imp *im;
+  nctx *nc;
+  int k;       /* nodes built so far */
+  int elem;    /* ONNX element type of Q (the constants' and casts' type) */
+  ts_status st;
+} xb;
+
+static Onnx__AttributeProto *xa(xb *b, const char *name, Onnx__AttributeProto__AttributeType type) {
+  Onnx__AttributeProto *a = TS_ANEW(b->im->a, Onnx__AttributeProto);
+  if (!a) return NULL;
+  *a = (Onnx__AttributeProto)ONNX__ATTRIBUTE_PROTO__INIT;
+  a->name = (char *)name;
+  a->has_type = 1;
+  a->type = type;
+  return a;
+}
+
+static Onnx__AttributeProto *xa_int(xb *b, const char *name, int64_t v) {
+  Onnx__AttributeProto *a = xa(b, name, ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INT);
+  if (a) a->has_i = 1, a->i = v;
+  return a;
+}
+
+static Onnx__AttributeProto *xa_float(xb *b, const char *name, float v) {
+  Onnx__AttributeProto *a = xa(b, name, ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOAT);
+  if (a) a->has_f = 1, a->f = v;
+  return a;
+}
+
+static Onnx__AttributeProto *xa_ints(xb *b, const char *name, const int64_t *v, int n) {
+  Onnx__AttributeProto *a = xa(b, name, ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INTS);
+  int64_t *c = a ? TS_ANEWN(b->im->a, int64_t, n ? n : 1) : NULL;
+  if (!c) return NULL;
+  memcpy(c, v, (size_t)n * sizeof *c);
+  a->n_ints = (size_t)n;
+  a->ints = c;
+  return a;
+}
+
+/* Imports op(ins) with the given attributes; its one output is named `out`,
+ * or "<node>/<op>_<k>" when out is NULL. Returns the output's name (NULL
+ * after the first failure, which b->st keeps). */
+static const char *xn(xb *b, const char *op, const char *out, int nin, const char *const *ins, int nattr,
+                      Onnx__AttributeProto *const *attrs) {
+  if (b->st) return NULL;
+  for (int i = 0; i < nin; i++)
+    if (!ins[i]) return NULL; /* an earlier step failed */
+  for (int i = 0; i < nattr; i++)
+    if (!attrs[i]) return (b->st = imp_oom(b->im)), NULL;
+  char nm[400];
+  snprintf(nm, sizeof nm, "%s/%s_%d", b->nc->name, op, b->k++);
+  char *name = ts_arena_strdup(b->im->a, nm), *o = ts_arena_strdup(b->im->a, out ? out : nm);
+  char **in = TS_ANEWN(b->im->a, char *, nin);
+  Onnx__AttributeProto **at = TS_ANEWN(b->im->a, Onnx__AttributeProto *, nattr ? nattr : 1);
+  Onnx__NodeProto *np = TS_ANEW(b->im->a, Onnx__NodeProto);
+  char **outs = TS_ANEWN(b->im->a, char *, 1);
+  if (!name || !o || !in || !at || !np || !outs) return (b->st = imp_oom(b->im)), NULL;
+  for (int i = 0; i < nin; i++) in[i] = (char *)ins[i];
+  for (int i = 0; i < nattr; i++) at[i] = attrs[i];
+  outs[0] = o;
+  *np = (Onnx__NodeProto)ONNX__NODE_PROTO__INIT;
+  np->name = name;
+  np->op_type = (char *)op;
+  np->n_input = (size_t)nin;
+  np->input = in;
+  np->n_output = 1;
+  np->output = outs;
+  np->n_attribute = (size_t)nattr;
+  np->attribute = at;
+  b->st = imp_import_node(b->im, np, 0);
+  return b->st ? NULL : o;
+}
+
+#define XN(b, op, out, ...) xn(b, op, out, (int)(sizeof((const char *[]){__VA_ARGS__}) / sizeof(const char *)), \
+                               (const char *[]){__VA_ARGS__}, 0, NULL)
+#define XA(b, op, out, attrs, ...) xn(b, op, out, (int)(sizeof((const char *[]){__VA_ARGS__}) / sizeof(const char *)), \
+                                      (const char *[]){__VA_ARGS__}, (int)(sizeof(attrs) / sizeof(attrs[0])), attrs)
+
+static const tg_value *xv(xb *b, const char *name) {
+  int id = name ? tg_value_find(b->im->g, name) : -1;
+  return id >= 0 ? b->im->g->values[id] : NULL;
+}
+
+/* A scalar of Q's element type. */
+static const char *c_float(xb *b, double v) {
+  Onnx__AttributeProto *a[] = {xa_float(b, "value_float", (float)v)};
+  const char *c = xn(b, "Constant", NULL, 0, NULL, 1, a);
+  if (b->elem == ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT) return c;
+  Onnx__AttributeProto *t[] = {xa_int(b, "to", b->elem)};
+  return XA(b, "Cast", NULL, t, c);
+}
+
+static const char *c_int(xb *b, int64_t v) {
+  Onnx__AttributeProto *a[] = {xa_int(b, "value_int", v)};
+  return xn(b, "Constant", NULL, 0, NULL, 1, a);
+}
+
+static const char *c_ints(xb *b, const int64_t *v, int n) {
+  Onnx__AttributeProto *a[] = {xa_ints(b, "value_ints", v, n)};
+  return xn(b, "Constant", NULL, 0, NULL, 1, a);
+}
+
+static const char *transpose(xb *b, const char *x, const int64_t *perm, int r, const char *out) {
+  Onnx__AttributeProto *a[] = {xa_ints(b, "perm", perm, r)};
+  return XA(b, "Transpose", out, a, x);
+}
+
+/* [B, S, H * D] -> [B, H, S, D] */
+static const char *split_heads(xb *b, const char *x, int64_t heads) {
+  static const int64_t perm[] = {0, 2, 1, 3};
+  const char *r = XN(b, "Reshape", NULL, x, c_ints(b, (int64_t[]){0, 0, heads, -1}, 4));
+  return transpose(b, r, perm, 4, NULL);
+}
+
+/* [B, Hkv, X, Y] -> [B, Hkv * g, X, Y], each head repeated g times in place
+ * (h0, h0, h1, h1, ...), as numpy's repeat along axis 1 */
+static const char *repeat_heads(xb *b, const char *x, int64_t g) {
+  const tg_value *v = xv(b, x);
+  if (!v) return NULL;
+  const char *u = XN(b, "Unsqueeze", NULL, x, c_ints(b, (int64_t[]){2}, 1)); /* opset >= 23: axes is an input */
+  const char *e = XN(b, "Expand", NULL, u, c_ints(b, (int64_t[]){1, 1, g, 1, 1}, 5));
+  tg_dim h = v->dims[1], last = v->dims[3];
+  if (h.sym || last.sym) {
+    b->st = imp_nerr(b->im, b->nc, TS_EUNSUPPORTED, "grouped-query attention with a symbolic head count or head size");
+    return NULL;
+  }
+  return XN(b, "Reshape", NULL, e, c_ints(b, (int64_t[]){0, h.value * g, -1, last.value}, 4));
+}
+
+/* An output slot's name, or NULL when the node leaves it unused. */
+static const char *out_name(nctx *nc, int k) { return k < nc->nout ? nc->outname[k] : NULL; }
+
+ts_status imp_attention(imp *im, nctx *nc) {
+  const Onnx__NodeProto *np = nc->np;
+  xb b = {.im = im, .nc = nc};
+  const tg_value *q = IN(im, nc, 0), *kk = IN(im, nc, 1), *vv = IN(im, nc, 2);
+  if (!q || !kk || !vv) return imp_nerr(im, nc, TS_EINVAL, "Q, K and V are required");
+  ts_status st = imp_need_float(im, nc, 0);
+  if (st) return st;
+  if (!ir_dtype_eq(q->dtype, kk->dtype) || !ir_dtype_eq(q->dtype, vv->dtype))
+    return imp_nerr(im, nc, TS_ETYPE, "Q, K and V differ in type");
+  for (int i = 0; i < 64; i++) {
+    ir_dtype t;
+    if (tg_onnx_dtype(i, &t) && ir_dtype_eq(t, q->dtype)) {
+      b.elem = i;
+      break;
+    }
+  }
+  int r = q->ndim;
+  if ((r != 3 && r != 4) || kk->ndim != r || vv->ndim != r)
+    return imp_nerr(im, nc, TS_ESHAPE, "Q, K and V have ranks %d, %d, %d (all 3 or all 4)", q->ndim, kk->ndim, vv->ndim);
+  bool has_past = IN(im, nc, 4) != NULL, has_pv = IN(im, nc, 5) != NULL;
+  if (has_past != has_pv) return imp_nerr(im, nc, TS_EINVAL, "past_key and past_value come together");
+  int64_t mode = aint(nc, "qk_matmul_output_mode", 0);
+  if (mode < 0 || mode > 3) return imp_nerr(im, nc, TS_EINVAL, "qk_matmul_output_mode=%" PRId64 " (0 to 3)", mode);
+  double softcap = afloat(nc, "softcap", 0.0);
+  int64_t causal = aint(nc, "is_causal", 0);
+  if (causal != 0 && causal != 1) return imp_nerr(im, nc, TS_EINVAL, "is_causal=%" PRId64 " (0 or 1)", causal);
+  int64_t sm_prec = aint(nc, "softmax_precision", 0);
+  ir_dtype smt;
+  if (sm_prec && (!tg_onnx_dtype((int)sm_prec, &smt) || !is_float(smt)))
+    return imp_nerr(im, nc, TS_EUNSUPPORTED, "softmax_precision=%" PRId64 " (a floating-point type)", sm_prec);
+
+  /* heads: [B, H, S, D] */
+  const char *Q = np->input[0], *K = np->input[1], *V = np->input[2];
+  if (r == 3) {
+    int64_t hq = aint(nc, "q_num_heads", 0), hkv = aint(nc, "kv_num_heads", 0);
+    if (hq < 1 || hkv < 1 || hq > (1 << 20) || hkv > (1 << 20))
+      return imp_nerr(im, nc, TS_EINVAL, "3-D inputs need q_num_heads and kv_num_heads (at least 1), given %" PRId64
+                      " and %" PRId64, hq, hkv);
+    Q = split_heads(&b, Q, hq);
+    K = split_heads(&b, K, hkv);
+    V = split_heads(&b, V, hkv);
+  }
+  if (b.st) return b.st;
+  const tg_value *qh = xv(&b, Q), *kh = xv(&b, K);
+  if (qh->dims[1].sym || kh->dims[1].sym || qh->dims[3].sym)
+    return imp_nerr(im, nc, TS_EUNSUPPORTED, "a symbolic head count or query head size");
+  int64_t hq = qh->dims[1].value, hkv = kh->dims[1].value;
+  if (hkv < 1 || hq % hkv)
+    return imp_nerr(im, nc, TS_ESHAPE, "%" PRId64 " query heads are not a multiple of %" PRId64 " key/value heads", hq, hkv);
+
+  /* the cache: present = Concat(past, new) along the sequence */
+  const char *pk = out_name(nc, 1), *pv = out_name(nc, 2);
+  Onnx__AttributeProto *ax2[] = {xa_int(&b, "axis", 2)};
+  if (has_past) {
+    K = XA(&b, "Concat", pk, ax2, np->input[4], K);
+    V = XA(&b, "Concat", pv, ax2, np->input[5], V);
+  } else {
+    if (pk) K = XN(&b, "Identity", pk, K);
+    if (pv) V = XN(&b, "Identity", pv, V);
+  }
+
+  /* Q and K^T each scaled by sqrt(scale) */
+  double scale = A(nc, "scale") ? afloat(nc, "scale", 1.0) : 1.0 / sqrt((double)qh->dims[3].value);
+  const char *rs = c_float(&b, sqrt(scale));
+  static const int64_t kt_perm[] = {0, 1, 3, 2};
+  const char *Kt = XN(&b, "Mul", NULL, transpose(&b, K, kt_perm, 4, NULL), rs);
+  const char *Vr = V;
+  if (hq != hkv) {
+    Kt = repeat_heads(&b, Kt, hq / hkv);
+    Vr = repeat_heads(&b, V, hq / hkv);
+  }
+  const char *qk = XN(&b, "MatMul", NULL, XN(&b, "Mul", NULL, Q, rs), Kt);
+  if (softcap > 0) {
+    const char *sc = c_float(&b, softcap);
+    qk = XN(&b, "Mul", NULL, XN(&b, "Tanh", NULL, XN(&b, "Div", NULL, qk, sc)), sc);
+  }
+  if (b.st) return b.st;
+
+  /* the additive bias: the mask's, then the causal frontier's */
+  const char *bias = NULL;
+  const tg_value *mv = IN(im, nc, 3);
+  const char *ninf = NULL, *zero = NULL;
+  if (mv || causal) ninf = c_float(&b, -INFINITY), zero = c_float(&b, 0.0);
+  const tg_value *kc = xv(&b, K);
+  if (mv) {
+    bias = np->input[3];
+    if (ir_dtype_is_bool(mv->dtype)) bias = XN(&b, "Where", NULL, bias, zero, ninf);
+    else if (!ir_dtype_eq(mv->dtype, q->dtype))
+      return imp_nerr(im, nc, TS_ETYPE, "attn_mask (%s) is neither bool nor Q's type", mv->name);
+    tg_dim ml = mv->ndim ? mv->dims[mv->ndim - 1] : DC(1), kl = kc ? kc->dims[2] : DC(1);
+    if (!tg_dim_eq(ml, kl)) { /* shorter than the keys: the rest are masked (-inf) */
+      if (ml.sym || kl.sym || ml.value > kl.value || mv->ndim < 1)
+        return imp_nerr(im, nc, TS_ESHAPE, "attn_mask's last dim does not match the key length and cannot be padded to it");
+      int64_t pads[2 * MAX_RANK] = {0};
+      pads[2 * mv->ndim - 1] = kl.value - ml.value;
+      bias = XN(&b, "Pad", NULL, bias, c_ints(&b, pads, 2 * mv->ndim), ninf);
+    }
+  }
+  if (causal) { /* query i sees key j iff j <= i + past length */
+    const char *one = c_int(&b, 1), *z = c_int(&b, 0);
+    const char *nq = XN(&b, "Gather", NULL, XN(&b, "Shape", NULL, Q), c_int(&b, 2));
+    const char *nk = XN(&b, "Gather", NULL, XN(&b, "Shape", NULL, K), c_int(&b, 2));
+    const char *off = has_past ? XN(&b, "Gather", NULL, XN(&b, "Shape", NULL, np->input[4]), c_int(&b, 2)) : z;
+    const char *rq = XN(&b, "Unsqueeze", NULL, XN(&b, "Range", NULL, z, nq, one), c_ints(&b, (int64_t[]){1}, 1));
+    const char *ok = XN(&b, "LessOrEqual", NULL, XN(&b, "Range", NULL, z, nk, one), XN(&b, "Add", NULL, rq, off));
+    const char *cb = XN(&b, "Where", NULL, ok, zero, ninf);
+    bias = bias ? XN(&b, "Add", NULL, bias, cb) : cb;
+  }
+  const char *qkb = bias ? XN(&b, "Add", NULL, qk, bias) : qk;
+  const char *qko = out_name(nc, 3);
+  if (qko && mode < 2) XN(&b, "Identity", qko, qk);
+  if (qko && mode == 2) XN(&b, "Identity", qko, qkb);
+
+  /* softmax over the keys, in softmax_precision when it is another type */
+  Onnx__AttributeProto *last[] = {xa_int(&b, "axis", -1)};
+  const char *p;
+  if (sm_prec && sm_prec != b.elem) {
+    Onnx__AttributeProto *to[] = {xa_int(&b, "to", sm_prec)}, *back[] = {xa_int(&b, "to", b.elem)};
+    p = XA(&b, "Cast", NULL, back, XA(&b, "Softmax", NULL, last, XA(&b, "Cast", NULL, to, qkb)));
+  } else {
+    p = XA(&b, "Softmax", NULL, last, qkb);
+  }
+  if (mv) { /* a row whose bias is -inf throughout attends nothing: zeros, not NaN */
+    Onnx__AttributeProto *kd[] = {xa_int(&b, "keepdims", 1)};
+    const char *mx = XA(&b, "ReduceMax", NULL, kd, bias, c_ints(&b, (int64_t[]){-1}, 1));
+    p = XN(&b, "Where", NULL, XN(&b, "Equal", NULL, mx, ninf), zero, p);
+  }
+  if (qko && mode == 3) XN(&b, "Identity", qko, p);
+
+  const char *y = out_name(nc, 0);
+  static const int64_t back[] = {0, 2, 1, 3};
+  if (r == 3) XN(&b, "Reshape", y, transpose(&b, XN(&b, "MatMul", NULL, p, Vr), back, 4, NULL), c_ints(&b, (int64_t[]){0, 0, -1}, 3));
+  else XN(&b, "MatMul", y, p, Vr);
+  if (b.st) return b.st;
+  nc->expanded = true;
+  return TS_OK;
+}
