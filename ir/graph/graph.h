@@ -142,6 +142,14 @@
   X(TG_OP_IS_NAN, "IsNaN")                       \
   X(TG_OP_IS_INF, "IsInf")                       \
   X(TG_OP_ATTENTION, "Attention")                \
+  X(TG_OP_MS_QLINEAR_ADD, "QLinearAdd")          \
+  X(TG_OP_MS_QLINEAR_MUL, "QLinearMul")          \
+  X(TG_OP_MS_QLINEAR_SIGMOID, "QLinearSigmoid")  \
+  X(TG_OP_MS_QLINEAR_LEAKY_RELU, "QLinearLeakyRelu") \
+  X(TG_OP_MS_QLINEAR_GLOBAL_AVG_POOL, "QLinearGlobalAveragePool") \
+  X(TG_OP_MS_QLINEAR_AVG_POOL, "QLinearAveragePool") \
+  X(TG_OP_MS_QLINEAR_CONCAT, "QLinearConcat")    \
+  X(TG_OP_MS_QGEMM, "QGemm")                     \
   X(TG_OP_CALL, "tessel.call")
 
 typedef enum {

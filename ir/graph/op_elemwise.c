@@ -18,8 +18,11 @@
 ts_status imp_unary(imp *im, nctx *nc) {
   ts_status st = imp_need_input(im, nc, 0, "X");
   if (st) return st;
-  if (nc->op != TG_OP_IDENTITY && nc->op != TG_OP_RELU && nc->op != TG_OP_TRANSPOSE && (st = imp_need_float(im, nc, 0)))
-    return st;
+  /* Identity and Transpose move any dtype, Relu takes ints, MaxPool 8-bit ints (opset 12 on) */
+  ir_dtype_code c = IN(im, nc, 0)->dtype.code;
+  bool any = nc->op == TG_OP_IDENTITY || nc->op == TG_OP_RELU || nc->op == TG_OP_TRANSPOSE ||
+             (nc->op == TG_OP_MAX_POOL && (c == IR_U8 || c == IR_I8));
+  if (!any && (st = imp_need_float(im, nc, 0))) return st;
   same_as_input(im, nc, 0, 0);
   if (nc->op == TG_OP_IDENTITY) {
     const known *k = kv_get(im, nc->in[0]);

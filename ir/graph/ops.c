@@ -126,7 +126,17 @@ R(TG_OP_HARD_SIGMOID,             "HardSigmoid",        "hard_sigmoid",        1
 R(TG_OP_IS_NAN,                   "IsNaN",              "isnan",               9, 0, 1, 1,  1, 1, "",                              imp_is_special,   lg_emit_logic,        1, EW, NULL, 0),
 R(TG_OP_IS_INF,                   "IsInf",              "isinf",              10, 0, 1, 1,  1, 1, "i:detect_negative i:detect_positive", imp_is_special, lg_emit_logic, 1, EW, NULL, 0),
 /* expanded at import into the subgraph of its function body (op_attention.c): no node of its own */
-R(TG_OP_ATTENTION,                "Attention",          "attention",          23, 0, 3, 6,  1, 4, "i:is_causal i:kv_num_heads i:q_num_heads i:qk_matmul_output_mode f:scale f:softcap i:softmax_precision", imp_attention, NULL, 0, OPQ, NULL, 0),
+R(TG_OP_ATTENTION,                "Attention",          "attention",          23, 0, 3, 6,  1, 4, "i:is_causal i:kv_num_heads i:q_num_heads i:qk_matmul_output_mode f:scale f:softcap i:softmax_precision", imp_attention, NULL, 0, OPQ, NULL, TG_OPF_EXPANDED),
+/* com.microsoft's QOperator ops (op_msquant.c): DequantizeLinear, the float op, QuantizeLinear */
+#define MSQ TG_OPF_EXPANDED | TG_OPF_MS_DOMAIN
+R(TG_OP_MS_QLINEAR_ADD,           "QLinearAdd",         "qlinear_add",         1, 0, 7, 8,  1, 1, "",                              imp_ms_qlinear,   NULL,                 0, OPQ, NULL, MSQ),
+R(TG_OP_MS_QLINEAR_MUL,           "QLinearMul",         "qlinear_mul",         1, 0, 7, 8,  1, 1, "",                              imp_ms_qlinear,   NULL,                 0, OPQ, NULL, MSQ),
+R(TG_OP_MS_QLINEAR_SIGMOID,       "QLinearSigmoid",     "qlinear_sigmoid",     1, 0, 4, 5,  1, 1, "",                              imp_ms_qlinear,   NULL,                 0, OPQ, NULL, MSQ),
+R(TG_OP_MS_QLINEAR_LEAKY_RELU,    "QLinearLeakyRelu",   "qlinear_leaky_relu",  1, 0, 4, 5,  1, 1, "f:alpha",                       imp_ms_qlinear,   NULL,                 0, OPQ, NULL, MSQ),
+R(TG_OP_MS_QLINEAR_GLOBAL_AVG_POOL, "QLinearGlobalAveragePool", "qlinear_global_avg_pool", 1, 0, 4, 5, 1, 1, "i:channels_last",   imp_ms_qlinear,   NULL,                 0, OPQ, NULL, MSQ),
+R(TG_OP_MS_QLINEAR_AVG_POOL,      "QLinearAveragePool", "qlinear_avg_pool",    1, 0, 4, 5,  1, 1, "s:auto_pad i:ceil_mode i:channels_last i:count_include_pad I:kernel_shape I:pads I:strides", imp_ms_qlinear, NULL, 0, OPQ, NULL, MSQ),
+R(TG_OP_MS_QLINEAR_CONCAT,        "QLinearConcat",      "qlinear_concat",      1, 0, 5, -1, 1, 1, "i:axis",                        imp_ms_qlinear,   NULL,                 0, OPQ, NULL, MSQ),
+R(TG_OP_MS_QGEMM,                 "QGemm",              "qgemm",               1, 0, 6, 9,  1, 1, "f:alpha i:transA i:transB",     imp_ms_qlinear,   NULL,                 0, OPQ, NULL, MSQ),
 R(TG_OP_SHRINK,                   "Shrink",             "shrink",              9, 0, 1, 1,  1, 1, "f:bias f:lambd",                imp_math_unary,   lg_emit_math_unary,   1, EW, NULL, 0),
 R(TG_OP_HARD_SWISH,               "HardSwish",          "hard_swish",         14, 0, 1, 1,  1, 1, "",                              imp_math_unary,   lg_emit_math_unary,   1, EW, NULL, 0),
 R(TG_OP_PRELU,                    "PRelu",              "prelu",               1, 0, 2, 2,  1, 1, "",                              imp_prelu,        lg_emit_prelu,        2, BC, lg_pattern_binary, 0),

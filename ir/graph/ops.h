@@ -29,6 +29,10 @@ enum {
    * it for every tile of outputs that reads the element (TVM's FuseOps fuses
    * elementwise ops after such anchors, not before) */
   TG_OPF_COSTLY = 1u << 4,
+  /* imported as a subgraph of ordinary ops (expand_int.h): never a node */
+  TG_OPF_EXPANDED = 1u << 5,
+  /* of onnxruntime's com.microsoft domain (and only there) */
+  TG_OPF_MS_DOMAIN = 1u << 6,
 };
 
 /* Import: checks the node (inputs, attributes) and sets its output dtypes
@@ -173,6 +177,7 @@ ts_status imp_compare(imp *im, nctx *nc);
 ts_status imp_not(imp *im, nctx *nc);
 ts_status imp_is_special(imp *im, nctx *nc);
 ts_status imp_attention(imp *im, nctx *nc);
+ts_status imp_ms_qlinear(imp *im, nctx *nc);
 ts_status imp_where(imp *im, nctx *nc);
 ts_status imp_range(imp *im, nctx *nc);
 ts_status imp_constant_of_shape(imp *im, nctx *nc);

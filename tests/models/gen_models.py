@@ -294,9 +294,10 @@ def op_models():
     i64 = lambda *v: np.array(v, dtype=np.int64)
     M = []
 
-    def add(stem, opset, op_type, ins, outs=("y",), attrs=None, oty=F):
+    def add(stem, opset, op_type, ins, outs=("y",), attrs=None, oty=F, domain=""):
         """ins: list of ('name', shape) for graph inputs, ('name', ndarray) for constants, or '' (omitted)."""
-        node = helper.make_node(op_type, [n if n else "" for n, _ in ins], list(outs), name=stem, **(attrs or {}))
+        node = helper.make_node(op_type, [n if n else "" for n, _ in ins], list(outs), name=stem, domain=domain,
+                                **(attrs or {}))
         gin, inits = [], []
         for n, v in ins:
             if not n:
@@ -309,7 +310,8 @@ def op_models():
                 gin.append(helper.make_tensor_value_info(n, F, v))
         gout = [helper.make_tensor_value_info(o, oty, None) for o in outs if o]
         g = helper.make_graph([node], stem, gin, gout, inits)
-        m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)], producer_name="tessel-gen")
+        imports = [helper.make_opsetid("", opset)] + ([helper.make_opsetid(domain, 1)] if domain else [])
+        m = helper.make_model(g, opset_imports=imports, producer_name="tessel-gen")
         m.ir_version = 8 if opset <= 18 else 9 if opset <= 21 else helper.find_min_ir_version_for([m.opset_import[0]])
         M.append((f"{stem}_op{opset}", opset, m))
 
@@ -403,6 +405,36 @@ def op_models():
     M.append(("constant_floats_op21", 21, m))
     add("shrink", 9, "Shrink", [("x", [2, 3, 5])], attrs=dict(lambd=0.3, bias=0.1))
     add("shrink_default", 9, "Shrink", [("x", [4, 7])])
+    # onnxruntime's com.microsoft QOperator ops (op_msquant.c): exact against onnxruntime (weights
+    # within 7 bits, as its quantizer's reduce_range: its AVX2 u8 x s8 product saturates past them)
+    U8 = TensorProto.UINT8
+    u8 = lambda v: np.array(v, np.uint8)
+    sc = lambda v: np.array(v, np.float32)
+    qx, qx2 = ("x", ([2, 3, 5, 5], U8)), ("x2", ([2, 3, 5, 5], U8))
+    qa = [("s1", sc(0.02)), ("z1", u8(100))]
+    qb = [("s2", sc(0.05)), ("z2", u8(30))]
+    MS = "com.microsoft"
+    for op, ys in (("QLinearAdd", 0.07), ("QLinearMul", 0.3)):
+        add(op.lower(), 17, op, [qx] + qa + [qx2] + qb + [("s3", sc(ys)), ("z3", u8(128))], oty=U8, domain=MS)
+    add("qlinearsigmoid", 17, "QLinearSigmoid", [qx, ("s1", sc(0.05)), ("z1", u8(100)), ("s3", sc(1 / 256)), ("z3", u8(0))],
+        oty=U8, domain=MS)
+    add("qlinearleakyrelu", 17, "QLinearLeakyRelu", [qx, ("s1", sc(0.05)), ("z1", u8(100)), ("s3", sc(0.04)), ("z3", u8(20))],
+        attrs=dict(alpha=0.1), oty=U8, domain=MS)
+    add("qlinearglobalaveragepool", 17, "QLinearGlobalAveragePool", [qx] + qa + [("s3", sc(0.013)), ("z3", u8(128))],
+        oty=U8, domain=MS)
+    add("qlinearglobalaveragepool_nhwc", 17, "QLinearGlobalAveragePool", [qx] + qa + [("s3", sc(0.013)), ("z3", u8(128))],
+        attrs=dict(channels_last=1), oty=U8, domain=MS)
+    add("qlinearaveragepool", 17, "QLinearAveragePool", [qx] + qa + [("s3", sc(0.013)), ("z3", u8(128))],
+        attrs=dict(kernel_shape=[3, 3], pads=[1, 1, 1, 1], strides=[2, 2]), oty=U8, domain=MS)
+    add("qlinearconcat", 17, "QLinearConcat", [("s3", sc(0.04)), ("z3", u8(128)), qx] + qa + [qx2] + qb,
+        attrs=dict(axis=1), oty=U8, domain=MS)
+    qw = lambda *s: rng.integers(-64, 64, s).astype(np.int8)
+    add("qgemm", 17, "QGemm", [("a", ([4, 7], U8))] + qa + [("w", qw(5, 7)), ("ws", sc([0.01, 0.02, 0.015, 0.03, 0.005])),
+        ("wz", np.zeros(5, np.int8)), ("c", rng.integers(-500, 500, 5).astype(np.int32)), ("s3", sc(0.05)), ("z3", u8(120))],
+        attrs=dict(transB=1), oty=U8, domain=MS)
+    add("qgemm_float", 17, "QGemm", [("a", ([4, 7], U8))] + qa + [("w", qw(7, 5)), ("ws", sc(0.01)), ("wz", np.array(0, np.int8)),
+        ("c", rng.integers(-500, 500, 5).astype(np.int32))], attrs=dict(alpha=0.5), domain=MS)
+    add("maxpool_u8", 17, "MaxPool", [qx], attrs=dict(kernel_shape=[3, 3], pads=[1, 1, 1, 1], strides=[2, 2]), oty=U8)
     add("isnan", 13, "IsNaN", [("x", [2, 3, 5])], oty=TensorProto.BOOL)
     add("isinf", 10, "IsInf", [("x", [2, 3, 5])], attrs=dict(detect_positive=0), oty=TensorProto.BOOL)
     add("attention", 23, "Attention", [("q", [2, 3, 4, 8]), ("k", [2, 3, 6, 8]), ("v", [2, 3, 6, 5])], attrs=dict(is_causal=1))
@@ -809,6 +841,8 @@ def bad_models():
     B["bad_attention_gqa"] = model([helper.make_node("Attention", ["q", "k", "k"], ["y"], name="at")],
                                    [helper.make_tensor_value_info("q", F, [2, 6, 5, 8]),
                                     helper.make_tensor_value_info("k", F, [2, 4, 5, 8])], [y], opset=23)
+    # com.microsoft's QLinearAdd in the default domain (no such operator there)
+    B["bad_ms_op_default_domain"] = model([helper.make_node("QLinearAdd", ["x"] * 7, ["y"], name="qa")], [x], [y])
     B["bad_opset29"] = model([helper.make_node("Relu", ["x"], ["y"], name="r")], [x], [y], opset=29)
     B["bad_domain"] = model([helper.make_node("FusedGemm", ["x", "x"], ["y"], name="fg", domain="com.microsoft")],
                             [x], [y], domain_imports=["com.microsoft"])
