@@ -142,6 +142,7 @@
   X(TG_OP_IS_NAN, "IsNaN")                       \
   X(TG_OP_IS_INF, "IsInf")                       \
   X(TG_OP_ATTENTION, "Attention")                \
+  X(TG_OP_ROTARY_EMBEDDING, "RotaryEmbedding")   \
   X(TG_OP_MS_QLINEAR_ADD, "QLinearAdd")          \
   X(TG_OP_MS_QLINEAR_MUL, "QLinearMul")          \
   X(TG_OP_MS_QLINEAR_SIGMOID, "QLinearSigmoid")  \

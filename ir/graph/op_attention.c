@@ -1,13 +1,15 @@
-/* op_attention.c — ONNX Attention (opset 23; what torch's exporter writes for
- * scaled_dot_product_attention from opset 23 on) imported as the subgraph of
+/* op_attention.c — ONNX Attention and RotaryEmbedding (opset 23; what torch's
+ * exporter writes for scaled_dot_product_attention and Llama-style rotary
+ * position embeddings from opset 23 on), each imported as the subgraph of
  * its function body: the 3-D forms split into heads, the past key and value
  * concatenated, Q and K scaled by sqrt(scale), grouped-query heads repeated,
  * MatMul, softcap, the additive bias of the mask (bool or float, shorter
  * masks padded) and of the bottom-right causal frontier, Softmax, the
- * fully-masked-row guard (such a row is zeros, not NaN), MatMul with V. Each
- * step is an ordinary node built here as a NodeProto and imported through
- * the normal path (imp_import_node), so shapes, symbolic sizes and known
- * values follow the ordinary handlers, and fusion sees plain operators.
+ * fully-masked-row guard (such a row is zeros, not NaN), MatMul with V; for
+ * RotaryEmbedding the rotation of each head's halves (or pairs) by the cached
+ * angles. Each step is an ordinary node imported through the normal path
+ * (expand_int.h), so shapes, symbolic sizes and known values follow the
+ * ordinary handlers, and fusion sees plain operators.
  * docs/GRAPH.md ("Expanded operators"). */
 #include <math.h>
 #include <stdio.h>
@@ -172,6 +174,88 @@ ts_status imp_attention(imp *im, nctx *nc) {
   static const int64_t back[] = {0, 2, 1, 3};
   if (r == 3) XN(&b, "Reshape", y, transpose(&b, XN(&b, "MatMul", NULL, p, Vr), back, 4, NULL), c_ints(&b, (int64_t[]){0, 0, -1}, 3));
   else XN(&b, "MatMul", y, p, Vr);
+  if (b.st) return b.st;
+  nc->expanded = true;
+  return TS_OK;
+}
+
+static const char *slice_last(xb *b, const char *x, int64_t start, int64_t end, int64_t step) {
+  return XN(b, "Slice", NULL, x, c_ints(b, &start, 1), c_ints(b, &end, 1), c_ints(b, (int64_t[]){-1}, 1),
+            c_ints(b, &step, 1));
+}
+
+/* RotaryEmbedding (opset 23): the rotary half (or the even/odd pairs, interleaved)
+ * of each head rotated by the cached angle of its position: [x1, x2] ->
+ * [cos x1 - sin x2, sin x1 + cos x2]; the rest of the head passes through. */
+ts_status imp_rotary(imp *im, nctx *nc) {
+  const Onnx__NodeProto *np = nc->np;
+  xb b = {.im = im, .nc = nc};
+  const tg_value *x = IN(im, nc, 0), *cc = IN(im, nc, 1), *sc = IN(im, nc, 2), *pos = IN(im, nc, 3);
+  if (!x || !cc || !sc) return imp_nerr(im, nc, TS_EINVAL, "X, cos_cache and sin_cache are required");
+  ts_status st = imp_need_float(im, nc, 0);
+  if (st) return st;
+  if (!ir_dtype_eq(cc->dtype, x->dtype) || !ir_dtype_eq(sc->dtype, x->dtype))
+    return imp_nerr(im, nc, TS_ETYPE, "cos_cache and sin_cache differ in type from X");
+  if (x->ndim != 3 && x->ndim != 4) return imp_nerr(im, nc, TS_ESHAPE, "X has rank %d (3 or 4)", x->ndim);
+  int64_t nh = aint(nc, "num_heads", 0), inter = aint(nc, "interleaved", 0), rd = aint(nc, "rotary_embedding_dim", 0);
+  if (inter != 0 && inter != 1) return imp_nerr(im, nc, TS_EINVAL, "interleaved=%" PRId64 " (0 or 1)", inter);
+  for (int i = 0; i < 64; i++) {
+    ir_dtype t;
+    if (tg_onnx_dtype(i, &t) && ir_dtype_eq(t, x->dtype)) {
+      b.elem = i;
+      break;
+    }
+  }
+  /* [B, S, H, D] */
+  const char *X = np->input[0];
+  static const int64_t swap[] = {0, 2, 1, 3};
+  if (x->ndim == 4) {
+    X = transpose(&b, X, swap, 4, NULL);
+  } else {
+    if (nh < 1 || nh > (1 << 20)) return imp_nerr(im, nc, TS_EINVAL, "3-D X needs num_heads (at least 1), given %" PRId64, nh);
+    X = XN(&b, "Reshape", NULL, X, c_ints(&b, (int64_t[]){0, 0, nh, -1}, 4));
+  }
+  const tg_value *x4 = xv(&b, X);
+  if (!x4) return b.st;
+  if (x4->dims[3].sym) return imp_nerr(im, nc, TS_EUNSUPPORTED, "a symbolic head size");
+  int64_t d = x4->dims[3].value;
+  if (rd == 0) rd = d;
+  if (rd < 2 || rd > d || rd % 2)
+    return imp_nerr(im, nc, TS_EINVAL, "rotary_embedding_dim=%" PRId64 " (even, 2 to the head size %" PRId64 ")", rd, d);
+  tg_dim half = cc->ndim ? cc->dims[cc->ndim - 1] : DC(0);
+  if (half.sym || half.value != rd / 2)
+    return imp_nerr(im, nc, TS_ESHAPE, "cos_cache's last dim is not rotary_embedding_dim / 2 = %" PRId64, rd / 2);
+  /* the angles: [B, S, rd/2] (gathered by position when position_ids is given), then a heads axis */
+  const char *co = np->input[1], *si = np->input[2];
+  if (pos) {
+    co = XN(&b, "Gather", NULL, co, np->input[3]);
+    si = XN(&b, "Gather", NULL, si, np->input[3]);
+  }
+  const char *ax2 = c_ints(&b, (int64_t[]){2}, 1);
+  co = XN(&b, "Unsqueeze", NULL, co, ax2);
+  si = XN(&b, "Unsqueeze", NULL, si, ax2);
+  const char *xr = rd < d ? slice_last(&b, X, 0, rd, 1) : X;
+  const char *x1 = inter ? slice_last(&b, xr, 0, rd, 2) : slice_last(&b, xr, 0, rd / 2, 1);
+  const char *x2 = inter ? slice_last(&b, xr, 1, rd, 2) : slice_last(&b, xr, rd / 2, rd, 1);
+  const char *re = XN(&b, "Sub", NULL, XN(&b, "Mul", NULL, co, x1), XN(&b, "Mul", NULL, si, x2));
+  const char *imv = XN(&b, "Add", NULL, XN(&b, "Mul", NULL, si, x1), XN(&b, "Mul", NULL, co, x2));
+  const char *rot;
+  if (inter) { /* pairs back in place: [.., rd/2, 2] -> [.., rd] */
+    const char *ax4 = c_ints(&b, (int64_t[]){4}, 1);
+    Onnx__AttributeProto *c4[] = {xa_int(&b, "axis", 4)};
+    rot = XA(&b, "Concat", NULL, c4, XN(&b, "Unsqueeze", NULL, re, ax4), XN(&b, "Unsqueeze", NULL, imv, ax4));
+    rot = XN(&b, "Reshape", NULL, rot, c_ints(&b, (int64_t[]){0, 0, 0, rd}, 4));
+  } else {
+    Onnx__AttributeProto *c3[] = {xa_int(&b, "axis", 3)};
+    rot = XA(&b, "Concat", NULL, c3, re, imv);
+  }
+  if (rd < d) {
+    Onnx__AttributeProto *c3[] = {xa_int(&b, "axis", 3)};
+    rot = XA(&b, "Concat", NULL, c3, rot, slice_last(&b, X, rd, d, 1));
+  }
+  const char *y = nc->outname[0];
+  if (x->ndim == 4) transpose(&b, rot, swap, 4, y);
+  else XN(&b, "Reshape", y, rot, c_ints(&b, (int64_t[]){0, 0, -1}, 3));
   if (b.st) return b.st;
   nc->expanded = true;
   return TS_OK;

@@ -127,6 +127,7 @@ R(TG_OP_IS_NAN,                   "IsNaN",              "isnan",               9
 R(TG_OP_IS_INF,                   "IsInf",              "isinf",              10, 0, 1, 1,  1, 1, "i:detect_negative i:detect_positive", imp_is_special, lg_emit_logic, 1, EW, NULL, 0),
 /* expanded at import into the subgraph of its function body (op_attention.c): no node of its own */
 R(TG_OP_ATTENTION,                "Attention",          "attention",          23, 0, 3, 6,  1, 4, "i:is_causal i:kv_num_heads i:q_num_heads i:qk_matmul_output_mode f:scale f:softcap i:softmax_precision", imp_attention, NULL, 0, OPQ, NULL, TG_OPF_EXPANDED),
+R(TG_OP_ROTARY_EMBEDDING,         "RotaryEmbedding",    "rotary_embedding",   23, 0, 3, 4,  1, 1, "i:interleaved i:num_heads i:rotary_embedding_dim", imp_rotary, NULL, 0, OPQ, NULL, TG_OPF_EXPANDED),
 /* com.microsoft's QOperator ops (op_msquant.c): DequantizeLinear, the float op, QuantizeLinear */
 #define MSQ TG_OPF_EXPANDED | TG_OPF_MS_DOMAIN
 R(TG_OP_MS_QLINEAR_ADD,           "QLinearAdd",         "qlinear_add",         1, 0, 7, 8,  1, 1, "",                              imp_ms_qlinear,   NULL,                 0, OPQ, NULL, MSQ),

@@ -436,6 +436,11 @@ def op_models():
         ("c", rng.integers(-500, 500, 5).astype(np.int32))], attrs=dict(alpha=0.5), domain=MS)
     add("maxpool_u8", 17, "MaxPool", [qx], attrs=dict(kernel_shape=[3, 3], pads=[1, 1, 1, 1], strides=[2, 2]), oty=U8)
     add("isnan", 13, "IsNaN", [("x", [2, 3, 5])], oty=TensorProto.BOOL)
+    ang = rng.uniform(0, 6.3, (11, 4)).astype(np.float32)  # 11 positions, rotary_dim / 2 = 4
+    add("rotaryembedding", 23, "RotaryEmbedding", [("x", [2, 3, 5, 8]), ("cos", np.cos(ang)), ("sin", np.sin(ang)),
+        ("pos", rng.integers(0, 11, (2, 5)).astype(np.int64))])
+    add("rotaryembedding_3d", 23, "RotaryEmbedding", [("x", [2, 5, 24]), ("cos", np.cos(ang)), ("sin", np.sin(ang)),
+        ("pos", rng.integers(0, 11, (2, 5)).astype(np.int64))], attrs=dict(num_heads=2, interleaved=1, rotary_embedding_dim=8))
     add("isinf", 10, "IsInf", [("x", [2, 3, 5])], attrs=dict(detect_positive=0), oty=TensorProto.BOOL)
     add("attention", 23, "Attention", [("q", [2, 3, 4, 8]), ("k", [2, 3, 6, 8]), ("v", [2, 3, 6, 5])], attrs=dict(is_causal=1))
     add("attention_3d", 23, "Attention", [("q", [2, 4, 12]), ("k", [2, 6, 6]), ("v", [2, 6, 10])],
