@@ -69,7 +69,12 @@ const char *xn(xb *b, const char *op, const char *out, int nin, const char *cons
   np->output = outs;
   np->n_attribute = (size_t)nattr;
   np->attribute = at;
+  /* an op newer than the model (LayerNormalization in an opset-14 model's
+   * SkipLayerNormalization) is imported at the opset it needs */
+  int opset = b->im->opset;
+  if (b->min_opset > opset) b->im->opset = b->min_opset;
   b->st = imp_import_node(b->im, np, 0);
+  b->im->opset = opset;
   return b->st ? NULL : o;
 }
 

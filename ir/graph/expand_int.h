@@ -18,6 +18,7 @@ typedef struct xb {
   nctx *nc;    /* the node being expanded (names, messages) */
   int k;       /* nodes built so far */
   int elem;    /* ONNX element type of c_float's constants */
+  int min_opset; /* the next nodes are imported at this opset at least (0: the model's) */
   ts_status st;
 } xb;
 

@@ -151,6 +151,15 @@
   X(TG_OP_MS_QLINEAR_AVG_POOL, "QLinearAveragePool") \
   X(TG_OP_MS_QLINEAR_CONCAT, "QLinearConcat")    \
   X(TG_OP_MS_QGEMM, "QGemm")                     \
+  X(TG_OP_MS_GELU, "Gelu.ms")                    \
+  X(TG_OP_MS_BIAS_GELU, "BiasGelu")              \
+  X(TG_OP_MS_FAST_GELU, "FastGelu")              \
+  X(TG_OP_MS_QUICK_GELU, "QuickGelu")            \
+  X(TG_OP_MS_FUSED_MATMUL, "FusedMatMul")        \
+  X(TG_OP_MS_SKIP_LAYER_NORM, "SkipLayerNormalization") \
+  X(TG_OP_MS_SKIP_SIMPLIFIED_LAYER_NORM, "SkipSimplifiedLayerNormalization") \
+  X(TG_OP_MS_EMBED_LAYER_NORM, "EmbedLayerNormalization") \
+  X(TG_OP_MS_ATTENTION, "Attention.ms")          \
   X(TG_OP_CALL, "tessel.call")
 
 typedef enum {

@@ -541,13 +541,19 @@ ts_status imp_import_node(imp *im, const Onnx__NodeProto *np, size_t index) {
   const char *opt = np->op_type ? np->op_type : "";
   const char *dom = np->domain ? np->domain : "";
   nc->op = tg_op_from_name(opt);
+  bool ms = !strcmp(dom, "com.microsoft");
+  if (ms && !(tg_op_def_of(nc->op) && (tg_op_def_of(nc->op)->flags & TG_OPF_MS_DOMAIN))) {
+    /* com.microsoft's ops named as default-domain ones are registered as "<name>.ms" */
+    char msname[128];
+    snprintf(msname, sizeof msname, "%s.ms", opt);
+    nc->op = tg_op_from_name(msname);
+  }
   const tg_op_def *msd = tg_op_def_of(nc->op);
-  bool ms = !strcmp(dom, "com.microsoft"), ms_op = msd && (msd->flags & TG_OPF_MS_DOMAIN);
+  bool ms_op = msd && (msd->flags & TG_OPF_MS_DOMAIN);
   if (ms != ms_op) nc->op = TG_OP_COUNT; /* an op of the other domain of that name */
   if (ms && !ms_op) {
     st = ts_diag_set(im->d, TS_EUNSUPPORTED, "%s: node %s: operator %s of domain 'com.microsoft' is not supported "
-                     "(of that domain tessel reads QLinearAdd, QLinearMul, QLinearSigmoid, QLinearLeakyRelu, "
-                     "QLinearGlobalAveragePool, QLinearAveragePool, QLinearConcat, QGemm)", im->label, nc->name, opt);
+                     "(docs/GRAPH.md lists the com.microsoft ops tessel reads)", im->label, nc->name, opt);
     goto done;
   }
   if (dom[0] && strcmp(dom, "ai.onnx") && !ms) {

@@ -179,6 +179,7 @@ ts_status imp_is_special(imp *im, nctx *nc);
 ts_status imp_attention(imp *im, nctx *nc);
 ts_status imp_rotary(imp *im, nctx *nc);
 ts_status imp_ms_qlinear(imp *im, nctx *nc);
+ts_status imp_ms_contrib(imp *im, nctx *nc);
 ts_status imp_where(imp *im, nctx *nc);
 ts_status imp_range(imp *im, nctx *nc);
 ts_status imp_constant_of_shape(imp *im, nctx *nc);

@@ -308,7 +308,8 @@ def op_models():
                 gin.append(helper.make_tensor_value_info(n, v[1], v[0]))
             else:
                 gin.append(helper.make_tensor_value_info(n, F, v))
-        gout = [helper.make_tensor_value_info(o, oty, None) for o in outs if o]
+        gout = [helper.make_tensor_value_info(o, oty[k] if isinstance(oty, tuple) else oty, None)
+                for k, o in enumerate(outs) if o]
         g = helper.make_graph([node], stem, gin, gout, inits)
         imports = [helper.make_opsetid("", opset)] + ([helper.make_opsetid(domain, 1)] if domain else [])
         m = helper.make_model(g, opset_imports=imports, producer_name="tessel-gen")
@@ -434,6 +435,26 @@ def op_models():
         attrs=dict(transB=1), oty=U8, domain=MS)
     add("qgemm_float", 17, "QGemm", [("a", ([4, 7], U8))] + qa + [("w", qw(7, 5)), ("ws", sc(0.01)), ("wz", np.array(0, np.int8)),
         ("c", rng.integers(-500, 500, 5).astype(np.int32))], attrs=dict(alpha=0.5), domain=MS)
+    # onnxruntime's transformer optimizer's com.microsoft ops (op_mscontrib.c)
+    add("ms_gelu", 17, "Gelu", [("x", [2, 3, 5])], domain=MS)
+    add("biasgelu", 17, "BiasGelu", [("x", [2, 3, 8]), ("b", f32(8))], domain=MS)
+    add("fastgelu", 17, "FastGelu", [("x", [2, 3, 8]), ("b", f32(8))], domain=MS)
+    add("quickgelu", 17, "QuickGelu", [("x", [2, 3, 8])], attrs=dict(alpha=1.5), domain=MS)
+    add("fusedmatmul", 17, "FusedMatMul", [("a", [2, 7, 5]), ("b", f32(4, 7))], attrs=dict(alpha=0.5, transA=1, transB=1),
+        domain=MS)
+    add("skiplayernormalization", 17, "SkipLayerNormalization", [("x", [2, 5, 8]), ("s", [2, 5, 8]), ("g", f32(8)),
+        ("be", f32(8)), ("bi", f32(8))], outs=("y", "", "", "sum"), attrs=dict(epsilon=1e-5), domain=MS)
+    add("skipsimplifiedlayernormalization", 17, "SkipSimplifiedLayerNormalization", [("x", [2, 5, 8]), ("s", [2, 5, 8]),
+        ("g", f32(8))], attrs=dict(epsilon=1e-6), domain=MS)
+    I32 = lambda *v: np.array(v, np.int32)
+    add("embedlayernormalization", 17, "EmbedLayerNormalization", [("ids", I32([3, 0, 9, 4, 4], [1, 2, 3, 8, 7])),
+        ("seg", I32([0, 0, 1, 1, 1], [0, 1, 1, 0, 0])), ("we", f32(10, 8)), ("pe", f32(6, 8)), ("se", f32(2, 8)),
+        ("g", [8]), ("be", f32(8)), ("m", I32([1, 1, 1, 0, 0], [1, 1, 1, 1, 1]))], outs=("y", "mi", "es"),
+        oty=(F, TensorProto.INT32, F), attrs=dict(epsilon=1e-5), domain=MS)
+    add("ms_attention", 17, "Attention", [("x", [2, 5, 8]), ("w", f32(8, 24)), ("b", f32(24)), ("mi", I32(3, 5))],
+        attrs=dict(num_heads=2), domain=MS)
+    add("ms_attention_causal", 17, "Attention", [("x", [2, 5, 8]), ("w", f32(8, 24)), ("b", f32(24)),
+        ("mi", I32([1, 1, 1, 0, 0], [1, 1, 1, 1, 1]))], attrs=dict(num_heads=4, unidirectional=1), domain=MS)
     add("maxpool_u8", 17, "MaxPool", [qx], attrs=dict(kernel_shape=[3, 3], pads=[1, 1, 1, 1], strides=[2, 2]), oty=U8)
     add("isnan", 13, "IsNaN", [("x", [2, 3, 5])], oty=TensorProto.BOOL)
     ang = rng.uniform(0, 6.3, (11, 4)).astype(np.float32)  # 11 positions, rotary_dim / 2 = 4
@@ -1439,7 +1460,10 @@ def main():
     for stem, opset, m in op_models():
         # (no onnx.checker here: the op models' outputs declare no shape, which it wants)
         onnx.save(m, os.path.join(out, "ops", stem + ".onnx"))
-        manifest.append({"file": stem + ".onnx", "opset": opset, "op": m.graph.node[-1 if stem.startswith("reshape") else 0].op_type,
+        node = m.graph.node[-1 if stem.startswith("reshape") else 0]
+        # com.microsoft's Gelu and Attention are tessel's "Gelu.ms" and "Attention.ms"
+        op = node.op_type + (".ms" if node.domain == "com.microsoft" and node.op_type in ("Gelu", "Attention") else "")
+        manifest.append({"file": stem + ".onnx", "opset": opset, "op": op,
                          "outputs": [o.name for o in m.graph.output], "shapes": ort_shapes(m)})
     for stem, m in dyn_models():
         onnx.save(m, os.path.join(out, "ops", stem + ".onnx"))
