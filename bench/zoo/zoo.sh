@@ -15,14 +15,16 @@
 #   bench/out/zoo-models), ZOO_VENV (the bench-only virtual environment with
 #   torch, torchvision and transformers for the export, default
 #   bench/.venv-zoo, created with pip when missing: about 7 GB, never needed
-#   by the tests), EXPORT=0 (use MODELS as it is, no export, no torch).
+#   by the tests), EXPORT=0 (use MODELS as it is, no export, no torch),
+#   EXPORT_ARGS (more export.py options, e.g. "--wide --exporter dynamo
+#   --attention sdpa --opset 23"; give each set its own MODELS directory).
 #
 # Before the table it measures the machine's peak as OpenBLAS sgemm 1024^3 on
 # 1 and 2 threads (bench_baselines, the same run) and prints it with the load
 # average, since this 2-core machine is shared and latency alone says little.
 set -euo pipefail
 if [ "${1:-}" = "-h" ] || [ "${1:-}" = "--help" ]; then
-  sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'
+  sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'
   exit 0
 fi
 out=bench/out/zoo
@@ -40,7 +42,8 @@ if [ "${EXPORT:-1}" != 0 ]; then
     "$venv/bin/pip" install -q torch==2.8.0 torchvision==0.23.0 transformers onnx onnxruntime onnxscript numpy
   fi
   echo "== export to $models"
-  "$venv/bin/python" bench/zoo/export.py "$models"
+  # shellcheck disable=SC2086 # EXPORT_ARGS is a list of options
+  "$venv/bin/python" bench/zoo/export.py "$models" ${EXPORT_ARGS:-}
 fi
 
 ninja -C "$build" tessel bench/bench_baselines >/dev/null
