@@ -160,6 +160,7 @@
   X(TG_OP_MS_SKIP_SIMPLIFIED_LAYER_NORM, "SkipSimplifiedLayerNormalization") \
   X(TG_OP_MS_EMBED_LAYER_NORM, "EmbedLayerNormalization") \
   X(TG_OP_MS_ATTENTION, "Attention.ms")          \
+  X(TG_OP_SIMPLIFIED_LAYER_NORM, "SimplifiedLayerNormalization") \
   X(TG_OP_CALL, "tessel.call")
 
 typedef enum {

@@ -3,7 +3,8 @@
  * .optimizer, Hugging Face optimum's optimised exports): Gelu, BiasGelu,
  * FastGelu, QuickGelu, FusedMatMul, SkipLayerNormalization,
  * SkipSimplifiedLayerNormalization, EmbedLayerNormalization and Attention
- * (packed QKV weights, a mask index). Each is imported as the ordinary
+ * (packed QKV weights, a mask index), and SimplifiedLayerNormalization, which
+ * onnxruntime registers in the default domain. Each is imported as the ordinary
  * operators it stands for (expand_int.h), so a model optimised for
  * onnxruntime builds as its unoptimised form would. docs/GRAPH.md
  * ("Expanded operators"). */
@@ -252,6 +253,13 @@ ts_status imp_ms_contrib(imp *im, nctx *nc) {
     break;
   }
   case TG_OP_MS_EMBED_LAYER_NORM: st = ms_embed_ln(&b, im, nc); break;
+  case TG_OP_SIMPLIFIED_LAYER_NORM: { /* RMSNormalization over axis.. */
+    if ((st = no_output(im, nc, 1, "inv_std_var"))) return st;
+    Onnx__AttributeProto *at[] = {xa_int(&b, "axis", aint(nc, "axis", -1)), xa_float(&b, "epsilon", (float)afloat(nc, "epsilon", 1e-5))};
+    b.min_opset = 23;
+    XA(&b, "RMSNormalization", y, at, in_name(nc, 0), in_name(nc, 1));
+    break;
+  }
   default: st = ms_attention(&b, im, nc); break;
   }
   if (st) return st;

@@ -148,6 +148,8 @@ R(TG_OP_MS_SKIP_LAYER_NORM,       "SkipLayerNormalization", "skip_layer_norm", 1
 R(TG_OP_MS_SKIP_SIMPLIFIED_LAYER_NORM, "SkipSimplifiedLayerNormalization", "skip_rms_norm", 1, 0, 3, 4, 1, 4, "f:epsilon",        imp_ms_contrib,   NULL,                 0, OPQ, NULL, MSQ),
 R(TG_OP_MS_EMBED_LAYER_NORM,      "EmbedLayerNormalization", "embed_layer_norm", 1, 0, 6, 9, 1, 3, "f:epsilon i:mask_index_type",  imp_ms_contrib,   NULL,                 0, OPQ, NULL, MSQ),
 R(TG_OP_MS_ATTENTION,             "Attention.ms",       "attention_ms",        1, 0, 2, 8,  1, 2, "i:num_heads i:unidirectional I:qkv_hidden_sizes f:mask_filter_value f:scale i:do_rotary i:past_present_share_buffer", imp_ms_contrib, NULL, 0, OPQ, NULL, MSQ),
+/* onnxruntime registers SimplifiedLayerNormalization (its RMS norm) in the default domain */
+R(TG_OP_SIMPLIFIED_LAYER_NORM,    "SimplifiedLayerNormalization", "simplified_layer_norm", 1, 0, 2, 2, 1, 2, "i:axis f:epsilon i:stash_type", imp_ms_contrib, NULL, 0, OPQ, NULL, TG_OPF_EXPANDED),
 R(TG_OP_SHRINK,                   "Shrink",             "shrink",              9, 0, 1, 1,  1, 1, "f:bias f:lambd",                imp_math_unary,   lg_emit_math_unary,   1, EW, NULL, 0),
 R(TG_OP_HARD_SWISH,               "HardSwish",          "hard_swish",         14, 0, 1, 1,  1, 1, "",                              imp_math_unary,   lg_emit_math_unary,   1, EW, NULL, 0),
 R(TG_OP_PRELU,                    "PRelu",              "prelu",               1, 0, 2, 2,  1, 1, "",                              imp_prelu,        lg_emit_prelu,        2, BC, lg_pattern_binary, 0),

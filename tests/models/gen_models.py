@@ -455,6 +455,8 @@ def op_models():
         attrs=dict(num_heads=2), domain=MS)
     add("ms_attention_causal", 17, "Attention", [("x", [2, 5, 8]), ("w", f32(8, 24)), ("b", f32(24)),
         ("mi", I32([1, 1, 1, 0, 0], [1, 1, 1, 1, 1]))], attrs=dict(num_heads=4, unidirectional=1), domain=MS)
+    add("simplifiedlayernormalization", 17, "SimplifiedLayerNormalization", [("x", [2, 5, 8]), ("g", f32(8))],
+        attrs=dict(epsilon=1e-6))
     add("maxpool_u8", 17, "MaxPool", [qx], attrs=dict(kernel_shape=[3, 3], pads=[1, 1, 1, 1], strides=[2, 2]), oty=U8)
     add("isnan", 13, "IsNaN", [("x", [2, 3, 5])], oty=TensorProto.BOOL)
     ang = rng.uniform(0, 6.3, (11, 4)).astype(np.float32)  # 11 positions, rotary_dim / 2 = 4
