@@ -28,9 +28,11 @@
  *   - a 2-D MaxPool of a value with a twin pools the twin ("tessel.nchwc").
  * A border out that nothing reads any more is dropped by dce, so the
  * conversions left are the region's borders (the stem's input, the pooled
- * tail). A convolution whose output channels the block does not divide, a
- * grouped one, or one with a symbolic channel or spatial size stays NCHW (the fallback: no
- * padding of channels). A Winograd one (the winograd pass runs first;
+ * tail). A grouped convolution whose channels per group (in and out) the
+ * block divides reads its group's input blocks (op_nn.c). A convolution whose
+ * output channels the block does not divide, another grouped one, or one with
+ * a symbolic channel or spatial size stays NCHW (the fallback: no padding of
+ * channels). A Winograd one (the winograd pass runs first;
  * --winograd off leaves every 3x3 to this pass) keeps its transformed
  * weights and reads and writes the blocked forms when the block divides
  * both its channel counts (winograd_step). docs/PASSES.md. */
@@ -212,7 +214,9 @@ static int blocked_weights(nc_state *s, int wid, bool dw, int64_t cb) {
   return id;
 }
 
-/* A convolution this pass takes: 0 no, 1 groups 1, 2 depthwise. */
+/* A convolution this pass takes: 0 no, 1 groups 1, 2 depthwise, 3 grouped
+ * with a multiple of b input and output channels per group (ResNeXt's,
+ * RegNet's: each output block then reads its own group's input blocks). */
 static int conv_kind(const nc_state *s, const tg_node *n) {
   const tg_graph *g = s->g;
   if (n->nin < 2 || n->nout != 1 || tg_node_attr(n, "tessel.winograd") || tg_node_attr(n, "tessel.nchwc") ||
@@ -224,7 +228,11 @@ static int conv_kind(const nc_state *s, const tg_node *n) {
   int64_t K = y->dims[1].value, C = x->dims[1].value, grp = tg_attr_int(n, "group", 1);
   if (K % s->b) return 0;
   if (grp == 1) return 1;
-  return grp == C && K == C && w->dims[1].value == 1 ? 2 : 0;
+  if (grp == C && K == C && w->dims[1].value == 1) return 2;
+  return grp > 1 && C % grp == 0 && K % grp == 0 && w->dims[1].value == C / grp && (C / grp) % s->b == 0 &&
+                 (K / grp) % s->b == 0
+             ? 3
+             : 0;
 }
 
 /* A Winograd convolution (the winograd pass's form, op_nn.c) whose input
@@ -250,7 +258,7 @@ static ts_status conv_step(nc_state *s, tg_node *n) {
   tg_graph *g = s->g;
   int64_t C = g->values[n->inputs[0]]->dims[1].value;
   int64_t cb = C % s->b ? 1 : s->b;
-  if (kind == 2 && cb != s->b) return TS_OK;
+  if (kind >= 2 && cb != s->b) return TS_OK;
   int x = n->inputs[0];
   if (cb > 1) {
     x = twin_in(s, x);

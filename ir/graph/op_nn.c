@@ -775,14 +775,20 @@ static void conv_reduce(lg_kernel *k, const conv_plan *p, const char *dst, int64
 
 /* ---- the channel-blocked forms (the nchwc pass, nchwc.c) ---- */
 
+/* A blocked convolution's groups, 1 for a depthwise one (its own form). */
+static int64_t dw_group_or_1(const tg_node *n, const tg_value *wv) {
+  return wv->ndim == 4 ? 1 : tg_attr_int(n, "group", 1);
+}
+
 /* The blocked convolution (tessel.nchwc = b, tessel.nchwc_cb = cb): x
  * [N, C/cb, H, W, cb] (or plain [N, C, H, W] when cb = 1), w
- * [K/b, C/cb, R, S, cb, b] (depthwise [C/b, R, S, b]), bias [K], y
+ * [K/b, C/cb, R, S, cb, b] (grouped: C/group channels; depthwise [C/b, R, S, b]), bias [K], y
  * [N, K/b, P, Q, b]. A padded copy of x when the window leaves it, then the
  * sum with the output-channel block innermost, as the conv2d_nchwc workload. */
 static void emit_conv_nchwc(lg_kernel *k, const tg_node *n, const char *const *in, const char *o) {
   const tg_value *x = V(k, n->inputs[0]), *wv = V(k, n->inputs[1]), *y = OUTV(0);
   int64_t b = tg_attr_int(n, "tessel.nchwc", 0), cb = tg_attr_int(n, "tessel.nchwc_cb", b);
+  int64_t grp = dw_group_or_1(n, wv);
   bool dw = wv->ndim == 4, plain = x->ndim == 4;
   bool konst = tg_value_is_static(wv);
   for (int i = 1; i < x->ndim; i++) konst = konst && !x->dims[i].sym;
@@ -837,6 +843,10 @@ static void emit_conv_nchwc(lg_kernel *k, const tg_node *n, const char *const *i
     tb_printf(&bb, " += %s[i0, r0, %s, %s] * %s[i1, r0, r1, r2, 0, i4] for r0 in 0..%" PRId64 ", r1 in 0..%" PRId64
               ", r2 in 0..%" PRId64,
               src, eh, ew, in[1], CB, w.kern[0], w.kern[1]);
+  else if (grp > 1) /* output block i1 is of group i1 / (its group's blocks): that group's input blocks */
+    tb_printf(&bb, " += %s[i0, i1 / %" PRId64 " * %" PRId64 " + r0, %s, %s, r3] * %s[i1, r0, r1, r2, r3, i4] for r0 in 0..%" PRId64
+              ", r1 in 0..%" PRId64 ", r2 in 0..%" PRId64 ", r3 in 0..%" PRId64,
+              src, y->dims[1].value / grp, wv->dims[1].value, eh, ew, in[1], wv->dims[1].value, w.kern[0], w.kern[1], cb);
   else
     tb_printf(&bb, " += %s[i0, r0, %s, %s, r3] * %s[i1, r0, r1, r2, r3, i4] for r0 in 0..%" PRId64
               ", r1 in 0..%" PRId64 ", r2 in 0..%" PRId64 ", r3 in 0..%" PRId64,

@@ -63,9 +63,10 @@ static const struct {
     {"nchwc_resnet", 8, TG_WINOGRAD_OFF, 7, 0, 1},    {"nchwc_resnet", 16, TG_WINOGRAD_OFF, 5, 0, 2},
     {"nchwc_resnet", 8, TG_WINOGRAD_ALL, 7, 0, 1},    {"nchwc_mobilenet", 8, TG_WINOGRAD_OFF, 9, 1, 2},
     {"nchwc_mobilenet", 16, TG_WINOGRAD_OFF, 7, 0, 2},
+    {"nchwc_regnet", 8, TG_WINOGRAD_OFF, 6, 1, 2},     {"nchwc_regnet", 16, TG_WINOGRAD_OFF, 5, 1, 2},
 };
 #define NNCHWC ((int)(sizeof nchwc_cases / sizeof nchwc_cases[0]))
-static const char *const ref_models[] = {"nchwc_resnet", "nchwc_mobilenet"};
+static const char *const ref_models[] = {"nchwc_resnet", "nchwc_mobilenet", "nchwc_regnet"};
 
 static void ref_dirs_of(const char *name, char *in, char *ref, size_t n) {
   snprintf(in, n, "%s/%s/in", tmpdir, name);
@@ -253,7 +254,7 @@ int main(void) {
   if (!tr_model_env(&models, &root, python, ort_script)) return 2;
   snprintf(tmpdir, sizeof tmpdir, "/tmp/tessel-passes-models-XXXXXX");
   if (!mkdtemp(tmpdir)) return 2;
-  for (int i = 0; i < NCONV + 2; i++) {
+  for (int i = 0; i < NCONV + (int)(sizeof ref_models / sizeof ref_models[0]); i++) {
     const char *name = i < NCONV ? conv_models[i].name : ref_models[i - NCONV];
     char in[400], ref[400];
     ref_dirs_of(name, in, ref, sizeof in);

@@ -1032,6 +1032,18 @@ def nchwc_models():
     h = relu6(b, conv(b, h, 24, 20, 1))
     b.op("GlobalAveragePool", [h])
     out.append(finish(b, "nchwc_mobilenet", [29, 27], [1, 20, 1, 1]))
+    # RegNet / ResNeXt: grouped 3x3s with 16 channels per group (blocked at 8 and 16), 8 per group
+    # (blocked at 8 only) and 4 per group (the fallback), between 1x1s, a strided projection, Add
+    b = Builder(62)
+    h = b.op("Relu", [conv(b, "x", 3, 16, 3, 2)])
+    t = b.op("Relu", [conv(b, h, 16, 32, 1)])
+    t = b.op("Relu", [conv(b, t, 32, 32, 3, 2, group=2)])
+    t = b.op("Relu", [conv(b, t, 32, 32, 3, group=4)])
+    t = b.op("Relu", [conv(b, t, 32, 32, 3, group=8)])
+    t = conv(b, t, 32, 16, 1)
+    h = b.op("Relu", [b.op("Add", [t, conv(b, h, 16, 16, 1, 2)])])
+    b.op("GlobalAveragePool", [h])
+    out.append(finish(b, "nchwc_regnet", [31, 29], [1, 16, 1, 1]))
     return out
 
 
