@@ -57,7 +57,7 @@ static const char *to_channels_first(xb *b, const char *x, int r, bool back) {
 
 ts_status imp_ms_qlinear(imp *im, nctx *nc) {
   xb b = {.im = im, .nc = nc, .elem = ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT};
-  const char *op = nc->np->op_type, *out = nc->outname[0];
+  const char *out = nc->outname[0];
   ts_status st = need_quant(im, nc, nc->op == TG_OP_MS_QLINEAR_CONCAT ? 2 : 0, "input X");
   if (st) return st;
   const tg_value *x = IN(im, nc, nc->op == TG_OP_MS_QLINEAR_CONCAT ? 2 : 0);
@@ -161,7 +161,6 @@ ts_status imp_ms_qlinear(imp *im, nctx *nc) {
     break;
   }
   }
-  (void)op;
   if (b.st) return b.st;
   nc->expanded = true;
   return TS_OK;
