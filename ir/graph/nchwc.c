@@ -216,7 +216,10 @@ static int blocked_weights(nc_state *s, int wid, bool dw, int64_t cb) {
 
 /* A convolution this pass takes: 0 no, 1 groups 1, 2 depthwise, 3 grouped
  * with a multiple of b input and output channels per group (ResNeXt's,
- * RegNet's: each output block then reads its own group's input blocks). */
+ * RegNet's: each output block then reads its own group's input blocks), 4
+ * grouped with as many input as output channels per group, fewer than b and
+ * dividing it (ResNeXt-50's first stage, 4: b / that many groups make one
+ * block, computed as one group of b with zeros across groups). */
 static int conv_kind(const nc_state *s, const tg_node *n) {
   const tg_graph *g = s->g;
   if (n->nin < 2 || n->nout != 1 || tg_node_attr(n, "tessel.winograd") || tg_node_attr(n, "tessel.nchwc") ||
@@ -229,10 +232,10 @@ static int conv_kind(const nc_state *s, const tg_node *n) {
   if (K % s->b) return 0;
   if (grp == 1) return 1;
   if (grp == C && K == C && w->dims[1].value == 1) return 2;
-  return grp > 1 && C % grp == 0 && K % grp == 0 && w->dims[1].value == C / grp && (C / grp) % s->b == 0 &&
-                 (K / grp) % s->b == 0
-             ? 3
-             : 0;
+  if (grp < 2 || C % grp || K % grp || w->dims[1].value != C / grp) return 0;
+  int64_t cg = C / grp, kg = K / grp;
+  if (cg % s->b == 0 && kg % s->b == 0) return 3;
+  return cg == kg && cg > 1 && s->b % cg == 0 && C % s->b == 0 ? 4 : 0;
 }
 
 /* A Winograd convolution (the winograd pass's form, op_nn.c) whose input
@@ -251,11 +254,42 @@ static ts_status winograd_step(nc_state *s, tg_node *n) {
   return st == TS_OK ? blocked_after(s, n) : st;
 }
 
+/* Kind 4 made kind 3: groups of b channels, the weights [K, b, R, S] with each
+ * output channel's own group's cg inputs at their place in its block and
+ * zeros elsewhere (b / cg times the multiply-adds, all of them vectorised). */
+static ts_status merge_groups(nc_state *s, tg_node *n) {
+  tg_graph *g = s->g;
+  const tg_value *w = g->values[n->inputs[1]];
+  int64_t K = w->dims[0].value, cg = w->dims[1].value, R = w->dims[2].value, S = w->dims[3].value, b = s->b;
+  size_t nb = (size_t)(K * b * R * S) * sizeof(float);
+  float *dst = ts_calloc(1, nb);
+  if (!dst) return nc_oom(s->d);
+  const float *src = w->data;
+  for (int64_t k = 0; k < K; k++) {
+    int64_t at = (k % b) / cg * cg; /* the group's first input channel within the block */
+    for (int64_t c = 0; c < cg; c++)
+      for (int64_t rs = 0; rs < R * S; rs++) dst[(k * b + at + c) * R * S + rs] = src[(k * cg + c) * R * S + rs];
+  }
+  tg_dim wd[4] = {{K, NULL}, {b, NULL}, {R, NULL}, {S, NULL}};
+  char base[256];
+  snprintf(base, sizeof base, "%s_groups%d", w->name, (int)b);
+  int id = tg_add_const(g, base, ir_dt(IR_F32), 4, wd, dst, nb, s->d);
+  ts_free(dst);
+  if (id < 0) return fail_code(s->d);
+  n->inputs[1] = id;
+  return set_int(g, n, "group", g->values[n->inputs[0]]->dims[1].value / b, s->d);
+}
+
 static ts_status conv_step(nc_state *s, tg_node *n) {
   if (tg_attr_int(n, "tessel.winograd", 0)) return winograd_step(s, n);
   int kind = conv_kind(s, n);
   if (!kind) return TS_OK;
   tg_graph *g = s->g;
+  if (kind == 4) {
+    ts_status st = merge_groups(s, n);
+    if (st) return st;
+    kind = 3;
+  }
   int64_t C = g->values[n->inputs[0]]->dims[1].value;
   int64_t cb = C % s->b ? 1 : s->b;
   if (kind >= 2 && cb != s->b) return TS_OK;

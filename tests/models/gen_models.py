@@ -1032,8 +1032,9 @@ def nchwc_models():
     h = relu6(b, conv(b, h, 24, 20, 1))
     b.op("GlobalAveragePool", [h])
     out.append(finish(b, "nchwc_mobilenet", [29, 27], [1, 20, 1, 1]))
-    # RegNet / ResNeXt: grouped 3x3s with 16 channels per group (blocked at 8 and 16), 8 per group
-    # (blocked at 8 only) and 4 per group (the fallback), between 1x1s, a strided projection, Add
+    # RegNet / ResNeXt: grouped 3x3s with 16 channels per group (blocked as they are), 8 per group
+    # (merged into groups of 16 at block 16) and 4 per group (merged at 8 and 16), between 1x1s,
+    # a strided projection, Add
     b = Builder(62)
     h = b.op("Relu", [conv(b, "x", 3, 16, 3, 2)])
     t = b.op("Relu", [conv(b, h, 16, 32, 1)])
