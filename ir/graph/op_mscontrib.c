@@ -85,10 +85,11 @@ static ts_status ms_attention(xb *b, imp *im, nctx *nc) {
   int64_t nh = aint(nc, "num_heads", 0);
   if (nh < 1 || nh > (1 << 16)) return imp_nerr(im, nc, TS_EINVAL, "num_heads=%" PRId64 " (at least 1)", nh);
   if (w->dims[1].sym) return imp_nerr(im, nc, TS_EUNSUPPORTED, "symbolic weight width");
-  int64_t qkv[3], n;
-  const int64_t *hs = aints(nc, "qkv_hidden_sizes", (int *)&n);
+  int64_t qkv[3];
+  int n;
+  const int64_t *hs = aints(nc, "qkv_hidden_sizes", &n);
   if (hs) {
-    if ((int)n != 3) return imp_nerr(im, nc, TS_EINVAL, "qkv_hidden_sizes has %d entries (3)", (int)n);
+    if (n != 3) return imp_nerr(im, nc, TS_EINVAL, "qkv_hidden_sizes has %d entries (3)", n);
     memcpy(qkv, hs, sizeof qkv);
   } else {
     qkv[0] = qkv[1] = qkv[2] = w->dims[1].value / 3;
