@@ -107,3 +107,13 @@ const char *transpose(xb *b, const char *x, const int64_t *perm, int r, const ch
   return XA(b, "Transpose", out, a, x);
 }
 
+
+int xonnx_type(const tg_value *v) {
+  for (int i = 1; i < 64; i++) {
+    ir_dtype t;
+    if (tg_onnx_dtype(i, &t) && ir_dtype_eq(t, v->dtype)) return i;
+  }
+  return 0;
+}
+
+const char *xin(const nctx *nc, int i) { return i < nc->nin && nc->in[i] >= 0 ? nc->np->input[i] : ""; }

@@ -35,6 +35,10 @@ const char *c_float(xb *b, double v);
 const char *c_int(xb *b, int64_t v);
 const char *c_ints(xb *b, const int64_t *v, int n);
 const char *transpose(xb *b, const char *x, const int64_t *perm, int r, const char *out);
+/* The ONNX element type of v (TensorProto.DataType; 0 if none). */
+int xonnx_type(const tg_value *v);
+/* Input i's ONNX name, "" when omitted. */
+const char *xin(const nctx *nc, int i);
 
 /* XN(b, "Op", out, in0, in1, ...), XA(b, "Op", out, attrs[], in0, ...) */
 #define XN(b, op, out, ...) xn(b, op, out, (int)(sizeof((const char *[]){__VA_ARGS__}) / sizeof(const char *)), \

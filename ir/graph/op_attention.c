@@ -50,13 +50,7 @@ ts_status imp_attention(imp *im, nctx *nc) {
   if (st) return st;
   if (!ir_dtype_eq(q->dtype, kk->dtype) || !ir_dtype_eq(q->dtype, vv->dtype))
     return imp_nerr(im, nc, TS_ETYPE, "Q, K and V differ in type");
-  for (int i = 0; i < 64; i++) {
-    ir_dtype t;
-    if (tg_onnx_dtype(i, &t) && ir_dtype_eq(t, q->dtype)) {
-      b.elem = i;
-      break;
-    }
-  }
+  b.elem = xonnx_type(q);
   int r = q->ndim;
   if ((r != 3 && r != 4) || kk->ndim != r || vv->ndim != r)
     return imp_nerr(im, nc, TS_ESHAPE, "Q, K and V have ranks %d, %d, %d (all 3 or all 4)", q->ndim, kk->ndim, vv->ndim);
@@ -199,13 +193,7 @@ ts_status imp_rotary(imp *im, nctx *nc) {
   if (x->ndim != 3 && x->ndim != 4) return imp_nerr(im, nc, TS_ESHAPE, "X has rank %d (3 or 4)", x->ndim);
   int64_t nh = aint(nc, "num_heads", 0), inter = aint(nc, "interleaved", 0), rd = aint(nc, "rotary_embedding_dim", 0);
   if (inter != 0 && inter != 1) return imp_nerr(im, nc, TS_EINVAL, "interleaved=%" PRId64 " (0 or 1)", inter);
-  for (int i = 0; i < 64; i++) {
-    ir_dtype t;
-    if (tg_onnx_dtype(i, &t) && ir_dtype_eq(t, x->dtype)) {
-      b.elem = i;
-      break;
-    }
-  }
+  b.elem = xonnx_type(x);
   /* [B, S, H, D] */
   const char *X = np->input[0];
   static const int64_t swap[] = {0, 2, 1, 3};

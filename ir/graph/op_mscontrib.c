@@ -13,16 +13,7 @@
 
 #include "expand_int.h"
 
-static const char *in_name(nctx *nc, int i) { return i < nc->nin && nc->in[i] >= 0 ? nc->np->input[i] : ""; }
 static const char *out_name(nctx *nc, int k) { return k < nc->nout ? nc->outname[k] : NULL; }
-
-static int elem_of(const tg_value *v) {
-  for (int i = 1; i < 64; i++) {
-    ir_dtype t;
-    if (tg_onnx_dtype(i, &t) && ir_dtype_eq(t, v->dtype)) return i;
-  }
-  return 0;
-}
 
 /* Refuses a named output this import does not produce. */
 static ts_status no_output(imp *im, nctx *nc, int k, const char *what) {
@@ -98,8 +89,8 @@ static ts_status ms_attention(xb *b, imp *im, nctx *nc) {
     return imp_nerr(im, nc, TS_ESHAPE, "q, k, v widths %" PRId64 ", %" PRId64 ", %" PRId64
                     " do not split the weights' %" PRId64 " columns over %" PRId64 " heads", qkv[0], qkv[1], qkv[2],
                     w->dims[1].value, nh);
-  const char *y = XN(b, "MatMul", NULL, in_name(nc, 0), in_name(nc, 1));
-  if (in_name(nc, 2)[0]) y = XN(b, "Add", NULL, y, in_name(nc, 2));
+  const char *y = XN(b, "MatMul", NULL, xin(nc, 0), xin(nc, 1));
+  if (xin(nc, 2)[0]) y = XN(b, "Add", NULL, y, xin(nc, 2));
   Onnx__AttributeProto *sp[] = {xa_int(b, "axis", 2)};
   const char *split = c_ints(b, qkv, 3);
   /* Split has three outputs: built by hand */
@@ -149,12 +140,12 @@ static ts_status ms_attention(xb *b, imp *im, nctx *nc) {
       if (!tg_dim_eq(m->dims[0], x->dims[0]))
         return imp_nerr(im, nc, TS_EUNSUPPORTED, "a 1-D mask_index of other than batch_size entries (start positions)");
       Onnx__AttributeProto *to[] = {xa_int(b, "to", ONNX__TENSOR_PROTO__DATA_TYPE__INT64)};
-      const char *len = XN(b, "Unsqueeze", NULL, XA(b, "Cast", NULL, to, in_name(nc, 3)), c_ints(b, (int64_t[]){1}, 1));
+      const char *len = XN(b, "Unsqueeze", NULL, XA(b, "Cast", NULL, to, xin(nc, 3)), c_ints(b, (int64_t[]){1}, 1));
       const char *t = XN(b, "Gather", NULL, XN(b, "Shape", NULL, k), c_int(b, 3));
       keep = XN(b, "Less", NULL, XN(b, "Range", NULL, c_int(b, 0), t, c_int(b, 1)), len); /* [B, T] */
       keep = XN(b, "Unsqueeze", NULL, keep, c_ints(b, (int64_t[]){1, 2}, 2));
     } else if (m->ndim == 2 || m->ndim == 3) {
-      keep = XN(b, "Not", NULL, XN(b, "Equal", NULL, in_name(nc, 3), XN(b, "CastLike", NULL, c_int(b, 0), in_name(nc, 3))));
+      keep = XN(b, "Not", NULL, XN(b, "Equal", NULL, xin(nc, 3), XN(b, "CastLike", NULL, c_int(b, 0), xin(nc, 3))));
       keep = XN(b, "Unsqueeze", NULL, keep, c_ints(b, m->ndim == 2 ? (int64_t[]){1, 2} : (int64_t[]){1}, m->ndim == 2 ? 2 : 1));
     } else {
       return imp_nerr(im, nc, TS_EUNSUPPORTED, "a %d-D mask_index (1-D lengths, 2-D or 3-D 1/0 masks)", m->ndim);
@@ -169,7 +160,7 @@ static ts_status ms_attention(xb *b, imp *im, nctx *nc) {
     const char *ok = XN(b, "LessOrEqual", NULL, XN(b, "Range", NULL, z, nt, one), rq);
     s = XN(b, "Add", NULL, s, XN(b, "Where", NULL, ok, zero, neg));
   }
-  if (nc->nin > 5 && IN(im, nc, 5)) s = XN(b, "Add", NULL, s, in_name(nc, 5)); /* attention bias */
+  if (nc->nin > 5 && IN(im, nc, 5)) s = XN(b, "Add", NULL, s, xin(nc, 5)); /* attention bias */
   Onnx__AttributeProto *last[] = {xa_int(b, "axis", -1)};
   int save2 = b->min_opset;
   b->min_opset = 13; /* Softmax over the last axis alone */
@@ -188,24 +179,24 @@ static ts_status ms_embed_ln(xb *b, imp *im, nctx *nc) {
     return imp_nerr(im, nc, TS_EINVAL, "input_ids [B, S], word_embedding, position_embedding and gamma are required");
   if (IN(im, nc, 1) != NULL && (nc->nin <= 4 || !IN(im, nc, 4)))
     return imp_nerr(im, nc, TS_EINVAL, "segment_ids without segment_embedding");
-  const char *e = XN(b, "Gather", NULL, in_name(nc, 2), in_name(nc, 0));
-  const char *pos = in_name(nc, 8);
+  const char *e = XN(b, "Gather", NULL, xin(nc, 2), xin(nc, 0));
+  const char *pos = xin(nc, 8);
   if (!pos[0]) { /* 0 .. S-1 */
-    const char *sl = XN(b, "Gather", NULL, XN(b, "Shape", NULL, in_name(nc, 0)), c_int(b, 1));
+    const char *sl = XN(b, "Gather", NULL, XN(b, "Shape", NULL, xin(nc, 0)), c_int(b, 1));
     pos = XN(b, "Unsqueeze", NULL, XN(b, "Range", NULL, c_int(b, 0), sl, c_int(b, 1)), c_ints(b, (int64_t[]){0}, 1));
   }
-  e = XN(b, "Add", NULL, e, XN(b, "Gather", NULL, in_name(nc, 3), pos));
-  if (IN(im, nc, 1)) e = XN(b, "Add", NULL, e, XN(b, "Gather", NULL, in_name(nc, 4), in_name(nc, 1)));
+  e = XN(b, "Add", NULL, e, XN(b, "Gather", NULL, xin(nc, 3), pos));
+  if (IN(im, nc, 1)) e = XN(b, "Add", NULL, e, XN(b, "Gather", NULL, xin(nc, 4), xin(nc, 1)));
   if (out_name(nc, 2)) e = XN(b, "Identity", out_name(nc, 2), e);
-  last_norm(b, nc, false, e, in_name(nc, 5), in_name(nc, 6), out_name(nc, 0));
+  last_norm(b, nc, false, e, xin(nc, 5), xin(nc, 6), out_name(nc, 0));
   if (out_name(nc, 1)) {
     Onnx__AttributeProto *to[] = {xa_int(b, "to", ONNX__TENSOR_PROTO__DATA_TYPE__INT32)};
     Onnx__AttributeProto *kd[] = {xa_int(b, "keepdims", 0)};
     const char *mi;
     if (nc->nin > 7 && IN(im, nc, 7)) {
-      mi = XA(b, "ReduceSum", NULL, kd, XA(b, "Cast", NULL, to, in_name(nc, 7)), c_ints(b, (int64_t[]){1}, 1));
+      mi = XA(b, "ReduceSum", NULL, kd, XA(b, "Cast", NULL, to, xin(nc, 7)), c_ints(b, (int64_t[]){1}, 1));
     } else { /* no mask: every key counts */
-      const char *sh = XN(b, "Shape", NULL, in_name(nc, 0));
+      const char *sh = XN(b, "Shape", NULL, xin(nc, 0));
       const char *bs = XN(b, "Slice", NULL, sh, c_ints(b, (int64_t[]){0}, 1), c_ints(b, (int64_t[]){1}, 1));
       mi = XN(b, "Expand", NULL, XN(b, "Gather", NULL, sh, c_int(b, 1)), bs);
     }
@@ -217,24 +208,24 @@ static ts_status ms_embed_ln(xb *b, imp *im, nctx *nc) {
 ts_status imp_ms_contrib(imp *im, nctx *nc) {
   const tg_value *x = IN(im, nc, 0);
   if (!x) return imp_nerr(im, nc, TS_EINVAL, "input 0 is required");
-  xb b = {.im = im, .nc = nc, .elem = elem_of(x)};
+  xb b = {.im = im, .nc = nc, .elem = xonnx_type(x)};
   const char *y = nc->outname[0];
   ts_status st = TS_OK;
   switch (nc->op) {
-  case TG_OP_MS_GELU: gelu(&b, in_name(nc, 0), "none", y); break;
-  case TG_OP_MS_BIAS_GELU: gelu(&b, XN(&b, "Add", NULL, in_name(nc, 0), in_name(nc, 1)), "none", y); break;
+  case TG_OP_MS_GELU: gelu(&b, xin(nc, 0), "none", y); break;
+  case TG_OP_MS_BIAS_GELU: gelu(&b, XN(&b, "Add", NULL, xin(nc, 0), xin(nc, 1)), "none", y); break;
   case TG_OP_MS_FAST_GELU:
-    gelu(&b, in_name(nc, 1)[0] ? XN(&b, "Add", NULL, in_name(nc, 0), in_name(nc, 1)) : in_name(nc, 0), "tanh", y);
+    gelu(&b, xin(nc, 1)[0] ? XN(&b, "Add", NULL, xin(nc, 0), xin(nc, 1)) : xin(nc, 0), "tanh", y);
     break;
   case TG_OP_MS_QUICK_GELU: {
-    const char *xx = in_name(nc, 0);
+    const char *xx = xin(nc, 0);
     XN(&b, "Mul", y, xx, XN(&b, "Sigmoid", NULL, XN(&b, "Mul", NULL, xx, c_float(&b, afloat(nc, "alpha", 1.702)))));
     break;
   }
   case TG_OP_MS_FUSED_MATMUL: {
     if (aint(nc, "transBatchA", 0) || aint(nc, "transBatchB", 0))
       return imp_nerr(im, nc, TS_EUNSUPPORTED, "transBatchA / transBatchB");
-    const char *a = in_name(nc, 0), *bb = in_name(nc, 1);
+    const char *a = xin(nc, 0), *bb = xin(nc, 1);
     if (aint(nc, "transA", 0)) a = swap_last(&b, a);
     if (aint(nc, "transB", 0)) bb = swap_last(&b, bb);
     double alpha = afloat(nc, "alpha", 1.0);
@@ -247,10 +238,10 @@ ts_status imp_ms_contrib(imp *im, nctx *nc) {
     bool rms = nc->op == TG_OP_MS_SKIP_SIMPLIFIED_LAYER_NORM;
     if ((st = no_output(im, nc, 1, "mean")) || (st = no_output(im, nc, 2, "inv_std_var"))) return st;
     int bias = rms ? 3 : 4, sum = 3;
-    const char *s = XN(&b, "Add", NULL, in_name(nc, 0), in_name(nc, 1));
-    if (in_name(nc, bias)[0]) s = XN(&b, "Add", NULL, s, in_name(nc, bias));
+    const char *s = XN(&b, "Add", NULL, xin(nc, 0), xin(nc, 1));
+    if (xin(nc, bias)[0]) s = XN(&b, "Add", NULL, s, xin(nc, bias));
     if (out_name(nc, sum)) s = XN(&b, "Identity", out_name(nc, sum), s);
-    last_norm(&b, nc, rms, s, in_name(nc, 2), rms ? "" : in_name(nc, 3), y);
+    last_norm(&b, nc, rms, s, xin(nc, 2), rms ? "" : xin(nc, 3), y);
     break;
   }
   case TG_OP_MS_EMBED_LAYER_NORM: st = ms_embed_ln(&b, im, nc); break;
@@ -258,7 +249,7 @@ ts_status imp_ms_contrib(imp *im, nctx *nc) {
     if ((st = no_output(im, nc, 1, "inv_std_var"))) return st;
     Onnx__AttributeProto *at[] = {xa_int(&b, "axis", aint(nc, "axis", -1)), xa_float(&b, "epsilon", (float)afloat(nc, "epsilon", 1e-5))};
     b.min_opset = 23;
-    XA(&b, "RMSNormalization", y, at, in_name(nc, 0), in_name(nc, 1));
+    XA(&b, "RMSNormalization", y, at, xin(nc, 0), xin(nc, 1));
     break;
   }
   default: st = ms_attention(&b, im, nc); break;

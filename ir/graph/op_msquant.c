@@ -11,9 +11,6 @@
 
 #include "expand_int.h"
 
-/* Input i's name, "" when omitted. */
-static const char *in_name(nctx *nc, int i) { return i < nc->nin && nc->in[i] >= 0 ? nc->np->input[i] : ""; }
-
 static const char *dq(xb *b, const char *x, const char *s, const char *zp) {
   return XN(b, "DequantizeLinear", NULL, x, s, zp);
 }
@@ -27,14 +24,6 @@ static const char *q(xb *b, const char *y, const char *s, const char *zp, int qt
     zp = XA(b, "Cast", NULL, to, c_int(b, 0));
   }
   return XN(b, "QuantizeLinear", out, y, s, zp);
-}
-
-static int onnx_type_of(const tg_value *v) {
-  for (int i = 1; i < 64; i++) {
-    ir_dtype t;
-    if (tg_onnx_dtype(i, &t) && ir_dtype_eq(t, v->dtype)) return i;
-  }
-  return 0;
 }
 
 static ts_status need_quant(imp *im, nctx *nc, int i, const char *what) {
@@ -61,26 +50,26 @@ ts_status imp_ms_qlinear(imp *im, nctx *nc) {
   ts_status st = need_quant(im, nc, nc->op == TG_OP_MS_QLINEAR_CONCAT ? 2 : 0, "input X");
   if (st) return st;
   const tg_value *x = IN(im, nc, nc->op == TG_OP_MS_QLINEAR_CONCAT ? 2 : 0);
-  int qt = onnx_type_of(x);
+  int qt = xonnx_type(x);
   switch (nc->op) {
   case TG_OP_MS_QLINEAR_ADD:
   case TG_OP_MS_QLINEAR_MUL: {
     if ((st = need_quant(im, nc, 3, "input B"))) return st;
-    const char *a = dq(&b, in_name(nc, 0), in_name(nc, 1), in_name(nc, 2));
-    const char *c = dq(&b, in_name(nc, 3), in_name(nc, 4), in_name(nc, 5));
+    const char *a = dq(&b, xin(nc, 0), xin(nc, 1), xin(nc, 2));
+    const char *c = dq(&b, xin(nc, 3), xin(nc, 4), xin(nc, 5));
     const char *y = XN(&b, nc->op == TG_OP_MS_QLINEAR_ADD ? "Add" : "Mul", NULL, a, c);
-    q(&b, y, in_name(nc, 6), in_name(nc, 7), qt, out);
+    q(&b, y, xin(nc, 6), xin(nc, 7), qt, out);
     break;
   }
   case TG_OP_MS_QLINEAR_SIGMOID:
   case TG_OP_MS_QLINEAR_LEAKY_RELU: {
-    const char *a = dq(&b, in_name(nc, 0), in_name(nc, 1), in_name(nc, 2)), *y;
+    const char *a = dq(&b, xin(nc, 0), xin(nc, 1), xin(nc, 2)), *y;
     if (nc->op == TG_OP_MS_QLINEAR_SIGMOID) y = XN(&b, "Sigmoid", NULL, a);
     else {
       Onnx__AttributeProto *al[] = {xa_float(&b, "alpha", (float)afloat(nc, "alpha", 0.01))};
       y = XA(&b, "LeakyRelu", NULL, al, a);
     }
-    q(&b, y, in_name(nc, 3), in_name(nc, 4), qt, out);
+    q(&b, y, xin(nc, 3), xin(nc, 4), qt, out);
     break;
   }
   case TG_OP_MS_QLINEAR_GLOBAL_AVG_POOL:
@@ -88,7 +77,7 @@ ts_status imp_ms_qlinear(imp *im, nctx *nc) {
     int64_t cl = aint(nc, "channels_last", 0);
     if (cl != 0 && cl != 1) return imp_nerr(im, nc, TS_EINVAL, "channels_last=%" PRId64 " (0 or 1)", cl);
     if (x->ndim < 3) return imp_nerr(im, nc, TS_ESHAPE, "X has rank %d; the pool needs [N, C, spatial...]", x->ndim);
-    const char *a = dq(&b, in_name(nc, 0), in_name(nc, 1), in_name(nc, 2)), *y;
+    const char *a = dq(&b, xin(nc, 0), xin(nc, 1), xin(nc, 2)), *y;
     if (cl) a = to_channels_first(&b, a, x->ndim, false);
     if (nc->op == TG_OP_MS_QLINEAR_GLOBAL_AVG_POOL) {
       y = XN(&b, "GlobalAveragePool", NULL, a);
@@ -115,7 +104,7 @@ ts_status imp_ms_qlinear(imp *im, nctx *nc) {
       y = xn(&b, "AveragePool", NULL, 1, (const char *[]){a}, na, at);
     }
     if (cl) y = to_channels_first(&b, y, x->ndim, true);
-    q(&b, y, in_name(nc, 3), in_name(nc, 4), qt, out);
+    q(&b, y, xin(nc, 3), xin(nc, 4), qt, out);
     break;
   }
   case TG_OP_MS_QLINEAR_CONCAT: {
@@ -127,27 +116,27 @@ ts_status imp_ms_qlinear(imp *im, nctx *nc) {
     if (!parts) return imp_oom(im);
     for (int i = 0; i < k; i++) {
       if ((st = need_quant(im, nc, 2 + 3 * i, "input X"))) return st;
-      parts[i] = dq(&b, in_name(nc, 2 + 3 * i), in_name(nc, 3 + 3 * i), in_name(nc, 4 + 3 * i));
+      parts[i] = dq(&b, xin(nc, 2 + 3 * i), xin(nc, 3 + 3 * i), xin(nc, 4 + 3 * i));
     }
     Onnx__AttributeProto *ax[] = {xa_int(&b, "axis", aint(nc, "axis", 0))};
     const char *y = xn(&b, "Concat", NULL, k, parts, 1, ax);
-    q(&b, y, in_name(nc, 0), in_name(nc, 1), qt, out);
+    q(&b, y, xin(nc, 0), xin(nc, 1), qt, out);
     break;
   }
   default: { /* QGemm: A, a_scale, a_zp, B, b_scale, b_zp, [C], [y_scale, y_zp] */
     if ((st = need_quant(im, nc, 3, "input B"))) return st;
     int64_t ta = aint(nc, "transA", 0), tb = aint(nc, "transB", 0);
     Onnx__AttributeProto *bax[] = {xa_int(&b, "axis", tb ? 0 : 1)}; /* a per-column scale of B */
-    const char *a = dq(&b, in_name(nc, 0), in_name(nc, 1), in_name(nc, 2));
-    const char *bb = XA(&b, "DequantizeLinear", NULL, bax, in_name(nc, 3), in_name(nc, 4), in_name(nc, 5));
-    const char *c = in_name(nc, 6);
+    const char *a = dq(&b, xin(nc, 0), xin(nc, 1), xin(nc, 2));
+    const char *bb = XA(&b, "DequantizeLinear", NULL, bax, xin(nc, 3), xin(nc, 4), xin(nc, 5));
+    const char *c = xin(nc, 6);
     const tg_value *cv = IN(im, nc, 6);
     double alpha = afloat(nc, "alpha", 1.0);
     if (cv && cv->dtype.code == IR_I32) {
       /* an int32 bias added to the accumulator: scale alpha * a_scale * b_scale, zero point 0
        * (onnxruntime scales the biased sum by alpha) */
       Onnx__AttributeProto *cax[] = {xa_int(&b, "axis", 0)};
-      const char *cs = XN(&b, "Mul", NULL, in_name(nc, 1), in_name(nc, 4));
+      const char *cs = XN(&b, "Mul", NULL, xin(nc, 1), xin(nc, 4));
       if (alpha != 1.0) cs = XN(&b, "Mul", NULL, cs, c_float(&b, alpha));
       c = XA(&b, "DequantizeLinear", NULL, cax, c, cs);
     } else if (cv) {
@@ -157,7 +146,7 @@ ts_status imp_ms_qlinear(imp *im, nctx *nc) {
                                  xa_int(&b, "transB", tb)};
     bool quant_out = IN(im, nc, 7) != NULL;
     const char *y = c[0] ? XA(&b, "Gemm", quant_out ? NULL : out, g, a, bb, c) : XA(&b, "Gemm", quant_out ? NULL : out, g, a, bb);
-    if (quant_out) q(&b, y, in_name(nc, 7), in_name(nc, 8), qt, out);
+    if (quant_out) q(&b, y, xin(nc, 7), xin(nc, 8), qt, out);
     break;
   }
   }
