@@ -25,6 +25,10 @@
  *     1), one of them with a twin, the rest single elements, runs on the
  *     twins (elementwise ops do not see the layout; a [N, C, 1, 1] twin
  *     broadcasts as its plain form does), the others crossing in;
+ *     a per-channel constant ([C, 1, 1]: a batch norm before a convolution)
+ *     is re-laid [1, C/b, 1, 1, b];
+ *   - a channel Concat of values whose channel counts b divides, one with a
+ *     twin, concatenates the twins (DenseNet);
  *   - a 2-D MaxPool of a value with a twin pools the twin ("tessel.nchwc").
  * A border out that nothing reads any more is dropped by dce, so the
  * conversions left are the region's borders (the stem's input, the pooled
@@ -307,7 +311,29 @@ static ts_status conv_step(nc_state *s, tg_node *n) {
   return st == TS_OK ? blocked_after(s, n) : st;
 }
 
-/* An elementwise node over values with twins (and single elements). */
+static bool is_channel_const(const tg_value *v, const tg_value *y) {
+  if (v->kind != TG_V_CONST || !v->data || v->dtype.code != IR_F32 || v->dtype.lanes != 1 || v->ndim < 3 ||
+      v->ndim > 4)
+    return false;
+  for (int j = 0; j < v->ndim; j++)
+    if (v->dims[j].sym || v->dims[j].value != (j == v->ndim - 3 ? y->dims[1].value : 1)) return false;
+  return true;
+}
+
+/* A constant of one value per channel of y ([C, 1, 1] or [1, C, 1, 1]: a
+ * batch norm's scale or shift left before a convolution, as DenseNet's),
+ * blocked: the same data as [1, C/b, 1, 1, b]. */
+static int channel_const(nc_state *s, int vid, const tg_value *y) {
+  tg_graph *g = s->g;
+  const tg_value *v = g->values[vid];
+  tg_dim bd[5] = {{1, NULL}, {y->dims[1].value / s->b, NULL}, {1, NULL}, {1, NULL}, {s->b, NULL}};
+  char base[256];
+  snprintf(base, sizeof base, "%s_nchwc%d", v->name, s->b);
+  return tg_add_const(g, base, ir_dt(IR_F32), 5, bd, v->data, (size_t)y->dims[1].value * sizeof(float), s->d);
+}
+
+/* An elementwise node over values with twins (and single elements, and
+ * per-channel constants). */
 static ts_status ewise_step(nc_state *s, tg_node *n) {
   tg_graph *g = s->g;
   tg_pattern p = lg_pattern(g, n);
@@ -324,13 +350,40 @@ static ts_status ewise_step(nc_state *s, tg_node *n) {
     for (int j = 0; fits && j < 4; j++)
       fits = tg_dim_eq(v->dims[j], y->dims[j]) || (!v->dims[j].sym && v->dims[j].value == 1);
     if (fits && twin_of(s, n->inputs[i]) >= 0) with++;
-    else if (tg_value_numel(v) != 1 && !(fits && act_f32(v))) return TS_OK;
+    else if (tg_value_numel(v) != 1 && !(fits && act_f32(v)) && !is_channel_const(v, y)) return TS_OK;
   }
   if (!with) return TS_OK;
-  /* the other full-size inputs cross the border in */
+  /* per-channel constants re-laid; the other full-size inputs cross the border in */
   for (int i = 0; i < n->nin; i++) {
-    if (n->inputs[i] < 0 || g->values[n->inputs[i]]->ndim != 4 || tg_value_numel(g->values[n->inputs[i]]) == 1)
+    if (n->inputs[i] < 0 || tg_value_numel(g->values[n->inputs[i]]) == 1) continue;
+    if (is_channel_const(g->values[n->inputs[i]], y)) {
+      int c = channel_const(s, n->inputs[i], y);
+      if (c < 0) return fail_code(s->d);
+      n->inputs[i] = c;
       continue;
+    }
+    if (g->values[n->inputs[i]]->ndim != 4) continue;
+    int t = twin_in(s, n->inputs[i]);
+    if (t < 0) return fail_code(s->d);
+    n->inputs[i] = t;
+  }
+  return blocked_after(s, n);
+}
+
+/* A Concat along the channels of values whose channel counts the block
+ * divides, one of them with a twin (DenseNet's growing feature map):
+ * the blocked forms concatenate along the channel blocks. */
+static ts_status concat_step(nc_state *s, tg_node *n) {
+  tg_graph *g = s->g;
+  if (n->nout != 1 || tg_attr_int(n, "axis", 0) != 1 || !act_f32(g->values[n->outputs[0]])) return TS_OK;
+  int with = 0;
+  for (int i = 0; i < n->nin; i++) {
+    const tg_value *v = n->inputs[i] >= 0 ? g->values[n->inputs[i]] : NULL;
+    if (!v || !act_f32(v) || v->dims[1].value % s->b) return TS_OK;
+    with += twin_of(s, n->inputs[i]) >= 0;
+  }
+  if (!with) return TS_OK;
+  for (int i = 0; i < n->nin; i++) {
     int t = twin_in(s, n->inputs[i]);
     if (t < 0) return fail_code(s->d);
     n->inputs[i] = t;
@@ -359,6 +412,7 @@ static const struct {
 } steps[] = {
     {TG_OP_CONV, conv_step},
     {TG_OP_MAX_POOL, pool_step},
+    {TG_OP_CONCAT, concat_step},
 };
 
 static nc_fn step_of(tg_op op) {

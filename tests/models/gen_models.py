@@ -1045,6 +1045,21 @@ def nchwc_models():
     h = b.op("Relu", [b.op("Add", [t, conv(b, h, 16, 16, 1, 2)])])
     b.op("GlobalAveragePool", [h])
     out.append(finish(b, "nchwc_regnet", [31, 29], [1, 16, 1, 1]))
+    # DenseNet: pre-activation layers (batch norm, Relu, 1x1, batch norm, Relu, 3x3 to 8 new
+    # channels) whose inputs are the Concat of every earlier feature map: 16, 24, 32 channels
+    # (the block 16 divides only the first and last)
+    b = Builder(63)
+    def bn(b, h, c):
+        return b.op("BatchNormalization", [h, b.const("g", (1 + 0.1 * b.rng.standard_normal(c)).astype(np.float32)),
+                                           b.const("be", (0.1 * b.rng.standard_normal(c)).astype(np.float32)),
+                                           b.const("mu", (0.1 * b.rng.standard_normal(c)).astype(np.float32)),
+                                           b.const("var", (0.5 + b.rng.random(c)).astype(np.float32))], epsilon=1e-5)
+    h = b.op("Relu", [conv(b, "x", 3, 16, 3, 2, bias=False)])
+    for c in (16, 24):
+        t = b.op("Relu", [bn(b, conv(b, b.op("Relu", [bn(b, h, c)]), c, 32, 1, bias=False), 32)])
+        h = b.op("Concat", [h, conv(b, t, 32, 8, 3, bias=False)], axis=1)
+    b.op("GlobalAveragePool", [b.op("Relu", [bn(b, h, 32)])])
+    out.append(finish(b, "nchwc_densenet", [27, 25], [1, 32, 1, 1]))
     return out
 
 
