@@ -29,7 +29,8 @@
  *     is re-laid [1, C/b, 1, 1, b];
  *   - a channel Concat of values whose channel counts b divides, one with a
  *     twin, concatenates the twins (DenseNet);
- *   - a 2-D MaxPool of a value with a twin pools the twin ("tessel.nchwc").
+ *   - a 2-D MaxPool or undilated AveragePool of a value with a twin pools
+ *     the twin ("tessel.nchwc").
  * A border out that nothing reads any more is dropped by dce, so the
  * conversions left are the region's borders (the stem's input, the pooled
  * tail). A grouped convolution whose channels per group (in and out) the
@@ -391,12 +392,17 @@ static ts_status concat_step(nc_state *s, tg_node *n) {
   return blocked_after(s, n);
 }
 
-/* A 2-D MaxPool of a value with a twin. */
+/* A 2-D MaxPool or undilated AveragePool of a value with a twin. */
 static ts_status pool_step(nc_state *s, tg_node *n) {
   tg_graph *g = s->g;
   if (tg_node_attr(n, "tessel.nchwc") || tg_attr_int(n, "tessel.nhwc", 0) || n->nin != 1 ||
       (n->nout > 1 && n->outputs[1] >= 0) || strcmp(tg_attr_str(n, "auto_pad", "NOTSET"), "NOTSET"))
     return TS_OK;
+  int nk, nd;
+  const int64_t *ks = tg_attr_ints(n, "kernel_shape", &nk), *dl = tg_attr_ints(n, "dilations", &nd);
+  if (!ks || nk != 2) return TS_OK;
+  for (int i = 0; n->op == TG_OP_AVERAGE_POOL && dl && i < nd; i++)
+    if (dl[i] != 1) return TS_OK; /* the blocked average divides by a plain count */
   int t = twin_of(s, n->inputs[0]);
   if (t < 0 || !act_f32(g->values[n->outputs[0]])) return TS_OK;
   n->inputs[0] = t;
@@ -412,6 +418,7 @@ static const struct {
 } steps[] = {
     {TG_OP_CONV, conv_step},
     {TG_OP_MAX_POOL, pool_step},
+    {TG_OP_AVERAGE_POOL, pool_step},
     {TG_OP_CONCAT, concat_step},
 };
 

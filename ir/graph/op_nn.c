@@ -861,19 +861,26 @@ static void emit_conv_nchwc(lg_kernel *k, const tg_node *n, const char *const *i
   lg_stmt(k, &bb);
 }
 
-/* A 2-D MaxPool of a blocked value (tessel.nchwc): x and y [N, C/b, H, W, b]. */
-static void emit_max_pool_nchwc(lg_kernel *k, const tg_node *n, const int64_t *ks, const char *xin, const char *o) {
+/* A 2-D MaxPool or AveragePool of a blocked value (tessel.nchwc): x and y [N, C/b, H, W, b]. */
+static void emit_avg_divide(lg_kernel *k, const tg_node *n, const win *wp, const tg_value *x, const tg_value *y,
+                            const char *o, char *sm, size_t smn, int r, bool dilated);
+
+static void emit_pool_nchwc(lg_kernel *k, const tg_node *n, const int64_t *ks, const char *xin, const char *o, bool avg) {
   const tg_value *x = V(k, n->inputs[0]), *y = OUTV(0);
   tg_value x4 = plain_view(x), y4 = plain_view(y);
   win w;
-  if (x->ndim != 5 || y->ndim != 5 || !get_win(k, n, &x4, &y4, ks, &w) || w.ns != 2) {
-    if (k->st == TS_OK) lg_fail(k, TS_EUNSUPPORTED, n, "tessel.nchwc on a pool that is not 2-D");
+  if (x->ndim != 5 || y->ndim != 5 || !get_win(k, n, &x4, &y4, ks, &w) || w.ns != 2 ||
+      (avg && (w.dil[0] != 1 || w.dil[1] != 1))) {
+    if (k->st == TS_OK) lg_fail(k, TS_EUNSUPPORTED, n, "tessel.nchwc on a pool that is not 2-D (or a dilated average)");
     return;
   }
+  char sm[96];
+  lg_tmpname(sm, sizeof sm, o, "sum");
+  if (avg) lg_let(k, sm, n->outputs[0]);
   tb b;
   tb_reset(&b);
-  lg_lhs(&b, o, 5);
-  tb_printf(&b, " max= %s[i0, i1, ", xin);
+  lg_lhs(&b, avg ? sm : o, 5);
+  tb_printf(&b, " %s %s[i0, i1, ", avg ? "+=" : "max=", xin);
   win_coord(&b, &w, 0, 0);
   tb_printf(&b, ", ");
   win_coord(&b, &w, 1, 1);
@@ -881,6 +888,7 @@ static void emit_max_pool_nchwc(lg_kernel *k, const tg_node *n, const int64_t *k
   window_where(k, &b, &w, &x4, &y4, 0);
   tb_printf(&b, " for r0 in 0..%" PRId64 ", r1 in 0..%" PRId64, w.kern[0], w.kern[1]);
   lg_stmt(k, &b);
+  if (avg) emit_avg_divide(k, n, &w, &x4, &y4, o, sm, sizeof sm, 5, false);
 }
 
 void lg_emit_conv(lg_kernel *k, const tg_node *n, const char *const *in, const char *const *out) {
@@ -1123,6 +1131,48 @@ static void emit_max_pool_nhwc(lg_kernel *k, const tg_node *n, const win *w, con
   lg_stmt(k, &b);
 }
 
+/* An average pool's o = sm / the taps counted (r dims, the spatial ones
+ * i2.., x and y plain or plain views of blocked forms). */
+static void emit_avg_divide(lg_kernel *k, const tg_node *n, const win *wp, const tg_value *x, const tg_value *y,
+                            const char *o, char *sm, size_t smn, int r, bool dilated) {
+  win w = *wp;
+  tb b;
+  tb_reset(&b);
+  lg_lhs(&b, o, r);
+  tb_printf(&b, " = ");
+  lg_lhs(&b, sm, r);
+  bool incl = tg_attr_int(n, "count_include_pad", 0) != 0;
+  int64_t taps = 1;
+  for (int s = 0; s < w.ns; s++) taps *= w.kern[s];
+  bool pads = false;
+  for (int s = 0; s < w.ns; s++) {
+    /* ceil_mode's last window can pass the end without any padding */
+    tg_dim H = x->dims[2 + s], P = y->dims[2 + s];
+    pads |= w.pb[s] || w.pe[s] || H.sym || P.sym || (P.value - 1) * w.st[s] + w.kern[s] - w.pb[s] > H.value;
+  }
+  if (dilated) {
+    pool_count(k, n, &w, x, o, incl);
+    tb_printf(&b, " / ");
+    lg_lhs(&b, pool_count_name(o, sm, smn), r);
+  } else if (incl || !pads) {
+    char l[48];
+    tb_printf(&b, " / %s", lit(y->dtype, (double)taps, l));
+  } else {
+    /* count of taps inside the input, per output: prod over axes of
+     * min(o*st - pb + k, H) - max(o*st - pb, 0) */
+    tb_printf(&b, " / %s(", dtn(y->dtype));
+    char s[48];
+    for (int a = 0; a < w.ns; a++) {
+      tb_printf(&b, "%s(min(i%d * %" PRId64 " - %" PRId64 " + %" PRId64 ", %s) - max(i%d * %" PRId64 " - %" PRId64
+                ", 0))",
+                a ? " * " : "", 2 + a, w.st[a], w.pb[a], w.kern[a], lg_dim_s(k, x->dims[2 + a], s), 2 + a, w.st[a],
+                w.pb[a]);
+    }
+    tb_printf(&b, ")");
+  }
+  lg_stmt(k, &b);
+}
+
 void lg_emit_pool(lg_kernel *k, const tg_node *n, const char *const *in, const char *const *out) {
   tg_op op = lg_node_op(n);
   const char *o = out[0];
@@ -1134,9 +1184,9 @@ void lg_emit_pool(lg_kernel *k, const tg_node *n, const char *const *in, const c
     return;
   }
   if (tg_attr_int(n, "tessel.nchwc", 0)) {
-    if (op != TG_OP_MAX_POOL || (n->nout > 1 && n->outputs[1] >= 0) || c != 2)
+    if ((op != TG_OP_MAX_POOL && op != TG_OP_AVERAGE_POOL) || (n->nout > 1 && n->outputs[1] >= 0) || c != 2)
       lg_fail(k, TS_EUNSUPPORTED, n, "tessel.nchwc on this pool");
-    else emit_max_pool_nchwc(k, n, ks, in[0], o);
+    else emit_pool_nchwc(k, n, ks, in[0], o, op == TG_OP_AVERAGE_POOL);
     return;
   }
   win w;
@@ -1168,41 +1218,7 @@ void lg_emit_pool(lg_kernel *k, const tg_node *n, const char *const *in, const c
   window_where(k, &b, &w, x, y, 0);
   for (int s = 0; s < w.ns; s++) tb_printf(&b, "%s r%d in 0..%" PRId64, s ? "," : " for", s, w.kern[s]);
   lg_stmt(k, &b);
-  if (!avg) return;
-  tb_reset(&b);
-  lg_lhs(&b, o, r);
-  tb_printf(&b, " = ");
-  lg_lhs(&b, sm, r);
-  bool incl = tg_attr_int(n, "count_include_pad", 0) != 0;
-  int64_t taps = 1;
-  for (int s = 0; s < w.ns; s++) taps *= w.kern[s];
-  bool pads = false;
-  for (int s = 0; s < w.ns; s++) {
-    /* ceil_mode's last window can pass the end without any padding */
-    tg_dim H = x->dims[2 + s], P = y->dims[2 + s];
-    pads |= w.pb[s] || w.pe[s] || H.sym || P.sym || (P.value - 1) * w.st[s] + w.kern[s] - w.pb[s] > H.value;
-  }
-  if (dilated) {
-    pool_count(k, n, &w, x, o, incl);
-    tb_printf(&b, " / ");
-    lg_lhs(&b, pool_count_name(o, sm, sizeof sm), r);
-  } else if (incl || !pads) {
-    char l[48];
-    tb_printf(&b, " / %s", lit(y->dtype, (double)taps, l));
-  } else {
-    /* count of taps inside the input, per output: prod over axes of
-     * min(o*st - pb + k, H) - max(o*st - pb, 0) */
-    tb_printf(&b, " / %s(", dtn(y->dtype));
-    char s[48];
-    for (int a = 0; a < w.ns; a++) {
-      tb_printf(&b, "%s(min(i%d * %" PRId64 " - %" PRId64 " + %" PRId64 ", %s) - max(i%d * %" PRId64 " - %" PRId64
-                ", 0))",
-                a ? " * " : "", 2 + a, w.st[a], w.pb[a], w.kern[a], lg_dim_s(k, x->dims[2 + a], s), 2 + a, w.st[a],
-                w.pb[a]);
-    }
-    tb_printf(&b, ")");
-  }
-  lg_stmt(k, &b);
+  if (avg) emit_avg_divide(k, n, &w, x, y, o, sm, sizeof sm, r, dilated);
 }
 
 void lg_emit_global_avg(lg_kernel *k, const tg_node *n, const char *const *in, const char *const *out) {

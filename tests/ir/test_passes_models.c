@@ -66,7 +66,7 @@ static const struct {
     {"nchwc_resnet", 8, TG_WINOGRAD_ALL, 7, 0, 1},    {"nchwc_mobilenet", 8, TG_WINOGRAD_OFF, 9, 1, 2},
     {"nchwc_mobilenet", 16, TG_WINOGRAD_OFF, 7, 0, 2},
     {"nchwc_regnet", 8, TG_WINOGRAD_OFF, 7, 0, 1},     {"nchwc_regnet", 16, TG_WINOGRAD_OFF, 7, 0, 1},
-    {"nchwc_densenet", 8, TG_WINOGRAD_OFF, 5, 0, 1},    {"nchwc_densenet", 16, TG_WINOGRAD_OFF, 3, 0, 3},
+    {"nchwc_densenet", 8, TG_WINOGRAD_OFF, 6, 0, 1},    {"nchwc_densenet", 16, TG_WINOGRAD_OFF, 4, 1, 4}, 
 };
 #define NNCHWC ((int)(sizeof nchwc_cases / sizeof nchwc_cases[0]))
 static const char *const ref_models[] = {"nchwc_resnet", "nchwc_mobilenet", "nchwc_regnet", "nchwc_densenet"};

@@ -1058,8 +1058,13 @@ def nchwc_models():
     for c in (16, 24):
         t = b.op("Relu", [bn(b, conv(b, b.op("Relu", [bn(b, h, c)]), c, 32, 1, bias=False), 32)])
         h = b.op("Concat", [h, conv(b, t, 32, 8, 3, bias=False)], axis=1)
-    b.op("GlobalAveragePool", [b.op("Relu", [bn(b, h, 32)])])
-    out.append(finish(b, "nchwc_densenet", [27, 25], [1, 32, 1, 1]))
+    # the transition: 1x1 to 16, 2x2/2 average pool; an Inception-style 3x3/1 one, padded,
+    # dividing by the taps inside the input
+    h = conv(b, b.op("Relu", [bn(b, h, 32)]), 32, 16, 1, bias=False)
+    h = b.op("AveragePool", [h], kernel_shape=[2, 2], strides=[2, 2])
+    h = b.op("AveragePool", [h], kernel_shape=[3, 3], pads=[1, 1, 1, 1], count_include_pad=0)
+    b.op("GlobalAveragePool", [h])
+    out.append(finish(b, "nchwc_densenet", [27, 25], [1, 16, 1, 1]))
     return out
 
 
