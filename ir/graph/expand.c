@@ -29,6 +29,12 @@ Onnx__AttributeProto *xa_float(xb *b, const char *name, float v) {
   return a;
 }
 
+Onnx__AttributeProto *xa_str(xb *b, const char *name, const char *v) {
+  Onnx__AttributeProto *a = xa(b, name, ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__STRING);
+  if (a) a->s.data = (uint8_t *)v, a->s.len = strlen(v);
+  return a;
+}
+
 Onnx__AttributeProto *xa_ints(xb *b, const char *name, const int64_t *v, int n) {
   Onnx__AttributeProto *a = xa(b, name, ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INTS);
   int64_t *c = a ? TS_ANEWN(b->im->a, int64_t, n ? n : 1) : NULL;
@@ -39,34 +45,39 @@ Onnx__AttributeProto *xa_ints(xb *b, const char *name, const int64_t *v, int n) 
   return a;
 }
 
-/* Imports op(ins) with the given attributes; its one output is named `out`,
- * or "<node>/<op>_<k>" when out is NULL. Returns the output's name (NULL
- * after the first failure, which b->st keeps). */
-const char *xn(xb *b, const char *op, const char *out, int nin, const char *const *ins, int nattr,
-                      Onnx__AttributeProto *const *attrs) {
+/* Imports op(ins) with the given attributes and nout outputs named
+ * outs[k] (NULL: "<node>/<op>_<k>:<j>", or "<node>/<op>_<k>" for a single
+ * output), written back into outs. Returns outs[0] (NULL after the first
+ * failure, which b->st keeps). */
+const char *xn_outs(xb *b, const char *op, int nout, const char **outs, int nin, const char *const *ins, int nattr,
+                    Onnx__AttributeProto *const *attrs) {
   if (b->st) return NULL;
   for (int i = 0; i < nin; i++)
     if (!ins[i]) return NULL; /* an earlier step failed */
   for (int i = 0; i < nattr; i++)
     if (!attrs[i]) return (b->st = imp_oom(b->im)), NULL;
-  char nm[400];
+  char nm[400], on[420];
   snprintf(nm, sizeof nm, "%s/%s_%d", b->nc->name, op, b->k++);
-  char *name = ts_arena_strdup(b->im->a, nm), *o = ts_arena_strdup(b->im->a, out ? out : nm);
+  char *name = ts_arena_strdup(b->im->a, nm);
   char **in = TS_ANEWN(b->im->a, char *, nin ? nin : 1);
   Onnx__AttributeProto **at = TS_ANEWN(b->im->a, Onnx__AttributeProto *, nattr ? nattr : 1);
   Onnx__NodeProto *np = TS_ANEW(b->im->a, Onnx__NodeProto);
-  char **outs = TS_ANEWN(b->im->a, char *, 1);
-  if (!name || !o || !in || !at || !np || !outs) return (b->st = imp_oom(b->im)), NULL;
+  char **o = TS_ANEWN(b->im->a, char *, nout);
+  if (!name || !in || !at || !np || !o) return (b->st = imp_oom(b->im)), NULL;
+  for (int j = 0; j < nout; j++) {
+    if (nout > 1) snprintf(on, sizeof on, "%s:%d", nm, j);
+    if (!(o[j] = ts_arena_strdup(b->im->a, outs[j] ? outs[j] : nout > 1 ? on : nm))) return (b->st = imp_oom(b->im)), NULL;
+    outs[j] = o[j];
+  }
   for (int i = 0; i < nin; i++) in[i] = (char *)ins[i];
   for (int i = 0; i < nattr; i++) at[i] = attrs[i];
-  outs[0] = o;
   *np = (Onnx__NodeProto)ONNX__NODE_PROTO__INIT;
   np->name = name;
   np->op_type = (char *)op;
   np->n_input = (size_t)nin;
   np->input = in;
-  np->n_output = 1;
-  np->output = outs;
+  np->n_output = (size_t)nout;
+  np->output = o;
   np->n_attribute = (size_t)nattr;
   np->attribute = at;
   /* an op newer than the model (LayerNormalization in an opset-14 model's
@@ -75,7 +86,13 @@ const char *xn(xb *b, const char *op, const char *out, int nin, const char *cons
   if (b->min_opset > opset) b->im->opset = b->min_opset;
   b->st = imp_import_node(b->im, np, 0);
   b->im->opset = opset;
-  return b->st ? NULL : o;
+  return b->st ? NULL : outs[0];
+}
+
+const char *xn(xb *b, const char *op, const char *out, int nin, const char *const *ins, int nattr,
+               Onnx__AttributeProto *const *attrs) {
+  const char *outs[1] = {out};
+  return xn_outs(b, op, 1, outs, nin, ins, nattr, attrs);
 }
 
 const tg_value *xv(xb *b, const char *name) {
@@ -117,3 +134,5 @@ int xonnx_type(const tg_value *v) {
 }
 
 const char *xin(const nctx *nc, int i) { return i < nc->nin && nc->in[i] >= 0 ? nc->np->input[i] : ""; }
+
+const char *xout(const nctx *nc, int k) { return k < nc->nout ? nc->outname[k] : NULL; }

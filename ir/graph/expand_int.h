@@ -25,9 +25,13 @@ typedef struct xb {
 Onnx__AttributeProto *xa_int(xb *b, const char *name, int64_t v);
 Onnx__AttributeProto *xa_float(xb *b, const char *name, float v);
 Onnx__AttributeProto *xa_ints(xb *b, const char *name, const int64_t *v, int n);
+Onnx__AttributeProto *xa_str(xb *b, const char *name, const char *v);
 /* op(ins) with attributes; output `out`, or a fresh name when NULL. */
 const char *xn(xb *b, const char *op, const char *out, int nin, const char *const *ins, int nattr,
                Onnx__AttributeProto *const *attrs);
+/* The same with nout outputs (Split): outs[j] or fresh names, written back. */
+const char *xn_outs(xb *b, const char *op, int nout, const char **outs, int nin, const char *const *ins, int nattr,
+                    Onnx__AttributeProto *const *attrs);
 /* The value of an imported name (NULL if none). */
 const tg_value *xv(xb *b, const char *name);
 /* Scalar constants: of type b->elem; int64; an int64 vector. */
@@ -37,8 +41,9 @@ const char *c_ints(xb *b, const int64_t *v, int n);
 const char *transpose(xb *b, const char *x, const int64_t *perm, int r, const char *out);
 /* The ONNX element type of v (TensorProto.DataType; 0 if none). */
 int xonnx_type(const tg_value *v);
-/* Input i's ONNX name, "" when omitted. */
+/* Input i's ONNX name, "" when omitted; output k's, NULL when unused. */
 const char *xin(const nctx *nc, int i);
+const char *xout(const nctx *nc, int k);
 
 /* XN(b, "Op", out, in0, in1, ...), XA(b, "Op", out, attrs[], in0, ...) */
 #define XN(b, op, out, ...) xn(b, op, out, (int)(sizeof((const char *[]){__VA_ARGS__}) / sizeof(const char *)), \

@@ -38,8 +38,6 @@ static const char *repeat_heads(xb *b, const char *x, int64_t g) {
   return XN(b, "Reshape", NULL, e, c_ints(b, (int64_t[]){0, h.value * g, -1, last.value}, 4));
 }
 
-/* An output slot's name, or NULL when the node leaves it unused. */
-static const char *out_name(nctx *nc, int k) { return k < nc->nout ? nc->outname[k] : NULL; }
 
 ts_status imp_attention(imp *im, nctx *nc) {
   const Onnx__NodeProto *np = nc->np;
@@ -86,7 +84,7 @@ ts_status imp_attention(imp *im, nctx *nc) {
     return imp_nerr(im, nc, TS_ESHAPE, "%" PRId64 " query heads are not a multiple of %" PRId64 " key/value heads", hq, hkv);
 
   /* the cache: present = Concat(past, new) along the sequence */
-  const char *pk = out_name(nc, 1), *pv = out_name(nc, 2);
+  const char *pk = xout(nc, 1), *pv = xout(nc, 2);
   Onnx__AttributeProto *ax2[] = {xa_int(&b, "axis", 2)};
   if (has_past) {
     K = XA(&b, "Concat", pk, ax2, np->input[4], K);
@@ -144,7 +142,7 @@ ts_status imp_attention(imp *im, nctx *nc) {
     bias = bias ? XN(&b, "Add", NULL, bias, cb) : cb;
   }
   const char *qkb = bias ? XN(&b, "Add", NULL, qk, bias) : qk;
-  const char *qko = out_name(nc, 3);
+  const char *qko = xout(nc, 3);
   if (qko && mode < 2) XN(&b, "Identity", qko, qk);
   if (qko && mode == 2) XN(&b, "Identity", qko, qkb);
 
@@ -164,7 +162,7 @@ ts_status imp_attention(imp *im, nctx *nc) {
   }
   if (qko && mode == 3) XN(&b, "Identity", qko, p);
 
-  const char *y = out_name(nc, 0);
+  const char *y = xout(nc, 0);
   static const int64_t back[] = {0, 2, 1, 3};
   if (r == 3) XN(&b, "Reshape", y, transpose(&b, XN(&b, "MatMul", NULL, p, Vr), back, 4, NULL), c_ints(&b, (int64_t[]){0, 0, -1}, 3));
   else XN(&b, "MatMul", y, p, Vr);

@@ -13,25 +13,17 @@
 
 #include "expand_int.h"
 
-static const char *out_name(nctx *nc, int k) { return k < nc->nout ? nc->outname[k] : NULL; }
 
 /* Refuses a named output this import does not produce. */
 static ts_status no_output(imp *im, nctx *nc, int k, const char *what) {
-  if (out_name(nc, k)) return imp_nerr(im, nc, TS_EUNSUPPORTED, "output %d (%s) is not supported", k, what);
+  if (xout(nc, k)) return imp_nerr(im, nc, TS_EUNSUPPORTED, "output %d (%s) is not supported", k, what);
   return TS_OK;
 }
 
 static const char *gelu(xb *b, const char *x, const char *approx, const char *out) {
-  Onnx__AttributeProto *a = xa_int(b, "approximate", 0);
-  if (a) {
-    a->type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__STRING;
-    a->has_i = 0;
-    a->s.data = (uint8_t *)approx;
-    a->s.len = strlen(approx);
-  }
   int save = b->min_opset;
   b->min_opset = 20; /* Gelu exists from 20 */
-  Onnx__AttributeProto *at[] = {a};
+  Onnx__AttributeProto *at[] = {xa_str(b, "approximate", approx)};
   const char *y = XA(b, "Gelu", out, at, x);
   b->min_opset = save;
   return y;
@@ -92,39 +84,9 @@ static ts_status ms_attention(xb *b, imp *im, nctx *nc) {
   const char *y = XN(b, "MatMul", NULL, xin(nc, 0), xin(nc, 1));
   if (xin(nc, 2)[0]) y = XN(b, "Add", NULL, y, xin(nc, 2));
   Onnx__AttributeProto *sp[] = {xa_int(b, "axis", 2)};
-  const char *split = c_ints(b, qkv, 3);
-  /* Split has three outputs: built by hand */
+  const char *part[3] = {NULL, NULL, NULL};
+  xn_outs(b, "Split", 3, part, 2, (const char *[]){y, c_ints(b, qkv, 3)}, 1, sp);
   if (b->st) return b->st;
-  char nm[400];
-  const char *part[3];
-  Onnx__NodeProto *np = TS_ANEW(im->a, Onnx__NodeProto);
-  char **ins = TS_ANEWN(im->a, char *, 2), **outs = TS_ANEWN(im->a, char *, 3);
-  Onnx__AttributeProto **ats = TS_ANEWN(im->a, Onnx__AttributeProto *, 1);
-  if (!np || !ins || !outs || !ats || !sp[0]) return imp_oom(im);
-  for (int i = 0; i < 3; i++) {
-    snprintf(nm, sizeof nm, "%s/Split_%d:%d", nc->name, b->k, i);
-    if (!(outs[i] = ts_arena_strdup(im->a, nm))) return imp_oom(im);
-    part[i] = outs[i];
-  }
-  snprintf(nm, sizeof nm, "%s/Split_%d", nc->name, b->k++);
-  *np = (Onnx__NodeProto)ONNX__NODE_PROTO__INIT;
-  np->name = ts_arena_strdup(im->a, nm);
-  np->op_type = "Split";
-  ins[0] = (char *)y;
-  ins[1] = (char *)split;
-  np->n_input = 2;
-  np->input = ins;
-  np->n_output = 3;
-  np->output = outs;
-  ats[0] = sp[0];
-  np->n_attribute = 1;
-  np->attribute = ats;
-  if (!np->name) return imp_oom(im);
-  int save = im->opset;
-  if (im->opset < 13) im->opset = 13; /* split sizes as an input */
-  st = imp_import_node(im, np, 0);
-  im->opset = save;
-  if (st) return st;
   static const int64_t heads[] = {0, 2, 1, 3}, kt[] = {0, 2, 3, 1};
   const char *q = transpose(b, XN(b, "Reshape", NULL, part[0], c_ints(b, (int64_t[]){0, 0, nh, -1}, 4)), heads, 4, NULL);
   const char *k = transpose(b, XN(b, "Reshape", NULL, part[1], c_ints(b, (int64_t[]){0, 0, nh, -1}, 4)), kt, 4, NULL);
@@ -162,12 +124,9 @@ static ts_status ms_attention(xb *b, imp *im, nctx *nc) {
   }
   if (nc->nin > 5 && IN(im, nc, 5)) s = XN(b, "Add", NULL, s, xin(nc, 5)); /* attention bias */
   Onnx__AttributeProto *last[] = {xa_int(b, "axis", -1)};
-  int save2 = b->min_opset;
-  b->min_opset = 13; /* Softmax over the last axis alone */
   const char *p = XA(b, "Softmax", NULL, last, s);
-  b->min_opset = save2;
   const char *o = transpose(b, XN(b, "MatMul", NULL, p, v), heads, 4, NULL);
-  XN(b, "Reshape", out_name(nc, 0), o, c_ints(b, (int64_t[]){0, 0, -1}, 3));
+  XN(b, "Reshape", xout(nc, 0), o, c_ints(b, (int64_t[]){0, 0, -1}, 3));
   return b->st;
 }
 
@@ -187,9 +146,9 @@ static ts_status ms_embed_ln(xb *b, imp *im, nctx *nc) {
   }
   e = XN(b, "Add", NULL, e, XN(b, "Gather", NULL, xin(nc, 3), pos));
   if (IN(im, nc, 1)) e = XN(b, "Add", NULL, e, XN(b, "Gather", NULL, xin(nc, 4), xin(nc, 1)));
-  if (out_name(nc, 2)) e = XN(b, "Identity", out_name(nc, 2), e);
-  last_norm(b, nc, false, e, xin(nc, 5), xin(nc, 6), out_name(nc, 0));
-  if (out_name(nc, 1)) {
+  if (xout(nc, 2)) e = XN(b, "Identity", xout(nc, 2), e);
+  last_norm(b, nc, false, e, xin(nc, 5), xin(nc, 6), xout(nc, 0));
+  if (xout(nc, 1)) {
     Onnx__AttributeProto *to[] = {xa_int(b, "to", ONNX__TENSOR_PROTO__DATA_TYPE__INT32)};
     Onnx__AttributeProto *kd[] = {xa_int(b, "keepdims", 0)};
     const char *mi;
@@ -200,7 +159,7 @@ static ts_status ms_embed_ln(xb *b, imp *im, nctx *nc) {
       const char *bs = XN(b, "Slice", NULL, sh, c_ints(b, (int64_t[]){0}, 1), c_ints(b, (int64_t[]){1}, 1));
       mi = XN(b, "Expand", NULL, XN(b, "Gather", NULL, sh, c_int(b, 1)), bs);
     }
-    XA(b, "Cast", out_name(nc, 1), to, mi);
+    XA(b, "Cast", xout(nc, 1), to, mi);
   }
   return b->st;
 }
@@ -208,7 +167,9 @@ static ts_status ms_embed_ln(xb *b, imp *im, nctx *nc) {
 ts_status imp_ms_contrib(imp *im, nctx *nc) {
   const tg_value *x = IN(im, nc, 0);
   if (!x) return imp_nerr(im, nc, TS_EINVAL, "input 0 is required");
-  xb b = {.im = im, .nc = nc, .elem = xonnx_type(x)};
+  /* the bodies are written in opset-13 forms (axes and split sizes as inputs,
+   * Softmax over the last axis alone), whatever the model's opset */
+  xb b = {.im = im, .nc = nc, .elem = xonnx_type(x), .min_opset = 13};
   const char *y = nc->outname[0];
   ts_status st = TS_OK;
   switch (nc->op) {
@@ -240,7 +201,7 @@ ts_status imp_ms_contrib(imp *im, nctx *nc) {
     int bias = rms ? 3 : 4, sum = 3;
     const char *s = XN(&b, "Add", NULL, xin(nc, 0), xin(nc, 1));
     if (xin(nc, bias)[0]) s = XN(&b, "Add", NULL, s, xin(nc, bias));
-    if (out_name(nc, sum)) s = XN(&b, "Identity", out_name(nc, sum), s);
+    if (xout(nc, sum)) s = XN(&b, "Identity", xout(nc, sum), s);
     last_norm(&b, nc, rms, s, xin(nc, 2), rms ? "" : xin(nc, 3), y);
     break;
   }

@@ -90,17 +90,7 @@ ts_status imp_ms_qlinear(imp *im, nctx *nc) {
         if ((v = aints(nc, lists[i], &n))) at[na++] = xa_ints(&b, lists[i], v, n);
       if (A(nc, "ceil_mode")) at[na++] = xa_int(&b, "ceil_mode", aint(nc, "ceil_mode", 0));
       if (A(nc, "count_include_pad")) at[na++] = xa_int(&b, "count_include_pad", aint(nc, "count_include_pad", 0));
-      if (A(nc, "auto_pad")) {
-        Onnx__AttributeProto *s = xa_int(&b, "auto_pad", 0);
-        if (s) {
-          const char *ap = astr(nc, "auto_pad", "NOTSET");
-          s->type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__STRING;
-          s->has_i = 0;
-          s->s.data = (uint8_t *)ap;
-          s->s.len = strlen(ap);
-        }
-        at[na++] = s;
-      }
+      if (A(nc, "auto_pad")) at[na++] = xa_str(&b, "auto_pad", astr(nc, "auto_pad", "NOTSET"));
       y = xn(&b, "AveragePool", NULL, 1, (const char *[]){a}, na, at);
     }
     if (cl) y = to_channels_first(&b, y, x->ndim, true);
